@@ -1,0 +1,276 @@
+//! The superblock (two copies: blocks 0 and 1) and the geometry it records.
+
+use super::{round_up, BLOCK_BYTES, HUGE_ALIGN_BYTES, INODE_BYTES, MAX_DATA_BLOCKS, MAX_INODES};
+use crate::journal::{ENTRY_BYTES, JOURNAL_HEADER_BYTES};
+use crate::{Error, Result};
+use bytemuck::{Pod, Zeroable};
+
+pub const MAGIC: u64 = u64::from_le_bytes(*b"HASHFS\0\x01");
+pub const FORMAT_VERSION: u32 = 1;
+pub const SB_STATE_CLEAN: u32 = 1;
+pub const SB_STATE_MOUNTED: u32 = 2;
+/// Byte offsets of the two superblock copies.
+pub const SB_PRIMARY_OFF: u64 = 0;
+pub const SB_SECONDARY_OFF: u64 = BLOCK_BYTES;
+
+/// Which file-mapping structure the image uses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u32)]
+pub enum MappingKind {
+    /// The global linear-probing hash table of the HashFS paper, §3.2.2.
+    HashFs = 1,
+}
+
+impl MappingKind {
+    pub fn from_u32(v: u32) -> Option<MappingKind> {
+        match v {
+            1 => Some(MappingKind::HashFs),
+            _ => None,
+        }
+    }
+    pub fn name(self) -> &'static str {
+        match self {
+            MappingKind::HashFs => "hashfs",
+        }
+    }
+    pub fn from_name(s: &str) -> Option<MappingKind> {
+        match s {
+            "hashfs" => Some(MappingKind::HashFs),
+            _ => None,
+        }
+    }
+}
+
+/// The superblock: 512 bytes at offset 0, copied at offset 4096.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Pod, Zeroable, PartialEq, Eq)]
+pub struct Superblock {
+    pub magic: u64,
+    pub format_version: u32,
+    pub mapping_kind: u32,
+    pub block_size: u32,
+    pub journal_count: u32,
+    pub journal_blocks: u32,
+    /// SB_STATE_CLEAN after an orderly unmount, SB_STATE_MOUNTED while in use.
+    pub state: u32,
+    pub image_size_bytes: u64,
+    pub inode_count: u64,
+    pub journal_off: u64,
+    pub inode_table_off: u64,
+    pub hash_table_off: u64,
+    pub data_off: u64,
+    pub data_blocks: u64,
+    pub hash_seed: u64,
+    pub created_ns: i64,
+    pub mount_count: u64,
+    pub uuid: [u8; 16],
+    pub reserved: [u64; 47],
+    /// CRC32C of bytes 0..504.
+    pub checksum: u32,
+    pub reserved_tail: u32,
+}
+
+pub const SUPERBLOCK_BYTES: usize = 512;
+const _: () = assert!(std::mem::size_of::<Superblock>() == SUPERBLOCK_BYTES);
+const _: () = assert!(std::mem::offset_of!(Superblock, checksum) == 504);
+
+impl Superblock {
+    pub fn compute_checksum(&self) -> u32 {
+        crc32c::crc32c(&bytemuck::bytes_of(self)[..504])
+    }
+    pub fn seal(&mut self) {
+        self.checksum = self.compute_checksum();
+    }
+
+    /// Checks magic, version, checksum and that the geometry fits `image_len` and is the
+    /// geometry that `Geometry::compute` would give; the first problem found is returned.
+    pub fn validate(&self, image_len: u64) -> Result<Geometry> {
+        if self.magic != MAGIC {
+            return Err(Error::corrupt("superblock: bad magic (not a HashFS image)"));
+        }
+        if self.checksum != self.compute_checksum() {
+            return Err(Error::corrupt("superblock: checksum mismatch"));
+        }
+        if self.format_version != FORMAT_VERSION {
+            return Err(Error::corrupt(format!(
+                "superblock: format version {} (this build reads {FORMAT_VERSION})",
+                self.format_version
+            )));
+        }
+        if MappingKind::from_u32(self.mapping_kind).is_none() {
+            return Err(Error::corrupt(format!("superblock: unknown mapping kind {}", self.mapping_kind)));
+        }
+        if self.block_size as u64 != BLOCK_BYTES {
+            return Err(Error::corrupt("superblock: block size is not 4096"));
+        }
+        if self.image_size_bytes != image_len {
+            return Err(Error::corrupt(format!(
+                "superblock: image is {image_len} bytes but the superblock says {} (truncated or extended image)",
+                self.image_size_bytes
+            )));
+        }
+        let g = Geometry::compute(&GeometryParams {
+            image_bytes: self.image_size_bytes,
+            inode_count: Some(self.inode_count),
+            journal_count: self.journal_count,
+            journal_blocks: self.journal_blocks,
+        })
+        .map_err(|e| Error::corrupt(format!("superblock: geometry invalid: {e}")))?;
+        if g.journal_off != self.journal_off
+            || g.inode_table_off != self.inode_table_off
+            || g.hash_table_off != self.hash_table_off
+            || g.data_off != self.data_off
+            || g.data_blocks != self.data_blocks
+        {
+            return Err(Error::corrupt("superblock: region offsets do not match the geometry"));
+        }
+        if !matches!(self.state, SB_STATE_CLEAN | SB_STATE_MOUNTED) {
+            return Err(Error::corrupt(format!("superblock: unknown state {}", self.state)));
+        }
+        Ok(g)
+    }
+}
+
+/// Inputs to the layout computation.
+#[derive(Clone, Copy, Debug)]
+pub struct GeometryParams {
+    pub image_bytes: u64,
+    /// None: one inode per 16 KiB of image.
+    pub inode_count: Option<u64>,
+    pub journal_count: u32,
+    pub journal_blocks: u32,
+}
+
+/// Where every region of the image lies.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Geometry {
+    pub image_bytes: u64,
+    pub journal_count: u32,
+    pub journal_blocks: u32,
+    pub journal_off: u64,
+    pub inode_count: u64,
+    pub inode_table_off: u64,
+    pub hash_table_off: u64,
+    pub data_off: u64,
+    pub data_blocks: u64,
+}
+
+pub const MIN_DATA_BLOCKS: u64 = 16;
+pub const MAX_JOURNALS: u32 = 256;
+pub const MIN_JOURNAL_BLOCKS: u32 = 2;
+pub const MAX_JOURNAL_BLOCKS: u32 = 1024;
+
+impl Geometry {
+    pub fn compute(p: &GeometryParams) -> std::result::Result<Geometry, String> {
+        if p.journal_count == 0 || p.journal_count > MAX_JOURNALS {
+            return Err(format!("journal count must be 1..={MAX_JOURNALS}"));
+        }
+        if !(MIN_JOURNAL_BLOCKS..=MAX_JOURNAL_BLOCKS).contains(&p.journal_blocks) {
+            return Err(format!("journal size must be {MIN_JOURNAL_BLOCKS}..={MAX_JOURNAL_BLOCKS} blocks"));
+        }
+        if p.image_bytes % BLOCK_BYTES != 0 {
+            return Err("image size must be a multiple of 4096 bytes".into());
+        }
+        let inode_count = p.inode_count.unwrap_or((p.image_bytes / 16384).clamp(16, MAX_INODES));
+        if inode_count == 0 || inode_count > MAX_INODES {
+            return Err(format!("inode count must be 1..={MAX_INODES}"));
+        }
+        let journal_off = 2 * BLOCK_BYTES;
+        let journal_bytes = p.journal_count as u64 * p.journal_blocks as u64 * BLOCK_BYTES;
+        let inode_table_off = journal_off + journal_bytes;
+        let inode_table_bytes = round_up(inode_count * INODE_BYTES as u64, BLOCK_BYTES);
+        let hash_table_off = inode_table_off + inode_table_bytes;
+        let align = if p.image_bytes >= 64 * 1024 * 1024 { HUGE_ALIGN_BYTES } else { BLOCK_BYTES };
+        let too_small = || format!("image of {} bytes is too small for its metadata", p.image_bytes);
+        let rest = p.image_bytes.checked_sub(hash_table_off).ok_or_else(too_small)?;
+        let mut data_blocks = (rest / (BLOCK_BYTES + 8)).min(MAX_DATA_BLOCKS);
+        let data_off = |n: u64| round_up(hash_table_off + round_up(n * 8, BLOCK_BYTES), align);
+        while data_blocks > 0 && data_off(data_blocks) + data_blocks * BLOCK_BYTES > p.image_bytes {
+            data_blocks -= 1;
+        }
+        if data_blocks < MIN_DATA_BLOCKS {
+            return Err(too_small());
+        }
+        Ok(Geometry {
+            image_bytes: p.image_bytes,
+            journal_count: p.journal_count,
+            journal_blocks: p.journal_blocks,
+            journal_off,
+            inode_count,
+            inode_table_off,
+            hash_table_off,
+            data_off: data_off(data_blocks),
+            data_blocks,
+        })
+    }
+
+    pub fn journal_entries(&self) -> u64 {
+        (self.journal_blocks as u64 * BLOCK_BYTES - JOURNAL_HEADER_BYTES) / ENTRY_BYTES
+    }
+
+    pub fn journal_base(&self, index: u32) -> u64 {
+        self.journal_off + index as u64 * self.journal_blocks as u64 * BLOCK_BYTES
+    }
+
+    pub fn inode_off(&self, ino: u64) -> u64 {
+        debug_assert!(ino >= 1 && ino <= self.inode_count);
+        self.inode_table_off + (ino - 1) * INODE_BYTES as u64
+    }
+
+    pub fn slot_off(&self, slot: u64) -> u64 {
+        self.hash_table_off + slot * 8
+    }
+
+    pub fn block_off(&self, slot: u64) -> u64 {
+        self.data_off + slot * BLOCK_BYTES
+    }
+
+    /// Bytes of mapping metadata (the hash table) per GiB of data region.
+    pub fn mapping_bytes_per_gib(&self) -> f64 {
+        let table = round_up(self.data_blocks * 8, BLOCK_BYTES) as f64;
+        table / (self.data_blocks as f64 * BLOCK_BYTES as f64) * (1u64 << 30) as f64
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn params(bytes: u64) -> GeometryParams {
+        GeometryParams { image_bytes: bytes, inode_count: None, journal_count: 4, journal_blocks: 4 }
+    }
+
+    #[test]
+    fn regions_are_ordered_and_fit() {
+        for mib in [1u64, 8, 64, 100, 1024] {
+            let g = Geometry::compute(&params(mib << 20)).unwrap();
+            assert!(g.journal_off < g.inode_table_off);
+            assert!(g.inode_table_off < g.hash_table_off);
+            assert!(g.hash_table_off + g.data_blocks * 8 <= g.data_off);
+            assert!(g.data_off + g.data_blocks * BLOCK_BYTES <= g.image_bytes);
+            assert_eq!(g.data_off % BLOCK_BYTES, 0);
+            if mib >= 64 {
+                assert_eq!(g.data_off % HUGE_ALIGN_BYTES, 0);
+            }
+        }
+    }
+
+    #[test]
+    fn table_overhead_is_under_point_two_percent() {
+        let g = Geometry::compute(&params(1 << 30)).unwrap();
+        let frac = g.mapping_bytes_per_gib() / (1u64 << 30) as f64;
+        assert!(frac < 0.002, "{frac}");
+    }
+
+    #[test]
+    fn rejects_bad_parameters() {
+        assert!(Geometry::compute(&params(4096 * 3)).is_err());
+        assert!(Geometry::compute(&params((1 << 20) + 1)).is_err());
+        let mut p = params(1 << 20);
+        p.journal_count = 0;
+        assert!(Geometry::compute(&p).is_err());
+        p = params(1 << 20);
+        p.inode_count = Some(MAX_INODES + 1);
+        assert!(Geometry::compute(&p).is_err());
+    }
+}

@@ -1,0 +1,554 @@
+//! The HashFS table (paper §3.2.2): one 8-byte entry per data block, key = (inode,
+//! logical block), linear probing, and the slot index *is* the physical block. Claiming a
+//! slot with compare-and-swap allocates its block; there is no other allocator.
+//!
+//! Entry values:
+//! - `EMPTY` (0): never used, or provably on no probe path. Lookups stop here.
+//! - `TOMBSTONE` (all ones): freed; lookups continue past it; inserts may take it.
+//! - `RESERVED | home`: claimed by an insert whose data is not yet durable. It records the
+//!   home slot of the key it will hold, so tombstone purging knows the path it needs.
+//!   Recovery turns it into a tombstone.
+//! - `(ino << 32) | lblk`: a mapped block (ino is 1 ..= 2^32 - 2).
+//!
+//! Invariant (I1): for every key or reservation at slot j with home h, no slot in the
+//! cyclic range [h, j) is EMPTY. Lookups rely on it.
+//!
+//! Deletes store a tombstone, then *purge* it: a tombstone at i becomes EMPTY unless some
+//! key after i in its cluster has its home at or before i. Because entries never move (the
+//! slot is the data block), this is how long churn avoids filling the table with
+//! tombstones (the classic linear-probing decay). Purging holds the write side of
+//! `purge_lock`; an insert holds the read side while it probes and claims, so a purge never
+//! runs between an insert passing a slot and claiming a later one.
+
+use super::simd::{self, SimdKind};
+use crate::layout::Geometry;
+use crate::pm::PmDevice;
+use crate::{Error, Result};
+use parking_lot::RwLock;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+pub const EMPTY: u64 = 0;
+pub const TOMBSTONE: u64 = u64::MAX;
+pub const RESERVED_TAG: u64 = 0xFFFF_FFFF_0000_0000;
+
+/// The key of logical block `lblk` of inode `ino`.
+#[inline]
+pub fn key(ino: u32, lblk: u32) -> u64 {
+    ((ino as u64) << 32) | lblk as u64
+}
+
+/// What an entry holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Entry {
+    Empty,
+    Tombstone,
+    Reserved { home: u64 },
+    Key { ino: u32, lblk: u32 },
+    /// A value no correct table holds (corruption).
+    Invalid,
+}
+
+#[inline]
+pub fn classify(v: u64, nslots: u64) -> Entry {
+    match v {
+        EMPTY => Entry::Empty,
+        TOMBSTONE => Entry::Tombstone,
+        _ if v & RESERVED_TAG == RESERVED_TAG => {
+            let home = v & 0xFFFF_FFFF;
+            if home < nslots {
+                Entry::Reserved { home }
+            } else {
+                Entry::Invalid
+            }
+        }
+        _ if v >> 32 == 0 => Entry::Invalid,
+        _ => Entry::Key { ino: (v >> 32) as u32, lblk: v as u32 },
+    }
+}
+
+/// Probe-length figures over the whole table.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ProbeStats {
+    pub live: u64,
+    pub reserved: u64,
+    pub tombstones: u64,
+    pub empty: u64,
+    /// Mean slots read by a lookup that finds its key.
+    pub mean_hit_probes: f64,
+    pub max_hit_probes: u64,
+    /// Mean slots read by a lookup of an absent key (up to the first EMPTY).
+    pub mean_miss_probes: f64,
+}
+
+pub struct HashTable<D: PmDevice> {
+    dev: Arc<D>,
+    off: u64,
+    nslots: u64,
+    seed: u64,
+    simd: SimdKind,
+    purge_lock: RwLock<()>,
+    /// Slots holding a key or a reservation.
+    used: AtomicU64,
+}
+
+impl<D: PmDevice> HashTable<D> {
+    pub fn new(dev: Arc<D>, geo: &Geometry, seed: u64) -> HashTable<D> {
+        HashTable {
+            dev,
+            off: geo.hash_table_off,
+            nslots: geo.data_blocks,
+            seed,
+            simd: simd::simd_kind(),
+            purge_lock: RwLock::new(()),
+            used: AtomicU64::new(0),
+        }
+    }
+
+    pub fn nslots(&self) -> u64 {
+        self.nslots
+    }
+    pub fn used(&self) -> u64 {
+        self.used.load(Ordering::Relaxed)
+    }
+    pub fn set_used(&self, n: u64) {
+        self.used.store(n, Ordering::Relaxed)
+    }
+    pub fn simd(&self) -> SimdKind {
+        self.simd
+    }
+
+    #[inline]
+    pub fn slot_off(&self, slot: u64) -> u64 {
+        self.off + slot * 8
+    }
+    #[inline]
+    pub fn load(&self, slot: u64) -> u64 {
+        self.dev.load_u64(self.slot_off(slot))
+    }
+    #[inline]
+    pub fn home(&self, key: u64) -> u64 {
+        simd::home_slot(key, self.seed, self.nslots)
+    }
+    #[inline]
+    fn next(&self, s: u64) -> u64 {
+        if s + 1 == self.nslots {
+            0
+        } else {
+            s + 1
+        }
+    }
+    /// Cyclic distance from a to b.
+    #[inline]
+    fn dist(&self, a: u64, b: u64) -> u64 {
+        if b >= a {
+            b - a
+        } else {
+            b + self.nslots - a
+        }
+    }
+
+    /// The slot of `key` and the number of slots read, or None if absent.
+    #[inline]
+    pub fn lookup_from(&self, key: u64, home: u64) -> Option<u64> {
+        let mut s = home;
+        for _ in 0..self.nslots {
+            let v = self.load(s);
+            if v == key {
+                return Some(s);
+            }
+            if v == EMPTY {
+                return None;
+            }
+            s = self.next(s);
+        }
+        None
+    }
+
+    pub fn lookup(&self, key: u64) -> Option<u64> {
+        self.lookup_from(key, self.home(key))
+    }
+
+    /// Looks up `keys.len()` (<= 8) keys: hashes them with one vector operation,
+    /// prefetches every home line, then probes.
+    pub fn lookup_batch(&self, keys: &[u64], out: &mut [Option<u64>]) {
+        let mut homes = [0u64; 8];
+        simd::home_slots(self.simd, keys, self.seed, self.nslots, &mut homes);
+        for &h in &homes[..keys.len()] {
+            self.dev.prefetch(self.slot_off(h));
+        }
+        for i in 0..keys.len() {
+            out[i] = self.lookup_from(keys[i], homes[i]);
+        }
+    }
+
+    /// Claims a free slot for `key`, which the caller knows is absent; the slot holds a
+    /// reservation until [`publish`](Self::publish). Fails with NoSpace when every slot is
+    /// taken.
+    pub fn reserve(&self, key: u64) -> Result<u64> {
+        let home = self.home(key);
+        let marker = RESERVED_TAG | home;
+        let _g = self.purge_lock.read();
+        let mut s = home;
+        for _ in 0..self.nslots {
+            let v = self.load(s);
+            if (v == EMPTY || v == TOMBSTONE) && self.dev.cas_u64(self.slot_off(s), v, marker).is_ok() {
+                self.used.fetch_add(1, Ordering::Relaxed);
+                return Ok(s);
+            }
+            s = self.next(s);
+        }
+        Err(Error::NoSpace)
+    }
+
+    /// The word that turns a reservation into a mapping (written through a transaction or
+    /// with `store_u64`, then flushed and fenced by the caller).
+    pub fn publish_value(key: u64) -> u64 {
+        key
+    }
+
+    /// Frees a slot (a key or an unpublished reservation): stores a tombstone and flushes
+    /// it. The caller fences, then calls [`purge`](Self::purge).
+    pub fn release(&self, slot: u64) {
+        let off = self.slot_off(slot);
+        self.dev.store_u64(off, TOMBSTONE);
+        self.dev.flush(off, 8);
+        self.used.fetch_sub(1, Ordering::Relaxed);
+    }
+
+    /// Turns the given tombstones (and any they make unneeded) into EMPTY where no probe
+    /// path needs them.
+    pub fn purge(&self, slots: &[u64]) {
+        if slots.is_empty() {
+            return;
+        }
+        let _g = self.purge_lock.write();
+        for &s in slots {
+            self.purge_one(s);
+        }
+    }
+
+    fn home_of(&self, v: u64) -> Option<u64> {
+        match classify(v, self.nslots) {
+            Entry::Key { .. } => Some(self.home(v)),
+            Entry::Reserved { home } => Some(home),
+            _ => None,
+        }
+    }
+
+    fn purge_one(&self, i: u64) {
+        if self.load(i) != TOMBSTONE {
+            return;
+        }
+        let mut j = self.next(i);
+        for _ in 1..self.nslots {
+            let v = self.load(j);
+            if v == EMPTY {
+                break;
+            }
+            if let Some(h) = self.home_of(v) {
+                if self.dist(h, j) >= self.dist(i, j) {
+                    return; // the key at j probes through i
+                }
+            }
+            j = self.next(j);
+        }
+        self.set_empty(i);
+        // A tombstone followed by EMPTY lies on no path that reaches a key.
+        let mut k = if i == 0 { self.nslots - 1 } else { i - 1 };
+        for _ in 1..self.nslots {
+            if self.load(k) != TOMBSTONE {
+                break;
+            }
+            self.set_empty(k);
+            k = if k == 0 { self.nslots - 1 } else { k - 1 };
+        }
+    }
+
+    fn set_empty(&self, s: u64) {
+        let off = self.slot_off(s);
+        self.dev.store_u64(off, EMPTY);
+        self.dev.flush(off, 8);
+    }
+
+    /// Recovery and repair: restores (I1) by turning EMPTY slots on a key's path into
+    /// tombstones, then purges every unneeded tombstone in one linear pass. Returns the
+    /// number of slots changed. Runs with the file system quiescent.
+    pub fn repair_and_purge_all(&self) -> u64 {
+        let _g = self.purge_lock.write();
+        let mut changed = 0;
+        for j in 0..self.nslots {
+            if let Some(h) = self.home_of(self.load(j)) {
+                let mut s = h;
+                while s != j {
+                    if self.load(s) == EMPTY {
+                        self.dev.store_u64(self.slot_off(s), TOMBSTONE);
+                        self.dev.flush(self.slot_off(s), 8);
+                        changed += 1;
+                    }
+                    s = self.next(s);
+                }
+            }
+        }
+        // Clusters are runs of non-EMPTY slots; walk each backward, tracking the earliest
+        // home (as an offset from the cluster start) among the keys after the position.
+        let Some(start) = (0..self.nslots).find(|&s| self.load(s) == EMPTY) else {
+            return changed; // no EMPTY slot at all: every tombstone may be needed
+        };
+        let mut s = self.next(start);
+        let mut visited = 1;
+        while visited < self.nslots {
+            if self.load(s) == EMPTY {
+                s = self.next(s);
+                visited += 1;
+                continue;
+            }
+            let a = s;
+            let mut len = 0u64;
+            while self.load(s) != EMPTY && visited < self.nslots {
+                len += 1;
+                s = self.next(s);
+                visited += 1;
+            }
+            let mut min_home = u64::MAX;
+            for k in (0..len).rev() {
+                let p = (a + k) % self.nslots;
+                let v = self.load(p);
+                if let Some(h) = self.home_of(v) {
+                    min_home = min_home.min(self.dist(a, h).min(k));
+                } else if v == TOMBSTONE && min_home > k {
+                    self.set_empty(p);
+                    changed += 1;
+                }
+            }
+        }
+        changed
+    }
+
+    /// Exact probe-length figures from a scan of the table.
+    pub fn probe_stats(&self) -> ProbeStats {
+        let mut st = ProbeStats::default();
+        let n = self.nslots;
+        let vals: Vec<u64> = (0..n).map(|s| self.load(s)).collect();
+        let mut hit_sum = 0u64;
+        for (j, &v) in vals.iter().enumerate() {
+            match classify(v, n) {
+                Entry::Empty => st.empty += 1,
+                Entry::Tombstone => st.tombstones += 1,
+                Entry::Reserved { .. } => st.reserved += 1,
+                Entry::Key { .. } => {
+                    st.live += 1;
+                    let p = self.dist(self.home(v), j as u64) + 1;
+                    hit_sum += p;
+                    st.max_hit_probes = st.max_hit_probes.max(p);
+                }
+                Entry::Invalid => {}
+            }
+        }
+        if st.live > 0 {
+            st.mean_hit_probes = hit_sum as f64 / st.live as f64;
+        }
+        // Miss cost from slot s = slots up to and including the next EMPTY.
+        if st.empty > 0 {
+            let mut to_empty = vec![0u64; n as usize];
+            let first_empty = vals.iter().rposition(|&v| v == EMPTY).expect("some EMPTY") as u64;
+            let mut d = 0u64;
+            let mut s = first_empty;
+            for _ in 0..n {
+                d = if vals[s as usize] == EMPTY { 1 } else { d + 1 };
+                to_empty[s as usize] = d;
+                s = if s == 0 { n - 1 } else { s - 1 };
+            }
+            st.mean_miss_probes = to_empty.iter().sum::<u64>() as f64 / n as f64;
+        } else {
+            st.mean_miss_probes = n as f64;
+        }
+        st
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::layout::superblock::GeometryParams;
+    use crate::pm::CrashDevice;
+    use rand::{rngs::SmallRng, Rng, SeedableRng};
+    use std::collections::HashMap;
+
+    fn table(bytes: u64) -> HashTable<CrashDevice> {
+        let geo = Geometry::compute(&GeometryParams {
+            image_bytes: bytes,
+            inode_count: Some(16),
+            journal_count: 1,
+            journal_blocks: 2,
+        })
+        .unwrap();
+        HashTable::new(Arc::new(CrashDevice::new(bytes)), &geo, 0x5eed)
+    }
+
+    fn insert(t: &HashTable<CrashDevice>, k: u64) -> Result<u64> {
+        let s = t.reserve(k)?;
+        t.dev.store_u64(t.slot_off(s), k);
+        Ok(s)
+    }
+
+    fn check_invariant(t: &HashTable<CrashDevice>) {
+        for j in 0..t.nslots {
+            if let Some(h) = t.home_of(t.load(j)) {
+                let mut s = h;
+                while s != j {
+                    assert_ne!(t.load(s), EMPTY, "EMPTY at {s} on the path {h}..{j}");
+                    s = t.next(s);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn random_inserts_deletes_match_a_map() {
+        let t = table(2 << 20);
+        let mut model: HashMap<u64, u64> = HashMap::new();
+        let mut rng = SmallRng::seed_from_u64(1);
+        for step in 0..20_000 {
+            let k = key(rng.random_range(1..20), rng.random_range(0..40));
+            if let Some(&s) = model.get(&k) {
+                assert_eq!(t.lookup(k), Some(s));
+                if rng.random_bool(0.5) {
+                    t.release(s);
+                    t.purge(&[s]);
+                    model.remove(&k);
+                }
+            } else {
+                assert_eq!(t.lookup(k), None);
+                if let Ok(s) = insert(&t, k) {
+                    model.insert(k, s);
+                }
+            }
+            if step % 5000 == 0 {
+                check_invariant(&t);
+            }
+        }
+        check_invariant(&t);
+        for (k, s) in &model {
+            assert_eq!(t.lookup(*k), Some(*s));
+        }
+    }
+
+    #[test]
+    fn full_table_returns_nospace_and_recovers_after_delete() {
+        let t = table(512 * 1024);
+        let n = t.nslots();
+        let mut slots = Vec::new();
+        for b in 0..n {
+            slots.push(insert(&t, key(3, b as u32)).unwrap());
+        }
+        assert!(matches!(t.reserve(key(4, 0)), Err(Error::NoSpace)));
+        t.release(slots[7]);
+        t.purge(&[slots[7]]);
+        assert_eq!(insert(&t, key(4, 0)).unwrap(), slots[7]);
+        for b in 0..n {
+            if b != 7 {
+                assert!(t.lookup(key(3, b as u32)).is_some());
+            }
+        }
+    }
+
+    /// Knuth's expected probes for a successful lookup in linear probing at load `a`.
+    fn knuth_hit(a: f64) -> f64 {
+        0.5 * (1.0 + 1.0 / (1.0 - a))
+    }
+
+    #[test]
+    fn churn_does_not_degrade_probe_lengths() {
+        // Fill to 80% and empty again ten times: each time the full table must probe like
+        // a fresh one, and the empty table must hold no tombstones at all.
+        let t = table(32 << 20);
+        let n = t.nslots();
+        let target = n * 8 / 10;
+        let mut rng = SmallRng::seed_from_u64(7);
+        for round in 0..10u32 {
+            let mut slots = Vec::new();
+            for b in 0..target {
+                slots.push(insert(&t, key(round + 1 + (b % 5) as u32, b as u32)).unwrap());
+            }
+            let st = t.probe_stats();
+            assert!(st.mean_hit_probes < knuth_hit(0.8) * 1.3, "round {round}: {st:?}");
+            for i in (1..slots.len()).rev() {
+                slots.swap(i, rng.random_range(0..=i));
+            }
+            for chunk in slots.chunks(64) {
+                for &s in chunk {
+                    t.release(s);
+                }
+                t.purge(chunk);
+            }
+            let after = t.probe_stats();
+            assert_eq!(after.live, 0);
+            assert_eq!(after.tombstones, 0, "round {round}: tombstones left behind");
+            assert!(after.mean_miss_probes < 1.01);
+        }
+    }
+
+    #[test]
+    fn steady_state_churn_settles() {
+        // Hold the table at 80% while replacing every key 20 times over. Entries cannot
+        // move (the slot is the data block), so tombstones that lie on live probe paths
+        // stay; what must hold is that the cost settles instead of growing without bound.
+        let t = table(32 << 20);
+        let n = t.nslots();
+        let target = (n * 8 / 10) as usize;
+        let mut rng = SmallRng::seed_from_u64(9);
+        let mut live: Vec<(u64, u64)> = Vec::new();
+        let mut next = 0u32;
+        while live.len() < target {
+            let k = key(1 + next % 7, next);
+            live.push((k, insert(&t, k).unwrap()));
+            next += 1;
+        }
+        let mut at_round_5 = None;
+        for step in 0..20 * target {
+            if step == 5 * target {
+                at_round_5 = Some(t.probe_stats());
+            }
+            let i = rng.random_range(0..live.len());
+            let (_, s) = live.swap_remove(i);
+            t.release(s);
+            t.purge(&[s]);
+            let k = key(1 + next % 7, next);
+            live.push((k, insert(&t, k).unwrap()));
+            next = next.wrapping_add(1);
+        }
+        let early = at_round_5.unwrap();
+        let late = t.probe_stats();
+        assert!(late.mean_hit_probes < early.mean_hit_probes * 1.25, "{early:?} -> {late:?}");
+        assert!(late.mean_hit_probes < knuth_hit(0.8) * 4.0, "{late:?}");
+        assert!(late.tombstones < n / 4, "{late:?}");
+        for (k, s) in &live {
+            assert_eq!(t.lookup(*k), Some(*s));
+        }
+    }
+
+    #[test]
+    fn repair_restores_reachability() {
+        let t = table(1 << 20);
+        let k1 = key(1, 0);
+        let s1 = insert(&t, k1).unwrap();
+        // Force a collision chain by inserting keys until one lands after s1 with home s1.
+        let mut chained = None;
+        for b in 1..100_000u32 {
+            let k = key(2, b);
+            if t.home(k) == s1 {
+                chained = Some((k, insert(&t, k).unwrap()));
+                break;
+            }
+        }
+        let (k2, s2) = chained.expect("a colliding key");
+        assert_ne!(s1, s2);
+        // A crash could persist the second insert but not the first.
+        t.dev.store_u64(t.slot_off(s1), EMPTY);
+        assert_eq!(t.lookup(k2), None);
+        assert!(t.repair_and_purge_all() >= 1);
+        assert_eq!(t.lookup(k2), Some(s2));
+        check_invariant(&t);
+    }
+}

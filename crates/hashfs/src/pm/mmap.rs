@@ -1,0 +1,243 @@
+//! [`MmapDevice`]: an image file mapped `MAP_SHARED` (with `MAP_SYNC` on DAX).
+
+use super::cpu::{self, FlushKind};
+use super::{lines_in, DevOffset, DeviceStats, PmDevice};
+use std::fs::{File, OpenOptions};
+use std::io;
+use std::os::unix::io::AsRawFd;
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Copies at least this large use non-temporal stores.
+pub const NONTEMPORAL_MIN_BYTES: usize = 16 * 1024;
+
+/// How to open the image file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OpenMode {
+    /// The file must exist; its length is the image size.
+    Existing,
+    /// Create or truncate the file to `size_bytes`.
+    CreateTruncate { size_bytes: u64 },
+}
+
+/// A memory-mapped image file.
+pub struct MmapDevice {
+    base: *mut u8,
+    len: u64,
+    _file: File,
+    flush_kind: FlushKind,
+    /// True when mapped with MAP_SYNC (the file sits on a DAX file system).
+    map_sync: bool,
+    /// True when the host file system keeps the image only in memory or in PM
+    /// (tmpfs, DAX), so that cache write-back is all durability needs.
+    host_is_memory: bool,
+    stats: DeviceStats,
+}
+
+// SAFETY: the mapping is shared memory that lives as long as the device; all access goes
+// through the verbs below, which use atomics or copies whose concurrency is the caller's
+// (the file system's locks), exactly as with any shared-memory buffer.
+unsafe impl Send for MmapDevice {}
+// SAFETY: as above.
+unsafe impl Sync for MmapDevice {}
+
+const MAP_SHARED_VALIDATE: i32 = 0x03;
+const MAP_SYNC: i32 = 0x80000;
+const TMPFS_MAGIC: i64 = 0x0102_1994;
+
+impl MmapDevice {
+    pub fn open(path: &Path, mode: OpenMode) -> io::Result<MmapDevice> {
+        let file = match mode {
+            OpenMode::Existing => OpenOptions::new().read(true).write(true).open(path)?,
+            OpenMode::CreateTruncate { size_bytes } => {
+                let f = OpenOptions::new()
+                    .read(true)
+                    .write(true)
+                    .create(true)
+                    .truncate(true)
+                    .open(path)?;
+                f.set_len(size_bytes)?;
+                f
+            }
+        };
+        let len = file.metadata()?.len();
+        if len == 0 {
+            return Err(io::Error::new(io::ErrorKind::InvalidInput, "image file is empty"));
+        }
+        let len_usize = usize::try_from(len)
+            .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "image too large"))?;
+        let fd = file.as_raw_fd();
+        let prot = libc::PROT_READ | libc::PROT_WRITE;
+        // SAFETY: mmap of a file descriptor we own; a failure returns MAP_FAILED.
+        let mut base = unsafe {
+            libc::mmap(std::ptr::null_mut(), len_usize, prot, MAP_SHARED_VALIDATE | MAP_SYNC, fd, 0)
+        };
+        let mut map_sync = true;
+        if base == libc::MAP_FAILED {
+            map_sync = false;
+            // SAFETY: as above, without MAP_SYNC (the host is not DAX).
+            base = unsafe { libc::mmap(std::ptr::null_mut(), len_usize, prot, libc::MAP_SHARED, fd, 0) };
+            if base == libc::MAP_FAILED {
+                return Err(io::Error::last_os_error());
+            }
+        }
+        let host_is_memory = map_sync || is_tmpfs(&file);
+        Ok(MmapDevice {
+            base: base as *mut u8,
+            len,
+            _file: file,
+            flush_kind: cpu::flush_kind(),
+            map_sync,
+            host_is_memory,
+            stats: DeviceStats::default(),
+        })
+    }
+
+    pub fn is_map_sync(&self) -> bool {
+        self.map_sync
+    }
+
+    pub fn flush_kind(&self) -> FlushKind {
+        self.flush_kind
+    }
+
+    #[inline]
+    fn ptr(&self, off: DevOffset, len: u64) -> *mut u8 {
+        assert!(
+            off.checked_add(len).is_some_and(|end| end <= self.len),
+            "device access out of range: {off}+{len} > {}",
+            self.len
+        );
+        // SAFETY: the range was just checked to lie inside the mapping.
+        unsafe { self.base.add(off as usize) }
+    }
+
+    #[inline]
+    fn atomic(&self, off: DevOffset) -> &AtomicU64 {
+        assert!(off % 8 == 0, "unaligned 8-byte access at {off}");
+        let p = self.ptr(off, 8);
+        // SAFETY: p is 8-aligned (the mapping is page-aligned), inside the mapping, and
+        // lives as long as &self. Other accesses to the word also use atomics or plain
+        // copies serialized by the file system's locks.
+        unsafe { &*(p as *const AtomicU64) }
+    }
+}
+
+fn is_tmpfs(file: &File) -> bool {
+    // SAFETY: fstatfs writes into the zeroed struct we pass.
+    unsafe {
+        let mut s: libc::statfs = std::mem::zeroed();
+        libc::fstatfs(file.as_raw_fd(), &mut s) == 0 && s.f_type as i64 == TMPFS_MAGIC
+    }
+}
+
+impl Drop for MmapDevice {
+    fn drop(&mut self) {
+        // SAFETY: base/len came from a successful mmap and no references outlive self.
+        unsafe {
+            libc::munmap(self.base as *mut libc::c_void, self.len as usize);
+        }
+    }
+}
+
+impl PmDevice for MmapDevice {
+    fn len_bytes(&self) -> u64 {
+        self.len
+    }
+
+    #[inline]
+    fn read(&self, off: DevOffset, buf: &mut [u8]) {
+        let p = self.ptr(off, buf.len() as u64);
+        // SAFETY: p..p+len is inside the mapping; buf is a distinct DRAM buffer.
+        unsafe { std::ptr::copy_nonoverlapping(p, buf.as_mut_ptr(), buf.len()) };
+        self.stats.add_read(buf.len() as u64);
+    }
+
+    #[inline]
+    fn write(&self, off: DevOffset, data: &[u8]) {
+        let p = self.ptr(off, data.len() as u64);
+        // SAFETY: p..p+len is inside the mapping; data is a distinct DRAM buffer.
+        unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), p, data.len()) };
+        self.stats.add_write(data.len() as u64);
+    }
+
+    fn write_nt(&self, off: DevOffset, data: &[u8]) {
+        if data.len() < NONTEMPORAL_MIN_BYTES {
+            self.write(off, data);
+            self.flush(off, data.len() as u64);
+            return;
+        }
+        let p = self.ptr(off, data.len() as u64);
+        // SAFETY: p..p+len is inside the mapping; data is a distinct DRAM buffer.
+        unsafe { cpu::copy_nontemporal(self.flush_kind, p, data.as_ptr(), data.len()) };
+        self.stats.add_write(data.len() as u64);
+    }
+
+    fn zero(&self, off: DevOffset, len: u64) {
+        let p = self.ptr(off, len);
+        // SAFETY: p..p+len is inside the mapping.
+        unsafe { std::ptr::write_bytes(p, 0, len as usize) };
+        self.stats.add_write(len);
+    }
+
+    #[inline]
+    fn load_u64(&self, off: DevOffset) -> u64 {
+        self.stats.add_read(8);
+        self.atomic(off).load(Ordering::Acquire)
+    }
+
+    #[inline]
+    fn store_u64(&self, off: DevOffset, value: u64) {
+        self.stats.add_write(8);
+        self.atomic(off).store(value, Ordering::Release)
+    }
+
+    #[inline]
+    fn cas_u64(&self, off: DevOffset, current: u64, new: u64) -> Result<u64, u64> {
+        self.stats.add_write(8);
+        self.atomic(off)
+            .compare_exchange(current, new, Ordering::AcqRel, Ordering::Acquire)
+    }
+
+    #[inline]
+    fn flush(&self, off: DevOffset, len: u64) {
+        let p = self.ptr(off, len);
+        // SAFETY: the range is inside the mapping.
+        unsafe { cpu::flush_range(self.flush_kind, p, len as usize) };
+        self.stats.add_flush(lines_in(off, len));
+    }
+
+    #[inline]
+    fn fence(&self) {
+        cpu::store_fence();
+        self.stats.add_fence();
+    }
+
+    #[inline]
+    fn prefetch(&self, off: DevOffset) {
+        if off < self.len {
+            // SAFETY: off is inside the mapping (prefetch would not fault anyway).
+            cpu::prefetch(unsafe { self.base.add(off as usize) });
+        }
+    }
+
+    fn stats(&self) -> &DeviceStats {
+        &self.stats
+    }
+
+    fn sync_host(&self) -> io::Result<()> {
+        if self.host_is_memory {
+            return Ok(());
+        }
+        // SAFETY: base/len describe our live mapping.
+        let rc = unsafe { libc::msync(self.base as *mut libc::c_void, self.len as usize, libc::MS_SYNC) };
+        if rc != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(())
+    }
+
+    fn base_ptr(&self) -> Option<*mut u8> {
+        Some(self.base)
+    }
+}

@@ -1,0 +1,163 @@
+//! The persistent-memory device: the one seam between the file system and the media.
+//!
+//! Every store to the image goes through a [`PmDevice`]: plain and non-temporal copies,
+//! 8-byte atomic loads, stores and compare-and-swap, and the two ordering verbs, `flush`
+//! (write back cache lines) and `fence` (order everything before it ahead of everything
+//! after it). A store is durable only once it has been flushed *and* a fence has followed
+//! (non-temporal stores need only the fence). [`MmapDevice`] is the real thing;
+//! [`CrashDevice`] implements the same verbs over an in-memory image and can produce every
+//! image a power failure could leave behind.
+//!
+//! What the code assumes of the media (see docs/design.md): aligned 8-byte stores are
+//! atomic (never torn) with respect to power failure; nothing larger is.
+
+mod cpu;
+pub mod crash;
+pub mod mmap;
+
+pub use cpu::{flush_kind, FlushKind, CACHE_LINE_BYTES};
+pub use crash::{CrashDevice, CrashPoint};
+pub use mmap::{MmapDevice, OpenMode};
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Device offsets are byte addresses inside the image.
+pub type DevOffset = u64;
+
+/// The verbs the file system uses to reach persistent memory.
+///
+/// Offsets and lengths are bytes from the start of the image; a range outside the image is
+/// a bug in the caller (the layers above validate everything they read from the media) and
+/// panics rather than touching memory outside the mapping. 8-byte verbs take 8-aligned
+/// offsets.
+pub trait PmDevice: Send + Sync + 'static {
+    fn len_bytes(&self) -> u64;
+    /// Copies from the image into `buf`.
+    fn read(&self, off: DevOffset, buf: &mut [u8]);
+    /// Plain stores; durable after `flush` of the range and a `fence`.
+    fn write(&self, off: DevOffset, data: &[u8]);
+    /// Non-temporal stores for large copies; durable after the next `fence`, no flush needed.
+    fn write_nt(&self, off: DevOffset, data: &[u8]);
+    /// Plain zeroing stores; durable after `flush` and `fence`.
+    fn zero(&self, off: DevOffset, len: u64);
+    fn load_u64(&self, off: DevOffset) -> u64;
+    /// An atomic 8-byte store (the unit of power-failure atomicity).
+    fn store_u64(&self, off: DevOffset, value: u64);
+    /// Atomic compare-and-swap; `Err(actual)` if the word did not hold `current`.
+    fn cas_u64(&self, off: DevOffset, current: u64, new: u64) -> Result<u64, u64>;
+    /// Writes back the cache lines of the range (clwb / clflushopt / clflush).
+    fn flush(&self, off: DevOffset, len: u64);
+    /// Store fence (sfence).
+    fn fence(&self);
+    /// A hint: the line at `off` will be read soon.
+    fn prefetch(&self, _off: DevOffset) {}
+    fn stats(&self) -> &DeviceStats;
+    /// Makes the image durable on its host file when the host is not persistent memory
+    /// (an image on a disk file system needs msync; DAX and tmpfs need nothing).
+    fn sync_host(&self) -> std::io::Result<()> {
+        Ok(())
+    }
+    /// Direct pointer to the image for zero-copy reads, if the device has one.
+    fn base_ptr(&self) -> Option<*mut u8> {
+        None
+    }
+}
+
+const STAT_SHARDS: usize = 16;
+
+#[repr(align(64))]
+#[derive(Default)]
+struct StatShard {
+    bytes_read: AtomicU64,
+    bytes_written: AtomicU64,
+    flushes: AtomicU64,
+    fences: AtomicU64,
+}
+
+/// Counts of device traffic, sharded by thread so that counting does not bounce one
+/// cache line between cores.
+#[derive(Default)]
+pub struct DeviceStats {
+    shards: [StatShard; STAT_SHARDS],
+}
+
+/// A snapshot of [`DeviceStats`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct StatsSnapshot {
+    pub bytes_read: u64,
+    pub bytes_written: u64,
+    /// Cache lines written back.
+    pub flushes: u64,
+    pub fences: u64,
+}
+
+impl StatsSnapshot {
+    pub fn since(&self, earlier: &StatsSnapshot) -> StatsSnapshot {
+        StatsSnapshot {
+            bytes_read: self.bytes_read - earlier.bytes_read,
+            bytes_written: self.bytes_written - earlier.bytes_written,
+            flushes: self.flushes - earlier.flushes,
+            fences: self.fences - earlier.fences,
+        }
+    }
+}
+
+fn shard_index() -> usize {
+    thread_local! {
+        static INDEX: usize = {
+            static NEXT: AtomicU64 = AtomicU64::new(0);
+            NEXT.fetch_add(1, Ordering::Relaxed) as usize % STAT_SHARDS
+        };
+    }
+    INDEX.with(|i| *i)
+}
+
+impl DeviceStats {
+    #[inline]
+    fn shard(&self) -> &StatShard {
+        &self.shards[shard_index()]
+    }
+    #[inline]
+    pub fn add_read(&self, bytes: u64) {
+        self.shard().bytes_read.fetch_add(bytes, Ordering::Relaxed);
+    }
+    #[inline]
+    pub fn add_write(&self, bytes: u64) {
+        self.shard().bytes_written.fetch_add(bytes, Ordering::Relaxed);
+    }
+    #[inline]
+    pub fn add_flush(&self, lines: u64) {
+        self.shard().flushes.fetch_add(lines, Ordering::Relaxed);
+    }
+    #[inline]
+    pub fn add_fence(&self) {
+        self.shard().fences.fetch_add(1, Ordering::Relaxed);
+    }
+    pub fn snapshot(&self) -> StatsSnapshot {
+        let mut s = StatsSnapshot::default();
+        for sh in &self.shards {
+            s.bytes_read += sh.bytes_read.load(Ordering::Relaxed);
+            s.bytes_written += sh.bytes_written.load(Ordering::Relaxed);
+            s.flushes += sh.flushes.load(Ordering::Relaxed);
+            s.fences += sh.fences.load(Ordering::Relaxed);
+        }
+        s
+    }
+}
+
+/// Number of cache lines that `[off, off + len)` touches.
+pub fn lines_in(off: u64, len: u64) -> u64 {
+    if len == 0 {
+        return 0;
+    }
+    let first = off / CACHE_LINE_BYTES;
+    let last = (off + len - 1) / CACHE_LINE_BYTES;
+    last - first + 1
+}
+
+/// Reads a little-endian u32 through the device (not atomic).
+pub fn read_u32<D: PmDevice + ?Sized>(dev: &D, off: DevOffset) -> u32 {
+    let mut b = [0u8; 4];
+    dev.read(off, &mut b);
+    u32::from_le_bytes(b)
+}
