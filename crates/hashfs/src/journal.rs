@@ -219,6 +219,7 @@ impl<D: PmDevice> Journals<D> {
             index: index as u32,
             txid: self.next_txid.fetch_add(1, Ordering::Relaxed),
             writes: Vec::new(),
+            unlogged: Vec::new(),
         }
     }
 
@@ -235,6 +236,7 @@ pub struct Tx<'a, D: PmDevice> {
     index: u32,
     txid: u64,
     writes: Vec<(u64, Vec<u8>)>,
+    unlogged: Vec<(u64, u64)>,
 }
 
 impl<D: PmDevice> Tx<'_, D> {
@@ -247,13 +249,22 @@ impl<D: PmDevice> Tx<'_, D> {
         self.writes.push((off, value.to_le_bytes().to_vec()));
     }
 
+    /// An 8-byte store applied with the transaction's writes but without an undo record:
+    /// for HashFS keys of newly written blocks, which recovery frees by itself when the
+    /// transaction that would have made them reachable (the inode size) rolls back. It is
+    /// ordered after every flush issued before `commit` (the data the key points to).
+    pub fn publish_u64(&mut self, off: u64, value: u64) {
+        debug_assert!(off % 8 == 0);
+        self.unlogged.push((off, value));
+    }
+
     pub fn is_empty(&self) -> bool {
-        self.writes.is_empty()
+        self.writes.is_empty() && self.unlogged.is_empty()
     }
 
     /// Makes every write of the transaction durable, all or nothing.
     pub fn commit(self) -> Result<()> {
-        if self.writes.is_empty() {
+        if self.is_empty() {
             return Ok(());
         }
         let dev = &*self.journals.dev;
@@ -283,6 +294,10 @@ impl<D: PmDevice> Tx<'_, D> {
         dev.flush(base + ACTIVE_TXID_OFF, 8);
         dev.fence();
         // 2. In place.
+        for &(off, v) in &self.unlogged {
+            dev.store_u64(off, v);
+            dev.flush(off, 8);
+        }
         for (off, data) in &self.writes {
             if data.len() == 8 && off % 8 == 0 {
                 dev.store_u64(*off, u64::from_le_bytes(data[..8].try_into().expect("8 bytes")));

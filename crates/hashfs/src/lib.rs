@@ -13,3 +13,8 @@ pub mod mapping;
 pub mod pm;
 
 pub use error::{Error, Result};
+pub mod fs;
+
+pub use fs::{DirEntry, File, FileSystem, FormatOptions, Metadata, MountReport, OpenOptions, SetAttr, StatFs};
+pub use fs::ops::{Owner, RenameMode, SetTime};
+pub use layout::{FileType, Ino, MappingKind};

@@ -1,0 +1,696 @@
+//! The public API, shaped like `std::fs`: a [`FileSystem`] handle, [`File`],
+//! [`OpenOptions`], [`Metadata`], directory entries, `read_at`/`write_at`; plus an
+//! inode-level API (lookup by parent and name) for the POSIX front ends.
+//!
+//! Paths are absolute within the file system ("/a/b"; a leading "/" is optional).
+//! Intermediate symbolic links are followed (at most 40, else `Loop`). The Rust API does
+//! not check permissions: it acts with full rights, like root; front ends check access.
+
+use super::dir::RawDirEntry;
+use super::inode::InodeCell;
+use super::ops::{NodeSpec, Owner, RemoveKind, RenameMode};
+use super::recovery::{self, MountReport};
+use super::{FormatOptions, FsInner};
+use crate::layout::dirent::FileType;
+use crate::layout::inode::InodeRaw;
+use crate::layout::{Geometry, Ino, MappingKind, BLOCK_BYTES, MAX_NAME_BYTES};
+use crate::pm::{MmapDevice, OpenMode, PmDevice};
+use crate::{Error, Result};
+use std::collections::VecDeque;
+use std::io::{self, Read, Seek, SeekFrom, Write};
+use std::path::Path;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+pub use super::ops::{SetAttr, SetTime};
+pub type DirEntry = RawDirEntry;
+
+/// Symbolic links followed in one path walk before `Loop`.
+pub const MAX_SYMLINK_FOLLOWS: u32 = 40;
+
+/// A mounted file system. Cloning gives another handle to the same mount; the image is
+/// marked cleanly unmounted when the last handle (and every open file) is gone.
+pub struct FileSystem<D: PmDevice = MmapDevice> {
+    pub(crate) inner: Arc<FsInner<D>>,
+}
+
+impl<D: PmDevice> Clone for FileSystem<D> {
+    fn clone(&self) -> Self {
+        FileSystem { inner: self.inner.clone() }
+    }
+}
+
+/// File attributes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Metadata {
+    pub ino: Ino,
+    pub file_type: FileType,
+    /// Permission bits (mode & 0o7777).
+    pub perm: u32,
+    pub nlink: u32,
+    pub uid: u32,
+    pub gid: u32,
+    pub size: u64,
+    /// Mapped 4 KiB data blocks.
+    pub blocks: u64,
+    pub atime_ns: i64,
+    pub mtime_ns: i64,
+    pub ctime_ns: i64,
+    pub btime_ns: i64,
+    pub generation: u32,
+}
+
+impl Metadata {
+    fn from_raw(ino: Ino, raw: &InodeRaw) -> Metadata {
+        Metadata {
+            ino,
+            file_type: FileType::from_mode(raw.mode).expect("checked inode"),
+            perm: raw.mode & 0o7777,
+            nlink: raw.nlink,
+            uid: raw.uid,
+            gid: raw.gid,
+            size: raw.size,
+            blocks: raw.blocks,
+            atime_ns: raw.atime_ns,
+            mtime_ns: raw.mtime_ns,
+            ctime_ns: raw.ctime_ns,
+            btime_ns: raw.btime_ns,
+            generation: raw.generation,
+        }
+    }
+    pub fn is_dir(&self) -> bool {
+        self.file_type == FileType::Directory
+    }
+    pub fn is_file(&self) -> bool {
+        self.file_type == FileType::Regular
+    }
+    pub fn is_symlink(&self) -> bool {
+        self.file_type == FileType::Symlink
+    }
+    pub fn len(&self) -> u64 {
+        self.size
+    }
+    pub fn is_empty(&self) -> bool {
+        self.size == 0
+    }
+    /// Full st_mode (type and permission bits).
+    pub fn mode(&self) -> u32 {
+        let t = match self.file_type {
+            FileType::Regular => crate::layout::inode::S_IFREG,
+            FileType::Directory => crate::layout::inode::S_IFDIR,
+            FileType::Symlink => crate::layout::inode::S_IFLNK,
+        };
+        t | self.perm
+    }
+    /// st_blocks: 512-byte units.
+    pub fn st_blocks(&self) -> u64 {
+        self.blocks * (BLOCK_BYTES / 512)
+    }
+}
+
+/// File-system totals (statfs).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StatFs {
+    pub block_bytes: u64,
+    pub blocks_total: u64,
+    pub blocks_free: u64,
+    pub inodes_total: u64,
+    pub inodes_free: u64,
+    pub name_max: u64,
+}
+
+impl FileSystem<MmapDevice> {
+    /// Creates (or overwrites) the image file `path` of `size_bytes` and formats it.
+    pub fn format_file(path: &Path, size_bytes: u64, opts: &FormatOptions, progress: super::Progress<'_>) -> Result<Geometry> {
+        if size_bytes % BLOCK_BYTES != 0 {
+            return Err(Error::InvalidParameter("image size must be a multiple of 4096 bytes".into()));
+        }
+        let dev = MmapDevice::open(path, OpenMode::CreateTruncate { size_bytes })?;
+        let opts = FormatOptions { device_is_zeroed: true, ..opts.clone() };
+        let g = super::format(&dev, &opts, progress)?;
+        dev.sync_host()?;
+        Ok(g)
+    }
+
+    /// Mounts the image file `path`.
+    pub fn open(path: &Path) -> Result<(FileSystem<MmapDevice>, MountReport)> {
+        let dev = MmapDevice::open(path, OpenMode::Existing)?;
+        FileSystem::mount(Arc::new(dev), &|_, _| {})
+    }
+}
+
+impl<D: PmDevice> FileSystem<D> {
+    /// Mounts the file system on `dev`, recovering from an unclean shutdown.
+    pub fn mount(dev: Arc<D>, progress: super::Progress<'_>) -> Result<(FileSystem<D>, MountReport)> {
+        let (inner, report) = recovery::mount(dev, progress)?;
+        Ok((FileSystem { inner }, report))
+    }
+
+    /// Unmounts cleanly. Fails with Busy if files are open or other handles exist.
+    pub fn unmount(self) -> Result<()> {
+        if self.inner.inodes.open_files() > 0 || Arc::strong_count(&self.inner) > 1 {
+            return Err(Error::Busy);
+        }
+        self.inner.mark_clean();
+        self.inner.dev.sync_host()?;
+        Ok(())
+    }
+
+    pub fn device(&self) -> &Arc<D> {
+        &self.inner.dev
+    }
+    pub fn geometry(&self) -> Geometry {
+        self.inner.geo
+    }
+    pub fn mapping(&self) -> MappingKind {
+        MappingKind::HashFs
+    }
+    pub fn table(&self) -> &crate::mapping::hashfs::HashTable<D> {
+        &self.inner.table
+    }
+
+    pub fn statfs(&self) -> StatFs {
+        let total = self.inner.table.nslots();
+        StatFs {
+            block_bytes: BLOCK_BYTES,
+            blocks_total: total,
+            blocks_free: total.saturating_sub(self.inner.table.used()),
+            inodes_total: self.inner.ialloc.count(),
+            inodes_free: self.inner.ialloc.count() - self.inner.ialloc.used(),
+            name_max: MAX_NAME_BYTES as u64,
+        }
+    }
+
+    /// Makes everything durable on the host (a no-op on PM and tmpfs: every operation is
+    /// already durable when it returns).
+    pub fn sync(&self) -> Result<()> {
+        self.inner.sync_data()
+    }
+
+    // ---- inode-level API ----
+
+    pub fn lookup(&self, parent: Ino, name: &[u8]) -> Result<Metadata> {
+        let (ino, _) = self.inner.lookup(parent, name)?;
+        self.getattr(ino)
+    }
+
+    pub fn getattr(&self, ino: Ino) -> Result<Metadata> {
+        let cell = self.inner.cell(ino)?;
+        let st = cell.state.read();
+        if st.freed {
+            return Err(Error::NotFound);
+        }
+        Ok(Metadata::from_raw(ino, &st.raw))
+    }
+
+    pub fn setattr(&self, ino: Ino, attr: &SetAttr) -> Result<Metadata> {
+        let raw = self.inner.setattr(ino, attr)?;
+        Ok(Metadata::from_raw(ino, &raw))
+    }
+
+    pub fn create_file_at(&self, parent: Ino, name: &[u8], perm: u32, owner: Owner) -> Result<Metadata> {
+        let c = self.inner.create_node(parent, name, NodeSpec::File { perm }, owner)?;
+        self.getattr(c.ino)
+    }
+
+    pub fn mkdir_at(&self, parent: Ino, name: &[u8], perm: u32, owner: Owner) -> Result<Metadata> {
+        let c = self.inner.create_node(parent, name, NodeSpec::Dir { perm }, owner)?;
+        self.getattr(c.ino)
+    }
+
+    pub fn symlink_at(&self, parent: Ino, name: &[u8], target: &[u8], owner: Owner) -> Result<Metadata> {
+        let c = self.inner.create_node(parent, name, NodeSpec::Symlink { target }, owner)?;
+        self.getattr(c.ino)
+    }
+
+    pub fn link_at(&self, ino: Ino, new_parent: Ino, name: &[u8]) -> Result<Metadata> {
+        self.inner.link(ino, new_parent, name)?;
+        self.getattr(ino)
+    }
+
+    pub fn unlink_at(&self, parent: Ino, name: &[u8]) -> Result<()> {
+        self.inner.remove(parent, name, RemoveKind::NonDir)
+    }
+
+    pub fn rmdir_at(&self, parent: Ino, name: &[u8]) -> Result<()> {
+        self.inner.remove(parent, name, RemoveKind::Dir)
+    }
+
+    pub fn rename_at(&self, parent: Ino, name: &[u8], new_parent: Ino, new_name: &[u8], mode: RenameMode) -> Result<()> {
+        self.inner.rename(parent, name, new_parent, new_name, mode)
+    }
+
+    pub fn readlink_ino(&self, ino: Ino) -> Result<Vec<u8>> {
+        self.inner.readlink(ino)
+    }
+
+    /// Up to `max` entries after `cookie` (0 = from the start; "." and ".." not included).
+    pub fn readdir_ino(&self, ino: Ino, cookie: u64, max: usize) -> Result<Vec<DirEntry>> {
+        self.inner.readdir(ino, cookie, max)
+    }
+
+    /// Opens inode `ino` (a regular file or, read-only, anything).
+    pub fn open_ino(&self, ino: Ino, access: Access) -> Result<File<D>> {
+        let cell = self.inner.cell(ino)?;
+        {
+            let st = cell.state.read();
+            if st.freed {
+                return Err(Error::NotFound);
+            }
+            if st.raw.is_dir() && access.write {
+                return Err(Error::IsDir);
+            }
+            cell.open_count.fetch_add(1, Ordering::AcqRel);
+        }
+        Ok(File { fs: self.inner.clone(), cell, access, pos: 0 })
+    }
+
+    // ---- path API ----
+
+    fn components(path: &Path) -> Result<VecDeque<Vec<u8>>> {
+        use std::os::unix::ffi::OsStrExt;
+        let bytes = path.as_os_str().as_bytes();
+        if bytes.contains(&0) {
+            return Err(Error::Invalid("path contains a NUL byte"));
+        }
+        Ok(bytes.split(|&b| b == b'/').filter(|c| !c.is_empty() && *c != b".").map(|c| c.to_vec()).collect())
+    }
+
+    fn parent_of(&self, dir: Ino) -> Result<Ino> {
+        let cell = self.inner.cell(dir)?;
+        let st = cell.state.read();
+        if !st.raw.is_dir() {
+            return Err(Error::NotDir);
+        }
+        Ok(Ino(st.raw.parent as u32))
+    }
+
+    fn walk(&self, mut comps: VecDeque<Vec<u8>>, follow_last: bool) -> Result<Ino> {
+        let mut cur = Ino::ROOT;
+        let mut follows = 0;
+        while let Some(c) = comps.pop_front() {
+            if c == b".." {
+                cur = self.parent_of(cur)?;
+                continue;
+            }
+            let (ino, ft) = self.inner.lookup(cur, &c)?;
+            if ft == FileType::Symlink && (!comps.is_empty() || follow_last) {
+                follows += 1;
+                if follows > MAX_SYMLINK_FOLLOWS {
+                    return Err(Error::Loop);
+                }
+                let target = self.inner.readlink(ino)?;
+                if target.first() == Some(&b'/') {
+                    cur = Ino::ROOT;
+                }
+                let t = Self::components(Path::new(std::ffi::OsStr::from_bytes_compat(&target)))?;
+                for part in t.into_iter().rev() {
+                    comps.push_front(part);
+                }
+                continue;
+            }
+            if !comps.is_empty() && ft != FileType::Directory {
+                // Checked again by lookup, but name the error POSIX expects right here.
+                return Err(Error::NotDir);
+            }
+            cur = ino;
+        }
+        Ok(cur)
+    }
+
+    /// The inode at `path`, following a final symlink.
+    pub fn resolve(&self, path: &Path) -> Result<Ino> {
+        self.walk(Self::components(path)?, true)
+    }
+
+    /// The inode at `path`, not following a final symlink.
+    pub fn resolve_nofollow(&self, path: &Path) -> Result<Ino> {
+        self.walk(Self::components(path)?, false)
+    }
+
+    /// The parent directory of `path` and the final name.
+    pub fn resolve_parent(&self, path: &Path) -> Result<(Ino, Vec<u8>)> {
+        let mut comps = Self::components(path)?;
+        let last = comps.pop_back().ok_or(Error::Exists)?;
+        if last == b".." {
+            return Err(Error::Exists);
+        }
+        let parent = self.walk(comps, true)?;
+        Ok((parent, last))
+    }
+
+    pub fn metadata(&self, path: &Path) -> Result<Metadata> {
+        self.getattr(self.resolve(path)?)
+    }
+
+    pub fn symlink_metadata(&self, path: &Path) -> Result<Metadata> {
+        self.getattr(self.resolve_nofollow(path)?)
+    }
+
+    pub fn exists(&self, path: &Path) -> bool {
+        self.resolve(path).is_ok()
+    }
+
+    pub fn create_dir(&self, path: &Path, perm: u32) -> Result<Metadata> {
+        let (p, name) = self.resolve_parent(path)?;
+        self.mkdir_at(p, &name, perm, Owner::current())
+    }
+
+    pub fn create_dir_all(&self, path: &Path, perm: u32) -> Result<()> {
+        let mut cur = std::path::PathBuf::from("/");
+        for c in Self::components(path)? {
+            cur.push(std::ffi::OsStr::from_bytes_compat(&c));
+            match self.create_dir(&cur, perm) {
+                Ok(_) => {}
+                Err(Error::Exists) if self.metadata(&cur)?.is_dir() => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
+
+    pub fn remove_file(&self, path: &Path) -> Result<()> {
+        let (p, name) = self.resolve_parent(path).map_err(|e| if matches!(e, Error::Exists) { Error::IsDir } else { e })?;
+        self.unlink_at(p, &name)
+    }
+
+    pub fn remove_dir(&self, path: &Path) -> Result<()> {
+        let (p, name) = self.resolve_parent(path).map_err(|e| if matches!(e, Error::Exists) { Error::Busy } else { e })?;
+        self.rmdir_at(p, &name)
+    }
+
+    /// Removes a directory and everything below it.
+    pub fn remove_dir_all(&self, path: &Path) -> Result<()> {
+        let ino = self.resolve_nofollow(path)?;
+        if !self.getattr(ino)?.is_dir() {
+            return self.remove_file(path);
+        }
+        loop {
+            let entries = self.readdir_ino(ino, 0, 256)?;
+            if entries.is_empty() {
+                break;
+            }
+            for e in entries {
+                let child = path.join(std::ffi::OsStr::from_bytes_compat(&e.name));
+                if e.file_type == FileType::Directory {
+                    self.remove_dir_all(&child)?;
+                } else {
+                    self.unlink_at(ino, &e.name)?;
+                }
+            }
+        }
+        self.remove_dir(path)
+    }
+
+    pub fn rename(&self, from: &Path, to: &Path) -> Result<()> {
+        self.rename_with(from, to, RenameMode::Replace)
+    }
+
+    pub fn rename_with(&self, from: &Path, to: &Path, mode: RenameMode) -> Result<()> {
+        let (sp, sn) = self.resolve_parent(from).map_err(|e| if matches!(e, Error::Exists) { Error::Busy } else { e })?;
+        let (dp, dn) = self.resolve_parent(to).map_err(|e| if matches!(e, Error::Exists) { Error::Busy } else { e })?;
+        self.rename_at(sp, &sn, dp, &dn, mode)
+    }
+
+    pub fn hard_link(&self, original: &Path, link: &Path) -> Result<()> {
+        let ino = self.resolve_nofollow(original)?;
+        let (p, name) = self.resolve_parent(link)?;
+        self.link_at(ino, p, &name).map(|_| ())
+    }
+
+    pub fn symlink(&self, target: &Path, link: &Path) -> Result<()> {
+        use std::os::unix::ffi::OsStrExt;
+        let (p, name) = self.resolve_parent(link)?;
+        self.symlink_at(p, &name, target.as_os_str().as_bytes(), Owner::current()).map(|_| ())
+    }
+
+    pub fn read_link(&self, path: &Path) -> Result<std::path::PathBuf> {
+        use std::os::unix::ffi::OsStringExt;
+        let bytes = self.readlink_ino(self.resolve_nofollow(path)?)?;
+        Ok(std::path::PathBuf::from(std::ffi::OsString::from_vec(bytes)))
+    }
+
+    /// All entries of the directory at `path` ("." and ".." not included).
+    pub fn read_dir(&self, path: &Path) -> Result<Vec<DirEntry>> {
+        let ino = self.resolve(path)?;
+        let mut out = Vec::new();
+        let mut cookie = 0;
+        loop {
+            let batch = self.readdir_ino(ino, cookie, 1024)?;
+            match batch.last() {
+                Some(e) => cookie = e.cookie,
+                None => return Ok(out),
+            }
+            out.extend(batch);
+        }
+    }
+
+    pub fn set_permissions(&self, path: &Path, perm: u32) -> Result<()> {
+        self.setattr(self.resolve(path)?, &SetAttr { perm: Some(perm), ..Default::default() }).map(|_| ())
+    }
+
+    pub fn set_owner(&self, path: &Path, uid: Option<u32>, gid: Option<u32>) -> Result<()> {
+        self.setattr(self.resolve(path)?, &SetAttr { uid, gid, ..Default::default() }).map(|_| ())
+    }
+
+    pub fn set_times(&self, path: &Path, atime: Option<SetTime>, mtime: Option<SetTime>) -> Result<()> {
+        self.setattr(self.resolve(path)?, &SetAttr { atime, mtime, ..Default::default() }).map(|_| ())
+    }
+
+    /// Reads a whole file.
+    pub fn read(&self, path: &Path) -> Result<Vec<u8>> {
+        let mut f = self.open_file(path, &OpenOptions::new().read(true))?;
+        let mut v = Vec::with_capacity(f.metadata()?.size as usize);
+        f.read_to_end(&mut v).map_err(Error::Io)?;
+        Ok(v)
+    }
+
+    /// Creates or replaces a file with `data`.
+    pub fn write(&self, path: &Path, data: &[u8]) -> Result<()> {
+        let f = self.open_file(path, &OpenOptions::new().write(true).create(true).truncate(true))?;
+        let mut done = 0;
+        while done < data.len() {
+            done += f.write_at(done as u64, &data[done..])?;
+        }
+        Ok(())
+    }
+
+    pub fn open_file(&self, path: &Path, opts: &OpenOptions) -> Result<File<D>> {
+        let access = Access { read: opts.read, write: opts.write || opts.append, append: opts.append };
+        if !access.read && !access.write {
+            return Err(Error::Invalid("open needs read or write access"));
+        }
+        if (opts.truncate || opts.create || opts.create_new) && !access.write {
+            return Err(Error::Invalid("create or truncate needs write access"));
+        }
+        let ino = if opts.create || opts.create_new {
+            let (p, name) = self.resolve_parent(path).map_err(|e| if matches!(e, Error::Exists) { Error::IsDir } else { e })?;
+            loop {
+                match self.inner.lookup(p, &name) {
+                    Ok(_) if opts.create_new => return Err(Error::Exists),
+                    Ok(_) => break self.resolve(path)?,
+                    Err(Error::NotFound) => match self.create_file_at(p, &name, opts.perm, opts.owner.unwrap_or_else(Owner::current)) {
+                        Ok(m) => break m.ino,
+                        Err(Error::Exists) if !opts.create_new => continue,
+                        Err(e) => return Err(e),
+                    },
+                    Err(e) => return Err(e),
+                }
+            }
+        } else {
+            self.resolve(path)?
+        };
+        let f = self.open_ino(ino, access)?;
+        if opts.truncate {
+            f.set_len(0)?;
+        }
+        Ok(f)
+    }
+}
+
+/// Helper: bytes to OsStr on Unix.
+trait OsStrCompat {
+    fn from_bytes_compat(b: &[u8]) -> &std::ffi::OsStr;
+}
+impl OsStrCompat for std::ffi::OsStr {
+    fn from_bytes_compat(b: &[u8]) -> &std::ffi::OsStr {
+        use std::os::unix::ffi::OsStrExt;
+        std::ffi::OsStr::from_bytes(b)
+    }
+}
+
+/// Access mode of an open file.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Access {
+    pub read: bool,
+    pub write: bool,
+    /// Every write goes to the end of the file.
+    pub append: bool,
+}
+
+/// Options for [`FileSystem::open_file`], as `std::fs::OpenOptions`.
+#[derive(Clone, Debug)]
+pub struct OpenOptions {
+    read: bool,
+    write: bool,
+    append: bool,
+    truncate: bool,
+    create: bool,
+    create_new: bool,
+    perm: u32,
+    owner: Option<Owner>,
+}
+
+impl Default for OpenOptions {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl OpenOptions {
+    pub fn new() -> Self {
+        OpenOptions { read: false, write: false, append: false, truncate: false, create: false, create_new: false, perm: 0o644, owner: None }
+    }
+    pub fn read(&mut self, v: bool) -> &mut Self {
+        self.read = v;
+        self
+    }
+    pub fn write(&mut self, v: bool) -> &mut Self {
+        self.write = v;
+        self
+    }
+    pub fn append(&mut self, v: bool) -> &mut Self {
+        self.append = v;
+        self
+    }
+    pub fn truncate(&mut self, v: bool) -> &mut Self {
+        self.truncate = v;
+        self
+    }
+    pub fn create(&mut self, v: bool) -> &mut Self {
+        self.create = v;
+        self
+    }
+    pub fn create_new(&mut self, v: bool) -> &mut Self {
+        self.create_new = v;
+        self
+    }
+    /// Permission bits for a created file (default 0o644).
+    pub fn mode(&mut self, perm: u32) -> &mut Self {
+        self.perm = perm;
+        self
+    }
+    /// Owner of a created file (default: this process's effective ids).
+    pub fn owner(&mut self, owner: Owner) -> &mut Self {
+        self.owner = Some(owner);
+        self
+    }
+}
+
+/// An open file. Closing (dropping) the last handle of an unlinked file frees it.
+pub struct File<D: PmDevice = MmapDevice> {
+    fs: Arc<FsInner<D>>,
+    cell: Arc<InodeCell>,
+    access: Access,
+    pos: u64,
+}
+
+impl<D: PmDevice> File<D> {
+    pub fn ino(&self) -> Ino {
+        self.cell.ino
+    }
+
+    pub fn read_at(&self, off: u64, buf: &mut [u8]) -> Result<usize> {
+        if !self.access.read {
+            return Err(Error::BadDescriptor);
+        }
+        self.fs.read_at(&self.cell, off, buf)
+    }
+
+    /// Writes at `off` (at the end in append mode); returns the bytes written, which is
+    /// short only when the device fills up part way.
+    pub fn write_at(&self, off: u64, data: &[u8]) -> Result<usize> {
+        if !self.access.write {
+            return Err(Error::BadDescriptor);
+        }
+        if self.access.append {
+            return self.fs.append(&self.cell, data).map(|(n, _)| n);
+        }
+        self.fs.write_at(&self.cell, off, data)
+    }
+
+    pub fn metadata(&self) -> Result<Metadata> {
+        let st = self.cell.state.read();
+        Ok(Metadata::from_raw(self.cell.ino, &st.raw))
+    }
+
+    pub fn set_len(&self, size: u64) -> Result<()> {
+        if !self.access.write {
+            return Err(Error::BadDescriptor);
+        }
+        let mut st = self.cell.state.write();
+        self.fs.set_len_locked(&self.cell, &mut st, size)
+    }
+
+    /// Every write is durable when it returns; this makes the image durable on a host
+    /// that is not persistent memory.
+    pub fn sync_all(&self) -> Result<()> {
+        self.fs.sync_data()
+    }
+
+    pub fn sync_data(&self) -> Result<()> {
+        self.fs.sync_data()
+    }
+}
+
+impl<D: PmDevice> Drop for File<D> {
+    fn drop(&mut self) {
+        let mut st = self.cell.state.write();
+        if self.cell.open_count.fetch_sub(1, Ordering::AcqRel) == 1 {
+            // Errors here cannot be returned; the next mount frees an orphan left behind.
+            let _ = self.fs.maybe_free(&self.cell, &mut st);
+        }
+    }
+}
+
+impl<D: PmDevice> Read for File<D> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.read_at(self.pos, buf)?;
+        self.pos += n as u64;
+        Ok(n)
+    }
+}
+
+impl<D: PmDevice> Write for File<D> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        if self.access.append {
+            let (n, end) = self.fs.append(&self.cell, buf)?;
+            self.pos = end;
+            return Ok(n);
+        }
+        let n = self.write_at(self.pos, buf)?;
+        self.pos += n as u64;
+        Ok(n)
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+impl<D: PmDevice> Seek for File<D> {
+    fn seek(&mut self, pos: SeekFrom) -> io::Result<u64> {
+        let size = self.metadata()?.size;
+        let new = match pos {
+            SeekFrom::Start(p) => Some(p),
+            SeekFrom::End(d) => size.checked_add_signed(d),
+            SeekFrom::Current(d) => self.pos.checked_add_signed(d),
+        };
+        match new {
+            Some(p) => {
+                self.pos = p;
+                Ok(p)
+            }
+            None => Err(io::Error::from_raw_os_error(libc::EINVAL)),
+        }
+    }
+}

@@ -1,0 +1,337 @@
+//! File data: read, write and truncate over the HashFS table.
+//!
+//! Durability order for a write (the papers' relaxed/sync mode): new blocks are claimed in
+//! the table as reservations and filled (the rest of a partly written new block is zeroed,
+//! so no stale data is ever exposed); data is flushed; then one transaction makes the new
+//! keys and the inode (size, block count, times) visible, its first fence ordering the
+//! data before them. An overwrite of mapped blocks needs only the data flush, the two
+//! timestamp words, and one fence.
+//!
+//! Invariant (F1): no block at or beyond ceil(size / 4096) is mapped, except reservations
+//! and keys of a write in progress (recovery frees those). (F2): bytes past EOF in the last
+//! block may be stale; any operation that grows the size zeroes them first.
+
+use super::inode::{self, InodeCell, InodeMem};
+use super::FsInner;
+use crate::layout::inode::{INODE_CTIME_OFF, INODE_MTIME_OFF};
+use crate::layout::{BLOCK_BYTES, MAX_FILE_BYTES};
+use crate::mapping::hashfs::{classify, key, Entry};
+use crate::pm::PmDevice;
+use crate::{Error, Result};
+use std::sync::atomic::Ordering;
+
+/// New blocks per write transaction (1 MiB): bounds the journal space of one write.
+pub const WRITE_CHUNK_BLOCKS: u64 = 256;
+
+fn blocks_for(size: u64) -> u64 {
+    size.div_ceil(BLOCK_BYTES)
+}
+
+impl<D: PmDevice> FsInner<D> {
+    /// Translates logical block `lblk` of `cell` (translation cache, then the table).
+    /// On a cache miss during sequential access it looks up the next 8 blocks with one
+    /// vector hash and caches them (paper §3.2.2: spare SIMD lanes prefetch following
+    /// entries); a random access looks up only its block.
+    #[inline]
+    pub(crate) fn translate(&self, cell: &InodeCell, lblk: u64, size_blocks: u64) -> Option<u64> {
+        if let Some(s) = cell.tcache.get(lblk as u32) {
+            return Some(s);
+        }
+        let sequential = cell.next_read_lblk.load(Ordering::Relaxed) == lblk;
+        if sequential && lblk + 1 < size_blocks {
+            let n = (size_blocks - lblk).min(8) as usize;
+            let mut keys = [0u64; 8];
+            for (i, k) in keys[..n].iter_mut().enumerate() {
+                *k = key(cell.ino.0, (lblk + i as u64) as u32);
+            }
+            let mut out = [None; 8];
+            self.table.lookup_batch(&keys[..n], &mut out[..n]);
+            for (i, s) in out[..n].iter().enumerate() {
+                if let Some(s) = s {
+                    cell.tcache.put((lblk + i as u64) as u32, *s);
+                }
+            }
+            return out[0];
+        }
+        let s = self.table.lookup(key(cell.ino.0, lblk as u32));
+        if let Some(s) = s {
+            cell.tcache.put(lblk as u32, s);
+        }
+        s
+    }
+
+    pub(crate) fn read_at(&self, cell: &InodeCell, off: u64, buf: &mut [u8]) -> Result<usize> {
+        let st = cell.state.read();
+        if st.freed {
+            return Err(Error::NotFound);
+        }
+        if st.raw.is_dir() {
+            return Err(Error::IsDir);
+        }
+        let size = st.raw.size;
+        if off >= size || buf.is_empty() {
+            return Ok(0);
+        }
+        let n = (buf.len() as u64).min(size - off) as usize;
+        let size_blocks = blocks_for(size);
+        let mut done = 0usize;
+        while done < n {
+            let pos = off + done as u64;
+            let lblk = pos / BLOCK_BYTES;
+            let in_blk = pos % BLOCK_BYTES;
+            let len = ((BLOCK_BYTES - in_blk) as usize).min(n - done);
+            match self.translate(cell, lblk, size_blocks) {
+                Some(slot) => self.dev.read(self.geo.block_off(slot) + in_blk, &mut buf[done..done + len]),
+                None => buf[done..done + len].fill(0),
+            }
+            done += len;
+        }
+        cell.next_read_lblk.store((off + n as u64).div_ceil(BLOCK_BYTES), Ordering::Relaxed);
+        Ok(n)
+    }
+
+    pub(crate) fn write_at(&self, cell: &InodeCell, off: u64, data: &[u8]) -> Result<usize> {
+        let mut st = cell.state.write();
+        self.write_locked(cell, &mut st, off, data)
+    }
+
+    /// Appends at the current end of file; returns the bytes written and the new end.
+    pub(crate) fn append(&self, cell: &InodeCell, data: &[u8]) -> Result<(usize, u64)> {
+        let mut st = cell.state.write();
+        let off = st.raw.size;
+        let n = self.write_locked(cell, &mut st, off, data)?;
+        Ok((n, off + n as u64))
+    }
+
+    fn write_locked(&self, cell: &InodeCell, st: &mut InodeMem, off: u64, data: &[u8]) -> Result<usize> {
+        if st.freed {
+            return Err(Error::NotFound);
+        }
+        if st.raw.is_dir() {
+            return Err(Error::IsDir);
+        }
+        if data.is_empty() {
+            return Ok(0);
+        }
+        let end = off.checked_add(data.len() as u64).ok_or(Error::FileTooBig)?;
+        if end > MAX_FILE_BYTES {
+            return Err(Error::FileTooBig);
+        }
+        let mut done = 0usize;
+        while done < data.len() {
+            let pos = off + done as u64;
+            let chunk_end_pos = ((pos / BLOCK_BYTES + WRITE_CHUNK_BLOCKS) * BLOCK_BYTES).min(end);
+            let len = (chunk_end_pos - pos) as usize;
+            match self.write_chunk(cell, st, pos, &data[done..done + len]) {
+                Ok(()) => done += len,
+                Err(Error::NoSpace) if done > 0 => return Ok(done),
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(done)
+    }
+
+    /// Zeroes the bytes past EOF in the last block before the size grows (F2).
+    fn zero_tail_before_growth(&self, cell: &InodeCell, old_size: u64) {
+        let in_blk = old_size % BLOCK_BYTES;
+        if in_blk == 0 {
+            return;
+        }
+        let lblk = old_size / BLOCK_BYTES;
+        if let Some(slot) = self.translate(cell, lblk, lblk + 1) {
+            let at = self.geo.block_off(slot) + in_blk;
+            self.dev.zero(at, BLOCK_BYTES - in_blk);
+            self.dev.flush(at, BLOCK_BYTES - in_blk);
+        }
+    }
+
+    fn write_chunk(&self, cell: &InodeCell, st: &mut InodeMem, off: u64, data: &[u8]) -> Result<()> {
+        let ino = cell.ino;
+        let old_size = st.raw.size;
+        let new_size = old_size.max(off + data.len() as u64);
+        let old_blocks = blocks_for(old_size);
+        let first = off / BLOCK_BYTES;
+        let last = (off + data.len() as u64 - 1) / BLOCK_BYTES;
+        // 1. Find or claim every block before touching any data, so that running out of
+        //    space changes nothing.
+        let mut plan: Vec<(u64, u64, bool)> = Vec::with_capacity((last - first + 1) as usize);
+        for lblk in first..=last {
+            let existing = if lblk < old_blocks { self.translate(cell, lblk, old_blocks) } else { None };
+            match existing {
+                Some(slot) => plan.push((lblk, slot, false)),
+                None => match self.table.reserve(key(ino.0, lblk as u32)) {
+                    Ok(slot) => plan.push((lblk, slot, true)),
+                    Err(e) => {
+                        self.release_reservations(plan.iter().filter(|p| p.2).map(|p| p.1));
+                        return Err(e);
+                    }
+                },
+            }
+        }
+        if new_size > old_size {
+            self.zero_tail_before_growth(cell, old_size);
+        }
+        // 2. Data.
+        let mut block_buf = Vec::new();
+        for &(lblk, slot, fresh) in &plan {
+            let blk_start = lblk * BLOCK_BYTES;
+            let a = off.max(blk_start) - blk_start;
+            let b = (off + data.len() as u64).min(blk_start + BLOCK_BYTES) - blk_start;
+            let src = &data[(blk_start + a - off) as usize..(blk_start + b - off) as usize];
+            let dst = self.geo.block_off(slot);
+            if fresh && (a != 0 || b != BLOCK_BYTES) {
+                block_buf.clear();
+                block_buf.resize(BLOCK_BYTES as usize, 0);
+                block_buf[a as usize..b as usize].copy_from_slice(src);
+                self.dev.write_nt(dst, &block_buf);
+            } else {
+                self.dev.write_nt(dst + a, src);
+            }
+        }
+        // 3. Metadata.
+        let now = inode::now_ns();
+        let fresh_count = plan.iter().filter(|p| p.2).count() as u64;
+        if new_size == old_size && fresh_count == 0 {
+            let ioff = self.geo.inode_off(ino.get());
+            self.dev.store_u64(ioff + INODE_MTIME_OFF, now as u64);
+            self.dev.store_u64(ioff + INODE_CTIME_OFF, now as u64);
+            self.dev.flush(ioff + INODE_MTIME_OFF, 16);
+            self.dev.fence();
+            st.raw.mtime_ns = now;
+            st.raw.ctime_ns = now;
+            return Ok(());
+        }
+        let mut raw = st.raw;
+        raw.size = new_size;
+        raw.blocks += fresh_count;
+        raw.mtime_ns = now;
+        raw.ctime_ns = now;
+        let mut tx = self.journals.begin();
+        for &(lblk, slot, fresh) in &plan {
+            if fresh {
+                tx.publish_u64(self.table.slot_off(slot), key(ino.0, lblk as u32));
+            }
+        }
+        inode::tx_write_inode(&mut tx, &self.geo, ino, &mut raw);
+        if let Err(e) = tx.commit() {
+            self.release_reservations(plan.iter().filter(|p| p.2).map(|p| p.1));
+            return Err(e);
+        }
+        st.raw = raw;
+        for &(lblk, slot, fresh) in &plan {
+            if fresh {
+                cell.tcache.put(lblk as u32, slot);
+            }
+        }
+        Ok(())
+    }
+
+    fn release_reservations(&self, slots: impl Iterator<Item = u64>) {
+        let slots: Vec<u64> = slots.collect();
+        self.free_slots(&slots);
+    }
+
+    /// Frees table slots: tombstones, one fence, then purge.
+    pub(crate) fn free_slots(&self, slots: &[u64]) {
+        if slots.is_empty() {
+            return;
+        }
+        for &s in slots {
+            self.table.release(s);
+        }
+        self.dev.fence();
+        for chunk in slots.chunks(1024) {
+            self.table.purge(chunk);
+        }
+        self.dev.fence();
+    }
+
+    /// Slots of the mapped blocks of `ino` in [from, to): by lookups when the range is
+    /// small, else by one scan of the table.
+    pub(crate) fn mapped_slots(&self, ino: u32, from: u64, to: u64) -> Vec<u64> {
+        let mut out = Vec::new();
+        if from >= to {
+            return out;
+        }
+        if to - from > (self.table.nslots() / 64).max(4096) {
+            for s in 0..self.table.nslots() {
+                if let Entry::Key { ino: i, lblk } = classify(self.table.load(s), self.table.nslots()) {
+                    if i == ino && (from..to).contains(&(lblk as u64)) {
+                        out.push(s);
+                    }
+                }
+            }
+            return out;
+        }
+        let mut lblk = from;
+        while lblk < to {
+            let n = (to - lblk).min(8) as usize;
+            let mut keys = [0u64; 8];
+            for (i, k) in keys[..n].iter_mut().enumerate() {
+                *k = key(ino, (lblk + i as u64) as u32);
+            }
+            let mut found = [None; 8];
+            self.table.lookup_batch(&keys[..n], &mut found[..n]);
+            out.extend(found[..n].iter().flatten());
+            lblk += n as u64;
+        }
+        out
+    }
+
+    /// Sets the size of a regular file (truncate up or down).
+    pub(crate) fn set_len_locked(&self, cell: &InodeCell, st: &mut InodeMem, new_size: u64) -> Result<()> {
+        if new_size > MAX_FILE_BYTES {
+            return Err(Error::FileTooBig);
+        }
+        if st.raw.is_dir() {
+            return Err(Error::IsDir);
+        }
+        let old_size = st.raw.size;
+        let now = inode::now_ns();
+        let mut raw = st.raw;
+        raw.size = new_size;
+        raw.mtime_ns = now;
+        raw.ctime_ns = now;
+        let victims = if new_size < old_size {
+            self.mapped_slots(cell.ino.0, blocks_for(new_size), blocks_for(old_size))
+        } else {
+            if new_size > old_size {
+                self.zero_tail_before_growth(cell, old_size);
+            }
+            Vec::new()
+        };
+        raw.blocks = raw.blocks.saturating_sub(victims.len() as u64);
+        let mut tx = self.journals.begin();
+        inode::tx_write_inode(&mut tx, &self.geo, cell.ino, &mut raw);
+        tx.commit()?;
+        st.raw = raw;
+        // The smaller size is durable; the blocks past it are now unreachable (F1 lets
+        // recovery free them if we crash before this finishes).
+        cell.tcache.invalidate_from(blocks_for(new_size));
+        self.free_slots(&victims);
+        Ok(())
+    }
+
+    /// Frees an inode with no links and no open handles: its blocks, then the inode.
+    pub(crate) fn free_inode_locked(&self, cell: &InodeCell, st: &mut InodeMem) -> Result<()> {
+        debug_assert_eq!(st.raw.nlink, 0);
+        let victims = self.mapped_slots(cell.ino.0, 0, blocks_for(st.raw.size).max(1));
+        cell.tcache.invalidate_all();
+        self.free_slots(&victims);
+        let mut tx = self.journals.begin();
+        inode::tx_free_inode(&mut tx, &self.geo, cell.ino);
+        tx.commit()?;
+        st.freed = true;
+        st.dir = None;
+        self.inodes.remove(cell.ino);
+        self.ialloc.free(cell.ino);
+        Ok(())
+    }
+
+    /// Flushes nothing (every write is durable on return) but makes the image durable on
+    /// a host that is not persistent memory.
+    pub(crate) fn sync_data(&self) -> Result<()> {
+        self.dev.sync_host()?;
+        Ok(())
+    }
+}

@@ -1,0 +1,583 @@
+//! fsck: checks every invariant in docs/design.md and, in repair mode, fixes what it can.
+//!
+//! Check mode never writes: when the journals hold uncommitted transactions it rolls them
+//! back in a copy-on-write overlay and checks the result. Repair mode fixes the superblock
+//! copies and journal headers, clears invalid table entries and corrupt inodes, mounts the
+//! image (which rolls back the journals and frees crash leftovers), then fixes directory
+//! entries, link counts, parents, block counts and unreachable inodes (reconnected under
+//! /lost+found), and checks again.
+//!
+//! Exit codes follow e2fsck: 0 clean, 1 errors corrected, 4 errors left, 8 operational
+//! error.
+
+use super::dir::{parse_block, Run};
+use super::inode::read_raw;
+use super::recovery::mappable_blocks;
+use super::{read_superblock, write_superblock, FileSystem, Progress};
+use crate::journal::{self, JournalHeader, JOURNAL_MAGIC};
+use crate::layout::dirent::{FileType, SLOTS_PER_BLOCK};
+use crate::layout::inode::{InodeRaw, InodeState};
+use crate::layout::superblock::{SB_PRIMARY_OFF, SB_SECONDARY_OFF};
+use crate::layout::{Geometry, Ino, Superblock, BLOCK_BYTES, INODE_BYTES, SB_STATE_CLEAN, SB_STATE_MOUNTED};
+use crate::mapping::hashfs::{classify, key, Entry, HashTable, TOMBSTONE};
+use crate::pm::{DeviceStats, DevOffset, PmDevice};
+use crate::{Error, Result};
+use bytemuck::Zeroable;
+use parking_lot::Mutex;
+use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FsckMode {
+    Check,
+    Repair,
+}
+
+/// One problem found.
+#[derive(Clone, Debug)]
+pub struct Finding {
+    pub what: String,
+    fix: Fix,
+}
+
+#[derive(Clone, Debug)]
+enum Fix {
+    None,
+    PrimarySuperblockFromCopy,
+    SecondarySuperblockFromPrimary,
+    ResetJournal(u32),
+    /// Fixed by mounting (journal rollback, crash leftovers).
+    Mount,
+    TombstoneSlot(u64),
+    ClearInode(Ino),
+    ClearDirent { off: u64 },
+    DirentWord1 { off: u64, word: u64 },
+    RewriteInode(Ino, Box<InodeRaw>),
+    Reconnect(Ino),
+    RepairProbePaths,
+}
+
+/// What fsck found and did.
+#[derive(Clone, Debug, Default)]
+pub struct FsckReport {
+    /// Every problem found on the first pass.
+    pub findings: Vec<String>,
+    pub fixed: usize,
+    /// Problems still present at the end.
+    pub remaining: Vec<String>,
+    pub inodes_used: u64,
+    pub blocks_used: u64,
+    pub directories: u64,
+}
+
+impl FsckReport {
+    pub fn exit_code(&self) -> i32 {
+        if !self.remaining.is_empty() {
+            4
+        } else if self.fixed > 0 {
+            1
+        } else {
+            0
+        }
+    }
+    pub fn is_clean(&self) -> bool {
+        self.findings.is_empty()
+    }
+}
+
+/// Checks (and in repair mode fixes) the image on `dev`.
+pub fn fsck<D: PmDevice>(dev: Arc<D>, mode: FsckMode, progress: Progress<'_>) -> Result<FsckReport> {
+    let overlay = Arc::new(Overlay { base: dev.clone(), words: Mutex::new(HashMap::new()), stats: DeviceStats::default() });
+    let (findings, stats) = check(overlay, progress)?;
+    let mut report = FsckReport {
+        findings: findings.iter().map(|f| f.what.clone()).collect(),
+        inodes_used: stats.0,
+        blocks_used: stats.1,
+        directories: stats.2,
+        ..Default::default()
+    };
+    if mode == FsckMode::Check || findings.is_empty() {
+        report.remaining = report.findings.clone();
+        return Ok(report);
+    }
+    // Pass 1: what blocks a mount.
+    let mut needs_mount = false;
+    for f in &findings {
+        match &f.fix {
+            Fix::PrimarySuperblockFromCopy | Fix::SecondarySuperblockFromPrimary => {
+                if let Ok((mut sb, _, _)) = read_superblock(&*dev) {
+                    write_superblock(&*dev, &mut sb);
+                }
+            }
+            Fix::ResetJournal(i) => {
+                let (_, geo, _) = read_superblock(&*dev)?;
+                let base = geo.journal_base(*i);
+                let h = JournalHeader { magic: JOURNAL_MAGIC, index: *i, ..JournalHeader::zeroed() };
+                dev.zero(base, geo.journal_blocks as u64 * BLOCK_BYTES);
+                dev.write(base, bytemuck::bytes_of(&h));
+                dev.flush(base, geo.journal_blocks as u64 * BLOCK_BYTES);
+                dev.fence();
+            }
+            Fix::TombstoneSlot(s) => {
+                let (_, geo, _) = read_superblock(&*dev)?;
+                dev.store_u64(geo.slot_off(*s), TOMBSTONE);
+                dev.flush(geo.slot_off(*s), 8);
+                needs_mount = true;
+            }
+            Fix::ClearInode(ino) => {
+                let (_, geo, _) = read_superblock(&*dev)?;
+                dev.zero(geo.inode_off(ino.get()), INODE_BYTES as u64);
+                dev.flush(geo.inode_off(ino.get()), INODE_BYTES as u64);
+                needs_mount = true;
+            }
+            Fix::Mount | Fix::RepairProbePaths => needs_mount = true,
+            _ => {}
+        }
+    }
+    dev.fence();
+    if needs_mount {
+        // Mount as after a crash, so that recovery collects every leftover.
+        let (mut sb, _, _) = read_superblock(&*dev)?;
+        sb.state = SB_STATE_MOUNTED;
+        write_superblock(&*dev, &mut sb);
+        let (fs, _) = FileSystem::mount(dev.clone(), &|_, _| {})?;
+        fs.unmount()?;
+    }
+    // Pass 2: structural fixes on the recovered image.
+    let (second, _) = check(dev.clone(), &|_, _| {})?;
+    let mut reconnect = Vec::new();
+    for f in &second {
+        let (_, geo, _) = read_superblock(&*dev)?;
+        match &f.fix {
+            Fix::ClearDirent { off } => {
+                dev.store_u64(*off, 0);
+                dev.flush(*off, 8);
+            }
+            Fix::DirentWord1 { off, word } => {
+                dev.store_u64(*off, *word);
+                dev.flush(*off, 8);
+            }
+            Fix::RewriteInode(ino, raw) => {
+                let mut raw = **raw;
+                raw.seal(*ino);
+                dev.write(geo.inode_off(ino.get()), bytemuck::bytes_of(&raw));
+                dev.flush(geo.inode_off(ino.get()), INODE_BYTES as u64);
+            }
+            Fix::Reconnect(ino) => reconnect.push(*ino),
+            _ => {}
+        }
+    }
+    dev.fence();
+    if !reconnect.is_empty() {
+        let (mut sb, _, _) = read_superblock(&*dev)?;
+        sb.state = SB_STATE_CLEAN;
+        write_superblock(&*dev, &mut sb);
+        let (fs, _) = FileSystem::mount(dev.clone(), &|_, _| {})?;
+        for ino in reconnect {
+            fs.inner.reconnect(ino)?;
+        }
+        fs.unmount()?;
+    }
+    // Counts may need one more pass after reconnecting.
+    for _ in 0..2 {
+        let (again, _) = check(dev.clone(), &|_, _| {})?;
+        let fixable: Vec<_> = again.iter().filter(|f| matches!(f.fix, Fix::RewriteInode(..))).collect();
+        if fixable.is_empty() {
+            break;
+        }
+        let (_, geo, _) = read_superblock(&*dev)?;
+        for f in fixable {
+            if let Fix::RewriteInode(ino, raw) = &f.fix {
+                let mut raw = **raw;
+                raw.seal(*ino);
+                dev.write(geo.inode_off(ino.get()), bytemuck::bytes_of(&raw));
+                dev.flush(geo.inode_off(ino.get()), INODE_BYTES as u64);
+            }
+        }
+        dev.fence();
+    }
+    let (last, _) = check(dev.clone(), &|_, _| {})?;
+    report.remaining = last.iter().map(|f| f.what.clone()).collect();
+    report.fixed = report.findings.len().saturating_sub(report.remaining.len()).max(usize::from(report.remaining.is_empty()));
+    Ok(report)
+}
+
+type Stats = (u64, u64, u64);
+
+fn check<D: PmDevice>(dev: Arc<D>, progress: Progress<'_>) -> Result<(Vec<Finding>, Stats)> {
+    let mut out = Vec::new();
+    let mut add = |what: String, fix: Fix| out.push(Finding { what, fix });
+
+    // Superblocks.
+    let read = |off| {
+        let mut sb = Superblock::zeroed();
+        dev.read(off, bytemuck::bytes_of_mut(&mut sb));
+        sb
+    };
+    if dev.len_bytes() < 2 * BLOCK_BYTES {
+        add(format!("image of {} bytes is too small to be a HashFS image", dev.len_bytes()), Fix::None);
+        return Ok((out, (0, 0, 0)));
+    }
+    let (p, s) = (read(SB_PRIMARY_OFF), read(SB_SECONDARY_OFF));
+    let (pv, sv) = (p.validate(dev.len_bytes()), s.validate(dev.len_bytes()));
+    let (sb, geo) = match (&pv, &sv) {
+        (Ok(g), _) => {
+            if sv.is_err() || s != p {
+                let why = sv.as_ref().err().map(|e| e.to_string()).unwrap_or_else(|| "differs from the primary".into());
+                add(format!("superblock copy: {why}"), Fix::SecondarySuperblockFromPrimary);
+            }
+            (p, *g)
+        }
+        (Err(e), Ok(g)) => {
+            add(format!("primary superblock: {e} (the copy is good)"), Fix::PrimarySuperblockFromCopy);
+            (s, *g)
+        }
+        (Err(e), Err(_)) => {
+            add(format!("no valid superblock: {e}"), Fix::None);
+            return Ok((out, (0, 0, 0)));
+        }
+    };
+    let dirty = sb.state != SB_STATE_CLEAN;
+
+    // Journals: roll back pending transactions (in the overlay, in check mode).
+    let statuses = journal::inspect(&*dev, &geo);
+    let mut journals_ok = true;
+    for st in &statuses {
+        if !st.header_ok {
+            add(format!("journal {}: header corrupt", st.index), Fix::ResetJournal(st.index));
+            journals_ok = false;
+        } else if st.active_txid != 0 {
+            add(format!("journal {}: uncommitted transaction {} (recovery rolls it back)", st.index, st.active_txid), Fix::Mount);
+        }
+    }
+    if journals_ok {
+        journal::recover(&*dev, &geo)?;
+    }
+
+    // Inodes.
+    let n = geo.inode_count as usize;
+    let mut inodes: Vec<Option<InodeRaw>> = vec![None; n + 1];
+    let mut used_inodes = 0;
+    for i in 1..=n {
+        let ino = Ino(i as u32);
+        let raw = read_raw(&*dev, &geo, ino);
+        match raw.check(ino) {
+            InodeState::Free => {}
+            InodeState::Allocated => {
+                inodes[i] = Some(raw);
+                used_inodes += 1;
+            }
+            InodeState::Corrupt(why) => add(format!("inode {ino}: {why}"), Fix::ClearInode(ino)),
+        }
+        if i % 65536 == 0 {
+            progress(i as u64, (n as u64) + geo.data_blocks);
+        }
+    }
+    match &inodes[1] {
+        Some(r) if r.is_dir() => {}
+        _ => {
+            add("root inode is missing or not a directory".into(), Fix::None);
+            return Ok((out, (used_inodes, 0, 0)));
+        }
+    }
+
+    // The table.
+    let table = HashTable::new(dev.clone(), &geo, sb.hash_seed);
+    let mut counts = vec![0u64; n + 1];
+    let mut seen: HashMap<u64, u64> = HashMap::new();
+    let mut used_blocks = 0;
+    let mut unreachable_keys = 0u64;
+    for slot in 0..table.nslots() {
+        let v = table.load(slot);
+        match classify(v, table.nslots()) {
+            Entry::Empty | Entry::Tombstone => {}
+            Entry::Invalid => add(format!("table slot {slot}: invalid value {v:#x}"), Fix::TombstoneSlot(slot)),
+            Entry::Reserved { .. } => {
+                let what = format!("table slot {slot}: reservation left by an interrupted write");
+                add(what, if dirty { Fix::Mount } else { Fix::TombstoneSlot(slot) });
+            }
+            Entry::Key { ino, lblk } => {
+                used_blocks += 1;
+                let Some(raw) = inodes.get(ino as usize).and_then(|r| r.as_ref()) else {
+                    add(format!("table slot {slot}: maps block {lblk} of free or invalid inode {ino}"), Fix::TombstoneSlot(slot));
+                    continue;
+                };
+                if lblk as u64 >= mappable_blocks(raw.size) {
+                    add(format!("table slot {slot}: block {lblk} of inode {ino} lies past its end ({} bytes)", raw.size), Fix::TombstoneSlot(slot));
+                    continue;
+                }
+                if let Some(other) = seen.insert(v, slot) {
+                    add(format!("table slots {other} and {slot} both map block {lblk} of inode {ino}"), Fix::TombstoneSlot(slot));
+                    continue;
+                }
+                if table.lookup(v) != Some(slot) {
+                    unreachable_keys += 1;
+                }
+                counts[ino as usize] += 1;
+            }
+        }
+        if slot % 262_144 == 0 {
+            progress(n as u64 + slot, n as u64 + geo.data_blocks);
+        }
+    }
+    if unreachable_keys > 0 {
+        add(format!("table: {unreachable_keys} keys cannot be reached from their home slot"), Fix::RepairProbePaths);
+    }
+
+    // Directories: entries, references, parents.
+    let mut refs = vec![0u32; n + 1];
+    let mut subdirs = vec![0u32; n + 1];
+    let mut parent_seen = vec![0u32; n + 1];
+    let mut children: Vec<Vec<u32>> = vec![Vec::new(); n + 1];
+    let mut directories = 0;
+    let mut buf = vec![0u8; BLOCK_BYTES as usize];
+    for d in 1..=n {
+        let Some(draw) = inodes[d] else { continue };
+        if !draw.is_dir() {
+            continue;
+        }
+        directories += 1;
+        let mut live = 0u64;
+        let mut names: HashMap<Vec<u8>, u64> = HashMap::new();
+        for lblk in 0..draw.size / BLOCK_BYTES {
+            let Some(slot) = table.lookup(key(d as u32, lblk as u32)) else {
+                add(format!("directory {d}: block {lblk} is not mapped"), Fix::None);
+                continue;
+            };
+            dev.read(geo.block_off(slot), &mut buf);
+            let runs = match parse_block(&buf, lblk) {
+                Ok(r) => r,
+                Err(e) => {
+                    add(format!("directory {d}: {e}"), Fix::None);
+                    continue;
+                }
+            };
+            for run in runs {
+                let Run::Entry { pos, nslots, ino, ftype, name } = run else { continue };
+                let off = geo.block_off(slot) + (pos % SLOTS_PER_BLOCK) * 32;
+                let target = if ino <= n as u64 { inodes[ino as usize] } else { None };
+                let Some(traw) = target else {
+                    add(format!("directory {d}: entry {:?} points to free or invalid inode {ino}", String::from_utf8_lossy(&name)), Fix::ClearDirent { off });
+                    continue;
+                };
+                if names.insert(name.clone(), pos).is_some() {
+                    add(format!("directory {d}: duplicate name {:?}", String::from_utf8_lossy(&name)), Fix::ClearDirent { off });
+                    continue;
+                }
+                let want = FileType::from_mode(traw.mode).expect("checked");
+                if FileType::from_u8(ftype) != Some(want) {
+                    let word = super::dir::DirIndex::header_word1(nslots, name.len(), want);
+                    add(format!("directory {d}: entry {:?} has the wrong file type", String::from_utf8_lossy(&name)), Fix::DirentWord1 { off: off + 8, word });
+                }
+                if traw.is_dir() {
+                    parent_seen[ino as usize] += 1;
+                    subdirs[d] += 1;
+                    if traw.parent != d as u64 {
+                        let mut fixed = traw;
+                        fixed.parent = d as u64;
+                        add(format!("directory {ino}: parent is {} but it is listed in {d}", traw.parent), Fix::RewriteInode(Ino(ino as u32), Box::new(fixed)));
+                    }
+                }
+                refs[ino as usize] += 1;
+                children[d].push(ino as u32);
+                live += 1;
+            }
+        }
+        if draw.dir_entries != live {
+            let mut fixed = draw;
+            fixed.dir_entries = live;
+            add(format!("directory {d}: counts {} entries but holds {live}", draw.dir_entries), Fix::RewriteInode(Ino(d as u32), Box::new(fixed)));
+        }
+    }
+
+    // Reachability from the root.
+    let mut reached = vec![false; n + 1];
+    reached[1] = true;
+    let mut queue = VecDeque::from([1u32]);
+    while let Some(d) = queue.pop_front() {
+        for &c in &children[d as usize] {
+            if !reached[c as usize] {
+                reached[c as usize] = true;
+                if inodes[c as usize].is_some_and(|r| r.is_dir()) {
+                    queue.push_back(c);
+                }
+            }
+        }
+    }
+
+    // Per-inode counts.
+    for i in 1..=n {
+        let Some(raw) = inodes[i] else { continue };
+        let ino = Ino(i as u32);
+        if !reached[i] {
+            if raw.nlink == 0 && dirty {
+                add(format!("inode {ino}: unlinked, awaiting release (recovery frees it)"), Fix::Mount);
+            } else {
+                add(format!("inode {ino}: allocated but not reachable from the root"), Fix::Reconnect(ino));
+            }
+            continue;
+        }
+        let mut fixed = raw;
+        let mut problems = Vec::new();
+        if raw.is_dir() {
+            if i != 1 && parent_seen[i] != 1 {
+                problems.push(format!("directory listed {} times", parent_seen[i]));
+            }
+            let want = 2 + subdirs[i];
+            if raw.nlink != want {
+                problems.push(format!("link count {} should be {want}", raw.nlink));
+                fixed.nlink = want;
+            }
+            if i == 1 && raw.parent != 1 {
+                problems.push("root's parent is not itself".into());
+                fixed.parent = 1;
+            }
+        } else if raw.nlink != refs[i] {
+            problems.push(format!("link count {} should be {}", raw.nlink, refs[i]));
+            fixed.nlink = refs[i];
+        }
+        if raw.blocks != counts[i] {
+            problems.push(format!("counts {} blocks but maps {}", raw.blocks, counts[i]));
+            fixed.blocks = counts[i];
+        }
+        if raw.is_symlink() && counts[i] != 1 {
+            problems.push("symbolic link has no target block".into());
+        }
+        if !problems.is_empty() {
+            let fix = if fixed != raw { Fix::RewriteInode(ino, Box::new(fixed)) } else { Fix::None };
+            add(format!("inode {ino}: {}", problems.join("; ")), fix);
+        }
+    }
+    Ok((out, (used_inodes, used_blocks, directories)))
+}
+
+impl<D: PmDevice> super::FsInner<D> {
+    /// fsck: links an unreachable inode into /lost+found as "#<ino>". A file gets one
+    /// link; a directory gets lost+found as its parent (its link count is fixed by the
+    /// next pass if needed).
+    pub(crate) fn reconnect(&self, ino: Ino) -> Result<()> {
+        let lf = match self.lookup(Ino::ROOT, b"lost+found") {
+            Ok((i, FileType::Directory)) => i,
+            Ok(_) => return Err(Error::Exists),
+            Err(Error::NotFound) => {
+                self.create_node(Ino::ROOT, b"lost+found", super::ops::NodeSpec::Dir { perm: 0o700 }, super::ops::Owner::ROOT)?.ino
+            }
+            Err(e) => return Err(e),
+        };
+        let name = format!("#{ino}");
+        let pcell = self.cell(lf)?;
+        let mut pst = pcell.state.write();
+        let alloc = self.index(&pcell, &mut pst)?.alloc(&*self.dev, &self.geo, &self.table, lf, name.len())?;
+        let cell = self.cell(ino)?;
+        let mut cst = cell.state.write();
+        let ftype = FileType::from_mode(cst.raw.mode).expect("checked inode");
+        let idx = pst.dir.as_ref().expect("index");
+        idx.write_pending_entry(&*self.dev, &self.geo, &alloc, name.as_bytes(), ftype);
+        let off = idx.slot_dev_off(&self.geo, alloc.pos);
+        let mut craw = cst.raw;
+        let mut praw = pst.raw;
+        if ftype == FileType::Directory {
+            craw.parent = lf.get();
+            praw.nlink += 1;
+        } else {
+            craw.nlink = 1;
+        }
+        praw.dir_entries += 1;
+        if alloc.new_block.is_some() {
+            praw.size += BLOCK_BYTES;
+            praw.blocks += 1;
+        }
+        let mut tx = self.journals.begin();
+        if let Some((lblk, s)) = alloc.new_block {
+            tx.publish_u64(self.table.slot_off(s), key(lf.0, lblk));
+        }
+        tx.write_u64(off, ino.get());
+        super::inode::tx_write_inode(&mut tx, &self.geo, lf, &mut praw);
+        super::inode::tx_write_inode(&mut tx, &self.geo, ino, &mut craw);
+        tx.commit()?;
+        pst.raw = praw;
+        cst.raw = craw;
+        pst.dir.as_mut().expect("index").insert(name.as_bytes(), super::dir::EntryRef { ino, ftype, pos: alloc.pos, nslots: alloc.nslots });
+        Ok(())
+    }
+}
+
+/// A copy-on-write view of a device: writes land in DRAM, so check mode can run journal
+/// recovery without touching the image.
+struct Overlay<D: PmDevice> {
+    base: Arc<D>,
+    words: Mutex<HashMap<u64, u64>>,
+    stats: DeviceStats,
+}
+
+impl<D: PmDevice> Overlay<D> {
+    fn word(&self, w: u64) -> u64 {
+        if let Some(v) = self.words.lock().get(&w) {
+            return *v;
+        }
+        let mut b = [0u8; 8];
+        self.base.read(w * 8, &mut b);
+        u64::from_le_bytes(b)
+    }
+}
+
+impl<D: PmDevice> PmDevice for Overlay<D> {
+    fn len_bytes(&self) -> u64 {
+        self.base.len_bytes()
+    }
+    fn read(&self, off: DevOffset, buf: &mut [u8]) {
+        self.base.read(off, buf);
+        let words = self.words.lock();
+        if words.is_empty() {
+            return;
+        }
+        for (i, b) in buf.iter_mut().enumerate() {
+            let byte = off + i as u64;
+            if let Some(v) = words.get(&(byte / 8)) {
+                *b = v.to_le_bytes()[(byte % 8) as usize];
+            }
+        }
+    }
+    fn write(&self, off: DevOffset, data: &[u8]) {
+        for (i, &b) in data.iter().enumerate() {
+            let byte = off + i as u64;
+            let mut v = self.word(byte / 8).to_le_bytes();
+            v[(byte % 8) as usize] = b;
+            self.words.lock().insert(byte / 8, u64::from_le_bytes(v));
+        }
+    }
+    fn write_nt(&self, off: DevOffset, data: &[u8]) {
+        self.write(off, data)
+    }
+    fn zero(&self, off: DevOffset, len: u64) {
+        self.write(off, &vec![0u8; len as usize])
+    }
+    fn load_u64(&self, off: DevOffset) -> u64 {
+        self.word(off / 8)
+    }
+    fn store_u64(&self, off: DevOffset, value: u64) {
+        self.words.lock().insert(off / 8, value);
+    }
+    fn cas_u64(&self, off: DevOffset, current: u64, new: u64) -> std::result::Result<u64, u64> {
+        let v = self.word(off / 8);
+        if v == current {
+            self.store_u64(off, new);
+            Ok(v)
+        } else {
+            Err(v)
+        }
+    }
+    // The overlay is a scratch view in DRAM that is dropped after the check; nothing in it
+    // is ever meant to persist, so there is nothing to write back or order.
+    fn flush(&self, _off: DevOffset, _len: u64) {}
+    fn fence(&self) {}
+    fn stats(&self) -> &DeviceStats {
+        &self.stats
+    }
+}
+
+/// Geometry of the image on `dev`, for `hashfs info`.
+pub fn geometry_of<D: PmDevice>(dev: &D) -> Result<(Superblock, Geometry)> {
+    let (sb, g, _) = read_superblock(dev)?;
+    Ok((sb, g))
+}

@@ -1,0 +1,217 @@
+//! In-DRAM inode state: the cache of inode cells, the inode allocator, and reading and
+//! writing inodes through transactions.
+
+use crate::fs::dir::DirIndex;
+use crate::layout::inode::{InodeRaw, InodeState as MediaState};
+use crate::layout::{Geometry, Ino};
+use crate::mapping::tcache::TranslationCache;
+use crate::pm::PmDevice;
+use crate::{Error, Result};
+use bytemuck::Zeroable;
+use parking_lot::{Mutex, RwLock};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::Arc;
+
+/// An inode in use: its DRAM copy of the media inode (kept equal to the media after every
+/// committed transaction), its directory index and its translation cache.
+pub struct InodeCell {
+    pub ino: Ino,
+    pub state: RwLock<InodeMem>,
+    pub tcache: TranslationCache,
+    /// Open file handles.
+    pub open_count: AtomicU32,
+    /// Logical block after the last one read, for sequential-access detection.
+    pub next_read_lblk: AtomicU64,
+}
+
+pub struct InodeMem {
+    pub raw: InodeRaw,
+    pub dir: Option<DirIndex>,
+    /// Set once the inode has been freed; a stale handle sees NotFound.
+    pub freed: bool,
+}
+
+const SHARDS: usize = 64;
+
+/// Inode cells by number, sharded to keep lock traffic apart.
+pub struct InodeCache {
+    shards: Vec<Mutex<HashMap<u32, Arc<InodeCell>>>>,
+}
+
+impl Default for InodeCache {
+    fn default() -> Self {
+        InodeCache { shards: (0..SHARDS).map(|_| Mutex::new(HashMap::new())).collect() }
+    }
+}
+
+impl InodeCache {
+    fn shard(&self, ino: Ino) -> &Mutex<HashMap<u32, Arc<InodeCell>>> {
+        &self.shards[ino.0 as usize % SHARDS]
+    }
+
+    /// The cell of `ino`, loading and checking the inode from the media if needed.
+    pub fn get<D: PmDevice>(&self, dev: &D, geo: &Geometry, ino: Ino) -> Result<Arc<InodeCell>> {
+        if ino.0 == 0 || ino.get() > geo.inode_count {
+            return Err(Error::corrupt(format!("inode number {ino} out of range")));
+        }
+        let mut map = self.shard(ino).lock();
+        if let Some(c) = map.get(&ino.0) {
+            return Ok(c.clone());
+        }
+        let raw = read_raw(dev, geo, ino);
+        match raw.check(ino) {
+            MediaState::Allocated => {}
+            MediaState::Free => return Err(Error::corrupt(format!("inode {ino} is referenced but free"))),
+            MediaState::Corrupt(why) => return Err(Error::corrupt(format!("inode {ino}: {why}"))),
+        }
+        let cell = Arc::new(InodeCell::new(ino, raw));
+        map.insert(ino.0, cell.clone());
+        Ok(cell)
+    }
+
+    /// Registers a cell for a newly created inode.
+    pub fn insert(&self, cell: Arc<InodeCell>) {
+        self.shard(cell.ino).lock().insert(cell.ino.0, cell);
+    }
+
+    pub fn remove(&self, ino: Ino) {
+        self.shard(ino).lock().remove(&ino.0);
+    }
+
+    /// Number of cells with open handles.
+    pub fn open_files(&self) -> usize {
+        self.shards
+            .iter()
+            .map(|s| s.lock().values().filter(|c| c.open_count.load(Ordering::Relaxed) > 0).count())
+            .sum()
+    }
+}
+
+impl InodeCell {
+    pub fn new(ino: Ino, raw: InodeRaw) -> InodeCell {
+        InodeCell {
+            ino,
+            state: RwLock::new(InodeMem { raw, dir: None, freed: false }),
+            tcache: TranslationCache::default(),
+            open_count: AtomicU32::new(0),
+            next_read_lblk: AtomicU64::new(u64::MAX),
+        }
+    }
+}
+
+pub fn read_raw<D: PmDevice>(dev: &D, geo: &Geometry, ino: Ino) -> InodeRaw {
+    let mut raw = InodeRaw::zeroed();
+    dev.read(geo.inode_off(ino.get()), bytemuck::bytes_of_mut(&mut raw));
+    raw
+}
+
+/// Adds the inode's new contents to a transaction (sealing the checksum first).
+pub fn tx_write_inode<D: PmDevice>(tx: &mut crate::journal::Tx<'_, D>, geo: &Geometry, ino: Ino, raw: &mut InodeRaw) {
+    raw.seal(ino);
+    tx.write(geo.inode_off(ino.get()), &bytemuck::bytes_of(raw)[..96]);
+}
+
+/// Adds the freeing of an inode (all bytes zero) to a transaction.
+pub fn tx_free_inode<D: PmDevice>(tx: &mut crate::journal::Tx<'_, D>, geo: &Geometry, ino: Ino) {
+    tx.write(geo.inode_off(ino.get()), &[0u8; crate::layout::INODE_BYTES]);
+}
+
+/// Free-inode bitmap in DRAM, rebuilt at mount from the inode table.
+pub struct InodeAllocator {
+    words: Vec<AtomicU64>,
+    count: u64,
+    cursor: AtomicU64,
+    used: AtomicU64,
+}
+
+impl InodeAllocator {
+    pub fn new(count: u64) -> InodeAllocator {
+        InodeAllocator {
+            words: (0..count.div_ceil(64)).map(|_| AtomicU64::new(0)).collect(),
+            count,
+            cursor: AtomicU64::new(0),
+            used: AtomicU64::new(0),
+        }
+    }
+
+    /// Marks `ino` in use (mount-time scan).
+    pub fn mark_used(&self, ino: Ino) {
+        let i = ino.get() - 1;
+        let prev = self.words[(i / 64) as usize].fetch_or(1 << (i % 64), Ordering::Relaxed);
+        if prev & (1 << (i % 64)) == 0 {
+            self.used.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    pub fn alloc(&self) -> Result<Ino> {
+        let nwords = self.words.len() as u64;
+        let start = self.cursor.load(Ordering::Relaxed) % nwords;
+        for k in 0..nwords {
+            let w = (start + k) % nwords;
+            let word = &self.words[w as usize];
+            let mut cur = word.load(Ordering::Relaxed);
+            loop {
+                let free = !cur;
+                if free == 0 {
+                    break;
+                }
+                let bit = free.trailing_zeros() as u64;
+                let i = w * 64 + bit;
+                if i >= self.count {
+                    break;
+                }
+                match word.compare_exchange_weak(cur, cur | (1 << bit), Ordering::AcqRel, Ordering::Relaxed) {
+                    Ok(_) => {
+                        self.cursor.store(w, Ordering::Relaxed);
+                        self.used.fetch_add(1, Ordering::Relaxed);
+                        return Ok(Ino(i as u32 + 1));
+                    }
+                    Err(now) => cur = now,
+                }
+            }
+        }
+        Err(Error::NoSpace)
+    }
+
+    pub fn free(&self, ino: Ino) {
+        let i = ino.get() - 1;
+        let prev = self.words[(i / 64) as usize].fetch_and(!(1 << (i % 64)), Ordering::AcqRel);
+        debug_assert!(prev & (1 << (i % 64)) != 0, "double free of inode {ino}");
+        self.used.fetch_sub(1, Ordering::Relaxed);
+    }
+
+    pub fn used(&self) -> u64 {
+        self.used.load(Ordering::Relaxed)
+    }
+
+    pub fn count(&self) -> u64 {
+        self.count
+    }
+}
+
+pub fn now_ns() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as i64)
+        .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn allocator_hands_out_each_inode_once() {
+        let a = InodeAllocator::new(130);
+        a.mark_used(Ino(1));
+        let mut seen = std::collections::HashSet::new();
+        while let Ok(i) = a.alloc() {
+            assert!(i.0 >= 2 && i.0 <= 130);
+            assert!(seen.insert(i));
+        }
+        assert_eq!(seen.len(), 129);
+        a.free(Ino(77));
+        assert_eq!(a.alloc().unwrap(), Ino(77));
+    }
+}

@@ -1,0 +1,216 @@
+//! The file system: format, mount (with recovery), and the operations on inodes, files
+//! and directories.
+//!
+//! Locking: every inode has a reader-writer lock over its DRAM state. Data reads take it
+//! shared; writes and metadata changes take it exclusive. When an operation needs several,
+//! it takes directories before non-directories, a parent before its child, and otherwise
+//! lower inode numbers first; renames also hold one global rename lock (as Linux's
+//! s_vfs_rename_mutex), which makes the ancestor check race-free.
+
+pub mod api;
+pub mod data;
+pub mod dir;
+pub mod fsck;
+pub mod inode;
+pub mod ops;
+pub mod recovery;
+
+pub use api::{DirEntry, File, FileSystem, Metadata, OpenOptions, SetAttr, StatFs};
+pub use fsck::{fsck, FsckMode, FsckReport};
+pub use recovery::MountReport;
+
+use crate::journal::{self, Journals};
+use crate::layout::inode::{InodeRaw, S_IFDIR};
+use crate::layout::superblock::{GeometryParams, FORMAT_VERSION, MAGIC, SB_PRIMARY_OFF, SB_SECONDARY_OFF};
+use crate::layout::{Geometry, Ino, MappingKind, Superblock, BLOCK_BYTES, SB_STATE_CLEAN, SB_STATE_MOUNTED};
+use crate::mapping::hashfs::HashTable;
+use crate::pm::PmDevice;
+use crate::{Error, Result};
+use bytemuck::Zeroable;
+use inode::{InodeAllocator, InodeCache};
+use parking_lot::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+/// Parameters of `mkfs`.
+#[derive(Clone, Debug)]
+pub struct FormatOptions {
+    pub mapping: MappingKind,
+    /// None: one inode per 16 KiB.
+    pub inode_count: Option<u64>,
+    pub journal_count: u32,
+    pub journal_blocks: u32,
+    /// The device is known to be all zeros (a freshly created file), so the metadata
+    /// regions need not be cleared.
+    pub device_is_zeroed: bool,
+}
+
+impl Default for FormatOptions {
+    fn default() -> Self {
+        FormatOptions { mapping: MappingKind::HashFs, inode_count: None, journal_count: 8, journal_blocks: 16, device_is_zeroed: false }
+    }
+}
+
+/// Progress of long operations: (done, total) in bytes or items.
+pub type Progress<'a> = &'a (dyn Fn(u64, u64) + Sync);
+
+pub(crate) struct FsInner<D: PmDevice> {
+    pub dev: Arc<D>,
+    pub geo: Geometry,
+    pub sb: Mutex<Superblock>,
+    pub journals: Journals<D>,
+    pub table: HashTable<D>,
+    pub inodes: InodeCache,
+    pub ialloc: InodeAllocator,
+    pub rename_lock: Mutex<()>,
+    pub unmounted: AtomicBool,
+}
+
+/// Writes a new, empty file system on `dev`.
+pub fn format<D: PmDevice>(dev: &D, opts: &FormatOptions, progress: Progress<'_>) -> Result<Geometry> {
+    let geo = Geometry::compute(&GeometryParams {
+        image_bytes: dev.len_bytes(),
+        inode_count: opts.inode_count,
+        journal_count: opts.journal_count,
+        journal_blocks: opts.journal_blocks,
+    })
+    .map_err(Error::InvalidParameter)?;
+    // Invalidate any previous superblocks first, so that a crash during mkfs never leaves
+    // an old superblock over new, half-written metadata.
+    for off in [SB_PRIMARY_OFF, SB_SECONDARY_OFF] {
+        dev.zero(off, BLOCK_BYTES);
+        dev.flush(off, BLOCK_BYTES);
+    }
+    dev.fence();
+    journal::format(dev, &geo);
+    if !opts.device_is_zeroed {
+        let start = geo.inode_table_off;
+        let end = geo.data_off;
+        const STEP: u64 = 64 << 20;
+        let mut off = start;
+        while off < end {
+            let n = STEP.min(end - off);
+            dev.zero(off, n);
+            dev.flush(off, n);
+            off += n;
+            progress(off - start, end - start);
+        }
+    }
+    let now = inode::now_ns();
+    let mut root = InodeRaw::zeroed();
+    root.mode = S_IFDIR | 0o755;
+    root.nlink = 2;
+    root.parent = Ino::ROOT.get();
+    root.atime_ns = now;
+    root.mtime_ns = now;
+    root.ctime_ns = now;
+    root.btime_ns = now;
+    root.seal(Ino::ROOT);
+    let root_off = geo.inode_off(Ino::ROOT.get());
+    dev.write(root_off, bytemuck::bytes_of(&root));
+    dev.flush(root_off, crate::layout::INODE_BYTES as u64);
+    dev.fence();
+
+    let mut sb = Superblock::zeroed();
+    sb.magic = MAGIC;
+    sb.format_version = FORMAT_VERSION;
+    sb.mapping_kind = opts.mapping as u32;
+    sb.block_size = BLOCK_BYTES as u32;
+    sb.journal_count = geo.journal_count;
+    sb.journal_blocks = geo.journal_blocks;
+    sb.state = SB_STATE_CLEAN;
+    sb.image_size_bytes = geo.image_bytes;
+    sb.inode_count = geo.inode_count;
+    sb.journal_off = geo.journal_off;
+    sb.inode_table_off = geo.inode_table_off;
+    sb.hash_table_off = geo.hash_table_off;
+    sb.data_off = geo.data_off;
+    sb.data_blocks = geo.data_blocks;
+    sb.hash_seed = random_u64();
+    sb.created_ns = now;
+    sb.uuid[..8].copy_from_slice(&random_u64().to_le_bytes());
+    sb.uuid[8..].copy_from_slice(&random_u64().to_le_bytes());
+    write_superblock(dev, &mut sb);
+    progress(1, 1);
+    Ok(geo)
+}
+
+fn random_u64() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_i64(inode::now_ns());
+    h.finish()
+}
+
+/// Seals and writes both superblock copies, primary first, each made durable before the
+/// next is touched, so that one copy is always whole.
+pub(crate) fn write_superblock<D: PmDevice>(dev: &D, sb: &mut Superblock) {
+    sb.seal();
+    for off in [SB_PRIMARY_OFF, SB_SECONDARY_OFF] {
+        dev.write(off, bytemuck::bytes_of(sb));
+        dev.flush(off, std::mem::size_of::<Superblock>() as u64);
+        dev.fence();
+    }
+}
+
+/// Which superblock copy was read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SuperblockSource {
+    Primary,
+    /// The primary was unreadable; the copy at block 1 was used.
+    Secondary,
+}
+
+/// Reads and validates the superblock, falling back to the copy.
+pub fn read_superblock<D: PmDevice>(dev: &D) -> Result<(Superblock, Geometry, SuperblockSource)> {
+    if dev.len_bytes() < 2 * BLOCK_BYTES {
+        return Err(Error::corrupt(format!("image of {} bytes is too small to hold a superblock", dev.len_bytes())));
+    }
+    let read = |off| {
+        let mut sb = Superblock::zeroed();
+        dev.read(off, bytemuck::bytes_of_mut(&mut sb));
+        sb
+    };
+    let primary = read(SB_PRIMARY_OFF);
+    match primary.validate(dev.len_bytes()) {
+        Ok(g) => Ok((primary, g, SuperblockSource::Primary)),
+        Err(e1) => {
+            let second = read(SB_SECONDARY_OFF);
+            match second.validate(dev.len_bytes()) {
+                Ok(g) => Ok((second, g, SuperblockSource::Secondary)),
+                Err(_) => Err(e1),
+            }
+        }
+    }
+}
+
+impl<D: PmDevice> FsInner<D> {
+    pub fn cell(&self, ino: Ino) -> Result<Arc<inode::InodeCell>> {
+        self.inodes.get(&*self.dev, &self.geo, ino)
+    }
+
+    /// Marks the image cleanly unmounted (no files may be open).
+    pub fn mark_clean(&self) {
+        if self.unmounted.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let mut sb = self.sb.lock();
+        sb.state = SB_STATE_CLEAN;
+        write_superblock(&*self.dev, &mut sb);
+        let _ = self.dev.sync_host();
+    }
+
+    pub fn mark_mounted(&self) {
+        let mut sb = self.sb.lock();
+        sb.state = SB_STATE_MOUNTED;
+        sb.mount_count += 1;
+        write_superblock(&*self.dev, &mut sb);
+    }
+}
+
+impl<D: PmDevice> Drop for FsInner<D> {
+    fn drop(&mut self) {
+        // Every handle is gone (each holds an Arc), so no file is open: a clean unmount.
+        self.mark_clean();
+    }
+}

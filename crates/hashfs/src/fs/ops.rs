@@ -1,0 +1,685 @@
+//! Namespace operations on inodes: create, link, unlink, rmdir, rename, setattr, readdir,
+//! readlink. Each is one journaled transaction, atomic and durable when it returns.
+
+use super::dir::{self, check_name, DirIndex, EntryRef, RawDirEntry};
+use super::inode::{self, InodeCell, InodeMem};
+use super::FsInner;
+use crate::layout::dirent::FileType;
+use crate::layout::inode::{InodeRaw, S_IFDIR, S_IFLNK, S_IFMT, S_IFREG};
+use crate::layout::{Ino, BLOCK_BYTES, MAX_LINKS, MAX_NAME_BYTES, MAX_SYMLINK_BYTES};
+use crate::mapping::hashfs::key;
+use crate::pm::PmDevice;
+use crate::{Error, Result};
+use bytemuck::Zeroable;
+use parking_lot::RwLockWriteGuard;
+use std::sync::Arc;
+
+/// What to create.
+#[derive(Clone, Debug)]
+pub enum NodeSpec<'a> {
+    File { perm: u32 },
+    Dir { perm: u32 },
+    Symlink { target: &'a [u8] },
+}
+
+/// Owner of a new inode.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Owner {
+    pub uid: u32,
+    pub gid: u32,
+}
+
+impl Owner {
+    pub const ROOT: Owner = Owner { uid: 0, gid: 0 };
+    /// The effective user and group of this process.
+    pub fn current() -> Owner {
+        // SAFETY: geteuid/getegid have no preconditions and cannot fail.
+        unsafe { Owner { uid: libc::geteuid(), gid: libc::getegid() } }
+    }
+}
+
+/// Which kind of entry `remove` may delete.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RemoveKind {
+    /// unlink: anything but a directory.
+    NonDir,
+    /// rmdir: an empty directory.
+    Dir,
+}
+
+/// rename(2) flags.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum RenameMode {
+    /// Replace the target if it exists (POSIX rename).
+    #[default]
+    Replace,
+    /// Fail with Exists if the target exists (RENAME_NOREPLACE).
+    NoReplace,
+    /// Swap source and target, which must both exist (RENAME_EXCHANGE).
+    Exchange,
+}
+
+/// A timestamp to set.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SetTime {
+    Now,
+    At(i64),
+}
+
+/// Attribute changes (chmod, chown, truncate, utimens).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct SetAttr {
+    pub perm: Option<u32>,
+    pub uid: Option<u32>,
+    pub gid: Option<u32>,
+    pub size: Option<u64>,
+    pub atime: Option<SetTime>,
+    pub mtime: Option<SetTime>,
+}
+
+fn ftype_of(raw: &InodeRaw) -> FileType {
+    FileType::from_mode(raw.mode).expect("checked inode has a known type")
+}
+
+impl<D: PmDevice> FsInner<D> {
+    /// The directory index of a locked directory, built on first use.
+    pub(crate) fn index<'a>(&self, cell: &InodeCell, st: &'a mut InodeMem) -> Result<&'a mut DirIndex> {
+        if st.freed {
+            return Err(Error::NotFound);
+        }
+        if !st.raw.is_dir() {
+            return Err(Error::NotDir);
+        }
+        if st.dir.is_none() {
+            st.dir = Some(DirIndex::build(&*self.dev, &self.geo, &self.table, cell.ino, st.raw.size)?);
+        }
+        Ok(st.dir.as_mut().expect("just built"))
+    }
+
+    pub(crate) fn lookup(&self, parent: Ino, name: &[u8]) -> Result<(Ino, FileType)> {
+        if name.len() > MAX_NAME_BYTES {
+            return Err(Error::NameTooLong);
+        }
+        let pcell = self.cell(parent)?;
+        {
+            let st = pcell.state.read();
+            if st.freed {
+                return Err(Error::NotFound);
+            }
+            if !st.raw.is_dir() {
+                return Err(Error::NotDir);
+            }
+            if let Some(idx) = &st.dir {
+                return idx.get(name).map(|e| (e.ino, e.ftype)).ok_or(Error::NotFound);
+            }
+        }
+        let mut st = pcell.state.write();
+        let idx = self.index(&pcell, &mut st)?;
+        idx.get(name).map(|e| (e.ino, e.ftype)).ok_or(Error::NotFound)
+    }
+
+    pub(crate) fn create_node(&self, parent: Ino, name: &[u8], spec: NodeSpec<'_>, owner: Owner) -> Result<Arc<InodeCell>> {
+        check_name(name)?;
+        if let NodeSpec::Symlink { target } = spec {
+            if target.is_empty() {
+                return Err(Error::NotFound);
+            }
+            if target.len() as u64 > MAX_SYMLINK_BYTES {
+                return Err(Error::NameTooLong);
+            }
+        }
+        let pcell = self.cell(parent)?;
+        let mut pst = pcell.state.write();
+        if pst.raw.is_dir() && pst.raw.nlink == 0 {
+            return Err(Error::NotFound);
+        }
+        let is_dir = matches!(spec, NodeSpec::Dir { .. });
+        {
+            let idx = self.index(&pcell, &mut pst)?;
+            if idx.get(name).is_some() {
+                return Err(Error::Exists);
+            }
+        }
+        if is_dir && pst.raw.nlink >= MAX_LINKS {
+            return Err(Error::TooManyLinks);
+        }
+        let ino = self.ialloc.alloc()?;
+        let mut sym_slot = None;
+        if let NodeSpec::Symlink { target } = spec {
+            match self.table.reserve(key(ino.0, 0)) {
+                Ok(slot) => {
+                    let mut blk = vec![0u8; BLOCK_BYTES as usize];
+                    blk[..target.len()].copy_from_slice(target);
+                    self.dev.write_nt(self.geo.block_off(slot), &blk);
+                    sym_slot = Some(slot);
+                }
+                Err(e) => {
+                    self.ialloc.free(ino);
+                    return Err(e);
+                }
+            }
+        }
+        let now = inode::now_ns();
+        let (ftype, mode, nlink, size, blocks) = match spec {
+            NodeSpec::File { perm } => (FileType::Regular, S_IFREG | (perm & 0o7777), 1, 0, 0),
+            NodeSpec::Dir { perm } => (FileType::Directory, S_IFDIR | (perm & 0o7777), 2, 0, 0),
+            NodeSpec::Symlink { target } => (FileType::Symlink, S_IFLNK | 0o777, 1, target.len() as u64, 1),
+        };
+        let mut raw = InodeRaw::zeroed();
+        raw.mode = mode;
+        raw.uid = owner.uid;
+        raw.gid = owner.gid;
+        raw.nlink = nlink;
+        raw.size = size;
+        raw.blocks = blocks;
+        raw.parent = if is_dir { parent.get() } else { 0 };
+        raw.generation = (now as u32) | 1;
+        raw.atime_ns = now;
+        raw.mtime_ns = now;
+        raw.ctime_ns = now;
+        raw.btime_ns = now;
+
+        let alloc = {
+            let idx = self.index(&pcell, &mut pst)?;
+            match idx.alloc(&*self.dev, &self.geo, &self.table, parent, name.len()) {
+                Ok(a) => a,
+                Err(e) => {
+                    if let Some(s) = sym_slot {
+                        self.free_slots(&[s]);
+                    }
+                    self.ialloc.free(ino);
+                    return Err(e);
+                }
+            }
+        };
+        let idx = pst.dir.as_ref().expect("index built");
+        idx.write_pending_entry(&*self.dev, &self.geo, &alloc, name, ftype);
+        let slot_off = idx.slot_dev_off(&self.geo, alloc.pos);
+
+        let mut praw = pst.raw;
+        praw.dir_entries += 1;
+        if is_dir {
+            praw.nlink += 1;
+        }
+        if alloc.new_block.is_some() {
+            praw.size += BLOCK_BYTES;
+            praw.blocks += 1;
+        }
+        praw.mtime_ns = now;
+        praw.ctime_ns = now;
+
+        let mut tx = self.journals.begin();
+        if let Some(s) = sym_slot {
+            tx.publish_u64(self.table.slot_off(s), key(ino.0, 0));
+        }
+        if let Some((lblk, s)) = alloc.new_block {
+            tx.publish_u64(self.table.slot_off(s), key(parent.0, lblk));
+        }
+        inode::tx_write_inode(&mut tx, &self.geo, ino, &mut raw);
+        tx.write_u64(slot_off, ino.get());
+        inode::tx_write_inode(&mut tx, &self.geo, parent, &mut praw);
+        if let Err(e) = tx.commit() {
+            let idx = pst.dir.as_mut().expect("index built");
+            idx.unalloc(&self.table, &alloc);
+            if let Some(s) = sym_slot {
+                self.free_slots(&[s]);
+            }
+            self.ialloc.free(ino);
+            return Err(e);
+        }
+        pst.raw = praw;
+        let idx = pst.dir.as_mut().expect("index built");
+        idx.insert(name, EntryRef { ino, ftype, pos: alloc.pos, nslots: alloc.nslots });
+        let cell = Arc::new(InodeCell::new(ino, raw));
+        if let Some(s) = sym_slot {
+            cell.tcache.put(0, s);
+        }
+        self.inodes.insert(cell.clone());
+        Ok(cell)
+    }
+
+    pub(crate) fn link(&self, ino: Ino, new_parent: Ino, name: &[u8]) -> Result<()> {
+        check_name(name)?;
+        let pcell = self.cell(new_parent)?;
+        let ccell = self.cell(ino)?;
+        if ccell.state.read().raw.is_dir() {
+            return Err(Error::NotPermitted);
+        }
+        let mut pst = pcell.state.write();
+        if pst.raw.is_dir() && pst.raw.nlink == 0 {
+            return Err(Error::NotFound);
+        }
+        if self.index(&pcell, &mut pst)?.get(name).is_some() {
+            return Err(Error::Exists);
+        }
+        let mut cst = ccell.state.write();
+        if cst.freed || cst.raw.nlink == 0 {
+            return Err(Error::NotFound);
+        }
+        if cst.raw.nlink >= MAX_LINKS {
+            return Err(Error::TooManyLinks);
+        }
+        let ftype = ftype_of(&cst.raw);
+        let alloc = self.index(&pcell, &mut pst)?.alloc(&*self.dev, &self.geo, &self.table, new_parent, name.len())?;
+        let idx = pst.dir.as_ref().expect("index built");
+        idx.write_pending_entry(&*self.dev, &self.geo, &alloc, name, ftype);
+        let slot_off = idx.slot_dev_off(&self.geo, alloc.pos);
+        let now = inode::now_ns();
+        let mut praw = pst.raw;
+        praw.dir_entries += 1;
+        if alloc.new_block.is_some() {
+            praw.size += BLOCK_BYTES;
+            praw.blocks += 1;
+        }
+        praw.mtime_ns = now;
+        praw.ctime_ns = now;
+        let mut craw = cst.raw;
+        craw.nlink += 1;
+        craw.ctime_ns = now;
+        let mut tx = self.journals.begin();
+        if let Some((lblk, s)) = alloc.new_block {
+            tx.publish_u64(self.table.slot_off(s), key(new_parent.0, lblk));
+        }
+        tx.write_u64(slot_off, ino.get());
+        inode::tx_write_inode(&mut tx, &self.geo, new_parent, &mut praw);
+        inode::tx_write_inode(&mut tx, &self.geo, ino, &mut craw);
+        if let Err(e) = tx.commit() {
+            pst.dir.as_mut().expect("index built").unalloc(&self.table, &alloc);
+            return Err(e);
+        }
+        pst.raw = praw;
+        cst.raw = craw;
+        pst.dir.as_mut().expect("index built").insert(name, EntryRef { ino, ftype, pos: alloc.pos, nslots: alloc.nslots });
+        Ok(())
+    }
+
+    pub(crate) fn remove(&self, parent: Ino, name: &[u8], kind: RemoveKind) -> Result<()> {
+        if name.len() > MAX_NAME_BYTES {
+            return Err(Error::NameTooLong);
+        }
+        if name == b"." || name == b".." {
+            return Err(if kind == RemoveKind::Dir && name == b".." { Error::NotEmpty } else { Error::Invalid("cannot remove . or ..") });
+        }
+        let pcell = self.cell(parent)?;
+        let mut pst = pcell.state.write();
+        let e = self.index(&pcell, &mut pst)?.get(name).ok_or(Error::NotFound)?;
+        match (kind, e.ftype) {
+            (RemoveKind::NonDir, FileType::Directory) => return Err(Error::IsDir),
+            (RemoveKind::Dir, t) if t != FileType::Directory => return Err(Error::NotDir),
+            _ => {}
+        }
+        let ccell = self.cell(e.ino)?;
+        let mut cst = ccell.state.write();
+        if kind == RemoveKind::Dir && cst.raw.dir_entries > 0 {
+            return Err(Error::NotEmpty);
+        }
+        let now = inode::now_ns();
+        let slot_off = pst.dir.as_ref().expect("index built").slot_dev_off(&self.geo, e.pos);
+        let mut praw = pst.raw;
+        praw.dir_entries -= 1;
+        praw.mtime_ns = now;
+        praw.ctime_ns = now;
+        let mut craw = cst.raw;
+        craw.ctime_ns = now;
+        if kind == RemoveKind::Dir {
+            praw.nlink -= 1;
+            craw.nlink = 0;
+        } else {
+            craw.nlink -= 1;
+        }
+        let mut tx = self.journals.begin();
+        tx.write_u64(slot_off, 0);
+        inode::tx_write_inode(&mut tx, &self.geo, parent, &mut praw);
+        inode::tx_write_inode(&mut tx, &self.geo, e.ino, &mut craw);
+        tx.commit()?;
+        pst.raw = praw;
+        cst.raw = craw;
+        pst.dir.as_mut().expect("index built").remove(name);
+        drop(pst);
+        self.maybe_free(&ccell, &mut cst)
+    }
+
+    /// Frees an inode once it has neither links nor open handles.
+    pub(crate) fn maybe_free(&self, cell: &InodeCell, st: &mut InodeMem) -> Result<()> {
+        if st.raw.nlink == 0 && !st.freed && cell.open_count.load(std::sync::atomic::Ordering::Acquire) == 0 {
+            self.free_inode_locked(cell, st)?;
+        }
+        Ok(())
+    }
+
+    /// `d` and its ancestors up to the root. Parent pointers change only under the rename
+    /// lock, so the chain is stable while the caller holds it.
+    fn ancestors(&self, mut d: Ino) -> Result<Vec<Ino>> {
+        let mut chain = vec![d];
+        for _ in 0..=self.geo.inode_count {
+            if d == Ino::ROOT {
+                return Ok(chain);
+            }
+            let p = self.cell(d)?.state.read().raw.parent;
+            if p == 0 || p > u32::MAX as u64 {
+                return Err(Error::corrupt(format!("directory {d} has no valid parent")));
+            }
+            d = Ino(p as u32);
+            chain.push(d);
+        }
+        Err(Error::corrupt("directory parent chain has a cycle"))
+    }
+
+    pub(crate) fn rename(&self, sp: Ino, sname: &[u8], dp: Ino, dname: &[u8], mode: RenameMode) -> Result<()> {
+        for n in [sname, dname] {
+            if n.len() > MAX_NAME_BYTES {
+                return Err(Error::NameTooLong);
+            }
+        }
+        if sname == b"." || sname == b".." {
+            return Err(Error::Invalid("cannot rename . or .."));
+        }
+        check_name(dname).map_err(|e| if matches!(e, Error::Invalid(_)) { Error::Invalid("cannot rename onto . or ..") } else { e })?;
+        let _rename = self.rename_lock.lock();
+        let scell = self.cell(sp)?;
+        let dcell = self.cell(dp)?;
+        // Ancestry is read before any directory is locked (the walk takes read locks).
+        let sp_chain = self.ancestors(sp)?;
+        let dp_chain = self.ancestors(dp)?;
+        // Lock the two directories, ancestor first (else by number).
+        let src_first = if sp == dp || dp_chain.contains(&sp) {
+            true
+        } else if sp_chain.contains(&dp) {
+            false
+        } else {
+            sp < dp
+        };
+        let (mut g1, mut g2): (RwLockWriteGuard<'_, InodeMem>, Option<RwLockWriteGuard<'_, InodeMem>>);
+        if sp == dp {
+            g1 = scell.state.write();
+            g2 = None;
+        } else if src_first {
+            g1 = scell.state.write();
+            g2 = Some(dcell.state.write());
+        } else {
+            let d = dcell.state.write();
+            g1 = scell.state.write();
+            g2 = Some(d);
+        }
+        // From here on g1 is the source directory and g2 (if any) the target directory.
+        for (c, g) in [(&scell, Some(&mut g1)), (&dcell, g2.as_mut())] {
+            if let Some(g) = g {
+                let st: &mut InodeMem = g;
+                self.index(c, st)?;
+                if st.raw.nlink == 0 {
+                    return Err(Error::NotFound);
+                }
+            }
+        }
+        let src = g1.dir.as_ref().expect("index").get(sname).ok_or(Error::NotFound)?;
+        let dst = match &g2 {
+            Some(g) => g.dir.as_ref().expect("index").get(dname),
+            None => g1.dir.as_ref().expect("index").get(dname),
+        };
+        match (mode, dst) {
+            (RenameMode::NoReplace, Some(_)) => return Err(Error::Exists),
+            (RenameMode::Exchange, None) => return Err(Error::NotFound),
+            _ => {}
+        }
+        if let Some(d) = dst {
+            if d.ino == src.ino {
+                return Ok(()); // two links to one inode: POSIX says do nothing
+            }
+        }
+        let src_is_dir = src.ftype == FileType::Directory;
+        if src_is_dir && dp_chain.contains(&src.ino) {
+            return Err(Error::Invalid("cannot move a directory into itself"));
+        }
+        if let Some(d) = dst {
+            let dst_is_dir = d.ftype == FileType::Directory;
+            if mode == RenameMode::Exchange {
+                if dst_is_dir && sp_chain.contains(&d.ino) {
+                    return Err(Error::Invalid("cannot move a directory into itself"));
+                }
+            } else if src_is_dir && !dst_is_dir {
+                return Err(Error::NotDir);
+            } else if !src_is_dir && dst_is_dir {
+                return Err(Error::IsDir);
+            } else if d.ino == sp {
+                return Err(Error::NotEmpty); // the target directory holds the source
+            }
+        }
+        // Lock the moved inode and the replaced one (children of the locked directories).
+        let src_cell = self.cell(src.ino)?;
+        let dst_cell = match dst {
+            Some(d) => Some(self.cell(d.ino)?),
+            None => None,
+        };
+        let (mut sg, mut dg) = match &dst_cell {
+            Some(dc) if dc.ino < src_cell.ino => {
+                let d = dc.state.write();
+                (src_cell.state.write(), Some(d))
+            }
+            Some(dc) => {
+                let s = src_cell.state.write();
+                (s, Some(dc.state.write()))
+            }
+            None => (src_cell.state.write(), None),
+        };
+        if let (Some(g), RenameMode::Replace | RenameMode::NoReplace) = (&dg, mode) {
+            if g.raw.is_dir() && g.raw.dir_entries > 0 {
+                return Err(Error::NotEmpty);
+            }
+        }
+
+        let now = inode::now_ns();
+        let same_dir = g2.is_none();
+        let mut sraw = g1.raw;
+        let mut draw_dir = g2.as_ref().map(|g| g.raw);
+        let mut moved = sg.raw;
+        let mut replaced = dg.as_ref().map(|g| g.raw);
+        let src_off = g1.dir.as_ref().expect("index").slot_dev_off(&self.geo, src.pos);
+        let mut tx = self.journals.begin();
+        let mut alloc = None;
+        {
+            // The target directory's inode: the source directory's when they are one.
+            let ddir_raw: &mut InodeRaw = draw_dir.as_mut().unwrap_or(&mut sraw);
+            match (mode, dst) {
+                (RenameMode::Exchange, Some(d)) => {
+                    let d_off = match &g2 {
+                        Some(g) => g.dir.as_ref().expect("index").slot_dev_off(&self.geo, d.pos),
+                        None => g1.dir.as_ref().expect("index").slot_dev_off(&self.geo, d.pos),
+                    };
+                    tx.write_u64(src_off, d.ino.get());
+                    tx.write_u64(src_off + 8, DirIndex::header_word1(src.nslots, sname.len(), d.ftype));
+                    tx.write_u64(d_off, src.ino.get());
+                    tx.write_u64(d_off + 8, DirIndex::header_word1(d.nslots, dname.len(), src.ftype));
+                    let r = replaced.as_mut().expect("exchange target");
+                    r.ctime_ns = now;
+                    if !same_dir {
+                        if src_is_dir {
+                            moved.parent = dp.get();
+                            ddir_raw.nlink += 1;
+                        }
+                        if d.ftype == FileType::Directory {
+                            r.parent = sp.get();
+                            ddir_raw.nlink -= 1;
+                        }
+                    }
+                }
+                (_, Some(d)) => {
+                    let d_off = match &g2 {
+                        Some(g) => g.dir.as_ref().expect("index").slot_dev_off(&self.geo, d.pos),
+                        None => g1.dir.as_ref().expect("index").slot_dev_off(&self.geo, d.pos),
+                    };
+                    tx.write_u64(src_off, 0);
+                    tx.write_u64(d_off, src.ino.get());
+                    tx.write_u64(d_off + 8, DirIndex::header_word1(d.nslots, dname.len(), src.ftype));
+                    let r = replaced.as_mut().expect("target");
+                    r.ctime_ns = now;
+                    if d.ftype == FileType::Directory {
+                        r.nlink = 0;
+                        ddir_raw.nlink -= 1;
+                    } else {
+                        r.nlink -= 1;
+                    }
+                    if src_is_dir {
+                        moved.parent = dp.get();
+                        ddir_raw.nlink += 1;
+                    }
+                }
+                (_, None) => {
+                    let (gd, dcell_ref) = match g2.as_mut() {
+                        Some(g) => (g, &dcell),
+                        None => (&mut g1, &scell),
+                    };
+                    let a = self.index(dcell_ref, gd)?.alloc(&*self.dev, &self.geo, &self.table, dp, dname.len())?;
+                    let idx = gd.dir.as_ref().expect("index");
+                    idx.write_pending_entry(&*self.dev, &self.geo, &a, dname, src.ftype);
+                    let d_off = idx.slot_dev_off(&self.geo, a.pos);
+                    if let Some((lblk, s)) = a.new_block {
+                        tx.publish_u64(self.table.slot_off(s), key(dp.0, lblk));
+                        ddir_raw.size += BLOCK_BYTES;
+                        ddir_raw.blocks += 1;
+                    }
+                    tx.write_u64(src_off, 0);
+                    tx.write_u64(d_off, src.ino.get());
+                    ddir_raw.dir_entries += 1;
+                    if src_is_dir {
+                        moved.parent = dp.get();
+                        ddir_raw.nlink += 1;
+                    }
+                    alloc = Some(a);
+                }
+            }
+            ddir_raw.mtime_ns = now;
+            ddir_raw.ctime_ns = now;
+        }
+        if mode != RenameMode::Exchange {
+            sraw.dir_entries -= 1;
+            if src_is_dir {
+                sraw.nlink -= 1;
+            }
+        } else if !same_dir {
+            if src_is_dir {
+                sraw.nlink -= 1;
+            }
+            if dst.is_some_and(|d| d.ftype == FileType::Directory) {
+                sraw.nlink += 1;
+            }
+        }
+        sraw.mtime_ns = now;
+        sraw.ctime_ns = now;
+        moved.ctime_ns = now;
+        inode::tx_write_inode(&mut tx, &self.geo, sp, &mut sraw);
+        if let Some(r) = draw_dir.as_mut() {
+            inode::tx_write_inode(&mut tx, &self.geo, dp, r);
+        }
+        inode::tx_write_inode(&mut tx, &self.geo, src.ino, &mut moved);
+        if let (Some(r), Some(d)) = (replaced.as_mut(), dst) {
+            inode::tx_write_inode(&mut tx, &self.geo, d.ino, r);
+        }
+        if let Err(e) = tx.commit() {
+            if let Some(a) = &alloc {
+                let gd = g2.as_mut().unwrap_or(&mut g1);
+                gd.dir.as_mut().expect("index").unalloc(&self.table, a);
+            }
+            return Err(e);
+        }
+        // Mirror the committed change in DRAM.
+        g1.raw = sraw;
+        if let (Some(g), Some(r)) = (g2.as_mut(), draw_dir) {
+            g.raw = r;
+        }
+        sg.raw = moved;
+        if let (Some(g), Some(r)) = (dg.as_mut(), replaced) {
+            g.raw = r;
+        }
+        match (mode, dst) {
+            (RenameMode::Exchange, Some(d)) => {
+                g1.dir.as_mut().expect("index").replace(sname, d.ino, d.ftype);
+                let gd = g2.as_mut().unwrap_or(&mut g1);
+                gd.dir.as_mut().expect("index").replace(dname, src.ino, src.ftype);
+            }
+            (_, Some(_)) => {
+                g1.dir.as_mut().expect("index").remove(sname);
+                let gd = g2.as_mut().unwrap_or(&mut g1);
+                gd.dir.as_mut().expect("index").replace(dname, src.ino, src.ftype);
+            }
+            (_, None) => {
+                g1.dir.as_mut().expect("index").remove(sname);
+                let a = alloc.expect("allocated");
+                let gd = g2.as_mut().unwrap_or(&mut g1);
+                gd.dir.as_mut().expect("index").insert(dname, EntryRef { ino: src.ino, ftype: src.ftype, pos: a.pos, nslots: a.nslots });
+            }
+        }
+        drop(g2);
+        drop(g1);
+        drop(sg);
+        if let (Some(dc), Some(mut g), RenameMode::Replace) = (dst_cell.as_ref(), dg, mode) {
+            self.maybe_free(dc, &mut g)?;
+        }
+        Ok(())
+    }
+
+    pub(crate) fn setattr(&self, ino: Ino, attr: &SetAttr) -> Result<InodeRaw> {
+        let cell = self.cell(ino)?;
+        let mut st = cell.state.write();
+        if st.freed {
+            return Err(Error::NotFound);
+        }
+        if let Some(size) = attr.size {
+            if st.raw.is_dir() {
+                return Err(Error::IsDir);
+            }
+            if !st.raw.is_reg() {
+                return Err(Error::Invalid("size of a non-regular file"));
+            }
+            self.set_len_locked(&cell, &mut st, size)?;
+        }
+        let now = inode::now_ns();
+        let mut raw = st.raw;
+        if let Some(p) = attr.perm {
+            raw.mode = (raw.mode & S_IFMT) | (p & 0o7777);
+        }
+        if let Some(u) = attr.uid {
+            raw.uid = u;
+        }
+        if let Some(g) = attr.gid {
+            raw.gid = g;
+        }
+        let t = |s: SetTime| match s {
+            SetTime::Now => now,
+            SetTime::At(v) => v,
+        };
+        if let Some(a) = attr.atime {
+            raw.atime_ns = t(a);
+        }
+        if let Some(m) = attr.mtime {
+            raw.mtime_ns = t(m);
+        }
+        raw.ctime_ns = now;
+        let mut tx = self.journals.begin();
+        inode::tx_write_inode(&mut tx, &self.geo, ino, &mut raw);
+        tx.commit()?;
+        st.raw = raw;
+        Ok(raw)
+    }
+
+    pub(crate) fn readlink(&self, ino: Ino) -> Result<Vec<u8>> {
+        let cell = self.cell(ino)?;
+        let st = cell.state.read();
+        if !st.raw.is_symlink() {
+            return Err(Error::Invalid("not a symbolic link"));
+        }
+        let slot = self
+            .table
+            .lookup(key(ino.0, 0))
+            .ok_or_else(|| Error::corrupt(format!("symlink {ino} has no data block")))?;
+        let mut buf = vec![0u8; st.raw.size as usize];
+        self.dev.read(self.geo.block_off(slot), &mut buf);
+        Ok(buf)
+    }
+
+    pub(crate) fn readdir(&self, ino: Ino, cookie: u64, max: usize) -> Result<Vec<RawDirEntry>> {
+        let cell = self.cell(ino)?;
+        let mut st = cell.state.write();
+        self.index(&cell, &mut st)?;
+        dir::list_from(&*self.dev, &self.geo, st.dir.as_ref().expect("index"), cookie, max)
+    }
+}

@@ -1,0 +1,244 @@
+//! The file-system API behaves as a POSIX file system: data, holes, truncation, names,
+//! links, rename rules, unlink of open files, and persistence across remounts.
+
+mod common;
+use common::*;
+use hashfs::fs::ops::RenameMode;
+use hashfs::{Error, FileType, OpenOptions};
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::path::Path;
+
+fn p(s: &str) -> &Path {
+    Path::new(s)
+}
+
+#[test]
+fn write_read_and_holes() {
+    let (fs, dev) = new_fs(8 << 20, &small_opts());
+    let f = fs.open_file(p("/a"), OpenOptions::new().read(true).write(true).create(true)).unwrap();
+    assert_eq!(f.write_at(0, b"hello").unwrap(), 5);
+    assert_eq!(f.write_at(10_000, b"world").unwrap(), 5);
+    let mut buf = vec![0xAAu8; 10_005];
+    assert_eq!(f.read_at(0, &mut buf).unwrap(), 10_005);
+    assert_eq!(&buf[..5], b"hello");
+    assert!(buf[5..10_000].iter().all(|&b| b == 0), "hole reads as zeros");
+    assert_eq!(&buf[10_000..], b"world");
+    let m = f.metadata().unwrap();
+    assert_eq!(m.size, 10_005);
+    assert_eq!(m.blocks, 2, "block 1 is a hole");
+    assert_eq!(f.read_at(10_005, &mut buf).unwrap(), 0, "read at EOF");
+    drop(f);
+    let (fs, dev) = remount(fs, dev);
+    assert_eq!(fs.read(p("/a")).unwrap().len(), 10_005);
+    assert_fsck_clean(&dev);
+    drop(fs);
+}
+
+#[test]
+fn truncate_down_then_up_reads_zeros() {
+    let (fs, dev) = new_fs(8 << 20, &small_opts());
+    let data: Vec<u8> = (0..20_000u32).map(|i| (i % 251) as u8 + 1).collect();
+    fs.write(p("/t"), &data).unwrap();
+    let f = fs.open_file(p("/t"), OpenOptions::new().read(true).write(true)).unwrap();
+    f.set_len(5000).unwrap();
+    assert_eq!(f.metadata().unwrap().blocks, 2);
+    f.set_len(20_000).unwrap();
+    let mut buf = vec![0u8; 20_000];
+    f.read_at(0, &mut buf).unwrap();
+    assert_eq!(&buf[..5000], &data[..5000]);
+    assert!(buf[5000..].iter().all(|&b| b == 0), "bytes past the old EOF read as zeros");
+    // Growing by writing past EOF zeroes the gap too.
+    f.set_len(100).unwrap();
+    f.write_at(3000, b"x").unwrap();
+    f.read_at(0, &mut buf[..3001]).unwrap();
+    assert!(buf[100..3000].iter().all(|&b| b == 0));
+    drop(f);
+    assert_fsck_clean(&dev);
+}
+
+#[test]
+fn append_and_cursor() {
+    let (fs, _dev) = new_fs(8 << 20, &small_opts());
+    let mut f = fs.open_file(p("/log"), OpenOptions::new().append(true).create(true)).unwrap();
+    for i in 0..100 {
+        write!(f, "line {i}\n").unwrap();
+    }
+    drop(f);
+    let text = String::from_utf8(fs.read(p("/log")).unwrap()).unwrap();
+    assert_eq!(text.lines().count(), 100);
+    let mut f = fs.open_file(p("/log"), OpenOptions::new().read(true)).unwrap();
+    f.seek(SeekFrom::Start(5)).unwrap();
+    let mut s = String::new();
+    f.read_to_string(&mut s).unwrap();
+    assert!(s.starts_with("0\nline 1"));
+    assert!(matches!(f.write_at(0, b"x"), Err(Error::BadDescriptor)));
+}
+
+#[test]
+fn names_and_directories() {
+    let (fs, dev) = new_fs(8 << 20, &small_opts());
+    fs.create_dir(p("/d"), 0o755).unwrap();
+    assert!(matches!(fs.create_dir(p("/d"), 0o755), Err(Error::Exists)));
+    let long = "x".repeat(256);
+    assert!(matches!(fs.write(&p("/d").join(&long), b""), Err(Error::NameTooLong)));
+    let ok = "y".repeat(255);
+    fs.write(&p("/d").join(&ok), b"1").unwrap();
+    assert!(matches!(fs.metadata(p("/nope/x")), Err(Error::NotFound)));
+    fs.write(p("/f"), b"").unwrap();
+    assert!(matches!(fs.metadata(p("/f/x")), Err(Error::NotDir)));
+    assert!(matches!(fs.remove_dir(p("/d")), Err(Error::NotEmpty)));
+    assert!(matches!(fs.remove_file(p("/d")), Err(Error::IsDir)));
+    assert!(matches!(fs.remove_dir(p("/f")), Err(Error::NotDir)));
+    let d = fs.metadata(p("/d")).unwrap();
+    assert_eq!(d.nlink, 2);
+    fs.create_dir(p("/d/sub"), 0o700).unwrap();
+    assert_eq!(fs.metadata(p("/d")).unwrap().nlink, 3);
+    assert_eq!(fs.metadata(p("/d/sub/..")).unwrap().ino, d.ino);
+    assert_eq!(fs.metadata(p("/")).unwrap().nlink, 3);
+    fs.remove_dir(p("/d/sub")).unwrap();
+    assert_eq!(fs.metadata(p("/d")).unwrap().nlink, 2);
+    assert_fsck_clean(&dev);
+}
+
+#[test]
+fn many_entries_in_one_directory() {
+    let (fs, dev) = new_fs(32 << 20, &hashfs::FormatOptions { inode_count: Some(6000), ..small_opts() });
+    fs.create_dir(p("/big"), 0o755).unwrap();
+    for i in 0..5000 {
+        let name = format!("/big/file-with-a-longish-name-{i:05}");
+        fs.write(p(&name), &[]).unwrap();
+    }
+    let list = fs.read_dir(p("/big")).unwrap();
+    assert_eq!(list.len(), 5000);
+    for i in (0..5000).step_by(2) {
+        fs.remove_file(p(&format!("/big/file-with-a-longish-name-{i:05}"))).unwrap();
+    }
+    assert_eq!(fs.read_dir(p("/big")).unwrap().len(), 2500);
+    let size_before = fs.metadata(p("/big")).unwrap().size;
+    for i in 0..2500 {
+        fs.write(p(&format!("/big/n{i:04}-with-a-longish-name-xxxxx")), &[]).unwrap();
+    }
+    assert_eq!(fs.metadata(p("/big")).unwrap().size, size_before, "freed slots are reused");
+    let (fs, dev) = remount(fs, dev);
+    assert_eq!(fs.read_dir(p("/big")).unwrap().len(), 5000);
+    assert!(fs.metadata(p("/big/n0042-with-a-longish-name-xxxxx")).is_ok());
+    assert_fsck_clean(&dev);
+    drop(fs);
+}
+
+#[test]
+fn rename_rules() {
+    let (fs, dev) = new_fs(8 << 20, &small_opts());
+    fs.create_dir_all(p("/a/b/c"), 0o755).unwrap();
+    fs.write(p("/a/f"), b"F").unwrap();
+    fs.write(p("/a/g"), b"G").unwrap();
+    // Replace a file.
+    fs.rename(p("/a/f"), p("/a/g")).unwrap();
+    assert_eq!(fs.read(p("/a/g")).unwrap(), b"F");
+    assert!(matches!(fs.metadata(p("/a/f")), Err(Error::NotFound)));
+    // Directory into its own subtree.
+    assert!(matches!(fs.rename(p("/a"), p("/a/b/c/x")), Err(Error::Invalid(_))));
+    // File over directory and back.
+    assert!(matches!(fs.rename(p("/a/g"), p("/a/b")), Err(Error::IsDir)));
+    assert!(matches!(fs.rename(p("/a/b"), p("/a/g")), Err(Error::NotDir)));
+    // Directory over non-empty directory.
+    fs.create_dir(p("/e"), 0o755).unwrap();
+    assert!(matches!(fs.rename(p("/e"), p("/a/b")), Err(Error::NotEmpty)));
+    // Directory over empty directory, across parents.
+    fs.create_dir(p("/a/empty"), 0o755).unwrap();
+    fs.rename(p("/a/b"), p("/a/empty")).unwrap();
+    assert!(fs.metadata(p("/a/empty/c")).unwrap().is_dir());
+    fs.rename(p("/a/empty/c"), p("/c2")).unwrap();
+    assert_eq!(fs.metadata(p("/")).unwrap().nlink, 5); // a, e, c2 + 2
+    assert_eq!(fs.metadata(p("/c2/..")).unwrap().ino, hashfs::Ino::ROOT);
+    // NOREPLACE and EXCHANGE.
+    fs.write(p("/x"), b"X").unwrap();
+    fs.write(p("/y"), b"Y").unwrap();
+    assert!(matches!(fs.rename_with(p("/x"), p("/y"), RenameMode::NoReplace), Err(Error::Exists)));
+    fs.rename_with(p("/x"), p("/c2"), RenameMode::Exchange).unwrap();
+    assert!(fs.metadata(p("/x")).unwrap().is_dir());
+    assert_eq!(fs.read(p("/c2")).unwrap(), b"X");
+    // Same inode: nothing happens.
+    fs.hard_link(p("/y"), p("/y2")).unwrap();
+    fs.rename(p("/y"), p("/y2")).unwrap();
+    assert!(fs.metadata(p("/y")).is_ok());
+    assert_fsck_clean(&dev);
+}
+
+#[test]
+fn links_symlinks_and_loops() {
+    let (fs, dev) = new_fs(8 << 20, &small_opts());
+    fs.write(p("/orig"), b"data").unwrap();
+    fs.hard_link(p("/orig"), p("/hard")).unwrap();
+    assert_eq!(fs.metadata(p("/orig")).unwrap().nlink, 2);
+    fs.remove_file(p("/orig")).unwrap();
+    assert_eq!(fs.read(p("/hard")).unwrap(), b"data");
+    fs.create_dir(p("/dir"), 0o755).unwrap();
+    assert!(matches!(fs.hard_link(p("/dir"), p("/dir2")), Err(Error::NotPermitted)));
+    fs.symlink(p("/hard"), p("/sym")).unwrap();
+    fs.symlink(p("dir"), p("/reldir")).unwrap();
+    assert_eq!(fs.read(p("/sym")).unwrap(), b"data");
+    assert!(fs.symlink_metadata(p("/sym")).unwrap().is_symlink());
+    assert_eq!(fs.read_link(p("/sym")).unwrap(), p("/hard"));
+    fs.write(p("/reldir/inside"), b"i").unwrap();
+    assert_eq!(fs.read(p("/dir/inside")).unwrap(), b"i");
+    fs.symlink(p("/loop1"), p("/loop2")).unwrap();
+    fs.symlink(p("/loop2"), p("/loop1")).unwrap();
+    assert!(matches!(fs.read(p("/loop1")), Err(Error::Loop)));
+    let entries = fs.read_dir(p("/")).unwrap();
+    let sym = entries.iter().find(|e| e.name == b"sym").unwrap();
+    assert_eq!(sym.file_type, FileType::Symlink);
+    assert_fsck_clean(&dev);
+}
+
+#[test]
+fn unlinked_open_file_lives_until_close() {
+    let (fs, dev) = new_fs(8 << 20, &small_opts());
+    fs.write(p("/tmp"), &vec![7u8; 100_000]).unwrap();
+    let free_before = fs.statfs().blocks_free;
+    let f = fs.open_file(p("/tmp"), OpenOptions::new().read(true).write(true)).unwrap();
+    fs.remove_file(p("/tmp")).unwrap();
+    assert!(matches!(fs.metadata(p("/tmp")), Err(Error::NotFound)));
+    let mut buf = vec![0u8; 100_000];
+    assert_eq!(f.read_at(0, &mut buf).unwrap(), 100_000);
+    assert!(buf.iter().all(|&b| b == 7));
+    f.write_at(100_000, b"more").unwrap();
+    assert_eq!(f.metadata().unwrap().nlink, 0);
+    drop(f);
+    assert!(fs.statfs().blocks_free >= free_before + 25, "blocks come back at close");
+    assert_fsck_clean(&dev);
+}
+
+#[test]
+fn unlinked_open_file_is_freed_at_next_mount_after_crash() {
+    let (fs, dev) = new_fs(8 << 20, &small_opts());
+    fs.write(p("/tmp"), &vec![7u8; 50_000]).unwrap();
+    let free_with_file = fs.statfs().blocks_free;
+    let f = fs.open_file(p("/tmp"), OpenOptions::new().read(true)).unwrap();
+    fs.remove_file(p("/tmp")).unwrap();
+    // Crash with the file still open: take the image as it is now.
+    let image = dev.crash_point_now().image_durable_only();
+    drop(f);
+    drop(fs);
+    let (fs, report, dev) = mount_image(&image).unwrap();
+    assert!(!report.was_clean);
+    assert_eq!(report.orphans_freed, 1);
+    assert!(fs.statfs().blocks_free >= free_with_file + 13);
+    assert_fsck_clean(&dev);
+}
+
+#[test]
+fn metadata_changes_persist() {
+    let (fs, dev) = new_fs(8 << 20, &small_opts());
+    fs.write(p("/m"), b"abc").unwrap();
+    fs.set_permissions(p("/m"), 0o600).unwrap();
+    fs.set_owner(p("/m"), Some(1000), Some(100)).unwrap();
+    fs.set_times(p("/m"), Some(hashfs::SetTime::At(1_000_000_000)), Some(hashfs::SetTime::At(2_000_000_000))).unwrap();
+    let (fs, _dev) = remount(fs, dev);
+    let m = fs.metadata(p("/m")).unwrap();
+    assert_eq!((m.perm, m.uid, m.gid), (0o600, 1000, 100));
+    assert_eq!((m.atime_ns, m.mtime_ns), (1_000_000_000, 2_000_000_000));
+    let st = fs.statfs();
+    assert!(st.blocks_free < st.blocks_total && st.inodes_free < st.inodes_total);
+    assert_eq!(st.name_max, 255);
+}
