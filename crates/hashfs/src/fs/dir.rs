@@ -74,8 +74,11 @@ pub fn parse_block(buf: &[u8], lblk: u64) -> std::result::Result<Vec<Run>, Strin
         let h: DirentHeader = *bytemuck::from_bytes(&buf[off..off + DIRENT_HEADER_BYTES]);
         let pos = lblk * SLOTS_PER_BLOCK + i;
         if h.nslots == 0 {
-            if h.ino != 0 || buf[off..off + DIRENT_SLOT_BYTES as usize].iter().any(|&b| b != 0) {
-                return Err(format!("slot {pos}: nonzero contents with a zero length"));
+            // Unused. Its other bytes may hold the name of an entry whose creation was cut
+            // short (the name and the header word persist independently); the inode word
+            // is set only after the header is durable, so it must be 0.
+            if h.ino != 0 {
+                return Err(format!("slot {pos}: inode {} with a zero length", h.ino));
             }
             runs.push(Run::Zero { pos });
             i += 1;
@@ -218,7 +221,15 @@ impl DirIndex {
         let h = DirentHeader { ino: 0, nslots: a.nslots, name_len: name.len() as u8, file_type: ftype.to_u8(), reserved: [0; 5] };
         bytes[..DIRENT_HEADER_BYTES].copy_from_slice(bytemuck::bytes_of(&h));
         bytes[DIRENT_HEADER_BYTES..DIRENT_HEADER_BYTES + name.len()].copy_from_slice(name);
-        // The inode word is left as it is (0): write from byte 8 on.
+        // The inode word is left as it is (0): write from byte 8 on. A run taken from the
+        // never-used tail has no durable length yet; if it spans several slots, the header
+        // must be durable before the name, or a crash could leave name bytes in the
+        // following slots that a scan would read as headers.
+        if a.nslots > 1 && read_header(dev, off).nslots != a.nslots {
+            dev.write(off + 8, &bytes[8..16]);
+            dev.flush(off + 8, 8);
+            dev.fence();
+        }
         dev.write(off + 8, &bytes[8..]);
         dev.flush(off, bytes.len() as u64);
     }

@@ -242,15 +242,16 @@ impl<D: PmDevice> FsInner<D> {
         check_name(name)?;
         let pcell = self.cell(new_parent)?;
         let ccell = self.cell(ino)?;
-        if ccell.state.read().raw.is_dir() {
-            return Err(Error::NotPermitted);
-        }
         let mut pst = pcell.state.write();
         if pst.raw.is_dir() && pst.raw.nlink == 0 {
             return Err(Error::NotFound);
         }
+        // As Linux: an existing name is reported before the directory check.
         if self.index(&pcell, &mut pst)?.get(name).is_some() {
             return Err(Error::Exists);
+        }
+        if ccell.ino == new_parent || ccell.state.read().raw.is_dir() {
+            return Err(Error::NotPermitted);
         }
         let mut cst = ccell.state.write();
         if cst.freed || cst.raw.nlink == 0 {

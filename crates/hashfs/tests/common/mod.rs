@@ -2,6 +2,8 @@
 //! device.
 #![allow(dead_code)]
 
+pub mod model;
+
 use hashfs::fs::{format, FormatOptions};
 use hashfs::pm::CrashDevice;
 use hashfs::FileSystem;
