@@ -336,6 +336,9 @@ impl<D: PmDevice> FileSystem<D> {
             return Err(Error::Exists);
         }
         let parent = self.walk(comps, true)?;
+        if !self.getattr(parent)?.is_dir() {
+            return Err(Error::NotDir);
+        }
         Ok((parent, last))
     }
 

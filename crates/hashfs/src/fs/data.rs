@@ -236,11 +236,9 @@ impl<D: PmDevice> FsInner<D> {
         if slots.is_empty() {
             return;
         }
-        for &s in slots {
-            self.table.release(s);
-        }
+        let freed: Vec<_> = slots.iter().map(|&s| self.table.release(s)).collect();
         self.dev.fence();
-        for chunk in slots.chunks(1024) {
+        for chunk in freed.chunks(1024) {
             self.table.purge(chunk);
         }
         self.dev.fence();

@@ -208,7 +208,8 @@ impl DirIndex {
                     list.retain(|&p| p < start);
                 }
                 self.tail = self.tail.min(start);
-                table.release(slot);
+                let freed = table.release(slot);
+                table.purge(&[freed]);
             }
         }
     }

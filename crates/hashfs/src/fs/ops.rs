@@ -351,6 +351,16 @@ impl<D: PmDevice> FsInner<D> {
     /// `d` and its ancestors up to the root. Parent pointers change only under the rename
     /// lock, so the chain is stable while the caller holds it.
     fn ancestors(&self, mut d: Ino) -> Result<Vec<Ino>> {
+        {
+            let cell = self.cell(d)?;
+            let st = cell.state.read();
+            if st.freed {
+                return Err(Error::NotFound);
+            }
+            if !st.raw.is_dir() {
+                return Err(Error::NotDir);
+            }
+        }
         let mut chain = vec![d];
         for _ in 0..=self.geo.inode_count {
             if d == Ino::ROOT {

@@ -48,7 +48,10 @@ pub fn outcome<T>(r: &hashfs::Result<T>) -> Outcome {
         Err(Error::Invalid(_)) => Outcome::Invalid,
         Err(Error::NotPermitted) => Outcome::NotPermitted,
         Err(Error::NoSpace) => Outcome::NoSpace,
-        Err(_) => Outcome::Other,
+        Err(e) => {
+            eprintln!("unexpected error: {e:?}");
+            Outcome::Other
+        }
     }
 }
 
@@ -80,6 +83,13 @@ fn parent_of(p: &str) -> &str {
 }
 
 impl Model {
+    /// A model whose tree already holds the directory `path` (a test's private root).
+    pub fn with_dir(path: &str) -> Model {
+        let mut m = Model::default();
+        m.add(path, Node::Dir { perm: 0o755 });
+        m
+    }
+
     fn node(&self, p: &str) -> Option<&Node> {
         if p == "/" {
             return Some(&Node::Dir { perm: 0o755 });

@@ -1,0 +1,52 @@
+//! Deletes do not degrade later lookups over long churn: the image is filled with files and
+//! emptied ten times over; the table's probe lengths after each fill stay those of the
+//! first fill, and each emptying leaves no tombstone behind. The figures are printed
+//! (`cargo test --test table_churn -- --nocapture`).
+
+mod common;
+use common::*;
+use std::path::Path;
+
+#[test]
+fn fill_and_empty_ten_times() {
+    let (fs, dev) = new_fs(24 << 20, &hashfs::FormatOptions { inode_count: Some(4096), ..small_opts() });
+    let total = fs.statfs().blocks_total;
+    let mut first = None;
+    for round in 0..10 {
+        // Files of 1..=64 blocks until 90% full.
+        let mut i = 0u64;
+        while fs.statfs().blocks_free > total / 10 + 64 {
+            let blocks = 1 + (i * 37 + round) % 64;
+            fs.write(Path::new(&format!("/r{round}-{i}")), &vec![i as u8; (blocks * 4096) as usize]).unwrap();
+            i += 1;
+        }
+        let full = fs.table().probe_stats();
+        println!(
+            "round {round}: {} files, load {:.2}, hit probes mean {:.2} max {}, miss probes mean {:.1}, tombstones {}",
+            i,
+            full.live as f64 / total as f64,
+            full.mean_hit_probes,
+            full.max_hit_probes,
+            full.mean_miss_probes,
+            full.tombstones
+        );
+        let f = *first.get_or_insert(full);
+        assert!(full.mean_hit_probes <= f.mean_hit_probes * 1.25 + 0.25, "round {round}: {full:?} vs {f:?}");
+        // Empty in an interleaved order (every other file, then the rest).
+        for parity in 0..2 {
+            for j in (parity..i).step_by(2) {
+                fs.remove_file(Path::new(&format!("/r{round}-{j}"))).unwrap();
+            }
+        }
+        let empty = fs.table().probe_stats();
+        let root_blocks = fs.metadata(Path::new("/")).unwrap().blocks;
+        assert_eq!(empty.live, root_blocks, "round {round}: only the root directory's blocks stay");
+        // Tombstones may remain only on the probe paths of keys still live (the root
+        // directory's blocks, inserted while the table was full).
+        let on_paths = (empty.mean_hit_probes * empty.live as f64).round() as u64 - empty.live;
+        assert!(empty.tombstones <= on_paths, "round {round}: {} tombstones, live paths cover {on_paths}", empty.tombstones);
+        println!("round {round} emptied: tombstones {} (all on live keys' paths), miss probes mean {:.2}", empty.tombstones, empty.mean_miss_probes);
+    }
+    drop(fs);
+    assert_fsck_clean(&dev);
+}
