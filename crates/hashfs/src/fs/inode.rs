@@ -109,7 +109,7 @@ pub fn read_raw<D: PmDevice>(dev: &D, geo: &Geometry, ino: Ino) -> InodeRaw {
 /// Adds the inode's new contents to a transaction (sealing the checksum first).
 pub fn tx_write_inode<D: PmDevice>(tx: &mut crate::journal::Tx<'_, D>, geo: &Geometry, ino: Ino, raw: &mut InodeRaw) {
     raw.seal(ino);
-    tx.write(geo.inode_off(ino.get()), &bytemuck::bytes_of(raw)[..96]);
+    tx.write(geo.inode_off(ino.get()), bytemuck::bytes_of(raw));
 }
 
 /// Adds the freeing of an inode (all bytes zero) to a transaction.

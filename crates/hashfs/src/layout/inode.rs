@@ -1,8 +1,8 @@
 //! Inodes: 128 bytes each in a fixed table.
 //!
 //! A free inode is all zeros. An allocated inode has a nonzero mode and a CRC32C over
-//! its inode number and its structural fields (bytes 0..56). The timestamps (bytes
-//! 64..96) lie outside the checksum: each is updated by one atomic 8-byte store without
+//! its inode number and every byte except the checksum itself and the timestamps (bytes
+//! 64..96). The timestamps lie outside the checksum: each is updated by one atomic 8-byte store without
 //! the journal, so a crash cannot leave a checksum that disagrees with them.
 
 use bytemuck::{Pod, Zeroable};
@@ -45,7 +45,8 @@ pub struct InodeRaw {
     pub dir_entries: u64,
     pub generation: u32,
     pub flags: u32,
-    /// CRC32C over the inode number (LE u64) and bytes 0..56.
+    /// CRC32C over the inode number (LE u64) and every byte except this field and the
+    /// timestamps.
     pub checksum: u32,
     pub reserved0: u32,
     pub atime_ns: i64,
@@ -63,6 +64,9 @@ pub const INODE_ATIME_OFF: u64 = 64;
 pub const INODE_MTIME_OFF: u64 = 72;
 pub const INODE_CTIME_OFF: u64 = 80;
 const _: () = assert!(std::mem::offset_of!(InodeRaw, atime_ns) == INODE_ATIME_OFF as usize);
+/// End of the four timestamps (atime, mtime, ctime, btime), which the checksum skips.
+pub const INODE_TIMES_END: usize = 96;
+const _: () = assert!(std::mem::offset_of!(InodeRaw, reserved) == INODE_TIMES_END);
 const _: () = assert!(std::mem::offset_of!(InodeRaw, mtime_ns) == INODE_MTIME_OFF as usize);
 const _: () = assert!(std::mem::offset_of!(InodeRaw, ctime_ns) == INODE_CTIME_OFF as usize);
 
@@ -75,9 +79,13 @@ pub enum InodeState {
 }
 
 impl InodeRaw {
+    /// CRC32C over the inode number and every byte but the checksum and the timestamps.
     pub fn compute_checksum(&self, ino: Ino) -> u32 {
+        let b = bytemuck::bytes_of(self);
         let mut c = crc32c::crc32c(&ino.get().to_le_bytes());
-        c = crc32c::crc32c_append(c, &bytemuck::bytes_of(self)[..INODE_CHECKSUM_OFF]);
+        c = crc32c::crc32c_append(c, &b[..INODE_CHECKSUM_OFF]);
+        c = crc32c::crc32c_append(c, &b[INODE_CHECKSUM_OFF + 4..INODE_ATIME_OFF as usize]);
+        c = crc32c::crc32c_append(c, &b[INODE_TIMES_END..]);
         c
     }
     pub fn seal(&mut self, ino: Ino) {
@@ -133,7 +141,8 @@ mod tests {
         i.seal(Ino(7));
         assert_eq!(i.check(Ino(7)), InodeState::Allocated);
         assert!(matches!(i.check(Ino(8)), InodeState::Corrupt(_)));
-        for bit in 0..(56 * 8) {
+        let covered = (0..56).chain(60..64).chain(96..128);
+        for bit in covered.flat_map(|byte| (0..8).map(move |b| byte * 8 + b)) {
             let mut b = i;
             bytemuck::bytes_of_mut(&mut b)[bit / 8] ^= 1 << (bit % 8);
             assert!(matches!(b.check(Ino(7)), InodeState::Corrupt(_) | InodeState::Free), "bit {bit}");

@@ -333,7 +333,7 @@ pub fn snapshot<D: PmDevice>(fs: &FileSystem<D>) -> hashfs::Result<Snapshot> {
             let Some(last) = batch.last() else { break };
             cookie = last.cookie;
             for e in batch {
-                let name = String::from_utf8(e.name).expect("test names are UTF-8");
+                let name = String::from_utf8_lossy(&e.name).into_owned();
                 let path = if dir == "/" { format!("/{name}") } else { format!("{dir}/{name}") };
                 if e.file_type == FileType::Directory {
                     stack.push((path.clone(), e.ino));
