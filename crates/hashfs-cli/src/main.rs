@@ -1,1 +1,354 @@
-fn main(){}
+//! `hashfs`: format, check, inspect and use HashFS images without mounting them, run the
+//! demonstration workload, and run benchmarks.
+
+mod bench;
+mod copy;
+mod demo;
+
+use clap::{Parser, Subcommand};
+use hashfs::fs::{fsck, FormatOptions, FsckMode};
+use hashfs::pm::{MmapDevice, OpenMode};
+use hashfs::{FileSystem, FileType, MappingKind};
+use indicatif::{ProgressBar, ProgressStyle};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+
+#[derive(Parser)]
+#[command(name = "hashfs", version, about = "HashFS: a persistent-memory file system with hash-based file mapping")]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Create (or overwrite) IMAGE and format it.
+    Mkfs {
+        image: PathBuf,
+        /// Image size, e.g. 1G, 512M, 65536K or a byte count (a multiple of 4 KiB).
+        #[arg(long, value_parser = parse_size)]
+        size: u64,
+        /// File-mapping structure.
+        #[arg(long, default_value = "hashfs")]
+        mapping: String,
+        /// Inode table entries (default: one per 16 KiB).
+        #[arg(long)]
+        inodes: Option<u64>,
+        /// Undo journals (one per CPU is a good choice).
+        #[arg(long, default_value_t = 8)]
+        journals: u32,
+    },
+    /// Check every on-media invariant; exit 0 clean, 1 corrected, 4 errors left, 8 failure.
+    Fsck {
+        image: PathBuf,
+        /// Fix what can be fixed.
+        #[arg(long)]
+        repair: bool,
+    },
+    /// Geometry, mapping, space and inode use.
+    Info { image: PathBuf },
+    /// Copy a host file or directory tree into the image.
+    Put { image: PathBuf, host_path: PathBuf, fs_path: String },
+    /// Copy a file or directory tree out of the image.
+    Get { image: PathBuf, fs_path: String, host_path: PathBuf },
+    /// List a directory.
+    Ls {
+        image: PathBuf,
+        #[arg(default_value = "/")]
+        fs_path: String,
+        /// Long format: type, permissions, links, owner, size.
+        #[arg(short, long)]
+        long: bool,
+    },
+    /// Write a file's contents to standard output.
+    Cat { image: PathBuf, fs_path: String },
+    /// Create a directory.
+    Mkdir {
+        image: PathBuf,
+        fs_path: String,
+        /// Create parents as needed.
+        #[arg(short, long)]
+        parents: bool,
+    },
+    /// Remove a file, symlink or empty directory.
+    Rm {
+        image: PathBuf,
+        fs_path: String,
+        /// Remove directories and their contents.
+        #[arg(short, long)]
+        recursive: bool,
+    },
+    /// Format an image and run a short demonstration workload, printing what it did.
+    Demo {
+        #[arg(long, default_value = "/dev/shm/hashfs-demo.img")]
+        image: PathBuf,
+        #[arg(long, value_parser = parse_size, default_value = "1G")]
+        size: u64,
+    },
+    /// Benchmarks (not tests).
+    Bench {
+        #[command(subcommand)]
+        which: bench::BenchCmd,
+    },
+}
+
+/// Parses sizes such as 4096, 64K, 512M, 1G, 2GiB.
+fn parse_size(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let digits = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    if digits == 0 {
+        return Err(format!("not a size: {s:?} (examples: 4096, 64K, 512M, 1G)"));
+    }
+    let n: u64 = t[..digits].parse().map_err(|_| format!("not a size: {s:?}"))?;
+    let mult = match t[digits..].to_ascii_uppercase().as_str() {
+        "" | "B" => 1,
+        "K" | "KB" | "KIB" => 1 << 10,
+        "M" | "MB" | "MIB" => 1 << 20,
+        "G" | "GB" | "GIB" => 1 << 30,
+        "T" | "TB" | "TIB" => 1 << 40,
+        other => return Err(format!("unknown size unit {other:?} in {s:?}")),
+    };
+    n.checked_mul(mult).ok_or_else(|| format!("size {s:?} is too large"))
+}
+
+/// An error for the user, with the exit code to use.
+struct Failure {
+    msg: String,
+    code: u8,
+}
+
+impl<E: std::fmt::Display> From<E> for Failure {
+    fn from(e: E) -> Self {
+        Failure { msg: e.to_string(), code: 1 }
+    }
+}
+
+fn fail(msg: impl Into<String>) -> Failure {
+    Failure { msg: msg.into(), code: 1 }
+}
+
+pub(crate) fn progress_bar(len: u64, what: &str, bytes: bool) -> ProgressBar {
+    let pb = ProgressBar::new(len);
+    let tmpl = if bytes {
+        "{msg} [{bar:40}] {bytes}/{total_bytes} ({bytes_per_sec}, {eta})"
+    } else {
+        "{msg} [{bar:40}] {pos}/{len} ({eta})"
+    };
+    pb.set_style(ProgressStyle::with_template(tmpl).expect("valid template").progress_chars("=> "));
+    pb.set_message(what.to_string());
+    pb
+}
+
+pub(crate) fn open_image(image: &Path) -> Result<Arc<MmapDevice>, Failure> {
+    MmapDevice::open(image, OpenMode::Existing)
+        .map(Arc::new)
+        .map_err(|e| fail(format!("cannot open image {}: {e}", image.display())))
+}
+
+pub(crate) fn mount(image: &Path) -> Result<FileSystem<MmapDevice>, Failure> {
+    let dev = open_image(image)?;
+    let pb = progress_bar(0, "mounting", false);
+    let (fs, report) = FileSystem::mount(dev, &|done, total| {
+        pb.set_length(total);
+        pb.set_position(done);
+    })
+    .map_err(|e| fail(format!("cannot mount {}: {e}", image.display())))?;
+    pb.finish_and_clear();
+    if !report.was_clean {
+        eprintln!(
+            "hashfs: {} was not cleanly unmounted; recovered: {} transactions rolled back, {} stray blocks and {} orphan inodes freed",
+            image.display(),
+            report.rolled_back_txids.len(),
+            report.stray_slots_freed,
+            report.orphans_freed
+        );
+    }
+    if !report.corrupt_inodes.is_empty() {
+        eprintln!("hashfs: warning: {} corrupt inodes; run hashfs fsck --repair", report.corrupt_inodes.len());
+    }
+    Ok(fs)
+}
+
+fn run(cli: Cli) -> Result<u8, Failure> {
+    match cli.cmd {
+        Cmd::Mkfs { image, size, mapping, inodes, journals } => {
+            let mapping = MappingKind::from_name(&mapping)
+                .ok_or_else(|| fail(format!("unknown mapping {mapping:?} (this build has: hashfs)")))?;
+            let opts = FormatOptions { mapping, inode_count: inodes, journal_count: journals, ..Default::default() };
+            let pb = progress_bar(size, "formatting", true);
+            let g = FileSystem::format_file(&image, size, &opts, &|d, t| {
+                pb.set_length(t);
+                pb.set_position(d);
+            })
+            .map_err(|e| fail(format!("mkfs {}: {e}", image.display())))?;
+            pb.finish_and_clear();
+            println!(
+                "{}: {} bytes, {} data blocks of 4 KiB, {} inodes, {} journals, mapping {}",
+                image.display(),
+                g.image_bytes,
+                g.data_blocks,
+                g.inode_count,
+                g.journal_count,
+                mapping.name()
+            );
+            Ok(0)
+        }
+        Cmd::Fsck { image, repair } => {
+            let dev = match MmapDevice::open(&image, OpenMode::Existing) {
+                Ok(d) => Arc::new(d),
+                Err(e) => return Err(Failure { msg: format!("cannot open image {}: {e}", image.display()), code: 8 }),
+            };
+            let pb = progress_bar(0, "checking", false);
+            let mode = if repair { FsckMode::Repair } else { FsckMode::Check };
+            let report = fsck(dev, mode, &|d, t| {
+                pb.set_length(t);
+                pb.set_position(d);
+            })
+            .map_err(|e| Failure { msg: format!("fsck {}: {e}", image.display()), code: 8 })?;
+            pb.finish_and_clear();
+            for f in &report.findings {
+                let fixed = repair && !report.remaining.contains(f);
+                println!("{}{f}", if fixed { "FIXED: " } else { "" });
+            }
+            println!(
+                "{}: {} inodes, {} blocks, {} directories; {} problems found, {} left",
+                image.display(),
+                report.inodes_used,
+                report.blocks_used,
+                report.directories,
+                report.findings.len(),
+                report.remaining.len()
+            );
+            Ok(report.exit_code() as u8)
+        }
+        Cmd::Info { image } => {
+            let dev = open_image(&image)?;
+            let (sb, g) = hashfs::fs::fsck::geometry_of(&*dev).map_err(|e| fail(format!("{}: {e}", image.display())))?;
+            println!("image          {}", image.display());
+            println!("size           {} bytes", g.image_bytes);
+            println!("mapping        {}", MappingKind::from_u32(sb.mapping_kind).map(|m| m.name()).unwrap_or("?"));
+            println!("state          {}", if sb.state == hashfs::layout::SB_STATE_CLEAN { "clean" } else { "not cleanly unmounted" });
+            println!("mounts         {}", sb.mount_count);
+            println!("journals       {} x {} KiB", g.journal_count, g.journal_blocks * 4);
+            println!("inode table    {} inodes at offset {}", g.inode_count, g.inode_table_off);
+            println!("hash table     {} slots at offset {}", g.data_blocks, g.hash_table_off);
+            println!("data region    {} blocks of 4 KiB at offset {}", g.data_blocks, g.data_off);
+            println!("mapping size   {:.0} bytes of metadata per GiB of data ({:.3}%)", g.mapping_bytes_per_gib(), g.mapping_bytes_per_gib() / (1u64 << 30) as f64 * 100.0);
+            drop(dev);
+            let fs = mount(&image)?;
+            let st = fs.statfs();
+            let ps = fs.table().probe_stats();
+            println!("blocks         {} used, {} free ({:.1}% full)", st.blocks_total - st.blocks_free, st.blocks_free, (st.blocks_total - st.blocks_free) as f64 * 100.0 / st.blocks_total as f64);
+            println!("inodes         {} used, {} free", st.inodes_total - st.inodes_free, st.inodes_free);
+            println!("probe length   {:.2} mean, {} max (lookups that hit); {:.2} mean (misses); {} tombstones", ps.mean_hit_probes, ps.max_hit_probes, ps.mean_miss_probes, ps.tombstones);
+            println!("simd           {}", fs.table().simd().name());
+            println!("flush          {}", hashfs::pm::flush_kind().name());
+            Ok(0)
+        }
+        Cmd::Put { image, host_path, fs_path } => {
+            let fs = mount(&image)?;
+            let n = copy::put(&fs, &host_path, &fs_path)?;
+            println!("copied {} files, {} directories, {} symlinks, {} bytes", n.files, n.dirs, n.symlinks, n.bytes);
+            Ok(0)
+        }
+        Cmd::Get { image, fs_path, host_path } => {
+            let fs = mount(&image)?;
+            let n = copy::get(&fs, &fs_path, &host_path)?;
+            println!("copied {} files, {} directories, {} symlinks, {} bytes", n.files, n.dirs, n.symlinks, n.bytes);
+            Ok(0)
+        }
+        Cmd::Ls { image, fs_path, long } => {
+            let fs = mount(&image)?;
+            let p = Path::new(&fs_path);
+            let m = fs.metadata(p).map_err(|e| fail(format!("{fs_path}: {e}")))?;
+            let mut entries = if m.is_dir() {
+                fs.read_dir(p).map_err(|e| fail(format!("{fs_path}: {e}")))?
+            } else {
+                vec![hashfs::DirEntry { name: fs_path.clone().into_bytes(), ino: m.ino, file_type: m.file_type, cookie: 0 }]
+            };
+            entries.sort_by(|a, b| a.name.cmp(&b.name));
+            for e in entries {
+                let name = String::from_utf8_lossy(&e.name);
+                if long {
+                    let md = fs.getattr(e.ino)?;
+                    let t = match md.file_type {
+                        FileType::Directory => 'd',
+                        FileType::Symlink => 'l',
+                        FileType::Regular => '-',
+                    };
+                    let target = if md.is_symlink() { format!(" -> {}", String::from_utf8_lossy(&fs.readlink_ino(e.ino)?)) } else { String::new() };
+                    println!("{t}{:04o} {:>3} {:>5} {:>5} {:>12} {name}{target}", md.perm, md.nlink, md.uid, md.gid, md.size);
+                } else {
+                    println!("{name}{}", if e.file_type == FileType::Directory { "/" } else { "" });
+                }
+            }
+            Ok(0)
+        }
+        Cmd::Cat { image, fs_path } => {
+            use std::io::Write;
+            let fs = mount(&image)?;
+            let f = fs.open_file(Path::new(&fs_path), hashfs::OpenOptions::new().read(true)).map_err(|e| fail(format!("{fs_path}: {e}")))?;
+            let mut out = std::io::stdout().lock();
+            let mut buf = vec![0u8; 1 << 20];
+            let mut off = 0;
+            loop {
+                let n = f.read_at(off, &mut buf).map_err(|e| fail(format!("{fs_path}: {e}")))?;
+                if n == 0 {
+                    break;
+                }
+                out.write_all(&buf[..n])?;
+                off += n as u64;
+            }
+            Ok(0)
+        }
+        Cmd::Mkdir { image, fs_path, parents } => {
+            let fs = mount(&image)?;
+            let p = Path::new(&fs_path);
+            let r = if parents { fs.create_dir_all(p, 0o755) } else { fs.create_dir(p, 0o755).map(|_| ()) };
+            r.map_err(|e| fail(format!("{fs_path}: {e}")))?;
+            Ok(0)
+        }
+        Cmd::Rm { image, fs_path, recursive } => {
+            let fs = mount(&image)?;
+            let p = Path::new(&fs_path);
+            let m = fs.symlink_metadata(p).map_err(|e| fail(format!("{fs_path}: {e}")))?;
+            let r = match (m.is_dir(), recursive) {
+                (true, true) => fs.remove_dir_all(p),
+                (true, false) => fs.remove_dir(p),
+                (false, _) => fs.remove_file(p),
+            };
+            r.map_err(|e| fail(format!("{fs_path}: {e}")))?;
+            Ok(0)
+        }
+        Cmd::Demo { image, size } => demo::run(&image, size).map(|_| 0),
+        Cmd::Bench { which } => bench::run(which).map(|_| 0),
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run(cli) {
+        Ok(code) => ExitCode::from(code),
+        Err(f) => {
+            eprintln!("hashfs: {}", f.msg);
+            ExitCode::from(f.code)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_size;
+
+    #[test]
+    fn sizes() {
+        assert_eq!(parse_size("4096"), Ok(4096));
+        assert_eq!(parse_size("64K"), Ok(65536));
+        assert_eq!(parse_size("1G"), Ok(1 << 30));
+        assert_eq!(parse_size("2GiB"), Ok(2 << 30));
+        assert!(parse_size("x").is_err());
+        assert!(parse_size("1Q").is_err());
+        assert!(parse_size("99999999999T").is_err());
+    }
+}

@@ -1,0 +1,184 @@
+//! `put` and `get`: recursive copies between the host and an image, keeping modes,
+//! owners, modification times and symbolic links.
+
+use crate::{fail, progress_bar, Failure};
+use hashfs::fs::ops::Owner;
+use hashfs::pm::PmDevice;
+use hashfs::{FileSystem, FileType, OpenOptions, SetAttr, SetTime};
+use std::fs;
+use std::io::{Read, Write};
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+#[derive(Default)]
+pub struct Counts {
+    pub files: u64,
+    pub dirs: u64,
+    pub symlinks: u64,
+    pub bytes: u64,
+}
+
+const CHUNK: usize = 1 << 20;
+
+fn host_bytes(p: &Path) -> u64 {
+    match fs::symlink_metadata(p) {
+        Ok(m) if m.is_dir() => fs::read_dir(p).map(|rd| rd.flatten().map(|e| host_bytes(&e.path())).sum()).unwrap_or(0),
+        Ok(m) if m.is_file() => m.len(),
+        _ => 0,
+    }
+}
+
+/// Copies `host` into the image at `dest` (into it, if `dest` is an existing directory).
+pub fn put<D: PmDevice>(fs: &FileSystem<D>, host: &Path, dest: &str) -> Result<Counts, Failure> {
+    let meta = fs::symlink_metadata(host).map_err(|e| fail(format!("{}: {e}", host.display())))?;
+    let mut target = PathBuf::from(dest);
+    if fs.metadata(&target).map(|m| m.is_dir()).unwrap_or(false) {
+        let name = host.file_name().ok_or_else(|| fail(format!("{}: has no file name", host.display())))?;
+        target.push(name);
+    }
+    let pb = progress_bar(host_bytes(host), "copying in", true);
+    let mut n = Counts::default();
+    put_one(fs, host, &meta, &target, &mut n, &pb)?;
+    pb.finish_and_clear();
+    Ok(n)
+}
+
+fn put_one<D: PmDevice>(fs: &FileSystem<D>, host: &Path, meta: &fs::Metadata, target: &Path, n: &mut Counts, pb: &indicatif::ProgressBar) -> Result<(), Failure> {
+    let ctx = |e: hashfs::Error| fail(format!("{}: {e}", target.display()));
+    let owner = Owner { uid: meta.uid(), gid: meta.gid() };
+    let ft = meta.file_type();
+    if ft.is_symlink() {
+        let t = fs::read_link(host).map_err(|e| fail(format!("{}: {e}", host.display())))?;
+        let (p, name) = fs.resolve_parent(target).map_err(ctx)?;
+        use std::os::unix::ffi::OsStrExt;
+        fs.symlink_at(p, &name, t.as_os_str().as_bytes(), owner).map_err(ctx)?;
+        n.symlinks += 1;
+        return Ok(());
+    }
+    if ft.is_dir() {
+        match fs.create_dir(target, meta.permissions().mode() & 0o7777) {
+            Ok(_) | Err(hashfs::Error::Exists) => {}
+            Err(e) => return Err(ctx(e)),
+        }
+        n.dirs += 1;
+        let mut entries: Vec<_> = fs::read_dir(host).map_err(|e| fail(format!("{}: {e}", host.display())))?.collect::<Result<_, _>>()?;
+        entries.sort_by_key(|e| e.file_name());
+        for e in entries {
+            let m = fs::symlink_metadata(e.path())?;
+            put_one(fs, &e.path(), &m, &target.join(e.file_name()), n, pb)?;
+        }
+    } else if ft.is_file() {
+        let f = fs
+            .open_file(target, OpenOptions::new().write(true).create(true).truncate(true).mode(meta.permissions().mode() & 0o7777).owner(owner))
+            .map_err(ctx)?;
+        let mut src = fs::File::open(host).map_err(|e| fail(format!("{}: {e}", host.display())))?;
+        let mut buf = vec![0u8; CHUNK];
+        let mut off = 0u64;
+        loop {
+            let r = src.read(&mut buf)?;
+            if r == 0 {
+                break;
+            }
+            let mut done = 0;
+            while done < r {
+                done += f.write_at(off + done as u64, &buf[done..r]).map_err(ctx)?;
+            }
+            off += r as u64;
+            pb.inc(r as u64);
+        }
+        n.files += 1;
+        n.bytes += off;
+    } else {
+        eprintln!("hashfs: skipping {} (not a file, directory or symlink)", host.display());
+        return Ok(());
+    }
+    let ino = fs.resolve_nofollow(target).map_err(ctx)?;
+    let attr = SetAttr {
+        perm: Some(meta.permissions().mode() & 0o7777),
+        uid: Some(meta.uid()),
+        gid: Some(meta.gid()),
+        mtime: Some(SetTime::At(meta.mtime() * 1_000_000_000 + meta.mtime_nsec())),
+        atime: Some(SetTime::At(meta.atime() * 1_000_000_000 + meta.atime_nsec())),
+        size: None,
+    };
+    fs.setattr(ino, &attr).map_err(ctx)?;
+    Ok(())
+}
+
+/// Copies `src` out of the image to `host` (into it, if `host` is an existing directory).
+pub fn get<D: PmDevice>(fs: &FileSystem<D>, src: &str, host: &Path) -> Result<Counts, Failure> {
+    let p = Path::new(src);
+    let m = fs.symlink_metadata(p).map_err(|e| fail(format!("{src}: {e}")))?;
+    let mut target = host.to_path_buf();
+    if target.is_dir() {
+        let name = p.file_name().map(|s| s.to_owned()).unwrap_or_else(|| "root".into());
+        target.push(name);
+    }
+    let pb = progress_bar(0, "copying out", true);
+    let mut n = Counts::default();
+    get_one(fs, p, m.file_type, &target, &mut n, &pb)?;
+    pb.finish_and_clear();
+    Ok(n)
+}
+
+fn get_one<D: PmDevice>(fs: &FileSystem<D>, src: &Path, ft: FileType, target: &Path, n: &mut Counts, pb: &indicatif::ProgressBar) -> Result<(), Failure> {
+    let ctx = |e: hashfs::Error| fail(format!("{}: {e}", src.display()));
+    let hctx = |e: std::io::Error| fail(format!("{}: {e}", target.display()));
+    let m = fs.symlink_metadata(src).map_err(ctx)?;
+    match ft {
+        FileType::Symlink => {
+            let t = fs.read_link(src).map_err(ctx)?;
+            std::os::unix::fs::symlink(&t, target).map_err(hctx)?;
+            n.symlinks += 1;
+            return Ok(());
+        }
+        FileType::Directory => {
+            match fs::create_dir(target) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && target.is_dir() => {}
+                Err(e) => return Err(hctx(e)),
+            }
+            n.dirs += 1;
+            for e in fs.read_dir(src).map_err(ctx)? {
+                let name = std::ffi::OsStr::from_bytes_compat(&e.name);
+                get_one(fs, &src.join(name), e.file_type, &target.join(name), n, pb)?;
+            }
+        }
+        FileType::Regular => {
+            let f = fs.open_file(src, OpenOptions::new().read(true)).map_err(ctx)?;
+            let mut out = fs::File::create(target).map_err(hctx)?;
+            let mut buf = vec![0u8; CHUNK];
+            let mut off = 0u64;
+            pb.inc_length(m.size);
+            loop {
+                let r = f.read_at(off, &mut buf).map_err(ctx)?;
+                if r == 0 {
+                    break;
+                }
+                out.write_all(&buf[..r]).map_err(hctx)?;
+                off += r as u64;
+                pb.inc(r as u64);
+            }
+            n.files += 1;
+            n.bytes += off;
+        }
+    }
+    fs::set_permissions(target, fs::Permissions::from_mode(m.perm)).map_err(hctx)?;
+    let mtime = std::time::UNIX_EPOCH + std::time::Duration::from_nanos(m.mtime_ns.max(0) as u64);
+    let atime = std::time::UNIX_EPOCH + std::time::Duration::from_nanos(m.atime_ns.max(0) as u64);
+    let times = fs::FileTimes::new().set_modified(mtime).set_accessed(atime);
+    if let Ok(f) = fs::File::options().write(ft == FileType::Regular).read(true).open(target) {
+        let _ = f.set_times(times);
+    }
+    Ok(())
+}
+
+trait OsStrCompat {
+    fn from_bytes_compat(b: &[u8]) -> &std::ffi::OsStr;
+}
+impl OsStrCompat for std::ffi::OsStr {
+    fn from_bytes_compat(b: &[u8]) -> &std::ffi::OsStr {
+        use std::os::unix::ffi::OsStrExt;
+        std::ffi::OsStr::from_bytes(b)
+    }
+}
