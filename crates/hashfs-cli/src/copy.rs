@@ -43,7 +43,14 @@ pub fn put<D: PmDevice>(fs: &FileSystem<D>, host: &Path, dest: &str) -> Result<C
     Ok(n)
 }
 
-fn put_one<D: PmDevice>(fs: &FileSystem<D>, host: &Path, meta: &fs::Metadata, target: &Path, n: &mut Counts, pb: &indicatif::ProgressBar) -> Result<(), Failure> {
+fn put_one<D: PmDevice>(
+    fs: &FileSystem<D>,
+    host: &Path,
+    meta: &fs::Metadata,
+    target: &Path,
+    n: &mut Counts,
+    pb: &indicatif::ProgressBar,
+) -> Result<(), Failure> {
     let ctx = |e: hashfs::Error| fail(format!("{}: {e}", target.display()));
     let owner = Owner { uid: meta.uid(), gid: meta.gid() };
     let ft = meta.file_type();
@@ -61,7 +68,8 @@ fn put_one<D: PmDevice>(fs: &FileSystem<D>, host: &Path, meta: &fs::Metadata, ta
             Err(e) => return Err(ctx(e)),
         }
         n.dirs += 1;
-        let mut entries: Vec<_> = fs::read_dir(host).map_err(|e| fail(format!("{}: {e}", host.display())))?.collect::<Result<_, _>>()?;
+        let mut entries: Vec<_> =
+            fs::read_dir(host).map_err(|e| fail(format!("{}: {e}", host.display())))?.collect::<Result<_, _>>()?;
         entries.sort_by_key(|e| e.file_name());
         for e in entries {
             let m = fs::symlink_metadata(e.path())?;
@@ -69,7 +77,15 @@ fn put_one<D: PmDevice>(fs: &FileSystem<D>, host: &Path, meta: &fs::Metadata, ta
         }
     } else if ft.is_file() {
         let f = fs
-            .open_file(target, OpenOptions::new().write(true).create(true).truncate(true).mode(meta.permissions().mode() & 0o7777).owner(owner))
+            .open_file(
+                target,
+                OpenOptions::new()
+                    .write(true)
+                    .create(true)
+                    .truncate(true)
+                    .mode(meta.permissions().mode() & 0o7777)
+                    .owner(owner),
+            )
             .map_err(ctx)?;
         let mut src = fs::File::open(host).map_err(|e| fail(format!("{}: {e}", host.display())))?;
         let mut buf = vec![0u8; CHUNK];
@@ -121,7 +137,14 @@ pub fn get<D: PmDevice>(fs: &FileSystem<D>, src: &str, host: &Path) -> Result<Co
     Ok(n)
 }
 
-fn get_one<D: PmDevice>(fs: &FileSystem<D>, src: &Path, ft: FileType, target: &Path, n: &mut Counts, pb: &indicatif::ProgressBar) -> Result<(), Failure> {
+fn get_one<D: PmDevice>(
+    fs: &FileSystem<D>,
+    src: &Path,
+    ft: FileType,
+    target: &Path,
+    n: &mut Counts,
+    pb: &indicatif::ProgressBar,
+) -> Result<(), Failure> {
     let ctx = |e: hashfs::Error| fail(format!("{}: {e}", src.display()));
     let hctx = |e: std::io::Error| fail(format!("{}: {e}", target.display()));
     let m = fs.symlink_metadata(src).map_err(ctx)?;

@@ -224,24 +224,40 @@ fn run(cli: Cli) -> Result<u8, Failure> {
         }
         Cmd::Info { image } => {
             let dev = open_image(&image)?;
-            let (sb, g) = hashfs::fs::fsck::geometry_of(&*dev).map_err(|e| fail(format!("{}: {e}", image.display())))?;
+            let (sb, g) =
+                hashfs::fs::fsck::geometry_of(&*dev).map_err(|e| fail(format!("{}: {e}", image.display())))?;
             println!("image          {}", image.display());
             println!("size           {} bytes", g.image_bytes);
             println!("mapping        {}", MappingKind::from_u32(sb.mapping_kind).map(|m| m.name()).unwrap_or("?"));
-            println!("state          {}", if sb.state == hashfs::layout::SB_STATE_CLEAN { "clean" } else { "not cleanly unmounted" });
+            println!(
+                "state          {}",
+                if sb.state == hashfs::layout::SB_STATE_CLEAN { "clean" } else { "not cleanly unmounted" }
+            );
             println!("mounts         {}", sb.mount_count);
             println!("journals       {} x {} KiB", g.journal_count, g.journal_blocks * 4);
             println!("inode table    {} inodes at offset {}", g.inode_count, g.inode_table_off);
             println!("hash table     {} slots at offset {}", g.data_blocks, g.hash_table_off);
             println!("data region    {} blocks of 4 KiB at offset {}", g.data_blocks, g.data_off);
-            println!("mapping size   {:.0} bytes of metadata per GiB of data ({:.3}%)", g.mapping_bytes_per_gib(), g.mapping_bytes_per_gib() / (1u64 << 30) as f64 * 100.0);
+            println!(
+                "mapping size   {:.0} bytes of metadata per GiB of data ({:.3}%)",
+                g.mapping_bytes_per_gib(),
+                g.mapping_bytes_per_gib() / (1u64 << 30) as f64 * 100.0
+            );
             drop(dev);
             let fs = mount(&image)?;
             let st = fs.statfs();
             let ps = fs.table().probe_stats();
-            println!("blocks         {} used, {} free ({:.1}% full)", st.blocks_total - st.blocks_free, st.blocks_free, (st.blocks_total - st.blocks_free) as f64 * 100.0 / st.blocks_total as f64);
+            println!(
+                "blocks         {} used, {} free ({:.1}% full)",
+                st.blocks_total - st.blocks_free,
+                st.blocks_free,
+                (st.blocks_total - st.blocks_free) as f64 * 100.0 / st.blocks_total as f64
+            );
             println!("inodes         {} used, {} free", st.inodes_total - st.inodes_free, st.inodes_free);
-            println!("probe length   {:.2} mean, {} max (lookups that hit); {:.2} mean (misses); {} tombstones", ps.mean_hit_probes, ps.max_hit_probes, ps.mean_miss_probes, ps.tombstones);
+            println!(
+                "probe length   {:.2} mean, {} max (lookups that hit); {:.2} mean (misses); {} tombstones",
+                ps.mean_hit_probes, ps.max_hit_probes, ps.mean_miss_probes, ps.tombstones
+            );
             println!("simd           {}", fs.table().simd().name());
             println!("flush          {}", hashfs::pm::flush_kind().name());
             Ok(0)
@@ -265,7 +281,12 @@ fn run(cli: Cli) -> Result<u8, Failure> {
             let mut entries = if m.is_dir() {
                 fs.read_dir(p).map_err(|e| fail(format!("{fs_path}: {e}")))?
             } else {
-                vec![hashfs::DirEntry { name: fs_path.clone().into_bytes(), ino: m.ino, file_type: m.file_type, cookie: 0 }]
+                vec![hashfs::DirEntry {
+                    name: fs_path.clone().into_bytes(),
+                    ino: m.ino,
+                    file_type: m.file_type,
+                    cookie: 0,
+                }]
             };
             entries.sort_by(|a, b| a.name.cmp(&b.name));
             for e in entries {
@@ -277,8 +298,15 @@ fn run(cli: Cli) -> Result<u8, Failure> {
                         FileType::Symlink => 'l',
                         FileType::Regular => '-',
                     };
-                    let target = if md.is_symlink() { format!(" -> {}", String::from_utf8_lossy(&fs.readlink_ino(e.ino)?)) } else { String::new() };
-                    println!("{t}{:04o} {:>3} {:>5} {:>5} {:>12} {name}{target}", md.perm, md.nlink, md.uid, md.gid, md.size);
+                    let target = if md.is_symlink() {
+                        format!(" -> {}", String::from_utf8_lossy(&fs.readlink_ino(e.ino)?))
+                    } else {
+                        String::new()
+                    };
+                    println!(
+                        "{t}{:04o} {:>3} {:>5} {:>5} {:>12} {name}{target}",
+                        md.perm, md.nlink, md.uid, md.gid, md.size
+                    );
                 } else {
                     println!("{name}{}", if e.file_type == FileType::Directory { "/" } else { "" });
                 }
@@ -288,7 +316,9 @@ fn run(cli: Cli) -> Result<u8, Failure> {
         Cmd::Cat { image, fs_path } => {
             use std::io::Write;
             let fs = mount(&image)?;
-            let f = fs.open_file(Path::new(&fs_path), hashfs::OpenOptions::new().read(true)).map_err(|e| fail(format!("{fs_path}: {e}")))?;
+            let f = fs
+                .open_file(Path::new(&fs_path), hashfs::OpenOptions::new().read(true))
+                .map_err(|e| fail(format!("{fs_path}: {e}")))?;
             let mut out = std::io::stdout().lock();
             let mut buf = vec![0u8; 1 << 20];
             let mut off = 0;
@@ -327,6 +357,12 @@ fn run(cli: Cli) -> Result<u8, Failure> {
 }
 
 fn main() -> ExitCode {
+    // Like other Unix tools, end quietly when the reader of our output goes away
+    // (`hashfs cat IMAGE F | head`) instead of failing on EPIPE.
+    // SAFETY: called before any thread starts; SIG_DFL is a valid disposition for SIGPIPE.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
     let cli = Cli::parse();
     match run(cli) {
         Ok(code) => ExitCode::from(code),

@@ -69,15 +69,15 @@ impl UndoEntry {
     pub fn offset(&self) -> u64 {
         self.target & ((1 << 48) - 1)
     }
-    pub fn len(&self) -> usize {
+    pub fn data_len(&self) -> usize {
         ((self.target >> 48) & 0xFF) as usize
     }
     fn is_valid_for(&self, txid: u64, image_len: u64) -> bool {
         self.txid == txid
             && self.checksum == self.compute_checksum()
             && self.target >> 56 == 0
-            && (1..=ENTRY_DATA_BYTES).contains(&self.len())
-            && self.offset() + self.len() as u64 <= image_len
+            && (1..=ENTRY_DATA_BYTES).contains(&self.data_len())
+            && self.offset() + self.data_len() as u64 <= image_len
     }
 }
 
@@ -169,11 +169,11 @@ pub fn recover<D: PmDevice>(dev: &D, geo: &Geometry) -> Result<(RecoveryReport, 
         }
     }
     let mut report = RecoveryReport::default();
-    txs.sort_by(|a, b| b.0.cmp(&a.0));
+    txs.sort_by_key(|t| std::cmp::Reverse(t.0));
     for (txid, _, entries) in &txs {
         for e in entries.iter().rev() {
-            dev.write(e.offset(), &e.data[..e.len()]);
-            dev.flush(e.offset(), e.len() as u64);
+            dev.write(e.offset(), &e.data[..e.data_len()]);
+            dev.flush(e.offset(), e.data_len() as u64);
             report.undo_entries_applied += 1;
         }
         report.rolled_back_txids.push(*txid);
@@ -245,7 +245,7 @@ impl<D: PmDevice> Tx<'_, D> {
     }
 
     pub fn write_u64(&mut self, off: u64, value: u64) {
-        debug_assert!(off % 8 == 0);
+        debug_assert!(off.is_multiple_of(8));
         self.writes.push((off, value.to_le_bytes().to_vec()));
     }
 
@@ -254,7 +254,7 @@ impl<D: PmDevice> Tx<'_, D> {
     /// transaction that would have made them reachable (the inode size) rolls back. It is
     /// ordered after every flush issued before `commit` (the data the key points to).
     pub fn publish_u64(&mut self, off: u64, value: u64) {
-        debug_assert!(off % 8 == 0);
+        debug_assert!(off.is_multiple_of(8));
         self.unlogged.push((off, value));
     }
 

@@ -15,6 +15,6 @@ pub mod pm;
 pub use error::{Error, Result};
 pub mod fs;
 
-pub use fs::{DirEntry, File, FileSystem, FormatOptions, Metadata, MountReport, OpenOptions, SetAttr, StatFs};
 pub use fs::ops::{Owner, RenameMode, SetTime};
+pub use fs::{DirEntry, File, FileSystem, FormatOptions, Metadata, MountReport, OpenOptions, SetAttr, StatFs};
 pub use layout::{FileType, Ino, MappingKind};

@@ -124,7 +124,10 @@ fn inode_table_flips_are_found() {
         // Structural bytes (0..64) are checksummed; timestamps are not (docs/design.md).
         let byte = geo.inode_off(ino) + rng.random_range(0..64);
         let bit = rng.random_range(0..8);
-        assert!(exercise(format!("inode {ino} byte {byte} bit {bit}"), flip(&img, byte, bit)), "inode {ino} byte {byte} bit {bit} went unnoticed");
+        assert!(
+            exercise(format!("inode {ino} byte {byte} bit {bit}"), flip(&img, byte, bit)),
+            "inode {ino} byte {byte} bit {bit} went unnoticed"
+        );
     }
 }
 
@@ -139,7 +142,10 @@ fn hash_table_flips_are_found() {
         let byte = geo.slot_off(slot) + rng.random_range(0..8);
         let bit = rng.random_range(0..8);
         let before = dev.load_u64(geo.slot_off(slot));
-        assert!(exercise(format!("slot {slot} ({before:#x}) byte {byte} bit {bit}"), flip(&img, byte, bit)), "slot {slot} ({before:#x}) bit flip unnoticed");
+        assert!(
+            exercise(format!("slot {slot} ({before:#x}) byte {byte} bit {bit}"), flip(&img, byte, bit)),
+            "slot {slot} ({before:#x}) bit flip unnoticed"
+        );
     }
 }
 
@@ -184,7 +190,10 @@ fn uncommitted_journal_with_corrupt_entry_does_not_panic() {
         for _ in 0..10 {
             let j = rng.random_range(0..geo.journal_count);
             let byte = geo.journal_base(j) + 64 + rng.random_range(0..64 * 8);
-            exercise(format!("fence {} journal {j} byte {byte}", p.fence_index), flip(&img, byte, rng.random_range(0..8)));
+            exercise(
+                format!("fence {} journal {j} byte {byte}", p.fence_index),
+                flip(&img, byte, rng.random_range(0..8)),
+            );
         }
     }
 }

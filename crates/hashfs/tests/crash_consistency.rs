@@ -138,7 +138,13 @@ case!(truncate_sparse_to_zero, |fs: &Fs| {
 });
 case!(chmod_chown_utimens, |fs: &Fs| {
     let ino = fs.resolve(p("/g")).unwrap();
-    let attr = SetAttr { perm: Some(0o600), uid: Some(7), gid: Some(8), mtime: Some(hashfs::SetTime::At(5)), ..Default::default() };
+    let attr = SetAttr {
+        perm: Some(0o600),
+        uid: Some(7),
+        gid: Some(8),
+        mtime: Some(hashfs::SetTime::At(5)),
+        ..Default::default()
+    };
     fs.setattr(ino, &attr).unwrap();
 });
 
@@ -218,7 +224,9 @@ fn random_short_sequences() {
             .into_iter()
             .map(|op| {
                 let op = match op {
-                    model::Op::Write { path, off, len, seed } => model::Op::Truncate { path: path.clone(), size: off + len as u64 + seed as u64 },
+                    model::Op::Write { path, off, len, seed } => {
+                        model::Op::Truncate { path: path.clone(), size: off + len as u64 + seed as u64 }
+                    }
                     other => other,
                 };
                 Box::new(move |fs: &Fs| {

@@ -40,7 +40,8 @@ fn random_sequences_match_the_model() {
 
 #[test]
 fn concurrent_threads_match_their_models() {
-    let (fs, dev) = new_fs(32 << 20, &hashfs::FormatOptions { inode_count: Some(2048), journal_count: 4, ..small_opts() });
+    let (fs, dev) =
+        new_fs(32 << 20, &hashfs::FormatOptions { inode_count: Some(2048), journal_count: 4, ..small_opts() });
     const THREADS: usize = 4;
     for t in 0..THREADS {
         fs.create_dir(Path::new(&format!("/t{t}")), 0o755).unwrap();
@@ -81,7 +82,8 @@ fn concurrent_threads_match_their_models() {
 #[test]
 fn concurrent_writers_and_readers_of_one_file() {
     let (fs, dev) = new_fs(32 << 20, &small_opts());
-    let f = Arc::new(fs.open_file(Path::new("/shared"), OpenOptions::new().read(true).write(true).create(true)).unwrap());
+    let f =
+        Arc::new(fs.open_file(Path::new("/shared"), OpenOptions::new().read(true).write(true).create(true)).unwrap());
     const THREADS: u64 = 4;
     const BLOCKS: u64 = 64;
     std::thread::scope(|s| {

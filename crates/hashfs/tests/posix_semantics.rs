@@ -61,7 +61,7 @@ fn append_and_cursor() {
     let (fs, _dev) = new_fs(8 << 20, &small_opts());
     let mut f = fs.open_file(p("/log"), OpenOptions::new().append(true).create(true)).unwrap();
     for i in 0..100 {
-        write!(f, "line {i}\n").unwrap();
+        writeln!(f, "line {i}").unwrap();
     }
     drop(f);
     let text = String::from_utf8(fs.read(p("/log")).unwrap()).unwrap();

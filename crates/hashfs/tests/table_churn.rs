@@ -44,8 +44,15 @@ fn fill_and_empty_ten_times() {
         // Tombstones may remain only on the probe paths of keys still live (the root
         // directory's blocks, inserted while the table was full).
         let on_paths = (empty.mean_hit_probes * empty.live as f64).round() as u64 - empty.live;
-        assert!(empty.tombstones <= on_paths, "round {round}: {} tombstones, live paths cover {on_paths}", empty.tombstones);
-        println!("round {round} emptied: tombstones {} (all on live keys' paths), miss probes mean {:.2}", empty.tombstones, empty.mean_miss_probes);
+        assert!(
+            empty.tombstones <= on_paths,
+            "round {round}: {} tombstones, live paths cover {on_paths}",
+            empty.tombstones
+        );
+        println!(
+            "round {round} emptied: tombstones {} (all on live keys' paths), miss probes mean {:.2}",
+            empty.tombstones, empty.mean_miss_probes
+        );
     }
     drop(fs);
     assert_fsck_clean(&dev);

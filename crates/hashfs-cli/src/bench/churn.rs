@@ -10,8 +10,16 @@ pub fn run(image: &Path, size: u64, rounds: u32) -> Result<(), Failure> {
     FileSystem::format_file(image, size, &FormatOptions::default(), &|_, _| {})?;
     let (fs, _) = FileSystem::open(image)?;
     let total = fs.statfs().blocks_total;
-    println!("# bench churn: image {} ({} MiB, {} blocks), {rounds} rounds of fill to 90% and delete all", image.display(), size >> 20, total);
-    println!("{:>5} {:>7} {:>6} {:>10} {:>9} {:>11} {:>10} {:>11}", "round", "files", "load", "hit_mean", "hit_max", "miss_mean", "tombs", "tombs_empty");
+    println!(
+        "# bench churn: image {} ({} MiB, {} blocks), {rounds} rounds of fill to 90% and delete all",
+        image.display(),
+        size >> 20,
+        total
+    );
+    println!(
+        "{:>5} {:>7} {:>6} {:>10} {:>9} {:>11} {:>10} {:>11}",
+        "round", "files", "load", "hit_mean", "hit_max", "miss_mean", "tombs", "tombs_empty"
+    );
     let block = vec![0xA5u8; 64 * 4096];
     for round in 0..rounds {
         let mut i = 0u64;

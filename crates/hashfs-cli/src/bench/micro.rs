@@ -45,7 +45,11 @@ fn time<F: FnMut(usize)>(n: usize, mut f: F) -> Samples {
 fn cpu_model() -> String {
     std::fs::read_to_string("/proc/cpuinfo")
         .ok()
-        .and_then(|s| s.lines().find(|l| l.starts_with("model name")).map(|l| l.split(':').nth(1).unwrap_or("").trim().to_string()))
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("model name"))
+                .map(|l| l.split(':').nth(1).unwrap_or("").trim().to_string())
+        })
         .unwrap_or_else(|| "unknown".into())
 }
 
@@ -87,7 +91,12 @@ fn run_in(cfg: &Config, quick: bool, json_out: Option<&Path>, image: &Path, tmp:
     // before timing: the same memory, without the file system.
     let ino = f.ino().0;
     let block_of: Vec<u64> = (0..blocks)
-        .map(|b| fs.table().lookup(hashfs::mapping::hashfs::key(ino, b as u32)).map(|s| geo.block_off(s)).expect("file block is mapped"))
+        .map(|b| {
+            fs.table()
+                .lookup(hashfs::mapping::hashfs::key(ino, b as u32))
+                .map(|s| geo.block_off(s))
+                .expect("file block is mapped")
+        })
         .collect();
     let phys = |off: u64| block_of[(off / BLOCK as u64 % blocks) as usize];
 
@@ -157,18 +166,50 @@ fn run_in(cfg: &Config, quick: bool, json_out: Option<&Path>, image: &Path, tmp:
     // Report.
     let simd = hashfs::mapping::simd::simd_kind().name();
     let flush = dev.flush_kind().name();
-    let commit = std::process::Command::new("git").args(["rev-parse", "--short", "HEAD"]).output().ok().filter(|o| o.status.success()).map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string()).unwrap_or_else(|| "unknown".into());
-    println!("# hashfs bench micro{}: single thread, {} ops per test ({} for small files)", if quick { " --quick" } else { "" }, cfg.ops, cfg.small_files);
-    println!("# image {} ({} MiB, MAP_SYNC {}), file {} MiB, tmpfs dir {}", image.display(), cfg.image_bytes >> 20, dev.is_map_sync(), cfg.file_bytes >> 20, tmp.display());
+    let commit = std::process::Command::new("git")
+        .args(["rev-parse", "--short", "HEAD"])
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .unwrap_or_else(|| "unknown".into());
+    println!(
+        "# hashfs bench micro{}: single thread, {} ops per test ({} for small files)",
+        if quick { " --quick" } else { "" },
+        cfg.ops,
+        cfg.small_files
+    );
+    println!(
+        "# image {} ({} MiB, MAP_SYNC {}), file {} MiB, tmpfs dir {}",
+        image.display(),
+        cfg.image_bytes >> 20,
+        dev.is_map_sync(),
+        cfg.file_bytes >> 20,
+        tmp.display()
+    );
     println!("# cpu {}, flush {flush}, simd {simd}, commit {commit}", cpu_model());
-    println!("{:<22} {:<7} {:>10} {:>10} {:>12} {:>12}", "operation", "target", "median_ns", "p99_ns", "ops_per_s", "vs memcpy");
+    println!(
+        "{:<22} {:<7} {:>10} {:>10} {:>12} {:>12}",
+        "operation", "target", "median_ns", "p99_ns", "ops_per_s", "vs memcpy"
+    );
     let mut json_results = serde_json::Map::new();
     for (op, targets) in &results {
         let mem_median = targets[1].1.median() as f64;
         let mut jt = serde_json::Map::new();
         for (name, s) in targets {
-            println!("{:<22} {:<7} {:>10} {:>10} {:>12.0} {:>11.2}x", op, name, s.median(), s.pct(99.0), s.ops_per_s(), s.median() as f64 / mem_median);
-            jt.insert(name.to_string(), json!({ "median_ns": s.median(), "p99_ns": s.pct(99.0), "ops_per_s": s.ops_per_s() }));
+            println!(
+                "{:<22} {:<7} {:>10} {:>10} {:>12.0} {:>11.2}x",
+                op,
+                name,
+                s.median(),
+                s.pct(99.0),
+                s.ops_per_s(),
+                s.median() as f64 / mem_median
+            );
+            jt.insert(
+                name.to_string(),
+                json!({ "median_ns": s.median(), "p99_ns": s.pct(99.0), "ops_per_s": s.ops_per_s() }),
+            );
         }
         json_results.insert(op.to_string(), serde_json::Value::Object(jt));
     }
@@ -198,7 +239,8 @@ fn run_in(cfg: &Config, quick: bool, json_out: Option<&Path>, image: &Path, tmp:
             },
             "results": json_results,
         });
-        std::fs::write(path, serde_json::to_string_pretty(&doc)?).map_err(|e| fail(format!("{}: {e}", path.display())))?;
+        std::fs::write(path, serde_json::to_string_pretty(&doc)?)
+            .map_err(|e| fail(format!("{}: {e}", path.display())))?;
         println!("# wrote {}", path.display());
     }
     drop(fs);

@@ -121,8 +121,13 @@ pub struct StatFs {
 
 impl FileSystem<MmapDevice> {
     /// Creates (or overwrites) the image file `path` of `size_bytes` and formats it.
-    pub fn format_file(path: &Path, size_bytes: u64, opts: &FormatOptions, progress: super::Progress<'_>) -> Result<Geometry> {
-        if size_bytes % BLOCK_BYTES != 0 {
+    pub fn format_file(
+        path: &Path,
+        size_bytes: u64,
+        opts: &FormatOptions,
+        progress: super::Progress<'_>,
+    ) -> Result<Geometry> {
+        if !size_bytes.is_multiple_of(BLOCK_BYTES) {
             return Err(Error::InvalidParameter("image size must be a multiple of 4096 bytes".into()));
         }
         let dev = MmapDevice::open(path, OpenMode::CreateTruncate { size_bytes })?;
@@ -236,7 +241,14 @@ impl<D: PmDevice> FileSystem<D> {
         self.inner.remove(parent, name, RemoveKind::Dir)
     }
 
-    pub fn rename_at(&self, parent: Ino, name: &[u8], new_parent: Ino, new_name: &[u8], mode: RenameMode) -> Result<()> {
+    pub fn rename_at(
+        &self,
+        parent: Ino,
+        name: &[u8],
+        new_parent: Ino,
+        new_name: &[u8],
+        mode: RenameMode,
+    ) -> Result<()> {
         self.inner.rename(parent, name, new_parent, new_name, mode)
     }
 
@@ -373,12 +385,14 @@ impl<D: PmDevice> FileSystem<D> {
     }
 
     pub fn remove_file(&self, path: &Path) -> Result<()> {
-        let (p, name) = self.resolve_parent(path).map_err(|e| if matches!(e, Error::Exists) { Error::IsDir } else { e })?;
+        let (p, name) =
+            self.resolve_parent(path).map_err(|e| if matches!(e, Error::Exists) { Error::IsDir } else { e })?;
         self.unlink_at(p, &name)
     }
 
     pub fn remove_dir(&self, path: &Path) -> Result<()> {
-        let (p, name) = self.resolve_parent(path).map_err(|e| if matches!(e, Error::Exists) { Error::Busy } else { e })?;
+        let (p, name) =
+            self.resolve_parent(path).map_err(|e| if matches!(e, Error::Exists) { Error::Busy } else { e })?;
         self.rmdir_at(p, &name)
     }
 
@@ -410,7 +424,8 @@ impl<D: PmDevice> FileSystem<D> {
     }
 
     pub fn rename_with(&self, from: &Path, to: &Path, mode: RenameMode) -> Result<()> {
-        let (sp, sn) = self.resolve_parent(from).map_err(|e| if matches!(e, Error::Exists) { Error::Busy } else { e })?;
+        let (sp, sn) =
+            self.resolve_parent(from).map_err(|e| if matches!(e, Error::Exists) { Error::Busy } else { e })?;
         let (dp, dn) = self.resolve_parent(to).map_err(|e| if matches!(e, Error::Exists) { Error::Busy } else { e })?;
         self.rename_at(sp, &sn, dp, &dn, mode)
     }
@@ -462,7 +477,7 @@ impl<D: PmDevice> FileSystem<D> {
 
     /// Reads a whole file.
     pub fn read(&self, path: &Path) -> Result<Vec<u8>> {
-        let mut f = self.open_file(path, &OpenOptions::new().read(true))?;
+        let mut f = self.open_file(path, OpenOptions::new().read(true))?;
         let mut v = Vec::with_capacity(f.metadata()?.size as usize);
         f.read_to_end(&mut v).map_err(Error::Io)?;
         Ok(v)
@@ -470,7 +485,7 @@ impl<D: PmDevice> FileSystem<D> {
 
     /// Creates or replaces a file with `data`.
     pub fn write(&self, path: &Path, data: &[u8]) -> Result<()> {
-        let f = self.open_file(path, &OpenOptions::new().write(true).create(true).truncate(true))?;
+        let f = self.open_file(path, OpenOptions::new().write(true).create(true).truncate(true))?;
         let mut done = 0;
         while done < data.len() {
             done += f.write_at(done as u64, &data[done..])?;
@@ -487,16 +502,19 @@ impl<D: PmDevice> FileSystem<D> {
             return Err(Error::Invalid("create or truncate needs write access"));
         }
         let ino = if opts.create || opts.create_new {
-            let (p, name) = self.resolve_parent(path).map_err(|e| if matches!(e, Error::Exists) { Error::IsDir } else { e })?;
+            let (p, name) =
+                self.resolve_parent(path).map_err(|e| if matches!(e, Error::Exists) { Error::IsDir } else { e })?;
             loop {
                 match self.inner.lookup(p, &name) {
                     Ok(_) if opts.create_new => return Err(Error::Exists),
                     Ok(_) => break self.resolve(path)?,
-                    Err(Error::NotFound) => match self.create_file_at(p, &name, opts.perm, opts.owner.unwrap_or_else(Owner::current)) {
-                        Ok(m) => break m.ino,
-                        Err(Error::Exists) if !opts.create_new => continue,
-                        Err(e) => return Err(e),
-                    },
+                    Err(Error::NotFound) => {
+                        match self.create_file_at(p, &name, opts.perm, opts.owner.unwrap_or_else(Owner::current)) {
+                            Ok(m) => break m.ino,
+                            Err(Error::Exists) if !opts.create_new => continue,
+                            Err(e) => return Err(e),
+                        }
+                    }
                     Err(e) => return Err(e),
                 }
             }
@@ -552,7 +570,16 @@ impl Default for OpenOptions {
 
 impl OpenOptions {
     pub fn new() -> Self {
-        OpenOptions { read: false, write: false, append: false, truncate: false, create: false, create_new: false, perm: 0o644, owner: None }
+        OpenOptions {
+            read: false,
+            write: false,
+            append: false,
+            truncate: false,
+            create: false,
+            create_new: false,
+            perm: 0o644,
+            owner: None,
+        }
     }
     pub fn read(&mut self, v: bool) -> &mut Self {
         self.read = v;

@@ -107,7 +107,13 @@ pub fn parse_block(buf: &[u8], lblk: u64) -> std::result::Result<Vec<Run>, Strin
 
 impl DirIndex {
     /// Builds the index of directory `ino` (size `size_bytes`) from the media.
-    pub fn build<D: PmDevice>(dev: &D, geo: &Geometry, table: &HashTable<D>, ino: Ino, size_bytes: u64) -> Result<DirIndex> {
+    pub fn build<D: PmDevice>(
+        dev: &D,
+        geo: &Geometry,
+        table: &HashTable<D>,
+        ino: Ino,
+        size_bytes: u64,
+    ) -> Result<DirIndex> {
         let nblocks = size_bytes / BLOCK_BYTES;
         let mut idx = DirIndex {
             names: HashMap::new(),
@@ -170,7 +176,14 @@ impl DirIndex {
 
     /// Chooses slots for a name of `name_len` bytes, reserving and zeroing a new
     /// directory block if needed (its key is published by the caller's transaction).
-    pub fn alloc<D: PmDevice>(&mut self, dev: &D, geo: &Geometry, table: &HashTable<D>, dir: Ino, name_len: usize) -> Result<SlotAlloc> {
+    pub fn alloc<D: PmDevice>(
+        &mut self,
+        dev: &D,
+        geo: &Geometry,
+        table: &HashTable<D>,
+        dir: Ino,
+        name_len: usize,
+    ) -> Result<SlotAlloc> {
         let c = slots_for(name_len);
         if let Some(pos) = self.free[c as usize].pop() {
             return Ok(SlotAlloc { pos, nslots: c, new_block: None });
@@ -216,10 +229,23 @@ impl DirIndex {
 
     /// Writes the header (with inode word 0) and name of a new entry and flushes them;
     /// the caller's transaction then sets the inode word.
-    pub fn write_pending_entry<D: PmDevice>(&self, dev: &D, geo: &Geometry, a: &SlotAlloc, name: &[u8], ftype: FileType) {
+    pub fn write_pending_entry<D: PmDevice>(
+        &self,
+        dev: &D,
+        geo: &Geometry,
+        a: &SlotAlloc,
+        name: &[u8],
+        ftype: FileType,
+    ) {
         let off = self.slot_dev_off(geo, a.pos);
         let mut bytes = vec![0u8; a.nslots as usize * DIRENT_SLOT_BYTES as usize];
-        let h = DirentHeader { ino: 0, nslots: a.nslots, name_len: name.len() as u8, file_type: ftype.to_u8(), reserved: [0; 5] };
+        let h = DirentHeader {
+            ino: 0,
+            nslots: a.nslots,
+            name_len: name.len() as u8,
+            file_type: ftype.to_u8(),
+            reserved: [0; 5],
+        };
         bytes[..DIRENT_HEADER_BYTES].copy_from_slice(bytemuck::bytes_of(&h));
         bytes[DIRENT_HEADER_BYTES..DIRENT_HEADER_BYTES + name.len()].copy_from_slice(name);
         // The inode word is left as it is (0): write from byte 8 on. A run taken from the
@@ -276,7 +302,13 @@ pub struct RawDirEntry {
 }
 
 /// Lists live entries from slot `from_pos` on, in slot order, reading the media.
-pub fn list_from<D: PmDevice>(dev: &D, geo: &Geometry, idx: &DirIndex, from_pos: u64, max: usize) -> Result<Vec<RawDirEntry>> {
+pub fn list_from<D: PmDevice>(
+    dev: &D,
+    geo: &Geometry,
+    idx: &DirIndex,
+    from_pos: u64,
+    max: usize,
+) -> Result<Vec<RawDirEntry>> {
     let mut out = Vec::new();
     let mut buf = vec![0u8; BLOCK_BYTES as usize];
     let mut lblk = from_pos / SLOTS_PER_BLOCK;
@@ -286,7 +318,8 @@ pub fn list_from<D: PmDevice>(dev: &D, geo: &Geometry, idx: &DirIndex, from_pos:
         for run in runs {
             if let Run::Entry { pos, nslots, ino, ftype, name } = run {
                 if pos >= from_pos && out.len() < max {
-                    let file_type = FileType::from_u8(ftype).ok_or_else(|| Error::corrupt("directory: bad file type"))?;
+                    let file_type =
+                        FileType::from_u8(ftype).ok_or_else(|| Error::corrupt("directory: bad file type"))?;
                     out.push(RawDirEntry { name, ino: Ino(ino as u32), file_type, cookie: pos + nslots as u64 });
                 }
             }

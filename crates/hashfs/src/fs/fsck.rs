@@ -20,7 +20,7 @@ use crate::layout::inode::{InodeRaw, InodeState};
 use crate::layout::superblock::{SB_PRIMARY_OFF, SB_SECONDARY_OFF};
 use crate::layout::{Geometry, Ino, Superblock, BLOCK_BYTES, INODE_BYTES, SB_STATE_CLEAN, SB_STATE_MOUNTED};
 use crate::mapping::hashfs::{classify, key, Entry, HashTable, TOMBSTONE};
-use crate::pm::{DeviceStats, DevOffset, PmDevice};
+use crate::pm::{DevOffset, DeviceStats, PmDevice};
 use crate::{Error, Result};
 use bytemuck::Zeroable;
 use parking_lot::Mutex;
@@ -50,8 +50,13 @@ enum Fix {
     Mount,
     TombstoneSlot(u64),
     ClearInode(Ino),
-    ClearDirent { off: u64 },
-    DirentWord1 { off: u64, word: u64 },
+    ClearDirent {
+        off: u64,
+    },
+    DirentWord1 {
+        off: u64,
+        word: u64,
+    },
     RewriteInode(Ino, Box<InodeRaw>),
     Reconnect(Ino),
     RepairProbePaths,
@@ -87,7 +92,8 @@ impl FsckReport {
 
 /// Checks (and in repair mode fixes) the image on `dev`.
 pub fn fsck<D: PmDevice>(dev: Arc<D>, mode: FsckMode, progress: Progress<'_>) -> Result<FsckReport> {
-    let overlay = Arc::new(Overlay { base: dev.clone(), words: Mutex::new(HashMap::new()), stats: DeviceStats::default() });
+    let overlay =
+        Arc::new(Overlay { base: dev.clone(), words: Mutex::new(HashMap::new()), stats: DeviceStats::default() });
     let (findings, stats) = check(overlay, progress)?;
     let mut report = FsckReport {
         findings: findings.iter().map(|f| f.what.clone()).collect(),
@@ -198,7 +204,8 @@ pub fn fsck<D: PmDevice>(dev: Arc<D>, mode: FsckMode, progress: Progress<'_>) ->
     }
     let (last, _) = check(dev.clone(), &|_, _| {})?;
     report.remaining = last.iter().map(|f| f.what.clone()).collect();
-    report.fixed = report.findings.len().saturating_sub(report.remaining.len()).max(usize::from(report.remaining.is_empty()));
+    report.fixed =
+        report.findings.len().saturating_sub(report.remaining.len()).max(usize::from(report.remaining.is_empty()));
     Ok(report)
 }
 
@@ -247,7 +254,10 @@ fn check<D: PmDevice>(dev: Arc<D>, progress: Progress<'_>) -> Result<(Vec<Findin
             add(format!("journal {}: header corrupt", st.index), Fix::ResetJournal(st.index));
             journals_ok = false;
         } else if st.active_txid != 0 {
-            add(format!("journal {}: uncommitted transaction {} (recovery rolls it back)", st.index, st.active_txid), Fix::Mount);
+            add(
+                format!("journal {}: uncommitted transaction {} (recovery rolls it back)", st.index, st.active_txid),
+                Fix::Mount,
+            );
         }
     }
     if journals_ok {
@@ -258,6 +268,7 @@ fn check<D: PmDevice>(dev: Arc<D>, progress: Progress<'_>) -> Result<(Vec<Findin
     let n = geo.inode_count as usize;
     let mut inodes: Vec<Option<InodeRaw>> = vec![None; n + 1];
     let mut used_inodes = 0;
+    #[allow(clippy::needless_range_loop)] // i is the inode number, not just an index
     for i in 1..=n {
         let ino = Ino(i as u32);
         let raw = read_raw(&*dev, &geo, ino);
@@ -299,15 +310,27 @@ fn check<D: PmDevice>(dev: Arc<D>, progress: Progress<'_>) -> Result<(Vec<Findin
             Entry::Key { ino, lblk } => {
                 used_blocks += 1;
                 let Some(raw) = inodes.get(ino as usize).and_then(|r| r.as_ref()) else {
-                    add(format!("table slot {slot}: maps block {lblk} of free or invalid inode {ino}"), Fix::TombstoneSlot(slot));
+                    add(
+                        format!("table slot {slot}: maps block {lblk} of free or invalid inode {ino}"),
+                        Fix::TombstoneSlot(slot),
+                    );
                     continue;
                 };
                 if lblk as u64 >= mappable_blocks(raw.size) {
-                    add(format!("table slot {slot}: block {lblk} of inode {ino} lies past its end ({} bytes)", raw.size), Fix::TombstoneSlot(slot));
+                    add(
+                        format!(
+                            "table slot {slot}: block {lblk} of inode {ino} lies past its end ({} bytes)",
+                            raw.size
+                        ),
+                        Fix::TombstoneSlot(slot),
+                    );
                     continue;
                 }
                 if let Some(other) = seen.insert(v, slot) {
-                    add(format!("table slots {other} and {slot} both map block {lblk} of inode {ino}"), Fix::TombstoneSlot(slot));
+                    add(
+                        format!("table slots {other} and {slot} both map block {lblk} of inode {ino}"),
+                        Fix::TombstoneSlot(slot),
+                    );
                     continue;
                 }
                 if table.lookup(v) != Some(slot) {
@@ -357,17 +380,29 @@ fn check<D: PmDevice>(dev: Arc<D>, progress: Progress<'_>) -> Result<(Vec<Findin
                 let off = geo.block_off(slot) + (pos % SLOTS_PER_BLOCK) * 32;
                 let target = if ino <= n as u64 { inodes[ino as usize] } else { None };
                 let Some(traw) = target else {
-                    add(format!("directory {d}: entry {:?} points to free or invalid inode {ino}", String::from_utf8_lossy(&name)), Fix::ClearDirent { off });
+                    add(
+                        format!(
+                            "directory {d}: entry {:?} points to free or invalid inode {ino}",
+                            String::from_utf8_lossy(&name)
+                        ),
+                        Fix::ClearDirent { off },
+                    );
                     continue;
                 };
                 if names.insert(name.clone(), pos).is_some() {
-                    add(format!("directory {d}: duplicate name {:?}", String::from_utf8_lossy(&name)), Fix::ClearDirent { off });
+                    add(
+                        format!("directory {d}: duplicate name {:?}", String::from_utf8_lossy(&name)),
+                        Fix::ClearDirent { off },
+                    );
                     continue;
                 }
                 let want = FileType::from_mode(traw.mode).expect("checked");
                 if FileType::from_u8(ftype) != Some(want) {
                     let word = super::dir::DirIndex::header_word1(nslots, name.len(), want);
-                    add(format!("directory {d}: entry {:?} has the wrong file type", String::from_utf8_lossy(&name)), Fix::DirentWord1 { off: off + 8, word });
+                    add(
+                        format!("directory {d}: entry {:?} has the wrong file type", String::from_utf8_lossy(&name)),
+                        Fix::DirentWord1 { off: off + 8, word },
+                    );
                 }
                 if traw.is_dir() {
                     parent_seen[ino as usize] += 1;
@@ -375,7 +410,10 @@ fn check<D: PmDevice>(dev: Arc<D>, progress: Progress<'_>) -> Result<(Vec<Findin
                     if traw.parent != d as u64 {
                         let mut fixed = traw;
                         fixed.parent = d as u64;
-                        add(format!("directory {ino}: parent is {} but it is listed in {d}", traw.parent), Fix::RewriteInode(Ino(ino as u32), Box::new(fixed)));
+                        add(
+                            format!("directory {ino}: parent is {} but it is listed in {d}", traw.parent),
+                            Fix::RewriteInode(Ino(ino as u32), Box::new(fixed)),
+                        );
                     }
                 }
                 refs[ino as usize] += 1;
@@ -386,7 +424,10 @@ fn check<D: PmDevice>(dev: Arc<D>, progress: Progress<'_>) -> Result<(Vec<Findin
         if draw.dir_entries != live {
             let mut fixed = draw;
             fixed.dir_entries = live;
-            add(format!("directory {d}: counts {} entries but holds {live}", draw.dir_entries), Fix::RewriteInode(Ino(d as u32), Box::new(fixed)));
+            add(
+                format!("directory {d}: counts {} entries but holds {live}", draw.dir_entries),
+                Fix::RewriteInode(Ino(d as u32), Box::new(fixed)),
+            );
         }
     }
 
@@ -460,7 +501,13 @@ impl<D: PmDevice> super::FsInner<D> {
             Ok((i, FileType::Directory)) => i,
             Ok(_) => return Err(Error::Exists),
             Err(Error::NotFound) => {
-                self.create_node(Ino::ROOT, b"lost+found", super::ops::NodeSpec::Dir { perm: 0o700 }, super::ops::Owner::ROOT)?.ino
+                self.create_node(
+                    Ino::ROOT,
+                    b"lost+found",
+                    super::ops::NodeSpec::Dir { perm: 0o700 },
+                    super::ops::Owner::ROOT,
+                )?
+                .ino
             }
             Err(e) => return Err(e),
         };
@@ -497,7 +544,10 @@ impl<D: PmDevice> super::FsInner<D> {
         tx.commit()?;
         pst.raw = praw;
         cst.raw = craw;
-        pst.dir.as_mut().expect("index").insert(name.as_bytes(), super::dir::EntryRef { ino, ftype, pos: alloc.pos, nslots: alloc.nslots });
+        pst.dir
+            .as_mut()
+            .expect("index")
+            .insert(name.as_bytes(), super::dir::EntryRef { ino, ftype, pos: alloc.pos, nslots: alloc.nslots });
         Ok(())
     }
 }

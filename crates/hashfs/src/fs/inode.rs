@@ -81,10 +81,7 @@ impl InodeCache {
 
     /// Number of cells with open handles.
     pub fn open_files(&self) -> usize {
-        self.shards
-            .iter()
-            .map(|s| s.lock().values().filter(|c| c.open_count.load(Ordering::Relaxed) > 0).count())
-            .sum()
+        self.shards.iter().map(|s| s.lock().values().filter(|c| c.open_count.load(Ordering::Relaxed) > 0).count()).sum()
     }
 }
 
@@ -191,10 +188,7 @@ impl InodeAllocator {
 }
 
 pub fn now_ns() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos() as i64)
-        .unwrap_or(0)
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as i64).unwrap_or(0)
 }
 
 #[cfg(test)]

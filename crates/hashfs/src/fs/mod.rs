@@ -47,7 +47,13 @@ pub struct FormatOptions {
 
 impl Default for FormatOptions {
     fn default() -> Self {
-        FormatOptions { mapping: MappingKind::HashFs, inode_count: None, journal_count: 8, journal_blocks: 16, device_is_zeroed: false }
+        FormatOptions {
+            mapping: MappingKind::HashFs,
+            inode_count: None,
+            journal_count: 8,
+            journal_blocks: 16,
+            device_is_zeroed: false,
+        }
     }
 }
 

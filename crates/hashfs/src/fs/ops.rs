@@ -118,7 +118,13 @@ impl<D: PmDevice> FsInner<D> {
         idx.get(name).map(|e| (e.ino, e.ftype)).ok_or(Error::NotFound)
     }
 
-    pub(crate) fn create_node(&self, parent: Ino, name: &[u8], spec: NodeSpec<'_>, owner: Owner) -> Result<Arc<InodeCell>> {
+    pub(crate) fn create_node(
+        &self,
+        parent: Ino,
+        name: &[u8],
+        spec: NodeSpec<'_>,
+        owner: Owner,
+    ) -> Result<Arc<InodeCell>> {
         check_name(name)?;
         if let NodeSpec::Symlink { target } = spec {
             if target.is_empty() {
@@ -290,7 +296,10 @@ impl<D: PmDevice> FsInner<D> {
         }
         pst.raw = praw;
         cst.raw = craw;
-        pst.dir.as_mut().expect("index built").insert(name, EntryRef { ino, ftype, pos: alloc.pos, nslots: alloc.nslots });
+        pst.dir
+            .as_mut()
+            .expect("index built")
+            .insert(name, EntryRef { ino, ftype, pos: alloc.pos, nslots: alloc.nslots });
         Ok(())
     }
 
@@ -299,7 +308,11 @@ impl<D: PmDevice> FsInner<D> {
             return Err(Error::NameTooLong);
         }
         if name == b"." || name == b".." {
-            return Err(if kind == RemoveKind::Dir && name == b".." { Error::NotEmpty } else { Error::Invalid("cannot remove . or ..") });
+            return Err(if kind == RemoveKind::Dir && name == b".." {
+                Error::NotEmpty
+            } else {
+                Error::Invalid("cannot remove . or ..")
+            });
         }
         let pcell = self.cell(parent)?;
         let mut pst = pcell.state.write();
@@ -385,7 +398,13 @@ impl<D: PmDevice> FsInner<D> {
         if sname == b"." || sname == b".." {
             return Err(Error::Invalid("cannot rename . or .."));
         }
-        check_name(dname).map_err(|e| if matches!(e, Error::Invalid(_)) { Error::Invalid("cannot rename onto . or ..") } else { e })?;
+        check_name(dname).map_err(|e| {
+            if matches!(e, Error::Invalid(_)) {
+                Error::Invalid("cannot rename onto . or ..")
+            } else {
+                e
+            }
+        })?;
         let _rename = self.rename_lock.lock();
         let scell = self.cell(sp)?;
         let dcell = self.cell(dp)?;
@@ -616,7 +635,10 @@ impl<D: PmDevice> FsInner<D> {
                 g1.dir.as_mut().expect("index").remove(sname);
                 let a = alloc.expect("allocated");
                 let gd = g2.as_mut().unwrap_or(&mut g1);
-                gd.dir.as_mut().expect("index").insert(dname, EntryRef { ino: src.ino, ftype: src.ftype, pos: a.pos, nslots: a.nslots });
+                gd.dir
+                    .as_mut()
+                    .expect("index")
+                    .insert(dname, EntryRef { ino: src.ino, ftype: src.ftype, pos: a.pos, nslots: a.nslots });
             }
         }
         drop(g2);

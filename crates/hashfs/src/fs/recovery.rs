@@ -100,7 +100,9 @@ pub(crate) fn mount<D: PmDevice>(dev: Arc<D>, progress: Progress<'_>) -> Result<
             Entry::Empty | Entry::Tombstone => {}
             Entry::Reserved { .. } => stray.push(s),
             Entry::Invalid => {
-                return Err(Error::corrupt(format!("hash table slot {s} holds an invalid value; run hashfs fsck --repair")))
+                return Err(Error::corrupt(format!(
+                    "hash table slot {s} holds an invalid value; run hashfs fsck --repair"
+                )))
             }
             Entry::Key { ino, lblk } => {
                 let size = sizes.get(ino as usize).copied().unwrap_or(FREE);
@@ -154,7 +156,10 @@ pub(crate) fn mount<D: PmDevice>(dev: Arc<D>, progress: Progress<'_>) -> Result<
         let raw = inode::read_raw(&*inner.dev, &geo, ino);
         if raw.blocks != counts[i] {
             if report.was_clean {
-                return Err(Error::corrupt(format!("inode {ino} counts {} blocks but maps {}; run hashfs fsck --repair", raw.blocks, counts[i])));
+                return Err(Error::corrupt(format!(
+                    "inode {ino} counts {} blocks but maps {}; run hashfs fsck --repair",
+                    raw.blocks, counts[i]
+                )));
             }
             let mut fixed = raw;
             fixed.blocks = counts[i];

@@ -121,7 +121,7 @@ impl InodeRaw {
         if self.is_symlink() && self.size > super::MAX_SYMLINK_BYTES {
             return InodeState::Corrupt("symlink target too long");
         }
-        if self.is_dir() && self.size % super::BLOCK_BYTES != 0 {
+        if self.is_dir() && !self.size.is_multiple_of(super::BLOCK_BYTES) {
             return InodeState::Corrupt("directory size is not whole blocks");
         }
         InodeState::Allocated

@@ -9,7 +9,7 @@ pub mod inode;
 pub mod superblock;
 
 pub use dirent::{DirentHeader, FileType, DIRENT_SLOT_BYTES, MAX_NAME_BYTES};
-pub use inode::{InodeRaw, Ino, INODE_BYTES};
+pub use inode::{Ino, InodeRaw, INODE_BYTES};
 pub use superblock::{Geometry, MappingKind, Superblock, SB_STATE_CLEAN, SB_STATE_MOUNTED};
 
 #[cfg(not(target_endian = "little"))]

@@ -168,7 +168,7 @@ impl Geometry {
         if !(MIN_JOURNAL_BLOCKS..=MAX_JOURNAL_BLOCKS).contains(&p.journal_blocks) {
             return Err(format!("journal size must be {MIN_JOURNAL_BLOCKS}..={MAX_JOURNAL_BLOCKS} blocks"));
         }
-        if p.image_bytes % BLOCK_BYTES != 0 {
+        if !p.image_bytes.is_multiple_of(BLOCK_BYTES) {
             return Err("image size must be a multiple of 4096 bytes".into());
         }
         let inode_count = p.inode_count.unwrap_or((p.image_bytes / 16384).clamp(16, MAX_INODES));

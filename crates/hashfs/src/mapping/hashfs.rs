@@ -43,8 +43,13 @@ pub fn key(ino: u32, lblk: u32) -> u64 {
 pub enum Entry {
     Empty,
     Tombstone,
-    Reserved { home: u64 },
-    Key { ino: u32, lblk: u32 },
+    Reserved {
+        home: u64,
+    },
+    Key {
+        ino: u32,
+        lblk: u32,
+    },
     /// A value no correct table holds (corruption).
     Invalid,
 }
@@ -534,7 +539,10 @@ mod tests {
         }
         let early = at_round_5.unwrap();
         let late = t.probe_stats();
-        eprintln!("steady-state churn at 80%: fresh-table expectation {:.2}, round 5 {early:?}, round 20 {late:?}", knuth_hit(0.8));
+        eprintln!(
+            "steady-state churn at 80%: fresh-table expectation {:.2}, round 5 {early:?}, round 20 {late:?}",
+            knuth_hit(0.8)
+        );
         assert!(late.mean_hit_probes < early.mean_hit_probes * 1.25, "{early:?} -> {late:?}");
         assert!(late.mean_hit_probes < knuth_hit(0.8) * 4.0, "{late:?}");
         assert!(late.tombstones < n / 4, "{late:?}");

@@ -162,8 +162,7 @@ mod tests {
     #[test]
     fn consecutive_blocks_spread_out() {
         let n = 1 << 20;
-        let slots: std::collections::HashSet<u64> =
-            (0..1000u64).map(|b| home_slot((5u64 << 32) | b, 42, n)).collect();
+        let slots: std::collections::HashSet<u64> = (0..1000u64).map(|b| home_slot((5u64 << 32) | b, 42, n)).collect();
         assert!(slots.len() > 990);
     }
 }

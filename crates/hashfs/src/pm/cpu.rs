@@ -40,10 +40,7 @@ fn cpu_features() -> CpuFeatures {
     // SAFETY: CPUID leaf 7 exists on every x86_64 CPU that Rust targets (leaf 0 reports
     // the maximum leaf; on CPUs without leaf 7 the result is all zeros, i.e. "no feature").
     let r = unsafe { core::arch::x86_64::__cpuid_count(7, 0) };
-    CpuFeatures {
-        clwb: r.ebx & (1 << 24) != 0,
-        clflushopt: r.ebx & (1 << 23) != 0,
-    }
+    CpuFeatures { clwb: r.ebx & (1 << 24) != 0, clflushopt: r.ebx & (1 << 23) != 0 }
 }
 
 /// The best backend this CPU supports, weakened by `HASHFS_FLUSH` if set.

@@ -123,12 +123,7 @@ impl CrashDevice {
         CrashPoint {
             fence_index,
             durable: st.durable.clone(),
-            pending: st
-                .pending
-                .keys()
-                .filter(|&&w| st.live[w] != st.durable[w])
-                .map(|&w| (w, st.live[w]))
-                .collect(),
+            pending: st.pending.keys().filter(|&&w| st.live[w] != st.durable[w]).map(|&w| (w, st.live[w])).collect(),
         }
     }
 
@@ -171,7 +166,7 @@ fn flush_words(st: &mut State, off: u64, len: u64) {
         return;
     }
     let first = (off & !63) as usize / 8;
-    let last = (off + len - 1) as usize / 8 | 7;
+    let last = ((off + len - 1) as usize / 8) | 7;
     let last = last.min(st.live.len() - 1);
     let words: Vec<usize> = st.pending.range(first..=last).map(|(&w, _)| w).collect();
     for w in words {
@@ -216,14 +211,14 @@ impl PmDevice for CrashDevice {
     }
 
     fn load_u64(&self, off: DevOffset) -> u64 {
-        assert!(off % 8 == 0);
+        assert!(off.is_multiple_of(8));
         self.check(off, 8);
         self.stats.add_read(8);
         self.state.lock().live[off as usize / 8]
     }
 
     fn store_u64(&self, off: DevOffset, value: u64) {
-        assert!(off % 8 == 0);
+        assert!(off.is_multiple_of(8));
         self.check(off, 8);
         let mut st = self.state.lock();
         st.live[off as usize / 8] = value;
@@ -232,7 +227,7 @@ impl PmDevice for CrashDevice {
     }
 
     fn cas_u64(&self, off: DevOffset, current: u64, new: u64) -> Result<u64, u64> {
-        assert!(off % 8 == 0);
+        assert!(off.is_multiple_of(8));
         self.check(off, 8);
         let mut st = self.state.lock();
         let w = off as usize / 8;

@@ -50,12 +50,7 @@ impl MmapDevice {
         let file = match mode {
             OpenMode::Existing => OpenOptions::new().read(true).write(true).open(path)?,
             OpenMode::CreateTruncate { size_bytes } => {
-                let f = OpenOptions::new()
-                    .read(true)
-                    .write(true)
-                    .create(true)
-                    .truncate(true)
-                    .open(path)?;
+                let f = OpenOptions::new().read(true).write(true).create(true).truncate(true).open(path)?;
                 f.set_len(size_bytes)?;
                 f
             }
@@ -64,14 +59,13 @@ impl MmapDevice {
         if len == 0 {
             return Err(io::Error::new(io::ErrorKind::InvalidInput, "image file is empty"));
         }
-        let len_usize = usize::try_from(len)
-            .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "image too large"))?;
+        let len_usize =
+            usize::try_from(len).map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "image too large"))?;
         let fd = file.as_raw_fd();
         let prot = libc::PROT_READ | libc::PROT_WRITE;
         // SAFETY: mmap of a file descriptor we own; a failure returns MAP_FAILED.
-        let mut base = unsafe {
-            libc::mmap(std::ptr::null_mut(), len_usize, prot, MAP_SHARED_VALIDATE | MAP_SYNC, fd, 0)
-        };
+        let mut base =
+            unsafe { libc::mmap(std::ptr::null_mut(), len_usize, prot, MAP_SHARED_VALIDATE | MAP_SYNC, fd, 0) };
         let mut map_sync = true;
         if base == libc::MAP_FAILED {
             map_sync = false;
@@ -126,7 +120,7 @@ impl MmapDevice {
 
     #[inline]
     fn atomic(&self, off: DevOffset) -> &AtomicU64 {
-        assert!(off % 8 == 0, "unaligned 8-byte access at {off}");
+        assert!(off.is_multiple_of(8), "unaligned 8-byte access at {off}");
         let p = self.ptr(off, 8);
         // SAFETY: p is 8-aligned (the mapping is page-aligned), inside the mapping, and
         // lives as long as &self. Other accesses to the word also use atomics or plain
@@ -207,8 +201,7 @@ impl PmDevice for MmapDevice {
     #[inline]
     fn cas_u64(&self, off: DevOffset, current: u64, new: u64) -> Result<u64, u64> {
         self.stats.add_write(8);
-        self.atomic(off)
-            .compare_exchange(current, new, Ordering::AcqRel, Ordering::Acquire)
+        self.atomic(off).compare_exchange(current, new, Ordering::AcqRel, Ordering::Acquire)
     }
 
     #[inline]

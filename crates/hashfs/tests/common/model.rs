@@ -276,8 +276,12 @@ impl Model {
                     return Err(Outcome::Invalid);
                 }
                 let prefix = format!("{from}/");
-                let moved: Vec<(String, u64)> =
-                    self.paths.iter().filter(|(k, _)| *k == from || k.starts_with(&prefix)).map(|(k, v)| (k.clone(), *v)).collect();
+                let moved: Vec<(String, u64)> = self
+                    .paths
+                    .iter()
+                    .filter(|(k, _)| *k == from || k.starts_with(&prefix))
+                    .map(|(k, v)| (k.clone(), *v))
+                    .collect();
                 for (k, _) in &moved {
                     self.paths.remove(k);
                 }
@@ -402,7 +406,11 @@ pub fn random_op(rng: &mut SmallRng, root: &str, max_io: usize) -> Op {
         let dir = format!("{root}{d}");
         if rng.random_bool(0.25) {
             // Directory paths themselves, so mkdir/rmdir/rename of directories happen.
-            if d.is_empty() { format!("{root}/d1") } else { dir }
+            if d.is_empty() {
+                format!("{root}/d1")
+            } else {
+                dir
+            }
         } else {
             format!("{dir}/{n}")
         }

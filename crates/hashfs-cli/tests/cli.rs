@@ -1,0 +1,155 @@
+//! The `hashfs` command end to end: mkfs, put a directory tree, get it back identical,
+//! ls/cat/mkdir/rm, fsck exit codes, and clear errors for bad input.
+
+use std::fs;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn hashfs(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_hashfs")).args(args).output().expect("runs")
+}
+
+fn ok(args: &[&str]) -> String {
+    let o = hashfs(args);
+    assert!(o.status.success(), "hashfs {args:?} failed: {}", String::from_utf8_lossy(&o.stderr));
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn code(o: &Output) -> i32 {
+    o.status.code().expect("exit code")
+}
+
+fn s(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+/// A host tree with nested directories, an empty file, a 3 MiB file, a symlink, modes.
+fn make_tree(root: &Path) {
+    fs::create_dir_all(root.join("sub/deeper")).unwrap();
+    fs::write(root.join("empty"), b"").unwrap();
+    fs::write(root.join("small.txt"), b"hello hashfs\n").unwrap();
+    let big: Vec<u8> = (0..3 * 1024 * 1024 + 123).map(|i: u32| (i.wrapping_mul(2654435761) >> 13) as u8).collect();
+    fs::write(root.join("sub/big.bin"), &big).unwrap();
+    fs::write(root.join("sub/deeper/x"), b"x").unwrap();
+    fs::set_permissions(root.join("sub/deeper/x"), fs::Permissions::from_mode(0o600)).unwrap();
+    std::os::unix::fs::symlink("../small.txt", root.join("sub/link")).unwrap();
+}
+
+fn compare_trees(a: &Path, b: &Path) {
+    let ma = fs::symlink_metadata(a).unwrap();
+    let mb = fs::symlink_metadata(b).unwrap();
+    assert_eq!(ma.file_type().is_dir(), mb.file_type().is_dir(), "{}", a.display());
+    assert_eq!(ma.file_type().is_symlink(), mb.file_type().is_symlink(), "{}", a.display());
+    if ma.file_type().is_symlink() {
+        assert_eq!(fs::read_link(a).unwrap(), fs::read_link(b).unwrap());
+    } else if ma.is_dir() {
+        let mut na: Vec<_> = fs::read_dir(a).unwrap().map(|e| e.unwrap().file_name()).collect();
+        let mut nb: Vec<_> = fs::read_dir(b).unwrap().map(|e| e.unwrap().file_name()).collect();
+        na.sort();
+        nb.sort();
+        assert_eq!(na, nb, "{}", a.display());
+        for n in na {
+            compare_trees(&a.join(&n), &b.join(&n));
+        }
+    } else {
+        assert_eq!(fs::read(a).unwrap(), fs::read(b).unwrap(), "{}", a.display());
+        assert_eq!(ma.permissions().mode() & 0o7777, mb.permissions().mode() & 0o7777, "{}", a.display());
+        assert_eq!(ma.modified().unwrap(), mb.modified().unwrap(), "{}", a.display());
+    }
+}
+
+fn setup() -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let img = dir.path().join("test.img");
+    ok(&["mkfs", s(&img), "--size", "64M"]);
+    (dir, img)
+}
+
+#[test]
+fn put_get_round_trip_and_fsck_clean() {
+    let (dir, img) = setup();
+    let src = dir.path().join("src");
+    make_tree(&src);
+    let out = ok(&["put", s(&img), s(&src), "/data"]);
+    assert!(out.contains("copied 4 files, 3 directories, 1 symlinks"), "{out}");
+    let back = dir.path().join("back");
+    ok(&["get", s(&img), "/data", s(&back)]);
+    compare_trees(&src, &back);
+    // Into an existing directory: lands under its own name.
+    ok(&["mkdir", s(&img), "/into"]);
+    ok(&["put", s(&img), s(&src.join("small.txt")), "/into"]);
+    assert_eq!(ok(&["cat", s(&img), "/into/small.txt"]), "hello hashfs\n");
+    let ls = ok(&["ls", s(&img), "/data"]);
+    assert_eq!(ls, "empty\nsmall.txt\nsub/\n");
+    let long = ok(&["ls", "-l", s(&img), "/data/sub"]);
+    assert!(long.contains("link -> ../small.txt"), "{long}");
+    assert!(long.contains(&format!("{}", 3 * 1024 * 1024 + 123)), "{long}");
+    let info = ok(&["info", s(&img)]);
+    assert!(info.contains("mapping        hashfs") && info.contains("state          clean"), "{info}");
+    let fsck = hashfs(&["fsck", s(&img)]);
+    assert_eq!(code(&fsck), 0, "{}", String::from_utf8_lossy(&fsck.stdout));
+    ok(&["rm", "-r", s(&img), "/data"]);
+    assert_eq!(ok(&["ls", s(&img)]), "into/\n");
+    assert_eq!(code(&hashfs(&["fsck", s(&img)])), 0);
+}
+
+#[test]
+fn bad_input_gives_clear_errors() {
+    let (dir, img) = setup();
+    let err = |args: &[&str], want: &str| {
+        let o = hashfs(args);
+        assert_ne!(code(&o), 0, "{args:?} succeeded");
+        let e = String::from_utf8_lossy(&o.stderr);
+        assert!(e.contains(want), "{args:?}: stderr {e:?} lacks {want:?}");
+    };
+    err(&["mkfs", s(&dir.path().join("a.img")), "--size", "1000"], "multiple of 4096");
+    err(&["mkfs", s(&dir.path().join("a.img")), "--size", "64K"], "too small");
+    err(&["mkfs", s(&dir.path().join("a.img")), "--size", "64M", "--mapping", "btree"], "unknown mapping");
+    err(&["mkfs", s(&dir.path().join("a.img")), "--size", "12Q"], "unknown size unit");
+    err(&["ls", s(&dir.path().join("missing.img"))], "cannot open image");
+    err(&["cat", s(&img), "/nope"], "no such file or directory");
+    err(&["mkdir", s(&img), &format!("/{}", "n".repeat(256))], "file name too long");
+    err(&["rm", s(&img), "/"], "");
+    fs::write(dir.path().join("junk.img"), vec![0x42u8; 1 << 20]).unwrap();
+    err(&["ls", s(&dir.path().join("junk.img"))], "not a HashFS image");
+    let fsck = hashfs(&["fsck", s(&dir.path().join("missing.img"))]);
+    assert_eq!(code(&fsck), 8);
+}
+
+#[test]
+fn fsck_exit_codes_follow_e2fsck() {
+    let (_dir, img) = setup();
+    ok(&["mkdir", s(&img), "/d"]);
+    // Damage the primary superblock: check reports it (4), repair fixes it (1), then 0.
+    let mut bytes = fs::read(&img).unwrap();
+    bytes[100] ^= 0x10;
+    fs::write(&img, &bytes).unwrap();
+    let check = hashfs(&["fsck", s(&img)]);
+    assert_eq!(code(&check), 4, "{}", String::from_utf8_lossy(&check.stdout));
+    assert!(String::from_utf8_lossy(&check.stdout).contains("primary superblock"));
+    let repair = hashfs(&["fsck", "--repair", s(&img)]);
+    assert_eq!(code(&repair), 1, "{}", String::from_utf8_lossy(&repair.stdout));
+    assert_eq!(code(&hashfs(&["fsck", s(&img)])), 0);
+    assert_eq!(ok(&["ls", s(&img)]), "d/\n");
+}
+
+#[test]
+fn full_image_reports_enospc_and_keeps_data() {
+    let dir = tempfile::tempdir().unwrap();
+    let img = dir.path().join("small.img");
+    ok(&["mkfs", s(&img), "--size", "2M"]);
+    fs::write(dir.path().join("keep"), b"keep me").unwrap();
+    ok(&["put", s(&img), s(&dir.path().join("keep")), "/keep"]);
+    fs::write(dir.path().join("huge"), vec![1u8; 4 << 20]).unwrap();
+    let o = hashfs(&["put", s(&img), s(&dir.path().join("huge")), "/huge"]);
+    assert_eq!(code(&o), 1);
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("no space left on device"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert_eq!(ok(&["cat", s(&img), "/keep"]), "keep me");
+    ok(&["rm", s(&img), "/huge"]);
+    assert_eq!(code(&hashfs(&["fsck", s(&img)])), 0);
+}
