@@ -11,3 +11,7 @@ rustup component add rustfmt clippy >/dev/null 2>&1 || true
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets -- -D warnings
 cargo test --workspace
+# The portable fallbacks: the weakest flush instruction and scalar hashing, through the
+# real mmap device (CLI tests) and the file system (model tests).
+HASHFS_FLUSH=clflush HASHFS_SIMD=scalar cargo test -p hashfs-cli --test cli
+HASHFS_SIMD=scalar HASHFS_MODEL_SEEDS=10 cargo test -p hashfs --test model_based

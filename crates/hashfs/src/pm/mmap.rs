@@ -246,3 +246,72 @@ impl PmDevice for MmapDevice {
         Some(self.base)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn temp_image(name: &str) -> std::path::PathBuf {
+        let dir = if Path::new("/dev/shm").is_dir() { Path::new("/dev/shm") } else { Path::new("/tmp") };
+        dir.join(format!("hashfs-mmap-test-{name}-{}", std::process::id()))
+    }
+
+    #[test]
+    fn verbs_work_on_a_mapped_file() {
+        let path = temp_image("verbs");
+        let d = MmapDevice::open(&path, OpenMode::CreateTruncate { size_bytes: 1 << 20 }).unwrap();
+        d.write(100, b"abc");
+        d.flush(100, 3);
+        d.store_u64(4096, 7);
+        assert_eq!(d.cas_u64(4096, 7, 8), Ok(7));
+        assert_eq!(d.cas_u64(4096, 7, 9), Err(8));
+        let big: Vec<u8> = (0..NONTEMPORAL_MIN_BYTES * 2 + 5).map(|i| i as u8).collect();
+        d.write_nt(8192 + 3, &big); // unaligned head and tail around streaming stores
+        d.fence();
+        let mut back = vec![0u8; big.len()];
+        d.read(8192 + 3, &mut back);
+        assert_eq!(back, big);
+        d.zero(100, 3);
+        let mut b = [1u8; 3];
+        d.read(100, &mut b);
+        assert_eq!(b, [0, 0, 0]);
+        let s = d.stats().snapshot();
+        assert!(s.fences >= 1 && s.flushes >= 1 && s.bytes_written > big.len() as u64);
+        drop(d);
+        // Reopened, the contents are there.
+        let d = MmapDevice::open(&path, OpenMode::Existing).unwrap();
+        assert_eq!(d.load_u64(4096), 8);
+        drop(d);
+        std::fs::remove_file(&path).unwrap();
+    }
+
+    #[test]
+    fn every_flush_instruction_this_cpu_has_runs() {
+        let buf = vec![0u8; 4096];
+        let kinds = [FlushKind::Clwb, FlushKind::Clflushopt, FlushKind::Clflush];
+        // SAFETY: CPUID as in cpu_features.
+        #[allow(unused_unsafe)]
+        let ebx = unsafe { core::arch::x86_64::__cpuid_count(7, 0) }.ebx;
+        for k in kinds {
+            let supported = match k {
+                FlushKind::Clwb => ebx & (1 << 24) != 0,
+                FlushKind::Clflushopt => ebx & (1 << 23) != 0,
+                FlushKind::Clflush => true,
+            };
+            if supported {
+                // SAFETY: buf is a live allocation of 4096 bytes.
+                unsafe { cpu::flush_range(k, buf.as_ptr(), buf.len()) };
+                cpu::store_fence();
+            }
+        }
+    }
+
+    #[test]
+    fn empty_or_missing_files_are_errors() {
+        let path = temp_image("empty");
+        std::fs::write(&path, b"").unwrap();
+        assert!(MmapDevice::open(&path, OpenMode::Existing).is_err());
+        std::fs::remove_file(&path).unwrap();
+        assert!(MmapDevice::open(&path, OpenMode::Existing).is_err());
+    }
+}
