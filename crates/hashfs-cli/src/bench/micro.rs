@@ -99,6 +99,9 @@ fn run_in(cfg: &Config, quick: bool, json_out: Option<&Path>, image: &Path, tmp:
         })
         .collect();
     let phys = |off: u64| block_of[(off / BLOCK as u64 % blocks) as usize];
+    // The random offsets' addresses, computed before timing and read in order.
+    let phys_random: Vec<u64> = offsets.iter().map(|&o| phys(o)).collect();
+    let phys_seq: Vec<u64> = (0..cfg.ops.max(cfg.small_files) as u64).map(|i| phys(i * BLOCK as u64)).collect();
 
     let mut results: Vec<(&str, [(&str, Samples); 3])> = Vec::new();
 
@@ -106,7 +109,7 @@ fn run_in(cfg: &Config, quick: bool, json_out: Option<&Path>, image: &Path, tmp:
     let h = time(cfg.ops, |i| {
         f.read_at(offsets[i], &mut buf).expect("read");
     });
-    let m = time(cfg.ops, |i| dev.read(phys(offsets[i]), &mut buf));
+    let m = time(cfg.ops, |i| dev.read(phys_random[i], &mut buf));
     let t = time(cfg.ops, |i| {
         tf.read_at(&mut buf, offsets[i]).expect("pread");
     });
@@ -117,7 +120,7 @@ fn run_in(cfg: &Config, quick: bool, json_out: Option<&Path>, image: &Path, tmp:
         f.write_at(offsets[i], &wbuf).expect("write");
     });
     let m = time(cfg.ops, |i| {
-        dev.write_nt(phys(offsets[i]), &wbuf);
+        dev.write_nt(phys_random[i], &wbuf);
         dev.fence();
     });
     let t = time(cfg.ops, |i| {
@@ -132,7 +135,7 @@ fn run_in(cfg: &Config, quick: bool, json_out: Option<&Path>, image: &Path, tmp:
     });
     drop(af);
     let m = time(cfg.ops, |i| {
-        dev.write_nt(phys(i as u64 * BLOCK as u64), &wbuf);
+        dev.write_nt(phys_seq[i], &wbuf);
         dev.fence();
     });
     let mut ta = std::fs::OpenOptions::new().append(true).create(true).open(tmp.join("append"))?;
@@ -152,7 +155,7 @@ fn run_in(cfg: &Config, quick: bool, json_out: Option<&Path>, image: &Path, tmp:
         g.write_at(0, &wbuf).expect("write");
     });
     let m = time(cfg.small_files, |i| {
-        dev.write_nt(phys(i as u64 * BLOCK as u64), &wbuf);
+        dev.write_nt(phys_seq[i], &wbuf);
         dev.fence();
     });
     let small = tmp.join("small");
