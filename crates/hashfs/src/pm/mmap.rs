@@ -55,6 +55,15 @@ impl MmapDevice {
                 f
             }
         };
+        // One process at a time: two mounts of one image would corrupt it.
+        // SAFETY: flock on a descriptor we own; the lock goes with the descriptor.
+        if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+            let e = io::Error::last_os_error();
+            if e.raw_os_error() == Some(libc::EWOULDBLOCK) {
+                return Err(io::Error::new(io::ErrorKind::WouldBlock, "image is in use by another process"));
+            }
+            return Err(e);
+        }
         let len = file.metadata()?.len();
         if len == 0 {
             return Err(io::Error::new(io::ErrorKind::InvalidInput, "image file is empty"));
@@ -304,6 +313,17 @@ mod tests {
                 cpu::store_fence();
             }
         }
+    }
+
+    #[test]
+    fn a_second_open_of_one_image_is_refused() {
+        let path = temp_image("lock");
+        let d = MmapDevice::open(&path, OpenMode::CreateTruncate { size_bytes: 1 << 20 }).unwrap();
+        let err = MmapDevice::open(&path, OpenMode::Existing).err().expect("refused");
+        assert!(err.to_string().contains("in use"), "{err}");
+        drop(d);
+        MmapDevice::open(&path, OpenMode::Existing).expect("free again");
+        std::fs::remove_file(&path).unwrap();
     }
 
     #[test]
