@@ -514,13 +514,10 @@ impl<D: PmDevice> super::FsInner<D> {
         let name = format!("#{ino}");
         let pcell = self.cell(lf)?;
         let mut pst = pcell.state.write();
-        let alloc = self.index(&pcell, &mut pst)?.alloc(&*self.dev, &self.geo, &self.table, lf, name.len())?;
         let cell = self.cell(ino)?;
         let mut cst = cell.state.write();
         let ftype = FileType::from_mode(cst.raw.mode).expect("checked inode");
-        let idx = pst.dir.as_ref().expect("index");
-        idx.write_pending_entry(&*self.dev, &self.geo, &alloc, name.as_bytes(), ftype);
-        let off = idx.slot_dev_off(&self.geo, alloc.pos);
+        let entry = self.prepare_entry(&pcell, &mut pst, name.as_bytes(), ftype)?;
         let mut craw = cst.raw;
         let mut praw = pst.raw;
         if ftype == FileType::Directory {
@@ -529,25 +526,15 @@ impl<D: PmDevice> super::FsInner<D> {
         } else {
             craw.nlink = 1;
         }
-        praw.dir_entries += 1;
-        if alloc.new_block.is_some() {
-            praw.size += BLOCK_BYTES;
-            praw.blocks += 1;
-        }
         let mut tx = self.journals.begin();
-        if let Some((lblk, s)) = alloc.new_block {
-            tx.publish_u64(self.table.slot_off(s), key(lf.0, lblk));
-        }
-        tx.write_u64(off, ino.get());
+        self.tx_add_entry(&mut tx, lf, &mut praw, &entry, ino);
         super::inode::tx_write_inode(&mut tx, &self.geo, lf, &mut praw);
         super::inode::tx_write_inode(&mut tx, &self.geo, ino, &mut craw);
-        tx.commit()?;
+        let committed = tx.commit();
+        self.finish_entry(&mut pst, name.as_bytes(), entry, ino, committed.is_ok());
+        committed?;
         pst.raw = praw;
         cst.raw = craw;
-        pst.dir
-            .as_mut()
-            .expect("index")
-            .insert(name.as_bytes(), super::dir::EntryRef { ino, ftype, pos: alloc.pos, nslots: alloc.nslots });
         Ok(())
     }
 }

@@ -32,6 +32,19 @@ pub struct InodeMem {
     pub freed: bool,
 }
 
+impl InodeMem {
+    /// NotFound for a freed inode, NotDir for anything but a directory.
+    pub fn check_dir(&self) -> Result<()> {
+        if self.freed {
+            return Err(Error::NotFound);
+        }
+        if !self.raw.is_dir() {
+            return Err(Error::NotDir);
+        }
+        Ok(())
+    }
+}
+
 const SHARDS: usize = 64;
 
 /// Inode cells by number, sharded to keep lock traffic apart.

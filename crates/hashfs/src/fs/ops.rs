@@ -1,9 +1,10 @@
 //! Namespace operations on inodes: create, link, unlink, rmdir, rename, setattr, readdir,
 //! readlink. Each is one journaled transaction, atomic and durable when it returns.
 
-use super::dir::{self, check_name, DirIndex, EntryRef, RawDirEntry};
+use super::dir::{self, check_name, DirIndex, EntryRef, RawDirEntry, SlotAlloc};
 use super::inode::{self, InodeCell, InodeMem};
 use super::FsInner;
+use crate::journal::Tx;
 use crate::layout::dirent::FileType;
 use crate::layout::inode::{InodeRaw, S_IFDIR, S_IFLNK, S_IFMT, S_IFREG};
 use crate::layout::{Ino, BLOCK_BYTES, MAX_LINKS, MAX_NAME_BYTES, MAX_SYMLINK_BYTES};
@@ -81,15 +82,59 @@ fn ftype_of(raw: &InodeRaw) -> FileType {
     FileType::from_mode(raw.mode).expect("checked inode has a known type")
 }
 
+/// A directory entry on its way in: slots chosen (a new directory block reserved and zeroed
+/// if needed), header and name written, the inode word still 0.
+pub(crate) struct PendingEntry {
+    alloc: SlotAlloc,
+    slot_off: u64,
+    ftype: FileType,
+}
+
+impl<D: PmDevice> FsInner<D> {
+    /// Chooses slots for `name` in the locked directory and writes the entry's header and
+    /// name; [`tx_add_entry`](Self::tx_add_entry) then makes it live.
+    pub(crate) fn prepare_entry(
+        &self,
+        dir: &InodeCell,
+        st: &mut InodeMem,
+        name: &[u8],
+        ftype: FileType,
+    ) -> Result<PendingEntry> {
+        let idx = self.index(dir, st)?;
+        let alloc = idx.alloc(&*self.dev, &self.geo, &self.table, dir.ino, name.len())?;
+        idx.write_pending_entry(&*self.dev, &self.geo, &alloc, name, ftype);
+        let slot_off = idx.slot_dev_off(&self.geo, alloc.pos);
+        Ok(PendingEntry { alloc, slot_off, ftype })
+    }
+
+    /// Adds to `tx` what makes the entry live (its inode word, the directory's new block)
+    /// and counts it in the directory inode `draw`.
+    pub(crate) fn tx_add_entry(&self, tx: &mut Tx<'_, D>, dir: Ino, draw: &mut InodeRaw, e: &PendingEntry, ino: Ino) {
+        if let Some((lblk, s)) = e.alloc.new_block {
+            tx.publish_u64(self.table.slot_off(s), key(dir.0, lblk));
+            draw.size += BLOCK_BYTES;
+            draw.blocks += 1;
+        }
+        tx.write_u64(e.slot_off, ino.get());
+        draw.dir_entries += 1;
+    }
+
+    /// Records the entry in the directory index once its transaction committed, or gives
+    /// its slots back when it did not.
+    pub(crate) fn finish_entry(&self, st: &mut InodeMem, name: &[u8], e: PendingEntry, ino: Ino, committed: bool) {
+        let idx = st.dir.as_mut().expect("a prepared entry's directory has its index");
+        if committed {
+            idx.insert(name, EntryRef { ino, ftype: e.ftype, pos: e.alloc.pos, nslots: e.alloc.nslots });
+        } else {
+            idx.unalloc(&self.table, &e.alloc);
+        }
+    }
+}
+
 impl<D: PmDevice> FsInner<D> {
     /// The directory index of a locked directory, built on first use.
     pub(crate) fn index<'a>(&self, cell: &InodeCell, st: &'a mut InodeMem) -> Result<&'a mut DirIndex> {
-        if st.freed {
-            return Err(Error::NotFound);
-        }
-        if !st.raw.is_dir() {
-            return Err(Error::NotDir);
-        }
+        st.check_dir()?;
         if st.dir.is_none() {
             st.dir = Some(DirIndex::build(&*self.dev, &self.geo, &self.table, cell.ino, st.raw.size)?);
         }
@@ -103,12 +148,7 @@ impl<D: PmDevice> FsInner<D> {
         let pcell = self.cell(parent)?;
         {
             let st = pcell.state.read();
-            if st.freed {
-                return Err(Error::NotFound);
-            }
-            if !st.raw.is_dir() {
-                return Err(Error::NotDir);
-            }
+            st.check_dir()?;
             if let Some(idx) = &st.dir {
                 return idx.get(name).map(|e| (e.ino, e.ftype)).ok_or(Error::NotFound);
             }
@@ -185,31 +225,19 @@ impl<D: PmDevice> FsInner<D> {
         raw.ctime_ns = now;
         raw.btime_ns = now;
 
-        let alloc = {
-            let idx = self.index(&pcell, &mut pst)?;
-            match idx.alloc(&*self.dev, &self.geo, &self.table, parent, name.len()) {
-                Ok(a) => a,
-                Err(e) => {
-                    if let Some(s) = sym_slot {
-                        self.free_slots(&[s]);
-                    }
-                    self.ialloc.free(ino);
-                    return Err(e);
+        let entry = match self.prepare_entry(&pcell, &mut pst, name, ftype) {
+            Ok(e) => e,
+            Err(e) => {
+                if let Some(s) = sym_slot {
+                    self.free_slots(&[s]);
                 }
+                self.ialloc.free(ino);
+                return Err(e);
             }
         };
-        let idx = pst.dir.as_ref().expect("index built");
-        idx.write_pending_entry(&*self.dev, &self.geo, &alloc, name, ftype);
-        let slot_off = idx.slot_dev_off(&self.geo, alloc.pos);
-
         let mut praw = pst.raw;
-        praw.dir_entries += 1;
         if is_dir {
             praw.nlink += 1;
-        }
-        if alloc.new_block.is_some() {
-            praw.size += BLOCK_BYTES;
-            praw.blocks += 1;
         }
         praw.mtime_ns = now;
         praw.ctime_ns = now;
@@ -218,15 +246,12 @@ impl<D: PmDevice> FsInner<D> {
         if let Some(s) = sym_slot {
             tx.publish_u64(self.table.slot_off(s), key(ino.0, 0));
         }
-        if let Some((lblk, s)) = alloc.new_block {
-            tx.publish_u64(self.table.slot_off(s), key(parent.0, lblk));
-        }
         inode::tx_write_inode(&mut tx, &self.geo, ino, &mut raw);
-        tx.write_u64(slot_off, ino.get());
+        self.tx_add_entry(&mut tx, parent, &mut praw, &entry, ino);
         inode::tx_write_inode(&mut tx, &self.geo, parent, &mut praw);
-        if let Err(e) = tx.commit() {
-            let idx = pst.dir.as_mut().expect("index built");
-            idx.unalloc(&self.table, &alloc);
+        let committed = tx.commit();
+        self.finish_entry(&mut pst, name, entry, ino, committed.is_ok());
+        if let Err(e) = committed {
             if let Some(s) = sym_slot {
                 self.free_slots(&[s]);
             }
@@ -234,8 +259,6 @@ impl<D: PmDevice> FsInner<D> {
             return Err(e);
         }
         pst.raw = praw;
-        let idx = pst.dir.as_mut().expect("index built");
-        idx.insert(name, EntryRef { ino, ftype, pos: alloc.pos, nslots: alloc.nslots });
         let cell = Arc::new(InodeCell::new(ino, raw));
         if let Some(s) = sym_slot {
             cell.tcache.put(0, s);
@@ -267,39 +290,23 @@ impl<D: PmDevice> FsInner<D> {
             return Err(Error::TooManyLinks);
         }
         let ftype = ftype_of(&cst.raw);
-        let alloc = self.index(&pcell, &mut pst)?.alloc(&*self.dev, &self.geo, &self.table, new_parent, name.len())?;
-        let idx = pst.dir.as_ref().expect("index built");
-        idx.write_pending_entry(&*self.dev, &self.geo, &alloc, name, ftype);
-        let slot_off = idx.slot_dev_off(&self.geo, alloc.pos);
+        let entry = self.prepare_entry(&pcell, &mut pst, name, ftype)?;
         let now = inode::now_ns();
         let mut praw = pst.raw;
-        praw.dir_entries += 1;
-        if alloc.new_block.is_some() {
-            praw.size += BLOCK_BYTES;
-            praw.blocks += 1;
-        }
         praw.mtime_ns = now;
         praw.ctime_ns = now;
         let mut craw = cst.raw;
         craw.nlink += 1;
         craw.ctime_ns = now;
         let mut tx = self.journals.begin();
-        if let Some((lblk, s)) = alloc.new_block {
-            tx.publish_u64(self.table.slot_off(s), key(new_parent.0, lblk));
-        }
-        tx.write_u64(slot_off, ino.get());
+        self.tx_add_entry(&mut tx, new_parent, &mut praw, &entry, ino);
         inode::tx_write_inode(&mut tx, &self.geo, new_parent, &mut praw);
         inode::tx_write_inode(&mut tx, &self.geo, ino, &mut craw);
-        if let Err(e) = tx.commit() {
-            pst.dir.as_mut().expect("index built").unalloc(&self.table, &alloc);
-            return Err(e);
-        }
+        let committed = tx.commit();
+        self.finish_entry(&mut pst, name, entry, ino, committed.is_ok());
+        committed?;
         pst.raw = praw;
         cst.raw = craw;
-        pst.dir
-            .as_mut()
-            .expect("index built")
-            .insert(name, EntryRef { ino, ftype, pos: alloc.pos, nslots: alloc.nslots });
         Ok(())
     }
 
@@ -364,16 +371,7 @@ impl<D: PmDevice> FsInner<D> {
     /// `d` and its ancestors up to the root. Parent pointers change only under the rename
     /// lock, so the chain is stable while the caller holds it.
     fn ancestors(&self, mut d: Ino) -> Result<Vec<Ino>> {
-        {
-            let cell = self.cell(d)?;
-            let st = cell.state.read();
-            if st.freed {
-                return Err(Error::NotFound);
-            }
-            if !st.raw.is_dir() {
-                return Err(Error::NotDir);
-            }
-        }
+        self.cell(d)?.state.read().check_dir()?;
         let mut chain = vec![d];
         for _ in 0..=self.geo.inode_count {
             if d == Ino::ROOT {
@@ -505,7 +503,7 @@ impl<D: PmDevice> FsInner<D> {
         let mut replaced = dg.as_ref().map(|g| g.raw);
         let src_off = g1.dir.as_ref().expect("index").slot_dev_off(&self.geo, src.pos);
         let mut tx = self.journals.begin();
-        let mut alloc = None;
+        let mut pending = None;
         {
             // The target directory's inode: the source directory's when they are one.
             let ddir_raw: &mut InodeRaw = draw_dir.as_mut().unwrap_or(&mut sraw);
@@ -558,23 +556,14 @@ impl<D: PmDevice> FsInner<D> {
                         Some(g) => (g, &dcell),
                         None => (&mut g1, &scell),
                     };
-                    let a = self.index(dcell_ref, gd)?.alloc(&*self.dev, &self.geo, &self.table, dp, dname.len())?;
-                    let idx = gd.dir.as_ref().expect("index");
-                    idx.write_pending_entry(&*self.dev, &self.geo, &a, dname, src.ftype);
-                    let d_off = idx.slot_dev_off(&self.geo, a.pos);
-                    if let Some((lblk, s)) = a.new_block {
-                        tx.publish_u64(self.table.slot_off(s), key(dp.0, lblk));
-                        ddir_raw.size += BLOCK_BYTES;
-                        ddir_raw.blocks += 1;
-                    }
+                    let entry = self.prepare_entry(dcell_ref, gd, dname, src.ftype)?;
                     tx.write_u64(src_off, 0);
-                    tx.write_u64(d_off, src.ino.get());
-                    ddir_raw.dir_entries += 1;
+                    self.tx_add_entry(&mut tx, dp, ddir_raw, &entry, src.ino);
                     if src_is_dir {
                         moved.parent = dp.get();
                         ddir_raw.nlink += 1;
                     }
-                    alloc = Some(a);
+                    pending = Some(entry);
                 }
             }
             ddir_raw.mtime_ns = now;
@@ -605,9 +594,9 @@ impl<D: PmDevice> FsInner<D> {
             inode::tx_write_inode(&mut tx, &self.geo, d.ino, r);
         }
         if let Err(e) = tx.commit() {
-            if let Some(a) = &alloc {
+            if let Some(entry) = pending {
                 let gd = g2.as_mut().unwrap_or(&mut g1);
-                gd.dir.as_mut().expect("index").unalloc(&self.table, a);
+                self.finish_entry(gd, dname, entry, src.ino, false);
             }
             return Err(e);
         }
@@ -633,12 +622,8 @@ impl<D: PmDevice> FsInner<D> {
             }
             (_, None) => {
                 g1.dir.as_mut().expect("index").remove(sname);
-                let a = alloc.expect("allocated");
                 let gd = g2.as_mut().unwrap_or(&mut g1);
-                gd.dir
-                    .as_mut()
-                    .expect("index")
-                    .insert(dname, EntryRef { ino: src.ino, ftype: src.ftype, pos: a.pos, nslots: a.nslots });
+                self.finish_entry(gd, dname, pending.expect("a new entry"), src.ino, true);
             }
         }
         drop(g2);
