@@ -43,6 +43,9 @@ pub struct FormatOptions {
     /// The device is known to be all zeros (a freshly created file), so the metadata
     /// regions need not be cleared.
     pub device_is_zeroed: bool,
+    /// The table's hash seed; None picks a random one (a fixed seed makes block placement
+    /// reproducible, for tests and benchmarks).
+    pub hash_seed: Option<u64>,
 }
 
 impl Default for FormatOptions {
@@ -53,6 +56,7 @@ impl Default for FormatOptions {
             journal_count: 8,
             journal_blocks: 16,
             device_is_zeroed: false,
+            hash_seed: None,
         }
     }
 }
@@ -132,7 +136,7 @@ pub fn format<D: PmDevice>(dev: &D, opts: &FormatOptions, progress: Progress<'_>
     sb.hash_table_off = geo.hash_table_off;
     sb.data_off = geo.data_off;
     sb.data_blocks = geo.data_blocks;
-    sb.hash_seed = random_u64();
+    sb.hash_seed = opts.hash_seed.unwrap_or_else(random_u64);
     sb.created_ns = now;
     sb.uuid[..8].copy_from_slice(&random_u64().to_le_bytes());
     sb.uuid[8..].copy_from_slice(&random_u64().to_le_bytes());

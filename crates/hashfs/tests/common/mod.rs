@@ -12,7 +12,13 @@ use std::sync::Arc;
 pub type Fs = FileSystem<CrashDevice>;
 
 pub fn small_opts() -> FormatOptions {
-    FormatOptions { journal_count: 2, journal_blocks: 4, inode_count: Some(256), ..Default::default() }
+    FormatOptions {
+        journal_count: 2,
+        journal_blocks: 4,
+        inode_count: Some(256),
+        hash_seed: Some(0x5EED),
+        ..Default::default()
+    }
 }
 
 /// A formatted, mounted in-memory image of `bytes`.
