@@ -4,6 +4,7 @@
 mod bench;
 mod copy;
 mod demo;
+mod mountcmd;
 
 use clap::{Parser, Subcommand};
 use hashfs::fs::{fsck, FormatOptions, FsckMode};
@@ -79,6 +80,19 @@ enum Cmd {
         #[arg(short, long)]
         recursive: bool,
     },
+    /// Mount IMAGE at MOUNTPOINT through FUSE (a daemon unless --foreground).
+    Mount {
+        image: PathBuf,
+        mountpoint: PathBuf,
+        /// Stay in the foreground (serve until unmounted).
+        #[arg(long)]
+        foreground: bool,
+        /// Request-serving threads.
+        #[arg(long, default_value_t = 4)]
+        threads: usize,
+    },
+    /// Unmount a HashFS mount point and wait until its image is cleanly closed.
+    Umount { mountpoint: PathBuf },
     /// Format an image and run a short demonstration workload, printing what it did.
     Demo {
         #[arg(long, default_value = "/dev/shm/hashfs-demo.img")]
@@ -351,6 +365,13 @@ fn run(cli: Cli) -> Result<u8, Failure> {
             r.map_err(|e| fail(format!("{fs_path}: {e}")))?;
             Ok(0)
         }
+        Cmd::Mount { image, mountpoint, foreground: true, threads } => {
+            mountcmd::run_foreground(&image, &mountpoint, threads).map(|_| 0)
+        }
+        Cmd::Mount { image, mountpoint, foreground: false, threads } => {
+            mountcmd::run_background(&image, &mountpoint, threads).map(|_| 0)
+        }
+        Cmd::Umount { mountpoint } => mountcmd::umount(&mountpoint).map(|_| 0),
         Cmd::Demo { image, size } => demo::run(&image, size).map(|_| 0),
         Cmd::Bench { which } => bench::run(which).map(|_| 0),
     }

@@ -44,6 +44,10 @@ pub enum Error {
     Busy,
     #[error("journal full: a transaction needs more than {0} entries")]
     JournalFull(u64),
+    #[error("stale inode {0}: it has been freed")]
+    Stale(u32),
+    #[error("operation not supported: {0}")]
+    Unsupported(&'static str),
 }
 
 pub type Result<T> = std::result::Result<T, Error>;
@@ -77,6 +81,8 @@ impl Error {
             Error::BadDescriptor => libc::EBADF,
             Error::Busy => libc::EBUSY,
             Error::JournalFull(_) => libc::EIO,
+            Error::Stale(_) => libc::ESTALE,
+            Error::Unsupported(_) => libc::EOPNOTSUPP,
         }
     }
 }

@@ -242,3 +242,27 @@ fn metadata_changes_persist() {
     assert!(st.blocks_free < st.blocks_total && st.inodes_free < st.inodes_total);
     assert_eq!(st.name_max, 255);
 }
+
+#[test]
+fn fallocate_maps_holes_and_keeps_data() {
+    let (fs, dev) = new_fs(8 << 20, &small_opts());
+    let f = fs.open_file(p("/fa"), OpenOptions::new().read(true).write(true).create(true)).unwrap();
+    f.write_at(5000, b"keep").unwrap();
+    let free = fs.statfs().blocks_free;
+    f.allocate(0, 40_000).unwrap();
+    let m = f.metadata().unwrap();
+    assert_eq!(m.size, 40_000);
+    assert_eq!(m.blocks, 10, "every block of the range is mapped");
+    assert_eq!(fs.statfs().blocks_free, free - 9);
+    let mut buf = vec![1u8; 40_000];
+    f.read_at(0, &mut buf).unwrap();
+    assert_eq!(&buf[5000..5004], b"keep");
+    assert!(buf[..5000].iter().chain(&buf[5004..]).all(|&b| b == 0));
+    // Within the size: no change of size, holes mapped.
+    f.set_len(100_000).unwrap();
+    f.allocate(90_000, 100).unwrap();
+    assert_eq!(f.metadata().unwrap().size, 100_000);
+    assert_eq!(f.metadata().unwrap().blocks, 11);
+    drop(f);
+    assert_fsck_clean(&dev);
+}

@@ -288,7 +288,8 @@ impl<D: PmDevice> FileSystem<D> {
         Ok(bytes.split(|&b| b == b'/').filter(|c| !c.is_empty() && *c != b".").map(|c| c.to_vec()).collect())
     }
 
-    fn parent_of(&self, dir: Ino) -> Result<Ino> {
+    /// The parent of directory `dir` (".."; the root is its own parent).
+    pub fn parent_of(&self, dir: Ino) -> Result<Ino> {
         let cell = self.inner.cell(dir)?;
         let st = cell.state.read();
         if !st.raw.is_dir() {
@@ -660,6 +661,15 @@ impl<D: PmDevice> File<D> {
         }
         let mut st = self.cell.state.write();
         self.fs.set_len_locked(&self.cell, &mut st, size)
+    }
+
+    /// posix_fallocate: maps the holes of [off, off + len) with zeroed blocks, so later
+    /// writes there cannot fail for lack of space, and extends the size to cover it.
+    pub fn allocate(&self, off: u64, len: u64) -> Result<()> {
+        if !self.access.write {
+            return Err(Error::BadDescriptor);
+        }
+        self.fs.allocate(&self.cell, off, len)
     }
 
     /// Every write is durable when it returns; this makes the image durable on a host

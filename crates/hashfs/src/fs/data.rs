@@ -131,6 +131,50 @@ impl<D: PmDevice> FsInner<D> {
         Ok(done)
     }
 
+    /// posix_fallocate: maps every hole in [off, off + len) with zeroed blocks and grows
+    /// the size to cover the range. Mapped blocks are left as they are.
+    pub(crate) fn allocate(&self, cell: &InodeCell, off: u64, len: u64) -> Result<()> {
+        let end = off.checked_add(len).filter(|&e| e <= MAX_FILE_BYTES).ok_or(Error::FileTooBig)?;
+        if len == 0 {
+            return Err(Error::Invalid("fallocate of zero bytes"));
+        }
+        let mut st = cell.state.write();
+        if st.raw.is_dir() {
+            return Err(Error::IsDir);
+        }
+        let zeros = vec![0u8; (WRITE_CHUNK_BLOCKS * BLOCK_BYTES) as usize];
+        let mut lblk = off / BLOCK_BYTES;
+        let last = (end - 1) / BLOCK_BYTES;
+        while lblk <= last {
+            let size_blocks = blocks_for(st.raw.size);
+            let mapped = lblk < size_blocks && self.translate(cell, lblk, size_blocks).is_some();
+            if mapped {
+                lblk += 1;
+                continue;
+            }
+            // A run of unmapped blocks (bounded by one write transaction).
+            let mut run_end = lblk + 1;
+            while run_end <= last
+                && run_end - lblk < WRITE_CHUNK_BLOCKS
+                && !(run_end < size_blocks && self.translate(cell, run_end, size_blocks).is_some())
+            {
+                run_end += 1;
+            }
+            // Zeros over the run (holes read as zeros already), never growing past `end`.
+            let from = lblk * BLOCK_BYTES;
+            let to = (run_end * BLOCK_BYTES).min(end.max(st.raw.size));
+            let n = self.write_locked(cell, &mut st, from, &zeros[..(to - from) as usize])?;
+            if n < (to - from) as usize {
+                return Err(Error::NoSpace);
+            }
+            lblk = run_end;
+        }
+        if st.raw.size < end {
+            self.set_len_locked(cell, &mut st, end)?;
+        }
+        Ok(())
+    }
+
     /// Zeroes the bytes past EOF in the last block before the size grows (F2).
     fn zero_tail_before_growth(&self, cell: &InodeCell, old_size: u64) {
         let in_blk = old_size % BLOCK_BYTES;

@@ -75,7 +75,7 @@ impl InodeCache {
         let raw = read_raw(dev, geo, ino);
         match raw.check(ino) {
             MediaState::Allocated => {}
-            MediaState::Free => return Err(Error::corrupt(format!("inode {ino} is referenced but free"))),
+            MediaState::Free => return Err(Error::Stale(ino.0)),
             MediaState::Corrupt(why) => return Err(Error::corrupt(format!("inode {ino}: {why}"))),
         }
         let cell = Arc::new(InodeCell::new(ino, raw));

@@ -141,7 +141,17 @@ impl<D: PmDevice> FsInner<D> {
         Ok(st.dir.as_mut().expect("just built"))
     }
 
+    /// The inode a directory entry names; an entry naming a free inode is corruption.
     pub(crate) fn lookup(&self, parent: Ino, name: &[u8]) -> Result<(Ino, FileType)> {
+        let (ino, ft) = self.lookup_entry(parent, name)?;
+        match self.cell(ino) {
+            Ok(_) => Ok((ino, ft)),
+            Err(Error::Stale(i)) => Err(Error::corrupt(format!("directory {parent}: an entry names free inode {i}"))),
+            Err(e) => Err(e),
+        }
+    }
+
+    fn lookup_entry(&self, parent: Ino, name: &[u8]) -> Result<(Ino, FileType)> {
         if name.len() > MAX_NAME_BYTES {
             return Err(Error::NameTooLong);
         }

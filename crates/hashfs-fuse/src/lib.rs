@@ -1,0 +1,519 @@
+//! The FUSE front end: serves a mounted HashFS through the kernel, so that every program
+//! can use it.
+//!
+//! Permissions: the mount uses `default_permissions`, so the kernel checks every access
+//! against the mode, owner and group we report, with the caller's real credentials
+//! (supplementary groups included), and applies POSIX's rules for sticky directories and
+//! for who may chmod, chown and set times (`setattr_prepare`), clearing set-group-ID where
+//! POSIX says. The daemon (root, `allow_other`) applies the caller's identity where the
+//! kernel cannot: new inodes belong to the caller's uid and gid, or to the directory's
+//! group under a set-group-ID directory (new directories inherit the bit), and the umask
+//! is applied.
+//!
+//! Every reply is sent exactly once; errors map through `hashfs::Error::errno`.
+
+use fuser::{
+    Errno, FileAttr, FileHandle, FileType as FuseType, Filesystem, FopenFlags, Generation, INodeNo, KernelConfig,
+    LockOwner, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry,
+    ReplyOpen, ReplyStatfs, ReplyWrite, Request, TimeOrNow, WriteFlags,
+};
+use hashfs::fs::api::Access;
+use hashfs::fs::ops::{Owner, RenameMode, SetTime};
+use hashfs::pm::PmDevice;
+use hashfs::{Error, File, FileSystem, FileType, Ino, Metadata, SetAttr};
+use std::collections::HashMap;
+use std::ffi::OsStr;
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// How long the kernel may cache attributes and names. All changes go through this
+/// daemon, so the cache is only stale for hard links changed through another name.
+const TTL: Duration = Duration::from_secs(1);
+const S_ISGID: u32 = 0o2000;
+
+fn errno(e: &Error) -> Errno {
+    Errno::from_i32(e.errno())
+}
+
+fn time(ns: i64) -> SystemTime {
+    if ns >= 0 {
+        UNIX_EPOCH + Duration::from_nanos(ns as u64)
+    } else {
+        UNIX_EPOCH - Duration::from_nanos(ns.unsigned_abs())
+    }
+}
+
+fn ns(t: SystemTime) -> i64 {
+    match t.duration_since(UNIX_EPOCH) {
+        Ok(d) => d.as_nanos() as i64,
+        Err(e) => -(e.duration().as_nanos() as i64),
+    }
+}
+
+fn kind(t: FileType) -> FuseType {
+    match t {
+        FileType::Regular => FuseType::RegularFile,
+        FileType::Directory => FuseType::Directory,
+        FileType::Symlink => FuseType::Symlink,
+    }
+}
+
+fn attr(m: &Metadata) -> FileAttr {
+    FileAttr {
+        ino: INodeNo(m.ino.get()),
+        size: m.size,
+        blocks: m.st_blocks(),
+        atime: time(m.atime_ns),
+        mtime: time(m.mtime_ns),
+        ctime: time(m.ctime_ns),
+        crtime: time(m.btime_ns),
+        kind: kind(m.file_type),
+        perm: m.perm as u16,
+        nlink: m.nlink,
+        uid: m.uid,
+        gid: m.gid,
+        rdev: 0,
+        blksize: 4096,
+        flags: 0,
+    }
+}
+
+fn ino(i: INodeNo) -> Result<Ino, Errno> {
+    u32::try_from(i.0).map(Ino).map_err(|_| Errno::ENOENT)
+}
+
+enum Handle<D: PmDevice> {
+    File(Arc<File<D>>),
+    Dir,
+}
+
+/// The FUSE file system over a mounted HashFS.
+pub struct HashFsFuse<D: PmDevice> {
+    fs: FileSystem<D>,
+    handles: Mutex<HashMap<u64, Arc<Handle<D>>>>,
+    next_fh: AtomicU64,
+}
+
+impl<D: PmDevice> HashFsFuse<D> {
+    pub fn new(fs: FileSystem<D>) -> Self {
+        HashFsFuse { fs, handles: Mutex::new(HashMap::new()), next_fh: AtomicU64::new(1) }
+    }
+
+    fn add_handle(&self, h: Handle<D>) -> FileHandle {
+        let fh = self.next_fh.fetch_add(1, Ordering::Relaxed);
+        self.handles.lock().expect("handle table").insert(fh, Arc::new(h));
+        FileHandle(fh)
+    }
+
+    fn file(&self, fh: FileHandle) -> Result<Arc<File<D>>, Errno> {
+        let h = self.handles.lock().expect("handle table").get(&fh.0).cloned();
+        match h.as_deref() {
+            Some(Handle::File(f)) => Ok(f.clone()),
+            _ => Err(Errno::EBADF),
+        }
+    }
+
+    /// Owner and permission bits of a new inode made by `req` in `parent`.
+    fn new_owner(
+        &self,
+        req: &Request,
+        parent: Ino,
+        mode: u32,
+        umask: u32,
+        is_dir: bool,
+    ) -> Result<(Owner, u32), Error> {
+        let p = self.fs.getattr(parent)?;
+        let mut perm = mode & 0o7777 & !umask;
+        let gid = if p.perm & S_ISGID != 0 {
+            if is_dir {
+                perm |= S_ISGID;
+            }
+            p.gid
+        } else {
+            req.gid()
+        };
+        if !is_dir && perm & S_ISGID != 0 && gid != req.gid() && req.uid() != 0 {
+            perm &= !S_ISGID;
+        }
+        Ok((Owner { uid: req.uid(), gid }, perm))
+    }
+
+    fn entry(&self, reply: ReplyEntry, r: Result<Metadata, Error>) {
+        match r {
+            Ok(m) => reply.entry(&TTL, &attr(&m), Generation(m.generation as u64)),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn set_perm(&self, m: Metadata, perm: u32) -> Result<Metadata, Error> {
+        if m.perm == perm {
+            return Ok(m);
+        }
+        self.fs.setattr(m.ino, &SetAttr { perm: Some(perm), ..Default::default() })
+    }
+}
+
+impl<D: PmDevice> Filesystem for HashFsFuse<D> {
+    fn init(&mut self, _req: &Request, _config: &mut KernelConfig) -> std::io::Result<()> {
+        Ok(())
+    }
+
+    fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
+        match ino(parent) {
+            Ok(p) => self.entry(reply, self.fs.lookup(p, name.as_bytes())),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn getattr(&self, _req: &Request, i: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
+        match ino(i).map(|i| self.fs.getattr(i)) {
+            Ok(Ok(m)) => reply.attr(&TTL, &attr(&m)),
+            Ok(Err(e)) => reply.error(errno(&e)),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn setattr(
+        &self,
+        _req: &Request,
+        i: INodeNo,
+        mode: Option<u32>,
+        uid: Option<u32>,
+        gid: Option<u32>,
+        size: Option<u64>,
+        atime: Option<TimeOrNow>,
+        mtime: Option<TimeOrNow>,
+        _ctime: Option<SystemTime>,
+        _fh: Option<FileHandle>,
+        _crtime: Option<SystemTime>,
+        _chgtime: Option<SystemTime>,
+        _bkuptime: Option<SystemTime>,
+        _flags: Option<fuser::BsdFileFlags>,
+        reply: ReplyAttr,
+    ) {
+        let t = |x: TimeOrNow| match x {
+            TimeOrNow::Now => SetTime::Now,
+            TimeOrNow::SpecificTime(s) => SetTime::At(ns(s)),
+        };
+        let a = SetAttr { perm: mode.map(|m| m & 0o7777), uid, gid, size, atime: atime.map(t), mtime: mtime.map(t) };
+        match ino(i).map(|i| self.fs.setattr(i, &a)) {
+            Ok(Ok(m)) => reply.attr(&TTL, &attr(&m)),
+            Ok(Err(e)) => reply.error(errno(&e)),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn readlink(&self, _req: &Request, i: INodeNo, reply: ReplyData) {
+        match ino(i).map(|i| self.fs.readlink_ino(i)) {
+            Ok(Ok(t)) => reply.data(&t),
+            Ok(Err(e)) => reply.error(errno(&e)),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn mknod(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        umask: u32,
+        _rdev: u32,
+        reply: ReplyEntry,
+    ) {
+        if mode & libc::S_IFMT != libc::S_IFREG && mode & libc::S_IFMT != 0 {
+            return reply.error(Errno::EPERM); // device files, FIFOs, sockets: not supported
+        }
+        let r = ino(parent).map_err(|_| Error::NotFound).and_then(|p| {
+            let (owner, perm) = self.new_owner(req, p, mode, umask, false)?;
+            let m = self.fs.create_file_at(p, name.as_bytes(), perm, owner)?;
+            self.set_perm(m, perm)
+        });
+        self.entry(reply, r)
+    }
+
+    fn mkdir(&self, req: &Request, parent: INodeNo, name: &OsStr, mode: u32, umask: u32, reply: ReplyEntry) {
+        let r = ino(parent).map_err(|_| Error::NotFound).and_then(|p| {
+            let (owner, perm) = self.new_owner(req, p, mode, umask, true)?;
+            let m = self.fs.mkdir_at(p, name.as_bytes(), perm, owner)?;
+            self.set_perm(m, perm)
+        });
+        self.entry(reply, r)
+    }
+
+    fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        match ino(parent).map(|p| self.fs.unlink_at(p, name.as_bytes())) {
+            Ok(Ok(())) => reply.ok(),
+            Ok(Err(e)) => reply.error(errno(&e)),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn rmdir(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        match ino(parent).map(|p| self.fs.rmdir_at(p, name.as_bytes())) {
+            Ok(Ok(())) => reply.ok(),
+            Ok(Err(e)) => reply.error(errno(&e)),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn symlink(&self, req: &Request, parent: INodeNo, link_name: &OsStr, target: &Path, reply: ReplyEntry) {
+        let r = ino(parent).map_err(|_| Error::NotFound).and_then(|p| {
+            let (owner, _) = self.new_owner(req, p, 0o777, 0, false)?;
+            self.fs.symlink_at(p, link_name.as_bytes(), target.as_os_str().as_bytes(), owner)
+        });
+        self.entry(reply, r)
+    }
+
+    fn rename(
+        &self,
+        _req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        newparent: INodeNo,
+        newname: &OsStr,
+        flags: RenameFlags,
+        reply: ReplyEmpty,
+    ) {
+        let mode = if flags.contains(RenameFlags::RENAME_EXCHANGE) {
+            RenameMode::Exchange
+        } else if flags.contains(RenameFlags::RENAME_NOREPLACE) {
+            RenameMode::NoReplace
+        } else if flags.is_empty() {
+            RenameMode::Replace
+        } else {
+            return reply.error(Errno::EINVAL); // RENAME_WHITEOUT
+        };
+        let r = ino(parent)
+            .and_then(|p| ino(newparent).map(|n| (p, n)))
+            .map(|(p, n)| self.fs.rename_at(p, name.as_bytes(), n, newname.as_bytes(), mode));
+        match r {
+            Ok(Ok(())) => reply.ok(),
+            Ok(Err(e)) => reply.error(errno(&e)),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn link(&self, _req: &Request, i: INodeNo, newparent: INodeNo, newname: &OsStr, reply: ReplyEntry) {
+        let r = ino(i)
+            .and_then(|i| ino(newparent).map(|n| (i, n)))
+            .map_err(|_| Error::NotFound)
+            .and_then(|(i, n)| self.fs.link_at(i, n, newname.as_bytes()));
+        self.entry(reply, r)
+    }
+
+    fn open(&self, _req: &Request, i: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
+        let acc = flags.0 & libc::O_ACCMODE;
+        let access = Access {
+            read: acc == libc::O_RDONLY || acc == libc::O_RDWR,
+            write: acc == libc::O_WRONLY || acc == libc::O_RDWR,
+            append: flags.0 & libc::O_APPEND != 0,
+        };
+        match ino(i).map(|i| self.fs.open_ino(i, access)) {
+            Ok(Ok(f)) => {
+                if flags.0 & libc::O_TRUNC != 0 && access.write {
+                    if let Err(e) = f.set_len(0) {
+                        return reply.error(errno(&e));
+                    }
+                }
+                reply.opened(self.add_handle(Handle::File(Arc::new(f))), FopenFlags::empty())
+            }
+            Ok(Err(e)) => reply.error(errno(&e)),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn create(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        umask: u32,
+        flags: i32,
+        reply: ReplyCreate,
+    ) {
+        let r = ino(parent).map_err(|_| Error::NotFound).and_then(|p| {
+            let (owner, perm) = self.new_owner(req, p, mode, umask, false)?;
+            let m = self.fs.create_file_at(p, name.as_bytes(), perm, owner)?;
+            let m = self.set_perm(m, perm)?;
+            let acc = flags & libc::O_ACCMODE;
+            let access = Access {
+                read: acc == libc::O_RDONLY || acc == libc::O_RDWR,
+                write: true,
+                append: flags & libc::O_APPEND != 0,
+            };
+            let f = self.fs.open_ino(m.ino, access)?;
+            Ok((m, f))
+        });
+        match r {
+            Ok((m, f)) => {
+                let fh = self.add_handle(Handle::File(Arc::new(f)));
+                reply.created(&TTL, &attr(&m), Generation(m.generation as u64), fh, FopenFlags::empty())
+            }
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn read(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        size: u32,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        reply: ReplyData,
+    ) {
+        let f = match self.file(fh) {
+            Ok(f) => f,
+            Err(e) => return reply.error(e),
+        };
+        let mut buf = vec![0u8; size as usize];
+        match f.read_at(offset, &mut buf) {
+            Ok(n) => reply.data(&buf[..n]),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn write(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        data: &[u8],
+        _write_flags: WriteFlags,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        reply: ReplyWrite,
+    ) {
+        let f = match self.file(fh) {
+            Ok(f) => f,
+            Err(e) => return reply.error(e),
+        };
+        match f.write_at(offset, data) {
+            Ok(n) => reply.written(n as u32),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn flush(&self, _req: &Request, _ino: INodeNo, _fh: FileHandle, _lock_owner: LockOwner, reply: ReplyEmpty) {
+        reply.ok() // every write is durable when it returns
+    }
+
+    fn release(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        _flush: bool,
+        reply: ReplyEmpty,
+    ) {
+        // Dropping the last reference closes the file (and frees it if it was unlinked).
+        self.handles.lock().expect("handle table").remove(&fh.0);
+        reply.ok()
+    }
+
+    fn fsync(&self, _req: &Request, _ino: INodeNo, fh: FileHandle, _datasync: bool, reply: ReplyEmpty) {
+        match self.file(fh).map(|f| f.sync_all()) {
+            Ok(Ok(())) => reply.ok(),
+            Ok(Err(e)) => reply.error(errno(&e)),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn opendir(&self, _req: &Request, i: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
+        match ino(i).map(|i| self.fs.getattr(i)) {
+            Ok(Ok(m)) if m.is_dir() => reply.opened(self.add_handle(Handle::Dir), FopenFlags::empty()),
+            Ok(Ok(_)) => reply.error(Errno::ENOTDIR),
+            Ok(Err(e)) => reply.error(errno(&e)),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn readdir(&self, _req: &Request, i: INodeNo, _fh: FileHandle, offset: u64, mut reply: ReplyDirectory) {
+        let dir = match ino(i) {
+            Ok(d) => d,
+            Err(e) => return reply.error(e),
+        };
+        // Offsets: 1 after ".", 2 after "..", then 2 + the entry's cookie.
+        if offset == 0 && reply.add(i, 1, FuseType::Directory, ".") {
+            return reply.ok();
+        }
+        if offset <= 1 {
+            let parent = self.fs.parent_of(dir).map(|p| p.get()).unwrap_or(i.0);
+            if reply.add(INodeNo(parent), 2, FuseType::Directory, "..") {
+                return reply.ok();
+            }
+        }
+        let mut cookie = offset.saturating_sub(2);
+        loop {
+            let batch = match self.fs.readdir_ino(dir, cookie, 128) {
+                Ok(b) => b,
+                Err(e) => return reply.error(errno(&e)),
+            };
+            if batch.is_empty() {
+                return reply.ok();
+            }
+            for e in batch {
+                if reply.add(INodeNo(e.ino.get()), e.cookie + 2, kind(e.file_type), OsStr::from_bytes(&e.name)) {
+                    return reply.ok();
+                }
+                cookie = e.cookie;
+            }
+        }
+    }
+
+    fn releasedir(&self, _req: &Request, _ino: INodeNo, fh: FileHandle, _flags: OpenFlags, reply: ReplyEmpty) {
+        self.handles.lock().expect("handle table").remove(&fh.0);
+        reply.ok()
+    }
+
+    fn fsyncdir(&self, _req: &Request, _ino: INodeNo, _fh: FileHandle, _datasync: bool, reply: ReplyEmpty) {
+        match self.fs.sync() {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
+        let s = self.fs.statfs();
+        reply.statfs(
+            s.blocks_total,
+            s.blocks_free,
+            s.blocks_free,
+            s.inodes_total,
+            s.inodes_free,
+            s.block_bytes as u32,
+            s.name_max as u32,
+            s.block_bytes as u32,
+        )
+    }
+
+    fn fallocate(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        length: u64,
+        mode: i32,
+        reply: ReplyEmpty,
+    ) {
+        if mode != 0 {
+            return reply.error(Errno::EOPNOTSUPP); // KEEP_SIZE, PUNCH_HOLE, ...: not yet
+        }
+        match self.file(fh).map(|f| f.allocate(offset, length)) {
+            Ok(Ok(())) => reply.ok(),
+            Ok(Err(e)) => reply.error(errno(&e)),
+            Err(e) => reply.error(e),
+        }
+    }
+}
