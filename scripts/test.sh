@@ -8,6 +8,17 @@ if ! command -v cargo >/dev/null 2>&1; then
 fi
 command -v cargo >/dev/null || { echo "cargo not found: install Rust (https://rustup.rs)" >&2; exit 1; }
 rustup component add rustfmt clippy >/dev/null 2>&1 || true
+# The FUSE tests need fuse3 (fusermount3) and rsync from Debian.
+missing=""
+command -v fusermount3 >/dev/null || missing="$missing fuse3"
+command -v rsync >/dev/null || missing="$missing rsync"
+if [ -n "$missing" ]; then
+    if [ "$(id -u)" = 0 ]; then
+        apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $missing >/dev/null
+    else
+        echo "warning: missing$missing; the FUSE tests will be skipped" >&2
+    fi
+fi
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets -- -D warnings
 cargo test --workspace

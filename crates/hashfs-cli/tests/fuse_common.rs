@@ -1,0 +1,135 @@
+//! Shared by the FUSE tests: a mounted image in a temporary directory, served by the real
+//! `hashfs mount --foreground` daemon, unmounted (and fsck-checked) at the end.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+pub fn hashfs() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_hashfs"))
+}
+
+/// Whether FUSE can be used here; under CI it must be.
+pub fn fuse_available() -> bool {
+    let ok = Path::new("/dev/fuse").exists()
+        && Command::new("fusermount3").arg("-V").output().is_ok()
+        // SAFETY: geteuid has no preconditions.
+        && unsafe { libc::geteuid() } == 0;
+    if !ok {
+        assert!(std::env::var_os("CI").is_none(), "CI must be able to mount FUSE (root, /dev/fuse, fuse3)");
+        eprintln!("skipping: FUSE is not available (needs root, /dev/fuse and fusermount3)");
+    }
+    ok
+}
+
+pub struct Mounted {
+    pub dir: tempfile::TempDir,
+    pub image: PathBuf,
+    pub mnt: PathBuf,
+    pub daemon: Option<Child>,
+}
+
+fn is_mounted(mnt: &Path) -> bool {
+    let info = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+    let mnt = std::fs::canonicalize(mnt).unwrap();
+    info.lines().any(|l| l.split(' ').nth(4) == Some(mnt.to_str().unwrap()))
+}
+
+impl Mounted {
+    pub fn new(size: &str) -> Mounted {
+        let dir = tempfile::tempdir().unwrap();
+        let image = dir.path().join("fs.img");
+        let mnt = dir.path().join("mnt");
+        std::fs::create_dir(&mnt).unwrap();
+        let st = hashfs().args(["mkfs", image.to_str().unwrap(), "--size", size]).status().unwrap();
+        assert!(st.success());
+        let mut m = Mounted { dir, image, mnt, daemon: None };
+        m.start();
+        m
+    }
+
+    /// Starts the daemon on the existing image.
+    pub fn start(&mut self) {
+        let child = hashfs()
+            .args(["mount", "--foreground", self.image.to_str().unwrap(), self.mnt.to_str().unwrap()])
+            .stdin(Stdio::null())
+            .spawn()
+            .unwrap();
+        self.daemon = Some(child);
+        let start = Instant::now();
+        while !is_mounted(&self.mnt) {
+            assert!(start.elapsed() < Duration::from_secs(15), "mount did not appear");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        // The root belongs to root with mode 0755; tests that act as other users open it up.
+        std::fs::set_permissions(&self.mnt, std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
+    }
+
+    pub fn path(&self, p: &str) -> PathBuf {
+        self.mnt.join(p.trim_start_matches('/'))
+    }
+
+    /// Unmounts with `hashfs umount` and waits for the daemon.
+    pub fn stop(&mut self) {
+        let st = hashfs().args(["umount", self.mnt.to_str().unwrap()]).status().unwrap();
+        assert!(st.success(), "umount failed");
+        if let Some(mut c) = self.daemon.take() {
+            let status = c.wait().unwrap();
+            assert!(status.success(), "daemon exited with {status}");
+        }
+    }
+
+    /// SIGKILL for the daemon, then the kernel side of the mount is torn down.
+    pub fn kill_daemon(&mut self) {
+        if let Some(mut c) = self.daemon.take() {
+            c.kill().unwrap();
+            c.wait().unwrap();
+        }
+        let _ = Command::new("fusermount3").arg("-u").arg(&self.mnt).status();
+        let _ = Command::new("umount").arg("-l").arg(&self.mnt).status();
+    }
+
+    pub fn fsck_clean(&self) {
+        let o = hashfs().args(["fsck", self.image.to_str().unwrap()]).output().unwrap();
+        assert_eq!(o.status.code(), Some(0), "fsck: {}", String::from_utf8_lossy(&o.stdout));
+    }
+}
+
+impl Drop for Mounted {
+    fn drop(&mut self) {
+        if self.daemon.is_some() {
+            let _ = hashfs().args(["umount", self.mnt.to_str().unwrap()]).status();
+            if let Some(mut c) = self.daemon.take() {
+                let _ = c.kill();
+                let _ = c.wait();
+            }
+        }
+    }
+}
+
+/// Runs `f` on a thread whose file-system identity is (uid, gid, groups), as the kernel
+/// sees it for FUSE requests (fsuid/fsgid and the supplementary groups are per thread).
+pub fn as_user<T: Send>(uid: u32, gid: u32, groups: &[u32], f: impl FnOnce() -> T + Send) -> T {
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            // SAFETY: raw syscalls that change only this thread's credentials (glibc's
+            // wrappers would change every thread of the process).
+            unsafe {
+                assert_eq!(libc::syscall(libc::SYS_setgroups, groups.len(), groups.as_ptr()), 0);
+                libc::syscall(libc::SYS_setfsgid, gid);
+                libc::syscall(libc::SYS_setfsuid, uid);
+            }
+            f()
+        })
+        .join()
+        .unwrap()
+    })
+}
+
+pub fn errno<T: std::fmt::Debug>(r: std::io::Result<T>) -> i32 {
+    match r {
+        Ok(v) => panic!("expected an error, got Ok({v:?})"),
+        Err(e) => e.raw_os_error().expect("an OS error"),
+    }
+}

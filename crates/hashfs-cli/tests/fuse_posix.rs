@@ -1,0 +1,259 @@
+//! POSIX conformance through the FUSE mount: for each operation, the success cases and the
+//! errno of each failure, as Linux file systems behave, including EACCES and EPERM for
+//! non-root users, sticky directories, set-group-ID inheritance, and who may chmod, chown
+//! and set times.
+
+#[path = "fuse_common.rs"]
+mod common;
+use common::*;
+use std::ffi::CString;
+use std::fs;
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::path::Path;
+
+fn c(p: &Path) -> CString {
+    CString::new(p.as_os_str().as_encoded_bytes()).unwrap()
+}
+
+fn rc(r: i32) -> std::io::Result<()> {
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
+#[test]
+fn errno_of_each_failure() {
+    if !fuse_available() {
+        return;
+    }
+    let m = Mounted::new("64M");
+    let p = |s: &str| m.path(s);
+    fs::create_dir(p("d")).unwrap();
+    fs::write(p("f"), b"data").unwrap();
+    // ENOENT
+    assert_eq!(errno(fs::metadata(p("nope"))), libc::ENOENT);
+    assert_eq!(errno(fs::read(p("d/nope"))), libc::ENOENT);
+    assert_eq!(errno(fs::remove_file(p("nope"))), libc::ENOENT);
+    assert_eq!(errno(fs::rename(p("nope"), p("x"))), libc::ENOENT);
+    assert_eq!(errno(fs::write(p("nodir/x"), b"")), libc::ENOENT);
+    // EEXIST
+    assert_eq!(errno(fs::create_dir(p("d"))), libc::EEXIST);
+    assert_eq!(errno(fs::OpenOptions::new().write(true).create_new(true).open(p("f"))), libc::EEXIST);
+    assert_eq!(errno(std::os::unix::fs::symlink("x", p("f"))), libc::EEXIST);
+    assert_eq!(errno(fs::hard_link(p("f"), p("d"))), libc::EEXIST);
+    // ENOTDIR
+    assert_eq!(errno(fs::metadata(p("f/x"))), libc::ENOTDIR);
+    assert_eq!(errno(fs::create_dir(p("f/x"))), libc::ENOTDIR);
+    assert_eq!(errno(fs::remove_dir(p("f"))), libc::ENOTDIR);
+    assert_eq!(errno(fs::rename(p("d"), p("f"))), libc::ENOTDIR);
+    // EISDIR
+    assert_eq!(errno(fs::OpenOptions::new().write(true).open(p("d"))), libc::EISDIR);
+    assert_eq!(errno(fs::remove_file(p("d"))), libc::EISDIR);
+    assert_eq!(errno(fs::rename(p("f"), p("d"))), libc::EISDIR);
+    // ENOTEMPTY
+    fs::write(p("d/inner"), b"").unwrap();
+    assert_eq!(errno(fs::remove_dir(p("d"))), libc::ENOTEMPTY);
+    fs::create_dir(p("e")).unwrap();
+    fs::create_dir(p("e/sub")).unwrap();
+    assert_eq!(errno(fs::rename(p("e"), p("d"))), libc::ENOTEMPTY);
+    // ENAMETOOLONG
+    let long = "n".repeat(256);
+    assert_eq!(errno(fs::write(p(&long), b"")), libc::ENAMETOOLONG);
+    assert_eq!(errno(fs::create_dir(p(&long))), libc::ENAMETOOLONG);
+    fs::write(p(&"n".repeat(255)), b"ok").unwrap();
+    // ELOOP
+    std::os::unix::fs::symlink("l2", p("l1")).unwrap();
+    std::os::unix::fs::symlink("l1", p("l2")).unwrap();
+    assert_eq!(errno(fs::read(p("l1"))), libc::ELOOP);
+    // EINVAL: a directory into itself.
+    assert_eq!(errno(fs::rename(p("e"), p("e/sub/x"))), libc::EINVAL);
+    // EBADF: writing a read-only descriptor, reading a write-only one.
+    let mut r = fs::File::open(p("f")).unwrap();
+    assert_eq!(errno(r.write(b"x")), libc::EBADF);
+    let mut w = fs::OpenOptions::new().write(true).open(p("f")).unwrap();
+    let mut buf = [0u8; 4];
+    assert_eq!(errno(w.read(&mut buf)), libc::EBADF);
+    // EPERM: hard link to a directory.
+    assert_eq!(errno(fs::hard_link(p("d"), p("dl"))), libc::EPERM);
+    drop((r, w));
+    // renameat2 flags.
+    fs::write(p("x"), b"X").unwrap();
+    fs::write(p("y"), b"Y").unwrap();
+    let rename2 = |a: &str, b: &str, flags: u32| {
+        // SAFETY: valid C strings; renameat2 has no other preconditions.
+        rc(unsafe { libc::renameat2(libc::AT_FDCWD, c(&p(a)).as_ptr(), libc::AT_FDCWD, c(&p(b)).as_ptr(), flags) })
+    };
+    assert_eq!(errno(rename2("x", "y", libc::RENAME_NOREPLACE)), libc::EEXIST);
+    rename2("x", "y", libc::RENAME_EXCHANGE).unwrap();
+    assert_eq!(fs::read(p("x")).unwrap(), b"Y");
+    assert_eq!(fs::read(p("y")).unwrap(), b"X");
+    assert_eq!(errno(rename2("x", "zz", libc::RENAME_EXCHANGE)), libc::ENOENT);
+    drop(m);
+}
+
+#[test]
+fn success_cases() {
+    if !fuse_available() {
+        return;
+    }
+    let mut m = Mounted::new("64M");
+    let p = |s: &str| m.path(s);
+    // Data, holes, append, truncate.
+    let mut f = fs::OpenOptions::new().read(true).write(true).create(true).open(p("data")).unwrap();
+    f.write_all(b"hello").unwrap();
+    f.seek(SeekFrom::Start(100_000)).unwrap();
+    f.write_all(b"world").unwrap();
+    f.sync_all().unwrap();
+    let all = fs::read(p("data")).unwrap();
+    assert_eq!(all.len(), 100_005);
+    assert!(all[5..100_000].iter().all(|&b| b == 0));
+    f.set_len(3).unwrap();
+    assert_eq!(fs::read(p("data")).unwrap(), b"hel");
+    let mut a = fs::OpenOptions::new().append(true).open(p("data")).unwrap();
+    a.write_all(b"-end").unwrap();
+    assert_eq!(fs::read(p("data")).unwrap(), b"hel-end");
+    // fallocate.
+    let fa = fs::OpenOptions::new().write(true).create(true).open(p("alloc")).unwrap();
+    // SAFETY: a valid descriptor; posix_fallocate returns an errno value.
+    assert_eq!(unsafe { libc::posix_fallocate(std::os::fd::AsRawFd::as_raw_fd(&fa), 0, 1 << 20) }, 0);
+    let md = fs::metadata(p("alloc")).unwrap();
+    assert_eq!(md.len(), 1 << 20);
+    assert_eq!(md.blocks(), (1 << 20) / 512);
+    // Metadata.
+    fs::set_permissions(p("data"), fs::Permissions::from_mode(0o640)).unwrap();
+    assert_eq!(fs::metadata(p("data")).unwrap().mode() & 0o7777, 0o640);
+    std::os::unix::fs::chown(p("data"), Some(1234), Some(5678)).unwrap();
+    let md = fs::metadata(p("data")).unwrap();
+    assert_eq!((md.uid(), md.gid()), (1234, 5678));
+    let t = std::time::UNIX_EPOCH + std::time::Duration::from_secs(1_000_000);
+    fs::File::options().write(true).open(p("data")).unwrap().set_modified(t).unwrap();
+    assert_eq!(fs::metadata(p("data")).unwrap().modified().unwrap(), t);
+    // Links, symlinks, readdir.
+    fs::hard_link(p("data"), p("data2")).unwrap();
+    assert_eq!(fs::metadata(p("data")).unwrap().nlink(), 2);
+    std::os::unix::fs::symlink("data", p("sym")).unwrap();
+    assert_eq!(fs::read_link(p("sym")).unwrap(), Path::new("data"));
+    assert_eq!(fs::read(p("sym")).unwrap(), b"hel-end");
+    fs::create_dir_all(p("a/b/c")).unwrap();
+    assert_eq!(fs::metadata(p("a")).unwrap().nlink(), 3);
+    let mut names: Vec<String> =
+        fs::read_dir(m.path("")).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
+    names.sort();
+    assert_eq!(names, ["a", "alloc", "data", "data2", "sym"]);
+    for i in 0..3000 {
+        fs::write(p(&format!("a/b/many-{i:04}")), b"").unwrap();
+    }
+    assert_eq!(fs::read_dir(p("a/b")).unwrap().count(), 3001);
+    // Rename across directories, replacing.
+    fs::rename(p("data2"), p("a/b/c/moved")).unwrap();
+    fs::rename(p("a/b/c/moved"), p("sym")).unwrap();
+    assert!(!fs::symlink_metadata(p("sym")).unwrap().file_type().is_symlink());
+    // statfs.
+    let out =
+        std::process::Command::new("stat").args(["-f", "-c", "%S %b %c", m.mnt.to_str().unwrap()]).output().unwrap();
+    let s = String::from_utf8_lossy(&out.stdout);
+    assert!(s.starts_with("4096 "), "{s}");
+    // Unlinked while open: readable until closed.
+    let mut h = fs::File::open(p("alloc")).unwrap();
+    fs::remove_file(p("alloc")).unwrap();
+    let mut v = Vec::new();
+    h.read_to_end(&mut v).unwrap();
+    assert_eq!(v.len(), 1 << 20);
+    drop(h);
+    drop(f);
+    drop(a);
+    drop(fa);
+    m.stop();
+    m.fsck_clean();
+}
+
+#[test]
+fn permissions_for_other_users() {
+    if !fuse_available() {
+        return;
+    }
+    let m = Mounted::new("64M");
+    let p = |s: &str| m.path(s);
+    fs::write(p("secret"), b"root only").unwrap();
+    fs::set_permissions(p("secret"), fs::Permissions::from_mode(0o600)).unwrap();
+    fs::create_dir(p("rootdir")).unwrap();
+    fs::set_permissions(p("rootdir"), fs::Permissions::from_mode(0o755)).unwrap();
+    fs::write(p("rootdir/file"), b"").unwrap();
+
+    as_user(1000, 1000, &[1000], || {
+        assert_eq!(errno(fs::read(p("secret"))), libc::EACCES);
+        assert_eq!(errno(fs::write(p("rootdir/x"), b"")), libc::EACCES);
+        assert_eq!(errno(fs::remove_file(p("rootdir/file"))), libc::EACCES);
+        assert_eq!(errno(fs::set_permissions(p("secret"), fs::Permissions::from_mode(0o777))), libc::EPERM);
+        assert_eq!(errno(std::os::unix::fs::chown(p("secret"), Some(1000), None)), libc::EPERM);
+        // Explicit times need ownership; "now" needs write access.
+        // SAFETY: valid C string; a null times pointer means "now".
+        let now = rc(unsafe { libc::utimensat(libc::AT_FDCWD, c(&p("secret")).as_ptr(), std::ptr::null(), 0) });
+        assert_eq!(errno(now), libc::EACCES);
+        // Own files: new files belong to the caller.
+        fs::write(p("mine"), b"1000's").unwrap();
+        let md = fs::metadata(p("mine")).unwrap();
+        assert_eq!((md.uid(), md.gid()), (1000, 1000));
+        fs::set_permissions(p("mine"), fs::Permissions::from_mode(0o604)).unwrap();
+        // chown to another user: EPERM; to own group: fine.
+        assert_eq!(errno(std::os::unix::fs::chown(p("mine"), Some(0), None)), libc::EPERM);
+        std::os::unix::fs::chown(p("mine"), None, Some(1000)).unwrap();
+    });
+
+    // Sticky directory: only the owner of an entry (or of the directory) may remove it.
+    fs::create_dir(p("tmp")).unwrap();
+    fs::set_permissions(p("tmp"), fs::Permissions::from_mode(0o1777)).unwrap();
+    as_user(1000, 1000, &[1000], || fs::write(p("tmp/a"), b"a").unwrap());
+    as_user(1001, 1001, &[1001], || {
+        assert_eq!(errno(fs::remove_file(p("tmp/a"))), libc::EPERM);
+        assert_eq!(errno(fs::rename(p("tmp/a"), p("tmp/b"))), libc::EPERM);
+        fs::write(p("tmp/own"), b"").unwrap();
+        fs::remove_file(p("tmp/own")).unwrap();
+    });
+    as_user(1000, 1000, &[1000], || fs::remove_file(p("tmp/a")).unwrap());
+
+    // Set-group-ID directory: new entries take its group; new directories inherit the bit.
+    fs::create_dir(p("shared")).unwrap();
+    std::os::unix::fs::chown(p("shared"), None, Some(500)).unwrap();
+    fs::set_permissions(p("shared"), fs::Permissions::from_mode(0o2777)).unwrap();
+    as_user(1000, 1000, &[1000], || {
+        fs::write(p("shared/f"), b"").unwrap();
+        fs::create_dir(p("shared/sub")).unwrap();
+    });
+    let f = fs::metadata(p("shared/f")).unwrap();
+    let d = fs::metadata(p("shared/sub")).unwrap();
+    assert_eq!((f.uid(), f.gid()), (1000, 500));
+    assert_eq!(d.gid(), 500);
+    assert_ne!(d.mode() & 0o2000, 0, "subdirectory inherits set-group-ID");
+    // A group member may chown to that group; chmod by a non-member clears set-group-ID.
+    fs::write(p("g"), b"").unwrap();
+    std::os::unix::fs::chown(p("g"), Some(1000), Some(1000)).unwrap();
+    as_user(1000, 1000, &[1000, 600], || {
+        std::os::unix::fs::chown(p("g"), None, Some(600)).unwrap();
+        assert_eq!(errno(std::os::unix::fs::chown(p("g"), None, Some(700))), libc::EPERM);
+    });
+    as_user(1000, 1000, &[1000], || {
+        fs::set_permissions(p("g"), fs::Permissions::from_mode(0o2755)).unwrap();
+        assert_eq!(fs::metadata(p("g")).unwrap().mode() & 0o2000, 0, "not in group 600: S_ISGID dropped");
+    });
+    // Group permission through a supplementary group.
+    fs::write(p("grp"), b"for group 600").unwrap();
+    std::os::unix::fs::chown(p("grp"), Some(0), Some(600)).unwrap();
+    fs::set_permissions(p("grp"), fs::Permissions::from_mode(0o640)).unwrap();
+    as_user(1002, 1002, &[1002, 600], || assert_eq!(fs::read(p("grp")).unwrap(), b"for group 600"));
+    as_user(1003, 1003, &[1003], || assert_eq!(errno(fs::read(p("grp"))), libc::EACCES));
+    // O_CREAT with a mode: the umask applies.
+    let f = fs::OpenOptions::new().write(true).create(true).mode(0o666).open(p("masked")).unwrap();
+    drop(f);
+    // SAFETY: umask only reads/sets the process mask; we restore nothing as it is only read.
+    let mask = unsafe {
+        let old = libc::umask(0o022);
+        libc::umask(old);
+        old
+    };
+    assert_eq!(fs::metadata(p("masked")).unwrap().mode() & 0o777, 0o666 & !mask);
+    drop(m);
+}
