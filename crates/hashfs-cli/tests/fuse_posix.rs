@@ -102,7 +102,7 @@ fn success_cases() {
     let mut m = Mounted::new("64M");
     let p = |s: &str| m.path(s);
     // Data, holes, append, truncate.
-    let mut f = fs::OpenOptions::new().read(true).write(true).create(true).open(p("data")).unwrap();
+    let mut f = fs::OpenOptions::new().read(true).write(true).create(true).truncate(false).open(p("data")).unwrap();
     f.write_all(b"hello").unwrap();
     f.seek(SeekFrom::Start(100_000)).unwrap();
     f.write_all(b"world").unwrap();
@@ -116,7 +116,7 @@ fn success_cases() {
     a.write_all(b"-end").unwrap();
     assert_eq!(fs::read(p("data")).unwrap(), b"hel-end");
     // fallocate.
-    let fa = fs::OpenOptions::new().write(true).create(true).open(p("alloc")).unwrap();
+    let fa = fs::OpenOptions::new().write(true).create(true).truncate(false).open(p("alloc")).unwrap();
     // SAFETY: a valid descriptor; posix_fallocate returns an errno value.
     assert_eq!(unsafe { libc::posix_fallocate(std::os::fd::AsRawFd::as_raw_fd(&fa), 0, 1 << 20) }, 0);
     let md = fs::metadata(p("alloc")).unwrap();
@@ -246,7 +246,7 @@ fn permissions_for_other_users() {
     as_user(1002, 1002, &[1002, 600], || assert_eq!(fs::read(p("grp")).unwrap(), b"for group 600"));
     as_user(1003, 1003, &[1003], || assert_eq!(errno(fs::read(p("grp"))), libc::EACCES));
     // O_CREAT with a mode: the umask applies.
-    let f = fs::OpenOptions::new().write(true).create(true).mode(0o666).open(p("masked")).unwrap();
+    let f = fs::OpenOptions::new().write(true).create(true).truncate(false).mode(0o666).open(p("masked")).unwrap();
     drop(f);
     // SAFETY: umask only reads/sets the process mask; we restore nothing as it is only read.
     let mask = unsafe {
