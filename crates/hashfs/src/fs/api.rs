@@ -161,6 +161,18 @@ impl<D: PmDevice> FileSystem<D> {
         Ok(())
     }
 
+    /// Marks the image cleanly unmounted without consuming the handle, for a process that
+    /// is exiting (the LD_PRELOAD shim). Every file must be closed; nothing may be done
+    /// through any handle afterwards.
+    pub fn shutdown(&self) -> Result<()> {
+        if self.inner.inodes.open_files() > 0 {
+            return Err(Error::Busy);
+        }
+        self.inner.mark_clean();
+        self.inner.dev.sync_host()?;
+        Ok(())
+    }
+
     pub fn device(&self) -> &Arc<D> {
         &self.inner.dev
     }

@@ -1,0 +1,26 @@
+//! `libhashfs_preload.so`: with `LD_PRELOAD=libhashfs_preload.so HASHFS_IMAGE=IMG
+//! HASHFS_MOUNT=/prefix`, paths under the prefix are served inside the process by the
+//! HashFS library (no system call on the data path); everything else goes to libc.
+//!
+//! Descriptors: each HashFS file holds a real kernel descriptor (of /dev/null), whose number
+//! is the one the program sees, so numbers never collide with the kernel's. A bitmap of
+//! those numbers keeps the check on every read and write cheap.
+//!
+//! Reentrancy: the shim's own calls into libc (the library opening and mapping the image,
+//! Rust's std) pass straight through, by a per-thread guard.
+//!
+//! One process owns an image at a time (the library's exclusive lock); a second process
+//! gets an error naming the owner's lock for paths under the prefix. A child created by
+//! fork() must not share the parent's DRAM state, so HashFS paths fail in it with EIO
+//! unless it execs (a fresh shim then tries to take the image).
+//!
+//! Record locks (fcntl F_SETLK & co.) are per process in POSIX and this process owns the
+//! image alone, so they always succeed; F_GETLK reports no conflict.
+//!
+//! Not yet: mmap of HashFS files, chdir into the prefix, extended attributes (ENOTSUP).
+
+#![allow(clippy::missing_safety_doc)] // every export is a libc function with libc's contract
+
+mod shim;
+
+pub use shim::*;
