@@ -21,6 +21,7 @@ if [ -n "$missing" ]; then
 fi
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets -- -D warnings
+cargo build --workspace   # includes libhashfs_preload.so, which the shim tests load
 cargo test --workspace
 # The portable fallbacks: the weakest flush instruction and scalar hashing, through the
 # real mmap device (CLI tests) and the file system (model tests).

@@ -86,10 +86,93 @@ static SHIM: OnceLock<Shim> = OnceLock::new();
 static FORKED: AtomicBool = AtomicBool::new(false);
 static EXITING: AtomicBool = AtomicBool::new(false);
 
-/// At exit: close every HashFS file (freeing unlinked ones) and mark the image clean.
+/// Standard descriptors redirected to HashFS files (dup2 onto 0, 1 or 2): glibc's stdio
+/// writes them with its internal write, which no preload can see, so they become pipes that
+/// a thread pumps into (or out of) the file.
+static PUMPS: Mutex<Vec<(c_int, std::thread::JoinHandle<()>)>> = Mutex::new(Vec::new());
+
+fn start_pump(of: Arc<OpenFile>, target: c_int) -> c_int {
+    let pipe2 = real!(pipe2: fn(*mut c_int, c_int) -> c_int);
+    let dup2r = real!(dup2: fn(c_int, c_int) -> c_int);
+    let closer = real!(close: fn(c_int) -> c_int);
+    let readr = real!(read: fn(c_int, *mut c_void, size_t) -> ssize_t);
+    let writer = real!(write: fn(c_int, *const c_void, size_t) -> ssize_t);
+    let mut fds = [0 as c_int; 2];
+    // SAFETY: fds holds two descriptors.
+    if unsafe { pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return -1;
+    }
+    let (r, w) = (fds[0], fds[1]);
+    let output = target != 0;
+    // SAFETY: plain descriptor operations on descriptors we own.
+    unsafe {
+        if dup2r(if output { w } else { r }, target) < 0 {
+            closer(r);
+            closer(w);
+            return -1;
+        }
+        closer(if output { w } else { r });
+    }
+    let keep = if output { r } else { w };
+    let handle = std::thread::spawn(move || {
+        IN_SHIM.with(|g| g.set(true));
+        let Some(file) = of.file.as_ref() else { return };
+        let mut buf = vec![0u8; 64 * 1024];
+        loop {
+            if output {
+                // SAFETY: buf is valid for its length.
+                let n = unsafe { readr(keep, buf.as_mut_ptr() as *mut c_void, buf.len()) };
+                if n <= 0 {
+                    break;
+                }
+                let mut pos = of.pos.lock();
+                let append = of.flags.load(Ordering::Relaxed) & libc::O_APPEND != 0;
+                let at = if append { file.metadata().map(|m| m.size).unwrap_or(*pos) } else { *pos };
+                match file.write_at(at, &buf[..n as usize]) {
+                    Ok(k) => *pos = at + k as u64,
+                    Err(e) => {
+                        eprintln!("hashfs_preload: write to redirected descriptor {target} failed: {e}");
+                        break;
+                    }
+                }
+            } else {
+                let mut pos = of.pos.lock();
+                let n = match file.read_at(*pos, &mut buf) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => n,
+                };
+                *pos += n as u64;
+                drop(pos);
+                // SAFETY: buf holds n bytes.
+                if unsafe { writer(keep, buf.as_ptr() as *const c_void, n) } < 0 {
+                    break;
+                }
+            }
+        }
+        // SAFETY: our end of the pipe.
+        unsafe { closer(keep) };
+    });
+    PUMPS.lock().push((if output { target } else { -1 }, handle));
+    target
+}
+
+/// At exit: drain redirected standard descriptors, close every HashFS file (freeing
+/// unlinked ones) and mark the image clean.
 extern "C" fn at_exit() {
     if FORKED.load(Ordering::Relaxed) {
         return;
+    }
+    // SAFETY: flushing every stdio stream is what exit() does anyway; done now so that
+    // redirected output reaches its pipe before the pumps are drained.
+    unsafe { libc::fflush(std::ptr::null_mut()) };
+    let pumps = std::mem::take(&mut *PUMPS.lock());
+    let closer = real!(close: fn(c_int) -> c_int);
+    for (fd, handle) in pumps {
+        if fd >= 0 {
+            // SAFETY: closing the write end held as the standard descriptor ends the pump.
+            unsafe { closer(fd) };
+            let _ = handle.join();
+        }
     }
     EXITING.store(true, Ordering::Relaxed);
     guarded(|| {
@@ -175,7 +258,11 @@ impl Shim {
         if FORKED.load(Ordering::Relaxed) || EXITING.load(Ordering::Relaxed) {
             return Err(libc::EIO);
         }
-        self.fs.as_ref().ok_or(if self.error.as_deref().is_some_and(|e| e.contains("in use")) { libc::EBUSY } else { libc::EIO })
+        self.fs.as_ref().ok_or(if self.error.as_deref().is_some_and(|e| e.contains("in use")) {
+            libc::EBUSY
+        } else {
+            libc::EIO
+        })
     }
 }
 
@@ -195,11 +282,7 @@ fn fs_path(path: *const c_char) -> Option<PathBuf> {
     // SAFETY: libc's contract: a NUL-terminated string.
     let bytes = unsafe { CStr::from_ptr(path) }.to_bytes();
     let p = Path::new(std::ffi::OsStr::from_bytes_compat(bytes));
-    let abs = if p.is_absolute() {
-        p.to_path_buf()
-    } else {
-        std::env::current_dir().ok()?.join(p)
-    };
+    let abs = if p.is_absolute() { p.to_path_buf() } else { std::env::current_dir().ok()?.join(p) };
     // Normalize "." and ".." lexically (the prefix is not a real directory).
     let mut norm = PathBuf::from("/");
     for c in abs.components() {
@@ -375,6 +458,32 @@ pub unsafe extern "C" fn openat64(dirfd: c_int, path: *const c_char, flags: c_in
     unsafe { openat(dirfd, path, flags, mode) }
 }
 
+// The _FORTIFY_SOURCE entry points (open without O_CREAT, so no mode).
+
+#[no_mangle]
+pub unsafe extern "C" fn __open_2(path: *const c_char, flags: c_int) -> c_int {
+    // SAFETY: same contract as open.
+    unsafe { open(path, flags, 0) }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn __open64_2(path: *const c_char, flags: c_int) -> c_int {
+    // SAFETY: same contract as open.
+    unsafe { open64(path, flags, 0) }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn __openat_2(dirfd: c_int, path: *const c_char, flags: c_int) -> c_int {
+    // SAFETY: same contract as openat.
+    unsafe { openat(dirfd, path, flags, 0) }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn __openat64_2(dirfd: c_int, path: *const c_char, flags: c_int) -> c_int {
+    // SAFETY: same contract as openat.
+    unsafe { openat(dirfd, path, flags, 0) }
+}
+
 #[no_mangle]
 pub unsafe extern "C" fn creat(path: *const c_char, mode: mode_t) -> c_int {
     // SAFETY: same contract as open.
@@ -425,6 +534,14 @@ pub unsafe extern "C" fn dup(fd: c_int) -> c_int {
 
 #[no_mangle]
 pub unsafe extern "C" fn dup2(fd: c_int, newfd: c_int) -> c_int {
+    if (0..=2).contains(&newfd) && fd != newfd && ours(fd) {
+        return guarded(|| match shim().file(fd) {
+            Some(of) if of.file.is_some() => start_pump(of, newfd),
+            Some(_) => fail(libc::EISDIR),
+            None => fail(libc::EBADF),
+        })
+        .unwrap_or(-1);
+    }
     if fd != newfd && SHIM.get().is_some_and(|s| s.is_ours(newfd)) && !ours(fd) {
         guarded(|| {
             let s = shim();
@@ -480,9 +597,12 @@ fn read_into(file: &File<MmapDevice>, off: u64, buf: &mut [u8]) -> Result<usize,
 }
 
 fn write_from(of: &OpenFile, file: &File<MmapDevice>, off: u64, data: &[u8]) -> Result<usize, c_int> {
-    file.write_at(off, data).map_err(|e| e.errno()).and_then(|n| if n == 0 && !data.is_empty() { Err(libc::ENOSPC) } else { Ok(n) }).inspect(|_| {
-        let _ = of;
-    })
+    file.write_at(off, data)
+        .map_err(|e| e.errno())
+        .and_then(|n| if n == 0 && !data.is_empty() { Err(libc::ENOSPC) } else { Ok(n) })
+        .inspect(|_| {
+            let _ = of;
+        })
 }
 
 #[no_mangle]
@@ -699,7 +819,10 @@ pub unsafe extern "C" fn ftruncate64(fd: c_int, len: off_t) -> c_int {
     unsafe { ftruncate(fd, len) }
 }
 
-fn path_op<T>(path: *const c_char, f: impl FnOnce(&FileSystem<MmapDevice>, &Path) -> Result<T, Error>) -> Option<Result<T, c_int>> {
+fn path_op<T>(
+    path: *const c_char,
+    f: impl FnOnce(&FileSystem<MmapDevice>, &Path) -> Result<T, Error>,
+) -> Option<Result<T, c_int>> {
     let p = guarded(|| fs_path(path)).flatten()?;
     guarded(|| {
         let s = shim();
@@ -806,7 +929,10 @@ pub unsafe extern "C" fn fcntl(fd: c_int, cmd: c_int, arg: libc::c_ulong) -> c_i
             let s = shim();
             let of = s.file(fd)?;
             match cmd {
-                libc::F_GETFL => Some(of.flags.load(Ordering::Relaxed) & !(libc::O_CREAT | libc::O_EXCL | libc::O_TRUNC | libc::O_CLOEXEC)),
+                libc::F_GETFL => Some(
+                    of.flags.load(Ordering::Relaxed)
+                        & !(libc::O_CREAT | libc::O_EXCL | libc::O_TRUNC | libc::O_CLOEXEC),
+                ),
                 libc::F_SETFL => {
                     let keep = of.flags.load(Ordering::Relaxed) & !(libc::O_APPEND | libc::O_NONBLOCK);
                     of.flags.store(keep | (arg as c_int & (libc::O_APPEND | libc::O_NONBLOCK)), Ordering::Relaxed);
@@ -895,7 +1021,8 @@ fn stat_path(p: &Path, follow: bool, st: *mut libc::stat) -> c_int {
 
 fn stat_fd(fd: c_int, st: *mut libc::stat) -> c_int {
     let s = shim();
-    let r = s.file(fd).ok_or(libc::EBADF).and_then(|of| s.fs().and_then(|fs| fs.getattr(of.ino).map_err(|e| e.errno())));
+    let r =
+        s.file(fd).ok_or(libc::EBADF).and_then(|of| s.fs().and_then(|fs| fs.getattr(of.ino).map_err(|e| e.errno())));
     match r {
         Ok(m) => {
             fill_stat(&m, st);
@@ -969,7 +1096,13 @@ pub unsafe extern "C" fn fstatat64(dirfd: c_int, path: *const c_char, st: *mut l
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn statx(dirfd: c_int, path: *const c_char, flags: c_int, mask: c_uint, stx: *mut libc::statx) -> c_int {
+pub unsafe extern "C" fn statx(
+    dirfd: c_int,
+    path: *const c_char,
+    flags: c_int,
+    mask: c_uint,
+    stx: *mut libc::statx,
+) -> c_int {
     // SAFETY: struct stat is plain data.
     let mut st: libc::stat = unsafe { std::mem::zeroed() };
     if let Some(r) = fstatat_impl(dirfd, path, &mut st, flags) {
@@ -999,7 +1132,9 @@ pub unsafe extern "C" fn statx(dirfd: c_int, path: *const c_char, flags: c_int, 
         return r;
     }
     // SAFETY: forwarding.
-    unsafe { real!(statx: fn(c_int, *const c_char, c_int, c_uint, *mut libc::statx) -> c_int)(dirfd, path, flags, mask, stx) }
+    unsafe {
+        real!(statx: fn(c_int, *const c_char, c_int, c_uint, *mut libc::statx) -> c_int)(dirfd, path, flags, mask, stx)
+    }
 }
 
 #[no_mangle]
@@ -1032,7 +1167,8 @@ pub unsafe extern "C" fn eaccess(path: *const c_char, mode: c_int) -> c_int {
 #[no_mangle]
 pub unsafe extern "C" fn faccessat(dirfd: c_int, path: *const c_char, mode: c_int, flags: c_int) -> c_int {
     if let Some(Some(p)) = guarded(|| fs_path_at(dirfd, path)) {
-        return guarded(|| ret0(shim().fs().and_then(|fs| fs.metadata(&p).map(|_| ()).map_err(|e| e.errno())))).unwrap_or(-1);
+        return guarded(|| ret0(shim().fs().and_then(|fs| fs.metadata(&p).map(|_| ()).map_err(|e| e.errno()))))
+            .unwrap_or(-1);
     }
     // SAFETY: forwarding.
     unsafe { real!(faccessat: fn(c_int, *const c_char, c_int, c_int) -> c_int)(dirfd, path, mode, flags) }
@@ -1055,7 +1191,8 @@ pub unsafe extern "C" fn unlinkat(dirfd: c_int, path: *const c_char, flags: c_in
     if let Some(Some(p)) = guarded(|| fs_path_at(dirfd, path)) {
         return guarded(|| {
             ret0(shim().fs().and_then(|fs| {
-                if flags & libc::AT_REMOVEDIR != 0 { fs.remove_dir(&p) } else { fs.remove_file(&p) }.map_err(|e| e.errno())
+                if flags & libc::AT_REMOVEDIR != 0 { fs.remove_dir(&p) } else { fs.remove_file(&p) }
+                    .map_err(|e| e.errno())
             }))
         })
         .unwrap_or(-1);
@@ -1093,8 +1230,10 @@ pub unsafe extern "C" fn mkdir(path: *const c_char, mode: mode_t) -> c_int {
 #[no_mangle]
 pub unsafe extern "C" fn mkdirat(dirfd: c_int, path: *const c_char, mode: mode_t) -> c_int {
     if let Some(Some(p)) = guarded(|| fs_path_at(dirfd, path)) {
-        return guarded(|| ret0(shim().fs().and_then(|fs| fs.create_dir(&p, mode & 0o7777).map(|_| ()).map_err(|e| e.errno()))))
-            .unwrap_or(-1);
+        return guarded(|| {
+            ret0(shim().fs().and_then(|fs| fs.create_dir(&p, mode & 0o7777).map(|_| ()).map_err(|e| e.errno())))
+        })
+        .unwrap_or(-1);
     }
     // SAFETY: forwarding.
     unsafe { real!(mkdirat: fn(c_int, *const c_char, mode_t) -> c_int)(dirfd, path, mode) }
@@ -1103,7 +1242,9 @@ pub unsafe extern "C" fn mkdirat(dirfd: c_int, path: *const c_char, mode: mode_t
 fn rename_impl(from: Option<PathBuf>, to: Option<PathBuf>, mode: RenameMode) -> Option<c_int> {
     match (from, to) {
         (None, None) => None,
-        (Some(a), Some(b)) => guarded(|| ret0(shim().fs().and_then(|fs| fs.rename_with(&a, &b, mode).map_err(|e| e.errno())))),
+        (Some(a), Some(b)) => {
+            guarded(|| ret0(shim().fs().and_then(|fs| fs.rename_with(&a, &b, mode).map_err(|e| e.errno()))))
+        }
         _ => Some(fail(libc::EXDEV)), // across the prefix boundary
     }
 }
@@ -1133,7 +1274,13 @@ pub unsafe extern "C" fn renameat(fd1: c_int, from: *const c_char, fd2: c_int, t
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn renameat2(fd1: c_int, from: *const c_char, fd2: c_int, to: *const c_char, flags: c_uint) -> c_int {
+pub unsafe extern "C" fn renameat2(
+    fd1: c_int,
+    from: *const c_char,
+    fd2: c_int,
+    to: *const c_char,
+    flags: c_uint,
+) -> c_int {
     let mode = if flags & libc::RENAME_EXCHANGE != 0 {
         RenameMode::Exchange
     } else if flags & libc::RENAME_NOREPLACE != 0 {
@@ -1148,7 +1295,9 @@ pub unsafe extern "C" fn renameat2(fd1: c_int, from: *const c_char, fd2: c_int, 
         }
     }
     // SAFETY: forwarding.
-    unsafe { real!(renameat2: fn(c_int, *const c_char, c_int, *const c_char, c_uint) -> c_int)(fd1, from, fd2, to, flags) }
+    unsafe {
+        real!(renameat2: fn(c_int, *const c_char, c_int, *const c_char, c_uint) -> c_int)(fd1, from, fd2, to, flags)
+    }
 }
 
 #[no_mangle]
@@ -1166,7 +1315,11 @@ pub unsafe extern "C" fn fchmod(fd: c_int, mode: mode_t) -> c_int {
         return guarded(|| {
             let s = shim();
             ret0(s.file(fd).ok_or(libc::EBADF).and_then(|of| {
-                s.fs().and_then(|fs| fs.setattr(of.ino, &SetAttr { perm: Some(mode & 0o7777), ..Default::default() }).map(|_| ()).map_err(|e| e.errno()))
+                s.fs().and_then(|fs| {
+                    fs.setattr(of.ino, &SetAttr { perm: Some(mode & 0o7777), ..Default::default() })
+                        .map(|_| ())
+                        .map_err(|e| e.errno())
+                })
             }))
         })
         .unwrap_or(-1);
@@ -1176,7 +1329,12 @@ pub unsafe extern "C" fn fchmod(fd: c_int, mode: mode_t) -> c_int {
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn utimensat(dirfd: c_int, path: *const c_char, times: *const libc::timespec, flags: c_int) -> c_int {
+pub unsafe extern "C" fn utimensat(
+    dirfd: c_int,
+    path: *const c_char,
+    times: *const libc::timespec,
+    flags: c_int,
+) -> c_int {
     if let Some(Some(p)) = guarded(|| fs_path_at(dirfd, path)) {
         let t = |i: usize| -> Option<SetTime> {
             if times.is_null() {
@@ -1194,13 +1352,17 @@ pub unsafe extern "C" fn utimensat(dirfd: c_int, path: *const c_char, times: *co
         return guarded(|| {
             ret0(shim().fs().and_then(|fs| {
                 let ino = if flags & libc::AT_SYMLINK_NOFOLLOW != 0 { fs.resolve_nofollow(&p) } else { fs.resolve(&p) };
-                ino.and_then(|i| fs.setattr(i, &SetAttr { atime: a, mtime: m, ..Default::default() })).map(|_| ()).map_err(|e| e.errno())
+                ino.and_then(|i| fs.setattr(i, &SetAttr { atime: a, mtime: m, ..Default::default() }))
+                    .map(|_| ())
+                    .map_err(|e| e.errno())
             }))
         })
         .unwrap_or(-1);
     }
     // SAFETY: forwarding.
-    unsafe { real!(utimensat: fn(c_int, *const c_char, *const libc::timespec, c_int) -> c_int)(dirfd, path, times, flags) }
+    unsafe {
+        real!(utimensat: fn(c_int, *const c_char, *const libc::timespec, c_int) -> c_int)(dirfd, path, times, flags)
+    }
 }
 
 #[no_mangle]
@@ -1220,7 +1382,10 @@ pub unsafe extern "C" fn symlink(target: *const c_char, link: *const c_char) -> 
 pub unsafe extern "C" fn link(from: *const c_char, to: *const c_char) -> c_int {
     let paths = guarded(|| (fs_path(from), fs_path(to)));
     match paths {
-        Some((Some(a), Some(b))) => return guarded(|| ret0(shim().fs().and_then(|fs| fs.hard_link(&a, &b).map_err(|e| e.errno())))).unwrap_or(-1),
+        Some((Some(a), Some(b))) => {
+            return guarded(|| ret0(shim().fs().and_then(|fs| fs.hard_link(&a, &b).map_err(|e| e.errno()))))
+                .unwrap_or(-1)
+        }
         Some((Some(_), None)) | Some((None, Some(_))) => return fail(libc::EXDEV),
         _ => {}
     }
@@ -1266,7 +1431,8 @@ fn open_dir_stream(path: &Path, fd: c_int) -> Result<*mut libc::DIR, c_int> {
         return Err(libc::ENOTDIR);
     }
     let parent = fs.parent_of(ino).map_err(|e| e.errno())?;
-    let mut entries = vec![(ino, FileType::Directory, c".".to_owned()), (parent, FileType::Directory, c"..".to_owned())];
+    let mut entries =
+        vec![(ino, FileType::Directory, c".".to_owned()), (parent, FileType::Directory, c"..".to_owned())];
     let mut cookie = 0;
     loop {
         let batch = fs.readdir_ino(ino, cookie, 1024).map_err(|e| e.errno())?;
@@ -1441,7 +1607,13 @@ unsafe extern "C" fn cookie_close(c: *mut c_void) -> c_int {
 fn mode_flags(mode: &[u8]) -> Option<c_int> {
     let plus = mode.contains(&b'+');
     let base = match mode.first()? {
-        b'r' => if plus { libc::O_RDWR } else { libc::O_RDONLY },
+        b'r' => {
+            if plus {
+                libc::O_RDWR
+            } else {
+                libc::O_RDONLY
+            }
+        }
         b'w' => (if plus { libc::O_RDWR } else { libc::O_WRONLY }) | libc::O_CREAT | libc::O_TRUNC,
         b'a' => (if plus { libc::O_RDWR } else { libc::O_WRONLY }) | libc::O_CREAT | libc::O_APPEND,
         _ => return None,
@@ -1456,7 +1628,12 @@ fn mode_flags(mode: &[u8]) -> Option<c_int> {
 static STREAMS: Mutex<Vec<(usize, c_int)>> = Mutex::new(Vec::new());
 
 fn stream_for(fd: c_int, mode: *const c_char) -> *mut libc::FILE {
-    let io = CookieIo { read: Some(cookie_read), write: Some(cookie_write), seek: Some(cookie_seek), close: Some(cookie_close) };
+    let io = CookieIo {
+        read: Some(cookie_read),
+        write: Some(cookie_write),
+        seek: Some(cookie_seek),
+        close: Some(cookie_close),
+    };
     // SAFETY: the cookie is a descriptor number; glibc calls our functions with it.
     let f = unsafe { fopencookie(fd as usize as *mut c_void, mode, io) };
     if !f.is_null() {
@@ -1532,17 +1709,33 @@ pub unsafe extern "C" fn fdopen(fd: c_int, mode: *const c_char) -> *mut libc::FI
 // mmap of HashFS files is not supported yet: say so clearly rather than map /dev/null.
 
 #[no_mangle]
-pub unsafe extern "C" fn mmap(addr: *mut c_void, len: size_t, prot: c_int, flags: c_int, fd: c_int, off: off_t) -> *mut c_void {
+pub unsafe extern "C" fn mmap(
+    addr: *mut c_void,
+    len: size_t,
+    prot: c_int,
+    flags: c_int,
+    fd: c_int,
+    off: off_t,
+) -> *mut c_void {
     if flags & libc::MAP_ANONYMOUS == 0 && ours(fd) {
         set_errno(libc::ENODEV);
         return libc::MAP_FAILED;
     }
     // SAFETY: forwarding.
-    unsafe { real!(mmap: fn(*mut c_void, size_t, c_int, c_int, c_int, off_t) -> *mut c_void)(addr, len, prot, flags, fd, off) }
+    unsafe {
+        real!(mmap: fn(*mut c_void, size_t, c_int, c_int, c_int, off_t) -> *mut c_void)(addr, len, prot, flags, fd, off)
+    }
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn mmap64(addr: *mut c_void, len: size_t, prot: c_int, flags: c_int, fd: c_int, off: off_t) -> *mut c_void {
+pub unsafe extern "C" fn mmap64(
+    addr: *mut c_void,
+    len: size_t,
+    prot: c_int,
+    flags: c_int,
+    fd: c_int,
+    off: off_t,
+) -> *mut c_void {
     // SAFETY: same contract.
     unsafe { mmap(addr, len, prot, flags, fd, off) }
 }
