@@ -8,15 +8,20 @@ if ! command -v cargo >/dev/null 2>&1; then
 fi
 command -v cargo >/dev/null || { echo "cargo not found: install Rust (https://rustup.rs)" >&2; exit 1; }
 rustup component add rustfmt clippy >/dev/null 2>&1 || true
-# The FUSE tests need fuse3 (fusermount3) and rsync from Debian.
+# The FUSE and application tests use Debian's fuse3, rsync, fio, RocksDB's db_bench
+# (rocksdb-tools) and LevelDB (libleveldb-dev, with g++ for the YCSB driver).
 missing=""
 command -v fusermount3 >/dev/null || missing="$missing fuse3"
 command -v rsync >/dev/null || missing="$missing rsync"
+command -v fio >/dev/null || missing="$missing fio"
+command -v db_bench >/dev/null || missing="$missing rocksdb-tools"
+[ -f /usr/include/leveldb/db.h ] || missing="$missing libleveldb-dev"
+command -v g++ >/dev/null || missing="$missing g++"
 if [ -n "$missing" ]; then
     if [ "$(id -u)" = 0 ]; then
         apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $missing >/dev/null
     else
-        echo "warning: missing$missing; the FUSE tests will be skipped" >&2
+        echo "warning: missing$missing; the tests that need them will be skipped" >&2
     fi
 fi
 cargo fmt --all -- --check

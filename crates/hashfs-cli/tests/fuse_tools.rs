@@ -134,3 +134,40 @@ fn sigkill_loses_no_completed_operation() {
     m.stop();
     m.fsck_clean();
 }
+
+#[test]
+fn fio_with_verification_on_the_mount() {
+    if !fuse_available() {
+        return;
+    }
+    if Command::new("fio").arg("--version").output().is_err() {
+        assert!(std::env::var_os("CI").is_none(), "CI must have fio (scripts/test.sh installs it)");
+        eprintln!("skipping: fio is not installed");
+        return;
+    }
+    let mut m = Mounted::new("256M");
+    for (name, rw) in [("randrw", "randrw"), ("seqwrite", "write")] {
+        let o = Command::new("fio")
+            .args([
+                &format!("--name={name}"),
+                &format!("--directory={}", m.mnt.display()),
+                "--size=32m",
+                "--bs=4k",
+                &format!("--rw={rw}"),
+                "--ioengine=psync",
+                "--verify=crc32c",
+                "--do_verify=1",
+                "--numjobs=2",
+                "--output-format=terse",
+            ])
+            .output()
+            .unwrap();
+        let out = String::from_utf8_lossy(&o.stdout);
+        assert!(o.status.success(), "fio {name}: {out} {}", String::from_utf8_lossy(&o.stderr));
+        for line in out.lines().filter(|l| l.starts_with("3;")) {
+            assert_eq!(line.split(';').nth(4), Some("0"), "{line}");
+        }
+    }
+    m.stop();
+    m.fsck_clean();
+}

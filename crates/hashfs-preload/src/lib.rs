@@ -17,7 +17,11 @@
 //! Record locks (fcntl F_SETLK & co.) are per process in POSIX and this process owns the
 //! image alone, so they always succeed; F_GETLK reports no conflict.
 //!
-//! Not yet: mmap of HashFS files, chdir into the prefix, extended attributes (ENOTSUP).
+//! mmap: private and read-only mappings are copies; shared writable mappings map each page
+//! onto its block in the image, so stores reach the file directly (msync persists them);
+//! truncating a file while it has shared mappings fails with EBUSY.
+//!
+//! Not yet: chdir into the prefix, extended attributes (ENOTSUP).
 
 #![allow(clippy::missing_safety_doc)] // every export is a libc function with libc's contract
 

@@ -797,6 +797,9 @@ fn truncate_fd(fd: c_int, len: off_t) -> c_int {
     if len < 0 {
         return fail(libc::EINVAL);
     }
+    if shim().file(fd).is_some_and(|of| has_shared_maps(of.ino)) {
+        return fail(libc::EBUSY);
+    }
     match with_file(fd, |_, f| f.set_len(len as u64).map_err(|e| e.errno())) {
         Ok(()) => 0,
         Err(libc::EBADF) if shim().file(fd).is_some() => fail(libc::EINVAL),
@@ -902,6 +905,24 @@ pub unsafe extern "C" fn posix_fallocate(fd: c_int, off: off_t, len: off_t) -> c
 pub unsafe extern "C" fn posix_fallocate64(fd: c_int, off: off_t, len: off_t) -> c_int {
     // SAFETY: same contract.
     unsafe { posix_fallocate(fd, off, len) }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn sync_file_range(fd: c_int, off: off_t, len: off_t, flags: c_uint) -> c_int {
+    if ours(fd) {
+        return 0; // every write is durable when it returns
+    }
+    // SAFETY: forwarding.
+    unsafe { real!(sync_file_range: fn(c_int, off_t, off_t, c_uint) -> c_int)(fd, off, len, flags) }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn readahead(fd: c_int, off: off_t, count: size_t) -> ssize_t {
+    if ours(fd) {
+        return 0; // nothing to read ahead into: reads come straight from the image
+    }
+    // SAFETY: forwarding.
+    unsafe { real!(readahead: fn(c_int, off_t, size_t) -> ssize_t)(fd, off, count) }
 }
 
 #[no_mangle]
@@ -1706,7 +1727,132 @@ pub unsafe extern "C" fn fdopen(fd: c_int, mode: *const c_char) -> *mut libc::FI
 }
 
 // ---------------------------------------------------------------------------------------
-// mmap of HashFS files is not supported yet: say so clearly rather than map /dev/null.
+// mmap of HashFS files.
+//
+// Private and read-only mappings get an anonymous copy of the range. Shared writable
+// mappings map every page onto its data block in the image (MAP_FIXED over a reserved
+// range), so stores land in the file; msync writes the lines back and fences. The open
+// file stays alive until munmap; truncating a file that has shared mappings fails with
+// EBUSY, so that no mapping is ever left on freed blocks.
+
+/// Pages of one shared mapping at most (each may become a separate kernel mapping).
+const MAX_SHARED_MAP_PAGES: usize = 16384;
+
+struct SharedMap {
+    start: usize,
+    len: usize,
+    file: Arc<OpenFile>,
+}
+
+static SHARED_MAPS: Mutex<Vec<SharedMap>> = Mutex::new(Vec::new());
+
+fn has_shared_maps(ino: Ino) -> bool {
+    SHARED_MAPS.lock().iter().any(|m| m.file.ino == ino)
+}
+
+fn map_file(
+    addr: *mut c_void,
+    len: size_t,
+    prot: c_int,
+    flags: c_int,
+    fd: c_int,
+    off: off_t,
+) -> Result<*mut c_void, c_int> {
+    let real_mmap = real!(mmap: fn(*mut c_void, size_t, c_int, c_int, c_int, off_t) -> *mut c_void);
+    let s = shim();
+    let fs = s.fs()?;
+    let of = s.file(fd).ok_or(libc::EBADF)?;
+    let file = of.file.as_ref().ok_or(libc::ENODEV)?;
+    if len == 0 || off < 0 || off % 4096 != 0 {
+        return Err(libc::EINVAL);
+    }
+    let size = fs.getattr(of.ino).map_err(|e| e.errno())?.size;
+    let fixed = flags & libc::MAP_FIXED;
+    let shared_write = flags & libc::MAP_SHARED != 0 && prot & libc::PROT_WRITE != 0;
+    if !shared_write {
+        // SAFETY: an anonymous mapping; addr is the caller's hint (or MAP_FIXED target).
+        let region = unsafe {
+            real_mmap(
+                addr,
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | fixed,
+                -1,
+                0,
+            )
+        };
+        if region == libc::MAP_FAILED {
+            return Err(std::io::Error::last_os_error().raw_os_error().unwrap_or(libc::ENOMEM));
+        }
+        let avail = size.saturating_sub(off as u64).min(len as u64) as usize;
+        // SAFETY: region holds len >= avail bytes.
+        let buf = unsafe { std::slice::from_raw_parts_mut(region as *mut u8, avail) };
+        let mut done = 0;
+        while done < avail {
+            match file.read_at(off as u64 + done as u64, &mut buf[done..]) {
+                Ok(0) => break,
+                Ok(n) => done += n,
+                Err(e) => return Err(e.errno()),
+            }
+        }
+        // SAFETY: region is ours, of len bytes.
+        unsafe { libc::mprotect(region, len, prot) };
+        return Ok(region);
+    }
+    let pages = len.div_ceil(4096);
+    if pages > MAX_SHARED_MAP_PAGES {
+        return Err(libc::ENOMEM);
+    }
+    let in_file = size.saturating_sub(off as u64).min(len as u64);
+    if in_file > 0 {
+        // Holes become blocks, so that every page in the file has a home in the image.
+        let f = fs.open_ino(of.ino, Access { read: true, write: true, append: false }).map_err(|e| e.errno())?;
+        f.allocate(off as u64, in_file).map_err(|e| e.errno())?;
+    }
+    // SAFETY: reserving address space; pages past EOF stay anonymous (as past EOF of any
+    // file, nothing written there reaches the file).
+    let region = unsafe { real_mmap(addr, len, prot, libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | fixed, -1, 0) };
+    if region == libc::MAP_FAILED {
+        return Err(std::io::Error::last_os_error().raw_os_error().unwrap_or(libc::ENOMEM));
+    }
+    let dev = fs.device();
+    let geo = fs.geometry();
+    let image_fd = dev.raw_fd();
+    let in_pages = (in_file as usize).div_ceil(4096);
+    let mut i = 0;
+    while i < in_pages {
+        let lblk = off as u64 / 4096 + i as u64;
+        let slot = fs.table().lookup(hashfs::mapping::hashfs::key(of.ino.0, lblk as u32)).ok_or(libc::EIO)?;
+        // Runs of physically consecutive blocks become one kernel mapping.
+        let mut run = 1;
+        while i + run < in_pages
+            && fs.table().lookup(hashfs::mapping::hashfs::key(of.ino.0, (lblk + run as u64) as u32))
+                == Some(slot + run as u64)
+        {
+            run += 1;
+        }
+        // SAFETY: replacing pages of our own reservation with pages of the image file.
+        let m = unsafe {
+            real_mmap(
+                (region as *mut u8).add(i * 4096) as *mut c_void,
+                run * 4096,
+                prot,
+                libc::MAP_SHARED | libc::MAP_FIXED,
+                image_fd,
+                geo.block_off(slot) as off_t,
+            )
+        };
+        if m == libc::MAP_FAILED {
+            let e = std::io::Error::last_os_error().raw_os_error().unwrap_or(libc::ENOMEM);
+            // SAFETY: undoing our own reservation.
+            unsafe { libc::munmap(region, len) };
+            return Err(e);
+        }
+        i += run;
+    }
+    SHARED_MAPS.lock().push(SharedMap { start: region as usize, len: pages * 4096, file: of });
+    Ok(region)
+}
 
 #[no_mangle]
 pub unsafe extern "C" fn mmap(
@@ -1718,8 +1864,14 @@ pub unsafe extern "C" fn mmap(
     off: off_t,
 ) -> *mut c_void {
     if flags & libc::MAP_ANONYMOUS == 0 && ours(fd) {
-        set_errno(libc::ENODEV);
-        return libc::MAP_FAILED;
+        return guarded(|| match map_file(addr, len, prot, flags, fd, off) {
+            Ok(p) => p,
+            Err(e) => {
+                set_errno(e);
+                libc::MAP_FAILED
+            }
+        })
+        .unwrap_or(libc::MAP_FAILED);
     }
     // SAFETY: forwarding.
     unsafe {
@@ -1738,6 +1890,31 @@ pub unsafe extern "C" fn mmap64(
 ) -> *mut c_void {
     // SAFETY: same contract.
     unsafe { mmap(addr, len, prot, flags, fd, off) }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn munmap(addr: *mut c_void, len: size_t) -> c_int {
+    // SAFETY: forwarding.
+    let r = unsafe { real!(munmap: fn(*mut c_void, size_t) -> c_int)(addr, len) };
+    if r == 0 && !IN_SHIM.with(|g| g.get()) {
+        let (a, e) = (addr as usize, addr as usize + len);
+        // A mapping is released when it is unmapped whole (partial unmaps keep the file).
+        guarded(|| SHARED_MAPS.lock().retain(|m| !(a <= m.start && m.start + m.len <= e)));
+    }
+    r
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn msync(addr: *mut c_void, len: size_t, flags: c_int) -> c_int {
+    let (a, e) = (addr as usize, addr as usize + len);
+    let ours = !IN_SHIM.with(|g| g.get()) && SHARED_MAPS.lock().iter().any(|m| a < m.start + m.len && m.start < e);
+    if ours {
+        // SAFETY: the range is part of a live mapping of the image.
+        unsafe { hashfs::pm::persist_range(addr as *const u8, len) };
+        return 0;
+    }
+    // SAFETY: forwarding.
+    unsafe { real!(msync: fn(*mut c_void, size_t, c_int) -> c_int)(addr, len, flags) }
 }
 
 // ---------------------------------------------------------------------------------------

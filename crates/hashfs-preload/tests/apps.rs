@@ -213,3 +213,127 @@ fn programs_outside_the_prefix_are_untouched() {
     // The shell never touched the prefix, so it never took the image.
     img.fsck_clean();
 }
+
+/// Whether `prog` is installed; under CI it must be (the test command installs it).
+fn have(prog: &str) -> bool {
+    let ok = Command::new("sh").args(["-c", &format!("command -v {prog}")]).output().is_ok_and(|o| o.status.success());
+    if !ok {
+        assert!(std::env::var_os("CI").is_none(), "CI must have {prog} (scripts/test.sh installs it)");
+        eprintln!("skipping: {prog} is not installed");
+    }
+    ok
+}
+
+#[test]
+fn mmap_shared_and_private() {
+    let img = image();
+    let script = format!(
+        r#"
+import mmap, os
+fd = os.open("{f}", os.O_CREAT | os.O_RDWR)
+os.write(fd, b"a" * 10000)
+m = mmap.mmap(fd, 8192, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+m[0:5] = b"HELLO"
+m[8190:8192] = b"ZZ"
+m.flush()
+m.close()
+r = mmap.mmap(fd, 10000, mmap.MAP_PRIVATE, mmap.PROT_READ)
+assert r[0:5] == b"HELLO" and r[8190:8192] == b"ZZ" and r[9999:10000] == b"a"
+r.close()
+os.lseek(fd, 0, 0)
+data = os.read(fd, 20000)
+assert data[0:5] == b"HELLO" and data[8190:8192] == b"ZZ" and len(data) == 10000
+# A shared mapping keeps the file; truncating it meanwhile is refused.
+m = mmap.mmap(fd, 4096, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+try:
+    os.ftruncate(fd, 0)
+    raise SystemExit("truncate of a mapped file succeeded")
+except OSError as e:
+    assert e.errno == 16, e
+m.close()
+os.ftruncate(fd, 0)
+os.close(fd)
+print("ok")
+"#,
+        f = p("/mapped")
+    );
+    assert_eq!(img.ok("python3", &["-c", &script]).trim(), "ok");
+    img.fsck_clean();
+}
+
+#[test]
+fn fio_with_verification() {
+    if !have("fio") {
+        return;
+    }
+    let img = image();
+    for (name, rw) in [("randrw", "randrw"), ("append", "write")] {
+        let o = img.run(
+            "fio",
+            &[
+                &format!("--name={name}"),
+                &format!("--filename={}", p(&format!("/fio-{name}"))),
+                "--size=16m",
+                "--bs=4k",
+                &format!("--rw={rw}"),
+                "--ioengine=psync",
+                "--verify=crc32c",
+                "--do_verify=1",
+                "--thread",
+                "--output-format=terse",
+            ],
+        );
+        let out = String::from_utf8_lossy(&o.stdout);
+        assert!(o.status.success(), "fio {name}: {out} {}", String::from_utf8_lossy(&o.stderr));
+        // Terse format: field 5 is the error count.
+        assert_eq!(out.lines().last().unwrap().split(';').nth(4), Some("0"), "{out}");
+    }
+    img.fsck_clean();
+}
+
+#[test]
+fn rocksdb_db_bench() {
+    if !have("db_bench") {
+        return;
+    }
+    let img = image();
+    let o = img.run(
+        "db_bench",
+        &[
+            &format!("--db={}", p("/rocksdb")),
+            "--benchmarks=fillseq,fillrandom,overwrite,readrandom",
+            "--num=20000",
+            "--value_size=100",
+            "--compression_type=none",
+            "--verify_checksum=1",
+        ],
+    );
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "db_bench: {out} {}", String::from_utf8_lossy(&o.stderr));
+    for b in ["fillseq", "fillrandom", "overwrite", "readrandom"] {
+        assert!(out.lines().any(|l| l.starts_with(b) && l.contains("ops/sec")), "{b} missing: {out}");
+    }
+    img.fsck_clean();
+}
+
+#[test]
+fn leveldb_ycsb_a_to_f() {
+    if !have("g++") || !Path::new("/usr/include/leveldb/db.h").exists() {
+        assert!(std::env::var_os("CI").is_none(), "CI must have libleveldb-dev");
+        return;
+    }
+    let img = image();
+    let exe = img._dir.path().join("leveldb_ycsb");
+    let st = Command::new("bash")
+        .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/../../apps/ycsb/build.sh"))
+        .arg(&exe)
+        .status()
+        .unwrap();
+    assert!(st.success(), "building the YCSB driver");
+    let out = img.ok(exe.to_str().unwrap(), &[&p("/leveldb"), "100000", "20000", "ABCDEF"]);
+    for w in ["A", "B", "C", "D", "E", "F"] {
+        assert!(out.contains(&format!("workload {w}:")), "{out}");
+    }
+    assert!(out.contains("all correct"), "{out}");
+    img.fsck_clean();
+}

@@ -108,6 +108,11 @@ impl MmapDevice {
         Ok(())
     }
 
+    /// The image file's descriptor (to map file blocks elsewhere, e.g. by the shim's mmap).
+    pub fn raw_fd(&self) -> std::os::unix::io::RawFd {
+        self._file.as_raw_fd()
+    }
+
     pub fn is_map_sync(&self) -> bool {
         self.map_sync
     }

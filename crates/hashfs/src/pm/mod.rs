@@ -21,6 +21,17 @@ pub use mmap::{MmapDevice, OpenMode};
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
+/// Writes back and orders the cache lines of `[ptr, ptr + len)` (for stores made through
+/// another mapping of the image, such as a file mapped by an application).
+///
+/// # Safety
+/// The range must lie inside one live mapping of this process.
+pub unsafe fn persist_range(ptr: *const u8, len: usize) {
+    // SAFETY: forwarded from the caller.
+    unsafe { cpu::flush_range(cpu::flush_kind(), ptr, len) };
+    cpu::store_fence();
+}
+
 /// Device offsets are byte addresses inside the image.
 pub type DevOffset = u64;
 
