@@ -171,3 +171,31 @@ fn fio_with_verification_on_the_mount() {
     m.stop();
     m.fsck_clean();
 }
+
+#[test]
+fn sqlite_and_leveldb_on_the_mount() {
+    if !fuse_available() {
+        return;
+    }
+    let mut m = Mounted::new("256M");
+    let db = m.path("test.db");
+    let script = format!(
+        "import sqlite3\ndb = sqlite3.connect('{}')\ndb.execute('create table t(k integer primary key, v text)')\n\
+         with db:\n    db.executemany('insert into t values(?, ?)', ((i, 'v%d' % i) for i in range(20000)))\n\
+         with db:\n    db.execute('delete from t where k % 3 = 0')\n\
+         assert db.execute('pragma integrity_check').fetchone()[0] == 'ok'\n\
+         print(db.execute('select count(*) from t').fetchone()[0])\n",
+        db.display()
+    );
+    assert_eq!(out(&format!("python3 -c \"{}\"", script.replace('"', "\\\""))).trim(), (0..20000).filter(|i| i % 3 != 0).count().to_string());
+    if Path::new("/usr/include/leveldb/db.h").exists() {
+        let exe = m.dir.path().join("leveldb_ycsb");
+        sh(&format!("bash {}/../../apps/ycsb/build.sh {}", env!("CARGO_MANIFEST_DIR"), exe.display()));
+        let o = out(&format!("{} {} 50000 10000 ABCDEF", exe.display(), m.path("leveldb").display()));
+        assert!(o.contains("all correct"), "{o}");
+    } else {
+        assert!(std::env::var_os("CI").is_none(), "CI must have libleveldb-dev");
+    }
+    m.stop();
+    m.fsck_clean();
+}
