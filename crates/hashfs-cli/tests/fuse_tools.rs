@@ -187,7 +187,10 @@ fn sqlite_and_leveldb_on_the_mount() {
          print(db.execute('select count(*) from t').fetchone()[0])\n",
         db.display()
     );
-    assert_eq!(out(&format!("python3 -c \"{}\"", script.replace('"', "\\\""))).trim(), (0..20000).filter(|i| i % 3 != 0).count().to_string());
+    assert_eq!(
+        out(&format!("python3 -c \"{}\"", script.replace('"', "\\\""))).trim(),
+        (0..20000).filter(|i| i % 3 != 0).count().to_string()
+    );
     if Path::new("/usr/include/leveldb/db.h").exists() {
         let exe = m.dir.path().join("leveldb_ycsb");
         sh(&format!("bash {}/../../apps/ycsb/build.sh {}", env!("CARGO_MANIFEST_DIR"), exe.display()));
