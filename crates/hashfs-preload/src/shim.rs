@@ -847,6 +847,9 @@ pub unsafe extern "C" fn truncate(path: *const c_char, len: off_t) -> c_int {
         if len < 0 {
             return Err(Error::Invalid("negative length"));
         }
+        if has_shared_maps(fs.resolve(p)?) {
+            return Err(Error::Busy);
+        }
         let f = fs.open_file(p, hashfs::OpenOptions::new().write(true))?;
         f.set_len(len as u64)
     }) {
