@@ -4,7 +4,7 @@
 //
 // Keys are "user" + a scrambled index (FNV-64 of the record number, as YCSB). Each record
 // has a version; its value is a deterministic function of (key, version), 100 bytes, so
-// every read can be checked against the version the driver last wrote. Request
+// every read (scans included) can be checked against the version the driver last wrote. Request
 // distributions follow YCSB's core workloads: A 50/50 read/update, B 95/5 read/update,
 // C read only, D 95/5 read latest/insert, E 95/5 short scan/insert, F 50/50
 // read/read-modify-write; zipfian (theta 0.99) except D's "latest". Prints one line per
@@ -22,6 +22,7 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 static uint64_t fnv64(uint64_t v) {
@@ -104,12 +105,14 @@ int main(int argc, char** argv) {
   wo.sync = false;
 
   std::vector<uint32_t> version;  // per record number
+  std::unordered_map<std::string, uint64_t> record_of;  // key -> record number (for scans)
   std::mt19937_64 rng(42);
   auto t0 = std::chrono::steady_clock::now();
   for (uint64_t i = 0; i < records; i++) {
     st = db->Put(wo, key_of(i), value_of(key_of(i), 0));
     if (!st.ok()) die("load", st.ToString());
     version.push_back(0);
+    record_of[key_of(i)] = i;
   }
   double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   printf("load %llu records in %.3f s: %.0f ops/s\n", (unsigned long long)records, load_s, records / load_s);
@@ -131,6 +134,7 @@ int main(int argc, char** argv) {
   auto insert = [&]() {
     uint64_t n = version.size();
     version.push_back(0);
+    record_of[key_of(n)] = n;
     leveldb::Status s = db->Put(wo, key_of(n), value_of(key_of(n), 0));
     if (!s.ok()) die("insert", s.ToString());
   };
@@ -163,7 +167,10 @@ int main(int argc, char** argv) {
             std::unique_ptr<leveldb::Iterator> it(db->NewIterator(ro));
             uint64_t got = 0;
             for (it->Seek(start); it->Valid() && got < len; it->Next(), got++) {
-              if (it->value().size() != 100) die("scan", "value size");
+              std::string k = it->key().ToString();
+              auto r = record_of.find(k);
+              if (r == record_of.end()) die("scan: unknown key", k);
+              if (it->value().ToString() != value_of(k, version[r->second])) die("scan: wrong value", k);
               checked++;
             }
             if (!it->status().ok()) die("scan", it->status().ToString());
