@@ -141,18 +141,24 @@ impl<D: PmDevice> HashFsFuse<D> {
         Ok((Owner { uid: req.uid(), gid }, perm))
     }
 
+    /// Creates a regular file as `req`.
+    fn create_regular(
+        &self,
+        req: &Request,
+        parent: Ino,
+        name: &OsStr,
+        mode: u32,
+        umask: u32,
+    ) -> Result<Metadata, Error> {
+        let (owner, perm) = self.new_owner(req, parent, mode, umask, false)?;
+        self.fs.create_file_at(parent, name.as_bytes(), perm, owner)
+    }
+
     fn entry(&self, reply: ReplyEntry, r: Result<Metadata, Error>) {
         match r {
             Ok(m) => reply.entry(&TTL, &attr(&m), Generation(m.generation as u64)),
             Err(e) => reply.error(errno(&e)),
         }
-    }
-
-    fn set_perm(&self, m: Metadata, perm: u32) -> Result<Metadata, Error> {
-        if m.perm == perm {
-            return Ok(m);
-        }
-        self.fs.setattr(m.ino, &SetAttr { perm: Some(perm), ..Default::default() })
     }
 }
 
@@ -227,19 +233,14 @@ impl<D: PmDevice> Filesystem for HashFsFuse<D> {
         if mode & libc::S_IFMT != libc::S_IFREG && mode & libc::S_IFMT != 0 {
             return reply.error(Errno::EPERM); // device files, FIFOs, sockets: not supported
         }
-        let r = ino(parent).map_err(|_| Error::NotFound).and_then(|p| {
-            let (owner, perm) = self.new_owner(req, p, mode, umask, false)?;
-            let m = self.fs.create_file_at(p, name.as_bytes(), perm, owner)?;
-            self.set_perm(m, perm)
-        });
+        let r = ino(parent).map_err(|_| Error::NotFound).and_then(|p| self.create_regular(req, p, name, mode, umask));
         self.entry(reply, r)
     }
 
     fn mkdir(&self, req: &Request, parent: INodeNo, name: &OsStr, mode: u32, umask: u32, reply: ReplyEntry) {
         let r = ino(parent).map_err(|_| Error::NotFound).and_then(|p| {
             let (owner, perm) = self.new_owner(req, p, mode, umask, true)?;
-            let m = self.fs.mkdir_at(p, name.as_bytes(), perm, owner)?;
-            self.set_perm(m, perm)
+            self.fs.mkdir_at(p, name.as_bytes(), perm, owner)
         });
         self.entry(reply, r)
     }
@@ -337,9 +338,7 @@ impl<D: PmDevice> Filesystem for HashFsFuse<D> {
         reply: ReplyCreate,
     ) {
         let r = ino(parent).map_err(|_| Error::NotFound).and_then(|p| {
-            let (owner, perm) = self.new_owner(req, p, mode, umask, false)?;
-            let m = self.fs.create_file_at(p, name.as_bytes(), perm, owner)?;
-            let m = self.set_perm(m, perm)?;
+            let m = self.create_regular(req, p, name, mode, umask)?;
             let acc = flags & libc::O_ACCMODE;
             let access = Access {
                 read: acc == libc::O_RDONLY || acc == libc::O_RDWR,

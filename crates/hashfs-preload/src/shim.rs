@@ -1161,22 +1161,26 @@ pub unsafe extern "C" fn statx(
     }
 }
 
+/// access() and friends for our paths: the shim acts with the process's rights over its
+/// own image, so existence is the check.
+fn access_ours(path: *const c_char) -> Option<c_int> {
+    path_op(path, |fs, p| fs.metadata(p).map(|_| ())).map(ret0)
+}
+
 #[no_mangle]
 pub unsafe extern "C" fn access(path: *const c_char, mode: c_int) -> c_int {
-    if let Some(r) = path_op(path, |fs, p| fs.metadata(p).map(|_| ())) {
-        // The shim acts with the process's rights over its own image: existence is the check.
-        let _ = mode;
-        return ret0(r);
+    if let Some(r) = access_ours(path) {
+        return r;
     }
     // SAFETY: forwarding.
     unsafe { real!(access: fn(*const c_char, c_int) -> c_int)(path, mode) }
 }
 
+/// glibc implements euidaccess with an internal stat that no preload sees.
 #[no_mangle]
 pub unsafe extern "C" fn euidaccess(path: *const c_char, mode: c_int) -> c_int {
-    if let Some(r) = path_op(path, |fs, p| fs.metadata(p).map(|_| ())) {
-        let _ = mode;
-        return ret0(r);
+    if let Some(r) = access_ours(path) {
+        return r;
     }
     // SAFETY: forwarding.
     unsafe { real!(euidaccess: fn(*const c_char, c_int) -> c_int)(path, mode) }
