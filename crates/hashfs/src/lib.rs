@@ -6,6 +6,7 @@
 
 #![deny(unsafe_op_in_unsafe_fn)]
 
+pub mod alloc;
 pub mod error;
 pub mod journal;
 pub mod layout;
