@@ -2,6 +2,7 @@
 //! [`hashfs`]; [`simd`] hashes eight keys at once; [`tcache`] is the per-file DRAM
 //! translation cache.
 
+pub mod extent_hash;
 pub mod hashfs;
 pub mod simd;
 pub mod tcache;
