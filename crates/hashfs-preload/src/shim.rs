@@ -126,10 +126,13 @@ fn start_pump(of: Arc<OpenFile>, target: c_int) -> c_int {
                     break;
                 }
                 let mut pos = of.pos.lock();
-                let append = of.flags.load(Ordering::Relaxed) & libc::O_APPEND != 0;
-                let at = if append { file.metadata().map(|m| m.size).unwrap_or(*pos) } else { *pos };
-                match file.write_at(at, &buf[..n as usize]) {
-                    Ok(k) => *pos = at + k as u64,
+                let written = if of.flags.load(Ordering::Relaxed) & libc::O_APPEND != 0 {
+                    file.append(&buf[..n as usize])
+                } else {
+                    file.write_at(*pos, &buf[..n as usize]).map(|k| (k, *pos + k as u64))
+                };
+                match written {
+                    Ok((_, end)) => *pos = end,
                     Err(e) => {
                         eprintln!("hashfs_preload: write to redirected descriptor {target} failed: {e}");
                         break;
@@ -596,13 +599,14 @@ fn read_into(file: &File<MmapDevice>, off: u64, buf: &mut [u8]) -> Result<usize,
     file.read_at(off, buf).map_err(|e| e.errno())
 }
 
-fn write_from(of: &OpenFile, file: &File<MmapDevice>, off: u64, data: &[u8]) -> Result<usize, c_int> {
-    file.write_at(off, data)
-        .map_err(|e| e.errno())
-        .and_then(|n| if n == 0 && !data.is_empty() { Err(libc::ENOSPC) } else { Ok(n) })
-        .inspect(|_| {
-            let _ = of;
-        })
+fn write_from(file: &File<MmapDevice>, off: u64, data: &[u8]) -> Result<usize, c_int> {
+    file.write_at(off, data).map_err(|e| e.errno()).and_then(|n| {
+        if n == 0 && !data.is_empty() {
+            Err(libc::ENOSPC)
+        } else {
+            Ok(n)
+        }
+    })
 }
 
 #[no_mangle]
@@ -633,11 +637,12 @@ pub unsafe extern "C" fn write(fd: c_int, buf: *const c_void, count: size_t) -> 
             ret_size(with_file(fd, |of, f| {
                 let mut pos = of.pos.lock();
                 if of.flags.load(Ordering::Relaxed) & libc::O_APPEND != 0 {
-                    let n = write_from(of, f, 0, b)?; // the file appends at its own end
-                    *pos = f.metadata().map_err(|e| e.errno())?.size;
+                    // O_APPEND may have been set after open (fcntl F_SETFL).
+                    let (n, end) = f.append(b).map_err(|e| e.errno())?;
+                    *pos = end;
                     return Ok(n);
                 }
-                let n = write_from(of, f, *pos, b)?;
+                let n = write_from(f, *pos, b)?;
                 *pos += n as u64;
                 Ok(n)
             }))
@@ -676,7 +681,7 @@ pub unsafe extern "C" fn pwrite(fd: c_int, buf: *const c_void, count: size_t, of
         }
         // SAFETY: libc's contract: buf holds count bytes.
         let b = unsafe { std::slice::from_raw_parts(buf as *const u8, count) };
-        return guarded(|| ret_size(with_file(fd, |of, f| write_from(of, f, off as u64, b)))).unwrap_or(-1);
+        return guarded(|| ret_size(with_file(fd, |_, f| write_from(f, off as u64, b)))).unwrap_or(-1);
     }
     // SAFETY: forwarding.
     unsafe { real!(pwrite: fn(c_int, *const c_void, size_t, off_t) -> ssize_t)(fd, buf, count, off) }

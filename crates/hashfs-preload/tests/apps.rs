@@ -165,6 +165,15 @@ for i in range(50):
     os.lseek(fds[2*i], 0, 0); os.lseek(fds[2*i+1], 0, 0)
     assert os.read(fds[2*i], 100) == b"shim %d" % i
     assert os.read(fds[2*i+1], 100) == b"real %d" % i
+# O_APPEND set after open appends, and never overwrites the start.
+import fcntl
+a = os.open("{pre}/late-append", os.O_CREAT | os.O_WRONLY)
+os.write(a, b"start")
+fcntl.fcntl(a, fcntl.F_SETFL, os.O_APPEND)
+os.lseek(a, 0, 0)
+os.write(a, b"-end")
+os.close(a)
+assert open("{pre}/late-append", "rb").read() == b"start-end"
 for f in fds: os.close(f)
 assert sorted(os.listdir("{pre}"))[:3] == ["f0", "f1", "f10"]
 print("ok")

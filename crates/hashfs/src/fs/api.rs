@@ -662,6 +662,15 @@ impl<D: PmDevice> File<D> {
         self.fs.write_at(&self.cell, off, data)
     }
 
+    /// Writes at the current end of file, whatever the open mode (atomically with respect
+    /// to other appends); returns the bytes written and the new end.
+    pub fn append(&self, data: &[u8]) -> Result<(usize, u64)> {
+        if !self.access.write {
+            return Err(Error::BadDescriptor);
+        }
+        self.fs.append(&self.cell, data)
+    }
+
     pub fn metadata(&self) -> Result<Metadata> {
         let st = self.cell.state.read();
         Ok(Metadata::from_raw(self.cell.ino, &st.raw))
