@@ -122,6 +122,18 @@ fn success_cases() {
     let md = fs::metadata(p("alloc")).unwrap();
     assert_eq!(md.len(), 1 << 20);
     assert_eq!(md.blocks(), (1 << 20) / 512);
+    // Punch a hole (fallocate -p keeps the size; the range reads as zeros).
+    fs::write(p("holey"), vec![7u8; 40_000]).unwrap();
+    let st = std::process::Command::new("fallocate")
+        .args(["-p", "-o", "4096", "-l", "16384"])
+        .arg(p("holey"))
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let h = fs::read(p("holey")).unwrap();
+    assert_eq!(h.len(), 40_000);
+    assert!(h[4096..20480].iter().all(|&b| b == 0) && h[..4096].iter().chain(&h[20480..]).all(|&b| b == 7));
+    assert_eq!(fs::metadata(p("holey")).unwrap().blocks(), (40_960 - 16_384) / 512);
     // Metadata.
     fs::set_permissions(p("data"), fs::Permissions::from_mode(0o640)).unwrap();
     assert_eq!(fs::metadata(p("data")).unwrap().mode() & 0o7777, 0o640);
@@ -142,7 +154,7 @@ fn success_cases() {
     let mut names: Vec<String> =
         fs::read_dir(m.path("")).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
     names.sort();
-    assert_eq!(names, ["a", "alloc", "data", "data2", "sym"]);
+    assert_eq!(names, ["a", "alloc", "data", "data2", "holey", "sym"]);
     for i in 0..3000 {
         fs::write(p(&format!("a/b/many-{i:04}")), b"").unwrap();
     }

@@ -506,10 +506,10 @@ impl<D: PmDevice> Filesystem for HashFsFuse<D> {
         mode: i32,
         reply: ReplyEmpty,
     ) {
-        if mode != 0 {
-            return reply.error(Errno::EOPNOTSUPP); // KEEP_SIZE, PUNCH_HOLE, ...: not yet
-        }
-        match self.file(fh).map(|f| f.allocate(offset, length)) {
+        let Some(mode) = hashfs::fs::FallocateMode::from_linux_flags(mode) else {
+            return reply.error(Errno::EOPNOTSUPP); // collapse, insert, zero range
+        };
+        match self.file(fh).map(|f| f.fallocate(offset, length, mode)) {
             Ok(Ok(())) => reply.ok(),
             Ok(Err(e)) => reply.error(errno(&e)),
             Err(e) => reply.error(e),

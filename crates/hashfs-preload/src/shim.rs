@@ -874,10 +874,10 @@ fn allocate_fd(fd: c_int, mode: c_int, off: off_t, len: off_t) -> c_int {
     if off < 0 || len <= 0 {
         return libc::EINVAL;
     }
-    if mode != 0 {
-        return libc::EOPNOTSUPP;
-    }
-    match with_file(fd, |_, f| f.allocate(off as u64, len as u64).map_err(|e| e.errno())) {
+    let Some(mode) = hashfs::fs::FallocateMode::from_linux_flags(mode) else {
+        return libc::EOPNOTSUPP; // collapse, insert, zero range
+    };
+    match with_file(fd, |_, f| f.fallocate(off as u64, len as u64, mode).map_err(|e| e.errno())) {
         Ok(()) => 0,
         Err(e) => e,
     }

@@ -99,6 +99,11 @@ fn coreutils() {
     let stat = img.ok("stat", &["-c", "%s %h %F", &p("/a/b/src/lib.rs")]);
     let size = std::fs::metadata(format!("{src}/src/lib.rs")).unwrap().len();
     assert_eq!(stat.trim(), format!("{size} 1 regular file"));
+    // fallocate(1): preallocate, then punch a hole.
+    img.ok("fallocate", &["-l", "65536", &p("/fa")]);
+    img.ok("fallocate", &["-p", "-o", "8192", "-l", "8192", &p("/fa")]);
+    assert_eq!(img.ok("stat", &["-c", "%s %b", &p("/fa")]).trim(), "65536 112");
+    img.ok("rm", &[&p("/fa")]);
     img.ok("rm", &["-r", &p("/a")]);
     assert_eq!(img.ok("ls", &["-A", PREFIX]), "");
     // Errors come back as the right errno messages.

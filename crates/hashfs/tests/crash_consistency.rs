@@ -207,6 +207,36 @@ fn overwrite_in_place_is_per_byte_old_or_new() {
 }
 
 #[test]
+fn punch_hole_is_per_byte_old_or_zero() {
+    // Like an overwrite, punching a hole is not atomic: after a crash every byte of the
+    // range is its old value or zero, nothing else changes, and the image checks clean.
+    let (fs, dev) = new_fs(IMAGE_BYTES, &small_opts());
+    base_setup(&fs);
+    let old = fs.read(p("/d/f")).unwrap();
+    dev.set_capture(true);
+    let f = fs.open_file(p("/d/f"), OpenOptions::new().write(true)).unwrap();
+    f.fallocate(100, 9000, hashfs::fs::FallocateMode::PunchHole).unwrap();
+    drop(f);
+    dev.set_capture(false);
+    let mut points = dev.take_points();
+    points.push(dev.crash_point_now());
+    let mut rng = SmallRng::seed_from_u64(4);
+    for point in &points {
+        for img in [point.image_durable_only(), point.image_all_pending(), point.image_with(|_| rng.random_bool(0.5))] {
+            let (fs2, _, dev2) = mount_image(&img).unwrap();
+            let got = fs2.read(p("/d/f")).unwrap();
+            assert_eq!(got.len(), old.len());
+            for (i, &b) in got.iter().enumerate() {
+                let in_range = (100..9100).contains(&i);
+                assert!(b == old[i] || (in_range && b == 0), "byte {i} at fence {}", point.fence_index);
+            }
+            fs2.unmount().unwrap();
+            assert_fsck_clean(&dev2);
+        }
+    }
+}
+
+#[test]
 fn random_short_sequences() {
     let mut rng = SmallRng::seed_from_u64(0xC4A5);
     for round in 0..24 {

@@ -266,3 +266,32 @@ fn fallocate_maps_holes_and_keeps_data() {
     drop(f);
     assert_fsck_clean(&dev);
 }
+
+#[test]
+fn punch_hole_and_keep_size() {
+    use hashfs::fs::FallocateMode;
+    let (fs, dev) = new_fs(8 << 20, &small_opts());
+    let data: Vec<u8> = (0..40_000u32).map(|i| (i % 200) as u8 + 1).collect();
+    fs.write(p("/ph"), &data).unwrap();
+    let f = fs.open_file(p("/ph"), OpenOptions::new().read(true).write(true)).unwrap();
+    let blocks = f.metadata().unwrap().blocks;
+    // From the middle of block 1 to the middle of block 6: blocks 2..=5 freed.
+    f.fallocate(6000, 20_000, FallocateMode::PunchHole).unwrap();
+    let m = f.metadata().unwrap();
+    assert_eq!(m.size, 40_000, "size kept");
+    assert_eq!(m.blocks, blocks - 4);
+    let mut buf = vec![0xFFu8; 40_000];
+    f.read_at(0, &mut buf).unwrap();
+    assert_eq!(&buf[..6000], &data[..6000]);
+    assert!(buf[6000..26_000].iter().all(|&b| b == 0), "the hole reads as zeros");
+    assert_eq!(&buf[26_000..], &data[26_000..]);
+    // Punching past EOF changes nothing beyond it; KEEP_SIZE maps holes inside the size only.
+    f.fallocate(39_000, 100_000, FallocateMode::PunchHole).unwrap();
+    assert_eq!(f.metadata().unwrap().size, 40_000);
+    f.fallocate(0, 1 << 20, FallocateMode::AllocateKeepSize).unwrap();
+    let m = f.metadata().unwrap();
+    assert_eq!((m.size, m.blocks), (40_000, 10));
+    assert!(FallocateMode::from_linux_flags(0x02).is_none(), "PUNCH_HOLE needs KEEP_SIZE");
+    drop(f);
+    assert_fsck_clean(&dev);
+}

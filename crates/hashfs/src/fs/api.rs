@@ -553,6 +553,33 @@ impl OsStrCompat for std::ffi::OsStr {
     }
 }
 
+/// What fallocate does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FallocateMode {
+    /// Mode 0: map the holes and grow the size to cover the range.
+    Allocate,
+    /// FALLOC_FL_KEEP_SIZE: map the holes up to the current size.
+    AllocateKeepSize,
+    /// FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE: make the range read as zeros, freeing
+    /// whole blocks.
+    PunchHole,
+}
+
+impl FallocateMode {
+    /// The mode for Linux fallocate flags, or None for flags HashFS does not support
+    /// (collapse, insert, zero range, or PUNCH_HOLE without KEEP_SIZE, as Linux requires).
+    pub fn from_linux_flags(flags: i32) -> Option<FallocateMode> {
+        const KEEP_SIZE: i32 = 0x01;
+        const PUNCH_HOLE: i32 = 0x02;
+        match flags {
+            0 => Some(FallocateMode::Allocate),
+            KEEP_SIZE => Some(FallocateMode::AllocateKeepSize),
+            f if f == KEEP_SIZE | PUNCH_HOLE => Some(FallocateMode::PunchHole),
+            _ => None,
+        }
+    }
+}
+
 /// Access mode of an open file.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Access {
@@ -687,10 +714,19 @@ impl<D: PmDevice> File<D> {
     /// posix_fallocate: maps the holes of [off, off + len) with zeroed blocks, so later
     /// writes there cannot fail for lack of space, and extends the size to cover it.
     pub fn allocate(&self, off: u64, len: u64) -> Result<()> {
+        self.fallocate(off, len, FallocateMode::Allocate)
+    }
+
+    /// fallocate(2) with the modes HashFS supports.
+    pub fn fallocate(&self, off: u64, len: u64, mode: FallocateMode) -> Result<()> {
         if !self.access.write {
             return Err(Error::BadDescriptor);
         }
-        self.fs.allocate(&self.cell, off, len)
+        match mode {
+            FallocateMode::Allocate => self.fs.allocate(&self.cell, off, len, false),
+            FallocateMode::AllocateKeepSize => self.fs.allocate(&self.cell, off, len, true),
+            FallocateMode::PunchHole => self.fs.punch_hole(&self.cell, off, len),
+        }
     }
 
     /// Every write is durable when it returns; this makes the image durable on a host

@@ -133,8 +133,15 @@ impl<D: PmDevice> FsInner<D> {
 
     /// posix_fallocate: maps every hole in [off, off + len) with zeroed blocks and grows
     /// the size to cover the range. Mapped blocks are left as they are.
-    pub(crate) fn allocate(&self, cell: &InodeCell, off: u64, len: u64) -> Result<()> {
-        let end = off.checked_add(len).filter(|&e| e <= MAX_FILE_BYTES).ok_or(Error::FileTooBig)?;
+    pub(crate) fn allocate(&self, cell: &InodeCell, off: u64, len: u64, keep_size: bool) -> Result<()> {
+        let mut end = off.checked_add(len).filter(|&e| e <= MAX_FILE_BYTES).ok_or(Error::FileTooBig)?;
+        if keep_size {
+            // No block may lie past EOF (F1): preallocate only up to the current size.
+            end = end.min(cell.state.read().raw.size);
+            if end <= off {
+                return Ok(());
+            }
+        }
         if len == 0 {
             return Err(Error::Invalid("fallocate of zero bytes"));
         }
@@ -172,6 +179,54 @@ impl<D: PmDevice> FsInner<D> {
         if st.raw.size < end {
             self.set_len_locked(cell, &mut st, end)?;
         }
+        Ok(())
+    }
+
+    /// fallocate(FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE): [off, off + len) reads as
+    /// zeros afterwards; whole blocks inside it are freed, partial ones zeroed. The size is
+    /// kept. Like an overwrite it is not atomic: after a crash each byte of the range is old
+    /// or zero. The blocks are freed before the inode's block count is committed, so a crash
+    /// can leave a count that recovery corrects, never punched data that comes back.
+    pub(crate) fn punch_hole(&self, cell: &InodeCell, off: u64, len: u64) -> Result<()> {
+        if len == 0 {
+            return Err(Error::Invalid("fallocate of zero bytes"));
+        }
+        let mut st = cell.state.write();
+        if st.raw.is_dir() {
+            return Err(Error::IsDir);
+        }
+        let size = st.raw.size;
+        let end = off.saturating_add(len).min(size);
+        if off >= end {
+            return Ok(());
+        }
+        let size_blocks = blocks_for(size);
+        // Partial blocks at either end: zero the covered bytes in place.
+        for (a, b) in
+            [(off, end.min((off / BLOCK_BYTES + 1) * BLOCK_BYTES)), ((end / BLOCK_BYTES * BLOCK_BYTES).max(off), end)]
+        {
+            if a < b && (a % BLOCK_BYTES != 0 || b - a < BLOCK_BYTES) {
+                if let Some(slot) = self.translate(cell, a / BLOCK_BYTES, size_blocks) {
+                    let at = self.geo.block_off(slot) + a % BLOCK_BYTES;
+                    self.dev.zero(at, b - a);
+                    self.dev.flush(at, b - a);
+                }
+            }
+        }
+        let first_full = off.div_ceil(BLOCK_BYTES);
+        let last_full = end / BLOCK_BYTES + u64::from(end == size && !size.is_multiple_of(BLOCK_BYTES));
+        let victims = self.mapped_slots(cell.ino.0, first_full, last_full.max(first_full));
+        cell.tcache.invalidate_all();
+        self.free_slots(&victims);
+        let now = inode::now_ns();
+        let mut raw = st.raw;
+        raw.blocks = raw.blocks.saturating_sub(victims.len() as u64);
+        raw.mtime_ns = now;
+        raw.ctime_ns = now;
+        let mut tx = self.journals.begin();
+        inode::tx_write_inode(&mut tx, &self.geo, cell.ino, &mut raw);
+        tx.commit()?;
+        st.raw = raw;
         Ok(())
     }
 

@@ -15,7 +15,7 @@ pub mod inode;
 pub mod ops;
 pub mod recovery;
 
-pub use api::{DirEntry, File, FileSystem, Metadata, OpenOptions, SetAttr, StatFs};
+pub use api::{DirEntry, FallocateMode, File, FileSystem, Metadata, OpenOptions, SetAttr, StatFs};
 pub use fsck::{fsck, FsckMode, FsckReport};
 pub use recovery::MountReport;
 
