@@ -1166,15 +1166,48 @@ pub unsafe extern "C" fn statx(
     }
 }
 
-/// access() and friends for our paths: the shim acts with the process's rights over its
-/// own image, so existence is the check.
-fn access_ours(path: *const c_char) -> Option<c_int> {
-    path_op(path, |fs, p| fs.metadata(p).map(|_| ())).map(ret0)
+/// Whether the process (by its effective ids) may access `m` as `mode` asks (R_OK, W_OK,
+/// X_OK), as the kernel would: root may read and write anything, and execute anything with
+/// some execute bit or a directory.
+fn permitted(m: &Metadata, mode: c_int) -> bool {
+    // SAFETY: these have no preconditions and cannot fail.
+    let (uid, gid) = unsafe { (libc::geteuid(), libc::getegid()) };
+    let want = (mode & (libc::R_OK | libc::W_OK | libc::X_OK)) as u32;
+    if uid == 0 {
+        return want & libc::X_OK as u32 == 0 || m.is_dir() || m.perm & 0o111 != 0;
+    }
+    let bits = if m.uid == uid {
+        (m.perm >> 6) & 7
+    } else if m.gid == gid || in_supplementary_groups(m.gid) {
+        (m.perm >> 3) & 7
+    } else {
+        m.perm & 7
+    };
+    bits & want == want
+}
+
+fn in_supplementary_groups(gid: u32) -> bool {
+    let mut groups = [0 as libc::gid_t; 256];
+    // SAFETY: the buffer holds 256 entries.
+    let n = unsafe { libc::getgroups(groups.len() as c_int, groups.as_mut_ptr()) };
+    n > 0 && groups[..n as usize].contains(&gid)
+}
+
+/// access() and friends for our paths: existence, then the permission bits.
+fn access_ours(path: *const c_char, mode: c_int) -> Option<c_int> {
+    path_op(path, |fs, p| {
+        let m = fs.metadata(p)?;
+        if mode != libc::F_OK && !permitted(&m, mode) {
+            return Err(Error::Access);
+        }
+        Ok(())
+    })
+    .map(ret0)
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn access(path: *const c_char, mode: c_int) -> c_int {
-    if let Some(r) = access_ours(path) {
+    if let Some(r) = access_ours(path, mode) {
         return r;
     }
     // SAFETY: forwarding.
@@ -1184,7 +1217,7 @@ pub unsafe extern "C" fn access(path: *const c_char, mode: c_int) -> c_int {
 /// glibc implements euidaccess with an internal stat that no preload sees.
 #[no_mangle]
 pub unsafe extern "C" fn euidaccess(path: *const c_char, mode: c_int) -> c_int {
-    if let Some(r) = access_ours(path) {
+    if let Some(r) = access_ours(path, mode) {
         return r;
     }
     // SAFETY: forwarding.
@@ -1200,8 +1233,16 @@ pub unsafe extern "C" fn eaccess(path: *const c_char, mode: c_int) -> c_int {
 #[no_mangle]
 pub unsafe extern "C" fn faccessat(dirfd: c_int, path: *const c_char, mode: c_int, flags: c_int) -> c_int {
     if let Some(Some(p)) = guarded(|| fs_path_at(dirfd, path)) {
-        return guarded(|| ret0(shim().fs().and_then(|fs| fs.metadata(&p).map(|_| ()).map_err(|e| e.errno()))))
-            .unwrap_or(-1);
+        return guarded(|| {
+            ret0(shim().fs().and_then(|fs| {
+                let m = fs.metadata(&p).map_err(|e| e.errno())?;
+                if mode != libc::F_OK && !permitted(&m, mode) {
+                    return Err(libc::EACCES);
+                }
+                Ok(())
+            }))
+        })
+        .unwrap_or(-1);
     }
     // SAFETY: forwarding.
     unsafe { real!(faccessat: fn(c_int, *const c_char, c_int, c_int) -> c_int)(dirfd, path, mode, flags) }

@@ -170,6 +170,11 @@ for i in range(50):
     os.lseek(fds[2*i], 0, 0); os.lseek(fds[2*i+1], 0, 0)
     assert os.read(fds[2*i], 100) == b"shim %d" % i
     assert os.read(fds[2*i+1], 100) == b"real %d" % i
+# access() checks the permission bits (root: execute needs an execute bit).
+os.close(os.open("{pre}/noexec", os.O_CREAT | os.O_WRONLY, 0o644))
+assert os.access("{pre}/noexec", os.R_OK | os.W_OK) and not os.access("{pre}/noexec", os.X_OK)
+os.chmod("{pre}/noexec", 0o755)
+assert os.access("{pre}/noexec", os.X_OK) and not os.access("{pre}/missing", os.F_OK)
 # O_APPEND set after open appends, and never overwrites the start.
 import fcntl
 a = os.open("{pre}/late-append", os.O_CREAT | os.O_WRONLY)
