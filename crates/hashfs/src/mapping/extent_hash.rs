@@ -65,6 +65,14 @@ fn prev_pow2(x: u64) -> u64 {
     1 << (63 - x.leading_zeros())
 }
 
+/// log2 of the stride that follows the `i`-th stored position of extent `e` (the distance to
+/// the next position, or to the extent's end), for the fast lookup's histogram.
+fn stride_log(positions: &[u32], i: usize, e: &Extent) -> usize {
+    let next = positions.get(i + 1).map(|&n| n as u64).unwrap_or(e.start as u64 + e.len as u64);
+    let stride = next - positions[i] as u64;
+    (63 - stride.leading_zeros()) as usize
+}
+
 /// The positions Algorithm 2 visits for cluster `c`, in order.
 pub fn search_positions(c: u32) -> Vec<u32> {
     let mut out = vec![c];
@@ -193,9 +201,7 @@ impl<D: PmDevice> ExtentHashTable<D> {
             self.dev.store_u64(o + 16, e.phys);
             self.dev.flush(o, ENTRY_BYTES);
             tx.publish_u64(o, tag(ino, pos));
-            let next = positions.get(i + 1).map(|&n| n as u64).unwrap_or(e.start as u64 + e.len as u64);
-            let stride = next - pos as u64;
-            self.stride_counts[(63 - stride.leading_zeros()) as usize].fetch_add(1, Ordering::Relaxed);
+            self.stride_counts[stride_log(&positions, i, &e)].fetch_add(1, Ordering::Relaxed);
         }
         Ok(positions.len())
     }
@@ -227,9 +233,7 @@ impl<D: PmDevice> ExtentHashTable<D> {
                 if et == t && x == e {
                     tx.write_u64(self.slot_off(s), TOMBSTONE);
                     removed += 1;
-                    let next = positions.get(i + 1).map(|&n| n as u64).unwrap_or(e.start as u64 + e.len as u64);
-                    let stride = next - pos as u64;
-                    self.stride_counts[(63 - stride.leading_zeros()) as usize].fetch_sub(1, Ordering::Relaxed);
+                    self.stride_counts[stride_log(&positions, i, &e)].fetch_sub(1, Ordering::Relaxed);
                     break;
                 }
                 s = (s + 1) % self.nslots;
@@ -274,14 +278,18 @@ mod tests {
         }
     }
 
-    fn setup(fast: bool) -> (Arc<CrashDevice>, Journals<CrashDevice>, ExtentHashTable<CrashDevice>) {
-        let geo = Geometry::compute(&GeometryParams {
+    fn test_geometry() -> Geometry {
+        Geometry::compute(&GeometryParams {
             image_bytes: 4 << 20,
             inode_count: Some(16),
             journal_count: 1,
             journal_blocks: 64,
         })
-        .unwrap();
+        .unwrap()
+    }
+
+    fn setup(fast: bool) -> (Arc<CrashDevice>, Journals<CrashDevice>, ExtentHashTable<CrashDevice>) {
+        let geo = test_geometry();
         let dev = Arc::new(CrashDevice::new(4 << 20));
         journal::format(&*dev, &geo);
         let t = ExtentHashTable::new(dev.clone(), geo.hash_table_off, 50_000, 99, fast);
@@ -360,13 +368,7 @@ mod tests {
         dev.set_capture(false);
         for p in dev.take_points() {
             let d = Arc::new(CrashDevice::from_image(&p.image_with(|i| i % 2 == 0)));
-            let geo = Geometry::compute(&GeometryParams {
-                image_bytes: 4 << 20,
-                inode_count: Some(16),
-                journal_count: 1,
-                journal_blocks: 64,
-            })
-            .unwrap();
+            let geo = test_geometry();
             journal::recover(&*d, &geo).unwrap();
             let t2 = ExtentHashTable::new(d, geo.hash_table_off, 50_000, 99, false);
             // Either no pointer is visible, or a complete, correct one.
