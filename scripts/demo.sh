@@ -16,7 +16,6 @@ hashfs=./target/release/hashfs
 
 echo "== demonstration workload"
 $hashfs demo --image /dev/shm/hashfs-demo.img --size 1G
-rm -f /dev/shm/hashfs-demo.img
 
 image="${HASHFS_IMAGE:-/dev/shm/hashfs.img}"
 mnt="${HASHFS_MOUNTPOINT:-/mnt/hashfs}"
