@@ -81,8 +81,9 @@ fn attr(m: &Metadata) -> FileAttr {
     }
 }
 
-fn ino(i: INodeNo) -> Result<Ino, Errno> {
-    u32::try_from(i.0).map(Ino).map_err(|_| Errno::ENOENT)
+/// The HashFS inode for a kernel inode number (one HashFS never gave out: ENOENT).
+fn ino(i: INodeNo) -> Result<Ino, Error> {
+    u32::try_from(i.0).map(Ino).map_err(|_| Error::NotFound)
 }
 
 enum Handle<D: PmDevice> {
@@ -108,11 +109,11 @@ impl<D: PmDevice> HashFsFuse<D> {
         FileHandle(fh)
     }
 
-    fn file(&self, fh: FileHandle) -> Result<Arc<File<D>>, Errno> {
+    fn file(&self, fh: FileHandle) -> Result<Arc<File<D>>, Error> {
         let h = self.handles.lock().expect("handle table").get(&fh.0).cloned();
         match h.as_deref() {
             Some(Handle::File(f)) => Ok(f.clone()),
-            _ => Err(Errno::EBADF),
+            _ => Err(Error::BadDescriptor),
         }
     }
 
@@ -170,15 +171,14 @@ impl<D: PmDevice> Filesystem for HashFsFuse<D> {
     fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
         match ino(parent) {
             Ok(p) => self.entry(reply, self.fs.lookup(p, name.as_bytes())),
-            Err(e) => reply.error(e),
+            Err(e) => reply.error(errno(&e)),
         }
     }
 
     fn getattr(&self, _req: &Request, i: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
-        match ino(i).map(|i| self.fs.getattr(i)) {
-            Ok(Ok(m)) => reply.attr(&TTL, &attr(&m)),
-            Ok(Err(e)) => reply.error(errno(&e)),
-            Err(e) => reply.error(e),
+        match ino(i).and_then(|i| self.fs.getattr(i)) {
+            Ok(m) => reply.attr(&TTL, &attr(&m)),
+            Err(e) => reply.error(errno(&e)),
         }
     }
 
@@ -205,18 +205,16 @@ impl<D: PmDevice> Filesystem for HashFsFuse<D> {
             TimeOrNow::SpecificTime(s) => SetTime::At(ns(s)),
         };
         let a = SetAttr { perm: mode.map(|m| m & 0o7777), uid, gid, size, atime: atime.map(t), mtime: mtime.map(t) };
-        match ino(i).map(|i| self.fs.setattr(i, &a)) {
-            Ok(Ok(m)) => reply.attr(&TTL, &attr(&m)),
-            Ok(Err(e)) => reply.error(errno(&e)),
-            Err(e) => reply.error(e),
+        match ino(i).and_then(|i| self.fs.setattr(i, &a)) {
+            Ok(m) => reply.attr(&TTL, &attr(&m)),
+            Err(e) => reply.error(errno(&e)),
         }
     }
 
     fn readlink(&self, _req: &Request, i: INodeNo, reply: ReplyData) {
-        match ino(i).map(|i| self.fs.readlink_ino(i)) {
-            Ok(Ok(t)) => reply.data(&t),
-            Ok(Err(e)) => reply.error(errno(&e)),
-            Err(e) => reply.error(e),
+        match ino(i).and_then(|i| self.fs.readlink_ino(i)) {
+            Ok(t) => reply.data(&t),
+            Err(e) => reply.error(errno(&e)),
         }
     }
 
@@ -233,12 +231,12 @@ impl<D: PmDevice> Filesystem for HashFsFuse<D> {
         if mode & libc::S_IFMT != libc::S_IFREG && mode & libc::S_IFMT != 0 {
             return reply.error(Errno::EPERM); // device files, FIFOs, sockets: not supported
         }
-        let r = ino(parent).map_err(|_| Error::NotFound).and_then(|p| self.create_regular(req, p, name, mode, umask));
+        let r = ino(parent).and_then(|p| self.create_regular(req, p, name, mode, umask));
         self.entry(reply, r)
     }
 
     fn mkdir(&self, req: &Request, parent: INodeNo, name: &OsStr, mode: u32, umask: u32, reply: ReplyEntry) {
-        let r = ino(parent).map_err(|_| Error::NotFound).and_then(|p| {
+        let r = ino(parent).and_then(|p| {
             let (owner, perm) = self.new_owner(req, p, mode, umask, true)?;
             self.fs.mkdir_at(p, name.as_bytes(), perm, owner)
         });
@@ -246,23 +244,21 @@ impl<D: PmDevice> Filesystem for HashFsFuse<D> {
     }
 
     fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        match ino(parent).map(|p| self.fs.unlink_at(p, name.as_bytes())) {
-            Ok(Ok(())) => reply.ok(),
-            Ok(Err(e)) => reply.error(errno(&e)),
-            Err(e) => reply.error(e),
+        match ino(parent).and_then(|p| self.fs.unlink_at(p, name.as_bytes())) {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(errno(&e)),
         }
     }
 
     fn rmdir(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        match ino(parent).map(|p| self.fs.rmdir_at(p, name.as_bytes())) {
-            Ok(Ok(())) => reply.ok(),
-            Ok(Err(e)) => reply.error(errno(&e)),
-            Err(e) => reply.error(e),
+        match ino(parent).and_then(|p| self.fs.rmdir_at(p, name.as_bytes())) {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(errno(&e)),
         }
     }
 
     fn symlink(&self, req: &Request, parent: INodeNo, link_name: &OsStr, target: &Path, reply: ReplyEntry) {
-        let r = ino(parent).map_err(|_| Error::NotFound).and_then(|p| {
+        let r = ino(parent).and_then(|p| {
             let (owner, _) = self.new_owner(req, p, 0o777, 0, false)?;
             self.fs.symlink_at(p, link_name.as_bytes(), target.as_os_str().as_bytes(), owner)
         });
@@ -290,18 +286,16 @@ impl<D: PmDevice> Filesystem for HashFsFuse<D> {
         };
         let r = ino(parent)
             .and_then(|p| ino(newparent).map(|n| (p, n)))
-            .map(|(p, n)| self.fs.rename_at(p, name.as_bytes(), n, newname.as_bytes(), mode));
+            .and_then(|(p, n)| self.fs.rename_at(p, name.as_bytes(), n, newname.as_bytes(), mode));
         match r {
-            Ok(Ok(())) => reply.ok(),
-            Ok(Err(e)) => reply.error(errno(&e)),
-            Err(e) => reply.error(e),
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(errno(&e)),
         }
     }
 
     fn link(&self, _req: &Request, i: INodeNo, newparent: INodeNo, newname: &OsStr, reply: ReplyEntry) {
         let r = ino(i)
             .and_then(|i| ino(newparent).map(|n| (i, n)))
-            .map_err(|_| Error::NotFound)
             .and_then(|(i, n)| self.fs.link_at(i, n, newname.as_bytes()));
         self.entry(reply, r)
     }
@@ -313,8 +307,8 @@ impl<D: PmDevice> Filesystem for HashFsFuse<D> {
             write: acc == libc::O_WRONLY || acc == libc::O_RDWR,
             append: flags.0 & libc::O_APPEND != 0,
         };
-        match ino(i).map(|i| self.fs.open_ino(i, access)) {
-            Ok(Ok(f)) => {
+        match ino(i).and_then(|i| self.fs.open_ino(i, access)) {
+            Ok(f) => {
                 if flags.0 & libc::O_TRUNC != 0 && access.write {
                     if let Err(e) = f.set_len(0) {
                         return reply.error(errno(&e));
@@ -322,8 +316,7 @@ impl<D: PmDevice> Filesystem for HashFsFuse<D> {
                 }
                 reply.opened(self.add_handle(Handle::File(Arc::new(f))), FopenFlags::empty())
             }
-            Ok(Err(e)) => reply.error(errno(&e)),
-            Err(e) => reply.error(e),
+            Err(e) => reply.error(errno(&e)),
         }
     }
 
@@ -337,7 +330,7 @@ impl<D: PmDevice> Filesystem for HashFsFuse<D> {
         flags: i32,
         reply: ReplyCreate,
     ) {
-        let r = ino(parent).map_err(|_| Error::NotFound).and_then(|p| {
+        let r = ino(parent).and_then(|p| {
             let m = self.create_regular(req, p, name, mode, umask)?;
             let acc = flags & libc::O_ACCMODE;
             let access = Access {
@@ -370,7 +363,7 @@ impl<D: PmDevice> Filesystem for HashFsFuse<D> {
     ) {
         let f = match self.file(fh) {
             Ok(f) => f,
-            Err(e) => return reply.error(e),
+            Err(e) => return reply.error(errno(&e)),
         };
         let mut buf = vec![0u8; size as usize];
         match f.read_at(offset, &mut buf) {
@@ -393,7 +386,7 @@ impl<D: PmDevice> Filesystem for HashFsFuse<D> {
     ) {
         let f = match self.file(fh) {
             Ok(f) => f,
-            Err(e) => return reply.error(e),
+            Err(e) => return reply.error(errno(&e)),
         };
         match f.write_at(offset, data) {
             Ok(n) => reply.written(n as u32),
@@ -421,26 +414,24 @@ impl<D: PmDevice> Filesystem for HashFsFuse<D> {
     }
 
     fn fsync(&self, _req: &Request, _ino: INodeNo, fh: FileHandle, _datasync: bool, reply: ReplyEmpty) {
-        match self.file(fh).map(|f| f.sync_all()) {
-            Ok(Ok(())) => reply.ok(),
-            Ok(Err(e)) => reply.error(errno(&e)),
-            Err(e) => reply.error(e),
+        match self.file(fh).and_then(|f| f.sync_all()) {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(errno(&e)),
         }
     }
 
     fn opendir(&self, _req: &Request, i: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
-        match ino(i).map(|i| self.fs.getattr(i)) {
-            Ok(Ok(m)) if m.is_dir() => reply.opened(self.add_handle(Handle::Dir), FopenFlags::empty()),
-            Ok(Ok(_)) => reply.error(Errno::ENOTDIR),
-            Ok(Err(e)) => reply.error(errno(&e)),
-            Err(e) => reply.error(e),
+        match ino(i).and_then(|i| self.fs.getattr(i)) {
+            Ok(m) if m.is_dir() => reply.opened(self.add_handle(Handle::Dir), FopenFlags::empty()),
+            Ok(_) => reply.error(Errno::ENOTDIR),
+            Err(e) => reply.error(errno(&e)),
         }
     }
 
     fn readdir(&self, _req: &Request, i: INodeNo, _fh: FileHandle, offset: u64, mut reply: ReplyDirectory) {
         let dir = match ino(i) {
             Ok(d) => d,
-            Err(e) => return reply.error(e),
+            Err(e) => return reply.error(errno(&e)),
         };
         // Offsets: 1 after ".", 2 after "..", then 2 + the entry's cookie.
         if offset == 0 && reply.add(i, 1, FuseType::Directory, ".") {
@@ -509,10 +500,9 @@ impl<D: PmDevice> Filesystem for HashFsFuse<D> {
         let Some(mode) = hashfs::fs::FallocateMode::from_linux_flags(mode) else {
             return reply.error(Errno::EOPNOTSUPP); // collapse, insert, zero range
         };
-        match self.file(fh).map(|f| f.fallocate(offset, length, mode)) {
-            Ok(Ok(())) => reply.ok(),
-            Ok(Err(e)) => reply.error(errno(&e)),
-            Err(e) => reply.error(e),
+        match self.file(fh).and_then(|f| f.fallocate(offset, length, mode)) {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(errno(&e)),
         }
     }
 }
