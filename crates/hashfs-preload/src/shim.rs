@@ -356,6 +356,16 @@ fn register(s: &Shim, of: Arc<OpenFile>, cloexec: bool) -> c_int {
     fd
 }
 
+/// The process's file-mode creation mask (read by setting and restoring it).
+fn process_umask() -> mode_t {
+    // SAFETY: umask cannot fail; the mask is restored at once.
+    unsafe {
+        let m = libc::umask(0o022);
+        libc::umask(m);
+        m
+    }
+}
+
 fn do_open(path: &Path, flags: c_int, mode: mode_t) -> c_int {
     let s = shim();
     let fs = match s.fs() {
@@ -375,16 +385,7 @@ fn do_open(path: &Path, flags: c_int, mode: mode_t) -> c_int {
                 Ok(_) if flags & libc::O_EXCL != 0 => return Err(Error::Exists),
                 Ok(_) => fs.resolve(path)?,
                 Err(Error::NotFound) => {
-                    // SAFETY: umask only swaps the mask; it is restored at once.
-                    let mask = unsafe {
-                        let m = libc::umask(0o022);
-                        libc::umask(m);
-                        m
-                    };
-                    // SAFETY: geteuid/getegid cannot fail.
-                    let owner = unsafe { Owner { uid: libc::geteuid(), gid: libc::getegid() } };
-                    let m = fs.create_file_at(p, &name, mode & 0o7777 & !mask, owner)?;
-                    m.ino
+                    fs.create_file_at(p, &name, mode & 0o7777 & !process_umask(), Owner::current())?.ino
                 }
                 Err(e) => return Err(e),
             }
@@ -1039,19 +1040,18 @@ fn stat_path(p: &Path, follow: bool, st: *mut libc::stat) -> c_int {
         let ino = if follow { fs.resolve(p) } else { fs.resolve_nofollow(p) };
         ino.and_then(|i| fs.getattr(i)).map_err(|e| e.errno())
     });
-    match r {
-        Ok(m) => {
-            fill_stat(&m, st);
-            0
-        }
-        Err(e) => fail(e),
-    }
+    ret_stat(r, st)
 }
 
 fn stat_fd(fd: c_int, st: *mut libc::stat) -> c_int {
     let s = shim();
     let r =
         s.file(fd).ok_or(libc::EBADF).and_then(|of| s.fs().and_then(|fs| fs.getattr(of.ino).map_err(|e| e.errno())));
+    ret_stat(r, st)
+}
+
+/// Fills `st` and returns 0, or sets errno and returns -1.
+fn ret_stat(r: Result<Metadata, c_int>, st: *mut libc::stat) -> c_int {
     match r {
         Ok(m) => {
             fill_stat(&m, st);
@@ -1286,15 +1286,7 @@ pub unsafe extern "C" fn rmdir(path: *const c_char) -> c_int {
 
 #[no_mangle]
 pub unsafe extern "C" fn mkdir(path: *const c_char, mode: mode_t) -> c_int {
-    if let Some(r) = path_op(path, |fs, p| {
-        // SAFETY: umask is swapped and restored at once.
-        let mask = unsafe {
-            let m = libc::umask(0o022);
-            libc::umask(m);
-            m
-        };
-        fs.create_dir(p, mode & 0o7777 & !mask).map(|_| ())
-    }) {
+    if let Some(r) = path_op(path, |fs, p| fs.create_dir(p, mode & 0o7777 & !process_umask()).map(|_| ())) {
         return ret0(r);
     }
     // SAFETY: forwarding.
@@ -1305,7 +1297,11 @@ pub unsafe extern "C" fn mkdir(path: *const c_char, mode: mode_t) -> c_int {
 pub unsafe extern "C" fn mkdirat(dirfd: c_int, path: *const c_char, mode: mode_t) -> c_int {
     if let Some(Some(p)) = guarded(|| fs_path_at(dirfd, path)) {
         return guarded(|| {
-            ret0(shim().fs().and_then(|fs| fs.create_dir(&p, mode & 0o7777).map(|_| ()).map_err(|e| e.errno())))
+            ret0(
+                shim().fs().and_then(|fs| {
+                    fs.create_dir(&p, mode & 0o7777 & !process_umask()).map(|_| ()).map_err(|e| e.errno())
+                }),
+            )
         })
         .unwrap_or(-1);
     }
