@@ -7,6 +7,7 @@ use hashfs::pm::PmDevice;
 use hashfs::{FileSystem, FileType, OpenOptions, SetAttr, SetTime};
 use std::fs;
 use std::io::{Read, Write};
+use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
@@ -57,7 +58,6 @@ fn put_one<D: PmDevice>(
     if ft.is_symlink() {
         let t = fs::read_link(host).map_err(|e| fail(format!("{}: {e}", host.display())))?;
         let (p, name) = fs.resolve_parent(target).map_err(ctx)?;
-        use std::os::unix::ffi::OsStrExt;
         fs.symlink_at(p, &name, t.as_os_str().as_bytes(), owner).map_err(ctx)?;
         n.symlinks += 1;
         return Ok(());
@@ -163,7 +163,7 @@ fn get_one<D: PmDevice>(
             }
             n.dirs += 1;
             for e in fs.read_dir(src).map_err(ctx)? {
-                let name = std::ffi::OsStr::from_bytes_compat(&e.name);
+                let name = std::ffi::OsStr::from_bytes(&e.name);
                 get_one(fs, &src.join(name), e.file_type, &target.join(name), n, pb)?;
             }
         }
@@ -194,14 +194,4 @@ fn get_one<D: PmDevice>(
         let _ = f.set_times(times);
     }
     Ok(())
-}
-
-trait OsStrCompat {
-    fn from_bytes_compat(b: &[u8]) -> &std::ffi::OsStr;
-}
-impl OsStrCompat for std::ffi::OsStr {
-    fn from_bytes_compat(b: &[u8]) -> &std::ffi::OsStr {
-        use std::os::unix::ffi::OsStrExt;
-        std::ffi::OsStr::from_bytes(b)
-    }
 }

@@ -7,6 +7,7 @@ use parking_lot::Mutex;
 use std::cell::Cell;
 use std::collections::HashMap;
 use std::ffi::{CStr, CString};
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
@@ -284,7 +285,7 @@ fn fs_path(path: *const c_char) -> Option<PathBuf> {
     }
     // SAFETY: libc's contract: a NUL-terminated string.
     let bytes = unsafe { CStr::from_ptr(path) }.to_bytes();
-    let p = Path::new(std::ffi::OsStr::from_bytes_compat(bytes));
+    let p = Path::new(std::ffi::OsStr::from_bytes(bytes));
     let abs = if p.is_absolute() { p.to_path_buf() } else { std::env::current_dir().ok()?.join(p) };
     // Normalize "." and ".." lexically (the prefix is not a real directory).
     let mut norm = PathBuf::from("/");
@@ -313,17 +314,7 @@ fn fs_path_at(dirfd: c_int, path: *const c_char) -> Option<PathBuf> {
     }
     let s = SHIM.get()?;
     let dir = s.file(dirfd)?;
-    Some(dir.fs_path.join(std::ffi::OsStr::from_bytes_compat(bytes)))
-}
-
-trait OsStrCompat {
-    fn from_bytes_compat(b: &[u8]) -> &std::ffi::OsStr;
-}
-impl OsStrCompat for std::ffi::OsStr {
-    fn from_bytes_compat(b: &[u8]) -> &std::ffi::OsStr {
-        use std::os::unix::ffi::OsStrExt;
-        std::ffi::OsStr::from_bytes(b)
-    }
+    Some(dir.fs_path.join(std::ffi::OsStr::from_bytes(bytes)))
 }
 
 // ---------------------------------------------------------------------------------------
@@ -1440,7 +1431,7 @@ pub unsafe extern "C" fn symlink(target: *const c_char, link: *const c_char) -> 
     if let Some(r) = path_op(link, |fs, p| {
         // SAFETY: libc's contract.
         let t = unsafe { CStr::from_ptr(target) }.to_bytes();
-        fs.symlink(Path::new(std::ffi::OsStr::from_bytes_compat(t)), p)
+        fs.symlink(Path::new(std::ffi::OsStr::from_bytes(t)), p)
     }) {
         return ret0(r);
     }
@@ -1468,7 +1459,6 @@ pub unsafe extern "C" fn readlink(path: *const c_char, buf: *mut c_char, size: s
     if let Some(r) = path_op(path, |fs, p| fs.read_link(p)) {
         return match r {
             Ok(t) => {
-                use std::os::unix::ffi::OsStrExt;
                 let b = t.as_os_str().as_bytes();
                 let n = b.len().min(size);
                 // SAFETY: libc's contract: buf holds size bytes.

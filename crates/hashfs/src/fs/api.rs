@@ -18,6 +18,7 @@ use crate::pm::{MmapDevice, OpenMode, PmDevice};
 use crate::{Error, Result};
 use std::collections::VecDeque;
 use std::io::{self, Read, Seek, SeekFrom, Write};
+use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -292,7 +293,6 @@ impl<D: PmDevice> FileSystem<D> {
     // ---- path API ----
 
     fn components(path: &Path) -> Result<VecDeque<Vec<u8>>> {
-        use std::os::unix::ffi::OsStrExt;
         let bytes = path.as_os_str().as_bytes();
         if bytes.contains(&0) {
             return Err(Error::Invalid("path contains a NUL byte"));
@@ -328,7 +328,7 @@ impl<D: PmDevice> FileSystem<D> {
                 if target.first() == Some(&b'/') {
                     cur = Ino::ROOT;
                 }
-                let t = Self::components(Path::new(std::ffi::OsStr::from_bytes_compat(&target)))?;
+                let t = Self::components(Path::new(std::ffi::OsStr::from_bytes(&target)))?;
                 for part in t.into_iter().rev() {
                     comps.push_front(part);
                 }
@@ -387,7 +387,7 @@ impl<D: PmDevice> FileSystem<D> {
     pub fn create_dir_all(&self, path: &Path, perm: u32) -> Result<()> {
         let mut cur = std::path::PathBuf::from("/");
         for c in Self::components(path)? {
-            cur.push(std::ffi::OsStr::from_bytes_compat(&c));
+            cur.push(std::ffi::OsStr::from_bytes(&c));
             match self.create_dir(&cur, perm) {
                 Ok(_) => {}
                 Err(Error::Exists) if self.metadata(&cur)?.is_dir() => {}
@@ -421,7 +421,7 @@ impl<D: PmDevice> FileSystem<D> {
                 break;
             }
             for e in entries {
-                let child = path.join(std::ffi::OsStr::from_bytes_compat(&e.name));
+                let child = path.join(std::ffi::OsStr::from_bytes(&e.name));
                 if e.file_type == FileType::Directory {
                     self.remove_dir_all(&child)?;
                 } else {
@@ -450,7 +450,6 @@ impl<D: PmDevice> FileSystem<D> {
     }
 
     pub fn symlink(&self, target: &Path, link: &Path) -> Result<()> {
-        use std::os::unix::ffi::OsStrExt;
         let (p, name) = self.resolve_parent(link)?;
         self.symlink_at(p, &name, target.as_os_str().as_bytes(), Owner::current()).map(|_| ())
     }
@@ -539,17 +538,6 @@ impl<D: PmDevice> FileSystem<D> {
             f.set_len(0)?;
         }
         Ok(f)
-    }
-}
-
-/// Helper: bytes to OsStr on Unix.
-trait OsStrCompat {
-    fn from_bytes_compat(b: &[u8]) -> &std::ffi::OsStr;
-}
-impl OsStrCompat for std::ffi::OsStr {
-    fn from_bytes_compat(b: &[u8]) -> &std::ffi::OsStr {
-        use std::os::unix::ffi::OsStrExt;
-        std::ffi::OsStr::from_bytes(b)
     }
 }
 

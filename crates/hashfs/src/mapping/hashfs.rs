@@ -213,12 +213,6 @@ impl<D: PmDevice> HashTable<D> {
         Err(Error::NoSpace)
     }
 
-    /// The word that turns a reservation into a mapping (written through a transaction or
-    /// with `store_u64`, then flushed and fenced by the caller).
-    pub fn publish_value(key: u64) -> u64 {
-        key
-    }
-
     /// Frees a slot (a key or an unpublished reservation): stores a tombstone and flushes
     /// it. Returns what the caller passes to [`purge`](Self::purge) after a fence.
     pub fn release(&self, slot: u64) -> Freed {
