@@ -106,6 +106,8 @@ pub fn fsck<D: PmDevice>(dev: Arc<D>, mode: FsckMode, progress: Progress<'_>) ->
         report.remaining = report.findings.clone();
         return Ok(report);
     }
+    // The geometry does not change during a repair (only the superblock's state does).
+    let (_, geo, _) = read_superblock(&*dev)?;
     // Pass 1: what blocks a mount.
     let mut needs_mount = false;
     for f in &findings {
@@ -116,7 +118,6 @@ pub fn fsck<D: PmDevice>(dev: Arc<D>, mode: FsckMode, progress: Progress<'_>) ->
                 }
             }
             Fix::ResetJournal(i) => {
-                let (_, geo, _) = read_superblock(&*dev)?;
                 let base = geo.journal_base(*i);
                 let h = JournalHeader { magic: JOURNAL_MAGIC, index: *i, ..JournalHeader::zeroed() };
                 dev.zero(base, geo.journal_blocks as u64 * BLOCK_BYTES);
@@ -125,13 +126,11 @@ pub fn fsck<D: PmDevice>(dev: Arc<D>, mode: FsckMode, progress: Progress<'_>) ->
                 dev.fence();
             }
             Fix::TombstoneSlot(s) => {
-                let (_, geo, _) = read_superblock(&*dev)?;
                 dev.store_u64(geo.slot_off(*s), TOMBSTONE);
                 dev.flush(geo.slot_off(*s), 8);
                 needs_mount = true;
             }
             Fix::ClearInode(ino) => {
-                let (_, geo, _) = read_superblock(&*dev)?;
                 dev.zero(geo.inode_off(ino.get()), INODE_BYTES as u64);
                 dev.flush(geo.inode_off(ino.get()), INODE_BYTES as u64);
                 needs_mount = true;
@@ -153,7 +152,6 @@ pub fn fsck<D: PmDevice>(dev: Arc<D>, mode: FsckMode, progress: Progress<'_>) ->
     let (second, _) = check(dev.clone(), &|_, _| {})?;
     let mut reconnect = Vec::new();
     for f in &second {
-        let (_, geo, _) = read_superblock(&*dev)?;
         match &f.fix {
             Fix::ClearDirent { off } => {
                 dev.store_u64(*off, 0);
@@ -191,7 +189,6 @@ pub fn fsck<D: PmDevice>(dev: Arc<D>, mode: FsckMode, progress: Progress<'_>) ->
         if fixable.is_empty() {
             break;
         }
-        let (_, geo, _) = read_superblock(&*dev)?;
         for f in fixable {
             if let Fix::RewriteInode(ino, raw) = &f.fix {
                 let mut raw = **raw;
