@@ -222,10 +222,6 @@ impl<D: PmDevice> Journals<D> {
             unlogged: Vec::new(),
         }
     }
-
-    pub fn entries_per_journal(&self) -> u64 {
-        self.geo.journal_entries()
-    }
 }
 
 /// A metadata transaction: writes are collected, then made atomic and durable by

@@ -286,10 +286,6 @@ impl DirIndex {
             r.ftype = ftype;
         }
     }
-
-    pub fn block_count(&self) -> u64 {
-        self.blocks.len() as u64
-    }
 }
 
 /// An entry returned by readdir; `cookie` resumes the listing after it.
@@ -327,9 +323,4 @@ pub fn list_from<D: PmDevice>(
         lblk += 1;
     }
     Ok(out)
-}
-
-/// Reads the header of slot `pos` (for fsck and tests).
-pub fn header_at<D: PmDevice>(dev: &D, geo: &Geometry, idx: &DirIndex, pos: u64) -> DirentHeader {
-    read_header(dev, idx.slot_dev_off(geo, pos))
 }

@@ -165,10 +165,3 @@ pub fn lines_in(off: u64, len: u64) -> u64 {
     let last = (off + len - 1) / CACHE_LINE_BYTES;
     last - first + 1
 }
-
-/// Reads a little-endian u32 through the device (not atomic).
-pub fn read_u32<D: PmDevice + ?Sized>(dev: &D, off: DevOffset) -> u32 {
-    let mut b = [0u8; 4];
-    dev.read(off, &mut b);
-    u32::from_le_bytes(b)
-}
