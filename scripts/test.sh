@@ -32,3 +32,14 @@ cargo test --workspace
 # real mmap device (CLI tests) and the file system (model tests).
 HASHFS_FLUSH=clflush HASHFS_SIMD=scalar cargo test -p hashfs-cli --test cli
 HASHFS_SIMD=scalar HASHFS_MODEL_SEEDS=10 cargo test -p hashfs --test model_based
+# The conformance suite (model, crash, corrupt-image, full-device, concurrency and churn
+# tests) against every other mapping, and the allocator mappings once more with the
+# fragmentation generator at layout score 0.7.
+for m in extent-tree extent-tree-cached radix-tree cuckoo extent-hash; do
+    echo "== conformance suite: mapping $m"
+    HASHFS_TEST_MAPPING=$m cargo test -q -p hashfs --tests
+done
+for m in extent-tree radix-tree cuckoo extent-hash; do
+    echo "== conformance suite: mapping $m, layout score 0.7"
+    HASHFS_TEST_MAPPING=$m HASHFS_TEST_LAYOUT_SCORE=0.7 cargo test -q -p hashfs --tests
+done

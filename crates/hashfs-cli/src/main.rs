@@ -30,9 +30,14 @@ enum Cmd {
         /// Image size, e.g. 1G, 512M, 65536K or a byte count (a multiple of 4 KiB).
         #[arg(long, value_parser = parse_size)]
         size: u64,
-        /// File-mapping structure.
+        /// File-mapping structure: hashfs, extent-tree, extent-tree-cached, radix-tree,
+        /// cuckoo or extent-hash.
         #[arg(long, default_value = "hashfs")]
         mapping: String,
+        /// Fragmentation generator for the allocator mappings (paper §4): the layout score
+        /// files reach, from 1.0 (contiguous) to 0.0 (every block placed at random).
+        #[arg(long, default_value_t = 1.0)]
+        layout_score: f64,
         /// Inode table entries (default: one per 16 KiB).
         #[arg(long)]
         inodes: Option<u64>,
@@ -186,10 +191,24 @@ pub(crate) fn mount(image: &Path) -> Result<FileSystem<MmapDevice>, Failure> {
 
 fn run(cli: Cli) -> Result<u8, Failure> {
     match cli.cmd {
-        Cmd::Mkfs { image, size, mapping, inodes, journals } => {
-            let mapping = MappingKind::from_name(&mapping)
-                .ok_or_else(|| fail(format!("unknown mapping {mapping:?} (this build has: hashfs)")))?;
-            let opts = FormatOptions { mapping, inode_count: inodes, journal_count: journals, ..Default::default() };
+        Cmd::Mkfs { image, size, mapping, layout_score, inodes, journals } => {
+            let mapping = MappingKind::from_name(&mapping).ok_or_else(|| {
+                let names: Vec<&str> = MappingKind::ALL.iter().map(|m| m.name()).collect();
+                fail(format!("unknown mapping {mapping:?} (choose one of: {})", names.join(", ")))
+            })?;
+            if !(0.0..=1.0).contains(&layout_score) {
+                return Err(fail(format!("--layout-score {layout_score} is not between 0.0 and 1.0")));
+            }
+            if mapping == MappingKind::HashFs && layout_score != 1.0 {
+                return Err(fail("--layout-score applies to the allocator mappings; HashFS places blocks by hash"));
+            }
+            let opts = FormatOptions {
+                mapping,
+                inode_count: inodes,
+                journal_count: journals,
+                layout_score,
+                ..Default::default()
+            };
             let pb = progress_bar(size, "formatting", true);
             let g = FileSystem::format_file(&image, size, &opts, &|d, t| {
                 pb.set_length(t);
@@ -250,17 +269,21 @@ fn run(cli: Cli) -> Result<u8, Failure> {
             println!("mounts         {}", sb.mount_count);
             println!("journals       {} x {} KiB", g.journal_count, g.journal_blocks * 4);
             println!("inode table    {} inodes at offset {}", g.inode_count, g.inode_table_off);
-            println!("hash table     {} slots at offset {}", g.data_blocks, g.hash_table_off);
+            if g.mapping == MappingKind::HashFs {
+                println!("hash table     {} slots at offset {}", g.data_blocks, g.map_off);
+            } else {
+                println!("bitmap         at offset {} (then the structure's table, if any)", g.map_off);
+                println!("layout score   {:.2} (the allocator's target)", sb.layout_score_ppm as f64 / 1e6);
+            }
             println!("data region    {} blocks of 4 KiB at offset {}", g.data_blocks, g.data_off);
             println!(
-                "mapping size   {:.0} bytes of metadata per GiB of data ({:.3}%)",
+                "mapping region {:.0} bytes per GiB of data region ({:.3}%)",
                 g.mapping_bytes_per_gib(),
                 g.mapping_bytes_per_gib() / (1u64 << 30) as f64 * 100.0
             );
             drop(dev);
             let fs = mount(&image)?;
             let st = fs.statfs();
-            let ps = fs.table().probe_stats();
             println!(
                 "blocks         {} used, {} free ({:.1}% full)",
                 st.blocks_total - st.blocks_free,
@@ -268,11 +291,28 @@ fn run(cli: Cli) -> Result<u8, Failure> {
                 (st.blocks_total - st.blocks_free) as f64 * 100.0 / st.blocks_total as f64
             );
             println!("inodes         {} used, {} free", st.inodes_total - st.inodes_free, st.inodes_free);
+            let ms = fs.mapping_stats().map_err(|e| fail(format!("{}: {e}", image.display())))?;
             println!(
-                "probe length   {:.2} mean, {} max (lookups that hit); {:.2} mean (misses); {} tombstones",
-                ps.mean_hit_probes, ps.max_hit_probes, ps.mean_miss_probes, ps.tombstones
+                "mapped         {} blocks in {} files; measured layout score {:.3}",
+                ms.data_blocks, ms.files, ms.layout_score
             );
-            println!("simd           {}", fs.table().simd().name());
+            println!(
+                "structure      {} entries ({} bytes), {} tree nodes, {} bytes of table, {} bytes of bitmap",
+                ms.entries, ms.entry_bytes, ms.node_blocks, ms.table_bytes, ms.bitmap_bytes
+            );
+            println!(
+                "metadata/GiB   {:.0} bytes of structure per GiB of mapped data ({:.3}%)",
+                ms.bytes_per_gib(),
+                ms.bytes_per_gib() / (1u64 << 30) as f64 * 100.0
+            );
+            if let Some(t) = fs.table() {
+                let ps = t.probe_stats();
+                println!(
+                    "probe length   {:.2} mean, {} max (lookups that hit); {:.2} mean (misses); {} tombstones",
+                    ps.mean_hit_probes, ps.max_hit_probes, ps.mean_miss_probes, ps.tombstones
+                );
+                println!("simd           {}", t.simd().name());
+            }
             println!("flush          {}", hashfs::pm::flush_kind().name());
             Ok(0)
         }

@@ -1861,13 +1861,11 @@ fn map_file(
     let mut i = 0;
     while i < in_pages {
         let lblk = off as u64 / 4096 + i as u64;
-        let slot = fs.table().lookup(hashfs::mapping::hashfs::key(of.ino.0, lblk as u32)).ok_or(libc::EIO)?;
+        let block = |l: u64| fs.physical_block(of.ino, l).ok().flatten().map(|(p, _)| p);
+        let slot = block(lblk).ok_or(libc::EIO)?;
         // Runs of physically consecutive blocks become one kernel mapping.
         let mut run = 1;
-        while i + run < in_pages
-            && fs.table().lookup(hashfs::mapping::hashfs::key(of.ino.0, (lblk + run as u64) as u32))
-                == Some(slot + run as u64)
-        {
+        while i + run < in_pages && block(lblk + run as u64) == Some(slot + run as u64) {
             run += 1;
         }
         // SAFETY: replacing pages of our own reservation with pages of the image file.

@@ -220,6 +220,7 @@ impl<D: PmDevice> Journals<D> {
             txid: self.next_txid.fetch_add(1, Ordering::Relaxed),
             writes: Vec::new(),
             unlogged: Vec::new(),
+            hooks: Vec::new(),
         }
     }
 }
@@ -233,9 +234,30 @@ pub struct Tx<'a, D: PmDevice> {
     txid: u64,
     writes: Vec<(u64, Vec<u8>)>,
     unlogged: Vec<(u64, u64)>,
+    /// Run once the transaction committed (true) or will not (false).
+    hooks: Vec<Box<dyn FnOnce(bool) + 'a>>,
 }
 
-impl<D: PmDevice> Tx<'_, D> {
+impl<D: PmDevice> Drop for Tx<'_, D> {
+    fn drop(&mut self) {
+        for h in std::mem::take(&mut self.hooks) {
+            h(false);
+        }
+    }
+}
+
+impl<'a, D: PmDevice> Tx<'a, D> {
+    /// Runs `f(true)` after the commit, or `f(false)` if the transaction fails or is
+    /// dropped (for locks and allocations that must outlive the commit).
+    pub fn after_commit(&mut self, f: impl FnOnce(bool) + 'a) {
+        self.hooks.push(Box::new(f));
+    }
+
+    /// Journal entries the transaction needs so far.
+    pub fn undo_entries(&self) -> u64 {
+        self.writes.iter().map(|(_, d)| d.len().div_ceil(ENTRY_DATA_BYTES) as u64).sum()
+    }
+
     pub fn write(&mut self, off: u64, data: &[u8]) {
         self.writes.push((off, data.to_vec()));
     }
@@ -259,14 +281,22 @@ impl<D: PmDevice> Tx<'_, D> {
     }
 
     /// Makes every write of the transaction durable, all or nothing.
-    pub fn commit(self) -> Result<()> {
+    pub fn commit(mut self) -> Result<()> {
+        let r = self.apply();
+        for h in std::mem::take(&mut self.hooks) {
+            h(r.is_ok());
+        }
+        r
+    }
+
+    fn apply(&self) -> Result<()> {
         if self.is_empty() {
             return Ok(());
         }
         let dev = &*self.journals.dev;
         let geo = &self.journals.geo;
         let base = geo.journal_base(self.index);
-        let needed: u64 = self.writes.iter().map(|(_, d)| d.len().div_ceil(ENTRY_DATA_BYTES) as u64).sum();
+        let needed = self.undo_entries();
         if needed > geo.journal_entries() {
             return Err(Error::JournalFull(geo.journal_entries()));
         }
@@ -323,6 +353,7 @@ mod tests {
             inode_count: Some(64),
             journal_count: 2,
             journal_blocks: 2,
+            mapping: crate::layout::MappingKind::HashFs,
         })
         .unwrap();
         let dev = Arc::new(CrashDevice::new(1 << 20));

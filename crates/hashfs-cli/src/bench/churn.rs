@@ -9,6 +9,7 @@ use std::path::Path;
 pub fn run(image: &Path, size: u64, rounds: u32) -> Result<(), Failure> {
     FileSystem::format_file(image, size, &FormatOptions::default(), &|_, _| {})?;
     let (fs, _) = FileSystem::open(image)?;
+    let Some(table) = fs.table() else { return Err(crate::fail("bench churn measures the HashFS table")) };
     let total = fs.statfs().blocks_total;
     println!(
         "# bench churn: image {} ({} MiB, {} blocks), {rounds} rounds of fill to 90% and delete all",
@@ -28,13 +29,13 @@ pub fn run(image: &Path, size: u64, rounds: u32) -> Result<(), Failure> {
             fs.write(Path::new(&format!("/r{round}-{i}")), &block[..(blocks * 4096) as usize])?;
             i += 1;
         }
-        let full = fs.table().probe_stats();
+        let full = table.probe_stats();
         for parity in 0..2 {
             for j in (parity..i).step_by(2) {
                 fs.remove_file(Path::new(&format!("/r{round}-{j}")))?;
             }
         }
-        let empty = fs.table().probe_stats();
+        let empty = table.probe_stats();
         println!(
             "{:>5} {:>7} {:>6.3} {:>10.2} {:>9} {:>11.1} {:>10} {:>11}",
             round,

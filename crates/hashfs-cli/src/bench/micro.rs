@@ -89,15 +89,13 @@ fn run_in(cfg: &Config, quick: bool, json_out: Option<&Path>, image: &Path, tmp:
     }
     // memcpy copies exactly the physical blocks that hold the HashFS file, translated
     // before timing: the same memory, without the file system.
-    let ino = f.ino().0;
+    let ino = f.ino();
     let block_of: Vec<u64> = (0..blocks)
-        .map(|b| {
-            fs.table()
-                .lookup(hashfs::mapping::hashfs::key(ino, b as u32))
-                .map(|s| geo.block_off(s))
-                .expect("file block is mapped")
+        .map(|b| match fs.physical_block(ino, b) {
+            Ok(Some((s, _))) => Ok(geo.block_off(s)),
+            _ => Err(std::io::Error::other(format!("block {b} of the benchmark file is not mapped"))),
         })
-        .collect();
+        .collect::<Result<_, _>>()?;
     let phys = |off: u64| block_of[(off / BLOCK as u64 % blocks) as usize];
     // The random offsets' addresses, computed before timing and read in order.
     let phys_random: Vec<u64> = offsets.iter().map(|&o| phys(o)).collect();

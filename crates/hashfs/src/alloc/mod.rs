@@ -108,10 +108,7 @@ pub struct BlockAllocator {
     rng: Rng,
 }
 
-/// Bytes of bitmap for `blocks` blocks (whole 8-byte words).
-pub fn bitmap_bytes(blocks: u64) -> u64 {
-    blocks.div_ceil(64) * 8
-}
+pub use crate::layout::superblock::bitmap_bytes;
 
 impl BlockAllocator {
     /// Rebuilds the DRAM index from the bitmap (mount).
@@ -178,7 +175,15 @@ impl BlockAllocator {
             let e = if self.layout_score >= 1.0 {
                 self.best_fit(want, hint.or(out.last().map(|e| e.start + e.len)))
             } else {
-                self.random_place(want)
+                // The first block of a call continues the file's previous block (`hint`)
+                // with probability s, like every other block, so that files written in
+                // many small calls reach the same score as files written at once.
+                match hint.filter(|_| out.is_empty()).and_then(|h| self.free_run_at(h)) {
+                    Some(run) if self.rng.unit() < self.layout_score => {
+                        Extent { start: run.start, len: want.min(run.len) }
+                    }
+                    _ => self.random_place(want),
+                }
             };
             self.free.take(e.start, e.len);
             match out.last_mut() {
@@ -188,6 +193,12 @@ impl BlockAllocator {
             left -= e.len;
         }
         Ok(out)
+    }
+
+    /// The free run that starts at block `h`, if `h` is free.
+    fn free_run_at(&self, h: u64) -> Option<Extent> {
+        let (&s, &l) = self.free.by_start.range(..=h).next_back()?;
+        (h < s + l).then_some(Extent { start: h, len: s + l - h })
     }
 
     /// Contiguous placement: right at the hint if free, else the smallest extent that
@@ -207,9 +218,20 @@ impl BlockAllocator {
         Extent { start: s, len: l.min(want) }
     }
 
-    /// Random placement: a uniformly chosen free block, and as much of `want` as fits from
-    /// there (a chunk never spans allocated blocks).
+    /// Random placement: a uniformly chosen free block with room for the whole chunk after
+    /// it (a chunk cut short by an allocated block would add a break the layout score did
+    /// not ask for); after 16 misses, any free extent that holds it, else as much as fits.
     fn random_place(&mut self, want: u64) -> Extent {
+        for _ in 0..16 {
+            let k = self.rng.next() % self.free.free_blocks;
+            let (ext, blk) = self.free.nth_free_block(k).expect("k < free blocks");
+            if ext.start + ext.len - blk >= want {
+                return Extent { start: blk, len: want };
+            }
+        }
+        if let Some((&(_, s), _)) = self.free.by_size.range((want, 0)..).next() {
+            return Extent { start: s, len: want };
+        }
         let k = self.rng.next() % self.free.free_blocks;
         let (ext, blk) = self.free.nth_free_block(k).expect("k < free blocks");
         Extent { start: blk, len: want.min(ext.start + ext.len - blk) }
@@ -316,6 +338,7 @@ mod tests {
             inode_count: Some(16),
             journal_count: 1,
             journal_blocks: 4,
+            mapping: crate::layout::MappingKind::HashFs,
         })
         .unwrap();
         let dev = Arc::new(CrashDevice::new(1 << 20));

@@ -181,18 +181,45 @@ impl<D: PmDevice> FileSystem<D> {
         self.inner.geo
     }
     pub fn mapping(&self) -> MappingKind {
-        MappingKind::HashFs
+        self.inner.map.kind()
     }
-    pub fn table(&self) -> &crate::mapping::hashfs::HashTable<D> {
-        &self.inner.table
+    /// The mapping structure (for statistics and benchmarks).
+    pub fn map(&self) -> &crate::mapping::FileMap<D> {
+        &self.inner.map
+    }
+    /// The HashFS table, when the image uses it.
+    pub fn table(&self) -> Option<&crate::mapping::hashfs::HashTable<D>> {
+        match &self.inner.map {
+            crate::mapping::FileMap::Hash(t) => Some(t),
+            crate::mapping::FileMap::Blocks(_) => None,
+        }
+    }
+
+    /// The physical block (index in the data region) of logical block `lblk` of `ino` and
+    /// the blocks that follow it contiguously, or None for a hole: what the mapping
+    /// structure translates, through the file's translation cache or cursor.
+    pub fn physical_block(&self, ino: Ino, lblk: u64) -> Result<Option<(u64, u64)>> {
+        let cell = self.inner.cell(ino)?;
+        let st = cell.state.read();
+        if st.freed {
+            return Err(Error::NotFound);
+        }
+        let size_blocks = st.raw.size.div_ceil(BLOCK_BYTES);
+        if lblk >= size_blocks {
+            return Ok(None);
+        }
+        self.inner.translate(&cell, &st.raw, lblk, size_blocks)
     }
 
     pub fn statfs(&self) -> StatFs {
-        let total = self.inner.table.nslots();
+        let (total, free) = match &self.inner.map {
+            crate::mapping::FileMap::Hash(t) => (t.nslots(), t.nslots().saturating_sub(t.used())),
+            crate::mapping::FileMap::Blocks(b) => (self.inner.geo.data_blocks, b.free_blocks()),
+        };
         StatFs {
             block_bytes: BLOCK_BYTES,
             blocks_total: total,
-            blocks_free: total.saturating_sub(self.inner.table.used()),
+            blocks_free: free,
             inodes_total: self.inner.ialloc.count(),
             inodes_free: self.inner.ialloc.count() - self.inner.ialloc.used(),
             name_max: MAX_NAME_BYTES as u64,

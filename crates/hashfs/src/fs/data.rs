@@ -13,9 +13,13 @@
 
 use super::inode::{self, InodeCell, InodeMem};
 use super::FsInner;
+use crate::alloc::Extent;
+use crate::journal::Tx;
 use crate::layout::inode::{INODE_CTIME_OFF, INODE_MTIME_OFF};
+use crate::layout::InodeRaw;
 use crate::layout::{BLOCK_BYTES, MAX_FILE_BYTES};
-use crate::mapping::hashfs::{classify, key, Entry};
+use crate::mapping::hashfs::{classify, key, Entry, HashTable};
+use crate::mapping::{BlockMap, FileMap};
 use crate::pm::PmDevice;
 use crate::{Error, Result};
 use std::sync::atomic::Ordering;
@@ -23,41 +27,47 @@ use std::sync::atomic::Ordering;
 /// New blocks per write transaction (1 MiB): bounds the journal space of one write.
 pub const WRITE_CHUNK_BLOCKS: u64 = 256;
 
+/// New blocks of one file for [`FsInner::tx_map_blocks`].
+pub(crate) struct MapGroup<'r> {
+    pub ino: u32,
+    pub raw: &'r mut InodeRaw,
+    pub pairs: &'r [(u64, u64)],
+}
+
 fn blocks_for(size: u64) -> u64 {
     size.div_ceil(BLOCK_BYTES)
 }
 
 impl<D: PmDevice> FsInner<D> {
-    /// Translates logical block `lblk` of `cell` (translation cache, then the table).
-    /// On a cache miss during sequential access it looks up the next 8 blocks with one
-    /// vector hash and caches them (paper §3.2.2: spare SIMD lanes prefetch following
-    /// entries); a random access looks up only its block.
+    /// Translates logical block `lblk` of `cell`: its physical block and how many blocks
+    /// follow it contiguously in one mapping entry (1 for block-granular structures).
     #[inline]
-    pub(crate) fn translate(&self, cell: &InodeCell, lblk: u64, size_blocks: u64) -> Option<u64> {
-        if let Some(s) = cell.tcache.get(lblk as u32) {
-            return Some(s);
-        }
-        let sequential = cell.next_read_lblk.load(Ordering::Relaxed) == lblk;
-        if sequential && lblk + 1 < size_blocks {
-            let n = (size_blocks - lblk).min(8) as usize;
-            let mut keys = [0u64; 8];
-            for (i, k) in keys[..n].iter_mut().enumerate() {
-                *k = key(cell.ino.0, (lblk + i as u64) as u32);
-            }
-            let mut out = [None; 8];
-            self.table.lookup_batch(&keys[..n], &mut out[..n]);
-            for (i, s) in out[..n].iter().enumerate() {
-                if let Some(s) = s {
-                    cell.tcache.put((lblk + i as u64) as u32, *s);
+    pub(crate) fn translate(
+        &self,
+        cell: &InodeCell,
+        raw: &InodeRaw,
+        lblk: u64,
+        size_blocks: u64,
+    ) -> Result<Option<(u64, u64)>> {
+        match &self.map {
+            FileMap::Hash(t) => Ok(translate_hash(t, cell, lblk, size_blocks).map(|s| (s, 1))),
+            FileMap::Blocks(b) => {
+                let tc = b.uses_tcache();
+                if tc {
+                    if let Some(s) = cell.tcache.get(lblk as u32) {
+                        return Ok(Some((s, 1)));
+                    }
                 }
+                let r = b.lookup(cell.ino.0, raw, &cell.cursor, lblk)?;
+                if let (true, Some((p, run))) = (tc, r) {
+                    // Ranged entries fill the translation cache with the blocks that follow.
+                    for i in 0..run.min(crate::mapping::tcache::TCACHE_ENTRIES as u64) {
+                        cell.tcache.put((lblk + i) as u32, p + i);
+                    }
+                }
+                Ok(r)
             }
-            return out[0];
         }
-        let s = self.table.lookup(key(cell.ino.0, lblk as u32));
-        if let Some(s) = s {
-            cell.tcache.put(lblk as u32, s);
-        }
-        s
     }
 
     pub(crate) fn read_at(&self, cell: &InodeCell, off: u64, buf: &mut [u8]) -> Result<usize> {
@@ -79,12 +89,18 @@ impl<D: PmDevice> FsInner<D> {
             let pos = off + done as u64;
             let lblk = pos / BLOCK_BYTES;
             let in_blk = pos % BLOCK_BYTES;
-            let len = ((BLOCK_BYTES - in_blk) as usize).min(n - done);
-            match self.translate(cell, lblk, size_blocks) {
-                Some(slot) => self.dev.read(self.geo.block_off(slot) + in_blk, &mut buf[done..done + len]),
-                None => buf[done..done + len].fill(0),
+            match self.translate(cell, &st.raw, lblk, size_blocks)? {
+                Some((slot, run)) => {
+                    let len = ((run * BLOCK_BYTES - in_blk) as usize).min(n - done);
+                    self.dev.read(self.geo.block_off(slot) + in_blk, &mut buf[done..done + len]);
+                    done += len;
+                }
+                None => {
+                    let len = ((BLOCK_BYTES - in_blk) as usize).min(n - done);
+                    buf[done..done + len].fill(0);
+                    done += len;
+                }
             }
-            done += len;
         }
         cell.next_read_lblk.store((off + n as u64).div_ceil(BLOCK_BYTES), Ordering::Relaxed);
         Ok(n)
@@ -118,17 +134,30 @@ impl<D: PmDevice> FsInner<D> {
             return Err(Error::FileTooBig);
         }
         let mut done = 0usize;
+        let mut chunk = self.write_chunk_blocks();
         while done < data.len() {
             let pos = off + done as u64;
-            let chunk_end_pos = ((pos / BLOCK_BYTES + WRITE_CHUNK_BLOCKS) * BLOCK_BYTES).min(end);
+            let chunk_end_pos = ((pos / BLOCK_BYTES + chunk) * BLOCK_BYTES).min(end);
             let len = (chunk_end_pos - pos) as usize;
             match self.write_chunk(cell, st, pos, &data[done..done + len]) {
                 Ok(()) => done += len,
+                // A structure change larger than one journal: retry in smaller pieces.
+                Err(Error::JournalFull(_)) if chunk > 1 => chunk = (chunk / 4).max(1),
                 Err(Error::NoSpace) if done > 0 => return Ok(done),
                 Err(e) => return Err(e),
             }
         }
         Ok(done)
+    }
+
+    /// Blocks one write transaction maps: WRITE_CHUNK_BLOCKS for HashFS (one unlogged
+    /// word each); for the other structures, sized so that their undo records fit the
+    /// journal.
+    fn write_chunk_blocks(&self) -> u64 {
+        match self.map {
+            FileMap::Hash(_) => WRITE_CHUNK_BLOCKS,
+            FileMap::Blocks(_) => (self.geo.journal_entries() / 10).clamp(1, WRITE_CHUNK_BLOCKS),
+        }
     }
 
     /// posix_fallocate: maps every hole in [off, off + len) with zeroed blocks and grows
@@ -154,7 +183,7 @@ impl<D: PmDevice> FsInner<D> {
         let last = (end - 1) / BLOCK_BYTES;
         while lblk <= last {
             let size_blocks = blocks_for(st.raw.size);
-            let mapped = lblk < size_blocks && self.translate(cell, lblk, size_blocks).is_some();
+            let mapped = lblk < size_blocks && self.translate(cell, &st.raw, lblk, size_blocks)?.is_some();
             if mapped {
                 lblk += 1;
                 continue;
@@ -163,7 +192,7 @@ impl<D: PmDevice> FsInner<D> {
             let mut run_end = lblk + 1;
             while run_end <= last
                 && run_end - lblk < WRITE_CHUNK_BLOCKS
-                && !(run_end < size_blocks && self.translate(cell, run_end, size_blocks).is_some())
+                && !(run_end < size_blocks && self.translate(cell, &st.raw, run_end, size_blocks)?.is_some())
             {
                 run_end += 1;
             }
@@ -185,8 +214,9 @@ impl<D: PmDevice> FsInner<D> {
     /// fallocate(FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE): [off, off + len) reads as
     /// zeros afterwards; whole blocks inside it are freed, partial ones zeroed. The size is
     /// kept. Like an overwrite it is not atomic: after a crash each byte of the range is old
-    /// or zero. The blocks are freed before the inode's block count is committed, so a crash
-    /// can leave a count that recovery corrects, never punched data that comes back.
+    /// or zero. HashFS frees the blocks before the inode's block count is committed, so a
+    /// crash can leave a count that recovery corrects, never punched data that comes back;
+    /// the other mappings unmap and count in the same transactions.
     pub(crate) fn punch_hole(&self, cell: &InodeCell, off: u64, len: u64) -> Result<()> {
         if len == 0 {
             return Err(Error::Invalid("fallocate of zero bytes"));
@@ -206,7 +236,7 @@ impl<D: PmDevice> FsInner<D> {
             [(off, end.min((off / BLOCK_BYTES + 1) * BLOCK_BYTES)), ((end / BLOCK_BYTES * BLOCK_BYTES).max(off), end)]
         {
             if a < b && (a % BLOCK_BYTES != 0 || b - a < BLOCK_BYTES) {
-                if let Some(slot) = self.translate(cell, a / BLOCK_BYTES, size_blocks) {
+                if let Some((slot, _)) = self.translate(cell, &st.raw, a / BLOCK_BYTES, size_blocks)? {
                     let at = self.geo.block_off(slot) + a % BLOCK_BYTES;
                     self.dev.zero(at, b - a);
                     self.dev.flush(at, b - a);
@@ -215,12 +245,21 @@ impl<D: PmDevice> FsInner<D> {
         }
         let first_full = off.div_ceil(BLOCK_BYTES);
         let last_full = end / BLOCK_BYTES + u64::from(end == size && !size.is_multiple_of(BLOCK_BYTES));
-        let victims = self.mapped_slots(cell.ino.0, first_full, last_full.max(first_full));
         cell.tcache.invalidate_all();
-        self.free_slots(&victims);
+        cell.cursor.store(0, Ordering::Relaxed);
         let now = inode::now_ns();
         let mut raw = st.raw;
-        raw.blocks = raw.blocks.saturating_sub(victims.len() as u64);
+        match &self.map {
+            FileMap::Hash(t) => {
+                let victims = mapped_slots(t, cell.ino.0, first_full, last_full.max(first_full));
+                free_slots(t, &*self.dev, &victims);
+                raw.blocks = raw.blocks.saturating_sub(victims.len() as u64);
+            }
+            FileMap::Blocks(b) => {
+                self.unmap_blocks(b, cell, &mut st, first_full, last_full.max(first_full))?;
+                raw = st.raw;
+            }
+        }
         raw.mtime_ns = now;
         raw.ctime_ns = now;
         let mut tx = self.journals.begin();
@@ -231,16 +270,88 @@ impl<D: PmDevice> FsInner<D> {
     }
 
     /// Zeroes the bytes past EOF in the last block before the size grows (F2).
-    fn zero_tail_before_growth(&self, cell: &InodeCell, old_size: u64) {
+    fn zero_tail_before_growth(&self, cell: &InodeCell, raw: &InodeRaw) -> Result<()> {
+        let old_size = raw.size;
         let in_blk = old_size % BLOCK_BYTES;
         if in_blk == 0 {
-            return;
+            return Ok(());
         }
         let lblk = old_size / BLOCK_BYTES;
-        if let Some(slot) = self.translate(cell, lblk, lblk + 1) {
+        if let Some((slot, _)) = self.translate(cell, raw, lblk, lblk + 1)? {
             let at = self.geo.block_off(slot) + in_blk;
             self.dev.zero(at, BLOCK_BYTES - in_blk);
             self.dev.flush(at, BLOCK_BYTES - in_blk);
+        }
+        Ok(())
+    }
+
+    /// New blocks for logical blocks `lblks` of `ino` (sorted), not yet reachable: HashFS
+    /// reserves their slots; the others take blocks from the allocator, contiguous with
+    /// `hint` (the block before) when the layout allows.
+    pub(crate) fn claim_blocks(&self, ino: u32, lblks: &[u64], hint: Option<u64>) -> Result<Vec<u64>> {
+        match &self.map {
+            FileMap::Hash(t) => {
+                let mut out = Vec::with_capacity(lblks.len());
+                for &l in lblks {
+                    match t.reserve(key(ino, l as u32)) {
+                        Ok(s) => out.push(s),
+                        Err(e) => {
+                            free_slots(t, &*self.dev, &out);
+                            return Err(e);
+                        }
+                    }
+                }
+                Ok(out)
+            }
+            FileMap::Blocks(b) => {
+                let ext = b.claim(lblks.len() as u64, hint)?;
+                Ok(ext.iter().flat_map(|e| e.start..e.start + e.len).collect())
+            }
+        }
+    }
+
+    /// Gives back claimed blocks whose transaction did not commit.
+    pub(crate) fn unclaim_blocks(&self, blocks: &[u64]) {
+        match &self.map {
+            FileMap::Hash(t) => free_slots(t, &*self.dev, blocks),
+            FileMap::Blocks(b) => b.unclaim(&blocks.iter().map(|&p| Extent { start: p, len: 1 }).collect::<Vec<_>>()),
+        }
+    }
+
+    /// Adds to `tx` what maps claimed blocks: for each file, `pairs` of (logical,
+    /// physical) sorted by logical block; its `raw` is the inode the transaction writes
+    /// afterwards. All groups share one structure change (one staged overlay).
+    pub(crate) fn tx_map_blocks<'a>(&'a self, tx: &mut Tx<'a, D>, groups: &mut [MapGroup<'_>]) -> Result<()> {
+        match &self.map {
+            FileMap::Hash(t) => {
+                for g in groups.iter() {
+                    for &(l, s) in g.pairs {
+                        tx.publish_u64(t.slot_off(s), key(g.ino, l as u32));
+                    }
+                }
+                Ok(())
+            }
+            FileMap::Blocks(b) => {
+                let mut mt = b.begin();
+                for g in groups.iter_mut() {
+                    let pairs = g.pairs;
+                    let mut i = 0;
+                    while i < pairs.len() {
+                        let (l0, p0) = pairs[i];
+                        let mut j = i + 1;
+                        while j < pairs.len() && pairs[j] == (l0 + (j - i) as u64, p0 + (j - i) as u64) {
+                            j += 1;
+                        }
+                        if let Err(e) = mt.insert(tx, g.ino, g.raw, l0, p0, (j - i) as u64) {
+                            mt.abort();
+                            return Err(e);
+                        }
+                        i = j;
+                    }
+                }
+                mt.finish_with(tx);
+                Ok(())
+            }
         }
     }
 
@@ -254,21 +365,44 @@ impl<D: PmDevice> FsInner<D> {
         // 1. Find or claim every block before touching any data, so that running out of
         //    space changes nothing.
         let mut plan: Vec<(u64, u64, bool)> = Vec::with_capacity((last - first + 1) as usize);
-        for lblk in first..=last {
-            let existing = if lblk < old_blocks { self.translate(cell, lblk, old_blocks) } else { None };
+        let mut holes = Vec::new();
+        let mut lblk = first;
+        while lblk <= last {
+            let existing = if lblk < old_blocks { self.translate(cell, &st.raw, lblk, old_blocks)? } else { None };
             match existing {
-                Some(slot) => plan.push((lblk, slot, false)),
-                None => match self.table.reserve(key(ino.0, lblk as u32)) {
-                    Ok(slot) => plan.push((lblk, slot, true)),
-                    Err(e) => {
-                        self.release_reservations(plan.iter().filter(|p| p.2).map(|p| p.1));
-                        return Err(e);
+                Some((slot, run)) => {
+                    for i in 0..run.min(last + 1 - lblk) {
+                        plan.push((lblk + i, slot + i, false));
                     }
-                },
+                    lblk += run.min(last + 1 - lblk);
+                }
+                None => {
+                    holes.push(plan.len());
+                    plan.push((lblk, 0, true));
+                    lblk += 1;
+                }
             }
         }
+        if !holes.is_empty() {
+            let lblks: Vec<u64> = holes.iter().map(|&i| plan[i].0).collect();
+            let hint = match holes[0] {
+                0 if lblks[0] > 0 && lblks[0] <= old_blocks => {
+                    self.translate(cell, &st.raw, lblks[0] - 1, old_blocks)?.map(|(p, _)| p + 1)
+                }
+                0 => None,
+                i => Some(plan[i - 1].1 + 1),
+            };
+            let got = self.claim_blocks(ino.0, &lblks, hint)?;
+            for (&i, p) in holes.iter().zip(got) {
+                plan[i].1 = p;
+            }
+        }
+        let fresh: Vec<u64> = plan.iter().filter(|p| p.2).map(|p| p.1).collect();
         if new_size > old_size {
-            self.zero_tail_before_growth(cell, old_size);
+            if let Err(e) = self.zero_tail_before_growth(cell, &st.raw) {
+                self.unclaim_blocks(&fresh);
+                return Err(e);
+            }
         }
         // 2. Data.
         let mut block_buf = Vec::new();
@@ -289,8 +423,7 @@ impl<D: PmDevice> FsInner<D> {
         }
         // 3. Metadata.
         let now = inode::now_ns();
-        let fresh_count = plan.iter().filter(|p| p.2).count() as u64;
-        if new_size == old_size && fresh_count == 0 {
+        if new_size == old_size && fresh.is_empty() {
             let ioff = self.geo.inode_off(ino.get());
             self.dev.store_u64(ioff + INODE_MTIME_OFF, now as u64);
             self.dev.store_u64(ioff + INODE_CTIME_OFF, now as u64);
@@ -302,77 +435,101 @@ impl<D: PmDevice> FsInner<D> {
         }
         let mut raw = st.raw;
         raw.size = new_size;
-        raw.blocks += fresh_count;
+        raw.blocks += fresh.len() as u64;
         raw.mtime_ns = now;
         raw.ctime_ns = now;
-        let mut tx = self.journals.begin();
-        for &(lblk, slot, fresh) in &plan {
-            if fresh {
-                tx.publish_u64(self.table.slot_off(slot), key(ino.0, lblk as u32));
+        let pairs: Vec<(u64, u64)> = plan.iter().filter(|p| p.2).map(|p| (p.0, p.1)).collect();
+        let committed = {
+            let mut tx = self.journals.begin();
+            match self.tx_map_blocks(&mut tx, &mut [MapGroup { ino: ino.0, raw: &mut raw, pairs: &pairs }]) {
+                Ok(()) => {
+                    inode::tx_write_inode(&mut tx, &self.geo, ino, &mut raw);
+                    tx.commit()
+                }
+                Err(e) => Err(e),
             }
-        }
-        inode::tx_write_inode(&mut tx, &self.geo, ino, &mut raw);
-        if let Err(e) = tx.commit() {
-            self.release_reservations(plan.iter().filter(|p| p.2).map(|p| p.1));
+        };
+        if let Err(e) = committed {
+            self.unclaim_blocks(&fresh);
             return Err(e);
         }
         st.raw = raw;
-        for &(lblk, slot, fresh) in &plan {
-            if fresh {
+        if let FileMap::Hash(_) = self.map {
+            for &(lblk, slot) in &pairs {
                 cell.tcache.put(lblk as u32, slot);
             }
         }
         Ok(())
     }
 
-    fn release_reservations(&self, slots: impl Iterator<Item = u64>) {
-        let slots: Vec<u64> = slots.collect();
-        self.free_slots(&slots);
+    /// Unmaps logical blocks [from, to) of a file of an allocator mapping, from the end,
+    /// in transactions that each fit the journal and each commit the inode (block count,
+    /// tree root) with the structure and bitmap changes.
+    pub(crate) fn unmap_blocks(
+        &self,
+        b: &BlockMap<D>,
+        cell: &InodeCell,
+        st: &mut InodeMem,
+        from: u64,
+        to: u64,
+    ) -> Result<()> {
+        self.unmap_blocks_of(b, cell, st, from, to, true)
     }
 
-    /// Frees table slots: tombstones, one fence, then purge.
-    pub(crate) fn free_slots(&self, slots: &[u64]) {
-        if slots.is_empty() {
-            return;
-        }
-        let freed: Vec<_> = slots.iter().map(|&s| self.table.release(s)).collect();
-        self.dev.fence();
-        for chunk in freed.chunks(1024) {
-            self.table.purge(chunk);
-        }
-        self.dev.fence();
-    }
-
-    /// Slots of the mapped blocks of `ino` in [from, to): by lookups when the range is
-    /// small, else by one scan of the table.
-    pub(crate) fn mapped_slots(&self, ino: u32, from: u64, to: u64) -> Vec<u64> {
-        let mut out = Vec::new();
-        if from >= to {
-            return out;
-        }
-        if to - from > (self.table.nslots() / 64).max(4096) {
-            for s in 0..self.table.nslots() {
-                if let Entry::Key { ino: i, lblk } = classify(self.table.load(s), self.table.nslots()) {
-                    if i == ino && (from..to).contains(&(lblk as u64)) {
-                        out.push(s);
-                    }
+    /// [`unmap_blocks`](Self::unmap_blocks); `write_inode` false for the entries a global
+    /// table still holds for a free inode (recovery), whose inode stays zeroed.
+    pub(crate) fn unmap_blocks_of(
+        &self,
+        b: &BlockMap<D>,
+        cell: &InodeCell,
+        st: &mut InodeMem,
+        from: u64,
+        to: u64,
+        write_inode: bool,
+    ) -> Result<()> {
+        cell.tcache.invalidate_from(from);
+        cell.cursor.store(0, Ordering::Relaxed);
+        let budget = self.geo.journal_entries() * 3 / 4;
+        let mut hi = {
+            let mt = b.begin();
+            let end = mt.removal_end(cell.ino.0, from, to)?;
+            mt.abort();
+            end
+        };
+        let mut step = 64u64;
+        while hi > from {
+            let lo = hi.saturating_sub(step).max(from);
+            let mut raw = st.raw;
+            let mut tx = self.journals.begin();
+            let mut mt = b.begin();
+            let freed = match mt.remove(&mut tx, cell.ino.0, &mut raw, lo, hi) {
+                Ok(n) => n,
+                Err(e) => {
+                    mt.abort();
+                    return Err(e);
                 }
+            };
+            let entries = tx.undo_entries() + mt.undo_entries() + 4;
+            if entries > budget && step > 1 {
+                mt.abort();
+                drop(tx);
+                step = (step / 4).max(1);
+                continue;
             }
-            return out;
-        }
-        let mut lblk = from;
-        while lblk < to {
-            let n = (to - lblk).min(8) as usize;
-            let mut keys = [0u64; 8];
-            for (i, k) in keys[..n].iter_mut().enumerate() {
-                *k = key(ino, (lblk + i as u64) as u32);
+            if freed == 0 && entries < budget / 8 && hi - lo == step {
+                step = (step * 4).min(1 << 30);
             }
-            let mut found = [None; 8];
-            self.table.lookup_batch(&keys[..n], &mut found[..n]);
-            out.extend(found[..n].iter().flatten());
-            lblk += n as u64;
+            raw.blocks = raw.blocks.saturating_sub(freed);
+            mt.finish_with(&mut tx);
+            if write_inode {
+                inode::tx_write_inode(&mut tx, &self.geo, cell.ino, &mut raw);
+            }
+            tx.commit()?;
+            st.raw = raw;
+            hi = lo;
         }
-        out
+        cell.cursor.store(0, Ordering::Relaxed);
+        Ok(())
     }
 
     /// Sets the size of a regular file (truncate up or down).
@@ -389,13 +546,16 @@ impl<D: PmDevice> FsInner<D> {
         raw.size = new_size;
         raw.mtime_ns = now;
         raw.ctime_ns = now;
-        let victims = if new_size < old_size {
-            self.mapped_slots(cell.ino.0, blocks_for(new_size), blocks_for(old_size))
-        } else {
-            if new_size > old_size {
-                self.zero_tail_before_growth(cell, old_size);
+        let victims = match &self.map {
+            FileMap::Hash(t) if new_size < old_size => {
+                mapped_slots(t, cell.ino.0, blocks_for(new_size), blocks_for(old_size))
             }
-            Vec::new()
+            _ => {
+                if new_size > old_size {
+                    self.zero_tail_before_growth(cell, &st.raw)?;
+                }
+                Vec::new()
+            }
         };
         raw.blocks = raw.blocks.saturating_sub(victims.len() as u64);
         let mut tx = self.journals.begin();
@@ -405,16 +565,28 @@ impl<D: PmDevice> FsInner<D> {
         // The smaller size is durable; the blocks past it are now unreachable (F1 lets
         // recovery free them if we crash before this finishes).
         cell.tcache.invalidate_from(blocks_for(new_size));
-        self.free_slots(&victims);
+        match &self.map {
+            FileMap::Hash(t) => free_slots(t, &*self.dev, &victims),
+            FileMap::Blocks(b) if new_size < old_size => {
+                self.unmap_blocks(b, cell, st, blocks_for(new_size), blocks_for(old_size))?
+            }
+            FileMap::Blocks(_) => {}
+        }
         Ok(())
     }
 
     /// Frees an inode with no links and no open handles: its blocks, then the inode.
     pub(crate) fn free_inode_locked(&self, cell: &InodeCell, st: &mut InodeMem) -> Result<()> {
         debug_assert_eq!(st.raw.nlink, 0);
-        let victims = self.mapped_slots(cell.ino.0, 0, blocks_for(st.raw.size).max(1));
         cell.tcache.invalidate_all();
-        self.free_slots(&victims);
+        let nblocks = blocks_for(st.raw.size).max(1);
+        match &self.map {
+            FileMap::Hash(t) => {
+                let victims = mapped_slots(t, cell.ino.0, 0, nblocks);
+                free_slots(t, &*self.dev, &victims);
+            }
+            FileMap::Blocks(b) => self.unmap_blocks(b, cell, st, 0, nblocks)?,
+        }
         let mut tx = self.journals.begin();
         inode::tx_free_inode(&mut tx, &self.geo, cell.ino);
         tx.commit()?;
@@ -431,4 +603,81 @@ impl<D: PmDevice> FsInner<D> {
         self.dev.sync_host()?;
         Ok(())
     }
+}
+
+/// Translation through the HashFS table: translation cache, then the table. On a cache
+/// miss during sequential access it looks up the next 8 blocks with one vector hash and
+/// caches them (paper §3.2.2: spare SIMD lanes prefetch following entries); a random
+/// access looks up only its block.
+#[inline]
+fn translate_hash<D: PmDevice>(t: &HashTable<D>, cell: &InodeCell, lblk: u64, size_blocks: u64) -> Option<u64> {
+    if let Some(s) = cell.tcache.get(lblk as u32) {
+        return Some(s);
+    }
+    let sequential = cell.next_read_lblk.load(Ordering::Relaxed) == lblk;
+    if sequential && lblk + 1 < size_blocks {
+        let n = (size_blocks - lblk).min(8) as usize;
+        let mut keys = [0u64; 8];
+        for (i, k) in keys[..n].iter_mut().enumerate() {
+            *k = key(cell.ino.0, (lblk + i as u64) as u32);
+        }
+        let mut out = [None; 8];
+        t.lookup_batch(&keys[..n], &mut out[..n]);
+        for (i, s) in out[..n].iter().enumerate() {
+            if let Some(s) = s {
+                cell.tcache.put((lblk + i as u64) as u32, *s);
+            }
+        }
+        return out[0];
+    }
+    let s = t.lookup(key(cell.ino.0, lblk as u32));
+    if let Some(s) = s {
+        cell.tcache.put(lblk as u32, s);
+    }
+    s
+}
+
+/// Frees HashFS table slots: tombstones, one fence, then purge.
+pub(crate) fn free_slots<D: PmDevice>(t: &HashTable<D>, dev: &D, slots: &[u64]) {
+    if slots.is_empty() {
+        return;
+    }
+    let freed: Vec<_> = slots.iter().map(|&s| t.release(s)).collect();
+    dev.fence();
+    for chunk in freed.chunks(1024) {
+        t.purge(chunk);
+    }
+    dev.fence();
+}
+
+/// Slots of the mapped blocks of `ino` in [from, to): by lookups when the range is small,
+/// else by one scan of the table.
+pub(crate) fn mapped_slots<D: PmDevice>(t: &HashTable<D>, ino: u32, from: u64, to: u64) -> Vec<u64> {
+    let mut out = Vec::new();
+    if from >= to {
+        return out;
+    }
+    if to - from > (t.nslots() / 64).max(4096) {
+        for s in 0..t.nslots() {
+            if let Entry::Key { ino: i, lblk } = classify(t.load(s), t.nslots()) {
+                if i == ino && (from..to).contains(&(lblk as u64)) {
+                    out.push(s);
+                }
+            }
+        }
+        return out;
+    }
+    let mut lblk = from;
+    while lblk < to {
+        let n = (to - lblk).min(8) as usize;
+        let mut keys = [0u64; 8];
+        for (i, k) in keys[..n].iter_mut().enumerate() {
+            *k = key(ino, (lblk + i as u64) as u32);
+        }
+        let mut found = [None; 8];
+        t.lookup_batch(&keys[..n], &mut found[..n]);
+        out.extend(found[..n].iter().flatten());
+        lblk += n as u64;
+    }
+    out
 }

@@ -7,7 +7,6 @@ use crate::layout::dirent::{
     SLOTS_PER_BLOCK,
 };
 use crate::layout::{Geometry, Ino, BLOCK_BYTES, MAX_NAME_BYTES};
-use crate::mapping::hashfs::{key, HashTable};
 use crate::pm::PmDevice;
 use crate::{Error, Result};
 use bytemuck::Zeroable;
@@ -110,7 +109,7 @@ impl DirIndex {
     pub fn build<D: PmDevice>(
         dev: &D,
         geo: &Geometry,
-        table: &HashTable<D>,
+        lookup: &dyn Fn(u64) -> Result<Option<u64>>,
         ino: Ino,
         size_bytes: u64,
     ) -> Result<DirIndex> {
@@ -124,9 +123,8 @@ impl DirIndex {
         let mut zeros = Vec::new();
         let mut buf = vec![0u8; BLOCK_BYTES as usize];
         for lblk in 0..nblocks {
-            let slot = table
-                .lookup(key(ino.0, lblk as u32))
-                .ok_or_else(|| Error::corrupt(format!("directory {ino}: block {lblk} is not mapped")))?;
+            let slot =
+                lookup(lblk)?.ok_or_else(|| Error::corrupt(format!("directory {ino}: block {lblk} is not mapped")))?;
             idx.blocks.push(slot);
             dev.read(geo.block_off(slot), &mut buf);
             let runs = parse_block(&buf, lblk).map_err(|e| Error::corrupt(format!("directory {ino}: {e}")))?;
@@ -180,8 +178,7 @@ impl DirIndex {
         &mut self,
         dev: &D,
         geo: &Geometry,
-        table: &HashTable<D>,
-        dir: Ino,
+        claim: &dyn Fn(u64) -> Result<Vec<u64>>,
         name_len: usize,
     ) -> Result<SlotAlloc> {
         let c = slots_for(name_len);
@@ -196,7 +193,7 @@ impl DirIndex {
         let mut new_block = None;
         if self.tail == self.blocks.len() as u64 * SLOTS_PER_BLOCK {
             let lblk = self.blocks.len() as u32;
-            let slot = table.reserve(key(dir.0, lblk))?;
+            let slot = claim(lblk as u64)?[0];
             dev.zero(geo.block_off(slot), BLOCK_BYTES);
             dev.flush(geo.block_off(slot), BLOCK_BYTES);
             new_block = Some((lblk, slot));
@@ -209,7 +206,7 @@ impl DirIndex {
 
     /// Gives back an allocation whose transaction failed. The header written for it (if
     /// any) marks a free run, so the slots return to the free list.
-    pub fn unalloc<D: PmDevice>(&mut self, table: &HashTable<D>, a: &SlotAlloc) {
+    pub fn unalloc(&mut self, release: &dyn Fn(u64), a: &SlotAlloc) {
         self.free[a.nslots as usize].push(a.pos);
         if let Some((_, slot)) = a.new_block {
             // The block stays in `blocks` (its slots are free); the table slot is released
@@ -221,8 +218,7 @@ impl DirIndex {
                     list.retain(|&p| p < start);
                 }
                 self.tail = self.tail.min(start);
-                let freed = table.release(slot);
-                table.purge(&[freed]);
+                release(slot);
             }
         }
     }

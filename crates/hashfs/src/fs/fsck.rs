@@ -20,6 +20,7 @@ use crate::layout::inode::{InodeRaw, InodeState};
 use crate::layout::superblock::{SB_PRIMARY_OFF, SB_SECONDARY_OFF};
 use crate::layout::{Geometry, Ino, Superblock, BLOCK_BYTES, INODE_BYTES, SB_STATE_CLEAN, SB_STATE_MOUNTED};
 use crate::mapping::hashfs::{classify, key, Entry, HashTable, TOMBSTONE};
+use crate::mapping::{BlockMap, Mapped};
 use crate::pm::{DevOffset, DeviceStats, PmDevice};
 use crate::{Error, Result};
 use bytemuck::Zeroable;
@@ -60,6 +61,8 @@ enum Fix {
     RewriteInode(Ino, Box<InodeRaw>),
     Reconnect(Ino),
     RepairProbePaths,
+    /// Allocator mappings: rewrite the bitmap from the blocks the files reach.
+    RebuildBitmap,
 }
 
 /// What fsck found and did.
@@ -140,6 +143,10 @@ pub fn fsck<D: PmDevice>(dev: Arc<D>, mode: FsckMode, progress: Progress<'_>) ->
         }
     }
     dev.fence();
+    if findings.iter().any(|f| matches!(f.fix, Fix::RebuildBitmap)) {
+        rebuild_bitmap(&dev, &geo)?;
+        needs_mount = true;
+    }
     if needs_mount {
         // Mount as after a crash, so that recovery collects every leftover.
         let (mut sb, _, _) = read_superblock(&*dev)?;
@@ -289,60 +296,80 @@ fn check<D: PmDevice>(dev: Arc<D>, progress: Progress<'_>) -> Result<(Vec<Findin
         }
     }
 
-    // The table.
-    let table = HashTable::new(dev.clone(), &geo, sb.hash_seed);
+    // The mapping.
     let mut counts = vec![0u64; n + 1];
-    let mut seen: HashMap<u64, u64> = HashMap::new();
     let mut used_blocks = 0;
-    let mut unreachable_keys = 0u64;
-    for slot in 0..table.nslots() {
-        let v = table.load(slot);
-        match classify(v, table.nslots()) {
-            Entry::Empty | Entry::Tombstone => {}
-            Entry::Invalid => add(format!("table slot {slot}: invalid value {v:#x}"), Fix::TombstoneSlot(slot)),
-            Entry::Reserved { .. } => {
-                let what = format!("table slot {slot}: reservation left by an interrupted write");
-                add(what, if dirty { Fix::Mount } else { Fix::TombstoneSlot(slot) });
+    let kind = crate::layout::MappingKind::from_u32(sb.mapping_kind).expect("validated");
+    let block_map = if kind == crate::layout::MappingKind::HashFs {
+        None
+    } else {
+        Some(BlockMap::new(dev.clone(), geo, &sb, kind)?)
+    };
+    let table = HashTable::new(dev.clone(), &geo, sb.hash_seed);
+    if let Some(bm) = &block_map {
+        used_blocks = check_block_map(bm, &inodes, &mut counts, &mut add);
+    } else {
+        let mut seen: HashMap<u64, u64> = HashMap::new();
+        let mut unreachable_keys = 0u64;
+        for slot in 0..table.nslots() {
+            let v = table.load(slot);
+            match classify(v, table.nslots()) {
+                Entry::Empty | Entry::Tombstone => {}
+                Entry::Invalid => add(format!("table slot {slot}: invalid value {v:#x}"), Fix::TombstoneSlot(slot)),
+                Entry::Reserved { .. } => {
+                    let what = format!("table slot {slot}: reservation left by an interrupted write");
+                    add(what, if dirty { Fix::Mount } else { Fix::TombstoneSlot(slot) });
+                }
+                Entry::Key { ino, lblk } => {
+                    used_blocks += 1;
+                    let Some(raw) = inodes.get(ino as usize).and_then(|r| r.as_ref()) else {
+                        add(
+                            format!("table slot {slot}: maps block {lblk} of free or invalid inode {ino}"),
+                            Fix::TombstoneSlot(slot),
+                        );
+                        continue;
+                    };
+                    if lblk as u64 >= mappable_blocks(raw.size) {
+                        add(
+                            format!(
+                                "table slot {slot}: block {lblk} of inode {ino} lies past its end ({} bytes)",
+                                raw.size
+                            ),
+                            Fix::TombstoneSlot(slot),
+                        );
+                        continue;
+                    }
+                    if let Some(other) = seen.insert(v, slot) {
+                        add(
+                            format!("table slots {other} and {slot} both map block {lblk} of inode {ino}"),
+                            Fix::TombstoneSlot(slot),
+                        );
+                        continue;
+                    }
+                    if table.lookup(v) != Some(slot) {
+                        unreachable_keys += 1;
+                    }
+                    counts[ino as usize] += 1;
+                }
             }
-            Entry::Key { ino, lblk } => {
-                used_blocks += 1;
-                let Some(raw) = inodes.get(ino as usize).and_then(|r| r.as_ref()) else {
-                    add(
-                        format!("table slot {slot}: maps block {lblk} of free or invalid inode {ino}"),
-                        Fix::TombstoneSlot(slot),
-                    );
-                    continue;
-                };
-                if lblk as u64 >= mappable_blocks(raw.size) {
-                    add(
-                        format!(
-                            "table slot {slot}: block {lblk} of inode {ino} lies past its end ({} bytes)",
-                            raw.size
-                        ),
-                        Fix::TombstoneSlot(slot),
-                    );
-                    continue;
-                }
-                if let Some(other) = seen.insert(v, slot) {
-                    add(
-                        format!("table slots {other} and {slot} both map block {lblk} of inode {ino}"),
-                        Fix::TombstoneSlot(slot),
-                    );
-                    continue;
-                }
-                if table.lookup(v) != Some(slot) {
-                    unreachable_keys += 1;
-                }
-                counts[ino as usize] += 1;
+            if slot % 262_144 == 0 {
+                progress(n as u64 + slot, n as u64 + geo.data_blocks);
             }
         }
-        if slot % 262_144 == 0 {
-            progress(n as u64 + slot, n as u64 + geo.data_blocks);
+        if unreachable_keys > 0 {
+            add(
+                format!("table: {unreachable_keys} keys cannot be reached from their home slot"),
+                Fix::RepairProbePaths,
+            );
         }
     }
-    if unreachable_keys > 0 {
-        add(format!("table: {unreachable_keys} keys cannot be reached from their home slot"), Fix::RepairProbePaths);
-    }
+    let cursor = crate::mapping::Cursor::default();
+    let dir_block = |d: usize, draw: &InodeRaw, lblk: u64| -> Option<u64> {
+        match &block_map {
+            Some(bm) => bm.lookup(d as u32, draw, &cursor, lblk).ok().flatten().map(|(p, _)| p),
+            None => table.lookup(key(d as u32, lblk as u32)),
+        }
+    };
 
     // Directories: entries, references, parents.
     let mut refs = vec![0u32; n + 1];
@@ -360,7 +387,7 @@ fn check<D: PmDevice>(dev: Arc<D>, progress: Progress<'_>) -> Result<(Vec<Findin
         let mut live = 0u64;
         let mut names: HashMap<Vec<u8>, u64> = HashMap::new();
         for lblk in 0..draw.size / BLOCK_BYTES {
-            let Some(slot) = table.lookup(key(d as u32, lblk as u32)) else {
+            let Some(slot) = dir_block(d, &draw, lblk) else {
                 add(format!("directory {d}: block {lblk} is not mapped"), Fix::None);
                 continue;
             };
@@ -523,11 +550,17 @@ impl<D: PmDevice> super::FsInner<D> {
         } else {
             craw.nlink = 1;
         }
-        let mut tx = self.journals.begin();
-        self.tx_add_entry(&mut tx, lf, &mut praw, &entry, ino);
-        super::inode::tx_write_inode(&mut tx, &self.geo, lf, &mut praw);
-        super::inode::tx_write_inode(&mut tx, &self.geo, ino, &mut craw);
-        let committed = tx.commit();
+        let committed = {
+            let mut tx = self.journals.begin();
+            match self.tx_add_entry(&mut tx, lf, &mut praw, &entry, ino, None) {
+                Ok(()) => {
+                    super::inode::tx_write_inode(&mut tx, &self.geo, lf, &mut praw);
+                    super::inode::tx_write_inode(&mut tx, &self.geo, ino, &mut craw);
+                    tx.commit()
+                }
+                Err(e) => Err(e),
+            }
+        };
         self.finish_entry(&mut pst, name.as_bytes(), entry, ino, committed.is_ok());
         committed?;
         pst.raw = praw;
@@ -614,4 +647,111 @@ impl<D: PmDevice> PmDevice for Overlay<D> {
 pub fn geometry_of<D: PmDevice>(dev: &D) -> Result<(Superblock, Geometry)> {
     let (sb, g, _) = read_superblock(dev)?;
     Ok((sb, g))
+}
+
+/// Checks an allocator mapping: every file's structure, blocks mapped twice, and the
+/// bitmap against the blocks the files reach. Returns the blocks in use.
+fn check_block_map<D: PmDevice>(
+    bm: &BlockMap<D>,
+    inodes: &[Option<InodeRaw>],
+    counts: &mut [u64],
+    add: &mut dyn FnMut(String, Fix),
+) -> u64 {
+    let geo = bm.geo;
+    let mut owner: Vec<u32> = vec![0; geo.data_blocks as usize];
+    let mut twice = 0u64;
+    let mut past_end = Vec::new();
+    let mut claim = |p: u64, len: u64, ino: u32, twice: &mut u64| {
+        for b in p..(p + len).min(geo.data_blocks) {
+            if owner[b as usize] != 0 {
+                *twice += 1;
+            }
+            owner[b as usize] = ino;
+        }
+    };
+    let mut visit = |m: Mapped, twice: &mut u64, past_end: &mut Vec<u32>, counts: &mut [u64]| match m {
+        Mapped::Data { ino, lblk, pblk, len } => {
+            claim(pblk, len, ino, twice);
+            match inodes.get(ino as usize).and_then(|r| r.as_ref()) {
+                Some(raw) if lblk + len <= mappable_blocks(raw.size) => counts[ino as usize] += len,
+                _ => past_end.push(ino),
+            }
+        }
+        Mapped::Node { ino, pblk } => claim(pblk, 1, ino, twice),
+    };
+    if bm.is_global() {
+        let dummy = InodeRaw::zeroed();
+        if let Err(e) = bm.walk(0, &dummy, &mut |m| visit(m, &mut twice, &mut past_end, counts)) {
+            add(format!("{} table: {e}", bm.kind.name()), Fix::None);
+        }
+    } else {
+        for (i, raw) in inodes.iter().enumerate() {
+            let Some(raw) = raw else { continue };
+            let mut found = Vec::new();
+            match bm.walk(i as u32, raw, &mut |m| found.push(m)) {
+                Ok(()) => found.into_iter().for_each(|m| visit(m, &mut twice, &mut past_end, counts)),
+                Err(e) => add(format!("inode {i}: {e}"), Fix::ClearInode(Ino(i as u32))),
+            }
+        }
+    }
+    past_end.sort_unstable();
+    past_end.dedup();
+    for ino in past_end {
+        let what = format!("inode {ino}: the {} maps blocks past its end or it is free", bm.kind.name());
+        add(what, Fix::Mount);
+    }
+    if twice > 0 {
+        add(format!("{twice} blocks are mapped more than once"), Fix::None);
+    }
+    let (mut leaked, mut unmarked, mut used) = (0u64, 0u64, 0u64);
+    for b in 0..geo.data_blocks {
+        let marked = bm.dev.load_u64(geo.bitmap_off() + (b / 64) * 8) & (1 << (b % 64)) != 0;
+        let reached = owner[b as usize] != 0;
+        used += u64::from(reached);
+        match (marked, reached) {
+            (true, false) => leaked += 1,
+            (false, true) => unmarked += 1,
+            _ => {}
+        }
+    }
+    if leaked > 0 || unmarked > 0 {
+        add(
+            format!("bitmap: {leaked} blocks marked used but unreachable, {unmarked} in use but marked free"),
+            Fix::RebuildBitmap,
+        );
+    }
+    used
+}
+
+/// Rewrites the allocation bitmap from the blocks that valid inodes reach.
+fn rebuild_bitmap<D: PmDevice>(dev: &Arc<D>, geo: &Geometry) -> Result<()> {
+    let (sb, _, _) = read_superblock(&**dev)?;
+    let kind = crate::layout::MappingKind::from_u32(sb.mapping_kind).expect("validated");
+    let bm = BlockMap::new(dev.clone(), *geo, &sb, kind)?;
+    let mut words = vec![0u64; geo.data_blocks.div_ceil(64) as usize];
+    let mut mark = |m: Mapped| {
+        let (p, len) = match m {
+            Mapped::Data { pblk, len, .. } => (pblk, len),
+            Mapped::Node { pblk, .. } => (pblk, 1),
+        };
+        for b in p..(p + len).min(geo.data_blocks) {
+            words[(b / 64) as usize] |= 1 << (b % 64);
+        }
+    };
+    if bm.is_global() {
+        bm.walk(0, &InodeRaw::zeroed(), &mut mark)?;
+    } else {
+        for i in 1..=geo.inode_count {
+            let raw = read_raw(&**dev, geo, Ino(i as u32));
+            if raw.check(Ino(i as u32)) == InodeState::Allocated {
+                let _ = bm.walk(i as u32, &raw, &mut mark);
+            }
+        }
+    }
+    for (i, w) in words.iter().enumerate() {
+        dev.store_u64(geo.bitmap_off() + i as u64 * 8, *w);
+    }
+    dev.flush(geo.bitmap_off(), words.len() as u64 * 8);
+    dev.fence();
+    Ok(())
 }

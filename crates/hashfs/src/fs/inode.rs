@@ -19,6 +19,8 @@ pub struct InodeCell {
     pub ino: Ino,
     pub state: RwLock<InodeMem>,
     pub tcache: TranslationCache,
+    /// Tree mappings: the DRAM cursor of the last lookup (see `mapping::Cursor`).
+    pub cursor: crate::mapping::Cursor,
     /// Open file handles.
     pub open_count: AtomicU32,
     /// Logical block after the last one read, for sequential-access detection.
@@ -104,6 +106,7 @@ impl InodeCell {
             ino,
             state: RwLock::new(InodeMem { raw, dir: None, freed: false }),
             tcache: TranslationCache::default(),
+            cursor: Default::default(),
             open_count: AtomicU32::new(0),
             next_read_lblk: AtomicU64::new(u64::MAX),
         }

@@ -14,16 +14,18 @@ pub mod fsck;
 pub mod inode;
 pub mod ops;
 pub mod recovery;
+pub mod stats;
 
 pub use api::{DirEntry, FallocateMode, File, FileSystem, Metadata, OpenOptions, SetAttr, StatFs};
 pub use fsck::{fsck, FsckMode, FsckReport};
 pub use recovery::MountReport;
+pub use stats::MappingStats;
 
 use crate::journal::{self, Journals};
 use crate::layout::inode::{InodeRaw, S_IFDIR};
 use crate::layout::superblock::{GeometryParams, FORMAT_VERSION, MAGIC, SB_PRIMARY_OFF, SB_SECONDARY_OFF};
 use crate::layout::{Geometry, Ino, MappingKind, Superblock, BLOCK_BYTES, SB_STATE_CLEAN, SB_STATE_MOUNTED};
-use crate::mapping::hashfs::HashTable;
+use crate::mapping::FileMap;
 use crate::pm::PmDevice;
 use crate::{Error, Result};
 use bytemuck::Zeroable;
@@ -46,6 +48,9 @@ pub struct FormatOptions {
     /// The table's hash seed; None picks a random one (a fixed seed makes block placement
     /// reproducible, for tests and benchmarks).
     pub hash_seed: Option<u64>,
+    /// The fragmentation generator's target layout score (1.0 = contiguous allocation),
+    /// for the mappings that use the block allocator.
+    pub layout_score: f64,
 }
 
 impl Default for FormatOptions {
@@ -57,6 +62,7 @@ impl Default for FormatOptions {
             journal_blocks: 16,
             device_is_zeroed: false,
             hash_seed: None,
+            layout_score: 1.0,
         }
     }
 }
@@ -69,7 +75,7 @@ pub(crate) struct FsInner<D: PmDevice> {
     pub geo: Geometry,
     pub sb: Mutex<Superblock>,
     pub journals: Journals<D>,
-    pub table: HashTable<D>,
+    pub map: FileMap<D>,
     pub inodes: InodeCache,
     pub ialloc: InodeAllocator,
     pub rename_lock: Mutex<()>,
@@ -83,8 +89,12 @@ pub fn format<D: PmDevice>(dev: &D, opts: &FormatOptions, progress: Progress<'_>
         inode_count: opts.inode_count,
         journal_count: opts.journal_count,
         journal_blocks: opts.journal_blocks,
+        mapping: opts.mapping,
     })
     .map_err(Error::InvalidParameter)?;
+    if !(0.0..=1.0).contains(&opts.layout_score) {
+        return Err(Error::InvalidParameter(format!("layout score {} is not in [0, 1]", opts.layout_score)));
+    }
     // Invalidate any previous superblocks first, so that a crash during mkfs never leaves
     // an old superblock over new, half-written metadata.
     for off in [SB_PRIMARY_OFF, SB_SECONDARY_OFF] {
@@ -133,11 +143,12 @@ pub fn format<D: PmDevice>(dev: &D, opts: &FormatOptions, progress: Progress<'_>
     sb.inode_count = geo.inode_count;
     sb.journal_off = geo.journal_off;
     sb.inode_table_off = geo.inode_table_off;
-    sb.hash_table_off = geo.hash_table_off;
+    sb.map_off = geo.map_off;
     sb.data_off = geo.data_off;
     sb.data_blocks = geo.data_blocks;
     sb.hash_seed = opts.hash_seed.unwrap_or_else(random_u64);
     sb.created_ns = now;
+    sb.layout_score_ppm = (opts.layout_score * 1e6).round() as u32;
     sb.uuid[..8].copy_from_slice(&random_u64().to_le_bytes());
     sb.uuid[8..].copy_from_slice(&random_u64().to_le_bytes());
     write_superblock(dev, &mut sb);

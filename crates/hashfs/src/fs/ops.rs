@@ -1,6 +1,7 @@
 //! Namespace operations on inodes: create, link, unlink, rmdir, rename, setattr, readdir,
 //! readlink. Each is one journaled transaction, atomic and durable when it returns.
 
+use super::data::MapGroup;
 use super::dir::{self, check_name, DirIndex, EntryRef, RawDirEntry, SlotAlloc};
 use super::inode::{self, InodeCell, InodeMem};
 use super::FsInner;
@@ -8,7 +9,6 @@ use crate::journal::Tx;
 use crate::layout::dirent::FileType;
 use crate::layout::inode::{InodeRaw, S_IFDIR, S_IFLNK, S_IFMT, S_IFREG};
 use crate::layout::{Ino, BLOCK_BYTES, MAX_LINKS, MAX_NAME_BYTES, MAX_SYMLINK_BYTES};
-use crate::mapping::hashfs::key;
 use crate::pm::PmDevice;
 use crate::{Error, Result};
 use bytemuck::Zeroable;
@@ -101,22 +101,44 @@ impl<D: PmDevice> FsInner<D> {
         ftype: FileType,
     ) -> Result<PendingEntry> {
         let idx = self.index(dir, st)?;
-        let alloc = idx.alloc(&*self.dev, &self.geo, &self.table, dir.ino, name.len())?;
+        let alloc =
+            idx.alloc(&*self.dev, &self.geo, &|lblk| self.claim_blocks(dir.ino.0, &[lblk], None), name.len())?;
         idx.write_pending_entry(&*self.dev, &self.geo, &alloc, name, ftype);
         let slot_off = idx.slot_dev_off(&self.geo, alloc.pos);
         Ok(PendingEntry { alloc, slot_off, ftype })
     }
 
-    /// Adds to `tx` what makes the entry live (its inode word, the directory's new block)
-    /// and counts it in the directory inode `draw`.
-    pub(crate) fn tx_add_entry(&self, tx: &mut Tx<'_, D>, dir: Ino, draw: &mut InodeRaw, e: &PendingEntry, ino: Ino) {
-        if let Some((lblk, s)) = e.alloc.new_block {
-            tx.publish_u64(self.table.slot_off(s), key(dir.0, lblk));
+    /// Adds to `tx` what makes the entry live (its inode word, the directory's new block,
+    /// and `also`: a new symlink's block, mapped in the same structure change) and counts
+    /// it in the directory inode `draw`.
+    pub(crate) fn tx_add_entry<'a>(
+        &'a self,
+        tx: &mut Tx<'a, D>,
+        dir: Ino,
+        draw: &mut InodeRaw,
+        e: &PendingEntry,
+        ino: Ino,
+        also: Option<(Ino, &mut InodeRaw, u64)>,
+    ) -> Result<()> {
+        let dir_pair = e.alloc.new_block.map(|(lblk, s)| [(lblk as u64, s)]);
+        let sym_pair = also.as_ref().map(|a| [(0u64, a.2)]);
+        let mut groups = Vec::with_capacity(2);
+        if let Some(p) = &dir_pair {
+            groups.push(MapGroup { ino: dir.0, raw: &mut *draw, pairs: p });
+        }
+        if let (Some((sino, sraw, _)), Some(p)) = (also, &sym_pair) {
+            groups.push(MapGroup { ino: sino.0, raw: sraw, pairs: p });
+        }
+        if !groups.is_empty() {
+            self.tx_map_blocks(tx, &mut groups)?;
+        }
+        if dir_pair.is_some() {
             draw.size += BLOCK_BYTES;
             draw.blocks += 1;
         }
         tx.write_u64(e.slot_off, ino.get());
         draw.dir_entries += 1;
+        Ok(())
     }
 
     /// Records the entry in the directory index once its transaction committed, or gives
@@ -126,7 +148,7 @@ impl<D: PmDevice> FsInner<D> {
         if committed {
             idx.insert(name, EntryRef { ino, ftype: e.ftype, pos: e.alloc.pos, nslots: e.alloc.nslots });
         } else {
-            idx.unalloc(&self.table, &e.alloc);
+            idx.unalloc(&|s| self.unclaim_blocks(&[s]), &e.alloc);
         }
     }
 }
@@ -136,7 +158,10 @@ impl<D: PmDevice> FsInner<D> {
     pub(crate) fn index<'a>(&self, cell: &InodeCell, st: &'a mut InodeMem) -> Result<&'a mut DirIndex> {
         st.check_dir()?;
         if st.dir.is_none() {
-            st.dir = Some(DirIndex::build(&*self.dev, &self.geo, &self.table, cell.ino, st.raw.size)?);
+            let raw = st.raw;
+            let nblocks = raw.size / BLOCK_BYTES;
+            let lookup = |lblk: u64| Ok(self.translate(cell, &raw, lblk, nblocks)?.map(|(p, _)| p));
+            st.dir = Some(DirIndex::build(&*self.dev, &self.geo, &lookup, cell.ino, raw.size)?);
         }
         Ok(st.dir.as_mut().expect("just built"))
     }
@@ -202,7 +227,7 @@ impl<D: PmDevice> FsInner<D> {
         let ino = self.ialloc.alloc()?;
         let mut sym_slot = None;
         if let NodeSpec::Symlink { target } = spec {
-            match self.table.reserve(key(ino.0, 0)) {
+            match self.claim_blocks(ino.0, &[0], None).map(|v| v[0]) {
                 Ok(slot) => {
                     let mut blk = vec![0u8; BLOCK_BYTES as usize];
                     blk[..target.len()].copy_from_slice(target);
@@ -239,7 +264,7 @@ impl<D: PmDevice> FsInner<D> {
             Ok(e) => e,
             Err(e) => {
                 if let Some(s) = sym_slot {
-                    self.free_slots(&[s]);
+                    self.unclaim_blocks(&[s]);
                 }
                 self.ialloc.free(ino);
                 return Err(e);
@@ -252,25 +277,28 @@ impl<D: PmDevice> FsInner<D> {
         praw.mtime_ns = now;
         praw.ctime_ns = now;
 
-        let mut tx = self.journals.begin();
-        if let Some(s) = sym_slot {
-            tx.publish_u64(self.table.slot_off(s), key(ino.0, 0));
-        }
-        inode::tx_write_inode(&mut tx, &self.geo, ino, &mut raw);
-        self.tx_add_entry(&mut tx, parent, &mut praw, &entry, ino);
-        inode::tx_write_inode(&mut tx, &self.geo, parent, &mut praw);
-        let committed = tx.commit();
+        let committed = {
+            let mut tx = self.journals.begin();
+            match self.tx_add_entry(&mut tx, parent, &mut praw, &entry, ino, sym_slot.map(|s| (ino, &mut raw, s))) {
+                Ok(()) => {
+                    inode::tx_write_inode(&mut tx, &self.geo, ino, &mut raw);
+                    inode::tx_write_inode(&mut tx, &self.geo, parent, &mut praw);
+                    tx.commit()
+                }
+                Err(e) => Err(e),
+            }
+        };
         self.finish_entry(&mut pst, name, entry, ino, committed.is_ok());
         if let Err(e) = committed {
             if let Some(s) = sym_slot {
-                self.free_slots(&[s]);
+                self.unclaim_blocks(&[s]);
             }
             self.ialloc.free(ino);
             return Err(e);
         }
         pst.raw = praw;
         let cell = Arc::new(InodeCell::new(ino, raw));
-        if let Some(s) = sym_slot {
+        if let (Some(s), crate::mapping::FileMap::Hash(_)) = (sym_slot, &self.map) {
             cell.tcache.put(0, s);
         }
         self.inodes.insert(cell.clone());
@@ -308,11 +336,17 @@ impl<D: PmDevice> FsInner<D> {
         let mut craw = cst.raw;
         craw.nlink += 1;
         craw.ctime_ns = now;
-        let mut tx = self.journals.begin();
-        self.tx_add_entry(&mut tx, new_parent, &mut praw, &entry, ino);
-        inode::tx_write_inode(&mut tx, &self.geo, new_parent, &mut praw);
-        inode::tx_write_inode(&mut tx, &self.geo, ino, &mut craw);
-        let committed = tx.commit();
+        let committed = {
+            let mut tx = self.journals.begin();
+            match self.tx_add_entry(&mut tx, new_parent, &mut praw, &entry, ino, None) {
+                Ok(()) => {
+                    inode::tx_write_inode(&mut tx, &self.geo, new_parent, &mut praw);
+                    inode::tx_write_inode(&mut tx, &self.geo, ino, &mut craw);
+                    tx.commit()
+                }
+                Err(e) => Err(e),
+            }
+        };
         self.finish_entry(&mut pst, name, entry, ino, committed.is_ok());
         committed?;
         pst.raw = praw;
@@ -568,7 +602,10 @@ impl<D: PmDevice> FsInner<D> {
                     };
                     let entry = self.prepare_entry(dcell_ref, gd, dname, src.ftype)?;
                     tx.write_u64(src_off, 0);
-                    self.tx_add_entry(&mut tx, dp, ddir_raw, &entry, src.ino);
+                    if let Err(e) = self.tx_add_entry(&mut tx, dp, ddir_raw, &entry, src.ino, None) {
+                        self.finish_entry(gd, dname, entry, src.ino, false);
+                        return Err(e);
+                    }
                     if src_is_dir {
                         moved.parent = dp.get();
                         ddir_raw.nlink += 1;
@@ -695,9 +732,8 @@ impl<D: PmDevice> FsInner<D> {
         if !st.raw.is_symlink() {
             return Err(Error::Invalid("not a symbolic link"));
         }
-        let slot = self
-            .table
-            .lookup(key(ino.0, 0))
+        let (slot, _) = self
+            .translate(&cell, &st.raw, 0, 1)?
             .ok_or_else(|| Error::corrupt(format!("symlink {ino} has no data block")))?;
         let mut buf = vec![0u8; st.raw.size as usize];
         self.dev.read(self.geo.block_off(slot), &mut buf);

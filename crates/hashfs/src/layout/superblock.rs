@@ -6,7 +6,9 @@ use crate::{Error, Result};
 use bytemuck::{Pod, Zeroable};
 
 pub const MAGIC: u64 = u64::from_le_bytes(*b"HASHFS\0\x01");
-pub const FORMAT_VERSION: u32 = 1;
+/// Version 2 added the mapping kinds other than HashFS and the layout score; a version-1
+/// image (HashFS only, the new fields zero) reads as version 2.
+pub const FORMAT_VERSION: u32 = 2;
 pub const SB_STATE_CLEAN: u32 = 1;
 pub const SB_STATE_MOUNTED: u32 = 2;
 /// Byte offsets of the two superblock copies.
@@ -14,31 +16,72 @@ pub const SB_PRIMARY_OFF: u64 = 0;
 pub const SB_SECONDARY_OFF: u64 = BLOCK_BYTES;
 
 /// Which file-mapping structure the image uses.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[repr(u32)]
 pub enum MappingKind {
     /// The global linear-probing hash table of the HashFS paper, §3.2.2.
     HashFs = 1,
+    /// Per-file B-tree of extents (HashFS paper §3.1.1).
+    ExtentTree = 2,
+    /// The same extent tree read through a DRAM cache of its nodes (Strata, §4.7).
+    ExtentTreeCached = 3,
+    /// Per-file radix tree of 4 KiB nodes (§3.1.2).
+    RadixTree = 4,
+    /// Global cuckoo hash table with ranged entries (§3.2.1).
+    Cuckoo = 5,
+    /// SPFS Extent Hashing (SPFS §4.2).
+    ExtentHash = 6,
 }
 
 impl MappingKind {
+    pub const ALL: [MappingKind; 6] = [
+        MappingKind::HashFs,
+        MappingKind::ExtentTree,
+        MappingKind::ExtentTreeCached,
+        MappingKind::RadixTree,
+        MappingKind::Cuckoo,
+        MappingKind::ExtentHash,
+    ];
+
     pub fn from_u32(v: u32) -> Option<MappingKind> {
-        match v {
-            1 => Some(MappingKind::HashFs),
-            _ => None,
-        }
+        MappingKind::ALL.into_iter().find(|m| *m as u32 == v)
     }
     pub fn name(self) -> &'static str {
         match self {
             MappingKind::HashFs => "hashfs",
+            MappingKind::ExtentTree => "extent-tree",
+            MappingKind::ExtentTreeCached => "extent-tree-cached",
+            MappingKind::RadixTree => "radix-tree",
+            MappingKind::Cuckoo => "cuckoo",
+            MappingKind::ExtentHash => "extent-hash",
         }
     }
     pub fn from_name(s: &str) -> Option<MappingKind> {
-        match s {
-            "hashfs" => Some(MappingKind::HashFs),
-            _ => None,
-        }
+        MappingKind::ALL.into_iter().find(|m| m.name() == s)
     }
+    /// Whether blocks come from the bitmap allocator (every mapping but HashFS, whose
+    /// table allocates).
+    pub fn uses_allocator(self) -> bool {
+        self != MappingKind::HashFs
+    }
+}
+
+/// Cuckoo table: 4 entries of 16 bytes (one cache line) per bucket, sized for 1.11
+/// entries per data block.
+pub const CUCKOO_BUCKET_BYTES: u64 = 64;
+pub fn cuckoo_buckets(data_blocks: u64) -> u64 {
+    (data_blocks * 10).div_ceil(36).max(2)
+}
+/// Extent-hash table: 32-byte entries, 1.125 per data block (every extent one block
+/// long, the worst case, still leaves the table 89% full).
+pub const EXTENT_HASH_ENTRY_BYTES: u64 = 32;
+pub fn extent_hash_slots(data_blocks: u64) -> u64 {
+    (data_blocks + data_blocks / 8).max(64)
+}
+
+/// Bytes of the allocation bitmap (whole 8-byte words) for `blocks` blocks.
+pub fn bitmap_bytes(blocks: u64) -> u64 {
+    blocks.div_ceil(64) * 8
 }
 
 /// The superblock: 512 bytes at offset 0, copied at offset 4096.
@@ -57,14 +100,17 @@ pub struct Superblock {
     pub inode_count: u64,
     pub journal_off: u64,
     pub inode_table_off: u64,
-    pub hash_table_off: u64,
+    pub map_off: u64,
     pub data_off: u64,
     pub data_blocks: u64,
     pub hash_seed: u64,
     pub created_ns: i64,
     pub mount_count: u64,
     pub uuid: [u8; 16],
-    pub reserved: [u64; 47],
+    /// The fragmentation generator's layout score in millionths (allocator mappings).
+    pub layout_score_ppm: u32,
+    pub reserved1: u32,
+    pub reserved: [u64; 46],
     /// CRC32C of bytes 0..504.
     pub checksum: u32,
     pub reserved_tail: u32,
@@ -91,14 +137,17 @@ impl Superblock {
         if self.checksum != self.compute_checksum() {
             return Err(Error::corrupt("superblock: checksum mismatch"));
         }
-        if self.format_version != FORMAT_VERSION {
+        if !(1..=FORMAT_VERSION).contains(&self.format_version) {
             return Err(Error::corrupt(format!(
                 "superblock: format version {} (this build reads {FORMAT_VERSION})",
                 self.format_version
             )));
         }
-        if MappingKind::from_u32(self.mapping_kind).is_none() {
+        let Some(mapping) = MappingKind::from_u32(self.mapping_kind) else {
             return Err(Error::corrupt(format!("superblock: unknown mapping kind {}", self.mapping_kind)));
+        };
+        if self.layout_score_ppm > 1_000_000 {
+            return Err(Error::corrupt(format!("superblock: layout score {} ppm", self.layout_score_ppm)));
         }
         if self.block_size as u64 != BLOCK_BYTES {
             return Err(Error::corrupt("superblock: block size is not 4096"));
@@ -114,11 +163,12 @@ impl Superblock {
             inode_count: Some(self.inode_count),
             journal_count: self.journal_count,
             journal_blocks: self.journal_blocks,
+            mapping,
         })
         .map_err(|e| Error::corrupt(format!("superblock: geometry invalid: {e}")))?;
         if g.journal_off != self.journal_off
             || g.inode_table_off != self.inode_table_off
-            || g.hash_table_off != self.hash_table_off
+            || g.map_off != self.map_off
             || g.data_off != self.data_off
             || g.data_blocks != self.data_blocks
         {
@@ -139,6 +189,7 @@ pub struct GeometryParams {
     pub inode_count: Option<u64>,
     pub journal_count: u32,
     pub journal_blocks: u32,
+    pub mapping: MappingKind,
 }
 
 /// Where every region of the image lies.
@@ -150,9 +201,12 @@ pub struct Geometry {
     pub journal_off: u64,
     pub inode_count: u64,
     pub inode_table_off: u64,
-    pub hash_table_off: u64,
+    /// The mapping region: the HashFS table, or the allocation bitmap followed by the
+    /// structure's table (cuckoo, extent hash) if it has one.
+    pub map_off: u64,
     pub data_off: u64,
     pub data_blocks: u64,
+    pub mapping: MappingKind,
 }
 
 pub const MIN_DATA_BLOCKS: u64 = 16;
@@ -179,12 +233,18 @@ impl Geometry {
         let journal_bytes = p.journal_count as u64 * p.journal_blocks as u64 * BLOCK_BYTES;
         let inode_table_off = journal_off + journal_bytes;
         let inode_table_bytes = round_up(inode_count * INODE_BYTES as u64, BLOCK_BYTES);
-        let hash_table_off = inode_table_off + inode_table_bytes;
+        let map_off = inode_table_off + inode_table_bytes;
         let align = if p.image_bytes >= 64 * 1024 * 1024 { HUGE_ALIGN_BYTES } else { BLOCK_BYTES };
         let too_small = || format!("image of {} bytes is too small for its metadata", p.image_bytes);
-        let rest = p.image_bytes.checked_sub(hash_table_off).ok_or_else(too_small)?;
-        let mut data_blocks = (rest / (BLOCK_BYTES + 8)).min(MAX_DATA_BLOCKS);
-        let data_off = |n: u64| round_up(hash_table_off + round_up(n * 8, BLOCK_BYTES), align);
+        let rest = p.image_bytes.checked_sub(map_off).ok_or_else(too_small)?;
+        let per_block = match p.mapping {
+            MappingKind::HashFs => 8,
+            MappingKind::Cuckoo => 19,
+            MappingKind::ExtentHash => 37,
+            _ => 1,
+        };
+        let mut data_blocks = (rest / (BLOCK_BYTES + per_block)).min(MAX_DATA_BLOCKS);
+        let data_off = |n: u64| round_up(map_off + map_region_bytes(p.mapping, n), align);
         while data_blocks > 0 && data_off(data_blocks) + data_blocks * BLOCK_BYTES > p.image_bytes {
             data_blocks -= 1;
         }
@@ -198,9 +258,10 @@ impl Geometry {
             journal_off,
             inode_count,
             inode_table_off,
-            hash_table_off,
+            map_off,
             data_off: data_off(data_blocks),
             data_blocks,
+            mapping: p.mapping,
         })
     }
 
@@ -218,17 +279,40 @@ impl Geometry {
     }
 
     pub fn slot_off(&self, slot: u64) -> u64 {
-        self.hash_table_off + slot * 8
+        self.map_off + slot * 8
+    }
+
+    /// The allocation bitmap (allocator mappings).
+    pub fn bitmap_off(&self) -> u64 {
+        self.map_off
+    }
+
+    /// The structure's table after the bitmap (cuckoo, extent hash).
+    pub fn struct_off(&self) -> u64 {
+        self.map_off + round_up(bitmap_bytes(self.data_blocks), BLOCK_BYTES)
     }
 
     pub fn block_off(&self, slot: u64) -> u64 {
         self.data_off + slot * BLOCK_BYTES
     }
 
-    /// Bytes of mapping metadata (the hash table) per GiB of data region.
+    /// Bytes of the mapping region (table, bitmap) per GiB of data region: the static part
+    /// of the mapping's size (tree nodes live in data blocks and are counted by
+    /// `hashfs info`).
     pub fn mapping_bytes_per_gib(&self) -> f64 {
-        let table = round_up(self.data_blocks * 8, BLOCK_BYTES) as f64;
-        table / (self.data_blocks as f64 * BLOCK_BYTES as f64) * (1u64 << 30) as f64
+        let region = map_region_bytes(self.mapping, self.data_blocks) as f64;
+        region / (self.data_blocks as f64 * BLOCK_BYTES as f64) * (1u64 << 30) as f64
+    }
+}
+
+/// Bytes of the mapping region for `n` data blocks.
+pub fn map_region_bytes(mapping: MappingKind, n: u64) -> u64 {
+    let bitmap = round_up(bitmap_bytes(n), BLOCK_BYTES);
+    match mapping {
+        MappingKind::HashFs => round_up(n * 8, BLOCK_BYTES),
+        MappingKind::Cuckoo => bitmap + round_up(cuckoo_buckets(n) * CUCKOO_BUCKET_BYTES, BLOCK_BYTES),
+        MappingKind::ExtentHash => bitmap + round_up(extent_hash_slots(n) * EXTENT_HASH_ENTRY_BYTES, BLOCK_BYTES),
+        MappingKind::ExtentTree | MappingKind::ExtentTreeCached | MappingKind::RadixTree => bitmap,
     }
 }
 
@@ -237,16 +321,22 @@ mod tests {
     use super::*;
 
     fn params(bytes: u64) -> GeometryParams {
-        GeometryParams { image_bytes: bytes, inode_count: None, journal_count: 4, journal_blocks: 4 }
+        GeometryParams {
+            image_bytes: bytes,
+            inode_count: None,
+            journal_count: 4,
+            journal_blocks: 4,
+            mapping: MappingKind::HashFs,
+        }
     }
 
     #[test]
     fn regions_are_ordered_and_fit() {
-        for mib in [1u64, 8, 64, 100, 1024] {
-            let g = Geometry::compute(&params(mib << 20)).unwrap();
+        for (mib, mapping) in [1u64, 8, 64, 100, 1024].into_iter().flat_map(|m| MappingKind::ALL.map(|k| (m, k))) {
+            let g = Geometry::compute(&GeometryParams { mapping, ..params(mib << 20) }).unwrap();
             assert!(g.journal_off < g.inode_table_off);
-            assert!(g.inode_table_off < g.hash_table_off);
-            assert!(g.hash_table_off + g.data_blocks * 8 <= g.data_off);
+            assert!(g.inode_table_off < g.map_off);
+            assert!(g.map_off + map_region_bytes(mapping, g.data_blocks) <= g.data_off);
             assert!(g.data_off + g.data_blocks * BLOCK_BYTES <= g.image_bytes);
             assert_eq!(g.data_off % BLOCK_BYTES, 0);
             if mib >= 64 {

@@ -6,11 +6,10 @@
 //! lookup first tries the position of the most common stride length.
 //!
 //! On PM: a linear-probing table of 32-byte entries. Word 0 is the tag (inode << 32 |
-//! position) and doubles as the valid bit: the other words are written first, and the tag
-//! is set inside the caller's transaction. Tombstones are all ones.
-//!
-//! This structure stands alone for now; the file system uses the HashFS table. It becomes
-//! the `extent-hash` mapping with the mapping design space (issue 3).
+//! position) and doubles as the valid bit: an insert claims free slots with
+//! compare-and-swap (BUSY), writes and flushes the other words, and sets the tags inside
+//! the caller's undo-logged transaction; a rollback puts BUSY back and mount turns every
+//! BUSY slot into a tombstone. Tombstones are all ones.
 
 use super::simd::home_slot;
 use crate::journal::Tx;
@@ -200,10 +199,65 @@ impl<D: PmDevice> ExtentHashTable<D> {
             self.dev.store_u64(o + 8, e.start as u64 | ((e.len as u64) << 32));
             self.dev.store_u64(o + 16, e.phys);
             self.dev.flush(o, ENTRY_BYTES);
-            tx.publish_u64(o, tag(ino, pos));
+            tx.write_u64(o, tag(ino, pos));
             self.stride_counts[stride_log(&positions, i, &e)].fetch_add(1, Ordering::Relaxed);
         }
         Ok(positions.len())
+    }
+
+    /// Frees the slots an insert claimed whose transaction did not commit (they hold BUSY
+    /// or, after a rollback, BUSY again).
+    pub fn abandon_claims(&self) {
+        // Claims are few and rare to abandon; a scan keeps the insert path free of
+        // bookkeeping.
+        for s in 0..self.nslots {
+            let o = self.slot_off(s);
+            if self.dev.load_u64(o) == BUSY {
+                let _ = self.dev.cas_u64(o, BUSY, TOMBSTONE);
+            }
+        }
+    }
+
+    /// Mount: turns claims of inserts that never committed into tombstones, rebuilds the
+    /// stride histogram, and reports every extent once (by the entry at its first
+    /// position), or the first corrupt entry.
+    pub fn mount_scan(&self, f: &mut dyn FnMut(u32, Extent)) -> Result<()> {
+        for a in &self.stride_counts {
+            a.store(0, Ordering::Relaxed);
+        }
+        for s in 0..self.nslots {
+            let o = self.slot_off(s);
+            let (t, e) = self.read_entry(s);
+            match t {
+                EMPTY | TOMBSTONE => continue,
+                BUSY => {
+                    self.dev.store_u64(o, TOMBSTONE);
+                    self.dev.flush(o, 8);
+                    continue;
+                }
+                _ => {}
+            }
+            let (ino, pos) = ((t >> 32) as u32, t as u32);
+            let end = e.start as u64 + e.len as u64;
+            let positions = if ino == 0 || e.len == 0 || end > 1 << 32 || pos < e.start || pos as u64 >= end {
+                Vec::new()
+            } else {
+                insert_positions(e.start, e.len)
+            };
+            let Some(i) = positions.iter().position(|&p| p == pos) else {
+                return Err(Error::corrupt(format!("extent hash: slot {s} holds an invalid entry")));
+            };
+            self.stride_counts[stride_log(&positions, i, &e)].fetch_add(1, Ordering::Relaxed);
+            if i == 0 {
+                f(ino, e);
+            }
+        }
+        self.dev.fence();
+        Ok(())
+    }
+
+    pub fn nslots(&self) -> u64 {
+        self.nslots
     }
 
     fn claim(&self, t: u64) -> Result<u64> {
@@ -284,6 +338,7 @@ mod tests {
             inode_count: Some(16),
             journal_count: 1,
             journal_blocks: 64,
+            mapping: crate::layout::MappingKind::HashFs,
         })
         .unwrap()
     }
@@ -292,7 +347,7 @@ mod tests {
         let geo = test_geometry();
         let dev = Arc::new(CrashDevice::new(4 << 20));
         journal::format(&*dev, &geo);
-        let t = ExtentHashTable::new(dev.clone(), geo.hash_table_off, 50_000, 99, fast);
+        let t = ExtentHashTable::new(dev.clone(), geo.map_off, 50_000, 99, fast);
         let j = Journals::new(dev.clone(), geo, 1);
         (dev, j, t)
     }
@@ -370,7 +425,7 @@ mod tests {
             let d = Arc::new(CrashDevice::from_image(&p.image_with(|i| i % 2 == 0)));
             let geo = test_geometry();
             journal::recover(&*d, &geo).unwrap();
-            let t2 = ExtentHashTable::new(d, geo.hash_table_off, 50_000, 99, false);
+            let t2 = ExtentHashTable::new(d, geo.map_off, 50_000, 99, false);
             // Either no pointer is visible, or a complete, correct one.
             for c in [3, 50, 102] {
                 let found = t2.lookup(2, c).0;

@@ -108,7 +108,7 @@ impl<D: PmDevice> HashTable<D> {
     pub fn new(dev: Arc<D>, geo: &Geometry, seed: u64) -> HashTable<D> {
         HashTable {
             dev,
-            off: geo.hash_table_off,
+            off: geo.map_off,
             nslots: geo.data_blocks,
             seed,
             simd: simd::simd_kind(),
@@ -396,6 +396,7 @@ mod tests {
             inode_count: Some(16),
             journal_count: 1,
             journal_blocks: 2,
+            mapping: crate::layout::MappingKind::HashFs,
         })
         .unwrap();
         HashTable::new(Arc::new(CrashDevice::new(bytes)), &geo, 0x5eed)

@@ -1,8 +1,524 @@
-//! File-mapping structures. HashFS (paper §3.2.2) is the global linear-probing table in
-//! [`hashfs`]; [`simd`] hashes eight keys at once; [`tcache`] is the per-file DRAM
-//! translation cache.
+//! File-mapping structures, chosen at mkfs ([`MappingKind`]).
+//!
+//! - [`hashfs`]: the global linear-probing table of the HashFS paper (§3.2.2), which also
+//!   allocates (slot = block); [`simd`] hashes eight keys at once; [`tcache`] is the
+//!   per-file DRAM translation cache.
+//! - The others map through [`BlockMap`]: a structure plus the baseline block allocator
+//!   ([`crate::alloc`]): [`extent_tree`] (and its DRAM node cache, [`node_cache`]),
+//!   [`radix`], [`cuckoo`] and [`extent_hash`]. Their changes are staged ([`staged`]) and
+//!   committed in the caller's undo-logged transaction together with the bitmap words and
+//!   the inode, under [`BlockMap::commit`].
 
+pub mod cuckoo;
 pub mod extent_hash;
+pub mod extent_tree;
 pub mod hashfs;
+pub mod node_cache;
+pub mod radix;
 pub mod simd;
+pub mod staged;
 pub mod tcache;
+
+use crate::alloc::{BlockAllocator, Extent};
+use crate::journal::Tx;
+use crate::layout::superblock::extent_hash_slots;
+use crate::layout::{Geometry, InodeRaw, MappingKind, Superblock, BLOCK_BYTES};
+use crate::pm::PmDevice;
+use crate::{Error, Result};
+use extent_tree::{Ext, NodeAlloc};
+use parking_lot::{Mutex, MutexGuard, RwLock, RwLockWriteGuard};
+use staged::{Direct, MemRead, Staged};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+/// The structure behind a [`BlockMap`].
+pub enum Index<D: PmDevice> {
+    ExtentTree,
+    ExtentTreeCached(node_cache::NodeCache),
+    Radix,
+    Cuckoo(cuckoo::Cuckoo),
+    ExtentHash(Box<extent_hash::ExtentHashTable<D>>),
+}
+
+/// A mapping structure with the bitmap allocator.
+pub struct BlockMap<D: PmDevice> {
+    pub dev: Arc<D>,
+    pub geo: Geometry,
+    pub kind: MappingKind,
+    pub alloc: Mutex<BlockAllocator>,
+    /// Serializes staged changes (the bitmap is shared) from staging to commit.
+    pub commit: Mutex<()>,
+    /// Cuckoo: displacement moves other files' entries, so lookups read under this lock
+    /// and changes hold it for writing until they are durable.
+    pub global: RwLock<()>,
+    pub index: Index<D>,
+}
+
+/// Per-file DRAM cursor word (trees): extent tree: leaf + 1; radix tree: leaf + 1 |
+/// (first index of the leaf / 512) << 32. 0 = none.
+pub type Cursor = AtomicU64;
+
+impl<D: PmDevice> BlockMap<D> {
+    pub fn new(dev: Arc<D>, geo: Geometry, sb: &Superblock, kind: MappingKind) -> Result<Self> {
+        let score = sb.layout_score_ppm as f64 / 1e6;
+        let alloc = BlockAllocator::load(&*dev, geo.bitmap_off(), geo.data_blocks, score, sb.hash_seed ^ 0xA110C)?;
+        let index = match kind {
+            MappingKind::ExtentTree => Index::ExtentTree,
+            MappingKind::ExtentTreeCached => Index::ExtentTreeCached(node_cache::NodeCache::new(4096)),
+            MappingKind::RadixTree => Index::Radix,
+            MappingKind::Cuckoo => Index::Cuckoo(cuckoo::Cuckoo::new(&geo, sb.hash_seed)),
+            MappingKind::ExtentHash => Index::ExtentHash(Box::new(extent_hash::ExtentHashTable::new(
+                dev.clone(),
+                geo.struct_off(),
+                extent_hash_slots(geo.data_blocks),
+                sb.hash_seed,
+                true,
+            ))),
+            MappingKind::HashFs => return Err(Error::Invalid("HashFS does not use a block map")),
+        };
+        Ok(BlockMap {
+            dev,
+            geo,
+            kind,
+            alloc: Mutex::new(alloc),
+            commit: Mutex::new(()),
+            global: RwLock::new(()),
+            index,
+        })
+    }
+
+    /// Whether lookups go through the per-file translation cache (the global tables; the
+    /// trees use their cursor instead, as in the paper).
+    pub fn uses_tcache(&self) -> bool {
+        matches!(self.index, Index::Cuckoo(_) | Index::ExtentHash(_))
+    }
+
+    /// The physical block of logical block `lblk` of `ino` and how many blocks follow it
+    /// contiguously in the same mapping entry (1 for block-granular structures).
+    pub fn lookup(&self, ino: u32, raw: &InodeRaw, cursor: &Cursor, lblk: u64) -> Result<Option<(u64, u64)>> {
+        let geo = &self.geo;
+        match &self.index {
+            Index::ExtentTree => {
+                let c = cursor.load(Ordering::Relaxed);
+                let mut cur = c.checked_sub(1);
+                let r = extent_tree::lookup(&Direct(&*self.dev), geo, raw, lblk, &mut cur)?;
+                if cur.map(|l| l + 1) != Some(c) {
+                    cursor.store(cur.map_or(0, |l| l + 1), Ordering::Relaxed);
+                }
+                Ok(r)
+            }
+            Index::ExtentTreeCached(cache) => {
+                let c = cursor.load(Ordering::Relaxed);
+                let mut cur = c.checked_sub(1);
+                let r = extent_tree::lookup(&cache.reader(&*self.dev), geo, raw, lblk, &mut cur)?;
+                if cur.map(|l| l + 1) != Some(c) {
+                    cursor.store(cur.map_or(0, |l| l + 1), Ordering::Relaxed);
+                }
+                Ok(r)
+            }
+            Index::Radix => {
+                let c = cursor.load(Ordering::Relaxed);
+                let mut cur = (c != 0).then(|| ((c & 0xFFFF_FFFF) - 1, (c >> 32) << radix::FANOUT_BITS));
+                let r = radix::lookup(&Direct(&*self.dev), geo, raw, lblk, &mut cur)?;
+                if let Some((leaf, base)) = cur {
+                    let w = (leaf + 1) | (base >> radix::FANOUT_BITS) << 32;
+                    if w != c {
+                        cursor.store(w, Ordering::Relaxed);
+                    }
+                }
+                Ok(r.map(|p| (p, 1)))
+            }
+            Index::Cuckoo(t) => {
+                let _g = self.global.read();
+                t.lookup(&Direct(&*self.dev), cuckoo::key(ino, lblk))
+            }
+            Index::ExtentHash(t) => {
+                if lblk >= 1 << 32 {
+                    return Ok(None);
+                }
+                let (e, _) = t.lookup(ino, lblk as u32);
+                Ok(e.map(|e| {
+                    let off = lblk - e.start as u64;
+                    (e.phys + off, e.len as u64 - off)
+                }))
+            }
+        }
+    }
+
+    /// Chooses `n` free blocks for new data (DRAM only until a [`MapTx`] records them);
+    /// `hint` is where the file's previous block lies.
+    pub fn claim(&self, n: u64, hint: Option<u64>) -> Result<Vec<Extent>> {
+        self.alloc.lock().allocate(n, hint)
+    }
+
+    /// Gives back claimed blocks that were never recorded.
+    pub fn unclaim(&self, ext: &[Extent]) {
+        self.alloc.lock().release(ext)
+    }
+
+    pub fn free_blocks(&self) -> u64 {
+        self.alloc.lock().free_blocks()
+    }
+
+    /// Starts a change (waits for other changes to commit first).
+    pub fn begin(&self) -> MapTx<'_, D> {
+        let commit = self.commit.lock();
+        let global = matches!(self.index, Index::Cuckoo(_)).then(|| self.global.write());
+        MapTx {
+            map: self,
+            st: Staged::new(&*self.dev),
+            _commit: commit,
+            _global: global,
+            new_nodes: Vec::new(),
+            freed_nodes: Vec::new(),
+            freed_data: Vec::new(),
+            recorded: Vec::new(),
+            exthash_inserted: false,
+        }
+    }
+
+    /// Every mapped extent and structure block of one file (trees) or of every file
+    /// (global tables, `raw` ignored), checked for corruption.
+    pub fn walk(&self, ino: u32, raw: &InodeRaw, f: &mut dyn FnMut(Mapped)) -> Result<()> {
+        let m = Direct(&*self.dev);
+        match &self.index {
+            Index::ExtentTree | Index::ExtentTreeCached(_) => extent_tree::walk(&m, &self.geo, raw, &mut |it| {
+                f(match it {
+                    extent_tree::Item::Extent(e) => Mapped::Data { ino, lblk: e.lblk, pblk: e.pblk, len: e.len },
+                    extent_tree::Item::Node { pblk } => Mapped::Node { ino, pblk },
+                })
+            }),
+            Index::Radix => radix::walk(&m, &self.geo, raw, &mut |l, p| {
+                f(match l {
+                    Some(lblk) => Mapped::Data { ino, lblk, pblk: p, len: 1 },
+                    None => Mapped::Node { ino, pblk: p },
+                })
+            }),
+            Index::Cuckoo(t) => t.scan(&m, &mut |i, lblk, pblk| f(Mapped::Data { ino: i, lblk, pblk, len: 1 })),
+            Index::ExtentHash(t) => t.mount_scan(&mut |i, e| {
+                f(Mapped::Data { ino: i, lblk: e.start as u64, pblk: e.phys, len: e.len as u64 })
+            }),
+        }
+    }
+
+    /// Whether [`walk`](Self::walk) covers every file at once.
+    pub fn is_global(&self) -> bool {
+        matches!(self.index, Index::Cuckoo(_) | Index::ExtentHash(_))
+    }
+
+    /// Bytes of the static structure region (global tables) beside the bitmap.
+    pub fn table_bytes(&self) -> u64 {
+        match &self.index {
+            Index::Cuckoo(t) => t.region_bytes(),
+            Index::ExtentHash(t) => t.nslots() * extent_hash::ENTRY_BYTES,
+            _ => 0,
+        }
+    }
+
+    /// The last mapped logical block of `ino` in [from, to), found by a scan (global
+    /// tables, for ranges too large to visit block by block).
+    fn last_mapped_by_scan(&self, ino: u32, from: u64, to: u64) -> Result<Option<u64>> {
+        let mut last = None;
+        let dummy: InodeRaw = bytemuck::Zeroable::zeroed();
+        self.walk(ino, &dummy, &mut |m| {
+            if let Mapped::Data { ino: i, lblk, len, .. } = m {
+                if i == ino && lblk < to && lblk + len > from {
+                    let l = (lblk + len - 1).min(to - 1);
+                    last = Some(last.map_or(l, |x: u64| x.max(l)));
+                }
+            }
+        })?;
+        Ok(last)
+    }
+}
+
+/// What [`BlockMap::walk`] reports.
+#[derive(Clone, Copy, Debug)]
+pub enum Mapped {
+    Data { ino: u32, lblk: u64, pblk: u64, len: u64 },
+    Node { ino: u32, pblk: u64 },
+}
+
+/// One change to a [`BlockMap`], staged, then added to a transaction by
+/// [`finish`](Self::finish).
+pub struct MapTx<'a, D: PmDevice> {
+    map: &'a BlockMap<D>,
+    st: Staged<'a, D>,
+    _commit: MutexGuard<'a, ()>,
+    _global: Option<RwLockWriteGuard<'a, ()>>,
+    new_nodes: Vec<u64>,
+    freed_nodes: Vec<u64>,
+    freed_data: Vec<Extent>,
+    /// Claimed data blocks this change makes reachable.
+    recorded: Vec<Extent>,
+    exthash_inserted: bool,
+}
+
+impl<D: PmDevice> NodeAlloc for MapTx<'_, D> {
+    fn alloc_node(&mut self, hint: u64) -> Result<u64> {
+        let e = self.map.alloc.lock().allocate(1, Some(hint + 1))?;
+        let p = e[0].start;
+        // A free block: zeroed in place (no undo needed: nothing points to it until the
+        // transaction commits, and the commit's first fence orders this flush first).
+        let off = self.map.geo.block_off(p);
+        self.map.dev.zero(off, BLOCK_BYTES);
+        self.map.dev.flush(off, BLOCK_BYTES);
+        self.new_nodes.push(p);
+        Ok(p)
+    }
+    fn free_node(&mut self, pblk: u64) {
+        self.freed_nodes.push(pblk);
+    }
+    fn free_data(&mut self, e: Extent) {
+        self.freed_data.push(e);
+    }
+}
+
+impl<'a, D: PmDevice> MapTx<'a, D> {
+    /// Maps logical blocks [lblk, lblk + len) of `ino` to claimed physical blocks from
+    /// `pblk` (a hole of the file).
+    pub fn insert(
+        &mut self,
+        tx: &mut Tx<'_, D>,
+        ino: u32,
+        raw: &mut InodeRaw,
+        lblk: u64,
+        pblk: u64,
+        len: u64,
+    ) -> Result<()> {
+        let map = self.map;
+        let geo = &map.geo;
+        match &map.index {
+            Index::ExtentTree | Index::ExtentTreeCached(_) => {
+                let mut done = 0;
+                while done < len {
+                    let n = (len - done).min(extent_tree::MAX_EXTENT);
+                    let x = Ext { lblk: lblk + done, pblk: pblk + done, len: n };
+                    let mut st = std::mem::replace(&mut self.st, Staged::new(&*map.dev));
+                    let r = extent_tree::insert(&mut st, geo, self, raw, x);
+                    self.st = st;
+                    r?;
+                    done += n;
+                }
+            }
+            Index::Radix => {
+                for i in 0..len {
+                    let mut st = std::mem::replace(&mut self.st, Staged::new(&*map.dev));
+                    let r = radix::insert(&mut st, geo, self, raw, lblk + i, pblk + i);
+                    self.st = st;
+                    r?;
+                }
+            }
+            Index::Cuckoo(t) => {
+                for i in 0..len {
+                    t.insert(&mut self.st, cuckoo::key(ino, lblk + i), cuckoo::Val { pblk: pblk + i, run: 1, rev: 0 })?;
+                }
+                for (lo, hi) in cuckoo::Cuckoo::group_span(lblk.saturating_sub(1), lblk + len) {
+                    t.relink(&mut self.st, ino, lo, hi);
+                }
+            }
+            Index::ExtentHash(t) => {
+                if lblk + len > 1 << 32 {
+                    return Err(Error::FileTooBig);
+                }
+                self.exthash_inserted = true;
+                // Merge on append: an extent that continues the previous one replaces it.
+                let mut e = extent_hash::Extent { start: lblk as u32, len: len as u32, phys: pblk };
+                if lblk > 0 {
+                    if let (Some(p), _) = t.lookup(ino, (lblk - 1) as u32) {
+                        if p.start as u64 + p.len as u64 == lblk
+                            && p.phys + p.len as u64 == pblk
+                            && p.len as u64 + len < 1 << 31
+                        {
+                            t.remove(tx, ino, p);
+                            e = extent_hash::Extent { start: p.start, len: p.len + len as u32, phys: p.phys };
+                        }
+                    }
+                }
+                t.insert(tx, ino, e)?;
+            }
+        }
+        self.recorded.push(Extent { start: pblk, len });
+        Ok(())
+    }
+
+    /// Unmaps logical blocks [from, to) of `ino`; returns the data blocks freed.
+    pub fn remove(&mut self, tx: &mut Tx<'_, D>, ino: u32, raw: &mut InodeRaw, from: u64, mut to: u64) -> Result<u64> {
+        let map = self.map;
+        let geo = &map.geo;
+        let before: u64 = self.freed_data.iter().map(|e| e.len).sum();
+        match &map.index {
+            Index::ExtentTree | Index::ExtentTreeCached(_) => {
+                let mut st = std::mem::replace(&mut self.st, Staged::new(&*map.dev));
+                let r = extent_tree::remove(&mut st, geo, self, raw, from, to);
+                self.st = st;
+                r?;
+            }
+            Index::Radix => {
+                let mut st = std::mem::replace(&mut self.st, Staged::new(&*map.dev));
+                let r = radix::remove(&mut st, geo, self, raw, from, to);
+                self.st = st;
+                r?;
+            }
+            Index::Cuckoo(t) => {
+                to = to.min(1 << 32);
+                for l in from..to {
+                    if let Some(p) = t.remove(&mut self.st, cuckoo::key(ino, l)) {
+                        self.free_data(Extent { start: p, len: 1 });
+                    }
+                }
+                if from < to {
+                    for (lo, hi) in cuckoo::Cuckoo::group_span(from.saturating_sub(1), from + 1) {
+                        t.relink(&mut self.st, ino, lo, hi);
+                    }
+                    for (lo, hi) in cuckoo::Cuckoo::group_span(to.saturating_sub(1), to + 1) {
+                        t.relink(&mut self.st, ino, lo, hi);
+                    }
+                }
+            }
+            Index::ExtentHash(t) => {
+                to = to.min(1 << 32);
+                let mut c = from;
+                while c < to {
+                    let (found, _) = t.lookup(ino, c as u32);
+                    let Some(e) = found else {
+                        c += 1;
+                        continue;
+                    };
+                    let (s, end) = (e.start as u64, e.start as u64 + e.len as u64);
+                    t.remove(tx, ino, e);
+                    let (a, b) = (s.max(from), end.min(to));
+                    self.free_data(Extent { start: e.phys + (a - s), len: b - a });
+                    if s < from {
+                        t.insert(
+                            tx,
+                            ino,
+                            extent_hash::Extent { start: e.start, len: (from - s) as u32, phys: e.phys },
+                        )?;
+                        self.exthash_inserted = true;
+                    }
+                    if end > to {
+                        let phys = e.phys + (to - s);
+                        t.insert(tx, ino, extent_hash::Extent { start: to as u32, len: (end - to) as u32, phys })?;
+                        self.exthash_inserted = true;
+                    }
+                    c = end;
+                }
+            }
+        }
+        let after: u64 = self.freed_data.iter().map(|e| e.len).sum();
+        Ok(after - before)
+    }
+
+    /// The end of the range [from, to) worth visiting for a removal: global tables visit
+    /// block by block, so a huge sparse range is first narrowed by one table scan.
+    pub fn removal_end(&self, ino: u32, from: u64, to: u64) -> Result<u64> {
+        if self.map.is_global() && to - from > 65_536 {
+            return Ok(self.map.last_mapped_by_scan(ino, from, to)?.map_or(from, |l| l + 1));
+        }
+        Ok(to)
+    }
+
+    /// Journal entries this change needs so far (to keep transactions within a journal).
+    pub fn undo_entries(&self) -> u64 {
+        self.st.undo_entries() + (self.recorded.len() + self.freed_data.len() + self.new_nodes.len()) as u64 * 2
+    }
+
+    /// Stages the bitmap words and adds every change to `tx`. Keep the result until `tx`
+    /// has committed, then call [`Finished::done`].
+    pub fn finish(mut self, tx: &mut Tx<'_, D>) -> Finished<'a, D> {
+        let bitmap = self.map.geo.bitmap_off();
+        let mut used: Vec<Extent> = self.recorded.clone();
+        used.extend(self.new_nodes.iter().map(|&p| Extent { start: p, len: 1 }));
+        let mut freed: Vec<Extent> = self.freed_data.clone();
+        freed.extend(self.freed_nodes.iter().map(|&p| Extent { start: p, len: 1 }));
+        for (list, set) in [(&used, true), (&freed, false)] {
+            for e in list {
+                for b in e.start..e.start + e.len {
+                    let o = bitmap + (b / 64) * 8;
+                    let w = self.st.load_u64(o);
+                    let bit = 1u64 << (b % 64);
+                    self.st.store_u64(o, if set { w | bit } else { w & !bit });
+                }
+            }
+        }
+        let mut dirty: Vec<u64> = self.st.dirty_pages().collect();
+        dirty.extend(self.freed_nodes.iter().map(|&p| self.map.geo.block_off(p)));
+        self.st.into_tx(tx);
+        Finished {
+            map: self.map,
+            _commit: self._commit,
+            _global: self._global,
+            new_nodes: self.new_nodes,
+            freed,
+            dirty,
+            exthash_inserted: self.exthash_inserted,
+        }
+    }
+
+    /// [`finish`](Self::finish), with [`Finished::done`] run when `tx` commits or fails.
+    pub fn finish_with(self, tx: &mut Tx<'a, D>) {
+        let fin = self.finish(tx);
+        tx.after_commit(move |ok| fin.done(ok));
+    }
+
+    /// Drops a change that will not be committed (gives back the nodes it took).
+    pub fn abort(self) {
+        let nodes: Vec<Extent> = self.new_nodes.iter().map(|&p| Extent { start: p, len: 1 }).collect();
+        self.map.alloc.lock().release(&nodes);
+        if self.exthash_inserted {
+            if let Index::ExtentHash(t) = &self.map.index {
+                t.abandon_claims();
+            }
+        }
+    }
+}
+
+/// A change whose writes are in a transaction.
+pub struct Finished<'a, D: PmDevice> {
+    map: &'a BlockMap<D>,
+    _commit: MutexGuard<'a, ()>,
+    _global: Option<RwLockWriteGuard<'a, ()>>,
+    new_nodes: Vec<u64>,
+    freed: Vec<Extent>,
+    dirty: Vec<u64>,
+    exthash_inserted: bool,
+}
+
+impl<D: PmDevice> Finished<'_, D> {
+    /// After the commit (`committed`) or its failure: freed blocks become allocatable
+    /// only once their release is durable.
+    pub fn done(self, committed: bool) {
+        if let Index::ExtentTreeCached(cache) = &self.map.index {
+            cache.invalidate(&self.dirty);
+        }
+        let mut a = self.map.alloc.lock();
+        if committed {
+            a.release(&self.freed);
+        } else {
+            let nodes: Vec<Extent> = self.new_nodes.iter().map(|&p| Extent { start: p, len: 1 }).collect();
+            a.release(&nodes);
+            drop(a);
+            if self.exthash_inserted {
+                if let Index::ExtentHash(t) = &self.map.index {
+                    t.abandon_claims();
+                }
+            }
+        }
+    }
+}
+
+/// The mapping of an image.
+pub enum FileMap<D: PmDevice> {
+    Hash(hashfs::HashTable<D>),
+    Blocks(Box<BlockMap<D>>),
+}
+
+impl<D: PmDevice> FileMap<D> {
+    pub fn kind(&self) -> MappingKind {
+        match self {
+            FileMap::Hash(_) => MappingKind::HashFs,
+            FileMap::Blocks(b) => b.kind,
+        }
+    }
+}

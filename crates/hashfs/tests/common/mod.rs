@@ -6,17 +6,34 @@ pub mod model;
 
 use hashfs::fs::{format, FormatOptions};
 use hashfs::pm::CrashDevice;
-use hashfs::FileSystem;
+use hashfs::{FileSystem, MappingKind};
 use std::sync::Arc;
 
 pub type Fs = FileSystem<CrashDevice>;
 
+/// The mapping the suite runs against: `HASHFS_TEST_MAPPING` (a mapping name), else
+/// HashFS. `scripts/test.sh` runs the suite once per mapping.
+pub fn test_mapping() -> MappingKind {
+    match std::env::var("HASHFS_TEST_MAPPING") {
+        Ok(name) => MappingKind::from_name(&name).unwrap_or_else(|| panic!("HASHFS_TEST_MAPPING={name}: unknown")),
+        Err(_) => MappingKind::HashFs,
+    }
+}
+
+/// `HASHFS_TEST_LAYOUT_SCORE` (allocator mappings), else 1.0.
+pub fn test_layout_score() -> f64 {
+    std::env::var("HASHFS_TEST_LAYOUT_SCORE").ok().and_then(|v| v.parse().ok()).unwrap_or(1.0)
+}
+
 pub fn small_opts() -> FormatOptions {
+    let mapping = test_mapping();
     FormatOptions {
         journal_count: 2,
         journal_blocks: 4,
         inode_count: Some(256),
         hash_seed: Some(0x5EED),
+        mapping,
+        layout_score: if mapping.uses_allocator() { test_layout_score() } else { 1.0 },
         ..Default::default()
     }
 }

@@ -1,0 +1,127 @@
+//! Measured size and layout of the mapping structure (`hashfs info`): the paper's
+//! "mapping structure size" (HashFS §2.1) and the layout score (§4) of the files as they
+//! lie on the device.
+
+use super::api::FileSystem;
+use super::inode::read_raw;
+use crate::layout::inode::InodeState;
+use crate::layout::superblock::{bitmap_bytes, map_region_bytes};
+use crate::layout::{round_up, Ino, InodeRaw, MappingKind, BLOCK_BYTES};
+use crate::mapping::hashfs::{classify, Entry};
+use crate::mapping::{extent_hash, FileMap, Mapped};
+use crate::pm::PmDevice;
+use crate::Result;
+use std::collections::HashMap;
+
+/// What the mapping structure holds and costs.
+#[derive(Clone, Debug, Default)]
+pub struct MappingStats {
+    pub kind: Option<MappingKind>,
+    /// Files (inodes) with at least one mapped block.
+    pub files: u64,
+    /// Mapped data blocks.
+    pub data_blocks: u64,
+    /// Mapping entries: HashFS and cuckoo keys, radix pointers, extents (trees), pointers
+    /// stored for extents (extent hash).
+    pub entries: u64,
+    /// Bytes those entries occupy.
+    pub entry_bytes: u64,
+    /// Tree nodes (blocks of the data region).
+    pub node_blocks: u64,
+    /// The static table region (HashFS, cuckoo, extent hash), allocated at mkfs.
+    pub table_bytes: u64,
+    /// The allocation bitmap (allocator mappings).
+    pub bitmap_bytes: u64,
+    /// Fraction of blocks after each file's first that directly follow their
+    /// predecessor, over all files (Smith and Seltzer's layout score, block-weighted).
+    pub layout_score: f64,
+}
+
+impl MappingStats {
+    /// Bytes of mapping structure: tree nodes, or the static table.
+    pub fn structure_bytes(&self) -> u64 {
+        self.node_blocks * BLOCK_BYTES + self.table_bytes
+    }
+    /// Structure bytes per GiB of mapped data.
+    pub fn bytes_per_gib(&self) -> f64 {
+        if self.data_blocks == 0 {
+            return 0.0;
+        }
+        self.structure_bytes() as f64 / (self.data_blocks * BLOCK_BYTES) as f64 * (1u64 << 30) as f64
+    }
+}
+
+impl<D: PmDevice> FileSystem<D> {
+    /// Walks the whole mapping structure and measures it (takes no file locks: run it on a
+    /// quiet file system).
+    pub fn mapping_stats(&self) -> Result<MappingStats> {
+        let inner = &self.inner;
+        let geo = inner.geo;
+        let mut st = MappingStats { kind: Some(inner.map.kind()), ..Default::default() };
+        // Per file: (logical, physical, length) runs.
+        let mut runs: HashMap<u32, Vec<(u64, u64, u64)>> = HashMap::new();
+        match &inner.map {
+            FileMap::Hash(t) => {
+                st.table_bytes = map_region_bytes(MappingKind::HashFs, geo.data_blocks);
+                for s in 0..t.nslots() {
+                    if let Entry::Key { ino, lblk } = classify(t.load(s), t.nslots()) {
+                        runs.entry(ino).or_default().push((lblk as u64, s, 1));
+                        st.entries += 1;
+                    }
+                }
+                st.entry_bytes = st.entries * 8;
+            }
+            FileMap::Blocks(b) => {
+                st.bitmap_bytes = round_up(bitmap_bytes(geo.data_blocks), BLOCK_BYTES);
+                st.table_bytes = b.table_bytes();
+                let mut record = |m: Mapped, st: &mut MappingStats| match m {
+                    Mapped::Data { ino, lblk, pblk, len } => {
+                        runs.entry(ino).or_default().push((lblk, pblk, len));
+                        let (n, bytes) = match b.kind {
+                            MappingKind::Cuckoo => (len, 16),
+                            MappingKind::RadixTree => (len, 8),
+                            MappingKind::ExtentHash => {
+                                (extent_hash::insert_positions(lblk as u32, len as u32).len() as u64, 32)
+                            }
+                            _ => (1, 16),
+                        };
+                        st.entries += n;
+                        st.entry_bytes += n * bytes;
+                    }
+                    Mapped::Node { .. } => st.node_blocks += 1,
+                };
+                if b.is_global() {
+                    let dummy: InodeRaw = bytemuck::Zeroable::zeroed();
+                    let _g = b.commit.lock(); // the extent-hash scan must not race inserts
+                    b.walk(0, &dummy, &mut |m| record(m, &mut st))?;
+                } else {
+                    for i in 1..=geo.inode_count {
+                        let ino = Ino(i as u32);
+                        let raw = read_raw(&*inner.dev, &geo, ino);
+                        if raw.check(ino) == InodeState::Allocated {
+                            b.walk(i as u32, &raw, &mut |m| record(m, &mut st))?;
+                        }
+                    }
+                }
+            }
+        }
+        let (mut follow, mut pairs) = (0u64, 0u64);
+        for (_, mut r) in runs {
+            r.sort_unstable();
+            st.files += 1;
+            let mut prev: Option<u64> = None;
+            for (_, p, len) in r {
+                st.data_blocks += len;
+                if let Some(q) = prev {
+                    pairs += 1;
+                    follow += u64::from(p == q + 1);
+                }
+                pairs += len - 1;
+                follow += len - 1;
+                prev = Some(p + len - 1);
+            }
+        }
+        st.layout_score = if pairs == 0 { 1.0 } else { follow as f64 / pairs as f64 };
+        Ok(st)
+    }
+}

@@ -1,0 +1,147 @@
+//! Every mapping structure under shapes the small suite images do not reach: thousands of
+//! one-block extents (extent-tree splits and extra levels), sparse files spanning millions
+//! of logical blocks (radix levels added and removed), hole punching inside extents, and
+//! truncation back to nothing, checked against a model, across a remount and fsck; and a
+//! crash at every fence of a write that splits tree nodes.
+
+mod common;
+use common::*;
+use hashfs::fs::{format, FormatOptions};
+use hashfs::pm::CrashDevice;
+use hashfs::{FileSystem, MappingKind, OpenOptions};
+use rand::{rngs::SmallRng, Rng, SeedableRng};
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Arc;
+
+fn opts(mapping: MappingKind, layout_score: f64) -> FormatOptions {
+    FormatOptions {
+        mapping,
+        layout_score,
+        journal_count: 2,
+        journal_blocks: 16,
+        inode_count: Some(64),
+        hash_seed: Some(0xC0FFEE),
+        ..Default::default()
+    }
+}
+
+fn check_model(fs: &Fs, model: &BTreeMap<u64, u8>, size: u64) {
+    let f = fs.open_file(Path::new("/f"), OpenOptions::new().read(true)).unwrap();
+    assert_eq!(f.metadata().unwrap().size, size);
+    let mut buf = [0u8; 4096];
+    for (&blk, &v) in model.range(..size.div_ceil(4096)) {
+        let n = f.read_at(blk * 4096, &mut buf).unwrap();
+        assert_eq!(n as u64, (size - blk * 4096).min(4096));
+        assert!(buf[..n].iter().all(|&b| b == v), "block {blk}: want {v}, got {}", buf[0]);
+    }
+    // Holes read as zeros.
+    let mut rng = SmallRng::seed_from_u64(size);
+    for _ in 0..50 {
+        let blk = rng.random_range(0..size.div_ceil(4096).max(1));
+        if !model.contains_key(&blk) && blk * 4096 < size {
+            let n = f.read_at(blk * 4096, &mut buf).unwrap();
+            assert!(buf[..n].iter().all(|&b| b == 0), "hole {blk} is not zero");
+        }
+    }
+    assert_eq!(f.metadata().unwrap().blocks, model.range(..size.div_ceil(4096)).count() as u64);
+}
+
+#[test]
+fn many_extents_deep_trees_holes_and_truncation_in_every_mapping() {
+    for mapping in MappingKind::ALL {
+        let score = if mapping.uses_allocator() { 0.0 } else { 1.0 };
+        let (fs, dev) = new_fs(64 << 20, &opts(mapping, score));
+        let f = fs.open_file(Path::new("/f"), OpenOptions::new().read(true).write(true).create(true)).unwrap();
+        let mut model = BTreeMap::new();
+        // 2,000 appended blocks, each its own extent at layout score 0: leaf splits and a
+        // third tree level.
+        for b in 0..2000u64 {
+            f.write_at(b * 4096, &[(b % 250 + 1) as u8; 4096]).unwrap();
+            model.insert(b, (b % 250 + 1) as u8);
+        }
+        // Far blocks: radix levels (index > 512^2), extent-hash positions with high bits.
+        for &b in &[300_000u64, 1 << 20, 5_000_000] {
+            f.write_at(b * 4096, &[7u8; 4096]).unwrap();
+            model.insert(b, 7);
+        }
+        let mut size = 5_000_001 * 4096;
+        check_model(&fs, &model, size);
+        // Punch holes inside runs (extent splits), then random single-block rewrites.
+        let mut rng = SmallRng::seed_from_u64(mapping as u64);
+        for _ in 0..40 {
+            let a = rng.random_range(0..1990u64);
+            let n = rng.random_range(1..10u64);
+            f.fallocate(a * 4096, n * 4096, hashfs::fs::FallocateMode::PunchHole).unwrap();
+            for b in a..a + n {
+                model.remove(&b);
+            }
+            let w = rng.random_range(0..2000u64);
+            f.write_at(w * 4096, &[9u8; 4096]).unwrap();
+            model.insert(w, 9);
+        }
+        check_model(&fs, &model, size);
+        drop(f);
+        let (fs, dev) = remount(fs, dev);
+        check_model(&fs, &model, size);
+        // Truncate in steps down to nothing: levels and nodes go away.
+        for new in [3_000_000 * 4096, 1500 * 4096 + 100, 10 * 4096, 0] {
+            fs.open_file(Path::new("/f"), OpenOptions::new().write(true)).unwrap().set_len(new).unwrap();
+            size = new;
+            model.retain(|&b, _| b * 4096 < size);
+            check_model(&fs, &model, size);
+        }
+        let ms = fs.mapping_stats().unwrap();
+        assert_eq!(ms.node_blocks, 0, "{}: an empty file keeps no tree nodes", mapping.name());
+        let root = fs.metadata(Path::new("/")).unwrap().blocks;
+        assert_eq!(ms.data_blocks, root, "{}", mapping.name());
+        let (fs, dev) = remount(fs, dev);
+        drop(fs);
+        assert_fsck_clean(&dev);
+    }
+}
+
+#[test]
+fn crash_during_a_write_that_splits_nodes_gives_old_or_new() {
+    for mapping in [MappingKind::ExtentTree, MappingKind::RadixTree, MappingKind::Cuckoo, MappingKind::ExtentHash] {
+        let dev = Arc::new(CrashDevice::new(16 << 20));
+        format(&*dev, &opts(mapping, 0.0), &|_, _| {}).unwrap();
+        let (fs, _) = FileSystem::mount(dev.clone(), &|_, _| {}).unwrap();
+        let f = fs.open_file(Path::new("/f"), OpenOptions::new().read(true).write(true).create(true)).unwrap();
+        // 254 one-block extents: the next write of 8 blocks splits the full leaf (extent
+        // tree) and needs new radix nodes at 600.
+        for b in 0..254u64 {
+            f.write_at(b * 4096, &[1u8; 4096]).unwrap();
+        }
+        dev.set_capture(true);
+        f.write_at(254 * 4096, &[2u8; 8 * 4096]).unwrap();
+        f.write_at(600 * 4096, &[3u8; 4096]).unwrap();
+        dev.set_capture(false);
+        drop(f);
+        drop(fs);
+        let points = dev.take_points();
+        assert!(points.len() > 4, "{}: {} fences", mapping.name(), points.len());
+        for p in &points {
+            for img in [p.image_durable_only(), p.image_all_pending()] {
+                let (fs, _r, d) =
+                    mount_image(&img).unwrap_or_else(|e| panic!("{} fence {}: {e}", mapping.name(), p.fence_index));
+                let f = fs.open_file(Path::new("/f"), OpenOptions::new().read(true)).unwrap();
+                let size = f.metadata().unwrap().size;
+                assert!([254 * 4096, 262 * 4096, 601 * 4096].contains(&size), "{}: size {size}", mapping.name());
+                let mut buf = vec![0u8; size as usize];
+                f.read_at(0, &mut buf).unwrap();
+                assert!(buf[..254 * 4096].iter().all(|&b| b == 1), "{}: old blocks damaged", mapping.name());
+                if size >= 262 * 4096 {
+                    assert!(buf[254 * 4096..262 * 4096].iter().all(|&b| b == 2), "{}", mapping.name());
+                }
+                if size == 601 * 4096 {
+                    assert!(buf[262 * 4096..600 * 4096].iter().all(|&b| b == 0));
+                    assert!(buf[600 * 4096..].iter().all(|&b| b == 3));
+                }
+                drop(f);
+                fs.unmount().unwrap();
+                assert_fsck_clean(&d);
+            }
+        }
+    }
+}
