@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Measures the mapping structure's size (HashFS paper §2.1) for every mapping at layout
 # scores 1.0, 0.85 and 0.7: formats a 1 GiB image on /dev/shm, copies in 32 files of
-# 16 MiB (512 MiB), and prints what `hashfs info` measures. Usage: scripts/mapping-size.sh
+# 16 MiB (512 MiB), checks it with fsck, and prints what `hashfs info` measures. Usage: scripts/mapping-size.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build -q --release -p hashfs-cli
@@ -19,6 +19,7 @@ for m in hashfs extent-tree radix-tree cuckoo extent-hash; do
         [ "$m" = hashfs ] || args+=(--layout-score "$s")
         $bin mkfs "$dir/img" --size 1G "${args[@]}" >/dev/null
         $bin put "$dir/img" "$dir/src" /src >/dev/null
+        $bin fsck "$dir/img" >/dev/null || { echo "fsck found problems on the $m image" >&2; exit 1; }
         info=$($bin info "$dir/img")
         measured=$(sed -n 's/.*measured layout score \([0-9.]*\).*/\1/p' <<<"$info")
         entries=$(sed -n 's/^structure *\([0-9]*\) entries.*/\1/p' <<<"$info")

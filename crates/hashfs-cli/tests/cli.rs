@@ -153,3 +153,40 @@ fn full_image_reports_enospc_and_keeps_data() {
     ok(&["rm", s(&img), "/huge"]);
     assert_eq!(code(&hashfs(&["fsck", s(&img)])), 0);
 }
+
+#[test]
+fn every_mapping_round_trips_through_the_command() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("src");
+    make_tree(&src);
+    for (m, score) in [
+        ("extent-tree", "0.7"),
+        ("extent-tree-cached", "1.0"),
+        ("radix-tree", "0.85"),
+        ("cuckoo", "0.7"),
+        ("extent-hash", "0.85"),
+    ] {
+        let img = dir.path().join(format!("{m}.img"));
+        let out = ok(&["mkfs", s(&img), "--size", "64M", "--mapping", m, "--layout-score", score]);
+        assert!(out.contains(&format!("mapping {m}")), "{out}");
+        ok(&["put", s(&img), s(&src), "/data"]);
+        let back = dir.path().join(format!("back-{m}"));
+        ok(&["get", s(&img), "/data", s(&back)]);
+        compare_trees(&src, &back);
+        let info = ok(&["info", s(&img)]);
+        assert!(info.contains(&format!("mapping        {m}")), "{info}");
+        assert!(info.contains("measured layout score") && info.contains("metadata/GiB"), "{info}");
+        let fsck = hashfs(&["fsck", s(&img)]);
+        assert_eq!(code(&fsck), 0, "{m}: {}", String::from_utf8_lossy(&fsck.stdout));
+        ok(&["rm", "-r", s(&img), "/data"]);
+        assert_eq!(code(&hashfs(&["fsck", s(&img)])), 0, "{m}");
+    }
+    // Bad choices are refused with the list of mappings.
+    let img = dir.path().join("x.img");
+    let o = hashfs(&["mkfs", s(&img), "--size", "64M", "--mapping", "btree"]);
+    assert!(!o.status.success());
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(e.contains("unknown mapping") && e.contains("extent-hash"), "{e}");
+    let o = hashfs(&["mkfs", s(&img), "--size", "64M", "--mapping", "radix-tree", "--layout-score", "1.5"]);
+    assert!(!o.status.success() && String::from_utf8_lossy(&o.stderr).contains("layout-score"));
+}

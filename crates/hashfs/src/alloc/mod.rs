@@ -198,7 +198,7 @@ impl BlockAllocator {
     /// The free run that starts at block `h`, if `h` is free.
     fn free_run_at(&self, h: u64) -> Option<Extent> {
         let (&s, &l) = self.free.by_start.range(..=h).next_back()?;
-        (h < s + l).then_some(Extent { start: h, len: s + l - h })
+        (h < s + l).then(|| Extent { start: h, len: s + l - h })
     }
 
     /// Contiguous placement: right at the hint if free, else the smallest extent that
