@@ -98,24 +98,8 @@ impl<D: PmDevice> BlockMap<D> {
     pub fn lookup(&self, ino: u32, raw: &InodeRaw, cursor: &Cursor, lblk: u64) -> Result<Option<(u64, u64)>> {
         let geo = &self.geo;
         match &self.index {
-            Index::ExtentTree => {
-                let c = cursor.load(Ordering::Relaxed);
-                let mut cur = c.checked_sub(1);
-                let r = extent_tree::lookup(&Direct(&*self.dev), geo, raw, lblk, &mut cur)?;
-                if cur.map(|l| l + 1) != Some(c) {
-                    cursor.store(cur.map_or(0, |l| l + 1), Ordering::Relaxed);
-                }
-                Ok(r)
-            }
-            Index::ExtentTreeCached(cache) => {
-                let c = cursor.load(Ordering::Relaxed);
-                let mut cur = c.checked_sub(1);
-                let r = extent_tree::lookup(&cache.reader(&*self.dev), geo, raw, lblk, &mut cur)?;
-                if cur.map(|l| l + 1) != Some(c) {
-                    cursor.store(cur.map_or(0, |l| l + 1), Ordering::Relaxed);
-                }
-                Ok(r)
-            }
+            Index::ExtentTree => tree_lookup(&Direct(&*self.dev), geo, raw, cursor, lblk),
+            Index::ExtentTreeCached(cache) => tree_lookup(&cache.reader(&*self.dev), geo, raw, cursor, lblk),
             Index::Radix => {
                 let c = cursor.load(Ordering::Relaxed);
                 let mut cur = (c != 0).then(|| ((c & 0xFFFF_FFFF) - 1, (c >> 32) << radix::FANOUT_BITS));
@@ -232,6 +216,23 @@ impl<D: PmDevice> BlockMap<D> {
     }
 }
 
+/// An extent-tree lookup through `m`, with the file's cursor.
+fn tree_lookup<M: MemRead>(
+    m: &M,
+    geo: &Geometry,
+    raw: &InodeRaw,
+    cursor: &Cursor,
+    lblk: u64,
+) -> Result<Option<(u64, u64)>> {
+    let c = cursor.load(Ordering::Relaxed);
+    let mut cur = c.checked_sub(1);
+    let r = extent_tree::lookup(m, geo, raw, lblk, &mut cur)?;
+    if cur.map(|l| l + 1) != Some(c) {
+        cursor.store(cur.map_or(0, |l| l + 1), Ordering::Relaxed);
+    }
+    Ok(r)
+}
+
 /// What [`BlockMap::walk`] reports.
 #[derive(Clone, Copy, Debug)]
 pub enum Mapped {
@@ -275,6 +276,14 @@ impl<D: PmDevice> NodeAlloc for MapTx<'_, D> {
 }
 
 impl<'a, D: PmDevice> MapTx<'a, D> {
+    /// Runs a tree change on the overlay, with this change as its node allocator.
+    fn with_staged<R>(&mut self, f: impl FnOnce(&mut Staged<'a, D>, &mut dyn NodeAlloc) -> R) -> R {
+        let mut st = std::mem::replace(&mut self.st, Staged::new(&*self.map.dev));
+        let r = f(&mut st, self);
+        self.st = st;
+        r
+    }
+
     /// Maps logical blocks [lblk, lblk + len) of `ino` to claimed physical blocks from
     /// `pblk` (a hole of the file).
     pub fn insert(
@@ -294,19 +303,13 @@ impl<'a, D: PmDevice> MapTx<'a, D> {
                 while done < len {
                     let n = (len - done).min(extent_tree::MAX_EXTENT);
                     let x = Ext { lblk: lblk + done, pblk: pblk + done, len: n };
-                    let mut st = std::mem::replace(&mut self.st, Staged::new(&*map.dev));
-                    let r = extent_tree::insert(&mut st, geo, self, raw, x);
-                    self.st = st;
-                    r?;
+                    self.with_staged(|st, na| extent_tree::insert(st, geo, na, raw, x))?;
                     done += n;
                 }
             }
             Index::Radix => {
                 for i in 0..len {
-                    let mut st = std::mem::replace(&mut self.st, Staged::new(&*map.dev));
-                    let r = radix::insert(&mut st, geo, self, raw, lblk + i, pblk + i);
-                    self.st = st;
-                    r?;
+                    self.with_staged(|st, na| radix::insert(st, geo, na, raw, lblk + i, pblk + i))?;
                 }
             }
             Index::Cuckoo(t) => {
@@ -349,17 +352,9 @@ impl<'a, D: PmDevice> MapTx<'a, D> {
         let before: u64 = self.freed_data.iter().map(|e| e.len).sum();
         match &map.index {
             Index::ExtentTree | Index::ExtentTreeCached(_) => {
-                let mut st = std::mem::replace(&mut self.st, Staged::new(&*map.dev));
-                let r = extent_tree::remove(&mut st, geo, self, raw, from, to);
-                self.st = st;
-                r?;
+                self.with_staged(|st, na| extent_tree::remove(st, geo, na, raw, from, to))?
             }
-            Index::Radix => {
-                let mut st = std::mem::replace(&mut self.st, Staged::new(&*map.dev));
-                let r = radix::remove(&mut st, geo, self, raw, from, to);
-                self.st = st;
-                r?;
-            }
+            Index::Radix => self.with_staged(|st, na| radix::remove(st, geo, na, raw, from, to))?,
             Index::Cuckoo(t) => {
                 to = to.min(1 << 32);
                 for l in from..to {
