@@ -490,12 +490,7 @@ impl<D: PmDevice> FsInner<D> {
         cell.tcache.invalidate_from(from);
         cell.cursor.store(0, Ordering::Relaxed);
         let budget = self.geo.journal_entries() * 3 / 4;
-        let mut hi = {
-            let mt = b.begin();
-            let end = mt.removal_end(cell.ino.0, from, to)?;
-            mt.abort();
-            end
-        };
+        let mut hi = b.removal_end(cell.ino.0, from, to)?;
         let mut step = 64u64;
         while hi > from {
             let lo = hi.saturating_sub(step).max(from);

@@ -8,7 +8,7 @@ use crate::layout::inode::InodeState;
 use crate::layout::superblock::{bitmap_bytes, map_region_bytes};
 use crate::layout::{round_up, Ino, InodeRaw, MappingKind, BLOCK_BYTES};
 use crate::mapping::hashfs::{classify, Entry};
-use crate::mapping::{extent_hash, FileMap, Mapped};
+use crate::mapping::{cuckoo, extent_hash, extent_tree, FileMap, Mapped};
 use crate::pm::PmDevice;
 use crate::Result;
 use std::collections::HashMap;
@@ -78,12 +78,13 @@ impl<D: PmDevice> FileSystem<D> {
                     Mapped::Data { ino, lblk, pblk, len } => {
                         runs.entry(ino).or_default().push((lblk, pblk, len));
                         let (n, bytes) = match b.kind {
-                            MappingKind::Cuckoo => (len, 16),
+                            MappingKind::Cuckoo => (len, cuckoo::ENTRY_BYTES),
                             MappingKind::RadixTree => (len, 8),
-                            MappingKind::ExtentHash => {
-                                (extent_hash::insert_positions(lblk as u32, len as u32).len() as u64, 32)
-                            }
-                            _ => (1, 16),
+                            MappingKind::ExtentHash => (
+                                extent_hash::insert_positions(lblk as u32, len as u32).len() as u64,
+                                extent_hash::ENTRY_BYTES,
+                            ),
+                            _ => (1, extent_tree::ENTRY_BYTES),
                         };
                         st.entries += n;
                         st.entry_bytes += n * bytes;

@@ -25,6 +25,7 @@ use crate::{Error, Result};
 use std::collections::VecDeque;
 
 pub const WAYS: u64 = 4;
+pub const ENTRY_BYTES: u64 = 16;
 pub const RUN_MAX: u64 = 64;
 pub const MAX_PATH: usize = 6;
 const SEED2: u64 = 0x9E37_79B9_7F4A_7C15;
@@ -84,7 +85,7 @@ impl Cuckoo {
 
     #[inline]
     fn entry_off(&self, b: u64, w: u64) -> u64 {
-        self.off + b * CUCKOO_BUCKET_BYTES + w * 16
+        self.off + b * CUCKOO_BUCKET_BYTES + w * ENTRY_BYTES
     }
 
     fn find<M: MemRead>(&self, m: &M, k: u64) -> Option<u64> {
@@ -229,11 +230,6 @@ impl Cuckoo {
             }
         }
         Ok(())
-    }
-
-    /// Live entries (for the size report).
-    pub fn entry_bytes() -> u64 {
-        16
     }
 }
 

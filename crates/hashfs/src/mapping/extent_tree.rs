@@ -24,6 +24,7 @@ use crate::{Error, Result};
 
 pub const NODE_MAGIC: u64 = 0x4E54_5845; // "EXTN"
 pub const NODE_CAP: usize = 255;
+pub const ENTRY_BYTES: u64 = 16;
 pub const ROOT_CAP: usize = 2;
 pub const MAX_LEVELS: u8 = 6;
 const VALID: u64 = 1 << 63;
@@ -88,11 +89,6 @@ fn set_root(raw: &mut InodeRaw, n: &Node) {
     raw.flags = n.e.len() as u32 | (n.level as u32) << 8;
 }
 
-/// Whether the inode maps nothing.
-pub fn is_empty(raw: &InodeRaw) -> bool {
-    root_info(raw).1 == 0
-}
-
 fn node_header<M: MemRead>(m: &M, geo: &Geometry, pblk: u64) -> Result<(u8, usize)> {
     if pblk >= geo.data_blocks {
         return Err(Error::corrupt(format!("extent tree: node pointer {pblk} out of range")));
@@ -107,7 +103,7 @@ fn node_header<M: MemRead>(m: &M, geo: &Geometry, pblk: u64) -> Result<(u8, usiz
 
 #[inline]
 fn entry_off(geo: &Geometry, pblk: u64, i: usize) -> u64 {
-    geo.block_off(pblk) + 16 + i as u64 * 16
+    geo.block_off(pblk) + 16 + i as u64 * ENTRY_BYTES
 }
 
 fn read_node<M: MemRead>(m: &M, geo: &Geometry, pblk: u64) -> Result<Node> {

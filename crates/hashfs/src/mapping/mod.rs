@@ -90,7 +90,7 @@ impl<D: PmDevice> BlockMap<D> {
     /// Whether lookups go through the per-file translation cache (the global tables; the
     /// trees use their cursor instead, as in the paper).
     pub fn uses_tcache(&self) -> bool {
-        matches!(self.index, Index::Cuckoo(_) | Index::ExtentHash(_))
+        self.is_global()
     }
 
     /// The physical block of logical block `lblk` of `ino` and how many blocks follow it
@@ -196,6 +196,26 @@ impl<D: PmDevice> BlockMap<D> {
             Index::Cuckoo(t) => t.region_bytes(),
             Index::ExtentHash(t) => t.nslots() * extent_hash::ENTRY_BYTES,
             _ => 0,
+        }
+    }
+
+    /// The end of the range [from, to) worth visiting for a removal: global tables visit
+    /// block by block, so a huge sparse range is first narrowed by one table scan (under
+    /// the commit lock: the extent-hash scan must not meet an insert's claims).
+    pub fn removal_end(&self, ino: u32, from: u64, to: u64) -> Result<u64> {
+        if self.is_global() && to - from > 65_536 {
+            let _g = self.commit.lock();
+            return Ok(self.last_mapped_by_scan(ino, from, to)?.map_or(from, |l| l + 1));
+        }
+        Ok(to)
+    }
+
+    /// Gives back the nodes and extent-hash claims of a change that did not commit.
+    fn give_back(&self, new_nodes: &[u64], exthash_inserted: bool) {
+        let nodes: Vec<Extent> = new_nodes.iter().map(|&p| Extent { start: p, len: 1 }).collect();
+        self.alloc.lock().release(&nodes);
+        if let (true, Index::ExtentHash(t)) = (exthash_inserted, &self.index) {
+            t.abandon_claims();
         }
     }
 
@@ -405,15 +425,6 @@ impl<'a, D: PmDevice> MapTx<'a, D> {
         Ok(after - before)
     }
 
-    /// The end of the range [from, to) worth visiting for a removal: global tables visit
-    /// block by block, so a huge sparse range is first narrowed by one table scan.
-    pub fn removal_end(&self, ino: u32, from: u64, to: u64) -> Result<u64> {
-        if self.map.is_global() && to - from > 65_536 {
-            return Ok(self.map.last_mapped_by_scan(ino, from, to)?.map_or(from, |l| l + 1));
-        }
-        Ok(to)
-    }
-
     /// Journal entries this change needs so far (to keep transactions within a journal).
     pub fn undo_entries(&self) -> u64 {
         self.st.undo_entries() + (self.recorded.len() + self.freed_data.len() + self.new_nodes.len()) as u64 * 2
@@ -459,13 +470,7 @@ impl<'a, D: PmDevice> MapTx<'a, D> {
 
     /// Drops a change that will not be committed (gives back the nodes it took).
     pub fn abort(self) {
-        let nodes: Vec<Extent> = self.new_nodes.iter().map(|&p| Extent { start: p, len: 1 }).collect();
-        self.map.alloc.lock().release(&nodes);
-        if self.exthash_inserted {
-            if let Index::ExtentHash(t) = &self.map.index {
-                t.abandon_claims();
-            }
-        }
+        self.map.give_back(&self.new_nodes, self.exthash_inserted);
     }
 }
 
@@ -487,18 +492,10 @@ impl<D: PmDevice> Finished<'_, D> {
         if let Index::ExtentTreeCached(cache) = &self.map.index {
             cache.invalidate(&self.dirty);
         }
-        let mut a = self.map.alloc.lock();
         if committed {
-            a.release(&self.freed);
+            self.map.alloc.lock().release(&self.freed);
         } else {
-            let nodes: Vec<Extent> = self.new_nodes.iter().map(|&p| Extent { start: p, len: 1 }).collect();
-            a.release(&nodes);
-            drop(a);
-            if self.exthash_inserted {
-                if let Index::ExtentHash(t) = &self.map.index {
-                    t.abandon_claims();
-                }
-            }
+            self.map.give_back(&self.new_nodes, self.exthash_inserted);
         }
     }
 }

@@ -42,14 +42,6 @@ impl NodeCache {
         }
     }
 
-    pub fn len(&self) -> usize {
-        self.pages.read().len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
     fn page<D: PmDevice>(&self, dev: &D, off: u64) -> PageBuf {
         if let Some(p) = self.pages.read().get(&off) {
             return p.clone();

@@ -56,10 +56,6 @@ impl<'a, D: PmDevice> Staged<'a, D> {
         Staged { dev, pages: BTreeMap::new() }
     }
 
-    pub fn device(&self) -> &'a D {
-        self.dev
-    }
-
     fn page_mut(&mut self, page: u64) -> &mut Page {
         let dev = self.dev;
         self.pages.entry(page).or_insert_with(|| {
