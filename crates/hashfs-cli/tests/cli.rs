@@ -190,3 +190,46 @@ fn every_mapping_round_trips_through_the_command() {
     let o = hashfs(&["mkfs", s(&img), "--size", "64M", "--mapping", "radix-tree", "--layout-score", "1.5"]);
     assert!(!o.status.success() && String::from_utf8_lossy(&o.stderr).contains("layout-score"));
 }
+
+/// `hashfs bench paper` at a tiny scale: every experiment runs, every mapping appears in
+/// the JSON with finite, positive figures (the figures themselves mean nothing here).
+#[test]
+fn paper_benchmark_smoke() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("results");
+    ok(&["bench", "paper", "--tiny", "--out", s(&out), "--image-dir", s(dir.path())]);
+    let bad = hashfs(&["bench", "paper", "--tiny", "--out", s(&out), "nonsense"]);
+    assert_ne!(code(&bad), 0);
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("unknown experiment"));
+    for exp in
+        ["locality", "fragmentation", "filesize", "iosize", "utilization", "concurrency", "pagecache", "spfs-extents"]
+    {
+        let text = std::fs::read_to_string(out.join(format!("{exp}.json"))).unwrap();
+        let doc: serde_json::Value = serde_json::from_str(&text).unwrap();
+        let points = doc["points"].as_array().unwrap();
+        assert!(!points.is_empty(), "{exp}: no points");
+        let mappings: std::collections::BTreeSet<&str> =
+            points.iter().map(|p| p["mapping"].as_str().unwrap()).collect();
+        let want = match exp {
+            "pagecache" => 2,
+            "spfs-extents" => 4,
+            _ => 6,
+        };
+        assert_eq!(mappings.len(), want, "{exp}: {mappings:?}");
+        for p in points {
+            assert!(p.get("error").is_none(), "{exp}: {p}");
+            let m = p["map_cycles"]["mean"].as_f64().unwrap();
+            let trials = p["map_cycles"]["trials"].as_array().unwrap();
+            assert!(m.is_finite() && m > 0.0, "{exp}: {p}");
+            assert!(trials.len() >= 10, "{exp}: {} trials", trials.len());
+        }
+        assert!(doc["machine"]["tsc_ghz"].as_f64().unwrap() > 0.0);
+    }
+    // No scratch image is left behind.
+    let left: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| e.path().extension().is_some_and(|x| x == "img"))
+        .collect();
+    assert!(left.is_empty());
+}

@@ -12,6 +12,7 @@ pub mod journal;
 pub mod layout;
 pub mod mapping;
 pub mod pm;
+pub mod timing;
 
 pub use error::{Error, Result};
 pub mod fs;

@@ -3,6 +3,7 @@
 
 mod churn;
 mod micro;
+pub mod paper;
 
 use crate::Failure;
 use clap::Subcommand;
@@ -26,6 +27,28 @@ pub enum BenchCmd {
         #[arg(long, default_value = "/dev/shm")]
         tmpfs_dir: PathBuf,
     },
+    /// The papers' file-mapping evaluation, every mapping side by side: HashFS §4.1-4.7
+    /// and SPFS Fig. 7. Writes one JSON file per experiment; `bench/plot.py` draws them.
+    Paper {
+        /// Experiments to run (default: all): locality, fragmentation, filesize, iosize,
+        /// utilization, concurrency, pagecache, spfs-extents.
+        experiments: Vec<String>,
+        /// Only these mappings (comma-separated; default: all).
+        #[arg(long, value_delimiter = ',')]
+        mappings: Vec<String>,
+        /// Smaller sizes and fewer operations: everything in a few minutes.
+        #[arg(long)]
+        quick: bool,
+        /// Tiny sizes, for the smoke test only (the figures mean nothing).
+        #[arg(long, hide = true)]
+        tiny: bool,
+        /// Directory for the JSON files.
+        #[arg(long, default_value = "bench/results")]
+        out: PathBuf,
+        /// Directory for the scratch images (tmpfs, or a DAX file system).
+        #[arg(long, default_value = "/dev/shm")]
+        image_dir: PathBuf,
+    },
     /// Fills the image to 90% and empties it, ten times, printing the table's probe lengths.
     Churn {
         #[arg(long, default_value = "/dev/shm/hashfs-churn.img")]
@@ -41,6 +64,9 @@ pub fn run(cmd: BenchCmd) -> Result<(), Failure> {
     match cmd {
         BenchCmd::Micro { quick, json, image, tmpfs_dir } => micro::run(quick, json.as_deref(), &image, &tmpfs_dir),
         BenchCmd::Churn { image, size, rounds } => churn::run(&image, size, rounds),
+        BenchCmd::Paper { experiments, mappings, quick, tiny, out, image_dir } => {
+            paper::run(&experiments, &mappings, quick, tiny, &out, &image_dir)
+        }
     }
 }
 

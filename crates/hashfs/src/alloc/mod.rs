@@ -88,14 +88,16 @@ impl FreeIndex {
     }
 
     /// The free extent holding the `k`-th free block (for uniform random placement).
-    fn nth_free_block(&self, mut k: u64) -> Option<(Extent, u64)> {
-        for (&s, &l) in &self.by_start {
-            if k < l {
-                return Some((Extent { start: s, len: l }, s + k));
-            }
-            k -= l;
-        }
-        None
+    /// The free extent holding block `b`, if `b` is free.
+    fn extent_at(&self, b: u64) -> Option<Extent> {
+        let (&s, &l) = self.by_start.range(..=b).next_back()?;
+        (b < s + l).then_some(Extent { start: s, len: l })
+    }
+
+    /// The first free extent at or after block `b`, wrapping around.
+    fn extent_from(&self, b: u64) -> Option<Extent> {
+        let (&s, &l) = self.by_start.range(b..).next().or_else(|| self.by_start.iter().next())?;
+        Some(Extent { start: s, len: l })
     }
 }
 
@@ -223,8 +225,7 @@ impl BlockAllocator {
     /// not ask for); after 16 misses, any free extent that holds it, else as much as fits.
     fn random_place(&mut self, want: u64) -> Extent {
         for _ in 0..16 {
-            let k = self.rng.next() % self.free.free_blocks;
-            let (ext, blk) = self.free.nth_free_block(k).expect("k < free blocks");
+            let (ext, blk) = self.random_free_block();
             if ext.start + ext.len - blk >= want {
                 return Extent { start: blk, len: want };
             }
@@ -232,9 +233,23 @@ impl BlockAllocator {
         if let Some((&(_, s), _)) = self.free.by_size.range((want, 0)..).next() {
             return Extent { start: s, len: want };
         }
-        let k = self.rng.next() % self.free.free_blocks;
-        let (ext, blk) = self.free.nth_free_block(k).expect("k < free blocks");
+        let (ext, blk) = self.random_free_block();
         Extent { start: blk, len: want.min(ext.start + ext.len - blk) }
+    }
+
+    /// A free block chosen uniformly at random (rejection sampling over all blocks, each
+    /// try O(log extents)), and its free extent. On a nearly full device, after 64
+    /// misses: the start of the free extent after a random block.
+    fn random_free_block(&mut self) -> (Extent, u64) {
+        for _ in 0..64 {
+            let b = self.rng.next() % self.blocks;
+            if let Some(e) = self.free.extent_at(b) {
+                return (e, b);
+            }
+        }
+        let b = self.rng.next() % self.blocks;
+        let e = self.free.extent_from(b).expect("callers check that a block is free");
+        (e, e.start)
     }
 
     /// Gives back blocks that were allocated but never recorded (a failed operation).

@@ -21,6 +21,7 @@ use crate::layout::{BLOCK_BYTES, MAX_FILE_BYTES};
 use crate::mapping::hashfs::{classify, key, Entry, HashTable};
 use crate::mapping::{BlockMap, FileMap};
 use crate::pm::PmDevice;
+use crate::timing;
 use crate::{Error, Result};
 use std::sync::atomic::Ordering;
 
@@ -43,6 +44,20 @@ impl<D: PmDevice> FsInner<D> {
     /// follow it contiguously in one mapping entry (1 for block-granular structures).
     #[inline]
     pub(crate) fn translate(
+        &self,
+        cell: &InodeCell,
+        raw: &InodeRaw,
+        lblk: u64,
+        size_blocks: u64,
+    ) -> Result<Option<(u64, u64)>> {
+        let t0 = timing::start();
+        let r = self.translate_untimed(cell, raw, lblk, size_blocks);
+        timing::map_done(t0);
+        r
+    }
+
+    #[inline]
+    fn translate_untimed(
         &self,
         cell: &InodeCell,
         raw: &InodeRaw,
@@ -289,6 +304,13 @@ impl<D: PmDevice> FsInner<D> {
     /// reserves their slots; the others take blocks from the allocator, contiguous with
     /// `hint` (the block before) when the layout allows.
     pub(crate) fn claim_blocks(&self, ino: u32, lblks: &[u64], hint: Option<u64>) -> Result<Vec<u64>> {
+        let t0 = timing::start();
+        let r = self.claim_blocks_untimed(ino, lblks, hint);
+        timing::map_done(t0);
+        r
+    }
+
+    fn claim_blocks_untimed(&self, ino: u32, lblks: &[u64], hint: Option<u64>) -> Result<Vec<u64>> {
         match &self.map {
             FileMap::Hash(t) => {
                 let mut out = Vec::with_capacity(lblks.len());
@@ -322,6 +344,13 @@ impl<D: PmDevice> FsInner<D> {
     /// physical) sorted by logical block; its `raw` is the inode the transaction writes
     /// afterwards. All groups share one structure change (one staged overlay).
     pub(crate) fn tx_map_blocks<'a>(&'a self, tx: &mut Tx<'a, D>, groups: &mut [MapGroup<'_>]) -> Result<()> {
+        let t0 = timing::start();
+        let r = self.tx_map_blocks_untimed(tx, groups);
+        timing::map_done(t0);
+        r
+    }
+
+    fn tx_map_blocks_untimed<'a>(&'a self, tx: &mut Tx<'a, D>, groups: &mut [MapGroup<'_>]) -> Result<()> {
         match &self.map {
             FileMap::Hash(t) => {
                 for g in groups.iter() {
@@ -444,7 +473,10 @@ impl<D: PmDevice> FsInner<D> {
             match self.tx_map_blocks(&mut tx, &mut [MapGroup { ino: ino.0, raw: &mut raw, pairs: &pairs }]) {
                 Ok(()) => {
                     inode::tx_write_inode(&mut tx, &self.geo, ino, &mut raw);
-                    tx.commit()
+                    let t0 = timing::start();
+                    let r = tx.commit();
+                    timing::commit_done(t0);
+                    r
                 }
                 Err(e) => Err(e),
             }

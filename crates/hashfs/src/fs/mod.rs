@@ -8,6 +8,7 @@
 //! s_vfs_rename_mutex), which makes the ancestor check race-free.
 
 pub mod api;
+pub mod bench;
 pub mod data;
 pub mod dir;
 pub mod fsck;

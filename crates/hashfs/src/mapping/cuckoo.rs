@@ -197,8 +197,11 @@ impl Cuckoo {
                 j += 1;
             }
             for (k, off) in offs.iter().enumerate().take(j).skip(i) {
-                let v = Val { pblk: p0 + (k - i) as u64, run: (j - k) as u64, rev: (k - i) as u64 };
-                st.store_u64(off.expect("mapped") + 8, enc(v));
+                let v = enc(Val { pblk: p0 + (k - i) as u64, run: (j - k) as u64, rev: (k - i) as u64 });
+                let o = off.expect("mapped") + 8;
+                if st.load_u64(o) != v {
+                    st.store_u64(o, v);
+                }
             }
             i = j;
         }

@@ -15,7 +15,7 @@ use super::simd::home_slot;
 use crate::journal::Tx;
 use crate::pm::PmDevice;
 use crate::{Error, Result};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 pub const ENTRY_BYTES: u64 = 32;
@@ -99,7 +99,7 @@ pub struct ExtentHashTable<D: PmDevice> {
     seed: u64,
     /// Pointers stored per stride length (index = log2 of the stride), for the fast lookup.
     stride_counts: [AtomicU64; 33],
-    fast_lookup: bool,
+    fast_lookup: AtomicBool,
 }
 
 impl<D: PmDevice> ExtentHashTable<D> {
@@ -112,8 +112,13 @@ impl<D: PmDevice> ExtentHashTable<D> {
             nslots,
             seed,
             stride_counts: std::array::from_fn(|_| AtomicU64::new(0)),
-            fast_lookup,
+            fast_lookup: AtomicBool::new(fast_lookup),
         }
+    }
+
+    /// Turns the probabilistic fast lookup on or off (SPFS Fig. 7 measures both).
+    pub fn set_fast_lookup(&self, on: bool) {
+        self.fast_lookup.store(on, Ordering::Relaxed);
     }
 
     fn slot_off(&self, s: u64) -> u64 {
@@ -150,7 +155,7 @@ impl<D: PmDevice> ExtentHashTable<D> {
     /// The extent of `ino` that holds cluster `c`, and what the search cost.
     pub fn lookup(&self, ino: u32, c: u32) -> (Option<Extent>, LookupCost) {
         let mut cost = LookupCost::default();
-        if self.fast_lookup {
+        if self.fast_lookup.load(Ordering::Relaxed) {
             let (stride_log, n) = self
                 .stride_counts
                 .iter()

@@ -108,11 +108,12 @@ fn entry_off(geo: &Geometry, pblk: u64, i: usize) -> u64 {
 
 fn read_node<M: MemRead>(m: &M, geo: &Geometry, pblk: u64) -> Result<Node> {
     let (level, count) = node_header(m, geo, pblk)?;
+    let mut w = vec![0u64; 2 * count];
+    m.read_words(entry_off(geo, pblk, 0), &mut w);
     let mut e = Vec::with_capacity(count + 1);
-    for i in 0..count {
-        let o = entry_off(geo, pblk, i);
+    for (i, p) in w.chunks_exact(2).enumerate() {
         e.push(
-            decode(m.load_u64(o), m.load_u64(o + 8))
+            decode(p[0], p[1])
                 .ok_or_else(|| Error::corrupt(format!("extent tree: node {pblk} entry {i} not valid")))?,
         );
     }
@@ -121,12 +122,8 @@ fn read_node<M: MemRead>(m: &M, geo: &Geometry, pblk: u64) -> Result<Node> {
 
 fn write_node<D: PmDevice>(st: &mut Staged<'_, D>, geo: &Geometry, pblk: u64, n: &Node) {
     st.store_u64(geo.block_off(pblk), NODE_MAGIC | (n.level as u64) << 32 | (n.e.len() as u64) << 48);
-    for (i, e) in n.e.iter().enumerate() {
-        let [a, b] = encode(e);
-        let o = entry_off(geo, pblk, i);
-        st.store_u64(o, a);
-        st.store_u64(o + 8, b);
-    }
+    let w: Vec<u64> = n.e.iter().flat_map(encode).collect();
+    st.write_words(entry_off(geo, pblk, 0), &w);
 }
 
 /// What a change needs besides the overlay: blocks for new nodes, and a place to put the

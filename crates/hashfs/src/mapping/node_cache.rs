@@ -42,6 +42,11 @@ impl NodeCache {
         }
     }
 
+    /// Drops every cached page.
+    pub fn clear(&self) {
+        self.pages.write().clear();
+    }
+
     fn page<D: PmDevice>(&self, dev: &D, off: u64) -> PageBuf {
         if let Some(p) = self.pages.read().get(&off) {
             return p.clone();

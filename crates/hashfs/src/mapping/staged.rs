@@ -25,6 +25,12 @@ pub trait MemRead {
             c.copy_from_slice(&self.load_u64(off + i as u64 * 8).to_le_bytes());
         }
     }
+    /// The words at `off..off + 8 * out.len()`.
+    fn read_words(&self, off: u64, out: &mut [u64]) {
+        for (i, w) in out.iter_mut().enumerate() {
+            *w = self.load_u64(off + i as u64 * 8);
+        }
+    }
 }
 
 /// The device itself.
@@ -38,6 +44,26 @@ impl<D: PmDevice> MemRead for Direct<'_, D> {
     fn read(&self, off: u64, buf: &mut [u8]) {
         self.0.read(off, buf)
     }
+    fn read_words(&self, off: u64, out: &mut [u64]) {
+        self.0.read(off, bytemuck::cast_slice_mut(out))
+    }
+}
+
+/// Splits the words at `off..off + 8 * n` at page boundaries: (page, first word, index
+/// into the caller's slice, words).
+fn page_pieces(off: u64, n: usize) -> impl Iterator<Item = (u64, usize, usize, usize)> {
+    let mut i = 0;
+    std::iter::from_fn(move || {
+        if i >= n {
+            return None;
+        }
+        let o = off + i as u64 * 8;
+        let w0 = ((o % PAGE) / 8) as usize;
+        let k = (WORDS - w0).min(n - i);
+        let piece = (o & !(PAGE - 1), w0, i, k);
+        i += k;
+        Some(piece)
+    })
 }
 
 struct Page {
@@ -69,6 +95,14 @@ impl<'a, D: PmDevice> Staged<'a, D> {
         debug_assert!(off.is_multiple_of(8));
         let p = self.page_mut(off & !(PAGE - 1));
         p.cur[((off % PAGE) / 8) as usize] = v;
+    }
+
+    /// Stores `words` at `off` (a page copy per page instead of a lookup per word).
+    pub fn write_words(&mut self, off: u64, words: &[u64]) {
+        debug_assert!(off.is_multiple_of(8));
+        for (page, w0, i, k) in page_pieces(off, words.len()) {
+            self.page_mut(page).cur[w0..w0 + k].copy_from_slice(&words[i..i + k]);
+        }
     }
 
     /// Writes whole words (`off` and `data.len()` multiples of 8).
@@ -136,6 +170,14 @@ impl<D: PmDevice> MemRead for Staged<'_, D> {
             None => self.dev.load_u64(off),
         }
     }
+    fn read_words(&self, off: u64, out: &mut [u64]) {
+        for (page, w0, i, k) in page_pieces(off, out.len()) {
+            match self.pages.get(&page) {
+                Some(p) => out[i..i + k].copy_from_slice(&p.cur[w0..w0 + k]),
+                None => self.dev.read(page + w0 as u64 * 8, bytemuck::cast_slice_mut(&mut out[i..i + k])),
+            }
+        }
+    }
 }
 
 #[cfg(test)]
@@ -161,5 +203,14 @@ mod tests {
         assert_eq!(runs, vec![(4096 + 8, vec![9, 10]), (4096 + 800, vec![11])]);
         assert_eq!(s.dirty_pages().collect::<Vec<_>>(), vec![4096]);
         assert_eq!(s.undo_entries(), 2);
+        // Word ranges across a page boundary, staged and not.
+        s.write_words(8192 - 16, &[1, 2, 3, 4]);
+        let mut w = [0u64; 6];
+        s.read_words(8192 - 24, &mut w);
+        assert_eq!(w, [0, 1, 2, 3, 4, 0]);
+        dev.store_u64(20480, 42);
+        let mut w = [0u64; 2];
+        s.read_words(20480, &mut w);
+        assert_eq!(w, [42, 0]);
     }
 }

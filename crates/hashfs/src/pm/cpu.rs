@@ -98,6 +98,20 @@ pub unsafe fn flush_range(kind: FlushKind, addr: *const u8, len: usize) {
     }
 }
 
+/// Evicts every cache line overlapping `[addr, addr + len)` from all CPU caches
+/// (`clflushopt`, else `clflush`) and waits for the evictions (`mfence`). For benchmarks
+/// that start an operation with cold caches; durability never needs eviction.
+///
+/// # Safety
+/// The range must lie inside one live mapping of this process.
+pub unsafe fn evict_range(addr: *const u8, len: usize) {
+    let kind = if cpu_features().clflushopt { FlushKind::Clflushopt } else { FlushKind::Clflush };
+    // SAFETY: the caller's range is mapped; both instructions evict without changing data.
+    unsafe { flush_range(kind, addr, len) };
+    // SAFETY: mfence has no operands; it orders the evictions before later loads.
+    unsafe { core::arch::x86_64::_mm_mfence() }
+}
+
 /// Orders all earlier stores and write-backs before all later stores.
 #[inline]
 pub fn store_fence() {

@@ -11,7 +11,7 @@
 //! What the code assumes of the media (see docs/design.md): aligned 8-byte stores are
 //! atomic (never torn) with respect to power failure; nothing larger is.
 
-mod cpu;
+pub(crate) mod cpu;
 pub mod crash;
 pub mod mmap;
 

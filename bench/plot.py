@@ -1,0 +1,467 @@
+#!/usr/bin/env python3
+"""Plots of `hashfs bench paper` and docs/results.md, from the JSON files it wrote.
+
+    python3 bench/plot.py [--results bench/results] [--docs docs]
+
+Writes docs/results/<experiment>.png and docs/results.md. Every number in results.md is
+computed here from the JSON files; each paragraph states the paper's claim, what this run
+measured, and whether it agrees. Needs matplotlib (scripts/bench-paper.sh installs it).
+"""
+
+import argparse
+import json
+import math
+import os
+import sys
+
+try:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+except ImportError:
+    sys.exit("bench/plot.py needs matplotlib: apt-get install python3-matplotlib (or pip install matplotlib)")
+
+MAPPINGS = ["hashfs", "cuckoo", "extent-hash", "extent-tree", "extent-tree-cached", "radix-tree"]
+COLORS = {
+    "hashfs": "#d62728",
+    "cuckoo": "#ff7f0e",
+    "extent-hash": "#9467bd",
+    "extent-hash+fast": "#8c564b",
+    "extent-tree": "#1f77b4",
+    "extent-tree-cached": "#17becf",
+    "radix-tree": "#2ca02c",
+}
+GLOBAL = ["hashfs", "cuckoo"]
+TREES = ["extent-tree", "radix-tree"]
+OPS = ["seq_read", "rand_read", "append"]
+
+
+def load(results):
+    out = {}
+    for name in sorted(os.listdir(results)):
+        if name.endswith(".json"):
+            with open(os.path.join(results, name)) as f:
+                d = json.load(f)
+            out[d["experiment"]] = d
+    return out
+
+
+def pts(d, **kw):
+    return [p for p in d["points"] if all(p.get(k) == v for k, v in kw.items()) and "error" not in p]
+
+
+def val(d, metric="map_cycles", **kw):
+    """(mean, ci95) of the one point matching kw, or (nan, nan)."""
+    p = pts(d, **kw)
+    if not p:
+        return (math.nan, math.nan)
+    return (p[0][metric]["mean"], p[0][metric]["ci95"])
+
+
+def m(d, metric="map_cycles", **kw):
+    return val(d, metric, **kw)[0]
+
+
+def grouped(ax, d, groups, group_key, series, metric="map_cycles", scale=1.0, log=False, fixed=None, ylabel=None):
+    fixed = fixed or {}
+    n = len(series)
+    width = 0.8 / max(n, 1)
+    for i, s in enumerate(series):
+        means, errs = [], []
+        for g in groups:
+            mean, ci = val(d, metric, **{group_key: g, "mapping": s, **fixed})
+            means.append(mean * scale)
+            errs.append(0 if math.isnan(ci) else ci * scale)
+        xs = [j + (i - (n - 1) / 2) * width for j in range(len(groups))]
+        ax.bar(xs, means, width, yerr=errs, capsize=2, label=s, color=COLORS.get(s))
+    ax.set_xticks(range(len(groups)))
+    ax.set_xticklabels(groups)
+    if log:
+        ax.set_yscale("log")
+    ax.set_ylabel(ylabel or ("cycles" if metric == "map_cycles" else metric))
+    ax.grid(axis="y", alpha=0.3)
+
+
+def lines(ax, d, xs, x_key, series, metric="map_cycles", scale=1.0, log=False, fixed=None, ylabel=None):
+    fixed = fixed or {}
+    for s in series:
+        ys, es = [], []
+        for x in xs:
+            mean, ci = val(d, metric, **{x_key: x, "mapping": s, **fixed})
+            ys.append(mean * scale)
+            es.append(0 if math.isnan(ci) else ci * scale)
+        ax.errorbar(range(len(xs)), ys, yerr=es, marker="o", capsize=2, label=s, color=COLORS.get(s))
+    ax.set_xticks(range(len(xs)))
+    ax.set_xticklabels(xs)
+    if log:
+        ax.set_yscale("log")
+    ax.set_ylabel(ylabel or "cycles")
+    ax.grid(alpha=0.3)
+
+
+def present(d, candidates):
+    have = {p["mapping"] for p in d["points"]}
+    return [c for c in candidates if c in have]
+
+
+def xs_of(d):
+    seen = []
+    for p in d["points"]:
+        if p["x"] not in seen:
+            seen.append(p["x"])
+    return seen
+
+
+def fmt(x, digits=0):
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "n/a"
+    return f"{x:,.{digits}f}"
+
+
+def ratio(a, b):
+    return a / b if b and not math.isnan(a) and not math.isnan(b) and b > 0 else math.nan
+
+
+def verdict(ok):
+    return "**agrees**" if ok else "**differs**"
+
+
+def table(d, rows, cols, row_key, col_key, fixed, metric="map_cycles", scale=1.0, digits=0, suffix=""):
+    out = ["| | " + " | ".join(cols) + " |", "|---" * (len(cols) + 1) + "|"]
+    for r in rows:
+        cells = []
+        for c in cols:
+            mean, ci = val(d, metric, **{row_key: r, col_key: c, **fixed})
+            if math.isnan(mean):
+                cells.append("n/a")
+            else:
+                cells.append(f"{mean * scale:,.{digits}f}{suffix} ± {ci * scale:,.{digits}f}")
+        out.append(f"| {r} | " + " | ".join(cells) + " |")
+    return "\n".join(out)
+
+
+# ---- experiments: each draws its figure and returns its section of results.md ----
+
+
+def locality(d, png):
+    maps = present(d, MAPPINGS)
+    x = xs_of(d)[0]
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4))
+    for ax, cache in zip(axes, ["cold", "hot"]):
+        grouped(ax, d, OPS, "op", maps, log=True, fixed={"cache": cache})
+        ax.set_title(f"{cache} ({x} file)")
+    axes[0].legend(fontsize=7)
+    fig.suptitle("Locality: mapping latency (HashFS §4.1, Fig. 5)")
+    fig.tight_layout()
+    fig.savefig(png, dpi=110)
+    plt.close(fig)
+
+    cold_read = {}
+    for op in ["seq_read", "rand_read"]:
+        best_global = min(m(d, op=op, cache="cold", mapping=g) for g in GLOBAL if g in maps)
+        worst_tree = max(m(d, op=op, cache="cold", mapping=t) for t in TREES if t in maps)
+        cold_read[op] = ratio(worst_tree, best_global)
+    up_to = max(cold_read.values())
+    h = m(d, op="append", cache="cold", mapping="hashfs")
+    others = {k: ratio(m(d, op="append", cache="cold", mapping=k), h) for k in maps if k != "hashfs"}
+    lo, hi = min(others.values()), max(others.values())
+    hot_max = max(m(d, op=op, cache="hot", mapping=k) for op in ["seq_read", "rand_read"] for k in maps)
+    text = f"""
+Claim (HashFS §4.1): cold, "global file mapping is up to 15x faster than per-file mapping";
+for cold inserts "HashFS ... is between 14-20x faster than all other file-mapping
+structures"; hot operations are cheap for every structure.
+
+Measured ({x} file, layout score {d['config']['layout_score']}): cold reads, the slowest
+per-file tree over the fastest global table is {fmt(cold_read['seq_read'], 1)}x for sequential and
+{fmt(cold_read['rand_read'], 1)}x for random reads (up to {fmt(up_to, 1)}x). Global tables faster cold:
+{verdict(up_to > 1.5)}; the factor, {fmt(up_to, 1)}x against up to 15x: {verdict(up_to >= 10)}. Cold appends: the
+other mappings take {fmt(lo, 1)}-{fmt(hi, 1)}x HashFS's mapping cycles ({fmt(h)} cycles). HashFS the cheapest
+insert: {verdict(lo > 1.0)}; the factor against 14-20x: {verdict(lo >= 10)}.
+Hot reads cost at most {fmt(hot_max)} cycles in every structure: {verdict(hot_max < 2000)}.
+"""
+    text += "\n" + table(d, maps, OPS, "mapping", "op", {"cache": "cold"}) + "\n"
+    text += "\nCold mapping cycles (mean ± 95% CI). Hot:\n\n" + table(d, maps, OPS, "mapping", "op", {"cache": "hot"}) + "\n"
+    return text
+
+
+def fragmentation(d, png):
+    maps = present(d, MAPPINGS)
+    groups = xs_of(d)
+    fig, axes = plt.subplots(1, 3, figsize=(14, 4))
+    for ax, op in zip(axes, OPS):
+        grouped(ax, d, groups, "x", maps, log=op == "append", fixed={"op": op})
+        ax.set_title(op + " (cold)")
+    axes[0].legend(fontsize=7)
+    fig.suptitle("Fragmentation: layout score 1.0 vs 0.7 (HashFS §4.2, Fig. 6)")
+    fig.tight_layout()
+    fig.savefig(png, dpi=110)
+    plt.close(fig)
+    a, b = groups[0], groups[-1]
+    chg = {k: ratio(m(d, op="rand_read", x=b, mapping=k), m(d, op="rand_read", x=a, mapping=k)) for k in maps}
+    ins = {k: ratio(m(d, op="append", x=b, mapping=k), m(d, op="append", x=a, mapping=k)) for k in maps}
+    et = chg.get("extent-tree", math.nan)
+    others = [v for k, v in chg.items() if k not in ("extent-tree", "extent-tree-cached", "extent-hash")]
+    text = f"""
+Claim (HashFS §4.2): "the only major difference is the performance of the extent trees";
+the other structures are unaffected for reads; for insertions the allocator slows down,
+"giving HashFS an advantage"; HashFS is unaffected.
+
+Measured (cold random read, {b} over {a}): extent tree {fmt(et, 2)}x, HashFS {fmt(chg.get('hashfs'), 2)}x,
+radix tree {fmt(chg.get('radix-tree'), 2)}x, cuckoo {fmt(chg.get('cuckoo'), 2)}x; extent hashing (whose entries are extents,
+like the tree's) {fmt(chg.get('extent-hash'), 2)}x. The extent tree the only structure that slows down markedly:
+{verdict(et > 1.3 and all(v < et for v in others))}. Appends, {b} over {a}: """ + ", ".join(f"{k} {fmt(v, 2)}x" for k, v in ins.items()) + f""".
+HashFS appends unaffected (within 15%): {verdict(abs(ins.get('hashfs', 1) - 1) < 0.15)}; the allocator mappings'
+appends slower at {b}: {verdict(all(v > 1.0 for k, v in ins.items() if k != 'hashfs'))}.
+"""
+    for op in OPS:
+        text += f"\n{op} (cold, cycles):\n\n" + table(d, maps, groups, "mapping", "x", {"op": op}) + "\n"
+    return text
+
+
+def filesize(d, png):
+    maps = present(d, MAPPINGS)
+    xs = xs_of(d)
+    fig, axes = plt.subplots(1, 3, figsize=(14, 4))
+    for ax, op in zip(axes, OPS):
+        lines(ax, d, xs, "x", maps, log=True, fixed={"op": op})
+        ax.set_title(op + " (cold)")
+    axes[0].legend(fontsize=7)
+    fig.suptitle("File size (HashFS §4.3, Fig. 7)")
+    fig.tight_layout()
+    fig.savefig(png, dpi=110)
+    plt.close(fig)
+    a, b = xs[0], xs[-1]
+    g = {k: ratio(m(d, op="rand_read", x=b, mapping=k), m(d, op="rand_read", x=a, mapping=k)) for k in maps}
+    trees_grow = all(g.get(t, 0) > 1.1 for t in TREES if t in g)
+    flat = all(abs(g.get(k, 1) - 1) < 0.5 for k in GLOBAL if k in g)
+    text = f"""
+Claim (HashFS §4.3): per-file trees get slower as files grow (34% for random reads from
+4 KB to 4 GB); "the mapping overhead for the hash tables ... is static".
+
+Measured, cold random read, {b} over {a}: """ + ", ".join(f"{k} {fmt(v, 2)}x" for k, v in g.items()) + f""".
+Trees grow (more than 10%): {verdict(trees_grow)}; hash tables flat (within 50%): {verdict(flat)}.
+"""
+    for op in OPS:
+        text += f"\n{op} (cold, cycles):\n\n" + table(d, maps, xs, "mapping", "x", {"op": op}) + "\n"
+    return text
+
+
+def iosize(d, png):
+    maps = present(d, MAPPINGS)
+    xs = xs_of(d)
+    fig, axes = plt.subplots(1, 3, figsize=(14, 4))
+    for ax, op in zip(axes, OPS):
+        grouped(ax, d, xs, "x", maps, metric="map_share", scale=100, fixed={"op": op}, ylabel="% of IO latency in mapping")
+        ax.set_title(op + " (cold)")
+    axes[0].legend(fontsize=7)
+    fig.suptitle("IO size: share of the IO path spent in mapping (HashFS §4.4, Fig. 8)")
+    fig.tight_layout()
+    fig.savefig(png, dpi=110)
+    plt.close(fig)
+    big = xs[-1]
+    shares = {op: {k: m(d, "map_share", op=op, x=big, mapping=k) for k in maps} for op in ["seq_read", "rand_read"]}
+    best = {op: min(v, key=v.get) for op, v in shares.items()}
+    small = xs[0]
+    drop = {k: ratio(m(d, "map_share", op="rand_read", x=big, mapping=k), m(d, "map_share", op="rand_read", x=small, mapping=k)) for k in maps}
+    radix_share = shares["seq_read"].get("radix-tree", math.nan)
+    text = f"""
+Claim (HashFS §4.4): the share of the IO path in mapping drops as IO grows; at 1 MB "radix
+tree mapping takes only 3% of the IO path for reads" and "radix trees perform best for
+both sequential and random reads"; HashFS has the lowest insertion time.
+
+Measured at {big}: lowest mapping share for sequential reads: {best['seq_read']}
+({fmt(100 * shares['seq_read'][best['seq_read']], 1)}%), for random reads: {best['rand_read']}
+({fmt(100 * shares['rand_read'][best['rand_read']], 1)}%); radix tree {fmt(100 * radix_share, 1)}% for sequential reads.
+Radix tree best for both: {verdict(best['seq_read'] == 'radix-tree' and best['rand_read'] == 'radix-tree')}.
+The share falls from {small} to {big} for every mapping: {verdict(all(v < 1 for v in drop.values()))}
+(random reads: """ + ", ".join(f"{k} {fmt(100 * v, 0)}%" for k, v in drop.items()) + """ of the 4 KiB share).
+"""
+    for op in OPS:
+        text += f"\n{op}, % of the IO latency in mapping (cold):\n\n" + table(d, maps, xs, "mapping", "x", {"op": op}, metric="map_share", scale=100, digits=1, suffix="%") + "\n"
+    return text
+
+
+def utilization(d, png):
+    maps = present(d, MAPPINGS)
+    xs = xs_of(d)
+    fig, axes = plt.subplots(1, 3, figsize=(14, 4))
+    for ax, op in zip(axes, OPS):
+        grouped(ax, d, xs, "x", maps, metric="map_share", scale=100, fixed={"op": op}, ylabel="% of IO latency in mapping")
+        ax.set_title(op + " (cold)")
+    axes[0].legend(fontsize=7)
+    fig.suptitle("Space utilization (HashFS §4.5, Fig. 9)")
+    fig.tight_layout()
+    fig.savefig(png, dpi=110)
+    plt.close(fig)
+    hi, lo = xs[-1], xs[0]
+    r = {lvl: {op: ratio(m(d, op=op, x=lvl, mapping="hashfs"), m(d, op=op, x=lvl, mapping="cuckoo")) for op in OPS} for lvl in xs}
+    errs = [p for p in d["points"] if "error" in p]
+    text = f"""
+Claim (HashFS §4.5): at 80% full HashFS and cuckoo hashing read within ±3%; at 95%
+"HashFS incurs between 12-14% more latency for reads than the global cuckoo hash table,
+and has equivalent performance for insertions"; both beat the per-file trees.
+
+Measured, HashFS over cuckoo mapping cycles (cold): at {lo} sequential {fmt(r[lo]['seq_read'], 2)}x, random
+{fmt(r[lo]['rand_read'], 2)}x, append {fmt(r[lo]['append'], 2)}x; at {hi} sequential {fmt(r[hi]['seq_read'], 2)}x, random
+{fmt(r[hi]['rand_read'], 2)}x, append {fmt(r[hi]['append'], 2)}x.
+HashFS reads slower than cuckoo at {hi}: {verdict(r[hi]['rand_read'] > 1.0)}; by 12-14%:
+{verdict(1.08 <= r[hi]['rand_read'] <= 1.18)}. Both global tables below every per-file tree for random reads at {hi}:
+{verdict(max(m(d, op='rand_read', x=hi, mapping=g) for g in GLOBAL) < min(m(d, op='rand_read', x=hi, mapping=t) for t in TREES))}.
+HashFS reads degrade from {lo} to {hi} by {fmt(100 * (ratio(m(d, op='rand_read', x=hi, mapping='hashfs'), m(d, op='rand_read', x=lo, mapping='hashfs')) - 1), 0)}%
+(cuckoo: {fmt(100 * (ratio(m(d, op='rand_read', x=hi, mapping='cuckoo'), m(d, op='rand_read', x=lo, mapping='cuckoo')) - 1), 0)}%).
+"""
+    if errs:
+        text += "\nPoints that could not be measured: " + "; ".join(f"{p['mapping']} at {p['x']}: {p['error']}" for p in errs[:: len(OPS)]) + "\n"
+    for op in OPS:
+        text += f"\n{op}, mapping cycles (cold):\n\n" + table(d, maps, xs, "mapping", "x", {"op": op}) + "\n"
+    return text
+
+
+def concurrency(d, png):
+    maps = present(d, MAPPINGS)
+    xs = xs_of(d)
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4))
+    for ax, op in zip(axes, ["rand_read", "append"]):
+        lines(ax, d, xs, "x", maps, log=True, fixed={"op": op})
+        ax.set_title(op)
+    axes[0].legend(fontsize=7)
+    fig.suptitle(f"Concurrency: threads reading and appending one file (HashFS §4.6, Fig. 10; {d['machine']['cores']} cores)")
+    fig.tight_layout()
+    fig.savefig(png, dpi=110)
+    plt.close(fig)
+    a, b = xs[0], xs[-1]
+    growth = {op: {k: ratio(m(d, op=op, x=b, mapping=k), m(d, op=op, x=a, mapping=k)) for k in maps} for op in ["rand_read", "append"]}
+    rank = lambda x, op: [k for k, _ in sorted(((k, m(d, op=op, x=x, mapping=k)) for k in maps), key=lambda t: t[1])]
+    same_rank = {op: rank(a, op) == rank(b, op) for op in ["rand_read", "append"]}
+    text = f"""
+Claim (HashFS §4.6): from 1 to 8 threads mapping latency rises "slightly (up to 13% for
+extent trees)", and "the ranking among approaches does not change".
+
+Measured ({d['scale_note']}), {b} over {a}: reads """ + ", ".join(f"{k} {fmt(v, 2)}x" for k, v in growth["rand_read"].items()) + """;
+appends """ + ", ".join(f"{k} {fmt(v, 2)}x" for k, v in growth["append"].items()) + f""".
+Ranking unchanged: reads {verdict(same_rank['rand_read'])}, appends {verdict(same_rank['append'])}.
+Rise at most 13% for reads: {verdict(max(growth['rand_read'].values()) <= 1.13)}.
+"""
+    for op in ["rand_read", "append"]:
+        text += f"\n{op}, mapping cycles:\n\n" + table(d, maps, xs, "mapping", "x", {"op": op}) + "\n"
+    return text
+
+
+def pagecache(d, png):
+    maps = present(d, ["extent-tree", "extent-tree-cached"])
+    fig, ax = plt.subplots(figsize=(6, 4))
+    grouped(ax, d, ["rand_read", "append"], "op", maps, log=True)
+    ax.legend(fontsize=8)
+    ax.set_title(f"Page caching (HashFS §4.7, Fig. 11), {xs_of(d)[0]}")
+    fig.tight_layout()
+    fig.savefig(png, dpi=110)
+    plt.close(fig)
+    r = {op: ratio(m(d, op=op, mapping="extent-tree-cached"), m(d, op=op, mapping="extent-tree")) for op in ["rand_read", "append"]}
+    text = f"""
+Claim (HashFS §4.7): reading extent-tree nodes through a DRAM page cache is slower than
+reading them in place on PM, for reads ("the dynamic allocation overhead of the page cache
+is not amortized") and for inserts.
+
+Measured, page-cached over in-place: reads {fmt(r['rand_read'], 2)}x, appends {fmt(r['append'], 2)}x.
+Page cache slower for reads: {verdict(r['rand_read'] > 1.0)}; for appends: {verdict(r['append'] > 1.0)}. Here "PM" is DRAM, so the page cache
+cannot win on memory latency; what it adds is a hash lookup and, on a miss, a 4 KiB copy.
+"""
+    text += "\n" + table(d, maps, ["rand_read", "append"], "mapping", "op", {}) + "\n"
+    return text
+
+
+def spfs(d, png):
+    variants = [v for v in ["extent-tree", "hashfs", "extent-hash", "extent-hash+fast"] if v in {p["mapping"] for p in d["points"]}]
+    xs = xs_of(d)
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4))
+    for ax, op in zip(axes, ["insert", "lookup"]):
+        lines(ax, d, xs, "x", variants, log=True, fixed={"op": op})
+        ax.set_title(f"{op} latency")
+        ax.set_xlabel("extent size")
+    axes[0].legend(fontsize=7)
+    fig.suptitle("Extent hashing vs block hashing vs extent tree (SPFS Fig. 7)")
+    fig.tight_layout()
+    fig.savefig(png, dpi=110)
+    plt.close(fig)
+    big = xs[-1]
+    bh_vs_tree = ratio(m(d, op="insert", x=big, mapping="hashfs"), m(d, op="insert", x=big, mapping="extent-tree"))
+    eh_fastest = all(
+        m(d, op="insert", x=x, mapping="extent-hash") <= min(m(d, op="insert", x=x, mapping=k) for k in ["extent-tree", "hashfs"])
+        for x in xs
+    )
+    small = xs[0]
+    bh_small = m(d, op="lookup", x=small, mapping="hashfs") < min(m(d, op="lookup", x=small, mapping=k) for k in ["extent-tree", "extent-hash"])
+    fast_vs_bh = {x: ratio(m(d, op="lookup", x=x, mapping="extent-hash+fast"), m(d, op="lookup", x=x, mapping="hashfs")) for x in xs}
+    text = f"""
+Claim (SPFS §5.2): block hashing's insert latency grows with the extent size, "up to 906x
+higher than that of ExtentTree" at 4 MB extents; Extent Hashing inserts fastest; block
+hashing looks up fastest below 128 KB extents; with fast lookup, Extent Hashing beats block
+hashing.
+
+Measured ({d['scale_note']}): at {big} extents block hashing (HashFS) inserts take
+{fmt(bh_vs_tree, 0)}x the extent tree's cycles. Block hashing far slower at large extents (over 10x):
+{verdict(bh_vs_tree > 10)}; the factor against 906x: {verdict(bh_vs_tree > 300)} (the paper's figure comes from 1024
+`clwb` per 4 MB extent on Optane against one tree entry). Extent hashing the fastest insert at
+every size: {verdict(eh_fastest)}. Block hashing the fastest lookup at {small}: {verdict(bh_small)}.
+Fast lookup over block hashing: """ + ", ".join(f"{x} {fmt(v, 2)}x" for x, v in fast_vs_bh.items()) + ".\n"
+    for op in ["insert", "lookup"]:
+        text += f"\n{op}, mapping cycles:\n\n" + table(d, variants, xs, "mapping", "x", {"op": op}) + "\n"
+    return text
+
+
+SECTIONS = [
+    ("locality", "Locality (HashFS §4.1)", locality),
+    ("fragmentation", "Fragmentation (HashFS §4.2)", fragmentation),
+    ("filesize", "File size (HashFS §4.3)", filesize),
+    ("iosize", "IO size (HashFS §4.4)", iosize),
+    ("utilization", "Space utilization (HashFS §4.5)", utilization),
+    ("concurrency", "Concurrency (HashFS §4.6)", concurrency),
+    ("pagecache", "Page caching (HashFS §4.7)", pagecache),
+    ("spfs-extents", "Extent hashing (SPFS Fig. 7)", spfs),
+]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--results", default="bench/results")
+    ap.add_argument("--docs", default="docs")
+    ap.add_argument("--intro", default="bench/results-intro.md", help="text placed before the generated sections")
+    args = ap.parse_args()
+    data = load(args.results)
+    if not data:
+        sys.exit(f"no results in {args.results}: run `hashfs bench paper` first")
+    figdir = os.path.join(args.docs, "results")
+    os.makedirs(figdir, exist_ok=True)
+    any_d = next(iter(data.values()))
+    mach = any_d["machine"]
+    out = []
+    if os.path.exists(args.intro):
+        with open(args.intro) as f:
+            out.append(f.read().rstrip() + "\n")
+    out.append(
+        f"Generated by `bench/plot.py` from `{args.results}` (scale **{any_d['scale']}**, commit "
+        f"`{any_d['git_commit']}`) on {mach['cpu']}, {mach['cores']} cores, {mach['memory_gib']:.0f} GiB, "
+        f"kernel {mach['kernel']}, TSC {mach['tsc_ghz']:.2f} GHz, flush `{mach['flush']}`, images in "
+        f"`{mach['image_dir']}`. Cycles are time-stamp-counter cycles; ± is the 95% confidence interval over trials.\n"
+    )
+    for key, title, fn in SECTIONS:
+        if key not in data:
+            out.append(f"\n## {title}\n\nNot in this run.\n")
+            continue
+        d = data[key]
+        png = os.path.join(figdir, f"{key}.png")
+        body = fn(d, png)
+        note = f"Scale **{d['scale']}**" + (f" ({d['scale_note']})" if d.get("scale_note") else "") + ". "
+        out.append(
+            f"\n## {title}\n\n![{key}](results/{key}.png)\n\n{note}Run time {d['seconds']:.0f} s; "
+            f"configuration in `{args.results}/{key}.json`.\n{body}"
+        )
+    path = os.path.join(args.docs, "results.md")
+    with open(path, "w") as f:
+        f.write("\n".join(out))
+    print(f"wrote {path} and {len(data)} plots in {figdir}")
+
+
+if __name__ == "__main__":
+    main()

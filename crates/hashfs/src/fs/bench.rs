@@ -1,0 +1,71 @@
+//! Hooks for the paper experiments (`hashfs bench paper`); the file system never calls
+//! them.
+
+use super::FileSystem;
+use crate::layout::superblock::map_region_bytes;
+use crate::layout::Ino;
+use crate::mapping::{FileMap, Index, Mapped};
+use crate::pm::{cpu, PmDevice};
+use crate::{Error, Result};
+use std::sync::atomic::Ordering;
+
+impl<D: PmDevice> FileSystem<D> {
+    /// Makes the next mapping operation on `ino` cold, as after the reset of the HashFS
+    /// paper's "cold cache" runs (§4.1): forgets the file's translation cache and cursor
+    /// and the DRAM node cache, then evicts from the CPU caches (`clflushopt`/`clflush`,
+    /// `mfence`) the file's inode, its in-DRAM inode (translation cache), the static mapping
+    /// region (HashFS table, or allocator bitmap and global table) and the file's tree
+    /// nodes. Returns the number of bytes evicted. The allocator's DRAM free-extent index
+    /// is not evicted (it is a tree of heap nodes).
+    pub fn evict_mapping(&self, ino: Ino) -> Result<u64> {
+        let inner = &self.inner;
+        let base = inner.dev.base_ptr().ok_or(Error::Invalid("evicting caches needs a memory-mapped device"))?;
+        let cell = inner.cell(ino)?;
+        let st = cell.state.read();
+        cell.tcache.invalidate_all();
+        cell.cursor.store(0, Ordering::Relaxed);
+        cell.next_read_lblk.store(u64::MAX, Ordering::Relaxed);
+        let geo = inner.geo;
+        let mut ranges = vec![
+            (geo.inode_off(ino.get()), crate::layout::INODE_BYTES as u64),
+            (geo.map_off, map_region_bytes(inner.map.kind(), geo.data_blocks)),
+        ];
+        if let FileMap::Blocks(b) = &inner.map {
+            if let Index::ExtentTreeCached(c) = &b.index {
+                c.clear();
+            }
+            if !b.is_global() {
+                b.walk(ino.0, &st.raw, &mut |m| {
+                    if let Mapped::Node { pblk, .. } = m {
+                        ranges.push((geo.block_off(pblk), crate::layout::BLOCK_BYTES));
+                    }
+                })?;
+            }
+        }
+        let mut bytes = 0;
+        for (off, len) in ranges {
+            // SAFETY: every range lies inside the device (offsets from the geometry and the
+            // walked structure, which `walk` bounds-checks), and `base` maps the device.
+            unsafe { cpu::evict_range(base.add(off as usize), len as usize) };
+            bytes += len;
+        }
+        let mem = &*cell as *const super::inode::InodeCell as *const u8;
+        // SAFETY: the in-DRAM inode is alive (we hold a reference).
+        unsafe { cpu::evict_range(mem, std::mem::size_of::<super::inode::InodeCell>()) };
+        Ok(bytes)
+    }
+
+    /// Extent-hash images: turns the probabilistic fast lookup on or off (SPFS Fig. 7).
+    pub fn set_fast_lookup(&self, on: bool) -> Result<()> {
+        match &self.inner.map {
+            FileMap::Blocks(b) => match &b.index {
+                Index::ExtentHash(t) => {
+                    t.set_fast_lookup(on);
+                    Ok(())
+                }
+                _ => Err(Error::Invalid("fast lookup exists only in extent hashing")),
+            },
+            FileMap::Hash(_) => Err(Error::Invalid("fast lookup exists only in extent hashing")),
+        }
+    }
+}

@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Reproduces the papers' file-mapping evaluation: runs `hashfs bench paper` (every
+# experiment, every mapping), then draws the plots and regenerates docs/results.md.
+#
+#   ./scripts/bench-paper.sh            # full scale (about an hour on 2 cores)
+#   ./scripts/bench-paper.sh --quick    # a few minutes
+#   ./scripts/bench-paper.sh --quick locality iosize   # some experiments only
+#
+# Scratch images go to $HASHFS_BENCH_DIR (default /dev/shm); JSON to bench/results/.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+SUDO=""
+if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
+# A Python with matplotlib for the plots: the first python3 on PATH, else the system's
+# (where apt installs python3-matplotlib), else pip.
+pick_python() {
+    for py in python3 /usr/bin/python3; do
+        if command -v "$py" >/dev/null && "$py" -c "import matplotlib" 2>/dev/null; then
+            PY="$py"
+            return 0
+        fi
+    done
+    return 1
+}
+if ! pick_python; then
+    echo "== installing matplotlib (python3-matplotlib)"
+    { $SUDO apt-get install -y python3-matplotlib >/dev/null 2>&1 ||
+        { $SUDO apt-get update >/dev/null && $SUDO apt-get install -y python3-matplotlib >/dev/null; }; } ||
+        python3 -m pip install --user matplotlib
+    pick_python || { echo "cannot install matplotlib" >&2; exit 1; }
+fi
+if ! command -v cargo >/dev/null; then
+    echo "cargo not found: install Rust (https://rustup.rs)" >&2
+    exit 1
+fi
+
+cargo build --release -q -p hashfs-cli
+# A run of every experiment starts from scratch; a run of some replaces only their files.
+names=0
+for a in "$@"; do case "$a" in --*) ;; *) names=1 ;; esac; done
+if [ "$names" = 0 ]; then rm -rf bench/results; fi
+./target/release/hashfs bench paper --out bench/results --image-dir "${HASHFS_BENCH_DIR:-/dev/shm}" "$@"
+"$PY" bench/plot.py --results bench/results --docs docs
