@@ -107,7 +107,8 @@ impl Scale {
         conc_ops: 100,
         pagecache_ops: 200,
         spfs_files: 2,
-        spfs_file_bytes: 8 << 20,
+        // At least ten 4 MiB extents in all (one per insert trial).
+        spfs_file_bytes: 20 << 20,
         spfs_lookups: 100,
     };
 }
