@@ -33,7 +33,10 @@ fn enospc_at_full_and_space_returns() {
         files.push((path, 8));
     }
     let st = fs.statfs();
-    assert_eq!(st.blocks_free, 0, "the device is full ({} of {total})", st.blocks_total);
+    // HashFS fills every block. A tree mapping may be left with a few blocks that no write
+    // can use: a new data block may need new tree nodes too (a leaf split up to the root).
+    let slack = if test_mapping() == hashfs::MappingKind::HashFs { 0 } else { 4 };
+    assert!(st.blocks_free <= slack, "the device is full ({} free of {total})", st.blocks_free);
     // Every further allocation fails cleanly, and a multi-block write changes nothing.
     let last = &files.last().unwrap().0;
     let f = fs.open_file(Path::new(last), OpenOptions::new().write(true)).unwrap();
