@@ -141,6 +141,22 @@ def table(d, rows, cols, row_key, col_key, fixed, metric="map_cycles", scale=1.0
     return "\n".join(out)
 
 
+def save(fig, axes, title, png):
+    """Legend on the first panel, title, and the PNG."""
+    if axes is not None:
+        axes[0].legend(fontsize=7)
+    if title:
+        fig.suptitle(title)
+    fig.tight_layout()
+    fig.savefig(png, dpi=110)
+    plt.close(fig)
+
+
+def op_tables(d, heading, rows, xs, ops, **kw):
+    """One table per operation: rows by mapping, columns by x."""
+    return "".join(f"\n{op}{heading}:\n\n" + table(d, rows, xs, "mapping", "x", {"op": op}, **kw) + "\n" for op in ops)
+
+
 # ---- experiments: each draws its figure and returns its section of results.md ----
 
 
@@ -151,11 +167,7 @@ def locality(d, png):
     for ax, cache in zip(axes, ["cold", "hot"]):
         grouped(ax, d, OPS, "op", maps, log=True, fixed={"cache": cache})
         ax.set_title(f"{cache} ({x} file)")
-    axes[0].legend(fontsize=7)
-    fig.suptitle("Locality: mapping latency (HashFS §4.1, Fig. 5)")
-    fig.tight_layout()
-    fig.savefig(png, dpi=110)
-    plt.close(fig)
+    save(fig, axes, "Locality: mapping latency (HashFS §4.1, Fig. 5)", png)
 
     cold_read = {}
     for op in ["seq_read", "rand_read"]:
@@ -192,11 +204,7 @@ def fragmentation(d, png):
     for ax, op in zip(axes, OPS):
         grouped(ax, d, groups, "x", maps, log=op == "append", fixed={"op": op})
         ax.set_title(op + " (cold)")
-    axes[0].legend(fontsize=7)
-    fig.suptitle("Fragmentation: layout score 1.0 vs 0.7 (HashFS §4.2, Fig. 6)")
-    fig.tight_layout()
-    fig.savefig(png, dpi=110)
-    plt.close(fig)
+    save(fig, axes, "Fragmentation: layout score 1.0 vs 0.7 (HashFS §4.2, Fig. 6)", png)
     a, b = groups[0], groups[-1]
     chg = {k: ratio(m(d, op="rand_read", x=b, mapping=k), m(d, op="rand_read", x=a, mapping=k)) for k in maps}
     ins = {k: ratio(m(d, op="append", x=b, mapping=k), m(d, op="append", x=a, mapping=k)) for k in maps}
@@ -214,8 +222,7 @@ like the tree's) {fmt(chg.get('extent-hash'), 2)}x. The extent tree the only str
 HashFS appends unaffected (within 15%): {verdict(abs(ins.get('hashfs', 1) - 1) < 0.15)}; the allocator mappings'
 appends slower at {b}: {verdict(all(v > 1.0 for k, v in ins.items() if k != 'hashfs'))}.
 """
-    for op in OPS:
-        text += f"\n{op} (cold, cycles):\n\n" + table(d, maps, groups, "mapping", "x", {"op": op}) + "\n"
+    text += op_tables(d, " (cold, cycles)", maps, groups, OPS)
     return text
 
 
@@ -226,11 +233,7 @@ def filesize(d, png):
     for ax, op in zip(axes, OPS):
         lines(ax, d, xs, "x", maps, log=True, fixed={"op": op})
         ax.set_title(op + " (cold)")
-    axes[0].legend(fontsize=7)
-    fig.suptitle("File size (HashFS §4.3, Fig. 7)")
-    fig.tight_layout()
-    fig.savefig(png, dpi=110)
-    plt.close(fig)
+    save(fig, axes, "File size (HashFS §4.3, Fig. 7)", png)
     a, b = xs[0], xs[-1]
     g = {k: ratio(m(d, op="rand_read", x=b, mapping=k), m(d, op="rand_read", x=a, mapping=k)) for k in maps}
     trees_grow = all(g.get(t, 0) > 1.1 for t in TREES if t in g)
@@ -242,8 +245,7 @@ Claim (HashFS §4.3): per-file trees get slower as files grow (34% for random re
 Measured, cold random read, {b} over {a}: """ + ", ".join(f"{k} {fmt(v, 2)}x" for k, v in g.items()) + f""".
 Trees grow (more than 10%): {verdict(trees_grow)}; hash tables flat (within 50%): {verdict(flat)}.
 """
-    for op in OPS:
-        text += f"\n{op} (cold, cycles):\n\n" + table(d, maps, xs, "mapping", "x", {"op": op}) + "\n"
+    text += op_tables(d, " (cold, cycles)", maps, xs, OPS)
     return text
 
 
@@ -254,11 +256,7 @@ def iosize(d, png):
     for ax, op in zip(axes, OPS):
         grouped(ax, d, xs, "x", maps, metric="map_share", scale=100, fixed={"op": op}, ylabel="% of IO latency in mapping")
         ax.set_title(op + " (cold)")
-    axes[0].legend(fontsize=7)
-    fig.suptitle("IO size: share of the IO path spent in mapping (HashFS §4.4, Fig. 8)")
-    fig.tight_layout()
-    fig.savefig(png, dpi=110)
-    plt.close(fig)
+    save(fig, axes, "IO size: share of the IO path spent in mapping (HashFS §4.4, Fig. 8)", png)
     big = xs[-1]
     shares = {op: {k: m(d, "map_share", op=op, x=big, mapping=k) for k in maps} for op in ["seq_read", "rand_read"]}
     best = {op: min(v, key=v.get) for op, v in shares.items()}
@@ -277,8 +275,7 @@ Radix tree best for both: {verdict(best['seq_read'] == 'radix-tree' and best['ra
 The share falls from {small} to {big} for every mapping: {verdict(all(v < 1 for v in drop.values()))}
 (random reads: """ + ", ".join(f"{k} {fmt(100 * v, 0)}%" for k, v in drop.items()) + """ of the 4 KiB share).
 """
-    for op in OPS:
-        text += f"\n{op}, % of the IO latency in mapping (cold):\n\n" + table(d, maps, xs, "mapping", "x", {"op": op}, metric="map_share", scale=100, digits=1, suffix="%") + "\n"
+    text += op_tables(d, ", % of the IO latency in mapping (cold)", maps, xs, OPS, metric="map_share", scale=100, digits=1, suffix="%")
     return text
 
 
@@ -289,11 +286,7 @@ def utilization(d, png):
     for ax, op in zip(axes, OPS):
         grouped(ax, d, xs, "x", maps, metric="map_share", scale=100, fixed={"op": op}, ylabel="% of IO latency in mapping")
         ax.set_title(op + " (cold)")
-    axes[0].legend(fontsize=7)
-    fig.suptitle("Space utilization (HashFS §4.5, Fig. 9)")
-    fig.tight_layout()
-    fig.savefig(png, dpi=110)
-    plt.close(fig)
+    save(fig, axes, "Space utilization (HashFS §4.5, Fig. 9)", png)
     hi, lo = xs[-1], xs[0]
     r = {lvl: {op: ratio(m(d, op=op, x=lvl, mapping="hashfs"), m(d, op=op, x=lvl, mapping="cuckoo")) for op in OPS} for lvl in xs}
     errs = [p for p in d["points"] if "error" in p]
@@ -313,8 +306,7 @@ HashFS reads degrade from {lo} to {hi} by {fmt(100 * (ratio(m(d, op='rand_read',
 """
     if errs:
         text += "\nPoints that could not be measured: " + "; ".join(f"{p['mapping']} at {p['x']}: {p['error']}" for p in errs[:: len(OPS)]) + "\n"
-    for op in OPS:
-        text += f"\n{op}, mapping cycles (cold):\n\n" + table(d, maps, xs, "mapping", "x", {"op": op}) + "\n"
+    text += op_tables(d, ", mapping cycles (cold)", maps, xs, OPS)
     return text
 
 
@@ -325,11 +317,7 @@ def concurrency(d, png):
     for ax, op in zip(axes, ["rand_read", "append"]):
         lines(ax, d, xs, "x", maps, log=True, fixed={"op": op})
         ax.set_title(op)
-    axes[0].legend(fontsize=7)
-    fig.suptitle(f"Concurrency: threads reading and appending one file (HashFS §4.6, Fig. 10; {d['machine']['cores']} cores)")
-    fig.tight_layout()
-    fig.savefig(png, dpi=110)
-    plt.close(fig)
+    save(fig, axes, f"Concurrency: threads reading and appending one file (HashFS §4.6, Fig. 10; {d['machine']['cores']} cores)", png)
     a, b = xs[0], xs[-1]
     growth = {op: {k: ratio(m(d, op=op, x=b, mapping=k), m(d, op=op, x=a, mapping=k)) for k in maps} for op in ["rand_read", "append"]}
     rank = lambda x, op: [k for k, _ in sorted(((k, m(d, op=op, x=x, mapping=k)) for k in maps), key=lambda t: t[1])]
@@ -343,8 +331,7 @@ appends """ + ", ".join(f"{k} {fmt(v, 2)}x" for k, v in growth["append"].items()
 Ranking unchanged: reads {verdict(same_rank['rand_read'])}, appends {verdict(same_rank['append'])}.
 Rise at most 13% for reads: {verdict(max(growth['rand_read'].values()) <= 1.13)}.
 """
-    for op in ["rand_read", "append"]:
-        text += f"\n{op}, mapping cycles:\n\n" + table(d, maps, xs, "mapping", "x", {"op": op}) + "\n"
+    text += op_tables(d, ", mapping cycles", maps, xs, ["rand_read", "append"])
     return text
 
 
@@ -354,9 +341,7 @@ def pagecache(d, png):
     grouped(ax, d, ["rand_read", "append"], "op", maps, log=True)
     ax.legend(fontsize=8)
     ax.set_title(f"Page caching (HashFS §4.7, Fig. 11), {xs_of(d)[0]}")
-    fig.tight_layout()
-    fig.savefig(png, dpi=110)
-    plt.close(fig)
+    save(fig, None, None, png)
     r = {op: ratio(m(d, op=op, mapping="extent-tree-cached"), m(d, op=op, mapping="extent-tree")) for op in ["rand_read", "append"]}
     text = f"""
 Claim (HashFS §4.7): reading extent-tree nodes through a DRAM page cache is slower than
@@ -379,11 +364,7 @@ def spfs(d, png):
         lines(ax, d, xs, "x", variants, log=True, fixed={"op": op})
         ax.set_title(f"{op} latency")
         ax.set_xlabel("extent size")
-    axes[0].legend(fontsize=7)
-    fig.suptitle("Extent hashing vs block hashing vs extent tree (SPFS Fig. 7)")
-    fig.tight_layout()
-    fig.savefig(png, dpi=110)
-    plt.close(fig)
+    save(fig, axes, "Extent hashing vs block hashing vs extent tree (SPFS Fig. 7)", png)
     big = xs[-1]
     bh_vs_tree = ratio(m(d, op="insert", x=big, mapping="hashfs"), m(d, op="insert", x=big, mapping="extent-tree"))
     eh_fastest = all(
@@ -405,8 +386,7 @@ Measured ({d['scale_note']}): at {big} extents block hashing (HashFS) inserts ta
 `clwb` per 4 MB extent on Optane against one tree entry). Extent hashing the fastest insert at
 every size: {verdict(eh_fastest)}. Block hashing the fastest lookup at {small}: {verdict(bh_small)}.
 Fast lookup over block hashing: """ + ", ".join(f"{x} {fmt(v, 2)}x" for x, v in fast_vs_bh.items()) + ".\n"
-    for op in ["insert", "lookup"]:
-        text += f"\n{op}, mapping cycles:\n\n" + table(d, variants, xs, "mapping", "x", {"op": op}) + "\n"
+    text += op_tables(d, ", mapping cycles", variants, xs, ["insert", "lookup"])
     return text
 
 

@@ -59,7 +59,7 @@ pub fn rdtscp() -> u64 {
 }
 
 #[inline]
-pub(crate) fn start() -> u64 {
+fn start() -> u64 {
     if ON.load(Ordering::Relaxed) {
         rdtscp()
     } else {
@@ -68,7 +68,7 @@ pub(crate) fn start() -> u64 {
 }
 
 #[inline]
-pub(crate) fn map_done(t0: u64) {
+fn map_done(t0: u64) {
     if t0 != 0 {
         let d = rdtscp().wrapping_sub(t0);
         COUNTS.with(|c| {
@@ -81,7 +81,7 @@ pub(crate) fn map_done(t0: u64) {
 }
 
 #[inline]
-pub(crate) fn commit_done(t0: u64) {
+fn commit_done(t0: u64) {
     if t0 != 0 {
         let d = rdtscp().wrapping_sub(t0);
         COUNTS.with(|c| {
@@ -93,10 +93,27 @@ pub(crate) fn commit_done(t0: u64) {
     }
 }
 
+/// Runs `f` as a mapping span.
+#[inline]
+pub(crate) fn map_span<T>(f: impl FnOnce() -> T) -> T {
+    let t0 = start();
+    let r = f();
+    map_done(t0);
+    r
+}
+
+/// Runs `f` (a commit of mapping changes) as a commit span.
+#[inline]
+pub(crate) fn commit_span<T>(f: impl FnOnce() -> T) -> T {
+    let t0 = start();
+    let r = f();
+    commit_done(t0);
+    r
+}
+
 /// An empty span (counted as mapping), for calibrating the accounting's own cost.
 pub fn probe_span() {
-    let t = start();
-    map_done(t);
+    map_span(|| ());
 }
 
 /// This thread's counts since the last call; resets them.

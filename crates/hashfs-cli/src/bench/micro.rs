@@ -10,7 +10,7 @@
 //! metadata. The image is populated before the run (no page faults on any target), and the
 //! tmpfs files are written in full first.
 
-use super::Samples;
+use super::{cpu_model, git_commit, Samples};
 use crate::{fail, Failure};
 use hashfs::fs::FormatOptions;
 use hashfs::pm::{MmapDevice, OpenMode, PmDevice};
@@ -40,17 +40,6 @@ fn time<F: FnMut(usize)>(n: usize, mut f: F) -> Samples {
         v.push(t.elapsed().as_nanos() as u64);
     }
     Samples(v)
-}
-
-fn cpu_model() -> String {
-    std::fs::read_to_string("/proc/cpuinfo")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("model name"))
-                .map(|l| l.split(':').nth(1).unwrap_or("").trim().to_string())
-        })
-        .unwrap_or_else(|| "unknown".into())
 }
 
 pub fn run(quick: bool, json_out: Option<&Path>, image: &Path, tmpfs_dir: &Path) -> Result<(), Failure> {
@@ -167,13 +156,7 @@ fn run_in(cfg: &Config, quick: bool, json_out: Option<&Path>, image: &Path, tmp:
     // Report.
     let simd = hashfs::mapping::simd::simd_kind().name();
     let flush = dev.flush_kind().name();
-    let commit = std::process::Command::new("git")
-        .args(["rev-parse", "--short", "HEAD"])
-        .output()
-        .ok()
-        .filter(|o| o.status.success())
-        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
-        .unwrap_or_else(|| "unknown".into());
+    let commit = git_commit();
     println!(
         "# hashfs bench micro{}: single thread, {} ops per test ({} for small files)",
         if quick { " --quick" } else { "" },

@@ -50,10 +50,7 @@ impl<D: PmDevice> FsInner<D> {
         lblk: u64,
         size_blocks: u64,
     ) -> Result<Option<(u64, u64)>> {
-        let t0 = timing::start();
-        let r = self.translate_untimed(cell, raw, lblk, size_blocks);
-        timing::map_done(t0);
-        r
+        timing::map_span(|| self.translate_untimed(cell, raw, lblk, size_blocks))
     }
 
     #[inline]
@@ -304,10 +301,7 @@ impl<D: PmDevice> FsInner<D> {
     /// reserves their slots; the others take blocks from the allocator, contiguous with
     /// `hint` (the block before) when the layout allows.
     pub(crate) fn claim_blocks(&self, ino: u32, lblks: &[u64], hint: Option<u64>) -> Result<Vec<u64>> {
-        let t0 = timing::start();
-        let r = self.claim_blocks_untimed(ino, lblks, hint);
-        timing::map_done(t0);
-        r
+        timing::map_span(|| self.claim_blocks_untimed(ino, lblks, hint))
     }
 
     fn claim_blocks_untimed(&self, ino: u32, lblks: &[u64], hint: Option<u64>) -> Result<Vec<u64>> {
@@ -344,10 +338,7 @@ impl<D: PmDevice> FsInner<D> {
     /// physical) sorted by logical block; its `raw` is the inode the transaction writes
     /// afterwards. All groups share one structure change (one staged overlay).
     pub(crate) fn tx_map_blocks<'a>(&'a self, tx: &mut Tx<'a, D>, groups: &mut [MapGroup<'_>]) -> Result<()> {
-        let t0 = timing::start();
-        let r = self.tx_map_blocks_untimed(tx, groups);
-        timing::map_done(t0);
-        r
+        timing::map_span(|| self.tx_map_blocks_untimed(tx, groups))
     }
 
     fn tx_map_blocks_untimed<'a>(&'a self, tx: &mut Tx<'a, D>, groups: &mut [MapGroup<'_>]) -> Result<()> {
@@ -473,10 +464,7 @@ impl<D: PmDevice> FsInner<D> {
             match self.tx_map_blocks(&mut tx, &mut [MapGroup { ino: ino.0, raw: &mut raw, pairs: &pairs }]) {
                 Ok(()) => {
                     inode::tx_write_inode(&mut tx, &self.geo, ino, &mut raw);
-                    let t0 = timing::start();
-                    let r = tx.commit();
-                    timing::commit_done(t0);
-                    r
+                    timing::commit_span(|| tx.commit())
                 }
                 Err(e) => Err(e),
             }

@@ -264,11 +264,8 @@ fn concurrency(ctx: &Ctx) -> Result<Report, Failure> {
                                 for _ in 0..s.conc_ops {
                                     let x = r.op(OpKind::RandRead)?;
                                     let y = r.op(OpKind::Append)?;
-                                    a.0.map += x.map;
-                                    a.0.io += x.io;
-                                    a.1.map += y.map;
-                                    a.1.commit += y.commit;
-                                    a.1.io += y.io;
+                                    a.0 += x;
+                                    a.1 += y;
                                 }
                                 Ok(a)
                             })
@@ -282,15 +279,11 @@ fn concurrency(ctx: &Ctx) -> Result<Report, Failure> {
                 let mut sum = (Sample::default(), Sample::default());
                 for r in per {
                     let (a, b) = r?;
-                    sum.0.map += a.map;
-                    sum.0.io += a.io;
-                    sum.1.map += b.map;
-                    sum.1.commit += b.commit;
-                    sum.1.io += b.io;
+                    sum.0 += a;
+                    sum.1 += b;
                 }
-                let avg = |x: Sample| Sample { map: x.map / total, commit: x.commit / total, io: x.io / total };
-                reads.push(avg(sum.0));
-                apps.push(avg(sum.1));
+                reads.push(sum.0.per(total));
+                apps.push(sum.1.per(total));
                 base.reset_size()?;
             }
             points.push(point(labels(kind.name(), OpKind::RandRead, "hot", &x), &reads));
@@ -374,11 +367,8 @@ fn spfs_extents(ctx: &Ctx) -> Result<Report, Failure> {
             let part = ins.len().div_ceil(trials).max(1);
             let tri: Vec<Sample> = ins
                 .chunks(part)
-                .map(|c| Sample {
-                    map: c.iter().map(|s| s.map).sum::<f64>() / c.len() as f64,
-                    commit: c.iter().map(|s| s.commit).sum::<f64>() / c.len() as f64,
-                    io: 0.0,
-                })
+                // Inserts have no enclosing IO measurement.
+                .map(|c| Sample { io: 0.0, ..Sample::mean(c) })
                 .collect();
             let mut p = point(json!({ "mapping": name, "op": "insert", "cache": "hot", "x": x }), &tri);
             p["extents"] = json!(ins.len());
@@ -390,12 +380,9 @@ fn spfs_extents(ctx: &Ctx) -> Result<Report, Failure> {
                     let f = &files[rng.random_range(0..files.len())];
                     let mut r = Runner::new(ctx, &t.fs, f, BLOCK)?;
                     r.rng = SmallRng::seed_from_u64(rng.random());
-                    let smp = r.op(OpKind::RandRead)?;
-                    sum.map += smp.map;
-                    sum.io += smp.io;
+                    sum += r.op(OpKind::RandRead)?;
                 }
-                let n = s.spfs_lookups as f64;
-                look.push(Sample { map: sum.map / n, commit: 0.0, io: sum.io / n });
+                look.push(sum.per(s.spfs_lookups as f64));
             }
             points.push(point(json!({ "mapping": name, "op": "lookup", "cache": "hot", "x": x }), &look));
         }

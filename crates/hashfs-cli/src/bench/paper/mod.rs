@@ -15,6 +15,7 @@
 
 mod experiments;
 
+use super::{cpu_model, git_commit};
 use crate::{fail, Failure};
 use hashfs::fs::FormatOptions;
 use hashfs::pm::{MmapDevice, OpenMode};
@@ -230,6 +231,30 @@ pub struct Sample {
     pub io: f64,
 }
 
+impl std::ops::AddAssign for Sample {
+    fn add_assign(&mut self, o: Sample) {
+        self.map += o.map;
+        self.commit += o.commit;
+        self.io += o.io;
+    }
+}
+
+impl Sample {
+    /// The mean of a sum of `n` samples.
+    pub fn per(self, n: f64) -> Sample {
+        Sample { map: self.map / n, commit: self.commit / n, io: self.io / n }
+    }
+
+    /// The mean of `samples`.
+    pub fn mean(samples: &[Sample]) -> Sample {
+        let mut sum = Sample::default();
+        for &s in samples {
+            sum += s;
+        }
+        sum.per(samples.len() as f64)
+    }
+}
+
 /// A file system on a fresh image, with one file to measure.
 pub struct Target {
     pub fs: FileSystem<MmapDevice>,
@@ -354,13 +379,9 @@ impl<'a> Runner<'a> {
     pub fn hot(&mut self, kind: OpKind, ops: usize) -> Result<Sample, Failure> {
         let mut sum = Sample::default();
         for _ in 0..ops {
-            let s = self.op(kind)?;
-            sum.map += s.map;
-            sum.commit += s.commit;
-            sum.io += s.io;
+            sum += self.op(kind)?;
         }
-        let n = ops as f64;
-        Ok(Sample { map: sum.map / n, commit: sum.commit / n, io: sum.io / n })
+        Ok(sum.per(ops as f64))
     }
 
     /// One operation after evicting the file's mapping state from every cache.
@@ -412,27 +433,6 @@ pub fn point(labels: Value, trials: &[Sample]) -> Value {
     o["io_cycles"] = col(&|s| s.io);
     o["map_share"] = col(&|s| if s.io > 0.0 { s.map / s.io } else { 0.0 });
     o
-}
-
-fn git_commit() -> String {
-    std::process::Command::new("git")
-        .args(["rev-parse", "--short", "HEAD"])
-        .output()
-        .ok()
-        .filter(|o| o.status.success())
-        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
-        .unwrap_or_else(|| "unknown".into())
-}
-
-fn cpu_model() -> String {
-    std::fs::read_to_string("/proc/cpuinfo")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("model name"))
-                .map(|l| l.split(':').nth(1).unwrap_or("").trim().to_string())
-        })
-        .unwrap_or_else(|| "unknown".into())
 }
 
 fn machine(ctx: &Ctx) -> Value {
