@@ -50,7 +50,21 @@ impl<D: PmDevice> FsInner<D> {
         lblk: u64,
         size_blocks: u64,
     ) -> Result<Option<(u64, u64)>> {
-        timing::map_span(|| self.translate_untimed(cell, raw, lblk, size_blocks))
+        self.translate_range(cell, raw, lblk, lblk + 1, size_blocks)
+    }
+
+    /// [`Self::translate`] for a request that goes on to block `end` (exclusive): HashFS
+    /// looks up the following blocks of the request in the same vector hash.
+    #[inline]
+    fn translate_range(
+        &self,
+        cell: &InodeCell,
+        raw: &InodeRaw,
+        lblk: u64,
+        end: u64,
+        size_blocks: u64,
+    ) -> Result<Option<(u64, u64)>> {
+        timing::map_span(|| self.translate_untimed(cell, raw, lblk, end, size_blocks))
     }
 
     #[inline]
@@ -59,10 +73,11 @@ impl<D: PmDevice> FsInner<D> {
         cell: &InodeCell,
         raw: &InodeRaw,
         lblk: u64,
+        end: u64,
         size_blocks: u64,
     ) -> Result<Option<(u64, u64)>> {
         match &self.map {
-            FileMap::Hash(t) => Ok(translate_hash(t, cell, lblk, size_blocks).map(|s| (s, 1))),
+            FileMap::Hash(t) => Ok(translate_hash(t, cell, lblk, end, size_blocks)),
             FileMap::Blocks(b) => {
                 let tc = b.uses_tcache();
                 if tc {
@@ -96,12 +111,13 @@ impl<D: PmDevice> FsInner<D> {
         }
         let n = (buf.len() as u64).min(size - off) as usize;
         let size_blocks = blocks_for(size);
+        let end = (off + n as u64).div_ceil(BLOCK_BYTES);
         let mut done = 0usize;
         while done < n {
             let pos = off + done as u64;
             let lblk = pos / BLOCK_BYTES;
             let in_blk = pos % BLOCK_BYTES;
-            match self.translate(cell, &st.raw, lblk, size_blocks)? {
+            match self.translate_range(cell, &st.raw, lblk, end, size_blocks)? {
                 Some((slot, run)) => {
                     let len = ((run * BLOCK_BYTES - in_blk) as usize).min(n - done);
                     self.dev.read(self.geo.block_off(slot) + in_blk, &mut buf[done..done + len]);
@@ -620,18 +636,26 @@ impl<D: PmDevice> FsInner<D> {
     }
 }
 
-/// Translation through the HashFS table: translation cache, then the table. On a cache
-/// miss during sequential access it looks up the next 8 blocks with one vector hash and
-/// caches them (paper §3.2.2: spare SIMD lanes prefetch following entries); a random
-/// access looks up only its block.
+/// Translation through the HashFS table: translation cache, then the table. A request of
+/// several blocks (up to `end`) looks up to 8 of them with one vector hash, and so does a
+/// cache miss during sequential access (paper §3.2.2: spare SIMD lanes prefetch following
+/// entries); the blocks found are cached. A random single-block access looks up only its
+/// block. Returns the slot and how many of the blocks looked up follow it physically.
 #[inline]
-fn translate_hash<D: PmDevice>(t: &HashTable<D>, cell: &InodeCell, lblk: u64, size_blocks: u64) -> Option<u64> {
+fn translate_hash<D: PmDevice>(
+    t: &HashTable<D>,
+    cell: &InodeCell,
+    lblk: u64,
+    end: u64,
+    size_blocks: u64,
+) -> Option<(u64, u64)> {
     if let Some(s) = cell.tcache.get(lblk as u32) {
-        return Some(s);
+        return Some((s, 1));
     }
     let sequential = cell.next_read_lblk.load(Ordering::Relaxed) == lblk;
-    if sequential && lblk + 1 < size_blocks {
-        let n = (size_blocks - lblk).min(8) as usize;
+    let limit = if sequential { size_blocks.max(end) } else { end };
+    if lblk + 1 < limit {
+        let n = (limit - lblk).min(8) as usize;
         let mut keys = [0u64; 8];
         for (i, k) in keys[..n].iter_mut().enumerate() {
             *k = key(cell.ino.0, (lblk + i as u64) as u32);
@@ -643,13 +667,15 @@ fn translate_hash<D: PmDevice>(t: &HashTable<D>, cell: &InodeCell, lblk: u64, si
                 cell.tcache.put((lblk + i as u64) as u32, *s);
             }
         }
-        return out[0];
+        let first = out[0]?;
+        let run = out[..n].iter().zip(0..).take_while(|&(s, i)| *s == Some(first + i)).count();
+        return Some((first, run as u64));
     }
     let s = t.lookup(key(cell.ino.0, lblk as u32));
     if let Some(s) = s {
         cell.tcache.put(lblk as u32, s);
     }
-    s
+    s.map(|s| (s, 1))
 }
 
 /// Frees HashFS table slots: tombstones, one fence, then purge.
