@@ -123,8 +123,25 @@ def ratio(a, b):
     return a / b if b and not math.isnan(a) and not math.isnan(b) and b > 0 else math.nan
 
 
-def verdict(ok):
+# (section title, claim, agrees) of every verdict, for the summary at the top of results.md.
+SUMMARY = []
+SECTION = [""]
+
+
+def verdict(ok, claim=None):
+    """The word for a comparison with the paper; with `claim`, also a row of the summary."""
+    if claim:
+        SUMMARY.append((SECTION[0], claim, ok))
     return "**agrees**" if ok else "**differs**"
+
+
+def unchanged(a, b, tol):
+    """Two (mean, ci95) points are the same: their confidence intervals overlap, or the
+    means are within a factor `tol` of each other."""
+    (ma, ca), (mb, cb) = a, b
+    if any(math.isnan(v) for v in (ma, mb)):
+        return False
+    return abs(ma - mb) <= ca + cb or abs(ratio(ma, mb) - 1) <= tol
 
 
 def table(d, rows, cols, row_key, col_key, fixed, metric="map_cycles", scale=1.0, digits=0, suffix=""):
@@ -157,6 +174,33 @@ def op_tables(d, heading, rows, xs, ops, **kw):
     return "".join(f"\n{op}{heading}:\n\n" + table(d, rows, xs, "mapping", "x", {"op": op}, **kw) + "\n" for op in ops)
 
 
+def mount_note(mount):
+    """How the images were mapped, from the `type options` of their mount."""
+    if not mount:
+        return ""
+    fstype, _, opts = mount.partition(" ")
+    opts = opts.split(",")
+    huge = fstype == "hugetlbfs" or "dax" in opts or any(o in ("huge=always", "huge=within_size") for o in opts)
+    pages = "2 MiB pages" if huge else "4 KiB pages"
+    shown = ", ".join(o for o in opts if o.startswith("huge=") or o == "dax")
+    return f" ({fstype}{', ' + shown if shown else ''}: {pages})"
+
+
+def load_discussion(path):
+    """The '## <experiment>' sections of the hand-written discussion, each as text to append."""
+    if not os.path.exists(path):
+        return {}
+    out, key = {}, None
+    with open(path) as f:
+        for line in f:
+            if line.startswith("## "):
+                key = line[3:].strip()
+                out[key] = ""
+            elif key:
+                out[key] += line
+    return {k: "\n" + v.strip() + "\n" for k, v in out.items() if v.strip()}
+
+
 # ---- experiments: each draws its figure and returns its section of results.md ----
 
 
@@ -187,10 +231,10 @@ structures"; hot operations are cheap for every structure.
 Measured ({x} file, layout score {d['config']['layout_score']}): cold reads, the slowest
 per-file tree over the fastest global table is {fmt(cold_read['seq_read'], 1)}x for sequential and
 {fmt(cold_read['rand_read'], 1)}x for random reads (up to {fmt(up_to, 1)}x). Global tables faster cold:
-{verdict(up_to > 1.5)}; the factor, {fmt(up_to, 1)}x against up to 15x: {verdict(up_to >= 10)}. Cold appends: the
+{verdict(up_to > 1.5, 'global tables faster than per-file trees (cold reads)')}; the factor, {fmt(up_to, 1)}x against up to 15x: {verdict(up_to >= 10, f'global up to 15x faster cold: {fmt(up_to, 1)}x')}. Cold appends: the
 other mappings take {fmt(lo, 1)}-{fmt(hi, 1)}x HashFS's mapping cycles ({fmt(h)} cycles). HashFS the cheapest
-insert: {verdict(lo > 1.0)}; the factor against 14-20x: {verdict(lo >= 10)}.
-Hot reads cost at most {fmt(hot_max)} cycles in every structure: {verdict(hot_max < 2000)}.
+insert: {verdict(lo > 1.0, 'HashFS the cheapest cold insert')}; the factor against 14-20x: {verdict(lo >= 10, f'HashFS inserts 14-20x faster cold: {fmt(lo, 1)}-{fmt(hi, 1)}x')}.
+Hot reads cost at most {fmt(hot_max)} cycles in every structure: {verdict(hot_max < 2000, 'hot reads cheap in every structure')}.
 """
     text += "\n" + table(d, maps, OPS, "mapping", "op", {"cache": "cold"}) + "\n"
     text += "\nCold mapping cycles (mean ± 95% CI). Hot:\n\n" + table(d, maps, OPS, "mapping", "op", {"cache": "hot"}) + "\n"
@@ -209,6 +253,7 @@ def fragmentation(d, png):
     chg = {k: ratio(m(d, op="rand_read", x=b, mapping=k), m(d, op="rand_read", x=a, mapping=k)) for k in maps}
     ins = {k: ratio(m(d, op="append", x=b, mapping=k), m(d, op="append", x=a, mapping=k)) for k in maps}
     et = chg.get("extent-tree", math.nan)
+    h_same = unchanged(val(d, op="append", x=b, mapping="hashfs"), val(d, op="append", x=a, mapping="hashfs"), 0.15)
     others = [v for k, v in chg.items() if k not in ("extent-tree", "extent-tree-cached", "extent-hash")]
     text = f"""
 Claim (HashFS §4.2): "the only major difference is the performance of the extent trees";
@@ -218,9 +263,9 @@ the other structures are unaffected for reads; for insertions the allocator slow
 Measured (cold random read, {b} over {a}): extent tree {fmt(et, 2)}x, HashFS {fmt(chg.get('hashfs'), 2)}x,
 radix tree {fmt(chg.get('radix-tree'), 2)}x, cuckoo {fmt(chg.get('cuckoo'), 2)}x; extent hashing (whose entries are extents,
 like the tree's) {fmt(chg.get('extent-hash'), 2)}x. The extent tree the only structure that slows down markedly:
-{verdict(et > 1.3 and all(v < et for v in others))}. Appends, {b} over {a}: """ + ", ".join(f"{k} {fmt(v, 2)}x" for k, v in ins.items()) + f""".
-HashFS appends unaffected (within 15%): {verdict(abs(ins.get('hashfs', 1) - 1) < 0.15)}; the allocator mappings'
-appends slower at {b}: {verdict(all(v > 1.0 for k, v in ins.items() if k != 'hashfs'))}.
+{verdict(et > 1.3 and all(v < et for v in others), 'fragmentation hurts the extent tree, not the others')}. Appends, {b} over {a}: """ + ", ".join(f"{k} {fmt(v, 2)}x" for k, v in ins.items()) + f""".
+HashFS appends unaffected (confidence intervals overlap or within 15%): {verdict(h_same, 'HashFS inserts unaffected by fragmentation')}; the allocator mappings'
+appends slower at {b}: {verdict(all(v > 1.0 for k, v in ins.items() if k != 'hashfs'), 'allocator-based inserts slower when fragmented')}.
 """
     text += op_tables(d, " (cold, cycles)", maps, groups, OPS)
     return text
@@ -237,13 +282,13 @@ def filesize(d, png):
     a, b = xs[0], xs[-1]
     g = {k: ratio(m(d, op="rand_read", x=b, mapping=k), m(d, op="rand_read", x=a, mapping=k)) for k in maps}
     trees_grow = all(g.get(t, 0) > 1.1 for t in TREES if t in g)
-    flat = all(abs(g.get(k, 1) - 1) < 0.5 for k in GLOBAL if k in g)
+    flat = all(unchanged(val(d, op="rand_read", x=b, mapping=k), val(d, op="rand_read", x=a, mapping=k), 0.5) for k in GLOBAL if k in g)
     text = f"""
 Claim (HashFS §4.3): per-file trees get slower as files grow (34% for random reads from
 4 KB to 4 GB); "the mapping overhead for the hash tables ... is static".
 
 Measured, cold random read, {b} over {a}: """ + ", ".join(f"{k} {fmt(v, 2)}x" for k, v in g.items()) + f""".
-Trees grow (more than 10%): {verdict(trees_grow)}; hash tables flat (within 50%): {verdict(flat)}.
+Trees grow (more than 10%): {verdict(trees_grow, 'per-file trees slower for larger files')}; hash tables flat (confidence intervals overlap or within 50%): {verdict(flat, 'hash-table mapping cost independent of file size')}.
 """
     text += op_tables(d, " (cold, cycles)", maps, xs, OPS)
     return text
@@ -263,6 +308,11 @@ def iosize(d, png):
     small = xs[0]
     drop = {k: ratio(m(d, "map_share", op="rand_read", x=big, mapping=k), m(d, "map_share", op="rand_read", x=small, mapping=k)) for k in maps}
     radix_share = shares["seq_read"].get("radix-tree", math.nan)
+    cyc = {op: {k: val(d, op=op, x=big, mapping=k) for k in maps} for op in ["seq_read", "rand_read"]}
+    fastest = {op: min(v, key=lambda k: v[k][0]) for op, v in cyc.items()}
+    radix_best = "radix-tree" in maps and all(
+        fastest[op] == "radix-tree" or unchanged(cyc[op]["radix-tree"], cyc[op][fastest[op]], 0.0) for op in cyc
+    )
     text = f"""
 Claim (HashFS §4.4): the share of the IO path in mapping drops as IO grows; at 1 MB "radix
 tree mapping takes only 3% of the IO path for reads" and "radix trees perform best for
@@ -271,8 +321,9 @@ both sequential and random reads"; HashFS has the lowest insertion time.
 Measured at {big}: lowest mapping share for sequential reads: {best['seq_read']}
 ({fmt(100 * shares['seq_read'][best['seq_read']], 1)}%), for random reads: {best['rand_read']}
 ({fmt(100 * shares['rand_read'][best['rand_read']], 1)}%); radix tree {fmt(100 * radix_share, 1)}% for sequential reads.
-Radix tree best for both: {verdict(best['seq_read'] == 'radix-tree' and best['rand_read'] == 'radix-tree')}.
-The share falls from {small} to {big} for every mapping: {verdict(all(v < 1 for v in drop.values()))}
+Lowest mapping cycles at {big}: sequential {fastest['seq_read']}, random {fastest['rand_read']}; radix tree the
+fastest or within the confidence interval of the fastest for both: {verdict(radix_best, 'radix tree best for 1 MiB reads')}.
+The share falls from {small} to {big} for every mapping: {verdict(all(v < 1 for v in drop.values()), 'mapping share falls as IO grows')}
 (random reads: """ + ", ".join(f"{k} {fmt(100 * v, 0)}%" for k, v in drop.items()) + """ of the 4 KiB share).
 """
     text += op_tables(d, ", % of the IO latency in mapping (cold)", maps, xs, OPS, metric="map_share", scale=100, digits=1, suffix="%")
@@ -290,6 +341,7 @@ def utilization(d, png):
     hi, lo = xs[-1], xs[0]
     r = {lvl: {op: ratio(m(d, op=op, x=lvl, mapping="hashfs"), m(d, op=op, x=lvl, mapping="cuckoo")) for op in OPS} for lvl in xs}
     errs = [p for p in d["points"] if "error" in p]
+    same_lo = unchanged(val(d, op="rand_read", x=lo, mapping="hashfs"), val(d, op="rand_read", x=lo, mapping="cuckoo"), 0.03)
     text = f"""
 Claim (HashFS §4.5): at 80% full HashFS and cuckoo hashing read within ±3%; at 95%
 "HashFS incurs between 12-14% more latency for reads than the global cuckoo hash table,
@@ -298,9 +350,10 @@ and has equivalent performance for insertions"; both beat the per-file trees.
 Measured, HashFS over cuckoo mapping cycles (cold): at {lo} sequential {fmt(r[lo]['seq_read'], 2)}x, random
 {fmt(r[lo]['rand_read'], 2)}x, append {fmt(r[lo]['append'], 2)}x; at {hi} sequential {fmt(r[hi]['seq_read'], 2)}x, random
 {fmt(r[hi]['rand_read'], 2)}x, append {fmt(r[hi]['append'], 2)}x.
-HashFS reads slower than cuckoo at {hi}: {verdict(r[hi]['rand_read'] > 1.0)}; by 12-14%:
-{verdict(1.08 <= r[hi]['rand_read'] <= 1.18)}. Both global tables below every per-file tree for random reads at {hi}:
-{verdict(max(m(d, op='rand_read', x=hi, mapping=g) for g in GLOBAL) < min(m(d, op='rand_read', x=hi, mapping=t) for t in TREES))}.
+HashFS and cuckoo reads equivalent at {lo} (confidence intervals overlap or within 3%): {verdict(same_lo, 'HashFS = cuckoo reads at 80% full')}.
+HashFS reads slower than cuckoo at {hi}: {verdict(r[hi]['rand_read'] > 1.0, 'HashFS reads slower than cuckoo at 95% full')}; by 12-14%:
+{verdict(1.08 <= r[hi]['rand_read'] <= 1.18, f"HashFS reads 12-14% slower than cuckoo at 95% full: {fmt(100 * (r[hi]['rand_read'] - 1), 0)}%")}. Both global tables below every per-file tree for random reads at {hi}:
+{verdict(max(m(d, op='rand_read', x=hi, mapping=g) for g in GLOBAL) < min(m(d, op='rand_read', x=hi, mapping=t) for t in TREES), 'global tables beat per-file trees at 95% full')}.
 HashFS reads degrade from {lo} to {hi} by {fmt(100 * (ratio(m(d, op='rand_read', x=hi, mapping='hashfs'), m(d, op='rand_read', x=lo, mapping='hashfs')) - 1), 0)}%
 (cuckoo: {fmt(100 * (ratio(m(d, op='rand_read', x=hi, mapping='cuckoo'), m(d, op='rand_read', x=lo, mapping='cuckoo')) - 1), 0)}%).
 """
@@ -322,14 +375,15 @@ def concurrency(d, png):
     growth = {op: {k: ratio(m(d, op=op, x=b, mapping=k), m(d, op=op, x=a, mapping=k)) for k in maps} for op in ["rand_read", "append"]}
     rank = lambda x, op: [k for k, _ in sorted(((k, m(d, op=op, x=x, mapping=k)) for k in maps), key=lambda t: t[1])]
     same_rank = {op: rank(a, op) == rank(b, op) for op in ["rand_read", "append"]}
+    slight = all(m(d, op="rand_read", x=b, mapping=k) <= 1.13 * m(d, op="rand_read", x=a, mapping=k) or unchanged(val(d, op="rand_read", x=b, mapping=k), val(d, op="rand_read", x=a, mapping=k), 0.13) for k in maps)
     text = f"""
 Claim (HashFS §4.6): from 1 to 8 threads mapping latency rises "slightly (up to 13% for
 extent trees)", and "the ranking among approaches does not change".
 
 Measured ({d['scale_note']}), {b} over {a}: reads """ + ", ".join(f"{k} {fmt(v, 2)}x" for k, v in growth["rand_read"].items()) + """;
 appends """ + ", ".join(f"{k} {fmt(v, 2)}x" for k, v in growth["append"].items()) + f""".
-Ranking unchanged: reads {verdict(same_rank['rand_read'])}, appends {verdict(same_rank['append'])}.
-Rise at most 13% for reads: {verdict(max(growth['rand_read'].values()) <= 1.13)}.
+Ranking unchanged: reads {verdict(same_rank['rand_read'], 'ranking unchanged by threads (reads)')}, appends {verdict(same_rank['append'], 'ranking unchanged by threads (appends)')}.
+Rise at most 13% for reads (confidence intervals overlap or within 13%): {verdict(slight, 'latency rises at most 13% with threads (reads)')}.
 """
     text += op_tables(d, ", mapping cycles", maps, xs, ["rand_read", "append"])
     return text
@@ -349,7 +403,7 @@ reading them in place on PM, for reads ("the dynamic allocation overhead of the 
 is not amortized") and for inserts.
 
 Measured, page-cached over in-place: reads {fmt(r['rand_read'], 2)}x, appends {fmt(r['append'], 2)}x.
-Page cache slower for reads: {verdict(r['rand_read'] > 1.0)}; for appends: {verdict(r['append'] > 1.0)}. Here "PM" is DRAM, so the page cache
+Page cache slower for reads: {verdict(r['rand_read'] > 1.0, 'page cache slower (reads)')}; for appends: {verdict(r['append'] > 1.0, 'page cache slower (appends)')}. Here "PM" is DRAM, so the page cache
 cannot win on memory latency; what it adds is a hash lookup and, on a miss, a 4 KiB copy.
 """
     text += "\n" + table(d, maps, ["rand_read", "append"], "mapping", "op", {}) + "\n"
@@ -382,9 +436,9 @@ hashing.
 
 Measured ({d['scale_note']}): at {big} extents block hashing (HashFS) inserts take
 {fmt(bh_vs_tree, 0)}x the extent tree's cycles. Block hashing far slower at large extents (over 10x):
-{verdict(bh_vs_tree > 10)}; the factor against 906x: {verdict(bh_vs_tree > 300)} (the paper's figure comes from 1024
+{verdict(bh_vs_tree > 10, 'block hashing inserts far slower at 4 MiB extents')}; the factor against 906x: {verdict(bh_vs_tree > 300, f'block hashing inserts up to 906x the extent tree at 4 MiB extents: {fmt(bh_vs_tree, 0)}x')} (the paper's figure comes from 1024
 `clwb` per 4 MB extent on Optane against one tree entry). Extent hashing the fastest insert at
-every size: {verdict(eh_fastest)}. Block hashing the fastest lookup at {small}: {verdict(bh_small)}.
+every size: {verdict(eh_fastest, 'extent hashing the fastest insert')}. Block hashing the fastest lookup at {small}: {verdict(bh_small, 'block hashing the fastest lookup at 4 KiB extents')}.
 Fast lookup over block hashing: """ + ", ".join(f"{x} {fmt(v, 2)}x" for x, v in fast_vs_bh.items()) + ".\n"
     text += op_tables(d, ", mapping cycles", variants, xs, ["insert", "lookup"])
     return text
@@ -407,8 +461,14 @@ def main():
     ap.add_argument("--results", default="bench/results")
     ap.add_argument("--docs", default="docs")
     ap.add_argument("--intro", default="bench/results-intro.md", help="text placed before the generated sections")
+    ap.add_argument(
+        "--discussion",
+        default="bench/results-discussion.md",
+        help="hand-written notes on why results differ, one '## <experiment>' section each, appended to that section",
+    )
     args = ap.parse_args()
     data = load(args.results)
+    discussion = load_discussion(args.discussion)
     if not data:
         sys.exit(f"no results in {args.results}: run `hashfs bench paper` first")
     figdir = os.path.join(args.docs, "results")
@@ -423,20 +483,29 @@ def main():
         f"Generated by `bench/plot.py` from `{args.results}` (scale **{any_d['scale']}**, commit "
         f"`{any_d['git_commit']}`) on {mach['cpu']}, {mach['cores']} cores, {mach['memory_gib']:.0f} GiB, "
         f"kernel {mach['kernel']}, TSC {mach['tsc_ghz']:.2f} GHz, flush `{mach['flush']}`, images in "
-        f"`{mach['image_dir']}`. Cycles are time-stamp-counter cycles; ± is the 95% confidence interval over trials.\n"
+        f"`{mach['image_dir']}`{mount_note(mach.get('image_mount'))}. Cycles are time-stamp-counter cycles; ± is the "
+        "95% confidence interval over trials.\n"
     )
+    sections = []
     for key, title, fn in SECTIONS:
         if key not in data:
-            out.append(f"\n## {title}\n\nNot in this run.\n")
+            sections.append(f"\n## {title}\n\nNot in this run.\n")
             continue
         d = data[key]
         png = os.path.join(figdir, f"{key}.png")
+        SECTION[0] = title
         body = fn(d, png)
+        body += discussion.get(key, "")
         note = f"Scale **{d['scale']}**" + (f" ({d['scale_note']})" if d.get("scale_note") else "") + ". "
-        out.append(
+        sections.append(
             f"\n## {title}\n\n![{key}](results/{key}.png)\n\n{note}Run time {d['seconds']:.0f} s; "
             f"configuration in `{args.results}/{key}.json`.\n{body}"
         )
+    agree = sum(ok for _, _, ok in SUMMARY)
+    out.append(f"\n## Summary\n\n{agree} of {len(SUMMARY)} checks against the papers' claims agree; each section below gives the numbers.\n")
+    out.append("| experiment | claim (measured) | verdict |\n|---|---|---|")
+    out.append("\n".join(f"| {sec} | {claim} | {verdict(ok)} |" for sec, claim, ok in SUMMARY))
+    out.extend(sections)
     path = os.path.join(args.docs, "results.md")
     with open(path, "w") as f:
         f.write("\n".join(out))

@@ -76,7 +76,7 @@ impl Scale {
         big_file_bytes: 4 << 30,
         util_image_bytes: 8 << 30,
         util_file_bytes: 4 << 20,
-        conc_ops: 20_000,
+        conc_ops: 5_000,
         pagecache_ops: 100_000,
         spfs_files: 16,
         spfs_file_bytes: 256 << 20,
@@ -454,8 +454,26 @@ fn machine(ctx: &Ctx) -> Value {
         "flush": hashfs::pm::flush_kind().name(),
         "simd": hashfs::mapping::simd::simd_kind().name(),
         "image_dir": ctx.image_dir.display().to_string(),
+        "image_mount": image_mount(&ctx.image_dir),
         "timing_overhead_cycles": { "inner": ctx.cal.inner, "pair": ctx.cal.pair, "outer": ctx.cal.outer },
     })
+}
+
+/// The file system holding the images, as `type options` from /proc/mounts (the mount
+/// with the longest prefix of the directory): whether the images get 2 MiB pages
+/// (`huge=always` tmpfs, hugetlbfs, DAX) changes TLB misses on cold accesses.
+fn image_mount(dir: &Path) -> String {
+    let dir = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
+    let mounts = std::fs::read_to_string("/proc/mounts").unwrap_or_default();
+    mounts
+        .lines()
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            (f.len() >= 4 && dir.starts_with(f[1])).then(|| (f[1].len(), format!("{} {}", f[2], f[3])))
+        })
+        .max_by_key(|(n, _)| *n)
+        .map(|(_, m)| m)
+        .unwrap_or_else(|| "unknown".into())
 }
 
 /// One experiment's result before it is written.
