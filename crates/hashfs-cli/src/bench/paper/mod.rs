@@ -258,13 +258,14 @@ impl Sample {
 /// A file system on a fresh image, with one file to measure.
 pub struct Target {
     pub fs: FileSystem<MmapDevice>,
-    pub image: PathBuf,
     pub kind: MappingKind,
 }
 
 impl Target {
     /// Formats `bytes` of image for `kind` at `layout_score` and mounts it; the image's
-    /// memory is populated first (PM has no first-touch faults).
+    /// memory is populated first (PM has no first-touch faults). The file is unlinked once
+    /// mapped, so its memory goes back when the target is dropped or the process ends,
+    /// however it ends.
     pub fn new(ctx: &Ctx, kind: MappingKind, layout_score: f64, bytes: u64) -> Result<Target, Failure> {
         let image = ctx.image_dir.join(format!("hashfs-paper-{}-{}.img", kind.name(), std::process::id()));
         let _ = std::fs::remove_file(&image);
@@ -276,12 +277,16 @@ impl Target {
             journal_blocks: 64,
             ..FormatOptions::default()
         };
-        FileSystem::format_file(&image, bytes, &opts, &|_, _| {})
-            .map_err(|e| fail(format!("formatting {} ({} MiB): {e}", image.display(), bytes >> 20)))?;
-        let dev = Arc::new(MmapDevice::open(&image, OpenMode::Existing)?);
+        FileSystem::format_file(&image, bytes, &opts, &|_, _| {}).map_err(|e| {
+            let _ = std::fs::remove_file(&image);
+            fail(format!("formatting {} ({} MiB): {e}", image.display(), bytes >> 20))
+        })?;
+        let dev = MmapDevice::open(&image, OpenMode::Existing);
+        let _ = std::fs::remove_file(&image);
+        let dev = Arc::new(dev?);
         dev.populate().map_err(|e| fail(format!("populating {}: {e}", image.display())))?;
         let (fs, _) = FileSystem::mount(dev, &|_, _| {})?;
-        Ok(Target { fs, image, kind })
+        Ok(Target { fs, kind })
     }
 
     /// Creates `path` and writes `bytes` to it in 1 MiB pieces.
@@ -301,12 +306,6 @@ impl Target {
     /// The measured layout score of the image's files.
     pub fn layout_score(&self) -> f64 {
         self.fs.mapping_stats().map(|s| s.layout_score).unwrap_or(f64::NAN)
-    }
-}
-
-impl Drop for Target {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.image);
     }
 }
 
