@@ -2,7 +2,7 @@
 # Reproduces the papers' file-mapping evaluation: runs `hashfs bench paper` (every
 # experiment, every mapping), then draws the plots and regenerates docs/results.md.
 #
-#   ./scripts/bench-paper.sh            # full scale (about an hour on 2 cores)
+#   ./scripts/bench-paper.sh            # full scale (about 15 minutes on 2 cores)
 #   ./scripts/bench-paper.sh --quick    # a few minutes
 #   ./scripts/bench-paper.sh --quick locality iosize   # some experiments only
 #
