@@ -17,6 +17,9 @@ command -v fio >/dev/null || missing="$missing fio"
 command -v db_bench >/dev/null || missing="$missing rocksdb-tools"
 [ -f /usr/include/leveldb/db.h ] || missing="$missing libleveldb-dev"
 command -v g++ >/dev/null || missing="$missing g++"
+# bench/plot.py (checked on the paper benchmark's smoke output) needs matplotlib.
+python3 -c "import matplotlib" 2>/dev/null || /usr/bin/python3 -c "import matplotlib" 2>/dev/null ||
+    missing="$missing python3-matplotlib"
 if [ -n "$missing" ]; then
     if [ "$(id -u)" = 0 ]; then
         apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $missing >/dev/null

@@ -232,4 +232,40 @@ fn paper_benchmark_smoke() {
         .filter(|e| e.path().extension().is_some_and(|x| x == "img"))
         .collect();
     assert!(left.is_empty());
+    plot_smoke(&out, &dir.path().join("docs"));
+}
+
+/// bench/plot.py draws every experiment's figure and writes results.md from the tiny run,
+/// with the summary, every section and the hand-written discussion.
+fn plot_smoke(results: &Path, docs: &Path) {
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let Some(py) = ["python3", "/usr/bin/python3"]
+        .into_iter()
+        .find(|py| Command::new(py).args(["-c", "import matplotlib"]).output().is_ok_and(|o| o.status.success()))
+    else {
+        eprintln!("skipping the plot check: no python3 with matplotlib (scripts/test.sh installs it as root)");
+        return;
+    };
+    let r = Command::new(py)
+        .arg(repo.join("bench/plot.py"))
+        .args(["--results", s(results), "--docs", s(docs)])
+        .arg("--intro")
+        .arg(repo.join("bench/results-intro.md"))
+        .arg("--discussion")
+        .arg(repo.join("bench/results-discussion.md"))
+        .output()
+        .unwrap();
+    assert!(r.status.success(), "plot.py failed: {}", String::from_utf8_lossy(&r.stderr));
+    let md = std::fs::read_to_string(docs.join("results.md")).unwrap();
+    assert!(md.contains("# Results: the papers' file-mapping evaluation"), "intro missing");
+    assert!(md.contains("checks against the papers' claims agree"), "summary missing");
+    assert!(md.contains("Discussion (hand-written"), "discussion missing");
+    assert!(!md.contains("Not in this run"), "a section has no data");
+    for exp in
+        ["locality", "fragmentation", "filesize", "iosize", "utilization", "concurrency", "pagecache", "spfs-extents"]
+    {
+        assert!(md.contains(&format!("![{exp}](results/{exp}.png)")), "{exp}: no figure in results.md");
+        let png = std::fs::read(docs.join(format!("results/{exp}.png"))).unwrap();
+        assert!(png.starts_with(b"\x89PNG") && png.len() > 10_000, "{exp}: not a plot");
+    }
 }
