@@ -38,7 +38,7 @@ fn labels(kind: &str, op: OpKind, cache: &str, x: &str) -> Value {
     json!({ "mapping": kind, "op": op.name(), "cache": cache, "x": x })
 }
 
-/// Room for the appends of one hot trial and some slack.
+/// An image for a file of `file_bytes` plus the appends of one hot trial.
 fn image_for(ctx: &Ctx, file_bytes: u64) -> u64 {
     roomy_image(file_bytes + ctx.scale.hot_ops as u64 * BLOCK)
 }
@@ -46,10 +46,10 @@ fn image_for(ctx: &Ctx, file_bytes: u64) -> u64 {
 /// How [`roomy_image`] sizes images, for the JSON.
 const IMAGE_SIZING: &str = "4x the data (25% full), at most max(8 GiB, 2x the data)";
 
-/// An image for `data` bytes of files that stays mostly empty, as in the paper's §4.1-4.4
-/// and 4.6 ("a mostly empty file system"; the load of a global table changes its cost,
-/// which §4.5 measures on its own): four times the data, but at most max(8 GiB, twice the
-/// data) so the largest points fit this machine's memory.
+/// An image for `data` bytes of files that stays mostly empty, as in the paper's
+/// experiments other than §4.5 ("a mostly empty file system"; the load of a global table
+/// changes its cost, which §4.5 measures on its own): four times the data, but at most
+/// max(8 GiB, twice the data) so the largest points fit this machine's memory.
 fn roomy_image(data: u64) -> u64 {
     (4 * data).min((2 * data).max(8 << 30)) + (64 << 20)
 }
