@@ -35,6 +35,8 @@ COLORS = {
 GLOBAL = ["hashfs", "cuckoo"]
 TREES = ["extent-tree", "radix-tree"]
 OPS = ["seq_read", "rand_read", "append"]
+# Panels of the share of the IO latency spent in mapping, in percent.
+SHARE = {"metric": "map_share", "scale": 100, "ylabel": "% of IO latency in mapping"}
 
 
 def load(results):
@@ -169,6 +171,18 @@ def save(fig, axes, title, png):
     plt.close(fig)
 
 
+def op_figure(d, png, title, draw, series, xs, ops=OPS, label="{op} (cold)", log=False, xlabel=None, **kw):
+    """One panel per operation, each drawing `series` over `xs` with `draw` (grouped or
+    lines); `log` is a bool or a function of the operation."""
+    fig, axes = plt.subplots(1, len(ops), figsize=(14, 4) if len(ops) > 2 else (12, 4))
+    for ax, op in zip(axes, ops):
+        draw(ax, d, xs, "x", series, log=log(op) if callable(log) else log, fixed={"op": op}, **kw)
+        ax.set_title(label.format(op=op))
+        if xlabel:
+            ax.set_xlabel(xlabel)
+    save(fig, axes, title, png)
+
+
 def op_tables(d, heading, rows, xs, ops, **kw):
     """One table per operation: rows by mapping, columns by x."""
     return "".join(f"\n{op}{heading}:\n\n" + table(d, rows, xs, "mapping", "x", {"op": op}, **kw) + "\n" for op in ops)
@@ -281,11 +295,7 @@ Hot reads cost at most {fmt(hot_max)} cycles in every structure: {verdict(hot_ma
 def fragmentation(d, png):
     maps = present(d, MAPPINGS)
     groups = xs_of(d)
-    fig, axes = plt.subplots(1, 3, figsize=(14, 4))
-    for ax, op in zip(axes, OPS):
-        grouped(ax, d, groups, "x", maps, log=op == "append", fixed={"op": op})
-        ax.set_title(op + " (cold)")
-    save(fig, axes, "Fragmentation: layout score 1.0 vs 0.7 (HashFS §4.2, Fig. 6)", png)
+    op_figure(d, png, "Fragmentation: layout score 1.0 vs 0.7 (HashFS §4.2, Fig. 6)", grouped, maps, groups, log=lambda op: op == "append")
     a, b = groups[0], groups[-1]
     chg = {k: ratio(m(d, op="rand_read", x=b, mapping=k), m(d, op="rand_read", x=a, mapping=k)) for k in maps}
     ins = {k: ratio(m(d, op="append", x=b, mapping=k), m(d, op="append", x=a, mapping=k)) for k in maps}
@@ -311,11 +321,7 @@ appends slower at {b}: {verdict(all(v > 1.0 for k, v in ins.items() if k != 'has
 def filesize(d, png):
     maps = present(d, MAPPINGS)
     xs = xs_of(d)
-    fig, axes = plt.subplots(1, 3, figsize=(14, 4))
-    for ax, op in zip(axes, OPS):
-        lines(ax, d, xs, "x", maps, log=True, fixed={"op": op})
-        ax.set_title(op + " (cold)")
-    save(fig, axes, "File size (HashFS §4.3, Fig. 7)", png)
+    op_figure(d, png, "File size (HashFS §4.3, Fig. 7)", lines, maps, xs, log=True)
     a, b = xs[0], xs[-1]
     g = {k: ratio(m(d, op="rand_read", x=b, mapping=k), m(d, op="rand_read", x=a, mapping=k)) for k in maps}
     trees_grow = all(g.get(t, 0) > 1.1 for t in TREES if t in g)
@@ -334,11 +340,7 @@ Trees grow (more than 10%): {verdict(trees_grow, 'per-file trees slower for larg
 def iosize(d, png):
     maps = present(d, MAPPINGS)
     xs = xs_of(d)
-    fig, axes = plt.subplots(1, 3, figsize=(14, 4))
-    for ax, op in zip(axes, OPS):
-        grouped(ax, d, xs, "x", maps, metric="map_share", scale=100, fixed={"op": op}, ylabel="% of IO latency in mapping")
-        ax.set_title(op + " (cold)")
-    save(fig, axes, "IO size: share of the IO path spent in mapping (HashFS §4.4, Fig. 8)", png)
+    op_figure(d, png, "IO size: share of the IO path spent in mapping (HashFS §4.4, Fig. 8)", grouped, maps, xs, **SHARE)
     big = xs[-1]
     shares = {op: {k: m(d, "map_share", op=op, x=big, mapping=k) for k in maps} for op in ["seq_read", "rand_read"]}
     best = {op: min(v, key=v.get) for op, v in shares.items()}
@@ -370,11 +372,7 @@ The share falls from {small} to {big} for every mapping: {verdict(all(v < 1 for 
 def utilization(d, png):
     maps = present(d, MAPPINGS)
     xs = xs_of(d)
-    fig, axes = plt.subplots(1, 3, figsize=(14, 4))
-    for ax, op in zip(axes, OPS):
-        grouped(ax, d, xs, "x", maps, metric="map_share", scale=100, fixed={"op": op}, ylabel="% of IO latency in mapping")
-        ax.set_title(op + " (cold)")
-    save(fig, axes, "Space utilization (HashFS §4.5, Fig. 9)", png)
+    op_figure(d, png, "Space utilization (HashFS §4.5, Fig. 9)", grouped, maps, xs, **SHARE)
     hi, lo = xs[-1], xs[0]
     r = {lvl: {op: ratio(m(d, op=op, x=lvl, mapping="hashfs"), m(d, op=op, x=lvl, mapping="cuckoo")) for op in OPS} for lvl in xs}
     errs = [p for p in d["points"] if "error" in p]
@@ -403,11 +401,8 @@ HashFS reads degrade from {lo} to {hi} by {fmt(100 * (ratio(m(d, op='rand_read',
 def concurrency(d, png):
     maps = present(d, MAPPINGS)
     xs = xs_of(d)
-    fig, axes = plt.subplots(1, 2, figsize=(12, 4))
-    for ax, op in zip(axes, ["rand_read", "append"]):
-        lines(ax, d, xs, "x", maps, log=True, fixed={"op": op})
-        ax.set_title(op)
-    save(fig, axes, f"Concurrency: threads reading and appending one file (HashFS §4.6, Fig. 10; {d['machine']['cores']} cores)", png)
+    title = f"Concurrency: threads reading and appending one file (HashFS §4.6, Fig. 10; {d['machine']['cores']} cores)"
+    op_figure(d, png, title, lines, maps, xs, ops=["rand_read", "append"], label="{op}", log=True)
     a, b = xs[0], xs[-1]
     growth = {op: {k: ratio(m(d, op=op, x=b, mapping=k), m(d, op=op, x=a, mapping=k)) for k in maps} for op in ["rand_read", "append"]}
     def faster(x, op, p, q):
@@ -460,12 +455,8 @@ cannot win on memory latency; what it adds is a hash lookup and, on a miss, a 4 
 def spfs(d, png):
     variants = [v for v in ["extent-tree", "hashfs", "extent-hash", "extent-hash+fast"] if v in {p["mapping"] for p in d["points"]}]
     xs = xs_of(d)
-    fig, axes = plt.subplots(1, 2, figsize=(12, 4))
-    for ax, op in zip(axes, ["insert", "lookup"]):
-        lines(ax, d, xs, "x", variants, log=True, fixed={"op": op})
-        ax.set_title(f"{op} latency")
-        ax.set_xlabel("extent size")
-    save(fig, axes, "Extent hashing vs block hashing vs extent tree (SPFS Fig. 7)", png)
+    title = "Extent hashing vs block hashing vs extent tree (SPFS Fig. 7)"
+    op_figure(d, png, title, lines, variants, xs, ops=["insert", "lookup"], label="{op} latency", log=True, xlabel="extent size")
     big = xs[-1]
     bh_vs_tree = ratio(m(d, op="insert", x=big, mapping="hashfs"), m(d, op="insert", x=big, mapping="extent-tree"))
     eh_fastest = all(
