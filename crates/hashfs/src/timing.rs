@@ -67,48 +67,38 @@ fn start() -> u64 {
     }
 }
 
+/// Runs `f` and, when timing is on, adds its cycles to this thread's counts with `add`.
 #[inline]
-fn map_done(t0: u64) {
+fn span<T>(f: impl FnOnce() -> T, add: fn(&mut Counts, u64)) -> T {
+    let t0 = start();
+    let r = f();
     if t0 != 0 {
         let d = rdtscp().wrapping_sub(t0);
         COUNTS.with(|c| {
             let mut v = c.get();
-            v.map_cycles += d;
-            v.map_spans += 1;
+            add(&mut v, d);
             c.set(v);
         });
     }
-}
-
-#[inline]
-fn commit_done(t0: u64) {
-    if t0 != 0 {
-        let d = rdtscp().wrapping_sub(t0);
-        COUNTS.with(|c| {
-            let mut v = c.get();
-            v.commit_cycles += d;
-            v.commit_spans += 1;
-            c.set(v);
-        });
-    }
+    r
 }
 
 /// Runs `f` as a mapping span.
 #[inline]
 pub(crate) fn map_span<T>(f: impl FnOnce() -> T) -> T {
-    let t0 = start();
-    let r = f();
-    map_done(t0);
-    r
+    span(f, |v, d| {
+        v.map_cycles += d;
+        v.map_spans += 1;
+    })
 }
 
 /// Runs `f` (a commit of mapping changes) as a commit span.
 #[inline]
 pub(crate) fn commit_span<T>(f: impl FnOnce() -> T) -> T {
-    let t0 = start();
-    let r = f();
-    commit_done(t0);
-    r
+    span(f, |v, d| {
+        v.commit_cycles += d;
+        v.commit_spans += 1;
+    })
 }
 
 /// An empty span (counted as mapping), for calibrating the accounting's own cost.
@@ -131,15 +121,11 @@ mod tests {
             return;
         }
         take();
-        let t = start();
-        map_done(t);
+        map_span(|| ());
         assert_eq!(take(), Counts::default(), "off: nothing counted");
         enable(true).unwrap();
-        let t = start();
-        std::hint::black_box((0..1000u64).sum::<u64>());
-        map_done(t);
-        let t = start();
-        commit_done(t);
+        map_span(|| std::hint::black_box((0..1000u64).sum::<u64>()));
+        commit_span(|| ());
         let c = take();
         enable(false).unwrap();
         assert_eq!((c.map_spans, c.commit_spans), (1, 1));

@@ -64,19 +64,7 @@ impl<D: PmDevice> FsInner<D> {
         end: u64,
         size_blocks: u64,
     ) -> Result<Option<(u64, u64)>> {
-        timing::map_span(|| self.translate_untimed(cell, raw, lblk, end, size_blocks))
-    }
-
-    #[inline]
-    fn translate_untimed(
-        &self,
-        cell: &InodeCell,
-        raw: &InodeRaw,
-        lblk: u64,
-        end: u64,
-        size_blocks: u64,
-    ) -> Result<Option<(u64, u64)>> {
-        match &self.map {
+        timing::map_span(|| match &self.map {
             FileMap::Hash(t) => Ok(translate_hash(t, cell, lblk, end, size_blocks)),
             FileMap::Blocks(b) => {
                 let tc = b.uses_tcache();
@@ -94,7 +82,7 @@ impl<D: PmDevice> FsInner<D> {
                 }
                 Ok(r)
             }
-        }
+        })
     }
 
     pub(crate) fn read_at(&self, cell: &InodeCell, off: u64, buf: &mut [u8]) -> Result<usize> {
