@@ -3,6 +3,7 @@
 
 mod bench;
 mod copy;
+mod crashtest;
 mod demo;
 mod mountcmd;
 
@@ -105,6 +106,9 @@ enum Cmd {
         #[arg(long, value_parser = parse_size, default_value = "1G")]
         size: u64,
     },
+    /// Explore crash states: run workloads on a crash-simulating device, recover every
+    /// image a power failure could leave, and check it (exit 1 on any failure).
+    Crashtest(crashtest::CrashtestArgs),
     /// Benchmarks (not tests).
     Bench {
         #[command(subcommand)]
@@ -414,6 +418,7 @@ fn run(cli: Cli) -> Result<u8, Failure> {
         Cmd::Umount { mountpoint } => mountcmd::umount(&mountpoint).map(|_| 0),
         Cmd::Demo { image, size } => demo::run(&image, size).map(|_| 0),
         Cmd::Bench { which } => bench::run(which).map(|_| 0),
+        Cmd::Crashtest(args) => crashtest::run(args).map(|failed| u8::from(failed > 0)).map_err(fail),
     }
 }
 

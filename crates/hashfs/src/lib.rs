@@ -7,6 +7,7 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 
 pub mod alloc;
+pub mod crashtest;
 pub mod error;
 pub mod journal;
 pub mod layout;

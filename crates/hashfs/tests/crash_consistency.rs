@@ -30,7 +30,7 @@ fn check_point(label: &str, point: &CrashPoint, allowed: &[&Snapshot], rng: &mut
         images.push(("random subset", point.image_with(|_| rng.random_bool(prob))));
     }
     for (kind, img) in images {
-        let ctx = format!("{label}, fence {}, {kind} ({} pending words)", point.fence_index, point.pending.len());
+        let ctx = format!("{label}, fence {}, {kind} ({} pending words)", point.fence_index, point.lines.len());
         let (fs, _report, dev) = mount_image(&img).unwrap_or_else(|e| panic!("{ctx}: mount failed: {e}"));
         let snap = snapshot(&fs).unwrap_or_else(|e| panic!("{ctx}: walk failed: {e}"));
         assert!(

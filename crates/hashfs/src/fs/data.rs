@@ -33,6 +33,11 @@ pub(crate) struct MapGroup<'r> {
     pub ino: u32,
     pub raw: &'r mut InodeRaw,
     pub pairs: &'r [(u64, u64)],
+    /// Logical blocks below this lie inside the file's durable size (holes being filled):
+    /// recovery would keep a HashFS key published there, so their keys are logged and roll
+    /// back with the transaction. Keys at or past it are published unlogged (recovery frees
+    /// a key past EOF by itself).
+    pub logged_below: u64,
 }
 
 fn blocks_for(size: u64) -> u64 {
@@ -350,7 +355,11 @@ impl<D: PmDevice> FsInner<D> {
             FileMap::Hash(t) => {
                 for g in groups.iter() {
                     for &(l, s) in g.pairs {
-                        tx.publish_u64(t.slot_off(s), key(g.ino, l as u32));
+                        if l < g.logged_below {
+                            tx.write_u64(t.slot_off(s), key(g.ino, l as u32));
+                        } else {
+                            tx.publish_u64(t.slot_off(s), key(g.ino, l as u32));
+                        }
                     }
                 }
                 Ok(())
@@ -465,7 +474,10 @@ impl<D: PmDevice> FsInner<D> {
         let pairs: Vec<(u64, u64)> = plan.iter().filter(|p| p.2).map(|p| (p.0, p.1)).collect();
         let committed = {
             let mut tx = self.journals.begin();
-            match self.tx_map_blocks(&mut tx, &mut [MapGroup { ino: ino.0, raw: &mut raw, pairs: &pairs }]) {
+            match self.tx_map_blocks(
+                &mut tx,
+                &mut [MapGroup { ino: ino.0, raw: &mut raw, pairs: &pairs, logged_below: old_blocks }],
+            ) {
                 Ok(()) => {
                     inode::tx_write_inode(&mut tx, &self.geo, ino, &mut raw);
                     timing::commit_span(|| tx.commit())

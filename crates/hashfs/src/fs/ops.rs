@@ -123,11 +123,14 @@ impl<D: PmDevice> FsInner<D> {
         let dir_pair = e.alloc.new_block.map(|(lblk, s)| [(lblk as u64, s)]);
         let sym_pair = also.as_ref().map(|a| [(0u64, a.2)]);
         let mut groups = Vec::with_capacity(2);
+        // The directory's new block lies past its durable size, and the symlink's inode is
+        // free on the media until the transaction commits: both keys may be unlogged.
+        let dir_blocks = draw.size.div_ceil(BLOCK_BYTES);
         if let Some(p) = &dir_pair {
-            groups.push(MapGroup { ino: dir.0, raw: &mut *draw, pairs: p });
+            groups.push(MapGroup { ino: dir.0, raw: &mut *draw, pairs: p, logged_below: dir_blocks });
         }
         if let (Some((sino, sraw, _)), Some(p)) = (also, &sym_pair) {
-            groups.push(MapGroup { ino: sino.0, raw: sraw, pairs: p });
+            groups.push(MapGroup { ino: sino.0, raw: sraw, pairs: p, logged_below: 0 });
         }
         if !groups.is_empty() {
             self.tx_map_blocks(tx, &mut groups)?;

@@ -1,50 +1,161 @@
-//! [`CrashDevice`]: an in-memory device that knows which stores are durable.
+//! [`CrashDevice`]: an in-memory device that knows what a power failure could leave.
 //!
-//! It keeps two images, after redb's crash-test backend: the *live* image that loads see,
-//! and the *durable* image that a power failure would keep for certain. A store makes its
-//! 8-byte words *pending*; `flush` snapshots the pending words of its range; `fence` makes
-//! those snapshots durable. A power failure can leave the durable image plus any subset of
-//! the pending words (the CPU may write back any cache line at any time, but never tears an
-//! aligned 8-byte word).
+//! It keeps the *live* image that loads see and the *durable* image that a power failure
+//! keeps for certain, and between them, per 64-byte cache line, the log of stores made to
+//! the line since it was last made durable. The persistence model (docs/design.md,
+//! "Persistence model") is x86's:
+//!
+//! - A cache line can be written back by the CPU at any moment, and what reaches the media
+//!   is the line as it was at that moment: the durable contents plus a *prefix*, in program
+//!   order, of the stores made to the line since. Lines are independent of each other.
+//! - `flush` (clwb / clflushopt / clflush) writes back the line as it is; the stores it
+//!   covered are durable at the next `fence` (sfence). Stores made after the flush stay
+//!   pending.
+//! - Non-temporal stores bypass the cache: each aligned 8-byte word of one is independently
+//!   old or new until the next fence, and durable after it. A non-temporal store to a line
+//!   that holds cached stores evicts the line first (Intel SDM, MOVNTI/MOVNTDQ), so those
+//!   stores are durable at the next fence too, but, like the words, they may or may not
+//!   have reached the media before it.
 //!
 //! With capture on, every fence records a [`CrashPoint`] (the state just before the fence
-//! takes effect), from which tests build the images a crash at that instant could leave.
+//! takes effect): the durable image and, per pending line, every contents a crash could
+//! leave in it. [`CrashPoint::state_count`] says how many images that makes.
 
 use super::{lines_in, DevOffset, DeviceStats, PmDevice};
 use parking_lot::Mutex;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
+
+const LINE: usize = 64;
+
+/// One store to a line: which bytes, with what, and whether it was non-temporal.
+#[derive(Clone)]
+struct Store {
+    nt: bool,
+    /// Bit `i` set: byte `i` of the line was written.
+    mask: u64,
+    data: [u8; LINE],
+}
+
+impl Store {
+    fn apply(&self, line: &mut [u8; LINE], word_mask: u8) {
+        for (i, b) in line.iter_mut().enumerate() {
+            if self.mask >> i & 1 == 1 && word_mask >> (i / 8) & 1 == 1 {
+                *b = self.data[i];
+            }
+        }
+    }
+}
+
+/// The stores made to one line since it was last durable.
+#[derive(Clone, Default)]
+struct LineLog {
+    stores: Vec<Store>,
+    /// How many of `stores` a flush (or a non-temporal store) has written back since the
+    /// last fence: they become durable at the next fence.
+    written_back: usize,
+}
+
+impl LineLog {
+    /// Every contents the line may hold after a crash, given its durable contents: a prefix
+    /// of the cached stores, and each word written by non-temporal stores old or new.
+    /// Deduplicated; the first is the durable contents, the last the latest.
+    fn outcomes(&self, durable: &[u8; LINE]) -> Vec<[u8; LINE]> {
+        let cached = self.stores.iter().filter(|s| !s.nt).count();
+        let nt_words: u8 = self
+            .stores
+            .iter()
+            .filter(|s| s.nt)
+            .fold(0u8, |acc, s| acc | (0..8).fold(0u8, |w, i| w | (((s.mask >> (i * 8)) & 0xFF != 0) as u8) << i));
+        // Every subset of the non-temporal words, as a mask over the line's 8 words.
+        let mut subsets = vec![0u8];
+        for w in 0..8 {
+            if nt_words >> w & 1 == 1 {
+                let more: Vec<u8> = subsets.iter().map(|s| s | 1 << w).collect();
+                subsets.extend(more);
+            }
+        }
+        let mut seen = BTreeSet::new();
+        let mut out = Vec::new();
+        let mut push = |line: [u8; LINE], out: &mut Vec<[u8; LINE]>| {
+            if seen.insert(line) {
+                out.push(line);
+            }
+        };
+        push(*durable, &mut out);
+        for k in 0..=cached {
+            for &nt in &subsets {
+                let mut line = *durable;
+                let mut taken = 0;
+                for s in &self.stores {
+                    if s.nt {
+                        s.apply(&mut line, nt);
+                    } else if taken < k {
+                        s.apply(&mut line, 0xFF);
+                        taken += 1;
+                    }
+                }
+                push(line, &mut out);
+            }
+        }
+        // The latest contents last (every store applied).
+        let mut latest = *durable;
+        for s in &self.stores {
+            s.apply(&mut latest, 0xFF);
+        }
+        if let Some(i) = out.iter().position(|l| *l == latest) {
+            let l = out.remove(i);
+            out.push(l);
+        }
+        out
+    }
+}
 
 struct State {
-    live: Vec<u64>,
-    durable: Vec<u64>,
-    /// Words stored since they were last made durable, mapped to nothing (ordered set).
-    pending: BTreeMap<usize, ()>,
-    /// Words written back by `flush` since the last fence, with the value written back.
-    flushed: HashMap<usize, u64>,
+    live: Vec<u8>,
+    durable: Vec<u8>,
+    /// Lines with stores that are not yet durable, by line index.
+    pending: BTreeMap<usize, LineLog>,
     capture: bool,
     points: Vec<CrashPoint>,
 }
 
-/// The durable image and the words that may or may not have reached the media.
+/// One line that a crash may leave in more than one state.
+#[derive(Clone, Debug)]
+pub struct PendingLine {
+    /// Line index (byte offset / 64).
+    pub line: usize,
+    /// Every contents the line may hold: `outcomes[0]` is the durable one, the last is the
+    /// latest (every store reached the media).
+    pub outcomes: Vec<[u8; LINE]>,
+}
+
+/// What a power failure at one instant could leave: the durable image, and the lines that
+/// may hold any of several contents.
 #[derive(Clone)]
 pub struct CrashPoint {
     /// Index of the fence (counted from device creation) this point precedes.
     pub fence_index: u64,
-    pub durable: Vec<u64>,
-    /// (word index, latest value) of every word stored but not yet durable.
-    pub pending: Vec<(usize, u64)>,
+    pub durable: Vec<u8>,
+    /// Lines with more than one possible contents, in address order.
+    pub lines: Vec<PendingLine>,
 }
 
 impl CrashPoint {
-    /// The image with exactly the pending words selected by `keep` applied.
-    pub fn image_with(&self, mut keep: impl FnMut(usize) -> bool) -> Vec<u8> {
-        let mut words = self.durable.clone();
-        for (i, &(w, v)) in self.pending.iter().enumerate() {
-            if keep(i) {
-                words[w] = v;
-            }
+    /// The image with line `i` of [`CrashPoint::lines`] holding outcome `choice(i)`
+    /// (clamped to the last).
+    pub fn image_choosing(&self, mut choice: impl FnMut(usize) -> usize) -> Vec<u8> {
+        let mut img = self.durable.clone();
+        for (i, l) in self.lines.iter().enumerate() {
+            let c = choice(i).min(l.outcomes.len() - 1);
+            img[l.line * LINE..(l.line + 1) * LINE].copy_from_slice(&l.outcomes[c]);
         }
-        words_to_bytes(&words)
+        img
+    }
+
+    /// The image with the lines selected by `keep` at their latest contents and the others
+    /// at their durable ones.
+    pub fn image_with(&self, mut keep: impl FnMut(usize) -> bool) -> Vec<u8> {
+        self.image_choosing(|i| if keep(i) { usize::MAX } else { 0 })
     }
 
     /// Only what was flushed and fenced.
@@ -56,14 +167,11 @@ impl CrashPoint {
     pub fn image_all_pending(&self) -> Vec<u8> {
         self.image_with(|_| true)
     }
-}
 
-fn words_to_bytes(words: &[u64]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(words.len() * 8);
-    for w in words {
-        out.extend_from_slice(&w.to_le_bytes());
+    /// How many distinct images this point stands for (saturating).
+    pub fn state_count(&self) -> u64 {
+        self.lines.iter().fold(1u64, |acc, l| acc.saturating_mul(l.outcomes.len() as u64))
     }
-    out
 }
 
 /// An in-memory device with crash simulation.
@@ -75,26 +183,21 @@ pub struct CrashDevice {
 }
 
 impl CrashDevice {
-    /// A zeroed device of `len_bytes` (rounded up to 8).
+    /// A zeroed device of `len_bytes` (rounded up to a cache line).
     pub fn new(len_bytes: u64) -> CrashDevice {
-        Self::from_image(&vec![0u8; len_bytes.div_ceil(8) as usize * 8])
+        Self::from_image(&vec![0u8; len_bytes.div_ceil(LINE as u64) as usize * LINE])
     }
 
-    /// A device whose live and durable images both hold `image`.
+    /// A device whose live and durable images both hold `image` (padded to a cache line).
     pub fn from_image(image: &[u8]) -> CrashDevice {
-        let mut words = vec![0u64; image.len().div_ceil(8)];
-        for (i, chunk) in image.chunks(8).enumerate() {
-            let mut b = [0u8; 8];
-            b[..chunk.len()].copy_from_slice(chunk);
-            words[i] = u64::from_le_bytes(b);
-        }
+        let mut bytes = image.to_vec();
+        bytes.resize(image.len().div_ceil(LINE) * LINE, 0);
         CrashDevice {
-            len: words.len() as u64 * 8,
+            len: bytes.len() as u64,
             state: Mutex::new(State {
-                durable: words.clone(),
-                live: words,
+                durable: bytes.clone(),
+                live: bytes,
                 pending: BTreeMap::new(),
-                flushed: HashMap::new(),
                 capture: false,
                 points: Vec::new(),
             }),
@@ -113,28 +216,38 @@ impl CrashDevice {
         std::mem::take(&mut self.state.lock().points)
     }
 
+    /// Fences issued since the device was created.
+    pub fn fence_count(&self) -> u64 {
+        self.fences.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
     /// The crash point "now": what a power failure at this instant could leave.
     pub fn crash_point_now(&self) -> CrashPoint {
         let st = self.state.lock();
-        Self::point(&st, self.fences.load(std::sync::atomic::Ordering::Relaxed))
+        Self::point(&st, self.fence_count())
     }
 
     fn point(st: &State, fence_index: u64) -> CrashPoint {
-        CrashPoint {
-            fence_index,
-            durable: st.durable.clone(),
-            pending: st.pending.keys().filter(|&&w| st.live[w] != st.durable[w]).map(|&w| (w, st.live[w])).collect(),
-        }
+        let lines = st
+            .pending
+            .iter()
+            .filter_map(|(&line, log)| {
+                let durable: [u8; LINE] = st.durable[line * LINE..(line + 1) * LINE].try_into().expect("a line");
+                let outcomes = log.outcomes(&durable);
+                (outcomes.len() > 1).then_some(PendingLine { line, outcomes })
+            })
+            .collect();
+        CrashPoint { fence_index, durable: st.durable.clone(), lines }
     }
 
     /// The live image (what loads see).
     pub fn live_image(&self) -> Vec<u8> {
-        words_to_bytes(&self.state.lock().live)
+        self.state.lock().live.clone()
     }
 
     /// The durable image (what survives a crash for certain).
     pub fn durable_image(&self) -> Vec<u8> {
-        words_to_bytes(&self.state.lock().durable)
+        self.state.lock().durable.clone()
     }
 
     fn check(&self, off: DevOffset, len: u64) {
@@ -146,32 +259,37 @@ impl CrashDevice {
     }
 }
 
-fn store_bytes(st: &mut State, off: u64, data: &[u8]) {
+/// Records a store of `data` at `off`: the live image changes, and each line it touches
+/// logs the store.
+fn store_bytes(st: &mut State, off: usize, data: &[u8], nt: bool) {
+    st.live[off..off + data.len()].copy_from_slice(data);
     let mut pos = 0usize;
     while pos < data.len() {
-        let byte = off as usize + pos;
-        let w = byte / 8;
-        let in_word = byte % 8;
-        let n = (8 - in_word).min(data.len() - pos);
-        let mut b = st.live[w].to_le_bytes();
-        b[in_word..in_word + n].copy_from_slice(&data[pos..pos + n]);
-        st.live[w] = u64::from_le_bytes(b);
-        st.pending.insert(w, ());
+        let byte = off + pos;
+        let line = byte / LINE;
+        let in_line = byte % LINE;
+        let n = (LINE - in_line).min(data.len() - pos);
+        let mut s = Store { nt, mask: 0, data: [0; LINE] };
+        s.data[in_line..in_line + n].copy_from_slice(&data[pos..pos + n]);
+        s.mask = if n == LINE { u64::MAX } else { ((1u64 << n) - 1) << in_line };
+        let log = st.pending.entry(line).or_default();
+        log.stores.push(s);
+        if nt {
+            // The line is evicted before the streaming store: what it held is on its way.
+            log.written_back = log.stores.len();
+        }
         pos += n;
     }
 }
 
-fn flush_words(st: &mut State, off: u64, len: u64) {
+fn flush_lines(st: &mut State, off: usize, len: usize) {
     if len == 0 {
         return;
     }
-    let first = (off & !63) as usize / 8;
-    let last = ((off + len - 1) as usize / 8) | 7;
-    let last = last.min(st.live.len() - 1);
-    let words: Vec<usize> = st.pending.range(first..=last).map(|(&w, _)| w).collect();
-    for w in words {
-        let v = st.live[w];
-        st.flushed.insert(w, v);
+    let first = off / LINE;
+    let last = (off + len - 1) / LINE;
+    for (_, log) in st.pending.range_mut(first..=last) {
+        log.written_back = log.stores.len();
     }
 }
 
@@ -183,30 +301,36 @@ impl PmDevice for CrashDevice {
     fn read(&self, off: DevOffset, buf: &mut [u8]) {
         self.check(off, buf.len() as u64);
         let st = self.state.lock();
-        for (i, b) in buf.iter_mut().enumerate() {
-            let byte = off as usize + i;
-            *b = st.live[byte / 8].to_le_bytes()[byte % 8];
-        }
+        buf.copy_from_slice(&st.live[off as usize..off as usize + buf.len()]);
         self.stats.add_read(buf.len() as u64);
     }
 
     fn write(&self, off: DevOffset, data: &[u8]) {
         self.check(off, data.len() as u64);
-        store_bytes(&mut self.state.lock(), off, data);
+        store_bytes(&mut self.state.lock(), off as usize, data, false);
         self.stats.add_write(data.len() as u64);
     }
 
     fn write_nt(&self, off: DevOffset, data: &[u8]) {
         self.check(off, data.len() as u64);
+        // Streaming stores cover whole aligned words; the head and tail of an unaligned
+        // range are plain stores (as the real device does them).
+        let off = off as usize;
+        let end = off + data.len();
+        let a = off.next_multiple_of(8).min(end);
+        let b = (end / 8 * 8).max(a);
         let mut st = self.state.lock();
-        store_bytes(&mut st, off, data);
-        flush_words(&mut st, off, data.len() as u64);
+        store_bytes(&mut st, off, &data[..a - off], false);
+        store_bytes(&mut st, a, &data[a - off..b - off], true);
+        store_bytes(&mut st, b, &data[b - off..], false);
+        flush_lines(&mut st, off, a - off);
+        flush_lines(&mut st, b, end - b);
         self.stats.add_write(data.len() as u64);
     }
 
     fn zero(&self, off: DevOffset, len: u64) {
         self.check(off, len);
-        store_bytes(&mut self.state.lock(), off, &vec![0u8; len as usize]);
+        store_bytes(&mut self.state.lock(), off as usize, &vec![0u8; len as usize], false);
         self.stats.add_write(len);
     }
 
@@ -214,15 +338,14 @@ impl PmDevice for CrashDevice {
         assert!(off.is_multiple_of(8));
         self.check(off, 8);
         self.stats.add_read(8);
-        self.state.lock().live[off as usize / 8]
+        let st = self.state.lock();
+        u64::from_le_bytes(st.live[off as usize..off as usize + 8].try_into().expect("8 bytes"))
     }
 
     fn store_u64(&self, off: DevOffset, value: u64) {
         assert!(off.is_multiple_of(8));
         self.check(off, 8);
-        let mut st = self.state.lock();
-        st.live[off as usize / 8] = value;
-        st.pending.insert(off as usize / 8, ());
+        store_bytes(&mut self.state.lock(), off as usize, &value.to_le_bytes(), false);
         self.stats.add_write(8);
     }
 
@@ -230,37 +353,45 @@ impl PmDevice for CrashDevice {
         assert!(off.is_multiple_of(8));
         self.check(off, 8);
         let mut st = self.state.lock();
-        let w = off as usize / 8;
         self.stats.add_write(8);
-        if st.live[w] == current {
-            st.live[w] = new;
-            st.pending.insert(w, ());
+        let o = off as usize;
+        let actual = u64::from_le_bytes(st.live[o..o + 8].try_into().expect("8 bytes"));
+        if actual == current {
+            store_bytes(&mut st, o, &new.to_le_bytes(), false);
             Ok(current)
         } else {
-            Err(st.live[w])
+            Err(actual)
         }
     }
 
     fn flush(&self, off: DevOffset, len: u64) {
         self.check(off, len);
-        flush_words(&mut self.state.lock(), off, len);
+        flush_lines(&mut self.state.lock(), off as usize, len as usize);
         self.stats.add_flush(lines_in(off, len));
     }
 
     fn fence(&self) {
-        let index = self.fences.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let mut st = self.state.lock();
+        let index = self.fences.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         if st.capture {
             let p = Self::point(&st, index);
             st.points.push(p);
         }
-        let flushed = std::mem::take(&mut st.flushed);
-        for (w, v) in flushed {
-            st.durable[w] = v;
-            if st.live[w] == v {
-                st.pending.remove(&w);
+        let st = &mut *st;
+        st.pending.retain(|&line, log| {
+            let n = log.written_back;
+            if n == 0 {
+                return true;
             }
-        }
+            let mut contents: [u8; LINE] = st.durable[line * LINE..(line + 1) * LINE].try_into().expect("a line");
+            for s in &log.stores[..n] {
+                s.apply(&mut contents, 0xFF);
+            }
+            st.durable[line * LINE..(line + 1) * LINE].copy_from_slice(&contents);
+            log.stores.drain(..n);
+            log.written_back = 0;
+            !log.stores.is_empty()
+        });
         self.stats.add_fence();
     }
 
@@ -273,13 +404,20 @@ impl PmDevice for CrashDevice {
 mod tests {
     use super::*;
 
+    fn word(img: &[u8], w: usize) -> u64 {
+        u64::from_le_bytes(img[w * 8..w * 8 + 8].try_into().unwrap())
+    }
+
     #[test]
     fn unflushed_store_is_not_durable() {
         let d = CrashDevice::new(4096);
         d.store_u64(64, 7);
         d.fence();
         assert_eq!(d.durable_image()[64], 0);
-        assert_eq!(d.crash_point_now().pending, vec![(8, 7)]);
+        let p = d.crash_point_now();
+        assert_eq!(p.lines.len(), 1);
+        assert_eq!(p.lines[0].line, 1);
+        assert_eq!(p.state_count(), 2);
     }
 
     #[test]
@@ -290,7 +428,7 @@ mod tests {
         assert_eq!(d.durable_image()[100], 0, "flush alone does not persist");
         d.fence();
         assert_eq!(&d.durable_image()[100..103], &[1, 2, 3]);
-        assert!(d.crash_point_now().pending.is_empty());
+        assert!(d.crash_point_now().lines.is_empty());
     }
 
     #[test]
@@ -302,8 +440,44 @@ mod tests {
         d.fence();
         // The write-back carried value 1; value 2 may or may not have followed.
         let p = d.crash_point_now();
-        assert_eq!(p.durable[0], 1);
-        assert_eq!(p.pending, vec![(0, 2)]);
+        assert_eq!(word(&p.durable, 0), 1);
+        assert_eq!(p.state_count(), 2);
+        assert_eq!(word(&p.image_all_pending(), 0), 2);
+    }
+
+    #[test]
+    fn a_word_stored_twice_may_persist_with_its_first_value() {
+        let d = CrashDevice::new(4096);
+        d.store_u64(8, 1);
+        d.store_u64(8, 2);
+        let p = d.crash_point_now();
+        let values: Vec<u64> = p.lines[0].outcomes.iter().map(|l| word(l, 1)).collect();
+        assert_eq!(values, vec![0, 1, 2]);
+    }
+
+    #[test]
+    fn stores_to_one_line_persist_in_program_order() {
+        // Word 1 then word 0: "word 0 new, word 1 old" is not a possible state.
+        let d = CrashDevice::new(4096);
+        d.store_u64(8, 5);
+        d.store_u64(0, 6);
+        let p = d.crash_point_now();
+        let states: Vec<(u64, u64)> = p.lines[0].outcomes.iter().map(|l| (word(l, 0), word(l, 1))).collect();
+        assert_eq!(states, vec![(0, 0), (0, 5), (6, 5)]);
+        // Two different lines are independent: four states.
+        d.store_u64(64, 1);
+        assert_eq!(d.crash_point_now().state_count(), 6);
+    }
+
+    #[test]
+    fn streaming_words_are_independent_until_the_fence() {
+        let d = CrashDevice::new(4096);
+        d.write_nt(128, &[9u8; 24]);
+        let p = d.crash_point_now();
+        assert_eq!(p.state_count(), 8, "three words, each old or new");
+        d.fence();
+        assert_eq!(&d.durable_image()[128..152], &[9u8; 24]);
+        assert!(d.crash_point_now().lines.is_empty());
     }
 
     #[test]
@@ -317,10 +491,9 @@ mod tests {
         d.fence();
         let pts = d.take_points();
         assert_eq!(pts.len(), 2);
-        assert_eq!(pts[0].durable[1], 0);
-        assert_eq!(pts[0].pending, vec![(1, 5)]);
-        assert_eq!(pts[1].durable[1], 5);
-        assert_eq!(pts[1].pending, vec![(2, 6)]);
+        assert_eq!(word(&pts[0].durable, 1), 0);
+        assert_eq!(word(&pts[0].image_all_pending(), 1), 5);
+        assert_eq!(word(&pts[1].durable, 1), 5);
         assert_eq!(pts[1].image_all_pending()[16], 6);
         assert_eq!(pts[1].image_durable_only()[16], 0);
     }

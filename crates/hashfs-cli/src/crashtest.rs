@@ -1,0 +1,184 @@
+//! `hashfs crashtest`: the crash-state explorer (hashfs::crashtest) for users: which
+//! mappings and workloads, a progress bar, the figures, and a reproducer per failure.
+
+use clap::Args;
+use hashfs::crashtest::{self, concurrent, Config, Only, Stats, Workload};
+use hashfs::MappingKind;
+use indicatif::{ProgressBar, ProgressStyle};
+use std::time::Instant;
+
+#[derive(Args)]
+pub struct CrashtestArgs {
+    /// Mappings to explore, comma-separated, or "all".
+    #[arg(long, default_value = "all")]
+    mapping: String,
+    /// Sequences of 1, or of 1 and 2, named operations over the base tree.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u8).range(0..=2))]
+    seq: u8,
+    /// The named operations to build sequences from (default: every one; see --list).
+    #[arg(long, value_delimiter = ',')]
+    ops: Vec<String>,
+    /// Random sequences of --random-len operations, generated so that most succeed.
+    #[arg(long, default_value_t = 0)]
+    random: u64,
+    #[arg(long, default_value_t = crashtest::workload::RANDOM_LEN)]
+    random_len: usize,
+    /// Rounds of two threads running operations at once (transactions open in two journals).
+    #[arg(long, default_value_t = 0)]
+    two_threads: u64,
+    /// Seeds the samples and the random workloads (default: $HASHFS_CRASH_SEED, else a
+    /// fresh one, printed).
+    #[arg(long)]
+    seed: Option<u64>,
+    /// Rerun one workload by its id (as a reproducer prints it).
+    #[arg(long)]
+    workload: Option<String>,
+    /// With --workload: only this crash point ...
+    #[arg(long)]
+    point: Option<usize>,
+    /// ... and this state of it ...
+    #[arg(long)]
+    state: Option<u64>,
+    /// ... and this fence of the crashed recovery ...
+    #[arg(long)]
+    rpoint: Option<usize>,
+    /// ... and this state of it.
+    #[arg(long)]
+    rstate: Option<u64>,
+    /// Crash points with at most this many states are explored exhaustively.
+    #[arg(long, default_value_t = 1 << 12)]
+    exhaustive_limit: u64,
+    /// States sampled at a larger crash point.
+    #[arg(long, default_value_t = 48)]
+    samples: u64,
+    /// States checked at each fence of a crashed recovery.
+    #[arg(long, default_value_t = 4)]
+    recovery_samples: u64,
+    /// Layout score of the allocator mappings' base image (fragmentation generator).
+    #[arg(long, default_value_t = 1.0)]
+    layout_score: f64,
+    /// Worker threads (default: one per CPU).
+    #[arg(long)]
+    threads: Option<usize>,
+    /// List the named operations and exit.
+    #[arg(long)]
+    list: bool,
+}
+
+fn mappings(spec: &str) -> Result<Vec<MappingKind>, String> {
+    if spec == "all" {
+        return Ok(MappingKind::ALL.to_vec());
+    }
+    spec.split(',').map(|m| MappingKind::from_name(m).ok_or_else(|| format!("unknown mapping {m:?}"))).collect()
+}
+
+/// Runs the explorer; returns the number of failures.
+pub fn run(a: CrashtestArgs) -> Result<usize, String> {
+    if a.list {
+        println!("{}", crashtest::ACE_OPS.join("\n"));
+        return Ok(0);
+    }
+    let seed = match a.seed {
+        Some(s) => s,
+        None => match std::env::var("HASHFS_CRASH_SEED") {
+            Ok(v) => v.parse().map_err(|_| format!("HASHFS_CRASH_SEED={v:?} is not a number"))?,
+            Err(_) => {
+                std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(1, |d| d.as_nanos() as u64)
+            }
+        },
+    };
+    let only = a.point.map(|point| Only { point, state: a.state, rpoint: a.rpoint, rstate: a.rstate });
+    if only.is_some() && a.workload.is_none() {
+        return Err("--point needs --workload".into());
+    }
+    let cfg = Config {
+        exhaustive_limit: a.exhaustive_limit,
+        samples: a.samples,
+        recovery_samples: a.recovery_samples,
+        seed,
+        only,
+        ..Config::default()
+    };
+    let names: Vec<&str> =
+        if a.ops.is_empty() { crashtest::ACE_OPS.to_vec() } else { a.ops.iter().map(|s| s.as_str()).collect() };
+    if let Some(bad) = names.iter().find(|n| crashtest::workload::ace_op(n).is_none()) {
+        return Err(format!("unknown operation {bad:?} (hashfs crashtest --list names them)"));
+    }
+    let workloads: Vec<Workload> = match &a.workload {
+        Some(id) => vec![Workload::from_id(id).ok_or_else(|| format!("not a workload id: {id:?}"))?],
+        None => {
+            let mut w = if a.seq > 0 { crashtest::ace_workloads(&names, a.seq as usize) } else { Vec::new() };
+            w.extend((0..a.random).map(|i| crashtest::random_workload(seed, i, a.random_len)));
+            w
+        }
+    };
+    let threads = a.threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    println!(
+        "crash explorer: {} workloads per mapping, seed {seed} (HASHFS_CRASH_SEED={seed} reruns it), exhaustive up to {} states per crash point, else {} sampled; {} threads",
+        workloads.len(),
+        cfg.exhaustive_limit,
+        cfg.samples,
+        threads
+    );
+    let mut total = Stats::default();
+    let mut failures = Vec::new();
+    let started = Instant::now();
+    for m in mappings(&a.mapping)? {
+        let t0 = Instant::now();
+        let bar = ProgressBar::new(workloads.len() as u64);
+        bar.set_style(
+            ProgressStyle::with_template("{prefix:>18} [{bar:30}] {pos}/{len} workloads {msg} ({elapsed})")
+                .expect("valid template")
+                .progress_chars("=> "),
+        );
+        bar.set_prefix(m.name());
+        let (mut st, mut f) = crashtest::run(&cfg, m, a.layout_score, &workloads, threads, &|done, s| {
+            bar.set_position(done as u64);
+            bar.set_message(format!("{} states", s.total_states()));
+        });
+        bar.finish_and_clear();
+        if a.two_threads > 0 {
+            let base = crashtest::base_image(m, a.layout_score);
+            let mut open2 = 0;
+            for round in 0..a.two_threads {
+                let (s, o) = concurrent::explore_two_threads(&cfg, m.name(), &base, round, 6, &mut f);
+                st.add(&s);
+                open2 += o;
+            }
+            println!(
+                "{:>18}: two threads, {} rounds: {open2} crash points with transactions open in two journals",
+                m.name(),
+                a.two_threads
+            );
+        }
+        let secs = t0.elapsed().as_secs_f64();
+        println!(
+            "{:>18}: {} workloads, {} crash points, {} states ({} crash images + {} of crashed recoveries) in {:.1} s, {:.0} states/s, {} failures",
+            m.name(),
+            st.workloads,
+            st.crash_points,
+            st.total_states(),
+            st.states,
+            st.recovery_states,
+            secs,
+            st.total_states() as f64 / secs,
+            f.len()
+        );
+        total.add(&st);
+        failures.extend(f);
+    }
+    let secs = started.elapsed().as_secs_f64();
+    println!(
+        "total: {} states explored ({} crash images, {} of crashed recoveries) in {:.1} s ({:.0} states/s), {} failures",
+        total.total_states(),
+        total.states,
+        total.recovery_states,
+        secs,
+        total.total_states() as f64 / secs,
+        failures.len()
+    );
+    for f in &failures {
+        println!("\n{f}");
+    }
+    Ok(failures.len())
+}

@@ -1,0 +1,104 @@
+//! The crash-state explorer: proves that every persistence protocol of the file system
+//! leaves, after a power failure at any instant, an image that recovers to the state before
+//! or after the interrupted operation, and that recovery itself can be interrupted.
+//!
+//! - [`crate::pm::CrashDevice`] holds the persistence model (which contents each cache line
+//!   may have on the media at each instant; docs/design.md, "Persistence model").
+//! - [`workload`]: the operations, the fixed tree they start from, sequences of one and two
+//!   named operations (ACE-style) and random longer sequences.
+//! - [`explore`]: runs a workload under capture and checks every crash state.
+//! - [`snapshot`]: what a user can observe, and how a recovered state may match.
+//! - [`concurrent`]: transactions open in several journals at once.
+//!
+//! `hashfs crashtest` is the command; `tests/crash_consistency.rs` runs a bounded
+//! exploration in CI; `scripts/crash-bugs.sh` shows that it catches deliberate bugs.
+
+pub mod concurrent;
+pub mod explore;
+pub mod snapshot;
+pub mod workload;
+
+pub use explore::{Config, Failure, Only, Stats};
+pub use workload::{ace_workloads, random_workload, Workload, ACE_OPS};
+
+use crate::fs::{format, FormatOptions};
+use crate::pm::CrashDevice;
+use crate::{FileSystem, MappingKind};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+/// Bytes of the images the explorer uses: small, so each of the many images it recovers
+/// costs little, yet every structure (journals, inodes, table, data) has room.
+pub const IMAGE_BYTES: u64 = 1 << 20;
+
+/// The format options of an explorer image.
+pub fn format_options(mapping: MappingKind, layout_score: f64) -> FormatOptions {
+    FormatOptions {
+        journal_count: 2,
+        journal_blocks: 4,
+        inode_count: Some(64),
+        hash_seed: Some(0x5EED),
+        mapping,
+        layout_score: if mapping.uses_allocator() { layout_score } else { 1.0 },
+        ..Default::default()
+    }
+}
+
+/// A mounted in-memory image holding the base tree.
+pub(crate) struct Scratch {
+    pub fs: FileSystem<CrashDevice>,
+    pub dev: Arc<CrashDevice>,
+}
+
+impl Scratch {
+    pub fn new(mapping: MappingKind) -> Scratch {
+        Self::with_options(&format_options(mapping, 1.0))
+    }
+
+    fn with_options(opts: &FormatOptions) -> Scratch {
+        let dev = Arc::new(CrashDevice::new(IMAGE_BYTES));
+        format(&*dev, opts, &|_, _| {}).expect("the explorer's image formats");
+        let (fs, _) = FileSystem::mount(dev.clone(), &|_, _| {}).expect("a fresh image mounts");
+        workload::base_tree(&fs).expect("the base tree fits");
+        Scratch { fs, dev }
+    }
+}
+
+/// The cleanly unmounted image every workload of `mapping` starts from.
+pub fn base_image(mapping: MappingKind, layout_score: f64) -> Vec<u8> {
+    let s = Scratch::with_options(&format_options(mapping, layout_score));
+    s.fs.unmount().expect("the base image unmounts");
+    s.dev.live_image()
+}
+
+/// Explores `workloads` on `mapping` with `threads` threads; `progress(done, stats)` is
+/// called after each workload. Returns the totals and every failure (one per workload).
+pub fn run(
+    cfg: &Config,
+    mapping: MappingKind,
+    layout_score: f64,
+    workloads: &[Workload],
+    threads: usize,
+    progress: &(dyn Fn(usize, &Stats) + Sync),
+) -> (Stats, Vec<Failure>) {
+    let base = base_image(mapping, layout_score);
+    let next = AtomicUsize::new(0);
+    let total = Mutex::new((Stats::default(), Vec::new(), 0usize));
+    std::thread::scope(|s| {
+        for _ in 0..threads.max(1) {
+            s.spawn(|| loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                let Some(w) = workloads.get(i) else { break };
+                let mut failures = Vec::new();
+                let st = explore::explore(cfg, mapping.name(), &base, w, &mut failures);
+                let mut t = total.lock().expect("no panic while holding the totals");
+                t.0.add(&st);
+                t.1.extend(failures);
+                t.2 += 1;
+                progress(t.2, &t.0);
+            });
+        }
+    });
+    let (stats, failures, _) = total.into_inner().expect("no panic while holding the totals");
+    (stats, failures)
+}

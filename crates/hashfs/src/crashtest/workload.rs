@@ -1,0 +1,353 @@
+//! Workloads: the operations the explorer interrupts, the small fixed tree they start from
+//! (after ACE, the workload generator of CrashMonkey), the named operations that make up
+//! its sequences of one and two, and random longer sequences in which most operations
+//! succeed.
+
+use crate::fs::api::FallocateMode;
+use crate::pm::PmDevice;
+use crate::{FileSystem, OpenOptions, RenameMode, Result, SetAttr, SetTime};
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+use std::fmt;
+use std::path::Path;
+
+/// One file-system operation with all its arguments.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Op {
+    Create {
+        path: String,
+    },
+    Mkdir {
+        path: String,
+    },
+    /// A write into an existing file (not created by it). `whole`: the write maps new
+    /// blocks only (past EOF or into a hole), so it must appear whole or not at all; else
+    /// it may overwrite blocks in place and be torn.
+    Write {
+        path: String,
+        off: u64,
+        len: usize,
+        seed: u8,
+        whole: bool,
+    },
+    Append {
+        path: String,
+        len: usize,
+        seed: u8,
+    },
+    Truncate {
+        path: String,
+        size: u64,
+    },
+    Fallocate {
+        path: String,
+        off: u64,
+        len: u64,
+    },
+    Punch {
+        path: String,
+        off: u64,
+        len: u64,
+    },
+    Link {
+        from: String,
+        to: String,
+    },
+    Symlink {
+        target: String,
+        path: String,
+    },
+    Unlink {
+        path: String,
+    },
+    /// Open, unlink, close: the space is freed at the close.
+    UnlinkOpen {
+        path: String,
+    },
+    Rmdir {
+        path: String,
+    },
+    Rename {
+        from: String,
+        to: String,
+        mode: RenameMode,
+    },
+    Chmod {
+        path: String,
+        perm: u32,
+    },
+    Chown {
+        path: String,
+        uid: u32,
+        gid: u32,
+    },
+    Utimens {
+        path: String,
+        atime: i64,
+        mtime: i64,
+    },
+    Fsync {
+        path: String,
+    },
+}
+
+/// The bytes a write with `seed` puts at file offset `off`: never zero, so a hole or a lost
+/// write never passes for data.
+pub fn data_for(seed: u8, off: u64, len: usize) -> Vec<u8> {
+    (0..len as u64).map(|i| seed.wrapping_mul(31).wrapping_add(((off + i) % 253) as u8) | 1).collect()
+}
+
+fn p(s: &str) -> &Path {
+    Path::new(s)
+}
+
+impl Op {
+    /// Whether an interrupted run may leave the data it writes partly old, partly new
+    /// (relaxed mode): overwrites of existing blocks and hole punching.
+    pub fn is_torn(&self) -> bool {
+        matches!(self, Op::Write { whole: false, .. } | Op::Punch { .. })
+    }
+
+    /// Runs the operation.
+    pub fn apply<D: PmDevice>(&self, fs: &FileSystem<D>) -> Result<()> {
+        let rw = || OpenOptions::new().read(true).write(true).clone();
+        match self {
+            Op::Create { path } => fs.open_file(p(path), OpenOptions::new().write(true).create_new(true)).map(drop),
+            Op::Mkdir { path } => fs.create_dir(p(path), 0o755).map(drop),
+            Op::Write { path, off, len, seed, .. } => {
+                let f = fs.open_file(p(path), &rw())?;
+                let data = data_for(*seed, *off, *len);
+                let mut done = 0;
+                while done < data.len() {
+                    done += f.write_at(off + done as u64, &data[done..])?;
+                }
+                Ok(())
+            }
+            Op::Append { path, len, seed } => {
+                let f = fs.open_file(p(path), OpenOptions::new().append(true))?;
+                let off = f.metadata()?.size;
+                f.append(&data_for(*seed, off, *len)).map(drop)
+            }
+            Op::Truncate { path, size } => fs.open_file(p(path), &rw())?.set_len(*size),
+            Op::Fallocate { path, off, len } => {
+                fs.open_file(p(path), &rw())?.fallocate(*off, *len, FallocateMode::Allocate)
+            }
+            Op::Punch { path, off, len } => {
+                fs.open_file(p(path), &rw())?.fallocate(*off, *len, FallocateMode::PunchHole)
+            }
+            Op::Link { from, to } => fs.hard_link(p(from), p(to)),
+            Op::Symlink { target, path } => fs.symlink(p(target), p(path)),
+            Op::Unlink { path } => fs.remove_file(p(path)),
+            Op::UnlinkOpen { path } => {
+                let f = fs.open_file(p(path), OpenOptions::new().read(true))?;
+                fs.remove_file(p(path))?;
+                drop(f);
+                Ok(())
+            }
+            Op::Rmdir { path } => fs.remove_dir(p(path)),
+            Op::Rename { from, to, mode } => fs.rename_with(p(from), p(to), *mode),
+            Op::Chmod { path, perm } => fs.set_permissions(p(path), *perm),
+            Op::Chown { path, uid, gid } => fs.set_owner(p(path), Some(*uid), Some(*gid)),
+            Op::Utimens { path, atime, mtime } => {
+                let ino = fs.resolve(p(path))?;
+                let attr = SetAttr {
+                    atime: Some(SetTime::At(*atime)),
+                    mtime: Some(SetTime::At(*mtime)),
+                    ..Default::default()
+                };
+                fs.setattr(ino, &attr).map(drop)
+            }
+            Op::Fsync { path } => fs.open_file(p(path), OpenOptions::new().read(true))?.sync_all(),
+        }
+    }
+}
+
+impl fmt::Display for Op {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Op::Create { path } => write!(f, "create {path}"),
+            Op::Mkdir { path } => write!(f, "mkdir {path}"),
+            Op::Write { path, off, len, seed, .. } => write!(f, "write {path} at {off}, {len} bytes (seed {seed})"),
+            Op::Append { path, len, seed } => write!(f, "append {len} bytes to {path} (seed {seed})"),
+            Op::Truncate { path, size } => write!(f, "truncate {path} to {size}"),
+            Op::Fallocate { path, off, len } => write!(f, "fallocate {path} {off}+{len}"),
+            Op::Punch { path, off, len } => write!(f, "punch {path} {off}+{len}"),
+            Op::Link { from, to } => write!(f, "link {from} {to}"),
+            Op::Symlink { target, path } => write!(f, "symlink {path} -> {target}"),
+            Op::Unlink { path } => write!(f, "unlink {path}"),
+            Op::UnlinkOpen { path } => write!(f, "open, unlink, close {path}"),
+            Op::Rmdir { path } => write!(f, "rmdir {path}"),
+            Op::Rename { from, to, mode } => write!(f, "rename {from} {to} ({mode:?})"),
+            Op::Chmod { path, perm } => write!(f, "chmod {perm:o} {path}"),
+            Op::Chown { path, uid, gid } => write!(f, "chown {uid}:{gid} {path}"),
+            Op::Utimens { path, atime, mtime } => write!(f, "utimens {path} {atime} {mtime}"),
+            Op::Fsync { path } => write!(f, "fsync {path}"),
+        }
+    }
+}
+
+/// The tree every workload starts from: two directories (one with an empty subdirectory),
+/// a three-block file, a small file, a sparse file and a symlink.
+pub fn base_tree<D: PmDevice>(fs: &FileSystem<D>) -> Result<()> {
+    fs.create_dir(p("/A"), 0o755)?;
+    fs.create_dir(p("/A/sub"), 0o755)?;
+    fs.create_dir(p("/B"), 0o755)?;
+    fs.write(p("/A/f"), &data_for(1, 0, 10_000))?;
+    fs.write(p("/g"), &data_for(2, 0, 100))?;
+    fs.symlink(p("/A/f"), p("/s"))?;
+    let h = fs.open_file(p("/h"), OpenOptions::new().write(true).create(true))?;
+    h.write_at(0, &data_for(3, 0, 4))?;
+    h.write_at(40_960, &data_for(3, 40_960, 4))?;
+    Ok(())
+}
+
+/// The named operations over [`base_tree`] that sequences are built from.
+pub const ACE_OPS: &[&str] = &[
+    "create",
+    "mkdir",
+    "append",
+    "overwrite",
+    "overwrite-small",
+    "write-past-eof",
+    "fill-hole",
+    "truncate-up",
+    "truncate-down",
+    "fallocate",
+    "punch",
+    "link",
+    "symlink",
+    "unlink",
+    "unlink-open",
+    "rmdir",
+    "rename",
+    "rename-across",
+    "rename-replace",
+    "rename-dir",
+    "exchange",
+    "chmod",
+    "chown",
+    "utimens",
+    "fsync",
+];
+
+/// The operation a name of [`ACE_OPS`] stands for.
+pub fn ace_op(name: &str) -> Option<Op> {
+    let s = |x: &str| x.to_string();
+    Some(match name {
+        "create" => Op::Create { path: s("/A/new") },
+        "mkdir" => Op::Mkdir { path: s("/B/newdir") },
+        "append" => Op::Append { path: s("/g"), len: 5000, seed: 11 },
+        "overwrite" => Op::Write { path: s("/A/f"), off: 1000, len: 6000, seed: 12, whole: false },
+        "overwrite-small" => Op::Write { path: s("/g"), off: 10, len: 50, seed: 13, whole: false },
+        "write-past-eof" => Op::Write { path: s("/g"), off: 9000, len: 3, seed: 14, whole: true },
+        "fill-hole" => Op::Write { path: s("/h"), off: 8192, len: 4096, seed: 15, whole: true },
+        "truncate-up" => Op::Truncate { path: s("/g"), size: 50_000 },
+        "truncate-down" => Op::Truncate { path: s("/A/f"), size: 100 },
+        "fallocate" => Op::Fallocate { path: s("/g"), off: 0, len: 16_384 },
+        "punch" => Op::Punch { path: s("/A/f"), off: 100, len: 9000 },
+        "link" => Op::Link { from: s("/A/f"), to: s("/B/f2") },
+        "symlink" => Op::Symlink { target: s("../g"), path: s("/A/ln") },
+        "unlink" => Op::Unlink { path: s("/A/f") },
+        "unlink-open" => Op::UnlinkOpen { path: s("/A/f") },
+        "rmdir" => Op::Rmdir { path: s("/A/sub") },
+        "rename" => Op::Rename { from: s("/A/f"), to: s("/A/f2"), mode: RenameMode::Replace },
+        "rename-across" => Op::Rename { from: s("/A/f"), to: s("/B/f"), mode: RenameMode::Replace },
+        "rename-replace" => Op::Rename { from: s("/g"), to: s("/A/f"), mode: RenameMode::Replace },
+        "rename-dir" => Op::Rename { from: s("/A/sub"), to: s("/B/sub"), mode: RenameMode::Replace },
+        "exchange" => Op::Rename { from: s("/A/f"), to: s("/g"), mode: RenameMode::Exchange },
+        "chmod" => Op::Chmod { path: s("/g"), perm: 0o600 },
+        "chown" => Op::Chown { path: s("/g"), uid: 7, gid: 8 },
+        "utimens" => Op::Utimens { path: s("/g"), atime: 5_000_000_000, mtime: 6_000_000_000 },
+        "fsync" => Op::Fsync { path: s("/A/f") },
+        _ => return None,
+    })
+}
+
+/// A workload: a name that reruns it, and its operations.
+#[derive(Clone, Debug)]
+pub struct Workload {
+    /// `ace:NAME,NAME` or `random:SEED:INDEX`.
+    pub id: String,
+    pub ops: Vec<Op>,
+}
+
+impl Workload {
+    /// Parses an id back into its workload.
+    pub fn from_id(id: &str) -> Option<Workload> {
+        if let Some(names) = id.strip_prefix("ace:") {
+            let ops = names.split(',').map(ace_op).collect::<Option<Vec<Op>>>()?;
+            return Some(Workload { id: id.to_string(), ops });
+        }
+        let mut parts = id.strip_prefix("random:")?.split(':');
+        let seed = parts.next()?.parse().ok()?;
+        let index = parts.next()?.parse().ok()?;
+        let len = parts.next().map(|l| l.parse().ok()).unwrap_or(Some(RANDOM_LEN))?;
+        Some(random_workload(seed, index, len))
+    }
+}
+
+/// Every sequence of one, or of one and two, of `names`.
+pub fn ace_workloads(names: &[&str], seq: usize) -> Vec<Workload> {
+    let mut out: Vec<Workload> = names.iter().map(|n| Workload::from_id(&format!("ace:{n}")).expect("known")).collect();
+    if seq >= 2 {
+        for a in names {
+            for b in names {
+                out.push(Workload::from_id(&format!("ace:{a},{b}")).expect("known"));
+            }
+        }
+    }
+    out
+}
+
+/// Operations in a random sequence.
+pub const RANDOM_LEN: usize = 6;
+
+/// A random sequence of `len` operations over a small set of paths in the base tree, each
+/// chosen among candidates so that it succeeds on the state the earlier ones left (tried
+/// on a scratch file system; after eight failed candidates the last is kept).
+pub fn random_workload(seed: u64, index: u64, len: usize) -> Workload {
+    let mut rng = SmallRng::seed_from_u64(seed ^ index.wrapping_mul(0x9E37_79B9_7F4A_7C15));
+    let scratch = super::Scratch::new(crate::MappingKind::HashFs);
+    let mut ops = Vec::new();
+    for _ in 0..len {
+        let mut chosen = random_op(&mut rng);
+        for _ in 0..8 {
+            if chosen.apply(&scratch.fs).is_ok() {
+                break;
+            }
+            chosen = random_op(&mut rng);
+        }
+        ops.push(chosen);
+    }
+    Workload { id: format!("random:{seed}:{index}:{len}"), ops }
+}
+
+fn random_op(rng: &mut SmallRng) -> Op {
+    const PATHS: [&str; 10] = ["/A/f", "/g", "/h", "/A/x", "/B/y", "/A/sub", "/B/z", "/s", "/A/sub/w", "/B"];
+    let mut path = || PATHS[rng.random_range(0..PATHS.len())].to_string();
+    let (a, b) = (path(), path());
+    match rng.random_range(0..100) {
+        0..=11 => Op::Create { path: a },
+        12..=17 => Op::Mkdir { path: a },
+        18..=29 => {
+            let off = if rng.random_bool(0.3) { 0 } else { rng.random_range(0..12_000) };
+            Op::Write { path: a, off, len: rng.random_range(1..6000), seed: rng.random(), whole: false }
+        }
+        30..=39 => Op::Append { path: a, len: rng.random_range(1..6000), seed: rng.random() },
+        40..=46 => Op::Truncate { path: a, size: rng.random_range(0..20_000) },
+        47..=49 => Op::Fallocate { path: a, off: rng.random_range(0..8192), len: rng.random_range(1..12_000) },
+        50..=53 => Op::Punch { path: a, off: rng.random_range(0..8192), len: rng.random_range(1..12_000) },
+        54..=59 => Op::Link { from: a, to: b },
+        60..=62 => Op::Symlink { target: b, path: a },
+        63..=70 => Op::Unlink { path: a },
+        71..=73 => Op::Rmdir { path: a },
+        74..=85 => {
+            let mode = [RenameMode::Replace, RenameMode::NoReplace, RenameMode::Exchange][rng.random_range(0..3)];
+            Op::Rename { from: a, to: b, mode }
+        }
+        86..=90 => Op::Chmod { path: a, perm: rng.random_range(0..0o777) },
+        91..=94 => Op::Chown { path: a, uid: rng.random_range(0..5), gid: rng.random_range(0..5) },
+        95..=97 => Op::Utimens { path: a, atime: rng.random_range(0..1 << 40), mtime: rng.random_range(0..1 << 40) },
+        _ => Op::Fsync { path: a },
+    }
+}
