@@ -8,41 +8,75 @@ if ! command -v cargo >/dev/null 2>&1; then
 fi
 command -v cargo >/dev/null || { echo "cargo not found: install Rust (https://rustup.rs)" >&2; exit 1; }
 rustup component add rustfmt clippy >/dev/null 2>&1 || true
-# The FUSE and application tests use Debian's fuse3, rsync, fio, RocksDB's db_bench
-# (rocksdb-tools) and LevelDB (libleveldb-dev, with g++ for the YCSB driver).
-missing=""
-command -v fusermount3 >/dev/null || missing="$missing fuse3"
-command -v rsync >/dev/null || missing="$missing rsync"
-command -v fio >/dev/null || missing="$missing fio"
-command -v db_bench >/dev/null || missing="$missing rocksdb-tools"
-[ -f /usr/include/leveldb/db.h ] || missing="$missing libleveldb-dev"
-command -v g++ >/dev/null || missing="$missing g++"
-# bench/plot.py (checked on the paper benchmark's smoke output) needs matplotlib.
-python3 -c "import matplotlib" 2>/dev/null || /usr/bin/python3 -c "import matplotlib" 2>/dev/null ||
-    missing="$missing python3-matplotlib"
-if [ -n "$missing" ]; then
-    if [ "$(id -u)" = 0 ]; then
-        apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $missing >/dev/null
-    else
-        echo "warning: missing$missing; the tests that need them will be skipped" >&2
+# Under CI (`CI` set, as .ci/run does) a missing tool is a failure; elsewhere the tests
+# that need it are skipped, and every skip is listed again at the end.
+case "${CI:-}" in ""|0|false) ci=false ;; *) ci=true ;; esac
+skip_log=$(mktemp)
+export HASHFS_SKIP_LOG="$skip_log"
+report_skips() {
+    if [ -s "$skip_log" ]; then
+        echo "==================================================================" >&2
+        echo "WARNING: tests were SKIPPED because tools are missing (run as root to install them):" >&2
+        sort -u "$skip_log" | sed 's/^/  /' >&2
+        echo "==================================================================" >&2
     fi
+    rm -f "$skip_log"
+}
+trap report_skips EXIT
+# The FUSE and application tests use Debian's fuse3, rsync, fio, RocksDB's db_bench
+# (rocksdb-tools) and LevelDB (libleveldb-dev, with g++ for the YCSB driver); bench/plot.py
+# (checked on the paper benchmark's smoke output) needs matplotlib.
+find_missing() {
+    missing=""
+    command -v fusermount3 >/dev/null || missing="$missing fuse3"
+    command -v rsync >/dev/null || missing="$missing rsync"
+    command -v fio >/dev/null || missing="$missing fio"
+    command -v db_bench >/dev/null || missing="$missing rocksdb-tools"
+    [ -f /usr/include/leveldb/db.h ] || missing="$missing libleveldb-dev"
+    command -v g++ >/dev/null || missing="$missing g++"
+    python3 -c "import matplotlib" 2>/dev/null || /usr/bin/python3 -c "import matplotlib" 2>/dev/null ||
+        missing="$missing python3-matplotlib"
+}
+find_missing
+if [ -n "$missing" ] && [ "$(id -u)" = 0 ]; then
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $missing >/dev/null || true
+    find_missing
+fi
+if [ -n "$missing" ]; then
+    if $ci; then
+        echo "error: CI needs these Debian packages and they could not be installed:$missing" >&2
+        exit 1
+    fi
+    echo "WARNING: missing$missing; the tests that need them will be SKIPPED (listed at the end)" >&2
 fi
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets -- -D warnings
 cargo build --workspace   # includes libhashfs_preload.so, which the shim tests load
-cargo test --workspace
+cargo test --workspace -- --skip explore_
 # The portable fallbacks: the weakest flush instruction and scalar hashing, through the
 # real mmap device (CLI tests) and the file system (model tests).
 HASHFS_FLUSH=clflush HASHFS_SIMD=scalar cargo test -p hashfs-cli --test cli
 HASHFS_SIMD=scalar HASHFS_MODEL_SEEDS=10 cargo test -p hashfs --test model_based
-# The conformance suite (model, crash, corrupt-image, full-device, concurrency and churn
-# tests) against every other mapping, and the allocator mappings once more with the
-# fragmentation generator at layout score 0.7.
+# The conformance suite (model, corrupt-image, full-device, concurrency and churn tests)
+# against every other mapping, and the allocator mappings once more with the fragmentation
+# generator at layout score 0.7; the crash explorer's bounded runs (tests/crash_consistency.rs)
+# for every mapping, with their figures printed.
 for m in extent-tree extent-tree-cached radix-tree cuckoo extent-hash; do
     echo "== conformance suite: mapping $m"
-    HASHFS_TEST_MAPPING=$m cargo test -q -p hashfs --tests
+    HASHFS_TEST_MAPPING=$m cargo test -q -p hashfs --tests -- --skip explore_
 done
 for m in extent-tree radix-tree cuckoo extent-hash; do
     echo "== conformance suite: mapping $m, layout score 0.7"
-    HASHFS_TEST_MAPPING=$m HASHFS_TEST_LAYOUT_SCORE=0.7 cargo test -q -p hashfs --tests
+    HASHFS_TEST_MAPPING=$m HASHFS_TEST_LAYOUT_SCORE=0.7 cargo test -q -p hashfs --tests -- --skip explore_
 done
+for m in hashfs extent-tree extent-tree-cached radix-tree cuckoo extent-hash; do
+    echo "== crash explorer: mapping $m"
+    HASHFS_TEST_MAPPING=$m cargo test -q -p hashfs --test crash_consistency -- --nocapture --test-threads 1 2>&1 |
+        grep -E "^(test |test result|.* on $m: )|FAILED|panicked|reproduce" || true
+    test "${PIPESTATUS[0]}" = 0
+done
+echo "== crash explorer: mapping extent-tree, layout score 0.7"
+HASHFS_TEST_MAPPING=extent-tree HASHFS_TEST_LAYOUT_SCORE=0.7 \
+    cargo test -q -p hashfs --test crash_consistency -- --nocapture --test-threads 1
+# The explorer catches deliberate bugs (each one rebuilt in a scratch copy of the tree).
+bash scripts/crash-bugs.sh

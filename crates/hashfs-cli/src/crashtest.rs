@@ -132,7 +132,10 @@ pub fn run(a: CrashtestArgs) -> Result<usize, String> {
                 .progress_chars("=> "),
         );
         bar.set_prefix(m.name());
-        let (mut st, mut f) = crashtest::run(&cfg, m, a.layout_score, &workloads, threads, &|done, s| {
+        let (mut st, mut f) = crashtest::run(&cfg, m, a.layout_score, &workloads, threads, &|done, s, new| {
+            for f in new {
+                bar.suspend(|| println!("\n{f}\n"));
+            }
             bar.set_position(done as u64);
             bar.set_message(format!("{} states", s.total_states()));
         });
@@ -177,8 +180,11 @@ pub fn run(a: CrashtestArgs) -> Result<usize, String> {
         total.total_states() as f64 / secs,
         failures.len()
     );
-    for f in &failures {
-        println!("\n{f}");
+    if !failures.is_empty() {
+        println!("\n{} failures (each printed above with its reproducer):", failures.len());
+        for f in &failures {
+            println!("  {} on {}, point {} state {}", f.workload, f.mapping, f.point, f.state);
+        }
     }
     Ok(failures.len())
 }

@@ -141,13 +141,14 @@ fn fio_with_verification_on_the_mount() {
         return;
     }
     if Command::new("fio").arg("--version").output().is_err() {
-        assert!(std::env::var_os("CI").is_none(), "CI must have fio (scripts/test.sh installs it)");
-        eprintln!("skipping: fio is not installed");
+        skip("fio is not installed");
         return;
     }
     let mut m = Mounted::new("256M");
     for (name, rw) in [("randrw", "randrw"), ("seqwrite", "write")] {
+        // fio keeps its verification state in its working directory: a temporary one.
         let o = Command::new("fio")
+            .current_dir(m.dir.path())
             .args([
                 &format!("--name={name}"),
                 &format!("--directory={}", m.mnt.display()),

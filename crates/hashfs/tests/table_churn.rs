@@ -5,6 +5,7 @@
 
 mod common;
 use common::*;
+use hashfs::mapping::hashfs::{classify, Entry};
 use std::path::Path;
 
 #[test]
@@ -62,13 +63,27 @@ fn fill_and_empty_ten_times() {
         let root_blocks = fs.metadata(Path::new("/")).unwrap().blocks;
         assert_eq!(empty.live, root_blocks, "round {round}: only the root directory's blocks stay");
         // Tombstones may remain only on the probe paths of keys still live (the root
-        // directory's blocks, inserted while the table was full).
-        let on_paths = (empty.mean_hit_probes * empty.live as f64).round() as u64 - empty.live;
-        assert!(
-            empty.tombstones <= on_paths,
-            "round {round}: {} tombstones, live paths cover {on_paths}",
-            empty.tombstones
-        );
+        // directory's blocks, inserted while the table was full): every tombstone lies
+        // between some live key's home slot and the slot that key sits in.
+        let n = table.nslots();
+        let mut on_path = vec![false; n as usize];
+        for s in 0..n {
+            if let Entry::Key { ino, lblk } = classify(table.load(s), n) {
+                let mut t = table.home(hashfs::mapping::hashfs::key(ino, lblk));
+                while t != s {
+                    on_path[t as usize] = true;
+                    t = (t + 1) % n;
+                }
+            }
+        }
+        let mut tombstones = 0;
+        for s in 0..n {
+            if classify(table.load(s), n) == Entry::Tombstone {
+                tombstones += 1;
+                assert!(on_path[s as usize], "round {round}: the tombstone at slot {s} is on no live key's probe path");
+            }
+        }
+        assert_eq!(tombstones, empty.tombstones);
         println!(
             "round {round} emptied: tombstones {} (all on live keys' paths), miss probes mean {:.2}",
             empty.tombstones, empty.mean_miss_probes

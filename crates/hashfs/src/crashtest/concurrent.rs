@@ -18,6 +18,7 @@ use std::sync::Arc;
 struct Track {
     root: &'static str,
     ops: Vec<Op>,
+    torn: Vec<bool>,
     states: Vec<Snapshot>,
     spans: Vec<(u64, u64)>,
 }
@@ -30,7 +31,7 @@ impl Track {
         let ok = match in_flight {
             Some(k) => {
                 let (b, a) = (&self.states[k], &self.states[k + 1]);
-                r == b || r == a || (self.ops[k].is_torn() && torn_between(r, b, a))
+                r == b || r == a || (self.torn[k] && torn_between(r, b, a))
             }
             None => *r == self.states[self.spans.iter().filter(|s| s.1 <= f).count()],
         };
@@ -89,7 +90,7 @@ pub fn explore_two_threads(
         .map(|root| {
             let ops = random_ops(&mut rng, root, ops_per_thread);
             let s0 = Snapshot::of_tree(&fs, root).expect("walks");
-            Track { root, ops, states: vec![s0], spans: Vec::new() }
+            Track { root, ops, torn: Vec::new(), states: vec![s0], spans: Vec::new() }
         })
         .collect();
     dev.set_capture(true);
@@ -98,6 +99,7 @@ pub fn explore_two_threads(
             let (fs, dev) = (&fs, &dev);
             s.spawn(move || {
                 for op in t.ops.clone() {
+                    t.torn.push(op.is_torn_on(fs));
                     let b = dev.fence_count();
                     let _ = op.apply(fs);
                     let e = dev.fence_count();

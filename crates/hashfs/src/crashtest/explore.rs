@@ -139,7 +139,7 @@ impl Allowed<'_> {
             Allowed::Exact(l) => (l.to_vec(), None),
             Allowed::Torn(b, a) => (vec![*b, *a], Some((*b, *a))),
         };
-        if list.iter().any(|s| *s == r) || torn.is_some_and(|(b, a)| torn_between(r, b, a)) {
+        if list.contains(&r) || torn.is_some_and(|(b, a)| torn_between(r, b, a)) {
             return Ok(());
         }
         let mut msg = String::from("recovered state is not one the operation allows");
@@ -261,10 +261,12 @@ pub fn explore(cfg: &Config, mapping: &str, base: &[u8], w: &Workload, failures:
     let snap = |fs: &FileSystem<CrashDevice>| Snapshot::of(fs).expect("the live file system walks");
     let mut states = vec![snap(&fs)];
     let mut boundaries = Vec::new();
+    let mut torn = Vec::new();
     dev.set_capture(true);
     let start = dev.fence_count();
     for op in &w.ops {
         boundaries.push(dev.fence_count() - start);
+        torn.push(op.is_torn_on(&fs));
         let _ = op.apply(&fs); // a failing operation must change nothing, which is checked too
         states.push(snap(&fs));
     }
@@ -288,7 +290,7 @@ pub fn explore(cfg: &Config, mapping: &str, base: &[u8], w: &Workload, failures:
             Allowed::Exact(&finals)
         } else {
             let k = boundaries.iter().rposition(|&b| b <= rel).expect("inside a step");
-            if w.ops[k].is_torn() {
+            if torn[k] {
                 Allowed::Torn(&states[k], &states[k + 1])
             } else {
                 pair = [&states[k], &states[k + 1]];

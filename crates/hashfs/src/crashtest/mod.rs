@@ -71,15 +71,16 @@ pub fn base_image(mapping: MappingKind, layout_score: f64) -> Vec<u8> {
     s.dev.live_image()
 }
 
-/// Explores `workloads` on `mapping` with `threads` threads; `progress(done, stats)` is
-/// called after each workload. Returns the totals and every failure (one per workload).
+/// Explores `workloads` on `mapping` with `threads` threads; `progress(done, stats, new
+/// failures)` is called after each workload. Returns the totals and every failure (one per
+/// workload).
 pub fn run(
     cfg: &Config,
     mapping: MappingKind,
     layout_score: f64,
     workloads: &[Workload],
     threads: usize,
-    progress: &(dyn Fn(usize, &Stats) + Sync),
+    progress: &(dyn Fn(usize, &Stats, &[Failure]) + Sync),
 ) -> (Stats, Vec<Failure>) {
     let base = base_image(mapping, layout_score);
     let next = AtomicUsize::new(0);
@@ -93,9 +94,9 @@ pub fn run(
                 let st = explore::explore(cfg, mapping.name(), &base, w, &mut failures);
                 let mut t = total.lock().expect("no panic while holding the totals");
                 t.0.add(&st);
-                t.1.extend(failures);
                 t.2 += 1;
-                progress(t.2, &t.0);
+                progress(t.2, &t.0, &failures);
+                t.1.extend(failures);
             });
         }
     });

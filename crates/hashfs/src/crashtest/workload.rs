@@ -20,15 +20,12 @@ pub enum Op {
     Mkdir {
         path: String,
     },
-    /// A write into an existing file (not created by it). `whole`: the write maps new
-    /// blocks only (past EOF or into a hole), so it must appear whole or not at all; else
-    /// it may overwrite blocks in place and be torn.
+    /// A write into an existing file (not created by it).
     Write {
         path: String,
         off: u64,
         len: usize,
         seed: u8,
-        whole: bool,
     },
     Append {
         path: String,
@@ -102,10 +99,20 @@ fn p(s: &str) -> &Path {
 }
 
 impl Op {
-    /// Whether an interrupted run may leave the data it writes partly old, partly new
-    /// (relaxed mode): overwrites of existing blocks and hole punching.
-    pub fn is_torn(&self) -> bool {
-        matches!(self, Op::Write { whole: false, .. } | Op::Punch { .. })
+    /// Whether, run on `fs` as it is now, the operation may be interrupted part way
+    /// (relaxed mode): a write over blocks already mapped (bytes old or new), a hole punch
+    /// (bytes old or zero), and fallocate (one transaction per run of holes). A write that
+    /// maps only new blocks (past EOF or into holes) appears whole or not at all.
+    pub fn is_torn_on<D: PmDevice>(&self, fs: &FileSystem<D>) -> bool {
+        match self {
+            Op::Punch { .. } | Op::Fallocate { .. } => true,
+            Op::Write { path, off, len, .. } => {
+                let Ok(ino) = fs.resolve(p(path)) else { return false };
+                let last = (off + *len as u64).saturating_sub(1) / crate::layout::BLOCK_BYTES;
+                (off / crate::layout::BLOCK_BYTES..=last).any(|l| fs.physical_block(ino, l).is_ok_and(|b| b.is_some()))
+            }
+            _ => false,
+        }
     }
 
     /// Runs the operation.
@@ -114,7 +121,7 @@ impl Op {
         match self {
             Op::Create { path } => fs.open_file(p(path), OpenOptions::new().write(true).create_new(true)).map(drop),
             Op::Mkdir { path } => fs.create_dir(p(path), 0o755).map(drop),
-            Op::Write { path, off, len, seed, .. } => {
+            Op::Write { path, off, len, seed } => {
                 let f = fs.open_file(p(path), &rw())?;
                 let data = data_for(*seed, *off, *len);
                 let mut done = 0;
@@ -167,7 +174,7 @@ impl fmt::Display for Op {
         match self {
             Op::Create { path } => write!(f, "create {path}"),
             Op::Mkdir { path } => write!(f, "mkdir {path}"),
-            Op::Write { path, off, len, seed, .. } => write!(f, "write {path} at {off}, {len} bytes (seed {seed})"),
+            Op::Write { path, off, len, seed } => write!(f, "write {path} at {off}, {len} bytes (seed {seed})"),
             Op::Append { path, len, seed } => write!(f, "append {len} bytes to {path} (seed {seed})"),
             Op::Truncate { path, size } => write!(f, "truncate {path} to {size}"),
             Op::Fallocate { path, off, len } => write!(f, "fallocate {path} {off}+{len}"),
@@ -237,10 +244,10 @@ pub fn ace_op(name: &str) -> Option<Op> {
         "create" => Op::Create { path: s("/A/new") },
         "mkdir" => Op::Mkdir { path: s("/B/newdir") },
         "append" => Op::Append { path: s("/g"), len: 5000, seed: 11 },
-        "overwrite" => Op::Write { path: s("/A/f"), off: 1000, len: 6000, seed: 12, whole: false },
-        "overwrite-small" => Op::Write { path: s("/g"), off: 10, len: 50, seed: 13, whole: false },
-        "write-past-eof" => Op::Write { path: s("/g"), off: 9000, len: 3, seed: 14, whole: true },
-        "fill-hole" => Op::Write { path: s("/h"), off: 8192, len: 4096, seed: 15, whole: true },
+        "overwrite" => Op::Write { path: s("/A/f"), off: 1000, len: 6000, seed: 12 },
+        "overwrite-small" => Op::Write { path: s("/g"), off: 10, len: 50, seed: 13 },
+        "write-past-eof" => Op::Write { path: s("/g"), off: 9000, len: 3, seed: 14 },
+        "fill-hole" => Op::Write { path: s("/h"), off: 8192, len: 4096, seed: 15 },
         "truncate-up" => Op::Truncate { path: s("/g"), size: 50_000 },
         "truncate-down" => Op::Truncate { path: s("/A/f"), size: 100 },
         "fallocate" => Op::Fallocate { path: s("/g"), off: 0, len: 16_384 },
@@ -331,7 +338,7 @@ fn random_op(rng: &mut SmallRng) -> Op {
         12..=17 => Op::Mkdir { path: a },
         18..=29 => {
             let off = if rng.random_bool(0.3) { 0 } else { rng.random_range(0..12_000) };
-            Op::Write { path: a, off, len: rng.random_range(1..6000), seed: rng.random(), whole: false }
+            Op::Write { path: a, off, len: rng.random_range(1..6000), seed: rng.random() }
         }
         30..=39 => Op::Append { path: a, len: rng.random_range(1..6000), seed: rng.random() },
         40..=46 => Op::Truncate { path: a, size: rng.random_range(0..20_000) },

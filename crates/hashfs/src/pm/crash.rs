@@ -371,28 +371,36 @@ impl PmDevice for CrashDevice {
     }
 
     fn fence(&self) {
-        let mut st = self.state.lock();
-        let index = self.fences.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        if st.capture {
-            let p = Self::point(&st, index);
-            st.points.push(p);
-        }
-        let st = &mut *st;
-        st.pending.retain(|&line, log| {
-            let n = log.written_back;
-            if n == 0 {
-                return true;
+        let capture = {
+            let mut guard = self.state.lock();
+            let index = self.fences.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            if guard.capture {
+                let p = Self::point(&guard, index);
+                guard.points.push(p);
             }
-            let mut contents: [u8; LINE] = st.durable[line * LINE..(line + 1) * LINE].try_into().expect("a line");
-            for s in &log.stores[..n] {
-                s.apply(&mut contents, 0xFF);
-            }
-            st.durable[line * LINE..(line + 1) * LINE].copy_from_slice(&contents);
-            log.stores.drain(..n);
-            log.written_back = 0;
-            !log.stores.is_empty()
-        });
+            let st = &mut *guard;
+            st.pending.retain(|&line, log| {
+                let n = log.written_back;
+                if n == 0 {
+                    return true;
+                }
+                let mut contents: [u8; LINE] = st.durable[line * LINE..(line + 1) * LINE].try_into().expect("a line");
+                for s in &log.stores[..n] {
+                    s.apply(&mut contents, 0xFF);
+                }
+                st.durable[line * LINE..(line + 1) * LINE].copy_from_slice(&contents);
+                log.stores.drain(..n);
+                log.written_back = 0;
+                !log.stores.is_empty()
+            });
+            st.capture
+        };
         self.stats.add_fence();
+        if capture {
+            // Lets other threads' transactions interleave with this one's, so that crash
+            // points with several journals open are recorded.
+            std::thread::yield_now();
+        }
     }
 
     fn stats(&self) -> &DeviceStats {

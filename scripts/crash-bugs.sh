@@ -1,0 +1,136 @@
+#!/usr/bin/env bash
+# Proof that the crash explorer bites: each deliberate bug below is applied, alone, to a
+# scratch copy of the tree, the copy is rebuilt, and the explorer (or, for the rollback
+# order, the journal's exhaustive exploration of two open transactions) must fail on it.
+# The unmodified copy passes the same checks first, so every failure is the bug's.
+#
+#   ./scripts/crash-bugs.sh            # every bug
+#   ./scripts/crash-bugs.sh NAME...    # some (names below)
+#
+# Exit 0 only if every bug was caught. The scratch tree and its build stay in
+# ${HASHFS_BUGS_DIR:-/tmp/hashfs-crash-bugs} so that reruns rebuild incrementally.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+if ! command -v cargo >/dev/null 2>&1; then
+    [ -f "$HOME/.cargo/env" ] && . "$HOME/.cargo/env"
+fi
+work=${HASHFS_BUGS_DIR:-/tmp/hashfs-crash-bugs}
+mkdir -p "$work/src"
+export CARGO_TARGET_DIR="$work/target"
+seed=${HASHFS_CRASH_SEED:-1}
+
+# name | file | what the bug does | how it is checked
+bugs=(
+    "no-flush-rollback|crates/hashfs/src/journal.rs|recovery rolls back without flushing the restored bytes|ops chmod,mkdir,rename"
+    "reverse-rollback|crates/hashfs/src/journal.rs|recovery undoes open transactions oldest first|unit transactions_open_in_two_journals_roll_back_newest_first"
+    "rename-undo-fence|crates/hashfs/src/journal.rs|the fence between a transaction's undo log and its in-place writes is gone (rename's ordering)|ops rename,rename-across,rename-replace,exchange"
+    "dir-insert-flush|crates/hashfs/src/fs/dir.rs|a new directory entry's name is not flushed before the transaction links it|ops create,mkdir,symlink,link"
+    "size-before-data|crates/hashfs/src/fs/data.rs|a growing write commits the new size before it stores the data|ops append,write-past-eof,fill-hole"
+)
+
+# Applies bug $1 to the scratch tree (exact text replacements; fails if the code moved).
+apply_bug() {
+    python3 - "$1" "$work/src" <<'EOF'
+import sys
+name, root = sys.argv[1], sys.argv[2]
+def sub(path, old, new):
+    p = f"{root}/{path}"
+    s = open(p).read()
+    if s.count(old) != 1:
+        sys.exit(f"bug {name}: the code it changes is not found once in {path}; update scripts/crash-bugs.sh")
+    open(p, "w").write(s.replace(old, new))
+if name == "no-flush-rollback":
+    sub("crates/hashfs/src/journal.rs",
+        "            dev.write(e.offset(), &e.data[..e.data_len()]);\n            dev.flush(e.offset(), e.data_len() as u64);\n",
+        "            dev.write(e.offset(), &e.data[..e.data_len()]);\n")
+elif name == "reverse-rollback":
+    sub("crates/hashfs/src/journal.rs", "txs.sort_by_key(|t| std::cmp::Reverse(t.0));", "txs.sort_by_key(|t| t.0);")
+elif name == "rename-undo-fence":
+    sub("crates/hashfs/src/journal.rs",
+        "        dev.flush(base + ACTIVE_TXID_OFF, 8);\n        dev.fence();\n        Ok(())\n",
+        "        dev.flush(base + ACTIVE_TXID_OFF, 8);\n        Ok(())\n")
+elif name == "dir-insert-flush":
+    sub("crates/hashfs/src/fs/dir.rs",
+        "        dev.write(off + 8, &bytes[8..]);\n        dev.flush(off, bytes.len() as u64);\n",
+        "        dev.write(off + 8, &bytes[8..]);\n")
+elif name == "size-before-data":
+    path = "crates/hashfs/src/fs/data.rs"
+    s = open(f"{root}/{path}").read()
+    a = s.find("        // 2. Data.\n")
+    b = s.find("        // 3. Metadata.\n")
+    if a < 0 or b < a:
+        sys.exit(f"bug {name}: the data step is not found in {path}; update scripts/crash-bugs.sh")
+    data = s[a:b]
+    s = s[:a] + s[b:]
+    fast = "        if new_size == old_size && fresh.is_empty() {\n"
+    after = "        st.raw = raw;\n"
+    if s.count(fast) != 1 or s.count(after) != 1:
+        sys.exit(f"bug {name}: the commit is not found in {path}; update scripts/crash-bugs.sh")
+    s = s.replace(fast, fast + data).replace(after, after + data)
+    open(f"{root}/{path}", "w").write(s)
+else:
+    sys.exit(f"unknown bug {name}")
+EOF
+}
+
+# Runs bug $1's check on the scratch tree; its exit status is the check's.
+run_check() {
+    local check=$1
+    case $check in
+        unit\ *)
+            (cd "$work/src" && cargo test -q --release -p hashfs --lib "${check#unit }") >"$work/check.log" 2>&1 ;;
+        ops\ *)
+            (cd "$work/src" && cargo build -q --release -p hashfs-cli &&
+                "$CARGO_TARGET_DIR/release/hashfs" crashtest --mapping hashfs,extent-tree,cuckoo --seq 1 \
+                    --ops "${check#ops }" --seed "$seed" --samples 16 --recovery-samples 2) >"$work/check.log" 2>&1 ;;
+    esac
+}
+
+# A fresh copy of the tree; the files the bugs change are touched, so that cargo rebuilds
+# them even where the copy restores an older modification time than the buggy build's.
+fresh_copy() {
+    rsync -a --delete --exclude target --exclude .git ./ "$work/src/"
+    for b in "${bugs[@]}"; do
+        IFS='|' read -r _ file _ _ <<<"$b"
+        touch "$work/src/$file"
+    done
+}
+
+selected=("$@")
+chosen=()
+for b in "${bugs[@]}"; do
+    IFS='|' read -r name _ _ _ <<<"$b"
+    if [ ${#selected[@]} -eq 0 ] || [[ " ${selected[*]} " == *" $name "* ]]; then
+        chosen+=("$b")
+    fi
+done
+[ ${#chosen[@]} -gt 0 ] || { echo "crash-bugs: no bug named ${selected[*]}" >&2; exit 2; }
+
+# The unmodified tree passes every check.
+fresh_copy
+for b in "${chosen[@]}"; do
+    IFS='|' read -r name _ _ check <<<"$b"
+    if ! run_check "$check"; then
+        echo "crash-bugs: the UNMODIFIED tree fails the check for $name ($check):" >&2
+        tail -30 "$work/check.log" >&2
+        exit 1
+    fi
+done
+echo "unmodified  every check passes"
+
+failed=0
+for b in "${chosen[@]}"; do
+    IFS='|' read -r name file what check <<<"$b"
+    fresh_copy
+    apply_bug "$name"
+    if run_check "$check"; then
+        echo "NOT CAUGHT  $name: $what ($file)"
+        failed=1
+    else
+        first=$(grep -m1 -E "^FAILED|panicked at|^error" "$work/check.log" || true)
+        echo "caught      $name: $what; $check: ${first:-failed}"
+        grep -m1 "reproduce:" "$work/check.log" | sed 's/^ */            /' || true
+    fi
+done
+fresh_copy
+exit $failed
