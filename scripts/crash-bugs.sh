@@ -24,7 +24,7 @@ bugs=(
     "no-flush-rollback|crates/hashfs/src/journal.rs|recovery rolls back without flushing the restored bytes|ops chmod,mkdir,rename"
     "reverse-rollback|crates/hashfs/src/journal.rs|recovery undoes open transactions oldest first|unit transactions_open_in_two_journals_roll_back_newest_first"
     "rename-undo-fence|crates/hashfs/src/journal.rs|the fence between a transaction's undo log and its in-place writes is gone (rename's ordering)|ops rename,rename-across,rename-replace,exchange"
-    "dir-insert-flush|crates/hashfs/src/fs/dir.rs|a new directory entry's name is not flushed before the transaction links it|ops create,mkdir,symlink,link"
+    "dir-insert-flush|crates/hashfs/src/fs/dir.rs|a new directory entry's name is not flushed before the transaction links it|ops create-long,rename-long,mkdir,link"
     "size-before-data|crates/hashfs/src/fs/data.rs|a growing write commits the new size before it stores the data|ops append,write-past-eof,fill-hole"
 )
 
@@ -63,10 +63,10 @@ elif name == "size-before-data":
     data = s[a:b]
     s = s[:a] + s[b:]
     fast = "        if new_size == old_size && fresh.is_empty() {\n"
-    after = "        st.raw = raw;\n"
+    after = "        st.raw = raw;\n        if let FileMap::Hash(_) = self.map {\n"
     if s.count(fast) != 1 or s.count(after) != 1:
         sys.exit(f"bug {name}: the commit is not found in {path}; update scripts/crash-bugs.sh")
-    s = s.replace(fast, fast + data).replace(after, after + data)
+    s = s.replace(fast, fast + data).replace(after, "        st.raw = raw;\n" + data + after[len("        st.raw = raw;\n"):])
     open(f"{root}/{path}", "w").write(s)
 else:
     sys.exit(f"unknown bug {name}")
@@ -89,10 +89,12 @@ run_check() {
 # A fresh copy of the tree; the files the bugs change are touched, so that cargo rebuilds
 # them even where the copy restores an older modification time than the buggy build's.
 fresh_copy() {
-    rsync -a --delete --exclude target --exclude .git ./ "$work/src/"
-    for b in "${bugs[@]}"; do
-        IFS='|' read -r _ file _ _ <<<"$b"
-        touch "$work/src/$file"
+    rm -rf "$work/src" && mkdir -p "$work/src"
+    tar --exclude=./target --exclude=./.git -cf - . | tar -xf - -C "$work/src"
+    local entry changed
+    for entry in "${bugs[@]}"; do
+        IFS='|' read -r _ changed _ _ <<<"$entry"
+        touch "$work/src/$changed"
     done
 }
 

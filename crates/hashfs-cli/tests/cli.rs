@@ -277,3 +277,35 @@ fn plot_smoke(results: &Path, docs: &Path) {
         assert!(png.starts_with(b"\x89PNG") && png.len() > 10_000, "{exp}: not a plot");
     }
 }
+
+#[test]
+fn crashtest_explores_and_reruns_one_state() {
+    let out =
+        ok(&["crashtest", "--mapping", "hashfs,extent-tree", "--ops", "chmod,rename", "--seed", "3", "--threads", "1"]);
+    assert!(out.contains("seed 3"), "{out}");
+    let total = out.lines().find(|l| l.starts_with("total:")).expect("a total line");
+    assert!(total.ends_with(" 0 failures"), "{out}");
+    let states: u64 = total.split_whitespace().nth(1).unwrap().parse().unwrap();
+    assert!(states > 100, "{total}");
+    // A reproducer's command: one workload, one crash point, one state.
+    let one = ok(&[
+        "crashtest",
+        "--mapping",
+        "hashfs",
+        "--workload",
+        "ace:rename",
+        "--seed",
+        "3",
+        "--point",
+        "1",
+        "--state",
+        "0",
+    ]);
+    assert!(one.contains("1 workloads, 1 crash points"), "{one}");
+    // Bad input: a clear error, exit 1.
+    let bad = hashfs(&["crashtest", "--ops", "nosuch"]);
+    assert_eq!(code(&bad), 1);
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("unknown operation"));
+    let bad = hashfs(&["crashtest", "--workload", "ace:nosuch"]);
+    assert_eq!(code(&bad), 1);
+}

@@ -208,9 +208,13 @@ pub fn base_tree<D: PmDevice>(fs: &FileSystem<D>) -> Result<()> {
     Ok(())
 }
 
+/// A 200-byte name: seven directory slots, spanning four cache lines.
+const LONG_NAME: &str = "a-name-long-enough-to-take-several-directory-slots-and-cross-cache-lines-0123456789abcdefghijklmnopqrstuvwxyz-0123456789abcdefghijklmnopqrstuvwxyz-0123456789abcdefghijklmnopqrstuvwxyz-0123456789abcdef";
+
 /// The named operations over [`base_tree`] that sequences are built from.
 pub const ACE_OPS: &[&str] = &[
     "create",
+    "create-long",
     "mkdir",
     "append",
     "overwrite",
@@ -230,6 +234,7 @@ pub const ACE_OPS: &[&str] = &[
     "rename-across",
     "rename-replace",
     "rename-dir",
+    "rename-long",
     "exchange",
     "chmod",
     "chown",
@@ -242,6 +247,8 @@ pub fn ace_op(name: &str) -> Option<Op> {
     let s = |x: &str| x.to_string();
     Some(match name {
         "create" => Op::Create { path: s("/A/new") },
+        // A name of several directory slots, across cache lines.
+        "create-long" => Op::Create { path: format!("/A/{}", LONG_NAME) },
         "mkdir" => Op::Mkdir { path: s("/B/newdir") },
         "append" => Op::Append { path: s("/g"), len: 5000, seed: 11 },
         "overwrite" => Op::Write { path: s("/A/f"), off: 1000, len: 6000, seed: 12 },
@@ -261,6 +268,7 @@ pub fn ace_op(name: &str) -> Option<Op> {
         "rename-across" => Op::Rename { from: s("/A/f"), to: s("/B/f"), mode: RenameMode::Replace },
         "rename-replace" => Op::Rename { from: s("/g"), to: s("/A/f"), mode: RenameMode::Replace },
         "rename-dir" => Op::Rename { from: s("/A/sub"), to: s("/B/sub"), mode: RenameMode::Replace },
+        "rename-long" => Op::Rename { from: s("/g"), to: format!("/B/{}", LONG_NAME), mode: RenameMode::Replace },
         "exchange" => Op::Rename { from: s("/A/f"), to: s("/g"), mode: RenameMode::Exchange },
         "chmod" => Op::Chmod { path: s("/g"), perm: 0o600 },
         "chown" => Op::Chown { path: s("/g"), uid: 7, gid: 8 },
