@@ -49,10 +49,10 @@ pub struct CrashtestArgs {
     #[arg(long, default_value_t = 1 << 12)]
     exhaustive_limit: u64,
     /// States sampled at a larger crash point.
-    #[arg(long, default_value_t = 48)]
+    #[arg(long, default_value_t = 32)]
     samples: u64,
     /// States checked at each fence of a crashed recovery.
-    #[arg(long, default_value_t = 4)]
+    #[arg(long, default_value_t = 2)]
     recovery_samples: u64,
     /// Layout score of the allocator mappings' base image (fragmentation generator).
     #[arg(long, default_value_t = 1.0)]

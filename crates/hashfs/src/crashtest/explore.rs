@@ -44,8 +44,8 @@ impl Default for Config {
     fn default() -> Self {
         Config {
             exhaustive_limit: 1 << 12,
-            samples: 48,
-            recovery_samples: 4,
+            samples: 32,
+            recovery_samples: 2,
             recovery_images_per_point: u64::MAX,
             seed: 0,
             only: None,
