@@ -63,6 +63,23 @@ pub struct CrashtestArgs {
     /// List the named operations and exit.
     #[arg(long)]
     list: bool,
+    /// Also write the figures (per mapping and in total, with the configuration, the
+    /// machine and the commit) to this JSON file.
+    #[arg(long)]
+    json: Option<std::path::PathBuf>,
+}
+
+fn stats_json(s: &Stats, secs: f64, failures: usize) -> serde_json::Value {
+    serde_json::json!({
+        "workloads": s.workloads,
+        "crash_points": s.crash_points,
+        "states": s.total_states(),
+        "crash_images": s.states,
+        "recovery_states": s.recovery_states,
+        "seconds": secs,
+        "states_per_second": s.total_states() as f64 / secs,
+        "failures": failures,
+    })
 }
 
 fn mappings(spec: &str) -> Result<Vec<MappingKind>, String> {
@@ -122,6 +139,7 @@ pub fn run(a: CrashtestArgs) -> Result<usize, String> {
     );
     let mut total = Stats::default();
     let mut failures = Vec::new();
+    let mut per_mapping = serde_json::Map::new();
     let started = Instant::now();
     for m in mappings(&a.mapping)? {
         let t0 = Instant::now();
@@ -167,6 +185,7 @@ pub fn run(a: CrashtestArgs) -> Result<usize, String> {
             st.total_states() as f64 / secs,
             f.len()
         );
+        per_mapping.insert(m.name().to_string(), stats_json(&st, secs, f.len()));
         total.add(&st);
         failures.extend(f);
     }
@@ -180,6 +199,30 @@ pub fn run(a: CrashtestArgs) -> Result<usize, String> {
         total.total_states() as f64 / secs,
         failures.len()
     );
+    if let Some(path) = &a.json {
+        let doc = serde_json::json!({
+            "command": std::env::args().collect::<Vec<_>>().join(" "),
+            "seed": seed,
+            "config": {
+                "seq": a.seq, "ops": names, "random": a.random, "random_len": a.random_len,
+                "two_threads": a.two_threads, "exhaustive_limit": cfg.exhaustive_limit,
+                "samples": cfg.samples, "recovery_samples": cfg.recovery_samples,
+                "layout_score": a.layout_score, "threads": threads,
+                "image_bytes": crashtest::IMAGE_BYTES,
+            },
+            "machine": {
+                "cpu": crate::bench::cpu_model(),
+                "cores": std::thread::available_parallelism().map_or(1, |n| n.get()),
+                "kernel": std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default().trim(),
+            },
+            "git_commit": crate::bench::git_commit(),
+            "mappings": per_mapping,
+            "total": stats_json(&total, secs, failures.len()),
+            "failures": failures.iter().map(|f| f.to_string()).collect::<Vec<_>>(),
+        });
+        let text = serde_json::to_string_pretty(&doc).map_err(|e| e.to_string())?;
+        std::fs::write(path, text + "\n").map_err(|e| format!("{}: {e}", path.display()))?;
+    }
     if !failures.is_empty() {
         println!("\n{} failures (each printed above with its reproducer):", failures.len());
         for f in &failures {
