@@ -1,6 +1,9 @@
 //! The `hashfs` command end to end: mkfs, put a directory tree, get it back identical,
 //! ls/cat/mkdir/rm, fsck exit codes, and clear errors for bad input.
 
+#[path = "support/skip.rs"]
+mod skip;
+use skip::skip;
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -243,15 +246,7 @@ fn plot_smoke(results: &Path, docs: &Path) {
         .into_iter()
         .find(|py| Command::new(py).args(["-c", "import matplotlib"]).output().is_ok_and(|o| o.status.success()))
     else {
-        let ci = std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "0" && v != "false");
-        assert!(!ci, "CI: no python3 with matplotlib; scripts/test.sh installs it");
-        eprintln!("SKIPPED: the plot check (no python3 with matplotlib; scripts/test.sh installs it as root)");
-        if let Some(log) = std::env::var_os("HASHFS_SKIP_LOG") {
-            use std::io::Write;
-            if let Ok(mut f) = fs::OpenOptions::new().append(true).create(true).open(log) {
-                let _ = writeln!(f, "cli: the plot check (no python3 with matplotlib)");
-            }
-        }
+        skip("the plot check: no python3 with matplotlib");
         return;
     };
     let r = Command::new(py)

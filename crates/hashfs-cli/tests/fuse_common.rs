@@ -2,6 +2,9 @@
 //! `hashfs mount --foreground` daemon, unmounted (and fsck-checked) at the end.
 #![allow(dead_code)]
 
+#[path = "support/skip.rs"]
+mod skip;
+pub use skip::skip;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -20,21 +23,6 @@ pub fn fuse_available() -> bool {
         skip("FUSE is not available (needs root, /dev/fuse and fusermount3)");
     }
     ok
-}
-
-/// Skips a test whose tool is missing: under CI (`CI` set) that is a failure; otherwise the
-/// reason goes to standard error and to `$HASHFS_SKIP_LOG`, which scripts/test.sh prints
-/// at its end so that a skip is never silent.
-pub fn skip(why: &str) {
-    let ci = std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "0" && v != "false");
-    assert!(!ci, "CI: {why}; scripts/test.sh installs what the tests need");
-    eprintln!("SKIPPED: {why}");
-    if let Some(log) = std::env::var_os("HASHFS_SKIP_LOG") {
-        use std::io::Write;
-        if let Ok(mut f) = std::fs::OpenOptions::new().append(true).create(true).open(log) {
-            let _ = writeln!(f, "{}: {why}", module_path!());
-        }
-    }
 }
 
 pub struct Mounted {

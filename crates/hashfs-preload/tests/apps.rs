@@ -3,9 +3,12 @@
 //! transactions, integrity_check), descriptor numbers that never collide with the kernel's,
 //! and a second process refused while one owns the image.
 
+#[path = "../../hashfs-cli/tests/support/skip.rs"]
+mod skip;
 use hashfs::fs::{fsck, FormatOptions, FsckMode};
 use hashfs::pm::{MmapDevice, OpenMode};
 use hashfs::FileSystem;
+use skip::skip;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::Arc;
@@ -240,21 +243,6 @@ fn have(prog: &str) -> bool {
         skip(&format!("{prog} is not installed"));
     }
     ok
-}
-
-/// Skips a test whose tool is missing: under CI (`CI` set) that is a failure; otherwise the
-/// reason goes to standard error and to `$HASHFS_SKIP_LOG`, which scripts/test.sh prints
-/// at its end so that a skip is never silent.
-pub fn skip(why: &str) {
-    let ci = std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "0" && v != "false");
-    assert!(!ci, "CI: {why}; scripts/test.sh installs what the tests need");
-    eprintln!("SKIPPED: {why}");
-    if let Some(log) = std::env::var_os("HASHFS_SKIP_LOG") {
-        use std::io::Write;
-        if let Ok(mut f) = std::fs::OpenOptions::new().append(true).create(true).open(log) {
-            let _ = writeln!(f, "{}: {why}", module_path!());
-        }
-    }
 }
 
 #[test]

@@ -325,45 +325,26 @@ pub enum SnapEntry {
 
 pub type Snapshot = BTreeMap<String, SnapEntry>;
 
-/// Walks the real file system into a snapshot (the root itself not included).
+/// Walks the real file system into a snapshot (the root itself not included), through the
+/// crash explorer's observable state.
 pub fn snapshot<D: PmDevice>(fs: &FileSystem<D>) -> hashfs::Result<Snapshot> {
+    let seen = hashfs::crashtest::snapshot::Snapshot::of(fs)?.0;
     let mut by_ino: HashMap<u32, Vec<String>> = HashMap::new();
-    let mut raw: Vec<(String, hashfs::Ino, FileType)> = Vec::new();
-    let mut stack = vec![("/".to_string(), hashfs::Ino::ROOT)];
-    while let Some((dir, ino)) = stack.pop() {
-        let mut cookie = 0;
-        loop {
-            let batch = fs.readdir_ino(ino, cookie, 256)?;
-            let Some(last) = batch.last() else { break };
-            cookie = last.cookie;
-            for e in batch {
-                let name = String::from_utf8_lossy(&e.name).into_owned();
-                let path = if dir == "/" { format!("/{name}") } else { format!("{dir}/{name}") };
-                if e.file_type == FileType::Directory {
-                    stack.push((path.clone(), e.ino));
-                }
-                by_ino.entry(e.ino.0).or_default().push(path.clone());
-                raw.push((path, e.ino, e.file_type));
-            }
-        }
+    for (path, e) in &seen {
+        by_ino.entry(e.ino).or_default().push(path.clone());
     }
     let mut out = Snapshot::new();
-    for (path, ino, ft) in raw {
-        let m = fs.getattr(ino)?;
-        let e = match ft {
-            FileType::Directory => SnapEntry::Dir { perm: m.perm },
-            FileType::Symlink => SnapEntry::Symlink { target: fs.readlink_ino(ino)? },
+    for (path, e) in seen.into_iter().filter(|(p, _)| p != "/") {
+        let entry = match e.file_type {
+            FileType::Directory => SnapEntry::Dir { perm: e.perm },
+            FileType::Symlink => SnapEntry::Symlink { target: e.content },
             FileType::Regular => {
-                let f = fs.open_ino(ino, hashfs::fs::api::Access { read: true, ..Default::default() })?;
-                let mut data = vec![0u8; m.size as usize];
-                let n = f.read_at(0, &mut data)?;
-                assert_eq!(n as u64, m.size);
-                let mut links: Vec<String> = by_ino[&ino.0].iter().filter(|q| **q != path).cloned().collect();
+                let mut links: Vec<String> = by_ino[&e.ino].iter().filter(|q| **q != path).cloned().collect();
                 links.sort();
-                SnapEntry::File { data, perm: m.perm, links }
+                SnapEntry::File { data: e.content, perm: e.perm, links }
             }
         };
-        out.insert(path, e);
+        out.insert(path, entry);
     }
     Ok(out)
 }
