@@ -140,6 +140,8 @@ pub fn run(a: CrashtestArgs) -> Result<usize, String> {
     let mut total = Stats::default();
     let mut failures = Vec::new();
     let mut per_mapping = serde_json::Map::new();
+    // The commit of the code that runs, taken now: the checkout may move during a long run.
+    let commit = crate::bench::git_commit();
     let started = Instant::now();
     for m in mappings(&a.mapping)? {
         let t0 = Instant::now();
@@ -215,7 +217,7 @@ pub fn run(a: CrashtestArgs) -> Result<usize, String> {
                 "cores": std::thread::available_parallelism().map_or(1, |n| n.get()),
                 "kernel": std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default().trim(),
             },
-            "git_commit": crate::bench::git_commit(),
+            "git_commit": commit,
             "mappings": per_mapping,
             "total": stats_json(&total, secs, failures.len()),
             "failures": failures.iter().map(|f| f.to_string()).collect::<Vec<_>>(),
