@@ -106,7 +106,11 @@ impl fmt::Display for Failure {
         for (i, op) in self.ops.iter().enumerate() {
             writeln!(f, "  step {i}: {op}")?;
         }
-        write!(f, "  crash point {} (fence {} of the workload), state {}", self.point, self.point, self.state)?;
+        write!(
+            f,
+            "  crash point {} (before fence {} of the workload, or at its end), state {}",
+            self.point, self.point, self.state
+        )?;
         if let Some((rp, rs)) = self.rpoint {
             write!(f, "; recovery crashed at its fence {rp}, state {rs}")?;
         }
