@@ -117,3 +117,18 @@ fn explore_create_needing_a_new_directory_block() {
     report("create with a new directory block", &stats, &failures);
     assert!(stats.states > 0);
 }
+
+/// Regression: on HashFS, a write or fallocate filling a hole inside EOF published its
+/// block's key unlogged; when its transaction rolled back, recovery kept the key, and the
+/// new data showed with the old times and block count (found by the explorer as
+/// `random:2:13:6`). The keys of such blocks are now logged.
+#[test]
+fn explore_hole_fills_roll_back_whole() {
+    let w: Vec<Workload> = ["ace:fill-hole", "ace:fallocate", "ace:punch,fill-hole"]
+        .iter()
+        .map(|id| Workload::from_id(id).expect("known workload"))
+        .collect();
+    let (stats, failures) =
+        crashtest::run(&config(), test_mapping(), test_layout_score(), &w, threads(), &|_, _, _| {});
+    report("hole fills", &stats, &failures);
+}
