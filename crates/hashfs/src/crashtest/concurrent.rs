@@ -3,7 +3,7 @@
 //! subtree must recover to the state before or after the operation its thread had in
 //! flight, and a crashed recovery must recover to the same state again.
 
-use super::explore::{Config, Failure, Stats};
+use super::explore::{image_for, Config, Failure, Stats};
 use super::snapshot::{torn_between, Snapshot};
 use super::workload::Op;
 use crate::journal;
@@ -120,17 +120,11 @@ pub fn explore_two_threads(
         if open_journals(p) >= 2 {
             both_open += 1;
         }
-        let n = p.state_count().min(cfg.samples.max(2));
+        let count = p.state_count();
+        let exhaustive = count <= cfg.samples.max(2);
+        let n = if exhaustive { count } else { cfg.samples.max(2) };
         for state in 0..n {
-            let img = if state == 0 {
-                p.image_durable_only()
-            } else if state == 1 {
-                p.image_all_pending()
-            } else {
-                let mut r = SmallRng::seed_from_u64(cfg.seed ^ (pidx as u64) << 20 ^ state);
-                let bias = [0.05, 0.5, 0.95][(state % 3) as usize];
-                p.image_with(|_| r.random_bool(bias))
-            };
+            let (img, _) = image_for(p, state, exhaustive, cfg.seed, pidx);
             stats.states += 1;
             let res = check_image(&img, &tracks, p.fence_index, &mut stats);
             if let Err(message) = res {

@@ -157,7 +157,13 @@ impl Allowed<'_> {
 /// The image for state `state` of `point`: a mixed-radix index over the lines' outcomes
 /// when the point is explored exhaustively; else state 0 is the durable image, 1 the
 /// latest, and the others are drawn from a generator seeded by (seed, point, state).
-fn image_for(point: &CrashPoint, state: u64, exhaustive: bool, seed: u64, pidx: usize) -> (Vec<u8>, Vec<usize>) {
+pub(crate) fn image_for(
+    point: &CrashPoint,
+    state: u64,
+    exhaustive: bool,
+    seed: u64,
+    pidx: usize,
+) -> (Vec<u8>, Vec<usize>) {
     let choices: Vec<usize> = if exhaustive {
         let mut rest = state;
         point
