@@ -1,5 +1,6 @@
 //! `put` and `get`: recursive copies between the host and an image, keeping modes,
-//! owners, modification times and symbolic links.
+//! owners, modification times, symbolic links and special files (FIFOs, devices with
+//! their numbers, sockets).
 
 use crate::{fail, progress_bar, Failure};
 use hashfs::fs::ops::Owner;
@@ -16,6 +17,8 @@ pub struct Counts {
     pub files: u64,
     pub dirs: u64,
     pub symlinks: u64,
+    /// FIFOs, devices and sockets.
+    pub special: u64,
     pub bytes: u64,
 }
 
@@ -105,8 +108,22 @@ fn put_one<D: PmDevice>(
         n.files += 1;
         n.bytes += off;
     } else {
-        eprintln!("hashfs: skipping {} (not a file, directory or symlink)", host.display());
-        return Ok(());
+        use std::os::unix::fs::FileTypeExt;
+        let t = if ft.is_fifo() {
+            FileType::Fifo
+        } else if ft.is_char_device() {
+            FileType::CharDevice
+        } else if ft.is_block_device() {
+            FileType::BlockDevice
+        } else if ft.is_socket() {
+            FileType::Socket
+        } else {
+            return Err(fail(format!("{}: a file type HashFS does not know", host.display())));
+        };
+        let rdev = if matches!(t, FileType::CharDevice | FileType::BlockDevice) { meta.rdev() } else { 0 };
+        let (p, name) = fs.resolve_parent(target).map_err(ctx)?;
+        fs.mknod_at(p, &name, t, meta.permissions().mode() & 0o7777, rdev, owner).map_err(ctx)?;
+        n.special += 1;
     }
     let ino = fs.resolve_nofollow(target).map_err(ctx)?;
     let attr = SetAttr {
@@ -185,6 +202,18 @@ fn get_one<D: PmDevice>(
             n.files += 1;
             n.bytes += off;
         }
+        FileType::Fifo | FileType::CharDevice | FileType::BlockDevice | FileType::Socket => {
+            use std::os::unix::ffi::OsStrExt as _;
+            let c = std::ffi::CString::new(target.as_os_str().as_bytes())
+                .map_err(|_| fail(format!("{}: path contains a NUL byte", target.display())))?;
+            let mode = ft.mode_bits() | (m.perm & 0o7777);
+            // SAFETY: `c` is a valid NUL-terminated path; mknod reads nothing else.
+            if unsafe { libc::mknod(c.as_ptr(), mode, m.rdev) } != 0 {
+                return Err(hctx(std::io::Error::last_os_error()));
+            }
+            n.special += 1;
+            return set_special_times(target, &m).map_err(hctx);
+        }
     }
     fs::set_permissions(target, fs::Permissions::from_mode(m.perm)).map_err(hctx)?;
     let mtime = std::time::UNIX_EPOCH + std::time::Duration::from_nanos(m.mtime_ns.max(0) as u64);
@@ -192,6 +221,19 @@ fn get_one<D: PmDevice>(
     let times = fs::FileTimes::new().set_modified(mtime).set_accessed(atime);
     if let Ok(f) = fs::File::options().write(ft == FileType::Regular).read(true).open(target) {
         let _ = f.set_times(times);
+    }
+    Ok(())
+}
+
+/// Times of a special file copied out: set by path, without opening it (a FIFO would block).
+fn set_special_times(target: &Path, m: &hashfs::Metadata) -> std::io::Result<()> {
+    let ts = |ns: i64| libc::timespec { tv_sec: ns.div_euclid(1_000_000_000), tv_nsec: ns.rem_euclid(1_000_000_000) };
+    let times = [ts(m.atime_ns), ts(m.mtime_ns)];
+    let c = std::ffi::CString::new(target.as_os_str().as_bytes())
+        .map_err(|_| std::io::Error::new(std::io::ErrorKind::InvalidInput, "path contains a NUL byte"))?;
+    // SAFETY: `c` is a valid path and `times` two timespecs, as utimensat requires.
+    if unsafe { libc::utimensat(libc::AT_FDCWD, c.as_ptr(), times.as_ptr(), libc::AT_SYMLINK_NOFOLLOW) } != 0 {
+        return Err(std::io::Error::last_os_error());
     }
     Ok(())
 }

@@ -323,13 +323,19 @@ fn run(cli: Cli) -> Result<u8, Failure> {
         Cmd::Put { image, host_path, fs_path } => {
             let fs = mount(&image)?;
             let n = copy::put(&fs, &host_path, &fs_path)?;
-            println!("copied {} files, {} directories, {} symlinks, {} bytes", n.files, n.dirs, n.symlinks, n.bytes);
+            println!(
+                "copied {} files, {} directories, {} symlinks, {} special files, {} bytes",
+                n.files, n.dirs, n.symlinks, n.special, n.bytes
+            );
             Ok(0)
         }
         Cmd::Get { image, fs_path, host_path } => {
             let fs = mount(&image)?;
             let n = copy::get(&fs, &fs_path, &host_path)?;
-            println!("copied {} files, {} directories, {} symlinks, {} bytes", n.files, n.dirs, n.symlinks, n.bytes);
+            println!(
+                "copied {} files, {} directories, {} symlinks, {} special files, {} bytes",
+                n.files, n.dirs, n.symlinks, n.special, n.bytes
+            );
             Ok(0)
         }
         Cmd::Ls { image, fs_path, long } => {
@@ -355,6 +361,15 @@ fn run(cli: Cli) -> Result<u8, Failure> {
                         FileType::Directory => 'd',
                         FileType::Symlink => 'l',
                         FileType::Regular => '-',
+                        FileType::Fifo => 'p',
+                        FileType::CharDevice => 'c',
+                        FileType::BlockDevice => 'b',
+                        FileType::Socket => 's',
+                    };
+                    let size = if matches!(md.file_type, FileType::CharDevice | FileType::BlockDevice) {
+                        format!("{}, {}", libc::major(md.rdev), libc::minor(md.rdev))
+                    } else {
+                        md.size.to_string()
                     };
                     let target = if md.is_symlink() {
                         format!(" -> {}", String::from_utf8_lossy(&fs.readlink_ino(e.ino)?))
@@ -363,7 +378,7 @@ fn run(cli: Cli) -> Result<u8, Failure> {
                     };
                     println!(
                         "{t}{:04o} {:>3} {:>5} {:>5} {:>12} {name}{target}",
-                        md.perm, md.nlink, md.uid, md.gid, md.size
+                        md.perm, md.nlink, md.uid, md.gid, size
                     );
                 } else {
                     println!("{name}{}", if e.file_type == FileType::Directory { "/" } else { "" });

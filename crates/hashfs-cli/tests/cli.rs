@@ -27,7 +27,8 @@ fn s(p: &Path) -> &str {
     p.to_str().unwrap()
 }
 
-/// A host tree with nested directories, an empty file, a 3 MiB file, a symlink, modes.
+/// A host tree with nested directories, an empty file, a 3 MiB file, a symlink, modes, a
+/// FIFO and a character device.
 fn make_tree(root: &Path) {
     fs::create_dir_all(root.join("sub/deeper")).unwrap();
     fs::write(root.join("empty"), b"").unwrap();
@@ -37,6 +38,12 @@ fn make_tree(root: &Path) {
     fs::write(root.join("sub/deeper/x"), b"x").unwrap();
     fs::set_permissions(root.join("sub/deeper/x"), fs::Permissions::from_mode(0o600)).unwrap();
     std::os::unix::fs::symlink("../small.txt", root.join("sub/link")).unwrap();
+    let c = |p: PathBuf| std::ffi::CString::new(p.into_os_string().into_encoded_bytes()).unwrap();
+    // SAFETY: valid paths; mknod of a device needs root, which the tests run as.
+    unsafe {
+        assert_eq!(libc::mkfifo(c(root.join("sub/fifo")).as_ptr(), 0o640), 0);
+        assert_eq!(libc::mknod(c(root.join("tty")).as_ptr(), libc::S_IFCHR | 0o620, libc::makedev(4, 64)), 0);
+    }
 }
 
 fn compare_trees(a: &Path, b: &Path) {
@@ -44,6 +51,15 @@ fn compare_trees(a: &Path, b: &Path) {
     let mb = fs::symlink_metadata(b).unwrap();
     assert_eq!(ma.file_type().is_dir(), mb.file_type().is_dir(), "{}", a.display());
     assert_eq!(ma.file_type().is_symlink(), mb.file_type().is_symlink(), "{}", a.display());
+    {
+        use std::os::unix::fs::{FileTypeExt, MetadataExt};
+        let (ta, tb) = (ma.file_type(), mb.file_type());
+        assert_eq!((ta.is_fifo(), ta.is_char_device()), (tb.is_fifo(), tb.is_char_device()), "{}", a.display());
+        if ta.is_fifo() || ta.is_char_device() {
+            assert_eq!((ma.rdev(), ma.mode(), ma.mtime()), (mb.rdev(), mb.mode(), mb.mtime()), "{}", a.display());
+            return;
+        }
+    }
     if ma.file_type().is_symlink() {
         assert_eq!(fs::read_link(a).unwrap(), fs::read_link(b).unwrap());
     } else if ma.is_dir() {
@@ -75,7 +91,7 @@ fn put_get_round_trip_and_fsck_clean() {
     let src = dir.path().join("src");
     make_tree(&src);
     let out = ok(&["put", s(&img), s(&src), "/data"]);
-    assert!(out.contains("copied 4 files, 3 directories, 1 symlinks"), "{out}");
+    assert!(out.contains("copied 4 files, 3 directories, 1 symlinks, 2 special files"), "{out}");
     let back = dir.path().join("back");
     ok(&["get", s(&img), "/data", s(&back)]);
     compare_trees(&src, &back);
@@ -84,7 +100,7 @@ fn put_get_round_trip_and_fsck_clean() {
     ok(&["put", s(&img), s(&src.join("small.txt")), "/into"]);
     assert_eq!(ok(&["cat", s(&img), "/into/small.txt"]), "hello hashfs\n");
     let ls = ok(&["ls", s(&img), "/data"]);
-    assert_eq!(ls, "empty\nsmall.txt\nsub/\n");
+    assert_eq!(ls, "empty\nsmall.txt\nsub/\ntty\n");
     let long = ok(&["ls", "-l", s(&img), "/data/sub"]);
     assert!(long.contains("link -> ../small.txt"), "{long}");
     assert!(long.contains(&format!("{}", 3 * 1024 * 1024 + 123)), "{long}");

@@ -269,3 +269,77 @@ fn permissions_for_other_users() {
     assert_eq!(fs::metadata(p("masked")).unwrap().mode() & 0o777, 0o666 & !mask);
     drop(m);
 }
+
+/// FIFOs, devices and sockets through the mount: made by mkfifo, mknod and bind, with
+/// their types and device numbers in stat, and their behaviour from the kernel (a pipe
+/// carries bytes, O_NONBLOCK|O_WRONLY with no reader is ENXIO, /dev/null's number opens
+/// /dev/null's driver, a bound socket accepts a connection); they survive a remount.
+#[test]
+fn special_files_through_the_mount() {
+    use std::os::unix::fs::FileTypeExt;
+    use std::os::unix::net::{UnixListener, UnixStream};
+    if !fuse_available() {
+        return;
+    }
+    let mut m = Mounted::new("64M");
+    let fifo = m.path("fifo");
+    // SAFETY: valid NUL-terminated paths for mkfifo and mknod.
+    unsafe {
+        rc(libc::mkfifo(c(&fifo).as_ptr(), 0o640)).unwrap();
+        rc(libc::mknod(c(&m.path("null")).as_ptr(), libc::S_IFCHR | 0o666, libc::makedev(1, 3))).unwrap();
+        rc(libc::mknod(c(&m.path("blk")).as_ptr(), libc::S_IFBLK | 0o600, libc::makedev(7, 200))).unwrap();
+        assert_eq!(errno(rc(libc::mkfifo(c(&fifo).as_ptr(), 0o640))), libc::EEXIST);
+    }
+    let md = fs::symlink_metadata(&fifo).unwrap();
+    assert!(md.file_type().is_fifo());
+    assert_eq!(md.mode() & 0o7777, 0o640 & !0o022);
+    // No reader yet: a non-blocking writer gets ENXIO, as on any Linux file system.
+    assert_eq!(errno(fs::OpenOptions::new().write(true).custom_flags(libc::O_NONBLOCK).open(&fifo)), libc::ENXIO);
+    let reader = {
+        let fifo = fifo.clone();
+        std::thread::spawn(move || fs::read(fifo).unwrap())
+    };
+    fs::OpenOptions::new().write(true).open(&fifo).unwrap().write_all(b"through the pipe").unwrap();
+    assert_eq!(reader.join().unwrap(), b"through the pipe");
+    let null = fs::metadata(m.path("null")).unwrap();
+    assert!(null.file_type().is_char_device());
+    assert_eq!(null.rdev(), libc::makedev(1, 3));
+    fs::write(m.path("null"), b"discarded").unwrap();
+    assert_eq!(fs::read(m.path("null")).unwrap(), b"");
+    let blk = fs::metadata(m.path("blk")).unwrap();
+    assert!(blk.file_type().is_block_device());
+    assert_eq!(blk.rdev(), libc::makedev(7, 200));
+    let sock = m.path("sock");
+    let listener = UnixListener::bind(&sock).unwrap();
+    assert!(fs::symlink_metadata(&sock).unwrap().file_type().is_socket());
+    let mut client = UnixStream::connect(&sock).unwrap();
+    client.write_all(b"hello").unwrap();
+    let (mut server, _) = listener.accept().unwrap();
+    let mut got = [0u8; 5];
+    server.read_exact(&mut got).unwrap();
+    assert_eq!(&got, b"hello");
+    drop((client, server, listener));
+    let names: Vec<_> = fs::read_dir(&m.mnt).unwrap().map(|e| e.unwrap()).collect();
+    for e in &names {
+        let t = e.file_type().unwrap();
+        assert!(t.is_fifo() || t.is_char_device() || t.is_block_device() || t.is_socket(), "{:?}", e.path());
+    }
+    assert_eq!(names.len(), 4);
+    drop(names); // a DirEntry keeps its directory open
+    m.stop();
+    m.fsck_clean();
+    let o = hashfs().args(["ls", "-l", m.image.to_str().unwrap(), "/"]).output().unwrap();
+    let ls = String::from_utf8_lossy(&o.stdout);
+    assert!(ls.lines().any(|l| l.starts_with('p') && l.ends_with("fifo")), "{ls}");
+    assert!(ls.lines().any(|l| l.starts_with('c') && l.contains("1, 3") && l.ends_with("null")), "{ls}");
+    assert!(ls.lines().any(|l| l.starts_with('b') && l.contains("7, 200")), "{ls}");
+    assert!(ls.lines().any(|l| l.starts_with('s') && l.ends_with("sock")), "{ls}");
+    m.start();
+    assert!(fs::symlink_metadata(&fifo).unwrap().file_type().is_fifo());
+    assert_eq!(fs::metadata(m.path("blk")).unwrap().rdev(), libc::makedev(7, 200));
+    for n in ["fifo", "null", "blk", "sock"] {
+        fs::remove_file(m.path(n)).unwrap();
+    }
+    m.stop();
+    m.fsck_clean();
+}

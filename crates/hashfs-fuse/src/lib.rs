@@ -58,6 +58,10 @@ fn kind(t: FileType) -> FuseType {
         FileType::Regular => FuseType::RegularFile,
         FileType::Directory => FuseType::Directory,
         FileType::Symlink => FuseType::Symlink,
+        FileType::Fifo => FuseType::NamedPipe,
+        FileType::CharDevice => FuseType::CharDevice,
+        FileType::BlockDevice => FuseType::BlockDevice,
+        FileType::Socket => FuseType::Socket,
     }
 }
 
@@ -75,7 +79,7 @@ fn attr(m: &Metadata) -> FileAttr {
         nlink: m.nlink,
         uid: m.uid,
         gid: m.gid,
-        rdev: 0,
+        rdev: hashfs::layout::dirent::dev_to_kernel(m.rdev).unwrap_or(0),
         blksize: 4096,
         flags: 0,
     }
@@ -218,20 +222,22 @@ impl<D: PmDevice> Filesystem for HashFsFuse<D> {
         }
     }
 
-    fn mknod(
-        &self,
-        req: &Request,
-        parent: INodeNo,
-        name: &OsStr,
-        mode: u32,
-        umask: u32,
-        _rdev: u32,
-        reply: ReplyEntry,
-    ) {
-        if mode & libc::S_IFMT != libc::S_IFREG && mode & libc::S_IFMT != 0 {
-            return reply.error(Errno::EPERM); // device files, FIFOs, sockets: not supported
-        }
-        let r = ino(parent).and_then(|p| self.create_regular(req, p, name, mode, umask));
+    fn mknod(&self, req: &Request, parent: INodeNo, name: &OsStr, mode: u32, umask: u32, rdev: u32, reply: ReplyEntry) {
+        // FIFOs, devices and sockets are inodes of their own type; the kernel supplies
+        // their behaviour (pipes, device drivers, socket binding) once they exist.
+        let r = ino(parent).and_then(|p| match FileType::from_mknod_mode(mode) {
+            Some(FileType::Regular) => self.create_regular(req, p, name, mode, umask),
+            Some(t) => {
+                let (owner, perm) = self.new_owner(req, p, mode, umask, false)?;
+                let rdev = if matches!(t, FileType::CharDevice | FileType::BlockDevice) {
+                    hashfs::layout::dirent::dev_from_kernel(rdev)
+                } else {
+                    0
+                };
+                self.fs.mknod_at(p, name.as_bytes(), t, perm, rdev, owner)
+            }
+            None => Err(Error::Invalid("mknod: not a file type mknod makes")),
+        });
         self.entry(reply, r)
     }
 

@@ -331,3 +331,58 @@ fn punch_hole_and_keep_size() {
     drop(f);
     assert_fsck_clean(&dev);
 }
+
+/// FIFOs, character and block devices (with their numbers) and sockets are inodes of their
+/// own type: listed with their d_type, kept across a remount, linked, renamed and removed
+/// like files, never opened for data through the library, and fsck-clean throughout.
+#[test]
+fn special_files_are_inodes_of_their_own_type() {
+    let (fs, dev) = new_fs(8 << 20, &small_opts());
+    let owner = hashfs::Owner { uid: 1000, gid: 100 };
+    let root = hashfs::Ino::ROOT;
+    let tty = libc::makedev(4, 64);
+    let disk = libc::makedev(259, 65_537);
+    fs.mknod_at(root, b"fifo", FileType::Fifo, 0o640, 0, owner).unwrap();
+    fs.mknod_at(root, b"tty", FileType::CharDevice, 0o620, tty, owner).unwrap();
+    fs.mknod_at(root, b"disk", FileType::BlockDevice, 0o660, disk, owner).unwrap();
+    fs.mknod_at(root, b"sock", FileType::Socket, 0o755, 0, owner).unwrap();
+    // Wrong requests fail clearly.
+    assert!(matches!(fs.mknod_at(root, b"fifo", FileType::Fifo, 0o640, 0, owner), Err(Error::Exists)));
+    assert!(matches!(fs.mknod_at(root, b"x", FileType::Fifo, 0o640, tty, owner), Err(Error::Invalid(_))));
+    assert!(matches!(fs.mknod_at(root, b"x", FileType::Directory, 0o755, 0, owner), Err(Error::Invalid(_))));
+    let free = fs.statfs().blocks_free;
+    let (fs, dev) = remount(fs, dev);
+    for (name, t, perm, rdev) in [
+        ("/fifo", FileType::Fifo, 0o640, 0),
+        ("/tty", FileType::CharDevice, 0o620, tty),
+        ("/disk", FileType::BlockDevice, 0o660, disk),
+        ("/sock", FileType::Socket, 0o755, 0),
+    ] {
+        let m = fs.symlink_metadata(p(name)).unwrap();
+        assert_eq!((m.file_type, m.perm, m.rdev, m.size, m.blocks, m.nlink), (t, perm, rdev, 0, 0, 1), "{name}");
+        assert_eq!(m.mode() & libc::S_IFMT, t.mode_bits());
+        assert_eq!((m.uid, m.gid), (1000, 100));
+        let e = fs.read_dir(p("/")).unwrap().into_iter().find(|e| e.name == name.as_bytes()[1..]).unwrap();
+        assert_eq!(e.file_type, t);
+        assert!(matches!(fs.open_file(p(name), OpenOptions::new().read(true)), Err(Error::Unsupported(_))));
+        assert!(matches!(
+            fs.open_file(p(name), OpenOptions::new().write(true).truncate(true)),
+            Err(Error::Unsupported(_))
+        ));
+    }
+    assert_eq!(fs.statfs().blocks_free, free, "special files take no blocks");
+    assert_fsck_clean(&dev);
+    fs.hard_link(p("/tty"), p("/tty2")).unwrap();
+    fs.rename(p("/disk"), p("/disk2")).unwrap();
+    fs.set_permissions(p("/fifo"), 0o600).unwrap();
+    assert_eq!(fs.metadata(p("/tty2")).unwrap().nlink, 2);
+    assert_eq!(fs.metadata(p("/disk2")).unwrap().rdev, disk);
+    assert_fsck_clean(&dev);
+    for n in ["/fifo", "/tty", "/tty2", "/disk2", "/sock"] {
+        fs.remove_file(p(n)).unwrap();
+    }
+    assert_eq!(fs.read_dir(p("/")).unwrap().len(), 0);
+    let (fs, dev) = remount(fs, dev);
+    assert_eq!(fs.statfs().inodes_free, fs.statfs().inodes_total - 1, "every special inode freed");
+    assert_fsck_clean(&dev);
+}

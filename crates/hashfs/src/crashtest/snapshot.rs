@@ -89,6 +89,9 @@ impl Snapshot {
                     Vec::new()
                 }
                 FileType::Symlink => fs.readlink_ino(ino)?,
+                FileType::Fifo | FileType::CharDevice | FileType::BlockDevice | FileType::Socket => {
+                    m.rdev.to_le_bytes().to_vec()
+                }
                 FileType::Regular => {
                     let f = fs.open_ino(ino, crate::fs::api::Access { read: true, ..Default::default() })?;
                     let mut data = vec![0u8; m.size as usize];

@@ -86,6 +86,12 @@ pub enum Op {
     Fsync {
         path: String,
     },
+    /// mknod: a FIFO, device (with its number) or socket.
+    Mknod {
+        path: String,
+        ftype: crate::FileType,
+        rdev: u64,
+    },
 }
 
 /// The bytes a write with `seed` puts at file offset `off`: never zero, so a hole or a lost
@@ -165,6 +171,10 @@ impl Op {
                 fs.setattr(ino, &attr).map(drop)
             }
             Op::Fsync { path } => fs.open_file(p(path), OpenOptions::new().read(true))?.sync_all(),
+            Op::Mknod { path, ftype, rdev } => {
+                let (parent, name) = fs.resolve_parent(p(path))?;
+                fs.mknod_at(parent, &name, *ftype, 0o640, *rdev, crate::Owner::ROOT).map(drop)
+            }
         }
     }
 }
@@ -189,6 +199,7 @@ impl fmt::Display for Op {
             Op::Chown { path, uid, gid } => write!(f, "chown {uid}:{gid} {path}"),
             Op::Utimens { path, atime, mtime } => write!(f, "utimens {path} {atime} {mtime}"),
             Op::Fsync { path } => write!(f, "fsync {path}"),
+            Op::Mknod { path, ftype, rdev } => write!(f, "mknod {path} {ftype:?} {rdev:#x}"),
         }
     }
 }
@@ -240,6 +251,8 @@ pub const ACE_OPS: &[&str] = &[
     "chown",
     "utimens",
     "fsync",
+    "mkfifo",
+    "mknod-char",
 ];
 
 /// The operation a name of [`ACE_OPS`] stands for.
@@ -274,6 +287,8 @@ pub fn ace_op(name: &str) -> Option<Op> {
         "chown" => Op::Chown { path: s("/g"), uid: 7, gid: 8 },
         "utimens" => Op::Utimens { path: s("/g"), atime: 5_000_000_000, mtime: 6_000_000_000 },
         "fsync" => Op::Fsync { path: s("/A/f") },
+        "mkfifo" => Op::Mknod { path: s("/A/fifo"), ftype: crate::FileType::Fifo, rdev: 0 },
+        "mknod-char" => Op::Mknod { path: s("/B/tty"), ftype: crate::FileType::CharDevice, rdev: libc::makedev(4, 64) },
         _ => return None,
     })
 }

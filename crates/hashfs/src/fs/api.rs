@@ -59,6 +59,8 @@ pub struct Metadata {
     pub ctime_ns: i64,
     pub btime_ns: i64,
     pub generation: u32,
+    /// Character and block devices: the device number (`st_rdev`); 0 otherwise.
+    pub rdev: u64,
 }
 
 impl Metadata {
@@ -77,6 +79,7 @@ impl Metadata {
             ctime_ns: raw.ctime_ns,
             btime_ns: raw.btime_ns,
             generation: raw.generation,
+            rdev: raw.rdev(),
         }
     }
     pub fn is_dir(&self) -> bool {
@@ -96,12 +99,7 @@ impl Metadata {
     }
     /// Full st_mode (type and permission bits).
     pub fn mode(&self) -> u32 {
-        let t = match self.file_type {
-            FileType::Regular => crate::layout::inode::S_IFREG,
-            FileType::Directory => crate::layout::inode::S_IFDIR,
-            FileType::Symlink => crate::layout::inode::S_IFLNK,
-        };
-        t | self.perm
+        self.file_type.mode_bits() | self.perm
     }
     /// st_blocks: 512-byte units.
     pub fn st_blocks(&self) -> u64 {
@@ -268,6 +266,20 @@ impl<D: PmDevice> FileSystem<D> {
         self.getattr(c.ino)
     }
 
+    /// mknod(2): a FIFO, character or block device (with its device number) or socket.
+    pub fn mknod_at(
+        &self,
+        parent: Ino,
+        name: &[u8],
+        ftype: FileType,
+        perm: u32,
+        rdev: u64,
+        owner: Owner,
+    ) -> Result<Metadata> {
+        let c = self.inner.create_node(parent, name, NodeSpec::Special { ftype, perm, rdev }, owner)?;
+        self.getattr(c.ino)
+    }
+
     pub fn link_at(&self, ino: Ino, new_parent: Ino, name: &[u8]) -> Result<Metadata> {
         self.inner.link(ino, new_parent, name)?;
         self.getattr(ino)
@@ -311,6 +323,9 @@ impl<D: PmDevice> FileSystem<D> {
             }
             if st.raw.is_dir() && access.write {
                 return Err(Error::IsDir);
+            }
+            if st.raw.is_special() {
+                return Err(Error::Unsupported("a FIFO, device or socket is opened through the kernel (a mount)"));
             }
             cell.open_count.fetch_add(1, Ordering::AcqRel);
         }

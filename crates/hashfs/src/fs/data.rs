@@ -612,6 +612,7 @@ impl<D: PmDevice> FsInner<D> {
         cell.tcache.invalidate_all();
         let nblocks = blocks_for(st.raw.size).max(1);
         match &self.map {
+            _ if st.raw.is_special() => {} // maps no blocks
             FileMap::Hash(t) => {
                 let victims = mapped_slots(t, cell.ino.0, 0, nblocks);
                 free_slots(t, &*self.dev, &victims);

@@ -18,9 +18,21 @@ use std::sync::Arc;
 /// What to create.
 #[derive(Clone, Debug)]
 pub enum NodeSpec<'a> {
-    File { perm: u32 },
-    Dir { perm: u32 },
-    Symlink { target: &'a [u8] },
+    File {
+        perm: u32,
+    },
+    Dir {
+        perm: u32,
+    },
+    Symlink {
+        target: &'a [u8],
+    },
+    /// A FIFO, character or block device, or socket (`rdev` for devices only).
+    Special {
+        ftype: FileType,
+        perm: u32,
+        rdev: u64,
+    },
 }
 
 /// Owner of a new inode.
@@ -204,6 +216,14 @@ impl<D: PmDevice> FsInner<D> {
         owner: Owner,
     ) -> Result<Arc<InodeCell>> {
         check_name(name)?;
+        if let NodeSpec::Special { ftype, rdev, .. } = spec {
+            if !ftype.is_special() {
+                return Err(Error::Invalid("mknod: not a FIFO, device or socket"));
+            }
+            if rdev != 0 && !matches!(ftype, FileType::CharDevice | FileType::BlockDevice) {
+                return Err(Error::Invalid("mknod: a device number on a file that is not a device"));
+            }
+        }
         if let NodeSpec::Symlink { target } = spec {
             if target.is_empty() {
                 return Err(Error::NotFound);
@@ -248,6 +268,7 @@ impl<D: PmDevice> FsInner<D> {
             NodeSpec::File { perm } => (FileType::Regular, S_IFREG | (perm & 0o7777), 1, 0, 0),
             NodeSpec::Dir { perm } => (FileType::Directory, S_IFDIR | (perm & 0o7777), 2, 0, 0),
             NodeSpec::Symlink { target } => (FileType::Symlink, S_IFLNK | 0o777, 1, target.len() as u64, 1),
+            NodeSpec::Special { ftype, perm, .. } => (ftype, ftype.mode_bits() | (perm & 0o7777), 1, 0, 0),
         };
         let mut raw = InodeRaw::zeroed();
         raw.mode = mode;
@@ -257,6 +278,9 @@ impl<D: PmDevice> FsInner<D> {
         raw.size = size;
         raw.blocks = blocks;
         raw.parent = if is_dir { parent.get() } else { 0 };
+        if let NodeSpec::Special { rdev, .. } = spec {
+            raw.reserved[0] = rdev;
+        }
         raw.generation = (now as u32) | 1;
         raw.atime_ns = now;
         raw.mtime_ns = now;

@@ -32,6 +32,10 @@ pub enum FileType {
     Regular,
     Directory,
     Symlink,
+    Fifo,
+    CharDevice,
+    BlockDevice,
+    Socket,
 }
 
 impl FileType {
@@ -40,6 +44,10 @@ impl FileType {
             FileType::Regular => 8,
             FileType::Directory => 4,
             FileType::Symlink => 10,
+            FileType::Fifo => 1,
+            FileType::CharDevice => 2,
+            FileType::BlockDevice => 6,
+            FileType::Socket => 12,
         }
     }
     pub fn from_u8(v: u8) -> Option<FileType> {
@@ -47,7 +55,36 @@ impl FileType {
             8 => Some(FileType::Regular),
             4 => Some(FileType::Directory),
             10 => Some(FileType::Symlink),
+            1 => Some(FileType::Fifo),
+            2 => Some(FileType::CharDevice),
+            6 => Some(FileType::BlockDevice),
+            12 => Some(FileType::Socket),
             _ => None,
+        }
+    }
+    /// The `S_IF*` bits of this type.
+    pub fn mode_bits(self) -> u32 {
+        use super::inode::*;
+        match self {
+            FileType::Regular => S_IFREG,
+            FileType::Directory => S_IFDIR,
+            FileType::Symlink => S_IFLNK,
+            FileType::Fifo => S_IFIFO,
+            FileType::CharDevice => S_IFCHR,
+            FileType::BlockDevice => S_IFBLK,
+            FileType::Socket => S_IFSOCK,
+        }
+    }
+    /// FIFOs, devices and sockets: no data, behaviour from the kernel.
+    pub fn is_special(self) -> bool {
+        matches!(self, FileType::Fifo | FileType::CharDevice | FileType::BlockDevice | FileType::Socket)
+    }
+    /// The type of a mknod(2) mode; `S_IFREG` and 0 are regular files.
+    pub fn from_mknod_mode(mode: u32) -> Option<FileType> {
+        match mode & super::inode::S_IFMT {
+            0 => Some(FileType::Regular),
+            super::inode::S_IFDIR | super::inode::S_IFLNK => None,
+            _ => Self::from_mode(mode),
         }
     }
     pub fn from_mode(mode: u32) -> Option<FileType> {
@@ -55,9 +92,30 @@ impl FileType {
             super::inode::S_IFREG => Some(FileType::Regular),
             super::inode::S_IFDIR => Some(FileType::Directory),
             super::inode::S_IFLNK => Some(FileType::Symlink),
+            super::inode::S_IFIFO => Some(FileType::Fifo),
+            super::inode::S_IFCHR => Some(FileType::CharDevice),
+            super::inode::S_IFBLK => Some(FileType::BlockDevice),
+            super::inode::S_IFSOCK => Some(FileType::Socket),
             _ => None,
         }
     }
+}
+
+/// A device number as the kernel passes it to FUSE (`new_encode_dev`: 12-bit major,
+/// 20-bit minor) to the `dev_t` that `stat` reports.
+pub fn dev_from_kernel(k: u32) -> u64 {
+    let major = (k & 0xfff00) >> 8;
+    let minor = (k & 0xff) | ((k >> 12) & 0xfff00);
+    libc::makedev(major, minor)
+}
+
+/// A `dev_t` in the kernel's 32-bit encoding; None when the major or minor is too large.
+pub fn dev_to_kernel(dev: u64) -> Option<u32> {
+    let (major, minor) = (libc::major(dev), libc::minor(dev));
+    if major >= 1 << 12 || minor >= 1 << 20 {
+        return None;
+    }
+    Some((minor & 0xff) | (major << 8) | ((minor & !0xff) << 12))
 }
 
 /// Slots needed for a name of `name_len` bytes.
@@ -84,6 +142,18 @@ mod tests {
         assert_eq!(slots_for(16), 1);
         assert_eq!(slots_for(17), 2);
         assert_eq!(slots_for(255), MAX_DIRENT_SLOTS);
+    }
+
+    #[test]
+    fn device_numbers_round_trip() {
+        for (major, minor) in [(0, 0), (1, 3), (8, 17), (4095, 0xfffff), (259, 65536)] {
+            let dev = libc::makedev(major, minor);
+            let k = dev_to_kernel(dev).unwrap();
+            assert_eq!(dev_from_kernel(k), dev, "{major}:{minor}");
+        }
+        assert_eq!(dev_to_kernel(libc::makedev(4096, 0)), None);
+        // The kernel's own encoding of 8:1 (sda1).
+        assert_eq!(dev_to_kernel(libc::makedev(8, 1)), Some(0x801));
     }
 
     #[test]

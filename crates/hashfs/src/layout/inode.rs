@@ -28,6 +28,10 @@ pub const S_IFMT: u32 = 0o170000;
 pub const S_IFREG: u32 = 0o100000;
 pub const S_IFDIR: u32 = 0o040000;
 pub const S_IFLNK: u32 = 0o120000;
+pub const S_IFIFO: u32 = 0o010000;
+pub const S_IFCHR: u32 = 0o020000;
+pub const S_IFBLK: u32 = 0o060000;
+pub const S_IFSOCK: u32 = 0o140000;
 
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Pod, Zeroable, PartialEq, Eq)]
@@ -48,11 +52,15 @@ pub struct InodeRaw {
     /// CRC32C over the inode number (LE u64) and every byte except this field and the
     /// timestamps.
     pub checksum: u32,
-    pub reserved0: u32,
+    /// Extended attributes: the inode holding them, 0 if none (`fs/xattr.rs`).
+    pub xattr_ino: u32,
     pub atime_ns: i64,
     pub mtime_ns: i64,
     pub ctime_ns: i64,
     pub btime_ns: i64,
+    /// The file mapping's root (its layout is the mapping's: `mapping/*.rs`). FIFOs,
+    /// devices and sockets map no blocks: `reserved[0]` holds a device's number
+    /// (Linux `dev_t`, see [`InodeRaw::rdev`]).
     pub reserved: [u64; 4],
 }
 
@@ -100,6 +108,22 @@ impl InodeRaw {
     pub fn is_symlink(&self) -> bool {
         self.mode & S_IFMT == S_IFLNK
     }
+    /// A FIFO, device or socket: an inode with no data whose behaviour the kernel supplies.
+    pub fn is_special(&self) -> bool {
+        matches!(self.mode & S_IFMT, S_IFIFO | S_IFCHR | S_IFBLK | S_IFSOCK)
+    }
+
+    pub fn is_device(&self) -> bool {
+        matches!(self.mode & S_IFMT, S_IFCHR | S_IFBLK)
+    }
+    /// A device's number (`st_rdev`); 0 for every other type.
+    pub fn rdev(&self) -> u64 {
+        if self.is_device() {
+            self.reserved[0]
+        } else {
+            0
+        }
+    }
 
     pub fn check(&self, ino: Ino) -> InodeState {
         if self.mode == 0 {
@@ -112,8 +136,17 @@ impl InodeRaw {
         if self.checksum != self.compute_checksum(ino) {
             return InodeState::Corrupt("checksum mismatch");
         }
-        if !matches!(self.mode & S_IFMT, S_IFREG | S_IFDIR | S_IFLNK) {
+        if !matches!(self.mode & S_IFMT, S_IFREG | S_IFDIR | S_IFLNK) && !self.is_special() {
             return InodeState::Corrupt("unknown file type");
+        }
+        if self.is_special() && (self.size != 0 || self.blocks != 0) {
+            return InodeState::Corrupt("special file with data");
+        }
+        if self.is_special() {
+            let want_zero = if self.is_device() { &self.reserved[1..] } else { &self.reserved[..] };
+            if want_zero.iter().any(|&w| w != 0) {
+                return InodeState::Corrupt("special file with a mapping");
+            }
         }
         if self.size > super::MAX_FILE_BYTES {
             return InodeState::Corrupt("size beyond the largest file");

@@ -164,6 +164,9 @@ impl<D: PmDevice> BlockMap<D> {
     /// Every mapped extent and structure block of one file (trees) or of every file
     /// (global tables, `raw` ignored), checked for corruption.
     pub fn walk(&self, ino: u32, raw: &InodeRaw, f: &mut dyn FnMut(Mapped)) -> Result<()> {
+        if raw.is_special() && !self.is_global() {
+            return Ok(()); // no mapping: `reserved` holds a device number, not a root
+        }
         let m = Direct(&*self.dev);
         match &self.index {
             Index::ExtentTree | Index::ExtentTreeCached(_) => extent_tree::walk(&m, &self.geo, raw, &mut |it| {

@@ -343,6 +343,7 @@ pub fn snapshot<D: PmDevice>(fs: &FileSystem<D>) -> hashfs::Result<Snapshot> {
                 links.sort();
                 SnapEntry::File { data: e.content, perm: e.perm, links }
             }
+            t => panic!("{path}: the model makes no {t:?}"),
         };
         out.insert(path, entry);
     }
