@@ -47,11 +47,18 @@ enum Cmd {
         journals: u32,
     },
     /// Check every on-media invariant; exit 0 clean, 1 corrected, 4 errors left, 8 failure.
+    /// Check an image. An image that was not cleanly unmounted is first recovered, as a
+    /// mount would (and as e2fsck replays its journal). Exit codes: 0 clean (after recovery),
+    /// 1 errors corrected, 4 errors left, 8 operational error.
     Fsck {
         image: PathBuf,
         /// Fix what can be fixed.
-        #[arg(long)]
+        #[arg(long, conflicts_with = "no_recover")]
         repair: bool,
+        /// Write nothing: no recovery; what a crash left (and recovery would clear) is
+        /// listed as "needs recovery", apart from errors, and does not fail the check.
+        #[arg(short = 'n', long = "no-recover")]
+        no_recover: bool,
     },
     /// Geometry, mapping, space and inode use.
     Info { image: PathBuf },
@@ -117,6 +124,19 @@ enum Cmd {
 }
 
 /// Parses sizes such as 4096, 64K, 512M, 1G, 2GiB.
+fn print_recovery(r: &fsck::Recovery) {
+    match r {
+        fsck::Recovery::NotNeeded => {}
+        fsck::Recovery::Ran(m) => println!(
+            "recovered (the image was not cleanly unmounted): {} transactions rolled back, {} reservations and {} unlinked inodes freed",
+            m.rolled_back_txids.len(),
+            m.stray_slots_freed,
+            m.orphans_freed
+        ),
+        fsck::Recovery::Failed(e) => println!("recovery failed ({e}); checking the image as it is"),
+    }
+}
+
 fn parse_size(s: &str) -> Result<u64, String> {
     let t = s.trim();
     let digits = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
@@ -231,31 +251,55 @@ fn run(cli: Cli) -> Result<u8, Failure> {
             );
             Ok(0)
         }
-        Cmd::Fsck { image, repair } => {
+        Cmd::Fsck { image, repair, no_recover } => {
             let dev = match MmapDevice::open(&image, OpenMode::Existing) {
                 Ok(d) => Arc::new(d),
                 Err(e) => return Err(Failure { msg: format!("cannot open image {}: {e}", image.display()), code: 8 }),
             };
             let pb = progress_bar(0, "checking", false);
-            let mode = if repair { FsckMode::Repair } else { FsckMode::Check };
-            let report = fsck(dev, mode, &|d, t| {
+            let progress = |d, t| {
                 pb.set_length(t);
                 pb.set_position(d);
-            })
-            .map_err(|e| Failure { msg: format!("fsck {}: {e}", image.display()), code: 8 })?;
+            };
+            let op_err = |e: hashfs::Error| Failure { msg: format!("fsck {}: {e}", image.display()), code: 8 };
+            let report = if repair {
+                fsck(dev, FsckMode::Repair, &progress).map_err(op_err)?
+            } else if no_recover {
+                fsck(dev, FsckMode::Check, &progress).map_err(op_err)?
+            } else {
+                let (recovery, report) = fsck::recover_then_check(dev, &progress).map_err(op_err)?;
+                pb.suspend(|| print_recovery(&recovery));
+                report
+            };
             pb.finish_and_clear();
             for f in &report.findings {
                 let fixed = repair && !report.remaining.contains(f);
-                println!("{}{f}", if fixed { "FIXED: " } else { "" });
+                let tag = if fixed {
+                    "FIXED: "
+                } else if report.pending.contains(f) {
+                    "needs recovery: "
+                } else {
+                    ""
+                };
+                println!("{tag}{f}");
             }
+            let errors = report.findings.len() - report.pending.len();
             println!(
-                "{}: {} inodes, {} blocks, {} directories; {} problems found, {} left",
+                "{}: {} inodes, {} blocks, {} directories; {} problems found, {} left{}",
                 image.display(),
                 report.inodes_used,
                 report.blocks_used,
                 report.directories,
-                report.findings.len(),
-                report.remaining.len()
+                errors,
+                report.remaining.iter().filter(|r| !report.pending.contains(r)).count(),
+                if !repair && !report.pending.is_empty() {
+                    format!(
+                        "; needs recovery ({} crash leftovers, cleared by a mount or by fsck without -n)",
+                        report.pending.len()
+                    )
+                } else {
+                    String::new()
+                }
             );
             Ok(report.exit_code() as u8)
         }

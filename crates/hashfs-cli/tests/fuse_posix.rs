@@ -343,3 +343,53 @@ fn special_files_through_the_mount() {
     m.stop();
     m.fsck_clean();
 }
+
+/// fsck on an image whose daemon was killed with an unlinked file still open: `-n` lists
+/// the leftover as "needs recovery" and exits 0 without writing; the default recovers,
+/// then checks, and finds nothing; a real error still exits 4.
+#[test]
+fn fsck_after_a_crash_says_clean_after_recovery() {
+    if !fuse_available() {
+        return;
+    }
+    let mut m = Mounted::new("64M");
+    fs::write(m.path("keep"), b"kept").unwrap();
+    let mut f = fs::OpenOptions::new().create(true).truncate(true).write(true).open(m.path("tmp")).unwrap();
+    f.write_all(&vec![7u8; 100_000]).unwrap();
+    fs::remove_file(m.path("tmp")).unwrap();
+    m.kill_daemon();
+    drop(f);
+    let img = m.image.to_str().unwrap();
+    let before = fs::read(&m.image).unwrap();
+    let o = hashfs().args(["fsck", "-n", img]).output().unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(o.status.code(), Some(0), "{out}");
+    assert!(out.contains("needs recovery: inode") && out.contains("0 problems found"), "{out}");
+    assert!(fs::read(&m.image).unwrap() == before, "fsck -n wrote to the image");
+    let o = hashfs().args(["fsck", img]).output().unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(o.status.code(), Some(0), "{out}");
+    assert!(
+        out.contains("recovered (the image was not cleanly unmounted)") && out.contains("1 unlinked inodes freed"),
+        "{out}"
+    );
+    assert!(!out.contains("needs recovery"), "{out}");
+    let o = hashfs().args(["fsck", img]).output().unwrap();
+    assert!(!String::from_utf8_lossy(&o.stdout).contains("recovered"));
+    assert_eq!(o.status.code(), Some(0));
+    // A real error is still one: a flipped bit in the first inode past the root.
+    let mut bytes = fs::read(&m.image).unwrap();
+    let o = hashfs().args(["info", img]).output().unwrap();
+    let info = String::from_utf8_lossy(&o.stdout);
+    let off: usize = info
+        .lines()
+        .find_map(|l| l.strip_prefix("inode table").and_then(|r| r.split("offset ").nth(1)))
+        .expect("inode table offset in info")
+        .trim()
+        .parse()
+        .unwrap();
+    bytes[off + 128 + 8] ^= 1; // inode 2's gid
+    fs::write(&m.image, &bytes).unwrap();
+    let o = hashfs().args(["fsck", "-n", img]).output().unwrap();
+    assert_eq!(o.status.code(), Some(4), "{}", String::from_utf8_lossy(&o.stdout));
+}

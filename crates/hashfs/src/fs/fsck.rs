@@ -7,8 +7,14 @@
 //! entries, link counts, parents, block counts and unreachable inodes (reconnected under
 //! /lost+found), and checks again.
 //!
-//! Exit codes follow e2fsck: 0 clean, 1 errors corrected, 4 errors left, 8 operational
-//! error.
+//! A crash leaves things that recovery is designed to clear (uncommitted transactions,
+//! reservations of interrupted writes, unlinked files that were still open, blocks
+//! allocated but not yet reachable). Check mode reports them apart, as "needs recovery",
+//! and they are no error; [`recover_then_check`] (the command's default) runs that
+//! recovery first, as a mount would and as e2fsck replays its journal, then checks.
+//!
+//! Exit codes follow e2fsck: 0 clean (or clean once recovered), 1 errors corrected, 4
+//! errors left, 8 operational error.
 
 use super::dir::{parse_block, Run};
 use super::inode::read_raw;
@@ -39,6 +45,8 @@ pub enum FsckMode {
 pub struct Finding {
     pub what: String,
     fix: Fix,
+    /// Left by a crash and cleared by recovery (a mount): not an error.
+    pending: bool,
 }
 
 #[derive(Clone, Debug)]
@@ -70,6 +78,8 @@ enum Fix {
 pub struct FsckReport {
     /// Every problem found on the first pass.
     pub findings: Vec<String>,
+    /// Those of `findings` that a crash leaves and recovery clears ("needs recovery").
+    pub pending: Vec<String>,
     pub fixed: usize,
     /// Problems still present at the end.
     pub remaining: Vec<String>,
@@ -80,7 +90,7 @@ pub struct FsckReport {
 
 impl FsckReport {
     pub fn exit_code(&self) -> i32 {
-        if !self.remaining.is_empty() {
+        if self.remaining.iter().any(|r| !self.pending.contains(r)) {
             4
         } else if self.fixed > 0 {
             1
@@ -88,9 +98,42 @@ impl FsckReport {
             0
         }
     }
+    /// Nothing found, not even crash leftovers.
     pub fn is_clean(&self) -> bool {
         self.findings.is_empty()
     }
+    /// Nothing found but what recovery clears.
+    pub fn is_clean_after_recovery(&self) -> bool {
+        self.findings.iter().all(|f| self.pending.contains(f))
+    }
+}
+
+/// What [`recover_then_check`] did before checking.
+#[derive(Debug)]
+pub enum Recovery {
+    /// The image was cleanly unmounted: nothing to recover.
+    NotNeeded,
+    /// Recovery ran (a mount and a clean unmount), with its report.
+    Ran(super::MountReport),
+    /// Recovery could not run (the image is damaged): the check ran on the image as it
+    /// is, without writing.
+    Failed(String),
+}
+
+/// fsck's default: when the image was not cleanly unmounted, recover it as a mount would
+/// (roll back the journals, free crash leftovers) and then check. A recovery that fails
+/// leaves the image untouched and the check reports why.
+pub fn recover_then_check<D: PmDevice>(dev: Arc<D>, progress: Progress<'_>) -> Result<(Recovery, FsckReport)> {
+    let recovery = match read_superblock(&*dev) {
+        Ok((sb, _, _)) if sb.state == SB_STATE_CLEAN => Recovery::NotNeeded,
+        Ok(_) => match FileSystem::mount(dev.clone(), &|_, _| {}).and_then(|(fs, r)| fs.unmount().map(|()| r)) {
+            Ok(r) => Recovery::Ran(r),
+            Err(e) => Recovery::Failed(e.to_string()),
+        },
+        Err(e) => Recovery::Failed(e.to_string()),
+    };
+    let report = fsck(dev, FsckMode::Check, progress)?;
+    Ok((recovery, report))
 }
 
 /// Checks (and in repair mode fixes) the image on `dev`.
@@ -100,6 +143,7 @@ pub fn fsck<D: PmDevice>(dev: Arc<D>, mode: FsckMode, progress: Progress<'_>) ->
     let (findings, stats) = check(overlay, progress)?;
     let mut report = FsckReport {
         findings: findings.iter().map(|f| f.what.clone()).collect(),
+        pending: findings.iter().filter(|f| f.pending).map(|f| f.what.clone()).collect(),
         inodes_used: stats.0,
         blocks_used: stats.1,
         directories: stats.2,
@@ -217,7 +261,10 @@ type Stats = (u64, u64, u64);
 
 fn check<D: PmDevice>(dev: Arc<D>, progress: Progress<'_>) -> Result<(Vec<Finding>, Stats)> {
     let mut out = Vec::new();
-    let mut add = |what: String, fix: Fix| out.push(Finding { what, fix });
+    let mut add = |what: String, fix: Fix| {
+        let pending = matches!(fix, Fix::Mount);
+        out.push(Finding { what, fix, pending })
+    };
 
     // Superblocks.
     let read = |off| {
@@ -325,7 +372,7 @@ fn check<D: PmDevice>(dev: Arc<D>, progress: Progress<'_>) -> Result<(Vec<Findin
                     let Some(raw) = inodes.get(ino as usize).and_then(|r| r.as_ref()) else {
                         add(
                             format!("table slot {slot}: maps block {lblk} of free or invalid inode {ino}"),
-                            Fix::TombstoneSlot(slot),
+                            if dirty { Fix::Mount } else { Fix::TombstoneSlot(slot) },
                         );
                         continue;
                     };
@@ -335,7 +382,7 @@ fn check<D: PmDevice>(dev: Arc<D>, progress: Progress<'_>) -> Result<(Vec<Findin
                                 "table slot {slot}: block {lblk} of inode {ino} lies past its end ({} bytes)",
                                 raw.size
                             ),
-                            Fix::TombstoneSlot(slot),
+                            if dirty { Fix::Mount } else { Fix::TombstoneSlot(slot) },
                         );
                         continue;
                     }
@@ -359,7 +406,7 @@ fn check<D: PmDevice>(dev: Arc<D>, progress: Progress<'_>) -> Result<(Vec<Findin
         if unreachable_keys > 0 {
             add(
                 format!("table: {unreachable_keys} keys cannot be reached from their home slot"),
-                Fix::RepairProbePaths,
+                if dirty { Fix::Mount } else { Fix::RepairProbePaths },
             );
         }
     }
@@ -501,6 +548,9 @@ fn check<D: PmDevice>(dev: Arc<D>, progress: Progress<'_>) -> Result<(Vec<Findin
             problems.push(format!("link count {} should be {}", raw.nlink, refs[i]));
             fixed.nlink = refs[i];
         }
+        // After a crash, recovery recounts blocks (a write's or a truncate's count may
+        // have rolled back while its blocks did not yet).
+        let count_only = problems.is_empty();
         if raw.blocks != counts[i] {
             problems.push(format!("counts {} blocks but maps {}", raw.blocks, counts[i]));
             fixed.blocks = counts[i];
@@ -509,7 +559,13 @@ fn check<D: PmDevice>(dev: Arc<D>, progress: Progress<'_>) -> Result<(Vec<Findin
             problems.push("symbolic link has no target block".into());
         }
         if !problems.is_empty() {
-            let fix = if fixed != raw { Fix::RewriteInode(ino, Box::new(fixed)) } else { Fix::None };
+            let fix = if dirty && count_only && problems.len() == 1 && raw.blocks != counts[i] {
+                Fix::Mount
+            } else if fixed != raw {
+                Fix::RewriteInode(ino, Box::new(fixed))
+            } else {
+                Fix::None
+            };
             add(format!("inode {ino}: {}", problems.join("; ")), fix);
         }
     }
