@@ -34,6 +34,7 @@ find_missing() {
     command -v db_bench >/dev/null || missing="$missing rocksdb-tools"
     [ -f /usr/include/leveldb/db.h ] || missing="$missing libleveldb-dev"
     command -v g++ >/dev/null || missing="$missing g++"
+    /usr/bin/python3 -c "import lmdb" 2>/dev/null || missing="$missing python3-lmdb"
     python3 -c "import matplotlib" 2>/dev/null || /usr/bin/python3 -c "import matplotlib" 2>/dev/null ||
         missing="$missing python3-matplotlib"
 }

@@ -2,9 +2,11 @@
 //! HASHFS_MOUNT=/prefix`, paths under the prefix are served inside the process by the
 //! HashFS library (no system call on the data path); everything else goes to libc.
 //!
-//! Descriptors: each HashFS file holds a real kernel descriptor (of /dev/null), whose number
-//! is the one the program sees, so numbers never collide with the kernel's. A bitmap of
-//! those numbers keeps the check on every read and write cheap.
+//! Descriptors: each HashFS file holds a real kernel descriptor (an `O_PATH` descriptor of
+//! /dev/null), whose number is the one the program sees, so numbers never collide with the
+//! kernel's, and any call the shim does not intercept fails with EBADF in the kernel
+//! instead of acting on /dev/null. A bitmap of those numbers keeps the check on every read
+//! and write cheap. docs/shim.md lists what is served and what is refused.
 //!
 //! Reentrancy: the shim's own calls into libc (the library opening and mapping the image,
 //! Rust's std) pass straight through, by a per-thread guard.
@@ -17,11 +19,10 @@
 //! Record locks (fcntl F_SETLK & co.) are per process in POSIX and this process owns the
 //! image alone, so they always succeed; F_GETLK reports no conflict.
 //!
-//! mmap: private and read-only mappings are copies; shared writable mappings map each page
-//! onto its block in the image, so stores reach the file directly (msync persists them);
-//! truncating a file while it has shared mappings fails with EBUSY.
-//!
-//! Not yet: chdir into the prefix, extended attributes (ENOTSUP).
+//! Modules by concern: this file (state, descriptors, paths, open, data, metadata,
+//! directories, stdio, statfs), `shim/vector.rs` (preadv/pwritev and the `*v2` calls),
+//! `shim/copy.rs` (copy_file_range, sendfile, splice), `shim/meta.rs` (owners, times, the
+//! `*at` name calls, mknod), `shim/cwd.rs` (chdir into the prefix), `shim/mmap.rs`.
 
 #![allow(clippy::missing_safety_doc)] // every export is a libc function with libc's contract
 

@@ -322,8 +322,11 @@ fn fs_path_at(dirfd: c_int, path: *const c_char) -> Option<PathBuf> {
 
 fn new_placeholder() -> c_int {
     let open = real!(open: fn(*const c_char, c_int, c_uint) -> c_int);
+    // An O_PATH descriptor: every call the shim does not intercept (read, write, ioctl,
+    // mmap, poll's IO, the *at calls with it as a directory...) fails with EBADF in the
+    // kernel instead of acting on /dev/null.
     // SAFETY: a literal path.
-    unsafe { open(c"/dev/null".as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC, 0) }
+    unsafe { open(c"/dev/null".as_ptr(), libc::O_PATH | libc::O_CLOEXEC, 0) }
 }
 
 fn register(s: &Shim, of: Arc<OpenFile>, cloexec: bool) -> c_int {
@@ -632,10 +635,14 @@ pub unsafe extern "C" fn write(fd: c_int, buf: *const c_void, count: size_t) -> 
                     // O_APPEND may have been set after open (fcntl F_SETFL).
                     let (n, end) = f.append(b).map_err(|e| e.errno())?;
                     *pos = end;
+                    drop(pos);
+                    mmap::file_changed(of);
                     return Ok(n);
                 }
                 let n = write_from(f, *pos, b)?;
                 *pos += n as u64;
+                drop(pos);
+                mmap::file_changed(of);
                 Ok(n)
             }))
         })
@@ -673,7 +680,14 @@ pub unsafe extern "C" fn pwrite(fd: c_int, buf: *const c_void, count: size_t, of
         }
         // SAFETY: libc's contract: buf holds count bytes.
         let b = unsafe { std::slice::from_raw_parts(buf as *const u8, count) };
-        return guarded(|| ret_size(with_file(fd, |_, f| write_from(f, off as u64, b)))).unwrap_or(-1);
+        return guarded(|| {
+            ret_size(with_file(fd, |of, f| {
+                let n = write_from(f, off as u64, b)?;
+                mmap::file_changed(of);
+                Ok(n)
+            }))
+        })
+        .unwrap_or(-1);
     }
     // SAFETY: forwarding.
     unsafe { real!(pwrite: fn(c_int, *const c_void, size_t, off_t) -> ssize_t)(fd, buf, count, off) }
@@ -794,10 +808,15 @@ fn truncate_fd(fd: c_int, len: off_t) -> c_int {
     if len < 0 {
         return fail(libc::EINVAL);
     }
-    if shim().file(fd).is_some_and(|of| has_shared_maps(of.ino)) {
-        return fail(libc::EBUSY);
-    }
-    match with_file(fd, |_, f| f.set_len(len as u64).map_err(|e| e.errno())) {
+    match with_file(fd, |of, f| {
+        // Shrinking under a shared mapping would leave it on freed blocks.
+        if has_shared_maps(of.ino) && (len as u64) < f.metadata().map_err(|e| e.errno())?.size {
+            return Err(libc::EBUSY);
+        }
+        f.set_len(len as u64).map_err(|e| e.errno())?;
+        mmap::file_changed(of);
+        Ok(())
+    }) {
         Ok(()) => 0,
         Err(libc::EBADF) if shim().file(fd).is_some() => fail(libc::EINVAL),
         Err(e) => fail(e),
@@ -844,11 +863,13 @@ pub unsafe extern "C" fn truncate(path: *const c_char, len: off_t) -> c_int {
         if len < 0 {
             return Err(Error::Invalid("negative length"));
         }
-        if has_shared_maps(fs.resolve(p)?) {
+        let f = fs.open_file(p, hashfs::OpenOptions::new().write(true))?;
+        if has_shared_maps(f.ino()) && (len as u64) < f.metadata()?.size {
             return Err(Error::Busy);
         }
-        let f = fs.open_file(p, hashfs::OpenOptions::new().write(true))?;
-        f.set_len(len as u64)
+        f.set_len(len as u64)?;
+        mmap::file_changed_ino(f.ino());
+        Ok(())
     }) {
         return ret0(r);
     }
@@ -869,7 +890,11 @@ fn allocate_fd(fd: c_int, mode: c_int, off: off_t, len: off_t) -> c_int {
     let Some(mode) = hashfs::fs::FallocateMode::from_linux_flags(mode) else {
         return libc::EOPNOTSUPP; // collapse, insert, zero range
     };
-    match with_file(fd, |_, f| f.fallocate(off as u64, len as u64, mode).map_err(|e| e.errno())) {
+    match with_file(fd, |of, f| {
+        f.fallocate(off as u64, len as u64, mode).map_err(|e| e.errno())?;
+        mmap::file_changed(of);
+        Ok(())
+    }) {
         Ok(()) => 0,
         Err(e) => e,
     }
@@ -1011,6 +1036,7 @@ fn fill_stat(m: &Metadata, st: *mut libc::stat) {
     st.st_dev = 0x4853; // "HS"
     st.st_ino = m.ino.get();
     st.st_mode = m.mode();
+    st.st_rdev = m.rdev;
     st.st_nlink = m.nlink as _;
     st.st_uid = m.uid;
     st.st_gid = m.gid;
@@ -1148,6 +1174,8 @@ pub unsafe extern "C" fn statx(
             x.stx_ctime.tv_nsec = st.st_ctime_nsec as u32;
             x.stx_dev_major = 0;
             x.stx_dev_minor = 0x4853;
+            x.stx_rdev_major = libc::major(st.st_rdev);
+            x.stx_rdev_minor = libc::minor(st.st_rdev);
         }
         return r;
     }
@@ -1766,195 +1794,6 @@ pub unsafe extern "C" fn fdopen(fd: c_int, mode: *const c_char) -> *mut libc::FI
 }
 
 // ---------------------------------------------------------------------------------------
-// mmap of HashFS files.
-//
-// Private and read-only mappings get an anonymous copy of the range. Shared writable
-// mappings map every page onto its data block in the image (MAP_FIXED over a reserved
-// range), so stores land in the file; msync writes the lines back and fences. The open
-// file stays alive until munmap; truncating a file that has shared mappings fails with
-// EBUSY, so that no mapping is ever left on freed blocks.
-
-/// Pages of one shared mapping at most (each may become a separate kernel mapping).
-const MAX_SHARED_MAP_PAGES: usize = 16384;
-
-struct SharedMap {
-    start: usize,
-    len: usize,
-    file: Arc<OpenFile>,
-}
-
-static SHARED_MAPS: Mutex<Vec<SharedMap>> = Mutex::new(Vec::new());
-
-fn has_shared_maps(ino: Ino) -> bool {
-    SHARED_MAPS.lock().iter().any(|m| m.file.ino == ino)
-}
-
-fn map_file(
-    addr: *mut c_void,
-    len: size_t,
-    prot: c_int,
-    flags: c_int,
-    fd: c_int,
-    off: off_t,
-) -> Result<*mut c_void, c_int> {
-    let real_mmap = real!(mmap: fn(*mut c_void, size_t, c_int, c_int, c_int, off_t) -> *mut c_void);
-    let s = shim();
-    let fs = s.fs()?;
-    let of = s.file(fd).ok_or(libc::EBADF)?;
-    let file = of.file.as_ref().ok_or(libc::ENODEV)?;
-    if len == 0 || off < 0 || off % 4096 != 0 {
-        return Err(libc::EINVAL);
-    }
-    let size = fs.getattr(of.ino).map_err(|e| e.errno())?.size;
-    let fixed = flags & libc::MAP_FIXED;
-    let shared_write = flags & libc::MAP_SHARED != 0 && prot & libc::PROT_WRITE != 0;
-    if !shared_write {
-        // SAFETY: an anonymous mapping; addr is the caller's hint (or MAP_FIXED target).
-        let region = unsafe {
-            real_mmap(
-                addr,
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | fixed,
-                -1,
-                0,
-            )
-        };
-        if region == libc::MAP_FAILED {
-            return Err(std::io::Error::last_os_error().raw_os_error().unwrap_or(libc::ENOMEM));
-        }
-        let avail = size.saturating_sub(off as u64).min(len as u64) as usize;
-        // SAFETY: region holds len >= avail bytes.
-        let buf = unsafe { std::slice::from_raw_parts_mut(region as *mut u8, avail) };
-        let mut done = 0;
-        while done < avail {
-            match file.read_at(off as u64 + done as u64, &mut buf[done..]) {
-                Ok(0) => break,
-                Ok(n) => done += n,
-                Err(e) => return Err(e.errno()),
-            }
-        }
-        // SAFETY: region is ours, of len bytes.
-        unsafe { libc::mprotect(region, len, prot) };
-        return Ok(region);
-    }
-    let pages = len.div_ceil(4096);
-    if pages > MAX_SHARED_MAP_PAGES {
-        return Err(libc::ENOMEM);
-    }
-    let in_file = size.saturating_sub(off as u64).min(len as u64);
-    if in_file > 0 {
-        // Holes become blocks, so that every page in the file has a home in the image.
-        let f = fs.open_ino(of.ino, Access { read: true, write: true, append: false }).map_err(|e| e.errno())?;
-        f.allocate(off as u64, in_file).map_err(|e| e.errno())?;
-    }
-    // SAFETY: reserving address space; pages past EOF stay anonymous (as past EOF of any
-    // file, nothing written there reaches the file).
-    let region = unsafe { real_mmap(addr, len, prot, libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | fixed, -1, 0) };
-    if region == libc::MAP_FAILED {
-        return Err(std::io::Error::last_os_error().raw_os_error().unwrap_or(libc::ENOMEM));
-    }
-    let dev = fs.device();
-    let geo = fs.geometry();
-    let image_fd = dev.raw_fd();
-    let in_pages = (in_file as usize).div_ceil(4096);
-    let mut i = 0;
-    while i < in_pages {
-        let lblk = off as u64 / 4096 + i as u64;
-        let block = |l: u64| fs.physical_block(of.ino, l).ok().flatten().map(|(p, _)| p);
-        let slot = block(lblk).ok_or(libc::EIO)?;
-        // Runs of physically consecutive blocks become one kernel mapping.
-        let mut run = 1;
-        while i + run < in_pages && block(lblk + run as u64) == Some(slot + run as u64) {
-            run += 1;
-        }
-        // SAFETY: replacing pages of our own reservation with pages of the image file.
-        let m = unsafe {
-            real_mmap(
-                (region as *mut u8).add(i * 4096) as *mut c_void,
-                run * 4096,
-                prot,
-                libc::MAP_SHARED | libc::MAP_FIXED,
-                image_fd,
-                geo.block_off(slot) as off_t,
-            )
-        };
-        if m == libc::MAP_FAILED {
-            let e = std::io::Error::last_os_error().raw_os_error().unwrap_or(libc::ENOMEM);
-            // SAFETY: undoing our own reservation.
-            unsafe { libc::munmap(region, len) };
-            return Err(e);
-        }
-        i += run;
-    }
-    SHARED_MAPS.lock().push(SharedMap { start: region as usize, len: pages * 4096, file: of });
-    Ok(region)
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn mmap(
-    addr: *mut c_void,
-    len: size_t,
-    prot: c_int,
-    flags: c_int,
-    fd: c_int,
-    off: off_t,
-) -> *mut c_void {
-    if flags & libc::MAP_ANONYMOUS == 0 && ours(fd) {
-        return guarded(|| match map_file(addr, len, prot, flags, fd, off) {
-            Ok(p) => p,
-            Err(e) => {
-                set_errno(e);
-                libc::MAP_FAILED
-            }
-        })
-        .unwrap_or(libc::MAP_FAILED);
-    }
-    // SAFETY: forwarding.
-    unsafe {
-        real!(mmap: fn(*mut c_void, size_t, c_int, c_int, c_int, off_t) -> *mut c_void)(addr, len, prot, flags, fd, off)
-    }
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn mmap64(
-    addr: *mut c_void,
-    len: size_t,
-    prot: c_int,
-    flags: c_int,
-    fd: c_int,
-    off: off_t,
-) -> *mut c_void {
-    // SAFETY: same contract.
-    unsafe { mmap(addr, len, prot, flags, fd, off) }
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn munmap(addr: *mut c_void, len: size_t) -> c_int {
-    // SAFETY: forwarding.
-    let r = unsafe { real!(munmap: fn(*mut c_void, size_t) -> c_int)(addr, len) };
-    if r == 0 && !IN_SHIM.with(|g| g.get()) {
-        let (a, e) = (addr as usize, addr as usize + len);
-        // A mapping is released when it is unmapped whole (partial unmaps keep the file).
-        guarded(|| SHARED_MAPS.lock().retain(|m| !(a <= m.start && m.start + m.len <= e)));
-    }
-    r
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn msync(addr: *mut c_void, len: size_t, flags: c_int) -> c_int {
-    let (a, e) = (addr as usize, addr as usize + len);
-    let ours = !IN_SHIM.with(|g| g.get()) && SHARED_MAPS.lock().iter().any(|m| a < m.start + m.len && m.start < e);
-    if ours {
-        // SAFETY: the range is part of a live mapping of the image.
-        unsafe { hashfs::pm::persist_range(addr as *const u8, len) };
-        return 0;
-    }
-    // SAFETY: forwarding.
-    unsafe { real!(msync: fn(*mut c_void, size_t, c_int) -> c_int)(addr, len, flags) }
-}
-
-// ---------------------------------------------------------------------------------------
 // Extended attributes: HashFS has none (ENOTSUP, which tools such as ls read as "no ACL").
 
 macro_rules! xattr_path {
@@ -2052,3 +1891,18 @@ statfs_fns!(statfs, fstatfs, libc::statfs, fill_statfs);
 statfs_fns!(statfs64, fstatfs64, libc::statfs, fill_statfs);
 statfs_fns!(statvfs, fstatvfs, libc::statvfs, fill_statvfs);
 statfs_fns!(statvfs64, fstatvfs64, libc::statvfs, fill_statvfs);
+
+// ---------------------------------------------------------------------------------------
+// The rest, by concern (after the macros above, which they use).
+
+mod copy;
+mod cwd;
+mod meta;
+mod mmap;
+mod vector;
+pub use copy::*;
+pub use cwd::*;
+pub use meta::*;
+use mmap::has_shared_maps;
+pub use mmap::*;
+pub use vector::*;

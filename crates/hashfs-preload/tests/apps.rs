@@ -78,15 +78,20 @@ fn p(s: &str) -> String {
 fn coreutils() {
     let img = image();
     let src = env!("CARGO_MANIFEST_DIR");
-    // (mkdir -p changes directory through the parents, and chdir into the prefix is not
-    // supported yet; see the crate docs.)
-    img.ok("mkdir", &[&p("/a"), &p("/a/b")]);
+    // mkdir -p changes directory through the parents (chdir into the prefix).
+    img.ok("mkdir", &["-p", &p("/a/b")]);
     img.ok("cp", &["-r", &format!("{src}/src"), &p("/a/b/")]);
     img.ok("cmp", &[&format!("{src}/src/shim.rs"), &p("/a/b/src/shim.rs")]);
     let ls = img.ok("ls", &["-l", &p("/a/b/src")]);
     assert!(ls.contains("shim.rs") && ls.contains("lib.rs"), "{ls}");
     let find = img.ok("find", &[&p("/a"), "-type", "f"]);
-    assert_eq!(find.lines().count(), 2, "{find}");
+    let host_files = img.ok("find", &[&format!("{src}/src"), "-type", "f"]).lines().count();
+    assert_eq!(find.lines().count(), host_files, "{find}");
+    // tar -C and relative paths inside the prefix.
+    img.ok("tar", &["-C", &p("/a/b"), "-cf", &p("/src.tar"), "src"]);
+    img.ok("mkdir", &[&p("/untar")]);
+    img.ok("tar", &["-C", &p("/untar"), "-xf", &p("/src.tar")]);
+    img.ok("cmp", &[&format!("{src}/src/shim/mmap.rs"), &p("/untar/src/shim/mmap.rs")]);
     img.ok("sort", &[&p("/a/b/src/shim.rs"), "-o", &p("/sorted")]);
     let mut want: Vec<String> =
         std::fs::read_to_string(format!("{src}/src/shim.rs")).unwrap().lines().map(String::from).collect();
@@ -107,7 +112,7 @@ fn coreutils() {
     img.ok("fallocate", &["-p", "-o", "8192", "-l", "8192", &p("/fa")]);
     assert_eq!(img.ok("stat", &["-c", "%s %b", &p("/fa")]).trim(), "65536 112");
     img.ok("rm", &[&p("/fa")]);
-    img.ok("rm", &["-r", &p("/a")]);
+    img.ok("rm", &["-r", &p("/a"), &p("/untar"), &p("/src.tar")]);
     assert_eq!(img.ok("ls", &["-A", PREFIX]), "");
     // Errors come back as the right errno messages.
     let o = img.run("cat", &[&p("/missing")]);
@@ -360,5 +365,39 @@ fn leveldb_ycsb_a_to_f() {
         assert!(out.contains(&format!("workload {w}:")), "{out}");
     }
     assert!(out.contains("all correct"), "{out}");
+    img.fsck_clean();
+}
+
+/// The calls beyond read and write, through the shim (tests/scripts/shim_calls.py): the
+/// vector and v2 family with their flags, copy_file_range, sendfile and splice in every
+/// direction, loud failure of calls it does not intercept, shared mappings (read-only and
+/// writable) that see every write, mappings that grow with the file, munmap of odd lengths
+/// and partial ranges, and chdir into the prefix with relative paths.
+#[test]
+fn calls_beyond_read_and_write() {
+    let img = image();
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/scripts/shim_calls.py");
+    let o = img.run("python3", &[script, PREFIX]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(String::from_utf8_lossy(&o.stdout).trim(), "ok");
+    img.fsck_clean();
+}
+
+/// LMDB in its default mode (a read-only shared map, writes with pwrite) through the shim,
+/// with Debian's python3-lmdb: 10,000 puts, then every value checked in new transactions,
+/// after deletes and overwrites, and after reopening (tests/scripts/lmdb_check.py).
+#[test]
+fn lmdb_default_mode() {
+    let python = "/usr/bin/python3";
+    let has_lmdb = Command::new(python).args(["-c", "import lmdb"]).output().is_ok_and(|o| o.status.success());
+    if !has_lmdb {
+        skip("python3-lmdb is not installed");
+        return;
+    }
+    let img = image();
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/scripts/lmdb_check.py");
+    let o = img.run(python, &[script, PREFIX]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(String::from_utf8_lossy(&o.stdout).trim(), "ok 6666");
     img.fsck_clean();
 }

@@ -1,0 +1,137 @@
+# Run under the shim with HASHFS_MOUNT=$1: the calls beyond read/write, each checked
+# against the bytes it must produce. Prints "ok" at the end.
+import ctypes, errno, fcntl, mmap, os, socket, sys, tempfile, termios
+
+P = sys.argv[1]
+libc = ctypes.CDLL(None, use_errno=True)
+libc.mmap.restype = ctypes.c_void_p
+libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+
+
+def expect_errno(code, fn, *args):
+    try:
+        fn(*args)
+    except OSError as e:
+        assert e.errno == code, (fn, e)
+        return
+    raise AssertionError(f"{fn} succeeded, expected errno {code}")
+
+
+# --- vector and v2 calls ------------------------------------------------------------------
+fd = os.open(P + "/v", os.O_CREAT | os.O_RDWR, 0o644)
+assert os.pwritev(fd, [b"abc", b"", b"defgh"], 100) == 8
+assert os.preadv(fd, [bytearray(3), bytearray(10)], 100) == 8
+a, b = bytearray(3), bytearray(10)
+os.preadv(fd, [a, b], 100)
+assert bytes(a) + bytes(b[:5]) == b"abcdefgh" and os.fstat(fd).st_size == 108
+bufs = [bytearray(50), bytearray(50)]
+assert os.preadv(fd, bufs, 0) == 100 and bytes(bufs[0]) == bytes(50)  # the hole reads as zeros
+# preadv2/pwritev2: offset -1 uses and moves the position; RWF_APPEND goes to the end.
+os.lseek(fd, 101, os.SEEK_SET)
+buf = bytearray(4)
+assert os.preadv(fd, [buf], -1, os.RWF_HIPRI) == 4 and bytes(buf) == b"bcde"
+assert os.lseek(fd, 0, os.SEEK_CUR) == 105
+assert os.pwritev(fd, [b"XY"], -1, os.RWF_DSYNC) == 2 and os.lseek(fd, 0, os.SEEK_CUR) == 107
+assert os.pwritev(fd, [b"END"], 0, os.RWF_APPEND) == 3 and os.fstat(fd).st_size == 111
+assert os.pread(fd, 11, 100) == b"abcdeXYhEND"
+expect_errno(errno.EOPNOTSUPP, os.pwritev, fd, [b"x"], 0, 0x40)  # RWF_ATOMIC: not yet
+# preadv itself (not preadv2) takes no offset -1.
+class Iovec(ctypes.Structure):
+    _fields_ = [("base", ctypes.c_void_p), ("len", ctypes.c_size_t)]
+one = ctypes.create_string_buffer(4)
+vec = Iovec(ctypes.cast(one, ctypes.c_void_p), 4)
+assert libc.preadv(fd, ctypes.byref(vec), 1, ctypes.c_long(-1)) == -1 and ctypes.get_errno() == errno.EINVAL
+assert libc.preadv(fd, ctypes.byref(vec), 1, ctypes.c_long(100)) == 4 and one.raw == b"abcd"
+ro = os.open(P + "/v", os.O_RDONLY)
+expect_errno(errno.EBADF, os.pwritev, ro, [b"x"], 0)
+os.close(ro)
+
+# --- copies --------------------------------------------------------------------------------
+src = os.open(P + "/src", os.O_CREAT | os.O_RDWR, 0o644)
+data = bytes((i * 7 + 3) % 251 for i in range(300_000))
+os.write(src, data)
+dst = os.open(P + "/dst", os.O_CREAT | os.O_RDWR, 0o644)
+assert os.copy_file_range(src, dst, 300_000, 0, 0) == 300_000  # ours to ours
+assert os.pread(dst, 300_000, 0) == data
+with tempfile.TemporaryFile() as host:  # ours to the host and back
+    h = host.fileno()
+    assert os.copy_file_range(src, h, 1000, 5000) == 1000
+    assert os.pread(h, 1000, 0) == data[5000:6000]
+    assert os.copy_file_range(h, dst, 1000, 0, 10) == 1000
+    assert os.pread(dst, 1000, 10) == data[5000:6000]
+    os.lseek(src, 0, os.SEEK_SET)
+    assert os.sendfile(h, src, 200, 777) == 777  # the offset given; the position stays
+    assert os.lseek(src, 0, os.SEEK_CUR) == 0
+    assert os.pread(h, 777, 1000) == data[200:977]
+r, w = os.pipe()  # splice through a pipe, both ways
+assert os.splice(src, w, 4096, offset_src=8192) == 4096
+assert os.read(r, 4096) == data[8192:12288]
+os.write(w, b"spliced!")
+assert os.splice(r, dst, 8, offset_dst=3) == 8
+assert os.pread(dst, 8, 3) == b"spliced!"
+s1, s2 = socket.socketpair()
+os.lseek(src, 100, os.SEEK_SET)
+assert os.sendfile(s1.fileno(), src, None, 50) == 50 and s2.recv(50) == data[100:150]
+assert os.lseek(src, 0, os.SEEK_CUR) == 150
+
+# --- anything not intercepted fails loudly (EBADF), never acts on /dev/null --------------
+expect_errno(errno.EBADF, fcntl.ioctl, src, termios.FIONREAD, b"\0" * 4)
+
+# --- mmap: shared mappings map the image, whatever the protection -------------------------
+m_fd = os.open(P + "/mapped", os.O_CREAT | os.O_RDWR, 0o644)
+os.write(m_fd, b"a" * 5000)
+ro_map = mmap.mmap(m_fd, 5000, mmap.MAP_SHARED, mmap.PROT_READ)
+rw_map = mmap.mmap(m_fd, 5000, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+os.pwrite(m_fd, b"WRITTEN", 10)
+assert ro_map[10:17] == b"WRITTEN" and rw_map[10:17] == b"WRITTEN"  # a write shows through both
+rw_map[100:103] = b"MAP"
+assert ro_map[100:103] == b"MAP" and os.pread(m_fd, 3, 100) == b"MAP"
+# A mapping larger than the file: pages past EOF appear once the file grows over them.
+big = libc.mmap(None, 65536, mmap.PROT_READ, mmap.MAP_SHARED, m_fd, 0)
+os.pwrite(m_fd, b"far", 40_000)
+assert ctypes.string_at(big + 40_000, 3) == b"far" and ctypes.string_at(big + 5000, 3) == bytes(3)
+os.ftruncate(m_fd, 50_000)  # growing under a mapping is allowed, shrinking is not
+os.pwrite(m_fd, b"grown", 49_000)
+assert ctypes.string_at(big + 49_000, 5) == b"grown"
+expect_errno(errno.EBUSY, os.ftruncate, m_fd, 5000)
+assert libc.munmap(big, 65536) == 0
+ro_map.close()
+rw_map.close()
+# Odd lengths and partial unmaps through libc: the record goes with the last page, so
+# truncating the file afterwards works.
+PROT_RW, SHARED = mmap.PROT_READ | mmap.PROT_WRITE, mmap.MAP_SHARED
+addr = libc.mmap(None, 3 * 4096 + 5, PROT_RW, SHARED, m_fd, 0)
+assert addr not in (None, ctypes.c_void_p(-1).value)
+assert ctypes.string_at(addr + 10, 7) == b"WRITTEN"
+assert libc.munmap(addr + 4096, 4096) == 0  # a hole in the middle
+expect_errno(errno.EBUSY, os.ftruncate, m_fd, 10)  # still mapped around the hole
+assert ctypes.string_at(addr + 10, 7) == b"WRITTEN"
+assert ctypes.string_at(addr + 2 * 4096, 1) == b"\0"  # past the first 5000 bytes: the hole
+assert libc.munmap(addr, 4096 + 1) == 0 and libc.munmap(addr + 2 * 4096, 4096 + 5) == 0
+os.ftruncate(m_fd, 10)
+assert os.fstat(m_fd).st_size == 10
+os.close(m_fd)
+
+# --- chdir into the prefix -------------------------------------------------------------------
+host_dir = os.getcwd()
+os.chdir(P)
+assert os.getcwd() == P
+os.makedirs("a/b/c")  # relative paths: mkdir -p
+os.chdir("a/b")
+assert os.getcwd() == P + "/a/b"
+with open("rel.txt", "w") as f:
+    f.write("relative")
+assert open(P + "/a/b/rel.txt").read() == "relative"
+assert sorted(os.listdir(".")) == ["c", "rel.txt"]
+d = os.open("c", os.O_RDONLY | os.O_DIRECTORY)
+os.chdir("..")
+assert os.getcwd() == P + "/a"
+os.fchdir(d)
+assert os.getcwd() == P + "/a/b/c"
+os.close(d)
+expect_errno(errno.ENOENT, os.chdir, P + "/nope")
+expect_errno(errno.ENOTDIR, os.chdir, P + "/v")
+os.chdir(host_dir)
+assert os.getcwd() == host_dir
+print("ok")
