@@ -26,6 +26,8 @@ bugs=(
     "rename-undo-fence|crates/hashfs/src/journal.rs|the fence between a transaction's undo log and its in-place writes is gone (rename's ordering)|ops rename,rename-across,rename-replace,exchange"
     "dir-insert-flush|crates/hashfs/src/fs/dir.rs|a new directory entry's name is not flushed before the transaction links it|ops create-long,rename-long,mkdir,link"
     "size-before-data|crates/hashfs/src/fs/data.rs|a growing write commits the new size before it stores the data|ops append,write-past-eof,fill-hole"
+    "xattr-new-unlinked|crates/hashfs/src/fs/xattr.rs|the switch to a new attribute inode leaves it with no link on the media|ops setxattr,setxattr-replace,removexattr"
+    "xattr-orphaned-by-unlink|crates/hashfs/src/fs/data.rs|freeing a file does not unlink its attribute inode in the same transaction|ops unlink,rename-replace"
 )
 
 # Applies bug $1 to the scratch tree (exact text replacements; fails if the code moved).
@@ -68,6 +70,12 @@ elif name == "size-before-data":
         sys.exit(f"bug {name}: the commit is not found in {path}; update scripts/crash-bugs.sh")
     s = s.replace(fast, fast + data).replace(after, "        st.raw = raw;\n" + data + after[len("        st.raw = raw;\n"):])
     open(f"{root}/{path}", "w").write(s)
+elif name == "xattr-new-unlinked":
+    sub("crates/hashfs/src/fs/xattr.rs", "            r.nlink = 1;\n", "            r.nlink = 0;\n")
+elif name == "xattr-orphaned-by-unlink":
+    sub("crates/hashfs/src/fs/data.rs",
+        "        if let (Some(c), Some(r)) = (&xattrs, xraw.as_mut()) {\n            inode::tx_write_inode(&mut tx, &self.geo, c.ino, r);\n        }\n",
+        "")
 else:
     sys.exit(f"unknown bug {name}")
 EOF

@@ -15,8 +15,10 @@
 use fuser::{
     Errno, FileAttr, FileHandle, FileType as FuseType, Filesystem, FopenFlags, Generation, INodeNo, KernelConfig,
     LockOwner, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry,
-    ReplyOpen, ReplyStatfs, ReplyWrite, Request, TimeOrNow, WriteFlags,
+    ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags, InitFlags,
 };
+use hashfs::fs::acl::{self, Inherited};
+use hashfs::fs::xattr::XattrMode;
 use hashfs::fs::api::Access;
 use hashfs::fs::ops::{Owner, RenameMode, SetTime};
 use hashfs::pm::PmDevice;
@@ -85,6 +87,17 @@ fn attr(m: &Metadata) -> FileAttr {
     }
 }
 
+/// getxattr/listxattr's size protocol: 0 asks for the size; a smaller buffer is ERANGE.
+fn xattr_reply(reply: ReplyXattr, data: &[u8], size: u32) {
+    if size == 0 {
+        reply.size(data.len() as u32);
+    } else if data.len() > size as usize {
+        reply.error(Errno::ERANGE);
+    } else {
+        reply.data(data);
+    }
+}
+
 /// The HashFS inode for a kernel inode number (one HashFS never gave out: ENOENT).
 fn ino(i: INodeNo) -> Result<Ino, Error> {
     u32::try_from(i.0).map(Ino).map_err(|_| Error::NotFound)
@@ -121,7 +134,9 @@ impl<D: PmDevice> HashFsFuse<D> {
         }
     }
 
-    /// Owner and permission bits of a new inode made by `req` in `parent`.
+    /// Owner, permission bits and inherited ACLs of a new inode made by `req` in `parent`
+    /// (the kernel sends the mode unmasked, FUSE_DONT_MASK, so that a default ACL can
+    /// take the umask's place).
     fn new_owner(
         &self,
         req: &Request,
@@ -129,9 +144,10 @@ impl<D: PmDevice> HashFsFuse<D> {
         mode: u32,
         umask: u32,
         is_dir: bool,
-    ) -> Result<(Owner, u32), Error> {
+    ) -> Result<(Owner, Inherited), Error> {
         let p = self.fs.getattr(parent)?;
-        let mut perm = mode & 0o7777 & !umask;
+        let mut inh = self.fs.inherit(parent, mode, umask, is_dir)?;
+        let mut perm = inh.perm;
         let gid = if p.perm & S_ISGID != 0 {
             if is_dir {
                 perm |= S_ISGID;
@@ -143,7 +159,17 @@ impl<D: PmDevice> HashFsFuse<D> {
         if !is_dir && perm & S_ISGID != 0 && gid != req.gid() && req.uid() != 0 {
             perm &= !S_ISGID;
         }
-        Ok((Owner { uid: req.uid(), gid }, perm))
+        inh.perm = perm;
+        Ok((Owner { uid: req.uid(), gid }, inh))
+    }
+
+    /// Sets a new inode's inherited ACLs; returns its attributes as they then are.
+    fn finish_new(&self, m: Metadata, inh: &Inherited) -> Result<Metadata, Error> {
+        if inh.access.is_none() && inh.default.is_none() {
+            return Ok(m);
+        }
+        self.fs.apply_inherited(m.ino, inh)?;
+        self.fs.getattr(m.ino)
     }
 
     /// Creates a regular file as `req`.
@@ -155,8 +181,9 @@ impl<D: PmDevice> HashFsFuse<D> {
         mode: u32,
         umask: u32,
     ) -> Result<Metadata, Error> {
-        let (owner, perm) = self.new_owner(req, parent, mode, umask, false)?;
-        self.fs.create_file_at(parent, name.as_bytes(), perm, owner)
+        let (owner, inh) = self.new_owner(req, parent, mode, umask, false)?;
+        let m = self.fs.create_file_at(parent, name.as_bytes(), inh.perm, owner)?;
+        self.finish_new(m, &inh)
     }
 
     fn entry(&self, reply: ReplyEntry, r: Result<Metadata, Error>) {
@@ -168,7 +195,13 @@ impl<D: PmDevice> HashFsFuse<D> {
 }
 
 impl<D: PmDevice> Filesystem for HashFsFuse<D> {
-    fn init(&mut self, _req: &Request, _config: &mut KernelConfig) -> std::io::Result<()> {
+    fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> std::io::Result<()> {
+        // POSIX ACLs enforced by the kernel (with default_permissions), modes sent
+        // unmasked so that a default ACL replaces the umask. A kernel without them
+        // refuses the flags: ACLs are then stored but not enforced.
+        if let Err(missing) = config.add_capabilities(InitFlags::FUSE_POSIX_ACL | InitFlags::FUSE_DONT_MASK) {
+            eprintln!("hashfs: the kernel lacks FUSE capabilities {missing:?}: ACLs are not enforced");
+        }
         Ok(())
     }
 
@@ -228,13 +261,14 @@ impl<D: PmDevice> Filesystem for HashFsFuse<D> {
         let r = ino(parent).and_then(|p| match FileType::from_mknod_mode(mode) {
             Some(FileType::Regular) => self.create_regular(req, p, name, mode, umask),
             Some(t) => {
-                let (owner, perm) = self.new_owner(req, p, mode, umask, false)?;
+                let (owner, inh) = self.new_owner(req, p, mode, umask, false)?;
                 let rdev = if matches!(t, FileType::CharDevice | FileType::BlockDevice) {
                     hashfs::layout::dirent::dev_from_kernel(rdev)
                 } else {
                     0
                 };
-                self.fs.mknod_at(p, name.as_bytes(), t, perm, rdev, owner)
+                let m = self.fs.mknod_at(p, name.as_bytes(), t, inh.perm, rdev, owner)?;
+                self.finish_new(m, &inh)
             }
             None => Err(Error::Invalid("mknod: not a file type mknod makes")),
         });
@@ -243,8 +277,9 @@ impl<D: PmDevice> Filesystem for HashFsFuse<D> {
 
     fn mkdir(&self, req: &Request, parent: INodeNo, name: &OsStr, mode: u32, umask: u32, reply: ReplyEntry) {
         let r = ino(parent).and_then(|p| {
-            let (owner, perm) = self.new_owner(req, p, mode, umask, true)?;
-            self.fs.mkdir_at(p, name.as_bytes(), perm, owner)
+            let (owner, inh) = self.new_owner(req, p, mode, umask, true)?;
+            let m = self.fs.mkdir_at(p, name.as_bytes(), inh.perm, owner)?;
+            self.finish_new(m, &inh)
         });
         self.entry(reply, r)
     }
@@ -491,6 +526,61 @@ impl<D: PmDevice> Filesystem for HashFsFuse<D> {
             s.name_max as u32,
             s.block_bytes as u32,
         )
+    }
+
+    fn setxattr(
+        &self,
+        _req: &Request,
+        i: INodeNo,
+        name: &OsStr,
+        value: &[u8],
+        flags: i32,
+        position: u32,
+        reply: ReplyEmpty,
+    ) {
+        let Some(mode) = XattrMode::from_linux_flags(flags).filter(|_| position == 0) else {
+            return reply.error(Errno::EINVAL);
+        };
+        let n = name.as_bytes();
+        let r = ino(i).and_then(|i| {
+            if n == acl::ACCESS || n == acl::DEFAULT {
+                self.fs.set_acl_xattr(i, n, value, mode)
+            } else {
+                self.fs.set_xattr(i, n, value, mode)
+            }
+        });
+        match r {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn getxattr(&self, _req: &Request, i: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
+        match ino(i).and_then(|i| self.fs.get_xattr(i, name.as_bytes())) {
+            Ok(v) => xattr_reply(reply, &v, size),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn listxattr(&self, _req: &Request, i: INodeNo, size: u32, reply: ReplyXattr) {
+        match ino(i).and_then(|i| self.fs.list_xattr(i)) {
+            Ok(names) => {
+                let mut list = Vec::new();
+                for n in names {
+                    list.extend_from_slice(&n);
+                    list.push(0);
+                }
+                xattr_reply(reply, &list, size)
+            }
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn removexattr(&self, _req: &Request, i: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        match ino(i).and_then(|i| self.fs.remove_xattr(i, name.as_bytes())) {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(errno(&e)),
+        }
     }
 
     fn fallocate(

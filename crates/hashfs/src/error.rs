@@ -48,6 +48,12 @@ pub enum Error {
     Stale(u32),
     #[error("operation not supported: {0}")]
     Unsupported(&'static str),
+    #[error("no such attribute")]
+    NoData,
+    #[error("name or buffer out of range")]
+    Range,
+    #[error("attribute value too large")]
+    TooBig,
 }
 
 pub type Result<T> = std::result::Result<T, Error>;
@@ -83,6 +89,9 @@ impl Error {
             Error::JournalFull(_) => libc::EIO,
             Error::Stale(_) => libc::ESTALE,
             Error::Unsupported(_) => libc::EOPNOTSUPP,
+            Error::NoData => libc::ENODATA,
+            Error::Range => libc::ERANGE,
+            Error::TooBig => libc::E2BIG,
         }
     }
 }

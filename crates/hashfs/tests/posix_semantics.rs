@@ -386,3 +386,60 @@ fn special_files_are_inodes_of_their_own_type() {
     assert_eq!(fs.statfs().inodes_free, fs.statfs().inodes_total - 1, "every special inode freed");
     assert_fsck_clean(&dev);
 }
+
+/// Extended attributes with Linux's semantics: namespaces, XATTR_CREATE/REPLACE, ENODATA,
+/// ERANGE for a long name, E2BIG past 64 KiB, ENOSPC past 64 KiB of names; kept across a
+/// remount, on directories too, and freed with their file; fsck-clean throughout.
+#[test]
+fn extended_attributes() {
+    use hashfs::fs::xattr::XattrMode::{Any, Create, Replace};
+    let (fs, dev) = new_fs(16 << 20, &small_opts());
+    fs.write(p("/f"), b"data").unwrap();
+    fs.create_dir(p("/d"), 0o755).unwrap();
+    let (f, d) = (fs.resolve(p("/f")).unwrap(), fs.resolve(p("/d")).unwrap());
+    let inodes_before = fs.statfs().inodes_free;
+    assert_eq!(fs.list_xattr(f).unwrap(), Vec::<Vec<u8>>::new());
+    assert!(matches!(fs.get_xattr(f, b"user.x"), Err(Error::NoData)));
+    fs.set_xattr(f, b"user.x", b"one", Create).unwrap();
+    assert!(matches!(fs.set_xattr(f, b"user.x", b"two", Create), Err(Error::Exists)));
+    assert!(matches!(fs.set_xattr(f, b"user.y", b"two", Replace), Err(Error::NoData)));
+    fs.set_xattr(f, b"user.x", b"two", Replace).unwrap();
+    let big = vec![0xABu8; 65_536];
+    fs.set_xattr(f, b"user.big", &big, Any).unwrap();
+    fs.set_xattr(f, b"trusted.t", b"", Any).unwrap(); // an empty value is a value
+    fs.set_xattr(d, b"security.label", b"s0", Any).unwrap();
+    assert!(matches!(fs.set_xattr(f, b"user.huge", &vec![0; 65_537], Any), Err(Error::TooBig)));
+    assert!(matches!(fs.set_xattr(f, &[b'u'; 256], b"", Any), Err(Error::Range)));
+    assert!(matches!(fs.set_xattr(f, b"os2.x", b"", Any), Err(Error::Unsupported(_))));
+    assert!(matches!(fs.set_xattr(f, b"user.", b"", Any), Err(Error::Unsupported(_))));
+    assert!(matches!(fs.remove_xattr(f, b"user.nope"), Err(Error::NoData)));
+    assert_fsck_clean(&dev);
+    let (fs, dev) = remount(fs, dev);
+    assert_eq!(fs.list_xattr(f).unwrap(), vec![b"trusted.t".to_vec(), b"user.big".to_vec(), b"user.x".to_vec()]);
+    assert_eq!(fs.get_xattr(f, b"user.x").unwrap(), b"two");
+    assert_eq!(fs.get_xattr(f, b"user.big").unwrap(), big);
+    assert_eq!(fs.get_xattr(f, b"trusted.t").unwrap(), b"");
+    assert_eq!(fs.get_xattr(d, b"security.label").unwrap(), b"s0");
+    assert_eq!(fs.read(p("/f")).unwrap(), b"data", "the data is untouched");
+    let ctime = fs.getattr(f).unwrap().ctime_ns;
+    fs.remove_xattr(f, b"user.big").unwrap();
+    assert!(fs.getattr(f).unwrap().ctime_ns >= ctime);
+    // The names of one file together: at most 64 KiB.
+    let mut names = 0;
+    let err = loop {
+        let name = format!("user.{names:0>250}");
+        match fs.set_xattr(f, name.as_bytes(), b"", Any) {
+            Ok(()) => names += 1,
+            Err(e) => break e,
+        }
+    };
+    assert!(matches!(err, Error::NoSpace), "{err:?}");
+    assert!(names >= 255 && names < 270, "{names} names of 256 bytes fit");
+    assert_fsck_clean(&dev);
+    // Removing the file frees its attributes' inode and blocks.
+    fs.remove_file(p("/f")).unwrap();
+    fs.remove_xattr(d, b"security.label").unwrap();
+    assert_eq!(fs.statfs().inodes_free, inodes_before + 1, "the file and both attribute inodes are free");
+    let (_fs, dev) = remount(fs, dev);
+    assert_fsck_clean(&dev);
+}

@@ -24,13 +24,15 @@ pub struct Entry {
     pub ctime_ns: i64,
     /// File data, or a symlink's target; empty for directories.
     pub content: Vec<u8>,
+    /// Extended attributes (name, value), sorted.
+    pub xattrs: Vec<(Vec<u8>, Vec<u8>)>,
 }
 
 impl fmt::Debug for Entry {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "{:?} ino {} perm {:o} uid {} gid {} nlink {} size {} blocks {} times {}/{}/{} content {} bytes (crc {:08x})",
+            "{:?} ino {} perm {:o} uid {} gid {} nlink {} size {} blocks {} times {}/{}/{} content {} bytes (crc {:08x}) xattrs {:?}",
             self.file_type,
             self.ino,
             self.perm,
@@ -43,7 +45,8 @@ impl fmt::Debug for Entry {
             self.mtime_ns,
             self.ctime_ns,
             self.content.len(),
-            crc32c::crc32c(&self.content)
+            crc32c::crc32c(&self.content),
+            self.xattrs.iter().map(|(k, v)| (String::from_utf8_lossy(k), v.len())).collect::<Vec<_>>()
         )
     }
 }
@@ -121,6 +124,11 @@ impl Snapshot {
                     mtime_ns: m.mtime_ns,
                     ctime_ns: m.ctime_ns,
                     content,
+                    xattrs: fs
+                        .list_xattr(ino)?
+                        .into_iter()
+                        .map(|k| fs.get_xattr(ino, &k).map(|v| (k, v)))
+                        .collect::<Result<_>>()?,
                 },
             );
         }
@@ -170,6 +178,8 @@ pub fn torn_between(r: &Snapshot, before: &Snapshot, after: &Snapshot) -> bool {
         e.ino == b.ino
             && e.file_type == b.file_type
             && (e.perm, e.uid, e.gid, e.nlink) == (b.perm, b.uid, b.gid, b.nlink)
+            && e.xattrs == b.xattrs
+            && b.xattrs == a.xattrs
             && (b.perm, b.uid, b.gid, b.nlink) == (a.perm, a.uid, a.gid, a.nlink)
             && one_of(e.size as i64, b.size as i64, a.size as i64)
             && e.blocks >= b.blocks.min(a.blocks)
@@ -200,6 +210,7 @@ mod tests {
             mtime_ns: mtime,
             ctime_ns: mtime,
             content: content.to_vec(),
+            xattrs: Vec::new(),
         }
     }
 

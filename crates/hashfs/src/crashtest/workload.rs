@@ -86,6 +86,17 @@ pub enum Op {
     Fsync {
         path: String,
     },
+    /// setxattr (`len` bytes of `data_for(seed)`) with flags `mode`.
+    SetXattr {
+        path: String,
+        name: String,
+        len: usize,
+        seed: u8,
+    },
+    RemoveXattr {
+        path: String,
+        name: String,
+    },
     /// mknod: a FIFO, device (with its number) or socket.
     Mknod {
         path: String,
@@ -171,6 +182,11 @@ impl Op {
                 fs.setattr(ino, &attr).map(drop)
             }
             Op::Fsync { path } => fs.open_file(p(path), OpenOptions::new().read(true))?.sync_all(),
+            Op::SetXattr { path, name, len, seed } => {
+                let ino = fs.resolve(p(path))?;
+                fs.set_xattr(ino, name.as_bytes(), &data_for(*seed, 0, *len), crate::fs::xattr::XattrMode::Any)
+            }
+            Op::RemoveXattr { path, name } => fs.remove_xattr(fs.resolve(p(path))?, name.as_bytes()),
             Op::Mknod { path, ftype, rdev } => {
                 let (parent, name) = fs.resolve_parent(p(path))?;
                 fs.mknod_at(parent, &name, *ftype, 0o640, *rdev, crate::Owner::ROOT).map(drop)
@@ -200,17 +216,22 @@ impl fmt::Display for Op {
             Op::Utimens { path, atime, mtime } => write!(f, "utimens {path} {atime} {mtime}"),
             Op::Fsync { path } => write!(f, "fsync {path}"),
             Op::Mknod { path, ftype, rdev } => write!(f, "mknod {path} {ftype:?} {rdev:#x}"),
+            Op::SetXattr { path, name, len, seed } => write!(f, "setxattr {path} {name} {len} bytes (seed {seed})"),
+            Op::RemoveXattr { path, name } => write!(f, "removexattr {path} {name}"),
         }
     }
 }
 
 /// The tree every workload starts from: two directories (one with an empty subdirectory),
-/// a three-block file, a small file, a sparse file and a symlink.
+/// a three-block file (with an extended attribute), a small file, a sparse file and a
+/// symlink.
 pub fn base_tree<D: PmDevice>(fs: &FileSystem<D>) -> Result<()> {
     fs.create_dir(p("/A"), 0o755)?;
     fs.create_dir(p("/A/sub"), 0o755)?;
     fs.create_dir(p("/B"), 0o755)?;
     fs.write(p("/A/f"), &data_for(1, 0, 10_000))?;
+    let f = fs.resolve(p("/A/f"))?;
+    fs.set_xattr(f, b"user.base", &data_for(4, 0, 10), crate::fs::xattr::XattrMode::Create)?;
     fs.write(p("/g"), &data_for(2, 0, 100))?;
     fs.symlink(p("/A/f"), p("/s"))?;
     let h = fs.open_file(p("/h"), OpenOptions::new().write(true).create(true))?;
@@ -253,6 +274,10 @@ pub const ACE_OPS: &[&str] = &[
     "fsync",
     "mkfifo",
     "mknod-char",
+    "setxattr",
+    "setxattr-big",
+    "setxattr-replace",
+    "removexattr",
 ];
 
 /// The operation a name of [`ACE_OPS`] stands for.
@@ -289,6 +314,11 @@ pub fn ace_op(name: &str) -> Option<Op> {
         "fsync" => Op::Fsync { path: s("/A/f") },
         "mkfifo" => Op::Mknod { path: s("/A/fifo"), ftype: crate::FileType::Fifo, rdev: 0 },
         "mknod-char" => Op::Mknod { path: s("/B/tty"), ftype: crate::FileType::CharDevice, rdev: libc::makedev(4, 64) },
+        "setxattr" => Op::SetXattr { path: s("/g"), name: s("user.new"), len: 100, seed: 16 },
+        // A blob of several blocks.
+        "setxattr-big" => Op::SetXattr { path: s("/A/f"), name: s("user.big"), len: 20_000, seed: 17 },
+        "setxattr-replace" => Op::SetXattr { path: s("/A/f"), name: s("user.base"), len: 3000, seed: 18 },
+        "removexattr" => Op::RemoveXattr { path: s("/A/f"), name: s("user.base") },
         _ => return None,
     })
 }

@@ -246,8 +246,13 @@ impl<D: PmDevice> FileSystem<D> {
         Ok(Metadata::from_raw(ino, &st.raw))
     }
 
+    /// chmod, chown, truncate, utimens. A chmod of a file with an access ACL also rewrites
+    /// the ACL's owner, mask and other entries (a second transaction).
     pub fn setattr(&self, ino: Ino, attr: &SetAttr) -> Result<Metadata> {
         let raw = self.inner.setattr(ino, attr)?;
+        if let (Some(p), true) = (attr.perm, raw.xattr_ino != 0) {
+            self.chmod_acl(ino, p)?;
+        }
         Ok(Metadata::from_raw(ino, &raw))
     }
 
@@ -264,6 +269,28 @@ impl<D: PmDevice> FileSystem<D> {
     pub fn symlink_at(&self, parent: Ino, name: &[u8], target: &[u8], owner: Owner) -> Result<Metadata> {
         let c = self.inner.create_node(parent, name, NodeSpec::Symlink { target }, owner)?;
         self.getattr(c.ino)
+    }
+
+    /// getxattr(2): the value of attribute `name` (NoData if absent).
+    pub fn get_xattr(&self, ino: Ino, name: &[u8]) -> Result<Vec<u8>> {
+        super::xattr::check_name(name)?;
+        self.inner.xattrs(ino)?.remove(name).ok_or(Error::NoData)
+    }
+
+    /// listxattr(2): every attribute name, sorted.
+    pub fn list_xattr(&self, ino: Ino) -> Result<Vec<Vec<u8>>> {
+        Ok(self.inner.xattrs(ino)?.into_keys().collect())
+    }
+
+    /// setxattr(2), with XATTR_CREATE / XATTR_REPLACE as `mode`. (ACLs: see
+    /// [`set_acl_xattr`](Self::set_acl_xattr), which keeps the mode in step.)
+    pub fn set_xattr(&self, ino: Ino, name: &[u8], value: &[u8], mode: super::xattr::XattrMode) -> Result<()> {
+        self.inner.change_xattr(ino, name, Some(value), mode)
+    }
+
+    /// removexattr(2) (NoData if absent).
+    pub fn remove_xattr(&self, ino: Ino, name: &[u8]) -> Result<()> {
+        self.inner.change_xattr(ino, name, None, super::xattr::XattrMode::Any)
     }
 
     /// mknod(2): a FIFO, character or block device (with its device number) or socket.

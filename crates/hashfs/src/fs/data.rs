@@ -16,7 +16,7 @@ use super::FsInner;
 use crate::alloc::Extent;
 use crate::journal::Tx;
 use crate::layout::inode::{INODE_CTIME_OFF, INODE_MTIME_OFF};
-use crate::layout::InodeRaw;
+use crate::layout::{Ino, InodeRaw};
 use crate::layout::{BLOCK_BYTES, MAX_FILE_BYTES};
 use crate::mapping::hashfs::{classify, key, Entry, HashTable};
 use crate::mapping::{BlockMap, FileMap};
@@ -619,13 +619,32 @@ impl<D: PmDevice> FsInner<D> {
             }
             FileMap::Blocks(b) => self.unmap_blocks(b, cell, st, 0, nblocks)?,
         }
+        // The attributes go with the file: their inode gets nlink 0 in the same
+        // transaction (recovery frees it if a crash comes first), then is freed.
+        let xattrs = match st.raw.xattr_ino {
+            0 => None,
+            x => Some(self.cell(Ino(x))?),
+        };
         let mut tx = self.journals.begin();
         inode::tx_free_inode(&mut tx, &self.geo, cell.ino);
+        let mut xraw = xattrs.as_ref().map(|c| {
+            let mut r = c.state.read().raw;
+            r.nlink = 0;
+            r
+        });
+        if let (Some(c), Some(r)) = (&xattrs, xraw.as_mut()) {
+            inode::tx_write_inode(&mut tx, &self.geo, c.ino, r);
+        }
         tx.commit()?;
         st.freed = true;
         st.dir = None;
         self.inodes.remove(cell.ino);
         self.ialloc.free(cell.ino);
+        if let (Some(c), Some(r)) = (xattrs, xraw) {
+            let mut xst = c.state.write();
+            xst.raw = r;
+            self.free_inode_locked(&c, &mut xst)?;
+        }
         Ok(())
     }
 

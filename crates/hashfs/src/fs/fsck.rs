@@ -517,6 +517,48 @@ fn check<D: PmDevice>(dev: Arc<D>, progress: Progress<'_>) -> Result<(Vec<Findin
         }
     }
 
+    // Extended attributes: an owner reached from the root reaches its xattr inode, which
+    // must be its own (a regular inode of mode 0, nlink 1, `parent` naming the owner) and
+    // hold a valid blob.
+    let mut xattr_owner = vec![0u32; n + 1];
+    for i in 1..=n {
+        let Some(raw) = inodes[i] else { continue };
+        let x = raw.xattr_ino as usize;
+        if x == 0 || !reached[i] {
+            continue;
+        }
+        let ok = x <= n
+            && x != i
+            && inodes[x].is_some_and(|xr| {
+                xr.is_reg() && xr.mode & 0o7777 == 0 && xr.parent == i as u64 && xr.nlink == 1 && xr.xattr_ino == 0
+            })
+            && xattr_owner[x] == 0;
+        if !ok {
+            let mut fixed = raw;
+            fixed.xattr_ino = 0;
+            add(
+                format!("inode {i}: names attribute inode {x}, which is not its own (attributes dropped)"),
+                Fix::RewriteInode(Ino(i as u32), Box::new(fixed)),
+            );
+            continue;
+        }
+        xattr_owner[x] = i as u32;
+        reached[x] = true;
+        let xr = inodes[x].expect("checked");
+        let mut blob = vec![0u8; (xr.size as usize).min(super::xattr::XATTR_BLOB_MAX + 4096)];
+        for (lblk, chunk) in blob.chunks_mut(BLOCK_BYTES as usize).enumerate() {
+            if let Some(slot) = dir_block(x, &xr, lblk as u64) {
+                dev.read(geo.block_off(slot), &mut buf);
+                chunk.copy_from_slice(&buf[..chunk.len()]);
+            }
+        }
+        if let Err(e) = super::xattr::decode(&blob) {
+            let mut fixed = raw;
+            fixed.xattr_ino = 0;
+            add(format!("inode {i}: {e} (attributes dropped)"), Fix::RewriteInode(Ino(i as u32), Box::new(fixed)));
+        }
+    }
+
     // Per-inode counts.
     for i in 1..=n {
         let Some(raw) = inodes[i] else { continue };
@@ -544,7 +586,7 @@ fn check<D: PmDevice>(dev: Arc<D>, progress: Progress<'_>) -> Result<(Vec<Findin
                 problems.push("root's parent is not itself".into());
                 fixed.parent = 1;
             }
-        } else if raw.nlink != refs[i] {
+        } else if raw.nlink != refs[i] && xattr_owner[i] == 0 {
             problems.push(format!("link count {} should be {}", raw.nlink, refs[i]));
             fixed.nlink = refs[i];
         }

@@ -16,6 +16,8 @@ pub mod inode;
 pub mod ops;
 pub mod recovery;
 pub mod stats;
+pub mod acl;
+pub mod xattr;
 
 pub use api::{DirEntry, FallocateMode, File, FileSystem, Metadata, OpenOptions, SetAttr, StatFs};
 pub use fsck::{fsck, FsckMode, FsckReport};
