@@ -30,6 +30,7 @@ find_missing() {
     missing=""
     command -v fusermount3 >/dev/null || missing="$missing fuse3"
     command -v rsync >/dev/null || missing="$missing rsync"
+    command -v setfacl >/dev/null || missing="$missing acl"
     command -v fio >/dev/null || missing="$missing fio"
     command -v db_bench >/dev/null || missing="$missing rocksdb-tools"
     [ -f /usr/include/leveldb/db.h ] || missing="$missing libleveldb-dev"

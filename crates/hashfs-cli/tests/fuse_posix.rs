@@ -393,3 +393,126 @@ fn fsck_after_a_crash_says_clean_after_recovery() {
     let o = hashfs().args(["fsck", "-n", img]).output().unwrap();
     assert_eq!(o.status.code(), Some(4), "{}", String::from_utf8_lossy(&o.stdout));
 }
+
+fn setx(p: &Path, name: &str, value: &[u8], flags: i32) -> std::io::Result<()> {
+    let n = CString::new(name).unwrap();
+    // SAFETY: valid path, name and value buffer.
+    rc(unsafe { libc::setxattr(c(p).as_ptr(), n.as_ptr(), value.as_ptr() as *const _, value.len(), flags) })
+}
+
+fn getx(p: &Path, name: &str) -> std::io::Result<Vec<u8>> {
+    let n = CString::new(name).unwrap();
+    let mut buf = vec![0u8; 70_000];
+    // SAFETY: valid path and name; buf holds its length.
+    let r = unsafe { libc::getxattr(c(p).as_ptr(), n.as_ptr(), buf.as_mut_ptr() as *mut _, buf.len()) };
+    if r < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    buf.truncate(r as usize);
+    Ok(buf)
+}
+
+fn listx(p: &Path) -> Vec<String> {
+    let mut buf = vec![0u8; 70_000];
+    // SAFETY: valid path; buf holds its length.
+    let r = unsafe { libc::listxattr(c(p).as_ptr(), buf.as_mut_ptr() as *mut _, buf.len()) };
+    assert!(r >= 0, "{}", std::io::Error::last_os_error());
+    buf[..r as usize].split(|&b| b == 0).filter(|s| !s.is_empty()).map(|s| String::from_utf8_lossy(s).into()).collect()
+}
+
+fn sh(cmd: &str, args: &[&str]) -> String {
+    let o = std::process::Command::new(cmd).args(args).output().unwrap();
+    assert!(o.status.success(), "{cmd} {args:?}: {}", String::from_utf8_lossy(&o.stderr));
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// Extended attributes and POSIX ACLs through the mount: the calls' errnos (ENODATA,
+/// EEXIST, ERANGE, E2BIG, EOPNOTSUPP), other users' EACCES and EPERM, setfacl/getfacl,
+/// ACL enforcement by the kernel, default-ACL inheritance, chmod keeping the ACL in step,
+/// and everything kept across a remount.
+#[test]
+fn xattrs_and_acls_through_the_mount() {
+    if !fuse_available() {
+        return;
+    }
+    if std::process::Command::new("setfacl").arg("--version").output().is_err() {
+        skip("setfacl is not installed (Debian package acl)");
+        return;
+    }
+    let mut m = Mounted::new("64M");
+    let mnt = m.mnt.clone();
+    let p = move |s: &str| mnt.join(s);
+    fs::write(p("f"), b"data").unwrap();
+    setx(&p("f"), "user.color", b"blue", 0).unwrap();
+    assert_eq!(getx(&p("f"), "user.color").unwrap(), b"blue");
+    assert_eq!(errno(setx(&p("f"), "user.color", b"red", libc::XATTR_CREATE)), libc::EEXIST);
+    assert_eq!(errno(setx(&p("f"), "user.other", b"x", libc::XATTR_REPLACE)), libc::ENODATA);
+    assert_eq!(errno(getx(&p("f"), "user.none")), libc::ENODATA);
+    assert_eq!(errno(setx(&p("f"), "unknown.ns", b"x", 0)), libc::EOPNOTSUPP);
+    assert_eq!(errno(setx(&p("f"), "user.big", &vec![1u8; 65_537], 0)), libc::E2BIG);
+    setx(&p("f"), "user.big", &vec![7u8; 65_536], 0).unwrap();
+    setx(&p("f"), "trusted.t", b"root's", 0).unwrap();
+    let n = CString::new("user.color").unwrap();
+    let mut small = [0u8; 2];
+    // SAFETY: valid path and name; small holds 2 bytes.
+    let r = unsafe { libc::getxattr(c(&p("f")).as_ptr(), n.as_ptr(), small.as_mut_ptr() as *mut _, 2) };
+    assert_eq!((r, std::io::Error::last_os_error().raw_os_error()), (-1, Some(libc::ERANGE)));
+    // SAFETY: size 0 asks for the size.
+    let r = unsafe { libc::getxattr(c(&p("f")).as_ptr(), n.as_ptr(), std::ptr::null_mut(), 0) };
+    assert_eq!(r, 4);
+    fs::set_permissions(p("f"), fs::Permissions::from_mode(0o644)).unwrap();
+    as_user(1000, 1000, &[1000], || {
+        assert_eq!(getx(&p("f"), "user.color").unwrap(), b"blue", "read permission is enough to read");
+        assert_eq!(errno(setx(&p("f"), "user.color", b"mine", 0)), libc::EACCES, "no write permission");
+        assert_eq!(errno(setx(&p("f"), "trusted.x", b"", 0)), libc::EPERM, "trusted needs CAP_SYS_ADMIN");
+        assert!(!listx(&p("f")).iter().any(|n| n.starts_with("trusted.")), "trusted names hidden from users");
+    });
+    let mut names = listx(&p("f"));
+    names.sort();
+    assert_eq!(names, ["trusted.t", "user.big", "user.color"]);
+
+    // ACLs: a named user gets read access to a root-only file; another user does not.
+    fs::write(p("acl"), b"shared with 1000").unwrap();
+    fs::set_permissions(p("acl"), fs::Permissions::from_mode(0o600)).unwrap();
+    let acl_path = p("acl");
+    let acl = acl_path.to_str().unwrap();
+    sh("setfacl", &["-m", "u:1000:r", acl]);
+    let got = sh("getfacl", &["-cn", acl]);
+    assert!(got.contains("user:1000:r--") && got.contains("mask::r--"), "{got}");
+    assert_eq!(fs::metadata(p("acl")).unwrap().mode() & 0o777, 0o640, "the group bits show the mask");
+    as_user(1000, 1000, &[1000], || assert_eq!(fs::read(p("acl")).unwrap(), b"shared with 1000"));
+    as_user(1001, 1001, &[1001], || assert_eq!(errno(fs::read(p("acl"))), libc::EACCES));
+    // chmod rewrites the mask: named entries lose what the group bits no longer allow.
+    fs::set_permissions(p("acl"), fs::Permissions::from_mode(0o600)).unwrap();
+    assert!(sh("getfacl", &["-cn", acl]).contains("mask::---"));
+    as_user(1000, 1000, &[1000], || assert_eq!(errno(fs::read(p("acl"))), libc::EACCES));
+    // Default ACLs are inherited by new files and directories (instead of the umask).
+    fs::create_dir(p("d")).unwrap();
+    sh("setfacl", &["-d", "-m", "u:1000:rwx", p("d").to_str().unwrap()]);
+    fs::write(p("d/new"), b"").unwrap();
+    fs::create_dir(p("d/sub")).unwrap();
+    let new = sh("getfacl", &["-cn", p("d/new").to_str().unwrap()]);
+    assert!(new.contains("user:1000:rwx") && new.contains("mask::rw-"), "{new}");
+    let sub = sh("getfacl", &["-cn", p("d/sub").to_str().unwrap()]);
+    assert!(sub.contains("default:user:1000:rwx") && sub.contains("user:1000:rwx"), "{sub}");
+    as_user(1000, 1000, &[1000], || fs::write(p("d/sub/by-1000"), b"allowed by the ACL").unwrap());
+    // Non-owners cannot change an ACL.
+    as_user(1001, 1001, &[1001], || {
+        // A valid ACL (owner rw, group r, other r) in the kernel's xattr format.
+        let mut acl = 2u32.to_le_bytes().to_vec();
+        for (tag, perm) in [(1u16, 6u16), (4, 4), (0x20, 4)] {
+            acl.extend_from_slice(&tag.to_le_bytes());
+            acl.extend_from_slice(&perm.to_le_bytes());
+            acl.extend_from_slice(&u32::MAX.to_le_bytes());
+        }
+        assert_eq!(errno(setx(&p("acl"), "system.posix_acl_access", &acl, 0)), libc::EPERM);
+    });
+    m.stop();
+    m.fsck_clean();
+    m.start();
+    assert_eq!(getx(&p("f"), "user.big").unwrap(), vec![7u8; 65_536]);
+    assert!(sh("getfacl", &["-cn", acl]).contains("user:1000:r--"));
+    fs::remove_file(p("f")).unwrap();
+    m.stop();
+    m.fsck_clean();
+}

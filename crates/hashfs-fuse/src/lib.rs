@@ -13,14 +13,14 @@
 //! Every reply is sent exactly once; errors map through `hashfs::Error::errno`.
 
 use fuser::{
-    Errno, FileAttr, FileHandle, FileType as FuseType, Filesystem, FopenFlags, Generation, INodeNo, KernelConfig,
-    LockOwner, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry,
-    ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags, InitFlags,
+    Errno, FileAttr, FileHandle, FileType as FuseType, Filesystem, FopenFlags, Generation, INodeNo, InitFlags,
+    KernelConfig, LockOwner, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyEmpty,
+    ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
 };
 use hashfs::fs::acl::{self, Inherited};
-use hashfs::fs::xattr::XattrMode;
 use hashfs::fs::api::Access;
 use hashfs::fs::ops::{Owner, RenameMode, SetTime};
+use hashfs::fs::xattr::XattrMode;
 use hashfs::pm::PmDevice;
 use hashfs::{Error, File, FileSystem, FileType, Ino, Metadata, SetAttr};
 use std::collections::HashMap;
@@ -530,7 +530,7 @@ impl<D: PmDevice> Filesystem for HashFsFuse<D> {
 
     fn setxattr(
         &self,
-        _req: &Request,
+        req: &Request,
         i: INodeNo,
         name: &OsStr,
         value: &[u8],
@@ -542,6 +542,12 @@ impl<D: PmDevice> Filesystem for HashFsFuse<D> {
             return reply.error(Errno::EINVAL);
         };
         let n = name.as_bytes();
+        // The kernel checks CAP_SYS_ADMIN for trusted.*; the daemon sees only the caller's
+        // ids, and holds the namespace to root as well (a setfsuid'd thread keeps the
+        // capability).
+        if n.starts_with(b"trusted.") && req.uid() != 0 {
+            return reply.error(Errno::EPERM);
+        }
         let r = ino(i).and_then(|i| {
             if n == acl::ACCESS || n == acl::DEFAULT {
                 self.fs.set_acl_xattr(i, n, value, mode)
@@ -555,18 +561,22 @@ impl<D: PmDevice> Filesystem for HashFsFuse<D> {
         }
     }
 
-    fn getxattr(&self, _req: &Request, i: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
+    fn getxattr(&self, req: &Request, i: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
+        if name.as_bytes().starts_with(b"trusted.") && req.uid() != 0 {
+            return reply.error(Errno::ENODATA); // as ext4: invisible to users
+        }
         match ino(i).and_then(|i| self.fs.get_xattr(i, name.as_bytes())) {
             Ok(v) => xattr_reply(reply, &v, size),
             Err(e) => reply.error(errno(&e)),
         }
     }
 
-    fn listxattr(&self, _req: &Request, i: INodeNo, size: u32, reply: ReplyXattr) {
+    fn listxattr(&self, req: &Request, i: INodeNo, size: u32, reply: ReplyXattr) {
         match ino(i).and_then(|i| self.fs.list_xattr(i)) {
             Ok(names) => {
                 let mut list = Vec::new();
-                for n in names {
+                // As ext4: trusted.* names are listed to root only.
+                for n in names.into_iter().filter(|n| req.uid() == 0 || !n.starts_with(b"trusted.")) {
                     list.extend_from_slice(&n);
                     list.push(0);
                 }
@@ -576,7 +586,10 @@ impl<D: PmDevice> Filesystem for HashFsFuse<D> {
         }
     }
 
-    fn removexattr(&self, _req: &Request, i: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+    fn removexattr(&self, req: &Request, i: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        if name.as_bytes().starts_with(b"trusted.") && req.uid() != 0 {
+            return reply.error(Errno::EPERM);
+        }
         match ino(i).and_then(|i| self.fs.remove_xattr(i, name.as_bytes())) {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(errno(&e)),

@@ -61,7 +61,8 @@ impl Acl {
             && count(GROUP_OBJ) == 1
             && count(OTHER) == 1
             && count(MASK) == usize::from(named > 0 || count(MASK) == 1)
-            && e.iter().all(|x| x.perm & !7 == 0 && matches!(x.tag, USER_OBJ | USER | GROUP_OBJ | GROUP | MASK | OTHER))
+            && e.iter()
+                .all(|x| x.perm & !7 == 0 && matches!(x.tag, USER_OBJ | USER | GROUP_OBJ | GROUP | MASK | OTHER))
             && e.windows(2).all(|w| (w[0].tag, w[0].id) != (w[1].tag, w[1].id));
         if !ok {
             return Err(bad());
@@ -200,11 +201,7 @@ impl<D: PmDevice> FileSystem<D> {
             return Ok(Inherited { perm: mode & 0o7777 & !umask, access: None, default: None });
         };
         let (a, perm) = d.create_masq(mode & 0o7777);
-        Ok(Inherited {
-            perm,
-            access: (!a.is_minimal()).then(|| a.encode()),
-            default: is_dir.then(|| d.encode()),
-        })
+        Ok(Inherited { perm, access: (!a.is_minimal()).then(|| a.encode()), default: is_dir.then(|| d.encode()) })
     }
 
     /// Sets the ACLs of a new inode (after it was created with `inh.perm`).
@@ -239,23 +236,41 @@ mod tests {
         let a = Acl::parse(&good).unwrap();
         assert_eq!(a.mode_bits(), 0o660);
         assert_eq!(Acl::parse(&a.encode()).unwrap(), a);
-        assert!(Acl::parse(&acl(&[(USER_OBJ, 6, 0), (USER, 4, 1000), (GROUP_OBJ, 4, 0), (OTHER, 0, 0)])).is_err(), "named entry without a mask");
+        assert!(
+            Acl::parse(&acl(&[(USER_OBJ, 6, 0), (USER, 4, 1000), (GROUP_OBJ, 4, 0), (OTHER, 0, 0)])).is_err(),
+            "named entry without a mask"
+        );
         assert!(Acl::parse(&acl(&[(USER_OBJ, 6, 0), (OTHER, 0, 0)])).is_err(), "no group entry");
-        assert!(Acl::parse(&acl(&[(USER_OBJ, 6, 0), (USER, 4, 7), (USER, 2, 7), (GROUP_OBJ, 4, 0), (MASK, 6, 0), (OTHER, 0, 0)])).is_err(), "duplicate id");
+        assert!(
+            Acl::parse(&acl(&[
+                (USER_OBJ, 6, 0),
+                (USER, 4, 7),
+                (USER, 2, 7),
+                (GROUP_OBJ, 4, 0),
+                (MASK, 6, 0),
+                (OTHER, 0, 0)
+            ]))
+            .is_err(),
+            "duplicate id"
+        );
         assert!(Acl::parse(&acl(&[(USER_OBJ, 8, 0), (GROUP_OBJ, 4, 0), (OTHER, 0, 0)])).is_err(), "perm bits");
         assert!(Acl::parse(&good[..good.len() - 1]).is_err());
     }
 
     #[test]
     fn chmod_and_inheritance_follow_the_mask() {
-        let d = Acl::parse(&acl(&[(USER_OBJ, 7, 0), (USER, 7, 1000), (GROUP_OBJ, 5, 0), (MASK, 7, 0), (OTHER, 5, 0)])).unwrap();
+        let d = Acl::parse(&acl(&[(USER_OBJ, 7, 0), (USER, 7, 1000), (GROUP_OBJ, 5, 0), (MASK, 7, 0), (OTHER, 5, 0)]))
+            .unwrap();
         // A file created 0666 inherits the default ACL; the mask takes the group bits.
         let (a, mode) = d.create_masq(0o100666);
         assert_eq!(mode, 0o100664, "owner rw, mask rw, other r");
         assert_eq!(a.get(USER), Some(7), "named entries stay; the mask limits them");
         let mut a = a;
         a.chmod(0o640);
-        assert_eq!((a.get(USER_OBJ), a.get(MASK), a.get(OTHER), a.get(GROUP_OBJ)), (Some(6), Some(4), Some(0), Some(5)));
+        assert_eq!(
+            (a.get(USER_OBJ), a.get(MASK), a.get(OTHER), a.get(GROUP_OBJ)),
+            (Some(6), Some(4), Some(0), Some(5))
+        );
         assert_eq!(a.mode_bits(), 0o640);
         let mut m = Acl::from_mode(0o754);
         assert!(m.is_minimal());

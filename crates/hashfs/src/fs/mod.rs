@@ -7,6 +7,7 @@
 //! lower inode numbers first; renames also hold one global rename lock (as Linux's
 //! s_vfs_rename_mutex), which makes the ancestor check race-free.
 
+pub mod acl;
 pub mod api;
 pub mod bench;
 pub mod data;
@@ -16,7 +17,6 @@ pub mod inode;
 pub mod ops;
 pub mod recovery;
 pub mod stats;
-pub mod acl;
 pub mod xattr;
 
 pub use api::{DirEntry, FallocateMode, File, FileSystem, Metadata, OpenOptions, SetAttr, StatFs};
