@@ -43,7 +43,10 @@ impl Acl {
     /// of three bits.
     pub fn parse(b: &[u8]) -> Result<Acl> {
         let bad = || Error::Invalid("not a valid POSIX ACL");
-        if b.len() < 4 || (b.len() - 4) % 8 != 0 || u32::from_le_bytes(b[..4].try_into().expect("4")) != VERSION {
+        if b.len() < 4
+            || !(b.len() - 4).is_multiple_of(8)
+            || u32::from_le_bytes(b[..4].try_into().expect("4")) != VERSION
+        {
             return Err(bad());
         }
         let mut e: Vec<Entry> = b[4..]

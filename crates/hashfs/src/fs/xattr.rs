@@ -206,7 +206,7 @@ impl<D: PmDevice> FsInner<D> {
             Some(b) => Some(self.write_xattr_inode(owner, b)?),
             None => None,
         };
-        let old = (st.raw.xattr_ino != 0).then(|| Ino(st.raw.xattr_ino));
+        let old = (st.raw.xattr_ino != 0).then_some(Ino(st.raw.xattr_ino));
         let old_cell = match old.map(|o| self.cell(o)).transpose() {
             Ok(c) => c,
             Err(e) => {
