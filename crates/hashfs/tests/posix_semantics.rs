@@ -434,7 +434,7 @@ fn extended_attributes() {
         }
     };
     assert!(matches!(err, Error::NoSpace), "{err:?}");
-    assert!(names >= 255 && names < 270, "{names} names of 256 bytes fit");
+    assert!((255..270).contains(&names), "{names} names of 256 bytes fit");
     assert_fsck_clean(&dev);
     // Removing the file frees its attributes' inode and blocks.
     fs.remove_file(p("/f")).unwrap();
