@@ -1794,35 +1794,6 @@ pub unsafe extern "C" fn fdopen(fd: c_int, mode: *const c_char) -> *mut libc::FI
 }
 
 // ---------------------------------------------------------------------------------------
-// Extended attributes: HashFS has none (ENOTSUP, which tools such as ls read as "no ACL").
-
-macro_rules! xattr_path {
-    ($name:ident, ($($a:ident: $t:ty),*)) => {
-        #[no_mangle]
-        pub unsafe extern "C" fn $name(path: *const c_char, $($a: $t),*) -> ssize_t {
-            if guarded(|| fs_path(path)).flatten().is_some() {
-                return fail(libc::ENOTSUP);
-            }
-            // SAFETY: forwarding.
-            unsafe { real!($name: fn(*const c_char, $($t),*) -> ssize_t)(path, $($a),*) }
-        }
-    };
-}
-xattr_path!(getxattr, (name: *const c_char, value: *mut c_void, size: size_t));
-xattr_path!(lgetxattr, (name: *const c_char, value: *mut c_void, size: size_t));
-xattr_path!(listxattr, (list: *mut c_char, size: size_t));
-xattr_path!(llistxattr, (list: *mut c_char, size: size_t));
-
-#[no_mangle]
-pub unsafe extern "C" fn fgetxattr(fd: c_int, name: *const c_char, value: *mut c_void, size: size_t) -> ssize_t {
-    if ours(fd) {
-        return fail(libc::ENOTSUP);
-    }
-    // SAFETY: forwarding.
-    unsafe { real!(fgetxattr: fn(c_int, *const c_char, *mut c_void, size_t) -> ssize_t)(fd, name, value, size) }
-}
-
-// ---------------------------------------------------------------------------------------
 // statfs / statvfs.
 
 fn fill_statvfs(out: *mut libc::statvfs) -> c_int {
@@ -1900,9 +1871,11 @@ mod cwd;
 mod meta;
 mod mmap;
 mod vector;
+mod xattr;
 pub use copy::*;
 pub use cwd::*;
 pub use meta::*;
 use mmap::has_shared_maps;
 pub use mmap::*;
 pub use vector::*;
+pub use xattr::*;

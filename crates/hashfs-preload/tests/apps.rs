@@ -401,3 +401,29 @@ fn lmdb_default_mode() {
     assert_eq!(String::from_utf8_lossy(&o.stdout).trim(), "ok 6666");
     img.fsck_clean();
 }
+
+/// setfacl, getfacl, setfattr, getfattr and `cp -a` (which copies attributes) through the
+/// shim; a non-owner's setfacl fails with EPERM.
+#[test]
+fn acl_and_xattr_tools() {
+    if !have("setfacl") || !have("setfattr") {
+        return;
+    }
+    let img = image();
+    img.ok("touch", &[&p("/f")]);
+    img.ok("setfacl", &["-m", "u:1000:rw", &p("/f")]);
+    img.ok("setfattr", &["-n", "user.note", "-v", "kept", &p("/f")]);
+    let acl = img.ok("getfacl", &["-cn", &p("/f")]);
+    assert!(acl.contains("user:1000:rw-") && acl.contains("mask::rw-"), "{acl}");
+    assert!(img.ok("ls", &["-l", &p("/f")]).starts_with("-rw-rw-r--+"), "ls shows the ACL");
+    img.ok("cp", &["-a", &p("/f"), &p("/copy")]);
+    let copied = img.ok("getfattr", &["-d", "-m", "-", &p("/copy")]);
+    assert!(copied.contains("user.note=\"kept\"") && copied.contains("system.posix_acl_access"), "{copied}");
+    // The other user must be able to open the image itself.
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(img.path.parent().unwrap(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::set_permissions(&img.path, std::fs::Permissions::from_mode(0o666)).unwrap();
+    let o = img.cmd("setpriv").args(["--reuid=1000", "--regid=1000", "--clear-groups", "setfacl", "-m", "u:1001:r", &p("/f")]).output().unwrap();
+    assert!(!o.status.success() && String::from_utf8_lossy(&o.stderr).contains("Operation not permitted"), "{o:?}");
+    img.fsck_clean();
+}

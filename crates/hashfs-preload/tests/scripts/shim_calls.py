@@ -9,9 +9,9 @@ libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_i
 libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
 
 
-def expect_errno(code, fn, *args):
+def expect_errno(code, fn, *args, **kwargs):
     try:
-        fn(*args)
+        fn(*args, **kwargs)
     except OSError as e:
         assert e.errno == code, (fn, e)
         return
@@ -112,6 +112,35 @@ assert libc.munmap(addr, 4096 + 1) == 0 and libc.munmap(addr + 2 * 4096, 4096 + 
 os.ftruncate(m_fd, 10)
 assert os.fstat(m_fd).st_size == 10
 os.close(m_fd)
+
+# --- extended attributes ------------------------------------------------------------------
+x = P + "/xattrs"
+open(x, "w").write("x")
+os.setxattr(x, "user.a", b"1")
+os.setxattr(x, "user.b", b"two", os.XATTR_CREATE)
+expect_errno(errno.EEXIST, os.setxattr, x, "user.b", b"2", os.XATTR_CREATE)
+expect_errno(errno.ENODATA, os.setxattr, x, "user.c", b"2", os.XATTR_REPLACE)
+expect_errno(errno.ENODATA, os.getxattr, x, "user.none")
+expect_errno(errno.E2BIG, os.setxattr, x, "user.big", bytes(65_537))
+expect_errno(errno.EOPNOTSUPP, os.setxattr, x, "other.ns", b"")
+os.setxattr(x, "user.big", bytes(range(256)) * 256)
+assert os.getxattr(x, "user.big") == bytes(range(256)) * 256
+assert sorted(os.listxattr(x)) == ["user.a", "user.b", "user.big"]
+xfd = os.open(x, os.O_RDONLY)
+assert os.getxattr(xfd, "user.b") == b"two"  # the descriptor forms
+os.setxattr(xfd, "user.a", b"one")
+os.removexattr(xfd, "user.big")
+assert sorted(os.listxattr(xfd)) == ["user.a", "user.b"]
+os.close(xfd)
+libc.getxattr.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_void_p, ctypes.c_size_t]
+small = ctypes.create_string_buffer(1)
+assert libc.getxattr(x.encode(), b"user.b", small, 1) == -1 and ctypes.get_errno() == errno.ERANGE
+assert libc.getxattr(x.encode(), b"user.b", None, 0) == 3
+os.symlink("xattrs", P + "/xlink")
+expect_errno(errno.EPERM, os.setxattr, P + "/xlink", "user.a", b"", follow_symlinks=False)
+assert os.getxattr(P + "/xlink", "user.a") == b"one"  # followed
+os.removexattr(x, "user.a")
+expect_errno(errno.ENODATA, os.removexattr, x, "user.a")
 
 # --- chdir into the prefix -------------------------------------------------------------------
 host_dir = os.getcwd()
