@@ -1,9 +1,12 @@
 //! `put` and `get`: recursive copies between the host and an image, keeping modes,
-//! owners, modification times, symbolic links and special files (FIFOs, devices with
-//! their numbers, sockets).
+//! owners, modification times, symbolic links, special files (FIFOs, devices with their
+//! numbers, sockets) and extended attributes (ACLs included). An attribute the other side
+//! refuses (a host file system without user attributes, say) is reported and skipped.
 
 use crate::{fail, progress_bar, Failure};
+use hashfs::fs::acl;
 use hashfs::fs::ops::Owner;
+use hashfs::fs::xattr::XattrMode;
 use hashfs::pm::PmDevice;
 use hashfs::{FileSystem, FileType, OpenOptions, SetAttr, SetTime};
 use std::fs;
@@ -135,7 +138,61 @@ fn put_one<D: PmDevice>(
         size: None,
     };
     fs.setattr(ino, &attr).map_err(ctx)?;
+    for (name, value) in host_xattrs(host) {
+        let r = if name == acl::ACCESS || name == acl::DEFAULT {
+            fs.set_acl_xattr(ino, &name, &value, XattrMode::Any)
+        } else {
+            fs.set_xattr(ino, &name, &value, XattrMode::Any)
+        };
+        if let Err(e) = r {
+            eprintln!("hashfs: {}: attribute {}: {e} (not copied)", target.display(), String::from_utf8_lossy(&name));
+        }
+    }
     Ok(())
+}
+
+fn cpath(p: &Path) -> Option<std::ffi::CString> {
+    std::ffi::CString::new(p.as_os_str().as_bytes()).ok()
+}
+
+/// The extended attributes of a host path (not following a symlink).
+fn host_xattrs(p: &Path) -> Vec<(Vec<u8>, Vec<u8>)> {
+    let Some(c) = cpath(p) else { return Vec::new() };
+    let mut names = vec![0u8; 65_536];
+    // SAFETY: c is a valid path; names holds its length.
+    let n = unsafe { libc::llistxattr(c.as_ptr(), names.as_mut_ptr() as *mut libc::c_char, names.len()) };
+    if n <= 0 {
+        return Vec::new();
+    }
+    let mut out = Vec::new();
+    for name in names[..n as usize].split(|&b| b == 0).filter(|s| !s.is_empty()) {
+        let cname = std::ffi::CString::new(name).expect("no NUL inside");
+        let mut v = vec![0u8; 65_536];
+        // SAFETY: valid path and name; v holds its length.
+        let len = unsafe { libc::lgetxattr(c.as_ptr(), cname.as_ptr(), v.as_mut_ptr() as *mut libc::c_void, v.len()) };
+        if len >= 0 {
+            v.truncate(len as usize);
+            out.push((name.to_vec(), v));
+        }
+    }
+    out
+}
+
+/// Sets the image inode's attributes on a host path (not following a symlink).
+fn copy_xattrs_out<D: PmDevice>(fs: &FileSystem<D>, ino: hashfs::Ino, target: &Path) {
+    let Some(c) = cpath(target) else { return };
+    for name in fs.list_xattr(ino).unwrap_or_default() {
+        let Ok(value) = fs.get_xattr(ino, &name) else { continue };
+        let cname = std::ffi::CString::new(name.clone()).expect("no NUL inside");
+        // SAFETY: valid path, name and value buffer.
+        let r = unsafe {
+            libc::lsetxattr(c.as_ptr(), cname.as_ptr(), value.as_ptr() as *const libc::c_void, value.len(), 0)
+        };
+        if r != 0 {
+            let e = std::io::Error::last_os_error();
+            eprintln!("hashfs: {}: attribute {}: {e} (not copied)", target.display(), String::from_utf8_lossy(&name));
+        }
+    }
 }
 
 /// Copies `src` out of the image to `host` (into it, if `host` is an existing directory).
@@ -212,10 +269,12 @@ fn get_one<D: PmDevice>(
                 return Err(hctx(std::io::Error::last_os_error()));
             }
             n.special += 1;
+            copy_xattrs_out(fs, m.ino, target);
             return set_special_times(target, &m).map_err(hctx);
         }
     }
     fs::set_permissions(target, fs::Permissions::from_mode(m.perm)).map_err(hctx)?;
+    copy_xattrs_out(fs, m.ino, target);
     let mtime = std::time::UNIX_EPOCH + std::time::Duration::from_nanos(m.mtime_ns.max(0) as u64);
     let atime = std::time::UNIX_EPOCH + std::time::Duration::from_nanos(m.atime_ns.max(0) as u64);
     let times = fs::FileTimes::new().set_modified(mtime).set_accessed(atime);

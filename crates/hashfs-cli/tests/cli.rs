@@ -44,6 +44,30 @@ fn make_tree(root: &Path) {
         assert_eq!(libc::mkfifo(c(root.join("sub/fifo")).as_ptr(), 0o640), 0);
         assert_eq!(libc::mknod(c(root.join("tty")).as_ptr(), libc::S_IFCHR | 0o620, libc::makedev(4, 64)), 0);
     }
+    // Extended attributes and an ACL (skipped where the host file system has none).
+    let host_has_xattrs = Command::new("setfattr")
+        .args(["-n", "user.tag", "-v", "small", root.join("small.txt").to_str().unwrap()])
+        .status()
+        .is_ok_and(|s| s.success());
+    if host_has_xattrs {
+        let ok = Command::new("setfacl").args(["-m", "u:1000:rw", root.join("sub/big.bin").to_str().unwrap()]).status();
+        assert!(ok.is_ok_and(|s| s.success()), "setfacl on the host");
+    } else {
+        skip("the host file system takes no user attributes: put/get of attributes not checked");
+    }
+}
+
+/// A path's extended attributes as (name, value) pairs, sorted.
+fn xattrs(p: &Path) -> Vec<(String, Vec<u8>)> {
+    let o = Command::new("getfattr").args(["-d", "-m", "-", "-e", "hex", "-h", p.to_str().unwrap()]).output();
+    let Ok(o) = o else { return Vec::new() };
+    let mut v: Vec<(String, Vec<u8>)> = String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .filter_map(|l| l.split_once('='))
+        .map(|(k, v)| (k.to_string(), v.as_bytes().to_vec()))
+        .collect();
+    v.sort();
+    v
 }
 
 fn compare_trees(a: &Path, b: &Path) {
@@ -72,6 +96,7 @@ fn compare_trees(a: &Path, b: &Path) {
             compare_trees(&a.join(&n), &b.join(&n));
         }
     } else {
+        assert_eq!(xattrs(a), xattrs(b), "{}", a.display());
         assert_eq!(fs::read(a).unwrap(), fs::read(b).unwrap(), "{}", a.display());
         assert_eq!(ma.permissions().mode() & 0o7777, mb.permissions().mode() & 0o7777, "{}", a.display());
         assert_eq!(ma.modified().unwrap(), mb.modified().unwrap(), "{}", a.display());
@@ -95,6 +120,9 @@ fn put_get_round_trip_and_fsck_clean() {
     let back = dir.path().join("back");
     ok(&["get", s(&img), "/data", s(&back)]);
     compare_trees(&src, &back);
+    if !xattrs(&src.join("small.txt")).is_empty() {
+        assert_eq!(xattrs(&back.join("sub/big.bin")).len(), 1, "the ACL came back");
+    }
     // Into an existing directory: lands under its own name.
     ok(&["mkdir", s(&img), "/into"]);
     ok(&["put", s(&img), s(&src.join("small.txt")), "/into"]);
