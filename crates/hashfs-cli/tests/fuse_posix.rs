@@ -516,3 +516,30 @@ fn xattrs_and_acls_through_the_mount() {
     m.stop();
     m.fsck_clean();
 }
+
+/// fallocate through the mount: ZERO_RANGE (with and without KEEP_SIZE) zeroes the range
+/// and keeps or grows the size; COLLAPSE_RANGE and INSERT_RANGE are EOPNOTSUPP.
+#[test]
+fn fallocate_modes_through_the_mount() {
+    use std::os::fd::AsRawFd;
+    if !fuse_available() {
+        return;
+    }
+    let m = Mounted::new("64M");
+    let f = fs::OpenOptions::new().read(true).write(true).create(true).truncate(true).open(m.path("z")).unwrap();
+    (&f).write_all(&[7u8; 20_000]).unwrap();
+    let fd = f.as_raw_fd();
+    // SAFETY: fallocate on an open descriptor.
+    let fa = |mode: i32, off: i64, len: i64| rc(unsafe { libc::fallocate(fd, mode, off, len) });
+    fa(libc::FALLOC_FL_ZERO_RANGE | libc::FALLOC_FL_KEEP_SIZE, 1000, 30_000).unwrap();
+    assert_eq!(f.metadata().unwrap().len(), 20_000);
+    fa(libc::FALLOC_FL_ZERO_RANGE, 15_000, 10_000).unwrap();
+    assert_eq!(f.metadata().unwrap().len(), 25_000);
+    let mut back = Vec::new();
+    (&f).seek(SeekFrom::Start(0)).unwrap();
+    (&f).read_to_end(&mut back).unwrap();
+    assert_eq!(&back[..1000], &[7u8; 1000][..]);
+    assert!(back[1000..].iter().all(|&b| b == 0));
+    assert_eq!(errno(fa(libc::FALLOC_FL_COLLAPSE_RANGE, 0, 4096)), libc::EOPNOTSUPP);
+    assert_eq!(errno(fa(libc::FALLOC_FL_INSERT_RANGE, 0, 4096)), libc::EOPNOTSUPP);
+}

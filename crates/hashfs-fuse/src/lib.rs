@@ -607,7 +607,7 @@ impl<D: PmDevice> Filesystem for HashFsFuse<D> {
         reply: ReplyEmpty,
     ) {
         let Some(mode) = hashfs::fs::FallocateMode::from_linux_flags(mode) else {
-            return reply.error(Errno::EOPNOTSUPP); // collapse, insert, zero range
+            return reply.error(Errno::EOPNOTSUPP); // collapse, insert, unshare
         };
         match self.file(fh).and_then(|f| f.fallocate(offset, length, mode)) {
             Ok(()) => reply.ok(),

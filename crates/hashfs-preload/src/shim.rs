@@ -888,7 +888,7 @@ fn allocate_fd(fd: c_int, mode: c_int, off: off_t, len: off_t) -> c_int {
         return libc::EINVAL;
     }
     let Some(mode) = hashfs::fs::FallocateMode::from_linux_flags(mode) else {
-        return libc::EOPNOTSUPP; // collapse, insert, zero range
+        return libc::EOPNOTSUPP; // collapse, insert, unshare
     };
     match with_file(fd, |of, f| {
         f.fallocate(off as u64, len as u64, mode).map_err(|e| e.errno())?;

@@ -111,6 +111,10 @@ fn coreutils() {
     img.ok("fallocate", &["-l", "65536", &p("/fa")]);
     img.ok("fallocate", &["-p", "-o", "8192", "-l", "8192", &p("/fa")]);
     assert_eq!(img.ok("stat", &["-c", "%s %b", &p("/fa")]).trim(), "65536 112");
+    // ZERO_RANGE maps the punched blocks again; COLLAPSE_RANGE is refused.
+    img.ok("fallocate", &["-z", "-o", "4096", "-l", "16384", &p("/fa")]);
+    assert_eq!(img.ok("stat", &["-c", "%s %b", &p("/fa")]).trim(), "65536 128");
+    assert!(!img.run("fallocate", &["-c", "-o", "0", "-l", "4096", &p("/fa")]).status.success());
     img.ok("rm", &[&p("/fa")]);
     img.ok("rm", &["-r", &p("/a"), &p("/untar"), &p("/src.tar")]);
     assert_eq!(img.ok("ls", &["-A", PREFIX]), "");
@@ -423,7 +427,11 @@ fn acl_and_xattr_tools() {
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(img.path.parent().unwrap(), std::fs::Permissions::from_mode(0o755)).unwrap();
     std::fs::set_permissions(&img.path, std::fs::Permissions::from_mode(0o666)).unwrap();
-    let o = img.cmd("setpriv").args(["--reuid=1000", "--regid=1000", "--clear-groups", "setfacl", "-m", "u:1001:r", &p("/f")]).output().unwrap();
+    let o = img
+        .cmd("setpriv")
+        .args(["--reuid=1000", "--regid=1000", "--clear-groups", "setfacl", "-m", "u:1001:r", &p("/f")])
+        .output()
+        .unwrap();
     assert!(!o.status.success() && String::from_utf8_lossy(&o.stderr).contains("Operation not permitted"), "{o:?}");
     img.fsck_clean();
 }

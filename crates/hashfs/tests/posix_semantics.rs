@@ -443,3 +443,41 @@ fn extended_attributes() {
     let (_fs, dev) = remount(fs, dev);
     assert_fsck_clean(&dev);
 }
+
+/// fallocate(ZERO_RANGE): the range reads as zeros with every block mapped; mapped blocks
+/// keep their place; without KEEP_SIZE the size grows to cover it, with it nothing past
+/// EOF changes. COLLAPSE_RANGE and INSERT_RANGE stay unsupported.
+#[test]
+fn zero_range() {
+    use hashfs::fs::FallocateMode;
+    let (fs, dev) = new_fs(8 << 20, &small_opts());
+    let data: Vec<u8> = (0..40_000u32).map(|i| (i % 200) as u8 + 1).collect();
+    let f = fs.open_file(p("/z"), OpenOptions::new().read(true).write(true).create(true)).unwrap();
+    f.write_at(0, &data[..20_000]).unwrap();
+    f.write_at(32_768, &data[32_768..]).unwrap(); // blocks 5..=7 a hole
+    let placed = fs.physical_block(f.ino(), 1).unwrap().map(|(p, _)| p);
+    f.fallocate(6000, 24_000, FallocateMode::ZeroRangeKeepSize).unwrap();
+    let m = f.metadata().unwrap();
+    assert_eq!((m.size, m.blocks), (40_000, 10), "holes inside the range mapped, size kept");
+    assert_eq!(fs.physical_block(f.ino(), 1).unwrap().map(|(p, _)| p), placed, "a mapped block keeps its place");
+    let mut buf = vec![0xFFu8; 40_000];
+    f.read_at(0, &mut buf).unwrap();
+    assert_eq!(&buf[..6000], &data[..6000]);
+    assert!(buf[6000..30_000].iter().all(|&b| b == 0), "the range reads as zeros");
+    assert_eq!(&buf[30_000..32_768], &[0u8; 2768][..], "the rest of the old hole");
+    assert_eq!(&buf[32_768..], &data[32_768..]);
+    // KEEP_SIZE past EOF changes nothing; without it the size grows.
+    f.fallocate(39_000, 100_000, FallocateMode::ZeroRangeKeepSize).unwrap();
+    assert_eq!(f.metadata().unwrap().size, 40_000);
+    f.read_at(39_000, &mut buf[..1000]).unwrap();
+    assert!(buf[..1000].iter().all(|&b| b == 0));
+    f.fallocate(39_500, 20_000, FallocateMode::ZeroRange).unwrap();
+    let m = f.metadata().unwrap();
+    assert_eq!((m.size, m.blocks), (59_500, 15));
+    assert_eq!(FallocateMode::from_linux_flags(0x10), Some(FallocateMode::ZeroRange));
+    assert_eq!(FallocateMode::from_linux_flags(0x11), Some(FallocateMode::ZeroRangeKeepSize));
+    assert!(FallocateMode::from_linux_flags(0x08).is_none(), "COLLAPSE_RANGE");
+    assert!(FallocateMode::from_linux_flags(0x20).is_none(), "INSERT_RANGE");
+    drop(f);
+    assert_fsck_clean(&dev);
+}

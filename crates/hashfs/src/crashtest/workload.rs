@@ -46,6 +46,13 @@ pub enum Op {
         off: u64,
         len: u64,
     },
+    /// fallocate(ZERO_RANGE), with KEEP_SIZE or not.
+    ZeroRange {
+        path: String,
+        off: u64,
+        len: u64,
+        keep_size: bool,
+    },
     Link {
         from: String,
         to: String,
@@ -122,7 +129,7 @@ impl Op {
     /// maps only new blocks (past EOF or into holes) appears whole or not at all.
     pub fn is_torn_on<D: PmDevice>(&self, fs: &FileSystem<D>) -> bool {
         match self {
-            Op::Punch { .. } | Op::Fallocate { .. } => true,
+            Op::Punch { .. } | Op::Fallocate { .. } | Op::ZeroRange { .. } => true,
             Op::Write { path, off, len, .. } => {
                 let Ok(ino) = fs.resolve(p(path)) else { return false };
                 let last = (off + *len as u64).saturating_sub(1) / crate::layout::BLOCK_BYTES;
@@ -158,6 +165,10 @@ impl Op {
             }
             Op::Punch { path, off, len } => {
                 fs.open_file(p(path), &rw())?.fallocate(*off, *len, FallocateMode::PunchHole)
+            }
+            Op::ZeroRange { path, off, len, keep_size } => {
+                let mode = if *keep_size { FallocateMode::ZeroRangeKeepSize } else { FallocateMode::ZeroRange };
+                fs.open_file(p(path), &rw())?.fallocate(*off, *len, mode)
             }
             Op::Link { from, to } => fs.hard_link(p(from), p(to)),
             Op::Symlink { target, path } => fs.symlink(p(target), p(path)),
@@ -205,6 +216,9 @@ impl fmt::Display for Op {
             Op::Truncate { path, size } => write!(f, "truncate {path} to {size}"),
             Op::Fallocate { path, off, len } => write!(f, "fallocate {path} {off}+{len}"),
             Op::Punch { path, off, len } => write!(f, "punch {path} {off}+{len}"),
+            Op::ZeroRange { path, off, len, keep_size } => {
+                write!(f, "zero range {path} {off}+{len}{}", if *keep_size { " keep size" } else { "" })
+            }
             Op::Link { from, to } => write!(f, "link {from} {to}"),
             Op::Symlink { target, path } => write!(f, "symlink {path} -> {target}"),
             Op::Unlink { path } => write!(f, "unlink {path}"),
@@ -278,6 +292,8 @@ pub const ACE_OPS: &[&str] = &[
     "setxattr-big",
     "setxattr-replace",
     "removexattr",
+    "zero-range",
+    "zero-range-grow",
 ];
 
 /// The operation a name of [`ACE_OPS`] stands for.
@@ -319,6 +335,9 @@ pub fn ace_op(name: &str) -> Option<Op> {
         "setxattr-big" => Op::SetXattr { path: s("/A/f"), name: s("user.big"), len: 20_000, seed: 17 },
         "setxattr-replace" => Op::SetXattr { path: s("/A/f"), name: s("user.base"), len: 3000, seed: 18 },
         "removexattr" => Op::RemoveXattr { path: s("/A/f"), name: s("user.base") },
+        // Over mapped blocks and part of the sparse file's hole, keeping the size.
+        "zero-range" => Op::ZeroRange { path: s("/A/f"), off: 100, len: 9000, keep_size: true },
+        "zero-range-grow" => Op::ZeroRange { path: s("/h"), off: 4000, len: 50_000, keep_size: false },
         _ => return None,
     })
 }

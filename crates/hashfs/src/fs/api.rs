@@ -620,18 +620,28 @@ pub enum FallocateMode {
     /// FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE: make the range read as zeros, freeing
     /// whole blocks.
     PunchHole,
+    /// FALLOC_FL_ZERO_RANGE: make the range read as zeros, with blocks mapped (those
+    /// already mapped keep their place), growing the size to cover it.
+    ZeroRange,
+    /// FALLOC_FL_ZERO_RANGE | FALLOC_FL_KEEP_SIZE: the same up to the current size.
+    ZeroRangeKeepSize,
 }
 
 impl FallocateMode {
     /// The mode for Linux fallocate flags, or None for flags HashFS does not support
-    /// (collapse, insert, zero range, or PUNCH_HOLE without KEEP_SIZE, as Linux requires).
+    /// (COLLAPSE_RANGE and INSERT_RANGE, which would re-key every block after the range in
+    /// a per-block mapping, UNSHARE_RANGE, or PUNCH_HOLE without KEEP_SIZE, as Linux
+    /// requires).
     pub fn from_linux_flags(flags: i32) -> Option<FallocateMode> {
         const KEEP_SIZE: i32 = 0x01;
         const PUNCH_HOLE: i32 = 0x02;
+        const ZERO_RANGE: i32 = 0x10;
         match flags {
             0 => Some(FallocateMode::Allocate),
             KEEP_SIZE => Some(FallocateMode::AllocateKeepSize),
             f if f == KEEP_SIZE | PUNCH_HOLE => Some(FallocateMode::PunchHole),
+            ZERO_RANGE => Some(FallocateMode::ZeroRange),
+            f if f == ZERO_RANGE | KEEP_SIZE => Some(FallocateMode::ZeroRangeKeepSize),
             _ => None,
         }
     }
@@ -783,6 +793,8 @@ impl<D: PmDevice> File<D> {
             FallocateMode::Allocate => self.fs.allocate(&self.cell, off, len, false),
             FallocateMode::AllocateKeepSize => self.fs.allocate(&self.cell, off, len, true),
             FallocateMode::PunchHole => self.fs.punch_hole(&self.cell, off, len),
+            FallocateMode::ZeroRange => self.fs.zero_range(&self.cell, off, len, false),
+            FallocateMode::ZeroRangeKeepSize => self.fs.zero_range(&self.cell, off, len, true),
         }
     }
 

@@ -232,6 +232,36 @@ impl<D: PmDevice> FsInner<D> {
         Ok(())
     }
 
+    /// fallocate(FALLOC_FL_ZERO_RANGE): [off, off + len) reads as zeros afterwards, every
+    /// block of it mapped. Holes are mapped with zeroed blocks (as `allocate`), then the
+    /// blocks that were mapped are zeroed in place, keeping their placement (which matters
+    /// to the huge-page-aware layouts). Not atomic, like an overwrite: after a crash each
+    /// byte of the range is old or zero, and the size old or new. With `keep_size`,
+    /// nothing past the current size changes (no block may lie past EOF).
+    pub(crate) fn zero_range(&self, cell: &InodeCell, off: u64, len: u64, keep_size: bool) -> Result<()> {
+        if len == 0 {
+            return Err(Error::Invalid("fallocate of zero bytes"));
+        }
+        let end = off.checked_add(len).filter(|&e| e <= MAX_FILE_BYTES).ok_or(Error::FileTooBig)?;
+        if cell.state.read().raw.is_dir() {
+            return Err(Error::IsDir);
+        }
+        self.allocate(cell, off, len, keep_size)?;
+        let mut st = cell.state.write();
+        let end = end.min(st.raw.size);
+        let zeros = vec![0u8; (WRITE_CHUNK_BLOCKS * BLOCK_BYTES) as usize];
+        let mut at = off;
+        while at < end {
+            let n = ((end - at) as usize).min(zeros.len());
+            let done = self.write_locked(cell, &mut st, at, &zeros[..n])?;
+            if done == 0 {
+                return Err(Error::NoSpace);
+            }
+            at += done as u64;
+        }
+        Ok(())
+    }
+
     /// fallocate(FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE): [off, off + len) reads as
     /// zeros afterwards; whole blocks inside it are freed, partial ones zeroed. The size is
     /// kept. Like an overwrite it is not atomic: after a crash each byte of the range is old
