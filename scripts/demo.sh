@@ -13,6 +13,10 @@ if ! command -v fusermount3 >/dev/null && [ "$(id -u)" = 0 ]; then
 fi
 cargo build --release --workspace
 hashfs=./target/release/hashfs
+if [ "$(id -u)" = 0 ]; then
+    # mount(8) and /etc/fstab: `mount -t fuse.hashfs IMAGE DIR -o ro,noatime`.
+    $hashfs install-mount-helper /sbin
+fi
 
 echo "== demonstration workload"
 $hashfs demo --image /dev/shm/hashfs-demo.img --size 1G
@@ -33,7 +37,9 @@ df -h "$mnt"
 cat <<EOT
 
 HashFS is mounted on $mnt: every program can use it.
-  unmount:    $hashfs umount $mnt
+  unmount:    $hashfs umount $mnt          (or umount $mnt)
+  mount(8):   mount -t fuse.hashfs $image $mnt -o noatime
+  /etc/fstab: $image $mnt fuse.hashfs defaults,noatime 0 0
   check:      $hashfs fsck $image        (after unmounting)
 The other way in, with no system call on the data path (a separate image: one user at a time):
   $hashfs mkfs /dev/shm/shim.img --size 1G

@@ -6,6 +6,7 @@ mod copy;
 mod crashtest;
 mod demo;
 mod mountcmd;
+mod mounthelper;
 
 use clap::{Parser, Subcommand};
 use hashfs::fs::{fsck, FormatOptions, FsckMode};
@@ -101,8 +102,18 @@ enum Cmd {
         #[arg(long)]
         foreground: bool,
         /// Request-serving threads.
-        #[arg(long, default_value_t = 4)]
+        #[arg(long, default_value_t = mountcmd::DEFAULT_THREADS)]
         threads: usize,
+        /// Mount options, as mount(8)'s: ro, rw, nodev, nosuid, noexec, noatime, ...
+        #[arg(short = 'o', default_value = "")]
+        options: String,
+    },
+    /// Link this program as DIR/mount.fuse.hashfs, so that `mount -t fuse.hashfs IMAGE DIR`
+    /// and /etc/fstab lines of type fuse.hashfs work (options: ro, rw, nodev, nosuid,
+    /// noexec, noatime and the other atime options, threads=N, and fstab's own).
+    InstallMountHelper {
+        #[arg(default_value = "/sbin")]
+        dir: PathBuf,
     },
     /// Unmount a HashFS mount point and wait until its image is cleanly closed.
     Umount { mountpoint: PathBuf },
@@ -468,12 +479,19 @@ fn run(cli: Cli) -> Result<u8, Failure> {
             r.map_err(|e| fail(format!("{fs_path}: {e}")))?;
             Ok(0)
         }
-        Cmd::Mount { image, mountpoint, foreground: true, threads } => {
-            mountcmd::run_foreground(&image, &mountpoint, threads).map(|_| 0)
+        Cmd::Mount { image, mountpoint, foreground, threads, options } => {
+            let mut o = mounthelper::parse_options(&options, false)?;
+            o.threads = Some(o.threads.unwrap_or(threads));
+            if foreground {
+                mountcmd::run_foreground_with(&image, &mountpoint, &o).map(|_| 0)
+            } else {
+                mountcmd::run_background_with(&image, &mountpoint, &o).map(|_| 0)
+            }
         }
-        Cmd::Mount { image, mountpoint, foreground: false, threads } => {
-            mountcmd::run_background(&image, &mountpoint, threads).map(|_| 0)
-        }
+        Cmd::InstallMountHelper { dir } => mounthelper::install(&dir).map(|l| {
+            println!("installed {}", l.display());
+            0
+        }),
         Cmd::Umount { mountpoint } => mountcmd::umount(&mountpoint).map(|_| 0),
         Cmd::Demo { image, size } => demo::run(&image, size).map(|_| 0),
         Cmd::Bench { which } => bench::run(which).map(|_| 0),
@@ -487,6 +505,17 @@ fn main() -> ExitCode {
     // SAFETY: called before any thread starts; SIG_DFL is a valid disposition for SIGPIPE.
     unsafe {
         libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
+    // Run by mount(8) as /sbin/mount.fuse.hashfs IMAGE DIR -o OPTIONS.
+    let args: Vec<String> = std::env::args().collect();
+    if args.first().and_then(|a| Path::new(a).file_name()).is_some_and(|n| n == "mount.fuse.hashfs") {
+        return match mounthelper::run(&args[1..]) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(f) => {
+                eprintln!("mount.fuse.hashfs: {}", f.msg);
+                ExitCode::from(32) // mount(8)'s "mount failure"
+            }
+        };
     }
     let cli = Cli::parse();
     match run(cli) {

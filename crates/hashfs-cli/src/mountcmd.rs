@@ -1,5 +1,6 @@
 //! `hashfs mount` and `hashfs umount`.
 
+use crate::mounthelper::MountOpts;
 use crate::{fail, Failure};
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -7,6 +8,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 const WAIT: Duration = Duration::from_secs(15);
+pub const DEFAULT_THREADS: usize = 4;
 
 /// Whether `mountpoint` is a FUSE mount of ours now (from /proc/self/mountinfo).
 pub fn mounted_source(mountpoint: &Path) -> Option<String> {
@@ -28,8 +30,9 @@ fn unescape(s: &str) -> String {
     s.replace("\\040", " ").replace("\\011", "\t").replace("\\012", "\n").replace("\\134", "\\")
 }
 
-/// Serves the image at the mount point until it is unmounted.
-pub fn run_foreground(image: &Path, mountpoint: &Path, threads: usize) -> Result<(), Failure> {
+/// Serves the image at the mount point until it is unmounted, with mount(8)'s options.
+pub fn run_foreground_with(image: &Path, mountpoint: &Path, o: &MountOpts) -> Result<(), Failure> {
+    let threads = o.threads.unwrap_or(DEFAULT_THREADS);
     if !mountpoint.is_dir() {
         return Err(fail(format!("mount point {} is not a directory", mountpoint.display())));
     }
@@ -43,9 +46,11 @@ pub fn run_foreground(image: &Path, mountpoint: &Path, threads: usize) -> Result
         fuser::MountOption::FSName(image_abs.display().to_string()),
         fuser::MountOption::Subtype("hashfs".into()),
         fuser::MountOption::DefaultPermissions,
-        fuser::MountOption::RW,
-        fuser::MountOption::Suid,
-        fuser::MountOption::Dev,
+        if o.read_only { fuser::MountOption::RO } else { fuser::MountOption::RW },
+        if o.nosuid { fuser::MountOption::NoSuid } else { fuser::MountOption::Suid },
+        if o.nodev { fuser::MountOption::NoDev } else { fuser::MountOption::Dev },
+        if o.noexec { fuser::MountOption::NoExec } else { fuser::MountOption::Exec },
+        fuser::MountOption::NoAtime,
     ];
     cfg.acl = fuser::SessionACL::All;
     cfg.n_threads = Some(threads.max(1));
@@ -55,9 +60,15 @@ pub fn run_foreground(image: &Path, mountpoint: &Path, threads: usize) -> Result
     Ok(())
 }
 
-/// Starts a daemon (this program with --foreground) and waits until the mount is there.
-pub fn run_background(image: &Path, mountpoint: &Path, threads: usize) -> Result<(), Failure> {
+/// Starts a daemon (this program with --foreground and the options as `-o`) and waits
+/// until the mount is there.
+pub fn run_background_with(image: &Path, mountpoint: &Path, o: &MountOpts) -> Result<(), Failure> {
     use std::os::unix::process::CommandExt;
+    let threads = o.threads.unwrap_or(DEFAULT_THREADS);
+    let mut list = vec![if o.read_only { "ro" } else { "rw" }];
+    list.extend(o.nodev.then_some("nodev"));
+    list.extend(o.nosuid.then_some("nosuid"));
+    list.extend(o.noexec.then_some("noexec"));
     let log_path = std::env::temp_dir().join(format!("hashfs-mount-{}.log", std::process::id()));
     let log = fs::File::create(&log_path)?;
     let mut child = Command::new(std::env::current_exe()?)
@@ -65,6 +76,8 @@ pub fn run_background(image: &Path, mountpoint: &Path, threads: usize) -> Result
         .arg("--foreground")
         .arg("--threads")
         .arg(threads.to_string())
+        .arg("-o")
+        .arg(list.join(","))
         .arg(image)
         .arg(mountpoint)
         .stdin(Stdio::null())

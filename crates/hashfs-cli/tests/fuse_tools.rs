@@ -203,3 +203,60 @@ fn sqlite_and_leveldb_on_the_mount() {
     m.stop();
     m.fsck_clean();
 }
+
+/// mount(8) integration: with the helper linked as /sbin/mount.fuse.hashfs, `mount -t
+/// fuse.hashfs` (ro is read-only: EROFS) and an fstab line (given with `mount -T`) mount
+/// the image; an unknown option fails with its name; umount(8) unmounts.
+#[test]
+fn mount_helper_and_fstab() {
+    if !fuse_available() {
+        return;
+    }
+    if std::process::Command::new("mount").arg("-V").output().is_err() {
+        skip("mount(8) is not installed");
+        return;
+    }
+    let link = Path::new("/sbin/mount.fuse.hashfs");
+    let before = std::fs::read_link(link).ok();
+    let o = hashfs().args(["install-mount-helper", "/sbin"]).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let mut m = Mounted::new("64M");
+    m.stop();
+    let (img, mnt) = (m.image.to_str().unwrap().to_string(), m.mnt.to_str().unwrap().to_string());
+    let run = |args: &[&str]| std::process::Command::new(args[0]).args(&args[1..]).output().unwrap();
+    let wait_clean = || {
+        // umount(8) returns before the daemon has closed the image.
+        for _ in 0..300 {
+            if hashfs().args(["fsck", "-n", &img]).output().unwrap().status.success() {
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        panic!("the image stayed in use after umount");
+    };
+    let o = run(&["mount", "-t", "fuse.hashfs", &img, &mnt, "-o", "ro,noatime"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(errno(std::fs::write(Path::new(&mnt).join("x"), b"")), libc::EROFS);
+    assert!(run(&["umount", &mnt]).status.success());
+    wait_clean();
+    let fstab = m.dir.path().join("fstab");
+    std::fs::write(&fstab, format!("{img} {mnt} fuse.hashfs defaults,noatime,nodev 0 0\n")).unwrap();
+    let o = run(&["mount", "-T", fstab.to_str().unwrap(), &mnt]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    std::fs::write(Path::new(&mnt).join("via-fstab"), b"ok").unwrap();
+    assert!(run(&["umount", &mnt]).status.success());
+    wait_clean();
+    let o = run(&["mount", "-t", "fuse.hashfs", &img, &mnt, "-o", "bogus"]);
+    assert!(!o.status.success() && String::from_utf8_lossy(&o.stderr).contains("bogus"), "{o:?}");
+    let ls = hashfs().args(["ls", &img]).output().unwrap();
+    assert_eq!(String::from_utf8_lossy(&ls.stdout), "via-fstab\n");
+    match before {
+        Some(t) => {
+            let _ = std::fs::remove_file(link);
+            std::os::unix::fs::symlink(t, link).unwrap();
+        }
+        None => {
+            let _ = std::fs::remove_file(link);
+        }
+    }
+}

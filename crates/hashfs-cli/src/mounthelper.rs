@@ -1,0 +1,126 @@
+//! mount(8) integration: `mount -t fuse.hashfs IMAGE DIR [-o OPTIONS]` and `/etc/fstab`
+//! lines of type `fuse.hashfs` run `/sbin/mount.fuse.hashfs IMAGE DIR [-o OPTIONS]`, which
+//! is this program under that name (`hashfs install-mount-helper` links it there).
+//!
+//! Options: `ro`/`rw`; `dev`/`nodev`, `suid`/`nosuid`, `exec`/`noexec` (passed to the
+//! kernel); `atime`, `noatime`, `relatime`, `strictatime`, `nodiratime` (accepted: HashFS
+//! keeps atime as set explicitly and never updates it on reads, so every one of them
+//! holds); `threads=N`; and the ones mount(8) and fstab use for themselves (`defaults`,
+//! `auto`, `noauto`, `user`, `nouser`, `users`, `owner`, `group`, `nofail`, `_netdev`,
+//! `x-*`, `comment=*`). Anything else is refused with its name, never ignored silently.
+//! mount(8)'s helper flags `-n` (no mtab), `-s` (sloppy: unknown options are skipped with
+//! a warning), `-f` (fake) and `-v` are understood.
+
+use crate::{fail, Failure};
+use std::path::{Path, PathBuf};
+
+/// What the options ask of the daemon.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct MountOpts {
+    pub read_only: bool,
+    pub nodev: bool,
+    pub nosuid: bool,
+    pub noexec: bool,
+    pub threads: Option<usize>,
+}
+
+/// Parses a comma-separated option list (later options win, as mount(8)).
+pub fn parse_options(list: &str, sloppy: bool) -> Result<MountOpts, Failure> {
+    let mut o = MountOpts::default();
+    for opt in list.split(',').filter(|s| !s.is_empty()) {
+        match opt {
+            "ro" => o.read_only = true,
+            "rw" => o.read_only = false,
+            "dev" => o.nodev = false,
+            "nodev" => o.nodev = true,
+            "suid" => o.nosuid = false,
+            "nosuid" => o.nosuid = true,
+            "exec" => o.noexec = false,
+            "noexec" => o.noexec = true,
+            "atime" | "noatime" | "relatime" | "norelatime" | "strictatime" | "nodiratime" | "diratime"
+            | "lazytime" | "nolazytime" => {}
+            "defaults" | "auto" | "noauto" | "user" | "nouser" | "users" | "owner" | "group" | "nofail" | "_netdev"
+            | "async" | "sync" => {}
+            o2 if o2.starts_with("x-") || o2.starts_with("comment=") => {}
+            o2 if o2.starts_with("threads=") => {
+                let n = o2["threads=".len()..]
+                    .parse::<usize>()
+                    .ok()
+                    .filter(|&n| n >= 1)
+                    .ok_or_else(|| fail(format!("mount option {o2}: threads must be a number of at least 1")))?;
+                o.threads = Some(n);
+            }
+            other if sloppy => eprintln!("mount.fuse.hashfs: ignoring unknown option {other} (-s)"),
+            other => {
+                return Err(fail(format!("unknown mount option {other:?} (see `hashfs install-mount-helper --help`)")))
+            }
+        }
+    }
+    Ok(o)
+}
+
+/// Runs as `mount.fuse.hashfs IMAGE DIR [-o OPTS] [-n] [-s] [-f] [-v]`.
+pub fn run(args: &[String]) -> Result<(), Failure> {
+    let mut pos = Vec::new();
+    let mut opts = String::new();
+    let (mut sloppy, mut fake, mut verbose) = (false, false, false);
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "-o" => {
+                let v = it.next().ok_or_else(|| fail("-o needs a value"))?;
+                if !opts.is_empty() {
+                    opts.push(',');
+                }
+                opts.push_str(v);
+            }
+            "-n" => {}
+            "-s" => sloppy = true,
+            "-f" => fake = true,
+            "-v" => verbose = true,
+            s if s.starts_with("-o") => opts.push_str(&s[2..]),
+            s if s.starts_with('-') => return Err(fail(format!("unknown flag {s}"))),
+            s => pos.push(s.to_string()),
+        }
+    }
+    let [image, dir] = pos.as_slice() else {
+        return Err(fail("usage: mount.fuse.hashfs IMAGE DIR [-o OPTIONS]"));
+    };
+    let o = parse_options(&opts, sloppy)?;
+    if verbose {
+        eprintln!("mount.fuse.hashfs: {image} on {dir} with {o:?}");
+    }
+    if fake {
+        return Ok(());
+    }
+    crate::mountcmd::run_background_with(Path::new(image), Path::new(dir), &o)
+}
+
+/// `hashfs install-mount-helper`: links this program as `DIR/mount.fuse.hashfs`.
+pub fn install(dir: &Path) -> Result<PathBuf, Failure> {
+    let exe = std::env::current_exe().map_err(|e| fail(format!("cannot find this program: {e}")))?;
+    let exe = std::fs::canonicalize(&exe).unwrap_or(exe);
+    let link = dir.join("mount.fuse.hashfs");
+    match std::fs::symlink_metadata(&link) {
+        Ok(_) => std::fs::remove_file(&link).map_err(|e| fail(format!("{}: {e}", link.display())))?,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(fail(format!("{}: {e}", link.display()))),
+    }
+    std::os::unix::fs::symlink(&exe, &link).map_err(|e| fail(format!("{}: {e}", link.display())))?;
+    Ok(link)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn options() {
+        let o = parse_options("defaults,noatime,ro,nodev,threads=2,x-systemd.automount", false).unwrap();
+        assert_eq!(o, MountOpts { read_only: true, nodev: true, threads: Some(2), ..Default::default() });
+        assert!(!parse_options("ro,rw", false).unwrap().read_only, "the later option wins");
+        assert!(parse_options("bogus", false).is_err());
+        assert!(parse_options("threads=0", false).is_err());
+        assert_eq!(parse_options("bogus,ro", true).unwrap().read_only, true);
+    }
+}
