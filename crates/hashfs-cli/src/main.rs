@@ -167,6 +167,7 @@ fn parse_size(s: &str) -> Result<u64, String> {
 }
 
 /// An error for the user, with the exit code to use.
+#[derive(Debug)]
 struct Failure {
     msg: String,
     code: u8,
