@@ -19,10 +19,9 @@
 //! Record locks (fcntl F_SETLK & co.) are per process in POSIX and this process owns the
 //! image alone, so they always succeed; F_GETLK reports no conflict.
 //!
-//! Modules by concern: this file (state, descriptors, paths, open, data, metadata,
-//! directories, stdio, statfs), `shim/vector.rs` (preadv/pwritev and the `*v2` calls),
-//! `shim/copy.rs` (copy_file_range, sendfile, splice), `shim/meta.rs` (owners, times, the
-//! `*at` name calls, mknod), `shim/cwd.rs` (chdir into the prefix), `shim/mmap.rs`.
+//! Modules by concern: `shim.rs` holds the shared state, `shim/` one module per family of
+//! calls (descriptors, path routing, IO, vector IO, copies, stat, metadata, names,
+//! directories, working directory, mmap, xattrs, stdio, statfs).
 
 #![allow(clippy::missing_safety_doc)] // every export is a libc function with libc's contract
 

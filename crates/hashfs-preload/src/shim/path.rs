@@ -1,0 +1,42 @@
+//! Path routing: which paths and (dirfd, path) pairs are HashFS's, as paths inside the image.
+
+use super::*;
+
+/// The file-system path for `path` if it lies under the prefix.
+pub(super) fn fs_path(path: *const c_char) -> Option<PathBuf> {
+    if path.is_null() {
+        return None;
+    }
+    // SAFETY: libc's contract: a NUL-terminated string.
+    let bytes = unsafe { CStr::from_ptr(path) }.to_bytes();
+    let p = Path::new(std::ffi::OsStr::from_bytes(bytes));
+    let abs = if p.is_absolute() { p.to_path_buf() } else { std::env::current_dir().ok()?.join(p) };
+    // Normalize "." and ".." lexically (the prefix is not a real directory).
+    let mut norm = PathBuf::from("/");
+    for c in abs.components() {
+        match c {
+            Component::ParentDir => {
+                norm.pop();
+            }
+            Component::Normal(n) => norm.push(n),
+            _ => {}
+        }
+    }
+    let rest = norm.strip_prefix(prefix()?).ok()?;
+    Some(Path::new("/").join(rest))
+}
+
+/// The path for (dirfd, path) of the *at functions, if it is ours.
+pub(super) fn fs_path_at(dirfd: c_int, path: *const c_char) -> Option<PathBuf> {
+    if path.is_null() {
+        return None;
+    }
+    // SAFETY: as above.
+    let bytes = unsafe { CStr::from_ptr(path) }.to_bytes();
+    if dirfd == libc::AT_FDCWD || bytes.first() == Some(&b'/') {
+        return fs_path(path);
+    }
+    let s = SHIM.get()?;
+    let dir = s.file(dirfd)?;
+    Some(dir.fs_path.join(std::ffi::OsStr::from_bytes(bytes)))
+}

@@ -1,0 +1,141 @@
+//! stdio: FILE streams over HashFS files through fopencookie, so every stdio function of glibc works on them; fileno.
+
+use super::*;
+
+#[repr(C)]
+pub(super) struct CookieIo {
+    read: Option<unsafe extern "C" fn(*mut c_void, *mut c_char, size_t) -> ssize_t>,
+    write: Option<unsafe extern "C" fn(*mut c_void, *const c_char, size_t) -> ssize_t>,
+    seek: Option<unsafe extern "C" fn(*mut c_void, *mut i64, c_int) -> c_int>,
+    close: Option<unsafe extern "C" fn(*mut c_void) -> c_int>,
+}
+
+extern "C" {
+    fn fopencookie(cookie: *mut c_void, mode: *const c_char, io: CookieIo) -> *mut libc::FILE;
+}
+
+unsafe extern "C" fn cookie_read(c: *mut c_void, buf: *mut c_char, n: size_t) -> ssize_t {
+    // SAFETY: the cookie is the descriptor we stored.
+    unsafe { read(c as usize as c_int, buf as *mut c_void, n) }
+}
+unsafe extern "C" fn cookie_write(c: *mut c_void, buf: *const c_char, n: size_t) -> ssize_t {
+    // SAFETY: as above.
+    unsafe { write(c as usize as c_int, buf as *const c_void, n) }
+}
+unsafe extern "C" fn cookie_seek(c: *mut c_void, off: *mut i64, whence: c_int) -> c_int {
+    // SAFETY: as above; off is glibc's in/out offset.
+    let r = unsafe { lseek(c as usize as c_int, *off, whence) };
+    if r < 0 {
+        return -1;
+    }
+    // SAFETY: as above.
+    unsafe { *off = r };
+    0
+}
+unsafe extern "C" fn cookie_close(c: *mut c_void) -> c_int {
+    let fd = c as usize as c_int;
+    STREAMS.lock().retain(|(_, d)| *d != fd);
+    // SAFETY: as above.
+    unsafe { close(fd) }
+}
+
+pub(super) fn mode_flags(mode: &[u8]) -> Option<c_int> {
+    let plus = mode.contains(&b'+');
+    let base = match mode.first()? {
+        b'r' => {
+            if plus {
+                libc::O_RDWR
+            } else {
+                libc::O_RDONLY
+            }
+        }
+        b'w' => (if plus { libc::O_RDWR } else { libc::O_WRONLY }) | libc::O_CREAT | libc::O_TRUNC,
+        b'a' => (if plus { libc::O_RDWR } else { libc::O_WRONLY }) | libc::O_CREAT | libc::O_APPEND,
+        _ => return None,
+    };
+    let x = if mode.contains(&b'x') { libc::O_EXCL } else { 0 };
+    let e = if mode.contains(&b'e') { libc::O_CLOEXEC } else { 0 };
+    Some(base | x | e)
+}
+
+/// Streams made by `stream_for`, with their descriptors (fileno of a cookie stream is -1 in
+/// glibc; programs such as sort fstat it).
+pub(super) static STREAMS: Mutex<Vec<(usize, c_int)>> = Mutex::new(Vec::new());
+
+pub(super) fn stream_for(fd: c_int, mode: *const c_char) -> *mut libc::FILE {
+    let io = CookieIo {
+        read: Some(cookie_read),
+        write: Some(cookie_write),
+        seek: Some(cookie_seek),
+        close: Some(cookie_close),
+    };
+    // SAFETY: the cookie is a descriptor number; glibc calls our functions with it.
+    let f = unsafe { fopencookie(fd as usize as *mut c_void, mode, io) };
+    if !f.is_null() {
+        STREAMS.lock().push((f as usize, fd));
+    }
+    f
+}
+
+pub(super) fn stream_fd(f: *mut libc::FILE) -> Option<c_int> {
+    if IN_SHIM.with(|g| g.get()) {
+        return None;
+    }
+    STREAMS.lock().iter().find(|(p, _)| *p == f as usize).map(|(_, fd)| *fd)
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn fileno(f: *mut libc::FILE) -> c_int {
+    if let Some(fd) = stream_fd(f) {
+        return fd;
+    }
+    // SAFETY: forwarding.
+    unsafe { real!(fileno: fn(*mut libc::FILE) -> c_int)(f) }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn fileno_unlocked(f: *mut libc::FILE) -> c_int {
+    if let Some(fd) = stream_fd(f) {
+        return fd;
+    }
+    // SAFETY: forwarding.
+    unsafe { real!(fileno_unlocked: fn(*mut libc::FILE) -> c_int)(f) }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn fopen(path: *const c_char, mode: *const c_char) -> *mut libc::FILE {
+    if let Some(Some(p)) = guarded(|| fs_path(path)) {
+        // SAFETY: libc's contract.
+        let Some(flags) = mode_flags(unsafe { CStr::from_ptr(mode) }.to_bytes()) else {
+            set_errno(libc::EINVAL);
+            return std::ptr::null_mut();
+        };
+        let fd = guarded(|| do_open(&p, flags, 0o666)).unwrap_or(-1);
+        if fd < 0 {
+            return std::ptr::null_mut();
+        }
+        let f = stream_for(fd, mode);
+        if f.is_null() {
+            // SAFETY: our descriptor.
+            unsafe { close(fd) };
+        }
+        return f;
+    }
+    // SAFETY: forwarding.
+    unsafe { real!(fopen: fn(*const c_char, *const c_char) -> *mut libc::FILE)(path, mode) }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn fopen64(path: *const c_char, mode: *const c_char) -> *mut libc::FILE {
+    // SAFETY: same contract.
+    unsafe { fopen(path, mode) }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn fdopen(fd: c_int, mode: *const c_char) -> *mut libc::FILE {
+    if ours(fd) {
+        return stream_for(fd, mode);
+    }
+    // SAFETY: forwarding.
+    unsafe { real!(fdopen: fn(c_int, *const c_char) -> *mut libc::FILE)(fd, mode) }
+}
