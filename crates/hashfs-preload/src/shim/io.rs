@@ -1,6 +1,7 @@
 //! Data: read, write and their positional and vector forms, lseek, sync, truncate, fallocate, hints.
 
 use super::*;
+use hashfs::fs::FallocateMode;
 
 pub(super) fn with_file<T>(
     fd: c_int,
@@ -321,6 +322,13 @@ pub(super) fn allocate_fd(fd: c_int, mode: c_int, off: off_t, len: off_t) -> c_i
         return libc::EOPNOTSUPP; // collapse, insert, unshare
     };
     match with_file(fd, |of, f| {
+        // A punched block still mapped by a shared mapping would be freed under it: with
+        // shared mappings the range is zeroed in place instead (it reads as zeros all the
+        // same; the blocks stay allocated).
+        let mode = match mode {
+            FallocateMode::PunchHole if has_shared_maps(of.ino) => FallocateMode::ZeroRangeKeepSize,
+            m => m,
+        };
         f.fallocate(off as u64, len as u64, mode).map_err(|e| e.errno())?;
         mmap::file_changed(of);
         Ok(())

@@ -11,8 +11,9 @@
 //!
 //! Each mapping is recorded (range, file offset, pages mapped onto the image); `munmap` of
 //! any length, whole or partial, trims or splits the record, and the open file goes with
-//! its last page. Truncating a file down while it has shared mappings fails with EBUSY, so
-//! no mapping is ever left on freed blocks. Not intercepted: `mremap` of such a mapping.
+//! its last page. Truncating a file down while it has shared mappings fails with EBUSY, and
+//! a hole punched in it is zeroed in place instead, so no mapping is ever left on freed
+//! blocks. Not intercepted: `mremap` of such a mapping.
 
 use super::*;
 use std::sync::atomic::AtomicUsize;
