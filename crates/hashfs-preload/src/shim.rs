@@ -4,7 +4,7 @@
 //! friends), `vector` (preadv/pwritev and the `*v2` calls), `copy` (copy_file_range,
 //! sendfile, splice), `stat` (the stat family, access), `meta` (owners, times, the `*at`
 //! name calls, mknod), `names` (unlink, mkdir, rename, links), `dir` (directory streams),
-//! `cwd` (chdir into the prefix), `mmap`, `xattr`, `stdio`, `statfs`. docs/shim.md lists
+//! `cwd` (chdir into the prefix), `mmap`, `xattr`, `socket` (refuses UNIX sockets in the prefix), `stdio`, `statfs`. docs/shim.md lists
 //! what is served and what is refused.
 
 use hashfs::fs::api::Access;
@@ -296,6 +296,7 @@ mod meta;
 mod mmap;
 mod names;
 mod path;
+mod socket;
 mod stat;
 mod statfs;
 mod stdio;
@@ -311,6 +312,7 @@ use mmap::has_shared_maps;
 pub use mmap::*;
 pub use names::*;
 use path::*;
+pub use socket::*;
 pub use stat::*;
 pub use statfs::*;
 pub use stdio::*;

@@ -75,6 +75,15 @@ os.lseek(src, 100, os.SEEK_SET)
 assert os.sendfile(s1.fileno(), src, None, 50) == 50 and s2.recv(50) == data[100:150]
 assert os.lseek(src, 0, os.SEEK_CUR) == 150
 
+# --- UNIX sockets cannot live in the image through the shim (the kernel cannot see it)
+us = socket.socket(socket.AF_UNIX)
+expect_errno(errno.EOPNOTSUPP, us.bind, P + "/sock")
+expect_errno(errno.EOPNOTSUPP, us.connect, P + "/sock")
+us.close()
+os.mkfifo(P + "/fifo")  # a FIFO can be made and seen...
+assert os.stat(P + "/fifo").st_mode & 0o170000 == 0o010000
+expect_errno(errno.EOPNOTSUPP, os.open, P + "/fifo", os.O_RDONLY | os.O_NONBLOCK)  # ...not opened
+
 # --- anything not intercepted fails loudly (EBADF), never acts on /dev/null --------------
 expect_errno(errno.EBADF, fcntl.ioctl, src, termios.FIONREAD, b"\0" * 4)
 
