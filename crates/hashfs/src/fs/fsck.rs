@@ -517,14 +517,15 @@ fn check<D: PmDevice>(dev: Arc<D>, progress: Progress<'_>) -> Result<(Vec<Findin
         }
     }
 
-    // Extended attributes: an owner reached from the root reaches its xattr inode, which
-    // must be its own (a regular inode of mode 0, nlink 1, `parent` naming the owner) and
-    // hold a valid blob.
+    // Extended attributes: an owner reaches its xattr inode, which must be its own (a
+    // regular inode of mode 0, nlink 1, `parent` naming the owner) and hold a valid blob.
+    // (An owner that is itself unreachable is reported for itself: after a crash, an
+    // unlinked file still open takes its attributes with it when recovery frees it.)
     let mut xattr_owner = vec![0u32; n + 1];
     for i in 1..=n {
         let Some(raw) = inodes[i] else { continue };
         let x = raw.xattr_ino as usize;
-        if x == 0 || !reached[i] {
+        if x == 0 {
             continue;
         }
         let ok = x <= n
