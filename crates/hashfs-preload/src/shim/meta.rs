@@ -288,7 +288,9 @@ fn mknod_ours(p: &Path, mode: mode_t, dev: libc::dev_t) -> Result<(), c_int> {
     if t == FileType::Regular {
         return fs.create_file_at(parent, &name, perm, Owner::current()).map(|_| ()).map_err(|e| e.errno());
     }
-    if matches!(t, FileType::CharDevice | FileType::BlockDevice) && unsafe { libc::geteuid() } != 0 {
+    // SAFETY: geteuid has no preconditions.
+    let euid = unsafe { libc::geteuid() };
+    if matches!(t, FileType::CharDevice | FileType::BlockDevice) && euid != 0 {
         return Err(libc::EPERM); // as Linux: devices need CAP_MKNOD
     }
     let rdev = if matches!(t, FileType::CharDevice | FileType::BlockDevice) { dev } else { 0 };
