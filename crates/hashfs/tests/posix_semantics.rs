@@ -481,3 +481,26 @@ fn zero_range() {
     drop(f);
     assert_fsck_clean(&dev);
 }
+
+/// A format-2 image (before special files and attributes) mounts, keeps its files, and is
+/// stamped format 3 by the mount, so that an older build refuses it from then on.
+#[test]
+fn format_2_images_mount_and_are_stamped_format_3() {
+    use hashfs::layout::superblock::{FORMAT_VERSION, SB_PRIMARY_OFF, SB_SECONDARY_OFF};
+    use hashfs::pm::PmDevice;
+    let (fs, dev) = new_fs(8 << 20, &small_opts());
+    fs.write(p("/old"), b"from format 2").unwrap();
+    drop(fs);
+    let (mut sb, _, _) = hashfs::fs::read_superblock(&*dev).unwrap();
+    assert_eq!(sb.format_version, FORMAT_VERSION);
+    sb.format_version = 2;
+    sb.seal();
+    for off in [SB_PRIMARY_OFF, SB_SECONDARY_OFF] {
+        dev.write(off, bytemuck::bytes_of(&sb));
+    }
+    let image = dev.live_image();
+    let (fs, _report, dev) = mount_image(&image).unwrap();
+    assert_eq!(fs.read(p("/old")).unwrap(), b"from format 2");
+    assert_eq!(hashfs::fs::read_superblock(&*dev).unwrap().0.format_version, 3);
+    assert_fsck_clean(&dev);
+}

@@ -227,6 +227,8 @@ impl<D: PmDevice> FsInner<D> {
     pub fn mark_mounted(&self) {
         let mut sb = self.sb.lock();
         sb.state = SB_STATE_MOUNTED;
+        // This build may add what older formats lack (special files, attributes).
+        sb.format_version = FORMAT_VERSION;
         sb.mount_count += 1;
         write_superblock(&*self.dev, &mut sb);
     }

@@ -7,8 +7,12 @@ use bytemuck::{Pod, Zeroable};
 
 pub const MAGIC: u64 = u64::from_le_bytes(*b"HASHFS\0\x01");
 /// Version 2 added the mapping kinds other than HashFS and the layout score; a version-1
-/// image (HashFS only, the new fields zero) reads as version 2.
-pub const FORMAT_VERSION: u32 = 2;
+/// image (HashFS only, the new fields zero) reads as version 2. Version 3 added FIFOs,
+/// devices and sockets (a device number in the mapping area of special inodes) and extended
+/// attributes (`xattr_ino`, attribute inodes); older images hold none and read as version 3,
+/// and a mount by this build stamps version 3, so that an older build refuses the image
+/// once it may hold them.
+pub const FORMAT_VERSION: u32 = 3;
 pub const SB_STATE_CLEAN: u32 = 1;
 pub const SB_STATE_MOUNTED: u32 = 2;
 /// Byte offsets of the two superblock copies.
