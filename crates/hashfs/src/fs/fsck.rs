@@ -410,8 +410,11 @@ fn check<D: PmDevice>(dev: Arc<D>, progress: Progress<'_>) -> Result<(Vec<Findin
             );
         }
     }
-    let cursor = crate::mapping::Cursor::default();
+    // A tree cursor remembers one file's last leaf: each lookup takes a fresh one, since
+    // consecutive lookups here are of different files (a shared cursor would answer for
+    // one file with another's leaf).
     let dir_block = |d: usize, draw: &InodeRaw, lblk: u64| -> Option<u64> {
+        let cursor = crate::mapping::Cursor::default();
         match &block_map {
             Some(bm) => bm.lookup(d as u32, draw, &cursor, lblk).ok().flatten().map(|(p, _)| p),
             None => table.lookup(key(d as u32, lblk as u32)),
