@@ -1,4 +1,5 @@
-//! File data: read, write and truncate over the HashFS table.
+//! File data: read, write, truncate, fallocate (allocate, punch, zero range) over every
+//! mapping (the HashFS table, or a per-file or global structure with the block allocator).
 //!
 //! Durability order for a write (the papers' relaxed/sync mode): new blocks are claimed in
 //! the table as reservations and filled (the rest of a partly written new block is zeroed,

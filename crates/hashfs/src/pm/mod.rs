@@ -14,6 +14,7 @@
 pub(crate) mod cpu;
 pub mod crash;
 pub mod mmap;
+pub mod overlay;
 
 pub use cpu::{flush_kind, FlushKind, CACHE_LINE_BYTES};
 pub use crash::{CrashDevice, CrashPoint};
