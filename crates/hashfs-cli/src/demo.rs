@@ -2,6 +2,8 @@
 //! tree of files, read it back and verify it, do random reads, rename and delete, unmount,
 //! fsck, and print what happened and how fast.
 
+#![forbid(unsafe_code)]
+
 use crate::{fail, Failure};
 use hashfs::fs::{fsck, FormatOptions, FsckMode};
 use hashfs::pm::{MmapDevice, OpenMode, PmDevice};

@@ -11,6 +11,8 @@
 //! mount(8)'s helper flags `-n` (no mtab), `-s` (sloppy: unknown options are skipped with
 //! a warning), `-f` (fake) and `-v` are understood.
 
+#![forbid(unsafe_code)]
+
 use crate::{fail, Failure};
 use std::path::{Path, PathBuf};
 

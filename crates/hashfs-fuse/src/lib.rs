@@ -12,6 +12,8 @@
 //!
 //! Every reply is sent exactly once; errors map through `hashfs::Error::errno`.
 
+#![forbid(unsafe_code)]
+
 use fuser::{
     Errno, FileAttr, FileHandle, FileType as FuseType, Filesystem, FopenFlags, Generation, INodeNo, InitFlags,
     KernelConfig, LockOwner, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyEmpty,

@@ -1,5 +1,7 @@
 //! One error type for the whole library, with one mapping to errno for every front end.
 
+#![forbid(unsafe_code)]
+
 use std::io;
 
 /// Everything that can go wrong. "The image is corrupt", "the host failed" and the

@@ -10,6 +10,8 @@
 //! metadata. The image is populated before the run (no page faults on any target), and the
 //! tmpfs files are written in full first.
 
+#![forbid(unsafe_code)]
+
 use super::{cpu_model, git_commit, Samples};
 use crate::{fail, Failure};
 use hashfs::fs::FormatOptions;

@@ -1,6 +1,8 @@
 //! Benchmarks. They print their configuration beside their results and never decide
 //! whether CI passes.
 
+#![forbid(unsafe_code)]
+
 mod churn;
 mod micro;
 pub mod paper;

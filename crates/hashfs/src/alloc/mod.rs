@@ -13,6 +13,8 @@
 //! Not yet used by the file system: the extent-tree, radix-tree, cuckoo and extent-hash
 //! mappings that need it come with the mapping design space (issue 3).
 
+#![forbid(unsafe_code)]
+
 use crate::journal::Tx;
 use crate::pm::PmDevice;
 use crate::{Error, Result};

@@ -3,6 +3,8 @@
 //! subtree must recover to the state before or after the operation its thread had in
 //! flight, and a crashed recovery must recover to the same state again.
 
+#![forbid(unsafe_code)]
+
 use super::explore::{image_for, Config, Failure, Stats};
 use super::snapshot::{torn_between, Snapshot};
 use super::workload::Op;

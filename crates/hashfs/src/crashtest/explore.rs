@@ -11,6 +11,8 @@
 //!    at each of its own fences, and the second recovery must give the same state as the
 //!    first, again fsck-clean.
 
+#![forbid(unsafe_code)]
+
 use super::snapshot::{torn_between, Snapshot};
 use super::workload::{Op, Workload};
 use crate::fs::{fsck, FsckMode};

@@ -13,6 +13,8 @@
 //! `hashfs crashtest` is the command; `tests/crash_consistency.rs` runs a bounded
 //! exploration in CI; `scripts/crash-bugs.sh` shows that it catches deliberate bugs.
 
+#![forbid(unsafe_code)]
+
 pub mod concurrent;
 pub mod explore;
 pub mod snapshot;

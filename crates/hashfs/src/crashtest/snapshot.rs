@@ -3,6 +3,8 @@
 //! the interrupted operation (exactly, or byte by byte for the operations that are not
 //! atomic in relaxed mode).
 
+#![forbid(unsafe_code)]
+
 use crate::pm::PmDevice;
 use crate::{FileSystem, FileType, Result};
 use std::collections::BTreeMap;

@@ -3,6 +3,8 @@
 //! its sequences of one and two, and random longer sequences in which most operations
 //! succeed.
 
+#![forbid(unsafe_code)]
+
 use crate::fs::api::FallocateMode;
 use crate::pm::PmDevice;
 use crate::{FileSystem, OpenOptions, RenameMode, Result, SetAttr, SetTime};

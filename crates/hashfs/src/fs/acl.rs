@@ -8,6 +8,8 @@
 //! The kernel enforces ACLs through the mount (FUSE's POSIX ACL support); the library
 //! stores them, keeps them in step with the mode and applies inheritance.
 
+#![forbid(unsafe_code)]
+
 use super::xattr::XattrMode;
 use super::{FileSystem, SetAttr};
 use crate::layout::Ino;

@@ -6,6 +6,8 @@
 //! Intermediate symbolic links are followed (at most 40, else `Loop`). The Rust API does
 //! not check permissions: it acts with full rights, like root; front ends check access.
 
+#![forbid(unsafe_code)]
+
 use super::dir::RawDirEntry;
 use super::inode::InodeCell;
 use super::ops::{NodeSpec, Owner, RemoveKind, RenameMode};

@@ -12,6 +12,8 @@
 //! and keys of a write in progress (recovery frees those). (F2): bytes past EOF in the last
 //! block may be stale; any operation that grows the size zeroes them first.
 
+#![forbid(unsafe_code)]
+
 use super::inode::{self, InodeCell, InodeMem};
 use super::FsInner;
 use crate::alloc::Extent;

@@ -2,6 +2,8 @@
 //! DRAM index (name -> entry, free runs by size) built on first use, so that lookup,
 //! insert and remove are O(1) whatever the directory's size.
 
+#![forbid(unsafe_code)]
+
 use crate::layout::dirent::{
     slots_for, valid_name, DirentHeader, FileType, DIRENT_HEADER_BYTES, DIRENT_SLOT_BYTES, MAX_DIRENT_SLOTS,
     SLOTS_PER_BLOCK,

@@ -16,6 +16,8 @@
 //! Exit codes follow e2fsck: 0 clean (or clean once recovered), 1 errors corrected, 4
 //! errors left, 8 operational error.
 
+#![forbid(unsafe_code)]
+
 use super::dir::{parse_block, Run};
 use super::inode::read_raw;
 use super::recovery::mappable_blocks;

@@ -1,6 +1,8 @@
 //! In-DRAM inode state: the cache of inode cells, the inode allocator, and reading and
 //! writing inodes through transactions.
 
+#![forbid(unsafe_code)]
+
 use crate::fs::dir::DirIndex;
 use crate::layout::inode::{InodeRaw, InodeState as MediaState};
 use crate::layout::{Geometry, Ino};

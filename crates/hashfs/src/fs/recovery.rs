@@ -12,6 +12,8 @@
 //! On a cleanly unmounted image none of these can exist, so finding one means corruption:
 //! mount refuses and names `hashfs fsck --repair`.
 
+#![forbid(unsafe_code)]
+
 use super::inode::{self, InodeAllocator, InodeCache, InodeCell};
 use super::{read_superblock, FsInner, Progress, SuperblockSource};
 use crate::journal::{self, Journals};

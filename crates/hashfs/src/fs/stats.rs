@@ -2,6 +2,8 @@
 //! "mapping structure size" (HashFS §2.1) and the layout score (§4) of the files as they
 //! lie on the device.
 
+#![forbid(unsafe_code)]
+
 use super::api::FileSystem;
 use super::inode::read_raw;
 use crate::layout::inode::InodeState;

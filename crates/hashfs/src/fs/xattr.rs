@@ -20,6 +20,8 @@
 //! Permission checks are the front ends' (the library acts as root): FUSE gets them from
 //! the kernel, the shim applies Linux's rules itself.
 
+#![forbid(unsafe_code)]
+
 use super::inode::{self, InodeCell};
 use super::FsInner;
 use crate::layout::inode::{InodeRaw, S_IFREG};

@@ -5,6 +5,8 @@
 //! name are written (and flushed) while the word is 0, then the word is set inside a
 //! journaled transaction. A free run keeps its `nslots` so that a scan can step over it.
 
+#![forbid(unsafe_code)]
+
 use bytemuck::{Pod, Zeroable};
 
 pub const DIRENT_SLOT_BYTES: u64 = 32;

@@ -5,6 +5,8 @@
 //! 64..96). The timestamps lie outside the checksum: each is updated by one atomic 8-byte store without
 //! the journal, so a crash cannot leave a checksum that disagrees with them.
 
+#![forbid(unsafe_code)]
+
 use bytemuck::{Pod, Zeroable};
 
 /// An inode number, 1 ..= 2^32 - 2.

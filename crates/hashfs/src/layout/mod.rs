@@ -4,6 +4,8 @@
 //! little-endian fields (the crate builds only for little-endian targets), explicit
 //! reserved bytes, and a compile-time size check.
 
+#![forbid(unsafe_code)]
+
 pub mod dirent;
 pub mod inode;
 pub mod superblock;

@@ -1,5 +1,7 @@
 //! The superblock (two copies: blocks 0 and 1) and the geometry it records.
 
+#![forbid(unsafe_code)]
+
 use super::{round_up, BLOCK_BYTES, HUGE_ALIGN_BYTES, INODE_BYTES, MAX_DATA_BLOCKS, MAX_INODES};
 use crate::journal::{ENTRY_BYTES, JOURNAL_HEADER_BYTES};
 use crate::{Error, Result};

@@ -16,6 +16,8 @@
 //! table's lock for writing from the first change to the commit, and lookups hold it for
 //! reading (the paper uses TSX for this isolation; a lock gives the same guarantee).
 
+#![forbid(unsafe_code)]
+
 use super::simd::home_slot;
 use super::staged::{MemRead, Staged};
 use crate::layout::superblock::{cuckoo_buckets, CUCKOO_BUCKET_BYTES};

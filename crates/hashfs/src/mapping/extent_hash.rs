@@ -11,6 +11,8 @@
 //! the caller's undo-logged transaction; a rollback puts BUSY back and mount turns every
 //! BUSY slot into a tombstone. Tombstones are all ones.
 
+#![forbid(unsafe_code)]
+
 use super::simd::home_slot;
 use crate::journal::Tx;
 use crate::pm::PmDevice;

@@ -16,6 +16,8 @@
 //! shrinking a level are all-or-nothing. Empty nodes are freed and a root with one child
 //! absorbs it; partly empty siblings are not rebalanced (as in ext4).
 
+#![forbid(unsafe_code)]
+
 use super::staged::{MemRead, Staged};
 use crate::alloc::Extent;
 use crate::layout::{Geometry, InodeRaw};

@@ -20,6 +20,8 @@
 //! `purge_lock`; an insert holds the read side while it probes and claims, so a purge never
 //! runs between an insert passing a slot and claiming a later one.
 
+#![forbid(unsafe_code)]
+
 use super::simd::{self, SimdKind};
 use crate::layout::Geometry;
 use crate::pm::PmDevice;

@@ -8,6 +8,8 @@
 //! changed or freed once they commit. When full, the cache drops everything (a simple,
 //! predictable policy; the benchmark's working sets fit).
 
+#![forbid(unsafe_code)]
+
 use super::staged::MemRead;
 use crate::pm::PmDevice;
 use parking_lot::RwLock;

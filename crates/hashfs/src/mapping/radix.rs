@@ -10,6 +10,8 @@
 //! transaction. Nodes left with no pointers are freed, and the root gives up levels while
 //! only its first pointer is used.
 
+#![forbid(unsafe_code)]
+
 use super::extent_tree::NodeAlloc;
 use super::staged::{MemRead, Staged};
 use crate::alloc::Extent;

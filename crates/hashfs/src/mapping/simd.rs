@@ -85,6 +85,10 @@ pub fn home_slots(kind: SimdKind, keys: &[u64], seed: u64, nslots: u64, out: &mu
     }
 }
 
+/// Eight keys' home slots at once.
+///
+/// # Safety
+/// The CPU has AVX-512F and AVX-512DQ (checked once at start-up by the caller's dispatch).
 #[target_feature(enable = "avx512f,avx512dq")]
 unsafe fn hash8_avx512(keys: &[u64; 8], seed: u64, nslots: u64, out: &mut [u64; 8]) {
     use core::arch::x86_64::*;
@@ -103,9 +107,17 @@ unsafe fn hash8_avx512(keys: &[u64; 8], seed: u64, nslots: u64, out: &mut [u64; 
     }
 }
 
+/// Four keys' home slots at once (`keys` and `out` hold four each).
+///
+/// # Safety
+/// The CPU has AVX2 (checked once at start-up by the caller's dispatch).
 #[target_feature(enable = "avx2")]
 unsafe fn hash4_avx2(keys: &[u64], seed: u64, nslots: u64, out: &mut [u64]) {
     use core::arch::x86_64::*;
+    /// 64-bit lane-wise low multiply from 32-bit multiplies (AVX2 has no `mullo_epi64`).
+    ///
+    /// # Safety
+    /// The CPU has AVX2.
     #[inline(always)]
     unsafe fn mullo64(a: __m256i, b: __m256i) -> __m256i {
         // SAFETY: register-only AVX2 arithmetic; the caller has AVX2.

@@ -9,6 +9,8 @@
 //! so a node update costs journal space in proportion to what changed, and single-word
 //! changes (radix pointers, bitmap words) are applied as 8-byte atomic stores.
 
+#![forbid(unsafe_code)]
+
 use crate::journal::Tx;
 use crate::pm::PmDevice;
 use std::collections::BTreeMap;

@@ -7,6 +7,8 @@
 //! sequential run of 8 blocks, fetched together by a vector lookup, then fills all 8
 //! entries instead of colliding.
 
+#![forbid(unsafe_code)]
+
 use std::sync::atomic::{AtomicU64, Ordering};
 
 pub const TCACHE_ENTRIES: usize = 8;

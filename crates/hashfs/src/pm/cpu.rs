@@ -149,6 +149,11 @@ pub unsafe fn copy_nontemporal(kind: FlushKind, dst: *mut u8, src: *const u8, le
     }
 }
 
+/// Streams `len` bytes (a multiple of 32) with 32-byte non-temporal stores.
+///
+/// # Safety
+/// The CPU has AVX; `src` and `dst` are valid for `len` bytes and do not overlap; `dst` is
+/// 32-byte aligned.
 #[target_feature(enable = "avx")]
 unsafe fn stream_avx(dst: *mut u8, src: *const u8, len: usize) {
     use core::arch::x86_64::{__m256i, _mm256_loadu_si256, _mm256_stream_si256};
@@ -163,6 +168,10 @@ unsafe fn stream_avx(dst: *mut u8, src: *const u8, len: usize) {
     }
 }
 
+/// Streams `len` bytes (a multiple of 8) with 8-byte non-temporal stores.
+///
+/// # Safety
+/// `src` and `dst` are valid for `len` bytes and do not overlap; `dst` is 8-byte aligned.
 unsafe fn stream_movnti(dst: *mut u8, src: *const u8, len: usize) {
     let mut i = 0;
     while i < len {

@@ -21,6 +21,8 @@
 //! takes effect): the durable image and, per pending line, every contents a crash could
 //! leave in it. [`CrashPoint::state_count`] says how many images that makes.
 
+#![forbid(unsafe_code)]
+
 use super::{lines_in, DevOffset, DeviceStats, PmDevice};
 use parking_lot::Mutex;
 use std::collections::{BTreeMap, BTreeSet};

@@ -2,6 +2,8 @@
 //! the words written so far; writes land in DRAM only, so journal recovery can run on the
 //! view without touching the image.
 
+#![forbid(unsafe_code)]
+
 use super::{DevOffset, DeviceStats, PmDevice};
 use parking_lot::Mutex;
 use std::collections::HashMap;

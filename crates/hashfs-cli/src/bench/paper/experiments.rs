@@ -1,5 +1,7 @@
 //! The experiments of `hashfs bench paper`; each returns its points for the JSON.
 
+#![forbid(unsafe_code)]
+
 use super::{point, Ctx, OpKind, Report, Runner, Sample, Target, BLOCK};
 use crate::{fail, Failure};
 use hashfs::{timing, MappingKind};

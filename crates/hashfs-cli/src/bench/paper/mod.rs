@@ -13,6 +13,8 @@
 //! (Student's t). Each experiment writes one JSON file (machine, configuration, git commit
 //! and every trial value); `bench/plot.py` draws the plots and writes `docs/results.md`.
 
+#![forbid(unsafe_code)]
+
 mod experiments;
 
 use super::{cpu_model, git_commit};
