@@ -1,0 +1,560 @@
+//! fsck's check, pass by pass: superblocks, journals (rolled back in the caller's view),
+//! inodes, the mapping (the HashFS table, or an allocator mapping and its bitmap),
+//! directories, reachability from the root, extended attributes, and per-inode counts.
+//! Each pass reads the image and what the earlier passes found, and adds findings; none
+//! writes (check mode runs on a copy-on-write overlay).
+
+use super::{Finding, Fix};
+use crate::fs::dir::{parse_block, Run};
+use crate::fs::inode::read_raw;
+use crate::fs::recovery::mappable_blocks;
+use crate::fs::Progress;
+use crate::journal;
+use crate::layout::dirent::{FileType, SLOTS_PER_BLOCK};
+use crate::layout::inode::{InodeRaw, InodeState};
+use crate::layout::superblock::{SB_PRIMARY_OFF, SB_SECONDARY_OFF};
+use crate::layout::{Geometry, Ino, Superblock, BLOCK_BYTES, SB_STATE_CLEAN};
+use crate::mapping::hashfs::{classify, key, Entry, HashTable};
+use crate::mapping::{BlockMap, Mapped};
+use crate::pm::PmDevice;
+use crate::Result;
+use bytemuck::Zeroable;
+use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
+
+/// Inodes in use, blocks in use, directories.
+pub(super) type Stats = (u64, u64, u64);
+
+/// The findings so far; what a crash leaves (fixed by a mount) is marked pending.
+#[derive(Default)]
+pub(super) struct Findings(pub Vec<Finding>);
+
+impl Findings {
+    pub(super) fn add(&mut self, what: String, fix: Fix) {
+        let pending = matches!(fix, Fix::Mount);
+        self.0.push(Finding { what, fix, pending })
+    }
+}
+
+/// Runs every pass over the image on `dev`.
+pub(super) fn check<D: PmDevice>(dev: Arc<D>, progress: Progress<'_>) -> Result<(Vec<Finding>, Stats)> {
+    let mut out = Findings::default();
+    let Some((sb, geo)) = superblocks(&*dev, &mut out) else { return Ok((out.0, (0, 0, 0))) };
+    let dirty = sb.state != SB_STATE_CLEAN;
+    journals(&*dev, &geo, &mut out)?;
+    let (inodes, used_inodes) = read_inodes(&*dev, &geo, progress, &mut out);
+    if !inodes[1].is_some_and(|r| r.is_dir()) {
+        out.add("root inode is missing or not a directory".into(), Fix::None);
+        return Ok((out.0, (used_inodes, 0, 0)));
+    }
+    let map = Map::new(dev.clone(), &geo, &sb)?;
+    let mut counts = vec![0u64; inodes.len()];
+    let used_blocks = match &map.block_map {
+        Some(bm) => check_block_map(bm, &inodes, &mut counts, &mut |w, f| out.add(w, f)),
+        None => table(&map.table, &geo, &inodes, &mut counts, dirty, progress, &mut out),
+    };
+    let tree = directories(&*dev, &geo, &map, &inodes, &mut out);
+    let mut reached = reachability(&inodes, &tree.children);
+    let xattr_owner = xattrs(&*dev, &geo, &map, &inodes, &mut reached, &mut out);
+    per_inode(&inodes, &tree, &reached, &xattr_owner, &counts, dirty, &mut out);
+    Ok((out.0, (used_inodes, used_blocks, tree.directories)))
+}
+
+/// Both superblock copies; the one to trust and its geometry, or None if neither is valid.
+fn superblocks<D: PmDevice>(dev: &D, out: &mut Findings) -> Option<(Superblock, Geometry)> {
+    let read = |off| {
+        let mut sb = Superblock::zeroed();
+        dev.read(off, bytemuck::bytes_of_mut(&mut sb));
+        sb
+    };
+    if dev.len_bytes() < 2 * BLOCK_BYTES {
+        out.add(format!("image of {} bytes is too small to be a HashFS image", dev.len_bytes()), Fix::None);
+        return None;
+    }
+    let (p, s) = (read(SB_PRIMARY_OFF), read(SB_SECONDARY_OFF));
+    let (pv, sv) = (p.validate(dev.len_bytes()), s.validate(dev.len_bytes()));
+    match (&pv, &sv) {
+        (Ok(g), _) => {
+            if sv.is_err() || s != p {
+                let why = sv.as_ref().err().map(|e| e.to_string()).unwrap_or_else(|| "differs from the primary".into());
+                out.add(format!("superblock copy: {why}"), Fix::SecondarySuperblockFromPrimary);
+            }
+            Some((p, *g))
+        }
+        (Err(e), Ok(g)) => {
+            out.add(format!("primary superblock: {e} (the copy is good)"), Fix::PrimarySuperblockFromCopy);
+            Some((s, *g))
+        }
+        (Err(e), Err(_)) => {
+            out.add(format!("no valid superblock: {e}"), Fix::None);
+            None
+        }
+    }
+}
+
+/// Journal headers, and the rollback of pending transactions (on the caller's device:
+/// in check mode, the overlay).
+fn journals<D: PmDevice>(dev: &D, geo: &Geometry, out: &mut Findings) -> Result<()> {
+    let mut journals_ok = true;
+    for st in &journal::inspect(dev, geo) {
+        if !st.header_ok {
+            out.add(format!("journal {}: header corrupt", st.index), Fix::ResetJournal(st.index));
+            journals_ok = false;
+        } else if st.active_txid != 0 {
+            out.add(
+                format!("journal {}: uncommitted transaction {} (recovery rolls it back)", st.index, st.active_txid),
+                Fix::Mount,
+            );
+        }
+    }
+    if journals_ok {
+        journal::recover(dev, geo)?;
+    }
+    Ok(())
+}
+
+/// Every inode checked (checksum, type, sizes): the valid ones by number (index 0 unused),
+/// and how many there are.
+fn read_inodes<D: PmDevice>(
+    dev: &D,
+    geo: &Geometry,
+    progress: Progress<'_>,
+    out: &mut Findings,
+) -> (Vec<Option<InodeRaw>>, u64) {
+    let n = geo.inode_count as usize;
+    let mut inodes: Vec<Option<InodeRaw>> = vec![None; n + 1];
+    let mut used = 0;
+    #[allow(clippy::needless_range_loop)] // i is the inode number, not just an index
+    for i in 1..=n {
+        let ino = Ino(i as u32);
+        let raw = read_raw(dev, geo, ino);
+        match raw.check(ino) {
+            InodeState::Free => {}
+            InodeState::Allocated => {
+                inodes[i] = Some(raw);
+                used += 1;
+            }
+            InodeState::Corrupt(why) => out.add(format!("inode {ino}: {why}"), Fix::ClearInode(ino)),
+        }
+        if i % 65536 == 0 {
+            progress(i as u64, (n as u64) + geo.data_blocks);
+        }
+    }
+    (inodes, used)
+}
+
+/// The image's mapping, for finding a file's blocks.
+struct Map<D: PmDevice> {
+    block_map: Option<BlockMap<D>>,
+    table: HashTable<D>,
+}
+
+impl<D: PmDevice> Map<D> {
+    fn new(dev: Arc<D>, geo: &Geometry, sb: &Superblock) -> Result<Map<D>> {
+        let kind = crate::layout::MappingKind::from_u32(sb.mapping_kind).expect("validated");
+        let block_map = if kind == crate::layout::MappingKind::HashFs {
+            None
+        } else {
+            Some(BlockMap::new(dev.clone(), *geo, sb, kind)?)
+        };
+        Ok(Map { block_map, table: HashTable::new(dev, geo, sb.hash_seed) })
+    }
+
+    /// The physical block of `lblk` of inode `ino`. A tree cursor remembers one file's last
+    /// leaf, so each lookup takes a fresh one: consecutive lookups here are of different
+    /// files (a shared cursor answered for one file with another's leaf).
+    fn block(&self, ino: usize, raw: &InodeRaw, lblk: u64) -> Option<u64> {
+        let cursor = crate::mapping::Cursor::default();
+        match &self.block_map {
+            Some(bm) => bm.lookup(ino as u32, raw, &cursor, lblk).ok().flatten().map(|(p, _)| p),
+            None => self.table.lookup(key(ino as u32, lblk as u32)),
+        }
+    }
+}
+
+/// The HashFS table: every slot's entry, keys against their inodes, duplicates, probe
+/// paths; counts each inode's blocks. Returns the blocks in use.
+fn table<D: PmDevice>(
+    table: &HashTable<D>,
+    geo: &Geometry,
+    inodes: &[Option<InodeRaw>],
+    counts: &mut [u64],
+    dirty: bool,
+    progress: Progress<'_>,
+    out: &mut Findings,
+) -> u64 {
+    let n = inodes.len() as u64 - 1;
+    let mut used_blocks = 0;
+    let mut seen: HashMap<u64, u64> = HashMap::new();
+    let mut unreachable_keys = 0u64;
+    // After a crash, what recovery frees is a leftover; on a clean image, an error.
+    let leftover = |fix| if dirty { Fix::Mount } else { fix };
+    for slot in 0..table.nslots() {
+        let v = table.load(slot);
+        match classify(v, table.nslots()) {
+            Entry::Empty | Entry::Tombstone => {}
+            Entry::Invalid => out.add(format!("table slot {slot}: invalid value {v:#x}"), Fix::TombstoneSlot(slot)),
+            Entry::Reserved { .. } => {
+                let what = format!("table slot {slot}: reservation left by an interrupted write");
+                out.add(what, leftover(Fix::TombstoneSlot(slot)));
+            }
+            Entry::Key { ino, lblk } => {
+                used_blocks += 1;
+                let Some(raw) = inodes.get(ino as usize).and_then(|r| r.as_ref()) else {
+                    out.add(
+                        format!("table slot {slot}: maps block {lblk} of free or invalid inode {ino}"),
+                        leftover(Fix::TombstoneSlot(slot)),
+                    );
+                    continue;
+                };
+                if lblk as u64 >= mappable_blocks(raw.size) {
+                    out.add(
+                        format!(
+                            "table slot {slot}: block {lblk} of inode {ino} lies past its end ({} bytes)",
+                            raw.size
+                        ),
+                        leftover(Fix::TombstoneSlot(slot)),
+                    );
+                    continue;
+                }
+                if let Some(other) = seen.insert(v, slot) {
+                    out.add(
+                        format!("table slots {other} and {slot} both map block {lblk} of inode {ino}"),
+                        Fix::TombstoneSlot(slot),
+                    );
+                    continue;
+                }
+                if table.lookup(v) != Some(slot) {
+                    unreachable_keys += 1;
+                }
+                counts[ino as usize] += 1;
+            }
+        }
+        if slot % 262_144 == 0 {
+            progress(n + slot, n + geo.data_blocks);
+        }
+    }
+    if unreachable_keys > 0 {
+        out.add(
+            format!("table: {unreachable_keys} keys cannot be reached from their home slot"),
+            leftover(Fix::RepairProbePaths),
+        );
+    }
+    used_blocks
+}
+
+/// What the directories say about every inode.
+struct Tree {
+    /// Entries naming each inode.
+    refs: Vec<u32>,
+    /// Subdirectories of each directory.
+    subdirs: Vec<u32>,
+    /// Directories listing each directory.
+    parent_seen: Vec<u32>,
+    children: Vec<Vec<u32>>,
+    directories: u64,
+}
+
+/// Every directory's blocks parsed; entries against their inodes (type, uniqueness,
+/// parents), entry counts.
+fn directories<D: PmDevice>(
+    dev: &D,
+    geo: &Geometry,
+    map: &Map<D>,
+    inodes: &[Option<InodeRaw>],
+    out: &mut Findings,
+) -> Tree {
+    let n = inodes.len() - 1;
+    let mut t = Tree {
+        refs: vec![0; n + 1],
+        subdirs: vec![0; n + 1],
+        parent_seen: vec![0; n + 1],
+        children: vec![Vec::new(); n + 1],
+        directories: 0,
+    };
+    let mut buf = vec![0u8; BLOCK_BYTES as usize];
+    for d in 1..=n {
+        let Some(draw) = inodes[d] else { continue };
+        if !draw.is_dir() {
+            continue;
+        }
+        t.directories += 1;
+        let mut live = 0u64;
+        let mut names: HashMap<Vec<u8>, u64> = HashMap::new();
+        for lblk in 0..draw.size / BLOCK_BYTES {
+            let Some(slot) = map.block(d, &draw, lblk) else {
+                out.add(format!("directory {d}: block {lblk} is not mapped"), Fix::None);
+                continue;
+            };
+            dev.read(geo.block_off(slot), &mut buf);
+            let runs = match parse_block(&buf, lblk) {
+                Ok(r) => r,
+                Err(e) => {
+                    out.add(format!("directory {d}: {e}"), Fix::None);
+                    continue;
+                }
+            };
+            for run in runs {
+                let Run::Entry { pos, nslots, ino, ftype, name } = run else { continue };
+                let off = geo.block_off(slot) + (pos % SLOTS_PER_BLOCK) * 32;
+                let shown = String::from_utf8_lossy(&name).into_owned();
+                let target = if ino <= n as u64 { inodes[ino as usize] } else { None };
+                let Some(traw) = target else {
+                    out.add(
+                        format!("directory {d}: entry {shown:?} points to free or invalid inode {ino}"),
+                        Fix::ClearDirent { off },
+                    );
+                    continue;
+                };
+                if names.insert(name.clone(), pos).is_some() {
+                    out.add(format!("directory {d}: duplicate name {shown:?}"), Fix::ClearDirent { off });
+                    continue;
+                }
+                let want = FileType::from_mode(traw.mode).expect("checked");
+                if FileType::from_u8(ftype) != Some(want) {
+                    let word = crate::fs::dir::DirIndex::header_word1(nslots, name.len(), want);
+                    out.add(
+                        format!("directory {d}: entry {shown:?} has the wrong file type"),
+                        Fix::DirentWord1 { off: off + 8, word },
+                    );
+                }
+                if traw.is_dir() {
+                    t.parent_seen[ino as usize] += 1;
+                    t.subdirs[d] += 1;
+                    if traw.parent != d as u64 {
+                        let mut fixed = traw;
+                        fixed.parent = d as u64;
+                        out.add(
+                            format!("directory {ino}: parent is {} but it is listed in {d}", traw.parent),
+                            Fix::RewriteInode(Ino(ino as u32), Box::new(fixed)),
+                        );
+                    }
+                }
+                t.refs[ino as usize] += 1;
+                t.children[d].push(ino as u32);
+                live += 1;
+            }
+        }
+        if draw.dir_entries != live {
+            let mut fixed = draw;
+            fixed.dir_entries = live;
+            out.add(
+                format!("directory {d}: counts {} entries but holds {live}", draw.dir_entries),
+                Fix::RewriteInode(Ino(d as u32), Box::new(fixed)),
+            );
+        }
+    }
+    t
+}
+
+/// Which inodes the root reaches through directory entries.
+fn reachability(inodes: &[Option<InodeRaw>], children: &[Vec<u32>]) -> Vec<bool> {
+    let mut reached = vec![false; inodes.len()];
+    reached[1] = true;
+    let mut queue = VecDeque::from([1u32]);
+    while let Some(d) = queue.pop_front() {
+        for &c in &children[d as usize] {
+            if !reached[c as usize] {
+                reached[c as usize] = true;
+                if inodes[c as usize].is_some_and(|r| r.is_dir()) {
+                    queue.push_back(c);
+                }
+            }
+        }
+    }
+    reached
+}
+
+/// Extended attributes: an owner reaches its xattr inode, which must be its own (a regular
+/// inode of mode 0, nlink 1, `parent` naming the owner) and hold a valid blob. (An owner
+/// that is itself unreachable is reported for itself: after a crash, an unlinked file
+/// still open takes its attributes with it when recovery frees it.) Returns each
+/// attribute inode's owner (0 for the others).
+fn xattrs<D: PmDevice>(
+    dev: &D,
+    geo: &Geometry,
+    map: &Map<D>,
+    inodes: &[Option<InodeRaw>],
+    reached: &mut [bool],
+    out: &mut Findings,
+) -> Vec<u32> {
+    let n = inodes.len() - 1;
+    let mut owner = vec![0u32; n + 1];
+    let mut buf = vec![0u8; BLOCK_BYTES as usize];
+    for i in 1..=n {
+        let Some(raw) = inodes[i] else { continue };
+        let x = raw.xattr_ino as usize;
+        if x == 0 {
+            continue;
+        }
+        let drop_them = |why: String, out: &mut Findings| {
+            let mut fixed = raw;
+            fixed.xattr_ino = 0;
+            out.add(
+                format!("inode {i}: {why} (attributes dropped)"),
+                Fix::RewriteInode(Ino(i as u32), Box::new(fixed)),
+            );
+        };
+        let own = x <= n
+            && x != i
+            && inodes[x].is_some_and(|xr| {
+                xr.is_reg() && xr.mode & 0o7777 == 0 && xr.parent == i as u64 && xr.nlink == 1 && xr.xattr_ino == 0
+            })
+            && owner[x] == 0;
+        if !own {
+            drop_them(format!("names attribute inode {x}, which is not its own"), out);
+            continue;
+        }
+        owner[x] = i as u32;
+        reached[x] = true;
+        let xr = inodes[x].expect("checked");
+        let mut blob = vec![0u8; (xr.size as usize).min(crate::fs::xattr::XATTR_BLOB_MAX + 4096)];
+        for (lblk, chunk) in blob.chunks_mut(BLOCK_BYTES as usize).enumerate() {
+            if let Some(slot) = map.block(x, &xr, lblk as u64) {
+                dev.read(geo.block_off(slot), &mut buf);
+                chunk.copy_from_slice(&buf[..chunk.len()]);
+            }
+        }
+        if let Err(e) = crate::fs::xattr::decode(&blob) {
+            drop_them(e.to_string(), out);
+        }
+    }
+    owner
+}
+
+/// Per inode: reachability, link counts, parents, block counts.
+fn per_inode(
+    inodes: &[Option<InodeRaw>],
+    tree: &Tree,
+    reached: &[bool],
+    xattr_owner: &[u32],
+    counts: &[u64],
+    dirty: bool,
+    out: &mut Findings,
+) {
+    for (i, raw) in inodes.iter().enumerate().skip(1) {
+        let Some(raw) = *raw else { continue };
+        let ino = Ino(i as u32);
+        if !reached[i] {
+            if raw.nlink == 0 && dirty {
+                out.add(format!("inode {ino}: unlinked, awaiting release (recovery frees it)"), Fix::Mount);
+            } else {
+                out.add(format!("inode {ino}: allocated but not reachable from the root"), Fix::Reconnect(ino));
+            }
+            continue;
+        }
+        let mut fixed = raw;
+        let mut problems = Vec::new();
+        if raw.is_dir() {
+            if i != 1 && tree.parent_seen[i] != 1 {
+                problems.push(format!("directory listed {} times", tree.parent_seen[i]));
+            }
+            let want = 2 + tree.subdirs[i];
+            if raw.nlink != want {
+                problems.push(format!("link count {} should be {want}", raw.nlink));
+                fixed.nlink = want;
+            }
+            if i == 1 && raw.parent != 1 {
+                problems.push("root's parent is not itself".into());
+                fixed.parent = 1;
+            }
+        } else if raw.nlink != tree.refs[i] && xattr_owner[i] == 0 {
+            problems.push(format!("link count {} should be {}", raw.nlink, tree.refs[i]));
+            fixed.nlink = tree.refs[i];
+        }
+        // After a crash, recovery recounts blocks (a write's or a truncate's count may
+        // have rolled back while its blocks did not yet).
+        let count_only = problems.is_empty();
+        if raw.blocks != counts[i] {
+            problems.push(format!("counts {} blocks but maps {}", raw.blocks, counts[i]));
+            fixed.blocks = counts[i];
+        }
+        if raw.is_symlink() && counts[i] != 1 {
+            problems.push("symbolic link has no target block".into());
+        }
+        if !problems.is_empty() {
+            let fix = if dirty && count_only && problems.len() == 1 && raw.blocks != counts[i] {
+                Fix::Mount
+            } else if fixed != raw {
+                Fix::RewriteInode(ino, Box::new(fixed))
+            } else {
+                Fix::None
+            };
+            out.add(format!("inode {ino}: {}", problems.join("; ")), fix);
+        }
+    }
+}
+
+/// Checks an allocator mapping: every file's structure, blocks mapped twice, and the
+/// bitmap against the blocks the files reach. Returns the blocks in use.
+pub(super) fn check_block_map<D: PmDevice>(
+    bm: &BlockMap<D>,
+    inodes: &[Option<InodeRaw>],
+    counts: &mut [u64],
+    add: &mut dyn FnMut(String, Fix),
+) -> u64 {
+    let geo = bm.geo;
+    let mut owner: Vec<u32> = vec![0; geo.data_blocks as usize];
+    let mut twice = 0u64;
+    let mut past_end = Vec::new();
+    let mut claim = |p: u64, len: u64, ino: u32, twice: &mut u64| {
+        for b in p..(p + len).min(geo.data_blocks) {
+            if owner[b as usize] != 0 {
+                *twice += 1;
+            }
+            owner[b as usize] = ino;
+        }
+    };
+    let mut visit = |m: Mapped, twice: &mut u64, past_end: &mut Vec<u32>, counts: &mut [u64]| match m {
+        Mapped::Data { ino, lblk, pblk, len } => {
+            claim(pblk, len, ino, twice);
+            match inodes.get(ino as usize).and_then(|r| r.as_ref()) {
+                Some(raw) if lblk + len <= mappable_blocks(raw.size) => counts[ino as usize] += len,
+                _ => past_end.push(ino),
+            }
+        }
+        Mapped::Node { ino, pblk } => claim(pblk, 1, ino, twice),
+    };
+    if bm.is_global() {
+        let dummy = InodeRaw::zeroed();
+        if let Err(e) = bm.walk(0, &dummy, &mut |m| visit(m, &mut twice, &mut past_end, counts)) {
+            add(format!("{} table: {e}", bm.kind.name()), Fix::None);
+        }
+    } else {
+        for (i, raw) in inodes.iter().enumerate() {
+            let Some(raw) = raw else { continue };
+            let mut found = Vec::new();
+            match bm.walk(i as u32, raw, &mut |m| found.push(m)) {
+                Ok(()) => found.into_iter().for_each(|m| visit(m, &mut twice, &mut past_end, counts)),
+                Err(e) => add(format!("inode {i}: {e}"), Fix::ClearInode(Ino(i as u32))),
+            }
+        }
+    }
+    past_end.sort_unstable();
+    past_end.dedup();
+    for ino in past_end {
+        let what = format!("inode {ino}: the {} maps blocks past its end or it is free", bm.kind.name());
+        add(what, Fix::Mount);
+    }
+    if twice > 0 {
+        add(format!("{twice} blocks are mapped more than once"), Fix::None);
+    }
+    let (mut leaked, mut unmarked, mut used) = (0u64, 0u64, 0u64);
+    for b in 0..geo.data_blocks {
+        let marked = bm.dev.load_u64(geo.bitmap_off() + (b / 64) * 8) & (1 << (b % 64)) != 0;
+        let reached = owner[b as usize] != 0;
+        used += u64::from(reached);
+        match (marked, reached) {
+            (true, false) => leaked += 1,
+            (false, true) => unmarked += 1,
+            _ => {}
+        }
+    }
+    if leaked > 0 || unmarked > 0 {
+        add(
+            format!("bitmap: {leaked} blocks marked used but unreachable, {unmarked} in use but marked free"),
+            Fix::RebuildBitmap,
+        );
+    }
+    used
+}

@@ -1,0 +1,350 @@
+//! fsck: checks every invariant in docs/design.md and, in repair mode, fixes what it can.
+//!
+//! Check mode never writes: when the journals hold uncommitted transactions it rolls them
+//! back in a copy-on-write overlay and checks the result. Repair mode fixes the superblock
+//! copies and journal headers, clears invalid table entries and corrupt inodes, mounts the
+//! image (which rolls back the journals and frees crash leftovers), then fixes directory
+//! entries, link counts, parents, block counts and unreachable inodes (reconnected under
+//! /lost+found), and checks again.
+//!
+//! A crash leaves things that recovery is designed to clear (uncommitted transactions,
+//! reservations of interrupted writes, unlinked files that were still open, blocks
+//! allocated but not yet reachable). Check mode reports them apart, as "needs recovery",
+//! and they are no error; [`recover_then_check`] (the command's default) runs that
+//! recovery first, as a mount would and as e2fsck replays its journal, then checks.
+//!
+//! Exit codes follow e2fsck: 0 clean (or clean once recovered), 1 errors corrected, 4
+//! errors left, 8 operational error.
+
+#![forbid(unsafe_code)]
+
+mod check;
+
+use super::inode::read_raw;
+use super::{read_superblock, write_superblock, FileSystem, Progress};
+use crate::journal::{JournalHeader, JOURNAL_MAGIC};
+use crate::layout::dirent::FileType;
+use crate::layout::inode::{InodeRaw, InodeState};
+use crate::layout::{Geometry, Ino, Superblock, BLOCK_BYTES, INODE_BYTES, SB_STATE_CLEAN, SB_STATE_MOUNTED};
+use crate::mapping::hashfs::TOMBSTONE;
+use crate::mapping::{BlockMap, Mapped};
+use crate::pm::overlay::Overlay;
+use crate::pm::PmDevice;
+use crate::{Error, Result};
+use bytemuck::Zeroable;
+use check::check;
+use std::sync::Arc;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FsckMode {
+    Check,
+    Repair,
+}
+
+/// One problem found.
+#[derive(Clone, Debug)]
+pub struct Finding {
+    pub what: String,
+    fix: Fix,
+    /// Left by a crash and cleared by recovery (a mount): not an error.
+    pending: bool,
+}
+
+#[derive(Clone, Debug)]
+enum Fix {
+    None,
+    PrimarySuperblockFromCopy,
+    SecondarySuperblockFromPrimary,
+    ResetJournal(u32),
+    /// Fixed by mounting (journal rollback, crash leftovers).
+    Mount,
+    TombstoneSlot(u64),
+    ClearInode(Ino),
+    ClearDirent {
+        off: u64,
+    },
+    DirentWord1 {
+        off: u64,
+        word: u64,
+    },
+    RewriteInode(Ino, Box<InodeRaw>),
+    Reconnect(Ino),
+    RepairProbePaths,
+    /// Allocator mappings: rewrite the bitmap from the blocks the files reach.
+    RebuildBitmap,
+}
+
+/// What fsck found and did.
+#[derive(Clone, Debug, Default)]
+pub struct FsckReport {
+    /// Every problem found on the first pass.
+    pub findings: Vec<String>,
+    /// Those of `findings` that a crash leaves and recovery clears ("needs recovery").
+    pub pending: Vec<String>,
+    pub fixed: usize,
+    /// Problems still present at the end.
+    pub remaining: Vec<String>,
+    pub inodes_used: u64,
+    pub blocks_used: u64,
+    pub directories: u64,
+}
+
+impl FsckReport {
+    pub fn exit_code(&self) -> i32 {
+        if self.remaining.iter().any(|r| !self.pending.contains(r)) {
+            4
+        } else if self.fixed > 0 {
+            1
+        } else {
+            0
+        }
+    }
+    /// Nothing found, not even crash leftovers.
+    pub fn is_clean(&self) -> bool {
+        self.findings.is_empty()
+    }
+    /// Nothing found but what recovery clears.
+    pub fn is_clean_after_recovery(&self) -> bool {
+        self.findings.iter().all(|f| self.pending.contains(f))
+    }
+}
+
+/// What [`recover_then_check`] did before checking.
+#[derive(Debug)]
+pub enum Recovery {
+    /// The image was cleanly unmounted: nothing to recover.
+    NotNeeded,
+    /// Recovery ran (a mount and a clean unmount), with its report.
+    Ran(super::MountReport),
+    /// Recovery could not run (the image is damaged): the check ran on the image as it
+    /// is, without writing.
+    Failed(String),
+}
+
+/// fsck's default: when the image was not cleanly unmounted, recover it as a mount would
+/// (roll back the journals, free crash leftovers) and then check. A recovery that fails
+/// leaves the image untouched and the check reports why.
+pub fn recover_then_check<D: PmDevice>(dev: Arc<D>, progress: Progress<'_>) -> Result<(Recovery, FsckReport)> {
+    let recovery = match read_superblock(&*dev) {
+        Ok((sb, _, _)) if sb.state == SB_STATE_CLEAN => Recovery::NotNeeded,
+        Ok(_) => match FileSystem::mount(dev.clone(), &|_, _| {}).and_then(|(fs, r)| fs.unmount().map(|()| r)) {
+            Ok(r) => Recovery::Ran(r),
+            Err(e) => Recovery::Failed(e.to_string()),
+        },
+        Err(e) => Recovery::Failed(e.to_string()),
+    };
+    let report = fsck(dev, FsckMode::Check, progress)?;
+    Ok((recovery, report))
+}
+
+/// Checks (and in repair mode fixes) the image on `dev`.
+pub fn fsck<D: PmDevice>(dev: Arc<D>, mode: FsckMode, progress: Progress<'_>) -> Result<FsckReport> {
+    let overlay = Arc::new(Overlay::new(dev.clone()));
+    let (findings, stats) = check(overlay, progress)?;
+    let mut report = FsckReport {
+        findings: findings.iter().map(|f| f.what.clone()).collect(),
+        pending: findings.iter().filter(|f| f.pending).map(|f| f.what.clone()).collect(),
+        inodes_used: stats.0,
+        blocks_used: stats.1,
+        directories: stats.2,
+        ..Default::default()
+    };
+    if mode == FsckMode::Check || findings.is_empty() {
+        report.remaining = report.findings.clone();
+        return Ok(report);
+    }
+    // The geometry does not change during a repair (only the superblock's state does).
+    let (_, geo, _) = read_superblock(&*dev)?;
+    // Pass 1: what blocks a mount.
+    let mut needs_mount = false;
+    for f in &findings {
+        match &f.fix {
+            Fix::PrimarySuperblockFromCopy | Fix::SecondarySuperblockFromPrimary => {
+                if let Ok((mut sb, _, _)) = read_superblock(&*dev) {
+                    write_superblock(&*dev, &mut sb);
+                }
+            }
+            Fix::ResetJournal(i) => {
+                let base = geo.journal_base(*i);
+                let h = JournalHeader { magic: JOURNAL_MAGIC, index: *i, ..JournalHeader::zeroed() };
+                dev.zero(base, geo.journal_blocks as u64 * BLOCK_BYTES);
+                dev.write(base, bytemuck::bytes_of(&h));
+                dev.flush(base, geo.journal_blocks as u64 * BLOCK_BYTES);
+                dev.fence();
+            }
+            Fix::TombstoneSlot(s) => {
+                dev.store_u64(geo.slot_off(*s), TOMBSTONE);
+                dev.flush(geo.slot_off(*s), 8);
+                needs_mount = true;
+            }
+            Fix::ClearInode(ino) => {
+                dev.zero(geo.inode_off(ino.get()), INODE_BYTES as u64);
+                dev.flush(geo.inode_off(ino.get()), INODE_BYTES as u64);
+                needs_mount = true;
+            }
+            Fix::Mount | Fix::RepairProbePaths => needs_mount = true,
+            _ => {}
+        }
+    }
+    dev.fence();
+    if findings.iter().any(|f| matches!(f.fix, Fix::RebuildBitmap)) {
+        rebuild_bitmap(&dev, &geo)?;
+        needs_mount = true;
+    }
+    if needs_mount {
+        // Mount as after a crash, so that recovery collects every leftover.
+        let (mut sb, _, _) = read_superblock(&*dev)?;
+        sb.state = SB_STATE_MOUNTED;
+        write_superblock(&*dev, &mut sb);
+        let (fs, _) = FileSystem::mount(dev.clone(), &|_, _| {})?;
+        fs.unmount()?;
+    }
+    // Pass 2: structural fixes on the recovered image.
+    let (second, _) = check(dev.clone(), &|_, _| {})?;
+    let mut reconnect = Vec::new();
+    for f in &second {
+        match &f.fix {
+            Fix::ClearDirent { off } => {
+                dev.store_u64(*off, 0);
+                dev.flush(*off, 8);
+            }
+            Fix::DirentWord1 { off, word } => {
+                dev.store_u64(*off, *word);
+                dev.flush(*off, 8);
+            }
+            Fix::RewriteInode(ino, raw) => {
+                let mut raw = **raw;
+                raw.seal(*ino);
+                dev.write(geo.inode_off(ino.get()), bytemuck::bytes_of(&raw));
+                dev.flush(geo.inode_off(ino.get()), INODE_BYTES as u64);
+            }
+            Fix::Reconnect(ino) => reconnect.push(*ino),
+            _ => {}
+        }
+    }
+    dev.fence();
+    if !reconnect.is_empty() {
+        let (mut sb, _, _) = read_superblock(&*dev)?;
+        sb.state = SB_STATE_CLEAN;
+        write_superblock(&*dev, &mut sb);
+        let (fs, _) = FileSystem::mount(dev.clone(), &|_, _| {})?;
+        for ino in reconnect {
+            fs.inner.reconnect(ino)?;
+        }
+        fs.unmount()?;
+    }
+    // Counts may need one more pass after reconnecting.
+    for _ in 0..2 {
+        let (again, _) = check(dev.clone(), &|_, _| {})?;
+        let fixable: Vec<_> = again.iter().filter(|f| matches!(f.fix, Fix::RewriteInode(..))).collect();
+        if fixable.is_empty() {
+            break;
+        }
+        for f in fixable {
+            if let Fix::RewriteInode(ino, raw) = &f.fix {
+                let mut raw = **raw;
+                raw.seal(*ino);
+                dev.write(geo.inode_off(ino.get()), bytemuck::bytes_of(&raw));
+                dev.flush(geo.inode_off(ino.get()), INODE_BYTES as u64);
+            }
+        }
+        dev.fence();
+    }
+    let (last, _) = check(dev.clone(), &|_, _| {})?;
+    report.remaining = last.iter().map(|f| f.what.clone()).collect();
+    report.fixed =
+        report.findings.len().saturating_sub(report.remaining.len()).max(usize::from(report.remaining.is_empty()));
+    Ok(report)
+}
+
+impl<D: PmDevice> super::FsInner<D> {
+    /// fsck: links an unreachable inode into /lost+found as "#<ino>". A file gets one
+    /// link; a directory gets lost+found as its parent (its link count is fixed by the
+    /// next pass if needed).
+    pub(crate) fn reconnect(&self, ino: Ino) -> Result<()> {
+        let lf = match self.lookup(Ino::ROOT, b"lost+found") {
+            Ok((i, FileType::Directory)) => i,
+            Ok(_) => return Err(Error::Exists),
+            Err(Error::NotFound) => {
+                self.create_node(
+                    Ino::ROOT,
+                    b"lost+found",
+                    super::ops::NodeSpec::Dir { perm: 0o700 },
+                    super::ops::Owner::ROOT,
+                )?
+                .ino
+            }
+            Err(e) => return Err(e),
+        };
+        let name = format!("#{ino}");
+        let pcell = self.cell(lf)?;
+        let mut pst = pcell.state.write();
+        let cell = self.cell(ino)?;
+        let mut cst = cell.state.write();
+        let ftype = FileType::from_mode(cst.raw.mode).expect("checked inode");
+        let entry = self.prepare_entry(&pcell, &mut pst, name.as_bytes(), ftype)?;
+        let mut craw = cst.raw;
+        let mut praw = pst.raw;
+        if ftype == FileType::Directory {
+            craw.parent = lf.get();
+            praw.nlink += 1;
+        } else {
+            craw.nlink = 1;
+        }
+        let committed = {
+            let mut tx = self.journals.begin();
+            match self.tx_add_entry(&mut tx, lf, &mut praw, &entry, ino, None) {
+                Ok(()) => {
+                    super::inode::tx_write_inode(&mut tx, &self.geo, lf, &mut praw);
+                    super::inode::tx_write_inode(&mut tx, &self.geo, ino, &mut craw);
+                    tx.commit()
+                }
+                Err(e) => Err(e),
+            }
+        };
+        self.finish_entry(&mut pst, name.as_bytes(), entry, ino, committed.is_ok());
+        committed?;
+        pst.raw = praw;
+        cst.raw = craw;
+        Ok(())
+    }
+}
+
+/// Geometry of the image on `dev`, for `hashfs info`.
+pub fn geometry_of<D: PmDevice>(dev: &D) -> Result<(Superblock, Geometry)> {
+    let (sb, g, _) = read_superblock(dev)?;
+    Ok((sb, g))
+}
+
+/// Rewrites the allocation bitmap from the blocks that valid inodes reach.
+fn rebuild_bitmap<D: PmDevice>(dev: &Arc<D>, geo: &Geometry) -> Result<()> {
+    let (sb, _, _) = read_superblock(&**dev)?;
+    let kind = crate::layout::MappingKind::from_u32(sb.mapping_kind).expect("validated");
+    let bm = BlockMap::new(dev.clone(), *geo, &sb, kind)?;
+    let mut words = vec![0u64; geo.data_blocks.div_ceil(64) as usize];
+    let mut mark = |m: Mapped| {
+        let (p, len) = match m {
+            Mapped::Data { pblk, len, .. } => (pblk, len),
+            Mapped::Node { pblk, .. } => (pblk, 1),
+        };
+        for b in p..(p + len).min(geo.data_blocks) {
+            words[(b / 64) as usize] |= 1 << (b % 64);
+        }
+    };
+    if bm.is_global() {
+        bm.walk(0, &InodeRaw::zeroed(), &mut mark)?;
+    } else {
+        for i in 1..=geo.inode_count {
+            let raw = read_raw(&**dev, geo, Ino(i as u32));
+            if raw.check(Ino(i as u32)) == InodeState::Allocated {
+                let _ = bm.walk(i as u32, &raw, &mut mark);
+            }
+        }
+    }
+    for (i, w) in words.iter().enumerate() {
+        dev.store_u64(geo.bitmap_off() + i as u64 * 8, *w);
+    }
+    dev.flush(geo.bitmap_off(), words.len() as u64 * 8);
+    dev.fence();
+    Ok(())
+}
