@@ -18,7 +18,7 @@ use super::inode::{self, InodeAllocator, InodeCache, InodeCell};
 use super::{read_superblock, FsInner, Progress, SuperblockSource};
 use crate::journal::{self, Journals};
 use crate::layout::inode::InodeState;
-use crate::layout::{Ino, MappingKind, BLOCK_BYTES, SB_STATE_CLEAN};
+use crate::layout::{Geometry, Ino, MappingKind, BLOCK_BYTES, SB_STATE_CLEAN};
 use crate::mapping::hashfs::{classify, Entry, HashTable};
 use crate::mapping::{BlockMap, FileMap, Mapped};
 use crate::pm::PmDevice;
@@ -58,15 +58,93 @@ pub(crate) fn mount<D: PmDevice>(dev: Arc<D>, progress: Progress<'_>) -> Result<
     let (jrep, first_txid) = journal::recover(&*dev, &geo)?;
     report.rolled_back_txids = jrep.rolled_back_txids;
     report.was_clean = sb.state == SB_STATE_CLEAN && report.rolled_back_txids.is_empty();
+    let total_work = geo.inode_count + geo.data_blocks;
 
-    // Inodes.
+    let mut scan = scan_inodes(&*dev, &geo, &mut report, &|d| progress(d, total_work));
+    let root = inode::read_raw(&*dev, &geo, Ino::ROOT);
+    if root.check(Ino::ROOT) != InodeState::Allocated || !root.is_dir() {
+        return Err(Error::corrupt("root inode is missing or not a directory; run hashfs fsck"));
+    }
+    // The mapping: count each file's blocks and find what a crash left behind.
+    let (map, strays) = if kind == MappingKind::HashFs {
+        let (table, strays) = scan_table(dev.clone(), &geo, &sb, &mut scan, &|d| progress(d, total_work))?;
+        (FileMap::Hash(table), strays)
+    } else {
+        let (bm, strays) = scan_block_map(dev.clone(), &geo, &sb, kind, &mut scan, &mut report)?;
+        (FileMap::Blocks(Box::new(bm)), strays)
+    };
+    let nstray = strays.slots.len() + strays.ranges.len();
+    if report.was_clean && (nstray > 0 || !scan.nlink_zero.is_empty()) {
+        return Err(Error::corrupt(format!(
+            "cleanly unmounted image holds {nstray} stray mapping entries and {} unlinked inodes; run hashfs fsck --repair",
+            scan.nlink_zero.len()
+        )));
+    }
+    if let FileMap::Hash(table) = &map {
+        for &s in &strays.slots {
+            let _ = table.release(s); // the full purge below covers its path
+        }
+    }
+    report.stray_slots_freed = nstray as u64;
+    dev.fence();
+
+    let inner = Arc::new(FsInner {
+        journals: Journals::new(dev.clone(), geo, first_txid),
+        map,
+        inodes: InodeCache::default(),
+        ialloc: std::mem::replace(&mut scan.ialloc, InodeAllocator::new(0)),
+        rename_lock: Mutex::new(()),
+        unmounted: AtomicBool::new(false),
+        sb: Mutex::new(sb),
+        geo,
+        dev,
+    });
+    unmap_stray_ranges(&inner, &strays.ranges, &scan.sizes)?;
+    fix_block_counts(&inner, &scan, &mut report)?;
+    if let (false, FileMap::Hash(table)) = (report.was_clean, &inner.map) {
+        report.probe_paths_repaired = table.repair_and_purge_all();
+        inner.dev.fence();
+    }
+    inner.mark_mounted();
+    // Unlinked inodes (orphans of open-unlinked files, or interrupted frees).
+    for &ino in &scan.nlink_zero {
+        let cell = inner.cell(ino)?;
+        let mut st = cell.state.write();
+        inner.free_inode_locked(&cell, &mut st)?;
+        report.orphans_freed += 1;
+    }
+    progress(total_work, total_work);
+    Ok((inner, report))
+}
+
+/// What the inode table and the mapping say, for the stages of a mount.
+struct Scan {
+    ialloc: InodeAllocator,
+    /// Each inode's size, or FREE / CORRUPT.
+    sizes: Vec<u64>,
+    /// Inodes with no links.
+    nlink_zero: Vec<Ino>,
+    /// Each inode's mapped blocks inside its size.
+    counts: Vec<u64>,
+}
+
+/// What a crash left in the mapping.
+#[derive(Default)]
+struct Strays {
+    /// HashFS: slots to free (reservations, keys past EOF or of free inodes).
+    slots: Vec<u64>,
+    /// Allocator mappings: (inode, first logical block to unmap).
+    ranges: Vec<(u32, u64)>,
+}
+
+/// The inode table: the free-inode bitmap, sizes, unlinked and corrupt inodes.
+fn scan_inodes<D: PmDevice>(dev: &D, geo: &Geometry, report: &mut MountReport, progress: &dyn Fn(u64)) -> Scan {
     let ialloc = InodeAllocator::new(geo.inode_count);
     let mut sizes = vec![FREE; geo.inode_count as usize + 1];
     let mut nlink_zero = Vec::new();
-    let total_work = geo.inode_count + geo.data_blocks;
     for i in 1..=geo.inode_count {
         let ino = Ino(i as u32);
-        let raw = inode::read_raw(&*dev, &geo, ino);
+        let raw = inode::read_raw(dev, geo, ino);
         match raw.check(ino) {
             InodeState::Free => {}
             InodeState::Allocated => {
@@ -83,185 +161,160 @@ pub(crate) fn mount<D: PmDevice>(dev: Arc<D>, progress: Progress<'_>) -> Result<
             }
         }
         if i % 65536 == 0 {
-            progress(i, total_work);
+            progress(i);
         }
     }
-    let root = inode::read_raw(&*dev, &geo, Ino::ROOT);
-    if root.check(Ino::ROOT) != InodeState::Allocated || !root.is_dir() {
-        return Err(Error::corrupt("root inode is missing or not a directory; run hashfs fsck"));
-    }
+    Scan { ialloc, sizes, nlink_zero, counts: vec![0; geo.inode_count as usize + 1] }
+}
 
-    // The mapping: count each file's blocks and find what a crash left behind.
-    let mut counts = vec![0u64; geo.inode_count as usize + 1];
-    // HashFS: slots to free. Others: (inode, first logical block to unmap).
-    let mut stray = Vec::new();
-    let mut stray_ranges: Vec<(u32, u64)> = Vec::new();
-    let map = if kind == MappingKind::HashFs {
-        let table = HashTable::new(dev.clone(), &geo, sb.hash_seed);
-        let mut used = 0u64;
-        for s in 0..table.nslots() {
-            match classify(table.load(s), table.nslots()) {
-                Entry::Empty | Entry::Tombstone => {}
-                Entry::Reserved { .. } => stray.push(s),
-                Entry::Invalid => {
-                    return Err(Error::corrupt(format!(
-                        "hash table slot {s} holds an invalid value; run hashfs fsck --repair"
-                    )))
-                }
-                Entry::Key { ino, lblk } => {
-                    let size = sizes.get(ino as usize).copied().unwrap_or(FREE);
-                    if size == CORRUPT {
-                        used += 1;
-                    } else if size == FREE || lblk as u64 >= mappable_blocks(size) {
-                        stray.push(s);
-                    } else {
-                        counts[ino as usize] += 1;
-                        used += 1;
-                    }
-                }
+/// The HashFS table: the used count, each file's blocks, and the slots a crash left.
+fn scan_table<D: PmDevice>(
+    dev: Arc<D>,
+    geo: &Geometry,
+    sb: &crate::layout::Superblock,
+    scan: &mut Scan,
+    progress: &dyn Fn(u64),
+) -> Result<(HashTable<D>, Strays)> {
+    let table = HashTable::new(dev, geo, sb.hash_seed);
+    let mut strays = Strays::default();
+    let mut used = 0u64;
+    for s in 0..table.nslots() {
+        match classify(table.load(s), table.nslots()) {
+            Entry::Empty | Entry::Tombstone => {}
+            Entry::Reserved { .. } => strays.slots.push(s),
+            Entry::Invalid => {
+                return Err(Error::corrupt(format!(
+                    "hash table slot {s} holds an invalid value; run hashfs fsck --repair"
+                )))
             }
-            if s % 262_144 == 0 {
-                progress(geo.inode_count + s, total_work);
-            }
-        }
-        table.set_used(used);
-        FileMap::Hash(table)
-    } else {
-        let bm = BlockMap::new(dev.clone(), geo, &sb, kind)?;
-        let mut first_stray = std::collections::BTreeMap::<u32, u64>::new();
-        let mut bad_inode = None;
-        let mut note = |ino: u32, lblk: u64, len: u64, counts: &mut [u64]| {
-            if ino == 0 || ino as u64 > geo.inode_count {
-                bad_inode = Some(ino);
-                return;
-            }
-            let size = sizes[ino as usize];
-            if size == CORRUPT {
-                return;
-            }
-            let limit = if size == FREE { 0 } else { mappable_blocks(size) };
-            let inside = limit.saturating_sub(lblk).min(len);
-            counts[ino as usize] += inside;
-            if inside < len {
-                let f = first_stray.entry(ino).or_insert(u64::MAX);
-                *f = (*f).min(limit.max(lblk));
-            }
-        };
-        if bm.is_global() {
-            let dummy: crate::layout::InodeRaw = bytemuck::Zeroable::zeroed();
-            bm.walk(0, &dummy, &mut |m| {
-                if let Mapped::Data { ino, lblk, len, .. } = m {
-                    note(ino, lblk, len, &mut counts);
-                }
-            })
-            .map_err(|e| Error::corrupt(format!("{e}; run hashfs fsck --repair")))?;
-        } else {
-            for i in 1..=geo.inode_count {
-                if sizes[i as usize] == FREE || sizes[i as usize] == CORRUPT {
-                    continue;
-                }
-                let raw = inode::read_raw(&*dev, &geo, Ino(i as u32));
-                let mut found = Vec::new();
-                let walked = bm.walk(i as u32, &raw, &mut |m| {
-                    if let Mapped::Data { lblk, len, .. } = m {
-                        found.push((lblk, len));
-                    }
-                });
-                if walked.is_err() {
-                    report.corrupt_inodes.push(i as u32);
-                    continue;
-                }
-                for (lblk, len) in found {
-                    note(i as u32, lblk, len, &mut counts);
+            Entry::Key { ino, lblk } => {
+                let size = scan.sizes.get(ino as usize).copied().unwrap_or(FREE);
+                if size == CORRUPT {
+                    used += 1;
+                } else if size == FREE || lblk as u64 >= mappable_blocks(size) {
+                    strays.slots.push(s);
+                } else {
+                    scan.counts[ino as usize] += 1;
+                    used += 1;
                 }
             }
         }
-        if let Some(ino) = bad_inode {
-            return Err(Error::corrupt(format!(
-                "{} maps blocks of inode {ino}, which does not exist; run hashfs fsck --repair",
-                kind.name()
-            )));
+        if s % 262_144 == 0 {
+            progress(geo.inode_count + s);
         }
-        stray_ranges.extend(first_stray);
-        for &i in &report.corrupt_inodes {
-            sizes[i as usize] = CORRUPT;
+    }
+    table.set_used(used);
+    Ok((table, strays))
+}
+
+/// An allocator mapping: each file's blocks, and the ranges past EOF or of free inodes.
+fn scan_block_map<D: PmDevice>(
+    dev: Arc<D>,
+    geo: &Geometry,
+    sb: &crate::layout::Superblock,
+    kind: MappingKind,
+    scan: &mut Scan,
+    report: &mut MountReport,
+) -> Result<(BlockMap<D>, Strays)> {
+    let bm = BlockMap::new(dev.clone(), *geo, sb, kind)?;
+    let mut first_stray = std::collections::BTreeMap::<u32, u64>::new();
+    let mut bad_inode = None;
+    let sizes = &scan.sizes;
+    let mut note = |ino: u32, lblk: u64, len: u64, counts: &mut [u64]| {
+        if ino == 0 || ino as u64 > geo.inode_count {
+            bad_inode = Some(ino);
+            return;
         }
-        FileMap::Blocks(Box::new(bm))
+        let size = sizes[ino as usize];
+        if size == CORRUPT {
+            return;
+        }
+        let limit = if size == FREE { 0 } else { mappable_blocks(size) };
+        let inside = limit.saturating_sub(lblk).min(len);
+        counts[ino as usize] += inside;
+        if inside < len {
+            let f = first_stray.entry(ino).or_insert(u64::MAX);
+            *f = (*f).min(limit.max(lblk));
+        }
     };
-    let nstray = stray.len() + stray_ranges.len();
-    if report.was_clean && (nstray > 0 || !nlink_zero.is_empty()) {
+    let counts = &mut scan.counts;
+    if bm.is_global() {
+        let dummy: crate::layout::InodeRaw = bytemuck::Zeroable::zeroed();
+        bm.walk(0, &dummy, &mut |m| {
+            if let Mapped::Data { ino, lblk, len, .. } = m {
+                note(ino, lblk, len, counts);
+            }
+        })
+        .map_err(|e| Error::corrupt(format!("{e}; run hashfs fsck --repair")))?;
+    } else {
+        for i in 1..=geo.inode_count {
+            if sizes[i as usize] == FREE || sizes[i as usize] == CORRUPT {
+                continue;
+            }
+            let raw = inode::read_raw(&*dev, geo, Ino(i as u32));
+            let mut found = Vec::new();
+            let walked = bm.walk(i as u32, &raw, &mut |m| {
+                if let Mapped::Data { lblk, len, .. } = m {
+                    found.push((lblk, len));
+                }
+            });
+            if walked.is_err() {
+                report.corrupt_inodes.push(i as u32);
+                continue;
+            }
+            for (lblk, len) in found {
+                note(i as u32, lblk, len, counts);
+            }
+        }
+    }
+    if let Some(ino) = bad_inode {
         return Err(Error::corrupt(format!(
-            "cleanly unmounted image holds {nstray} stray mapping entries and {} unlinked inodes; run hashfs fsck --repair",
-            nlink_zero.len()
+            "{} maps blocks of inode {ino}, which does not exist; run hashfs fsck --repair",
+            kind.name()
         )));
     }
-    if let FileMap::Hash(table) = &map {
-        for &s in &stray {
-            let _ = table.release(s); // the full purge below covers its path
-        }
+    for &i in &report.corrupt_inodes {
+        scan.sizes[i as usize] = CORRUPT;
     }
-    report.stray_slots_freed = nstray as u64;
-    dev.fence();
+    Ok((bm, Strays { slots: Vec::new(), ranges: first_stray.into_iter().collect() }))
+}
 
-    let inner = Arc::new(FsInner {
-        journals: Journals::new(dev.clone(), geo, first_txid),
-        map,
-        inodes: InodeCache::default(),
-        ialloc,
-        rename_lock: Mutex::new(()),
-        unmounted: AtomicBool::new(false),
-        sb: Mutex::new(sb),
-        geo,
-        dev,
-    });
-
-    // Allocator mappings: unmap what lies past EOF or belongs to free inodes.
-    if let FileMap::Blocks(bm) = &inner.map {
-        for (ino, from) in stray_ranges {
-            let free = sizes[ino as usize] == FREE;
-            let raw = if free { bytemuck::Zeroable::zeroed() } else { inode::read_raw(&*inner.dev, &geo, Ino(ino)) };
-            let cell = InodeCell::new(Ino(ino), raw);
-            let mut st = cell.state.write();
-            inner.unmap_blocks_of(bm, &cell, &mut st, from, 1 << 32, !free)?;
-        }
+/// Allocator mappings: unmaps what lies past EOF or belongs to free inodes.
+fn unmap_stray_ranges<D: PmDevice>(inner: &FsInner<D>, ranges: &[(u32, u64)], sizes: &[u64]) -> Result<()> {
+    let FileMap::Blocks(bm) = &inner.map else { return Ok(()) };
+    for &(ino, from) in ranges {
+        let free = sizes[ino as usize] == FREE;
+        let raw = if free { bytemuck::Zeroable::zeroed() } else { inode::read_raw(&*inner.dev, &inner.geo, Ino(ino)) };
+        let cell = InodeCell::new(Ino(ino), raw);
+        let mut st = cell.state.write();
+        inner.unmap_blocks_of(bm, &cell, &mut st, from, 1 << 32, !free)?;
     }
+    Ok(())
+}
 
-    // Block counts.
-    for i in 1..=geo.inode_count as usize {
-        let size = sizes[i];
+/// Block counts that disagree with the mapping: rewritten after a crash, corruption on a
+/// cleanly unmounted image.
+fn fix_block_counts<D: PmDevice>(inner: &FsInner<D>, scan: &Scan, report: &mut MountReport) -> Result<()> {
+    for (i, &size) in scan.sizes.iter().enumerate().skip(1) {
         if size == FREE || size == CORRUPT {
             continue;
         }
         let ino = Ino(i as u32);
-        let raw = inode::read_raw(&*inner.dev, &geo, ino);
-        if raw.blocks != counts[i] {
+        let raw = inode::read_raw(&*inner.dev, &inner.geo, ino);
+        if raw.blocks != scan.counts[i] {
             if report.was_clean {
                 return Err(Error::corrupt(format!(
                     "inode {ino} counts {} blocks but maps {}; run hashfs fsck --repair",
-                    raw.blocks, counts[i]
+                    raw.blocks, scan.counts[i]
                 )));
             }
             let mut fixed = raw;
-            fixed.blocks = counts[i];
+            fixed.blocks = scan.counts[i];
             let mut tx = inner.journals.begin();
-            inode::tx_write_inode(&mut tx, &geo, ino, &mut fixed);
+            inode::tx_write_inode(&mut tx, &inner.geo, ino, &mut fixed);
             tx.commit()?;
             report.block_counts_fixed += 1;
         }
     }
-    if let (false, FileMap::Hash(table)) = (report.was_clean, &inner.map) {
-        report.probe_paths_repaired = table.repair_and_purge_all();
-        inner.dev.fence();
-    }
-    inner.mark_mounted();
-
-    // Unlinked inodes (orphans of open-unlinked files, or interrupted frees).
-    for ino in nlink_zero {
-        let cell = inner.cell(ino)?;
-        let mut st = cell.state.write();
-        inner.free_inode_locked(&cell, &mut st)?;
-        report.orphans_freed += 1;
-    }
-    progress(total_work, total_work);
-    Ok((inner, report))
+    Ok(())
 }
