@@ -459,21 +459,7 @@ impl<D: PmDevice> FsInner<D> {
     }
 
     pub(crate) fn rename(&self, sp: Ino, sname: &[u8], dp: Ino, dname: &[u8], mode: RenameMode) -> Result<()> {
-        for n in [sname, dname] {
-            if n.len() > MAX_NAME_BYTES {
-                return Err(Error::NameTooLong);
-            }
-        }
-        if sname == b"." || sname == b".." {
-            return Err(Error::Invalid("cannot rename . or .."));
-        }
-        check_name(dname).map_err(|e| {
-            if matches!(e, Error::Invalid(_)) {
-                Error::Invalid("cannot rename onto . or ..")
-            } else {
-                e
-            }
-        })?;
+        check_rename_names(sname, dname)?;
         let _rename = self.rename_lock.lock();
         let scell = self.cell(sp)?;
         let dcell = self.cell(dp)?;
@@ -515,34 +501,10 @@ impl<D: PmDevice> FsInner<D> {
             Some(g) => g.dir.as_ref().expect("index").get(dname),
             None => g1.dir.as_ref().expect("index").get(dname),
         };
-        match (mode, dst) {
-            (RenameMode::NoReplace, Some(_)) => return Err(Error::Exists),
-            (RenameMode::Exchange, None) => return Err(Error::NotFound),
-            _ => {}
-        }
-        if let Some(d) = dst {
-            if d.ino == src.ino {
-                return Ok(()); // two links to one inode: POSIX says do nothing
-            }
+        if check_rename_kinds(mode, sp, src, dst, &sp_chain, &dp_chain)? == RenameCheck::Nothing {
+            return Ok(());
         }
         let src_is_dir = src.ftype == FileType::Directory;
-        if src_is_dir && dp_chain.contains(&src.ino) {
-            return Err(Error::Invalid("cannot move a directory into itself"));
-        }
-        if let Some(d) = dst {
-            let dst_is_dir = d.ftype == FileType::Directory;
-            if mode == RenameMode::Exchange {
-                if dst_is_dir && sp_chain.contains(&d.ino) {
-                    return Err(Error::Invalid("cannot move a directory into itself"));
-                }
-            } else if src_is_dir && !dst_is_dir {
-                return Err(Error::NotDir);
-            } else if !src_is_dir && dst_is_dir {
-                return Err(Error::IsDir);
-            } else if d.ino == sp {
-                return Err(Error::NotEmpty); // the target directory holds the source
-            }
-        }
         // Lock the moved inode and the replaced one (children of the locked directories).
         let src_cell = self.cell(src.ino)?;
         let dst_cell = match dst {
@@ -773,4 +735,71 @@ impl<D: PmDevice> FsInner<D> {
         self.index(&cell, &mut st)?;
         dir::list_from(&*self.dev, &self.geo, st.dir.as_ref().expect("index"), cookie, max)
     }
+}
+
+/// Whether a rename that passed its checks has anything to do.
+#[derive(Debug, PartialEq, Eq)]
+enum RenameCheck {
+    Proceed,
+    /// Source and target are two links to one inode: POSIX says do nothing.
+    Nothing,
+}
+
+/// rename's checks on the names alone.
+fn check_rename_names(sname: &[u8], dname: &[u8]) -> Result<()> {
+    for n in [sname, dname] {
+        if n.len() > MAX_NAME_BYTES {
+            return Err(Error::NameTooLong);
+        }
+    }
+    if sname == b"." || sname == b".." {
+        return Err(Error::Invalid("cannot rename . or .."));
+    }
+    check_name(dname).map_err(|e| {
+        if matches!(e, Error::Invalid(_)) {
+            Error::Invalid("cannot rename onto . or ..")
+        } else {
+            e
+        }
+    })
+}
+
+/// rename's rules on what the entries are: the mode against the target's existence, a
+/// directory never moved into itself, types matched (a directory replaces only a
+/// directory), and the target directory not the source's own parent.
+fn check_rename_kinds(
+    mode: RenameMode,
+    sp: Ino,
+    src: EntryRef,
+    dst: Option<EntryRef>,
+    sp_chain: &[Ino],
+    dp_chain: &[Ino],
+) -> Result<RenameCheck> {
+    match (mode, dst) {
+        (RenameMode::NoReplace, Some(_)) => return Err(Error::Exists),
+        (RenameMode::Exchange, None) => return Err(Error::NotFound),
+        _ => {}
+    }
+    if dst.is_some_and(|d| d.ino == src.ino) {
+        return Ok(RenameCheck::Nothing);
+    }
+    let src_is_dir = src.ftype == FileType::Directory;
+    if src_is_dir && dp_chain.contains(&src.ino) {
+        return Err(Error::Invalid("cannot move a directory into itself"));
+    }
+    if let Some(d) = dst {
+        let dst_is_dir = d.ftype == FileType::Directory;
+        if mode == RenameMode::Exchange {
+            if dst_is_dir && sp_chain.contains(&d.ino) {
+                return Err(Error::Invalid("cannot move a directory into itself"));
+            }
+        } else if src_is_dir && !dst_is_dir {
+            return Err(Error::NotDir);
+        } else if !src_is_dir && dst_is_dir {
+            return Err(Error::IsDir);
+        } else if d.ino == sp {
+            return Err(Error::NotEmpty); // the target directory holds the source
+        }
+    }
+    Ok(RenameCheck::Proceed)
 }
