@@ -155,13 +155,58 @@ pub fn fsck<D: PmDevice>(dev: Arc<D>, mode: FsckMode, progress: Progress<'_>) ->
     }
     // The geometry does not change during a repair (only the superblock's state does).
     let (_, geo, _) = read_superblock(&*dev)?;
-    // Pass 1: what blocks a mount.
+    if repair_before_mount(&dev, &geo, &findings)? {
+        // Mount as after a crash, so that recovery collects every leftover.
+        let (mut sb, _, _) = read_superblock(&*dev)?;
+        sb.state = SB_STATE_MOUNTED;
+        write_superblock(&*dev, &mut sb);
+        let (fs, _) = FileSystem::mount(dev.clone(), &|_, _| {})?;
+        fs.unmount()?;
+    }
+    let (second, _) = check(dev.clone(), &|_, _| {})?;
+    let reconnect = repair_structure(&*dev, &geo, &second);
+    if !reconnect.is_empty() {
+        let (mut sb, _, _) = read_superblock(&*dev)?;
+        sb.state = SB_STATE_CLEAN;
+        write_superblock(&*dev, &mut sb);
+        let (fs, _) = FileSystem::mount(dev.clone(), &|_, _| {})?;
+        for ino in reconnect {
+            fs.inner.reconnect(ino)?;
+        }
+        fs.unmount()?;
+    }
+    // Counts may need one more pass after reconnecting.
+    for _ in 0..2 {
+        let (again, _) = check(dev.clone(), &|_, _| {})?;
+        let mut fixed_any = false;
+        for f in &again {
+            if let Fix::RewriteInode(ino, raw) = &f.fix {
+                rewrite_inode(&*dev, &geo, *ino, raw);
+                fixed_any = true;
+            }
+        }
+        dev.fence();
+        if !fixed_any {
+            break;
+        }
+    }
+    let (last, _) = check(dev.clone(), &|_, _| {})?;
+    report.remaining = last.iter().map(|f| f.what.clone()).collect();
+    report.fixed =
+        report.findings.len().saturating_sub(report.remaining.len()).max(usize::from(report.remaining.is_empty()));
+    Ok(report)
+}
+
+/// Repair pass 1, on the image as found: what would stop a mount (superblock copies,
+/// journal headers, invalid table entries, corrupt inodes, the allocation bitmap).
+/// Returns whether a recovering mount must follow.
+fn repair_before_mount<D: PmDevice>(dev: &Arc<D>, geo: &Geometry, findings: &[Finding]) -> Result<bool> {
     let mut needs_mount = false;
-    for f in &findings {
+    for f in findings {
         match &f.fix {
             Fix::PrimarySuperblockFromCopy | Fix::SecondarySuperblockFromPrimary => {
-                if let Ok((mut sb, _, _)) = read_superblock(&*dev) {
-                    write_superblock(&*dev, &mut sb);
+                if let Ok((mut sb, _, _)) = read_superblock(&**dev) {
+                    write_superblock(&**dev, &mut sb);
                 }
             }
             Fix::ResetJournal(i) => {
@@ -188,21 +233,17 @@ pub fn fsck<D: PmDevice>(dev: Arc<D>, mode: FsckMode, progress: Progress<'_>) ->
     }
     dev.fence();
     if findings.iter().any(|f| matches!(f.fix, Fix::RebuildBitmap)) {
-        rebuild_bitmap(&dev, &geo)?;
+        rebuild_bitmap(dev, geo)?;
         needs_mount = true;
     }
-    if needs_mount {
-        // Mount as after a crash, so that recovery collects every leftover.
-        let (mut sb, _, _) = read_superblock(&*dev)?;
-        sb.state = SB_STATE_MOUNTED;
-        write_superblock(&*dev, &mut sb);
-        let (fs, _) = FileSystem::mount(dev.clone(), &|_, _| {})?;
-        fs.unmount()?;
-    }
-    // Pass 2: structural fixes on the recovered image.
-    let (second, _) = check(dev.clone(), &|_, _| {})?;
+    Ok(needs_mount)
+}
+
+/// Repair pass 2, on the recovered image: directory entries and inode fields. Returns
+/// the unreachable inodes to reconnect under /lost+found.
+fn repair_structure<D: PmDevice>(dev: &D, geo: &Geometry, findings: &[Finding]) -> Vec<Ino> {
     let mut reconnect = Vec::new();
-    for f in &second {
+    for f in findings {
         match &f.fix {
             Fix::ClearDirent { off } => {
                 dev.store_u64(*off, 0);
@@ -212,49 +253,21 @@ pub fn fsck<D: PmDevice>(dev: Arc<D>, mode: FsckMode, progress: Progress<'_>) ->
                 dev.store_u64(*off, *word);
                 dev.flush(*off, 8);
             }
-            Fix::RewriteInode(ino, raw) => {
-                let mut raw = **raw;
-                raw.seal(*ino);
-                dev.write(geo.inode_off(ino.get()), bytemuck::bytes_of(&raw));
-                dev.flush(geo.inode_off(ino.get()), INODE_BYTES as u64);
-            }
+            Fix::RewriteInode(ino, raw) => rewrite_inode(dev, geo, *ino, raw),
             Fix::Reconnect(ino) => reconnect.push(*ino),
             _ => {}
         }
     }
     dev.fence();
-    if !reconnect.is_empty() {
-        let (mut sb, _, _) = read_superblock(&*dev)?;
-        sb.state = SB_STATE_CLEAN;
-        write_superblock(&*dev, &mut sb);
-        let (fs, _) = FileSystem::mount(dev.clone(), &|_, _| {})?;
-        for ino in reconnect {
-            fs.inner.reconnect(ino)?;
-        }
-        fs.unmount()?;
-    }
-    // Counts may need one more pass after reconnecting.
-    for _ in 0..2 {
-        let (again, _) = check(dev.clone(), &|_, _| {})?;
-        let fixable: Vec<_> = again.iter().filter(|f| matches!(f.fix, Fix::RewriteInode(..))).collect();
-        if fixable.is_empty() {
-            break;
-        }
-        for f in fixable {
-            if let Fix::RewriteInode(ino, raw) = &f.fix {
-                let mut raw = **raw;
-                raw.seal(*ino);
-                dev.write(geo.inode_off(ino.get()), bytemuck::bytes_of(&raw));
-                dev.flush(geo.inode_off(ino.get()), INODE_BYTES as u64);
-            }
-        }
-        dev.fence();
-    }
-    let (last, _) = check(dev.clone(), &|_, _| {})?;
-    report.remaining = last.iter().map(|f| f.what.clone()).collect();
-    report.fixed =
-        report.findings.len().saturating_sub(report.remaining.len()).max(usize::from(report.remaining.is_empty()));
-    Ok(report)
+    reconnect
+}
+
+/// Writes a corrected inode (sealed) and flushes it; the caller fences.
+fn rewrite_inode<D: PmDevice>(dev: &D, geo: &Geometry, ino: Ino, raw: &InodeRaw) {
+    let mut raw = *raw;
+    raw.seal(ino);
+    dev.write(geo.inode_off(ino.get()), bytemuck::bytes_of(&raw));
+    dev.flush(geo.inode_off(ino.get()), INODE_BYTES as u64);
 }
 
 impl<D: PmDevice> super::FsInner<D> {
