@@ -121,6 +121,21 @@ pub fn read_raw<D: PmDevice>(dev: &D, geo: &Geometry, ino: Ino) -> InodeRaw {
     raw
 }
 
+/// A new inode's contents: `mode`, owner, a generation and every time set to `now`; no
+/// links, size or blocks yet.
+pub fn fresh_raw(mode: u32, uid: u32, gid: u32, now: i64) -> InodeRaw {
+    let mut raw = InodeRaw::zeroed();
+    raw.mode = mode;
+    raw.uid = uid;
+    raw.gid = gid;
+    raw.generation = (now as u32) | 1;
+    raw.atime_ns = now;
+    raw.mtime_ns = now;
+    raw.ctime_ns = now;
+    raw.btime_ns = now;
+    raw
+}
+
 /// Adds the inode's new contents to a transaction (sealing the checksum first).
 pub fn tx_write_inode<D: PmDevice>(tx: &mut crate::journal::Tx<'_, D>, geo: &Geometry, ino: Ino, raw: &mut InodeRaw) {
     raw.seal(ino);

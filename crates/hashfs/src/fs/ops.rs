@@ -11,7 +11,6 @@ use crate::layout::inode::{InodeRaw, S_IFDIR, S_IFLNK, S_IFMT, S_IFREG};
 use crate::layout::{Ino, BLOCK_BYTES, MAX_LINKS, MAX_NAME_BYTES, MAX_SYMLINK_BYTES};
 use crate::pm::PmDevice;
 use crate::{Error, Result};
-use bytemuck::Zeroable;
 use parking_lot::RwLockWriteGuard;
 use std::sync::Arc;
 
@@ -33,6 +32,26 @@ pub enum NodeSpec<'a> {
         perm: u32,
         rdev: u64,
     },
+}
+
+impl NodeSpec<'_> {
+    /// What mknod and symlink refuse before anything is allocated.
+    fn validate(&self) -> Result<()> {
+        match *self {
+            NodeSpec::Special { ftype, rdev, .. } => {
+                if !ftype.is_special() {
+                    return Err(Error::Invalid("mknod: not a FIFO, device or socket"));
+                }
+                if rdev != 0 && !matches!(ftype, FileType::CharDevice | FileType::BlockDevice) {
+                    return Err(Error::Invalid("mknod: a device number on a file that is not a device"));
+                }
+            }
+            NodeSpec::Symlink { target: [] } => return Err(Error::NotFound),
+            NodeSpec::Symlink { target } if target.len() as u64 > MAX_SYMLINK_BYTES => return Err(Error::NameTooLong),
+            _ => {}
+        }
+        Ok(())
+    }
 }
 
 /// Owner of a new inode.
@@ -216,22 +235,7 @@ impl<D: PmDevice> FsInner<D> {
         owner: Owner,
     ) -> Result<Arc<InodeCell>> {
         check_name(name)?;
-        if let NodeSpec::Special { ftype, rdev, .. } = spec {
-            if !ftype.is_special() {
-                return Err(Error::Invalid("mknod: not a FIFO, device or socket"));
-            }
-            if rdev != 0 && !matches!(ftype, FileType::CharDevice | FileType::BlockDevice) {
-                return Err(Error::Invalid("mknod: a device number on a file that is not a device"));
-            }
-        }
-        if let NodeSpec::Symlink { target } = spec {
-            if target.is_empty() {
-                return Err(Error::NotFound);
-            }
-            if target.len() as u64 > MAX_SYMLINK_BYTES {
-                return Err(Error::NameTooLong);
-            }
-        }
+        spec.validate()?;
         let pcell = self.cell(parent)?;
         let mut pst = pcell.state.write();
         if pst.raw.is_dir() && pst.raw.nlink == 0 {
@@ -270,22 +274,14 @@ impl<D: PmDevice> FsInner<D> {
             NodeSpec::Symlink { target } => (FileType::Symlink, S_IFLNK | 0o777, 1, target.len() as u64, 1),
             NodeSpec::Special { ftype, perm, .. } => (ftype, ftype.mode_bits() | (perm & 0o7777), 1, 0, 0),
         };
-        let mut raw = InodeRaw::zeroed();
-        raw.mode = mode;
-        raw.uid = owner.uid;
-        raw.gid = owner.gid;
+        let mut raw = inode::fresh_raw(mode, owner.uid, owner.gid, now);
         raw.nlink = nlink;
         raw.size = size;
         raw.blocks = blocks;
         raw.parent = if is_dir { parent.get() } else { 0 };
         if let NodeSpec::Special { rdev, .. } = spec {
-            raw.reserved[0] = rdev;
+            raw.reserved[0] = rdev; // special files map nothing: the area holds rdev
         }
-        raw.generation = (now as u32) | 1;
-        raw.atime_ns = now;
-        raw.mtime_ns = now;
-        raw.ctime_ns = now;
-        raw.btime_ns = now;
 
         let entry = match self.prepare_entry(&pcell, &mut pst, name, ftype) {
             Ok(e) => e,

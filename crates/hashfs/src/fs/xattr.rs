@@ -28,7 +28,6 @@ use crate::layout::inode::{InodeRaw, S_IFREG};
 use crate::layout::Ino;
 use crate::pm::PmDevice;
 use crate::{Error, Result};
-use bytemuck::Zeroable;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -256,15 +255,8 @@ impl<D: PmDevice> FsInner<D> {
     /// A fresh xattr inode of `owner` holding `blob`, still unlinked (nlink 0).
     fn write_xattr_inode(&self, owner: Ino, blob: &[u8]) -> Result<Arc<InodeCell>> {
         let ino = self.ialloc.alloc()?;
-        let now = inode::now_ns();
-        let mut raw = InodeRaw::zeroed();
-        raw.mode = S_IFREG;
+        let mut raw = inode::fresh_raw(S_IFREG, 0, 0, inode::now_ns());
         raw.parent = owner.get();
-        raw.generation = (now as u32) | 1;
-        raw.atime_ns = now;
-        raw.mtime_ns = now;
-        raw.ctime_ns = now;
-        raw.btime_ns = now;
         let mut tx = self.journals.begin();
         inode::tx_write_inode(&mut tx, &self.geo, ino, &mut raw);
         if let Err(e) = tx.commit() {
