@@ -4,7 +4,6 @@
 //! refuses (a host file system without user attributes, say) is reported and skipped.
 
 use crate::{fail, progress_bar, Failure};
-use hashfs::fs::acl;
 use hashfs::fs::ops::Owner;
 use hashfs::fs::xattr::XattrMode;
 use hashfs::pm::PmDevice;
@@ -139,12 +138,7 @@ fn put_one<D: PmDevice>(
     };
     fs.setattr(ino, &attr).map_err(ctx)?;
     for (name, value) in host_xattrs(host) {
-        let r = if name == acl::ACCESS || name == acl::DEFAULT {
-            fs.set_acl_xattr(ino, &name, &value, XattrMode::Any)
-        } else {
-            fs.set_xattr(ino, &name, &value, XattrMode::Any)
-        };
-        if let Err(e) = r {
+        if let Err(e) = fs.set_xattr(ino, &name, &value, XattrMode::Any) {
             eprintln!("hashfs: {}: attribute {}: {e} (not copied)", target.display(), String::from_utf8_lossy(&name));
         }
     }

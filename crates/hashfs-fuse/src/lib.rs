@@ -19,7 +19,7 @@ use fuser::{
     KernelConfig, LockOwner, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyEmpty,
     ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
 };
-use hashfs::fs::acl::{self, Inherited};
+use hashfs::fs::acl::Inherited;
 use hashfs::fs::api::Access;
 use hashfs::fs::ops::{Owner, RenameMode, SetTime};
 use hashfs::fs::xattr::XattrMode;
@@ -550,13 +550,7 @@ impl<D: PmDevice> Filesystem for HashFsFuse<D> {
         if n.starts_with(b"trusted.") && req.uid() != 0 {
             return reply.error(Errno::EPERM);
         }
-        let r = ino(i).and_then(|i| {
-            if n == acl::ACCESS || n == acl::DEFAULT {
-                self.fs.set_acl_xattr(i, n, value, mode)
-            } else {
-                self.fs.set_xattr(i, n, value, mode)
-            }
-        });
+        let r = ino(i).and_then(|i| self.fs.set_xattr(i, n, value, mode));
         match r {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(errno(&e)),

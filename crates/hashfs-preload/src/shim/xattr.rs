@@ -9,7 +9,6 @@
 //! ERANGE. The shim stores ACLs but checks access by the mode bits only.
 
 use super::*;
-use hashfs::fs::acl;
 use hashfs::fs::xattr::XattrMode;
 
 /// Which inode a call names: a path (following the last symlink or not) or a descriptor.
@@ -118,12 +117,7 @@ fn set(t: Target, name: *const c_char, value: *const c_void, size: size_t, flags
         // SAFETY: libc's contract: value holds size bytes.
         unsafe { std::slice::from_raw_parts(value as *const u8, size) }
     };
-    let r = if name == acl::ACCESS || name == acl::DEFAULT {
-        fs.set_acl_xattr(ino, &name, v, mode)
-    } else {
-        fs.set_xattr(ino, &name, v, mode)
-    };
-    r.map(|()| 0).map_err(|e| e.errno())
+    fs.set_xattr(ino, &name, v, mode).map(|()| 0).map_err(|e| e.errno())
 }
 
 fn remove(t: Target, name: *const c_char) -> Result<usize, c_int> {

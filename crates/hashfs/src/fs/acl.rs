@@ -165,7 +165,7 @@ impl<D: PmDevice> FileSystem<D> {
     /// setxattr of an ACL, as Linux: validated; an access ACL sets the mode's permission
     /// bits and is not stored when the mode says all of it; a default ACL is for
     /// directories only (EACCES otherwise); an empty value removes it.
-    pub fn set_acl_xattr(&self, ino: Ino, name: &[u8], value: &[u8], mode: XattrMode) -> Result<()> {
+    pub(super) fn set_acl(&self, ino: Ino, name: &[u8], value: &[u8], mode: XattrMode) -> Result<()> {
         let md = self.getattr(ino)?;
         if name == DEFAULT && !md.is_dir() {
             return Err(if value.is_empty() { Error::NoData } else { Error::Access });
@@ -186,14 +186,14 @@ impl<D: PmDevice> FileSystem<D> {
                 };
             }
         }
-        self.set_xattr(ino, name, &acl.encode(), mode)
+        self.inner.change_xattr(ino, name, Some(&acl.encode()), mode)
     }
 
     /// After a chmod: the access ACL's owner, mask and other entries follow the new bits.
     pub fn chmod_acl(&self, ino: Ino, perm: u32) -> Result<()> {
         if let Some(mut a) = self.acl(ino, ACCESS)? {
             a.chmod(perm);
-            self.set_xattr(ino, ACCESS, &a.encode(), XattrMode::Any)?;
+            self.inner.change_xattr(ino, ACCESS, Some(&a.encode()), XattrMode::Any)?;
         }
         Ok(())
     }
@@ -212,10 +212,10 @@ impl<D: PmDevice> FileSystem<D> {
     /// Sets the ACLs of a new inode (after it was created with `inh.perm`).
     pub fn apply_inherited(&self, ino: Ino, inh: &Inherited) -> Result<()> {
         if let Some(a) = &inh.access {
-            self.set_xattr(ino, ACCESS, a, XattrMode::Any)?;
+            self.inner.change_xattr(ino, ACCESS, Some(a), XattrMode::Any)?;
         }
         if let Some(d) = &inh.default {
-            self.set_xattr(ino, DEFAULT, d, XattrMode::Any)?;
+            self.inner.change_xattr(ino, DEFAULT, Some(d), XattrMode::Any)?;
         }
         Ok(())
     }

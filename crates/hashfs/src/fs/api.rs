@@ -284,9 +284,13 @@ impl<D: PmDevice> FileSystem<D> {
         Ok(self.inner.xattrs(ino)?.into_keys().collect())
     }
 
-    /// setxattr(2), with XATTR_CREATE / XATTR_REPLACE as `mode`. (ACLs: see
-    /// [`set_acl_xattr`](Self::set_acl_xattr), which keeps the mode in step.)
+    /// setxattr(2), with XATTR_CREATE / XATTR_REPLACE as `mode`. The ACL names
+    /// (`system.posix_acl_access`/`_default`) are validated and keep the mode in step, as
+    /// Linux does (`fs/acl.rs`), so every front end gets ACL semantics from this one call.
     pub fn set_xattr(&self, ino: Ino, name: &[u8], value: &[u8], mode: super::xattr::XattrMode) -> Result<()> {
+        if name == super::acl::ACCESS || name == super::acl::DEFAULT {
+            return self.set_acl(ino, name, value, mode);
+        }
         self.inner.change_xattr(ino, name, Some(value), mode)
     }
 
