@@ -236,11 +236,11 @@ impl<D: PmDevice> FsInner<D> {
     }
 
     /// fallocate(FALLOC_FL_ZERO_RANGE): [off, off + len) reads as zeros afterwards, every
-    /// block of it mapped. Holes are mapped with zeroed blocks (as `allocate`), then the
-    /// blocks that were mapped are zeroed in place, keeping their placement (which matters
-    /// to the huge-page-aware layouts). Not atomic, like an overwrite: after a crash each
-    /// byte of the range is old or zero, and the size old or new. With `keep_size`,
-    /// nothing past the current size changes (no block may lie past EOF).
+    /// block of it mapped. Holes get new zeroed blocks and mapped blocks are zeroed in
+    /// place, keeping their placement (which matters to the huge-page-aware layouts). Not
+    /// atomic, like an overwrite: after a crash each byte of the range is old or zero, and
+    /// the size old or new. With `keep_size`, nothing past the current size changes (no
+    /// block may lie past EOF).
     pub(crate) fn zero_range(&self, cell: &InodeCell, off: u64, len: u64, keep_size: bool) -> Result<()> {
         if len == 0 {
             return Err(Error::Invalid("fallocate of zero bytes"));
@@ -249,18 +249,24 @@ impl<D: PmDevice> FsInner<D> {
         if cell.state.read().raw.is_dir() {
             return Err(Error::IsDir);
         }
-        self.allocate(cell, off, len, keep_size)?;
+        // Inside the size, one pass of zeros: a write fills a hole with a new zeroed block
+        // and zeroes a mapped block in place. Past the size, `allocate` grows the file.
         let mut st = cell.state.write();
-        let end = end.min(st.raw.size);
+        let inside = end.min(st.raw.size);
         let zeros = vec![0u8; (WRITE_CHUNK_BLOCKS * BLOCK_BYTES) as usize];
         let mut at = off;
-        while at < end {
-            let n = ((end - at) as usize).min(zeros.len());
+        while at < inside {
+            let n = ((inside - at) as usize).min(zeros.len());
             let done = self.write_locked(cell, &mut st, at, &zeros[..n])?;
             if done == 0 {
                 return Err(Error::NoSpace);
             }
             at += done as u64;
+        }
+        drop(st);
+        let grow_from = off.max(inside);
+        if !keep_size && end > grow_from {
+            self.allocate(cell, grow_from, end - grow_from, false)?;
         }
         Ok(())
     }
