@@ -248,30 +248,45 @@ fn recover_and_check(
     Ok((snap, rpoints, dev))
 }
 
-/// Runs one workload from the base image and explores every crash point.
-pub fn explore(cfg: &Config, mapping: &str, base: &[u8], w: &Workload, failures: &mut Vec<Failure>) -> Stats {
-    let mut stats = Stats { workloads: 1, ..Default::default() };
-    let fail = |point, state, rpoint, persisted, message| Failure {
-        mapping: mapping.to_string(),
-        workload: w.id.clone(),
-        ops: w.ops.iter().map(Op::to_string).collect(),
-        seed: cfg.seed,
-        point,
-        state,
-        rpoint,
-        persisted,
-        message,
-    };
-    let dev = Arc::new(CrashDevice::from_image(base));
-    let fs = match FileSystem::mount(dev.clone(), &|_, _| {}) {
-        Ok((fs, _)) => fs,
-        Err(e) => {
-            failures.push(fail(0, 0, None, String::new(), format!("the base image does not mount: {e}")));
-            return stats;
+/// What running a workload under capture recorded.
+struct Recording {
+    /// The file system before the workload and after each operation.
+    states: Vec<Snapshot>,
+    /// The fence index (relative to the start) at which each operation began.
+    boundaries: Vec<u64>,
+    /// Whether each operation may leave a byte-wise mix of before and after.
+    torn: Vec<bool>,
+    /// Every fence, and the end.
+    points: Vec<CrashPoint>,
+    /// The fence count when capture began.
+    start: u64,
+}
+
+impl Recording {
+    /// The states a crash at point `pidx` may recover to.
+    fn allowed<'a>(&'a self, pidx: usize, pair: &'a mut [&'a Snapshot; 2]) -> Allowed<'a> {
+        if pidx == self.points.len() - 1 {
+            return Allowed::Exact(std::slice::from_ref(&pair[1]));
         }
-    };
-    let snap = |fs: &FileSystem<CrashDevice>| Snapshot::of(fs).expect("the live file system walks");
-    let mut states = vec![snap(&fs)];
+        let rel = self.points[pidx].fence_index - self.start;
+        let k = self.boundaries.iter().rposition(|&b| b <= rel).expect("inside a step");
+        if self.torn[k] {
+            Allowed::Torn(&self.states[k], &self.states[k + 1])
+        } else {
+            *pair = [&self.states[k], &self.states[k + 1]];
+            Allowed::Exact(&pair[..])
+        }
+    }
+}
+
+/// Runs the workload on a crash device made from `base`, capturing every fence.
+fn record(base: &[u8], w: &Workload) -> Result<Recording, String> {
+    let dev = Arc::new(CrashDevice::from_image(base));
+    let (fs, _) =
+        FileSystem::mount(dev.clone(), &|_, _| {}).map_err(|e| format!("the base image does not mount: {e}"))?;
+    let snap =
+        |fs: &FileSystem<CrashDevice>| Snapshot::of(fs).map_err(|e| format!("the live file system does not walk: {e}"));
+    let mut states = vec![snap(&fs)?];
     let mut boundaries = Vec::new();
     let mut torn = Vec::new();
     dev.set_capture(true);
@@ -280,98 +295,145 @@ pub fn explore(cfg: &Config, mapping: &str, base: &[u8], w: &Workload, failures:
         boundaries.push(dev.fence_count() - start);
         torn.push(op.is_torn_on(&fs));
         let _ = op.apply(&fs); // a failing operation must change nothing, which is checked too
-        states.push(snap(&fs));
+        states.push(snap(&fs)?);
     }
     dev.set_capture(false);
     let mut points = dev.take_points();
     let mut end = dev.crash_point_now();
     end.fence_index = dev.fence_count();
     points.push(end);
-    drop(fs);
+    Ok(Recording { states, boundaries, torn, points, start })
+}
 
-    let last = points.len() - 1;
-    for (pidx, point) in points.iter().enumerate() {
+/// Where a failure was found, for its report.
+struct Found {
+    point: usize,
+    state: u64,
+    rpoint: Option<(usize, u64)>,
+    persisted: String,
+    message: String,
+}
+
+/// Runs one workload from the base image and explores every crash point.
+pub fn explore(cfg: &Config, mapping: &str, base: &[u8], w: &Workload, failures: &mut Vec<Failure>) -> Stats {
+    let mut stats = Stats { workloads: 1, ..Default::default() };
+    let fail = |f: Found| Failure {
+        mapping: mapping.to_string(),
+        workload: w.id.clone(),
+        ops: w.ops.iter().map(Op::to_string).collect(),
+        seed: cfg.seed,
+        point: f.point,
+        state: f.state,
+        rpoint: f.rpoint,
+        persisted: f.persisted,
+        message: f.message,
+    };
+    let rec = match record(base, w) {
+        Ok(r) => r,
+        Err(message) => {
+            failures.push(fail(Found { point: 0, state: 0, rpoint: None, persisted: String::new(), message }));
+            return stats;
+        }
+    };
+    let last_state = rec.states.last().expect("initial state");
+    for pidx in 0..rec.points.len() {
         if cfg.only.is_some_and(|o| o.point != pidx) {
             continue;
         }
         stats.crash_points += 1;
-        let rel = point.fence_index - start;
-        let finals = [states.last().expect("initial state")];
-        let pair;
-        let allowed = if pidx == last {
-            Allowed::Exact(&finals)
-        } else {
-            let k = boundaries.iter().rposition(|&b| b <= rel).expect("inside a step");
-            if torn[k] {
-                Allowed::Torn(&states[k], &states[k + 1])
-            } else {
-                pair = [&states[k], &states[k + 1]];
-                Allowed::Exact(&pair)
-            }
-        };
-        let count = point.state_count();
-        let exhaustive = count <= cfg.exhaustive_limit;
-        let n = if exhaustive { count } else { cfg.samples.max(2) };
-        let mut seen = HashSet::new();
-        let mut recovery_crashed = 0;
-        for state in 0..n {
-            if cfg.only.is_some_and(|o| o.state.is_some_and(|s| s != state)) {
-                continue;
-            }
-            let (img, choices) = image_for(point, state, exhaustive, cfg.seed, pidx);
-            if !seen.insert(image_hash(&img)) {
-                continue;
-            }
-            stats.states += 1;
-            let capture = recovery_crashed < cfg.recovery_images_per_point;
-            let (clean, rpoints, _) = match recover_and_check(&img, &allowed, capture) {
-                Ok(r) => r,
-                Err(msg) => {
-                    failures.push(fail(pidx, state, None, describe(point, &choices), msg));
-                    return stats;
-                }
-            };
-            if !capture {
-                continue;
-            }
-            recovery_crashed += 1;
-            let same = [&clean];
-            let again = Allowed::Exact(&same);
-            for (ridx, rp) in rpoints.iter().enumerate() {
-                if cfg.only.is_some_and(|o| o.rpoint.is_some_and(|r| r != ridx)) {
-                    continue;
-                }
-                // A fence before which recovery had changed nothing crashes into the image
-                // just checked.
-                if rp.lines.is_empty() && rp.durable == img {
-                    continue;
-                }
-                let rcount = rp.state_count();
-                let rex = rcount <= cfg.recovery_samples;
-                let rn = if rex { rcount } else { cfg.recovery_samples.max(2) };
-                let mut rseen = HashSet::new();
-                for rstate in 0..rn {
-                    if cfg.only.is_some_and(|o| o.rstate.is_some_and(|s| s != rstate)) {
-                        continue;
-                    }
-                    let (rimg, rchoices) = image_for(rp, rstate, rex, cfg.seed ^ state, ridx);
-                    if !rseen.insert(image_hash(&rimg)) {
-                        continue;
-                    }
-                    stats.recovery_states += 1;
-                    if let Err(msg) = recover_and_check(&rimg, &again, false) {
-                        let persisted = format!(
-                            "{}; in the crashed recovery: {}",
-                            describe(point, &choices),
-                            describe(rp, &rchoices)
-                        );
-                        let msg = format!("a second recovery differs from the first: {msg}");
-                        failures.push(fail(pidx, state, Some((ridx, rstate)), persisted, msg));
-                        return stats;
-                    }
-                }
-            }
+        let mut pair = [last_state, last_state];
+        let allowed = rec.allowed(pidx, &mut pair);
+        if let Err(f) = explore_point(cfg, &rec.points[pidx], pidx, &allowed, &mut stats) {
+            failures.push(fail(f));
+            return stats;
         }
     }
     stats
+}
+
+/// Every state (or a seeded sample) of one crash point: recovered and checked, and for the
+/// first few, recovery itself crashed at each of its fences.
+fn explore_point(
+    cfg: &Config,
+    point: &CrashPoint,
+    pidx: usize,
+    allowed: &Allowed<'_>,
+    stats: &mut Stats,
+) -> Result<(), Found> {
+    let count = point.state_count();
+    let exhaustive = count <= cfg.exhaustive_limit;
+    let n = if exhaustive { count } else { cfg.samples.max(2) };
+    let mut seen = HashSet::new();
+    let mut recovery_crashed = 0;
+    for state in 0..n {
+        if cfg.only.is_some_and(|o| o.state.is_some_and(|s| s != state)) {
+            continue;
+        }
+        let (img, choices) = image_for(point, state, exhaustive, cfg.seed, pidx);
+        if !seen.insert(image_hash(&img)) {
+            continue;
+        }
+        stats.states += 1;
+        let capture = recovery_crashed < cfg.recovery_images_per_point;
+        let persisted = || describe(point, &choices);
+        let (clean, rpoints, _) = recover_and_check(&img, allowed, capture).map_err(|message| Found {
+            point: pidx,
+            state,
+            rpoint: None,
+            persisted: persisted(),
+            message,
+        })?;
+        if !capture {
+            continue;
+        }
+        recovery_crashed += 1;
+        for (ridx, rp) in rpoints.iter().enumerate() {
+            if cfg.only.is_some_and(|o| o.rpoint.is_some_and(|r| r != ridx)) {
+                continue;
+            }
+            // A fence before which recovery had changed nothing crashes into the image just
+            // checked.
+            if rp.lines.is_empty() && rp.durable == img {
+                continue;
+            }
+            explore_recovery_point(cfg, rp, ridx, state, &clean, stats).map_err(|(rstate, rdesc, msg)| Found {
+                point: pidx,
+                state,
+                rpoint: Some((ridx, rstate)),
+                persisted: format!("{}; in the crashed recovery: {rdesc}", persisted()),
+                message: format!("a second recovery differs from the first: {msg}"),
+            })?;
+        }
+    }
+    Ok(())
+}
+
+/// The states of one fence of a crashed recovery: each must recover to `clean`, the state
+/// the first recovery reached. Errs with the state, what it persisted, and the message.
+fn explore_recovery_point(
+    cfg: &Config,
+    rp: &CrashPoint,
+    ridx: usize,
+    state: u64,
+    clean: &Snapshot,
+    stats: &mut Stats,
+) -> Result<(), (u64, String, String)> {
+    let same = [clean];
+    let again = Allowed::Exact(&same);
+    let rcount = rp.state_count();
+    let rex = rcount <= cfg.recovery_samples;
+    let rn = if rex { rcount } else { cfg.recovery_samples.max(2) };
+    let mut rseen = HashSet::new();
+    for rstate in 0..rn {
+        if cfg.only.is_some_and(|o| o.rstate.is_some_and(|s| s != rstate)) {
+            continue;
+        }
+        let (rimg, rchoices) = image_for(rp, rstate, rex, cfg.seed ^ state, ridx);
+        if !rseen.insert(image_hash(&rimg)) {
+            continue;
+        }
+        stats.recovery_states += 1;
+        recover_and_check(&rimg, &again, false).map_err(|msg| (rstate, describe(rp, &rchoices), msg))?;
+    }
+    Ok(())
 }

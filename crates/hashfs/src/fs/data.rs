@@ -47,6 +47,14 @@ fn blocks_for(size: u64) -> u64 {
     size.div_ceil(BLOCK_BYTES)
 }
 
+/// One block of a write: where it maps, and whether it was claimed for this write.
+#[derive(Clone, Copy)]
+struct Planned {
+    lblk: u64,
+    pblk: u64,
+    fresh: bool,
+}
+
 impl<D: PmDevice> FsInner<D> {
     /// Translates logical block `lblk` of `cell`: its physical block and how many blocks
     /// follow it contiguously in one mapping entry (1 for block-granular structures).
@@ -427,64 +435,86 @@ impl<D: PmDevice> FsInner<D> {
         }
     }
 
+    /// One write inside a file's chunk limit: find or claim every block, write the data,
+    /// then persist size, block count and new mappings in one transaction (or, for an
+    /// overwrite inside the size, only the times).
     fn write_chunk(&self, cell: &InodeCell, st: &mut InodeMem, off: u64, data: &[u8]) -> Result<()> {
-        let ino = cell.ino;
         let old_size = st.raw.size;
         let new_size = old_size.max(off + data.len() as u64);
-        let old_blocks = blocks_for(old_size);
-        let first = off / BLOCK_BYTES;
-        let last = (off + data.len() as u64 - 1) / BLOCK_BYTES;
-        // 1. Find or claim every block before touching any data, so that running out of
-        //    space changes nothing.
-        let mut plan: Vec<(u64, u64, bool)> = Vec::with_capacity((last - first + 1) as usize);
-        let mut holes = Vec::new();
-        let mut lblk = first;
-        while lblk <= last {
-            let existing = if lblk < old_blocks { self.translate(cell, &st.raw, lblk, old_blocks)? } else { None };
-            match existing {
-                Some((slot, run)) => {
-                    for i in 0..run.min(last + 1 - lblk) {
-                        plan.push((lblk + i, slot + i, false));
-                    }
-                    lblk += run.min(last + 1 - lblk);
-                }
-                None => {
-                    holes.push(plan.len());
-                    plan.push((lblk, 0, true));
-                    lblk += 1;
-                }
-            }
-        }
-        if !holes.is_empty() {
-            let lblks: Vec<u64> = holes.iter().map(|&i| plan[i].0).collect();
-            let hint = match holes[0] {
-                0 if lblks[0] > 0 && lblks[0] <= old_blocks => {
-                    self.translate(cell, &st.raw, lblks[0] - 1, old_blocks)?.map(|(p, _)| p + 1)
-                }
-                0 => None,
-                i => Some(plan[i - 1].1 + 1),
-            };
-            let got = self.claim_blocks(ino.0, &lblks, hint)?;
-            for (&i, p) in holes.iter().zip(got) {
-                plan[i].1 = p;
-            }
-        }
-        let fresh: Vec<u64> = plan.iter().filter(|p| p.2).map(|p| p.1).collect();
+        let plan = self.plan_write(cell, &st.raw, off, data.len() as u64)?;
+        let fresh: Vec<u64> = plan.iter().filter(|p| p.fresh).map(|p| p.pblk).collect();
         if new_size > old_size {
             if let Err(e) = self.zero_tail_before_growth(cell, &st.raw) {
                 self.unclaim_blocks(&fresh);
                 return Err(e);
             }
         }
-        // 2. Data.
+        self.write_planned(&plan, off, data);
+        if new_size == old_size && fresh.is_empty() {
+            self.touch_times(cell.ino, &mut st.raw);
+            return Ok(());
+        }
+        if let Err(e) = self.commit_write(cell, st, &plan, new_size) {
+            self.unclaim_blocks(&fresh);
+            return Err(e);
+        }
+        Ok(())
+    }
+
+    /// The blocks under bytes [off, off + len): mapped ones found, holes and blocks past the
+    /// end claimed (near the previous block), all before any data is touched, so that
+    /// running out of space changes nothing.
+    fn plan_write(&self, cell: &InodeCell, raw: &InodeRaw, off: u64, len: u64) -> Result<Vec<Planned>> {
+        let old_blocks = blocks_for(raw.size);
+        let first = off / BLOCK_BYTES;
+        let last = (off + len - 1) / BLOCK_BYTES;
+        let mut plan: Vec<Planned> = Vec::with_capacity((last - first + 1) as usize);
+        let mut holes = Vec::new();
+        let mut lblk = first;
+        while lblk <= last {
+            let existing = if lblk < old_blocks { self.translate(cell, raw, lblk, old_blocks)? } else { None };
+            match existing {
+                Some((slot, run)) => {
+                    let n = run.min(last + 1 - lblk);
+                    plan.extend((0..n).map(|i| Planned { lblk: lblk + i, pblk: slot + i, fresh: false }));
+                    lblk += n;
+                }
+                None => {
+                    holes.push(plan.len());
+                    plan.push(Planned { lblk, pblk: 0, fresh: true });
+                    lblk += 1;
+                }
+            }
+        }
+        if holes.is_empty() {
+            return Ok(plan);
+        }
+        let lblks: Vec<u64> = holes.iter().map(|&i| plan[i].lblk).collect();
+        let hint = match holes[0] {
+            0 if lblks[0] > 0 && lblks[0] <= old_blocks => {
+                self.translate(cell, raw, lblks[0] - 1, old_blocks)?.map(|(p, _)| p + 1)
+            }
+            0 => None,
+            i => Some(plan[i - 1].pblk + 1),
+        };
+        let got = self.claim_blocks(cell.ino.0, &lblks, hint)?;
+        for (&i, p) in holes.iter().zip(got) {
+            plan[i].pblk = p;
+        }
+        Ok(plan)
+    }
+
+    /// Writes `data` (at file offset `off`) into the planned blocks with streaming stores;
+    /// a fresh block gets zeros around the data.
+    fn write_planned(&self, plan: &[Planned], off: u64, data: &[u8]) {
         let mut block_buf = Vec::new();
-        for &(lblk, slot, fresh) in &plan {
-            let blk_start = lblk * BLOCK_BYTES;
+        for p in plan {
+            let blk_start = p.lblk * BLOCK_BYTES;
             let a = off.max(blk_start) - blk_start;
             let b = (off + data.len() as u64).min(blk_start + BLOCK_BYTES) - blk_start;
             let src = &data[(blk_start + a - off) as usize..(blk_start + b - off) as usize];
-            let dst = self.geo.block_off(slot);
-            if fresh && (a != 0 || b != BLOCK_BYTES) {
+            let dst = self.geo.block_off(p.pblk);
+            if p.fresh && (a != 0 || b != BLOCK_BYTES) {
                 block_buf.clear();
                 block_buf.resize(BLOCK_BYTES as usize, 0);
                 block_buf[a as usize..b as usize].copy_from_slice(src);
@@ -493,41 +523,38 @@ impl<D: PmDevice> FsInner<D> {
                 self.dev.write_nt(dst + a, src);
             }
         }
-        // 3. Metadata.
+    }
+
+    /// An overwrite inside the size: the new times, stored in place (8-byte atomic each).
+    fn touch_times(&self, ino: Ino, raw: &mut InodeRaw) {
         let now = inode::now_ns();
-        if new_size == old_size && fresh.is_empty() {
-            let ioff = self.geo.inode_off(ino.get());
-            self.dev.store_u64(ioff + INODE_MTIME_OFF, now as u64);
-            self.dev.store_u64(ioff + INODE_CTIME_OFF, now as u64);
-            self.dev.flush(ioff + INODE_MTIME_OFF, 16);
-            self.dev.fence();
-            st.raw.mtime_ns = now;
-            st.raw.ctime_ns = now;
-            return Ok(());
-        }
-        let mut raw = st.raw;
-        raw.size = new_size;
-        raw.blocks += fresh.len() as u64;
+        let ioff = self.geo.inode_off(ino.get());
+        self.dev.store_u64(ioff + INODE_MTIME_OFF, now as u64);
+        self.dev.store_u64(ioff + INODE_CTIME_OFF, now as u64);
+        self.dev.flush(ioff + INODE_MTIME_OFF, 16);
+        self.dev.fence();
         raw.mtime_ns = now;
         raw.ctime_ns = now;
-        let pairs: Vec<(u64, u64)> = plan.iter().filter(|p| p.2).map(|p| (p.0, p.1)).collect();
-        let committed = {
-            let mut tx = self.journals.begin();
-            match self.tx_map_blocks(
-                &mut tx,
-                &mut [MapGroup { ino: ino.0, raw: &mut raw, pairs: &pairs, logged_below: old_blocks }],
-            ) {
-                Ok(()) => {
-                    inode::tx_write_inode(&mut tx, &self.geo, ino, &mut raw);
-                    timing::commit_span(|| tx.commit())
-                }
-                Err(e) => Err(e),
-            }
-        };
-        if let Err(e) = committed {
-            self.unclaim_blocks(&fresh);
-            return Err(e);
-        }
+    }
+
+    /// One transaction: the fresh blocks mapped, the new size, block count and times.
+    fn commit_write(&self, cell: &InodeCell, st: &mut InodeMem, plan: &[Planned], new_size: u64) -> Result<()> {
+        let ino = cell.ino;
+        let old_blocks = blocks_for(st.raw.size);
+        let now = inode::now_ns();
+        let mut raw = st.raw;
+        let pairs: Vec<(u64, u64)> = plan.iter().filter(|p| p.fresh).map(|p| (p.lblk, p.pblk)).collect();
+        raw.size = new_size;
+        raw.blocks += pairs.len() as u64;
+        raw.mtime_ns = now;
+        raw.ctime_ns = now;
+        let mut tx = self.journals.begin();
+        self.tx_map_blocks(
+            &mut tx,
+            &mut [MapGroup { ino: ino.0, raw: &mut raw, pairs: &pairs, logged_below: old_blocks }],
+        )?;
+        inode::tx_write_inode(&mut tx, &self.geo, ino, &mut raw);
+        timing::commit_span(|| tx.commit())?;
         st.raw = raw;
         if let FileMap::Hash(_) = self.map {
             for &(lblk, slot) in &pairs {

@@ -16,6 +16,7 @@ pub mod fsck;
 pub mod inode;
 pub mod ops;
 pub mod recovery;
+mod rename;
 pub mod stats;
 pub mod xattr;
 

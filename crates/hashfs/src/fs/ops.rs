@@ -11,7 +11,6 @@ use crate::layout::inode::{InodeRaw, S_IFDIR, S_IFLNK, S_IFMT, S_IFREG};
 use crate::layout::{Ino, BLOCK_BYTES, MAX_LINKS, MAX_NAME_BYTES, MAX_SYMLINK_BYTES};
 use crate::pm::PmDevice;
 use crate::{Error, Result};
-use parking_lot::RwLockWriteGuard;
 use std::sync::Arc;
 
 /// What to create.
@@ -35,6 +34,25 @@ pub enum NodeSpec<'a> {
 }
 
 impl NodeSpec<'_> {
+    /// The new inode's type and contents.
+    fn initial_inode(&self, parent: Ino, owner: Owner, now: i64) -> (FileType, InodeRaw) {
+        let (ftype, mode, nlink, size, blocks) = match *self {
+            NodeSpec::File { perm } => (FileType::Regular, S_IFREG | (perm & 0o7777), 1, 0, 0),
+            NodeSpec::Dir { perm } => (FileType::Directory, S_IFDIR | (perm & 0o7777), 2, 0, 0),
+            NodeSpec::Symlink { target } => (FileType::Symlink, S_IFLNK | 0o777, 1, target.len() as u64, 1),
+            NodeSpec::Special { ftype, perm, .. } => (ftype, ftype.mode_bits() | (perm & 0o7777), 1, 0, 0),
+        };
+        let mut raw = inode::fresh_raw(mode, owner.uid, owner.gid, now);
+        raw.nlink = nlink;
+        raw.size = size;
+        raw.blocks = blocks;
+        raw.parent = if ftype == FileType::Directory { parent.get() } else { 0 };
+        if let NodeSpec::Special { rdev, .. } = *self {
+            raw.reserved[0] = rdev; // special files map nothing: the area holds rdev
+        }
+        (ftype, raw)
+    }
+
     /// What mknod and symlink refuse before anything is allocated.
     fn validate(&self) -> Result<()> {
         match *self {
@@ -227,6 +245,8 @@ impl<D: PmDevice> FsInner<D> {
         idx.get(name).map(|e| (e.ino, e.ftype)).ok_or(Error::NotFound)
     }
 
+    /// Creates `name` in `parent` in one transaction: the new inode (and a symlink's
+    /// block), the entry, and the parent's link count and times.
     pub(crate) fn create_node(
         &self,
         parent: Ino,
@@ -238,94 +258,94 @@ impl<D: PmDevice> FsInner<D> {
         spec.validate()?;
         let pcell = self.cell(parent)?;
         let mut pst = pcell.state.write();
-        if pst.raw.is_dir() && pst.raw.nlink == 0 {
-            return Err(Error::NotFound);
-        }
-        let is_dir = matches!(spec, NodeSpec::Dir { .. });
-        {
-            let idx = self.index(&pcell, &mut pst)?;
-            if idx.get(name).is_some() {
-                return Err(Error::Exists);
-            }
-        }
-        if is_dir && pst.raw.nlink >= MAX_LINKS {
-            return Err(Error::TooManyLinks);
-        }
+        self.check_new_entry(&pcell, &mut pst, name, matches!(spec, NodeSpec::Dir { .. }))?;
         let ino = self.ialloc.alloc()?;
-        let mut sym_slot = None;
-        if let NodeSpec::Symlink { target } = spec {
-            match self.claim_blocks(ino.0, &[0], None).map(|v| v[0]) {
-                Ok(slot) => {
-                    let mut blk = vec![0u8; BLOCK_BYTES as usize];
-                    blk[..target.len()].copy_from_slice(target);
-                    self.dev.write_nt(self.geo.block_off(slot), &blk);
-                    sym_slot = Some(slot);
-                }
+        let sym_slot = match spec {
+            NodeSpec::Symlink { target } => match self.write_symlink_block(ino, target) {
+                Ok(slot) => Some(slot),
                 Err(e) => {
                     self.ialloc.free(ino);
                     return Err(e);
                 }
-            }
-        }
+            },
+            _ => None,
+        };
         let now = inode::now_ns();
-        let (ftype, mode, nlink, size, blocks) = match spec {
-            NodeSpec::File { perm } => (FileType::Regular, S_IFREG | (perm & 0o7777), 1, 0, 0),
-            NodeSpec::Dir { perm } => (FileType::Directory, S_IFDIR | (perm & 0o7777), 2, 0, 0),
-            NodeSpec::Symlink { target } => (FileType::Symlink, S_IFLNK | 0o777, 1, target.len() as u64, 1),
-            NodeSpec::Special { ftype, perm, .. } => (ftype, ftype.mode_bits() | (perm & 0o7777), 1, 0, 0),
-        };
-        let mut raw = inode::fresh_raw(mode, owner.uid, owner.gid, now);
-        raw.nlink = nlink;
-        raw.size = size;
-        raw.blocks = blocks;
-        raw.parent = if is_dir { parent.get() } else { 0 };
-        if let NodeSpec::Special { rdev, .. } = spec {
-            raw.reserved[0] = rdev; // special files map nothing: the area holds rdev
-        }
-
-        let entry = match self.prepare_entry(&pcell, &mut pst, name, ftype) {
-            Ok(e) => e,
-            Err(e) => {
-                if let Some(s) = sym_slot {
-                    self.unclaim_blocks(&[s]);
-                }
-                self.ialloc.free(ino);
-                return Err(e);
-            }
-        };
-        let mut praw = pst.raw;
-        if is_dir {
-            praw.nlink += 1;
-        }
-        praw.mtime_ns = now;
-        praw.ctime_ns = now;
-
-        let committed = {
-            let mut tx = self.journals.begin();
-            match self.tx_add_entry(&mut tx, parent, &mut praw, &entry, ino, sym_slot.map(|s| (ino, &mut raw, s))) {
-                Ok(()) => {
-                    inode::tx_write_inode(&mut tx, &self.geo, ino, &mut raw);
-                    inode::tx_write_inode(&mut tx, &self.geo, parent, &mut praw);
-                    tx.commit()
-                }
-                Err(e) => Err(e),
-            }
-        };
-        self.finish_entry(&mut pst, name, entry, ino, committed.is_ok());
-        if let Err(e) = committed {
+        let (ftype, mut raw) = spec.initial_inode(parent, owner, now);
+        if let Err(e) = self.commit_new_node(&pcell, &mut pst, name, ino, ftype, &mut raw, sym_slot, now) {
             if let Some(s) = sym_slot {
                 self.unclaim_blocks(&[s]);
             }
             self.ialloc.free(ino);
             return Err(e);
         }
-        pst.raw = praw;
         let cell = Arc::new(InodeCell::new(ino, raw));
         if let (Some(s), crate::mapping::FileMap::Hash(_)) = (sym_slot, &self.map) {
             cell.tcache.put(0, s);
         }
         self.inodes.insert(cell.clone());
         Ok(cell)
+    }
+
+    /// create's refusals that depend on the parent: removed, name taken, too many links.
+    fn check_new_entry(&self, pcell: &InodeCell, pst: &mut InodeMem, name: &[u8], is_dir: bool) -> Result<()> {
+        if pst.raw.is_dir() && pst.raw.nlink == 0 {
+            return Err(Error::NotFound);
+        }
+        if self.index(pcell, pst)?.get(name).is_some() {
+            return Err(Error::Exists);
+        }
+        if is_dir && pst.raw.nlink >= MAX_LINKS {
+            return Err(Error::TooManyLinks);
+        }
+        Ok(())
+    }
+
+    /// Claims a symlink's block and writes its target there (not yet mapped).
+    fn write_symlink_block(&self, ino: Ino, target: &[u8]) -> Result<u64> {
+        let slot = self.claim_blocks(ino.0, &[0], None)?[0];
+        let mut blk = vec![0u8; BLOCK_BYTES as usize];
+        blk[..target.len()].copy_from_slice(target);
+        self.dev.write_nt(self.geo.block_off(slot), &blk);
+        Ok(slot)
+    }
+
+    /// The transaction of a create: entry, symlink block mapping, new inode, parent.
+    #[allow(clippy::too_many_arguments)]
+    fn commit_new_node(
+        &self,
+        pcell: &InodeCell,
+        pst: &mut InodeMem,
+        name: &[u8],
+        ino: Ino,
+        ftype: FileType,
+        raw: &mut InodeRaw,
+        sym_slot: Option<u64>,
+        now: i64,
+    ) -> Result<()> {
+        let parent = pcell.ino;
+        let entry = self.prepare_entry(pcell, pst, name, ftype)?;
+        let mut praw = pst.raw;
+        if ftype == FileType::Directory {
+            praw.nlink += 1;
+        }
+        praw.mtime_ns = now;
+        praw.ctime_ns = now;
+        let committed = {
+            let mut tx = self.journals.begin();
+            match self.tx_add_entry(&mut tx, parent, &mut praw, &entry, ino, sym_slot.map(|s| (ino, &mut *raw, s))) {
+                Ok(()) => {
+                    inode::tx_write_inode(&mut tx, &self.geo, ino, raw);
+                    inode::tx_write_inode(&mut tx, &self.geo, parent, &mut praw);
+                    tx.commit()
+                }
+                Err(e) => Err(e),
+            }
+        };
+        self.finish_entry(pst, name, entry, ino, committed.is_ok());
+        committed?;
+        pst.raw = praw;
+        Ok(())
     }
 
     pub(crate) fn link(&self, ino: Ino, new_parent: Ino, name: &[u8]) -> Result<()> {
@@ -435,238 +455,6 @@ impl<D: PmDevice> FsInner<D> {
         Ok(())
     }
 
-    /// `d` and its ancestors up to the root. Parent pointers change only under the rename
-    /// lock, so the chain is stable while the caller holds it.
-    fn ancestors(&self, mut d: Ino) -> Result<Vec<Ino>> {
-        self.cell(d)?.state.read().check_dir()?;
-        let mut chain = vec![d];
-        for _ in 0..=self.geo.inode_count {
-            if d == Ino::ROOT {
-                return Ok(chain);
-            }
-            let p = self.cell(d)?.state.read().raw.parent;
-            if p == 0 || p > u32::MAX as u64 {
-                return Err(Error::corrupt(format!("directory {d} has no valid parent")));
-            }
-            d = Ino(p as u32);
-            chain.push(d);
-        }
-        Err(Error::corrupt("directory parent chain has a cycle"))
-    }
-
-    pub(crate) fn rename(&self, sp: Ino, sname: &[u8], dp: Ino, dname: &[u8], mode: RenameMode) -> Result<()> {
-        check_rename_names(sname, dname)?;
-        let _rename = self.rename_lock.lock();
-        let scell = self.cell(sp)?;
-        let dcell = self.cell(dp)?;
-        // Ancestry is read before any directory is locked (the walk takes read locks).
-        let sp_chain = self.ancestors(sp)?;
-        let dp_chain = self.ancestors(dp)?;
-        // Lock the two directories, ancestor first (else by number).
-        let src_first = if sp == dp || dp_chain.contains(&sp) {
-            true
-        } else if sp_chain.contains(&dp) {
-            false
-        } else {
-            sp < dp
-        };
-        let (mut g1, mut g2): (RwLockWriteGuard<'_, InodeMem>, Option<RwLockWriteGuard<'_, InodeMem>>);
-        if sp == dp {
-            g1 = scell.state.write();
-            g2 = None;
-        } else if src_first {
-            g1 = scell.state.write();
-            g2 = Some(dcell.state.write());
-        } else {
-            let d = dcell.state.write();
-            g1 = scell.state.write();
-            g2 = Some(d);
-        }
-        // From here on g1 is the source directory and g2 (if any) the target directory.
-        for (c, g) in [(&scell, Some(&mut g1)), (&dcell, g2.as_mut())] {
-            if let Some(g) = g {
-                let st: &mut InodeMem = g;
-                self.index(c, st)?;
-                if st.raw.nlink == 0 {
-                    return Err(Error::NotFound);
-                }
-            }
-        }
-        let src = g1.dir.as_ref().expect("index").get(sname).ok_or(Error::NotFound)?;
-        let dst = match &g2 {
-            Some(g) => g.dir.as_ref().expect("index").get(dname),
-            None => g1.dir.as_ref().expect("index").get(dname),
-        };
-        if check_rename_kinds(mode, sp, src, dst, &sp_chain, &dp_chain)? == RenameCheck::Nothing {
-            return Ok(());
-        }
-        let src_is_dir = src.ftype == FileType::Directory;
-        // Lock the moved inode and the replaced one (children of the locked directories).
-        let src_cell = self.cell(src.ino)?;
-        let dst_cell = match dst {
-            Some(d) => Some(self.cell(d.ino)?),
-            None => None,
-        };
-        let (mut sg, mut dg) = match &dst_cell {
-            Some(dc) if dc.ino < src_cell.ino => {
-                let d = dc.state.write();
-                (src_cell.state.write(), Some(d))
-            }
-            Some(dc) => {
-                let s = src_cell.state.write();
-                (s, Some(dc.state.write()))
-            }
-            None => (src_cell.state.write(), None),
-        };
-        if let (Some(g), RenameMode::Replace | RenameMode::NoReplace) = (&dg, mode) {
-            if g.raw.is_dir() && g.raw.dir_entries > 0 {
-                return Err(Error::NotEmpty);
-            }
-        }
-
-        let now = inode::now_ns();
-        let same_dir = g2.is_none();
-        let mut sraw = g1.raw;
-        let mut draw_dir = g2.as_ref().map(|g| g.raw);
-        let mut moved = sg.raw;
-        let mut replaced = dg.as_ref().map(|g| g.raw);
-        let src_off = g1.dir.as_ref().expect("index").slot_dev_off(&self.geo, src.pos);
-        let mut tx = self.journals.begin();
-        let mut pending = None;
-        {
-            // The target directory's inode: the source directory's when they are one.
-            let ddir_raw: &mut InodeRaw = draw_dir.as_mut().unwrap_or(&mut sraw);
-            match (mode, dst) {
-                (RenameMode::Exchange, Some(d)) => {
-                    let d_off = match &g2 {
-                        Some(g) => g.dir.as_ref().expect("index").slot_dev_off(&self.geo, d.pos),
-                        None => g1.dir.as_ref().expect("index").slot_dev_off(&self.geo, d.pos),
-                    };
-                    tx.write_u64(src_off, d.ino.get());
-                    tx.write_u64(src_off + 8, DirIndex::header_word1(src.nslots, sname.len(), d.ftype));
-                    tx.write_u64(d_off, src.ino.get());
-                    tx.write_u64(d_off + 8, DirIndex::header_word1(d.nslots, dname.len(), src.ftype));
-                    let r = replaced.as_mut().expect("exchange target");
-                    r.ctime_ns = now;
-                    if !same_dir {
-                        if src_is_dir {
-                            moved.parent = dp.get();
-                            ddir_raw.nlink += 1;
-                        }
-                        if d.ftype == FileType::Directory {
-                            r.parent = sp.get();
-                            ddir_raw.nlink -= 1;
-                        }
-                    }
-                }
-                (_, Some(d)) => {
-                    let d_off = match &g2 {
-                        Some(g) => g.dir.as_ref().expect("index").slot_dev_off(&self.geo, d.pos),
-                        None => g1.dir.as_ref().expect("index").slot_dev_off(&self.geo, d.pos),
-                    };
-                    tx.write_u64(src_off, 0);
-                    tx.write_u64(d_off, src.ino.get());
-                    tx.write_u64(d_off + 8, DirIndex::header_word1(d.nslots, dname.len(), src.ftype));
-                    let r = replaced.as_mut().expect("target");
-                    r.ctime_ns = now;
-                    if d.ftype == FileType::Directory {
-                        r.nlink = 0;
-                        ddir_raw.nlink -= 1;
-                    } else {
-                        r.nlink -= 1;
-                    }
-                    if src_is_dir {
-                        moved.parent = dp.get();
-                        ddir_raw.nlink += 1;
-                    }
-                }
-                (_, None) => {
-                    let (gd, dcell_ref) = match g2.as_mut() {
-                        Some(g) => (g, &dcell),
-                        None => (&mut g1, &scell),
-                    };
-                    let entry = self.prepare_entry(dcell_ref, gd, dname, src.ftype)?;
-                    tx.write_u64(src_off, 0);
-                    if let Err(e) = self.tx_add_entry(&mut tx, dp, ddir_raw, &entry, src.ino, None) {
-                        self.finish_entry(gd, dname, entry, src.ino, false);
-                        return Err(e);
-                    }
-                    if src_is_dir {
-                        moved.parent = dp.get();
-                        ddir_raw.nlink += 1;
-                    }
-                    pending = Some(entry);
-                }
-            }
-            ddir_raw.mtime_ns = now;
-            ddir_raw.ctime_ns = now;
-        }
-        if mode != RenameMode::Exchange {
-            sraw.dir_entries -= 1;
-            if src_is_dir {
-                sraw.nlink -= 1;
-            }
-        } else if !same_dir {
-            if src_is_dir {
-                sraw.nlink -= 1;
-            }
-            if dst.is_some_and(|d| d.ftype == FileType::Directory) {
-                sraw.nlink += 1;
-            }
-        }
-        sraw.mtime_ns = now;
-        sraw.ctime_ns = now;
-        moved.ctime_ns = now;
-        inode::tx_write_inode(&mut tx, &self.geo, sp, &mut sraw);
-        if let Some(r) = draw_dir.as_mut() {
-            inode::tx_write_inode(&mut tx, &self.geo, dp, r);
-        }
-        inode::tx_write_inode(&mut tx, &self.geo, src.ino, &mut moved);
-        if let (Some(r), Some(d)) = (replaced.as_mut(), dst) {
-            inode::tx_write_inode(&mut tx, &self.geo, d.ino, r);
-        }
-        if let Err(e) = tx.commit() {
-            if let Some(entry) = pending {
-                let gd = g2.as_mut().unwrap_or(&mut g1);
-                self.finish_entry(gd, dname, entry, src.ino, false);
-            }
-            return Err(e);
-        }
-        // Mirror the committed change in DRAM.
-        g1.raw = sraw;
-        if let (Some(g), Some(r)) = (g2.as_mut(), draw_dir) {
-            g.raw = r;
-        }
-        sg.raw = moved;
-        if let (Some(g), Some(r)) = (dg.as_mut(), replaced) {
-            g.raw = r;
-        }
-        match (mode, dst) {
-            (RenameMode::Exchange, Some(d)) => {
-                g1.dir.as_mut().expect("index").replace(sname, d.ino, d.ftype);
-                let gd = g2.as_mut().unwrap_or(&mut g1);
-                gd.dir.as_mut().expect("index").replace(dname, src.ino, src.ftype);
-            }
-            (_, Some(_)) => {
-                g1.dir.as_mut().expect("index").remove(sname);
-                let gd = g2.as_mut().unwrap_or(&mut g1);
-                gd.dir.as_mut().expect("index").replace(dname, src.ino, src.ftype);
-            }
-            (_, None) => {
-                g1.dir.as_mut().expect("index").remove(sname);
-                let gd = g2.as_mut().unwrap_or(&mut g1);
-                self.finish_entry(gd, dname, pending.expect("a new entry"), src.ino, true);
-            }
-        }
-        drop(g2);
-        drop(g1);
-        drop(sg);
-        if let (Some(dc), Some(mut g), RenameMode::Replace) = (dst_cell.as_ref(), dg, mode) {
-            self.maybe_free(dc, &mut g)?;
-        }
-        Ok(())
-    }
-
     pub(crate) fn setattr(&self, ino: Ino, attr: &SetAttr) -> Result<InodeRaw> {
         let cell = self.cell(ino)?;
         let mut st = cell.state.write();
@@ -731,71 +519,4 @@ impl<D: PmDevice> FsInner<D> {
         self.index(&cell, &mut st)?;
         dir::list_from(&*self.dev, &self.geo, st.dir.as_ref().expect("index"), cookie, max)
     }
-}
-
-/// Whether a rename that passed its checks has anything to do.
-#[derive(Debug, PartialEq, Eq)]
-enum RenameCheck {
-    Proceed,
-    /// Source and target are two links to one inode: POSIX says do nothing.
-    Nothing,
-}
-
-/// rename's checks on the names alone.
-fn check_rename_names(sname: &[u8], dname: &[u8]) -> Result<()> {
-    for n in [sname, dname] {
-        if n.len() > MAX_NAME_BYTES {
-            return Err(Error::NameTooLong);
-        }
-    }
-    if sname == b"." || sname == b".." {
-        return Err(Error::Invalid("cannot rename . or .."));
-    }
-    check_name(dname).map_err(|e| {
-        if matches!(e, Error::Invalid(_)) {
-            Error::Invalid("cannot rename onto . or ..")
-        } else {
-            e
-        }
-    })
-}
-
-/// rename's rules on what the entries are: the mode against the target's existence, a
-/// directory never moved into itself, types matched (a directory replaces only a
-/// directory), and the target directory not the source's own parent.
-fn check_rename_kinds(
-    mode: RenameMode,
-    sp: Ino,
-    src: EntryRef,
-    dst: Option<EntryRef>,
-    sp_chain: &[Ino],
-    dp_chain: &[Ino],
-) -> Result<RenameCheck> {
-    match (mode, dst) {
-        (RenameMode::NoReplace, Some(_)) => return Err(Error::Exists),
-        (RenameMode::Exchange, None) => return Err(Error::NotFound),
-        _ => {}
-    }
-    if dst.is_some_and(|d| d.ino == src.ino) {
-        return Ok(RenameCheck::Nothing);
-    }
-    let src_is_dir = src.ftype == FileType::Directory;
-    if src_is_dir && dp_chain.contains(&src.ino) {
-        return Err(Error::Invalid("cannot move a directory into itself"));
-    }
-    if let Some(d) = dst {
-        let dst_is_dir = d.ftype == FileType::Directory;
-        if mode == RenameMode::Exchange {
-            if dst_is_dir && sp_chain.contains(&d.ino) {
-                return Err(Error::Invalid("cannot move a directory into itself"));
-            }
-        } else if src_is_dir && !dst_is_dir {
-            return Err(Error::NotDir);
-        } else if !src_is_dir && dst_is_dir {
-            return Err(Error::IsDir);
-        } else if d.ino == sp {
-            return Err(Error::NotEmpty); // the target directory holds the source
-        }
-    }
-    Ok(RenameCheck::Proceed)
 }

@@ -279,8 +279,8 @@ fn directories<D: PmDevice>(
             continue;
         }
         t.directories += 1;
-        let mut live = 0u64;
         let mut names: HashMap<Vec<u8>, u64> = HashMap::new();
+        let mut live = 0u64;
         for lblk in 0..draw.size / BLOCK_BYTES {
             let Some(slot) = map.block(d, &draw, lblk) else {
                 out.add(format!("directory {d}: block {lblk} is not mapped"), Fix::None);
@@ -296,43 +296,10 @@ fn directories<D: PmDevice>(
             };
             for run in runs {
                 let Run::Entry { pos, nslots, ino, ftype, name } = run else { continue };
-                let off = geo.block_off(slot) + (pos % SLOTS_PER_BLOCK) * 32;
-                let shown = String::from_utf8_lossy(&name).into_owned();
-                let target = if ino <= n as u64 { inodes[ino as usize] } else { None };
-                let Some(traw) = target else {
-                    out.add(
-                        format!("directory {d}: entry {shown:?} points to free or invalid inode {ino}"),
-                        Fix::ClearDirent { off },
-                    );
-                    continue;
-                };
-                if names.insert(name.clone(), pos).is_some() {
-                    out.add(format!("directory {d}: duplicate name {shown:?}"), Fix::ClearDirent { off });
-                    continue;
+                let at = EntryAt { dir: d, off: geo.block_off(slot) + (pos % SLOTS_PER_BLOCK) * 32, pos, nslots };
+                if check_entry(inodes, &at, ino, ftype, name, &mut names, &mut t, out) {
+                    live += 1;
                 }
-                let want = FileType::from_mode(traw.mode).expect("checked");
-                if FileType::from_u8(ftype) != Some(want) {
-                    let word = crate::fs::dir::DirIndex::header_word1(nslots, name.len(), want);
-                    out.add(
-                        format!("directory {d}: entry {shown:?} has the wrong file type"),
-                        Fix::DirentWord1 { off: off + 8, word },
-                    );
-                }
-                if traw.is_dir() {
-                    t.parent_seen[ino as usize] += 1;
-                    t.subdirs[d] += 1;
-                    if traw.parent != d as u64 {
-                        let mut fixed = traw;
-                        fixed.parent = d as u64;
-                        out.add(
-                            format!("directory {ino}: parent is {} but it is listed in {d}", traw.parent),
-                            Fix::RewriteInode(Ino(ino as u32), Box::new(fixed)),
-                        );
-                    }
-                }
-                t.refs[ino as usize] += 1;
-                t.children[d].push(ino as u32);
-                live += 1;
             }
         }
         if draw.dir_entries != live {
@@ -345,6 +312,68 @@ fn directories<D: PmDevice>(
         }
     }
     t
+}
+
+/// Where a directory entry lies: its directory, the device offset of its first slot, its
+/// slot index and length.
+struct EntryAt {
+    dir: usize,
+    off: u64,
+    pos: u64,
+    nslots: u8,
+}
+
+/// One entry against the inode it names: live, unique, of the right type, a directory's
+/// parent pointing back. Counts it in `t` and returns whether it stays live.
+#[allow(clippy::too_many_arguments)]
+fn check_entry(
+    inodes: &[Option<InodeRaw>],
+    at: &EntryAt,
+    ino: u64,
+    ftype: u8,
+    name: Vec<u8>,
+    names: &mut HashMap<Vec<u8>, u64>,
+    t: &mut Tree,
+    out: &mut Findings,
+) -> bool {
+    let (d, off) = (at.dir, at.off);
+    let shown = String::from_utf8_lossy(&name).into_owned();
+    let target = if ino < inodes.len() as u64 { inodes[ino as usize] } else { None };
+    let Some(traw) = target else {
+        out.add(
+            format!("directory {d}: entry {shown:?} points to free or invalid inode {ino}"),
+            Fix::ClearDirent { off },
+        );
+        return false;
+    };
+    let want = FileType::from_mode(traw.mode).expect("checked");
+    let name_len = name.len();
+    if names.insert(name, at.pos).is_some() {
+        out.add(format!("directory {d}: duplicate name {shown:?}"), Fix::ClearDirent { off });
+        return false;
+    }
+    if FileType::from_u8(ftype) != Some(want) {
+        let word = crate::fs::dir::DirIndex::header_word1(at.nslots, name_len, want);
+        out.add(
+            format!("directory {d}: entry {shown:?} has the wrong file type"),
+            Fix::DirentWord1 { off: off + 8, word },
+        );
+    }
+    if traw.is_dir() {
+        t.parent_seen[ino as usize] += 1;
+        t.subdirs[d] += 1;
+        if traw.parent != d as u64 {
+            let mut fixed = traw;
+            fixed.parent = d as u64;
+            out.add(
+                format!("directory {ino}: parent is {} but it is listed in {d}", traw.parent),
+                Fix::RewriteInode(Ino(ino as u32), Box::new(fixed)),
+            );
+        }
+    }
+    t.refs[ino as usize] += 1;
+    t.children[d].push(ino as u32);
+    true
 }
 
 /// Which inodes the root reaches through directory entries.
