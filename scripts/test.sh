@@ -55,6 +55,11 @@ cargo fmt --all -- --check
 cargo clippy --workspace --all-targets -- -D warnings
 cargo build --workspace   # includes libhashfs_preload.so, which the shim tests load
 cargo test --workspace -- --skip explore_
+# The paper benchmark's cycle probe (cargo feature `probe`, off in every other build): lint,
+# its unit test and the benchmark's smoke run, in their own target directory.
+cargo clippy -p hashfs-cli --all-targets --features probe --target-dir target/probe -- -D warnings
+cargo test -p hashfs --features probe --target-dir target/probe --lib probe
+cargo test -p hashfs-cli --features probe --target-dir target/probe --test cli paper_benchmark
 # The portable fallbacks: the weakest flush instruction and scalar hashing, through the
 # real mmap device (CLI tests) and the file system (model tests).
 HASHFS_FLUSH=clflush HASHFS_SIMD=scalar cargo test -p hashfs-cli --test cli

@@ -4,9 +4,9 @@
 //! refuses (a host file system without user attributes, say) is reported and skipped.
 
 use crate::{fail, progress_bar, Failure};
-use hashfs::fs::ops::Owner;
-use hashfs::fs::xattr::XattrMode;
 use hashfs::pm::PmDevice;
+use hashfs::Owner;
+use hashfs::XattrMode;
 use hashfs::{FileSystem, FileType, OpenOptions, SetAttr, SetTime};
 use std::fs;
 use std::io::{Read, Write};

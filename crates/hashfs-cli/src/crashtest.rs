@@ -1,10 +1,10 @@
-//! `hashfs crashtest`: the crash-state explorer (hashfs::crashtest) for users: which
+//! `hashfs crashtest`: the crash-state explorer (hashfs::testing::crashtest) for users: which
 //! mappings and workloads, a progress bar, the figures, and a reproducer per failure.
 
 #![forbid(unsafe_code)]
 
 use clap::Args;
-use hashfs::crashtest::{self, concurrent, Config, Only, Stats, Workload};
+use hashfs::testing::crashtest::{self, concurrent, Config, Only, Stats, Workload};
 use hashfs::MappingKind;
 use indicatif::{ProgressBar, ProgressStyle};
 use std::time::Instant;

@@ -5,8 +5,11 @@
 #![forbid(unsafe_code)]
 
 use crate::{fail, Failure};
-use hashfs::fs::{fsck, FormatOptions, FsckMode};
 use hashfs::pm::{MmapDevice, OpenMode, PmDevice};
+use hashfs::{
+    fsck::{fsck, FsckMode},
+    FormatOptions,
+};
 use hashfs::{FileSystem, OpenOptions};
 use rand::{rngs::SmallRng, Rng, SeedableRng};
 use std::path::Path;
@@ -48,7 +51,7 @@ pub fn run(image: &Path, size: u64) -> Result<(), Failure> {
         "  device: MAP_SYNC {}, flush with {}, SIMD {}",
         dev.is_map_sync(),
         dev.flush_kind().name(),
-        hashfs::mapping::simd::simd_kind().name()
+        hashfs::simd_kind().name()
     );
     let (fs, _) = FileSystem::mount(dev.clone(), &|_, _| {})?;
 

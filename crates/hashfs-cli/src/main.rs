@@ -9,8 +9,9 @@ mod mountcmd;
 mod mounthelper;
 
 use clap::{Parser, Subcommand};
-use hashfs::fs::{fsck, FormatOptions, FsckMode};
+use hashfs::fsck::{self, fsck, FsckMode};
 use hashfs::pm::{MmapDevice, OpenMode};
+use hashfs::FormatOptions;
 use hashfs::{FileSystem, FileType, MappingKind};
 use indicatif::{ProgressBar, ProgressStyle};
 use std::path::{Path, PathBuf};
@@ -317,14 +318,13 @@ fn run(cli: Cli) -> Result<u8, Failure> {
         }
         Cmd::Info { image } => {
             let dev = open_image(&image)?;
-            let (sb, g) =
-                hashfs::fs::fsck::geometry_of(&*dev).map_err(|e| fail(format!("{}: {e}", image.display())))?;
+            let (sb, g) = hashfs::fsck::geometry_of(&*dev).map_err(|e| fail(format!("{}: {e}", image.display())))?;
             println!("image          {}", image.display());
             println!("size           {} bytes", g.image_bytes);
             println!("mapping        {}", MappingKind::from_u32(sb.mapping_kind).map(|m| m.name()).unwrap_or("?"));
             println!(
                 "state          {}",
-                if sb.state == hashfs::layout::SB_STATE_CLEAN { "clean" } else { "not cleanly unmounted" }
+                if sb.state == hashfs::testing::layout::SB_STATE_CLEAN { "clean" } else { "not cleanly unmounted" }
             );
             println!("mounts         {}", sb.mount_count);
             println!("journals       {} x {} KiB", g.journal_count, g.journal_blocks * 4);
@@ -365,7 +365,7 @@ fn run(cli: Cli) -> Result<u8, Failure> {
                 ms.bytes_per_gib(),
                 ms.bytes_per_gib() / (1u64 << 30) as f64 * 100.0
             );
-            if let Some(t) = fs.table() {
+            if let Some(t) = hashfs::testing::table(&fs) {
                 let ps = t.probe_stats();
                 println!(
                     "probe length   {:.2} mean, {} max (lookups that hit); {:.2} mean (misses); {} tombstones",

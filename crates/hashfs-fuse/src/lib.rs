@@ -19,12 +19,12 @@ use fuser::{
     KernelConfig, LockOwner, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyEmpty,
     ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
 };
-use hashfs::fs::acl::Inherited;
-use hashfs::fs::api::Access;
-use hashfs::fs::ops::{Owner, RenameMode, SetTime};
-use hashfs::fs::xattr::XattrMode;
 use hashfs::pm::PmDevice;
+use hashfs::Access;
+use hashfs::Inherited;
+use hashfs::XattrMode;
 use hashfs::{Error, File, FileSystem, FileType, Ino, Metadata, SetAttr};
+use hashfs::{Owner, RenameMode, SetTime};
 use std::collections::HashMap;
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
@@ -83,7 +83,7 @@ fn attr(m: &Metadata) -> FileAttr {
         nlink: m.nlink,
         uid: m.uid,
         gid: m.gid,
-        rdev: hashfs::layout::dirent::dev_to_kernel(m.rdev).unwrap_or(0),
+        rdev: hashfs::dev_to_kernel(m.rdev).unwrap_or(0),
         blksize: 4096,
         flags: 0,
     }
@@ -265,7 +265,7 @@ impl<D: PmDevice> Filesystem for HashFsFuse<D> {
             Some(t) => {
                 let (owner, inh) = self.new_owner(req, p, mode, umask, false)?;
                 let rdev = if matches!(t, FileType::CharDevice | FileType::BlockDevice) {
-                    hashfs::layout::dirent::dev_from_kernel(rdev)
+                    hashfs::dev_from_kernel(rdev)
                 } else {
                     0
                 };
@@ -602,7 +602,7 @@ impl<D: PmDevice> Filesystem for HashFsFuse<D> {
         mode: i32,
         reply: ReplyEmpty,
     ) {
-        let Some(mode) = hashfs::fs::FallocateMode::from_linux_flags(mode) else {
+        let Some(mode) = hashfs::FallocateMode::from_linux_flags(mode) else {
             return reply.error(Errno::EOPNOTSUPP); // collapse, insert, unshare
         };
         match self.file(fh).and_then(|f| f.fallocate(offset, length, mode)) {

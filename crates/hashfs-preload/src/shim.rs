@@ -7,10 +7,10 @@
 //! `cwd` (chdir into the prefix), `mmap`, `xattr`, `socket` (refuses UNIX sockets in the prefix), `stdio`, `statfs`. docs/shim.md lists
 //! what is served and what is refused.
 
-use hashfs::fs::api::Access;
-use hashfs::fs::ops::{Owner, RenameMode, SetTime};
 use hashfs::pm::MmapDevice;
+use hashfs::Access;
 use hashfs::{Error, File, FileSystem, FileType, Ino, Metadata, SetAttr};
+use hashfs::{Owner, RenameMode, SetTime};
 use libc::{c_char, c_int, c_uint, c_void, mode_t, off_t, size_t, ssize_t};
 use parking_lot::Mutex;
 use std::cell::Cell;

@@ -5,9 +5,12 @@
 
 #[path = "../../hashfs-cli/tests/support/skip.rs"]
 mod skip;
-use hashfs::fs::{fsck, FormatOptions, FsckMode};
 use hashfs::pm::{MmapDevice, OpenMode};
 use hashfs::FileSystem;
+use hashfs::{
+    fsck::{fsck, FsckMode},
+    FormatOptions,
+};
 use skip::skip;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -63,8 +66,8 @@ impl Image {
     }
     fn fsck_clean(&self) {
         let dev = Arc::new(MmapDevice::open(&self.path, OpenMode::Existing).unwrap());
-        let (sb, _) = hashfs::fs::fsck::geometry_of(&*dev).unwrap();
-        assert_eq!(sb.state, hashfs::layout::SB_STATE_CLEAN, "every process unmounted cleanly");
+        let (sb, _) = hashfs::fsck::geometry_of(&*dev).unwrap();
+        assert_eq!(sb.state, hashfs::testing::layout::SB_STATE_CLEAN, "every process unmounted cleanly");
         let r = fsck(dev, FsckMode::Check, &|_, _| {}).unwrap();
         assert!(r.findings.is_empty(), "{:?}", r.findings);
     }

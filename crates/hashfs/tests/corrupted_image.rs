@@ -4,7 +4,7 @@
 
 mod common;
 use common::*;
-use hashfs::fs::{fsck, FsckMode};
+use hashfs::fsck::{fsck, FsckMode};
 use hashfs::pm::{CrashDevice, PmDevice};
 use hashfs::{Error, FileSystem, OpenOptions};
 use rand::{rngs::SmallRng, Rng, SeedableRng};
@@ -13,7 +13,7 @@ use std::sync::mpsc;
 use std::sync::Arc;
 use std::time::Duration;
 
-fn populated_image() -> (Vec<u8>, hashfs::layout::Geometry) {
+fn populated_image() -> (Vec<u8>, hashfs::testing::layout::Geometry) {
     let (fs, dev) = new_fs(2 << 20, &small_opts());
     fs.create_dir_all(Path::new("/a/b"), 0o755).unwrap();
     for i in 0..40 {
@@ -148,15 +148,15 @@ fn mapping_structure_flips_are_found_or_harmless() {
     // unused bytes may go unnoticed; none may panic, hang, or survive a repair.
     let (fs, _r, _d) = mount_image(&img).unwrap();
     let mut regions = Vec::new();
-    if let hashfs::mapping::FileMap::Blocks(b) = fs.map() {
+    if let hashfs::testing::mapping::FileMap::Blocks(b) = hashfs::testing::map(&fs) {
         for i in 1..64u32 {
             let ino = hashfs::Ino(i);
-            let raw = hashfs::fs::inode::read_raw(&**fs.device(), &geo, ino);
-            if raw.check(ino) != hashfs::layout::inode::InodeState::Allocated {
+            let raw = hashfs::testing::read_raw(&**fs.device(), &geo, ino);
+            if raw.check(ino) != hashfs::testing::layout::inode::InodeState::Allocated {
                 continue;
             }
             let _ = b.walk(i, &raw, &mut |x| {
-                if let hashfs::mapping::Mapped::Node { pblk, .. } = x {
+                if let hashfs::testing::mapping::Mapped::Node { pblk, .. } = x {
                     regions.push((geo.block_off(pblk), 4096u64));
                 }
             });

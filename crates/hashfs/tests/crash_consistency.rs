@@ -1,4 +1,4 @@
-//! Crash consistency, through the crash-state explorer (`hashfs::crashtest`): every named
+//! Crash consistency, through the crash-state explorer (`hashfs::testing::crashtest`): every named
 //! operation over the base tree, a fixed share of the sequences of two, random longer
 //! sequences, two threads with transactions open in both journals, and a directory that
 //! grows a block; at every fence every crash state (sampled past 4,096), recovered, checked
@@ -10,9 +10,9 @@
 
 mod common;
 use common::*;
-use hashfs::crashtest::{self, concurrent, explore::explore, Config, Failure, Stats, Workload};
-use hashfs::fs::format;
+use hashfs::format;
 use hashfs::pm::CrashDevice;
+use hashfs::testing::crashtest::{self, concurrent, explore::explore, Config, Failure, Stats, Workload};
 use hashfs::{FileSystem, FormatOptions, OpenOptions};
 use std::path::Path;
 use std::sync::Arc;
@@ -101,7 +101,7 @@ fn explore_two_threads_with_both_journals_open() {
 fn explore_create_needing_a_new_directory_block() {
     // 128 one-slot entries fill a directory's first block; the next create adds a block.
     let dev = Arc::new(CrashDevice::new(crashtest::IMAGE_BYTES));
-    let opts = hashfs::crashtest::format_options(test_mapping(), test_layout_score());
+    let opts = hashfs::testing::crashtest::format_options(test_mapping(), test_layout_score());
     format(&*dev, &FormatOptions { inode_count: Some(256), ..opts }, &|_, _| {}).unwrap();
     let (fs, _) = FileSystem::mount(dev.clone(), &|_, _| {}).unwrap();
     fs.create_dir(Path::new("/A"), 0o755).unwrap();
@@ -139,7 +139,7 @@ fn explore_hole_fills_roll_back_whole() {
 /// (recovery, then check) finds nothing at all.
 #[test]
 fn fsck_of_crashed_images_needs_only_recovery() {
-    use hashfs::fs::fsck::{fsck, recover_then_check, FsckMode, Recovery};
+    use hashfs::fsck::{fsck, recover_then_check, FsckMode, Recovery};
     let base = crashtest::base_image(test_mapping(), test_layout_score());
     let (mut images, mut with_pending) = (0, 0);
     for id in ["ace:append", "ace:overwrite", "ace:unlink-open", "ace:truncate-down", "ace:mkdir,create"] {

@@ -6,8 +6,8 @@
 
 mod common;
 use common::*;
-use hashfs::fs::{format, FormatOptions};
 use hashfs::pm::CrashDevice;
+use hashfs::{format, FormatOptions};
 use hashfs::{FileSystem, MappingKind, OpenOptions};
 use rand::{rngs::SmallRng, Rng, SeedableRng};
 use std::collections::BTreeMap;
@@ -72,7 +72,7 @@ fn many_extents_deep_trees_holes_and_truncation_in_every_mapping() {
         for _ in 0..40 {
             let a = rng.random_range(0..1990u64);
             let n = rng.random_range(1..10u64);
-            f.fallocate(a * 4096, n * 4096, hashfs::fs::FallocateMode::PunchHole).unwrap();
+            f.fallocate(a * 4096, n * 4096, hashfs::FallocateMode::PunchHole).unwrap();
             for b in a..a + n {
                 model.remove(&b);
             }

@@ -3,7 +3,7 @@
 
 mod common;
 use common::*;
-use hashfs::fs::ops::RenameMode;
+use hashfs::RenameMode;
 use hashfs::{Error, FileType, OpenOptions};
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::Path;
@@ -305,7 +305,7 @@ fn fallocate_maps_holes_and_keeps_data() {
 
 #[test]
 fn punch_hole_and_keep_size() {
-    use hashfs::fs::FallocateMode;
+    use hashfs::FallocateMode;
     let (fs, dev) = new_fs(8 << 20, &small_opts());
     let data: Vec<u8> = (0..40_000u32).map(|i| (i % 200) as u8 + 1).collect();
     fs.write(p("/ph"), &data).unwrap();
@@ -392,7 +392,7 @@ fn special_files_are_inodes_of_their_own_type() {
 /// remount, on directories too, and freed with their file; fsck-clean throughout.
 #[test]
 fn extended_attributes() {
-    use hashfs::fs::xattr::XattrMode::{Any, Create, Replace};
+    use hashfs::XattrMode::{Any, Create, Replace};
     let (fs, dev) = new_fs(16 << 20, &small_opts());
     fs.write(p("/f"), b"data").unwrap();
     fs.create_dir(p("/d"), 0o755).unwrap();
@@ -449,7 +449,7 @@ fn extended_attributes() {
 /// EOF changes. COLLAPSE_RANGE and INSERT_RANGE stay unsupported.
 #[test]
 fn zero_range() {
-    use hashfs::fs::FallocateMode;
+    use hashfs::FallocateMode;
     let (fs, dev) = new_fs(8 << 20, &small_opts());
     let data: Vec<u8> = (0..40_000u32).map(|i| (i % 200) as u8 + 1).collect();
     let f = fs.open_file(p("/z"), OpenOptions::new().read(true).write(true).create(true)).unwrap();
@@ -486,12 +486,12 @@ fn zero_range() {
 /// stamped format 3 by the mount, so that an older build refuses it from then on.
 #[test]
 fn format_2_images_mount_and_are_stamped_format_3() {
-    use hashfs::layout::superblock::{FORMAT_VERSION, SB_PRIMARY_OFF, SB_SECONDARY_OFF};
     use hashfs::pm::PmDevice;
+    use hashfs::testing::layout::superblock::{FORMAT_VERSION, SB_PRIMARY_OFF, SB_SECONDARY_OFF};
     let (fs, dev) = new_fs(8 << 20, &small_opts());
     fs.write(p("/old"), b"from format 2").unwrap();
     drop(fs);
-    let (mut sb, _, _) = hashfs::fs::read_superblock(&*dev).unwrap();
+    let (mut sb, _, _) = hashfs::read_superblock(&*dev).unwrap();
     assert_eq!(sb.format_version, FORMAT_VERSION);
     sb.format_version = 2;
     sb.seal();
@@ -501,6 +501,6 @@ fn format_2_images_mount_and_are_stamped_format_3() {
     let image = dev.live_image();
     let (fs, _report, dev) = mount_image(&image).unwrap();
     assert_eq!(fs.read(p("/old")).unwrap(), b"from format 2");
-    assert_eq!(hashfs::fs::read_superblock(&*dev).unwrap().0.format_version, 3);
+    assert_eq!(hashfs::read_superblock(&*dev).unwrap().0.format_version, 3);
     assert_fsck_clean(&dev);
 }

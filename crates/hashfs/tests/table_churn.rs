@@ -5,7 +5,7 @@
 
 mod common;
 use common::*;
-use hashfs::mapping::hashfs::{classify, Entry};
+use hashfs::testing::mapping::hashfs::{classify, Entry};
 use std::path::Path;
 
 #[test]
@@ -22,7 +22,7 @@ fn fill_and_empty_ten_times() {
             fs.write(Path::new(&format!("/r{round}-{i}")), &vec![i as u8; (blocks * 4096) as usize]).unwrap();
             i += 1;
         }
-        let Some(table) = fs.table() else {
+        let Some(table) = hashfs::testing::table(&fs) else {
             // Allocator mappings: emptying gives back every block (data and structure)
             // but the root directory's and its tree nodes.
             for j in 0..i {
@@ -69,7 +69,7 @@ fn fill_and_empty_ten_times() {
         let mut on_path = vec![false; n as usize];
         for s in 0..n {
             if let Entry::Key { ino, lblk } = classify(table.load(s), n) {
-                let mut t = table.home(hashfs::mapping::hashfs::key(ino, lblk));
+                let mut t = table.home(hashfs::testing::mapping::hashfs::key(ino, lblk));
                 while t != s {
                     on_path[t as usize] = true;
                     t = (t + 1) % n;

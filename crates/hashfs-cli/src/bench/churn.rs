@@ -4,14 +4,16 @@
 #![forbid(unsafe_code)]
 
 use crate::Failure;
-use hashfs::fs::FormatOptions;
 use hashfs::FileSystem;
+use hashfs::FormatOptions;
 use std::path::Path;
 
 pub fn run(image: &Path, size: u64, rounds: u32) -> Result<(), Failure> {
     FileSystem::format_file(image, size, &FormatOptions::default(), &|_, _| {})?;
     let (fs, _) = FileSystem::open(image)?;
-    let Some(table) = fs.table() else { return Err(crate::fail("bench churn measures the HashFS table")) };
+    let Some(table) = hashfs::testing::table(&fs) else {
+        return Err(crate::fail("bench churn measures the HashFS table"));
+    };
     let total = fs.statfs().blocks_total;
     println!(
         "# bench churn: image {} ({} MiB, {} blocks), {rounds} rounds of fill to 90% and delete all",

@@ -14,8 +14,8 @@
 
 use super::{cpu_model, git_commit, Samples};
 use crate::{fail, Failure};
-use hashfs::fs::FormatOptions;
 use hashfs::pm::{MmapDevice, OpenMode, PmDevice};
+use hashfs::FormatOptions;
 use hashfs::{FileSystem, OpenOptions};
 use rand::{rngs::SmallRng, Rng, SeedableRng};
 use serde_json::json;
@@ -156,7 +156,7 @@ fn run_in(cfg: &Config, quick: bool, json_out: Option<&Path>, image: &Path, tmp:
     drop(f);
 
     // Report.
-    let simd = hashfs::mapping::simd::simd_kind().name();
+    let simd = hashfs::simd_kind().name();
     let flush = dev.flush_kind().name();
     let commit = git_commit();
     println!(

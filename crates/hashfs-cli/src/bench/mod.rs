@@ -5,6 +5,7 @@
 
 mod churn;
 mod micro;
+#[cfg(feature = "probe")]
 pub mod paper;
 
 use crate::Failure;
@@ -31,6 +32,7 @@ pub enum BenchCmd {
     },
     /// The papers' file-mapping evaluation, every mapping side by side: HashFS §4.1-4.7
     /// and SPFS Fig. 7. Writes one JSON file per experiment; `bench/plot.py` draws them.
+    /// Needs a build with the cycle probe (`--features probe`; scripts/bench-paper.sh).
     Paper {
         /// Experiments to run (default: all): locality, fragmentation, filesize, iosize,
         /// utilization, concurrency, pagecache, spfs-extents.
@@ -66,9 +68,15 @@ pub fn run(cmd: BenchCmd) -> Result<(), Failure> {
     match cmd {
         BenchCmd::Micro { quick, json, image, tmpfs_dir } => micro::run(quick, json.as_deref(), &image, &tmpfs_dir),
         BenchCmd::Churn { image, size, rounds } => churn::run(&image, size, rounds),
+        #[cfg(feature = "probe")]
         BenchCmd::Paper { experiments, mappings, quick, tiny, out, image_dir } => {
             paper::run(&experiments, &mappings, quick, tiny, &out, &image_dir)
         }
+        #[cfg(not(feature = "probe"))]
+        BenchCmd::Paper { .. } => Err(crate::fail(
+            "this hashfs was built without the cycle probe the paper benchmark reads; build it with \
+             `cargo build --release -p hashfs-cli --features probe` (scripts/bench-paper.sh does, in target/probe)",
+        )),
     }
 }
 

@@ -1,7 +1,7 @@
 //! Data: read, write and their positional and vector forms, lseek, sync, truncate, fallocate, hints.
 
 use super::*;
-use hashfs::fs::FallocateMode;
+use hashfs::FallocateMode;
 
 pub(super) fn with_file<T>(
     fd: c_int,
@@ -318,7 +318,7 @@ pub(super) fn allocate_fd(fd: c_int, mode: c_int, off: off_t, len: off_t) -> c_i
     if off < 0 || len <= 0 {
         return libc::EINVAL;
     }
-    let Some(mode) = hashfs::fs::FallocateMode::from_linux_flags(mode) else {
+    let Some(mode) = hashfs::FallocateMode::from_linux_flags(mode) else {
         return libc::EOPNOTSUPP; // collapse, insert, unshare
     };
     match with_file(fd, |of, f| {

@@ -9,7 +9,7 @@
 //! ERANGE. The shim stores ACLs but checks access by the mode bits only.
 
 use super::*;
-use hashfs::fs::xattr::XattrMode;
+use hashfs::XattrMode;
 
 /// Which inode a call names: a path (following the last symlink or not) or a descriptor.
 enum Target {

@@ -112,8 +112,6 @@ pub struct BlockAllocator {
     rng: Rng,
 }
 
-pub use crate::layout::superblock::bitmap_bytes;
-
 impl BlockAllocator {
     /// Rebuilds the DRAM index from the bitmap (mount).
     pub fn load<D: PmDevice>(dev: &D, bitmap_off: u64, blocks: u64, layout_score: f64, seed: u64) -> Result<Self> {
@@ -279,6 +277,7 @@ impl BlockAllocator {
     }
 }
 
+#[cfg(test)]
 /// The layout score of a file's physical blocks in logical order (Smith and Seltzer): the
 /// fraction of blocks after the first that directly follow their predecessor. 1.0 for a
 /// file of one block.

@@ -183,18 +183,6 @@ impl<D: PmDevice> FileSystem<D> {
     pub fn mapping(&self) -> MappingKind {
         self.inner.map.kind()
     }
-    /// The mapping structure (for statistics and benchmarks).
-    pub fn map(&self) -> &crate::mapping::FileMap<D> {
-        &self.inner.map
-    }
-    /// The HashFS table, when the image uses it.
-    pub fn table(&self) -> Option<&crate::mapping::hashfs::HashTable<D>> {
-        match &self.inner.map {
-            crate::mapping::FileMap::Hash(t) => Some(t),
-            crate::mapping::FileMap::Blocks(_) => None,
-        }
-    }
-
     /// The physical block (index in the data region) of logical block `lblk` of `ino` and
     /// the blocks that follow it contiguously, or None for a hole: what the mapping
     /// structure translates, through the file's translation cache or cursor.
@@ -382,7 +370,7 @@ impl<D: PmDevice> FileSystem<D> {
         if !st.raw.is_dir() {
             return Err(Error::NotDir);
         }
-        Ok(Ino(st.raw.parent as u32))
+        Ok(Ino(st.raw.parent))
     }
 
     fn walk(&self, mut comps: VecDeque<Vec<u8>>, follow_last: bool) -> Result<Ino> {

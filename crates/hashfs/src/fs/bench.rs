@@ -1,11 +1,13 @@
-//! Hooks for the paper experiments (`hashfs bench paper`); the file system never calls
-//! them.
+//! Hooks for the paper experiments (`hashfs bench paper`, through [`crate::testing`]); the
+//! file system never calls them.
+
+#![forbid(unsafe_code)]
 
 use super::FileSystem;
 use crate::layout::superblock::map_region_bytes;
 use crate::layout::Ino;
 use crate::mapping::{FileMap, Index, Mapped};
-use crate::pm::{cpu, PmDevice};
+use crate::pm::PmDevice;
 use crate::{Error, Result};
 use std::sync::atomic::Ordering;
 
@@ -17,9 +19,8 @@ impl<D: PmDevice> FileSystem<D> {
     /// region (HashFS table, or allocator bitmap and global table) and the file's tree
     /// nodes. Returns the number of bytes evicted. The allocator's DRAM free-extent index
     /// is not evicted (it is a tree of heap nodes).
-    pub fn evict_mapping(&self, ino: Ino) -> Result<u64> {
+    pub(crate) fn evict_mapping(&self, ino: Ino) -> Result<u64> {
         let inner = &self.inner;
-        let base = inner.dev.base_ptr().ok_or(Error::Invalid("evicting caches needs a memory-mapped device"))?;
         let cell = inner.cell(ino)?;
         let st = cell.state.read();
         cell.tcache.invalidate_all();
@@ -44,19 +45,17 @@ impl<D: PmDevice> FileSystem<D> {
         }
         let mut bytes = 0;
         for (off, len) in ranges {
-            // SAFETY: every range lies inside the device (offsets from the geometry and the
-            // walked structure, which `walk` bounds-checks), and `base` maps the device.
-            unsafe { cpu::evict_range(base.add(off as usize), len as usize) };
+            if !inner.dev.evict(off, len) {
+                return Err(Error::Invalid("evicting caches needs a memory-mapped device"));
+            }
             bytes += len;
         }
-        let mem = &*cell as *const super::inode::InodeCell as *const u8;
-        // SAFETY: the in-DRAM inode is alive (we hold a reference).
-        unsafe { cpu::evict_range(mem, std::mem::size_of::<super::inode::InodeCell>()) };
+        crate::pm::evict_object::<super::inode::InodeCell>(&cell);
         Ok(bytes)
     }
 
     /// Extent-hash images: turns the probabilistic fast lookup on or off (SPFS Fig. 7).
-    pub fn set_fast_lookup(&self, on: bool) -> Result<()> {
+    pub(crate) fn set_fast_lookup(&self, on: bool) -> Result<()> {
         match &self.inner.map {
             FileMap::Blocks(b) => match &b.index {
                 Index::ExtentHash(t) => {

@@ -24,7 +24,7 @@ use crate::layout::{BLOCK_BYTES, MAX_FILE_BYTES};
 use crate::mapping::hashfs::{classify, key, Entry, HashTable};
 use crate::mapping::{BlockMap, FileMap};
 use crate::pm::PmDevice;
-use crate::timing;
+use crate::probe;
 use crate::{Error, Result};
 use std::sync::atomic::Ordering;
 
@@ -80,7 +80,8 @@ impl<D: PmDevice> FsInner<D> {
         end: u64,
         size_blocks: u64,
     ) -> Result<Option<(u64, u64)>> {
-        timing::map_span(|| match &self.map {
+        let _span = probe::map();
+        match &self.map {
             FileMap::Hash(t) => Ok(translate_hash(t, cell, lblk, end, size_blocks)),
             FileMap::Blocks(b) => {
                 let tc = b.uses_tcache();
@@ -98,7 +99,7 @@ impl<D: PmDevice> FsInner<D> {
                 }
                 Ok(r)
             }
-        })
+        }
     }
 
     pub(crate) fn read_at(&self, cell: &InodeCell, off: u64, buf: &mut [u8]) -> Result<usize> {
@@ -357,10 +358,7 @@ impl<D: PmDevice> FsInner<D> {
     /// reserves their slots; the others take blocks from the allocator, contiguous with
     /// `hint` (the block before) when the layout allows.
     pub(crate) fn claim_blocks(&self, ino: u32, lblks: &[u64], hint: Option<u64>) -> Result<Vec<u64>> {
-        timing::map_span(|| self.claim_blocks_untimed(ino, lblks, hint))
-    }
-
-    fn claim_blocks_untimed(&self, ino: u32, lblks: &[u64], hint: Option<u64>) -> Result<Vec<u64>> {
+        let _span = probe::map();
         match &self.map {
             FileMap::Hash(t) => {
                 let mut out = Vec::with_capacity(lblks.len());
@@ -394,10 +392,7 @@ impl<D: PmDevice> FsInner<D> {
     /// physical) sorted by logical block; its `raw` is the inode the transaction writes
     /// afterwards. All groups share one structure change (one staged overlay).
     pub(crate) fn tx_map_blocks<'a>(&'a self, tx: &mut Tx<'a, D>, groups: &mut [MapGroup<'_>]) -> Result<()> {
-        timing::map_span(|| self.tx_map_blocks_untimed(tx, groups))
-    }
-
-    fn tx_map_blocks_untimed<'a>(&'a self, tx: &mut Tx<'a, D>, groups: &mut [MapGroup<'_>]) -> Result<()> {
+        let _span = probe::map();
         match &self.map {
             FileMap::Hash(t) => {
                 for g in groups.iter() {
@@ -554,7 +549,10 @@ impl<D: PmDevice> FsInner<D> {
             &mut [MapGroup { ino: ino.0, raw: &mut raw, pairs: &pairs, logged_below: old_blocks }],
         )?;
         inode::tx_write_inode(&mut tx, &self.geo, ino, &mut raw);
-        timing::commit_span(|| tx.commit())?;
+        {
+            let _span = probe::commit();
+            tx.commit()?;
+        }
         st.raw = raw;
         if let FileMap::Hash(_) = self.map {
             for &(lblk, slot) in &pairs {

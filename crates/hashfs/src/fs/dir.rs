@@ -61,7 +61,7 @@ fn read_header<D: PmDevice>(dev: &D, off: u64) -> DirentHeader {
 
 /// One parsed slot run of a directory block.
 pub enum Run {
-    Entry { pos: u64, nslots: u8, ino: u64, ftype: u8, name: Vec<u8> },
+    Entry { pos: u64, nslots: u8, ino: Ino, ftype: u8, name: Vec<u8> },
     Free { pos: u64, nslots: u8 },
     Zero { pos: u64 },
 }
@@ -74,6 +74,9 @@ pub fn parse_block(buf: &[u8], lblk: u64) -> std::result::Result<Vec<Run>, Strin
         let off = (i * DIRENT_SLOT_BYTES) as usize;
         let h: DirentHeader = *bytemuck::from_bytes(&buf[off..off + DIRENT_HEADER_BYTES]);
         let pos = lblk * SLOTS_PER_BLOCK + i;
+        if h.ino_hi != 0 {
+            return Err(format!("slot {pos}: inode word beyond 32 bits"));
+        }
         if h.nslots == 0 {
             // Unused. Its other bytes may hold the name of an entry whose creation was cut
             // short (the name and the header word persist independently); the inode word
@@ -99,7 +102,7 @@ pub fn parse_block(buf: &[u8], lblk: u64) -> std::result::Result<Vec<Run>, Strin
             if !valid_name(&name) {
                 return Err(format!("slot {pos}: invalid name {:?}", String::from_utf8_lossy(&name)));
             }
-            runs.push(Run::Entry { pos, nslots: h.nslots, ino: h.ino, ftype: h.file_type, name });
+            runs.push(Run::Entry { pos, nslots: h.nslots, ino: Ino(h.ino), ftype: h.file_type, name });
         }
         i += h.nslots as u64;
     }
@@ -140,10 +143,7 @@ impl DirIndex {
                     Run::Entry { pos, nslots, ino: e_ino, ftype, name } => {
                         let ftype = FileType::from_u8(ftype)
                             .ok_or_else(|| Error::corrupt(format!("directory {ino}: slot {pos}: bad file type")))?;
-                        if e_ino > u32::MAX as u64 {
-                            return Err(Error::corrupt(format!("directory {ino}: slot {pos}: bad inode number")));
-                        }
-                        let r = EntryRef { ino: Ino(e_ino as u32), ftype, pos, nslots };
+                        let r = EntryRef { ino: e_ino, ftype, pos, nslots };
                         if idx.names.insert(name.into_boxed_slice(), r).is_some() {
                             return Err(Error::corrupt(format!("directory {ino}: duplicate name at slot {pos}")));
                         }
@@ -158,14 +158,6 @@ impl DirIndex {
 
     pub fn get(&self, name: &[u8]) -> Option<EntryRef> {
         self.names.get(name).copied()
-    }
-
-    pub fn len(&self) -> usize {
-        self.names.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.names.is_empty()
     }
 
     /// Device offset of slot `pos`.
@@ -239,6 +231,7 @@ impl DirIndex {
         let mut bytes = vec![0u8; a.nslots as usize * DIRENT_SLOT_BYTES as usize];
         let h = DirentHeader {
             ino: 0,
+            ino_hi: 0,
             nslots: a.nslots,
             name_len: name.len() as u8,
             file_type: ftype.to_u8(),
@@ -314,7 +307,7 @@ pub fn list_from<D: PmDevice>(
                 if pos >= from_pos && out.len() < max {
                     let file_type =
                         FileType::from_u8(ftype).ok_or_else(|| Error::corrupt("directory: bad file type"))?;
-                    out.push(RawDirEntry { name, ino: Ino(ino as u32), file_type, cookie: pos + nslots as u64 });
+                    out.push(RawDirEntry { name, ino, file_type, cookie: pos + nslots as u64 });
                 }
             }
         }

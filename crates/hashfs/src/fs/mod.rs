@@ -21,7 +21,7 @@ pub mod stats;
 pub mod xattr;
 
 pub use api::{DirEntry, FallocateMode, File, FileSystem, Metadata, OpenOptions, SetAttr, StatFs};
-pub use fsck::{fsck, FsckMode, FsckReport};
+pub use fsck::{fsck, FsckMode};
 pub use recovery::MountReport;
 pub use stats::MappingStats;
 
@@ -124,7 +124,7 @@ pub fn format<D: PmDevice>(dev: &D, opts: &FormatOptions, progress: Progress<'_>
     let mut root = InodeRaw::zeroed();
     root.mode = S_IFDIR | 0o755;
     root.nlink = 2;
-    root.parent = Ino::ROOT.get();
+    root.parent = Ino::ROOT.0;
     root.atime_ns = now;
     root.mtime_ns = now;
     root.ctime_ns = now;

@@ -46,9 +46,9 @@ impl NodeSpec<'_> {
         raw.nlink = nlink;
         raw.size = size;
         raw.blocks = blocks;
-        raw.parent = if ftype == FileType::Directory { parent.get() } else { 0 };
+        raw.parent = if ftype == FileType::Directory { parent.0 } else { 0 };
         if let NodeSpec::Special { rdev, .. } = *self {
-            raw.reserved[0] = rdev; // special files map nothing: the area holds rdev
+            raw.set_rdev(rdev); // special files map nothing: the mapping area holds rdev
         }
         (ftype, raw)
     }

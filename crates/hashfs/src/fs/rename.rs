@@ -127,10 +127,10 @@ impl<D: PmDevice> FsInner<D> {
                 return Ok(chain);
             }
             let p = self.cell(d)?.state.read().raw.parent;
-            if p == 0 || p > u32::MAX as u64 {
+            if p == 0 {
                 return Err(Error::corrupt(format!("directory {d} has no valid parent")));
             }
-            d = Ino(p as u32);
+            d = Ino(p);
             chain.push(d);
         }
         Err(Error::corrupt("directory parent chain has a cycle"))
@@ -233,11 +233,11 @@ impl<D: PmDevice> FsInner<D> {
                 r.ctime_ns = now;
                 if !same_dir {
                     if mv.src_is_dir() {
-                        st.moved.parent = mv.dp.get();
+                        st.moved.parent = mv.dp.0;
                         ddir.nlink += 1;
                     }
                     if d.ftype == FileType::Directory {
-                        r.parent = mv.sp.get();
+                        r.parent = mv.sp.0;
                         ddir.nlink -= 1;
                     }
                 }
@@ -256,7 +256,7 @@ impl<D: PmDevice> FsInner<D> {
                     r.nlink -= 1;
                 }
                 if mv.src_is_dir() {
-                    st.moved.parent = mv.dp.get();
+                    st.moved.parent = mv.dp.0;
                     ddir.nlink += 1;
                 }
             }
@@ -269,7 +269,7 @@ impl<D: PmDevice> FsInner<D> {
                     return Err(e);
                 }
                 if mv.src_is_dir() {
-                    st.moved.parent = mv.dp.get();
+                    st.moved.parent = mv.dp.0;
                     ddir.nlink += 1;
                 }
                 pending = Some(entry);

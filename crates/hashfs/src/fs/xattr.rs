@@ -256,7 +256,7 @@ impl<D: PmDevice> FsInner<D> {
     fn write_xattr_inode(&self, owner: Ino, blob: &[u8]) -> Result<Arc<InodeCell>> {
         let ino = self.ialloc.alloc()?;
         let mut raw = inode::fresh_raw(S_IFREG, 0, 0, inode::now_ns());
-        raw.parent = owner.get();
+        raw.parent = owner.0;
         let mut tx = self.journals.begin();
         inode::tx_write_inode(&mut tx, &self.geo, ino, &mut raw);
         if let Err(e) = tx.commit() {

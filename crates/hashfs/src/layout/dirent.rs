@@ -19,7 +19,10 @@ pub const SLOTS_PER_BLOCK: u64 = super::BLOCK_BYTES / DIRENT_SLOT_BYTES;
 #[derive(Clone, Copy, Debug, Pod, Zeroable, PartialEq, Eq)]
 pub struct DirentHeader {
     /// Inode number; 0 = free.
-    pub ino: u64,
+    pub ino: u32,
+    /// Zero. Inode numbers are 32 bits everywhere on the media; the entry's first 8 bytes
+    /// (`ino`, `ino_hi`) are its valid word, set by one atomic 8-byte store.
+    pub ino_hi: u32,
     /// Slots this entry (or free run) spans, 1..=9; 0 in never-used slots (spans 1).
     pub nslots: u8,
     pub name_len: u8,

@@ -45,12 +45,16 @@ pub struct InodeRaw {
     pub size: u64,
     /// Mapped data blocks.
     pub blocks: u64,
-    /// Directories: the parent directory's inode number ("..").
-    pub parent: u64,
+    /// Directories: the parent directory's inode number (".."); attribute inodes: their
+    /// owner's. 0 for other files.
+    pub parent: u32,
+    /// Zero: inode numbers are 32 bits everywhere on the media.
+    parent_hi: u32,
     /// Directories: live entries (to make rmdir's emptiness check O(1)).
     pub dir_entries: u64,
     pub generation: u32,
-    pub flags: u32,
+    /// The mapping's small state (see [`InodeRaw::radix_height`], [`InodeRaw::extent_root_level`]).
+    map_flags: u32,
     /// CRC32C over the inode number (LE u64) and every byte except this field and the
     /// timestamps.
     pub checksum: u32,
@@ -60,10 +64,8 @@ pub struct InodeRaw {
     pub mtime_ns: i64,
     pub ctime_ns: i64,
     pub btime_ns: i64,
-    /// The file mapping's root (its layout is the mapping's: `mapping/*.rs`). FIFOs,
-    /// devices and sockets map no blocks: `reserved[0]` holds a device's number
-    /// (Linux `dev_t`, see [`InodeRaw::rdev`]).
-    pub reserved: [u64; 4],
+    /// The mapping area, a union read only through the typed views below.
+    map_area: [u64; 4],
 }
 
 pub const INODE_BYTES: usize = 128;
@@ -76,7 +78,9 @@ pub const INODE_CTIME_OFF: u64 = 80;
 const _: () = assert!(std::mem::offset_of!(InodeRaw, atime_ns) == INODE_ATIME_OFF as usize);
 /// End of the four timestamps (atime, mtime, ctime, btime), which the checksum skips.
 pub const INODE_TIMES_END: usize = 96;
-const _: () = assert!(std::mem::offset_of!(InodeRaw, reserved) == INODE_TIMES_END);
+const _: () = assert!(std::mem::offset_of!(InodeRaw, map_area) == INODE_TIMES_END);
+const _: () = assert!(std::mem::offset_of!(InodeRaw, map_flags) == 52);
+const _: () = assert!(std::mem::offset_of!(InodeRaw, parent) == 32);
 const _: () = assert!(std::mem::offset_of!(InodeRaw, mtime_ns) == INODE_MTIME_OFF as usize);
 const _: () = assert!(std::mem::offset_of!(InodeRaw, ctime_ns) == INODE_CTIME_OFF as usize);
 
@@ -121,7 +125,7 @@ impl InodeRaw {
     /// A device's number (`st_rdev`); 0 for every other type.
     pub fn rdev(&self) -> u64 {
         if self.is_device() {
-            self.reserved[0]
+            self.map_area[0]
         } else {
             0
         }
@@ -145,10 +149,13 @@ impl InodeRaw {
             return InodeState::Corrupt("special file with data");
         }
         if self.is_special() {
-            let want_zero = if self.is_device() { &self.reserved[1..] } else { &self.reserved[..] };
-            if want_zero.iter().any(|&w| w != 0) {
+            let want_zero = if self.is_device() { &self.map_area[1..] } else { &self.map_area[..] };
+            if self.map_flags != 0 || want_zero.iter().any(|&w| w != 0) {
                 return InodeState::Corrupt("special file with a mapping");
             }
+        }
+        if self.parent_hi != 0 {
+            return InodeState::Corrupt("parent inode number beyond 32 bits");
         }
         if self.size > super::MAX_FILE_BYTES {
             return InodeState::Corrupt("size beyond the largest file");
@@ -160,6 +167,63 @@ impl InodeRaw {
             return InodeState::Corrupt("directory size is not whole blocks");
         }
         InodeState::Allocated
+    }
+}
+
+/// The mapping area: `map_flags` (bytes 52..56) and `map_area` (bytes 96..128), a union on
+/// the media whose meaning is the image's mapping's and the file type's:
+///
+/// | who | `map_area` | `map_flags` |
+/// |---|---|---|
+/// | extent tree (`mapping/extent_tree.rs`) | root entries 0 and 1, 16 bytes each | count \| level << 8 |
+/// | radix tree (`mapping/radix.rs`) | words 0..3: blocks 0..3 (block + 1, 0 = hole); word 3: root node (block + 1) | height |
+/// | HashFS, cuckoo, extent hashing | zero | zero |
+/// | character and block devices | word 0: the device number (Linux `dev_t`) | zero |
+/// | FIFOs, sockets | zero | zero |
+impl InodeRaw {
+    /// Radix tree: the pointer word of direct block `i` (< 3): block + 1, 0 for a hole.
+    pub fn radix_direct(&self, i: usize) -> u64 {
+        self.map_area[..3][i]
+    }
+    pub fn set_radix_direct(&mut self, i: usize, v: u64) {
+        self.map_area[..3][i] = v;
+    }
+    /// Radix tree: the root node (block + 1), 0 when there is no tree.
+    pub fn radix_root(&self) -> u64 {
+        self.map_area[3]
+    }
+    pub fn set_radix_root(&mut self, v: u64) {
+        self.map_area[3] = v;
+    }
+    /// Radix tree: the tree's height (0: no tree).
+    pub fn radix_height(&self) -> u32 {
+        self.map_flags
+    }
+    pub fn set_radix_height(&mut self, h: u32) {
+        self.map_flags = h;
+    }
+
+    /// Extent tree: root entry `i` (< 2), two words as a node entry holds them.
+    pub fn extent_root_entry(&self, i: usize) -> [u64; 2] {
+        [self.map_area[2 * i], self.map_area[2 * i + 1]]
+    }
+    /// Extent tree: the root's entry count and level.
+    pub fn extent_root_level(&self) -> (u8, usize) {
+        (((self.map_flags >> 8) & 0xFF) as u8, (self.map_flags & 0xFF) as usize)
+    }
+    /// Extent tree: a new root of up to two entries at `level`.
+    pub fn set_extent_root(&mut self, entries: &[[u64; 2]], level: u8) {
+        self.map_area = [0; 4];
+        for (i, [a, b]) in entries.iter().enumerate() {
+            self.map_area[2 * i] = *a;
+            self.map_area[2 * i + 1] = *b;
+        }
+        self.map_flags = entries.len() as u32 | (level as u32) << 8;
+    }
+
+    /// Character and block devices: sets the device number (`st_rdev`).
+    pub fn set_rdev(&mut self, rdev: u64) {
+        self.map_area = [rdev, 0, 0, 0];
     }
 }
 

@@ -1,4 +1,5 @@
-//! The on-media format: geometry, superblock, inodes and directory entries.
+//! The on-media format: geometry, superblock, inodes, directory entries and the undo
+//! journals' entries.
 //!
 //! docs/design.md has the byte map. Every structure here is `#[repr(C)]` with fixed-width
 //! little-endian fields (the crate builds only for little-endian targets), explicit
@@ -8,6 +9,7 @@
 
 pub mod dirent;
 pub mod inode;
+pub mod journal;
 pub mod superblock;
 
 pub use dirent::{DirentHeader, FileType, DIRENT_SLOT_BYTES, MAX_NAME_BYTES};

@@ -2,8 +2,8 @@
 
 #![forbid(unsafe_code)]
 
+use super::journal::{ENTRY_BYTES, JOURNAL_HEADER_BYTES};
 use super::{round_up, BLOCK_BYTES, HUGE_ALIGN_BYTES, INODE_BYTES, MAX_DATA_BLOCKS, MAX_INODES};
-use crate::journal::{ENTRY_BYTES, JOURNAL_HEADER_BYTES};
 use crate::{Error, Result};
 use bytemuck::{Pod, Zeroable};
 

@@ -4,8 +4,8 @@
 //! Node (one data block): a 16-byte header (magic, level, count) and up to 255 entries of
 //! 16 bytes. Leaf entry: word 0 = logical block | length << 32 | VALID, word 1 = physical
 //! block. Interior entry: word 0 = the smallest logical block of the child | VALID, word 1 =
-//! the child's block. The root lives in the inode (`reserved`, two entries; `flags` holds
-//! its count and level), so a file of one or two extents needs no node block.
+//! the child's block. The root lives in the inode (its mapping area, two entries, with
+//! their count and level; `layout/inode.rs`), so a file of one or two extents needs no node block.
 //!
 //! Invariants (T1): entries of a node are sorted and their logical ranges do not overlap;
 //! an interior entry's key is exactly the smallest logical block of its subtree; every
@@ -62,7 +62,7 @@ fn encode(e: &Ext) -> [u64; 2] {
 }
 
 fn root_info(raw: &InodeRaw) -> (u8, usize) {
-    (((raw.flags >> 8) & 0xFF) as u8, (raw.flags & 0xFF) as usize)
+    raw.extent_root_level()
 }
 
 fn root_node(raw: &InodeRaw) -> Result<Node> {
@@ -73,7 +73,7 @@ fn root_node(raw: &InodeRaw) -> Result<Node> {
     let mut e = Vec::with_capacity(count + 1);
     for i in 0..count {
         e.push(
-            decode(raw.reserved[2 * i], raw.reserved[2 * i + 1])
+            decode(raw.extent_root_entry(i)[0], raw.extent_root_entry(i)[1])
                 .ok_or_else(|| Error::corrupt("extent tree: invalid root entry"))?,
         );
     }
@@ -82,13 +82,11 @@ fn root_node(raw: &InodeRaw) -> Result<Node> {
 
 fn set_root(raw: &mut InodeRaw, n: &Node) {
     debug_assert!(n.e.len() <= ROOT_CAP);
-    raw.reserved = [0; 4];
-    for (i, e) in n.e.iter().enumerate() {
-        let [a, b] = encode(e);
-        raw.reserved[2 * i] = a;
-        raw.reserved[2 * i + 1] = b;
+    let mut entries = [[0u64; 2]; ROOT_CAP];
+    for (slot, e) in entries.iter_mut().zip(&n.e) {
+        *slot = encode(e);
     }
-    raw.flags = n.e.len() as u32 | (n.level as u32) << 8;
+    raw.set_extent_root(&entries[..n.e.len()], n.level);
 }
 
 fn node_header<M: MemRead>(m: &M, geo: &Geometry, pblk: u64) -> Result<(u8, usize)> {

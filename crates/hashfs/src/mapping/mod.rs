@@ -165,7 +165,7 @@ impl<D: PmDevice> BlockMap<D> {
     /// (global tables, `raw` ignored), checked for corruption.
     pub fn walk(&self, ino: u32, raw: &InodeRaw, f: &mut dyn FnMut(Mapped)) -> Result<()> {
         if raw.is_special() && !self.is_global() {
-            return Ok(()); // no mapping: `reserved` holds a device number, not a root
+            return Ok(()); // no mapping: the mapping area holds a device number, not a root
         }
         let m = Direct(&*self.dev);
         match &self.index {

@@ -2,8 +2,8 @@
 //! blocks): 4 KiB nodes of 512 eight-byte pointers, each level resolving 9 bits of the
 //! logical block, with a few direct pointers in the inode.
 //!
-//! Inode: `reserved[0..3]` map logical blocks 0..3 directly; `reserved[3]` is the root
-//! node; `flags` is the tree's height (0: no tree). The tree maps logical block
+//! Inode (its mapping area, `layout/inode.rs`): three direct pointers map logical blocks
+//! 0..3; then the root node and the tree's height (0: no tree). The tree maps logical block
 //! `DIRECT + i` at index i; a tree of height h holds indexes below 512^h. A pointer is a
 //! block number plus one (0: nothing), so every update is one 8-byte atomic store, and
 //! changes that add or remove levels or nodes are undo-logged with the rest of their
@@ -26,8 +26,8 @@ pub const FANOUT: u64 = 1 << FANOUT_BITS;
 pub const MAX_HEIGHT: u32 = 4;
 
 fn height(raw: &InodeRaw) -> Result<u32> {
-    let h = raw.flags;
-    if h > MAX_HEIGHT || (h == 0) != (raw.reserved[3] == 0) {
+    let h = raw.radix_height();
+    if h > MAX_HEIGHT || (h == 0) != (raw.radix_root() == 0) {
         return Err(Error::corrupt("radix tree: bad height in inode"));
     }
     Ok(h)
@@ -55,7 +55,7 @@ pub fn lookup<M: MemRead>(
     cursor: &mut Option<(u64, u64)>,
 ) -> Result<Option<u64>> {
     if lblk < DIRECT {
-        let v = raw.reserved[lblk as usize];
+        let v = raw.radix_direct(lblk as usize);
         return if v == 0 { Ok(None) } else { ptr(v, geo).map(Some) };
     }
     let i = lblk - DIRECT;
@@ -69,7 +69,7 @@ pub fn lookup<M: MemRead>(
     if h == 0 || i >= span(h) {
         return Ok(None);
     }
-    let mut node = ptr(raw.reserved[3], geo)?;
+    let mut node = ptr(raw.radix_root(), geo)?;
     for level in (0..h).rev() {
         let idx = (i >> (FANOUT_BITS * level)) & (FANOUT - 1);
         let v = m.load_u64(geo.block_off(node) + idx * 8);
@@ -95,24 +95,24 @@ pub fn insert<D: PmDevice>(
     pblk: u64,
 ) -> Result<()> {
     if lblk < DIRECT {
-        raw.reserved[lblk as usize] = pblk + 1;
+        raw.set_radix_direct(lblk as usize, pblk + 1);
         return Ok(());
     }
     let i = lblk - DIRECT;
     let mut h = height(raw)?;
     if h == 0 {
-        raw.reserved[3] = na.alloc_node(pblk)? + 1;
+        raw.set_radix_root(na.alloc_node(pblk)? + 1);
         h = 1;
     }
     while i >= span(h) {
         // A new root whose first pointer is the old root.
         let nr = na.alloc_node(pblk)?;
-        st.store_u64(geo.block_off(nr), raw.reserved[3]);
-        raw.reserved[3] = nr + 1;
+        st.store_u64(geo.block_off(nr), raw.radix_root());
+        raw.set_radix_root(nr + 1);
         h += 1;
     }
-    raw.flags = h;
-    let mut node = ptr(raw.reserved[3], geo)?;
+    raw.set_radix_height(h);
+    let mut node = ptr(raw.radix_root(), geo)?;
     for level in (1..h).rev() {
         let at = geo.block_off(node) + ((i >> (FANOUT_BITS * level)) & (FANOUT - 1)) * 8;
         let v = st.load_u64(at);
@@ -206,34 +206,34 @@ pub fn remove<D: PmDevice>(
 ) -> Result<()> {
     let mut fr = Freer { na, run: None };
     for l in from.min(DIRECT)..to.min(DIRECT) {
-        let v = raw.reserved[l as usize];
+        let v = raw.radix_direct(l as usize);
         if v != 0 {
             fr.block(ptr(v, geo)?);
-            raw.reserved[l as usize] = 0;
+            raw.set_radix_direct(l as usize, 0);
         }
     }
     let mut h = height(raw)?;
     if h > 0 && to > DIRECT {
         let (f, t) = (from.saturating_sub(DIRECT), to - DIRECT);
-        let root = ptr(raw.reserved[3], geo)?;
+        let root = ptr(raw.radix_root(), geo)?;
         if remove_rec(st, geo, &mut fr, root, h - 1, 0, f, t)? {
             fr.na.free_node(root);
-            raw.reserved[3] = 0;
+            raw.set_radix_root(0);
             h = 0;
         }
         // Drop levels while only the root's first pointer is used.
         while h > 1 {
-            let root = ptr(raw.reserved[3], geo)?;
+            let root = ptr(raw.radix_root(), geo)?;
             let off = geo.block_off(root);
             if (1..FANOUT).any(|i| st.load_u64(off + i * 8) != 0) {
                 break;
             }
             let first = st.load_u64(off);
             fr.na.free_node(root);
-            raw.reserved[3] = first;
+            raw.set_radix_root(first);
             h -= 1;
         }
-        raw.flags = h;
+        raw.set_radix_height(h);
     }
     fr.finish();
     Ok(())
@@ -242,14 +242,14 @@ pub fn remove<D: PmDevice>(
 /// Visits every mapped block (logical, physical) and node block, checking pointers.
 pub fn walk<M: MemRead>(m: &M, geo: &Geometry, raw: &InodeRaw, f: &mut dyn FnMut(Option<u64>, u64)) -> Result<()> {
     for l in 0..DIRECT {
-        let v = raw.reserved[l as usize];
+        let v = raw.radix_direct(l as usize);
         if v != 0 {
             f(Some(l), ptr(v, geo)?);
         }
     }
     let h = height(raw)?;
     if h > 0 {
-        walk_rec(m, geo, ptr(raw.reserved[3], geo)?, h - 1, 0, f)?;
+        walk_rec(m, geo, ptr(raw.radix_root(), geo)?, h - 1, 0, f)?;
     }
     Ok(())
 }

@@ -256,6 +256,13 @@ impl PmDevice for MmapDevice {
         Ok(())
     }
 
+    fn evict(&self, off: DevOffset, len: u64) -> bool {
+        let p = self.ptr(off, len);
+        // SAFETY: the range is inside the mapping.
+        unsafe { cpu::evict_range(p, len as usize) };
+        true
+    }
+
     fn base_ptr(&self) -> Option<*mut u8> {
         Some(self.base)
     }

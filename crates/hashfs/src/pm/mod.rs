@@ -33,6 +33,13 @@ pub unsafe fn persist_range(ptr: *const u8, len: usize) {
     cpu::store_fence();
 }
 
+/// Evicts a DRAM object's cache lines from every CPU cache (the paper benchmark's cold
+/// runs: the in-DRAM inode and translation cache).
+pub fn evict_object<T>(obj: &T) {
+    // SAFETY: a live reference covers size_of::<T>() mapped bytes.
+    unsafe { cpu::evict_range(obj as *const T as *const u8, std::mem::size_of::<T>()) };
+}
+
 /// Device offsets are byte addresses inside the image.
 pub type DevOffset = u64;
 
@@ -68,6 +75,12 @@ pub trait PmDevice: Send + Sync + 'static {
     /// (an image on a disk file system needs msync; DAX and tmpfs need nothing).
     fn sync_host(&self) -> std::io::Result<()> {
         Ok(())
+    }
+    /// Evicts the range's cache lines from every CPU cache and waits for it, so that the
+    /// next access misses (the paper benchmark's cold runs; durability never needs it).
+    /// Returns false when the device has no cache to evict from.
+    fn evict(&self, _off: DevOffset, _len: u64) -> bool {
+        false
     }
     /// Direct pointer to the image for zero-copy reads, if the device has one.
     fn base_ptr(&self) -> Option<*mut u8> {

@@ -4,8 +4,8 @@
 
 pub mod model;
 
-use hashfs::fs::{format, FormatOptions};
 use hashfs::pm::CrashDevice;
+use hashfs::{format, FormatOptions};
 use hashfs::{FileSystem, MappingKind};
 use std::sync::Arc;
 
@@ -56,7 +56,7 @@ pub fn mount_image(image: &[u8]) -> hashfs::Result<(Fs, hashfs::MountReport, Arc
 
 /// fsck (check mode) must find nothing.
 pub fn assert_fsck_clean(dev: &Arc<CrashDevice>) {
-    let r = hashfs::fs::fsck(dev.clone(), hashfs::fs::FsckMode::Check, &|_, _| {}).expect("fsck ran");
+    let r = hashfs::fsck::fsck(dev.clone(), hashfs::fsck::FsckMode::Check, &|_, _| {}).expect("fsck ran");
     assert!(r.findings.is_empty(), "fsck findings: {:#?}", r.findings);
 }
 

@@ -328,7 +328,7 @@ pub type Snapshot = BTreeMap<String, SnapEntry>;
 /// Walks the real file system into a snapshot (the root itself not included), through the
 /// crash explorer's observable state.
 pub fn snapshot<D: PmDevice>(fs: &FileSystem<D>) -> hashfs::Result<Snapshot> {
-    let seen = hashfs::crashtest::snapshot::Snapshot::of(fs)?.0;
+    let seen = hashfs::testing::crashtest::snapshot::Snapshot::of(fs)?.0;
     let mut by_ino: HashMap<u32, Vec<String>> = HashMap::new();
     for (path, e) in &seen {
         by_ino.entry(e.ino).or_default().push(path.clone());

@@ -4,7 +4,7 @@
 
 use super::{point, Ctx, OpKind, Report, Runner, Sample, Target, BLOCK};
 use crate::{fail, Failure};
-use hashfs::{timing, MappingKind};
+use hashfs::{testing::probe, MappingKind};
 use rand::{rngs::SmallRng, Rng, SeedableRng};
 use serde_json::{json, Value};
 use std::path::Path;
@@ -374,16 +374,16 @@ fn spfs_extents(ctx: &Ctx) -> Result<Report, Failure> {
             let data = s.spfs_files * s.spfs_file_bytes;
             let t = Target::new(ctx, kind, 1.0, roomy_image(data))?;
             if kind == MappingKind::ExtentHash {
-                t.fs.set_fast_lookup(fast)?;
+                hashfs::testing::set_fast_lookup(&t.fs, fast)?;
             }
             let files: Vec<_> = (0..s.spfs_files).map(|i| t.fill(&format!("/f{i}"), 0)).collect::<Result<_, _>>()?;
             let buf = vec![0x77u8; e as usize];
             let mut ins = Vec::new();
             for _ in 0..s.spfs_file_bytes / e {
                 for f in &files {
-                    let _ = timing::take();
+                    let _ = probe::take();
                     f.append(&buf).map_err(|err| fail(format!("{name}: appending a {x} extent: {err}")))?;
-                    let c = timing::take();
+                    let c = probe::take();
                     ins.push(ctx.correct(0, c));
                 }
             }

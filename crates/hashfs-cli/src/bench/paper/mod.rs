@@ -3,7 +3,7 @@
 //! side in one run.
 //!
 //! Method (HashFS §4): the latency of the mapping operation is counted in time-stamp-counter
-//! cycles (`rdtscp`) by the IO path itself ([`hashfs::timing`]): translation, block
+//! cycles (`rdtscp`) by the IO path itself ([`hashfs::testing::probe`], cargo feature `probe`): translation, block
 //! allocation, staging of structure changes, and the commit that makes an insertion
 //! durable (its undo log and flushes). The latency of the whole IO operation is measured
 //! around the call. The accounting's own cost is calibrated and subtracted. "Cold" runs
@@ -19,9 +19,9 @@ mod experiments;
 
 use super::{cpu_model, git_commit};
 use crate::{fail, Failure};
-use hashfs::fs::FormatOptions;
 use hashfs::pm::{MmapDevice, OpenMode};
-use hashfs::{timing, File, FileSystem, MappingKind, OpenOptions};
+use hashfs::FormatOptions;
+use hashfs::{testing::probe, File, FileSystem, MappingKind, OpenOptions};
 use rand::{rngs::SmallRng, Rng, SeedableRng};
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
@@ -147,27 +147,27 @@ fn calibrate() -> Calibration {
     let outer = median(
         (0..n)
             .map(|_| {
-                let a = timing::rdtscp();
-                timing::rdtscp() - a
+                let a = probe::rdtscp();
+                probe::rdtscp() - a
             })
             .collect(),
     );
-    let _ = timing::take();
+    let _ = probe::take();
     let inner = median(
         (0..n)
             .map(|_| {
-                timing::probe_span();
-                timing::take().map_cycles
+                probe::probe_span();
+                probe::take().map_cycles
             })
             .collect(),
     );
     let with = median(
         (0..n)
             .map(|_| {
-                let a = timing::rdtscp();
-                timing::probe_span();
-                let b = timing::rdtscp();
-                let _ = timing::take();
+                let a = probe::rdtscp();
+                probe::probe_span();
+                let b = probe::rdtscp();
+                let _ = probe::take();
                 b - a
             })
             .collect(),
@@ -177,11 +177,11 @@ fn calibrate() -> Calibration {
 
 fn tsc_ghz() -> f64 {
     let t = Instant::now();
-    let a = timing::rdtscp();
+    let a = probe::rdtscp();
     while t.elapsed().as_millis() < 200 {
         std::hint::spin_loop();
     }
-    let b = timing::rdtscp();
+    let b = probe::rdtscp();
     (b - a) as f64 / t.elapsed().as_nanos() as f64
 }
 
@@ -361,14 +361,14 @@ impl<'a> Runner<'a> {
             OpKind::RandRead => self.rng.random_range(0..=self.blocks.saturating_sub(io_blocks)) * BLOCK,
             OpKind::Append => 0,
         };
-        let _ = timing::take();
-        let t0 = timing::rdtscp();
+        let _ = probe::take();
+        let t0 = probe::rdtscp();
         let r = match kind {
             OpKind::Append => self.file.append(&self.wbuf).map(|(n, _)| n),
             _ => self.file.read_at(off, &mut self.buf),
         };
-        let t1 = timing::rdtscp();
-        let c = timing::take();
+        let t1 = probe::rdtscp();
+        let c = probe::take();
         let n = r?;
         if n as u64 != self.io {
             return Err(fail(format!("{} of {} bytes did only {n}", kind.name(), self.io)));
@@ -391,7 +391,7 @@ impl<'a> Runner<'a> {
             // Cold sequential: the block after the previous operation's, nothing cached.
             self.seq = self.seq.min(self.blocks.saturating_sub(self.io / BLOCK));
         }
-        self.fs.evict_mapping(self.file.ino())?;
+        hashfs::testing::evict_mapping(self.fs, self.file.ino())?;
         self.op(kind)
     }
 
@@ -412,7 +412,7 @@ impl Ctx {
     }
 
     /// Removes the accounting's own cost from one operation's figures.
-    pub fn correct(&self, io_cycles: u64, c: timing::Counts) -> Sample {
+    pub fn correct(&self, io_cycles: u64, c: probe::Counts) -> Sample {
         let spans = c.map_spans + c.commit_spans;
         let commit = c.commit_cycles.saturating_sub(c.commit_spans * self.cal.inner) as f64;
         let map = c.map_cycles.saturating_sub(c.map_spans * self.cal.inner) as f64 + commit;
@@ -453,7 +453,7 @@ fn machine(ctx: &Ctx) -> Value {
         "kernel": uname,
         "tsc_ghz": ctx.tsc_ghz,
         "flush": hashfs::pm::flush_kind().name(),
-        "simd": hashfs::mapping::simd::simd_kind().name(),
+        "simd": hashfs::simd_kind().name(),
         "image_dir": ctx.image_dir.display().to_string(),
         "image_mount": image_mount(&ctx.image_dir),
         "timing_overhead_cycles": { "inner": ctx.cal.inner, "pair": ctx.cal.pair, "outer": ctx.cal.outer },
@@ -512,7 +512,7 @@ pub fn run(
             return Err(fail(format!("unknown experiment {n:?}; experiments: {}", all.join(", "))));
         }
     }
-    timing::enable(true).map_err(fail)?;
+    probe::enable(true).map_err(fail)?;
     std::fs::create_dir_all(out).map_err(|e| fail(format!("{}: {e}", out.display())))?;
     let scale = if tiny {
         Scale::TINY
@@ -554,7 +554,7 @@ pub fn run(
             .map_err(|e| fail(format!("{}: {e}", path.display())))?;
         println!("# {name}: {secs:.0} s, wrote {}", path.display());
     }
-    timing::enable(false).map_err(fail)?;
+    probe::enable(false).map_err(fail)?;
     Ok(())
 }
 

@@ -329,7 +329,7 @@ struct EntryAt {
 fn check_entry(
     inodes: &[Option<InodeRaw>],
     at: &EntryAt,
-    ino: u64,
+    ino: Ino,
     ftype: u8,
     name: Vec<u8>,
     names: &mut HashMap<Vec<u8>, u64>,
@@ -337,8 +337,9 @@ fn check_entry(
     out: &mut Findings,
 ) -> bool {
     let (d, off) = (at.dir, at.off);
+    let ino = ino.0 as usize;
     let shown = String::from_utf8_lossy(&name).into_owned();
-    let target = if ino < inodes.len() as u64 { inodes[ino as usize] } else { None };
+    let target = inodes.get(ino).copied().flatten();
     let Some(traw) = target else {
         out.add(
             format!("directory {d}: entry {shown:?} points to free or invalid inode {ino}"),
@@ -360,18 +361,18 @@ fn check_entry(
         );
     }
     if traw.is_dir() {
-        t.parent_seen[ino as usize] += 1;
+        t.parent_seen[ino] += 1;
         t.subdirs[d] += 1;
-        if traw.parent != d as u64 {
+        if traw.parent as usize != d {
             let mut fixed = traw;
-            fixed.parent = d as u64;
+            fixed.parent = d as u32;
             out.add(
                 format!("directory {ino}: parent is {} but it is listed in {d}", traw.parent),
                 Fix::RewriteInode(Ino(ino as u32), Box::new(fixed)),
             );
         }
     }
-    t.refs[ino as usize] += 1;
+    t.refs[ino] += 1;
     t.children[d].push(ino as u32);
     true
 }
@@ -427,7 +428,7 @@ fn xattrs<D: PmDevice>(
         let own = x <= n
             && x != i
             && inodes[x].is_some_and(|xr| {
-                xr.is_reg() && xr.mode & 0o7777 == 0 && xr.parent == i as u64 && xr.nlink == 1 && xr.xattr_ino == 0
+                xr.is_reg() && xr.mode & 0o7777 == 0 && xr.parent as usize == i && xr.nlink == 1 && xr.xattr_ino == 0
             })
             && owner[x] == 0;
         if !own {

@@ -22,9 +22,9 @@ mod check;
 
 use super::inode::read_raw;
 use super::{read_superblock, write_superblock, FileSystem, Progress};
-use crate::journal::{JournalHeader, JOURNAL_MAGIC};
 use crate::layout::dirent::FileType;
 use crate::layout::inode::{InodeRaw, InodeState};
+use crate::layout::journal::{JournalHeader, JOURNAL_MAGIC};
 use crate::layout::{Geometry, Ino, Superblock, BLOCK_BYTES, INODE_BYTES, SB_STATE_CLEAN, SB_STATE_MOUNTED};
 use crate::mapping::hashfs::TOMBSTONE;
 use crate::mapping::{BlockMap, Mapped};
@@ -299,7 +299,7 @@ impl<D: PmDevice> super::FsInner<D> {
         let mut craw = cst.raw;
         let mut praw = pst.raw;
         if ftype == FileType::Directory {
-            craw.parent = lf.get();
+            craw.parent = lf.0;
             praw.nlink += 1;
         } else {
             craw.nlink = 1;
