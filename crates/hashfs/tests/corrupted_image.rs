@@ -155,9 +155,9 @@ fn mapping_structure_flips_are_found_or_harmless() {
             if raw.check(ino) != hashfs::testing::layout::inode::InodeState::Allocated {
                 continue;
             }
-            let _ = b.walk(i, &raw, &mut |x| {
+            let _ = b.walk(ino, &raw, &mut |x| {
                 if let hashfs::testing::mapping::Mapped::Node { pblk, .. } = x {
-                    regions.push((geo.block_off(pblk), 4096u64));
+                    regions.push((geo.block_off(pblk.0), 4096u64));
                 }
             });
         }
@@ -211,8 +211,8 @@ fn journal_and_directory_flips_do_not_panic() {
     let mut dir_blocks = Vec::new();
     for d in ["/", "/a", "/a/b"] {
         let ino = fs.resolve(Path::new(d)).unwrap();
-        let (slot, _) = fs.physical_block(ino, 0).unwrap().expect("a directory has a block");
-        dir_blocks.push(geo.block_off(slot));
+        let e = fs.physical_block(ino, hashfs::Lblk(0)).unwrap().expect("a directory has a block");
+        dir_blocks.push(geo.block_off(e.pblk.0));
     }
     drop(fs);
     for _ in 0..60 {

@@ -455,11 +455,15 @@ fn zero_range() {
     let f = fs.open_file(p("/z"), OpenOptions::new().read(true).write(true).create(true)).unwrap();
     f.write_at(0, &data[..20_000]).unwrap();
     f.write_at(32_768, &data[32_768..]).unwrap(); // blocks 5..=7 a hole
-    let placed = fs.physical_block(f.ino(), 1).unwrap().map(|(p, _)| p);
+    let placed = fs.physical_block(f.ino(), hashfs::Lblk(1)).unwrap().map(|e| e.pblk);
     f.fallocate(6000, 24_000, FallocateMode::ZeroRangeKeepSize).unwrap();
     let m = f.metadata().unwrap();
     assert_eq!((m.size, m.blocks), (40_000, 10), "holes inside the range mapped, size kept");
-    assert_eq!(fs.physical_block(f.ino(), 1).unwrap().map(|(p, _)| p), placed, "a mapped block keeps its place");
+    assert_eq!(
+        fs.physical_block(f.ino(), hashfs::Lblk(1)).unwrap().map(|e| e.pblk),
+        placed,
+        "a mapped block keeps its place"
+    );
     let mut buf = vec![0xFFu8; 40_000];
     f.read_at(0, &mut buf).unwrap();
     assert_eq!(&buf[..6000], &data[..6000]);

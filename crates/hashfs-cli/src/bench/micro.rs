@@ -82,8 +82,8 @@ fn run_in(cfg: &Config, quick: bool, json_out: Option<&Path>, image: &Path, tmp:
     // before timing: the same memory, without the file system.
     let ino = f.ino();
     let block_of: Vec<u64> = (0..blocks)
-        .map(|b| match fs.physical_block(ino, b) {
-            Ok(Some((s, _))) => Ok(geo.block_off(s)),
+        .map(|b| match fs.physical_block(ino, hashfs::Lblk(b)) {
+            Ok(Some(e)) => Ok(geo.block_off(e.pblk.0)),
             _ => Err(std::io::Error::other(format!("block {b} of the benchmark file is not mapped"))),
         })
         .collect::<Result<_, _>>()?;

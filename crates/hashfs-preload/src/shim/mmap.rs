@@ -59,7 +59,7 @@ fn map_pages(fs: &FileSystem<MmapDevice>, m: &SharedMap, from: usize, to: usize)
     let image_fd = fs.device().raw_fd();
     let pages = (to - from) / PAGE;
     let first = (m.off as usize + from) / PAGE;
-    let block = |l: usize| fs.physical_block(m.file.ino, l as u64).ok().flatten().map(|(p, _)| p);
+    let block = |l: usize| fs.physical_block(m.file.ino, hashfs::Lblk(l as u64)).ok().flatten().map(|e| e.pblk.0);
     let mut i = 0;
     while i < pages {
         let slot = block(first + i).ok_or(libc::EIO)?;

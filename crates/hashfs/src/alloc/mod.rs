@@ -22,7 +22,7 @@ use std::collections::BTreeMap;
 
 /// A run of physical blocks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub struct Extent {
+pub struct Run {
     pub start: u64,
     pub len: u64,
 }
@@ -53,16 +53,16 @@ struct FreeIndex {
 }
 
 impl FreeIndex {
-    fn insert(&mut self, mut e: Extent) {
+    fn insert(&mut self, mut e: Run) {
         // Coalesce with the neighbours.
         if let Some((&s, &l)) = self.by_start.range(..e.start).next_back() {
             if s + l == e.start {
-                self.remove_exact(Extent { start: s, len: l });
-                e = Extent { start: s, len: l + e.len };
+                self.remove_exact(Run { start: s, len: l });
+                e = Run { start: s, len: l + e.len };
             }
         }
         if let Some(&l) = self.by_start.get(&(e.start + e.len)) {
-            self.remove_exact(Extent { start: e.start + e.len, len: l });
+            self.remove_exact(Run { start: e.start + e.len, len: l });
             e.len += l;
         }
         self.by_start.insert(e.start, e.len);
@@ -70,7 +70,7 @@ impl FreeIndex {
         self.free_blocks += e.len;
     }
 
-    fn remove_exact(&mut self, e: Extent) {
+    fn remove_exact(&mut self, e: Run) {
         self.by_start.remove(&e.start);
         self.by_size.remove(&(e.len, e.start));
         self.free_blocks -= e.len;
@@ -80,26 +80,26 @@ impl FreeIndex {
     fn take(&mut self, start: u64, len: u64) {
         let (&s, &l) = self.by_start.range(..=start).next_back().expect("inside a free extent");
         debug_assert!(s <= start && start + len <= s + l);
-        self.remove_exact(Extent { start: s, len: l });
+        self.remove_exact(Run { start: s, len: l });
         if start > s {
-            self.insert(Extent { start: s, len: start - s });
+            self.insert(Run { start: s, len: start - s });
         }
         if start + len < s + l {
-            self.insert(Extent { start: start + len, len: s + l - start - len });
+            self.insert(Run { start: start + len, len: s + l - start - len });
         }
     }
 
     /// The free extent holding the `k`-th free block (for uniform random placement).
     /// The free extent holding block `b`, if `b` is free.
-    fn extent_at(&self, b: u64) -> Option<Extent> {
+    fn extent_at(&self, b: u64) -> Option<Run> {
         let (&s, &l) = self.by_start.range(..=b).next_back()?;
-        (b < s + l).then_some(Extent { start: s, len: l })
+        (b < s + l).then_some(Run { start: s, len: l })
     }
 
     /// The first free extent at or after block `b`, wrapping around.
-    fn extent_from(&self, b: u64) -> Option<Extent> {
+    fn extent_from(&self, b: u64) -> Option<Run> {
         let (&s, &l) = self.by_start.range(b..).next().or_else(|| self.by_start.iter().next())?;
-        Some(Extent { start: s, len: l })
+        Some(Run { start: s, len: l })
     }
 }
 
@@ -131,7 +131,7 @@ impl BlockAllocator {
                 match (used, run_start) {
                     (false, None) => run_start = Some(blk),
                     (true, Some(s)) => {
-                        free.insert(Extent { start: s, len: blk - s });
+                        free.insert(Run { start: s, len: blk - s });
                         run_start = None;
                     }
                     _ => {}
@@ -139,7 +139,7 @@ impl BlockAllocator {
             }
         }
         if let Some(s) = run_start {
-            free.insert(Extent { start: s, len: blocks - s });
+            free.insert(Run { start: s, len: blocks - s });
         }
         Ok(BlockAllocator { bitmap_off, blocks, layout_score, free, rng: Rng(seed | 1) })
     }
@@ -155,11 +155,11 @@ impl BlockAllocator {
     /// Chooses `n` blocks (DRAM only; the caller records them with
     /// [`tx_mark`](Self::tx_mark) in the transaction that makes them reachable, or gives
     /// them back with [`release`](Self::release)).
-    pub fn allocate(&mut self, n: u64, hint: Option<u64>) -> Result<Vec<Extent>> {
+    pub fn allocate(&mut self, n: u64, hint: Option<u64>) -> Result<Vec<Run>> {
         if n > self.free.free_blocks {
             return Err(Error::NoSpace);
         }
-        let mut out: Vec<Extent> = Vec::new();
+        let mut out: Vec<Run> = Vec::new();
         let mut left = n;
         while left > 0 {
             // Chunk length: geometric, so that the fraction of blocks contiguous with their
@@ -182,7 +182,7 @@ impl BlockAllocator {
                 // many small calls reach the same score as files written at once.
                 match hint.filter(|_| out.is_empty()).and_then(|h| self.free_run_at(h)) {
                     Some(run) if self.rng.unit() < self.layout_score => {
-                        Extent { start: run.start, len: want.min(run.len) }
+                        Run { start: run.start, len: want.min(run.len) }
                     }
                     _ => self.random_place(want),
                 }
@@ -198,49 +198,49 @@ impl BlockAllocator {
     }
 
     /// The free run that starts at block `h`, if `h` is free.
-    fn free_run_at(&self, h: u64) -> Option<Extent> {
+    fn free_run_at(&self, h: u64) -> Option<Run> {
         let (&s, &l) = self.free.by_start.range(..=h).next_back()?;
-        (h < s + l).then(|| Extent { start: h, len: s + l - h })
+        (h < s + l).then(|| Run { start: h, len: s + l - h })
     }
 
     /// Contiguous placement: right at the hint if free, else the smallest extent that
     /// holds `want`, else the largest there is (the rest comes in later chunks).
-    fn best_fit(&self, want: u64, hint: Option<u64>) -> Extent {
+    fn best_fit(&self, want: u64, hint: Option<u64>) -> Run {
         if let Some(h) = hint {
             if let Some((&s, &l)) = self.free.by_start.range(..=h).next_back() {
                 if h < s + l {
-                    return Extent { start: h, len: want.min(s + l - h) };
+                    return Run { start: h, len: want.min(s + l - h) };
                 }
             }
         }
         if let Some((&(_, s), _)) = self.free.by_size.range((want, 0)..).next() {
-            return Extent { start: s, len: want };
+            return Run { start: s, len: want };
         }
         let (&(l, s), _) = self.free.by_size.iter().next_back().expect("free blocks remain");
-        Extent { start: s, len: l.min(want) }
+        Run { start: s, len: l.min(want) }
     }
 
     /// Random placement: a uniformly chosen free block with room for the whole chunk after
     /// it (a chunk cut short by an allocated block would add a break the layout score did
     /// not ask for); after 16 misses, any free extent that holds it, else as much as fits.
-    fn random_place(&mut self, want: u64) -> Extent {
+    fn random_place(&mut self, want: u64) -> Run {
         for _ in 0..16 {
             let (ext, blk) = self.random_free_block();
             if ext.start + ext.len - blk >= want {
-                return Extent { start: blk, len: want };
+                return Run { start: blk, len: want };
             }
         }
         if let Some((&(_, s), _)) = self.free.by_size.range((want, 0)..).next() {
-            return Extent { start: s, len: want };
+            return Run { start: s, len: want };
         }
         let (ext, blk) = self.random_free_block();
-        Extent { start: blk, len: want.min(ext.start + ext.len - blk) }
+        Run { start: blk, len: want.min(ext.start + ext.len - blk) }
     }
 
     /// A free block chosen uniformly at random (rejection sampling over all blocks, each
     /// try O(log extents)), and its free extent. On a nearly full device, after 64
     /// misses: the start of the free extent after a random block.
-    fn random_free_block(&mut self) -> (Extent, u64) {
+    fn random_free_block(&mut self) -> (Run, u64) {
         for _ in 0..64 {
             let b = self.rng.next() % self.blocks;
             if let Some(e) = self.free.extent_at(b) {
@@ -253,7 +253,7 @@ impl BlockAllocator {
     }
 
     /// Gives back blocks that were allocated but never recorded (a failed operation).
-    pub fn release(&mut self, extents: &[Extent]) {
+    pub fn release(&mut self, extents: &[Run]) {
         for &e in extents {
             self.free.insert(e);
         }
@@ -261,7 +261,7 @@ impl BlockAllocator {
 
     /// Adds the bitmap words that record `extents` as used (`used = true`) or free to `tx`;
     /// for frees, the caller calls [`release`](Self::release) after the commit.
-    pub fn tx_mark<D: PmDevice>(&self, dev: &D, tx: &mut Tx<'_, D>, extents: &[Extent], used: bool) {
+    pub fn tx_mark<D: PmDevice>(&self, dev: &D, tx: &mut Tx<'_, D>, extents: &[Run], used: bool) {
         let mut words: BTreeMap<u64, u64> = BTreeMap::new();
         for e in extents {
             for b in e.start..e.start + e.len {
@@ -298,7 +298,7 @@ mod tests {
     use crate::pm::CrashDevice;
     use std::sync::Arc;
 
-    fn blocks_of(ext: &[Extent]) -> Vec<u64> {
+    fn blocks_of(ext: &[Run]) -> Vec<u64> {
         ext.iter().flat_map(|e| e.start..e.start + e.len).collect()
     }
 
@@ -306,7 +306,7 @@ mod tests {
     fn allocations_never_overlap_and_frees_coalesce() {
         let dev = CrashDevice::new(1 << 20);
         let mut a = BlockAllocator::load(&dev, 0, 10_000, 0.85, 7).unwrap();
-        let mut owned: Vec<Vec<Extent>> = Vec::new();
+        let mut owned: Vec<Vec<Run>> = Vec::new();
         let mut seen = vec![false; 10_000];
         for i in 0..300u64 {
             let ext = a.allocate(1 + i % 40, None).unwrap();
@@ -363,7 +363,7 @@ mod tests {
         let bitmap_off = geo.inode_table_off; // any spare region of the test image
         let mut a = BlockAllocator::load(&*dev, bitmap_off, 1000, 1.0, 3).unwrap();
         let ext = a.allocate(100, Some(50)).unwrap();
-        assert_eq!(ext, vec![Extent { start: 50, len: 100 }]);
+        assert_eq!(ext, vec![Run { start: 50, len: 100 }]);
         let mut tx = j.begin();
         a.tx_mark(&*dev, &mut tx, &ext, true);
         tx.commit().unwrap();

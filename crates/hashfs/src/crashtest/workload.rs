@@ -135,7 +135,8 @@ impl Op {
             Op::Write { path, off, len, .. } => {
                 let Ok(ino) = fs.resolve(p(path)) else { return false };
                 let last = (off + *len as u64).saturating_sub(1) / crate::layout::BLOCK_BYTES;
-                (off / crate::layout::BLOCK_BYTES..=last).any(|l| fs.physical_block(ino, l).is_ok_and(|b| b.is_some()))
+                (off / crate::layout::BLOCK_BYTES..=last)
+                    .any(|l| fs.physical_block(ino, crate::layout::Lblk(l)).is_ok_and(|b| b.is_some()))
             }
             _ => false,
         }

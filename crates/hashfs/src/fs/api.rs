@@ -15,7 +15,7 @@ use super::recovery::{self, MountReport};
 use super::{FormatOptions, FsInner};
 use crate::layout::dirent::FileType;
 use crate::layout::inode::InodeRaw;
-use crate::layout::{Geometry, Ino, MappingKind, BLOCK_BYTES, MAX_NAME_BYTES};
+use crate::layout::{Extent, Geometry, Ino, Lblk, MappingKind, BLOCK_BYTES, MAX_NAME_BYTES};
 use crate::pm::{MmapDevice, OpenMode, PmDevice};
 use crate::{Error, Result};
 use std::collections::VecDeque;
@@ -183,17 +183,17 @@ impl<D: PmDevice> FileSystem<D> {
     pub fn mapping(&self) -> MappingKind {
         self.inner.map.kind()
     }
-    /// The physical block (index in the data region) of logical block `lblk` of `ino` and
-    /// the blocks that follow it contiguously, or None for a hole: what the mapping
-    /// structure translates, through the file's translation cache or cursor.
-    pub fn physical_block(&self, ino: Ino, lblk: u64) -> Result<Option<(u64, u64)>> {
+    /// Where logical block `lblk` of `ino` lies: the extent from it to the end of its
+    /// mapping entry, or None for a hole: what the mapping structure translates, through
+    /// the file's translation cache or cursor.
+    pub fn physical_block(&self, ino: Ino, lblk: Lblk) -> Result<Option<Extent>> {
         let cell = self.inner.cell(ino)?;
         let st = cell.state.read();
         if st.freed {
             return Err(Error::NotFound);
         }
         let size_blocks = st.raw.size.div_ceil(BLOCK_BYTES);
-        if lblk >= size_blocks {
+        if lblk.0 >= size_blocks {
             return Ok(None);
         }
         self.inner.translate(&cell, &st.raw, lblk, size_blocks)

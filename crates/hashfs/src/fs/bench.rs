@@ -36,9 +36,9 @@ impl<D: PmDevice> FileSystem<D> {
                 c.clear();
             }
             if !b.is_global() {
-                b.walk(ino.0, &st.raw, &mut |m| {
+                b.walk(ino, &st.raw, &mut |m| {
                     if let Mapped::Node { pblk, .. } = m {
-                        ranges.push((geo.block_off(pblk), crate::layout::BLOCK_BYTES));
+                        ranges.push((geo.block_off(pblk.0), crate::layout::BLOCK_BYTES));
                     }
                 })?;
             }

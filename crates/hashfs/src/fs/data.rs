@@ -16,12 +16,12 @@
 
 use super::inode::{self, InodeCell, InodeMem};
 use super::FsInner;
-use crate::alloc::Extent;
+use crate::alloc::Run;
 use crate::journal::Tx;
 use crate::layout::inode::{INODE_CTIME_OFF, INODE_MTIME_OFF};
-use crate::layout::{Ino, InodeRaw};
+use crate::layout::{Extent, Ino, InodeRaw, Lblk, Pblk};
 use crate::layout::{BLOCK_BYTES, MAX_FILE_BYTES};
-use crate::mapping::hashfs::{classify, key, Entry, HashTable};
+use crate::mapping::hashfs::{classify, file_key, Entry, HashTable};
 use crate::mapping::{BlockMap, FileMap};
 use crate::pm::PmDevice;
 use crate::probe;
@@ -33,39 +33,44 @@ pub const WRITE_CHUNK_BLOCKS: u64 = 256;
 
 /// New blocks of one file for [`FsInner::tx_map_blocks`].
 pub(crate) struct MapGroup<'r> {
-    pub ino: u32,
+    pub ino: Ino,
     pub raw: &'r mut InodeRaw,
-    pub pairs: &'r [(u64, u64)],
+    pub pairs: &'r [(Lblk, Pblk)],
     /// Logical blocks below this lie inside the file's durable size (holes being filled):
     /// recovery would keep a HashFS key published there, so their keys are logged and roll
     /// back with the transaction. Keys at or past it are published unlogged (recovery frees
     /// a key past EOF by itself).
-    pub logged_below: u64,
+    pub logged_below: Lblk,
 }
 
 fn blocks_for(size: u64) -> u64 {
     size.div_ceil(BLOCK_BYTES)
 }
 
+/// The first logical block past a file of `size` bytes.
+fn end_lblk(size: u64) -> Lblk {
+    Lblk(blocks_for(size))
+}
+
 /// One block of a write: where it maps, and whether it was claimed for this write.
 #[derive(Clone, Copy)]
 struct Planned {
-    lblk: u64,
-    pblk: u64,
+    lblk: Lblk,
+    pblk: Pblk,
     fresh: bool,
 }
 
 impl<D: PmDevice> FsInner<D> {
-    /// Translates logical block `lblk` of `cell`: its physical block and how many blocks
-    /// follow it contiguously in one mapping entry (1 for block-granular structures).
+    /// Translates logical block `lblk` of `cell`: the extent from `lblk` to the end of its
+    /// mapping entry (one block for block-granular structures).
     #[inline]
     pub(crate) fn translate(
         &self,
         cell: &InodeCell,
         raw: &InodeRaw,
-        lblk: u64,
+        lblk: Lblk,
         size_blocks: u64,
-    ) -> Result<Option<(u64, u64)>> {
+    ) -> Result<Option<Extent>> {
         self.translate_range(cell, raw, lblk, lblk + 1, size_blocks)
     }
 
@@ -76,25 +81,25 @@ impl<D: PmDevice> FsInner<D> {
         &self,
         cell: &InodeCell,
         raw: &InodeRaw,
-        lblk: u64,
-        end: u64,
+        lblk: Lblk,
+        end: Lblk,
         size_blocks: u64,
-    ) -> Result<Option<(u64, u64)>> {
+    ) -> Result<Option<Extent>> {
         let _span = probe::map();
         match &self.map {
             FileMap::Hash(t) => Ok(translate_hash(t, cell, lblk, end, size_blocks)),
             FileMap::Blocks(b) => {
                 let tc = b.uses_tcache();
                 if tc {
-                    if let Some(s) = cell.tcache.get(lblk as u32) {
-                        return Ok(Some((s, 1)));
+                    if let Some(p) = cell.tcache.get(lblk) {
+                        return Ok(Some(Extent { lblk, pblk: p, len: 1 }));
                     }
                 }
-                let r = b.lookup(cell.ino.0, raw, &cell.cursor, lblk)?;
-                if let (true, Some((p, run))) = (tc, r) {
+                let r = b.lookup(cell.ino, raw, &cell.cursor, lblk)?;
+                if let (true, Some(e)) = (tc, r) {
                     // Ranged entries fill the translation cache with the blocks that follow.
-                    for i in 0..run.min(crate::mapping::tcache::TCACHE_ENTRIES as u64) {
-                        cell.tcache.put((lblk + i) as u32, p + i);
+                    for i in 0..e.len.min(crate::mapping::tcache::TCACHE_ENTRIES as u64) {
+                        cell.tcache.put(lblk + i, e.pblk + i);
                     }
                 }
                 Ok(r)
@@ -120,12 +125,12 @@ impl<D: PmDevice> FsInner<D> {
         let mut done = 0usize;
         while done < n {
             let pos = off + done as u64;
-            let lblk = pos / BLOCK_BYTES;
+            let lblk = Lblk::of_byte(pos);
             let in_blk = pos % BLOCK_BYTES;
-            match self.translate_range(cell, &st.raw, lblk, end, size_blocks)? {
-                Some((slot, run)) => {
-                    let len = ((run * BLOCK_BYTES - in_blk) as usize).min(n - done);
-                    self.dev.read(self.geo.block_off(slot) + in_blk, &mut buf[done..done + len]);
+            match self.translate_range(cell, &st.raw, lblk, Lblk(end), size_blocks)? {
+                Some(e) => {
+                    let len = ((e.len * BLOCK_BYTES - in_blk) as usize).min(n - done);
+                    self.dev.read(self.geo.block_off(e.pblk.0) + in_blk, &mut buf[done..done + len]);
                     done += len;
                 }
                 None => {
@@ -216,7 +221,7 @@ impl<D: PmDevice> FsInner<D> {
         let last = (end - 1) / BLOCK_BYTES;
         while lblk <= last {
             let size_blocks = blocks_for(st.raw.size);
-            let mapped = lblk < size_blocks && self.translate(cell, &st.raw, lblk, size_blocks)?.is_some();
+            let mapped = lblk < size_blocks && self.translate(cell, &st.raw, Lblk(lblk), size_blocks)?.is_some();
             if mapped {
                 lblk += 1;
                 continue;
@@ -225,7 +230,7 @@ impl<D: PmDevice> FsInner<D> {
             let mut run_end = lblk + 1;
             while run_end <= last
                 && run_end - lblk < WRITE_CHUNK_BLOCKS
-                && !(run_end < size_blocks && self.translate(cell, &st.raw, run_end, size_blocks)?.is_some())
+                && !(run_end < size_blocks && self.translate(cell, &st.raw, Lblk(run_end), size_blocks)?.is_some())
             {
                 run_end += 1;
             }
@@ -305,22 +310,22 @@ impl<D: PmDevice> FsInner<D> {
             [(off, end.min((off / BLOCK_BYTES + 1) * BLOCK_BYTES)), ((end / BLOCK_BYTES * BLOCK_BYTES).max(off), end)]
         {
             if a < b && (a % BLOCK_BYTES != 0 || b - a < BLOCK_BYTES) {
-                if let Some((slot, _)) = self.translate(cell, &st.raw, a / BLOCK_BYTES, size_blocks)? {
-                    let at = self.geo.block_off(slot) + a % BLOCK_BYTES;
+                if let Some(e) = self.translate(cell, &st.raw, Lblk::of_byte(a), size_blocks)? {
+                    let at = self.geo.block_off(e.pblk.0) + a % BLOCK_BYTES;
                     self.dev.zero(at, b - a);
                     self.dev.flush(at, b - a);
                 }
             }
         }
-        let first_full = off.div_ceil(BLOCK_BYTES);
-        let last_full = end / BLOCK_BYTES + u64::from(end == size && !size.is_multiple_of(BLOCK_BYTES));
+        let first_full = Lblk(off.div_ceil(BLOCK_BYTES));
+        let last_full = Lblk(end / BLOCK_BYTES + u64::from(end == size && !size.is_multiple_of(BLOCK_BYTES)));
         cell.tcache.invalidate_all();
         cell.cursor.store(0, Ordering::Relaxed);
         let now = inode::now_ns();
         let mut raw = st.raw;
         match &self.map {
             FileMap::Hash(t) => {
-                let victims = mapped_slots(t, cell.ino.0, first_full, last_full.max(first_full));
+                let victims = mapped_slots(t, cell.ino, first_full, last_full.max(first_full));
                 free_slots(t, &*self.dev, &victims);
                 raw.blocks = raw.blocks.saturating_sub(victims.len() as u64);
             }
@@ -345,9 +350,9 @@ impl<D: PmDevice> FsInner<D> {
         if in_blk == 0 {
             return Ok(());
         }
-        let lblk = old_size / BLOCK_BYTES;
-        if let Some((slot, _)) = self.translate(cell, raw, lblk, lblk + 1)? {
-            let at = self.geo.block_off(slot) + in_blk;
+        let lblk = Lblk::of_byte(old_size);
+        if let Some(e) = self.translate(cell, raw, lblk, lblk.0 + 1)? {
+            let at = self.geo.block_off(e.pblk.0) + in_blk;
             self.dev.zero(at, BLOCK_BYTES - in_blk);
             self.dev.flush(at, BLOCK_BYTES - in_blk);
         }
@@ -357,14 +362,14 @@ impl<D: PmDevice> FsInner<D> {
     /// New blocks for logical blocks `lblks` of `ino` (sorted), not yet reachable: HashFS
     /// reserves their slots; the others take blocks from the allocator, contiguous with
     /// `hint` (the block before) when the layout allows.
-    pub(crate) fn claim_blocks(&self, ino: u32, lblks: &[u64], hint: Option<u64>) -> Result<Vec<u64>> {
+    pub(crate) fn claim_blocks(&self, ino: Ino, lblks: &[Lblk], hint: Option<Pblk>) -> Result<Vec<Pblk>> {
         let _span = probe::map();
         match &self.map {
             FileMap::Hash(t) => {
                 let mut out = Vec::with_capacity(lblks.len());
                 for &l in lblks {
-                    match t.reserve(key(ino, l as u32)) {
-                        Ok(s) => out.push(s),
+                    match file_key(ino, l).ok_or(Error::FileTooBig).and_then(|k| t.reserve(k)) {
+                        Ok(s) => out.push(Pblk(s)),
                         Err(e) => {
                             free_slots(t, &*self.dev, &out);
                             return Err(e);
@@ -374,17 +379,17 @@ impl<D: PmDevice> FsInner<D> {
                 Ok(out)
             }
             FileMap::Blocks(b) => {
-                let ext = b.claim(lblks.len() as u64, hint)?;
-                Ok(ext.iter().flat_map(|e| e.start..e.start + e.len).collect())
+                let runs = b.claim(lblks.len() as u64, hint)?;
+                Ok(runs.iter().flat_map(|r| (r.start..r.start + r.len).map(Pblk)).collect())
             }
         }
     }
 
     /// Gives back claimed blocks whose transaction did not commit.
-    pub(crate) fn unclaim_blocks(&self, blocks: &[u64]) {
+    pub(crate) fn unclaim_blocks(&self, blocks: &[Pblk]) {
         match &self.map {
             FileMap::Hash(t) => free_slots(t, &*self.dev, blocks),
-            FileMap::Blocks(b) => b.unclaim(&blocks.iter().map(|&p| Extent { start: p, len: 1 }).collect::<Vec<_>>()),
+            FileMap::Blocks(b) => b.unclaim(&blocks.iter().map(|&p| Run { start: p.0, len: 1 }).collect::<Vec<_>>()),
         }
     }
 
@@ -397,10 +402,11 @@ impl<D: PmDevice> FsInner<D> {
             FileMap::Hash(t) => {
                 for g in groups.iter() {
                     for &(l, s) in g.pairs {
+                        let k = file_key(g.ino, l).ok_or(Error::FileTooBig)?;
                         if l < g.logged_below {
-                            tx.write_u64(t.slot_off(s), key(g.ino, l as u32));
+                            tx.write_u64(t.slot_off(s.0), k);
                         } else {
-                            tx.publish_u64(t.slot_off(s), key(g.ino, l as u32));
+                            tx.publish_u64(t.slot_off(s.0), k);
                         }
                     }
                 }
@@ -417,7 +423,8 @@ impl<D: PmDevice> FsInner<D> {
                         while j < pairs.len() && pairs[j] == (l0 + (j - i) as u64, p0 + (j - i) as u64) {
                             j += 1;
                         }
-                        if let Err(e) = mt.insert(tx, g.ino, g.raw, l0, p0, (j - i) as u64) {
+                        let x = Extent { lblk: l0, pblk: p0, len: (j - i) as u64 };
+                        if let Err(e) = mt.insert(tx, g.ino, g.raw, x) {
                             mt.abort();
                             return Err(e);
                         }
@@ -437,7 +444,7 @@ impl<D: PmDevice> FsInner<D> {
         let old_size = st.raw.size;
         let new_size = old_size.max(off + data.len() as u64);
         let plan = self.plan_write(cell, &st.raw, off, data.len() as u64)?;
-        let fresh: Vec<u64> = plan.iter().filter(|p| p.fresh).map(|p| p.pblk).collect();
+        let fresh: Vec<Pblk> = plan.iter().filter(|p| p.fresh).map(|p| p.pblk).collect();
         if new_size > old_size {
             if let Err(e) = self.zero_tail_before_growth(cell, &st.raw) {
                 self.unclaim_blocks(&fresh);
@@ -461,22 +468,22 @@ impl<D: PmDevice> FsInner<D> {
     /// running out of space changes nothing.
     fn plan_write(&self, cell: &InodeCell, raw: &InodeRaw, off: u64, len: u64) -> Result<Vec<Planned>> {
         let old_blocks = blocks_for(raw.size);
-        let first = off / BLOCK_BYTES;
-        let last = (off + len - 1) / BLOCK_BYTES;
-        let mut plan: Vec<Planned> = Vec::with_capacity((last - first + 1) as usize);
+        let first = Lblk::of_byte(off);
+        let end = Lblk::of_byte(off + len - 1) + 1;
+        let mut plan: Vec<Planned> = Vec::with_capacity((end - first) as usize);
         let mut holes = Vec::new();
         let mut lblk = first;
-        while lblk <= last {
-            let existing = if lblk < old_blocks { self.translate(cell, raw, lblk, old_blocks)? } else { None };
+        while lblk < end {
+            let existing = if lblk.0 < old_blocks { self.translate(cell, raw, lblk, old_blocks)? } else { None };
             match existing {
-                Some((slot, run)) => {
-                    let n = run.min(last + 1 - lblk);
-                    plan.extend((0..n).map(|i| Planned { lblk: lblk + i, pblk: slot + i, fresh: false }));
+                Some(e) => {
+                    let n = e.len.min(end - lblk);
+                    plan.extend((0..n).map(|i| Planned { lblk: lblk + i, pblk: e.pblk + i, fresh: false }));
                     lblk += n;
                 }
                 None => {
                     holes.push(plan.len());
-                    plan.push(Planned { lblk, pblk: 0, fresh: true });
+                    plan.push(Planned { lblk, pblk: Pblk(0), fresh: true });
                     lblk += 1;
                 }
             }
@@ -484,15 +491,15 @@ impl<D: PmDevice> FsInner<D> {
         if holes.is_empty() {
             return Ok(plan);
         }
-        let lblks: Vec<u64> = holes.iter().map(|&i| plan[i].lblk).collect();
+        let lblks: Vec<Lblk> = holes.iter().map(|&i| plan[i].lblk).collect();
         let hint = match holes[0] {
-            0 if lblks[0] > 0 && lblks[0] <= old_blocks => {
-                self.translate(cell, raw, lblks[0] - 1, old_blocks)?.map(|(p, _)| p + 1)
+            0 if lblks[0].0 > 0 && lblks[0].0 <= old_blocks => {
+                self.translate(cell, raw, Lblk(lblks[0].0 - 1), old_blocks)?.map(|e| e.pblk + 1)
             }
             0 => None,
             i => Some(plan[i - 1].pblk + 1),
         };
-        let got = self.claim_blocks(cell.ino.0, &lblks, hint)?;
+        let got = self.claim_blocks(cell.ino, &lblks, hint)?;
         for (&i, p) in holes.iter().zip(got) {
             plan[i].pblk = p;
         }
@@ -504,11 +511,11 @@ impl<D: PmDevice> FsInner<D> {
     fn write_planned(&self, plan: &[Planned], off: u64, data: &[u8]) {
         let mut block_buf = Vec::new();
         for p in plan {
-            let blk_start = p.lblk * BLOCK_BYTES;
+            let blk_start = p.lblk.0 * BLOCK_BYTES;
             let a = off.max(blk_start) - blk_start;
             let b = (off + data.len() as u64).min(blk_start + BLOCK_BYTES) - blk_start;
             let src = &data[(blk_start + a - off) as usize..(blk_start + b - off) as usize];
-            let dst = self.geo.block_off(p.pblk);
+            let dst = self.geo.block_off(p.pblk.0);
             if p.fresh && (a != 0 || b != BLOCK_BYTES) {
                 block_buf.clear();
                 block_buf.resize(BLOCK_BYTES as usize, 0);
@@ -538,7 +545,7 @@ impl<D: PmDevice> FsInner<D> {
         let old_blocks = blocks_for(st.raw.size);
         let now = inode::now_ns();
         let mut raw = st.raw;
-        let pairs: Vec<(u64, u64)> = plan.iter().filter(|p| p.fresh).map(|p| (p.lblk, p.pblk)).collect();
+        let pairs: Vec<(Lblk, Pblk)> = plan.iter().filter(|p| p.fresh).map(|p| (p.lblk, p.pblk)).collect();
         raw.size = new_size;
         raw.blocks += pairs.len() as u64;
         raw.mtime_ns = now;
@@ -546,7 +553,7 @@ impl<D: PmDevice> FsInner<D> {
         let mut tx = self.journals.begin();
         self.tx_map_blocks(
             &mut tx,
-            &mut [MapGroup { ino: ino.0, raw: &mut raw, pairs: &pairs, logged_below: old_blocks }],
+            &mut [MapGroup { ino, raw: &mut raw, pairs: &pairs, logged_below: Lblk(old_blocks) }],
         )?;
         inode::tx_write_inode(&mut tx, &self.geo, ino, &mut raw);
         {
@@ -556,7 +563,7 @@ impl<D: PmDevice> FsInner<D> {
         st.raw = raw;
         if let FileMap::Hash(_) = self.map {
             for &(lblk, slot) in &pairs {
-                cell.tcache.put(lblk as u32, slot);
+                cell.tcache.put(lblk, slot);
             }
         }
         Ok(())
@@ -570,8 +577,8 @@ impl<D: PmDevice> FsInner<D> {
         b: &BlockMap<D>,
         cell: &InodeCell,
         st: &mut InodeMem,
-        from: u64,
-        to: u64,
+        from: Lblk,
+        to: Lblk,
     ) -> Result<()> {
         self.unmap_blocks_of(b, cell, st, from, to, true)
     }
@@ -583,21 +590,21 @@ impl<D: PmDevice> FsInner<D> {
         b: &BlockMap<D>,
         cell: &InodeCell,
         st: &mut InodeMem,
-        from: u64,
-        to: u64,
+        from: Lblk,
+        to: Lblk,
         write_inode: bool,
     ) -> Result<()> {
         cell.tcache.invalidate_from(from);
         cell.cursor.store(0, Ordering::Relaxed);
         let budget = self.geo.journal_entries() * 3 / 4;
-        let mut hi = b.removal_end(cell.ino.0, from, to)?;
+        let mut hi = b.removal_end(cell.ino, from, to)?;
         let mut step = 64u64;
         while hi > from {
-            let lo = hi.saturating_sub(step).max(from);
+            let lo = Lblk(hi.0.saturating_sub(step)).max(from);
             let mut raw = st.raw;
             let mut tx = self.journals.begin();
             let mut mt = b.begin();
-            let freed = match mt.remove(&mut tx, cell.ino.0, &mut raw, lo, hi) {
+            let freed = match mt.remove(&mut tx, cell.ino, &mut raw, lo, hi) {
                 Ok(n) => n,
                 Err(e) => {
                     mt.abort();
@@ -643,7 +650,7 @@ impl<D: PmDevice> FsInner<D> {
         raw.ctime_ns = now;
         let victims = match &self.map {
             FileMap::Hash(t) if new_size < old_size => {
-                mapped_slots(t, cell.ino.0, blocks_for(new_size), blocks_for(old_size))
+                mapped_slots(t, cell.ino, end_lblk(new_size), end_lblk(old_size))
             }
             _ => {
                 if new_size > old_size {
@@ -659,11 +666,11 @@ impl<D: PmDevice> FsInner<D> {
         st.raw = raw;
         // The smaller size is durable; the blocks past it are now unreachable (F1 lets
         // recovery free them if we crash before this finishes).
-        cell.tcache.invalidate_from(blocks_for(new_size));
+        cell.tcache.invalidate_from(end_lblk(new_size));
         match &self.map {
             FileMap::Hash(t) => free_slots(t, &*self.dev, &victims),
             FileMap::Blocks(b) if new_size < old_size => {
-                self.unmap_blocks(b, cell, st, blocks_for(new_size), blocks_for(old_size))?
+                self.unmap_blocks(b, cell, st, end_lblk(new_size), end_lblk(old_size))?
             }
             FileMap::Blocks(_) => {}
         }
@@ -678,10 +685,10 @@ impl<D: PmDevice> FsInner<D> {
         match &self.map {
             _ if st.raw.is_special() => {} // maps no blocks
             FileMap::Hash(t) => {
-                let victims = mapped_slots(t, cell.ino.0, 0, nblocks);
+                let victims = mapped_slots(t, cell.ino, Lblk(0), Lblk(nblocks));
                 free_slots(t, &*self.dev, &victims);
             }
-            FileMap::Blocks(b) => self.unmap_blocks(b, cell, st, 0, nblocks)?,
+            FileMap::Blocks(b) => self.unmap_blocks(b, cell, st, Lblk(0), Lblk(nblocks))?,
         }
         // The attributes go with the file: their inode gets nlink 0 in the same
         // transaction (recovery frees it if a crash comes first), then is freed.
@@ -729,45 +736,43 @@ impl<D: PmDevice> FsInner<D> {
 fn translate_hash<D: PmDevice>(
     t: &HashTable<D>,
     cell: &InodeCell,
-    lblk: u64,
-    end: u64,
+    lblk: Lblk,
+    end: Lblk,
     size_blocks: u64,
-) -> Option<(u64, u64)> {
-    if let Some(s) = cell.tcache.get(lblk as u32) {
-        return Some((s, 1));
+) -> Option<Extent> {
+    if let Some(p) = cell.tcache.get(lblk) {
+        return Some(Extent { lblk, pblk: p, len: 1 });
     }
-    let sequential = cell.next_read_lblk.load(Ordering::Relaxed) == lblk;
-    let limit = if sequential { size_blocks.max(end) } else { end };
+    let sequential = cell.next_read_lblk.load(Ordering::Relaxed) == lblk.0;
+    let limit = if sequential { Lblk(size_blocks).max(end) } else { end };
     if lblk + 1 < limit {
         let n = (limit - lblk).min(8) as usize;
         let mut keys = [0u64; 8];
         for (i, k) in keys[..n].iter_mut().enumerate() {
-            *k = key(cell.ino.0, (lblk + i as u64) as u32);
+            *k = file_key(cell.ino, lblk + i as u64)?;
         }
         let mut out = [None; 8];
         t.lookup_batch(&keys[..n], &mut out[..n]);
         for (i, s) in out[..n].iter().enumerate() {
             if let Some(s) = s {
-                cell.tcache.put((lblk + i as u64) as u32, *s);
+                cell.tcache.put(lblk + i as u64, Pblk(*s));
             }
         }
         let first = out[0]?;
         let run = out[..n].iter().zip(0..).take_while(|&(s, i)| *s == Some(first + i)).count();
-        return Some((first, run as u64));
+        return Some(Extent { lblk, pblk: Pblk(first), len: run as u64 });
     }
-    let s = t.lookup(key(cell.ino.0, lblk as u32));
-    if let Some(s) = s {
-        cell.tcache.put(lblk as u32, s);
-    }
-    s.map(|s| (s, 1))
+    let p = Pblk(t.lookup(file_key(cell.ino, lblk)?)?);
+    cell.tcache.put(lblk, p);
+    Some(Extent { lblk, pblk: p, len: 1 })
 }
 
 /// Frees HashFS table slots: tombstones, one fence, then purge.
-pub(crate) fn free_slots<D: PmDevice>(t: &HashTable<D>, dev: &D, slots: &[u64]) {
+pub(crate) fn free_slots<D: PmDevice>(t: &HashTable<D>, dev: &D, slots: &[Pblk]) {
     if slots.is_empty() {
         return;
     }
-    let freed: Vec<_> = slots.iter().map(|&s| t.release(s)).collect();
+    let freed: Vec<_> = slots.iter().map(|&s| t.release(s.0)).collect();
     dev.fence();
     for chunk in freed.chunks(1024) {
         t.purge(chunk);
@@ -777,7 +782,7 @@ pub(crate) fn free_slots<D: PmDevice>(t: &HashTable<D>, dev: &D, slots: &[u64]) 
 
 /// Slots of the mapped blocks of `ino` in [from, to): by lookups when the range is small,
 /// else by one scan of the table.
-pub(crate) fn mapped_slots<D: PmDevice>(t: &HashTable<D>, ino: u32, from: u64, to: u64) -> Vec<u64> {
+pub(crate) fn mapped_slots<D: PmDevice>(t: &HashTable<D>, ino: Ino, from: Lblk, to: Lblk) -> Vec<Pblk> {
     let mut out = Vec::new();
     if from >= to {
         return out;
@@ -785,23 +790,25 @@ pub(crate) fn mapped_slots<D: PmDevice>(t: &HashTable<D>, ino: u32, from: u64, t
     if to - from > (t.nslots() / 64).max(4096) {
         for s in 0..t.nslots() {
             if let Entry::Key { ino: i, lblk } = classify(t.load(s), t.nslots()) {
-                if i == ino && (from..to).contains(&(lblk as u64)) {
-                    out.push(s);
+                if i == ino.0 && (from.0..to.0).contains(&(lblk as u64)) {
+                    out.push(Pblk(s));
                 }
             }
         }
         return out;
     }
+    // Blocks past the largest file have no key (and hold nothing).
+    let to = to.min(Lblk(1 << 32));
     let mut lblk = from;
     while lblk < to {
         let n = (to - lblk).min(8) as usize;
         let mut keys = [0u64; 8];
         for (i, k) in keys[..n].iter_mut().enumerate() {
-            *k = key(ino, (lblk + i as u64) as u32);
+            *k = file_key(ino, lblk + i as u64).expect("below 2^32");
         }
         let mut found = [None; 8];
         t.lookup_batch(&keys[..n], &mut found[..n]);
-        out.extend(found[..n].iter().flatten());
+        out.extend(found[..n].iter().flatten().map(|&s| Pblk(s)));
         lblk += n as u64;
     }
     out

@@ -8,7 +8,7 @@ use crate::layout::dirent::{
     slots_for, valid_name, DirentHeader, FileType, DIRENT_HEADER_BYTES, DIRENT_SLOT_BYTES, MAX_DIRENT_SLOTS,
     SLOTS_PER_BLOCK,
 };
-use crate::layout::{Geometry, Ino, BLOCK_BYTES, MAX_NAME_BYTES};
+use crate::layout::{Geometry, Ino, Lblk, Pblk, BLOCK_BYTES, MAX_NAME_BYTES};
 use crate::pm::PmDevice;
 use crate::{Error, Result};
 use bytemuck::Zeroable;
@@ -31,7 +31,7 @@ pub struct DirIndex {
     /// First slot of the never-used tail.
     tail: u64,
     /// Physical slot (data block) of each directory block.
-    blocks: Vec<u64>,
+    blocks: Vec<Pblk>,
 }
 
 /// A slot run chosen for a new entry; `new_block` is a directory block reserved in the
@@ -39,7 +39,7 @@ pub struct DirIndex {
 pub struct SlotAlloc {
     pub pos: u64,
     pub nslots: u8,
-    pub new_block: Option<(u32, u64)>,
+    pub new_block: Option<(Lblk, Pblk)>,
 }
 
 /// Validates a name for a new entry.
@@ -114,7 +114,7 @@ impl DirIndex {
     pub fn build<D: PmDevice>(
         dev: &D,
         geo: &Geometry,
-        lookup: &dyn Fn(u64) -> Result<Option<u64>>,
+        lookup: &dyn Fn(Lblk) -> Result<Option<Pblk>>,
         ino: Ino,
         size_bytes: u64,
     ) -> Result<DirIndex> {
@@ -128,10 +128,10 @@ impl DirIndex {
         let mut zeros = Vec::new();
         let mut buf = vec![0u8; BLOCK_BYTES as usize];
         for lblk in 0..nblocks {
-            let slot =
-                lookup(lblk)?.ok_or_else(|| Error::corrupt(format!("directory {ino}: block {lblk} is not mapped")))?;
+            let slot = lookup(Lblk(lblk))?
+                .ok_or_else(|| Error::corrupt(format!("directory {ino}: block {lblk} is not mapped")))?;
             idx.blocks.push(slot);
-            dev.read(geo.block_off(slot), &mut buf);
+            dev.read(geo.block_off(slot.0), &mut buf);
             let runs = parse_block(&buf, lblk).map_err(|e| Error::corrupt(format!("directory {ino}: {e}")))?;
             for run in runs {
                 match run {
@@ -163,7 +163,7 @@ impl DirIndex {
     /// Device offset of slot `pos`.
     pub fn slot_dev_off(&self, geo: &Geometry, pos: u64) -> u64 {
         let blk = self.blocks[(pos / SLOTS_PER_BLOCK) as usize];
-        geo.block_off(blk) + (pos % SLOTS_PER_BLOCK) * DIRENT_SLOT_BYTES
+        geo.block_off(blk.0) + (pos % SLOTS_PER_BLOCK) * DIRENT_SLOT_BYTES
     }
 
     /// Chooses slots for a name of `name_len` bytes, reserving and zeroing a new
@@ -172,7 +172,7 @@ impl DirIndex {
         &mut self,
         dev: &D,
         geo: &Geometry,
-        claim: &dyn Fn(u64) -> Result<Vec<u64>>,
+        claim: &dyn Fn(Lblk) -> Result<Pblk>,
         name_len: usize,
     ) -> Result<SlotAlloc> {
         let c = slots_for(name_len);
@@ -186,10 +186,10 @@ impl DirIndex {
         }
         let mut new_block = None;
         if self.tail == self.blocks.len() as u64 * SLOTS_PER_BLOCK {
-            let lblk = self.blocks.len() as u32;
-            let slot = claim(lblk as u64)?[0];
-            dev.zero(geo.block_off(slot), BLOCK_BYTES);
-            dev.flush(geo.block_off(slot), BLOCK_BYTES);
+            let lblk = Lblk(self.blocks.len() as u64);
+            let slot = claim(lblk)?;
+            dev.zero(geo.block_off(slot.0), BLOCK_BYTES);
+            dev.flush(geo.block_off(slot.0), BLOCK_BYTES);
             new_block = Some((lblk, slot));
             self.blocks.push(slot);
         }
@@ -200,7 +200,7 @@ impl DirIndex {
 
     /// Gives back an allocation whose transaction failed. The header written for it (if
     /// any) marks a free run, so the slots return to the free list.
-    pub fn unalloc(&mut self, release: &dyn Fn(u64), a: &SlotAlloc) {
+    pub fn unalloc(&mut self, release: &dyn Fn(Pblk), a: &SlotAlloc) {
         self.free[a.nslots as usize].push(a.pos);
         if let Some((_, slot)) = a.new_block {
             // The block stays in `blocks` (its slots are free); the table slot is released
@@ -300,7 +300,7 @@ pub fn list_from<D: PmDevice>(
     let mut buf = vec![0u8; BLOCK_BYTES as usize];
     let mut lblk = from_pos / SLOTS_PER_BLOCK;
     while (lblk as usize) < idx.blocks.len() && out.len() < max {
-        dev.read(geo.block_off(idx.blocks[lblk as usize]), &mut buf);
+        dev.read(geo.block_off(idx.blocks[lblk as usize].0), &mut buf);
         let runs = parse_block(&buf, lblk).map_err(|e| Error::corrupt(format!("directory: {e}")))?;
         for run in runs {
             if let Run::Entry { pos, nslots, ino, ftype, name } = run {

@@ -8,7 +8,7 @@ use super::FsInner;
 use crate::journal::Tx;
 use crate::layout::dirent::FileType;
 use crate::layout::inode::{InodeRaw, S_IFDIR, S_IFLNK, S_IFMT, S_IFREG};
-use crate::layout::{Ino, BLOCK_BYTES, MAX_LINKS, MAX_NAME_BYTES, MAX_SYMLINK_BYTES};
+use crate::layout::{Ino, Lblk, Pblk, BLOCK_BYTES, MAX_LINKS, MAX_NAME_BYTES, MAX_SYMLINK_BYTES};
 use crate::pm::PmDevice;
 use crate::{Error, Result};
 use std::sync::Arc;
@@ -151,7 +151,7 @@ impl<D: PmDevice> FsInner<D> {
     ) -> Result<PendingEntry> {
         let idx = self.index(dir, st)?;
         let alloc =
-            idx.alloc(&*self.dev, &self.geo, &|lblk| self.claim_blocks(dir.ino.0, &[lblk], None), name.len())?;
+            idx.alloc(&*self.dev, &self.geo, &|lblk| Ok(self.claim_blocks(dir.ino, &[lblk], None)?[0]), name.len())?;
         idx.write_pending_entry(&*self.dev, &self.geo, &alloc, name, ftype);
         let slot_off = idx.slot_dev_off(&self.geo, alloc.pos);
         Ok(PendingEntry { alloc, slot_off, ftype })
@@ -167,19 +167,19 @@ impl<D: PmDevice> FsInner<D> {
         draw: &mut InodeRaw,
         e: &PendingEntry,
         ino: Ino,
-        also: Option<(Ino, &mut InodeRaw, u64)>,
+        also: Option<(Ino, &mut InodeRaw, Pblk)>,
     ) -> Result<()> {
-        let dir_pair = e.alloc.new_block.map(|(lblk, s)| [(lblk as u64, s)]);
-        let sym_pair = also.as_ref().map(|a| [(0u64, a.2)]);
+        let dir_pair = e.alloc.new_block.map(|pair| [pair]);
+        let sym_pair = also.as_ref().map(|a| [(Lblk(0), a.2)]);
         let mut groups = Vec::with_capacity(2);
         // The directory's new block lies past its durable size, and the symlink's inode is
         // free on the media until the transaction commits: both keys may be unlogged.
-        let dir_blocks = draw.size.div_ceil(BLOCK_BYTES);
+        let dir_blocks = Lblk(draw.size.div_ceil(BLOCK_BYTES));
         if let Some(p) = &dir_pair {
-            groups.push(MapGroup { ino: dir.0, raw: &mut *draw, pairs: p, logged_below: dir_blocks });
+            groups.push(MapGroup { ino: dir, raw: &mut *draw, pairs: p, logged_below: dir_blocks });
         }
         if let (Some((sino, sraw, _)), Some(p)) = (also, &sym_pair) {
-            groups.push(MapGroup { ino: sino.0, raw: sraw, pairs: p, logged_below: 0 });
+            groups.push(MapGroup { ino: sino, raw: sraw, pairs: p, logged_below: Lblk(0) });
         }
         if !groups.is_empty() {
             self.tx_map_blocks(tx, &mut groups)?;
@@ -212,7 +212,7 @@ impl<D: PmDevice> FsInner<D> {
         if st.dir.is_none() {
             let raw = st.raw;
             let nblocks = raw.size / BLOCK_BYTES;
-            let lookup = |lblk: u64| Ok(self.translate(cell, &raw, lblk, nblocks)?.map(|(p, _)| p));
+            let lookup = |lblk: Lblk| Ok(self.translate(cell, &raw, lblk, nblocks)?.map(|e| e.pblk));
             st.dir = Some(DirIndex::build(&*self.dev, &self.geo, &lookup, cell.ino, raw.size)?);
         }
         Ok(st.dir.as_mut().expect("just built"))
@@ -281,7 +281,7 @@ impl<D: PmDevice> FsInner<D> {
         }
         let cell = Arc::new(InodeCell::new(ino, raw));
         if let (Some(s), crate::mapping::FileMap::Hash(_)) = (sym_slot, &self.map) {
-            cell.tcache.put(0, s);
+            cell.tcache.put(Lblk(0), s);
         }
         self.inodes.insert(cell.clone());
         Ok(cell)
@@ -302,11 +302,11 @@ impl<D: PmDevice> FsInner<D> {
     }
 
     /// Claims a symlink's block and writes its target there (not yet mapped).
-    fn write_symlink_block(&self, ino: Ino, target: &[u8]) -> Result<u64> {
-        let slot = self.claim_blocks(ino.0, &[0], None)?[0];
+    fn write_symlink_block(&self, ino: Ino, target: &[u8]) -> Result<Pblk> {
+        let slot = self.claim_blocks(ino, &[Lblk(0)], None)?[0];
         let mut blk = vec![0u8; BLOCK_BYTES as usize];
         blk[..target.len()].copy_from_slice(target);
-        self.dev.write_nt(self.geo.block_off(slot), &blk);
+        self.dev.write_nt(self.geo.block_off(slot.0), &blk);
         Ok(slot)
     }
 
@@ -320,7 +320,7 @@ impl<D: PmDevice> FsInner<D> {
         ino: Ino,
         ftype: FileType,
         raw: &mut InodeRaw,
-        sym_slot: Option<u64>,
+        sym_slot: Option<Pblk>,
         now: i64,
     ) -> Result<()> {
         let parent = pcell.ino;
@@ -505,11 +505,11 @@ impl<D: PmDevice> FsInner<D> {
         if !st.raw.is_symlink() {
             return Err(Error::Invalid("not a symbolic link"));
         }
-        let (slot, _) = self
-            .translate(&cell, &st.raw, 0, 1)?
+        let e = self
+            .translate(&cell, &st.raw, Lblk(0), 1)?
             .ok_or_else(|| Error::corrupt(format!("symlink {ino} has no data block")))?;
         let mut buf = vec![0u8; st.raw.size as usize];
-        self.dev.read(self.geo.block_off(slot), &mut buf);
+        self.dev.read(self.geo.block_off(e.pblk.0), &mut buf);
         Ok(buf)
     }
 

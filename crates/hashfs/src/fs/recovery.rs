@@ -18,7 +18,7 @@ use super::inode::{self, InodeAllocator, InodeCache, InodeCell};
 use super::{read_superblock, FsInner, Progress, SuperblockSource};
 use crate::journal::{self, Journals};
 use crate::layout::inode::InodeState;
-use crate::layout::{Geometry, Ino, MappingKind, BLOCK_BYTES, SB_STATE_CLEAN};
+use crate::layout::{Geometry, Ino, Lblk, MappingKind, BLOCK_BYTES, SB_STATE_CLEAN};
 use crate::mapping::hashfs::{classify, Entry, HashTable};
 use crate::mapping::{BlockMap, FileMap, Mapped};
 use crate::pm::PmDevice;
@@ -240,9 +240,9 @@ fn scan_block_map<D: PmDevice>(
     let counts = &mut scan.counts;
     if bm.is_global() {
         let dummy: crate::layout::InodeRaw = bytemuck::Zeroable::zeroed();
-        bm.walk(0, &dummy, &mut |m| {
-            if let Mapped::Data { ino, lblk, len, .. } = m {
-                note(ino, lblk, len, counts);
+        bm.walk(Ino(0), &dummy, &mut |m| {
+            if let Mapped::Data { ino, ext } = m {
+                note(ino.0, ext.lblk.0, ext.len, counts);
             }
         })
         .map_err(|e| Error::corrupt(format!("{e}; run hashfs fsck --repair")))?;
@@ -253,9 +253,9 @@ fn scan_block_map<D: PmDevice>(
             }
             let raw = inode::read_raw(&*dev, geo, Ino(i as u32));
             let mut found = Vec::new();
-            let walked = bm.walk(i as u32, &raw, &mut |m| {
-                if let Mapped::Data { lblk, len, .. } = m {
-                    found.push((lblk, len));
+            let walked = bm.walk(Ino(i as u32), &raw, &mut |m| {
+                if let Mapped::Data { ext, .. } = m {
+                    found.push((ext.lblk.0, ext.len));
                 }
             });
             if walked.is_err() {
@@ -287,7 +287,7 @@ fn unmap_stray_ranges<D: PmDevice>(inner: &FsInner<D>, ranges: &[(u32, u64)], si
         let raw = if free { bytemuck::Zeroable::zeroed() } else { inode::read_raw(&*inner.dev, &inner.geo, Ino(ino)) };
         let cell = InodeCell::new(Ino(ino), raw);
         let mut st = cell.state.write();
-        inner.unmap_blocks_of(bm, &cell, &mut st, from, 1 << 32, !free)?;
+        inner.unmap_blocks_of(bm, &cell, &mut st, Lblk(from), Lblk(1 << 32), !free)?;
     }
     Ok(())
 }

@@ -77,13 +77,17 @@ impl<D: PmDevice> FileSystem<D> {
                 st.bitmap_bytes = round_up(bitmap_bytes(geo.data_blocks), BLOCK_BYTES);
                 st.table_bytes = b.table_bytes();
                 let mut record = |m: Mapped, st: &mut MappingStats| match m {
-                    Mapped::Data { ino, lblk, pblk, len } => {
-                        runs.entry(ino).or_default().push((lblk, pblk, len));
+                    Mapped::Data { ino, ext } => {
+                        let (lblk, len) = (ext.lblk.0, ext.len);
+                        runs.entry(ino.0).or_default().push((lblk, ext.pblk.0, len));
                         let (n, bytes) = match b.kind {
                             MappingKind::Cuckoo => (len, cuckoo::ENTRY_BYTES),
                             MappingKind::RadixTree => (len, 8),
                             MappingKind::ExtentHash => (
-                                extent_hash::insert_positions(lblk as u32, len as u32).len() as u64,
+                                match (u32::try_from(lblk), u32::try_from(len)) {
+                                    (Ok(l), Ok(n)) => extent_hash::insert_positions(l, n).len() as u64,
+                                    _ => 0, // past the largest file: walk reports no such extent
+                                },
                                 extent_hash::ENTRY_BYTES,
                             ),
                             _ => (1, extent_tree::ENTRY_BYTES),
@@ -96,13 +100,13 @@ impl<D: PmDevice> FileSystem<D> {
                 if b.is_global() {
                     let dummy: InodeRaw = bytemuck::Zeroable::zeroed();
                     let _g = b.commit.lock(); // the extent-hash scan must not race inserts
-                    b.walk(0, &dummy, &mut |m| record(m, &mut st))?;
+                    b.walk(Ino(0), &dummy, &mut |m| record(m, &mut st))?;
                 } else {
                     for i in 1..=geo.inode_count {
                         let ino = Ino(i as u32);
                         let raw = read_raw(&*inner.dev, &geo, ino);
                         if raw.check(ino) == InodeState::Allocated {
-                            b.walk(i as u32, &raw, &mut |m| record(m, &mut st))?;
+                            b.walk(ino, &raw, &mut |m| record(m, &mut st))?;
                         }
                     }
                 }

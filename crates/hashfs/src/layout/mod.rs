@@ -7,11 +7,13 @@
 
 #![forbid(unsafe_code)]
 
+pub mod block;
 pub mod dirent;
 pub mod inode;
 pub mod journal;
 pub mod superblock;
 
+pub use block::{Extent, Lblk, Pblk};
 pub use dirent::{DirentHeader, FileType, DIRENT_SLOT_BYTES, MAX_NAME_BYTES};
 pub use inode::{Ino, InodeRaw, INODE_BYTES};
 pub use superblock::{Geometry, MappingKind, Superblock, SB_STATE_CLEAN, SB_STATE_MOUNTED};

@@ -19,7 +19,7 @@
 #![forbid(unsafe_code)]
 
 use super::staged::{MemRead, Staged};
-use crate::alloc::Extent;
+use crate::alloc::Run;
 use crate::layout::{Geometry, InodeRaw};
 use crate::pm::PmDevice;
 use crate::{Error, Result};
@@ -131,7 +131,7 @@ fn write_node<D: PmDevice>(st: &mut Staged<'_, D>, geo: &Geometry, pblk: u64, n:
 pub trait NodeAlloc {
     fn alloc_node(&mut self, hint: u64) -> Result<u64>;
     fn free_node(&mut self, pblk: u64);
-    fn free_data(&mut self, e: Extent);
+    fn free_data(&mut self, e: Run);
 }
 
 /// Index of the last entry whose key is <= `lblk`, by binary search on PM.
@@ -288,7 +288,7 @@ fn remove_rec<D: PmDevice>(
                 continue;
             }
             let (a, b) = (e.lblk.max(from), e.end().min(to));
-            na.free_data(Extent { start: e.pblk + (a - e.lblk), len: b - a });
+            na.free_data(Run { start: e.pblk + (a - e.lblk), len: b - a });
             if e.lblk < from {
                 out.push(Ext { lblk: e.lblk, pblk: e.pblk, len: from - e.lblk });
             }

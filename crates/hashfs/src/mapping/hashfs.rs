@@ -24,6 +24,7 @@
 
 use super::simd::{self, SimdKind};
 use crate::layout::Geometry;
+use crate::layout::{Ino, Lblk};
 use crate::pm::PmDevice;
 use crate::{Error, Result};
 use parking_lot::RwLock;
@@ -38,6 +39,13 @@ pub const RESERVED_TAG: u64 = 0xFFFF_FFFF_0000_0000;
 #[inline]
 pub fn key(ino: u32, lblk: u32) -> u64 {
     ((ino as u64) << 32) | lblk as u64
+}
+
+/// The key of a file's block; `None` past the largest file (2^32 blocks), which no
+/// validated offset reaches.
+#[inline]
+pub fn file_key(ino: Ino, lblk: Lblk) -> Option<u64> {
+    Some(key(ino.0, lblk.to_u32()?))
 }
 
 /// What an entry holds.

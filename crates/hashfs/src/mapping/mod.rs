@@ -19,10 +19,10 @@ pub mod simd;
 pub mod staged;
 pub mod tcache;
 
-use crate::alloc::{BlockAllocator, Extent};
+use crate::alloc::{BlockAllocator, Run};
 use crate::journal::Tx;
 use crate::layout::superblock::extent_hash_slots;
-use crate::layout::{Geometry, InodeRaw, MappingKind, Superblock, BLOCK_BYTES};
+use crate::layout::{Extent, Geometry, Ino, InodeRaw, Lblk, MappingKind, Pblk, Superblock, BLOCK_BYTES};
 use crate::pm::PmDevice;
 use crate::{Error, Result};
 use extent_tree::{Ext, NodeAlloc};
@@ -93,9 +93,15 @@ impl<D: PmDevice> BlockMap<D> {
         self.is_global()
     }
 
-    /// The physical block of logical block `lblk` of `ino` and how many blocks follow it
-    /// contiguously in the same mapping entry (1 for block-granular structures).
-    pub fn lookup(&self, ino: u32, raw: &InodeRaw, cursor: &Cursor, lblk: u64) -> Result<Option<(u64, u64)>> {
+    /// Where logical block `lblk` of `ino` lies: the extent from `lblk` to the end of its
+    /// mapping entry (one block for block-granular structures).
+    pub fn lookup(&self, ino: Ino, raw: &InodeRaw, cursor: &Cursor, lblk: Lblk) -> Result<Option<Extent>> {
+        let run = |(p, len): (u64, u64)| Extent { lblk, pblk: Pblk(p), len };
+        Ok(self.lookup_raw(ino.0, raw, cursor, lblk.0)?.map(run))
+    }
+
+    /// [`lookup`](Self::lookup) in the structures' own terms: (physical block, run).
+    fn lookup_raw(&self, ino: u32, raw: &InodeRaw, cursor: &Cursor, lblk: u64) -> Result<Option<(u64, u64)>> {
         let geo = &self.geo;
         match &self.index {
             Index::ExtentTree => tree_lookup(&Direct(&*self.dev), geo, raw, cursor, lblk),
@@ -117,10 +123,8 @@ impl<D: PmDevice> BlockMap<D> {
                 t.lookup(&Direct(&*self.dev), cuckoo::key(ino, lblk))
             }
             Index::ExtentHash(t) => {
-                if lblk >= 1 << 32 {
-                    return Ok(None);
-                }
-                let (e, _) = t.lookup(ino, lblk as u32);
+                let Ok(l32) = u32::try_from(lblk) else { return Ok(None) }; // past the largest file
+                let (e, _) = t.lookup(ino, l32);
                 Ok(e.map(|e| {
                     let off = lblk - e.start as u64;
                     (e.phys + off, e.len as u64 - off)
@@ -131,12 +135,12 @@ impl<D: PmDevice> BlockMap<D> {
 
     /// Chooses `n` free blocks for new data (DRAM only until a [`MapTx`] records them);
     /// `hint` is where the file's previous block lies.
-    pub fn claim(&self, n: u64, hint: Option<u64>) -> Result<Vec<Extent>> {
-        self.alloc.lock().allocate(n, hint)
+    pub fn claim(&self, n: u64, hint: Option<Pblk>) -> Result<Vec<Run>> {
+        self.alloc.lock().allocate(n, hint.map(|p| p.0))
     }
 
     /// Gives back claimed blocks that were never recorded.
-    pub fn unclaim(&self, ext: &[Extent]) {
+    pub fn unclaim(&self, ext: &[Run]) {
         self.alloc.lock().release(ext)
     }
 
@@ -163,7 +167,7 @@ impl<D: PmDevice> BlockMap<D> {
 
     /// Every mapped extent and structure block of one file (trees) or of every file
     /// (global tables, `raw` ignored), checked for corruption.
-    pub fn walk(&self, ino: u32, raw: &InodeRaw, f: &mut dyn FnMut(Mapped)) -> Result<()> {
+    pub fn walk(&self, ino: Ino, raw: &InodeRaw, f: &mut dyn FnMut(Mapped)) -> Result<()> {
         if raw.is_special() && !self.is_global() {
             return Ok(()); // no mapping: the mapping area holds a device number, not a root
         }
@@ -171,20 +175,20 @@ impl<D: PmDevice> BlockMap<D> {
         match &self.index {
             Index::ExtentTree | Index::ExtentTreeCached(_) => extent_tree::walk(&m, &self.geo, raw, &mut |it| {
                 f(match it {
-                    extent_tree::Item::Extent(e) => Mapped::Data { ino, lblk: e.lblk, pblk: e.pblk, len: e.len },
-                    extent_tree::Item::Node { pblk } => Mapped::Node { ino, pblk },
+                    extent_tree::Item::Extent(e) => Mapped::data(ino, e.lblk, e.pblk, e.len),
+                    extent_tree::Item::Node { pblk } => Mapped::Node { ino, pblk: Pblk(pblk) },
                 })
             }),
             Index::Radix => radix::walk(&m, &self.geo, raw, &mut |l, p| {
                 f(match l {
-                    Some(lblk) => Mapped::Data { ino, lblk, pblk: p, len: 1 },
-                    None => Mapped::Node { ino, pblk: p },
+                    Some(lblk) => Mapped::data(ino, lblk, p, 1),
+                    None => Mapped::Node { ino, pblk: Pblk(p) },
                 })
             }),
-            Index::Cuckoo(t) => t.scan(&m, &mut |i, lblk, pblk| f(Mapped::Data { ino: i, lblk, pblk, len: 1 })),
-            Index::ExtentHash(t) => t.mount_scan(&mut |i, e| {
-                f(Mapped::Data { ino: i, lblk: e.start as u64, pblk: e.phys, len: e.len as u64 })
-            }),
+            Index::Cuckoo(t) => t.scan(&m, &mut |i, lblk, pblk| f(Mapped::data(Ino(i), lblk, pblk, 1))),
+            Index::ExtentHash(t) => {
+                t.mount_scan(&mut |i, e| f(Mapped::data(Ino(i), e.start as u64, e.phys, e.len as u64)))
+            }
         }
     }
 
@@ -205,7 +209,7 @@ impl<D: PmDevice> BlockMap<D> {
     /// The end of the range [from, to) worth visiting for a removal: global tables visit
     /// block by block, so a huge sparse range is first narrowed by one table scan (under
     /// the commit lock: the extent-hash scan must not meet an insert's claims).
-    pub fn removal_end(&self, ino: u32, from: u64, to: u64) -> Result<u64> {
+    pub fn removal_end(&self, ino: Ino, from: Lblk, to: Lblk) -> Result<Lblk> {
         if self.is_global() && to - from > 65_536 {
             let _g = self.commit.lock();
             return Ok(self.last_mapped_by_scan(ino, from, to)?.map_or(from, |l| l + 1));
@@ -215,7 +219,7 @@ impl<D: PmDevice> BlockMap<D> {
 
     /// Gives back the nodes and extent-hash claims of a change that did not commit.
     fn give_back(&self, new_nodes: &[u64], exthash_inserted: bool) {
-        let nodes: Vec<Extent> = new_nodes.iter().map(|&p| Extent { start: p, len: 1 }).collect();
+        let nodes: Vec<Run> = new_nodes.iter().map(|&p| Run { start: p, len: 1 }).collect();
         self.alloc.lock().release(&nodes);
         if let (true, Index::ExtentHash(t)) = (exthash_inserted, &self.index) {
             t.abandon_claims();
@@ -224,14 +228,14 @@ impl<D: PmDevice> BlockMap<D> {
 
     /// The last mapped logical block of `ino` in [from, to), found by a scan (global
     /// tables, for ranges too large to visit block by block).
-    fn last_mapped_by_scan(&self, ino: u32, from: u64, to: u64) -> Result<Option<u64>> {
+    fn last_mapped_by_scan(&self, ino: Ino, from: Lblk, to: Lblk) -> Result<Option<Lblk>> {
         let mut last = None;
         let dummy: InodeRaw = bytemuck::Zeroable::zeroed();
         self.walk(ino, &dummy, &mut |m| {
-            if let Mapped::Data { ino: i, lblk, len, .. } = m {
-                if i == ino && lblk < to && lblk + len > from {
-                    let l = (lblk + len - 1).min(to - 1);
-                    last = Some(last.map_or(l, |x: u64| x.max(l)));
+            if let Mapped::Data { ino: i, ext } = m {
+                if i == ino && ext.lblk < to && ext.lblk_end() > from {
+                    let l = Lblk((ext.lblk_end().0 - 1).min(to.0 - 1));
+                    last = Some(last.map_or(l, |x: Lblk| x.max(l)));
                 }
             }
         })?;
@@ -256,11 +260,18 @@ fn tree_lookup<M: MemRead>(
     Ok(r)
 }
 
-/// What [`BlockMap::walk`] reports.
+/// What [`BlockMap::walk`] reports: a file's mapped extent, or a structure block (a tree
+/// node) of a file.
 #[derive(Clone, Copy, Debug)]
 pub enum Mapped {
-    Data { ino: u32, lblk: u64, pblk: u64, len: u64 },
-    Node { ino: u32, pblk: u64 },
+    Data { ino: Ino, ext: Extent },
+    Node { ino: Ino, pblk: Pblk },
+}
+
+impl Mapped {
+    fn data(ino: Ino, lblk: u64, pblk: u64, len: u64) -> Mapped {
+        Mapped::Data { ino, ext: Extent { lblk: Lblk(lblk), pblk: Pblk(pblk), len } }
+    }
 }
 
 /// One change to a [`BlockMap`], staged, then added to a transaction by
@@ -272,9 +283,9 @@ pub struct MapTx<'a, D: PmDevice> {
     _global: Option<RwLockWriteGuard<'a, ()>>,
     new_nodes: Vec<u64>,
     freed_nodes: Vec<u64>,
-    freed_data: Vec<Extent>,
+    freed_data: Vec<Run>,
     /// Claimed data blocks this change makes reachable.
-    recorded: Vec<Extent>,
+    recorded: Vec<Run>,
     exthash_inserted: bool,
 }
 
@@ -293,7 +304,7 @@ impl<D: PmDevice> NodeAlloc for MapTx<'_, D> {
     fn free_node(&mut self, pblk: u64) {
         self.freed_nodes.push(pblk);
     }
-    fn free_data(&mut self, e: Extent) {
+    fn free_data(&mut self, e: Run) {
         self.freed_data.push(e);
     }
 }
@@ -307,17 +318,9 @@ impl<'a, D: PmDevice> MapTx<'a, D> {
         r
     }
 
-    /// Maps logical blocks [lblk, lblk + len) of `ino` to claimed physical blocks from
-    /// `pblk` (a hole of the file).
-    pub fn insert(
-        &mut self,
-        tx: &mut Tx<'_, D>,
-        ino: u32,
-        raw: &mut InodeRaw,
-        lblk: u64,
-        pblk: u64,
-        len: u64,
-    ) -> Result<()> {
+    /// Maps extent `x` of `ino` (claimed physical blocks over a hole of the file).
+    pub fn insert(&mut self, tx: &mut Tx<'_, D>, ino: Ino, raw: &mut InodeRaw, x: Extent) -> Result<()> {
+        let (ino, lblk, pblk, len) = (ino.0, x.lblk.0, x.pblk.0, x.len);
         let map = self.map;
         let geo = &map.geo;
         match &map.index {
@@ -344,32 +347,36 @@ impl<'a, D: PmDevice> MapTx<'a, D> {
                 }
             }
             Index::ExtentHash(t) => {
+                let (Ok(start), Ok(len32)) = (u32::try_from(lblk), u32::try_from(len)) else {
+                    return Err(Error::FileTooBig);
+                };
                 if lblk + len > 1 << 32 {
                     return Err(Error::FileTooBig);
                 }
                 self.exthash_inserted = true;
                 // Merge on append: an extent that continues the previous one replaces it.
-                let mut e = extent_hash::Extent { start: lblk as u32, len: len as u32, phys: pblk };
-                if lblk > 0 {
-                    if let (Some(p), _) = t.lookup(ino, (lblk - 1) as u32) {
+                let mut e = extent_hash::Extent { start, len: len32, phys: pblk };
+                if let Some(prev) = start.checked_sub(1) {
+                    if let (Some(p), _) = t.lookup(ino, prev) {
                         if p.start as u64 + p.len as u64 == lblk
                             && p.phys + p.len as u64 == pblk
                             && p.len as u64 + len < 1 << 31
                         {
                             t.remove(tx, ino, p);
-                            e = extent_hash::Extent { start: p.start, len: p.len + len as u32, phys: p.phys };
+                            e = extent_hash::Extent { start: p.start, len: p.len + len32, phys: p.phys };
                         }
                     }
                 }
                 t.insert(tx, ino, e)?;
             }
         }
-        self.recorded.push(Extent { start: pblk, len });
+        self.recorded.push(Run { start: pblk, len });
         Ok(())
     }
 
     /// Unmaps logical blocks [from, to) of `ino`; returns the data blocks freed.
-    pub fn remove(&mut self, tx: &mut Tx<'_, D>, ino: u32, raw: &mut InodeRaw, from: u64, mut to: u64) -> Result<u64> {
+    pub fn remove(&mut self, tx: &mut Tx<'_, D>, ino: Ino, raw: &mut InodeRaw, from: Lblk, to: Lblk) -> Result<u64> {
+        let (ino, from, mut to) = (ino.0, from.0, to.0);
         let map = self.map;
         let geo = &map.geo;
         let before: u64 = self.freed_data.iter().map(|e| e.len).sum();
@@ -382,7 +389,7 @@ impl<'a, D: PmDevice> MapTx<'a, D> {
                 to = to.min(1 << 32);
                 for l in from..to {
                     if let Some(p) = t.remove(&mut self.st, cuckoo::key(ino, l)) {
-                        self.free_data(Extent { start: p, len: 1 });
+                        self.free_data(Run { start: p, len: 1 });
                     }
                 }
                 if from < to {
@@ -397,8 +404,8 @@ impl<'a, D: PmDevice> MapTx<'a, D> {
             Index::ExtentHash(t) => {
                 to = to.min(1 << 32);
                 let mut c = from;
-                while c < to {
-                    let (found, _) = t.lookup(ino, c as u32);
+                while let Some(c32) = u32::try_from(c).ok().filter(|_| c < to) {
+                    let (found, _) = t.lookup(ino, c32);
                     let Some(e) = found else {
                         c += 1;
                         continue;
@@ -406,7 +413,7 @@ impl<'a, D: PmDevice> MapTx<'a, D> {
                     let (s, end) = (e.start as u64, e.start as u64 + e.len as u64);
                     t.remove(tx, ino, e);
                     let (a, b) = (s.max(from), end.min(to));
-                    self.free_data(Extent { start: e.phys + (a - s), len: b - a });
+                    self.free_data(Run { start: e.phys + (a - s), len: b - a });
                     if s < from {
                         t.insert(
                             tx,
@@ -417,7 +424,9 @@ impl<'a, D: PmDevice> MapTx<'a, D> {
                     }
                     if end > to {
                         let phys = e.phys + (to - s);
-                        t.insert(tx, ino, extent_hash::Extent { start: to as u32, len: (end - to) as u32, phys })?;
+                        // The tail: an offset and a length inside `e` (both below its u32 length).
+                        let start = e.start + (to - s) as u32;
+                        t.insert(tx, ino, extent_hash::Extent { start, len: (end - to) as u32, phys })?;
                         self.exthash_inserted = true;
                     }
                     c = end;
@@ -437,10 +446,10 @@ impl<'a, D: PmDevice> MapTx<'a, D> {
     /// has committed, then call [`Finished::done`].
     pub fn finish(mut self, tx: &mut Tx<'_, D>) -> Finished<'a, D> {
         let bitmap = self.map.geo.bitmap_off();
-        let mut used: Vec<Extent> = self.recorded.clone();
-        used.extend(self.new_nodes.iter().map(|&p| Extent { start: p, len: 1 }));
-        let mut freed: Vec<Extent> = self.freed_data.clone();
-        freed.extend(self.freed_nodes.iter().map(|&p| Extent { start: p, len: 1 }));
+        let mut used: Vec<Run> = self.recorded.clone();
+        used.extend(self.new_nodes.iter().map(|&p| Run { start: p, len: 1 }));
+        let mut freed: Vec<Run> = self.freed_data.clone();
+        freed.extend(self.freed_nodes.iter().map(|&p| Run { start: p, len: 1 }));
         for (list, set) in [(&used, true), (&freed, false)] {
             for e in list {
                 for b in e.start..e.start + e.len {
@@ -483,7 +492,7 @@ pub struct Finished<'a, D: PmDevice> {
     _commit: MutexGuard<'a, ()>,
     _global: Option<RwLockWriteGuard<'a, ()>>,
     new_nodes: Vec<u64>,
-    freed: Vec<Extent>,
+    freed: Vec<Run>,
     dirty: Vec<u64>,
     exthash_inserted: bool,
 }

@@ -14,7 +14,7 @@
 
 use super::extent_tree::NodeAlloc;
 use super::staged::{MemRead, Staged};
-use crate::alloc::Extent;
+use crate::alloc::Run;
 use crate::layout::{Geometry, InodeRaw};
 use crate::pm::PmDevice;
 use crate::{Error, Result};
@@ -131,7 +131,7 @@ pub fn insert<D: PmDevice>(
 /// Frees data runs as they are met, coalescing contiguous blocks.
 struct Freer<'a> {
     na: &'a mut dyn NodeAlloc,
-    run: Option<Extent>,
+    run: Option<Run>,
 }
 
 impl Freer<'_> {
@@ -142,7 +142,7 @@ impl Freer<'_> {
                 if let Some(r) = self.run.take() {
                     self.na.free_data(r);
                 }
-                self.run = Some(Extent { start: p, len: 1 });
+                self.run = Some(Run { start: p, len: 1 });
             }
         }
     }

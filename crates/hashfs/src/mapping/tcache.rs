@@ -9,6 +9,7 @@
 
 #![forbid(unsafe_code)]
 
+use crate::layout::{Lblk, Pblk};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 pub const TCACHE_ENTRIES: usize = 8;
@@ -26,22 +27,25 @@ impl Default for TranslationCache {
 
 impl TranslationCache {
     #[inline]
-    pub fn get(&self, lblk: u32) -> Option<u64> {
-        let e = self.entries[lblk as usize % TCACHE_ENTRIES].load(Ordering::Relaxed);
-        (e != INVALID && (e >> 32) as u32 == lblk).then_some(e & 0xFFFF_FFFF)
+    pub fn get(&self, lblk: Lblk) -> Option<Pblk> {
+        let l = lblk.to_u32()?;
+        let e = self.entries[l as usize % TCACHE_ENTRIES].load(Ordering::Relaxed);
+        (e != INVALID && (e >> 32) as u32 == l).then_some(Pblk(e & 0xFFFF_FFFF))
     }
 
+    /// Remembers a translation (blocks past the largest file are never cached).
     #[inline]
-    pub fn put(&self, lblk: u32, slot: u64) {
-        debug_assert!(slot < 0xFFFF_FFFF);
-        self.entries[lblk as usize % TCACHE_ENTRIES].store(((lblk as u64) << 32) | slot, Ordering::Relaxed);
+    pub fn put(&self, lblk: Lblk, pblk: Pblk) {
+        let Some(l) = lblk.to_u32() else { return };
+        debug_assert!(pblk.0 < 0xFFFF_FFFF);
+        self.entries[l as usize % TCACHE_ENTRIES].store(((l as u64) << 32) | pblk.0, Ordering::Relaxed);
     }
 
-    /// Forgets translations of blocks at or beyond `first_lblk`.
-    pub fn invalidate_from(&self, first_lblk: u64) {
+    /// Forgets translations of blocks at or beyond `first`.
+    pub fn invalidate_from(&self, first: Lblk) {
         for e in &self.entries {
             let v = e.load(Ordering::Relaxed);
-            if v != INVALID && (v >> 32) >= first_lblk {
+            if v != INVALID && (v >> 32) >= first.0 {
                 e.store(INVALID, Ordering::Relaxed);
             }
         }
@@ -61,15 +65,16 @@ mod tests {
     #[test]
     fn hit_miss_and_invalidate() {
         let c = TranslationCache::default();
-        assert_eq!(c.get(0), None);
-        assert_eq!(c.get(u32::MAX), None, "the invalid marker is never a hit");
-        c.put(3, 100);
-        c.put(11, 200);
-        assert_eq!(c.get(3), None, "11 evicted 3 (same entry)");
-        assert_eq!(c.get(11), Some(200));
-        c.put(4, 5);
-        c.invalidate_from(5);
-        assert_eq!(c.get(4), Some(5));
-        assert_eq!(c.get(11), None);
+        assert_eq!(c.get(Lblk(0)), None);
+        assert_eq!(c.get(Lblk(u32::MAX as u64)), None, "the invalid marker is never a hit");
+        assert_eq!(c.get(Lblk(1 << 32)), None, "past the largest file");
+        c.put(Lblk(3), Pblk(100));
+        c.put(Lblk(11), Pblk(200));
+        assert_eq!(c.get(Lblk(3)), None, "11 evicted 3 (same entry)");
+        assert_eq!(c.get(Lblk(11)), Some(Pblk(200)));
+        c.put(Lblk(4), Pblk(5));
+        c.invalidate_from(Lblk(5));
+        assert_eq!(c.get(Lblk(4)), Some(Pblk(5)));
+        assert_eq!(c.get(Lblk(11)), None);
     }
 }

@@ -13,8 +13,8 @@ use crate::journal;
 use crate::layout::dirent::{FileType, SLOTS_PER_BLOCK};
 use crate::layout::inode::{InodeRaw, InodeState};
 use crate::layout::superblock::{SB_PRIMARY_OFF, SB_SECONDARY_OFF};
-use crate::layout::{Geometry, Ino, Superblock, BLOCK_BYTES, SB_STATE_CLEAN};
-use crate::mapping::hashfs::{classify, key, Entry, HashTable};
+use crate::layout::{Geometry, Ino, Lblk, Superblock, BLOCK_BYTES, SB_STATE_CLEAN};
+use crate::mapping::hashfs::{classify, file_key, Entry, HashTable};
 use crate::mapping::{BlockMap, Mapped};
 use crate::pm::PmDevice;
 use crate::Result;
@@ -166,8 +166,8 @@ impl<D: PmDevice> Map<D> {
     fn block(&self, ino: usize, raw: &InodeRaw, lblk: u64) -> Option<u64> {
         let cursor = crate::mapping::Cursor::default();
         match &self.block_map {
-            Some(bm) => bm.lookup(ino as u32, raw, &cursor, lblk).ok().flatten().map(|(p, _)| p),
-            None => self.table.lookup(key(ino as u32, lblk as u32)),
+            Some(bm) => bm.lookup(Ino(ino as u32), raw, &cursor, Lblk(lblk)).ok().flatten().map(|e| e.pblk.0),
+            None => file_key(Ino(ino as u32), Lblk(lblk)).and_then(|k| self.table.lookup(k)),
         }
     }
 }
@@ -536,25 +536,25 @@ pub(super) fn check_block_map<D: PmDevice>(
         }
     };
     let mut visit = |m: Mapped, twice: &mut u64, past_end: &mut Vec<u32>, counts: &mut [u64]| match m {
-        Mapped::Data { ino, lblk, pblk, len } => {
-            claim(pblk, len, ino, twice);
-            match inodes.get(ino as usize).and_then(|r| r.as_ref()) {
-                Some(raw) if lblk + len <= mappable_blocks(raw.size) => counts[ino as usize] += len,
-                _ => past_end.push(ino),
+        Mapped::Data { ino, ext } => {
+            claim(ext.pblk.0, ext.len, ino.0, twice);
+            match inodes.get(ino.0 as usize).and_then(|r| r.as_ref()) {
+                Some(raw) if ext.lblk_end().0 <= mappable_blocks(raw.size) => counts[ino.0 as usize] += ext.len,
+                _ => past_end.push(ino.0),
             }
         }
-        Mapped::Node { ino, pblk } => claim(pblk, 1, ino, twice),
+        Mapped::Node { ino, pblk } => claim(pblk.0, 1, ino.0, twice),
     };
     if bm.is_global() {
         let dummy = InodeRaw::zeroed();
-        if let Err(e) = bm.walk(0, &dummy, &mut |m| visit(m, &mut twice, &mut past_end, counts)) {
+        if let Err(e) = bm.walk(Ino(0), &dummy, &mut |m| visit(m, &mut twice, &mut past_end, counts)) {
             add(format!("{} table: {e}", bm.kind.name()), Fix::None);
         }
     } else {
         for (i, raw) in inodes.iter().enumerate() {
             let Some(raw) = raw else { continue };
             let mut found = Vec::new();
-            match bm.walk(i as u32, raw, &mut |m| found.push(m)) {
+            match bm.walk(Ino(i as u32), raw, &mut |m| found.push(m)) {
                 Ok(()) => found.into_iter().for_each(|m| visit(m, &mut twice, &mut past_end, counts)),
                 Err(e) => add(format!("inode {i}: {e}"), Fix::ClearInode(Ino(i as u32))),
             }

@@ -337,20 +337,20 @@ fn rebuild_bitmap<D: PmDevice>(dev: &Arc<D>, geo: &Geometry) -> Result<()> {
     let mut words = vec![0u64; geo.data_blocks.div_ceil(64) as usize];
     let mut mark = |m: Mapped| {
         let (p, len) = match m {
-            Mapped::Data { pblk, len, .. } => (pblk, len),
-            Mapped::Node { pblk, .. } => (pblk, 1),
+            Mapped::Data { ext, .. } => (ext.pblk.0, ext.len),
+            Mapped::Node { pblk, .. } => (pblk.0, 1),
         };
         for b in p..(p + len).min(geo.data_blocks) {
             words[(b / 64) as usize] |= 1 << (b % 64);
         }
     };
     if bm.is_global() {
-        bm.walk(0, &InodeRaw::zeroed(), &mut mark)?;
+        bm.walk(Ino(0), &InodeRaw::zeroed(), &mut mark)?;
     } else {
         for i in 1..=geo.inode_count {
             let raw = read_raw(&**dev, geo, Ino(i as u32));
             if raw.check(Ino(i as u32)) == InodeState::Allocated {
-                let _ = bm.walk(i as u32, &raw, &mut mark);
+                let _ = bm.walk(Ino(i as u32), &raw, &mut mark);
             }
         }
     }
