@@ -11,6 +11,7 @@ pub mod block;
 pub mod dirent;
 pub mod inode;
 pub mod journal;
+pub mod mapping;
 pub mod superblock;
 
 pub use block::{Extent, Lblk, Pblk};

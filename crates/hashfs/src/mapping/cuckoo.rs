@@ -26,8 +26,8 @@ use crate::pm::PmDevice;
 use crate::{Error, Result};
 use std::collections::VecDeque;
 
-pub const WAYS: u64 = 4;
-pub const ENTRY_BYTES: u64 = 16;
+use crate::layout::mapping::cuckoo::{dec, enc};
+pub use crate::layout::mapping::cuckoo::{Val, ENTRY_BYTES, WAYS};
 pub const RUN_MAX: u64 = 64;
 pub const MAX_PATH: usize = 6;
 const SEED2: u64 = 0x9E37_79B9_7F4A_7C15;
@@ -45,21 +45,6 @@ pub struct Cuckoo {
     nbuckets: u64,
     seed: u64,
     data_blocks: u64,
-}
-
-/// A decoded entry value.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Val {
-    pub pblk: u64,
-    pub run: u64,
-    pub rev: u64,
-}
-
-fn enc(v: Val) -> u64 {
-    v.pblk | v.run << 32 | v.rev << 48
-}
-fn dec(w: u64) -> Val {
-    Val { pblk: w & 0xFFFF_FFFF, run: (w >> 32) & 0xFFFF, rev: w >> 48 }
 }
 
 impl Cuckoo {

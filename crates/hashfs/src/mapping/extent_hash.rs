@@ -20,11 +20,8 @@ use crate::{Error, Result};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
-pub const ENTRY_BYTES: u64 = 32;
-const EMPTY: u64 = 0;
-const TOMBSTONE: u64 = u64::MAX;
-/// Claimed by an insert whose entry is not yet durable (recovery treats it as a tombstone).
-const BUSY: u64 = u64::MAX - 1;
+pub use crate::layout::mapping::extent_hash::ENTRY_BYTES;
+use crate::layout::mapping::extent_hash::{tag, BUSY, EMPTY, TOMBSTONE};
 
 /// An extent: `len` clusters from logical cluster `start`, at physical block `phys`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -32,10 +29,6 @@ pub struct Extent {
     pub start: u32,
     pub len: u32,
     pub phys: u64,
-}
-
-fn tag(ino: u32, pos: u32) -> u64 {
-    ((ino as u64) << 32) | pos as u64
 }
 
 /// The positions at which Algorithm 1 stores an extent of `len` clusters from `start`.

@@ -24,14 +24,8 @@ use crate::layout::{Geometry, InodeRaw};
 use crate::pm::PmDevice;
 use crate::{Error, Result};
 
-pub const NODE_MAGIC: u64 = 0x4E54_5845; // "EXTN"
-pub const NODE_CAP: usize = 255;
-pub const ENTRY_BYTES: u64 = 16;
-pub const ROOT_CAP: usize = 2;
-pub const MAX_LEVELS: u8 = 6;
-const VALID: u64 = 1 << 63;
-/// Longest extent (so that length fits in 31 bits).
-pub const MAX_EXTENT: u64 = (1 << 31) - 1;
+use crate::layout::mapping::extent_tree::{entry_words, node_header as header_word, parse_entry, parse_node_header};
+pub use crate::layout::mapping::extent_tree::{ENTRY_BYTES, MAX_EXTENT, MAX_LEVELS, NODE_CAP, ROOT_CAP};
 
 /// One mapped run: `len` blocks from logical `lblk` at physical `pblk`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -55,10 +49,10 @@ struct Node {
 }
 
 fn decode(w0: u64, w1: u64) -> Option<Ext> {
-    (w0 & VALID != 0).then_some(Ext { lblk: w0 & 0xFFFF_FFFF, len: (w0 >> 32) & MAX_EXTENT, pblk: w1 })
+    parse_entry(w0, w1).map(|(lblk, len, pblk)| Ext { lblk, len, pblk })
 }
 fn encode(e: &Ext) -> [u64; 2] {
-    [e.lblk | (e.len << 32) | VALID, e.pblk]
+    entry_words(e.lblk, e.len, e.pblk)
 }
 
 fn root_info(raw: &InodeRaw) -> (u8, usize) {
@@ -93,12 +87,10 @@ fn node_header<M: MemRead>(m: &M, geo: &Geometry, pblk: u64) -> Result<(u8, usiz
     if pblk >= geo.data_blocks {
         return Err(Error::corrupt(format!("extent tree: node pointer {pblk} out of range")));
     }
-    let h = m.load_u64(geo.block_off(pblk));
-    let (level, count) = (((h >> 32) & 0xFF) as u8, (h >> 48) as usize);
-    if h & 0xFFFF_FFFF != NODE_MAGIC || count > NODE_CAP || level > MAX_LEVELS {
-        return Err(Error::corrupt(format!("extent tree: block {pblk} is not a valid node")));
+    match parse_node_header(m.load_u64(geo.block_off(pblk))) {
+        Some((level, count)) if count <= NODE_CAP && level <= MAX_LEVELS => Ok((level, count)),
+        _ => Err(Error::corrupt(format!("extent tree: block {pblk} is not a valid node"))),
     }
-    Ok((level, count))
 }
 
 #[inline]
@@ -121,7 +113,7 @@ fn read_node<M: MemRead>(m: &M, geo: &Geometry, pblk: u64) -> Result<Node> {
 }
 
 fn write_node<D: PmDevice>(st: &mut Staged<'_, D>, geo: &Geometry, pblk: u64, n: &Node) {
-    st.store_u64(geo.block_off(pblk), NODE_MAGIC | (n.level as u64) << 32 | (n.e.len() as u64) << 48);
+    st.store_u64(geo.block_off(pblk), header_word(n.level, n.e.len()));
     let w: Vec<u64> = n.e.iter().flat_map(encode).collect();
     st.write_words(entry_off(geo, pblk, 0), &w);
 }

@@ -31,15 +31,7 @@ use parking_lot::RwLock;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-pub const EMPTY: u64 = 0;
-pub const TOMBSTONE: u64 = u64::MAX;
-pub const RESERVED_TAG: u64 = 0xFFFF_FFFF_0000_0000;
-
-/// The key of logical block `lblk` of inode `ino`.
-#[inline]
-pub fn key(ino: u32, lblk: u32) -> u64 {
-    ((ino as u64) << 32) | lblk as u64
-}
+pub use crate::layout::mapping::hashfs::{key, EMPTY, RESERVED_TAG, TOMBSTONE};
 
 /// The key of a file's block; `None` past the largest file (2^32 blocks), which no
 /// validated offset reaches.

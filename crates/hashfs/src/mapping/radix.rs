@@ -19,11 +19,7 @@ use crate::layout::{Geometry, InodeRaw};
 use crate::pm::PmDevice;
 use crate::{Error, Result};
 
-pub const DIRECT: u64 = 3;
-pub const FANOUT_BITS: u32 = 9;
-pub const FANOUT: u64 = 1 << FANOUT_BITS;
-/// 512^4 * 4 KiB = 256 TiB, more than the 16 TiB file limit.
-pub const MAX_HEIGHT: u32 = 4;
+pub use crate::layout::mapping::radix::{DIRECT, FANOUT, FANOUT_BITS, MAX_HEIGHT};
 
 fn height(raw: &InodeRaw) -> Result<u32> {
     let h = raw.radix_height();
