@@ -14,7 +14,7 @@
 //! found in any journal, so a stale entry can never be taken for a live one.
 
 use crate::layout::Geometry;
-use crate::pm::PmDevice;
+use crate::pm::{DevOffset, PmDevice};
 use crate::{Error, Result};
 use bytemuck::Zeroable;
 use parking_lot::{Mutex, MutexGuard};
@@ -116,8 +116,8 @@ pub fn recover<D: PmDevice>(dev: &D, geo: &Geometry) -> Result<(RecoveryReport, 
     txs.sort_by_key(|t| std::cmp::Reverse(t.0));
     for (txid, _, entries) in &txs {
         for e in entries.iter().rev() {
-            dev.write(e.offset(), &e.data[..e.data_len()]);
-            dev.flush(e.offset(), e.data_len() as u64);
+            dev.write(DevOffset(e.offset()), &e.data[..e.data_len()]);
+            dev.flush(DevOffset(e.offset()), e.data_len() as u64);
             report.undo_entries_applied += 1;
         }
         report.rolled_back_txids.push(*txid);
@@ -202,11 +202,13 @@ impl<'a, D: PmDevice> Tx<'a, D> {
         self.writes.iter().map(|(_, d)| d.len().div_ceil(ENTRY_DATA_BYTES) as u64).sum()
     }
 
-    pub fn write(&mut self, off: u64, data: &[u8]) {
+    pub fn write(&mut self, off: DevOffset, data: &[u8]) {
+        let off = off.0;
         self.writes.push((off, data.to_vec()));
     }
 
-    pub fn write_u64(&mut self, off: u64, value: u64) {
+    pub fn write_u64(&mut self, off: DevOffset, value: u64) {
+        let off = off.0;
         debug_assert!(off.is_multiple_of(8));
         self.writes.push((off, value.to_le_bytes().to_vec()));
     }
@@ -215,7 +217,8 @@ impl<'a, D: PmDevice> Tx<'a, D> {
     /// for HashFS keys of newly written blocks, which recovery frees by itself when the
     /// transaction that would have made them reachable (the inode size) rolls back. It is
     /// ordered after every flush issued before `commit` (the data the key points to).
-    pub fn publish_u64(&mut self, off: u64, value: u64) {
+    pub fn publish_u64(&mut self, off: DevOffset, value: u64) {
+        let off = off.0;
         debug_assert!(off.is_multiple_of(8));
         self.unlogged.push((off, value));
     }
@@ -258,7 +261,7 @@ impl<'a, D: PmDevice> Tx<'a, D> {
             let mut pos = 0;
             while pos < data.len() {
                 let len = (data.len() - pos).min(ENTRY_DATA_BYTES);
-                dev.read(off + pos as u64, &mut old[..len]);
+                dev.read(DevOffset(off + pos as u64), &mut old[..len]);
                 let e = UndoEntry::new(self.txid, off + pos as u64, &old[..len]);
                 let eoff = base + JOURNAL_HEADER_BYTES + n * ENTRY_BYTES;
                 dev.write(eoff, bytemuck::bytes_of(&e));
@@ -277,16 +280,16 @@ impl<'a, D: PmDevice> Tx<'a, D> {
     fn write_in_place(&self) {
         let dev = &*self.journals.dev;
         for &(off, v) in &self.unlogged {
-            dev.store_u64(off, v);
-            dev.flush(off, 8);
+            dev.store_u64(DevOffset(off), v);
+            dev.flush(DevOffset(off), 8);
         }
         for (off, data) in &self.writes {
             if data.len() == 8 && off % 8 == 0 {
-                dev.store_u64(*off, u64::from_le_bytes(data[..8].try_into().expect("8 bytes")));
+                dev.store_u64(DevOffset(*off), u64::from_le_bytes(data[..8].try_into().expect("8 bytes")));
             } else {
-                dev.write(*off, data);
+                dev.write(DevOffset(*off), data);
             }
-            dev.flush(*off, data.len() as u64);
+            dev.flush(DevOffset(*off), data.len() as u64);
         }
         dev.fence();
     }
@@ -325,15 +328,15 @@ mod tests {
     fn crash_at_every_fence_gives_old_or_new() {
         let (dev, geo) = setup();
         let target = geo.inode_table_off;
-        dev.write(target, &[1u8; 100]);
-        dev.flush(target, 100);
+        dev.write(DevOffset(target), &[1u8; 100]);
+        dev.flush(DevOffset(target), 100);
         dev.fence();
         dev.set_capture(true);
         {
             let j = Journals::new(dev.clone(), geo, 1);
             let mut tx = j.begin();
-            tx.write(target, &[2u8; 100]);
-            tx.write_u64(target + 200, 0xABCD);
+            tx.write(DevOffset(target), &[2u8; 100]);
+            tx.write_u64(DevOffset(target + 200), 0xABCD);
             tx.commit().unwrap();
         }
         let points = dev.take_points();
@@ -345,8 +348,8 @@ mod tests {
                 let d = CrashDevice::from_image(img);
                 recover(&d, &geo).unwrap();
                 let mut buf = [0u8; 100];
-                d.read(target, &mut buf);
-                let w = d.load_u64(target + 200);
+                d.read(DevOffset(target), &mut buf);
+                let w = d.load_u64(DevOffset(target + 200));
                 let state = if buf == [1u8; 100] && w == 0 {
                     "old"
                 } else if buf == [2u8; 100] && w == 0xABCD {
@@ -368,20 +371,20 @@ mod tests {
         let (dev, geo) = setup();
         let x = geo.inode_table_off;
         let y = geo.inode_table_off + 64;
-        dev.store_u64(x, 1);
-        dev.store_u64(y, 10);
-        dev.flush(x, 128);
+        dev.store_u64(DevOffset(x), 1);
+        dev.store_u64(DevOffset(y), 10);
+        dev.flush(DevOffset(x), 128);
         dev.fence();
         let j = Journals::new(dev.clone(), geo, 1);
         dev.set_capture(true);
         let mut a = j.begin();
         let mut b = j.begin();
         assert_ne!(a.index, b.index, "the second transaction takes the other journal");
-        a.write_u64(x, 2);
-        a.write_u64(y, 20);
+        a.write_u64(DevOffset(x), 2);
+        a.write_u64(DevOffset(y), 20);
         a.log_undo().unwrap();
         a.write_in_place();
-        b.write_u64(x, 3);
+        b.write_u64(DevOffset(x), 3);
         b.log_undo().unwrap();
         b.write_in_place();
         dev.set_capture(false);
@@ -402,14 +405,19 @@ mod tests {
                 d.set_capture(true);
                 recover(&d, &geo).unwrap();
                 d.set_capture(false);
-                assert_eq!((d.load_u64(x), d.load_u64(y)), (1, 10), "fence {}, state {state}", p.fence_index);
+                assert_eq!(
+                    (d.load_u64(DevOffset(x)), d.load_u64(DevOffset(y))),
+                    (1, 10),
+                    "fence {}, state {state}",
+                    p.fence_index
+                );
                 states += 1;
                 // Recovery crashed at each of its fences recovers to the same.
                 for rp in d.take_points() {
                     for rimg in [rp.image_durable_only(), rp.image_all_pending()] {
                         let d2 = CrashDevice::from_image(&rimg);
                         recover(&d2, &geo).unwrap();
-                        assert_eq!((d2.load_u64(x), d2.load_u64(y)), (1, 10), "crashed recovery");
+                        assert_eq!((d2.load_u64(DevOffset(x)), d2.load_u64(DevOffset(y))), (1, 10), "crashed recovery");
                     }
                 }
             }
@@ -417,7 +425,7 @@ mod tests {
         // The last point has both transactions open and both changes in place.
         let last = CrashDevice::from_image(&points.last().unwrap().image_durable_only());
         assert_eq!(inspect(&last, &geo).iter().filter(|j| j.active_txid != 0).count(), 2);
-        assert_eq!(last.load_u64(x), 3);
+        assert_eq!(last.load_u64(DevOffset(x)), 3);
         assert!(states > 10);
         drop((a, b));
     }
@@ -427,7 +435,7 @@ mod tests {
         let (dev, geo) = setup();
         let j = Journals::new(dev.clone(), geo, 500);
         let mut tx = j.begin();
-        tx.write_u64(geo.inode_table_off, 9);
+        tx.write_u64(DevOffset(geo.inode_table_off), 9);
         tx.commit().unwrap();
         let (report, next) = recover(&*dev, &geo).unwrap();
         assert!(report.rolled_back_txids.is_empty());
@@ -440,8 +448,8 @@ mod tests {
         let j = Journals::new(dev.clone(), geo, 1);
         let mut tx = j.begin();
         let big = vec![7u8; (geo.journal_entries() as usize + 1) * ENTRY_DATA_BYTES];
-        tx.write(geo.inode_table_off, &big);
+        tx.write(DevOffset(geo.inode_table_off), &big);
         assert!(matches!(tx.commit(), Err(Error::JournalFull(_))));
-        assert_eq!(dev.load_u64(geo.inode_table_off), 0);
+        assert_eq!(dev.load_u64(DevOffset(geo.inode_table_off)), 0);
     }
 }

@@ -5,6 +5,7 @@
 mod common;
 use common::*;
 use hashfs::fsck::{fsck, FsckMode};
+use hashfs::pm::DevOffset;
 use hashfs::pm::{CrashDevice, PmDevice};
 use hashfs::{Error, FileSystem, OpenOptions};
 use rand::{rngs::SmallRng, Rng, SeedableRng};
@@ -67,9 +68,9 @@ fn exercise(label: String, image: Vec<u8>) -> bool {
     })
 }
 
-fn flip(image: &[u8], byte: u64, bit: u8) -> Vec<u8> {
+fn flip(image: &[u8], byte: DevOffset, bit: u8) -> Vec<u8> {
     let mut v = image.to_vec();
-    v[byte as usize] ^= 1 << bit;
+    v[byte.0 as usize] ^= 1 << bit;
     v
 }
 
@@ -80,7 +81,7 @@ fn superblock_flips() {
     for _ in 0..30 {
         let byte = rng.random_range(0..512);
         let bit = rng.random_range(0..8);
-        let damaged = flip(&img, byte, bit);
+        let damaged = flip(&img, DevOffset(byte), bit);
         // The copy saves the mount.
         let dev = Arc::new(CrashDevice::from_image(&damaged));
         let (_, report) = FileSystem::mount(dev, &|_, _| {}).expect("the copy is used");
@@ -88,7 +89,7 @@ fn superblock_flips() {
         assert!(exercise(format!("primary superblock byte {byte} bit {bit}"), damaged));
     }
     // Both copies damaged: a clear refusal.
-    let both = flip(&flip(&img, 40, 1), 4096 + 40, 1);
+    let both = flip(&flip(&img, DevOffset(40), 1), DevOffset(4096 + 40), 1);
     let err = FileSystem::mount(Arc::new(CrashDevice::from_image(&both)), &|_, _| {}).err().expect("refused");
     assert!(matches!(err, Error::Corrupt(_)), "{err}");
     assert!(err.to_string().contains("superblock"), "{err}");

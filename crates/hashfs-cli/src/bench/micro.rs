@@ -14,7 +14,7 @@
 
 use super::{cpu_model, git_commit, Samples};
 use crate::{fail, Failure};
-use hashfs::pm::{MmapDevice, OpenMode, PmDevice};
+use hashfs::pm::{DevOffset, MmapDevice, OpenMode, PmDevice};
 use hashfs::FormatOptions;
 use hashfs::{FileSystem, OpenOptions};
 use rand::{rngs::SmallRng, Rng, SeedableRng};
@@ -81,7 +81,7 @@ fn run_in(cfg: &Config, quick: bool, json_out: Option<&Path>, image: &Path, tmp:
     // memcpy copies exactly the physical blocks that hold the HashFS file, translated
     // before timing: the same memory, without the file system.
     let ino = f.ino();
-    let block_of: Vec<u64> = (0..blocks)
+    let block_of: Vec<DevOffset> = (0..blocks)
         .map(|b| match fs.physical_block(ino, hashfs::Lblk(b)) {
             Ok(Some(e)) => Ok(geo.block_off(e.pblk.0)),
             _ => Err(std::io::Error::other(format!("block {b} of the benchmark file is not mapped"))),
@@ -89,8 +89,8 @@ fn run_in(cfg: &Config, quick: bool, json_out: Option<&Path>, image: &Path, tmp:
         .collect::<Result<_, _>>()?;
     let phys = |off: u64| block_of[(off / BLOCK as u64 % blocks) as usize];
     // The random offsets' addresses, computed before timing and read in order.
-    let phys_random: Vec<u64> = offsets.iter().map(|&o| phys(o)).collect();
-    let phys_seq: Vec<u64> = (0..cfg.ops.max(cfg.small_files) as u64).map(|i| phys(i * BLOCK as u64)).collect();
+    let phys_random: Vec<DevOffset> = offsets.iter().map(|&o| phys(o)).collect();
+    let phys_seq: Vec<DevOffset> = (0..cfg.ops.max(cfg.small_files) as u64).map(|i| phys(i * BLOCK as u64)).collect();
 
     let mut results: Vec<(&str, [(&str, Samples); 3])> = Vec::new();
 

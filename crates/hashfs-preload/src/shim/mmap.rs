@@ -76,7 +76,7 @@ fn map_pages(fs: &FileSystem<MmapDevice>, m: &SharedMap, from: usize, to: usize)
                 m.prot,
                 libc::MAP_SHARED | libc::MAP_FIXED,
                 image_fd,
-                geo.block_off(slot) as off_t,
+                geo.block_off(slot).0 as off_t,
             )
         };
         if r == libc::MAP_FAILED {

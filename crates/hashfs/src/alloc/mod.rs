@@ -16,7 +16,7 @@
 #![forbid(unsafe_code)]
 
 use crate::journal::Tx;
-use crate::pm::PmDevice;
+use crate::pm::{DevOffset, PmDevice};
 use crate::{Error, Result};
 use std::collections::BTreeMap;
 
@@ -105,7 +105,7 @@ impl FreeIndex {
 
 /// The allocator over `blocks` data blocks, with its bitmap at `bitmap_off` on the device.
 pub struct BlockAllocator {
-    bitmap_off: u64,
+    bitmap_off: DevOffset,
     blocks: u64,
     layout_score: f64,
     free: FreeIndex,
@@ -114,7 +114,13 @@ pub struct BlockAllocator {
 
 impl BlockAllocator {
     /// Rebuilds the DRAM index from the bitmap (mount).
-    pub fn load<D: PmDevice>(dev: &D, bitmap_off: u64, blocks: u64, layout_score: f64, seed: u64) -> Result<Self> {
+    pub fn load<D: PmDevice>(
+        dev: &D,
+        bitmap_off: DevOffset,
+        blocks: u64,
+        layout_score: f64,
+        seed: u64,
+    ) -> Result<Self> {
         if !(0.0..=1.0).contains(&layout_score) {
             return Err(Error::InvalidParameter(format!("layout score {layout_score} is not in [0, 1]")));
         }
@@ -305,7 +311,7 @@ mod tests {
     #[test]
     fn allocations_never_overlap_and_frees_coalesce() {
         let dev = CrashDevice::new(1 << 20);
-        let mut a = BlockAllocator::load(&dev, 0, 10_000, 0.85, 7).unwrap();
+        let mut a = BlockAllocator::load(&dev, DevOffset(0), 10_000, 0.85, 7).unwrap();
         let mut owned: Vec<Vec<Run>> = Vec::new();
         let mut seen = vec![false; 10_000];
         for i in 0..300u64 {
@@ -336,7 +342,7 @@ mod tests {
     fn generated_files_have_the_requested_layout_score() {
         for target in [1.0, 0.85, 0.7, 0.3, 0.0] {
             let dev = CrashDevice::new(1 << 20);
-            let mut a = BlockAllocator::load(&dev, 0, 200_000, target, 11).unwrap();
+            let mut a = BlockAllocator::load(&dev, DevOffset(0), 200_000, target, 11).unwrap();
             let mut scores = Vec::new();
             for i in 0..200u64 {
                 let ext = a.allocate(64 + i % 200, None).unwrap();
@@ -360,7 +366,7 @@ mod tests {
         let dev = Arc::new(CrashDevice::new(1 << 20));
         journal::format(&*dev, &geo);
         let j = Journals::new(dev.clone(), geo, 1);
-        let bitmap_off = geo.inode_table_off; // any spare region of the test image
+        let bitmap_off = DevOffset(geo.inode_table_off); // any spare region of the test image
         let mut a = BlockAllocator::load(&*dev, bitmap_off, 1000, 1.0, 3).unwrap();
         let ext = a.allocate(100, Some(50)).unwrap();
         assert_eq!(ext, vec![Run { start: 50, len: 100 }]);

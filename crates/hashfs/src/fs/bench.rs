@@ -7,7 +7,7 @@ use super::FileSystem;
 use crate::layout::superblock::map_region_bytes;
 use crate::layout::Ino;
 use crate::mapping::{FileMap, Index, Mapped};
-use crate::pm::PmDevice;
+use crate::pm::{DevOffset, PmDevice};
 use crate::{Error, Result};
 use std::sync::atomic::Ordering;
 
@@ -29,7 +29,7 @@ impl<D: PmDevice> FileSystem<D> {
         let geo = inner.geo;
         let mut ranges = vec![
             (geo.inode_off(ino.get()), crate::layout::INODE_BYTES as u64),
-            (geo.map_off, map_region_bytes(inner.map.kind(), geo.data_blocks)),
+            (DevOffset(geo.map_off), map_region_bytes(inner.map.kind(), geo.data_blocks)),
         ];
         if let FileMap::Blocks(b) = &inner.map {
             if let Index::ExtentTreeCached(c) = &b.index {

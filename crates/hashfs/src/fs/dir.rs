@@ -9,7 +9,7 @@ use crate::layout::dirent::{
     SLOTS_PER_BLOCK,
 };
 use crate::layout::{Geometry, Ino, Lblk, Pblk, BLOCK_BYTES, MAX_NAME_BYTES};
-use crate::pm::PmDevice;
+use crate::pm::{DevOffset, PmDevice};
 use crate::{Error, Result};
 use bytemuck::Zeroable;
 use std::collections::HashMap;
@@ -53,7 +53,7 @@ pub fn check_name(name: &[u8]) -> Result<()> {
     Ok(())
 }
 
-fn read_header<D: PmDevice>(dev: &D, off: u64) -> DirentHeader {
+fn read_header<D: PmDevice>(dev: &D, off: DevOffset) -> DirentHeader {
     let mut h = DirentHeader::zeroed();
     dev.read(off, bytemuck::bytes_of_mut(&mut h));
     h
@@ -161,7 +161,7 @@ impl DirIndex {
     }
 
     /// Device offset of slot `pos`.
-    pub fn slot_dev_off(&self, geo: &Geometry, pos: u64) -> u64 {
+    pub fn slot_dev_off(&self, geo: &Geometry, pos: u64) -> DevOffset {
         let blk = self.blocks[(pos / SLOTS_PER_BLOCK) as usize];
         geo.block_off(blk.0) + (pos % SLOTS_PER_BLOCK) * DIRENT_SLOT_BYTES
     }

@@ -30,7 +30,7 @@ use crate::layout::inode::{InodeRaw, S_IFDIR};
 use crate::layout::superblock::{GeometryParams, FORMAT_VERSION, MAGIC, SB_PRIMARY_OFF, SB_SECONDARY_OFF};
 use crate::layout::{Geometry, Ino, MappingKind, Superblock, BLOCK_BYTES, SB_STATE_CLEAN, SB_STATE_MOUNTED};
 use crate::mapping::FileMap;
-use crate::pm::PmDevice;
+use crate::pm::{DevOffset, PmDevice};
 use crate::{Error, Result};
 use bytemuck::Zeroable;
 use inode::{InodeAllocator, InodeCache};
@@ -114,8 +114,8 @@ pub fn format<D: PmDevice>(dev: &D, opts: &FormatOptions, progress: Progress<'_>
         let mut off = start;
         while off < end {
             let n = STEP.min(end - off);
-            dev.zero(off, n);
-            dev.flush(off, n);
+            dev.zero(DevOffset(off), n);
+            dev.flush(DevOffset(off), n);
             off += n;
             progress(off - start, end - start);
         }

@@ -9,7 +9,7 @@ use crate::journal::Tx;
 use crate::layout::dirent::FileType;
 use crate::layout::inode::{InodeRaw, S_IFDIR, S_IFLNK, S_IFMT, S_IFREG};
 use crate::layout::{Ino, Lblk, Pblk, BLOCK_BYTES, MAX_LINKS, MAX_NAME_BYTES, MAX_SYMLINK_BYTES};
-use crate::pm::PmDevice;
+use crate::pm::{DevOffset, PmDevice};
 use crate::{Error, Result};
 use std::sync::Arc;
 
@@ -135,7 +135,7 @@ fn ftype_of(raw: &InodeRaw) -> FileType {
 /// if needed), header and name written, the inode word still 0.
 pub(crate) struct PendingEntry {
     alloc: SlotAlloc,
-    slot_off: u64,
+    slot_off: DevOffset,
     ftype: FileType,
 }
 

@@ -4,6 +4,7 @@
 
 use super::journal::{ENTRY_BYTES, JOURNAL_HEADER_BYTES};
 use super::{round_up, BLOCK_BYTES, HUGE_ALIGN_BYTES, INODE_BYTES, MAX_DATA_BLOCKS, MAX_INODES};
+use crate::pm::DevOffset;
 use crate::{Error, Result};
 use bytemuck::{Pod, Zeroable};
 
@@ -18,8 +19,8 @@ pub const FORMAT_VERSION: u32 = 3;
 pub const SB_STATE_CLEAN: u32 = 1;
 pub const SB_STATE_MOUNTED: u32 = 2;
 /// Byte offsets of the two superblock copies.
-pub const SB_PRIMARY_OFF: u64 = 0;
-pub const SB_SECONDARY_OFF: u64 = BLOCK_BYTES;
+pub const SB_PRIMARY_OFF: DevOffset = DevOffset(0);
+pub const SB_SECONDARY_OFF: DevOffset = DevOffset(BLOCK_BYTES);
 
 /// Which file-mapping structure the image uses.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -275,31 +276,31 @@ impl Geometry {
         (self.journal_blocks as u64 * BLOCK_BYTES - JOURNAL_HEADER_BYTES) / ENTRY_BYTES
     }
 
-    pub fn journal_base(&self, index: u32) -> u64 {
-        self.journal_off + index as u64 * self.journal_blocks as u64 * BLOCK_BYTES
+    pub fn journal_base(&self, index: u32) -> DevOffset {
+        DevOffset(self.journal_off + index as u64 * self.journal_blocks as u64 * BLOCK_BYTES)
     }
 
-    pub fn inode_off(&self, ino: u64) -> u64 {
+    pub fn inode_off(&self, ino: u64) -> DevOffset {
         debug_assert!(ino >= 1 && ino <= self.inode_count);
-        self.inode_table_off + (ino - 1) * INODE_BYTES as u64
+        DevOffset(self.inode_table_off + (ino - 1) * INODE_BYTES as u64)
     }
 
-    pub fn slot_off(&self, slot: u64) -> u64 {
-        self.map_off + slot * 8
+    pub fn slot_off(&self, slot: u64) -> DevOffset {
+        DevOffset(self.map_off + slot * 8)
     }
 
     /// The allocation bitmap (allocator mappings).
-    pub fn bitmap_off(&self) -> u64 {
-        self.map_off
+    pub fn bitmap_off(&self) -> DevOffset {
+        DevOffset(self.map_off)
     }
 
     /// The structure's table after the bitmap (cuckoo, extent hash).
-    pub fn struct_off(&self) -> u64 {
-        self.map_off + round_up(bitmap_bytes(self.data_blocks), BLOCK_BYTES)
+    pub fn struct_off(&self) -> DevOffset {
+        DevOffset(self.map_off + round_up(bitmap_bytes(self.data_blocks), BLOCK_BYTES))
     }
 
-    pub fn block_off(&self, slot: u64) -> u64 {
-        self.data_off + slot * BLOCK_BYTES
+    pub fn block_off(&self, slot: u64) -> DevOffset {
+        DevOffset(self.data_off + slot * BLOCK_BYTES)
     }
 
     /// Bytes of the mapping region (table, bitmap) per GiB of data region: the static part

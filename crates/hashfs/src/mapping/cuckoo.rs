@@ -22,7 +22,7 @@ use super::simd::home_slot;
 use super::staged::{MemRead, Staged};
 use crate::layout::superblock::{cuckoo_buckets, CUCKOO_BUCKET_BYTES};
 use crate::layout::Geometry;
-use crate::pm::PmDevice;
+use crate::pm::{DevOffset, PmDevice};
 use crate::{Error, Result};
 use std::collections::VecDeque;
 
@@ -41,7 +41,7 @@ pub fn key(ino: u32, lblk: u64) -> u64 {
 
 #[derive(Clone, Copy, Debug)]
 pub struct Cuckoo {
-    off: u64,
+    off: DevOffset,
     nbuckets: u64,
     seed: u64,
     data_blocks: u64,
@@ -71,11 +71,11 @@ impl Cuckoo {
     }
 
     #[inline]
-    fn entry_off(&self, b: u64, w: u64) -> u64 {
+    fn entry_off(&self, b: u64, w: u64) -> DevOffset {
         self.off + b * CUCKOO_BUCKET_BYTES + w * ENTRY_BYTES
     }
 
-    fn find<M: MemRead>(&self, m: &M, k: u64) -> Option<u64> {
+    fn find<M: MemRead>(&self, m: &M, k: u64) -> Option<DevOffset> {
         let (b1, b2) = self.buckets(k);
         for b in [b1, b2] {
             for w in 0..WAYS {
@@ -171,7 +171,7 @@ impl Cuckoo {
     /// [lo, hi) (within one RUN_MAX group) from the physical blocks they map.
     pub fn relink<D: PmDevice>(&self, st: &mut Staged<'_, D>, ino: u32, lo: u64, hi: u64) {
         debug_assert!(hi <= (lo / RUN_MAX + 1) * RUN_MAX);
-        let offs: Vec<Option<u64>> = (lo..hi).map(|l| self.find(st, key(ino, l))).collect();
+        let offs: Vec<Option<DevOffset>> = (lo..hi).map(|l| self.find(st, key(ino, l))).collect();
         let pbs: Vec<Option<u64>> = offs.iter().map(|o| o.map(|o| dec(st.load_u64(o + 8)).pblk)).collect();
         let mut i = 0;
         while i < pbs.len() {

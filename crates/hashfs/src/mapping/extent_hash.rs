@@ -15,7 +15,7 @@
 
 use super::simd::home_slot;
 use crate::journal::Tx;
-use crate::pm::PmDevice;
+use crate::pm::{DevOffset, PmDevice};
 use crate::{Error, Result};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -89,7 +89,7 @@ pub struct LookupCost {
 
 pub struct ExtentHashTable<D: PmDevice> {
     dev: Arc<D>,
-    off: u64,
+    off: DevOffset,
     nslots: u64,
     seed: u64,
     /// Pointers stored per stride length (index = log2 of the stride), for the fast lookup.
@@ -99,7 +99,7 @@ pub struct ExtentHashTable<D: PmDevice> {
 
 impl<D: PmDevice> ExtentHashTable<D> {
     /// A table of `nslots` entries at `off` (the region must be zeroed at mkfs).
-    pub fn new(dev: Arc<D>, off: u64, nslots: u64, seed: u64, fast_lookup: bool) -> Self {
+    pub fn new(dev: Arc<D>, off: DevOffset, nslots: u64, seed: u64, fast_lookup: bool) -> Self {
         assert!(nslots > 0 && nslots < (1 << 32));
         ExtentHashTable {
             dev,
@@ -116,7 +116,7 @@ impl<D: PmDevice> ExtentHashTable<D> {
         self.fast_lookup.store(on, Ordering::Relaxed);
     }
 
-    fn slot_off(&self, s: u64) -> u64 {
+    fn slot_off(&self, s: u64) -> DevOffset {
         self.off + s * ENTRY_BYTES
     }
 
@@ -347,7 +347,7 @@ mod tests {
         let geo = test_geometry();
         let dev = Arc::new(CrashDevice::new(4 << 20));
         journal::format(&*dev, &geo);
-        let t = ExtentHashTable::new(dev.clone(), geo.map_off, 50_000, 99, fast);
+        let t = ExtentHashTable::new(dev.clone(), DevOffset(geo.map_off), 50_000, 99, fast);
         let j = Journals::new(dev.clone(), geo, 1);
         (dev, j, t)
     }
@@ -425,7 +425,7 @@ mod tests {
             let d = Arc::new(CrashDevice::from_image(&p.image_with(|i| i % 2 == 0)));
             let geo = test_geometry();
             journal::recover(&*d, &geo).unwrap();
-            let t2 = ExtentHashTable::new(d, geo.map_off, 50_000, 99, false);
+            let t2 = ExtentHashTable::new(d, DevOffset(geo.map_off), 50_000, 99, false);
             // Either no pointer is visible, or a complete, correct one.
             for c in [3, 50, 102] {
                 let found = t2.lookup(2, c).0;

@@ -21,7 +21,7 @@
 use super::staged::{MemRead, Staged};
 use crate::alloc::Run;
 use crate::layout::{Geometry, InodeRaw};
-use crate::pm::PmDevice;
+use crate::pm::{DevOffset, PmDevice};
 use crate::{Error, Result};
 
 use crate::layout::mapping::extent_tree::{entry_words, node_header as header_word, parse_entry, parse_node_header};
@@ -94,7 +94,7 @@ fn node_header<M: MemRead>(m: &M, geo: &Geometry, pblk: u64) -> Result<(u8, usiz
 }
 
 #[inline]
-fn entry_off(geo: &Geometry, pblk: u64, i: usize) -> u64 {
+fn entry_off(geo: &Geometry, pblk: u64, i: usize) -> DevOffset {
     geo.block_off(pblk) + 16 + i as u64 * ENTRY_BYTES
 }
 

@@ -25,7 +25,7 @@
 use super::simd::{self, SimdKind};
 use crate::layout::Geometry;
 use crate::layout::{Ino, Lblk};
-use crate::pm::PmDevice;
+use crate::pm::{DevOffset, PmDevice};
 use crate::{Error, Result};
 use parking_lot::RwLock;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -133,8 +133,8 @@ impl<D: PmDevice> HashTable<D> {
     }
 
     #[inline]
-    pub fn slot_off(&self, slot: u64) -> u64 {
-        self.off + slot * 8
+    pub fn slot_off(&self, slot: u64) -> DevOffset {
+        DevOffset(self.off + slot * 8)
     }
     #[inline]
     pub fn load(&self, slot: u64) -> u64 {

@@ -461,7 +461,7 @@ impl<'a, D: PmDevice> MapTx<'a, D> {
             }
         }
         let mut dirty: Vec<u64> = self.st.dirty_pages().collect();
-        dirty.extend(self.freed_nodes.iter().map(|&p| self.map.geo.block_off(p)));
+        dirty.extend(self.freed_nodes.iter().map(|&p| self.map.geo.block_off(p).0));
         self.st.into_tx(tx);
         Finished {
             map: self.map,

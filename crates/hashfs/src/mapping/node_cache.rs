@@ -11,7 +11,7 @@
 #![forbid(unsafe_code)]
 
 use super::staged::MemRead;
-use crate::pm::PmDevice;
+use crate::pm::{DevOffset, PmDevice};
 use parking_lot::RwLock;
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -49,12 +49,13 @@ impl NodeCache {
         self.pages.write().clear();
     }
 
-    fn page<D: PmDevice>(&self, dev: &D, off: u64) -> PageBuf {
+    fn page<D: PmDevice>(&self, dev: &D, off: DevOffset) -> PageBuf {
+        let off = off.0;
         if let Some(p) = self.pages.read().get(&off) {
             return p.clone();
         }
         let mut buf = Box::new([0u64; 512]);
-        dev.read(off, bytemuck::cast_slice_mut(&mut buf[..]));
+        dev.read(DevOffset(off), bytemuck::cast_slice_mut(&mut buf[..]));
         let page: PageBuf = Arc::from(buf);
         let mut w = self.pages.write();
         if w.len() >= self.capacity {
@@ -72,7 +73,8 @@ pub struct CachedReader<'a, D: PmDevice> {
 }
 
 impl<D: PmDevice> MemRead for CachedReader<'_, D> {
-    fn load_u64(&self, off: u64) -> u64 {
+    fn load_u64(&self, off: DevOffset) -> u64 {
+        let off = off.0;
         let page = off & !4095;
         let mut last = self.last.borrow_mut();
         if let Some((p, buf)) = &*last {
@@ -80,7 +82,7 @@ impl<D: PmDevice> MemRead for CachedReader<'_, D> {
                 return buf[((off % 4096) / 8) as usize];
             }
         }
-        let buf = self.cache.page(self.dev, page);
+        let buf = self.cache.page(self.dev, DevOffset(page));
         let v = buf[((off % 4096) / 8) as usize];
         *last = Some((page, buf));
         v

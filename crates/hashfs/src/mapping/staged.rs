@@ -12,7 +12,7 @@
 #![forbid(unsafe_code)]
 
 use crate::journal::Tx;
-use crate::pm::PmDevice;
+use crate::pm::{DevOffset, PmDevice};
 use std::collections::BTreeMap;
 
 const PAGE: u64 = 4096;
@@ -20,15 +20,15 @@ const WORDS: usize = (PAGE / 8) as usize;
 
 /// Read access to PM structures, directly or through an overlay.
 pub trait MemRead {
-    fn load_u64(&self, off: u64) -> u64;
-    fn read(&self, off: u64, buf: &mut [u8]) {
-        debug_assert!(off.is_multiple_of(8) && buf.len().is_multiple_of(8));
+    fn load_u64(&self, off: DevOffset) -> u64;
+    fn read(&self, off: DevOffset, buf: &mut [u8]) {
+        debug_assert!(off.0.is_multiple_of(8) && buf.len().is_multiple_of(8));
         for (i, c) in buf.chunks_exact_mut(8).enumerate() {
             c.copy_from_slice(&self.load_u64(off + i as u64 * 8).to_le_bytes());
         }
     }
     /// The words at `off..off + 8 * out.len()`.
-    fn read_words(&self, off: u64, out: &mut [u64]) {
+    fn read_words(&self, off: DevOffset, out: &mut [u64]) {
         for (i, w) in out.iter_mut().enumerate() {
             *w = self.load_u64(off + i as u64 * 8);
         }
@@ -40,13 +40,13 @@ pub struct Direct<'a, D: PmDevice>(pub &'a D);
 
 impl<D: PmDevice> MemRead for Direct<'_, D> {
     #[inline]
-    fn load_u64(&self, off: u64) -> u64 {
+    fn load_u64(&self, off: DevOffset) -> u64 {
         self.0.load_u64(off)
     }
-    fn read(&self, off: u64, buf: &mut [u8]) {
+    fn read(&self, off: DevOffset, buf: &mut [u8]) {
         self.0.read(off, buf)
     }
-    fn read_words(&self, off: u64, out: &mut [u64]) {
+    fn read_words(&self, off: DevOffset, out: &mut [u64]) {
         self.0.read(off, bytemuck::cast_slice_mut(out))
     }
 }
@@ -88,19 +88,21 @@ impl<'a, D: PmDevice> Staged<'a, D> {
         let dev = self.dev;
         self.pages.entry(page).or_insert_with(|| {
             let mut orig = Box::new([0u64; WORDS]);
-            dev.read(page, bytemuck::cast_slice_mut(&mut orig[..]));
+            dev.read(DevOffset(page), bytemuck::cast_slice_mut(&mut orig[..]));
             Page { cur: orig.clone(), orig }
         })
     }
 
-    pub fn store_u64(&mut self, off: u64, v: u64) {
+    pub fn store_u64(&mut self, off: DevOffset, v: u64) {
+        let off = off.0;
         debug_assert!(off.is_multiple_of(8));
         let p = self.page_mut(off & !(PAGE - 1));
         p.cur[((off % PAGE) / 8) as usize] = v;
     }
 
     /// Stores `words` at `off` (a page copy per page instead of a lookup per word).
-    pub fn write_words(&mut self, off: u64, words: &[u64]) {
+    pub fn write_words(&mut self, off: DevOffset, words: &[u64]) {
+        let off = off.0;
         debug_assert!(off.is_multiple_of(8));
         for (page, w0, i, k) in page_pieces(off, words.len()) {
             self.page_mut(page).cur[w0..w0 + k].copy_from_slice(&words[i..i + k]);
@@ -108,10 +110,11 @@ impl<'a, D: PmDevice> Staged<'a, D> {
     }
 
     /// Writes whole words (`off` and `data.len()` multiples of 8).
-    pub fn write(&mut self, off: u64, data: &[u8]) {
+    pub fn write(&mut self, off: DevOffset, data: &[u8]) {
+        let off = off.0;
         debug_assert!(off.is_multiple_of(8) && data.len().is_multiple_of(8));
         for (i, c) in data.chunks_exact(8).enumerate() {
-            self.store_u64(off + i as u64 * 8, u64::from_le_bytes(c.try_into().expect("8 bytes")));
+            self.store_u64(DevOffset(off + i as u64 * 8), u64::from_le_bytes(c.try_into().expect("8 bytes")));
         }
     }
 
@@ -156,9 +159,9 @@ impl<'a, D: PmDevice> Staged<'a, D> {
     pub fn into_tx(self, tx: &mut Tx<'_, D>) {
         for (off, words) in self.runs() {
             if words.len() == 1 {
-                tx.write_u64(off, words[0]);
+                tx.write_u64(DevOffset(off), words[0]);
             } else {
-                tx.write(off, bytemuck::cast_slice(words));
+                tx.write(DevOffset(off), bytemuck::cast_slice(words));
             }
         }
     }
@@ -166,17 +169,19 @@ impl<'a, D: PmDevice> Staged<'a, D> {
 
 impl<D: PmDevice> MemRead for Staged<'_, D> {
     #[inline]
-    fn load_u64(&self, off: u64) -> u64 {
+    fn load_u64(&self, off: DevOffset) -> u64 {
+        let off = off.0;
         match self.pages.get(&(off & !(PAGE - 1))) {
             Some(p) => p.cur[((off % PAGE) / 8) as usize],
-            None => self.dev.load_u64(off),
+            None => self.dev.load_u64(DevOffset(off)),
         }
     }
-    fn read_words(&self, off: u64, out: &mut [u64]) {
+    fn read_words(&self, off: DevOffset, out: &mut [u64]) {
+        let off = off.0;
         for (page, w0, i, k) in page_pieces(off, out.len()) {
             match self.pages.get(&page) {
                 Some(p) => out[i..i + k].copy_from_slice(&p.cur[w0..w0 + k]),
-                None => self.dev.read(page + w0 as u64 * 8, bytemuck::cast_slice_mut(&mut out[i..i + k])),
+                None => self.dev.read(DevOffset(page + w0 as u64 * 8), bytemuck::cast_slice_mut(&mut out[i..i + k])),
             }
         }
     }
@@ -190,29 +195,29 @@ mod tests {
     #[test]
     fn reads_see_staged_words_and_runs_cover_only_changes() {
         let dev = CrashDevice::new(1 << 16);
-        dev.store_u64(4096 + 8, 7);
+        dev.store_u64(DevOffset(4096 + 8), 7);
         let mut s = Staged::new(&dev);
-        assert_eq!(s.load_u64(4096 + 8), 7);
-        s.store_u64(4096 + 8, 9);
-        s.store_u64(4096 + 16, 10);
-        s.store_u64(4096 + 8 * 100, 11);
-        s.store_u64(8192, 0); // unchanged
-        s.store_u64(12288, 5);
-        s.store_u64(12288, 0); // changed back
-        assert_eq!(s.load_u64(4096 + 8), 9);
-        assert_eq!(dev.load_u64(4096 + 8), 7, "PM untouched until commit");
+        assert_eq!(s.load_u64(DevOffset(4096 + 8)), 7);
+        s.store_u64(DevOffset(4096 + 8), 9);
+        s.store_u64(DevOffset(4096 + 16), 10);
+        s.store_u64(DevOffset(4096 + 8 * 100), 11);
+        s.store_u64(DevOffset(8192), 0); // unchanged
+        s.store_u64(DevOffset(12288), 5);
+        s.store_u64(DevOffset(12288), 0); // changed back
+        assert_eq!(s.load_u64(DevOffset(4096 + 8)), 9);
+        assert_eq!(dev.load_u64(DevOffset(4096 + 8)), 7, "PM untouched until commit");
         let runs: Vec<_> = s.runs().map(|(o, w)| (o, w.to_vec())).collect();
         assert_eq!(runs, vec![(4096 + 8, vec![9, 10]), (4096 + 800, vec![11])]);
         assert_eq!(s.dirty_pages().collect::<Vec<_>>(), vec![4096]);
         assert_eq!(s.undo_entries(), 2);
         // Word ranges across a page boundary, staged and not.
-        s.write_words(8192 - 16, &[1, 2, 3, 4]);
+        s.write_words(DevOffset(8192 - 16), &[1, 2, 3, 4]);
         let mut w = [0u64; 6];
-        s.read_words(8192 - 24, &mut w);
+        s.read_words(DevOffset(8192 - 24), &mut w);
         assert_eq!(w, [0, 1, 2, 3, 4, 0]);
-        dev.store_u64(20480, 42);
+        dev.store_u64(DevOffset(20480), 42);
         let mut w = [0u64; 2];
-        s.read_words(20480, &mut w);
+        s.read_words(DevOffset(20480), &mut w);
         assert_eq!(w, [42, 0]);
     }
 }

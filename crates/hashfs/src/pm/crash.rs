@@ -252,7 +252,7 @@ impl CrashDevice {
         self.state.lock().durable.clone()
     }
 
-    fn check(&self, off: DevOffset, len: u64) {
+    fn check(&self, off: u64, len: u64) {
         assert!(
             off.checked_add(len).is_some_and(|end| end <= self.len),
             "device access out of range: {off}+{len} > {}",
@@ -301,6 +301,7 @@ impl PmDevice for CrashDevice {
     }
 
     fn read(&self, off: DevOffset, buf: &mut [u8]) {
+        let off = off.0;
         self.check(off, buf.len() as u64);
         let st = self.state.lock();
         buf.copy_from_slice(&st.live[off as usize..off as usize + buf.len()]);
@@ -308,12 +309,14 @@ impl PmDevice for CrashDevice {
     }
 
     fn write(&self, off: DevOffset, data: &[u8]) {
+        let off = off.0;
         self.check(off, data.len() as u64);
         store_bytes(&mut self.state.lock(), off as usize, data, false);
         self.stats.add_write(data.len() as u64);
     }
 
     fn write_nt(&self, off: DevOffset, data: &[u8]) {
+        let off = off.0;
         self.check(off, data.len() as u64);
         // Streaming stores cover whole aligned words; the head and tail of an unaligned
         // range are plain stores (as the real device does them).
@@ -331,12 +334,14 @@ impl PmDevice for CrashDevice {
     }
 
     fn zero(&self, off: DevOffset, len: u64) {
+        let off = off.0;
         self.check(off, len);
         store_bytes(&mut self.state.lock(), off as usize, &vec![0u8; len as usize], false);
         self.stats.add_write(len);
     }
 
     fn load_u64(&self, off: DevOffset) -> u64 {
+        let off = off.0;
         assert!(off.is_multiple_of(8));
         self.check(off, 8);
         self.stats.add_read(8);
@@ -345,6 +350,7 @@ impl PmDevice for CrashDevice {
     }
 
     fn store_u64(&self, off: DevOffset, value: u64) {
+        let off = off.0;
         assert!(off.is_multiple_of(8));
         self.check(off, 8);
         store_bytes(&mut self.state.lock(), off as usize, &value.to_le_bytes(), false);
@@ -352,6 +358,7 @@ impl PmDevice for CrashDevice {
     }
 
     fn cas_u64(&self, off: DevOffset, current: u64, new: u64) -> Result<u64, u64> {
+        let off = off.0;
         assert!(off.is_multiple_of(8));
         self.check(off, 8);
         let mut st = self.state.lock();
@@ -367,6 +374,7 @@ impl PmDevice for CrashDevice {
     }
 
     fn flush(&self, off: DevOffset, len: u64) {
+        let off = off.0;
         self.check(off, len);
         flush_lines(&mut self.state.lock(), off as usize, len as usize);
         self.stats.add_flush(lines_in(off, len));
@@ -421,7 +429,7 @@ mod tests {
     #[test]
     fn unflushed_store_is_not_durable() {
         let d = CrashDevice::new(4096);
-        d.store_u64(64, 7);
+        d.store_u64(DevOffset(64), 7);
         d.fence();
         assert_eq!(d.durable_image()[64], 0);
         let p = d.crash_point_now();
@@ -433,8 +441,8 @@ mod tests {
     #[test]
     fn flush_then_fence_is_durable() {
         let d = CrashDevice::new(4096);
-        d.write(100, &[1, 2, 3]);
-        d.flush(100, 3);
+        d.write(DevOffset(100), &[1, 2, 3]);
+        d.flush(DevOffset(100), 3);
         assert_eq!(d.durable_image()[100], 0, "flush alone does not persist");
         d.fence();
         assert_eq!(&d.durable_image()[100..103], &[1, 2, 3]);
@@ -444,9 +452,9 @@ mod tests {
     #[test]
     fn store_after_flush_stays_pending() {
         let d = CrashDevice::new(4096);
-        d.store_u64(0, 1);
-        d.flush(0, 8);
-        d.store_u64(0, 2);
+        d.store_u64(DevOffset(0), 1);
+        d.flush(DevOffset(0), 8);
+        d.store_u64(DevOffset(0), 2);
         d.fence();
         // The write-back carried value 1; value 2 may or may not have followed.
         let p = d.crash_point_now();
@@ -458,8 +466,8 @@ mod tests {
     #[test]
     fn a_word_stored_twice_may_persist_with_its_first_value() {
         let d = CrashDevice::new(4096);
-        d.store_u64(8, 1);
-        d.store_u64(8, 2);
+        d.store_u64(DevOffset(8), 1);
+        d.store_u64(DevOffset(8), 2);
         let p = d.crash_point_now();
         let values: Vec<u64> = p.lines[0].outcomes.iter().map(|l| word(l, 1)).collect();
         assert_eq!(values, vec![0, 1, 2]);
@@ -469,20 +477,20 @@ mod tests {
     fn stores_to_one_line_persist_in_program_order() {
         // Word 1 then word 0: "word 0 new, word 1 old" is not a possible state.
         let d = CrashDevice::new(4096);
-        d.store_u64(8, 5);
-        d.store_u64(0, 6);
+        d.store_u64(DevOffset(8), 5);
+        d.store_u64(DevOffset(0), 6);
         let p = d.crash_point_now();
         let states: Vec<(u64, u64)> = p.lines[0].outcomes.iter().map(|l| (word(l, 0), word(l, 1))).collect();
         assert_eq!(states, vec![(0, 0), (0, 5), (6, 5)]);
         // Two different lines are independent: four states.
-        d.store_u64(64, 1);
+        d.store_u64(DevOffset(64), 1);
         assert_eq!(d.crash_point_now().state_count(), 6);
     }
 
     #[test]
     fn streaming_words_are_independent_until_the_fence() {
         let d = CrashDevice::new(4096);
-        d.write_nt(128, &[9u8; 24]);
+        d.write_nt(DevOffset(128), &[9u8; 24]);
         let p = d.crash_point_now();
         assert_eq!(p.state_count(), 8, "three words, each old or new");
         d.fence();
@@ -494,10 +502,10 @@ mod tests {
     fn capture_records_state_before_each_fence() {
         let d = CrashDevice::new(4096);
         d.set_capture(true);
-        d.store_u64(8, 5);
-        d.flush(8, 8);
+        d.store_u64(DevOffset(8), 5);
+        d.flush(DevOffset(8), 8);
         d.fence();
-        d.store_u64(16, 6);
+        d.store_u64(DevOffset(16), 6);
         d.fence();
         let pts = d.take_points();
         assert_eq!(pts.len(), 2);

@@ -122,7 +122,7 @@ impl MmapDevice {
     }
 
     #[inline]
-    fn ptr(&self, off: DevOffset, len: u64) -> *mut u8 {
+    fn ptr(&self, off: u64, len: u64) -> *mut u8 {
         assert!(
             off.checked_add(len).is_some_and(|end| end <= self.len),
             "device access out of range: {off}+{len} > {}",
@@ -133,7 +133,7 @@ impl MmapDevice {
     }
 
     #[inline]
-    fn atomic(&self, off: DevOffset) -> &AtomicU64 {
+    fn atomic(&self, off: u64) -> &AtomicU64 {
         assert!(off.is_multiple_of(8), "unaligned 8-byte access at {off}");
         let p = self.ptr(off, 8);
         // SAFETY: p is 8-aligned (the mapping is page-aligned), inside the mapping, and
@@ -167,6 +167,7 @@ impl PmDevice for MmapDevice {
 
     #[inline]
     fn read(&self, off: DevOffset, buf: &mut [u8]) {
+        let off = off.0;
         let p = self.ptr(off, buf.len() as u64);
         // SAFETY: p..p+len is inside the mapping; buf is a distinct DRAM buffer.
         unsafe { std::ptr::copy_nonoverlapping(p, buf.as_mut_ptr(), buf.len()) };
@@ -175,6 +176,7 @@ impl PmDevice for MmapDevice {
 
     #[inline]
     fn write(&self, off: DevOffset, data: &[u8]) {
+        let off = off.0;
         let p = self.ptr(off, data.len() as u64);
         // SAFETY: p..p+len is inside the mapping; data is a distinct DRAM buffer.
         unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), p, data.len()) };
@@ -182,9 +184,10 @@ impl PmDevice for MmapDevice {
     }
 
     fn write_nt(&self, off: DevOffset, data: &[u8]) {
+        let off = off.0;
         if data.len() < NONTEMPORAL_MIN_BYTES {
-            self.write(off, data);
-            self.flush(off, data.len() as u64);
+            self.write(DevOffset(off), data);
+            self.flush(DevOffset(off), data.len() as u64);
             return;
         }
         let p = self.ptr(off, data.len() as u64);
@@ -194,6 +197,7 @@ impl PmDevice for MmapDevice {
     }
 
     fn zero(&self, off: DevOffset, len: u64) {
+        let off = off.0;
         let p = self.ptr(off, len);
         // SAFETY: p..p+len is inside the mapping.
         unsafe { std::ptr::write_bytes(p, 0, len as usize) };
@@ -202,24 +206,28 @@ impl PmDevice for MmapDevice {
 
     #[inline]
     fn load_u64(&self, off: DevOffset) -> u64 {
+        let off = off.0;
         self.stats.add_read(8);
         self.atomic(off).load(Ordering::Acquire)
     }
 
     #[inline]
     fn store_u64(&self, off: DevOffset, value: u64) {
+        let off = off.0;
         self.stats.add_write(8);
         self.atomic(off).store(value, Ordering::Release)
     }
 
     #[inline]
     fn cas_u64(&self, off: DevOffset, current: u64, new: u64) -> Result<u64, u64> {
+        let off = off.0;
         self.stats.add_write(8);
         self.atomic(off).compare_exchange(current, new, Ordering::AcqRel, Ordering::Acquire)
     }
 
     #[inline]
     fn flush(&self, off: DevOffset, len: u64) {
+        let off = off.0;
         let p = self.ptr(off, len);
         // SAFETY: the range is inside the mapping.
         unsafe { cpu::flush_range(self.flush_kind, p, len as usize) };
@@ -234,6 +242,7 @@ impl PmDevice for MmapDevice {
 
     #[inline]
     fn prefetch(&self, off: DevOffset) {
+        let off = off.0;
         if off < self.len {
             // SAFETY: off is inside the mapping (prefetch would not fault anyway).
             cpu::prefetch(unsafe { self.base.add(off as usize) });
@@ -257,6 +266,7 @@ impl PmDevice for MmapDevice {
     }
 
     fn evict(&self, off: DevOffset, len: u64) -> bool {
+        let off = off.0;
         let p = self.ptr(off, len);
         // SAFETY: the range is inside the mapping.
         unsafe { cpu::evict_range(p, len as usize) };
@@ -281,27 +291,27 @@ mod tests {
     fn verbs_work_on_a_mapped_file() {
         let path = temp_image("verbs");
         let d = MmapDevice::open(&path, OpenMode::CreateTruncate { size_bytes: 1 << 20 }).unwrap();
-        d.write(100, b"abc");
-        d.flush(100, 3);
-        d.store_u64(4096, 7);
-        assert_eq!(d.cas_u64(4096, 7, 8), Ok(7));
-        assert_eq!(d.cas_u64(4096, 7, 9), Err(8));
+        d.write(DevOffset(100), b"abc");
+        d.flush(DevOffset(100), 3);
+        d.store_u64(DevOffset(4096), 7);
+        assert_eq!(d.cas_u64(DevOffset(4096), 7, 8), Ok(7));
+        assert_eq!(d.cas_u64(DevOffset(4096), 7, 9), Err(8));
         let big: Vec<u8> = (0..NONTEMPORAL_MIN_BYTES * 2 + 5).map(|i| i as u8).collect();
-        d.write_nt(8192 + 3, &big); // unaligned head and tail around streaming stores
+        d.write_nt(DevOffset(8192 + 3), &big); // unaligned head and tail around streaming stores
         d.fence();
         let mut back = vec![0u8; big.len()];
-        d.read(8192 + 3, &mut back);
+        d.read(DevOffset(8192 + 3), &mut back);
         assert_eq!(back, big);
-        d.zero(100, 3);
+        d.zero(DevOffset(100), 3);
         let mut b = [1u8; 3];
-        d.read(100, &mut b);
+        d.read(DevOffset(100), &mut b);
         assert_eq!(b, [0, 0, 0]);
         let s = d.stats().snapshot();
         assert!(s.fences >= 1 && s.flushes >= 1 && s.bytes_written > big.len() as u64);
         drop(d);
         // Reopened, the contents are there.
         let d = MmapDevice::open(&path, OpenMode::Existing).unwrap();
-        assert_eq!(d.load_u64(4096), 8);
+        assert_eq!(d.load_u64(DevOffset(4096)), 8);
         drop(d);
         std::fs::remove_file(&path).unwrap();
     }

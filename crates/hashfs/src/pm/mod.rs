@@ -40,8 +40,39 @@ pub fn evict_object<T>(obj: &T) {
     unsafe { cpu::evict_range(obj as *const T as *const u8, std::mem::size_of::<T>()) };
 }
 
-/// Device offsets are byte addresses inside the image.
-pub type DevOffset = u64;
+/// A byte address inside the image.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct DevOffset(pub u64);
+
+impl std::ops::Add<u64> for DevOffset {
+    type Output = DevOffset;
+    #[inline]
+    fn add(self, n: u64) -> DevOffset {
+        DevOffset(self.0 + n)
+    }
+}
+
+impl std::ops::AddAssign<u64> for DevOffset {
+    #[inline]
+    fn add_assign(&mut self, n: u64) {
+        self.0 += n;
+    }
+}
+
+/// The bytes from `rhs` up to `self`.
+impl std::ops::Sub for DevOffset {
+    type Output = u64;
+    #[inline]
+    fn sub(self, rhs: DevOffset) -> u64 {
+        self.0 - rhs.0
+    }
+}
+
+impl std::fmt::Display for DevOffset {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.0)
+    }
+}
 
 /// The verbs the file system uses to reach persistent memory.
 ///

@@ -27,7 +27,7 @@ impl<D: PmDevice> Overlay<D> {
             return *v;
         }
         let mut b = [0u8; 8];
-        self.base.read(w * 8, &mut b);
+        self.base.read(DevOffset(w * 8), &mut b);
         u64::from_le_bytes(b)
     }
 }
@@ -38,6 +38,7 @@ impl<D: PmDevice> PmDevice for Overlay<D> {
     }
     fn read(&self, off: DevOffset, buf: &mut [u8]) {
         self.base.read(off, buf);
+        let off = off.0;
         let words = self.words.lock();
         if words.is_empty() {
             return;
@@ -50,6 +51,7 @@ impl<D: PmDevice> PmDevice for Overlay<D> {
         }
     }
     fn write(&self, off: DevOffset, data: &[u8]) {
+        let off = off.0;
         for (i, &b) in data.iter().enumerate() {
             let byte = off + i as u64;
             let mut v = self.word(byte / 8).to_le_bytes();
@@ -64,15 +66,18 @@ impl<D: PmDevice> PmDevice for Overlay<D> {
         self.write(off, &vec![0u8; len as usize])
     }
     fn load_u64(&self, off: DevOffset) -> u64 {
+        let off = off.0;
         self.word(off / 8)
     }
     fn store_u64(&self, off: DevOffset, value: u64) {
+        let off = off.0;
         self.words.lock().insert(off / 8, value);
     }
     fn cas_u64(&self, off: DevOffset, current: u64, new: u64) -> std::result::Result<u64, u64> {
+        let off = off.0;
         let v = self.word(off / 8);
         if v == current {
-            self.store_u64(off, new);
+            self.store_u64(DevOffset(off), new);
             Ok(v)
         } else {
             Err(v)

@@ -16,7 +16,7 @@ use crate::layout::superblock::{SB_PRIMARY_OFF, SB_SECONDARY_OFF};
 use crate::layout::{Geometry, Ino, Lblk, Superblock, BLOCK_BYTES, SB_STATE_CLEAN};
 use crate::mapping::hashfs::{classify, file_key, Entry, HashTable};
 use crate::mapping::{BlockMap, Mapped};
-use crate::pm::PmDevice;
+use crate::pm::{DevOffset, PmDevice};
 use crate::Result;
 use bytemuck::Zeroable;
 use std::collections::{HashMap, VecDeque};
@@ -318,7 +318,7 @@ fn directories<D: PmDevice>(
 /// slot index and length.
 struct EntryAt {
     dir: usize,
-    off: u64,
+    off: DevOffset,
     pos: u64,
     nslots: u8,
 }

@@ -29,7 +29,7 @@ use crate::layout::{Geometry, Ino, Superblock, BLOCK_BYTES, INODE_BYTES, SB_STAT
 use crate::mapping::hashfs::TOMBSTONE;
 use crate::mapping::{BlockMap, Mapped};
 use crate::pm::overlay::Overlay;
-use crate::pm::PmDevice;
+use crate::pm::{DevOffset, PmDevice};
 use crate::{Error, Result};
 use bytemuck::Zeroable;
 use check::check;
@@ -61,10 +61,10 @@ enum Fix {
     TombstoneSlot(u64),
     ClearInode(Ino),
     ClearDirent {
-        off: u64,
+        off: DevOffset,
     },
     DirentWord1 {
-        off: u64,
+        off: DevOffset,
         word: u64,
     },
     RewriteInode(Ino, Box<InodeRaw>),
