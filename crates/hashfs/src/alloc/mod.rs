@@ -10,8 +10,8 @@
 //! random free position across the device. `s = 1` allocates contiguously (best fit, near
 //! the hint); `s = 0` gives every block its own random place.
 //!
-//! Not yet used by the file system: the extent-tree, radix-tree, cuckoo and extent-hash
-//! mappings that need it come with the mapping design space (issue 3).
+//! Used by the extent-tree, radix-tree, cuckoo and extent-hash mappings (through
+//! `mapping::BlockMap`); its runs of physical blocks are [`Run`]s, not mapping extents.
 
 #![forbid(unsafe_code)]
 

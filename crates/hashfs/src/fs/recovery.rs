@@ -40,7 +40,7 @@ pub struct MountReport {
     pub block_counts_fixed: u64,
     /// Inodes that failed their checks; they stay allocated and return a corruption
     /// error when used, until fsck deals with them.
-    pub corrupt_inodes: Vec<u32>,
+    pub corrupt_inodes: Vec<Ino>,
 }
 
 const FREE: u64 = u64::MAX;
@@ -157,7 +157,7 @@ fn scan_inodes<D: PmDevice>(dev: &D, geo: &Geometry, report: &mut MountReport, p
             InodeState::Corrupt(_) => {
                 ialloc.mark_used(ino);
                 sizes[i as usize] = CORRUPT;
-                report.corrupt_inodes.push(ino.0);
+                report.corrupt_inodes.push(ino);
             }
         }
         if i % 65536 == 0 {
@@ -259,7 +259,7 @@ fn scan_block_map<D: PmDevice>(
                 }
             });
             if walked.is_err() {
-                report.corrupt_inodes.push(i as u32);
+                report.corrupt_inodes.push(Ino(i as u32));
                 continue;
             }
             for (lblk, len) in found {
@@ -274,7 +274,7 @@ fn scan_block_map<D: PmDevice>(
         )));
     }
     for &i in &report.corrupt_inodes {
-        scan.sizes[i as usize] = CORRUPT;
+        scan.sizes[i.0 as usize] = CORRUPT;
     }
     Ok((bm, Strays { slots: Vec::new(), ranges: first_stray.into_iter().collect() }))
 }
