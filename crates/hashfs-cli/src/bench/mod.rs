@@ -111,23 +111,8 @@ pub fn cpu_model() -> String {
         .unwrap_or_else(|| "unknown".into())
 }
 
-/// The commit being measured (short hash, "-dirty" when the code differs from it), or
-/// "unknown" outside a git checkout.
+/// The commit this binary was built from (short hash, "-dirty" when the code built
+/// differed from it; `build.rs`), or "unknown" outside a git checkout.
 pub fn git_commit() -> String {
-    let git = |args: &[&str]| {
-        std::process::Command::new("git")
-            .args(args)
-            .output()
-            .ok()
-            .filter(|o| o.status.success())
-            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
-    };
-    let Some(head) = git(&["rev-parse", "--short", "HEAD"]) else {
-        return "unknown".into();
-    };
-    // The code that ran differs from the commit (results and docs do not count).
-    match git(&["status", "--porcelain", "--", "crates", "Cargo.toml", "Cargo.lock"]) {
-        Some(s) if !s.is_empty() => format!("{head}-dirty"),
-        _ => head,
-    }
+    env!("HASHFS_BUILD_COMMIT").to_string()
 }
