@@ -16,15 +16,29 @@
 #![forbid(unsafe_code)]
 
 use crate::journal::Tx;
+use crate::layout::Pblk;
 use crate::pm::{DevOffset, PmDevice};
 use crate::{Error, Result};
 use std::collections::BTreeMap;
 
-/// A run of physical blocks.
+/// A run of physical blocks: `len` blocks from block number `start` (the allocator's own
+/// arithmetic is on the raw numbers; [`Run::blocks`] gives them typed).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Run {
     pub start: u64,
     pub len: u64,
+}
+
+impl Run {
+    /// One block.
+    pub fn one(p: Pblk) -> Run {
+        Run { start: p.0, len: 1 }
+    }
+
+    /// The run's blocks.
+    pub fn blocks(&self) -> impl Iterator<Item = Pblk> {
+        (self.start..self.start + self.len).map(Pblk)
+    }
 }
 
 /// xorshift64*: the generator's randomness (seeded at mkfs, so runs are reproducible).
@@ -161,7 +175,8 @@ impl BlockAllocator {
     /// Chooses `n` blocks (DRAM only; the caller records them with
     /// [`tx_mark`](Self::tx_mark) in the transaction that makes them reachable, or gives
     /// them back with [`release`](Self::release)).
-    pub fn allocate(&mut self, n: u64, hint: Option<u64>) -> Result<Vec<Run>> {
+    pub fn allocate(&mut self, n: u64, hint: Option<Pblk>) -> Result<Vec<Run>> {
+        let hint = hint.map(|p| p.0);
         if n > self.free.free_blocks {
             return Err(Error::NoSpace);
         }
@@ -368,7 +383,7 @@ mod tests {
         let j = Journals::new(dev.clone(), geo, 1);
         let bitmap_off = DevOffset(geo.inode_table_off); // any spare region of the test image
         let mut a = BlockAllocator::load(&*dev, bitmap_off, 1000, 1.0, 3).unwrap();
-        let ext = a.allocate(100, Some(50)).unwrap();
+        let ext = a.allocate(100, Some(Pblk(50))).unwrap();
         assert_eq!(ext, vec![Run { start: 50, len: 100 }]);
         let mut tx = j.begin();
         a.tx_mark(&*dev, &mut tx, &ext, true);

@@ -369,7 +369,7 @@ impl<D: PmDevice> FsInner<D> {
                 let mut out = Vec::with_capacity(lblks.len());
                 for &l in lblks {
                     match file_key(ino, l).ok_or(Error::FileTooBig).and_then(|k| t.reserve(k)) {
-                        Ok(s) => out.push(Pblk(s)),
+                        Ok(s) => out.push(s),
                         Err(e) => {
                             free_slots(t, &*self.dev, &out);
                             return Err(e);
@@ -380,7 +380,7 @@ impl<D: PmDevice> FsInner<D> {
             }
             FileMap::Blocks(b) => {
                 let runs = b.claim(lblks.len() as u64, hint)?;
-                Ok(runs.iter().flat_map(|r| (r.start..r.start + r.len).map(Pblk)).collect())
+                Ok(runs.iter().flat_map(Run::blocks).collect())
             }
         }
     }
@@ -389,7 +389,7 @@ impl<D: PmDevice> FsInner<D> {
     pub(crate) fn unclaim_blocks(&self, blocks: &[Pblk]) {
         match &self.map {
             FileMap::Hash(t) => free_slots(t, &*self.dev, blocks),
-            FileMap::Blocks(b) => b.unclaim(&blocks.iter().map(|&p| Run { start: p.0, len: 1 }).collect::<Vec<_>>()),
+            FileMap::Blocks(b) => b.unclaim(&blocks.iter().map(|&p| Run::one(p)).collect::<Vec<_>>()),
         }
     }
 
@@ -755,14 +755,14 @@ fn translate_hash<D: PmDevice>(
         t.lookup_batch(&keys[..n], &mut out[..n]);
         for (i, s) in out[..n].iter().enumerate() {
             if let Some(s) = s {
-                cell.tcache.put(lblk + i as u64, Pblk(*s));
+                cell.tcache.put(lblk + i as u64, *s);
             }
         }
         let first = out[0]?;
         let run = out[..n].iter().zip(0..).take_while(|&(s, i)| *s == Some(first + i)).count();
-        return Some(Extent { lblk, pblk: Pblk(first), len: run as u64 });
+        return Some(Extent { lblk, pblk: first, len: run as u64 });
     }
-    let p = Pblk(t.lookup(file_key(cell.ino, lblk)?)?);
+    let p = t.lookup(file_key(cell.ino, lblk)?)?;
     cell.tcache.put(lblk, p);
     Some(Extent { lblk, pblk: p, len: 1 })
 }
@@ -772,7 +772,7 @@ pub(crate) fn free_slots<D: PmDevice>(t: &HashTable<D>, dev: &D, slots: &[Pblk])
     if slots.is_empty() {
         return;
     }
-    let freed: Vec<_> = slots.iter().map(|&s| t.release(s.0)).collect();
+    let freed: Vec<_> = slots.iter().map(|&s| t.release(s)).collect();
     dev.fence();
     for chunk in freed.chunks(1024) {
         t.purge(chunk);
@@ -808,7 +808,7 @@ pub(crate) fn mapped_slots<D: PmDevice>(t: &HashTable<D>, ino: Ino, from: Lblk, 
         }
         let mut found = [None; 8];
         t.lookup_batch(&keys[..n], &mut found[..n]);
-        out.extend(found[..n].iter().flatten().map(|&s| Pblk(s)));
+        out.extend(found[..n].iter().flatten());
         lblk += n as u64;
     }
     out

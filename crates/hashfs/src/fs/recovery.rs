@@ -18,7 +18,7 @@ use super::inode::{self, InodeAllocator, InodeCache, InodeCell};
 use super::{read_superblock, FsInner, Progress, SuperblockSource};
 use crate::journal::{self, Journals};
 use crate::layout::inode::InodeState;
-use crate::layout::{Geometry, Ino, Lblk, MappingKind, BLOCK_BYTES, SB_STATE_CLEAN};
+use crate::layout::{Geometry, Ino, Lblk, MappingKind, Pblk, BLOCK_BYTES, SB_STATE_CLEAN};
 use crate::mapping::hashfs::{classify, Entry, HashTable};
 use crate::mapping::{BlockMap, FileMap, Mapped};
 use crate::pm::PmDevice;
@@ -82,7 +82,7 @@ pub(crate) fn mount<D: PmDevice>(dev: Arc<D>, progress: Progress<'_>) -> Result<
     }
     if let FileMap::Hash(table) = &map {
         for &s in &strays.slots {
-            let _ = table.release(s); // the full purge below covers its path
+            let _ = table.release(Pblk(s)); // the full purge below covers its path
         }
     }
     report.stray_slots_freed = nstray as u64;

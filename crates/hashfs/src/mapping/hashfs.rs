@@ -24,7 +24,7 @@
 
 use super::simd::{self, SimdKind};
 use crate::layout::Geometry;
-use crate::layout::{Ino, Lblk};
+use crate::layout::{Ino, Lblk, Pblk};
 use crate::pm::{DevOffset, PmDevice};
 use crate::{Error, Result};
 use parking_lot::RwLock;
@@ -179,27 +179,28 @@ impl<D: PmDevice> HashTable<D> {
         None
     }
 
-    pub fn lookup(&self, key: u64) -> Option<u64> {
-        self.lookup_from(key, self.home(key))
+    /// The block that holds `key` (slot = block), or None.
+    pub fn lookup(&self, key: u64) -> Option<Pblk> {
+        self.lookup_from(key, self.home(key)).map(Pblk)
     }
 
     /// Looks up `keys.len()` (<= 8) keys: hashes them with one vector operation,
     /// prefetches every home line, then probes.
-    pub fn lookup_batch(&self, keys: &[u64], out: &mut [Option<u64>]) {
+    pub fn lookup_batch(&self, keys: &[u64], out: &mut [Option<Pblk>]) {
         let mut homes = [0u64; 8];
         simd::home_slots(self.simd, keys, self.seed, self.nslots, &mut homes);
         for &h in &homes[..keys.len()] {
             self.dev.prefetch(self.slot_off(h));
         }
         for i in 0..keys.len() {
-            out[i] = self.lookup_from(keys[i], homes[i]);
+            out[i] = self.lookup_from(keys[i], homes[i]).map(Pblk);
         }
     }
 
     /// Claims a free slot for `key`, which the caller knows is absent; the slot holds a
     /// reservation until [`publish`](Self::publish). Fails with NoSpace when every slot is
     /// taken.
-    pub fn reserve(&self, key: u64) -> Result<u64> {
+    pub fn reserve(&self, key: u64) -> Result<Pblk> {
         let home = self.home(key);
         let marker = RESERVED_TAG | home;
         let _g = self.purge_lock.read();
@@ -208,7 +209,7 @@ impl<D: PmDevice> HashTable<D> {
             let v = self.load(s);
             if (v == EMPTY || v == TOMBSTONE) && self.dev.cas_u64(self.slot_off(s), v, marker).is_ok() {
                 self.used.fetch_add(1, Ordering::Relaxed);
-                return Ok(s);
+                return Ok(Pblk(s));
             }
             s = self.next(s);
         }
@@ -217,7 +218,8 @@ impl<D: PmDevice> HashTable<D> {
 
     /// Frees a slot (a key or an unpublished reservation): stores a tombstone and flushes
     /// it. Returns what the caller passes to [`purge`](Self::purge) after a fence.
-    pub fn release(&self, slot: u64) -> Freed {
+    pub fn release(&self, block: Pblk) -> Freed {
+        let slot = block.0;
         let off = self.slot_off(slot);
         let home = self.home_of(self.dev.load_u64(off)).unwrap_or(slot);
         self.dev.store_u64(off, TOMBSTONE);
@@ -404,9 +406,9 @@ mod tests {
         HashTable::new(Arc::new(CrashDevice::new(bytes)), &geo, 0x5eed)
     }
 
-    fn insert(t: &HashTable<CrashDevice>, k: u64) -> Result<u64> {
+    fn insert(t: &HashTable<CrashDevice>, k: u64) -> Result<Pblk> {
         let s = t.reserve(k)?;
-        t.dev.store_u64(t.slot_off(s), k);
+        t.dev.store_u64(t.slot_off(s.0), k);
         Ok(s)
     }
 
@@ -425,7 +427,7 @@ mod tests {
     #[test]
     fn random_inserts_deletes_match_a_map() {
         let t = table(2 << 20);
-        let mut model: HashMap<u64, u64> = HashMap::new();
+        let mut model: HashMap<u64, Pblk> = HashMap::new();
         let mut rng = SmallRng::seed_from_u64(1);
         for step in 0..20_000 {
             let k = key(rng.random_range(1..20), rng.random_range(0..40));
@@ -514,7 +516,7 @@ mod tests {
         let n = t.nslots();
         let target = (n * 8 / 10) as usize;
         let mut rng = SmallRng::seed_from_u64(9);
-        let mut live: Vec<(u64, u64)> = Vec::new();
+        let mut live: Vec<(u64, Pblk)> = Vec::new();
         let mut next = 0u32;
         while live.len() < target {
             let k = key(1 + next % 7, next);
@@ -557,7 +559,7 @@ mod tests {
         let mut chained = None;
         for b in 1..100_000u32 {
             let k = key(2, b);
-            if t.home(k) == s1 {
+            if t.home(k) == s1.0 {
                 chained = Some((k, insert(&t, k).unwrap()));
                 break;
             }
@@ -565,7 +567,7 @@ mod tests {
         let (k2, s2) = chained.expect("a colliding key");
         assert_ne!(s1, s2);
         // A crash could persist the second insert but not the first.
-        t.dev.store_u64(t.slot_off(s1), EMPTY);
+        t.dev.store_u64(t.slot_off(s1.0), EMPTY);
         assert_eq!(t.lookup(k2), None);
         assert!(t.repair_and_purge_all() >= 1);
         assert_eq!(t.lookup(k2), Some(s2));

@@ -136,7 +136,7 @@ impl<D: PmDevice> BlockMap<D> {
     /// Chooses `n` free blocks for new data (DRAM only until a [`MapTx`] records them);
     /// `hint` is where the file's previous block lies.
     pub fn claim(&self, n: u64, hint: Option<Pblk>) -> Result<Vec<Run>> {
-        self.alloc.lock().allocate(n, hint.map(|p| p.0))
+        self.alloc.lock().allocate(n, hint)
     }
 
     /// Gives back claimed blocks that were never recorded.
@@ -291,7 +291,7 @@ pub struct MapTx<'a, D: PmDevice> {
 
 impl<D: PmDevice> NodeAlloc for MapTx<'_, D> {
     fn alloc_node(&mut self, hint: u64) -> Result<u64> {
-        let e = self.map.alloc.lock().allocate(1, Some(hint + 1))?;
+        let e = self.map.alloc.lock().allocate(1, Some(Pblk(hint + 1)))?;
         let p = e[0].start;
         // A free block: zeroed in place (no undo needed: nothing points to it until the
         // transaction commits, and the commit's first fence orders this flush first).

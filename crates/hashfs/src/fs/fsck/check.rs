@@ -13,7 +13,7 @@ use crate::journal;
 use crate::layout::dirent::{FileType, SLOTS_PER_BLOCK};
 use crate::layout::inode::{InodeRaw, InodeState};
 use crate::layout::superblock::{SB_PRIMARY_OFF, SB_SECONDARY_OFF};
-use crate::layout::{Geometry, Ino, Lblk, Superblock, BLOCK_BYTES, SB_STATE_CLEAN};
+use crate::layout::{Geometry, Ino, Lblk, Pblk, Superblock, BLOCK_BYTES, SB_STATE_CLEAN};
 use crate::mapping::hashfs::{classify, file_key, Entry, HashTable};
 use crate::mapping::{BlockMap, Mapped};
 use crate::pm::{DevOffset, PmDevice};
@@ -167,7 +167,7 @@ impl<D: PmDevice> Map<D> {
         let cursor = crate::mapping::Cursor::default();
         match &self.block_map {
             Some(bm) => bm.lookup(Ino(ino as u32), raw, &cursor, Lblk(lblk)).ok().flatten().map(|e| e.pblk.0),
-            None => file_key(Ino(ino as u32), Lblk(lblk)).and_then(|k| self.table.lookup(k)),
+            None => file_key(Ino(ino as u32), Lblk(lblk)).and_then(|k| self.table.lookup(k)).map(|p| p.0),
         }
     }
 }
@@ -224,7 +224,7 @@ fn table<D: PmDevice>(
                     );
                     continue;
                 }
-                if table.lookup(v) != Some(slot) {
+                if table.lookup(v) != Some(Pblk(slot)) {
                     unreachable_keys += 1;
                 }
                 counts[ino as usize] += 1;
