@@ -21,7 +21,7 @@
 use super::simd::home_slot;
 use super::staged::{MemRead, Staged};
 use crate::layout::superblock::{cuckoo_buckets, CUCKOO_BUCKET_BYTES};
-use crate::layout::Geometry;
+use crate::layout::{Extent, Geometry, Ino, Lblk, Pblk};
 use crate::pm::{DevOffset, PmDevice};
 use crate::{Error, Result};
 use std::collections::VecDeque;
@@ -88,8 +88,15 @@ impl Cuckoo {
         None
     }
 
-    /// The physical block of `k` and the blocks of its run from there.
-    pub fn lookup<M: MemRead>(&self, m: &M, k: u64) -> Result<Option<(u64, u64)>> {
+    /// Where logical block `lblk` of `ino` lies: the extent from it to the end of its
+    /// physically contiguous run.
+    pub fn lookup<M: MemRead>(&self, m: &M, ino: Ino, lblk: Lblk) -> Result<Option<Extent>> {
+        let found = self.lookup_key(m, key(ino.0, lblk.0))?;
+        Ok(found.map(|(p, len)| Extent { lblk, pblk: Pblk(p), len }))
+    }
+
+    /// The physical block of key `k` and the blocks of its run from there.
+    fn lookup_key<M: MemRead>(&self, m: &M, k: u64) -> Result<Option<(u64, u64)>> {
         let Some(o) = self.find(m, k) else { return Ok(None) };
         let v = dec(m.load_u64(o + 8));
         if v.pblk >= self.data_blocks || v.run == 0 {
@@ -251,10 +258,10 @@ mod tests {
             t.insert(&mut st, key(ino, l), Val { pblk: i % geo.data_blocks, run: 1, rev: 0 }).unwrap();
         }
         for i in 0..n {
-            let (p, _) = t.lookup(&st, key(1 + (i % 5) as u32, i / 5)).unwrap().expect("present");
+            let (p, _) = t.lookup_key(&st, key(1 + (i % 5) as u32, i / 5)).unwrap().expect("present");
             assert_eq!(p, i % geo.data_blocks);
         }
-        assert_eq!(t.lookup(&st, key(9, 0)).unwrap(), None);
+        assert_eq!(t.lookup_key(&st, key(9, 0)).unwrap(), None);
         // Runs: blocks 0..10 of inode 7 at 100..110 except block 4.
         for l in 0..10u64 {
             if l != 4 {
@@ -263,8 +270,8 @@ mod tests {
             }
         }
         t.relink(&mut st, 1, 0, 64);
-        assert_eq!(t.lookup(&st, key(1, 0)).unwrap(), Some((100, 4)));
-        assert_eq!(t.lookup(&st, key(1, 2)).unwrap(), Some((102, 2)));
-        assert_eq!(t.lookup(&st, key(1, 5)).unwrap(), Some((105, 5)));
+        assert_eq!(t.lookup_key(&st, key(1, 0)).unwrap(), Some((100, 4)));
+        assert_eq!(t.lookup_key(&st, key(1, 2)).unwrap(), Some((102, 2)));
+        assert_eq!(t.lookup_key(&st, key(1, 5)).unwrap(), Some((105, 5)));
     }
 }

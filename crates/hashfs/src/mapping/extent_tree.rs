@@ -20,7 +20,7 @@
 
 use super::staged::{MemRead, Staged};
 use crate::alloc::Run;
-use crate::layout::{Geometry, InodeRaw};
+use crate::layout::{Extent, Geometry, InodeRaw, Lblk, Pblk};
 use crate::pm::{DevOffset, PmDevice};
 use crate::{Error, Result};
 
@@ -149,9 +149,21 @@ fn leaf_lookup<M: MemRead>(m: &M, geo: &Geometry, pblk: u64, count: usize, lblk:
     (lblk < e.end()).then(|| (e.pblk + (lblk - e.lblk), e.end() - lblk))
 }
 
-/// The physical block of `lblk` and the run length from it; `cursor` is the leaf of the
-/// last lookup (tried first), updated to this lookup's leaf.
+/// Where `lblk` lies: the extent from it to the end of its entry; `cursor` is the leaf of
+/// the last lookup (tried first), updated to this lookup's leaf.
 pub fn lookup<M: MemRead>(
+    m: &M,
+    geo: &Geometry,
+    raw: &InodeRaw,
+    lblk: Lblk,
+    cursor: &mut Option<u64>,
+) -> Result<Option<Extent>> {
+    let found = lookup_raw(m, geo, raw, lblk.0, cursor)?;
+    Ok(found.map(|(p, len)| Extent { lblk, pblk: Pblk(p), len }))
+}
+
+/// [`lookup`] on raw numbers: (physical block, blocks from it to the end of its entry).
+fn lookup_raw<M: MemRead>(
     m: &M,
     geo: &Geometry,
     raw: &InodeRaw,

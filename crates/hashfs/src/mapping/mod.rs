@@ -96,12 +96,6 @@ impl<D: PmDevice> BlockMap<D> {
     /// Where logical block `lblk` of `ino` lies: the extent from `lblk` to the end of its
     /// mapping entry (one block for block-granular structures).
     pub fn lookup(&self, ino: Ino, raw: &InodeRaw, cursor: &Cursor, lblk: Lblk) -> Result<Option<Extent>> {
-        let run = |(p, len): (u64, u64)| Extent { lblk, pblk: Pblk(p), len };
-        Ok(self.lookup_raw(ino.0, raw, cursor, lblk.0)?.map(run))
-    }
-
-    /// [`lookup`](Self::lookup) in the structures' own terms: (physical block, run).
-    fn lookup_raw(&self, ino: u32, raw: &InodeRaw, cursor: &Cursor, lblk: u64) -> Result<Option<(u64, u64)>> {
         let geo = &self.geo;
         match &self.index {
             Index::ExtentTree => tree_lookup(&Direct(&*self.dev), geo, raw, cursor, lblk),
@@ -116,18 +110,18 @@ impl<D: PmDevice> BlockMap<D> {
                         cursor.store(w, Ordering::Relaxed);
                     }
                 }
-                Ok(r.map(|p| (p, 1)))
+                Ok(r.map(|pblk| Extent { lblk, pblk, len: 1 }))
             }
             Index::Cuckoo(t) => {
                 let _g = self.global.read();
-                t.lookup(&Direct(&*self.dev), cuckoo::key(ino, lblk))
+                t.lookup(&Direct(&*self.dev), ino, lblk)
             }
             Index::ExtentHash(t) => {
-                let Ok(l32) = u32::try_from(lblk) else { return Ok(None) }; // past the largest file
-                let (e, _) = t.lookup(ino, l32);
+                let Some(l32) = lblk.to_u32() else { return Ok(None) }; // past the largest file
+                let (e, _) = t.lookup(ino.0, l32);
                 Ok(e.map(|e| {
-                    let off = lblk - e.start as u64;
-                    (e.phys + off, e.len as u64 - off)
+                    let off = l32 as u64 - e.start as u64;
+                    Extent { lblk, pblk: Pblk(e.phys + off), len: e.len as u64 - off }
                 }))
             }
         }
@@ -249,8 +243,8 @@ fn tree_lookup<M: MemRead>(
     geo: &Geometry,
     raw: &InodeRaw,
     cursor: &Cursor,
-    lblk: u64,
-) -> Result<Option<(u64, u64)>> {
+    lblk: Lblk,
+) -> Result<Option<Extent>> {
     let c = cursor.load(Ordering::Relaxed);
     let mut cur = c.checked_sub(1);
     let r = extent_tree::lookup(m, geo, raw, lblk, &mut cur)?;

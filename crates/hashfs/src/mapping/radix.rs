@@ -15,7 +15,7 @@
 use super::extent_tree::NodeAlloc;
 use super::staged::{MemRead, Staged};
 use crate::alloc::Run;
-use crate::layout::{Geometry, InodeRaw};
+use crate::layout::{Geometry, InodeRaw, Lblk, Pblk};
 use crate::pm::PmDevice;
 use crate::{Error, Result};
 
@@ -44,6 +44,17 @@ fn ptr(v: u64, geo: &Geometry) -> Result<u64> {
 /// The physical block of `lblk`; `cursor` caches (leaf block, first index of the leaf)
 /// of the last lookup.
 pub fn lookup<M: MemRead>(
+    m: &M,
+    geo: &Geometry,
+    raw: &InodeRaw,
+    lblk: Lblk,
+    cursor: &mut Option<(u64, u64)>,
+) -> Result<Option<Pblk>> {
+    Ok(lookup_raw(m, geo, raw, lblk.0, cursor)?.map(Pblk))
+}
+
+/// [`lookup`] on raw block numbers.
+fn lookup_raw<M: MemRead>(
     m: &M,
     geo: &Geometry,
     raw: &InodeRaw,
