@@ -315,3 +315,23 @@ pub fn list_from<D: PmDevice>(
     }
     Ok(out)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An entry's inode word with a high half (inode numbers are 32 bits on the media) is
+    /// corruption, not an inode past 2^32.
+    #[test]
+    fn inode_word_high_half_is_corruption() {
+        let mut blk = vec![0u8; BLOCK_BYTES as usize];
+        let h = DirentHeader { ino: 5, ino_hi: 0, nslots: 1, name_len: 1, file_type: 8, reserved: [0; 5] };
+        blk[..DIRENT_HEADER_BYTES].copy_from_slice(bytemuck::bytes_of(&h));
+        blk[DIRENT_HEADER_BYTES] = b'a';
+        let runs = parse_block(&blk, 0).unwrap();
+        assert!(matches!(runs[0], Run::Entry { ino: Ino(5), .. }));
+        blk[4] = 1; // ino_hi
+        let e = parse_block(&blk, 0).err().expect("refused");
+        assert!(e.contains("beyond 32 bits"), "{e}");
+    }
+}

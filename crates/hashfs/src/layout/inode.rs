@@ -248,6 +248,42 @@ mod tests {
         }
     }
 
+    /// Inode numbers are 32 bits on the media: a sealed inode whose parent word has a high
+    /// half is corrupt, not a parent past 2^32.
+    #[test]
+    fn parent_high_half_must_be_zero() {
+        let mut i = InodeRaw::zeroed();
+        i.mode = S_IFDIR | 0o755;
+        i.nlink = 2;
+        i.parent = 1;
+        i.seal(Ino(2));
+        assert_eq!(i.check(Ino(2)), InodeState::Allocated);
+        i.parent_hi = 1;
+        i.seal(Ino(2));
+        assert_eq!(i.check(Ino(2)), InodeState::Corrupt("parent inode number beyond 32 bits"));
+    }
+
+    /// The typed views read and write the bytes the format names.
+    #[test]
+    fn mapping_area_views_use_the_named_bytes() {
+        let mut i = InodeRaw::zeroed();
+        i.set_radix_direct(2, 7);
+        i.set_radix_root(9);
+        i.set_radix_height(3);
+        let b = bytemuck::bytes_of(&i);
+        assert_eq!(u64::from_le_bytes(b[112..120].try_into().unwrap()), 7);
+        assert_eq!(u64::from_le_bytes(b[120..128].try_into().unwrap()), 9);
+        assert_eq!(u32::from_le_bytes(b[52..56].try_into().unwrap()), 3);
+        i.set_extent_root(&[[1, 2], [3, 4]], 5);
+        assert_eq!((i.extent_root_entry(1), i.extent_root_level()), ([3, 4], (5, 2)));
+        let b = bytemuck::bytes_of(&i);
+        assert_eq!(u64::from_le_bytes(b[96..104].try_into().unwrap()), 1);
+        assert_eq!(u32::from_le_bytes(b[52..56].try_into().unwrap()), 2 | 5 << 8);
+        i.mode = S_IFCHR | 0o600;
+        i.set_rdev(0x1234);
+        assert_eq!(i.rdev(), 0x1234);
+    }
+
     #[test]
     fn free_inode_must_be_zero() {
         let mut i = InodeRaw::zeroed();
