@@ -188,6 +188,14 @@ def op_tables(d, heading, rows, xs, ops, **kw):
     return "".join(f"\n{op}{heading}:\n\n" + table(d, rows, xs, "mapping", "x", {"op": op}, **kw) + "\n" for op in ops)
 
 
+def images_note(d):
+    """What a run's confidence intervals cover: several images, or one image's trials."""
+    n = d.get("images") or d["config"].get("images", 1)
+    if n > 1:
+        return f"the confidence intervals cover the variation between {n} images per point."
+    return "far more than the confidence intervals, which cover the variation between trials on one image only."
+
+
 def variation(data):
     """The same cold points measured twice in one run (§4.1 and the 4 KiB column of §4.4:
     same file size, layout score and image size, each on its own freshly made image)."""
@@ -216,8 +224,7 @@ def variation(data):
 The cold single-block points of §4.1 and the {small} points of §4.4 have the same
 configuration ({x} file, same layout score and image size), each measured on its own
 freshly formatted image in this run. Their means (§4.1 / §4.4, cycles) differ by up to
-{fmt(worst, 1)}x, far more than the confidence intervals, which cover the variation between
-trials on one image only. The cold figures depend on where each image lands in physical
+{fmt(worst, 1)}x; {images_note(loc)} The cold figures depend on where each image lands in physical
 memory (cache sets, DRAM rows, and on this virtual machine the host's mapping of guest
 memory), so a verdict whose margin is smaller than this factor can change between runs.
 

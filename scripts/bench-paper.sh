@@ -2,7 +2,7 @@
 # Reproduces the papers' file-mapping evaluation: runs `hashfs bench paper` (every
 # experiment, every mapping), then draws the plots and regenerates docs/results.md.
 #
-#   ./scripts/bench-paper.sh            # full scale (about 15 minutes on 2 cores)
+#   ./scripts/bench-paper.sh            # full scale, 3 images per point (about 45 minutes on 2 cores)
 #   ./scripts/bench-paper.sh --quick    # a few minutes
 #   ./scripts/bench-paper.sh --quick locality iosize   # some experiments only
 #
@@ -55,7 +55,15 @@ fi
 cargo build --release -q -p hashfs-cli --features probe --target-dir target/probe
 # A run of every experiment starts from scratch; a run of some replaces only their files.
 names=0
-for a in "$@"; do case "$a" in --*) ;; *) names=1 ;; esac; done
+skip=0
+for a in "$@"; do
+    if [ "$skip" = 1 ]; then skip=0; continue; fi
+    case "$a" in
+        --images | --mappings | --out | --image-dir) skip=1 ;;
+        --*) ;;
+        *) names=1 ;;
+    esac
+done
 if [ "$names" = 0 ]; then rm -rf bench/results; fi
 ./target/probe/release/hashfs bench paper --out bench/results --image-dir "$BENCH_DIR" "$@"
 "$PY" bench/plot.py --results bench/results --docs docs

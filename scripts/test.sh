@@ -59,6 +59,7 @@ cargo test --workspace -- --skip explore_
 # its unit test and the benchmark's smoke run, in their own target directory.
 cargo clippy -p hashfs-cli --all-targets --features probe --target-dir target/probe -- -D warnings
 cargo test -p hashfs --features probe --target-dir target/probe --lib probe
+cargo test -p hashfs-cli --features probe --target-dir target/probe --bin hashfs images::
 cargo test -p hashfs-cli --features probe --target-dir target/probe --test cli paper_benchmark
 # The portable fallbacks: the weakest flush instruction and scalar hashing, through the
 # real mmap device (CLI tests) and the file system (model tests).

@@ -259,10 +259,13 @@ fn paper_benchmark_needs_the_probe() {
 fn paper_benchmark_smoke() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("results");
-    ok(&["bench", "paper", "--tiny", "--out", s(&out), "--image-dir", s(dir.path())]);
+    ok(&["bench", "paper", "--tiny", "--images", "2", "--out", s(&out), "--image-dir", s(dir.path())]);
     let bad = hashfs(&["bench", "paper", "--tiny", "--out", s(&out), "nonsense"]);
     assert_ne!(code(&bad), 0);
     assert!(String::from_utf8_lossy(&bad.stderr).contains("unknown experiment"));
+    let bad = hashfs(&["bench", "paper", "--tiny", "--images", "0", "--out", s(&out), "locality"]);
+    assert_ne!(code(&bad), 0);
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("--images"));
     for exp in
         ["locality", "fragmentation", "filesize", "iosize", "utilization", "concurrency", "pagecache", "spfs-extents"]
     {
@@ -283,8 +286,13 @@ fn paper_benchmark_smoke() {
             let m = p["map_cycles"]["mean"].as_f64().unwrap();
             let trials = p["map_cycles"]["trials"].as_array().unwrap();
             assert!(m.is_finite() && m > 0.0, "{exp}: {p}");
-            assert!(trials.len() >= 10, "{exp}: {} trials", trials.len());
+            assert!(trials.len() >= 20, "{exp}: {} trials", trials.len());
+            // Two images, each kept, with different seeds (so different placements).
+            assert_eq!(p["images"], serde_json::json!(2), "{exp}: {p}");
+            assert_eq!(p["map_cycles"]["images"].as_array().unwrap().len(), 2, "{exp}");
         }
+        let seeds = doc["config"]["image_seeds"].as_array().unwrap();
+        assert!(seeds.len() == 2 && seeds[0] != seeds[1], "{exp}: {seeds:?}");
         assert!(doc["machine"]["tsc_ghz"].as_f64().unwrap() > 0.0);
     }
     // No scratch image is left behind.

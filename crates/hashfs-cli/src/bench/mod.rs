@@ -52,6 +52,10 @@ pub enum BenchCmd {
         /// Directory for the scratch images (tmpfs, or a DAX file system).
         #[arg(long, default_value = "/dev/shm")]
         image_dir: PathBuf,
+        /// Freshly formatted images per point, each with its own placement (the intervals
+        /// cover the variation between them).
+        #[arg(long, default_value_t = 3)]
+        images: usize,
     },
     /// Fills the image to 90% and empties it, ten times, printing the table's probe lengths.
     Churn {
@@ -69,8 +73,8 @@ pub fn run(cmd: BenchCmd) -> Result<(), Failure> {
         BenchCmd::Micro { quick, json, image, tmpfs_dir } => micro::run(quick, json.as_deref(), &image, &tmpfs_dir),
         BenchCmd::Churn { image, size, rounds } => churn::run(&image, size, rounds),
         #[cfg(feature = "probe")]
-        BenchCmd::Paper { experiments, mappings, quick, tiny, out, image_dir } => {
-            paper::run(&experiments, &mappings, quick, tiny, &out, &image_dir)
+        BenchCmd::Paper { experiments, mappings, quick, tiny, out, image_dir, images } => {
+            paper::run(&experiments, &mappings, quick, tiny, images, &out, &image_dir)
         }
         #[cfg(not(feature = "probe"))]
         BenchCmd::Paper { .. } => Err(crate::fail(
