@@ -61,6 +61,10 @@ cargo clippy -p hashfs-cli --all-targets --features probe --target-dir target/pr
 cargo test -p hashfs --features probe --target-dir target/probe --lib probe
 cargo test -p hashfs-cli --features probe --target-dir target/probe --bin hashfs images::
 cargo test -p hashfs-cli --features probe --target-dir target/probe --test cli paper_benchmark
+# The paper pages' verdict rules (bench/plot.py needs matplotlib: the system Python has it).
+for py in python3 /usr/bin/python3; do
+    if "$py" -c "import matplotlib" 2>/dev/null; then "$py" bench/test_plot.py; break; fi
+done
 # The portable fallbacks: the weakest flush instruction and scalar hashing, through the
 # real mmap device (CLI tests) and the file system (model tests).
 HASHFS_FLUSH=clflush HASHFS_SIMD=scalar cargo test -p hashfs-cli --test cli
