@@ -332,15 +332,13 @@ fn plot_smoke(results: &Path, docs: &Path) {
     // "Of N checks against the papers' claims, A agree, D differ and I are inconclusive":
     // three verdicts that add up, one summary row per check.
     let summary = md.lines().find(|l| l.starts_with("Of ") && l.contains("checks against the papers' claims"));
-    let nums: Vec<u64> = summary
-        .expect("summary missing")
-        .split(|c: char| !c.is_ascii_digit())
-        .filter_map(|w| w.parse().ok())
-        .collect();
+    let nums: Vec<u64> =
+        summary.expect("summary missing").split(|c: char| !c.is_ascii_digit()).filter_map(|w| w.parse().ok()).collect();
     assert_eq!(nums.len(), 4, "{summary:?}");
     assert_eq!(nums[1] + nums[2] + nums[3], nums[0], "{summary:?}");
     let rows = md.lines().filter(|l| {
-        l.starts_with("| ") && ["**agrees**", "**differs**", "**inconclusive**"].iter().any(|v| l.ends_with(&format!("{v} |")))
+        l.starts_with("| ")
+            && ["**agrees**", "**differs**", "**inconclusive**"].iter().any(|v| l.ends_with(&format!("{v} |")))
     });
     assert_eq!(rows.count() as u64, nums[0], "one summary row per check");
     assert!(md.contains("Discussion (hand-written"), "discussion missing");
