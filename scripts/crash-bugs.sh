@@ -43,8 +43,8 @@ def sub(path, old, new):
     open(p, "w").write(s.replace(old, new))
 if name == "no-flush-rollback":
     sub("crates/hashfs/src/journal.rs",
-        "            dev.write(e.offset(), &e.data[..e.data_len()]);\n            dev.flush(e.offset(), e.data_len() as u64);\n",
-        "            dev.write(e.offset(), &e.data[..e.data_len()]);\n")
+        "            dev.write(DevOffset(e.offset()), &e.data[..e.data_len()]);\n            dev.flush(DevOffset(e.offset()), e.data_len() as u64);\n",
+        "            dev.write(DevOffset(e.offset()), &e.data[..e.data_len()]);\n")
 elif name == "reverse-rollback":
     sub("crates/hashfs/src/journal.rs", "txs.sort_by_key(|t| std::cmp::Reverse(t.0));", "txs.sort_by_key(|t| t.0);")
 elif name == "rename-undo-fence":
@@ -56,20 +56,13 @@ elif name == "dir-insert-flush":
         "        dev.write(off + 8, &bytes[8..]);\n        dev.flush(off, bytes.len() as u64);\n",
         "        dev.write(off + 8, &bytes[8..]);\n")
 elif name == "size-before-data":
-    path = "crates/hashfs/src/fs/data.rs"
-    s = open(f"{root}/{path}").read()
-    a = s.find("        // 2. Data.\n")
-    b = s.find("        // 3. Metadata.\n")
-    if a < 0 or b < a:
-        sys.exit(f"bug {name}: the data step is not found in {path}; update scripts/crash-bugs.sh")
-    data = s[a:b]
-    s = s[:a] + s[b:]
-    fast = "        if new_size == old_size && fresh.is_empty() {\n"
-    after = "        st.raw = raw;\n        if let FileMap::Hash(_) = self.map {\n"
-    if s.count(fast) != 1 or s.count(after) != 1:
-        sys.exit(f"bug {name}: the commit is not found in {path}; update scripts/crash-bugs.sh")
-    s = s.replace(fast, fast + data).replace(after, "        st.raw = raw;\n" + data + after[len("        st.raw = raw;\n"):])
-    open(f"{root}/{path}", "w").write(s)
+    # The data stores move after the transaction that commits the new size and mappings.
+    sub("crates/hashfs/src/fs/data.rs",
+        "        self.write_planned(&plan, off, data);\n        if new_size == old_size && fresh.is_empty() {\n            self.touch_times(cell.ino, &mut st.raw);\n",
+        "        if new_size == old_size && fresh.is_empty() {\n            self.write_planned(&plan, off, data);\n            self.touch_times(cell.ino, &mut st.raw);\n")
+    sub("crates/hashfs/src/fs/data.rs",
+        "        if let Err(e) = self.commit_write(cell, st, &plan, new_size) {\n            self.unclaim_blocks(&fresh);\n            return Err(e);\n        }\n        Ok(())\n",
+        "        if let Err(e) = self.commit_write(cell, st, &plan, new_size) {\n            self.unclaim_blocks(&fresh);\n            return Err(e);\n        }\n        self.write_planned(&plan, off, data);\n        Ok(())\n")
 elif name == "xattr-new-unlinked":
     sub("crates/hashfs/src/fs/xattr.rs", "            r.nlink = 1;\n", "            r.nlink = 0;\n")
 elif name == "xattr-orphaned-by-unlink":
