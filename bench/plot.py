@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Plots of `hashfs bench paper` and docs/results.md, from the JSON files it wrote.
 
-    python3 bench/plot.py [--results bench/results] [--docs docs]
+    python3 bench/plot.py [--results bench/results/run1] [--rerun bench/results/run2] [--docs docs]
 
 Writes docs/results/<experiment>.png and docs/results.md. Every number in results.md is
 computed here from the JSON files; each paragraph states the paper's claim, what this run
@@ -13,6 +13,7 @@ import json
 import math
 import os
 import sys
+import tempfile
 
 try:
     import matplotlib
@@ -125,7 +126,8 @@ def ratio(a, b):
     return a / b if b and not math.isnan(a) and not math.isnan(b) and b > 0 else math.nan
 
 
-# (section title, claim, verdict) of every check, for the summary at the top of results.md.
+# (section title, claim, measured figure or "", verdict) of every check, for the summary at
+# the top of results.md; the claim text names a check across runs.
 SUMMARY = []
 SECTION = [""]
 
@@ -181,10 +183,10 @@ def ivfmt(iv, digits=2):
     return f"{fmt(r, digits)}x [{fmt(a, digits)}, {fmt(b, digits)}]"
 
 
-def verdict(v, claim=None):
+def verdict(v, claim=None, measured=""):
     """The word for a check; with `claim`, also a row of the summary."""
     if claim:
-        SUMMARY.append((SECTION[0], claim, v))
+        SUMMARY.append((SECTION[0], claim, measured, v))
     return f"**{v}**"
 
 
@@ -337,7 +339,7 @@ structures"; hot operations are cheap for every structure. Global: {', '.join(gl
 Measured ({x} file, layout score {d['config']['layout_score']}), cold reads, per-file over global
 (ratio [95% interval]): """ + "; ".join(f"{op} {t}/{g} {ivfmt(iv)}" for (op, g, t), iv in pairs.items()) + f""".
 Every global table faster than every per-file tree, R2 over R1 with (1, ∞): {verdict(faster, 'global tables faster than per-file trees (cold reads)')}.
-The largest factor, {ivfmt(top_iv, 1)}, against 15x (R1 with [15/{FACTOR}, 15·{FACTOR}]): {verdict(up_to, f'global up to 15x faster cold: {fmt(top_iv[0], 1)}x')}.
+The largest factor, {ivfmt(top_iv, 1)}, against 15x (R1 with [15/{FACTOR}, 15·{FACTOR}]): {verdict(up_to, 'global up to 15x faster cold', f'{fmt(top_iv[0], 1)}x')}.
 Cold appends, other over HashFS ({fmt(h[0])} cycles): """ + "; ".join(f"{k} {ivfmt(iv, 1)}" for k, iv in ins.items()) + f""".
 HashFS the cheapest insert, (1, ∞) for each: {verdict(cheapest, 'HashFS the cheapest cold insert')}; 14-20x, [14, 20] for each: {verdict(factor, 'HashFS inserts 14-20x faster cold')}.
 Hot reads cost at most {fmt(hot_max)} cycles; every hot read below 2,000 cycles (our bound: the paper gives
@@ -442,7 +444,7 @@ and has equivalent performance for insertions"; both beat the per-file trees ({'
 Measured, HashFS over cuckoo mapping cycles (cold, ratio [95% interval]): at {lo} """ + "; ".join(f"{op} {ivfmt(iv)}" for op, iv in r[lo].items()) + f"""; at {hi} """ + "; ".join(f"{op} {ivfmt(iv)}" for op, iv in r[hi].items()) + f""".
 HashFS and cuckoo random reads equivalent at {lo} ([1/1.03, 1.03]): {verdict(within(r[lo]['rand_read'], 1 / 1.03, 1.03), 'HashFS = cuckoo reads at 80% full')}.
 HashFS random reads slower than cuckoo at {hi} ((1, ∞)): {verdict(within(r[hi]['rand_read'], 1, INF), 'HashFS reads slower than cuckoo at 95% full')}; by 12-14% ([1.12, 1.14]):
-{verdict(within(r[hi]['rand_read'], 1.12, 1.14), f"HashFS reads 12-14% slower than cuckoo at 95% full: {fmt(100 * (r[hi]['rand_read'][0] - 1), 0)}%")}. Every global table below every per-file tree for random reads at {hi}
+{verdict(within(r[hi]['rand_read'], 1.12, 1.14), 'HashFS reads 12-14% slower than cuckoo at 95% full', f"{fmt(100 * (r[hi]['rand_read'][0] - 1), 0)}%")}. Every global table below every per-file tree for random reads at {hi}
 ((1, ∞) for each tree over each table): {verdict(beat, 'global tables beat per-file trees at 95% full')}.
 """
     if errs:
@@ -543,7 +545,7 @@ hashing.
 
 Measured ({d['scale_note']}): at {big} extents block hashing (HashFS) inserts over the extent tree's:
 {ivfmt(bh_vs_tree, 0)}. Slower ((1, ∞)): {verdict(within(bh_vs_tree, 1, INF), 'block hashing inserts slower than the extent tree at 4 MiB extents')}; against 906x ([906/{FACTOR}, 906·{FACTOR}]):
-{verdict(within(bh_vs_tree, 906 / FACTOR, 906 * FACTOR), f'block hashing inserts up to 906x the extent tree at 4 MiB extents: {fmt(bh_vs_tree[0], 0)}x')} (the paper's figure comes from 1024 `clwb` per 4 MB extent
+{verdict(within(bh_vs_tree, 906 / FACTOR, 906 * FACTOR), 'block hashing inserts up to 906x the extent tree at 4 MiB extents', f'{fmt(bh_vs_tree[0], 0)}x')} (the paper's figure comes from 1024 `clwb` per 4 MB extent
 on Optane against one tree entry). Extent hashing the fastest insert at every size ([0, 1] against
 the extent tree and block hashing at each): {verdict(eh_fastest, 'extent hashing the fastest insert')}. Block hashing the fastest lookup at {small}
 ([0, 1] against the extent tree and extent hashing): {verdict(bh_small, 'block hashing the fastest lookup below 128 KiB extents')}.
@@ -566,37 +568,12 @@ SECTIONS = [
 ]
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--results", default="bench/results")
-    ap.add_argument("--docs", default="docs")
-    ap.add_argument("--intro", default="bench/results-intro.md", help="text placed before the generated sections")
-    ap.add_argument(
-        "--discussion",
-        default="bench/results-discussion.md",
-        help="hand-written notes on why results differ, one '## <experiment>' section each, appended to that section",
-    )
-    args = ap.parse_args()
-    data = load(args.results)
-    discussion = load_discussion(args.discussion)
-    if not data:
-        sys.exit(f"no results in {args.results}: run `hashfs bench paper` first")
-    figdir = os.path.join(args.docs, "results")
-    os.makedirs(figdir, exist_ok=True)
-    any_d = next(iter(data.values()))
-    mach = any_d["machine"]
-    out = []
-    if os.path.exists(args.intro):
-        with open(args.intro) as f:
-            out.append(f.read().rstrip() + "\n")
-    out.append(
-        f"Generated by `bench/plot.py` from `{args.results}` (scale **{any_d['scale']}**, commit "
-        f"`{any_d['git_commit']}`) on {mach['cpu']}, {mach['cores']} cores, {mach['memory_gib']:.0f} GiB, "
-        f"kernel {mach['kernel']}, TSC {mach['tsc_ghz']:.2f} GHz, flush `{mach['flush']}`, images in "
-        f"`{mach['image_dir']}`{mount_note(mach.get('image_mount'))}. Cycles are time-stamp-counter cycles; ± is the "
-        f"95% confidence interval ({'between ' + str(any_d.get('images')) + ' images per point' if (any_d.get('images') or 1) > 1 else 'over the trials on one image'}); "
-        f"SIMD `{mach.get('simd', 'n/a')}`.\n"
-    )
+UNSTABLE = "unstable"
+
+
+def run_sections(data, figdir, discussion, results):
+    """Every section of one run, drawing its figures into `figdir`: (sections, summary rows)."""
+    SUMMARY.clear()
     sections = []
     for key, title, fn in SECTIONS:
         if key not in data:
@@ -610,15 +587,130 @@ def main():
         note = f"Scale **{d['scale']}**" + (f" ({d['scale_note']})" if d.get("scale_note") else "") + ". "
         sections.append(
             f"\n## {title}\n\n![{key}](results/{key}.png)\n\n{note}Run time {d['seconds']:.0f} s; "
-            f"configuration in `{args.results}/{key}.json`.\n{body}"
+            f"configuration in `{results}/{key}.json`.\n{body}"
         )
-    count = {v: sum(1 for _, _, w in SUMMARY if w == v) for v in (AGREES, DIFFERS, INCONCLUSIVE)}
-    out.append(
-        f"\n## Summary\n\nOf {len(SUMMARY)} checks against the papers' claims, {count[AGREES]} agree, {count[DIFFERS]} differ and "
-        f"{count[INCONCLUSIVE]} are inconclusive (the rules: \"How a verdict is reached\" above); each section below gives the numbers.\n"
+    return sections, list(SUMMARY)
+
+
+def compare(first, second):
+    """Two runs' checks matched by section and claim: rows (section, claim, (measured,
+    verdict) of each run or None where a run lacks the check, and the verdict of both: the
+    runs' verdict when they give the same one, else UNSTABLE)."""
+    index = {(sec, claim): (meas, v) for sec, claim, meas, v in second}
+    rows, seen = [], set()
+    for sec, claim, meas, v in first:
+        other = index.get((sec, claim))
+        seen.add((sec, claim))
+        rows.append((sec, claim, (meas, v), other, v if other and other[1] == v else UNSTABLE))
+    for sec, claim, meas, v in second:
+        if (sec, claim) not in seen:
+            rows.append((sec, claim, None, (meas, v), UNSTABLE))
+    return rows
+
+
+def images_of(data):
+    """Which images a run measured, as 'images a-b'."""
+    d = next(iter(data.values()))
+    n = d.get("images") or 1
+    first = d.get("first_image", 0)
+    return f"image {first}" if n == 1 else f"images {first}-{first + n - 1}"
+
+
+def cell(r):
+    if r is None:
+        return "not run"
+    meas, v = r
+    return f"{verdict(v)}" + (f" ({meas})" if meas else "")
+
+
+def summary_one(summary):
+    count = {v: sum(1 for *_, w in summary if w == v) for v in (AGREES, DIFFERS, INCONCLUSIVE)}
+    return [
+        f"\n## Summary\n\nOf {len(summary)} checks against the papers' claims, {count[AGREES]} agree, {count[DIFFERS]} differ and "
+        f"{count[INCONCLUSIVE]} are inconclusive (the rules: \"How a verdict is reached\" above); each section below gives the numbers.\n",
+        "| experiment | claim | measured | verdict |\n|---|---|---|---|",
+        "\n".join(f"| {sec} | {claim} | {meas} | {verdict(v)} |" for sec, claim, meas, v in summary),
+    ]
+
+
+def summary_two(rows, data, data2):
+    both = [r[4] for r in rows]
+    count = {v: both.count(v) for v in (AGREES, DIFFERS, INCONCLUSIVE, UNSTABLE)}
+    return [
+        f"""
+## Summary
+
+Two full runs, each on its own freshly formatted images (run 1: {images_of(data)}; run 2:
+{images_of(data2)}; each image has its own placement). Of {len(rows)} checks against the papers'
+claims, {len(rows) - count[UNSTABLE]} give the same verdict in both runs: {count[AGREES]} agree, {count[DIFFERS]} differ and
+{count[INCONCLUSIVE]} are inconclusive in both; {count[UNSTABLE]} differ between the runs (marked **unstable** in the last column,
+and counted as no verdict). The rules are in "How a verdict is reached" above; the sections below give
+run 1's numbers and figures, run 2's are in its JSON.
+""",
+        "| experiment | claim | run 1 (measured) | run 2 (measured) | both runs |\n|---|---|---|---|---|",
+        "\n".join(
+            f"| {sec} | {claim} | {cell(a)} | {cell(b)} | {verdict(v)}{' ⚠' if v == UNSTABLE else ''} |"
+            for sec, claim, a, b, v in rows
+        ),
+    ]
+
+
+def machine_line(d, results):
+    mach = d["machine"]
+    return (
+        f"Generated by `bench/plot.py` from `{results}` (scale **{d['scale']}**, commit "
+        f"`{d['git_commit']}`) on {mach['cpu']}, {mach['cores']} cores, {mach['memory_gib']:.0f} GiB, "
+        f"kernel {mach['kernel']}, TSC {mach['tsc_ghz']:.2f} GHz, flush `{mach['flush']}`, images in "
+        f"`{mach['image_dir']}`{mount_note(mach.get('image_mount'))}. Cycles are time-stamp-counter cycles; ± is the "
+        f"95% confidence interval ({'between ' + str(d.get('images')) + ' images per point' if (d.get('images') or 1) > 1 else 'over the trials on one image'}); "
+        f"SIMD `{mach.get('simd', 'n/a')}`.\n"
     )
-    out.append("| experiment | claim (measured) | verdict |\n|---|---|---|")
-    out.append("\n".join(f"| {sec} | {claim} | {verdict(v)} |" for sec, claim, v in SUMMARY))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--results", default="bench/results/run1")
+    ap.add_argument(
+        "--rerun",
+        help="a second full run's results: the summary gives both runs' verdicts side by side and flags every check whose verdict differs",
+    )
+    ap.add_argument("--docs", default="docs")
+    ap.add_argument("--intro", default="bench/results-intro.md", help="text placed before the generated sections")
+    ap.add_argument(
+        "--discussion",
+        default="bench/results-discussion.md",
+        help="hand-written notes on why results differ, one '## <experiment>' section each, appended to that section",
+    )
+    args = ap.parse_args()
+    data = load(args.results)
+    discussion = load_discussion(args.discussion)
+    if not data:
+        sys.exit(f"no results in {args.results}: run `hashfs bench paper` first")
+    data2 = load(args.rerun) if args.rerun else None
+    if args.rerun and not data2:
+        sys.exit(f"no results in {args.rerun}")
+    figdir = os.path.join(args.docs, "results")
+    os.makedirs(figdir, exist_ok=True)
+    out = []
+    if os.path.exists(args.intro):
+        with open(args.intro) as f:
+            out.append(f.read().rstrip() + "\n")
+    out.append(("Run 1: " if data2 else "") + machine_line(next(iter(data.values())), args.results))
+    sections, summary = run_sections(data, figdir, discussion, args.results)
+    if data2:
+        out.append("Run 2: " + machine_line(next(iter(data2.values())), args.rerun))
+        with tempfile.TemporaryDirectory() as scratch:  # run 2's figures are not kept
+            _, summary2 = run_sections(data2, scratch, {}, args.rerun)
+        rows = compare(summary, summary2)
+        out.extend(summary_two(rows, data, data2))
+        same = [r for r in rows if r[4] != UNSTABLE]
+        print(
+            f"{len(rows)} checks: {sum(r[4] == AGREES for r in same)} agree in both runs, "
+            f"{sum(r[4] == DIFFERS for r in same)} differ in both, {sum(r[4] == INCONCLUSIVE for r in same)} "
+            f"inconclusive in both, {len(rows) - len(same)} unstable"
+        )
+    else:
+        out.extend(summary_one(summary))
     out.append(variation(data))
     out.extend(sections)
     path = os.path.join(args.docs, "results.md")

@@ -43,6 +43,28 @@ def test_direction_alone_is_not_enough():
     assert within(rint((1322.0, 121.0), (714.0, 28.0)), 1 / plot.SAME, plot.SAME) == DIFFERS
 
 
+def test_compare_flags_every_changed_verdict():
+    run1 = [
+        ("A", "x", "2.0x", AGREES),
+        ("A", "y", "", DIFFERS),
+        ("B", "z", "", INCONCLUSIVE),
+        ("B", "only in run 1", "", AGREES),
+    ]
+    run2 = [
+        ("B", "z", "", INCONCLUSIVE),
+        ("A", "x", "1.1x", INCONCLUSIVE),
+        ("A", "y", "", DIFFERS),
+        ("C", "only in run 2", "", DIFFERS),
+    ]
+    rows = {(sec, claim): (a, b, both) for sec, claim, a, b, both in plot.compare(run1, run2)}
+    assert rows[("A", "x")] == (("2.0x", AGREES), ("1.1x", INCONCLUSIVE), plot.UNSTABLE)
+    assert rows[("A", "y")][2] == DIFFERS
+    assert rows[("B", "z")][2] == INCONCLUSIVE, "matched by claim, not position"
+    assert rows[("B", "only in run 1")] == (("", AGREES), None, plot.UNSTABLE)
+    assert rows[("C", "only in run 2")] == (None, ("", DIFFERS), plot.UNSTABLE)
+    assert len(rows) == 5
+
+
 if __name__ == "__main__":
     n = 0
     for name, fn in sorted(globals().items()):

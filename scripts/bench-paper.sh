@@ -2,12 +2,14 @@
 # Reproduces the papers' file-mapping evaluation: runs `hashfs bench paper` (every
 # experiment, every mapping), then draws the plots and regenerates docs/results.md.
 #
-#   ./scripts/bench-paper.sh            # full scale, 3 images per point (about 45 minutes on 2 cores)
-#   ./scripts/bench-paper.sh --quick    # a few minutes
+#   ./scripts/bench-paper.sh            # full scale, two runs of 3 images per point (about 55 minutes on 2 cores)
+#   ./scripts/bench-paper.sh --quick    # one smaller run, a few minutes
 #   ./scripts/bench-paper.sh --quick locality iosize   # some experiments only
 #
-# Scratch images go to $HASHFS_BENCH_DIR; by default to a tmpfs mounted with huge=always
-# (2 MiB pages, as a DAX mapping of PM has), else /dev/shm. JSON goes to bench/results/.
+# A full run is made twice, the second on other images (--first-image), and docs/results.md
+# gives both runs' verdicts side by side (BENCH_RUNS=1 makes one). Scratch images go to
+# $HASHFS_BENCH_DIR; by default to a tmpfs mounted with huge=always (2 MiB pages, as a DAX
+# mapping of PM has), else /dev/shm. JSON goes to bench/results/run1/ (and run2/).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -55,15 +57,31 @@ fi
 cargo build --release -q -p hashfs-cli --features probe --target-dir target/probe
 # A run of every experiment starts from scratch; a run of some replaces only their files.
 names=0
+quick=0
+images=3
 skip=0
+prev=""
 for a in "$@"; do
-    if [ "$skip" = 1 ]; then skip=0; continue; fi
+    if [ "$skip" = 1 ]; then
+        skip=0
+        if [ "$prev" = --images ]; then images="$a"; fi
+        continue
+    fi
     case "$a" in
-        --images | --mappings | --out | --image-dir) skip=1 ;;
+        --images | --mappings | --out | --image-dir | --first-image) skip=1 ;;
+        --quick) quick=1 ;;
         --*) ;;
         *) names=1 ;;
     esac
+    prev="$a"
 done
+runs="${BENCH_RUNS:-$([ "$quick" = 1 ] && echo 1 || echo 2)}"
 if [ "$names" = 0 ]; then rm -rf bench/results; fi
-./target/probe/release/hashfs bench paper --out bench/results --image-dir "$BENCH_DIR" "$@"
-"$PY" bench/plot.py --results bench/results --docs docs
+rerun=()
+for run in $(seq 1 "$runs"); do
+    echo "== run $run of $runs"
+    ./target/probe/release/hashfs bench paper --out "bench/results/run$run" --image-dir "$BENCH_DIR" \
+        --first-image $(((run - 1) * images)) "$@"
+    if [ "$run" = 2 ]; then rerun=(--rerun bench/results/run2); fi
+done
+"$PY" bench/plot.py --results bench/results/run1 "${rerun[@]}" --docs docs

@@ -1,6 +1,7 @@
 //! `hashfs`: format, check, inspect and use HashFS images without mounting them, run the
 //! demonstration workload, and run benchmarks.
 
+mod age;
 mod bench;
 mod copy;
 mod crashtest;
@@ -11,7 +12,7 @@ mod mounthelper;
 use clap::{Parser, Subcommand};
 use hashfs::fsck::{self, fsck, FsckMode};
 use hashfs::pm::{MmapDevice, OpenMode};
-use hashfs::FormatOptions;
+use hashfs::{AllocatorKind, FormatOptions};
 use hashfs::{FileSystem, FileType, MappingKind};
 use indicatif::{ProgressBar, ProgressStyle};
 use std::path::{Path, PathBuf};
@@ -41,6 +42,12 @@ enum Cmd {
         /// files reach, from 1.0 (contiguous) to 0.0 (every block placed at random).
         #[arg(long, default_value_t = 1.0)]
         layout_score: f64,
+        /// Block allocator of the allocator mappings: aligned (WineFS's alignment-aware
+        /// allocator: whole 2 MiB extents kept for large files, so memory-mapped files get
+        /// 2 MiB pages) or bitmap (the HashFS paper's baseline, with the fragmentation
+        /// generator). Default: aligned, or bitmap with a --layout-score below 1.
+        #[arg(long)]
+        allocator: Option<String>,
         /// Inode table entries (default: one per 16 KiB).
         #[arg(long)]
         inodes: Option<u64>,
@@ -125,6 +132,9 @@ enum Cmd {
         #[arg(long, value_parser = parse_size, default_value = "1G")]
         size: u64,
     },
+    /// Age an image as Geriatrix does: create files from a size profile up to a fullness,
+    /// then create and delete at that fullness; reports the free aligned 2 MiB extents.
+    Age(age::AgeArgs),
     /// Explore crash states: run workloads on a crash-simulating device, recover every
     /// image a power failure could leave, and check it (exit 1 on any failure).
     Crashtest(crashtest::CrashtestArgs),
@@ -228,7 +238,7 @@ pub(crate) fn mount(image: &Path) -> Result<FileSystem<MmapDevice>, Failure> {
 
 fn run(cli: Cli) -> Result<u8, Failure> {
     match cli.cmd {
-        Cmd::Mkfs { image, size, mapping, layout_score, inodes, journals } => {
+        Cmd::Mkfs { image, size, mapping, layout_score, allocator, inodes, journals } => {
             let mapping = MappingKind::from_name(&mapping).ok_or_else(|| {
                 let names: Vec<&str> = MappingKind::ALL.iter().map(|m| m.name()).collect();
                 fail(format!("unknown mapping {mapping:?} (choose one of: {})", names.join(", ")))
@@ -239,11 +249,24 @@ fn run(cli: Cli) -> Result<u8, Failure> {
             if mapping == MappingKind::HashFs && layout_score != 1.0 {
                 return Err(fail("--layout-score applies to the allocator mappings; HashFS places blocks by hash"));
             }
+            let allocator = match allocator.as_deref() {
+                None if layout_score < 1.0 => AllocatorKind::Bitmap,
+                None => AllocatorKind::Aligned,
+                Some(_) if mapping == MappingKind::HashFs => {
+                    return Err(fail("--allocator applies to the allocator mappings; HashFS places blocks by hash"))
+                }
+                Some(name) => AllocatorKind::from_name(name)
+                    .ok_or_else(|| fail(format!("unknown allocator {name:?} (choose aligned or bitmap)")))?,
+            };
+            if allocator == AllocatorKind::Aligned && layout_score < 1.0 {
+                return Err(fail("--layout-score below 1 needs --allocator bitmap (its fragmentation generator)"));
+            }
             let opts = FormatOptions {
                 mapping,
                 inode_count: inodes,
                 journal_count: journals,
                 layout_score,
+                allocator,
                 ..Default::default()
             };
             let pb = progress_bar(size, "formatting", true);
@@ -333,7 +356,11 @@ fn run(cli: Cli) -> Result<u8, Failure> {
                 println!("hash table     {} slots at offset {}", g.data_blocks, g.map_off);
             } else {
                 println!("bitmap         at offset {} (then the structure's table, if any)", g.map_off);
-                println!("layout score   {:.2} (the allocator's target)", sb.layout_score_ppm as f64 / 1e6);
+                let alloc = AllocatorKind::from_u32(sb.allocator).map(|a| a.name()).unwrap_or("?");
+                println!("allocator      {alloc}");
+                if sb.allocator == AllocatorKind::Bitmap as u32 {
+                    println!("layout score   {:.2} (the allocator's target)", sb.layout_score_ppm as f64 / 1e6);
+                }
             }
             println!("data region    {} blocks of 4 KiB at offset {}", g.data_blocks, g.data_off);
             println!(
@@ -351,6 +378,15 @@ fn run(cli: Cli) -> Result<u8, Failure> {
                 (st.blocks_total - st.blocks_free) as f64 * 100.0 / st.blocks_total as f64
             );
             println!("inodes         {} used, {} free", st.inodes_total - st.inodes_free, st.inodes_free);
+            println!(
+                "aligned 2 MiB  {} free extents ({:.1}% of free space)",
+                fs.free_aligned_extents(),
+                if st.blocks_free == 0 {
+                    0.0
+                } else {
+                    fs.free_aligned_extents() as f64 * 512.0 * 100.0 / st.blocks_free as f64
+                }
+            );
             let ms = fs.mapping_stats().map_err(|e| fail(format!("{}: {e}", image.display())))?;
             println!(
                 "mapped         {} blocks in {} files; measured layout score {:.3}",
@@ -495,6 +531,7 @@ fn run(cli: Cli) -> Result<u8, Failure> {
         }),
         Cmd::Umount { mountpoint } => mountcmd::umount(&mountpoint).map(|_| 0),
         Cmd::Demo { image, size } => demo::run(&image, size).map(|_| 0),
+        Cmd::Age(args) => age::run(&args).map(|_| 0),
         Cmd::Bench { which } => bench::run(which).map(|_| 0),
         Cmd::Crashtest(args) => crashtest::run(args).map(|failed| u8::from(failed > 0)).map_err(fail),
     }

@@ -303,6 +303,75 @@ fn paper_benchmark_smoke() {
         .collect();
     assert!(left.is_empty());
     plot_smoke(&out, &dir.path().join("docs"));
+    // A second run on other images (one each, numbered from 2), then both side by side.
+    let rerun = dir.path().join("rerun");
+    ok(&[
+        "bench",
+        "paper",
+        "--tiny",
+        "--images",
+        "1",
+        "--first-image",
+        "2",
+        "--out",
+        s(&rerun),
+        "--image-dir",
+        s(dir.path()),
+    ]);
+    let doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(rerun.join("locality.json")).unwrap()).unwrap();
+    assert_eq!(doc["first_image"], serde_json::json!(2));
+    assert_ne!(doc["config"]["image_seeds"][0], seeds_of(&out)[0]);
+    plot_two_runs_smoke(&out, &rerun, &dir.path().join("docs2"));
+}
+
+#[cfg(feature = "probe")]
+fn seeds_of(results: &Path) -> Vec<serde_json::Value> {
+    let doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(results.join("locality.json")).unwrap()).unwrap();
+    doc["config"]["image_seeds"].as_array().unwrap().clone()
+}
+
+#[cfg(feature = "probe")]
+fn python_with_matplotlib() -> Option<&'static str> {
+    ["python3", "/usr/bin/python3"]
+        .into_iter()
+        .find(|py| Command::new(py).args(["-c", "import matplotlib"]).output().is_ok_and(|o| o.status.success()))
+}
+
+/// bench/plot.py with `--rerun`: one summary row per check with both runs' verdicts and
+/// the verdict of both (the run's own or "unstable"), and a count that adds up.
+#[cfg(feature = "probe")]
+fn plot_two_runs_smoke(first: &Path, second: &Path, docs: &Path) {
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let Some(py) = python_with_matplotlib() else {
+        skip("the plot check: no python3 with matplotlib");
+        return;
+    };
+    let r = Command::new(py)
+        .arg(repo.join("bench/plot.py"))
+        .args(["--results", s(first), "--rerun", s(second), "--docs", s(docs)])
+        .arg("--intro")
+        .arg(repo.join("bench/results-intro.md"))
+        .output()
+        .unwrap();
+    assert!(r.status.success(), "plot.py failed: {}", String::from_utf8_lossy(&r.stderr));
+    let md = std::fs::read_to_string(docs.join("results.md")).unwrap();
+    // "Of N checks ..., S give the same verdict in both runs: A agree, D differ and I are
+    // inconclusive in both; U differ between the runs".
+    let start = md.find("Of ").expect("summary missing");
+    let para = &md[start..start + md[start..].find("differ between the runs").expect("no count of unstable checks")];
+    let nums: Vec<u64> = para.split(|c: char| !c.is_ascii_digit()).filter_map(|w| w.parse().ok()).collect();
+    assert_eq!(nums.len(), 6, "{para}");
+    assert_eq!(nums[2] + nums[3] + nums[4], nums[1], "{para}");
+    assert_eq!(nums[1] + nums[5], nums[0], "{para}");
+    let table =
+        md.split("| experiment | claim | run 1 (measured) | run 2 (measured) | both runs |").nth(1).expect("no table");
+    let rows: Vec<&str> = table.lines().skip(2).take_while(|l| l.starts_with("| ")).collect();
+    assert!(rows.iter().all(|l| l.matches(" | ").count() == 4), "{rows:?}");
+    assert_eq!(rows.len() as u64, nums[0], "one summary row per check");
+    let unstable = rows.iter().filter(|l| l.ends_with("**unstable** ⚠ |")).count() as u64;
+    assert_eq!(unstable, nums[5], "every unstable check flagged");
 }
 
 /// bench/plot.py draws every experiment's figure and writes results.md from the tiny run,
@@ -310,10 +379,7 @@ fn paper_benchmark_smoke() {
 #[cfg(feature = "probe")]
 fn plot_smoke(results: &Path, docs: &Path) {
     let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let Some(py) = ["python3", "/usr/bin/python3"]
-        .into_iter()
-        .find(|py| Command::new(py).args(["-c", "import matplotlib"]).output().is_ok_and(|o| o.status.success()))
-    else {
+    let Some(py) = python_with_matplotlib() else {
         skip("the plot check: no python3 with matplotlib");
         return;
     };

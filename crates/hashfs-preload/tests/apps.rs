@@ -3,79 +3,13 @@
 //! transactions, integrity_check), descriptor numbers that never collide with the kernel's,
 //! and a second process refused while one owns the image.
 
+mod common;
 #[path = "../../hashfs-cli/tests/support/skip.rs"]
 mod skip;
-use hashfs::pm::{MmapDevice, OpenMode};
-use hashfs::FileSystem;
-use hashfs::{
-    fsck::{fsck, FsckMode},
-    FormatOptions,
-};
+use common::{image, p, PREFIX};
 use skip::skip;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
-use std::sync::Arc;
-
-const PREFIX: &str = "/hashfs-test";
-
-fn shim_path() -> PathBuf {
-    // target/<profile>/deps/apps-xxxx -> target/<profile>/libhashfs_preload.so
-    let exe = std::env::current_exe().unwrap();
-    let profile_dir = exe.parent().unwrap().parent().unwrap();
-    let so = profile_dir.join("libhashfs_preload.so");
-    // `cargo test` builds the library only as an rlib and never rebuilds the cdylib: build
-    // it every time (a no-op when up to date), so the tests never load a stale shim.
-    static BUILT: std::sync::Once = std::sync::Once::new();
-    BUILT.call_once(|| {
-        let mut c = Command::new(env!("CARGO"));
-        c.args(["build", "-p", "hashfs-preload"]);
-        if profile_dir.file_name().is_some_and(|n| n == "release") {
-            c.arg("--release");
-        }
-        assert!(c.status().unwrap().success(), "building libhashfs_preload.so");
-    });
-    assert!(so.exists(), "{} not built", so.display());
-    so
-}
-
-struct Image {
-    _dir: tempfile::TempDir,
-    path: PathBuf,
-}
-
-fn image() -> Image {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("shim.img");
-    FileSystem::format_file(&path, 64 << 20, &FormatOptions::default(), &|_, _| {}).unwrap();
-    Image { _dir: dir, path }
-}
-
-impl Image {
-    fn cmd(&self, prog: &str) -> Command {
-        let mut c = Command::new(prog);
-        c.env("LD_PRELOAD", shim_path()).env("HASHFS_IMAGE", &self.path).env("HASHFS_MOUNT", PREFIX);
-        c
-    }
-    fn run(&self, prog: &str, args: &[&str]) -> Output {
-        self.cmd(prog).args(args).output().unwrap()
-    }
-    fn ok(&self, prog: &str, args: &[&str]) -> String {
-        let o = self.run(prog, args);
-        assert!(o.status.success(), "{prog} {args:?}: {}", String::from_utf8_lossy(&o.stderr));
-        String::from_utf8_lossy(&o.stdout).into_owned()
-    }
-    fn fsck_clean(&self) {
-        let dev = Arc::new(MmapDevice::open(&self.path, OpenMode::Existing).unwrap());
-        let (sb, _) = hashfs::fsck::geometry_of(&*dev).unwrap();
-        assert_eq!(sb.state, hashfs::testing::layout::SB_STATE_CLEAN, "every process unmounted cleanly");
-        let r = fsck(dev, FsckMode::Check, &|_, _| {}).unwrap();
-        assert!(r.findings.is_empty(), "{:?}", r.findings);
-    }
-}
-
-fn p(s: &str) -> String {
-    format!("{PREFIX}{s}")
-}
+use std::path::Path;
+use std::process::Command;
 
 #[test]
 fn coreutils() {

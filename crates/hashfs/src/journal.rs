@@ -146,8 +146,7 @@ impl<D: PmDevice> Journals<D> {
     /// Starts a transaction on this CPU's journal (or any free one).
     pub fn begin(&self) -> Tx<'_, D> {
         let n = self.locks.len();
-        // SAFETY: sched_getcpu has no preconditions; it returns -1 on failure.
-        let cpu = unsafe { libc::sched_getcpu() }.max(0) as usize;
+        let cpu = crate::pm::current_cpu();
         let mut chosen = None;
         for k in 0..n {
             let i = (cpu + k) % n;

@@ -32,7 +32,7 @@ pub use fs::{
     MountReport, OpenOptions, SetAttr, StatFs, SuperblockSource,
 };
 pub use layout::dirent::{dev_from_kernel, dev_to_kernel};
-pub use layout::{Extent, FileType, Geometry, Ino, Lblk, MappingKind, Pblk, Superblock};
+pub use layout::{AllocatorKind, Extent, FileType, Geometry, Ino, Lblk, MappingKind, Pblk, Superblock};
 pub use mapping::simd::{simd_kind, SimdKind};
 
 /// Checking and repairing an image offline.

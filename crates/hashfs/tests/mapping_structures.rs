@@ -18,6 +18,7 @@ fn opts(mapping: MappingKind, layout_score: f64) -> FormatOptions {
     FormatOptions {
         mapping,
         layout_score,
+        allocator: if layout_score < 1.0 { hashfs::AllocatorKind::Bitmap } else { hashfs::AllocatorKind::Aligned },
         journal_count: 2,
         journal_blocks: 16,
         inode_count: Some(64),

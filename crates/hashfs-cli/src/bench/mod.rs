@@ -56,6 +56,10 @@ pub enum BenchCmd {
         /// cover the variation between them).
         #[arg(long, default_value_t = 3)]
         images: usize,
+        /// Number the images from this one: a second run with `--first-image 3` measures
+        /// three other placements (image i's seed depends only on i).
+        #[arg(long, default_value_t = 0)]
+        first_image: usize,
     },
     /// Fills the image to 90% and empties it, ten times, printing the table's probe lengths.
     Churn {
@@ -73,7 +77,8 @@ pub fn run(cmd: BenchCmd) -> Result<(), Failure> {
         BenchCmd::Micro { quick, json, image, tmpfs_dir } => micro::run(quick, json.as_deref(), &image, &tmpfs_dir),
         BenchCmd::Churn { image, size, rounds } => churn::run(&image, size, rounds),
         #[cfg(feature = "probe")]
-        BenchCmd::Paper { experiments, mappings, quick, tiny, out, image_dir, images } => {
+        BenchCmd::Paper { experiments, mappings, quick, tiny, out, image_dir, images, first_image } => {
+            let images = first_image..first_image.saturating_add(images);
             paper::run(&experiments, &mappings, quick, tiny, images, &out, &image_dir)
         }
         #[cfg(not(feature = "probe"))]

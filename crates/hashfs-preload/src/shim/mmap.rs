@@ -18,9 +18,13 @@
 use super::*;
 use std::sync::atomic::AtomicUsize;
 
-/// Pages of one shared mapping at most (each may become a separate kernel mapping).
-const MAX_SHARED_MAP_PAGES: usize = 1 << 18;
+/// Kernel mappings (runs of physically consecutive blocks) one `mmap` may create: the
+/// process has `vm.max_map_count` (65,530 by default) in all. A file allocated by the
+/// aligned allocator needs one per 2 MiB at most; a fragmented file may need one per page,
+/// and mapping it then fails with ENOMEM rather than exhausting the process's mappings.
+const MAX_RUNS_PER_MAP: usize = 16_384;
 const PAGE: usize = 4096;
+const HUGE: usize = 2 << 20;
 
 struct SharedMap {
     start: usize,
@@ -61,8 +65,13 @@ fn map_pages(fs: &FileSystem<MmapDevice>, m: &SharedMap, from: usize, to: usize)
     let first = (m.off as usize + from) / PAGE;
     let block = |l: usize| fs.physical_block(m.file.ino, hashfs::Lblk(l as u64)).ok().flatten().map(|e| e.pblk.0);
     let mut i = 0;
+    let mut runs = 0;
     while i < pages {
         let slot = block(first + i).ok_or(libc::EIO)?;
+        runs += 1;
+        if runs > MAX_RUNS_PER_MAP {
+            return Err(libc::ENOMEM);
+        }
         // Runs of physically consecutive blocks become one kernel mapping.
         let mut run = 1;
         while i + run < pages && block(first + i + run) == Some(slot + run as u64) {
@@ -106,6 +115,37 @@ pub(super) fn file_changed_ino(ino: Ino) {
             m.mapped = want;
         }
     }
+}
+
+/// Reserves `len` bytes of address space for a shared mapping of file offset `off`. Where
+/// the caller leaves the address to us, it is chosen congruent to `off` modulo 2 MiB: the
+/// aligned allocator puts each whole 2 MiB of a file on a 2 MiB-aligned extent of the
+/// image, and the kernel maps 2 MiB of a file with one huge page only when the virtual
+/// address and the image offset agree modulo 2 MiB.
+fn reserve(addr: *mut c_void, len: usize, prot: c_int, fixed: c_int, off: u64) -> Result<*mut c_void, c_int> {
+    let real_mmap = real!(mmap: fn(*mut c_void, size_t, c_int, c_int, c_int, off_t) -> *mut c_void);
+    let anon = libc::MAP_PRIVATE | libc::MAP_ANONYMOUS;
+    let err = || std::io::Error::last_os_error().raw_os_error().unwrap_or(libc::ENOMEM);
+    if !addr.is_null() || fixed != 0 || len < HUGE {
+        // SAFETY: reserving address space (at the caller's hint or MAP_FIXED target).
+        let r = unsafe { real_mmap(addr, len, prot, anon | fixed, -1, 0) };
+        return if r == libc::MAP_FAILED { Err(err()) } else { Ok(r) };
+    }
+    // SAFETY: reserving address space anywhere, 2 MiB more than needed.
+    let r = unsafe { real_mmap(std::ptr::null_mut(), len + HUGE, prot, anon | libc::MAP_NORESERVE, -1, 0) };
+    if r == libc::MAP_FAILED {
+        return Err(err());
+    }
+    let base = r as usize;
+    let start = base + ((off as usize).wrapping_sub(base) % HUGE);
+    // SAFETY: giving back the parts of our own reservation before and after the range.
+    unsafe {
+        if start > base {
+            libc::munmap(r, start - base);
+        }
+        libc::munmap((start + len) as *mut c_void, base + HUGE - start);
+    }
+    Ok(start as *mut c_void)
 }
 
 fn map_file(
@@ -165,14 +205,7 @@ fn map_file(
         return Err(libc::EACCES);
     }
     let pages = len.div_ceil(PAGE);
-    if pages > MAX_SHARED_MAP_PAGES {
-        return Err(libc::ENOMEM);
-    }
-    // SAFETY: reserving address space; pages past EOF stay anonymous until the file grows.
-    let region = unsafe { real_mmap(addr, pages * PAGE, prot, libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | fixed, -1, 0) };
-    if region == libc::MAP_FAILED {
-        return Err(std::io::Error::last_os_error().raw_os_error().unwrap_or(libc::ENOMEM));
-    }
+    let region = reserve(addr, pages * PAGE, prot, fixed, off as u64)?;
     let mut m = SharedMap { start: region as usize, len: pages * PAGE, off: off as u64, mapped: 0, prot, file: of };
     let in_file = (size.saturating_sub(off as u64) as usize).next_multiple_of(PAGE).min(m.len);
     if let Err(e) = map_pages(fs, &m, 0, in_file) {

@@ -1,291 +1,172 @@
-//! The block allocator for the mappings other than HashFS (which allocates through its
-//! table): the baseline of the HashFS paper's evaluation, a persistent bitmap on PM (one bit
-//! per data block, changed inside metadata transactions) with a volatile free-extent index
-//! in DRAM, rebuilt from the bitmap at mount.
+//! Block allocation for the mappings other than HashFS (which allocates through its
+//! table). The persistent state is one bitmap on PM (one bit per data block, changed inside
+//! the metadata transaction that makes the blocks reachable or frees them); the free space
+//! is indexed in DRAM, rebuilt from the bitmap at mount, by one of two policies chosen at
+//! mkfs ([`AllocatorKind`], recorded in the superblock):
 //!
-//! Fragmentation generator (paper §4, "Generating fragmentation"): with a layout score
-//! `s` in [0, 1], an allocation of n blocks is cut into chunks whose lengths are drawn so
-//! that a fraction `s` of the blocks after each file's first is contiguous with its
-//! predecessor (the layout score of Smith and Seltzer), and every chunk is placed at a
-//! random free position across the device. `s = 1` allocates contiguously (best fit, near
-//! the hint); `s = 0` gives every block its own random place.
+//! - [`aligned`]: WineFS's alignment-aware allocator (aligned 2 MiB extents and holes,
+//!   per-CPU pools), the default;
+//! - [`bitmap`]: the baseline of the HashFS paper's evaluation, with its fragmentation
+//!   generator (layout score).
 //!
-//! Used by the extent-tree, radix-tree, cuckoo and extent-hash mappings (through
-//! `mapping::BlockMap`); its runs of physical blocks are [`Run`]s, not mapping extents.
+//! Both hand out [`Run`]s (runs of physical blocks, not mapping extents) and share the
+//! bitmap code, so recovery and fsck see one format whichever policy placed the blocks.
 
 #![forbid(unsafe_code)]
 
+pub mod aligned;
+pub mod bitmap;
+pub mod runs;
+
 use crate::journal::Tx;
-use crate::layout::Pblk;
+use crate::layout::{AllocatorKind, Lblk, Pblk};
 use crate::pm::{DevOffset, PmDevice};
 use crate::{Error, Result};
+use aligned::AlignedPools;
+use bitmap::BitmapPolicy;
+use parking_lot::Mutex;
+pub use runs::{Run, HUGE_BLOCKS};
 use std::collections::BTreeMap;
+use std::ops::Range;
 
-/// A run of physical blocks: `len` blocks from block number `start` (the allocator's own
-/// arithmetic is on the raw numbers; [`Run::blocks`] gives them typed).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub struct Run {
-    pub start: u64,
-    pub len: u64,
+enum Policy {
+    Bitmap(Mutex<BitmapPolicy>),
+    Aligned(AlignedPools),
 }
 
-impl Run {
-    /// One block.
-    pub fn one(p: Pblk) -> Run {
-        Run { start: p.0, len: 1 }
-    }
-
-    /// The run's blocks.
-    pub fn blocks(&self) -> impl Iterator<Item = Pblk> {
-        (self.start..self.start + self.len).map(Pblk)
-    }
-}
-
-/// xorshift64*: the generator's randomness (seeded at mkfs, so runs are reproducible).
-#[derive(Clone, Debug)]
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-    /// Uniform in [0, 1).
-    fn unit(&mut self) -> f64 {
-        (self.next() >> 11) as f64 / (1u64 << 53) as f64
-    }
-}
-
-/// Free extents of the device, indexed by start and by size.
-#[derive(Default, Debug)]
-struct FreeIndex {
-    by_start: BTreeMap<u64, u64>,
-    by_size: BTreeMap<(u64, u64), ()>,
-    free_blocks: u64,
-}
-
-impl FreeIndex {
-    fn insert(&mut self, mut e: Run) {
-        // Coalesce with the neighbours.
-        if let Some((&s, &l)) = self.by_start.range(..e.start).next_back() {
-            if s + l == e.start {
-                self.remove_exact(Run { start: s, len: l });
-                e = Run { start: s, len: l + e.len };
-            }
-        }
-        if let Some(&l) = self.by_start.get(&(e.start + e.len)) {
-            self.remove_exact(Run { start: e.start + e.len, len: l });
-            e.len += l;
-        }
-        self.by_start.insert(e.start, e.len);
-        self.by_size.insert((e.len, e.start), ());
-        self.free_blocks += e.len;
-    }
-
-    fn remove_exact(&mut self, e: Run) {
-        self.by_start.remove(&e.start);
-        self.by_size.remove(&(e.len, e.start));
-        self.free_blocks -= e.len;
-    }
-
-    /// Takes `[start, start + len)`, which must lie inside one free extent.
-    fn take(&mut self, start: u64, len: u64) {
-        let (&s, &l) = self.by_start.range(..=start).next_back().expect("inside a free extent");
-        debug_assert!(s <= start && start + len <= s + l);
-        self.remove_exact(Run { start: s, len: l });
-        if start > s {
-            self.insert(Run { start: s, len: start - s });
-        }
-        if start + len < s + l {
-            self.insert(Run { start: start + len, len: s + l - start - len });
-        }
-    }
-
-    /// The free extent holding the `k`-th free block (for uniform random placement).
-    /// The free extent holding block `b`, if `b` is free.
-    fn extent_at(&self, b: u64) -> Option<Run> {
-        let (&s, &l) = self.by_start.range(..=b).next_back()?;
-        (b < s + l).then_some(Run { start: s, len: l })
-    }
-
-    /// The first free extent at or after block `b`, wrapping around.
-    fn extent_from(&self, b: u64) -> Option<Run> {
-        let (&s, &l) = self.by_start.range(b..).next().or_else(|| self.by_start.iter().next())?;
-        Some(Run { start: s, len: l })
-    }
+/// What the allocator is given at mount.
+#[derive(Clone, Copy, Debug)]
+pub struct AllocParams {
+    pub kind: AllocatorKind,
+    /// Data blocks.
+    pub blocks: u64,
+    /// The bitmap policy's layout score (1.0 for the aligned policy).
+    pub layout_score: f64,
+    pub seed: u64,
+    /// Pools of the aligned policy (one per journal).
+    pub pools: u32,
+    /// The data region's offset in blocks (where 2 MiB alignment begins).
+    pub data_off_blocks: u64,
 }
 
 /// The allocator over `blocks` data blocks, with its bitmap at `bitmap_off` on the device.
+/// Internally locked (the aligned policy locks one pool at a time).
 pub struct BlockAllocator {
     bitmap_off: DevOffset,
     blocks: u64,
-    layout_score: f64,
-    free: FreeIndex,
-    rng: Rng,
+    policy: Policy,
 }
 
 impl BlockAllocator {
     /// Rebuilds the DRAM index from the bitmap (mount).
-    pub fn load<D: PmDevice>(
-        dev: &D,
-        bitmap_off: DevOffset,
-        blocks: u64,
-        layout_score: f64,
-        seed: u64,
-    ) -> Result<Self> {
-        if !(0.0..=1.0).contains(&layout_score) {
-            return Err(Error::InvalidParameter(format!("layout score {layout_score} is not in [0, 1]")));
+    pub fn load<D: PmDevice>(dev: &D, bitmap_off: DevOffset, p: AllocParams) -> Result<Self> {
+        if !(0.0..=1.0).contains(&p.layout_score) {
+            return Err(Error::InvalidParameter(format!("layout score {} is not in [0, 1]", p.layout_score)));
         }
-        let mut free = FreeIndex::default();
-        let mut run_start = None;
-        for w in 0..blocks.div_ceil(64) {
-            let word = dev.load_u64(bitmap_off + w * 8);
-            for b in 0..64 {
-                let blk = w * 64 + b;
-                if blk >= blocks {
-                    break;
+        if p.kind == AllocatorKind::Aligned && p.layout_score < 1.0 {
+            return Err(Error::InvalidParameter(
+                "the fragmentation generator (layout score below 1) is the bitmap allocator's".into(),
+            ));
+        }
+        let free = free_runs(dev, bitmap_off, p.blocks);
+        let policy = match p.kind {
+            AllocatorKind::Bitmap => {
+                let mut b = BitmapPolicy::new(p.blocks, p.layout_score, p.seed);
+                for r in free {
+                    b.free.insert(r);
                 }
-                let used = word & (1 << b) != 0;
-                match (used, run_start) {
-                    (false, None) => run_start = Some(blk),
-                    (true, Some(s)) => {
-                        free.insert(Run { start: s, len: blk - s });
-                        run_start = None;
-                    }
-                    _ => {}
-                }
+                Policy::Bitmap(Mutex::new(b))
             }
+            AllocatorKind::Aligned => {
+                let a = AlignedPools::new(p.blocks, p.pools, p.data_off_blocks);
+                a.give_back(&free);
+                Policy::Aligned(a)
+            }
+        };
+        Ok(BlockAllocator { bitmap_off, blocks: p.blocks, policy })
+    }
+
+    pub fn kind(&self) -> AllocatorKind {
+        match self.policy {
+            Policy::Bitmap(_) => AllocatorKind::Bitmap,
+            Policy::Aligned(_) => AllocatorKind::Aligned,
         }
-        if let Some(s) = run_start {
-            free.insert(Run { start: s, len: blocks - s });
-        }
-        Ok(BlockAllocator { bitmap_off, blocks, layout_score, free, rng: Rng(seed | 1) })
     }
 
     pub fn free_blocks(&self) -> u64 {
-        self.free.free_blocks
+        match &self.policy {
+            Policy::Bitmap(b) => b.lock().free.free_blocks,
+            Policy::Aligned(a) => a.free_blocks(),
+        }
     }
 
     pub fn total_blocks(&self) -> u64 {
         self.blocks
     }
 
-    /// Chooses `n` blocks (DRAM only; the caller records them with
+    /// Chooses a block for each of `lblks` (DRAM only; the caller records them with
     /// [`tx_mark`](Self::tx_mark) in the transaction that makes them reachable, or gives
-    /// them back with [`release`](Self::release)).
-    pub fn allocate(&mut self, n: u64, hint: Option<Pblk>) -> Result<Vec<Run>> {
+    /// them back with [`release`](Self::release)); `hint` is the block after the file's
+    /// previous one; `whole` the file's blocks that the request this allocation is part of
+    /// writes (the aligned policy gives every 2 MiB of the file inside it an aligned
+    /// extent, even when `lblks` is only its first part). The runs come in the order of
+    /// `lblks`.
+    pub fn allocate(&self, lblks: &[Lblk], hint: Option<Pblk>, whole: Range<Lblk>) -> Result<Vec<Run>> {
+        let n = lblks.len() as u64;
         let hint = hint.map(|p| p.0);
-        if n > self.free.free_blocks {
-            return Err(Error::NoSpace);
-        }
-        let mut out: Vec<Run> = Vec::new();
-        let mut left = n;
-        while left > 0 {
-            // Chunk length: geometric, so that the fraction of blocks contiguous with their
-            // predecessor is the layout score (mean chunk 1 / (1 - s)).
-            let want = if self.layout_score >= 1.0 {
-                left
-            } else {
-                let p_break = 1.0 - self.layout_score;
-                let mut len = 1;
-                while len < left && self.rng.unit() >= p_break {
-                    len += 1;
+        match &self.policy {
+            Policy::Bitmap(b) => {
+                let mut b = b.lock();
+                if n > b.free.free_blocks {
+                    return Err(Error::NoSpace);
                 }
-                len
-            };
-            let e = if self.layout_score >= 1.0 {
-                self.best_fit(want, hint.or(out.last().map(|e| e.start + e.len)))
-            } else {
-                // The first block of a call continues the file's previous block (`hint`)
-                // with probability s, like every other block, so that files written in
-                // many small calls reach the same score as files written at once.
-                match hint.filter(|_| out.is_empty()).and_then(|h| self.free_run_at(h)) {
-                    Some(run) if self.rng.unit() < self.layout_score => {
-                        Run { start: run.start, len: want.min(run.len) }
-                    }
-                    _ => self.random_place(want),
-                }
-            };
-            self.free.take(e.start, e.len);
-            match out.last_mut() {
-                Some(last) if last.start + last.len == e.start && self.layout_score >= 1.0 => last.len += e.len,
-                _ => out.push(e),
+                Ok(b.allocate(n, hint))
             }
-            left -= e.len;
+            Policy::Aligned(a) => {
+                a.allocate(lblks, hint, whole.start.0..whole.end.0, crate::pm::current_cpu()).ok_or(Error::NoSpace)
+            }
         }
-        Ok(out)
     }
 
-    /// The free run that starts at block `h`, if `h` is free.
-    fn free_run_at(&self, h: u64) -> Option<Run> {
-        let (&s, &l) = self.free.by_start.range(..=h).next_back()?;
-        (h < s + l).then(|| Run { start: h, len: s + l - h })
+    /// One block for metadata (a tree node), near `hint`.
+    pub fn allocate_one(&self, hint: Option<Pblk>) -> Result<Run> {
+        Ok(self.allocate(&[Lblk(1)], hint, Lblk(0)..Lblk(0))?[0])
     }
 
-    /// Contiguous placement: right at the hint if free, else the smallest extent that
-    /// holds `want`, else the largest there is (the rest comes in later chunks).
-    fn best_fit(&self, want: u64, hint: Option<u64>) -> Run {
-        if let Some(h) = hint {
-            if let Some((&s, &l)) = self.free.by_start.range(..=h).next_back() {
-                if h < s + l {
-                    return Run { start: h, len: want.min(s + l - h) };
+    /// Gives back blocks that were allocated but never recorded (a failed operation), or
+    /// whose free has committed.
+    pub fn release(&self, runs: &[Run]) {
+        match &self.policy {
+            Policy::Bitmap(b) => {
+                let mut b = b.lock();
+                for &r in runs {
+                    b.free.insert(r);
                 }
             }
-        }
-        if let Some((&(_, s), _)) = self.free.by_size.range((want, 0)..).next() {
-            return Run { start: s, len: want };
-        }
-        let (&(l, s), _) = self.free.by_size.iter().next_back().expect("free blocks remain");
-        Run { start: s, len: l.min(want) }
-    }
-
-    /// Random placement: a uniformly chosen free block with room for the whole chunk after
-    /// it (a chunk cut short by an allocated block would add a break the layout score did
-    /// not ask for); after 16 misses, any free extent that holds it, else as much as fits.
-    fn random_place(&mut self, want: u64) -> Run {
-        for _ in 0..16 {
-            let (ext, blk) = self.random_free_block();
-            if ext.start + ext.len - blk >= want {
-                return Run { start: blk, len: want };
-            }
-        }
-        if let Some((&(_, s), _)) = self.free.by_size.range((want, 0)..).next() {
-            return Run { start: s, len: want };
-        }
-        let (ext, blk) = self.random_free_block();
-        Run { start: blk, len: want.min(ext.start + ext.len - blk) }
-    }
-
-    /// A free block chosen uniformly at random (rejection sampling over all blocks, each
-    /// try O(log extents)), and its free extent. On a nearly full device, after 64
-    /// misses: the start of the free extent after a random block.
-    fn random_free_block(&mut self) -> (Run, u64) {
-        for _ in 0..64 {
-            let b = self.rng.next() % self.blocks;
-            if let Some(e) = self.free.extent_at(b) {
-                return (e, b);
-            }
-        }
-        let b = self.rng.next() % self.blocks;
-        let e = self.free.extent_from(b).expect("callers check that a block is free");
-        (e, e.start)
-    }
-
-    /// Gives back blocks that were allocated but never recorded (a failed operation).
-    pub fn release(&mut self, extents: &[Run]) {
-        for &e in extents {
-            self.free.insert(e);
+            Policy::Aligned(a) => a.give_back(runs),
         }
     }
 
-    /// Adds the bitmap words that record `extents` as used (`used = true`) or free to `tx`;
+    /// Free aligned 2 MiB extents: whole free chunks of 512 blocks that start 2 MiB-aligned
+    /// in the image (WineFS Fig. 3), whichever policy placed the blocks.
+    pub fn free_aligned_extents(&self, data_off_blocks: u64) -> u64 {
+        match &self.policy {
+            Policy::Bitmap(b) => b
+                .lock()
+                .free
+                .runs()
+                .map(|r| runs::aligned_chunks(r, data_off_blocks % HUGE_BLOCKS).count() as u64)
+                .sum(),
+            Policy::Aligned(a) => a.free_aligned_extents(),
+        }
+    }
+
+    /// Adds the bitmap words that record `runs` as used (`used = true`) or free to `tx`;
     /// for frees, the caller calls [`release`](Self::release) after the commit.
-    pub fn tx_mark<D: PmDevice>(&self, dev: &D, tx: &mut Tx<'_, D>, extents: &[Run], used: bool) {
+    pub fn tx_mark<D: PmDevice>(&self, dev: &D, tx: &mut Tx<'_, D>, runs: &[Run], used: bool) {
         let mut words: BTreeMap<u64, u64> = BTreeMap::new();
-        for e in extents {
-            for b in e.start..e.start + e.len {
+        for e in runs {
+            for b in e.start..e.end() {
                 let w = b / 64;
                 let cur = *words.entry(w).or_insert_with(|| dev.load_u64(self.bitmap_off + w * 8));
                 let bit = 1u64 << (b % 64);
@@ -296,6 +177,34 @@ impl BlockAllocator {
             tx.write_u64(self.bitmap_off + w * 8, v);
         }
     }
+}
+
+/// The free runs the bitmap records.
+fn free_runs<D: PmDevice>(dev: &D, bitmap_off: DevOffset, blocks: u64) -> Vec<Run> {
+    let mut out = Vec::new();
+    let mut run_start = None;
+    for w in 0..blocks.div_ceil(64) {
+        let word = dev.load_u64(bitmap_off + w * 8);
+        for b in 0..64 {
+            let blk = w * 64 + b;
+            if blk >= blocks {
+                break;
+            }
+            let used = word & (1 << b) != 0;
+            match (used, run_start) {
+                (false, None) => run_start = Some(blk),
+                (true, Some(s)) => {
+                    out.push(Run { start: s, len: blk - s });
+                    run_start = None;
+                }
+                _ => {}
+            }
+        }
+    }
+    if let Some(s) = run_start {
+        out.push(Run { start: s, len: blocks - s });
+    }
+    out
 }
 
 #[cfg(test)]
@@ -323,44 +232,100 @@ mod tests {
         ext.iter().flat_map(|e| e.start..e.start + e.len).collect()
     }
 
+    fn none() -> Range<Lblk> {
+        Lblk(0)..Lblk(0)
+    }
+
+    fn lb(n: u64) -> Vec<Lblk> {
+        (0..n).map(Lblk).collect()
+    }
+
+    fn params(kind: AllocatorKind, blocks: u64, layout_score: f64, seed: u64) -> AllocParams {
+        AllocParams { kind, blocks, layout_score, seed, pools: 2, data_off_blocks: 0 }
+    }
+
     #[test]
     fn allocations_never_overlap_and_frees_coalesce() {
-        let dev = CrashDevice::new(1 << 20);
-        let mut a = BlockAllocator::load(&dev, DevOffset(0), 10_000, 0.85, 7).unwrap();
-        let mut owned: Vec<Vec<Run>> = Vec::new();
-        let mut seen = vec![false; 10_000];
-        for i in 0..300u64 {
-            let ext = a.allocate(1 + i % 40, None).unwrap();
-            for b in blocks_of(&ext) {
-                assert!(!seen[b as usize], "block {b} handed out twice");
-                seen[b as usize] = true;
-            }
-            owned.push(ext);
-            if i % 3 == 0 {
-                let gone = owned.swap_remove((i as usize * 7) % owned.len());
-                for b in blocks_of(&gone) {
-                    seen[b as usize] = false;
+        const N: u64 = 40 * 512;
+        for (kind, score) in
+            [(AllocatorKind::Bitmap, 0.85), (AllocatorKind::Bitmap, 1.0), (AllocatorKind::Aligned, 1.0)]
+        {
+            let dev = CrashDevice::new(1 << 20);
+            let a = BlockAllocator::load(&dev, DevOffset(0), params(kind, N, score, 7)).unwrap();
+            let mut owned: Vec<Vec<Run>> = Vec::new();
+            let mut seen = vec![false; N as usize];
+            for i in 0..300u64 {
+                // Mostly small requests, every tenth one of more than a whole chunk.
+                let n = if i % 10 == 0 { 1100 } else { 1 + (i * 37) % 60 };
+                let ext = a.allocate(&lb(n), None, none()).unwrap();
+                assert_eq!(blocks_of(&ext).len() as u64, n);
+                for b in blocks_of(&ext) {
+                    assert!(!seen[b as usize], "{kind:?}: block {b} handed out twice");
+                    seen[b as usize] = true;
                 }
-                a.release(&gone);
+                owned.push(ext);
+                if i % 3 != 0 {
+                    let gone = owned.swap_remove((i as usize * 7) % owned.len());
+                    for b in blocks_of(&gone) {
+                        seen[b as usize] = false;
+                    }
+                    a.release(&gone);
+                }
             }
+            let in_use: u64 = owned.iter().map(|e| blocks_of(e).len() as u64).sum();
+            assert_eq!(a.free_blocks(), N - in_use, "{kind:?}");
+            for e in owned {
+                a.release(&e);
+            }
+            assert_eq!(a.free_blocks(), N);
+            assert_eq!(a.free_aligned_extents(0), 40, "{kind:?}: everything coalesced back");
+            assert!(matches!(a.allocate(&lb(N + 1), None, none()), Err(Error::NoSpace)));
+            assert_eq!(a.free_blocks(), N, "{kind:?}: a failed allocation keeps nothing");
         }
-        let in_use: u64 = owned.iter().map(|e| blocks_of(e).len() as u64).sum();
-        assert_eq!(a.free_blocks(), 10_000 - in_use);
-        for e in owned {
-            a.release(&e);
+    }
+
+    #[test]
+    fn the_aligned_allocator_refuses_a_layout_score() {
+        let dev = CrashDevice::new(1 << 20);
+        let e = BlockAllocator::load(&dev, DevOffset(0), params(AllocatorKind::Aligned, 1000, 0.85, 7));
+        assert!(matches!(e, Err(Error::InvalidParameter(_))));
+    }
+
+    /// On an aged device (free space in holes between used blocks), a request of whole
+    /// logical 2 MiB chunks gets aligned extents from the aligned policy; the bitmap
+    /// policy's best fit ignores alignment.
+    #[test]
+    fn whole_chunks_land_on_aligned_extents_after_aging() {
+        let mut aligned_runs = Vec::new();
+        for kind in [AllocatorKind::Aligned, AllocatorKind::Bitmap] {
+            let dev = CrashDevice::new(1 << 20);
+            let a = BlockAllocator::load(&dev, DevOffset(0), params(kind, 64 * 512, 1.0, 3)).unwrap();
+            let files: Vec<Vec<Run>> =
+                (0..2000u64).map(|i| a.allocate(&lb(1 + i % 15), None, none()).unwrap()).collect();
+            for f in files.iter().step_by(2) {
+                a.release(f);
+            }
+            let big = a.allocate(&lb(4 * 512), None, none()).unwrap();
+            let blocks = blocks_of(&big);
+            let n = (0..4).filter(|c| {
+                let first = blocks[c * 512];
+                first.is_multiple_of(512) && (0..512).all(|i| blocks[c * 512 + i] == first + i as u64)
+            });
+            aligned_runs.push(n.count());
         }
-        assert_eq!(a.free.by_start.len(), 1, "everything coalesced back into one extent");
-        assert!(matches!(a.allocate(10_001, None), Err(Error::NoSpace)));
+        assert_eq!(aligned_runs[0], 4, "aligned policy: {aligned_runs:?}");
+        assert!(aligned_runs[1] < 4, "bitmap policy: {aligned_runs:?}");
     }
 
     #[test]
     fn generated_files_have_the_requested_layout_score() {
         for target in [1.0, 0.85, 0.7, 0.3, 0.0] {
             let dev = CrashDevice::new(1 << 20);
-            let mut a = BlockAllocator::load(&dev, DevOffset(0), 200_000, target, 11).unwrap();
+            let a =
+                BlockAllocator::load(&dev, DevOffset(0), params(AllocatorKind::Bitmap, 200_000, target, 11)).unwrap();
             let mut scores = Vec::new();
             for i in 0..200u64 {
-                let ext = a.allocate(64 + i % 200, None).unwrap();
+                let ext = a.allocate(&lb(64 + i % 200), None, none()).unwrap();
                 scores.push(layout_score(&blocks_of(&ext)));
             }
             let mean = scores.iter().sum::<f64>() / scores.len() as f64;
@@ -378,26 +343,34 @@ mod tests {
             mapping: crate::layout::MappingKind::HashFs,
         })
         .unwrap();
-        let dev = Arc::new(CrashDevice::new(1 << 20));
-        journal::format(&*dev, &geo);
-        let j = Journals::new(dev.clone(), geo, 1);
-        let bitmap_off = DevOffset(geo.inode_table_off); // any spare region of the test image
-        let mut a = BlockAllocator::load(&*dev, bitmap_off, 1000, 1.0, 3).unwrap();
-        let ext = a.allocate(100, Some(Pblk(50))).unwrap();
-        assert_eq!(ext, vec![Run { start: 50, len: 100 }]);
-        let mut tx = j.begin();
-        a.tx_mark(&*dev, &mut tx, &ext, true);
-        tx.commit().unwrap();
-        // Mount again: the index comes back from the bitmap.
-        let b = BlockAllocator::load(&*dev, bitmap_off, 1000, 1.0, 3).unwrap();
-        assert_eq!(b.free_blocks(), 900);
-        assert_eq!(b.free.by_start.get(&0), Some(&50));
-        assert_eq!(b.free.by_start.get(&150), Some(&850));
-        // Free through a transaction.
-        let mut tx = j.begin();
-        b.tx_mark(&*dev, &mut tx, &ext, false);
-        tx.commit().unwrap();
-        assert_eq!(BlockAllocator::load(&*dev, bitmap_off, 1000, 1.0, 3).unwrap().free_blocks(), 1000);
+        for kind in [AllocatorKind::Bitmap, AllocatorKind::Aligned] {
+            let dev = Arc::new(CrashDevice::new(1 << 20));
+            journal::format(&*dev, &geo);
+            let j = Journals::new(dev.clone(), geo, 1);
+            let bitmap_off = DevOffset(geo.inode_table_off); // any spare region of the test image
+            let p = params(kind, 1000, 1.0, 3);
+            let a = BlockAllocator::load(&*dev, bitmap_off, p).unwrap();
+            let ext = a.allocate(&lb(100), Some(Pblk(50)), none()).unwrap();
+            if kind == AllocatorKind::Bitmap {
+                assert_eq!(ext, vec![Run { start: 50, len: 100 }]);
+            }
+            let mut tx = j.begin();
+            a.tx_mark(&*dev, &mut tx, &ext, true);
+            tx.commit().unwrap();
+            // Mount again: the index comes back from the bitmap.
+            let b = BlockAllocator::load(&*dev, bitmap_off, p).unwrap();
+            assert_eq!(b.free_blocks(), 900);
+            assert_eq!(free_runs(&*dev, bitmap_off, 1000).iter().map(|r| r.len).sum::<u64>(), 900);
+            for blk in blocks_of(&ext) {
+                let w = dev.load_u64(bitmap_off + (blk / 64) * 8);
+                assert!(w & (1 << (blk % 64)) != 0, "{kind:?}: block {blk} not marked");
+            }
+            // Free through a transaction.
+            let mut tx = j.begin();
+            b.tx_mark(&*dev, &mut tx, &ext, false);
+            tx.commit().unwrap();
+            assert_eq!(BlockAllocator::load(&*dev, bitmap_off, p).unwrap().free_blocks(), 1000);
+        }
     }
 
     #[test]

@@ -24,6 +24,7 @@ pub use explore::{Config, Failure, Only, Stats};
 pub use workload::{ace_workloads, random_workload, Workload, ACE_OPS};
 
 use crate::fs::{format, FormatOptions};
+use crate::layout::AllocatorKind;
 use crate::pm::CrashDevice;
 use crate::{FileSystem, MappingKind};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -33,7 +34,9 @@ use std::sync::{Arc, Mutex};
 /// costs little, yet every structure (journals, inodes, table, data) has room.
 pub const IMAGE_BYTES: u64 = 1 << 20;
 
-/// The format options of an explorer image.
+/// The format options of an explorer image: the allocator mappings use the bitmap
+/// allocator's fragmentation generator when `layout_score` is below 1, else the aligned
+/// allocator (the default of new images).
 pub fn format_options(mapping: MappingKind, layout_score: f64) -> FormatOptions {
     FormatOptions {
         journal_count: 2,
@@ -42,6 +45,7 @@ pub fn format_options(mapping: MappingKind, layout_score: f64) -> FormatOptions 
         hash_seed: Some(0x5EED),
         mapping,
         layout_score: if mapping.uses_allocator() { layout_score } else { 1.0 },
+        allocator: if layout_score < 1.0 { AllocatorKind::Bitmap } else { AllocatorKind::Aligned },
         ..Default::default()
     }
 }

@@ -199,6 +199,24 @@ impl<D: PmDevice> FileSystem<D> {
         self.inner.translate(&cell, &st.raw, lblk, size_blocks)
     }
 
+    /// Free aligned 2 MiB extents: runs of 512 free data blocks that start 2 MiB-aligned in
+    /// the image (WineFS Fig. 3), what a memory-mapped file needs for 2 MiB pages. For
+    /// HashFS, runs of 512 free (empty or tombstone) slots.
+    pub fn free_aligned_extents(&self) -> u64 {
+        let geo = &self.inner.geo;
+        let phase = geo.data_off / BLOCK_BYTES;
+        match &self.inner.map {
+            crate::mapping::FileMap::Blocks(b) => b.alloc.free_aligned_extents(phase),
+            crate::mapping::FileMap::Hash(t) => {
+                use crate::mapping::hashfs::{classify, Entry};
+                let free = |s: u64| matches!(classify(t.load(s), t.nslots()), Entry::Empty | Entry::Tombstone);
+                let whole = crate::alloc::Run { start: 0, len: t.nslots() };
+                let chunks = crate::alloc::runs::aligned_chunks(whole, phase % crate::alloc::HUGE_BLOCKS);
+                chunks.filter(|&c| (c..c + crate::alloc::HUGE_BLOCKS).all(free)).count() as u64
+            }
+        }
+    }
+
     pub fn statfs(&self) -> StatFs {
         let (total, free) = match &self.inner.map {
             crate::mapping::FileMap::Hash(t) => (t.nslots(), t.nslots().saturating_sub(t.used())),

@@ -26,6 +26,7 @@ use crate::mapping::{BlockMap, FileMap};
 use crate::pm::PmDevice;
 use crate::probe;
 use crate::{Error, Result};
+use std::ops::Range;
 use std::sync::atomic::Ordering;
 
 /// New blocks per write transaction (1 MiB): bounds the journal space of one write.
@@ -146,18 +147,29 @@ impl<D: PmDevice> FsInner<D> {
 
     pub(crate) fn write_at(&self, cell: &InodeCell, off: u64, data: &[u8]) -> Result<usize> {
         let mut st = cell.state.write();
-        self.write_locked(cell, &mut st, off, data)
+        let span = off..off.saturating_add(data.len() as u64);
+        self.write_locked(cell, &mut st, off, data, span)
     }
 
     /// Appends at the current end of file; returns the bytes written and the new end.
     pub(crate) fn append(&self, cell: &InodeCell, data: &[u8]) -> Result<(usize, u64)> {
         let mut st = cell.state.write();
         let off = st.raw.size;
-        let n = self.write_locked(cell, &mut st, off, data)?;
+        let n = self.write_locked(cell, &mut st, off, data, off..off + data.len() as u64)?;
         Ok((n, off + n as u64))
     }
 
-    fn write_locked(&self, cell: &InodeCell, st: &mut InodeMem, off: u64, data: &[u8]) -> Result<usize> {
+    /// Writes `data` at `off` in transactions of a bounded number of blocks; `span` is the
+    /// whole request (bytes) this write is part of, which tells the allocator which of the
+    /// file's 2 MiB will be written whole.
+    fn write_locked(
+        &self,
+        cell: &InodeCell,
+        st: &mut InodeMem,
+        off: u64,
+        data: &[u8],
+        span: Range<u64>,
+    ) -> Result<usize> {
         if st.freed {
             return Err(Error::NotFound);
         }
@@ -177,7 +189,7 @@ impl<D: PmDevice> FsInner<D> {
             let pos = off + done as u64;
             let chunk_end_pos = ((pos / BLOCK_BYTES + chunk) * BLOCK_BYTES).min(end);
             let len = (chunk_end_pos - pos) as usize;
-            match self.write_chunk(cell, st, pos, &data[done..done + len]) {
+            match self.write_chunk(cell, st, pos, &data[done..done + len], &span) {
                 Ok(()) => done += len,
                 // A structure change larger than one journal: retry in smaller pieces.
                 Err(Error::JournalFull(_)) if chunk > 1 => chunk = (chunk / 4).max(1),
@@ -237,7 +249,7 @@ impl<D: PmDevice> FsInner<D> {
             // Zeros over the run (holes read as zeros already), never growing past `end`.
             let from = lblk * BLOCK_BYTES;
             let to = (run_end * BLOCK_BYTES).min(end.max(st.raw.size));
-            let n = self.write_locked(cell, &mut st, from, &zeros[..(to - from) as usize])?;
+            let n = self.write_locked(cell, &mut st, from, &zeros[..(to - from) as usize], off..end)?;
             if n < (to - from) as usize {
                 return Err(Error::NoSpace);
             }
@@ -271,7 +283,7 @@ impl<D: PmDevice> FsInner<D> {
         let mut at = off;
         while at < inside {
             let n = ((inside - at) as usize).min(zeros.len());
-            let done = self.write_locked(cell, &mut st, at, &zeros[..n])?;
+            let done = self.write_locked(cell, &mut st, at, &zeros[..n], off..end)?;
             if done == 0 {
                 return Err(Error::NoSpace);
             }
@@ -363,6 +375,20 @@ impl<D: PmDevice> FsInner<D> {
     /// reserves their slots; the others take blocks from the allocator, contiguous with
     /// `hint` (the block before) when the layout allows.
     pub(crate) fn claim_blocks(&self, ino: Ino, lblks: &[Lblk], hint: Option<Pblk>) -> Result<Vec<Pblk>> {
+        self.claim_blocks_for(ino, lblks, hint, Lblk(0)..Lblk(0))
+    }
+
+    /// [`claim_blocks`](Self::claim_blocks) for part of a request that writes the whole
+    /// blocks `whole` of the file: the aligned allocator gives each 2 MiB of the file that
+    /// lies inside `whole` an aligned extent, even when one transaction claims only part
+    /// of it (the next continues after it).
+    pub(crate) fn claim_blocks_for(
+        &self,
+        ino: Ino,
+        lblks: &[Lblk],
+        hint: Option<Pblk>,
+        whole: Range<Lblk>,
+    ) -> Result<Vec<Pblk>> {
         let _span = probe::map();
         match &self.map {
             FileMap::Hash(t) => {
@@ -379,7 +405,7 @@ impl<D: PmDevice> FsInner<D> {
                 Ok(out)
             }
             FileMap::Blocks(b) => {
-                let runs = b.claim(lblks.len() as u64, hint)?;
+                let runs = b.claim(lblks, hint, whole)?;
                 Ok(runs.iter().flat_map(Run::blocks).collect())
             }
         }
@@ -440,10 +466,10 @@ impl<D: PmDevice> FsInner<D> {
     /// One write inside a file's chunk limit: find or claim every block, write the data,
     /// then persist size, block count and new mappings in one transaction (or, for an
     /// overwrite inside the size, only the times).
-    fn write_chunk(&self, cell: &InodeCell, st: &mut InodeMem, off: u64, data: &[u8]) -> Result<()> {
+    fn write_chunk(&self, cell: &InodeCell, st: &mut InodeMem, off: u64, data: &[u8], span: &Range<u64>) -> Result<()> {
         let old_size = st.raw.size;
         let new_size = old_size.max(off + data.len() as u64);
-        let plan = self.plan_write(cell, &st.raw, off, data.len() as u64)?;
+        let plan = self.plan_write(cell, &st.raw, off, data.len() as u64, span)?;
         let fresh: Vec<Pblk> = plan.iter().filter(|p| p.fresh).map(|p| p.pblk).collect();
         if new_size > old_size {
             if let Err(e) = self.zero_tail_before_growth(cell, &st.raw) {
@@ -466,7 +492,14 @@ impl<D: PmDevice> FsInner<D> {
     /// The blocks under bytes [off, off + len): mapped ones found, holes and blocks past the
     /// end claimed (near the previous block), all before any data is touched, so that
     /// running out of space changes nothing.
-    fn plan_write(&self, cell: &InodeCell, raw: &InodeRaw, off: u64, len: u64) -> Result<Vec<Planned>> {
+    fn plan_write(
+        &self,
+        cell: &InodeCell,
+        raw: &InodeRaw,
+        off: u64,
+        len: u64,
+        span: &Range<u64>,
+    ) -> Result<Vec<Planned>> {
         let old_blocks = blocks_for(raw.size);
         let first = Lblk::of_byte(off);
         let end = Lblk::of_byte(off + len - 1) + 1;
@@ -499,7 +532,8 @@ impl<D: PmDevice> FsInner<D> {
             0 => None,
             i => Some(plan[i - 1].pblk + 1),
         };
-        let got = self.claim_blocks(cell.ino, &lblks, hint)?;
+        let whole = Lblk(span.start.div_ceil(BLOCK_BYTES))..Lblk(span.end / BLOCK_BYTES);
+        let got = self.claim_blocks_for(cell.ino, &lblks, hint, whole)?;
         for (&i, p) in holes.iter().zip(got) {
             plan[i].pblk = p;
         }

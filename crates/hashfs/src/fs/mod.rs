@@ -28,7 +28,9 @@ pub use stats::MappingStats;
 use crate::journal::{self, Journals};
 use crate::layout::inode::{InodeRaw, S_IFDIR};
 use crate::layout::superblock::{GeometryParams, FORMAT_VERSION, MAGIC, SB_PRIMARY_OFF, SB_SECONDARY_OFF};
-use crate::layout::{Geometry, Ino, MappingKind, Superblock, BLOCK_BYTES, SB_STATE_CLEAN, SB_STATE_MOUNTED};
+use crate::layout::{
+    AllocatorKind, Geometry, Ino, MappingKind, Superblock, BLOCK_BYTES, SB_STATE_CLEAN, SB_STATE_MOUNTED,
+};
 use crate::mapping::FileMap;
 use crate::pm::{DevOffset, PmDevice};
 use crate::{Error, Result};
@@ -53,8 +55,11 @@ pub struct FormatOptions {
     /// reproducible, for tests and benchmarks).
     pub hash_seed: Option<u64>,
     /// The fragmentation generator's target layout score (1.0 = contiguous allocation),
-    /// for the mappings that use the block allocator.
+    /// for the mappings that use the block allocator (below 1 only with the bitmap
+    /// allocator).
     pub layout_score: f64,
+    /// How the block-allocating mappings choose blocks (HashFS's table allocates itself).
+    pub allocator: AllocatorKind,
 }
 
 impl Default for FormatOptions {
@@ -67,6 +72,7 @@ impl Default for FormatOptions {
             device_is_zeroed: false,
             hash_seed: None,
             layout_score: 1.0,
+            allocator: AllocatorKind::Aligned,
         }
     }
 }
@@ -98,6 +104,13 @@ pub fn format<D: PmDevice>(dev: &D, opts: &FormatOptions, progress: Progress<'_>
     .map_err(Error::InvalidParameter)?;
     if !(0.0..=1.0).contains(&opts.layout_score) {
         return Err(Error::InvalidParameter(format!("layout score {} is not in [0, 1]", opts.layout_score)));
+    }
+    let allocator = if opts.mapping.uses_allocator() { opts.allocator } else { AllocatorKind::Bitmap };
+    if allocator == AllocatorKind::Aligned && opts.layout_score < 1.0 {
+        return Err(Error::InvalidParameter(format!(
+            "layout score {}: the fragmentation generator is the bitmap allocator's (--allocator bitmap)",
+            opts.layout_score
+        )));
     }
     // Invalidate any previous superblocks first, so that a crash during mkfs never leaves
     // an old superblock over new, half-written metadata.
@@ -153,6 +166,7 @@ pub fn format<D: PmDevice>(dev: &D, opts: &FormatOptions, progress: Progress<'_>
     sb.hash_seed = opts.hash_seed.unwrap_or_else(random_u64);
     sb.created_ns = now;
     sb.layout_score_ppm = (opts.layout_score * 1e6).round() as u32;
+    sb.allocator = allocator as u32;
     sb.uuid[..8].copy_from_slice(&random_u64().to_le_bytes());
     sb.uuid[8..].copy_from_slice(&random_u64().to_le_bytes());
     write_superblock(dev, &mut sb);

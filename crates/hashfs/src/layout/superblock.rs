@@ -73,6 +73,35 @@ impl MappingKind {
     }
 }
 
+/// How the block-allocating mappings choose blocks (`Superblock::allocator`): the
+/// persistent bitmap is the same for both; only the DRAM policy differs (`crate::alloc`).
+/// Images made before the field existed read 0, the bitmap policy they were made with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u32)]
+pub enum AllocatorKind {
+    /// The HashFS paper's baseline, with the fragmentation generator.
+    Bitmap = 0,
+    /// WineFS's alignment-aware allocator.
+    Aligned = 1,
+}
+
+impl AllocatorKind {
+    pub const ALL: [AllocatorKind; 2] = [AllocatorKind::Bitmap, AllocatorKind::Aligned];
+
+    pub fn from_u32(v: u32) -> Option<AllocatorKind> {
+        AllocatorKind::ALL.into_iter().find(|a| *a as u32 == v)
+    }
+    pub fn name(self) -> &'static str {
+        match self {
+            AllocatorKind::Bitmap => "bitmap",
+            AllocatorKind::Aligned => "aligned",
+        }
+    }
+    pub fn from_name(s: &str) -> Option<AllocatorKind> {
+        AllocatorKind::ALL.into_iter().find(|a| a.name() == s)
+    }
+}
+
 /// Cuckoo table: 4 entries of 16 bytes (one cache line) per bucket, sized for 1.11
 /// entries per data block.
 pub const CUCKOO_BUCKET_BYTES: u64 = 64;
@@ -116,7 +145,8 @@ pub struct Superblock {
     pub uuid: [u8; 16],
     /// The fragmentation generator's layout score in millionths (allocator mappings).
     pub layout_score_ppm: u32,
-    pub reserved1: u32,
+    /// [`AllocatorKind`] (block-allocating mappings; 0 on HashFS images).
+    pub allocator: u32,
     pub reserved: [u64; 46],
     /// CRC32C of bytes 0..504.
     pub checksum: u32,
@@ -155,6 +185,13 @@ impl Superblock {
         };
         if self.layout_score_ppm > 1_000_000 {
             return Err(Error::corrupt(format!("superblock: layout score {} ppm", self.layout_score_ppm)));
+        }
+        match AllocatorKind::from_u32(self.allocator) {
+            None => return Err(Error::corrupt(format!("superblock: unknown allocator {}", self.allocator))),
+            Some(AllocatorKind::Aligned) if self.layout_score_ppm != 1_000_000 || mapping == MappingKind::HashFs => {
+                return Err(Error::corrupt("superblock: aligned allocator with a layout score, or on a HashFS image"));
+            }
+            _ => {}
         }
         if self.block_size as u64 != BLOCK_BYTES {
             return Err(Error::corrupt("superblock: block size is not 4096"));

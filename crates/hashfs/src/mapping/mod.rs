@@ -19,10 +19,10 @@ pub mod simd;
 pub mod staged;
 pub mod tcache;
 
-use crate::alloc::{BlockAllocator, Run};
+use crate::alloc::{AllocParams, BlockAllocator, Run};
 use crate::journal::Tx;
 use crate::layout::superblock::extent_hash_slots;
-use crate::layout::{Extent, Geometry, Ino, InodeRaw, Lblk, MappingKind, Pblk, Superblock, BLOCK_BYTES};
+use crate::layout::{AllocatorKind, Extent, Geometry, Ino, InodeRaw, Lblk, MappingKind, Pblk, Superblock, BLOCK_BYTES};
 use crate::pm::PmDevice;
 use crate::{Error, Result};
 use extent_tree::{Ext, NodeAlloc};
@@ -45,7 +45,7 @@ pub struct BlockMap<D: PmDevice> {
     pub dev: Arc<D>,
     pub geo: Geometry,
     pub kind: MappingKind,
-    pub alloc: Mutex<BlockAllocator>,
+    pub alloc: BlockAllocator,
     /// Serializes staged changes (the bitmap is shared) from staging to commit.
     pub commit: Mutex<()>,
     /// Cuckoo: displacement moves other files' entries, so lookups read under this lock
@@ -60,8 +60,19 @@ pub type Cursor = AtomicU64;
 
 impl<D: PmDevice> BlockMap<D> {
     pub fn new(dev: Arc<D>, geo: Geometry, sb: &Superblock, kind: MappingKind) -> Result<Self> {
-        let score = sb.layout_score_ppm as f64 / 1e6;
-        let alloc = BlockAllocator::load(&*dev, geo.bitmap_off(), geo.data_blocks, score, sb.hash_seed ^ 0xA110C)?;
+        let kind_a = AllocatorKind::from_u32(sb.allocator).ok_or(Error::Invalid("unknown allocator"))?;
+        let alloc = BlockAllocator::load(
+            &*dev,
+            geo.bitmap_off(),
+            AllocParams {
+                kind: kind_a,
+                blocks: geo.data_blocks,
+                layout_score: sb.layout_score_ppm as f64 / 1e6,
+                seed: sb.hash_seed ^ 0xA110C,
+                pools: geo.journal_count,
+                data_off_blocks: geo.data_off / BLOCK_BYTES,
+            },
+        )?;
         let index = match kind {
             MappingKind::ExtentTree => Index::ExtentTree,
             MappingKind::ExtentTreeCached => Index::ExtentTreeCached(node_cache::NodeCache::new(4096)),
@@ -76,15 +87,7 @@ impl<D: PmDevice> BlockMap<D> {
             ))),
             MappingKind::HashFs => return Err(Error::Invalid("HashFS does not use a block map")),
         };
-        Ok(BlockMap {
-            dev,
-            geo,
-            kind,
-            alloc: Mutex::new(alloc),
-            commit: Mutex::new(()),
-            global: RwLock::new(()),
-            index,
-        })
+        Ok(BlockMap { dev, geo, kind, alloc, commit: Mutex::new(()), global: RwLock::new(()), index })
     }
 
     /// Whether lookups go through the per-file translation cache (the global tables; the
@@ -127,19 +130,20 @@ impl<D: PmDevice> BlockMap<D> {
         }
     }
 
-    /// Chooses `n` free blocks for new data (DRAM only until a [`MapTx`] records them);
-    /// `hint` is where the file's previous block lies.
-    pub fn claim(&self, n: u64, hint: Option<Pblk>) -> Result<Vec<Run>> {
-        self.alloc.lock().allocate(n, hint)
+    /// Chooses a free block for each of `lblks` (DRAM only until a [`MapTx`] records
+    /// them); `hint` is the block after the file's previous one; `whole` the blocks of the
+    /// file the request this claim is part of writes.
+    pub fn claim(&self, lblks: &[Lblk], hint: Option<Pblk>, whole: std::ops::Range<Lblk>) -> Result<Vec<Run>> {
+        self.alloc.allocate(lblks, hint, whole)
     }
 
     /// Gives back claimed blocks that were never recorded.
     pub fn unclaim(&self, ext: &[Run]) {
-        self.alloc.lock().release(ext)
+        self.alloc.release(ext)
     }
 
     pub fn free_blocks(&self) -> u64 {
-        self.alloc.lock().free_blocks()
+        self.alloc.free_blocks()
     }
 
     /// Starts a change (waits for other changes to commit first).
@@ -214,7 +218,7 @@ impl<D: PmDevice> BlockMap<D> {
     /// Gives back the nodes and extent-hash claims of a change that did not commit.
     fn give_back(&self, new_nodes: &[u64], exthash_inserted: bool) {
         let nodes: Vec<Run> = new_nodes.iter().map(|&p| Run { start: p, len: 1 }).collect();
-        self.alloc.lock().release(&nodes);
+        self.alloc.release(&nodes);
         if let (true, Index::ExtentHash(t)) = (exthash_inserted, &self.index) {
             t.abandon_claims();
         }
@@ -285,8 +289,7 @@ pub struct MapTx<'a, D: PmDevice> {
 
 impl<D: PmDevice> NodeAlloc for MapTx<'_, D> {
     fn alloc_node(&mut self, hint: u64) -> Result<u64> {
-        let e = self.map.alloc.lock().allocate(1, Some(Pblk(hint + 1)))?;
-        let p = e[0].start;
+        let p = self.map.alloc.allocate_one(Some(Pblk(hint + 1)))?.start;
         // A free block: zeroed in place (no undo needed: nothing points to it until the
         // transaction commits, and the commit's first fence orders this flush first).
         let off = self.map.geo.block_off(p);
@@ -499,7 +502,7 @@ impl<D: PmDevice> Finished<'_, D> {
             cache.invalidate(&self.dirty);
         }
         if committed {
-            self.map.alloc.lock().release(&self.freed);
+            self.map.alloc.release(&self.freed);
         } else {
             self.map.give_back(&self.new_nodes, self.exthash_inserted);
         }

@@ -190,3 +190,11 @@ pub fn prefetch(addr: *const u8) {
     // SAFETY: prefetch never faults, even on an invalid address.
     unsafe { core::arch::x86_64::_mm_prefetch(addr as *const i8, core::arch::x86_64::_MM_HINT_T0) }
 }
+
+/// The CPU this thread runs on (0 when the kernel cannot say): picks a per-CPU journal or
+/// allocation pool.
+pub fn current_cpu() -> usize {
+    // SAFETY: sched_getcpu has no preconditions; it returns -1 on failure.
+    let cpu = unsafe { libc::sched_getcpu() };
+    cpu.max(0) as usize
+}

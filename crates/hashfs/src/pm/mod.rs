@@ -16,7 +16,7 @@ pub mod crash;
 pub mod mmap;
 pub mod overlay;
 
-pub use cpu::{flush_kind, FlushKind, CACHE_LINE_BYTES};
+pub use cpu::{current_cpu, flush_kind, FlushKind, CACHE_LINE_BYTES};
 pub use crash::{CrashDevice, CrashPoint};
 pub use mmap::{MmapDevice, OpenMode};
 

@@ -6,7 +6,7 @@ pub mod model;
 
 use hashfs::pm::CrashDevice;
 use hashfs::{format, FormatOptions};
-use hashfs::{FileSystem, MappingKind};
+use hashfs::{AllocatorKind, FileSystem, MappingKind};
 use std::sync::Arc;
 
 pub type Fs = FileSystem<CrashDevice>;
@@ -20,9 +20,18 @@ pub fn test_mapping() -> MappingKind {
     }
 }
 
-/// `HASHFS_TEST_LAYOUT_SCORE` (allocator mappings), else 1.0.
+/// `HASHFS_TEST_LAYOUT_SCORE` (allocator mappings), else 1.0. Below 1 the suite runs on
+/// the bitmap allocator (its fragmentation generator), else on the aligned allocator.
 pub fn test_layout_score() -> f64 {
     std::env::var("HASHFS_TEST_LAYOUT_SCORE").ok().and_then(|v| v.parse().ok()).unwrap_or(1.0)
+}
+
+pub fn test_allocator() -> AllocatorKind {
+    if test_layout_score() < 1.0 {
+        AllocatorKind::Bitmap
+    } else {
+        AllocatorKind::Aligned
+    }
 }
 
 pub fn small_opts() -> FormatOptions {
@@ -34,6 +43,7 @@ pub fn small_opts() -> FormatOptions {
         hash_seed: Some(0x5EED),
         mapping,
         layout_score: if mapping.uses_allocator() { test_layout_score() } else { 1.0 },
+        allocator: test_allocator(),
         ..Default::default()
     }
 }

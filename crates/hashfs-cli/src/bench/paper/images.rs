@@ -56,9 +56,10 @@ fn merge_point(per_image: &[&Value]) -> Value {
     Value::Object(out)
 }
 
-/// Merges the reports of one experiment run on `reports.len()` images, in point order of
-/// the first image (a point some image lacks is merged over the images that have it).
-pub fn merge(reports: Vec<Report>) -> Report {
+/// Merges the reports of one experiment run on `reports.len()` images numbered from
+/// `first`, in point order of the first image (a point some image lacks is merged over the
+/// images that have it).
+pub fn merge(reports: Vec<Report>, first: usize) -> Report {
     let n = reports.len();
     let mut order: Vec<String> = Vec::new();
     let mut by_key: std::collections::HashMap<String, Vec<&Value>> = std::collections::HashMap::new();
@@ -74,7 +75,7 @@ pub fn merge(reports: Vec<Report>) -> Report {
     let points = order.iter().map(|k| merge_point(&by_key[k])).collect();
     let mut config = reports[0].config.clone();
     config["images"] = json!(n);
-    config["image_seeds"] = json!((0..n).map(seed).collect::<Vec<_>>());
+    config["image_seeds"] = json!((first..first + n).map(seed).collect::<Vec<_>>());
     config["per_image"] = Value::Array(reports.iter().map(|r| r.config.clone()).collect());
     Report { config, scale_note: reports[0].scale_note.clone(), points }
 }
@@ -96,11 +97,14 @@ mod tests {
     /// merged interval is the between-image one (wide), not the within-image one (narrow).
     #[test]
     fn the_interval_covers_the_spread_between_images() {
-        let r = merge(vec![
-            report(vec![pt("hashfs", &[100.0, 101.0, 99.0])]),
-            report(vec![pt("hashfs", &[200.0, 201.0, 199.0])]),
-            report(vec![pt("hashfs", &[150.0, 151.0, 149.0])]),
-        ]);
+        let r = merge(
+            vec![
+                report(vec![pt("hashfs", &[100.0, 101.0, 99.0])]),
+                report(vec![pt("hashfs", &[200.0, 201.0, 199.0])]),
+                report(vec![pt("hashfs", &[150.0, 151.0, 149.0])]),
+            ],
+            0,
+        );
         let f = &r.points[0]["map_cycles"];
         assert_eq!(f["mean"].as_f64(), Some(150.0));
         let (_, within) = mean_ci(&[100.0, 101.0, 99.0]);
@@ -118,13 +122,24 @@ mod tests {
     /// Points are matched by their labels, not their position.
     #[test]
     fn points_are_matched_by_label() {
-        let r = merge(vec![
-            report(vec![pt("hashfs", &[1.0, 1.0]), pt("cuckoo", &[10.0, 10.0])]),
-            report(vec![pt("cuckoo", &[30.0, 30.0]), pt("hashfs", &[3.0, 3.0])]),
-        ]);
+        let r = merge(
+            vec![
+                report(vec![pt("hashfs", &[1.0, 1.0]), pt("cuckoo", &[10.0, 10.0])]),
+                report(vec![pt("cuckoo", &[30.0, 30.0]), pt("hashfs", &[3.0, 3.0])]),
+            ],
+            0,
+        );
         assert_eq!(r.points[0]["mapping"], json!("hashfs"));
         assert_eq!(r.points[0]["map_cycles"]["mean"].as_f64(), Some(2.0));
         assert_eq!(r.points[1]["map_cycles"]["mean"].as_f64(), Some(20.0));
+    }
+
+    /// A second run numbered from another image records that image's seeds.
+    #[test]
+    fn a_later_first_image_records_its_own_seeds() {
+        let r = merge(vec![report(vec![pt("hashfs", &[1.0])]), report(vec![pt("hashfs", &[2.0])])], 3);
+        assert_eq!(r.config["image_seeds"], json!([seed(3), seed(4)]));
+        assert_ne!(seed(3), seed(0));
     }
 
     #[test]

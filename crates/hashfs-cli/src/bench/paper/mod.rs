@@ -21,8 +21,8 @@ mod images;
 use super::{cpu_model, git_commit};
 use crate::{fail, Failure};
 use hashfs::pm::{MmapDevice, OpenMode};
-use hashfs::FormatOptions;
 use hashfs::{testing::probe, File, FileSystem, MappingKind, OpenOptions};
+use hashfs::{AllocatorKind, FormatOptions};
 use rand::{rngs::SmallRng, Rng, SeedableRng};
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
@@ -280,6 +280,8 @@ impl Target {
         let opts = FormatOptions {
             mapping: kind,
             layout_score,
+            // The HashFS paper's baseline allocator, with its fragmentation generator.
+            allocator: AllocatorKind::Bitmap,
             hash_seed: Some(images::seed(ctx.image)),
             journal_blocks: 64,
             ..FormatOptions::default()
@@ -495,12 +497,15 @@ pub fn run(
     mappings: &[String],
     quick: bool,
     tiny: bool,
-    images: usize,
+    images: std::ops::Range<usize>,
     out: &Path,
     image_dir: &Path,
 ) -> Result<(), Failure> {
-    if !(1..=10).contains(&images) {
-        return Err(fail(format!("--images {images}: between 1 and 10")));
+    if !(1..=10).contains(&images.len()) {
+        return Err(fail(format!("--images {}: between 1 and 10", images.len())));
+    }
+    if images.end > 1000 {
+        return Err(fail(format!("--first-image {}: at most {}", images.start, 1000 - images.len())));
     }
     let mappings: Vec<MappingKind> = if mappings.is_empty() {
         MappingKind::ALL.to_vec()
@@ -534,7 +539,11 @@ pub fn run(
         Ctx { scale, mappings, image_dir: image_dir.to_path_buf(), cal: calibrate(), tsc_ghz: tsc_ghz(), image: 0 };
     let mach = machine(&ctx);
     let commit = git_commit();
-    println!("# hashfs bench paper ({} scale, {images} images per point), commit {commit}", scale.name);
+    let count = images.len();
+    println!(
+        "# hashfs bench paper ({} scale, {count} images per point, images {}..{}), commit {commit}",
+        scale.name, images.start, images.end
+    );
     println!("# machine: {mach}");
     for (name, title) in EXPERIMENTS {
         if !names.is_empty() && !names.iter().any(|n| n == name) {
@@ -542,12 +551,12 @@ pub fn run(
         }
         println!("\n## {name}: {title}");
         let t = Instant::now();
-        let mut reps = Vec::with_capacity(images);
-        for image in 0..images {
-            println!("# image {} of {images} (seed {:#x})", image + 1, images::seed(image));
+        let mut reps = Vec::with_capacity(count);
+        for image in images.clone() {
+            println!("# image {image} ({} of {count}, seed {:#x})", image - images.start + 1, images::seed(image));
             reps.push(experiments::run(name, &Ctx { image, ..ctx.clone() })?);
         }
-        let rep = images::merge(reps);
+        let rep = images::merge(reps, images.start);
         let secs = t.elapsed().as_secs_f64();
         if !rep.scale_note.is_empty() {
             println!("# scale: {}", rep.scale_note);
@@ -557,7 +566,8 @@ pub fn run(
             "experiment": name,
             "title": title,
             "scale": scale.name,
-            "images": images,
+            "images": count,
+            "first_image": images.start,
             "git_commit": commit,
             "machine": mach,
             "config": rep.config,

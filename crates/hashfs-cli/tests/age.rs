@@ -1,0 +1,102 @@
+//! `hashfs mkfs --allocator`, `hashfs age` and the free aligned 2 MiB extents that
+//! `hashfs info` reports: aging fills to the requested fullness, is reproducible from its
+//! seed, and bad arguments fail clearly.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+fn hashfs(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_hashfs")).args(args).output().expect("runs")
+}
+
+fn run_ok(args: &[&str]) -> String {
+    let o = hashfs(args);
+    assert!(o.status.success(), "hashfs {args:?} failed: {}", String::from_utf8_lossy(&o.stderr));
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn p(path: &Path) -> &str {
+    path.to_str().unwrap()
+}
+
+/// The numbers of `free aligned 2 MiB extents: B before (..), A after (..)`.
+fn aligned_before_after(out: &str) -> (u64, u64) {
+    let line = out.lines().find(|l| l.starts_with("free aligned 2 MiB extents")).expect("aligned line");
+    let nums: Vec<u64> = line
+        .split(|c: char| !c.is_ascii_digit() && c != '.')
+        .filter(|w| !w.contains('.'))
+        .filter_map(|w| w.parse().ok())
+        .collect();
+    // "2" of "2 MiB" comes first.
+    (nums[1], nums[2])
+}
+
+fn full_pct(out: &str) -> f64 {
+    let tail = out.split("files live, ").nth(1).expect("fullness");
+    tail.split('%').next().unwrap().parse().unwrap()
+}
+
+#[test]
+fn aging_reaches_its_fullness_reproducibly() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut outs = Vec::new();
+    for i in 0..2 {
+        let img = dir.path().join(format!("a{i}.img"));
+        run_ok(&["mkfs", p(&img), "--size", "256M", "--mapping", "extent-tree"]);
+        let info = run_ok(&["info", p(&img)]);
+        assert!(info.contains("allocator      aligned"), "{info}");
+        assert!(info.contains("aligned 2 MiB"), "{info}");
+        let out = run_ok(&["age", p(&img), "--to", "60%", "--churn", "0.5", "--seed", "9"]);
+        let full = full_pct(&out);
+        assert!((58.0..62.0).contains(&full), "{full}% full: {out}");
+        let (before, after) = aligned_before_after(&out);
+        assert!(before > 100 && after < before, "{out}");
+        let fsck = hashfs(&["fsck", "-n", p(&img)]);
+        assert_eq!(fsck.status.code(), Some(0), "{}", String::from_utf8_lossy(&fsck.stdout));
+        outs.push(out.replace(p(&img), "IMAGE"));
+    }
+    assert_eq!(outs[0], outs[1], "the same seed ages the same way");
+}
+
+#[test]
+fn allocator_and_age_arguments_are_checked() {
+    let dir = tempfile::tempdir().unwrap();
+    let img = dir.path().join("x.img");
+    let bad = hashfs(&["mkfs", p(&img), "--size", "64M", "--mapping", "extent-tree", "--allocator", "buddy"]);
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("unknown allocator"), "{bad:?}");
+    let bad = hashfs(&["mkfs", p(&img), "--size", "64M", "--allocator", "aligned"]);
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("HashFS places blocks by hash"), "{bad:?}");
+    let bad = hashfs(&[
+        "mkfs",
+        p(&img),
+        "--size",
+        "64M",
+        "--mapping",
+        "radix-tree",
+        "--allocator",
+        "aligned",
+        "--layout-score",
+        "0.5",
+    ]);
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("--allocator bitmap"), "{bad:?}");
+    // A layout score alone picks the bitmap allocator.
+    run_ok(&["mkfs", p(&img), "--size", "64M", "--mapping", "radix-tree", "--layout-score", "0.5"]);
+    let info = run_ok(&["info", p(&img)]);
+    assert!(info.contains("allocator      bitmap") && info.contains("layout score   0.50"), "{info}");
+    for to in ["0%", "100%", "abc", "1.5"] {
+        let bad = hashfs(&["age", p(&img), "--to", to]);
+        assert_ne!(bad.status.code(), Some(0), "--to {to}");
+        assert!(String::from_utf8_lossy(&bad.stderr).contains("fullness") || !bad.stderr.is_empty());
+    }
+    let bad = hashfs(&["age", p(&img), "--to", "50%", "--profile", "nope"]);
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("unknown aging profile"), "{bad:?}");
+    // Aging a HashFS image works too (free aligned extents counted over the table).
+    let h = dir.path().join("h.img");
+    run_ok(&["mkfs", p(&h), "--size", "128M"]);
+    let out = run_ok(&["age", p(&h), "--to", "40%", "--churn", "0.2"]);
+    let (before, after) = aligned_before_after(&out);
+    assert!(before > 0 && after < before, "{out}");
+    // Already fuller than asked.
+    let bad = hashfs(&["age", p(&h), "--to", "10%"]);
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("already"), "{bad:?}");
+}

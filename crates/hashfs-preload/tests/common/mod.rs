@@ -1,0 +1,79 @@
+//! What the shim's tests share: the freshly built shim library and an image to run
+//! programs against.
+#![allow(dead_code)]
+
+use hashfs::pm::{MmapDevice, OpenMode};
+use hashfs::FileSystem;
+use hashfs::{
+    fsck::{fsck, FsckMode},
+    FormatOptions,
+};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::Arc;
+
+pub const PREFIX: &str = "/hashfs-test";
+
+pub fn shim_path() -> PathBuf {
+    // target/<profile>/deps/apps-xxxx -> target/<profile>/libhashfs_preload.so
+    let exe = std::env::current_exe().unwrap();
+    let profile_dir = exe.parent().unwrap().parent().unwrap();
+    let so = profile_dir.join("libhashfs_preload.so");
+    // `cargo test` builds the library only as an rlib and never rebuilds the cdylib: build
+    // it every time (a no-op when up to date), so the tests never load a stale shim.
+    static BUILT: std::sync::Once = std::sync::Once::new();
+    BUILT.call_once(|| {
+        let mut c = Command::new(env!("CARGO"));
+        c.args(["build", "-p", "hashfs-preload"]);
+        if profile_dir.file_name().is_some_and(|n| n == "release") {
+            c.arg("--release");
+        }
+        assert!(c.status().unwrap().success(), "building libhashfs_preload.so");
+    });
+    assert!(so.exists(), "{} not built", so.display());
+    so
+}
+
+pub struct Image {
+    pub _dir: tempfile::TempDir,
+    pub path: PathBuf,
+}
+
+pub fn image() -> Image {
+    image_in(&std::env::temp_dir(), 64 << 20, &FormatOptions::default())
+}
+
+/// An image of `bytes` in a new directory under `parent`, formatted with `opts`.
+pub fn image_in(parent: &Path, bytes: u64, opts: &FormatOptions) -> Image {
+    let dir = tempfile::tempdir_in(parent).unwrap();
+    let path = dir.path().join("shim.img");
+    FileSystem::format_file(&path, bytes, opts, &|_, _| {}).unwrap();
+    Image { _dir: dir, path }
+}
+
+impl Image {
+    pub fn cmd(&self, prog: &str) -> Command {
+        let mut c = Command::new(prog);
+        c.env("LD_PRELOAD", shim_path()).env("HASHFS_IMAGE", &self.path).env("HASHFS_MOUNT", PREFIX);
+        c
+    }
+    pub fn run(&self, prog: &str, args: &[&str]) -> Output {
+        self.cmd(prog).args(args).output().unwrap()
+    }
+    pub fn ok(&self, prog: &str, args: &[&str]) -> String {
+        let o = self.run(prog, args);
+        assert!(o.status.success(), "{prog} {args:?}: {}", String::from_utf8_lossy(&o.stderr));
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    }
+    pub fn fsck_clean(&self) {
+        let dev = Arc::new(MmapDevice::open(&self.path, OpenMode::Existing).unwrap());
+        let (sb, _) = hashfs::fsck::geometry_of(&*dev).unwrap();
+        assert_eq!(sb.state, hashfs::testing::layout::SB_STATE_CLEAN, "every process unmounted cleanly");
+        let r = fsck(dev, FsckMode::Check, &|_, _| {}).unwrap();
+        assert!(r.findings.is_empty(), "{:?}", r.findings);
+    }
+}
+
+pub fn p(s: &str) -> String {
+    format!("{PREFIX}{s}")
+}

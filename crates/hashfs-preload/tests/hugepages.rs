@@ -1,0 +1,56 @@
+//! Memory-mapped files get 2 MiB pages (WineFS): on an image mapped with 2 MiB pages (a
+//! tmpfs mounted `huge=always`, as a DAX device maps PM), a file allocated with the
+//! aligned allocator and mapped through the shim is mapped by the kernel with 2 MiB pages
+//! (`ShmemPmdMapped`); with the bitmap allocator, whose extents ignore alignment, it is not.
+
+mod common;
+#[path = "../../hashfs-cli/tests/support/skip.rs"]
+mod skip;
+
+use common::{image_in, p};
+use hashfs::{AllocatorKind, FormatOptions, MappingKind};
+use skip::skip;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// A tmpfs with 2 MiB pages for the images (mounted here when missing; needs root).
+fn huge_dir() -> Option<PathBuf> {
+    let dir = Path::new("/mnt/hashfs-test-huge");
+    let mounted = |d: &Path| Command::new("mountpoint").arg("-q").arg(d).status().is_ok_and(|s| s.success());
+    if !mounted(dir) {
+        let _ = std::fs::create_dir_all(dir);
+        let ok = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", "huge=always,size=2g,mode=1777", "hashfs-test-huge"])
+            .arg(dir)
+            .status()
+            .is_ok_and(|s| s.success());
+        if !ok {
+            return None;
+        }
+    }
+    Some(dir.to_path_buf())
+}
+
+fn pmd_kib(allocator: AllocatorKind, dir: &Path) -> u64 {
+    let opts = FormatOptions { mapping: MappingKind::ExtentTree, allocator, ..FormatOptions::default() };
+    let img = image_in(dir, 256 << 20, &opts);
+    // Small files first, so that the big file does not start at the first data block.
+    let small = format!("open('{}', 'w').write('a'); open('{}', 'w').write('bb')", p("/a"), p("/b"));
+    img.ok("python3", &["-c", &small]);
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/scripts/pmd_mapped.py");
+    let out = img.ok("python3", &[script, &p("/big"), "8"]);
+    img.fsck_clean();
+    out.trim().parse().unwrap()
+}
+
+#[test]
+fn mapped_files_get_2mib_pages_with_the_aligned_allocator() {
+    let Some(dir) = huge_dir() else {
+        skip("no tmpfs with huge=always (mounting one needs root)");
+        return;
+    };
+    let aligned = pmd_kib(AllocatorKind::Aligned, &dir);
+    let bitmap = pmd_kib(AllocatorKind::Bitmap, &dir);
+    assert_eq!(aligned, 8192, "every 2 MiB of the file on a huge page (bitmap allocator: {bitmap} KiB)");
+    assert!(bitmap < aligned, "the bitmap allocator's placement ignores alignment: {bitmap} KiB");
+}
