@@ -153,6 +153,20 @@ impl Ager<'_> {
         Ok(true)
     }
 
+    /// Creates files until the image is `to` full (or 100 creates in a row find no room).
+    fn fill(&mut self, to: f64, progress: &dyn Fn(u64)) -> Result<(), Failure> {
+        let mut misses = 0;
+        while self.fullness() < to && misses < 100 {
+            if self.create()? {
+                misses = 0;
+            } else {
+                misses += 1;
+            }
+            progress(self.out.bytes_written);
+        }
+        Ok(())
+    }
+
     fn delete(&mut self) -> Result<(), Failure> {
         if self.live.is_empty() {
             return Ok(());
@@ -221,13 +235,7 @@ pub fn age_fs(fs: &FileSystem<MmapDevice>, a: &AgeArgs, show: bool) -> Result<Ag
         pb.set_draw_target(indicatif::ProgressDrawTarget::hidden());
     }
     // Fill to the target.
-    let mut misses = 0;
-    while ager.fullness() < a.to && misses < 100 {
-        if !ager.create()? {
-            misses += 1;
-        }
-        pb.set_position(ager.out.bytes_written.min(fill_bytes));
-    }
+    ager.fill(a.to, &|written| pb.set_position(written.min(fill_bytes)))?;
     // Churn at the target: create below it, delete above it.
     let start = ager.out.bytes_written;
     while ager.out.bytes_written - start < churn_bytes {
@@ -240,6 +248,8 @@ pub fn age_fs(fs: &FileSystem<MmapDevice>, a: &AgeArgs, show: bool) -> Result<Ag
         }
         pb.set_position(fill_bytes + (ager.out.bytes_written - start).min(churn_bytes));
     }
+    // The churn may end just after a delete: back up to the target.
+    ager.fill(a.to, &|_| {})?;
     pb.finish_and_clear();
     fs.sync().map_err(|e| fail(format!("age: sync: {e}")))?;
     ager.out.aligned_after = fs.free_aligned_extents();

@@ -48,7 +48,8 @@ fn aging_reaches_its_fullness_reproducibly() {
         assert!(info.contains("aligned 2 MiB"), "{info}");
         let out = run_ok(&["age", p(&img), "--to", "60%", "--churn", "0.5", "--seed", "9"]);
         let full = full_pct(&out);
-        assert!((58.0..62.0).contains(&full), "{full}% full: {out}");
+        // At the target, overshooting by one file at most (8 MiB, 3% of this image).
+        assert!((60.0..64.0).contains(&full), "{full}% full: {out}");
         let (before, after) = aligned_before_after(&out);
         assert!(before > 100 && after < before, "{out}");
         let fsck = hashfs(&["fsck", "-n", p(&img)]);

@@ -9,7 +9,7 @@ mod skip;
 use common::{image, p, PREFIX};
 use skip::skip;
 use std::path::Path;
-use std::process::Command;
+use std::process::{Command, Output};
 
 #[test]
 fn coreutils() {
@@ -324,23 +324,49 @@ fn calls_beyond_read_and_write() {
     img.fsck_clean();
 }
 
-/// LMDB in its default mode (a read-only shared map, writes with pwrite) through the shim,
-/// with Debian's python3-lmdb: 10,000 puts, then every value checked in new transactions,
-/// after deletes and overwrites, and after reopening (tests/scripts/lmdb_check.py).
-#[test]
-fn lmdb_default_mode() {
+/// LMDB through the shim (Debian's python3-lmdb): 10,000 puts, then every value checked in
+/// new transactions, after deletes and overwrites, and after reopening
+/// (tests/scripts/lmdb_check.py); in its default mode (a read-only shared map, writes with
+/// pwrite) and with MDB_WRITEMAP and a 512 MiB map (LMDB sizes the file to the map and
+/// writes through a writable shared map of all of it).
+fn lmdb(mode: &str, map_mib: u64, image_bytes: u64, mapping: hashfs::MappingKind) -> Option<Output> {
     let python = "/usr/bin/python3";
     let has_lmdb = Command::new(python).args(["-c", "import lmdb"]).output().is_ok_and(|o| o.status.success());
     if !has_lmdb {
         skip("python3-lmdb is not installed");
-        return;
+        return None;
     }
-    let img = image();
+    let opts = hashfs::FormatOptions { mapping, ..hashfs::FormatOptions::default() };
+    let img = common::image_in(&std::env::temp_dir(), image_bytes, &opts);
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/scripts/lmdb_check.py");
-    let o = img.run(python, &[script, PREFIX]);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    assert_eq!(String::from_utf8_lossy(&o.stdout).trim(), "ok 6666");
+    let o = img.run(python, &[script, PREFIX, mode, &map_mib.to_string()]);
     img.fsck_clean();
+    Some(o)
+}
+
+fn assert_lmdb_ok(o: Option<Output>) {
+    if let Some(o) = o {
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        assert_eq!(String::from_utf8_lossy(&o.stdout).trim(), "ok 6666");
+    }
+}
+
+#[test]
+fn lmdb_default_mode() {
+    assert_lmdb_ok(lmdb("default", 256, 64 << 20, hashfs::MappingKind::HashFs));
+}
+
+/// With an allocator mapping (the aligned allocator places the file in 2 MiB extents) the
+/// 512 MiB map takes a few hundred kernel mappings. HashFS's placement scatters the blocks,
+/// so the map would need one kernel mapping per page (131,072, over the process's 65,530):
+/// the mmap fails with ENOMEM, which LMDB reports, rather than exhausting the mappings.
+#[test]
+fn lmdb_writemap_with_a_large_map() {
+    assert_lmdb_ok(lmdb("writemap", 512, 1 << 30, hashfs::MappingKind::ExtentTree));
+    if let Some(o) = lmdb("writemap", 512, 1 << 30, hashfs::MappingKind::HashFs) {
+        assert!(!o.status.success());
+        assert!(String::from_utf8_lossy(&o.stderr).contains("Cannot allocate memory"), "{o:?}");
+    }
 }
 
 /// setfacl, getfacl, setfattr, getfattr and `cp -a` (which copies attributes) through the

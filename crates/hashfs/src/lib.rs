@@ -25,6 +25,7 @@ mod probe;
 pub use error::{Error, Result};
 pub use fs::acl::Inherited;
 pub use fs::api::Access;
+pub use fs::map::Mapping;
 pub use fs::ops::{Owner, RenameMode, SetTime};
 pub use fs::xattr::XattrMode;
 pub use fs::{

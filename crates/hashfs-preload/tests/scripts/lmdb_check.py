@@ -1,18 +1,23 @@
-# LMDB in its default mode (read-only shared map, writes with pwrite) through the shim,
-# under the prefix $1: puts in several transactions, then every value read back in new
-# transactions, after deletes and overwrites, and after reopening. Prints "ok N".
+# LMDB through the shim, under the prefix $1: puts in several transactions, then every
+# value read back in new transactions, after deletes and overwrites, and after reopening.
+# Prints "ok N". $2 is the mode: "default" (read-only shared map, writes with pwrite) or
+# "writemap" (MDB_WRITEMAP: LMDB sizes the file to the map and writes through a writable
+# shared map); $3 the map size in MiB (default 256).
 import lmdb, sys
 
-path = sys.argv[1] + "/lmdb"
+mode = sys.argv[2] if len(sys.argv) > 2 else "default"
+MAP = (int(sys.argv[3]) if len(sys.argv) > 3 else 256) << 20
+path = sys.argv[1] + "/lmdb-" + mode
 N = 10_000
+WRITEMAP = mode == "writemap"
 
 
 def value(i, gen):
     return (b"%d:%d:" % (gen, i)) * (1 + i % 37)
 
 
-env = lmdb.open(path, map_size=256 << 20)
-assert not env.flags()["writemap"], "LMDB must run in its default mode"
+env = lmdb.open(path, map_size=MAP, writemap=WRITEMAP)
+assert env.flags()["writemap"] == WRITEMAP, "LMDB must run in the mode asked for"
 for start in range(0, N, 1000):
     with env.begin(write=True) as txn:
         for i in range(start, start + 1000):
@@ -41,7 +46,7 @@ def check(env):
 
 n = check(env)
 env.close()
-env = lmdb.open(path, map_size=256 << 20)
+env = lmdb.open(path, map_size=MAP, writemap=WRITEMAP)
 assert check(env) == n
 env.close()
 print("ok", n)

@@ -738,9 +738,9 @@ impl OpenOptions {
 
 /// An open file. Closing (dropping) the last handle of an unlinked file frees it.
 pub struct File<D: PmDevice = MmapDevice> {
-    fs: Arc<FsInner<D>>,
-    cell: Arc<InodeCell>,
-    access: Access,
+    pub(crate) fs: Arc<FsInner<D>>,
+    pub(crate) cell: Arc<InodeCell>,
+    pub(crate) access: Access,
     pos: u64,
 }
 

@@ -311,6 +311,9 @@ impl<D: PmDevice> FsInner<D> {
         if st.raw.is_dir() {
             return Err(Error::IsDir);
         }
+        if cell.map_count.load(Ordering::Acquire) > 0 {
+            return Err(Error::Busy); // a mapping would be left on freed blocks
+        }
         let size = st.raw.size;
         let end = off.saturating_add(len).min(size);
         if off >= end {
@@ -677,6 +680,9 @@ impl<D: PmDevice> FsInner<D> {
             return Err(Error::IsDir);
         }
         let old_size = st.raw.size;
+        if new_size < old_size && cell.map_count.load(Ordering::Acquire) > 0 {
+            return Err(Error::Busy); // a mapping would be left on freed blocks
+        }
         let now = inode::now_ns();
         let mut raw = st.raw;
         raw.size = new_size;

@@ -25,6 +25,9 @@ pub struct InodeCell {
     pub cursor: crate::mapping::Cursor,
     /// Open file handles.
     pub open_count: AtomicU32,
+    /// Live memory mappings ([`crate::File::map`]): while any exists, the file may not
+    /// shrink nor have holes punched (a mapping would be left on freed blocks).
+    pub map_count: AtomicU32,
     /// Logical block after the last one read, for sequential-access detection.
     pub next_read_lblk: AtomicU64,
 }
@@ -110,6 +113,7 @@ impl InodeCell {
             tcache: TranslationCache::default(),
             cursor: Default::default(),
             open_count: AtomicU32::new(0),
+            map_count: AtomicU32::new(0),
             next_read_lblk: AtomicU64::new(u64::MAX),
         }
     }

@@ -14,6 +14,7 @@ pub mod data;
 pub mod dir;
 pub mod fsck;
 pub mod inode;
+pub mod map;
 pub mod ops;
 pub mod recovery;
 mod rename;

@@ -13,6 +13,7 @@
 
 pub(crate) mod cpu;
 pub mod crash;
+pub mod filemap;
 pub mod mmap;
 pub mod overlay;
 

@@ -1,0 +1,140 @@
+//! The system-call half of [`crate::File::map`]: a range of virtual addresses whose pages
+//! are the image file's pages of a file's blocks (`MAP_SHARED | MAP_FIXED` over a
+//! reservation, one kernel mapping per run of physically consecutive blocks), placed so
+//! that the virtual address agrees with the image offset modulo 2 MiB wherever the file's
+//! blocks allow, as the kernel needs to map 2 MiB with one huge page.
+
+use std::io;
+use std::os::unix::io::RawFd;
+
+const HUGE: usize = 2 << 20;
+
+/// Pages of `len` bytes at `addr`, unmapped on drop.
+#[derive(Debug)]
+pub struct RawMapping {
+    addr: *mut u8,
+    len: usize,
+}
+
+// SAFETY: the mapping is plain shared memory; every access goes through raw copies whose
+// callers check bounds, and munmap happens once, on drop.
+unsafe impl Send for RawMapping {}
+// SAFETY: as above; concurrent copies into shared memory are what any mapping of a file
+// allows between processes.
+unsafe impl Sync for RawMapping {}
+
+/// One run: `len` bytes at `at` in the mapping are the image's bytes from `image_off`.
+#[derive(Clone, Copy, Debug)]
+pub struct Run {
+    pub at: usize,
+    pub image_off: u64,
+    pub len: usize,
+}
+
+impl RawMapping {
+    /// Maps `runs` (covering `len` bytes, page-aligned) of the image open as `fd`, read-only
+    /// or writable, at an address congruent to `congruent_to` modulo 2 MiB.
+    pub fn new(fd: RawFd, len: usize, runs: &[Run], writable: bool, congruent_to: u64) -> io::Result<RawMapping> {
+        let prot = libc::PROT_READ | if writable { libc::PROT_WRITE } else { 0 };
+        let anon = libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE;
+        // SAFETY: reserving address space (2 MiB more than needed, to choose the start).
+        let r = unsafe { libc::mmap(std::ptr::null_mut(), len + HUGE, libc::PROT_NONE, anon, -1, 0) };
+        if r == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        let base = r as usize;
+        let start = base + ((congruent_to as usize).wrapping_sub(base) % HUGE);
+        // SAFETY: giving back the parts of our own reservation before and after the range.
+        unsafe {
+            if start > base {
+                libc::munmap(r, start - base);
+            }
+            libc::munmap((start + len) as *mut libc::c_void, base + HUGE - start);
+        }
+        let m = RawMapping { addr: start as *mut u8, len };
+        for run in runs {
+            if run.at + run.len > len {
+                return Err(io::Error::from_raw_os_error(libc::EINVAL));
+            }
+            // SAFETY: replacing pages of our own reservation with pages of the image file.
+            let p = unsafe {
+                libc::mmap(
+                    (start + run.at) as *mut libc::c_void,
+                    run.len,
+                    prot,
+                    libc::MAP_SHARED | libc::MAP_FIXED,
+                    fd,
+                    run.image_off as libc::off_t,
+                )
+            };
+            if p == libc::MAP_FAILED {
+                return Err(io::Error::last_os_error()); // `m` unmaps what was mapped
+            }
+        }
+        Ok(m)
+    }
+
+    pub fn addr(&self) -> *mut u8 {
+        self.addr
+    }
+
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Copies `buf.len()` bytes from offset `off` (the caller checked the bounds).
+    pub fn copy_out(&self, off: usize, buf: &mut [u8]) {
+        assert!(off + buf.len() <= self.len);
+        // SAFETY: inside the mapping (asserted); the mapping's pages stay mapped until drop.
+        unsafe { std::ptr::copy_nonoverlapping(self.addr.add(off), buf.as_mut_ptr(), buf.len()) };
+    }
+
+    /// Copies `data` in at offset `off` (the caller checked the bounds and that the
+    /// mapping is writable).
+    pub fn copy_in(&self, off: usize, data: &[u8]) {
+        assert!(off + data.len() <= self.len);
+        // SAFETY: inside the mapping (asserted), mapped writable by the caller's contract.
+        unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), self.addr.add(off), data.len()) };
+    }
+
+    /// Writes back the cache lines of `[off, off + len)` and fences (PM durability).
+    pub fn persist(&self, off: usize, len: usize) {
+        assert!(off + len <= self.len);
+        let k = super::flush_kind();
+        // SAFETY: inside the mapping (asserted).
+        unsafe { super::cpu::flush_range(k, self.addr.add(off), len) };
+        super::cpu::store_fence();
+    }
+
+    /// KiB of the mapping the kernel maps with 2 MiB pages (`ShmemPmdMapped` and
+    /// `FilePmdMapped` of its ranges in /proc/self/smaps).
+    pub fn pmd_mapped_kib(&self) -> io::Result<u64> {
+        let smaps = std::fs::read_to_string("/proc/self/smaps")?;
+        let (lo, hi) = (self.addr as usize, self.addr as usize + self.len);
+        let mut inside = false;
+        let mut kib = 0;
+        for line in smaps.lines() {
+            let head = line.split_whitespace().next().unwrap_or("");
+            if let Some((a, b)) =
+                head.split_once('-').filter(|_| head.chars().all(|c| c.is_ascii_hexdigit() || c == '-'))
+            {
+                let (a, b) = (usize::from_str_radix(a, 16).unwrap_or(0), usize::from_str_radix(b, 16).unwrap_or(0));
+                inside = a < hi && b > lo;
+            } else if inside && (line.starts_with("ShmemPmdMapped:") || line.starts_with("FilePmdMapped:")) {
+                kib += line.split_whitespace().nth(1).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
+            }
+        }
+        Ok(kib)
+    }
+}
+
+impl Drop for RawMapping {
+    fn drop(&mut self) {
+        // SAFETY: our own mapping, unmapped once.
+        unsafe { libc::munmap(self.addr as *mut libc::c_void, self.len) };
+    }
+}

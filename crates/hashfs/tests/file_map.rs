@@ -1,0 +1,115 @@
+//! `File::map`: shared mappings of files onto their blocks in the image (writes through a
+//! mapping are in the file and the other way round), holes, ranges, files that may not
+//! shrink while mapped, and 2 MiB pages for files the aligned allocator placed (on an
+//! image with 2 MiB pages).
+
+#[path = "../../hashfs-cli/tests/support/skip.rs"]
+mod skip;
+
+use hashfs::{AllocatorKind, Error, FallocateMode, FileSystem, FormatOptions, MappingKind, OpenOptions};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+const MIB: u64 = 1 << 20;
+
+fn image(dir: &Path, mapping: MappingKind) -> FileSystem {
+    let path = dir.join("map.img");
+    let opts = FormatOptions { mapping, ..FormatOptions::default() };
+    FileSystem::format_file(&path, 128 * MIB, &opts, &|_, _| {}).unwrap();
+    FileSystem::open(&path).unwrap().0
+}
+
+#[test]
+fn a_mapping_is_the_file() {
+    for mapping in [MappingKind::HashFs, MappingKind::ExtentTree] {
+        let dir = tempfile::tempdir_in("/dev/shm").unwrap();
+        let fs = image(dir.path(), mapping);
+        let rw = OpenOptions::new().read(true).write(true).create(true).clone();
+        let f = fs.open_file(Path::new("/f"), &rw).unwrap();
+        f.write_at(0, &vec![7u8; 3 * 4096]).unwrap();
+        f.set_len(5 * 4096 + 100).unwrap(); // blocks 3..5 are holes
+        let m = f.map(0, 5 * 4096 + 100, true).unwrap();
+        assert_eq!(m.len(), 6 * 4096);
+        // Through the mapping into the file, and from the file into the mapping.
+        m.write_at(4096 * 4, b"mapped").unwrap();
+        let mut buf = [0u8; 6];
+        f.read_at(4096 * 4, &mut buf).unwrap();
+        assert_eq!(&buf, b"mapped", "{mapping:?}");
+        f.write_at(10, b"written").unwrap();
+        let mut buf = [0u8; 7];
+        m.read_at(10, &mut buf).unwrap();
+        assert_eq!(&buf, b"written");
+        m.read_at(4096 * 3, &mut buf).unwrap();
+        assert_eq!(buf, [0; 7], "a hole reads as zeros");
+        m.persist(0, m.len()).unwrap();
+        // Out of range.
+        assert!(matches!(m.write_at(m.len() - 1, b"xx"), Err(Error::Invalid(_))));
+        // No shrinking or punching while mapped.
+        assert!(matches!(f.set_len(4096), Err(Error::Busy)));
+        assert!(matches!(f.fallocate(0, 4096, FallocateMode::PunchHole), Err(Error::Busy)));
+        drop(m);
+        f.set_len(4096).unwrap();
+        // Bad ranges and modes.
+        assert!(matches!(f.map(100, 4096, false), Err(Error::Invalid(_))));
+        assert!(matches!(f.map(0, 3 * 4096, false), Err(Error::Invalid(_))));
+        assert!(matches!(f.map(0, 0, false), Err(Error::Invalid(_))));
+        let ro = fs.open_file(Path::new("/f"), OpenOptions::new().read(true)).unwrap();
+        assert!(matches!(ro.map(0, 4096, true), Err(Error::BadDescriptor)));
+        let m = ro.map(0, 4096, false).unwrap();
+        assert!(matches!(m.write_at(0, b"x"), Err(Error::BadDescriptor)));
+        drop(m);
+        drop((f, ro));
+        fs.unmount().unwrap();
+    }
+}
+
+/// A tmpfs with 2 MiB pages (mounted here when missing; needs root).
+fn huge_dir() -> Option<PathBuf> {
+    let dir = Path::new("/mnt/hashfs-test-huge");
+    let mounted = |d: &Path| Command::new("mountpoint").arg("-q").arg(d).status().is_ok_and(|s| s.success());
+    if !mounted(dir) {
+        let _ = std::fs::create_dir_all(dir);
+        let ok = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", "huge=always,size=2g,mode=1777", "hashfs-test-huge"])
+            .arg(dir)
+            .status()
+            .is_ok_and(|s| s.success());
+        if !ok {
+            return None;
+        }
+    }
+    Some(dir.to_path_buf())
+}
+
+#[test]
+fn aligned_files_are_mapped_with_2mib_pages() {
+    let Some(huge) = huge_dir() else {
+        skip::skip("no tmpfs with huge=always (mounting one needs root)");
+        return;
+    };
+    let mut kib = Vec::new();
+    for allocator in [AllocatorKind::Aligned, AllocatorKind::Bitmap] {
+        let dir = tempfile::tempdir_in(&huge).unwrap();
+        let path = dir.path().join("huge.img");
+        let opts = FormatOptions { mapping: MappingKind::ExtentTree, allocator, ..FormatOptions::default() };
+        FileSystem::format_file(&path, 256 * MIB, &opts, &|_, _| {}).unwrap();
+        let fs = FileSystem::open(&path).unwrap().0;
+        fs.write(Path::new("/small"), b"s").unwrap();
+        let f = fs.open_file(Path::new("/big"), OpenOptions::new().read(true).write(true).create(true)).unwrap();
+        f.allocate(0, 8 * MIB).unwrap();
+        let m = f.map(0, 8 * MIB as usize, true).unwrap();
+        let chunk = vec![0xA5u8; MIB as usize];
+        for i in 0..8 {
+            m.write_at(i * MIB as usize, &chunk).unwrap();
+        }
+        kib.push(m.pmd_mapped_kib().unwrap());
+        drop(m);
+        let mut back = vec![0u8; MIB as usize];
+        f.read_at(7 * MIB, &mut back).unwrap();
+        assert!(back.iter().all(|&b| b == 0xA5));
+        drop(f);
+        fs.unmount().unwrap();
+    }
+    assert_eq!(kib[0], 8192, "aligned allocator: every 2 MiB on a huge page ({kib:?})");
+    assert!(kib[1] < 8192, "bitmap allocator: {kib:?}");
+}
