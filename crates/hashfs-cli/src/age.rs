@@ -100,6 +100,9 @@ struct Ager<'a> {
     rng: SmallRng,
     profile: &'static [(u64, u64)],
     total_weight: u64,
+    /// Where this run's files go: /aged, or /aged-2, /aged-3... when an earlier run's
+    /// files are there.
+    root: String,
     /// Live files: (directory, number, bytes).
     live: Vec<(u64, u64, u64)>,
     next: u64,
@@ -112,8 +115,8 @@ impl Ager<'_> {
         (st.blocks_total - st.blocks_free) as f64 / st.blocks_total as f64
     }
 
-    fn path(dir: u64, n: u64) -> PathBuf {
-        PathBuf::from(format!("/aged/d{dir:02}/f{n}"))
+    fn path(&self, dir: u64, n: u64) -> PathBuf {
+        PathBuf::from(format!("{}/d{dir:02}/f{n}", self.root))
     }
 
     fn draw_size(&mut self) -> u64 {
@@ -133,7 +136,7 @@ impl Ager<'_> {
         let dir = self.rng.random_range(0..DIRS);
         let n = self.next;
         self.next += 1;
-        let path = Self::path(dir, n);
+        let path = self.path(dir, n);
         let f = self
             .fs
             .open_file(&path, OpenOptions::new().write(true).create_new(true))
@@ -173,7 +176,7 @@ impl Ager<'_> {
         }
         let i = self.rng.random_range(0..self.live.len());
         let (dir, n, _) = self.live.swap_remove(i);
-        let path = Self::path(dir, n);
+        let path = self.path(dir, n);
         self.fs.remove_file(&path).map_err(|e| fail(format!("age: delete {}: {e}", path.display())))?;
         self.out.deleted += 1;
         Ok(())
@@ -181,19 +184,33 @@ impl Ager<'_> {
 }
 
 /// Pins this thread to the first CPU it may run on, so that the per-CPU allocation pool
-/// is the same in every run.
-fn pin_to_one_cpu() {
+/// is the same in every run; the thread's CPUs come back on drop.
+struct Pinned(Option<libc::cpu_set_t>);
+
+fn pin_to_one_cpu() -> Pinned {
     // SAFETY: a zeroed cpu_set_t is a valid empty set; sched_getaffinity and
     // sched_setaffinity read and write only the set passed, of the size passed.
     unsafe {
         let mut set: libc::cpu_set_t = std::mem::zeroed();
         if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) != 0 {
-            return;
+            return Pinned(None);
         }
-        let Some(cpu) = (0..libc::CPU_SETSIZE as usize).find(|&c| libc::CPU_ISSET(c, &set)) else { return };
+        let Some(cpu) = (0..libc::CPU_SETSIZE as usize).find(|&c| libc::CPU_ISSET(c, &set)) else {
+            return Pinned(None);
+        };
         let mut one: libc::cpu_set_t = std::mem::zeroed();
         libc::CPU_SET(cpu, &mut one);
         libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &one);
+        Pinned(Some(set))
+    }
+}
+
+impl Drop for Pinned {
+    fn drop(&mut self) {
+        if let Some(set) = &self.0 {
+            // SAFETY: restoring the set sched_getaffinity gave, of its size.
+            unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), set) };
+        }
     }
 }
 
@@ -206,7 +223,7 @@ pub fn age_fs(fs: &FileSystem<MmapDevice>, a: &AgeArgs, show: bool) -> Result<Ag
     if !(a.churn >= 0.0 && a.churn.is_finite()) {
         return Err(fail(format!("--churn {}: must be 0 or more", a.churn)));
     }
-    pin_to_one_cpu();
+    let _pinned = pin_to_one_cpu();
     let st = fs.statfs();
     let capacity = st.blocks_total * st.block_bytes;
     let mut ager = Ager {
@@ -214,6 +231,10 @@ pub fn age_fs(fs: &FileSystem<MmapDevice>, a: &AgeArgs, show: bool) -> Result<Ag
         rng: SmallRng::seed_from_u64(a.seed),
         profile,
         total_weight: profile.iter().map(|p| p.1).sum(),
+        root: (1..)
+            .map(|k: u32| if k == 1 { "/aged".to_string() } else { format!("/aged-{k}") })
+            .find(|r| !fs.exists(Path::new(r)))
+            .expect("a free name"),
         live: Vec::new(),
         next: 0,
         out: Aged { aligned_before: fs.free_aligned_extents(), ..Aged::default() },
@@ -226,7 +247,8 @@ pub fn age_fs(fs: &FileSystem<MmapDevice>, a: &AgeArgs, show: bool) -> Result<Ag
         )));
     }
     for d in 0..DIRS {
-        fs.create_dir_all(Path::new(&format!("/aged/d{d:02}")), 0o755).map_err(|e| fail(format!("age: mkdir: {e}")))?;
+        fs.create_dir_all(Path::new(&format!("{}/d{d:02}", ager.root)), 0o755)
+            .map_err(|e| fail(format!("age: mkdir: {e}")))?;
     }
     let churn_bytes = (a.churn * capacity as f64) as u64;
     let fill_bytes = ((a.to - ager.fullness()) * capacity as f64) as u64;
@@ -260,7 +282,7 @@ pub fn age_fs(fs: &FileSystem<MmapDevice>, a: &AgeArgs, show: bool) -> Result<Ag
         if chunks == 0 {
             continue;
         }
-        let ino = fs.metadata(&Ager::path(dir, n)).map_err(|e| fail(format!("age: {e}")))?.ino;
+        let ino = fs.metadata(&ager.path(dir, n)).map_err(|e| fail(format!("age: {e}")))?.ino;
         ager.out.file_chunks += chunks;
         ager.out.file_chunks_aligned += (0..chunks).filter(|&c| chunk_aligned(fs, ino, c)).count() as u64;
     }

@@ -295,6 +295,30 @@ fn paper_benchmark_smoke() {
         assert!(seeds.len() == 2 && seeds[0] != seeds[1], "{exp}: {seeds:?}");
         assert!(doc["machine"]["tsc_ghz"].as_f64().unwrap() > 0.0);
     }
+    // WineFS's experiments: every mapping with each allocator (HashFS: its table), the
+    // mapped writes and the aging steps, finite figures, both images kept.
+    for (exp, figures) in [
+        ("winefs-aging", &["write_gbps", "faults_per_mib", "pmd_share", "free_aligned_share"][..]),
+        ("winefs-2mib", &["map_write_us", "op_us", "faults", "pmd_share"][..]),
+    ] {
+        let doc: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(out.join(format!("{exp}.json"))).unwrap()).unwrap();
+        let points = doc["points"].as_array().unwrap();
+        let configs: std::collections::BTreeSet<(String, String)> = points
+            .iter()
+            .map(|p| (p["mapping"].as_str().unwrap().to_string(), p["allocator"].as_str().unwrap().to_string()))
+            .collect();
+        assert_eq!(configs.len(), 11, "{exp}: {configs:?}");
+        for f in figures {
+            let with: Vec<&serde_json::Value> = points.iter().filter(|p| p.get(*f).is_some()).collect();
+            assert!(!with.is_empty(), "{exp}: no {f}");
+            for p in with {
+                let m = p[*f]["mean"].as_f64().unwrap();
+                assert!(m.is_finite() && m >= 0.0, "{exp}: {p}");
+                assert_eq!(p[*f]["images"].as_array().unwrap().len(), 2, "{exp}");
+            }
+        }
+    }
     // No scratch image is left behind.
     let left: Vec<_> = std::fs::read_dir(dir.path())
         .unwrap()
@@ -409,9 +433,18 @@ fn plot_smoke(results: &Path, docs: &Path) {
     assert_eq!(rows.count() as u64, nums[0], "one summary row per check");
     assert!(md.contains("Discussion (hand-written"), "discussion missing");
     assert!(!md.contains("Not in this run"), "a section has no data");
-    for exp in
-        ["locality", "fragmentation", "filesize", "iosize", "utilization", "concurrency", "pagecache", "spfs-extents"]
-    {
+    for exp in [
+        "locality",
+        "fragmentation",
+        "filesize",
+        "iosize",
+        "utilization",
+        "concurrency",
+        "pagecache",
+        "spfs-extents",
+        "winefs-aging",
+        "winefs-2mib",
+    ] {
         assert!(md.contains(&format!("![{exp}](results/{exp}.png)")), "{exp}: no figure in results.md");
         let png = std::fs::read(docs.join(format!("results/{exp}.png"))).unwrap();
         assert!(png.starts_with(b"\x89PNG") && png.len() > 10_000, "{exp}: not a plot");

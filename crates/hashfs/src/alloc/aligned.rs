@@ -38,7 +38,7 @@
 use super::runs::{aligned_chunks, FreeIndex, Run, HUGE_BLOCKS};
 use crate::layout::Lblk;
 use parking_lot::Mutex;
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 use std::ops::Range;
 
 /// One pool: blocks `range.start..range.end` (whole aligned chunks, except at the
@@ -109,6 +109,11 @@ impl Pool {
 /// The pools of the whole device.
 pub(super) struct AlignedPools {
     pools: Vec<Mutex<Pool>>,
+    /// The rest of an aligned extent a request took for a 2 MiB of a file it writes in
+    /// several allocations, kept for that request's next allocation (by owner: the file)
+    /// so that nothing else (the file's own tree nodes included) takes blocks from it;
+    /// given back when the request ends ([`AlignedPools::end_request`]).
+    reserved: Mutex<HashMap<u64, Run>>,
     /// First block of each pool (pool `i` ends where pool `i + 1` begins).
     starts: Vec<u64>,
     blocks: u64,
@@ -164,7 +169,7 @@ impl AlignedPools {
             .collect();
         starts.dedup();
         let pools = starts.iter().map(|_| Mutex::new(Pool::default())).collect();
-        AlignedPools { pools, starts, blocks, phase }
+        AlignedPools { pools, reserved: Mutex::new(HashMap::new()), starts, blocks, phase }
     }
 
     fn pool_of(&self, b: u64) -> usize {
@@ -189,7 +194,37 @@ impl AlignedPools {
     }
 
     pub fn free_blocks(&self) -> u64 {
-        self.pools.iter().map(|p| p.lock().free_blocks()).sum()
+        let reserved: u64 = self.reserved.lock().values().map(|r| r.len).sum();
+        self.pools.iter().map(|p| p.lock().free_blocks()).sum::<u64>() + reserved
+    }
+
+    /// The request of `owner` has ended: what it reserved and did not use goes back.
+    pub fn end_request(&self, owner: u64) {
+        let r = self.reserved.lock().remove(&owner);
+        if let Some(r) = r {
+            self.give_back(&[r]);
+        }
+    }
+
+    /// Up to `want` blocks of `owner`'s reservation, if it continues at `hint`.
+    fn take_reserved(&self, owner: u64, hint: Option<u64>, want: u64) -> Option<Run> {
+        let mut res = self.reserved.lock();
+        let r = res.get_mut(&owner).filter(|r| Some(r.start) == hint)?;
+        let got = Run { start: r.start, len: want.min(r.len) };
+        r.start += got.len;
+        r.len -= got.len;
+        if r.len == 0 {
+            res.remove(&owner);
+        }
+        Some(got)
+    }
+
+    /// Keeps `rest` for `owner`'s next allocation (giving back an older reservation).
+    fn reserve(&self, owner: u64, rest: Run) {
+        let old = self.reserved.lock().insert(owner, rest);
+        if let Some(old) = old {
+            self.give_back(&[old]);
+        }
     }
 
     pub fn free_aligned_extents(&self) -> u64 {
@@ -197,24 +232,57 @@ impl AlignedPools {
     }
 
     /// Blocks for `lblks` (one per logical block, in order), the first continuing after
-    /// `hint` when it can; `cpu` picks the home pool. None when the device runs out (what
-    /// was taken is given back).
-    pub fn allocate(&self, lblks: &[Lblk], hint: Option<u64>, whole: Range<u64>, cpu: usize) -> Option<Vec<Run>> {
+    /// `hint` when it can; `cpu` picks the home pool; `owner` (a file, or 0 for none)
+    /// holds the reservation of a 2 MiB written in several allocations. None when the
+    /// device runs out (what was taken is given back).
+    pub fn allocate(
+        &self,
+        lblks: &[Lblk],
+        hint: Option<u64>,
+        whole: Range<u64>,
+        cpu: usize,
+        owner: u64,
+    ) -> Option<Vec<Run>> {
         let home = cpu % self.pools.len();
         let mut out: Vec<Run> = Vec::new();
         let mut next = hint;
         for piece in pieces(lblks, &whole) {
             let got = if piece.whole { self.take_chunk(next, home) } else { None };
-            // A chunk this allocation fills only in part: the rest becomes a hole, where
-            // the request's next allocation continues (its hint).
+            // A chunk this allocation fills only in part: the rest is reserved for the
+            // request's next allocation (which continues at its hint).
             let got = got.map(|r| {
                 if piece.len < r.len {
-                    self.give_back(&[Run { start: r.start + piece.len, len: r.len - piece.len }]);
+                    let rest = Run { start: r.start + piece.len, len: r.len - piece.len };
+                    if owner != 0 {
+                        self.reserve(owner, rest);
+                    } else {
+                        self.give_back(&[rest]);
+                    }
                 }
                 Run { start: r.start, len: piece.len }
             });
             let got = match got {
-                Some(r) => vec![r],
+                Some(r) => Some(r),
+                None if owner != 0 => self.take_reserved(owner, next, piece.len),
+                None => None,
+            };
+            // What a reservation could not give comes from the pools.
+            let got = match got {
+                Some(r) if r.len < piece.len => match self.take_small(piece.len - r.len, Some(r.end()), home) {
+                    Some(mut more) => {
+                        more.insert(0, r);
+                        Some(more)
+                    }
+                    None => {
+                        self.give_back(&[r]);
+                        None
+                    }
+                },
+                Some(r) => Some(vec![r]),
+                None => None,
+            };
+            let got = match got {
+                Some(v) => v,
                 None => match self.take_small(piece.len, next, home) {
                     Some(v) => v,
                     None => {
@@ -300,7 +368,7 @@ mod tests {
         /// A request that is this allocation alone.
         fn allocate_t(&self, l: &[Lblk], hint: Option<u64>, cpu: usize) -> Option<Vec<Run>> {
             let whole = l.first().map_or(0, |f| f.0)..l.last().map_or(0, |e| e.0 + 1);
-            self.allocate(l, hint, whole, cpu)
+            self.allocate(l, hint, whole, cpu, 1)
         }
     }
 
@@ -423,10 +491,13 @@ mod tests {
         let mut blocks = Vec::new();
         for part in 0..10u64 {
             let l = lblks(part * 103..((part + 1) * 103).min(1024));
-            let r = a.allocate(&l, hint, 0..1024, 0).unwrap();
+            let r = a.allocate(&l, hint, 0..1024, 0, 1).unwrap();
+            // The file's own tree node, between two allocations, stays out of the chunk.
+            a.allocate(&lblks(0..1), None, 0..0, 0, 0).unwrap();
             hint = r.last().map(Run::end);
             blocks.extend(r.iter().flat_map(|r| r.start..r.end()));
         }
+        a.end_request(1);
         assert_eq!(blocks.len(), 1024);
         for c in 0..2 {
             assert_eq!(blocks[c * 512] % 512, 0, "chunk {c}");

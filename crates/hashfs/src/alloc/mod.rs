@@ -112,6 +112,13 @@ impl BlockAllocator {
     /// extent, even when `lblks` is only its first part). The runs come in the order of
     /// `lblks`.
     pub fn allocate(&self, lblks: &[Lblk], hint: Option<Pblk>, whole: Range<Lblk>) -> Result<Vec<Run>> {
+        self.allocate_for(lblks, hint, whole, 0)
+    }
+
+    /// [`allocate`](Self::allocate) on behalf of `owner` (a file's inode number): the rest
+    /// of an aligned extent it starts is kept for its next allocation until
+    /// [`end_request`](Self::end_request).
+    pub fn allocate_for(&self, lblks: &[Lblk], hint: Option<Pblk>, whole: Range<Lblk>, owner: u64) -> Result<Vec<Run>> {
         let n = lblks.len() as u64;
         let hint = hint.map(|p| p.0);
         match &self.policy {
@@ -123,8 +130,16 @@ impl BlockAllocator {
                 Ok(b.allocate(n, hint))
             }
             Policy::Aligned(a) => {
-                a.allocate(lblks, hint, whole.start.0..whole.end.0, crate::pm::current_cpu()).ok_or(Error::NoSpace)
+                let cpu = crate::pm::current_cpu();
+                a.allocate(lblks, hint, whole.start.0..whole.end.0, cpu, owner).ok_or(Error::NoSpace)
             }
+        }
+    }
+
+    /// `owner`'s request (a write, a fallocate) has ended: its reservation goes back.
+    pub fn end_request(&self, owner: u64) {
+        if let Policy::Aligned(a) = &self.policy {
+            a.end_request(owner);
         }
     }
 

@@ -61,6 +61,20 @@ struct Planned {
     fresh: bool,
 }
 
+/// See [`FsInner::alloc_request`].
+struct AllocRequest<'a, D: PmDevice> {
+    fs: &'a FsInner<D>,
+    ino: Ino,
+}
+
+impl<D: PmDevice> Drop for AllocRequest<'_, D> {
+    fn drop(&mut self) {
+        if let FileMap::Blocks(b) = &self.fs.map {
+            b.alloc.end_request(self.ino.get());
+        }
+    }
+}
+
 impl<D: PmDevice> FsInner<D> {
     /// Translates logical block `lblk` of `cell`: the extent from `lblk` to the end of its
     /// mapping entry (one block for block-granular structures).
@@ -147,13 +161,21 @@ impl<D: PmDevice> FsInner<D> {
 
     pub(crate) fn write_at(&self, cell: &InodeCell, off: u64, data: &[u8]) -> Result<usize> {
         let mut st = cell.state.write();
+        let _req = self.alloc_request(cell);
         let span = off..off.saturating_add(data.len() as u64);
         self.write_locked(cell, &mut st, off, data, span)
+    }
+
+    /// A request (write, fallocate) that may claim blocks over several transactions: the
+    /// aligned allocator's reservation for it is given back when this is dropped.
+    fn alloc_request<'a>(&'a self, cell: &'a InodeCell) -> AllocRequest<'a, D> {
+        AllocRequest { fs: self, ino: cell.ino }
     }
 
     /// Appends at the current end of file; returns the bytes written and the new end.
     pub(crate) fn append(&self, cell: &InodeCell, data: &[u8]) -> Result<(usize, u64)> {
         let mut st = cell.state.write();
+        let _req = self.alloc_request(cell);
         let off = st.raw.size;
         let n = self.write_locked(cell, &mut st, off, data, off..off + data.len() as u64)?;
         Ok((n, off + n as u64))
@@ -228,6 +250,7 @@ impl<D: PmDevice> FsInner<D> {
         if st.raw.is_dir() {
             return Err(Error::IsDir);
         }
+        let _req = self.alloc_request(cell);
         let zeros = vec![0u8; (WRITE_CHUNK_BLOCKS * BLOCK_BYTES) as usize];
         let mut lblk = off / BLOCK_BYTES;
         let last = (end - 1) / BLOCK_BYTES;
@@ -279,6 +302,7 @@ impl<D: PmDevice> FsInner<D> {
         // and zeroes a mapped block in place. Past the size, `allocate` grows the file.
         let mut st = cell.state.write();
         let inside = end.min(st.raw.size);
+        let _req = self.alloc_request(cell);
         let zeros = vec![0u8; (WRITE_CHUNK_BLOCKS * BLOCK_BYTES) as usize];
         let mut at = off;
         while at < inside {
@@ -408,7 +432,7 @@ impl<D: PmDevice> FsInner<D> {
                 Ok(out)
             }
             FileMap::Blocks(b) => {
-                let runs = b.claim(lblks, hint, whole)?;
+                let runs = b.claim(ino, lblks, hint, whole)?;
                 Ok(runs.iter().flat_map(Run::blocks).collect())
             }
         }

@@ -133,8 +133,14 @@ impl<D: PmDevice> BlockMap<D> {
     /// Chooses a free block for each of `lblks` (DRAM only until a [`MapTx`] records
     /// them); `hint` is the block after the file's previous one; `whole` the blocks of the
     /// file the request this claim is part of writes.
-    pub fn claim(&self, lblks: &[Lblk], hint: Option<Pblk>, whole: std::ops::Range<Lblk>) -> Result<Vec<Run>> {
-        self.alloc.allocate(lblks, hint, whole)
+    pub fn claim(
+        &self,
+        ino: Ino,
+        lblks: &[Lblk],
+        hint: Option<Pblk>,
+        whole: std::ops::Range<Lblk>,
+    ) -> Result<Vec<Run>> {
+        self.alloc.allocate_for(lblks, hint, whole, ino.get())
     }
 
     /// Gives back claimed blocks that were never recorded.

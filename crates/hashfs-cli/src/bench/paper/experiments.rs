@@ -22,6 +22,8 @@ pub fn run(name: &str, ctx: &Ctx) -> Result<Report, Failure> {
         "concurrency" => concurrency(ctx),
         "pagecache" => pagecache(ctx),
         "spfs-extents" => spfs_extents(ctx),
+        "winefs-aging" => super::winefs::aging(ctx),
+        "winefs-2mib" => super::winefs::small_files(ctx),
         _ => Err(fail(format!("unknown experiment {name}"))),
     }
 }

@@ -17,6 +17,7 @@
 
 mod experiments;
 mod images;
+mod winefs;
 
 use super::{cpu_model, git_commit};
 use crate::{fail, Failure};
@@ -32,7 +33,7 @@ use std::time::Instant;
 pub const BLOCK: u64 = 4096;
 
 /// The experiments, in the order the papers present them.
-pub const EXPERIMENTS: [(&str, &str); 8] = [
+pub const EXPERIMENTS: [(&str, &str); 10] = [
     ("locality", "HashFS §4.1 (Fig. 5): sequential/random single-block reads and appends, cold and hot"),
     ("fragmentation", "HashFS §4.2 (Fig. 6): layout score 1.0 vs 0.7, cold"),
     ("filesize", "HashFS §4.3 (Fig. 7): file sizes 4 KiB, 4 MiB, 4 GiB, cold"),
@@ -41,6 +42,11 @@ pub const EXPERIMENTS: [(&str, &str); 8] = [
     ("concurrency", "HashFS §4.6 (Fig. 10): 1/2/4/8 threads reading and appending one file"),
     ("pagecache", "HashFS §4.7 (Fig. 11): extent tree on PM vs through a DRAM page cache"),
     ("spfs-extents", "SPFS Fig. 7: extent insert and lookup latency for extent sizes 4 KiB-4 MiB"),
+    (
+        "winefs-aging",
+        "WineFS Figs. 1 and 3: memory-mapped write bandwidth and free aligned 2 MiB extents on fresh and aged images",
+    ),
+    ("winefs-2mib", "WineFS Fig. 2: map and write a 2 MiB file, on a fresh image"),
 ];
 
 /// Sizes and counts of one run.
@@ -68,6 +74,11 @@ pub struct Scale {
     pub spfs_file_bytes: u64,
     /// SPFS lookups per trial.
     pub spfs_lookups: usize,
+    /// WineFS Figs. 1 and 3: the aged image (paper: 100 GiB) and the mapped file.
+    pub winefs_image_bytes: u64,
+    pub winefs_file_bytes: u64,
+    /// WineFS Fig. 2: 2 MiB files mapped and written per trial.
+    pub winefs_small_files: usize,
 }
 
 impl Scale {
@@ -84,6 +95,9 @@ impl Scale {
         spfs_files: 16,
         spfs_file_bytes: 256 << 20,
         spfs_lookups: 20_000,
+        winefs_image_bytes: 2 << 30,
+        winefs_file_bytes: 128 << 20,
+        winefs_small_files: 100,
     };
     pub const QUICK: Scale = Scale {
         name: "quick",
@@ -98,6 +112,9 @@ impl Scale {
         spfs_files: 4,
         spfs_file_bytes: 64 << 20,
         spfs_lookups: 2_000,
+        winefs_image_bytes: 1 << 30,
+        winefs_file_bytes: 64 << 20,
+        winefs_small_files: 50,
     };
     /// For the smoke test only: everything tiny; the figures mean nothing.
     pub const TINY: Scale = Scale {
@@ -114,6 +131,9 @@ impl Scale {
         // At least ten 4 MiB extents in all (one per insert trial).
         spfs_file_bytes: 20 << 20,
         spfs_lookups: 100,
+        winefs_image_bytes: 256 << 20,
+        winefs_file_bytes: 4 << 20,
+        winefs_small_files: 10,
     };
 }
 
@@ -274,14 +294,25 @@ impl Target {
     /// mapped, so its memory goes back when the target is dropped or the process ends,
     /// however it ends.
     pub fn new(ctx: &Ctx, kind: MappingKind, layout_score: f64, bytes: u64) -> Result<Target, Failure> {
+        // The HashFS paper's baseline allocator, with its fragmentation generator.
+        Target::with_allocator(ctx, kind, AllocatorKind::Bitmap, layout_score, bytes)
+    }
+
+    /// [`Target::new`] with the block allocator `allocator` (WineFS's experiments).
+    pub fn with_allocator(
+        ctx: &Ctx,
+        kind: MappingKind,
+        allocator: AllocatorKind,
+        layout_score: f64,
+        bytes: u64,
+    ) -> Result<Target, Failure> {
         let image = ctx.image_dir.join(format!("hashfs-paper-{}-{}.img", kind.name(), std::process::id()));
         let _ = std::fs::remove_file(&image);
         let bytes = bytes.next_multiple_of(2 << 20);
         let opts = FormatOptions {
             mapping: kind,
             layout_score,
-            // The HashFS paper's baseline allocator, with its fragmentation generator.
-            allocator: AllocatorKind::Bitmap,
+            allocator,
             hash_seed: Some(images::seed(ctx.image)),
             journal_blocks: 64,
             ..FormatOptions::default()
