@@ -101,6 +101,32 @@ static EXITING: AtomicBool = AtomicBool::new(false);
 /// a thread pumps into (or out of) the file.
 static PUMPS: Mutex<Vec<(c_int, std::thread::JoinHandle<()>)>> = Mutex::new(Vec::new());
 
+/// Before `target` (a standard descriptor) is replaced or closed: the output pump feeding
+/// the file from it, taken out of the list. After the replacement, [`settle_pump`] lets it
+/// write what the pipe still holds, so that the file has the data before the program goes
+/// on (a shell's `echo a > f; echo b >> f` must not race two pumps).
+pub(super) fn take_pump(target: c_int) -> Option<std::thread::JoinHandle<()>> {
+    let mut pumps = PUMPS.lock();
+    let i = pumps.iter().position(|(fd, _)| *fd == target)?;
+    Some(pumps.swap_remove(i).1)
+}
+
+/// Waits for a taken pump to reach the end of its pipe, at most a second (another copy of
+/// the pipe's write end, such as `2>&1` made, keeps it open; the pump then finishes on its
+/// own when that copy goes, and is joined at exit).
+pub(super) fn settle_pump(handle: Option<std::thread::JoinHandle<()>>, target: c_int) {
+    let Some(h) = handle else { return };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(1);
+    while !h.is_finished() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_micros(200));
+    }
+    if h.is_finished() {
+        let _ = h.join();
+    } else {
+        PUMPS.lock().push((-2 - target, h)); // still writing: joined at exit, not closed there
+    }
+}
+
 fn start_pump(of: Arc<OpenFile>, target: c_int) -> c_int {
     let pipe2 = real!(pipe2: fn(*mut c_int, c_int) -> c_int);
     let dup2r = real!(dup2: fn(c_int, c_int) -> c_int);
@@ -112,8 +138,31 @@ fn start_pump(of: Arc<OpenFile>, target: c_int) -> c_int {
     if unsafe { pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
         return -1;
     }
+    // The caller may have closed `target` before dup2 onto it (a shell saving and closing
+    // its stdout first), so one end of the new pipe can land on `target` itself; moved
+    // elsewhere, or the dup2 below would close it.
+    let fcntlr = real!(fcntl: fn(c_int, c_int, libc::c_ulong) -> c_int);
+    for fd in fds.iter_mut() {
+        if *fd == target {
+            // SAFETY: duplicating our own pipe end (target is taken, so the copy lands
+            // elsewhere), then closing the original.
+            let moved = unsafe { fcntlr(*fd, libc::F_DUPFD_CLOEXEC, 3) };
+            if moved < 0 {
+                // SAFETY: both ends are ours.
+                unsafe {
+                    closer(fds[0]);
+                    closer(fds[1]);
+                }
+                return -1;
+            }
+            // SAFETY: the original end, now duplicated.
+            unsafe { closer(*fd) };
+            *fd = moved;
+        }
+    }
     let (r, w) = (fds[0], fds[1]);
     let output = target != 0;
+    let older = if output { take_pump(target) } else { None };
     // SAFETY: plain descriptor operations on descriptors we own.
     unsafe {
         if dup2r(if output { w } else { r }, target) < 0 {
@@ -123,6 +172,7 @@ fn start_pump(of: Arc<OpenFile>, target: c_int) -> c_int {
         }
         closer(if output { w } else { r });
     }
+    settle_pump(older, target);
     let keep = if output { r } else { w };
     let handle = std::thread::spawn(move || {
         IN_SHIM.with(|g| g.set(true));
@@ -172,7 +222,7 @@ fn start_pump(of: Arc<OpenFile>, target: c_int) -> c_int {
 /// At exit: drain redirected standard descriptors, close every HashFS file (freeing
 /// unlinked ones) and mark the image clean.
 extern "C" fn at_exit() {
-    if FORKED.load(Ordering::Relaxed) {
+    if FORKED.load(Ordering::Relaxed) || !is_owner() || EXITED.swap(true, Ordering::AcqRel) {
         return;
     }
     // SAFETY: flushing every stdio stream is what exit() does anyway; done now so that
@@ -184,6 +234,8 @@ extern "C" fn at_exit() {
         if fd >= 0 {
             // SAFETY: closing the write end held as the standard descriptor ends the pump.
             unsafe { closer(fd) };
+            let _ = handle.join();
+        } else if fd < -1 && handle.is_finished() {
             let _ = handle.join();
         }
     }
@@ -198,6 +250,40 @@ extern "C" fn at_exit() {
             }
         }
     });
+}
+
+/// Set once the exit work has run (by `exit`'s handler or by `_exit`).
+static EXITED: AtomicBool = AtomicBool::new(false);
+/// The process that mounted the image (0: not yet).
+static OWNER_PID: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
+
+/// Whether this is the process that mounted the image: a child made by `vfork` shares our
+/// memory but runs no fork handlers, and must not unmount the image under its parent.
+fn is_owner() -> bool {
+    // SAFETY: getpid through the system call (no cached value that a vfork child shares).
+    let pid = unsafe { libc::syscall(libc::SYS_getpid) } as i32;
+    OWNER_PID.load(Ordering::Relaxed) == pid
+}
+
+/// `_exit` ends a process without its exit handlers (dash ends every shell that way, and
+/// so do many children after fork): the exit work (draining redirected standard
+/// descriptors, closing files, marking the image clean) runs here first, in the process
+/// that mounted the image.
+#[no_mangle]
+pub unsafe extern "C" fn _exit(status: c_int) -> ! {
+    if SHIM.get().is_some_and(|s| s.fs.is_some()) {
+        at_exit();
+    }
+    let real = real!(_exit: fn(c_int) -> ());
+    // SAFETY: libc's _exit does not return.
+    unsafe { real(status) };
+    unreachable!("_exit returned")
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn _Exit(status: c_int) -> ! {
+    // SAFETY: same contract.
+    unsafe { _exit(status) }
 }
 
 extern "C" fn after_fork_in_child() {
@@ -233,6 +319,8 @@ fn shim() -> &'static Shim {
         if let Some(e) = &error {
             eprintln!("hashfs_preload: {e}; paths under {} will fail", prefix().unwrap_or(Path::new("?")).display());
         }
+        // SAFETY: getpid through the system call.
+        OWNER_PID.store(unsafe { libc::syscall(libc::SYS_getpid) } as i32, Ordering::Relaxed);
         // SAFETY: registering plain functions to run in fork children and at exit.
         unsafe {
             libc::pthread_atfork(None, None, Some(after_fork_in_child));

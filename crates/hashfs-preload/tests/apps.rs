@@ -170,6 +170,23 @@ fn second_process_is_refused_while_the_first_owns_the_image() {
     img.fsck_clean();
 }
 
+/// A shell's own redirections onto a HashFS file (dash closes its stdout before the dup2,
+/// so the shim's pipe once landed on the descriptor it replaced: EPIPE), in order, one after
+/// another, and a shell that ends with `_exit` (as dash does) still leaves the image clean
+/// with everything written.
+#[test]
+fn shell_redirections_reach_the_file_in_order() {
+    let img = image();
+    let script =
+        format!("echo a > {f}; echo bb >> {f}; printf 'c%s\\n' 1 2 >> {f}; echo x > {g}", f = p("/r"), g = p("/s"));
+    img.ok("sh", &["-c", &script]);
+    img.fsck_clean();
+    let (fs, _) = hashfs::FileSystem::open(&img.path).unwrap();
+    assert_eq!(fs.read(Path::new("/r")).unwrap(), b"a\nbb\nc1\nc2\n");
+    assert_eq!(fs.read(Path::new("/s")).unwrap(), b"x\n");
+    fs.unmount().unwrap();
+}
+
 #[test]
 fn programs_outside_the_prefix_are_untouched() {
     let img = image();

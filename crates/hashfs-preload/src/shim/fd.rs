@@ -186,8 +186,11 @@ pub unsafe extern "C" fn close(fd: c_int) -> c_int {
             });
         }
     }
+    let pump = if (0..=2).contains(&fd) { guarded(|| take_pump(fd)).flatten() } else { None };
     // SAFETY: closing the placeholder (or the caller's own descriptor).
-    unsafe { real!(close: fn(c_int) -> c_int)(fd) }
+    let r = unsafe { real!(close: fn(c_int) -> c_int)(fd) };
+    settle_pump(pump, fd);
+    r
 }
 
 pub(super) fn dup_into(old: c_int, newfd: c_int) -> c_int {
@@ -229,8 +232,12 @@ pub unsafe extern "C" fn dup2(fd: c_int, newfd: c_int) -> c_int {
             s.fds.lock().remove(&newfd);
         });
     }
+    // A standard descriptor that fed a file through a pump, replaced (a shell restoring
+    // its stdout): the file gets what the pipe still holds before dup2 returns.
+    let pump = if (0..=2).contains(&newfd) && fd != newfd { guarded(|| take_pump(newfd)).flatten() } else { None };
     // SAFETY: forwarding; the kernel makes newfd a copy of fd's placeholder.
     let n = unsafe { real!(dup2: fn(c_int, c_int) -> c_int)(fd, newfd) };
+    settle_pump(pump, newfd);
     if n >= 0 && fd != newfd && ours(fd) {
         return guarded(|| dup_into(fd, n)).unwrap_or(n);
     }
