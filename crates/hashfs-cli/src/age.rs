@@ -49,6 +49,10 @@ pub struct AgeArgs {
     pub churn: f64,
     #[arg(long, default_value_t = 42)]
     pub seed: u64,
+    /// Also append the run's figures, with the image's mapping and allocator, as one JSON
+    /// line to this file.
+    #[arg(long)]
+    pub json: Option<PathBuf>,
 }
 
 fn parse_fraction(s: &str) -> Result<f64, String> {
@@ -318,5 +322,32 @@ pub fn run(a: &AgeArgs) -> Result<(), Failure> {
         "files' whole 2 MiB chunks on an aligned extent (2 MiB pages when mapped): {} of {}",
         out.file_chunks_aligned, out.file_chunks
     );
+    if let Some(path) = &a.json {
+        let (sb, _) = hashfs::fsck::geometry_of(&**fs.device()).map_err(|e| fail(format!("{e}")))?;
+        let allocator = if fs.mapping().uses_allocator() {
+            hashfs::AllocatorKind::from_u32(sb.allocator).map_or("?", |k| k.name())
+        } else {
+            "table"
+        };
+        let line = serde_json::json!({
+            "image_bytes": fs.geometry().image_bytes,
+            "mapping": fs.mapping().name(),
+            "allocator": allocator,
+            "to": a.to, "churn": a.churn, "seed": a.seed, "profile": a.profile,
+            "created": out.created, "deleted": out.deleted, "bytes_written": out.bytes_written,
+            "live_files": out.live_files, "full_after": out.full_after,
+            "free_aligned_before": out.aligned_before, "free_aligned_after": out.aligned_after,
+            "free_blocks_after": after_free,
+            "file_chunks": out.file_chunks, "file_chunks_aligned": out.file_chunks_aligned,
+            "git_commit": crate::bench::git_commit(),
+        });
+        use std::io::Write;
+        std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .and_then(|mut f| writeln!(f, "{line}"))
+            .map_err(|e| fail(format!("{}: {e}", path.display())))?;
+    }
     fs.unmount().map_err(|e| fail(format!("unmount {}: {e}", a.image.display())))
 }

@@ -46,7 +46,11 @@ fn aging_reaches_its_fullness_reproducibly() {
         let info = run_ok(&["info", p(&img)]);
         assert!(info.contains("allocator      aligned"), "{info}");
         assert!(info.contains("aligned 2 MiB"), "{info}");
-        let out = run_ok(&["age", p(&img), "--to", "60%", "--churn", "0.5", "--seed", "9"]);
+        let json = dir.path().join(format!("a{i}.json"));
+        let out = run_ok(&["age", p(&img), "--to", "60%", "--churn", "0.5", "--seed", "9", "--json", p(&json)]);
+        let line: serde_json::Value = serde_json::from_str(std::fs::read_to_string(&json).unwrap().trim()).unwrap();
+        assert_eq!((line["mapping"].as_str(), line["allocator"].as_str()), (Some("extent-tree"), Some("aligned")));
+        assert_eq!(line["free_aligned_after"].as_u64(), Some(aligned_before_after(&out).1));
         let full = full_pct(&out);
         // At the target, overshooting by one file at most (8 MiB, 3% of this image).
         assert!((60.0..64.0).contains(&full), "{full}% full: {out}");

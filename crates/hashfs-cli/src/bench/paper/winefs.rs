@@ -87,7 +87,7 @@ fn mapped_write(fs: &FileSystem<MmapDevice>, path: &str, bytes: u64) -> Result<(
 }
 
 fn age_to(fs: &FileSystem<MmapDevice>, to: f64, churn: f64, seed: u64) -> Result<crate::age::Aged, Failure> {
-    let args = AgeArgs { image: PathBuf::new(), to, profile: "agrawal".into(), churn, seed };
+    let args = AgeArgs { image: PathBuf::new(), to, profile: "agrawal".into(), churn, seed, json: None };
     age_fs(fs, &args, false)
 }
 
