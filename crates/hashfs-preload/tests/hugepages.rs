@@ -4,32 +4,16 @@
 //! (`ShmemPmdMapped`); with the bitmap allocator, whose extents ignore alignment, it is not.
 
 mod common;
+#[path = "../../hashfs-cli/tests/support/huge.rs"]
+mod huge;
 #[path = "../../hashfs-cli/tests/support/skip.rs"]
 mod skip;
 
 use common::{image_in, p};
 use hashfs::{AllocatorKind, FormatOptions, MappingKind};
+use huge::huge_dir;
 use skip::skip;
-use std::path::{Path, PathBuf};
-use std::process::Command;
-
-/// A tmpfs with 2 MiB pages for the images (mounted here when missing; needs root).
-fn huge_dir() -> Option<PathBuf> {
-    let dir = Path::new("/mnt/hashfs-test-huge");
-    let mounted = |d: &Path| Command::new("mountpoint").arg("-q").arg(d).status().is_ok_and(|s| s.success());
-    if !mounted(dir) {
-        let _ = std::fs::create_dir_all(dir);
-        let ok = Command::new("mount")
-            .args(["-t", "tmpfs", "-o", "huge=always,size=2g,mode=1777", "hashfs-test-huge"])
-            .arg(dir)
-            .status()
-            .is_ok_and(|s| s.success());
-        if !ok {
-            return None;
-        }
-    }
-    Some(dir.to_path_buf())
-}
+use std::path::Path;
 
 fn pmd_kib(allocator: AllocatorKind, dir: &Path) -> u64 {
     let opts = FormatOptions { mapping: MappingKind::ExtentTree, allocator, ..FormatOptions::default() };
@@ -37,10 +21,13 @@ fn pmd_kib(allocator: AllocatorKind, dir: &Path) -> u64 {
     // Small files first, so that the big file does not start at the first data block.
     let small = format!("open('{}', 'w').write('a'); open('{}', 'w').write('bb')", p("/a"), p("/b"));
     img.ok("python3", &["-c", &small]);
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/scripts/pmd_mapped.py");
+    // The benchmark's own script: fallocate, map, memcpy through the mapping, one JSON line.
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../../bench/winefs/mmap_write.py");
     let out = img.ok("python3", &[script, &p("/big"), "8"]);
     img.fsck_clean();
-    out.trim().parse().unwrap()
+    assert!(out.contains(r#""data_ok": true"#), "{out}");
+    let field = out.split(r#""pmd_kib": "#).nth(1).expect("pmd_kib");
+    field.split(|c: char| !c.is_ascii_digit()).next().unwrap().parse().unwrap()
 }
 
 #[test]

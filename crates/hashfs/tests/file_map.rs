@@ -3,12 +3,14 @@
 //! shrink while mapped, and 2 MiB pages for files the aligned allocator placed (on an
 //! image with 2 MiB pages).
 
+#[path = "../../hashfs-cli/tests/support/huge.rs"]
+mod huge;
 #[path = "../../hashfs-cli/tests/support/skip.rs"]
 mod skip;
 
 use hashfs::{AllocatorKind, Error, FallocateMode, FileSystem, FormatOptions, MappingKind, OpenOptions};
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use huge::huge_dir;
+use std::path::Path;
 
 const MIB: u64 = 1 << 20;
 
@@ -61,24 +63,6 @@ fn a_mapping_is_the_file() {
         drop((f, ro));
         fs.unmount().unwrap();
     }
-}
-
-/// A tmpfs with 2 MiB pages (mounted here when missing; needs root).
-fn huge_dir() -> Option<PathBuf> {
-    let dir = Path::new("/mnt/hashfs-test-huge");
-    let mounted = |d: &Path| Command::new("mountpoint").arg("-q").arg(d).status().is_ok_and(|s| s.success());
-    if !mounted(dir) {
-        let _ = std::fs::create_dir_all(dir);
-        let ok = Command::new("mount")
-            .args(["-t", "tmpfs", "-o", "huge=always,size=2g,mode=1777", "hashfs-test-huge"])
-            .arg(dir)
-            .status()
-            .is_ok_and(|s| s.success());
-        if !ok {
-            return None;
-        }
-    }
-    Some(dir.to_path_buf())
 }
 
 #[test]
