@@ -3,7 +3,7 @@
 # write (memcpy into a shared mapping of a fallocated file) on a fresh image and on the same
 # image aged to 75% full (`hashfs age`), for the aligned allocator, the bitmap allocator
 # and HashFS's table. Images on a tmpfs mounted huge=always (2 MiB pages, as DAX PM);
-# results in bench/winefs/shim.json.
+# results in bench/winefs/shim.json (or $WINEFS_OUT).
 #
 #   ./scripts/winefs-shim.sh [IMAGE_GIB]      # default 8
 set -euo pipefail
@@ -14,7 +14,7 @@ mountpoint -q "$HUGE" || { mkdir -p "$HUGE" && mount -t tmpfs -o huge=always,siz
 cargo build --release -q -p hashfs-cli -p hashfs-preload
 HASHFS=./target/release/hashfs
 SHIM=./target/release/libhashfs_preload.so
-OUT=bench/winefs/shim.json
+OUT="${WINEFS_OUT:-bench/winefs/shim.json}"
 img="$HUGE/winefs-shim.img"
 TRIALS=4
 one() { LD_PRELOAD="$SHIM" HASHFS_IMAGE="$img" HASHFS_MOUNT=/pm /usr/bin/python3 bench/winefs/mmap_write.py /pm/mapped 1024; }
@@ -24,7 +24,18 @@ run() {
     for i in $(seq 1 $TRIALS); do out="$out$([ $i = 1 ] || echo ,)$(one)"; done
     echo "$out]"
 }
-echo "[" > "$OUT.tmp"
+# The machine, as every benchmark records it: CPU, kernel, flush instruction and SIMD level
+# (from `hashfs info`), and the images' file system (huge=always: 2 MiB pages).
+$HASHFS mkfs "$img" --size 64M >/dev/null
+info=$($HASHFS info "$img")
+rm -f "$img"
+cpu=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')
+flush=$(echo "$info" | awk '$1 == "flush" {print $2}')
+simd=$(echo "$info" | awk '$1 == "simd" {print $2}')
+mnt=$(awk -v d="$HUGE" '$2 == d {print $3" "$4}' /proc/mounts)
+commit=$(git rev-parse --short HEAD)$(git diff --quiet HEAD -- crates || echo -dirty)
+printf '{"machine": {"cpu": "%s", "cores": %s, "kernel": "%s", "flush": "%s", "simd": "%s", "image_mount": "%s"}, "git_commit": "%s", "rows": [\n' \
+    "$cpu" "$(nproc)" "$(uname -r)" "$flush" "$simd" "$mnt" "$commit" > "$OUT.tmp"
 first=1
 for cfg in "extent-tree aligned" "extent-tree bitmap" "hashfs table"; do
     set -- $cfg
@@ -42,13 +53,14 @@ for cfg in "extent-tree aligned" "extent-tree bitmap" "hashfs table"; do
     printf '{"mapping": "%s", "allocator": "%s", "image_gib": %s, "fresh": %s, "aged_75": %s, "age_report": "%s"}\n' \
         "$1" "$2" "$GIB" "$fresh" "$aged" "$aged_report" >> "$OUT.tmp"
 done
-echo "]" >> "$OUT.tmp"
+echo "]}" >> "$OUT.tmp"
 mv "$OUT.tmp" "$OUT"
 rm -f "$img"
 /usr/bin/python3 - "$OUT" <<'PY'
 import json, sys
-rows = json.load(open(sys.argv[1]))
-for r in rows:
+doc = json.load(open(sys.argv[1]))
+print("machine:", doc["machine"], "commit", doc["git_commit"])
+for r in doc["rows"]:
     f, a = r["fresh"], r["aged_75"]
     errs = [t["error"] for t in f + a if "error" in t]
     if errs:
