@@ -311,12 +311,14 @@ impl AlignedPools {
                 return Some(p.take_chunk(h));
             }
         }
-        let order = self.order(home, |p| p.aligned.len() as u64);
-        order.into_iter().find_map(|i| {
-            let mut p = self.pools[i].lock();
-            let c = *p.aligned.iter().next()?;
-            Some(p.take_chunk(c))
-        })
+        self.first_then(
+            home,
+            |p| p.aligned.len() as u64,
+            |p| {
+                let c = *p.aligned.iter().next()?;
+                Some(p.take_chunk(c))
+            },
+        )
     }
 
     /// `want` blocks in pieces smaller than a chunk: from holes (at the hint, else in the
@@ -331,11 +333,9 @@ impl AlignedPools {
         let mut next = hint.filter(|&h| h < self.blocks);
         while left > 0 {
             let start = next.map_or(home, |h| self.pool_of(h));
-            let holes = self.order(start, |p| p.holes.free_blocks);
-            let got = holes.into_iter().find_map(|i| self.pools[i].lock().take_hole(left, next)).or_else(|| {
-                let chunks = self.order(home, |p| p.aligned.len() as u64);
-                chunks.into_iter().find_map(|i| self.pools[i].lock().break_chunk(left))
-            });
+            let got = self
+                .first_then(start, |p| p.holes.free_blocks, |p| p.take_hole(left, next))
+                .or_else(|| self.first_then(home, |p| p.aligned.len() as u64, |p| p.break_chunk(left)));
             let Some(r) = got else {
                 self.give_back(&out);
                 return None;
@@ -347,12 +347,21 @@ impl AlignedPools {
         Some(out)
     }
 
-    /// Pool `first`, then the others by `score`, highest first.
-    fn order(&self, first: usize, score: impl Fn(&Pool) -> u64) -> Vec<usize> {
+    /// `take` from pool `first`; only when it has nothing, from the others by `score`,
+    /// highest first (so the common case locks one pool, not all of them).
+    fn first_then<T>(
+        &self,
+        first: usize,
+        score: impl Fn(&Pool) -> u64,
+        mut take: impl FnMut(&mut Pool) -> Option<T>,
+    ) -> Option<T> {
+        if let Some(x) = take(&mut self.pools[first].lock()) {
+            return Some(x);
+        }
         let mut rest: Vec<(u64, usize)> =
             (0..self.pools.len()).filter(|&i| i != first).map(|i| (score(&self.pools[i].lock()), i)).collect();
         rest.sort_by(|a, b| b.cmp(a));
-        std::iter::once(first).chain(rest.into_iter().map(|(_, i)| i)).collect()
+        rest.into_iter().find_map(|(_, i)| take(&mut self.pools[i].lock()))
     }
 }
 
