@@ -55,14 +55,22 @@ impl MmapDevice {
                 f
             }
         };
-        // One process at a time: two mounts of one image would corrupt it.
+        // One process at a time: two mounts of one image would corrupt it. A lock that is
+        // busy for a moment only is waited for (up to half a second): a child forked by
+        // another thread of this process holds our earlier descriptor of the image (from a
+        // format or an unmount just before) until it execs.
+        let mut tries = 0;
         // SAFETY: flock on a descriptor we own; the lock goes with the descriptor.
-        if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+        while unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
             let e = io::Error::last_os_error();
-            if e.raw_os_error() == Some(libc::EWOULDBLOCK) {
+            if e.raw_os_error() != Some(libc::EWOULDBLOCK) {
+                return Err(e);
+            }
+            tries += 1;
+            if tries > 50 {
                 return Err(io::Error::new(io::ErrorKind::WouldBlock, "image is in use by another process"));
             }
-            return Err(e);
+            std::thread::sleep(std::time::Duration::from_millis(10));
         }
         let len = file.metadata()?.len();
         if len == 0 {
