@@ -28,6 +28,7 @@ bugs=(
     "size-before-data|crates/hashfs/src/fs/data.rs|a growing write commits the new size before it stores the data|ops append,write-past-eof,fill-hole"
     "xattr-new-unlinked|crates/hashfs/src/fs/xattr.rs|the switch to a new attribute inode leaves it with no link on the media|ops setxattr,setxattr-replace,removexattr"
     "xattr-orphaned-by-unlink|crates/hashfs/src/fs/data.rs|freeing a file does not unlink its attribute inode in the same transaction|ops unlink,rename-replace"
+    "evacuate-no-flush|crates/hashfs/src/fs/evacuate.rs|HashFS's grouped placement moves a block out of a group without flushing its copy before the transaction that remaps it|grouped write-chunk,fallocate-chunk"
 )
 
 # Applies bug $1 to the scratch tree (exact text replacements; fails if the code moved).
@@ -69,6 +70,10 @@ elif name == "xattr-orphaned-by-unlink":
     sub("crates/hashfs/src/fs/data.rs",
         "        if let (Some(c), Some(r)) = (&xattrs, xraw.as_mut()) {\n            inode::tx_write_inode(&mut tx, &self.geo, c.ino, r);\n        }\n",
         "")
+elif name == "evacuate-no-flush":
+    sub("crates/hashfs/src/fs/evacuate.rs",
+        "        self.dev.write(to_off, &buf);\n        self.dev.flush(to_off, BLOCK_BYTES);\n",
+        "        self.dev.write(to_off, &buf);\n")
 else:
     sys.exit(f"unknown bug {name}")
 EOF
@@ -84,6 +89,10 @@ run_check() {
             (cd "$work/src" && cargo build -q --release -p hashfs-cli &&
                 "$CARGO_TARGET_DIR/release/hashfs" crashtest --mapping hashfs,extent-tree,cuckoo --seq 1 \
                     --ops "${check#ops }" --seed "$seed" --samples 16 --recovery-samples 2) >"$work/check.log" 2>&1 ;;
+        grouped\ *)
+            (cd "$work/src" && cargo build -q --release -p hashfs-cli &&
+                "$CARGO_TARGET_DIR/release/hashfs" crashtest --mapping hashfs --placement grouped --seq 1 \
+                    --ops "${check#grouped }" --seed "$seed" --samples 16 --recovery-samples 2) >"$work/check.log" 2>&1 ;;
     esac
 }
 

@@ -77,6 +77,8 @@ for m in extent-tree extent-tree-cached radix-tree cuckoo extent-hash; do
     echo "== conformance suite: mapping $m"
     HASHFS_TEST_MAPPING=$m cargo test -q -p hashfs --tests -- --skip explore_
 done
+echo "== conformance suite: mapping hashfs, grouped placement"
+HASHFS_TEST_MAPPING=hashfs HASHFS_TEST_PLACEMENT=grouped cargo test -q -p hashfs --tests -- --skip explore_
 for m in extent-tree radix-tree cuckoo extent-hash; do
     echo "== conformance suite: mapping $m, layout score 0.7"
     HASHFS_TEST_MAPPING=$m HASHFS_TEST_LAYOUT_SCORE=0.7 cargo test -q -p hashfs --tests -- --skip explore_
@@ -85,6 +87,14 @@ for m in hashfs extent-tree extent-tree-cached radix-tree cuckoo extent-hash; do
     echo "== crash explorer: mapping $m"
     HASHFS_TEST_MAPPING=$m cargo test -q -p hashfs --test crash_consistency -- --nocapture --test-threads 1
 done
+# The grouped placement's images are 8 MiB (whole 2 MiB groups), each state 8 times the
+# work: single operations (the chunk writes, claims, moves and drops among them) and the
+# crashed-image checks here; pairs, random sequences and two threads by command
+# (`hashfs crashtest --mapping hashfs --placement grouped --seq 2 --random 8 --two-threads 10`).
+echo "== crash explorer: mapping hashfs, grouped placement"
+HASHFS_TEST_MAPPING=hashfs HASHFS_TEST_PLACEMENT=grouped \
+    cargo test -q -p hashfs --test crash_consistency -- --nocapture --test-threads 1 \
+    --skip explore_pairs_of_operations --skip explore_random_sequences --skip explore_two_threads
 echo "== crash explorer: mapping extent-tree, layout score 0.7"
 HASHFS_TEST_MAPPING=extent-tree HASHFS_TEST_LAYOUT_SCORE=0.7 \
     cargo test -q -p hashfs --test crash_consistency -- --nocapture --test-threads 1

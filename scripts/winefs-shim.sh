@@ -2,10 +2,11 @@
 # WineFS's claim through the shim, as issue 15's "done when" puts it: a 1 GiB memory-mapped
 # write (memcpy into a shared mapping of a fallocated file) on a fresh image and on the same
 # image aged to 75% full (`hashfs age`), for the aligned allocator, the bitmap allocator
-# and HashFS's table. Images on a tmpfs mounted huge=always (2 MiB pages, as DAX PM);
+# and HashFS's table with the paper's placement and with the grouped one. Images on a tmpfs mounted huge=always (2 MiB pages, as DAX PM);
 # results in bench/winefs/shim.json (or $WINEFS_OUT).
 #
 #   ./scripts/winefs-shim.sh [IMAGE_GIB]      # default 8
+#   WINEFS_CONFIGS="hashfs:grouped" ./scripts/winefs-shim.sh   # some configurations only
 set -euo pipefail
 cd "$(dirname "$0")/.."
 GIB="${1:-8}"
@@ -37,10 +38,12 @@ commit=$(git rev-parse --short HEAD)$(git diff --quiet HEAD -- crates || echo -d
 printf '{"machine": {"cpu": "%s", "cores": %s, "kernel": "%s", "flush": "%s", "simd": "%s", "image_mount": "%s"}, "git_commit": "%s", "rows": [\n' \
     "$cpu" "$(nproc)" "$(uname -r)" "$flush" "$simd" "$mnt" "$commit" > "$OUT.tmp"
 first=1
-for cfg in "extent-tree aligned" "extent-tree bitmap" "hashfs table"; do
-    set -- $cfg
+for cfg in ${WINEFS_CONFIGS:-extent-tree:aligned extent-tree:bitmap hashfs:table hashfs:grouped}; do
+    set -- ${cfg/:/ }
     rm -f "$img"
-    if [ "$1" = hashfs ]; then
+    if [ "$2" = grouped ]; then
+        $HASHFS mkfs "$img" --size "${GIB}G" --placement grouped >/dev/null
+    elif [ "$1" = hashfs ]; then
         $HASHFS mkfs "$img" --size "${GIB}G" >/dev/null
     else
         $HASHFS mkfs "$img" --size "${GIB}G" --mapping "$1" --allocator "$2" >/dev/null

@@ -59,6 +59,10 @@ pub struct CrashtestArgs {
     /// Layout score of the allocator mappings' base image (fragmentation generator).
     #[arg(long, default_value_t = 1.0)]
     layout_score: f64,
+    /// HashFS's placement on its images: paper, or grouped (8 MiB images, and the named
+    /// operations that write whole 2 MiB chunks added).
+    #[arg(long, default_value = "paper")]
+    placement: String,
     /// Worker threads (default: one per CPU).
     #[arg(long)]
     threads: Option<usize>,
@@ -93,8 +97,10 @@ fn mappings(spec: &str) -> Result<Vec<MappingKind>, String> {
 
 /// Runs the explorer; returns the number of failures.
 pub fn run(a: CrashtestArgs) -> Result<usize, String> {
+    let placement = hashfs::HashPlacement::from_name(&a.placement)
+        .ok_or_else(|| format!("unknown placement {:?} (choose paper or grouped)", a.placement))?;
     if a.list {
-        println!("{}", crashtest::ACE_OPS.join("\n"));
+        println!("{}", crashtest::ace_ops(placement).join("\n"));
         return Ok(0);
     }
     let seed = match a.seed {
@@ -116,10 +122,11 @@ pub fn run(a: CrashtestArgs) -> Result<usize, String> {
         recovery_samples: a.recovery_samples,
         seed,
         only,
+        placement,
         ..Config::default()
     };
     let names: Vec<&str> =
-        if a.ops.is_empty() { crashtest::ACE_OPS.to_vec() } else { a.ops.iter().map(|s| s.as_str()).collect() };
+        if a.ops.is_empty() { crashtest::ace_ops(placement) } else { a.ops.iter().map(|s| s.as_str()).collect() };
     if let Some(bad) = names.iter().find(|n| crashtest::workload::ace_op(n).is_none()) {
         return Err(format!("unknown operation {bad:?} (hashfs crashtest --list names them)"));
     }
@@ -163,7 +170,7 @@ pub fn run(a: CrashtestArgs) -> Result<usize, String> {
         });
         bar.finish_and_clear();
         if a.two_threads > 0 {
-            let base = crashtest::base_image(m, a.layout_score);
+            let base = crashtest::base_image(m, a.layout_score, placement);
             let mut open2 = 0;
             for round in 0..a.two_threads {
                 let (s, o) = concurrent::explore_two_threads(&cfg, m.name(), &base, round, 6, &mut f);
@@ -212,7 +219,7 @@ pub fn run(a: CrashtestArgs) -> Result<usize, String> {
                 "two_threads": a.two_threads, "exhaustive_limit": cfg.exhaustive_limit,
                 "samples": cfg.samples, "recovery_samples": cfg.recovery_samples,
                 "layout_score": a.layout_score, "threads": threads,
-                "image_bytes": crashtest::IMAGE_BYTES,
+                "image_bytes": crashtest::image_bytes(placement), "placement": placement.name(),
             },
             "machine": {
                 "cpu": crate::bench::cpu_model(),

@@ -12,7 +12,7 @@ mod mounthelper;
 use clap::{Parser, Subcommand};
 use hashfs::fsck::{self, fsck, FsckMode};
 use hashfs::pm::{MmapDevice, OpenMode};
-use hashfs::{AllocatorKind, FormatOptions};
+use hashfs::{AllocatorKind, FormatOptions, HashPlacement};
 use hashfs::{FileSystem, FileType, MappingKind};
 use indicatif::{ProgressBar, ProgressStyle};
 use std::path::{Path, PathBuf};
@@ -48,6 +48,12 @@ enum Cmd {
         /// generator). Default: aligned, or bitmap with a --layout-score below 1.
         #[arg(long)]
         allocator: Option<String>,
+        /// Where HashFS places blocks: paper (each block where its key hashes, the HashFS
+        /// paper's) or grouped (whole 2 MiB chunks of a file in whole 2 MiB groups of
+        /// slots, found through a group directory, so that memory-mapped files can get
+        /// 2 MiB pages; images of 64 MiB or more). Default: paper.
+        #[arg(long)]
+        placement: Option<String>,
         /// Inode table entries (default: one per 16 KiB).
         #[arg(long)]
         inodes: Option<u64>,
@@ -238,7 +244,7 @@ pub(crate) fn mount(image: &Path) -> Result<FileSystem<MmapDevice>, Failure> {
 
 fn run(cli: Cli) -> Result<u8, Failure> {
     match cli.cmd {
-        Cmd::Mkfs { image, size, mapping, layout_score, allocator, inodes, journals } => {
+        Cmd::Mkfs { image, size, mapping, layout_score, allocator, placement, inodes, journals } => {
             let mapping = MappingKind::from_name(&mapping).ok_or_else(|| {
                 let names: Vec<&str> = MappingKind::ALL.iter().map(|m| m.name()).collect();
                 fail(format!("unknown mapping {mapping:?} (choose one of: {})", names.join(", ")))
@@ -261,12 +267,21 @@ fn run(cli: Cli) -> Result<u8, Failure> {
             if allocator == AllocatorKind::Aligned && layout_score < 1.0 {
                 return Err(fail("--layout-score below 1 needs --allocator bitmap (its fragmentation generator)"));
             }
+            let placement = match placement.as_deref() {
+                None => HashPlacement::Paper,
+                Some(_) if mapping != MappingKind::HashFs => {
+                    return Err(fail("--placement applies to HashFS; the other mappings use an allocator"))
+                }
+                Some(name) => HashPlacement::from_name(name)
+                    .ok_or_else(|| fail(format!("unknown placement {name:?} (choose paper or grouped)")))?,
+            };
             let opts = FormatOptions {
                 mapping,
                 inode_count: inodes,
                 journal_count: journals,
                 layout_score,
                 allocator,
+                placement,
                 ..Default::default()
             };
             let pb = progress_bar(size, "formatting", true);
@@ -354,6 +369,8 @@ fn run(cli: Cli) -> Result<u8, Failure> {
             println!("inode table    {} inodes at offset {}", g.inode_count, g.inode_table_off);
             if g.mapping == MappingKind::HashFs {
                 println!("hash table     {} slots at offset {}", g.data_blocks, g.map_off);
+                let placement = HashPlacement::from_u32(sb.placement).map(|p| p.name()).unwrap_or("?");
+                println!("placement      {placement}");
             } else {
                 println!("bitmap         at offset {} (then the structure's table, if any)", g.map_off);
                 let alloc = AllocatorKind::from_u32(sb.allocator).map(|a| a.name()).unwrap_or("?");
@@ -387,6 +404,9 @@ fn run(cli: Cli) -> Result<u8, Failure> {
                     fs.free_aligned_extents() as f64 * 512.0 * 100.0 / st.blocks_free as f64
                 }
             );
+            if let Some(n) = fs.claimed_groups() {
+                println!("groups         {n} of 2 MiB claimed by files' 2 MiB chunks");
+            }
             let ms = fs.mapping_stats().map_err(|e| fail(format!("{}: {e}", image.display())))?;
             println!(
                 "mapped         {} blocks in {} files; measured layout score {:.3}",

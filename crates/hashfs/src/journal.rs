@@ -316,6 +316,7 @@ mod tests {
             journal_count: 2,
             journal_blocks: 2,
             mapping: crate::layout::MappingKind::HashFs,
+            grouped: false,
         })
         .unwrap();
         let dev = Arc::new(CrashDevice::new(1 << 20));

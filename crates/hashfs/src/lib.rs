@@ -25,7 +25,7 @@ mod probe;
 pub use error::{Error, Result};
 pub use fs::acl::Inherited;
 pub use fs::api::Access;
-pub use fs::map::Mapping;
+pub use fs::map::{BlockPin, Mapping};
 pub use fs::ops::{Owner, RenameMode, SetTime};
 pub use fs::xattr::XattrMode;
 pub use fs::{
@@ -33,7 +33,7 @@ pub use fs::{
     MountReport, OpenOptions, SetAttr, StatFs, SuperblockSource,
 };
 pub use layout::dirent::{dev_from_kernel, dev_to_kernel};
-pub use layout::{AllocatorKind, Extent, FileType, Geometry, Ino, Lblk, MappingKind, Pblk, Superblock};
+pub use layout::{AllocatorKind, Extent, FileType, Geometry, HashPlacement, Ino, Lblk, MappingKind, Pblk, Superblock};
 pub use mapping::simd::{simd_kind, SimdKind};
 
 /// Checking and repairing an image offline.

@@ -22,7 +22,7 @@ fn seed() -> u64 {
 }
 
 fn config() -> Config {
-    Config { seed: seed(), ..Config::default() }
+    Config { seed: seed(), placement: test_placement(), ..Config::default() }
 }
 
 fn threads() -> usize {
@@ -47,11 +47,12 @@ fn report(what: &str, stats: &Stats, failures: &[Failure]) {
 
 #[test]
 fn explore_every_single_operation() {
-    let w = crashtest::ace_workloads(crashtest::ACE_OPS, 1);
+    let ops = crashtest::ace_ops(test_placement());
+    let w = crashtest::ace_workloads(&ops, 1);
     let (stats, failures) =
         crashtest::run(&config(), test_mapping(), test_layout_score(), &w, threads(), &|_, _, _| {});
     report("single operations", &stats, &failures);
-    assert_eq!(stats.workloads, crashtest::ACE_OPS.len() as u64);
+    assert_eq!(stats.workloads, ops.len() as u64);
     assert!(stats.total_states() > 10_000, "too few states explored: {}", stats.total_states());
 }
 
@@ -59,11 +60,8 @@ fn explore_every_single_operation() {
 fn explore_pairs_of_operations() {
     // Every thirteenth pair of the 625 (the full set is `hashfs crashtest --seq 2`), with
     // fewer samples at the large crash points.
-    let w: Vec<Workload> = crashtest::ace_workloads(crashtest::ACE_OPS, 2)
-        .into_iter()
-        .skip(crashtest::ACE_OPS.len())
-        .step_by(13)
-        .collect();
+    let ops = crashtest::ace_ops(test_placement());
+    let w: Vec<Workload> = crashtest::ace_workloads(&ops, 2).into_iter().skip(ops.len()).step_by(13).collect();
     let cfg = Config { samples: 12, recovery_samples: 2, ..config() };
     let (stats, failures) = crashtest::run(&cfg, test_mapping(), test_layout_score(), &w, threads(), &|_, _, _| {});
     report("pairs of operations", &stats, &failures);
@@ -81,7 +79,7 @@ fn explore_random_sequences() {
 #[test]
 fn explore_two_threads_with_both_journals_open() {
     let cfg = Config { samples: 6, ..config() };
-    let base = crashtest::base_image(test_mapping(), test_layout_score());
+    let base = crashtest::base_image(test_mapping(), test_layout_score(), test_placement());
     let mut failures = Vec::new();
     let mut stats = Stats::default();
     let mut both_open = 0;
@@ -100,8 +98,8 @@ fn explore_two_threads_with_both_journals_open() {
 #[test]
 fn explore_create_needing_a_new_directory_block() {
     // 128 one-slot entries fill a directory's first block; the next create adds a block.
-    let dev = Arc::new(CrashDevice::new(crashtest::IMAGE_BYTES));
-    let opts = hashfs::testing::crashtest::format_options(test_mapping(), test_layout_score());
+    let dev = Arc::new(CrashDevice::new(crashtest::image_bytes(test_placement())));
+    let opts = hashfs::testing::crashtest::format_options(test_mapping(), test_layout_score(), test_placement());
     format(&*dev, &FormatOptions { inode_count: Some(256), ..opts }, &|_, _| {}).unwrap();
     let (fs, _) = FileSystem::mount(dev.clone(), &|_, _| {}).unwrap();
     fs.create_dir(Path::new("/A"), 0o755).unwrap();
@@ -140,7 +138,7 @@ fn explore_hole_fills_roll_back_whole() {
 #[test]
 fn fsck_of_crashed_images_needs_only_recovery() {
     use hashfs::fsck::{fsck, recover_then_check, FsckMode, Recovery};
-    let base = crashtest::base_image(test_mapping(), test_layout_score());
+    let base = crashtest::base_image(test_mapping(), test_layout_score(), test_placement());
     let (mut images, mut with_pending) = (0, 0);
     for id in ["ace:append", "ace:overwrite", "ace:unlink-open", "ace:truncate-down", "ace:mkdir,create"] {
         let dev = Arc::new(CrashDevice::from_image(&base));

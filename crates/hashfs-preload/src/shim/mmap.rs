@@ -36,6 +36,8 @@ struct SharedMap {
     mapped: usize,
     prot: c_int,
     file: Arc<OpenFile>,
+    /// Keeps the file's blocks in place while the pages are mapped onto them.
+    _pin: Option<hashfs::BlockPin>,
 }
 
 static SHARED_MAPS: Mutex<Vec<SharedMap>> = Mutex::new(Vec::new());
@@ -206,7 +208,16 @@ fn map_file(
     }
     let pages = len.div_ceil(PAGE);
     let region = reserve(addr, pages * PAGE, prot, fixed, off as u64)?;
-    let mut m = SharedMap { start: region as usize, len: pages * PAGE, off: off as u64, mapped: 0, prot, file: of };
+    let _pin = Some(file.pin_blocks());
+    let mut m = SharedMap {
+        start: region as usize,
+        len: pages * PAGE,
+        off: off as u64,
+        mapped: 0,
+        prot,
+        file: of.clone(),
+        _pin,
+    };
     let in_file = (size.saturating_sub(off as u64) as usize).next_multiple_of(PAGE).min(m.len);
     if let Err(e) = map_pages(fs, &m, 0, in_file) {
         // SAFETY: undoing our own reservation.
@@ -269,7 +280,7 @@ fn forget_range(maps: &mut Vec<SharedMap>, a: usize, e: usize) {
         }
         if m.start < a {
             let len = a - m.start;
-            out.push(SharedMap { len, mapped: m.mapped.min(len), file: m.file.clone(), ..m });
+            out.push(SharedMap { len, mapped: m.mapped.min(len), file: m.file.clone(), _pin: m._pin.clone(), ..m });
         }
         if e < end {
             let cut = e - m.start;
@@ -279,6 +290,7 @@ fn forget_range(maps: &mut Vec<SharedMap>, a: usize, e: usize) {
                 off: m.off + cut as u64,
                 mapped: m.mapped.saturating_sub(cut),
                 file: m.file.clone(),
+                _pin: m._pin.clone(),
                 ..m
             });
         }
@@ -330,7 +342,8 @@ mod tests {
             pos: Mutex::new(0),
             flags: std::sync::atomic::AtomicI32::new(0),
         });
-        let rec = |start, len, off, mapped| SharedMap { start, len, off, mapped, prot: 0, file: of.clone() };
+        let rec =
+            |start, len, off, mapped| SharedMap { start, len, off, mapped, prot: 0, file: of.clone(), _pin: None };
         let spans = |v: &Vec<SharedMap>| v.iter().map(|m| (m.start, m.len, m.off, m.mapped)).collect::<Vec<_>>();
         // A hole punched in the middle splits the record; the right part's file offset moves.
         let mut v = vec![rec(0x10000, 10 * PAGE, 0, 6 * PAGE)];

@@ -356,6 +356,7 @@ mod tests {
             journal_count: 1,
             journal_blocks: 4,
             mapping: crate::layout::MappingKind::HashFs,
+            grouped: false,
         })
         .unwrap();
         for kind in [AllocatorKind::Bitmap, AllocatorKind::Aligned] {

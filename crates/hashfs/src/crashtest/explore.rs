@@ -40,6 +40,8 @@ pub struct Config {
     pub seed: u64,
     /// Only this crash point (and state, recovery point, recovery state), to rerun a failure.
     pub only: Option<Only>,
+    /// HashFS's placement on the explored images (the other mappings ignore it).
+    pub placement: crate::layout::HashPlacement,
 }
 
 impl Default for Config {
@@ -51,6 +53,7 @@ impl Default for Config {
             recovery_images_per_point: u64::MAX,
             seed: 0,
             only: None,
+            placement: crate::layout::HashPlacement::Paper,
         }
     }
 }

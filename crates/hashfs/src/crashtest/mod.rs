@@ -21,10 +21,10 @@ pub mod snapshot;
 pub mod workload;
 
 pub use explore::{Config, Failure, Only, Stats};
-pub use workload::{ace_workloads, random_workload, Workload, ACE_OPS};
+pub use workload::{ace_workloads, random_workload, Workload, ACE_OPS, CHUNK_OPS};
 
 use crate::fs::{format, FormatOptions};
-use crate::layout::AllocatorKind;
+use crate::layout::{AllocatorKind, HashPlacement};
 use crate::pm::CrashDevice;
 use crate::{FileSystem, MappingKind};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -34,11 +34,31 @@ use std::sync::{Arc, Mutex};
 /// costs little, yet every structure (journals, inodes, table, data) has room.
 pub const IMAGE_BYTES: u64 = 1 << 20;
 
+/// Bytes of the explorer's images for `placement`: HashFS's grouped placement needs
+/// whole 2 MiB groups (three of them here).
+pub fn image_bytes(placement: HashPlacement) -> u64 {
+    match placement {
+        HashPlacement::Paper => IMAGE_BYTES,
+        HashPlacement::Grouped => 8 << 20,
+    }
+}
+
+/// The named operations the explorer runs for `placement`: the grouped placement adds
+/// the ones that write whole 2 MiB chunks (too large for the other images).
+pub fn ace_ops(placement: HashPlacement) -> Vec<&'static str> {
+    let mut v = ACE_OPS.to_vec();
+    if placement == HashPlacement::Grouped {
+        v.extend_from_slice(workload::CHUNK_OPS);
+    }
+    v
+}
+
 /// The format options of an explorer image: the allocator mappings use the bitmap
 /// allocator's fragmentation generator when `layout_score` is below 1, else the aligned
 /// allocator (the default of new images).
-pub fn format_options(mapping: MappingKind, layout_score: f64) -> FormatOptions {
+pub fn format_options(mapping: MappingKind, layout_score: f64, placement: HashPlacement) -> FormatOptions {
     FormatOptions {
+        placement: if mapping == MappingKind::HashFs { placement } else { HashPlacement::Paper },
         journal_count: 2,
         journal_blocks: 4,
         inode_count: Some(64),
@@ -58,21 +78,29 @@ pub(crate) struct Scratch {
 
 impl Scratch {
     pub fn new(mapping: MappingKind) -> Scratch {
-        Self::with_options(&format_options(mapping, 1.0))
+        Self::with_options(&format_options(mapping, 1.0, HashPlacement::Paper))
     }
 
     fn with_options(opts: &FormatOptions) -> Scratch {
-        let dev = Arc::new(CrashDevice::new(IMAGE_BYTES));
+        let dev = Arc::new(CrashDevice::new(image_bytes(opts.placement)));
         format(&*dev, opts, &|_, _| {}).expect("the explorer's image formats");
         let (fs, _) = FileSystem::mount(dev.clone(), &|_, _| {}).expect("a fresh image mounts");
         workload::base_tree(&fs).expect("the base tree fits");
+        if opts.placement == HashPlacement::Grouped {
+            // Small files in every group, so that a whole-chunk write must move blocks
+            // out of one (`fs/evacuate.rs`) and the explorer crashes it there.
+            for i in 0..24u8 {
+                fs.write(std::path::Path::new(&format!("/S{i}")), &[i; 4096]).expect("small files fit");
+            }
+            assert_eq!(fs.free_aligned_extents(), 0, "every group holds a block");
+        }
         Scratch { fs, dev }
     }
 }
 
 /// The cleanly unmounted image every workload of `mapping` starts from.
-pub fn base_image(mapping: MappingKind, layout_score: f64) -> Vec<u8> {
-    let s = Scratch::with_options(&format_options(mapping, layout_score));
+pub fn base_image(mapping: MappingKind, layout_score: f64, placement: HashPlacement) -> Vec<u8> {
+    let s = Scratch::with_options(&format_options(mapping, layout_score, placement));
     s.fs.unmount().expect("the base image unmounts");
     s.dev.live_image()
 }
@@ -88,7 +116,12 @@ pub fn run(
     threads: usize,
     progress: &(dyn Fn(usize, &Stats, &[Failure]) + Sync),
 ) -> (Stats, Vec<Failure>) {
-    let base = base_image(mapping, layout_score);
+    let base = base_image(mapping, layout_score, cfg.placement);
+    // As the reproducer's `--mapping` argument.
+    let name = match (mapping, cfg.placement) {
+        (MappingKind::HashFs, HashPlacement::Grouped) => "hashfs --placement grouped".to_string(),
+        _ => mapping.name().to_string(),
+    };
     let next = AtomicUsize::new(0);
     let total = Mutex::new((Stats::default(), Vec::new(), 0usize));
     std::thread::scope(|s| {
@@ -97,7 +130,7 @@ pub fn run(
                 let i = next.fetch_add(1, Ordering::Relaxed);
                 let Some(w) = workloads.get(i) else { break };
                 let mut failures = Vec::new();
-                let st = explore::explore(cfg, mapping.name(), &base, w, &mut failures);
+                let st = explore::explore(cfg, &name, &base, w, &mut failures);
                 let mut t = total.lock().expect("no panic while holding the totals");
                 t.0.add(&st);
                 t.2 += 1;

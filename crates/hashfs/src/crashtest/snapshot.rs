@@ -162,9 +162,10 @@ impl Snapshot {
 /// Whether `r` is a state an interrupted non-atomic data operation (an overwrite, a hole
 /// punch or a fallocate in relaxed mode) may leave between `before` and `after`: the same
 /// paths, every path that the operation did not change equal to both, and in the one that
-/// it changed the same type, ownership and mode, the old or the new size, each byte (zero
-/// past an end) old or new, and a block count and each timestamp between the two (an
-/// operation of several transactions sets the times at each).
+/// it changed the same type, ownership and mode, a size between the old and the new (an
+/// operation of several transactions grows the size at each), each byte (zero past an
+/// end) old or new, and a block count and each timestamp between the two (it sets the
+/// times at each transaction too).
 pub fn torn_between(r: &Snapshot, before: &Snapshot, after: &Snapshot) -> bool {
     if r.0.len() != before.0.len() || before.0.len() != after.0.len() {
         return false;
@@ -174,7 +175,6 @@ pub fn torn_between(r: &Snapshot, before: &Snapshot, after: &Snapshot) -> bool {
         if b == a {
             return e == b;
         }
-        let one_of = |x, y, z| x == y || x == z;
         let between = |x: i64, y: i64, z: i64| y.min(z) <= x && x <= y.max(z);
         let byte = |c: &[u8], i: usize| c.get(i).copied().unwrap_or(0);
         e.ino == b.ino
@@ -183,7 +183,7 @@ pub fn torn_between(r: &Snapshot, before: &Snapshot, after: &Snapshot) -> bool {
             && e.xattrs == b.xattrs
             && b.xattrs == a.xattrs
             && (b.perm, b.uid, b.gid, b.nlink) == (a.perm, a.uid, a.gid, a.nlink)
-            && one_of(e.size as i64, b.size as i64, a.size as i64)
+            && between(e.size as i64, b.size as i64, a.size as i64)
             && e.blocks >= b.blocks.min(a.blocks)
             && e.blocks <= b.blocks.max(a.blocks)
             && between(e.atime_ns, b.atime_ns, a.atime_ns)

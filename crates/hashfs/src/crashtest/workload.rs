@@ -127,11 +127,13 @@ fn p(s: &str) -> &Path {
 impl Op {
     /// Whether, run on `fs` as it is now, the operation may be interrupted part way
     /// (relaxed mode): a write over blocks already mapped (bytes old or new), a hole punch
-    /// (bytes old or zero), and fallocate (one transaction per run of holes). A write that
-    /// maps only new blocks (past EOF or into holes) appears whole or not at all.
+    /// (bytes old or zero), fallocate (one transaction per run of holes), and a write too
+    /// large for one transaction (a prefix of it, the size growing at each). A smaller
+    /// write that maps only new blocks (past EOF or into holes) appears whole or not at all.
     pub fn is_torn_on<D: PmDevice>(&self, fs: &FileSystem<D>) -> bool {
         match self {
             Op::Punch { .. } | Op::Fallocate { .. } | Op::ZeroRange { .. } => true,
+            Op::Write { len, .. } if *len >= MULTI_TX_WRITE => true,
             Op::Write { path, off, len, .. } => {
                 let Ok(ino) = fs.resolve(p(path)) else { return false };
                 let last = (off + *len as u64).saturating_sub(1) / crate::layout::BLOCK_BYTES;
@@ -299,7 +301,16 @@ pub const ACE_OPS: &[&str] = &[
     "zero-range-grow",
 ];
 
-/// The operation a name of [`ACE_OPS`] stands for.
+/// Writes of this many bytes or more may take several transactions (HashFS maps 256
+/// blocks per transaction; the other mappings as many as their undo records fit in a
+/// journal, fewer on the explorer's small journals).
+pub const MULTI_TX_WRITE: usize = 128 << 10;
+
+/// Named operations that write whole 2 MiB chunks (the grouped placement's claims), for
+/// images of 8 MiB ([`super::image_bytes`]).
+pub const CHUNK_OPS: &[&str] = &["fallocate-chunk", "write-chunk", "truncate-chunk", "punch-chunk"];
+
+/// The operation a name of [`ACE_OPS`] or [`CHUNK_OPS`] stands for.
 pub fn ace_op(name: &str) -> Option<Op> {
     let s = |x: &str| x.to_string();
     Some(match name {
@@ -341,6 +352,13 @@ pub fn ace_op(name: &str) -> Option<Op> {
         // Over mapped blocks and part of the sparse file's hole, keeping the size.
         "zero-range" => Op::ZeroRange { path: s("/A/f"), off: 100, len: 9000, keep_size: true },
         "zero-range-grow" => Op::ZeroRange { path: s("/h"), off: 4000, len: 50_000, keep_size: false },
+        // Whole 2 MiB chunks: a preallocation past EOF, a write over a sparse file's hole
+        // and its one mapped block (claims, and the transactions that fill them), then a
+        // truncate into the middle of a chunk and a punch of part of one (drops).
+        "fallocate-chunk" => Op::Fallocate { path: s("/g"), off: 0, len: (2 << 20) + 4096 },
+        "write-chunk" => Op::Write { path: s("/h"), off: 0, len: 2 << 20, seed: 19 },
+        "truncate-chunk" => Op::Truncate { path: s("/h"), size: 1 << 20 },
+        "punch-chunk" => Op::Punch { path: s("/h"), off: 4096, len: (2 << 20) - 8192 },
         _ => return None,
     })
 }

@@ -199,6 +199,14 @@ impl<D: PmDevice> FileSystem<D> {
         self.inner.translate(&cell, &st.raw, lblk, size_blocks)
     }
 
+    /// HashFS with the grouped placement: the groups claimed by a file's 2 MiB chunk.
+    pub fn claimed_groups(&self) -> Option<u64> {
+        match &self.inner.map {
+            crate::mapping::FileMap::Hash(t) => t.groups().map(|g| g.claimed()),
+            crate::mapping::FileMap::Blocks(_) => None,
+        }
+    }
+
     /// Free aligned 2 MiB extents: runs of 512 free data blocks that start 2 MiB-aligned in
     /// the image (WineFS Fig. 3), what a memory-mapped file needs for 2 MiB pages. For
     /// HashFS, runs of 512 free (empty or tombstone) slots.

@@ -29,7 +29,7 @@ impl<D: PmDevice> FileSystem<D> {
         let geo = inner.geo;
         let mut ranges = vec![
             (geo.inode_off(ino.get()), crate::layout::INODE_BYTES as u64),
-            (DevOffset(geo.map_off), map_region_bytes(inner.map.kind(), geo.data_blocks)),
+            (DevOffset(geo.map_off), map_region_bytes(inner.map.kind(), geo.data_blocks, geo.groups > 0)),
         ];
         if let FileMap::Blocks(b) = &inner.map {
             if let Index::ExtentTreeCached(c) = &b.index {

@@ -21,7 +21,7 @@ use crate::journal::Tx;
 use crate::layout::inode::{INODE_CTIME_OFF, INODE_MTIME_OFF};
 use crate::layout::{Extent, Ino, InodeRaw, Lblk, Pblk};
 use crate::layout::{BLOCK_BYTES, MAX_FILE_BYTES};
-use crate::mapping::hashfs::{classify, file_key, Entry, HashTable};
+use crate::mapping::hashfs::{classify, file_key, Entry, HashTable, GROUP_SLOTS};
 use crate::mapping::{BlockMap, FileMap};
 use crate::pm::PmDevice;
 use crate::probe;
@@ -69,8 +69,13 @@ struct AllocRequest<'a, D: PmDevice> {
 
 impl<D: PmDevice> Drop for AllocRequest<'_, D> {
     fn drop(&mut self) {
-        if let FileMap::Blocks(b) = &self.fs.map {
-            b.alloc.end_request(self.ino.get());
+        match &self.fs.map {
+            FileMap::Blocks(b) => b.alloc.end_request(self.ino.get()),
+            FileMap::Hash(t) => {
+                if let Some(g) = t.groups() {
+                    g.end_request(t, self.ino);
+                }
+            }
         }
     }
 }
@@ -421,6 +426,10 @@ impl<D: PmDevice> FsInner<D> {
             FileMap::Hash(t) => {
                 let mut out = Vec::with_capacity(lblks.len());
                 for &l in lblks {
+                    if let Some(s) = t.groups().and_then(|g| self.claim_grouped(t, g, ino, l, &whole)) {
+                        out.push(Pblk(s));
+                        continue;
+                    }
                     match file_key(ino, l).ok_or(Error::FileTooBig).and_then(|k| t.reserve(k)) {
                         Ok(s) => out.push(s),
                         Err(e) => {
@@ -436,6 +445,31 @@ impl<D: PmDevice> FsInner<D> {
                 Ok(runs.iter().flat_map(Run::blocks).collect())
             }
         }
+    }
+
+    /// Grouped placement: the slot of block `l` of `ino` in its chunk's group, claiming a
+    /// group (a free one, else one emptied by moving other files' blocks out) when the
+    /// request writes the whole chunk (`whole`) and the chunk has none yet.
+    fn claim_grouped(
+        &self,
+        t: &HashTable<D>,
+        g: &crate::mapping::hashfs::groups::Groups<D>,
+        ino: Ino,
+        l: Lblk,
+        whole: &Range<Lblk>,
+    ) -> Option<u64> {
+        if let Some(s) = g.take(t, ino, l) {
+            return Some(s);
+        }
+        let chunk = l.0 / GROUP_SLOTS;
+        let (lo, hi) = (Lblk(chunk * GROUP_SLOTS), Lblk((chunk + 1) * GROUP_SLOTS));
+        if whole.start <= lo && hi <= whole.end && hi.0 <= 1 << 32 && g.group_for(ino.0, chunk).is_none() {
+            if g.claim(t, ino, chunk).is_none() {
+                self.claim_by_evacuation(t, g, ino, chunk)?;
+            }
+            return g.take(t, ino, l);
+        }
+        None
     }
 
     /// Gives back claimed blocks whose transaction did not commit.
@@ -839,7 +873,7 @@ pub(crate) fn free_slots<D: PmDevice>(t: &HashTable<D>, dev: &D, slots: &[Pblk])
     let freed: Vec<_> = slots.iter().map(|&s| t.release(s)).collect();
     dev.fence();
     for chunk in freed.chunks(1024) {
-        t.purge(chunk);
+        t.release_done(chunk);
     }
     dev.fence();
 }

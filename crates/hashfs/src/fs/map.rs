@@ -145,3 +145,29 @@ impl Drop for Mapping<'_> {
         self.file.cell.map_count.fetch_sub(1, Ordering::AcqRel);
     }
 }
+
+/// Keeps a file's blocks where they are, as a live [`Mapping`] does: while one exists the
+/// file may not shrink nor have holes punched, and HashFS's grouped placement never moves
+/// its blocks (`fs/evacuate.rs`). For code that maps a file's blocks by itself (the preload
+/// shim's `mmap`). Clones count as pins of their own.
+pub struct BlockPin(std::sync::Arc<super::inode::InodeCell>);
+
+impl<D: crate::pm::PmDevice> File<D> {
+    pub fn pin_blocks(&self) -> BlockPin {
+        self.cell.map_count.fetch_add(1, Ordering::AcqRel);
+        BlockPin(self.cell.clone())
+    }
+}
+
+impl Clone for BlockPin {
+    fn clone(&self) -> BlockPin {
+        self.0.map_count.fetch_add(1, Ordering::AcqRel);
+        BlockPin(self.0.clone())
+    }
+}
+
+impl Drop for BlockPin {
+    fn drop(&mut self) {
+        self.0.map_count.fetch_sub(1, Ordering::AcqRel);
+    }
+}

@@ -12,6 +12,7 @@ pub mod api;
 pub mod bench;
 pub mod data;
 pub mod dir;
+mod evacuate;
 pub mod fsck;
 pub mod inode;
 pub mod map;
@@ -28,7 +29,9 @@ pub use stats::MappingStats;
 
 use crate::journal::{self, Journals};
 use crate::layout::inode::{InodeRaw, S_IFDIR};
-use crate::layout::superblock::{GeometryParams, FORMAT_VERSION, MAGIC, SB_PRIMARY_OFF, SB_SECONDARY_OFF};
+use crate::layout::superblock::{
+    GeometryParams, HashPlacement, FORMAT_VERSION, MAGIC, SB_PRIMARY_OFF, SB_SECONDARY_OFF,
+};
 use crate::layout::{
     AllocatorKind, Geometry, Ino, MappingKind, Superblock, BLOCK_BYTES, SB_STATE_CLEAN, SB_STATE_MOUNTED,
 };
@@ -61,6 +64,8 @@ pub struct FormatOptions {
     pub layout_score: f64,
     /// How the block-allocating mappings choose blocks (HashFS's table allocates itself).
     pub allocator: AllocatorKind,
+    /// Where HashFS places blocks (ignored by the other mappings).
+    pub placement: HashPlacement,
 }
 
 impl Default for FormatOptions {
@@ -74,6 +79,7 @@ impl Default for FormatOptions {
             hash_seed: None,
             layout_score: 1.0,
             allocator: AllocatorKind::Aligned,
+            placement: HashPlacement::Paper,
         }
     }
 }
@@ -101,6 +107,7 @@ pub fn format<D: PmDevice>(dev: &D, opts: &FormatOptions, progress: Progress<'_>
         journal_count: opts.journal_count,
         journal_blocks: opts.journal_blocks,
         mapping: opts.mapping,
+        grouped: opts.placement == HashPlacement::Grouped && opts.mapping == MappingKind::HashFs,
     })
     .map_err(Error::InvalidParameter)?;
     if !(0.0..=1.0).contains(&opts.layout_score) {
@@ -168,6 +175,7 @@ pub fn format<D: PmDevice>(dev: &D, opts: &FormatOptions, progress: Progress<'_>
     sb.created_ns = now;
     sb.layout_score_ppm = (opts.layout_score * 1e6).round() as u32;
     sb.allocator = allocator as u32;
+    sb.placement = if geo.groups > 0 { HashPlacement::Grouped as u32 } else { 0 };
     sb.uuid[..8].copy_from_slice(&random_u64().to_le_bytes());
     sb.uuid[8..].copy_from_slice(&random_u64().to_le_bytes());
     write_superblock(dev, &mut sb);

@@ -181,7 +181,11 @@ fn scan_table<D: PmDevice>(
     for s in 0..table.nslots() {
         match classify(table.load(s), table.nslots()) {
             Entry::Empty | Entry::Tombstone => {}
-            Entry::Reserved { .. } => strays.slots.push(s),
+            // Strays count as used until released (each release subtracts one).
+            Entry::Reserved { .. } => {
+                strays.slots.push(s);
+                used += 1;
+            }
             Entry::Invalid => {
                 return Err(Error::corrupt(format!(
                     "hash table slot {s} holds an invalid value; run hashfs fsck --repair"
@@ -193,6 +197,7 @@ fn scan_table<D: PmDevice>(
                     used += 1;
                 } else if size == FREE || lblk as u64 >= mappable_blocks(size) {
                     strays.slots.push(s);
+                    used += 1;
                 } else {
                     scan.counts[ino as usize] += 1;
                     used += 1;

@@ -64,7 +64,7 @@ impl<D: PmDevice> FileSystem<D> {
         let mut runs: HashMap<u32, Vec<(u64, u64, u64)>> = HashMap::new();
         match &inner.map {
             FileMap::Hash(t) => {
-                st.table_bytes = map_region_bytes(MappingKind::HashFs, geo.data_blocks);
+                st.table_bytes = map_region_bytes(MappingKind::HashFs, geo.data_blocks, geo.groups > 0);
                 for s in 0..t.nslots() {
                     if let Entry::Key { ino, lblk } = classify(t.load(s), t.nslots()) {
                         runs.entry(ino).or_default().push((lblk as u64, s, 1));

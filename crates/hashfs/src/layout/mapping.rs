@@ -18,6 +18,17 @@ pub mod hashfs {
     /// is the home slot of the key being placed.
     pub const RESERVED_TAG: u64 = 0xFFFF_FFFF_0000_0000;
 
+    /// Grouped placement: slots per group (2 MiB of blocks). Group `g` is slots
+    /// `g * GROUP_SLOTS ..`, 2 MiB-aligned on the image (the data region is).
+    ///
+    /// The group directory, one word per group after the table (`Geometry::group_dir_off`),
+    /// is itself a linear-probing table whose slot index is the group: `key(ino, chunk)`
+    /// (chunk = logical block / GROUP_SLOTS) at index `g` says that block
+    /// `chunk * GROUP_SLOTS + i` of `ino` may lie in slot `g * GROUP_SLOTS + i`; EMPTY and
+    /// TOMBSTONE as in the table. A word is written (and flushed) before any key of its
+    /// chunk is published in the group, and cleared only once none is left.
+    pub const GROUP_SLOTS: u64 = 512;
+
     /// A mapped slot's word: the key of logical block `lblk` of inode `ino`.
     #[inline]
     pub fn key(ino: u32, lblk: u32) -> u64 {

@@ -17,7 +17,9 @@ pub mod superblock;
 pub use block::{Extent, Lblk, Pblk};
 pub use dirent::{DirentHeader, FileType, DIRENT_SLOT_BYTES, MAX_NAME_BYTES};
 pub use inode::{Ino, InodeRaw, INODE_BYTES};
-pub use superblock::{AllocatorKind, Geometry, MappingKind, Superblock, SB_STATE_CLEAN, SB_STATE_MOUNTED};
+pub use superblock::{
+    AllocatorKind, Geometry, HashPlacement, MappingKind, Superblock, SB_STATE_CLEAN, SB_STATE_MOUNTED,
+};
 
 #[cfg(not(target_endian = "little"))]
 compile_error!("HashFS stores little-endian fields and builds only for little-endian targets");

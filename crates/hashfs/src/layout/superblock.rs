@@ -3,6 +3,7 @@
 #![forbid(unsafe_code)]
 
 use super::journal::{ENTRY_BYTES, JOURNAL_HEADER_BYTES};
+use super::mapping::hashfs::GROUP_SLOTS;
 use super::{round_up, BLOCK_BYTES, HUGE_ALIGN_BYTES, INODE_BYTES, MAX_DATA_BLOCKS, MAX_INODES};
 use crate::pm::DevOffset;
 use crate::{Error, Result};
@@ -102,6 +103,35 @@ impl AllocatorKind {
     }
 }
 
+/// Where the HashFS table places a block (`Superblock::placement`). Images made before
+/// the field existed read 0, the paper's placement.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u32)]
+pub enum HashPlacement {
+    /// Every block at (or after) the slot its key hashes to (HashFS paper §3.2.2).
+    Paper = 0,
+    /// Whole 2 MiB logical chunks of a file in whole 2 MiB groups of slots, found through a
+    /// group directory (`mapping/hashfs/groups.rs`); everything else as the paper's.
+    Grouped = 1,
+}
+
+impl HashPlacement {
+    pub const ALL: [HashPlacement; 2] = [HashPlacement::Paper, HashPlacement::Grouped];
+
+    pub fn from_u32(v: u32) -> Option<HashPlacement> {
+        HashPlacement::ALL.into_iter().find(|a| *a as u32 == v)
+    }
+    pub fn name(self) -> &'static str {
+        match self {
+            HashPlacement::Paper => "paper",
+            HashPlacement::Grouped => "grouped",
+        }
+    }
+    pub fn from_name(s: &str) -> Option<HashPlacement> {
+        HashPlacement::ALL.into_iter().find(|a| a.name() == s)
+    }
+}
+
 /// Cuckoo table: 4 entries of 16 bytes (one cache line) per bucket, sized for 1.11
 /// entries per data block.
 pub const CUCKOO_BUCKET_BYTES: u64 = 64;
@@ -147,7 +177,10 @@ pub struct Superblock {
     pub layout_score_ppm: u32,
     /// [`AllocatorKind`] (block-allocating mappings; 0 on HashFS images).
     pub allocator: u32,
-    pub reserved: [u64; 46],
+    /// [`HashPlacement`] (HashFS images; 0 on the others and on images made before it).
+    pub placement: u32,
+    pub reserved_pad: u32,
+    pub reserved: [u64; 45],
     /// CRC32C of bytes 0..504.
     pub checksum: u32,
     pub reserved_tail: u32,
@@ -156,6 +189,7 @@ pub struct Superblock {
 pub const SUPERBLOCK_BYTES: usize = 512;
 const _: () = assert!(std::mem::size_of::<Superblock>() == SUPERBLOCK_BYTES);
 const _: () = assert!(std::mem::offset_of!(Superblock, checksum) == 504);
+const _: () = assert!(std::mem::offset_of!(Superblock, placement) == 136);
 
 impl Superblock {
     pub fn compute_checksum(&self) -> u32 {
@@ -193,6 +227,13 @@ impl Superblock {
             }
             _ => {}
         }
+        let grouped = match HashPlacement::from_u32(self.placement) {
+            None => return Err(Error::corrupt(format!("superblock: unknown placement {}", self.placement))),
+            Some(HashPlacement::Grouped) if mapping != MappingKind::HashFs => {
+                return Err(Error::corrupt("superblock: grouped placement on an image that is not HashFS"));
+            }
+            Some(p) => p == HashPlacement::Grouped,
+        };
         if self.block_size as u64 != BLOCK_BYTES {
             return Err(Error::corrupt("superblock: block size is not 4096"));
         }
@@ -208,6 +249,7 @@ impl Superblock {
             journal_count: self.journal_count,
             journal_blocks: self.journal_blocks,
             mapping,
+            grouped,
         })
         .map_err(|e| Error::corrupt(format!("superblock: geometry invalid: {e}")))?;
         if g.journal_off != self.journal_off
@@ -234,6 +276,8 @@ pub struct GeometryParams {
     pub journal_count: u32,
     pub journal_blocks: u32,
     pub mapping: MappingKind,
+    /// HashFS with the grouped placement: a group directory follows the table.
+    pub grouped: bool,
 }
 
 /// Where every region of the image lies.
@@ -251,6 +295,8 @@ pub struct Geometry {
     pub data_off: u64,
     pub data_blocks: u64,
     pub mapping: MappingKind,
+    /// Grouped placement: the 2 MiB groups of slots (whole ones; 0 with the paper's).
+    pub groups: u64,
 }
 
 pub const MIN_DATA_BLOCKS: u64 = 16;
@@ -278,7 +324,11 @@ impl Geometry {
         let inode_table_off = journal_off + journal_bytes;
         let inode_table_bytes = round_up(inode_count * INODE_BYTES as u64, BLOCK_BYTES);
         let map_off = inode_table_off + inode_table_bytes;
-        let align = if p.image_bytes >= 64 * 1024 * 1024 { HUGE_ALIGN_BYTES } else { BLOCK_BYTES };
+        // Grouped placement: groups are whole aligned 2 MiB, whatever the image's size.
+        let align = if p.image_bytes >= 64 * 1024 * 1024 || p.grouped { HUGE_ALIGN_BYTES } else { BLOCK_BYTES };
+        if p.grouped && p.mapping != MappingKind::HashFs {
+            return Err("the grouped placement is HashFS's".into());
+        }
         let too_small = || format!("image of {} bytes is too small for its metadata", p.image_bytes);
         let rest = p.image_bytes.checked_sub(map_off).ok_or_else(too_small)?;
         let per_block = match p.mapping {
@@ -288,12 +338,15 @@ impl Geometry {
             _ => 1,
         };
         let mut data_blocks = (rest / (BLOCK_BYTES + per_block)).min(MAX_DATA_BLOCKS);
-        let data_off = |n: u64| round_up(map_off + map_region_bytes(p.mapping, n), align);
+        let data_off = |n: u64| round_up(map_off + map_region_bytes(p.mapping, n, p.grouped), align);
         while data_blocks > 0 && data_off(data_blocks) + data_blocks * BLOCK_BYTES > p.image_bytes {
             data_blocks -= 1;
         }
         if data_blocks < MIN_DATA_BLOCKS {
             return Err(too_small());
+        }
+        if p.grouped && data_blocks < GROUP_SLOTS {
+            return Err(format!("image of {} bytes is too small for one 2 MiB group of slots", p.image_bytes));
         }
         Ok(Geometry {
             image_bytes: p.image_bytes,
@@ -306,6 +359,7 @@ impl Geometry {
             data_off: data_off(data_blocks),
             data_blocks,
             mapping: p.mapping,
+            groups: if p.grouped { data_blocks / GROUP_SLOTS } else { 0 },
         })
     }
 
@@ -326,6 +380,11 @@ impl Geometry {
         DevOffset(self.map_off + slot * 8)
     }
 
+    /// The group directory after the HashFS table (grouped placement): one word per group.
+    pub fn group_dir_off(&self) -> DevOffset {
+        DevOffset(self.map_off + round_up(self.data_blocks * 8, BLOCK_BYTES))
+    }
+
     /// The allocation bitmap (allocator mappings).
     pub fn bitmap_off(&self) -> DevOffset {
         DevOffset(self.map_off)
@@ -344,16 +403,17 @@ impl Geometry {
     /// of the mapping's size (tree nodes live in data blocks and are counted by
     /// `hashfs info`).
     pub fn mapping_bytes_per_gib(&self) -> f64 {
-        let region = map_region_bytes(self.mapping, self.data_blocks) as f64;
+        let region = map_region_bytes(self.mapping, self.data_blocks, self.groups > 0) as f64;
         region / (self.data_blocks as f64 * BLOCK_BYTES as f64) * (1u64 << 30) as f64
     }
 }
 
-/// Bytes of the mapping region for `n` data blocks.
-pub fn map_region_bytes(mapping: MappingKind, n: u64) -> u64 {
+/// Bytes of the mapping region for `n` data blocks (`grouped`: with the group directory).
+pub fn map_region_bytes(mapping: MappingKind, n: u64, grouped: bool) -> u64 {
     let bitmap = round_up(bitmap_bytes(n), BLOCK_BYTES);
+    let dir = if grouped { round_up(n / GROUP_SLOTS * 8, BLOCK_BYTES) } else { 0 };
     match mapping {
-        MappingKind::HashFs => round_up(n * 8, BLOCK_BYTES),
+        MappingKind::HashFs => round_up(n * 8, BLOCK_BYTES) + dir,
         MappingKind::Cuckoo => bitmap + round_up(cuckoo_buckets(n) * CUCKOO_BUCKET_BYTES, BLOCK_BYTES),
         MappingKind::ExtentHash => bitmap + round_up(extent_hash_slots(n) * EXTENT_HASH_ENTRY_BYTES, BLOCK_BYTES),
         MappingKind::ExtentTree | MappingKind::ExtentTreeCached | MappingKind::RadixTree => bitmap,
@@ -371,6 +431,7 @@ mod tests {
             journal_count: 4,
             journal_blocks: 4,
             mapping: MappingKind::HashFs,
+            grouped: false,
         }
     }
 
@@ -380,7 +441,7 @@ mod tests {
             let g = Geometry::compute(&GeometryParams { mapping, ..params(mib << 20) }).unwrap();
             assert!(g.journal_off < g.inode_table_off);
             assert!(g.inode_table_off < g.map_off);
-            assert!(g.map_off + map_region_bytes(mapping, g.data_blocks) <= g.data_off);
+            assert!(g.map_off + map_region_bytes(mapping, g.data_blocks, false) <= g.data_off);
             assert!(g.data_off + g.data_blocks * BLOCK_BYTES <= g.image_bytes);
             assert_eq!(g.data_off % BLOCK_BYTES, 0);
             if mib >= 64 {

@@ -245,6 +245,7 @@ mod tests {
             journal_count: 1,
             journal_blocks: 2,
             mapping: MappingKind::Cuckoo,
+            grouped: false,
         })
         .unwrap();
         let dev = CrashDevice::new(8 << 20);

@@ -339,6 +339,7 @@ mod tests {
             journal_count: 1,
             journal_blocks: 64,
             mapping: crate::layout::MappingKind::HashFs,
+            grouped: false,
         })
         .unwrap()
     }

@@ -6,7 +6,7 @@ pub mod model;
 
 use hashfs::pm::CrashDevice;
 use hashfs::{format, FormatOptions};
-use hashfs::{AllocatorKind, FileSystem, MappingKind};
+use hashfs::{AllocatorKind, FileSystem, HashPlacement, MappingKind};
 use std::sync::Arc;
 
 pub type Fs = FileSystem<CrashDevice>;
@@ -24,6 +24,14 @@ pub fn test_mapping() -> MappingKind {
 /// the bitmap allocator (its fragmentation generator), else on the aligned allocator.
 pub fn test_layout_score() -> f64 {
     std::env::var("HASHFS_TEST_LAYOUT_SCORE").ok().and_then(|v| v.parse().ok()).unwrap_or(1.0)
+}
+
+/// `HASHFS_TEST_PLACEMENT` (HashFS: paper or grouped), else the paper's.
+pub fn test_placement() -> HashPlacement {
+    match std::env::var("HASHFS_TEST_PLACEMENT") {
+        Ok(name) => HashPlacement::from_name(&name).unwrap_or_else(|| panic!("HASHFS_TEST_PLACEMENT={name}: unknown")),
+        Err(_) => HashPlacement::Paper,
+    }
 }
 
 pub fn test_allocator() -> AllocatorKind {
@@ -44,6 +52,7 @@ pub fn small_opts() -> FormatOptions {
         mapping,
         layout_score: if mapping.uses_allocator() { test_layout_score() } else { 1.0 },
         allocator: test_allocator(),
+        placement: if mapping == MappingKind::HashFs { test_placement() } else { HashPlacement::Paper },
         ..Default::default()
     }
 }
@@ -51,6 +60,10 @@ pub fn small_opts() -> FormatOptions {
 /// A formatted, mounted in-memory image of `bytes`.
 pub fn new_fs(bytes: u64, opts: &FormatOptions) -> (Fs, Arc<CrashDevice>) {
     let dev = Arc::new(CrashDevice::new(bytes));
+    // The grouped placement needs room for one aligned 2 MiB group; smaller test images
+    // keep the paper's.
+    let small = FormatOptions { placement: HashPlacement::Paper, ..opts.clone() };
+    let opts = if bytes < 4 << 20 { &small } else { opts };
     format(&*dev, opts, &|_, _| {}).expect("format");
     let (fs, report) = FileSystem::mount(dev.clone(), &|_, _| {}).expect("mount");
     assert!(report.was_clean);

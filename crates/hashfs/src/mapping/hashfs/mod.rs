@@ -22,6 +22,8 @@
 
 #![forbid(unsafe_code)]
 
+pub mod groups;
+
 use super::simd::{self, SimdKind};
 use crate::layout::Geometry;
 use crate::layout::{Ino, Lblk, Pblk};
@@ -31,7 +33,7 @@ use parking_lot::RwLock;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-pub use crate::layout::mapping::hashfs::{key, EMPTY, RESERVED_TAG, TOMBSTONE};
+pub use crate::layout::mapping::hashfs::{key, EMPTY, GROUP_SLOTS, RESERVED_TAG, TOMBSTONE};
 
 /// The key of a file's block; `None` past the largest file (2^32 blocks), which no
 /// validated offset reaches.
@@ -104,19 +106,37 @@ pub struct HashTable<D: PmDevice> {
     purge_lock: RwLock<()>,
     /// Slots holding a key or a reservation.
     used: AtomicU64,
+    /// The grouped placement's directory and counts (None: the paper's placement).
+    groups: Option<Box<groups::Groups<D>>>,
 }
 
 impl<D: PmDevice> HashTable<D> {
     pub fn new(dev: Arc<D>, geo: &Geometry, seed: u64) -> HashTable<D> {
+        let groups = (geo.groups > 0).then(|| Box::new(groups::Groups::new(dev.clone(), geo, seed)));
+        let t = HashTable { groups, ..HashTable::region(dev, geo.map_off, geo.data_blocks, seed) };
+        if let Some(g) = &t.groups {
+            g.recount(&t);
+        }
+        t
+    }
+
+    /// A table of `nslots` words at byte `off` (the group directory is one).
+    fn region(dev: Arc<D>, off: u64, nslots: u64, seed: u64) -> HashTable<D> {
         HashTable {
             dev,
-            off: geo.map_off,
-            nslots: geo.data_blocks,
+            off,
+            nslots,
             seed,
             simd: simd::simd_kind(),
             purge_lock: RwLock::new(()),
             used: AtomicU64::new(0),
+            groups: None,
         }
+    }
+
+    /// The grouped placement's state, if the image has it.
+    pub fn groups(&self) -> Option<&groups::Groups<D>> {
+        self.groups.as_deref()
     }
 
     pub fn nslots(&self) -> u64 {
@@ -181,12 +201,40 @@ impl<D: PmDevice> HashTable<D> {
 
     /// The block that holds `key` (slot = block), or None.
     pub fn lookup(&self, key: u64) -> Option<Pblk> {
+        if let Some(s) = self.groups.as_ref().and_then(|g| g.find(self, key)) {
+            return Some(Pblk(s));
+        }
         self.lookup_from(key, self.home(key)).map(Pblk)
     }
 
     /// Looks up `keys.len()` (<= 8) keys: hashes them with one vector operation,
     /// prefetches every home line, then probes.
     pub fn lookup_batch(&self, keys: &[u64], out: &mut [Option<Pblk>]) {
+        if let Some(g) = self.groups.as_ref().filter(|g| g.claimed() > 0) {
+            // Keys of one chunk share its directory probe.
+            let mut found = 0;
+            let mut last: Option<(u64, Option<u64>)> = None;
+            for (i, &k) in keys.iter().enumerate() {
+                let chunk = k >> 9;
+                let grp = match last {
+                    Some((c, grp)) if c == chunk => grp,
+                    _ => g.group_for((k >> 32) as u32, (k & 0xFFFF_FFFF) / GROUP_SLOTS),
+                };
+                last = Some((chunk, grp));
+                let s = grp.map(|grp| grp * GROUP_SLOTS + k % GROUP_SLOTS);
+                out[i] = s.filter(|&s| self.load(s) == k).map(Pblk);
+                found += usize::from(out[i].is_some());
+            }
+            if found == keys.len() {
+                return;
+            }
+            for i in 0..keys.len() {
+                if out[i].is_none() {
+                    out[i] = self.lookup_from(keys[i], self.home(keys[i])).map(Pblk);
+                }
+            }
+            return;
+        }
         let mut homes = [0u64; 8];
         simd::home_slots(self.simd, keys, self.seed, self.nslots, &mut homes);
         for &h in &homes[..keys.len()] {
@@ -209,6 +257,9 @@ impl<D: PmDevice> HashTable<D> {
             let v = self.load(s);
             if (v == EMPTY || v == TOMBSTONE) && self.dev.cas_u64(self.slot_off(s), v, marker).is_ok() {
                 self.used.fetch_add(1, Ordering::Relaxed);
+                if let Some(g) = &self.groups {
+                    g.count_add(s);
+                }
                 return Ok(Pblk(s));
             }
             s = self.next(s);
@@ -221,11 +272,23 @@ impl<D: PmDevice> HashTable<D> {
     pub fn release(&self, block: Pblk) -> Freed {
         let slot = block.0;
         let off = self.slot_off(slot);
-        let home = self.home_of(self.dev.load_u64(off)).unwrap_or(slot);
+        let home = self.home_at(self.dev.load_u64(off), slot).unwrap_or(slot);
         self.dev.store_u64(off, TOMBSTONE);
         self.dev.flush(off, 8);
         self.used.fetch_sub(1, Ordering::Relaxed);
+        if let Some(g) = &self.groups {
+            g.count_sub(slot);
+        }
         Freed { slot, home }
+    }
+
+    /// After freed slots' tombstones are durable (a fence): drops the group claims they
+    /// emptied (grouped placement), then purges them.
+    pub fn release_done(&self, freed: &[Freed]) {
+        if let Some(g) = &self.groups {
+            g.drop_empty(self, freed);
+        }
+        self.purge(freed);
     }
 
     /// Turns freed slots into EMPTY where no probe path needs them, together with the
@@ -247,9 +310,14 @@ impl<D: PmDevice> HashTable<D> {
         }
     }
 
-    fn home_of(&self, v: u64) -> Option<u64> {
+    /// Where the probe path of the entry `v` at `slot` starts: its key's home, the home a
+    /// reservation records, or the slot itself for a key its group places.
+    fn home_at(&self, v: u64, slot: u64) -> Option<u64> {
         match classify(v, self.nslots) {
-            Entry::Key { .. } => Some(self.home(v)),
+            Entry::Key { ino, lblk } => match &self.groups {
+                Some(g) if g.holds(ino, lblk, slot) => Some(slot),
+                _ => Some(self.home(v)),
+            },
             Entry::Reserved { home } => Some(home),
             _ => None,
         }
@@ -265,7 +333,7 @@ impl<D: PmDevice> HashTable<D> {
             if v == EMPTY {
                 break;
             }
-            if let Some(h) = self.home_of(v) {
+            if let Some(h) = self.home_at(v, j) {
                 if self.dist(h, j) >= self.dist(i, j) {
                     return; // the key at j probes through i
                 }
@@ -295,9 +363,12 @@ impl<D: PmDevice> HashTable<D> {
     /// number of slots changed. Runs with the file system quiescent.
     pub fn repair_and_purge_all(&self) -> u64 {
         let _g = self.purge_lock.write();
-        let mut changed = 0;
+        let mut changed = match &self.groups {
+            Some(g) => g.repair(self),
+            None => 0,
+        };
         for j in 0..self.nslots {
-            if let Some(h) = self.home_of(self.load(j)) {
+            if let Some(h) = self.home_at(self.load(j), j) {
                 let mut s = h;
                 while s != j {
                     if self.load(s) == EMPTY {
@@ -333,7 +404,7 @@ impl<D: PmDevice> HashTable<D> {
             for k in (0..len).rev() {
                 let p = (a + k) % self.nslots;
                 let v = self.load(p);
-                if let Some(h) = self.home_of(v) {
+                if let Some(h) = self.home_at(v, p) {
                     min_home = min_home.min(self.dist(a, h).min(k));
                 } else if v == TOMBSTONE && min_home > k {
                     self.set_empty(p);
@@ -357,7 +428,7 @@ impl<D: PmDevice> HashTable<D> {
                 Entry::Reserved { .. } => st.reserved += 1,
                 Entry::Key { .. } => {
                     st.live += 1;
-                    let p = self.dist(self.home(v), j as u64) + 1;
+                    let p = self.dist(self.home_at(v, j as u64).unwrap_or(j as u64), j as u64) + 1;
                     hit_sum += p;
                     st.max_hit_probes = st.max_hit_probes.max(p);
                 }
@@ -401,6 +472,7 @@ mod tests {
             journal_count: 1,
             journal_blocks: 2,
             mapping: crate::layout::MappingKind::HashFs,
+            grouped: false,
         })
         .unwrap();
         HashTable::new(Arc::new(CrashDevice::new(bytes)), &geo, 0x5eed)
@@ -414,7 +486,7 @@ mod tests {
 
     fn check_invariant(t: &HashTable<CrashDevice>) {
         for j in 0..t.nslots {
-            if let Some(h) = t.home_of(t.load(j)) {
+            if let Some(h) = t.home_at(t.load(j), j) {
                 let mut s = h;
                 while s != j {
                     assert_ne!(t.load(s), EMPTY, "EMPTY at {s} on the path {h}..{j}");

@@ -1,0 +1,441 @@
+//! Grouped placement (ours; no paper has it): whole 2 MiB logical chunks of a file in
+//! whole 2 MiB groups of slots, so that a large HashFS file gets 2 MiB-aligned physical
+//! extents (WineFS's point: memory-mapped files keep 2 MiB pages) while a lookup stays a
+//! hash and one slot read.
+//!
+//! The table is cut into groups of [`GROUP_SLOTS`] slots. A write that covers a whole
+//! aligned chunk of a file (512 blocks; a fallocate, a mapping's first touch, a large
+//! write) claims a *free* group (no key or reservation in any of its slots) for it and
+//! places block `i` of the chunk in slot `i` of the group. The claim is recorded in the
+//! group directory (the format is in `layout/mapping.rs`): a second linear-probing table,
+//! one word per group, whose slot index is the group, exactly as the table's slot index is
+//! the block. A lookup of a block first probes the directory for its chunk (usually one
+//! word of a table 4,096 times smaller than the table) and reads the one slot the chunk's
+//! group gives; if the slot holds another key (the chunk was not placed whole, or not
+//! that block), it probes the table as the paper does. Every other block (small files,
+//! partial chunks, groups that ran out) is placed as the paper places it.
+//!
+//! A grouped key needs no probe path in the table: its "home" is its own slot, which is
+//! what tombstone purging and repair see. The directory word is flushed before any key of
+//! its chunk is published (the transaction's first fence orders it), and cleared only
+//! after every slot of the group is free and that is durable, so a key in a group is
+//! never left without the word that finds it (a punched block cannot come back).
+//!
+//! What the design gives up: a group is claimable only when all 512 slots are free, and
+//! the paper's placement spreads small files' blocks over every group, so on an aged,
+//! full image few groups are free (`docs/mappings.md` has the measurements).
+
+#![forbid(unsafe_code)]
+
+use super::{key, Freed, HashTable, EMPTY, RESERVED_TAG, TOMBSTONE};
+use crate::layout::mapping::hashfs::GROUP_SLOTS;
+use crate::layout::{Geometry, Ino, Lblk};
+use crate::pm::PmDevice;
+use parking_lot::Mutex;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::Arc;
+
+/// Directory words a claim examines from the chunk's home, and so the most any lookup
+/// reads: a chunk's word lies at most this far from its home (four cache lines).
+const MAX_CLAIM_PROBES: u64 = 32;
+
+/// A group claimed by an unfinished request and the offsets in it not yet handed out.
+struct Pending {
+    group: u64,
+    left: [u64; 8],
+}
+
+pub struct Groups<D: PmDevice> {
+    /// The group directory.
+    pub(super) dir: HashTable<D>,
+    /// Keys and reservations per group (DRAM; counted at mount).
+    counts: Vec<AtomicU32>,
+    /// Directory words holding a claim (0: lookups skip the directory).
+    claimed: AtomicU64,
+    /// Claims of requests in progress, by inode.
+    pending: Mutex<HashMap<u32, Vec<Pending>>>,
+}
+
+impl<D: PmDevice> Groups<D> {
+    pub fn new(dev: Arc<D>, geo: &Geometry, seed: u64) -> Groups<D> {
+        let dir = HashTable::region(dev, geo.group_dir_off().0, geo.groups, seed ^ 0x6A09_E667_F3BC_C909);
+        Groups {
+            dir,
+            counts: (0..geo.groups).map(|_| AtomicU32::new(0)).collect(),
+            claimed: AtomicU64::new(0),
+            pending: Mutex::new(HashMap::new()),
+        }
+    }
+
+    pub fn count(&self) -> u64 {
+        self.dir.nslots()
+    }
+
+    /// Claimed groups.
+    pub fn claimed(&self) -> u64 {
+        self.claimed.load(Ordering::Relaxed)
+    }
+
+    fn group_of(&self, slot: u64) -> Option<usize> {
+        let g = slot / GROUP_SLOTS;
+        (g < self.dir.nslots()).then_some(g as usize)
+    }
+
+    /// A slot became a key or a reservation.
+    pub(super) fn count_add(&self, slot: u64) {
+        if let Some(g) = self.group_of(slot) {
+            self.counts[g].fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// A slot was freed.
+    pub(super) fn count_sub(&self, slot: u64) {
+        if let Some(g) = self.group_of(slot) {
+            self.counts[g].fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Sets every group's count from a scan of the table (mount, repair).
+    pub(super) fn recount(&self, t: &HashTable<D>) {
+        let mut claimed = 0;
+        for (g, c) in self.counts.iter().enumerate() {
+            let base = g as u64 * GROUP_SLOTS;
+            let n = (base..base + GROUP_SLOTS).filter(|&s| !matches!(t.load(s), EMPTY | TOMBSTONE)).count();
+            c.store(n as u32, Ordering::Relaxed);
+            claimed += u64::from(self.dir.load(g as u64) >> 32 != 0 && self.dir.load(g as u64) != TOMBSTONE);
+        }
+        self.claimed.store(claimed, Ordering::Relaxed);
+        self.dir.set_used(claimed);
+    }
+
+    /// The group claimed for chunk `chunk` of `ino`.
+    #[inline]
+    pub fn group_for(&self, ino: u32, chunk: u64) -> Option<u64> {
+        if self.claimed.load(Ordering::Relaxed) == 0 {
+            return None;
+        }
+        let dk = key(ino, chunk as u32);
+        let mut i = self.dir.home(dk);
+        for _ in 0..self.dir.nslots().min(MAX_CLAIM_PROBES) {
+            match self.dir.load(i) {
+                v if v == dk => return Some(i),
+                EMPTY => return None,
+                _ => i = self.dir.next(i),
+            }
+        }
+        None
+    }
+
+    /// The slot of `k` if it lies in its chunk's group.
+    #[inline]
+    pub fn find(&self, t: &HashTable<D>, k: u64) -> Option<u64> {
+        let (ino, lblk) = ((k >> 32) as u32, k & 0xFFFF_FFFF);
+        let g = self.group_for(ino, lblk / GROUP_SLOTS)?;
+        let s = g * GROUP_SLOTS + lblk % GROUP_SLOTS;
+        (t.load(s) == k).then_some(s)
+    }
+
+    /// Whether the key (ino, lblk) at `slot` is placed by its group (needs no probe path).
+    /// One read: the directory word at the slot's group (the word's index is the group).
+    #[inline]
+    pub(super) fn holds(&self, ino: u32, lblk: u32, slot: u64) -> bool {
+        let (lblk, g) = (lblk as u64, slot / GROUP_SLOTS);
+        slot % GROUP_SLOTS == lblk % GROUP_SLOTS
+            && g < self.dir.nslots()
+            && self.dir.load(g) == key(ino, (lblk / GROUP_SLOTS) as u32)
+    }
+
+    /// A slot for block `lblk` of `ino` in its chunk's claimed group: one this request
+    /// reserved, or a free one there. None if the chunk has no group or the slot is taken.
+    pub fn take(&self, t: &HashTable<D>, ino: Ino, lblk: Lblk) -> Option<u64> {
+        let g = self.group_for(ino.0, lblk.0 / GROUP_SLOTS)?;
+        let off = lblk.0 % GROUP_SLOTS;
+        let s = g * GROUP_SLOTS + off;
+        {
+            let mut pending = self.pending.lock();
+            if let Some(p) = pending.get_mut(&ino.0).and_then(|v| v.iter_mut().find(|p| p.group == g)) {
+                let bit = 1u64 << (off % 64);
+                if p.left[(off / 64) as usize] & bit != 0 {
+                    p.left[(off / 64) as usize] &= !bit;
+                    return Some(s);
+                }
+            }
+        }
+        let _guard = t.purge_lock.read();
+        let v = t.load(s);
+        if (v == EMPTY || v == TOMBSTONE) && t.dev.cas_u64(t.slot_off(s), v, RESERVED_TAG | s).is_ok() {
+            t.used.fetch_add(1, Ordering::Relaxed);
+            self.count_add(s);
+            return Some(s);
+        }
+        None
+    }
+
+    /// Claims a free group for chunk `chunk` of `ino` (which has none): reserves all its
+    /// slots for the request, then writes and flushes the directory word. Later blocks of
+    /// the chunk come from [`take`](Self::take); what the request leaves unused goes back
+    /// at [`end_request`](Self::end_request). None when no free group is near the chunk's
+    /// directory home.
+    pub fn claim(&self, t: &HashTable<D>, ino: Ino, chunk: u64) -> Option<u64> {
+        let dk = key(ino.0, u32::try_from(chunk).ok()?);
+        let mut marked = Vec::new();
+        let mut rolled = Vec::new();
+        let got = {
+            let _tg = t.purge_lock.read();
+            let _dg = self.dir.purge_lock.read();
+            let mut gi = self.dir.home(dk);
+            let mut got = None;
+            for _ in 0..self.dir.nslots().min(MAX_CLAIM_PROBES) {
+                let v = self.dir.load(gi);
+                if v == EMPTY || v == TOMBSTONE {
+                    if self.counts[gi as usize].load(Ordering::Relaxed) == 0 && self.reserve_group(t, gi, &mut rolled) {
+                        if self.dir.dev.cas_u64(self.dir.slot_off(gi), v, dk).is_ok() {
+                            self.dir.dev.flush(self.dir.slot_off(gi), 8);
+                            self.dir.used.fetch_add(1, Ordering::Relaxed);
+                            self.claimed.fetch_add(1, Ordering::Relaxed);
+                            got = Some(gi);
+                            break;
+                        }
+                        self.unreserve_group(t, gi, &mut rolled);
+                    }
+                    // The chunk's word will lie past this one: keep the directory's
+                    // probe paths unbroken (purged below if the claim fails).
+                    if self.dir.load(gi) == EMPTY
+                        && self.dir.dev.cas_u64(self.dir.slot_off(gi), EMPTY, TOMBSTONE).is_ok()
+                    {
+                        self.dir.dev.flush(self.dir.slot_off(gi), 8);
+                        marked.push(gi);
+                    }
+                }
+                gi = self.dir.next(gi);
+            }
+            got
+        };
+        if !rolled.is_empty() {
+            t.dev.fence();
+            t.purge(&rolled);
+        }
+        match got {
+            Some(g) => {
+                self.pending.lock().entry(ino.0).or_default().push(Pending { group: g, left: [u64::MAX; 8] });
+                Some(g)
+            }
+            None => {
+                self.dir.dev.fence();
+                let freed: Vec<Freed> = marked.iter().map(|&s| Freed { slot: s, home: s }).collect();
+                self.dir.purge(&freed);
+                None
+            }
+        }
+    }
+
+    /// Groups an evacuating claim of `ino`'s chunk `chunk` may take, fewest keys first:
+    /// unclaimed groups near the chunk's directory home holding at most `max_keys` keys.
+    pub fn candidates(&self, ino: Ino, chunk: u64, max_keys: u32) -> Vec<u64> {
+        let Ok(c32) = u32::try_from(chunk) else { return Vec::new() };
+        let dk = key(ino.0, c32);
+        let mut gi = self.dir.home(dk);
+        let mut out = Vec::new();
+        for _ in 0..self.dir.nslots().min(MAX_CLAIM_PROBES) {
+            let v = self.dir.load(gi);
+            let n = self.counts[gi as usize].load(Ordering::Relaxed);
+            if (v == EMPTY || v == TOMBSTONE) && n <= max_keys {
+                out.push((n, gi));
+            }
+            gi = self.dir.next(gi);
+        }
+        out.sort_unstable();
+        out.into_iter().map(|(_, g)| g).collect()
+    }
+
+    /// Reserves the free slots of unclaimed group `g` for an evacuating claim and returns
+    /// the slots holding keys (to be moved out). None, with nothing reserved, if the
+    /// group is claimed or holds another write's reservation.
+    pub fn reserve_free_slots(&self, t: &HashTable<D>, g: u64) -> Option<Vec<u64>> {
+        let _tg = t.purge_lock.read();
+        if !matches!(self.dir.load(g), EMPTY | TOMBSTONE) {
+            return None;
+        }
+        let base = g * GROUP_SLOTS;
+        let mut keys = Vec::new();
+        let mut taken = Vec::new();
+        for s in base..base + GROUP_SLOTS {
+            let v = t.load(s);
+            let ok = match v {
+                EMPTY | TOMBSTONE => t.dev.cas_u64(t.slot_off(s), v, RESERVED_TAG | s).is_ok(),
+                _ if v & RESERVED_TAG == RESERVED_TAG => false,
+                _ => {
+                    keys.push(s);
+                    true
+                }
+            };
+            if !ok {
+                for &r in &taken {
+                    t.dev.store_u64(t.slot_off(r), TOMBSTONE);
+                    t.dev.flush(t.slot_off(r), 8);
+                }
+                drop(_tg);
+                self.purge_taken(t, &taken);
+                return None;
+            }
+            if matches!(v, EMPTY | TOMBSTONE) {
+                taken.push(s);
+            }
+        }
+        t.used.fetch_add(taken.len() as u64, Ordering::Relaxed);
+        self.counts[g as usize].fetch_add(taken.len() as u32, Ordering::Relaxed);
+        Some(keys)
+    }
+
+    fn purge_taken(&self, t: &HashTable<D>, taken: &[u64]) {
+        if !taken.is_empty() {
+            t.dev.fence();
+            let freed: Vec<Freed> = taken.iter().map(|&s| Freed { slot: s, home: s }).collect();
+            t.purge(&freed);
+        }
+    }
+
+    /// Gives up an evacuating claim: every slot of `g` this claim reserved (those whose
+    /// word is `RESERVED | slot`; moved keys' old slots included) is freed.
+    pub fn abandon(&self, t: &HashTable<D>, g: u64) {
+        let base = g * GROUP_SLOTS;
+        let freed: Vec<Freed> = (base..base + GROUP_SLOTS)
+            .filter(|&s| t.load(s) == RESERVED_TAG | s)
+            .map(|s| t.release(crate::layout::Pblk(s)))
+            .collect();
+        t.dev.fence();
+        t.purge(&freed);
+    }
+
+    /// Completes an evacuating claim once every slot of `g` holds this claim's
+    /// reservation: records the claim (as [`claim`](Self::claim) does). False, with the
+    /// group abandoned, if some slot does not.
+    pub fn finish_claim(&self, t: &HashTable<D>, ino: Ino, chunk: u64, g: u64) -> bool {
+        let base = g * GROUP_SLOTS;
+        let dk = key(ino.0, chunk as u32);
+        let recorded = {
+            let _dg = self.dir.purge_lock.read();
+            let v = self.dir.load(g);
+            let all_ours = (base..base + GROUP_SLOTS).all(|s| t.load(s) == RESERVED_TAG | s);
+            all_ours && matches!(v, EMPTY | TOMBSTONE) && {
+                // Every EMPTY word from the chunk's directory home up to g becomes a
+                // tombstone first (the directory's probe paths), then g's word is set.
+                let mut i = self.dir.home(dk);
+                while i != g {
+                    if self.dir.dev.cas_u64(self.dir.slot_off(i), EMPTY, TOMBSTONE).is_ok() {
+                        self.dir.dev.flush(self.dir.slot_off(i), 8);
+                    }
+                    i = self.dir.next(i);
+                }
+                self.dir.dev.cas_u64(self.dir.slot_off(g), v, dk).is_ok()
+            }
+        };
+        if !recorded {
+            self.abandon(t, g);
+            return false;
+        }
+        self.dir.dev.flush(self.dir.slot_off(g), 8);
+        self.dir.used.fetch_add(1, Ordering::Relaxed);
+        self.claimed.fetch_add(1, Ordering::Relaxed);
+        self.pending.lock().entry(ino.0).or_default().push(Pending { group: g, left: [u64::MAX; 8] });
+        true
+    }
+
+    /// Reserves every slot of group `g` (all free); on a lost race gives back what it took
+    /// (tombstones, listed in `rolled` for purging).
+    fn reserve_group(&self, t: &HashTable<D>, g: u64, rolled: &mut Vec<Freed>) -> bool {
+        let base = g * GROUP_SLOTS;
+        for s in base..base + GROUP_SLOTS {
+            let v = t.load(s);
+            if !((v == EMPTY || v == TOMBSTONE) && t.dev.cas_u64(t.slot_off(s), v, RESERVED_TAG | s).is_ok()) {
+                for r in base..s {
+                    t.dev.store_u64(t.slot_off(r), TOMBSTONE);
+                    t.dev.flush(t.slot_off(r), 8);
+                    rolled.push(Freed { slot: r, home: r });
+                }
+                return false;
+            }
+        }
+        t.used.fetch_add(GROUP_SLOTS, Ordering::Relaxed);
+        self.counts[g as usize].fetch_add(GROUP_SLOTS as u32, Ordering::Relaxed);
+        true
+    }
+
+    /// Gives back a group reserved by [`reserve_group`](Self::reserve_group).
+    fn unreserve_group(&self, t: &HashTable<D>, g: u64, rolled: &mut Vec<Freed>) {
+        let base = g * GROUP_SLOTS;
+        for s in base..base + GROUP_SLOTS {
+            t.dev.store_u64(t.slot_off(s), TOMBSTONE);
+            t.dev.flush(t.slot_off(s), 8);
+            rolled.push(Freed { slot: s, home: s });
+        }
+        t.used.fetch_sub(GROUP_SLOTS, Ordering::Relaxed);
+        self.counts[g as usize].fetch_sub(GROUP_SLOTS as u32, Ordering::Relaxed);
+    }
+
+    /// The end of a request of `ino`: the reserved slots it did not use are freed (and
+    /// purged), and a claim none of whose slots was used is dropped.
+    pub fn end_request(&self, t: &HashTable<D>, ino: Ino) {
+        let Some(list) = self.pending.lock().remove(&ino.0) else { return };
+        let mut freed = Vec::new();
+        for p in &list {
+            for off in 0..GROUP_SLOTS {
+                if p.left[(off / 64) as usize] & (1 << (off % 64)) != 0 {
+                    freed.push(t.release(crate::layout::Pblk(p.group * GROUP_SLOTS + off)));
+                }
+            }
+        }
+        t.dev.fence();
+        self.drop_empty(t, &freed);
+        t.purge(&freed);
+    }
+
+    /// After freed slots' tombstones are durable: clears the directory word of every
+    /// group among them that no longer holds a key or reservation.
+    pub(super) fn drop_empty(&self, t: &HashTable<D>, freed: &[Freed]) {
+        let mut groups: Vec<usize> = freed.iter().filter_map(|f| self.group_of(f.slot)).collect();
+        groups.sort_unstable();
+        groups.dedup();
+        let mut dropped = Vec::new();
+        for g in groups {
+            let v = self.dir.load(g as u64);
+            if self.counts[g].load(Ordering::Relaxed) == 0 && v >> 32 != 0 && v != TOMBSTONE {
+                let base = g as u64 * GROUP_SLOTS;
+                if (base..base + GROUP_SLOTS).all(|s| matches!(t.load(s), EMPTY | TOMBSTONE)) {
+                    dropped.push(self.dir.release(crate::layout::Pblk(g as u64)));
+                    self.claimed.fetch_sub(1, Ordering::Relaxed);
+                }
+            }
+        }
+        if !dropped.is_empty() {
+            self.dir.dev.fence();
+            self.dir.purge(&dropped);
+        }
+    }
+
+    /// Recovery: drops every claim whose group holds no key of its chunk (a claim whose
+    /// write never committed), then restores the directory's probe paths. Returns the
+    /// words changed.
+    pub(super) fn repair(&self, t: &HashTable<D>) -> u64 {
+        let mut changed = 0;
+        for g in 0..self.dir.nslots() {
+            let v = self.dir.load(g);
+            if v >> 32 == 0 || v == TOMBSTONE {
+                continue;
+            }
+            let (ino, chunk) = ((v >> 32) as u32, v & 0xFFFF_FFFF);
+            let base = g * GROUP_SLOTS;
+            let used = (0..GROUP_SLOTS).any(|i| t.load(base + i) == key(ino, (chunk * GROUP_SLOTS + i) as u32));
+            if !used {
+                self.dir.dev.store_u64(self.dir.slot_off(g), TOMBSTONE);
+                self.dir.dev.flush(self.dir.slot_off(g), 8);
+                changed += 1;
+            }
+        }
+        self.dir.dev.fence();
+        let changed = changed + self.dir.repair_and_purge_all();
+        self.recount(t);
+        changed
+    }
+}
