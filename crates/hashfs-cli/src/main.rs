@@ -49,9 +49,10 @@ enum Cmd {
         #[arg(long)]
         allocator: Option<String>,
         /// Where HashFS places blocks: paper (each block where its key hashes, the HashFS
-        /// paper's) or grouped (whole 2 MiB chunks of a file in whole 2 MiB groups of
-        /// slots, found through a group directory, so that memory-mapped files can get
-        /// 2 MiB pages; images of 64 MiB or more). Default: paper.
+        /// paper's) or grouped (experimental: whole 2 MiB chunks of a file in whole 2 MiB
+        /// groups of slots, found through a group directory, so that memory-mapped files
+        /// get 2 MiB pages; small files' lookups slow down once many groups are claimed,
+        /// docs/mappings.md). Default: paper.
         #[arg(long)]
         placement: Option<String>,
         /// Inode table entries (default: one per 16 KiB).

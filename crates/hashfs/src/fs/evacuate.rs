@@ -31,7 +31,7 @@ impl<D: PmDevice> FsInner<D> {
     /// emptiest candidate. None if no candidate could be emptied.
     pub(crate) fn claim_by_evacuation(&self, t: &HashTable<D>, g: &Groups<D>, own: Ino, chunk: u64) -> Option<u64> {
         for gi in g.candidates(own, chunk, MAX_MOVES).into_iter().take(MAX_TRIES) {
-            let Some(keys) = g.reserve_free_slots(t, gi) else { continue };
+            let Some(keys) = g.reserve_free_slots(t, gi, own) else { continue };
             if keys.iter().all(|&s| self.move_block(t, own, s).is_ok()) && g.finish_claim(t, own, chunk, gi) {
                 return Some(gi);
             }

@@ -252,12 +252,20 @@ impl<D: PmDevice> Groups<D> {
     /// Reserves the free slots of unclaimed group `g` for an evacuating claim and returns
     /// the slots holding keys (to be moved out). None, with nothing reserved, if the
     /// group is claimed or holds another write's reservation.
-    pub fn reserve_free_slots(&self, t: &HashTable<D>, g: u64) -> Option<Vec<u64>> {
+    pub fn reserve_free_slots(&self, t: &HashTable<D>, g: u64, own: Ino) -> Option<Vec<u64>> {
         let _tg = t.purge_lock.read();
         if !matches!(self.dir.load(g), EMPTY | TOMBSTONE) {
             return None;
         }
         let base = g * GROUP_SLOTS;
+        // A group with a reservation or a block of the claiming file is refused before
+        // anything is taken (giving slots back costs a purge of each).
+        if (base..base + GROUP_SLOTS).any(|s| {
+            let v = t.load(s);
+            v != TOMBSTONE && (v & RESERVED_TAG == RESERVED_TAG || (v >> 32) as u32 == own.0)
+        }) {
+            return None;
+        }
         let mut keys = Vec::new();
         let mut taken = Vec::new();
         for s in base..base + GROUP_SLOTS {
