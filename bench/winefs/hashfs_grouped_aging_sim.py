@@ -1,0 +1,101 @@
+"""Design study for issue 15, item 2 (not the file system): HashFS's grouped placement under
+Geriatrix-style aging (Agrawal sizes, to 75%, one capacity of churn) on a table of 2^18 slots,
+then one file of 1/8 of the image: groups claimed, blocks moved, and small files' probe
+lengths, with probe sequences that walk through claimed groups (as built) or skip them (one
+directory read per skipped group). Deletes free slots outright (no tombstones). One JSON
+line per variant: python3 bench/winefs/hashfs_grouped_aging_sim.py"""
+import json
+import random
+SLOTS = 1 << 18; G = SLOTS // 512
+AGRAWAL = [(8, 1), (32, 7), (128, 16), (512, 40), (2048, 50), (8192, 46), (32768, 35), (131072, 20), (524288, 10),
+           (2097152, 4), (8388608, 1)]
+MASK = (1 << 64) - 1
+def h(x):
+    x = (x ^ (x >> 33)) * 0xFF51AFD7ED558CCD & MASK
+    x = (x ^ (x >> 33)) * 0xC4CEB3FE1A85EC53 & MASK
+    return x ^ (x >> 33)
+def run(skip, seed=7, to=0.75, churn=1.0, max_moves=256):
+    rnd = random.Random(seed)
+    table = [0] * SLOTS; count = [0] * G; claimed = [False] * G
+    where = {}  # small key -> slot
+    sizes, weights = zip(*AGRAWAL)
+    st = {"moves": 0, "claims": 0, "claims_failed": 0}
+    def ins(key, avoid=-1):
+        s = h(key) % SLOTS
+        while True:
+            g = s // 512
+            if (skip and claimed[g]) or g == avoid:
+                s = ((g + 1) * 512) % SLOTS; continue
+            if table[s] == 0: break
+            s = (s + 1) % SLOTS
+        table[s] = key; count[s // 512] += 1; where[key] = s
+        return s
+    def claim(ck):
+        c0 = h(ck) % G
+        cands = [(c0 + i) % G for i in range(32)]
+        cands = [g for g in cands if not claimed[g]]
+        free = [g for g in cands if count[g] == 0]
+        if free:
+            g = free[0]
+        else:
+            cands.sort(key=lambda g: count[g])
+            if not cands or count[cands[0]] > max_moves:
+                st["claims_failed"] += 1; return None
+            g = cands[0]
+            for s in range(g * 512, g * 512 + 512):
+                k = table[s]
+                if k:
+                    table[s] = 0; count[g] -= 1; ins(k, avoid=g); st["moves"] += 1
+        claimed[g] = True; count[g] = 512; st["claims"] += 1
+        for s in range(g * 512, g * 512 + 512): table[s] = -1
+        return g
+    files = {}; used = 0; ino = 0; written = 0
+    def create(blocks):
+        nonlocal ino, used, written
+        if used + blocks > SLOTS * 0.97: return None
+        ino += 1; smalls = []; groups = []
+        for c in range(blocks // 512):
+            g = claim((ino << 32) | c)
+            if g is None:
+                for l in range(c * 512, c * 512 + 512): smalls.append(ins((ino << 32) | l))
+            else: groups.append(g)
+        for l in range(blocks // 512 * 512, blocks):
+            smalls.append(ins((ino << 32) | l))
+        files[ino] = ((ino, blocks), groups); used += blocks; written += blocks
+        return groups
+    def delete():
+        nonlocal used
+        k = rnd.choice(list(files.keys())); (i, blocks), groups = files.pop(k)
+        for g in groups:
+            claimed[g] = False; count[g] = 0
+            for s in range(g * 512, g * 512 + 512): table[s] = 0
+        gl = set()
+        for l in range(blocks):
+            key = (i << 32) | l
+            s = where.pop(key, None)
+            if s is not None: table[s] = 0; count[s // 512] -= 1
+        used -= blocks
+    draw = lambda: max(1, rnd.choices(sizes, weights)[0] // 4096)
+    while used < to * SLOTS: create(draw())
+    start = written
+    while written - start < churn * SLOTS:
+        delete()
+        while used < to * SLOTS: create(draw())
+    # probe lengths of small keys (slots read; a skipped group costs one directory read)
+    pl = []
+    for key, s in where.items():
+        p, x = 1, h(key) % SLOTS
+        while x != s:
+            g = x // 512
+            if skip and claimed[g]:
+                p += 1; x = ((g + 1) * 512) % SLOTS; continue
+            p += 1; x = (x + 1) % SLOTS
+        pl.append(p)
+    pl.sort()
+    before = dict(st)
+    gs = create(64 * 512) or []
+    return {"skip": skip, "aged_probe_mean": round(sum(pl) / len(pl), 2), "aged_probe_p99": pl[int(.99 * (len(pl) - 1))],
+            "aging_moves": before["moves"], "aging_claims": before["claims"], "aging_claims_failed": before["claims_failed"],
+            "final_file_groups": f"{len(gs)} of 64", "final_file_moves": st["moves"] - before["moves"]}
+for skip in (False, True):
+    print(json.dumps(run(skip)), flush=True)
