@@ -23,7 +23,8 @@ report_skips() {
     rm -f "$skip_log"
 }
 trap report_skips EXIT
-# The FUSE and application tests use Debian's fuse3, rsync, fio, RocksDB's db_bench
+# The FUSE and application tests use Debian's fuse3, rsync, acl and attr (setfacl,
+# setfattr), fio, RocksDB's db_bench
 # (rocksdb-tools) and LevelDB (libleveldb-dev, with g++ for the YCSB driver); bench/plot.py
 # (checked on the paper benchmark's smoke output) needs matplotlib.
 find_missing() {
@@ -31,6 +32,7 @@ find_missing() {
     command -v fusermount3 >/dev/null || missing="$missing fuse3"
     command -v rsync >/dev/null || missing="$missing rsync"
     command -v setfacl >/dev/null || missing="$missing acl"
+    command -v setfattr >/dev/null || missing="$missing attr"
     command -v fio >/dev/null || missing="$missing fio"
     command -v db_bench >/dev/null || missing="$missing rocksdb-tools"
     [ -f /usr/include/leveldb/db.h ] || missing="$missing libleveldb-dev"
