@@ -40,6 +40,13 @@ use std::sync::Arc;
 /// reads: a chunk's word lies at most this far from its home (four cache lines).
 const MAX_CLAIM_PROBES: u64 = 32;
 
+/// Whether a directory word holds a claim (a key: neither EMPTY nor TOMBSTONE; the
+/// directory holds no reservations).
+#[inline]
+fn is_claim(v: u64) -> bool {
+    v >> 32 != 0 && v != TOMBSTONE
+}
+
 /// A group claimed by an unfinished request and the offsets in it not yet handed out.
 struct Pending {
     group: u64,
@@ -103,7 +110,7 @@ impl<D: PmDevice> Groups<D> {
             let base = g as u64 * GROUP_SLOTS;
             let n = (base..base + GROUP_SLOTS).filter(|&s| !matches!(t.load(s), EMPTY | TOMBSTONE)).count();
             c.store(n as u32, Ordering::Relaxed);
-            claimed += u64::from(self.dir.load(g as u64) >> 32 != 0 && self.dir.load(g as u64) != TOMBSTONE);
+            claimed += u64::from(is_claim(self.dir.load(g as u64)));
         }
         self.claimed.store(claimed, Ordering::Relaxed);
         self.dir.set_used(claimed);
@@ -408,7 +415,7 @@ impl<D: PmDevice> Groups<D> {
         let mut dropped = Vec::new();
         for g in groups {
             let v = self.dir.load(g as u64);
-            if self.counts[g].load(Ordering::Relaxed) == 0 && v >> 32 != 0 && v != TOMBSTONE {
+            if self.counts[g].load(Ordering::Relaxed) == 0 && is_claim(v) {
                 let base = g as u64 * GROUP_SLOTS;
                 if (base..base + GROUP_SLOTS).all(|s| matches!(t.load(s), EMPTY | TOMBSTONE)) {
                     dropped.push(self.dir.release(crate::layout::Pblk(g as u64)));
@@ -429,7 +436,7 @@ impl<D: PmDevice> Groups<D> {
         let mut changed = 0;
         for g in 0..self.dir.nslots() {
             let v = self.dir.load(g);
-            if v >> 32 == 0 || v == TOMBSTONE {
+            if !is_claim(v) {
                 continue;
             }
             let (ino, chunk) = ((v >> 32) as u32, v & 0xFFFF_FFFF);
