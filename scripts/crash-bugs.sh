@@ -29,6 +29,9 @@ bugs=(
     "xattr-new-unlinked|crates/hashfs/src/fs/xattr.rs|the switch to a new attribute inode leaves it with no link on the media|ops setxattr,setxattr-replace,removexattr"
     "xattr-orphaned-by-unlink|crates/hashfs/src/fs/data.rs|freeing a file does not unlink its attribute inode in the same transaction|ops unlink,rename-replace"
     "evacuate-no-flush|crates/hashfs/src/fs/evacuate.rs|HashFS's grouped placement moves a block out of a group without flushing its copy before the transaction that remaps it|grouped write-chunk,fallocate-chunk"
+    "untorn-copy-no-flush|crates/hashfs/src/fs/untorn.rs|an untorn write's moved block is stored cached (no flush before the commit's fence)|ops untorn-overwrite,untorn-limit"
+    "untorn-unlogged-key|crates/hashfs/src/fs/untorn.rs|an untorn write publishes a moved block's new HashFS key without an undo record|ops untorn-overwrite,untorn-limit"
+    "strict-ignored|crates/hashfs/src/fs/data.rs|a strict-mode mount writes as a relaxed one|strict overwrite,overwrite-small"
 )
 
 # Applies bug $1 to the scratch tree (exact text replacements; fails if the code moved).
@@ -74,25 +77,49 @@ elif name == "evacuate-no-flush":
     sub("crates/hashfs/src/fs/evacuate.rs",
         "        self.dev.write(to_off, &buf);\n        self.dev.flush(to_off, BLOCK_BYTES);\n",
         "        self.dev.write(to_off, &buf);\n")
+elif name == "untorn-copy-no-flush":
+    sub("crates/hashfs/src/fs/untorn.rs",
+        "                    buf[a as usize..z as usize].copy_from_slice(src);\n                    self.dev.write_nt(self.geo.block_off(b.new.0), &buf);\n                }\n                _ => {",
+        "                    buf[a as usize..z as usize].copy_from_slice(src);\n                    self.dev.write(self.geo.block_off(b.new.0), &buf);\n                }\n                _ => {")
+elif name == "untorn-unlogged-key":
+    sub("crates/hashfs/src/fs/untorn.rs",
+        "                            tx.write_u64(t.slot_off(b.new.0), k);\n                            tx.write_u64(t.slot_off(p.0), TOMBSTONE);\n",
+        "                            tx.publish_u64(t.slot_off(b.new.0), k);\n                            tx.write_u64(t.slot_off(p.0), TOMBSTONE);\n")
+elif name == "strict-ignored":
+    sub("crates/hashfs/src/fs/data.rs",
+        "        if self.is_strict() {\n            return self.write_strict(cell, Some(off), data).map(|(n, _)| n);\n        }\n",
+        "")
 else:
     sys.exit(f"unknown bug {name}")
 EOF
 }
 
-# Runs bug $1's check on the scratch tree; its exit status is the check's.
+# Builds the scratch tree (the explorer, or the library's tests); a bug that does not build
+# proves nothing, so a build failure stops the script.
+build_check() {
+    local check=$1
+    case $check in
+        unit\ *) (cd "$work/src" && cargo test -q --release -p hashfs --lib --no-run) >"$work/build.log" 2>&1 ;;
+        *) (cd "$work/src" && cargo build -q --release -p hashfs-cli) >"$work/build.log" 2>&1 ;;
+    esac || { echo "crash-bugs: the scratch tree does not build for $check:" >&2; tail -20 "$work/build.log" >&2; exit 2; }
+}
+
+# Runs bug $1's check on the scratch tree (built); its exit status is the check's.
 run_check() {
     local check=$1
+    local hashfs="$CARGO_TARGET_DIR/release/hashfs"
+    local common=(--seq 1 --seed "$seed" --samples 16 --recovery-samples 2)
     case $check in
         unit\ *)
             (cd "$work/src" && cargo test -q --release -p hashfs --lib "${check#unit }") >"$work/check.log" 2>&1 ;;
         ops\ *)
-            (cd "$work/src" && cargo build -q --release -p hashfs-cli &&
-                "$CARGO_TARGET_DIR/release/hashfs" crashtest --mapping hashfs,extent-tree,cuckoo --seq 1 \
-                    --ops "${check#ops }" --seed "$seed" --samples 16 --recovery-samples 2) >"$work/check.log" 2>&1 ;;
+            "$hashfs" crashtest --mapping hashfs,extent-tree,cuckoo --ops "${check#ops }" "${common[@]}" >"$work/check.log" 2>&1 ;;
+        strict\ *)
+            "$hashfs" crashtest --mapping hashfs,extent-tree,cuckoo --write-mode strict --ops "${check#strict }" \
+                "${common[@]}" >"$work/check.log" 2>&1 ;;
         grouped\ *)
-            (cd "$work/src" && cargo build -q --release -p hashfs-cli &&
-                "$CARGO_TARGET_DIR/release/hashfs" crashtest --mapping hashfs --placement grouped --seq 1 \
-                    --ops "${check#grouped }" --seed "$seed" --samples 16 --recovery-samples 2) >"$work/check.log" 2>&1 ;;
+            "$hashfs" crashtest --mapping hashfs --placement grouped --ops "${check#grouped }" "${common[@]}" \
+                >"$work/check.log" 2>&1 ;;
     esac
 }
 
@@ -122,6 +149,7 @@ done
 fresh_copy
 for b in "${chosen[@]}"; do
     IFS='|' read -r name _ _ check <<<"$b"
+    build_check "$check"
     if ! run_check "$check"; then
         echo "crash-bugs: the UNMODIFIED tree fails the check for $name ($check):" >&2
         tail -30 "$work/check.log" >&2
@@ -135,6 +163,7 @@ for b in "${chosen[@]}"; do
     IFS='|' read -r name file what check <<<"$b"
     fresh_copy
     apply_bug "$name"
+    build_check "$check"
     if run_check "$check"; then
         echo "NOT CAUGHT  $name: $what ($file)"
         failed=1

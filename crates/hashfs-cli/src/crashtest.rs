@@ -63,6 +63,10 @@ pub struct CrashtestArgs {
     /// operations that write whole 2 MiB chunks added).
     #[arg(long, default_value = "paper")]
     placement: String,
+    /// The write mode of the explored images: relaxed, or strict (every write of up to
+    /// the untorn limit must then be whole or absent after a crash).
+    #[arg(long, default_value = "relaxed")]
+    write_mode: String,
     /// Worker threads (default: one per CPU).
     #[arg(long)]
     threads: Option<usize>,
@@ -99,6 +103,8 @@ fn mappings(spec: &str) -> Result<Vec<MappingKind>, String> {
 pub fn run(a: CrashtestArgs) -> Result<usize, String> {
     let placement = hashfs::HashPlacement::from_name(&a.placement)
         .ok_or_else(|| format!("unknown placement {:?} (choose paper or grouped)", a.placement))?;
+    let write_mode = hashfs::WriteMode::from_name(&a.write_mode)
+        .ok_or_else(|| format!("unknown write mode {:?} (choose relaxed or strict)", a.write_mode))?;
     if a.list {
         println!("{}", crashtest::ace_ops(placement).join("\n"));
         return Ok(0);
@@ -123,6 +129,7 @@ pub fn run(a: CrashtestArgs) -> Result<usize, String> {
         seed,
         only,
         placement,
+        write_mode,
         ..Config::default()
     };
     let names: Vec<&str> =
@@ -170,7 +177,7 @@ pub fn run(a: CrashtestArgs) -> Result<usize, String> {
         });
         bar.finish_and_clear();
         if a.two_threads > 0 {
-            let base = crashtest::base_image(m, a.layout_score, placement);
+            let base = crashtest::base_image_in(m, a.layout_score, placement, write_mode);
             let mut open2 = 0;
             for round in 0..a.two_threads {
                 let (s, o) = concurrent::explore_two_threads(&cfg, m.name(), &base, round, 6, &mut f);
@@ -220,6 +227,7 @@ pub fn run(a: CrashtestArgs) -> Result<usize, String> {
                 "samples": cfg.samples, "recovery_samples": cfg.recovery_samples,
                 "layout_score": a.layout_score, "threads": threads,
                 "image_bytes": crashtest::image_bytes(placement), "placement": placement.name(),
+                "write_mode": write_mode.name(),
             },
             "machine": {
                 "cpu": crate::bench::cpu_model(),

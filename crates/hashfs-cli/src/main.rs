@@ -12,7 +12,7 @@ mod mounthelper;
 use clap::{Parser, Subcommand};
 use hashfs::fsck::{self, fsck, FsckMode};
 use hashfs::pm::{MmapDevice, OpenMode};
-use hashfs::{AllocatorKind, FormatOptions, HashPlacement};
+use hashfs::{AllocatorKind, FormatOptions, HashPlacement, WriteMode};
 use hashfs::{FileSystem, FileType, MappingKind};
 use indicatif::{ProgressBar, ProgressStyle};
 use std::path::{Path, PathBuf};
@@ -61,6 +61,17 @@ enum Cmd {
         /// Undo journals (one per CPU is a good choice).
         #[arg(long, default_value_t = 8)]
         journals: u32,
+        /// Blocks of 4 KiB per journal. One transaction fits one journal, which bounds the
+        /// untorn-write limit: 16 gives 1 MiB for HashFS and 256 KiB for the block
+        /// mappings, 64 gives 1 MiB for every mapping.
+        #[arg(long, default_value_t = 16)]
+        journal_blocks: u32,
+        /// relaxed (the papers' default: an overwrite may be torn by a crash) or strict
+        /// (every write of up to the untorn-write limit is whole or absent after a crash;
+        /// larger ones are, piece by piece). Where every mount starts; `mount -o strict`
+        /// or `-o relaxed` changes it for one mount.
+        #[arg(long, default_value = "relaxed")]
+        write_mode: String,
     },
     /// Check every on-media invariant; exit 0 clean, 1 corrected, 4 errors left, 8 failure.
     /// Check an image. An image that was not cleanly unmounted is first recovered, as a
@@ -119,13 +130,15 @@ enum Cmd {
         /// Request-serving threads.
         #[arg(long, default_value_t = mountcmd::DEFAULT_THREADS)]
         threads: usize,
-        /// Mount options, as mount(8)'s: ro, rw, nodev, nosuid, noexec, noatime, ...
+        /// Mount options, as mount(8)'s: ro, rw, nodev, nosuid, noexec, noatime, ...; and
+        /// strict or relaxed (the write mode of this mount; default: the image's).
         #[arg(short = 'o', default_value = "")]
         options: String,
     },
     /// Link this program as DIR/mount.fuse.hashfs, so that `mount -t fuse.hashfs IMAGE DIR`
     /// and /etc/fstab lines of type fuse.hashfs work (options: ro, rw, nodev, nosuid,
-    /// noexec, noatime and the other atime options, threads=N, and fstab's own).
+    /// noexec, noatime and the other atime options, threads=N, strict, relaxed, and
+    /// fstab's own).
     InstallMountHelper {
         #[arg(default_value = "/sbin")]
         dir: PathBuf,
@@ -245,7 +258,20 @@ pub(crate) fn mount(image: &Path) -> Result<FileSystem<MmapDevice>, Failure> {
 
 fn run(cli: Cli) -> Result<u8, Failure> {
     match cli.cmd {
-        Cmd::Mkfs { image, size, mapping, layout_score, allocator, placement, inodes, journals } => {
+        Cmd::Mkfs {
+            image,
+            size,
+            mapping,
+            layout_score,
+            allocator,
+            placement,
+            inodes,
+            journals,
+            journal_blocks,
+            write_mode,
+        } => {
+            let write_mode = WriteMode::from_name(&write_mode)
+                .ok_or_else(|| fail(format!("unknown write mode {write_mode:?} (choose relaxed or strict)")))?;
             let mapping = MappingKind::from_name(&mapping).ok_or_else(|| {
                 let names: Vec<&str> = MappingKind::ALL.iter().map(|m| m.name()).collect();
                 fail(format!("unknown mapping {mapping:?} (choose one of: {})", names.join(", ")))
@@ -280,6 +306,8 @@ fn run(cli: Cli) -> Result<u8, Failure> {
                 mapping,
                 inode_count: inodes,
                 journal_count: journals,
+                journal_blocks,
+                write_mode,
                 layout_score,
                 allocator,
                 placement,
@@ -367,6 +395,8 @@ fn run(cli: Cli) -> Result<u8, Failure> {
             );
             println!("mounts         {}", sb.mount_count);
             println!("journals       {} x {} KiB", g.journal_count, g.journal_blocks * 4);
+            let mode = WriteMode::from_u32(sb.write_mode).map(|m| m.name()).unwrap_or("?");
+            println!("write mode     {mode} (untorn writes up to {} KiB)", hashfs::untorn_limit(&g) / 1024);
             println!("inode table    {} inodes at offset {}", g.inode_count, g.inode_table_off);
             if g.mapping == MappingKind::HashFs {
                 println!("hash table     {} slots at offset {}", g.data_blocks, g.map_off);

@@ -40,6 +40,9 @@ pub fn run_foreground_with(image: &Path, mountpoint: &Path, o: &MountOpts) -> Re
         return Err(fail(format!("{} is already a mount point", mountpoint.display())));
     }
     let fs = crate::mount(image)?;
+    if let Some(mode) = o.write_mode {
+        fs.set_write_mode(mode);
+    }
     let image_abs = fs::canonicalize(image).unwrap_or_else(|_| image.to_path_buf());
     let mut cfg = fuser::Config::default();
     cfg.mount_options = vec![
@@ -69,6 +72,7 @@ pub fn run_background_with(image: &Path, mountpoint: &Path, o: &MountOpts) -> Re
     list.extend(o.nodev.then_some("nodev"));
     list.extend(o.nosuid.then_some("nosuid"));
     list.extend(o.noexec.then_some("noexec"));
+    list.extend(o.write_mode.map(|m| m.name()));
     let log_path = std::env::temp_dir().join(format!("hashfs-mount-{}.log", std::process::id()));
     let log = fs::File::create(&log_path)?;
     let mut child = Command::new(std::env::current_exe()?)

@@ -5,7 +5,8 @@
 //! Options: `ro`/`rw`; `dev`/`nodev`, `suid`/`nosuid`, `exec`/`noexec` (passed to the
 //! kernel); `atime`, `noatime`, `relatime`, `strictatime`, `nodiratime` (accepted: HashFS
 //! keeps atime as set explicitly and never updates it on reads, so every one of them
-//! holds); `threads=N`; and the ones mount(8) and fstab use for themselves (`defaults`,
+//! holds); `threads=N`; `strict` or `relaxed` (the write mode of this mount, else the
+//! image's: `hashfs mkfs --write-mode`); and the ones mount(8) and fstab use for themselves (`defaults`,
 //! `auto`, `noauto`, `user`, `nouser`, `users`, `owner`, `group`, `nofail`, `_netdev`,
 //! `x-*`, `comment=*`). Anything else is refused with its name, never ignored silently.
 //! mount(8)'s helper flags `-n` (no mtab), `-s` (sloppy: unknown options are skipped with
@@ -24,6 +25,8 @@ pub struct MountOpts {
     pub nosuid: bool,
     pub noexec: bool,
     pub threads: Option<usize>,
+    /// `strict` or `relaxed`: the write mode for this mount (None: the image's).
+    pub write_mode: Option<hashfs::WriteMode>,
 }
 
 /// Parses a comma-separated option list (later options win, as mount(8)).
@@ -31,6 +34,8 @@ pub fn parse_options(list: &str, sloppy: bool) -> Result<MountOpts, Failure> {
     let mut o = MountOpts::default();
     for opt in list.split(',').filter(|s| !s.is_empty()) {
         match opt {
+            "strict" => o.write_mode = Some(hashfs::WriteMode::Strict),
+            "relaxed" => o.write_mode = Some(hashfs::WriteMode::Relaxed),
             "ro" => o.read_only = true,
             "rw" => o.read_only = false,
             "dev" => o.nodev = false,
@@ -124,5 +129,7 @@ mod tests {
         assert!(parse_options("bogus", false).is_err());
         assert!(parse_options("threads=0", false).is_err());
         assert!(parse_options("bogus,ro", true).unwrap().read_only);
+        assert_eq!(parse_options("strict", false).unwrap().write_mode, Some(hashfs::WriteMode::Strict));
+        assert_eq!(parse_options("strict,relaxed", false).unwrap().write_mode, Some(hashfs::WriteMode::Relaxed));
     }
 }

@@ -134,6 +134,7 @@ fn put_get_round_trip_and_fsck_clean() {
     assert!(long.contains(&format!("{}", 3 * 1024 * 1024 + 123)), "{long}");
     let info = ok(&["info", s(&img)]);
     assert!(info.contains("mapping        hashfs") && info.contains("state          clean"), "{info}");
+    assert!(info.contains("write mode     relaxed (untorn writes up to 1024 KiB)"), "{info}");
     let fsck = hashfs(&["fsck", s(&img)]);
     assert_eq!(code(&fsck), 0, "{}", String::from_utf8_lossy(&fsck.stdout));
     ok(&["rm", "-r", s(&img), "/data"]);
@@ -222,12 +223,40 @@ fn every_mapping_round_trips_through_the_command() {
         compare_trees(&src, &back);
         let info = ok(&["info", s(&img)]);
         assert!(info.contains(&format!("mapping        {m}")), "{info}");
+        assert!(info.contains("write mode     relaxed (untorn writes up to 256 KiB)"), "{info}");
         assert!(info.contains("measured layout score") && info.contains("metadata/GiB"), "{info}");
         let fsck = hashfs(&["fsck", s(&img)]);
         assert_eq!(code(&fsck), 0, "{m}: {}", String::from_utf8_lossy(&fsck.stdout));
         ok(&["rm", "-r", s(&img), "/data"]);
         assert_eq!(code(&hashfs(&["fsck", s(&img)])), 0, "{m}");
     }
+    // Strict mode, and a journal large enough for 1 MiB untorn writes on a block mapping.
+    let img = dir.path().join("strict.img");
+    ok(&[
+        "mkfs",
+        s(&img),
+        "--size",
+        "64M",
+        "--mapping",
+        "radix-tree",
+        "--write-mode",
+        "strict",
+        "--journal-blocks",
+        "64",
+    ]);
+    let info = ok(&["info", s(&img)]);
+    assert!(info.contains("write mode     strict (untorn writes up to 1024 KiB)"), "{info}");
+    ok(&["put", s(&img), s(&src), "/data"]);
+    compare_trees(&src, &{
+        let back = dir.path().join("back-strict");
+        ok(&["get", s(&img), "/data", s(&back)]);
+        back
+    });
+    let o = hashfs(&["mkfs", s(&img), "--size", "64M", "--write-mode", "atomic"]);
+    assert!(
+        !o.status.success()
+            && String::from_utf8_lossy(&o.stderr).contains("unknown write mode \"atomic\" (choose relaxed or strict)")
+    );
     // Bad choices are refused with the list of mappings.
     let img = dir.path().join("x.img");
     let o = hashfs(&["mkfs", s(&img), "--size", "64M", "--mapping", "btree"]);

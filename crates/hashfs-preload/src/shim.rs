@@ -305,15 +305,34 @@ fn prefix() -> Option<&'static Path> {
         .as_deref()
 }
 
+/// `HASHFS_WRITE_MODE` (strict or relaxed): the write mode of this process's mount, as
+/// `mount -o strict` (unset: the image's, from mkfs).
+fn write_mode_env() -> Result<Option<hashfs::WriteMode>, String> {
+    match std::env::var("HASHFS_WRITE_MODE") {
+        Err(_) => Ok(None),
+        Ok(v) => hashfs::WriteMode::from_name(&v)
+            .map(Some)
+            .ok_or_else(|| format!("HASHFS_WRITE_MODE={v:?}: choose strict or relaxed")),
+    }
+}
+
 /// The shim, mounting the image on first use of a path under the prefix.
 fn shim() -> &'static Shim {
     SHIM.get_or_init(|| {
         let image = std::env::var_os("HASHFS_IMAGE").map(PathBuf::from);
         let (fs, error) = match &image {
             None => (None, Some("HASHFS_IMAGE is not set".to_string())),
-            Some(img) => match FileSystem::open(img) {
-                Ok((fs, _)) => (Some(fs), None),
-                Err(e) => (None, Some(format!("cannot use image {}: {e}", img.display()))),
+            Some(img) => match write_mode_env() {
+                Err(e) => (None, Some(e)),
+                Ok(mode) => match FileSystem::open(img) {
+                    Ok((fs, _)) => {
+                        if let Some(m) = mode {
+                            fs.set_write_mode(m);
+                        }
+                        (Some(fs), None)
+                    }
+                    Err(e) => (None, Some(format!("cannot use image {}: {e}", img.display()))),
+                },
             },
         };
         if let Some(e) = &error {

@@ -6,7 +6,8 @@
 mod common;
 #[path = "../../hashfs-cli/tests/support/skip.rs"]
 mod skip;
-use common::{image, p, PREFIX};
+use common::{image, image_in, p, Image, PREFIX};
+use hashfs::FormatOptions;
 use skip::skip;
 use std::path::Path;
 use std::process::{Command, Output};
@@ -63,7 +64,17 @@ fn coreutils() {
 
 #[test]
 fn sqlite() {
-    let img = image();
+    sqlite_on(image());
+}
+
+/// SQLite on an image made in strict mode (every write untorn).
+#[test]
+fn sqlite_in_strict_mode() {
+    let opts = FormatOptions { write_mode: hashfs::WriteMode::Strict, ..FormatOptions::default() };
+    sqlite_on(image_in(&std::env::temp_dir(), 64 << 20, &opts));
+}
+
+fn sqlite_on(img: Image) {
     let script = format!(
         r#"
 import sqlite3

@@ -27,13 +27,16 @@ pub use fs::acl::Inherited;
 pub use fs::api::Access;
 pub use fs::map::{BlockPin, Mapping};
 pub use fs::ops::{Owner, RenameMode, SetTime};
+pub use fs::untorn::untorn_limit;
 pub use fs::xattr::XattrMode;
 pub use fs::{
     format, read_superblock, DirEntry, FallocateMode, File, FileSystem, FormatOptions, MappingStats, Metadata,
     MountReport, OpenOptions, SetAttr, StatFs, SuperblockSource,
 };
 pub use layout::dirent::{dev_from_kernel, dev_to_kernel};
-pub use layout::{AllocatorKind, Extent, FileType, Geometry, HashPlacement, Ino, Lblk, MappingKind, Pblk, Superblock};
+pub use layout::{
+    AllocatorKind, Extent, FileType, Geometry, HashPlacement, Ino, Lblk, MappingKind, Pblk, Superblock, WriteMode,
+};
 pub use mapping::simd::{simd_kind, SimdKind};
 
 /// Checking and repairing an image offline.

@@ -68,6 +68,19 @@ fn explore_pairs_of_operations() {
     assert!(stats.workloads >= 48);
 }
 
+/// Strict mode: every write of up to the untorn limit whole or absent (overwrites inside
+/// and across blocks, over holes, appends, writes past EOF), alone and in random sequences.
+#[test]
+fn explore_strict_mode_writes() {
+    let ops = ["overwrite", "overwrite-small", "write-past-eof", "fill-hole", "append", "untorn-hole"];
+    let mut w = crashtest::ace_workloads(&ops, 1);
+    w.extend((0..4).map(|i| crashtest::random_workload(seed() + 100, i, 6)));
+    let cfg = Config { samples: 16, recovery_samples: 2, write_mode: hashfs::WriteMode::Strict, ..config() };
+    let (stats, failures) = crashtest::run(&cfg, test_mapping(), test_layout_score(), &w, threads(), &|_, _, _| {});
+    report("strict-mode writes", &stats, &failures);
+    assert_eq!(stats.workloads, w.len() as u64);
+}
+
 #[test]
 fn explore_random_sequences() {
     let w: Vec<Workload> = (0..8).map(|i| crashtest::random_workload(seed(), i, 6)).collect();

@@ -35,7 +35,8 @@ pub enum BenchCmd {
     /// Needs a build with the cycle probe (`--features probe`; scripts/bench-paper.sh).
     Paper {
         /// Experiments to run (default: all): locality, fragmentation, filesize, iosize,
-        /// utilization, concurrency, pagecache, spfs-extents.
+        /// utilization, concurrency, pagecache, spfs-extents, winefs-aging, winefs-2mib,
+        /// untorn.
         experiments: Vec<String>,
         /// Only these mappings (comma-separated; default: all).
         #[arg(long, value_delimiter = ',')]

@@ -150,6 +150,17 @@ pub unsafe extern "C" fn statx(
             x.stx_dev_minor = 0x4853;
             x.stx_rdev_major = libc::major(st.st_rdev);
             x.stx_rdev_minor = libc::minor(st.st_rdev);
+            // Untorn writes (pwritev2 with RWF_ATOMIC), on regular files.
+            if st.st_mode & libc::S_IFMT == libc::S_IFREG {
+                if let Ok(fs) = shim().fs() {
+                    x.stx_mask |= libc::STATX_WRITE_ATOMIC;
+                    x.stx_attributes |= libc::STATX_ATTR_WRITE_ATOMIC as u64;
+                    x.stx_attributes_mask |= libc::STATX_ATTR_WRITE_ATOMIC as u64;
+                    x.stx_atomic_write_unit_min = super::vector::ATOMIC_UNIT_MIN as u32;
+                    x.stx_atomic_write_unit_max = fs.untorn_write_max() as u32;
+                    x.stx_atomic_write_segments_max = 1;
+                }
+            }
         }
         return r;
     }

@@ -3,9 +3,13 @@
 //!
 //! `*v2` flags as Linux has them: `RWF_HIPRI`, `RWF_DSYNC`, `RWF_SYNC` and `RWF_NOWAIT` are
 //! accepted (every write is durable when it returns and nothing waits on a device);
-//! `RWF_APPEND` writes at the end; `RWF_NOAPPEND` ignores `O_APPEND`; any other flag
-//! (`RWF_ATOMIC` among them, until untorn writes land) is EOPNOTSUPP. An offset of -1 uses
-//! and advances the file position, as `readv`/`writev`.
+//! `RWF_APPEND` writes at the end; `RWF_NOAPPEND` ignores `O_APPEND`; `RWF_ATOMIC` makes
+//! the write untorn (`File::write_atomic_at`) under Linux's rules: one buffer, a power of
+//! two of bytes between the units `statx` reports (4 KiB and the image's untorn limit),
+//! at an offset that is a multiple of its length, else EINVAL (Linux also asks for
+//! `O_DIRECT`, which means nothing here: there is no page cache to bypass). Any other flag
+//! is EOPNOTSUPP. An offset of -1 uses and advances the file position, as
+//! `readv`/`writev`.
 
 use super::*;
 
@@ -15,7 +19,11 @@ const RWF_SYNC: c_int = 0x4;
 const RWF_NOWAIT: c_int = 0x8;
 const RWF_APPEND: c_int = 0x10;
 const RWF_NOAPPEND: c_int = 0x20;
-const RWF_KNOWN: c_int = RWF_HIPRI | RWF_DSYNC | RWF_SYNC | RWF_NOWAIT | RWF_APPEND | RWF_NOAPPEND;
+const RWF_ATOMIC: c_int = libc::RWF_ATOMIC;
+const RWF_KNOWN: c_int = RWF_HIPRI | RWF_DSYNC | RWF_SYNC | RWF_NOWAIT | RWF_APPEND | RWF_NOAPPEND | RWF_ATOMIC;
+
+/// The smallest untorn write `statx` reports (one block).
+pub(super) const ATOMIC_UNIT_MIN: u64 = 4096;
 
 /// The buffers of an iovec array, checked as the kernel does (count, total length).
 ///
@@ -97,7 +105,24 @@ fn write_vec(fd: c_int, bufs: &[(*mut u8, usize)], off: off_t, flags: c_int, v2:
         }
         let append = flags & RWF_APPEND != 0 || (open_flags & libc::O_APPEND != 0 && flags & RWF_NOAPPEND == 0);
         let mut pos = of.pos.lock();
-        let n = if append {
+        let n = if flags & RWF_ATOMIC != 0 {
+            let at = match (append, off) {
+                (true, _) => f.metadata().map_err(|e| e.errno())?.size,
+                (false, -1) => *pos,
+                (false, o) => o as u64,
+            };
+            let len = data.len() as u64;
+            let max = shim().fs()?.untorn_write_max();
+            if bufs.len() != 1 || !len.is_power_of_two() || !(ATOMIC_UNIT_MIN..=max).contains(&len) || at % len != 0 {
+                return Err(libc::EINVAL);
+            }
+            let end = if append { f.append_atomic(&data) } else { f.write_atomic_at(at, &data) };
+            let end = end.map_err(|e| e.errno())?;
+            if off == -1 {
+                *pos = end;
+            }
+            data.len()
+        } else if append {
             // Linux: with O_APPEND (or RWF_APPEND) the write goes to the end, whatever the
             // offset; the position moves only for the offset -1.
             let (n, end) = f.append(&data).map_err(|e| e.errno())?;

@@ -1,6 +1,6 @@
 # Run under the shim with HASHFS_MOUNT=$1: the calls beyond read/write, each checked
 # against the bytes it must produce. Prints "ok" at the end.
-import ctypes, errno, fcntl, mmap, os, socket, sys, tempfile, termios
+import ctypes, errno, fcntl, mmap, os, socket, struct, sys, tempfile, termios
 
 P = sys.argv[1]
 libc = ctypes.CDLL(None, use_errno=True)
@@ -35,7 +35,27 @@ assert os.lseek(fd, 0, os.SEEK_CUR) == 105
 assert os.pwritev(fd, [b"XY"], -1, os.RWF_DSYNC) == 2 and os.lseek(fd, 0, os.SEEK_CUR) == 107
 assert os.pwritev(fd, [b"END"], 0, os.RWF_APPEND) == 3 and os.fstat(fd).st_size == 111
 assert os.pread(fd, 11, 100) == b"abcdeXYhEND"
-expect_errno(errno.EOPNOTSUPP, os.pwritev, fd, [b"x"], 0, 0x40)  # RWF_ATOMIC: not yet
+# RWF_ATOMIC (untorn writes), with the units statx reports: one buffer, a power of two
+# between the units, naturally aligned; anything else is EINVAL. Unknown flags: EOPNOTSUPP.
+RWF_ATOMIC, STATX_WRITE_ATOMIC, STATX_ATTR_WRITE_ATOMIC = 0x40, 0x10000, 0x400000
+stx = ctypes.create_string_buffer(256)
+assert libc.statx(-100, (P + "/v").encode(), 0, 0x7FF | STATX_WRITE_ATOMIC, stx) == 0
+mask, attrs, amask = struct.unpack_from("<I", stx, 0)[0], struct.unpack_from("<Q", stx, 8)[0], struct.unpack_from("<Q", stx, 56)[0]
+unit_min, unit_max, segs = struct.unpack_from("<III", stx, 168)
+assert mask & STATX_WRITE_ATOMIC and attrs & STATX_ATTR_WRITE_ATOMIC and amask & STATX_ATTR_WRITE_ATOMIC, hex(mask)
+assert (unit_min, unit_max, segs) == (4096, 1 << 20, 1), (unit_min, unit_max, segs)
+block = bytes(range(256)) * 16
+assert os.pwritev(fd, [block], 4096, RWF_ATOMIC) == 4096 and os.pread(fd, 4096, 4096) == block
+assert os.pwritev(fd, [block * 256], 1 << 20, RWF_ATOMIC) == 1 << 20 and os.fstat(fd).st_size == 2 << 20
+assert os.pread(fd, 11, 100) == b"abcdeXYhEND", "bytes outside the untorn writes stay"
+expect_errno(errno.EINVAL, os.pwritev, fd, [block * 2], 4096, RWF_ATOMIC)  # not aligned to its length
+expect_errno(errno.EINVAL, os.pwritev, fd, [b"x" * 3000], 0, RWF_ATOMIC)  # not a power of two
+expect_errno(errno.EINVAL, os.pwritev, fd, [b"x" * 2048], 0, RWF_ATOMIC)  # below the unit
+expect_errno(errno.EINVAL, os.pwritev, fd, [block * 512], 0, RWF_ATOMIC)  # above the unit
+expect_errno(errno.EINVAL, os.pwritev, fd, [block, block], 0, RWF_ATOMIC)  # two segments
+assert os.pwritev(fd, [block], 0, RWF_ATOMIC | os.RWF_APPEND) == 4096 and os.fstat(fd).st_size == (2 << 20) + 4096
+expect_errno(errno.EOPNOTSUPP, os.pwritev, fd, [b"x"], 0, 0x4000)  # a flag the shim does not know
+os.ftruncate(fd, 111)
 # preadv itself (not preadv2) takes no offset -1.
 class Iovec(ctypes.Structure):
     _fields_ = [("base", ctypes.c_void_p), ("len", ctypes.c_size_t)]

@@ -42,6 +42,9 @@ pub struct Config {
     pub only: Option<Only>,
     /// HashFS's placement on the explored images (the other mappings ignore it).
     pub placement: crate::layout::HashPlacement,
+    /// The write mode the explored images are made with (strict: every write of up to the
+    /// untorn limit must be whole or absent).
+    pub write_mode: crate::layout::WriteMode,
 }
 
 impl Default for Config {
@@ -54,6 +57,7 @@ impl Default for Config {
             seed: 0,
             only: None,
             placement: crate::layout::HashPlacement::Paper,
+            write_mode: crate::layout::WriteMode::Relaxed,
         }
     }
 }

@@ -21,10 +21,10 @@ pub mod snapshot;
 pub mod workload;
 
 pub use explore::{Config, Failure, Only, Stats};
-pub use workload::{ace_workloads, random_workload, Workload, ACE_OPS, CHUNK_OPS};
+pub use workload::{ace_workloads, random_workload, Workload, ACE_OPS, CHUNK_OPS, UNTORN_OPS};
 
 use crate::fs::{format, FormatOptions};
-use crate::layout::{AllocatorKind, HashPlacement};
+use crate::layout::{AllocatorKind, HashPlacement, WriteMode};
 use crate::pm::CrashDevice;
 use crate::{FileSystem, MappingKind};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -43,10 +43,12 @@ pub fn image_bytes(placement: HashPlacement) -> u64 {
     }
 }
 
-/// The named operations the explorer runs for `placement`: the grouped placement adds
-/// the ones that write whole 2 MiB chunks (too large for the other images).
+/// The named operations the explorer runs for `placement`: the untorn writes, and for the
+/// grouped placement the ones that write whole 2 MiB chunks (too large for the other
+/// images).
 pub fn ace_ops(placement: HashPlacement) -> Vec<&'static str> {
     let mut v = ACE_OPS.to_vec();
+    v.extend_from_slice(UNTORN_OPS);
     if placement == HashPlacement::Grouped {
         v.extend_from_slice(workload::CHUNK_OPS);
     }
@@ -100,7 +102,13 @@ impl Scratch {
 
 /// The cleanly unmounted image every workload of `mapping` starts from.
 pub fn base_image(mapping: MappingKind, layout_score: f64, placement: HashPlacement) -> Vec<u8> {
-    let s = Scratch::with_options(&format_options(mapping, layout_score, placement));
+    base_image_in(mapping, layout_score, placement, WriteMode::Relaxed)
+}
+
+/// [`base_image`], made with write mode `mode` (where every mount of it starts).
+pub fn base_image_in(mapping: MappingKind, layout_score: f64, placement: HashPlacement, mode: WriteMode) -> Vec<u8> {
+    let s =
+        Scratch::with_options(&FormatOptions { write_mode: mode, ..format_options(mapping, layout_score, placement) });
     s.fs.unmount().expect("the base image unmounts");
     s.dev.live_image()
 }
@@ -116,12 +124,15 @@ pub fn run(
     threads: usize,
     progress: &(dyn Fn(usize, &Stats, &[Failure]) + Sync),
 ) -> (Stats, Vec<Failure>) {
-    let base = base_image(mapping, layout_score, cfg.placement);
+    let base = base_image_in(mapping, layout_score, cfg.placement, cfg.write_mode);
     // As the reproducer's `--mapping` argument.
-    let name = match (mapping, cfg.placement) {
+    let mut name = match (mapping, cfg.placement) {
         (MappingKind::HashFs, HashPlacement::Grouped) => "hashfs --placement grouped".to_string(),
         _ => mapping.name().to_string(),
     };
+    if cfg.write_mode == WriteMode::Strict {
+        name.push_str(" --write-mode strict");
+    }
     let next = AtomicUsize::new(0);
     let total = Mutex::new((Stats::default(), Vec::new(), 0usize));
     std::thread::scope(|s| {

@@ -34,6 +34,13 @@ pub enum Op {
         len: usize,
         seed: u8,
     },
+    /// An untorn write (`File::write_atomic_at`) at `off`, or at the end of file (None).
+    Untorn {
+        path: String,
+        off: Option<u64>,
+        len: usize,
+        seed: u8,
+    },
     Truncate {
         path: String,
         size: u64,
@@ -129,10 +136,15 @@ impl Op {
     /// (relaxed mode): a write over blocks already mapped (bytes old or new), a hole punch
     /// (bytes old or zero), fallocate (one transaction per run of holes), and a write too
     /// large for one transaction (a prefix of it, the size growing at each). A smaller
-    /// write that maps only new blocks (past EOF or into holes) appears whole or not at all.
+    /// write that maps only new blocks (past EOF or into holes) appears whole or not at all,
+    /// and so does an untorn write, and in strict mode every write of up to the untorn
+    /// limit.
     pub fn is_torn_on<D: PmDevice>(&self, fs: &FileSystem<D>) -> bool {
+        let strict = fs.write_mode() == crate::WriteMode::Strict;
         match self {
             Op::Punch { .. } | Op::Fallocate { .. } | Op::ZeroRange { .. } => true,
+            Op::Untorn { .. } => false,
+            Op::Write { len, .. } if strict && *len as u64 <= fs.untorn_write_max() => false,
             Op::Write { len, .. } if *len >= MULTI_TX_WRITE => true,
             Op::Write { path, off, len, .. } => {
                 let Ok(ino) = fs.resolve(p(path)) else { return false };
@@ -163,6 +175,14 @@ impl Op {
                 let f = fs.open_file(p(path), OpenOptions::new().append(true))?;
                 let off = f.metadata()?.size;
                 f.append(&data_for(*seed, off, *len)).map(drop)
+            }
+            Op::Untorn { path, off, len, seed } => {
+                let f = fs.open_file(p(path), OpenOptions::new().write(true).append(off.is_none()))?;
+                let at = match off {
+                    Some(o) => *o,
+                    None => f.metadata()?.size,
+                };
+                f.write_atomic_at(at, &data_for(*seed, at, *len)).map(drop)
             }
             Op::Truncate { path, size } => fs.open_file(p(path), &rw())?.set_len(*size),
             Op::Fallocate { path, off, len } => {
@@ -218,6 +238,10 @@ impl fmt::Display for Op {
             Op::Mkdir { path } => write!(f, "mkdir {path}"),
             Op::Write { path, off, len, seed } => write!(f, "write {path} at {off}, {len} bytes (seed {seed})"),
             Op::Append { path, len, seed } => write!(f, "append {len} bytes to {path} (seed {seed})"),
+            Op::Untorn { path, off: Some(off), len, seed } => {
+                write!(f, "untorn write {path} at {off}, {len} bytes (seed {seed})")
+            }
+            Op::Untorn { path, off: None, len, seed } => write!(f, "untorn append {len} bytes to {path} (seed {seed})"),
             Op::Truncate { path, size } => write!(f, "truncate {path} to {size}"),
             Op::Fallocate { path, off, len } => write!(f, "fallocate {path} {off}+{len}"),
             Op::Punch { path, off, len } => write!(f, "punch {path} {off}+{len}"),
@@ -301,6 +325,11 @@ pub const ACE_OPS: &[&str] = &[
     "zero-range-grow",
 ];
 
+/// Named untorn writes (`File::write_atomic_at`): inside a block, across blocks, an
+/// append, over mapped blocks and holes growing the file, and one of 64 KiB spanning 17
+/// blocks (the block mappings' limit on the explorer's small journals).
+pub const UNTORN_OPS: &[&str] = &["untorn-small", "untorn-overwrite", "untorn-append", "untorn-hole", "untorn-limit"];
+
 /// Writes of this many bytes or more may take several transactions (HashFS maps 256
 /// blocks per transaction; the other mappings as many as their undo records fit in a
 /// journal, fewer on the explorer's small journals).
@@ -310,7 +339,7 @@ pub const MULTI_TX_WRITE: usize = 128 << 10;
 /// images of 8 MiB ([`super::image_bytes`]).
 pub const CHUNK_OPS: &[&str] = &["fallocate-chunk", "write-chunk", "truncate-chunk", "punch-chunk"];
 
-/// The operation a name of [`ACE_OPS`] or [`CHUNK_OPS`] stands for.
+/// The operation a name of [`ACE_OPS`], [`UNTORN_OPS`] or [`CHUNK_OPS`] stands for.
 pub fn ace_op(name: &str) -> Option<Op> {
     let s = |x: &str| x.to_string();
     Some(match name {
@@ -323,6 +352,11 @@ pub fn ace_op(name: &str) -> Option<Op> {
         "overwrite-small" => Op::Write { path: s("/g"), off: 10, len: 50, seed: 13 },
         "write-past-eof" => Op::Write { path: s("/g"), off: 9000, len: 3, seed: 14 },
         "fill-hole" => Op::Write { path: s("/h"), off: 8192, len: 4096, seed: 15 },
+        "untorn-small" => Op::Untorn { path: s("/g"), off: Some(10), len: 50, seed: 21 },
+        "untorn-overwrite" => Op::Untorn { path: s("/A/f"), off: Some(1000), len: 6000, seed: 22 },
+        "untorn-append" => Op::Untorn { path: s("/g"), off: None, len: 5000, seed: 23 },
+        "untorn-hole" => Op::Untorn { path: s("/h"), off: Some(4000), len: 40_000, seed: 24 },
+        "untorn-limit" => Op::Untorn { path: s("/A/f"), off: Some(100), len: 64 << 10, seed: 25 },
         "truncate-up" => Op::Truncate { path: s("/g"), size: 50_000 },
         "truncate-down" => Op::Truncate { path: s("/A/f"), size: 100 },
         "fallocate" => Op::Fallocate { path: s("/g"), off: 0, len: 16_384 },

@@ -180,6 +180,28 @@ impl<D: PmDevice> FileSystem<D> {
     pub fn geometry(&self) -> Geometry {
         self.inner.geo
     }
+    /// The largest untorn write ([`File::write_atomic_at`], and each piece of a strict
+    /// mode write): a power of two of bytes, set by the journal's size (1 MiB for HashFS
+    /// and 256 KiB for the block mappings on the default journal; `fs/untorn.rs`).
+    pub fn untorn_write_max(&self) -> u64 {
+        self.inner.untorn_max()
+    }
+
+    /// The write mode of this mount.
+    pub fn write_mode(&self) -> crate::WriteMode {
+        if self.inner.is_strict() {
+            crate::WriteMode::Strict
+        } else {
+            crate::WriteMode::Relaxed
+        }
+    }
+
+    /// Sets the write mode for this mount (the image's own, from mkfs, is where the next
+    /// mount starts).
+    pub fn set_write_mode(&self, mode: crate::WriteMode) {
+        self.inner.strict.store(mode == crate::WriteMode::Strict, std::sync::atomic::Ordering::Relaxed);
+    }
+
     pub fn mapping(&self) -> MappingKind {
         self.inner.map.kind()
     }
@@ -774,6 +796,28 @@ impl<D: PmDevice> File<D> {
             return self.fs.append(&self.cell, data).map(|(n, _)| n);
         }
         self.fs.write_at(&self.cell, off, data)
+    }
+
+    /// An untorn write: all of `data` at `off` (at the end in append mode) or, after a
+    /// crash, none of it, its size change included; `data` at most
+    /// [`FileSystem::untorn_write_max`] bytes (else Invalid). Fails with Busy when the
+    /// file is memory-mapped through the shim and the journal cannot hold the old bytes.
+    /// Returns the end of the write.
+    pub fn write_atomic_at(&self, off: u64, data: &[u8]) -> Result<u64> {
+        if !self.access.write {
+            return Err(Error::BadDescriptor);
+        }
+        let off = if self.access.append { None } else { Some(off) };
+        self.fs.write_untorn(&self.cell, off, data)
+    }
+
+    /// [`write_atomic_at`](Self::write_atomic_at) at the current end of file, whatever
+    /// the open mode; returns the new end.
+    pub fn append_atomic(&self, data: &[u8]) -> Result<u64> {
+        if !self.access.write {
+            return Err(Error::BadDescriptor);
+        }
+        self.fs.write_untorn(&self.cell, None, data)
     }
 
     /// Writes at the current end of file, whatever the open mode (atomically with respect

@@ -44,7 +44,7 @@ pub(crate) struct MapGroup<'r> {
     pub logged_below: Lblk,
 }
 
-fn blocks_for(size: u64) -> u64 {
+pub(crate) fn blocks_for(size: u64) -> u64 {
     size.div_ceil(BLOCK_BYTES)
 }
 
@@ -62,7 +62,7 @@ struct Planned {
 }
 
 /// See [`FsInner::alloc_request`].
-struct AllocRequest<'a, D: PmDevice> {
+pub(crate) struct AllocRequest<'a, D: PmDevice> {
     fs: &'a FsInner<D>,
     ino: Ino,
 }
@@ -165,6 +165,9 @@ impl<D: PmDevice> FsInner<D> {
     }
 
     pub(crate) fn write_at(&self, cell: &InodeCell, off: u64, data: &[u8]) -> Result<usize> {
+        if self.is_strict() {
+            return self.write_strict(cell, Some(off), data).map(|(n, _)| n);
+        }
         let mut st = cell.state.write();
         let _req = self.alloc_request(cell);
         let span = off..off.saturating_add(data.len() as u64);
@@ -173,12 +176,15 @@ impl<D: PmDevice> FsInner<D> {
 
     /// A request (write, fallocate) that may claim blocks over several transactions: the
     /// aligned allocator's reservation for it is given back when this is dropped.
-    fn alloc_request<'a>(&'a self, cell: &'a InodeCell) -> AllocRequest<'a, D> {
+    pub(crate) fn alloc_request<'a>(&'a self, cell: &'a InodeCell) -> AllocRequest<'a, D> {
         AllocRequest { fs: self, ino: cell.ino }
     }
 
     /// Appends at the current end of file; returns the bytes written and the new end.
     pub(crate) fn append(&self, cell: &InodeCell, data: &[u8]) -> Result<(usize, u64)> {
+        if self.is_strict() {
+            return self.write_strict(cell, None, data);
+        }
         let mut st = cell.state.write();
         let _req = self.alloc_request(cell);
         let off = st.raw.size;
@@ -388,7 +394,7 @@ impl<D: PmDevice> FsInner<D> {
     }
 
     /// Zeroes the bytes past EOF in the last block before the size grows (F2).
-    fn zero_tail_before_growth(&self, cell: &InodeCell, raw: &InodeRaw) -> Result<()> {
+    pub(crate) fn zero_tail_before_growth(&self, cell: &InodeCell, raw: &InodeRaw) -> Result<()> {
         let old_size = raw.size;
         let in_blk = old_size % BLOCK_BYTES;
         if in_blk == 0 {

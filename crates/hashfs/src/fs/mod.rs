@@ -20,6 +20,7 @@ pub mod ops;
 pub mod recovery;
 mod rename;
 pub mod stats;
+pub mod untorn;
 pub mod xattr;
 
 pub use api::{DirEntry, FallocateMode, File, FileSystem, Metadata, OpenOptions, SetAttr, StatFs};
@@ -33,7 +34,7 @@ use crate::layout::superblock::{
     GeometryParams, HashPlacement, FORMAT_VERSION, MAGIC, SB_PRIMARY_OFF, SB_SECONDARY_OFF,
 };
 use crate::layout::{
-    AllocatorKind, Geometry, Ino, MappingKind, Superblock, BLOCK_BYTES, SB_STATE_CLEAN, SB_STATE_MOUNTED,
+    AllocatorKind, Geometry, Ino, MappingKind, Superblock, WriteMode, BLOCK_BYTES, SB_STATE_CLEAN, SB_STATE_MOUNTED,
 };
 use crate::mapping::FileMap;
 use crate::pm::{DevOffset, PmDevice};
@@ -66,6 +67,8 @@ pub struct FormatOptions {
     pub allocator: AllocatorKind,
     /// Where HashFS places blocks (ignored by the other mappings).
     pub placement: HashPlacement,
+    /// The write mode a mount starts in.
+    pub write_mode: WriteMode,
 }
 
 impl Default for FormatOptions {
@@ -80,6 +83,7 @@ impl Default for FormatOptions {
             layout_score: 1.0,
             allocator: AllocatorKind::Aligned,
             placement: HashPlacement::Paper,
+            write_mode: WriteMode::Relaxed,
         }
     }
 }
@@ -97,6 +101,9 @@ pub(crate) struct FsInner<D: PmDevice> {
     pub ialloc: InodeAllocator,
     pub rename_lock: Mutex<()>,
     pub unmounted: AtomicBool,
+    /// Strict write mode (every write of up to the untorn limit is untorn), from the
+    /// superblock at mount, changeable for the mount.
+    pub strict: AtomicBool,
 }
 
 /// Writes a new, empty file system on `dev`.
@@ -176,6 +183,7 @@ pub fn format<D: PmDevice>(dev: &D, opts: &FormatOptions, progress: Progress<'_>
     sb.layout_score_ppm = (opts.layout_score * 1e6).round() as u32;
     sb.allocator = allocator as u32;
     sb.placement = if geo.groups > 0 { HashPlacement::Grouped as u32 } else { 0 };
+    sb.write_mode = opts.write_mode as u32;
     sb.uuid[..8].copy_from_slice(&random_u64().to_le_bytes());
     sb.uuid[8..].copy_from_slice(&random_u64().to_le_bytes());
     write_superblock(dev, &mut sb);

@@ -95,6 +95,7 @@ pub(crate) fn mount<D: PmDevice>(dev: Arc<D>, progress: Progress<'_>) -> Result<
         ialloc: std::mem::replace(&mut scan.ialloc, InodeAllocator::new(0)),
         rename_lock: Mutex::new(()),
         unmounted: AtomicBool::new(false),
+        strict: AtomicBool::new(sb.write_mode == crate::layout::WriteMode::Strict as u32),
         sb: Mutex::new(sb),
         geo,
         dev,

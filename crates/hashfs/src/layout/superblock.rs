@@ -132,6 +132,36 @@ impl HashPlacement {
     }
 }
 
+/// Whether a write can be torn by a crash (`Superblock::write_mode`, the default of a
+/// mount; `mount -o strict|relaxed` overrides it for one mount).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u32)]
+pub enum WriteMode {
+    /// The papers' default: an overwrite of mapped blocks may leave some bytes old and
+    /// some new after a crash; a write that maps only new blocks is whole or absent.
+    Relaxed = 0,
+    /// Every write of up to the untorn-write limit is whole or absent after a crash
+    /// (`fs/untorn.rs`).
+    Strict = 1,
+}
+
+impl WriteMode {
+    pub const ALL: [WriteMode; 2] = [WriteMode::Relaxed, WriteMode::Strict];
+
+    pub fn from_u32(v: u32) -> Option<WriteMode> {
+        WriteMode::ALL.into_iter().find(|a| *a as u32 == v)
+    }
+    pub fn name(self) -> &'static str {
+        match self {
+            WriteMode::Relaxed => "relaxed",
+            WriteMode::Strict => "strict",
+        }
+    }
+    pub fn from_name(s: &str) -> Option<WriteMode> {
+        WriteMode::ALL.into_iter().find(|a| a.name() == s)
+    }
+}
+
 /// Cuckoo table: 4 entries of 16 bytes (one cache line) per bucket, sized for 1.11
 /// entries per data block.
 pub const CUCKOO_BUCKET_BYTES: u64 = 64;
@@ -179,7 +209,8 @@ pub struct Superblock {
     pub allocator: u32,
     /// [`HashPlacement`] (HashFS images; 0 on the others and on images made before it).
     pub placement: u32,
-    pub reserved_pad: u32,
+    /// [`WriteMode`] a mount starts in (0, relaxed, on images made before it).
+    pub write_mode: u32,
     pub reserved: [u64; 45],
     /// CRC32C of bytes 0..504.
     pub checksum: u32,
@@ -190,6 +221,7 @@ pub const SUPERBLOCK_BYTES: usize = 512;
 const _: () = assert!(std::mem::size_of::<Superblock>() == SUPERBLOCK_BYTES);
 const _: () = assert!(std::mem::offset_of!(Superblock, checksum) == 504);
 const _: () = assert!(std::mem::offset_of!(Superblock, placement) == 136);
+const _: () = assert!(std::mem::offset_of!(Superblock, write_mode) == 140);
 
 impl Superblock {
     pub fn compute_checksum(&self) -> u32 {
@@ -234,6 +266,9 @@ impl Superblock {
             }
             Some(p) => p == HashPlacement::Grouped,
         };
+        if WriteMode::from_u32(self.write_mode).is_none() {
+            return Err(Error::corrupt(format!("superblock: unknown write mode {}", self.write_mode)));
+        }
         if self.block_size as u64 != BLOCK_BYTES {
             return Err(Error::corrupt("superblock: block size is not 4096"));
         }

@@ -24,6 +24,7 @@ pub fn run(name: &str, ctx: &Ctx) -> Result<Report, Failure> {
         "spfs-extents" => spfs_extents(ctx),
         "winefs-aging" => super::winefs::aging(ctx),
         "winefs-2mib" => super::winefs::small_files(ctx),
+        "untorn" => super::untorn::run(ctx),
         _ => Err(fail(format!("unknown experiment {name}"))),
     }
 }

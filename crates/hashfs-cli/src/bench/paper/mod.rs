@@ -17,6 +17,7 @@
 
 mod experiments;
 mod images;
+mod untorn;
 mod winefs;
 
 use super::{cpu_model, git_commit};
@@ -33,7 +34,7 @@ use std::time::Instant;
 pub const BLOCK: u64 = 4096;
 
 /// The experiments, in the order the papers present them.
-pub const EXPERIMENTS: [(&str, &str); 10] = [
+pub const EXPERIMENTS: [(&str, &str); 11] = [
     ("locality", "HashFS §4.1 (Fig. 5): sequential/random single-block reads and appends, cold and hot"),
     ("fragmentation", "HashFS §4.2 (Fig. 6): layout score 1.0 vs 0.7, cold"),
     ("filesize", "HashFS §4.3 (Fig. 7): file sizes 4 KiB, 4 MiB, 4 GiB, cold"),
@@ -47,6 +48,7 @@ pub const EXPERIMENTS: [(&str, &str); 10] = [
         "WineFS Figs. 1 and 3: memory-mapped write bandwidth and free aligned 2 MiB extents on fresh and aged images",
     ),
     ("winefs-2mib", "WineFS Fig. 2: map and write a 2 MiB file, on a fresh image"),
+    ("untorn", "Untorn writes: strict against relaxed mode, 4 KiB-1 MiB overwrites and appends"),
 ];
 
 /// Sizes and counts of one run.
@@ -626,6 +628,21 @@ fn print_table(points: &[Value]) {
         let ci = p["map_cycles"]["ci95"].as_f64().unwrap_or(f64::NAN);
         if let Some(err) = p["error"].as_str() {
             println!("{:<20} {:<10} {:<6} {:<12} failed: {err}", s("mapping"), s("op"), s("cache"), s("x"));
+            continue;
+        }
+        if p.get("strict_over_relaxed").is_some() {
+            let ci = |k: &str| p[k]["ci95"].as_f64().unwrap_or(f64::NAN);
+            println!(
+                "{:<20} {:<10} {:<8} {:<8} relaxed {:>9.1} us  strict {:>9.1} us  strict/relaxed {:.2} ± {:.2}",
+                s("mapping"),
+                s("op"),
+                s("allocator"),
+                s("x"),
+                m("relaxed_us"),
+                m("strict_us"),
+                m("strict_over_relaxed"),
+                ci("strict_over_relaxed")
+            );
             continue;
         }
         println!(

@@ -282,6 +282,32 @@ impl<D: PmDevice> HashTable<D> {
         Freed { slot, home }
     }
 
+    /// Whether `key` at `slot` is placed by its claimed group (grouped placement): one of
+    /// a 2 MiB extent that a move would break up.
+    pub fn group_holds(&self, key: u64, slot: u64) -> bool {
+        self.groups.as_ref().is_some_and(|g| g.holds((key >> 32) as u32, key as u32, slot))
+    }
+
+    /// Untorn writes' key switch: the slot of a key that a transaction will tombstone
+    /// (its replacement, a reserved slot, gets the key in the same transaction). Returns
+    /// what [`switched_out`](Self::switched_out) needs once that transaction committed.
+    pub fn switch_out(&self, block: Pblk) -> Freed {
+        let slot = block.0;
+        Freed { slot, home: self.home_at(self.load(slot), slot).unwrap_or(slot) }
+    }
+
+    /// After a committed key switch: the old slots (tombstones now, durable) are counted
+    /// free, then purged as [`release_done`](Self::release_done) does.
+    pub fn switched_out(&self, freed: &[Freed]) {
+        self.used.fetch_sub(freed.len() as u64, Ordering::Relaxed);
+        if let Some(g) = &self.groups {
+            for f in freed {
+                g.count_sub(f.slot);
+            }
+        }
+        self.release_done(freed);
+    }
+
     /// After freed slots' tombstones are durable (a fence): drops the group claims they
     /// emptied (grouped placement), then purges them.
     pub fn release_done(&self, freed: &[Freed]) {

@@ -1,0 +1,389 @@
+//! Untorn writes (WineFS's and SPFS's strict mode; Linux's `RWF_ATOMIC`): a write of up
+//! to [`FsInner::untorn_max`] bytes that a crash leaves whole or absent, its size change
+//! included, on every mapping.
+//!
+//! One transaction makes the whole write visible. Each block under the write is one of:
+//! - *fresh* (a hole, or past EOF): a new block, filled (zeros around the data) and mapped
+//!   by the transaction, as a relaxed write does;
+//! - *moved* (copy on write): a new block gets the old contents with the data over them,
+//!   and the transaction switches the mapping: HashFS's key goes to the new slot and the
+//!   old slot becomes a tombstone (both words logged; slot = block, so the new data lives
+//!   in a new slot), the block mappings' structure removes the old block and inserts the
+//!   new one; the old block is freed once the transaction committed;
+//! - *logged* (in place): the data is a write of the transaction itself, its old bytes in
+//!   the undo log (the double write WineFS's strict mode does for aligned extents), for
+//!   blocks that must not move: those of a file memory-mapped through the shim (a move
+//!   would leave the mapping on the old block) and those of an aligned 2 MiB extent (a
+//!   HashFS group, or a block the aligned allocator placed congruent to its logical
+//!   offset), which a move would break up. When the journal cannot take an aligned
+//!   block's old bytes, it moves after all; a mapped file's write fails with Busy.
+//!
+//! The new blocks' contents are flushed before the commit, whose first fence orders them
+//! before every mapping change; until then they are reservations (HashFS) or DRAM claims
+//! (allocator) that a crash leaves unreachable and recovery frees.
+//!
+//! The limit: the transaction must fit one journal. A moved HashFS block costs two undo
+//! entries (its new slot and its old one), so the default journal of 16 blocks (1,023
+//! entries) takes 1 MiB (257 blocks when unaligned); a moved block of the block mappings
+//! costs its structure's removal and insertion plus two bitmap words, bounded here by
+//! [`MOVE_COST_BLOCKMAP`] entries, which gives 256 KiB on the default journal (more with
+//! larger journals, `mkfs --journal-blocks`).
+
+#![forbid(unsafe_code)]
+
+use super::data::blocks_for;
+use super::inode::{self, InodeCell, InodeMem};
+use super::FsInner;
+use crate::layout::inode::{INODE_CTIME_OFF, INODE_MTIME_OFF};
+use crate::layout::journal::ENTRY_DATA_BYTES;
+use crate::layout::{Extent, Geometry, Lblk, MappingKind, Pblk, BLOCK_BYTES, MAX_FILE_BYTES};
+use crate::mapping::hashfs::{file_key, Freed, GROUP_SLOTS, TOMBSTONE};
+use crate::mapping::FileMap;
+use crate::pm::PmDevice;
+use crate::{Error, Result};
+use std::sync::atomic::Ordering;
+
+/// The largest untorn write on any image (WineFS and Linux's XFS offer about as much).
+pub const UNTORN_MAX_BYTES: u64 = 1 << 20;
+/// Undo entries a moved block may cost with HashFS: its new slot and its old one.
+const MOVE_COST_HASH: u64 = 2;
+/// Undo entries a moved block may cost with a block mapping (removal and insertion in
+/// the structure, two bitmap words); `tests/untorn_writes.rs` fills a journal to check.
+pub const MOVE_COST_BLOCKMAP: u64 = 8;
+/// Undo entries kept for the inode and the runs a write's first and last block add.
+const RESERVED_ENTRIES: u64 = 16;
+
+/// The largest untorn write an image of geometry `geo` takes: a power of two of blocks,
+/// so that `RWF_ATOMIC`'s naturally aligned writes of every size up to it fit (an
+/// unaligned strict write of that size spans one block more, which the bound allows).
+pub fn untorn_limit(geo: &Geometry) -> u64 {
+    let blocks = (geo.journal_entries().saturating_sub(RESERVED_ENTRIES) / move_cost(geo.mapping)).saturating_sub(1);
+    if blocks == 0 {
+        return 0;
+    }
+    ((1u64 << blocks.ilog2()) * BLOCK_BYTES).min(UNTORN_MAX_BYTES)
+}
+
+fn move_cost(mapping: MappingKind) -> u64 {
+    match mapping {
+        MappingKind::HashFs => MOVE_COST_HASH,
+        _ => MOVE_COST_BLOCKMAP,
+    }
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum How {
+    Fresh,
+    Moved,
+    Logged,
+}
+
+/// One block under an untorn write.
+#[derive(Clone, Copy, Debug)]
+struct Block {
+    lblk: Lblk,
+    /// Where it is mapped now (None: a hole or past EOF).
+    old: Option<Pblk>,
+    /// The block the write puts it in (fresh and moved).
+    new: Pblk,
+    how: How,
+}
+
+impl<D: PmDevice> FsInner<D> {
+    pub(crate) fn untorn_max(&self) -> u64 {
+        untorn_limit(&self.geo)
+    }
+
+    fn move_cost(&self) -> u64 {
+        move_cost(self.geo.mapping)
+    }
+
+    /// Whether the mount is in strict mode.
+    pub(crate) fn is_strict(&self) -> bool {
+        self.strict.load(Ordering::Relaxed)
+    }
+
+    /// A strict-mode write: untorn pieces of at most [`Self::untorn_max`] bytes (each
+    /// piece whole or absent after a crash), under one hold of the file's lock. `off` None
+    /// appends. Returns the bytes written and the end of the last piece.
+    pub(crate) fn write_strict(&self, cell: &InodeCell, off: Option<u64>, data: &[u8]) -> Result<(usize, u64)> {
+        let mut st = cell.state.write();
+        let _req = self.alloc_request(cell);
+        let max = self.untorn_max().max(BLOCK_BYTES) as usize;
+        let mut pos = off.unwrap_or(st.raw.size);
+        let mut done = 0;
+        while done < data.len() {
+            // Pieces end on multiples of the limit, so that aligned writes stay aligned.
+            let n = (max - (pos % max as u64) as usize).min(data.len() - done);
+            match self.write_untorn_locked(cell, &mut st, pos, &data[done..done + n]) {
+                Ok(()) => {}
+                Err(Error::NoSpace) if done > 0 => break,
+                Err(e) => return Err(e),
+            }
+            done += n;
+            pos += n as u64;
+        }
+        Ok((done, pos))
+    }
+
+    /// One untorn write (`File::write_atomic_at`, `RWF_ATOMIC`): all of `data` at `off`
+    /// (`None`: at the end of file), or an error and no change.
+    pub(crate) fn write_untorn(&self, cell: &InodeCell, off: Option<u64>, data: &[u8]) -> Result<u64> {
+        let mut st = cell.state.write();
+        let _req = self.alloc_request(cell);
+        let off = off.unwrap_or(st.raw.size);
+        self.write_untorn_locked(cell, &mut st, off, data)?;
+        Ok(off + data.len() as u64)
+    }
+
+    fn write_untorn_locked(&self, cell: &InodeCell, st: &mut InodeMem, off: u64, data: &[u8]) -> Result<()> {
+        if st.freed {
+            return Err(Error::NotFound);
+        }
+        if st.raw.is_dir() {
+            return Err(Error::IsDir);
+        }
+        if data.is_empty() {
+            return Ok(());
+        }
+        if data.len() as u64 > self.untorn_max() {
+            return Err(Error::Invalid("an untorn write larger than the image's untorn-write limit"));
+        }
+        let end = off.checked_add(data.len() as u64).filter(|&e| e <= MAX_FILE_BYTES).ok_or(Error::FileTooBig)?;
+        let mut blocks = self.plan_untorn(cell, st, off, end)?;
+        self.claim_untorn(cell, st, &mut blocks, off..end)?;
+        let new: Vec<Pblk> = blocks.iter().filter(|b| b.how != How::Logged).map(|b| b.new).collect();
+        let r = self.commit_untorn(cell, st, &blocks, off, data);
+        if r.is_err() {
+            self.unclaim_blocks(&new);
+        }
+        r
+    }
+
+    /// Finds every block under [off, end) and chooses how each is written, within the
+    /// journal's room.
+    fn plan_untorn(&self, cell: &InodeCell, st: &InodeMem, off: u64, end: u64) -> Result<Vec<Block>> {
+        let old_blocks = blocks_for(st.raw.size);
+        let mut blocks = Vec::new();
+        for l in Lblk::of_byte(off).0..Lblk::of_byte(end - 1).0 + 1 {
+            let lblk = Lblk(l);
+            let old = match lblk.0 < old_blocks {
+                true => self.translate(cell, &st.raw, lblk, old_blocks)?.map(|e| e.pblk),
+                false => None,
+            };
+            let how = if old.is_some() { How::Moved } else { How::Fresh };
+            blocks.push(Block { lblk, old, new: Pblk(0), how });
+        }
+        let room = self.geo.journal_entries().saturating_sub(RESERVED_ENTRIES);
+        let cost = self.move_cost();
+        let mut used: u64 = blocks.iter().map(|b| if b.how == How::Moved { cost } else { 1 }).sum();
+        let mapped = cell.map_count.load(Ordering::Acquire) > 0;
+        for b in blocks.iter_mut() {
+            let Some(p) = b.old else { continue };
+            if !mapped && !self.keeps_alignment(cell, b.lblk, p) {
+                continue;
+            }
+            let start = b.lblk.0 * BLOCK_BYTES;
+            let bytes = end.min(start + BLOCK_BYTES) - off.max(start);
+            let logged = bytes.div_ceil(ENTRY_DATA_BYTES as u64);
+            if used - cost + logged <= room {
+                used = used - cost + logged;
+                b.how = How::Logged;
+            } else if mapped {
+                // A move would leave the shim's mapping on the old block.
+                return Err(Error::Busy);
+            }
+        }
+        Ok(blocks)
+    }
+
+    /// Whether block `l` at `p` is part of an aligned 2 MiB extent: placed by a claimed
+    /// group (HashFS, grouped placement), or congruent to its logical offset modulo 2 MiB
+    /// on an aligned-allocator image.
+    fn keeps_alignment(&self, cell: &InodeCell, l: Lblk, p: Pblk) -> bool {
+        match &self.map {
+            FileMap::Hash(t) => file_key(cell.ino, l).is_some_and(|k| t.group_holds(k, p.0)),
+            FileMap::Blocks(b) => {
+                b.alloc.kind() == crate::layout::AllocatorKind::Aligned
+                    && (self.geo.block_off(p.0).0 / BLOCK_BYTES) % GROUP_SLOTS == l.0 % GROUP_SLOTS
+            }
+        }
+    }
+
+    /// New blocks for the fresh and moved blocks, before anything is written (running out
+    /// of space changes nothing).
+    fn claim_untorn(
+        &self,
+        cell: &InodeCell,
+        st: &InodeMem,
+        blocks: &mut [Block],
+        span: std::ops::Range<u64>,
+    ) -> Result<()> {
+        let idx: Vec<usize> = (0..blocks.len()).filter(|&i| blocks[i].how != How::Logged).collect();
+        let Some(&i0) = idx.first() else { return Ok(()) };
+        let lblks: Vec<Lblk> = idx.iter().map(|&i| blocks[i].lblk).collect();
+        let l0 = blocks[i0].lblk;
+        let hint = match (i0, l0.0) {
+            (0, 0) => None,
+            (0, _) if l0.0 <= blocks_for(st.raw.size) => {
+                self.translate(cell, &st.raw, Lblk(l0.0 - 1), blocks_for(st.raw.size))?.map(|e| e.pblk + 1)
+            }
+            (0, _) => None,
+            (i, _) => blocks[i - 1].old.map(|p| p + 1),
+        };
+        let whole = Lblk(span.start.div_ceil(BLOCK_BYTES))..Lblk(span.end / BLOCK_BYTES);
+        let got = self.claim_blocks_for(cell.ino, &lblks, hint, whole)?;
+        for (&i, p) in idx.iter().zip(got) {
+            blocks[i].new = p;
+        }
+        Ok(())
+    }
+
+    /// Fills the new blocks, then commits one transaction: the mapping changes, the logged
+    /// data, the new size, block count and times.
+    fn commit_untorn(
+        &self,
+        cell: &InodeCell,
+        st: &mut InodeMem,
+        blocks: &[Block],
+        off: u64,
+        data: &[u8],
+    ) -> Result<()> {
+        let old_size = st.raw.size;
+        let new_size = old_size.max(off + data.len() as u64);
+        if new_size > old_size {
+            self.zero_tail_before_growth(cell, &st.raw)?;
+        }
+        let mut tx = self.journals.begin();
+        let mut buf = Vec::new();
+        for b in blocks {
+            let start = b.lblk.0 * BLOCK_BYTES;
+            let (a, z) = (off.max(start) - start, (off + data.len() as u64).min(start + BLOCK_BYTES) - start);
+            let src = &data[(start + a - off) as usize..(start + z - off) as usize];
+            match (b.how, b.old) {
+                (How::Logged, Some(p)) => tx.write(self.geo.block_off(p.0) + a, src),
+                (How::Moved, _) if a == 0 && z == BLOCK_BYTES => self.dev.write_nt(self.geo.block_off(b.new.0), src),
+                (How::Moved, Some(p)) => {
+                    buf.resize(BLOCK_BYTES as usize, 0);
+                    self.dev.read(self.geo.block_off(p.0), &mut buf);
+                    buf[a as usize..z as usize].copy_from_slice(src);
+                    self.dev.write_nt(self.geo.block_off(b.new.0), &buf);
+                }
+                _ => {
+                    buf.clear();
+                    buf.resize(BLOCK_BYTES as usize, 0);
+                    buf[a as usize..z as usize].copy_from_slice(src);
+                    self.dev.write_nt(self.geo.block_off(b.new.0), &buf);
+                }
+            }
+        }
+        let now = inode::now_ns();
+        let mut raw = st.raw;
+        raw.size = new_size;
+        raw.blocks += blocks.iter().filter(|b| b.how == How::Fresh).count() as u64;
+        raw.mtime_ns = now;
+        raw.ctime_ns = now;
+        let switched = self.tx_switch_blocks(&mut tx, cell, &mut raw, blocks, Lblk(blocks_for(old_size)))?;
+        let times_only = {
+            let mut same = raw;
+            (same.mtime_ns, same.ctime_ns) = (st.raw.mtime_ns, st.raw.ctime_ns);
+            bytemuck::bytes_of(&same) == bytemuck::bytes_of(&st.raw)
+        };
+        if times_only {
+            // Only the times change (as a relaxed overwrite stores them): one undo entry.
+            let ioff = self.geo.inode_off(cell.ino.get());
+            const _: () = assert!(INODE_CTIME_OFF == INODE_MTIME_OFF + 8);
+            tx.write(ioff + INODE_MTIME_OFF, bytemuck::cast_slice(&[now as u64, now as u64]));
+        } else {
+            inode::tx_write_inode(&mut tx, &self.geo, cell.ino, &mut raw);
+        }
+        tx.commit()?;
+        st.raw = raw;
+        match &self.map {
+            FileMap::Hash(t) => {
+                t.switched_out(&switched);
+                for b in blocks.iter().filter(|b| b.how != How::Logged) {
+                    cell.tcache.put(b.lblk, b.new);
+                }
+            }
+            FileMap::Blocks(_) => {
+                if let Some(b) = blocks.iter().find(|b| b.how == How::Moved) {
+                    cell.tcache.invalidate_from(b.lblk);
+                    cell.cursor.store(0, Ordering::Relaxed);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Adds to `tx` the mapping of the fresh blocks and the switch of the moved ones.
+    /// Returns HashFS's old slots, to free once `tx` committed.
+    fn tx_switch_blocks<'a>(
+        &'a self,
+        tx: &mut crate::journal::Tx<'a, D>,
+        cell: &InodeCell,
+        raw: &mut crate::layout::InodeRaw,
+        blocks: &[Block],
+        old_end: Lblk,
+    ) -> Result<Vec<Freed>> {
+        let ino = cell.ino;
+        match &self.map {
+            FileMap::Hash(t) => {
+                let mut switched = Vec::new();
+                for b in blocks {
+                    let k = file_key(ino, b.lblk).ok_or(Error::FileTooBig)?;
+                    match (b.how, b.old) {
+                        (How::Moved, Some(p)) => {
+                            tx.write_u64(t.slot_off(b.new.0), k);
+                            tx.write_u64(t.slot_off(p.0), TOMBSTONE);
+                            switched.push(t.switch_out(p));
+                        }
+                        (How::Fresh, _) if b.lblk < old_end => tx.write_u64(t.slot_off(b.new.0), k),
+                        (How::Fresh, _) => tx.publish_u64(t.slot_off(b.new.0), k),
+                        _ => {}
+                    }
+                }
+                Ok(switched)
+            }
+            FileMap::Blocks(bm) => {
+                let mut mt = bm.begin();
+                let r = (|| {
+                    // The moved blocks' old mappings go, run by run of logical blocks.
+                    let mut i = 0;
+                    while i < blocks.len() {
+                        if blocks[i].how != How::Moved {
+                            i += 1;
+                            continue;
+                        }
+                        let mut j = i + 1;
+                        while j < blocks.len() && blocks[j].how == How::Moved {
+                            j += 1;
+                        }
+                        mt.remove(tx, ino, raw, blocks[i].lblk, blocks[j - 1].lblk + 1)?;
+                        i = j;
+                    }
+                    // Every new block goes in, as runs contiguous on both sides.
+                    let new: Vec<(Lblk, Pblk)> =
+                        blocks.iter().filter(|b| b.how != How::Logged).map(|b| (b.lblk, b.new)).collect();
+                    let mut i = 0;
+                    while i < new.len() {
+                        let (l0, p0) = new[i];
+                        let mut j = i + 1;
+                        while j < new.len() && new[j] == (l0 + (j - i) as u64, p0 + (j - i) as u64) {
+                            j += 1;
+                        }
+                        mt.insert(tx, ino, raw, Extent { lblk: l0, pblk: p0, len: (j - i) as u64 })?;
+                        i = j;
+                    }
+                    Ok(())
+                })();
+                if let Err(e) = r {
+                    mt.abort();
+                    return Err(e);
+                }
+                mt.finish_with(tx);
+                Ok(Vec::new())
+            }
+        }
+    }
+}

@@ -1,0 +1,195 @@
+//! Untorn writes (`File::write_atomic_at`, strict mode) on every mapping: the data and
+//! size they leave, the limit, the journal room a write of the limit needs on fragmented
+//! images, memory-mapped files, and the write mode through mkfs and mount. The crash
+//! guarantees are the explorer's (`tests/crash_consistency.rs`, untorn operations).
+
+mod common;
+
+use common::{assert_fsck_clean, new_fs, remount};
+use hashfs::{AllocatorKind, Error, FormatOptions, HashPlacement, MappingKind, OpenOptions, WriteMode};
+use rand::{Rng, SeedableRng};
+use std::path::Path;
+
+const MIB: u64 = 1 << 20;
+
+fn rw() -> OpenOptions {
+    OpenOptions::new().read(true).write(true).create(true).clone()
+}
+
+fn opts(mapping: MappingKind, allocator: AllocatorKind, layout_score: f64) -> FormatOptions {
+    FormatOptions { mapping, allocator, layout_score, hash_seed: Some(7), inode_count: Some(256), ..Default::default() }
+}
+
+/// Every mapping, with the allocator layouts that matter: aligned (blocks kept in
+/// place), bitmap-fragmented (scattered blocks, the costliest structure changes).
+fn configs() -> Vec<(MappingKind, AllocatorKind, f64)> {
+    let mut v = vec![(MappingKind::HashFs, AllocatorKind::Bitmap, 1.0)];
+    for m in MappingKind::ALL.into_iter().filter(|m| m.uses_allocator()) {
+        v.push((m, AllocatorKind::Aligned, 1.0));
+        v.push((m, AllocatorKind::Bitmap, 0.3));
+    }
+    v
+}
+
+fn write_model(model: &mut Vec<u8>, off: u64, data: &[u8]) {
+    let end = off as usize + data.len();
+    if model.len() < end {
+        model.resize(end, 0);
+    }
+    model[off as usize..end].copy_from_slice(data);
+}
+
+#[test]
+fn untorn_writes_leave_the_data_and_size_of_a_write() {
+    for (mapping, allocator, score) in configs() {
+        let (fs, dev) = new_fs(16 * MIB, &opts(mapping, allocator, score));
+        let max = fs.untorn_write_max();
+        let expect = if mapping == MappingKind::HashFs { MIB } else { 256 << 10 };
+        assert_eq!(max, expect, "{mapping:?}: the limit on the default journal");
+        let f = fs.open_file(Path::new("/f"), &rw()).unwrap();
+        let mut model = Vec::new();
+        // A sparse file: blocks 0..3 and 10 mapped.
+        for (off, len) in [(0u64, 3 * 4096usize), (40_960, 100)] {
+            let d = vec![1u8; len];
+            f.write_at(off, &d).unwrap();
+            write_model(&mut model, off, &d);
+        }
+        let mut rng = rand::rngs::SmallRng::seed_from_u64(9);
+        // Overwrites inside a block and across blocks, over holes and mapped blocks, an
+        // append, and writes of the limit (aligned, then spanning one block more).
+        let cases = [
+            (10u64, 50usize),
+            (4000, 5000),
+            (8000, 40_000),
+            (model.len() as u64, 7000),
+            (0, max as usize),
+            (100, max as usize),
+        ];
+        for (i, (off, len)) in cases.into_iter().enumerate() {
+            let d: Vec<u8> = (0..len).map(|_| rng.random()).collect();
+            assert_eq!(f.write_atomic_at(off, &d).unwrap(), off + len as u64, "{mapping:?} case {i}");
+            write_model(&mut model, off, &d);
+            let mut back = vec![0u8; model.len()];
+            assert_eq!(f.read_at(0, &mut back).unwrap(), model.len());
+            assert!(back == model, "{mapping:?} {allocator:?}: case {i} reads back wrong");
+            assert_eq!(f.metadata().unwrap().size, model.len() as u64);
+        }
+        // Too large, and empty.
+        assert!(matches!(f.write_atomic_at(0, &vec![0u8; max as usize + 1]), Err(Error::Invalid(_))));
+        assert_eq!(f.write_atomic_at(5, &[]).unwrap(), 5);
+        // Space: every moved block's old block came back.
+        let blocks = f.metadata().unwrap().st_blocks();
+        drop(f);
+        let (fs, dev) = remount(fs, dev);
+        assert_fsck_clean(&dev);
+        let f = fs.open_file(Path::new("/f"), OpenOptions::new().read(true)).unwrap();
+        let mut back = vec![0u8; model.len()];
+        f.read_at(0, &mut back).unwrap();
+        assert!(back == model, "{mapping:?}: after remount");
+        assert_eq!(f.metadata().unwrap().st_blocks(), blocks);
+    }
+}
+
+/// A write of the limit over a file whose every block lies apart from its neighbours (the
+/// worst case for the structures' changes) fits one journal, on every mapping.
+#[test]
+fn a_write_of_the_limit_fits_the_journal_on_fragmented_images() {
+    for (mapping, allocator, score) in configs() {
+        for journal_blocks in [4u32, 16] {
+            let o = FormatOptions { journal_blocks, ..opts(mapping, allocator, score) };
+            let (fs, dev) = new_fs(32 * MIB, &o);
+            let max = fs.untorn_write_max() as usize;
+            assert!(max >= 64 << 10, "{mapping:?} journal {journal_blocks}: limit {max}");
+            // Interleave two files block by block, so neither has two adjacent blocks.
+            let a = fs.open_file(Path::new("/a"), &rw()).unwrap();
+            let b = fs.open_file(Path::new("/b"), &rw()).unwrap();
+            for i in 0..(2 * max as u64 / 4096 + 2) {
+                a.write_at(i * 4096, &[1u8; 4096]).unwrap();
+                b.write_at(i * 4096, &[2u8; 4096]).unwrap();
+            }
+            for round in 0..4u8 {
+                let off = 100 + round as u64 * 4096;
+                let d = vec![round + 3; max];
+                a.write_atomic_at(off, &d)
+                    .unwrap_or_else(|e| panic!("{mapping:?} {allocator:?} journal {journal_blocks}: {e}"));
+                let mut back = vec![0u8; max];
+                a.read_at(off, &mut back).unwrap();
+                assert!(back == d);
+            }
+            drop((a, b));
+            let (_fs, dev) = remount(fs, dev);
+            assert_fsck_clean(&dev);
+        }
+    }
+}
+
+/// Blocks under a shim mapping stay where they are: the write goes through the journal
+/// and shows in the mapping; one larger than the journal holds fails with Busy.
+#[test]
+fn a_mapped_file_is_written_in_place() {
+    for mapping in [MappingKind::HashFs, MappingKind::ExtentTree] {
+        let dir = tempfile::tempdir_in("/dev/shm").unwrap();
+        let path = dir.path().join("img");
+        let o = FormatOptions { mapping, ..FormatOptions::default() };
+        hashfs::FileSystem::format_file(&path, 64 * MIB, &o, &|_, _| {}).unwrap();
+        let fs = hashfs::FileSystem::open(&path).unwrap().0;
+        let f = fs.open_file(Path::new("/f"), &rw()).unwrap();
+        f.write_at(0, &vec![5u8; 16 * 4096]).unwrap();
+        let m = f.map(0, 16 * 4096, false).unwrap();
+        f.write_atomic_at(4000, &[9u8; 8000]).unwrap();
+        let mut buf = vec![0u8; 8000];
+        m.read_at(4000, &mut buf).unwrap();
+        assert!(buf.iter().all(|&b| b == 9), "{mapping:?}: the mapping sees the write");
+        assert!(matches!(f.write_atomic_at(0, &vec![1u8; 64 * 4096]), Err(Error::Busy)));
+        drop(m);
+        f.write_atomic_at(0, &vec![1u8; 64 * 4096]).unwrap();
+    }
+}
+
+/// Grouped placement: blocks of a claimed group are written in place (the group stays
+/// whole), and the file reads back right.
+#[test]
+fn grouped_extents_stay_in_their_group() {
+    let o =
+        FormatOptions { placement: HashPlacement::Grouped, ..opts(MappingKind::HashFs, AllocatorKind::Bitmap, 1.0) };
+    let (fs, dev) = new_fs(16 * MIB, &o);
+    let f = fs.open_file(Path::new("/f"), &rw()).unwrap();
+    f.write_at(0, &vec![3u8; 2 << 20]).unwrap();
+    let before: Vec<_> = (0..512).map(|l| fs.physical_block(f.ino(), hashfs::Lblk(l)).unwrap()).collect();
+    f.write_atomic_at(5000, &[4u8; 20_000]).unwrap();
+    let after: Vec<_> = (0..512).map(|l| fs.physical_block(f.ino(), hashfs::Lblk(l)).unwrap()).collect();
+    assert_eq!(
+        before.iter().map(|e| e.map(|e| e.pblk)).collect::<Vec<_>>(),
+        after.iter().map(|e| e.map(|e| e.pblk)).collect::<Vec<_>>()
+    );
+    let mut back = vec![0u8; 30_000];
+    f.read_at(0, &mut back).unwrap();
+    assert!(
+        back[..5000].iter().all(|&b| b == 3)
+            && back[5000..25_000].iter().all(|&b| b == 4)
+            && back[25_000..].iter().all(|&b| b == 3)
+    );
+    drop(f);
+    let (_fs, dev) = remount(fs, dev);
+    assert_fsck_clean(&dev);
+}
+
+/// mkfs sets the mode a mount starts in; a mount may change it; strict writes larger
+/// than the limit go in untorn pieces.
+#[test]
+fn the_write_mode_comes_from_mkfs_and_the_mount() {
+    let o = FormatOptions { write_mode: WriteMode::Strict, ..opts(MappingKind::HashFs, AllocatorKind::Bitmap, 1.0) };
+    let (fs, dev) = new_fs(16 * MIB, &o);
+    assert_eq!(fs.write_mode(), WriteMode::Strict);
+    let f = fs.open_file(Path::new("/f"), &rw()).unwrap();
+    let d: Vec<u8> = (0..3 * MIB + 123).map(|i| (i % 251) as u8).collect();
+    assert_eq!(f.write_at(7, &d).unwrap(), d.len());
+    let mut back = vec![0u8; d.len()];
+    f.read_at(7, &mut back).unwrap();
+    assert!(back == d);
+    drop(f);
+    fs.set_write_mode(WriteMode::Relaxed);
+    assert_eq!(fs.write_mode(), WriteMode::Relaxed);
+    let (fs, _dev) = remount(fs, dev);
+    assert_eq!(fs.write_mode(), WriteMode::Strict, "the image's mode, at the next mount");
+}
