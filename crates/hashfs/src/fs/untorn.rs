@@ -194,6 +194,19 @@ impl<D: PmDevice> FsInner<D> {
                 return Err(Error::Busy);
             }
         }
+        // The block mappings remove the moved blocks in one range (one removal per
+        // structure change): the mapped blocks between two moved ones move too.
+        if let (FileMap::Blocks(_), Some(a), Some(z)) = (
+            &self.map,
+            blocks.iter().position(|b| b.how == How::Moved),
+            blocks.iter().rposition(|b| b.how == How::Moved),
+        ) {
+            for b in &mut blocks[a..z] {
+                if b.how == How::Logged {
+                    b.how = How::Moved;
+                }
+            }
+        }
         Ok(blocks)
     }
 
@@ -262,7 +275,8 @@ impl<D: PmDevice> FsInner<D> {
             let src = &data[(start + a - off) as usize..(start + z - off) as usize];
             match (b.how, b.old) {
                 (How::Logged, Some(p)) => tx.write(self.geo.block_off(p.0) + a, src),
-                (How::Moved, _) if a == 0 && z == BLOCK_BYTES => self.dev.write_nt(self.geo.block_off(b.new.0), src),
+                // A whole block: the data alone, from the caller's buffer.
+                (_, _) if a == 0 && z == BLOCK_BYTES => self.dev.write_nt(self.geo.block_off(b.new.0), src),
                 (How::Moved, Some(p)) => {
                     buf.resize(BLOCK_BYTES as usize, 0);
                     self.dev.read(self.geo.block_off(p.0), &mut buf);
@@ -348,19 +362,11 @@ impl<D: PmDevice> FsInner<D> {
             FileMap::Blocks(bm) => {
                 let mut mt = bm.begin();
                 let r = (|| {
-                    // The moved blocks' old mappings go, run by run of logical blocks.
-                    let mut i = 0;
-                    while i < blocks.len() {
-                        if blocks[i].how != How::Moved {
-                            i += 1;
-                            continue;
-                        }
-                        let mut j = i + 1;
-                        while j < blocks.len() && blocks[j].how == How::Moved {
-                            j += 1;
-                        }
-                        mt.remove(tx, ino, raw, blocks[i].lblk, blocks[j - 1].lblk + 1)?;
-                        i = j;
+                    // The moved blocks' old mappings go, in one range (holes inside it
+                    // have nothing to remove).
+                    let moved = || blocks.iter().filter(|b| b.how == How::Moved).map(|b| b.lblk);
+                    if let (Some(a), Some(z)) = (moved().next(), moved().last()) {
+                        mt.remove(tx, ino, raw, a, z + 1)?;
                     }
                     // Every new block goes in, as runs contiguous on both sides.
                     let new: Vec<(Lblk, Pblk)> =

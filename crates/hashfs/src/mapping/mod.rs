@@ -166,6 +166,7 @@ impl<D: PmDevice> BlockMap<D> {
             freed_data: Vec::new(),
             recorded: Vec::new(),
             exthash_inserted: false,
+            removed: false,
         }
     }
 
@@ -291,6 +292,9 @@ pub struct MapTx<'a, D: PmDevice> {
     /// Claimed data blocks this change makes reachable.
     recorded: Vec<Run>,
     exthash_inserted: bool,
+    /// A removal is staged: the extent hash's entries on the media no longer tell what the
+    /// change leaves mapped (its removals are in the transaction, not yet applied).
+    removed: bool,
 }
 
 impl<D: PmDevice> NodeAlloc for MapTx<'_, D> {
@@ -357,9 +361,10 @@ impl<'a, D: PmDevice> MapTx<'a, D> {
                     return Err(Error::FileTooBig);
                 }
                 self.exthash_inserted = true;
-                // Merge on append: an extent that continues the previous one replaces it.
+                // Merge on append: an extent that continues the previous one replaces it
+                // (not after a removal in this change, which the lookup would not see).
                 let mut e = extent_hash::Extent { start, len: len32, phys: pblk };
-                if let Some(prev) = start.checked_sub(1) {
+                if let Some(prev) = start.checked_sub(1).filter(|_| !self.removed) {
                     if let (Some(p), _) = t.lookup(ino, prev) {
                         if p.start as u64 + p.len as u64 == lblk
                             && p.phys + p.len as u64 == pblk
@@ -377,8 +382,12 @@ impl<'a, D: PmDevice> MapTx<'a, D> {
         Ok(())
     }
 
-    /// Unmaps logical blocks [from, to) of `ino`; returns the data blocks freed.
+    /// Unmaps logical blocks [from, to) of `ino`; returns the data blocks freed. At most
+    /// one removal per change: the extent hash's removals are not seen by its own lookups
+    /// until the transaction commits.
     pub fn remove(&mut self, tx: &mut Tx<'_, D>, ino: Ino, raw: &mut InodeRaw, from: Lblk, to: Lblk) -> Result<u64> {
+        debug_assert!(!self.removed, "one removal per change");
+        self.removed = true;
         let (ino, from, mut to) = (ino.0, from.0, to.0);
         let map = self.map;
         let geo = &map.geo;

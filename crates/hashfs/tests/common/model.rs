@@ -357,6 +357,10 @@ pub fn apply_fs<D: PmDevice>(fs: &FileSystem<D>, op: &Op) -> Outcome {
         Op::Write { path, off, len, seed } => outcome(&(|| {
             let f = fs.open_file(&p(path), OpenOptions::new().write(true).create(true))?;
             let data = data_for(*seed, *off, *len);
+            // A quarter of the writes are untorn (the same result, by the other path).
+            if seed % 4 == 0 && *len as u64 <= fs.untorn_write_max() {
+                return f.write_atomic_at(*off, &data).map(drop);
+            }
             let mut done = 0;
             while done < data.len() {
                 done += f.write_at(off + done as u64, &data[done..])?;

@@ -297,15 +297,18 @@ impl<D: PmDevice> HashTable<D> {
     }
 
     /// After a committed key switch: the old slots (tombstones now, durable) are counted
-    /// free, then purged as [`release_done`](Self::release_done) does.
+    /// free. They are not purged: the old slot lies on the key's probe path, so the key's
+    /// next switch reserves it again (a block overwritten again and again alternates
+    /// between two slots), and a tombstone lengthens no probe that the key it replaces
+    /// did not; recovery and later frees purge it.
     pub fn switched_out(&self, freed: &[Freed]) {
         self.used.fetch_sub(freed.len() as u64, Ordering::Relaxed);
         if let Some(g) = &self.groups {
             for f in freed {
                 g.count_sub(f.slot);
             }
+            g.drop_empty(self, freed);
         }
-        self.release_done(freed);
     }
 
     /// After freed slots' tombstones are durable (a fence): drops the group claims they
