@@ -33,6 +33,9 @@ COLORS = {
     "extent-tree-cached": "#17becf",
     "radix-tree": "#2ca02c",
 }
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from plot_untorn import untorn  # noqa: E402
+
 GLOBAL = ["hashfs", "cuckoo"]
 TREES = ["extent-tree", "radix-tree"]
 OPS = ["seq_read", "rand_read", "append"]
@@ -713,6 +716,7 @@ SECTIONS = [
     ("spfs-extents", "Extent hashing (SPFS Fig. 7)", spfs),
     ("winefs-aging", "Memory-mapped files on aged images (WineFS Figs. 1 and 3)", wine_aging),
     ("winefs-2mib", "Mapping a 2 MiB file (WineFS Fig. 2)", wine_2mib),
+    ("untorn", "Untorn writes: strict against relaxed mode (WineFS §3.3)", untorn),
 ]
 
 

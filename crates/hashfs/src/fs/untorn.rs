@@ -365,7 +365,7 @@ impl<D: PmDevice> FsInner<D> {
                     // The moved blocks' old mappings go, in one range (holes inside it
                     // have nothing to remove).
                     let moved = || blocks.iter().filter(|b| b.how == How::Moved).map(|b| b.lblk);
-                    if let (Some(a), Some(z)) = (moved().next(), moved().last()) {
+                    if let (Some(a), Some(z)) = (moved().next(), moved().next_back()) {
                         mt.remove(tx, ino, raw, a, z + 1)?;
                     }
                     // Every new block goes in, as runs contiguous on both sides.
