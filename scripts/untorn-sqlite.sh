@@ -18,17 +18,9 @@ HASHFS=./target/release/hashfs
 SHIM=./target/release/libhashfs_preload.so
 OUT="${UNTORN_OUT:-bench/untorn/sqlite.json}"
 img="$HUGE/untorn-sqlite.img"
-# The machine, as every benchmark records it.
-$HASHFS mkfs "$img" --size 64M >/dev/null
-info=$($HASHFS info "$img")
-rm -f "$img"
-cpu=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')
-flush=$(echo "$info" | awk '$1 == "flush" {print $2}')
-simd=$(echo "$info" | awk '$1 == "simd" {print $2}')
-mnt=$(awk -v d="$HUGE" '$2 == d {print $3" "$4}' /proc/mounts)
-commit=$(git rev-parse --short HEAD)$(git diff --quiet HEAD -- crates || echo -dirty)
-printf '{"command": "%s", "machine": {"cpu": "%s", "cores": %s, "kernel": "%s", "flush": "%s", "simd": "%s", "image_mount": "%s"}, "git_commit": "%s", "trials": %s, "txns": %s, "rows": [\n' \
-    "$0 $TRIALS $TXNS" "$cpu" "$(nproc)" "$(uname -r)" "$flush" "$simd" "$mnt" "$commit" "$TRIALS" "$TXNS" > "$OUT.tmp"
+. scripts/machine.sh
+printf '{"command": "%s", %s, "trials": %s, "txns": %s, "rows": [\n' \
+    "$0 $TRIALS $TXNS" "$(machine_json "$HASHFS" "$HUGE")" "$TRIALS" "$TXNS" > "$OUT.tmp"
 first=1
 for mapping in hashfs extent-tree; do
     for journal in delete wal; do

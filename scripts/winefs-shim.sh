@@ -25,18 +25,8 @@ run() {
     for i in $(seq 1 $TRIALS); do out="$out$([ $i = 1 ] || echo ,)$(one)"; done
     echo "$out]"
 }
-# The machine, as every benchmark records it: CPU, kernel, flush instruction and SIMD level
-# (from `hashfs info`), and the images' file system (huge=always: 2 MiB pages).
-$HASHFS mkfs "$img" --size 64M >/dev/null
-info=$($HASHFS info "$img")
-rm -f "$img"
-cpu=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')
-flush=$(echo "$info" | awk '$1 == "flush" {print $2}')
-simd=$(echo "$info" | awk '$1 == "simd" {print $2}')
-mnt=$(awk -v d="$HUGE" '$2 == d {print $3" "$4}' /proc/mounts)
-commit=$(git rev-parse --short HEAD)$(git diff --quiet HEAD -- crates || echo -dirty)
-printf '{"machine": {"cpu": "%s", "cores": %s, "kernel": "%s", "flush": "%s", "simd": "%s", "image_mount": "%s"}, "git_commit": "%s", "rows": [\n' \
-    "$cpu" "$(nproc)" "$(uname -r)" "$flush" "$simd" "$mnt" "$commit" > "$OUT.tmp"
+. scripts/machine.sh
+printf '{%s, "rows": [\n' "$(machine_json "$HASHFS" "$HUGE")" > "$OUT.tmp"
 first=1
 for cfg in ${WINEFS_CONFIGS:-extent-tree:aligned extent-tree:bitmap hashfs:table hashfs:grouped}; do
     set -- ${cfg/:/ }

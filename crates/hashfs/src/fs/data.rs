@@ -508,20 +508,11 @@ impl<D: PmDevice> FsInner<D> {
             FileMap::Blocks(b) => {
                 let mut mt = b.begin();
                 for g in groups.iter_mut() {
-                    let pairs = g.pairs;
-                    let mut i = 0;
-                    while i < pairs.len() {
-                        let (l0, p0) = pairs[i];
-                        let mut j = i + 1;
-                        while j < pairs.len() && pairs[j] == (l0 + (j - i) as u64, p0 + (j - i) as u64) {
-                            j += 1;
-                        }
-                        let x = Extent { lblk: l0, pblk: p0, len: (j - i) as u64 };
+                    for x in extents_of(g.pairs) {
                         if let Err(e) = mt.insert(tx, g.ino, g.raw, x) {
                             mt.abort();
                             return Err(e);
                         }
-                        i = j;
                     }
                 }
                 mt.finish_with(tx);
@@ -869,6 +860,21 @@ fn translate_hash<D: PmDevice>(
     let p = t.lookup(file_key(cell.ino, lblk)?)?;
     cell.tcache.put(lblk, p);
     Some(Extent { lblk, pblk: p, len: 1 })
+}
+
+/// (logical, physical) pairs sorted by logical block, as extents contiguous on both sides.
+pub(crate) fn extents_of(pairs: &[(Lblk, Pblk)]) -> impl Iterator<Item = Extent> + '_ {
+    let mut i = 0;
+    std::iter::from_fn(move || {
+        let &(l0, p0) = pairs.get(i)?;
+        let mut j = i + 1;
+        while j < pairs.len() && pairs[j] == (l0 + (j - i) as u64, p0 + (j - i) as u64) {
+            j += 1;
+        }
+        let x = Extent { lblk: l0, pblk: p0, len: (j - i) as u64 };
+        i = j;
+        Some(x)
+    })
 }
 
 /// Frees HashFS table slots: tombstones, one fence, then purge.

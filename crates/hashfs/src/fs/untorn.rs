@@ -31,12 +31,12 @@
 
 #![forbid(unsafe_code)]
 
-use super::data::blocks_for;
+use super::data::{blocks_for, extents_of};
 use super::inode::{self, InodeCell, InodeMem};
 use super::FsInner;
 use crate::layout::inode::{INODE_CTIME_OFF, INODE_MTIME_OFF};
 use crate::layout::journal::ENTRY_DATA_BYTES;
-use crate::layout::{Extent, Geometry, Lblk, MappingKind, Pblk, BLOCK_BYTES, MAX_FILE_BYTES};
+use crate::layout::{Geometry, Lblk, MappingKind, Pblk, BLOCK_BYTES, MAX_FILE_BYTES};
 use crate::mapping::hashfs::{file_key, Freed, GROUP_SLOTS, TOMBSTONE};
 use crate::mapping::FileMap;
 use crate::pm::PmDevice;
@@ -371,15 +371,8 @@ impl<D: PmDevice> FsInner<D> {
                     // Every new block goes in, as runs contiguous on both sides.
                     let new: Vec<(Lblk, Pblk)> =
                         blocks.iter().filter(|b| b.how != How::Logged).map(|b| (b.lblk, b.new)).collect();
-                    let mut i = 0;
-                    while i < new.len() {
-                        let (l0, p0) = new[i];
-                        let mut j = i + 1;
-                        while j < new.len() && new[j] == (l0 + (j - i) as u64, p0 + (j - i) as u64) {
-                            j += 1;
-                        }
-                        mt.insert(tx, ino, raw, Extent { lblk: l0, pblk: p0, len: (j - i) as u64 })?;
-                        i = j;
+                    for x in extents_of(&new) {
+                        mt.insert(tx, ino, raw, x)?;
                     }
                     Ok(())
                 })();
