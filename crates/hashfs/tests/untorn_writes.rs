@@ -140,6 +140,13 @@ fn a_mapped_file_is_written_in_place() {
         m.read_at(4000, &mut buf).unwrap();
         assert!(buf.iter().all(|&b| b == 9), "{mapping:?}: the mapping sees the write");
         assert!(matches!(f.write_atomic_at(0, &vec![1u8; 64 * 4096]), Err(Error::Busy)));
+        // In strict mode the same write goes through, in pieces the journal can log.
+        fs.set_write_mode(WriteMode::Strict);
+        f.write_at(0, &vec![2u8; 64 * 4096]).unwrap();
+        let mut buf = vec![0u8; 16 * 4096];
+        m.read_at(0, &mut buf).unwrap();
+        assert!(buf.iter().all(|&b| b == 2), "{mapping:?}: the mapping sees the strict write");
+        fs.set_write_mode(WriteMode::Relaxed);
         drop(m);
         f.write_atomic_at(0, &vec![1u8; 64 * 4096]).unwrap();
     }

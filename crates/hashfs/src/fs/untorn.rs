@@ -104,12 +104,13 @@ impl<D: PmDevice> FsInner<D> {
     }
 
     /// A strict-mode write: untorn pieces of at most [`Self::untorn_max`] bytes (each
-    /// piece whole or absent after a crash), under one hold of the file's lock. `off` None
-    /// appends. Returns the bytes written and the end of the last piece.
+    /// piece whole or absent after a crash; on a file memory-mapped through the shim, as
+    /// large as the journal can log, down to a block), under one hold of the file's lock.
+    /// `off` None appends. Returns the bytes written and the end of the last piece.
     pub(crate) fn write_strict(&self, cell: &InodeCell, off: Option<u64>, data: &[u8]) -> Result<(usize, u64)> {
         let mut st = cell.state.write();
         let _req = self.alloc_request(cell);
-        let max = self.untorn_max().max(BLOCK_BYTES) as usize;
+        let mut max = self.untorn_max().max(BLOCK_BYTES) as usize;
         let mut pos = off.unwrap_or(st.raw.size);
         let mut done = 0;
         while done < data.len() {
@@ -118,6 +119,12 @@ impl<D: PmDevice> FsInner<D> {
             match self.write_untorn_locked(cell, &mut st, pos, &data[done..done + n]) {
                 Ok(()) => {}
                 Err(Error::NoSpace) if done > 0 => break,
+                // A memory-mapped file's blocks are logged in place: smaller pieces, down
+                // to a block, until one fits the journal.
+                Err(Error::Busy) if max > BLOCK_BYTES as usize => {
+                    max /= 2;
+                    continue;
+                }
                 Err(e) => return Err(e),
             }
             done += n;
@@ -176,7 +183,10 @@ impl<D: PmDevice> FsInner<D> {
         }
         let room = self.geo.journal_entries().saturating_sub(RESERVED_ENTRIES);
         let cost = self.move_cost();
-        let mut used: u64 = blocks.iter().map(|b| if b.how == How::Moved { cost } else { 1 }).sum();
+        // A fresh block costs HashFS at most its key's undo entry; a block mapping's
+        // insertion is bounded like a move.
+        let fresh = if matches!(self.map, FileMap::Hash(_)) { 1 } else { cost };
+        let mut used: u64 = blocks.iter().map(|b| if b.how == How::Moved { cost } else { fresh }).sum();
         let mapped = cell.map_count.load(Ordering::Acquire) > 0;
         for b in blocks.iter_mut() {
             let Some(p) = b.old else { continue };
