@@ -32,6 +32,7 @@ bugs=(
     "untorn-copy-no-flush|crates/hashfs/src/fs/untorn.rs|an untorn write's moved block is stored cached (no flush before the commit's fence)|ops untorn-overwrite,untorn-limit"
     "untorn-unlogged-key|crates/hashfs/src/fs/untorn.rs|an untorn write publishes a moved block's new HashFS key without an undo record|ops untorn-overwrite,untorn-limit"
     "strict-ignored|crates/hashfs/src/fs/data.rs|a strict-mode mount writes as a relaxed one|strict overwrite,overwrite-small"
+    "untorn-logged-in-place|crates/hashfs/src/fs/untorn.rs|an untorn write stores a grouped block's new bytes in place without their undo record|grouped-workload ace:write-chunk,untorn-hole"
 )
 
 # Applies bug $1 to the scratch tree (exact text replacements; fails if the code moved).
@@ -85,6 +86,10 @@ elif name == "untorn-unlogged-key":
     sub("crates/hashfs/src/fs/untorn.rs",
         "                            tx.write_u64(t.slot_off(b.new.0), k);\n                            tx.write_u64(t.slot_off(p.0), TOMBSTONE);\n",
         "                            tx.publish_u64(t.slot_off(b.new.0), k);\n                            tx.write_u64(t.slot_off(p.0), TOMBSTONE);\n")
+elif name == "untorn-logged-in-place":
+    sub("crates/hashfs/src/fs/untorn.rs",
+        "                (How::Logged, Some(p)) => tx.write(self.geo.block_off(p.0) + a, src),\n",
+        "                (How::Logged, Some(p)) => {\n                    self.dev.write(self.geo.block_off(p.0) + a, src);\n                    self.dev.flush(self.geo.block_off(p.0) + a, src.len() as u64);\n                }\n")
 elif name == "strict-ignored":
     sub("crates/hashfs/src/fs/data.rs",
         "        if self.is_strict() {\n            return self.write_strict(cell, Some(off), data).map(|(n, _)| n);\n        }\n",
@@ -117,6 +122,9 @@ run_check() {
         strict\ *)
             "$hashfs" crashtest --mapping hashfs,extent-tree,cuckoo --write-mode strict --ops "${check#strict }" \
                 "${common[@]}" >"$work/check.log" 2>&1 ;;
+        grouped-workload\ *)
+            "$hashfs" crashtest --mapping hashfs --placement grouped --workload "${check#grouped-workload }" \
+                --seed "$seed" --samples 16 --recovery-samples 2 >"$work/check.log" 2>&1 ;;
         grouped\ *)
             "$hashfs" crashtest --mapping hashfs --placement grouped --ops "${check#grouped }" "${common[@]}" \
                 >"$work/check.log" 2>&1 ;;
