@@ -583,19 +583,32 @@ impl<D: PmDevice> FsInner<D> {
             return Ok(plan);
         }
         let lblks: Vec<Lblk> = holes.iter().map(|&i| plan[i].lblk).collect();
-        let hint = match holes[0] {
-            0 if lblks[0].0 > 0 && lblks[0].0 <= old_blocks => {
-                self.translate(cell, raw, Lblk(lblks[0].0 - 1), old_blocks)?.map(|e| e.pblk + 1)
-            }
-            0 => None,
-            i => Some(plan[i - 1].pblk + 1),
-        };
-        let whole = Lblk(span.start.div_ceil(BLOCK_BYTES))..Lblk(span.end / BLOCK_BYTES);
-        let got = self.claim_blocks_for(cell.ino, &lblks, hint, whole)?;
+        let before = holes[0].checked_sub(1).map(|i| plan[i].pblk);
+        let hint = self.claim_hint(cell, raw, lblks[0], before)?;
+        let got = self.claim_blocks_for(cell.ino, &lblks, hint, whole_blocks(span))?;
         for (&i, p) in holes.iter().zip(got) {
             plan[i].pblk = p;
         }
         Ok(plan)
+    }
+
+    /// Where new blocks for logical block `first` should go: after the block before it,
+    /// `before` when the request placed that one, else the file's (if inside its size).
+    pub(crate) fn claim_hint(
+        &self,
+        cell: &InodeCell,
+        raw: &InodeRaw,
+        first: Lblk,
+        before: Option<Pblk>,
+    ) -> Result<Option<Pblk>> {
+        let size_blocks = blocks_for(raw.size);
+        Ok(match before {
+            Some(p) => Some(p + 1),
+            None if first.0 > 0 && first.0 <= size_blocks => {
+                self.translate(cell, raw, Lblk(first.0 - 1), size_blocks)?.map(|e| e.pblk + 1)
+            }
+            None => None,
+        })
     }
 
     /// Writes `data` (at file offset `off`) into the planned blocks with streaming stores;
@@ -860,6 +873,12 @@ fn translate_hash<D: PmDevice>(
     let p = t.lookup(file_key(cell.ino, lblk)?)?;
     cell.tcache.put(lblk, p);
     Some(Extent { lblk, pblk: p, len: 1 })
+}
+
+/// The whole blocks of a request's byte range: the 2 MiB of a file the aligned allocator
+/// gives an aligned extent must lie inside them.
+pub(crate) fn whole_blocks(span: &Range<u64>) -> Range<Lblk> {
+    Lblk(span.start.div_ceil(BLOCK_BYTES))..Lblk(span.end / BLOCK_BYTES)
 }
 
 /// (logical, physical) pairs sorted by logical block, as extents contiguous on both sides.

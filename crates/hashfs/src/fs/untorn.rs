@@ -31,7 +31,7 @@
 
 #![forbid(unsafe_code)]
 
-use super::data::{blocks_for, extents_of};
+use super::data::{blocks_for, extents_of, whole_blocks};
 use super::inode::{self, InodeCell, InodeMem};
 use super::FsInner;
 use crate::layout::inode::{INODE_CTIME_OFF, INODE_MTIME_OFF};
@@ -245,17 +245,10 @@ impl<D: PmDevice> FsInner<D> {
         let idx: Vec<usize> = (0..blocks.len()).filter(|&i| blocks[i].how != How::Logged).collect();
         let Some(&i0) = idx.first() else { return Ok(()) };
         let lblks: Vec<Lblk> = idx.iter().map(|&i| blocks[i].lblk).collect();
-        let l0 = blocks[i0].lblk;
-        let hint = match (i0, l0.0) {
-            (0, 0) => None,
-            (0, _) if l0.0 <= blocks_for(st.raw.size) => {
-                self.translate(cell, &st.raw, Lblk(l0.0 - 1), blocks_for(st.raw.size))?.map(|e| e.pblk + 1)
-            }
-            (0, _) => None,
-            (i, _) => blocks[i - 1].old.map(|p| p + 1),
-        };
-        let whole = Lblk(span.start.div_ceil(BLOCK_BYTES))..Lblk(span.end / BLOCK_BYTES);
-        let got = self.claim_blocks_for(cell.ino, &lblks, hint, whole)?;
+        // The block before the first claimed one is logged (it stays where it is) if any.
+        let before = i0.checked_sub(1).and_then(|i| blocks[i].old);
+        let hint = self.claim_hint(cell, &st.raw, blocks[i0].lblk, before)?;
+        let got = self.claim_blocks_for(cell.ino, &lblks, hint, whole_blocks(&span))?;
         for (&i, p) in idx.iter().zip(got) {
             blocks[i].new = p;
         }

@@ -270,16 +270,20 @@ impl<D: PmDevice> HashTable<D> {
     /// Frees a slot (a key or an unpublished reservation): stores a tombstone and flushes
     /// it. Returns what the caller passes to [`purge`](Self::purge) after a fence.
     pub fn release(&self, block: Pblk) -> Freed {
-        let slot = block.0;
-        let off = self.slot_off(slot);
-        let home = self.home_at(self.dev.load_u64(off), slot).unwrap_or(slot);
+        let freed = self.switch_out(block);
+        let off = self.slot_off(block.0);
         self.dev.store_u64(off, TOMBSTONE);
         self.dev.flush(off, 8);
+        self.uncount(block.0);
+        freed
+    }
+
+    /// A slot no longer holds a key or a reservation: the used count and its group's.
+    fn uncount(&self, slot: u64) {
         self.used.fetch_sub(1, Ordering::Relaxed);
         if let Some(g) = &self.groups {
             g.count_sub(slot);
         }
-        Freed { slot, home }
     }
 
     /// Whether `key` at `slot` is placed by its claimed group (grouped placement): one of
@@ -302,11 +306,10 @@ impl<D: PmDevice> HashTable<D> {
     /// between two slots), and a tombstone lengthens no probe that the key it replaces
     /// did not; recovery and later frees purge it.
     pub fn switched_out(&self, freed: &[Freed]) {
-        self.used.fetch_sub(freed.len() as u64, Ordering::Relaxed);
+        for f in freed {
+            self.uncount(f.slot);
+        }
         if let Some(g) = &self.groups {
-            for f in freed {
-                g.count_sub(f.slot);
-            }
             g.drop_empty(self, freed);
         }
     }
