@@ -33,6 +33,7 @@ bugs=(
     "untorn-unlogged-key|crates/hashfs/src/fs/untorn.rs|an untorn write publishes a moved block's new HashFS key without an undo record|ops untorn-overwrite,untorn-limit"
     "strict-ignored|crates/hashfs/src/fs/data.rs|a strict-mode mount writes as a relaxed one|strict overwrite,overwrite-small"
     "untorn-logged-in-place|crates/hashfs/src/fs/untorn.rs|an untorn write stores a grouped block's new bytes in place without their undo record|grouped-workload ace:write-chunk,untorn-hole"
+    "ctfs-unlogged-pswap|crates/hashfs/src/mapping/mod.rs|ctFS's partition move stores its page-table swap straight to PM before the transaction that names the new partition (the released ctFS's order)|ctfs append,write-past-eof,truncate-down"
 )
 
 # Applies bug $1 to the scratch tree (exact text replacements; fails if the code moved).
@@ -90,6 +91,22 @@ elif name == "untorn-logged-in-place":
     sub("crates/hashfs/src/fs/untorn.rs",
         "                (How::Logged, Some(p)) => tx.write(self.geo.block_off(p.0) + a, src),\n",
         "                (How::Logged, Some(p)) => {\n                    self.dev.write(self.geo.block_off(p.0) + a, src);\n                    self.dev.flush(self.geo.block_off(p.0) + a, src.len() as u64);\n                }\n")
+elif name == "ctfs-unlogged-pswap":
+    sub("crates/hashfs/src/mapping/mod.rs",
+        "            self.with_staged(|st, na| ctfs::ppt::swap(st, geo, na, old.base, new.base, n))?;\n",
+        """            let mut earlier = Staged::new(&*self.map.dev);
+            std::mem::swap(&mut self.st, &mut earlier);
+            self.with_staged(|st, na| ctfs::ppt::swap(st, geo, na, old.base, new.base, n))?;
+            let swapped = std::mem::replace(&mut self.st, earlier);
+            let dev = &*self.map.dev;
+            for page in swapped.dirty_pages().collect::<Vec<_>>() {
+                let mut buf = vec![0u8; 4096];
+                swapped.read(crate::pm::DevOffset(page), &mut buf);
+                dev.write(crate::pm::DevOffset(page), &buf);
+                dev.flush(crate::pm::DevOffset(page), 4096);
+            }
+            dev.fence();
+""")
 elif name == "strict-ignored":
     sub("crates/hashfs/src/fs/data.rs",
         "        if self.is_strict() {\n            return self.write_strict(cell, Some(off), data).map(|(n, _)| n);\n        }\n",
@@ -125,6 +142,8 @@ run_check() {
         grouped-workload\ *)
             "$hashfs" crashtest --mapping hashfs --placement grouped --workload "${check#grouped-workload }" \
                 --seed "$seed" --samples 16 --recovery-samples 2 >"$work/check.log" 2>&1 ;;
+        ctfs\ *)
+            "$hashfs" crashtest --mapping ctfs --ops "${check#ctfs }" "${common[@]}" >"$work/check.log" 2>&1 ;;
         grouped\ *)
             "$hashfs" crashtest --mapping hashfs --placement grouped --ops "${check#grouped }" "${common[@]}" \
                 >"$work/check.log" 2>&1 ;;

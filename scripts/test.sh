@@ -75,7 +75,7 @@ HASHFS_SIMD=scalar HASHFS_MODEL_SEEDS=10 cargo test -p hashfs --test model_based
 # against every other mapping, and the allocator mappings once more with the fragmentation
 # generator at layout score 0.7; the crash explorer's bounded runs (tests/crash_consistency.rs)
 # for every mapping, with their figures printed.
-for m in extent-tree extent-tree-cached radix-tree cuckoo extent-hash; do
+for m in extent-tree extent-tree-cached radix-tree cuckoo extent-hash ctfs; do
     echo "== conformance suite: mapping $m"
     HASHFS_TEST_MAPPING=$m cargo test -q -p hashfs --tests -- --skip explore_
 done
@@ -85,7 +85,7 @@ for m in extent-tree radix-tree cuckoo extent-hash; do
     echo "== conformance suite: mapping $m, layout score 0.7"
     HASHFS_TEST_MAPPING=$m HASHFS_TEST_LAYOUT_SCORE=0.7 cargo test -q -p hashfs --tests -- --skip explore_
 done
-for m in hashfs extent-tree extent-tree-cached radix-tree cuckoo extent-hash; do
+for m in hashfs extent-tree extent-tree-cached radix-tree cuckoo extent-hash ctfs; do
     echo "== crash explorer: mapping $m"
     HASHFS_TEST_MAPPING=$m cargo test -q -p hashfs --test crash_consistency -- --nocapture --test-threads 1
 done

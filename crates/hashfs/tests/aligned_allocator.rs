@@ -49,17 +49,31 @@ fn aligned_chunks(fs: &Fs, path: &str, chunks: u64) -> u64 {
 
 #[test]
 fn large_files_get_aligned_extents_on_an_aged_image() {
-    for mapping in [MappingKind::ExtentTree, MappingKind::RadixTree, MappingKind::Cuckoo, MappingKind::ExtentHash] {
+    for mapping in [
+        MappingKind::ExtentTree,
+        MappingKind::RadixTree,
+        MappingKind::Cuckoo,
+        MappingKind::ExtentHash,
+        MappingKind::Ctfs,
+    ] {
         let mut got = Vec::new();
         for allocator in [AllocatorKind::Aligned, AllocatorKind::Bitmap] {
             let (fs, dev) = new_fs(96 * MIB, &opts(mapping, allocator));
             age(&fs);
             let before = fs.free_aligned_extents();
+            let nodes_before = fs.mapping_stats().unwrap().node_blocks;
             // An 8 MiB file in one fallocate (as Geriatrix and mmap users allocate).
             let f = fs.open_file(Path::new("/big"), OpenOptions::new().write(true).create(true)).unwrap();
             f.allocate(0, 8 * MIB).unwrap();
             drop(f);
             got.push(aligned_chunks(&fs, "/big", 4));
+            if mapping == MappingKind::Ctfs {
+                // ctFS maps a chunk on an aligned extent with one 2 MiB leaf, any other
+                // chunk with a node of page entries (the file's 16 MiB partition shares the
+                // small files' upper nodes).
+                let nodes = fs.mapping_stats().unwrap().node_blocks - nodes_before;
+                assert_eq!(nodes, 4 - got.last().unwrap(), "{allocator:?}: page nodes");
+            }
             if allocator == AllocatorKind::Aligned {
                 assert_eq!(fs.free_aligned_extents(), before - 4, "{mapping:?}: one aligned extent per chunk");
             }

@@ -38,7 +38,7 @@ pub enum BenchCmd {
         /// utilization, concurrency, pagecache, spfs-extents, winefs-aging, winefs-2mib,
         /// untorn.
         experiments: Vec<String>,
-        /// Only these mappings (comma-separated; default: all).
+        /// Only these mappings (comma-separated; default: the HashFS paper's six, ctfs by name).
         #[arg(long, value_delimiter = ',')]
         mappings: Vec<String>,
         /// Smaller sizes and fewer operations: everything in a few minutes.

@@ -205,6 +205,15 @@ impl<D: PmDevice> FileSystem<D> {
     pub fn mapping(&self) -> MappingKind {
         self.inner.map.kind()
     }
+    /// ctFS images: the leading pages of `ino` that the live view maps now (reads and
+    /// in-place writes below them are one copy); None without a view.
+    pub fn ctfs_view_pages(&self, ino: Ino) -> Option<u64> {
+        match &self.inner.map {
+            crate::mapping::FileMap::Blocks(b) => b.ctfs_view().map(|v| v.mapped_pages(ino)),
+            crate::mapping::FileMap::Hash(_) => None,
+        }
+    }
+
     /// Where logical block `lblk` of `ino` lies: the extent from it to the end of its
     /// mapping entry, or None for a hole: what the mapping structure translates, through
     /// the file's translation cache or cursor.

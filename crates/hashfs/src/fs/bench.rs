@@ -36,11 +36,13 @@ impl<D: PmDevice> FileSystem<D> {
                 c.clear();
             }
             if !b.is_global() {
-                b.walk(ino, &st.raw, &mut |m| {
+                let mut node = |m| {
                     if let Mapped::Node { pblk, .. } = m {
                         ranges.push((geo.block_off(pblk.0), crate::layout::BLOCK_BYTES));
                     }
-                })?;
+                };
+                b.walk(ino, &st.raw, &mut node)?;
+                b.walk_shared(&mut node)?; // ctFS: the page table's nodes
             }
         }
         let mut bytes = 0;

@@ -22,6 +22,7 @@ use crate::layout::inode::{INODE_CTIME_OFF, INODE_MTIME_OFF};
 use crate::layout::{Extent, Ino, InodeRaw, Lblk, Pblk};
 use crate::layout::{BLOCK_BYTES, MAX_FILE_BYTES};
 use crate::mapping::hashfs::{classify, file_key, Entry, HashTable, GROUP_SLOTS};
+use crate::mapping::staged::Direct;
 use crate::mapping::{BlockMap, FileMap};
 use crate::pm::PmDevice;
 use crate::probe;
@@ -127,6 +128,15 @@ impl<D: PmDevice> FsInner<D> {
         }
     }
 
+    /// ctFS's live translation, on an image that has one.
+    #[inline]
+    fn ctfs_view(&self) -> Option<&crate::mapping::ctfs::view::View> {
+        match &self.map {
+            FileMap::Blocks(b) => b.ctfs_view(),
+            FileMap::Hash(_) => None,
+        }
+    }
+
     pub(crate) fn read_at(&self, cell: &InodeCell, off: u64, buf: &mut [u8]) -> Result<usize> {
         let st = cell.state.read();
         if st.freed {
@@ -142,6 +152,13 @@ impl<D: PmDevice> FsInner<D> {
         let n = (buf.len() as u64).min(size - off) as usize;
         let size_blocks = blocks_for(size);
         let end = (off + n as u64).div_ceil(BLOCK_BYTES);
+        if let Some(v) = self.ctfs_view() {
+            // ctFS: one copy from the file's virtual range, the MMU translating.
+            if v.read(&Direct(&*self.dev), &self.geo, cell.ino, &st.raw, off, &mut buf[..n], size_blocks)? {
+                cell.next_read_lblk.store(end, Ordering::Relaxed);
+                return Ok(n);
+            }
+        }
         let mut done = 0usize;
         while done < n {
             let pos = off + done as u64;
@@ -527,6 +544,14 @@ impl<D: PmDevice> FsInner<D> {
     fn write_chunk(&self, cell: &InodeCell, st: &mut InodeMem, off: u64, data: &[u8], span: &Range<u64>) -> Result<()> {
         let old_size = st.raw.size;
         let new_size = old_size.max(off + data.len() as u64);
+        if let (true, Some(v)) = (new_size == old_size, self.ctfs_view()) {
+            // ctFS: an overwrite of mapped blocks is one copy into the file's virtual range.
+            let size_blocks = blocks_for(old_size);
+            if v.write_in_place(&Direct(&*self.dev), &self.geo, cell.ino, &st.raw, off, data, size_blocks)? {
+                self.touch_times(cell.ino, &mut st.raw); // its fence makes the data durable too
+                return Ok(());
+            }
+        }
         let plan = self.plan_write(cell, &st.raw, off, data.len() as u64, span)?;
         let fresh: Vec<Pblk> = plan.iter().filter(|p| p.fresh).map(|p| p.pblk).collect();
         if new_size > old_size {

@@ -259,10 +259,12 @@ fn scan_block_map<D: PmDevice>(
             }
             let raw = inode::read_raw(&*dev, geo, Ino(i as u32));
             let mut found = Vec::new();
-            let walked = bm.walk(Ino(i as u32), &raw, &mut |m| {
-                if let Mapped::Data { ext, .. } = m {
-                    found.push((ext.lblk.0, ext.len));
-                }
+            let walked = bm.adopt(&raw).and_then(|()| {
+                bm.walk(Ino(i as u32), &raw, &mut |m| {
+                    if let Mapped::Data { ext, .. } = m {
+                        found.push((ext.lblk.0, ext.len));
+                    }
+                })
             });
             if walked.is_err() {
                 report.corrupt_inodes.push(Ino(i as u32));

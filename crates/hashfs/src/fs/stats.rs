@@ -83,6 +83,9 @@ impl<D: PmDevice> FileSystem<D> {
                         let (n, bytes) = match b.kind {
                             MappingKind::Cuckoo => (len, cuckoo::ENTRY_BYTES),
                             MappingKind::RadixTree => (len, 8),
+                            // A page-table entry per page (a 2 MiB leaf counts 512: the walk
+                            // does not tell them apart).
+                            MappingKind::Ctfs => (len, 8),
                             MappingKind::ExtentHash => (
                                 match (u32::try_from(lblk), u32::try_from(len)) {
                                     (Ok(l), Ok(n)) => extent_hash::insert_positions(l, n).len() as u64,
@@ -109,6 +112,7 @@ impl<D: PmDevice> FileSystem<D> {
                             b.walk(ino, &raw, &mut |m| record(m, &mut st))?;
                         }
                     }
+                    b.walk_shared(&mut |m| record(m, &mut st))?;
                 }
             }
         }

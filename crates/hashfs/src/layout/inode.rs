@@ -177,6 +177,7 @@ impl InodeRaw {
 /// |---|---|---|
 /// | extent tree (`mapping/extent_tree.rs`) | root entries 0 and 1, 16 bytes each | count \| level << 8 |
 /// | radix tree (`mapping/radix.rs`) | words 0..3: blocks 0..3 (block + 1, 0 = hole); word 3: root node (block + 1) | height |
+/// | ctFS (`mapping/ctfs/`) | word 0: the file's partition (`layout::mapping::ctfs::partition_word`, 0 = none) | zero |
 /// | HashFS, cuckoo, extent hashing | zero | zero |
 /// | character and block devices | word 0: the device number (Linux `dev_t`) | zero |
 /// | FIFOs, sockets | zero | zero |
@@ -187,6 +188,13 @@ impl InodeRaw {
     }
     pub fn set_radix_direct(&mut self, i: usize, v: u64) {
         self.map_area[..3][i] = v;
+    }
+    /// ctFS: the file's partition word (0: none).
+    pub fn ctfs_partition(&self) -> u64 {
+        self.map_area[0]
+    }
+    pub fn set_ctfs_partition(&mut self, w: u64) {
+        self.map_area[0] = w;
     }
     /// Radix tree: the root node (block + 1), 0 when there is no tree.
     pub fn radix_root(&self) -> u64 {

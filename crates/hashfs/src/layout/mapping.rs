@@ -126,3 +126,46 @@ pub mod extent_hash {
         ((ino as u64) << 32) | pos as u64
     }
 }
+
+/// ctFS (`mapping/ctfs/`): files contiguous in a virtual space of partitions, translated by
+/// the persistent page table (PPT). Virtual addresses and physical blocks are both relative
+/// (a virtual page number from the start of the space, a data block number), as in ctFS,
+/// so the image can be mapped anywhere.
+pub mod ctfs {
+    /// Partition levels L0 (4 KiB) to L9 (512 GiB), each 8x the one below (ctFS Fig. 3):
+    /// L3 = 2 MiB and L6 = 1 GiB meet the page table's levels.
+    pub const LEVELS: u32 = 10;
+    pub const LEVEL_BITS: u32 = 3;
+    /// The virtual space: this many L9 partitions (2 TiB).
+    pub const TOP_PARTITIONS: u64 = 4;
+    /// Pages (blocks) in a partition of `level`.
+    pub const fn partition_pages(level: u32) -> u64 {
+        1 << (LEVEL_BITS * level)
+    }
+    /// Pages in the whole virtual space.
+    pub const SPACE_PAGES: u64 = TOP_PARTITIONS * partition_pages(LEVELS - 1);
+
+    /// The inode's partition word (`map_area[0]`): `base << 8 | ASSIGNED | level`, `base`
+    /// the partition's first virtual page; 0 = no partition (the file maps nothing).
+    pub const ASSIGNED: u64 = 0x80;
+    pub fn partition_word(base: u64, level: u32) -> u64 {
+        base << 8 | ASSIGNED | level as u64
+    }
+
+    /// PPT: 4 KiB nodes of 512 entries, each level resolving 9 bits of the virtual page
+    /// (`NODE_BITS`); the root (level 3, one entry per L9 partition) is the block at
+    /// `Geometry::struct_off`, the other nodes are data blocks.
+    pub const NODE_BITS: u32 = 9;
+    pub const NODE_ENTRIES: u64 = 1 << NODE_BITS;
+    pub const ROOT_LEVEL: u32 = 3;
+    pub const ROOT_BYTES: u64 = 4096;
+    /// An entry: `block << 12 | flags`; 0 = nothing mapped. At level 0 the block is the
+    /// page's data block; at level 1 with `HUGE` it is the first of 512 data blocks that
+    /// are 2 MiB-aligned on the image (a 2 MiB leaf); otherwise the next level's node.
+    pub const PRESENT: u64 = 1;
+    pub const HUGE: u64 = 2;
+    pub const FLAGS: u64 = 0xFFF;
+    pub fn entry(block: u64, flags: u64) -> u64 {
+        block << 12 | flags | PRESENT
+    }
+}

@@ -39,10 +39,23 @@ pub enum MappingKind {
     Cuckoo = 5,
     /// SPFS Extent Hashing (SPFS §4.2).
     ExtentHash = 6,
+    /// ctFS: each file contiguous in a virtual partition, translated by a persistent page
+    /// table (ctFS §3).
+    Ctfs = 7,
 }
 
 impl MappingKind {
-    pub const ALL: [MappingKind; 6] = [
+    pub const ALL: [MappingKind; 7] = [
+        MappingKind::HashFs,
+        MappingKind::ExtentTree,
+        MappingKind::ExtentTreeCached,
+        MappingKind::RadixTree,
+        MappingKind::Cuckoo,
+        MappingKind::ExtentHash,
+        MappingKind::Ctfs,
+    ];
+    /// The mappings of the HashFS paper's evaluation (the paper benchmark's default).
+    pub const PAPER: [MappingKind; 6] = [
         MappingKind::HashFs,
         MappingKind::ExtentTree,
         MappingKind::ExtentTreeCached,
@@ -62,6 +75,7 @@ impl MappingKind {
             MappingKind::RadixTree => "radix-tree",
             MappingKind::Cuckoo => "cuckoo",
             MappingKind::ExtentHash => "extent-hash",
+            MappingKind::Ctfs => "ctfs",
         }
     }
     pub fn from_name(s: &str) -> Option<MappingKind> {
@@ -452,6 +466,7 @@ pub fn map_region_bytes(mapping: MappingKind, n: u64, grouped: bool) -> u64 {
         MappingKind::Cuckoo => bitmap + round_up(cuckoo_buckets(n) * CUCKOO_BUCKET_BYTES, BLOCK_BYTES),
         MappingKind::ExtentHash => bitmap + round_up(extent_hash_slots(n) * EXTENT_HASH_ENTRY_BYTES, BLOCK_BYTES),
         MappingKind::ExtentTree | MappingKind::ExtentTreeCached | MappingKind::RadixTree => bitmap,
+        MappingKind::Ctfs => bitmap + crate::layout::mapping::ctfs::ROOT_BYTES,
     }
 }
 

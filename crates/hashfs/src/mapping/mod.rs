@@ -7,8 +7,11 @@
 //!   ([`crate::alloc`]): [`extent_tree`] (and its DRAM node cache, [`node_cache`]),
 //!   [`radix`], [`cuckoo`] and [`extent_hash`]. Their changes are staged ([`staged`]) and
 //!   committed in the caller's undo-logged transaction together with the bitmap words and
-//!   the inode, under [`BlockMap::commit`].
+//!   the inode, under [`BlockMap::commit`]. [`ctfs`] (ctFS's partitions and persistent
+//!   page table) maps through it too: its page table is the structure, its partitions are
+//!   named by the inodes.
 
+pub mod ctfs;
 pub mod cuckoo;
 pub mod extent_hash;
 pub mod extent_tree;
@@ -25,6 +28,7 @@ use crate::layout::superblock::extent_hash_slots;
 use crate::layout::{AllocatorKind, Extent, Geometry, Ino, InodeRaw, Lblk, MappingKind, Pblk, Superblock, BLOCK_BYTES};
 use crate::pm::PmDevice;
 use crate::{Error, Result};
+use ctfs::partition::Partition;
 use extent_tree::{Ext, NodeAlloc};
 use parking_lot::{Mutex, MutexGuard, RwLock, RwLockWriteGuard};
 use staged::{Direct, MemRead, Staged};
@@ -38,6 +42,7 @@ pub enum Index<D: PmDevice> {
     Radix,
     Cuckoo(cuckoo::Cuckoo),
     ExtentHash(Box<extent_hash::ExtentHashTable<D>>),
+    Ctfs(ctfs::Ctfs),
 }
 
 /// A mapping structure with the bitmap allocator.
@@ -85,6 +90,7 @@ impl<D: PmDevice> BlockMap<D> {
                 sb.hash_seed,
                 true,
             ))),
+            MappingKind::Ctfs => Index::Ctfs(ctfs::Ctfs::new(dev.backing_fd(), &geo)),
             MappingKind::HashFs => return Err(Error::Invalid("HashFS does not use a block map")),
         };
         Ok(BlockMap { dev, geo, kind, alloc, commit: Mutex::new(()), global: RwLock::new(()), index })
@@ -127,6 +133,24 @@ impl<D: PmDevice> BlockMap<D> {
                     Extent { lblk, pblk: Pblk(e.phys + off), len: e.len as u64 - off }
                 }))
             }
+            Index::Ctfs(_) => ctfs::Ctfs::lookup(&Direct(&*self.dev), geo, raw, lblk),
+        }
+    }
+
+    /// ctFS's live translation, when the image has one.
+    pub fn ctfs_view(&self) -> Option<&ctfs::view::View> {
+        match &self.index {
+            Index::Ctfs(c) => c.view.as_ref(),
+            _ => None,
+        }
+    }
+
+    /// Takes note of a file's structure while a mount reads the inodes (ctFS: its
+    /// partition is taken).
+    pub fn adopt(&self, raw: &InodeRaw) -> Result<()> {
+        match &self.index {
+            Index::Ctfs(c) if !raw.is_special() => c.adopt(raw),
+            _ => Ok(()),
         }
     }
 
@@ -167,6 +191,9 @@ impl<D: PmDevice> BlockMap<D> {
             recorded: Vec::new(),
             exthash_inserted: false,
             removed: false,
+            parts_taken: Vec::new(),
+            parts_left: Vec::new(),
+            moved: Vec::new(),
         }
     }
 
@@ -194,6 +221,19 @@ impl<D: PmDevice> BlockMap<D> {
             Index::ExtentHash(t) => {
                 t.mount_scan(&mut |i, e| f(Mapped::data(Ino(i), e.start as u64, e.phys, e.len as u64)))
             }
+            Index::Ctfs(_) => ctfs::Ctfs::walk(&m, &self.geo, raw, &mut |l, p, len| f(Mapped::data(ino, l, p, len))),
+        }
+    }
+
+    /// The structure blocks no single file owns (ctFS's page-table nodes), reported as
+    /// [`Mapped::Node`] of [`Mapped::SHARED`]; nothing for the other mappings. Walkers of
+    /// per-file structures call it once beside the files' walks.
+    pub fn walk_shared(&self, f: &mut dyn FnMut(Mapped)) -> Result<()> {
+        match &self.index {
+            Index::Ctfs(_) => ctfs::ppt::walk_nodes(&Direct(&*self.dev), &self.geo, &mut |b| {
+                f(Mapped::Node { ino: Mapped::SHARED, pblk: Pblk(b) })
+            }),
+            _ => Ok(()),
         }
     }
 
@@ -222,12 +262,21 @@ impl<D: PmDevice> BlockMap<D> {
         Ok(to)
     }
 
-    /// Gives back the nodes and extent-hash claims of a change that did not commit.
-    fn give_back(&self, new_nodes: &[u64], exthash_inserted: bool) {
+    /// Gives back the nodes, extent-hash claims and ctFS partitions of a change that did
+    /// not commit.
+    fn give_back(&self, new_nodes: &[u64], exthash_inserted: bool, parts: &[Partition]) {
         let nodes: Vec<Run> = new_nodes.iter().map(|&p| Run { start: p, len: 1 }).collect();
         self.alloc.release(&nodes);
         if let (true, Index::ExtentHash(t)) = (exthash_inserted, &self.index) {
             t.abandon_claims();
+        }
+        self.release_partitions(parts);
+    }
+
+    fn release_partitions(&self, parts: &[Partition]) {
+        if let (false, Index::Ctfs(c)) = (parts.is_empty(), &self.index) {
+            let mut ps = c.parts.lock();
+            parts.iter().for_each(|&p| ps.release(p));
         }
     }
 
@@ -274,6 +323,9 @@ pub enum Mapped {
 }
 
 impl Mapped {
+    /// The owner of structure blocks shared by every file ([`BlockMap::walk_shared`]).
+    pub const SHARED: Ino = Ino(u32::MAX);
+
     fn data(ino: Ino, lblk: u64, pblk: u64, len: u64) -> Mapped {
         Mapped::Data { ino, ext: Extent { lblk: Lblk(lblk), pblk: Pblk(pblk), len } }
     }
@@ -295,6 +347,13 @@ pub struct MapTx<'a, D: PmDevice> {
     /// A removal is staged: the extent hash's entries on the media no longer tell what the
     /// change leaves mapped (its removals are in the transaction, not yet applied).
     removed: bool,
+    /// ctFS: partitions this change takes (given back if it does not commit) and leaves
+    /// (given back once it has).
+    parts_taken: Vec<Partition>,
+    parts_left: Vec<Partition>,
+    /// ctFS: files whose pages this change removes or moves, with the partition they were
+    /// in (their live view is given back).
+    moved: Vec<(Ino, Partition)>,
 }
 
 impl<D: PmDevice> NodeAlloc for MapTx<'_, D> {
@@ -377,6 +436,16 @@ impl<'a, D: PmDevice> MapTx<'a, D> {
                 }
                 t.insert(tx, ino, e)?;
             }
+            Index::Ctfs(c) => {
+                let part = match Partition::from_word(raw.ctfs_partition())? {
+                    Some(p) if p.pages() >= lblk + len => p,
+                    old => {
+                        let level = Partition::level_for(lblk + len).ok_or(Error::FileTooBig)?;
+                        self.move_partition(c, Ino(ino), raw, old, level)?
+                    }
+                };
+                self.with_staged(|st, na| ctfs::ppt::map(st, geo, na, part.base + lblk, pblk, len))?;
+            }
         }
         self.recorded.push(Run { start: pblk, len });
         Ok(())
@@ -444,6 +513,23 @@ impl<'a, D: PmDevice> MapTx<'a, D> {
                     c = end;
                 }
             }
+            Index::Ctfs(c) => {
+                let Some(p) = Partition::from_word(raw.ctfs_partition())? else { return Ok(0) };
+                self.moved.push((Ino(ino), p));
+                if from < p.pages() {
+                    self.with_staged(|st, na| {
+                        ctfs::ppt::unmap(st, geo, na, p.base + from, p.base + to.min(p.pages()))
+                    })?;
+                }
+                if from < p.pages() && to >= p.pages() {
+                    // Nothing is left at or past `from`: a smaller partition holds the file
+                    // (none when it maps nothing).
+                    let level = if from == 0 { None } else { Partition::level_for(from) };
+                    if level.is_none_or(|l| l < p.level) {
+                        self.leave_partition(c, Ino(ino), raw, p, level)?;
+                    }
+                }
+            }
         }
         let after: u64 = self.freed_data.iter().map(|e| e.len).sum();
         Ok(after - before)
@@ -483,6 +569,9 @@ impl<'a, D: PmDevice> MapTx<'a, D> {
             freed,
             dirty,
             exthash_inserted: self.exthash_inserted,
+            parts_taken: self.parts_taken,
+            parts_left: self.parts_left,
+            moved: self.moved,
         }
     }
 
@@ -494,7 +583,7 @@ impl<'a, D: PmDevice> MapTx<'a, D> {
 
     /// Drops a change that will not be committed (gives back the nodes it took).
     pub fn abort(self) {
-        self.map.give_back(&self.new_nodes, self.exthash_inserted);
+        self.map.give_back(&self.new_nodes, self.exthash_inserted, &self.parts_taken);
     }
 }
 
@@ -507,6 +596,9 @@ pub struct Finished<'a, D: PmDevice> {
     freed: Vec<Run>,
     dirty: Vec<u64>,
     exthash_inserted: bool,
+    parts_taken: Vec<Partition>,
+    parts_left: Vec<Partition>,
+    moved: Vec<(Ino, Partition)>,
 }
 
 impl<D: PmDevice> Finished<'_, D> {
@@ -516,10 +608,15 @@ impl<D: PmDevice> Finished<'_, D> {
         if let Index::ExtentTreeCached(cache) = &self.map.index {
             cache.invalidate(&self.dirty);
         }
+        if let Some(v) = self.map.ctfs_view() {
+            // Before any block can be reused; harmless when nothing committed.
+            self.moved.iter().for_each(|&(ino, p)| v.forget(ino, p));
+        }
         if committed {
             self.map.alloc.release(&self.freed);
+            self.map.release_partitions(&self.parts_left);
         } else {
-            self.map.give_back(&self.new_nodes, self.exthash_inserted);
+            self.map.give_back(&self.new_nodes, self.exthash_inserted, &self.parts_taken);
         }
     }
 }

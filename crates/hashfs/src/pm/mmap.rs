@@ -284,6 +284,10 @@ impl PmDevice for MmapDevice {
     fn base_ptr(&self) -> Option<*mut u8> {
         Some(self.base)
     }
+
+    fn backing_fd(&self) -> Option<std::os::unix::io::RawFd> {
+        Some(self.raw_fd())
+    }
 }
 
 #[cfg(test)]

@@ -16,6 +16,7 @@ pub mod crash;
 pub mod filemap;
 pub mod mmap;
 pub mod overlay;
+pub mod vspace;
 
 pub use cpu::{current_cpu, flush_kind, FlushKind, CACHE_LINE_BYTES};
 pub use crash::{CrashDevice, CrashPoint};
@@ -116,6 +117,10 @@ pub trait PmDevice: Send + Sync + 'static {
     }
     /// Direct pointer to the image for zero-copy reads, if the device has one.
     fn base_ptr(&self) -> Option<*mut u8> {
+        None
+    }
+    /// The image file, for devices that are one (ctFS maps its pages a second time).
+    fn backing_fd(&self) -> Option<std::os::unix::io::RawFd> {
         None
     }
 }

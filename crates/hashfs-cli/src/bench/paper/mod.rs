@@ -143,7 +143,7 @@ impl Scale {
 #[derive(Clone)]
 pub struct Ctx {
     pub scale: Scale,
-    /// The mappings to measure (default: all).
+    /// The mappings to measure (default: the HashFS paper's six; ctfs by name).
     pub mappings: Vec<MappingKind>,
     pub image_dir: PathBuf,
     pub cal: Calibration,
@@ -541,7 +541,7 @@ pub fn run(
         return Err(fail(format!("--first-image {}: at most {}", images.start, 1000 - images.len())));
     }
     let mappings: Vec<MappingKind> = if mappings.is_empty() {
-        MappingKind::ALL.to_vec()
+        MappingKind::PAPER.to_vec()
     } else {
         mappings
             .iter()

@@ -554,10 +554,14 @@ pub(super) fn check_block_map<D: PmDevice>(
         for (i, raw) in inodes.iter().enumerate() {
             let Some(raw) = raw else { continue };
             let mut found = Vec::new();
-            match bm.walk(Ino(i as u32), raw, &mut |m| found.push(m)) {
+            // `adopt` checks that the file's ctFS partition overlaps no other file's.
+            match bm.adopt(raw).and_then(|()| bm.walk(Ino(i as u32), raw, &mut |m| found.push(m))) {
                 Ok(()) => found.into_iter().for_each(|m| visit(m, &mut twice, &mut past_end, counts)),
                 Err(e) => add(format!("inode {i}: {e}"), Fix::ClearInode(Ino(i as u32))),
             }
+        }
+        if let Err(e) = bm.walk_shared(&mut |m| visit(m, &mut twice, &mut past_end, counts)) {
+            add(format!("{} structure: {e}", bm.kind.name()), Fix::None);
         }
     }
     past_end.sort_unstable();

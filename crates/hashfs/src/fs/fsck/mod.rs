@@ -353,6 +353,7 @@ fn rebuild_bitmap<D: PmDevice>(dev: &Arc<D>, geo: &Geometry) -> Result<()> {
                 let _ = bm.walk(Ino(i as u32), &raw, &mut mark);
             }
         }
+        bm.walk_shared(&mut mark)?;
     }
     for (i, w) in words.iter().enumerate() {
         dev.store_u64(geo.bitmap_off() + i as u64 * 8, *w);

@@ -1,0 +1,189 @@
+//! ctFS's live translation (§3.2): the process's own page table, built from the PPT by
+//! mapping the image's pages into one reserved virtual range (`pm::vspace`) at the places
+//! the PPT gives them, so that a read or an in-place write of a file is one copy at
+//! `base + partition + offset` and the MMU does the rest.
+//!
+//! The range is filled on demand, file by file: a file's pages are mapped from its start
+//! up to its first hole, as far as a request needs and at least doubling what was there
+//! (rounded to 2 MiB), one `mmap` per run of consecutive blocks (a 2 MiB leaf of the PPT is
+//! one run on an aligned image offset, so the kernel maps it with one 2 MiB page where the
+//! image has them). Per inode a word says how many leading pages are mapped; a request
+//! beyond them, or over a hole, takes the software walk (`ppt::lookup`).
+//!
+//! A change that removes or moves a file's pages (truncation, hole punching, a partition
+//! move, an untorn write's copy-on-write) gives the file's mapped range back before its
+//! blocks can be reused ([`View::forget`], run when the change's transaction has committed,
+//! under the file's lock, before the blocks are released). Appends leave it as it is: new
+//! pages lie past the mapped prefix. Mappings are counted against half of
+//! `vm.max_map_count`; past that, requests take the software walk until files give
+//! theirs back.
+//!
+//! Only the process that mounted the image sees its view (a remap changes only the calling
+//! process's page table, and one process owns an image); the FUSE daemon serves other
+//! processes through the same path.
+
+use super::partition::Partition;
+use super::Ctfs;
+use crate::layout::mapping::ctfs::SPACE_PAGES;
+use crate::layout::{Geometry, Ino, InodeRaw, Lblk, BLOCK_BYTES};
+use crate::mapping::staged::MemRead;
+use crate::pm::vspace::{max_map_count, VirtualSpace};
+use crate::{Error, Result};
+use parking_lot::Mutex;
+use std::os::unix::io::RawFd;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Pages a fill maps at least (2 MiB: one leaf).
+const FILL_MIN: u64 = 512;
+
+/// The mapped virtual space of one mounted image.
+pub struct View {
+    vs: VirtualSpace,
+    data_off: u64,
+    /// Per inode: leading pages of the file mapped in the space.
+    pages: Vec<AtomicU64>,
+    /// Per inode: `mmap` calls its mapped pages took.
+    maps: Vec<AtomicU64>,
+    /// Serializes fills and give-backs; holds the mappings counted.
+    fill: Mutex<u64>,
+    budget: u64,
+}
+
+impl View {
+    /// Reserves the virtual space for the image open as `fd`.
+    pub fn new(fd: RawFd, geo: &Geometry) -> std::io::Result<View> {
+        let vs = VirtualSpace::reserve(fd, (SPACE_PAGES * BLOCK_BYTES) as usize)?;
+        let n = geo.inode_count as usize + 1;
+        Ok(View {
+            vs,
+            data_off: geo.data_off,
+            pages: (0..n).map(|_| AtomicU64::new(0)).collect(),
+            maps: (0..n).map(|_| AtomicU64::new(0)).collect(),
+            fill: Mutex::new(0),
+            budget: max_map_count() / 2,
+        })
+    }
+
+    /// The file's partition if its pages [0, `need`) are mapped (mapping them if they can
+    /// be); `size_blocks` bounds a fill.
+    fn ensure<M: MemRead>(
+        &self,
+        m: &M,
+        geo: &Geometry,
+        ino: Ino,
+        raw: &InodeRaw,
+        need: u64,
+        size_blocks: u64,
+    ) -> Result<Option<Partition>> {
+        let Some(p) = Partition::from_word(raw.ctfs_partition())? else { return Ok(None) };
+        let slot = self.pages.get(ino.0 as usize).ok_or(Error::Invalid("inode number past the table"))?;
+        if slot.load(Ordering::Acquire) >= need {
+            return Ok(Some(p));
+        }
+        let mut counted = self.fill.lock();
+        let have = slot.load(Ordering::Acquire);
+        if have >= need {
+            return Ok(Some(p));
+        }
+        let target = need.max(have * 2).next_multiple_of(FILL_MIN).min(size_blocks).min(p.pages());
+        let mut l = have;
+        let mut run: Option<(u64, u64, u64)> = None; // (first page, first block, pages)
+        let mut calls = 0u64;
+        while l < target && *counted + calls < self.budget {
+            let Some(e) = Ctfs::lookup(m, geo, raw, Lblk(l))? else { break };
+            let n = e.len.min(target - l);
+            match &mut run {
+                Some((rl, rp, rn)) if *rl + *rn == l && *rp + *rn == e.pblk.0 => *rn += n,
+                _ => {
+                    if let Some(r) = run.replace((l, e.pblk.0, n)) {
+                        self.map_run(p, r)?;
+                        calls += 1;
+                    }
+                }
+            }
+            l += n;
+        }
+        if let Some(r) = run {
+            self.map_run(p, r)?;
+            calls += 1;
+        }
+        *counted += calls;
+        self.maps[ino.0 as usize].fetch_add(calls, Ordering::Relaxed);
+        slot.store(l, Ordering::Release);
+        Ok((l >= need).then_some(p))
+    }
+
+    fn map_run(&self, p: Partition, (l, pblk, n): (u64, u64, u64)) -> Result<()> {
+        let at = (p.base + l) * BLOCK_BYTES;
+        self.vs.map(at, self.data_off + pblk * BLOCK_BYTES, n * BLOCK_BYTES).map_err(Error::Io)
+    }
+
+    /// Reads `buf.len()` bytes of the file from `off` through the view; false when the
+    /// range is not mapped and cannot be (a hole, the mapping budget): the caller walks.
+    #[allow(clippy::too_many_arguments)]
+    pub fn read<M: MemRead>(
+        &self,
+        m: &M,
+        geo: &Geometry,
+        ino: Ino,
+        raw: &InodeRaw,
+        off: u64,
+        buf: &mut [u8],
+        size_blocks: u64,
+    ) -> Result<bool> {
+        let need = (off + buf.len() as u64).div_ceil(BLOCK_BYTES);
+        // Translation: the check (and a fill), not the copy.
+        let found = {
+            let _span = crate::probe::map();
+            self.ensure(m, geo, ino, raw, need, size_blocks)?
+        };
+        let Some(p) = found else { return Ok(false) };
+        // SAFETY: pages [0, need) of the file are mapped (ensure), and stay mapped while the
+        // caller holds the file's lock: only `forget`, under the file's write lock, gives
+        // them back.
+        unsafe { self.vs.copy_out(p.base * BLOCK_BYTES + off, buf) };
+        Ok(true)
+    }
+
+    /// Stores `data` at `off` of the file's mapped blocks, flushed (durable after the
+    /// caller's fence); false when the range is not mapped and cannot be.
+    #[allow(clippy::too_many_arguments)]
+    pub fn write_in_place<M: MemRead>(
+        &self,
+        m: &M,
+        geo: &Geometry,
+        ino: Ino,
+        raw: &InodeRaw,
+        off: u64,
+        data: &[u8],
+        size_blocks: u64,
+    ) -> Result<bool> {
+        let need = (off + data.len() as u64).div_ceil(BLOCK_BYTES);
+        let found = {
+            let _span = crate::probe::map();
+            self.ensure(m, geo, ino, raw, need, size_blocks)?
+        };
+        let Some(p) = found else { return Ok(false) };
+        // SAFETY: as in `read`; the caller holds the file's write lock.
+        unsafe { self.vs.copy_in_flushed(p.base * BLOCK_BYTES + off, data) };
+        Ok(true)
+    }
+
+    /// Gives back the pages of `ino` mapped in partition `p` (a change removed or moved
+    /// them); run under the file's write lock, before the change's blocks are released.
+    pub fn forget(&self, ino: Ino, p: Partition) {
+        let Some(slot) = self.pages.get(ino.0 as usize) else { return };
+        let mut counted = self.fill.lock();
+        let have = slot.swap(0, Ordering::AcqRel);
+        if have > 0 {
+            // A failure leaves pages mapped that nothing reads again (the prefix is 0).
+            let _ = self.vs.discard(p.base * BLOCK_BYTES, have.min(p.pages()) * BLOCK_BYTES);
+        }
+        *counted -= self.maps[ino.0 as usize].swap(0, Ordering::Relaxed).min(*counted);
+    }
+
+    /// Leading pages of `ino` mapped now (tests and statistics).
+    pub fn mapped_pages(&self, ino: Ino) -> u64 {
+        self.pages.get(ino.0 as usize).map_or(0, |s| s.load(Ordering::Acquire))
+    }
+}

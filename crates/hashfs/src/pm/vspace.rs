@@ -1,0 +1,140 @@
+//! The system-call half of ctFS's live translation (`mapping/ctfs/view.rs`): one reserved
+//! range of virtual addresses, 1 GiB-aligned, in which pages of the image file are mapped
+//! `MAP_SHARED | MAP_FIXED` at chosen places and given back (`PROT_NONE`) on demand, so
+//! that the process's own page table, and the MMU, translate a file's virtual pages to
+//! its blocks (ctFS §3.2, with `mmap` standing in for ctFS's kernel module).
+//!
+//! Whole 2 MiB of the image placed at a 2 MiB-aligned address inside one mapping get one
+//! PMD entry from the kernel on an image that has 2 MiB pages (tmpfs `huge=always`, DAX).
+//! Adjacent mappings of consecutive image offsets merge into one kernel mapping (VMA); the
+//! caller counts mappings against `vm.max_map_count`.
+
+use std::io;
+use std::os::unix::io::RawFd;
+
+const ALIGN: usize = 1 << 30;
+
+/// A reserved range of `len` bytes at `base`, unmapped on drop.
+#[derive(Debug)]
+pub struct VirtualSpace {
+    base: *mut u8,
+    len: usize,
+    fd: RawFd,
+}
+
+// SAFETY: plain shared memory; every access is a bounds-checked copy whose concurrency is
+// the caller's (the file system's per-file locks), as with the device's own mapping.
+unsafe impl Send for VirtualSpace {}
+// SAFETY: as above.
+unsafe impl Sync for VirtualSpace {}
+
+impl VirtualSpace {
+    /// Reserves `len` bytes (no memory, no swap) for pages of the image open as `fd`.
+    pub fn reserve(fd: RawFd, len: usize) -> io::Result<VirtualSpace> {
+        let anon = libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE;
+        let total = len.checked_add(ALIGN).ok_or_else(|| io::Error::from_raw_os_error(libc::ENOMEM))?;
+        // SAFETY: reserving address space, 1 GiB more than needed to choose the start.
+        let r = unsafe { libc::mmap(std::ptr::null_mut(), total, libc::PROT_NONE, anon, -1, 0) };
+        if r == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        let base = r as usize;
+        let start = base.next_multiple_of(ALIGN);
+        // SAFETY: giving back the parts of our own reservation before and after the range.
+        unsafe {
+            if start > base {
+                libc::munmap(r, start - base);
+            }
+            if base + total > start + len {
+                libc::munmap((start + len) as *mut libc::c_void, base + total - start - len);
+            }
+        }
+        Ok(VirtualSpace { base: start as *mut u8, len, fd })
+    }
+
+    fn check(&self, at: u64, len: u64) -> usize {
+        let end = at.checked_add(len).expect("range overflows");
+        assert!(end <= self.len as u64, "outside the virtual space");
+        at as usize
+    }
+
+    /// Maps `len` bytes of the image from `image_off` at offset `at` of the space.
+    pub fn map(&self, at: u64, image_off: u64, len: u64) -> io::Result<()> {
+        let at = self.check(at, len);
+        let prot = libc::PROT_READ | libc::PROT_WRITE;
+        // SAFETY: replacing pages of our own reservation (bounds checked) with pages of the
+        // image file.
+        let p = unsafe {
+            libc::mmap(
+                self.base.add(at) as *mut libc::c_void,
+                len as usize,
+                prot,
+                libc::MAP_SHARED | libc::MAP_FIXED,
+                self.fd,
+                image_off as libc::off_t,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(())
+    }
+
+    /// Gives `len` bytes from `at` back to the reservation (the next access would fault).
+    pub fn discard(&self, at: u64, len: u64) -> io::Result<()> {
+        if len == 0 {
+            return Ok(());
+        }
+        let at = self.check(at, len);
+        let anon = libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE | libc::MAP_FIXED;
+        // SAFETY: replacing pages of our own reservation (bounds checked) with no access.
+        let p =
+            unsafe { libc::mmap(self.base.add(at) as *mut libc::c_void, len as usize, libc::PROT_NONE, anon, -1, 0) };
+        if p == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(())
+    }
+
+    /// Copies `buf.len()` bytes from offset `at`.
+    ///
+    /// # Safety
+    /// The range must be mapped ([`Self::map`]) and stay mapped during the copy.
+    pub unsafe fn copy_out(&self, at: u64, buf: &mut [u8]) {
+        let at = self.check(at, buf.len() as u64);
+        // SAFETY: inside the space (checked) and mapped (the caller's contract).
+        unsafe { std::ptr::copy_nonoverlapping(self.base.add(at), buf.as_mut_ptr(), buf.len()) };
+    }
+
+    /// Stores `data` at offset `at` and writes its cache lines back (durable after the
+    /// next fence): non-temporal stores for large copies, as the device's own writes.
+    ///
+    /// # Safety
+    /// The range must be mapped ([`Self::map`]) and stay mapped during the copy.
+    pub unsafe fn copy_in_flushed(&self, at: u64, data: &[u8]) {
+        let at = self.check(at, data.len() as u64);
+        let k = super::flush_kind();
+        // SAFETY: inside the space (checked) and mapped writable (the caller's contract).
+        unsafe {
+            let dst = self.base.add(at);
+            if data.len() >= super::mmap::NONTEMPORAL_MIN_BYTES {
+                super::cpu::copy_nontemporal(k, dst, data.as_ptr(), data.len());
+            } else {
+                std::ptr::copy_nonoverlapping(data.as_ptr(), dst, data.len());
+                super::cpu::flush_range(k, dst, data.len());
+            }
+        }
+    }
+}
+
+impl Drop for VirtualSpace {
+    fn drop(&mut self) {
+        // SAFETY: our own reservation and what was mapped in it, unmapped once.
+        unsafe { libc::munmap(self.base as *mut libc::c_void, self.len) };
+    }
+}
+
+/// The kernel's limit on a process's mappings (`vm.max_map_count`), 65,530 if unreadable.
+pub fn max_map_count() -> u64 {
+    std::fs::read_to_string("/proc/sys/vm/max_map_count").ok().and_then(|s| s.trim().parse().ok()).unwrap_or(65_530)
+}
