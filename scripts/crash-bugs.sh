@@ -33,6 +33,7 @@ bugs=(
     "untorn-unlogged-key|crates/hashfs/src/fs/untorn.rs|an untorn write publishes a moved block's new HashFS key without an undo record|ops untorn-overwrite,untorn-limit"
     "strict-ignored|crates/hashfs/src/fs/data.rs|a strict-mode mount writes as a relaxed one|strict overwrite,overwrite-small"
     "untorn-logged-in-place|crates/hashfs/src/fs/untorn.rs|an untorn write stores a grouped block's new bytes in place without their undo record|grouped-workload ace:write-chunk,untorn-hole"
+    "pswap-split-tx|crates/hashfs/src/fs/pswap.rs|a pswap between files writes the second file's inode in a transaction of its own, after the one that swaps the pages|ctfs pswap,pswap-grow,truncate-up"
     "ctfs-unlogged-pswap|crates/hashfs/src/mapping/mod.rs|ctFS's partition move stores its page-table swap straight to PM before the transaction that names the new partition (the released ctFS's order)|ctfs append,write-past-eof,truncate-down"
 )
 
@@ -91,6 +92,20 @@ elif name == "untorn-logged-in-place":
     sub("crates/hashfs/src/fs/untorn.rs",
         "                (How::Logged, Some(p)) => tx.write(self.geo.block_off(p.0) + a, src),\n",
         "                (How::Logged, Some(p)) => {\n                    self.dev.write(self.geo.block_off(p.0) + a, src);\n                    self.dev.flush(self.geo.block_off(p.0) + a, src.len() as u64);\n                }\n")
+elif name == "pswap-split-tx":
+    sub("crates/hashfs/src/fs/pswap.rs",
+        """        if let Some(rb) = rb.as_mut() {
+            inode::tx_write_inode(&mut tx, &self.geo, b.ino, rb);
+        }
+        tx.commit()?;
+""",
+        """        tx.commit()?;
+        if let Some(rb) = rb.as_mut() {
+            let mut tx2 = self.journals.begin();
+            inode::tx_write_inode(&mut tx2, &self.geo, b.ino, rb);
+            tx2.commit()?;
+        }
+""")
 elif name == "ctfs-unlogged-pswap":
     sub("crates/hashfs/src/mapping/mod.rs",
         "            self.with_staged(|st, na| ctfs::ppt::swap(st, geo, na, old.base, new.base, n))?;\n",

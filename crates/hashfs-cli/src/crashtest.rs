@@ -106,7 +106,15 @@ pub fn run(a: CrashtestArgs) -> Result<usize, String> {
     let write_mode = hashfs::WriteMode::from_name(&a.write_mode)
         .ok_or_else(|| format!("unknown write mode {:?} (choose relaxed or strict)", a.write_mode))?;
     if a.list {
-        println!("{}", crashtest::ace_ops(placement).join("\n"));
+        let mut names: Vec<&str> = Vec::new();
+        for m in mappings(&a.mapping)? {
+            for n in crashtest::ace_ops(m, placement) {
+                if !names.contains(&n) {
+                    names.push(n);
+                }
+            }
+        }
+        println!("{}", names.join("\n"));
         return Ok(0);
     }
     let seed = match a.seed {
@@ -132,22 +140,32 @@ pub fn run(a: CrashtestArgs) -> Result<usize, String> {
         write_mode,
         ..Config::default()
     };
-    let names: Vec<&str> =
-        if a.ops.is_empty() { crashtest::ace_ops(placement) } else { a.ops.iter().map(|s| s.as_str()).collect() };
-    if let Some(bad) = names.iter().find(|n| crashtest::workload::ace_op(n).is_none()) {
-        return Err(format!("unknown operation {bad:?} (hashfs crashtest --list names them)"));
-    }
-    let workloads: Vec<Workload> = match &a.workload {
-        Some(id) => vec![Workload::from_id(id).ok_or_else(|| format!("not a workload id: {id:?}"))?],
-        None => {
-            let mut w = if a.seq > 0 { crashtest::ace_workloads(&names, a.seq as usize) } else { Vec::new() };
-            w.extend((0..a.random).map(|i| crashtest::random_workload(seed, i, a.random_len)));
-            w
+    // The named operations: those given, else each mapping's own (`ace_ops`).
+    let names_for = |m: MappingKind| -> Vec<&str> {
+        if a.ops.is_empty() {
+            crashtest::ace_ops(m, placement)
+        } else {
+            a.ops.iter().map(|s| s.as_str()).collect()
         }
     };
+    if let Some(bad) = a.ops.iter().find(|n| crashtest::workload::ace_op(n).is_none()) {
+        return Err(format!("unknown operation {bad:?} (hashfs crashtest --list names them)"));
+    }
+    let workloads_for = |m: MappingKind| -> Result<Vec<Workload>, String> {
+        Ok(match &a.workload {
+            Some(id) => vec![Workload::from_id(id).ok_or_else(|| format!("not a workload id: {id:?}"))?],
+            None => {
+                let names = names_for(m);
+                let mut w = if a.seq > 0 { crashtest::ace_workloads(&names, a.seq as usize) } else { Vec::new() };
+                w.extend((0..a.random).map(|i| crashtest::random_workload(seed, i, a.random_len)));
+                w
+            }
+        })
+    };
+    let workloads = workloads_for(MappingKind::HashFs)?;
     let threads = a.threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
     println!(
-        "crash explorer: {} workloads per mapping, seed {seed} (HASHFS_CRASH_SEED={seed} reruns it), exhaustive up to {} states per crash point, else {} sampled; {} threads",
+        "crash explorer: {} workloads per mapping (more on a mapping with operations of its own), seed {seed} (HASHFS_CRASH_SEED={seed} reruns it), exhaustive up to {} states per crash point, else {} sampled; {} threads",
         workloads.len(),
         cfg.exhaustive_limit,
         cfg.samples,
@@ -161,6 +179,7 @@ pub fn run(a: CrashtestArgs) -> Result<usize, String> {
     let started = Instant::now();
     for m in mappings(&a.mapping)? {
         let t0 = Instant::now();
+        let workloads = workloads_for(m)?;
         let bar = ProgressBar::new(workloads.len() as u64);
         bar.set_style(
             ProgressStyle::with_template("{prefix:>18} [{bar:30}] {pos}/{len} workloads {msg} ({elapsed})")
@@ -203,7 +222,9 @@ pub fn run(a: CrashtestArgs) -> Result<usize, String> {
             st.total_states() as f64 / secs,
             f.len()
         );
-        per_mapping.insert(m.name().to_string(), stats_json(&st, secs, f.len()));
+        let mut js = stats_json(&st, secs, f.len());
+        js["ops"] = serde_json::json!(names_for(m));
+        per_mapping.insert(m.name().to_string(), js);
         total.add(&st);
         failures.extend(f);
     }
@@ -222,7 +243,8 @@ pub fn run(a: CrashtestArgs) -> Result<usize, String> {
             "command": std::env::args().collect::<Vec<_>>().join(" "),
             "seed": seed,
             "config": {
-                "seq": a.seq, "ops": names, "random": a.random, "random_len": a.random_len,
+                "seq": a.seq, "ops": if a.ops.is_empty() { serde_json::json!("each mapping's (see mappings)") } else { serde_json::json!(a.ops) },
+                "random": a.random, "random_len": a.random_len,
                 "two_threads": a.two_threads, "exhaustive_limit": cfg.exhaustive_limit,
                 "samples": cfg.samples, "recovery_samples": cfg.recovery_samples,
                 "layout_score": a.layout_score, "threads": threads,

@@ -47,7 +47,7 @@ fn report(what: &str, stats: &Stats, failures: &[Failure]) {
 
 #[test]
 fn explore_every_single_operation() {
-    let ops = crashtest::ace_ops(test_placement());
+    let ops = crashtest::ace_ops(test_mapping(), test_placement());
     let w = crashtest::ace_workloads(&ops, 1);
     let (stats, failures) =
         crashtest::run(&config(), test_mapping(), test_layout_score(), &w, threads(), &|_, _, _| {});
@@ -60,7 +60,7 @@ fn explore_every_single_operation() {
 fn explore_pairs_of_operations() {
     // Every thirteenth pair of the 625 (the full set is `hashfs crashtest --seq 2`), with
     // fewer samples at the large crash points.
-    let ops = crashtest::ace_ops(test_placement());
+    let ops = crashtest::ace_ops(test_mapping(), test_placement());
     let w: Vec<Workload> = crashtest::ace_workloads(&ops, 2).into_iter().skip(ops.len()).step_by(13).collect();
     let cfg = Config { samples: 12, recovery_samples: 2, ..config() };
     let (stats, failures) = crashtest::run(&cfg, test_mapping(), test_layout_score(), &w, threads(), &|_, _, _| {});

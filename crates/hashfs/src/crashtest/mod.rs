@@ -21,7 +21,7 @@ pub mod snapshot;
 pub mod workload;
 
 pub use explore::{Config, Failure, Only, Stats};
-pub use workload::{ace_workloads, random_workload, Workload, ACE_OPS, CHUNK_OPS, UNTORN_OPS};
+pub use workload::{ace_workloads, random_workload, Workload, ACE_OPS, CHUNK_OPS, PSWAP_OPS, UNTORN_OPS};
 
 use crate::fs::{format, FormatOptions};
 use crate::layout::{AllocatorKind, HashPlacement, WriteMode};
@@ -43,14 +43,17 @@ pub fn image_bytes(placement: HashPlacement) -> u64 {
     }
 }
 
-/// The named operations the explorer runs for `placement`: the untorn writes, and for the
-/// grouped placement the ones that write whole 2 MiB chunks (too large for the other
-/// images).
-pub fn ace_ops(placement: HashPlacement) -> Vec<&'static str> {
+/// The named operations the explorer runs for `mapping` and `placement`: the untorn
+/// writes; for the grouped placement the ones that write whole 2 MiB chunks (too large for
+/// the other images); for ctFS its pswaps.
+pub fn ace_ops(mapping: MappingKind, placement: HashPlacement) -> Vec<&'static str> {
     let mut v = ACE_OPS.to_vec();
     v.extend_from_slice(UNTORN_OPS);
-    if placement == HashPlacement::Grouped {
+    if placement == HashPlacement::Grouped && mapping == MappingKind::HashFs {
         v.extend_from_slice(workload::CHUNK_OPS);
+    }
+    if mapping == MappingKind::Ctfs {
+        v.extend_from_slice(workload::PSWAP_OPS);
     }
     v
 }

@@ -119,6 +119,15 @@ pub enum Op {
         ftype: crate::FileType,
         rdev: u64,
     },
+    /// ctFS's pswap (`File::swap_pages`): `len` bytes at `off_a` of `a` and `off_b` of `b`
+    /// exchange their pages.
+    SwapPages {
+        a: String,
+        off_a: u64,
+        b: String,
+        off_b: u64,
+        len: u64,
+    },
 }
 
 /// The bytes a write with `seed` puts at file offset `off`: never zero, so a hole or a lost
@@ -227,6 +236,11 @@ impl Op {
                 let (parent, name) = fs.resolve_parent(p(path))?;
                 fs.mknod_at(parent, &name, *ftype, 0o640, *rdev, crate::Owner::ROOT).map(drop)
             }
+            Op::SwapPages { a, off_a, b, off_b, len } => {
+                let fa = fs.open_file(p(a), &rw())?;
+                let fb = fs.open_file(p(b), &rw())?;
+                fa.swap_pages(*off_a, &fb, *off_b, *len).map(drop)
+            }
         }
     }
 }
@@ -261,6 +275,9 @@ impl fmt::Display for Op {
             Op::Mknod { path, ftype, rdev } => write!(f, "mknod {path} {ftype:?} {rdev:#x}"),
             Op::SetXattr { path, name, len, seed } => write!(f, "setxattr {path} {name} {len} bytes (seed {seed})"),
             Op::RemoveXattr { path, name } => write!(f, "removexattr {path} {name}"),
+            Op::SwapPages { a, off_a, b, off_b, len } => {
+                write!(f, "pswap {a} at {off_a} and {b} at {off_b}, {len} bytes")
+            }
         }
     }
 }
@@ -330,6 +347,12 @@ pub const ACE_OPS: &[&str] = &[
 /// blocks (the block mappings' limit on the explorer's small journals).
 pub const UNTORN_OPS: &[&str] = &["untorn-small", "untorn-overwrite", "untorn-append", "untorn-hole", "untorn-limit"];
 
+/// Named pswaps (`ctfs` images): data pages of one file with holes of another, a file's
+/// own pages, and a range past the small file's partition (after `truncate-up`, which
+/// makes it large enough; alone it fails and changes nothing) whose swap moves the file
+/// to a larger partition in the same transaction.
+pub const PSWAP_OPS: &[&str] = &["pswap", "pswap-self", "pswap-grow"];
+
 /// Writes of this many bytes or more may take several transactions (HashFS maps 256
 /// blocks per transaction; the other mappings as many as their undo records fit in a
 /// journal, fewer on the explorer's small journals).
@@ -339,7 +362,8 @@ pub const MULTI_TX_WRITE: usize = 128 << 10;
 /// images of 8 MiB ([`super::image_bytes`]).
 pub const CHUNK_OPS: &[&str] = &["fallocate-chunk", "write-chunk", "truncate-chunk", "punch-chunk"];
 
-/// The operation a name of [`ACE_OPS`], [`UNTORN_OPS`] or [`CHUNK_OPS`] stands for.
+/// The operation a name of [`ACE_OPS`], [`UNTORN_OPS`], [`CHUNK_OPS`] or [`PSWAP_OPS`]
+/// stands for.
 pub fn ace_op(name: &str) -> Option<Op> {
     let s = |x: &str| x.to_string();
     Some(match name {
@@ -391,6 +415,9 @@ pub fn ace_op(name: &str) -> Option<Op> {
         // truncate into the middle of a chunk and a punch of part of one (drops).
         "fallocate-chunk" => Op::Fallocate { path: s("/g"), off: 0, len: (2 << 20) + 4096 },
         "write-chunk" => Op::Write { path: s("/h"), off: 0, len: 2 << 20, seed: 19 },
+        "pswap" => Op::SwapPages { a: s("/A/f"), off_a: 0, b: s("/h"), off_b: 4096, len: 8192 },
+        "pswap-self" => Op::SwapPages { a: s("/h"), off_a: 0, b: s("/h"), off_b: 36_864, len: 4096 },
+        "pswap-grow" => Op::SwapPages { a: s("/g"), off_a: 8192, b: s("/A/f"), off_b: 0, len: 8192 },
         "truncate-chunk" => Op::Truncate { path: s("/h"), size: 1 << 20 },
         "punch-chunk" => Op::Punch { path: s("/h"), off: 4096, len: (2 << 20) - 8192 },
         _ => return None,

@@ -820,6 +820,23 @@ impl<D: PmDevice> File<D> {
         self.fs.write_untorn(&self.cell, off, data)
     }
 
+    /// ctFS's pswap (`ctfs` images): `len` bytes at `off` of this file and `len` bytes at
+    /// `other_off` of `other` (this file again, in a range apart, is allowed) exchange
+    /// their contents by exchanging page-table entries: atomic, durable, and no data
+    /// copied (ctFS §3.3). Offsets and length multiples of 4 KiB, both ranges inside their
+    /// files (Invalid otherwise); Unsupported on other mappings; Busy while either file is
+    /// memory-mapped. Returns the page-table entries exchanged (one per 1 GiB or 2 MiB
+    /// where both ranges are aligned to it, one per page elsewhere).
+    pub fn swap_pages(&self, off: u64, other: &File<D>, other_off: u64, len: u64) -> Result<u64> {
+        if !self.access.write || !other.access.write {
+            return Err(Error::BadDescriptor);
+        }
+        if !Arc::ptr_eq(&self.fs, &other.fs) {
+            return Err(Error::Invalid("pswap: the files are on different file systems"));
+        }
+        self.fs.swap_pages(&self.cell, off, &other.cell, other_off, len)
+    }
+
     /// [`write_atomic_at`](Self::write_atomic_at) at the current end of file, whatever
     /// the open mode; returns the new end.
     pub fn append_atomic(&self, data: &[u8]) -> Result<u64> {

@@ -17,6 +17,7 @@ pub mod fsck;
 pub mod inode;
 pub mod map;
 pub mod ops;
+mod pswap;
 pub mod recovery;
 mod rename;
 pub mod stats;

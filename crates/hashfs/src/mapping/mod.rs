@@ -352,8 +352,8 @@ pub struct MapTx<'a, D: PmDevice> {
     parts_taken: Vec<Partition>,
     parts_left: Vec<Partition>,
     /// ctFS: files whose pages this change removes or moves, with the partition they were
-    /// in (their live view is given back).
-    moved: Vec<(Ino, Partition)>,
+    /// in and the first page concerned (their live view is given back from there).
+    moved: Vec<(Ino, Partition, u64)>,
 }
 
 impl<D: PmDevice> NodeAlloc for MapTx<'_, D> {
@@ -515,7 +515,7 @@ impl<'a, D: PmDevice> MapTx<'a, D> {
             }
             Index::Ctfs(c) => {
                 let Some(p) = Partition::from_word(raw.ctfs_partition())? else { return Ok(0) };
-                self.moved.push((Ino(ino), p));
+                self.moved.push((Ino(ino), p, from));
                 if from < p.pages() {
                     self.with_staged(|st, na| {
                         ctfs::ppt::unmap(st, geo, na, p.base + from, p.base + to.min(p.pages()))
@@ -598,7 +598,7 @@ pub struct Finished<'a, D: PmDevice> {
     exthash_inserted: bool,
     parts_taken: Vec<Partition>,
     parts_left: Vec<Partition>,
-    moved: Vec<(Ino, Partition)>,
+    moved: Vec<(Ino, Partition, u64)>,
 }
 
 impl<D: PmDevice> Finished<'_, D> {
@@ -610,7 +610,7 @@ impl<D: PmDevice> Finished<'_, D> {
         }
         if let Some(v) = self.map.ctfs_view() {
             // Before any block can be reused; harmless when nothing committed.
-            self.moved.iter().for_each(|&(ino, p)| v.forget(ino, p));
+            self.moved.iter().for_each(|&(ino, p, from)| v.forget(ino, p, from));
         }
         if committed {
             self.map.alloc.release(&self.freed);

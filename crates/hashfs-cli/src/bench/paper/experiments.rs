@@ -25,6 +25,7 @@ pub fn run(name: &str, ctx: &Ctx) -> Result<Report, Failure> {
         "winefs-aging" => super::winefs::aging(ctx),
         "winefs-2mib" => super::winefs::small_files(ctx),
         "untorn" => super::untorn::run(ctx),
+        "ctfs-pswap" => super::ctfs::run(ctx),
         _ => Err(fail(format!("unknown experiment {name}"))),
     }
 }

@@ -222,17 +222,6 @@ pub fn unmap<D: PmDevice>(
     Ok(())
 }
 
-/// Frees the nodes under [from, to) that hold no entry.
-fn prune<D: PmDevice>(
-    st: &mut Staged<'_, D>,
-    geo: &Geometry,
-    na: &mut dyn NodeAlloc,
-    from: u64,
-    to: u64,
-) -> Result<()> {
-    clear_rec(st, geo, na, None, root(geo), ROOT_LEVEL, 0, from, to.min(SPACE_PAGES)).map(|_| ())
-}
-
 /// Under the node at `node` (level `level`, first page `base`): with `fr`, clears the
 /// entries of pages [from, to) (splitting a 2 MiB leaf that is partly inside); then frees
 /// the child nodes in the range left empty. Returns whether the node is now empty.
@@ -318,6 +307,7 @@ pub fn swap<D: PmDevice>(
         return Err(Error::Invalid("ctfs: swap of overlapping or out-of-space ranges"));
     }
     let (mut i, mut swapped) = (0, 0);
+    let mut touched: Vec<(u64, u32)> = Vec::new(); // (page, level) of the nodes swapped in
     while i < n {
         let level = (0..ROOT_LEVEL)
             .rev()
@@ -331,12 +321,57 @@ pub fn swap<D: PmDevice>(
             st.store_u64(sa, vb);
             st.store_u64(sb, va);
             swapped += 1;
+            for v in [a + i, b + i] {
+                let key = (v >> (NODE_BITS * (level + 1)), level);
+                if touched.last() != Some(&key) {
+                    touched.push(key);
+                }
+            }
         }
         i += span(level);
     }
-    prune(st, geo, na, a, a + n)?;
-    prune(st, geo, na, b, b + n)?;
+    // Only the nodes entries were taken from can have become empty (the entries moved
+    // whole, their subtrees with them): those, and their ancestors in turn.
+    touched.sort_unstable();
+    touched.dedup();
+    for (node, level) in touched {
+        prune_up(st, geo, na, node << (NODE_BITS * (level + 1)), level)?;
+    }
     Ok(swapped)
+}
+
+/// Frees the node of `level` that holds `vpn`'s entry if it holds no entry, then its
+/// parent in turn (never the root).
+fn prune_up<D: PmDevice>(
+    st: &mut Staged<'_, D>,
+    geo: &Geometry,
+    na: &mut dyn NodeAlloc,
+    vpn: u64,
+    level: u32,
+) -> Result<()> {
+    for l in level..ROOT_LEVEL {
+        // The entry above the node of level `l`, found from the root.
+        let mut node = root(geo);
+        for up in (l + 2..=ROOT_LEVEL).rev() {
+            let e = st.load_u64(node + index(up, vpn) * 8);
+            if e == 0 || e & HUGE != 0 {
+                return Ok(()); // no such node (already gone)
+            }
+            node = geo.block_off(target(geo, e, up)?);
+        }
+        let at = node + index(l + 1, vpn) * 8;
+        let e = st.load_u64(at);
+        if e == 0 || e & HUGE != 0 {
+            return Ok(());
+        }
+        let child = target(geo, e, l + 1)?;
+        if !node_empty(st, geo.block_off(child)) {
+            return Ok(());
+        }
+        na.free_node(child);
+        st.store_u64(at, 0);
+    }
+    Ok(())
 }
 
 /// The mapped pages of [from, to): `f(first page, first block, pages)` per run of
@@ -454,6 +489,7 @@ mod tests {
         })
         .unwrap();
         assert_eq!(&walked, model, "the walk differs from the model");
+        walk_nodes(st, geo, &mut |b| assert!(!node_empty(st, geo.block_off(b)), "node {b} is empty but kept")).unwrap();
         for _ in 0..200 {
             let v = if rng.random_bool(0.7) && !model.is_empty() {
                 *model.keys().nth(rng.random_range(0..model.len())).unwrap()

@@ -5,7 +5,7 @@
 use super::partition::Partition;
 use super::{ppt, Ctfs};
 use crate::layout::{Ino, InodeRaw};
-use crate::mapping::MapTx;
+use crate::mapping::{Index, MapTx};
 use crate::pm::PmDevice;
 use crate::{Error, Result};
 
@@ -27,7 +27,7 @@ impl<D: PmDevice> MapTx<'_, D> {
             let geo = &self.map.geo;
             self.with_staged(|st, na| ppt::swap(st, geo, na, old.base, new.base, n))?;
             self.parts_left.push(old);
-            self.moved.push((ino, old));
+            self.moved.push((ino, old, 0));
         }
         raw.set_ctfs_partition(new.word());
         Ok(new)
@@ -53,5 +53,56 @@ impl<D: PmDevice> MapTx<'_, D> {
             }
         }
         Ok(())
+    }
+}
+
+impl<D: PmDevice> MapTx<'_, D> {
+    /// The file's partition, moved to a larger one if it does not hold `pages` pages.
+    fn hold(&mut self, c: &Ctfs, ino: Ino, raw: &mut InodeRaw, pages: u64) -> Result<Partition> {
+        match Partition::from_word(raw.ctfs_partition())? {
+            Some(p) if p.pages() >= pages => Ok(p),
+            old => {
+                let level = Partition::level_for(pages).ok_or(Error::FileTooBig)?;
+                self.move_partition(c, ino, raw, old, level)
+            }
+        }
+    }
+
+    /// ctFS's pswap between files: pages [la, la + n) of `a` and [lb, lb + n) of `b` (None:
+    /// of `a` itself, the ranges apart) exchange their mappings, partitions growing to
+    /// hold them. Returns the pages each range mapped before (for the block counts) and the
+    /// page-table entries exchanged.
+    pub fn ctfs_exchange(
+        &mut self,
+        (ino_a, raw_a): (Ino, &mut InodeRaw),
+        la: u64,
+        b: Option<(Ino, &mut InodeRaw)>,
+        lb: u64,
+        n: u64,
+    ) -> Result<(u64, u64, u64)> {
+        let map = self.map;
+        let Index::Ctfs(c) = &map.index else { return Err(Error::Unsupported("pswap needs a ctfs image")) };
+        let geo = &map.geo;
+        let (pa, pb, ino_b) = match b {
+            Some((ino_b, raw_b)) => {
+                let pa = self.hold(c, ino_a, raw_a, la + n)?;
+                (pa, self.hold(c, ino_b, raw_b, lb + n)?, ino_b)
+            }
+            None => {
+                let p = self.hold(c, ino_a, raw_a, la.max(lb) + n)?;
+                (p, p, ino_a)
+            }
+        };
+        let (va, vb) = (pa.base + la, pb.base + lb);
+        let count = |v: u64| -> Result<u64> {
+            let mut pages = 0;
+            ppt::walk(&self.st, geo, v, v + n, &mut |_, _, len| pages += len)?;
+            Ok(pages)
+        };
+        let (ca, cb) = (count(va)?, count(vb)?);
+        let entries = self.with_staged(|st, na| ppt::swap(st, geo, na, va, vb, n))?;
+        self.moved.push((ino_a, pa, la));
+        self.moved.push((ino_b, pb, lb));
+        Ok((ca, cb, entries))
     }
 }

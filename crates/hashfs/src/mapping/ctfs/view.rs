@@ -169,17 +169,25 @@ impl View {
         Ok(true)
     }
 
-    /// Gives back the pages of `ino` mapped in partition `p` (a change removed or moved
-    /// them); run under the file's write lock, before the change's blocks are released.
-    pub fn forget(&self, ino: Ino, p: Partition) {
+    /// Gives back the pages of `ino` mapped in partition `p` from page `from` on (a change
+    /// removed or moved them); run under the file's write lock, before the change's blocks
+    /// are released. The pages before `from` stay mapped.
+    pub fn forget(&self, ino: Ino, p: Partition, from: u64) {
         let Some(slot) = self.pages.get(ino.0 as usize) else { return };
         let mut counted = self.fill.lock();
-        let have = slot.swap(0, Ordering::AcqRel);
-        if have > 0 {
-            // A failure leaves pages mapped that nothing reads again (the prefix is 0).
-            let _ = self.vs.discard(p.base * BLOCK_BYTES, have.min(p.pages()) * BLOCK_BYTES);
+        let have = slot.load(Ordering::Acquire);
+        if have <= from {
+            return;
         }
-        *counted -= self.maps[ino.0 as usize].swap(0, Ordering::Relaxed).min(*counted);
+        slot.store(from, Ordering::Release);
+        let end = have.min(p.pages());
+        if end > from {
+            // A failure leaves pages mapped that nothing reads again (past the prefix).
+            let _ = self.vs.discard((p.base + from) * BLOCK_BYTES, (end - from) * BLOCK_BYTES);
+        }
+        if from == 0 {
+            *counted -= self.maps[ino.0 as usize].swap(0, Ordering::Relaxed).min(*counted);
+        }
     }
 
     /// Leading pages of `ino` mapped now (tests and statistics).

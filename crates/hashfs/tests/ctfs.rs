@@ -1,10 +1,12 @@
-//! ctFS's live view (`mapping/ctfs/view.rs`): on an image file, reads and in-place writes
+//! ctFS on image files: the live view (`mapping/ctfs/view.rs`: reads and in-place writes
 //! of a `ctfs` file are copies through the image's pages mapped where the page table puts
-//! them. Checked against a model through every change that removes or moves pages
-//! (truncation, hole punching, partition moves, untorn copy-on-write, unlink and reuse of
-//! the blocks by another file), with the view shown to serve the reads.
+//! them), checked against a model through every change that removes or moves pages
+//! (truncation, hole punching, partition moves, untorn copy-on-write, pswap, unlink and
+//! reuse of the blocks by another file), with the view shown to serve the reads; a view
+//! that kept a stale mapping shows as wrong bytes or a SIGSEGV. And pswap
+//! (`File::swap_pages`): contents exchanged, block counts, errors, a clean remount.
 
-use hashfs::{FallocateMode, FileSystem, FormatOptions, MappingKind, OpenOptions};
+use hashfs::{Error, FallocateMode, FileSystem, FormatOptions, MappingKind, OpenOptions};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use std::path::Path;
@@ -42,9 +44,10 @@ fn the_view_serves_reads_and_writes_and_forgets_what_changes_remove() {
     let mut served = 0u64;
     for step in 0..1500u32 {
         let i = rng.random_range(0..names.len());
-        let (name, model) = (names[i], &mut models[i]);
+        let name = names[i];
         let f = fs.open_file(Path::new(name), &rw).unwrap();
         let byte = (step % 251) as u8 + 1;
+        let model = &mut models[i];
         match rng.random_range(0..20) {
             0..=6 => {
                 // Appends and overwrites, small and large (partition moves as files grow).
@@ -85,7 +88,23 @@ fn the_view_serves_reads_and_writes_and_forgets_what_changes_remove() {
                     model[off..off + 4096].fill(byte);
                 }
             }
-            16 => {
+            16 if model.len() >= 3 * 4096 => {
+                // pswap with another file's first pages (that file grown to hold them).
+                let j = (i + 1) % names.len();
+                let g = fs.open_file(Path::new(names[j]), &rw).unwrap();
+                let n = rng.random_range(1..=(models[i].len() / 4096).min(4));
+                if models[j].len() < n * 4096 {
+                    g.set_len((n * 4096) as u64).unwrap();
+                    models[j].resize(n * 4096, 0);
+                }
+                let off = rng.random_range(0..=models[i].len() / 4096 - n) * 4096;
+                f.swap_pages(off as u64, &g, 0, (n * 4096) as u64).unwrap();
+                let mine = models[i][off..off + n * 4096].to_vec();
+                let theirs = models[j][..n * 4096].to_vec();
+                models[i][off..off + n * 4096].copy_from_slice(&theirs);
+                models[j][..n * 4096].copy_from_slice(&mine);
+            }
+            17 => {
                 drop(f);
                 fs.remove_file(Path::new(name)).unwrap();
                 fs.open_file(Path::new(name), &rw).unwrap();
@@ -122,4 +141,62 @@ fn freed_blocks_taken_by_another_file_are_not_read_through_an_old_mapping() {
     a.write_at(0, &[b'C'; 4096]).unwrap();
     a.read_at(0, &mut buf[..4096]).unwrap();
     assert!(buf[..4096].iter().all(|&x| x == b'C'));
+}
+
+#[test]
+fn pswap_exchanges_pages_between_and_within_files() {
+    let dir = tempfile::tempdir_in("/dev/shm").unwrap();
+    let path = dir.path().join("ctfs.img");
+    let fs = image(dir.path());
+    let rw = OpenOptions::new().read(true).write(true).create(true).clone();
+    let a = fs.open_file(Path::new("/a"), &rw).unwrap();
+    let b = fs.open_file(Path::new("/b"), &rw).unwrap();
+    // a: 2 MiB + 3 pages of data; b: a sparse file of the same size with one page.
+    let big = 2 * MIB as usize + 3 * 4096;
+    let data: Vec<u8> = (0..big).map(|i| (i / 4096 % 250) as u8 + 1).collect();
+    a.write_at(0, &data).unwrap();
+    b.set_len(big as u64).unwrap();
+    b.write_at(4096, &[9u8; 4096]).unwrap();
+    // One level-1 entry for the aligned 2 MiB, three page entries for the rest (§3.3).
+    assert_eq!(a.swap_pages(0, &b, 0, big as u64).unwrap(), 4);
+    let read = |f: &hashfs::File, off: u64, len: usize| {
+        let mut v = vec![0u8; len];
+        assert_eq!(f.read_at(off, &mut v).unwrap(), len);
+        v
+    };
+    assert!(read(&b, 0, big) == data, "b holds a's pages");
+    let mut expect = vec![0u8; big];
+    expect[4096..8192].fill(9);
+    assert!(read(&a, 0, big) == expect, "a holds b's page and holes");
+    assert_eq!(a.metadata().unwrap().blocks, 1);
+    assert_eq!(b.metadata().unwrap().blocks, (big / 4096) as u64);
+    // Within one file, ranges apart.
+    b.swap_pages(0, &b, 2 * MIB, 3 * 4096).unwrap();
+    let got = read(&b, 0, big);
+    assert!(got[..3 * 4096] == data[2 * MIB as usize..] && got[2 * MIB as usize..] == data[..3 * 4096]);
+    // Errors change nothing.
+    assert!(matches!(a.swap_pages(1, &b, 0, 4096), Err(Error::Invalid(_))), "misaligned");
+    assert!(matches!(b.swap_pages(0, &b, 4096, 8192), Err(Error::Invalid(_))), "overlapping");
+    assert!(matches!(a.swap_pages(0, &b, big as u64, 4096), Err(Error::Invalid(_))), "past the end");
+    assert!(read(&b, 0, big) == got);
+    drop((a, b));
+    fs.unmount().unwrap();
+    let dev = std::sync::Arc::new(hashfs::pm::MmapDevice::open(&path, hashfs::pm::OpenMode::Existing).unwrap());
+    let report = hashfs::fsck::fsck(dev, hashfs::fsck::FsckMode::Check, &|_, _| {}).unwrap();
+    assert!(report.findings.is_empty(), "{:?}", report.findings);
+    let (fs, _) = FileSystem::open(&path).unwrap();
+    let b = fs.open_file(Path::new("/b"), OpenOptions::new().read(true)).unwrap();
+    assert!(read(&b, 0, big) == got, "after a remount");
+}
+
+#[test]
+fn pswap_needs_a_ctfs_image() {
+    let dir = tempfile::tempdir_in("/dev/shm").unwrap();
+    let path = dir.path().join("h.img");
+    FileSystem::format_file(&path, 32 * MIB, &FormatOptions::default(), &|_, _| {}).unwrap();
+    let fs = FileSystem::open(&path).unwrap().0;
+    let rw = OpenOptions::new().read(true).write(true).create(true).clone();
+    let a = fs.open_file(Path::new("/a"), &rw).unwrap();
+    a.write_at(0, &[1u8; 8192]).unwrap();
+    assert!(matches!(a.swap_pages(0, &a, 4096, 4096), Err(Error::Unsupported(_))));
 }

@@ -1,0 +1,101 @@
+//! `ctfs-pswap`: ctFS Fig. 6, pswap against memcpy from one page up to the big file size
+//! (4 GiB at full scale), on the `ctfs` mapping whatever `--mappings` says (the figure is
+//! ctFS's own). Two files of that size are filled; pswap exchanges their first N pages
+//! (`File::swap_pages`: one undo-logged transaction exchanging page-table entries at the
+//! highest level both ranges' alignment allows), memcpy stores N pages into the second
+//! file through a shared mapping of it and makes them durable (flush and fence), what a
+//! copy-based atomic write costs at the least (ctFS compares with one memcpy too). The two
+//! are interleaved trial by trial, the order alternating.
+
+#![forbid(unsafe_code)]
+
+use super::{images, mean_ci, Ctx, Report, Target};
+use crate::Failure;
+use hashfs::{AllocatorKind, MappingKind, OpenOptions};
+use serde_json::{json, Value};
+use std::path::Path;
+use std::time::Instant;
+
+/// The DRAM source of the copies (reused for larger copies).
+const SOURCE_BYTES: usize = 64 << 20;
+
+fn figure(v: &[f64]) -> Value {
+    let (m, ci) = mean_ci(v);
+    json!({ "mean": m, "ci95": ci, "trials": v })
+}
+
+pub fn run(ctx: &Ctx) -> Result<Report, Failure> {
+    let max_bytes = ctx.scale.big_file_bytes;
+    let max_pages = max_bytes / 4096;
+    let image_bytes = (2 * max_bytes + max_bytes / 8 + (64 << 20)).next_multiple_of(64 << 20);
+    let t = Target::with_allocator(ctx, MappingKind::Ctfs, AllocatorKind::Aligned, 1.0, image_bytes)?;
+    // Each file preallocated in one request (whole aligned 2 MiB extents, which the page
+    // table maps with 2 MiB leaves, as ctFS maps large partitions), then written.
+    let rw = OpenOptions::new().read(true).write(true).create(true).clone();
+    for name in ["/a", "/b"] {
+        t.fs.open_file(Path::new(name), &rw)?.allocate(0, max_bytes)?;
+    }
+    let a = t.fill("/a", max_bytes)?;
+    let b = t.fill("/b", max_bytes)?;
+    let source = vec![0x5Au8; SOURCE_BYTES.min(max_bytes as usize)];
+    let mut points = Vec::new();
+    let mut n = 1u64;
+    let _ = images::seed(ctx.image); // one image: the figure is a latency curve, not a ranking
+    while n <= max_pages {
+        let bytes = n * 4096;
+        let trials = if n <= 1 << 16 { ctx.scale.trials.min(10) } else { 3 };
+        let (mut pswap_us, mut memcpy_us, mut entries) = (Vec::new(), Vec::new(), 0);
+        // A first, untimed swap: splits the 2 MiB leaves the small swaps cut into.
+        entries = entries.max(a.swap_pages(0, &b, 0, bytes)?);
+        for trial in 0..=trials {
+            for which in if trial % 2 == 0 { [0, 1] } else { [1, 0] } {
+                if which == 0 {
+                    let t0 = Instant::now();
+                    entries = a.swap_pages(0, &b, 0, bytes)?;
+                    pswap_us.push(t0.elapsed().as_secs_f64() * 1e6);
+                } else {
+                    let m = b.map(0, bytes as usize, true)?;
+                    let t0 = Instant::now();
+                    let mut done = 0usize;
+                    while done < bytes as usize {
+                        let k = source.len().min(bytes as usize - done);
+                        m.write_at(done, &source[..k])?;
+                        done += k;
+                    }
+                    m.persist(0, bytes as usize)?;
+                    memcpy_us.push(t0.elapsed().as_secs_f64() * 1e6);
+                }
+            }
+        }
+        // The first trial of each warms up.
+        pswap_us.remove(0);
+        memcpy_us.remove(0);
+        eprintln!(
+            "# ctfs-pswap: {n} pages: pswap {:.1} µs ({entries} entries), memcpy {:.1} µs",
+            mean_ci(&pswap_us).0,
+            mean_ci(&memcpy_us).0
+        );
+        points.push(json!({
+            "pages": n,
+            "bytes": bytes,
+            "entries": entries,
+            "pswap_us": figure(&pswap_us),
+            "memcpy_us": figure(&memcpy_us),
+        }));
+        n *= 2;
+    }
+    Ok(Report {
+        config: json!({
+            "max_bytes": max_bytes,
+            "image_bytes": image_bytes,
+            "allocator": "aligned",
+            "memcpy": "N pages from DRAM into the second file's shared mapping, then flush and fence",
+        }),
+        scale_note: format!(
+            "up to {} MiB ({} pages); ctFS's Fig. 6 goes to 4 GiB (1,048,576 pages) on Optane with a kernel pswap",
+            max_bytes >> 20,
+            max_pages
+        ),
+        points,
+    })
+}
