@@ -34,7 +34,7 @@ COLORS = {
     "radix-tree": "#2ca02c",
 }
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from plot_ctfs import pswap  # noqa: E402
+from plot_ctfs import micro, pswap  # noqa: E402
 from plot_untorn import untorn  # noqa: E402
 
 GLOBAL = ["hashfs", "cuckoo"]
@@ -718,6 +718,7 @@ SECTIONS = [
     ("winefs-aging", "Memory-mapped files on aged images (WineFS Figs. 1 and 3)", wine_aging),
     ("winefs-2mib", "Mapping a 2 MiB file (WineFS Fig. 2)", wine_2mib),
     ("untorn", "Untorn writes: strict against relaxed mode (WineFS §3.3)", untorn),
+    ("ctfs-micro", "Indexing in six microbenchmarks (ctFS Table 1, Fig. 1)", lambda d, png: micro(d, png, sys.modules[__name__])),
     ("ctfs-pswap", "pswap against memcpy (ctFS Fig. 6)", lambda d, png: pswap(d, png, sys.modules[__name__])),
 ]
 

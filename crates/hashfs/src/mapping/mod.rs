@@ -522,10 +522,13 @@ impl<'a, D: PmDevice> MapTx<'a, D> {
                     })?;
                 }
                 if from < p.pages() && to >= p.pages() {
-                    // Nothing is left at or past `from`: a smaller partition holds the file
-                    // (none when it maps nothing).
+                    // Nothing is left at or past `from`: a partition two levels smaller (or
+                    // more) holds the file, or none when it maps nothing. One level smaller
+                    // is not worth a move: a file that shrinks and grows again across a
+                    // level's boundary (a log truncated and appended to) would move at
+                    // every turn.
                     let level = if from == 0 { None } else { Partition::level_for(from) };
-                    if level.is_none_or(|l| l < p.level) {
+                    if level.is_none_or(|l| l + 1 < p.level) {
                         self.leave_partition(c, Ino(ino), raw, p, level)?;
                     }
                 }

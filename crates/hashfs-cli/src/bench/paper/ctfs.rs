@@ -12,6 +12,7 @@
 use super::{images, mean_ci, Ctx, Report, Target};
 use crate::Failure;
 use hashfs::{AllocatorKind, MappingKind, OpenOptions};
+use rand::{Rng, SeedableRng};
 use serde_json::{json, Value};
 use std::path::Path;
 use std::time::Instant;
@@ -95,6 +96,110 @@ pub fn run(ctx: &Ctx) -> Result<Report, Failure> {
             "up to {} MiB ({} pages); ctFS's Fig. 6 goes to 4 GiB (1,048,576 pages) on Optane with a kernel pswap",
             max_bytes >> 20,
             max_pages
+        ),
+        points,
+    })
+}
+
+/// ctFS Table 1's six microbenchmarks, scaled (ctFS: 10 GB files, 1 GB pieces, 2,621,440
+/// random operations).
+const MICRO: [&str; 6] = ["Append", "SWE", "SR", "SW", "RR", "RW"];
+
+/// `ctfs-micro`: ctFS Table 1 and Fig. 1, the share of each benchmark's time spent in
+/// mapping (translation, allocation, structure changes and their commits: the probe's
+/// spans, as every other experiment counts them), on every mapping given and `ctfs`, each
+/// on a fresh image with the aligned allocator (ctFS's setting: files on 2 MiB pages).
+/// Before the timed benchmarks each file is read once, so that ctFS's view is built (the
+/// page faults of ctFS's kernel are not in its figures either); the view's own build cost
+/// is in the `Append` and `SWE` rows, whose pages are new.
+pub fn micro(ctx: &Ctx) -> Result<Report, Failure> {
+    use hashfs::testing::probe;
+    let file = ctx.scale.big_file_bytes;
+    let piece = (file / 10).max(4096).next_multiple_of(4096);
+    let random_ops = (file / 4096).min(1 << 18);
+    let mut kinds = ctx.mappings.clone();
+    if !kinds.contains(&MappingKind::Ctfs) {
+        kinds.push(MappingKind::Ctfs);
+    }
+    let mut points = Vec::new();
+    for kind in kinds {
+        let image_bytes = (2 * file + file / 8 + (64 << 20)).next_multiple_of(64 << 20);
+        let t = Target::with_allocator(ctx, kind, AllocatorKind::Aligned, 1.0, image_bytes)?;
+        let rw = OpenOptions::new().read(true).write(true).create(true).clone();
+        let ap = t.fs.open_file(Path::new("/append"), &rw)?;
+        let f = t.fs.open_file(Path::new("/file"), &rw)?;
+        let mut rng = rand::rngs::SmallRng::seed_from_u64(images::seed(ctx.image) ^ 0xC7F5);
+        let page = vec![0x42u8; 4096];
+        let chunk = vec![0x24u8; piece as usize];
+        let mut rbuf = vec![0u8; piece as usize];
+        for name in MICRO {
+            if name == "SR" {
+                // Warm-up: one read of the whole file (builds ctFS's view), untimed.
+                let mut off = 0;
+                while off < file {
+                    off += f.read_at(off, &mut rbuf)? as u64;
+                }
+            }
+            let _ = probe::take();
+            let t0 = probe::rdtscp();
+            match name {
+                "Append" => {
+                    for _ in 0..file / 4096 {
+                        ap.append(&page)?;
+                    }
+                }
+                "SWE" | "SW" => {
+                    let mut off = 0;
+                    while off < file {
+                        let n = piece.min(file - off) as usize;
+                        f.write_at(off, &chunk[..n])?;
+                        off += n as u64;
+                    }
+                }
+                "SR" => {
+                    let mut off = 0;
+                    while off < file {
+                        off += f.read_at(off, &mut rbuf)? as u64;
+                    }
+                }
+                "RR" => {
+                    for _ in 0..random_ops {
+                        let off = rng.random_range(0..file / 4096) * 4096;
+                        f.read_at(off, &mut rbuf[..4096])?;
+                    }
+                }
+                _ => {
+                    for _ in 0..random_ops {
+                        let off = rng.random_range(0..file / 4096) * 4096;
+                        f.write_at(off, &page)?;
+                    }
+                }
+            }
+            let t1 = probe::rdtscp();
+            let s = ctx.correct(t1 - t0, probe::take());
+            let ms = (t1 - t0) as f64 / ctx.tsc_ghz / 1e6;
+            points.push(json!({
+                "mapping": kind.name(),
+                "op": name,
+                "x": super::experiments::size_label(file),
+                "ms": figure(&[ms]),
+                "map_share": figure(&[s.map / s.io]),
+            }));
+            eprintln!("# ctfs-micro: {} {name}: {ms:.1} ms, {:.1}% in mapping", kind.name(), 100.0 * s.map / s.io);
+        }
+    }
+    Ok(Report {
+        config: json!({
+            "file_bytes": file,
+            "piece_bytes": piece,
+            "random_ops": random_ops,
+            "allocator": "aligned",
+            "benchmarks": MICRO,
+        }),
+        scale_note: format!(
+            "{} MiB files, {} MiB pieces, {random_ops} random operations (ctFS: 10 GB, 1 GB, 2,621,440)",
+            file >> 20,
+            piece >> 20
         ),
         points,
     })

@@ -26,11 +26,12 @@ pub fn run(name: &str, ctx: &Ctx) -> Result<Report, Failure> {
         "winefs-2mib" => super::winefs::small_files(ctx),
         "untorn" => super::untorn::run(ctx),
         "ctfs-pswap" => super::ctfs::run(ctx),
+        "ctfs-micro" => super::ctfs::micro(ctx),
         _ => Err(fail(format!("unknown experiment {name}"))),
     }
 }
 
-fn size_label(b: u64) -> String {
+pub fn size_label(b: u64) -> String {
     if b >= 1 << 30 && b.is_multiple_of(1 << 30) {
         format!("{} GiB", b >> 30)
     } else if b >= 1 << 20 && b.is_multiple_of(1 << 20) {

@@ -35,7 +35,7 @@ use std::time::Instant;
 pub const BLOCK: u64 = 4096;
 
 /// The experiments, in the order the papers present them.
-pub const EXPERIMENTS: [(&str, &str); 12] = [
+pub const EXPERIMENTS: [(&str, &str); 13] = [
     ("locality", "HashFS §4.1 (Fig. 5): sequential/random single-block reads and appends, cold and hot"),
     ("fragmentation", "HashFS §4.2 (Fig. 6): layout score 1.0 vs 0.7, cold"),
     ("filesize", "HashFS §4.3 (Fig. 7): file sizes 4 KiB, 4 MiB, 4 GiB, cold"),
@@ -51,6 +51,7 @@ pub const EXPERIMENTS: [(&str, &str); 12] = [
     ("winefs-2mib", "WineFS Fig. 2: map and write a 2 MiB file, on a fresh image"),
     ("untorn", "Untorn writes: strict against relaxed mode, 4 KiB-1 MiB overwrites and appends"),
     ("ctfs-pswap", "ctFS Fig. 6: pswap against memcpy, 1 page to the big file size, on the ctfs mapping"),
+    ("ctfs-micro", "ctFS Table 1 and Fig. 1: six microbenchmarks, share of time in mapping, aligned allocator"),
 ];
 
 /// Sizes and counts of one run.

@@ -9,7 +9,7 @@
 //!   mappings at the highest page-table level their alignment allows.
 //!
 //! A write past the file's partition moves the file to a larger one by swapping the old
-//! partition's entries into it (no data is copied), a truncation moves it to a smaller one,
+//! partition's entries into it (no data is copied), a truncation that leaves it two levels smaller moves it down,
 //! and a file that maps nothing gives its partition back; each in the write's or
 //! truncation's own transaction. Data blocks come from the image's block allocator (the
 //! aligned allocator gives 2 MiB-aligned runs, which the table maps with 2 MiB leaves).

@@ -56,8 +56,13 @@ fn target(geo: &Geometry, e: u64, level: u32) -> Result<u64> {
     Ok(b)
 }
 
+/// Pages a lookup looks ahead for a run of consecutive blocks (a read of one page needs
+/// none; a run of a whole node costs one load per page).
+const RUN_LOOKAHEAD: u64 = 64;
+
 /// Where virtual page `vpn` lies: its data block and how many pages from it on are
-/// mapped to consecutive blocks by the same node (at least 1).
+/// mapped to consecutive blocks by the same node (at least 1; a 2 MiB leaf's rest, or up
+/// to [`RUN_LOOKAHEAD`] page entries).
 pub fn lookup<M: MemRead>(m: &M, geo: &Geometry, vpn: u64) -> Result<Option<(u64, u64)>> {
     if vpn >= SPACE_PAGES {
         return Ok(None);
@@ -82,7 +87,7 @@ pub fn lookup<M: MemRead>(m: &M, geo: &Geometry, vpn: u64) -> Result<Option<(u64
     }
     let b = target(geo, e, 0)?;
     let mut run = 1;
-    while i + run < NODE_ENTRIES && m.load_u64(node + (i + run) * 8) == entry(b + run, 0) {
+    while run < RUN_LOOKAHEAD && i + run < NODE_ENTRIES && m.load_u64(node + (i + run) * 8) == entry(b + run, 0) {
         run += 1;
     }
     Ok(Some((b, run)))

@@ -31,7 +31,7 @@ use crate::pm::vspace::{max_map_count, VirtualSpace};
 use crate::{Error, Result};
 use parking_lot::Mutex;
 use std::os::unix::io::RawFd;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 /// Pages a fill maps at least (2 MiB: one leaf).
 const FILL_MIN: u64 = 512;
@@ -47,6 +47,9 @@ pub struct View {
     /// Serializes fills and give-backs; holds the mappings counted.
     fill: Mutex<u64>,
     budget: u64,
+    /// The count reached the budget: requests past the mapped prefixes walk, without
+    /// taking the fill lock, until a give-back lowers it.
+    full: AtomicBool,
 }
 
 impl View {
@@ -61,6 +64,7 @@ impl View {
             maps: (0..n).map(|_| AtomicU64::new(0)).collect(),
             fill: Mutex::new(0),
             budget: max_map_count() / 2,
+            full: AtomicBool::new(false),
         })
     }
 
@@ -79,6 +83,9 @@ impl View {
         let slot = self.pages.get(ino.0 as usize).ok_or(Error::Invalid("inode number past the table"))?;
         if slot.load(Ordering::Acquire) >= need {
             return Ok(Some(p));
+        }
+        if self.full.load(Ordering::Relaxed) {
+            return Ok(None);
         }
         let mut counted = self.fill.lock();
         let have = slot.load(Ordering::Acquire);
@@ -108,6 +115,7 @@ impl View {
             calls += 1;
         }
         *counted += calls;
+        self.full.store(*counted >= self.budget, Ordering::Relaxed);
         self.maps[ino.0 as usize].fetch_add(calls, Ordering::Relaxed);
         slot.store(l, Ordering::Release);
         Ok((l >= need).then_some(p))
@@ -187,6 +195,7 @@ impl View {
         }
         if from == 0 {
             *counted -= self.maps[ino.0 as usize].swap(0, Ordering::Relaxed).min(*counted);
+            self.full.store(*counted >= self.budget, Ordering::Relaxed);
         }
     }
 
