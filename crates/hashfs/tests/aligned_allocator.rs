@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{assert_fsck_clean, mount_image, new_fs, Fs};
+use common::{assert_fsck_clean, mount_image, new_fs, Fs, ALLOCATOR_MAPPINGS};
 use hashfs::{AllocatorKind, FormatOptions, Lblk, MappingKind, OpenOptions};
 use std::path::Path;
 
@@ -49,13 +49,7 @@ fn aligned_chunks(fs: &Fs, path: &str, chunks: u64) -> u64 {
 
 #[test]
 fn large_files_get_aligned_extents_on_an_aged_image() {
-    for mapping in [
-        MappingKind::ExtentTree,
-        MappingKind::RadixTree,
-        MappingKind::Cuckoo,
-        MappingKind::ExtentHash,
-        MappingKind::Ctfs,
-    ] {
+    for mapping in ALLOCATOR_MAPPINGS {
         let mut got = Vec::new();
         for allocator in [AllocatorKind::Aligned, AllocatorKind::Bitmap] {
             let (fs, dev) = new_fs(96 * MIB, &opts(mapping, allocator));

@@ -106,13 +106,7 @@ fn many_extents_deep_trees_holes_and_truncation_in_every_mapping() {
 
 #[test]
 fn crash_during_a_write_that_splits_nodes_gives_old_or_new() {
-    for mapping in [
-        MappingKind::ExtentTree,
-        MappingKind::RadixTree,
-        MappingKind::Cuckoo,
-        MappingKind::ExtentHash,
-        MappingKind::Ctfs,
-    ] {
+    for mapping in ALLOCATOR_MAPPINGS {
         let dev = Arc::new(CrashDevice::new(16 << 20));
         format(&*dev, &opts(mapping, 0.0), &|_, _| {}).unwrap();
         let (fs, _) = FileSystem::mount(dev.clone(), &|_, _| {}).unwrap();
@@ -162,13 +156,7 @@ fn crash_during_a_write_that_splits_nodes_gives_old_or_new() {
 #[test]
 fn crash_during_a_chunk_written_in_several_transactions_gives_a_prefix() {
     const CHUNK: u64 = 2 << 20;
-    for mapping in [
-        MappingKind::ExtentTree,
-        MappingKind::RadixTree,
-        MappingKind::Cuckoo,
-        MappingKind::ExtentHash,
-        MappingKind::Ctfs,
-    ] {
+    for mapping in ALLOCATOR_MAPPINGS {
         let dev = Arc::new(CrashDevice::new(16 << 20));
         format(&*dev, &opts(mapping, 1.0), &|_, _| {}).unwrap();
         let (fs, _) = FileSystem::mount(dev.clone(), &|_, _| {}).unwrap();

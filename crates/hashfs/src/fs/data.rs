@@ -21,6 +21,7 @@ use crate::journal::Tx;
 use crate::layout::inode::{INODE_CTIME_OFF, INODE_MTIME_OFF};
 use crate::layout::{Extent, Ino, InodeRaw, Lblk, Pblk};
 use crate::layout::{BLOCK_BYTES, MAX_FILE_BYTES};
+use crate::mapping::ctfs::view::FileRef;
 use crate::mapping::hashfs::{classify, file_key, Entry, HashTable, GROUP_SLOTS};
 use crate::mapping::staged::Direct;
 use crate::mapping::{BlockMap, FileMap};
@@ -154,7 +155,8 @@ impl<D: PmDevice> FsInner<D> {
         let end = (off + n as u64).div_ceil(BLOCK_BYTES);
         if let Some(v) = self.ctfs_view() {
             // ctFS: one copy from the file's virtual range, the MMU translating.
-            if v.read(&Direct(&*self.dev), &self.geo, cell.ino, &st.raw, off, &mut buf[..n], size_blocks)? {
+            let f = FileRef { m: &Direct(&*self.dev), geo: &self.geo, ino: cell.ino, raw: &st.raw, size_blocks };
+            if v.read(&f, off, &mut buf[..n])? {
                 cell.next_read_lblk.store(end, Ordering::Relaxed);
                 return Ok(n);
             }
@@ -547,7 +549,8 @@ impl<D: PmDevice> FsInner<D> {
         if let (true, Some(v)) = (new_size == old_size, self.ctfs_view()) {
             // ctFS: an overwrite of mapped blocks is one copy into the file's virtual range.
             let size_blocks = blocks_for(old_size);
-            if v.write_in_place(&Direct(&*self.dev), &self.geo, cell.ino, &st.raw, off, data, size_blocks)? {
+            let f = FileRef { m: &Direct(&*self.dev), geo: &self.geo, ino: cell.ino, raw: &st.raw, size_blocks };
+            if v.write_in_place(&f, off, data)? {
                 self.touch_times(cell.ino, &mut st.raw); // its fence makes the data durable too
                 return Ok(());
             }

@@ -11,6 +11,10 @@ use std::sync::Arc;
 
 pub type Fs = FileSystem<CrashDevice>;
 
+/// The mappings that take blocks from the block allocator (all but HashFS).
+pub const ALLOCATOR_MAPPINGS: [MappingKind; 5] =
+    [MappingKind::ExtentTree, MappingKind::RadixTree, MappingKind::Cuckoo, MappingKind::ExtentHash, MappingKind::Ctfs];
+
 /// The mapping the suite runs against: `HASHFS_TEST_MAPPING` (a mapping name), else
 /// HashFS. `scripts/test.sh` runs the suite once per mapping.
 pub fn test_mapping() -> MappingKind {

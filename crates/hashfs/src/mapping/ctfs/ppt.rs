@@ -485,6 +485,18 @@ mod tests {
         }
     }
 
+    fn test_geometry(image_bytes: u64) -> Geometry {
+        let params = GeometryParams {
+            image_bytes,
+            inode_count: None,
+            journal_count: 1,
+            journal_blocks: 4,
+            mapping: MappingKind::Ctfs,
+            grouped: false,
+        };
+        Geometry::compute(&params).unwrap()
+    }
+
     fn check(st: &Staged<'_, CrashDevice>, geo: &Geometry, model: &BTreeMap<u64, u64>, rng: &mut SmallRng) {
         let mut walked = BTreeMap::new();
         walk(st, geo, 0, SPACE_PAGES, &mut |v, p, len| {
@@ -517,15 +529,7 @@ mod tests {
     /// once everything is unmapped no node is left and every block was freed once.
     #[test]
     fn page_table_follows_a_model_through_maps_swaps_and_unmaps() {
-        let geo = Geometry::compute(&GeometryParams {
-            image_bytes: 256 << 20,
-            inode_count: None,
-            journal_count: 1,
-            journal_blocks: 4,
-            mapping: MappingKind::Ctfs,
-            grouped: false,
-        })
-        .unwrap();
+        let geo = test_geometry(256 << 20);
         let dev = CrashDevice::new(geo.image_bytes);
         for seed in 0..12 {
             let mut rng = SmallRng::seed_from_u64(seed);
@@ -620,15 +624,7 @@ mod tests {
 
     #[test]
     fn swap_uses_the_highest_level_alignment_allows() {
-        let geo = Geometry::compute(&GeometryParams {
-            image_bytes: 64 << 20,
-            inode_count: None,
-            journal_count: 1,
-            journal_blocks: 4,
-            mapping: MappingKind::Ctfs,
-            grouped: false,
-        })
-        .unwrap();
+        let geo = test_geometry(64 << 20);
         let dev = CrashDevice::new(geo.image_bytes);
         let mut st = Staged::new(&dev);
         let mut na = Nodes { next: geo.data_blocks, live: BTreeSet::new(), freed_data: 0 };

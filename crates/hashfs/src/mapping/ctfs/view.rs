@@ -36,6 +36,16 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 /// Pages a fill maps at least (2 MiB: one leaf).
 const FILL_MIN: u64 = 512;
 
+/// A file as a request through the view sees it (its inode under the caller's lock).
+pub struct FileRef<'a, M: MemRead> {
+    pub m: &'a M,
+    pub geo: &'a Geometry,
+    pub ino: Ino,
+    pub raw: &'a InodeRaw,
+    /// The file's size in blocks (a fill maps no further).
+    pub size_blocks: u64,
+}
+
 /// The mapped virtual space of one mounted image.
 pub struct View {
     vs: VirtualSpace,
@@ -126,54 +136,33 @@ impl View {
         self.vs.map(at, self.data_off + pblk * BLOCK_BYTES, n * BLOCK_BYTES).map_err(Error::Io)
     }
 
+    /// Where bytes [off, off + len) of the file lie in the space, if its pages there are
+    /// mapped (mapping them if they can be). Counted as translation by the probe: the
+    /// check (and a fill), not the copy that follows.
+    fn locate<M: MemRead>(&self, f: &FileRef<'_, M>, off: u64, len: u64) -> Result<Option<u64>> {
+        let _span = crate::probe::map();
+        let need = (off + len).div_ceil(BLOCK_BYTES);
+        let found = self.ensure(f.m, f.geo, f.ino, f.raw, need, f.size_blocks)?;
+        Ok(found.map(|p| p.base * BLOCK_BYTES + off))
+    }
+
     /// Reads `buf.len()` bytes of the file from `off` through the view; false when the
     /// range is not mapped and cannot be (a hole, the mapping budget): the caller walks.
-    #[allow(clippy::too_many_arguments)]
-    pub fn read<M: MemRead>(
-        &self,
-        m: &M,
-        geo: &Geometry,
-        ino: Ino,
-        raw: &InodeRaw,
-        off: u64,
-        buf: &mut [u8],
-        size_blocks: u64,
-    ) -> Result<bool> {
-        let need = (off + buf.len() as u64).div_ceil(BLOCK_BYTES);
-        // Translation: the check (and a fill), not the copy.
-        let found = {
-            let _span = crate::probe::map();
-            self.ensure(m, geo, ino, raw, need, size_blocks)?
-        };
-        let Some(p) = found else { return Ok(false) };
-        // SAFETY: pages [0, need) of the file are mapped (ensure), and stay mapped while the
-        // caller holds the file's lock: only `forget`, under the file's write lock, gives
-        // them back.
-        unsafe { self.vs.copy_out(p.base * BLOCK_BYTES + off, buf) };
+    pub fn read<M: MemRead>(&self, f: &FileRef<'_, M>, off: u64, buf: &mut [u8]) -> Result<bool> {
+        let Some(at) = self.locate(f, off, buf.len() as u64)? else { return Ok(false) };
+        // SAFETY: the file's pages under the range are mapped (`locate`), and stay mapped
+        // while the caller holds the file's lock: only `forget`, under the file's write
+        // lock, gives them back.
+        unsafe { self.vs.copy_out(at, buf) };
         Ok(true)
     }
 
     /// Stores `data` at `off` of the file's mapped blocks, flushed (durable after the
     /// caller's fence); false when the range is not mapped and cannot be.
-    #[allow(clippy::too_many_arguments)]
-    pub fn write_in_place<M: MemRead>(
-        &self,
-        m: &M,
-        geo: &Geometry,
-        ino: Ino,
-        raw: &InodeRaw,
-        off: u64,
-        data: &[u8],
-        size_blocks: u64,
-    ) -> Result<bool> {
-        let need = (off + data.len() as u64).div_ceil(BLOCK_BYTES);
-        let found = {
-            let _span = crate::probe::map();
-            self.ensure(m, geo, ino, raw, need, size_blocks)?
-        };
-        let Some(p) = found else { return Ok(false) };
+    pub fn write_in_place<M: MemRead>(&self, f: &FileRef<'_, M>, off: u64, data: &[u8]) -> Result<bool> {
+        let Some(at) = self.locate(f, off, data.len() as u64)? else { return Ok(false) };
         // SAFETY: as in `read`; the caller holds the file's write lock.
-        unsafe { self.vs.copy_in_flushed(p.base * BLOCK_BYTES + off, data) };
+        unsafe { self.vs.copy_in_flushed(at, data) };
         Ok(true)
     }
 
