@@ -34,7 +34,7 @@ bugs=(
     "strict-ignored|crates/hashfs/src/fs/data.rs|a strict-mode mount writes as a relaxed one|strict overwrite,overwrite-small"
     "untorn-logged-in-place|crates/hashfs/src/fs/untorn.rs|an untorn write stores a grouped block's new bytes in place without their undo record|grouped-workload ace:write-chunk,untorn-hole"
     "pswap-split-tx|crates/hashfs/src/fs/pswap.rs|a pswap between files writes the second file's inode in a transaction of its own, after the one that swaps the pages|ctfs pswap,pswap-grow,truncate-up"
-    "ctfs-unlogged-pswap|crates/hashfs/src/mapping/mod.rs|ctFS's partition move stores its page-table swap straight to PM before the transaction that names the new partition (the released ctFS's order)|ctfs append,write-past-eof,truncate-down"
+    "ctfs-unlogged-pswap|crates/hashfs/src/mapping/ctfs/tx.rs|ctFS's partition move stores its page-table swap straight to PM before the transaction that names the new partition (the released ctFS's order)|ctfs append,write-past-eof,truncate-down"
 )
 
 # Applies bug $1 to the scratch tree (exact text replacements; fails if the code moved).
@@ -107,16 +107,16 @@ elif name == "pswap-split-tx":
         }
 """)
 elif name == "ctfs-unlogged-pswap":
-    sub("crates/hashfs/src/mapping/mod.rs",
-        "            self.with_staged(|st, na| ctfs::ppt::swap(st, geo, na, old.base, new.base, n))?;\n",
-        """            let mut earlier = Staged::new(&*self.map.dev);
+    sub("crates/hashfs/src/mapping/ctfs/tx.rs",
+        "            self.with_staged(|st, na| ppt::swap(st, geo, na, old.base, new.base, n))?;\n",
+        """            let mut earlier = crate::mapping::staged::Staged::new(&*self.map.dev);
             std::mem::swap(&mut self.st, &mut earlier);
-            self.with_staged(|st, na| ctfs::ppt::swap(st, geo, na, old.base, new.base, n))?;
+            self.with_staged(|st, na| ppt::swap(st, geo, na, old.base, new.base, n))?;
             let swapped = std::mem::replace(&mut self.st, earlier);
             let dev = &*self.map.dev;
             for page in swapped.dirty_pages().collect::<Vec<_>>() {
                 let mut buf = vec![0u8; 4096];
-                swapped.read(crate::pm::DevOffset(page), &mut buf);
+                crate::mapping::staged::MemRead::read(&swapped, crate::pm::DevOffset(page), &mut buf);
                 dev.write(crate::pm::DevOffset(page), &buf);
                 dev.flush(crate::pm::DevOffset(page), 4096);
             }
