@@ -67,19 +67,14 @@ pub fn lookup<M: MemRead>(m: &M, geo: &Geometry, vpn: u64) -> Result<Option<(u64
     if vpn >= SPACE_PAGES {
         return Ok(None);
     }
-    let mut node = root(geo);
-    for level in (1..=ROOT_LEVEL).rev() {
-        let e = m.load_u64(node + index(level, vpn) * 8);
-        if e == 0 {
-            return Ok(None);
-        }
-        let b = target(geo, e, level)?;
-        if e & HUGE != 0 {
+    let node = match node_at(m, geo, vpn, 0)? {
+        Path::Missing => return Ok(None),
+        Path::Leaf(e) => {
             let off = vpn & (NODE_ENTRIES - 1);
-            return Ok(Some((b + off, NODE_ENTRIES - off)));
+            return Ok(Some(((e >> 12) + off, NODE_ENTRIES - off)));
         }
-        node = geo.block_off(b);
-    }
+        Path::Node(node) => node,
+    };
     let i = index(0, vpn);
     let e = m.load_u64(node + i * 8);
     if e == 0 {
@@ -91,6 +86,33 @@ pub fn lookup<M: MemRead>(m: &M, geo: &Geometry, vpn: u64) -> Result<Option<(u64
         run += 1;
     }
     Ok(Some((b, run)))
+}
+
+/// Where a read-only descent from the root towards `vpn`'s node of some level ends.
+enum Path {
+    /// The node (its offset) holding `vpn`'s entries at that level.
+    Node(DevOffset),
+    /// An entry on the way is 0: no such node.
+    Missing,
+    /// A 2 MiB leaf (the entry, checked) above that level.
+    Leaf(u64),
+}
+
+/// The node of `level` that holds `vpn`'s entry, read from the root.
+fn node_at<M: MemRead>(m: &M, geo: &Geometry, vpn: u64, level: u32) -> Result<Path> {
+    let mut node = root(geo);
+    for l in (level + 1..=ROOT_LEVEL).rev() {
+        let e = m.load_u64(node + index(l, vpn) * 8);
+        if e == 0 {
+            return Ok(Path::Missing);
+        }
+        let b = target(geo, e, l)?;
+        if e & HUGE != 0 {
+            return Ok(Path::Leaf(e));
+        }
+        node = geo.block_off(b);
+    }
+    Ok(Path::Node(node))
 }
 
 /// The slot of `vpn`'s entry at `level`, making the nodes above it (and splitting a 2 MiB
@@ -281,19 +303,11 @@ fn clear_rec<D: PmDevice>(
 
 /// Read through an entry one level down, None when it is 0.
 fn child_slot<M: MemRead>(m: &M, geo: &Geometry, vpn: u64, level: u32) -> Result<Option<u64>> {
-    let mut node = root(geo);
-    for l in (level + 1..=ROOT_LEVEL).rev() {
-        let e = m.load_u64(node + index(l, vpn) * 8);
-        if e == 0 {
-            return Ok(None);
-        }
-        if e & HUGE != 0 {
-            // A 2 MiB leaf above `level`: its pages are mapped.
-            return Ok(Some(e));
-        }
-        node = geo.block_off(target(geo, e, l)?);
-    }
-    Ok(Some(m.load_u64(node + index(level, vpn) * 8)))
+    Ok(match node_at(m, geo, vpn, level)? {
+        Path::Missing => None,
+        Path::Leaf(e) => Some(e), // a 2 MiB leaf above `level`: its pages are mapped
+        Path::Node(node) => Some(m.load_u64(node + index(level, vpn) * 8)),
+    })
 }
 
 /// ctFS's `pswap` on the page table: pages [a, a + n) and [b, b + n) exchange their
@@ -355,15 +369,8 @@ fn prune_up<D: PmDevice>(
     level: u32,
 ) -> Result<()> {
     for l in level..ROOT_LEVEL {
-        // The entry above the node of level `l`, found from the root.
-        let mut node = root(geo);
-        for up in (l + 2..=ROOT_LEVEL).rev() {
-            let e = st.load_u64(node + index(up, vpn) * 8);
-            if e == 0 || e & HUGE != 0 {
-                return Ok(()); // no such node (already gone)
-            }
-            node = geo.block_off(target(geo, e, up)?);
-        }
+        // The entry above the node of level `l`, in its parent found from the root.
+        let Path::Node(node) = node_at(st, geo, vpn, l + 1)? else { return Ok(()) }; // already gone
         let at = node + index(l + 1, vpn) * 8;
         let e = st.load_u64(at);
         if e == 0 || e & HUGE != 0 {
