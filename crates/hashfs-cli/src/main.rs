@@ -131,9 +131,15 @@ enum Cmd {
         #[arg(long, default_value_t = mountcmd::DEFAULT_THREADS)]
         threads: usize,
         /// Mount options, as mount(8)'s: ro, rw, nodev, nosuid, noexec, noatime, ...; and
-        /// strict or relaxed (the write mode of this mount; default: the image's).
+        /// strict or relaxed (the write mode of this mount; default: the image's); for a
+        /// stacked mount: promote_after=N (30), sync_interval_ms=N (1000),
+        /// sf_limit=X|none (0.05), high_water=X (0.8).
         #[arg(short = 'o', default_value = "")]
         options: String,
+        /// SPFS's stacked mode: present DIR's tree (any file system) at MOUNTPOINT, with
+        /// the image absorbing files that fsync often with little written between.
+        #[arg(long, value_name = "DIR")]
+        lower: Option<PathBuf>,
     },
     /// Link this program as DIR/mount.fuse.hashfs, so that `mount -t fuse.hashfs IMAGE DIR`
     /// and /etc/fstab lines of type fuse.hashfs work (options: ro, rw, nodev, nosuid,
@@ -144,7 +150,13 @@ enum Cmd {
         dir: PathBuf,
     },
     /// Unmount a HashFS mount point and wait until its image is cleanly closed.
-    Umount { mountpoint: PathBuf },
+    Umount {
+        mountpoint: PathBuf,
+        /// A stacked mount: write every promoted file back to the lower directory first
+        /// (without it they stay in the image, and the next stacked mount serves them).
+        #[arg(long)]
+        writeback: bool,
+    },
     /// Format an image and run a short demonstration workload, printing what it did.
     Demo {
         #[arg(long, default_value = "/dev/shm/hashfs-demo.img")]
@@ -383,6 +395,14 @@ fn run(cli: Cli) -> Result<u8, Failure> {
             );
             Ok(report.exit_code() as u8)
         }
+        Cmd::Info { image } if image.is_dir() => match mountcmd::stacked_status(&image) {
+            Some(s) => {
+                println!("stacked mount  {}", image.display());
+                print!("{s}");
+                Ok(0)
+            }
+            None => Err(fail(format!("{} is a directory, not an image or a stacked HashFS mount", image.display()))),
+        },
         Cmd::Info { image } => {
             let dev = open_image(&image)?;
             let (sb, g) = hashfs::fsck::geometry_of(&*dev).map_err(|e| fail(format!("{}: {e}", image.display())))?;
@@ -567,8 +587,9 @@ fn run(cli: Cli) -> Result<u8, Failure> {
             r.map_err(|e| fail(format!("{fs_path}: {e}")))?;
             Ok(0)
         }
-        Cmd::Mount { image, mountpoint, foreground, threads, options } => {
+        Cmd::Mount { image, mountpoint, foreground, threads, options, lower } => {
             let mut o = mounthelper::parse_options(&options, false)?;
+            o.lower = lower.or(o.lower);
             o.threads = Some(o.threads.unwrap_or(threads));
             if foreground {
                 mountcmd::run_foreground_with(&image, &mountpoint, &o).map(|_| 0)
@@ -580,7 +601,7 @@ fn run(cli: Cli) -> Result<u8, Failure> {
             println!("installed {}", l.display());
             0
         }),
-        Cmd::Umount { mountpoint } => mountcmd::umount(&mountpoint).map(|_| 0),
+        Cmd::Umount { mountpoint, writeback } => mountcmd::umount(&mountpoint, writeback).map(|_| 0),
         Cmd::Demo { image, size } => demo::run(&image, size).map(|_| 0),
         Cmd::Age(args) => age::run(&args).map(|_| 0),
         Cmd::Bench { which } => bench::run(which).map(|_| 0),

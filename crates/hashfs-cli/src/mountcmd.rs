@@ -43,6 +43,9 @@ pub fn run_foreground_with(image: &Path, mountpoint: &Path, o: &MountOpts) -> Re
     if let Some(mode) = o.write_mode {
         fs.set_write_mode(mode);
     }
+    if let Some(lower) = &o.lower {
+        return run_stacked(fs, image, lower, mountpoint, o);
+    }
     let image_abs = fs::canonicalize(image).unwrap_or_else(|_| image.to_path_buf());
     let mut cfg = fuser::Config::default();
     cfg.mount_options = vec![
@@ -63,6 +66,71 @@ pub fn run_foreground_with(image: &Path, mountpoint: &Path, o: &MountOpts) -> Re
     Ok(())
 }
 
+/// The stack's parameters from the mount options.
+fn stack_config(o: &MountOpts) -> Result<hashfs_spfs::StackConfig, Failure> {
+    let mut c = hashfs_spfs::StackConfig::default();
+    for opt in &o.stack {
+        let (k, v) = opt.split_once('=').unwrap_or((opt, ""));
+        let bad = || fail(format!("mount option {opt}: not a valid value"));
+        match k {
+            "promote_after" => c.profiler.promote_after = v.parse().ok().filter(|&n: &u32| n >= 1).ok_or_else(bad)?,
+            "sync_interval_ms" => c.profiler.interval = Duration::from_millis(v.parse().map_err(|_| bad())?),
+            "sf_limit" if v == "none" => c.profiler.sf_limit = None,
+            "sf_limit" => {
+                c.profiler.sf_limit = Some(v.parse().ok().filter(|x: &f64| (0.0..1.0).contains(x)).ok_or_else(bad)?)
+            }
+            "high_water" => {
+                c.high_water = v.parse().ok().filter(|x: &f64| *x > 0.0 && *x <= 1.0).ok_or_else(bad)?;
+                c.low_water = c.low_water.min(c.high_water * 0.75);
+            }
+            _ => return Err(bad()),
+        }
+    }
+    Ok(c)
+}
+
+/// SPFS's stacked mode: the lower directory's tree, with the image absorbing the small
+/// synchronous writes.
+fn run_stacked(
+    fs: hashfs::FileSystem<hashfs::pm::MmapDevice>,
+    image: &Path,
+    lower: &Path,
+    mountpoint: &Path,
+    o: &MountOpts,
+) -> Result<(), Failure> {
+    if o.read_only {
+        return Err(fail("a stacked mount cannot be read-only: its PM copies may need writing back"));
+    }
+    let (stack, rec) = hashfs_spfs::Stack::open(fs, lower, stack_config(o)?).map_err(fail)?;
+    if rec.unfinished_removed + rec.orphans_removed + rec.lower_truncated > 0 {
+        eprintln!(
+            "hashfs: stacked recovery: {} unfinished promotions and {} copies of deleted files removed, {} lower files truncated",
+            rec.unfinished_removed, rec.orphans_removed, rec.lower_truncated
+        );
+    }
+    let image_abs = fs::canonicalize(image).unwrap_or_else(|_| image.to_path_buf());
+    let mut cfg = fuser::Config::default();
+    cfg.mount_options = vec![
+        fuser::MountOption::FSName(image_abs.display().to_string()),
+        fuser::MountOption::Subtype("hashfs".into()),
+        fuser::MountOption::DefaultPermissions,
+        fuser::MountOption::RW,
+        if o.nosuid { fuser::MountOption::NoSuid } else { fuser::MountOption::Suid },
+        if o.nodev { fuser::MountOption::NoDev } else { fuser::MountOption::Dev },
+        if o.noexec { fuser::MountOption::NoExec } else { fuser::MountOption::Exec },
+        fuser::MountOption::NoAtime,
+    ];
+    cfg.acl = fuser::SessionACL::All;
+    cfg.n_threads = Some(o.threads.unwrap_or(DEFAULT_THREADS).max(1));
+    cfg.clone_fd = true;
+    let demoter = hashfs_spfs::spawn_demoter(stack.clone());
+    let r = fuser::mount2(hashfs_spfs::StackedFuse::new(stack.clone()), mountpoint, &cfg)
+        .map_err(|e| fail(format!("mount on {}: {e}", mountpoint.display())));
+    stack.stop();
+    let _ = demoter.join();
+    r
+}
+
 /// Starts a daemon (this program with --foreground and the options as `-o`) and waits
 /// until the mount is there.
 pub fn run_background_with(image: &Path, mountpoint: &Path, o: &MountOpts) -> Result<(), Failure> {
@@ -73,6 +141,12 @@ pub fn run_background_with(image: &Path, mountpoint: &Path, o: &MountOpts) -> Re
     list.extend(o.nosuid.then_some("nosuid"));
     list.extend(o.noexec.then_some("noexec"));
     list.extend(o.write_mode.map(|m| m.name()));
+    let lower = o.lower.as_ref().map(|l| {
+        let l = fs::canonicalize(l).unwrap_or_else(|_| l.clone());
+        format!("lower={}", l.display())
+    });
+    list.extend(lower.as_deref());
+    list.extend(o.stack.iter().map(String::as_str));
     let log_path = std::env::temp_dir().join(format!("hashfs-mount-{}.log", std::process::id()));
     let log = fs::File::create(&log_path)?;
     let mut child = Command::new(std::env::current_exe()?)
@@ -113,10 +187,22 @@ pub fn run_background_with(image: &Path, mountpoint: &Path, o: &MountOpts) -> Re
     }
 }
 
-/// Unmounts and waits until the daemon has released (and cleanly closed) the image.
-pub fn umount(mountpoint: &Path) -> Result<(), Failure> {
+/// Unmounts and waits until the daemon has released (and cleanly closed) the image;
+/// `writeback`: a stacked mount first writes every promoted file back to the lower
+/// directory.
+pub fn umount(mountpoint: &Path, writeback: bool) -> Result<(), Failure> {
     let source =
         mounted_source(mountpoint).ok_or_else(|| fail(format!("{} is not a HashFS mount", mountpoint.display())))?;
+    if writeback {
+        if stacked_status(mountpoint).is_none() {
+            return Err(fail(format!(
+                "{} is not a stacked mount (--lower): nothing to write back",
+                mountpoint.display()
+            )));
+        }
+        set_root_xattr(mountpoint, "hashfs.writeback")
+            .map_err(|e| fail(format!("writing back the promoted files of {}: {e}", mountpoint.display())))?;
+    }
     let status = Command::new("fusermount3").arg("-u").arg(mountpoint).status();
     if !matches!(status, Ok(s) if s.success()) {
         let c = std::ffi::CString::new(mountpoint.as_os_str().as_encoded_bytes())?;
@@ -136,4 +222,25 @@ pub fn umount(mountpoint: &Path) -> Result<(), Failure> {
         }
     }
     Err(fail(format!("unmounted, but the daemon still holds {} after {WAIT:?}", image.display())))
+}
+
+/// A stacked mount's status text (None: not a stacked mount).
+pub fn stacked_status(mountpoint: &Path) -> Option<String> {
+    let p = std::ffi::CString::new(mountpoint.as_os_str().as_encoded_bytes()).ok()?;
+    let mut buf = vec![0u8; 1 << 20];
+    // SAFETY: NUL-terminated path and name; `buf` is writable for the length passed.
+    let n = unsafe { libc::getxattr(p.as_ptr(), c"hashfs.status".as_ptr(), buf.as_mut_ptr().cast(), buf.len()) };
+    (n >= 0).then(|| String::from_utf8_lossy(&buf[..n as usize]).into_owned())
+}
+
+fn set_root_xattr(mountpoint: &Path, name: &str) -> std::io::Result<()> {
+    let p = std::ffi::CString::new(mountpoint.as_os_str().as_encoded_bytes())?;
+    let n = std::ffi::CString::new(name)?;
+    // SAFETY: NUL-terminated path and name, a one-byte value that outlives the call.
+    let r = unsafe { libc::setxattr(p.as_ptr(), n.as_ptr(), b"1".as_ptr().cast(), 1, 0) };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
 }

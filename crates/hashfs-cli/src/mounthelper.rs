@@ -27,6 +27,11 @@ pub struct MountOpts {
     pub threads: Option<usize>,
     /// `strict` or `relaxed`: the write mode for this mount (None: the image's).
     pub write_mode: Option<hashfs::WriteMode>,
+    /// `lower=DIR`: SPFS's stacked mode over DIR.
+    pub lower: Option<std::path::PathBuf>,
+    /// The stack's tuning (`promote_after=N`, `sync_interval_ms=N`, `sf_limit=X|none`,
+    /// `high_water=X`), as given, for the daemon.
+    pub stack: Vec<String>,
 }
 
 /// Parses a comma-separated option list (later options win, as mount(8)).
@@ -56,6 +61,13 @@ pub fn parse_options(list: &str, sloppy: bool) -> Result<MountOpts, Failure> {
                     .filter(|&n| n >= 1)
                     .ok_or_else(|| fail(format!("mount option {o2}: threads must be a number of at least 1")))?;
                 o.threads = Some(n);
+            }
+            o2 if o2.starts_with("lower=") => o.lower = Some(o2["lower=".len()..].into()),
+            o2 if ["promote_after=", "sync_interval_ms=", "sf_limit=", "high_water="]
+                .iter()
+                .any(|k| o2.starts_with(k)) =>
+            {
+                o.stack.push(o2.to_string())
             }
             other if sloppy => eprintln!("mount.fuse.hashfs: ignoring unknown option {other} (-s)"),
             other => {

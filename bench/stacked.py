@@ -1,0 +1,250 @@
+#!/usr/bin/env python3
+"""SPFS's stacked mode, measured (not a test): the paper's Figures 11-13 on this machine.
+
+Three targets, interleaved in every round (the order rotates), each workload on a fresh
+directory after the caches are dropped:
+
+  ext4     ext4 on a loop device over a file on the real disk (direct I/O):
+           scripts/stacked-lower.sh sets it up
+  stacked  `hashfs mount --lower` over another directory of that same ext4, the PM image
+           on /dev/shm (extent-hash mapping, as SPFS)
+  hashfs   a HashFS image mounted alone through FUSE (same FUSE path, no lower file system)
+
+Workloads:
+  fsync-append, fsync-overwrite  fio 4 KiB writes, each followed by fdatasync (the issue's
+                                 latency figure; the paper's Fig. 11c)
+  rocksdb-syncN                  db_bench fillrandom, 1 KB values (YCSB's Load), a synced
+                                 write batch of N records, N = 16, 256, 4096, 65536 (Fig. 13;
+                                 the paper sets setSync on every Nth write: the WAL sees the
+                                 same N records per fsync)
+  mail-mbox                      our generator: deliveries of 1-16 KiB to 64 mailboxes,
+                                 each appended and fsynced, reads and emptying mixed in
+                                 (a mail server of the FIU traces' kind, Fig. 12)
+  mail-maildir                   our generator, Filebench varmail's flow: create+append+fsync,
+                                 append+fsync, read whole, delete, over 1,000 small files
+  rocksdb-nosync, fio-rand-nosync  never sync (the stacking overhead, Fig. 11a/b)
+
+Usage: python3 bench/stacked.py [--quick] [--rounds N] [--json FILE]
+Needs root, /dev/fuse, fio and db_bench (scripts/test.sh installs them), the release build.
+"""
+import argparse, json, os, random, shutil, statistics, subprocess, sys, time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+HASHFS = os.path.join(ROOT, "target/release/hashfs")
+LOWER = "/mnt/hashfs-lower"
+
+
+def run(cmd, check=True, **kw):
+    r = subprocess.run(cmd, capture_output=True, text=True, **kw)
+    if check and r.returncode != 0:
+        sys.exit(f"failed: {' '.join(cmd)}\n{r.stdout}\n{r.stderr}")
+    return r.stdout
+
+
+def drop_caches():
+    os.sync()
+    with open("/proc/sys/vm/drop_caches", "w") as f:
+        f.write("3")
+
+
+def fio_sync(d, rw, size, runtime):
+    out = run(["fio", "--name=s", f"--filename={d}/fio", f"--size={size}", "--bs=4k", f"--rw={rw}",
+               "--ioengine=psync", "--fdatasync=1", f"--runtime={runtime}", "--time_based", "--output-format=json"])
+    job = json.loads(out[out.index("{"):])["jobs"][0]
+    w, s = job["write"], job.get("sync", {})
+    return {"ops_per_s": w["iops"], "write_p50_us": w["clat_ns"]["percentile"]["50.000000"] / 1e3,
+            "sync_p50_us": s.get("lat_ns", {}).get("percentile", {}).get("50.000000", 0) / 1e3,
+            "sync_p99_us": s.get("lat_ns", {}).get("percentile", {}).get("99.000000", 0) / 1e3}
+
+
+def fio_nosync(d, size, runtime):
+    res = {}
+    for rw in ("randwrite", "randread"):
+        out = run(["fio", "--name=n", f"--filename={d}/fio", f"--size={size}", "--bs=4k", f"--rw={rw}",
+                   "--ioengine=psync", f"--runtime={runtime}", "--time_based", "--output-format=json"])
+        job = json.loads(out[out.index("{"):])["jobs"][0]
+        res[f"{rw}_ops_per_s"] = job["read" if rw == "randread" else "write"]["iops"]
+    return res
+
+
+def db_bench(d, num, batch, sync):
+    out = run(["db_bench", f"--db={d}/db", "--benchmarks=fillrandom", f"--num={num}", f"--batch_size={batch}",
+               f"--sync={'true' if sync else 'false'}", "--value_size=1000", "--compression_type=none"])
+    for line in out.splitlines():
+        if line.startswith("fillrandom") and "ops/sec" in line:
+            return {"ops_per_s": float(line.split("ops/sec")[0].split()[-1])}
+    sys.exit(f"db_bench printed no result:\n{out}")
+
+
+def mail_mbox(d, ops, seed):
+    rng = random.Random(seed)
+    boxes = [os.path.join(d, f"user{i:02}.mbox") for i in range(64)]
+    for b in boxes:
+        open(b, "wb").close()
+    t = time.perf_counter()
+    for i in range(ops):
+        b = rng.choice(boxes)
+        r = rng.random()
+        if r < 0.8:
+            with open(b, "ab") as f:
+                f.write(os.urandom(rng.randint(1024, 16384)))
+                f.flush()
+                os.fdatasync(f.fileno())
+        elif r < 0.99:
+            with open(b, "rb") as f:
+                while f.read(1 << 20):
+                    pass
+        else:
+            with open(b, "r+b") as f:
+                f.truncate(0)
+                os.fsync(f.fileno())
+    return {"ops_per_s": ops / (time.perf_counter() - t)}
+
+
+def mail_maildir(d, ops, seed):
+    rng = random.Random(seed)
+    dirs = [os.path.join(d, f"dir{i}") for i in range(8)]
+    files = []
+    for i, x in enumerate(dirs):
+        os.mkdir(x)
+    for i in range(1000):
+        p = os.path.join(rng.choice(dirs), f"m{i}")
+        with open(p, "wb") as f:
+            f.write(os.urandom(rng.randint(1024, 16384)))
+        files.append(p)
+    n = len(files)
+    t = time.perf_counter()
+    for i in range(ops):
+        r = rng.random()
+        if r < 0.25 and files:  # delete
+            os.unlink(files.pop(rng.randrange(len(files))))
+        elif r < 0.5:  # create, append, fsync
+            p = os.path.join(rng.choice(dirs), f"m{n}")
+            n += 1
+            with open(p, "wb") as f:
+                f.write(os.urandom(rng.randint(1024, 16384)))
+                f.flush()
+                os.fdatasync(f.fileno())
+            files.append(p)
+        elif r < 0.75 and files:  # open, append, fsync
+            with open(rng.choice(files), "ab") as f:
+                f.write(os.urandom(rng.randint(1024, 16384)))
+                f.flush()
+                os.fdatasync(f.fileno())
+        elif files:  # read whole
+            with open(rng.choice(files), "rb") as f:
+                f.read()
+    return {"ops_per_s": ops / (time.perf_counter() - t)}
+
+
+def info(path):
+    return run([HASHFS, "info", path])
+
+
+def field(text, key):
+    for line in text.splitlines():
+        if line.split() and line.split()[0] == key:
+            return line.split(None, 1)[1].strip()
+    return "?"
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--quick", action="store_true", help="small sizes: a few minutes, the figures mean little")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--json")
+    a = ap.parse_args()
+    if not os.path.exists(HASHFS):
+        sys.exit(f"{HASHFS} missing: cargo build --release --workspace")
+    q = a.quick
+    fio_rt = 3 if q else 10
+    n16, nbig, nnosync = (20000, 60000, 100000) if q else (160000, 400000, 500000)
+    mail_ops = 1000 if q else 8000
+    run([os.path.join(ROOT, "scripts/stacked-lower.sh"), "up", LOWER, "8G"])
+    pm_dir = "/dev/shm/hashfs-stacked-bench"
+    shutil.rmtree(pm_dir, ignore_errors=True)
+    os.makedirs(pm_dir)
+    stacked_img, alone_img = f"{pm_dir}/stacked.img", f"{pm_dir}/alone.img"
+    mnt_s, mnt_h = f"{pm_dir}/mnt-stacked", f"{pm_dir}/mnt-hashfs"
+    lower_s, ext4 = f"{LOWER}/stacked-lower", f"{LOWER}/ext4"
+    for x in (mnt_s, mnt_h):
+        os.makedirs(x)
+    for x in (lower_s, ext4):
+        shutil.rmtree(x, ignore_errors=True)
+        os.makedirs(x)
+    for img in (stacked_img, alone_img):
+        run([HASHFS, "mkfs", img, "--size", "6G", "--mapping", "extent-hash"])
+    probe = f"{pm_dir}/probe.img"  # flush and SIMD level, as `hashfs info` of a hashfs-mapped image prints them
+    run([HASHFS, "mkfs", probe, "--size", "64M"])
+    img_info = info(probe)
+    os.unlink(probe)
+    run([HASHFS, "mount", stacked_img, mnt_s, "--lower", lower_s])
+    run([HASHFS, "mount", alone_img, mnt_h])
+    targets = {"ext4": ext4, "stacked": mnt_s, "hashfs": mnt_h}
+    workloads = {
+        "fsync-append": lambda d, r: fio_sync(d, "write", "1g", fio_rt),
+        "fsync-overwrite": lambda d, r: fio_sync(d, "randwrite", "64m", fio_rt),
+        "rocksdb-sync16": lambda d, r: db_bench(d, n16, 16, True),
+        "rocksdb-sync256": lambda d, r: db_bench(d, nbig, 256, True),
+        "rocksdb-sync4096": lambda d, r: db_bench(d, nbig, 4096, True),
+        "rocksdb-sync65536": lambda d, r: db_bench(d, 10 * 65536, 65536, True),
+        "mail-mbox": lambda d, r: mail_mbox(d, mail_ops, r),
+        "mail-maildir": lambda d, r: mail_maildir(d, mail_ops, r),
+        "rocksdb-nosync": lambda d, r: db_bench(d, nnosync, 1, False),
+        "fio-rand-nosync": lambda d, r: fio_nosync(d, "256m", fio_rt),
+    }
+    results = {w: {t: [] for t in targets} for w in workloads}
+    stack_status = {}
+    try:
+        for rnd in range(a.rounds):
+            order = list(targets)
+            order = order[rnd % len(order):] + order[:rnd % len(order)]
+            for w, fn in workloads.items():
+                for t in order:
+                    d = os.path.join(targets[t], w)
+                    shutil.rmtree(d, ignore_errors=True)
+                    os.makedirs(d)
+                    drop_caches()
+                    r = fn(d, rnd)
+                    if t == "stacked":
+                        st = info(mnt_s)
+                        r["promoted_files"] = int(field(st, "promoted").split()[-1]) if "promoted files" in st else 0
+                        stack_status[w] = st
+                    results[w][t].append(r)
+                    print(f"round {rnd} {w:18} {t:8} {json.dumps(r)}", flush=True)
+                    shutil.rmtree(d, ignore_errors=True)
+    finally:
+        run([HASHFS, "umount", mnt_s], check=False)
+        run([HASHFS, "umount", mnt_h], check=False)
+    summary = {}
+    for w, per in results.items():
+        summary[w] = {}
+        for t, rs in per.items():
+            summary[w][t] = {k: statistics.median(r[k] for r in rs) for k in rs[0] if k != "promoted_files"}
+    page = run(["stat", "-f", "-c", "%T", pm_dir]).strip()
+    cfg = {"quick": q, "rounds": a.rounds, "fio_runtime_s": fio_rt, "rocksdb_num_sync16": n16,
+           "rocksdb_num_other": nbig, "rocksdb_num_nosync": nnosync, "mail_ops": mail_ops,
+           "cpu": open("/proc/cpuinfo").read().split("model name")[1].split(":")[1].split("\n")[0].strip(),
+           "nproc": os.cpu_count(), "kernel": os.uname().release, "flush": field(img_info, "flush"),
+           "simd": field(img_info, "simd"), "pm_image_fs": page + " (/dev/shm, 4 KiB pages)",
+           "lower": "ext4 on a loop device (direct I/O) over /var/tmp on " + run(["findmnt", "-n", "-o", "SOURCE", "--target", "/var/tmp"]).strip(),
+           "guest_halt_poll_ns": open("/sys/module/haltpoll/parameters/guest_halt_poll_ns").read().strip()
+           if os.path.exists("/sys/module/haltpoll/parameters/guest_halt_poll_ns") else "n/a",
+           "commit": run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], check=False).strip()
+           + ("" if subprocess.run(["git", "-C", ROOT, "diff", "--quiet", "HEAD", "--", "crates"]).returncode == 0 else "-dirty"),
+           "date": time.strftime("%Y-%m-%d"), "command": "python3 bench/stacked.py " + " ".join(sys.argv[1:])}
+    print(f"# {json.dumps(cfg)}")
+    print("| workload | metric | ext4 | stacked | hashfs | stacked / ext4 |")
+    print("|---|---|---:|---:|---:|---:|")
+    for w, per in summary.items():
+        for m in per["ext4"]:
+            e, s, h = per["ext4"][m], per["stacked"][m], per["hashfs"][m]
+            print(f"| {w} | {m} | {e:,.1f} | {s:,.1f} | {h:,.1f} | {s / e if e else 0:.2f}x |")
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump({"config": cfg, "summary": summary, "runs": results, "stacked_status": stack_status}, f, indent=2)
+        print(f"# wrote {a.json}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,359 @@
+//! SPFS's stacked mode through the real daemon: `hashfs mount --lower DIR`. The lower
+//! directory is on the disk's file system (the temporary directory), the image in it too.
+//! Each test checks the merged view against a model, the lower file against what must
+//! (not) have reached it, and the PM side through `hashfs info` on the mount point.
+
+mod fuse_common;
+use fuse_common::{fuse_available, hashfs};
+use std::fs::{self, File, OpenOptions};
+use std::io::Write;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+struct Stacked {
+    _dir: tempfile::TempDir,
+    image: PathBuf,
+    lower: PathBuf,
+    mnt: PathBuf,
+    opts: String,
+    daemon: Option<Child>,
+    log: PathBuf,
+}
+
+fn is_mounted(mnt: &Path) -> bool {
+    let info = fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+    let mnt = fs::canonicalize(mnt).unwrap();
+    info.lines().any(|l| l.split(' ').nth(4) == Some(mnt.to_str().unwrap()))
+}
+
+impl Stacked {
+    /// A fresh extent-hash image of `size` over an empty lower directory.
+    fn new(size: &str, opts: &str) -> Stacked {
+        let dir = tempfile::tempdir_in("/var/tmp").unwrap();
+        let image = dir.path().join("pm.img");
+        let (lower, mnt) = (dir.path().join("lower"), dir.path().join("mnt"));
+        fs::create_dir(&lower).unwrap();
+        fs::create_dir(&mnt).unwrap();
+        let st = hashfs()
+            .args(["mkfs", image.to_str().unwrap(), "--size", size, "--mapping", "extent-hash"])
+            .stdout(Stdio::null())
+            .status()
+            .unwrap();
+        assert!(st.success());
+        let log = dir.path().join("daemon.log");
+        Stacked { _dir: dir, image, lower, mnt, opts: opts.into(), daemon: None, log }
+    }
+
+    fn start(&mut self) {
+        let child = hashfs()
+            .args(["mount", "--foreground", "-o", &self.opts, "--lower"])
+            .args([&self.lower, &self.image, &self.mnt])
+            .stdin(Stdio::null())
+            .stderr(File::create(&self.log).unwrap())
+            .spawn()
+            .unwrap();
+        self.daemon = Some(child);
+        let t = Instant::now();
+        while !is_mounted(&self.mnt) {
+            if let Some(s) = self.daemon.as_mut().unwrap().try_wait().unwrap() {
+                panic!("daemon exited with {s}: {}", fs::read_to_string(&self.log).unwrap_or_default());
+            }
+            assert!(t.elapsed() < Duration::from_secs(15), "mount did not appear");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    fn log(&self) -> String {
+        fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    fn p(&self, name: &str) -> PathBuf {
+        self.mnt.join(name)
+    }
+
+    fn low(&self, name: &str) -> PathBuf {
+        self.lower.join(name)
+    }
+
+    fn info(&self) -> String {
+        let o = hashfs().args(["info"]).arg(&self.mnt).output().unwrap();
+        assert!(o.status.success(), "info: {}", String::from_utf8_lossy(&o.stderr));
+        String::from_utf8(o.stdout).unwrap()
+    }
+
+    fn promoted(&self) -> usize {
+        let info = self.info();
+        let line = info.lines().find(|l| l.starts_with("promoted files:")).expect("promoted files line");
+        line["promoted files:".len()..].trim().parse().unwrap()
+    }
+
+    fn umount(&mut self, writeback: bool) {
+        let mut c = hashfs();
+        c.arg("umount").arg(&self.mnt);
+        if writeback {
+            c.arg("--writeback");
+        }
+        assert!(c.status().unwrap().success(), "umount");
+        let s = self.daemon.take().unwrap().wait().unwrap();
+        assert!(s.success(), "daemon: {s}: {}", self.log());
+    }
+
+    fn kill(&mut self) {
+        if let Some(mut c) = self.daemon.take() {
+            c.kill().unwrap();
+            c.wait().unwrap();
+        }
+        let _ = Command::new("fusermount3").arg("-u").arg(&self.mnt).stderr(Stdio::null()).status();
+        let _ = Command::new("umount").arg("-l").arg(&self.mnt).stderr(Stdio::null()).status();
+    }
+}
+
+impl Drop for Stacked {
+    fn drop(&mut self) {
+        if self.daemon.is_some() {
+            self.kill();
+        }
+    }
+}
+
+fn pattern(n: usize, seed: u8) -> Vec<u8> {
+    (0..n).map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed)).collect()
+}
+
+/// Writes `data` at `off` through `f` and the model, then fsyncs.
+fn put(f: &File, model: &mut Vec<u8>, off: usize, data: &[u8]) {
+    f.write_all_at(data, off as u64).unwrap();
+    if model.len() < off + data.len() {
+        model.resize(off + data.len(), 0);
+    }
+    model[off..off + data.len()].copy_from_slice(data);
+    f.sync_data().unwrap();
+}
+
+#[test]
+fn promotion_absorbs_fsyncs_merges_reads_and_survives_kill_and_writeback() {
+    if !fuse_available() {
+        return;
+    }
+    let mut s = Stacked::new("64M", "promote_after=3,sf_limit=none");
+    // A lower file that exists before the mount: 5 blocks and a tail.
+    let mut model = pattern(5 * 4096 + 1000, 7);
+    fs::write(s.low("db"), &model).unwrap();
+    s.start();
+    assert_eq!(fs::read(s.p("db")).unwrap(), model);
+    let f = OpenOptions::new().read(true).write(true).open(s.p("db")).unwrap();
+    // Four small synced writes: the first starts the profile, three qualify: promoted.
+    for i in 0..4 {
+        put(&f, &mut model, 100 + i * 10, b"early");
+    }
+    assert_eq!(s.promoted(), 1, "{}", s.info());
+    let lower_at_promotion = fs::read(s.low("db")).unwrap();
+    assert_eq!(lower_at_promotion, model, "before promotion every fsync reached the lower file");
+    // Partial writes into blocks not in PM yet (their other bytes come from below), a
+    // write across a block boundary, and an append past the end.
+    put(&f, &mut model, 4096 + 5, b"inside block one");
+    put(&f, &mut model, 3 * 4096 - 3, b"straddles two blocks");
+    put(&f, &mut model, 5 * 4096 + 1000 + 50, b"past the end, with a gap");
+    assert_eq!(fs::read(s.p("db")).unwrap(), model, "merged view");
+    assert_eq!(fs::read(s.low("db")).unwrap(), lower_at_promotion, "absorbed writes stay out of the lower file");
+    assert!(s.info().contains("fsyncs absorbed in PM: 3"), "{}", s.info());
+    drop(f);
+    // kill -9: every fsynced write is in the merged view after the remount.
+    s.kill();
+    s.start();
+    assert_eq!(fs::read(s.p("db")).unwrap(), model, "after kill -9 and remount");
+    assert_eq!(s.promoted(), 1);
+    // A clean unmount keeps the file in PM; --writeback brings it down.
+    s.umount(false);
+    assert_eq!(fs::read(s.low("db")).unwrap(), lower_at_promotion);
+    s.start();
+    assert_eq!(fs::read(s.p("db")).unwrap(), model);
+    s.umount(true);
+    assert_eq!(fs::read(s.low("db")).unwrap(), model, "written back");
+    s.start();
+    assert_eq!(s.promoted(), 0);
+    assert_eq!(fs::read(s.p("db")).unwrap(), model);
+    s.umount(false);
+}
+
+#[test]
+fn kill_at_random_points_loses_no_fsynced_record_and_writes_none_twice() {
+    if !fuse_available() {
+        return;
+    }
+    let mut s = Stacked::new("64M", "promote_after=5,sf_limit=none");
+    s.start();
+    let mut acked = 0usize; // records whose fsync returned
+    let record = |i: usize| format!("record {i:06} {}\n", "x".repeat(i % 300)).into_bytes();
+    let mut rng = 0x9e37_79b9_7f4a_7c15u64;
+    for round in 0..6 {
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let path = s.p("wal");
+        let st = stop.clone();
+        let writer = std::thread::spawn(move || {
+            let mut n = acked;
+            let Ok(mut f) = OpenOptions::new().append(true).create(true).open(&path) else { return n };
+            while !st.load(std::sync::atomic::Ordering::Relaxed) {
+                if f.write_all(&record(n)).is_err() || f.sync_data().is_err() {
+                    break;
+                }
+                n += 1;
+            }
+            n
+        });
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        std::thread::sleep(Duration::from_millis(20 + rng % 180));
+        s.kill();
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        acked = writer.join().unwrap();
+        s.start();
+        let got = fs::read(s.p("wal")).unwrap();
+        let want: Vec<u8> = (0..acked).flat_map(record).collect();
+        // Every acknowledged record, in order, once; at most the one in flight beyond.
+        assert!(got.len() >= want.len(), "round {round}: lost fsynced records ({} < {})", got.len(), want.len());
+        assert_eq!(&got[..want.len()], &want[..], "round {round}: acknowledged records differ");
+        let extra = &got[want.len()..];
+        let next = record(acked);
+        assert!(
+            extra.len() <= next.len() && next.starts_with(extra),
+            "round {round}: unexpected bytes after the last record"
+        );
+        if !extra.is_empty() {
+            // The record in flight reached the file: the writer's next round goes on after it.
+            let f = OpenOptions::new().write(true).open(s.p("wal")).unwrap();
+            f.set_len(want.len() as u64).unwrap();
+            f.sync_all().unwrap();
+        }
+    }
+    assert!(acked > 20, "the writer made progress ({acked} records)");
+    assert_eq!(s.promoted(), 1, "the WAL was promoted: {}", s.info());
+    s.umount(true);
+    let want: Vec<u8> = (0..acked).flat_map(record).collect();
+    assert_eq!(fs::read(s.low("wal")).unwrap(), want);
+}
+
+#[test]
+fn deletion_truncation_and_stale_copies() {
+    if !fuse_available() {
+        return;
+    }
+    let mut s = Stacked::new("64M", "promote_after=2,sf_limit=none");
+    fs::write(s.low("t"), pattern(3 * 4096, 1)).unwrap();
+    s.start();
+    let promote = |path: PathBuf, model: &mut Vec<u8>| {
+        let f = OpenOptions::new().read(true).write(true).create(true).truncate(false).open(path).unwrap();
+        for i in 0..3 {
+            put(&f, model, i * 7, b"abc");
+        }
+        f
+    };
+    // Truncation inside a block that is not in PM, then growth: the gap reads zero, not
+    // the lower file's old bytes.
+    let mut model = pattern(3 * 4096, 1);
+    let f = promote(s.p("t"), &mut model);
+    assert_eq!(s.promoted(), 1);
+    f.set_len(4096 + 100).unwrap();
+    model.truncate(4096 + 100);
+    put(&f, &mut model, 3 * 4096 + 10, b"tail");
+    assert_eq!(fs::read(s.p("t")).unwrap(), model);
+    drop(f);
+    s.kill();
+    s.start();
+    assert_eq!(fs::read(s.p("t")).unwrap(), model, "after kill -9");
+    // Renamed, hard-linked and unlinked: the PM copy follows the inode and goes with it.
+    fs::rename(s.p("t"), s.p("u")).unwrap();
+    fs::hard_link(s.p("u"), s.p("v")).unwrap();
+    fs::remove_file(s.p("u")).unwrap();
+    assert_eq!(fs::read(s.p("v")).unwrap(), model);
+    assert_eq!(s.promoted(), 1);
+    fs::remove_file(s.p("v")).unwrap();
+    assert_eq!(s.promoted(), 0, "{}", s.info());
+    // A crash between the lower unlink and the PM removal: the mount drops the stale copy.
+    let mut m2 = Vec::new();
+    drop(promote(s.p("w"), &mut m2));
+    assert_eq!(s.promoted(), 1);
+    s.kill();
+    fs::remove_file(s.low("w")).unwrap();
+    s.start();
+    assert_eq!(s.promoted(), 0);
+    assert!(s.log().contains("1 copies of deleted files removed"), "{}", s.log());
+    // Removed, not just skipped: the next mount finds nothing to repair.
+    s.umount(false);
+    s.start();
+    assert!(!s.log().contains("stacked recovery"), "{}", s.log());
+    s.umount(false);
+}
+
+#[test]
+fn sync_factor_and_full_pm_write_files_back() {
+    if !fuse_available() {
+        return;
+    }
+    // A hard limit just under the promotion-time Sync Factor: reads make it fall.
+    let mut s = Stacked::new("16M", "promote_after=3,sf_limit=0.12");
+    s.start();
+    let mut model = Vec::new();
+    let f = OpenOptions::new().read(true).write(true).create(true).truncate(true).open(s.p("log")).unwrap();
+    for i in 0..4 {
+        put(&f, &mut model, i * 4096, &pattern(4096, i as u8));
+    }
+    assert_eq!(s.promoted(), 1, "{}", s.info());
+    // Reads that reach the daemon (the page cache is dropped between them) lower the SF.
+    let mut buf = vec![0u8; 4096];
+    for _ in 0..20 {
+        f.read_at(&mut buf, 0).unwrap();
+        let _ = fs::write("/proc/sys/vm/drop_caches", "1");
+    }
+    let t = Instant::now();
+    while s.promoted() > 0 {
+        assert!(t.elapsed() < Duration::from_secs(10), "not written back: {}", s.info());
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(fs::read(s.low("log")).unwrap(), model, "the written-back lower file");
+    drop(f);
+    // PM full: a promoted file that cannot take a write goes down with it.
+    let mut s = Stacked::new("16M", "promote_after=3,sf_limit=none,high_water=1.0");
+    s.start();
+    let mut model = Vec::new();
+    let f = OpenOptions::new().read(true).write(true).create(true).truncate(true).open(s.p("big")).unwrap();
+    for i in 0..4 {
+        put(&f, &mut model, i * 10, b"small");
+    }
+    assert_eq!(s.promoted(), 1);
+    let big = pattern(24 << 20, 3);
+    put(&f, &mut model, 100, &big);
+    assert_eq!(s.promoted(), 0, "{}", s.info());
+    assert!(s.info().contains("(1 for space)"), "{}", s.info());
+    assert_eq!(fs::read(s.p("big")).unwrap(), model);
+    assert_eq!(fs::read(s.low("big")).unwrap(), model);
+    drop(f);
+    s.umount(false);
+}
+
+#[test]
+fn an_image_holding_promoted_files_refuses_another_lower_directory() {
+    if !fuse_available() {
+        return;
+    }
+    let mut s = Stacked::new("16M", "promote_after=2,sf_limit=none");
+    s.start();
+    let f = OpenOptions::new().write(true).create(true).truncate(true).open(s.p("a")).unwrap();
+    for _ in 0..3 {
+        f.write_all_at(b"x", 0).unwrap();
+        f.sync_data().unwrap();
+    }
+    drop(f);
+    assert_eq!(s.promoted(), 1);
+    s.umount(false);
+    let other = s._dir.path().join("other");
+    fs::create_dir(&other).unwrap();
+    let o = hashfs().args(["mount", "--lower"]).arg(&other).arg(&s.image).arg(&s.mnt).output().unwrap();
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("holds 1 promoted files of the lower directory"), "{err}");
+    assert!(!is_mounted(&s.mnt));
+}

@@ -1,0 +1,52 @@
+//! The write-back thread: SPFS's demotion (§3.2.1). A promoted file goes back to the
+//! lower file system when its Sync Factor falls under the hard limit and it has been
+//! quiet for a while, or, when PM use passes the high-water mark, in order of rising
+//! Sync Factor (quiet files first) until use falls under the low-water mark.
+
+use crate::{lock, Stack};
+use std::time::Instant;
+
+pub(crate) fn run(stack: &Stack) {
+    while !stack.stopped() {
+        std::thread::sleep(stack.cfg.tick);
+        pass(stack);
+    }
+}
+
+fn pm_use(stack: &Stack) -> f64 {
+    let (used, total) = stack.store.usage();
+    used as f64 / total.max(1) as f64
+}
+
+/// One look at every promoted file.
+pub(crate) fn pass(stack: &Stack) {
+    let now = Instant::now();
+    let cfg = &stack.cfg;
+    let mut candidates = Vec::new();
+    for (key, sh) in stack.promoted() {
+        let mut st = lock(&sh);
+        let quiet = st.profile.idle(cfg.quiet, now);
+        if quiet && st.profile.below_limit(&cfg.profiler) {
+            if let Err(e) = stack.write_back_locked(&mut st) {
+                eprintln!("hashfs: write-back failed (the file stays in PM): {e}");
+            }
+            continue;
+        }
+        candidates.push((!quiet, st.profile.sync_factor(), key, sh.clone()));
+    }
+    if pm_use(stack) <= cfg.high_water {
+        return;
+    }
+    candidates.sort_by(|a, b| a.0.cmp(&b.0).then(a.1.total_cmp(&b.1)));
+    for (_, _, _, sh) in candidates {
+        if pm_use(stack) < cfg.low_water {
+            break;
+        }
+        let mut st = lock(&sh);
+        if let Err(e) = stack.write_back_locked(&mut st) {
+            eprintln!("hashfs: write-back failed (the file stays in PM): {e}");
+            break;
+        }
+        stack.counters.pm_full_demotions.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+}

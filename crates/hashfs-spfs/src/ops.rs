@@ -1,0 +1,889 @@
+//! The FUSE operations of the stack. Names, directories and attributes are the lower file
+//! system's, reached through O_PATH descriptors kept per kernel inode (as libfuse's
+//! passthrough_hp does); file data goes to the lower file or, for a promoted file, to its
+//! PM copy ([`crate::absorb`]). The kernel's write-back cache is on: writes reach the
+//! daemon in page-sized batches, and an O_SYNC/O_DSYNC write reaches it as a write and an
+//! fsync, which the profiler counts like any other.
+//!
+//! Root's `hashfs.status` xattr returns [`Stack::status`]; setting `hashfs.writeback`
+//! writes every promoted file back (`hashfs umount --writeback`).
+
+use crate::absorb::Key;
+use crate::lower::{proc_path, read_full, reopen};
+use crate::{lock, Shared, Stack};
+use fuser::{
+    Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo, InitFlags, KernelConfig,
+    LockOwner, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry,
+    ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
+};
+use rustix::fs::{AtFlags, Mode, OFlags};
+use std::collections::HashMap;
+use std::ffi::{OsStr, OsString};
+use std::fs::File;
+use std::io;
+use std::os::fd::{AsFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::FileExt;
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+const TTL: Duration = Duration::from_secs(1);
+const STATUS_XATTR: &[u8] = b"hashfs.status";
+const WRITEBACK_XATTR: &[u8] = b"hashfs.writeback";
+
+fn err(e: io::Error) -> Errno {
+    Errno::from_i32(e.raw_os_error().unwrap_or(libc::EIO))
+}
+
+fn rerr(e: rustix::io::Errno) -> Errno {
+    Errno::from_i32(e.raw_os_error())
+}
+
+struct Node {
+    /// O_PATH, O_NOFOLLOW: the inode itself, whatever its name becomes.
+    fd: Arc<OwnedFd>,
+    key: Key,
+    nlookup: u64,
+}
+
+enum Handle {
+    File { lower: Arc<File>, state: Shared, key: Key },
+    Dir(Arc<Vec<(u64, FileType, OsString)>>),
+}
+
+pub struct StackedFuse {
+    stack: Arc<Stack>,
+    nodes: Mutex<Nodes>,
+    handles: Mutex<HashMap<u64, Handle>>,
+    next_fh: AtomicU64,
+}
+
+#[derive(Default)]
+struct Nodes {
+    by_ino: HashMap<u64, Node>,
+    by_key: HashMap<Key, u64>,
+    next_foreign: u64,
+}
+
+fn ts(sec: i64, nsec: i64) -> SystemTime {
+    if sec >= 0 {
+        UNIX_EPOCH + Duration::new(sec as u64, nsec as u32)
+    } else {
+        UNIX_EPOCH - Duration::from_secs(sec.unsigned_abs()) + Duration::from_nanos(nsec as u64)
+    }
+}
+
+fn kind(mode: u32) -> FileType {
+    match mode & libc::S_IFMT {
+        libc::S_IFDIR => FileType::Directory,
+        libc::S_IFLNK => FileType::Symlink,
+        libc::S_IFIFO => FileType::NamedPipe,
+        libc::S_IFCHR => FileType::CharDevice,
+        libc::S_IFBLK => FileType::BlockDevice,
+        libc::S_IFSOCK => FileType::Socket,
+        _ => FileType::RegularFile,
+    }
+}
+
+/// What a write or truncation by an unprivileged caller does to a file's mode (the
+/// kernel leaves it to the daemon under FUSE_HANDLE_KILLPRIV_V2): set-user-ID goes, and
+/// set-group-ID where group execution makes it mean something.
+fn kill_suidgid(f: &File) {
+    let Ok(st) = rustix::fs::fstat(f) else { return };
+    let mut m = st.st_mode & 0o7777;
+    m &= !libc::S_ISUID;
+    if m & libc::S_IXGRP != 0 {
+        m &= !libc::S_ISGID;
+    }
+    if m != st.st_mode & 0o7777 {
+        let _ = rustix::fs::fchmod(f, Mode::from_raw_mode(m));
+    }
+}
+
+impl StackedFuse {
+    pub fn new(stack: Arc<Stack>) -> StackedFuse {
+        let root = rustix::io::fcntl_dupfd_cloexec(&stack.lower_root, 0).expect("dup of the lower root");
+        let mut nodes = Nodes { next_foreign: 1 << 62, ..Nodes::default() };
+        nodes.by_ino.insert(1, Node { fd: Arc::new(root), key: stack.root_key, nlookup: 1 << 40 });
+        nodes.by_key.insert(stack.root_key, 1);
+        StackedFuse { stack, nodes: Mutex::new(nodes), handles: Mutex::new(HashMap::new()), next_fh: AtomicU64::new(1) }
+    }
+
+    /// The kernel inode number of a lower inode: its own number on the lower root's file
+    /// system (so that readdir's d_ino and stat agree), a number of ours on another one.
+    fn ino_for(&self, nodes: &mut Nodes, key: Key) -> u64 {
+        if key == self.stack.root_key {
+            return 1;
+        }
+        if let Some(i) = nodes.by_key.get(&key) {
+            return *i;
+        }
+        if key.0 == self.stack.root_key.0 && key.1 > 1 && key.1 < 1 << 62 {
+            key.1
+        } else {
+            nodes.next_foreign += 1;
+            nodes.next_foreign
+        }
+    }
+
+    fn node_fd(&self, ino: INodeNo) -> Result<(Arc<OwnedFd>, Key), Errno> {
+        let nodes = lock(&self.nodes);
+        let n = nodes.by_ino.get(&ino.0).ok_or(Errno::ENOENT)?;
+        Ok((n.fd.clone(), n.key))
+    }
+
+    /// Stats `fd`, with a promoted file's length and times from PM.
+    fn attr_of(&self, ino: u64, fd: impl AsFd) -> Result<FileAttr, Errno> {
+        let st = rustix::fs::fstat(fd).map_err(rerr)?;
+        let mut a = FileAttr {
+            ino: INodeNo(ino),
+            size: st.st_size as u64,
+            blocks: st.st_blocks as u64,
+            atime: ts(st.st_atime, st.st_atime_nsec as i64),
+            mtime: ts(st.st_mtime, st.st_mtime_nsec as i64),
+            ctime: ts(st.st_ctime, st.st_ctime_nsec as i64),
+            crtime: ts(st.st_ctime, st.st_ctime_nsec as i64),
+            kind: kind(st.st_mode),
+            perm: (st.st_mode & 0o7777) as u16,
+            nlink: st.st_nlink as u32,
+            uid: st.st_uid,
+            gid: st.st_gid,
+            rdev: st.st_rdev as u32,
+            blksize: st.st_blksize as u32,
+            flags: 0,
+        };
+        if let Some(s) = self.stack.existing((st.st_dev, st.st_ino)) {
+            let st = lock(&s);
+            if let Some(p) = st.pm.as_ref() {
+                if let Ok(m) = p.pm.metadata() {
+                    a.size = p.size;
+                    a.blocks = a.blocks.max(m.st_blocks());
+                    a.mtime = ts(m.mtime_ns.div_euclid(1_000_000_000), m.mtime_ns.rem_euclid(1_000_000_000));
+                    a.ctime = a.ctime.max(a.mtime);
+                }
+            }
+        }
+        Ok(a)
+    }
+
+    /// Looks `name` up under `parent` and adds a kernel reference.
+    fn do_lookup(&self, parent: INodeNo, name: &OsStr) -> Result<FileAttr, Errno> {
+        let (pfd, _) = self.node_fd(parent)?;
+        let fd = rustix::fs::openat(&pfd, name, OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC, Mode::empty())
+            .map_err(rerr)?;
+        let st = rustix::fs::fstat(&fd).map_err(rerr)?;
+        let key = (st.st_dev, st.st_ino);
+        let ino = {
+            let mut nodes = lock(&self.nodes);
+            let ino = self.ino_for(&mut nodes, key);
+            match nodes.by_ino.get_mut(&ino) {
+                Some(n) => n.nlookup += 1,
+                None => {
+                    nodes.by_ino.insert(ino, Node { fd: Arc::new(fd), key, nlookup: 1 });
+                    nodes.by_key.insert(key, ino);
+                }
+            }
+            ino
+        };
+        let (fd, _) = self.node_fd(INodeNo(ino))?;
+        self.attr_of(ino, &fd)
+    }
+
+    fn entry(&self, reply: ReplyEntry, r: Result<FileAttr, Errno>) {
+        match r {
+            Ok(a) => reply.entry(&TTL, &a, Generation(0)),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn add_handle(&self, h: Handle) -> FileHandle {
+        let fh = self.next_fh.fetch_add(1, Ordering::Relaxed);
+        lock(&self.handles).insert(fh, h);
+        FileHandle(fh)
+    }
+
+    fn file(&self, fh: FileHandle) -> Result<(Arc<File>, Shared, Key), Errno> {
+        match lock(&self.handles).get(&fh.0) {
+            Some(Handle::File { lower, state, key }) => Ok((lower.clone(), state.clone(), *key)),
+            _ => Err(Errno::EBADF),
+        }
+    }
+
+    /// New inodes belong to the caller (the daemon is root).
+    fn give(&self, fd: impl AsFd, req: &Request) {
+        let _ = rustix::fs::fchown(
+            fd,
+            Some(rustix::fs::Uid::from_raw(req.uid())),
+            Some(rustix::fs::Gid::from_raw(req.gid())),
+        );
+    }
+
+    /// The lower inode `name` under `parent` names, if any (for unlink and rename).
+    fn key_at(&self, parent: &OwnedFd, name: &OsStr) -> Option<Key> {
+        rustix::fs::statat(parent, name, AtFlags::SYMLINK_NOFOLLOW).ok().map(|st| (st.st_dev, st.st_ino))
+    }
+
+    /// After a name of `key` went away: a promoted file with no name left loses its PM
+    /// copy at its last close.
+    fn name_removed(&self, key: Option<Key>) {
+        let Some(key) = key else { return };
+        let Some(sh) = self.stack.existing(key) else { return };
+        let mut st = lock(&sh);
+        let Some(p) = st.pm.as_ref() else { return };
+        if p.lower.metadata().map(|m| std::os::unix::fs::MetadataExt::nlink(&m) == 0).unwrap_or(false) {
+            st.gone = true;
+            if st.opens == 0 {
+                if let Some(p) = st.pm.take() {
+                    if let Err(e) = self.stack.store.discard(&p) {
+                        eprintln!("hashfs: dropping the PM copy of a deleted file: {e}");
+                    }
+                }
+            }
+        }
+    }
+
+    fn open_lower(&self, fd: &OwnedFd, flags: i32) -> Result<File, Errno> {
+        // The write-back cache reads around partial pages, and the daemon writes at the
+        // kernel's offsets: no O_WRONLY, no O_APPEND; O_TRUNC is done by setattr's path;
+        // sync flags come back as fsyncs.
+        let mut f = flags & !(libc::O_CREAT | libc::O_EXCL | libc::O_NOCTTY | libc::O_TRUNC | libc::O_APPEND);
+        f &= !(libc::O_SYNC | libc::O_DSYNC | libc::O_DIRECT);
+        if f & libc::O_ACCMODE == libc::O_WRONLY {
+            f = (f & !libc::O_ACCMODE) | libc::O_RDWR;
+        }
+        reopen(fd.as_fd(), f).map_err(err)
+    }
+
+    fn truncate(&self, key: Key, lower: &File, size: u64) -> Result<(), Errno> {
+        let sh = self.stack.state(key);
+        let mut st = lock(&sh);
+        let r = match st.pm.as_mut() {
+            Some(p) => self.stack.store.set_len(p, size).map_err(err),
+            None => lower.set_len(size).map_err(err),
+        };
+        drop(st);
+        self.stack.prune(key);
+        r
+    }
+
+    fn write_data(&self, lower: &File, sh: &Shared, offset: u64, data: &[u8]) -> Result<usize, Errno> {
+        let mut st = lock(sh);
+        st.profile.wrote(data.len() as u64, Instant::now());
+        if let Some(p) = st.pm.as_mut() {
+            match self.stack.store.write(p, offset, data) {
+                Ok(n) => return Ok(n),
+                Err(e) if e.raw_os_error() == Some(libc::ENOSPC) => {
+                    // PM is full: this file goes back down, and the write with it.
+                    self.stack.write_back_locked(&mut st).map_err(err)?;
+                    self.stack.counters.pm_full_demotions.fetch_add(1, Ordering::Relaxed);
+                }
+                Err(e) => return Err(err(e)),
+            }
+        }
+        lower.write_all_at(data, offset).map_err(err)?;
+        Ok(data.len())
+    }
+
+    fn fsync_data(&self, lower: &File, sh: &Shared, key: Key, datasync: bool) -> Result<(), Errno> {
+        let cfg = &self.stack.cfg;
+        let mut st = lock(sh);
+        let now = Instant::now();
+        if let Some(p) = st.pm.as_ref() {
+            self.stack.store.sync(p).map_err(err)?;
+            st.profile.synced(&cfg.profiler, now);
+            self.stack.counters.absorbed_syncs.fetch_add(1, Ordering::Relaxed);
+            return Ok(());
+        }
+        // SPFS fsyncs the lower file first, then profiles.
+        if datasync { lower.sync_data() } else { lower.sync_all() }.map_err(err)?;
+        self.stack.counters.lower_syncs.fetch_add(1, Ordering::Relaxed);
+        let v = st.profile.synced(&cfg.profiler, now);
+        let (used, total) = self.stack.store.usage();
+        let room = (used as f64) < cfg.high_water * total as f64;
+        if v.promote && !st.gone && room && lower.metadata().map(|m| m.is_file()).unwrap_or(false) {
+            match self.stack.store.promote(lower.as_fd()) {
+                Ok(p) => {
+                    st.pm = Some(p);
+                    self.stack.counters.promotions.fetch_add(1, Ordering::Relaxed);
+                }
+                Err(e) => eprintln!("hashfs: promotion of a lower file failed (it stays below): {e}"),
+            }
+        }
+        let _ = key;
+        Ok(())
+    }
+}
+
+impl Filesystem for StackedFuse {
+    fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> io::Result<()> {
+        if let Err(missing) = config.add_capabilities(InitFlags::FUSE_WRITEBACK_CACHE) {
+            eprintln!("hashfs: the kernel lacks FUSE capabilities {missing:?}: writes are not cached");
+        }
+        // The daemon clears set-user-ID and set-group-ID where a write or truncation by
+        // someone else must (the lower file system does not: the daemon is root). Without
+        // this the kernel asks for security.capability before every write.
+        if config.add_capabilities(InitFlags::FUSE_HANDLE_KILLPRIV_V2).is_err() {
+            eprintln!("hashfs: the kernel lacks FUSE_HANDLE_KILLPRIV_V2: every write costs a getxattr round trip");
+        }
+        Ok(())
+    }
+
+    fn destroy(&mut self) {
+        self.stack.stop();
+    }
+
+    fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
+        self.entry(reply, self.do_lookup(parent, name))
+    }
+
+    fn forget(&self, _req: &Request, ino: INodeNo, nlookup: u64) {
+        let mut nodes = lock(&self.nodes);
+        let done = match nodes.by_ino.get_mut(&ino.0) {
+            Some(n) if ino.0 != 1 => {
+                n.nlookup = n.nlookup.saturating_sub(nlookup);
+                (n.nlookup == 0).then_some(n.key)
+            }
+            _ => None,
+        };
+        if let Some(key) = done {
+            nodes.by_ino.remove(&ino.0);
+            nodes.by_key.remove(&key);
+            drop(nodes);
+            self.stack.prune(key);
+        }
+    }
+
+    fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
+        match self.node_fd(ino).and_then(|(fd, _)| self.attr_of(ino.0, &fd)) {
+            Ok(a) => reply.attr(&TTL, &a),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn setattr(
+        &self,
+        req: &Request,
+        ino: INodeNo,
+        mode: Option<u32>,
+        uid: Option<u32>,
+        gid: Option<u32>,
+        size: Option<u64>,
+        atime: Option<TimeOrNow>,
+        mtime: Option<TimeOrNow>,
+        _ctime: Option<SystemTime>,
+        fh: Option<FileHandle>,
+        _crtime: Option<SystemTime>,
+        _chgtime: Option<SystemTime>,
+        _bkuptime: Option<SystemTime>,
+        _flags: Option<fuser::BsdFileFlags>,
+        reply: ReplyAttr,
+    ) {
+        let r = (|| -> Result<FileAttr, Errno> {
+            let (fd, key) = self.node_fd(ino)?;
+            let path = proc_path(fd.as_fd());
+            if let Some(m) = mode {
+                rustix::fs::chmod(&path, Mode::from_raw_mode(m & 0o7777)).map_err(rerr)?;
+            }
+            if uid.is_some() || gid.is_some() {
+                rustix::fs::chownat(
+                    &fd,
+                    "",
+                    uid.map(rustix::fs::Uid::from_raw),
+                    gid.map(rustix::fs::Gid::from_raw),
+                    AtFlags::EMPTY_PATH,
+                )
+                .map_err(rerr)?;
+            }
+            if let Some(size) = size {
+                let lower = match fh.and_then(|fh| self.file(fh).ok()) {
+                    Some((l, _, _)) => l,
+                    None => Arc::new(reopen(fd.as_fd(), libc::O_WRONLY).map_err(err)?),
+                };
+                self.truncate(key, &lower, size)?;
+                if req.uid() != 0 && mode.is_none() {
+                    kill_suidgid(&lower);
+                }
+            }
+            if atime.is_some() || mtime.is_some() {
+                let t = |x: Option<TimeOrNow>| match x {
+                    None => rustix::fs::Timespec { tv_sec: 0, tv_nsec: rustix::fs::UTIME_OMIT },
+                    Some(TimeOrNow::Now) => rustix::fs::Timespec { tv_sec: 0, tv_nsec: rustix::fs::UTIME_NOW },
+                    Some(TimeOrNow::SpecificTime(s)) => {
+                        let d = s.duration_since(UNIX_EPOCH).unwrap_or_default();
+                        rustix::fs::Timespec { tv_sec: d.as_secs() as i64, tv_nsec: d.subsec_nanos() as _ }
+                    }
+                };
+                let times = rustix::fs::Timestamps { last_access: t(atime), last_modification: t(mtime) };
+                rustix::fs::utimensat(rustix::fs::CWD, &path, &times, AtFlags::empty()).map_err(rerr)?;
+                if let (Some(sh), Some(m)) = (self.stack.existing(key), mtime) {
+                    let st = lock(&sh);
+                    if let Some(p) = st.pm.as_ref() {
+                        let at = match m {
+                            TimeOrNow::Now => hashfs::SetTime::Now,
+                            TimeOrNow::SpecificTime(s) => hashfs::SetTime::At(
+                                s.duration_since(UNIX_EPOCH).map(|d| d.as_nanos() as i64).unwrap_or(0),
+                            ),
+                        };
+                        let a = hashfs::SetAttr { mtime: Some(at), ..hashfs::SetAttr::default() };
+                        let _ = self.stack.store.fs.setattr(p.pm.ino(), &a);
+                    }
+                }
+            }
+            self.attr_of(ino.0, &fd)
+        })();
+        match r {
+            Ok(a) => reply.attr(&TTL, &a),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn readlink(&self, _req: &Request, ino: INodeNo, reply: ReplyData) {
+        match self.node_fd(ino).and_then(|(fd, _)| rustix::fs::readlinkat(&fd, "", Vec::new()).map_err(rerr)) {
+            Ok(t) => reply.data(t.as_bytes()),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn mknod(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        _umask: u32,
+        rdev: u32,
+        reply: ReplyEntry,
+    ) {
+        let r = (|| {
+            let (pfd, _) = self.node_fd(parent)?;
+            let ft = rustix::fs::FileType::from_raw_mode(mode);
+            rustix::fs::mknodat(&pfd, name, ft, Mode::from_raw_mode(mode & 0o7777), rdev as u64).map_err(rerr)?;
+            if let Ok(fd) = rustix::fs::openat(&pfd, name, OFlags::PATH | OFlags::NOFOLLOW, Mode::empty()) {
+                self.give(&fd, req);
+            }
+            self.do_lookup(parent, name)
+        })();
+        self.entry(reply, r)
+    }
+
+    fn mkdir(&self, req: &Request, parent: INodeNo, name: &OsStr, mode: u32, _umask: u32, reply: ReplyEntry) {
+        let r = (|| {
+            let (pfd, _) = self.node_fd(parent)?;
+            rustix::fs::mkdirat(&pfd, name, Mode::from_raw_mode(mode & 0o7777)).map_err(rerr)?;
+            if let Ok(fd) = rustix::fs::openat(&pfd, name, OFlags::PATH | OFlags::NOFOLLOW, Mode::empty()) {
+                self.give(&fd, req);
+            }
+            self.do_lookup(parent, name)
+        })();
+        self.entry(reply, r)
+    }
+
+    fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        let r = (|| {
+            let (pfd, _) = self.node_fd(parent)?;
+            let key = self.key_at(&pfd, name);
+            rustix::fs::unlinkat(&pfd, name, AtFlags::empty()).map_err(rerr)?;
+            self.name_removed(key);
+            Ok(())
+        })();
+        match r {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn rmdir(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        match self
+            .node_fd(parent)
+            .and_then(|(pfd, _)| rustix::fs::unlinkat(&pfd, name, AtFlags::REMOVEDIR).map_err(rerr))
+        {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn symlink(&self, req: &Request, parent: INodeNo, link_name: &OsStr, target: &Path, reply: ReplyEntry) {
+        let r = (|| {
+            let (pfd, _) = self.node_fd(parent)?;
+            rustix::fs::symlinkat(target, &pfd, link_name).map_err(rerr)?;
+            let _ = rustix::fs::chownat(
+                &pfd,
+                link_name,
+                Some(rustix::fs::Uid::from_raw(req.uid())),
+                Some(rustix::fs::Gid::from_raw(req.gid())),
+                AtFlags::SYMLINK_NOFOLLOW,
+            );
+            self.do_lookup(parent, link_name)
+        })();
+        self.entry(reply, r)
+    }
+
+    fn rename(
+        &self,
+        _req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        newparent: INodeNo,
+        newname: &OsStr,
+        flags: RenameFlags,
+        reply: ReplyEmpty,
+    ) {
+        let r = (|| {
+            let (pfd, _) = self.node_fd(parent)?;
+            let (nfd, _) = self.node_fd(newparent)?;
+            let replaced = self.key_at(&nfd, newname);
+            let f = rustix::fs::RenameFlags::from_bits(flags.bits()).ok_or(Errno::EINVAL)?;
+            rustix::fs::renameat_with(&pfd, name, &nfd, newname, f).map_err(rerr)?;
+            if !f.contains(rustix::fs::RenameFlags::EXCHANGE) {
+                self.name_removed(replaced);
+            }
+            Ok(())
+        })();
+        match r {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn link(&self, _req: &Request, ino: INodeNo, newparent: INodeNo, newname: &OsStr, reply: ReplyEntry) {
+        let r = (|| {
+            let (fd, _) = self.node_fd(ino)?;
+            let (nfd, _) = self.node_fd(newparent)?;
+            rustix::fs::linkat(&fd, "", &nfd, newname, AtFlags::EMPTY_PATH).map_err(rerr)?;
+            self.do_lookup(newparent, newname)
+        })();
+        self.entry(reply, r)
+    }
+
+    fn open(&self, req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
+        let r = (|| {
+            let (fd, key) = self.node_fd(ino)?;
+            let lower = Arc::new(self.open_lower(&fd, flags.0)?);
+            if flags.0 & libc::O_TRUNC != 0 && flags.0 & libc::O_ACCMODE != libc::O_RDONLY {
+                self.truncate(key, &lower, 0)?;
+                if req.uid() != 0 {
+                    kill_suidgid(&lower);
+                }
+            }
+            let state = self.stack.state(key);
+            lock(&state).opens += 1;
+            Ok(self.add_handle(Handle::File { lower, state, key }))
+        })();
+        match r {
+            Ok(fh) => reply.opened(fh, FopenFlags::empty()),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn create(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        _umask: u32,
+        flags: i32,
+        reply: ReplyCreate,
+    ) {
+        let r = (|| {
+            let (pfd, _) = self.node_fd(parent)?;
+            let o = OFlags::from_bits_retain((flags | libc::O_CREAT | libc::O_CLOEXEC) as u32)
+                - OFlags::APPEND
+                - OFlags::TRUNC
+                - OFlags::SYNC
+                - OFlags::DSYNC
+                - OFlags::DIRECT;
+            let o = if o.contains(OFlags::WRONLY) { (o - OFlags::WRONLY) | OFlags::RDWR } else { o };
+            let fd = rustix::fs::openat(&pfd, name, o, Mode::from_raw_mode(mode & 0o7777)).map_err(rerr)?;
+            self.give(&fd, req);
+            let a = self.do_lookup(parent, name)?;
+            let st = rustix::fs::fstat(&fd).map_err(rerr)?;
+            let key = (st.st_dev, st.st_ino);
+            let state = self.stack.state(key);
+            lock(&state).opens += 1;
+            let lower = Arc::new(File::from(fd));
+            if flags & libc::O_TRUNC != 0 {
+                self.truncate(key, &lower, 0)?;
+            }
+            Ok((a, self.add_handle(Handle::File { lower, state, key })))
+        })();
+        match r {
+            Ok((a, fh)) => reply.created(&TTL, &a, Generation(0), fh, FopenFlags::empty()),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn read(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        size: u32,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        reply: ReplyData,
+    ) {
+        let r = (|| {
+            let (lower, sh, _) = self.file(fh)?;
+            let mut buf = vec![0u8; size as usize];
+            let mut st = lock(&sh);
+            st.profile.read(&self.stack.cfg.profiler, Instant::now());
+            let n = match st.pm.as_ref() {
+                Some(p) => self.stack.store.read(p, offset, &mut buf).map_err(err)?,
+                None => read_full(&lower, offset, &mut buf).map_err(err)?,
+            };
+            buf.truncate(n);
+            Ok(buf)
+        })();
+        match r {
+            Ok(b) => reply.data(&b),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn write(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        data: &[u8],
+        write_flags: WriteFlags,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        reply: ReplyWrite,
+    ) {
+        if write_flags.contains(WriteFlags::FUSE_WRITE_KILL_SUIDGID) {
+            if let Ok((lower, _, _)) = self.file(fh) {
+                kill_suidgid(&lower);
+            }
+        }
+        match self.file(fh).and_then(|(lower, sh, _)| self.write_data(&lower, &sh, offset, data)) {
+            Ok(n) => reply.written(n as u32),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn flush(&self, _req: &Request, _ino: INodeNo, _fh: FileHandle, _lock_owner: LockOwner, reply: ReplyEmpty) {
+        reply.ok()
+    }
+
+    fn release(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        _flush: bool,
+        reply: ReplyEmpty,
+    ) {
+        if let Some(Handle::File { state, key, .. }) = lock(&self.handles).remove(&fh.0) {
+            let mut st = lock(&state);
+            st.opens = st.opens.saturating_sub(1);
+            if st.opens == 0 && st.gone {
+                if let Some(p) = st.pm.take() {
+                    if let Err(e) = self.stack.store.discard(&p) {
+                        eprintln!("hashfs: dropping the PM copy of a deleted file: {e}");
+                    }
+                }
+            }
+            drop(st);
+            self.stack.prune(key);
+        }
+        reply.ok()
+    }
+
+    fn fsync(&self, _req: &Request, _ino: INodeNo, fh: FileHandle, datasync: bool, reply: ReplyEmpty) {
+        match self.file(fh).and_then(|(lower, sh, key)| self.fsync_data(&lower, &sh, key, datasync)) {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
+        let r = (|| {
+            let (fd, _) = self.node_fd(ino)?;
+            let dir = reopen(fd.as_fd(), libc::O_RDONLY | libc::O_DIRECTORY).map_err(err)?;
+            let mut entries = Vec::new();
+            let mut nodes = lock(&self.nodes);
+            for e in rustix::fs::Dir::read_from(&dir).map_err(rerr)? {
+                let e = e.map_err(rerr)?;
+                let name = OsStr::from_bytes(e.file_name().to_bytes()).to_os_string();
+                let ft = match e.file_type() {
+                    rustix::fs::FileType::Directory => FileType::Directory,
+                    rustix::fs::FileType::Symlink => FileType::Symlink,
+                    rustix::fs::FileType::Fifo => FileType::NamedPipe,
+                    rustix::fs::FileType::CharacterDevice => FileType::CharDevice,
+                    rustix::fs::FileType::BlockDevice => FileType::BlockDevice,
+                    rustix::fs::FileType::Socket => FileType::Socket,
+                    _ => FileType::RegularFile,
+                };
+                let st_dev = self.stack.root_key.0;
+                let ino = if name == "." || name == ".." { 1 } else { self.ino_for(&mut nodes, (st_dev, e.ino())) };
+                entries.push((ino, ft, name));
+            }
+            drop(nodes);
+            Ok(self.add_handle(Handle::Dir(Arc::new(entries))))
+        })();
+        match r {
+            Ok(fh) => reply.opened(fh, FopenFlags::empty()),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn readdir(&self, _req: &Request, _ino: INodeNo, fh: FileHandle, offset: u64, mut reply: ReplyDirectory) {
+        let entries = match lock(&self.handles).get(&fh.0) {
+            Some(Handle::Dir(e)) => e.clone(),
+            _ => return reply.error(Errno::EBADF),
+        };
+        for (i, (ino, ft, name)) in entries.iter().enumerate().skip(offset as usize) {
+            if reply.add(INodeNo(*ino), i as u64 + 1, *ft, name) {
+                break;
+            }
+        }
+        reply.ok()
+    }
+
+    fn releasedir(&self, _req: &Request, _ino: INodeNo, fh: FileHandle, _flags: OpenFlags, reply: ReplyEmpty) {
+        lock(&self.handles).remove(&fh.0);
+        reply.ok()
+    }
+
+    fn fsyncdir(&self, _req: &Request, ino: INodeNo, _fh: FileHandle, _datasync: bool, reply: ReplyEmpty) {
+        let r = self.node_fd(ino).and_then(|(fd, _)| {
+            let d = reopen(fd.as_fd(), libc::O_RDONLY | libc::O_DIRECTORY).map_err(err)?;
+            d.sync_all().map_err(err)
+        });
+        match r {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
+        match rustix::fs::fstatvfs(&self.stack.lower_root) {
+            Ok(s) => reply.statfs(
+                s.f_blocks,
+                s.f_bfree,
+                s.f_bavail,
+                s.f_files,
+                s.f_ffree,
+                s.f_bsize as u32,
+                s.f_namemax as u32,
+                s.f_frsize as u32,
+            ),
+            Err(e) => reply.error(rerr(e)),
+        }
+    }
+
+    fn setxattr(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        name: &OsStr,
+        value: &[u8],
+        flags: i32,
+        _position: u32,
+        reply: ReplyEmpty,
+    ) {
+        if ino.0 == 1 && name.as_bytes() == WRITEBACK_XATTR {
+            return match self.stack.write_back_all() {
+                Ok(_) => reply.ok(),
+                Err(e) => reply.error(err(e)),
+            };
+        }
+        let r = self.node_fd(ino).and_then(|(fd, _)| {
+            let f = rustix::fs::XattrFlags::from_bits(flags as u32).ok_or(Errno::EINVAL)?;
+            rustix::fs::lsetxattr(proc_path(fd.as_fd()), name, value, f).map_err(rerr)
+        });
+        match r {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn getxattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
+        let r = if ino.0 == 1 && name.as_bytes() == STATUS_XATTR {
+            Ok(self.stack.status().into_bytes())
+        } else {
+            self.node_fd(ino).and_then(|(fd, _)| {
+                let p = proc_path(fd.as_fd());
+                let n = rustix::fs::getxattr_query(&p, name).map_err(rerr)?;
+                let mut v = vec![0u8; n];
+                let n = rustix::fs::getxattr(&p, name, &mut v[..]).map_err(rerr)?;
+                v.truncate(n);
+                Ok(v)
+            })
+        };
+        match r {
+            Ok(v) if size == 0 => reply.size(v.len() as u32),
+            Ok(v) if v.len() > size as usize => reply.error(Errno::ERANGE),
+            Ok(v) => reply.data(&v),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn listxattr(&self, _req: &Request, ino: INodeNo, size: u32, reply: ReplyXattr) {
+        let r = self.node_fd(ino).and_then(|(fd, _)| {
+            let p = proc_path(fd.as_fd());
+            let n = rustix::fs::listxattr_query(&p).map_err(rerr)?;
+            let mut v = vec![0u8; n];
+            let n = rustix::fs::listxattr(&p, &mut v[..]).map_err(rerr)?;
+            v.truncate(n);
+            Ok(v)
+        });
+        match r {
+            Ok(v) if size == 0 => reply.size(v.len() as u32),
+            Ok(v) if v.len() > size as usize => reply.error(Errno::ERANGE),
+            Ok(v) => reply.data(&v),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn removexattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        match self.node_fd(ino).and_then(|(fd, _)| rustix::fs::removexattr(proc_path(fd.as_fd()), name).map_err(rerr)) {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn fallocate(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        length: u64,
+        mode: i32,
+        reply: ReplyEmpty,
+    ) {
+        let r = (|| {
+            let (lower, sh, _) = self.file(fh)?;
+            let mut st = lock(&sh);
+            match st.pm.as_mut() {
+                // Plain allocation only grows a promoted file; other modes would have to
+                // punch or move both copies: refused, loudly.
+                Some(p) if mode == 0 => {
+                    if offset + length > p.size {
+                        self.stack.store.set_len(p, offset + length).map_err(err)?;
+                    }
+                    Ok(())
+                }
+                Some(_) if mode == libc::FALLOC_FL_KEEP_SIZE => Ok(()),
+                Some(_) => Err(Errno::EOPNOTSUPP),
+                None => {
+                    let m = rustix::fs::FallocateFlags::from_bits(mode as u32).ok_or(Errno::EOPNOTSUPP)?;
+                    rustix::fs::fallocate(&*lower, m, offset, length).map_err(rerr)
+                }
+            }
+        })();
+        match r {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(e),
+        }
+    }
+}
