@@ -36,6 +36,7 @@ COLORS = {
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from plot_ctfs import micro, pswap  # noqa: E402
 from plot_untorn import untorn  # noqa: E402
+from plot_stacked import stacked_section  # noqa: E402
 
 GLOBAL = ["hashfs", "cuckoo"]
 TREES = ["extent-tree", "radix-tree"]
@@ -836,6 +837,9 @@ def main():
         default="bench/results-discussion.md",
         help="hand-written notes on why results differ, one '## <experiment>' section each, appended to that section",
     )
+    ap.add_argument(
+        "--stacked", default="bench/stacked/run1.json", help="bench/stacked.py's JSON: the SPFS stacked-mode section"
+    )
     args = ap.parse_args()
     data = load(args.results)
     discussion = load_discussion(args.discussion)
@@ -868,6 +872,11 @@ def main():
         out.extend(summary_one(summary))
     out.append(variation(data))
     out.extend(sections)
+    if os.path.exists(args.stacked):
+        with open(args.stacked) as f:
+            out.append(stacked_section(json.load(f), os.path.join(figdir, "spfs-stacked.png"), args.stacked))
+        if "spfs-stacked" in discussion:
+            out.append(discussion["spfs-stacked"])
     path = os.path.join(args.docs, "results.md")
     with open(path, "w") as f:
         f.write("\n".join(out))

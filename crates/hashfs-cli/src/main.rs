@@ -86,6 +86,10 @@ enum Cmd {
         /// listed as "needs recovery", apart from errors, and does not fail the check.
         #[arg(short = 'n', long = "no-recover")]
         no_recover: bool,
+        /// An image used by `hashfs mount --lower DIR`: check its PM copies against DIR
+        /// too (with --repair, make the repairs a stacked mount makes).
+        #[arg(long, value_name = "DIR", conflicts_with = "no_recover")]
+        lower: Option<PathBuf>,
     },
     /// Geometry, mapping, space and inode use.
     Info { image: PathBuf },
@@ -244,6 +248,28 @@ pub(crate) fn open_image(image: &Path) -> Result<Arc<MmapDevice>, Failure> {
         .map_err(|e| fail(format!("cannot open image {}: {e}", image.display())))
 }
 
+/// `hashfs fsck --lower`: the stacked mode's PM copies against the lower directory.
+fn stacked_fsck(image: &Path, lower: &Path, repair: bool) -> Result<u8, Failure> {
+    let lower = std::fs::canonicalize(lower).map_err(|e| fail(format!("lower directory {}: {e}", lower.display())))?;
+    let (sound, problems) = hashfs_spfs::absorb::PmStore::check(mount(image)?, &lower).map_err(fail)?;
+    for p in &problems {
+        println!("{}{p}", if repair { "FIXED: " } else { "" });
+    }
+    if repair && !problems.is_empty() {
+        let (_, rec) = hashfs_spfs::Stack::open(mount(image)?, &lower, Default::default()).map_err(fail)?;
+        println!(
+            "stacked repairs: {} unfinished promotions and {} copies of deleted files removed, {} lower files truncated",
+            rec.unfinished_removed, rec.orphans_removed, rec.lower_truncated
+        );
+    }
+    println!("PM side over {}: {sound} promoted files sound, {} problems", lower.display(), problems.len());
+    Ok(match (problems.is_empty(), repair) {
+        (true, _) => 0,
+        (false, true) => 1,
+        (false, false) => 4,
+    })
+}
+
 pub(crate) fn mount(image: &Path) -> Result<FileSystem<MmapDevice>, Failure> {
     let dev = open_image(image)?;
     let pb = progress_bar(0, "mounting", false);
@@ -343,7 +369,7 @@ fn run(cli: Cli) -> Result<u8, Failure> {
             );
             Ok(0)
         }
-        Cmd::Fsck { image, repair, no_recover } => {
+        Cmd::Fsck { image, repair, no_recover, lower } => {
             let dev = match MmapDevice::open(&image, OpenMode::Existing) {
                 Ok(d) => Arc::new(d),
                 Err(e) => return Err(Failure { msg: format!("cannot open image {}: {e}", image.display()), code: 8 }),
@@ -393,7 +419,15 @@ fn run(cli: Cli) -> Result<u8, Failure> {
                     String::new()
                 }
             );
-            Ok(report.exit_code() as u8)
+            let code = report.exit_code() as u8;
+            match lower {
+                Some(lower) if code & 4 == 0 => Ok(code | stacked_fsck(&image, &lower, repair)?),
+                Some(_) => {
+                    println!("the PM side is not checked: the image has errors left");
+                    Ok(code)
+                }
+                None => Ok(code),
+            }
         }
         Cmd::Info { image } if image.is_dir() => match mountcmd::stacked_status(&image) {
             Some(s) => {

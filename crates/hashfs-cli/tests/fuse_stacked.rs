@@ -278,6 +278,11 @@ fn deletion_truncation_and_stale_copies() {
     assert_eq!(s.promoted(), 1);
     s.kill();
     fs::remove_file(s.low("w")).unwrap();
+    // fsck sees the stale copy (and changes nothing without --repair).
+    let o = hashfs().arg("fsck").arg(&s.image).arg("--lower").arg(&s.lower).output().unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(o.status.code(), Some(4), "{out}");
+    assert!(out.contains("its lower file is deleted") && out.contains("0 promoted files sound, 1 problems"), "{out}");
     s.start();
     assert_eq!(s.promoted(), 0);
     assert!(s.log().contains("1 copies of deleted files removed"), "{}", s.log());
@@ -286,6 +291,8 @@ fn deletion_truncation_and_stale_copies() {
     s.start();
     assert!(!s.log().contains("stacked recovery"), "{}", s.log());
     s.umount(false);
+    let o = hashfs().arg("fsck").arg(&s.image).arg("--lower").arg(&s.lower).output().unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stdout));
 }
 
 #[test]
@@ -356,4 +363,27 @@ fn an_image_holding_promoted_files_refuses_another_lower_directory() {
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.contains("holds 1 promoted files of the lower directory"), "{err}");
     assert!(!is_mounted(&s.mnt));
+}
+
+#[test]
+fn a_file_reopened_at_every_sync_is_still_profiled() {
+    if !fuse_available() {
+        return;
+    }
+    // A mail spool's pattern: open, append, fsync, close, at every delivery. The profile
+    // lives with the kernel's inode, not with one open file.
+    let mut s = Stacked::new("16M", "promote_after=3,sf_limit=none");
+    s.start();
+    let mut model = Vec::new();
+    for i in 0..5 {
+        let f = OpenOptions::new().append(true).create(true).open(s.p("mbox")).unwrap();
+        let msg = pattern(700, i);
+        (&f).write_all(&msg).unwrap();
+        f.sync_data().unwrap();
+        model.extend_from_slice(&msg);
+    }
+    assert_eq!(s.promoted(), 1, "{}", s.info());
+    assert_eq!(fs::read(s.p("mbox")).unwrap(), model);
+    s.umount(true);
+    assert_eq!(fs::read(s.low("mbox")).unwrap(), model);
 }

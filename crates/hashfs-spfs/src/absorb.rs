@@ -21,7 +21,7 @@
 //!   is gone (the handle is stale) is removed at mount.
 
 use crate::lower::{read_full, LowerHandle};
-use hashfs::pm::MmapDevice;
+use hashfs::pm::{MmapDevice, PmDevice};
 use hashfs::{Access, FileSystem, Ino, Owner, XattrMode};
 use std::fs::File;
 use std::io;
@@ -46,9 +46,9 @@ pub fn ioe(e: hashfs::Error) -> io::Error {
 }
 
 /// One promoted file.
-pub struct Promoted {
+pub struct Promoted<D: PmDevice = MmapDevice> {
     pub name: Vec<u8>,
-    pub pm: hashfs::File<MmapDevice>,
+    pub pm: hashfs::File<D>,
     /// The lower file, open for reading and writing (the daemon is root).
     pub lower: File,
     /// The merged file's length (the PM copy's).
@@ -65,18 +65,23 @@ pub struct Recovery {
 }
 
 /// What [`PmStore::open`] returns: the store, the promoted files it found, the repairs.
-pub type Opened = (PmStore, Vec<(Key, Promoted)>, Recovery);
+pub type Opened<D> = (PmStore<D>, Vec<(Key, Promoted<D>)>, Recovery);
 
-pub struct PmStore {
-    pub fs: FileSystem<MmapDevice>,
+/// The PM side: the image (on PM, or on the crash explorer's simulated device).
+pub struct PmStore<D: PmDevice = MmapDevice> {
+    pub fs: FileSystem<D>,
     dir: Ino,
     lower_root: OwnedFd,
+    /// Called after each change this store makes to a lower file: the crash explorer
+    /// (`crashtest.rs`) records there where the lower file system stood against PM's
+    /// fences. None in the daemon.
+    pub lower_hook: Option<Box<dyn Fn() + Send + Sync>>,
 }
 
-impl PmStore {
+impl<D: PmDevice> PmStore<D> {
     /// Binds the image to the lower directory (or checks the binding) and reads its
     /// promoted files, repairing what a crash left (see the module's invariants).
-    pub fn open(fs: FileSystem<MmapDevice>, lower_root: OwnedFd, lower_path: &Path) -> Result<Opened, String> {
+    pub fn open(fs: FileSystem<D>, lower_root: OwnedFd, lower_path: &Path) -> Result<Opened<D>, String> {
         let root = Ino::ROOT;
         let want = lower_path.as_os_str().as_encoded_bytes().to_vec();
         let dir = match fs.lookup(root, PROMOTED) {
@@ -86,7 +91,7 @@ impl PmStore {
             }
             Err(e) => return Err(format!("image: /promoted: {e}")),
         };
-        let store = PmStore { fs, dir, lower_root };
+        let store = PmStore { fs, dir, lower_root, lower_hook: None };
         let names = store.names().map_err(|e| format!("image: reading /promoted: {e}"))?;
         match store.binding() {
             Some(b) if b == want => {}
@@ -102,7 +107,7 @@ impl PmStore {
             _ => store.bind(&want).map_err(|e| format!("image: recording the lower directory: {e}"))?,
         }
         let mut rec = Recovery::default();
-        let mut files: Vec<(Key, Promoted)> = Vec::new();
+        let mut files: Vec<(Key, Promoted<D>)> = Vec::new();
         for name in names {
             let ino = store.fs.lookup(store.dir, &name).map_err(|e| format!("image: promoted entry: {e}"))?.ino;
             let handle = match store.fs.get_xattr(ino, HANDLE_XATTR) {
@@ -146,6 +151,86 @@ impl PmStore {
         Ok((store, files, rec))
     }
 
+    /// `hashfs fsck --lower`: the PM side against the lower tree, changing nothing.
+    /// Returns the promoted files that are sound and one line per problem (each one a
+    /// mount would repair, or, for a binding to another directory, refuse).
+    pub fn check(fs: FileSystem<D>, lower_path: &Path) -> Result<(usize, Vec<String>), String> {
+        let lower_root =
+            File::open(lower_path).map_err(|e| format!("lower directory {}: {e}", lower_path.display()))?;
+        let Ok(m) = fs.lookup(Ino::ROOT, PROMOTED) else {
+            return Ok((0, Vec::new())); // never stacked
+        };
+        let store = PmStore { fs, dir: m.ino, lower_root: OwnedFd::from(lower_root), lower_hook: None };
+        let names = store.names().map_err(|e| format!("image: reading /promoted: {e}"))?;
+        let mut problems = Vec::new();
+        let want = lower_path.as_os_str().as_encoded_bytes();
+        match store.binding() {
+            Some(b) if b == want => {}
+            Some(b) => problems.push(format!(
+                "the image is bound to the lower directory {}, not {}",
+                String::from_utf8_lossy(&b),
+                lower_path.display()
+            )),
+            None if !names.is_empty() => problems.push("promoted files but no lower directory recorded".into()),
+            None => {}
+        }
+        let mut sound = 0;
+        let mut seen = Vec::new();
+        for name in names {
+            let shown = show(&name);
+            let Ok(m) = store.fs.lookup(store.dir, &name) else { continue };
+            let handle = match store.fs.get_xattr(m.ino, HANDLE_XATTR) {
+                Ok(v) => match LowerHandle::decode(&v) {
+                    Some(h) => h,
+                    None => {
+                        problems.push(format!("promoted/{shown}: malformed lower file handle"));
+                        continue;
+                    }
+                },
+                Err(_) => {
+                    problems
+                        .push(format!("promoted/{shown}: unfinished promotion (no lower handle; removed at mount)"));
+                    continue;
+                }
+            };
+            let fd = match handle.open(store.lower_root.as_fd(), libc::O_RDONLY) {
+                Ok(fd) => fd,
+                Err(e) if matches!(e.raw_os_error(), Some(libc::ESTALE) | Some(libc::ENOENT)) => {
+                    problems
+                        .push(format!("promoted/{shown}: its lower file is deleted (the copy is removed at mount)"));
+                    continue;
+                }
+                Err(e) => {
+                    problems.push(format!("promoted/{shown}: cannot open its lower file: {e}"));
+                    continue;
+                }
+            };
+            let st = rustix::fs::fstat(&fd).map_err(|e| e.to_string())?;
+            let path = crate::lower::path_of(&fd).map(|p| p.display().to_string()).unwrap_or_else(|| "?".into());
+            if !path.starts_with(&*lower_path.to_string_lossy()) {
+                problems.push(format!("promoted/{shown}: its lower file {path} is outside {}", lower_path.display()));
+            }
+            if seen.contains(&(st.st_dev, st.st_ino)) {
+                problems.push(format!("promoted/{shown}: a second copy of the lower file {path}"));
+                continue;
+            }
+            seen.push((st.st_dev, st.st_ino));
+            if st.st_mode & libc::S_IFMT != libc::S_IFREG {
+                problems.push(format!("promoted/{shown}: its lower inode {path} is not a regular file"));
+                continue;
+            }
+            if st.st_size as u64 > m.size {
+                problems.push(format!(
+                    "promoted/{shown}: lower file {path} ({} bytes) is longer than its PM copy ({} bytes; truncated at mount)",
+                    st.st_size, m.size
+                ));
+                continue;
+            }
+            sound += 1;
+        }
+        Ok((sound, problems))
+    }
+
     fn names(&self) -> hashfs::Result<Vec<Vec<u8>>> {
         let mut out = Vec::new();
         let mut cookie = 0;
@@ -170,7 +255,7 @@ impl PmStore {
     }
 
     /// Promotes the lower file `fd` (any descriptor of it): no data moves.
-    pub fn promote(&self, fd: BorrowedFd<'_>) -> io::Result<Promoted> {
+    pub fn promote(&self, fd: BorrowedFd<'_>) -> io::Result<Promoted<D>> {
         let st = rustix::fs::fstat(fd)?;
         let handle = LowerHandle::of(fd)?;
         let lower = crate::lower::reopen(fd, libc::O_RDWR)?;
@@ -193,7 +278,7 @@ impl PmStore {
     }
 
     /// Blocks from `lblk` in PM: Some(run length) if mapped, None for a hole.
-    fn mapped(&self, p: &Promoted, lblk: u64) -> io::Result<Option<u64>> {
+    fn mapped(&self, p: &Promoted<D>, lblk: u64) -> io::Result<Option<u64>> {
         match self.fs.physical_block(p.pm.ino(), hashfs::Lblk(lblk)) {
             Ok(Some(e)) => Ok(Some(e.len.max(1) - (lblk - e.lblk.0))),
             Ok(None) => Ok(None),
@@ -202,7 +287,7 @@ impl PmStore {
     }
 
     /// Reads the merged file: PM blocks over the lower file.
-    pub fn read(&self, p: &Promoted, off: u64, buf: &mut [u8]) -> io::Result<usize> {
+    pub fn read(&self, p: &Promoted<D>, off: u64, buf: &mut [u8]) -> io::Result<usize> {
         if off >= p.size {
             return Ok(0);
         }
@@ -231,7 +316,7 @@ impl PmStore {
 
     /// Writes into PM; a block not in PM yet gets the rest of its bytes from the merged
     /// view first, so that every mapped block is whole.
-    pub fn write(&self, p: &mut Promoted, off: u64, data: &[u8]) -> io::Result<usize> {
+    pub fn write(&self, p: &mut Promoted<D>, off: u64, data: &[u8]) -> io::Result<usize> {
         let end = off + data.len() as u64;
         let head = !off.is_multiple_of(B) && self.mapped(p, off / B)?.is_none();
         let tail = !end.is_multiple_of(B) && end < p.size && self.mapped(p, end / B)?.is_none();
@@ -257,7 +342,7 @@ impl PmStore {
         Ok(data.len())
     }
 
-    fn write_all(&self, p: &Promoted, off: u64, data: &[u8]) -> io::Result<()> {
+    fn write_all(&self, p: &Promoted<D>, off: u64, data: &[u8]) -> io::Result<()> {
         let mut done = 0;
         while done < data.len() {
             done += p.pm.write_at(off + done as u64, &data[done..]).map_err(ioe)?;
@@ -266,23 +351,30 @@ impl PmStore {
     }
 
     /// Truncates or extends the merged file: PM first, then the lower file.
-    pub fn set_len(&self, p: &mut Promoted, size: u64) -> io::Result<()> {
+    pub fn set_len(&self, p: &mut Promoted<D>, size: u64) -> io::Result<()> {
         p.pm.set_len(size).map_err(ioe)?;
         p.size = size;
         if p.lower.metadata()?.len() > size {
             p.lower.set_len(size)?;
+            self.lower_changed();
         }
         Ok(())
     }
 
+    fn lower_changed(&self) {
+        if let Some(h) = &self.lower_hook {
+            h();
+        }
+    }
+
     /// fsync of a promoted file: the PM writes are already flushed; this is the fence.
-    pub fn sync(&self, p: &Promoted) -> io::Result<()> {
+    pub fn sync(&self, p: &Promoted<D>) -> io::Result<()> {
         p.pm.sync_data().map_err(ioe)
     }
 
     /// Demotion: copies the PM blocks down, fsyncs the lower file, then drops the PM copy.
     /// On an error the file stays promoted (nothing is lost).
-    pub fn write_back(&self, p: &Promoted) -> io::Result<()> {
+    pub fn write_back(&self, p: &Promoted<D>) -> io::Result<()> {
         let nblocks = p.size.div_ceil(B);
         let mut buf = vec![0u8; 1 << 20];
         let mut lblk = 0;
@@ -297,6 +389,7 @@ impl PmStore {
                             break;
                         }
                         p.lower.write_all_at(&buf[..got], pos)?;
+                        self.lower_changed();
                         pos += got as u64;
                     }
                     lblk += n;
@@ -306,11 +399,12 @@ impl PmStore {
         }
         p.lower.set_len(p.size)?;
         p.lower.sync_all()?;
+        self.lower_changed();
         self.remove(&p.name)
     }
 
     /// The lower file is gone (its last name removed and closed): drop the PM copy.
-    pub fn discard(&self, p: &Promoted) -> io::Result<()> {
+    pub fn discard(&self, p: &Promoted<D>) -> io::Result<()> {
         self.remove(&p.name)
     }
 
@@ -321,7 +415,7 @@ impl PmStore {
     }
 
     /// Where a promoted file lives in the lower tree now.
-    pub fn lower_path(p: &Promoted) -> Option<PathBuf> {
+    pub fn lower_path(p: &Promoted<D>) -> Option<PathBuf> {
         crate::lower::path_of(&p.lower)
     }
 }

@@ -20,6 +20,8 @@
 #![deny(unsafe_code)]
 
 pub mod absorb;
+#[cfg(test)]
+mod crashtest;
 mod demote;
 #[allow(unsafe_code)]
 mod lower;
@@ -157,7 +159,8 @@ impl Stack {
         lock(&self.files).get(&key).cloned()
     }
 
-    /// Forgets a file's state when nothing needs it (not promoted, not open).
+    /// Forgets a file's state when nothing needs it (not promoted, not open): when the
+    /// kernel forgets the inode, or its last name and handle are gone.
     fn prune(&self, key: Key) {
         let mut files = lock(&self.files);
         if let Some(s) = files.get(&key) {

@@ -263,8 +263,6 @@ impl StackedFuse {
             Some(p) => self.stack.store.set_len(p, size).map_err(err),
             None => lower.set_len(size).map_err(err),
         };
-        drop(st);
-        self.stack.prune(key);
         r
     }
 
@@ -681,7 +679,8 @@ impl Filesystem for StackedFuse {
         _flush: bool,
         reply: ReplyEmpty,
     ) {
-        if let Some(Handle::File { state, key, .. }) = lock(&self.handles).remove(&fh.0) {
+        let handle = lock(&self.handles).remove(&fh.0);
+        if let Some(Handle::File { state, key, .. }) = handle {
             let mut st = lock(&state);
             st.opens = st.opens.saturating_sub(1);
             if st.opens == 0 && st.gone {
@@ -691,8 +690,14 @@ impl Filesystem for StackedFuse {
                     }
                 }
             }
+            let gone = st.gone && st.opens == 0;
             drop(st);
-            self.stack.prune(key);
+            // The profile outlives the handle (SPFS keeps it in the in-core inode): a
+            // file opened, appended, fsynced and closed at every delivery must still be
+            // seen syncing often. It goes when the kernel forgets the inode.
+            if gone {
+                self.stack.prune(key);
+            }
         }
         reply.ok()
     }
