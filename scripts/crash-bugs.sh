@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Proof that the crash explorer bites: each deliberate bug below is applied, alone, to a
 # scratch copy of the tree, the copy is rebuilt, and the explorer (or, for the rollback
-# order, the journal's exhaustive exploration of two open transactions) must fail on it.
+# order, the journal's exhaustive exploration of two open transactions; for SPFS's stacked
+# mode, its own explorer over the PM side, crates/hashfs-spfs/src/crashtest.rs) must fail
+# on it.
 # The unmodified copy passes the same checks first, so every failure is the bug's.
 #
 #   ./scripts/crash-bugs.sh            # every bug
@@ -34,6 +36,10 @@ bugs=(
     "strict-ignored|crates/hashfs/src/fs/data.rs|a strict-mode mount writes as a relaxed one|strict overwrite,overwrite-small"
     "untorn-logged-in-place|crates/hashfs/src/fs/untorn.rs|an untorn write stores a grouped block's new bytes in place without their undo record|grouped-workload ace:write-chunk,untorn-hole"
     "pswap-split-tx|crates/hashfs/src/fs/pswap.rs|a pswap between files writes the second file's inode in a transaction of its own, after the one that swaps the pages|ctfs pswap,pswap-grow,truncate-up"
+    "stacked-handle-first|crates/hashfs-spfs/src/absorb.rs|SPFS promotion names the lower inode before its PM copy has the file's length (the mount then takes the copy as complete and cuts the lower file to it)|stacked"
+    "stacked-lower-shrink-first|crates/hashfs-spfs/src/absorb.rs|a promoted file's truncation shrinks the lower file before its PM copy|stacked"
+    "stacked-drop-before-copy|crates/hashfs-spfs/src/absorb.rs|write-back removes the PM copy before the lower file holds its bytes|stacked"
+    "stacked-no-length-repair|crates/hashfs-spfs/src/absorb.rs|the mount leaves a lower file longer than its PM copy (bytes truncated before a crash come back when the file grows)|stacked"
     "ctfs-unlogged-pswap|crates/hashfs/src/mapping/ctfs/tx.rs|ctFS's partition move stores its page-table swap straight to PM before the transaction that names the new partition (the released ctFS's order)|ctfs append,write-past-eof,truncate-down"
 )
 
@@ -122,6 +128,23 @@ elif name == "ctfs-unlogged-pswap":
             }
             dev.fence();
 """)
+elif name == "stacked-handle-first":
+    sub("crates/hashfs-spfs/src/absorb.rs",
+        "        let done =\n            pm.set_len(size).and_then(|_| self.fs.set_xattr(m.ino, HANDLE_XATTR, &handle.encode(), XattrMode::Any));\n",
+        "        let done = self.fs.set_xattr(m.ino, HANDLE_XATTR, &handle.encode(), XattrMode::Any).and_then(|_| pm.set_len(size));\n")
+elif name == "stacked-lower-shrink-first":
+    sub("crates/hashfs-spfs/src/absorb.rs",
+        "        p.pm.set_len(size).map_err(ioe)?;\n        p.size = size;\n        if p.lower.metadata()?.len() > size {\n            p.lower.set_len(size)?;\n            self.lower_changed();\n        }\n",
+        "        if p.lower.metadata()?.len() > size {\n            p.lower.set_len(size)?;\n            self.lower_changed();\n        }\n        p.pm.set_len(size).map_err(ioe)?;\n        p.size = size;\n")
+elif name == "stacked-drop-before-copy":
+    sub("crates/hashfs-spfs/src/absorb.rs",
+        "        let nblocks = p.size.div_ceil(B);\n",
+        "        self.remove(&p.name)?;\n        let nblocks = p.size.div_ceil(B);\n")
+    sub("crates/hashfs-spfs/src/absorb.rs",
+        "        self.lower_changed();\n        self.remove(&p.name)\n    }\n",
+        "        self.lower_changed();\n        Ok(())\n    }\n")
+elif name == "stacked-no-length-repair":
+    sub("crates/hashfs-spfs/src/absorb.rs", "            if st.st_size as u64 > size {\n", "            if false && st.st_size as u64 > size {\n")
 elif name == "strict-ignored":
     sub("crates/hashfs/src/fs/data.rs",
         "        if self.is_strict() {\n            return self.write_strict(cell, Some(off), data).map(|(n, _)| n);\n        }\n",
@@ -137,6 +160,7 @@ build_check() {
     local check=$1
     case $check in
         unit\ *) (cd "$work/src" && cargo test -q --release -p hashfs --lib --no-run) >"$work/build.log" 2>&1 ;;
+        stacked) (cd "$work/src" && cargo test -q --release -p hashfs-spfs --lib --no-run) >"$work/build.log" 2>&1 ;;
         *) (cd "$work/src" && cargo build -q --release -p hashfs-cli) >"$work/build.log" 2>&1 ;;
     esac || { echo "crash-bugs: the scratch tree does not build for $check:" >&2; tail -20 "$work/build.log" >&2; exit 2; }
 }
@@ -157,6 +181,8 @@ run_check() {
         grouped-workload\ *)
             "$hashfs" crashtest --mapping hashfs --placement grouped --workload "${check#grouped-workload }" \
                 --seed "$seed" --samples 16 --recovery-samples 2 >"$work/check.log" 2>&1 ;;
+        stacked)
+            (cd "$work/src" && cargo test -q --release -p hashfs-spfs --lib crashtest) >"$work/check.log" 2>&1 ;;
         ctfs\ *)
             "$hashfs" crashtest --mapping ctfs --ops "${check#ctfs }" "${common[@]}" >"$work/check.log" 2>&1 ;;
         grouped\ *)

@@ -570,7 +570,10 @@ impl Filesystem for StackedFuse {
             Ok(self.add_handle(Handle::File { lower, state, key }))
         })();
         match r {
-            Ok(fh) => reply.opened(fh, FopenFlags::empty()),
+            // Every change to the file goes through this mount, so the kernel's cached
+            // pages stay right across opens (a mail spool reads its whole mailbox at
+            // every check).
+            Ok(fh) => reply.opened(fh, FopenFlags::FOPEN_KEEP_CACHE),
             Err(e) => reply.error(e),
         }
     }
@@ -608,7 +611,7 @@ impl Filesystem for StackedFuse {
             Ok((a, self.add_handle(Handle::File { lower, state, key })))
         })();
         match r {
-            Ok((a, fh)) => reply.created(&TTL, &a, Generation(0), fh, FopenFlags::empty()),
+            Ok((a, fh)) => reply.created(&TTL, &a, Generation(0), fh, FopenFlags::FOPEN_KEEP_CACHE),
             Err(e) => reply.error(e),
         }
     }
