@@ -102,6 +102,10 @@ HASHFS_TEST_MAPPING=hashfs HASHFS_TEST_PLACEMENT=grouped \
 echo "== crash explorer: mapping extent-tree, layout score 0.7"
 HASHFS_TEST_MAPPING=extent-tree HASHFS_TEST_LAYOUT_SCORE=0.7 \
     cargo test -q -p hashfs --test crash_consistency -- --nocapture --test-threads 1
+# SPFS's stacked mode: its explorer over the PM side (the lower file as it stood at each
+# fence); the full run is `cargo test -p hashfs-spfs --release -- --ignored explore_full`.
+echo "== crash explorer: SPFS stacked mode, PM side"
+cargo test -q -p hashfs-spfs --lib crashtest -- --nocapture
 # The explorer catches deliberate bugs (each one rebuilt in a scratch copy of the tree).
 echo "== crash explorer: deliberate bugs"
 bash scripts/crash-bugs.sh

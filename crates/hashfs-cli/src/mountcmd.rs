@@ -46,6 +46,14 @@ pub fn run_foreground_with(image: &Path, mountpoint: &Path, o: &MountOpts) -> Re
     if let Some(lower) = &o.lower {
         return run_stacked(fs, image, lower, mountpoint, o);
     }
+    let cfg = fuse_config(image, o, threads);
+    fuser::mount2(hashfs_fuse::HashFsFuse::new(fs), mountpoint, &cfg)
+        .map_err(|e| fail(format!("mount on {}: {e}", mountpoint.display())))?;
+    Ok(())
+}
+
+/// The FUSE session for `image` with mount(8)'s options (both kinds of mount).
+fn fuse_config(image: &Path, o: &MountOpts, threads: usize) -> fuser::Config {
     let image_abs = fs::canonicalize(image).unwrap_or_else(|_| image.to_path_buf());
     let mut cfg = fuser::Config::default();
     cfg.mount_options = vec![
@@ -61,9 +69,7 @@ pub fn run_foreground_with(image: &Path, mountpoint: &Path, o: &MountOpts) -> Re
     cfg.acl = fuser::SessionACL::All;
     cfg.n_threads = Some(threads.max(1));
     cfg.clone_fd = true;
-    fuser::mount2(hashfs_fuse::HashFsFuse::new(fs), mountpoint, &cfg)
-        .map_err(|e| fail(format!("mount on {}: {e}", mountpoint.display())))?;
-    Ok(())
+    cfg
 }
 
 /// The stack's parameters from the mount options.
@@ -108,21 +114,7 @@ fn run_stacked(
             rec.unfinished_removed, rec.orphans_removed, rec.lower_truncated
         );
     }
-    let image_abs = fs::canonicalize(image).unwrap_or_else(|_| image.to_path_buf());
-    let mut cfg = fuser::Config::default();
-    cfg.mount_options = vec![
-        fuser::MountOption::FSName(image_abs.display().to_string()),
-        fuser::MountOption::Subtype("hashfs".into()),
-        fuser::MountOption::DefaultPermissions,
-        fuser::MountOption::RW,
-        if o.nosuid { fuser::MountOption::NoSuid } else { fuser::MountOption::Suid },
-        if o.nodev { fuser::MountOption::NoDev } else { fuser::MountOption::Dev },
-        if o.noexec { fuser::MountOption::NoExec } else { fuser::MountOption::Exec },
-        fuser::MountOption::NoAtime,
-    ];
-    cfg.acl = fuser::SessionACL::All;
-    cfg.n_threads = Some(o.threads.unwrap_or(DEFAULT_THREADS).max(1));
-    cfg.clone_fd = true;
+    let cfg = fuse_config(image, o, o.threads.unwrap_or(DEFAULT_THREADS));
     let demoter = hashfs_spfs::spawn_demoter(stack.clone());
     let r = fuser::mount2(hashfs_spfs::StackedFuse::new(stack.clone()), mountpoint, &cfg)
         .map_err(|e| fail(format!("mount on {}: {e}", mountpoint.display())));
