@@ -39,7 +39,12 @@ pub fn run_foreground_with(image: &Path, mountpoint: &Path, o: &MountOpts) -> Re
     if mounted_source(mountpoint).is_some() {
         return Err(fail(format!("{} is already a mount point", mountpoint.display())));
     }
-    let fs = crate::mount(image)?;
+    let dev = crate::open_image(image)?;
+    // A long-lived mount: fault the mapping in now rather than one page per first write.
+    if let Err(e) = dev.populate_in_background() {
+        eprintln!("hashfs: cannot fault the image in ahead of use: {e}");
+    }
+    let fs = crate::mount_dev(dev, image)?;
     if let Some(mode) = o.write_mode {
         fs.set_write_mode(mode);
     }
@@ -47,7 +52,7 @@ pub fn run_foreground_with(image: &Path, mountpoint: &Path, o: &MountOpts) -> Re
         return run_stacked(fs, image, lower, mountpoint, o);
     }
     let cfg = fuse_config(image, o, threads);
-    fuser::mount2(hashfs_fuse::HashFsFuse::new(fs), mountpoint, &cfg)
+    fuser::mount2(hashfs_fuse::HashFsFuse::with_options(fs, o.fuse), mountpoint, &cfg)
         .map_err(|e| fail(format!("mount on {}: {e}", mountpoint.display())))?;
     Ok(())
 }

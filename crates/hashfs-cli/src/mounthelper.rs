@@ -32,6 +32,8 @@ pub struct MountOpts {
     /// The stack's tuning (`promote_after=N`, `sync_interval_ms=N`, `sf_limit=X|none`,
     /// `high_water=X`), as given, for the daemon.
     pub stack: Vec<String>,
+    /// The FUSE front end's kernel caching (`writeback_cache`, `direct_io`).
+    pub fuse: hashfs_fuse::FuseOptions,
 }
 
 /// Parses a comma-separated option list (later options win, as mount(8)).
@@ -41,6 +43,10 @@ pub fn parse_options(list: &str, sloppy: bool) -> Result<MountOpts, Failure> {
         match opt {
             "strict" => o.write_mode = Some(hashfs::WriteMode::Strict),
             "relaxed" => o.write_mode = Some(hashfs::WriteMode::Relaxed),
+            "writeback_cache" => o.fuse.writeback_cache = true,
+            "nowriteback_cache" => o.fuse.writeback_cache = false,
+            "direct_io" => o.fuse.direct_io = true,
+            "nodirect_io" => o.fuse.direct_io = false,
             "ro" => o.read_only = true,
             "rw" => o.read_only = false,
             "dev" => o.nodev = false,

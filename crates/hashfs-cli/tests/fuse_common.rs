@@ -53,8 +53,14 @@ impl Mounted {
 
     /// Starts the daemon on the existing image.
     pub fn start(&mut self) {
+        self.start_with(&[]);
+    }
+
+    /// Starts the daemon on the existing image with mount options (`-o ...`).
+    pub fn start_with(&mut self, opts: &[&str]) {
         let child = hashfs()
             .args(["mount", "--foreground", self.image.to_str().unwrap(), self.mnt.to_str().unwrap()])
+            .args(opts)
             .stdin(Stdio::null())
             .spawn()
             .unwrap();

@@ -543,3 +543,117 @@ fn fallocate_modes_through_the_mount() {
     assert_eq!(errno(fa(libc::FALLOC_FL_COLLAPSE_RANGE, 0, 4096)), libc::EOPNOTSUPP);
     assert_eq!(errno(fa(libc::FALLOC_FL_INSERT_RANGE, 0, 4096)), libc::EOPNOTSUPP);
 }
+
+/// Set-user-ID and set-group-ID (with group execute) go when another user writes or
+/// truncates the file (the daemon does it: FUSE_HANDLE_KILLPRIV_V2), and stay when root
+/// writes; a set-group-ID file without group execute keeps the bit.
+#[test]
+fn writes_by_others_clear_set_id_bits() {
+    if !fuse_available() {
+        return;
+    }
+    let m = Mounted::new("64M");
+    let p = |s: &str| m.path(s);
+    for (name, mode) in [("su", 0o4777), ("sg", 0o2777), ("sg-noexec", 0o2767)] {
+        fs::write(p(name), b"x").unwrap();
+        fs::set_permissions(p(name), fs::Permissions::from_mode(mode)).unwrap();
+    }
+    // Root's own write keeps the bits.
+    fs::OpenOptions::new().append(true).open(p("su")).unwrap().write_all(b"root").unwrap();
+    assert_eq!(fs::metadata(p("su")).unwrap().mode() & 0o7777, 0o4777);
+    as_user(1000, 1000, &[1000], || {
+        fs::OpenOptions::new().append(true).open(p("su")).unwrap().write_all(b"user").unwrap();
+        fs::OpenOptions::new().write(true).open(p("sg")).unwrap().set_len(0).unwrap();
+        fs::OpenOptions::new().append(true).open(p("sg-noexec")).unwrap().write_all(b"user").unwrap();
+    });
+    assert_eq!(fs::metadata(p("su")).unwrap().mode() & 0o7777, 0o777, "write by another user");
+    assert_eq!(fs::metadata(p("sg")).unwrap().mode() & 0o7777, 0o777, "truncation by another user");
+    assert_eq!(fs::metadata(p("sg-noexec")).unwrap().mode() & 0o7777, 0o2767, "no group execute: kept");
+    assert_eq!(fs::read(p("su")).unwrap(), b"xrootuser");
+    // O_TRUNC by another user.
+    fs::set_permissions(p("su"), fs::Permissions::from_mode(0o4777)).unwrap();
+    as_user(1000, 1000, &[1000], || drop(fs::OpenOptions::new().write(true).truncate(true).open(p("su")).unwrap()));
+    assert_eq!(fs::metadata(p("su")).unwrap().mode() & 0o7777, 0o777, "O_TRUNC by another user");
+    drop(m);
+}
+
+/// `-o writeback_cache` and `-o direct_io`: writes of every shape (appends, partial
+/// pages, writes through a write-only descriptor, mmap) read back the same through the
+/// mount, and after close and a remount, as without them.
+#[test]
+fn cache_modes_keep_every_write() {
+    if !fuse_available() {
+        return;
+    }
+    for opt in ["writeback_cache", "direct_io"] {
+        let mut m = Mounted::new("64M");
+        m.stop();
+        m.start_with(&["-o", opt]);
+        let mnt = m.mnt.clone();
+        let p = |s: &str| mnt.join(s);
+        let mut want = Vec::new();
+        fs::write(p("log"), b"").unwrap();
+        // A write-only descriptor, then an appending one (the write-back cache writes pages
+        // back through either, and reads around partial pages through them).
+        let mut w = fs::OpenOptions::new().write(true).open(p("log")).unwrap();
+        let mut a = fs::OpenOptions::new().append(true).open(p("log")).unwrap();
+        for i in 0..300u32 {
+            let rec = format!("record {i} {}\n", "x".repeat((i % 37) as usize));
+            a.write_all(rec.as_bytes()).unwrap();
+            want.extend_from_slice(rec.as_bytes());
+        }
+        w.seek(SeekFrom::Start(5000)).unwrap();
+        w.write_all(b"PATCHED").unwrap();
+        want[5000..5007].copy_from_slice(b"PATCHED");
+        drop(w);
+        drop(a);
+        assert_eq!(fs::read(p("log")).unwrap(), want, "{opt}: appends and a write inside them");
+        // Inside a page the kernel has not cached (after a remount), through a write-only
+        // descriptor: the write-back cache must read the rest of the page through it.
+        m.stop();
+        m.start_with(&["-o", opt]);
+        let mut w = fs::OpenOptions::new().write(true).open(p("log")).unwrap();
+        w.seek(SeekFrom::Start(6000)).unwrap();
+        w.write_all(b"AGAIN").unwrap();
+        drop(w);
+        want[6000..6005].copy_from_slice(b"AGAIN");
+        assert_eq!(fs::read(p("log")).unwrap(), want, "{opt}: a partial page through a write-only descriptor");
+        let mut big = vec![0u8; 3 << 20];
+        big.iter_mut().enumerate().for_each(|(i, b)| *b = (i % 251) as u8);
+        fs::write(p("big"), &big).unwrap();
+        assert_eq!(fs::read(p("big")).unwrap(), big, "{opt}: 3 MiB");
+        // A shared mapping's stores reach the file (direct_io needs the kernel's mmap support).
+        let f = fs::OpenOptions::new().read(true).write(true).open(p("big")).unwrap();
+        // SAFETY: a fresh shared mapping of an open file, unmapped below; nothing else maps it.
+        let mapped = unsafe {
+            let a = libc::mmap(
+                std::ptr::null_mut(),
+                8192,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                std::os::fd::AsRawFd::as_raw_fd(&f),
+                0,
+            );
+            if a != libc::MAP_FAILED {
+                std::ptr::copy_nonoverlapping(b"MAPPED".as_ptr(), (a as *mut u8).add(100), 6);
+                libc::msync(a, 8192, libc::MS_SYNC);
+                libc::munmap(a, 8192);
+                true
+            } else {
+                false
+            }
+        };
+        drop(f);
+        if mapped {
+            big[100..106].copy_from_slice(b"MAPPED");
+        } else {
+            assert_eq!(opt, "direct_io", "only direct_io may refuse a shared mapping");
+        }
+        m.stop();
+        m.fsck_clean();
+        m.start();
+        assert_eq!(fs::read(m.path("log")).unwrap(), want, "{opt}: after a remount");
+        assert_eq!(fs::read(m.path("big")).unwrap(), big, "{opt}: after a remount");
+        drop(m);
+    }
+}

@@ -37,6 +37,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 /// daemon, so the cache is only stale for hard links changed through another name.
 const TTL: Duration = Duration::from_secs(1);
 const S_ISGID: u32 = 0o2000;
+const S_ISUID: u32 = 0o4000;
+const S_IXGRP: u32 = 0o010;
 
 fn errno(e: &Error) -> Errno {
     Errno::from_i32(e.errno())
@@ -110,16 +112,69 @@ enum Handle<D: PmDevice> {
     Dir,
 }
 
+/// How the kernel may cache file data (mount options `writeback_cache`, `direct_io`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FuseOptions {
+    /// The kernel's write-back cache: a write returns once it is in the page cache and
+    /// reaches HashFS (and durability) at fsync, close, or the kernel's write-back (about
+    /// 30 s later), as on a disk file system. Off: every write is durable when it returns.
+    pub writeback_cache: bool,
+    /// No page cache for file data: reads and writes go to the daemon straight from the
+    /// caller's buffer (one copy fewer for large writes, a round trip per read).
+    pub direct_io: bool,
+}
+
 /// The FUSE file system over a mounted HashFS.
 pub struct HashFsFuse<D: PmDevice> {
     fs: FileSystem<D>,
     handles: Mutex<HashMap<u64, Arc<Handle<D>>>>,
     next_fh: AtomicU64,
+    opts: FuseOptions,
 }
 
 impl<D: PmDevice> HashFsFuse<D> {
     pub fn new(fs: FileSystem<D>) -> Self {
-        HashFsFuse { fs, handles: Mutex::new(HashMap::new()), next_fh: AtomicU64::new(1) }
+        Self::with_options(fs, FuseOptions::default())
+    }
+
+    pub fn with_options(fs: FileSystem<D>, opts: FuseOptions) -> Self {
+        HashFsFuse { fs, handles: Mutex::new(HashMap::new()), next_fh: AtomicU64::new(1), opts }
+    }
+
+    /// The open flags of a new handle.
+    fn fopen_flags(&self) -> FopenFlags {
+        if self.opts.direct_io {
+            FopenFlags::FOPEN_DIRECT_IO
+        } else {
+            FopenFlags::empty()
+        }
+    }
+
+    /// HashFS's access for a kernel open: under the write-back cache the kernel reads
+    /// around partial-page writes through any handle and places appends itself.
+    fn access(&self, flags: i32, create: bool) -> Access {
+        let acc = flags & libc::O_ACCMODE;
+        let wb = self.opts.writeback_cache;
+        Access {
+            read: acc == libc::O_RDONLY || acc == libc::O_RDWR || wb,
+            write: create || acc == libc::O_WRONLY || acc == libc::O_RDWR,
+            append: flags & libc::O_APPEND != 0 && !wb,
+        }
+    }
+
+    /// What a write or truncation by an unprivileged caller does to a file's mode (the
+    /// kernel leaves it to the daemon under FUSE_HANDLE_KILLPRIV_V2): set-user-ID goes,
+    /// and set-group-ID where group execution makes it mean something.
+    fn kill_suidgid(&self, i: Ino) -> Result<(), Error> {
+        let perm = self.fs.getattr(i)?.perm;
+        let mut p = perm & !S_ISUID;
+        if p & S_IXGRP != 0 {
+            p &= !S_ISGID;
+        }
+        if p != perm {
+            self.fs.setattr(i, &SetAttr { perm: Some(p), ..SetAttr::default() })?;
+        }
+        Ok(())
     }
 
     fn add_handle(&self, h: Handle<D>) -> FileHandle {
@@ -204,6 +259,21 @@ impl<D: PmDevice> Filesystem for HashFsFuse<D> {
         if let Err(missing) = config.add_capabilities(InitFlags::FUSE_POSIX_ACL | InitFlags::FUSE_DONT_MASK) {
             eprintln!("hashfs: the kernel lacks FUSE capabilities {missing:?}: ACLs are not enforced");
         }
+        // The daemon clears set-user-ID and set-group-ID where a write or truncation by
+        // someone else must; without this the kernel asks for security.capability (a
+        // round trip) before every write.
+        if config.add_capabilities(InitFlags::FUSE_HANDLE_KILLPRIV_V2).is_err() {
+            eprintln!("hashfs: the kernel lacks FUSE_HANDLE_KILLPRIV_V2: every write costs a getxattr round trip");
+        }
+        // Lookups and readdirs of one directory may run in parallel (the file system
+        // locks what it must itself).
+        let _ = config.add_capabilities(InitFlags::FUSE_PARALLEL_DIROPS);
+        if self.opts.writeback_cache {
+            if let Err(missing) = config.add_capabilities(InitFlags::FUSE_WRITEBACK_CACHE) {
+                eprintln!("hashfs: the kernel lacks {missing:?}: writeback_cache is ignored");
+                self.opts.writeback_cache = false;
+            }
+        }
         Ok(())
     }
 
@@ -223,7 +293,7 @@ impl<D: PmDevice> Filesystem for HashFsFuse<D> {
 
     fn setattr(
         &self,
-        _req: &Request,
+        req: &Request,
         i: INodeNo,
         mode: Option<u32>,
         uid: Option<u32>,
@@ -244,7 +314,16 @@ impl<D: PmDevice> Filesystem for HashFsFuse<D> {
             TimeOrNow::SpecificTime(s) => SetTime::At(ns(s)),
         };
         let a = SetAttr { perm: mode.map(|m| m & 0o7777), uid, gid, size, atime: atime.map(t), mtime: mtime.map(t) };
-        match ino(i).and_then(|i| self.fs.setattr(i, &a)) {
+        // A truncation by an unprivileged caller drops set-user-ID (FUSE_HANDLE_KILLPRIV_V2).
+        let kill = size.is_some() && mode.is_none() && req.uid() != 0;
+        match ino(i).and_then(|i| {
+            let m = self.fs.setattr(i, &a)?;
+            if kill {
+                self.kill_suidgid(i)?;
+                return self.fs.getattr(i);
+            }
+            Ok(m)
+        }) {
             Ok(m) => reply.attr(&TTL, &attr(&m)),
             Err(e) => reply.error(errno(&e)),
         }
@@ -343,21 +422,21 @@ impl<D: PmDevice> Filesystem for HashFsFuse<D> {
         self.entry(reply, r)
     }
 
-    fn open(&self, _req: &Request, i: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
-        let acc = flags.0 & libc::O_ACCMODE;
-        let access = Access {
-            read: acc == libc::O_RDONLY || acc == libc::O_RDWR,
-            write: acc == libc::O_WRONLY || acc == libc::O_RDWR,
-            append: flags.0 & libc::O_APPEND != 0,
-        };
+    fn open(&self, req: &Request, i: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
+        let access = self.access(flags.0, false);
         match ino(i).and_then(|i| self.fs.open_ino(i, access)) {
             Ok(f) => {
                 if flags.0 & libc::O_TRUNC != 0 && access.write {
                     if let Err(e) = f.set_len(0) {
                         return reply.error(errno(&e));
                     }
+                    if req.uid() != 0 {
+                        if let Err(e) = self.kill_suidgid(f.ino()) {
+                            return reply.error(errno(&e));
+                        }
+                    }
                 }
-                reply.opened(self.add_handle(Handle::File(Arc::new(f))), FopenFlags::empty())
+                reply.opened(self.add_handle(Handle::File(Arc::new(f))), self.fopen_flags())
             }
             Err(e) => reply.error(errno(&e)),
         }
@@ -375,19 +454,13 @@ impl<D: PmDevice> Filesystem for HashFsFuse<D> {
     ) {
         let r = ino(parent).and_then(|p| {
             let m = self.create_regular(req, p, name, mode, umask)?;
-            let acc = flags & libc::O_ACCMODE;
-            let access = Access {
-                read: acc == libc::O_RDONLY || acc == libc::O_RDWR,
-                write: true,
-                append: flags & libc::O_APPEND != 0,
-            };
-            let f = self.fs.open_ino(m.ino, access)?;
+            let f = self.fs.open_ino(m.ino, self.access(flags, true))?;
             Ok((m, f))
         });
         match r {
             Ok((m, f)) => {
                 let fh = self.add_handle(Handle::File(Arc::new(f)));
-                reply.created(&TTL, &attr(&m), Generation(m.generation as u64), fh, FopenFlags::empty())
+                reply.created(&TTL, &attr(&m), Generation(m.generation as u64), fh, self.fopen_flags())
             }
             Err(e) => reply.error(errno(&e)),
         }
@@ -422,7 +495,7 @@ impl<D: PmDevice> Filesystem for HashFsFuse<D> {
         fh: FileHandle,
         offset: u64,
         data: &[u8],
-        _write_flags: WriteFlags,
+        write_flags: WriteFlags,
         _flags: OpenFlags,
         _lock_owner: Option<LockOwner>,
         reply: ReplyWrite,
@@ -432,7 +505,14 @@ impl<D: PmDevice> Filesystem for HashFsFuse<D> {
             Err(e) => return reply.error(errno(&e)),
         };
         match f.write_at(offset, data) {
-            Ok(n) => reply.written(n as u32),
+            Ok(n) => {
+                if write_flags.contains(WriteFlags::FUSE_WRITE_KILL_SUIDGID) {
+                    if let Err(e) = self.kill_suidgid(f.ino()) {
+                        return reply.error(errno(&e));
+                    }
+                }
+                reply.written(n as u32)
+            }
             Err(e) => reply.error(errno(&e)),
         }
     }

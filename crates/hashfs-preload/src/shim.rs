@@ -316,6 +316,18 @@ fn write_mode_env() -> Result<Option<hashfs::WriteMode>, String> {
     }
 }
 
+/// Mounts the image; with `HASHFS_POPULATE=1`, its mapping is faulted in on a thread of
+/// its own (a preallocated image only; `MmapDevice::populate_in_background`), so that
+/// writes do not pay a page fault each: worth it for a long-running process, wasted CPU
+/// for a short one, hence opt-in.
+fn open_image(img: &Path) -> hashfs::Result<(FileSystem<MmapDevice>, hashfs::MountReport)> {
+    let dev = MmapDevice::open(img, hashfs::pm::OpenMode::Existing)?;
+    if std::env::var_os("HASHFS_POPULATE").is_some_and(|v| v == "1") {
+        dev.populate_in_background()?;
+    }
+    FileSystem::mount(std::sync::Arc::new(dev), &|_, _| {})
+}
+
 /// The shim, mounting the image on first use of a path under the prefix.
 fn shim() -> &'static Shim {
     SHIM.get_or_init(|| {
@@ -324,7 +336,7 @@ fn shim() -> &'static Shim {
             None => (None, Some("HASHFS_IMAGE is not set".to_string())),
             Some(img) => match write_mode_env() {
                 Err(e) => (None, Some(e)),
-                Ok(mode) => match FileSystem::open(img) {
+                Ok(mode) => match open_image(img) {
                     Ok((fs, _)) => {
                         if let Some(m) = mode {
                             fs.set_write_mode(m);

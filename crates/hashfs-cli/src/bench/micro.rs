@@ -1,85 +1,173 @@
-//! `hashfs bench micro`: 4 KiB random read, 4 KiB overwrite, 4 KiB append, and small-file
-//! create+write+close, each on three targets in one run:
+//! `hashfs bench micro`: single-thread file operations, each on three targets measured in
+//! interleaved rounds (every round runs every operation on hashfs, limit, tmpfs in turn):
 //! - `hashfs`: the library's file API on a mapped image;
-//! - `memcpy`: the physical limit, the same copies through the same device on the same
-//!   mapped image (writes flushed and fenced), with no file system at all;
-//! - `tmpfs`: the same operations with system calls on files in a plain tmpfs directory.
+//! - `limit`: the least durable work the operation needs, on the same mapped image and
+//!   the same physical blocks, with no file system: a read is the copy; an overwrite the
+//!   copy (streaming stores) and a fence; an append, a create or an allocating write the
+//!   copy and a fence, then one 8-byte metadata store, its flush and a fence;
+//! - `tmpfs`: the same operations with system calls on a tmpfs directory (volatile).
 //!
-//! memcpy uses the physical blocks of the benchmark file (translated before timing), after
-//! HashFS is measured, so it scribbles over file contents of a scratch image, never over
-//! metadata. The image is populated before the run (no page faults on any target), and the
-//! tmpfs files are written in full first.
+//! The limit writes the benchmark file's own physical blocks (translated before timing),
+//! so it scribbles over file contents of a scratch image, never over metadata. The image
+//! is formatted as `mkfs` does (preallocated) and its mapping faulted in before timing, as
+//! `hashfs mount` leaves it once its background pass is done; `--cold` skips that (every
+//! first write to a page pays a fault), `--sparse` formats it sparse (and skips it too:
+//! every first write pays the host's allocation as well).
 
 #![forbid(unsafe_code)]
 
-use super::{cpu_model, git_commit, Samples};
+use super::{cpu_model, git_commit, image_mount, mean_ci, Samples};
 use crate::{fail, Failure};
 use hashfs::pm::{DevOffset, MmapDevice, OpenMode, PmDevice};
-use hashfs::FormatOptions;
-use hashfs::{FileSystem, OpenOptions};
+use hashfs::{File, FileSystem, FormatOptions, OpenOptions};
 use rand::{rngs::SmallRng, Rng, SeedableRng};
 use serde_json::json;
 use std::io::Write;
 use std::os::unix::fs::FileExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 
 const BLOCK: usize = 4096;
+const MIB: usize = 1 << 20;
+const TARGETS: [&str; 3] = ["hashfs", "limit", "tmpfs"];
+
+/// What `hashfs bench micro` measures, and where.
+pub struct Options {
+    pub quick: bool,
+    pub json: Option<PathBuf>,
+    pub image: PathBuf,
+    pub tmpfs_dir: PathBuf,
+    /// Format the image sparse (`mkfs --sparse`): writes pay the host's first touch.
+    pub sparse: bool,
+    /// Do not fault the mapping in before timing.
+    pub cold: bool,
+}
 
 struct Config {
     file_bytes: u64,
     image_bytes: u64,
-    ops: usize,
-    small_files: usize,
+    rounds: usize,
+    /// 4 KiB operations per target per round.
+    small_ops: usize,
+    /// 1 MiB operations per target per round.
+    large_ops: usize,
+    /// Files created per target per round.
+    files: usize,
+    /// A growing file (append, allocating write) is deleted, untimed, at this size.
+    grow_limit: u64,
 }
 
-fn time<F: FnMut(usize)>(n: usize, mut f: F) -> Samples {
-    let mut v = Vec::with_capacity(n);
-    for i in 0..n {
-        let t = Instant::now();
-        f(i);
-        v.push(t.elapsed().as_nanos() as u64);
-    }
-    Samples(v)
+/// One operation on one target: runs it once and returns the nanoseconds it took (any
+/// untimed preparation happens inside, outside the timed part).
+type Step<'a> = Box<dyn FnMut() -> u64 + 'a>;
+
+fn timed(f: impl FnOnce()) -> u64 {
+    let t = Instant::now();
+    f();
+    t.elapsed().as_nanos() as u64
 }
 
-pub fn run(quick: bool, json_out: Option<&Path>, image: &Path, tmpfs_dir: &Path) -> Result<(), Failure> {
-    let cfg = if quick {
-        Config { file_bytes: 256 << 20, image_bytes: 1 << 30, ops: 20_000, small_files: 5_000 }
+pub fn run(o: &Options) -> Result<(), Failure> {
+    let cfg = if o.quick {
+        Config {
+            file_bytes: 256 << 20,
+            image_bytes: 1 << 30,
+            rounds: 5,
+            small_ops: 4_000,
+            large_ops: 32,
+            files: 1_000,
+            grow_limit: 64 << 20,
+        }
     } else {
-        Config { file_bytes: 1 << 30, image_bytes: 4 << 30, ops: 200_000, small_files: 50_000 }
+        Config {
+            file_bytes: 1 << 30,
+            image_bytes: 4 << 30,
+            rounds: 10,
+            small_ops: 20_000,
+            large_ops: 128,
+            files: 5_000,
+            grow_limit: 256 << 20,
+        }
     };
-    let tmp = tmpfs_dir.join(format!("hashfs-bench-tmpfs-{}", std::process::id()));
+    let tmp = o.tmpfs_dir.join(format!("hashfs-bench-tmpfs-{}", std::process::id()));
     std::fs::create_dir_all(&tmp).map_err(|e| fail(format!("{}: {e}", tmp.display())))?;
-    let result = run_in(&cfg, quick, json_out, image, &tmp);
+    let result = run_in(&cfg, o, &tmp);
     let _ = std::fs::remove_dir_all(&tmp);
+    let _ = std::fs::remove_file(&o.image);
     result
 }
 
-fn run_in(cfg: &Config, quick: bool, json_out: Option<&Path>, image: &Path, tmp: &Path) -> Result<(), Failure> {
-    FileSystem::format_file(image, cfg.image_bytes, &FormatOptions::default(), &|_, _| {})?;
-    let dev = Arc::new(MmapDevice::open(image, OpenMode::Existing)?);
-    // Every target runs on memory that is already there, as PM is: no first-touch faults.
-    dev.populate().map_err(|e| fail(format!("populating {}: {e}", image.display())))?;
+/// A file that grows by `step` bytes per operation and starts over (deleted, untimed)
+/// when it reaches the limit: on HashFS and on tmpfs.
+struct Growing<'a> {
+    fs: &'a FileSystem<MmapDevice>,
+    path: &'static str,
+    file: Option<File<MmapDevice>>,
+    pos: u64,
+}
+
+impl Growing<'_> {
+    fn next(&mut self, limit: u64, step: u64) -> (&File<MmapDevice>, u64) {
+        if self.file.is_none() || self.pos + step > limit {
+            self.file = None;
+            let _ = self.fs.remove_file(Path::new(self.path));
+            let mut opts = OpenOptions::new();
+            opts.read(true).write(true).create(true);
+            self.file = Some(self.fs.open_file(Path::new(self.path), &opts).expect("create benchmark file"));
+            self.pos = 0;
+        }
+        let pos = self.pos;
+        self.pos += step;
+        (self.file.as_ref().expect("just opened"), pos)
+    }
+}
+
+struct TmpGrowing {
+    path: PathBuf,
+    file: Option<std::fs::File>,
+    pos: u64,
+}
+
+impl TmpGrowing {
+    fn next(&mut self, limit: u64, step: u64) -> (&mut std::fs::File, u64) {
+        if self.file.is_none() || self.pos + step > limit {
+            self.file = Some(std::fs::File::create(&self.path).expect("create tmpfs file"));
+            self.pos = 0;
+        }
+        let pos = self.pos;
+        self.pos += step;
+        (self.file.as_mut().expect("just opened"), pos)
+    }
+}
+
+fn run_in(cfg: &Config, o: &Options, tmp: &Path) -> Result<(), Failure> {
+    let fmt = FormatOptions { preallocate: !o.sparse, ..FormatOptions::default() };
+    let t = Instant::now();
+    FileSystem::format_file(&o.image, cfg.image_bytes, &fmt, &|_, _| {})?;
+    let mkfs_ms = t.elapsed().as_millis() as u64;
+    let dev = Arc::new(MmapDevice::open(&o.image, OpenMode::Existing)?);
+    let populate = !o.sparse && !o.cold;
+    if populate {
+        dev.populate().map_err(|e| fail(format!("populating {}: {e}", o.image.display())))?;
+    }
     let (fs, _) = FileSystem::mount(dev.clone(), &|_, _| {})?;
     let geo = fs.geometry();
     let blocks = cfg.file_bytes / BLOCK as u64;
+    let n_ops = cfg.rounds * cfg.small_ops;
     let mut rng = SmallRng::seed_from_u64(1);
-    let offsets: Vec<u64> = (0..cfg.ops).map(|_| rng.random_range(0..blocks) * BLOCK as u64).collect();
-    let mut buf = vec![0u8; BLOCK];
+    let offsets: Vec<u64> = (0..n_ops).map(|_| rng.random_range(0..blocks) * BLOCK as u64).collect();
+    let chunk = vec![0xC3u8; MIB];
     let wbuf = vec![0x5Au8; BLOCK];
-    let chunk = vec![0xC3u8; 1 << 20];
 
-    // Files of the same size on both targets.
+    // The benchmark file, the same size on both file systems.
     let f = fs.open_file(Path::new("/bench"), OpenOptions::new().read(true).write(true).create(true))?;
     let tf = std::fs::OpenOptions::new().read(true).write(true).create(true).truncate(true).open(tmp.join("bench"))?;
     for m in 0..cfg.file_bytes >> 20 {
         f.write_at(m << 20, &chunk)?;
         tf.write_all_at(&chunk, m << 20)?;
     }
-    // memcpy copies exactly the physical blocks that hold the HashFS file, translated
-    // before timing: the same memory, without the file system.
+    // The limit copies exactly the physical blocks that hold the HashFS file.
     let ino = f.ino();
     let block_of: Vec<DevOffset> = (0..blocks)
         .map(|b| match fs.physical_block(ino, hashfs::Lblk(b)) {
@@ -87,137 +175,336 @@ fn run_in(cfg: &Config, quick: bool, json_out: Option<&Path>, image: &Path, tmp:
             _ => Err(std::io::Error::other(format!("block {b} of the benchmark file is not mapped"))),
         })
         .collect::<Result<_, _>>()?;
-    let phys = |off: u64| block_of[(off / BLOCK as u64 % blocks) as usize];
-    // The random offsets' addresses, computed before timing and read in order.
-    let phys_random: Vec<DevOffset> = offsets.iter().map(|&o| phys(o)).collect();
-    let phys_seq: Vec<DevOffset> = (0..cfg.ops.max(cfg.small_files) as u64).map(|i| phys(i * BLOCK as u64)).collect();
-
-    let mut results: Vec<(&str, [(&str, Samples); 3])> = Vec::new();
-
-    // 4 KiB random read.
-    let h = time(cfg.ops, |i| {
-        f.read_at(offsets[i], &mut buf).expect("read");
-    });
-    let m = time(cfg.ops, |i| dev.read(phys_random[i], &mut buf));
-    let t = time(cfg.ops, |i| {
-        tf.read_at(&mut buf, offsets[i]).expect("pread");
-    });
-    results.push(("randread_4k", [("hashfs", h), ("memcpy", m), ("tmpfs", t)]));
-
-    // 4 KiB overwrite.
-    let h = time(cfg.ops, |i| {
-        f.write_at(offsets[i], &wbuf).expect("write");
-    });
-    let m = time(cfg.ops, |i| {
-        dev.write_nt(phys_random[i], &wbuf);
+    let phys_random: Vec<DevOffset> = offsets.iter().map(|&o| block_of[(o / BLOCK as u64) as usize]).collect();
+    // The limit's metadata word: the last 8 bytes of the file's last block.
+    let meta = block_of[blocks as usize - 1] + (BLOCK as u64 - 8);
+    let meta_store = |v: u64| {
+        dev.store_u64(meta, v);
+        dev.flush(meta, 8);
         dev.fence();
-    });
-    let t = time(cfg.ops, |i| {
-        tf.write_at(&wbuf, offsets[i]).expect("pwrite");
-    });
-    results.push(("overwrite_4k", [("hashfs", h), ("memcpy", m), ("tmpfs", t)]));
-
-    // 4 KiB append.
-    let af = fs.open_file(Path::new("/append"), OpenOptions::new().append(true).create(true))?;
-    let h = time(cfg.ops, |_| {
-        af.write_at(0, &wbuf).expect("append");
-    });
-    drop(af);
-    let m = time(cfg.ops, |i| {
-        dev.write_nt(phys_seq[i], &wbuf);
-        dev.fence();
-    });
-    let mut ta = std::fs::OpenOptions::new().append(true).create(true).open(tmp.join("append"))?;
-    let t = time(cfg.ops, |_| {
-        ta.write_all(&wbuf).expect("append");
-    });
-    results.push(("append_4k", [("hashfs", h), ("memcpy", m), ("tmpfs", t)]));
-    fs.remove_file(Path::new("/append"))?;
-
-    // Small files: create, write 4 KiB, close.
+    };
+    let blocks_per_mib = (MIB / BLOCK) as u64;
+    let mibs = cfg.file_bytes / MIB as u64;
     fs.create_dir(Path::new("/small"), 0o755)?;
     std::fs::create_dir_all(tmp.join("small"))?;
-    let names: Vec<String> = (0..cfg.small_files).map(|i| format!("f{i:06}")).collect();
-    let h = time(cfg.small_files, |i| {
-        let p = format!("/small/{}", names[i]);
-        let g = fs.open_file(Path::new(&p), OpenOptions::new().write(true).create(true)).expect("create");
-        g.write_at(0, &wbuf).expect("write");
-    });
-    let m = time(cfg.small_files, |i| {
-        dev.write_nt(phys_seq[i], &wbuf);
-        dev.fence();
-    });
-    let small = tmp.join("small");
-    let t = time(cfg.small_files, |i| {
-        let mut g = std::fs::File::create(small.join(&names[i])).expect("create");
-        g.write_all(&wbuf).expect("write");
-    });
-    results.push(("create_write_close_4k", [("hashfs", h), ("memcpy", m), ("tmpfs", t)]));
-    drop(f);
 
-    // Report.
+    let fs = &fs;
+    let dev = &*dev;
+    let (f, tf, wbuf, chunk, offsets, phys_random, block_of) =
+        (&f, &tf, &wbuf, &chunk, &offsets, &phys_random, &block_of);
+    let meta_store = &meta_store;
+    // A cursor per target (every step advances its own).
+    let cursor = || {
+        let mut i = 0usize;
+        move || {
+            i += 1;
+            i - 1
+        }
+    };
+    let seq_block = move |i: usize| block_of[i % block_of.len()];
+    let mut ops: Vec<(&str, [Step; 3])> = Vec::new();
+    {
+        let (mut a, mut b, mut c) = (cursor(), cursor(), cursor());
+        let (mut b0, mut b1, mut b2) = (vec![0u8; BLOCK], vec![0u8; BLOCK], vec![0u8; BLOCK]);
+        ops.push((
+            "randread_4k",
+            [
+                Box::new(move || {
+                    let o = offsets[a()];
+                    timed(|| assert_eq!(f.read_at(o, &mut b0).expect("read"), b0.len()))
+                }),
+                Box::new(move || {
+                    let p = phys_random[b()];
+                    timed(|| dev.read(p, &mut b1))
+                }),
+                Box::new(move || {
+                    let o = offsets[c()];
+                    timed(|| tf.read_exact_at(&mut b2, o).expect("pread"))
+                }),
+            ],
+        ));
+    }
+    {
+        let (mut a, mut b, mut c) = (cursor(), cursor(), cursor());
+        ops.push((
+            "overwrite_4k",
+            [
+                Box::new(move || {
+                    let o = offsets[a()];
+                    timed(|| assert_eq!(f.write_at(o, wbuf).expect("write"), BLOCK))
+                }),
+                Box::new(move || {
+                    let p = phys_random[b()];
+                    timed(|| {
+                        dev.write_nt(p, wbuf);
+                        dev.fence();
+                    })
+                }),
+                Box::new(move || {
+                    let o = offsets[c()];
+                    timed(|| tf.write_all_at(wbuf, o).expect("pwrite"))
+                }),
+            ],
+        ));
+    }
+    let limit = cfg.grow_limit;
+    {
+        let mut h = Growing { fs, path: "/append", file: None, pos: 0 };
+        let mut b = cursor();
+        let mut t = TmpGrowing { path: tmp.join("append"), file: None, pos: 0 };
+        ops.push((
+            "append_4k",
+            [
+                Box::new(move || {
+                    let (file, _) = h.next(limit, BLOCK as u64);
+                    timed(|| assert_eq!(file.append(wbuf).expect("append").0, BLOCK))
+                }),
+                Box::new(move || {
+                    let i = b();
+                    timed(|| {
+                        dev.write_nt(seq_block(i), wbuf);
+                        dev.fence();
+                        meta_store(i as u64);
+                    })
+                }),
+                Box::new(move || {
+                    let (file, _) = t.next(limit, BLOCK as u64);
+                    timed(|| file.write_all(wbuf).expect("append"))
+                }),
+            ],
+        ));
+    }
+    {
+        let (mut a, mut b, mut c) = (cursor(), cursor(), cursor());
+        let small = tmp.join("small");
+        ops.push((
+            "create_write_close_4k",
+            [
+                Box::new(move || {
+                    let p = format!("/small/f{:07}", a());
+                    timed(|| {
+                        let g =
+                            fs.open_file(Path::new(&p), OpenOptions::new().write(true).create(true)).expect("create");
+                        g.write_at(0, wbuf).expect("write");
+                    })
+                }),
+                Box::new(move || {
+                    let i = b();
+                    timed(|| {
+                        dev.write_nt(seq_block(i), wbuf);
+                        dev.fence();
+                        meta_store(i as u64);
+                    })
+                }),
+                Box::new(move || {
+                    let p = small.join(format!("f{:07}", c()));
+                    timed(|| {
+                        let mut g = std::fs::File::create(&p).expect("create");
+                        g.write_all(wbuf).expect("write");
+                    })
+                }),
+            ],
+        ));
+    }
+    {
+        let (mut a, mut b, mut c) = (cursor(), cursor(), cursor());
+        let (mut b0, mut b1, mut b2) = (vec![0u8; MIB], vec![0u8; MIB], vec![0u8; MIB]);
+        ops.push((
+            "seqread_1m",
+            [
+                Box::new(move || {
+                    let o = (a() as u64 % mibs) * MIB as u64;
+                    timed(|| assert_eq!(f.read_at(o, &mut b0).expect("read"), b0.len()))
+                }),
+                Box::new(move || {
+                    let first = (b() as u64 % mibs) * blocks_per_mib;
+                    timed(|| {
+                        for (k, piece) in b1.chunks_mut(BLOCK).enumerate() {
+                            dev.read(block_of[(first + k as u64) as usize], piece);
+                        }
+                    })
+                }),
+                Box::new(move || {
+                    let o = (c() as u64 % mibs) * MIB as u64;
+                    timed(|| tf.read_exact_at(&mut b2, o).expect("pread"))
+                }),
+            ],
+        ));
+    }
+    {
+        let (mut a, mut b, mut c) = (cursor(), cursor(), cursor());
+        ops.push((
+            "overwrite_1m",
+            [
+                Box::new(move || {
+                    let o = (a() as u64 % mibs) * MIB as u64;
+                    timed(|| assert_eq!(f.write_at(o, chunk).expect("write"), MIB))
+                }),
+                Box::new(move || {
+                    let first = (b() as u64 % mibs) * blocks_per_mib;
+                    timed(|| {
+                        for (k, piece) in chunk.chunks(BLOCK).enumerate() {
+                            dev.write_nt(block_of[(first + k as u64) as usize], piece);
+                        }
+                        dev.fence();
+                    })
+                }),
+                Box::new(move || {
+                    let o = (c() as u64 % mibs) * MIB as u64;
+                    timed(|| tf.write_all_at(chunk, o).expect("pwrite"))
+                }),
+            ],
+        ));
+    }
+    {
+        let mut h = Growing { fs, path: "/alloc", file: None, pos: 0 };
+        let mut b = cursor();
+        let mut t = TmpGrowing { path: tmp.join("alloc"), file: None, pos: 0 };
+        ops.push((
+            "alloc_write_1m",
+            [
+                Box::new(move || {
+                    let (file, pos) = h.next(limit, MIB as u64);
+                    timed(|| assert_eq!(file.write_at(pos, chunk).expect("write"), MIB))
+                }),
+                Box::new(move || {
+                    let first = (b() as u64 % mibs) * blocks_per_mib;
+                    timed(|| {
+                        for (k, piece) in chunk.chunks(BLOCK).enumerate() {
+                            dev.write_nt(block_of[(first + k as u64) as usize], piece);
+                        }
+                        dev.fence();
+                        meta_store(first);
+                    })
+                }),
+                Box::new(move || {
+                    let (file, pos) = t.next(limit, MIB as u64);
+                    timed(|| file.write_all_at(chunk, pos).expect("pwrite"))
+                }),
+            ],
+        ));
+    }
+
+    // Rounds: every operation, every target in turn.
+    let per_round = |op: &str| match op {
+        "create_write_close_4k" => cfg.files,
+        o if o.ends_with("_1m") => cfg.large_ops,
+        _ => cfg.small_ops,
+    };
+    // samples[op][target][round]
+    let mut samples: Vec<[Vec<Samples>; 3]> = ops.iter().map(|_| Default::default()).collect();
+    for _ in 0..cfg.rounds {
+        for (k, (name, steps)) in ops.iter_mut().enumerate() {
+            let n = per_round(name);
+            for (t, step) in steps.iter_mut().enumerate() {
+                samples[k][t].push(Samples((0..n).map(|_| step()).collect()));
+            }
+        }
+    }
+    let names: Vec<&str> = ops.iter().map(|(n, _)| *n).collect();
+    drop(ops);
+    report(cfg, o, dev, mkfs_ms, populate, &names, &samples)
+}
+
+/// Prints the table and writes the JSON: per operation and target the mean of the round
+/// medians with its 95% interval over rounds, the pooled p99, and the ratios to the limit
+/// and to tmpfs computed per round (paired: the targets of a round ran back to back).
+fn report(
+    cfg: &Config,
+    o: &Options,
+    dev: &MmapDevice,
+    mkfs_ms: u64,
+    populated: bool,
+    names: &[&str],
+    samples: &[[Vec<Samples>; 3]],
+) -> Result<(), Failure> {
     let simd = hashfs::simd_kind().name();
     let flush = dev.flush_kind().name();
     let commit = git_commit();
+    let mount = image_mount(o.image.parent().unwrap_or(Path::new("/")));
+    let page = if mount.contains("huge=always") || dev.is_map_sync() { "2M" } else { "4K" };
     println!(
-        "# hashfs bench micro{}: single thread, {} ops per test ({} for small files)",
-        if quick { " --quick" } else { "" },
-        cfg.ops,
-        cfg.small_files
+        "# hashfs bench micro{}: single thread, {} interleaved rounds of {} 4 KiB ops, {} 1 MiB ops, {} files",
+        if o.quick { " --quick" } else { "" },
+        cfg.rounds,
+        cfg.small_ops,
+        cfg.large_ops,
+        cfg.files
     );
     println!(
-        "# image {} ({} MiB, MAP_SYNC {}), file {} MiB, tmpfs dir {}",
-        image.display(),
+        "# image {} ({} MiB, {}, {}populated; mounted on {mount}; page size {page}; MAP_SYNC {}), tmpfs dir {}",
+        o.image.display(),
         cfg.image_bytes >> 20,
+        if o.sparse { "sparse" } else { "preallocated" },
+        if populated { "" } else { "not " },
         dev.is_map_sync(),
-        cfg.file_bytes >> 20,
-        tmp.display()
+        o.tmpfs_dir.display()
     );
-    println!("# cpu {}, flush {flush}, simd {simd}, commit {commit}", cpu_model());
+    println!("# cpu {}, flush {flush}, simd {simd}, commit {commit}, mkfs {mkfs_ms} ms", cpu_model());
     println!(
-        "{:<22} {:<7} {:>10} {:>10} {:>12} {:>12}",
-        "operation", "target", "median_ns", "p99_ns", "ops_per_s", "vs memcpy"
+        "{:<22} {:<7} {:>16} {:>9} {:>16} {:>16}",
+        "operation", "target", "median_ns ±95%", "p99_ns", "vs limit", "vs tmpfs"
     );
     let mut json_results = serde_json::Map::new();
-    for (op, targets) in &results {
-        let mem_median = targets[1].1.median() as f64;
+    for (k, op) in names.iter().enumerate() {
+        let round_medians = |t: usize| -> Vec<f64> { samples[k][t].iter().map(|s| s.median() as f64).collect() };
+        let med: Vec<Vec<f64>> = (0..3).map(round_medians).collect();
+        let ratio = |t: usize, base: usize| -> (f64, f64) {
+            mean_ci(&med[t].iter().zip(&med[base]).map(|(a, b)| a / b).collect::<Vec<_>>())
+        };
         let mut jt = serde_json::Map::new();
-        for (name, s) in targets {
+        for (t, name) in TARGETS.iter().enumerate() {
+            let pooled = Samples(samples[k][t].iter().flat_map(|s| s.0.iter().copied()).collect());
+            let (m, ci) = mean_ci(&med[t]);
+            let (rl, rl_ci) = ratio(t, 1);
+            let (rt, rt_ci) = ratio(t, 2);
             println!(
-                "{:<22} {:<7} {:>10} {:>10} {:>12.0} {:>11.2}x",
+                "{:<22} {:<7} {:>9.0} ± {:<4.0} {:>9} {:>9.2}x ± {:.2} {:>9.2}x ± {:.2}",
                 op,
                 name,
-                s.median(),
-                s.pct(99.0),
-                s.ops_per_s(),
-                s.median() as f64 / mem_median
+                m,
+                ci,
+                pooled.pct(99.0),
+                rl,
+                rl_ci,
+                rt,
+                rt_ci
             );
             jt.insert(
                 name.to_string(),
-                json!({ "median_ns": s.median(), "p99_ns": s.pct(99.0), "ops_per_s": s.ops_per_s() }),
+                json!({
+                    "median_ns": m, "median_ci95_ns": ci, "p99_ns": pooled.pct(99.0),
+                    "ops_per_s": pooled.ops_per_s(),
+                    "vs_limit": rl, "vs_limit_ci95": rl_ci, "vs_tmpfs": rt, "vs_tmpfs_ci95": rt_ci,
+                    "round_medians_ns": med[t],
+                }),
             );
         }
         json_results.insert(op.to_string(), serde_json::Value::Object(jt));
     }
-    let rr = &results[0].1;
-    println!(
-        "# 4 KiB random read: hashfs median is {:.2}x memcpy (target <= 1.3x) and {:.2}x tmpfs pread (target < 1x)",
-        rr[0].1.median() as f64 / rr[1].1.median() as f64,
-        rr[0].1.median() as f64 / rr[2].1.median() as f64
-    );
-    if let Some(path) = json_out {
+    if let Some(path) = &o.json {
         let doc = json!({
             "benchmark": "micro",
             "config": {
-                "quick": quick,
-                "ops": cfg.ops,
-                "small_files": cfg.small_files,
+                "quick": o.quick,
+                "rounds": cfg.rounds,
+                "small_ops_per_round": cfg.small_ops,
+                "large_ops_per_round": cfg.large_ops,
+                "files_per_round": cfg.files,
                 "file_bytes": cfg.file_bytes,
                 "image_bytes": cfg.image_bytes,
-                "image": image.display().to_string(),
+                "grow_limit_bytes": cfg.grow_limit,
+                "image": o.image.display().to_string(),
+                "image_mount": mount,
+                "image_page_size": page,
+                "sparse": o.sparse,
+                "populated": populated,
+                "mkfs_ms": mkfs_ms,
                 "map_sync": dev.is_map_sync(),
-                "tmpfs_dir": tmp.display().to_string(),
+                "tmpfs_dir": o.tmpfs_dir.display().to_string(),
+                "tmpfs_mount": image_mount(&o.tmpfs_dir),
                 "cpu": cpu_model(),
+                "kernel": super::kernel(),
                 "flush": flush,
                 "simd": simd,
                 "threads": 1,
@@ -229,7 +516,5 @@ fn run_in(cfg: &Config, quick: bool, json_out: Option<&Path>, image: &Path, tmp:
             .map_err(|e| fail(format!("{}: {e}", path.display())))?;
         println!("# wrote {}", path.display());
     }
-    drop(fs);
-    let _ = std::fs::remove_file(image);
     Ok(())
 }

@@ -10,14 +10,15 @@ pub mod paper;
 
 use crate::Failure;
 use clap::Subcommand;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 #[derive(Subcommand)]
 pub enum BenchCmd {
-    /// 4 KiB random read, overwrite, append, and small-file create, beside a bare memcpy
-    /// on the same mapped image and the same operations on a plain tmpfs.
+    /// 4 KiB random read, overwrite, append, small-file create, 1 MiB sequential read,
+    /// overwrite and allocating write, beside their durable limit on the same mapped image
+    /// and the same operations on a tmpfs, in interleaved rounds.
     Micro {
-        /// A short run (under 30 seconds).
+        /// A short run (under a minute).
         #[arg(long)]
         quick: bool,
         /// Write every figure and the configuration to this JSON file.
@@ -26,9 +27,16 @@ pub enum BenchCmd {
         /// The image to create for HashFS and memcpy.
         #[arg(long, default_value = "/dev/shm/hashfs-bench.img")]
         image: PathBuf,
-        /// A directory on a plain tmpfs for the system-call baseline.
+        /// A directory on a tmpfs for the system-call baseline.
         #[arg(long, default_value = "/dev/shm")]
         tmpfs_dir: PathBuf,
+        /// Format the image sparse (as `mkfs --sparse`): writes pay the host's first touch.
+        #[arg(long)]
+        sparse: bool,
+        /// Do not fault the image's mapping in before timing (a mount does it in the
+        /// background; this shows the first seconds).
+        #[arg(long)]
+        cold: bool,
     },
     /// The papers' file-mapping evaluation, every mapping side by side: HashFS §4.1-4.7
     /// and SPFS Fig. 7. Writes one JSON file per experiment; `bench/plot.py` draws them.
@@ -75,7 +83,9 @@ pub enum BenchCmd {
 
 pub fn run(cmd: BenchCmd) -> Result<(), Failure> {
     match cmd {
-        BenchCmd::Micro { quick, json, image, tmpfs_dir } => micro::run(quick, json.as_deref(), &image, &tmpfs_dir),
+        BenchCmd::Micro { quick, json, image, tmpfs_dir, sparse, cold } => {
+            micro::run(&micro::Options { quick, json, image, tmpfs_dir, sparse, cold })
+        }
         BenchCmd::Churn { image, size, rounds } => churn::run(&image, size, rounds),
         #[cfg(feature = "probe")]
         BenchCmd::Paper { experiments, mappings, quick, tiny, out, image_dir, images, first_image } => {
@@ -125,4 +135,48 @@ pub fn cpu_model() -> String {
 /// differed from it; `build.rs`), or "unknown" outside a git checkout.
 pub fn git_commit() -> String {
     env!("HASHFS_BUILD_COMMIT").to_string()
+}
+
+/// Mean and half-width of the 95% confidence interval (Student's t).
+pub fn mean_ci(v: &[f64]) -> (f64, f64) {
+    let n = v.len();
+    if n == 0 {
+        return (f64::NAN, f64::NAN);
+    }
+    let mean = v.iter().sum::<f64>() / n as f64;
+    if n < 2 {
+        return (mean, f64::NAN);
+    }
+    let var = v.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1) as f64;
+    // Two-sided 97.5% quantiles of t for 1..=30 degrees of freedom, then the normal value.
+    const T: [f64; 30] = [
+        12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145, 2.131,
+        2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042,
+    ];
+    let t = if n - 1 <= 30 { T[n - 2] } else { 1.96 };
+    (mean, t * (var / n as f64).sqrt())
+}
+
+/// The file system holding `dir`, as `type options` from /proc/mounts (the mount with the
+/// longest prefix of the directory): whether images there get 2 MiB pages (`huge=always`
+/// tmpfs, hugetlbfs, DAX) changes TLB misses and first-touch costs.
+pub fn image_mount(dir: &Path) -> String {
+    let dir = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
+    let mounts = std::fs::read_to_string("/proc/mounts").unwrap_or_default();
+    mounts
+        .lines()
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            (f.len() >= 4 && dir.starts_with(f[1])).then(|| (f[1].len(), format!("{} {}", f[2], f[3])))
+        })
+        .max_by_key(|(n, _)| *n)
+        .map(|(_, m)| m)
+        .unwrap_or_else(|| "unknown".into())
+}
+
+/// The running kernel's release (`uname -r`).
+pub fn kernel() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/osrelease")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_else(|_| "unknown".into())
 }

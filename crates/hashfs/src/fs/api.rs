@@ -132,6 +132,15 @@ impl FileSystem<MmapDevice> {
             return Err(Error::InvalidParameter("image size must be a multiple of 4096 bytes".into()));
         }
         let dev = MmapDevice::open(path, OpenMode::CreateTruncate { size_bytes })?;
+        if opts.preallocate {
+            dev.preallocate().map_err(|e| {
+                drop(std::fs::remove_file(path));
+                Error::InvalidParameter(format!(
+                    "preallocating the {} MiB image on its host file system: {e} (mkfs --sparse leaves it sparse)",
+                    size_bytes >> 20
+                ))
+            })?;
+        }
         let opts = FormatOptions { device_is_zeroed: true, ..opts.clone() };
         let g = super::format(&dev, &opts, progress)?;
         dev.sync_host()?;

@@ -70,6 +70,11 @@ pub struct FormatOptions {
     pub placement: HashPlacement,
     /// The write mode a mount starts in.
     pub write_mode: WriteMode,
+    /// `FileSystem::format_file`: allocate the image file's whole length on the host
+    /// (fallocate) before formatting, so that no later write pays the host's first touch
+    /// (tmpfs zeroes a page, 2 MiB on a `huge=always` mount, the first time it is
+    /// written); PM has none. False leaves the file sparse.
+    pub preallocate: bool,
 }
 
 impl Default for FormatOptions {
@@ -85,6 +90,7 @@ impl Default for FormatOptions {
             allocator: AllocatorKind::Aligned,
             placement: HashPlacement::Paper,
             write_mode: WriteMode::Relaxed,
+            preallocate: false,
         }
     }
 }

@@ -6,10 +6,11 @@ use std::fs::{File, OpenOptions};
 use std::io;
 use std::os::unix::io::AsRawFd;
 use std::path::Path;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
 
 /// Copies at least this large use non-temporal stores.
-pub const NONTEMPORAL_MIN_BYTES: usize = 16 * 1024;
+pub const NONTEMPORAL_MIN_BYTES: usize = 4 * 1024;
 
 /// How to open the image file.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -32,6 +33,8 @@ pub struct MmapDevice {
     /// (tmpfs, DAX), so that cache write-back is all durability needs.
     host_is_memory: bool,
     stats: DeviceStats,
+    /// The background populator's stop flag and thread (`populate_in_background`).
+    populator: std::sync::Mutex<Option<(Arc<AtomicBool>, std::thread::JoinHandle<()>)>>,
 }
 
 // SAFETY: the mapping is shared memory that lives as long as the device; all access goes
@@ -101,6 +104,7 @@ impl MmapDevice {
             map_sync,
             host_is_memory,
             stats: DeviceStats::default(),
+            populator: std::sync::Mutex::new(None),
         })
     }
 
@@ -114,6 +118,56 @@ impl MmapDevice {
             return Err(io::Error::last_os_error());
         }
         Ok(())
+    }
+
+    /// Allocates the whole image file on its host file system (fallocate, zero-filled), so
+    /// that writes never wait for the host to allocate and zero a page; the mapping's own
+    /// page-table entries are still made on first access (minor faults, no zeroing).
+    pub fn preallocate(&self) -> io::Result<()> {
+        let len =
+            i64::try_from(self.len).map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "image too large"))?;
+        // SAFETY: fallocate on a descriptor we own; mode 0 allocates and changes no contents.
+        let rc = unsafe { libc::fallocate(self._file.as_raw_fd(), 0, 0, len) };
+        if rc != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(())
+    }
+
+    /// Faults the mapping in on a thread of its own, 64 MiB at a time, when the image file
+    /// is allocated whole on a memory or DAX host (`mkfs` without `--sparse`): a write fault on a
+    /// shared tmpfs mapping costs several microseconds per 4 KiB page, more than the
+    /// copy it interrupts, and a real PM mount has none. A sparse image is left alone
+    /// (populating it would allocate it). Returns whether the thread was started; it
+    /// stops when the device is dropped.
+    pub fn populate_in_background(&self) -> io::Result<bool> {
+        use std::os::unix::fs::MetadataExt;
+        let allocated = self._file.metadata()?.blocks().saturating_mul(512);
+        let mut slot = self.populator.lock().unwrap_or_else(|e| e.into_inner());
+        // On a disk file system a write fault dirties the page: populating would write the
+        // whole image back. Only memory (tmpfs) and DAX hosts are populated.
+        if !self.host_is_memory || allocated < self.len || slot.is_some() {
+            return Ok(false);
+        }
+        const CHUNK: usize = 64 << 20;
+        let stop = Arc::new(AtomicBool::new(false));
+        let (base, len, flag) = (self.base as usize, self.len as usize, stop.clone());
+        let t = std::thread::Builder::new().name("hashfs-populate".into()).spawn(move || {
+            const MADV_POPULATE_WRITE: i32 = 23;
+            let mut off = 0;
+            while off < len && !flag.load(Ordering::Relaxed) {
+                let n = CHUNK.min(len - off);
+                // SAFETY: [base + off, + n) lies inside the mapping, which Drop unmaps only
+                // after this thread has been stopped and joined; the advice changes no
+                // contents. A failure (EINTR, ENOMEM) only leaves pages to fault later.
+                if unsafe { libc::madvise((base + off) as *mut libc::c_void, n, MADV_POPULATE_WRITE) } != 0 {
+                    break;
+                }
+                off += n;
+            }
+        })?;
+        *slot = Some((stop, t));
+        Ok(true)
     }
 
     /// The image file's descriptor (to map file blocks elsewhere, e.g. by the shim's mmap).
@@ -161,6 +215,10 @@ fn is_tmpfs(file: &File) -> bool {
 
 impl Drop for MmapDevice {
     fn drop(&mut self) {
+        if let Some((stop, t)) = self.populator.get_mut().unwrap_or_else(|e| e.into_inner()).take() {
+            stop.store(true, Ordering::Relaxed);
+            let _ = t.join();
+        }
         // SAFETY: base/len came from a successful mmap and no references outlive self.
         unsafe {
             libc::munmap(self.base as *mut libc::c_void, self.len as usize);

@@ -21,7 +21,8 @@ mod images;
 mod untorn;
 mod winefs;
 
-use super::{cpu_model, git_commit};
+pub use super::mean_ci;
+use super::{cpu_model, git_commit, image_mount};
 use crate::{fail, Failure};
 use hashfs::pm::{MmapDevice, OpenMode};
 use hashfs::{testing::probe, File, FileSystem, MappingKind, OpenOptions};
@@ -213,26 +214,6 @@ fn tsc_ghz() -> f64 {
     }
     let b = probe::rdtscp();
     (b - a) as f64 / t.elapsed().as_nanos() as f64
-}
-
-/// Mean and half-width of the 95% confidence interval (Student's t).
-pub fn mean_ci(v: &[f64]) -> (f64, f64) {
-    let n = v.len();
-    if n == 0 {
-        return (f64::NAN, f64::NAN);
-    }
-    let mean = v.iter().sum::<f64>() / n as f64;
-    if n < 2 {
-        return (mean, f64::NAN);
-    }
-    let var = v.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1) as f64;
-    // Two-sided 97.5% quantiles of t for 1..=30 degrees of freedom, then the normal value.
-    const T: [f64; 30] = [
-        12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145, 2.131,
-        2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042,
-    ];
-    let t = if n - 1 <= 30 { T[n - 2] } else { 1.96 };
-    (mean, t * (var / n as f64).sqrt())
 }
 
 /// One measured operation.
@@ -501,23 +482,6 @@ fn machine(ctx: &Ctx) -> Value {
         "image_mount": image_mount(&ctx.image_dir),
         "timing_overhead_cycles": { "inner": ctx.cal.inner, "pair": ctx.cal.pair, "outer": ctx.cal.outer },
     })
-}
-
-/// The file system holding the images, as `type options` from /proc/mounts (the mount
-/// with the longest prefix of the directory): whether the images get 2 MiB pages
-/// (`huge=always` tmpfs, hugetlbfs, DAX) changes TLB misses on cold accesses.
-fn image_mount(dir: &Path) -> String {
-    let dir = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
-    let mounts = std::fs::read_to_string("/proc/mounts").unwrap_or_default();
-    mounts
-        .lines()
-        .filter_map(|l| {
-            let f: Vec<&str> = l.split_whitespace().collect();
-            (f.len() >= 4 && dir.starts_with(f[1])).then(|| (f[1].len(), format!("{} {}", f[2], f[3])))
-        })
-        .max_by_key(|(n, _)| *n)
-        .map(|(_, m)| m)
-        .unwrap_or_else(|| "unknown".into())
 }
 
 /// One experiment's result before it is written.

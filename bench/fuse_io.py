@@ -1,0 +1,130 @@
+#!/usr/bin/env python3
+"""File IO through the HashFS FUSE mount (not a test): fio with one job, psync, on
+
+  fuse            `hashfs mount IMAGE DIR` (every write durable when it returns)
+  fuse-direct_io  the same with `-o direct_io` (no page cache for file data)
+  fuse-writeback  the same with `-o writeback_cache` (the kernel's write-back cache:
+                  durable at fsync or close, as a disk file system)
+  tmpfs           a directory on the tmpfs that holds the images (volatile)
+
+and four operations, each in every round on every target in turn (interleaved): 1 MiB
+writes to a new 1 GiB file (deleted first, untimed), 1 MiB overwrites of that file, and
+4 KiB random writes and reads in it. Prints per target and operation the mean of the
+rounds with its 95% interval, and writes JSON with every round's figure.
+
+Usage: python3 bench/fuse_io.py [--rounds N] [--image-dir DIR] [--json FILE]
+Needs: the release build (cargo build --release -p hashfs-cli), fio, root and /dev/fuse.
+"""
+import argparse, json, os, platform, shutil, statistics, subprocess, sys, tempfile, time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+HASHFS = os.path.join(ROOT, "target/release/hashfs")
+T975 = [12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228]
+
+
+def run(cmd, check=True):
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if check and r.returncode != 0:
+        sys.exit(f"failed: {' '.join(cmd)}\n{r.stdout}\n{r.stderr}")
+    return r.stdout
+
+
+def mean_ci(v):
+    m = statistics.mean(v)
+    if len(v) < 2:
+        return m, float("nan")
+    t = T975[len(v) - 2] if len(v) - 2 < len(T975) else 1.96
+    return m, t * statistics.stdev(v) / len(v) ** 0.5
+
+
+def fio(path, rw, bs, size, runtime=None):
+    cmd = ["fio", "--name=j", f"--filename={path}", f"--size={size}", f"--bs={bs}", f"--rw={rw}",
+           "--ioengine=psync", "--output-format=json", "--end_fsync=0"]
+    if runtime:
+        cmd += [f"--runtime={runtime}", "--time_based", "--randrepeat=0"]
+    out = run(cmd)
+    job = json.loads(out[out.index("{"):])["jobs"][0]
+    side = job["read"] if "read" in rw else job["write"]
+    return side
+
+
+def machine(image_dir):
+    mounts = open("/proc/mounts").read().splitlines()
+    best = max((l.split() for l in mounts if os.path.realpath(image_dir).startswith(l.split()[1])),
+               key=lambda f: len(f[1]))
+    cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
+    flags = next((l for l in open("/proc/cpuinfo") if l.startswith("flags")), "")
+    return {"cpu": cpu, "nproc": os.cpu_count(), "kernel": platform.release(),
+            "flush": "clwb" if " clwb" in flags else "clflushopt" if " clflushopt" in flags else "clflush",
+            "simd": "avx512" if " avx512f" in flags else "avx2" if " avx2" in flags else "sse",
+            "image_mount": f"{best[2]} {best[3]}",
+            "image_page_size": "2M" if "huge=always" in best[3] else "4K",
+            "fuse_max_pages_limit": open("/proc/sys/fs/fuse/max_pages_limit").read().strip()
+            if os.path.exists("/proc/sys/fs/fuse/max_pages_limit") else "?"}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--image-dir", default="/dev/shm")
+    ap.add_argument("--json")
+    a = ap.parse_args()
+    if not os.path.exists(HASHFS):
+        sys.exit(f"{HASHFS} missing: run cargo build --release -p hashfs-cli")
+    work = tempfile.mkdtemp(prefix="hashfs-fuseio-", dir=a.image_dir)
+    targets = {"fuse": [], "fuse-direct_io": ["-o", "direct_io"], "fuse-writeback": ["-o", "writeback_cache"],
+               "tmpfs": None}
+    dirs = {}
+    ops = ["write_new_1m", "overwrite_1m", "randwrite_4k", "randread_4k"]
+    res = {t: {o: [] for o in ops} for t in targets}
+    try:
+        for t, opts in targets.items():
+            d = os.path.join(work, t)
+            os.mkdir(d)
+            if opts is not None:
+                img = os.path.join(work, t + ".img")
+                run([HASHFS, "mkfs", img, "--size", "2G"])
+                run([HASHFS, "mount", img, d] + opts)
+            dirs[t] = d
+        time.sleep(5)  # the mounts fault their images in (a background pass)
+        for r in range(a.rounds):
+            for t in targets:
+                f = os.path.join(dirs[t], "f")
+                if os.path.exists(f):
+                    os.unlink(f)
+                s = fio(f, "write", "1M", "1G")
+                res[t]["write_new_1m"].append(s["bw_bytes"] / 1e9)
+                s = fio(f, "write", "1M", "1G")
+                res[t]["overwrite_1m"].append(s["bw_bytes"] / 1e9)
+                s = fio(f, "randwrite", "4k", "1G", runtime=3)
+                res[t]["randwrite_4k"].append(s["clat_ns"]["percentile"]["50.000000"])
+                s = fio(f, "randread", "4k", "1G", runtime=3)
+                res[t]["randread_4k"].append(s["clat_ns"]["percentile"]["50.000000"])
+            print(f"# round {r + 1} of {a.rounds} done", file=sys.stderr)
+    finally:
+        for t, opts in targets.items():
+            if opts is not None and t in dirs:
+                subprocess.run([HASHFS, "umount", dirs[t]], capture_output=True)
+        shutil.rmtree(work, ignore_errors=True)
+    cfg = {"rounds": a.rounds, "image_dir": a.image_dir, "image_bytes": 2 << 30, "file_bytes": 1 << 30,
+           "fio": run(["fio", "--version"]).strip(),
+           "commit": run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], check=False).strip(),
+           "date": time.strftime("%Y-%m-%d %H:%M"), **machine(a.image_dir)}
+    print(f"# bench/fuse_io.py: {json.dumps(cfg)}")
+    print("| operation | unit | " + " | ".join(targets) + " |")
+    print("|---|---|" + "---:|" * len(targets))
+    for o in ops:
+        unit = "GB/s" if o.endswith("_1m") else "median latency, µs"
+        cells = []
+        for t in targets:
+            m, ci = mean_ci(res[t][o])
+            cells.append(f"{m:.2f} ± {ci:.2f}" if o.endswith("_1m") else f"{m / 1000:.1f} ± {ci / 1000:.1f}")
+        print(f"| {o} | {unit} | " + " | ".join(cells) + " |")
+    if a.json:
+        with open(a.json, "w") as fh:
+            json.dump({"config": cfg, "results": res}, fh, indent=2)
+        print(f"# wrote {a.json}")
+
+
+if __name__ == "__main__":
+    main()
