@@ -138,6 +138,8 @@ pub fn run_background_with(image: &Path, mountpoint: &Path, o: &MountOpts) -> Re
     list.extend(o.nosuid.then_some("nosuid"));
     list.extend(o.noexec.then_some("noexec"));
     list.extend(o.write_mode.map(|m| m.name()));
+    list.extend(o.fuse.writeback_cache.then_some("writeback_cache"));
+    list.extend(o.fuse.direct_io.then_some("direct_io"));
     let lower = o.lower.as_ref().map(|l| {
         let l = fs::canonicalize(l).unwrap_or_else(|_| l.clone());
         format!("lower={}", l.display())

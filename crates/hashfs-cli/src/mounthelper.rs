@@ -6,7 +6,8 @@
 //! kernel); `atime`, `noatime`, `relatime`, `strictatime`, `nodiratime` (accepted: HashFS
 //! keeps atime as set explicitly and never updates it on reads, so every one of them
 //! holds); `threads=N`; `strict` or `relaxed` (the write mode of this mount, else the
-//! image's: `hashfs mkfs --write-mode`); and the ones mount(8) and fstab use for themselves (`defaults`,
+//! image's: `hashfs mkfs --write-mode`); `writeback_cache` and `direct_io` (the kernel's
+//! caching of file data, `hashfs_fuse::FuseOptions`); and the ones mount(8) and fstab use for themselves (`defaults`,
 //! `auto`, `noauto`, `user`, `nouser`, `users`, `owner`, `group`, `nofail`, `_netdev`,
 //! `x-*`, `comment=*`). Anything else is refused with its name, never ignored silently.
 //! mount(8)'s helper flags `-n` (no mtab), `-s` (sloppy: unknown options are skipped with

@@ -260,3 +260,36 @@ fn mount_helper_and_fstab() {
         }
     }
 }
+
+/// `hashfs mount` (the background form) hands every option to the daemon it starts.
+#[test]
+fn background_mount_passes_its_options_on() {
+    if !fuse_available() {
+        return;
+    }
+    let mut m = Mounted::new("64M");
+    m.stop();
+    let (img, mnt) = (m.image.to_str().unwrap().to_string(), m.mnt.to_str().unwrap().to_string());
+    for opt in ["direct_io", "writeback_cache", "strict,nodev"] {
+        let o = hashfs().args(["mount", &img, &mnt, "-o", opt]).output().unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let out = String::from_utf8_lossy(&o.stdout).to_string();
+        let pid = out.split("daemon pid ").nth(1).and_then(|s| s.trim().trim_end_matches(')').parse::<u32>().ok());
+        let cmdline = std::fs::read(format!("/proc/{}/cmdline", pid.expect("the daemon's pid"))).unwrap();
+        let args: Vec<String> = cmdline.split(|&b| b == 0).map(|a| String::from_utf8_lossy(a).to_string()).collect();
+        let list = &args[args.iter().position(|a| a == "-o").expect("-o") + 1];
+        for want in opt.split(',') {
+            assert!(list.split(',').any(|o| o == want), "{want} not in the daemon's options {list}");
+        }
+        std::fs::write(Path::new(&mnt).join("f"), opt).unwrap();
+        assert!(hashfs().args(["umount", &mnt]).status().unwrap().success());
+        for _ in 0..300 {
+            if hashfs().args(["fsck", "-n", &img]).output().unwrap().status.success() {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    }
+    let cat = hashfs().args(["cat", &img, "/f"]).output().unwrap();
+    assert_eq!(String::from_utf8_lossy(&cat.stdout), "strict,nodev");
+}

@@ -144,7 +144,7 @@ impl<D: PmDevice> HashFsFuse<D> {
     /// The open flags of a new handle.
     fn fopen_flags(&self) -> FopenFlags {
         if self.opts.direct_io {
-            FopenFlags::FOPEN_DIRECT_IO
+            FopenFlags::FOPEN_DIRECT_IO | FopenFlags::FOPEN_PARALLEL_DIRECT_WRITES
         } else {
             FopenFlags::empty()
         }
@@ -268,6 +268,11 @@ impl<D: PmDevice> Filesystem for HashFsFuse<D> {
         // Lookups and readdirs of one directory may run in parallel (the file system
         // locks what it must itself).
         let _ = config.add_capabilities(InitFlags::FUSE_PARALLEL_DIROPS);
+        // Shared mappings of files opened for direct IO (Linux 6.6): the kernel keeps
+        // their pages cached and coherent with the direct writes.
+        if self.opts.direct_io && config.add_capabilities(InitFlags::FUSE_DIRECT_IO_ALLOW_MMAP).is_err() {
+            eprintln!("hashfs: the kernel lacks FUSE_DIRECT_IO_ALLOW_MMAP: files opened with direct_io cannot be mapped shared");
+        }
         if self.opts.writeback_cache {
             if let Err(missing) = config.add_capabilities(InitFlags::FUSE_WRITEBACK_CACHE) {
                 eprintln!("hashfs: the kernel lacks {missing:?}: writeback_cache is ignored");
