@@ -30,6 +30,8 @@ use std::time::Instant;
 
 const BLOCK: usize = 4096;
 const MIB: usize = 1 << 20;
+/// A small log record.
+const RECORD: usize = 100;
 const TARGETS: [&str; 3] = ["hashfs", "limit", "tmpfs"];
 
 /// What `hashfs bench micro` measures, and where.
@@ -270,6 +272,37 @@ fn run_in(cfg: &Config, o: &Options, tmp: &Path) -> Result<(), Failure> {
                 Box::new(move || {
                     let (file, _) = t.next(limit, BLOCK as u64);
                     timed(|| file.write_all(wbuf).expect("append"))
+                }),
+            ],
+        ));
+    }
+    {
+        // Small records, as a write-ahead log appends them (LevelDB's, RocksDB's): most
+        // land inside the file's last block.
+        let mut h = Growing { fs, path: "/log", file: None, pos: 0 };
+        let mut b = cursor();
+        let mut t = TmpGrowing { path: tmp.join("log"), file: None, pos: 0 };
+        let rec = &wbuf[..RECORD];
+        ops.push((
+            "append_100b",
+            [
+                Box::new(move || {
+                    let (file, _) = h.next(limit, RECORD as u64);
+                    timed(|| assert_eq!(file.append(rec).expect("append").0, RECORD))
+                }),
+                Box::new(move || {
+                    let i = b();
+                    let at = seq_block(i / 40) + (i % 40 * RECORD) as u64;
+                    timed(|| {
+                        dev.write(at, rec);
+                        dev.flush(at, RECORD as u64);
+                        dev.fence();
+                        meta_store(i as u64);
+                    })
+                }),
+                Box::new(move || {
+                    let (file, _) = t.next(limit, RECORD as u64);
+                    timed(|| file.write_all(rec).expect("append"))
                 }),
             ],
         ));

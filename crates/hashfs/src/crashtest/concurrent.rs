@@ -6,7 +6,7 @@
 #![forbid(unsafe_code)]
 
 use super::explore::{image_for, Config, Failure, Stats};
-use super::snapshot::{torn_between, Snapshot};
+use super::snapshot::{times_between, torn_between, Snapshot};
 use super::workload::Op;
 use crate::journal;
 use crate::pm::{CrashDevice, CrashPoint};
@@ -21,6 +21,7 @@ struct Track {
     root: &'static str,
     ops: Vec<Op>,
     torn: Vec<bool>,
+    lag: Vec<bool>,
     states: Vec<Snapshot>,
     spans: Vec<(u64, u64)>,
 }
@@ -33,7 +34,7 @@ impl Track {
         let ok = match in_flight {
             Some(k) => {
                 let (b, a) = (&self.states[k], &self.states[k + 1]);
-                r == b || r == a || (self.torn[k] && torn_between(r, b, a))
+                r == b || r == a || (self.torn[k] && torn_between(r, b, a)) || (self.lag[k] && times_between(r, b, a))
             }
             None => *r == self.states[self.spans.iter().filter(|s| s.1 <= f).count()],
         };
@@ -92,7 +93,7 @@ pub fn explore_two_threads(
         .map(|root| {
             let ops = random_ops(&mut rng, root, ops_per_thread);
             let s0 = Snapshot::of_tree(&fs, root).expect("walks");
-            Track { root, ops, torn: Vec::new(), states: vec![s0], spans: Vec::new() }
+            Track { root, ops, torn: Vec::new(), lag: Vec::new(), states: vec![s0], spans: Vec::new() }
         })
         .collect();
     dev.set_capture(true);
@@ -102,6 +103,7 @@ pub fn explore_two_threads(
             s.spawn(move || {
                 for op in t.ops.clone() {
                     t.torn.push(op.is_torn_on(fs));
+                    t.lag.push(op.times_may_lag(fs));
                     let b = dev.fence_count();
                     let _ = op.apply(fs);
                     let e = dev.fence_count();

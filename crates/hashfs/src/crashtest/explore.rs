@@ -13,7 +13,7 @@
 
 #![forbid(unsafe_code)]
 
-use super::snapshot::{torn_between, Snapshot};
+use super::snapshot::{times_between, torn_between, Snapshot};
 use super::workload::{Op, Workload};
 use crate::fs::{fsck, FsckMode};
 use crate::pm::{CrashDevice, CrashPoint};
@@ -144,15 +144,18 @@ enum Allowed<'a> {
     Exact(&'a [&'a Snapshot]),
     /// Between before and after of an overwrite or hole punch.
     Torn(&'a Snapshot, &'a Snapshot),
+    /// Before or after a growing write, its times possibly lagging (a fast append).
+    TimesLag(&'a Snapshot, &'a Snapshot),
 }
 
 impl Allowed<'_> {
     fn check(&self, r: &Snapshot) -> Result<(), String> {
-        let (list, torn): (Vec<&Snapshot>, _) = match self {
-            Allowed::Exact(l) => (l.to_vec(), None),
-            Allowed::Torn(b, a) => (vec![*b, *a], Some((*b, *a))),
+        let (list, ok): (Vec<&Snapshot>, bool) = match self {
+            Allowed::Exact(l) => (l.to_vec(), false),
+            Allowed::Torn(b, a) => (vec![*b, *a], torn_between(r, b, a)),
+            Allowed::TimesLag(b, a) => (vec![*b, *a], times_between(r, b, a)),
         };
-        if list.contains(&r) || torn.is_some_and(|(b, a)| torn_between(r, b, a)) {
+        if ok || list.contains(&r) {
             return Ok(());
         }
         let mut msg = String::from("recovered state is not one the operation allows");
@@ -263,6 +266,8 @@ struct Recording {
     boundaries: Vec<u64>,
     /// Whether each operation may leave a byte-wise mix of before and after.
     torn: Vec<bool>,
+    /// Whether each operation's times may lag behind its data and size.
+    lag: Vec<bool>,
     /// Every fence, and the end.
     points: Vec<CrashPoint>,
     /// The fence count when capture began.
@@ -279,6 +284,8 @@ impl Recording {
         let k = self.boundaries.iter().rposition(|&b| b <= rel).expect("inside a step");
         if self.torn[k] {
             Allowed::Torn(&self.states[k], &self.states[k + 1])
+        } else if self.lag[k] {
+            Allowed::TimesLag(&self.states[k], &self.states[k + 1])
         } else {
             *pair = [&self.states[k], &self.states[k + 1]];
             Allowed::Exact(&pair[..])
@@ -296,11 +303,13 @@ fn record(base: &[u8], w: &Workload) -> Result<Recording, String> {
     let mut states = vec![snap(&fs)?];
     let mut boundaries = Vec::new();
     let mut torn = Vec::new();
+    let mut lag = Vec::new();
     dev.set_capture(true);
     let start = dev.fence_count();
     for op in &w.ops {
         boundaries.push(dev.fence_count() - start);
         torn.push(op.is_torn_on(&fs));
+        lag.push(op.times_may_lag(&fs));
         let _ = op.apply(&fs); // a failing operation must change nothing, which is checked too
         states.push(snap(&fs)?);
     }
@@ -309,7 +318,7 @@ fn record(base: &[u8], w: &Workload) -> Result<Recording, String> {
     let mut end = dev.crash_point_now();
     end.fence_index = dev.fence_count();
     points.push(end);
-    Ok(Recording { states, boundaries, torn, points, start })
+    Ok(Recording { states, boundaries, torn, lag, points, start })
 }
 
 /// Where a failure was found, for its report.

@@ -194,6 +194,27 @@ pub fn torn_between(r: &Snapshot, before: &Snapshot, after: &Snapshot) -> bool {
     })
 }
 
+/// Whether `r` is what a growing write that persists without a transaction (a fast
+/// append: data, then size and block count, then times, each an 8-byte store) may leave:
+/// every path equal to its state before or after the write except for the modification
+/// and change times, which lie between the two. Its data and size are whole or absent;
+/// only the times, which no program can rely on after a crash before fsync, may lag
+/// behind them or run ahead.
+pub fn times_between(r: &Snapshot, before: &Snapshot, after: &Snapshot) -> bool {
+    if r.0.len() != before.0.len() || before.0.len() != after.0.len() {
+        return false;
+    }
+    let between = |x: i64, y: i64, z: i64| y.min(z) <= x && x <= y.max(z);
+    r.0.iter().all(|(p, e)| {
+        let (Some(b), Some(a)) = (before.0.get(p), after.0.get(p)) else { return false };
+        let untimed = |x: &Entry| Entry { mtime_ns: 0, ctime_ns: 0, ..x.clone() };
+        let u = untimed(e);
+        (u == untimed(b) || u == untimed(a))
+            && between(e.mtime_ns, b.mtime_ns, a.mtime_ns)
+            && between(e.ctime_ns, b.ctime_ns, a.ctime_ns)
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -231,5 +252,18 @@ mod tests {
         let mut other_perm = file(b"abab", 2);
         other_perm.perm = 0o600;
         assert!(!torn_between(&snap(other_perm), &before, &after));
+    }
+
+    /// A fast append's crash states: data and size whole or absent, times anywhere between.
+    #[test]
+    fn appends_may_lag_in_their_times_only() {
+        let before = snap(file(b"aa", 1));
+        let after = snap(file(b"aabb", 5));
+        assert!(times_between(&snap(file(b"aabb", 1)), &before, &after), "new size, old times");
+        assert!(times_between(&snap(file(b"aa", 5)), &before, &after), "old size, new times");
+        assert!(times_between(&snap(file(b"aabb", 3)), &before, &after));
+        assert!(!times_between(&snap(file(b"aab", 5)), &before, &after), "part of the data");
+        assert!(!times_between(&snap(file(b"aa\0\0", 5)), &before, &after), "the size without the data");
+        assert!(!times_between(&snap(file(b"aabb", 6)), &before, &after), "a time outside old..new");
     }
 }

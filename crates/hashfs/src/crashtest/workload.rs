@@ -165,6 +165,13 @@ impl Op {
         }
     }
 
+    /// Whether the operation's times may lag behind (or run ahead of) its data and size
+    /// after a crash: a relaxed-mode write or append, which may persist as a fast append
+    /// (data, then size and block count, then times, with no transaction; `fs/data.rs`).
+    pub fn times_may_lag<D: PmDevice>(&self, fs: &FileSystem<D>) -> bool {
+        fs.write_mode() == crate::WriteMode::Relaxed && matches!(self, Op::Write { .. } | Op::Append { .. })
+    }
+
     /// Runs the operation.
     pub fn apply<D: PmDevice>(&self, fs: &FileSystem<D>) -> Result<()> {
         let rw = || OpenOptions::new().read(true).write(true).clone();

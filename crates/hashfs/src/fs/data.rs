@@ -57,10 +57,10 @@ fn end_lblk(size: u64) -> Lblk {
 
 /// One block of a write: where it maps, and whether it was claimed for this write.
 #[derive(Clone, Copy)]
-struct Planned {
-    lblk: Lblk,
-    pblk: Pblk,
-    fresh: bool,
+pub(super) struct Planned {
+    pub(super) lblk: Lblk,
+    pub(super) pblk: Pblk,
+    pub(super) fresh: bool,
 }
 
 /// See [`FsInner::alloc_request`].
@@ -566,6 +566,10 @@ impl<D: PmDevice> FsInner<D> {
         self.write_planned(&plan, off, data);
         if new_size == old_size && fresh.is_empty() {
             self.touch_times(cell.ino, &mut st.raw);
+            return Ok(());
+        }
+        if self.can_append_fast(cell, &st.raw, &plan) {
+            self.append_fast(cell, st, &plan, new_size);
             return Ok(());
         }
         if let Err(e) = self.commit_write(cell, st, &plan, new_size) {

@@ -9,6 +9,7 @@
 
 pub mod acl;
 pub mod api;
+mod append;
 pub mod bench;
 pub mod data;
 pub mod dir;

@@ -1,9 +1,13 @@
 //! Inodes: 128 bytes each in a fixed table.
 //!
 //! A free inode is all zeros. An allocated inode has a nonzero mode and a CRC32C over
-//! its inode number and every byte except the checksum itself and the timestamps (bytes
-//! 64..96). The timestamps lie outside the checksum: each is updated by one atomic 8-byte store without
-//! the journal, so a crash cannot leave a checksum that disagrees with them.
+//! its inode number and every byte except the checksum itself, the size and block count
+//! (bytes 16..32) and the timestamps (bytes 64..96). Those lie outside the checksum
+//! because each is updated by one atomic 8-byte store without the journal (an append's
+//! new size and blocks, a write's times), so a crash cannot leave a checksum that
+//! disagrees with them; recovery recounts the blocks and frees mappings past the size.
+//! Inodes sealed before format version 4 covered size and block count too: they still
+//! check (either sum is accepted), and the next transaction that writes one reseals it.
 
 #![forbid(unsafe_code)]
 
@@ -55,8 +59,8 @@ pub struct InodeRaw {
     pub generation: u32,
     /// The mapping's small state (see [`InodeRaw::radix_height`], [`InodeRaw::extent_root_level`]).
     map_flags: u32,
-    /// CRC32C over the inode number (LE u64) and every byte except this field and the
-    /// timestamps.
+    /// CRC32C over the inode number (LE u64) and every byte except this field, the size,
+    /// the block count and the timestamps.
     pub checksum: u32,
     /// Extended attributes: the inode holding them, 0 if none (`fs/xattr.rs`).
     pub xattr_ino: u32,
@@ -72,6 +76,12 @@ pub const INODE_BYTES: usize = 128;
 const _: () = assert!(std::mem::size_of::<InodeRaw>() == INODE_BYTES);
 pub const INODE_CHECKSUM_OFF: usize = 56;
 const _: () = assert!(std::mem::offset_of!(InodeRaw, checksum) == INODE_CHECKSUM_OFF);
+/// The size and the block count (two words), stored in place by a fast append.
+pub const INODE_SIZE_OFF: u64 = 16;
+pub const INODE_BLOCKS_OFF: u64 = 24;
+const INODE_BLOCKS_END: usize = 32;
+const _: () = assert!(std::mem::offset_of!(InodeRaw, size) == INODE_SIZE_OFF as usize);
+const _: () = assert!(std::mem::offset_of!(InodeRaw, blocks) == INODE_BLOCKS_OFF as usize);
 pub const INODE_ATIME_OFF: u64 = 64;
 pub const INODE_MTIME_OFF: u64 = 72;
 pub const INODE_CTIME_OFF: u64 = 80;
@@ -93,14 +103,32 @@ pub enum InodeState {
 }
 
 impl InodeRaw {
-    /// CRC32C over the inode number and every byte but the checksum and the timestamps.
+    /// CRC32C over the inode number and every byte but the checksum, the size, the block
+    /// count and the timestamps.
     pub fn compute_checksum(&self, ino: Ino) -> u32 {
+        let b = bytemuck::bytes_of(self);
+        let mut c = crc32c::crc32c(&ino.get().to_le_bytes());
+        c = crc32c::crc32c_append(c, &b[..INODE_SIZE_OFF as usize]);
+        c = crc32c::crc32c_append(c, &b[INODE_BLOCKS_END..INODE_CHECKSUM_OFF]);
+        c = crc32c::crc32c_append(c, &b[INODE_CHECKSUM_OFF + 4..INODE_ATIME_OFF as usize]);
+        c = crc32c::crc32c_append(c, &b[INODE_TIMES_END..]);
+        c
+    }
+
+    /// The checksum of format versions up to 3, which covered size and block count.
+    fn legacy_checksum(&self, ino: Ino) -> u32 {
         let b = bytemuck::bytes_of(self);
         let mut c = crc32c::crc32c(&ino.get().to_le_bytes());
         c = crc32c::crc32c_append(c, &b[..INODE_CHECKSUM_OFF]);
         c = crc32c::crc32c_append(c, &b[INODE_CHECKSUM_OFF + 4..INODE_ATIME_OFF as usize]);
         c = crc32c::crc32c_append(c, &b[INODE_TIMES_END..]);
         c
+    }
+
+    /// Whether the sum on the media is this version's (size and block count outside it),
+    /// so that they may be stored in place.
+    pub fn sealed_without_size(&self, ino: Ino) -> bool {
+        self.checksum == self.compute_checksum(ino)
     }
     pub fn seal(&mut self, ino: Ino) {
         self.checksum = self.compute_checksum(ino);
@@ -139,7 +167,7 @@ impl InodeRaw {
                 InodeState::Corrupt("free inode is not zeroed")
             };
         }
-        if self.checksum != self.compute_checksum(ino) {
+        if self.checksum != self.compute_checksum(ino) && self.checksum != self.legacy_checksum(ino) {
             return InodeState::Corrupt("checksum mismatch");
         }
         if !matches!(self.mode & S_IFMT, S_IFREG | S_IFDIR | S_IFLNK) && !self.is_special() {
@@ -248,12 +276,32 @@ mod tests {
         i.seal(Ino(7));
         assert_eq!(i.check(Ino(7)), InodeState::Allocated);
         assert!(matches!(i.check(Ino(8)), InodeState::Corrupt(_)));
-        let covered = (0..56).chain(60..64).chain(96..128);
+        let covered = (0..16).chain(32..56).chain(60..64).chain(96..128);
         for bit in covered.flat_map(|byte| (0..8).map(move |b| byte * 8 + b)) {
             let mut b = i;
             bytemuck::bytes_of_mut(&mut b)[bit / 8] ^= 1 << (bit % 8);
             assert!(matches!(b.check(Ino(7)), InodeState::Corrupt(_) | InodeState::Free), "bit {bit}");
         }
+    }
+
+    /// Size and block count lie outside the sum (stored in place by fast appends); an inode
+    /// sealed by an older build, whose sum covers them, still checks, until they change.
+    #[test]
+    fn size_and_blocks_outside_the_sum_legacy_sums_accepted() {
+        let mut i = InodeRaw::zeroed();
+        i.mode = S_IFREG | 0o644;
+        i.nlink = 1;
+        i.size = 100;
+        i.seal(Ino(7));
+        assert!(i.sealed_without_size(Ino(7)));
+        i.size = 5000;
+        i.blocks = 2;
+        assert_eq!(i.check(Ino(7)), InodeState::Allocated);
+        i.checksum = i.legacy_checksum(Ino(7));
+        assert_eq!(i.check(Ino(7)), InodeState::Allocated);
+        assert!(!i.sealed_without_size(Ino(7)));
+        i.size = 6000;
+        assert_eq!(i.check(Ino(7)), InodeState::Corrupt("checksum mismatch"));
     }
 
     /// Inode numbers are 32 bits on the media: a sealed inode whose parent word has a high

@@ -15,8 +15,11 @@ pub const MAGIC: u64 = u64::from_le_bytes(*b"HASHFS\0\x01");
 /// devices and sockets (a device number in the mapping area of special inodes) and extended
 /// attributes (`xattr_ino`, attribute inodes); older images hold none and read as version 3,
 /// and a mount by this build stamps version 3, so that an older build refuses the image
-/// once it may hold them.
-pub const FORMAT_VERSION: u32 = 3;
+/// once it may hold them. Version 4 leaves an inode's size and block count out of its
+/// checksum (appends store them in place); older inodes' sums are still accepted, and a
+/// mount stamps version 4 so that an older build, which would take every resealed inode
+/// for corrupt, refuses the image.
+pub const FORMAT_VERSION: u32 = 4;
 pub const SB_STATE_CLEAN: u32 = 1;
 pub const SB_STATE_MOUNTED: u32 = 2;
 /// Byte offsets of the two superblock copies.

@@ -1,0 +1,66 @@
+//! Fast appends (NOVA's and ext4-DAX's): a growing write that needs no new mapping
+//! structure persists its data, then its size, with two fences and no transaction. The
+//! protocol and its crash states are in docs/design.md ("Fast appends").
+
+use super::data::{blocks_for, Planned};
+use super::inode::{self, InodeCell, InodeMem};
+use super::FsInner;
+use crate::layout::inode::{INODE_BLOCKS_OFF, INODE_CTIME_OFF, INODE_MTIME_OFF, INODE_SIZE_OFF};
+use crate::layout::{InodeRaw, Lblk};
+use crate::mapping::hashfs::file_key;
+use crate::mapping::FileMap;
+use crate::pm::PmDevice;
+
+impl<D: PmDevice> FsInner<D> {
+    /// Whether a growing write may persist without a transaction ([`append_fast`]): every
+    /// block it maps is new and past the old end of file (so that a crash before the new
+    /// size leaves only mappings recovery frees), and each is mapped by one word that is
+    /// not logged, which only HashFS's paper placement does (its key in the block's slot;
+    /// the grouped placement's claims and the other structures change shared state); or
+    /// it maps no block at all. The inode's sum must leave size and block count out
+    /// (format 4: an inode sealed by an older build waits for its next transaction).
+    ///
+    /// [`append_fast`]: Self::append_fast
+    pub(super) fn can_append_fast(&self, cell: &InodeCell, raw: &InodeRaw, plan: &[Planned]) -> bool {
+        let old_blocks = Lblk(blocks_for(raw.size));
+        let maps_fresh_past_eof = || match &self.map {
+            FileMap::Hash(t) => t.groups().is_none() && plan.iter().all(|p| !p.fresh || p.lblk >= old_blocks),
+            FileMap::Blocks(_) => false,
+        };
+        (plan.iter().all(|p| !p.fresh) || maps_fresh_past_eof()) && raw.sealed_without_size(cell.ino)
+    }
+
+    /// NOVA's and ext4-DAX's fast append: the data (already stored) and the new blocks'
+    /// keys, fence; then size, block count and times in place (8-byte stores), their
+    /// flush, fence. Two fences and no journal; a crash between them leaves the old size
+    /// and, at most, keys past it, which recovery frees.
+    pub(super) fn append_fast(&self, cell: &InodeCell, st: &mut InodeMem, plan: &[Planned], new_size: u64) {
+        let ino = cell.ino;
+        let mut added = 0u64;
+        if let FileMap::Hash(t) = &self.map {
+            for p in plan.iter().filter(|p| p.fresh) {
+                let k = file_key(ino, p.lblk).expect("checked by the plan");
+                self.dev.store_u64(t.slot_off(p.pblk.0), k);
+                self.dev.flush(t.slot_off(p.pblk.0), 8);
+                cell.tcache.put(p.lblk, p.pblk);
+                added += 1;
+            }
+        }
+        self.dev.fence();
+        let now = inode::now_ns();
+        let ioff = self.geo.inode_off(ino.get());
+        self.dev.store_u64(ioff + INODE_SIZE_OFF, new_size);
+        if added > 0 {
+            self.dev.store_u64(ioff + INODE_BLOCKS_OFF, st.raw.blocks + added);
+        }
+        self.dev.store_u64(ioff + INODE_MTIME_OFF, now as u64);
+        self.dev.store_u64(ioff + INODE_CTIME_OFF, now as u64);
+        self.dev.flush(ioff + INODE_SIZE_OFF, 16);
+        self.dev.flush(ioff + INODE_MTIME_OFF, 16);
+        self.dev.fence();
+        st.raw.size = new_size;
+        st.raw.blocks += added;
+        st.raw.mtime_ns = now;
+        st.raw.ctime_ns = now;
+    }
+}
