@@ -104,7 +104,7 @@ pub fn run(o: &Options) -> Result<(), Failure> {
 /// when it reaches the limit: on HashFS and on tmpfs.
 struct Growing<'a> {
     fs: &'a FileSystem<MmapDevice>,
-    path: &'static str,
+    path: String,
     file: Option<File<MmapDevice>>,
     pos: u64,
 }
@@ -113,10 +113,10 @@ impl Growing<'_> {
     fn next(&mut self, limit: u64, step: u64) -> (&File<MmapDevice>, u64) {
         if self.file.is_none() || self.pos + step > limit {
             self.file = None;
-            let _ = self.fs.remove_file(Path::new(self.path));
+            let _ = self.fs.remove_file(Path::new(&self.path));
             let mut opts = OpenOptions::new();
             opts.read(true).write(true).create(true);
-            self.file = Some(self.fs.open_file(Path::new(self.path), &opts).expect("create benchmark file"));
+            self.file = Some(self.fs.open_file(Path::new(&self.path), &opts).expect("create benchmark file"));
             self.pos = 0;
         }
         let pos = self.pos;
@@ -141,6 +141,30 @@ impl TmpGrowing {
         self.pos += step;
         (self.file.as_mut().expect("just opened"), pos)
     }
+}
+
+/// Appends of `rec` to a growing file named `name`: on HashFS (the library's `append`)
+/// and on tmpfs (`write` with `O_APPEND` semantics: the file's own position).
+fn appends<'a>(
+    fs: &'a FileSystem<MmapDevice>,
+    tmp: &Path,
+    name: &'static str,
+    rec: &'a [u8],
+    limit: u64,
+) -> [Step<'a>; 2] {
+    let mut h = Growing { fs, path: format!("/{name}"), file: None, pos: 0 };
+    let mut t = TmpGrowing { path: tmp.join(name), file: None, pos: 0 };
+    let n = rec.len();
+    [
+        Box::new(move || {
+            let (file, _) = h.next(limit, n as u64);
+            timed(|| assert_eq!(file.append(rec).expect("append").0, n))
+        }),
+        Box::new(move || {
+            let (file, _) = t.next(limit, n as u64);
+            timed(|| file.write_all(rec).expect("append"))
+        }),
+    ]
 }
 
 fn run_in(cfg: &Config, o: &Options, tmp: &Path) -> Result<(), Failure> {
@@ -204,6 +228,26 @@ fn run_in(cfg: &Config, o: &Options, tmp: &Path) -> Result<(), Failure> {
         }
     };
     let seq_block = move |i: usize| block_of[i % block_of.len()];
+    // The limit of an operation that writes a new 4 KiB block and persists one word for it
+    // (an append, a create): a step with its own cursor over the file's blocks.
+    let new_block_limit = move || -> Step {
+        let mut b = cursor();
+        Box::new(move || {
+            let i = b();
+            timed(|| {
+                dev.write_nt(seq_block(i), wbuf);
+                dev.fence();
+                meta_store(i as u64);
+            })
+        })
+    };
+    // The limit's 1 MiB write: the file's 256 blocks from `first`, streamed, one fence.
+    let write_mib = move |first: u64| {
+        for (k, piece) in chunk.chunks(BLOCK).enumerate() {
+            dev.write_nt(block_of[(first + k as u64) as usize], piece);
+        }
+        dev.fence();
+    };
     let mut ops: Vec<(&str, [Step; 3])> = Vec::new();
     {
         let (mut a, mut b, mut c) = (cursor(), cursor(), cursor());
@@ -251,45 +295,19 @@ fn run_in(cfg: &Config, o: &Options, tmp: &Path) -> Result<(), Failure> {
     }
     let limit = cfg.grow_limit;
     {
-        let mut h = Growing { fs, path: "/append", file: None, pos: 0 };
-        let mut b = cursor();
-        let mut t = TmpGrowing { path: tmp.join("append"), file: None, pos: 0 };
-        ops.push((
-            "append_4k",
-            [
-                Box::new(move || {
-                    let (file, _) = h.next(limit, BLOCK as u64);
-                    timed(|| assert_eq!(file.append(wbuf).expect("append").0, BLOCK))
-                }),
-                Box::new(move || {
-                    let i = b();
-                    timed(|| {
-                        dev.write_nt(seq_block(i), wbuf);
-                        dev.fence();
-                        meta_store(i as u64);
-                    })
-                }),
-                Box::new(move || {
-                    let (file, _) = t.next(limit, BLOCK as u64);
-                    timed(|| file.write_all(wbuf).expect("append"))
-                }),
-            ],
-        ));
+        let [h, t] = appends(fs, tmp, "append", wbuf, limit);
+        ops.push(("append_4k", [h, new_block_limit(), t]));
     }
     {
         // Small records, as a write-ahead log appends them (LevelDB's, RocksDB's): most
         // land inside the file's last block.
-        let mut h = Growing { fs, path: "/log", file: None, pos: 0 };
+        let [h, t] = appends(fs, tmp, "log", &wbuf[..RECORD], limit);
         let mut b = cursor();
-        let mut t = TmpGrowing { path: tmp.join("log"), file: None, pos: 0 };
         let rec = &wbuf[..RECORD];
         ops.push((
             "append_100b",
             [
-                Box::new(move || {
-                    let (file, _) = h.next(limit, RECORD as u64);
-                    timed(|| assert_eq!(file.append(rec).expect("append").0, RECORD))
-                }),
+                h,
                 Box::new(move || {
                     let i = b();
                     let at = seq_block(i / 40) + (i % 40 * RECORD) as u64;
@@ -300,15 +318,12 @@ fn run_in(cfg: &Config, o: &Options, tmp: &Path) -> Result<(), Failure> {
                         meta_store(i as u64);
                     })
                 }),
-                Box::new(move || {
-                    let (file, _) = t.next(limit, RECORD as u64);
-                    timed(|| file.write_all(rec).expect("append"))
-                }),
+                t,
             ],
         ));
     }
     {
-        let (mut a, mut b, mut c) = (cursor(), cursor(), cursor());
+        let (mut a, mut c) = (cursor(), cursor());
         let small = tmp.join("small");
         ops.push((
             "create_write_close_4k",
@@ -321,14 +336,7 @@ fn run_in(cfg: &Config, o: &Options, tmp: &Path) -> Result<(), Failure> {
                         g.write_at(0, wbuf).expect("write");
                     })
                 }),
-                Box::new(move || {
-                    let i = b();
-                    timed(|| {
-                        dev.write_nt(seq_block(i), wbuf);
-                        dev.fence();
-                        meta_store(i as u64);
-                    })
-                }),
+                new_block_limit(),
                 Box::new(move || {
                     let p = small.join(format!("f{:07}", c()));
                     timed(|| {
@@ -375,12 +383,7 @@ fn run_in(cfg: &Config, o: &Options, tmp: &Path) -> Result<(), Failure> {
                 }),
                 Box::new(move || {
                     let first = (b() as u64 % mibs) * blocks_per_mib;
-                    timed(|| {
-                        for (k, piece) in chunk.chunks(BLOCK).enumerate() {
-                            dev.write_nt(block_of[(first + k as u64) as usize], piece);
-                        }
-                        dev.fence();
-                    })
+                    timed(|| write_mib(first))
                 }),
                 Box::new(move || {
                     let o = (c() as u64 % mibs) * MIB as u64;
@@ -390,7 +393,7 @@ fn run_in(cfg: &Config, o: &Options, tmp: &Path) -> Result<(), Failure> {
         ));
     }
     {
-        let mut h = Growing { fs, path: "/alloc", file: None, pos: 0 };
+        let mut h = Growing { fs, path: "/alloc".into(), file: None, pos: 0 };
         let mut b = cursor();
         let mut t = TmpGrowing { path: tmp.join("alloc"), file: None, pos: 0 };
         ops.push((
@@ -403,10 +406,7 @@ fn run_in(cfg: &Config, o: &Options, tmp: &Path) -> Result<(), Failure> {
                 Box::new(move || {
                     let first = (b() as u64 % mibs) * blocks_per_mib;
                     timed(|| {
-                        for (k, piece) in chunk.chunks(BLOCK).enumerate() {
-                            dev.write_nt(block_of[(first + k as u64) as usize], piece);
-                        }
-                        dev.fence();
+                        write_mib(first);
                         meta_store(first);
                     })
                 }),
