@@ -106,23 +106,27 @@ impl InodeRaw {
     /// CRC32C over the inode number and every byte but the checksum, the size, the block
     /// count and the timestamps.
     pub fn compute_checksum(&self, ino: Ino) -> u32 {
-        let b = bytemuck::bytes_of(self);
-        let mut c = crc32c::crc32c(&ino.get().to_le_bytes());
-        c = crc32c::crc32c_append(c, &b[..INODE_SIZE_OFF as usize]);
-        c = crc32c::crc32c_append(c, &b[INODE_BLOCKS_END..INODE_CHECKSUM_OFF]);
-        c = crc32c::crc32c_append(c, &b[INODE_CHECKSUM_OFF + 4..INODE_ATIME_OFF as usize]);
-        c = crc32c::crc32c_append(c, &b[INODE_TIMES_END..]);
-        c
+        self.sum(ino, false)
     }
 
     /// The checksum of format versions up to 3, which covered size and block count.
     fn legacy_checksum(&self, ino: Ino) -> u32 {
+        self.sum(ino, true)
+    }
+
+    /// CRC32C over the inode number and every byte but the checksum and the timestamps,
+    /// and but the size and block count unless `with_size`.
+    fn sum(&self, ino: Ino, with_size: bool) -> u32 {
         let b = bytemuck::bytes_of(self);
         let mut c = crc32c::crc32c(&ino.get().to_le_bytes());
-        c = crc32c::crc32c_append(c, &b[..INODE_CHECKSUM_OFF]);
+        if with_size {
+            c = crc32c::crc32c_append(c, &b[..INODE_CHECKSUM_OFF]);
+        } else {
+            c = crc32c::crc32c_append(c, &b[..INODE_SIZE_OFF as usize]);
+            c = crc32c::crc32c_append(c, &b[INODE_BLOCKS_END..INODE_CHECKSUM_OFF]);
+        }
         c = crc32c::crc32c_append(c, &b[INODE_CHECKSUM_OFF + 4..INODE_ATIME_OFF as usize]);
-        c = crc32c::crc32c_append(c, &b[INODE_TIMES_END..]);
-        c
+        crc32c::crc32c_append(c, &b[INODE_TIMES_END..])
     }
 
     /// Whether the sum on the media is this version's (size and block count outside it),
