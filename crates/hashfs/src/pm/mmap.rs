@@ -47,6 +47,8 @@ unsafe impl Sync for MmapDevice {}
 const MAP_SHARED_VALIDATE: i32 = 0x03;
 const MAP_SYNC: i32 = 0x80000;
 const TMPFS_MAGIC: i64 = 0x0102_1994;
+/// madvise: fault pages in for writing (Linux 5.14).
+const MADV_POPULATE_WRITE: i32 = 23;
 
 impl MmapDevice {
     pub fn open(path: &Path, mode: OpenMode) -> io::Result<MmapDevice> {
@@ -111,7 +113,6 @@ impl MmapDevice {
     /// Faults in every page of the mapping for writing (MADV_POPULATE_WRITE, Linux 5.14),
     /// so that first accesses do not pay page faults: what a pre-allocated PM region is.
     pub fn populate(&self) -> io::Result<()> {
-        const MADV_POPULATE_WRITE: i32 = 23;
         // SAFETY: base/len describe our live mapping; the advice changes no contents.
         let rc = unsafe { libc::madvise(self.base as *mut libc::c_void, self.len as usize, MADV_POPULATE_WRITE) };
         if rc != 0 {
@@ -153,7 +154,6 @@ impl MmapDevice {
         let stop = Arc::new(AtomicBool::new(false));
         let (base, len, flag) = (self.base as usize, self.len as usize, stop.clone());
         let t = std::thread::Builder::new().name("hashfs-populate".into()).spawn(move || {
-            const MADV_POPULATE_WRITE: i32 = 23;
             let mut off = 0;
             while off < len && !flag.load(Ordering::Relaxed) {
                 let n = CHUNK.min(len - off);
