@@ -34,6 +34,7 @@ find_missing() {
     command -v setfacl >/dev/null || missing="$missing acl"
     command -v setfattr >/dev/null || missing="$missing attr"
     command -v fio >/dev/null || missing="$missing fio"
+    command -v mkfs.ext4 >/dev/null || missing="$missing e2fsprogs"
     command -v db_bench >/dev/null || missing="$missing rocksdb-tools"
     [ -f /usr/include/leveldb/db.h ] || missing="$missing libleveldb-dev"
     command -v g++ >/dev/null || missing="$missing g++"
@@ -67,6 +68,19 @@ cargo test -p hashfs-cli --features probe --target-dir target/probe --test cli p
 for py in python3 /usr/bin/python3; do
     if "$py" -c "import matplotlib" 2>/dev/null; then "$py" bench/test_plot.py; break; fi
 done
+# bench/filebench.py end to end: every personality on the HashFS mount, the FUSE ceiling,
+# tmpfs and ext4 on a loop device, tiny and short (the figures mean nothing).
+if [ "$(id -u)" = 0 ] && [ -e /dev/fuse ]; then
+    echo "== bench/filebench.py smoke run"
+    HASHFS_BIN=target/debug/hashfs python3 bench/filebench.py --rounds 1 --seconds 1 --files-scale 0.01 \
+        --image-size 1G --json /tmp/hashfs-filebench-smoke.json
+    rm -f /tmp/hashfs-filebench-smoke.json
+elif $ci; then
+    echo "error: CI runs bench/filebench.py's smoke run, which needs root and /dev/fuse" >&2
+    exit 1
+else
+    echo "bench/filebench.py smoke run (needs root and /dev/fuse)" >>"$skip_log"
+fi
 # The portable fallbacks: the weakest flush instruction and scalar hashing, through the
 # real mmap device (CLI tests) and the file system (model tests).
 HASHFS_FLUSH=clflush HASHFS_SIMD=scalar cargo test -p hashfs-cli --test cli

@@ -4,9 +4,11 @@
 #![forbid(unsafe_code)]
 
 mod churn;
+mod filebench;
 mod micro;
 #[cfg(feature = "probe")]
 pub mod paper;
+mod passthrough;
 
 use crate::Failure;
 use clap::Subcommand;
@@ -70,6 +72,38 @@ pub enum BenchCmd {
         #[arg(long, default_value_t = 0)]
         first_image: usize,
     },
+    /// Filebench's file server, mail server, web server or create-files personality in a
+    /// directory (any file system), with filebench's defaults; per operation the count and
+    /// latency. `bench/filebench.py` runs them on HashFS, the FUSE ceiling, tmpfs and ext4.
+    Filebench {
+        /// fileserver, varmail, webserver or createfiles.
+        personality: String,
+        /// An empty directory on the file system to measure.
+        dir: PathBuf,
+        #[arg(long, default_value_t = 30)]
+        seconds: u64,
+        /// Threads (default: the personality's, 50, 16, 100 and 16).
+        #[arg(long)]
+        threads: Option<usize>,
+        /// Scale every fileset's number of files by this factor (0 < f <= 1).
+        #[arg(long, default_value_t = 1.0)]
+        files_scale: f64,
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+        /// Write the figures and configuration to this JSON file.
+        #[arg(long)]
+        json: Option<PathBuf>,
+    },
+    /// The FUSE ceiling: serves a directory through a minimal FUSE passthrough with the
+    /// FUSE crate, threads and mount options of `hashfs mount`, until it is unmounted (a
+    /// benchmark tool: what FUSE itself allows, to measure the HashFS mount against).
+    FuseCeiling {
+        /// The directory served (a tmpfs one, so that its own cost is negligible).
+        lower: PathBuf,
+        mountpoint: PathBuf,
+        #[arg(long, default_value_t = crate::mountcmd::DEFAULT_THREADS)]
+        threads: usize,
+    },
     /// Fills the image to 90% and empties it, ten times, printing the table's probe lengths.
     Churn {
         #[arg(long, default_value = "/dev/shm/hashfs-churn.img")]
@@ -87,6 +121,10 @@ pub fn run(cmd: BenchCmd) -> Result<(), Failure> {
             micro::run(&micro::Options { quick, json, image, tmpfs_dir, sparse, cold })
         }
         BenchCmd::Churn { image, size, rounds } => churn::run(&image, size, rounds),
+        BenchCmd::Filebench { personality, dir, seconds, threads, files_scale, seed, json } => {
+            filebench::run(&filebench::Options { dir, personality, seconds, threads, files_scale, seed, json })
+        }
+        BenchCmd::FuseCeiling { lower, mountpoint, threads } => passthrough::serve(&lower, &mountpoint, threads),
         #[cfg(feature = "probe")]
         BenchCmd::Paper { experiments, mappings, quick, tiny, out, image_dir, images, first_image } => {
             let images = first_image..first_image.saturating_add(images);
