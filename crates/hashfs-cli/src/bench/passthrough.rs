@@ -6,7 +6,8 @@
 //! A benchmark tool, not a product: inodes are the lower directory's inode numbers, each
 //! remembered by the last path it was looked up or created under; an unlinked file that
 //! is still open is served through its handle. Extended attributes, locks and special
-//! files are not served (ENOSYS).
+//! files are not served (ENOSYS), and set-ID bits are not cleared on writes (it asks for
+//! FUSE_HANDLE_KILLPRIV_V2 only so that the kernel sends what it sends `hashfs mount`).
 
 use fuser::{
     Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo, InitFlags, KernelConfig,
