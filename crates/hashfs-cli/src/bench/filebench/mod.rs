@@ -53,7 +53,9 @@ struct Worker<'a> {
     p: &'a Personality,
     sets: &'a [Fileset],
     rng: SmallRng,
+    /// What writes write, and where reads land (allocated once: not part of any timing).
     buf: Vec<u8>,
+    rbuf: Vec<u8>,
     open: Option<Open>,
     log: Option<File>,
 }
@@ -105,10 +107,9 @@ impl Worker<'_> {
             }
             Op::ReadWhole { iosize } => {
                 let Some(o) = &self.open else { return Ok(None) };
-                let (mut off, mut buf) = (0u64, vec![0u8; iosize]);
+                let (mut off, buf) = (0u64, &mut self.rbuf[..iosize]);
                 loop {
-                    let n =
-                        o.file.read_at(&mut buf, off).map_err(|e| io_err("read", &sets[o.set].paths[o.entry], e))?;
+                    let n = o.file.read_at(buf, off).map_err(|e| io_err("read", &sets[o.set].paths[o.entry], e))?;
                     if n == 0 {
                         return Ok(Some(off));
                     }
@@ -297,6 +298,7 @@ pub fn run(o: &Options) -> Result<(), Failure> {
                         sets,
                         rng: SmallRng::seed_from_u64(seed),
                         buf: vec![0x5au8; 1 << 20],
+                        rbuf: vec![0u8; 1 << 20],
                         open: None,
                         log: None,
                     };
