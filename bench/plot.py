@@ -780,10 +780,16 @@ def image_range(d):
     return f"image {first}" if n == 1 else f"images {first}-{first + n - 1}"
 
 
+def majority_text(data, value):
+    """A per-experiment value as text: the most common one, each other one with the
+    experiments that have it in parentheses."""
+    common, others = by_majority(data, value)
+    return f"{common}" + "".join(f" ({v} for {', '.join(keys)})" for v, keys in others.items())
+
+
 def images_of(data):
     """Which images a run measured, as 'images a-b', with the experiments that measured others."""
-    common, others = by_majority(data, image_range)
-    return common + "".join(f" ({v} for {', '.join(keys)})" for v, keys in others.items())
+    return majority_text(data, image_range)
 
 
 def cell(r):
@@ -833,8 +839,7 @@ def machine_line(data, results):
     mach = d["machine"]
 
     def stamp(field):
-        common, others = by_majority(data, lambda e: e["machine"].get(field, "n/a"))
-        return f"{common}" + "".join(f" ({v} for {', '.join(keys)})" for v, keys in others.items())
+        return majority_text(data, lambda e: e["machine"].get(field, "n/a"))
 
     n, other_n = by_majority(data, lambda e: e.get("images") or 1)
     per_point = f"between {n} images per point" if n > 1 else "over the trials on one image"
