@@ -16,7 +16,7 @@ writes JSON with every run's per-operation figures.
 
 Usage: python3 bench/filebench.py [--rounds N] [--seconds S] [--json FILE]
          [--personalities fileserver,varmail,webserver,createfiles] [--targets ...]
-         [--files-scale F] [--fuse-threads N]
+         [--files-scale F] [--fuse-threads N] [--cache-timeout SECONDS]
 Needs: the release build (cargo build --release -p hashfs-cli; HASHFS_BIN names another), root,
 /dev/fuse, mkfs.ext4 and losetup.
 """
@@ -57,10 +57,11 @@ def wait_mount(d, proc=None, secs=15):
 class Target:
     """Makes a fresh file system for one run and takes it down after."""
 
-    def __init__(self, name, work, disk_dir, image_size, disk_size, fuse_threads):
+    def __init__(self, name, work, disk_dir, image_size, disk_size, fuse_threads, cache_timeout):
         self.name, self.work, self.disk_dir, self.size = name, work, disk_dir, image_size
         self.disk_size = disk_size
         self.fuse_threads = fuse_threads
+        self.cache_timeout = cache_timeout
         self.mnt = os.path.join(work, f"mnt-{name}")
         self.proc = self.loop = None
 
@@ -70,6 +71,8 @@ class Target:
         if self.name == "hashfs":
             img = os.path.join(self.work, "hashfs.img")
             run([HASHFS, "mkfs", img, "--size", self.size])
+            if self.cache_timeout is not None:
+                threads += ["-o", f"cache_timeout={self.cache_timeout}"]
             run([HASHFS, "mount", img, self.mnt] + threads)
         elif self.name == "ceiling":
             lower = os.path.join(self.work, "ceiling-lower")
@@ -77,6 +80,8 @@ class Target:
             cmd = [HASHFS, "bench", "fuse-ceiling", lower, self.mnt]
             if self.fuse_threads:
                 cmd += ["--threads", str(self.fuse_threads)]
+            if self.cache_timeout is not None:
+                cmd += ["--cache-timeout", str(self.cache_timeout)]
             self.proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True)
             wait_mount(self.mnt, self.proc)
         elif self.name == "ext4":
@@ -170,6 +175,8 @@ def main():
     # ext4's web server outran a 4 GiB disk: its shared log grows by about 6 GB in 30 s.
     ap.add_argument("--disk-size", default="16G", help="ext4's disk file (sparse)")
     ap.add_argument("--fuse-threads", type=int, default=0, help="daemon threads of both FUSE targets (0: the default)")
+    ap.add_argument("--cache-timeout", type=float, default=None,
+                    help="seconds the kernel may cache names and attributes on both FUSE targets (default: the tools')")
     ap.add_argument("--json")
     a = ap.parse_args()
     if not os.path.exists(HASHFS):
@@ -182,7 +189,7 @@ def main():
     if os.path.exists(work):
         sys.exit(f"{work} exists: a run is under way, or an earlier one was interrupted (remove it)")
     os.makedirs(work)
-    objs = {t: Target(t, work, a.disk_dir, a.image_size, a.disk_size, a.fuse_threads) for t in targets}
+    objs = {t: Target(t, work, a.disk_dir, a.image_size, a.disk_size, a.fuse_threads, a.cache_timeout) for t in targets}
     results = []
     try:
         for r in range(a.rounds):
@@ -199,6 +206,7 @@ def main():
         shutil.rmtree(work, ignore_errors=True)
     cfg = {"rounds": a.rounds, "seconds": a.seconds, "files_scale": a.files_scale, "image_size": a.image_size,
            "image_dir": a.image_dir, "disk_dir": a.disk_dir, "disk_size": a.disk_size, "fuse_threads": a.fuse_threads or "default",
+           "cache_timeout": a.cache_timeout if a.cache_timeout is not None else "default",
            "ext4": "mkfs.ext4 defaults on a loop device with direct I/O over a file in disk_dir",
            "commit": run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], check=False).strip(),
            "date": time.strftime("%Y-%m-%d %H:%M"), **machine(a.image_dir)}

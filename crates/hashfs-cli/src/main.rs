@@ -142,7 +142,8 @@ enum Cmd {
         /// Mount options, as mount(8)'s: ro, rw, nodev, nosuid, noexec, noatime, ...;
         /// strict or relaxed (the write mode of this mount; default: the image's);
         /// writeback_cache (writes durable at fsync or close, not at return) or direct_io
-        /// (no page cache for file data: large writes at about 2 GB/s); for a
+        /// (no page cache for file data: large writes at about 2 GB/s); cache_timeout=SECONDS
+        /// (how long the kernel may cache names and attributes; 60); for a
         /// stacked mount: promote_after=N (30), sync_interval_ms=N (1000),
         /// sf_limit=X|none (0.05), high_water=X (0.8).
         #[arg(short = 'o', default_value = "")]
@@ -155,7 +156,7 @@ enum Cmd {
     /// Link this program as DIR/mount.fuse.hashfs, so that `mount -t fuse.hashfs IMAGE DIR`
     /// and /etc/fstab lines of type fuse.hashfs work (options: ro, rw, nodev, nosuid,
     /// noexec, noatime and the other atime options, threads=N, strict, relaxed,
-    /// writeback_cache, direct_io, and fstab's own).
+    /// writeback_cache, direct_io, cache_timeout=SECONDS, and fstab's own).
     InstallMountHelper {
         #[arg(default_value = "/sbin")]
         dir: PathBuf,

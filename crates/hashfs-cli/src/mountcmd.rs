@@ -112,6 +112,12 @@ fn run_stacked(
     if o.read_only {
         return Err(fail("a stacked mount cannot be read-only: its PM copies may need writing back"));
     }
+    if o.fuse.cache_timeout != hashfs_fuse::DEFAULT_TIMEOUT {
+        return Err(fail(
+            "cache_timeout is not for a stacked mount: the lower directory may change beneath it, so names and \
+             attributes are cached for one second",
+        ));
+    }
     let (stack, rec) = hashfs_spfs::Stack::open(fs, lower, stack_config(o)?).map_err(fail)?;
     if rec.unfinished_removed + rec.orphans_removed + rec.lower_truncated > 0 {
         eprintln!(
@@ -140,6 +146,10 @@ pub fn run_background_with(image: &Path, mountpoint: &Path, o: &MountOpts) -> Re
     list.extend(o.write_mode.map(|m| m.name()));
     list.extend(o.fuse.writeback_cache.then_some("writeback_cache"));
     list.extend(o.fuse.direct_io.then_some("direct_io"));
+    let timeout = format!("cache_timeout={}", o.fuse.cache_timeout.as_secs_f64());
+    if o.fuse.cache_timeout != hashfs_fuse::DEFAULT_TIMEOUT {
+        list.push(&timeout);
+    }
     let lower = o.lower.as_ref().map(|l| {
         let l = fs::canonicalize(l).unwrap_or_else(|_| l.clone());
         format!("lower={}", l.display())

@@ -7,7 +7,8 @@
 //! keeps atime as set explicitly and never updates it on reads, so every one of them
 //! holds); `threads=N`; `strict` or `relaxed` (the write mode of this mount, else the
 //! image's: `hashfs mkfs --write-mode`); `writeback_cache` and `direct_io` (the kernel's
-//! caching of file data, `hashfs_fuse::FuseOptions`); and the ones mount(8) and fstab use for themselves (`defaults`,
+//! caching of file data, `hashfs_fuse::FuseOptions`); `cache_timeout=SECONDS` (how long
+//! the kernel may cache names and attributes, 60 by default); and the ones mount(8) and fstab use for themselves (`defaults`,
 //! `auto`, `noauto`, `user`, `nouser`, `users`, `owner`, `group`, `nofail`, `_netdev`,
 //! `x-*`, `comment=*`). Anything else is refused with its name, never ignored silently.
 //! mount(8)'s helper flags `-n` (no mtab), `-s` (sloppy: unknown options are skipped with
@@ -68,6 +69,13 @@ pub fn parse_options(list: &str, sloppy: bool) -> Result<MountOpts, Failure> {
                     .filter(|&n| n >= 1)
                     .ok_or_else(|| fail(format!("mount option {o2}: threads must be a number of at least 1")))?;
                 o.threads = Some(n);
+            }
+            o2 if o2.starts_with("cache_timeout=") => {
+                o.fuse.cache_timeout = o2["cache_timeout=".len()..]
+                    .parse::<f64>()
+                    .ok()
+                    .and_then(|s| std::time::Duration::try_from_secs_f64(s).ok())
+                    .ok_or_else(|| fail(format!("mount option {o2}: cache_timeout must be a number of seconds")))?;
             }
             o2 if o2.starts_with("lower=") => o.lower = Some(o2["lower=".len()..].into()),
             o2 if ["promote_after=", "sync_interval_ms=", "sf_limit=", "high_water="]
@@ -147,6 +155,11 @@ mod tests {
         assert!(!parse_options("ro,rw", false).unwrap().read_only, "the later option wins");
         assert!(parse_options("bogus", false).is_err());
         assert!(parse_options("threads=0", false).is_err());
+        let t = |s| parse_options(s, false).map(|o| o.fuse.cache_timeout);
+        assert_eq!(t("").unwrap(), hashfs_fuse::DEFAULT_TIMEOUT);
+        assert_eq!(t("cache_timeout=0.5").unwrap(), std::time::Duration::from_millis(500));
+        assert_eq!(t("cache_timeout=0").unwrap(), std::time::Duration::ZERO);
+        assert!(t("cache_timeout=-1").is_err() && t("cache_timeout=x").is_err() && t("cache_timeout=inf").is_err());
         assert!(parse_options("bogus,ro", true).unwrap().read_only);
         assert_eq!(parse_options("strict", false).unwrap().write_mode, Some(hashfs::WriteMode::Strict));
         assert_eq!(parse_options("strict,relaxed", false).unwrap().write_mode, Some(hashfs::WriteMode::Relaxed));

@@ -16,8 +16,9 @@
 
 use fuser::{
     Errno, FileAttr, FileHandle, FileType as FuseType, Filesystem, FopenFlags, Generation, INodeNo, InitFlags,
-    KernelConfig, LockOwner, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyEmpty,
-    ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
+    KernelConfig, LockOwner, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory,
+    ReplyDirectoryPlus, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow,
+    WriteFlags,
 };
 use hashfs::pm::PmDevice;
 use hashfs::Access;
@@ -33,9 +34,18 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-/// How long the kernel may cache attributes and names. All changes go through this
-/// daemon, so the cache is only stale for hard links changed through another name.
-const TTL: Duration = Duration::from_secs(1);
+/// How long the kernel may cache names and attributes by default (mount option
+/// `cache_timeout=SECONDS`). The image is locked by this daemon, so every
+/// change to it reaches HashFS as a request the kernel made, and the kernel updates or
+/// drops what it cached for that request itself: a new entry's attributes come with its
+/// reply; an unlink, rmdir or rename drops the victim's cached attributes and the name; a
+/// create, mkdir, unlink or rename drops the directory's; a write, truncation, setattr,
+/// link or xattr change drops (or replaces) the inode's, the mode included when the
+/// daemon clears set-ID bits. Nothing changes an inode behind the kernel's back, so the
+/// cache never shows a state HashFS does not have, however long it is kept: the
+/// timeout bounds only how long the kernel may skip asking (measured in
+/// docs/benchmarks.md: the lookups and getattrs it saves under filebench).
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
 const S_ISGID: u32 = 0o2000;
 const S_ISUID: u32 = 0o4000;
 const S_IXGRP: u32 = 0o010;
@@ -112,8 +122,9 @@ enum Handle<D: PmDevice> {
     Dir,
 }
 
-/// How the kernel may cache file data (mount options `writeback_cache`, `direct_io`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+/// How the kernel may cache file data (mount options `writeback_cache`, `direct_io`) and
+/// names and attributes (`cache_timeout=`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct FuseOptions {
     /// The kernel's write-back cache: a write returns once it is in the page cache and
     /// reaches HashFS (and durability) at fsync, close, or the kernel's write-back (about
@@ -122,6 +133,15 @@ pub struct FuseOptions {
     /// No page cache for file data: reads and writes go to the daemon straight from the
     /// caller's buffer (one copy fewer for large writes, a round trip per read).
     pub direct_io: bool,
+    /// How long the kernel may cache a name's lookup and an inode's attributes (fuser
+    /// gives an entry and its attributes one timeout).
+    pub cache_timeout: Duration,
+}
+
+impl Default for FuseOptions {
+    fn default() -> Self {
+        FuseOptions { writeback_cache: false, direct_io: false, cache_timeout: DEFAULT_TIMEOUT }
+    }
 }
 
 /// The FUSE file system over a mounted HashFS.
@@ -141,12 +161,15 @@ impl<D: PmDevice> HashFsFuse<D> {
         HashFsFuse { fs, handles: Mutex::new(HashMap::new()), next_fh: AtomicU64::new(1), opts }
     }
 
-    /// The open flags of a new handle.
+    /// The open flags of a new handle. FOPEN_NOFLUSH: a close sends no FLUSH round trip
+    /// (HashFS has nothing to do then: every write is durable when it returns; under the
+    /// write-back cache the kernel still writes dirty pages back at close, and still sends
+    /// FLUSH).
     fn fopen_flags(&self) -> FopenFlags {
         if self.opts.direct_io {
-            FopenFlags::FOPEN_DIRECT_IO | FopenFlags::FOPEN_PARALLEL_DIRECT_WRITES
+            FopenFlags::FOPEN_NOFLUSH | FopenFlags::FOPEN_DIRECT_IO | FopenFlags::FOPEN_PARALLEL_DIRECT_WRITES
         } else {
-            FopenFlags::empty()
+            FopenFlags::FOPEN_NOFLUSH
         }
     }
 
@@ -245,7 +268,7 @@ impl<D: PmDevice> HashFsFuse<D> {
 
     fn entry(&self, reply: ReplyEntry, r: Result<Metadata, Error>) {
         match r {
-            Ok(m) => reply.entry(&TTL, &attr(&m), Generation(m.generation as u64)),
+            Ok(m) => reply.entry(&self.opts.cache_timeout, &attr(&m), Generation(m.generation as u64)),
             Err(e) => reply.error(errno(&e)),
         }
     }
@@ -268,6 +291,11 @@ impl<D: PmDevice> Filesystem for HashFsFuse<D> {
         // Lookups and readdirs of one directory may run in parallel (the file system
         // locks what it must itself).
         let _ = config.add_capabilities(InitFlags::FUSE_PARALLEL_DIROPS);
+        // Listings with attributes where the kernel sees them followed by lookups.
+        if let Err(missing) = config.add_capabilities(InitFlags::FUSE_DO_READDIRPLUS | InitFlags::FUSE_READDIRPLUS_AUTO)
+        {
+            eprintln!("hashfs: the kernel lacks {missing:?}: listings are followed by a lookup per name");
+        }
         // Shared mappings of files opened for direct IO (Linux 6.6): the kernel keeps
         // their pages cached and coherent with the direct writes.
         if self.opts.direct_io && config.add_capabilities(InitFlags::FUSE_DIRECT_IO_ALLOW_MMAP).is_err() {
@@ -291,7 +319,7 @@ impl<D: PmDevice> Filesystem for HashFsFuse<D> {
 
     fn getattr(&self, _req: &Request, i: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
         match ino(i).and_then(|i| self.fs.getattr(i)) {
-            Ok(m) => reply.attr(&TTL, &attr(&m)),
+            Ok(m) => reply.attr(&self.opts.cache_timeout, &attr(&m)),
             Err(e) => reply.error(errno(&e)),
         }
     }
@@ -329,7 +357,7 @@ impl<D: PmDevice> Filesystem for HashFsFuse<D> {
             }
             Ok(m)
         }) {
-            Ok(m) => reply.attr(&TTL, &attr(&m)),
+            Ok(m) => reply.attr(&self.opts.cache_timeout, &attr(&m)),
             Err(e) => reply.error(errno(&e)),
         }
     }
@@ -465,7 +493,13 @@ impl<D: PmDevice> Filesystem for HashFsFuse<D> {
         match r {
             Ok((m, f)) => {
                 let fh = self.add_handle(Handle::File(Arc::new(f)));
-                reply.created(&TTL, &attr(&m), Generation(m.generation as u64), fh, self.fopen_flags())
+                reply.created(
+                    &self.opts.cache_timeout,
+                    &attr(&m),
+                    Generation(m.generation as u64),
+                    fh,
+                    self.fopen_flags(),
+                )
             }
             Err(e) => reply.error(errno(&e)),
         }
@@ -583,6 +617,67 @@ impl<D: PmDevice> Filesystem for HashFsFuse<D> {
             for e in batch {
                 if reply.add(INodeNo(e.ino.get()), e.cookie + 2, kind(e.file_type), OsStr::from_bytes(&e.name)) {
                     return reply.ok();
+                }
+                cookie = e.cookie;
+            }
+        }
+    }
+
+    /// A directory listing with every entry's attributes (`ls -l`, `find`, `du`), so that
+    /// the kernel needs no lookup per name: asked for by the kernel when it sees a listing
+    /// followed by lookups (FUSE_READDIRPLUS_AUTO). Offsets as in `readdir`; "." and ".."
+    /// carry no attributes (the kernel skips them). An entry removed between the listing and
+    /// its getattr is left out, as if listed after the removal.
+    fn readdirplus(&self, _req: &Request, i: INodeNo, _fh: FileHandle, offset: u64, mut reply: ReplyDirectoryPlus) {
+        let dir = match ino(i) {
+            Ok(d) => d,
+            Err(e) => return reply.error(errno(&e)),
+        };
+        let ttl = self.opts.cache_timeout;
+        let dot = |m: Result<Metadata, Error>| m.map(|m| attr(&m));
+        if offset == 0 {
+            match dot(self.fs.getattr(dir)) {
+                Ok(a) if reply.add(i, 1, ".", &Duration::ZERO, &a, Generation(0)) => return reply.ok(),
+                Ok(_) => {}
+                Err(e) => return reply.error(errno(&e)),
+            }
+        }
+        if offset <= 1 {
+            let parent = self.fs.parent_of(dir).unwrap_or(dir);
+            match dot(self.fs.getattr(parent)) {
+                Ok(a) if reply.add(INodeNo(parent.get()), 2, "..", &Duration::ZERO, &a, Generation(0)) => {
+                    return reply.ok()
+                }
+                Ok(_) => {}
+                Err(e) => return reply.error(errno(&e)),
+            }
+        }
+        let mut cookie = offset.saturating_sub(2);
+        loop {
+            let batch = match self.fs.readdir_ino(dir, cookie, 128) {
+                Ok(b) => b,
+                Err(e) => return reply.error(errno(&e)),
+            };
+            if batch.is_empty() {
+                return reply.ok();
+            }
+            for e in batch {
+                match self.fs.getattr(e.ino) {
+                    Ok(m) => {
+                        let full = reply.add(
+                            INodeNo(e.ino.get()),
+                            e.cookie + 2,
+                            OsStr::from_bytes(&e.name),
+                            &ttl,
+                            &attr(&m),
+                            Generation(m.generation as u64),
+                        );
+                        if full {
+                            return reply.ok();
+                        }
+                    }
+                    Err(Error::NotFound) => {}
+                    Err(err) => return reply.error(errno(&err)),
                 }
                 cookie = e.cookie;
             }

@@ -103,6 +103,10 @@ pub enum BenchCmd {
         mountpoint: PathBuf,
         #[arg(long, default_value_t = crate::mountcmd::DEFAULT_THREADS)]
         threads: usize,
+        /// How long the kernel may cache names and attributes, in seconds (as `hashfs
+        /// mount -o cache_timeout=`; the same default).
+        #[arg(long, default_value_t = hashfs_fuse::DEFAULT_TIMEOUT.as_secs_f64())]
+        cache_timeout: f64,
     },
     /// Fills the image to 90% and empties it, ten times, printing the table's probe lengths.
     Churn {
@@ -124,7 +128,11 @@ pub fn run(cmd: BenchCmd) -> Result<(), Failure> {
         BenchCmd::Filebench { personality, dir, seconds, threads, files_scale, seed, json } => {
             filebench::run(&filebench::Options { dir, personality, seconds, threads, files_scale, seed, json })
         }
-        BenchCmd::FuseCeiling { lower, mountpoint, threads } => passthrough::serve(&lower, &mountpoint, threads),
+        BenchCmd::FuseCeiling { lower, mountpoint, threads, cache_timeout } => {
+            let ttl = std::time::Duration::try_from_secs_f64(cache_timeout)
+                .map_err(|_| crate::fail(format!("--cache-timeout {cache_timeout}: not a number of seconds")))?;
+            passthrough::serve(&lower, &mountpoint, threads, ttl)
+        }
         #[cfg(feature = "probe")]
         BenchCmd::Paper { experiments, mappings, quick, tiny, out, image_dir, images, first_image } => {
             let images = first_image..first_image.saturating_add(images);

@@ -24,9 +24,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-/// As `hashfs-fuse`'s: names and attributes cached by the kernel for one second.
-const TTL: Duration = Duration::from_secs(1);
-
 enum Handle {
     File(Arc<File>),
     Dir(Arc<Vec<(u64, FileType, OsString)>>),
@@ -36,6 +33,9 @@ pub struct Passthrough {
     root_ino: u64,
     paths: RwLock<HashMap<u64, PathBuf>>,
     handles: Mutex<HashMap<u64, Handle>>,
+    /// How long the kernel may cache names and attributes (as `hashfs mount`'s
+    /// `cache_timeout`: this passthrough owns its lower directory while it runs).
+    ttl: Duration,
     next_fh: AtomicU64,
 }
 
@@ -70,7 +70,7 @@ fn when(t: TimeOrNow) -> SystemTime {
 }
 
 impl Passthrough {
-    pub fn new(lower: &Path) -> io::Result<Self> {
+    pub fn new(lower: &Path, ttl: Duration) -> io::Result<Self> {
         let m = fs::metadata(lower)?;
         if !m.is_dir() {
             return Err(io::Error::new(io::ErrorKind::InvalidInput, "the lower path is not a directory"));
@@ -81,6 +81,7 @@ impl Passthrough {
             root_ino: m.ino(),
             paths: RwLock::new(paths),
             handles: Mutex::new(HashMap::new()),
+            ttl,
             next_fh: AtomicU64::new(1),
         })
     }
@@ -217,7 +218,7 @@ impl Filesystem for Passthrough {
 
     fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
         match self.child(parent, name).and_then(|p| self.remember(p)) {
-            Ok(a) => reply.entry(&TTL, &a, Generation(0)),
+            Ok(a) => reply.entry(&self.ttl, &a, Generation(0)),
             Err(e) => reply.error(e),
         }
     }
@@ -228,7 +229,7 @@ impl Filesystem for Passthrough {
             _ => self.path(ino).and_then(|p| fs::symlink_metadata(p).map_err(err)),
         };
         match m {
-            Ok(m) => reply.attr(&TTL, &self.attr(&m)),
+            Ok(m) => reply.attr(&self.ttl, &self.attr(&m)),
             Err(e) => reply.error(e),
         }
     }
@@ -252,7 +253,7 @@ impl Filesystem for Passthrough {
         reply: ReplyAttr,
     ) {
         match self.set(ino, fh, &SetAttrs { mode, uid, gid, size, atime, mtime }) {
-            Ok(a) => reply.attr(&TTL, &a),
+            Ok(a) => reply.attr(&self.ttl, &a),
             Err(e) => reply.error(e),
         }
     }
@@ -263,7 +264,7 @@ impl Filesystem for Passthrough {
             self.remember(p)
         });
         match r {
-            Ok(a) => reply.entry(&TTL, &a, Generation(0)),
+            Ok(a) => reply.entry(&self.ttl, &a, Generation(0)),
             Err(e) => reply.error(e),
         }
     }
@@ -315,7 +316,7 @@ impl Filesystem for Passthrough {
 
     fn open(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
         match self.path(ino).and_then(|p| Self::open_options(flags.0).open(p).map_err(err)) {
-            Ok(f) => reply.opened(self.add_handle(Handle::File(Arc::new(f))), FopenFlags::empty()),
+            Ok(f) => reply.opened(self.add_handle(Handle::File(Arc::new(f))), FopenFlags::FOPEN_NOFLUSH),
             Err(e) => reply.error(e),
         }
     }
@@ -345,7 +346,7 @@ impl Filesystem for Passthrough {
         match r {
             Ok((a, f)) => {
                 let fh = self.add_handle(Handle::File(Arc::new(f)));
-                reply.created(&TTL, &a, Generation(0), fh, FopenFlags::empty())
+                reply.created(&self.ttl, &a, Generation(0), fh, FopenFlags::FOPEN_NOFLUSH)
             }
             Err(e) => reply.error(e),
         }
@@ -471,8 +472,8 @@ impl Filesystem for Passthrough {
 
 /// Serves `lower` at `mountpoint` until it is unmounted, as `hashfs mount` serves an
 /// image: same thread count, `clone_fd`, `default_permissions`, `noatime`, `allow_other`.
-pub fn serve(lower: &Path, mountpoint: &Path, threads: usize) -> Result<(), crate::Failure> {
-    let fs = Passthrough::new(lower).map_err(|e| crate::fail(format!("{}: {e}", lower.display())))?;
+pub fn serve(lower: &Path, mountpoint: &Path, threads: usize, ttl: Duration) -> Result<(), crate::Failure> {
+    let fs = Passthrough::new(lower, ttl).map_err(|e| crate::fail(format!("{}: {e}", lower.display())))?;
     let mut cfg = fuser::Config::default();
     cfg.mount_options = vec![
         fuser::MountOption::FSName(lower.display().to_string()),

@@ -1,0 +1,166 @@
+//! The kernel's cache of names and attributes over the mount (`cache_timeout`, 60 s by
+//! default, and directory listings with attributes, READDIRPLUS): after every kind of
+//! change, what `stat` shows through the cache is what HashFS has. The oracle is the
+//! kernel asking again: every check walks the tree, drops the kernel's dentries and
+//! inodes (`/proc/sys/vm/drop_caches`), walks it again, and wants the same answers.
+
+#[path = "fuse_common.rs"]
+mod common;
+use common::*;
+use std::fs;
+use std::io::Write;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::Path;
+use std::process::Command;
+
+/// What `stat` says of a name, atime aside (the mount is noatime).
+#[derive(Debug, PartialEq, Eq)]
+struct Stat {
+    ino: u64,
+    mode: u32,
+    nlink: u64,
+    uid: u32,
+    gid: u32,
+    size: u64,
+    blocks: u64,
+    mtime: (i64, i64),
+    ctime: (i64, i64),
+}
+
+fn stat_of(m: &fs::Metadata) -> Stat {
+    Stat {
+        ino: m.ino(),
+        mode: m.mode(),
+        nlink: m.nlink(),
+        uid: m.uid(),
+        gid: m.gid(),
+        size: m.size(),
+        blocks: m.blocks(),
+        mtime: (m.mtime(), m.mtime_nsec()),
+        ctime: (m.ctime(), m.ctime_nsec()),
+    }
+}
+
+/// The stat of each name under `root` (None: no such name). By name, not by listing: a
+/// listing with attributes (READDIRPLUS) would refresh what the kernel cached.
+fn stats(root: &Path, names: &[&str]) -> Vec<Option<Stat>> {
+    names.iter().map(|n| fs::symlink_metadata(root.join(n)).ok().map(|m| stat_of(&m))).collect()
+}
+
+fn drop_kernel_caches() {
+    fs::write("/proc/sys/vm/drop_caches", "2").expect("drop_caches (needs root)");
+}
+
+/// Every name the test below uses.
+const NAMES: [&str; 8] = [".", "a", "b", "d", "d/a2", "d/inherits", "d/sub", "sub"];
+
+/// What the cache shows equals what the daemon answers once the cache is gone.
+#[track_caller]
+fn cache_agrees(m: &Mounted, step: &str) {
+    let cached = stats(&m.mnt, &NAMES);
+    drop_kernel_caches();
+    let fresh = stats(&m.mnt, &NAMES);
+    for ((name, c), f) in NAMES.iter().zip(&cached).zip(&fresh) {
+        assert_eq!(c, f, "after {step}: the cached stat of {name} differs from HashFS's");
+    }
+}
+
+#[test]
+fn cached_names_and_attributes_follow_every_change() {
+    if !fuse_available() {
+        return;
+    }
+    let m = Mounted::new("64M");
+    let p = |s: &str| m.path(s);
+    fs::create_dir(p("d")).unwrap();
+    fs::write(p("a"), b"first").unwrap();
+    fs::write(p("b"), b"second file").unwrap();
+    cache_agrees(&m, "creates");
+
+    fs::hard_link(p("a"), p("d/a2")).unwrap();
+    cache_agrees(&m, "link");
+
+    let mut f = fs::OpenOptions::new().append(true).open(p("a")).unwrap();
+    f.write_all(&[7u8; 10_000]).unwrap();
+    drop(f);
+    cache_agrees(&m, "a write through one of two names");
+
+    fs::set_permissions(p("d/a2"), fs::Permissions::from_mode(0o640)).unwrap();
+    cache_agrees(&m, "chmod through the other name");
+
+    fs::remove_file(p("a")).unwrap();
+    cache_agrees(&m, "unlink of one of two names");
+
+    let victim = fs::File::open(p("d/a2")).unwrap();
+    fs::rename(p("b"), p("d/a2")).unwrap();
+    assert_eq!(victim.metadata().unwrap().nlink(), 0, "the replaced file has no name left");
+    drop(victim);
+    cache_agrees(&m, "rename over a file");
+
+    fs::create_dir(p("d/sub")).unwrap();
+    fs::rename(p("d/sub"), p("sub")).unwrap();
+    cache_agrees(&m, "mkdir and a directory moved between parents");
+
+    let st = Command::new("setfacl").args(["-m", "u:1000:rwx,m::r"]).arg(p("d/a2")).status().unwrap();
+    assert!(st.success(), "setfacl");
+    cache_agrees(&m, "an ACL that changes the mode's group bits");
+
+    let st = Command::new("setfacl").args(["-d", "-m", "u:1000:rw,m::rw"]).arg(p("d")).status().unwrap();
+    assert!(st.success(), "setfacl -d");
+    fs::write(p("d/inherits"), b"x").unwrap();
+    cache_agrees(&m, "a create under a default ACL (the new file's mode comes from it)");
+
+    fs::set_permissions(p("d/a2"), fs::Permissions::from_mode(0o4777)).unwrap();
+    as_user(1000, 1000, &[1000], || {
+        fs::OpenOptions::new().append(true).open(p("d/a2")).unwrap().write_all(b"user").unwrap();
+    });
+    assert_eq!(fs::metadata(p("d/a2")).unwrap().mode() & 0o7777, 0o777, "set-user-ID cleared by the write");
+    cache_agrees(&m, "a write by another user that clears set-user-ID");
+
+    fs::OpenOptions::new().write(true).open(p("d/a2")).unwrap().set_len(3).unwrap();
+    let t = std::time::UNIX_EPOCH + std::time::Duration::from_secs(1_000_000);
+    fs::File::open(p("d/a2")).unwrap().set_modified(t).unwrap();
+    cache_agrees(&m, "truncate and utimes");
+
+    fs::remove_dir(p("sub")).unwrap();
+    cache_agrees(&m, "rmdir");
+}
+
+/// A listing of more entries than one reply holds gives every name once, each with its
+/// own attributes, and a name removed or added after a listing is seen at once.
+#[test]
+fn listings_with_attributes_are_complete_and_current() {
+    if !fuse_available() {
+        return;
+    }
+    let m = Mounted::new("64M");
+    let d = m.path("many");
+    fs::create_dir(&d).unwrap();
+    for i in 0..600usize {
+        fs::write(d.join(format!("file-with-a-longish-name-{i:04}")), vec![1u8; i]).unwrap();
+    }
+    drop_kernel_caches();
+    let mut seen = 0;
+    for e in fs::read_dir(&d).unwrap() {
+        let e = e.unwrap();
+        let name = e.file_name().into_string().unwrap();
+        let i: usize = name.rsplit('-').next().unwrap().parse().unwrap();
+        assert_eq!(e.metadata().unwrap().len(), i as u64, "{name}");
+        seen += 1;
+    }
+    assert_eq!(seen, 600);
+    // The attributes a listing brought into the cache are what HashFS has: stat each name
+    // right after a listing (served from the cache), then again once the cache is gone.
+    drop_kernel_caches();
+    let names: Vec<_> = fs::read_dir(&d).unwrap().map(|e| e.unwrap().path()).collect();
+    let from_listing: Vec<_> = names.iter().map(|p| stat_of(&fs::symlink_metadata(p).unwrap())).collect();
+    drop_kernel_caches();
+    for (p, cached) in names.iter().zip(&from_listing) {
+        assert_eq!(cached, &stat_of(&fs::symlink_metadata(p).unwrap()), "{}", p.display());
+    }
+
+    fs::remove_file(d.join("file-with-a-longish-name-0007")).unwrap();
+    fs::write(d.join("file-with-a-longish-name-0007"), b"again").unwrap();
+    assert_eq!(fs::metadata(d.join("file-with-a-longish-name-0007")).unwrap().len(), 5);
+    assert_eq!(fs::read_dir(&d).unwrap().count(), 600);
+}
