@@ -7,6 +7,8 @@ test) on four targets, interleaved:
             directory with hashfs mount's FUSE crate, threads and options (what FUSE allows)
   tmpfs     a directory on that tmpfs (volatile; no FUSE)
   ext4      ext4 on a loop device (direct I/O) over a file on the disk (--disk-dir)
+  shim      (only when named in --targets) the same workload with LD_PRELOAD=libhashfs_preload.so
+            over a fresh image: HashFS without FUSE, the data path without system calls
 
 Each round runs every personality on every target (the order of targets rotates), each
 on a freshly made file system, with `hashfs bench filebench` (filebench's workloads and
@@ -18,7 +20,8 @@ Usage: python3 bench/filebench.py [--rounds N] [--seconds S] [--json FILE]
          [--personalities fileserver,varmail,webserver,createfiles] [--targets ...]
          [--files-scale F] [--fuse-threads N] [--cache-timeout SECONDS]
 Needs: the release build (cargo build --release -p hashfs-cli; HASHFS_BIN names another), root,
-/dev/fuse, mkfs.ext4 and losetup.
+/dev/fuse, mkfs.ext4 and losetup; the shim target also cargo build --release -p hashfs-preload
+(HASHFS_PRELOAD names another).
 """
 import argparse, json, os, shutil, subprocess, sys, time
 
@@ -29,6 +32,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 HASHFS = os.environ.get("HASHFS_BIN", os.path.join(ROOT, "target/release/hashfs"))
 PERSONALITIES = ["fileserver", "varmail", "webserver", "createfiles"]
 TARGETS = ["hashfs", "ceiling", "tmpfs", "ext4"]
+SHIM = os.environ.get("HASHFS_PRELOAD", os.path.join(ROOT, "target/release/libhashfs_preload.so"))
+SHIM_PREFIX = "/hashfs-filebench"
 
 
 def run(cmd, check=True):
@@ -65,7 +70,17 @@ class Target:
         self.mnt = os.path.join(work, f"mnt-{name}")
         self.proc = self.loop = None
 
+    def env(self):
+        """The environment of the workload (the shim's variables for the shim target)."""
+        if self.name != "shim":
+            return None
+        return dict(os.environ, LD_PRELOAD=SHIM, HASHFS_IMAGE=os.path.join(self.work, "shim.img"),
+                    HASHFS_MOUNT=SHIM_PREFIX)
+
     def up(self):
+        if self.name == "shim":
+            run([HASHFS, "mkfs", os.path.join(self.work, "shim.img"), "--size", self.size])
+            return SHIM_PREFIX  # the fresh image's root
         os.makedirs(self.mnt, exist_ok=True)
         threads = ["-o", f"threads={self.fuse_threads}"] if self.fuse_threads else []
         if self.name == "hashfs":
@@ -96,7 +111,9 @@ class Target:
         return d
 
     def down(self):
-        if self.name == "hashfs":
+        if self.name == "shim":
+            os.unlink(os.path.join(self.work, "shim.img"))
+        elif self.name == "hashfs":
             run([HASHFS, "umount", self.mnt], check=False)
             os.unlink(os.path.join(self.work, "hashfs.img"))
         elif self.name == "ceiling":
@@ -116,7 +133,7 @@ def one(target, personality, a, out):
     try:
         cmd = [HASHFS, "bench", "filebench", personality, d, "--seconds", str(a.seconds),
                "--files-scale", str(a.files_scale), "--json", out]
-        r = subprocess.run(cmd, capture_output=True, text=True)
+        r = subprocess.run(cmd, capture_output=True, text=True, env=target.env())
         if r.returncode != 0:
             raise RuntimeError(f"{personality} on {target.name} failed:\n{r.stdout}\n{r.stderr}")
         with open(out) as f:
@@ -130,8 +147,10 @@ def flowop(res, name):
 
 
 def summary(results, personalities, targets):
-    lines = ["| personality | " + " | ".join(f"{t} ops/s" for t in targets) + " | hashfs / ceiling | hashfs / ext4 |",
-             "|---|" + "---:|" * (len(targets) + 2)]
+    shim = "shim" in targets
+    lines = ["| personality | " + " | ".join(f"{t} ops/s" for t in targets) + " | hashfs / ceiling | hashfs / ext4 |"
+             + (" shim / ext4 |" if shim else ""),
+             "|---|" + "---:|" * (len(targets) + 2 + shim)]
     for p in personalities:
         cells, means = [], {}
         for t in targets:
@@ -140,7 +159,8 @@ def summary(results, personalities, targets):
             means[t] = m
             cells.append(f"{m:,.0f} ± {ci:,.0f}")
         ratio = lambda x, y: f"{means[x] / means[y]:.2f}x" if x in means and y in means else "-"  # noqa: E731
-        lines.append(f"| {p} | " + " | ".join(cells) + f" | {ratio('hashfs', 'ceiling')} | {ratio('hashfs', 'ext4')} |")
+        lines.append(f"| {p} | " + " | ".join(cells) + f" | {ratio('hashfs', 'ceiling')} | {ratio('hashfs', 'ext4')} |"
+                     + (f" {ratio('shim', 'ext4')} |" if shim else ""))
     # The latencies the issue's "done when" names: create and delete under 50 threads (file
     # server) and the web server's shared-log append, median of each run, mean of the rounds.
     checks = [("fileserver", "createfile1"), ("fileserver", "deletefile1"), ("fileserver", "statfile1"),
@@ -183,8 +203,8 @@ def main():
         sys.exit(f"{HASHFS} missing: run cargo build --release -p hashfs-cli")
     personalities, targets = a.personalities.split(","), a.targets.split(",")
     for t in targets:
-        if t not in TARGETS:
-            sys.exit(f"unknown target {t}: one of {', '.join(TARGETS)}")
+        if t not in TARGETS + ["shim"]:
+            sys.exit(f"unknown target {t}: one of {', '.join(TARGETS + ['shim'])}")
     work = os.path.join(a.image_dir, "hashfs-filebench")
     if os.path.exists(work):
         sys.exit(f"{work} exists: a run is under way, or an earlier one was interrupted (remove it)")

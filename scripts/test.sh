@@ -69,11 +69,12 @@ for py in python3 /usr/bin/python3; do
     if "$py" -c "import matplotlib" 2>/dev/null; then "$py" bench/test_plot.py; break; fi
 done
 # bench/filebench.py end to end: every personality on the HashFS mount, the FUSE ceiling,
-# tmpfs and ext4 on a loop device, tiny and short (the figures mean nothing).
+# tmpfs, ext4 on a loop device and the shim, tiny and short (the figures mean nothing).
 if [ "$(id -u)" = 0 ] && [ -e /dev/fuse ]; then
     echo "== bench/filebench.py smoke run"
-    HASHFS_BIN=target/debug/hashfs python3 bench/filebench.py --rounds 1 --seconds 1 --files-scale 0.01 \
-        --image-size 1G --json /tmp/hashfs-filebench-smoke.json
+    HASHFS_BIN=target/debug/hashfs HASHFS_PRELOAD=target/debug/libhashfs_preload.so python3 bench/filebench.py \
+        --rounds 1 --seconds 1 --files-scale 0.01 --image-size 1G --targets hashfs,ceiling,tmpfs,ext4,shim \
+        --json /tmp/hashfs-filebench-smoke.json
     rm -f /tmp/hashfs-filebench-smoke.json
 elif $ci; then
     echo "error: CI runs bench/filebench.py's smoke run, which needs root and /dev/fuse" >&2

@@ -154,6 +154,13 @@ impl MmapDevice {
         let stop = Arc::new(AtomicBool::new(false));
         let (base, len, flag) = (self.base as usize, self.len as usize, stop.clone());
         let t = std::thread::Builder::new().name("hashfs-populate".into()).spawn(move || {
+            // Only spare CPU: on a busy machine the threads serving requests come first
+            // (each of them faults in what it touches itself). Measured under filebench
+            // on 2 cores: zeroing the pages of a fresh 4 GiB image took a fifth of the
+            // daemon's CPU at normal priority. A refusal leaves the normal priority.
+            let idle = libc::sched_param { sched_priority: 0 };
+            // SAFETY: pid 0 is this thread; the parameter is a valid sched_param.
+            let _ = unsafe { libc::sched_setscheduler(0, libc::SCHED_IDLE, &idle) };
             let mut off = 0;
             while off < len && !flag.load(Ordering::Relaxed) {
                 let n = CHUNK.min(len - off);
