@@ -76,6 +76,7 @@ if [ "$(id -u)" = 0 ] && [ -e /dev/fuse ]; then
         --rounds 1 --seconds 1 --files-scale 0.01 --image-size 1G --targets hashfs,ceiling,tmpfs,ext4,shim \
         --json /tmp/hashfs-filebench-smoke.json
     rm -f /tmp/hashfs-filebench-smoke.json
+    HASHFS_BIN=target/debug/hashfs python3 bench/stat_cache.py --rounds 1
 elif $ci; then
     echo "error: CI runs bench/filebench.py's smoke run, which needs root and /dev/fuse" >&2
     exit 1
