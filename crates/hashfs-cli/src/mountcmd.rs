@@ -57,8 +57,9 @@ pub fn run_foreground_with(image: &Path, mountpoint: &Path, o: &MountOpts) -> Re
     Ok(())
 }
 
-/// The FUSE session for `image` with mount(8)'s options (both kinds of mount).
-fn fuse_config(image: &Path, o: &MountOpts, threads: usize) -> fuser::Config {
+/// The FUSE session for `image` with mount(8)'s options (both kinds of mount, and the
+/// FUSE ceiling benchmark's passthrough, so that it runs with the mount's options).
+pub(crate) fn fuse_config(image: &Path, o: &MountOpts, threads: usize) -> fuser::Config {
     let image_abs = fs::canonicalize(image).unwrap_or_else(|_| image.to_path_buf());
     let mut cfg = fuser::Config::default();
     cfg.mount_options = vec![

@@ -471,19 +471,16 @@ impl Filesystem for Passthrough {
 }
 
 /// Serves `lower` at `mountpoint` until it is unmounted, as `hashfs mount` serves an
-/// image: same thread count, `clone_fd`, `default_permissions`, `noatime`, `allow_other`.
+/// image: the same session configuration (`mountcmd::fuse_config`: thread count,
+/// `clone_fd`, `default_permissions`, `noatime`, `allow_other`).
 pub fn serve(lower: &Path, mountpoint: &Path, threads: usize, ttl: Duration) -> Result<(), crate::Failure> {
     let fs = Passthrough::new(lower, ttl).map_err(|e| crate::fail(format!("{}: {e}", lower.display())))?;
-    let mut cfg = fuser::Config::default();
-    cfg.mount_options = vec![
-        fuser::MountOption::FSName(lower.display().to_string()),
-        fuser::MountOption::Subtype("hashfs-ceiling".into()),
-        fuser::MountOption::DefaultPermissions,
-        fuser::MountOption::RW,
-        fuser::MountOption::NoAtime,
-    ];
-    cfg.acl = fuser::SessionACL::All;
-    cfg.n_threads = Some(threads.max(1));
-    cfg.clone_fd = true;
+    // `hashfs mount`'s session and options (read-write, default), its subtype renamed.
+    let mut cfg = crate::mountcmd::fuse_config(lower, &crate::mounthelper::MountOpts::default(), threads);
+    for o in &mut cfg.mount_options {
+        if let fuser::MountOption::Subtype(s) = o {
+            *s = "hashfs-ceiling".into();
+        }
+    }
     fuser::mount2(fs, mountpoint, &cfg).map_err(|e| crate::fail(format!("mount on {}: {e}", mountpoint.display())))
 }
