@@ -41,6 +41,7 @@ bugs=(
     "stacked-lower-shrink-first|crates/hashfs-spfs/src/absorb.rs|a promoted file's truncation shrinks the lower file before its PM copy|stacked"
     "stacked-drop-before-copy|crates/hashfs-spfs/src/absorb.rs|write-back removes the PM copy before the lower file holds its bytes|stacked"
     "stacked-no-length-repair|crates/hashfs-spfs/src/absorb.rs|the mount leaves a lower file longer than its PM copy (bytes truncated before a crash come back when the file grows)|stacked"
+    "fsync-forgets-times|crates/hashfs/src/fs/api.rs|fsync leaves the times of the file's writes in DRAM (they may lag only until it)|workload ace:append,write-past-eof,fsync-g,chmod"
     "ctfs-unlogged-pswap|crates/hashfs/src/mapping/ctfs/tx.rs|ctFS's partition move stores its page-table swap straight to PM before the transaction that names the new partition (the released ctFS's order)|ctfs append,write-past-eof,truncate-down"
 )
 
@@ -72,8 +73,8 @@ elif name == "dir-insert-flush":
 elif name == "size-before-data":
     # The data stores move after the transaction that commits the new size and mappings.
     sub("crates/hashfs/src/fs/data.rs",
-        "        self.write_planned(&plan, off, data);\n        if new_size == old_size && fresh.is_empty() {\n            self.touch_times(cell.ino, &mut st.raw);\n",
-        "        if new_size == old_size && fresh.is_empty() {\n            self.write_planned(&plan, off, data);\n            self.touch_times(cell.ino, &mut st.raw);\n")
+        "        self.write_planned(&plan, off, data);\n        if new_size == old_size && fresh.is_empty() {\n            self.dev.fence();\n",
+        "        if new_size == old_size && fresh.is_empty() {\n            self.write_planned(&plan, off, data);\n            self.dev.fence();\n")
     sub("crates/hashfs/src/fs/data.rs",
         "        if let Err(e) = self.commit_write(cell, st, &plan, new_size) {\n            self.unclaim_blocks(&fresh);\n            return Err(e);\n        }\n        Ok(())\n",
         "        if let Err(e) = self.commit_write(cell, st, &plan, new_size) {\n            self.unclaim_blocks(&fresh);\n            return Err(e);\n        }\n        self.write_planned(&plan, off, data);\n        Ok(())\n")
@@ -150,6 +151,10 @@ elif name == "fast-append-no-fence":
     sub("crates/hashfs/src/fs/append.rs",
         "                added += 1;\n            }\n        }\n        self.dev.fence();\n",
         "                added += 1;\n            }\n        }\n")
+elif name == "fsync-forgets-times":
+    sub("crates/hashfs/src/fs/api.rs",
+        "            self.fs.persist_times(&self.cell, &mut st);\n",
+        "            let _ = &mut st;\n")
 elif name == "strict-ignored":
     sub("crates/hashfs/src/fs/data.rs",
         "        if self.is_strict() {\n            return self.write_strict(cell, Some(off), data).map(|(n, _)| n);\n        }\n",
@@ -183,6 +188,9 @@ run_check() {
         strict\ *)
             "$hashfs" crashtest --mapping hashfs,extent-tree,cuckoo --write-mode strict --ops "${check#strict }" \
                 "${common[@]}" >"$work/check.log" 2>&1 ;;
+        workload\ *)
+            "$hashfs" crashtest --mapping hashfs,extent-tree,cuckoo --workload "${check#workload }" \
+                --seed "$seed" --samples 16 --recovery-samples 2 >"$work/check.log" 2>&1 ;;
         grouped-workload\ *)
             "$hashfs" crashtest --mapping hashfs --placement grouped --workload "${check#grouped-workload }" \
                 --seed "$seed" --samples 16 --recovery-samples 2 >"$work/check.log" 2>&1 ;;

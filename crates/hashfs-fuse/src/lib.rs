@@ -575,8 +575,8 @@ impl<D: PmDevice> Filesystem for HashFsFuse<D> {
         reply.ok()
     }
 
-    fn fsync(&self, _req: &Request, _ino: INodeNo, fh: FileHandle, _datasync: bool, reply: ReplyEmpty) {
-        match self.file(fh).and_then(|f| f.sync_all()) {
+    fn fsync(&self, _req: &Request, _ino: INodeNo, fh: FileHandle, datasync: bool, reply: ReplyEmpty) {
+        match self.file(fh).and_then(|f| if datasync { f.sync_data() } else { f.sync_all() }) {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(errno(&e)),
         }

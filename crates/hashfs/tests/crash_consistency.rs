@@ -81,6 +81,23 @@ fn explore_strict_mode_writes() {
     assert_eq!(stats.workloads, w.len() as u64);
 }
 
+/// A write's times may lag until the file's fsync (`fs/times.rs`), not after it: writes
+/// and appends (fast ones on HashFS), then the file's fsync, then more work.
+#[test]
+fn explore_fsync_makes_write_times_durable() {
+    let ids = [
+        "ace:overwrite,fsync",
+        "ace:overwrite-small,fsync-g",
+        "ace:append,write-past-eof,fsync-g,chmod",
+        "ace:append,fsync,fsync-g,overwrite",
+    ];
+    let w: Vec<Workload> = ids.iter().map(|id| Workload::from_id(id).expect("known names")).collect();
+    let cfg = Config { samples: 16, recovery_samples: 2, ..config() };
+    let (stats, failures) = crashtest::run(&cfg, test_mapping(), test_layout_score(), &w, threads(), &|_, _, _| {});
+    report("writes then fsync", &stats, &failures);
+    assert_eq!(stats.workloads, w.len() as u64);
+}
+
 #[test]
 fn explore_random_sequences() {
     let w: Vec<Workload> = (0..8).map(|i| crashtest::random_workload(seed(), i, 6)).collect();

@@ -260,6 +260,46 @@ fn unlinked_open_file_is_freed_at_next_mount_after_crash() {
     assert_fsck_clean(&dev);
 }
 
+/// A write's times reach the media at fsync, sync or unmount, not at fdatasync
+/// (`fs/times.rs`); its data and size at once. "Crash" = the durable image, now.
+#[test]
+fn write_times_are_durable_at_fsync_sync_and_unmount() {
+    let (fs, dev) = new_fs(8 << 20, &small_opts());
+    fs.write(p("/t"), &[1u8; 5000]).unwrap();
+    fs.set_times(p("/t"), None, Some(hashfs::SetTime::At(7_000_000_000))).unwrap();
+    let f = fs.open_file(p("/t"), OpenOptions::new().read(true).write(true)).unwrap();
+    let crashed = |dev: &std::sync::Arc<hashfs::pm::CrashDevice>| {
+        let (fs, _, _) = mount_image(&dev.crash_point_now().image_durable_only()).unwrap();
+        let m = fs.metadata(p("/t")).unwrap();
+        let mut head = [0u8; 2];
+        fs.open_file(p("/t"), OpenOptions::new().read(true)).unwrap().read_at(0, &mut head).unwrap();
+        (m.size, m.mtime_ns, head)
+    };
+    // An overwrite, and (HashFS's paper placement) a fast append inside the last block:
+    // data and size durable, times in DRAM. Elsewhere the append's transaction stores the
+    // times with the size.
+    f.write_at(0, b"ab").unwrap();
+    let fast_append = test_mapping() == hashfs::MappingKind::HashFs && test_placement() == hashfs::HashPlacement::Paper;
+    let size = if fast_append { f.append(b"cd").unwrap().1 } else { 5000 };
+    let live = f.metadata().unwrap().mtime_ns;
+    assert!(live > 7_000_000_000);
+    assert_eq!(crashed(&dev), (size, 7_000_000_000, *b"ab"), "before fsync: new data and size, old times");
+    f.sync_data().unwrap();
+    assert_eq!(crashed(&dev).1, 7_000_000_000, "fdatasync leaves the times");
+    f.sync_all().unwrap();
+    assert_eq!(crashed(&dev).1, live, "fsync stores them");
+    f.write_at(1, b"x").unwrap();
+    let live = f.metadata().unwrap().mtime_ns;
+    fs.sync().unwrap();
+    assert_eq!(crashed(&dev).1, live, "sync stores them");
+    f.write_at(2, b"y").unwrap();
+    let live = f.metadata().unwrap().mtime_ns;
+    drop(f);
+    let (fs, dev) = remount(fs, dev);
+    assert_eq!(fs.metadata(p("/t")).unwrap().mtime_ns, live, "unmount stores them");
+    assert_fsck_clean(&dev);
+}
+
 #[test]
 fn metadata_changes_persist() {
     let (fs, dev) = new_fs(8 << 20, &small_opts());

@@ -42,6 +42,8 @@ pub struct Options {
     pub tmpfs_dir: PathBuf,
     /// Format the image sparse (`mkfs --sparse`): writes pay the host's first touch.
     pub sparse: bool,
+    /// Only these operations (every one when empty).
+    pub only: Vec<String>,
     /// Do not fault the mapping in before timing.
     pub cold: bool,
 }
@@ -70,7 +72,22 @@ fn timed(f: impl FnOnce()) -> u64 {
     t.elapsed().as_nanos() as u64
 }
 
+/// The operations, in the order they run.
+const OPS: [&str; 8] = [
+    "randread_4k",
+    "overwrite_4k",
+    "append_4k",
+    "append_100b",
+    "create_write_close_4k",
+    "seqread_1m",
+    "overwrite_1m",
+    "alloc_write_1m",
+];
+
 pub fn run(o: &Options) -> Result<(), Failure> {
+    if let Some(unknown) = o.only.iter().find(|n| !OPS.contains(&n.as_str())) {
+        return Err(fail(format!("bench micro: no operation {unknown} (known: {})", OPS.join(", "))));
+    }
     let cfg = if o.quick {
         Config {
             file_bytes: 256 << 20,
@@ -418,6 +435,10 @@ fn run_in(cfg: &Config, o: &Options, tmp: &Path) -> Result<(), Failure> {
         ));
     }
 
+    debug_assert!(ops.iter().map(|(n, _)| *n).eq(OPS.iter().copied()), "OPS names every operation in order");
+    if !o.only.is_empty() {
+        ops.retain(|(name, _)| o.only.iter().any(|n| n == name));
+    }
     // Rounds: every operation, every target in turn.
     let per_round = |op: &str| match op {
         "create_write_close_4k" => cfg.files,
@@ -531,6 +552,7 @@ fn report(
                 "image_mount": mount,
                 "image_page_size": page,
                 "sparse": o.sparse,
+                "only": o.only,
                 "populated": populated,
                 "mkfs_ms": mkfs_ms,
                 "map_sync": dev.is_map_sync(),

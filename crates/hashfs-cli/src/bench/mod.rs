@@ -35,6 +35,9 @@ pub enum BenchCmd {
         /// Format the image sparse (as `mkfs --sparse`): writes pay the host's first touch.
         #[arg(long)]
         sparse: bool,
+        /// Only these operations, comma-separated (e.g. `append_4k`, to profile one).
+        #[arg(long, value_delimiter = ',')]
+        only: Vec<String>,
         /// Do not fault the image's mapping in before timing (a mount does it in the
         /// background; this shows the first seconds).
         #[arg(long)]
@@ -121,8 +124,8 @@ pub enum BenchCmd {
 
 pub fn run(cmd: BenchCmd) -> Result<(), Failure> {
     match cmd {
-        BenchCmd::Micro { quick, json, image, tmpfs_dir, sparse, cold } => {
-            micro::run(&micro::Options { quick, json, image, tmpfs_dir, sparse, cold })
+        BenchCmd::Micro { quick, json, image, tmpfs_dir, sparse, only, cold } => {
+            micro::run(&micro::Options { quick, json, image, tmpfs_dir, sparse, only, cold })
         }
         BenchCmd::Churn { image, size, rounds } => churn::run(&image, size, rounds),
         BenchCmd::Filebench { personality, dir, seconds, threads, files_scale, seed, json } => {

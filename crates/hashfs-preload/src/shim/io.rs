@@ -209,8 +209,9 @@ pub unsafe extern "C" fn lseek64(fd: c_int, off: off_t, whence: c_int) -> off_t 
     unsafe { lseek(fd, off, whence) }
 }
 
-pub(super) fn sync_fd(fd: c_int) -> c_int {
-    match with_file(fd, |_, f| f.sync_all().map_err(|e| e.errno())) {
+/// fsync, or fdatasync (`data_only`: the times a write left in DRAM may stay there).
+pub(super) fn sync_fd(fd: c_int, data_only: bool) -> c_int {
+    match with_file(fd, |_, f| if data_only { f.sync_data() } else { f.sync_all() }.map_err(|e| e.errno())) {
         Ok(()) => 0,
         Err(libc::EISDIR) => 0, // fsync of a directory: every operation is durable already
         Err(e) => fail(e),
@@ -220,7 +221,7 @@ pub(super) fn sync_fd(fd: c_int) -> c_int {
 #[no_mangle]
 pub unsafe extern "C" fn fsync(fd: c_int) -> c_int {
     if ours(fd) {
-        return guarded(|| sync_fd(fd)).unwrap_or(-1);
+        return guarded(|| sync_fd(fd, false)).unwrap_or(-1);
     }
     // SAFETY: forwarding.
     unsafe { real!(fsync: fn(c_int) -> c_int)(fd) }
@@ -229,7 +230,7 @@ pub unsafe extern "C" fn fsync(fd: c_int) -> c_int {
 #[no_mangle]
 pub unsafe extern "C" fn fdatasync(fd: c_int) -> c_int {
     if ours(fd) {
-        return guarded(|| sync_fd(fd)).unwrap_or(-1);
+        return guarded(|| sync_fd(fd, true)).unwrap_or(-1);
     }
     // SAFETY: forwarding.
     unsafe { real!(fdatasync: fn(c_int) -> c_int)(fd) }

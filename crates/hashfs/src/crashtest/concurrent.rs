@@ -6,7 +6,7 @@
 #![forbid(unsafe_code)]
 
 use super::explore::{image_for, Config, Failure, Stats};
-use super::snapshot::{times_between, torn_between, Snapshot};
+use super::snapshot::{lagging_times_ok, torn_between, without_times, Lagging, Snapshot};
 use super::workload::Op;
 use crate::journal;
 use crate::pm::{CrashDevice, CrashPoint};
@@ -21,7 +21,10 @@ struct Track {
     root: &'static str,
     ops: Vec<Op>,
     torn: Vec<bool>,
-    lag: Vec<bool>,
+    /// The files whose times may lag during each operation (`during`), and once each has
+    /// completed (`done[k]`: after k operations).
+    during: Vec<Lagging>,
+    done: Vec<Lagging>,
     states: Vec<Snapshot>,
     spans: Vec<(u64, u64)>,
 }
@@ -31,17 +34,25 @@ impl Track {
     /// after the last one that completed.
     fn check(&self, r: &Snapshot, f: u64) -> Result<(), String> {
         let in_flight = self.spans.iter().position(|&(b, e)| b <= f && f < e);
+        let completed = self.spans.iter().filter(|s| s.1 <= f).count();
+        let (lag, window) = match in_flight {
+            Some(k) => (&self.during[k], &self.states[..=k + 1]),
+            None => (&self.done[completed], &self.states[..=completed]),
+        };
+        lagging_times_ok(r, window, lag).map_err(|e| format!("{}: {e}", self.root))?;
+        let clear = |s: &Snapshot| if lag.is_empty() { s.clone() } else { without_times(s, lag) };
+        let r = &clear(r);
         let ok = match in_flight {
             Some(k) => {
-                let (b, a) = (&self.states[k], &self.states[k + 1]);
-                r == b || r == a || (self.torn[k] && torn_between(r, b, a)) || (self.lag[k] && times_between(r, b, a))
+                let (b, a) = (&clear(&self.states[k]), &clear(&self.states[k + 1]));
+                r == b || r == a || (self.torn[k] && torn_between(r, b, a))
             }
-            None => *r == self.states[self.spans.iter().filter(|s| s.1 <= f).count()],
+            None => *r == clear(&self.states[completed]),
         };
         if ok {
             return Ok(());
         }
-        let k = in_flight.unwrap_or_else(|| self.spans.iter().filter(|s| s.1 <= f).count());
+        let k = in_flight.unwrap_or(completed);
         Err(format!(
             "{} recovered to no allowed state (operation {k}): {}",
             self.root,
@@ -93,7 +104,8 @@ pub fn explore_two_threads(
         .map(|root| {
             let ops = random_ops(&mut rng, root, ops_per_thread);
             let s0 = Snapshot::of_tree(&fs, root).expect("walks");
-            Track { root, ops, torn: Vec::new(), lag: Vec::new(), states: vec![s0], spans: Vec::new() }
+            let done = vec![Lagging::new()];
+            Track { root, ops, torn: Vec::new(), during: Vec::new(), done, states: vec![s0], spans: Vec::new() }
         })
         .collect();
     dev.set_capture(true);
@@ -101,12 +113,16 @@ pub fn explore_two_threads(
         for t in tracks.iter_mut() {
             let (fs, dev) = (&fs, &dev);
             s.spawn(move || {
-                for op in t.ops.clone() {
+                let mut lag = Lagging::new();
+                for (k, op) in t.ops.clone().into_iter().enumerate() {
                     t.torn.push(op.is_torn_on(fs));
-                    t.lag.push(op.times_may_lag(fs));
+                    op.start_lag(fs, &mut lag, k);
+                    t.during.push(lag.clone());
                     let b = dev.fence_count();
-                    let _ = op.apply(fs);
+                    let ok = op.apply(fs).is_ok();
                     let e = dev.fence_count();
+                    op.end_lag(fs, &mut lag, ok);
+                    t.done.push(lag.clone());
                     t.spans.push((b, e));
                     t.states.push(Snapshot::of_tree(fs, t.root).expect("walks"));
                 }

@@ -5,7 +5,8 @@
 //! 1. mount recovers it;
 //! 2. what `stat`, `readlink`, `readdir` and `read` show equals the state before or after
 //!    the interrupted operation (byte by byte old or new for relaxed-mode overwrites and
-//!    hole punches), so every earlier operation is intact;
+//!    hole punches), so every earlier operation is intact, except for the times of files
+//!    written since their last fsync, which may be any they had since it;
 //! 3. fsck finds nothing after a clean unmount;
 //! 4. recovery itself survives a crash: the first recovery runs under capture, is crashed
 //!    at each of its own fences, and the second recovery must give the same state as the
@@ -13,7 +14,7 @@
 
 #![forbid(unsafe_code)]
 
-use super::snapshot::{times_between, torn_between, Snapshot};
+use super::snapshot::{lagging_times_ok, torn_between, without_times, Lagging, Snapshot};
 use super::workload::{Op, Workload};
 use crate::fs::{fsck, FsckMode};
 use crate::pm::{CrashDevice, CrashPoint};
@@ -144,8 +145,27 @@ enum Allowed<'a> {
     Exact(&'a [&'a Snapshot]),
     /// Between before and after of an overwrite or hole punch.
     Torn(&'a Snapshot, &'a Snapshot),
-    /// Before or after a growing write, its times possibly lagging (a fast append).
-    TimesLag(&'a Snapshot, &'a Snapshot),
+}
+
+/// [`Allowed`], with its snapshots' lagging times cleared, and the lagging files' times
+/// checked against the states since their last fsync (`window`, ending with the state
+/// after the interrupted operation).
+struct Expect<'a> {
+    allowed: Allowed<'a>,
+    window: &'a [Snapshot],
+    lag: &'a Lagging,
+}
+
+static NO_LAG: Lagging = Lagging::new();
+
+impl Expect<'_> {
+    fn check(&self, r: &Snapshot) -> Result<(), String> {
+        if self.lag.is_empty() {
+            return self.allowed.check(r);
+        }
+        lagging_times_ok(r, self.window, self.lag)?;
+        self.allowed.check(&without_times(r, self.lag))
+    }
 }
 
 impl Allowed<'_> {
@@ -153,7 +173,6 @@ impl Allowed<'_> {
         let (list, ok): (Vec<&Snapshot>, bool) = match self {
             Allowed::Exact(l) => (l.to_vec(), false),
             Allowed::Torn(b, a) => (vec![*b, *a], torn_between(r, b, a)),
-            Allowed::TimesLag(b, a) => (vec![*b, *a], times_between(r, b, a)),
         };
         if ok || list.contains(&r) {
             return Ok(());
@@ -240,7 +259,7 @@ fn image_hash(img: &[u8]) -> u64 {
 /// crash points of the recovery when `capture` is on.
 fn recover_and_check(
     img: &[u8],
-    allowed: &Allowed,
+    allowed: &Expect,
     capture: bool,
 ) -> Result<(Snapshot, Vec<CrashPoint>, Arc<CrashDevice>), String> {
     let dev = Arc::new(CrashDevice::from_image(img));
@@ -266,8 +285,8 @@ struct Recording {
     boundaries: Vec<u64>,
     /// Whether each operation may leave a byte-wise mix of before and after.
     torn: Vec<bool>,
-    /// Whether each operation's times may lag behind its data and size.
-    lag: Vec<bool>,
+    /// The files whose times may lag during each operation, and (last) after the workload.
+    lagging: Vec<Lagging>,
     /// Every fence, and the end.
     points: Vec<CrashPoint>,
     /// The fence count when capture began.
@@ -275,19 +294,26 @@ struct Recording {
 }
 
 impl Recording {
-    /// The states a crash at point `pidx` may recover to.
-    fn allowed<'a>(&'a self, pidx: usize, pair: &'a mut [&'a Snapshot; 2]) -> Allowed<'a> {
+    /// The operation a crash at point `pidx` interrupts (the number of operations: the end).
+    fn step(&self, pidx: usize) -> usize {
         if pidx == self.points.len() - 1 {
-            return Allowed::Exact(std::slice::from_ref(&pair[1]));
+            return self.torn.len();
         }
         let rel = self.points[pidx].fence_index - self.start;
-        let k = self.boundaries.iter().rposition(|&b| b <= rel).expect("inside a step");
+        self.boundaries.iter().rposition(|&b| b <= rel).expect("inside a step")
+    }
+
+    /// The states a crash during operation `k` (or at the end) may recover to, out of
+    /// `states` (the recorded ones, their lagging times cleared when files lag).
+    fn allowed<'a>(&self, states: &'a [Snapshot], k: usize, pair: &'a mut [&'a Snapshot; 2]) -> Allowed<'a> {
+        if k == self.torn.len() {
+            *pair = [&states[k], &states[k]];
+            return Allowed::Exact(&pair[..1]);
+        }
         if self.torn[k] {
-            Allowed::Torn(&self.states[k], &self.states[k + 1])
-        } else if self.lag[k] {
-            Allowed::TimesLag(&self.states[k], &self.states[k + 1])
+            Allowed::Torn(&states[k], &states[k + 1])
         } else {
-            *pair = [&self.states[k], &self.states[k + 1]];
+            *pair = [&states[k], &states[k + 1]];
             Allowed::Exact(&pair[..])
         }
     }
@@ -303,22 +329,26 @@ fn record(base: &[u8], w: &Workload) -> Result<Recording, String> {
     let mut states = vec![snap(&fs)?];
     let mut boundaries = Vec::new();
     let mut torn = Vec::new();
-    let mut lag = Vec::new();
+    let mut lagging = Vec::new();
+    let mut lag = Lagging::new();
     dev.set_capture(true);
     let start = dev.fence_count();
-    for op in &w.ops {
+    for (k, op) in w.ops.iter().enumerate() {
         boundaries.push(dev.fence_count() - start);
         torn.push(op.is_torn_on(&fs));
-        lag.push(op.times_may_lag(&fs));
-        let _ = op.apply(&fs); // a failing operation must change nothing, which is checked too
+        op.start_lag(&fs, &mut lag, k);
+        lagging.push(lag.clone());
+        let ok = op.apply(&fs).is_ok(); // a failing operation must change nothing, which is checked too
+        op.end_lag(&fs, &mut lag, ok);
         states.push(snap(&fs)?);
     }
+    lagging.push(lag);
     dev.set_capture(false);
     let mut points = dev.take_points();
     let mut end = dev.crash_point_now();
     end.fence_index = dev.fence_count();
     points.push(end);
-    Ok(Recording { states, boundaries, torn, lag, points, start })
+    Ok(Recording { states, boundaries, torn, lagging, points, start })
 }
 
 /// Where a failure was found, for its report.
@@ -351,15 +381,20 @@ pub fn explore(cfg: &Config, mapping: &str, base: &[u8], w: &Workload, failures:
             return stats;
         }
     };
-    let last_state = rec.states.last().expect("initial state");
     for pidx in 0..rec.points.len() {
         if cfg.only.is_some_and(|o| o.point != pidx) {
             continue;
         }
         stats.crash_points += 1;
-        let mut pair = [last_state, last_state];
-        let allowed = rec.allowed(pidx, &mut pair);
-        if let Err(f) = explore_point(cfg, &rec.points[pidx], pidx, &allowed, &mut stats) {
+        let k = rec.step(pidx);
+        let lag = &rec.lagging[k];
+        let cleared: Vec<Snapshot> =
+            if lag.is_empty() { Vec::new() } else { rec.states.iter().map(|s| without_times(s, lag)).collect() };
+        let states = if lag.is_empty() { &rec.states } else { &cleared };
+        let mut pair = [&states[0], &states[0]];
+        let allowed = rec.allowed(states, k, &mut pair);
+        let expect = Expect { allowed, window: &rec.states[..=(k + 1).min(rec.states.len() - 1)], lag };
+        if let Err(f) = explore_point(cfg, &rec.points[pidx], pidx, &expect, &mut stats) {
             failures.push(fail(f));
             return stats;
         }
@@ -373,7 +408,7 @@ fn explore_point(
     cfg: &Config,
     point: &CrashPoint,
     pidx: usize,
-    allowed: &Allowed<'_>,
+    allowed: &Expect<'_>,
     stats: &mut Stats,
 ) -> Result<(), Found> {
     let count = point.state_count();
@@ -435,7 +470,7 @@ fn explore_recovery_point(
     stats: &mut Stats,
 ) -> Result<(), (u64, String, String)> {
     let same = [clean];
-    let again = Allowed::Exact(&same);
+    let again = Expect { allowed: Allowed::Exact(&same), window: &[], lag: &NO_LAG };
     let rcount = rp.state_count();
     let rex = rcount <= cfg.recovery_samples;
     let rn = if rex { rcount } else { cfg.recovery_samples.max(2) };

@@ -194,25 +194,47 @@ pub fn torn_between(r: &Snapshot, before: &Snapshot, after: &Snapshot) -> bool {
     })
 }
 
-/// Whether `r` is what a growing write that persists without a transaction (a fast
-/// append: data, then size and block count, then times, each an 8-byte store) may leave:
-/// every path equal to its state before or after the write except for the modification
-/// and change times, which lie between the two. Its data and size are whole or absent;
-/// only the times, which no program can rely on after a crash before fsync, may lag
-/// behind them or run ahead.
-pub fn times_between(r: &Snapshot, before: &Snapshot, after: &Snapshot) -> bool {
-    if r.0.len() != before.0.len() || before.0.len() != after.0.len() {
-        return false;
+/// Files whose modification and change times may lag on the media: in relaxed mode a
+/// write or append sets them in DRAM, and they reach the media at the file's fsync (or
+/// earlier, with its next transaction; `fs/times.rs`). Each inode number maps to the
+/// index of the first recorded state whose times may still be on the media (the state
+/// before its first write since its last fsync).
+pub type Lagging = BTreeMap<u32, usize>;
+
+/// Checks that in `r` each lagging file's modification and change times lie between the
+/// least and the greatest that file had (under any path) in `states[since..]`, where
+/// `states` ends with the state after the interrupted operation. The rest of `r` is
+/// compared with its times cleared ([`without_times`]).
+pub fn lagging_times_ok(r: &Snapshot, states: &[Snapshot], lag: &Lagging) -> std::result::Result<(), String> {
+    for (p, e) in &r.0 {
+        let Some(&since) = lag.get(&e.ino) else { continue };
+        let (mut lo, mut hi) = ([i64::MAX; 2], [i64::MIN; 2]);
+        for x in states[since.min(states.len())..].iter().flat_map(|s| s.0.values()).filter(|x| x.ino == e.ino) {
+            for (i, t) in [x.mtime_ns, x.ctime_ns].into_iter().enumerate() {
+                lo[i] = lo[i].min(t);
+                hi[i] = hi[i].max(t);
+            }
+        }
+        for (i, (what, t)) in [("modification", e.mtime_ns), ("change", e.ctime_ns)].into_iter().enumerate() {
+            if !(lo[i] <= t && t <= hi[i]) {
+                return Err(format!(
+                    "{p}: {what} time {t} is outside the times the file had since its last fsync ({}..={})",
+                    lo[i], hi[i]
+                ));
+            }
+        }
     }
-    let between = |x: i64, y: i64, z: i64| y.min(z) <= x && x <= y.max(z);
-    r.0.iter().all(|(p, e)| {
-        let (Some(b), Some(a)) = (before.0.get(p), after.0.get(p)) else { return false };
-        let untimed = |x: &Entry| Entry { mtime_ns: 0, ctime_ns: 0, ..x.clone() };
-        let u = untimed(e);
-        (u == untimed(b) || u == untimed(a))
-            && between(e.mtime_ns, b.mtime_ns, a.mtime_ns)
-            && between(e.ctime_ns, b.ctime_ns, a.ctime_ns)
-    })
+    Ok(())
+}
+
+/// `s` with the modification and change times of every lagging file cleared.
+pub fn without_times(s: &Snapshot, lag: &Lagging) -> Snapshot {
+    let mut out = s.clone();
+    for e in out.0.values_mut().filter(|e| lag.contains_key(&e.ino)) {
+        e.mtime_ns = 0;
+        e.ctime_ns = 0;
+    }
+    out
 }
 
 #[cfg(test)]
@@ -254,16 +276,25 @@ mod tests {
         assert!(!torn_between(&snap(other_perm), &before, &after));
     }
 
-    /// A fast append's crash states: data and size whole or absent, times anywhere between.
+    /// A write's times may be any the file had since its last fsync; nothing else may lag.
     #[test]
-    fn appends_may_lag_in_their_times_only() {
-        let before = snap(file(b"aa", 1));
-        let after = snap(file(b"aabb", 5));
-        assert!(times_between(&snap(file(b"aabb", 1)), &before, &after), "new size, old times");
-        assert!(times_between(&snap(file(b"aa", 5)), &before, &after), "old size, new times");
-        assert!(times_between(&snap(file(b"aabb", 3)), &before, &after));
-        assert!(!times_between(&snap(file(b"aab", 5)), &before, &after), "part of the data");
-        assert!(!times_between(&snap(file(b"aa\0\0", 5)), &before, &after), "the size without the data");
-        assert!(!times_between(&snap(file(b"aabb", 6)), &before, &after), "a time outside old..new");
+    fn writes_may_lag_in_their_times_only() {
+        // Three writes since the last fsync (state 1): times 2, 5, 9.
+        let states = [snap(file(b"a", 1)), snap(file(b"aa", 2)), snap(file(b"aab", 5)), snap(file(b"aabb", 9))];
+        let lag: Lagging = [(2, 1)].into_iter().collect();
+        assert!(lagging_times_ok(&snap(file(b"aabb", 2)), &states, &lag).is_ok(), "the times of an earlier write");
+        assert!(lagging_times_ok(&snap(file(b"aabb", 7)), &states, &lag).is_ok(), "between two writes' times");
+        let err = lagging_times_ok(&snap(file(b"aabb", 1)), &states, &lag).unwrap_err();
+        assert!(err.contains("outside"), "times from before the last fsync: {err}");
+        assert!(lagging_times_ok(&snap(file(b"aabb", 10)), &states, &lag).is_err(), "a time never set");
+        assert!(
+            lagging_times_ok(&snap(file(b"aabb", 1)), &states, &Lagging::new()).is_ok(),
+            "nothing lags: not its job"
+        );
+        // Compared with the times cleared, data and size must still match exactly.
+        let r = without_times(&snap(file(b"aabb", 2)), &lag);
+        assert!(r == without_times(&states[3], &lag));
+        assert!(without_times(&snap(file(b"aab", 9)), &lag) != without_times(&states[3], &lag), "part of the data");
+        assert!(without_times(&snap(file(b"aabb", 2)), &Lagging::new()) != without_times(&states[3], &Lagging::new()));
     }
 }

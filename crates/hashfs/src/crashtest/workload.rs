@@ -5,6 +5,7 @@
 
 #![forbid(unsafe_code)]
 
+use super::snapshot::Lagging;
 use crate::fs::api::FallocateMode;
 use crate::pm::PmDevice;
 use crate::{FileSystem, OpenOptions, RenameMode, Result, SetAttr, SetTime};
@@ -165,11 +166,29 @@ impl Op {
         }
     }
 
-    /// Whether the operation's times may lag behind (or run ahead of) its data and size
-    /// after a crash: a relaxed-mode write or append, which may persist as a fast append
-    /// (data, then size and block count, then times, with no transaction; `fs/data.rs`).
+    /// Whether the operation's times may lag behind its data and size after a crash, until
+    /// the file's next fsync: a relaxed-mode write or append (`fs/times.rs`).
     pub fn times_may_lag<D: PmDevice>(&self, fs: &FileSystem<D>) -> bool {
         fs.write_mode() == crate::WriteMode::Relaxed && matches!(self, Op::Write { .. } | Op::Append { .. })
+    }
+
+    /// Before the operation runs as operation `k`: a write whose times may lag adds its
+    /// file to `lag` (its times may be those of any state from `k` on).
+    pub fn start_lag<D: PmDevice>(&self, fs: &FileSystem<D>, lag: &mut Lagging, k: usize) {
+        if let (true, Op::Write { path, .. } | Op::Append { path, .. }) = (self.times_may_lag(fs), self) {
+            if let Ok(ino) = fs.resolve(p(path)) {
+                lag.entry(ino.0).or_insert(k);
+            }
+        }
+    }
+
+    /// After the operation ran (`ok`: it succeeded): an fsync made its file's times durable.
+    pub fn end_lag<D: PmDevice>(&self, fs: &FileSystem<D>, lag: &mut Lagging, ok: bool) {
+        if let (true, Op::Fsync { path }) = (ok, self) {
+            if let Ok(ino) = fs.resolve(p(path)) {
+                lag.remove(&ino.0);
+            }
+        }
     }
 
     /// Runs the operation.
@@ -407,6 +426,8 @@ pub fn ace_op(name: &str) -> Option<Op> {
         "chown" => Op::Chown { path: s("/g"), uid: 7, gid: 8 },
         "utimens" => Op::Utimens { path: s("/g"), atime: 5_000_000_000, mtime: 6_000_000_000 },
         "fsync" => Op::Fsync { path: s("/A/f") },
+        // The small file's, after an append to it (not in ACE_OPS: for sequences by name).
+        "fsync-g" => Op::Fsync { path: s("/g") },
         "mkfifo" => Op::Mknod { path: s("/A/fifo"), ftype: crate::FileType::Fifo, rdev: 0 },
         "mknod-char" => Op::Mknod { path: s("/B/tty"), ftype: crate::FileType::CharDevice, rdev: libc::makedev(4, 64) },
         "setxattr" => Op::SetXattr { path: s("/g"), name: s("user.new"), len: 100, seed: 16 },

@@ -280,9 +280,11 @@ impl<D: PmDevice> FileSystem<D> {
         }
     }
 
-    /// Makes everything durable on the host (a no-op on PM and tmpfs: every operation is
-    /// already durable when it returns).
+    /// Makes everything durable: the times writes left in DRAM (`fs/times.rs`; every other
+    /// change is durable when its operation returns), and the image on a host that is not
+    /// persistent memory.
     pub fn sync(&self) -> Result<()> {
+        self.inner.persist_all_times();
         self.inner.sync_data()
     }
 
@@ -897,12 +899,18 @@ impl<D: PmDevice> File<D> {
         }
     }
 
-    /// Every write is durable when it returns; this makes the image durable on a host
-    /// that is not persistent memory.
+    /// fsync: every write's data and size are durable when it returns; this makes the
+    /// file's times durable too (`fs/times.rs`), and the image on a host that is not
+    /// persistent memory.
     pub fn sync_all(&self) -> Result<()> {
+        {
+            let mut st = self.cell.state.write();
+            self.fs.persist_times(&self.cell, &mut st);
+        }
         self.fs.sync_data()
     }
 
+    /// fdatasync: as [`Self::sync_all`] without the times, which a read does not need.
     pub fn sync_data(&self) -> Result<()> {
         self.fs.sync_data()
     }

@@ -1,12 +1,13 @@
 //! Fast appends (NOVA's and ext4-DAX's): a growing write that needs no new mapping
-//! structure persists its data, then its size, with two fences and no transaction. The
-//! protocol and its crash states are in docs/design.md ("Fast appends").
+//! structure persists its data, then its size, with two fences and no transaction; its
+//! times stay in DRAM until the file's fsync (`fs/times.rs`). The protocol and its crash
+//! states are in docs/design.md ("Fast appends").
 
 use super::data::{blocks_for, Planned};
-use super::inode::{self, InodeCell, InodeMem};
+use super::inode::{InodeCell, InodeMem};
 use super::FsInner;
-use crate::layout::inode::{INODE_BLOCKS_OFF, INODE_CTIME_OFF, INODE_MTIME_OFF, INODE_SIZE_OFF};
-use crate::layout::{InodeRaw, Lblk};
+use crate::layout::inode::{INODE_BLOCKS_OFF, INODE_SIZE_OFF};
+use crate::layout::Lblk;
 use crate::mapping::hashfs::file_key;
 use crate::mapping::FileMap;
 use crate::pm::PmDevice;
@@ -21,19 +22,25 @@ impl<D: PmDevice> FsInner<D> {
     /// (format 4: an inode sealed by an older build waits for its next transaction).
     ///
     /// [`append_fast`]: Self::append_fast
-    pub(super) fn can_append_fast(&self, cell: &InodeCell, raw: &InodeRaw, plan: &[Planned]) -> bool {
-        let old_blocks = Lblk(blocks_for(raw.size));
+    pub(super) fn can_append_fast(&self, cell: &InodeCell, st: &mut InodeMem, plan: &[Planned]) -> bool {
+        let old_blocks = Lblk(blocks_for(st.raw.size));
         let maps_fresh_past_eof = || match &self.map {
             FileMap::Hash(t) => t.groups().is_none() && plan.iter().all(|p| !p.fresh || p.lblk >= old_blocks),
             FileMap::Blocks(_) => false,
         };
-        (plan.iter().all(|p| !p.fresh) || maps_fresh_past_eof()) && raw.sealed_without_size(cell.ino)
+        if !(plan.iter().all(|p| !p.fresh) || maps_fresh_past_eof()) {
+            return false;
+        }
+        if !st.sum_without_size {
+            st.sum_without_size = st.raw.sealed_without_size(cell.ino);
+        }
+        st.sum_without_size
     }
 
     /// NOVA's and ext4-DAX's fast append: the data (already stored) and the new blocks'
-    /// keys, fence; then size, block count and times in place (8-byte stores), their
-    /// flush, fence. Two fences and no journal; a crash between them leaves the old size
-    /// and, at most, keys past it, which recovery frees.
+    /// keys, fence; then size and block count in place (8-byte stores in one line), its
+    /// flush, fence; the times in DRAM. Two fences and no journal; a crash between them
+    /// leaves the old size and, at most, keys past it, which recovery frees.
     pub(super) fn append_fast(&self, cell: &InodeCell, st: &mut InodeMem, plan: &[Planned], new_size: u64) {
         let ino = cell.ino;
         let mut added = 0u64;
@@ -47,20 +54,16 @@ impl<D: PmDevice> FsInner<D> {
             }
         }
         self.dev.fence();
-        let now = inode::now_ns();
+        const _: () = assert!(INODE_BLOCKS_OFF == INODE_SIZE_OFF + 8 && INODE_SIZE_OFF % 64 + 16 <= 64);
         let ioff = self.geo.inode_off(ino.get());
         self.dev.store_u64(ioff + INODE_SIZE_OFF, new_size);
         if added > 0 {
             self.dev.store_u64(ioff + INODE_BLOCKS_OFF, st.raw.blocks + added);
         }
-        self.dev.store_u64(ioff + INODE_MTIME_OFF, now as u64);
-        self.dev.store_u64(ioff + INODE_CTIME_OFF, now as u64);
         self.dev.flush(ioff + INODE_SIZE_OFF, 16);
-        self.dev.flush(ioff + INODE_MTIME_OFF, 16);
         self.dev.fence();
         st.raw.size = new_size;
         st.raw.blocks += added;
-        st.raw.mtime_ns = now;
-        st.raw.ctime_ns = now;
+        self.set_write_times(st);
     }
 }

@@ -5,12 +5,13 @@
 //! the table as reservations and filled (the rest of a partly written new block is zeroed,
 //! so no stale data is ever exposed); data is flushed; then one transaction makes the new
 //! keys and the inode (size, block count, times) visible, its first fence ordering the
-//! data before them. An overwrite of mapped blocks needs only the data flush, the two
-//! timestamp words, and one fence.
+//! data before them. An overwrite of mapped blocks needs only the data flush and one fence;
+//! its times stay in DRAM until the file's fsync (`fs/times.rs`).
 //!
 //! Invariant (F1): no block at or beyond ceil(size / 4096) is mapped, except reservations
 //! and keys of a write in progress (recovery frees those). (F2): bytes past EOF in the last
-//! block may be stale; any operation that grows the size zeroes them first.
+//! block may be stale; any operation that grows the size first zeroes those that come to
+//! lie inside the file and that it does not write itself.
 
 #![forbid(unsafe_code)]
 
@@ -18,7 +19,6 @@ use super::inode::{self, InodeCell, InodeMem};
 use super::FsInner;
 use crate::alloc::Run;
 use crate::journal::Tx;
-use crate::layout::inode::{INODE_CTIME_OFF, INODE_MTIME_OFF};
 use crate::layout::{Extent, Ino, InodeRaw, Lblk, Pblk};
 use crate::layout::{BLOCK_BYTES, MAX_FILE_BYTES};
 use crate::mapping::ctfs::view::FileRef;
@@ -311,6 +311,8 @@ impl<D: PmDevice> FsInner<D> {
         if st.raw.size < end {
             self.set_len_locked(cell, &mut st, end)?;
         }
+        // Only a write's own times may wait for fsync (`fs/times.rs`).
+        self.persist_times(cell, &mut st);
         Ok(())
     }
 
@@ -343,6 +345,7 @@ impl<D: PmDevice> FsInner<D> {
             }
             at += done as u64;
         }
+        self.persist_times(cell, &mut st); // only a write's own times wait for fsync
         drop(st);
         let grow_from = off.max(inside);
         if !keep_size && end > grow_from {
@@ -412,18 +415,21 @@ impl<D: PmDevice> FsInner<D> {
         Ok(())
     }
 
-    /// Zeroes the bytes past EOF in the last block before the size grows (F2).
-    pub(crate) fn zero_tail_before_growth(&self, cell: &InodeCell, raw: &InodeRaw) -> Result<()> {
+    /// Zeroes the bytes past EOF in the last block before the size grows (F2), up to
+    /// `upto`: a write from `upto` stores its own bytes over the rest (an append, whose
+    /// `upto` is the old size, zeroes nothing; the bytes past its new end may stay stale).
+    pub(crate) fn zero_tail_before_growth(&self, cell: &InodeCell, raw: &InodeRaw, upto: u64) -> Result<()> {
         let old_size = raw.size;
         let in_blk = old_size % BLOCK_BYTES;
-        if in_blk == 0 {
+        let end = upto.min(old_size - in_blk + BLOCK_BYTES);
+        if in_blk == 0 || end <= old_size {
             return Ok(());
         }
         let lblk = Lblk::of_byte(old_size);
         if let Some(e) = self.translate(cell, raw, lblk, lblk.0 + 1)? {
             let at = self.geo.block_off(e.pblk.0) + in_blk;
-            self.dev.zero(at, BLOCK_BYTES - in_blk);
-            self.dev.flush(at, BLOCK_BYTES - in_blk);
+            self.dev.zero(at, end - old_size);
+            self.dev.flush(at, end - old_size);
         }
         Ok(())
     }
@@ -551,24 +557,26 @@ impl<D: PmDevice> FsInner<D> {
             let size_blocks = blocks_for(old_size);
             let f = FileRef { m: &Direct(&*self.dev), geo: &self.geo, ino: cell.ino, raw: &st.raw, size_blocks };
             if v.write_in_place(&f, off, data)? {
-                self.touch_times(cell.ino, &mut st.raw); // its fence makes the data durable too
+                self.dev.fence();
+                self.set_write_times(st);
                 return Ok(());
             }
         }
         let plan = self.plan_write(cell, &st.raw, off, data.len() as u64, span)?;
         let fresh: Vec<Pblk> = plan.iter().filter(|p| p.fresh).map(|p| p.pblk).collect();
         if new_size > old_size {
-            if let Err(e) = self.zero_tail_before_growth(cell, &st.raw) {
+            if let Err(e) = self.zero_tail_before_growth(cell, &st.raw, off) {
                 self.unclaim_blocks(&fresh);
                 return Err(e);
             }
         }
         self.write_planned(&plan, off, data);
         if new_size == old_size && fresh.is_empty() {
-            self.touch_times(cell.ino, &mut st.raw);
+            self.dev.fence();
+            self.set_write_times(st);
             return Ok(());
         }
-        if self.can_append_fast(cell, &st.raw, &plan) {
+        if self.can_append_fast(cell, st, &plan) {
             self.append_fast(cell, st, &plan, new_size);
             return Ok(());
         }
@@ -615,8 +623,13 @@ impl<D: PmDevice> FsInner<D> {
             return Ok(plan);
         }
         let lblks: Vec<Lblk> = holes.iter().map(|&i| plan[i].lblk).collect();
-        let before = holes[0].checked_sub(1).map(|i| plan[i].pblk);
-        let hint = self.claim_hint(cell, raw, lblks[0], before)?;
+        let hint = match self.map {
+            FileMap::Hash(_) => None, // a block's slot is its key's: no placement hint
+            FileMap::Blocks(_) => {
+                let before = holes[0].checked_sub(1).map(|i| plan[i].pblk);
+                self.claim_hint(cell, raw, lblks[0], before)?
+            }
+        };
         let got = self.claim_blocks_for(cell.ino, &lblks, hint, whole_blocks(span))?;
         for (&i, p) in holes.iter().zip(got) {
             plan[i].pblk = p;
@@ -662,18 +675,6 @@ impl<D: PmDevice> FsInner<D> {
                 self.dev.write_nt(dst + a, src);
             }
         }
-    }
-
-    /// An overwrite inside the size: the new times, stored in place (8-byte atomic each).
-    fn touch_times(&self, ino: Ino, raw: &mut InodeRaw) {
-        let now = inode::now_ns();
-        let ioff = self.geo.inode_off(ino.get());
-        self.dev.store_u64(ioff + INODE_MTIME_OFF, now as u64);
-        self.dev.store_u64(ioff + INODE_CTIME_OFF, now as u64);
-        self.dev.flush(ioff + INODE_MTIME_OFF, 16);
-        self.dev.fence();
-        raw.mtime_ns = now;
-        raw.ctime_ns = now;
     }
 
     /// One transaction: the fresh blocks mapped, the new size, block count and times.
@@ -794,7 +795,7 @@ impl<D: PmDevice> FsInner<D> {
             }
             _ => {
                 if new_size > old_size {
-                    self.zero_tail_before_growth(cell, &st.raw)?;
+                    self.zero_tail_before_growth(cell, &st.raw, u64::MAX)?;
                 }
                 Vec::new()
             }
@@ -849,6 +850,7 @@ impl<D: PmDevice> FsInner<D> {
         tx.commit()?;
         st.freed = true;
         st.dir = None;
+        self.persist_times(cell, st); // only forgets them
         self.inodes.remove(cell.ino);
         self.ialloc.free(cell.ino);
         if let (Some(c), Some(r)) = (xattrs, xraw) {

@@ -37,6 +37,12 @@ pub struct InodeMem {
     pub dir: Option<DirIndex>,
     /// Set once the inode has been freed; a stale handle sees NotFound.
     pub freed: bool,
+    /// The DRAM times are newer than the media's: a write set them (`fs/times.rs`).
+    pub times_pending: bool,
+    /// The media checksum is known to leave size and block count out (format 4), so they
+    /// may be stored in place (`fs/append.rs`); checked once, and every transaction seals
+    /// the inode so.
+    pub sum_without_size: bool,
 }
 
 impl InodeMem {
@@ -99,6 +105,11 @@ impl InodeCache {
         self.shard(ino).lock().remove(&ino.0);
     }
 
+    /// Every cell, collected without holding a shard's lock while the caller uses them.
+    pub fn cells(&self) -> Vec<Arc<InodeCell>> {
+        self.shards.iter().flat_map(|s| s.lock().values().cloned().collect::<Vec<_>>()).collect()
+    }
+
     /// Number of cells with open handles.
     pub fn open_files(&self) -> usize {
         self.shards.iter().map(|s| s.lock().values().filter(|c| c.open_count.load(Ordering::Relaxed) > 0).count()).sum()
@@ -109,7 +120,13 @@ impl InodeCell {
     pub fn new(ino: Ino, raw: InodeRaw) -> InodeCell {
         InodeCell {
             ino,
-            state: RwLock::new(InodeMem { raw, dir: None, freed: false }),
+            state: RwLock::new(InodeMem {
+                raw,
+                dir: None,
+                freed: false,
+                times_pending: false,
+                sum_without_size: false,
+            }),
             tcache: TranslationCache::default(),
             cursor: Default::default(),
             open_count: AtomicU32::new(0),

@@ -22,6 +22,7 @@ mod pswap;
 pub mod recovery;
 mod rename;
 pub mod stats;
+mod times;
 pub mod untorn;
 pub mod xattr;
 
@@ -44,7 +45,7 @@ use crate::{Error, Result};
 use bytemuck::Zeroable;
 use inode::{InodeAllocator, InodeCache};
 use parking_lot::Mutex;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 /// Parameters of `mkfs`.
@@ -112,6 +113,8 @@ pub(crate) struct FsInner<D: PmDevice> {
     /// Strict write mode (every write of up to the untorn limit is untorn), from the
     /// superblock at mount, changeable for the mount.
     pub strict: AtomicBool,
+    /// Inodes whose times a write left in DRAM only (`fs/times.rs`).
+    pub times_pending: AtomicU64,
 }
 
 /// Writes a new, empty file system on `dev`.
@@ -258,6 +261,7 @@ impl<D: PmDevice> FsInner<D> {
         if self.unmounted.swap(true, Ordering::AcqRel) {
             return;
         }
+        self.persist_all_times();
         let mut sb = self.sb.lock();
         sb.state = SB_STATE_CLEAN;
         write_superblock(&*self.dev, &mut sb);

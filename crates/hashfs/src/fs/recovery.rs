@@ -24,7 +24,7 @@ use crate::mapping::{BlockMap, FileMap, Mapped};
 use crate::pm::PmDevice;
 use crate::{Error, Result};
 use parking_lot::Mutex;
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::Arc;
 
 /// What mount found and did.
@@ -95,6 +95,7 @@ pub(crate) fn mount<D: PmDevice>(dev: Arc<D>, progress: Progress<'_>) -> Result<
         ialloc: std::mem::replace(&mut scan.ialloc, InodeAllocator::new(0)),
         rename_lock: Mutex::new(()),
         unmounted: AtomicBool::new(false),
+        times_pending: AtomicU64::new(0),
         strict: AtomicBool::new(sb.write_mode == crate::layout::WriteMode::Strict as u32),
         sb: Mutex::new(sb),
         geo,

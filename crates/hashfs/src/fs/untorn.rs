@@ -268,7 +268,7 @@ impl<D: PmDevice> FsInner<D> {
         let old_size = st.raw.size;
         let new_size = old_size.max(off + data.len() as u64);
         if new_size > old_size {
-            self.zero_tail_before_growth(cell, &st.raw)?;
+            self.zero_tail_before_growth(cell, &st.raw, u64::MAX)?;
         }
         let mut tx = self.journals.begin();
         let mut buf = Vec::new();
