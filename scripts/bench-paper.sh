@@ -55,6 +55,17 @@ fi
 # The paper benchmark reads the IO path's cycle probe, compiled in only with the cargo
 # feature `probe`; its own target directory keeps the ordinary build probe-free.
 cargo build --release -q -p hashfs-cli --features probe --target-dir target/probe
+# ctfs-ycsb (ctFS Fig. 7) runs LevelDB through the shim: the shim built without the probe,
+# and the YCSB driver (g++ and Debian's libleveldb-dev).
+if ! command -v g++ >/dev/null || [ ! -f /usr/include/leveldb/db.h ]; then
+    echo "== installing g++ and libleveldb-dev (the YCSB driver of ctfs-ycsb)"
+    { $SUDO apt-get install -y g++ libleveldb-dev >/dev/null 2>&1 ||
+        { $SUDO apt-get update >/dev/null && $SUDO apt-get install -y g++ libleveldb-dev >/dev/null; }; } ||
+        { echo "cannot install g++ and libleveldb-dev" >&2; exit 1; }
+fi
+cargo build --release -q -p hashfs-preload
+bash apps/ycsb/build.sh target/leveldb_ycsb
+export HASHFS_BENCH_SHIM="$PWD/target/release/libhashfs_preload.so" HASHFS_BENCH_YCSB="$PWD/target/leveldb_ycsb"
 # A run of every experiment starts from scratch; a run of some replaces only their files.
 names=0
 quick=0
@@ -77,10 +88,11 @@ for a in "$@"; do
 done
 runs="${BENCH_RUNS:-$([ "$quick" = 1 ] && echo 1 || echo 2)}"
 if [ "$names" = 0 ]; then rm -rf bench/results; fi
-# A full run of every experiment measures these four on five images per point, the others
-# on three: with three, a check of each agreed in one run and was inconclusive in the other
-# (effects near a bound; bench/results-intro.md). Named experiments or --images: as given.
-FIVE=(locality fragmentation spfs-extents ctfs-pswap)
+# A full run of every experiment measures these on five images per point, the others on
+# three: with three, a check of each of the first four agreed in one run and was
+# inconclusive in the other (effects near a bound; bench/results-intro.md); ctfs-ycsb has
+# one figure per image, so five from the start. Named experiments or --images: as given.
+FIVE=(locality fragmentation spfs-extents ctfs-pswap ctfs-ycsb)
 REST=(filesize iosize utilization concurrency pagecache winefs-aging winefs-2mib untorn ctfs-micro)
 split=0
 if [ "$names" = 0 ] && [ "$quick" = 0 ] && [[ " $* " != *" --images "* ]]; then split=1; fi

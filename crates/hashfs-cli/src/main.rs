@@ -35,7 +35,7 @@ enum Cmd {
         #[arg(long, value_parser = parse_size)]
         size: u64,
         /// File-mapping structure: hashfs, extent-tree, extent-tree-cached, radix-tree,
-        /// cuckoo or extent-hash.
+        /// cuckoo, extent-hash or ctfs (each file contiguous in a virtual partition).
         #[arg(long, default_value = "hashfs")]
         mapping: String,
         /// Fragmentation generator for the allocator mappings (paper §4): the layout score

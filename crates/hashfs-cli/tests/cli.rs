@@ -287,8 +287,13 @@ fn paper_benchmark_needs_the_probe() {
 #[test]
 fn paper_benchmark_smoke() {
     let dir = tempfile::tempdir().unwrap();
+    let Some(tools) = ycsb_tools(dir.path()) else { return };
     let out = dir.path().join("results");
-    ok(&["bench", "paper", "--tiny", "--images", "2", "--out", s(&out), "--image-dir", s(dir.path())]);
+    let paper = |args: &[&str]| {
+        let o = Command::new(env!("CARGO_BIN_EXE_hashfs")).args(args).envs(tools.clone()).output().unwrap();
+        assert!(o.status.success(), "hashfs {args:?} failed: {}", String::from_utf8_lossy(&o.stderr));
+    };
+    paper(&["bench", "paper", "--tiny", "--images", "2", "--out", s(&out), "--image-dir", s(dir.path())]);
     let bad = hashfs(&["bench", "paper", "--tiny", "--out", s(&out), "nonsense"]);
     assert_ne!(code(&bad), 0);
     assert!(String::from_utf8_lossy(&bad.stderr).contains("unknown experiment"));
@@ -357,8 +362,22 @@ fn paper_benchmark_smoke() {
     assert!(left.is_empty());
     plot_smoke(&out, &dir.path().join("docs"));
     // A second run on other images (one each, numbered from 2), then both side by side.
+    // ctFS Fig. 7: seven targets (three mappings in two modes through the shim, tmpfs),
+    // each with load A, A-D, F, load E and E, every throughput positive on both images.
+    let doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("ctfs-ycsb.json")).unwrap()).unwrap();
+    let points = doc["points"].as_array().unwrap();
+    let targets: std::collections::BTreeSet<(&str, &str)> =
+        points.iter().map(|p| (p["mapping"].as_str().unwrap(), p["mode"].as_str().unwrap())).collect();
+    assert_eq!(targets.len(), 7, "{targets:?}");
+    assert_eq!(points.len(), 7 * 8);
+    for p in points {
+        let f = &p["ops_per_s"];
+        assert!(f["mean"].as_f64().is_some_and(|m| m.is_finite() && m > 0.0), "{p}");
+        assert_eq!(f["images"].as_array().unwrap().len(), 2, "{p}");
+    }
     let rerun = dir.path().join("rerun");
-    ok(&[
+    paper(&[
         "bench",
         "paper",
         "--tiny",
@@ -376,6 +395,34 @@ fn paper_benchmark_smoke() {
     assert_eq!(doc["first_image"], serde_json::json!(2));
     assert_ne!(doc["config"]["image_seeds"][0], seeds_of(&out)[0]);
     plot_two_runs_smoke(&out, &rerun, &dir.path().join("docs2"));
+}
+
+/// The shim and the LevelDB YCSB driver that `ctfs-ycsb` runs, built into `dir`, as the
+/// environment that names them; None (a skip) without g++ or libleveldb-dev.
+#[cfg(feature = "probe")]
+fn ycsb_tools(dir: &Path) -> Option<Vec<(&'static str, PathBuf)>> {
+    let have_gxx = Command::new("g++").arg("--version").output().is_ok_and(|o| o.status.success());
+    if !have_gxx || !Path::new("/usr/include/leveldb/db.h").exists() {
+        skip("bench paper's smoke run: ctfs-ycsb needs g++ and libleveldb-dev");
+        return None;
+    }
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let driver = dir.join("leveldb_ycsb");
+    let st = Command::new("bash").arg(repo.join("apps/ycsb/build.sh")).arg(&driver).status().unwrap();
+    assert!(st.success(), "building the YCSB driver");
+    // The shim without the probe, in this build's target directory
+    // (target/probe/debug/hashfs -> target/probe).
+    let bin = Path::new(env!("CARGO_BIN_EXE_hashfs"));
+    let profile = bin.parent().unwrap();
+    let mut c = Command::new(env!("CARGO"));
+    c.args(["build", "-q", "-p", "hashfs-preload", "--target-dir"]).arg(profile.parent().unwrap());
+    if profile.file_name().is_some_and(|n| n == "release") {
+        c.arg("--release");
+    }
+    assert!(c.status().unwrap().success(), "building libhashfs_preload.so");
+    let shim = profile.join("libhashfs_preload.so");
+    assert!(shim.exists(), "{} not built", shim.display());
+    Some(vec![("HASHFS_BENCH_SHIM", shim), ("HASHFS_BENCH_YCSB", driver)])
 }
 
 #[cfg(feature = "probe")]

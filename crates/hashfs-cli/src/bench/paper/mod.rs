@@ -20,6 +20,7 @@ mod experiments;
 mod images;
 mod untorn;
 mod winefs;
+mod ycsb;
 
 pub use super::mean_ci;
 use super::{cpu_model, git_commit, image_mount};
@@ -36,7 +37,7 @@ use std::time::Instant;
 pub const BLOCK: u64 = 4096;
 
 /// The experiments, in the order the papers present them.
-pub const EXPERIMENTS: [(&str, &str); 13] = [
+pub const EXPERIMENTS: [(&str, &str); 14] = [
     ("locality", "HashFS §4.1 (Fig. 5): sequential/random single-block reads and appends, cold and hot"),
     ("fragmentation", "HashFS §4.2 (Fig. 6): layout score 1.0 vs 0.7, cold"),
     ("filesize", "HashFS §4.3 (Fig. 7): file sizes 4 KiB, 4 MiB, 4 GiB, cold"),
@@ -53,6 +54,10 @@ pub const EXPERIMENTS: [(&str, &str); 13] = [
     ("untorn", "Untorn writes: strict against relaxed mode, 4 KiB-1 MiB overwrites and appends"),
     ("ctfs-pswap", "ctFS Fig. 6: pswap against memcpy, 1 page to the big file size, on the ctfs mapping"),
     ("ctfs-micro", "ctFS Table 1 and Fig. 1: six microbenchmarks, share of time in mapping, aligned allocator"),
+    (
+        "ctfs-ycsb",
+        "ctFS Fig. 7: LevelDB under YCSB through the shim on ctfs, hashfs and extent-tree, relaxed and strict",
+    ),
 ];
 
 /// Sizes and counts of one run.
@@ -85,6 +90,10 @@ pub struct Scale {
     pub winefs_file_bytes: u64,
     /// WineFS Fig. 2: 2 MiB files mapped and written per trial.
     pub winefs_small_files: usize,
+    /// ctFS Fig. 7: YCSB records loaded, operations per workload, and each image.
+    pub ycsb_records: u64,
+    pub ycsb_ops: u64,
+    pub ycsb_image_bytes: u64,
 }
 
 impl Scale {
@@ -104,6 +113,9 @@ impl Scale {
         winefs_image_bytes: 2 << 30,
         winefs_file_bytes: 128 << 20,
         winefs_small_files: 100,
+        ycsb_records: 200_000,
+        ycsb_ops: 100_000,
+        ycsb_image_bytes: 1 << 30,
     };
     pub const QUICK: Scale = Scale {
         name: "quick",
@@ -121,6 +133,9 @@ impl Scale {
         winefs_image_bytes: 1 << 30,
         winefs_file_bytes: 64 << 20,
         winefs_small_files: 50,
+        ycsb_records: 50_000,
+        ycsb_ops: 50_000,
+        ycsb_image_bytes: 512 << 20,
     };
     /// For the smoke test only: everything tiny; the figures mean nothing.
     pub const TINY: Scale = Scale {
@@ -140,6 +155,9 @@ impl Scale {
         winefs_image_bytes: 256 << 20,
         winefs_file_bytes: 4 << 20,
         winefs_small_files: 10,
+        ycsb_records: 2_000,
+        ycsb_ops: 2_000,
+        ycsb_image_bytes: 256 << 20,
     };
 }
 
@@ -595,6 +613,17 @@ fn print_table(points: &[Value]) {
         let ci = p["map_cycles"]["ci95"].as_f64().unwrap_or(f64::NAN);
         if let Some(err) = p["error"].as_str() {
             println!("{:<20} {:<10} {:<6} {:<12} failed: {err}", s("mapping"), s("op"), s("cache"), s("x"));
+            continue;
+        }
+        if p.get("ops_per_s").is_some() {
+            let ci = p["ops_per_s"]["ci95"].as_f64().unwrap_or(f64::NAN);
+            println!(
+                "{:<20} {:<10} {:<8} {:>12.0} ops/s ± {ci:.0}",
+                s("mapping"),
+                s("mode"),
+                s("workload"),
+                m("ops_per_s")
+            );
             continue;
         }
         if p.get("strict_over_relaxed").is_some() {
