@@ -64,7 +64,7 @@ if ! command -v g++ >/dev/null || [ ! -f /usr/include/leveldb/db.h ]; then
         { echo "cannot install g++ and libleveldb-dev" >&2; exit 1; }
 fi
 cargo build --release -q -p hashfs-preload
-bash apps/ycsb/build.sh target/leveldb_ycsb
+bash apps/ycsb/build.sh "$PWD/target/leveldb_ycsb"
 export HASHFS_BENCH_SHIM="$PWD/target/release/libhashfs_preload.so" HASHFS_BENCH_YCSB="$PWD/target/leveldb_ycsb"
 # A run of every experiment starts from scratch; a run of some replaces only their files.
 names=0
