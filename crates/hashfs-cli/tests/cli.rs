@@ -410,8 +410,11 @@ fn ycsb_tools(dir: &Path) -> Option<Vec<(&'static str, PathBuf)>> {
     let driver = dir.join("leveldb_ycsb");
     let st = Command::new("bash").arg(repo.join("apps/ycsb/build.sh")).arg(&driver).status().unwrap();
     assert!(st.success(), "building the YCSB driver");
-    // The shim without the probe, in this build's target directory
-    // (target/probe/debug/hashfs -> target/probe).
+    // The shim without the probe: the one scripts/test.sh built, else built here in this
+    // build's target directory (target/probe/debug/hashfs -> target/probe).
+    if let Some(shim) = std::env::var_os("HASHFS_BENCH_SHIM").map(PathBuf::from).filter(|p| p.is_file()) {
+        return Some(vec![("HASHFS_BENCH_SHIM", shim), ("HASHFS_BENCH_YCSB", driver)]);
+    }
     let bin = Path::new(env!("CARGO_BIN_EXE_hashfs"));
     let profile = bin.parent().unwrap();
     let mut c = Command::new(env!("CARGO"));

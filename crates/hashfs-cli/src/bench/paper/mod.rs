@@ -157,7 +157,7 @@ impl Scale {
         winefs_small_files: 10,
         ycsb_records: 2_000,
         ycsb_ops: 2_000,
-        ycsb_image_bytes: 256 << 20,
+        ycsb_image_bytes: 64 << 20,
     };
 }
 
