@@ -36,6 +36,7 @@ def run(cmd, env=None, check=True):
 class Target:
     def __init__(self, name, workdir, env):
         self.name, self.workdir, self.env = name, workdir, env
+        self.wrote_randwrite = False  # fio's randread reads the file randwrite left
 
 
 def fio(t, name, rw, size, runtime):
@@ -81,7 +82,7 @@ class Round:
     an empty directory for tmpfs."""
 
     def __init__(self, work, names):
-        self.work, self.names, self.mnt = work, names, None
+        self.work, self.mnt = work, None
         os.mkdir(work)
         env0, self.targets = dict(os.environ), {}
         if "shim" in names:
@@ -124,7 +125,7 @@ def one(t, bench, exe, size, runtime, num, records, ops):
     return ycsb(t, exe, records, ops)
 
 
-def summarize(results, targets, benches, rounds):
+def summarize(results, targets, benches):
     """Per benchmark and metric: each target's mean over rounds with its 95% interval, and
     the shim's and the mount's ratio to tmpfs computed within each round."""
     out = {}
@@ -173,8 +174,6 @@ def main():
             rnd = Round(os.path.join(work, f"round{r}"), targets)
             try:
                 order = targets[r % len(targets):] + targets[:r % len(targets)]
-                for t in order:
-                    rnd.targets[t].wrote_randwrite = False
                 for b in benches:
                     for t in order:
                         tgt = rnd.targets[t]
@@ -190,7 +189,7 @@ def main():
                fio_runtime_s=runtime, db_bench_num=num, ycsb_records=records, ycsb_ops=ops,
                commit=run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], check=False).strip(),
                date=time.strftime("%Y-%m-%d"))
-    summary = summarize(results, targets, benches, a.rounds)
+    summary = summarize(results, targets, benches)
     print(f"# bench/apps.py{' --quick' if a.quick else ''}: {json.dumps(cfg)}")
     ratio_cols = [t for t in targets if t != "tmpfs"] if "tmpfs" in targets else []
     print("| benchmark | metric | " + " | ".join(targets + [f"{t} / tmpfs" for t in ratio_cols]) + " |")
