@@ -60,7 +60,19 @@ def machine(image_dir):
             "image_mount": f"{best[2]} {best[3]}",
             "image_page_size": "2M" if "huge=always" in best[3] else "4K",
             "fuse_max_pages_limit": open("/proc/sys/fs/fuse/max_pages_limit").read().strip()
-            if os.path.exists("/proc/sys/fs/fuse/max_pages_limit") else "?"}
+            if os.path.exists("/proc/sys/fs/fuse/max_pages_limit") else "?",
+            "free_page_reporting": free_page_reporting()}
+
+
+def free_page_reporting():
+    """Whether freed memory goes back to the hypervisor (virtio-balloon free page reporting),
+    which makes a fresh image's first touch many times slower; orders above 10 are never
+    reported (scripts/bench-paper.sh sets 11 for its run)."""
+    p = "/sys/module/page_reporting/parameters/page_reporting_order"
+    if not os.path.exists(p):
+        return "none"
+    order = open(p).read().strip()
+    return f"{'off' if order.isdigit() and int(order) > 10 else 'on'} (page_reporting_order {order})"
 
 
 def main():

@@ -850,7 +850,8 @@ def machine_line(data, results):
         f"of its experiment's binary) on {stamp('cpu')}, {mach['cores']} cores, {mach['memory_gib']:.0f} GiB, "
         f"kernel {stamp('kernel')}, TSC {mach['tsc_ghz']:.2f} GHz, flush `{stamp('flush')}`, images in "
         f"`{mach['image_dir']}`{mount_note(mach.get('image_mount'))}. Cycles are time-stamp-counter cycles; ± is the "
-        f"95% confidence interval ({per_point}); SIMD `{stamp('simd')}`.\n"
+        f"95% confidence interval ({per_point}); SIMD `{stamp('simd')}`; free page reporting to the hypervisor "
+        f"{stamp('free_page_reporting')}.\n"
     )
 
 

@@ -499,7 +499,24 @@ fn machine(ctx: &Ctx) -> Value {
         "image_dir": ctx.image_dir.display().to_string(),
         "image_mount": image_mount(&ctx.image_dir),
         "timing_overhead_cycles": { "inner": ctx.cal.inner, "pair": ctx.cal.pair, "outer": ctx.cal.outer },
+        "free_page_reporting": free_page_reporting(),
     })
+}
+
+/// Whether the guest hands freed memory back to its hypervisor (virtio-balloon free page
+/// reporting): when it does, every fresh image's first touch costs a fault in the host too
+/// (measured: 4 GiB populated in 5 s instead of 0.3 s), so scripts/bench-paper.sh turns it
+/// off for its run and the JSON says which way it was.
+fn free_page_reporting() -> String {
+    match std::fs::read_to_string("/sys/module/page_reporting/parameters/page_reporting_order") {
+        // Orders above the buddy allocator's largest (10) are never reported.
+        Ok(s) => match s.trim().parse::<u32>() {
+            Ok(order) if order > 10 => format!("off (page_reporting_order {order})"),
+            Ok(order) => format!("on (page_reporting_order {order})"),
+            Err(_) => format!("unknown ({})", s.trim()),
+        },
+        Err(_) => "none".into(),
+    }
 }
 
 /// One experiment's result before it is written.
