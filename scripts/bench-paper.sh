@@ -2,7 +2,7 @@
 # Reproduces the papers' file-mapping evaluation: runs `hashfs bench paper` (every
 # experiment, every mapping), then draws the plots and regenerates docs/results.md.
 #
-#   ./scripts/bench-paper.sh            # full scale, two runs of 3 or 5 images per point (1.5-2.5 hours on 2 cores)
+#   ./scripts/bench-paper.sh            # full scale, two runs of 3 or 5 images per point (about 3 hours on 2 cores)
 #   ./scripts/bench-paper.sh --quick    # one smaller run, a few minutes
 #   ./scripts/bench-paper.sh --quick locality iosize   # some experiments only
 #
