@@ -775,6 +775,23 @@ def by_majority(data, value):
     return common, {v: keys for v, keys in groups.items() if v != common}
 
 
+# What makes two runs comparable: one machine (as the stamp names it) and one commit.
+SAME_MACHINE = ["cpu", "cores", "kernel", "flush", "simd", "image_mount", "free_page_reporting"]
+
+
+def runs_differ(data, data2):
+    """Every experiment of both runs whose machine stamp or commit differs between them, as
+    'experiment: field a / b' (a field that one run's stamp lacks is not compared): the
+    run-to-run check is about runs of one machine and commit, not about two machines."""
+    out = []
+    for key in sorted(set(data) & set(data2)):
+        a, b = data[key], data2[key]
+        pairs = [("commit", a.get("git_commit"), b.get("git_commit"))]
+        pairs += [(f, a["machine"].get(f), b["machine"].get(f)) for f in SAME_MACHINE]
+        out += [f"{key}: {f} {x} / {y}" for f, x, y in pairs if x is not None and y is not None and x != y]
+    return out
+
+
 def image_range(d):
     n = d.get("images") or 1
     first = d.get("first_image", 0)
@@ -893,6 +910,13 @@ def main():
         with tempfile.TemporaryDirectory() as scratch:  # run 2's figures are not kept
             _, summary2 = run_sections(data2, scratch, {}, args.rerun)
         rows = compare(summary, summary2)
+        differ = runs_differ(data, data2)
+        if differ:
+            print("WARNING: the two runs differ in machine or commit: " + "; ".join(differ), file=sys.stderr)
+            out.append(
+                "\n**Warning: the two runs were not made on one machine at one commit** (" + "; ".join(differ)
+                + "), so a verdict that changes between them may be the machine's or the code's, not the run's.\n"
+            )
         out.extend(summary_two(rows, data, data2))
         same = [r for r in rows if r[4] != UNSTABLE]
         print(

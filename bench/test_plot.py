@@ -65,6 +65,19 @@ def test_compare_flags_every_changed_verdict():
     assert len(rows) == 5
 
 
+def test_runs_of_two_machines_or_commits_are_named():
+    def exp(kernel, commit, reporting=None):
+        m = {"cpu": "AMD EPYC", "cores": 2, "kernel": kernel, "flush": "clwb", "simd": "avx2",
+             "image_mount": "tmpfs huge=always"}
+        if reporting:
+            m["free_page_reporting"] = reporting
+        return {"machine": m, "git_commit": commit}
+    run1 = {"locality": exp("v782", "abc", "off"), "iosize": exp("v782", "abc"), "only1": exp("v1", "x")}
+    run2 = {"locality": exp("v782", "abc", "off"), "iosize": exp("v595", "def", "on"), "only2": exp("v2", "y")}
+    assert plot.runs_differ(run1, run2) == ["iosize: commit abc / def", "iosize: kernel v782 / v595"]
+    assert plot.runs_differ(run1, {"locality": exp("v782", "abc", "off")}) == []
+
+
 if __name__ == "__main__":
     n = 0
     for name, fn in sorted(globals().items()):

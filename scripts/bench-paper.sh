@@ -5,6 +5,7 @@
 #   ./scripts/bench-paper.sh            # full scale, two runs of 3 or 5 images per point (about 3 hours on 2 cores)
 #   ./scripts/bench-paper.sh --quick    # one smaller run, a few minutes
 #   ./scripts/bench-paper.sh --quick locality iosize   # some experiments only
+#   BENCH_RUN=2 ./scripts/bench-paper.sh   # only the second full run (the first kept)
 #
 # A full run is made twice, the second on other images (--first-image), and docs/results.md
 # gives both runs' verdicts side by side (BENCH_RUNS=1 makes one). Scratch images go to
@@ -98,7 +99,18 @@ for a in "$@"; do
     prev="$a"
 done
 runs="${BENCH_RUNS:-$([ "$quick" = 1 ] && echo 1 || echo 2)}"
-if [ "$names" = 0 ]; then rm -rf bench/results; fi
+# BENCH_RUN=1 or 2 makes only that run (each is 1.5 hours on a slow 2-core host), keeping
+# the other's JSON; the page then compares whichever runs exist, and names any experiment
+# whose two runs differ in machine or commit.
+only="${BENCH_RUN:-}"
+case "$only" in
+    "") run_list="$(seq 1 "$runs")" ;;
+    1 | 2) run_list="$only" ;;
+    *) echo "BENCH_RUN=$only: 1 or 2" >&2; exit 1 ;;
+esac
+if [ "$names" = 0 ]; then
+    if [ -n "$only" ]; then rm -rf "bench/results/run$only"; else rm -rf bench/results; fi
+fi
 # A full run of every experiment measures these on five images per point, the others on
 # three: with three, a check of each of the first four agreed in one run and was
 # inconclusive in the other (effects near a bound; bench/results-intro.md); ctfs-ycsb has
@@ -108,8 +120,8 @@ REST=(filesize iosize utilization concurrency pagecache winefs-aging winefs-2mib
 split=0
 if [ "$names" = 0 ] && [ "$quick" = 0 ] && [[ " $* " != *" --images "* ]]; then split=1; fi
 rerun=()
-for run in $(seq 1 "$runs"); do
-    echo "== run $run of $runs"
+for run in $run_list; do
+    echo "== run $run"
     if [ "$split" = 1 ]; then
         ./target/probe/release/hashfs bench paper --out "bench/results/run$run" --image-dir "$BENCH_DIR" \
             --images 5 --first-image $(((run - 1) * 5)) "${FIVE[@]}" "$@"
@@ -121,4 +133,9 @@ for run in $(seq 1 "$runs"); do
     fi
     if [ "$run" = 2 ]; then rerun=(--rerun bench/results/run2); fi
 done
+if [ -n "$only" ] && [ -d bench/results/run2 ]; then rerun=(--rerun bench/results/run2); fi
+if [ ! -d bench/results/run1 ]; then
+    echo "== run 2 is in bench/results/run2; the page needs run 1 too (BENCH_RUN=1 $0)"
+    exit 0
+fi
 "$PY" bench/plot.py --results bench/results/run1 "${rerun[@]}" --docs docs
