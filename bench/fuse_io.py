@@ -72,7 +72,9 @@ def free_page_reporting():
     if not os.path.exists(p):
         return "none"
     order = open(p).read().strip()
-    return f"{'off' if order.isdigit() and int(order) > 10 else 'on'} (page_reporting_order {order})"
+    if not order.isdigit():
+        return f"unknown ({order})"
+    return f"{'off' if int(order) > 10 else 'on'} (page_reporting_order {order})"
 
 
 def main():

@@ -131,9 +131,9 @@ for run in $run_list; do
         ./target/probe/release/hashfs bench paper --out "bench/results/run$run" --image-dir "$BENCH_DIR" \
             --first-image $(((run - 1) * images)) "$@"
     fi
-    if [ "$run" = 2 ]; then rerun=(--rerun bench/results/run2); fi
 done
-if [ -n "$only" ] && [ -d bench/results/run2 ]; then rerun=(--rerun bench/results/run2); fi
+# Run 2 is compared when it was made now or kept beside a run made alone.
+if [ -d bench/results/run2 ] && { [ -n "$only" ] || [ "$runs" -ge 2 ]; }; then rerun=(--rerun bench/results/run2); fi
 if [ ! -d bench/results/run1 ]; then
     echo "== run 2 is in bench/results/run2; the page needs run 1 too (BENCH_RUN=1 $0)"
     exit 0
