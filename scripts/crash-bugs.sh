@@ -169,20 +169,20 @@ EOF
 build_check() {
     local check=$1
     case $check in
-        unit\ *) (cd "$work/src" && cargo test -q --release -p hashfs --lib --no-run) >"$work/build.log" 2>&1 ;;
-        stacked) (cd "$work/src" && cargo test -q --release -p hashfs-spfs --lib --no-run) >"$work/build.log" 2>&1 ;;
-        *) (cd "$work/src" && cargo build -q --release -p hashfs-cli) >"$work/build.log" 2>&1 ;;
+        unit\ *) (cd "$work/src" && cargo test -q --profile crash-bugs -p hashfs --lib --no-run) >"$work/build.log" 2>&1 ;;
+        stacked) (cd "$work/src" && cargo test -q --profile crash-bugs -p hashfs-spfs --lib --no-run) >"$work/build.log" 2>&1 ;;
+        *) (cd "$work/src" && cargo build -q --profile crash-bugs -p hashfs-cli) >"$work/build.log" 2>&1 ;;
     esac || { echo "crash-bugs: the scratch tree does not build for $check:" >&2; tail -20 "$work/build.log" >&2; exit 2; }
 }
 
 # Runs bug $1's check on the scratch tree (built); its exit status is the check's.
 run_check() {
     local check=$1
-    local hashfs="$CARGO_TARGET_DIR/release/hashfs"
+    local hashfs="$CARGO_TARGET_DIR/crash-bugs/hashfs"
     local common=(--seq 1 --seed "$seed" --samples 16 --recovery-samples 2)
     case $check in
         unit\ *)
-            (cd "$work/src" && cargo test -q --release -p hashfs --lib "${check#unit }") >"$work/check.log" 2>&1 ;;
+            (cd "$work/src" && cargo test -q --profile crash-bugs -p hashfs --lib "${check#unit }") >"$work/check.log" 2>&1 ;;
         ops\ *)
             "$hashfs" crashtest --mapping hashfs,extent-tree,cuckoo --ops "${check#ops }" "${common[@]}" >"$work/check.log" 2>&1 ;;
         strict\ *)
@@ -195,7 +195,7 @@ run_check() {
             "$hashfs" crashtest --mapping hashfs --placement grouped --workload "${check#grouped-workload }" \
                 --seed "$seed" --samples 16 --recovery-samples 2 >"$work/check.log" 2>&1 ;;
         stacked)
-            (cd "$work/src" && cargo test -q --release -p hashfs-spfs --lib crashtest) >"$work/check.log" 2>&1 ;;
+            (cd "$work/src" && cargo test -q --profile crash-bugs -p hashfs-spfs --lib crashtest) >"$work/check.log" 2>&1 ;;
         ctfs\ *)
             "$hashfs" crashtest --mapping ctfs --ops "${check#ctfs }" "${common[@]}" >"$work/check.log" 2>&1 ;;
         grouped\ *)
@@ -237,20 +237,22 @@ for b in "${chosen[@]}"; do
         exit 1
     fi
 done
-echo "unmodified  every check passes"
+echo "unmodified  every check passes ($SECONDS s)"
 
 failed=0
 for b in "${chosen[@]}"; do
     IFS='|' read -r name file what check <<<"$b"
     fresh_copy
     apply_bug "$name"
+    t0=$SECONDS
     build_check "$check"
+    t1=$SECONDS
     if run_check "$check"; then
         echo "NOT CAUGHT  $name: $what ($file)"
         failed=1
     else
         first=$(grep -m1 -E "^FAILED|panicked at|^error" "$work/check.log" || true)
-        echo "caught      $name: $what; $check: ${first:-failed}"
+        echo "caught      $name (built in $((t1 - t0)) s, caught in $((SECONDS - t1)) s): $what; $check: ${first:-failed}"
         grep -m1 "reproduce:" "$work/check.log" | sed 's/^ */            /' || true
     fi
 done

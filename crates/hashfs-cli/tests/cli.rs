@@ -286,7 +286,9 @@ fn paper_benchmark_needs_the_probe() {
 #[cfg(feature = "probe")]
 #[test]
 fn paper_benchmark_smoke() {
-    let dir = tempfile::tempdir().unwrap();
+    // Images in DRAM (/dev/shm, as the real runs' default), not on the disk /tmp may be on.
+    let shm = std::path::Path::new("/dev/shm");
+    let dir = if shm.is_dir() { tempfile::tempdir_in(shm) } else { tempfile::tempdir() }.unwrap();
     let Some(tools) = ycsb_tools(dir.path()) else { return };
     let out = dir.path().join("results");
     let paper = |args: &[&str]| {

@@ -34,7 +34,7 @@ pub fn run(ctx: &Ctx) -> Result<Report, Failure> {
     let trial_bytes = match s.name {
         "full" => TRIAL_BYTES_FULL,
         "quick" => TRIAL_BYTES_FULL / 4,
-        _ => 4 << 20,
+        _ => 1 << 20,
     };
     let trials = s.trials.min(12);
     let mut points = Vec::new();
