@@ -520,6 +520,9 @@ fn run(cli: Cli) -> Result<u8, Failure> {
                 ms.bytes_per_gib(),
                 ms.bytes_per_gib() / (1u64 << 30) as f64 * 100.0
             );
+            if let Some(ps) = fs.partition_stats().map_err(|e| fail(format!("{}: {e}", image.display())))? {
+                print_partitions(&ps, ms.data_blocks);
+            }
             if let Some(t) = hashfs::testing::table(&fs) {
                 let ps = t.probe_stats();
                 println!(
@@ -683,6 +686,30 @@ fn main() -> ExitCode {
             ExitCode::from(f.code)
         }
     }
+}
+
+/// `hashfs info` on a `ctfs` image: the levels in use and the virtual space.
+fn print_partitions(ps: &hashfs::PartitionStats, mapped_pages: u64) {
+    let size = |pages: u64| {
+        let b = pages * 4096;
+        match b {
+            _ if b >= 1 << 40 => format!("{} TiB", b >> 40),
+            _ if b >= 1 << 30 => format!("{} GiB", b >> 30),
+            _ if b >= 1 << 20 => format!("{} MiB", b >> 20),
+            _ => format!("{} KiB", b >> 10),
+        }
+    };
+    for l in ps.levels.iter().filter(|l| l.files > 0 || l.empty > 0) {
+        println!("partitions L{}  {:>7}: {} holding a file, {} empty", l.level, size(l.pages), l.files, l.empty);
+    }
+    let mib = |pages: u64| pages as f64 * 4096.0 / (1 << 20) as f64;
+    println!(
+        "virtual space  {}: {:.1} MiB in files' partitions ({:.1} MiB of it mapped), {:.1} MiB empty",
+        size(ps.space_pages),
+        mib(ps.allocated_pages),
+        mib(mapped_pages),
+        mib(ps.empty_pages)
+    );
 }
 
 #[cfg(test)]

@@ -230,6 +230,19 @@ fn every_mapping_round_trips_through_the_command() {
         ok(&["rm", "-r", s(&img), "/data"]);
         assert_eq!(code(&hashfs(&["fsck", s(&img)])), 0, "{m}");
     }
+    // ctFS: the partitions the files took, and the whole virtual space accounted for.
+    let img = dir.path().join("ctfs.img");
+    ok(&["mkfs", s(&img), "--size", "64M", "--mapping", "ctfs"]);
+    ok(&["put", s(&img), s(&src), "/data"]);
+    let info = ok(&["info", s(&img)]);
+    assert!(info.contains("mapping        ctfs"), "{info}");
+    assert!(
+        info.contains("partitions L0    4 KiB: ") && info.contains("partitions L9  512 GiB: 0 holding a file"),
+        "{info}"
+    );
+    assert!(info.contains("partitions L4   16 MiB: 1 holding a file"), "{info}"); // sub/big.bin
+    assert!(info.contains("virtual space  2 TiB: "), "{info}");
+    assert_eq!(code(&hashfs(&["fsck", s(&img)])), 0);
     // Strict mode, and a journal large enough for 1 MiB untorn writes on a block mapping.
     let img = dir.path().join("strict.img");
     ok(&[

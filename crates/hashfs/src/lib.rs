@@ -31,7 +31,7 @@ pub use fs::untorn::untorn_limit;
 pub use fs::xattr::XattrMode;
 pub use fs::{
     format, read_superblock, DirEntry, FallocateMode, File, FileSystem, FormatOptions, MappingStats, Metadata,
-    MountReport, OpenOptions, SetAttr, StatFs, SuperblockSource,
+    MountReport, OpenOptions, PartitionLevel, PartitionStats, SetAttr, StatFs, SuperblockSource,
 };
 pub use layout::dirent::{dev_from_kernel, dev_to_kernel};
 pub use layout::{

@@ -4,7 +4,9 @@
 //! (truncation, hole punching, partition moves, untorn copy-on-write, pswap, unlink and
 //! reuse of the blocks by another file), with the view shown to serve the reads; a view
 //! that kept a stale mapping shows as wrong bytes or a SIGSEGV. And pswap
-//! (`File::swap_pages`): contents exchanged, block counts, errors, a clean remount.
+//! (`File::swap_pages`): contents exchanged, block counts, errors, a clean remount. And
+//! the partition hierarchy's statistics (`hashfs info`): the level each file's size puts
+//! it in, every page of the space in exactly one partition, the same after a remount.
 
 use hashfs::{Error, FallocateMode, FileSystem, FormatOptions, MappingKind, OpenOptions};
 use rand::rngs::SmallRng;
@@ -18,6 +20,16 @@ fn image(dir: &Path) -> FileSystem {
     let opts = FormatOptions { mapping: MappingKind::Ctfs, ..FormatOptions::default() };
     FileSystem::format_file(&path, 96 * MIB, &opts, &|_, _| {}).unwrap();
     FileSystem::open(&path).unwrap().0
+}
+
+/// The hierarchy's statistics, checked: every page of the virtual space lies in one file's
+/// partition or in one Empty partition.
+fn partitions(fs: &FileSystem) -> hashfs::PartitionStats {
+    let ps = fs.partition_stats().unwrap().expect("a ctfs image has partitions");
+    assert_eq!(ps.allocated_pages + ps.empty_pages, ps.space_pages, "{ps:?}");
+    let sum: u64 = ps.levels.iter().map(|l| l.files * l.pages).sum();
+    assert_eq!(sum, ps.allocated_pages);
+    ps
 }
 
 fn check(fs: &FileSystem, name: &str, model: &[u8], rng: &mut SmallRng) {
@@ -117,6 +129,42 @@ fn the_view_serves_reads_and_writes_and_forgets_what_changes_remove() {
         check(&fs, name, model, &mut rng);
     }
     assert!(served > 50, "the view mapped pages for only {served} checks: it did not serve the reads");
+    // The hierarchy after every move, and rebuilt from the inodes by a remount.
+    let live = partitions(&fs);
+    fs.unmount().unwrap();
+    let (fs, _) = FileSystem::open(&dir.path().join("ctfs.img")).unwrap();
+    assert_eq!(partitions(&fs).levels, live.levels, "the remount's hierarchy differs from the live one");
+}
+
+#[test]
+fn partition_statistics_follow_the_files_sizes_and_survive_a_remount() {
+    let dir = tempfile::tempdir_in("/dev/shm").unwrap();
+    let path = dir.path().join("ctfs.img");
+    let fs = image(dir.path());
+    let rw = OpenOptions::new().read(true).write(true).create(true).clone();
+    // (name, bytes written at offset, level of the smallest partition holding the last page)
+    let files =
+        [("/small", 0, 1024, 0), ("/mid", 0, 100 << 10, 2), ("/big", 0, 3 * MIB, 4), ("/sparse", 64 * MIB, 4096, 5)];
+    let handles: Vec<hashfs::File> = files.iter().map(|f| fs.open_file(Path::new(f.0), &rw).unwrap()).collect();
+    let before = partitions(&fs); // the root directory's block is mapped by now
+    for ((_, off, len, _), f) in files.iter().zip(&handles) {
+        f.write_at(*off, &vec![7u8; *len as usize]).unwrap();
+    }
+    drop(handles);
+    let after = partitions(&fs);
+    for l in &after.levels {
+        let want = files.iter().filter(|f| f.3 == l.level).count() as u64;
+        assert_eq!(l.files - before.levels[l.level as usize].files, want, "level {}: {after:?}", l.level);
+    }
+    let pages: u64 = [1, 64, 4096, 32768].iter().sum();
+    assert_eq!(after.allocated_pages - before.allocated_pages, pages);
+    fs.unmount().unwrap();
+    let (fs, _) = FileSystem::open(&path).unwrap();
+    assert_eq!(partitions(&fs).levels, after.levels, "after a remount");
+    for (name, ..) in files {
+        fs.remove_file(Path::new(name)).unwrap();
+    }
+    assert_eq!(partitions(&fs).levels, before.levels, "the freed partitions merge back");
 }
 
 /// The case the view's give-back exists for: a file's blocks freed by a truncation and

@@ -734,6 +734,9 @@ impl<D: PmDevice> FsInner<D> {
     ) -> Result<()> {
         cell.tcache.invalidate_from(from);
         cell.cursor.store(0, Ordering::Relaxed);
+        // No block lies past EOF (F1): a removal to the end of the file leaves nothing
+        // mapped past each step's range, the steps going from the end down.
+        let to_the_end = to >= end_lblk(st.raw.size);
         let budget = self.geo.journal_entries() * 3 / 4;
         let mut hi = b.removal_end(cell.ino, from, to)?;
         let mut step = 64u64;
@@ -742,7 +745,7 @@ impl<D: PmDevice> FsInner<D> {
             let mut raw = st.raw;
             let mut tx = self.journals.begin();
             let mut mt = b.begin();
-            let freed = match mt.remove(&mut tx, cell.ino, &mut raw, lo, hi) {
+            let freed = match mt.remove(&mut tx, cell.ino, &mut raw, lo, hi, to_the_end) {
                 Ok(n) => n,
                 Err(e) => {
                     mt.abort();

@@ -29,7 +29,7 @@ pub mod xattr;
 pub use api::{DirEntry, FallocateMode, File, FileSystem, Metadata, OpenOptions, SetAttr, StatFs};
 pub use fsck::{fsck, FsckMode};
 pub use recovery::MountReport;
-pub use stats::MappingStats;
+pub use stats::{MappingStats, PartitionLevel, PartitionStats};
 
 use crate::journal::{self, Journals};
 use crate::layout::inode::{InodeRaw, S_IFDIR};

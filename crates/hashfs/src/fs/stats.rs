@@ -1,14 +1,16 @@
 //! Measured size and layout of the mapping structure (`hashfs info`): the paper's
 //! "mapping structure size" (HashFS §2.1) and the layout score (§4) of the files as they
-//! lie on the device.
+//! lie on the device; on a `ctfs` image, its partition hierarchy (ctFS §3.1).
 
 #![forbid(unsafe_code)]
 
 use super::api::FileSystem;
 use super::inode::read_raw;
 use crate::layout::inode::InodeState;
+use crate::layout::mapping::ctfs::{partition_pages, LEVELS, SPACE_PAGES};
 use crate::layout::superblock::{bitmap_bytes, map_region_bytes};
 use crate::layout::{round_up, Ino, InodeRaw, MappingKind, BLOCK_BYTES};
+use crate::mapping::ctfs::partition::Partition;
 use crate::mapping::hashfs::{classify, Entry};
 use crate::mapping::{cuckoo, extent_hash, extent_tree, FileMap, Mapped};
 use crate::pm::PmDevice;
@@ -53,7 +55,60 @@ impl MappingStats {
     }
 }
 
+/// ctFS's partitions at one level.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PartitionLevel {
+    pub level: u32,
+    /// Pages (4 KiB) in one partition of the level.
+    pub pages: u64,
+    /// Allocated partitions: one per file that maps a block.
+    pub files: u64,
+    /// Empty partitions.
+    pub empty: u64,
+}
+
+/// ctFS's virtual space: its partitions, level by level (ctFS §3.1, Fig. 3).
+#[derive(Clone, Debug, Default)]
+pub struct PartitionStats {
+    /// Every level, L0 (4 KiB) to L9 (512 GiB).
+    pub levels: Vec<PartitionLevel>,
+    /// Pages of the whole space.
+    pub space_pages: u64,
+    /// Pages of the files' partitions (the virtual space the files hold).
+    pub allocated_pages: u64,
+    /// Pages of the Empty partitions (the rest is Partitioned into them).
+    pub empty_pages: u64,
+}
+
 impl<D: PmDevice> FileSystem<D> {
+    /// ctFS's partitions (None on an image of another mapping): the files' partitions read
+    /// from the inodes, the Empty ones from the mounted hierarchy. Takes no file locks: run
+    /// it on a quiet file system.
+    pub fn partition_stats(&self) -> Result<Option<PartitionStats>> {
+        let inner = &self.inner;
+        let FileMap::Blocks(b) = &inner.map else { return Ok(None) };
+        let Some(ctfs) = b.ctfs() else { return Ok(None) };
+        let mut levels: Vec<PartitionLevel> = (0..LEVELS)
+            .map(|level| PartitionLevel { level, pages: partition_pages(level), ..Default::default() })
+            .collect();
+        for i in 1..=inner.geo.inode_count {
+            let ino = Ino(i as u32);
+            let raw = read_raw(&*inner.dev, &inner.geo, ino);
+            if raw.check(ino) != InodeState::Allocated {
+                continue;
+            }
+            if let Some(p) = Partition::from_word(raw.ctfs_partition())? {
+                levels[p.level as usize].files += 1;
+            }
+        }
+        let parts = ctfs.parts.lock();
+        for l in &mut levels {
+            l.empty = parts.empty_at(l.level);
+        }
+        let allocated_pages = levels.iter().map(|l| l.files * l.pages).sum();
+        Ok(Some(PartitionStats { levels, space_pages: SPACE_PAGES, allocated_pages, empty_pages: parts.free_pages() }))
+    }
+
     /// Walks the whole mapping structure and measures it (takes no file locks: run it on a
     /// quiet file system).
     pub fn mapping_stats(&self) -> Result<MappingStats> {

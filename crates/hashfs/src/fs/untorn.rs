@@ -369,7 +369,7 @@ impl<D: PmDevice> FsInner<D> {
                     // have nothing to remove).
                     let moved = || blocks.iter().filter(|b| b.how == How::Moved).map(|b| b.lblk);
                     if let (Some(a), Some(z)) = (moved().next(), moved().next_back()) {
-                        mt.remove(tx, ino, raw, a, z + 1)?;
+                        mt.remove(tx, ino, raw, a, z + 1, false)?;
                     }
                     // Every new block goes in, as runs contiguous on both sides.
                     let new: Vec<(Lblk, Pblk)> =

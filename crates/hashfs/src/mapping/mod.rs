@@ -137,6 +137,14 @@ impl<D: PmDevice> BlockMap<D> {
         }
     }
 
+    /// ctFS's DRAM state (its Empty partitions and live view), on a `ctfs` image.
+    pub fn ctfs(&self) -> Option<&ctfs::Ctfs> {
+        match &self.index {
+            Index::Ctfs(c) => Some(c),
+            _ => None,
+        }
+    }
+
     /// ctFS's live translation, when the image has one.
     pub fn ctfs_view(&self) -> Option<&ctfs::view::View> {
         match &self.index {
@@ -453,8 +461,18 @@ impl<'a, D: PmDevice> MapTx<'a, D> {
 
     /// Unmaps logical blocks [from, to) of `ino`; returns the data blocks freed. At most
     /// one removal per change: the extent hash's removals are not seen by its own lookups
-    /// until the transaction commits.
-    pub fn remove(&mut self, tx: &mut Tx<'_, D>, ino: Ino, raw: &mut InodeRaw, from: Lblk, to: Lblk) -> Result<u64> {
+    /// until the transaction commits. `to_the_end`: nothing is mapped at or past `to`, so
+    /// the file maps nothing from `from` on afterwards (ctFS then moves it to a smaller
+    /// partition, or gives its partition up when `from` is 0).
+    pub fn remove(
+        &mut self,
+        tx: &mut Tx<'_, D>,
+        ino: Ino,
+        raw: &mut InodeRaw,
+        from: Lblk,
+        to: Lblk,
+        to_the_end: bool,
+    ) -> Result<u64> {
         debug_assert!(!self.removed, "one removal per change");
         self.removed = true;
         let (ino, from, mut to) = (ino.0, from.0, to.0);
@@ -521,7 +539,7 @@ impl<'a, D: PmDevice> MapTx<'a, D> {
                         ctfs::ppt::unmap(st, geo, na, p.base + from, p.base + to.min(p.pages()))
                     })?;
                 }
-                if from < p.pages() && to >= p.pages() {
+                if from < p.pages() && (to >= p.pages() || to_the_end) {
                     // Nothing is left at or past `from`: a partition two levels smaller (or
                     // more) holds the file, or none when it maps nothing. One level smaller
                     // is not worth a move: a file that shrinks and grows again across a

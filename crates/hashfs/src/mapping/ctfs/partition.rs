@@ -132,6 +132,11 @@ impl Partitions {
         )))
     }
 
+    /// Empty partitions of `level` (for statistics).
+    pub fn empty_at(&self, level: u32) -> u64 {
+        self.free.get(level as usize).map_or(0, |s| s.len() as u64)
+    }
+
     /// Empty pages of the space (for statistics).
     pub fn free_pages(&self) -> u64 {
         self.free.iter().enumerate().map(|(l, s)| s.len() as u64 * partition_pages(l as u32)).sum()
