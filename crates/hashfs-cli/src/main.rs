@@ -702,13 +702,21 @@ fn print_partitions(ps: &hashfs::PartitionStats, mapped_pages: u64) {
     for l in ps.levels.iter().filter(|l| l.files > 0 || l.empty > 0) {
         println!("partitions L{}  {:>7}: {} holding a file, {} empty", l.level, size(l.pages), l.files, l.empty);
     }
-    let mib = |pages: u64| pages as f64 * 4096.0 / (1 << 20) as f64;
+    let amount = |pages: u64| {
+        let b = (pages * 4096) as f64;
+        match b {
+            _ if b >= (1u64 << 40) as f64 => format!("{:.3} TiB", b / (1u64 << 40) as f64),
+            _ if b >= (1u64 << 30) as f64 => format!("{:.2} GiB", b / (1u64 << 30) as f64),
+            _ if b >= (1u64 << 20) as f64 => format!("{:.1} MiB", b / (1u64 << 20) as f64),
+            _ => format!("{:.0} KiB", b / 1024.0),
+        }
+    };
     println!(
-        "virtual space  {}: {:.1} MiB in files' partitions ({:.1} MiB of it mapped), {:.1} MiB empty",
+        "virtual space  {}: {} in files' partitions ({} of it mapped), {} empty",
         size(ps.space_pages),
-        mib(ps.allocated_pages),
-        mib(mapped_pages),
-        mib(ps.empty_pages)
+        amount(ps.allocated_pages),
+        amount(mapped_pages),
+        amount(ps.empty_pages)
     );
 }
 

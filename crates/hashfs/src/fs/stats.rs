@@ -94,7 +94,8 @@ impl<D: PmDevice> FileSystem<D> {
         for i in 1..=inner.geo.inode_count {
             let ino = Ino(i as u32);
             let raw = read_raw(&*inner.dev, &inner.geo, ino);
-            if raw.check(ino) != InodeState::Allocated {
+            // A special file's map area holds its device number, not a partition.
+            if raw.check(ino) != InodeState::Allocated || raw.is_special() {
                 continue;
             }
             if let Some(p) = Partition::from_word(raw.ctfs_partition())? {
