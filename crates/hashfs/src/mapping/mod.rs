@@ -147,10 +147,7 @@ impl<D: PmDevice> BlockMap<D> {
 
     /// ctFS's live translation, when the image has one.
     pub fn ctfs_view(&self) -> Option<&ctfs::view::View> {
-        match &self.index {
-            Index::Ctfs(c) => c.view.as_ref(),
-            _ => None,
-        }
+        self.ctfs().and_then(|c| c.view.as_ref())
     }
 
     /// Takes note of a file's structure while a mount reads the inodes (ctFS: its
