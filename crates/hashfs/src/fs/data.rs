@@ -735,7 +735,7 @@ impl<D: PmDevice> FsInner<D> {
         cell.tcache.invalidate_from(from);
         cell.cursor.store(0, Ordering::Relaxed);
         // No block lies past EOF (F1): a removal to the end of the file leaves nothing
-        // mapped past each step's range, the steps going from the end down.
+        // mapped from `from` on once its last step (the lowest range) is done.
         let to_the_end = to >= end_lblk(st.raw.size);
         let budget = self.geo.journal_entries() * 3 / 4;
         let mut hi = b.removal_end(cell.ino, from, to)?;
@@ -745,7 +745,7 @@ impl<D: PmDevice> FsInner<D> {
             let mut raw = st.raw;
             let mut tx = self.journals.begin();
             let mut mt = b.begin();
-            let freed = match mt.remove(&mut tx, cell.ino, &mut raw, lo, hi, to_the_end) {
+            let freed = match mt.remove(&mut tx, cell.ino, &mut raw, lo, hi, to_the_end && lo == from) {
                 Ok(n) => n,
                 Err(e) => {
                     mt.abort();

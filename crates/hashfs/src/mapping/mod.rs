@@ -458,9 +458,10 @@ impl<'a, D: PmDevice> MapTx<'a, D> {
 
     /// Unmaps logical blocks [from, to) of `ino`; returns the data blocks freed. At most
     /// one removal per change: the extent hash's removals are not seen by its own lookups
-    /// until the transaction commits. `to_the_end`: nothing is mapped at or past `to`, so
-    /// the file maps nothing from `from` on afterwards (ctFS then moves it to a smaller
-    /// partition, or gives its partition up when `from` is 0).
+    /// until the transaction commits. `last`: the last step of a removal to the end of the
+    /// file, so that it maps nothing from `from` on afterwards: ctFS then moves it to a
+    /// smaller partition, or gives its partition up when `from` is 0 (the earlier steps,
+    /// and removals inside the file, leave the partition as it is).
     pub fn remove(
         &mut self,
         tx: &mut Tx<'_, D>,
@@ -468,7 +469,7 @@ impl<'a, D: PmDevice> MapTx<'a, D> {
         raw: &mut InodeRaw,
         from: Lblk,
         to: Lblk,
-        to_the_end: bool,
+        last: bool,
     ) -> Result<u64> {
         debug_assert!(!self.removed, "one removal per change");
         self.removed = true;
@@ -536,7 +537,7 @@ impl<'a, D: PmDevice> MapTx<'a, D> {
                         ctfs::ppt::unmap(st, geo, na, p.base + from, p.base + to.min(p.pages()))
                     })?;
                 }
-                if from < p.pages() && (to >= p.pages() || to_the_end) {
+                if last && from < p.pages() {
                     // Nothing is left at or past `from`: a partition two levels smaller (or
                     // more) holds the file, or none when it maps nothing. One level smaller
                     // is not worth a move: a file that shrinks and grows again across a
