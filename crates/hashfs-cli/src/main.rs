@@ -714,9 +714,9 @@ fn print_partitions(ps: &hashfs::PartitionStats, mapped_pages: u64) {
     println!(
         "virtual space  {}: {} in files' partitions ({} of it mapped), {} empty",
         size(ps.space_pages),
-        amount(ps.allocated_pages),
+        amount(ps.allocated_pages()),
         amount(mapped_pages),
-        amount(ps.empty_pages)
+        amount(ps.empty_pages())
     );
 }
 

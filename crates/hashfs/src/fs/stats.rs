@@ -74,10 +74,19 @@ pub struct PartitionStats {
     pub levels: Vec<PartitionLevel>,
     /// Pages of the whole space.
     pub space_pages: u64,
-    /// Pages of the files' partitions (the virtual space the files hold).
-    pub allocated_pages: u64,
-    /// Pages of the Empty partitions (the rest is Partitioned into them).
-    pub empty_pages: u64,
+}
+
+impl PartitionStats {
+    /// Pages of the files' partitions (the virtual space the files hold; read from the
+    /// inodes).
+    pub fn allocated_pages(&self) -> u64 {
+        self.levels.iter().map(|l| l.files * l.pages).sum()
+    }
+    /// Pages of the Empty partitions (the mounted hierarchy's; the rest of the space is
+    /// Partitioned into them).
+    pub fn empty_pages(&self) -> u64 {
+        self.levels.iter().map(|l| l.empty * l.pages).sum()
+    }
 }
 
 impl<D: PmDevice> FileSystem<D> {
@@ -106,8 +115,7 @@ impl<D: PmDevice> FileSystem<D> {
         for l in &mut levels {
             l.empty = parts.empty_at(l.level);
         }
-        let allocated_pages = levels.iter().map(|l| l.files * l.pages).sum();
-        Ok(Some(PartitionStats { levels, space_pages: SPACE_PAGES, allocated_pages, empty_pages: parts.free_pages() }))
+        Ok(Some(PartitionStats { levels, space_pages: SPACE_PAGES }))
     }
 
     /// Walks the whole mapping structure and measures it (takes no file locks: run it on a
