@@ -37,6 +37,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from plot_ctfs import micro, pswap, ycsb  # noqa: E402
 from plot_untorn import untorn  # noqa: E402
 from plot_stacked import stacked_section  # noqa: E402
+import run_variance  # noqa: E402
 
 GLOBAL = ["hashfs", "cuckoo"]
 TREES = ["extent-tree", "radix-tree"]
@@ -838,7 +839,8 @@ Two full runs, each on its own freshly formatted images (run 1: {images_of(data)
 {images_of(data2)}; each image has its own placement). Of {len(rows)} checks against the papers'
 claims, {len(rows) - count[UNSTABLE]} give the same verdict in both runs: {count[AGREES]} agree, {count[DIFFERS]} differ and
 {count[INCONCLUSIVE]} are inconclusive in both; {count[UNSTABLE]} differ between the runs (marked **unstable** in the last column,
-and counted as no verdict). The rules are in "How a verdict is reached" above; the sections below give
+and counted as no verdict). The rules are in "How a verdict is reached" above; every interval includes
+the run effect the two runs measure (R0, "Variation between the runs" below). The sections below give
 run 1's numbers and figures, run 2's are in its JSON.
 """,
         "| experiment | claim | run 1 (measured) | run 2 (measured) | both runs |\n|---|---|---|---|---|",
@@ -904,6 +906,17 @@ def main():
         with open(args.intro) as f:
             out.append(f.read().rstrip() + "\n")
     out.append(("Run 1: " if data2 else "") + machine_line(data, args.results))
+    run_effect = ""
+    if data2:
+        # Each run's intervals include the run effect both runs measure (bench/run_variance.py);
+        # the verdicts without it are computed first, to say how many would have flipped.
+        sigmas = run_variance.estimate(data, data2)
+        with tempfile.TemporaryDirectory() as scratch:
+            rows0 = compare(run_sections(data, scratch, {}, args.results)[1], run_sections(data2, scratch, {}, args.rerun)[1])
+        for run in (data, data2):
+            for key, d in run.items():
+                run_variance.widen(d, sigmas, key)
+        run_effect = run_variance.section(sigmas, sum(r[4] == UNSTABLE for r in rows0))
     sections, summary = run_sections(data, figdir, discussion, args.results)
     if data2:
         out.append("Run 2: " + machine_line(data2, args.rerun))
@@ -926,6 +939,7 @@ def main():
         )
     else:
         out.extend(summary_one(summary))
+    out.append(run_effect)
     out.append(variation(data))
     out.extend(sections)
     if os.path.exists(args.stacked):

@@ -1,13 +1,16 @@
 #!/usr/bin/env python3
-"""Tests of bench/plot.py's verdict rules (R1, R2; bench/results-intro.md). Run by
+"""Tests of bench/plot.py's verdict rules (R1, R2; bench/results-intro.md) and of the run
+effect between two runs (bench/run_variance.py). Run by
 scripts/test.sh: python3 bench/test_plot.py"""
 
 import math
 import os
+import random
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import plot  # noqa: E402
+import run_variance  # noqa: E402
 from plot import AGREES, DIFFERS, INCONCLUSIVE, INF, all_of, rint, within  # noqa: E402
 
 
@@ -76,6 +79,61 @@ def test_runs_of_two_machines_or_commits_are_named():
     run2 = {"locality": exp("v782", "abc", "off"), "iosize": exp("v595", "def", "on"), "only2": exp("v2", "y")}
     assert plot.runs_differ(run1, run2) == ["iosize: commit abc / def", "iosize: kernel v782 / v595"]
     assert plot.runs_differ(run1, {"locality": exp("v782", "abc", "off")}) == []
+
+
+def _run(means, ci_share=0.01, images=5):
+    """A run of one experiment: one point per mean (mapping m0, m1, ...), each with a 95%
+    half-width of ci_share of its mean."""
+    return {"images": images, "points": [
+        {"mapping": f"m{i}", "op": "read", "map_cycles": {"mean": m, "ci95": m * ci_share}} for i, m in enumerate(means)]}
+
+
+def test_run_effect_is_zero_for_runs_that_agree():
+    means = [100.0 * (i + 1) for i in range(10)]
+    sig = run_variance.estimate({"e": _run(means)}, {"e": _run(means)})
+    assert sig[("e", "map_cycles")] == (0.0, 10, 0)
+    assert run_variance.sigma([]) == 0.0
+
+
+def test_run_effect_recovers_a_shift_between_runs():
+    # Every point 1.3x slower in run 2, intervals of 1%: d = ln 1.3 = v + 2 sigma^2.
+    means = [100.0 * (i + 1) for i in range(10)]
+    (s, points, apart), = run_variance.estimate({"e": _run(means)}, {"e": _run([m * 1.3 for m in means])}).values()
+    assert points == 10 and apart == 10
+    v = 2 * (0.01 / run_variance.T975[4]) ** 2
+    assert abs(2 * s * s + v - math.log(1.3) ** 2) < 0.002, s
+
+
+def test_run_effect_estimate_on_simulated_runs():
+    # 300 points, sampling error 5% per run, a true run effect of 0.2 on the log scale.
+    rng = random.Random(7)
+    a, b = [], []
+    for i in range(300):
+        true = math.log(100.0 * (1 + i % 17))
+        a.append(math.exp(true + rng.gauss(0, 0.2) + rng.gauss(0, 0.05)))
+        b.append(math.exp(true + rng.gauss(0, 0.2) + rng.gauss(0, 0.05)))
+    share = 0.05 * run_variance.T975[4]  # a 95% half-width whose standard error is 5%
+    (s, *_), = run_variance.estimate({"e": _run(a, share)}, {"e": _run(b, share)}).values()
+    assert 0.16 < s < 0.24, s
+
+
+def test_run_effect_turns_a_flip_into_inconclusive_in_both():
+    # Point m0 against a fixed bound of 115: run 1 (100 ± 1) agrees that it lies below, run 2
+    # (130 ± 1.3) differs; every point moved 1.3x between the runs.
+    means = [100.0 * (i + 1) for i in range(10)]
+    runs = {"e": _run(means)}, {"e": _run([m * 1.3 for m in means])}
+
+    def below(run):
+        (m, c), = [(f["map_cycles"]["mean"], f["map_cycles"]["ci95"]) for f in run["e"]["points"] if f["mapping"] == "m0"]
+        return within((m, m - c, m + c), 0, 115)
+
+    assert [below(r) for r in runs] == [AGREES, DIFFERS]
+    sig = run_variance.estimate(*runs)
+    for r in runs:
+        run_variance.widen(r["e"], sig, "e")
+    assert [below(r) for r in runs] == [INCONCLUSIVE, INCONCLUSIVE]
+    kept = runs[0]["e"]["points"][0]["map_cycles"]
+    assert kept["ci95_within_run"] == 1.0 and kept["ci95"] > 30
 
 
 if __name__ == "__main__":
