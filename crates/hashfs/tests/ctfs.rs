@@ -6,7 +6,8 @@
 //! that kept a stale mapping shows as wrong bytes or a SIGSEGV. And pswap
 //! (`File::swap_pages`): contents exchanged, block counts, errors, a clean remount. And
 //! the partition hierarchy's statistics (`hashfs info`): the level each file's size puts
-//! it in, every page of the space in exactly one partition, the same after a remount.
+//! it in, every page of the space in exactly one partition, the same after a remount; and
+//! a full virtual space (ENOSPC for growth, never for a truncation).
 
 use hashfs::{Error, FallocateMode, FileSystem, FormatOptions, MappingKind, OpenOptions};
 use rand::rngs::SmallRng;
@@ -245,4 +246,73 @@ fn pswap_needs_a_ctfs_image() {
     let a = fs.open_file(Path::new("/a"), &rw).unwrap();
     a.write_at(0, &[1u8; 8192]).unwrap();
     assert!(matches!(a.swap_pages(0, &a, 4096, 4096), Err(Error::Unsupported(_))));
+}
+
+/// A file whose last page needs a partition of `level` (8^level pages): one byte just past
+/// the partition one level down. Err(NoSpace) when the virtual space has none left.
+fn take_level(fs: &FileSystem, name: &str, level: u32) -> hashfs::Result<()> {
+    let rw = OpenOptions::new().read(true).write(true).create(true).clone();
+    let f = fs.open_file(Path::new(name), &rw)?;
+    let below = if level == 0 { 0 } else { 8u64.pow(level - 1) };
+    f.write_at(below * 4096, b"x").map(|_| ())
+}
+
+/// With every partition of 2 MiB (L3) or more taken, the virtual space refuses a new large
+/// file with ENOSPC, losing nothing, while a truncation that would move a file down to a
+/// 2 MiB partition keeps the file where it is (there is no partition to move to) instead of
+/// failing; the data and the hierarchy stay whole, also after a remount.
+#[test]
+fn a_full_virtual_space_refuses_growth_but_not_truncation() {
+    let dir = tempfile::tempdir_in("/dev/shm").unwrap();
+    let path = dir.path().join("ctfs.img");
+    let fs = image(dir.path());
+    let mut taken = Vec::new();
+    for level in (3..=9).rev() {
+        for i in 0.. {
+            let name = format!("/l{level}-{i}");
+            match take_level(&fs, &name, level) {
+                Ok(()) => taken.push((name, level)),
+                Err(Error::NoSpace) => break,
+                Err(e) => panic!("{name}: {e}"),
+            }
+        }
+    }
+    let full = partitions(&fs);
+    for l in &full.levels[3..] {
+        assert_eq!(l.empty, 0, "no free partition of 2 MiB or more: {full:?}");
+    }
+    assert_eq!(full.levels[9].files, 3, "the root directory's partition split the fourth: {full:?}");
+    // A refused growth leaves the file as it was.
+    let rw = OpenOptions::new().read(true).write(true).clone();
+    let big = fs.open_file(Path::new("/l9-0"), &rw).unwrap();
+    big.write_at(0, b"head").unwrap();
+    let last = fs.open_file(Path::new("/l4-0"), &rw).unwrap();
+    let before = last.metadata().unwrap().size;
+    assert!(matches!(last.write_at(1 << 30, b"y"), Err(Error::NoSpace)));
+    assert_eq!(last.metadata().unwrap().size, before);
+    // The truncation that would move /l9-0 down to a 2 MiB partition.
+    big.set_len(MIB).unwrap();
+    assert_eq!(big.metadata().unwrap().size, MIB);
+    big.write_at(MIB - 4, b"end!").unwrap();
+    let mut buf = [0u8; 4];
+    big.read_at(0, &mut buf).unwrap();
+    assert_eq!(&buf, b"head");
+    drop((big, last));
+    assert_eq!(partitions(&fs).levels[9].files, 3, "/l9-0 stays in its partition");
+    fs.unmount().unwrap();
+    let (fs, _) = FileSystem::open(&path).unwrap();
+    assert_eq!(partitions(&fs).levels[9].files, 3, "after a remount");
+    let big = fs.open_file(Path::new("/l9-0"), OpenOptions::new().read(true)).unwrap();
+    big.read_at(MIB - 4, &mut buf).unwrap();
+    assert_eq!(&buf, b"end!");
+    drop(big); // an unlinked file open keeps its partition
+               // A truncation with room to move goes down: free one top partition, truncate another.
+    fs.remove_file(Path::new("/l9-1")).unwrap();
+    fs.open_file(Path::new("/l9-2"), &rw).unwrap().set_len(MIB).unwrap();
+    let after = partitions(&fs);
+    assert_eq!((after.levels[9].files, after.levels[3].files), (1, full.levels[3].files + 1), "{after:?}");
+    for (name, _) in taken.iter().filter(|(n, _)| n != "/l9-1") {
+        fs.remove_file(Path::new(name)).unwrap();
+    }
+    assert_eq!(partitions(&fs).levels[9].empty, 3, "the space merges back but for the root's: {:?}", partitions(&fs));
 }

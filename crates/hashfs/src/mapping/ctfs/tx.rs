@@ -21,6 +21,11 @@ impl<D: PmDevice> MapTx<'_, D> {
         level: u32,
     ) -> Result<Partition> {
         let new = c.parts.lock().allocate(level).ok_or(Error::NoSpace)?;
+        self.move_to(ino, raw, old, new)
+    }
+
+    /// Moves the file to `new`, a partition just taken from the hierarchy.
+    fn move_to(&mut self, ino: Ino, raw: &mut InodeRaw, old: Option<Partition>, new: Partition) -> Result<Partition> {
         self.parts_taken.push(new);
         if let Some(old) = old {
             let n = old.pages().min(new.pages());
@@ -34,7 +39,10 @@ impl<D: PmDevice> MapTx<'_, D> {
     }
 
     /// After a removal to the end of the partition: moves the file down to `level`
-    /// (ctFS's downgrade), or gives the partition up (`None`: nothing is mapped).
+    /// (ctFS's downgrade), or gives the partition up (`None`: nothing is mapped). A
+    /// downgrade only saves virtual space, so when the space holds no free partition of
+    /// `level` the file stays where it is: a truncation never fails for want of virtual
+    /// space.
     pub(in crate::mapping) fn leave_partition(
         &mut self,
         c: &Ctfs,
@@ -45,7 +53,10 @@ impl<D: PmDevice> MapTx<'_, D> {
     ) -> Result<()> {
         match level {
             Some(l) => {
-                self.move_partition(c, ino, raw, Some(p), l)?;
+                let taken = c.parts.lock().allocate(l);
+                if let Some(new) = taken {
+                    self.move_to(ino, raw, Some(p), new)?;
+                }
             }
             None => {
                 raw.set_ctfs_partition(0);
