@@ -2,7 +2,7 @@
 # Reproduces the papers' file-mapping evaluation: runs `hashfs bench paper` (every
 # experiment, every mapping), then draws the plots and regenerates docs/results.md.
 #
-#   ./scripts/bench-paper.sh            # full scale, two runs of 3, 5 or 10 images per point (about 2 hours on 2 cores)
+#   ./scripts/bench-paper.sh            # full scale, two runs of 3 to 20 images per point (about 2.5 hours on 2 cores)
 #   ./scripts/bench-paper.sh --quick    # one smaller run, a few minutes
 #   ./scripts/bench-paper.sh --quick locality iosize   # some experiments only
 #   BENCH_RUN=2 ./scripts/bench-paper.sh   # only the second full run (the first kept)
@@ -111,26 +111,32 @@ esac
 if [ "$names" = 0 ]; then
     if [ -n "$only" ]; then rm -rf "bench/results/run$only"; else rm -rf bench/results; fi
 fi
-# A full run of every experiment measures these on five images per point, fragmentation on
-# ten, the others on three: an experiment moves up when a check of it was decisive in one
-# full run and inconclusive in the other (effects near a bound; bench/results-intro.md,
-# "More images"); ctfs-ycsb has one figure per image, so five from the start. Named
-# experiments or --images: as given.
-FIVE=(locality spfs-extents ctfs-pswap ctfs-ycsb utilization pagecache)
-TEN=(fragmentation)
-REST=(filesize iosize concurrency winefs-aging winefs-2mib untorn ctfs-micro)
+# A full run of every experiment measures these on five images per point, utilization and
+# ctfs-ycsb on ten, fragmentation on twenty, the others on three: an experiment moves up
+# when a check of it was decisive in one full run and inconclusive in the other (effects
+# near a bound; bench/results-intro.md, "More images"). Named experiments or --images: as
+# given.
+FIVE=(locality spfs-extents ctfs-pswap pagecache concurrency)
+TEN=(utilization ctfs-ycsb)
+TWENTY=(fragmentation)
+REST=(filesize iosize winefs-aging winefs-2mib untorn ctfs-micro)
 split=0
 if [ "$names" = 0 ] && [ "$quick" = 0 ] && [[ " $* " != *" --images "* ]]; then split=1; fi
+# measure RUN N EXPERIMENT...: N images per point, run 2 on the N images after run 1's.
+measure() {
+    local run="$1" n="$2"
+    shift 2
+    ./target/probe/release/hashfs bench paper --out "bench/results/run$run" --image-dir "$BENCH_DIR" \
+        --images "$n" --first-image $(((run - 1) * n)) "$@"
+}
 rerun=()
 for run in $run_list; do
     echo "== run $run"
     if [ "$split" = 1 ]; then
-        ./target/probe/release/hashfs bench paper --out "bench/results/run$run" --image-dir "$BENCH_DIR" \
-            --images 5 --first-image $(((run - 1) * 5)) "${FIVE[@]}" "$@"
-        ./target/probe/release/hashfs bench paper --out "bench/results/run$run" --image-dir "$BENCH_DIR" \
-            --images 10 --first-image $(((run - 1) * 10)) "${TEN[@]}" "$@"
-        ./target/probe/release/hashfs bench paper --out "bench/results/run$run" --image-dir "$BENCH_DIR" \
-            --first-image $(((run - 1) * 3)) "${REST[@]}" "$@"
+        measure "$run" 5 "${FIVE[@]}" "$@"
+        measure "$run" 10 "${TEN[@]}" "$@"
+        measure "$run" 20 "${TWENTY[@]}" "$@"
+        measure "$run" 3 "${REST[@]}" "$@"
     else
         ./target/probe/release/hashfs bench paper --out "bench/results/run$run" --image-dir "$BENCH_DIR" \
             --first-image $(((run - 1) * images)) "$@"

@@ -148,8 +148,8 @@ mod tests {
         assert_eq!(s.len(), 5);
     }
 
-    /// scripts/bench-paper.sh's full run names its experiments in three lists (five images
-    /// per point, ten, three): every experiment must be in exactly one.
+    /// scripts/bench-paper.sh's full run names its experiments in four lists (five images
+    /// per point, ten, twenty, three): every experiment must be in exactly one.
     #[test]
     fn the_full_run_script_names_every_experiment_once() {
         let script = include_str!("../../../../../scripts/bench-paper.sh");
@@ -157,7 +157,8 @@ mod tests {
             let line = script.lines().find(|l| l.starts_with(&format!("{var}=("))).expect("the list");
             line[var.len() + 2..line.len() - 1].split_whitespace().map(String::from).collect()
         };
-        let mut named: Vec<String> = list("FIVE").into_iter().chain(list("TEN")).chain(list("REST")).collect();
+        let mut named: Vec<String> =
+            list("FIVE").into_iter().chain(list("TEN")).chain(list("TWENTY")).chain(list("REST")).collect();
         named.sort();
         let mut all: Vec<String> = super::super::EXPERIMENTS.iter().map(|(n, _)| n.to_string()).collect();
         all.sort();

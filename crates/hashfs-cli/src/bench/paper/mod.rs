@@ -536,8 +536,8 @@ pub fn run(
     out: &Path,
     image_dir: &Path,
 ) -> Result<(), Failure> {
-    if !(1..=10).contains(&images.len()) {
-        return Err(fail(format!("--images {}: between 1 and 10", images.len())));
+    if !(1..=30).contains(&images.len()) {
+        return Err(fail(format!("--images {}: between 1 and 30", images.len())));
     }
     if images.end > 1000 {
         return Err(fail(format!("--first-image {}: at most {}", images.start, 1000 - images.len())));
