@@ -1,5 +1,5 @@
-//! File data: read, write, truncate, fallocate (allocate, punch, zero range) over every
-//! mapping (the HashFS table, or a per-file or global structure with the block allocator).
+//! File data: read, write and truncate over every mapping (the HashFS table, or a per-file
+//! or global structure with the block allocator); fallocate is in `fs/fallocate.rs`.
 //!
 //! Durability order for a write (the papers' relaxed/sync mode): new blocks are claimed in
 //! the table as reservations and filled (the rest of a partly written new block is zeroed,
@@ -214,7 +214,7 @@ impl<D: PmDevice> FsInner<D> {
     /// Writes `data` at `off` in transactions of a bounded number of blocks; `span` is the
     /// whole request (bytes) this write is part of, which tells the allocator which of the
     /// file's 2 MiB will be written whole.
-    fn write_locked(
+    pub(super) fn write_locked(
         &self,
         cell: &InodeCell,
         st: &mut InodeMem,
@@ -260,159 +260,6 @@ impl<D: PmDevice> FsInner<D> {
             FileMap::Hash(_) => WRITE_CHUNK_BLOCKS,
             FileMap::Blocks(_) => (self.geo.journal_entries() / 10).clamp(1, WRITE_CHUNK_BLOCKS),
         }
-    }
-
-    /// posix_fallocate: maps every hole in [off, off + len) with zeroed blocks and grows
-    /// the size to cover the range. Mapped blocks are left as they are.
-    pub(crate) fn allocate(&self, cell: &InodeCell, off: u64, len: u64, keep_size: bool) -> Result<()> {
-        let mut end = off.checked_add(len).filter(|&e| e <= MAX_FILE_BYTES).ok_or(Error::FileTooBig)?;
-        if keep_size {
-            // No block may lie past EOF (F1): preallocate only up to the current size.
-            end = end.min(cell.state.read().raw.size);
-            if end <= off {
-                return Ok(());
-            }
-        }
-        if len == 0 {
-            return Err(Error::Invalid("fallocate of zero bytes"));
-        }
-        let mut st = cell.state.write();
-        if st.raw.is_dir() {
-            return Err(Error::IsDir);
-        }
-        let _req = self.alloc_request(cell);
-        let zeros = vec![0u8; (WRITE_CHUNK_BLOCKS * BLOCK_BYTES) as usize];
-        let mut lblk = off / BLOCK_BYTES;
-        let last = (end - 1) / BLOCK_BYTES;
-        while lblk <= last {
-            let size_blocks = blocks_for(st.raw.size);
-            let mapped = lblk < size_blocks && self.translate(cell, &st.raw, Lblk(lblk), size_blocks)?.is_some();
-            if mapped {
-                lblk += 1;
-                continue;
-            }
-            // A run of unmapped blocks (bounded by one write transaction).
-            let mut run_end = lblk + 1;
-            while run_end <= last
-                && run_end - lblk < WRITE_CHUNK_BLOCKS
-                && !(run_end < size_blocks && self.translate(cell, &st.raw, Lblk(run_end), size_blocks)?.is_some())
-            {
-                run_end += 1;
-            }
-            // Zeros over the run (holes read as zeros already), never growing past `end`.
-            let from = lblk * BLOCK_BYTES;
-            let to = (run_end * BLOCK_BYTES).min(end.max(st.raw.size));
-            let n = self.write_locked(cell, &mut st, from, &zeros[..(to - from) as usize], off..end)?;
-            if n < (to - from) as usize {
-                return Err(Error::NoSpace);
-            }
-            lblk = run_end;
-        }
-        if st.raw.size < end {
-            self.set_len_locked(cell, &mut st, end)?;
-        }
-        // Only a write's own times may wait for fsync (`fs/times.rs`).
-        self.persist_times(cell, &mut st);
-        Ok(())
-    }
-
-    /// fallocate(FALLOC_FL_ZERO_RANGE): [off, off + len) reads as zeros afterwards, every
-    /// block of it mapped. Holes get new zeroed blocks and mapped blocks are zeroed in
-    /// place, keeping their placement (which matters to the huge-page-aware layouts). Not
-    /// atomic, like an overwrite: after a crash each byte of the range is old or zero, and
-    /// the size old or new. With `keep_size`, nothing past the current size changes (no
-    /// block may lie past EOF).
-    pub(crate) fn zero_range(&self, cell: &InodeCell, off: u64, len: u64, keep_size: bool) -> Result<()> {
-        if len == 0 {
-            return Err(Error::Invalid("fallocate of zero bytes"));
-        }
-        let end = off.checked_add(len).filter(|&e| e <= MAX_FILE_BYTES).ok_or(Error::FileTooBig)?;
-        if cell.state.read().raw.is_dir() {
-            return Err(Error::IsDir);
-        }
-        // Inside the size, one pass of zeros: a write fills a hole with a new zeroed block
-        // and zeroes a mapped block in place. Past the size, `allocate` grows the file.
-        let mut st = cell.state.write();
-        let inside = end.min(st.raw.size);
-        let _req = self.alloc_request(cell);
-        let zeros = vec![0u8; (WRITE_CHUNK_BLOCKS * BLOCK_BYTES) as usize];
-        let mut at = off;
-        while at < inside {
-            let n = ((inside - at) as usize).min(zeros.len());
-            let done = self.write_locked(cell, &mut st, at, &zeros[..n], off..end)?;
-            if done == 0 {
-                return Err(Error::NoSpace);
-            }
-            at += done as u64;
-        }
-        self.persist_times(cell, &mut st); // only a write's own times wait for fsync
-        drop(st);
-        let grow_from = off.max(inside);
-        if !keep_size && end > grow_from {
-            self.allocate(cell, grow_from, end - grow_from, false)?;
-        }
-        Ok(())
-    }
-
-    /// fallocate(FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE): [off, off + len) reads as
-    /// zeros afterwards; whole blocks inside it are freed, partial ones zeroed. The size is
-    /// kept. Like an overwrite it is not atomic: after a crash each byte of the range is old
-    /// or zero. HashFS frees the blocks before the inode's block count is committed, so a
-    /// crash can leave a count that recovery corrects, never punched data that comes back;
-    /// the other mappings unmap and count in the same transactions.
-    pub(crate) fn punch_hole(&self, cell: &InodeCell, off: u64, len: u64) -> Result<()> {
-        if len == 0 {
-            return Err(Error::Invalid("fallocate of zero bytes"));
-        }
-        let mut st = cell.state.write();
-        if st.raw.is_dir() {
-            return Err(Error::IsDir);
-        }
-        if cell.map_count.load(Ordering::Acquire) > 0 {
-            return Err(Error::Busy); // a mapping would be left on freed blocks
-        }
-        let size = st.raw.size;
-        let end = off.saturating_add(len).min(size);
-        if off >= end {
-            return Ok(());
-        }
-        let size_blocks = blocks_for(size);
-        // Partial blocks at either end: zero the covered bytes in place.
-        for (a, b) in
-            [(off, end.min((off / BLOCK_BYTES + 1) * BLOCK_BYTES)), ((end / BLOCK_BYTES * BLOCK_BYTES).max(off), end)]
-        {
-            if a < b && (a % BLOCK_BYTES != 0 || b - a < BLOCK_BYTES) {
-                if let Some(e) = self.translate(cell, &st.raw, Lblk::of_byte(a), size_blocks)? {
-                    let at = self.geo.block_off(e.pblk.0) + a % BLOCK_BYTES;
-                    self.dev.zero(at, b - a);
-                    self.dev.flush(at, b - a);
-                }
-            }
-        }
-        let first_full = Lblk(off.div_ceil(BLOCK_BYTES));
-        let last_full = Lblk(end / BLOCK_BYTES + u64::from(end == size && !size.is_multiple_of(BLOCK_BYTES)));
-        cell.tcache.invalidate_all();
-        cell.cursor.store(0, Ordering::Relaxed);
-        let now = inode::now_ns();
-        let mut raw = st.raw;
-        match &self.map {
-            FileMap::Hash(t) => {
-                let victims = mapped_slots(t, cell.ino, first_full, last_full.max(first_full));
-                free_slots(t, &*self.dev, &victims);
-                raw.blocks = raw.blocks.saturating_sub(victims.len() as u64);
-            }
-            FileMap::Blocks(b) => {
-                self.unmap_blocks(b, cell, &mut st, first_full, last_full.max(first_full))?;
-                raw = st.raw;
-            }
-        }
-        raw.mtime_ns = now;
-        raw.ctime_ns = now;
-        let mut tx = self.journals.begin();
-        inode::tx_write_inode(&mut tx, &self.geo, cell.ino, &mut raw);
-        tx.commit()?;
-        st.raw = raw;
-        Ok(())
     }
 
     /// Zeroes the bytes past EOF in the last block before the size grows (F2), up to

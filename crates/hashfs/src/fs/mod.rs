@@ -14,6 +14,8 @@ pub mod bench;
 pub mod data;
 pub mod dir;
 mod evacuate;
+mod fallocate;
+mod file;
 pub mod fsck;
 pub mod inode;
 pub mod map;
