@@ -34,6 +34,9 @@ bugs=(
     "evacuate-no-flush|crates/hashfs/src/fs/evacuate.rs|HashFS's grouped placement moves a block out of a group without flushing its copy before the transaction that remaps it|grouped write-chunk,fallocate-chunk"
     "untorn-copy-no-flush|crates/hashfs/src/fs/untorn.rs|an untorn write's moved block is stored cached (no flush before the commit's fence)|ops untorn-overwrite,untorn-limit"
     "untorn-unlogged-key|crates/hashfs/src/fs/untorn.rs|an untorn write publishes a moved block's new HashFS key without an undo record|ops untorn-overwrite,untorn-limit"
+    "switch-one-fence|crates/hashfs/src/fs/untorn.rs|HashFS's key switch inside one block, new slot after the old: the old slot's tombstone goes with the new data and key, no fence between|ops untorn-small,untorn-block"
+    "switch-key-with-data|crates/hashfs/src/fs/untorn.rs|HashFS's key switch inside one block, new slot before the old: the new key goes with the new data, no fence between|workload ace:untorn-small,untorn-small"
+    "switch-copies-kept|crates/hashfs/src/fs/recovery.rs|recovery keeps both copies of a key that an interrupted key switch left|ops untorn-small,untorn-block"
     "strict-ignored|crates/hashfs/src/fs/data.rs|a strict-mode mount writes as a relaxed one|strict overwrite,overwrite-small"
     "untorn-logged-in-place|crates/hashfs/src/fs/untorn.rs|an untorn write stores a grouped block's new bytes in place without their undo record|grouped-workload ace:write-chunk,untorn-hole"
     "pswap-split-tx|crates/hashfs/src/fs/pswap.rs|a pswap between files writes the second file's inode in a transaction of its own, after the one that swaps the pages|ctfs pswap,pswap-grow,truncate-up"
@@ -96,6 +99,18 @@ elif name == "untorn-unlogged-key":
     sub("crates/hashfs/src/fs/untorn.rs",
         "                            tx.write_u64(t.slot_off(b.new.0), k);\n                            tx.write_u64(t.slot_off(p.0), TOMBSTONE);\n",
         "                            tx.publish_u64(t.slot_off(b.new.0), k);\n                            tx.write_u64(t.slot_off(p.0), TOMBSTONE);\n")
+elif name == "switch-one-fence":
+    sub("crates/hashfs/src/fs/untorn.rs",
+        "            self.dev.store_u64(new_off, k);\n            self.dev.flush(new_off, 8);\n            self.dev.fence();\n            self.dev.store_u64(old_off, TOMBSTONE);\n            self.dev.flush(old_off, 8);\n            self.dev.fence();\n",
+        "            self.dev.store_u64(new_off, k);\n            self.dev.flush(new_off, 8);\n            self.dev.store_u64(old_off, TOMBSTONE);\n            self.dev.flush(old_off, 8);\n            self.dev.fence();\n")
+elif name == "switch-key-with-data":
+    sub("crates/hashfs/src/fs/untorn.rs",
+        "        } else {\n            self.dev.fence();\n            self.dev.store_u64(new_off, k);\n",
+        "        } else {\n            self.dev.store_u64(new_off, k);\n")
+elif name == "switch-copies-kept":
+    sub("crates/hashfs/src/fs/recovery.rs",
+        "                    || (dirty && !table.group_holds(key(ino, lblk), s) && table.shadowed(key(ino, lblk), s))\n",
+        "                    || (dirty && !table.group_holds(key(ino, lblk), s) && table.shadowed(key(ino, lblk), s) && false)\n")
 elif name == "untorn-logged-in-place":
     sub("crates/hashfs/src/fs/untorn.rs",
         "                (How::Logged, Some(p)) => tx.write(self.geo.block_off(p.0) + a, src),\n",

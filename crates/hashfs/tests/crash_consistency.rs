@@ -72,7 +72,7 @@ fn explore_every_single_operation() {
 
 #[test]
 fn explore_pairs_of_operations() {
-    // Every thirteenth pair of the 625 (the full set is `hashfs crashtest --seq 2`), with
+    // Every thirteenth pair (the full set is `hashfs crashtest --seq 2`), with
     // fewer samples at the large crash points.
     let ops = crashtest::ace_ops(test_mapping(), test_placement());
     let w: Vec<Workload> = crashtest::ace_workloads(&ops, 2).into_iter().skip(ops.len()).step_by(13).collect();
@@ -93,6 +93,36 @@ fn explore_strict_mode_writes() {
     let (stats, failures) = crashtest::run(&cfg, test_mapping(), test_layout_score(), &w, threads(), &|_, _, _| {});
     report("strict-mode writes", &stats, &failures);
     assert_eq!(stats.workloads, w.len() as u64);
+}
+
+/// Untorn writes inside one block, again and again on the same block: on HashFS the key
+/// switch without the journal alternates between a new slot after the old one on the
+/// probe path (the first write) and one before it (the tombstone the first left), each
+/// with its own order of stores (`fs/untorn.rs`, `switch_one`), then a hole punched
+/// over the block (freeing the live copy while the older one's tombstone may still be
+/// pending); also in strict mode.
+#[test]
+fn explore_repeated_untorn_writes_to_one_block() {
+    let w: Vec<Workload> = [
+        "ace:untorn-small,untorn-small,untorn-small",
+        "ace:untorn-block,untorn-block,fsync",
+        "ace:untorn-block,untorn-block,punch",
+    ]
+    .iter()
+    .map(|id| Workload::from_id(id).expect("known workload"))
+    .collect();
+    let (stats, failures) =
+        crashtest::run(&config(), test_mapping(), test_layout_score(), &w, threads(), &|_, _, _| {});
+    report("repeated untorn writes to one block", &stats, &failures);
+    let strict: Vec<Workload> = ["ace:overwrite-small,overwrite-small,overwrite-small"]
+        .iter()
+        .map(|id| Workload::from_id(id).expect("known workload"))
+        .collect();
+    let cfg = Config { write_mode: hashfs::WriteMode::Strict, ..config() };
+    let (stats2, failures2) =
+        crashtest::run(&cfg, test_mapping(), test_layout_score(), &strict, threads(), &|_, _, _| {});
+    report("repeated strict overwrites of one block", &stats2, &failures2);
+    assert_eq!(stats.workloads + stats2.workloads, 4);
 }
 
 /// A write's times may lag until the file's fsync (`fs/times.rs`), not after it: writes
@@ -176,15 +206,23 @@ fn explore_hole_fills_roll_back_whole() {
 }
 
 /// fsck on a freshly crashed image: at every fence of operations that leave crash
-/// leftovers (reservations of writes, unlinked open files, half-freed blocks), the check
-/// without recovery finds no error, only "needs recovery" items, and exits 0; the default
-/// (recovery, then check) finds nothing at all.
+/// leftovers (reservations of writes, unlinked open files, half-freed blocks, two copies of
+/// a key from an untorn write's key switch), the check without recovery finds no error,
+/// only "needs recovery" items, and exits 0; the default (recovery, then check) finds
+/// nothing at all.
 #[test]
 fn fsck_of_crashed_images_needs_only_recovery() {
     use hashfs::fsck::{fsck, recover_then_check, FsckMode, Recovery};
     let base = crashtest::base_image(test_mapping(), test_layout_score(), test_placement());
     let (mut images, mut with_pending) = (0, 0);
-    for id in ["ace:append", "ace:overwrite", "ace:unlink-open", "ace:truncate-down", "ace:mkdir,create"] {
+    for id in [
+        "ace:append",
+        "ace:overwrite",
+        "ace:unlink-open",
+        "ace:truncate-down",
+        "ace:mkdir,create",
+        "ace:untorn-small,untorn-small",
+    ] {
         let dev = Arc::new(CrashDevice::from_image(&base));
         let (fs, _) = FileSystem::mount(dev.clone(), &|_, _| {}).unwrap();
         dev.set_capture(true);

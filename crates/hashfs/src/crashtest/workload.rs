@@ -167,15 +167,24 @@ impl Op {
     }
 
     /// Whether the operation's times may lag behind its data and size after a crash, until
-    /// the file's next fsync: a relaxed-mode write or append (`fs/times.rs`).
+    /// the file's next fsync: a relaxed-mode write or append (`fs/times.rs`), and on HashFS
+    /// an untorn or strict-mode one too (its key switch inside one block keeps a relaxed
+    /// overwrite's times, `fs/untorn.rs`).
     pub fn times_may_lag<D: PmDevice>(&self, fs: &FileSystem<D>) -> bool {
-        fs.write_mode() == crate::WriteMode::Relaxed && matches!(self, Op::Write { .. } | Op::Append { .. })
+        let hashfs = fs.mapping() == crate::layout::MappingKind::HashFs;
+        match self {
+            Op::Write { .. } | Op::Append { .. } => fs.write_mode() == crate::WriteMode::Relaxed || hashfs,
+            Op::Untorn { .. } => hashfs,
+            _ => false,
+        }
     }
 
     /// Before the operation runs as operation `k`: a write whose times may lag adds its
     /// file to `lag` (its times may be those of any state from `k` on).
     pub fn start_lag<D: PmDevice>(&self, fs: &FileSystem<D>, lag: &mut Lagging, k: usize) {
-        if let (true, Op::Write { path, .. } | Op::Append { path, .. }) = (self.times_may_lag(fs), self) {
+        if let (true, Op::Write { path, .. } | Op::Append { path, .. } | Op::Untorn { path, .. }) =
+            (self.times_may_lag(fs), self)
+        {
             if let Ok(ino) = fs.resolve(p(path)) {
                 lag.entry(ino.0).or_insert(k);
             }
@@ -368,10 +377,11 @@ pub const ACE_OPS: &[&str] = &[
     "zero-range-grow",
 ];
 
-/// Named untorn writes (`File::write_atomic_at`): inside a block, across blocks, an
+/// Named untorn writes (`File::write_atomic_at`): inside a block, a whole block, across blocks, an
 /// append, over mapped blocks and holes growing the file, and one of 64 KiB spanning 17
 /// blocks (the block mappings' limit on the explorer's small journals).
-pub const UNTORN_OPS: &[&str] = &["untorn-small", "untorn-overwrite", "untorn-append", "untorn-hole", "untorn-limit"];
+pub const UNTORN_OPS: &[&str] =
+    &["untorn-small", "untorn-block", "untorn-overwrite", "untorn-append", "untorn-hole", "untorn-limit"];
 
 /// Named pswaps (`ctfs` images): data pages of one file with holes of another, a file's
 /// own pages, and a range past the small file's partition (after `truncate-up`, which
@@ -403,6 +413,7 @@ pub fn ace_op(name: &str) -> Option<Op> {
         "write-past-eof" => Op::Write { path: s("/g"), off: 9000, len: 3, seed: 14 },
         "fill-hole" => Op::Write { path: s("/h"), off: 8192, len: 4096, seed: 15 },
         "untorn-small" => Op::Untorn { path: s("/g"), off: Some(10), len: 50, seed: 21 },
+        "untorn-block" => Op::Untorn { path: s("/A/f"), off: Some(4096), len: 4096, seed: 26 },
         "untorn-overwrite" => Op::Untorn { path: s("/A/f"), off: Some(1000), len: 6000, seed: 22 },
         "untorn-append" => Op::Untorn { path: s("/g"), off: None, len: 5000, seed: 23 },
         "untorn-hole" => Op::Untorn { path: s("/h"), off: Some(4000), len: 40_000, seed: 24 },

@@ -780,11 +780,16 @@ pub(crate) fn extents_of(pairs: &[(Lblk, Pblk)]) -> impl Iterator<Item = Extent>
     })
 }
 
-/// Frees HashFS table slots: tombstones, one fence, then purge.
+/// Frees HashFS table slots: a fence, tombstones, a fence, then purge. The first fence
+/// makes every earlier flush durable before a live key's tombstone can be: an untorn
+/// write's key switch may have left the tombstone of the key's older copy flushed but not
+/// fenced (`fs/untorn.rs`), and if the live copy's tombstone reached the media first, a
+/// crash would bring the older copy's data back.
 pub(crate) fn free_slots<D: PmDevice>(t: &HashTable<D>, dev: &D, slots: &[Pblk]) {
     if slots.is_empty() {
         return;
     }
+    dev.fence();
     let freed: Vec<_> = slots.iter().map(|&s| t.release(s)).collect();
     dev.fence();
     for chunk in freed.chunks(1024) {

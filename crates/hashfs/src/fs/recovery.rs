@@ -5,6 +5,8 @@
 //! - keys past their inode's EOF (a write whose size update rolled back, or a truncate
 //!   interrupted while freeing);
 //! - keys of free inodes (an unlink interrupted while freeing);
+//! - a second copy of a key, farther along its probe path than the live one (an untorn
+//!   write's key switch without the journal, `fs/untorn.rs`, interrupted);
 //! - inodes with no links (unlinked while open, or interrupted while freeing);
 //! - EMPTY slots on a key's probe path (concurrent inserts persisted out of order);
 //! - inode block counts that disagree with the table.
@@ -19,7 +21,7 @@ use super::{read_superblock, FsInner, Progress, SuperblockSource};
 use crate::journal::{self, Journals};
 use crate::layout::inode::InodeState;
 use crate::layout::{Geometry, Ino, Lblk, MappingKind, Pblk, BLOCK_BYTES, SB_STATE_CLEAN};
-use crate::mapping::hashfs::{classify, Entry, HashTable};
+use crate::mapping::hashfs::{classify, key, Entry, HashTable};
 use crate::mapping::{BlockMap, FileMap, Mapped};
 use crate::pm::PmDevice;
 use crate::{Error, Result};
@@ -67,7 +69,8 @@ pub(crate) fn mount<D: PmDevice>(dev: Arc<D>, progress: Progress<'_>) -> Result<
     }
     // The mapping: count each file's blocks and find what a crash left behind.
     let (map, strays) = if kind == MappingKind::HashFs {
-        let (table, strays) = scan_table(dev.clone(), &geo, &sb, &mut scan, &|d| progress(d, total_work))?;
+        let dirty = !report.was_clean;
+        let (table, strays) = scan_table(dev.clone(), &geo, &sb, &mut scan, dirty, &|d| progress(d, total_work))?;
         (FileMap::Hash(table), strays)
     } else {
         let (bm, strays) = scan_block_map(dev.clone(), &geo, &sb, kind, &mut scan, &mut report)?;
@@ -169,12 +172,15 @@ fn scan_inodes<D: PmDevice>(dev: &D, geo: &Geometry, report: &mut MountReport, p
     Scan { ialloc, sizes, nlink_zero, counts: vec![0; geo.inode_count as usize + 1] }
 }
 
-/// The HashFS table: the used count, each file's blocks, and the slots a crash left.
+/// The HashFS table: the used count, each file's blocks, and the slots a crash left
+/// (`dirty`: the image was not cleanly unmounted, so a key may also have a second copy,
+/// farther along its probe path, left by an untorn write's key switch: a stray).
 fn scan_table<D: PmDevice>(
     dev: Arc<D>,
     geo: &Geometry,
     sb: &crate::layout::Superblock,
     scan: &mut Scan,
+    dirty: bool,
     progress: &dyn Fn(u64),
 ) -> Result<(HashTable<D>, Strays)> {
     let table = HashTable::new(dev, geo, sb.hash_seed);
@@ -197,7 +203,10 @@ fn scan_table<D: PmDevice>(
                 let size = scan.sizes.get(ino as usize).copied().unwrap_or(FREE);
                 if size == CORRUPT {
                     used += 1;
-                } else if size == FREE || lblk as u64 >= mappable_blocks(size) {
+                } else if size == FREE
+                    || lblk as u64 >= mappable_blocks(size)
+                    || (dirty && !table.group_holds(key(ino, lblk), s) && table.shadowed(key(ino, lblk), s))
+                {
                     strays.slots.push(s);
                     used += 1;
                 } else {

@@ -18,6 +18,11 @@
 //!   offset), which a move would break up. When the journal cannot take an aligned
 //!   block's old bytes, it moves after all; a mapped file's write fails with Busy.
 //!
+//! One exception needs no transaction: on HashFS (the paper's placement), a write inside
+//! one mapped block that leaves the size alone switches the block's key with two fences
+//! and no undo entries, the nearer of two copies of a key being the live one
+//! (`switch_one`'s comment gives the order; recovery frees the farther copy).
+//!
 //! The new blocks' contents are flushed before the commit, whose first fence orders them
 //! before every mapping change; until then they are reservations (HashFS) or DRAM claims
 //! (allocator) that a crash leaves unreachable and recovery frees.
@@ -37,7 +42,7 @@ use super::FsInner;
 use crate::layout::inode::{INODE_CTIME_OFF, INODE_MTIME_OFF};
 use crate::layout::journal::ENTRY_DATA_BYTES;
 use crate::layout::{Geometry, Lblk, MappingKind, Pblk, BLOCK_BYTES, MAX_FILE_BYTES};
-use crate::mapping::hashfs::{file_key, Freed, GROUP_SLOTS, TOMBSTONE};
+use crate::mapping::hashfs::{file_key, Freed, HashTable, GROUP_SLOTS, TOMBSTONE};
 use crate::mapping::FileMap;
 use crate::pm::PmDevice;
 use crate::{Error, Result};
@@ -158,6 +163,11 @@ impl<D: PmDevice> FsInner<D> {
         }
         let end = off.checked_add(data.len() as u64).filter(|&e| e <= MAX_FILE_BYTES).ok_or(Error::FileTooBig)?;
         let mut blocks = self.plan_untorn(cell, st, off, end)?;
+        if let (FileMap::Hash(t), [b]) = (&self.map, blocks.as_slice()) {
+            if let (How::Moved, Some(old), None, true) = (b.how, b.old, t.groups(), end <= st.raw.size) {
+                return self.switch_one(cell, st, t, b.lblk, old, off, data);
+            }
+        }
         self.claim_untorn(cell, st, &mut blocks, off..end)?;
         let new: Vec<Pblk> = blocks.iter().filter(|b| b.how != How::Logged).map(|b| b.new).collect();
         let r = self.commit_untorn(cell, st, &blocks, off, data);
@@ -165,6 +175,65 @@ impl<D: PmDevice> FsInner<D> {
             self.unclaim_blocks(&new);
         }
         r
+    }
+
+    /// HashFS, an untorn write inside one mapped block that leaves the size alone (the
+    /// common strict overwrite, a database page): the key switch without the journal, in
+    /// two fences. The new block is a reservation on the key's probe path; lookups, and
+    /// recovery (which frees the other copy), take the copy of a key nearest its home, so
+    /// the order of the two slot stores decides the moment the write takes effect:
+    /// - the new slot after the old one: the new data and key are made durable together
+    ///   (the old copy still wins), then the old slot's tombstone (the write takes effect);
+    /// - the new slot before the old one: the new data first, then the key (the write
+    ///   takes effect, the new copy winning); the old slot's tombstone needs no fence of
+    ///   its own (a later fence, or recovery, makes it one).
+    ///
+    /// The write's times stay in DRAM until the file's fsync, as a relaxed overwrite's do.
+    #[allow(clippy::too_many_arguments)]
+    fn switch_one(
+        &self,
+        cell: &InodeCell,
+        st: &mut InodeMem,
+        t: &HashTable<D>,
+        lblk: Lblk,
+        old: Pblk,
+        off: u64,
+        data: &[u8],
+    ) -> Result<()> {
+        let k = file_key(cell.ino, lblk).ok_or(Error::FileTooBig)?;
+        let new = t.reserve(k)?;
+        let start = lblk.0 * BLOCK_BYTES;
+        let (a, z) = ((off - start) as usize, (off - start) as usize + data.len());
+        let at = self.geo.block_off(new.0);
+        if a == 0 && z == BLOCK_BYTES as usize {
+            self.dev.write_nt(at, data);
+        } else {
+            let mut buf = vec![0u8; BLOCK_BYTES as usize];
+            self.dev.read(self.geo.block_off(old.0), &mut buf);
+            buf[a..z].copy_from_slice(data);
+            self.dev.write_nt(at, &buf);
+        }
+        let (new_off, old_off) = (t.slot_off(new.0), t.slot_off(old.0));
+        let freed = t.switch_out(old);
+        if t.probe_distance(k, new.0) > t.probe_distance(k, old.0) {
+            self.dev.store_u64(new_off, k);
+            self.dev.flush(new_off, 8);
+            self.dev.fence();
+            self.dev.store_u64(old_off, TOMBSTONE);
+            self.dev.flush(old_off, 8);
+            self.dev.fence();
+        } else {
+            self.dev.fence();
+            self.dev.store_u64(new_off, k);
+            self.dev.flush(new_off, 8);
+            self.dev.fence();
+            self.dev.store_u64(old_off, TOMBSTONE);
+            self.dev.flush(old_off, 8);
+        }
+        t.switched_out(&[freed]);
+        cell.tcache.put(lblk, new);
+        self.set_write_times(st);
+        Ok(())
     }
 
     /// Finds every block under [off, end) and chooses how each is written, within the

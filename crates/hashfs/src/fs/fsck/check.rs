@@ -218,9 +218,24 @@ fn table<D: PmDevice>(
                     continue;
                 }
                 if let Some(other) = seen.insert(v, slot) {
+                    // Lookups find one copy, the nearer on the probe path: an untorn
+                    // write's key switch interrupted by a crash leaves the other, which
+                    // recovery frees. Neither found: an error.
+                    let live = table.lookup(v).map(|p| p.0);
+                    let (far, fix) = match live {
+                        Some(l) if l == slot => {
+                            unreachable_keys = unreachable_keys.saturating_sub(1); // `other` was counted
+                            (other, leftover(Fix::TombstoneSlot(other)))
+                        }
+                        Some(l) if l == other => {
+                            seen.insert(v, other);
+                            (slot, leftover(Fix::TombstoneSlot(slot)))
+                        }
+                        _ => (slot, Fix::TombstoneSlot(slot)),
+                    };
                     out.add(
-                        format!("table slots {other} and {slot} both map block {lblk} of inode {ino}"),
-                        Fix::TombstoneSlot(slot),
+                        format!("table slots {other} and {slot} both map block {lblk} of inode {ino}; slot {far} goes"),
+                        fix,
                     );
                     continue;
                 }

@@ -182,6 +182,30 @@ impl<D: PmDevice> HashTable<D> {
         }
     }
 
+    /// How far `slot` lies along `key`'s probe path (0: its home).
+    #[inline]
+    pub fn probe_distance(&self, key: u64, slot: u64) -> u64 {
+        self.dist(self.home(key), slot)
+    }
+
+    /// Whether another copy of `key` lies on its probe path before `slot`, EMPTY slots
+    /// included (recovery asks before it repairs probe paths). An untorn write's key
+    /// switch without the journal (`fs/untorn.rs`) that a crash interrupts leaves two
+    /// copies of a key: lookups take the one nearer the home, recovery frees the other.
+    pub fn shadowed(&self, key: u64, slot: u64) -> bool {
+        let mut s = self.home(key);
+        for _ in 0..self.nslots {
+            if s == slot {
+                return false;
+            }
+            if self.load(s) == key {
+                return true;
+            }
+            s = self.next(s);
+        }
+        false
+    }
+
     /// The slot of `key` and the number of slots read, or None if absent.
     #[inline]
     pub fn lookup_from(&self, key: u64, home: u64) -> Option<u64> {
@@ -300,8 +324,9 @@ impl<D: PmDevice> HashTable<D> {
         Freed { slot, home: self.home_at(self.load(slot), slot).unwrap_or(slot) }
     }
 
-    /// After a committed key switch: the old slots (tombstones now, durable) are counted
-    /// free. They are not purged: the old slot lies on the key's probe path, so the key's
+    /// After a committed key switch: the old slots (tombstones now; flushed, and durable
+    /// unless the switch was `fs/untorn.rs`'s without the journal) are counted free. They
+    /// are not purged: the old slot lies on the key's probe path, so the key's
     /// next switch reserves it again (a block overwritten again and again alternates
     /// between two slots), and a tombstone lengthens no probe that the key it replaces
     /// did not; recovery and later frees purge it.
