@@ -33,7 +33,6 @@ bugs=(
     "xattr-orphaned-by-unlink|crates/hashfs/src/fs/data.rs|freeing a file does not unlink its attribute inode in the same transaction|ops unlink,rename-replace"
     "evacuate-no-flush|crates/hashfs/src/fs/evacuate.rs|HashFS's grouped placement moves a block out of a group without flushing its copy before the transaction that remaps it|grouped write-chunk,fallocate-chunk"
     "untorn-copy-no-flush|crates/hashfs/src/fs/untorn.rs|an untorn write's moved block is stored cached (no flush before the commit's fence)|ops untorn-overwrite,untorn-limit"
-    "untorn-unlogged-key|crates/hashfs/src/fs/untorn.rs|an untorn write publishes a moved block's new HashFS key without an undo record|ops untorn-overwrite,untorn-limit"
     "switch-one-fence|crates/hashfs/src/fs/untorn.rs|HashFS's key switch inside one block, new slot after the old: the old slot's tombstone goes with the new data and key, no fence between|ops untorn-small,untorn-block"
     "switch-key-with-data|crates/hashfs/src/fs/untorn.rs|HashFS's key switch inside one block, new slot before the old: the new key goes with the new data, no fence between|workload ace:untorn-small,untorn-small"
     "switch-copies-kept|crates/hashfs/src/fs/recovery.rs|recovery keeps both copies of a key that an interrupted key switch left|ops untorn-small,untorn-block"
@@ -44,7 +43,7 @@ bugs=(
     "stacked-lower-shrink-first|crates/hashfs-spfs/src/absorb.rs|a promoted file's truncation shrinks the lower file before its PM copy|stacked"
     "stacked-drop-before-copy|crates/hashfs-spfs/src/absorb.rs|write-back removes the PM copy before the lower file holds its bytes|stacked"
     "stacked-no-length-repair|crates/hashfs-spfs/src/absorb.rs|the mount leaves a lower file longer than its PM copy (bytes truncated before a crash come back when the file grows)|stacked"
-    "fsync-forgets-times|crates/hashfs/src/fs/api.rs|fsync leaves the times of the file's writes in DRAM (they may lag only until it)|workload ace:append,write-past-eof,fsync-g,chmod"
+    "fsync-forgets-times|crates/hashfs/src/fs/file.rs|fsync leaves the times of the file's writes in DRAM (they may lag only until it)|workload ace:append,write-past-eof,fsync-g,chmod"
     "ctfs-unlogged-pswap|crates/hashfs/src/mapping/ctfs/tx.rs|ctFS's partition move stores its page-table swap straight to PM before the transaction that names the new partition (the released ctFS's order)|ctfs append,write-past-eof,truncate-down"
 )
 
@@ -95,10 +94,6 @@ elif name == "untorn-copy-no-flush":
     sub("crates/hashfs/src/fs/untorn.rs",
         "                    buf[a as usize..z as usize].copy_from_slice(src);\n                    self.dev.write_nt(self.geo.block_off(b.new.0), &buf);\n                }\n                _ => {",
         "                    buf[a as usize..z as usize].copy_from_slice(src);\n                    self.dev.write(self.geo.block_off(b.new.0), &buf);\n                }\n                _ => {")
-elif name == "untorn-unlogged-key":
-    sub("crates/hashfs/src/fs/untorn.rs",
-        "                            tx.write_u64(t.slot_off(b.new.0), k);\n                            tx.write_u64(t.slot_off(p.0), TOMBSTONE);\n",
-        "                            tx.publish_u64(t.slot_off(b.new.0), k);\n                            tx.write_u64(t.slot_off(p.0), TOMBSTONE);\n")
 elif name == "switch-one-fence":
     sub("crates/hashfs/src/fs/untorn.rs",
         "            self.dev.store_u64(new_off, k);\n            self.dev.flush(new_off, 8);\n            self.dev.fence();\n            self.dev.store_u64(old_off, TOMBSTONE);\n            self.dev.flush(old_off, 8);\n            self.dev.fence();\n",
@@ -167,7 +162,7 @@ elif name == "fast-append-no-fence":
         "                added += 1;\n            }\n        }\n        self.dev.fence();\n",
         "                added += 1;\n            }\n        }\n")
 elif name == "fsync-forgets-times":
-    sub("crates/hashfs/src/fs/api.rs",
+    sub("crates/hashfs/src/fs/file.rs",
         "            self.fs.persist_times(&self.cell, &mut st);\n",
         "            let _ = &mut st;\n")
 elif name == "strict-ignored":
