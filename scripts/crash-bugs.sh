@@ -92,20 +92,20 @@ elif name == "evacuate-no-flush":
         "        self.dev.write(to_off, &buf);\n")
 elif name == "untorn-copy-no-flush":
     sub("crates/hashfs/src/fs/untorn.rs",
-        "                    buf[a as usize..z as usize].copy_from_slice(src);\n                    self.dev.write_nt(self.geo.block_off(b.new.0), &buf);\n                }\n                _ => {",
-        "                    buf[a as usize..z as usize].copy_from_slice(src);\n                    self.dev.write(self.geo.block_off(b.new.0), &buf);\n                }\n                _ => {")
+        "        buf[a..a + src.len()].copy_from_slice(src);\n        self.dev.write_nt(at, buf);\n",
+        "        buf[a..a + src.len()].copy_from_slice(src);\n        self.dev.write(at, buf);\n")
 elif name == "switch-one-fence":
     sub("crates/hashfs/src/fs/untorn.rs",
-        "            self.dev.store_u64(new_off, k);\n            self.dev.flush(new_off, 8);\n            self.dev.fence();\n            self.dev.store_u64(old_off, TOMBSTONE);\n            self.dev.flush(old_off, 8);\n            self.dev.fence();\n",
-        "            self.dev.store_u64(new_off, k);\n            self.dev.flush(new_off, 8);\n            self.dev.store_u64(old_off, TOMBSTONE);\n            self.dev.flush(old_off, 8);\n            self.dev.fence();\n")
+        "        self.dev.flush(new_off, 8);\n        self.dev.fence();\n",
+        "        self.dev.flush(new_off, 8);\n        if !after {\n            self.dev.fence();\n        }\n")
 elif name == "switch-key-with-data":
     sub("crates/hashfs/src/fs/untorn.rs",
-        "        } else {\n            self.dev.fence();\n            self.dev.store_u64(new_off, k);\n",
-        "        } else {\n            self.dev.store_u64(new_off, k);\n")
+        "            self.dev.fence(); // the data before the key that makes it live\n",
+        "")
 elif name == "switch-copies-kept":
     sub("crates/hashfs/src/fs/recovery.rs",
-        "                    || (dirty && !table.group_holds(key(ino, lblk), s) && table.shadowed(key(ino, lblk), s))\n",
-        "                    || (dirty && !table.group_holds(key(ino, lblk), s) && table.shadowed(key(ino, lblk), s) && false)\n")
+        "                    || (dirty && !table.group_holds(v, s) && table.shadowed(v, s))\n",
+        "                    || (dirty && !table.group_holds(v, s) && table.shadowed(v, s) && false)\n")
 elif name == "untorn-logged-in-place":
     sub("crates/hashfs/src/fs/untorn.rs",
         "                (How::Logged, Some(p)) => tx.write(self.geo.block_off(p.0) + a, src),\n",

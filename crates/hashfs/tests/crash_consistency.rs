@@ -40,6 +40,11 @@ fn threads() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
 }
 
+/// Named workloads by their ids (`ace:op,op,...`).
+fn workloads(ids: &[&str]) -> Vec<Workload> {
+    ids.iter().map(|id| Workload::from_id(id).expect("known workload")).collect()
+}
+
 /// Fails with every reproducer; prints what was explored.
 fn report(what: &str, stats: &Stats, failures: &[Failure]) {
     eprintln!(
@@ -103,21 +108,15 @@ fn explore_strict_mode_writes() {
 /// pending); also in strict mode.
 #[test]
 fn explore_repeated_untorn_writes_to_one_block() {
-    let w: Vec<Workload> = [
+    let w: Vec<Workload> = workloads(&[
         "ace:untorn-small,untorn-small,untorn-small",
         "ace:untorn-block,untorn-block,fsync",
         "ace:untorn-block,untorn-block,punch",
-    ]
-    .iter()
-    .map(|id| Workload::from_id(id).expect("known workload"))
-    .collect();
+    ]);
     let (stats, failures) =
         crashtest::run(&config(), test_mapping(), test_layout_score(), &w, threads(), &|_, _, _| {});
     report("repeated untorn writes to one block", &stats, &failures);
-    let strict: Vec<Workload> = ["ace:overwrite-small,overwrite-small,overwrite-small"]
-        .iter()
-        .map(|id| Workload::from_id(id).expect("known workload"))
-        .collect();
+    let strict: Vec<Workload> = workloads(&["ace:overwrite-small,overwrite-small,overwrite-small"]);
     let cfg = Config { write_mode: hashfs::WriteMode::Strict, ..config() };
     let (stats2, failures2) =
         crashtest::run(&cfg, test_mapping(), test_layout_score(), &strict, threads(), &|_, _, _| {});
@@ -135,7 +134,7 @@ fn explore_fsync_makes_write_times_durable() {
         "ace:append,write-past-eof,fsync-g,chmod",
         "ace:append,fsync,fsync-g,overwrite",
     ];
-    let w: Vec<Workload> = ids.iter().map(|id| Workload::from_id(id).expect("known names")).collect();
+    let w = workloads(&ids);
     let cfg = Config { samples: 16, recovery_samples: 2, ..config() };
     let (stats, failures) = crashtest::run(&cfg, test_mapping(), test_layout_score(), &w, threads(), &|_, _, _| {});
     report("writes then fsync", &stats, &failures);
@@ -196,10 +195,7 @@ fn explore_create_needing_a_new_directory_block() {
 /// `random:2:13:6`). The keys of such blocks are now logged.
 #[test]
 fn explore_hole_fills_roll_back_whole() {
-    let w: Vec<Workload> = ["ace:fill-hole", "ace:fallocate", "ace:punch,fill-hole"]
-        .iter()
-        .map(|id| Workload::from_id(id).expect("known workload"))
-        .collect();
+    let w: Vec<Workload> = workloads(&["ace:fill-hole", "ace:fallocate", "ace:punch,fill-hole"]);
     let (stats, failures) =
         crashtest::run(&config(), test_mapping(), test_layout_score(), &w, threads(), &|_, _, _| {});
     report("hole fills", &stats, &failures);

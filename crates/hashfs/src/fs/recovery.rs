@@ -21,7 +21,7 @@ use super::{read_superblock, FsInner, Progress, SuperblockSource};
 use crate::journal::{self, Journals};
 use crate::layout::inode::InodeState;
 use crate::layout::{Geometry, Ino, Lblk, MappingKind, Pblk, BLOCK_BYTES, SB_STATE_CLEAN};
-use crate::mapping::hashfs::{classify, key, Entry, HashTable};
+use crate::mapping::hashfs::{classify, Entry, HashTable};
 use crate::mapping::{BlockMap, FileMap, Mapped};
 use crate::pm::PmDevice;
 use crate::{Error, Result};
@@ -187,7 +187,8 @@ fn scan_table<D: PmDevice>(
     let mut strays = Strays::default();
     let mut used = 0u64;
     for s in 0..table.nslots() {
-        match classify(table.load(s), table.nslots()) {
+        let v = table.load(s);
+        match classify(v, table.nslots()) {
             Entry::Empty | Entry::Tombstone => {}
             // Strays count as used until released (each release subtracts one).
             Entry::Reserved { .. } => {
@@ -205,7 +206,7 @@ fn scan_table<D: PmDevice>(
                     used += 1;
                 } else if size == FREE
                     || lblk as u64 >= mappable_blocks(size)
-                    || (dirty && !table.group_holds(key(ino, lblk), s) && table.shadowed(key(ino, lblk), s))
+                    || (dirty && !table.group_holds(v, s) && table.shadowed(v, s))
                 {
                     strays.slots.push(s);
                     used += 1;

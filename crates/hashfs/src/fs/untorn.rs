@@ -202,38 +202,39 @@ impl<D: PmDevice> FsInner<D> {
     ) -> Result<()> {
         let k = file_key(cell.ino, lblk).ok_or(Error::FileTooBig)?;
         let new = t.reserve(k)?;
-        let start = lblk.0 * BLOCK_BYTES;
-        let (a, z) = ((off - start) as usize, (off - start) as usize + data.len());
-        let at = self.geo.block_off(new.0);
-        if a == 0 && z == BLOCK_BYTES as usize {
-            self.dev.write_nt(at, data);
-        } else {
-            let mut buf = vec![0u8; BLOCK_BYTES as usize];
-            self.dev.read(self.geo.block_off(old.0), &mut buf);
-            buf[a..z].copy_from_slice(data);
-            self.dev.write_nt(at, &buf);
-        }
+        self.fill_moved(new, old, (off - lblk.0 * BLOCK_BYTES) as usize, data, &mut Vec::new());
         let (new_off, old_off) = (t.slot_off(new.0), t.slot_off(old.0));
         let freed = t.switch_out(old);
-        if t.probe_distance(k, new.0) > t.probe_distance(k, old.0) {
-            self.dev.store_u64(new_off, k);
-            self.dev.flush(new_off, 8);
-            self.dev.fence();
-            self.dev.store_u64(old_off, TOMBSTONE);
-            self.dev.flush(old_off, 8);
-            self.dev.fence();
-        } else {
-            self.dev.fence();
-            self.dev.store_u64(new_off, k);
-            self.dev.flush(new_off, 8);
-            self.dev.fence();
-            self.dev.store_u64(old_off, TOMBSTONE);
-            self.dev.flush(old_off, 8);
+        let after = t.probe_distance(k, new.0) > t.probe_distance(k, old.0);
+        if !after {
+            self.dev.fence(); // the data before the key that makes it live
+        }
+        self.dev.store_u64(new_off, k);
+        self.dev.flush(new_off, 8);
+        self.dev.fence();
+        self.dev.store_u64(old_off, TOMBSTONE);
+        self.dev.flush(old_off, 8);
+        if after {
+            self.dev.fence(); // the tombstone makes the write take effect
         }
         t.switched_out(&[freed]);
         cell.tcache.put(lblk, new);
         self.set_write_times(st);
         Ok(())
+    }
+
+    /// Fills new block `new` for a moved block: the old block `old`'s contents with `src`
+    /// over its bytes from `a` (a whole block: `src` alone), in non-temporal stores, durable
+    /// at the next fence. `buf` is scratch.
+    fn fill_moved(&self, new: Pblk, old: Pblk, a: usize, src: &[u8], buf: &mut Vec<u8>) {
+        let at = self.geo.block_off(new.0);
+        if a == 0 && src.len() == BLOCK_BYTES as usize {
+            return self.dev.write_nt(at, src);
+        }
+        buf.resize(BLOCK_BYTES as usize, 0);
+        self.dev.read(self.geo.block_off(old.0), buf);
+        buf[a..a + src.len()].copy_from_slice(src);
+        self.dev.write_nt(at, buf);
     }
 
     /// Finds every block under [off, end) and chooses how each is written, within the
@@ -349,12 +350,7 @@ impl<D: PmDevice> FsInner<D> {
                 (How::Logged, Some(p)) => tx.write(self.geo.block_off(p.0) + a, src),
                 // A whole block: the data alone, from the caller's buffer.
                 (_, _) if a == 0 && z == BLOCK_BYTES => self.dev.write_nt(self.geo.block_off(b.new.0), src),
-                (How::Moved, Some(p)) => {
-                    buf.resize(BLOCK_BYTES as usize, 0);
-                    self.dev.read(self.geo.block_off(p.0), &mut buf);
-                    buf[a as usize..z as usize].copy_from_slice(src);
-                    self.dev.write_nt(self.geo.block_off(b.new.0), &buf);
-                }
+                (How::Moved, Some(p)) => self.fill_moved(b.new, p, a as usize, src, &mut buf),
                 _ => {
                     buf.clear();
                     buf.resize(BLOCK_BYTES as usize, 0);
