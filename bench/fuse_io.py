@@ -19,7 +19,8 @@ import argparse, json, os, platform, shutil, statistics, subprocess, sys, tempfi
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 HASHFS = os.path.join(ROOT, "target/release/hashfs")
-T975 = [12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228]
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from estimator import t975  # noqa: E402
 
 
 def run(cmd, check=True):
@@ -33,8 +34,7 @@ def mean_ci(v):
     m = statistics.mean(v)
     if len(v) < 2:
         return m, float("nan")
-    t = T975[len(v) - 2] if len(v) - 2 < len(T975) else 1.96
-    return m, t * statistics.stdev(v) / len(v) ** 0.5
+    return m, t975(len(v) - 1) * statistics.stdev(v) / len(v) ** 0.5
 
 
 def fio(path, rw, bs, size, runtime=None):

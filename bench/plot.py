@@ -38,6 +38,7 @@ from plot_ctfs import micro, pswap, ycsb  # noqa: E402
 from plot_untorn import untorn  # noqa: E402
 from plot_winefs import wine_2mib, wine_aging  # noqa: E402
 from plot_stacked import stacked_section  # noqa: E402
+import estimator  # noqa: E402
 import run_variance  # noqa: E402
 
 GLOBAL = ["hashfs", "cuckoo"]
@@ -47,12 +48,17 @@ OPS = ["seq_read", "rand_read", "append"]
 SHARE = {"metric": "map_share", "scale": 100, "ylabel": "% of IO latency in mapping"}
 
 
+# How a point's images are summarized (bench/estimator.py): "trimmed" or "mean".
+ESTIMATOR = ["trimmed"]
+
+
 def load(results):
     out = {}
     for name in sorted(os.listdir(results)):
         if name.endswith(".json"):
             with open(os.path.join(results, name)) as f:
                 d = json.load(f)
+            estimator.apply(d, ESTIMATOR[0])
             out[d["experiment"]] = d
     return out
 
@@ -748,7 +754,14 @@ def main():
     ap.add_argument(
         "--stacked", default="bench/stacked/run1.json", help="bench/stacked.py's JSON: the SPFS stacked-mode section"
     )
+    ap.add_argument(
+        "--estimator",
+        choices=["trimmed", "mean"],
+        default="trimmed",
+        help="a point over its images: 20%% trimmed mean with Yuen's interval (bench/estimator.py), or the plain mean",
+    )
     args = ap.parse_args()
+    ESTIMATOR[0] = args.estimator
     data = load(args.results)
     discussion = load_discussion(args.discussion)
     if not data:

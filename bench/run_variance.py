@@ -18,9 +18,8 @@ on the log scale, sqrt((ci/m)^2 + (1.96 sigma)^2), in both runs alike; the verdi
 
 import math
 
-# Two-sided 97.5% quantiles of Student's t by degrees of freedom (the images of a point less
-# one): a point's standard error is its 95% half-width over this.
-T975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262}
+import estimator
+
 Z975 = 1.96
 # The search range of sigma (log scale): 0, and 1e-4 to 3 (a factor of 20 per run).
 GRID = [0.0] + [math.exp(math.log(1e-4) + i * (math.log(3.0) - math.log(1e-4)) / 600) for i in range(601)]
@@ -38,11 +37,12 @@ def label(point):
 
 def log_se(fig, n):
     """Standard error of the log mean of a figure over n images (its 95% half-width over
-    t(n - 1) and the mean), or None when it has no interval between images."""
+    Student's t with the estimate's degrees of freedom, n - 1 for a plain mean, and over the
+    mean), or None when it has no interval between images."""
     m, c = fig.get("mean"), fig.get("ci95")
     if n < 2 or m is None or c is None or not m > 0 or math.isnan(c):
         return None
-    return c / T975.get(n - 1, Z975) / m
+    return c / estimator.t975(fig.get("df", n - 1)) / m
 
 
 def pairs(d1, d2):

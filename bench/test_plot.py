@@ -10,6 +10,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import plot  # noqa: E402
+import estimator  # noqa: E402
 import run_variance  # noqa: E402
 from plot import AGREES, DIFFERS, INCONCLUSIVE, INF, all_of, rint, within  # noqa: E402
 
@@ -100,7 +101,7 @@ def test_run_effect_recovers_a_shift_between_runs():
     means = [100.0 * (i + 1) for i in range(10)]
     (s, points, apart), = run_variance.estimate({"e": _run(means)}, {"e": _run([m * 1.3 for m in means])}).values()
     assert points == 10 and apart == 10
-    v = 2 * (0.01 / run_variance.T975[4]) ** 2
+    v = 2 * (0.01 / estimator.t975(4)) ** 2
     assert abs(2 * s * s + v - math.log(1.3) ** 2) < 0.002, s
 
 
@@ -112,7 +113,7 @@ def test_run_effect_estimate_on_simulated_runs():
         true = math.log(100.0 * (1 + i % 17))
         a.append(math.exp(true + rng.gauss(0, 0.2) + rng.gauss(0, 0.05)))
         b.append(math.exp(true + rng.gauss(0, 0.2) + rng.gauss(0, 0.05)))
-    share = 0.05 * run_variance.T975[4]  # a 95% half-width whose standard error is 5%
+    share = 0.05 * estimator.t975(4)  # a 95% half-width whose standard error is 5%
     (s, *_), = run_variance.estimate({"e": _run(a, share)}, {"e": _run(b, share)}).values()
     assert 0.16 < s < 0.24, s
 
@@ -134,6 +135,33 @@ def test_run_effect_turns_a_flip_into_inconclusive_in_both():
     assert [below(r) for r in runs] == [INCONCLUSIVE, INCONCLUSIVE]
     kept = runs[0]["e"]["points"][0]["map_cycles"]
     assert kept["ci95_within_run"] == 1.0 and kept["ci95"] > 30
+
+
+
+def test_trimmed_mean_and_yuen_interval():
+    # 1..9 and an outlier: g = 2 dropped from each end, kept 3..8 (mean 5.5); winsorized
+    # 3,3,3,4,5,6,7,8,8,8: squared deviations 42.5, s_w^2 = 42.5 / 9; Yuen's standard error
+    # sqrt(9 s_w^2 / (6 * 5)) = sqrt(42.5 / 30); t(5) = 2.571.
+    mean, ci, g = estimator.trimmed([1, 2, 3, 4, 5, 6, 7, 8, 9, 100])
+    assert g == 2 and mean == 5.5
+    assert abs(ci - 2.571 * math.sqrt(42.5 / 30)) < 1e-9
+    # The outlier does not move it; the plain mean would go from 5.5 to 14.5.
+    assert estimator.trimmed([1, 2, 3, 4, 5, 6, 7, 8, 9, 10])[0] == 5.5
+    # Below five values nothing is trimmed: the plain mean with Student's t.
+    mean, ci, g = estimator.trimmed([1.0, 2.0, 3.0])
+    assert g == 0 and mean == 2.0 and abs(ci - 4.303 * 1.0 / math.sqrt(3)) < 1e-9
+
+
+def test_estimator_replaces_a_figure_and_keeps_the_plain_one():
+    fig = {"mean": 14.5, "ci95": 20.0, "images": [{"mean": float(x)} for x in [1, 2, 3, 4, 5, 6, 7, 8, 9, 100]]}
+    d = {"points": [{"mapping": "m", "map_cycles": fig}]}
+    estimator.apply(d, "mean")
+    assert fig["mean"] == 14.5, "--estimator mean leaves the JSON's figures"
+    estimator.apply(d)
+    assert fig["mean"] == 5.5 and fig["mean_plain"] == 14.5 and fig["ci95_plain"] == 20.0 and fig["df"] == 5
+    # The run effect reads the standard error with the estimate's degrees of freedom.
+    se = run_variance.log_se(fig, 10)
+    assert abs(se - math.sqrt(42.5 / 30) / 5.5) < 1e-3
 
 
 if __name__ == "__main__":
