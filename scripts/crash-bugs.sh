@@ -2,8 +2,10 @@
 # Proof that the crash explorer bites: each deliberate bug below is applied, alone, to a
 # scratch copy of the tree, the copy is rebuilt, and the explorer (or, for the rollback
 # order, the journal's exhaustive exploration of two open transactions; for SPFS's stacked
-# mode, its own explorer over the PM side, crates/hashfs-spfs/src/crashtest.rs) must fail
-# on it.
+# mode, its own explorer over the PM side, crates/hashfs-spfs/src/crashtest.rs; for two
+# HashFS slot orders that the explorer's small images or its sampling do not reach, a test
+# in crates/hashfs/tests/untorn_writes.rs that enumerates every crash image over the slots'
+# lines) must fail on it.
 # The unmodified copy passes the same checks first, so every failure is the bug's.
 #
 #   ./scripts/crash-bugs.sh            # every bug
@@ -33,6 +35,8 @@ bugs=(
     "xattr-orphaned-by-unlink|crates/hashfs/src/fs/data.rs|freeing a file does not unlink its attribute inode in the same transaction|ops unlink,rename-replace"
     "evacuate-no-flush|crates/hashfs/src/fs/evacuate.rs|HashFS's grouped placement moves a block out of a group without flushing its copy before the transaction that remaps it|grouped write-chunk,fallocate-chunk"
     "untorn-copy-no-flush|crates/hashfs/src/fs/untorn.rs|an untorn write's moved block is stored cached (no flush before the commit's fence)|ops untorn-overwrite,untorn-limit"
+    "untorn-unlogged-key|crates/hashfs/src/fs/untorn.rs|an untorn write publishes a moved block's new HashFS key without an undo record|test untorn_writes an_untorn_write_across_two_blocks_whose_new_slots_come_first_is_whole_or_absent"
+    "free-slots-no-fence|crates/hashfs/src/fs/data.rs|freeing HashFS slots stores tombstones with no fence first: a live copy's tombstone may reach the media before an older copy's pending one|test untorn_writes a_hole_punched_after_a_key_switch_never_revives_the_older_copy"
     "switch-one-fence|crates/hashfs/src/fs/untorn.rs|HashFS's key switch inside one block, new slot after the old: the old slot's tombstone goes with the new data and key, no fence between|ops untorn-small,untorn-block"
     "switch-key-with-data|crates/hashfs/src/fs/untorn.rs|HashFS's key switch inside one block, new slot before the old: the new key goes with the new data, no fence between|workload ace:untorn-small,untorn-small"
     "switch-copies-kept|crates/hashfs/src/fs/recovery.rs|recovery keeps both copies of a key that an interrupted key switch left|ops untorn-small,untorn-block"
@@ -94,6 +98,14 @@ elif name == "untorn-copy-no-flush":
     sub("crates/hashfs/src/fs/untorn.rs",
         "        buf[a..a + src.len()].copy_from_slice(src);\n        self.dev.write_nt(at, buf);\n",
         "        buf[a..a + src.len()].copy_from_slice(src);\n        self.dev.write(at, buf);\n")
+elif name == "untorn-unlogged-key":
+    sub("crates/hashfs/src/fs/untorn.rs",
+        "                            tx.write_u64(t.slot_off(b.new.0), k);\n                            tx.write_u64(t.slot_off(p.0), TOMBSTONE);\n",
+        "                            tx.publish_u64(t.slot_off(b.new.0), k);\n                            tx.write_u64(t.slot_off(p.0), TOMBSTONE);\n")
+elif name == "free-slots-no-fence":
+    sub("crates/hashfs/src/fs/data.rs",
+        "    dev.fence();\n    let freed: Vec<_> = slots.iter().map(|&s| t.release(s)).collect();\n",
+        "    let freed: Vec<_> = slots.iter().map(|&s| t.release(s)).collect();\n")
 elif name == "switch-one-fence":
     sub("crates/hashfs/src/fs/untorn.rs",
         "        self.dev.flush(new_off, 8);\n        self.dev.fence();\n",
@@ -180,6 +192,9 @@ build_check() {
     local check=$1
     case $check in
         unit\ *) (cd "$work/src" && cargo test -q --profile crash-bugs -p hashfs --lib --no-run) >"$work/build.log" 2>&1 ;;
+        test\ *)
+            local t=${check#test }
+            (cd "$work/src" && cargo test -q --profile crash-bugs -p hashfs --test "${t%% *}" --no-run) >"$work/build.log" 2>&1 ;;
         stacked) (cd "$work/src" && cargo test -q --profile crash-bugs -p hashfs-spfs --lib --no-run) >"$work/build.log" 2>&1 ;;
         *) (cd "$work/src" && cargo build -q --profile crash-bugs -p hashfs-cli) >"$work/build.log" 2>&1 ;;
     esac || { echo "crash-bugs: the scratch tree does not build for $check:" >&2; tail -20 "$work/build.log" >&2; exit 2; }
@@ -193,6 +208,10 @@ run_check() {
     case $check in
         unit\ *)
             (cd "$work/src" && cargo test -q --profile crash-bugs -p hashfs --lib "${check#unit }") >"$work/check.log" 2>&1 ;;
+        test\ *)
+            local t=${check#test }
+            (cd "$work/src" && cargo test -q --profile crash-bugs -p hashfs --test "${t%% *}" -- --exact "${t#* }") \
+                >"$work/check.log" 2>&1 ;;
         ops\ *)
             "$hashfs" crashtest --mapping hashfs,extent-tree,cuckoo --ops "${check#ops }" "${common[@]}" >"$work/check.log" 2>&1 ;;
         strict\ *)
