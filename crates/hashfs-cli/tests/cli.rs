@@ -368,6 +368,20 @@ fn paper_benchmark_smoke() {
             }
         }
     }
+    // ctFS on one large file: append and random read, shares of time in [0, 1] with
+    // translation a part of mapping, both images kept.
+    let doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("ctfs-large.json")).unwrap()).unwrap();
+    let points = doc["points"].as_array().unwrap();
+    let ops: Vec<&str> = points.iter().map(|p| p["op"].as_str().unwrap()).collect();
+    assert_eq!(ops, ["append", "rand_read"]);
+    for p in points {
+        let f = |k: &str| p[k]["mean"].as_f64().unwrap();
+        assert!(f("ns_per_op") > 0.0, "{p}");
+        assert!((0.0..=1.0).contains(&f("map_share")) && f("translate_share") >= 0.0, "{p}");
+        assert!(f("translate_share") <= f("map_share") + 1e-9, "{p}");
+        assert_eq!(p["translate_share"]["images"].as_array().unwrap().len(), 2, "{p}");
+    }
     // No scratch image is left behind.
     let left: Vec<_> = std::fs::read_dir(dir.path())
         .unwrap()

@@ -7,7 +7,9 @@
 //! `rdtscp`. The IO path marks those spans itself: every translation (translation cache,
 //! cursor, structure), every block claim (HashFS slot reservation or allocator), every
 //! staged structure change, and the commit that makes the change durable, each with a
-//! guard ([`map`], [`commit`]) that lives as long as the span.
+//! guard ([`map`], [`commit`]) that lives as long as the span. Translations ([`translate`])
+//! are mapping spans counted a second time on their own, for the claims about translation
+//! alone (ctFS: offset to address by one addition).
 //!
 //! Compiled in only with the cargo feature `probe` (the paper benchmark's build,
 //! `scripts/bench-paper.sh`). Without it a guard is an empty type with no `Drop`, so the IO
@@ -36,6 +38,13 @@ pub(crate) fn commit() -> Span {
     Span
 }
 
+/// Starts a translation span (a mapping span that only finds where a block lies).
+#[cfg(not(feature = "probe"))]
+#[inline(always)]
+pub(crate) fn translate() -> Span {
+    Span
+}
+
 #[cfg(feature = "probe")]
 mod on {
     use std::cell::Cell;
@@ -54,10 +63,16 @@ mod on {
         /// same transaction also persists the inode's new size and block count).
         pub commit_cycles: u64,
         pub commit_spans: u64,
+        /// Of `map_cycles`, translation alone (finding where blocks lie: translation
+        /// cache, cursor, structure lookup, ctFS's view), without claims and changes.
+        pub translate_cycles: u64,
+        pub translate_spans: u64,
     }
 
     thread_local! {
-        static COUNTS: Cell<Counts> = const { Cell::new(Counts { map_cycles: 0, map_spans: 0, commit_cycles: 0, commit_spans: 0 }) };
+        static COUNTS: Cell<Counts> = const {
+            Cell::new(Counts { map_cycles: 0, map_spans: 0, commit_cycles: 0, commit_spans: 0, translate_cycles: 0, translate_spans: 0 })
+        };
     }
 
     /// Whether this CPU has `rdtscp` (CPUID 0x8000_0001, EDX bit 27).
@@ -99,6 +114,8 @@ mod on {
     enum Kind {
         Map,
         Commit,
+        /// Counted as mapping and, besides, as translation.
+        Translate,
     }
 
     /// A span in progress; adds its cycles to this thread's counts when dropped.
@@ -125,6 +142,12 @@ mod on {
                         v.commit_cycles += d;
                         v.commit_spans += 1;
                     }
+                    Kind::Translate => {
+                        v.map_cycles += d;
+                        v.map_spans += 1;
+                        v.translate_cycles += d;
+                        v.translate_spans += 1;
+                    }
                 }
                 c.set(v);
             });
@@ -141,6 +164,12 @@ mod on {
     #[inline]
     pub fn commit() -> Span {
         Span { t0: start(), kind: Kind::Commit }
+    }
+
+    /// Starts a translation span: counted as mapping, and as translation besides.
+    #[inline]
+    pub fn translate() -> Span {
+        Span { t0: start(), kind: Kind::Translate }
     }
 
     /// An empty span (counted as mapping), for calibrating the accounting's own cost.
@@ -171,10 +200,14 @@ mod on {
                 std::hint::black_box((0..1000u64).sum::<u64>());
             }
             drop(commit());
+            {
+                let _s = translate();
+                std::hint::black_box((0..1000u64).sum::<u64>());
+            }
             let c = take();
             enable(false).unwrap();
-            assert_eq!((c.map_spans, c.commit_spans), (1, 1));
-            assert!(c.map_cycles > 0);
+            assert_eq!((c.map_spans, c.commit_spans, c.translate_spans), (2, 1, 1));
+            assert!(c.translate_cycles > 0 && c.map_cycles > c.translate_cycles, "translation is part of mapping");
             assert_eq!(take(), Counts::default(), "take resets");
         }
     }

@@ -107,7 +107,7 @@ impl<D: PmDevice> FsInner<D> {
         end: Lblk,
         size_blocks: u64,
     ) -> Result<Option<Extent>> {
-        let _span = probe::map();
+        let _span = probe::translate();
         match &self.map {
             FileMap::Hash(t) => Ok(translate_hash(t, cell, lblk, end, size_blocks)),
             FileMap::Blocks(b) => {

@@ -27,6 +27,7 @@ pub fn run(name: &str, ctx: &Ctx) -> Result<Report, Failure> {
         "untorn" => super::untorn::run(ctx),
         "ctfs-pswap" => super::ctfs::run(ctx),
         "ctfs-micro" => super::ctfs::micro(ctx),
+        "ctfs-large" => super::ctfs::large(ctx),
         "ctfs-ycsb" => super::ycsb::run(ctx),
         _ => Err(fail(format!("unknown experiment {name}"))),
     }

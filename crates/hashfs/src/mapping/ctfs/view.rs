@@ -140,7 +140,7 @@ impl View {
     /// mapped (mapping them if they can be). Counted as translation by the probe: the
     /// check (and a fill), not the copy that follows.
     fn locate<M: MemRead>(&self, f: &FileRef<'_, M>, off: u64, len: u64) -> Result<Option<u64>> {
-        let _span = crate::probe::map();
+        let _span = crate::probe::translate();
         let need = (off + len).div_ceil(BLOCK_BYTES);
         let found = self.ensure(f.m, f.geo, f.ino, f.raw, need, f.size_blocks)?;
         Ok(found.map(|p| p.base * BLOCK_BYTES + off))
