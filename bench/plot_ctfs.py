@@ -228,7 +228,7 @@ def large(d, png, h):
         "IO, not indexing (its Table 1 uses 10 GB files); issue 17's goal: a 4 KiB append and a 4 KiB "
         "random read on a 10 GiB `ctfs` file spend at most 3% of their time on translation. "
         "Translation is the probe's `translate` spans (finding where a block lies: ctFS's view, else "
-        "the page table); mapping adds the claims of new blocks, the page-table insertions and the "
+        "the page table; in an append, the lookup of the previous block that places the new one after it); mapping adds the claims of new blocks, the page-table insertions and the "
         "commits that make them durable.\n"
     ]
     if ops:

@@ -656,6 +656,19 @@ fn print_table(points: &[Value]) {
             );
             continue;
         }
+        if p.get("translate_share").is_some() {
+            println!(
+                "{:<20} {:<10} {:<6} {:<12} {:>9.0} ns per operation, {:.1}% in mapping, {:.2}% in translation",
+                s("mapping"),
+                s("op"),
+                s("cache"),
+                s("x"),
+                m("ns_per_op"),
+                100.0 * m("map_share"),
+                100.0 * m("translate_share")
+            );
+            continue;
+        }
         if p.get("strict_over_relaxed").is_some() {
             let ci = |k: &str| p[k]["ci95"].as_f64().unwrap_or(f64::NAN);
             println!(
