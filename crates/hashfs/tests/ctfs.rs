@@ -316,3 +316,58 @@ fn a_full_virtual_space_refuses_growth_but_not_truncation() {
     }
     assert_eq!(partitions(&fs).levels[9].empty, 3, "the space merges back but for the root's: {:?}", partitions(&fs));
 }
+
+/// pswap moves the live mappings with the page-table entries (`mremap`), as ctFS's kernel
+/// swaps them: files whose ranges lie in their mapped prefixes keep those prefixes, and
+/// reads through the view return the exchanged bytes at once, for a 2 MiB-aligned range
+/// (whole leaves) and an unaligned one; a partition move (a file growing out of its
+/// partition) keeps the file's mapped pages too. Giving the mappings back instead would
+/// be correct but leave the prefixes short (the first assertions fail).
+#[test]
+fn pswap_and_partition_moves_keep_the_live_mappings() {
+    let dir = tempfile::tempdir_in("/dev/shm").unwrap();
+    let fs = image(dir.path());
+    let rw = OpenOptions::new().read(true).write(true).create(true).clone();
+    let fill = |name: &str, len: usize, seed: u8| {
+        let f = fs.open_file(Path::new(name), &rw).unwrap();
+        let data: Vec<u8> = (0..len).map(|i| seed.wrapping_add((i / 4096) as u8)).collect();
+        f.write_at(0, &data).unwrap();
+        let mut buf = vec![0u8; len];
+        assert_eq!(f.read_at(0, &mut buf).unwrap(), len); // maps the file's pages
+        (f, data)
+    };
+    let (a, mut da) = fill("/a", 4 * MIB as usize, 1);
+    let (b, mut db) = fill("/b", 4 * MIB as usize, 101);
+    let (ia, ib) = (a.metadata().unwrap().ino, b.metadata().unwrap().ino);
+    let pages = |i| fs.ctfs_view_pages(i).unwrap();
+    let (pa, pb) = (pages(ia), pages(ib));
+    assert!(pa >= 1024 && pb >= 1024, "both files mapped: {pa}, {pb}");
+    for (off_a, off_b, len) in [(0u64, 2 * MIB, 2 * MIB), (4096, 3 * 4096, 5 * 4096)] {
+        a.swap_pages(off_a, &b, off_b, len).unwrap();
+        let (ra, rb) = (off_a as usize..(off_a + len) as usize, off_b as usize..(off_b + len) as usize);
+        let tmp = da[ra.clone()].to_vec();
+        da[ra].copy_from_slice(&db[rb.clone()]);
+        db[rb].copy_from_slice(&tmp);
+        assert_eq!((pages(ia), pages(ib)), (pa, pb), "the prefixes stay mapped after pswap at {off_a}");
+        for (f, model) in [(&a, &da), (&b, &db)] {
+            let mut buf = vec![0u8; model.len()];
+            f.read_at(0, &mut buf).unwrap();
+            assert!(buf == *model, "the exchanged bytes through the view");
+        }
+        assert_eq!((pages(ia), pages(ib)), (pa, pb), "served by the mappings that moved");
+    }
+    // A file in a 256 KiB partition, mapped, grown into a 2 MiB one.
+    let (c, mut dc) = fill("/c", 200 * 1024, 7);
+    let ic = c.metadata().unwrap().ino;
+    let before = pages(ic);
+    assert!(before >= 50, "{before}");
+    let more = vec![9u8; 200 * 1024];
+    c.write_at(dc.len() as u64, &more).unwrap();
+    dc.extend_from_slice(&more);
+    assert_eq!(pages(ic), before, "the mapped pages moved with the file");
+    let mut buf = vec![0u8; dc.len()];
+    c.read_at(0, &mut buf).unwrap();
+    assert!(buf == dc, "the moved file reads back");
+    drop((a, b, c));
+    fs.unmount().unwrap();
+}

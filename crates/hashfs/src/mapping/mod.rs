@@ -356,9 +356,20 @@ pub struct MapTx<'a, D: PmDevice> {
     /// (given back once it has).
     parts_taken: Vec<Partition>,
     parts_left: Vec<Partition>,
-    /// ctFS: files whose pages this change removes or moves, with the partition they were
-    /// in and the first page concerned (their live view is given back from there).
-    moved: Vec<(Ino, Partition, u64)>,
+    /// ctFS: what this change does to files' pages, for their live view, in order.
+    moved: Vec<ViewChange>,
+}
+
+/// A change to files' pages that ctFS's live view follows once it has committed
+/// (`mapping/ctfs/view.rs`).
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum ViewChange {
+    /// Pages of the file in the partition removed from this page on: given back.
+    Removed(Ino, Partition, u64),
+    /// The file moved to a new partition: its mapped pages follow it.
+    Moved(Ino, Partition, Partition),
+    /// pswap: two ranges of pages (file, partition, first page) exchanged, `n` pages each.
+    Exchanged((Ino, Partition, u64), (Ino, Partition, u64), u64),
 }
 
 impl<D: PmDevice> NodeAlloc for MapTx<'_, D> {
@@ -531,7 +542,7 @@ impl<'a, D: PmDevice> MapTx<'a, D> {
             }
             Index::Ctfs(c) => {
                 let Some(p) = Partition::from_word(raw.ctfs_partition())? else { return Ok(0) };
-                self.moved.push((Ino(ino), p, from));
+                self.moved.push(ViewChange::Removed(Ino(ino), p, from));
                 if from < p.pages() {
                     self.with_staged(|st, na| {
                         ctfs::ppt::unmap(st, geo, na, p.base + from, p.base + to.min(p.pages()))
@@ -617,7 +628,7 @@ pub struct Finished<'a, D: PmDevice> {
     exthash_inserted: bool,
     parts_taken: Vec<Partition>,
     parts_left: Vec<Partition>,
-    moved: Vec<(Ino, Partition, u64)>,
+    moved: Vec<ViewChange>,
 }
 
 impl<D: PmDevice> Finished<'_, D> {
@@ -629,7 +640,18 @@ impl<D: PmDevice> Finished<'_, D> {
         }
         if let Some(v) = self.map.ctfs_view() {
             // Before any block can be reused; harmless when nothing committed.
-            self.moved.iter().for_each(|&(ino, p, from)| v.forget(ino, p, from));
+            for &c in &self.moved {
+                match c {
+                    ViewChange::Removed(ino, p, from) => v.forget(ino, p, from),
+                    ViewChange::Moved(ino, old, new) if committed => v.moved(ino, old, new),
+                    ViewChange::Moved(ino, old, _) => v.forget(ino, old, 0),
+                    ViewChange::Exchanged(a, b, n) if committed => v.exchanged(a, b, n),
+                    ViewChange::Exchanged((a, pa, la), (b, pb, lb), _) => {
+                        v.forget(a, pa, la);
+                        v.forget(b, pb, lb);
+                    }
+                }
+            }
         }
         if committed {
             self.map.alloc.release(&self.freed);

@@ -96,6 +96,51 @@ impl VirtualSpace {
         Ok(())
     }
 
+    /// Moves the page-table entries of `len` bytes at `from` to `to` (both in the space;
+    /// `to`'s old mapping is replaced) without touching the data: `mremap` with
+    /// `MREMAP_DONTUNMAP`, so that `from` stays mapped to the same image pages (faulted
+    /// again on access) and the space never has a hole another `mmap` could land in.
+    pub fn move_pages(&self, from: u64, to: u64, len: u64) -> io::Result<()> {
+        if len == 0 {
+            return Ok(());
+        }
+        let (from, to) = (self.check(from, len), self.check(to, len));
+        // SAFETY: both ranges lie in our reservation (bounds checked); the move replaces
+        // `to`'s pages and leaves `from` mapped.
+        unsafe { remap(self.base.add(from), self.base.add(to), len as usize, libc::MREMAP_DONTUNMAP) }
+    }
+
+    /// Exchanges the mappings of two ranges of `len` bytes that do not overlap, by way of
+    /// a scratch range outside the space: a's entries to the scratch, b's to a, the
+    /// scratch's to b; no page is faulted again. On an error the ranges may hold either
+    /// mapping: the caller gives both back.
+    pub fn exchange(&self, a: u64, b: u64, len: u64) -> io::Result<()> {
+        if len == 0 {
+            return Ok(());
+        }
+        let (a, b) = (self.check(a, len), self.check(b, len));
+        let anon = libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE;
+        // SAFETY: a new mapping of our own, at an address the kernel chooses.
+        let scratch = unsafe { libc::mmap(std::ptr::null_mut(), len as usize, libc::PROT_NONE, anon, -1, 0) };
+        if scratch == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        let scratch = scratch as *mut u8;
+        let (pa, pb) = (self.base.wrapping_add(a), self.base.wrapping_add(b));
+        // SAFETY: `a` and `b` lie in our reservation (bounds checked) and `scratch` is ours;
+        // each move replaces its target's pages. The last move leaves no scratch behind.
+        let r = unsafe {
+            remap(pa, scratch, len as usize, libc::MREMAP_DONTUNMAP)
+                .and_then(|()| remap(pb, pa, len as usize, libc::MREMAP_DONTUNMAP))
+                .and_then(|()| remap(scratch, pb, len as usize, 0))
+        };
+        if r.is_err() {
+            // SAFETY: the scratch range is ours (whatever it holds now).
+            unsafe { libc::munmap(scratch as *mut libc::c_void, len as usize) };
+        }
+        r
+    }
+
     /// Copies `buf.len()` bytes from offset `at`.
     ///
     /// # Safety
@@ -137,4 +182,18 @@ impl Drop for VirtualSpace {
 /// The kernel's limit on a process's mappings (`vm.max_map_count`), 65,530 if unreadable.
 pub fn max_map_count() -> u64 {
     std::fs::read_to_string("/proc/sys/vm/max_map_count").ok().and_then(|s| s.trim().parse().ok()).unwrap_or(65_530)
+}
+
+/// `mremap` of `len` bytes from `from` to exactly `to`, with `flags` besides.
+///
+/// # Safety
+/// Both ranges must be mappings the caller owns; `to`'s pages are replaced.
+unsafe fn remap(from: *mut u8, to: *mut u8, len: usize, flags: libc::c_int) -> io::Result<()> {
+    let f = libc::MREMAP_MAYMOVE | libc::MREMAP_FIXED | flags;
+    // SAFETY: as the caller promises.
+    let r = unsafe { libc::mremap(from as *mut libc::c_void, len, len, f, to as *mut libc::c_void) };
+    if r == libc::MAP_FAILED {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
 }

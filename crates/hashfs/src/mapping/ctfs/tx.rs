@@ -5,7 +5,7 @@
 use super::partition::Partition;
 use super::{ppt, Ctfs};
 use crate::layout::{Ino, InodeRaw};
-use crate::mapping::{Index, MapTx};
+use crate::mapping::{Index, MapTx, ViewChange};
 use crate::pm::PmDevice;
 use crate::{Error, Result};
 
@@ -32,7 +32,7 @@ impl<D: PmDevice> MapTx<'_, D> {
             let geo = &self.map.geo;
             self.with_staged(|st, na| ppt::swap(st, geo, na, old.base, new.base, n))?;
             self.parts_left.push(old);
-            self.moved.push((ino, old, 0));
+            self.moved.push(ViewChange::Moved(ino, old, new));
         }
         raw.set_ctfs_partition(new.word());
         Ok(new)
@@ -112,8 +112,7 @@ impl<D: PmDevice> MapTx<'_, D> {
         };
         let (ca, cb) = (count(va)?, count(vb)?);
         let entries = self.with_staged(|st, na| ppt::swap(st, geo, na, va, vb, n))?;
-        self.moved.push((ino_a, pa, la));
-        self.moved.push((ino_b, pb, lb));
+        self.moved.push(ViewChange::Exchanged((ino_a, pa, la), (ino_b, pb, lb), n));
         Ok((ca, cb, entries))
     }
 }

@@ -10,11 +10,13 @@
 //! image has them). Per inode a word says how many leading pages are mapped; a request
 //! beyond them, or over a hole, takes the software walk (`ppt::lookup`).
 //!
-//! A change that removes or moves a file's pages (truncation, hole punching, a partition
-//! move, an untorn write's copy-on-write) gives the file's mapped range back before its
-//! blocks can be reused ([`View::forget`], run when the change's transaction has committed,
-//! under the file's lock, before the blocks are released). Appends leave it as it is: new
-//! pages lie past the mapped prefix. Mappings are counted against half of
+//! A change that removes a file's pages (truncation, hole punching, an untorn write's
+//! copy-on-write) gives the file's mapped range back before its blocks can be reused
+//! ([`View::forget`], run when the change's transaction has committed, under the file's
+//! lock, before the blocks are released). A partition move and a pswap move the live
+//! mappings with the page-table entries instead ([`View::moved`], [`View::exchanged`]:
+//! `mremap`, no page faulted again), falling back to the give-back. Appends leave the view
+//! as it is: new pages lie past the mapped prefix. Mappings are counted against half of
 //! `vm.max_map_count`; past that, requests take the software walk until files give
 //! theirs back.
 //!
@@ -186,6 +188,54 @@ impl View {
             *counted -= self.maps[ino.0 as usize].swap(0, Ordering::Relaxed).min(*counted);
             self.full.store(*counted >= self.budget, Ordering::Relaxed);
         }
+    }
+
+    /// After a committed change that moved file `ino` from partition `old` to `new` (its
+    /// pages swapped into the new partition's range): the mapped prefix moves with it,
+    /// page-table entries and all (`mremap`), and the old range is given back; when the
+    /// move fails, the file's mapping is given back (the next request maps it again).
+    pub fn moved(&self, ino: Ino, old: Partition, new: Partition) {
+        let Some(slot) = self.pages.get(ino.0 as usize) else { return };
+        let have = slot.load(Ordering::Acquire).min(old.pages());
+        if have == 0 {
+            return;
+        }
+        let keep = have.min(new.pages());
+        let _counted = self.fill.lock();
+        let (from, to) = (old.base * BLOCK_BYTES, new.base * BLOCK_BYTES);
+        if self.vs.move_pages(from, to, keep * BLOCK_BYTES).is_ok() && self.vs.discard(from, have * BLOCK_BYTES).is_ok()
+        {
+            slot.store(keep, Ordering::Release);
+            return;
+        }
+        drop(_counted);
+        self.forget(ino, old, 0);
+        // The new range may hold some of the moved entries: give it back too.
+        let _ = self.vs.discard(to, keep * BLOCK_BYTES);
+    }
+
+    /// After a committed pswap: pages [la, la + n) of file `a` in partition `pa` and
+    /// [lb, lb + n) of `b` in `pb` exchanged their blocks. Where both ranges lie inside
+    /// their files' mapped prefixes, the live mappings are exchanged too (`mremap`: the
+    /// page-table entries move, no page is faulted again; ctFS §3.3 swaps them in its
+    /// kernel); otherwise, or when that fails, both files' mappings are given back from the
+    /// ranges on.
+    pub fn exchanged(&self, (a, pa, la): (Ino, Partition, u64), (b, pb, lb): (Ino, Partition, u64), n: u64) {
+        let have = |i: Ino| self.pages.get(i.0 as usize).map_or(0, |s| s.load(Ordering::Acquire));
+        if n > 0 && la + n <= have(a) && lb + n <= have(b) {
+            let mut counted = self.fill.lock();
+            let (va, vb) = ((pa.base + la) * BLOCK_BYTES, (pb.base + lb) * BLOCK_BYTES);
+            if self.vs.exchange(va, vb, n * BLOCK_BYTES).is_ok() {
+                // Each range may split the kernel mappings at its two ends.
+                *counted += 4;
+                self.maps[a.0 as usize].fetch_add(2, Ordering::Relaxed);
+                self.maps[b.0 as usize].fetch_add(2, Ordering::Relaxed);
+                self.full.store(*counted >= self.budget, Ordering::Relaxed);
+                return;
+            }
+        }
+        self.forget(a, pa, la);
+        self.forget(b, pb, lb);
     }
 
     /// Leading pages of `ino` mapped now (tests and statistics).
