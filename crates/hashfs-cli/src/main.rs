@@ -73,8 +73,9 @@ enum Cmd {
         #[arg(long, default_value = "relaxed")]
         write_mode: String,
         /// Leave the image file sparse. By default mkfs allocates it whole on the host file
-        /// system (fallocate), so that no write waits for the host to allocate and zero a
-        /// page (tmpfs zeroes 2 MiB at a time on a huge=always mount); PM has no such cost.
+        /// system (fallocate) and, on tmpfs, touches every page once (tmpfs zeroes a
+        /// fallocated page at its first use, 2 MiB at a time on a huge=always mount), so
+        /// that no write waits for the host to allocate or zero a page; PM has no such cost.
         #[arg(long)]
         sparse: bool,
     },
