@@ -254,13 +254,24 @@ fn each_crash_image(points: &[CrashPoint], lines: &[usize], check: &mut dyn FnMu
     images
 }
 
-/// Reads `len` bytes at `off` of `path` on the image after recovery.
-fn read_recovered(img: &[u8], path: &str, off: u64, len: usize) -> Vec<u8> {
-    let (fs, _, _) = common::mount_image(img).expect("recovery");
-    let f = fs.open_file(Path::new(path), &rw()).unwrap();
-    let mut got = vec![0u8; len];
-    assert_eq!(f.read_at(off, &mut got).unwrap(), len);
-    got
+/// Every image a crash at one of `points` may leave (over `lines`, as
+/// [`each_crash_image`]), recovered: bytes [off, off + len) of `/f` must all be one of
+/// `whole` (each a byte value the write or its absence leaves everywhere). Returns how many
+/// images were checked.
+fn assert_whole_after_recovery(points: &[CrashPoint], lines: &[usize], off: u64, len: usize, whole: &[u8]) -> usize {
+    each_crash_image(points, lines, &mut |img, fence| {
+        let (fs, _, _) = common::mount_image(img).expect("recovery");
+        let f = fs.open_file(Path::new("/f"), &rw()).unwrap();
+        let mut got = vec![0u8; len];
+        assert_eq!(f.read_at(off, &mut got).unwrap(), len);
+        assert!(
+            whole.iter().any(|&w| got.iter().all(|&b| b == w)),
+            "fence {fence}: bytes {off}..{} after recovery start with {:?} and hold {:?}, not one of {whole:?} throughout",
+            off + len as u64,
+            &got[..8],
+            got.iter().copied().collect::<std::collections::BTreeSet<u8>>()
+        );
+    })
 }
 
 /// A HashFS image (the paper's placement) with `/f` of 256 blocks of ones, and the offset
@@ -319,14 +330,9 @@ fn a_hole_punched_after_a_key_switch_never_revives_the_older_copy() {
     let pending = |line: usize| points.iter().any(|pt| pt.lines.iter().any(|l| l.line == line));
     assert!(pending(older), "the older copy's tombstone was still pending when the punch began");
     assert!(pending(live), "the live copy's tombstone");
-    let images = each_crash_image(&points, &[live, older], &mut |img, fence| {
-        let got = read_recovered(img, "/f", lblk * 4096, 4096);
-        assert!(
-            got.iter().all(|&b| b == 3) || got.iter().all(|&b| b == 0),
-            "fence {fence}: block {lblk} reads {} after recovery (2: the older copy came back)",
-            got[0]
-        );
-    });
+    // The second write (3) or the hole (0); the first write's bytes (2) mean the older
+    // copy came back.
+    let images = assert_whole_after_recovery(&points, &[live, older], lblk * 4096, 4096, &[3, 0]);
     assert!(images >= 4, "{images} crash images checked");
 }
 
@@ -369,16 +375,8 @@ fn an_untorn_write_across_two_blocks_whose_new_slots_come_first_is_whole_or_abse
     }
     let (lblk, old, new, points) = found.expect("two blocks whose second switch takes slots before their first");
     let lines: Vec<usize> = old.iter().chain(&new).map(|&s| line_of(s)).collect();
-    let images = each_crash_image(&points, &lines, &mut |img, fence| {
-        let got = read_recovered(img, "/f", lblk * 4096, 8192);
-        assert!(
-            got.iter().all(|&b| b == 2) || got.iter().all(|&b| b == 3),
-            "fence {fence}: blocks {lblk} and {} read {} and {} after recovery: torn",
-            lblk + 1,
-            got[0],
-            got[4096]
-        );
-    });
+    // Both blocks old (2) or both new (3); a mix is a torn write.
+    let images = assert_whole_after_recovery(&points, &lines, lblk * 4096, 8192, &[2, 3]);
     assert!(images >= 8, "{images} crash images checked");
 }
 
