@@ -201,14 +201,14 @@ impl View {
             return;
         }
         let keep = have.min(new.pages());
-        let _counted = self.fill.lock();
+        let fill = self.fill.lock();
         let (from, to) = (old.base * BLOCK_BYTES, new.base * BLOCK_BYTES);
         if self.vs.move_pages(from, to, keep * BLOCK_BYTES).is_ok() && self.vs.discard(from, have * BLOCK_BYTES).is_ok()
         {
             slot.store(keep, Ordering::Release);
             return;
         }
-        drop(_counted);
+        drop(fill); // forget takes it
         self.forget(ino, old, 0);
         // The new range may hold some of the moved entries: give it back too.
         let _ = self.vs.discard(to, keep * BLOCK_BYTES);
