@@ -124,8 +124,8 @@ impl MmapDevice {
     /// Allocates the whole image file on its host file system (fallocate, zero-filled), so
     /// that writes never wait for the host to allocate a page. On a memory host (tmpfs)
     /// that is not enough: tmpfs leaves a fallocated page to be zeroed at its first access,
-    /// a write fault of several microseconds (a LevelDB run through the shim spent 6% of
-    /// its time in `clear_page` under HashFS's stores); so there every page is also faulted
+    /// a write fault of several microseconds (a LevelDB run through the shim spent 5.4% of
+    /// its cycles in `clear_page` under HashFS's stores); so there every page is also faulted
     /// in once, here ([`Self::populate`]), and later mappings, in any process, make only
     /// minor faults (no zeroing), as on PM.
     pub fn preallocate(&self) -> io::Result<()> {
