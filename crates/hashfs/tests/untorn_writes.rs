@@ -274,15 +274,38 @@ fn assert_whole_after_recovery(points: &[CrashPoint], lines: &[usize], off: u64,
     })
 }
 
-/// A HashFS image (the paper's placement) with `/f` of 256 blocks of ones, and the offset
-/// of its table.
-fn hash_image_with_file() -> (common::Fs, Arc<CrashDevice>, hashfs::File<CrashDevice>, u64) {
-    let o = FormatOptions { placement: HashPlacement::Paper, ..opts(MappingKind::HashFs, AllocatorKind::Bitmap, 1.0) };
-    let (fs, dev) = new_fs(16 * MIB, &o);
-    let map_off = fs.geometry().map_off;
-    let f = fs.open_file(Path::new("/f"), &rw()).unwrap();
-    f.write_at(0, &vec![1u8; 256 * 4096]).unwrap();
-    (fs, dev, f, map_off)
+/// A HashFS image (the paper's placement) with `/f` of 256 blocks of ones, and where its
+/// blocks' slots lie; None when the suite runs another mapping.
+struct SlotImage {
+    fs: common::Fs,
+    dev: Arc<CrashDevice>,
+    f: hashfs::File<CrashDevice>,
+    map_off: u64,
+}
+
+impl SlotImage {
+    fn new() -> Option<SlotImage> {
+        if common::test_mapping() != MappingKind::HashFs {
+            return None;
+        }
+        let o =
+            FormatOptions { placement: HashPlacement::Paper, ..opts(MappingKind::HashFs, AllocatorKind::Bitmap, 1.0) };
+        let (fs, dev) = new_fs(16 * MIB, &o);
+        let map_off = fs.geometry().map_off;
+        let f = fs.open_file(Path::new("/f"), &rw()).unwrap();
+        f.write_at(0, &vec![1u8; 256 * 4096]).unwrap();
+        Some(SlotImage { fs, dev, f, map_off })
+    }
+
+    /// The slot (= block) that logical block `l` of `/f` lies in.
+    fn slot(&self, l: u64) -> u64 {
+        self.fs.physical_block(self.f.ino(), hashfs::Lblk(l)).unwrap().expect("mapped").pblk.0
+    }
+
+    /// The cache line that holds table slot `slot`.
+    fn line_of(&self, slot: u64) -> usize {
+        ((self.map_off + 8 * slot) / 64) as usize
+    }
 }
 
 /// Freeing HashFS slots fences first (`fs/data.rs`, `free_slots`). An untorn write whose
@@ -296,13 +319,9 @@ fn hash_image_with_file() -> (common::Fs, Arc<CrashDevice>, hashfs::File<CrashDe
 /// `free-slots-no-fence`).
 #[test]
 fn a_hole_punched_after_a_key_switch_never_revives_the_older_copy() {
-    if common::test_mapping() != MappingKind::HashFs {
-        return;
-    }
-    use hashfs::{FallocateMode, Lblk};
-    let (fs, dev, f, map_off) = hash_image_with_file();
-    let line_of = |slot: u64| ((map_off + 8 * slot) / 64) as usize;
-    let slot = |l: u64| fs.physical_block(f.ino(), Lblk(l)).unwrap().expect("mapped").pblk.0;
+    let Some(t) = SlotImage::new() else { return };
+    let (dev, f) = (&t.dev, &t.f);
+    let (slot, line_of) = (|l| t.slot(l), |s| t.line_of(s));
     // A block in the last slot of a cache line whose first untorn write takes the next
     // slot (in the next line) and whose second takes its slot back.
     let mut found = None;
@@ -324,7 +343,7 @@ fn a_hole_punched_after_a_key_switch_never_revives_the_older_copy() {
     let (lblk, p) = found.expect("a block at the end of a cache line whose switches alternate");
     let (live, older) = (line_of(p), line_of(p + 1));
     dev.set_capture(true);
-    f.fallocate(lblk * 4096, 4096, FallocateMode::PunchHole).unwrap();
+    f.fallocate(lblk * 4096, 4096, hashfs::FallocateMode::PunchHole).unwrap();
     dev.set_capture(false);
     let points = dev.take_points();
     let pending = |line: usize| points.iter().any(|pt| pt.lines.iter().any(|l| l.line == line));
@@ -345,13 +364,9 @@ fn a_hole_punched_after_a_key_switch_never_revives_the_older_copy() {
 /// `untorn-unlogged-key`, which the sampled explorer no longer reaches).
 #[test]
 fn an_untorn_write_across_two_blocks_whose_new_slots_come_first_is_whole_or_absent() {
-    if common::test_mapping() != MappingKind::HashFs {
-        return;
-    }
-    use hashfs::Lblk;
-    let (fs, dev, f, map_off) = hash_image_with_file();
-    let line_of = |slot: u64| ((map_off + 8 * slot) / 64) as usize;
-    let slot = |l: u64| fs.physical_block(f.ino(), Lblk(l)).unwrap().expect("mapped").pblk.0;
+    let Some(t) = SlotImage::new() else { return };
+    let (dev, f) = (&t.dev, &t.f);
+    let (slot, line_of) = (|l| t.slot(l), |s| t.line_of(s));
     let mut found = None;
     for l in (0..254).step_by(2) {
         // Each block switched once on its own (data 2): to a slot after its home.
