@@ -34,7 +34,7 @@ COLORS = {
     "radix-tree": "#2ca02c",
 }
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from plot_ctfs import large, micro, pswap, ycsb  # noqa: E402
+from plot_ctfs import atomic, large, micro, pswap, ycsb  # noqa: E402
 from plot_untorn import untorn  # noqa: E402
 from plot_winefs import wine_2mib, wine_aging  # noqa: E402
 from plot_stacked import stacked_section  # noqa: E402
@@ -586,6 +586,7 @@ SECTIONS = [
     ("ctfs-micro", "Indexing in six microbenchmarks (ctFS Table 1, Fig. 1)", lambda d, png: micro(d, png, sys.modules[__name__])),
     ("ctfs-large", "Translation on one large file (ctFS §2)", lambda d, png: large(d, png, sys.modules[__name__])),
     ("ctfs-pswap", "pswap against memcpy (ctFS Fig. 6)", lambda d, png: pswap(d, png, sys.modules[__name__])),
+    ("ctfs-atomic", "Atomic writes by staging and pswap (ctFS §3.3)", lambda d, png: atomic(d, png, sys.modules[__name__])),
     ("ctfs-ycsb", "LevelDB under YCSB (ctFS Fig. 7)", lambda d, png: ycsb(d, png, sys.modules[__name__])),
 ]
 

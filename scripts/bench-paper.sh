@@ -119,7 +119,7 @@ fi
 FIVE=(locality spfs-extents ctfs-pswap pagecache concurrency)
 TEN=(utilization ctfs-ycsb)
 TWENTY=(fragmentation)
-REST=(filesize iosize winefs-aging winefs-2mib untorn ctfs-micro ctfs-large)
+REST=(filesize iosize winefs-aging winefs-2mib untorn ctfs-micro ctfs-large ctfs-atomic)
 split=0
 if [ "$names" = 0 ] && [ "$quick" = 0 ] && [[ " $* " != *" --images "* ]]; then split=1; fi
 # measure RUN N EXPERIMENT...: N images per point, run 2 on the N images after run 1's.

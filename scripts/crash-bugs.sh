@@ -48,6 +48,7 @@ bugs=(
     "stacked-drop-before-copy|crates/hashfs-spfs/src/absorb.rs|write-back removes the PM copy before the lower file holds its bytes|stacked"
     "stacked-no-length-repair|crates/hashfs-spfs/src/absorb.rs|the mount leaves a lower file longer than its PM copy (bytes truncated before a crash come back when the file grows)|stacked"
     "fsync-forgets-times|crates/hashfs/src/fs/file.rs|fsync leaves the times of the file's writes in DRAM (they may lag only until it)|workload ace:append,write-past-eof,fsync-g,chmod"
+    "pswap-untorn-size-first|crates/hashfs/src/fs/untorn_pswap.rs|ctFS's atomic write commits the file's new size in a transaction before the one that swaps the staged pages in (the released ctFS sets the size before the data)|ctfs untorn-pswap,untorn-pswap-append"
     "ctfs-unlogged-pswap|crates/hashfs/src/mapping/ctfs/tx.rs|ctFS's partition move stores its page-table swap straight to PM before the transaction that names the new partition (the released ctFS's order)|ctfs append,write-past-eof,truncate-down"
 )
 
@@ -151,6 +152,18 @@ elif name == "ctfs-unlogged-pswap":
                 dev.flush(crate::pm::DevOffset(page), 4096);
             }
             dev.fence();
+""")
+elif name == "pswap-untorn-size-first":
+    sub("crates/hashfs/src/fs/untorn_pswap.rs",
+        "        let mut sst = stage.state.write();\n        let (mut ra, mut rb) = (st.raw, sst.raw);\n",
+        """        let mut early = st.raw;
+        early.size = new_size;
+        let mut tx0 = self.journals.begin();
+        inode::tx_write_inode(&mut tx0, &self.geo, cell.ino, &mut early);
+        tx0.commit()?;
+        st.raw = early;
+        let mut sst = stage.state.write();
+        let (mut ra, mut rb) = (st.raw, sst.raw);
 """)
 elif name == "stacked-handle-first":
     sub("crates/hashfs-spfs/src/absorb.rs",

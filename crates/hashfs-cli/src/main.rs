@@ -465,7 +465,15 @@ fn run(cli: Cli) -> Result<u8, Failure> {
             println!("mounts         {}", sb.mount_count);
             println!("journals       {} x {} KiB", g.journal_count, g.journal_blocks * 4);
             let mode = WriteMode::from_u32(sb.write_mode).map(|m| m.name()).unwrap_or("?");
-            println!("write mode     {mode} (untorn writes up to {} KiB)", hashfs::untorn_limit(&g) / 1024);
+            let (any, aligned) = (hashfs::untorn_limit(&g), hashfs::untorn_aligned_limit(&g));
+            match aligned > any {
+                true => println!(
+                    "write mode     {mode} (untorn writes up to {} KiB, {} KiB aligned)",
+                    any / 1024,
+                    aligned / 1024
+                ),
+                false => println!("write mode     {mode} (untorn writes up to {} KiB)", any / 1024),
+            }
             println!("inode table    {} inodes at offset {}", g.inode_count, g.inode_table_off);
             if g.mapping == MappingKind::HashFs {
                 println!("hash table     {} slots at offset {}", g.data_blocks, g.map_off);

@@ -382,6 +382,26 @@ fn paper_benchmark_smoke() {
         assert!(f("translate_share") <= f("map_share") + 1e-9, "{p}");
         assert_eq!(p["translate_share"]["images"].as_array().unwrap().len(), 2, "{p}");
     }
+    // ctFS's atomic writes: on ctfs untorn against relaxed, on extent-tree strict against
+    // relaxed, every size aligned and not, positive times on both images; ctfs's limit.
+    let doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("ctfs-atomic.json")).unwrap()).unwrap();
+    let points = doc["points"].as_array().unwrap();
+    let kinds: std::collections::BTreeSet<(&str, &str, &str, u64)> = points
+        .iter()
+        .map(|p| {
+            assert!(p["ms"]["mean"].as_f64().unwrap() > 0.0, "{p}");
+            assert_eq!(p["ms"]["images"].as_array().unwrap().len(), 2, "{p}");
+            (
+                p["mapping"].as_str().unwrap(),
+                p["mode"].as_str().unwrap(),
+                p["align"].as_str().unwrap(),
+                p["bytes"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(kinds.len(), 2 * 2 * 2 * 2, "{kinds:?}");
+    assert_eq!(doc["config"]["untorn_write_max"]["ctfs"], serde_json::json!(1u64 << 30));
     // No scratch image is left behind.
     let left: Vec<_> = std::fs::read_dir(dir.path())
         .unwrap()

@@ -27,7 +27,7 @@ pub use fs::acl::Inherited;
 pub use fs::api::Access;
 pub use fs::map::{BlockPin, Mapping};
 pub use fs::ops::{Owner, RenameMode, SetTime};
-pub use fs::untorn::untorn_limit;
+pub use fs::untorn::{untorn_aligned_limit, untorn_limit};
 pub use fs::xattr::XattrMode;
 pub use fs::{
     format, read_superblock, DirEntry, FallocateMode, File, FileSystem, FormatOptions, MappingStats, Metadata,

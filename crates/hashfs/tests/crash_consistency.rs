@@ -88,10 +88,12 @@ fn explore_pairs_of_operations() {
 }
 
 /// Strict mode: every write of up to the untorn limit whole or absent (overwrites inside
-/// and across blocks, over holes, appends, writes past EOF), alone and in random sequences.
+/// and across blocks, over holes, appends, writes past EOF, and one of 100 KiB: pieces on
+/// most mappings, one pswap on ctfs), alone and in random sequences.
 #[test]
 fn explore_strict_mode_writes() {
-    let ops = ["overwrite", "overwrite-small", "write-past-eof", "fill-hole", "append", "untorn-hole"];
+    let ops =
+        ["overwrite", "overwrite-small", "write-past-eof", "fill-hole", "append", "untorn-hole", "overwrite-large"];
     let mut w = crashtest::ace_workloads(&ops, 1);
     w.extend((0..4).map(|i| crashtest::random_workload(seed() + 100, i, 6)));
     let cfg = Config { samples: 16, recovery_samples: 2, write_mode: hashfs::WriteMode::Strict, ..config() };

@@ -371,3 +371,83 @@ fn pswap_and_partition_moves_keep_the_live_mappings() {
     drop((a, b, c));
     fs.unmount().unwrap();
 }
+
+/// Untorn writes larger than the copy-on-write path takes (`fs/untorn_pswap.rs`): staged in
+/// an unlinked file and pswapped in. The data, size and block count are the write's; the
+/// file's 2 MiB leaves stay 2 MiB leaves (whole 2 MiB swapped as one entry, a write into
+/// part of a leaf staged with the rest of its 2 MiB); the old pages and the staging file
+/// are freed; the view serves the new bytes; fsck is clean and a remount reads the same.
+#[test]
+fn large_untorn_writes_are_staged_and_pswapped() {
+    let dir = tempfile::tempdir_in("/dev/shm").unwrap();
+    let path = dir.path().join("ctfs.img");
+    let fs = image(dir.path());
+    let rw = OpenOptions::new().read(true).write(true).create(true).clone();
+    let f = fs.open_file(Path::new("/f"), &rw).unwrap();
+    let mut rng = SmallRng::seed_from_u64(31);
+    let mut model: Vec<u8> = (0..8 * MIB).map(|_| rng.random()).collect();
+    f.write_at(0, &model).unwrap();
+    let ino = f.metadata().unwrap().ino;
+    let leaves = |fs: &FileSystem, chunks: std::ops::Range<u64>| {
+        for c in chunks {
+            let e = fs.physical_block(ino, hashfs::Lblk(c * 512)).unwrap().expect("mapped");
+            assert_eq!(e.len, 512, "2 MiB at {} MiB is no longer one 2 MiB leaf", 2 * c);
+        }
+    };
+    leaves(&fs, 0..4);
+    let before = fs.statfs();
+    let copy_limit = 256 << 10;
+    for (i, (off, len)) in [(2 * MIB, 4 * MIB), (6 * MIB + 5000, MIB), (100, copy_limit + 1)].into_iter().enumerate() {
+        let d: Vec<u8> = (0..len).map(|_| rng.random()).collect();
+        assert_eq!(f.write_atomic_at(off, &d).unwrap(), off + len, "write {i}");
+        model[off as usize..(off + len) as usize].copy_from_slice(&d);
+        check(&fs, "/f", &model, &mut rng);
+    }
+    // The first 2 MiB was written in part (its pages swapped one by one): not a leaf now.
+    leaves(&fs, 1..4);
+    let after = fs.statfs();
+    assert_eq!((after.blocks_free, after.inodes_free), (before.blocks_free, before.inodes_free));
+    assert_eq!(f.metadata().unwrap().blocks, 2048);
+    assert!(fs.ctfs_view_pages(ino).unwrap() > 0, "the view maps the file");
+    // An append that moves the file to a larger partition in the swap's transaction.
+    let d: Vec<u8> = (0..10 * MIB + 123).map(|_| rng.random()).collect();
+    assert_eq!(f.write_atomic_at(model.len() as u64, &d).unwrap(), (model.len() + d.len()) as u64);
+    model.extend_from_slice(&d);
+    check(&fs, "/f", &model, &mut rng);
+    drop(f);
+    fs.unmount().unwrap();
+    let dev = std::sync::Arc::new(hashfs::pm::MmapDevice::open(&path, hashfs::pm::OpenMode::Existing).unwrap());
+    let report = hashfs::fsck::fsck(dev, hashfs::fsck::FsckMode::Check, &|_, _| {}).unwrap();
+    assert!(report.findings.is_empty(), "{:?}", report.findings);
+    let (fs, _) = FileSystem::open(&path).unwrap();
+    check(&fs, "/f", &model, &mut rng);
+}
+
+/// A small journal: writes of any alignment up to the smaller limit, naturally aligned
+/// ones (`RWF_ATOMIC`'s kind) up to 1 GiB; a large write that is neither is refused and
+/// changes nothing.
+#[test]
+fn a_small_journal_takes_large_untorn_writes_when_they_are_aligned() {
+    let dir = tempfile::tempdir_in("/dev/shm").unwrap();
+    let path = dir.path().join("ctfs.img");
+    let opts = FormatOptions { mapping: MappingKind::Ctfs, journal_blocks: 4, ..FormatOptions::default() };
+    FileSystem::format_file(&path, 96 * MIB, &opts, &|_, _| {}).unwrap();
+    let fs = FileSystem::open(&path).unwrap().0;
+    let (any, aligned) = (fs.untorn_write_max(), fs.untorn_write_max_aligned());
+    assert!(any < 4 * MIB && aligned == 1 << 30, "{any} {aligned}");
+    let rw = OpenOptions::new().read(true).write(true).create(true).clone();
+    let f = fs.open_file(Path::new("/f"), &rw).unwrap();
+    let mut model = vec![7u8; 12 * MIB as usize];
+    f.write_at(0, &model).unwrap();
+    let d = vec![8u8; 4 * MIB as usize];
+    assert_eq!(f.write_atomic_at(4 * MIB, &d).unwrap(), 8 * MIB);
+    model[4 * MIB as usize..8 * MIB as usize].fill(8);
+    assert!(matches!(f.write_atomic_at(4 * MIB + 4096, &d), Err(Error::Invalid(_))));
+    let d = vec![9u8; any as usize];
+    assert_eq!(f.write_atomic_at(4096, &d).unwrap(), 4096 + any);
+    model[4096..4096 + any as usize].fill(9);
+    let mut rng = SmallRng::seed_from_u64(5);
+    check(&fs, "/f", &model, &mut rng);
+    drop(f);
+    fs.unmount().unwrap();
+}

@@ -43,13 +43,14 @@ pub enum BenchCmd {
         #[arg(long)]
         cold: bool,
     },
-    /// The papers' file-mapping evaluation, every mapping side by side: HashFS §4.1-4.7
-    /// and SPFS Fig. 7. Writes one JSON file per experiment; `bench/plot.py` draws them.
-    /// Needs a build with the cycle probe (`--features probe`; scripts/bench-paper.sh).
+    /// The papers' evaluations, every mapping side by side: HashFS §4.1-4.7, SPFS Fig. 7,
+    /// WineFS Figs. 1-3, ctFS Table 1 and Figs. 1, 6 and 7. Writes one JSON file per
+    /// experiment; `bench/plot.py` draws them. Needs a build with the cycle probe
+    /// (`--features probe`; scripts/bench-paper.sh).
     Paper {
         /// Experiments to run (default: all): locality, fragmentation, filesize, iosize,
         /// utilization, concurrency, pagecache, spfs-extents, winefs-aging, winefs-2mib,
-        /// untorn.
+        /// untorn, ctfs-pswap, ctfs-micro, ctfs-large, ctfs-atomic, ctfs-ycsb.
         experiments: Vec<String>,
         /// Only these mappings (comma-separated; default: the HashFS paper's six, ctfs by name).
         #[arg(long, value_delimiter = ',')]

@@ -157,7 +157,7 @@ pub unsafe extern "C" fn statx(
                     x.stx_attributes |= libc::STATX_ATTR_WRITE_ATOMIC as u64;
                     x.stx_attributes_mask |= libc::STATX_ATTR_WRITE_ATOMIC as u64;
                     x.stx_atomic_write_unit_min = super::vector::ATOMIC_UNIT_MIN as u32;
-                    x.stx_atomic_write_unit_max = fs.untorn_write_max() as u32;
+                    x.stx_atomic_write_unit_max = fs.untorn_write_max_aligned() as u32;
                     x.stx_atomic_write_segments_max = 1;
                 }
             }

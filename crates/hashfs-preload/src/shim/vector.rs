@@ -112,7 +112,7 @@ fn write_vec(fd: c_int, bufs: &[(*mut u8, usize)], off: off_t, flags: c_int, v2:
                 (false, o) => o as u64,
             };
             let len = data.len() as u64;
-            let max = shim().fs()?.untorn_write_max();
+            let max = shim().fs()?.untorn_write_max_aligned();
             if bufs.len() != 1 || !len.is_power_of_two() || !(ATOMIC_UNIT_MIN..=max).contains(&len) || at % len != 0 {
                 return Err(libc::EINVAL);
             }

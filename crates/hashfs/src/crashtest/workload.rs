@@ -386,8 +386,11 @@ pub const UNTORN_OPS: &[&str] =
 /// Named pswaps (`ctfs` images): data pages of one file with holes of another, a file's
 /// own pages, and a range past the small file's partition (after `truncate-up`, which
 /// makes it large enough; alone it fails and changes nothing) whose swap moves the file
-/// to a larger partition in the same transaction.
-pub const PSWAP_OPS: &[&str] = &["pswap", "pswap-self", "pswap-grow"];
+/// to a larger partition in the same transaction. And untorn writes larger than the
+/// copy-on-write path takes (64 KiB on the explorer's journals), which are staged and
+/// pswapped (`fs/untorn_pswap.rs`): an overwrite growing the file, and an append that moves
+/// the small file to a larger partition.
+pub const PSWAP_OPS: &[&str] = &["pswap", "pswap-self", "pswap-grow", "untorn-pswap", "untorn-pswap-append"];
 
 /// Writes of this many bytes or more may take several transactions (HashFS maps 256
 /// blocks per transaction; the other mappings as many as their undo records fit in a
@@ -409,6 +412,9 @@ pub fn ace_op(name: &str) -> Option<Op> {
         "mkdir" => Op::Mkdir { path: s("/B/newdir") },
         "append" => Op::Append { path: s("/g"), len: 5000, seed: 11 },
         "overwrite" => Op::Write { path: s("/A/f"), off: 1000, len: 6000, seed: 12 },
+        // More than the copy-on-write path's untorn limit on the explorer's journals (not
+        // in ACE_OPS: strict mode's, where ctfs stages and pswaps it whole).
+        "overwrite-large" => Op::Write { path: s("/A/f"), off: 100, len: 100 << 10, seed: 29 },
         "overwrite-small" => Op::Write { path: s("/g"), off: 10, len: 50, seed: 13 },
         "write-past-eof" => Op::Write { path: s("/g"), off: 9000, len: 3, seed: 14 },
         "fill-hole" => Op::Write { path: s("/h"), off: 8192, len: 4096, seed: 15 },
@@ -456,6 +462,8 @@ pub fn ace_op(name: &str) -> Option<Op> {
         "write-chunk" => Op::Write { path: s("/h"), off: 0, len: 2 << 20, seed: 19 },
         "pswap" => Op::SwapPages { a: s("/A/f"), off_a: 0, b: s("/h"), off_b: 4096, len: 8192 },
         "pswap-self" => Op::SwapPages { a: s("/h"), off_a: 0, b: s("/h"), off_b: 36_864, len: 4096 },
+        "untorn-pswap" => Op::Untorn { path: s("/A/f"), off: Some(100), len: 100 << 10, seed: 27 },
+        "untorn-pswap-append" => Op::Untorn { path: s("/g"), off: None, len: 80 << 10, seed: 28 },
         "pswap-grow" => Op::SwapPages { a: s("/g"), off_a: 8192, b: s("/A/f"), off_b: 0, len: 8192 },
         "truncate-chunk" => Op::Truncate { path: s("/h"), size: 1 << 20 },
         "punch-chunk" => Op::Punch { path: s("/h"), off: 4096, len: (2 << 20) - 8192 },

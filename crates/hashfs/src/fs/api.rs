@@ -189,11 +189,20 @@ impl<D: PmDevice> FileSystem<D> {
     pub fn geometry(&self) -> Geometry {
         self.inner.geo
     }
-    /// The largest untorn write ([`File::write_atomic_at`], and each piece of a strict
-    /// mode write): a power of two of bytes, set by the journal's size (1 MiB for HashFS
-    /// and 256 KiB for the block mappings on the default journal; `fs/untorn.rs`).
+    /// The largest untorn write of any alignment ([`File::write_atomic_at`], and each
+    /// piece of a strict mode write): a power of two of bytes, set by the journal's size
+    /// (on the default journal 1 MiB for HashFS, 256 KiB for the other block mappings, and
+    /// 1 GiB for `ctfs`, whose large untorn writes are pswaps; `fs/untorn.rs`,
+    /// `fs/untorn_pswap.rs`).
     pub fn untorn_write_max(&self) -> u64 {
         self.inner.untorn_max()
+    }
+
+    /// The largest naturally aligned untorn write (a power of two of bytes at a multiple
+    /// of itself, as `RWF_ATOMIC` asks): at least [`Self::untorn_write_max`]; larger on
+    /// `ctfs` images with small journals, where an aligned pswap changes few entries.
+    pub fn untorn_write_max_aligned(&self) -> u64 {
+        self.inner.untorn_aligned_max()
     }
 
     /// The write mode of this mount.

@@ -19,7 +19,7 @@ use super::inode::{self, InodeCell, InodeMem};
 use super::FsInner;
 use crate::alloc::Run;
 use crate::journal::Tx;
-use crate::layout::{Extent, Ino, InodeRaw, Lblk, Pblk};
+use crate::layout::{Extent, Ino, InodeRaw, Lblk, MappingKind, Pblk};
 use crate::layout::{BLOCK_BYTES, MAX_FILE_BYTES};
 use crate::mapping::ctfs::view::FileRef;
 use crate::mapping::hashfs::{classify, file_key, Entry, HashTable, GROUP_SLOTS};
@@ -586,9 +586,11 @@ impl<D: PmDevice> FsInner<D> {
         let to_the_end = to >= end_lblk(st.raw.size);
         let budget = self.geo.journal_entries() * 3 / 4;
         let mut hi = b.removal_end(cell.ino, from, to)?;
-        let mut step = 64u64;
+        // Steps end on multiples of their length: on ctfs, whole 2 MiB (a leaf goes as one
+        // entry, never split into pages first).
+        let mut step = if b.kind == MappingKind::Ctfs { 512 } else { 64u64 };
         while hi > from {
-            let lo = Lblk(hi.0.saturating_sub(step)).max(from);
+            let lo = Lblk((hi.0 - 1) / step * step).max(from);
             let mut raw = st.raw;
             let mut tx = self.journals.begin();
             let mut mt = b.begin();
@@ -606,7 +608,10 @@ impl<D: PmDevice> FsInner<D> {
                 step = (step / 4).max(1);
                 continue;
             }
-            if freed == 0 && entries < budget / 8 && hi - lo == step {
+            // Cheap steps (holes, or runs the structure removes with a few entries: ctFS's
+            // 2 MiB leaves, long extents) grow, so that removing a large file takes a few
+            // transactions rather than one per 64 blocks.
+            if entries < budget / 8 && hi - lo == step {
                 step = (step * 4).min(1 << 30);
             }
             raw.blocks = raw.blocks.saturating_sub(freed);

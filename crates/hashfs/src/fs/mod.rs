@@ -26,6 +26,7 @@ mod rename;
 pub mod stats;
 mod times;
 pub mod untorn;
+mod untorn_pswap;
 pub mod xattr;
 
 pub use api::{DirEntry, FallocateMode, File, FileSystem, Metadata, OpenOptions, SetAttr, StatFs};

@@ -38,6 +38,7 @@
 
 use super::data::{blocks_for, extents_of, whole_blocks};
 use super::inode::{self, InodeCell, InodeMem};
+use super::untorn_pswap::pswap_limits;
 use super::FsInner;
 use crate::layout::inode::{INODE_CTIME_OFF, INODE_MTIME_OFF};
 use crate::layout::journal::ENTRY_DATA_BYTES;
@@ -58,10 +59,30 @@ pub const MOVE_COST_BLOCKMAP: u64 = 8;
 /// Undo entries kept for the inode and the runs a write's first and last block add.
 const RESERVED_ENTRIES: u64 = 16;
 
-/// The largest untorn write an image of geometry `geo` takes: a power of two of blocks,
-/// so that `RWF_ATOMIC`'s naturally aligned writes of every size up to it fit (an
-/// unaligned strict write of that size spans one block more, which the bound allows).
+/// The largest untorn write an image of geometry `geo` takes, whatever its alignment: a
+/// power of two of blocks, so that `RWF_ATOMIC`'s naturally aligned writes of every size
+/// up to it fit (an unaligned strict write of that size spans one block more, which the
+/// bound allows). On `ctfs` images, the larger of the copy-on-write path's and pswap's
+/// (`fs/untorn_pswap.rs`).
 pub fn untorn_limit(geo: &Geometry) -> u64 {
+    match geo.mapping {
+        MappingKind::Ctfs => copy_limit(geo).max(pswap_limits(geo).0),
+        _ => copy_limit(geo),
+    }
+}
+
+/// The largest naturally aligned untorn write (a power of two of bytes at an offset that
+/// is a multiple of it: `RWF_ATOMIC`'s kind): on `ctfs` images pswap's, which costs one
+/// page-table entry per 2 MiB once aligned; elsewhere [`untorn_limit`].
+pub fn untorn_aligned_limit(geo: &Geometry) -> u64 {
+    match geo.mapping {
+        MappingKind::Ctfs => untorn_limit(geo).max(pswap_limits(geo).1),
+        _ => untorn_limit(geo),
+    }
+}
+
+/// The largest untorn write the copy-on-write (and logging) path takes, any alignment.
+pub(crate) fn copy_limit(geo: &Geometry) -> u64 {
     let blocks = (geo.journal_entries().saturating_sub(RESERVED_ENTRIES) / move_cost(geo.mapping)).saturating_sub(1);
     if blocks == 0 {
         return 0;
@@ -97,6 +118,10 @@ struct Block {
 impl<D: PmDevice> FsInner<D> {
     pub(crate) fn untorn_max(&self) -> u64 {
         untorn_limit(&self.geo)
+    }
+
+    pub(crate) fn untorn_aligned_max(&self) -> u64 {
+        untorn_aligned_limit(&self.geo)
     }
 
     fn move_cost(&self) -> u64 {
@@ -158,10 +183,15 @@ impl<D: PmDevice> FsInner<D> {
         if data.is_empty() {
             return Ok(());
         }
-        if data.len() as u64 > self.untorn_max() {
+        let len = data.len() as u64;
+        let aligned = len.is_power_of_two() && off.is_multiple_of(len);
+        if len > self.untorn_max() && !(aligned && len <= self.untorn_aligned_max()) {
             return Err(Error::Invalid("an untorn write larger than the image's untorn-write limit"));
         }
-        let end = off.checked_add(data.len() as u64).filter(|&e| e <= MAX_FILE_BYTES).ok_or(Error::FileTooBig)?;
+        let end = off.checked_add(len).filter(|&e| e <= MAX_FILE_BYTES).ok_or(Error::FileTooBig)?;
+        if self.untorn_by_pswap(cell, len) {
+            return self.write_untorn_by_pswap(cell, st, off, data);
+        }
         let mut blocks = self.plan_untorn(cell, st, off, end)?;
         if let (FileMap::Hash(t), [b]) = (&self.map, blocks.as_slice()) {
             if let (How::Moved, Some(old), None, true) = (b.how, b.old, t.groups(), end <= st.raw.size) {

@@ -24,7 +24,7 @@
 
 use super::inode::{self, InodeCell};
 use super::FsInner;
-use crate::layout::inode::{InodeRaw, S_IFREG};
+use crate::layout::inode::InodeRaw;
 use crate::layout::Ino;
 use crate::pm::PmDevice;
 use crate::{Error, Result};
@@ -254,17 +254,7 @@ impl<D: PmDevice> FsInner<D> {
 
     /// A fresh xattr inode of `owner` holding `blob`, still unlinked (nlink 0).
     fn write_xattr_inode(&self, owner: Ino, blob: &[u8]) -> Result<Arc<InodeCell>> {
-        let ino = self.ialloc.alloc()?;
-        let mut raw = inode::fresh_raw(S_IFREG, 0, 0, inode::now_ns());
-        raw.parent = owner.0;
-        let mut tx = self.journals.begin();
-        inode::tx_write_inode(&mut tx, &self.geo, ino, &mut raw);
-        if let Err(e) = tx.commit() {
-            self.ialloc.free(ino);
-            return Err(e);
-        }
-        let cell = Arc::new(InodeCell::new(ino, raw));
-        self.inodes.insert(cell.clone());
+        let cell = self.new_unlinked_file(owner)?;
         let mut done = 0;
         while done < blob.len() {
             match self.write_at(&cell, done as u64, &blob[done..]) {

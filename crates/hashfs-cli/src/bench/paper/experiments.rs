@@ -28,6 +28,7 @@ pub fn run(name: &str, ctx: &Ctx) -> Result<Report, Failure> {
         "ctfs-pswap" => super::ctfs::run(ctx),
         "ctfs-micro" => super::ctfs::micro(ctx),
         "ctfs-large" => super::ctfs::large(ctx),
+        "ctfs-atomic" => super::ctfs_atomic::run(ctx),
         "ctfs-ycsb" => super::ycsb::run(ctx),
         _ => Err(fail(format!("unknown experiment {name}"))),
     }
