@@ -116,10 +116,10 @@ fi
 # when a check of it was decisive in one full run and inconclusive in the other (effects
 # near a bound; bench/results-intro.md, "More images"). Named experiments or --images: as
 # given.
-FIVE=(locality spfs-extents ctfs-pswap pagecache concurrency)
+FIVE=(locality spfs-extents ctfs-pswap pagecache concurrency ctfs-atomic)
 TEN=(utilization ctfs-ycsb)
 TWENTY=(fragmentation)
-REST=(filesize iosize winefs-aging winefs-2mib untorn ctfs-micro ctfs-large ctfs-atomic)
+REST=(filesize iosize winefs-aging winefs-2mib untorn ctfs-micro ctfs-large)
 split=0
 if [ "$names" = 0 ] && [ "$quick" = 0 ] && [[ " $* " != *" --images "* ]]; then split=1; fi
 # measure RUN N EXPERIMENT...: N images per point, run 2 on the N images after run 1's.
