@@ -64,6 +64,13 @@ pub struct View {
     full: AtomicBool,
 }
 
+/// Kernel mappings the view may hold: half of `vm.max_map_count`, or
+/// `HASHFS_CTFS_VIEW_BUDGET` (tests: a budget a small image reaches).
+fn budget() -> u64 {
+    let env = std::env::var("HASHFS_CTFS_VIEW_BUDGET").ok().and_then(|v| v.parse().ok());
+    env.unwrap_or(max_map_count() / 2)
+}
+
 impl View {
     /// Reserves the virtual space for the image open as `fd`.
     pub fn new(fd: RawFd, geo: &Geometry) -> std::io::Result<View> {
@@ -75,7 +82,7 @@ impl View {
             pages: (0..n).map(|_| AtomicU64::new(0)).collect(),
             maps: (0..n).map(|_| AtomicU64::new(0)).collect(),
             fill: Mutex::new(0),
-            budget: max_map_count() / 2,
+            budget: budget(),
             full: AtomicBool::new(false),
         })
     }
@@ -108,7 +115,8 @@ impl View {
         let mut l = have;
         let mut run: Option<(u64, u64, u64)> = None; // (first page, first block, pages)
         let mut calls = 0u64;
-        while l < target && *counted + calls < self.budget {
+        // The run still open when the loop stops is mapped after it: one call kept for it.
+        while l < target && *counted + calls + 1 < self.budget {
             let Some(e) = Ctfs::lookup(m, geo, raw, Lblk(l))? else { break };
             let n = e.len.min(target - l);
             match &mut run {
