@@ -17,7 +17,8 @@ fn process_mappings() -> u64 {
 
 #[test]
 fn a_fragmented_file_is_mapped_up_to_the_budget_and_walked_past_it() {
-    // SAFETY (set_var): the only test of this binary, before any image is opened.
+    // SAFETY: the only test of this binary sets it before any image is opened; no other
+    // thread reads the environment meanwhile.
     unsafe { std::env::set_var("HASHFS_CTFS_VIEW_BUDGET", BUDGET.to_string()) };
     let dir = tempfile::tempdir_in("/dev/shm").unwrap();
     let path = dir.path().join("ctfs.img");
