@@ -9,13 +9,42 @@
 
 use super::inode::{self, InodeCell};
 use super::FsInner;
-use crate::layout::{MappingKind, BLOCK_BYTES};
-use crate::mapping::FileMap;
+use crate::journal::Tx;
+use crate::layout::{Ino, InodeRaw, MappingKind, BLOCK_BYTES};
+use crate::mapping::{FileMap, MapTx};
 use crate::pm::PmDevice;
 use crate::{Error, Result};
 use std::sync::atomic::Ordering;
 
 impl<D: PmDevice> FsInner<D> {
+    /// [`MapTx::ctfs_exchange`] in `tx`, within three quarters of the journal (else
+    /// Unsupported with `too_large`); on an error the structure change is aborted. Returns
+    /// the change and the exchange's counts.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn exchange_in_tx<'a>(
+        &self,
+        tx: &Tx<'a, D>,
+        mut mt: MapTx<'a, D>,
+        a: (Ino, &mut InodeRaw),
+        la: u64,
+        b: Option<(Ino, &mut InodeRaw)>,
+        lb: u64,
+        n: u64,
+        too_large: &'static str,
+    ) -> Result<(MapTx<'a, D>, (u64, u64, u64))> {
+        match mt.ctfs_exchange(a, la, b, lb, n) {
+            Ok(c) if tx.undo_entries() + mt.undo_entries() <= self.geo.journal_entries() * 3 / 4 => Ok((mt, c)),
+            Ok(_) => {
+                mt.abort();
+                Err(Error::Unsupported(too_large))
+            }
+            Err(e) => {
+                mt.abort();
+                Err(e)
+            }
+        }
+    }
+
     /// Returns the page-table entries exchanged.
     pub(crate) fn swap_pages(&self, a: &InodeCell, off_a: u64, b: &InodeCell, off_b: u64, len: u64) -> Result<u64> {
         let FileMap::Blocks(bm) = &self.map else { return Err(Error::Unsupported("pswap needs a ctfs image")) };
@@ -59,28 +88,16 @@ impl<D: PmDevice> FsInner<D> {
         }
         let (mut ra, mut rb) = (ga.raw, gb.as_deref().map(|g| g.raw));
         let mut tx = self.journals.begin();
-        let mut mt = bm.begin();
-        let n = len / BLOCK_BYTES;
-        let exchanged = mt.ctfs_exchange(
+        let (mt, (ca, cb, entries)) = self.exchange_in_tx(
+            &tx,
+            bm.begin(),
             (a.ino, &mut ra),
             off_a / BLOCK_BYTES,
             rb.as_mut().map(|r| (b.ino, r)),
             off_b / BLOCK_BYTES,
-            n,
-        );
-        let (ca, cb, entries) = match exchanged {
-            Ok(c) if tx.undo_entries() + mt.undo_entries() <= self.geo.journal_entries() * 3 / 4 => c,
-            Ok(_) => {
-                mt.abort();
-                return Err(Error::Unsupported(
-                    "pswap: ranges this misaligned need more page-table entries than one transaction holds",
-                ));
-            }
-            Err(e) => {
-                mt.abort();
-                return Err(e);
-            }
-        };
+            len / BLOCK_BYTES,
+            "pswap: ranges this misaligned need more page-table entries than one transaction holds",
+        )?;
         let now = inode::now_ns();
         for raw in std::iter::once(&mut ra).chain(rb.as_mut()) {
             raw.mtime_ns = now;

@@ -259,23 +259,16 @@ impl<D: PmDevice> FsInner<D> {
         let mut sst = stage.state.write();
         let (mut ra, mut rb) = (st.raw, sst.raw);
         let mut tx = self.journals.begin();
-        let mut mt = bm.begin();
-        let n = (z - a) / BLOCK_BYTES;
-        let exchanged =
-            mt.ctfs_exchange((cell.ino, &mut ra), a / BLOCK_BYTES, Some((stage.ino, &mut rb)), s / BLOCK_BYTES, n);
-        let (ca, cb) = match exchanged {
-            Ok((ca, cb, _)) if tx.undo_entries() + mt.undo_entries() <= self.geo.journal_entries() * 3 / 4 => (ca, cb),
-            Ok(_) => {
-                mt.abort();
-                return Err(Error::Unsupported(
-                    "an untorn write needing more page-table entries than one transaction holds",
-                ));
-            }
-            Err(e) => {
-                mt.abort();
-                return Err(e);
-            }
-        };
+        let (mt, (ca, cb, _)) = self.exchange_in_tx(
+            &tx,
+            bm.begin(),
+            (cell.ino, &mut ra),
+            a / BLOCK_BYTES,
+            Some((stage.ino, &mut rb)),
+            s / BLOCK_BYTES,
+            (z - a) / BLOCK_BYTES,
+            "an untorn write needing more page-table entries than one transaction holds",
+        )?;
         let now = inode::now_ns();
         ra.blocks = ra.blocks - ca + cb;
         rb.blocks = rb.blocks - cb + ca;
