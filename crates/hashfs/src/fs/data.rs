@@ -161,12 +161,23 @@ impl<D: PmDevice> FsInner<D> {
                 return Ok(n);
             }
         }
+        self.read_mapped(cell, &st.raw, off, &mut buf[..n])?;
+        cell.next_read_lblk.store(end, Ordering::Relaxed);
+        Ok(n)
+    }
+
+    /// Copies the file's bytes at `off` into `buf` (all inside its size) through its
+    /// mapping, zeros for holes, under the file's lock the caller holds.
+    pub(super) fn read_mapped(&self, cell: &InodeCell, raw: &InodeRaw, off: u64, buf: &mut [u8]) -> Result<()> {
+        let n = buf.len();
+        let size_blocks = blocks_for(raw.size);
+        let end = (off + n as u64).div_ceil(BLOCK_BYTES);
         let mut done = 0usize;
         while done < n {
             let pos = off + done as u64;
             let lblk = Lblk::of_byte(pos);
             let in_blk = pos % BLOCK_BYTES;
-            match self.translate_range(cell, &st.raw, lblk, Lblk(end), size_blocks)? {
+            match self.translate_range(cell, raw, lblk, Lblk(end), size_blocks)? {
                 Some(e) => {
                     let len = ((e.len * BLOCK_BYTES - in_blk) as usize).min(n - done);
                     self.dev.read(self.geo.block_off(e.pblk.0) + in_blk, &mut buf[done..done + len]);
@@ -179,8 +190,7 @@ impl<D: PmDevice> FsInner<D> {
                 }
             }
         }
-        cell.next_read_lblk.store((off + n as u64).div_ceil(BLOCK_BYTES), Ordering::Relaxed);
-        Ok(n)
+        Ok(())
     }
 
     pub(crate) fn write_at(&self, cell: &InodeCell, off: u64, data: &[u8]) -> Result<usize> {

@@ -219,21 +219,8 @@ impl<D: PmDevice> FsInner<D> {
     /// end of file), read under the lock the caller holds.
     fn read_old(&self, cell: &InodeCell, raw: &InodeRaw, from: u64, to: u64) -> Result<Vec<u8>> {
         let mut buf = vec![0u8; (to - from) as usize];
-        let size_blocks = blocks_for(raw.size);
-        let upto = to.min(raw.size);
-        let mut pos = from;
-        while pos < upto {
-            let in_blk = pos % BLOCK_BYTES;
-            let i = (pos - from) as usize;
-            pos += match self.translate(cell, raw, Lblk::of_byte(pos), size_blocks)? {
-                Some(e) => {
-                    let len = (e.len * BLOCK_BYTES - in_blk).min(upto - pos);
-                    self.dev.read(self.geo.block_off(e.pblk.0) + in_blk, &mut buf[i..i + len as usize]);
-                    len
-                }
-                None => (BLOCK_BYTES - in_blk).min(upto - pos),
-            };
-        }
+        let n = to.min(raw.size).saturating_sub(from) as usize;
+        self.read_mapped(cell, raw, from, &mut buf[..n])?;
         Ok(buf)
     }
 
