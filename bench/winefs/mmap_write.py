@@ -1,9 +1,10 @@
 """Through the shim (LD_PRELOAD): fallocate a file of MIB MiB under the HashFS prefix, map it
 shared and writable, memcpy into it sequentially in 1 MiB pieces (timed), and print one JSON
 line: GB/s, minor page faults, and the KiB of the mapping the kernel maps with 2 MiB pages.
-The file is deleted afterwards.
+The file is deleted afterwards. With `sparse`, the file is sized with ftruncate instead,
+all hole: its blocks are given when first written through the mapping.
 
-    python3 bench/winefs/mmap_write.py PATH MIB
+    python3 bench/winefs/mmap_write.py PATH MIB [sparse]
 """
 import ctypes
 import json
@@ -14,9 +15,13 @@ import sys
 import time
 
 path, mib = sys.argv[1], int(sys.argv[2])
+sparse = sys.argv[3:] == ["sparse"]
 size = mib << 20
 fd = os.open(path, os.O_CREAT | os.O_RDWR)
-os.posix_fallocate(fd, 0, size)
+if sparse:
+    os.ftruncate(fd, size)
+else:
+    os.posix_fallocate(fd, 0, size)
 try:
     m = mmap.mmap(fd, size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
 except OSError as e:  # a file too scattered for the process's kernel mappings: ENOMEM
@@ -46,4 +51,4 @@ ok = m[size - len(piece):] == piece
 m.close()
 os.close(fd)
 os.unlink(path)
-print(json.dumps({"mib": mib, "gbps": size / secs / 1e9, "faults": faults, "pmd_kib": pmd, "data_ok": ok}))
+print(json.dumps({"mib": mib, "sparse": sparse, "gbps": size / secs / 1e9, "faults": faults, "pmd_kib": pmd, "data_ok": ok}))

@@ -427,7 +427,7 @@ pub use dir::*;
 pub use fd::*;
 pub use io::*;
 pub use meta::*;
-use mmap::has_shared_maps;
+use mmap::is_mapped;
 pub use mmap::*;
 pub use names::*;
 use path::*;

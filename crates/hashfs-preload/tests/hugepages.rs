@@ -15,7 +15,7 @@ use huge::huge_dir;
 use skip::skip;
 use std::path::Path;
 
-fn pmd_kib(allocator: AllocatorKind, dir: &Path) -> u64 {
+fn pmd_kib(allocator: AllocatorKind, dir: &Path, sparse: bool) -> u64 {
     let opts = FormatOptions { mapping: MappingKind::ExtentTree, allocator, ..FormatOptions::default() };
     let img = image_in(dir, 256 << 20, &opts);
     // Small files first, so that the big file does not start at the first data block.
@@ -23,7 +23,12 @@ fn pmd_kib(allocator: AllocatorKind, dir: &Path) -> u64 {
     img.ok("python3", &["-c", &small]);
     // The benchmark's own script: fallocate, map, memcpy through the mapping, one JSON line.
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../../bench/winefs/mmap_write.py");
-    let out = img.ok("python3", &[script, &p("/big"), "8"]);
+    let mut args = vec![script.to_string(), p("/big"), "8".into()];
+    if sparse {
+        args.push("sparse".into()); // the file all hole: blocks given by the first stores
+    }
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let out = img.ok("python3", &args);
     img.fsck_clean();
     assert!(out.contains(r#""data_ok": true"#), "{out}");
     let field = out.split(r#""pmd_kib": "#).nth(1).expect("pmd_kib");
@@ -36,8 +41,19 @@ fn mapped_files_get_2mib_pages_with_the_aligned_allocator() {
         skip("no tmpfs with huge=always (mounting one needs root)");
         return;
     };
-    let aligned = pmd_kib(AllocatorKind::Aligned, &dir);
-    let bitmap = pmd_kib(AllocatorKind::Bitmap, &dir);
+    let aligned = pmd_kib(AllocatorKind::Aligned, &dir, false);
+    let bitmap = pmd_kib(AllocatorKind::Bitmap, &dir, false);
     assert_eq!(aligned, 8192, "every 2 MiB of the file on a huge page (bitmap allocator: {bitmap} KiB)");
     assert!(bitmap < aligned, "the bitmap allocator's placement ignores alignment: {bitmap} KiB");
+}
+
+/// A hole written through the mapping gets its whole 2 MiB at the first store, one aligned
+/// extent, so the sparse file ends up on huge pages too.
+#[test]
+fn holes_filled_through_a_mapping_get_2mib_pages() {
+    let Some(dir) = huge_dir() else {
+        skip("no tmpfs with huge=always (mounting one needs root)");
+        return;
+    };
+    assert_eq!(pmd_kib(AllocatorKind::Aligned, &dir, true), 8192, "every 2 MiB of the filled holes on a huge page");
 }

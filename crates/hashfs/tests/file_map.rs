@@ -65,6 +65,47 @@ fn a_mapping_is_the_file() {
     }
 }
 
+/// A writable mapping of a file that is all hole, twice the image's size: mapping and
+/// reading allocate nothing; each first write, through the safe copy or a raw pointer,
+/// gives its 2 MiB of the file blocks (at most), and the file holds what was written.
+#[test]
+fn holes_get_blocks_when_first_written_through_a_mapping() {
+    for mapping in [MappingKind::HashFs, MappingKind::ExtentTree] {
+        let dir = tempfile::tempdir_in("/dev/shm").unwrap();
+        let fs = image(dir.path(), mapping);
+        let rw = OpenOptions::new().read(true).write(true).create(true).clone();
+        let f = fs.open_file(Path::new("/sparse"), &rw).unwrap();
+        f.set_len(256 * MIB).unwrap();
+        let free0 = fs.statfs().blocks_free;
+        let m = f.map(0, 256 * MIB as usize, true).unwrap();
+        let mut buf = [1u8; 4096];
+        m.read_at(100 * MIB as usize, &mut buf).unwrap();
+        assert_eq!(
+            (buf, fs.statfs().blocks_free),
+            ([0; 4096], free0),
+            "{mapping:?}: mapping and reading allocate nothing"
+        );
+        m.write_at(100 * MIB as usize + 10, b"first").unwrap();
+        let used = free0 - fs.statfs().blocks_free;
+        assert!((1..=512).contains(&used), "{mapping:?}: one write, {used} blocks");
+        // A page read first (a write-protected zero page), then written by a raw store.
+        m.read_at(200 * MIB as usize, &mut buf).unwrap();
+        // SAFETY: inside the live, writable mapping.
+        unsafe { m.as_ptr().add(200 * MIB as usize + 7).copy_from_nonoverlapping(b"raw".as_ptr(), 3) };
+        m.persist(0, m.len()).unwrap();
+        let used = free0 - fs.statfs().blocks_free;
+        assert!((2..=1024).contains(&used), "{mapping:?}: two writes, {used} blocks");
+        let mut got = [0u8; 5];
+        f.read_at(100 * MIB + 10, &mut got).unwrap();
+        assert_eq!(&got, b"first");
+        f.read_at(200 * MIB + 7, &mut got[..3]).unwrap();
+        assert_eq!(&got[..3], b"raw");
+        drop(m);
+        drop(f);
+        fs.unmount().unwrap();
+    }
+}
+
 #[test]
 fn aligned_files_are_mapped_with_2mib_pages() {
     let Some(huge) = huge_dir() else {

@@ -83,10 +83,10 @@ fn write_end(end: &End, off: Option<u64>, data: &[u8]) -> Result<usize, c_int> {
             if flags & libc::O_ACCMODE == libc::O_RDONLY {
                 return Err(libc::EBADF);
             }
-            let n = if flags & libc::O_APPEND != 0 {
+            let (at, n) = if flags & libc::O_APPEND != 0 {
                 let (n, end) = f.append(data).map_err(|e| e.errno())?;
                 *of.pos.lock() = end;
-                n
+                (end - n as u64, n)
             } else {
                 let mut pos = of.pos.lock();
                 let at = off.unwrap_or(*pos);
@@ -97,9 +97,9 @@ fn write_end(end: &End, off: Option<u64>, data: &[u8]) -> Result<usize, c_int> {
                 if off.is_none() {
                     *pos = at + done as u64;
                 }
-                done
+                (at, done)
             };
-            mmap::file_changed(of);
+            mmap::file_changed(of, at, at + n as u64);
             Ok(n)
         }
         &End::Kernel(fd) => {

@@ -22,6 +22,7 @@ pub(super) fn ret_size(r: Result<usize, c_int>) -> ssize_t {
 }
 
 pub(super) fn read_into(file: &File<MmapDevice>, off: u64, buf: &mut [u8]) -> Result<usize, c_int> {
+    mmap::fill_holes_in(buf)?;
     file.read_at(off, buf).map_err(|e| e.errno())
 }
 
@@ -67,13 +68,14 @@ pub unsafe extern "C" fn write(fd: c_int, buf: *const c_void, count: size_t) -> 
                     let (n, end) = f.append(b).map_err(|e| e.errno())?;
                     *pos = end;
                     drop(pos);
-                    mmap::file_changed(of);
+                    mmap::file_changed(of, end - n as u64, end);
                     return Ok(n);
                 }
-                let n = write_from(f, *pos, b)?;
+                let at = *pos;
+                let n = write_from(f, at, b)?;
                 *pos += n as u64;
                 drop(pos);
-                mmap::file_changed(of);
+                mmap::file_changed(of, at, at + n as u64);
                 Ok(n)
             }))
         })
@@ -114,7 +116,7 @@ pub unsafe extern "C" fn pwrite(fd: c_int, buf: *const c_void, count: size_t, of
         return guarded(|| {
             ret_size(with_file(fd, |of, f| {
                 let n = write_from(f, off as u64, b)?;
-                mmap::file_changed(of);
+                mmap::file_changed(of, off as u64, off as u64 + n as u64);
                 Ok(n)
             }))
         })
@@ -242,11 +244,11 @@ pub(super) fn truncate_fd(fd: c_int, len: off_t) -> c_int {
     }
     match with_file(fd, |of, f| {
         // Shrinking under a shared mapping would leave it on freed blocks.
-        if has_shared_maps(of.ino) && (len as u64) < f.metadata().map_err(|e| e.errno())?.size {
+        if is_mapped(of.ino) && (len as u64) < f.metadata().map_err(|e| e.errno())?.size {
             return Err(libc::EBUSY);
         }
         f.set_len(len as u64).map_err(|e| e.errno())?;
-        mmap::file_changed(of);
+        mmap::file_changed(of, 0, 0);
         Ok(())
     }) {
         Ok(()) => 0,
@@ -296,11 +298,11 @@ pub unsafe extern "C" fn truncate(path: *const c_char, len: off_t) -> c_int {
             return Err(Error::Invalid("negative length"));
         }
         let f = fs.open_file(p, hashfs::OpenOptions::new().write(true))?;
-        if has_shared_maps(f.ino()) && (len as u64) < f.metadata()?.size {
+        if is_mapped(f.ino()) && (len as u64) < f.metadata()?.size {
             return Err(Error::Busy);
         }
         f.set_len(len as u64)?;
-        mmap::file_changed_ino(f.ino());
+        mmap::file_changed_ino(f.ino(), 0, 0);
         Ok(())
     }) {
         return ret0(r);
@@ -327,11 +329,11 @@ pub(super) fn allocate_fd(fd: c_int, mode: c_int, off: off_t, len: off_t) -> c_i
         // shared mappings the range is zeroed in place instead (it reads as zeros all the
         // same; the blocks stay allocated).
         let mode = match mode {
-            FallocateMode::PunchHole if has_shared_maps(of.ino) => FallocateMode::ZeroRangeKeepSize,
+            FallocateMode::PunchHole if is_mapped(of.ino) => FallocateMode::ZeroRangeKeepSize,
             m => m,
         };
         f.fallocate(off as u64, len as u64, mode).map_err(|e| e.errno())?;
-        mmap::file_changed(of);
+        mmap::file_changed(of, off as u64, off as u64 + len as u64);
         Ok(())
     }) {
         Ok(()) => 0,

@@ -3,65 +3,96 @@
 //! Shared mappings, read-only or writable, map every page onto its data block in the image
 //! (MAP_FIXED over a reserved range), never a copy: a store through one is in the file, and
 //! a `write`/`pwrite` is visible through every mapping at once, as in any Linux file
-//! system. Holes inside the file become blocks when mapped, so that every page has a home.
-//! Pages past the end of the file stay anonymous until the file grows over them (a write,
-//! truncate up or fallocate through the shim), then they are mapped onto the new blocks;
-//! this is how LMDB reads pages it wrote with `pwrite` through its read-only map. msync
-//! writes the lines back and fences. Private mappings are copies taken at `mmap` time.
+//! system. Holes stay holes until written: their pages are anonymous and watched
+//! (`hashfs::pm::holefault`, userfaultfd); a read sees zeros, and the first write through
+//! the mapping gives the hole blocks (its whole 2 MiB of the file, so that the aligned
+//! allocator can make it one huge page) and maps them, as a DAX file system's fault handler
+//! does (LMDB with `MDB_WRITEMAP` sizes its file to the whole map). Where userfaultfd is not
+//! allowed (no `CAP_SYS_PTRACE`), holes get blocks when mapped, as before. A write or
+//! fallocate through the shim that fills a hole remaps it. Pages past the end of the file
+//! stay anonymous until the file grows over them (a write, truncate up or fallocate through
+//! the shim); this is how LMDB reads pages it wrote with `pwrite` through its read-only map.
+//! msync writes back the lines of the pages that are the file's and fences.
 //!
-//! Each mapping is recorded (range, file offset, pages mapped onto the image); `munmap` of
-//! any length, whole or partial, trims or splits the record, and the open file goes with
-//! its last page. Truncating a file down while it has shared mappings fails with EBUSY, and
+//! Private mappings map the same blocks copy-on-write (`MAP_PRIVATE`): nothing is copied
+//! at `mmap`, a store makes a private copy of its page, holes and pages past the end are
+//! private zeros.
+//!
+//! Each mapping is recorded (range, file offset, pages mapped onto the image, holes);
+//! `munmap` of any length, whole or partial, trims or splits the record, and the open file
+//! goes with its last page. Truncating a file down while it is mapped fails with EBUSY, and
 //! a hole punched in it is zeroed in place instead, so no mapping is ever left on freed
 //! blocks. Not intercepted: `mremap` of such a mapping.
 
 use super::*;
+use hashfs::pm::holefault::{hole_faults, Filler, Ranges};
 use std::sync::atomic::AtomicUsize;
 
-/// Kernel mappings (runs of physically consecutive blocks) one `mmap` may create: the
-/// process has `vm.max_map_count` (65,530 by default) in all. A file allocated by the
-/// aligned allocator needs one per 2 MiB at most; a fragmented file may need one per page,
-/// and mapping it then fails with ENOMEM rather than exhausting the process's mappings.
+mod holes;
+pub(super) use holes::fill_holes_in;
+
+/// Kernel mappings (runs of physically consecutive blocks, and watched holes) one `mmap`
+/// may create: the process has `vm.max_map_count` (65,530 by default) in all. A file
+/// allocated by the aligned allocator needs one per 2 MiB at most; a fragmented file may
+/// need one per page, and mapping it then fails with ENOMEM rather than exhausting the
+/// process's mappings.
 const MAX_RUNS_PER_MAP: usize = 16_384;
 /// Runs shorter than this are populated at `mmap` (the kernel's fault-around, 64 KiB).
 const FAULT_AROUND_PAGES: usize = 16;
 const PAGE: usize = 4096;
 const HUGE: usize = 2 << 20;
 
-struct SharedMap {
+struct FileMap {
     start: usize,
     /// Bytes, a whole number of pages.
     len: usize,
     /// File offset of `start`.
     off: u64,
-    /// Bytes from `start` mapped onto the image (the rest is past EOF, anonymous).
+    /// Bytes from `start` that the file covered when last mapped (the rest is past EOF,
+    /// anonymous).
     mapped: usize,
     prot: c_int,
+    private: bool,
+    /// Holes of the file inside `mapped`, watched for their first write: page-aligned byte
+    /// ranges from `start`, sorted and disjoint (shared mappings only).
+    holes: Ranges,
+    /// Kernel mappings made for this record so far (runs and watched holes).
+    runs: usize,
     file: Arc<OpenFile>,
     /// Keeps the file's blocks in place while the pages are mapped onto them.
     _pin: Option<hashfs::BlockPin>,
 }
 
-static SHARED_MAPS: Mutex<Vec<SharedMap>> = Mutex::new(Vec::new());
-/// Records in SHARED_MAPS, read without the lock on every write.
-static SHARED_COUNT: AtomicUsize = AtomicUsize::new(0);
-
-pub(super) fn has_shared_maps(ino: Ino) -> bool {
-    SHARED_COUNT.load(Ordering::Relaxed) > 0 && SHARED_MAPS.lock().iter().any(|m| m.file.ino == ino)
+impl FileMap {
+    fn covers(&self, addr: usize) -> bool {
+        self.start <= addr && addr < self.start + self.len
+    }
 }
 
-/// Maps `[from, to)` bytes of mapping `m` (page-aligned, inside the file) onto the image.
-fn map_pages(fs: &FileSystem<MmapDevice>, m: &SharedMap, from: usize, to: usize) -> Result<(), c_int> {
+static MAPS: Mutex<Vec<FileMap>> = Mutex::new(Vec::new());
+/// Records in MAPS, read without the lock on every write.
+static MAP_COUNT: AtomicUsize = AtomicUsize::new(0);
+
+/// Whether `ino` is memory-mapped (its blocks are pinned: it may not shrink).
+pub(super) fn is_mapped(ino: Ino) -> bool {
+    MAP_COUNT.load(Ordering::Relaxed) > 0 && MAPS.lock().iter().any(|m| m.file.ino == ino)
+}
+
+/// Maps `[from, to)` bytes of mapping `m` (page-aligned, inside the file) onto the image:
+/// blocks as runs, holes watched (or, without userfaultfd, given blocks first).
+fn map_pages(fs: &FileSystem<MmapDevice>, m: &mut FileMap, from: usize, to: usize) -> Result<(), c_int> {
     let real_mmap = real!(mmap: fn(*mut c_void, size_t, c_int, c_int, c_int, off_t) -> *mut c_void);
     if to <= from {
         return Ok(());
     }
-    // Holes become blocks, so that every page in the file has a home in the image.
-    let f = fs.open_ino(m.file.ino, Access { read: true, write: true, append: false }).map_err(|e| e.errno())?;
-    let size = f.metadata().map_err(|e| e.errno())?.size;
-    let alloc_end = (m.off + to as u64).min(size);
-    if alloc_end > m.off + from as u64 {
-        f.allocate(m.off + from as u64, alloc_end - m.off - from as u64).map_err(|e| e.errno())?;
+    let watch = if m.private { None } else { hole_faults() };
+    if !m.private && watch.is_none() {
+        let f = fs.open_ino(m.file.ino, Access { read: true, write: true, append: false }).map_err(|e| e.errno())?;
+        let size = f.metadata().map_err(|e| e.errno())?.size;
+        let alloc_end = (m.off + to as u64).min(size);
+        if alloc_end > m.off + from as u64 {
+            f.allocate(m.off + from as u64, alloc_end - m.off - from as u64).map_err(|e| e.errno())?;
+        }
     }
     let geo = fs.geometry();
     let image_fd = fs.device().raw_fd();
@@ -69,13 +100,28 @@ fn map_pages(fs: &FileSystem<MmapDevice>, m: &SharedMap, from: usize, to: usize)
     let first = (m.off as usize + from) / PAGE;
     let block = |l: usize| fs.physical_block(m.file.ino, hashfs::Lblk(l as u64)).ok().flatten().map(|e| e.pblk.0);
     let mut i = 0;
-    let mut runs = 0;
     while i < pages {
-        let slot = block(first + i).ok_or(libc::EIO)?;
-        runs += 1;
-        if runs > MAX_RUNS_PER_MAP {
+        m.runs += 1;
+        if m.runs > MAX_RUNS_PER_MAP {
             return Err(libc::ENOMEM);
         }
+        let at = from + i * PAGE;
+        let Some(slot) = block(first + i) else {
+            // A hole: private zeros, or watched for its first write.
+            let mut run = 1;
+            while i + run < pages && block(first + i + run).is_none() {
+                run += 1;
+            }
+            if let Some(w) = watch {
+                w.watch(m.start + at, run * PAGE, Arc::new(ShimFiller))
+                    .map_err(|e| e.raw_os_error().unwrap_or(libc::EIO))?;
+                m.holes.add(at, at + run * PAGE);
+            } else if !m.private {
+                return Err(libc::EIO); // given blocks above
+            }
+            i += run;
+            continue;
+        };
         // Runs of physically consecutive blocks become one kernel mapping.
         let mut run = 1;
         while i + run < pages && block(first + i + run) == Some(slot + run as u64) {
@@ -85,15 +131,17 @@ fn map_pages(fs: &FileSystem<MmapDevice>, m: &SharedMap, from: usize, to: usize)
         // fault-around maps up to 16 neighbouring pages per fault, but only within one
         // mapping, so a run this short would fault page by page (LevelDB's YCSB A through
         // the shim: 60,000 faults against 28,000 so, 1.25 ± 0.12x its throughput;
-        // docs/benchmarks.md).
-        let populate = if run < FAULT_AROUND_PAGES { libc::MAP_POPULATE } else { 0 };
+        // docs/benchmarks.md). Not for private mappings: populating a writable one would
+        // copy every page.
+        let populate = if run < FAULT_AROUND_PAGES && !m.private { libc::MAP_POPULATE } else { 0 };
+        let share = if m.private { libc::MAP_PRIVATE } else { libc::MAP_SHARED };
         // SAFETY: replacing pages of our own reservation with pages of the image file.
         let r = unsafe {
             real_mmap(
-                (m.start + from + i * PAGE) as *mut c_void,
+                (m.start + at) as *mut c_void,
                 run * PAGE,
                 m.prot,
-                libc::MAP_SHARED | libc::MAP_FIXED | populate,
+                share | libc::MAP_FIXED | populate,
                 image_fd,
                 geo.block_off(slot).0 as off_t,
             )
@@ -101,25 +149,52 @@ fn map_pages(fs: &FileSystem<MmapDevice>, m: &SharedMap, from: usize, to: usize)
         if r == libc::MAP_FAILED {
             return Err(std::io::Error::last_os_error().raw_os_error().unwrap_or(libc::ENOMEM));
         }
+        if m.holes.remove(at, at + run * PAGE) {
+            if let Some(w) = watch {
+                w.forget(m.start + at, m.start + at + run * PAGE);
+            }
+        }
         i += run;
     }
     Ok(())
 }
 
-/// After a write, truncate or fallocate of `of`'s file through the shim: pages of shared
-/// mappings that the file now covers are mapped onto their blocks.
-pub(super) fn file_changed(of: &OpenFile) {
-    file_changed_ino(of.ino)
+/// Maps the pages of `ino`'s shared mappings that were holes in the file's `[lo, hi)`
+/// bytes and may have blocks now (a write, fallocate or fill through another mapping).
+fn remap_filled(fs: &FileSystem<MmapDevice>, maps: &mut [FileMap], ino: Ino, lo: u64, hi: u64) {
+    for m in maps.iter_mut().filter(|m| m.file.ino == ino && !m.private && !m.holes.is_empty()) {
+        let (rlo, rhi) = (lo.saturating_sub(m.off) as usize / PAGE * PAGE, hi.saturating_sub(m.off) as usize);
+        for (a, e) in m.holes.overlapping(rlo, rhi.next_multiple_of(PAGE).min(m.mapped)) {
+            let _ = map_pages(fs, m, a, e);
+        }
+    }
 }
 
-pub(super) fn file_changed_ino(ino: Ino) {
-    if SHARED_COUNT.load(Ordering::Relaxed) == 0 {
+/// Write faults of watched holes.
+struct ShimFiller;
+
+impl Filler for ShimFiller {
+    fn fill(&self, addr: usize) -> bool {
+        guarded(|| holes::fill(addr)).is_some_and(|r| r.is_ok())
+    }
+}
+
+/// After a write, truncate or fallocate of `of`'s file through the shim that touched
+/// `[lo, hi)`: pages of shared mappings that the file now covers are mapped onto their
+/// blocks, and holes the change filled are remapped.
+pub(super) fn file_changed(of: &OpenFile, lo: u64, hi: u64) {
+    file_changed_ino(of.ino, lo, hi)
+}
+
+pub(super) fn file_changed_ino(ino: Ino, lo: u64, hi: u64) {
+    if MAP_COUNT.load(Ordering::Relaxed) == 0 {
         return;
     }
     let Ok(fs) = shim().fs() else { return };
     let Ok(size) = fs.getattr(ino).map(|m| m.size) else { return };
-    let mut maps = SHARED_MAPS.lock();
-    for m in maps.iter_mut().filter(|m| m.file.ino == ino) {
+    let mut maps = MAPS.lock();
+    remap_filled(fs, &mut maps, ino, lo, hi);
+    for m in maps.iter_mut().filter(|m| m.file.ino == ino && !m.private) {
         let want = (size.saturating_sub(m.off) as usize).next_multiple_of(PAGE).min(m.len);
         if want > m.mapped && map_pages(fs, m, m.mapped, want).is_ok() {
             m.mapped = want;
@@ -166,7 +241,6 @@ fn map_file(
     fd: c_int,
     off: off_t,
 ) -> Result<*mut c_void, c_int> {
-    let real_mmap = real!(mmap: fn(*mut c_void, size_t, c_int, c_int, c_int, off_t) -> *mut c_void);
     let s = shim();
     let fs = s.fs()?;
     let of = s.file(fd).ok_or(libc::EBADF)?;
@@ -180,61 +254,44 @@ fn map_file(
     }
     let size = fs.getattr(of.ino).map_err(|e| e.errno())?.size;
     let fixed = flags & libc::MAP_FIXED;
-    let shared = flags & (libc::MAP_SHARED | libc::MAP_SHARED_VALIDATE) != 0;
-    if !shared {
-        // SAFETY: an anonymous mapping; addr is the caller's hint (or MAP_FIXED target).
-        let region = unsafe {
-            real_mmap(
-                addr,
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | fixed,
-                -1,
-                0,
-            )
-        };
-        if region == libc::MAP_FAILED {
-            return Err(std::io::Error::last_os_error().raw_os_error().unwrap_or(libc::ENOMEM));
-        }
-        let avail = size.saturating_sub(off as u64).min(len as u64) as usize;
-        // SAFETY: region holds len >= avail bytes.
-        let buf = unsafe { std::slice::from_raw_parts_mut(region as *mut u8, avail) };
-        let mut done = 0;
-        while done < avail {
-            match file.read_at(off as u64 + done as u64, &mut buf[done..]) {
-                Ok(0) => break,
-                Ok(n) => done += n,
-                Err(e) => return Err(e.errno()),
-            }
-        }
-        // SAFETY: region is ours, of len bytes.
-        unsafe { libc::mprotect(region, len, prot) };
-        return Ok(region);
-    }
-    if prot & libc::PROT_WRITE != 0 && acc != libc::O_RDWR {
+    // The mapping type is the low bits: MAP_SHARED (1), MAP_PRIVATE (2), MAP_SHARED_VALIDATE
+    // (3). (Testing `flags & (MAP_SHARED | MAP_SHARED_VALIDATE)` took MAP_PRIVATE for shared:
+    // a private mapping's stores went into the file.)
+    let private = match flags & 0x0f {
+        libc::MAP_PRIVATE => true,
+        libc::MAP_SHARED | libc::MAP_SHARED_VALIDATE => false,
+        _ => return Err(libc::EINVAL),
+    };
+    if !private && prot & libc::PROT_WRITE != 0 && acc != libc::O_RDWR {
         return Err(libc::EACCES);
     }
     let pages = len.div_ceil(PAGE);
     let region = reserve(addr, pages * PAGE, prot, fixed, off as u64)?;
-    let _pin = Some(file.pin_blocks());
-    let mut m = SharedMap {
+    let mut m = FileMap {
         start: region as usize,
         len: pages * PAGE,
         off: off as u64,
         mapped: 0,
         prot,
+        private,
+        holes: Ranges::default(),
+        runs: 0,
         file: of.clone(),
-        _pin,
+        _pin: Some(file.pin_blocks()),
     };
     let in_file = (size.saturating_sub(off as u64) as usize).next_multiple_of(PAGE).min(m.len);
-    if let Err(e) = map_pages(fs, &m, 0, in_file) {
+    if let Err(e) = map_pages(fs, &mut m, 0, in_file) {
+        if let Some(w) = hole_faults() {
+            w.forget(m.start, m.start + m.len);
+        }
         // SAFETY: undoing our own reservation.
         unsafe { libc::munmap(region, m.len) };
         return Err(e);
     }
     m.mapped = in_file;
-    SHARED_MAPS.lock().push(m);
-    SHARED_COUNT.fetch_add(1, Ordering::Relaxed);
+    let mut maps = MAPS.lock();
+    maps.push(m);
+    MAP_COUNT.store(maps.len(), Ordering::Relaxed);
     Ok(region)
 }
 
@@ -278,7 +335,7 @@ pub unsafe extern "C" fn mmap64(
 
 /// Removes `[a, e)` (page-aligned) from the records: a record inside it goes, one that
 /// overlaps it is trimmed, one that holds it is split in two.
-fn forget_range(maps: &mut Vec<SharedMap>, a: usize, e: usize) {
+fn forget_range(maps: &mut Vec<FileMap>, a: usize, e: usize) {
     let mut out = Vec::with_capacity(maps.len() + 1);
     for m in maps.drain(..) {
         let end = m.start + m.len;
@@ -288,15 +345,23 @@ fn forget_range(maps: &mut Vec<SharedMap>, a: usize, e: usize) {
         }
         if m.start < a {
             let len = a - m.start;
-            out.push(SharedMap { len, mapped: m.mapped.min(len), file: m.file.clone(), _pin: m._pin.clone(), ..m });
+            out.push(FileMap {
+                len,
+                mapped: m.mapped.min(len),
+                holes: m.holes.clip(0, len, 0),
+                file: m.file.clone(),
+                _pin: m._pin.clone(),
+                ..m
+            });
         }
         if e < end {
             let cut = e - m.start;
-            out.push(SharedMap {
+            out.push(FileMap {
                 start: e,
                 len: end - e,
                 off: m.off + cut as u64,
                 mapped: m.mapped.saturating_sub(cut),
+                holes: m.holes.clip(cut, m.len, cut),
                 file: m.file.clone(),
                 _pin: m._pin.clone(),
                 ..m
@@ -310,31 +375,45 @@ fn forget_range(maps: &mut Vec<SharedMap>, a: usize, e: usize) {
 pub unsafe extern "C" fn munmap(addr: *mut c_void, len: size_t) -> c_int {
     // SAFETY: forwarding.
     let r = unsafe { real!(munmap: fn(*mut c_void, size_t) -> c_int)(addr, len) };
-    if r == 0 && !IN_SHIM.with(|g| g.get()) && SHARED_COUNT.load(Ordering::Relaxed) > 0 {
+    if r == 0 && !IN_SHIM.with(|g| g.get()) && MAP_COUNT.load(Ordering::Relaxed) > 0 {
         // The kernel unmaps whole pages: [addr, addr + len rounded up to a page).
         let (a, e) = (addr as usize, (addr as usize).saturating_add(len).next_multiple_of(PAGE));
         guarded(|| {
-            let mut maps = SHARED_MAPS.lock();
+            let mut maps = MAPS.lock();
             forget_range(&mut maps, a, e);
-            SHARED_COUNT.store(maps.len(), Ordering::Relaxed);
+            MAP_COUNT.store(maps.len(), Ordering::Relaxed);
+            if let Some(w) = hole_faults() {
+                w.forget(a, e);
+            }
         });
     }
     r
 }
 
+/// msync of a range that meets a shared mapping of ours: the lines of its pages that are
+/// the file's (not holes, not past the end) are written back and fenced.
 #[no_mangle]
 pub unsafe extern "C" fn msync(addr: *mut c_void, len: size_t, flags: c_int) -> c_int {
-    let (a, e) = (addr as usize, addr as usize + len);
-    let ours = !IN_SHIM.with(|g| g.get())
-        && SHARED_COUNT.load(Ordering::Relaxed) > 0
-        && SHARED_MAPS.lock().iter().any(|m| a < m.start + m.len && m.start < e);
-    if ours {
-        // SAFETY: the range is part of a live mapping of the image.
-        unsafe { hashfs::pm::persist_range(addr as *const u8, len) };
-        return 0;
+    let (a, e) = (addr as usize, (addr as usize).saturating_add(len));
+    if IN_SHIM.with(|g| g.get()) || MAP_COUNT.load(Ordering::Relaxed) == 0 {
+        // SAFETY: forwarding.
+        return unsafe { real!(msync: fn(*mut c_void, size_t, c_int) -> c_int)(addr, len, flags) };
     }
-    // SAFETY: forwarding.
-    unsafe { real!(msync: fn(*mut c_void, size_t, c_int) -> c_int)(addr, len, flags) }
+    let maps = MAPS.lock();
+    let ours: Vec<&FileMap> = maps.iter().filter(|m| a < m.start + m.len && m.start < e).collect();
+    if ours.is_empty() {
+        drop(maps);
+        // SAFETY: forwarding.
+        return unsafe { real!(msync: fn(*mut c_void, size_t, c_int) -> c_int)(addr, len, flags) };
+    }
+    for m in ours.into_iter().filter(|m| !m.private) {
+        let (lo, hi) = (a.max(m.start) - m.start, (e.min(m.start + m.mapped)).saturating_sub(m.start));
+        for (s, t) in m.holes.gaps(lo, hi) {
+            // SAFETY: these pages of a live mapping are the image's.
+            unsafe { hashfs::pm::persist_range((m.start + s) as *const u8, t - s) };
+        }
+    }
+    0
 }
 
 #[cfg(test)]
@@ -350,9 +429,19 @@ mod tests {
             pos: Mutex::new(0),
             flags: std::sync::atomic::AtomicI32::new(0),
         });
-        let rec =
-            |start, len, off, mapped| SharedMap { start, len, off, mapped, prot: 0, file: of.clone(), _pin: None };
-        let spans = |v: &Vec<SharedMap>| v.iter().map(|m| (m.start, m.len, m.off, m.mapped)).collect::<Vec<_>>();
+        let rec = |start, len, off, mapped| FileMap {
+            start,
+            len,
+            off,
+            mapped,
+            prot: 0,
+            private: false,
+            holes: Ranges::default(),
+            runs: 0,
+            file: of.clone(),
+            _pin: None,
+        };
+        let spans = |v: &Vec<FileMap>| v.iter().map(|m| (m.start, m.len, m.off, m.mapped)).collect::<Vec<_>>();
         // A hole punched in the middle splits the record; the right part's file offset moves.
         let mut v = vec![rec(0x10000, 10 * PAGE, 0, 6 * PAGE)];
         forget_range(&mut v, 0x10000 + 2 * PAGE, 0x10000 + 4 * PAGE);
@@ -366,6 +455,14 @@ mod tests {
         let (a, len) = (0x10000 + 4 * PAGE, 6 * PAGE - 100);
         forget_range(&mut v, a, (a + len).next_multiple_of(PAGE));
         assert!(v.is_empty(), "an odd-length munmap of the whole mapping leaves no record");
+        // The holes go with their pages, counted from each part's start.
+        let mut r = rec(0x10000, 8 * PAGE, 0, 8 * PAGE);
+        r.holes.add(PAGE, 3 * PAGE);
+        r.holes.add(5 * PAGE, 7 * PAGE);
+        let mut v = vec![r];
+        forget_range(&mut v, 0x10000 + 2 * PAGE, 0x10000 + 6 * PAGE);
+        assert_eq!(v[0].holes.spans(), &[(PAGE, 2 * PAGE)]);
+        assert_eq!(v[1].holes.spans(), &[(0, PAGE)]);
         // A range that misses every record changes nothing.
         let mut v = vec![rec(0x10000, PAGE, 0, PAGE)];
         forget_range(&mut v, 0x20000, 0x30000);

@@ -105,7 +105,7 @@ fn write_vec(fd: c_int, bufs: &[(*mut u8, usize)], off: off_t, flags: c_int, v2:
         }
         let append = flags & RWF_APPEND != 0 || (open_flags & libc::O_APPEND != 0 && flags & RWF_NOAPPEND == 0);
         let mut pos = of.pos.lock();
-        let n = if flags & RWF_ATOMIC != 0 {
+        let (at, n) = if flags & RWF_ATOMIC != 0 {
             let at = match (append, off) {
                 (true, _) => f.metadata().map_err(|e| e.errno())?.size,
                 (false, -1) => *pos,
@@ -121,7 +121,7 @@ fn write_vec(fd: c_int, bufs: &[(*mut u8, usize)], off: off_t, flags: c_int, v2:
             if off == -1 {
                 *pos = end;
             }
-            data.len()
+            (end - len, data.len())
         } else if append {
             // Linux: with O_APPEND (or RWF_APPEND) the write goes to the end, whatever the
             // offset; the position moves only for the offset -1.
@@ -129,7 +129,7 @@ fn write_vec(fd: c_int, bufs: &[(*mut u8, usize)], off: off_t, flags: c_int, v2:
             if off == -1 {
                 *pos = end;
             }
-            n
+            (end - n as u64, n)
         } else {
             let at = if off == -1 { *pos } else { off as u64 };
             let mut done = 0;
@@ -139,10 +139,10 @@ fn write_vec(fd: c_int, bufs: &[(*mut u8, usize)], off: off_t, flags: c_int, v2:
             if off == -1 {
                 *pos = at + done as u64;
             }
-            done
+            (at, done)
         };
         drop(pos);
-        super::mmap::file_changed(of);
+        super::mmap::file_changed(of, at, at + n as u64);
         Ok(n)
     })
 }

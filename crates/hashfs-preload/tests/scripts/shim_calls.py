@@ -142,6 +142,74 @@ os.ftruncate(m_fd, 10)
 assert os.fstat(m_fd).st_size == 10
 os.close(m_fd)
 
+# --- holes stay holes until written through a mapping (as LMDB's MDB_WRITEMAP expects) ----
+MIB = 1 << 20
+
+
+def free_bytes():
+    st = os.statvfs(P)
+    return st.f_bfree * st.f_frsize
+
+
+libc.read.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_size_t]
+libc.pread.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_long]
+libc.msync.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+h_fd = os.open(P + "/sparse", os.O_CREAT | os.O_RDWR, 0o644)
+os.ftruncate(h_fd, 64 * MIB)
+free0 = free_bytes()
+hm = libc.mmap(None, 64 * MIB, PROT_RW, SHARED, h_fd, 0)
+assert hm not in (None, ctypes.c_void_p(-1).value)
+assert free_bytes() == free0, "mapping a hole allocates nothing"
+assert ctypes.string_at(hm + 5 * MIB, 4096) == bytes(4096) and free_bytes() == free0, "nor does reading it"
+ctypes.memmove(hm + 5 * MIB + 100, b"lazy", 4)  # the first store: its 2 MiB get blocks
+used = free0 - free_bytes()
+assert 4096 <= used <= 2 * MIB + 64 * 1024, used
+assert os.pread(h_fd, 4, 5 * MIB + 100) == b"lazy"
+assert ctypes.string_at(hm + 5 * MIB, 4096) == bytes(100) + b"lazy" + bytes(4096 - 104)
+# A store into a page first read as a hole (its zero page is write-protected) is the file's.
+assert ctypes.string_at(hm + 50 * MIB, 1) == b"\0"
+ctypes.memmove(hm + 50 * MIB + 7, b"wp", 2)
+assert os.pread(h_fd, 2, 50 * MIB + 7) == b"wp"
+# The kernel writing into a hole (read(2) from a pipe) fills it too.
+rp, wp = os.pipe()
+os.write(wp, b"kernel")
+assert libc.read(rp, hm + 9 * MIB + 1, 6) == 6
+assert os.pread(h_fd, 6, 9 * MIB + 1) == b"kernel"
+os.close(rp)
+os.close(wp)
+# The shim reading the file into a hole of its own mapping (the hole is filled first).
+assert libc.pread(h_fd, hm + 20 * MIB, 4, 5 * MIB + 100) == 4
+assert os.pread(h_fd, 4, 20 * MIB) == b"lazy"
+# A pwrite into a hole shows through the mapping, also where the hole was read first.
+os.pwrite(h_fd, b"pwrite", 30 * MIB)
+assert ctypes.string_at(hm + 30 * MIB, 6) == b"pwrite"
+assert ctypes.string_at(hm + 40 * MIB, 1) == b"\0"
+os.pwrite(h_fd, b"after", 40 * MIB)
+assert ctypes.string_at(hm + 40 * MIB, 5) == b"after"
+assert libc.msync(hm, 64 * MIB, 4) == 0  # MS_SYNC
+assert libc.munmap(hm, 64 * MIB) == 0
+os.close(h_fd)
+
+# --- private mappings: the file's blocks copy-on-write, nothing copied at mmap -----------
+p_fd = os.open(P + "/private", os.O_CREAT | os.O_RDWR, 0o644)
+os.pwrite(p_fd, b"p" * 3 * 4096, 0)
+os.ftruncate(p_fd, 8 * 4096)  # pages 3..7 a hole
+pm = libc.mmap(None, 8 * 4096, PROT_RW, mmap.MAP_PRIVATE, p_fd, 0)
+assert pm not in (None, ctypes.c_void_p(-1).value)
+assert ctypes.string_at(pm, 3) == b"ppp" and ctypes.string_at(pm + 5 * 4096, 2) == bytes(2)
+os.pwrite(p_fd, b"NEW", 4096)  # a page not yet stored to sees the file's new bytes
+assert ctypes.string_at(pm + 4096, 3) == b"NEW"
+ctypes.memmove(pm, b"mine", 4)  # a store makes the page private: the file keeps its bytes
+ctypes.memmove(pm + 6 * 4096, b"hole", 4)
+got = (os.pread(p_fd, 4, 0), os.pread(p_fd, 4, 6 * 4096))
+assert got == (b"pppp", bytes(4)), got
+os.pwrite(p_fd, b"LATER", 0)
+assert ctypes.string_at(pm, 5) == b"minep"
+expect_errno(errno.EBUSY, os.ftruncate, p_fd, 4096)  # its blocks are still mapped
+assert libc.munmap(pm, 8 * 4096) == 0
+os.ftruncate(p_fd, 4096)
+os.close(p_fd)
+
 # --- extended attributes ------------------------------------------------------------------
 x = P + "/xattrs"
 open(x, "w").write("x")

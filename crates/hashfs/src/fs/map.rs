@@ -3,25 +3,33 @@
 //! address is chosen congruent to the file offset modulo 2 MiB, so every whole 2 MiB of the
 //! file that lies on a 2 MiB-aligned extent (the aligned allocator's placement) is mapped by
 //! the kernel with one 2 MiB page on an image that has them (tmpfs `huge=always`, DAX):
-//! WineFS's point (§2, Fig. 1). Holes in a writable mapping's range become blocks first, so
-//! every page has a home; a read-only mapping reads holes as zeros. While a mapping lives,
+//! WineFS's point (§2, Fig. 1). Holes read as zeros; in a writable mapping a hole gets
+//! blocks when first written (the rest of its 2 MiB of the file with it, so the aligned
+//! allocator can make it one huge page), through `pm::holefault`'s userfaultfd, as a DAX
+//! file system's fault handler does; where userfaultfd is not allowed, holes get blocks
+//! when mapped. While a mapping lives,
 //! the file may not shrink nor have holes punched (Busy): the mapping would be left on freed
 //! blocks. The system calls are in [`crate::pm::filemap`].
 
 #![forbid(unsafe_code)]
 
 use super::api::File;
+use super::inode::InodeCell;
+use super::FsInner;
 use crate::layout::{Lblk, BLOCK_BYTES};
 use crate::pm::filemap::{RawMapping, Run};
+use crate::pm::holefault::{hole_faults, Filler, Ranges};
 use crate::pm::MmapDevice;
 use crate::{Error, Result};
+use parking_lot::Mutex;
 use std::sync::atomic::Ordering;
+use std::sync::{Arc, Weak};
 
 /// A mapped range of a file (see the module documentation); unmapped on drop. Access goes
 /// through bounds-checked copies; [`Mapping::as_ptr`] gives the address for code that
 /// copies by itself.
 pub struct Mapping<'a> {
-    raw: RawMapping,
+    raw: Arc<RawMapping>,
     file: &'a File<MmapDevice>,
     writable: bool,
 }
@@ -52,36 +60,96 @@ impl File<MmapDevice> {
         }
     }
 
-    fn map_counted(&self, off: u64, len: usize, size: u64, writable: bool) -> Result<RawMapping> {
-        if writable {
+    fn map_counted(&self, off: u64, len: usize, size: u64, writable: bool) -> Result<Arc<RawMapping>> {
+        let lazy = writable && hole_faults().is_some();
+        if writable && !lazy {
             self.fs.allocate(&self.cell, off, (len as u64).min(size - off), true)?;
         }
-        let geo = self.fs.geo;
-        let mut runs: Vec<Run> = Vec::new();
-        {
-            let st = self.cell.state.read();
-            let size_blocks = st.raw.size.div_ceil(BLOCK_BYTES);
-            let (first, last) = (off / BLOCK_BYTES, (off + len as u64) / BLOCK_BYTES);
-            let mut l = first;
-            while l < last {
-                let Some(e) = self.fs.translate(&self.cell, &st.raw, Lblk(l), size_blocks)? else {
-                    l += 1; // a hole (read-only mapping): the reservation's zero page
-                    continue;
-                };
-                let n = e.len.clamp(1, last - l);
-                let at = ((l - first) * BLOCK_BYTES) as usize;
-                let image_off = geo.block_off(e.pblk.0).0;
-                match runs.last_mut() {
-                    Some(r) if r.at + r.len == at && r.image_off + r.len as u64 == image_off => {
-                        r.len += (n * BLOCK_BYTES) as usize
-                    }
-                    _ => runs.push(Run { at, image_off, len: (n * BLOCK_BYTES) as usize }),
-                }
-                l += n;
-            }
+        let (runs, holes) = runs_of(&self.fs, &self.cell, off, 0, len)?;
+        let raw = Arc::new(RawMapping::new(self.fs.dev.raw_fd(), len, &runs, writable, off).map_err(Error::Io)?);
+        if lazy && !holes.is_empty() {
+            let spans = holes.spans().to_vec();
+            let fill = HoleFill {
+                fs: self.fs.clone(),
+                cell: self.cell.clone(),
+                raw: Arc::downgrade(&raw),
+                off,
+                holes: Mutex::new(holes),
+            };
+            raw.watch_holes(&spans, Arc::new(fill)).map_err(Error::Io)?;
         }
-        let fd = self.fs.dev.raw_fd();
-        RawMapping::new(fd, len, &runs, writable, off).map_err(Error::Io)
+        Ok(raw)
+    }
+}
+
+/// The runs of blocks and the holes of the file's `[off + from, off + to)` bytes, as
+/// offsets in a mapping of the file from `off`.
+fn runs_of(fs: &FsInner<MmapDevice>, cell: &InodeCell, off: u64, from: usize, to: usize) -> Result<(Vec<Run>, Ranges)> {
+    let mut runs: Vec<Run> = Vec::new();
+    let mut holes = Ranges::default();
+    let st = cell.state.read();
+    let size_blocks = st.raw.size.div_ceil(BLOCK_BYTES);
+    let (first, last) = ((off + from as u64) / BLOCK_BYTES, (off + to as u64).div_ceil(BLOCK_BYTES));
+    let at_of = |l: u64| (l * BLOCK_BYTES - off) as usize;
+    let mut l = first;
+    while l < last {
+        let Some(e) = fs.translate(cell, &st.raw, Lblk(l), size_blocks)? else {
+            holes.add(at_of(l), at_of(l + 1));
+            l += 1;
+            continue;
+        };
+        let n = e.len.clamp(1, last - l);
+        let (at, image_off) = (at_of(l), fs.geo.block_off(e.pblk.0).0);
+        match runs.last_mut() {
+            Some(r) if r.at + r.len == at && r.image_off + r.len as u64 == image_off => {
+                r.len += (n * BLOCK_BYTES) as usize
+            }
+            _ => runs.push(Run { at, image_off, len: (n * BLOCK_BYTES) as usize }),
+        }
+        l += n;
+    }
+    Ok((runs, holes))
+}
+
+/// The first write to a hole of a writable mapping (`pm::holefault`): the hole's part of
+/// the page's 2 MiB of the file gets blocks (one aligned extent for the aligned allocator)
+/// and is mapped.
+struct HoleFill {
+    fs: Arc<FsInner<MmapDevice>>,
+    cell: Arc<InodeCell>,
+    raw: Weak<RawMapping>,
+    /// File offset of the mapping's first byte.
+    off: u64,
+    holes: Mutex<Ranges>,
+}
+
+impl HoleFill {
+    fn fill_page(&self, raw: &RawMapping, rel: usize) -> Result<()> {
+        let mut holes = self.holes.lock();
+        let Some((h0, h1)) = holes.containing(rel) else {
+            return Ok(()); // filled by an earlier fault
+        };
+        let huge = 2 << 20;
+        let chunk = (self.off as usize + rel) / huge * huge;
+        let lo = chunk.saturating_sub(self.off as usize).max(h0);
+        let hi = (chunk + huge - self.off as usize).min(h1);
+        let size = self.cell.state.read().raw.size;
+        let end = (self.off + hi as u64).min(size);
+        if end > self.off + lo as u64 {
+            self.fs.allocate(&self.cell, self.off + lo as u64, end - self.off - lo as u64, true)?;
+        }
+        let (runs, _) = runs_of(&self.fs, &self.cell, self.off, lo, hi)?;
+        raw.map_runs(&runs).map_err(Error::Io)?;
+        holes.remove(lo, hi);
+        Ok(())
+    }
+}
+
+impl Filler for HoleFill {
+    fn fill(&self, addr: usize) -> bool {
+        let Some(raw) = self.raw.upgrade() else { return false };
+        let rel = addr.wrapping_sub(raw.addr() as usize);
+        rel < raw.len() && self.fill_page(&raw, rel).is_ok()
     }
 }
 

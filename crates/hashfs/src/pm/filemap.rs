@@ -4,8 +4,11 @@
 //! that the virtual address agrees with the image offset modulo 2 MiB wherever the file's
 //! blocks allow, as the kernel needs to map 2 MiB with one huge page.
 
+use super::holefault::{hole_faults, Filler};
 use std::io;
 use std::os::unix::io::RawFd;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 
 const HUGE: usize = 2 << 20;
 
@@ -14,6 +17,11 @@ const HUGE: usize = 2 << 20;
 pub struct RawMapping {
     addr: *mut u8,
     len: usize,
+    /// The image, and the protection runs are mapped with.
+    fd: RawFd,
+    prot: libc::c_int,
+    /// Holes of it are watched (forgotten on drop).
+    watched: AtomicBool,
 }
 
 // SAFETY: the mapping is plain shared memory; every access goes through raw copies whose
@@ -33,12 +41,14 @@ pub struct Run {
 
 impl RawMapping {
     /// Maps `runs` (covering `len` bytes, page-aligned) of the image open as `fd`, read-only
-    /// or writable, at an address congruent to `congruent_to` modulo 2 MiB.
+    /// or writable, at an address congruent to `congruent_to` modulo 2 MiB. The pages no
+    /// run covers (holes) are anonymous zeros until [`RawMapping::map_runs`] or a
+    /// [`watch_holes`](RawMapping::watch_holes) fill maps them.
     pub fn new(fd: RawFd, len: usize, runs: &[Run], writable: bool, congruent_to: u64) -> io::Result<RawMapping> {
         let prot = libc::PROT_READ | if writable { libc::PROT_WRITE } else { 0 };
         let anon = libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE;
         // SAFETY: reserving address space (2 MiB more than needed, to choose the start).
-        let r = unsafe { libc::mmap(std::ptr::null_mut(), len + HUGE, libc::PROT_NONE, anon, -1, 0) };
+        let r = unsafe { libc::mmap(std::ptr::null_mut(), len + HUGE, prot, anon, -1, 0) };
         if r == libc::MAP_FAILED {
             return Err(io::Error::last_os_error());
         }
@@ -51,27 +61,48 @@ impl RawMapping {
             }
             libc::munmap((start + len) as *mut libc::c_void, base + HUGE - start);
         }
-        let m = RawMapping { addr: start as *mut u8, len };
+        let m = RawMapping { addr: start as *mut u8, len, fd, prot, watched: AtomicBool::new(false) };
+        m.map_runs(runs)?; // on error `m` unmaps what was mapped
+        Ok(m)
+    }
+
+    /// Maps `runs` of the image over the pages they cover (`MAP_FIXED`, replacing holes).
+    pub fn map_runs(&self, runs: &[Run]) -> io::Result<()> {
         for run in runs {
-            if run.at + run.len > len {
+            if run.at.checked_add(run.len).is_none_or(|e| e > self.len) {
                 return Err(io::Error::from_raw_os_error(libc::EINVAL));
             }
-            // SAFETY: replacing pages of our own reservation with pages of the image file.
+            // SAFETY: replacing pages of our own mapping (bounds checked) with pages of the
+            // image file.
             let p = unsafe {
                 libc::mmap(
-                    (start + run.at) as *mut libc::c_void,
+                    self.addr.add(run.at) as *mut libc::c_void,
                     run.len,
-                    prot,
+                    self.prot,
                     libc::MAP_SHARED | libc::MAP_FIXED,
-                    fd,
+                    self.fd,
                     run.image_off as libc::off_t,
                 )
             };
             if p == libc::MAP_FAILED {
-                return Err(io::Error::last_os_error()); // `m` unmaps what was mapped
+                return Err(io::Error::last_os_error());
             }
         }
-        Ok(m)
+        Ok(())
+    }
+
+    /// Watches the holes `[a, e)` (offsets in the mapping) for their first write, which
+    /// calls `filler` (`pm::holefault`).
+    pub fn watch_holes(&self, holes: &[(usize, usize)], filler: Arc<dyn Filler>) -> io::Result<()> {
+        let service = hole_faults().ok_or_else(|| io::Error::from_raw_os_error(libc::ENOSYS))?;
+        for &(a, e) in holes {
+            if a > e || e > self.len {
+                return Err(io::Error::from_raw_os_error(libc::EINVAL));
+            }
+            self.watched.store(true, Ordering::Release);
+            service.watch(self.addr as usize + a, e - a, filler.clone())?;
+        }
+        Ok(())
     }
 
     pub fn addr(&self) -> *mut u8 {
@@ -134,6 +165,11 @@ impl RawMapping {
 
 impl Drop for RawMapping {
     fn drop(&mut self) {
+        if self.watched.load(Ordering::Acquire) {
+            if let Some(service) = hole_faults() {
+                service.forget(self.addr as usize, self.addr as usize + self.len);
+            }
+        }
         // SAFETY: our own mapping, unmapped once.
         unsafe { libc::munmap(self.addr as *mut libc::c_void, self.len) };
     }

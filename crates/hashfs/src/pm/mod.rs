@@ -14,6 +14,7 @@
 pub(crate) mod cpu;
 pub mod crash;
 pub mod filemap;
+pub mod holefault;
 pub mod mmap;
 pub mod overlay;
 pub mod vspace;
