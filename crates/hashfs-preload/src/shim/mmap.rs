@@ -113,6 +113,15 @@ fn map_pages(fs: &FileSystem<MmapDevice>, m: &mut FileMap, from: usize, to: usiz
                 run += 1;
             }
             if let Some(w) = watch {
+                // Fresh anonymous pages first: a page past EOF that was touched before the
+                // file grew over it would otherwise be present, and a missing-page watch
+                // would never see a store to it.
+                let anon = libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_FIXED | libc::MAP_NORESERVE;
+                // SAFETY: replacing pages of our own reservation (a hole of the file).
+                let r = unsafe { real_mmap((m.start + at) as *mut c_void, run * PAGE, m.prot, anon, -1, 0) };
+                if r == libc::MAP_FAILED {
+                    return Err(std::io::Error::last_os_error().raw_os_error().unwrap_or(libc::ENOMEM));
+                }
                 w.watch(m.start + at, run * PAGE, Arc::new(ShimFiller))
                     .map_err(|e| e.raw_os_error().unwrap_or(libc::EIO))?;
                 m.holes.add(at, at + run * PAGE);

@@ -186,6 +186,14 @@ assert ctypes.string_at(hm + 30 * MIB, 6) == b"pwrite"
 assert ctypes.string_at(hm + 40 * MIB, 1) == b"\0"
 os.pwrite(h_fd, b"after", 40 * MIB)
 assert ctypes.string_at(hm + 40 * MIB, 5) == b"after"
+# A page past EOF read through the mapping, then the file grown over it (all hole): a store
+# there is the file's.
+far = libc.mmap(None, 4 * 4096, PROT_RW, SHARED, h_fd, 64 * MIB - 4096)
+assert ctypes.string_at(far + 2 * 4096, 1) == b"\0"  # past EOF
+os.ftruncate(h_fd, 64 * MIB + 3 * 4096)
+ctypes.memmove(far + 2 * 4096 + 5, b"grown", 5)
+assert os.pread(h_fd, 5, 64 * MIB + 4096 + 5) == b"grown"
+assert libc.munmap(far, 4 * 4096) == 0
 assert libc.msync(hm, 64 * MIB, 4) == 0  # MS_SYNC
 assert libc.munmap(hm, 64 * MIB) == 0
 os.close(h_fd)

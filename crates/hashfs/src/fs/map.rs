@@ -197,7 +197,10 @@ impl Mapping<'_> {
 
     /// The first byte's address, for code that copies by itself (a benchmark's memcpy);
     /// dereferencing it is that code's `unsafe`, within `len()` bytes and while the
-    /// mapping lives.
+    /// mapping lives. Such code must not pass a hole of a writable mapping as the buffer
+    /// of this file system's own `read_at` of the same file: the read holds the file's
+    /// lock while it copies, and the hole's first write needs it (the shim fills such
+    /// holes before reading; [`Mapping::write_at`] never meets this).
     pub fn as_ptr(&self) -> *mut u8 {
         self.raw.addr()
     }
