@@ -65,5 +65,15 @@ impl<D: PmDevice> FsInner<D> {
         st.raw.size = new_size;
         st.raw.blocks += added;
         self.set_write_times(st);
+        if let (FileMap::Hash(t), true) = (&self.map, added > 0) {
+            // The next append's block most likely lands at its key's home: fetch that slot's
+            // line (its reservation reads it) and touch the block's page translation now,
+            // while the caller does other work, instead of missing both in the next call.
+            if let Some(k) = file_key(ino, Lblk(blocks_for(new_size))) {
+                let home = t.home(k);
+                self.dev.prefetch(t.slot_off(home));
+                self.dev.prefetch(self.geo.block_off(home));
+            }
+        }
     }
 }
