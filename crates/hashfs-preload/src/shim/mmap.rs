@@ -72,6 +72,14 @@ impl FileMap {
 static MAPS: Mutex<Vec<FileMap>> = Mutex::new(Vec::new());
 /// Records in MAPS, read without the lock on every write.
 static MAP_COUNT: AtomicUsize = AtomicUsize::new(0);
+/// Records in MAPS with watched holes, read without the lock on every read.
+static HOLE_MAPS: AtomicUsize = AtomicUsize::new(0);
+
+/// Publishes the counts of `maps` (under its lock, after any change).
+fn recount(maps: &[FileMap]) {
+    MAP_COUNT.store(maps.len(), Ordering::Relaxed);
+    HOLE_MAPS.store(maps.iter().filter(|m| !m.holes.is_empty()).count(), Ordering::Relaxed);
+}
 
 /// Whether `ino` is memory-mapped (its blocks are pinned: it may not shrink).
 pub(super) fn is_mapped(ino: Ino) -> bool {
@@ -209,6 +217,7 @@ pub(super) fn file_changed_ino(ino: Ino, lo: u64, hi: u64) {
             m.mapped = want;
         }
     }
+    recount(&maps);
 }
 
 /// Reserves `len` bytes of address space for a shared mapping of file offset `off`. Where
@@ -300,7 +309,7 @@ fn map_file(
     m.mapped = in_file;
     let mut maps = MAPS.lock();
     maps.push(m);
-    MAP_COUNT.store(maps.len(), Ordering::Relaxed);
+    recount(&maps);
     Ok(region)
 }
 
@@ -390,7 +399,7 @@ pub unsafe extern "C" fn munmap(addr: *mut c_void, len: size_t) -> c_int {
         guarded(|| {
             let mut maps = MAPS.lock();
             forget_range(&mut maps, a, e);
-            MAP_COUNT.store(maps.len(), Ordering::Relaxed);
+            recount(&maps);
             if let Some(w) = hole_faults() {
                 w.forget(a, e);
             }

@@ -26,6 +26,7 @@ pub(super) fn fill(addr: usize) -> Result<(), c_int> {
     }
     // This mapping and every other shared mapping of the file with a hole there.
     remap_filled(fs, &mut maps, ino, lo, hi);
+    recount(&maps);
     let filled = maps.iter().any(|m| !m.private && m.covers(addr) && m.holes.containing(addr - m.start).is_none());
     if filled {
         Ok(())
@@ -37,7 +38,7 @@ pub(super) fn fill(addr: usize) -> Result<(), c_int> {
 /// Fills the watched holes under `buf` before the shim copies a file's bytes into it: the
 /// copy holds the source file's lock, which the fault thread's fill could need.
 pub(in crate::shim) fn fill_holes_in(buf: &[u8]) -> Result<(), c_int> {
-    if MAP_COUNT.load(Ordering::Relaxed) == 0 || buf.is_empty() {
+    if HOLE_MAPS.load(Ordering::Relaxed) == 0 || buf.is_empty() {
         return Ok(());
     }
     let (a, e) = (buf.as_ptr() as usize, buf.as_ptr() as usize + buf.len());
