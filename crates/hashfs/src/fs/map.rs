@@ -126,13 +126,9 @@ struct HoleFill {
 impl HoleFill {
     fn fill_page(&self, raw: &RawMapping, rel: usize) -> Result<()> {
         let mut holes = self.holes.lock();
-        let Some((h0, h1)) = holes.containing(rel) else {
+        let Some((lo, hi)) = holes.fill_span(rel, self.off) else {
             return Ok(()); // filled by an earlier fault
         };
-        let huge = 2 << 20;
-        let chunk = (self.off as usize + rel) / huge * huge;
-        let lo = chunk.saturating_sub(self.off as usize).max(h0);
-        let hi = (chunk + huge - self.off as usize).min(h1);
         let size = self.cell.state.read().raw.size;
         let end = (self.off + hi as u64).min(size);
         if end > self.off + lo as u64 {

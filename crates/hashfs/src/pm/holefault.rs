@@ -234,6 +234,19 @@ impl Ranges {
         self.0.iter().copied().find(|&(a, e)| a <= x && x < e)
     }
 
+    /// What a write fault at `rel` in a mapping of file offset `map_off` fills: the part of
+    /// the page's 2 MiB of the file that lies in the same range (a hole), as offsets in the
+    /// mapping; one aligned extent for the aligned allocator, so one huge page. None when
+    /// `rel` is in no range (filled already).
+    pub fn fill_span(&self, rel: usize, map_off: u64) -> Option<(usize, usize)> {
+        const HUGE: u64 = 2 << 20;
+        let (h0, h1) = self.containing(rel)?;
+        let chunk = (map_off + rel as u64) / HUGE * HUGE;
+        let lo = (chunk.saturating_sub(map_off) as usize).max(h0);
+        let hi = ((chunk + HUGE - map_off) as usize).min(h1);
+        Some((lo, hi))
+    }
+
     /// Adds `[a, e)`, merging with its neighbours.
     pub fn add(&mut self, a: usize, e: usize) {
         let (mut a, mut e) = (a, e);
@@ -316,5 +329,14 @@ mod tests {
         assert_eq!(h.clip(4, 10, 4).0, vec![(0, 2), (4, 6)]);
         assert_eq!(h.containing(9), Some((8, 12)));
         assert_eq!(h.containing(7), None);
+        // A fault fills its 2 MiB of the file within the hole: the mapping starts 1 MiB
+        // into the file, so its 2 MiB chunks begin at offsets 1 MiB, 3 MiB, ...
+        let mib = 1 << 20;
+        let mut big = Ranges::default();
+        big.add(0, 10 * mib);
+        assert_eq!(big.fill_span(2 * mib, mib as u64), Some((mib, 3 * mib)));
+        assert_eq!(big.fill_span(100, mib as u64), Some((0, mib)));
+        assert_eq!(big.fill_span(9 * mib + 5, mib as u64), Some((9 * mib, 10 * mib)));
+        assert_eq!(big.fill_span(11 * mib, 0), None);
     }
 }

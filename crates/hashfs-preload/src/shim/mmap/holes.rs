@@ -12,12 +12,10 @@ pub(super) fn fill(addr: usize) -> Result<(), c_int> {
     let mut maps = MAPS.lock();
     let m = maps.iter_mut().find(|m| !m.private && m.covers(addr)).ok_or(libc::EFAULT)?;
     let rel = (addr - m.start) / PAGE * PAGE;
-    let Some((h0, h1)) = m.holes.containing(rel) else {
+    let Some((lo, hi)) = m.holes.fill_span(rel, m.off) else {
         return Ok(()); // filled by an earlier fault or a write
     };
-    let chunk = (m.off + rel as u64) / HUGE as u64 * HUGE as u64;
-    let lo = m.off + (chunk.saturating_sub(m.off) as usize).max(h0) as u64;
-    let hi = m.off + ((chunk + HUGE as u64 - m.off) as usize).min(h1) as u64;
+    let (lo, hi) = (m.off + lo as u64, m.off + hi as u64);
     let ino = m.file.ino;
     let f = fs.open_ino(ino, Access { read: true, write: true, append: false }).map_err(|e| e.errno())?;
     let end = hi.min(f.metadata().map_err(|e| e.errno())?.size);
