@@ -95,12 +95,7 @@ fn map_pages(fs: &FileSystem<MmapDevice>, m: &mut FileMap, from: usize, to: usiz
     }
     let watch = if m.private { None } else { hole_faults() };
     if !m.private && watch.is_none() {
-        let f = fs.open_ino(m.file.ino, Access { read: true, write: true, append: false }).map_err(|e| e.errno())?;
-        let size = f.metadata().map_err(|e| e.errno())?.size;
-        let alloc_end = (m.off + to as u64).min(size);
-        if alloc_end > m.off + from as u64 {
-            f.allocate(m.off + from as u64, alloc_end - m.off - from as u64).map_err(|e| e.errno())?;
-        }
+        give_blocks(fs, m.file.ino, m.off + from as u64, m.off + to as u64)?;
     }
     let geo = fs.geometry();
     let image_fd = fs.device().raw_fd();
@@ -174,6 +169,13 @@ fn map_pages(fs: &FileSystem<MmapDevice>, m: &mut FileMap, from: usize, to: usiz
         i += run;
     }
     Ok(())
+}
+
+/// Maps the holes of the file's `[lo, hi)` bytes, up to its size (fallocate with
+/// KEEP_SIZE: a mapping's last page may reach past the end).
+fn give_blocks(fs: &FileSystem<MmapDevice>, ino: Ino, lo: u64, hi: u64) -> Result<(), c_int> {
+    let f = fs.open_ino(ino, Access { read: true, write: true, append: false }).map_err(|e| e.errno())?;
+    f.fallocate(lo, hi - lo, hashfs::FallocateMode::AllocateKeepSize).map_err(|e| e.errno())
 }
 
 /// Maps the pages of `ino`'s shared mappings that were holes in the file's `[lo, hi)`

@@ -129,11 +129,8 @@ impl HoleFill {
         let Some((lo, hi)) = holes.fill_span(rel, self.off) else {
             return Ok(()); // filled by an earlier fault
         };
-        let size = self.cell.state.read().raw.size;
-        let end = (self.off + hi as u64).min(size);
-        if end > self.off + lo as u64 {
-            self.fs.allocate(&self.cell, self.off + lo as u64, end - self.off - lo as u64, true)?;
-        }
+        // KEEP_SIZE: up to the file's size (a mapping's last page may reach past it).
+        self.fs.allocate(&self.cell, self.off + lo as u64, (hi - lo) as u64, true)?;
         let (runs, _) = runs_of(&self.fs, &self.cell, self.off, lo, hi)?;
         raw.map_runs(&runs).map_err(Error::Io)?;
         holes.remove(lo, hi);

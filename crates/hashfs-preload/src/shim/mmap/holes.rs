@@ -17,11 +17,7 @@ pub(super) fn fill(addr: usize) -> Result<(), c_int> {
     };
     let (lo, hi) = (m.off + lo as u64, m.off + hi as u64);
     let ino = m.file.ino;
-    let f = fs.open_ino(ino, Access { read: true, write: true, append: false }).map_err(|e| e.errno())?;
-    let end = hi.min(f.metadata().map_err(|e| e.errno())?.size);
-    if end > lo {
-        f.allocate(lo, end - lo).map_err(|e| e.errno())?;
-    }
+    give_blocks(fs, ino, lo, hi)?;
     // This mapping and every other shared mapping of the file with a hole there.
     remap_filled(fs, &mut maps, ino, lo, hi);
     recount(&maps);
