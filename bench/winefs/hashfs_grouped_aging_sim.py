@@ -2,8 +2,12 @@
 Geriatrix-style aging (Agrawal sizes, to 75%, one capacity of churn) on a table of 2^18 slots,
 then one file of 1/8 of the image: groups claimed, blocks moved, and small files' probe
 lengths, with probe sequences that walk through claimed groups (as built) or skip them (one
-directory read per skipped group). Deletes free slots outright (no tombstones). One JSON
-line per variant: python3 bench/winefs/hashfs_grouped_aging_sim.py"""
+directory read per skipped group), and the redirect design of docs/mappings.md: a group once
+claimed is redirected for good, a small key's home is the first of up to 8 hashes that falls
+outside a redirected group, lookups try its homes in order (a key inserted before a redirect
+stays where it is), claims prefer redirected free groups and move the keys inside a group to
+their new homes. Deletes free slots outright (no tombstones). One JSON line per variant:
+python3 bench/winefs/hashfs_grouped_aging_sim.py"""
 import json
 import random
 SLOTS = 1 << 18; G = SLOTS // 512
@@ -97,5 +101,122 @@ def run(skip, seed=7, to=0.75, churn=1.0, max_moves=256):
     return {"skip": skip, "aged_probe_mean": round(sum(pl) / len(pl), 2), "aged_probe_p99": pl[int(.99 * (len(pl) - 1))],
             "aging_moves": before["moves"], "aging_claims": before["claims"], "aging_claims_failed": before["claims_failed"],
             "final_file_groups": f"{len(gs)} of 64", "final_file_moves": st["moves"] - before["moves"]}
+NC = 8
+def run_redirect(seed=7, to=0.75, churn=1.0, max_moves=256, final=64):
+    redirect = True
+    rnd = random.Random(seed)
+    table = [0] * SLOTS; count = [0] * G; claimed = [False] * G; redir = [False] * G
+    where = {}
+    sizes, weights = zip(*AGRAWAL)
+    st = {"moves": 0, "claims": 0, "claims_failed": 0}
+    def cands(key):
+        out = []
+        for c in range(NC):
+            s = h(key ^ (c * 0x9E3779B97F4A7C15 & MASK)) % SLOTS
+            out.append(s)
+            if not (redirect and redir[s // 512]): break
+        return out
+    def walk(s):
+        g = s // 512
+        if claimed[g]:
+            return ((g + 1) * 512) % SLOTS
+        return s
+    def nxt(s):
+        s = (s + 1) % SLOTS
+        if s % 512 == 0 and claimed[s // 512]:
+            while claimed[s // 512]: s = ((s // 512 + 1) * 512) % SLOTS
+        return s
+    def ins(key):
+        s = walk(cands(key)[-1])
+        while table[s] != 0: s = nxt(s)
+        table[s] = key; count[s // 512] += 1; where[key] = s
+        return s
+    def claim(ck):
+        c0 = h(ck) % G
+        cs = [(c0 + i) % G for i in range(32)]
+        cs = [g for g in cs if not claimed[g]]
+        free = [g for g in cs if count[g] == 0]
+        free.sort(key=lambda g: not redir[g])
+        if free:
+            g = free[0]
+        else:
+            cs.sort(key=lambda g: (count[g], not redir[g]))
+            if not cs or count[cs[0]] > max_moves:
+                st["claims_failed"] += 1; return None
+            g = cs[0]
+            redir[g] = True
+            claimed[g] = True  # paths skip it now; keys inside move out
+            for s in range(g * 512, g * 512 + 512):
+                k = table[s]
+                if k:
+                    table[s] = 0; count[g] -= 1; ins(k); st["moves"] += 1
+        redir[g] = True
+        claimed[g] = True; count[g] = 512; st["claims"] += 1
+        for s in range(g * 512, g * 512 + 512): table[s] = -1
+        return g
+    files = {}; used = 0; ino = 0; written = 0
+    def create(blocks):
+        nonlocal ino, used, written
+        if used + blocks > SLOTS * 0.97: return None
+        ino += 1; smalls = []; groups = []
+        for c in range(blocks // 512):
+            g = claim((ino << 32) | c)
+            if g is None:
+                for l in range(c * 512, c * 512 + 512): smalls.append(ins((ino << 32) | l))
+            else: groups.append(g)
+        for l in range(blocks // 512 * 512, blocks):
+            smalls.append(ins((ino << 32) | l))
+        files[ino] = ((ino, blocks), groups); used += blocks; written += blocks
+        return groups
+    def delete():
+        nonlocal used
+        k = rnd.choice(list(files.keys())); (i, blocks), groups = files.pop(k)
+        for g in groups:
+            claimed[g] = False; count[g] = 0
+            for s in range(g * 512, g * 512 + 512): table[s] = 0
+        for l in range(blocks):
+            key = (i << 32) | l
+            s = where.pop(key, None)
+            if s is not None: table[s] = 0; count[s // 512] -= 1
+        used -= blocks
+    draw = lambda: max(1, rnd.choices(sizes, weights)[0] // 4096)
+    while used < to * SLOTS: create(draw())
+    start = written
+    while written - start < churn * SLOTS:
+        delete()
+        while used < to * SLOTS: create(draw())
+    def pathlen(s0, target):
+        p, x = 1, walk(s0)
+        while x != target:
+            if target is None and table[x] == 0: return p
+            p += 1; x = nxt(x)
+            if p > SLOTS: return p
+        return p
+    pl = []; own = []
+    for key, s in where.items():
+        cs = cands(key)
+        tot = 0
+        for c in cs:
+            # is key on c's path?
+            x = walk(c); p = 1; found = False
+            while True:
+                if x == s: found = True; break
+                if table[x] == 0: break
+                x = nxt(x); p += 1
+            tot += p
+            if found: own.append(p); break
+        pl.append(tot)
+    pl.sort(); own.sort()
+    before = dict(st)
+    free_groups = sum(1 for g in range(G) if count[g] == 0 and not claimed[g])
+    nredir = sum(redir); nclaimed = sum(claimed)
+    gs = create(final * 512) or []
+    return {"variant": "redirect", "max_moves": max_moves, "lookup_probe_mean": round(sum(pl) / len(pl), 2), "lookup_probe_p99": pl[int(.99 * (len(pl) - 1))],
+            "own_path_mean": round(sum(own)/len(own),2),
+            "aging_moves": before["moves"], "aging_claims": before["claims"], "aging_claims_failed": before["claims_failed"],
+            "free_groups_aged": free_groups, "redirected": nredir, "claimed_aged": nclaimed,
+            "final_file_groups": f"{len(gs)} of {final}", "final_file_moves": st["moves"] - before["moves"]}
 for skip in (False, True):
     print(json.dumps(run(skip)), flush=True)
+for mm in (256, 512):
+    print(json.dumps(run_redirect(max_moves=mm)), flush=True)
