@@ -141,7 +141,8 @@ struct StatShard {
 /// cache line between cores. A count is a plain load and store, not a locked add: a
 /// locked instruction is ordered after every cache-line write-back the thread has issued
 /// and waits for them, so counting each flush with one made every flush a fence (4 KiB
-/// appends on a huge-page image: 911 ns with locked counts, 736 without). Threads that
+/// appends on a huge-page image: 873-879 ns with locked counts, 730-738 without,
+/// `bench/micro/stats-unlocked-ab/`). Threads that
 /// share a shard (more than [`STAT_SHARDS`]) may lose counts; the figures are for display.
 #[derive(Default)]
 pub struct DeviceStats {
