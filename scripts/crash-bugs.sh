@@ -80,11 +80,11 @@ elif name == "dir-insert-flush":
 elif name == "size-before-data":
     # The data stores move after the transaction that commits the new size and mappings.
     sub("crates/hashfs/src/fs/data.rs",
-        "        self.write_planned(&plan, off, data);\n        if new_size == old_size && fresh.is_empty() {\n            self.dev.fence();\n",
-        "        if new_size == old_size && fresh.is_empty() {\n            self.write_planned(&plan, off, data);\n            self.dev.fence();\n")
+        "        self.write_planned(&plan, off, data);\n        if new_size == old_size && plan.iter().all(|p| !p.fresh) {\n            self.dev.fence();\n",
+        "        if new_size == old_size && plan.iter().all(|p| !p.fresh) {\n            self.write_planned(&plan, off, data);\n            self.dev.fence();\n")
     sub("crates/hashfs/src/fs/data.rs",
-        "        if let Err(e) = self.commit_write(cell, st, &plan, new_size) {\n            self.unclaim_blocks(&fresh);\n            return Err(e);\n        }\n        Ok(())\n",
-        "        if let Err(e) = self.commit_write(cell, st, &plan, new_size) {\n            self.unclaim_blocks(&fresh);\n            return Err(e);\n        }\n        self.write_planned(&plan, off, data);\n        Ok(())\n")
+        "        if let Err(e) = self.commit_write(cell, st, &plan, new_size) {\n            self.unclaim_blocks(&fresh());\n            return Err(e);\n        }\n        Ok(())\n",
+        "        if let Err(e) = self.commit_write(cell, st, &plan, new_size) {\n            self.unclaim_blocks(&fresh());\n            return Err(e);\n        }\n        self.write_planned(&plan, off, data);\n        Ok(())\n")
 elif name == "xattr-new-unlinked":
     sub("crates/hashfs/src/fs/xattr.rs", "            r.nlink = 1;\n", "            r.nlink = 0;\n")
 elif name == "xattr-orphaned-by-unlink":
