@@ -300,6 +300,29 @@ fn write_times_are_durable_at_fsync_sync_and_unmount() {
     assert_fsck_clean(&dev);
 }
 
+/// A write's times are the clock's last tick unless the file's times were read since they
+/// last changed, as Linux's multigrain timestamps (`fs/inode.rs`): a stat always sees a
+/// later write change the time, and a file written after another, unobserved, never shows
+/// an earlier time than the other's.
+#[test]
+fn write_times_after_a_stat_change_and_keep_order() {
+    let (fs, _dev) = new_fs(8 << 20, &small_opts());
+    fs.write(p("/a"), b"a").unwrap();
+    fs.write(p("/b"), b"b").unwrap();
+    let open = |name| fs.open_file(p(name), OpenOptions::new().read(true).write(true)).unwrap();
+    let (a, b) = (open("/a"), open("/b"));
+    for i in 0..2000u64 {
+        let before = a.metadata().unwrap().mtime_ns;
+        a.write_at(0, b"x").unwrap();
+        let after = a.metadata().unwrap().mtime_ns;
+        assert!(after > before, "round {i}: a write after a stat keeps the time ({before} -> {after})");
+        b.write_at(0, b"y").unwrap();
+        b.write_at(1, b"z").unwrap(); // unobserved since the one before: the coarse clock
+        let tb = b.metadata().unwrap().mtime_ns;
+        assert!(tb >= after, "round {i}: b, written after a, shows an earlier time ({tb} < {after})");
+    }
+}
+
 #[test]
 fn metadata_changes_persist() {
     let (fs, dev) = new_fs(8 << 20, &small_opts());

@@ -310,6 +310,7 @@ impl<D: PmDevice> FileSystem<D> {
         if st.freed {
             return Err(Error::NotFound);
         }
+        st.times_read();
         Ok(Metadata::from_raw(ino, &st.raw))
     }
 
@@ -320,6 +321,7 @@ impl<D: PmDevice> FileSystem<D> {
         if let (Some(p), true) = (attr.perm, raw.xattr_ino != 0) {
             self.chmod_acl(ino, p)?;
         }
+        self.inner.cell(ino)?.state.read().times_read(); // the caller sees the times
         Ok(Metadata::from_raw(ino, &raw))
     }
 

@@ -211,6 +211,7 @@ impl<D: PmDevice> File<D> {
 
     pub fn metadata(&self) -> Result<Metadata> {
         let st = self.cell.state.read();
+        st.times_read();
         Ok(Metadata::from_raw(self.cell.ino, &st.raw))
     }
 

@@ -12,7 +12,7 @@ use crate::{Error, Result};
 use bytemuck::Zeroable;
 use parking_lot::{Mutex, RwLock};
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 
 /// An inode in use: its DRAM copy of the media inode (kept equal to the media after every
@@ -39,6 +39,9 @@ pub struct InodeMem {
     pub freed: bool,
     /// The DRAM times are newer than the media's: a write set them (`fs/times.rs`).
     pub times_pending: bool,
+    /// The times were read (a stat) since a write last set them: the next write takes
+    /// the fine clock ([`write_time_ns`]). Atomic because readers hold the shared lock.
+    pub times_seen: AtomicBool,
     /// The media checksum is known to leave size and block count out (format 4), so they
     /// may be stored in place (`fs/append.rs`); checked once, and every transaction seals
     /// the inode so.
@@ -46,6 +49,14 @@ pub struct InodeMem {
 }
 
 impl InodeMem {
+    /// Notes that the times were read (see `times_seen`); a plain load, and a store only
+    /// when it changes.
+    pub fn times_read(&self) {
+        if !self.times_seen.load(Ordering::Relaxed) {
+            self.times_seen.store(true, Ordering::Relaxed);
+        }
+    }
+
     /// NotFound for a freed inode, NotDir for anything but a directory.
     pub fn check_dir(&self) -> Result<()> {
         if self.freed {
@@ -125,6 +136,7 @@ impl InodeCell {
                 dir: None,
                 freed: false,
                 times_pending: false,
+                times_seen: AtomicBool::new(false),
                 sum_without_size: false,
             }),
             tcache: TranslationCache::default(),
@@ -241,8 +253,31 @@ impl InodeAllocator {
     }
 }
 
+/// The latest fine-grained time handed out (ns since the epoch); a write's coarse time is
+/// never earlier ([`write_time_ns`]).
+static TIME_FLOOR: AtomicI64 = AtomicI64::new(0);
+
+/// The wall clock, fine-grained (a change's time for everything but a write's).
 pub fn now_ns() -> i64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as i64).unwrap_or(0)
+    let t =
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as i64).unwrap_or(0);
+    if t > TIME_FLOOR.load(Ordering::Relaxed) {
+        TIME_FLOOR.fetch_max(t, Ordering::Relaxed);
+    }
+    t
+}
+
+/// A write's modification and change time, as Linux's multigrain timestamps (6.13+, the
+/// kernel's tmpfs, ext4 and XFS): the clock at its last tick unless the file's times were
+/// read since they last changed (`seen`: a stat), then the fine clock, so that a stat
+/// always sees a later write's change. Never earlier than a fine time handed out before
+/// (a global floor), so that files' times keep the order of the changes as they were
+/// observed. The coarse clock costs about 5 ns against 22, on every write.
+pub fn write_time_ns(seen: bool) -> i64 {
+    if seen {
+        return now_ns();
+    }
+    crate::pm::cpu::coarse_realtime_ns().max(TIME_FLOOR.load(Ordering::Relaxed))
 }
 
 #[cfg(test)]

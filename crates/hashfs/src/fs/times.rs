@@ -8,6 +8,7 @@
 //! explorer's contract (`crashtest/snapshot.rs`, `Lagging`) says the same.
 //!
 //! The times are outside the inode's checksum (format 4), so they are stored in place.
+//! Which clock a write reads is `inode::write_time_ns`'s (multigrain, as Linux's).
 
 #![forbid(unsafe_code)]
 
@@ -20,7 +21,7 @@ use std::sync::atomic::Ordering;
 impl<D: PmDevice> FsInner<D> {
     /// A write's new times, in DRAM until the file's next fsync (see the module).
     pub(crate) fn set_write_times(&self, st: &mut InodeMem) {
-        let now = inode::now_ns();
+        let now = inode::write_time_ns(std::mem::take(st.times_seen.get_mut()));
         st.raw.mtime_ns = now;
         st.raw.ctime_ns = now;
         if !st.times_pending {
