@@ -14,8 +14,7 @@ side, "not met" when the whole interval is on the other side, "not shown" when i
 straddles the bound. Prints the goals as a Markdown table and writes one JSON file.
 
 Usage: python3 bench/write_goals.py [--quick] [--rounds N] [--huge-dir DIR] --json FILE
-Needs: the release build (cargo build --release -p hashfs-cli -p hashfs-preload), what
-apps.py and fuse_io.py need (fio, g++, LevelDB and RocksDB's db_bench), root.
+Builds the release hashfs and the shim's library first; needs what apps.py and fuse_io.py need (fio, g++, LevelDB and RocksDB's db_bench), root.
 """
 import argparse, json, os, subprocess, sys, tempfile, time
 
@@ -85,8 +84,11 @@ def main():
     ap.add_argument("--huge-dir", default="/mnt/hashfs-bench-huge")
     ap.add_argument("--json", required=True)
     a = ap.parse_args()
-    if not os.path.exists(HASHFS):
-        sys.exit("build first: cargo build --release -p hashfs-cli -p hashfs-preload")
+    # Built here, so that every part runs the checked-out code: the shim's library is a
+    # separate artifact, and a run of 2026-11-26 (write-path-run3.json) measured the
+    # applications with one older than the hashfs binary.
+    subprocess.run(["cargo", "build", "--release", "-q", "-p", "hashfs-cli", "-p", "hashfs-preload"], cwd=ROOT,
+                   check=True)
     if not os.path.ismount(a.huge_dir):
         os.makedirs(a.huge_dir, exist_ok=True)
         subprocess.run(["mount", "-t", "tmpfs", "-o", "huge=always,size=20g,mode=1777", "hashfs-bench",
