@@ -11,18 +11,11 @@ python3 bench/winefs/hashfs_grouped_aging_sim.py"""
 import json
 import random
 SLOTS = 1 << 18; G = SLOTS // 512
-AGRAWAL = [(8, 1), (32, 7), (128, 16), (512, 40), (2048, 50), (8192, 46), (32768, 35), (131072, 20), (524288, 10),
-           (2097152, 4), (8388608, 1)]
-MASK = (1 << 64) - 1
-def h(x):
-    x = (x ^ (x >> 33)) * 0xFF51AFD7ED558CCD & MASK
-    x = (x ^ (x >> 33)) * 0xC4CEB3FE1A85EC53 & MASK
-    return x ^ (x >> 33)
+from aging_sim import MASK, age, h
 def run(skip, seed=7, to=0.75, churn=1.0, max_moves=256):
     rnd = random.Random(seed)
     table = [0] * SLOTS; count = [0] * G; claimed = [False] * G
     where = {}  # small key -> slot
-    sizes, weights = zip(*AGRAWAL)
     st = {"moves": 0, "claims": 0, "claims_failed": 0}
     def ins(key, avoid=-1):
         s = h(key) % SLOTS
@@ -79,12 +72,7 @@ def run(skip, seed=7, to=0.75, churn=1.0, max_moves=256):
             s = where.pop(key, None)
             if s is not None: table[s] = 0; count[s // 512] -= 1
         used -= blocks
-    draw = lambda: max(1, rnd.choices(sizes, weights)[0] // 4096)
-    while used < to * SLOTS: create(draw())
-    start = written
-    while written - start < churn * SLOTS:
-        delete()
-        while used < to * SLOTS: create(draw())
+    age(rnd, SLOTS, create, delete, lambda: (used, written), to, churn)
     # probe lengths of small keys (slots read; a skipped group costs one directory read)
     pl = []
     for key, s in where.items():
@@ -107,7 +95,6 @@ def run_redirect(seed=7, to=0.75, churn=1.0, max_moves=256, final=64):
     rnd = random.Random(seed)
     table = [0] * SLOTS; count = [0] * G; claimed = [False] * G; redir = [False] * G
     where = {}
-    sizes, weights = zip(*AGRAWAL)
     st = {"moves": 0, "claims": 0, "claims_failed": 0}
     def cands(key):
         out = []
@@ -179,12 +166,7 @@ def run_redirect(seed=7, to=0.75, churn=1.0, max_moves=256, final=64):
             s = where.pop(key, None)
             if s is not None: table[s] = 0; count[s // 512] -= 1
         used -= blocks
-    draw = lambda: max(1, rnd.choices(sizes, weights)[0] // 4096)
-    while used < to * SLOTS: create(draw())
-    start = written
-    while written - start < churn * SLOTS:
-        delete()
-        while used < to * SLOTS: create(draw())
+    age(rnd, SLOTS, create, delete, lambda: (used, written), to, churn)
     def pathlen(s0, target):
         p, x = 1, walk(s0)
         while x != target:

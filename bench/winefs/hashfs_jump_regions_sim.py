@@ -12,13 +12,7 @@ comparison. Deletes free slots outright (no tombstones) in every variant. One JS
 variant: python3 bench/winefs/hashfs_jump_regions_sim.py"""
 import json, random
 SLOTS = 1 << 18; G = SLOTS // 512
-AGRAWAL = [(8, 1), (32, 7), (128, 16), (512, 40), (2048, 50), (8192, 46), (32768, 35), (131072, 20), (524288, 10),
-           (2097152, 4), (8388608, 1)]
-MASK = (1 << 64) - 1
-def h(x):
-    x = (x ^ (x >> 33)) * 0xFF51AFD7ED558CCD & MASK
-    x = (x ^ (x >> 33)) * 0xC4CEB3FE1A85EC53 & MASK
-    return x ^ (x >> 33)
+from aging_sim import MASK, age, h
 def jump_seq(key, n):
     """Lamping-Veach jump hash: every bucket the key takes as the count grows to n, in order."""
     k = h(key ^ 0x5851F42D4C957F2D); b, j, out = -1, 0, []
@@ -90,13 +84,7 @@ def run(target=0.85, seed=7, to=0.75, churn=1.0, final=64):
         for key in smalls:
             s = where.pop(key); table[s] = 0; small -= 1
         used -= len(smalls) + 512 * len(groups)
-    sizes, weights = zip(*AGRAWAL)
-    draw = lambda: max(1, rnd.choices(sizes, weights)[0] // 4096)
-    while used < to * SLOTS: create(draw())
-    start = written
-    while written - start < churn * SLOTS:
-        delete()
-        while used < to * SLOTS: create(draw())
+    age(rnd, SLOTS, create, delete, lambda: (used, written), to, churn)
     n = len(perm)
     def probe(key, target):
         """Slots read by a lookup of key (found at target, or absent: None)."""
@@ -139,13 +127,7 @@ def run_paper(seed=7, to=0.75, churn=1.0):
         for k in keys:
             table[where.pop(k)] = 0
         used -= len(keys)
-    sizes, weights = zip(*AGRAWAL)
-    draw = lambda: max(1, rnd.choices(sizes, weights)[0] // 4096)
-    while used < to * SLOTS: create(draw())
-    start = written
-    while written - start < churn * SLOTS:
-        delete()
-        while used < to * SLOTS: create(draw())
+    age(rnd, SLOTS, create, delete, lambda: (used, written), to, churn)
     def probe(key, target):
         p, s = 0, h(key) % SLOTS
         while True:

@@ -18,15 +18,7 @@ import sys
 
 SLOTS = int(sys.argv[1]) if len(sys.argv) > 1 else 1 << 20
 SEED = int(sys.argv[2]) if len(sys.argv) > 2 else 1
-AGRAWAL = [(8, 1), (32, 7), (128, 16), (512, 40), (2048, 50), (8192, 46), (32768, 35), (131072, 20), (524288, 10),
-           (2097152, 4), (8388608, 1)]
-MASK = (1 << 64) - 1
-
-
-def h(x):
-    x = (x ^ (x >> 33)) * 0xFF51AFD7ED558CCD & MASK
-    x = (x ^ (x >> 33)) * 0xC4CEB3FE1A85EC53 & MASK
-    return x ^ (x >> 33)
+from aging_sim import AGRAWAL, h
 
 
 def run(placement, load, seed):
