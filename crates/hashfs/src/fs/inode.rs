@@ -272,7 +272,8 @@ pub fn now_ns() -> i64 {
 /// read since they last changed (`seen`: a stat), then the fine clock, so that a stat
 /// always sees a later write's change. Never earlier than a fine time handed out before
 /// (a global floor), so that files' times keep the order of the changes as they were
-/// observed. The coarse clock costs about 5 ns against 22, on every write.
+/// observed. The fine clock's read, right after a write's fences, cost a 4 KiB append
+/// about 200 ns (docs/design.md).
 pub fn write_time_ns(seen: bool) -> i64 {
     if seen {
         return now_ns();
