@@ -12,6 +12,42 @@ import json
 import random
 SLOTS = 1 << 18; G = SLOTS // 512
 from aging_sim import MASK, age, h
+
+class Files:
+    """The aged image's files (every variant): a new file's whole 2 MiB chunks each take
+    claim(chunk key)'s group, or their blocks go to ins(key) with the file's tail; a
+    deleted file (chosen at random) frees its groups and its blocks in the variant's
+    table, per-group counts, claimed flags and key-to-slot map."""
+
+    def __init__(self, rnd, claim, ins, table, count, claimed, where):
+        self.rnd, self.claim, self.ins = rnd, claim, ins
+        self.table, self.count, self.claimed, self.where = table, count, claimed, where
+        self.files, self.used, self.ino, self.written = {}, 0, 0, 0
+
+    def create(self, blocks):
+        if self.used + blocks > SLOTS * 0.97: return None
+        self.ino += 1; ino = self.ino; groups = []
+        for c in range(blocks // 512):
+            g = self.claim((ino << 32) | c)
+            if g is None:
+                for l in range(c * 512, c * 512 + 512): self.ins((ino << 32) | l)
+            else: groups.append(g)
+        for l in range(blocks // 512 * 512, blocks):
+            self.ins((ino << 32) | l)
+        self.files[ino] = (blocks, groups); self.used += blocks; self.written += blocks
+        return groups
+
+    def delete(self):
+        ino = self.rnd.choice(list(self.files.keys())); blocks, groups = self.files.pop(ino)
+        for g in groups:
+            self.claimed[g] = False; self.count[g] = 0
+            for s in range(g * 512, g * 512 + 512): self.table[s] = 0
+        for l in range(blocks):
+            s = self.where.pop((ino << 32) | l, None)
+            if s is not None: self.table[s] = 0; self.count[s // 512] -= 1
+        self.used -= blocks
+
+
 def run(skip, seed=7, to=0.75, churn=1.0, max_moves=256):
     rnd = random.Random(seed)
     table = [0] * SLOTS; count = [0] * G; claimed = [False] * G
@@ -46,33 +82,9 @@ def run(skip, seed=7, to=0.75, churn=1.0, max_moves=256):
         claimed[g] = True; count[g] = 512; st["claims"] += 1
         for s in range(g * 512, g * 512 + 512): table[s] = -1
         return g
-    files = {}; used = 0; ino = 0; written = 0
-    def create(blocks):
-        nonlocal ino, used, written
-        if used + blocks > SLOTS * 0.97: return None
-        ino += 1; smalls = []; groups = []
-        for c in range(blocks // 512):
-            g = claim((ino << 32) | c)
-            if g is None:
-                for l in range(c * 512, c * 512 + 512): smalls.append(ins((ino << 32) | l))
-            else: groups.append(g)
-        for l in range(blocks // 512 * 512, blocks):
-            smalls.append(ins((ino << 32) | l))
-        files[ino] = ((ino, blocks), groups); used += blocks; written += blocks
-        return groups
-    def delete():
-        nonlocal used
-        k = rnd.choice(list(files.keys())); (i, blocks), groups = files.pop(k)
-        for g in groups:
-            claimed[g] = False; count[g] = 0
-            for s in range(g * 512, g * 512 + 512): table[s] = 0
-        gl = set()
-        for l in range(blocks):
-            key = (i << 32) | l
-            s = where.pop(key, None)
-            if s is not None: table[s] = 0; count[s // 512] -= 1
-        used -= blocks
-    age(rnd, SLOTS, create, delete, lambda: (used, written), to, churn)
+    files = Files(rnd, claim, ins, table, count, claimed, where)
+    create = files.create
+    age(rnd, SLOTS, create, files.delete, lambda: (files.used, files.written), to, churn)
     # probe lengths of small keys (slots read; a skipped group costs one directory read)
     pl = []
     for key, s in where.items():
@@ -141,32 +153,9 @@ def run_redirect(seed=7, to=0.75, churn=1.0, max_moves=256, final=64):
         claimed[g] = True; count[g] = 512; st["claims"] += 1
         for s in range(g * 512, g * 512 + 512): table[s] = -1
         return g
-    files = {}; used = 0; ino = 0; written = 0
-    def create(blocks):
-        nonlocal ino, used, written
-        if used + blocks > SLOTS * 0.97: return None
-        ino += 1; smalls = []; groups = []
-        for c in range(blocks // 512):
-            g = claim((ino << 32) | c)
-            if g is None:
-                for l in range(c * 512, c * 512 + 512): smalls.append(ins((ino << 32) | l))
-            else: groups.append(g)
-        for l in range(blocks // 512 * 512, blocks):
-            smalls.append(ins((ino << 32) | l))
-        files[ino] = ((ino, blocks), groups); used += blocks; written += blocks
-        return groups
-    def delete():
-        nonlocal used
-        k = rnd.choice(list(files.keys())); (i, blocks), groups = files.pop(k)
-        for g in groups:
-            claimed[g] = False; count[g] = 0
-            for s in range(g * 512, g * 512 + 512): table[s] = 0
-        for l in range(blocks):
-            key = (i << 32) | l
-            s = where.pop(key, None)
-            if s is not None: table[s] = 0; count[s // 512] -= 1
-        used -= blocks
-    age(rnd, SLOTS, create, delete, lambda: (used, written), to, churn)
+    files = Files(rnd, claim, ins, table, count, claimed, where)
+    create = files.create
+    age(rnd, SLOTS, create, files.delete, lambda: (files.used, files.written), to, churn)
     def pathlen(s0, target):
         p, x = 1, walk(s0)
         while x != target:
