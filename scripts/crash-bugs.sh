@@ -34,6 +34,8 @@ bugs=(
     "xattr-new-unlinked|crates/hashfs/src/fs/xattr.rs|the switch to a new attribute inode leaves it with no link on the media|ops setxattr,setxattr-replace,removexattr"
     "xattr-orphaned-by-unlink|crates/hashfs/src/fs/data.rs|freeing a file does not unlink its attribute inode in the same transaction|ops unlink,rename-replace"
     "evacuate-no-flush|crates/hashfs/src/fs/evacuate.rs|HashFS's grouped placement moves a block out of a group without flushing its copy before the transaction that remaps it|grouped write-chunk,fallocate-chunk"
+    "regions-move-no-flush|crates/hashfs/src/fs/regions.rs|HashFS's regions placement moves a key into a newly opened group without flushing its block's copy before the transaction that remaps it|regions append,write-chunk"
+    "regions-open-word-unflushed|crates/hashfs/src/mapping/hashfs/groups.rs|the regions placement opens a group without flushing its directory word before keys move into it (after a crash the group may not be open, its keys found by no lookup)|regions append"
     "untorn-copy-no-flush|crates/hashfs/src/fs/untorn.rs|an untorn write's moved block is stored cached (no flush before the commit's fence)|ops untorn-overwrite,untorn-limit"
     "untorn-unlogged-key|crates/hashfs/src/fs/untorn.rs|an untorn write publishes a moved block's new HashFS key without an undo record|test untorn_writes an_untorn_write_across_two_blocks_whose_new_slots_come_first_is_whole_or_absent"
     "free-slots-no-fence|crates/hashfs/src/fs/data.rs|freeing HashFS slots stores tombstones with no fence first: a live copy's tombstone may reach the media before an older copy's pending one|test untorn_writes a_hole_punched_after_a_key_switch_never_revives_the_older_copy"
@@ -91,6 +93,14 @@ elif name == "xattr-orphaned-by-unlink":
     sub("crates/hashfs/src/fs/data.rs",
         "        if let (Some(c), Some(r)) = (&xattrs, xraw.as_mut()) {\n            inode::tx_write_inode(&mut tx, &self.geo, c.ino, r);\n        }\n",
         "")
+elif name == "regions-move-no-flush":
+    sub("crates/hashfs/src/fs/regions.rs",
+        "        self.dev.write(to_off, &buf);\n        self.dev.flush(to_off, BLOCK_BYTES);\n",
+        "        self.dev.write(to_off, &buf);\n")
+elif name == "regions-open-word-unflushed":
+    sub("crates/hashfs/src/mapping/hashfs/groups.rs",
+        "                self.dir.dev.flush(self.dir.slot_off(g), 8);\n                got.push(g);\n",
+        "                got.push(g);\n")
 elif name == "evacuate-no-flush":
     sub("crates/hashfs/src/fs/evacuate.rs",
         "        self.dev.write(to_off, &buf);\n        self.dev.flush(to_off, BLOCK_BYTES);\n",
@@ -243,6 +253,9 @@ run_check() {
         grouped\ *)
             "$hashfs" crashtest --mapping hashfs --placement grouped --ops "${check#grouped }" "${common[@]}" \
                 >"$work/check.log" 2>&1 ;;
+        regions\ *)
+            "$hashfs" crashtest --mapping hashfs --placement regions --ops "${check#regions }" "${common[@]}" \
+                --recovery-images 2 >"$work/check.log" 2>&1 ;;
     esac
 }
 

@@ -131,6 +131,8 @@ for m in extent-tree extent-tree-cached radix-tree cuckoo extent-hash ctfs; do
 done
 stage "conformance suite: mapping hashfs, grouped placement"
 HASHFS_TEST_MAPPING=hashfs HASHFS_TEST_PLACEMENT=grouped cargo test -q -p hashfs --tests -- --skip explore_
+stage "conformance suite: mapping hashfs, regions placement"
+HASHFS_TEST_MAPPING=hashfs HASHFS_TEST_PLACEMENT=regions cargo test -q -p hashfs --tests -- --skip explore_
 for m in extent-tree radix-tree cuckoo extent-hash; do
     stage "conformance suite: mapping $m, layout score 0.7"
     HASHFS_TEST_MAPPING=$m HASHFS_TEST_LAYOUT_SCORE=0.7 cargo test -q -p hashfs --tests -- --skip explore_
@@ -153,6 +155,17 @@ HASHFS_TEST_MAPPING=hashfs HASHFS_TEST_PLACEMENT=grouped HASHFS_CRASH_RECOVERY_I
     cargo test -q -p hashfs --test crash_consistency -- --nocapture --test-threads 1 \
     --skip explore_pairs_of_operations --skip explore_random_sequences --skip explore_two_threads \
     --skip explore_strict_mode_writes
+# The regions placement's explorer images start with their one open group past its
+# target load, so that every write opens a second group and moves dozens of keys (each
+# move a transaction): four single operations (a create, an append and a whole-chunk write
+# that open, an unlink), the directory-block and hole-fill workloads, recovery crashed on
+# the first 2 images of each crash point (about 2 minutes); every operation by command
+# (`hashfs crashtest --mapping hashfs --placement regions`).
+stage "crash explorer: mapping hashfs, regions placement"
+HASHFS_TEST_MAPPING=hashfs HASHFS_TEST_PLACEMENT=regions HASHFS_CRASH_RECOVERY_IMAGES=2 \
+    HASHFS_CRASH_OPS=create,append,unlink,write-chunk \
+    cargo test -q -p hashfs --test crash_consistency -- --nocapture --test-threads 1 \
+    explore_every_single_operation explore_create_needing_a_new_directory_block explore_hole_fills_roll_back_whole
 stage "crash explorer: mapping extent-tree, layout score 0.7"
 HASHFS_TEST_MAPPING=extent-tree HASHFS_TEST_LAYOUT_SCORE=0.7 HASHFS_CRASH_RECOVERY_IMAGES=4 \
     cargo test -q -p hashfs --test crash_consistency -- --nocapture --test-threads 1

@@ -2,7 +2,7 @@
 # WineFS's claim through the shim, as issue 15's "done when" puts it: a 1 GiB memory-mapped
 # write (memcpy into a shared mapping of a fallocated file) on a fresh image and on the same
 # image aged to 75% full (`hashfs age`), for the aligned allocator, the bitmap allocator
-# and HashFS's table with the paper's placement and with the grouped one. Images on a tmpfs mounted huge=always (2 MiB pages, as DAX PM);
+# and HashFS's table with the paper's placement, the grouped one and the regions one. Images on a tmpfs mounted huge=always (2 MiB pages, as DAX PM);
 # results in bench/winefs/shim.json (or $WINEFS_OUT).
 #
 #   ./scripts/winefs-shim.sh [IMAGE_GIB]      # default 8
@@ -28,11 +28,11 @@ run() {
 . scripts/machine.sh
 printf '{%s, "rows": [\n' "$(machine_json "$HASHFS" "$HUGE")" > "$OUT.tmp"
 first=1
-for cfg in ${WINEFS_CONFIGS:-extent-tree:aligned extent-tree:bitmap hashfs:table hashfs:grouped}; do
+for cfg in ${WINEFS_CONFIGS:-extent-tree:aligned extent-tree:bitmap hashfs:table hashfs:grouped hashfs:regions}; do
     set -- ${cfg/:/ }
     rm -f "$img"
-    if [ "$2" = grouped ]; then
-        $HASHFS mkfs "$img" --size "${GIB}G" --placement grouped >/dev/null
+    if [ "$2" = grouped ] || [ "$2" = regions ]; then
+        $HASHFS mkfs "$img" --size "${GIB}G" --placement "$2" >/dev/null
     elif [ "$1" = hashfs ]; then
         $HASHFS mkfs "$img" --size "${GIB}G" >/dev/null
     else

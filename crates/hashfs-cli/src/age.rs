@@ -55,13 +55,13 @@ pub struct AgeArgs {
     pub json: Option<PathBuf>,
 }
 
-fn parse_fraction(s: &str) -> Result<f64, String> {
+pub(crate) fn parse_fraction(s: &str) -> Result<f64, String> {
     let v = match s.strip_suffix('%') {
         Some(p) => p.trim().parse::<f64>().map_err(|e| format!("{s:?}: {e}"))? / 100.0,
         None => s.trim().parse::<f64>().map_err(|e| format!("{s:?}: {e}"))?,
     };
     if !(v > 0.0 && v < 1.0) {
-        return Err(format!("{s:?}: fullness must be between 0% and 100%"));
+        return Err(format!("{s:?}: a fraction must lie between 0% and 100%"));
     }
     Ok(v)
 }

@@ -56,11 +56,15 @@ pub struct CrashtestArgs {
     /// States checked at each fence of a crashed recovery.
     #[arg(long, default_value_t = 2)]
     recovery_samples: u64,
+    /// Crash recovery on at most this many images of each crash point (default: all).
+    #[arg(long)]
+    recovery_images: Option<u64>,
     /// Layout score of the allocator mappings' base image (fragmentation generator).
     #[arg(long, default_value_t = 1.0)]
     layout_score: f64,
-    /// HashFS's placement on its images: paper, or grouped (8 MiB images, and the named
-    /// operations that write whole 2 MiB chunks added).
+    /// HashFS's placement on its images: paper, grouped or regions (8 MiB images, and the
+    /// named operations that write whole 2 MiB chunks added; regions images start with
+    /// their one open group just below its target load, so that writes open another).
     #[arg(long, default_value = "paper")]
     placement: String,
     /// The write mode of the explored images: relaxed, or strict (every write of up to
@@ -102,7 +106,7 @@ fn mappings(spec: &str) -> Result<Vec<MappingKind>, String> {
 /// Runs the explorer; returns the number of failures.
 pub fn run(a: CrashtestArgs) -> Result<usize, String> {
     let placement = hashfs::HashPlacement::from_name(&a.placement)
-        .ok_or_else(|| format!("unknown placement {:?} (choose paper or grouped)", a.placement))?;
+        .ok_or_else(|| format!("unknown placement {:?} (choose paper, grouped or regions)", a.placement))?;
     let write_mode = hashfs::WriteMode::from_name(&a.write_mode)
         .ok_or_else(|| format!("unknown write mode {:?} (choose relaxed or strict)", a.write_mode))?;
     if a.list {
@@ -134,11 +138,11 @@ pub fn run(a: CrashtestArgs) -> Result<usize, String> {
         exhaustive_limit: a.exhaustive_limit,
         samples: a.samples,
         recovery_samples: a.recovery_samples,
+        recovery_images_per_point: a.recovery_images.unwrap_or(u64::MAX),
         seed,
         only,
         placement,
         write_mode,
-        ..Config::default()
     };
     // The named operations: those given, else each mapping's own (`ace_ops`).
     let names_for = |m: MappingKind| -> Vec<&str> {

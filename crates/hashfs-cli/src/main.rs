@@ -49,12 +49,19 @@ enum Cmd {
         #[arg(long)]
         allocator: Option<String>,
         /// Where HashFS places blocks: paper (each block where its key hashes, the HashFS
-        /// paper's) or grouped (experimental: whole 2 MiB chunks of a file in whole 2 MiB
+        /// paper's), grouped (experimental: whole 2 MiB chunks of a file in whole 2 MiB
         /// groups of slots, found through a group directory, so that memory-mapped files
-        /// get 2 MiB pages; small files' lookups slow down once many groups are claimed,
-        /// docs/mappings.md). Default: paper.
+        /// get 2 MiB pages; small files' lookups slow down once many groups are claimed)
+        /// or regions (experimental: grouped's chunks, and every other block in a region
+        /// of whole groups that grows by jump hashing, so that free groups stay whole on
+        /// an aged image). docs/mappings.md. Default: paper.
         #[arg(long)]
         placement: Option<String>,
+        /// The regions placement's target load of its open groups, a fraction or a
+        /// percentage (default 80%): lower opens groups sooner, for shorter probes and
+        /// fewer whole groups left to large files.
+        #[arg(long, value_parser = age::parse_fraction)]
+        region_load: Option<f64>,
         /// Inode table entries (default: one per 16 KiB).
         #[arg(long)]
         inodes: Option<u64>,
@@ -316,6 +323,7 @@ fn run(cli: Cli) -> Result<u8, Failure> {
             layout_score,
             allocator,
             placement,
+            region_load,
             inodes,
             journals,
             journal_blocks,
@@ -352,7 +360,7 @@ fn run(cli: Cli) -> Result<u8, Failure> {
                     return Err(fail("--placement applies to HashFS; the other mappings use an allocator"))
                 }
                 Some(name) => HashPlacement::from_name(name)
-                    .ok_or_else(|| fail(format!("unknown placement {name:?} (choose paper or grouped)")))?,
+                    .ok_or_else(|| fail(format!("unknown placement {name:?} (choose paper, grouped or regions)")))?,
             };
             let opts = FormatOptions {
                 mapping,
@@ -363,6 +371,7 @@ fn run(cli: Cli) -> Result<u8, Failure> {
                 layout_score,
                 allocator,
                 placement,
+                region_load,
                 preallocate: !sparse,
                 ..Default::default()
             };
@@ -514,6 +523,10 @@ fn run(cli: Cli) -> Result<u8, Failure> {
             );
             if let Some(n) = fs.claimed_groups() {
                 println!("groups         {n} of 2 MiB claimed by files' 2 MiB chunks");
+            }
+            if let Some((n, opening)) = fs.open_groups() {
+                let moves = if opening { "; an opening's moves wait (a file is busy or mapped)" } else { "" };
+                println!("region         {n} groups of 2 MiB open to small files{moves}");
             }
             let ms = fs.mapping_stats().map_err(|e| fail(format!("{}: {e}", image.display())))?;
             println!(

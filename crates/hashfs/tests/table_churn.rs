@@ -50,7 +50,11 @@ fn fill_and_empty_ten_times() {
         // variance of one table of this size).
         let load = full.live as f64 / total as f64;
         let knuth = 0.5 * (1.0 + 1.0 / (1.0 - load));
-        assert!(full.tombstones <= total / 100, "round {round}: {full:?}");
+        // The regions placement moves keys out of open groups when it opens more; the
+        // tombstones they leave on the paths of keys that stay are needed, and fill only
+        // as later keys take them (docs/mappings.md has the figures).
+        let regions = fs.open_groups().is_some();
+        assert!(full.tombstones <= total / if regions { 10 } else { 100 }, "round {round}: {full:?}");
         assert!(full.mean_hit_probes <= 2.0 * knuth, "round {round}: {full:?}, expected about {knuth:.2}");
         first.get_or_insert(full);
         // Empty in an interleaved order (every other file, then the rest).
@@ -68,11 +72,11 @@ fn fill_and_empty_ten_times() {
         let n = table.nslots();
         let mut on_path = vec![false; n as usize];
         for s in 0..n {
-            if let Entry::Key { ino, lblk } = classify(table.load(s), n) {
-                let mut t = table.home(hashfs::testing::mapping::hashfs::key(ino, lblk));
+            let v = table.load(s);
+            if let (Entry::Key { .. }, Some(mut t)) = (classify(v, n), table.path_home(v, s)) {
                 while t != s {
                     on_path[t as usize] = true;
-                    t = (t + 1) % n;
+                    t = table.next_slot(t);
                 }
             }
         }
@@ -80,7 +84,11 @@ fn fill_and_empty_ten_times() {
         for s in 0..n {
             if classify(table.load(s), n) == Entry::Tombstone {
                 tombstones += 1;
-                assert!(on_path[s as usize], "round {round}: the tombstone at slot {s} is on no live key's probe path");
+                assert!(
+                    on_path[s as usize],
+                    "round {round}: the tombstone at slot {s} is on no live key's probe path; spilled {:?}",
+                    table.regions().map(|r| r.spilled())
+                );
             }
         }
         assert_eq!(tombstones, empty.tombstones);

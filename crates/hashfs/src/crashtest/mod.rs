@@ -34,12 +34,16 @@ use std::sync::{Arc, Mutex};
 /// costs little, yet every structure (journals, inodes, table, data) has room.
 pub const IMAGE_BYTES: u64 = 1 << 20;
 
+/// The regions placement's target load on the explorer's images: low, so that an
+/// opening moves a few dozen keys (each move a transaction the explorer crashes).
+const REGION_LOAD_PPM: u32 = 300000;
+
 /// Bytes of the explorer's images for `placement`: HashFS's grouped placement needs
 /// whole 2 MiB groups (three of them here).
 pub fn image_bytes(placement: HashPlacement) -> u64 {
     match placement {
         HashPlacement::Paper => IMAGE_BYTES,
-        HashPlacement::Grouped => 8 << 20,
+        HashPlacement::Grouped | HashPlacement::Regions => 8 << 20,
     }
 }
 
@@ -49,7 +53,7 @@ pub fn image_bytes(placement: HashPlacement) -> u64 {
 pub fn ace_ops(mapping: MappingKind, placement: HashPlacement) -> Vec<&'static str> {
     let mut v = ACE_OPS.to_vec();
     v.extend_from_slice(UNTORN_OPS);
-    if placement == HashPlacement::Grouped && mapping == MappingKind::HashFs {
+    if placement != HashPlacement::Paper && mapping == MappingKind::HashFs {
         v.extend_from_slice(workload::CHUNK_OPS);
     }
     if mapping == MappingKind::Ctfs {
@@ -62,8 +66,10 @@ pub fn ace_ops(mapping: MappingKind, placement: HashPlacement) -> Vec<&'static s
 /// allocator's fragmentation generator when `layout_score` is below 1, else the aligned
 /// allocator (the default of new images).
 pub fn format_options(mapping: MappingKind, layout_score: f64, placement: HashPlacement) -> FormatOptions {
+    let placement = if mapping == MappingKind::HashFs { placement } else { HashPlacement::Paper };
     FormatOptions {
-        placement: if mapping == MappingKind::HashFs { placement } else { HashPlacement::Paper },
+        placement,
+        region_load: (placement == HashPlacement::Regions).then_some(REGION_LOAD_PPM as f64 / 1e6),
         journal_count: 2,
         journal_blocks: 4,
         inode_count: Some(64),
@@ -99,6 +105,17 @@ impl Scratch {
             }
             assert_eq!(fs.free_aligned_extents(), 0, "every group holds a block");
         }
+        if opts.placement == HashPlacement::Regions {
+            // The one open group just past its target load (10% here), so that each
+            // write of the workloads opens a second one and moves about half the keys into
+            // it, and the explorer crashes the moves.
+            let mut i = 0u8;
+            while fs.statfs().blocks_total - fs.statfs().blocks_free <= REGION_LOAD_PPM as u64 * 512 / 1_000_000 {
+                fs.write(std::path::Path::new(&format!("/S{i}")), &[i; 4 * 4096]).expect("small files fit");
+                i += 1;
+            }
+            assert_eq!(fs.open_groups(), Some((1, false)), "one group open, no opening yet");
+        }
         Scratch { fs, dev }
     }
 }
@@ -131,6 +148,7 @@ pub fn run(
     // As the reproducer's `--mapping` argument.
     let mut name = match (mapping, cfg.placement) {
         (MappingKind::HashFs, HashPlacement::Grouped) => "hashfs --placement grouped".to_string(),
+        (MappingKind::HashFs, HashPlacement::Regions) => "hashfs --placement regions".to_string(),
         _ => mapping.name().to_string(),
     };
     if cfg.write_mode == WriteMode::Strict {

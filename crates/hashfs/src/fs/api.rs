@@ -248,6 +248,15 @@ impl<D: PmDevice> FileSystem<D> {
         self.inner.translate(&cell, &st.raw, lblk, size_blocks)
     }
 
+    /// HashFS with the regions placement: the open groups (the small keys' region), and
+    /// whether moves into the newest ones still wait (a busy or memory-mapped file).
+    pub fn open_groups(&self) -> Option<(u64, bool)> {
+        match &self.inner.map {
+            crate::mapping::FileMap::Hash(t) => t.regions().map(|r| (r.len(), r.opening())),
+            crate::mapping::FileMap::Blocks(_) => None,
+        }
+    }
+
     /// HashFS with the grouped placement: the groups claimed by a file's 2 MiB chunk.
     pub fn claimed_groups(&self) -> Option<u64> {
         match &self.inner.map {
@@ -264,6 +273,7 @@ impl<D: PmDevice> FileSystem<D> {
         let phase = geo.data_off / BLOCK_BYTES;
         match &self.inner.map {
             crate::mapping::FileMap::Blocks(b) => b.alloc.free_aligned_extents(phase),
+            crate::mapping::FileMap::Hash(t) if t.regions().is_some() => t.groups().map_or(0, |g| g.free_groups()),
             crate::mapping::FileMap::Hash(t) => {
                 use crate::mapping::hashfs::{classify, Entry};
                 let free = |s: u64| matches!(classify(t.load(s), t.nslots()), Entry::Empty | Entry::Tombstone);
@@ -276,7 +286,7 @@ impl<D: PmDevice> FileSystem<D> {
 
     pub fn statfs(&self) -> StatFs {
         let (total, free) = match &self.inner.map {
-            crate::mapping::FileMap::Hash(t) => (t.nslots(), t.nslots().saturating_sub(t.used())),
+            crate::mapping::FileMap::Hash(t) => (t.capacity(), t.capacity().saturating_sub(t.used())),
             crate::mapping::FileMap::Blocks(b) => (self.inner.geo.data_blocks, b.free_blocks()),
         };
         StatFs {

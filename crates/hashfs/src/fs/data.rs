@@ -204,6 +204,7 @@ impl<D: PmDevice> FsInner<D> {
         if self.is_strict() {
             return self.write_strict(cell, Some(off), data).map(|(n, _)| n);
         }
+        self.regions_upkeep();
         let mut st = cell.state.write();
         let _req = self.alloc_request(cell);
         let span = off..off.saturating_add(data.len() as u64);
@@ -221,6 +222,7 @@ impl<D: PmDevice> FsInner<D> {
         if self.is_strict() {
             return self.write_strict(cell, None, data);
         }
+        self.regions_upkeep();
         let mut st = cell.state.write();
         let _req = self.alloc_request(cell);
         let off = st.raw.size;
@@ -359,7 +361,11 @@ impl<D: PmDevice> FsInner<D> {
         let chunk = l.0 / GROUP_SLOTS;
         let (lo, hi) = (Lblk(chunk * GROUP_SLOTS), Lblk((chunk + 1) * GROUP_SLOTS));
         if whole.start <= lo && hi <= whole.end && hi.0 <= 1 << 32 && g.group_for(ino.0, chunk).is_none() {
+            // The regions placement keeps free groups whole: none is emptied by moves.
             if g.claim(t, ino, chunk).is_none() {
+                if g.regions.is_some() {
+                    return None;
+                }
                 self.claim_by_evacuation(t, g, ino, chunk)?;
             }
             return g.take(t, ino, l);

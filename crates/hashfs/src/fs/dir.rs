@@ -110,6 +110,13 @@ pub fn parse_block(buf: &[u8], lblk: u64) -> std::result::Result<Vec<Run>, Strin
 }
 
 impl DirIndex {
+    /// Directory block `lblk` now lies in `to` (the regions placement moved it).
+    pub fn remap(&mut self, lblk: Lblk, to: Pblk) {
+        if let Some(b) = self.blocks.get_mut(lblk.0 as usize) {
+            *b = to;
+        }
+    }
+
     /// Builds the index of directory `ino` (size `size_bytes`) from the media.
     pub fn build<D: PmDevice>(
         dev: &D,

@@ -22,6 +22,7 @@ pub mod map;
 pub mod ops;
 mod pswap;
 pub mod recovery;
+mod regions;
 mod rename;
 pub mod stats;
 mod times;
@@ -73,6 +74,10 @@ pub struct FormatOptions {
     pub allocator: AllocatorKind,
     /// Where HashFS places blocks (ignored by the other mappings).
     pub placement: HashPlacement,
+    /// The regions placement's target load of its open groups (a fraction; None: the
+    /// default, 0.80). Lower opens groups sooner (fewer keys per group, fewer whole
+    /// groups left for large files).
+    pub region_load: Option<f64>,
     /// The write mode a mount starts in.
     pub write_mode: WriteMode,
     /// `FileSystem::format_file`: allocate the image file's whole length on the host
@@ -94,6 +99,7 @@ impl Default for FormatOptions {
             layout_score: 1.0,
             allocator: AllocatorKind::Aligned,
             placement: HashPlacement::Paper,
+            region_load: None,
             write_mode: WriteMode::Relaxed,
             preallocate: false,
         }
@@ -128,9 +134,16 @@ pub fn format<D: PmDevice>(dev: &D, opts: &FormatOptions, progress: Progress<'_>
         journal_count: opts.journal_count,
         journal_blocks: opts.journal_blocks,
         mapping: opts.mapping,
-        grouped: opts.placement == HashPlacement::Grouped && opts.mapping == MappingKind::HashFs,
+        grouped: opts.placement != HashPlacement::Paper && opts.mapping == MappingKind::HashFs,
     })
     .map_err(Error::InvalidParameter)?;
+    if let Some(load) = opts.region_load {
+        if !(0.01..=0.95).contains(&load) || opts.placement != HashPlacement::Regions {
+            return Err(Error::InvalidParameter(format!(
+                "region load {load}: a fraction from 0.01 to 0.95, for the regions placement"
+            )));
+        }
+    }
     if !(0.0..=1.0).contains(&opts.layout_score) {
         return Err(Error::InvalidParameter(format!("layout score {} is not in [0, 1]", opts.layout_score)));
     }
@@ -196,7 +209,8 @@ pub fn format<D: PmDevice>(dev: &D, opts: &FormatOptions, progress: Progress<'_>
     sb.created_ns = now;
     sb.layout_score_ppm = (opts.layout_score * 1e6).round() as u32;
     sb.allocator = allocator as u32;
-    sb.placement = if geo.groups > 0 { HashPlacement::Grouped as u32 } else { 0 };
+    sb.placement = if geo.groups > 0 { opts.placement as u32 } else { 0 };
+    sb.region_load_ppm = opts.region_load.map_or(0, |l| (l * 1e6).round() as u32);
     sb.write_mode = opts.write_mode as u32;
     sb.uuid[..8].copy_from_slice(&random_u64().to_le_bytes());
     sb.uuid[8..].copy_from_slice(&random_u64().to_le_bytes());

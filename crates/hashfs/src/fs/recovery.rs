@@ -183,7 +183,8 @@ fn scan_table<D: PmDevice>(
     dirty: bool,
     progress: &dyn Fn(u64),
 ) -> Result<(HashTable<D>, Strays)> {
-    let table = HashTable::new(dev, geo, sb.hash_seed);
+    let placement = crate::layout::HashPlacement::from_u32(sb.placement).unwrap_or(crate::layout::HashPlacement::Paper);
+    let table = HashTable::new(dev, geo, sb.hash_seed, placement, sb.region_load_ppm)?;
     let mut strays = Strays::default();
     let mut used = 0u64;
     for s in 0..table.nslots() {

@@ -138,6 +138,7 @@ impl<D: PmDevice> FsInner<D> {
     /// large as the journal can log, down to a block), under one hold of the file's lock.
     /// `off` None appends. Returns the bytes written and the end of the last piece.
     pub(crate) fn write_strict(&self, cell: &InodeCell, off: Option<u64>, data: &[u8]) -> Result<(usize, u64)> {
+        self.regions_upkeep();
         let mut st = cell.state.write();
         let _req = self.alloc_request(cell);
         let mut max = self.untorn_max().max(BLOCK_BYTES) as usize;
@@ -166,6 +167,7 @@ impl<D: PmDevice> FsInner<D> {
     /// One untorn write (`File::write_atomic_at`, `RWF_ATOMIC`): all of `data` at `off`
     /// (`None`: at the end of file), or an error and no change.
     pub(crate) fn write_untorn(&self, cell: &InodeCell, off: Option<u64>, data: &[u8]) -> Result<u64> {
+        self.regions_upkeep();
         let mut st = cell.state.write();
         let _req = self.alloc_request(cell);
         let off = off.unwrap_or(st.raw.size);

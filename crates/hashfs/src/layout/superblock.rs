@@ -125,10 +125,13 @@ pub enum HashPlacement {
     /// Whole 2 MiB logical chunks of a file in whole 2 MiB groups of slots, found through a
     /// group directory (`mapping/hashfs/groups.rs`); everything else as the paper's.
     Grouped = 1,
+    /// The grouped placement's chunks, and every other block in a region of whole open
+    /// groups that grows a few groups at a time (`mapping/hashfs/regions.rs`).
+    Regions = 2,
 }
 
 impl HashPlacement {
-    pub const ALL: [HashPlacement; 2] = [HashPlacement::Paper, HashPlacement::Grouped];
+    pub const ALL: [HashPlacement; 3] = [HashPlacement::Paper, HashPlacement::Grouped, HashPlacement::Regions];
 
     pub fn from_u32(v: u32) -> Option<HashPlacement> {
         HashPlacement::ALL.into_iter().find(|a| *a as u32 == v)
@@ -137,6 +140,7 @@ impl HashPlacement {
         match self {
             HashPlacement::Paper => "paper",
             HashPlacement::Grouped => "grouped",
+            HashPlacement::Regions => "regions",
         }
     }
     pub fn from_name(s: &str) -> Option<HashPlacement> {
@@ -223,7 +227,11 @@ pub struct Superblock {
     pub placement: u32,
     /// [`WriteMode`] a mount starts in (0, relaxed, on images made before it).
     pub write_mode: u32,
-    pub reserved: [u64; 45],
+    /// The regions placement's target load of its open groups, in millionths (0 on
+    /// images made before it: the default, `mapping/hashfs/regions.rs`).
+    pub region_load_ppm: u32,
+    pub reserved_u32: u32,
+    pub reserved: [u64; 44],
     /// CRC32C of bytes 0..504.
     pub checksum: u32,
     pub reserved_tail: u32,
@@ -273,11 +281,14 @@ impl Superblock {
         }
         let grouped = match HashPlacement::from_u32(self.placement) {
             None => return Err(Error::corrupt(format!("superblock: unknown placement {}", self.placement))),
-            Some(HashPlacement::Grouped) if mapping != MappingKind::HashFs => {
+            Some(HashPlacement::Grouped | HashPlacement::Regions) if mapping != MappingKind::HashFs => {
                 return Err(Error::corrupt("superblock: grouped placement on an image that is not HashFS"));
             }
-            Some(p) => p == HashPlacement::Grouped,
+            Some(p) => p != HashPlacement::Paper,
         };
+        if self.region_load_ppm != 0 && !(10_000..=950_000).contains(&self.region_load_ppm) {
+            return Err(Error::corrupt(format!("superblock: region load {} ppm", self.region_load_ppm)));
+        }
         if WriteMode::from_u32(self.write_mode).is_none() {
             return Err(Error::corrupt(format!("superblock: unknown write mode {}", self.write_mode)));
         }

@@ -157,7 +157,9 @@ impl<D: PmDevice> Map<D> {
         } else {
             Some(BlockMap::new(dev.clone(), *geo, sb, kind)?)
         };
-        Ok(Map { block_map, table: HashTable::new(dev, geo, sb.hash_seed) })
+        let placement =
+            crate::layout::HashPlacement::from_u32(sb.placement).unwrap_or(crate::layout::HashPlacement::Paper);
+        Ok(Map { block_map, table: HashTable::new(dev, geo, sb.hash_seed, placement, sb.region_load_ppm)? })
     }
 
     /// The physical block of `lblk` of inode `ino`. A tree cursor remembers one file's last

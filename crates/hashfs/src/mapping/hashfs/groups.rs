@@ -27,6 +27,7 @@
 
 #![forbid(unsafe_code)]
 
+use super::regions::{open_word, Regions};
 use super::{key, Freed, HashTable, EMPTY, RESERVED_TAG, TOMBSTONE};
 use crate::layout::mapping::hashfs::GROUP_SLOTS;
 use crate::layout::{Geometry, Ino, Lblk};
@@ -39,6 +40,10 @@ use std::sync::Arc;
 /// Directory words a claim examines from the chunk's home, and so the most any lookup
 /// reads: a chunk's word lies at most this far from its home (four cache lines).
 const MAX_CLAIM_PROBES: u64 = 32;
+/// The same with the regions placement, whose claims move nothing and so must find a
+/// free group further away on an aged image (its open groups' words fill the directory
+/// too); only lookups of files with claims read the directory (`with_claims`).
+const REGIONS_CLAIM_PROBES: u64 = 1024;
 
 /// Whether a directory word holds a claim (a key: neither EMPTY nor TOMBSTONE; the
 /// directory holds no reservations).
@@ -62,17 +67,121 @@ pub struct Groups<D: PmDevice> {
     claimed: AtomicU64,
     /// Claims of requests in progress, by inode.
     pending: Mutex<HashMap<u32, Vec<Pending>>>,
+    /// The regions placement's open groups (None: the grouped placement's small keys
+    /// hash over the whole table).
+    pub regions: Option<Regions>,
+    /// Directory words a claim examines (see [`MAX_CLAIM_PROBES`]).
+    window: u64,
+    /// Inodes that have (or had, since mount) a claimed chunk, one bit each: the others'
+    /// lookups skip the directory.
+    with_claims: Vec<AtomicU64>,
 }
 
 impl<D: PmDevice> Groups<D> {
-    pub fn new(dev: Arc<D>, geo: &Geometry, seed: u64) -> Groups<D> {
+    /// `regions`: the regions placement's target load (None: the grouped placement).
+    pub fn new(dev: Arc<D>, geo: &Geometry, seed: u64, regions: Option<f64>) -> Groups<D> {
         let dir = HashTable::region(dev, geo.group_dir_off().0, geo.groups, seed ^ 0x6A09_E667_F3BC_C909);
         Groups {
             dir,
             counts: (0..geo.groups).map(|_| AtomicU32::new(0)).collect(),
             claimed: AtomicU64::new(0),
             pending: Mutex::new(HashMap::new()),
+            regions: regions.map(|load| Regions::new(geo.groups, seed, load)),
+            window: if regions.is_some() { REGIONS_CLAIM_PROBES } else { MAX_CLAIM_PROBES },
+            with_claims: (0..geo.inode_count.div_ceil(64)).map(|_| AtomicU64::new(0)).collect(),
         }
+    }
+
+    /// Notes that `ino` has a claimed chunk.
+    fn mark_claims(&self, ino: u32) {
+        if let Some(w) = self.with_claims.get(ino as usize / 64) {
+            let bit = 1u64 << (ino % 64);
+            if w.load(Ordering::Relaxed) & bit == 0 {
+                w.fetch_or(bit, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// Whether `ino` may have a claimed chunk (an inode past the bitmap: yes).
+    #[inline]
+    fn may_have_claims(&self, ino: u32) -> bool {
+        self.with_claims.get(ino as usize / 64).is_none_or(|w| w.load(Ordering::Relaxed) & (1 << (ino % 64)) != 0)
+    }
+
+    /// Reads the regions placement's list of open groups from the directory.
+    pub(super) fn load_regions(&self) -> crate::Result<()> {
+        match &self.regions {
+            Some(r) => r.load((0..self.dir.nslots()).map(|g| (g, self.dir.load(g)))),
+            None => Ok(()),
+        }
+    }
+
+    /// Keys and reservations in group `g`.
+    pub fn keys_in(&self, g: u64) -> u32 {
+        self.counts.get(g as usize).map_or(0, |c| c.load(Ordering::Relaxed))
+    }
+
+    /// Whether group `g` can be claimed or opened: no key or reservation, directory word
+    /// EMPTY or TOMBSTONE.
+    pub fn free_group(&self, g: u64) -> bool {
+        self.keys_in(g) == 0 && super::regions::word_free(self.dir.load(g))
+    }
+
+    /// Free groups (a scan of the counts and the directory).
+    pub fn free_groups(&self) -> u64 {
+        (0..self.dir.nslots()).filter(|&g| self.free_group(g)).count() as u64
+    }
+
+    /// Regions placement: opens free groups as the newest buckets ([`Regions::batch`] of
+    /// them, fewer if fewer are free), their directory words set, flushed and fenced
+    /// before any key can be placed there. Returns how many, 0 when no group is free. The
+    /// caller holds `open_lock` and has finished the previous opening's moves.
+    pub fn open_groups(&self) -> u64 {
+        let Some(r) = &self.regions else { return 0 };
+        let n = r.len();
+        let mut got = Vec::new();
+        let _dg = self.dir.purge_lock.read();
+        for k in 0..Regions::batch(n) {
+            let i = n + got.len() as u64;
+            let Some(g) = r.pick_free(self.dir.nslots(), n + k, |g| self.free_group(g)) else { break };
+            let v = self.dir.load(g);
+            if self.dir.dev.cas_u64(self.dir.slot_off(g), v, open_word(i, true)).is_ok() {
+                self.dir.dev.flush(self.dir.slot_off(g), 8);
+                got.push(g);
+            }
+        }
+        if got.is_empty() {
+            return 0;
+        }
+        self.dir.dev.fence();
+        self.dir.used.fetch_add(got.len() as u64, Ordering::Relaxed);
+        r.publish(&got);
+        got.len() as u64
+    }
+
+    /// Regions placement: opens the first group if none is (it has no key to move).
+    pub fn open_first(&self) {
+        let Some(r) = &self.regions else { return };
+        let _one = r.open_lock.lock();
+        if r.is_empty() && self.open_groups() > 0 {
+            self.finish_opening();
+        }
+    }
+
+    /// Regions placement: the newest groups' moves are done; their words lose the mark.
+    pub fn finish_opening(&self) {
+        let Some(r) = &self.regions else { return };
+        let (from, n) = (r.from(), r.len());
+        if from == n {
+            return;
+        }
+        for i in from..n {
+            let g = r.group(i);
+            self.dir.dev.store_u64(self.dir.slot_off(g), open_word(i, false));
+            self.dir.dev.flush(self.dir.slot_off(g), 8);
+        }
+        self.dir.dev.fence();
+        r.opened();
     }
 
     pub fn count(&self) -> u64 {
@@ -93,6 +202,9 @@ impl<D: PmDevice> Groups<D> {
     pub(super) fn count_add(&self, slot: u64) {
         if let Some(g) = self.group_of(slot) {
             self.counts[g].fetch_add(1, Ordering::Relaxed);
+            if let Some(r) = &self.regions {
+                r.count(g as u64, true);
+            }
         }
     }
 
@@ -100,6 +212,9 @@ impl<D: PmDevice> Groups<D> {
     pub(super) fn count_sub(&self, slot: u64) {
         if let Some(g) = self.group_of(slot) {
             self.counts[g].fetch_sub(1, Ordering::Relaxed);
+            if let Some(r) = &self.regions {
+                r.count(g as u64, false);
+            }
         }
     }
 
@@ -110,21 +225,44 @@ impl<D: PmDevice> Groups<D> {
             let base = g as u64 * GROUP_SLOTS;
             let n = (base..base + GROUP_SLOTS).filter(|&s| !matches!(t.load(s), EMPTY | TOMBSTONE)).count();
             c.store(n as u32, Ordering::Relaxed);
-            claimed += u64::from(is_claim(self.dir.load(g as u64)));
+            let v = self.dir.load(g as u64);
+            if is_claim(v) {
+                claimed += 1;
+                self.mark_claims((v >> 32) as u32);
+            }
         }
         self.claimed.store(claimed, Ordering::Relaxed);
-        self.dir.set_used(claimed);
+        match &self.regions {
+            Some(r) => {
+                let n = r.len();
+                r.clear_spills();
+                for j in 0..n {
+                    let base = r.group(j) * GROUP_SLOTS;
+                    for s in base..base + GROUP_SLOTS {
+                        let v = t.load(s);
+                        if let super::Entry::Key { .. } = super::classify(v, t.nslots()) {
+                            if let Some(top) = r.top_for(v, j).filter(|&t| t > j) {
+                                r.note_spill(s, top, j);
+                            }
+                        }
+                    }
+                }
+                r.set_used((0..n).map(|i| u64::from(self.counts[r.group(i) as usize].load(Ordering::Relaxed))).sum());
+                self.dir.set_used(claimed + n);
+            }
+            None => self.dir.set_used(claimed),
+        }
     }
 
     /// The group claimed for chunk `chunk` of `ino`.
     #[inline]
     pub fn group_for(&self, ino: u32, chunk: u64) -> Option<u64> {
-        if self.claimed.load(Ordering::Relaxed) == 0 {
+        if self.claimed.load(Ordering::Relaxed) == 0 || !self.may_have_claims(ino) {
             return None;
         }
         let dk = key(ino, chunk as u32);
         let mut i = self.dir.home(dk);
-        for _ in 0..self.dir.nslots().min(MAX_CLAIM_PROBES) {
+        for _ in 0..self.dir.nslots().min(self.window) {
             match self.dir.load(i) {
                 v if v == dk => return Some(i),
                 EMPTY => return None,
@@ -193,10 +331,11 @@ impl<D: PmDevice> Groups<D> {
             let _dg = self.dir.purge_lock.read();
             let mut gi = self.dir.home(dk);
             let mut got = None;
-            for _ in 0..self.dir.nslots().min(MAX_CLAIM_PROBES) {
+            for _ in 0..self.dir.nslots().min(self.window) {
                 let v = self.dir.load(gi);
                 if v == EMPTY || v == TOMBSTONE {
                     if self.counts[gi as usize].load(Ordering::Relaxed) == 0 && self.reserve_group(t, gi, &mut rolled) {
+                        self.mark_claims(ino.0);
                         if self.dir.dev.cas_u64(self.dir.slot_off(gi), v, dk).is_ok() {
                             self.dir.dev.flush(self.dir.slot_off(gi), 8);
                             self.dir.used.fetch_add(1, Ordering::Relaxed);
@@ -244,7 +383,7 @@ impl<D: PmDevice> Groups<D> {
         let dk = key(ino.0, c32);
         let mut gi = self.dir.home(dk);
         let mut out = Vec::new();
-        for _ in 0..self.dir.nslots().min(MAX_CLAIM_PROBES) {
+        for _ in 0..self.dir.nslots().min(self.window) {
             let v = self.dir.load(gi);
             let n = self.counts[gi as usize].load(Ordering::Relaxed);
             if (v == EMPTY || v == TOMBSTONE) && n <= max_keys {
@@ -350,6 +489,7 @@ impl<D: PmDevice> Groups<D> {
             self.abandon(t, g);
             return false;
         }
+        self.mark_claims(ino.0);
         self.dir.dev.flush(self.dir.slot_off(g), 8);
         self.dir.used.fetch_add(1, Ordering::Relaxed);
         self.claimed.fetch_add(1, Ordering::Relaxed);

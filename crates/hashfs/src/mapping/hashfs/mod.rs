@@ -23,9 +23,11 @@
 #![forbid(unsafe_code)]
 
 pub mod groups;
+mod purge;
+pub mod regions;
 
 use super::simd::{self, SimdKind};
-use crate::layout::Geometry;
+use crate::layout::{Geometry, HashPlacement};
 use crate::layout::{Ino, Lblk, Pblk};
 use crate::pm::{DevOffset, PmDevice};
 use crate::{Error, Result};
@@ -83,7 +85,8 @@ pub struct Freed {
     pub home: u64,
 }
 
-/// Probe-length figures over the whole table.
+/// Probe-length figures over the whole table (with the regions placement, the probes over
+/// its open groups: the small keys' lookups; a grouped chunk's lookup reads one slot).
 #[derive(Clone, Copy, Debug, Default)]
 pub struct ProbeStats {
     pub live: u64,
@@ -108,16 +111,36 @@ pub struct HashTable<D: PmDevice> {
     used: AtomicU64,
     /// The grouped placement's directory and counts (None: the paper's placement).
     groups: Option<Box<groups::Groups<D>>>,
+    /// Probe paths stay inside their 2 MiB group (the regions placement).
+    cycle: bool,
 }
 
 impl<D: PmDevice> HashTable<D> {
-    pub fn new(dev: Arc<D>, geo: &Geometry, seed: u64) -> HashTable<D> {
-        let groups = (geo.groups > 0).then(|| Box::new(groups::Groups::new(dev.clone(), geo, seed)));
-        let t = HashTable { groups, ..HashTable::region(dev, geo.map_off, geo.data_blocks, seed) };
+    /// The table of an image with placement `placement` (the superblock's). Fails when
+    /// the regions placement's list of open groups is not whole.
+    /// `region_load_ppm`: the regions placement's target load (0: the default).
+    pub fn new(
+        dev: Arc<D>,
+        geo: &Geometry,
+        seed: u64,
+        placement: HashPlacement,
+        region_load_ppm: u32,
+    ) -> Result<HashTable<D>> {
+        let regions = (placement == HashPlacement::Regions).then(|| match region_load_ppm {
+            0 => regions::TARGET_LOAD,
+            ppm => f64::from(ppm) / 1e6,
+        });
+        let groups = (geo.groups > 0).then(|| Box::new(groups::Groups::new(dev.clone(), geo, seed, regions)));
+        let t = HashTable {
+            groups,
+            cycle: regions.is_some() && geo.groups > 0,
+            ..HashTable::region(dev, geo.map_off, geo.data_blocks, seed)
+        };
         if let Some(g) = &t.groups {
+            g.load_regions()?;
             g.recount(&t);
         }
-        t
+        Ok(t)
     }
 
     /// A table of `nslots` words at byte `off` (the group directory is one).
@@ -131,6 +154,7 @@ impl<D: PmDevice> HashTable<D> {
             purge_lock: RwLock::new(()),
             used: AtomicU64::new(0),
             groups: None,
+            cycle: false,
         }
     }
 
@@ -139,8 +163,22 @@ impl<D: PmDevice> HashTable<D> {
         self.groups.as_deref()
     }
 
+    /// The regions placement's state, if the image has it.
+    #[inline]
+    pub fn regions(&self) -> Option<&regions::Regions> {
+        self.groups.as_deref().and_then(|g| g.regions.as_ref())
+    }
+
     pub fn nslots(&self) -> u64 {
         self.nslots
+    }
+    /// Slots that can hold a block: every one, but with the regions placement only those
+    /// of whole groups (the table's last partial group holds none).
+    pub fn capacity(&self) -> u64 {
+        match (&self.groups, self.cycle) {
+            (Some(g), true) => g.count() * GROUP_SLOTS,
+            _ => self.nslots,
+        }
     }
     pub fn used(&self) -> u64 {
         self.used.load(Ordering::Relaxed)
@@ -164,35 +202,111 @@ impl<D: PmDevice> HashTable<D> {
     pub fn home(&self, key: u64) -> u64 {
         simd::home_slot(key, self.seed, self.nslots)
     }
+    /// The slot after `s` on a probe path: the next one, cyclically over the table, or
+    /// over `s`'s group with the regions placement.
     #[inline]
     fn next(&self, s: u64) -> u64 {
-        if s + 1 == self.nslots {
+        if self.cycle {
+            (s & !(GROUP_SLOTS - 1)) | ((s + 1) & (GROUP_SLOTS - 1))
+        } else if s + 1 == self.nslots {
             0
         } else {
             s + 1
         }
     }
-    /// Cyclic distance from a to b.
+    /// Cyclic distance from a to b (in one group with the regions placement).
     #[inline]
     fn dist(&self, a: u64, b: u64) -> u64 {
-        if b >= a {
+        if self.cycle {
+            b.wrapping_sub(a) & (GROUP_SLOTS - 1)
+        } else if b >= a {
             b - a
         } else {
             b + self.nslots - a
         }
     }
-
-    /// How far `slot` lies along `key`'s probe path (0: its home).
+    /// The slot before `s` (the inverse of [`next`](Self::next)).
     #[inline]
-    pub fn probe_distance(&self, key: u64, slot: u64) -> u64 {
-        self.dist(self.home(key), slot)
+    fn prev(&self, s: u64) -> u64 {
+        if self.cycle {
+            (s & !(GROUP_SLOTS - 1)) | (s.wrapping_sub(1) & (GROUP_SLOTS - 1))
+        } else if s == 0 {
+            self.nslots - 1
+        } else {
+            s - 1
+        }
+    }
+    /// The longest probe path: the table, or a group.
+    #[inline]
+    fn span(&self) -> u64 {
+        if self.cycle {
+            GROUP_SLOTS
+        } else {
+            self.nslots
+        }
     }
 
-    /// Whether another copy of `key` lies on its probe path before `slot`, EMPTY slots
+    /// How far `slot` lies along `key`'s lookup path (0: its home). With the regions
+    /// placement the path runs down the key's chains (`regions.rs`).
+    #[inline]
+    pub fn probe_distance(&self, key: u64, slot: u64) -> u64 {
+        match self.regions() {
+            Some(r) => {
+                let mut pos = 0;
+                let mut at = u64::MAX;
+                self.walk_chains(r, key, &mut |s| {
+                    if s == slot {
+                        at = pos;
+                        return true;
+                    }
+                    pos += 1;
+                    false
+                });
+                at
+            }
+            None => self.dist(self.home(key), slot),
+        }
+    }
+
+    /// Regions placement: calls `f` on every slot of `key`'s lookup path in order, EMPTY
+    /// ones included, until it returns true: each chain's groups from the top down, a
+    /// group from the key's home around to it, the next group only if this one has no
+    /// EMPTY slot.
+    fn walk_chains(&self, r: &regions::Regions, key: u64, f: &mut dyn FnMut(u64) -> bool) {
+        for top in r.tops(key) {
+            for idx in (0..=top).rev() {
+                let mut s = r.home_in(key, r.group(idx));
+                let mut empty = false;
+                for _ in 0..GROUP_SLOTS {
+                    if f(s) {
+                        return;
+                    }
+                    empty |= self.load(s) == EMPTY;
+                    s = self.next(s);
+                }
+                if empty {
+                    break;
+                }
+            }
+        }
+    }
+
+    /// Whether another copy of `key` lies on its lookup path before `slot`, EMPTY slots
     /// included (recovery asks before it repairs probe paths). An untorn write's key
     /// switch without the journal (`fs/untorn.rs`) that a crash interrupts leaves two
     /// copies of a key: lookups take the one nearer the home, recovery frees the other.
     pub fn shadowed(&self, key: u64, slot: u64) -> bool {
+        if let Some(r) = self.regions() {
+            let mut found = false;
+            self.walk_chains(r, key, &mut |s| {
+                if s == slot {
+                    return true;
+                }
+                found = self.load(s) == key;
+                found
+            });
+            return found;
+        }
         let mut s = self.home(key);
         for _ in 0..self.nslots {
             if s == slot {
@@ -210,7 +324,7 @@ impl<D: PmDevice> HashTable<D> {
     #[inline]
     pub fn lookup_from(&self, key: u64, home: u64) -> Option<u64> {
         let mut s = home;
-        for _ in 0..self.nslots {
+        for _ in 0..self.span() {
             let v = self.load(s);
             if v == key {
                 return Some(s);
@@ -223,18 +337,47 @@ impl<D: PmDevice> HashTable<D> {
         None
     }
 
+    /// A lookup that is not of a grouped chunk's block: the paper's probe, or the regions
+    /// placement's chains.
+    #[inline]
+    fn lookup_hashed(&self, key: u64) -> Option<u64> {
+        match self.regions() {
+            Some(r) => r.tops(key).into_iter().find_map(|top| self.lookup_chain(r, key, top)),
+            None => self.lookup_from(key, self.home(key)),
+        }
+    }
+
+    /// Regions placement: the slot of `key` on the chain from list index `top` down.
+    #[inline]
+    fn lookup_chain(&self, r: &regions::Regions, key: u64, top: u64) -> Option<u64> {
+        for idx in (0..=top).rev() {
+            let mut s = r.home_in(key, r.group(idx));
+            for _ in 0..GROUP_SLOTS {
+                let v = self.load(s);
+                if v == key {
+                    return Some(s);
+                }
+                if v == EMPTY {
+                    return None;
+                }
+                s = self.next(s);
+            }
+        }
+        None
+    }
+
     /// The block that holds `key` (slot = block), or None.
     pub fn lookup(&self, key: u64) -> Option<Pblk> {
         if let Some(s) = self.groups.as_ref().and_then(|g| g.find(self, key)) {
             return Some(Pblk(s));
         }
-        self.lookup_from(key, self.home(key)).map(Pblk)
+        self.lookup_hashed(key).map(Pblk)
     }
 
     /// Looks up `keys.len()` (<= 8) keys: hashes them with one vector operation,
     /// prefetches every home line, then probes.
     pub fn lookup_batch(&self, keys: &[u64], out: &mut [Option<Pblk>]) {
-        if let Some(g) = self.groups.as_ref().filter(|g| g.claimed() > 0) {
+        if let Some(g) = self.groups.as_ref().filter(|g| g.claimed() > 0 || g.regions.is_some()) {
             // Keys of one chunk share its directory probe.
             let mut found = 0;
             let mut last: Option<(u64, Option<u64>)> = None;
@@ -254,7 +397,7 @@ impl<D: PmDevice> HashTable<D> {
             }
             for i in 0..keys.len() {
                 if out[i].is_none() {
-                    out[i] = self.lookup_from(keys[i], self.home(keys[i])).map(Pblk);
+                    out[i] = self.lookup_hashed(keys[i]).map(Pblk);
                 }
             }
             return;
@@ -273,22 +416,53 @@ impl<D: PmDevice> HashTable<D> {
     /// reservation until [`publish`](Self::publish). Fails with NoSpace when every slot is
     /// taken.
     pub fn reserve(&self, key: u64) -> Result<Pblk> {
-        let home = self.home(key);
-        let marker = RESERVED_TAG | home;
+        if let Some(r) = self.regions() {
+            if r.is_empty() {
+                // The first group moves no key: opened here, by whichever request needs
+                // it (a directory's first block, before any write's upkeep).
+                if let Some(g) = &self.groups {
+                    g.open_first();
+                }
+            }
+            // The bucket is read under the layout lock so that an opening, which takes
+            // it exclusively to publish new buckets, sees every reservation made under
+            // the old count (`fs/regions.rs` waits for them). The purge lock is held
+            // across the chain so that a group found full gets no EMPTY slot before the
+            // spill past it is counted.
+            let _l = r.layout.read();
+            let top = *r.tops(key).first().ok_or(Error::NoSpace)?;
+            let _g = self.purge_lock.read();
+            for idx in (0..=top).rev() {
+                if let Some(p) = self.reserve_in(r.home_in(key, r.group(idx))) {
+                    if idx < top {
+                        r.note_spill(p.0, top, idx);
+                    }
+                    return Ok(p);
+                }
+            }
+            return Err(Error::NoSpace);
+        }
         let _g = self.purge_lock.read();
+        self.reserve_in(self.home(key)).ok_or(Error::NoSpace)
+    }
+
+    /// The first free slot on the path from `home` (the table, or a group), reserved.
+    /// The caller holds the read side of `purge_lock`.
+    fn reserve_in(&self, home: u64) -> Option<Pblk> {
+        let marker = RESERVED_TAG | home;
         let mut s = home;
-        for _ in 0..self.nslots {
+        for _ in 0..self.span() {
             let v = self.load(s);
             if (v == EMPTY || v == TOMBSTONE) && self.dev.cas_u64(self.slot_off(s), v, marker).is_ok() {
                 self.used.fetch_add(1, Ordering::Relaxed);
                 if let Some(g) = &self.groups {
                     g.count_add(s);
                 }
-                return Ok(Pblk(s));
+                return Some(Pblk(s));
             }
             s = self.next(s);
         }
-        Err(Error::NoSpace)
+        None
     }
 
     /// Frees a slot (a key or an unpublished reservation): stores a tombstone and flushes
@@ -304,6 +478,9 @@ impl<D: PmDevice> HashTable<D> {
 
     /// A slot no longer holds a key or a reservation: the used count and its group's.
     fn uncount(&self, slot: u64) {
+        if let Some(r) = self.regions() {
+            r.freed(slot);
+        }
         self.used.fetch_sub(1, Ordering::Relaxed);
         if let Some(g) = &self.groups {
             g.count_sub(slot);
@@ -348,136 +525,12 @@ impl<D: PmDevice> HashTable<D> {
         self.purge(freed);
     }
 
-    /// Turns freed slots into EMPTY where no probe path needs them, together with the
-    /// tombstones on the freed keys' own paths that only those keys needed.
-    pub fn purge(&self, freed: &[Freed]) {
-        if freed.is_empty() {
-            return;
-        }
-        let _g = self.purge_lock.write();
-        for f in freed {
-            self.purge_one(f.slot);
-            let mut t = f.home;
-            while t != f.slot {
-                if self.load(t) == TOMBSTONE {
-                    self.purge_one(t);
-                }
-                t = self.next(t);
-            }
-        }
-    }
-
-    /// Where the probe path of the entry `v` at `slot` starts: its key's home, the home a
-    /// reservation records, or the slot itself for a key its group places.
-    fn home_at(&self, v: u64, slot: u64) -> Option<u64> {
-        match classify(v, self.nslots) {
-            Entry::Key { ino, lblk } => match &self.groups {
-                Some(g) if g.holds(ino, lblk, slot) => Some(slot),
-                _ => Some(self.home(v)),
-            },
-            Entry::Reserved { home } => Some(home),
-            _ => None,
-        }
-    }
-
-    fn purge_one(&self, i: u64) {
-        if self.load(i) != TOMBSTONE {
-            return;
-        }
-        let mut j = self.next(i);
-        for _ in 1..self.nslots {
-            let v = self.load(j);
-            if v == EMPTY {
-                break;
-            }
-            if let Some(h) = self.home_at(v, j) {
-                if self.dist(h, j) >= self.dist(i, j) {
-                    return; // the key at j probes through i
-                }
-            }
-            j = self.next(j);
-        }
-        self.set_empty(i);
-        // A tombstone followed by EMPTY lies on no path that reaches a key.
-        let mut k = if i == 0 { self.nslots - 1 } else { i - 1 };
-        for _ in 1..self.nslots {
-            if self.load(k) != TOMBSTONE {
-                break;
-            }
-            self.set_empty(k);
-            k = if k == 0 { self.nslots - 1 } else { k - 1 };
-        }
-    }
-
-    fn set_empty(&self, s: u64) {
-        let off = self.slot_off(s);
-        self.dev.store_u64(off, EMPTY);
-        self.dev.flush(off, 8);
-    }
-
-    /// Recovery and repair: restores (I1) by turning EMPTY slots on a key's path into
-    /// tombstones, then purges every unneeded tombstone in one linear pass. Returns the
-    /// number of slots changed. Runs with the file system quiescent.
-    pub fn repair_and_purge_all(&self) -> u64 {
-        let _g = self.purge_lock.write();
-        let mut changed = match &self.groups {
-            Some(g) => g.repair(self),
-            None => 0,
-        };
-        for j in 0..self.nslots {
-            if let Some(h) = self.home_at(self.load(j), j) {
-                let mut s = h;
-                while s != j {
-                    if self.load(s) == EMPTY {
-                        self.dev.store_u64(self.slot_off(s), TOMBSTONE);
-                        self.dev.flush(self.slot_off(s), 8);
-                        changed += 1;
-                    }
-                    s = self.next(s);
-                }
-            }
-        }
-        // Clusters are runs of non-EMPTY slots; walk each backward, tracking the earliest
-        // home (as an offset from the cluster start) among the keys after the position.
-        let Some(start) = (0..self.nslots).find(|&s| self.load(s) == EMPTY) else {
-            return changed; // no EMPTY slot at all: every tombstone may be needed
-        };
-        let mut s = self.next(start);
-        let mut visited = 1;
-        while visited < self.nslots {
-            if self.load(s) == EMPTY {
-                s = self.next(s);
-                visited += 1;
-                continue;
-            }
-            let a = s;
-            let mut len = 0u64;
-            while self.load(s) != EMPTY && visited < self.nslots {
-                len += 1;
-                s = self.next(s);
-                visited += 1;
-            }
-            let mut min_home = u64::MAX;
-            for k in (0..len).rev() {
-                let p = (a + k) % self.nslots;
-                let v = self.load(p);
-                if let Some(h) = self.home_at(v, p) {
-                    min_home = min_home.min(self.dist(a, h).min(k));
-                } else if v == TOMBSTONE && min_home > k {
-                    self.set_empty(p);
-                    changed += 1;
-                }
-            }
-        }
-        changed
-    }
-
     /// Exact probe-length figures from a scan of the table.
     pub fn probe_stats(&self) -> ProbeStats {
         let mut st = ProbeStats::default();
         let n = self.nslots;
         let vals: Vec<u64> = (0..n).map(|s| self.load(s)).collect();
-        let mut hit_sum = 0u64;
+        let (mut hit_sum, mut hits) = (0u64, 0u64);
         for (j, &v) in vals.iter().enumerate() {
             match classify(v, n) {
                 Entry::Empty => st.empty += 1,
@@ -485,31 +538,49 @@ impl<D: PmDevice> HashTable<D> {
                 Entry::Reserved { .. } => st.reserved += 1,
                 Entry::Key { .. } => {
                     st.live += 1;
-                    let p = self.dist(self.home_at(v, j as u64).unwrap_or(j as u64), j as u64) + 1;
+                    // The regions placement: the small keys' lookups (down their chains).
+                    let p = match self.regions() {
+                        Some(r) if r.is_open(j as u64 / GROUP_SLOTS) => self.probe_distance(v, j as u64) + 1,
+                        Some(_) => continue,
+                        None => self.dist(self.home_at(v, j as u64).unwrap_or(j as u64), j as u64) + 1,
+                    };
                     hit_sum += p;
+                    hits += 1;
                     st.max_hit_probes = st.max_hit_probes.max(p);
                 }
                 Entry::Invalid => {}
             }
         }
-        if st.live > 0 {
-            st.mean_hit_probes = hit_sum as f64 / st.live as f64;
+        if hits > 0 {
+            st.mean_hit_probes = hit_sum as f64 / hits as f64;
         }
-        // Miss cost from slot s = slots up to and including the next EMPTY.
-        if st.empty > 0 {
-            let mut to_empty = vec![0u64; n as usize];
-            let first_empty = vals.iter().rposition(|&v| v == EMPTY).expect("some EMPTY") as u64;
+        // Miss cost from slot s = slots up to and including the next EMPTY on its path.
+        let cycles: Vec<(u64, u64)> = match (&self.groups, self.cycle) {
+            (Some(g), true) => match &g.regions {
+                // Misses of small keys: in open groups.
+                Some(r) => (0..r.len()).map(|i| (r.group(i) * GROUP_SLOTS, GROUP_SLOTS)).collect(),
+                None => (0..g.count()).map(|g| (g * GROUP_SLOTS, GROUP_SLOTS)).collect(),
+            },
+            _ => vec![(0, n)],
+        };
+        let mut miss_sum = 0u64;
+        let mut counted = 0u64;
+        for (base, len) in cycles {
+            let vals = &vals[base as usize..(base + len) as usize];
+            counted += len;
+            let Some(first_empty) = vals.iter().rposition(|&v| v == EMPTY) else {
+                miss_sum += len * len;
+                continue;
+            };
             let mut d = 0u64;
             let mut s = first_empty;
-            for _ in 0..n {
-                d = if vals[s as usize] == EMPTY { 1 } else { d + 1 };
-                to_empty[s as usize] = d;
-                s = if s == 0 { n - 1 } else { s - 1 };
+            for _ in 0..len {
+                d = if vals[s] == EMPTY { 1 } else { d + 1 };
+                miss_sum += d;
+                s = if s == 0 { len as usize - 1 } else { s - 1 };
             }
-            st.mean_miss_probes = to_empty.iter().sum::<u64>() as f64 / n as f64;
-        } else {
-            st.mean_miss_probes = n as f64;
         }
+        st.mean_miss_probes = miss_sum as f64 / counted.max(1) as f64;
         st
     }
 }
@@ -532,7 +603,7 @@ mod tests {
             grouped: false,
         })
         .unwrap();
-        HashTable::new(Arc::new(CrashDevice::new(bytes)), &geo, 0x5eed)
+        HashTable::new(Arc::new(CrashDevice::new(bytes)), &geo, 0x5eed, HashPlacement::Paper, 0).unwrap()
     }
 
     fn insert(t: &HashTable<CrashDevice>, k: u64) -> Result<Pblk> {

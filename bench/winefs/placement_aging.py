@@ -1,0 +1,64 @@
+"""HashFS's placements on an aged image (issue 15, item 2): for each placement (and the regions
+placement at several target loads), a fresh 1 GiB image is aged to 75% full with the same
+seed (`hashfs age --to 75% --churn 1 --seed 7`), then `hashfs info` reports the free whole
+2 MiB groups, the large files' chunks on groups, and the small keys' probe lengths and
+tombstones. Counts, not timings (the aging's own time is printed for scale only).
+
+    python3 bench/winefs/placement_aging.py [--json bench/winefs/placement-aging.json]
+"""
+import argparse, json, os, re, subprocess, sys, tempfile, time
+
+HASHFS = "./target/release/hashfs"
+CONFIGS = [("paper", None), ("grouped", None), ("regions", "85%"), ("regions", "80%"), ("regions", "75%")]
+
+
+def run(*args):
+    return subprocess.run([HASHFS, *args], check=True, capture_output=True, text=True).stdout
+
+
+def one(placement, load, d):
+    img = os.path.join(d, "aging.img")
+    if os.path.exists(img):
+        os.remove(img)
+    run("mkfs", img, "--size", "1G", "--placement", placement, *(["--region-load", load] if load else []))
+    t = time.monotonic()
+    aged = run("age", img, "--to", "75%", "--churn", "1", "--seed", "7")
+    secs = time.monotonic() - t
+    info = run("info", img)
+    os.remove(img)
+    num = lambda pat, text: float(re.search(pat, text).group(1))  # noqa: E731
+    return {
+        "placement": placement,
+        "region_load": load,
+        "aging_s": round(secs, 2),
+        "full_percent": num(r"([\d.]+)% full", aged),
+        "free_groups": int(num(r"aligned 2 MiB\s+(\d+) free", info)),
+        "chunks_on_groups": re.search(r"aligned extent \(2 MiB pages when mapped\): (\d+ of \d+)", aged).group(1),
+        "open_groups": int(num(r"\nregion\s+(\d+) groups", info)) if "\nregion " in info else None,
+        "hit_probes_mean": num(r"probe length\s+([\d.]+) mean", info),
+        "hit_probes_max": int(num(r"mean, (\d+) max", info)),
+        "miss_probes_mean": num(r"\(lookups that hit\); ([\d.]+) mean", info),
+        "tombstones": int(num(r"\(misses\); (\d+) tombstones", info)),
+    }
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--json", default="bench/winefs/placement-aging.json")
+    a = ap.parse_args()
+    subprocess.run(["cargo", "build", "--release", "-q", "-p", "hashfs-cli"], check=True)
+    rows = []
+    with tempfile.TemporaryDirectory(dir="/dev/shm") as d:
+        for placement, load in CONFIGS:
+            r = one(placement, load, d)
+            rows.append(r)
+            print(json.dumps(r))
+    commit = subprocess.run(["git", "describe", "--always", "--dirty"], capture_output=True, text=True).stdout.strip()
+    doc = {"command": "python3 bench/winefs/placement_aging.py", "git_commit": commit,
+           "image": "1 GiB on /dev/shm, aged with hashfs age --to 75% --churn 1 --seed 7", "rows": rows}
+    json.dump(doc, open(a.json, "w"), indent=1)
+    print("wrote", a.json, file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,153 @@
+//! The regions placement's openings (`mapping/hashfs/regions.rs`): when the small keys
+//! pass their target load, a free group becomes the newest bucket and the file system
+//! moves into it every key whose jump bucket it now is.
+//!
+//! A write request calls [`FsInner::regions_upkeep`] before it takes its file's lock, so
+//! the thread that opens holds no lock of the file system: it may wait for other
+//! requests' reservations and take any file's lock (without waiting). The steps:
+//!
+//! 1. The group's directory word is set to "open, in progress", flushed and fenced, then
+//!    the bucket is published (under the placement's layout lock, which every small
+//!    key's reservation holds while it picks its group: after this, no reservation picks
+//!    a bucket by the old count).
+//! 2. Reservations made before that may become keys of the new bucket in their old group:
+//!    every reservation seen in the old groups is waited for (it ends when its request
+//!    publishes or frees it).
+//! 3. Every key of the old groups whose bucket is the new one is moved: copied into a slot
+//!    reserved in the new group, flushed, then one transaction maps it there and frees the
+//!    old slot. A crash leaves it in one place or the other; until the opening is finished
+//!    lookups of the new bucket's keys also try the bucket they left.
+//! 4. The word loses its mark (flushed, fenced): lookups stop trying the old bucket.
+//!
+//! A key that cannot move now (its file is busy, memory-mapped, or a reservation did not
+//! end in time) leaves the opening in progress; a later request tries again, and no new
+//! group opens until it is done.
+
+#![forbid(unsafe_code)]
+
+use super::FsInner;
+use crate::layout::{Ino, Lblk, Pblk, BLOCK_BYTES};
+use crate::mapping::hashfs::groups::Groups;
+use crate::mapping::hashfs::regions::Regions;
+use crate::mapping::hashfs::{classify, Entry, HashTable, GROUP_SLOTS};
+use crate::mapping::FileMap;
+use crate::pm::PmDevice;
+use crate::{Error, Result};
+use std::sync::atomic::Ordering;
+
+/// Polls of an old group's reservations before an opening gives up for now.
+const RESERVATION_POLLS: u32 = 2000;
+
+impl<D: PmDevice> FsInner<D> {
+    /// Regions placement: opens a group when the small keys want one, and finishes an
+    /// opening whose moves are not done. Called with no lock of the file system held.
+    pub(crate) fn regions_upkeep(&self) {
+        let FileMap::Hash(t) = &self.map else { return };
+        let Some(g) = t.groups() else { return };
+        let Some(r) = &g.regions else { return };
+        if !r.opening() && !r.wants_open() {
+            return;
+        }
+        if !r.may_try() {
+            return;
+        }
+        let Some(_one) = r.open_lock.try_lock() else { return };
+        let mut done = !r.opening() || self.finish_moves(t, g, r);
+        if r.wants_open() {
+            // Opens even when earlier moves wait (a memory-mapped file): lookups try
+            // every bucket a key had since the first unfinished opening.
+            if g.open_groups() == 0 {
+                r.tried(false); // no free group: the open ones fill up
+                return;
+            }
+            done = self.finish_moves(t, g, r);
+        }
+        r.tried(done);
+    }
+
+    /// Steps 2 to 4 for every opening in progress. True when they are finished.
+    fn finish_moves(&self, t: &HashTable<D>, g: &Groups<D>, r: &Regions) -> bool {
+        let n = r.len();
+        let region = |f: &mut dyn FnMut(u64, u64, u64)| {
+            for i in 0..n {
+                let base = r.group(i) * GROUP_SLOTS;
+                for s in base..base + GROUP_SLOTS {
+                    f(i, s, t.load(s));
+                }
+            }
+        };
+        let mut waiting = Vec::new();
+        region(&mut |_, s, v| {
+            if matches!(classify(v, t.nslots()), Entry::Reserved { .. }) {
+                waiting.push((s, v));
+            }
+        });
+        for _ in 0..RESERVATION_POLLS {
+            waiting.retain(|&(s, v)| t.load(s) == v);
+            if waiting.is_empty() {
+                break;
+            }
+            std::thread::yield_now();
+        }
+        if !waiting.is_empty() {
+            return false;
+        }
+        // A key belongs in its bucket's group, or below it where it spilled from there.
+        let mut movers = Vec::new();
+        region(&mut |i, s, v| {
+            if let Entry::Key { .. } = classify(v, t.nslots()) {
+                let b = r.bucket(v, n);
+                if b != i && r.spill_top(s) != Some(b) {
+                    movers.push((s, v));
+                }
+            }
+        });
+        let mut done = true;
+        for (s, v) in movers {
+            done &= self.move_to_bucket(t, s, v).is_ok();
+        }
+        // The moves' own purges kept tombstones that later moves' keys needed.
+        for i in 0..n {
+            t.purge_group(r.group(i));
+        }
+        if done {
+            g.finish_opening();
+        }
+        done
+    }
+
+    /// Moves key `v` from slot `s` to a slot on its path now (in its new bucket's group).
+    /// Ok also when the key is no longer there (freed, or moved by its file's own write).
+    fn move_to_bucket(&self, t: &HashTable<D>, s: u64, v: u64) -> Result<()> {
+        let Entry::Key { ino, lblk } = classify(v, t.nslots()) else { return Ok(()) };
+        let cell = self.cell(Ino(ino))?;
+        let mut st = cell.state.try_write().ok_or(Error::Busy)?;
+        if t.load(s) != v {
+            return Ok(());
+        }
+        if st.freed || cell.map_count.load(Ordering::Acquire) > 0 {
+            return Err(Error::Busy);
+        }
+        let to = t.reserve(v)?;
+        let (from_off, to_off) = (self.geo.block_off(s), self.geo.block_off(to.0));
+        let mut buf = vec![0u8; BLOCK_BYTES as usize];
+        self.dev.read(from_off, &mut buf);
+        self.dev.write(to_off, &buf);
+        self.dev.flush(to_off, BLOCK_BYTES);
+        let freed = t.switch_out(Pblk(s));
+        let mut tx = self.journals.begin();
+        tx.write_u64(t.slot_off(to.0), v);
+        tx.write_u64(t.slot_off(s), crate::mapping::hashfs::TOMBSTONE);
+        if let Err(e) = tx.commit() {
+            super::data::free_slots(t, &*self.dev, &[to]);
+            return Err(e);
+        }
+        t.switched_out(&[freed]);
+        t.purge(&[freed]);
+        cell.tcache.invalidate_all();
+        if let Some(dir) = st.dir.as_mut() {
+            dir.remap(Lblk(u64::from(lblk)), to);
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,218 @@
+//! Tombstone purging and repair of the HashFS table (the invariant and the scheme are in
+//! the module above): after frees, per group with the regions placement, and the whole
+//! table at recovery.
+
+#![forbid(unsafe_code)]
+
+use super::{classify, Entry, Freed, HashTable, EMPTY, GROUP_SLOTS, TOMBSTONE};
+use crate::pm::PmDevice;
+
+impl<D: PmDevice> HashTable<D> {
+    /// Turns freed slots into EMPTY where no probe path needs them, together with the
+    /// tombstones on the freed keys' own paths that only those keys needed.
+    pub fn purge(&self, freed: &[Freed]) {
+        if freed.is_empty() {
+            return;
+        }
+        let _g = self.purge_lock.write();
+        if let Some(r) = self.regions() {
+            for g in r.take_unblocked() {
+                self.purge_clusters(g * GROUP_SLOTS, GROUP_SLOTS);
+            }
+        }
+        for f in freed {
+            self.purge_one(f.slot);
+            let mut t = f.home;
+            while t != f.slot {
+                if self.load(t) == TOMBSTONE {
+                    self.purge_one(t);
+                }
+                t = self.next(t);
+            }
+        }
+    }
+
+    /// The start of the probe path that reaches the entry `v` at `slot` (None for EMPTY
+    /// and TOMBSTONE), and the slot after `s` on a path: for checks that walk paths.
+    pub fn path_home(&self, v: u64, slot: u64) -> Option<u64> {
+        self.home_at(v, slot)
+    }
+    pub fn next_slot(&self, s: u64) -> u64 {
+        self.next(s)
+    }
+
+    /// Where the probe path of the entry `v` at `slot` starts: its key's home, the home a
+    /// reservation records, or the slot itself for a key its group places.
+    pub(super) fn home_at(&self, v: u64, slot: u64) -> Option<u64> {
+        match classify(v, self.nslots) {
+            Entry::Key { ino, lblk } => match &self.groups {
+                Some(g) if g.holds(ino, lblk, slot) => Some(slot),
+                // A small key's path is in the group it lies in (its bucket's, or the
+                // bucket it had before an opening whose moves are not done).
+                Some(g) if self.cycle && slot / GROUP_SLOTS < g.count() => {
+                    g.regions.as_ref().map(|r| r.home_in(v, slot / GROUP_SLOTS))
+                }
+                _ => Some(self.home(v)),
+            },
+            Entry::Reserved { home } => Some(home),
+            _ => None,
+        }
+    }
+
+    fn purge_one(&self, i: u64) {
+        if self.load(i) != TOMBSTONE {
+            return;
+        }
+        let mut j = self.next(i);
+        for _ in 1..self.span() {
+            let v = self.load(j);
+            if v == EMPTY {
+                break;
+            }
+            if let Some(h) = self.home_at(v, j) {
+                if self.dist(h, j) >= self.dist(i, j) {
+                    return; // the key at j probes through i
+                }
+            }
+            j = self.next(j);
+        }
+        if self.regions().is_some_and(|r| r.keeps_full(i)) {
+            return; // keys spilled past this group: it stays without EMPTY slots
+        }
+        self.set_empty(i);
+        // A tombstone followed by EMPTY lies on no path that reaches a key.
+        let mut k = self.prev(i);
+        for _ in 1..self.span() {
+            if self.load(k) != TOMBSTONE {
+                break;
+            }
+            self.set_empty(k);
+            k = self.prev(k);
+        }
+    }
+
+    fn set_empty(&self, s: u64) {
+        let off = self.slot_off(s);
+        self.dev.store_u64(off, EMPTY);
+        self.dev.flush(off, 8);
+    }
+
+    /// Recovery and repair: restores (I1) by turning EMPTY slots on a key's path into
+    /// tombstones, then purges every unneeded tombstone in one linear pass. Returns the
+    /// number of slots changed. Runs with the file system quiescent.
+    pub fn repair_and_purge_all(&self) -> u64 {
+        let _g = self.purge_lock.write();
+        let mut changed = match &self.groups {
+            Some(g) => g.repair(self),
+            None => 0,
+        };
+        // Regions placement: a group keys spilled past holds no EMPTY slot (the spills
+        // were counted again by the repair's recount).
+        if let Some(r) = self.regions() {
+            for i in 0..r.len() {
+                let base = r.group(i) * GROUP_SLOTS;
+                if r.keeps_full(base) {
+                    for s in (base..base + GROUP_SLOTS).filter(|&s| self.load(s) == EMPTY) {
+                        self.dev.store_u64(self.slot_off(s), TOMBSTONE);
+                        self.dev.flush(self.slot_off(s), 8);
+                        changed += 1;
+                    }
+                }
+            }
+        }
+        for j in 0..self.nslots {
+            if let Some(h) = self.home_at(self.load(j), j) {
+                let mut s = h;
+                while s != j {
+                    if self.load(s) == EMPTY {
+                        self.dev.store_u64(self.slot_off(s), TOMBSTONE);
+                        self.dev.flush(self.slot_off(s), 8);
+                        changed += 1;
+                    }
+                    s = self.next(s);
+                }
+            }
+        }
+        if self.cycle {
+            let groups = self.groups.as_ref().map_or(0, |g| g.count());
+            for g in 0..groups {
+                changed += self.purge_clusters(g * GROUP_SLOTS, GROUP_SLOTS);
+            }
+            changed
+        } else {
+            changed + self.purge_clusters(0, self.nslots)
+        }
+    }
+
+    /// Regions placement: purges every unneeded tombstone of group `g` (after an
+    /// opening moved keys out of it).
+    pub fn purge_group(&self, g: u64) {
+        if self.cycle {
+            let _g = self.purge_lock.write();
+            self.purge_clusters(g * GROUP_SLOTS, GROUP_SLOTS);
+        }
+    }
+
+    /// Purges every unneeded tombstone of the cycle `base .. base + len` (the table, or a
+    /// group) in one pass. Clusters are runs of non-EMPTY slots; each is walked backward,
+    /// tracking the earliest home (as an offset from the cluster start) among the keys
+    /// after the position.
+    fn purge_clusters(&self, base: u64, len: u64) -> u64 {
+        if self.regions().is_some_and(|r| r.keeps_full(base)) {
+            return 0;
+        }
+        let mut changed = 0;
+        if self.cycle {
+            // A group: mark the slots some entry's path crosses (a group kept full by
+            // spills may have no EMPTY slot to start a cluster walk from).
+            let mut crossed = [false; GROUP_SLOTS as usize];
+            for p in base..base + len {
+                if let Some(mut h) = self.home_at(self.load(p), p) {
+                    while h != p {
+                        crossed[(h - base) as usize] = true;
+                        h = self.next(h);
+                    }
+                }
+            }
+            for p in base..base + len {
+                if !crossed[(p - base) as usize] && self.load(p) == TOMBSTONE {
+                    self.set_empty(p);
+                    changed += 1;
+                }
+            }
+            return changed;
+        }
+        let Some(start) = (base..base + len).find(|&s| self.load(s) == EMPTY) else {
+            return 0; // no EMPTY slot at all: every tombstone may be needed
+        };
+        let ahead = |a: u64, k: u64| base + (a - base + k) % len;
+        let mut s = self.next(start);
+        let mut visited = 1;
+        while visited < len {
+            if self.load(s) == EMPTY {
+                s = self.next(s);
+                visited += 1;
+                continue;
+            }
+            let a = s;
+            let mut run = 0u64;
+            while self.load(s) != EMPTY && visited < len {
+                run += 1;
+                s = self.next(s);
+                visited += 1;
+            }
+            let mut min_home = u64::MAX;
+            for k in (0..run).rev() {
+                let p = ahead(a, k);
+                let v = self.load(p);
+                if let Some(h) = self.home_at(v, p) {
+                    min_home = min_home.min(self.dist(a, h).min(k));
+                } else if v == TOMBSTONE && min_home > k {
+                    self.set_empty(p);
+                    changed += 1;
+                }
+            }
+        }
+        changed
+    }
+}

@@ -1,0 +1,166 @@
+//! HashFS's regions placement (`mapping/hashfs/regions.rs`, `fs/regions.rs`): small keys
+//! live in a list of open groups that grows by openings, each moving into the new groups
+//! exactly the keys whose jump bucket they are; the groups never opened stay whole for
+//! large files' chunks; an opening that cannot finish (a memory-mapped file) leaves every
+//! key reachable, survives a remount and finishes later.
+
+mod common;
+use common::*;
+use hashfs::{FileSystem, FormatOptions, HashPlacement, Lblk, MappingKind, OpenOptions};
+use std::path::Path;
+
+const MIB: u64 = 1 << 20;
+
+fn opts() -> FormatOptions {
+    FormatOptions {
+        mapping: MappingKind::HashFs,
+        placement: HashPlacement::Regions,
+        journal_count: 2,
+        journal_blocks: 16,
+        inode_count: Some(2048),
+        hash_seed: Some(0x5EED),
+        ..Default::default()
+    }
+}
+
+fn pattern(len: usize, seed: u32) -> Vec<u8> {
+    (0..len)
+        .map(|i| ((i as u32).wrapping_mul(2_654_435_761) ^ seed.wrapping_mul(0x9E37_79B9)).to_le_bytes()[3])
+        .collect()
+}
+
+/// Sizes of small files: 1 to 24 blocks, some with a partial last block.
+fn small_len(i: u32) -> usize {
+    (1 + (i * 7919) % 24) as usize * 4096 - (i % 3) as usize * 1000
+}
+
+#[test]
+fn small_files_fill_open_groups_and_leave_the_others_whole() {
+    let (fs, dev) = new_fs(64 * MIB, &opts());
+    let groups = fs.geometry().groups;
+    for i in 0..500 {
+        fs.write(Path::new(&format!("/s{i}")), &pattern(small_len(i), i)).unwrap();
+    }
+    let (open, opening) = fs.open_groups().unwrap();
+    assert!(!opening, "every opening finished (no file was busy)");
+    let used = fs.statfs().blocks_total - fs.statfs().blocks_free;
+    let load = used as f64 / (open * 512) as f64;
+    assert!(open >= 8 && (0.6..=0.86).contains(&load), "{open} open groups at load {load:.2}");
+    // Every group not opened is whole and free: what a large file's chunks need.
+    assert_eq!(fs.free_aligned_extents(), groups - open);
+    let big = pattern((8 * MIB) as usize, 99);
+    fs.write(Path::new("/big"), &big).unwrap();
+    assert_eq!(fs.claimed_groups(), Some(4), "each whole chunk on a free group");
+    let ino = fs.metadata(Path::new("/big")).unwrap().ino;
+    let phase = fs.geometry().data_off / 4096;
+    for c in 0..4u64 {
+        let first = fs.physical_block(ino, Lblk(c * 512)).unwrap().unwrap().pblk.0;
+        assert!((first + phase).is_multiple_of(512), "chunk {c} starts a 2 MiB group");
+        for l in 0..512 {
+            assert_eq!(fs.physical_block(ino, Lblk(c * 512 + l)).unwrap().unwrap().pblk.0, first + l);
+        }
+    }
+    // Deletes and more small files: no key is lost, the list never shrinks.
+    for i in (0..500).step_by(3) {
+        fs.remove_file(Path::new(&format!("/s{i}"))).unwrap();
+    }
+    for i in 500..700 {
+        fs.write(Path::new(&format!("/s{i}")), &pattern(small_len(i), i)).unwrap();
+    }
+    assert!(fs.open_groups().unwrap().0 >= open);
+    let check = |fs: &Fs| {
+        for i in (0..700).filter(|i| i >= &500 || i % 3 != 0) {
+            assert_eq!(fs.read(Path::new(&format!("/s{i}"))).unwrap(), pattern(small_len(i), i), "file {i}");
+        }
+        assert_eq!(fs.read(Path::new("/big")).unwrap(), big);
+    };
+    check(&fs);
+    let (fs, dev) = remount(fs, dev);
+    check(&fs);
+    fs.unmount().unwrap();
+    assert_fsck_clean(&dev);
+}
+
+#[test]
+fn openings_move_only_keys_whose_bucket_is_new() {
+    // Between two moments without an opening in progress, a key either stays in its slot
+    // or its file was written: count how many blocks changed slot across the openings
+    // of a growing image, against what jump hashing promises (about 1/n of the keys per
+    // group opened at n).
+    let (fs, _dev) = new_fs(64 * MIB, &opts());
+    for i in 0..60 {
+        fs.write(Path::new(&format!("/a{i}")), &pattern(small_len(i), i)).unwrap();
+    }
+    let slots = |fs: &Fs| -> Vec<u64> {
+        (0..60)
+            .flat_map(|i| {
+                let m = fs.metadata(Path::new(&format!("/a{i}"))).unwrap();
+                (0..m.size.div_ceil(4096)).map(move |l| (m.ino, l))
+            })
+            .map(|(ino, l)| fs.physical_block(ino, Lblk(l)).unwrap().unwrap().pblk.0)
+            .collect()
+    };
+    let before = slots(&fs);
+    let n0 = fs.open_groups().unwrap().0;
+    let mut i = 60;
+    while fs.open_groups().unwrap().0 < n0 + 3 {
+        fs.write(Path::new(&format!("/b{i}")), &pattern(small_len(i), i)).unwrap();
+        i += 1;
+    }
+    let n1 = fs.open_groups().unwrap().0;
+    let after = slots(&fs);
+    let moved = before.iter().zip(&after).filter(|(a, b)| a != b).count() as f64;
+    // The share that jump hashing moves from n0 to n1 buckets is 1 - n0/n1.
+    let expect = before.len() as f64 * (1.0 - n0 as f64 / n1 as f64);
+    assert!(
+        moved > 0.5 * expect && moved < 1.5 * expect,
+        "moved {moved} of {}, expected about {expect:.0}",
+        before.len()
+    );
+    for k in 0..60 {
+        assert_eq!(fs.read(Path::new(&format!("/a{k}"))).unwrap(), pattern(small_len(k), k));
+    }
+}
+
+#[test]
+fn an_opening_waits_for_a_mapped_file_across_a_remount() {
+    let dir = tempfile::tempdir_in("/dev/shm").unwrap();
+    let path = dir.path().join("r.img");
+    FileSystem::format_file(&path, 64 * MIB, &opts(), &|_, _| {}).unwrap();
+    let fs = FileSystem::open(&path).unwrap().0;
+    let rw = OpenOptions::new().read(true).write(true).create(true).clone();
+    // A 64-block file: some of its blocks move at each opening (each with odds 1/n).
+    let m = fs.open_file(Path::new("/mapped"), &rw).unwrap();
+    m.write_at(0, &pattern(64 * 4096, 7)).unwrap();
+    let map = m.map(0, 64 * 4096, true).unwrap();
+    let mut i = 0;
+    while !fs.open_groups().unwrap().1 {
+        fs.write(Path::new(&format!("/s{i}")), &pattern(small_len(i), i)).unwrap();
+        i += 1;
+        assert!(i < 2000, "no opening left the mapped file's keys behind");
+    }
+    // Moves wait; every key is found, the mapped file's by the bucket it had before.
+    for k in 0..i + 50 {
+        fs.write(Path::new(&format!("/s{k}")), &pattern(small_len(k), k)).unwrap();
+    }
+    assert!(fs.open_groups().unwrap().1, "the opening waits while the file is mapped");
+    assert_eq!(fs.read(Path::new("/mapped")).unwrap(), pattern(64 * 4096, 7));
+    drop(map);
+    drop(m);
+    // A remount with the opening in progress: nothing lost; the next writes finish it.
+    fs.unmount().unwrap();
+    let fs = FileSystem::open(&path).unwrap().0;
+    assert!(fs.open_groups().unwrap().1);
+    assert_eq!(fs.read(Path::new("/mapped")).unwrap(), pattern(64 * 4096, 7));
+    for k in 0..i + 50 {
+        assert_eq!(fs.read(Path::new(&format!("/s{k}"))).unwrap(), pattern(small_len(k), k), "file {k}");
+    }
+    for k in 0..70 {
+        fs.write(Path::new(&format!("/t{k}")), &pattern(4096, k)).unwrap();
+    }
+    assert!(!fs.open_groups().unwrap().1, "the opening finished once the file was unmapped");
+    assert_eq!(fs.read(Path::new("/mapped")).unwrap(), pattern(64 * 4096, 7));
+    fs.unmount().unwrap();
+    let dev = std::sync::Arc::new(hashfs::pm::CrashDevice::from_image(&std::fs::read(&path).unwrap()));
+    assert_fsck_clean(&dev);
+}
