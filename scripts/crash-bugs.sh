@@ -34,7 +34,7 @@ bugs=(
     "xattr-new-unlinked|crates/hashfs/src/fs/xattr.rs|the switch to a new attribute inode leaves it with no link on the media|ops setxattr,setxattr-replace,removexattr"
     "xattr-orphaned-by-unlink|crates/hashfs/src/fs/data.rs|freeing a file does not unlink its attribute inode in the same transaction|ops unlink,rename-replace"
     "evacuate-no-flush|crates/hashfs/src/fs/evacuate.rs|HashFS's grouped placement moves a block out of a group without flushing its copy before the transaction that remaps it|grouped write-chunk,fallocate-chunk"
-    "regions-move-no-flush|crates/hashfs/src/fs/regions.rs|HashFS's regions placement moves a key into a newly opened group without flushing its block's copy before the transaction that remaps it|regions append,write-chunk"
+    "regions-move-no-flush|crates/hashfs/src/fs/evacuate.rs|a block move (the shared one of the grouped placement's evacuation and the regions placement's openings) does not flush its copy before the transaction that remaps it, checked on the regions placement|regions append,write-chunk"
     "regions-open-word-unflushed|crates/hashfs/src/mapping/hashfs/groups.rs|the regions placement opens a group without flushing its directory word before keys move into it (after a crash the group may not be open, its keys found by no lookup)|regions append"
     "untorn-copy-no-flush|crates/hashfs/src/fs/untorn.rs|an untorn write's moved block is stored cached (no flush before the commit's fence)|ops untorn-overwrite,untorn-limit"
     "untorn-unlogged-key|crates/hashfs/src/fs/untorn.rs|an untorn write publishes a moved block's new HashFS key without an undo record|test untorn_writes an_untorn_write_across_two_blocks_whose_new_slots_come_first_is_whole_or_absent"
@@ -94,7 +94,7 @@ elif name == "xattr-orphaned-by-unlink":
         "        if let (Some(c), Some(r)) = (&xattrs, xraw.as_mut()) {\n            inode::tx_write_inode(&mut tx, &self.geo, c.ino, r);\n        }\n",
         "")
 elif name == "regions-move-no-flush":
-    sub("crates/hashfs/src/fs/regions.rs",
+    sub("crates/hashfs/src/fs/evacuate.rs",
         "        self.dev.write(to_off, &buf);\n        self.dev.flush(to_off, BLOCK_BYTES);\n",
         "        self.dev.write(to_off, &buf);\n")
 elif name == "regions-open-word-unflushed":

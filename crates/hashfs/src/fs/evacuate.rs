@@ -14,7 +14,7 @@
 #![forbid(unsafe_code)]
 
 use super::FsInner;
-use crate::layout::{Ino, BLOCK_BYTES};
+use crate::layout::{Ino, Pblk, BLOCK_BYTES};
 use crate::mapping::hashfs::groups::Groups;
 use crate::mapping::hashfs::{classify, Entry, HashTable, RESERVED_TAG};
 use crate::pm::PmDevice;
@@ -54,6 +54,17 @@ impl<D: PmDevice> FsInner<D> {
             return Err(Error::Busy);
         }
         let to = t.reserve(v)?;
+        self.relocate(t, s, v, to, RESERVED_TAG | s)?;
+        cell.tcache.invalidate_all();
+        drop(st);
+        Ok(())
+    }
+
+    /// Moves key `v` from slot `s` to `to` (reserved on its path): copies the block,
+    /// flushes the copy, then one transaction maps the key at `to` and leaves `old_becomes`
+    /// in `s` (a reservation for a claim, or a tombstone). A crash leaves the block in one
+    /// place or the other. The caller holds the file's lock; on failure `to` is freed.
+    pub(super) fn relocate(&self, t: &HashTable<D>, s: u64, v: u64, to: Pblk, old_becomes: u64) -> Result<()> {
         let (from_off, to_off) = (self.geo.block_off(s), self.geo.block_off(to.0));
         let mut buf = vec![0u8; BLOCK_BYTES as usize];
         self.dev.read(from_off, &mut buf);
@@ -61,13 +72,11 @@ impl<D: PmDevice> FsInner<D> {
         self.dev.flush(to_off, BLOCK_BYTES);
         let mut tx = self.journals.begin();
         tx.write_u64(t.slot_off(to.0), v);
-        tx.write_u64(t.slot_off(s), RESERVED_TAG | s);
+        tx.write_u64(t.slot_off(s), old_becomes);
         if let Err(e) = tx.commit() {
             super::data::free_slots(t, &*self.dev, &[to]);
             return Err(e);
         }
-        cell.tcache.invalidate_all();
-        drop(st);
         Ok(())
     }
 }

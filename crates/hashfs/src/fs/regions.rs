@@ -26,7 +26,7 @@
 #![forbid(unsafe_code)]
 
 use super::FsInner;
-use crate::layout::{Ino, Lblk, Pblk, BLOCK_BYTES};
+use crate::layout::{Ino, Lblk, Pblk};
 use crate::mapping::hashfs::groups::Groups;
 use crate::mapping::hashfs::regions::Regions;
 use crate::mapping::hashfs::{classify, Entry, HashTable, GROUP_SLOTS};
@@ -129,19 +129,8 @@ impl<D: PmDevice> FsInner<D> {
             return Err(Error::Busy);
         }
         let to = t.reserve(v)?;
-        let (from_off, to_off) = (self.geo.block_off(s), self.geo.block_off(to.0));
-        let mut buf = vec![0u8; BLOCK_BYTES as usize];
-        self.dev.read(from_off, &mut buf);
-        self.dev.write(to_off, &buf);
-        self.dev.flush(to_off, BLOCK_BYTES);
         let freed = t.switch_out(Pblk(s));
-        let mut tx = self.journals.begin();
-        tx.write_u64(t.slot_off(to.0), v);
-        tx.write_u64(t.slot_off(s), crate::mapping::hashfs::TOMBSTONE);
-        if let Err(e) = tx.commit() {
-            super::data::free_slots(t, &*self.dev, &[to]);
-            return Err(e);
-        }
+        self.relocate(t, s, v, to, crate::mapping::hashfs::TOMBSTONE)?;
         t.switched_out(&[freed]);
         t.purge(&[freed]);
         cell.tcache.invalidate_all();

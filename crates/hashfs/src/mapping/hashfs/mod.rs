@@ -78,6 +78,15 @@ pub fn classify(v: u64, nslots: u64) -> Entry {
     }
 }
 
+/// How a walk along a probe path ended.
+enum Probe {
+    Found(u64),
+    /// At an EMPTY slot: the key is not on the path.
+    Empty,
+    /// Around the whole cycle (table or group) without an EMPTY slot.
+    Whole,
+}
+
 /// A slot just freed and the home of the key it held (the start of its probe path).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Freed {
@@ -320,21 +329,30 @@ impl<D: PmDevice> HashTable<D> {
         false
     }
 
-    /// The slot of `key` and the number of slots read, or None if absent.
+    /// The slot of `key` on the path from `home`, or None if absent.
     #[inline]
     pub fn lookup_from(&self, key: u64, home: u64) -> Option<u64> {
+        match self.probe(key, home) {
+            Probe::Found(s) => Some(s),
+            Probe::Empty | Probe::Whole => None,
+        }
+    }
+
+    /// Walks the path from `home` (the table, or a group) for `key`.
+    #[inline]
+    fn probe(&self, key: u64, home: u64) -> Probe {
         let mut s = home;
         for _ in 0..self.span() {
             let v = self.load(s);
             if v == key {
-                return Some(s);
+                return Probe::Found(s);
             }
             if v == EMPTY {
-                return None;
+                return Probe::Empty;
             }
             s = self.next(s);
         }
-        None
+        Probe::Whole
     }
 
     /// A lookup that is not of a grouped chunk's block: the paper's probe, or the regions
@@ -351,16 +369,10 @@ impl<D: PmDevice> HashTable<D> {
     #[inline]
     fn lookup_chain(&self, r: &regions::Regions, key: u64, top: u64) -> Option<u64> {
         for idx in (0..=top).rev() {
-            let mut s = r.home_in(key, r.group(idx));
-            for _ in 0..GROUP_SLOTS {
-                let v = self.load(s);
-                if v == key {
-                    return Some(s);
-                }
-                if v == EMPTY {
-                    return None;
-                }
-                s = self.next(s);
+            match self.probe(key, r.home_in(key, r.group(idx))) {
+                Probe::Found(s) => return Some(s),
+                Probe::Empty => return None,
+                Probe::Whole => {} // a full group: on down the chain
             }
         }
         None
