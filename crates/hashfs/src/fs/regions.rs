@@ -1,27 +1,28 @@
 //! The regions placement's openings (`mapping/hashfs/regions.rs`): when the small keys
-//! pass their target load, a free group becomes the newest bucket and the file system
-//! moves into it every key whose jump bucket it now is.
+//! pass their target load, free groups become the newest buckets and the file system
+//! moves into them every key whose jump bucket they now are.
 //!
 //! A write request calls [`FsInner::regions_upkeep`] before it takes its file's lock, so
 //! the thread that opens holds no lock of the file system: it may wait for other
 //! requests' reservations and take any file's lock (without waiting). The steps:
 //!
-//! 1. The group's directory word is set to "open, in progress", flushed and fenced, then
-//!    the bucket is published (under the placement's layout lock, which every small
-//!    key's reservation holds while it picks its group: after this, no reservation picks
-//!    a bucket by the old count).
-//! 2. Reservations made before that may become keys of the new bucket in their old group:
-//!    every reservation seen in the old groups is waited for (it ends when its request
+//! 1. The groups' directory words are set to "open, in progress", flushed and fenced,
+//!    then the buckets are published (under the placement's layout lock, which every
+//!    small key's reservation holds while it picks its group: after this, no reservation
+//!    picks a bucket by the old count).
+//! 2. Reservations made before that may become keys of a new bucket in an old group:
+//!    every reservation seen in the region is waited for (it ends when its request
 //!    publishes or frees it).
-//! 3. Every key of the old groups whose bucket is the new one is moved: copied into a slot
-//!    reserved in the new group, flushed, then one transaction maps it there and frees the
-//!    old slot. A crash leaves it in one place or the other; until the opening is finished
-//!    lookups of the new bucket's keys also try the bucket they left.
-//! 4. The word loses its mark (flushed, fenced): lookups stop trying the old bucket.
+//! 3. Every key that lies neither in its bucket's group nor below it on its chain is
+//!    moved: copied into a slot reserved on its path, flushed, then one transaction maps
+//!    it there and frees the old slot ([`FsInner::relocate`]). A crash leaves it in one
+//!    place or the other; while marks remain, lookups try every bucket a key had since
+//!    the first marked group.
+//! 4. The words lose their marks (flushed, fenced).
 //!
 //! A key that cannot move now (its file is busy, memory-mapped, or a reservation did not
-//! end in time) leaves the opening in progress; a later request tries again, and no new
-//! group opens until it is done.
+//! end in time) leaves the marks; a later request tries again (after a back-off), and
+//! openings go on meanwhile: their moves are tried with the ones that wait.
 
 #![forbid(unsafe_code)]
 
