@@ -35,6 +35,7 @@ bugs=(
     "xattr-orphaned-by-unlink|crates/hashfs/src/fs/data.rs|freeing a file does not unlink its attribute inode in the same transaction|ops unlink,rename-replace"
     "evacuate-no-flush|crates/hashfs/src/fs/evacuate.rs|HashFS's grouped placement moves a block out of a group without flushing its copy before the transaction that remaps it|grouped write-chunk,fallocate-chunk"
     "regions-move-no-flush|crates/hashfs/src/fs/evacuate.rs|a block move (the shared one of the grouped placement's evacuation and the regions placement's openings) does not flush its copy before the transaction that remaps it, checked on the regions placement|regions append,write-chunk"
+    "regions-unmarked-opening|crates/hashfs/src/mapping/hashfs/groups.rs|the regions placement opens a group without the in-progress mark (after a crash before the moves are done, lookups no longer try the bucket a key had before it was moved)|regions append"
     "regions-open-word-unflushed|crates/hashfs/src/mapping/hashfs/groups.rs|the regions placement opens a group without flushing its directory word before keys move into it (after a crash the group may not be open, its keys found by no lookup)|regions append"
     "untorn-copy-no-flush|crates/hashfs/src/fs/untorn.rs|an untorn write's moved block is stored cached (no flush before the commit's fence)|ops untorn-overwrite,untorn-limit"
     "untorn-unlogged-key|crates/hashfs/src/fs/untorn.rs|an untorn write publishes a moved block's new HashFS key without an undo record|test untorn_writes an_untorn_write_across_two_blocks_whose_new_slots_come_first_is_whole_or_absent"
@@ -97,6 +98,8 @@ elif name == "regions-move-no-flush":
     sub("crates/hashfs/src/fs/evacuate.rs",
         "        self.dev.write(to_off, &buf);\n        self.dev.flush(to_off, BLOCK_BYTES);\n",
         "        self.dev.write(to_off, &buf);\n")
+elif name == "regions-unmarked-opening":
+    sub("crates/hashfs/src/mapping/hashfs/groups.rs", "open_word(i, true)", "open_word(i, false)")
 elif name == "regions-open-word-unflushed":
     sub("crates/hashfs/src/mapping/hashfs/groups.rs",
         "                self.dir.dev.flush(self.dir.slot_off(g), 8);\n                got.push(g);\n",

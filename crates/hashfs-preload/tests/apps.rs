@@ -357,14 +357,20 @@ fn calls_beyond_read_and_write() {
 /// (tests/scripts/lmdb_check.py); in its default mode (a read-only shared map, writes with
 /// pwrite) and with MDB_WRITEMAP and a 512 MiB map (LMDB sizes the file to the map and
 /// writes through a writable shared map of all of it).
-fn lmdb(mode: &str, map_mib: u64, image_bytes: u64, mapping: hashfs::MappingKind) -> Option<Output> {
+fn lmdb(
+    mode: &str,
+    map_mib: u64,
+    image_bytes: u64,
+    mapping: hashfs::MappingKind,
+    placement: hashfs::HashPlacement,
+) -> Option<Output> {
     let python = "/usr/bin/python3";
     let has_lmdb = Command::new(python).args(["-c", "import lmdb"]).output().is_ok_and(|o| o.status.success());
     if !has_lmdb {
         skip("python3-lmdb is not installed");
         return None;
     }
-    let opts = hashfs::FormatOptions { mapping, ..hashfs::FormatOptions::default() };
+    let opts = hashfs::FormatOptions { mapping, placement, ..hashfs::FormatOptions::default() };
     let img = common::image_in(&std::env::temp_dir(), image_bytes, &opts);
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/scripts/lmdb_check.py");
     let o = img.run(python, &[script, PREFIX, mode, &map_mib.to_string()]);
@@ -381,18 +387,24 @@ fn assert_lmdb_ok(o: Option<Output>) {
 
 #[test]
 fn lmdb_default_mode() {
-    assert_lmdb_ok(lmdb("default", 256, 64 << 20, hashfs::MappingKind::HashFs));
+    assert_lmdb_ok(lmdb("default", 256, 64 << 20, hashfs::MappingKind::HashFs, hashfs::HashPlacement::Paper));
 }
 
 /// LMDB with MDB_WRITEMAP sizes its file to the map (here 1 GiB, four times the image) and
 /// writes a few MiB of it through a writable shared mapping: the holes get blocks when
 /// first written, 2 MiB at a time, so the map fits an image smaller than itself, on an
-/// allocator mapping (each 2 MiB one extent, one kernel mapping) and on HashFS's placement
-/// (one kernel mapping per block of the written chunks).
+/// allocator mapping (each 2 MiB one extent, one kernel mapping), on HashFS's placement
+/// (one kernel mapping per block of the written chunks) and on its regions placement (each
+/// 2 MiB a claimed group; the mapped file's other keys wait while openings move keys).
 #[test]
 fn lmdb_writemap_with_a_map_larger_than_the_image() {
-    for mapping in [hashfs::MappingKind::ExtentTree, hashfs::MappingKind::HashFs] {
-        assert_lmdb_ok(lmdb("writemap", 1024, 256 << 20, mapping));
+    use hashfs::{HashPlacement, MappingKind};
+    for (mapping, placement) in [
+        (MappingKind::ExtentTree, HashPlacement::Paper),
+        (MappingKind::HashFs, HashPlacement::Paper),
+        (MappingKind::HashFs, HashPlacement::Regions),
+    ] {
+        assert_lmdb_ok(lmdb("writemap", 1024, 256 << 20, mapping, placement));
     }
 }
 

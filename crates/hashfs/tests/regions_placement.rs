@@ -164,3 +164,24 @@ fn an_opening_waits_for_a_mapped_file_across_a_remount() {
     let dev = std::sync::Arc::new(hashfs::pm::CrashDevice::from_image(&std::fs::read(&path).unwrap()));
     assert_fsck_clean(&dev);
 }
+
+#[test]
+fn one_request_of_more_small_keys_than_a_group_holds() {
+    // Blocks 1 to 1022, in no whole 2 MiB chunk: 1,022 small keys in one request on a
+    // fresh image whose one open group holds 512; the request opens groups before its
+    // keys (and again, waiting, if a chain fills up).
+    let (fs, dev) = new_fs(64 * MIB, &opts());
+    let data = pattern((4 * MIB - 8192) as usize, 5);
+    let f = fs.open_file(Path::new("/f"), OpenOptions::new().write(true).create(true)).unwrap();
+    f.write_at(4096, &data).unwrap();
+    drop(f);
+    assert!(fs.open_groups().unwrap().0 >= 3, "{:?}", fs.open_groups());
+    assert_eq!(fs.claimed_groups(), Some(0));
+    let got = fs.read(Path::new("/f")).unwrap();
+    let bad: Vec<usize> = (0..data.len() / 4096)
+        .filter(|b| got[4096 + b * 4096..4096 + (b + 1) * 4096] != data[b * 4096..(b + 1) * 4096])
+        .collect();
+    assert!(bad.is_empty(), "blocks {bad:?} of {} differ; len {}", data.len() / 4096, got.len());
+    fs.unmount().unwrap();
+    assert_fsck_clean(&dev);
+}

@@ -106,13 +106,19 @@ impl Scratch {
             assert_eq!(fs.free_aligned_extents(), 0, "every group holds a block");
         }
         if opts.placement == HashPlacement::Regions {
-            // The one open group just past its target load (10% here), so that each
-            // write of the workloads opens a second one and moves about half the keys into
-            // it, and the explorer crashes the moves.
+            // The one open group one key short of its target load, so that each write of
+            // the workloads opens a second one and moves about half the keys into it (under
+            // the writer's lock, its own keys left to wait), and the explorer crashes the
+            // moves.
+            let limit = (REGION_LOAD_PPM as u64 * 512).div_ceil(1_000_000);
+            let used = |fs: &FileSystem<CrashDevice>| fs.statfs().blocks_total - fs.statfs().blocks_free;
             let mut i = 0u8;
-            while fs.statfs().blocks_total - fs.statfs().blocks_free <= REGION_LOAD_PPM as u64 * 512 / 1_000_000 {
-                fs.write(std::path::Path::new(&format!("/S{i}")), &[i; 4 * 4096]).expect("small files fit");
-                i += 1;
+            for blocks in [4, 1] {
+                while used(&fs) + blocks < limit {
+                    fs.write(std::path::Path::new(&format!("/S{i}")), &vec![i; blocks as usize * 4096])
+                        .expect("small files fit");
+                    i += 1;
+                }
             }
             assert_eq!(fs.open_groups(), Some((1, false)), "one group open, no opening yet");
         }

@@ -47,6 +47,14 @@ pub(crate) struct MapGroup<'r> {
     pub logged_below: Lblk,
 }
 
+/// Whether logical block `l` lies in a whole 2 MiB chunk of the file that `whole` covers
+/// (one the grouped placements give a group).
+fn in_whole_chunk(l: Lblk, whole: &Range<Lblk>) -> bool {
+    let chunk = l.0 / GROUP_SLOTS;
+    let (lo, hi) = (Lblk(chunk * GROUP_SLOTS), Lblk((chunk + 1) * GROUP_SLOTS));
+    whole.start <= lo && hi <= whole.end && hi.0 <= 1 << 32
+}
+
 pub(crate) fn blocks_for(size: u64) -> u64 {
     size.div_ceil(BLOCK_BYTES)
 }
@@ -322,12 +330,30 @@ impl<D: PmDevice> FsInner<D> {
         match &self.map {
             FileMap::Hash(t) => {
                 let mut out = Vec::with_capacity(lblks.len());
-                for &l in lblks {
+                let mut upkept = t.regions().is_none();
+                for (i, &l) in lblks.iter().enumerate() {
                     if let Some(s) = t.groups().and_then(|g| self.claim_grouped(t, g, ino, l, &whole)) {
                         out.push(Pblk(s));
                         continue;
                     }
-                    match file_key(ino, l).ok_or(Error::FileTooBig).and_then(|k| t.reserve(k)) {
+                    if !upkept {
+                        // The regions placement: room for this request's small keys (those
+                        // outside the whole chunks it writes) before the first of them.
+                        let small = lblks[i..].iter().filter(|l| !in_whole_chunk(**l, &whole)).count();
+                        self.regions_upkeep_for(small.max(1) as u64, false);
+                        upkept = true;
+                    }
+                    let key = file_key(ino, l).ok_or(Error::FileTooBig);
+                    let got = match key.and_then(|k| t.reserve(k)) {
+                        Err(Error::NoSpace) if t.regions().is_some() => {
+                            // Its chain is full: more groups, even if another request is
+                            // opening some, then once more.
+                            self.regions_upkeep_for((lblks.len() - i) as u64, true);
+                            file_key(ino, l).ok_or(Error::FileTooBig).and_then(|k| t.reserve(k))
+                        }
+                        got => got,
+                    };
+                    match got {
                         Ok(s) => out.push(s),
                         Err(e) => {
                             free_slots(t, &*self.dev, &out);
@@ -359,8 +385,7 @@ impl<D: PmDevice> FsInner<D> {
             return Some(s);
         }
         let chunk = l.0 / GROUP_SLOTS;
-        let (lo, hi) = (Lblk(chunk * GROUP_SLOTS), Lblk((chunk + 1) * GROUP_SLOTS));
-        if whole.start <= lo && hi <= whole.end && hi.0 <= 1 << 32 && g.group_for(ino.0, chunk).is_none() {
+        if in_whole_chunk(l, whole) && g.group_for(ino.0, chunk).is_none() {
             // The regions placement keeps free groups whole: none is emptied by moves.
             if g.claim(t, ino, chunk).is_none() {
                 if g.regions.is_some() {

@@ -4,7 +4,9 @@
 //!
 //! A write request calls [`FsInner::regions_upkeep`] before it takes its file's lock, so
 //! the thread that opens holds no lock of the file system: it may wait for other
-//! requests' reservations and take any file's lock (without waiting). The steps:
+//! requests' reservations and take any file's lock (without waiting). A request that
+//! places many small keys at once calls it again before them, under its own file's lock
+//! ([`FsInner::regions_upkeep_for`]: its own blocks then wait to move). The steps:
 //!
 //! 1. The groups' directory words are set to "open, in progress", flushed and fenced,
 //!    then the buckets are published (under the placement's layout lock, which every
@@ -43,24 +45,42 @@ impl<D: PmDevice> FsInner<D> {
     /// Regions placement: opens a group when the small keys want one, and finishes an
     /// opening whose moves are not done. Called with no lock of the file system held.
     pub(crate) fn regions_upkeep(&self) {
+        self.regions_upkeep_for(1, false);
+    }
+
+    /// [`regions_upkeep`](Self::regions_upkeep) before `incoming` more small keys (a
+    /// request that may place more than a group holds). `wait`: take the opening lock even
+    /// if another request holds it (a request whose keys found no room).
+    pub(crate) fn regions_upkeep_for(&self, incoming: u64, wait: bool) {
         let FileMap::Hash(t) = &self.map else { return };
         let Some(g) = t.groups() else { return };
         let Some(r) = &g.regions else { return };
-        if !r.opening() && !r.wants_open() {
+        let wants = r.wants_open(incoming);
+        if !r.opening() && !wants {
             return;
         }
-        if !r.may_try() {
+        // The back-off spares retries of waiting moves and of openings that found no free
+        // group, not openings the load asks for.
+        if !wait && (!wants || r.no_free()) && !r.may_try() {
             return;
         }
-        let Some(_one) = r.open_lock.try_lock() else { return };
+        let _one = match wait {
+            true => r.open_lock.lock(),
+            false => match r.open_lock.try_lock() {
+                Some(l) => l,
+                None => return,
+            },
+        };
         let mut done = !r.opening() || self.finish_moves(t, g, r);
-        if r.wants_open() {
+        if r.wants_open(incoming) {
             // Opens even when earlier moves wait (a memory-mapped file): lookups try
             // every bucket a key had since the first unfinished opening.
-            if g.open_groups() == 0 {
-                r.tried(false); // no free group: the open ones fill up
+            if g.open_groups(r.to_open(incoming)) == 0 {
+                r.set_no_free(true); // the open ones fill up
+                r.tried(false);
                 return;
             }
+            r.set_no_free(false);
             done = self.finish_moves(t, g, r);
         }
         r.tried(done);

@@ -132,16 +132,16 @@ impl<D: PmDevice> Groups<D> {
         (0..self.dir.nslots()).filter(|&g| self.free_group(g)).count() as u64
     }
 
-    /// Regions placement: opens free groups as the newest buckets ([`Regions::batch`] of
-    /// them, fewer if fewer are free), their directory words set, flushed and fenced
+    /// Regions placement: opens `want` free groups as the newest buckets (fewer if fewer
+    /// are free), their directory words set, flushed and fenced
     /// before any key can be placed there. Returns how many, 0 when no group is free. The
     /// caller holds `open_lock` and has finished the previous opening's moves.
-    pub fn open_groups(&self) -> u64 {
+    pub fn open_groups(&self, want: u64) -> u64 {
         let Some(r) = &self.regions else { return 0 };
         let n = r.len();
         let mut got = Vec::new();
         let _dg = self.dir.purge_lock.read();
-        for k in 0..Regions::batch(n) {
+        for k in 0..want.max(1) {
             let i = n + got.len() as u64;
             let Some(g) = r.pick_free(self.dir.nslots(), n + k, |g| self.free_group(g)) else { break };
             let v = self.dir.load(g);
@@ -163,7 +163,7 @@ impl<D: PmDevice> Groups<D> {
     pub fn open_first(&self) {
         let Some(r) = &self.regions else { return };
         let _one = r.open_lock.lock();
-        if r.is_empty() && self.open_groups() > 0 {
+        if r.is_empty() && self.open_groups(1) > 0 {
             self.finish_opening();
         }
     }
@@ -241,7 +241,7 @@ impl<D: PmDevice> Groups<D> {
                     for s in base..base + GROUP_SLOTS {
                         let v = t.load(s);
                         if let super::Entry::Key { .. } = super::classify(v, t.nslots()) {
-                            if let Some(top) = r.top_for(v, j).filter(|&t| t > j) {
+                            if let Some(top) = r.top_for(v, j).filter(|&t| t < j) {
                                 r.note_spill(s, top, j);
                             }
                         }

@@ -278,12 +278,13 @@ impl<D: PmDevice> HashTable<D> {
     }
 
     /// Regions placement: calls `f` on every slot of `key`'s lookup path in order, EMPTY
-    /// ones included, until it returns true: each chain's groups from the top down, a
-    /// group from the key's home around to it, the next group only if this one has no
-    /// EMPTY slot.
+    /// ones included, until it returns true: each chain's groups from its start up the
+    /// list, a group from the key's home around to it, the next group only if this one
+    /// has no EMPTY slot.
     fn walk_chains(&self, r: &regions::Regions, key: u64, f: &mut dyn FnMut(u64) -> bool) {
+        let n = r.len();
         for top in r.tops(key) {
-            for idx in (0..=top).rev() {
+            for idx in top..n {
                 let mut s = r.home_in(key, r.group(idx));
                 let mut empty = false;
                 for _ in 0..GROUP_SLOTS {
@@ -365,14 +366,14 @@ impl<D: PmDevice> HashTable<D> {
         }
     }
 
-    /// Regions placement: the slot of `key` on the chain from list index `top` down.
+    /// Regions placement: the slot of `key` on the chain from list index `top` up.
     #[inline]
     fn lookup_chain(&self, r: &regions::Regions, key: u64, top: u64) -> Option<u64> {
-        for idx in (0..=top).rev() {
+        for idx in top..r.len() {
             match self.probe(key, r.home_in(key, r.group(idx))) {
                 Probe::Found(s) => return Some(s),
                 Probe::Empty => return None,
-                Probe::Whole => {} // a full group: on down the chain
+                Probe::Whole => {} // a full group: on up the chain
             }
         }
         None
@@ -444,15 +445,15 @@ impl<D: PmDevice> HashTable<D> {
             let _l = r.layout.read();
             let top = *r.tops(key).first().ok_or(Error::NoSpace)?;
             let _g = self.purge_lock.read();
-            for idx in (0..=top).rev() {
+            for idx in top..r.len() {
                 if let Some(p) = self.reserve_in(r.home_in(key, r.group(idx))) {
-                    if idx < top {
+                    if idx > top {
                         r.note_spill(p.0, top, idx);
                     }
                     return Ok(p);
                 }
             }
-            return Err(Error::NoSpace);
+            return Err(Error::NoSpace); // the file system opens more groups and asks again
         }
         let _g = self.purge_lock.read();
         self.reserve_in(self.home(key)).ok_or(Error::NoSpace)

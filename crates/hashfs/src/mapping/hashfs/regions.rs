@@ -22,10 +22,12 @@
 //! lookup tries every bucket the key had since then, newest first ([`Regions::tops`]), so
 //! a crash or a memory-mapped file in the middle of the moves loses nothing.
 //!
-//! A group can fill up (jump hashing spreads keys binomially): a key whose group has no
-//! free slot goes to the next lower bucket's group, down its *chain*, and every group it
-//! passed is kept without EMPTY slots while it is there ([`Regions::keeps_full`]), since a
-//! lookup goes on down a chain only past a group without one.
+//! A group can fill up (jump hashing spreads keys binomially, and a file whose keys wait
+//! to move keeps them): a key whose group has no free slot goes to the next higher
+//! bucket's group, up its *chain*, and every group it passed is kept without EMPTY slots
+//! while it is there ([`Regions::keeps_full`]), since a lookup goes on up a chain only past
+//! a group without one. Opened groups are appended, so they extend chains; a key whose
+//! chain is full up to the newest group makes the file system open more.
 //!
 //! The design study, with its numbers, is `bench/winefs/hashfs_jump_regions_sim.py` and
 //! docs/mappings.md.
@@ -37,7 +39,7 @@ use crate::{Error, Result};
 use parking_lot::{Mutex, RwLock};
 use smallvec::SmallVec;
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 
 /// The default small keys' load of the open groups above which groups are opened. On a
 /// 1 GiB image aged to 75% full (`bench/winefs/placement-aging.json`): 0.85 left 89 whole
@@ -100,9 +102,9 @@ pub struct Regions {
     from: AtomicU64,
     /// Per group: its list index + 1 (0: not open).
     index: Vec<AtomicU32>,
-    /// Per list index: keys whose chain passes through it to a lower one (spilled past
+    /// Per list index: keys whose chain passes through it to a higher one (spilled past
     /// its group when that was full). While any does, the group gets no EMPTY slot:
-    /// lookups go on down a chain only past a group without one.
+    /// lookups go on up a chain only past a group without one.
     spill: Vec<AtomicU32>,
     /// Spilled keys' slots and the top of their chain.
     spilled: Mutex<HashMap<u64, u64>>,
@@ -119,6 +121,8 @@ pub struct Regions {
     pub open_lock: Mutex<()>,
     /// The small keys' load of the open groups above which groups are opened.
     target: f64,
+    /// The last opening found no free group.
+    no_free: AtomicBool,
     /// Requests left before the next try, and the last wait (see [`RETRY_EVERY`]).
     skip: AtomicU64,
     backoff: AtomicU64,
@@ -140,9 +144,18 @@ impl Regions {
             seed,
             layout: RwLock::new(()),
             open_lock: Mutex::new(()),
+            no_free: AtomicBool::new(false),
             skip: AtomicU64::new(0),
             backoff: AtomicU64::new(0),
         }
+    }
+
+    /// Whether the last opening found no free group.
+    pub fn no_free(&self) -> bool {
+        self.no_free.load(Ordering::Relaxed)
+    }
+    pub fn set_no_free(&self, v: bool) {
+        self.no_free.store(v, Ordering::Relaxed);
     }
 
     /// Whether a request may try to open or finish opening now.
@@ -200,12 +213,13 @@ impl Regions {
         self.nspilled.load(Ordering::Relaxed)
     }
 
-    /// A key reserved at `slot` (list index `at`) below the top of its chain `top`.
+    /// A key reserved at `slot` (list index `at`) past the start of its chain `top` (the
+    /// groups `top .. at` were full).
     pub(super) fn note_spill(&self, slot: u64, top: u64, at: u64) {
         let mut m = self.spilled.lock();
         if m.insert(slot, top).is_none() {
             self.nspilled.fetch_add(1, Ordering::Relaxed);
-            for k in at + 1..=top {
+            for k in top..at {
                 self.spill[k as usize].fetch_add(1, Ordering::Relaxed);
             }
         }
@@ -220,7 +234,7 @@ impl Regions {
         let mut m = self.spilled.lock();
         if let (Some(top), Some(at)) = (m.remove(&slot), self.index_of(slot / GROUP_SLOTS)) {
             self.nspilled.fetch_sub(1, Ordering::Relaxed);
-            for k in at + 1..=top {
+            for k in top..at {
                 if self.spill[k as usize].fetch_sub(1, Ordering::Relaxed) == 1 {
                     self.unblocked.lock().push(self.group(k));
                 }
@@ -287,18 +301,19 @@ impl Regions {
         self.spilled.lock().get(&slot).copied()
     }
 
-    /// The top of the chain that reaches key `v` at list index `at`: `at` itself if it is
-    /// one of the tops a lookup tries, else the lowest of those above it (the key spilled
-    /// down from there). None if no chain a lookup walks can reach it.
+    /// The start of the chain that reaches key `v` at list index `at`: `at` itself if it
+    /// is one of the starts a lookup tries, else the highest of those below it (the key
+    /// spilled up from there). None if no chain a lookup walks can reach it.
     pub fn top_for(&self, v: u64, at: u64) -> Option<u64> {
-        self.tops(v).iter().rev().copied().find(|&t| t >= at)
+        self.tops(v).iter().copied().filter(|&t| t <= at).max()
     }
 
-    /// The tops of the chains a lookup of `key` walks, highest first: its bucket, and
+    /// The starts of the chains a lookup of `key` walks, highest first: its bucket, and
     /// while openings are in progress (since the count was `from`) every bucket it had
     /// since then, down to its bucket under `from`, where it lies until moved. A chain
-    /// runs from its top down the list: a key goes to the next lower bucket's group only
-    /// when its group is full. Empty when no group is open.
+    /// runs from its start up the list: a key goes to the next higher bucket's group only
+    /// when its group is full (new groups extend chains, never cut into one). Empty when
+    /// no group is open.
     #[inline]
     pub fn tops(&self, key: u64) -> SmallVec<[u64; 4]> {
         let (from, n) = (self.from(), self.len());
@@ -334,10 +349,18 @@ impl Regions {
         (n / 16).max(1)
     }
 
-    /// Whether the region wants another group before one more small key.
-    pub fn wants_open(&self) -> bool {
+    /// Whether the region wants more groups before `incoming` more small keys.
+    pub fn wants_open(&self, incoming: u64) -> bool {
         let n = self.len();
-        n == 0 || (self.used() + 1) as f64 > self.target * (n * GROUP_SLOTS) as f64
+        n == 0 || (self.used() + incoming) as f64 > self.target * (n * GROUP_SLOTS) as f64
+    }
+
+    /// Groups to open so that `incoming` more small keys stay under the target load: at
+    /// least [`batch`](Self::batch), more for a request larger than that.
+    pub fn to_open(&self, incoming: u64) -> u64 {
+        let n = self.len();
+        let need = ((self.used() + incoming) as f64 / (self.target * GROUP_SLOTS as f64)).ceil() as u64;
+        need.saturating_sub(n).max(Self::batch(n))
     }
 
     /// Rebuilds the list from the directory's words (mount, repair). Fails on a list
