@@ -43,9 +43,9 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 
 /// The default small keys' load of the open groups above which groups are opened. On a
 /// 1 GiB image aged to 75% full (`bench/winefs/placement-aging.json`): 0.85 left 89 whole
-/// groups free but small keys probed 8.6 slots per hit and 199 per miss (tombstones fill
-/// what keys leave); 0.80 left 79 and probed 6.4 and 98; 0.75 left 68 and probed 5.0 and
-/// 45 (the paper's placement: no group free, 5.4 and 51). 0.80 keeps enough whole groups
+/// groups free but small keys probed 8.4 slots per hit and 195 per miss (tombstones fill
+/// what keys leave); 0.80 left 79 and probed 6.3 and 90; 0.75 left 68 and probed 4.9 and
+/// 41 (the paper's placement: no group free, 5.3 and 53). 0.80 keeps enough whole groups
 /// for a file of an eighth of the image on an image aged to 75%, with a margin. An image
 /// may set its own (`FormatOptions::region_load`).
 pub const TARGET_LOAD: f64 = 0.80;
