@@ -72,7 +72,7 @@ impl<D: PmDevice> FsInner<D> {
             },
         };
         let mut done = !r.opening() || self.finish_moves(t, g, r);
-        if r.wants_open(incoming) {
+        if wants {
             // Opens even when earlier moves wait (a memory-mapped file): lookups try
             // every bucket a key had since the first unfinished opening.
             if g.open_groups(r.to_open(incoming)) == 0 {
@@ -124,12 +124,19 @@ impl<D: PmDevice> FsInner<D> {
             }
         });
         let mut done = true;
+        let mut left: Vec<u64> = Vec::new();
         for (s, v) in movers {
-            done &= self.move_to_bucket(t, s, v).is_ok();
+            match self.move_to_bucket(t, s, v) {
+                Ok(true) => left.push(s / GROUP_SLOTS),
+                Ok(false) => {}
+                Err(_) => done = false,
+            }
         }
-        // The moves' own purges kept tombstones that later moves' keys needed.
-        for i in 0..n {
-            t.purge_group(r.group(i));
+        // The moves' own purges kept tombstones that later moves' keys needed: the groups
+        // keys left are purged once more.
+        left.dedup();
+        for g in left {
+            t.purge_group(g);
         }
         if done {
             g.finish_opening();
@@ -137,14 +144,15 @@ impl<D: PmDevice> FsInner<D> {
         done
     }
 
-    /// Moves key `v` from slot `s` to a slot on its path now (in its new bucket's group).
-    /// Ok also when the key is no longer there (freed, or moved by its file's own write).
-    fn move_to_bucket(&self, t: &HashTable<D>, s: u64, v: u64) -> Result<()> {
-        let Entry::Key { ino, lblk } = classify(v, t.nslots()) else { return Ok(()) };
+    /// Moves key `v` from slot `s` to a slot on its path now (in its new bucket's group):
+    /// Ok(true). Ok(false) when the key is no longer there (freed, or moved by its file's
+    /// own write).
+    fn move_to_bucket(&self, t: &HashTable<D>, s: u64, v: u64) -> Result<bool> {
+        let Entry::Key { ino, lblk } = classify(v, t.nslots()) else { return Ok(false) };
         let cell = self.cell(Ino(ino))?;
         let mut st = cell.state.try_write().ok_or(Error::Busy)?;
         if t.load(s) != v {
-            return Ok(());
+            return Ok(false);
         }
         if st.freed || cell.map_count.load(Ordering::Acquire) > 0 {
             return Err(Error::Busy);
@@ -158,6 +166,6 @@ impl<D: PmDevice> FsInner<D> {
         if let Some(dir) = st.dir.as_mut() {
             dir.remap(Lblk(u64::from(lblk)), to);
         }
-        Ok(())
+        Ok(true)
     }
 }

@@ -73,14 +73,23 @@ pub fn parse_open_word(v: u64) -> Option<(u64, bool)> {
 }
 
 /// Lamping and Veach's jump consistent hash: the bucket of `key` among `n` (> 0).
-pub fn jump(mut key: u64, n: u64) -> u64 {
-    let (mut b, mut j) = (0i64, 0i64);
-    while j < n as i64 {
-        b = j;
+pub fn jump(key: u64, n: u64) -> u64 {
+    jump_candidates(key, n).last().unwrap_or(0)
+}
+
+/// Every bucket `key` takes as the count of buckets grows to `n`, ascending (the last is
+/// its bucket among `n`): jump hashing's candidates.
+fn jump_candidates(mut key: u64, n: u64) -> impl Iterator<Item = u64> {
+    let mut j = 0i64;
+    std::iter::from_fn(move || {
+        if j >= n as i64 {
+            return None;
+        }
+        let b = j;
         key = key.wrapping_mul(2_862_933_555_777_941_757).wrapping_add(1);
         j = ((b + 1) as f64 * ((1u64 << 31) as f64 / ((key >> 33) + 1) as f64)) as i64;
-    }
-    b as u64
+        Some(b as u64)
+    })
 }
 
 /// The key's hash for jump hashing (independent of its in-group slot's hash).
@@ -208,10 +217,6 @@ impl Regions {
         self.nspilled.load(Ordering::Relaxed) > 0
             && self.index_of(s / GROUP_SLOTS).is_some_and(|i| self.spill[i as usize].load(Ordering::Relaxed) > 0)
     }
-    /// Keys placed below their bucket.
-    pub fn spilled(&self) -> u64 {
-        self.nspilled.load(Ordering::Relaxed)
-    }
 
     /// A key reserved at `slot` (list index `at`) past the start of its chain `top` (the
     /// groups `top .. at` were full).
@@ -329,14 +334,7 @@ impl Regions {
         // Jump hashing's candidates below n, ascending; those from the last one below
         // `from` (the bucket under `from`) on, every one when `from` is 0 (an opening
         // of the first group whose mark a crash or a timed-out wait left).
-        let (mut j, mut k) = (0i64, h);
-        let mut all: SmallVec<[u64; 16]> = SmallVec::new();
-        while j < n as i64 {
-            let b = j;
-            all.push(b as u64);
-            k = k.wrapping_mul(2_862_933_555_777_941_757).wrapping_add(1);
-            j = ((b + 1) as f64 * ((1u64 << 31) as f64 / ((k >> 33) + 1) as f64)) as i64;
-        }
+        let all: SmallVec<[u64; 16]> = jump_candidates(h, n).collect();
         let first = all.iter().rposition(|&c| c < from).unwrap_or(0);
         out.extend(all[first..].iter().rev().copied());
         out
