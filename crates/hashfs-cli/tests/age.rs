@@ -63,6 +63,27 @@ fn aging_reaches_its_fullness_reproducibly() {
     assert_eq!(outs[0], outs[1], "the same seed ages the same way");
 }
 
+/// HashFS places blocks by the image's hash seed: with `mkfs --seed` as well as `age
+/// --seed`, two agings leave the same table (probe lengths, groups, tombstones), for each
+/// placement; images with different hash seeds do not.
+#[test]
+fn hashfs_aging_is_reproducible_from_the_image_seed() {
+    let dir = tempfile::tempdir().unwrap();
+    for placement in ["paper", "regions"] {
+        let aged = |name: &str, seed: &str| {
+            let img = dir.path().join(format!("{placement}-{name}.img"));
+            run_ok(&["mkfs", p(&img), "--size", "128M", "--placement", placement, "--seed", seed]);
+            let out = run_ok(&["age", p(&img), "--to", "75%", "--churn", "0.5", "--seed", "7"]);
+            let info = run_ok(&["info", p(&img)]);
+            assert!(info.contains("probe length"), "{info}");
+            (out + &info).replace(p(&img), "IMAGE")
+        };
+        let (a, b, other) = (aged("a", "3"), aged("b", "3"), aged("c", "4"));
+        assert_eq!(a, b, "{placement}: one image seed and one aging seed age alike");
+        assert_ne!(a, other, "{placement}: another image seed places blocks elsewhere");
+    }
+}
+
 #[test]
 fn allocator_and_age_arguments_are_checked() {
     let dir = tempfile::tempdir().unwrap();

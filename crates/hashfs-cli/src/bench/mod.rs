@@ -52,7 +52,8 @@ pub enum BenchCmd {
         /// utilization, concurrency, pagecache, spfs-extents, winefs-aging, winefs-2mib,
         /// untorn, ctfs-pswap, ctfs-micro, ctfs-large, ctfs-atomic, ctfs-ycsb.
         experiments: Vec<String>,
-        /// Only these mappings (comma-separated; default: the HashFS paper's six, ctfs by name).
+        /// Only these mappings (comma-separated; default: the HashFS paper's six; ctfs, and
+        /// hashfs-grouped or hashfs-regions for HashFS with that placement, by name).
         #[arg(long, value_delimiter = ',')]
         mappings: Vec<String>,
         /// Smaller sizes and fewer operations: everything in a few minutes.

@@ -16,16 +16,18 @@ impl<D: PmDevice> FsInner<D> {
     /// Whether a growing write may persist without a transaction ([`append_fast`]): every
     /// block it maps is new and past the old end of file (so that a crash before the new
     /// size leaves only mappings recovery frees), and each is mapped by one word that is
-    /// not logged, which only HashFS's paper placement does (its key in the block's slot;
-    /// the grouped placement's claims and the other structures change shared state); or
-    /// it maps no block at all. The inode's sum must leave size and block count out
+    /// not logged, which HashFS does with every placement (its key in the block's slot; a
+    /// group the grouped and regions placements claim for the chunk, and any opening of
+    /// regions, was made durable on its own before the plan returned, as for a
+    /// transaction's write; the other mappings' structures change shared state); or it
+    /// maps no block at all. The inode's sum must leave size and block count out
     /// (format 4: an inode sealed by an older build waits for its next transaction).
     ///
     /// [`append_fast`]: Self::append_fast
     pub(super) fn can_append_fast(&self, cell: &InodeCell, st: &mut InodeMem, plan: &[Planned]) -> bool {
         let old_blocks = Lblk(blocks_for(st.raw.size));
         let maps_fresh_past_eof = || match &self.map {
-            FileMap::Hash(t) => t.groups().is_none() && plan.iter().all(|p| !p.fresh || p.lblk >= old_blocks),
+            FileMap::Hash(_) => plan.iter().all(|p| !p.fresh || p.lblk >= old_blocks),
             FileMap::Blocks(_) => false,
         };
         if !(plan.iter().all(|p| !p.fresh) || maps_fresh_past_eof()) {

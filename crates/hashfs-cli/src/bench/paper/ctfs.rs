@@ -118,8 +118,8 @@ pub fn micro(ctx: &Ctx) -> Result<Report, Failure> {
     let piece = (file / 10).max(4096).next_multiple_of(4096);
     let random_ops = (file / 4096).min(1 << 18);
     let mut kinds = ctx.mappings.clone();
-    if !kinds.contains(&MappingKind::Ctfs) {
-        kinds.push(MappingKind::Ctfs);
+    if !ctx.has(MappingKind::Ctfs) {
+        kinds.push(MappingKind::Ctfs.into());
     }
     let mut points = Vec::new();
     for kind in kinds {

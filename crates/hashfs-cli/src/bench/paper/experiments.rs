@@ -378,9 +378,9 @@ fn spfs_extents(ctx: &Ctx) -> Result<Report, Failure> {
     let mut rng = SmallRng::seed_from_u64(3);
     for &e in &extents {
         let x = size_label(e);
-        for (name, kind, fast) in variants.into_iter().filter(|v| ctx.mappings.contains(&v.1)) {
+        for (name, kind, fast) in variants.into_iter().filter(|v| ctx.has(v.1)) {
             let data = s.spfs_files * s.spfs_file_bytes;
-            let t = Target::new(ctx, kind, 1.0, roomy_image(data))?;
+            let t = Target::new(ctx, kind.into(), 1.0, roomy_image(data))?;
             if kind == MappingKind::ExtentHash {
                 hashfs::testing::set_fast_lookup(&t.fs, fast)?;
             }

@@ -28,7 +28,7 @@ use super::{cpu_model, git_commit, image_mount};
 use crate::{fail, Failure};
 use hashfs::pm::{MmapDevice, OpenMode};
 use hashfs::{testing::probe, File, FileSystem, MappingKind, OpenOptions};
-use hashfs::{AllocatorKind, FormatOptions};
+use hashfs::{AllocatorKind, FormatOptions, HashPlacement};
 use rand::{rngs::SmallRng, Rng, SeedableRng};
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
@@ -180,12 +180,47 @@ impl Scale {
     };
 }
 
+/// What one target measures: a mapping, and for HashFS its placement (`--mappings
+/// hashfs-regions` measures the regions placement beside the paper's, named `hashfs`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Subject {
+    pub kind: MappingKind,
+    pub placement: HashPlacement,
+}
+
+impl Subject {
+    pub fn name(self) -> &'static str {
+        match (self.kind, self.placement) {
+            (MappingKind::HashFs, HashPlacement::Grouped) => "hashfs-grouped",
+            (MappingKind::HashFs, HashPlacement::Regions) => "hashfs-regions",
+            (kind, _) => kind.name(),
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<Subject> {
+        let placed = [HashPlacement::Grouped, HashPlacement::Regions]
+            .map(|placement| Subject { kind: MappingKind::HashFs, placement });
+        placed.into_iter().find(|s| s.name() == name).or_else(|| MappingKind::from_name(name).map(Subject::from))
+    }
+
+    pub fn uses_allocator(self) -> bool {
+        self.kind.uses_allocator()
+    }
+}
+
+impl From<MappingKind> for Subject {
+    fn from(kind: MappingKind) -> Subject {
+        Subject { kind, placement: HashPlacement::Paper }
+    }
+}
+
 /// Where and how an experiment runs.
 #[derive(Clone)]
 pub struct Ctx {
     pub scale: Scale,
-    /// The mappings to measure (default: the HashFS paper's six; ctfs by name).
-    pub mappings: Vec<MappingKind>,
+    /// The mappings to measure (default: the HashFS paper's six; ctfs and HashFS's other
+    /// placements by name).
+    pub mappings: Vec<Subject>,
     pub image_dir: PathBuf,
     pub cal: Calibration,
     pub tsc_ghz: f64,
@@ -311,7 +346,7 @@ impl Sample {
 /// A file system on a fresh image, with one file to measure.
 pub struct Target {
     pub fs: FileSystem<MmapDevice>,
-    pub kind: MappingKind,
+    pub kind: Subject,
 }
 
 impl Target {
@@ -319,7 +354,7 @@ impl Target {
     /// memory is populated first (PM has no first-touch faults). The file is unlinked once
     /// mapped, so its memory goes back when the target is dropped or the process ends,
     /// however it ends.
-    pub fn new(ctx: &Ctx, kind: MappingKind, layout_score: f64, bytes: u64) -> Result<Target, Failure> {
+    pub fn new(ctx: &Ctx, kind: Subject, layout_score: f64, bytes: u64) -> Result<Target, Failure> {
         // The HashFS paper's baseline allocator, with its fragmentation generator.
         Target::with_allocator(ctx, kind, AllocatorKind::Bitmap, layout_score, bytes)
     }
@@ -327,16 +362,18 @@ impl Target {
     /// [`Target::new`] with the block allocator `allocator` (WineFS's experiments).
     pub fn with_allocator(
         ctx: &Ctx,
-        kind: MappingKind,
+        kind: impl Into<Subject>,
         allocator: AllocatorKind,
         layout_score: f64,
         bytes: u64,
     ) -> Result<Target, Failure> {
+        let kind = kind.into();
         let image = ctx.image_dir.join(format!("hashfs-paper-{}-{}.img", kind.name(), std::process::id()));
         let _ = std::fs::remove_file(&image);
         let bytes = bytes.next_multiple_of(2 << 20);
         let opts = FormatOptions {
-            mapping: kind,
+            mapping: kind.kind,
+            placement: kind.placement,
             layout_score,
             allocator,
             hash_seed: Some(images::seed(ctx.image)),
@@ -467,12 +504,17 @@ impl<'a> Runner<'a> {
 }
 
 impl Ctx {
-    pub fn kinds(&self) -> Vec<MappingKind> {
+    pub fn kinds(&self) -> Vec<Subject> {
         self.mappings.clone()
     }
 
-    pub fn only<const N: usize>(&self, kinds: [MappingKind; N]) -> Vec<MappingKind> {
-        kinds.into_iter().filter(|k| self.mappings.contains(k)).collect()
+    pub fn only<const N: usize>(&self, kinds: [MappingKind; N]) -> Vec<Subject> {
+        kinds.into_iter().map(Subject::from).filter(|k| self.mappings.contains(k)).collect()
+    }
+
+    /// Whether the run measures `kind` (with HashFS: the paper's placement).
+    pub fn has(&self, kind: MappingKind) -> bool {
+        self.mappings.contains(&Subject::from(kind))
     }
 
     /// Removes the accounting's own cost from one operation's figures.
@@ -565,15 +607,18 @@ pub fn run(
     if images.end > 1000 {
         return Err(fail(format!("--first-image {}: at most {}", images.start, 1000 - images.len())));
     }
-    let mappings: Vec<MappingKind> = if mappings.is_empty() {
-        MappingKind::PAPER.to_vec()
+    let mappings: Vec<Subject> = if mappings.is_empty() {
+        MappingKind::PAPER.map(Subject::from).to_vec()
     } else {
         mappings
             .iter()
             .map(|m| {
-                MappingKind::from_name(m).ok_or_else(|| {
+                Subject::from_name(m).ok_or_else(|| {
                     let all: Vec<&str> = MappingKind::ALL.iter().map(|k| k.name()).collect();
-                    fail(format!("unknown mapping {m:?}; mappings: {}", all.join(", ")))
+                    fail(format!(
+                        "unknown mapping {m:?}; mappings: {}, and hashfs-grouped, hashfs-regions (HashFS's other placements)",
+                        all.join(", ")
+                    ))
                 })
             })
             .collect::<Result<_, _>>()?

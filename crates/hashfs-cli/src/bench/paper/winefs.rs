@@ -15,11 +15,11 @@
 
 #![forbid(unsafe_code)]
 
-use super::{images, mean_ci, Ctx, Report, Target};
+use super::{images, mean_ci, Ctx, Report, Subject, Target};
 use crate::age::{age_fs, AgeArgs};
 use crate::{fail, Failure};
 use hashfs::pm::MmapDevice;
-use hashfs::{AllocatorKind, FileSystem, MappingKind, OpenOptions};
+use hashfs::{AllocatorKind, FileSystem, OpenOptions};
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -35,7 +35,7 @@ const CHURN_PER_STEP: f64 = 0.5;
 const WRITE_TRIALS: usize = 8;
 
 /// Every mapping with each allocator (HashFS: its table).
-fn configs(ctx: &Ctx) -> Vec<(MappingKind, Option<AllocatorKind>)> {
+fn configs(ctx: &Ctx) -> Vec<(Subject, Option<AllocatorKind>)> {
     let mut out = Vec::new();
     for &k in &ctx.mappings {
         if k.uses_allocator() {
