@@ -157,13 +157,13 @@ HASHFS_TEST_MAPPING=hashfs HASHFS_TEST_PLACEMENT=grouped HASHFS_CRASH_RECOVERY_I
     --skip explore_strict_mode_writes
 # The regions placement's explorer images start with their one open group past its
 # target load, so that every write opens a second group and moves dozens of keys (each
-# move a transaction): four single operations (a create, an append and a whole-chunk write
-# that open, an unlink), the directory-block and hole-fill workloads, recovery crashed on
+# move a transaction): five single operations (a create, an append, a whole-chunk write
+# and a growth into a chunk that open, an unlink), the directory-block and hole-fill workloads, recovery crashed on
 # the first 2 images of each crash point (about 2 minutes); every operation by command
 # (`hashfs crashtest --mapping hashfs --placement regions`).
 stage "crash explorer: mapping hashfs, regions placement"
 HASHFS_TEST_MAPPING=hashfs HASHFS_TEST_PLACEMENT=regions HASHFS_CRASH_RECOVERY_IMAGES=2 \
-    HASHFS_CRASH_OPS=create,append,unlink,write-chunk \
+    HASHFS_CRASH_OPS=create,append,unlink,write-chunk,grow-chunk \
     cargo test -q -p hashfs --test crash_consistency -- --nocapture --test-threads 1 \
     explore_every_single_operation explore_create_needing_a_new_directory_block explore_hole_fills_roll_back_whole
 stage "crash explorer: mapping extent-tree, layout score 0.7"

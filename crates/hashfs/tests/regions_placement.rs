@@ -185,3 +185,72 @@ fn one_request_of_more_small_keys_than_a_group_holds() {
     fs.unmount().unwrap();
     assert_fsck_clean(&dev);
 }
+
+#[test]
+fn a_large_file_written_in_pieces_moves_its_own_keys() {
+    // 1 MiB writes a block off the chunks cover no whole chunk and start none: every block
+    // is a small key, and the file's own writes open group after group. Each write opens
+    // before it takes the file's lock, so the moves reach this file's keys too; opened
+    // under the lock, they would wait, the old groups fill up, and lookups walk the chains
+    // of full groups (140,000 slots per hit, measured on a 1 GiB file, before the opening
+    // moved to the unlocked start).
+    let (fs, dev) = new_fs(256 * MIB, &opts());
+    let data = pattern((64 * MIB) as usize, 17);
+    let f = fs.open_file(Path::new("/f"), OpenOptions::new().write(true).create(true)).unwrap();
+    for (i, piece) in data.chunks(MIB as usize).enumerate() {
+        f.write_at(4096 + i as u64 * MIB, piece).unwrap();
+        let (open, opening) = fs.open_groups().unwrap();
+        assert!(!opening, "after write {i}: an opening's moves wait ({open} groups open)");
+    }
+    drop(f);
+    assert_eq!(fs.claimed_groups(), Some(0));
+    let (open, _) = fs.open_groups().unwrap();
+    let load = (16384 + 2) as f64 / (open * 512) as f64;
+    assert!((0.6..=0.86).contains(&load), "{open} open groups at load {load:.2}");
+    let mut want = vec![0u8; 4096];
+    want.extend_from_slice(&data);
+    assert_eq!(fs.read(Path::new("/f")).unwrap(), want);
+    let (fs, dev) = remount(fs, dev);
+    assert_eq!(fs.read(Path::new("/f")).unwrap(), want);
+    fs.unmount().unwrap();
+    assert_fsck_clean(&dev);
+}
+
+#[test]
+fn a_file_grown_in_pieces_claims_the_chunks_it_grows_into() {
+    // `cp`'s 128 KiB writes: from the second chunk on, each chunk the file grows into is a
+    // claimed group, its blocks at their offsets (2 MiB pages for a mapping); the first
+    // chunk, and files of at most one chunk, stay small keys; a file that stops inside a
+    // chunk keeps its group.
+    let (fs, dev) = new_fs(128 * MIB, &opts());
+    let data = pattern((9 * MIB) as usize, 23);
+    let f = fs.open_file(Path::new("/big"), OpenOptions::new().write(true).create(true)).unwrap();
+    for piece in data.chunks(128 << 10) {
+        f.append(piece).unwrap();
+    }
+    drop(f);
+    assert_eq!(fs.claimed_groups(), Some(4), "chunks 1 to 4 claimed, chunk 0 small keys");
+    let ino = fs.metadata(Path::new("/big")).unwrap().ino;
+    let phase = fs.geometry().data_off / 4096;
+    for c in 1..5u64 {
+        let first = fs.physical_block(ino, Lblk(c * 512)).unwrap().unwrap().pblk.0;
+        assert!((first + phase).is_multiple_of(512), "chunk {c} starts a 2 MiB group");
+        let len = if c == 4 { 256 } else { 512 };
+        for l in 0..len {
+            assert_eq!(fs.physical_block(ino, Lblk(c * 512 + l)).unwrap().unwrap().pblk.0, first + l);
+        }
+    }
+    // A 2 MiB file in two 1 MiB writes, and small writes past a chunk's start: no claim.
+    let f = fs.open_file(Path::new("/two"), OpenOptions::new().write(true).create(true)).unwrap();
+    f.append(&data[..MIB as usize]).unwrap();
+    f.append(&data[..MIB as usize]).unwrap();
+    f.write_at(2 * MIB, &data[..32 << 10]).unwrap();
+    drop(f);
+    assert_eq!(fs.claimed_groups(), Some(4));
+    assert_eq!(fs.read(Path::new("/big")).unwrap(), data);
+    let (fs, dev) = remount(fs, dev);
+    assert_eq!(fs.read(Path::new("/big")).unwrap(), data);
+    assert_eq!(fs.claimed_groups(), Some(4));
+    fs.unmount().unwrap();
+    assert_fsck_clean(&dev);
+}

@@ -399,7 +399,7 @@ pub const MULTI_TX_WRITE: usize = 128 << 10;
 
 /// Named operations that write whole 2 MiB chunks (the grouped placement's claims), for
 /// images of 8 MiB ([`super::image_bytes`]).
-pub const CHUNK_OPS: &[&str] = &["fallocate-chunk", "write-chunk", "truncate-chunk", "punch-chunk"];
+pub const CHUNK_OPS: &[&str] = &["fallocate-chunk", "write-chunk", "grow-chunk", "truncate-chunk", "punch-chunk"];
 
 /// The operation a name of [`ACE_OPS`], [`UNTORN_OPS`], [`CHUNK_OPS`] or [`PSWAP_OPS`]
 /// stands for.
@@ -460,6 +460,9 @@ pub fn ace_op(name: &str) -> Option<Op> {
         // truncate into the middle of a chunk and a punch of part of one (drops).
         "fallocate-chunk" => Op::Fallocate { path: s("/g"), off: 0, len: (2 << 20) + 4096 },
         "write-chunk" => Op::Write { path: s("/h"), off: 0, len: 2 << 20, seed: 19 },
+        // A large file growing into its second chunk in a piece smaller than a chunk: the
+        // chunk is claimed, 16 of its blocks filled (`FsInner::claim_span`).
+        "grow-chunk" => Op::Write { path: s("/h"), off: 2 << 20, len: 64 << 10, seed: 30 },
         "pswap" => Op::SwapPages { a: s("/A/f"), off_a: 0, b: s("/h"), off_b: 4096, len: 8192 },
         "pswap-self" => Op::SwapPages { a: s("/h"), off_a: 0, b: s("/h"), off_b: 36_864, len: 4096 },
         "untorn-pswap" => Op::Untorn { path: s("/A/f"), off: Some(100), len: 100 << 10, seed: 27 },

@@ -212,7 +212,7 @@ impl<D: PmDevice> FsInner<D> {
         if self.is_strict() {
             return self.write_strict(cell, Some(off), data).map(|(n, _)| n);
         }
-        self.regions_upkeep();
+        self.regions_upkeep(cell, Some(off), data.len() as u64);
         let mut st = cell.state.write();
         let _req = self.alloc_request(cell);
         let span = off..off.saturating_add(data.len() as u64);
@@ -230,7 +230,7 @@ impl<D: PmDevice> FsInner<D> {
         if self.is_strict() {
             return self.write_strict(cell, None, data);
         }
-        self.regions_upkeep();
+        self.regions_upkeep(cell, None, data.len() as u64);
         let mut st = cell.state.write();
         let _req = self.alloc_request(cell);
         let off = st.raw.size;
@@ -262,6 +262,7 @@ impl<D: PmDevice> FsInner<D> {
         if end > MAX_FILE_BYTES {
             return Err(Error::FileTooBig);
         }
+        let span = self.claim_span(span, st.raw.size);
         let mut done = 0usize;
         let mut chunk = self.write_chunk_blocks();
         while done < data.len() {
@@ -277,6 +278,26 @@ impl<D: PmDevice> FsInner<D> {
             }
         }
         Ok(done)
+    }
+
+    /// The bytes of a request over `span` (of a file of `size` bytes) whose whole 2 MiB
+    /// chunks may claim groups (HashFS's grouped and regions placements; the other
+    /// mappings' allocators get `span` itself). A large file grown in pieces smaller than
+    /// a chunk (`cp` writes 128 KiB, many programs 1 MiB) would get no group: a write of at
+    /// least [`GROWTH_CLAIM_BYTES`] that starts a chunk at or past the end of a file
+    /// already a chunk long claims the chunk, and the file's next writes fill its group.
+    /// A file that stops short leaves the rest of that group unused, as a large file's
+    /// last extent does under an aligned allocator; smaller files never claim this way.
+    pub(crate) fn claim_span(&self, span: Range<u64>, size: u64) -> Range<u64> {
+        const CHUNK: u64 = GROUP_SLOTS * BLOCK_BYTES;
+        let FileMap::Hash(t) = &self.map else { return span };
+        let grows = span.start.is_multiple_of(CHUNK) && span.start >= CHUNK.max(size);
+        match span.end.checked_next_multiple_of(CHUNK) {
+            Some(end) if t.groups().is_some() && grows && span.end - span.start >= GROWTH_CLAIM_BYTES => {
+                span.start..end
+            }
+            _ => span,
+        }
     }
 
     /// Blocks one write transaction maps: WRITE_CHUNK_BLOCKS for HashFS (one unlogged
@@ -807,6 +828,9 @@ fn translate_hash<D: PmDevice>(
 
 /// The whole blocks of a request's byte range: the 2 MiB of a file the aligned allocator
 /// gives an aligned extent must lie inside them.
+/// The least write that claims the chunk a large file grows into ([`FsInner::claim_span`]).
+pub(crate) const GROWTH_CLAIM_BYTES: u64 = 64 << 10;
+
 pub(crate) fn whole_blocks(span: &Range<u64>) -> Range<Lblk> {
     Lblk(span.start.div_ceil(BLOCK_BYTES))..Lblk(span.end / BLOCK_BYTES)
 }

@@ -28,7 +28,7 @@ impl<D: PmDevice> FsInner<D> {
         if len == 0 {
             return Err(Error::Invalid("fallocate of zero bytes"));
         }
-        self.regions_upkeep();
+        self.regions_upkeep(cell, Some(off), end - off);
         let mut st = cell.state.write();
         if st.raw.is_dir() {
             return Err(Error::IsDir);
@@ -85,7 +85,7 @@ impl<D: PmDevice> FsInner<D> {
         }
         // Inside the size, one pass of zeros: a write fills a hole with a new zeroed block
         // and zeroes a mapped block in place. Past the size, `allocate` grows the file.
-        self.regions_upkeep();
+        self.regions_upkeep(cell, Some(off), end - off);
         let mut st = cell.state.write();
         let inside = end.min(st.raw.size);
         let _req = self.alloc_request(cell);

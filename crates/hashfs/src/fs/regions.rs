@@ -28,6 +28,7 @@
 
 #![forbid(unsafe_code)]
 
+use super::inode::InodeCell;
 use super::FsInner;
 use crate::layout::{Ino, Lblk, Pblk};
 use crate::mapping::hashfs::groups::Groups;
@@ -36,16 +37,31 @@ use crate::mapping::hashfs::{classify, Entry, HashTable, GROUP_SLOTS};
 use crate::mapping::FileMap;
 use crate::pm::PmDevice;
 use crate::{Error, Result};
+use std::ops::Range;
 use std::sync::atomic::Ordering;
 
 /// Polls of an old group's reservations before an opening gives up for now.
 const RESERVATION_POLLS: u32 = 2000;
 
 impl<D: PmDevice> FsInner<D> {
-    /// Regions placement: opens a group when the small keys want one, and finishes an
-    /// opening whose moves are not done. Called with no lock of the file system held.
-    pub(crate) fn regions_upkeep(&self) {
-        self.regions_upkeep_for(1, false);
+    /// Regions placement: opens groups when the small keys want them, before a request
+    /// over the bytes `span` of a file places its own (at most its blocks outside the
+    /// whole 2 MiB chunks it covers, which claim groups), and finishes an opening whose
+    /// moves are not done. Called with no lock of the file system held, so that the moves
+    /// reach every file, the requester's too: a large file written in pieces smaller than
+    /// a chunk would otherwise keep its keys in old groups that fill up, and lookups would
+    /// walk the chains of full groups past them.
+    /// The request writes `len` bytes at `off` (None: at the end of file) of `cell`'s
+    /// file.
+    pub(crate) fn regions_upkeep(&self, cell: &InodeCell, off: Option<u64>, len: u64) {
+        let FileMap::Hash(t) = &self.map else { return };
+        if t.regions().is_none() {
+            return;
+        }
+        let size = cell.state.read().raw.size;
+        let off = off.unwrap_or(size);
+        let span = self.claim_span(off..off.saturating_add(len), size);
+        self.regions_upkeep_for(small_blocks(&span).max(1), false);
     }
 
     /// [`regions_upkeep`](Self::regions_upkeep) before `incoming` more small keys (a
@@ -167,5 +183,35 @@ impl<D: PmDevice> FsInner<D> {
             dir.remap(Lblk(u64::from(lblk)), to);
         }
         Ok(true)
+    }
+}
+
+/// The blocks of the bytes `span` that lie outside the whole 2 MiB chunks it covers: the
+/// most small keys a request over it can place.
+fn small_blocks(span: &Range<u64>) -> u64 {
+    if span.is_empty() {
+        return 0;
+    }
+    let blocks = super::data::blocks_for(span.end) - span.start / crate::layout::BLOCK_BYTES;
+    let whole = super::data::whole_blocks(span);
+    let chunks = whole.end.0 / GROUP_SLOTS - whole.start.0.div_ceil(GROUP_SLOTS).min(whole.end.0 / GROUP_SLOTS);
+    blocks - chunks * GROUP_SLOTS
+}
+
+#[cfg(test)]
+mod tests {
+    use super::small_blocks;
+
+    #[test]
+    fn small_blocks_leave_out_whole_chunks() {
+        const MIB: u64 = 1 << 20;
+        assert_eq!(small_blocks(&(0..4096)), 1);
+        assert_eq!(small_blocks(&(100..4097)), 2);
+        assert_eq!(small_blocks(&(0..MIB)), 256);
+        assert_eq!(small_blocks(&(0..2 * MIB)), 0);
+        assert_eq!(small_blocks(&(MIB..5 * MIB)), 512);
+        assert_eq!(small_blocks(&(4096..2 * MIB + 4096)), 512);
+        assert_eq!(small_blocks(&(0..1 << 30)), 0);
+        assert_eq!(small_blocks(&(5..5)), 0);
     }
 }

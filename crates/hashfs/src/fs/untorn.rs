@@ -138,7 +138,7 @@ impl<D: PmDevice> FsInner<D> {
     /// large as the journal can log, down to a block), under one hold of the file's lock.
     /// `off` None appends. Returns the bytes written and the end of the last piece.
     pub(crate) fn write_strict(&self, cell: &InodeCell, off: Option<u64>, data: &[u8]) -> Result<(usize, u64)> {
-        self.regions_upkeep();
+        self.regions_upkeep(cell, off, data.len() as u64);
         let mut st = cell.state.write();
         let _req = self.alloc_request(cell);
         let mut max = self.untorn_max().max(BLOCK_BYTES) as usize;
@@ -167,7 +167,7 @@ impl<D: PmDevice> FsInner<D> {
     /// One untorn write (`File::write_atomic_at`, `RWF_ATOMIC`): all of `data` at `off`
     /// (`None`: at the end of file), or an error and no change.
     pub(crate) fn write_untorn(&self, cell: &InodeCell, off: Option<u64>, data: &[u8]) -> Result<u64> {
-        self.regions_upkeep();
+        self.regions_upkeep(cell, off, data.len() as u64);
         let mut st = cell.state.write();
         let _req = self.alloc_request(cell);
         let off = off.unwrap_or(st.raw.size);
@@ -350,7 +350,7 @@ impl<D: PmDevice> FsInner<D> {
         // The block before the first claimed one is logged (it stays where it is) if any.
         let before = i0.checked_sub(1).and_then(|i| blocks[i].old);
         let hint = self.claim_hint(cell, &st.raw, blocks[i0].lblk, before)?;
-        let got = self.claim_blocks_for(cell.ino, &lblks, hint, whole_blocks(&span))?;
+        let got = self.claim_blocks_for(cell.ino, &lblks, hint, whole_blocks(&self.claim_span(span, st.raw.size)))?;
         for (&i, p) in idx.iter().zip(got) {
             blocks[i].new = p;
         }
