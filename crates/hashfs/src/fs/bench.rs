@@ -53,6 +53,13 @@ impl<D: PmDevice> FileSystem<D> {
             bytes += len;
         }
         crate::pm::evict_object::<super::inode::InodeCell>(&cell);
+        if let Some(g) = match &inner.map {
+            FileMap::Hash(t) => t.groups(),
+            FileMap::Blocks(_) => None,
+        } {
+            // HashFS's grouped and regions placements: the DRAM filter of claimed chunks.
+            crate::pm::evict_slice(g.filter_words());
+        }
         Ok(bytes)
     }
 

@@ -2,11 +2,13 @@
 //! pass their target load, free groups become the newest buckets and the file system
 //! moves into them every key whose jump bucket they now are.
 //!
-//! A write request calls [`FsInner::regions_upkeep`] before it takes its file's lock, so
-//! the thread that opens holds no lock of the file system: it may wait for other
-//! requests' reservations and take any file's lock (without waiting). A request that
-//! places many small keys at once calls it again before them, under its own file's lock
-//! ([`FsInner::regions_upkeep_for`]: its own blocks then wait to move). The steps:
+//! A write request calls [`FsInner::regions_upkeep`] before it takes its file's lock, for
+//! as many small keys as it may place, so the thread that opens holds no lock of the file
+//! system: it may wait for other requests' reservations and take any file's lock (without
+//! waiting), its own file's included. Under the lock, a request calls
+//! [`FsInner::regions_upkeep_for`] again before its small keys (room is short only if
+//! another request held the openings off) and when a key's chain is full; its own blocks
+//! then wait to move. The steps:
 //!
 //! 1. The groups' directory words are set to "open, in progress", flushed and fenced,
 //!    then the buckets are published (under the placement's layout lock, which every
@@ -58,10 +60,17 @@ impl<D: PmDevice> FsInner<D> {
         if t.regions().is_none() {
             return;
         }
-        let size = cell.state.read().raw.size;
-        let off = off.unwrap_or(size);
-        let span = self.claim_span(off..off.saturating_add(len), size);
-        self.regions_upkeep_for(small_blocks(&span).max(1), false);
+        let small = match off {
+            // A small append claims nothing: its blocks, wherever the end of file is,
+            // without taking the file's lock to read it.
+            None if len < super::data::GROWTH_CLAIM_BYTES => len / crate::layout::BLOCK_BYTES + 2,
+            _ => {
+                let size = cell.state.read().raw.size;
+                let off = off.unwrap_or(size);
+                small_blocks(&self.claim_span(off..off.saturating_add(len), size))
+            }
+        };
+        self.regions_upkeep_for(small.max(1), false);
     }
 
     /// [`regions_upkeep`](Self::regions_upkeep) before `incoming` more small keys (a

@@ -43,6 +43,12 @@ pub fn evict_object<T>(obj: &T) {
     unsafe { cpu::evict_range(obj as *const T as *const u8, std::mem::size_of::<T>()) };
 }
 
+/// [`evict_object`] for every element of a slice.
+pub fn evict_slice<T>(s: &[T]) {
+    // SAFETY: a live slice covers size_of_val(s) mapped bytes.
+    unsafe { cpu::evict_range(s.as_ptr() as *const u8, std::mem::size_of_val(s)) };
+}
+
 /// A byte address inside the image.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct DevOffset(pub u64);

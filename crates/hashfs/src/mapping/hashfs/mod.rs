@@ -398,7 +398,7 @@ impl<D: PmDevice> HashTable<D> {
                 let chunk = k >> 9;
                 let grp = match last {
                     Some((c, grp)) if c == chunk => grp,
-                    _ => g.group_for((k >> 32) as u32, (k & 0xFFFF_FFFF) / GROUP_SLOTS),
+                    _ => g.group_for_key(self, k),
                 };
                 last = Some((chunk, grp));
                 let s = grp.map(|grp| grp * GROUP_SLOTS + k % GROUP_SLOTS);
