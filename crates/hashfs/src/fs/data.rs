@@ -284,10 +284,10 @@ impl<D: PmDevice> FsInner<D> {
     /// chunks may claim groups (HashFS's grouped and regions placements; the other
     /// mappings' allocators get `span` itself). A large file grown in pieces smaller than
     /// a chunk (`cp` writes 128 KiB, many programs 1 MiB) would get no group: a write of at
-    /// least [`GROWTH_CLAIM_BYTES`] that starts a chunk at or past the end of a file
-    /// already a chunk long claims the chunk, and the file's next writes fill its group.
-    /// A file that stops short leaves the rest of that group unused, as a large file's
-    /// last extent does under an aligned allocator; smaller files never claim this way.
+    /// least [`GROWTH_CLAIM_BYTES`] that starts a chunk other than the first, at or past
+    /// the end of file, claims the chunk, and the file's next writes fill its group. A
+    /// file that stops short leaves the rest of that group unused, as a large file's last
+    /// extent does under an aligned allocator; a file's first chunk never claims this way.
     pub(crate) fn claim_span(&self, span: Range<u64>, size: u64) -> Range<u64> {
         const CHUNK: u64 = GROUP_SLOTS * BLOCK_BYTES;
         let FileMap::Hash(t) = &self.map else { return span };
@@ -826,11 +826,11 @@ fn translate_hash<D: PmDevice>(
     Some(Extent { lblk, pblk: p, len: 1 })
 }
 
-/// The whole blocks of a request's byte range: the 2 MiB of a file the aligned allocator
-/// gives an aligned extent must lie inside them.
 /// The least write that claims the chunk a large file grows into ([`FsInner::claim_span`]).
 pub(crate) const GROWTH_CLAIM_BYTES: u64 = 64 << 10;
 
+/// The whole blocks of a request's byte range: the 2 MiB of a file the aligned allocator
+/// gives an aligned extent must lie inside them.
 pub(crate) fn whole_blocks(span: &Range<u64>) -> Range<Lblk> {
     Lblk(span.start.div_ceil(BLOCK_BYTES))..Lblk(span.end / BLOCK_BYTES)
 }

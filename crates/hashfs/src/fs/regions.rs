@@ -46,15 +46,13 @@ use std::sync::atomic::Ordering;
 const RESERVATION_POLLS: u32 = 2000;
 
 impl<D: PmDevice> FsInner<D> {
-    /// Regions placement: opens groups when the small keys want them, before a request
-    /// over the bytes `span` of a file places its own (at most its blocks outside the
-    /// whole 2 MiB chunks it covers, which claim groups), and finishes an opening whose
-    /// moves are not done. Called with no lock of the file system held, so that the moves
-    /// reach every file, the requester's too: a large file written in pieces smaller than
-    /// a chunk would otherwise keep its keys in old groups that fill up, and lookups would
-    /// walk the chains of full groups past them.
-    /// The request writes `len` bytes at `off` (None: at the end of file) of `cell`'s
-    /// file.
+    /// Regions placement: before a request writes `len` bytes at `off` (None: at the end
+    /// of file) of `cell`'s file, opens groups if the small keys it may place (its blocks
+    /// outside the chunks it claims) want them, and finishes an opening whose moves are
+    /// not done. Called with no lock of the file system held, so that the moves reach every
+    /// file, the requester's too: a large file written in pieces smaller than a chunk would
+    /// otherwise keep its keys in old groups that fill up, and lookups would walk the
+    /// chains of full groups past them.
     pub(crate) fn regions_upkeep(&self, cell: &InodeCell, off: Option<u64>, len: u64) {
         let FileMap::Hash(t) = &self.map else { return };
         if t.regions().is_none() {

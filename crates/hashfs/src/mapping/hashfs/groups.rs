@@ -69,7 +69,8 @@ pub struct Groups<D: PmDevice> {
     pending: Mutex<HashMap<u32, Vec<Pending>>>,
     /// Entries in `pending`: a request without claims reads this (a plain load) and
     /// skips the mutex, whose locked instruction would wait for the write-backs the
-    /// request has just issued (measured: a 4 KiB append's third of its mapping time).
+    /// request has just issued (6.7% of the samples of a profile of 4 KiB appends on a
+    /// regions image).
     pending_n: AtomicU64,
     /// The regions placement's open groups (None: the grouped placement's small keys
     /// hash over the whole table).
