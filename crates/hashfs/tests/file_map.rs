@@ -138,3 +138,29 @@ fn aligned_files_are_mapped_with_2mib_pages() {
     assert_eq!(kib[0], 8192, "aligned allocator: every 2 MiB on a huge page ({kib:?})");
     assert!(kib[1] < 8192, "bitmap allocator: {kib:?}");
 }
+
+#[test]
+fn every_mapping_of_a_file_sees_a_hole_filled() {
+    for mapping in [MappingKind::HashFs, MappingKind::ExtentTree] {
+        let dir = tempfile::tempdir_in("/dev/shm").unwrap();
+        let fs = image(dir.path(), mapping);
+        let rw = OpenOptions::new().read(true).write(true).create(true).clone();
+        let f = fs.open_file(Path::new("/f"), &rw).unwrap();
+        f.set_len(4 * MIB).unwrap(); // all holes
+        let ro = f.map(0, (4 * MIB) as usize, false).unwrap();
+        let b = f.map(0, (4 * MIB) as usize, true).unwrap();
+        let a = f.map(0, (4 * MIB) as usize, true).unwrap();
+        let mut buf = [0u8; 6];
+        b.read_at(8192, &mut buf).unwrap(); // B touches the hole first
+        a.write_at(8192, b"mapped").unwrap();
+        for (name, m) in [("read-only", &ro), ("writable", &b)] {
+            m.read_at(8192, &mut buf).unwrap();
+            assert_eq!(&buf, b"mapped", "{mapping:?}: {name} mapping after a fill through another");
+        }
+        f.write_at(3 * MIB, b"writes").unwrap();
+        for (name, m) in [("read-only", &ro), ("writable a", &a), ("writable b", &b)] {
+            m.read_at((3 * MIB) as usize, &mut buf).unwrap();
+            assert_eq!(&buf, b"writes", "{mapping:?}: {name} mapping after a write into a hole");
+        }
+    }
+}

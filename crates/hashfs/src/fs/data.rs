@@ -214,9 +214,12 @@ impl<D: PmDevice> FsInner<D> {
         }
         self.regions_upkeep(cell, Some(off), data.len() as u64);
         let mut st = cell.state.write();
-        let _req = self.alloc_request(cell);
+        let req = self.alloc_request(cell);
         let span = off..off.saturating_add(data.len() as u64);
-        self.write_locked(cell, &mut st, off, data, span)
+        let n = self.write_locked(cell, &mut st, off, data, span.clone());
+        drop((req, st));
+        self.refresh_views(cell, span);
+        n
     }
 
     /// A request (write, fallocate) that may claim blocks over several transactions: the
@@ -232,9 +235,11 @@ impl<D: PmDevice> FsInner<D> {
         }
         self.regions_upkeep(cell, None, data.len() as u64);
         let mut st = cell.state.write();
-        let _req = self.alloc_request(cell);
+        let req = self.alloc_request(cell);
         let off = st.raw.size;
         let n = self.write_locked(cell, &mut st, off, data, off..off + data.len() as u64)?;
+        drop((req, st));
+        self.refresh_views(cell, off..off + n as u64);
         Ok((n, off + n as u64))
     }
 

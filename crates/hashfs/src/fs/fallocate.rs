@@ -17,6 +17,12 @@ impl<D: PmDevice> FsInner<D> {
     /// posix_fallocate: maps every hole in [off, off + len) with zeroed blocks and grows
     /// the size to cover the range. Mapped blocks are left as they are.
     pub(crate) fn allocate(&self, cell: &InodeCell, off: u64, len: u64, keep_size: bool) -> Result<()> {
+        let r = self.allocate_unrefreshed(cell, off, len, keep_size);
+        self.refresh_views(cell, off..off.saturating_add(len));
+        r
+    }
+
+    fn allocate_unrefreshed(&self, cell: &InodeCell, off: u64, len: u64, keep_size: bool) -> Result<()> {
         let mut end = off.checked_add(len).filter(|&e| e <= MAX_FILE_BYTES).ok_or(Error::FileTooBig)?;
         if keep_size {
             // No block may lie past EOF (F1): preallocate only up to the current size.
@@ -76,6 +82,12 @@ impl<D: PmDevice> FsInner<D> {
     /// the size old or new. With `keep_size`, nothing past the current size changes (no
     /// block may lie past EOF).
     pub(crate) fn zero_range(&self, cell: &InodeCell, off: u64, len: u64, keep_size: bool) -> Result<()> {
+        let r = self.zero_range_unrefreshed(cell, off, len, keep_size);
+        self.refresh_views(cell, off..off.saturating_add(len));
+        r
+    }
+
+    fn zero_range_unrefreshed(&self, cell: &InodeCell, off: u64, len: u64, keep_size: bool) -> Result<()> {
         if len == 0 {
             return Err(Error::Invalid("fallocate of zero bytes"));
         }

@@ -28,6 +28,9 @@ pub struct InodeCell {
     /// Live memory mappings ([`crate::File::map`]): while any exists, the file may not
     /// shrink nor have holes punched (a mapping would be left on freed blocks).
     pub map_count: AtomicU32,
+    /// The holes of this file's live library mappings (`fs/map.rs`): blocks a write or
+    /// another mapping gives the file are mapped into each of them.
+    pub views: Mutex<Vec<std::sync::Weak<super::map::MapView>>>,
     /// Logical block after the last one read, for sequential-access detection.
     pub next_read_lblk: AtomicU64,
 }
@@ -143,6 +146,7 @@ impl InodeCell {
             cursor: Default::default(),
             open_count: AtomicU32::new(0),
             map_count: AtomicU32::new(0),
+            views: Mutex::new(Vec::new()),
             next_read_lblk: AtomicU64::new(u64::MAX),
         }
     }

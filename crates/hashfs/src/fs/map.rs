@@ -7,9 +7,13 @@
 //! blocks when first written (the rest of its 2 MiB of the file with it, so the aligned
 //! allocator can make it one huge page), through `pm::holefault`'s userfaultfd, as a DAX
 //! file system's fault handler does; where userfaultfd is not allowed, holes get blocks
-//! when mapped. While a mapping lives,
-//! the file may not shrink nor have holes punched (Busy): the mapping would be left on freed
-//! blocks. The system calls are in [`crate::pm::filemap`].
+//! when mapped. Every mapping of a file sees the blocks a hole gets, whoever fills it (a
+//! write, or another mapping's first write): the file's cell lists its mappings' holes
+//! ([`MapView`]), and each request that may fill holes maps the new blocks into every one
+//! of them ([`FsInner::refresh_views`]), as the kernel's page cache keeps the shared
+//! mappings of a file coherent. While a mapping lives, the file may not shrink nor have
+//! holes punched (Busy): the mapping would be left on freed blocks. The system calls are
+//! in [`crate::pm::filemap`].
 
 #![forbid(unsafe_code)]
 
@@ -19,7 +23,7 @@ use super::FsInner;
 use crate::layout::{Lblk, BLOCK_BYTES};
 use crate::pm::filemap::{RawMapping, Run};
 use crate::pm::holefault::{hole_faults, Filler, Ranges};
-use crate::pm::MmapDevice;
+use crate::pm::{MmapDevice, PmDevice};
 use crate::{Error, Result};
 use parking_lot::Mutex;
 use std::sync::atomic::Ordering;
@@ -30,8 +34,19 @@ use std::sync::{Arc, Weak};
 /// copies by itself.
 pub struct Mapping<'a> {
     raw: Arc<RawMapping>,
+    /// Its holes, as the file's cell lists them (None: it has none).
+    _view: Option<Arc<MapView>>,
     file: &'a File<MmapDevice>,
     writable: bool,
+}
+
+/// The holes of one live mapping of a file (offsets from its start): bytes that read as
+/// zeros until the file gets blocks there.
+pub struct MapView {
+    raw: Weak<RawMapping>,
+    /// File offset of the mapping's first byte.
+    off: u64,
+    holes: Mutex<Ranges>,
 }
 
 impl File<MmapDevice> {
@@ -52,7 +67,7 @@ impl File<MmapDevice> {
         let len = len.next_multiple_of(BLOCK_BYTES as usize);
         self.cell.map_count.fetch_add(1, Ordering::AcqRel);
         match self.map_counted(off, len, size, writable) {
-            Ok(raw) => Ok(Mapping { raw, file: self, writable }),
+            Ok((raw, view)) => Ok(Mapping { raw, _view: view, file: self, writable }),
             Err(e) => {
                 self.cell.map_count.fetch_sub(1, Ordering::AcqRel);
                 Err(e)
@@ -60,31 +75,47 @@ impl File<MmapDevice> {
         }
     }
 
-    fn map_counted(&self, off: u64, len: usize, size: u64, writable: bool) -> Result<Arc<RawMapping>> {
+    fn map_counted(
+        &self,
+        off: u64,
+        len: usize,
+        size: u64,
+        writable: bool,
+    ) -> Result<(Arc<RawMapping>, Option<Arc<MapView>>)> {
         let lazy = writable && hole_faults().is_some();
         if writable && !lazy {
             self.fs.allocate(&self.cell, off, (len as u64).min(size - off), true)?;
         }
+        // The list is held from before the runs are read until this mapping is on it: a
+        // request that fills a hole meanwhile either committed before (its blocks are in
+        // the runs) or lists the mappings after (and maps its blocks into this one).
+        let mut views = self.cell.views.lock();
         let (runs, holes) = runs_of(&self.fs, &self.cell, off, 0, len)?;
         let raw = Arc::new(RawMapping::new(self.fs.dev.raw_fd(), len, &runs, writable, off).map_err(Error::Io)?);
-        if lazy && !holes.is_empty() {
-            let spans = holes.spans().to_vec();
-            let fill = HoleFill {
-                fs: self.fs.clone(),
-                cell: self.cell.clone(),
-                raw: Arc::downgrade(&raw),
-                off,
-                holes: Mutex::new(holes),
-            };
-            raw.watch_holes(&spans, Arc::new(fill)).map_err(Error::Io)?;
+        if holes.is_empty() {
+            return Ok((raw, None));
         }
-        Ok(raw)
+        let view = Arc::new(MapView { raw: Arc::downgrade(&raw), off, holes: Mutex::new(holes.clone()) });
+        views.retain(|v| v.strong_count() > 0);
+        views.push(Arc::downgrade(&view));
+        drop(views);
+        if lazy {
+            let fill = HoleFill { fs: self.fs.clone(), cell: self.cell.clone(), view: view.clone() };
+            raw.watch_holes(holes.spans(), Arc::new(fill)).map_err(Error::Io)?;
+        }
+        Ok((raw, Some(view)))
     }
 }
 
 /// The runs of blocks and the holes of the file's `[off + from, off + to)` bytes, as
 /// offsets in a mapping of the file from `off`.
-fn runs_of(fs: &FsInner<MmapDevice>, cell: &InodeCell, off: u64, from: usize, to: usize) -> Result<(Vec<Run>, Ranges)> {
+fn runs_of<D: PmDevice>(
+    fs: &FsInner<D>,
+    cell: &InodeCell,
+    off: u64,
+    from: usize,
+    to: usize,
+) -> Result<(Vec<Run>, Ranges)> {
     let mut runs: Vec<Run> = Vec::new();
     let mut holes = Ranges::default();
     let st = cell.state.read();
@@ -112,37 +143,63 @@ fn runs_of(fs: &FsInner<MmapDevice>, cell: &InodeCell, off: u64, from: usize, to
 }
 
 /// The first write to a hole of a writable mapping (`pm::holefault`): the hole's part of
-/// the page's 2 MiB of the file gets blocks (one aligned extent for the aligned allocator)
-/// and is mapped.
+/// the page's 2 MiB of the file gets blocks (one aligned extent for the aligned allocator),
+/// mapped into this mapping and every other of the file.
 struct HoleFill {
     fs: Arc<FsInner<MmapDevice>>,
     cell: Arc<InodeCell>,
-    raw: Weak<RawMapping>,
-    /// File offset of the mapping's first byte.
-    off: u64,
-    holes: Mutex<Ranges>,
+    view: Arc<MapView>,
 }
 
 impl HoleFill {
-    fn fill_page(&self, raw: &RawMapping, rel: usize) -> Result<()> {
-        let mut holes = self.holes.lock();
-        let Some((lo, hi)) = holes.fill_span(rel, self.off) else {
-            return Ok(()); // filled by an earlier fault
+    fn fill_page(&self, rel: usize) -> Result<()> {
+        let Some((lo, hi)) = self.view.holes.lock().fill_span(rel, self.view.off) else {
+            return Ok(()); // filled by an earlier fault, or by a write
         };
         // KEEP_SIZE: up to the file's size (a mapping's last page may reach past it).
-        self.fs.allocate(&self.cell, self.off + lo as u64, (hi - lo) as u64, true)?;
-        let (runs, _) = runs_of(&self.fs, &self.cell, self.off, lo, hi)?;
-        raw.map_runs(&runs).map_err(Error::Io)?;
-        holes.remove(lo, hi);
-        Ok(())
+        let span = self.view.off + lo as u64..self.view.off + hi as u64;
+        self.fs.allocate(&self.cell, span.start, span.end - span.start, true)?;
+        // (allocate refreshes too, but not when another request mapped the blocks first)
+        self.fs.refresh_views(&self.cell, span);
+        match self.view.holes.lock().containing(rel) {
+            Some(_) => Err(Error::NoSpace), // the page still has no block
+            None => Ok(()),
+        }
     }
 }
 
 impl Filler for HoleFill {
     fn fill(&self, addr: usize) -> bool {
-        let Some(raw) = self.raw.upgrade() else { return false };
+        let Some(raw) = self.view.raw.upgrade() else { return false };
         let rel = addr.wrapping_sub(raw.addr() as usize);
-        rel < raw.len() && self.fill_page(&raw, rel).is_ok()
+        rel < raw.len() && self.fill_page(rel).is_ok()
+    }
+}
+
+impl<D: PmDevice> FsInner<D> {
+    /// After a request that may have given `cell`'s file blocks in the bytes `span`: maps
+    /// them into every live mapping of the file where that mapping has a hole. A mapping
+    /// the kernel refuses to change (ENOMEM: too many mappings) keeps its hole, and the
+    /// next request over it tries again.
+    pub(crate) fn refresh_views(&self, cell: &InodeCell, span: std::ops::Range<u64>) {
+        if cell.map_count.load(Ordering::Acquire) == 0 {
+            return;
+        }
+        let views: Vec<Arc<MapView>> = cell.views.lock().iter().filter_map(Weak::upgrade).collect();
+        for v in views {
+            let Some(raw) = v.raw.upgrade() else { continue };
+            let a = span.start.saturating_sub(v.off).min(raw.len() as u64) as usize;
+            let e = span.end.saturating_sub(v.off).min(raw.len() as u64) as usize;
+            let mut holes = v.holes.lock();
+            for (lo, hi) in holes.overlapping(a, e) {
+                let Ok((runs, _)) = runs_of(self, cell, v.off, lo, hi) else { continue };
+                if raw.map_runs(&runs).is_ok() {
+                    for r in &runs {
+                        holes.remove(r.at, r.at + r.len);
+                    }
+                }
+            }
+        }
     }
 }
 

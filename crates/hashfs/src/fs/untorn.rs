@@ -138,6 +138,14 @@ impl<D: PmDevice> FsInner<D> {
     /// large as the journal can log, down to a block), under one hold of the file's lock.
     /// `off` None appends. Returns the bytes written and the end of the last piece.
     pub(crate) fn write_strict(&self, cell: &InodeCell, off: Option<u64>, data: &[u8]) -> Result<(usize, u64)> {
+        let r = self.write_strict_unrefreshed(cell, off, data);
+        if let Ok((n, end)) = r {
+            self.refresh_views(cell, end - n as u64..end);
+        }
+        r
+    }
+
+    fn write_strict_unrefreshed(&self, cell: &InodeCell, off: Option<u64>, data: &[u8]) -> Result<(usize, u64)> {
         self.regions_upkeep(cell, off, data.len() as u64);
         let mut st = cell.state.write();
         let _req = self.alloc_request(cell);
@@ -167,6 +175,14 @@ impl<D: PmDevice> FsInner<D> {
     /// One untorn write (`File::write_atomic_at`, `RWF_ATOMIC`): all of `data` at `off`
     /// (`None`: at the end of file), or an error and no change.
     pub(crate) fn write_untorn(&self, cell: &InodeCell, off: Option<u64>, data: &[u8]) -> Result<u64> {
+        let r = self.write_untorn_unrefreshed(cell, off, data);
+        if let Ok(end) = r {
+            self.refresh_views(cell, end - data.len() as u64..end);
+        }
+        r
+    }
+
+    fn write_untorn_unrefreshed(&self, cell: &InodeCell, off: Option<u64>, data: &[u8]) -> Result<u64> {
         self.regions_upkeep(cell, off, data.len() as u64);
         let mut st = cell.state.write();
         let _req = self.alloc_request(cell);
