@@ -115,7 +115,8 @@ impl<D: PmDevice> FsInner<D> {
         drop(st);
         let grow_from = off.max(inside);
         if !keep_size && end > grow_from {
-            self.allocate(cell, grow_from, end - grow_from, false)?;
+            // (zero_range's own refresh covers the grown part)
+            self.allocate_unrefreshed(cell, grow_from, end - grow_from, false)?;
         }
         Ok(())
     }

@@ -158,9 +158,9 @@ impl HoleFill {
         };
         // KEEP_SIZE: up to the file's size (a mapping's last page may reach past it).
         let span = self.view.off + lo as u64..self.view.off + hi as u64;
+        // allocate maps the span's blocks into every mapping of the file with a hole
+        // there, this one included, also when another request gave them first.
         self.fs.allocate(&self.cell, span.start, span.end - span.start, true)?;
-        // (allocate refreshes too, but not when another request mapped the blocks first)
-        self.fs.refresh_views(&self.cell, span);
         match self.view.holes.lock().containing(rel) {
             Some(_) => Err(Error::NoSpace), // the page still has no block
             None => Ok(()),

@@ -201,7 +201,7 @@ fn small_blocks(span: &Range<u64>) -> u64 {
     }
     let blocks = super::data::blocks_for(span.end) - span.start / crate::layout::BLOCK_BYTES;
     let whole = super::data::whole_blocks(span);
-    let chunks = whole.end.0 / GROUP_SLOTS - whole.start.0.div_ceil(GROUP_SLOTS).min(whole.end.0 / GROUP_SLOTS);
+    let chunks = (whole.end.0 / GROUP_SLOTS).saturating_sub(whole.start.0.div_ceil(GROUP_SLOTS));
     blocks - chunks * GROUP_SLOTS
 }
 
