@@ -1,13 +1,16 @@
 #!/usr/bin/env python3
 """SPFS's stacked mode, measured (not a test): the paper's Figures 11-13 on this machine.
 
-Three targets, interleaved in every round (the order rotates), each workload on a fresh
+Four targets, interleaved in every round (the order rotates), each workload on a fresh
 directory after the caches are dropped:
 
   ext4     ext4 on a loop device over a file on the real disk (direct I/O):
            scripts/stacked-lower.sh sets it up
   stacked  `hashfs mount --lower` over another directory of that same ext4, the PM image
            on /dev/shm (extent-hash mapping, as SPFS)
+  shim     the same stack in the process: LD_PRELOAD=libhashfs_spfs_shim.so with
+           HASHFS_LOWER set to a third directory of that ext4 (its own PM image on
+           /dev/shm), no FUSE round trip
   hashfs   a HashFS image mounted alone through FUSE (same FUSE path, no lower file system)
 
 Workloads:
@@ -25,20 +28,29 @@ Workloads:
                                  append+fsync, read whole, delete, over 1,000 small files
   rocksdb-nosync, fio-rand-nosync  never sync (the stacking overhead, Fig. 11a/b)
 
-Usage: python3 bench/stacked.py [--quick] [--rounds N] [--only W1,W2] [--json FILE]
+The mail generators run in a child Python (`--mail-worker`) so that the shim can be
+loaded into it; every target runs them that way.
+
+Usage: python3 bench/stacked.py [--quick] [--rounds N] [--only W1,W2] [--targets T1,T2] [--json FILE]
 Needs root, /dev/fuse, fio and db_bench (scripts/test.sh installs them), the release build.
 """
 import argparse, json, os, random, shutil, statistics, subprocess, sys, time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 HASHFS = os.path.join(ROOT, "target/release/hashfs")
+SHIM = os.path.join(ROOT, "target/release/libhashfs_spfs_shim.so")
 LOWER = "/mnt/hashfs-lower"
+# The environment a workload runs in (the shim target's, set per run).
+ENV = {}
+# What the shim printed at its last exit (HASHFS_STACK_STATUS=1).
+LAST_STDERR = [""]
 
 
 def run(cmd, check=True, **kw):
-    r = subprocess.run(cmd, capture_output=True, text=True, **kw)
+    r = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, **ENV}, **kw)
     if check and r.returncode != 0:
         sys.exit(f"failed: {' '.join(cmd)}\n{r.stdout}\n{r.stderr}")
+    LAST_STDERR[0] = r.stderr
     return r.stdout
 
 
@@ -75,6 +87,12 @@ def db_bench(d, num, batch, sync):
         if line.startswith("fillrandom") and "ops/sec" in line:
             return {"ops_per_s": float(line.split("ops/sec")[0].split()[-1])}
     sys.exit(f"db_bench printed no result:\n{out}")
+
+
+def mail(kind, d, ops, seed, warmup=0):
+    out = run(["/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable, os.path.abspath(__file__),
+               "--mail-worker", kind, d, str(ops), str(seed), str(warmup)])
+    return json.loads(out.strip().splitlines()[-1])
 
 
 def mail_mbox(d, ops, seed, warmup):
@@ -154,14 +172,21 @@ def field(text, key):
 
 
 def main():
+    if len(sys.argv) > 1 and sys.argv[1] == "--mail-worker":
+        kind, d, ops, seed, warmup = sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]), int(sys.argv[6])
+        r = mail_mbox(d, ops, seed, warmup) if kind == "mbox" else mail_maildir(d, ops, seed)
+        print(json.dumps(r))
+        return
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true", help="small sizes: a few minutes, the figures mean little")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--json")
     ap.add_argument("--only", help="comma-separated workloads (default: all)")
+    ap.add_argument("--targets", default="ext4,stacked,shim,hashfs", help="comma-separated targets (ext4 always runs)")
     a = ap.parse_args()
-    if not os.path.exists(HASHFS):
-        sys.exit(f"{HASHFS} missing: cargo build --release --workspace")
+    for f in (HASHFS, SHIM):
+        if not os.path.exists(f):
+            sys.exit(f"{f} missing: cargo build --release --workspace")
     q = a.quick
     fio_rt = 3 if q else 10
     n16, nbig, nnosync = (20000, 60000, 100000) if q else (160000, 400000, 500000)
@@ -171,23 +196,28 @@ def main():
     pm_dir = "/dev/shm/hashfs-stacked-bench"
     shutil.rmtree(pm_dir, ignore_errors=True)
     os.makedirs(pm_dir)
-    stacked_img, alone_img = f"{pm_dir}/stacked.img", f"{pm_dir}/alone.img"
+    stacked_img, alone_img, shim_img = f"{pm_dir}/stacked.img", f"{pm_dir}/alone.img", f"{pm_dir}/shim.img"
     mnt_s, mnt_h = f"{pm_dir}/mnt-stacked", f"{pm_dir}/mnt-hashfs"
-    lower_s, ext4 = f"{LOWER}/stacked-lower", f"{LOWER}/ext4"
+    lower_s, ext4, lower_shim = f"{LOWER}/stacked-lower", f"{LOWER}/ext4", f"{LOWER}/shim-lower"
     for x in (mnt_s, mnt_h):
         os.makedirs(x)
-    for x in (lower_s, ext4):
+    for x in (lower_s, ext4, lower_shim):
         shutil.rmtree(x, ignore_errors=True)
         os.makedirs(x)
-    for img in (stacked_img, alone_img):
-        run([HASHFS, "mkfs", img, "--size", "6G", "--mapping", "extent-hash"])
+    shim_env = {"LD_PRELOAD": SHIM, "HASHFS_IMAGE": shim_img, "HASHFS_LOWER": lower_shim, "HASHFS_STACK_STATUS": "1"}
+    for img in (stacked_img, alone_img, shim_img):
+        run([HASHFS, "mkfs", img, "--size", "4G", "--mapping", "extent-hash"])
     probe = f"{pm_dir}/probe.img"  # flush and SIMD level, as `hashfs info` of a hashfs-mapped image prints them
     run([HASHFS, "mkfs", probe, "--size", "64M"])
     img_info = info(probe)
     os.unlink(probe)
     run([HASHFS, "mount", stacked_img, mnt_s, "--lower", lower_s])
     run([HASHFS, "mount", alone_img, mnt_h])
-    targets = {"ext4": ext4, "stacked": mnt_s, "hashfs": mnt_h}
+    targets = {"ext4": ext4, "stacked": mnt_s, "shim": lower_shim, "hashfs": mnt_h}
+    chosen = set(a.targets.split(",")) | {"ext4"}
+    if chosen - set(targets):
+        sys.exit(f"unknown targets {sorted(chosen - set(targets))}; choose from {list(targets)}")
+    targets = {t: d for t, d in targets.items() if t in chosen}
     workloads = {
         "fsync-append": lambda d, r: fio_sync(d, "write", "1g", fio_rt),
         "fsync-overwrite": lambda d, r: fio_sync(d, "randwrite", "64m", fio_rt),
@@ -195,8 +225,8 @@ def main():
         "rocksdb-sync256": lambda d, r: db_bench(d, nbig, 256, True),
         "rocksdb-sync4096": lambda d, r: db_bench(d, nbig, 4096, True),
         "rocksdb-sync65536": lambda d, r: db_bench(d, 10 * 65536, 65536, True),
-        "mail-mbox": lambda d, r: mail_mbox(d, mail_ops, r, mail_warmup),
-        "mail-maildir": lambda d, r: mail_maildir(d, mail_ops, r),
+        "mail-mbox": lambda d, r: mail("mbox", d, mail_ops, r, mail_warmup),
+        "mail-maildir": lambda d, r: mail("maildir", d, mail_ops, r),
         "rocksdb-nosync": lambda d, r: db_bench(d, nnosync, 1, False),
         "fio-rand-nosync": lambda d, r: fio_nosync(d, "256m", fio_rt),
     }
@@ -217,7 +247,15 @@ def main():
                     shutil.rmtree(d, ignore_errors=True)
                     os.makedirs(d)
                     drop_caches()
+                    ENV.clear()
+                    if t == "shim":
+                        ENV.update(shim_env)
                     r = fn(d, rnd)
+                    ENV.clear()
+                    if t == "shim":
+                        st = LAST_STDERR[0]
+                        r["promotions"] = int(field(st.replace(":", " "), "promotions").split()[0]) if "promotions:" in st else 0
+                        stack_status[w + " (shim)"] = st[st.find("pm: "):] if "pm: " in st else st[-2000:]
                     if t == "stacked":
                         st = info(mnt_s)
                         r["promoted_files"] = int(field(st, "promoted").split()[-1]) if "promoted files" in st else 0
@@ -232,7 +270,7 @@ def main():
     for w, per in results.items():
         summary[w] = {}
         for t, rs in per.items():
-            summary[w][t] = {k: statistics.median(r[k] for r in rs) for k in rs[0] if k != "promoted_files"}
+            summary[w][t] = {k: statistics.median(r[k] for r in rs) for k in rs[0] if k not in ("promoted_files", "promotions")}
     page = run(["stat", "-f", "-c", "%T", pm_dir]).strip()
     cfg = {"quick": q, "rounds": a.rounds, "fio_runtime_s": fio_rt, "rocksdb_num_sync16": n16,
            "rocksdb_num_other": nbig, "rocksdb_num_nosync": nnosync, "mail_ops": mail_ops, "mail_mbox_warmup": mail_warmup,
@@ -246,12 +284,15 @@ def main():
            + ("" if subprocess.run(["git", "-C", ROOT, "diff", "--quiet", "HEAD", "--", "crates"]).returncode == 0 else "-dirty"),
            "date": time.strftime("%Y-%m-%d"), "command": "python3 bench/stacked.py " + " ".join(sys.argv[1:])}
     print(f"# {json.dumps(cfg)}")
-    print("| workload | metric | ext4 | stacked | hashfs | stacked / ext4 |")
-    print("|---|---|---:|---:|---:|---:|")
+    others = [t for t in targets if t != "ext4"]
+    print("| workload | metric | ext4 | " + " | ".join(others) + " | " + " | ".join(f"{t} / ext4" for t in others) + " |")
+    print("|---|---|---:|" + "---:|" * (2 * len(others)))
     for w, per in summary.items():
         for m in per["ext4"]:
-            e, s, h = per["ext4"][m], per["stacked"][m], per["hashfs"][m]
-            print(f"| {w} | {m} | {e:,.1f} | {s:,.1f} | {h:,.1f} | {s / e if e else 0:.2f}x |")
+            e = per["ext4"][m]
+            vals = [per[t][m] for t in others]
+            print(f"| {w} | {m} | {e:,.1f} | " + " | ".join(f"{v:,.1f}" for v in vals) + " | "
+                  + " | ".join(f"{v / e if e else 0:.2f}x" for v in vals) + " |")
     if a.json:
         with open(a.json, "w") as f:
             json.dump({"config": cfg, "summary": summary, "runs": results, "stacked_status": stack_status}, f, indent=2)

@@ -82,7 +82,7 @@ stage "fmt, clippy"
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets -- -D warnings
 stage "build, workspace tests"
-cargo build --workspace   # includes libhashfs_preload.so, which the shim tests load
+cargo build --workspace   # includes libhashfs_preload.so and libhashfs_spfs_shim.so, which the shim tests load
 cargo test --workspace -- --skip explore_
 # The paper benchmark's cycle probe (cargo feature `probe`, off in every other build): lint,
 # its unit test and the benchmark's smoke run, in their own target directory.

@@ -80,25 +80,7 @@ pub(crate) fn fuse_config(image: &Path, o: &MountOpts, threads: usize) -> fuser:
 
 /// The stack's parameters from the mount options.
 fn stack_config(o: &MountOpts) -> Result<hashfs_spfs::StackConfig, Failure> {
-    let mut c = hashfs_spfs::StackConfig::default();
-    for opt in &o.stack {
-        let (k, v) = opt.split_once('=').unwrap_or((opt, ""));
-        let bad = || fail(format!("mount option {opt}: not a valid value"));
-        match k {
-            "promote_after" => c.profiler.promote_after = v.parse().ok().filter(|&n: &u32| n >= 1).ok_or_else(bad)?,
-            "sync_interval_ms" => c.profiler.interval = Duration::from_millis(v.parse().map_err(|_| bad())?),
-            "sf_limit" if v == "none" => c.profiler.sf_limit = None,
-            "sf_limit" => {
-                c.profiler.sf_limit = Some(v.parse().ok().filter(|x: &f64| (0.0..1.0).contains(x)).ok_or_else(bad)?)
-            }
-            "high_water" => {
-                c.high_water = v.parse().ok().filter(|x: &f64| *x > 0.0 && *x <= 1.0).ok_or_else(bad)?;
-                c.low_water = c.low_water.min(c.high_water * 0.75);
-            }
-            _ => return Err(bad()),
-        }
-    }
-    Ok(c)
+    hashfs_spfs::StackConfig::from_options(&o.stack).map_err(|e| fail(format!("mount option {e}")))
 }
 
 /// SPFS's stacked mode: the lower directory's tree, with the image absorbing the small

@@ -3,7 +3,7 @@
 //! quiet for a while, or, when PM use passes the high-water mark, in order of rising
 //! Sync Factor (quiet files first) until use falls under the low-water mark.
 
-use crate::{lock, Stack};
+use crate::Stack;
 use std::time::Instant;
 
 pub(crate) fn run(stack: &Stack) {
@@ -24,7 +24,7 @@ pub(crate) fn pass(stack: &Stack) {
     let cfg = &stack.cfg;
     let mut candidates = Vec::new();
     for (key, sh) in stack.promoted() {
-        let mut st = lock(&sh);
+        let mut st = sh.lock();
         let quiet = st.profile.idle(cfg.quiet, now);
         if quiet && st.profile.below_limit(&cfg.profiler) {
             if let Err(e) = stack.write_back_locked(&mut st) {
@@ -42,7 +42,7 @@ pub(crate) fn pass(stack: &Stack) {
         if pm_use(stack) < cfg.low_water {
             break;
         }
-        let mut st = lock(&sh);
+        let mut st = sh.lock();
         if let Err(e) = stack.write_back_locked(&mut st) {
             eprintln!("hashfs: write-back failed (the file stays in PM): {e}");
             break;

@@ -23,6 +23,7 @@ pub mod absorb;
 #[cfg(test)]
 mod crashtest;
 mod demote;
+mod file;
 #[allow(unsafe_code)]
 mod lower;
 mod ops;
@@ -68,6 +69,36 @@ impl Default for StackConfig {
     }
 }
 
+impl StackConfig {
+    /// The defaults changed by `key=value` options (the mount's `-o`, the shim's
+    /// `HASHFS_STACK_OPTIONS`): `promote_after=N`, `sync_interval_ms=N`, `sf_limit=X|none`,
+    /// `high_water=X`. An error names the option.
+    pub fn from_options<S: AsRef<str>>(opts: &[S]) -> Result<StackConfig, String> {
+        let mut c = StackConfig::default();
+        for opt in opts {
+            let opt = opt.as_ref();
+            let (k, v) = opt.split_once('=').unwrap_or((opt, ""));
+            let bad = || format!("{opt}: not a valid value");
+            match k {
+                "promote_after" => {
+                    c.profiler.promote_after = v.parse().ok().filter(|&n: &u32| n >= 1).ok_or_else(bad)?
+                }
+                "sync_interval_ms" => c.profiler.interval = Duration::from_millis(v.parse().map_err(|_| bad())?),
+                "sf_limit" if v == "none" => c.profiler.sf_limit = None,
+                "sf_limit" => {
+                    c.profiler.sf_limit = Some(v.parse().ok().filter(|x: &f64| (0.0..1.0).contains(x)).ok_or_else(bad)?)
+                }
+                "high_water" => {
+                    c.high_water = v.parse().ok().filter(|x: &f64| *x > 0.0 && *x <= 1.0).ok_or_else(bad)?;
+                    c.low_water = c.low_water.min(c.high_water * 0.75);
+                }
+                _ => return Err(bad()),
+            }
+        }
+        Ok(c)
+    }
+}
+
 /// Counters, shown by `hashfs info` on the mount point.
 #[derive(Default)]
 pub struct Counters {
@@ -87,9 +118,82 @@ pub struct FileState {
     pub opens: u32,
     /// The lower file's last name is gone: drop the PM copy at the last close.
     pub gone: bool,
+    /// Uses the front end cannot follow (the shim's memory mappings and streams of the
+    /// file): a promoted file's writes would not reach them, so the file is not promoted.
+    pub pinned: u32,
 }
 
-pub type Shared = Arc<Mutex<FileState>>;
+impl FileState {
+    pub fn pinned(&self) -> bool {
+        self.pinned > 0
+    }
+}
+
+/// A lower file's state, with a flag that says without the lock whether it is promoted:
+/// front ends read an unpromoted file straight from the lower file system on that flag.
+/// The flag follows `pm` whenever a [`FileGuard`] is dropped, so it is never stale after
+/// the change that made it so.
+#[derive(Default)]
+pub struct FileCell {
+    promoted: AtomicBool,
+    state: Mutex<FileState>,
+}
+
+/// The locked state of a [`FileCell`]; dropping it publishes whether the file is promoted.
+pub struct FileGuard<'a> {
+    cell: &'a FileCell,
+    state: MutexGuard<'a, FileState>,
+}
+
+impl FileCell {
+    pub fn lock(&self) -> FileGuard<'_> {
+        FileGuard { cell: self, state: lock(&self.state) }
+    }
+
+    /// Whether the file is promoted, as of the last unlock (Acquire: a false here comes
+    /// after the write-back that made it so).
+    pub fn promoted(&self) -> bool {
+        self.promoted.load(Ordering::Acquire)
+    }
+}
+
+impl std::ops::Deref for FileGuard<'_> {
+    type Target = FileState;
+    fn deref(&self) -> &FileState {
+        &self.state
+    }
+}
+
+impl std::ops::DerefMut for FileGuard<'_> {
+    fn deref_mut(&mut self) -> &mut FileState {
+        &mut self.state
+    }
+}
+
+impl Drop for FileGuard<'_> {
+    fn drop(&mut self) {
+        let now = self.state.pm.is_some();
+        if self.cell.promoted.swap(now, Ordering::AcqRel) != now {
+            if now {
+                PROMOTED_FILES.fetch_add(1, Ordering::AcqRel);
+            } else {
+                PROMOTED_FILES.fetch_sub(1, Ordering::AcqRel);
+            }
+        }
+    }
+}
+
+/// Files promoted now, over every stack of the process (a stack dropped with promoted
+/// files leaves them counted: the count is never lower than the truth).
+static PROMOTED_FILES: AtomicU64 = AtomicU64::new(0);
+
+/// Whether any file of the process may be promoted now: when false, no stat result or
+/// name needs looking up in a stack. Never false while one is.
+pub fn any_promoted() -> bool {
+    PROMOTED_FILES.load(Ordering::Acquire) > 0
+}
+
+pub type Shared = Arc<FileCell>;
 
 /// The stacked file system: the state the FUSE operations and the write-back thread share.
 pub struct Stack {
@@ -136,7 +240,13 @@ impl Stack {
         let mut files = HashMap::new();
         for (key, p) in promoted {
             let profile = SyncProfile::recovered(&cfg.profiler);
-            files.insert(key, Arc::new(Mutex::new(FileState { pm: Some(p), profile, ..FileState::default() })));
+            let cell = FileCell::default();
+            {
+                let mut st = cell.lock();
+                st.pm = Some(p);
+                st.profile = profile;
+            }
+            files.insert(key, Arc::new(cell));
         }
         let stack = Stack {
             cfg,
@@ -155,7 +265,8 @@ impl Stack {
         lock(&self.files).entry(key).or_default().clone()
     }
 
-    fn existing(&self, key: Key) -> Option<Shared> {
+    /// The state of lower file `key`, if it has one.
+    pub fn existing(&self, key: Key) -> Option<Shared> {
         lock(&self.files).get(&key).cloned()
     }
 
@@ -164,7 +275,7 @@ impl Stack {
     fn prune(&self, key: Key) {
         let mut files = lock(&self.files);
         if let Some(s) = files.get(&key) {
-            let st = lock(s);
+            let st = s.lock();
             if st.pm.is_none() && st.opens == 0 {
                 drop(st);
                 files.remove(&key);
@@ -174,7 +285,7 @@ impl Stack {
 
     /// Every promoted file now.
     pub fn promoted(&self) -> Vec<(Key, Shared)> {
-        lock(&self.files).iter().filter(|(_, s)| lock(s).pm.is_some()).map(|(k, s)| (*k, s.clone())).collect()
+        lock(&self.files).iter().filter(|(_, s)| s.promoted()).map(|(k, s)| (*k, s.clone())).collect()
     }
 
     /// Writes one file back (the caller holds its state); it stays promoted on an error.
@@ -192,13 +303,22 @@ impl Stack {
     pub fn write_back_all(&self) -> std::io::Result<usize> {
         let mut n = 0;
         for (_, s) in self.promoted() {
-            let mut st = lock(&s);
+            let mut st = s.lock();
             if st.pm.is_some() {
                 self.write_back_locked(&mut st)?;
                 n += 1;
             }
         }
         Ok(n)
+    }
+
+    /// Closes every promoted file's PM copy and forgets it, leaving the copy in the image
+    /// for the next stack: for a process that exits without writing its files back.
+    /// Nothing may be done through the stack afterwards.
+    pub fn close_all(&self) {
+        for (_, s) in self.promoted() {
+            drop(s.lock().pm.take());
+        }
     }
 
     /// A human-readable status: PM use, counters, and each promoted file.
@@ -226,7 +346,7 @@ impl Stack {
             .promoted()
             .into_iter()
             .filter_map(|(_, sh)| {
-                let st = lock(&sh);
+                let st = sh.lock();
                 let p = st.pm.as_ref()?;
                 let path = PmStore::lower_path(p).map(|p| p.display().to_string()).unwrap_or_else(|| "?".into());
                 Some((path, p.size, st.profile.sync_factor()))
@@ -249,8 +369,15 @@ impl Stack {
     }
 }
 
+pub use file::MergedAttr;
 /// The FUSE file system over a [`Stack`].
 pub use ops::StackedFuse;
+
+/// The write-back thread's loop, until [`Stack::stop`] (for front ends that make their
+/// own thread).
+pub fn run_demoter(stack: &Stack) {
+    demote::run(stack)
+}
 
 /// Starts the write-back thread.
 pub fn spawn_demoter(stack: Arc<Stack>) -> std::thread::JoinHandle<()> {

@@ -9,7 +9,7 @@
 //! writes every promoted file back (`hashfs umount --writeback`).
 
 use crate::absorb::Key;
-use crate::lower::{proc_path, read_full, reopen};
+use crate::lower::{proc_path, reopen};
 use crate::{lock, Shared, Stack};
 use fuser::{
     Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo, InitFlags, KernelConfig,
@@ -23,11 +23,10 @@ use std::fs::File;
 use std::io;
 use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::FileExt;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 const TTL: Duration = Duration::from_secs(1);
 const STATUS_XATTR: &[u8] = b"hashfs.status";
@@ -154,16 +153,11 @@ impl StackedFuse {
             blksize: st.st_blksize as u32,
             flags: 0,
         };
-        if let Some(s) = self.stack.existing((st.st_dev, st.st_ino)) {
-            let st = lock(&s);
-            if let Some(p) = st.pm.as_ref() {
-                if let Ok(m) = p.pm.metadata() {
-                    a.size = p.size;
-                    a.blocks = a.blocks.max(m.st_blocks());
-                    a.mtime = ts(m.mtime_ns.div_euclid(1_000_000_000), m.mtime_ns.rem_euclid(1_000_000_000));
-                    a.ctime = a.ctime.max(a.mtime);
-                }
-            }
+        if let Some(m) = self.stack.merged_attr((st.st_dev, st.st_ino)) {
+            a.size = m.size;
+            a.blocks = a.blocks.max(m.blocks);
+            a.mtime = ts(m.mtime_ns.div_euclid(1_000_000_000), m.mtime_ns.rem_euclid(1_000_000_000));
+            a.ctime = a.ctime.max(a.mtime);
         }
         Ok(a)
     }
@@ -225,25 +219,6 @@ impl StackedFuse {
         rustix::fs::statat(parent, name, AtFlags::SYMLINK_NOFOLLOW).ok().map(|st| (st.st_dev, st.st_ino))
     }
 
-    /// After a name of `key` went away: a promoted file with no name left loses its PM
-    /// copy at its last close.
-    fn name_removed(&self, key: Option<Key>) {
-        let Some(key) = key else { return };
-        let Some(sh) = self.stack.existing(key) else { return };
-        let mut st = lock(&sh);
-        let Some(p) = st.pm.as_ref() else { return };
-        if p.lower.metadata().map(|m| std::os::unix::fs::MetadataExt::nlink(&m) == 0).unwrap_or(false) {
-            st.gone = true;
-            if st.opens == 0 {
-                if let Some(p) = st.pm.take() {
-                    if let Err(e) = self.stack.store.discard(&p) {
-                        eprintln!("hashfs: dropping the PM copy of a deleted file: {e}");
-                    }
-                }
-            }
-        }
-    }
-
     fn open_lower(&self, fd: &OwnedFd, flags: i32) -> Result<File, Errno> {
         // The write-back cache reads around partial pages, and the daemon writes at the
         // kernel's offsets: no O_WRONLY, no O_APPEND; O_TRUNC is done by setattr's path;
@@ -258,59 +233,8 @@ impl StackedFuse {
 
     fn truncate(&self, key: Key, lower: &File, size: u64) -> Result<(), Errno> {
         let sh = self.stack.state(key);
-        let mut st = lock(&sh);
-        let r = match st.pm.as_mut() {
-            Some(p) => self.stack.store.set_len(p, size).map_err(err),
-            None => lower.set_len(size).map_err(err),
-        };
-        r
-    }
-
-    fn write_data(&self, lower: &File, sh: &Shared, offset: u64, data: &[u8]) -> Result<usize, Errno> {
-        let mut st = lock(sh);
-        st.profile.wrote(data.len() as u64, Instant::now());
-        if let Some(p) = st.pm.as_mut() {
-            match self.stack.store.write(p, offset, data) {
-                Ok(n) => return Ok(n),
-                Err(e) if e.raw_os_error() == Some(libc::ENOSPC) => {
-                    // PM is full: this file goes back down, and the write with it.
-                    self.stack.write_back_locked(&mut st).map_err(err)?;
-                    self.stack.counters.pm_full_demotions.fetch_add(1, Ordering::Relaxed);
-                }
-                Err(e) => return Err(err(e)),
-            }
-        }
-        lower.write_all_at(data, offset).map_err(err)?;
-        Ok(data.len())
-    }
-
-    fn fsync_data(&self, lower: &File, sh: &Shared, key: Key, datasync: bool) -> Result<(), Errno> {
-        let cfg = &self.stack.cfg;
-        let mut st = lock(sh);
-        let now = Instant::now();
-        if let Some(p) = st.pm.as_ref() {
-            self.stack.store.sync(p).map_err(err)?;
-            st.profile.synced(&cfg.profiler, now);
-            self.stack.counters.absorbed_syncs.fetch_add(1, Ordering::Relaxed);
-            return Ok(());
-        }
-        // SPFS fsyncs the lower file first, then profiles.
-        if datasync { lower.sync_data() } else { lower.sync_all() }.map_err(err)?;
-        self.stack.counters.lower_syncs.fetch_add(1, Ordering::Relaxed);
-        let v = st.profile.synced(&cfg.profiler, now);
-        let (used, total) = self.stack.store.usage();
-        let room = (used as f64) < cfg.high_water * total as f64;
-        if v.promote && !st.gone && room && lower.metadata().map(|m| m.is_file()).unwrap_or(false) {
-            match self.stack.store.promote(lower.as_fd()) {
-                Ok(p) => {
-                    st.pm = Some(p);
-                    self.stack.counters.promotions.fetch_add(1, Ordering::Relaxed);
-                }
-                Err(e) => eprintln!("hashfs: promotion of a lower file failed (it stays below): {e}"),
-            }
-        }
-        let _ = key;
-        Ok(())
+        let mut st = sh.lock();
+        self.stack.truncate(&mut st, lower, size).map_err(err)
     }
 }
 
@@ -416,7 +340,7 @@ impl Filesystem for StackedFuse {
                 let times = rustix::fs::Timestamps { last_access: t(atime), last_modification: t(mtime) };
                 rustix::fs::utimensat(rustix::fs::CWD, &path, &times, AtFlags::empty()).map_err(rerr)?;
                 if let (Some(sh), Some(m)) = (self.stack.existing(key), mtime) {
-                    let st = lock(&sh);
+                    let st = sh.lock();
                     if let Some(p) = st.pm.as_ref() {
                         let at = match m {
                             TimeOrNow::Now => hashfs::SetTime::Now,
@@ -483,7 +407,7 @@ impl Filesystem for StackedFuse {
             let (pfd, _) = self.node_fd(parent)?;
             let key = self.key_at(&pfd, name);
             rustix::fs::unlinkat(&pfd, name, AtFlags::empty()).map_err(rerr)?;
-            self.name_removed(key);
+            self.stack.name_removed(key);
             Ok(())
         })();
         match r {
@@ -535,7 +459,7 @@ impl Filesystem for StackedFuse {
             let f = rustix::fs::RenameFlags::from_bits(flags.bits()).ok_or(Errno::EINVAL)?;
             rustix::fs::renameat_with(&pfd, name, &nfd, newname, f).map_err(rerr)?;
             if !f.contains(rustix::fs::RenameFlags::EXCHANGE) {
-                self.name_removed(replaced);
+                self.stack.name_removed(replaced);
             }
             Ok(())
         })();
@@ -565,8 +489,7 @@ impl Filesystem for StackedFuse {
                     kill_suidgid(&lower);
                 }
             }
-            let state = self.stack.state(key);
-            lock(&state).opens += 1;
+            let state = self.stack.opened(key);
             Ok(self.add_handle(Handle::File { lower, state, key }))
         })();
         match r {
@@ -602,8 +525,7 @@ impl Filesystem for StackedFuse {
             let a = self.do_lookup(parent, name)?;
             let st = rustix::fs::fstat(&fd).map_err(rerr)?;
             let key = (st.st_dev, st.st_ino);
-            let state = self.stack.state(key);
-            lock(&state).opens += 1;
+            let state = self.stack.opened(key);
             let lower = Arc::new(File::from(fd));
             if flags & libc::O_TRUNC != 0 {
                 self.truncate(key, &lower, 0)?;
@@ -630,12 +552,7 @@ impl Filesystem for StackedFuse {
         let r = (|| {
             let (lower, sh, _) = self.file(fh)?;
             let mut buf = vec![0u8; size as usize];
-            let mut st = lock(&sh);
-            st.profile.read(&self.stack.cfg.profiler, Instant::now());
-            let n = match st.pm.as_ref() {
-                Some(p) => self.stack.store.read(p, offset, &mut buf).map_err(err)?,
-                None => read_full(&lower, offset, &mut buf).map_err(err)?,
-            };
+            let n = self.stack.read(&mut sh.lock(), &lower, offset, &mut buf).map_err(err)?;
             buf.truncate(n);
             Ok(buf)
         })();
@@ -662,7 +579,10 @@ impl Filesystem for StackedFuse {
                 kill_suidgid(&lower);
             }
         }
-        match self.file(fh).and_then(|(lower, sh, _)| self.write_data(&lower, &sh, offset, data)) {
+        match self
+            .file(fh)
+            .and_then(|(lower, sh, _)| self.stack.write(&mut sh.lock(), &lower, offset, data).map_err(err))
+        {
             Ok(n) => reply.written(n as u32),
             Err(e) => reply.error(e),
         }
@@ -684,29 +604,13 @@ impl Filesystem for StackedFuse {
     ) {
         let handle = lock(&self.handles).remove(&fh.0);
         if let Some(Handle::File { state, key, .. }) = handle {
-            let mut st = lock(&state);
-            st.opens = st.opens.saturating_sub(1);
-            if st.opens == 0 && st.gone {
-                if let Some(p) = st.pm.take() {
-                    if let Err(e) = self.stack.store.discard(&p) {
-                        eprintln!("hashfs: dropping the PM copy of a deleted file: {e}");
-                    }
-                }
-            }
-            let gone = st.gone && st.opens == 0;
-            drop(st);
-            // The profile outlives the handle (SPFS keeps it in the in-core inode): a
-            // file opened, appended, fsynced and closed at every delivery must still be
-            // seen syncing often. It goes when the kernel forgets the inode.
-            if gone {
-                self.stack.prune(key);
-            }
+            self.stack.closed(key, &state);
         }
         reply.ok()
     }
 
     fn fsync(&self, _req: &Request, _ino: INodeNo, fh: FileHandle, datasync: bool, reply: ReplyEmpty) {
-        match self.file(fh).and_then(|(lower, sh, key)| self.fsync_data(&lower, &sh, key, datasync)) {
+        match self.file(fh).and_then(|(lower, sh, _)| self.stack.fsync(&mut sh.lock(), &lower, datasync).map_err(err)) {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(e),
         }
@@ -871,23 +775,8 @@ impl Filesystem for StackedFuse {
     ) {
         let r = (|| {
             let (lower, sh, _) = self.file(fh)?;
-            let mut st = lock(&sh);
-            match st.pm.as_mut() {
-                // Plain allocation only grows a promoted file; other modes would have to
-                // punch or move both copies: refused, loudly.
-                Some(p) if mode == 0 => {
-                    if offset + length > p.size {
-                        self.stack.store.set_len(p, offset + length).map_err(err)?;
-                    }
-                    Ok(())
-                }
-                Some(_) if mode == libc::FALLOC_FL_KEEP_SIZE => Ok(()),
-                Some(_) => Err(Errno::EOPNOTSUPP),
-                None => {
-                    let m = rustix::fs::FallocateFlags::from_bits(mode as u32).ok_or(Errno::EOPNOTSUPP)?;
-                    rustix::fs::fallocate(&*lower, m, offset, length).map_err(rerr)
-                }
-            }
+            let r = self.stack.allocate(&mut sh.lock(), &lower, mode, offset, length);
+            r.map_err(err)
         })();
         match r {
             Ok(()) => reply.ok(),

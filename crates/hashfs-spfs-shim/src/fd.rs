@@ -1,0 +1,423 @@
+//! Descriptors: which opens are the stack's, closing, duplicating, fcntl, and stdio
+//! streams (which glibc writes with its internal calls: a streamed file is written back
+//! and pinned below while the stream is open).
+
+use crate::*;
+use libc::{c_uint, mode_t, FILE};
+
+/// (st_dev, st_ino) of `fd` if it is a regular file under the lower directory.
+fn lower_key(fd: c_int) -> Option<(u64, u64)> {
+    let l = lower()?;
+    let mut st = std::mem::MaybeUninit::<libc::stat>::uninit();
+    // SAFETY: room for a struct stat.
+    if unsafe { real!(fstat: fn(c_int, *mut libc::stat) -> c_int)(fd, st.as_mut_ptr()) } != 0 {
+        return None;
+    }
+    // SAFETY: filled by a successful fstat.
+    let st = unsafe { st.assume_init() };
+    if st.st_mode & libc::S_IFMT != libc::S_IFREG || st.st_dev != l.dev {
+        return None;
+    }
+    let path = std::fs::read_link(format!("/proc/self/fd/{fd}")).ok()?;
+    path.starts_with(&l.path).then_some((st.st_dev, st.st_ino))
+}
+
+fn is_regular(fd: c_int) -> bool {
+    let mut st = std::mem::MaybeUninit::<libc::stat>::uninit();
+    // SAFETY: room for a struct stat; filled when fstat succeeds.
+    unsafe {
+        real!(fstat: fn(c_int, *mut libc::stat) -> c_int)(fd, st.as_mut_ptr()) == 0
+            && st.assume_init().st_mode & libc::S_IFMT == libc::S_IFREG
+    }
+}
+
+/// (st_dev, st_ino) of the regular file at `path` (followed), if under the lower directory.
+pub(crate) fn path_key(dirfd: c_int, path: *const c_char, follow: bool) -> Option<(u64, u64)> {
+    let l = lower()?;
+    let mut st = std::mem::MaybeUninit::<libc::stat>::uninit();
+    let flags = if follow { 0 } else { libc::AT_SYMLINK_NOFOLLOW };
+    // SAFETY: libc's contract for path; room for a struct stat.
+    let r = unsafe {
+        real!(fstatat: fn(c_int, *const c_char, *mut libc::stat, c_int) -> c_int)(dirfd, path, st.as_mut_ptr(), flags)
+    };
+    if r != 0 {
+        return None;
+    }
+    // SAFETY: filled by a successful fstatat.
+    let st = unsafe { st.assume_init() };
+    (st.st_mode & libc::S_IFMT == libc::S_IFREG && st.st_dev == l.dev).then_some((st.st_dev, st.st_ino))
+}
+
+fn close_quietly(fd: c_int) {
+    // SAFETY: a descriptor this call opened.
+    unsafe { real!(close: fn(c_int) -> c_int)(fd) };
+}
+
+/// Why files under the lower directory cannot be served here.
+fn refusal(s: &Stacked) -> c_int {
+    if FORKED.load(Ordering::Relaxed) {
+        return libc::EIO;
+    }
+    match &s.error {
+        Some(e) if e.contains("in use") || e.contains("lock") => libc::EBUSY,
+        _ => libc::EIO,
+    }
+}
+
+/// After the kernel opened `fd`: a regular file under the lower directory is tracked
+/// (or, where the stack cannot serve it, closed again with an error). `trunc`: O_TRUNC
+/// was held back (some file is promoted), to be done here the stack's way.
+fn adopt(fd: c_int, flags: c_int, trunc: bool) -> c_int {
+    let Some(key) = lower_key(fd) else {
+        if trunc && is_regular(fd) {
+            // SAFETY: the caller's new descriptor, opened for writing.
+            if unsafe { real!(ftruncate: fn(c_int, libc::off_t) -> c_int)(fd, 0) } != 0 {
+                let e = errno();
+                close_quietly(fd);
+                return fail(e);
+            }
+        }
+        return fd;
+    };
+    let s = stacked();
+    let stack = match &s.stack {
+        Some(st) if !FORKED.load(Ordering::Relaxed) => st,
+        _ => {
+            close_quietly(fd);
+            return fail(refusal(s));
+        }
+    };
+    if fd as usize >= FD_BITS {
+        close_quietly(fd);
+        return fail(libc::EMFILE);
+    }
+    let cell = stack.opened(key);
+    if trunc {
+        let r = stack.truncate(&mut cell.lock(), &view(fd), 0);
+        if let Err(e) = r {
+            stack.closed(key, &cell);
+            close_quietly(fd);
+            return fail(io_errno(&e));
+        }
+    }
+    s.track(fd, Arc::new(Desc { key, cell, pos: AtomicI64::new(KERNEL_POS), flags: AtomicI32::new(flags) }));
+    fd
+}
+
+/// O_TRUNC is held back from the kernel when a file is promoted (the PM copy is cut
+/// first, then the lower file); `adopt` does it.
+fn held_trunc(flags: c_int) -> bool {
+    flags & libc::O_TRUNC != 0 && flags & libc::O_ACCMODE != libc::O_RDONLY && hashfs_spfs::any_promoted()
+}
+
+fn active() -> bool {
+    !IN_SHIM.with(|g| g.get()) && lower().is_some()
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn open(path: *const c_char, flags: c_int, mode: c_uint) -> c_int {
+    let real = real!(open: fn(*const c_char, c_int, c_uint) -> c_int);
+    if !active() || flags & libc::O_PATH != 0 {
+        // SAFETY: forwarding.
+        return unsafe { real(path, flags, mode) };
+    }
+    let trunc = held_trunc(flags);
+    // SAFETY: forwarding, O_TRUNC perhaps held back.
+    let fd = unsafe { real(path, if trunc { flags & !libc::O_TRUNC } else { flags }, mode) };
+    if fd < 0 {
+        return fd;
+    }
+    guarded(|| adopt(fd, flags, trunc)).unwrap_or(fd)
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn open64(path: *const c_char, flags: c_int, mode: c_uint) -> c_int {
+    // SAFETY: same contract (off_t is 64 bits here).
+    unsafe { open(path, flags, mode) }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn openat(dirfd: c_int, path: *const c_char, flags: c_int, mode: c_uint) -> c_int {
+    let real = real!(openat: fn(c_int, *const c_char, c_int, c_uint) -> c_int);
+    if !active() || flags & libc::O_PATH != 0 {
+        // SAFETY: forwarding.
+        return unsafe { real(dirfd, path, flags, mode) };
+    }
+    let trunc = held_trunc(flags);
+    // SAFETY: forwarding, O_TRUNC perhaps held back.
+    let fd = unsafe { real(dirfd, path, if trunc { flags & !libc::O_TRUNC } else { flags }, mode) };
+    if fd < 0 {
+        return fd;
+    }
+    guarded(|| adopt(fd, flags, trunc)).unwrap_or(fd)
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn openat64(dirfd: c_int, path: *const c_char, flags: c_int, mode: c_uint) -> c_int {
+    // SAFETY: same contract.
+    unsafe { openat(dirfd, path, flags, mode) }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn __open_2(path: *const c_char, flags: c_int) -> c_int {
+    // SAFETY: same contract as open (no O_CREAT, so no mode).
+    unsafe { open(path, flags, 0) }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn __open64_2(path: *const c_char, flags: c_int) -> c_int {
+    // SAFETY: same contract as open.
+    unsafe { open(path, flags, 0) }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn __openat_2(dirfd: c_int, path: *const c_char, flags: c_int) -> c_int {
+    // SAFETY: same contract as openat.
+    unsafe { openat(dirfd, path, flags, 0) }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn __openat64_2(dirfd: c_int, path: *const c_char, flags: c_int) -> c_int {
+    // SAFETY: same contract as openat.
+    unsafe { openat(dirfd, path, flags, 0) }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn creat(path: *const c_char, mode: mode_t) -> c_int {
+    // SAFETY: same contract as open.
+    unsafe { open(path, libc::O_CREAT | libc::O_WRONLY | libc::O_TRUNC, mode) }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn creat64(path: *const c_char, mode: mode_t) -> c_int {
+    // SAFETY: same contract as open.
+    unsafe { creat(path, mode) }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn close(fd: c_int) -> c_int {
+    if let Some(s) = ours(fd) {
+        guarded(|| s.untrack(fd));
+    }
+    // SAFETY: forwarding.
+    unsafe { real!(close: fn(c_int) -> c_int)(fd) }
+}
+
+/// After the kernel made `newfd` a copy of `fd`: the same description.
+fn copied(fd: c_int, newfd: c_int) {
+    if newfd < 0 || newfd == fd {
+        return;
+    }
+    if let Some(s) = ours(fd) {
+        guarded(|| {
+            if let Some(d) = s.desc(fd) {
+                s.track(newfd, d);
+            }
+        });
+    }
+}
+
+/// Before the kernel closes `newfd` to make it a copy of another descriptor.
+fn replaced(fd: c_int, newfd: c_int) {
+    if fd == newfd {
+        return;
+    }
+    if let Some(s) = ours(newfd) {
+        guarded(|| s.untrack(newfd));
+    }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn dup(fd: c_int) -> c_int {
+    // SAFETY: forwarding.
+    let n = unsafe { real!(dup: fn(c_int) -> c_int)(fd) };
+    copied(fd, n);
+    n
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn dup2(fd: c_int, newfd: c_int) -> c_int {
+    replaced(fd, newfd);
+    // SAFETY: forwarding.
+    let n = unsafe { real!(dup2: fn(c_int, c_int) -> c_int)(fd, newfd) };
+    copied(fd, n);
+    n
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn dup3(fd: c_int, newfd: c_int, flags: c_int) -> c_int {
+    replaced(fd, newfd);
+    // SAFETY: forwarding.
+    let n = unsafe { real!(dup3: fn(c_int, c_int, c_int) -> c_int)(fd, newfd, flags) };
+    copied(fd, n);
+    n
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn fcntl(fd: c_int, cmd: c_int, arg: libc::c_ulong) -> c_int {
+    // SAFETY: forwarding.
+    let r = unsafe { real!(fcntl: fn(c_int, c_int, libc::c_ulong) -> c_int)(fd, cmd, arg) };
+    if r >= 0 {
+        match cmd {
+            libc::F_DUPFD | libc::F_DUPFD_CLOEXEC => copied(fd, r),
+            libc::F_SETFL => {
+                if let Some(d) = ours(fd).and_then(|s| s.desc(fd)) {
+                    let keep = d.flags.load(Ordering::Relaxed) & !(libc::O_APPEND | libc::O_NONBLOCK);
+                    d.flags.store(keep | (arg as c_int & (libc::O_APPEND | libc::O_NONBLOCK)), Ordering::Relaxed);
+                }
+            }
+            _ => {}
+        }
+    }
+    r
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn fcntl64(fd: c_int, cmd: c_int, arg: libc::c_ulong) -> c_int {
+    // SAFETY: same contract.
+    unsafe { fcntl(fd, cmd, arg) }
+}
+
+// ---------------------------------------------------------------------------------------
+// Streams.
+
+/// Writes the file back if it is promoted and pins it below; the pin's cell, to unpin.
+pub(crate) fn pin_below(stack: &Stack, cell: &Shared) -> Result<(), c_int> {
+    let mut st = cell.lock();
+    if st.pm.is_some() {
+        stack.write_back_locked(&mut st).map_err(|e| io_errno(&e))?;
+    }
+    st.pinned += 1;
+    Ok(())
+}
+
+pub(crate) fn unpin(cell: &Shared) {
+    let mut st = cell.lock();
+    st.pinned = st.pinned.saturating_sub(1);
+}
+
+/// A stream about to be opened on `path`: an existing lower file is written back and
+/// pinned first (a "w" stream truncates it in the kernel, which must find it whole).
+fn stream_pin(path: *const c_char) -> Result<Option<Shared>, c_int> {
+    let Some(key) = path_key(libc::AT_FDCWD, path, true) else { return Ok(None) };
+    if !at_under(libc::AT_FDCWD, path, true) {
+        return Ok(None);
+    }
+    let s = stacked();
+    let Some(stack) = s.stack.as_ref().filter(|_| !FORKED.load(Ordering::Relaxed)) else {
+        return Err(refusal(s));
+    };
+    let cell = stack.state(key);
+    pin_below(stack, &cell)?;
+    Ok(Some(cell))
+}
+
+/// After a stream opened: a lower file created by it is pinned too.
+fn stream_opened(fp: *mut FILE, pinned: Option<Shared>) {
+    let cell = match pinned {
+        Some(c) => c,
+        None => {
+            // SAFETY: a stream fopen just returned.
+            let n = unsafe { libc::fileno(fp) };
+            let Some(key) = lower_key(n) else { return };
+            let Some(stack) = &stacked().stack else { return };
+            let cell = stack.state(key);
+            if pin_below(stack, &cell).is_err() {
+                return;
+            }
+            cell
+        }
+    };
+    stacked().streams.lock().insert(fp as usize, cell);
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn fopen(path: *const c_char, mode: *const c_char) -> *mut FILE {
+    let real = real!(fopen: fn(*const c_char, *const c_char) -> *mut FILE);
+    if !active() {
+        // SAFETY: forwarding.
+        return unsafe { real(path, mode) };
+    }
+    let pinned = match guarded(|| stream_pin(path)).unwrap_or(Ok(None)) {
+        Ok(p) => p,
+        Err(e) => {
+            set_errno(e);
+            return std::ptr::null_mut();
+        }
+    };
+    // SAFETY: forwarding.
+    let fp = unsafe { real(path, mode) };
+    guarded(|| {
+        if fp.is_null() {
+            if let Some(c) = &pinned {
+                unpin(c);
+            }
+        } else {
+            stream_opened(fp, pinned);
+        }
+    });
+    fp
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn fopen64(path: *const c_char, mode: *const c_char) -> *mut FILE {
+    // SAFETY: same contract.
+    unsafe { fopen(path, mode) }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn fdopen(fd: c_int, mode: *const c_char) -> *mut FILE {
+    let real = real!(fdopen: fn(c_int, *const c_char) -> *mut FILE);
+    let Some(s) = ours(fd) else {
+        // SAFETY: forwarding.
+        return unsafe { real(fd, mode) };
+    };
+    let pinned = guarded(|| {
+        let d = s.desc(fd)?;
+        let stack = s.stack.as_ref()?;
+        Some(pin_below(stack, &d.cell).map(|_| d))
+    })
+    .flatten();
+    let d = match pinned {
+        Some(Ok(d)) => d,
+        Some(Err(e)) => {
+            set_errno(e);
+            return std::ptr::null_mut();
+        }
+        None => {
+            // SAFETY: forwarding.
+            return unsafe { real(fd, mode) };
+        }
+    };
+    // The stream reads and writes at the kernel's offset.
+    guarded(|| io::kernel_pos(&d, fd));
+    // SAFETY: forwarding.
+    let fp = unsafe { real(fd, mode) };
+    guarded(|| {
+        if fp.is_null() {
+            unpin(&d.cell);
+        } else {
+            s.streams.lock().insert(fp as usize, d.cell.clone());
+        }
+    });
+    fp
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn fclose(fp: *mut FILE) -> c_int {
+    if !fp.is_null() && !IN_SHIM.with(|g| g.get()) {
+        if let Some(s) = STACKED.get() {
+            // fclose closes the descriptor with glibc's internal close, which is not seen.
+            // SAFETY: the caller's open stream.
+            let fd = unsafe { libc::fileno(fp) };
+            guarded(|| {
+                if let Some(cell) = s.streams.lock().remove(&(fp as usize)) {
+                    unpin(&cell);
+                }
+                s.untrack(fd);
+            });
+        }
+    }
+    // SAFETY: forwarding.
+    unsafe { real!(fclose: fn(*mut FILE) -> c_int)(fp) }
+}

@@ -1,0 +1,127 @@
+"""What tests/stack.rs runs under libhashfs_spfs_shim.so: one subcommand per scenario,
+over files in the lower directory given as argv[2]. Prints what the test checks."""
+import mmap, os, sys
+
+
+def rec(i):
+    return (b"record %06d " % i) * 8 + b"\n"
+
+
+def all_recs(n):
+    return b"".join(rec(i) for i in range(n))
+
+
+def append_synced(path, n, start=0, flags=os.O_CREAT | os.O_WRONLY | os.O_TRUNC):
+    fd = os.open(path, flags, 0o644)
+    for i in range(start, start + n):
+        os.write(fd, rec(i))
+        os.fdatasync(fd)
+    return fd
+
+
+def main():
+    cmd, lower = sys.argv[1], sys.argv[2]
+    wal = os.path.join(lower, "wal")
+    if cmd == "promote":
+        # 100 records, each fdatasync'ed: promoted after the first 31.
+        fd = append_synced(wal, 100)
+        print("fstat", os.fstat(fd).st_size)
+        os.close(fd)
+        print("stat", os.stat(wal).st_size)
+        with open(wal, "rb") as f:
+            print("read-ok", f.read() == all_recs(100))
+        fd = os.open(wal, os.O_RDONLY)
+        print("pread-ok", os.pread(fd, 5000, 3000) == all_recs(100)[3000:8000])
+        os.lseek(fd, -10, os.SEEK_END)
+        print("tail-ok", os.read(fd, 100) == all_recs(100)[-10:])
+        os.close(fd)
+    elif cmd == "read":
+        with open(wal, "rb") as f:
+            data = f.read()
+        print("size", os.stat(wal).st_size, len(data))
+        n = 0
+        while data[n * len(rec(0)):(n + 1) * len(rec(0))] == rec(n):
+            n += 1
+        print("records", n, "exact", data == all_recs(n))
+    elif cmd == "writer":
+        # Appends and fdatasyncs records forever, saying each one after its fdatasync.
+        fd = os.open(wal, os.O_CREAT | os.O_WRONLY | os.O_APPEND, 0o644)
+        i = int(sys.argv[3])
+        while True:
+            os.write(fd, rec(i))
+            os.fdatasync(fd)
+            print(i, flush=True)
+            i += 1
+    elif cmd == "truncate":
+        os.close(append_synced(wal, 40))
+        fd = os.open(wal, os.O_WRONLY | os.O_TRUNC)
+        print("after-otrunc", os.fstat(fd).st_size)
+        os.write(fd, b"abcdef")
+        os.fsync(fd)
+        os.close(fd)
+        os.truncate(wal, 4)
+        with open(wal, "rb") as f:
+            print("content", f.read().decode())
+        fd = os.open(wal, os.O_RDWR)
+        os.ftruncate(fd, 2)
+        os.lseek(fd, 0, os.SEEK_END)
+        os.write(fd, b"Z")
+        os.close(fd)
+        with open(wal, "rb") as f:
+            print("final", f.read().decode())
+    elif cmd == "mmap":
+        fd = append_synced(wal, 40)
+        with mmap.mmap(os.open(wal, os.O_RDONLY), 0, access=mmap.ACCESS_READ) as m:
+            print("mapped-ok", m[:] == all_recs(40))
+        for i in range(40, 80):
+            os.write(fd, rec(i))
+            os.fdatasync(fd)
+        os.close(fd)
+        with open(wal, "rb") as f:
+            print("read-ok", f.read() == all_recs(80))
+    elif cmd == "reuse":
+        # A promoted file deleted, and new files made until one gets its inode number back.
+        fd = append_synced(wal, 40)
+        ino = os.fstat(fd).st_ino
+        os.close(fd)
+        os.unlink(wal)
+        for k in range(64):
+            p = os.path.join(lower, "new%d" % k)
+            fd = os.open(p, os.O_CREAT | os.O_WRONLY, 0o644)
+            if os.fstat(fd).st_ino == ino:
+                # Kept open from its creation, as a database keeps its log.
+                for i in range(40):
+                    os.write(fd, rec(i))
+                    os.fdatasync(fd)
+                os.close(fd)
+                print("reused", k)
+                break
+            os.close(fd)
+        else:
+            print("not-reused")
+    elif cmd == "hold":
+        # Takes the image and waits for a line on stdin; a forked child tries the lower directory.
+        fd = append_synced(wal, 5)
+        pid = os.fork()
+        if pid == 0:
+            try:
+                os.open(os.path.join(lower, "x"), os.O_CREAT | os.O_WRONLY, 0o644)
+                os._exit(0)
+            except OSError as e:
+                os._exit(e.errno)
+        _, status = os.waitpid(pid, 0)
+        print("child-errno", os.waitstatus_to_exitcode(status), flush=True)
+        sys.stdin.readline()
+        os.close(fd)
+    elif cmd == "open":
+        for p in (wal, "/proc/self/status"):
+            try:
+                os.close(os.open(p, os.O_RDONLY))
+                print("opened", p)
+            except OSError as e:
+                print("errno", e.errno, p)
+    else:
+        sys.exit("unknown command " + cmd)
+
+
+main()

@@ -1,0 +1,195 @@
+//! SPFS's stacked mode through the preload shim: programs (Python scripts,
+//! `tests/scripts/stack_ops.py`) run with `libhashfs_spfs_shim.so` over a lower directory
+//! on ext4 (`/var/tmp`; tmpfs may not export file handles), and the test checks the lower
+//! file itself, the merged view another run of the shim sees, and the PM side
+//! (`PmStore::check`, as `hashfs fsck --lower` does).
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::Arc;
+
+fn shim_path() -> PathBuf {
+    // target/<profile>/deps/stack-xxxx -> target/<profile>/libhashfs_spfs_shim.so
+    let exe = std::env::current_exe().unwrap();
+    let profile_dir = exe.parent().unwrap().parent().unwrap();
+    // `cargo test` builds the crate only as an rlib for the test: build the cdylib too.
+    static BUILT: std::sync::Once = std::sync::Once::new();
+    BUILT.call_once(|| {
+        let mut c = Command::new(env!("CARGO"));
+        c.args(["build", "-p", "hashfs-spfs-shim"]);
+        if profile_dir.file_name().is_some_and(|n| n == "release") {
+            c.arg("--release");
+        }
+        assert!(c.status().unwrap().success(), "building libhashfs_spfs_shim.so");
+    });
+    let so = profile_dir.join("libhashfs_spfs_shim.so");
+    assert!(so.exists(), "{} not built", so.display());
+    so
+}
+
+fn python() -> &'static str {
+    // The system interpreter: a version manager's wrapper scripts would run (and take the
+    // image) before it.
+    if Path::new("/usr/bin/python3").exists() {
+        "/usr/bin/python3"
+    } else {
+        "python3"
+    }
+}
+
+const SCRIPT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/scripts/stack_ops.py");
+
+struct Stack {
+    dir: tempfile::TempDir,
+}
+
+impl Stack {
+    fn new() -> Stack {
+        let dir = tempfile::tempdir_in("/var/tmp").unwrap();
+        std::fs::create_dir(dir.path().join("lower")).unwrap();
+        let opts = hashfs::FormatOptions { mapping: hashfs::MappingKind::ExtentHash, ..Default::default() };
+        hashfs::FileSystem::format_file(&dir.path().join("pm.img"), 64 << 20, &opts, &|_, _| {}).unwrap();
+        Stack { dir }
+    }
+    fn lower(&self) -> PathBuf {
+        self.dir.path().join("lower")
+    }
+    fn cmd(&self, keep: bool, args: &[&str]) -> Command {
+        let mut c = Command::new(python());
+        c.arg(SCRIPT)
+            .args(&args[..1])
+            .arg(self.lower())
+            .args(&args[1..])
+            .env("LD_PRELOAD", shim_path())
+            .env("HASHFS_IMAGE", self.dir.path().join("pm.img"))
+            .env("HASHFS_LOWER", self.lower())
+            .env("HASHFS_STACK_STATUS", "1")
+            .env("HASHFS_STACK_KEEP", if keep { "1" } else { "0" });
+        c
+    }
+    fn run(&self, keep: bool, args: &[&str]) -> (String, String) {
+        let o: Output = self.cmd(keep, args).output().unwrap();
+        let (out, err) =
+            (String::from_utf8_lossy(&o.stdout).into_owned(), String::from_utf8_lossy(&o.stderr).into_owned());
+        assert!(o.status.success(), "{args:?} failed: {}\n{out}\n{err}", o.status);
+        (out, err)
+    }
+    /// (promoted files sound, problems) of the PM side against the lower directory.
+    fn check(&self) -> (usize, Vec<String>) {
+        let dev =
+            hashfs::pm::MmapDevice::open(&self.dir.path().join("pm.img"), hashfs::pm::OpenMode::Existing).unwrap();
+        let (fs, _) = hashfs::FileSystem::mount(Arc::new(dev), &|_, _| {}).unwrap();
+        hashfs_spfs::absorb::PmStore::check(fs, &self.lower()).unwrap()
+    }
+}
+
+fn rec(i: usize) -> Vec<u8> {
+    format!("record {i:06} ").repeat(8).into_bytes().into_iter().chain([b'\n']).collect()
+}
+
+fn recs(n: usize) -> Vec<u8> {
+    (0..n).flat_map(rec).collect()
+}
+
+/// The number a status line says: "promotions: 2  write-backs: ..." -> 2.
+fn counter(status: &str, name: &str) -> u64 {
+    let at = status.find(&format!("{name}: ")).unwrap_or_else(|| panic!("no {name} in {status}"));
+    status[at + name.len() + 2..].split_whitespace().next().unwrap().parse().unwrap()
+}
+
+#[test]
+fn fsynced_appends_are_absorbed_merged_and_written_back_at_exit() {
+    let s = Stack::new();
+    let (out, err) = s.run(true, &["promote"]);
+    let total = recs(100).len();
+    assert!(out.contains(&format!("fstat {total}")) && out.contains(&format!("stat {total}")), "{out}");
+    assert!(out.contains("read-ok True") && out.contains("pread-ok True") && out.contains("tail-ok True"), "{out}");
+    assert_eq!(counter(&err, "promotions"), 1, "{err}");
+    assert!(counter(&err, "fsyncs absorbed in PM") >= 60, "{err}");
+    // Kept in PM: the lower file has what was fsynced before the promotion only.
+    let below = std::fs::read(s.lower().join("wal")).unwrap();
+    assert!(below.len() < total && recs(100).starts_with(&below), "lower file {} bytes", below.len());
+    assert_eq!(s.check(), (1, vec![]));
+    // The next run sees the merged file, and writes it back when it exits.
+    let (out, _) = s.run(false, &["read"]);
+    assert!(out.contains(&format!("size {total} {total}")) && out.contains("records 100 exact True"), "{out}");
+    assert_eq!(std::fs::read(s.lower().join("wal")).unwrap(), recs(100));
+    assert_eq!(s.check(), (0, vec![]));
+}
+
+#[test]
+fn kill_9_loses_no_fsynced_record() {
+    let s = Stack::new();
+    let mut next = 0usize;
+    for (round, stop_after) in [45usize, 7, 130].into_iter().enumerate() {
+        let mut child = s.cmd(true, &["writer", &next.to_string()]).stdout(Stdio::piped()).spawn().unwrap();
+        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        let mut acked = next;
+        for _ in 0..stop_after {
+            acked = lines.next().unwrap().unwrap().trim().parse::<usize>().unwrap() + 1;
+        }
+        child.kill().unwrap(); // SIGKILL, somewhere in the next write or fdatasync
+        child.wait().unwrap();
+        let (out, _) = s.run(true, &["read"]);
+        let n: usize = out.split("records ").nth(1).unwrap().split_whitespace().next().unwrap().parse().unwrap();
+        assert!(n >= acked, "round {round}: {acked} records were fsynced, {n} came back: {out}");
+        assert!(out.contains("exact True") || n == acked || n == acked + 1, "{out}");
+        next = n;
+    }
+    // The last record may be torn (written, not fsynced): the next run writes it back as it is,
+    // and everything before it is whole.
+    s.run(false, &["read"]);
+    let below = std::fs::read(s.lower().join("wal")).unwrap();
+    assert!(below.starts_with(&recs(next)), "written back: {} bytes", below.len());
+    assert_eq!(s.check(), (0, vec![]));
+}
+
+#[test]
+fn truncation_of_a_promoted_file_cuts_pm_and_the_lower_file() {
+    let s = Stack::new();
+    let (out, err) = s.run(true, &["truncate"]);
+    assert!(out.contains("after-otrunc 0") && out.contains("content abcd") && out.contains("final abZ"), "{out}");
+    assert_eq!(counter(&err, "promotions"), 1, "{err}");
+    assert!(std::fs::read(s.lower().join("wal")).unwrap().len() <= 3, "the lower file is never longer than PM's");
+    s.run(false, &["read"]);
+    assert_eq!(std::fs::read(s.lower().join("wal")).unwrap(), b"abZ");
+}
+
+#[test]
+fn mapping_a_promoted_file_writes_it_back_and_keeps_it_below() {
+    let s = Stack::new();
+    let (out, err) = s.run(true, &["mmap"]);
+    assert!(out.contains("mapped-ok True") && out.contains("read-ok True"), "{out}");
+    assert_eq!((counter(&err, "promotions"), counter(&err, "write-backs")), (1, 1), "{err}");
+    // 40 more fsyncs after the mapping: the file stayed below, so they all reached ext4.
+    assert_eq!(std::fs::read(s.lower().join("wal")).unwrap(), recs(80));
+    assert_eq!(s.check(), (0, vec![]));
+}
+
+#[test]
+fn a_new_file_on_a_deleted_promoted_files_inode_is_promoted_again() {
+    let s = Stack::new();
+    let (out, err) = s.run(true, &["reuse"]);
+    if out.contains("not-reused") {
+        eprintln!("ext4 gave no new file the deleted inode's number: nothing to check");
+        return;
+    }
+    assert_eq!(counter(&err, "promotions"), 2, "{out}{err}");
+    assert_eq!(s.check(), (1, vec![]), "the deleted file's copy is gone, the new file's kept");
+}
+
+#[test]
+fn other_processes_and_forked_children_are_refused_not_bypassed() {
+    let s = Stack::new();
+    let mut holder = s.cmd(true, &["hold"]).stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().unwrap();
+    let mut lines = BufReader::new(holder.stdout.take().unwrap()).lines();
+    let line = lines.next().unwrap().unwrap();
+    assert_eq!(line, format!("child-errno {}", libc::EIO), "a forked child gets EIO under the lower directory");
+    let (out, err) = s.run(true, &["open"]);
+    assert!(out.contains(&format!("errno {} ", libc::EBUSY)), "another process: EBUSY\n{out}{err}");
+    assert!(out.contains("opened /proc/self/status"), "files elsewhere are untouched\n{out}");
+    assert!(err.contains("in use"), "{err}");
+    writeln!(holder.stdin.as_mut().unwrap()).unwrap();
+    assert!(holder.wait().unwrap().success());
+}
