@@ -754,7 +754,7 @@ def main():
         help="hand-written notes on why results differ, one '## <experiment>' section each, appended to that section",
     )
     ap.add_argument(
-        "--stacked", default="bench/stacked/run1.json", help="bench/stacked.py's JSON: the SPFS stacked-mode section"
+        "--stacked", default="bench/stacked/run2.json", help="bench/stacked.py's JSON: the SPFS stacked-mode section"
     )
     ap.add_argument(
         "--estimator",

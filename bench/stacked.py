@@ -29,7 +29,8 @@ Workloads:
   rocksdb-nosync, fio-rand-nosync  never sync (the stacking overhead, Fig. 11a/b)
 
 The mail generators run in a child Python (`--mail-worker`) so that the shim can be
-loaded into it; every target runs them that way.
+loaded into it, and fio runs its job as a thread (`--thread`: a process forked from the one
+that laid the file out may not use the shim's image); every target runs them that way.
 
 Usage: python3 bench/stacked.py [--quick] [--rounds N] [--only W1,W2] [--targets T1,T2] [--json FILE]
 Needs root, /dev/fuse, fio and db_bench (scripts/test.sh installs them), the release build.
@@ -61,7 +62,7 @@ def drop_caches():
 
 
 def fio_sync(d, rw, size, runtime):
-    out = run(["fio", "--name=s", f"--filename={d}/fio", f"--size={size}", "--bs=4k", f"--rw={rw}",
+    out = run(["fio", "--name=s", "--thread", f"--filename={d}/fio", f"--size={size}", "--bs=4k", f"--rw={rw}",
                "--ioengine=psync", "--fdatasync=1", f"--runtime={runtime}", "--time_based", "--output-format=json"])
     job = json.loads(out[out.index("{"):])["jobs"][0]
     w, s = job["write"], job.get("sync", {})
@@ -73,7 +74,7 @@ def fio_sync(d, rw, size, runtime):
 def fio_nosync(d, size, runtime):
     res = {}
     for rw in ("randwrite", "randread"):
-        out = run(["fio", "--name=n", f"--filename={d}/fio", f"--size={size}", "--bs=4k", f"--rw={rw}",
+        out = run(["fio", "--name=n", "--thread", f"--filename={d}/fio", f"--size={size}", "--bs=4k", f"--rw={rw}",
                    "--ioengine=psync", f"--runtime={runtime}", "--time_based", "--output-format=json"])
         job = json.loads(out[out.index("{"):])["jobs"][0]
         res[f"{rw}_ops_per_s"] = job["read" if rw == "randread" else "write"]["iops"]
