@@ -1,5 +1,7 @@
 //! SPFS's stacked mode (`../shared/papers/spfs-stackable-pm-fs-fast23.txt`): HashFS's PM
-//! stacked over an ordinary directory (ext4, XFS, tmpfs), served through FUSE.
+//! stacked over an ordinary directory (ext4, XFS, tmpfs), served through FUSE ([`ops`]) or
+//! inside a program's own process by the preload shim (`crates/hashfs-spfs-shim`); both
+//! front ends run a file's data through the same operations ([`file`]).
 //!
 //! Every file lives in the lower directory until the Sync Point Profiler
 //! ([`profiler`]) sees it fsynced often with little written between syncs; then it is
@@ -8,7 +10,7 @@
 //! background thread writes promoted files back to the lower file system when their Sync
 //! Factor falls under the hard limit or PM passes its high-water mark ([`demote`]).
 //! Everything else (directories, names, attributes, unpromoted files) is the lower file
-//! system's, reached through O_PATH descriptors ([`ops`]).
+//! system's (through the mount, reached by O_PATH descriptors: [`ops`]).
 //!
 //! Differences from the released SPFS, on purpose: the PM side survives crashes and
 //! remounts (SPFS formats PM at every mount); write-back exists and is crash-safe (SPFS's

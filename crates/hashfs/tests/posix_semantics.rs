@@ -323,6 +323,29 @@ fn write_times_after_a_stat_change_and_keep_order() {
     }
 }
 
+/// A front end's own look at a file's attributes (`peek_attr`: a size, a type, a
+/// permission check) is not a stat: the next write keeps the coarse clock, so it shows the
+/// same time as the write before (the floor) unless the clock ticked between. Marked as a
+/// stat, every such write would take the fine clock and show a later time.
+#[test]
+fn a_front_ends_own_attribute_reads_leave_writes_on_the_coarse_clock() {
+    let (fs, _dev) = new_fs(8 << 20, &small_opts());
+    fs.write(p("/a"), b"a").unwrap();
+    let f = fs.open_file(p("/a"), OpenOptions::new().read(true).write(true)).unwrap();
+    let ino = f.metadata().unwrap().ino;
+    let mut same = 0;
+    for _ in 0..200 {
+        fs.getattr(ino).unwrap(); // a stat: the next write takes the fine clock
+        f.write_at(0, b"x").unwrap();
+        let t1 = fs.peek_attr(ino).unwrap().mtime_ns;
+        f.write_at(0, b"y").unwrap();
+        let t2 = fs.getattr(ino).unwrap().mtime_ns;
+        assert!(t2 >= t1, "times go back: {t1} -> {t2}");
+        same += usize::from(t2 == t1);
+    }
+    assert!(same >= 100, "only {same} of 200 writes after a peek kept the coarse clock");
+}
+
 #[test]
 fn metadata_changes_persist() {
     let (fs, dev) = new_fs(8 << 20, &small_opts());

@@ -44,7 +44,7 @@ fn park_kernel_cwd() -> Result<(), c_int> {
 fn enter(path: &Path) -> Result<(), c_int> {
     let fs = shim().fs()?;
     let ino = fs.resolve(path).map_err(|e| e.errno())?;
-    let md = fs.getattr(ino).map_err(|e| e.errno())?;
+    let md = fs.peek_attr(ino).map_err(|e| e.errno())?;
     if !md.is_dir() {
         return Err(libc::ENOTDIR);
     }

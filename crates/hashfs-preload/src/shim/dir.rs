@@ -13,7 +13,7 @@ pub(super) fn open_dir_stream(path: &Path, fd: c_int) -> Result<*mut libc::DIR, 
     let s = shim();
     let fs = s.fs()?;
     let ino = fs.resolve(path).map_err(|e| e.errno())?;
-    let md = fs.getattr(ino).map_err(|e| e.errno())?;
+    let md = fs.peek_attr(ino).map_err(|e| e.errno())?;
     if !md.is_dir() {
         return Err(libc::ENOTDIR);
     }

@@ -67,14 +67,14 @@ pub(super) fn do_open(path: &Path, flags: c_int, mode: mode_t) -> c_int {
             }
         } else if flags & libc::O_NOFOLLOW != 0 {
             let ino = fs.resolve_nofollow(path)?;
-            if fs.getattr(ino)?.is_symlink() {
+            if fs.peek_attr(ino)?.is_symlink() {
                 return Err(Error::Loop);
             }
             ino
         } else {
             fs.resolve(path)?
         };
-        let md = fs.getattr(ino)?;
+        let md = fs.peek_attr(ino)?;
         if flags & libc::O_DIRECTORY != 0 && !md.is_dir() {
             return Err(Error::NotDir);
         }

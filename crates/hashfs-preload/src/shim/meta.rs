@@ -34,7 +34,7 @@ fn fd_target(fd: c_int) -> Option<Result<Ino, c_int>> {
 /// chown's permission rule and change, on inode `ino`.
 fn chown_ino(ino: Ino, uid: libc::uid_t, gid: libc::gid_t) -> Result<(), c_int> {
     let fs = shim().fs()?;
-    let md = fs.getattr(ino).map_err(|e| e.errno())?;
+    let md = fs.peek_attr(ino).map_err(|e| e.errno())?;
     let uid = (uid != u32::MAX).then_some(uid);
     let gid = (gid != u32::MAX).then_some(gid);
     // SAFETY: no preconditions.
@@ -141,7 +141,7 @@ pub unsafe extern "C" fn fchmodat(dirfd: c_int, path: *const c_char, mode: mode_
         return guarded(|| {
             ret0(t.and_then(|ino| {
                 let fs = shim().fs()?;
-                if flags & libc::AT_SYMLINK_NOFOLLOW != 0 && fs.getattr(ino).is_ok_and(|m| m.is_symlink()) {
+                if flags & libc::AT_SYMLINK_NOFOLLOW != 0 && fs.peek_attr(ino).is_ok_and(|m| m.is_symlink()) {
                     return Err(libc::EOPNOTSUPP); // as Linux: symlinks have no mode to change
                 }
                 fs.setattr(ino, &SetAttr { perm: Some(mode & 0o7777), ..Default::default() })

@@ -210,7 +210,7 @@ pub(super) fn file_changed_ino(ino: Ino, lo: u64, hi: u64) {
         return;
     }
     let Ok(fs) = shim().fs() else { return };
-    let Ok(size) = fs.getattr(ino).map(|m| m.size) else { return };
+    let Ok(size) = fs.peek_attr(ino).map(|m| m.size) else { return };
     let mut maps = MAPS.lock();
     remap_filled(fs, &mut maps, ino, lo, hi);
     for m in maps.iter_mut().filter(|m| m.file.ino == ino && !m.private) {
@@ -272,7 +272,7 @@ fn map_file(
     if acc == libc::O_WRONLY {
         return Err(libc::EACCES); // every mapping needs read access, as on Linux
     }
-    let size = fs.getattr(of.ino).map_err(|e| e.errno())?.size;
+    let size = fs.peek_attr(of.ino).map_err(|e| e.errno())?.size;
     let fixed = flags & libc::MAP_FIXED;
     // The mapping type is the low bits: MAP_SHARED (1), MAP_PRIVATE (2), MAP_SHARED_VALIDATE
     // (3). (Testing `flags & (MAP_SHARED | MAP_SHARED_VALIDATE)` took MAP_PRIVATE for shared:

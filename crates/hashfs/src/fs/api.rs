@@ -324,6 +324,19 @@ impl<D: PmDevice> FileSystem<D> {
         Ok(Metadata::from_raw(ino, &st.raw))
     }
 
+    /// [`FileSystem::getattr`] for a front end's own bookkeeping (a size, a type, a
+    /// permission check), whose times nobody is shown: they are not marked read, so the
+    /// file's next write keeps the coarse clock (`inode::write_time_ns`). A stat must use
+    /// `getattr`.
+    pub fn peek_attr(&self, ino: Ino) -> Result<Metadata> {
+        let cell = self.inner.cell(ino)?;
+        let st = cell.state.read();
+        if st.freed {
+            return Err(Error::NotFound);
+        }
+        Ok(Metadata::from_raw(ino, &st.raw))
+    }
+
     /// chmod, chown, truncate, utimens. A chmod of a file with an access ACL also rewrites
     /// the ACL's owner, mask and other entries (a second transaction).
     pub fn setattr(&self, ino: Ino, attr: &SetAttr) -> Result<Metadata> {
