@@ -13,7 +13,6 @@ use hashfs::{Error, File, FileSystem, FileType, Ino, Metadata, SetAttr};
 use hashfs::{Owner, RenameMode, SetTime};
 use libc::{c_char, c_int, c_uint, c_void, mode_t, off_t, size_t, ssize_t};
 use parking_lot::Mutex;
-use std::cell::Cell;
 use std::collections::HashMap;
 use std::ffi::{CStr, CString};
 use std::os::unix::ffi::OsStrExt;
@@ -21,53 +20,9 @@ use std::path::{Component, Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 
-// ---------------------------------------------------------------------------------------
-// The real libc functions.
-
-macro_rules! real {
-    ($name:ident : fn($($arg:ty),*) -> $ret:ty) => {{
-        static PTR: std::sync::atomic::AtomicPtr<c_void> = std::sync::atomic::AtomicPtr::new(std::ptr::null_mut());
-        #[allow(unused_unsafe)] // the macro is used both inside and outside unsafe blocks
-        let f = {
-            let mut p = PTR.load(Ordering::Relaxed);
-            if p.is_null() {
-                // SAFETY: the name is a NUL-terminated literal; RTLD_NEXT finds libc's symbol.
-                p = unsafe { libc::dlsym(libc::RTLD_NEXT, concat!(stringify!($name), "\0").as_ptr() as *const c_char) };
-                PTR.store(p, Ordering::Relaxed);
-            }
-            assert!(!p.is_null(), concat!("hashfs_preload: libc has no ", stringify!($name)));
-            // SAFETY: the symbol is libc's function of this signature.
-            unsafe { std::mem::transmute::<*mut c_void, unsafe extern "C" fn($($arg),*) -> $ret>(p) }
-        };
-        f
-    }};
-}
-
-thread_local! {
-    static IN_SHIM: Cell<bool> = const { Cell::new(false) };
-}
-
-/// Runs `f` with the reentrancy guard set; None if the guard was already set (the caller
-/// then goes to libc).
-fn guarded<T>(f: impl FnOnce() -> T) -> Option<T> {
-    let entered = IN_SHIM.with(|g| !g.replace(true));
-    if !entered {
-        return None;
-    }
-    let r = f();
-    IN_SHIM.with(|g| g.set(false));
-    Some(r)
-}
-
-fn set_errno(e: c_int) {
-    // SAFETY: __errno_location returns this thread's errno.
-    unsafe { *libc::__errno_location() = e };
-}
-
-fn fail<T: From<i8>>(e: c_int) -> T {
-    set_errno(e);
-    T::from(-1)
-}
+// The real libc functions, the reentrancy guard and errno: `hashfs-interpose`, shared with
+// the stacked mode's shim.
+use hashfs_interpose::{fail, guarded, in_shim, real, set_errno, shim_thread};
 
 // ---------------------------------------------------------------------------------------
 // State.
@@ -175,7 +130,7 @@ fn start_pump(of: Arc<OpenFile>, target: c_int) -> c_int {
     settle_pump(older, target);
     let keep = if output { r } else { w };
     let handle = std::thread::spawn(move || {
-        IN_SHIM.with(|g| g.set(true));
+        shim_thread();
         let Some(file) = of.file.as_ref() else { return };
         let mut buf = vec![0u8; 64 * 1024];
         loop {
@@ -400,7 +355,7 @@ impl Shim {
 
 /// Fast check used by the fd-taking functions before anything else.
 fn ours(fd: c_int) -> bool {
-    !IN_SHIM.with(|g| g.get()) && SHIM.get().is_some_and(|s| s.is_ours(fd))
+    !in_shim() && SHIM.get().is_some_and(|s| s.is_ours(fd))
 }
 
 // ---------------------------------------------------------------------------------------

@@ -111,7 +111,7 @@ fn held_trunc(flags: c_int) -> bool {
 }
 
 fn active() -> bool {
-    !IN_SHIM.with(|g| g.get()) && lower().is_some()
+    !in_shim() && lower().is_some()
 }
 
 #[no_mangle]
@@ -405,7 +405,7 @@ pub unsafe extern "C" fn fdopen(fd: c_int, mode: *const c_char) -> *mut FILE {
 
 #[no_mangle]
 pub unsafe extern "C" fn fclose(fp: *mut FILE) -> c_int {
-    if !fp.is_null() && !IN_SHIM.with(|g| g.get()) {
+    if !fp.is_null() && !in_shim() {
         if let Some(s) = STACKED.get() {
             // fclose closes the descriptor with glibc's internal close, which is not seen.
             // SAFETY: the caller's open stream.

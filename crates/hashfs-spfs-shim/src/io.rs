@@ -548,7 +548,7 @@ fn truncate_promoted(path: *const c_char, len: off_t) -> Option<c_int> {
 
 #[no_mangle]
 pub unsafe extern "C" fn truncate(path: *const c_char, len: off_t) -> c_int {
-    if !IN_SHIM.with(|g| g.get()) && lower().is_some() {
+    if !in_shim() && lower().is_some() {
         if let Some(r) = guarded(|| truncate_promoted(path, len)).flatten() {
             return r;
         }

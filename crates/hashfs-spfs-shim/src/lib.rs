@@ -33,7 +33,6 @@
 use hashfs_spfs::{Shared, Stack, StackConfig};
 use libc::{c_char, c_int, c_void};
 use parking_lot::{Mutex, RwLock};
-use std::cell::Cell;
 use std::collections::HashMap;
 use std::fs::File;
 use std::mem::ManuallyDrop;
@@ -43,57 +42,9 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 
-// ---------------------------------------------------------------------------------------
-// The real libc functions and the reentrancy guard (as in `hashfs-preload`).
-
-macro_rules! real {
-    ($name:ident : fn($($arg:ty),*) -> $ret:ty) => {{
-        static PTR: std::sync::atomic::AtomicPtr<libc::c_void> = std::sync::atomic::AtomicPtr::new(std::ptr::null_mut());
-        #[allow(unused_unsafe)] // the macro is used both inside and outside unsafe blocks
-        let f = {
-            let mut p = PTR.load(std::sync::atomic::Ordering::Relaxed);
-            if p.is_null() {
-                // SAFETY: the name is a NUL-terminated literal; RTLD_NEXT finds libc's symbol.
-                p = unsafe { libc::dlsym(libc::RTLD_NEXT, concat!(stringify!($name), "\0").as_ptr() as *const libc::c_char) };
-                PTR.store(p, std::sync::atomic::Ordering::Relaxed);
-            }
-            assert!(!p.is_null(), concat!("hashfs_spfs_shim: libc has no ", stringify!($name)));
-            // SAFETY: the symbol is libc's function of this signature.
-            unsafe { std::mem::transmute::<*mut libc::c_void, unsafe extern "C" fn($($arg),*) -> $ret>(p) }
-        };
-        f
-    }};
-}
-
-thread_local! {
-    static IN_SHIM: Cell<bool> = const { Cell::new(false) };
-}
-
-/// Runs `f` with the reentrancy guard set (the stack's own calls into libc then pass
-/// straight through); None if it was already set.
-fn guarded<T>(f: impl FnOnce() -> T) -> Option<T> {
-    if IN_SHIM.with(|g| g.replace(true)) {
-        return None;
-    }
-    let r = f();
-    IN_SHIM.with(|g| g.set(false));
-    Some(r)
-}
-
-fn set_errno(e: c_int) {
-    // SAFETY: __errno_location returns this thread's errno.
-    unsafe { *libc::__errno_location() = e };
-}
-
-fn errno() -> c_int {
-    // SAFETY: as above.
-    unsafe { *libc::__errno_location() }
-}
-
-fn fail<T: From<i8>>(e: c_int) -> T {
-    set_errno(e);
-    T::from(-1)
-}
+// The real libc functions, the reentrancy guard and errno: `hashfs-interpose`, shared with
+// `hashfs-preload`.
+use hashfs_interpose::{errno, fail, guarded, in_shim, real, set_errno, shim_thread};
 
 fn io_errno(e: &std::io::Error) -> c_int {
     e.raw_os_error().unwrap_or(libc::EIO)
@@ -335,7 +286,7 @@ impl Stacked {
                 std::thread::Builder::new()
                     .name("hashfs-writeback".into())
                     .spawn(move || {
-                        IN_SHIM.with(|g| g.set(true));
+                        shim_thread();
                         hashfs_spfs::run_demoter(&stack);
                     })
                     .expect("thread"),
@@ -401,7 +352,7 @@ fn at_under(dirfd: c_int, path: *const c_char, follow: bool) -> bool {
 
 /// The state if `fd` is a tracked lower file and the call is the program's.
 fn ours(fd: c_int) -> Option<&'static Stacked> {
-    if IN_SHIM.with(|g| g.get()) {
+    if in_shim() {
         return None;
     }
     STACKED.get().filter(|s| s.tracked(fd))

@@ -10,7 +10,7 @@ use libc::{off_t, size_t, ssize_t};
 /// The merged attributes of lower file `key`, if it is promoted; `under` says whether the
 /// file stat'ed is under the lower directory, asked only before the stack is open.
 fn merged(key: (u64, u64), under: impl FnOnce() -> bool) -> Option<hashfs_spfs::MergedAttr> {
-    if IN_SHIM.with(|g| g.get()) || lower()?.dev != key.0 {
+    if in_shim() || lower()?.dev != key.0 {
         return None;
     }
     guarded(|| {
@@ -120,7 +120,7 @@ pub unsafe extern "C" fn statx(
 
 /// The lower file `(dirfd, path)` names now, if any file is promoted (else nothing to do).
 fn named(dirfd: c_int, path: *const c_char) -> Option<(u64, u64)> {
-    if IN_SHIM.with(|g| g.get()) || lower().is_none() {
+    if in_shim() || lower().is_none() {
         return None;
     }
     guarded(|| {

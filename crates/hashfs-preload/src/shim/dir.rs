@@ -37,7 +37,7 @@ pub(super) fn open_dir_stream(path: &Path, fd: c_int) -> Result<*mut libc::DIR, 
 }
 
 pub(super) fn is_our_dir(d: *mut libc::DIR) -> bool {
-    !IN_SHIM.with(|g| g.get()) && SHIM.get().is_some_and(|s| s.dirs.lock().contains_key(&(d as usize)))
+    !in_shim() && SHIM.get().is_some_and(|s| s.dirs.lock().contains_key(&(d as usize)))
 }
 
 #[no_mangle]

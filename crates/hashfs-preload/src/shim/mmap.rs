@@ -395,7 +395,7 @@ fn forget_range(maps: &mut Vec<FileMap>, a: usize, e: usize) {
 pub unsafe extern "C" fn munmap(addr: *mut c_void, len: size_t) -> c_int {
     // SAFETY: forwarding.
     let r = unsafe { real!(munmap: fn(*mut c_void, size_t) -> c_int)(addr, len) };
-    if r == 0 && !IN_SHIM.with(|g| g.get()) && MAP_COUNT.load(Ordering::Relaxed) > 0 {
+    if r == 0 && !in_shim() && MAP_COUNT.load(Ordering::Relaxed) > 0 {
         // The kernel unmaps whole pages: [addr, addr + len rounded up to a page).
         let (a, e) = (addr as usize, (addr as usize).saturating_add(len).next_multiple_of(PAGE));
         guarded(|| {
@@ -415,7 +415,7 @@ pub unsafe extern "C" fn munmap(addr: *mut c_void, len: size_t) -> c_int {
 #[no_mangle]
 pub unsafe extern "C" fn msync(addr: *mut c_void, len: size_t, flags: c_int) -> c_int {
     let (a, e) = (addr as usize, (addr as usize).saturating_add(len));
-    if IN_SHIM.with(|g| g.get()) || MAP_COUNT.load(Ordering::Relaxed) == 0 {
+    if in_shim() || MAP_COUNT.load(Ordering::Relaxed) == 0 {
         // SAFETY: forwarding.
         return unsafe { real!(msync: fn(*mut c_void, size_t, c_int) -> c_int)(addr, len, flags) };
     }

@@ -30,7 +30,7 @@ macro_rules! socket_fn {
     ($name:ident) => {
         #[no_mangle]
         pub unsafe extern "C" fn $name(fd: c_int, addr: *const libc::sockaddr, len: libc::socklen_t) -> c_int {
-            if !IN_SHIM.with(|g| g.get()) && prefix().is_some() && is_our_unix_path(addr, len) {
+            if !in_shim() && prefix().is_some() && is_our_unix_path(addr, len) {
                 return fail(libc::EOPNOTSUPP);
             }
             // SAFETY: forwarding.

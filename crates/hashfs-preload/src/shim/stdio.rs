@@ -78,7 +78,7 @@ pub(super) fn stream_for(fd: c_int, mode: *const c_char) -> *mut libc::FILE {
 }
 
 pub(super) fn stream_fd(f: *mut libc::FILE) -> Option<c_int> {
-    if IN_SHIM.with(|g| g.get()) {
+    if in_shim() {
         return None;
     }
     STREAMS.lock().iter().find(|(p, _)| *p == f as usize).map(|(_, fd)| *fd)

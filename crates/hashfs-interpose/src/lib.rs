@@ -1,0 +1,108 @@
+//! What HashFS's two LD_PRELOAD shims share (`hashfs-preload`, which serves a prefix from an
+//! image, and `hashfs-spfs-shim`, SPFS's stacked mode in the process): libc's own function
+//! behind a name the shim interposes ([`real!`]), a per-thread guard through which the
+//! shim's own calls into libc (the library's, Rust's std) pass straight on, and errno.
+//!
+//! Each shim links its own copy of this crate, so each has its own guard.
+
+use std::cell::Cell;
+
+pub use libc;
+
+/// libc's function `$name` of the given type, found once with `dlsym(RTLD_NEXT)`: the
+/// definition the interposed one hides.
+#[macro_export]
+macro_rules! real {
+    ($name:ident : fn($($arg:ty),*) -> $ret:ty) => {{
+        static PTR: std::sync::atomic::AtomicPtr<$crate::libc::c_void> =
+            std::sync::atomic::AtomicPtr::new(std::ptr::null_mut());
+        #[allow(unused_unsafe)] // the macro is used both inside and outside unsafe blocks
+        let f = {
+            let mut p = PTR.load(std::sync::atomic::Ordering::Relaxed);
+            if p.is_null() {
+                // SAFETY: the name is a NUL-terminated literal; RTLD_NEXT finds libc's symbol.
+                p = unsafe {
+                    $crate::libc::dlsym(
+                        $crate::libc::RTLD_NEXT,
+                        concat!(stringify!($name), "\0").as_ptr() as *const $crate::libc::c_char,
+                    )
+                };
+                PTR.store(p, std::sync::atomic::Ordering::Relaxed);
+            }
+            assert!(!p.is_null(), concat!("hashfs shim: libc has no ", stringify!($name)));
+            // SAFETY: the symbol is libc's function of this signature.
+            unsafe { std::mem::transmute::<*mut $crate::libc::c_void, unsafe extern "C" fn($($arg),*) -> $ret>(p) }
+        };
+        f
+    }};
+}
+
+thread_local! {
+    static IN_SHIM: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Runs `f` with the guard set (calls into libc it makes pass straight through); None if
+/// the guard was already set (the caller then goes to libc itself).
+pub fn guarded<T>(f: impl FnOnce() -> T) -> Option<T> {
+    if IN_SHIM.with(|g| g.replace(true)) {
+        return None;
+    }
+    let r = f();
+    IN_SHIM.with(|g| g.set(false));
+    Some(r)
+}
+
+/// Whether this thread is inside the shim (its libc calls are the shim's own).
+pub fn in_shim() -> bool {
+    IN_SHIM.with(|g| g.get())
+}
+
+/// Sets the guard for the rest of this thread's life: for the shim's own threads (pumps,
+/// write-back), every call of which is the shim's.
+pub fn shim_thread() {
+    IN_SHIM.with(|g| g.set(true));
+}
+
+pub fn set_errno(e: libc::c_int) {
+    // SAFETY: __errno_location returns this thread's errno.
+    unsafe { *libc::__errno_location() = e };
+}
+
+pub fn errno() -> libc::c_int {
+    // SAFETY: as above.
+    unsafe { *libc::__errno_location() }
+}
+
+/// Sets errno to `e` and returns -1 (libc's failure).
+pub fn fail<T: From<i8>>(e: libc::c_int) -> T {
+    set_errno(e);
+    T::from(-1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_guard_nests_once_and_is_per_thread() {
+        assert!(!in_shim());
+        assert_eq!(guarded(|| (in_shim(), guarded(|| 1))), Some((true, None)));
+        assert!(!in_shim());
+        std::thread::spawn(|| {
+            shim_thread();
+            assert!(in_shim() && guarded(|| ()).is_none());
+        })
+        .join()
+        .unwrap();
+        assert!(!in_shim());
+    }
+
+    #[test]
+    fn real_finds_libc_and_fail_sets_errno() {
+        let getpid = real!(getpid: fn() -> libc::pid_t);
+        // SAFETY: getpid has no preconditions.
+        assert_eq!(unsafe { getpid() } as u32, std::process::id());
+        assert_eq!(fail::<isize>(libc::ENOENT), -1);
+        assert_eq!(errno(), libc::ENOENT);
+    }
+}
