@@ -1,11 +1,13 @@
 //! What HashFS's two LD_PRELOAD shims share (`hashfs-preload`, which serves a prefix from an
 //! image, and `hashfs-spfs-shim`, SPFS's stacked mode in the process): libc's own function
 //! behind a name the shim interposes ([`real!`]), a per-thread guard through which the
-//! shim's own calls into libc (the library's, Rust's std) pass straight on, and errno.
+//! shim's own calls into libc (the library's, Rust's std) pass straight on, errno, and the
+//! set of descriptor numbers a shim serves ([`FdSet`]).
 //!
 //! Each shim links its own copy of this crate, so each has its own guard.
 
 use std::cell::Cell;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 pub use libc;
 
@@ -79,6 +81,43 @@ pub fn fail<T: From<i8>>(e: libc::c_int) -> T {
     T::from(-1)
 }
 
+/// The descriptor numbers a shim serves, as a bitmap: the check every read and write
+/// makes first is one load, with no lock.
+pub struct FdSet {
+    bits: Vec<AtomicU64>,
+}
+
+impl FdSet {
+    /// Descriptors at or past this are never the shim's.
+    pub const LIMIT: usize = 1 << 20;
+
+    pub fn new() -> FdSet {
+        FdSet { bits: (0..Self::LIMIT / 64).map(|_| AtomicU64::new(0)).collect() }
+    }
+
+    pub fn contains(&self, fd: libc::c_int) -> bool {
+        fd >= 0
+            && (fd as usize) < Self::LIMIT
+            && self.bits[fd as usize / 64].load(Ordering::Relaxed) & (1 << (fd as usize % 64)) != 0
+    }
+
+    /// Marks `fd` (below [`FdSet::LIMIT`]: the caller checks) as the shim's, or not.
+    pub fn set(&self, fd: libc::c_int, on: bool) {
+        let bit = 1u64 << (fd as usize % 64);
+        if on {
+            self.bits[fd as usize / 64].fetch_or(bit, Ordering::Relaxed);
+        } else {
+            self.bits[fd as usize / 64].fetch_and(!bit, Ordering::Relaxed);
+        }
+    }
+}
+
+impl Default for FdSet {
+    fn default() -> Self {
+        FdSet::new()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -95,6 +134,21 @@ mod tests {
         .join()
         .unwrap();
         assert!(!in_shim());
+    }
+
+    #[test]
+    fn fd_sets_hold_what_was_set_below_the_limit() {
+        let s = FdSet::new();
+        let set = [0, 63, 64, 1000, FdSet::LIMIT as i32 - 1];
+        for fd in set {
+            s.set(fd, true);
+        }
+        for fd in [0, 1, 62, 63, 64, 65, 999, 1000, 1001, FdSet::LIMIT as i32 - 1] {
+            assert_eq!(s.contains(fd), set.contains(&fd), "descriptor {fd}");
+        }
+        s.set(64, false);
+        assert!(!s.contains(64) && s.contains(63));
+        assert!(!s.contains(-1) && !s.contains(FdSet::LIMIT as i32));
     }
 
     #[test]

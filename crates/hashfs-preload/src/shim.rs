@@ -17,17 +17,15 @@ use std::collections::HashMap;
 use std::ffi::{CStr, CString};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 
 // The real libc functions, the reentrancy guard and errno: `hashfs-interpose`, shared with
 // the stacked mode's shim.
-use hashfs_interpose::{fail, guarded, in_shim, real, set_errno, shim_thread};
+use hashfs_interpose::{fail, guarded, in_shim, real, set_errno, shim_thread, FdSet};
 
 // ---------------------------------------------------------------------------------------
 // State.
-
-const FD_BITS: usize = 1 << 20;
 
 struct OpenFile {
     file: Option<File<MmapDevice>>,
@@ -43,7 +41,7 @@ struct Shim {
     /// Why the image could not be used (reported once, then EIO/EBUSY for its paths).
     error: Option<String>,
     fds: Mutex<HashMap<c_int, Arc<OpenFile>>>,
-    fd_bits: Vec<AtomicU64>,
+    fd_bits: FdSet,
     dirs: Mutex<HashMap<usize, Box<DirStream>>>,
 }
 
@@ -314,29 +312,16 @@ fn shim() -> &'static Shim {
                 libc::atexit(at_exit);
             }
         }
-        Shim {
-            fs,
-            error,
-            fds: Mutex::new(HashMap::new()),
-            fd_bits: (0..FD_BITS / 64).map(|_| AtomicU64::new(0)).collect(),
-            dirs: Mutex::new(HashMap::new()),
-        }
+        Shim { fs, error, fds: Mutex::new(HashMap::new()), fd_bits: FdSet::new(), dirs: Mutex::new(HashMap::new()) }
     })
 }
 
 impl Shim {
     fn is_ours(&self, fd: c_int) -> bool {
-        fd >= 0
-            && (fd as usize) < FD_BITS
-            && self.fd_bits[fd as usize / 64].load(Ordering::Relaxed) & (1 << (fd as usize % 64)) != 0
+        self.fd_bits.contains(fd)
     }
     fn mark(&self, fd: c_int, on: bool) {
-        let bit = 1u64 << (fd as usize % 64);
-        if on {
-            self.fd_bits[fd as usize / 64].fetch_or(bit, Ordering::Relaxed);
-        } else {
-            self.fd_bits[fd as usize / 64].fetch_and(!bit, Ordering::Relaxed);
-        }
+        self.fd_bits.set(fd, on);
     }
     fn file(&self, fd: c_int) -> Option<Arc<OpenFile>> {
         self.fds.lock().get(&fd).cloned()

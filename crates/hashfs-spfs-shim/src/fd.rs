@@ -87,7 +87,7 @@ fn adopt(fd: c_int, flags: c_int, trunc: bool) -> c_int {
             return fail(refusal(s));
         }
     };
-    if fd as usize >= FD_BITS {
+    if fd as usize >= FdSet::LIMIT {
         close_quietly(fd);
         return fail(libc::EMFILE);
     }

@@ -39,12 +39,12 @@ use std::mem::ManuallyDrop;
 use std::os::fd::FromRawFd;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicI32, AtomicI64, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicI64, Ordering};
 use std::sync::{Arc, OnceLock};
 
 // The real libc functions, the reentrancy guard and errno: `hashfs-interpose`, shared with
 // `hashfs-preload`.
-use hashfs_interpose::{errno, fail, guarded, in_shim, real, set_errno, shim_thread};
+use hashfs_interpose::{errno, fail, guarded, in_shim, real, set_errno, shim_thread, FdSet};
 
 fn io_errno(e: &std::io::Error) -> c_int {
     e.raw_os_error().unwrap_or(libc::EIO)
@@ -53,7 +53,6 @@ fn io_errno(e: &std::io::Error) -> c_int {
 // ---------------------------------------------------------------------------------------
 // State.
 
-const FD_BITS: usize = 1 << 20;
 /// `Desc::pos` when the kernel's file offset is the descriptor's (the file is below).
 const KERNEL_POS: i64 = -1;
 
@@ -73,7 +72,7 @@ struct Stacked {
     /// Why the image could not be used (said once; then EIO or EBUSY under the lower directory).
     error: Option<String>,
     fds: RwLock<HashMap<c_int, Arc<Desc>>>,
-    fd_bits: Vec<AtomicU64>,
+    fd_bits: FdSet,
     demoter: Mutex<Option<std::thread::JoinHandle<()>>>,
     /// Stdio streams of lower files: what fclose must unpin.
     streams: Mutex<HashMap<usize, Shared>>,
@@ -157,7 +156,7 @@ fn stacked() -> &'static Stacked {
             stack,
             error,
             fds: RwLock::new(HashMap::new()),
-            fd_bits: (0..FD_BITS / 64).map(|_| AtomicU64::new(0)).collect(),
+            fd_bits: FdSet::new(),
             demoter: Mutex::new(None),
             streams: Mutex::new(HashMap::new()),
         }
@@ -227,18 +226,11 @@ pub unsafe extern "C" fn _exit(status: c_int) -> ! {
 
 impl Stacked {
     fn tracked(&self, fd: c_int) -> bool {
-        fd >= 0
-            && (fd as usize) < FD_BITS
-            && self.fd_bits[fd as usize / 64].load(Ordering::Relaxed) & (1 << (fd as usize % 64)) != 0
+        self.fd_bits.contains(fd)
     }
 
     fn mark(&self, fd: c_int, on: bool) {
-        let bit = 1u64 << (fd as usize % 64);
-        if on {
-            self.fd_bits[fd as usize / 64].fetch_or(bit, Ordering::Relaxed);
-        } else {
-            self.fd_bits[fd as usize / 64].fetch_and(!bit, Ordering::Relaxed);
-        }
+        self.fd_bits.set(fd, on);
     }
 
     fn desc(&self, fd: c_int) -> Option<Arc<Desc>> {
@@ -247,7 +239,7 @@ impl Stacked {
 
     /// Binds `fd` to `d` (open, dup).
     fn track(&self, fd: c_int, d: Arc<Desc>) {
-        if fd < 0 || fd as usize >= FD_BITS {
+        if fd < 0 || fd as usize >= FdSet::LIMIT {
             return;
         }
         let old = self.fds.write().insert(fd, d);

@@ -21,7 +21,7 @@ pub(super) fn register(s: &Shim, of: Arc<OpenFile>, cloexec: bool) -> c_int {
         // SAFETY: fd is ours.
         unsafe { fcntl(fd, libc::F_SETFD, 0) };
     }
-    if fd as usize >= FD_BITS {
+    if fd as usize >= FdSet::LIMIT {
         let close = real!(close: fn(c_int) -> c_int);
         // SAFETY: fd is ours.
         unsafe { close(fd) };
