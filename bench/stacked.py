@@ -273,6 +273,9 @@ def main():
         for t, rs in per.items():
             summary[w][t] = {k: statistics.median(r[k] for r in rs) for k in rs[0] if k not in ("promoted_files", "promotions")}
     page = run(["stat", "-f", "-c", "%T", pm_dir]).strip()
+    # Three 4 GiB images in memory: gone once measured (a fourth, or another benchmark's,
+    # would not fit beside them in this machine's 24 GiB).
+    shutil.rmtree(pm_dir, ignore_errors=True)
     cfg = {"quick": q, "rounds": a.rounds, "fio_runtime_s": fio_rt, "rocksdb_num_sync16": n16,
            "rocksdb_num_other": nbig, "rocksdb_num_nosync": nnosync, "mail_ops": mail_ops, "mail_mbox_warmup": mail_warmup,
            "cpu": open("/proc/cpuinfo").read().split("model name")[1].split(":")[1].split("\n")[0].strip(),
