@@ -219,13 +219,9 @@ fn below(s: &'static Stacked, fd: c_int) -> Result<Option<Shared>, c_int> {
         if FORKED.load(Ordering::Relaxed) {
             return Err(libc::EIO);
         }
-        let mut st = d.cell.lock();
-        if st.pm.is_some() {
-            stack.write_back_locked(&mut st).map_err(|e| io_errno(&e))?;
-        }
+        fd::pin_below(stack, &d.cell)?;
+        // Pinned below: nothing moves the offset but the kernel from here on.
         io::kernel_pos(&d, fd);
-        st.pinned += 1;
-        drop(st);
         Ok(Some(d.cell.clone()))
     })
     .unwrap_or(Ok(None))
