@@ -84,6 +84,11 @@ cargo clippy --workspace --all-targets -- -D warnings
 stage "build, workspace tests"
 cargo build --workspace   # includes libhashfs_preload.so and libhashfs_spfs_shim.so, which the shim tests load
 cargo test --workspace -- --skip explore_
+# The mount's tests again with their images in memory (/dev/shm; the default temporary
+# directory here is on disk): there the daemon stores each write's times before answering
+# and has the kernel send no fsync (hashfs-fuse's `sync_at_write`).
+stage "FUSE tests with images in memory"
+TMPDIR=/dev/shm cargo test -p hashfs-cli --test fuse_posix --test fuse_cache
 # The paper benchmark's cycle probe (cargo feature `probe`, off in every other build): lint,
 # its unit test and the benchmark's smoke run, in their own target directory.
 stage "probe build: clippy, unit test, images"

@@ -164,3 +164,123 @@ fn listings_with_attributes_are_complete_and_current() {
     assert_eq!(fs::metadata(d.join("file-with-a-longish-name-0007")).unwrap().len(), 5);
     assert_eq!(fs::read_dir(&d).unwrap().count(), 600);
 }
+
+/// Drops the kernel's cached file pages (and nothing HashFS holds).
+fn drop_page_cache() {
+    fs::write("/proc/sys/vm/drop_caches", "1").expect("drop_caches (needs root)");
+}
+
+/// Pages of `f` the kernel's page cache holds (mincore over a shared read-only mapping).
+fn cached_pages(f: &fs::File, len: usize) -> usize {
+    use std::os::fd::AsRawFd;
+    // SAFETY: a fresh read-only shared mapping of len bytes of an open file, unmapped below;
+    // mincore writes one byte per page into a vector of that many.
+    unsafe {
+        let p = libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ, libc::MAP_SHARED, f.as_raw_fd(), 0);
+        assert_ne!(p, libc::MAP_FAILED, "mmap: {}", std::io::Error::last_os_error());
+        let mut v = vec![0u8; len.div_ceil(4096)];
+        assert_eq!(libc::mincore(p, len, v.as_mut_ptr()), 0, "mincore");
+        libc::munmap(p, len);
+        v.iter().filter(|b| **b & 1 != 0).count()
+    }
+}
+
+/// What a new open reads through the kernel's cache equals what HashFS has (read again
+/// once the cache is gone), and equals `want`.
+#[track_caller]
+fn data_agrees(path: &Path, want: &[u8], step: &str) {
+    let cached = fs::read(path).unwrap();
+    drop_page_cache();
+    let fresh = fs::read(path).unwrap();
+    assert!(cached == fresh, "after {step}: the cached data differs from HashFS's");
+    assert!(fresh == want, "after {step}: HashFS's data is not what was written");
+}
+
+/// Opens keep a file's cached pages (FOPEN_KEEP_CACHE: a file read once is not read
+/// through the daemon again at every open), and what the cache shows after every kind of
+/// change to the data is what HashFS has.
+#[test]
+fn cached_file_data_survives_opens_and_follows_every_change() {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::fs::FileExt;
+    if !fuse_available() {
+        return;
+    }
+    let m = Mounted::new("64M");
+    let p = m.path("f");
+    const LEN: usize = 64 << 10;
+    let mut want: Vec<u8> = (0..LEN).map(|i| (i * 7 % 251) as u8).collect();
+    fs::write(&p, &want).unwrap();
+    drop_page_cache();
+    assert_eq!(fs::read(&p).unwrap(), want);
+    let f = fs::File::open(&p).unwrap();
+    assert_eq!(cached_pages(&f, LEN), LEN / 4096, "a new open dropped the pages read before it");
+    drop(f);
+    // A reader that stays open across the changes, reading through the same cache.
+    let reader = fs::File::open(&p).unwrap();
+
+    let w = fs::OpenOptions::new().write(true).open(&p).unwrap();
+    w.write_all_at(&[1u8; 5000], 3000).unwrap();
+    want[3000..8000].fill(1);
+    drop(w);
+    data_agrees(&p, &want, "a write through another descriptor");
+
+    let rw = fs::OpenOptions::new().read(true).write(true).open(&p).unwrap();
+    // SAFETY: a shared writable mapping of the file's first 16 KiB, stored to, synced and
+    // unmapped here.
+    unsafe {
+        let at = libc::mmap(
+            std::ptr::null_mut(),
+            16384,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_SHARED,
+            rw.as_raw_fd(),
+            0,
+        );
+        assert_ne!(at, libc::MAP_FAILED);
+        std::ptr::write_bytes((at as *mut u8).add(100), 2, 9000);
+        assert_eq!(libc::msync(at, 16384, libc::MS_SYNC), 0);
+        libc::munmap(at, 16384);
+    }
+    want[100..9100].fill(2);
+    data_agrees(&p, &want, "stores through a shared mapping");
+
+    // SAFETY: fallocate on an open descriptor with in-range arguments.
+    let punched =
+        unsafe { libc::fallocate(rw.as_raw_fd(), libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE, 8192, 8192) };
+    assert_eq!(punched, 0, "punch: {}", std::io::Error::last_os_error());
+    want[8192..16384].fill(0);
+    data_agrees(&p, &want, "a punched hole");
+    // SAFETY: as above.
+    let zeroed = unsafe { libc::fallocate(rw.as_raw_fd(), libc::FALLOC_FL_ZERO_RANGE, 20000, 10000) };
+    assert_eq!(zeroed, 0, "zero range: {}", std::io::Error::last_os_error());
+    want[20000..30000].fill(0);
+    data_agrees(&p, &want, "a zeroed range");
+
+    let src = m.path("src");
+    fs::write(&src, [3u8; 6000]).unwrap();
+    let s = fs::File::open(&src).unwrap();
+    let (mut so, mut doff) = (0i64, 40000i64);
+    // SAFETY: both descriptors are open; the offsets are plain integers.
+    let n = unsafe { libc::copy_file_range(s.as_raw_fd(), &mut so, rw.as_raw_fd(), &mut doff, 6000, 0) };
+    assert_eq!(n, 6000, "copy_file_range: {}", std::io::Error::last_os_error());
+    want[40000..46000].fill(3);
+    data_agrees(&p, &want, "copy_file_range into the file");
+
+    rw.set_len(10000).unwrap();
+    rw.set_len(LEN as u64).unwrap();
+    want[10000..].fill(0);
+    data_agrees(&p, &want, "a truncation down and up again");
+
+    let mut a = fs::OpenOptions::new().append(true).open(&p).unwrap();
+    a.write_all(b"appended").unwrap();
+    want.extend_from_slice(b"appended");
+    data_agrees(&p, &want, "an append");
+
+    let mut buf = vec![0u8; want.len()];
+    reader.read_exact_at(&mut buf, 0).unwrap();
+    assert!(buf == want, "the descriptor open across the changes reads stale data");
+
+    fs::write(&p, b"short").unwrap();
+    data_agrees(&p, b"short", "an open with O_TRUNC and a shorter write");
+}

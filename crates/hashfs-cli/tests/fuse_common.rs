@@ -40,7 +40,13 @@ fn is_mounted(mnt: &Path) -> bool {
 
 impl Mounted {
     pub fn new(size: &str) -> Mounted {
-        let dir = tempfile::tempdir().unwrap();
+        Self::new_in(size, &std::env::temp_dir())
+    }
+
+    /// As [`Mounted::new`], with the image (and the mount point) in `parent`: /dev/shm for
+    /// an image in memory, which needs no msync.
+    pub fn new_in(size: &str, parent: &Path) -> Mounted {
+        let dir = tempfile::tempdir_in(parent).unwrap();
         let image = dir.path().join("fs.img");
         let mnt = dir.path().join("mnt");
         std::fs::create_dir(&mnt).unwrap();

@@ -655,3 +655,40 @@ fn cache_modes_keep_every_write() {
         drop(m);
     }
 }
+
+/// On an image in memory (tmpfs here; DAX alike) a write through the mount is answered
+/// once it is as durable as an fsync would make it, its times too, and fsync sends the
+/// daemon nothing: the kernel was told there is nothing to send (ENOSYS, once). Shown by
+/// killing the daemon: an fsync on a descriptor opened before still succeeds (a request
+/// would fail, nobody serves the mount) and, after recovery, the file has the data, size
+/// and modification time that `stat` showed before the kill.
+#[test]
+fn fsync_on_an_image_in_memory_sends_nothing_and_loses_nothing() {
+    if !fuse_available() {
+        return;
+    }
+    let mut m = Mounted::new_in("64M", Path::new("/dev/shm"));
+    let p = m.path("f");
+    let mut f = fs::OpenOptions::new().create(true).truncate(true).write(true).open(&p).unwrap();
+    f.write_all(b"first").unwrap();
+    f.sync_all().unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    f.write_all(&[9u8; 10_000]).unwrap();
+    let before = fs::metadata(&p).unwrap();
+    assert_eq!(before.len(), 10_005);
+    m.kill_daemon();
+    f.sync_all().expect("fsync asked the daemon, which is gone");
+    f.sync_data().expect("fdatasync asked the daemon, which is gone");
+    drop(f);
+    m.start();
+    let after = fs::metadata(&p).unwrap();
+    assert_eq!(after.len(), 10_005);
+    assert_eq!(
+        (after.mtime(), after.mtime_nsec()),
+        (before.mtime(), before.mtime_nsec()),
+        "the last write's modification time was lost in the crash"
+    );
+    assert_eq!(&fs::read(&p).unwrap()[..5], b"first");
+    m.stop();
+    m.fsck_clean();
+}

@@ -150,6 +150,11 @@ pub struct HashFsFuse<D: PmDevice> {
     handles: Mutex<HashMap<u64, Arc<Handle<D>>>>,
     next_fh: AtomicU64,
     opts: FuseOptions,
+    /// Every write is made as durable as an fsync would make it before it is answered
+    /// (its times stored too), so fsync has nothing to do and the kernel is told not to
+    /// send it (see [`Filesystem::fsync`] below): the image needs no msync and the kernel
+    /// holds no dirty pages past a write's return (no write-back cache).
+    sync_at_write: bool,
 }
 
 impl<D: PmDevice> HashFsFuse<D> {
@@ -158,18 +163,26 @@ impl<D: PmDevice> HashFsFuse<D> {
     }
 
     pub fn with_options(fs: FileSystem<D>, opts: FuseOptions) -> Self {
-        HashFsFuse { fs, handles: Mutex::new(HashMap::new()), next_fh: AtomicU64::new(1), opts }
+        let sync_at_write = !opts.writeback_cache && fs.host_needs_no_sync();
+        HashFsFuse { fs, handles: Mutex::new(HashMap::new()), next_fh: AtomicU64::new(1), opts, sync_at_write }
     }
 
     /// The open flags of a new handle. FOPEN_NOFLUSH: a close sends no FLUSH round trip
     /// (HashFS has nothing to do then: every write is durable when it returns; under the
     /// write-back cache the kernel still writes dirty pages back at close, and still sends
-    /// FLUSH).
+    /// FLUSH). FOPEN_KEEP_CACHE: an open keeps the file's pages the kernel already has,
+    /// instead of dropping them and reading the file again through the daemon. This is
+    /// sound for the reason the names and attributes may be cached (`cache_timeout`): the
+    /// daemon holds the image locked, so a file's data changes only through a request
+    /// this kernel made (a write through its cache, a store through a mapping written
+    /// back, a truncation, fallocate's punch and zero, copy_file_range), and the kernel
+    /// updates or drops the pages each one touches. Nothing in HashFS changes a file's
+    /// bytes on its own (a block moved by evacuation keeps them).
     fn fopen_flags(&self) -> FopenFlags {
         if self.opts.direct_io {
             FopenFlags::FOPEN_NOFLUSH | FopenFlags::FOPEN_DIRECT_IO | FopenFlags::FOPEN_PARALLEL_DIRECT_WRITES
         } else {
-            FopenFlags::FOPEN_NOFLUSH
+            FopenFlags::FOPEN_NOFLUSH | FopenFlags::FOPEN_KEEP_CACHE
         }
     }
 
@@ -307,6 +320,7 @@ impl<D: PmDevice> Filesystem for HashFsFuse<D> {
                 self.opts.writeback_cache = false;
             }
         }
+        self.sync_at_write = !self.opts.writeback_cache && self.fs.host_needs_no_sync();
         Ok(())
     }
 
@@ -550,6 +564,13 @@ impl<D: PmDevice> Filesystem for HashFsFuse<D> {
                         return reply.error(errno(&e));
                     }
                 }
+                if self.sync_at_write {
+                    // The write's times, which HashFS keeps in DRAM until fsync: one line
+                    // written back and a fence, instead of an FSYNC round trip later.
+                    if let Err(e) = f.sync_all() {
+                        return reply.error(errno(&e));
+                    }
+                }
                 reply.written(n as u32)
             }
             Err(e) => reply.error(errno(&e)),
@@ -575,8 +596,16 @@ impl<D: PmDevice> Filesystem for HashFsFuse<D> {
         reply.ok()
     }
 
+    /// With `sync_at_write`, every write was durable, times and all, when it was answered,
+    /// and every other change is durable when its request returns, so an fsync has nothing
+    /// to do: the first one is answered ENOSYS, which the kernel takes as success and as
+    /// "never send FSYNC again" (it still writes a mapping's dirty pages back first, each
+    /// a WRITE, before it returns). An fsync through the mount then costs no round trip
+    /// (NOVA's and PMFS's fsync are as empty). What it would have done is done first,
+    /// so the answer is true whatever came before it.
     fn fsync(&self, _req: &Request, _ino: INodeNo, fh: FileHandle, datasync: bool, reply: ReplyEmpty) {
         match self.file(fh).and_then(|f| if datasync { f.sync_data() } else { f.sync_all() }) {
+            Ok(()) if self.sync_at_write => reply.error(Errno::ENOSYS),
             Ok(()) => reply.ok(),
             Err(e) => reply.error(errno(&e)),
         }
@@ -689,8 +718,10 @@ impl<D: PmDevice> Filesystem for HashFsFuse<D> {
         reply.ok()
     }
 
+    /// As [`Self::fsync`]: a directory's changes are durable when their requests return.
     fn fsyncdir(&self, _req: &Request, _ino: INodeNo, _fh: FileHandle, _datasync: bool, reply: ReplyEmpty) {
         match self.fs.sync() {
+            Ok(()) if self.sync_at_write => reply.error(Errno::ENOSYS),
             Ok(()) => reply.ok(),
             Err(e) => reply.error(errno(&e)),
         }

@@ -37,6 +37,10 @@ pub struct Passthrough {
     /// `cache_timeout`: this passthrough owns its lower directory while it runs).
     ttl: Duration,
     next_fh: AtomicU64,
+    /// The lower directory is on tmpfs, where fsync has nothing to make durable: as
+    /// `hashfs mount` on an image in memory, the first fsync is answered ENOSYS and the
+    /// kernel sends no more (the ceiling must not pay round trips the mount skips).
+    lower_volatile: bool,
 }
 
 fn err(e: io::Error) -> Errno {
@@ -83,6 +87,7 @@ impl Passthrough {
             handles: Mutex::new(HashMap::new()),
             ttl,
             next_fh: AtomicU64::new(1),
+            lower_volatile: hashfs::pm::mmap::is_tmpfs(&File::open(lower)?),
         })
     }
 
@@ -316,7 +321,10 @@ impl Filesystem for Passthrough {
 
     fn open(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
         match self.path(ino).and_then(|p| Self::open_options(flags.0).open(p).map_err(err)) {
-            Ok(f) => reply.opened(self.add_handle(Handle::File(Arc::new(f))), FopenFlags::FOPEN_NOFLUSH),
+            Ok(f) => reply.opened(
+                self.add_handle(Handle::File(Arc::new(f))),
+                FopenFlags::FOPEN_NOFLUSH | FopenFlags::FOPEN_KEEP_CACHE,
+            ),
             Err(e) => reply.error(e),
         }
     }
@@ -346,7 +354,13 @@ impl Filesystem for Passthrough {
         match r {
             Ok((a, f)) => {
                 let fh = self.add_handle(Handle::File(Arc::new(f)));
-                reply.created(&self.ttl, &a, Generation(0), fh, FopenFlags::FOPEN_NOFLUSH)
+                reply.created(
+                    &self.ttl,
+                    &a,
+                    Generation(0),
+                    fh,
+                    FopenFlags::FOPEN_NOFLUSH | FopenFlags::FOPEN_KEEP_CACHE,
+                )
             }
             Err(e) => reply.error(e),
         }
@@ -423,6 +437,7 @@ impl Filesystem for Passthrough {
     fn fsync(&self, _req: &Request, _ino: INodeNo, fh: FileHandle, datasync: bool, reply: ReplyEmpty) {
         let r = self.file(fh).and_then(|f| if datasync { f.sync_data() } else { f.sync_all() }.map_err(err));
         match r {
+            Ok(()) if self.lower_volatile => reply.error(Errno::ENOSYS),
             Ok(()) => reply.ok(),
             Err(e) => reply.error(e),
         }

@@ -186,6 +186,13 @@ impl<D: PmDevice> FileSystem<D> {
     pub fn device(&self) -> &Arc<D> {
         &self.inner.dev
     }
+    /// Whether a file's fsync has nothing left to do once the times a write left in DRAM
+    /// are stored ([`File::sync_all`], `fs/times.rs`): the image's host needs no msync
+    /// (tmpfs, DAX). A front end that stores those times at every write may then answer
+    /// fsync without doing anything.
+    pub fn host_needs_no_sync(&self) -> bool {
+        self.inner.dev.host_needs_no_sync()
+    }
     pub fn geometry(&self) -> Geometry {
         self.inner.geo
     }

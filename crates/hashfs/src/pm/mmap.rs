@@ -221,7 +221,8 @@ impl MmapDevice {
     }
 }
 
-fn is_tmpfs(file: &File) -> bool {
+/// Whether `file` lives on tmpfs (memory: nothing to msync).
+pub fn is_tmpfs(file: &File) -> bool {
     // SAFETY: fstatfs writes into the zeroed struct we pass.
     unsafe {
         let mut s: libc::statfs = std::mem::zeroed();
@@ -333,6 +334,10 @@ impl PmDevice for MmapDevice {
 
     fn stats(&self) -> &DeviceStats {
         &self.stats
+    }
+
+    fn host_needs_no_sync(&self) -> bool {
+        self.host_is_memory
     }
 
     fn sync_host(&self) -> io::Result<()> {

@@ -116,6 +116,11 @@ pub trait PmDevice: Send + Sync + 'static {
     fn sync_host(&self) -> std::io::Result<()> {
         Ok(())
     }
+    /// Whether [`sync_host`](Self::sync_host) has nothing to do: what is written back and
+    /// fenced is as durable as the host makes anything.
+    fn host_needs_no_sync(&self) -> bool {
+        true
+    }
     /// Evicts the range's cache lines from every CPU cache and waits for it, so that the
     /// next access misses (the paper benchmark's cold runs; durability never needs it).
     /// Returns false when the device has no cache to evict from.
