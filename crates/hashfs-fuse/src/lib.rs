@@ -150,11 +150,6 @@ pub struct HashFsFuse<D: PmDevice> {
     handles: Mutex<HashMap<u64, Arc<Handle<D>>>>,
     next_fh: AtomicU64,
     opts: FuseOptions,
-    /// Every write is made as durable as an fsync would make it before it is answered
-    /// (its times stored too), so fsync has nothing to do and the kernel is told not to
-    /// send it (see [`Filesystem::fsync`] below): the image needs no msync and the kernel
-    /// holds no dirty pages past a write's return (no write-back cache).
-    sync_at_write: bool,
 }
 
 impl<D: PmDevice> HashFsFuse<D> {
@@ -163,8 +158,15 @@ impl<D: PmDevice> HashFsFuse<D> {
     }
 
     pub fn with_options(fs: FileSystem<D>, opts: FuseOptions) -> Self {
-        let sync_at_write = !opts.writeback_cache && fs.host_needs_no_sync();
-        HashFsFuse { fs, handles: Mutex::new(HashMap::new()), next_fh: AtomicU64::new(1), opts, sync_at_write }
+        HashFsFuse { fs, handles: Mutex::new(HashMap::new()), next_fh: AtomicU64::new(1), opts }
+    }
+
+    /// Every write is made as durable as an fsync would make it before it is answered
+    /// (its times stored too), so fsync has nothing to do and the kernel is told not to
+    /// send it (see [`Filesystem::fsync`] below): the image needs no msync and the kernel
+    /// holds no dirty pages past a write's return (no write-back cache).
+    fn sync_at_write(&self) -> bool {
+        !self.opts.writeback_cache && self.fs.host_needs_no_sync()
     }
 
     /// The open flags of a new handle. FOPEN_NOFLUSH: a close sends no FLUSH round trip
@@ -320,7 +322,6 @@ impl<D: PmDevice> Filesystem for HashFsFuse<D> {
                 self.opts.writeback_cache = false;
             }
         }
-        self.sync_at_write = !self.opts.writeback_cache && self.fs.host_needs_no_sync();
         Ok(())
     }
 
@@ -564,7 +565,7 @@ impl<D: PmDevice> Filesystem for HashFsFuse<D> {
                         return reply.error(errno(&e));
                     }
                 }
-                if self.sync_at_write {
+                if self.sync_at_write() {
                     // The write's times, which HashFS keeps in DRAM until fsync: one line
                     // written back and a fence, instead of an FSYNC round trip later.
                     if let Err(e) = f.sync_all() {
@@ -596,7 +597,7 @@ impl<D: PmDevice> Filesystem for HashFsFuse<D> {
         reply.ok()
     }
 
-    /// With `sync_at_write`, every write was durable, times and all, when it was answered,
+    /// With [`Self::sync_at_write`], every write was durable, times and all, when it was answered,
     /// and every other change is durable when its request returns, so an fsync has nothing
     /// to do: the first one is answered ENOSYS, which the kernel takes as success and as
     /// "never send FSYNC again" (it still writes a mapping's dirty pages back first, each
@@ -605,7 +606,7 @@ impl<D: PmDevice> Filesystem for HashFsFuse<D> {
     /// so the answer is true whatever came before it.
     fn fsync(&self, _req: &Request, _ino: INodeNo, fh: FileHandle, datasync: bool, reply: ReplyEmpty) {
         match self.file(fh).and_then(|f| if datasync { f.sync_data() } else { f.sync_all() }) {
-            Ok(()) if self.sync_at_write => reply.error(Errno::ENOSYS),
+            Ok(()) if self.sync_at_write() => reply.error(Errno::ENOSYS),
             Ok(()) => reply.ok(),
             Err(e) => reply.error(errno(&e)),
         }
@@ -721,7 +722,7 @@ impl<D: PmDevice> Filesystem for HashFsFuse<D> {
     /// As [`Self::fsync`]: a directory's changes are durable when their requests return.
     fn fsyncdir(&self, _req: &Request, _ino: INodeNo, _fh: FileHandle, _datasync: bool, reply: ReplyEmpty) {
         match self.fs.sync() {
-            Ok(()) if self.sync_at_write => reply.error(Errno::ENOSYS),
+            Ok(()) if self.sync_at_write() => reply.error(Errno::ENOSYS),
             Ok(()) => reply.ok(),
             Err(e) => reply.error(errno(&e)),
         }
