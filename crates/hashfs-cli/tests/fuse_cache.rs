@@ -284,3 +284,92 @@ fn cached_file_data_survives_opens_and_follows_every_change() {
     fs::write(&p, b"short").unwrap();
     data_agrees(&p, b"short", "an open with O_TRUNC and a shorter write");
 }
+
+/// Blocks free on the mount (statvfs).
+fn free_blocks(m: &Mounted) -> u64 {
+    let c = std::ffi::CString::new(m.path("").to_str().unwrap()).unwrap();
+    // SAFETY: a valid path and a zeroed statvfs for the kernel to fill.
+    unsafe {
+        let mut s: libc::statvfs = std::mem::zeroed();
+        assert_eq!(libc::statvfs(c.as_ptr(), &mut s), 0);
+        s.f_bfree
+    }
+}
+
+/// The kernel opens and closes files without asking the daemon (its first OPEN is
+/// answered ENOSYS, its first FLUSH too): shown by killing the daemon, after which an open,
+/// a read of cached pages and a close still succeed (any request would fail, nobody
+/// serves the mount). Files the kernel opened itself still outlive their names, as POSIX
+/// has it: one unlinked and one renamed over while open are read (past a dropped page
+/// cache, so through the daemon) and written, and their blocks are freed once their last
+/// descriptor is closed (when the kernel forgets the inode), not before.
+#[test]
+fn opens_cost_no_round_trip_and_unlinked_files_live_until_closed() {
+    if !fuse_available() {
+        return;
+    }
+    let mut m = Mounted::new("64M");
+    let big = |b: u8| vec![b; 1 << 20];
+    fs::write(m.path("a"), big(1)).unwrap();
+    assert_eq!(fs::read(m.path("a")).unwrap(), big(1)); // the first open: ENOSYS
+                                                        // Created after it (their handles are never released): u and r are opened by the
+                                                        // kernel alone below, x is looked up again after its inode is dropped.
+    for (n, b) in [("u", 2u8), ("r", 3), ("x", 4)] {
+        fs::write(m.path(n), big(b)).unwrap();
+    }
+    drop_kernel_caches();
+    let mut u = fs::OpenOptions::new().read(true).write(true).open(m.path("u")).unwrap();
+    let r = fs::File::open(m.path("r")).unwrap();
+    let full = free_blocks(&m);
+    fs::remove_file(m.path("u")).unwrap();
+    fs::rename(m.path("x"), m.path("r")).unwrap();
+    drop_kernel_caches();
+    drop_page_cache();
+    assert_eq!(free_blocks(&m), full, "an open file's blocks were freed with its name");
+    let read_all = |mut f: &fs::File| {
+        use std::io::{Read, Seek};
+        let mut v = Vec::new();
+        f.seek(std::io::SeekFrom::Start(0)).unwrap();
+        f.read_to_end(&mut v).unwrap();
+        v
+    };
+    assert!(read_all(&u) == big(2), "the unlinked open file lost its data");
+    assert!(read_all(&r) == big(3), "the renamed-over open file lost its data");
+    u.write_all(b"still writable").unwrap();
+    drop_page_cache();
+    assert_eq!(&read_all(&u)[1 << 20..], b"still writable");
+    drop(u);
+    drop(r);
+    drop_kernel_caches();
+    let freed = (0..100).any(|_| {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        free_blocks(&m) >= full + 2 * 256
+    });
+    assert!(freed, "the files' blocks were not freed after their last close: {} -> {}", full, free_blocks(&m));
+
+    assert_eq!(fs::read(m.path("a")).unwrap(), big(1)); // cached again
+                                                        // The daemon's death detaches the mount: the name is reached from a directory
+                                                        // descriptor opened before.
+    let root = fs::File::open(m.path("")).unwrap();
+    m.kill_daemon();
+    let f = {
+        use std::os::fd::{AsRawFd, FromRawFd};
+        // SAFETY: a valid directory descriptor and NUL-terminated name; the new
+        // descriptor is owned by the File.
+        let fd = unsafe { libc::openat(root.as_raw_fd(), c"a".as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC) };
+        assert!(fd >= 0, "an open asked the daemon, which is gone: {}", std::io::Error::last_os_error());
+        // SAFETY: fd is a new descriptor owned by nobody else.
+        unsafe { fs::File::from_raw_fd(fd) }
+    };
+    assert!(read_all(&f) == big(1), "the cached pages were not kept");
+    // A close that sent FLUSH would fail (RELEASE's answer is not waited for).
+    // SAFETY: the descriptor is taken out of the File, closed once here.
+    let closed = unsafe { libc::close(std::os::fd::IntoRawFd::into_raw_fd(f)) };
+    assert_eq!(closed, 0, "a close asked the daemon, which is gone: {}", std::io::Error::last_os_error());
+    drop(root);
+    m.start();
+    assert_eq!(fs::read(m.path("r")).unwrap(), big(4));
+    assert!(!m.path("u").exists() && !m.path("x").exists());
+    m.stop();
+    m.fsck_clean();
+}

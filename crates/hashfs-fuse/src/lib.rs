@@ -14,6 +14,8 @@
 
 #![forbid(unsafe_code)]
 
+mod nodes;
+
 use fuser::{
     Errno, FileAttr, FileHandle, FileType as FuseType, Filesystem, FopenFlags, Generation, INodeNo, InitFlags,
     KernelConfig, LockOwner, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory,
@@ -33,6 +35,8 @@ use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use nodes::Nodes;
 
 /// How long the kernel may cache names and attributes by default (mount option
 /// `cache_timeout=SECONDS`). The image is locked by this daemon, so every
@@ -150,6 +154,7 @@ pub struct HashFsFuse<D: PmDevice> {
     handles: Mutex<HashMap<u64, Arc<Handle<D>>>>,
     next_fh: AtomicU64,
     opts: FuseOptions,
+    nodes: Nodes<D>,
 }
 
 impl<D: PmDevice> HashFsFuse<D> {
@@ -158,7 +163,7 @@ impl<D: PmDevice> HashFsFuse<D> {
     }
 
     pub fn with_options(fs: FileSystem<D>, opts: FuseOptions) -> Self {
-        HashFsFuse { fs, handles: Mutex::new(HashMap::new()), next_fh: AtomicU64::new(1), opts }
+        HashFsFuse { fs, handles: Mutex::new(HashMap::new()), next_fh: AtomicU64::new(1), opts, nodes: Nodes::new() }
     }
 
     /// Every write is made as durable as an fsync would make it before it is answered
@@ -167,6 +172,12 @@ impl<D: PmDevice> HashFsFuse<D> {
     /// holds no dirty pages past a write's return (no write-back cache).
     fn sync_at_write(&self) -> bool {
         !self.opts.writeback_cache && self.fs.host_needs_no_sync()
+    }
+
+    /// The kernel opens and closes files without asking (see [`Filesystem::open`]), except
+    /// under `direct_io`, whose handles carry FOPEN_DIRECT_IO.
+    fn no_open(&self) -> bool {
+        !self.opts.direct_io
     }
 
     /// The open flags of a new handle. FOPEN_NOFLUSH: a close sends no FLUSH round trip
@@ -219,6 +230,16 @@ impl<D: PmDevice> HashFsFuse<D> {
         let fh = self.next_fh.fetch_add(1, Ordering::Relaxed);
         self.handles.lock().expect("handle table").insert(fh, Arc::new(h));
         FileHandle(fh)
+    }
+
+    /// The file a request on `i` with handle `fh` goes through: handle 0 is the kernel's
+    /// own open of a file it did not ask the daemon to open (no-open mode).
+    fn io_file(&self, i: INodeNo, fh: FileHandle) -> Result<Arc<File<D>>, Error> {
+        if fh.0 == 0 {
+            self.nodes.file(&self.fs, ino(i)?)
+        } else {
+            self.file(fh)
+        }
     }
 
     fn file(&self, fh: FileHandle) -> Result<Arc<File<D>>, Error> {
@@ -283,7 +304,10 @@ impl<D: PmDevice> HashFsFuse<D> {
 
     fn entry(&self, reply: ReplyEntry, r: Result<Metadata, Error>) {
         match r {
-            Ok(m) => reply.entry(&self.opts.cache_timeout, &attr(&m), Generation(m.generation as u64)),
+            Ok(m) => {
+                self.nodes.looked_up(m.ino);
+                reply.entry(&self.opts.cache_timeout, &attr(&m), Generation(m.generation as u64))
+            }
             Err(e) => reply.error(errno(&e)),
         }
     }
@@ -329,6 +353,13 @@ impl<D: PmDevice> Filesystem for HashFsFuse<D> {
         match ino(parent) {
             Ok(p) => self.entry(reply, self.fs.lookup(p, name.as_bytes())),
             Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    /// The kernel let go of an inode it was given `nlookup` times (see [`Nodes`]).
+    fn forget(&self, _req: &Request, i: INodeNo, nlookup: u64) {
+        if let Ok(i) = ino(i) {
+            self.nodes.forget(i, nlookup);
         }
     }
 
@@ -414,7 +445,11 @@ impl<D: PmDevice> Filesystem for HashFsFuse<D> {
     }
 
     fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        match ino(parent).and_then(|p| self.fs.unlink_at(p, name.as_bytes())) {
+        let r = ino(parent).and_then(|p| {
+            self.nodes.hold(&self.fs, p, name.as_bytes());
+            self.fs.unlink_at(p, name.as_bytes())
+        });
+        match r {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(errno(&e)),
         }
@@ -454,9 +489,12 @@ impl<D: PmDevice> Filesystem for HashFsFuse<D> {
         } else {
             return reply.error(Errno::EINVAL); // RENAME_WHITEOUT
         };
-        let r = ino(parent)
-            .and_then(|p| ino(newparent).map(|n| (p, n)))
-            .and_then(|(p, n)| self.fs.rename_at(p, name.as_bytes(), n, newname.as_bytes(), mode));
+        let r = ino(parent).and_then(|p| ino(newparent).map(|n| (p, n))).and_then(|(p, n)| {
+            if mode == RenameMode::Replace {
+                self.nodes.hold(&self.fs, n, newname.as_bytes());
+            }
+            self.fs.rename_at(p, name.as_bytes(), n, newname.as_bytes(), mode)
+        });
         match r {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(errno(&e)),
@@ -470,7 +508,19 @@ impl<D: PmDevice> Filesystem for HashFsFuse<D> {
         self.entry(reply, r)
     }
 
+    /// Answered ENOSYS (outside `direct_io`), which the kernel takes as "open and close
+    /// files yourself": from then on an open, and its close, cost no round trip (a web
+    /// server's whole-file reads of cached files none at all), and the kernel's reads and
+    /// writes come with handle 0, served through the inode's file in [`Nodes`]. What an
+    /// open did here the kernel does itself: it checked the caller's access already, an
+    /// O_TRUNC reaches the daemon as a truncation (SETATTR, which clears set-ID bits as a
+    /// truncation by others must), and O_APPEND writes come at the end the kernel knows
+    /// (every change of size goes through it). Its own files keep their cached pages, as
+    /// FOPEN_KEEP_CACHE asked before.
     fn open(&self, req: &Request, i: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
+        if self.no_open() {
+            return reply.error(Errno::ENOSYS);
+        }
         let access = self.access(flags.0, false);
         match ino(i).and_then(|i| self.fs.open_ino(i, access)) {
             Ok(f) => {
@@ -500,22 +550,27 @@ impl<D: PmDevice> Filesystem for HashFsFuse<D> {
         flags: i32,
         reply: ReplyCreate,
     ) {
+        // Once the kernel opens files itself it may never release a CREATE's handle: the
+        // new file is then served, as its own opens are, through its inode's file, kept
+        // until the kernel forgets the inode (handle 0).
         let r = ino(parent).and_then(|p| {
             let m = self.create_regular(req, p, name, mode, umask)?;
+            if self.no_open() {
+                self.nodes.created(&self.fs, m.ino)?;
+                return Ok((m, FileHandle(0)));
+            }
             let f = self.fs.open_ino(m.ino, self.access(flags, true))?;
-            Ok((m, f))
+            self.nodes.looked_up(m.ino);
+            Ok((m, self.add_handle(Handle::File(Arc::new(f)))))
         });
         match r {
-            Ok((m, f)) => {
-                let fh = self.add_handle(Handle::File(Arc::new(f)));
-                reply.created(
-                    &self.opts.cache_timeout,
-                    &attr(&m),
-                    Generation(m.generation as u64),
-                    fh,
-                    self.fopen_flags(),
-                )
-            }
+            Ok((m, fh)) => reply.created(
+                &self.opts.cache_timeout,
+                &attr(&m),
+                Generation(m.generation as u64),
+                fh,
+                self.fopen_flags(),
+            ),
             Err(e) => reply.error(errno(&e)),
         }
     }
@@ -523,7 +578,7 @@ impl<D: PmDevice> Filesystem for HashFsFuse<D> {
     fn read(
         &self,
         _req: &Request,
-        _ino: INodeNo,
+        i: INodeNo,
         fh: FileHandle,
         offset: u64,
         size: u32,
@@ -531,7 +586,7 @@ impl<D: PmDevice> Filesystem for HashFsFuse<D> {
         _lock_owner: Option<LockOwner>,
         reply: ReplyData,
     ) {
-        let f = match self.file(fh) {
+        let f = match self.io_file(i, fh) {
             Ok(f) => f,
             Err(e) => return reply.error(errno(&e)),
         };
@@ -545,7 +600,7 @@ impl<D: PmDevice> Filesystem for HashFsFuse<D> {
     fn write(
         &self,
         _req: &Request,
-        _ino: INodeNo,
+        i: INodeNo,
         fh: FileHandle,
         offset: u64,
         data: &[u8],
@@ -554,7 +609,7 @@ impl<D: PmDevice> Filesystem for HashFsFuse<D> {
         _lock_owner: Option<LockOwner>,
         reply: ReplyWrite,
     ) {
-        let f = match self.file(fh) {
+        let f = match self.io_file(i, fh) {
             Ok(f) => f,
             Err(e) => return reply.error(errno(&e)),
         };
@@ -578,8 +633,12 @@ impl<D: PmDevice> Filesystem for HashFsFuse<D> {
         }
     }
 
+    /// Nothing to do at a close (every write reached HashFS before it, under the write-back
+    /// cache too: the kernel writes dirty pages back before it would flush), so the first
+    /// one is answered ENOSYS and the kernel sends no more. Handles the daemon opened say
+    /// FOPEN_NOFLUSH anyway; the kernel's own (no-open) ones cannot.
     fn flush(&self, _req: &Request, _ino: INodeNo, _fh: FileHandle, _lock_owner: LockOwner, reply: ReplyEmpty) {
-        reply.ok() // every write is durable when it returns
+        reply.error(Errno::ENOSYS)
     }
 
     fn release(
@@ -604,8 +663,8 @@ impl<D: PmDevice> Filesystem for HashFsFuse<D> {
     /// a WRITE, before it returns). An fsync through the mount then costs no round trip
     /// (NOVA's and PMFS's fsync are as empty). What it would have done is done first,
     /// so the answer is true whatever came before it.
-    fn fsync(&self, _req: &Request, _ino: INodeNo, fh: FileHandle, datasync: bool, reply: ReplyEmpty) {
-        match self.file(fh).and_then(|f| if datasync { f.sync_data() } else { f.sync_all() }) {
+    fn fsync(&self, _req: &Request, i: INodeNo, fh: FileHandle, datasync: bool, reply: ReplyEmpty) {
+        match self.io_file(i, fh).and_then(|f| if datasync { f.sync_data() } else { f.sync_all() }) {
             Ok(()) if self.sync_at_write() => reply.error(Errno::ENOSYS),
             Ok(()) => reply.ok(),
             Err(e) => reply.error(errno(&e)),
@@ -705,6 +764,7 @@ impl<D: PmDevice> Filesystem for HashFsFuse<D> {
                         if full {
                             return reply.ok();
                         }
+                        self.nodes.looked_up(e.ino); // the kernel counts every entry but . and ..
                     }
                     Err(Error::NotFound) => {}
                     Err(err) => return reply.error(errno(&err)),
@@ -807,7 +867,7 @@ impl<D: PmDevice> Filesystem for HashFsFuse<D> {
     fn fallocate(
         &self,
         _req: &Request,
-        _ino: INodeNo,
+        i: INodeNo,
         fh: FileHandle,
         offset: u64,
         length: u64,
@@ -817,7 +877,7 @@ impl<D: PmDevice> Filesystem for HashFsFuse<D> {
         let Some(mode) = hashfs::FallocateMode::from_linux_flags(mode) else {
             return reply.error(Errno::EOPNOTSUPP); // collapse, insert, unshare
         };
-        match self.file(fh).and_then(|f| f.fallocate(offset, length, mode)) {
+        match self.io_file(i, fh).and_then(|f| f.fallocate(offset, length, mode)) {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(errno(&e)),
         }
