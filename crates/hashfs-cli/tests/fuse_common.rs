@@ -147,3 +147,18 @@ pub fn errno<T: std::fmt::Debug>(r: std::io::Result<T>) -> i32 {
         Err(e) => e.raw_os_error().expect("an OS error"),
     }
 }
+
+/// Pages of `f` the kernel's page cache holds (mincore over a shared read-only mapping).
+pub fn cached_pages(f: &std::fs::File, len: usize) -> usize {
+    use std::os::fd::AsRawFd;
+    // SAFETY: a fresh read-only shared mapping of len bytes of an open file, unmapped below;
+    // mincore writes one byte per page into a vector of that many.
+    unsafe {
+        let p = libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ, libc::MAP_SHARED, f.as_raw_fd(), 0);
+        assert_ne!(p, libc::MAP_FAILED, "mmap: {}", std::io::Error::last_os_error());
+        let mut v = vec![0u8; len.div_ceil(4096)];
+        assert_eq!(libc::mincore(p, len, v.as_mut_ptr()), 0, "mincore");
+        libc::munmap(p, len);
+        v.iter().filter(|b| **b & 1 != 0).count()
+    }
+}

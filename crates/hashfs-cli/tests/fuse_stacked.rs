@@ -387,3 +387,32 @@ fn a_file_reopened_at_every_sync_is_still_profiled() {
     s.umount(true);
     assert_eq!(fs::read(s.low("mbox")).unwrap(), model);
 }
+
+/// A file that is not promoted may be changed in the lower directory directly: an open
+/// through the mount reads what is there now, not pages the kernel cached before. A
+/// promoted one changes only through the mount, and its cached pages survive an open.
+#[test]
+fn an_open_reads_a_change_made_below_and_keeps_a_promoted_files_pages() {
+    if !fuse_available() {
+        return;
+    }
+    let mut s = Stacked::new("64M", "promote_after=2,sf_limit=none");
+    fs::write(s.low("plain"), pattern(16384, 1)).unwrap();
+    s.start();
+    assert_eq!(fs::read(s.p("plain")).unwrap(), pattern(16384, 1));
+    fs::write(s.low("plain"), pattern(16384, 2)).unwrap(); // same size, below the mount
+    assert!(fs::read(s.p("plain")).unwrap() == pattern(16384, 2), "an open read pages cached before the change below");
+
+    let mut model = Vec::new();
+    let f = OpenOptions::new().read(true).write(true).create(true).truncate(false).open(s.p("hot")).unwrap();
+    for i in 0..3 {
+        put(&f, &mut model, i * 4096, &pattern(4096, i as u8));
+    }
+    drop(f);
+    assert_eq!(s.promoted(), 1, "{}", s.info());
+    assert_eq!(fs::read(s.p("hot")).unwrap(), model);
+    let f = File::open(s.p("hot")).unwrap();
+    assert_eq!(fuse_common::cached_pages(&f, model.len()), 3, "an open of a promoted file dropped its pages");
+    drop(f);
+    s.umount(false);
+}

@@ -490,13 +490,17 @@ impl Filesystem for StackedFuse {
                 }
             }
             let state = self.stack.opened(key);
-            Ok(self.add_handle(Handle::File { lower, state, key }))
+            let promoted = state.lock().pm.is_some();
+            Ok((self.add_handle(Handle::File { lower, state, key }), promoted))
         })();
         match r {
-            // Every change to the file goes through this mount, so the kernel's cached
-            // pages stay right across opens (a mail spool reads its whole mailbox at
-            // every check).
-            Ok(fh) => reply.opened(fh, FopenFlags::FOPEN_KEEP_CACHE),
+            // A promoted file changes only through this mount (its newest bytes are in
+            // PM; changing it below is what docs/stacked.md says not to do), so the
+            // kernel's cached pages stay right across opens (a mail spool reads its whole
+            // mailbox at every check). Any other file may be changed in the lower
+            // directory directly: an open drops its pages, so that it reads what is there.
+            Ok((fh, true)) => reply.opened(fh, FopenFlags::FOPEN_KEEP_CACHE),
+            Ok((fh, false)) => reply.opened(fh, FopenFlags::empty()),
             Err(e) => reply.error(e),
         }
     }
