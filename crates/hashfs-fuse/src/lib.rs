@@ -182,8 +182,8 @@ impl<D: PmDevice> HashFsFuse<D> {
 
     /// The open flags of a new handle. FOPEN_NOFLUSH: a close sends no FLUSH round trip
     /// (HashFS has nothing to do then: every write is durable when it returns; under the
-    /// write-back cache the kernel still writes dirty pages back at close, and still sends
-    /// FLUSH). FOPEN_KEEP_CACHE: an open keeps the file's pages the kernel already has,
+    /// write-back cache the kernel still writes dirty pages back at close, and sends FLUSH
+    /// until [`Filesystem::flush`] has answered ENOSYS once). FOPEN_KEEP_CACHE: an open keeps the file's pages the kernel already has,
     /// instead of dropping them and reading the file again through the daemon. This is
     /// sound for the reason the names and attributes may be cached (`cache_timeout`): the
     /// daemon holds the image locked, so a file's data changes only through a request
@@ -356,7 +356,7 @@ impl<D: PmDevice> Filesystem for HashFsFuse<D> {
         }
     }
 
-    /// The kernel let go of an inode it was given `nlookup` times (see [`Nodes`]).
+    /// The kernel let go of an inode it was given `nlookup` times (see `nodes.rs`).
     fn forget(&self, _req: &Request, i: INodeNo, nlookup: u64) {
         if let Ok(i) = ino(i) {
             self.nodes.forget(i, nlookup);
@@ -511,7 +511,7 @@ impl<D: PmDevice> Filesystem for HashFsFuse<D> {
     /// Answered ENOSYS (outside `direct_io`), which the kernel takes as "open and close
     /// files yourself": from then on an open, and its close, cost no round trip (a web
     /// server's whole-file reads of cached files none at all), and the kernel's reads and
-    /// writes come with handle 0, served through the inode's file in [`Nodes`]. What an
+    /// writes come with handle 0, served through the inode's file in `nodes.rs`. What an
     /// open did here the kernel does itself: it checked the caller's access already, an
     /// O_TRUNC reaches the daemon as a truncation (SETATTR, which clears set-ID bits as a
     /// truncation by others must), and O_APPEND writes come at the end the kernel knows
@@ -656,7 +656,7 @@ impl<D: PmDevice> Filesystem for HashFsFuse<D> {
         reply.ok()
     }
 
-    /// With [`Self::sync_at_write`], every write was durable, times and all, when it was answered,
+    /// With `sync_at_write`, every write was durable, times and all, when it was answered,
     /// and every other change is durable when its request returns, so an fsync has nothing
     /// to do: the first one is answered ENOSYS, which the kernel takes as success and as
     /// "never send FSYNC again" (it still writes a mapping's dirty pages back first, each
