@@ -47,6 +47,13 @@ fn stats(root: &Path, names: &[&str]) -> Vec<Option<Stat>> {
     names.iter().map(|n| fs::symlink_metadata(root.join(n)).ok().map(|m| stat_of(&m))).collect()
 }
 
+/// The tests here drop the kernel's caches, which are global: each holds this while it
+/// runs, so that none drops what another is checking is kept.
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    SERIAL.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
 fn drop_kernel_caches() {
     fs::write("/proc/sys/vm/drop_caches", "2").expect("drop_caches (needs root)");
 }
@@ -70,6 +77,7 @@ fn cached_names_and_attributes_follow_every_change() {
     if !fuse_available() {
         return;
     }
+    let _serial = serial();
     let m = Mounted::new("64M");
     let p = |s: &str| m.path(s);
     fs::create_dir(p("d")).unwrap();
@@ -133,6 +141,7 @@ fn listings_with_attributes_are_complete_and_current() {
     if !fuse_available() {
         return;
     }
+    let _serial = serial();
     let m = Mounted::new("64M");
     let d = m.path("many");
     fs::create_dir(&d).unwrap();
@@ -191,6 +200,7 @@ fn cached_file_data_survives_opens_and_follows_every_change() {
     if !fuse_available() {
         return;
     }
+    let _serial = serial();
     let m = Mounted::new("64M");
     let p = m.path("f");
     const LEN: usize = 64 << 10;
@@ -293,12 +303,14 @@ fn opens_cost_no_round_trip_and_unlinked_files_live_until_closed() {
     if !fuse_available() {
         return;
     }
+    let _serial = serial();
     let mut m = Mounted::new("64M");
     let big = |b: u8| vec![b; 1 << 20];
     fs::write(m.path("a"), big(1)).unwrap();
-    assert_eq!(fs::read(m.path("a")).unwrap(), big(1)); // the first open: ENOSYS
-                                                        // Created after it (their handles are never released): u and r are opened by the
-                                                        // kernel alone below, x is looked up again after its inode is dropped.
+    // The first open: answered ENOSYS. Created after it (their handles are never
+    // released): u and r are opened by the kernel alone below, x is looked up again
+    // after its inode is dropped.
+    assert_eq!(fs::read(m.path("a")).unwrap(), big(1));
     for (n, b) in [("u", 2u8), ("r", 3), ("x", 4)] {
         fs::write(m.path(n), big(b)).unwrap();
     }
@@ -332,10 +344,12 @@ fn opens_cost_no_round_trip_and_unlinked_files_live_until_closed() {
     });
     assert!(freed, "the files' blocks were not freed after their last close: {} -> {}", full, free_blocks(&m));
 
-    assert_eq!(fs::read(m.path("a")).unwrap(), big(1)); // cached again
-                                                        // The daemon's death detaches the mount: the name is reached from a directory
-                                                        // descriptor opened before.
+    // Cached again. The daemon's death detaches the mount: the name is reached from a
+    // directory descriptor opened before, and stays in the kernel's cache of names while
+    // a descriptor of it is open (a lookup would ask the daemon).
+    assert_eq!(fs::read(m.path("a")).unwrap(), big(1));
     let root = fs::File::open(m.path("")).unwrap();
+    let pinned = fs::File::open(m.path("a")).unwrap();
     m.kill_daemon();
     let f = {
         use std::os::fd::{AsRawFd, FromRawFd};
@@ -351,7 +365,7 @@ fn opens_cost_no_round_trip_and_unlinked_files_live_until_closed() {
     // SAFETY: the descriptor is taken out of the File, closed once here.
     let closed = unsafe { libc::close(std::os::fd::IntoRawFd::into_raw_fd(f)) };
     assert_eq!(closed, 0, "a close asked the daemon, which is gone: {}", std::io::Error::last_os_error());
-    drop(root);
+    drop((root, pinned));
     m.start();
     assert_eq!(fs::read(m.path("r")).unwrap(), big(4));
     assert!(!m.path("u").exists() && !m.path("x").exists());
