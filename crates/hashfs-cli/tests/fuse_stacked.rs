@@ -118,6 +118,13 @@ impl Drop for Stacked {
     }
 }
 
+/// Held by the tests that drop the kernel's page cache or check what it keeps (the cache
+/// is global: one would drop what the other checks).
+fn page_cache_lock() -> std::sync::MutexGuard<'static, ()> {
+    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    LOCK.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
 fn pattern(n: usize, seed: u8) -> Vec<u8> {
     (0..n).map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed)).collect()
 }
@@ -300,6 +307,7 @@ fn sync_factor_and_full_pm_write_files_back() {
     if !fuse_available() {
         return;
     }
+    let _cache = page_cache_lock();
     // A hard limit just under the promotion-time Sync Factor: reads make it fall.
     let mut s = Stacked::new("16M", "promote_after=3,sf_limit=0.12");
     s.start();
@@ -396,6 +404,7 @@ fn an_open_reads_a_change_made_below_and_keeps_a_promoted_files_pages() {
     if !fuse_available() {
         return;
     }
+    let _cache = page_cache_lock();
     let mut s = Stacked::new("64M", "promote_after=2,sf_limit=none");
     fs::write(s.low("plain"), pattern(16384, 1)).unwrap();
     s.start();
