@@ -15,8 +15,8 @@
 //! over a file the kernel knows opens that file first ([`Nodes::hold`]), so that the
 //! kernel's open files still read and write it afterwards.
 //!
-//! Counting too many is safe (an unlinked inode waits for the next mount's recovery);
-//! counting too few is not, which is why every reply that carries an inode goes through
+//! Counting too many is safe (an unlinked inode then waits for the unmount, or for the
+//! next mount's recovery after a crash); counting too few is not, which is why every reply that carries an inode goes through
 //! [`Nodes::looked_up`].
 
 use hashfs::pm::PmDevice;
