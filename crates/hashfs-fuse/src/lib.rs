@@ -183,8 +183,9 @@ impl<D: PmDevice> HashFsFuse<D> {
     /// The open flags of a new handle. FOPEN_NOFLUSH: a close sends no FLUSH round trip
     /// (HashFS has nothing to do then: every write is durable when it returns; under the
     /// write-back cache the kernel still writes dirty pages back at close, and sends FLUSH
-    /// until [`Filesystem::flush`] has answered ENOSYS once). FOPEN_KEEP_CACHE: an open keeps the file's pages the kernel already has,
-    /// instead of dropping them and reading the file again through the daemon. This is
+    /// until [`Filesystem::flush`] has answered ENOSYS once). FOPEN_KEEP_CACHE: an open
+    /// keeps the file's pages the kernel already has, instead of dropping them and reading
+    /// the file again through the daemon. This is
     /// sound for the reason the names and attributes may be cached (`cache_timeout`): the
     /// daemon holds the image locked, so a file's data changes only through a request
     /// this kernel made (a write through its cache, a store through a mapping written
