@@ -5,6 +5,10 @@ test) on four targets, interleaved:
   hashfs    `hashfs mount IMAGE DIR` (a fresh image on the tmpfs holding the images)
   ceiling   `hashfs bench fuse-ceiling LOWER DIR`: a minimal FUSE passthrough over a tmpfs
             directory with hashfs mount's FUSE crate, threads and options (what FUSE allows)
+  hashfs-uring, ceiling-uring
+            (only when named in --targets) the same two through FUSE over io_uring (`-o
+            io_uring`, `--io-uring`): requests on a ring per CPU instead of /dev/fuse; the
+            script turns the kernel's enable_uring on for the run and back after
   tmpfs     a directory on that tmpfs (volatile; no FUSE)
   ext4      ext4 on a loop device (direct I/O) over a file on the disk (--disk-dir)
   shim      (only when named in --targets) the same workload with LD_PRELOAD=libhashfs_preload.so
@@ -32,6 +36,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 HASHFS = os.environ.get("HASHFS_BIN", os.path.join(ROOT, "target/release/hashfs"))
 PERSONALITIES = ["fileserver", "varmail", "webserver", "createfiles"]
 TARGETS = ["hashfs", "ceiling", "tmpfs", "ext4"]
+URING_TARGETS = ["hashfs-uring", "ceiling-uring"]
+ENABLE_URING = "/sys/module/fuse/parameters/enable_uring"
 SHIM = os.environ.get("HASHFS_PRELOAD", os.path.join(ROOT, "target/release/libhashfs_preload.so"))
 SHIM_PREFIX = "/hashfs-filebench"
 
@@ -68,6 +74,8 @@ class Target:
         self.fuse_threads = fuse_threads
         self.cache_timeout = cache_timeout
         self.mnt = os.path.join(work, f"mnt-{name}")
+        self.kind = name.removesuffix("-uring")
+        self.uring = name.endswith("-uring")
         self.proc = self.loop = None
 
     def env(self):
@@ -82,14 +90,16 @@ class Target:
             run([HASHFS, "mkfs", os.path.join(self.work, "shim.img"), "--size", self.size])
             return SHIM_PREFIX  # the fresh image's root
         os.makedirs(self.mnt, exist_ok=True)
-        threads = ["-o", f"threads={self.fuse_threads}"] if self.fuse_threads else []
-        if self.name == "hashfs":
+        if self.kind == "hashfs":
             img = os.path.join(self.work, "hashfs.img")
             run([HASHFS, "mkfs", img, "--size", self.size])
+            opts = [f"threads={self.fuse_threads}"] if self.fuse_threads else []
             if self.cache_timeout is not None:
-                threads += ["-o", f"cache_timeout={self.cache_timeout}"]
-            run([HASHFS, "mount", img, self.mnt] + threads)
-        elif self.name == "ceiling":
+                opts.append(f"cache_timeout={self.cache_timeout}")
+            if self.uring:
+                opts.append("io_uring")
+            run([HASHFS, "mount", img, self.mnt] + (["-o", ",".join(opts)] if opts else []))
+        elif self.kind == "ceiling":
             lower = os.path.join(self.work, "ceiling-lower")
             os.makedirs(lower)
             cmd = [HASHFS, "bench", "fuse-ceiling", lower, self.mnt]
@@ -97,6 +107,8 @@ class Target:
                 cmd += ["--threads", str(self.fuse_threads)]
             if self.cache_timeout is not None:
                 cmd += ["--cache-timeout", str(self.cache_timeout)]
+            if self.uring:
+                cmd += ["--io-uring", "4"]
             self.proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True)
             wait_mount(self.mnt, self.proc)
         elif self.name == "ext4":
@@ -113,10 +125,10 @@ class Target:
     def down(self):
         if self.name == "shim":
             os.unlink(os.path.join(self.work, "shim.img"))
-        elif self.name == "hashfs":
+        elif self.kind == "hashfs":
             run([HASHFS, "umount", self.mnt], check=False)
             os.unlink(os.path.join(self.work, "hashfs.img"))
-        elif self.name == "ceiling":
+        elif self.kind == "ceiling":
             run(["umount", self.mnt], check=False)
             self.proc.wait(timeout=30)
             shutil.rmtree(os.path.join(self.work, "ceiling-lower"), ignore_errors=True)
@@ -148,9 +160,14 @@ def flowop(res, name):
 
 def summary(results, personalities, targets):
     shim = "shim" in targets
-    lines = ["| personality | " + " | ".join(f"{t} ops/s" for t in targets) + " | hashfs / ceiling | hashfs / ext4 |"
-             + (" shim / ext4 |" if shim else ""),
-             "|---|" + "---:|" * (len(targets) + 2 + shim)]
+    # The ratios the issue names, and with the io_uring targets the same over the rings.
+    pairs = [("hashfs", "ceiling"), ("hashfs", "ext4")]
+    pairs += [(x, y) for x, y in [("hashfs-uring", "ceiling-uring"), ("hashfs-uring", "ext4"), ("hashfs-uring", "hashfs")]
+              if x in targets and y in targets]
+    pairs += [("shim", "ext4")] if shim else []
+    lines = ["| personality | " + " | ".join(f"{t} ops/s" for t in targets) + " | "
+             + " | ".join(f"{x} / {y}" for x, y in pairs) + " |",
+             "|---|" + "---:|" * (len(targets) + len(pairs))]
     for p in personalities:
         cells, means = [], {}
         for t in targets:
@@ -159,15 +176,16 @@ def summary(results, personalities, targets):
             means[t] = m
             cells.append(f"{m:,.0f} ± {ci:,.0f}")
         ratio = lambda x, y: f"{means[x] / means[y]:.2f}x" if x in means and y in means else "-"  # noqa: E731
-        lines.append(f"| {p} | " + " | ".join(cells) + f" | {ratio('hashfs', 'ceiling')} | {ratio('hashfs', 'ext4')} |"
-                     + (f" {ratio('shim', 'ext4')} |" if shim else ""))
+        lines.append(f"| {p} | " + " | ".join(cells) + " | " + " | ".join(ratio(x, y) for x, y in pairs) + " |")
     # The latencies the issue's "done when" names: create and delete under 50 threads (file
     # server) and the web server's shared-log append, median of each run, mean of the rounds.
     checks = [("fileserver", "createfile1"), ("fileserver", "deletefile1"), ("fileserver", "statfile1"),
               ("varmail", "createfile2"), ("varmail", "deletefile1"), ("webserver", "appendlog"),
               ("createfiles", "createfile1")]
-    lines += ["", "| personality | operation | " + " | ".join(f"{t} p50 ms" for t in targets) + " | hashfs / ceiling |",
-              "|---|---|" + "---:|" * (len(targets) + 1)]
+    uring = "hashfs-uring" in targets and "ceiling-uring" in targets
+    lines += ["", "| personality | operation | " + " | ".join(f"{t} p50 ms" for t in targets) + " | hashfs / ceiling |"
+              + (" hashfs-uring / ceiling-uring |" if uring else ""),
+              "|---|---|" + "---:|" * (len(targets) + 1 + uring)]
     for p, op in checks:
         means = {}
         for t in targets:
@@ -177,8 +195,9 @@ def summary(results, personalities, targets):
         if not means:
             continue
         cells = [f"{means[t][0]:.3f}" if t in means else "-" for t in targets]
-        ratio = f"{means['hashfs'][0] / means['ceiling'][0]:.2f}x" if "hashfs" in means and "ceiling" in means else "-"
-        lines.append(f"| {p} | {op} | " + " | ".join(cells) + f" | {ratio} |")
+        ratio = lambda x, y: f"{means[x][0] / means[y][0]:.2f}x" if x in means and y in means else "-"  # noqa: E731
+        lines.append(f"| {p} | {op} | " + " | ".join(cells) + f" | {ratio('hashfs', 'ceiling')} |"
+                     + (f" {ratio('hashfs-uring', 'ceiling-uring')} |" if uring else ""))
     return "\n".join(lines)
 
 
@@ -203,8 +222,17 @@ def main():
         sys.exit(f"{HASHFS} missing: run cargo build --release -p hashfs-cli")
     personalities, targets = a.personalities.split(","), a.targets.split(",")
     for t in targets:
-        if t not in TARGETS + ["shim"]:
-            sys.exit(f"unknown target {t}: one of {', '.join(TARGETS + ['shim'])}")
+        if t not in TARGETS + URING_TARGETS + ["shim"]:
+            sys.exit(f"unknown target {t}: one of {', '.join(TARGETS + URING_TARGETS + ['shim'])}")
+    uring_was = None
+    if any(t in URING_TARGETS for t in targets):
+        try:
+            with open(ENABLE_URING) as fh:
+                uring_was = fh.read().strip()
+            with open(ENABLE_URING, "w") as fh:
+                fh.write("1")
+        except OSError as e:
+            sys.exit(f"{ENABLE_URING}: {e}: the -uring targets need a kernel with FUSE over io_uring (6.14+) and root")
     work = os.path.join(a.image_dir, "hashfs-filebench")
     if os.path.exists(work):
         sys.exit(f"{work} exists: a run is under way, or an earlier one was interrupted (remove it)")
@@ -224,6 +252,9 @@ def main():
             if is_mount(t.mnt):
                 t.down()
         shutil.rmtree(work, ignore_errors=True)
+        if uring_was is not None:
+            with open(ENABLE_URING, "w") as fh:
+                fh.write("1" if uring_was in ("Y", "1") else "0")
     cfg = {"rounds": a.rounds, "seconds": a.seconds, "files_scale": a.files_scale, "image_size": a.image_size,
            "image_dir": a.image_dir, "disk_dir": a.disk_dir, "disk_size": a.disk_size, "fuse_threads": a.fuse_threads or "default",
            "cache_timeout": a.cache_timeout if a.cache_timeout is not None else "default",

@@ -39,6 +39,12 @@ pub fn run_foreground_with(image: &Path, mountpoint: &Path, o: &MountOpts) -> Re
     if mounted_source(mountpoint).is_some() {
         return Err(fail(format!("{} is already a mount point", mountpoint.display())));
     }
+    if o.fuse.io_uring.is_some() {
+        if o.lower.is_some() {
+            return Err(fail("mount option io_uring is for an image mount, not a stacked one (lower=)"));
+        }
+        check_io_uring()?;
+    }
     let dev = crate::open_image(image)?;
     // A long-lived mount: fault the mapping in now rather than one page per first write.
     if let Err(e) = dev.populate_in_background() {
@@ -75,7 +81,16 @@ pub(crate) fn fuse_config(image: &Path, o: &MountOpts, threads: usize) -> fuser:
     cfg.acl = fuser::SessionACL::All;
     cfg.n_threads = Some(threads.max(1));
     cfg.clone_fd = true;
+    cfg.io_uring_depth = o.fuse.io_uring;
     cfg
+}
+
+/// Fails unless the kernel offers FUSE over io_uring, before anything is mounted.
+pub(crate) fn check_io_uring() -> Result<(), Failure> {
+    match fs::read_to_string("/sys/module/fuse/parameters/enable_uring") {
+        Ok(s) if s.trim() == "Y" || s.trim() == "1" => Ok(()),
+        _ => Err(fail(hashfs_fuse::NO_IO_URING)),
+    }
 }
 
 /// The stack's parameters from the mount options.
@@ -138,6 +153,8 @@ pub fn run_background_with(image: &Path, mountpoint: &Path, o: &MountOpts) -> Re
         format!("lower={}", l.display())
     });
     list.extend(lower.as_deref());
+    let uring = o.fuse.io_uring.map(|n| format!("io_uring={n}"));
+    list.extend(uring.as_deref());
     list.extend(o.stack.iter().map(String::as_str));
     let log_path = std::env::temp_dir().join(format!("hashfs-mount-{}.log", std::process::id()));
     let log = fs::File::create(&log_path)?;
@@ -158,25 +175,33 @@ pub fn run_background_with(image: &Path, mountpoint: &Path, o: &MountOpts) -> Re
     let start = Instant::now();
     loop {
         if mounted_source(mountpoint).is_some() {
+            // Mounted is not yet serving: INIT comes after the mount (and with io_uring,
+            // every queue's registration). A stat of the root waits for them, and fails if
+            // the daemon gave up (it then exits with its reason in the log).
+            if let Err(e) = fs::metadata(mountpoint) {
+                let status = child.wait()?;
+                return Err(daemon_failure(&log_path, &format!("the mount does not answer ({e}); daemon {status}")));
+            }
             let _ = fs::remove_file(&log_path);
             println!("mounted {} on {} (daemon pid {})", image.display(), mountpoint.display(), child.id());
             return Ok(());
         }
         if let Some(status) = child.try_wait()? {
-            let msg = fs::read_to_string(&log_path).unwrap_or_default();
-            let _ = fs::remove_file(&log_path);
-            let msg = msg.trim().trim_start_matches("hashfs: ");
-            return Err(fail(if msg.is_empty() {
-                format!("mount daemon exited with {status}")
-            } else {
-                msg.to_string()
-            }));
+            return Err(daemon_failure(&log_path, &format!("mount daemon exited with {status}")));
         }
         if start.elapsed() > WAIT {
             return Err(fail(format!("{} did not appear as a mount point within {WAIT:?}", mountpoint.display())));
         }
         std::thread::sleep(Duration::from_millis(20));
     }
+}
+
+/// Why a daemon that exited did: its log, else `otherwise`.
+fn daemon_failure(log_path: &Path, otherwise: &str) -> Failure {
+    let msg = fs::read_to_string(log_path).unwrap_or_default();
+    let _ = fs::remove_file(log_path);
+    let msg = msg.trim().trim_start_matches("hashfs: ");
+    fail(if msg.is_empty() { otherwise.to_string() } else { msg.to_string() })
 }
 
 /// Unmounts and waits until the daemon has released (and cleanly closed) the image;

@@ -19,6 +19,10 @@
 use crate::{fail, Failure};
 use std::path::{Path, PathBuf};
 
+/// Entries per CPU of `io_uring` without a number: a queue's thread serves one request at
+/// a time, so more entries only let the kernel hand it several at once.
+pub const IO_URING_DEPTH: usize = 4;
+
 /// What the options ask of the daemon.
 #[derive(Debug, Default, PartialEq, Eq)]
 pub struct MountOpts {
@@ -62,6 +66,16 @@ pub fn parse_options(list: &str, sloppy: bool) -> Result<MountOpts, Failure> {
             "defaults" | "auto" | "noauto" | "user" | "nouser" | "users" | "owner" | "group" | "nofail" | "_netdev"
             | "async" | "sync" => {}
             o2 if o2.starts_with("x-") || o2.starts_with("comment=") => {}
+            "io_uring" => o.fuse.io_uring = Some(IO_URING_DEPTH),
+            "noio_uring" => o.fuse.io_uring = None,
+            o2 if o2.starts_with("io_uring=") => {
+                let n = o2["io_uring=".len()..]
+                    .parse::<usize>()
+                    .ok()
+                    .filter(|n| (1..=256).contains(n))
+                    .ok_or_else(|| fail(format!("mount option {o2}: io_uring takes entries per CPU, 1 to 256")))?;
+                o.fuse.io_uring = Some(n);
+            }
             o2 if o2.starts_with("threads=") => {
                 let n = o2["threads=".len()..]
                     .parse::<usize>()

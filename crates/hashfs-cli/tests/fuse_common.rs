@@ -62,11 +62,17 @@ impl Mounted {
         self.start_with(&[]);
     }
 
-    /// Starts the daemon on the existing image with mount options (`-o ...`).
+    /// Starts the daemon on the existing image with mount options (`-o ...`), and those
+    /// of `$HASHFS_TEST_MOUNT_OPTS` (scripts/test.sh runs the FUSE tests again with
+    /// `io_uring` there).
     pub fn start_with(&mut self, opts: &[&str]) {
+        assert!(opts.is_empty() || (opts.len() == 2 && opts[0] == "-o"), "start_with takes [] or [\"-o\", LIST]");
+        let extra = std::env::var("HASHFS_TEST_MOUNT_OPTS").unwrap_or_default();
+        let list: Vec<&str> =
+            opts.get(1).copied().into_iter().chain(Some(extra.as_str()).filter(|s| !s.is_empty())).collect();
         let child = hashfs()
             .args(["mount", "--foreground", self.image.to_str().unwrap(), self.mnt.to_str().unwrap()])
-            .args(opts)
+            .args(if list.is_empty() { vec![] } else { vec!["-o".to_string(), list.join(",")] })
             .stdin(Stdio::null())
             .spawn()
             .unwrap();

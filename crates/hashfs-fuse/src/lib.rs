@@ -140,13 +140,22 @@ pub struct FuseOptions {
     /// How long the kernel may cache a name's lookup and an inode's attributes (fuser
     /// gives an entry and its attributes one timeout).
     pub cache_timeout: Duration,
+    /// FUSE over io_uring with this many entries per CPU (`fuser::Config::io_uring_depth`):
+    /// requests go through a ring per CPU instead of `/dev/fuse`. The kernel must offer it
+    /// (Linux 6.14+, `/sys/module/fuse/parameters/enable_uring`); INIT fails if it does not.
+    pub io_uring: Option<usize>,
 }
 
 impl Default for FuseOptions {
     fn default() -> Self {
-        FuseOptions { writeback_cache: false, direct_io: false, cache_timeout: DEFAULT_TIMEOUT }
+        FuseOptions { writeback_cache: false, direct_io: false, cache_timeout: DEFAULT_TIMEOUT, io_uring: None }
     }
 }
+
+/// Why a mount that asked for FUSE over io_uring cannot have it.
+pub const NO_IO_URING: &str = "FUSE over io_uring (mount option io_uring) is not offered by this kernel: it needs \
+     Linux 6.14 or later built with CONFIG_FUSE_IO_URING, turned on with \
+     `echo 1 > /sys/module/fuse/parameters/enable_uring`";
 
 /// The FUSE file system over a mounted HashFS.
 pub struct HashFsFuse<D: PmDevice> {
@@ -340,6 +349,9 @@ impl<D: PmDevice> Filesystem for HashFsFuse<D> {
         // their pages cached and coherent with the direct writes.
         if self.opts.direct_io && config.add_capabilities(InitFlags::FUSE_DIRECT_IO_ALLOW_MMAP).is_err() {
             eprintln!("hashfs: the kernel lacks FUSE_DIRECT_IO_ALLOW_MMAP: files opened with direct_io cannot be mapped shared");
+        }
+        if self.opts.io_uring.is_some() && config.add_capabilities(InitFlags::FUSE_OVER_IO_URING).is_err() {
+            return Err(std::io::Error::other(NO_IO_URING));
         }
         if self.opts.writeback_cache {
             if let Err(missing) = config.add_capabilities(InitFlags::FUSE_WRITEBACK_CACHE) {

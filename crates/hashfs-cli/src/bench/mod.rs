@@ -112,6 +112,9 @@ pub enum BenchCmd {
         /// mount -o cache_timeout=`; the same default).
         #[arg(long, default_value_t = hashfs_fuse::DEFAULT_TIMEOUT.as_secs_f64())]
         cache_timeout: f64,
+        /// FUSE over io_uring with this many entries per CPU (as `hashfs mount -o io_uring=N`).
+        #[arg(long)]
+        io_uring: Option<usize>,
     },
     /// Fills the image to 90% and empties it, ten times, printing the table's probe lengths.
     Churn {
@@ -133,10 +136,10 @@ pub fn run(cmd: BenchCmd) -> Result<(), Failure> {
         BenchCmd::Filebench { personality, dir, seconds, threads, files_scale, seed, json } => {
             filebench::run(&filebench::Options { dir, personality, seconds, threads, files_scale, seed, json })
         }
-        BenchCmd::FuseCeiling { lower, mountpoint, threads, cache_timeout } => {
+        BenchCmd::FuseCeiling { lower, mountpoint, threads, cache_timeout, io_uring } => {
             let ttl = std::time::Duration::try_from_secs_f64(cache_timeout)
                 .map_err(|_| crate::fail(format!("--cache-timeout {cache_timeout}: not a number of seconds")))?;
-            passthrough::serve(&lower, &mountpoint, threads, ttl)
+            passthrough::serve(&lower, &mountpoint, threads, ttl, io_uring)
         }
         #[cfg(feature = "probe")]
         BenchCmd::Paper { experiments, mappings, quick, tiny, out, image_dir, images, first_image } => {

@@ -36,6 +36,8 @@ pub struct Passthrough {
     /// How long the kernel may cache names and attributes (as `hashfs mount`'s
     /// `cache_timeout`: this passthrough owns its lower directory while it runs).
     ttl: Duration,
+    /// Ask for FUSE over io_uring at INIT (`serve`'s `io_uring`).
+    io_uring: bool,
     next_fh: AtomicU64,
     /// The lower directory is on tmpfs, where fsync has nothing to make durable: as
     /// `hashfs mount` on an image in memory, the first fsync is answered ENOSYS and the
@@ -86,6 +88,7 @@ impl Passthrough {
             paths: RwLock::new(paths),
             handles: Mutex::new(HashMap::new()),
             ttl,
+            io_uring: false,
             next_fh: AtomicU64::new(1),
             lower_volatile: hashfs::pm::mmap::is_tmpfs(&File::open(lower)?),
         })
@@ -218,6 +221,9 @@ impl Filesystem for Passthrough {
         // The capabilities `hashfs-fuse` asks for that change what the kernel sends.
         let _ = config.add_capabilities(InitFlags::FUSE_HANDLE_KILLPRIV_V2);
         let _ = config.add_capabilities(InitFlags::FUSE_PARALLEL_DIROPS);
+        if self.io_uring && config.add_capabilities(InitFlags::FUSE_OVER_IO_URING).is_err() {
+            return Err(io::Error::other(hashfs_fuse::NO_IO_URING));
+        }
         Ok(())
     }
 
@@ -488,10 +494,22 @@ impl Filesystem for Passthrough {
 /// Serves `lower` at `mountpoint` until it is unmounted, as `hashfs mount` serves an
 /// image: the same session configuration (`mountcmd::fuse_config`: thread count,
 /// `clone_fd`, `default_permissions`, `noatime`, `allow_other`).
-pub fn serve(lower: &Path, mountpoint: &Path, threads: usize, ttl: Duration) -> Result<(), crate::Failure> {
-    let fs = Passthrough::new(lower, ttl).map_err(|e| crate::fail(format!("{}: {e}", lower.display())))?;
+pub fn serve(
+    lower: &Path,
+    mountpoint: &Path,
+    threads: usize,
+    ttl: Duration,
+    io_uring: Option<usize>,
+) -> Result<(), crate::Failure> {
+    let mut fs = Passthrough::new(lower, ttl).map_err(|e| crate::fail(format!("{}: {e}", lower.display())))?;
+    if io_uring.is_some() {
+        crate::mountcmd::check_io_uring()?;
+        fs.io_uring = true;
+    }
     // `hashfs mount`'s session and options (read-write, default), its subtype renamed.
-    let mut cfg = crate::mountcmd::fuse_config(lower, &crate::mounthelper::MountOpts::default(), threads);
+    let mut opts = crate::mounthelper::MountOpts::default();
+    opts.fuse.io_uring = io_uring;
+    let mut cfg = crate::mountcmd::fuse_config(lower, &opts, threads);
     for o in &mut cfg.mount_options {
         if let fuser::MountOption::Subtype(s) = o {
             *s = "hashfs-ceiling".into();

@@ -1,0 +1,226 @@
+//! FUSE over io_uring (`hashfs mount -o io_uring`, the transport in
+//! vendor/fuser/src/uring.rs): requests reach the daemon through a ring per CPU and get the
+//! answers they get through /dev/fuse (data, listings, links, attributes, errors); a mount
+//! that asks for it where the kernel has it off fails before anything is mounted.
+//! scripts/test.sh also runs the fuse_posix and fuse_cache suites over the rings.
+
+#[path = "fuse_common.rs"]
+mod common;
+use common::*;
+use std::ffi::CString;
+use std::fs;
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+use std::sync::{Mutex, MutexGuard};
+
+const ENABLE: &str = "/sys/module/fuse/parameters/enable_uring";
+
+/// The kernel's switch for FUSE over io_uring is global: a test holds it (and this lock)
+/// while it runs, and it is put back as it was after.
+struct Switch {
+    was: String,
+    _serial: MutexGuard<'static, ()>,
+}
+
+fn switch(on: bool) -> Option<Switch> {
+    static SERIAL: Mutex<()> = Mutex::new(());
+    let serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let was = match fs::read_to_string(ENABLE) {
+        Ok(s) => s,
+        Err(e) => {
+            skip(&format!("{ENABLE}: {e}: no FUSE over io_uring in this kernel (Linux 6.14+, CONFIG_FUSE_IO_URING)"));
+            return None;
+        }
+    };
+    fs::write(ENABLE, if on { "1" } else { "0" }).expect("enable_uring (needs root)");
+    Some(Switch { was, _serial: serial })
+}
+
+impl Drop for Switch {
+    fn drop(&mut self) {
+        let _ = fs::write(ENABLE, if matches!(self.was.trim(), "Y" | "1") { "1" } else { "0" });
+    }
+}
+
+/// Voluntary context switches of the daemon's threads, summed over the io_uring queue
+/// threads (`fuser-ring-N`) and over the /dev/fuse ones (`fuser-N`): each sleeps once per
+/// request it waits for when requests come one at a time.
+fn switches(pid: u32) -> (u64, u64, usize) {
+    let (mut ring, mut dev, mut queues) = (0, 0, 0);
+    for t in fs::read_dir(format!("/proc/{pid}/task")).unwrap() {
+        let t = t.unwrap().path();
+        let comm = fs::read_to_string(t.join("comm")).unwrap_or_default();
+        let status = fs::read_to_string(t.join("status")).unwrap_or_default();
+        let n: u64 = status
+            .lines()
+            .find_map(|l| l.strip_prefix("voluntary_ctxt_switches:"))
+            .map(|v| v.trim().parse().unwrap())
+            .unwrap_or(0);
+        if comm.starts_with("fuser-ring-") {
+            ring += n;
+            queues += 1;
+        } else if comm.starts_with("fuser-") {
+            dev += n;
+        }
+    }
+    (ring, dev, queues)
+}
+
+fn possible_cpus() -> usize {
+    let s = fs::read_to_string("/sys/devices/system/cpu/possible").unwrap();
+    s.trim().split(',').map(|p| p.rsplit('-').next().unwrap().parse::<usize>().unwrap() + 1).max().unwrap()
+}
+
+fn drop_caches() {
+    fs::write("/proc/sys/vm/drop_caches", "3").expect("drop_caches (needs root)");
+}
+
+fn xattr(path: &Path, name: &str, value: Option<&[u8]>) -> std::io::Result<Vec<u8>> {
+    let p = CString::new(path.as_os_str().as_bytes()).unwrap();
+    let n = CString::new(name).unwrap();
+    let mut buf = vec![0u8; 256];
+    // SAFETY: NUL-terminated strings and buffers that live across the calls, with their lengths.
+    let r = unsafe {
+        match value {
+            Some(v) => libc::setxattr(p.as_ptr(), n.as_ptr(), v.as_ptr().cast(), v.len(), 0) as isize,
+            None => libc::getxattr(p.as_ptr(), n.as_ptr(), buf.as_mut_ptr().cast(), buf.len()),
+        }
+    };
+    if r < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    buf.truncate(if value.is_some() { 0 } else { r as usize });
+    Ok(buf)
+}
+
+fn pattern(seed: u64, len: usize) -> Vec<u8> {
+    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect()
+}
+
+#[test]
+fn requests_go_through_the_rings_and_are_answered_as_through_dev_fuse() {
+    if !fuse_available() {
+        return;
+    }
+    let Some(_on) = switch(true) else { return };
+    let dir = tempfile::tempdir_in("/dev/shm").unwrap();
+    let image = dir.path().join("fs.img");
+    let st = hashfs().args(["mkfs", image.to_str().unwrap(), "--size", "256M"]).status().unwrap();
+    assert!(st.success());
+    let mnt = dir.path().join("mnt");
+    fs::create_dir(&mnt).unwrap();
+    let mut m = Mounted { dir, image, mnt, daemon: None };
+    m.start_with(&["-o", "io_uring=2"]);
+    let pid = m.daemon.as_ref().unwrap().id();
+    let (ring0, dev0, queues) = switches(pid);
+    assert_eq!(queues, possible_cpus(), "one io_uring queue thread per possible CPU");
+
+    // Small files, each written and read back past the page cache.
+    let d = m.path("d");
+    fs::create_dir(&d).unwrap();
+    for i in 0..200u64 {
+        fs::write(d.join(format!("f{i:03}")), pattern(i, 100 + i as usize * 37)).unwrap();
+    }
+    drop_caches();
+    for i in 0..200u64 {
+        assert_eq!(fs::read(d.join(format!("f{i:03}"))).unwrap(), pattern(i, 100 + i as usize * 37), "f{i:03}");
+    }
+    // A listing of them all (several READDIRPLUS replies, each a full payload).
+    let mut names: Vec<String> =
+        fs::read_dir(&d).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
+    names.sort();
+    assert_eq!(names, (0..200).map(|i| format!("f{i:03}")).collect::<Vec<_>>());
+
+    // A large file in the largest writes the kernel sends, and a read of a range of it.
+    let big = pattern(7, 3 << 20);
+    let mut f = fs::File::create(m.path("big")).unwrap();
+    for c in big.chunks(1 << 20) {
+        f.write_all(c).unwrap();
+    }
+    f.sync_all().unwrap();
+    drop(f);
+    drop_caches();
+    assert_eq!(fs::read(m.path("big")).unwrap(), big, "a 3 MiB file written in 1 MiB writes");
+    let mut f = fs::File::open(m.path("big")).unwrap();
+    f.seek(SeekFrom::Start(1_000_003)).unwrap();
+    let mut part = vec![0u8; 70_001];
+    f.read_exact(&mut part).unwrap();
+    assert_eq!(part, big[1_000_003..1_070_004]);
+    drop(f);
+
+    // Names, links, attributes, extended attributes.
+    fs::rename(d.join("f000"), m.path("moved")).unwrap();
+    fs::hard_link(m.path("moved"), m.path("linked")).unwrap();
+    std::os::unix::fs::symlink("moved", m.path("sym")).unwrap();
+    assert_eq!(fs::read_link(m.path("sym")).unwrap(), Path::new("moved"));
+    assert_eq!(fs::metadata(m.path("linked")).unwrap().len(), 100);
+    assert_eq!(std::os::unix::fs::MetadataExt::nlink(&fs::metadata(m.path("moved")).unwrap()), 2);
+    xattr(&m.path("moved"), "user.k", Some(b"value")).unwrap();
+    assert_eq!(xattr(&m.path("moved"), "user.k", None).unwrap(), b"value");
+    let f = fs::OpenOptions::new().write(true).open(m.path("big")).unwrap();
+    f.set_len(12_345).unwrap();
+    drop(f);
+    assert_eq!(fs::metadata(m.path("big")).unwrap().len(), 12_345);
+
+    // Errors come back as errors.
+    assert_eq!(errno(fs::read(m.path("no-such-file"))), libc::ENOENT);
+    assert_eq!(errno(fs::create_dir(&d)), libc::EEXIST);
+    assert_eq!(errno(fs::write(m.path(&"n".repeat(300)), b"x")), libc::ENAMETOOLONG);
+    assert_eq!(errno(xattr(&m.path("moved"), "user.none", None)), libc::ENODATA);
+    assert_eq!(errno(fs::remove_dir(&d)), libc::ENOTEMPTY);
+
+    for i in 1..200u64 {
+        fs::remove_file(d.join(format!("f{i:03}"))).unwrap();
+    }
+    fs::remove_dir(&d).unwrap();
+
+    let (ring1, dev1, _) = switches(pid);
+    let (ring, dev) = (ring1 - ring0, dev1 - dev0);
+    eprintln!("io_uring queue threads woke {ring} times, /dev/fuse threads {dev} times");
+    assert!(ring >= 1000, "the io_uring queues served only {ring} requests");
+    assert!(ring > 3 * dev, "most requests went through /dev/fuse ({dev}) rather than the rings ({ring})");
+    m.stop();
+    m.fsck_clean();
+}
+
+#[test]
+fn asking_for_io_uring_where_the_kernel_has_it_off_fails_before_mounting() {
+    if !fuse_available() {
+        return;
+    }
+    let Some(_off) = switch(false) else { return };
+    let dir = tempfile::tempdir_in("/dev/shm").unwrap();
+    let image = dir.path().join("fs.img");
+    assert!(hashfs().args(["mkfs", image.to_str().unwrap(), "--size", "64M"]).status().unwrap().success());
+    let mnt = dir.path().join("mnt");
+    fs::create_dir(&mnt).unwrap();
+    let lower = dir.path().join("lower");
+    fs::create_dir(&lower).unwrap();
+    let runs = [
+        hashfs().args(["mount", "--foreground", "-o", "io_uring"]).arg(&image).arg(&mnt).output().unwrap(),
+        hashfs().args(["mount", "-o", "io_uring=8"]).arg(&image).arg(&mnt).output().unwrap(),
+        hashfs().args(["bench", "fuse-ceiling", "--io-uring", "2"]).arg(&lower).arg(&mnt).output().unwrap(),
+    ];
+    for o in runs {
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(!o.status.success(), "a mount asking for io_uring succeeded with it off");
+        assert!(err.contains("enable_uring"), "the error does not say what to turn on: {err}");
+    }
+    let info = fs::read_to_string("/proc/self/mountinfo").unwrap();
+    assert!(!info.contains(mnt.to_str().unwrap()), "something was mounted");
+    // Bad depths are refused by name.
+    let o = hashfs().args(["mount", "-o", "io_uring=0"]).arg(&image).arg(&mnt).output().unwrap();
+    assert!(!o.status.success() && String::from_utf8_lossy(&o.stderr).contains("io_uring=0"));
+    // The image is as mkfs left it.
+    let o = hashfs().args(["fsck", image.to_str().unwrap()]).output().unwrap();
+    assert_eq!(o.status.code(), Some(0));
+}
