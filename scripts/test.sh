@@ -89,6 +89,26 @@ cargo test --workspace -- --skip explore_
 # and has the kernel send no fsync (hashfs-fuse's `sync_at_write`).
 stage "FUSE tests with images in memory"
 TMPDIR=/dev/shm cargo test -p hashfs-cli --test fuse_posix --test fuse_cache
+# And once more through FUSE over io_uring (`mount -o io_uring`): the kernel's switch is
+# turned on for the stage and put back after. A kernel without it (before 6.14, or built
+# without CONFIG_FUSE_IO_URING) skips the stage, which under CI is a failure.
+stage "FUSE tests over io_uring"
+uring_switch=/sys/module/fuse/parameters/enable_uring
+if [ -w "$uring_switch" ]; then
+    uring_was=$(cat "$uring_switch")
+    echo 1 > "$uring_switch"
+    uring_rc=0
+    TMPDIR=/dev/shm HASHFS_TEST_MOUNT_OPTS=io_uring cargo test -p hashfs-cli --test fuse_posix --test fuse_cache \
+        || uring_rc=$?
+    case "$uring_was" in Y|1) echo 1 > "$uring_switch" ;; *) echo 0 > "$uring_switch" ;; esac
+    [ "$uring_rc" -eq 0 ] || exit "$uring_rc"
+elif [ -n "${CI:-}" ]; then
+    echo "CI: $uring_switch is missing or not writable: FUSE over io_uring cannot be tested" >&2
+    exit 1
+else
+    echo "no writable $uring_switch: FUSE over io_uring not tested" >> "$skip_log"
+    echo "SKIPPED: FUSE over io_uring ($uring_switch)" >&2
+fi
 # The paper benchmark's cycle probe (cargo feature `probe`, off in every other build): lint,
 # its unit test and the benchmark's smoke run, in their own target directory.
 stage "probe build: clippy, unit test, images"

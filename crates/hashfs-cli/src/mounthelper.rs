@@ -8,7 +8,8 @@
 //! holds); `threads=N`; `strict` or `relaxed` (the write mode of this mount, else the
 //! image's: `hashfs mkfs --write-mode`); `writeback_cache` and `direct_io` (the kernel's
 //! caching of file data, `hashfs_fuse::FuseOptions`); `cache_timeout=SECONDS` (how long
-//! the kernel may cache names and attributes, 60 by default); and the ones mount(8) and fstab use for themselves (`defaults`,
+//! the kernel may cache names and attributes, 60 by default); `io_uring` or `io_uring=N`
+//! (requests through FUSE over io_uring, N entries per CPU); and the ones mount(8) and fstab use for themselves (`defaults`,
 //! `auto`, `noauto`, `user`, `nouser`, `users`, `owner`, `group`, `nofail`, `_netdev`,
 //! `x-*`, `comment=*`). Anything else is refused with its name, never ignored silently.
 //! mount(8)'s helper flags `-n` (no mtab), `-s` (sloppy: unknown options are skipped with

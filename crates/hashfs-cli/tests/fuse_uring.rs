@@ -67,9 +67,16 @@ fn switches(pid: u32) -> (u64, u64, usize) {
     (ring, dev, queues)
 }
 
+/// The kernel's `num_possible_cpus` (ranges such as `0-1` or `0-3,8-11`, counted).
 fn possible_cpus() -> usize {
     let s = fs::read_to_string("/sys/devices/system/cpu/possible").unwrap();
-    s.trim().split(',').map(|p| p.rsplit('-').next().unwrap().parse::<usize>().unwrap() + 1).max().unwrap()
+    s.trim()
+        .split(',')
+        .map(|p| {
+            let (a, b) = p.split_once('-').unwrap_or((p, p));
+            b.parse::<usize>().unwrap() - a.parse::<usize>().unwrap() + 1
+        })
+        .sum()
 }
 
 fn drop_caches() {

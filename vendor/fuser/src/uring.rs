@@ -33,6 +33,7 @@ use io_uring::cqueue;
 use io_uring::opcode;
 use io_uring::squeue;
 use io_uring::types;
+use log::debug;
 use log::error;
 use log::warn;
 use parking_lot::Mutex;
@@ -244,8 +245,31 @@ fn pin_to_cpu(cpu: usize) {
     }
 }
 
-/// The CPUs the kernel may ask queues for (`num_possible_cpus`): every one needs a queue
-/// before the kernel sends a request through any.
+/// The queue threads' nice value. A queue's thread is pinned to its CPU, so it cannot
+/// move to an idle one: at the default priority it waits its turn behind every runnable
+/// caller on that CPU while the caller it serves (and whatever that caller holds, a
+/// directory's or a file's lock in the kernel) waits for it. Measured with filebench's web
+/// server (100 threads, appends to one shared log under the kernel's inode lock) through
+/// HashFS: 150-172 K ops/s at nice 0, 189 K at -10, against 185-208 K through /dev/fuse
+/// (one round of 15 s each; the median append 0.15 ms but the mean 18 ms at nice 0);
+/// unpinned, 44 K. Where the daemon may not raise it (not root), it stays as it is.
+const QUEUE_NICE: i32 = -10;
+
+fn raise_priority(qid: usize) {
+    // SAFETY: gettid and setpriority take and return plain integers.
+    let r =
+        unsafe { libc::setpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t, QUEUE_NICE) };
+    if r != 0 {
+        debug!(
+            "io_uring queue {qid}: nice {QUEUE_NICE} refused: {}",
+            io::Error::last_os_error()
+        );
+    }
+}
+
+/// How many queues the kernel expects: one per possible CPU (`num_possible_cpus`, the
+/// count of `/sys/devices/system/cpu/possible`); every one must register before the
+/// kernel sends a request through any.
 pub(crate) fn possible_cpus() -> io::Result<usize> {
     let s = std::fs::read_to_string("/sys/devices/system/cpu/possible")?;
     let mut n = 0;
@@ -257,10 +281,10 @@ pub(crate) fn possible_cpus() -> io::Result<usize> {
         };
         let (a, b) = part.split_once('-').unwrap_or((part, part));
         let (a, b): (usize, usize) = (a.parse().map_err(|_| bad())?, b.parse().map_err(|_| bad())?);
-        n = n.max(b + 1);
         if a > b {
             return Err(bad());
         }
+        n += b - a + 1;
     }
     Ok(n)
 }
@@ -350,6 +374,7 @@ fn run_queue<FS: Filesystem>(
     started: std::sync::mpsc::Sender<(usize, io::Result<()>)>,
 ) -> io::Result<()> {
     pin_to_cpu(qid);
+    raise_priority(qid);
     let r = serve(qid, el, params, stop, &started);
     if let Err(e) = &r {
         // After a failed start the session reports it; later, the queue is gone and the
