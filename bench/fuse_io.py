@@ -6,6 +6,8 @@
   fuse-writeback  the same with `-o writeback_cache` (the kernel's write-back cache:
                   durable at fsync or close, as a disk file system)
   tmpfs           a directory on the tmpfs that holds the images (volatile)
+  fuse-uring      (with --io-uring) the default mount through FUSE over io_uring (`-o
+                  io_uring`; the script turns the kernel's enable_uring on for the run)
 
 and four operations, each in every round on every target in turn (interleaved): 1 MiB
 writes to a new 1 GiB file (deleted first, untimed), 1 MiB overwrites of that file, and
@@ -19,7 +21,7 @@ back first, and the first round of every target runs several times slower: in
 bench/goals/fuse-10rounds-shm.json (no warm-up), tmpfs's own new-file writes ran at
 0.50 GB/s in round 1 and 5.6-9.6 in the other nine, the mount's at 0.35 against 1.2-2.0.
 
-Usage: python3 bench/fuse_io.py [--rounds N] [--warmup N] [--image-dir DIR] [--json FILE]
+Usage: python3 bench/fuse_io.py [--rounds N] [--warmup N] [--image-dir DIR] [--io-uring] [--json FILE]
 Needs: the release build (cargo build --release -p hashfs-cli), fio, root and /dev/fuse.
 """
 import argparse, json, os, platform, shutil, statistics, subprocess, sys, tempfile, time
@@ -89,13 +91,23 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--warmup", type=int, default=1, help="untimed rounds first (kept in the JSON)")
     ap.add_argument("--image-dir", default="/dev/shm")
+    ap.add_argument("--io-uring", action="store_true", help="add the target fuse-uring (-o io_uring)")
     ap.add_argument("--json")
     a = ap.parse_args()
     if not os.path.exists(HASHFS):
         sys.exit(f"{HASHFS} missing: run cargo build --release -p hashfs-cli")
-    work = tempfile.mkdtemp(prefix="hashfs-fuseio-", dir=a.image_dir)
     targets = {"fuse": [], "fuse-direct_io": ["-o", "direct_io"], "fuse-writeback": ["-o", "writeback_cache"],
                "tmpfs": None}
+    uring_switch, uring_was = "/sys/module/fuse/parameters/enable_uring", None
+    if a.io_uring:
+        targets["fuse-uring"] = ["-o", "io_uring"]
+        try:
+            uring_was = open(uring_switch).read().strip()
+            with open(uring_switch, "w") as fh:
+                fh.write("1")
+        except OSError as e:
+            sys.exit(f"{uring_switch}: {e}: --io-uring needs a kernel with FUSE over io_uring (6.14+) and root")
+    work = tempfile.mkdtemp(prefix="hashfs-fuseio-", dir=a.image_dir)
     dirs = {}
     ops = ["write_new_1m", "overwrite_1m", "randwrite_4k", "randread_4k"]
     res = {t: {o: [] for o in ops} for t in targets}
@@ -131,6 +143,9 @@ def main():
             if opts is not None and t in dirs:
                 subprocess.run([HASHFS, "umount", dirs[t]], capture_output=True)
         shutil.rmtree(work, ignore_errors=True)
+        if uring_was is not None:
+            with open(uring_switch, "w") as fh:
+                fh.write("1" if uring_was in ("Y", "1") else "0")
     cfg = {"rounds": a.rounds, "warmup_rounds": a.warmup, "image_dir": a.image_dir, "image_bytes": 2 << 30, "file_bytes": 1 << 30,
            "fio": run(["fio", "--version"]).strip(),
            "commit": run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], check=False).strip(),

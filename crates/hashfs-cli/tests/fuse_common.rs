@@ -46,6 +46,11 @@ impl Mounted {
     /// As [`Mounted::new`], with the image (and the mount point) in `parent`: /dev/shm for
     /// an image in memory, which needs no msync.
     pub fn new_in(size: &str, parent: &Path) -> Mounted {
+        Self::new_in_with(size, parent, &[])
+    }
+
+    /// As [`Mounted::new_in`], with mount options (`-o ...`, as [`Mounted::start_with`]).
+    pub fn new_in_with(size: &str, parent: &Path, opts: &[&str]) -> Mounted {
         let dir = tempfile::tempdir_in(parent).unwrap();
         let image = dir.path().join("fs.img");
         let mnt = dir.path().join("mnt");
@@ -53,7 +58,7 @@ impl Mounted {
         let st = hashfs().args(["mkfs", image.to_str().unwrap(), "--size", size]).status().unwrap();
         assert!(st.success());
         let mut m = Mounted { dir, image, mnt, daemon: None };
-        m.start();
+        m.start_with(opts);
         m
     }
 

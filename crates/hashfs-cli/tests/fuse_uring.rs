@@ -119,14 +119,7 @@ fn requests_go_through_the_rings_and_are_answered_as_through_dev_fuse() {
         return;
     }
     let Some(_on) = switch(true) else { return };
-    let dir = tempfile::tempdir_in("/dev/shm").unwrap();
-    let image = dir.path().join("fs.img");
-    let st = hashfs().args(["mkfs", image.to_str().unwrap(), "--size", "256M"]).status().unwrap();
-    assert!(st.success());
-    let mnt = dir.path().join("mnt");
-    fs::create_dir(&mnt).unwrap();
-    let mut m = Mounted { dir, image, mnt, daemon: None };
-    m.start_with(&["-o", "io_uring=2"]);
+    let mut m = Mounted::new_in_with("256M", Path::new("/dev/shm"), &["-o", "io_uring=2"]);
     let pid = m.daemon.as_ref().unwrap().id();
     let (ring0, dev0, queues) = switches(pid);
     assert_eq!(queues, possible_cpus(), "one io_uring queue thread per possible CPU");

@@ -110,9 +110,7 @@ impl UmountOnDrop {
         }
         Ok(())
     }
-}
 
-impl UmountOnDrop {
     /// See `Mount::detach`.
     fn detach(&self) {
         if let Some(mount) = self.mount.lock().take() {
@@ -519,10 +517,9 @@ impl<FS: Filesystem> Session<FS> {
                 config.max_write
             );
 
-            if self.config.io_uring_depth.is_some()
+            if let Some(depth) = self.config.io_uring_depth
                 && (init.capabilities() & config.requested).contains(InitFlags::FUSE_OVER_IO_URING)
             {
-                let depth = self.config.io_uring_depth.unwrap_or(1);
                 self.uring = Some(crate::uring::UringParams::new(
                     depth,
                     config.max_write,
