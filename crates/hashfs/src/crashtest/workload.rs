@@ -344,6 +344,9 @@ pub const ACE_OPS: &[&str] = &[
     "create-long",
     "mkdir",
     "append",
+    "append-small",
+    "append-cross",
+    "overwrite-tail",
     "overwrite",
     "overwrite-small",
     "write-past-eof",
@@ -411,6 +414,13 @@ pub fn ace_op(name: &str) -> Option<Op> {
         "create-long" => Op::Create { path: format!("/A/{}", LONG_NAME) },
         "mkdir" => Op::Mkdir { path: s("/B/newdir") },
         "append" => Op::Append { path: s("/g"), len: 5000, seed: 11 },
+        // Appends of less than 4 KiB take one fence on HashFS (`fs/append_tag.rs`): inside
+        // the small file's block, and across into a new one.
+        "append-small" => Op::Append { path: s("/g"), len: 200, seed: 31 },
+        "append-cross" => Op::Append { path: s("/g"), len: 4050, seed: 32 },
+        // Over the bytes `append-small` adds, and on past the end: the tagged size must be
+        // plain before they change.
+        "overwrite-tail" => Op::Write { path: s("/g"), off: 200, len: 400, seed: 33 },
         "overwrite" => Op::Write { path: s("/A/f"), off: 1000, len: 6000, seed: 12 },
         // More than the copy-on-write path's untorn limit on the explorer's journals (not
         // in ACE_OPS: strict mode's, where ctfs stages and pswaps it whole).

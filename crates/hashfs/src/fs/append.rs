@@ -1,8 +1,11 @@
 //! Fast appends (NOVA's and ext4-DAX's): a growing write that needs no new mapping
 //! structure persists its data, then its size, with two fences and no transaction; its
-//! times stay in DRAM until the file's fsync (`fs/times.rs`). The protocol and its crash
-//! states are in docs/design.md ("Fast appends").
+//! times stay in DRAM until the file's fsync (`fs/times.rs`). A small append at the end of
+//! a HashFS file takes one fence, its size tagged with a check of its bytes
+//! (`fs/append_tag.rs`). The protocols and their crash states are in docs/design.md ("Fast
+//! appends", "One-fence small appends").
 
+use super::append_tag::tagged_words;
 use super::data::{blocks_for, Planned};
 use super::inode::{InodeCell, InodeMem};
 use super::FsInner;
@@ -11,6 +14,7 @@ use crate::layout::Lblk;
 use crate::mapping::hashfs::file_key;
 use crate::mapping::FileMap;
 use crate::pm::PmDevice;
+use std::sync::atomic::Ordering;
 
 impl<D: PmDevice> FsInner<D> {
     /// Whether a growing write may persist without a transaction ([`append_fast`]): every
@@ -43,7 +47,18 @@ impl<D: PmDevice> FsInner<D> {
     /// keys, fence; then size and block count in place (8-byte stores in one line), its
     /// flush, fence; the times in DRAM. Two fences and no journal; a crash between them
     /// leaves the old size and, at most, keys past it, which recovery frees.
-    pub(super) fn append_fast(&self, cell: &InodeCell, st: &mut InodeMem, plan: &[Planned], new_size: u64) {
+    ///
+    /// `tail`: the appended bytes, for an append at the end of file of at most
+    /// [`TAG_MAX_LEN`](super::append_tag::TAG_MAX_LEN) bytes on HashFS, which takes one fence: size and block count are
+    /// stored tagged with the bytes' check before it (`fs/append_tag.rs`).
+    pub(super) fn append_fast(
+        &self,
+        cell: &InodeCell,
+        st: &mut InodeMem,
+        plan: &[Planned],
+        new_size: u64,
+        tail: Option<&[u8]>,
+    ) {
         let ino = cell.ino;
         let mut added = 0u64;
         if let FileMap::Hash(t) = &self.map {
@@ -55,12 +70,28 @@ impl<D: PmDevice> FsInner<D> {
                 added += 1;
             }
         }
-        self.dev.fence();
         const _: () = assert!(INODE_BLOCKS_OFF == INODE_SIZE_OFF + 8 && INODE_SIZE_OFF % 64 + 16 <= 64);
         let ioff = self.geo.inode_off(ino.get());
-        self.dev.store_u64(ioff + INODE_SIZE_OFF, new_size);
-        if added > 0 {
-            self.dev.store_u64(ioff + INODE_BLOCKS_OFF, st.raw.blocks + added);
+        if let Some(data) = tail {
+            // One fence for data, keys and size: the block-count word, then the size word,
+            // both tagged with the bytes' check and a parity the last tag did not have.
+            let parity = !st.tag.unwrap_or(false);
+            let (a, b) = tagged_words(ino, new_size, st.raw.blocks + added, parity, data);
+            self.dev.store_u64(ioff + INODE_BLOCKS_OFF, b);
+            self.dev.store_u64(ioff + INODE_SIZE_OFF, a);
+            if st.tag.replace(parity).is_none() {
+                self.tagged.fetch_add(1, Ordering::Relaxed);
+            }
+        } else {
+            self.dev.fence();
+            // A tagged size is made plain size word first (`fs/append_tag.rs`).
+            self.dev.store_u64(ioff + INODE_SIZE_OFF, new_size);
+            if added > 0 || st.tag.is_some() {
+                self.dev.store_u64(ioff + INODE_BLOCKS_OFF, st.raw.blocks + added);
+            }
+            if st.tag.take().is_some() {
+                self.tagged.fetch_sub(1, Ordering::Relaxed);
+            }
         }
         self.dev.flush(ioff + INODE_SIZE_OFF, 16);
         self.dev.fence();

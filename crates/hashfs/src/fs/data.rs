@@ -15,6 +15,7 @@
 
 #![forbid(unsafe_code)]
 
+use super::append_tag::TAG_MAX_LEN;
 use super::inode::{self, InodeCell, InodeMem};
 use super::FsInner;
 use crate::alloc::Run;
@@ -472,6 +473,9 @@ impl<D: PmDevice> FsInner<D> {
     /// overwrite inside the size, only the times).
     fn write_chunk(&self, cell: &InodeCell, st: &mut InodeMem, off: u64, data: &[u8], span: &Range<u64>) -> Result<()> {
         let old_size = st.raw.size;
+        if off < old_size {
+            self.untag(cell, st); // bytes a tagged size covers may change in place
+        }
         let new_size = old_size.max(off + data.len() as u64);
         if let (true, Some(v)) = (new_size == old_size, self.ctfs_view()) {
             // ctFS: an overwrite of mapped blocks is one copy into the file's virtual range.
@@ -498,7 +502,15 @@ impl<D: PmDevice> FsInner<D> {
             return Ok(());
         }
         if self.can_append_fast(cell, st, &plan) {
-            self.append_fast(cell, st, &plan, new_size);
+            // One fence for a small append at the end of a HashFS file that no mapping
+            // can write into (`fs/append_tag.rs`).
+            let tail = (off == old_size
+                && !data.is_empty()
+                && data.len() as u64 <= TAG_MAX_LEN
+                && matches!(self.map, FileMap::Hash(_))
+                && cell.map_count.load(Ordering::Acquire) == 0)
+                .then_some(data);
+            self.append_fast(cell, st, &plan, new_size, tail);
             return Ok(());
         }
         if let Err(e) = self.commit_write(cell, st, &plan, new_size) {
@@ -773,6 +785,7 @@ impl<D: PmDevice> FsInner<D> {
         st.freed = true;
         st.dir = None;
         self.persist_times(cell, st); // only forgets them
+        self.untag(cell, st); // the same
         self.inodes.remove(cell.ino);
         self.ialloc.free(cell.ino);
         if let (Some(c), Some(r)) = (xattrs, xraw) {

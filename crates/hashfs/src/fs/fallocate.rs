@@ -36,6 +36,7 @@ impl<D: PmDevice> FsInner<D> {
         }
         self.regions_upkeep(cell, Some(off), end - off);
         let mut st = cell.state.write();
+        self.untag(cell, &mut st); // its bytes may change in place (`fs/append_tag.rs`)
         if st.raw.is_dir() {
             return Err(Error::IsDir);
         }
@@ -99,6 +100,7 @@ impl<D: PmDevice> FsInner<D> {
         // and zeroes a mapped block in place. Past the size, `allocate` grows the file.
         self.regions_upkeep(cell, Some(off), end - off);
         let mut st = cell.state.write();
+        self.untag(cell, &mut st); // its bytes may change in place (`fs/append_tag.rs`)
         let inside = end.min(st.raw.size);
         let _req = self.alloc_request(cell);
         let zeros = vec![0u8; (WRITE_CHUNK_BLOCKS * BLOCK_BYTES) as usize];
@@ -132,6 +134,7 @@ impl<D: PmDevice> FsInner<D> {
             return Err(Error::Invalid("fallocate of zero bytes"));
         }
         let mut st = cell.state.write();
+        self.untag(cell, &mut st); // its bytes may change in place (`fs/append_tag.rs`)
         if st.raw.is_dir() {
             return Err(Error::IsDir);
         }

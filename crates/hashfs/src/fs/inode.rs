@@ -49,6 +49,9 @@ pub struct InodeMem {
     /// may be stored in place (`fs/append.rs`); checked once, and every transaction seals
     /// the inode so.
     pub sum_without_size: bool,
+    /// The parity of the tagged size this mount's last one-fence append stored, while the
+    /// media holds it tagged (`fs/append_tag.rs`); None once the size is plain.
+    pub tag: Option<bool>,
 }
 
 impl InodeMem {
@@ -141,6 +144,7 @@ impl InodeCell {
                 times_pending: false,
                 times_seen: AtomicBool::new(false),
                 sum_without_size: false,
+                tag: None,
             }),
             tcache: TranslationCache::default(),
             cursor: Default::default(),

@@ -65,7 +65,7 @@ impl File<MmapDevice> {
             return Err(Error::Invalid("mapping range: page-aligned, non-empty, inside the file"));
         }
         let len = len.next_multiple_of(BLOCK_BYTES as usize);
-        self.cell.map_count.fetch_add(1, Ordering::AcqRel);
+        self.count_mapping();
         match self.map_counted(off, len, size, writable) {
             Ok((raw, view)) => Ok(Mapping { raw, _view: view, file: self, writable }),
             Err(e) => {
@@ -275,8 +275,17 @@ pub struct BlockPin(std::sync::Arc<super::inode::InodeCell>);
 
 impl<D: crate::pm::PmDevice> File<D> {
     pub fn pin_blocks(&self) -> BlockPin {
-        self.cell.map_count.fetch_add(1, Ordering::AcqRel);
+        self.count_mapping();
         BlockPin(self.cell.clone())
+    }
+
+    /// Counts a mapping of the file's blocks, its size made plain first: stores through a
+    /// mapping change bytes in place, which a tagged size's check covers, and while one
+    /// is counted no append tags it (`fs/append_tag.rs`).
+    fn count_mapping(&self) {
+        let mut st = self.cell.state.write();
+        self.fs.untag(&self.cell, &mut st);
+        self.cell.map_count.fetch_add(1, Ordering::AcqRel);
     }
 }
 

@@ -10,6 +10,7 @@
 pub mod acl;
 pub mod api;
 mod append;
+pub(crate) mod append_tag;
 pub mod bench;
 pub mod data;
 pub mod dir;
@@ -124,6 +125,8 @@ pub(crate) struct FsInner<D: PmDevice> {
     pub strict: AtomicBool,
     /// Inodes whose times a write left in DRAM only (`fs/times.rs`).
     pub times_pending: AtomicU64,
+    /// Files whose size a one-fence append left tagged on the media (`fs/append_tag.rs`).
+    pub tagged: AtomicU64,
 }
 
 /// Writes a new, empty file system on `dev`.
@@ -279,6 +282,7 @@ impl<D: PmDevice> FsInner<D> {
             return;
         }
         self.persist_all_times();
+        self.untag_all();
         let mut sb = self.sb.lock();
         sb.state = SB_STATE_CLEAN;
         write_superblock(&*self.dev, &mut sb);

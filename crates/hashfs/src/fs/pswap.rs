@@ -71,6 +71,10 @@ impl<D: PmDevice> FsInner<D> {
             let gb = b.state.write();
             (a.state.write(), Some(gb))
         };
+        self.untag(a, &mut ga); // both files' bytes change in place (`fs/append_tag.rs`)
+        if let Some(gb) = gb.as_deref_mut() {
+            self.untag(b, gb);
+        }
         for (cell, st) in [(a, &*ga), (b, gb.as_deref().unwrap_or(&*ga))] {
             if st.freed {
                 return Err(Error::NotFound);

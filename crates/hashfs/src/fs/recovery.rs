@@ -16,11 +16,12 @@
 
 #![forbid(unsafe_code)]
 
+use super::append_tag::{self, Settled};
 use super::inode::{self, InodeAllocator, InodeCache, InodeCell};
 use super::{read_superblock, FsInner, Progress, SuperblockSource};
 use crate::journal::{self, Journals};
 use crate::layout::inode::InodeState;
-use crate::layout::{Geometry, Ino, Lblk, MappingKind, Pblk, BLOCK_BYTES, SB_STATE_CLEAN};
+use crate::layout::{Geometry, HashPlacement, Ino, Lblk, MappingKind, Pblk, BLOCK_BYTES, SB_STATE_CLEAN};
 use crate::mapping::hashfs::{classify, Entry, HashTable};
 use crate::mapping::{BlockMap, FileMap, Mapped};
 use crate::pm::PmDevice;
@@ -40,6 +41,10 @@ pub struct MountReport {
     pub orphans_freed: u64,
     pub probe_paths_repaired: u64,
     pub block_counts_fixed: u64,
+    /// Tagged sizes of one-fence appends settled (`fs/append_tag.rs`), and of them the
+    /// appends dropped because their bytes were not whole.
+    pub appends_settled: u64,
+    pub appends_dropped: u64,
     /// Inodes that failed their checks; they stay allocated and return a corruption
     /// error when used, until fsck deals with them.
     pub corrupt_inodes: Vec<Ino>,
@@ -62,15 +67,24 @@ pub(crate) fn mount<D: PmDevice>(dev: Arc<D>, progress: Progress<'_>) -> Result<
     report.was_clean = sb.state == SB_STATE_CLEAN && report.rolled_back_txids.is_empty();
     let total_work = geo.inode_count + geo.data_blocks;
 
-    let mut scan = scan_inodes(&*dev, &geo, &mut report, &|d| progress(d, total_work));
+    let dirty = !report.was_clean;
+    // HashFS's table first: after a crash, settling a tagged size reads the file's last
+    // bytes through it (`fs/append_tag.rs`).
+    let table = if kind == MappingKind::HashFs {
+        let placement = HashPlacement::from_u32(sb.placement).unwrap_or(HashPlacement::Paper);
+        Some(HashTable::new(dev.clone(), &geo, sb.hash_seed, placement, sb.region_load_ppm)?)
+    } else {
+        None
+    };
+    let settle_with = table.as_ref().filter(|_| dirty);
+    let mut scan = scan_inodes(&*dev, &geo, settle_with, &mut report, &|d| progress(d, total_work));
     let root = inode::read_raw(&*dev, &geo, Ino::ROOT);
     if root.check(Ino::ROOT) != InodeState::Allocated || !root.is_dir() {
         return Err(Error::corrupt("root inode is missing or not a directory; run hashfs fsck"));
     }
     // The mapping: count each file's blocks and find what a crash left behind.
-    let (map, strays) = if kind == MappingKind::HashFs {
-        let dirty = !report.was_clean;
-        let (table, strays) = scan_table(dev.clone(), &geo, &sb, &mut scan, dirty, &|d| progress(d, total_work))?;
+    let (map, strays) = if let Some(table) = table {
+        let strays = scan_table(&table, &geo, &mut scan, dirty, &|d| progress(d, total_work))?;
         (FileMap::Hash(table), strays)
     } else {
         let (bm, strays) = scan_block_map(dev.clone(), &geo, &sb, kind, &mut scan, &mut report)?;
@@ -99,6 +113,7 @@ pub(crate) fn mount<D: PmDevice>(dev: Arc<D>, progress: Progress<'_>) -> Result<
         rename_lock: Mutex::new(()),
         unmounted: AtomicBool::new(false),
         times_pending: AtomicU64::new(0),
+        tagged: AtomicU64::new(0),
         strict: AtomicBool::new(sb.write_mode == crate::layout::WriteMode::Strict as u32),
         sb: Mutex::new(sb),
         geo,
@@ -142,14 +157,32 @@ struct Strays {
     ranges: Vec<(u32, u64)>,
 }
 
-/// The inode table: the free-inode bitmap, sizes, unlinked and corrupt inodes.
-fn scan_inodes<D: PmDevice>(dev: &D, geo: &Geometry, report: &mut MountReport, progress: &dyn Fn(u64)) -> Scan {
+/// The inode table: the free-inode bitmap, sizes, unlinked and corrupt inodes. With
+/// `settle` (after a crash, on HashFS), each tagged size is settled first.
+fn scan_inodes<D: PmDevice>(
+    dev: &D,
+    geo: &Geometry,
+    settle: Option<&HashTable<D>>,
+    report: &mut MountReport,
+    progress: &dyn Fn(u64),
+) -> Scan {
     let ialloc = InodeAllocator::new(geo.inode_count);
     let mut sizes = vec![FREE; geo.inode_count as usize + 1];
     let mut nlink_zero = Vec::new();
     for i in 1..=geo.inode_count {
         let ino = Ino(i as u32);
-        let raw = inode::read_raw(dev, geo, ino);
+        let mut raw = inode::read_raw(dev, geo, ino);
+        if let (Some(table), true) = (settle, append_tag::needs_settling(raw.size, raw.blocks)) {
+            match append_tag::settle(dev, geo, table, ino) {
+                Settled::Kept(_) | Settled::Cleared => report.appends_settled += 1,
+                Settled::Dropped(_) => {
+                    report.appends_settled += 1;
+                    report.appends_dropped += 1;
+                }
+                Settled::Plain => {}
+            }
+            raw = inode::read_raw(dev, geo, ino);
+        }
         match raw.check(ino) {
             InodeState::Free => {}
             InodeState::Allocated => {
@@ -176,15 +209,12 @@ fn scan_inodes<D: PmDevice>(dev: &D, geo: &Geometry, report: &mut MountReport, p
 /// (`dirty`: the image was not cleanly unmounted, so a key may also have a second copy,
 /// farther along its probe path, left by an untorn write's key switch: a stray).
 fn scan_table<D: PmDevice>(
-    dev: Arc<D>,
+    table: &HashTable<D>,
     geo: &Geometry,
-    sb: &crate::layout::Superblock,
     scan: &mut Scan,
     dirty: bool,
     progress: &dyn Fn(u64),
-) -> Result<(HashTable<D>, Strays)> {
-    let placement = crate::layout::HashPlacement::from_u32(sb.placement).unwrap_or(crate::layout::HashPlacement::Paper);
-    let table = HashTable::new(dev, geo, sb.hash_seed, placement, sb.region_load_ppm)?;
+) -> Result<Strays> {
     let mut strays = Strays::default();
     let mut used = 0u64;
     for s in 0..table.nslots() {
@@ -222,7 +252,7 @@ fn scan_table<D: PmDevice>(
         }
     }
     table.set_used(used);
-    Ok((table, strays))
+    Ok(strays)
 }
 
 /// An allocator mapping: each file's blocks, and the ranges past EOF or of free inodes.

@@ -148,6 +148,7 @@ impl<D: PmDevice> FsInner<D> {
     fn write_strict_unrefreshed(&self, cell: &InodeCell, off: Option<u64>, data: &[u8]) -> Result<(usize, u64)> {
         self.regions_upkeep(cell, off, data.len() as u64);
         let mut st = cell.state.write();
+        self.untag(cell, &mut st); // `fs/append_tag.rs`
         let _req = self.alloc_request(cell);
         let mut max = self.untorn_max().max(BLOCK_BYTES) as usize;
         let mut pos = off.unwrap_or(st.raw.size);
@@ -185,6 +186,7 @@ impl<D: PmDevice> FsInner<D> {
     fn write_untorn_unrefreshed(&self, cell: &InodeCell, off: Option<u64>, data: &[u8]) -> Result<u64> {
         self.regions_upkeep(cell, off, data.len() as u64);
         let mut st = cell.state.write();
+        self.untag(cell, &mut st); // `fs/append_tag.rs`
         let _req = self.alloc_request(cell);
         let off = off.unwrap_or(st.raw.size);
         self.write_untorn_locked(cell, &mut st, off, data)?;

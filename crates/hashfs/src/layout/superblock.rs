@@ -18,8 +18,10 @@ pub const MAGIC: u64 = u64::from_le_bytes(*b"HASHFS\0\x01");
 /// once it may hold them. Version 4 leaves an inode's size and block count out of its
 /// checksum (appends store them in place); older inodes' sums are still accepted, and a
 /// mount stamps version 4 so that an older build, which would take every resealed inode
-/// for corrupt, refuses the image.
-pub const FORMAT_VERSION: u32 = 4;
+/// for corrupt, refuses the image. Version 5 lets a small append store its size tagged
+/// with a check of its bytes (`fs/append_tag.rs`), which an older build would take for a
+/// size beyond any file after a crash; version-4 images hold no tags.
+pub const FORMAT_VERSION: u32 = 5;
 pub const SB_STATE_CLEAN: u32 = 1;
 pub const SB_STATE_MOUNTED: u32 = 2;
 /// Byte offsets of the two superblock copies.

@@ -5,6 +5,7 @@
 //! writes (check mode runs on a copy-on-write overlay).
 
 use super::{Finding, Fix};
+use crate::fs::append_tag::{self, Settled};
 use crate::fs::dir::{parse_block, Run};
 use crate::fs::inode::read_raw;
 use crate::fs::recovery::mappable_blocks;
@@ -42,6 +43,9 @@ pub(super) fn check<D: PmDevice>(dev: Arc<D>, progress: Progress<'_>) -> Result<
     let Some((sb, geo)) = superblocks(&*dev, &mut out) else { return Ok((out.0, (0, 0, 0))) };
     let dirty = sb.state != SB_STATE_CLEAN;
     journals(&*dev, &geo, &mut out)?;
+    if dirty {
+        settle_appends(&dev, &geo, &sb, &mut out)?;
+    }
     let (inodes, used_inodes) = read_inodes(&*dev, &geo, progress, &mut out);
     if !inodes[1].is_some_and(|r| r.is_dir()) {
         out.add("root inode is missing or not a directory".into(), Fix::None);
@@ -110,6 +114,31 @@ fn journals<D: PmDevice>(dev: &D, geo: &Geometry, out: &mut Findings) -> Result<
     if journals_ok {
         journal::recover(dev, geo)?;
     }
+    Ok(())
+}
+
+/// After a crash, the tagged sizes of one-fence appends, settled as mount settles them
+/// (`fs/append_tag.rs`; on the caller's device: in check mode, the overlay). An append
+/// whose bytes are not whole is a finding that mount fixes.
+fn settle_appends<D: PmDevice>(dev: &Arc<D>, geo: &Geometry, sb: &Superblock, out: &mut Findings) -> Result<()> {
+    if crate::layout::MappingKind::from_u32(sb.mapping_kind) != Some(crate::layout::MappingKind::HashFs) {
+        return Ok(()); // only HashFS tags sizes
+    }
+    let tagged = append_tag::tagged_inodes(&**dev, geo);
+    if tagged.is_empty() {
+        return Ok(());
+    }
+    let placement = crate::layout::HashPlacement::from_u32(sb.placement).unwrap_or(crate::layout::HashPlacement::Paper);
+    let table = HashTable::new(dev.clone(), geo, sb.hash_seed, placement, sb.region_load_ppm)?;
+    for ino in tagged {
+        if let Settled::Dropped(size) = append_tag::settle(&**dev, geo, &table, ino) {
+            out.add(
+                format!("inode {ino}: its last append did not reach the media whole (recovery drops it: size {size})"),
+                Fix::Mount,
+            );
+        }
+    }
+    dev.fence();
     Ok(())
 }
 
