@@ -42,6 +42,12 @@ pub enum BenchCmd {
         /// background; this shows the first seconds).
         #[arg(long)]
         cold: bool,
+        /// End each limit's last fence with one locked instruction (an atomic add), which
+        /// waits until the limit's stores have drained: on a CPU whose `sfence` only
+        /// orders streaming stores, the limit's stores otherwise drain while the next
+        /// operation runs, and a file system pays the drain at its next lock.
+        #[arg(long)]
+        limit_drain: bool,
     },
     /// The papers' evaluations, every mapping side by side: HashFS §4.1-4.7, SPFS Fig. 7,
     /// WineFS Figs. 1-3, ctFS Table 1 and Figs. 1, 6 and 7. Writes one JSON file per
@@ -129,8 +135,8 @@ pub enum BenchCmd {
 
 pub fn run(cmd: BenchCmd) -> Result<(), Failure> {
     match cmd {
-        BenchCmd::Micro { quick, json, image, tmpfs_dir, sparse, only, cold } => {
-            micro::run(&micro::Options { quick, json, image, tmpfs_dir, sparse, only, cold })
+        BenchCmd::Micro { quick, json, image, tmpfs_dir, sparse, only, cold, limit_drain } => {
+            micro::run(&micro::Options { quick, json, image, tmpfs_dir, sparse, only, cold, limit_drain })
         }
         BenchCmd::Churn { image, size, rounds } => churn::run(&image, size, rounds),
         BenchCmd::Filebench { personality, dir, seconds, threads, files_scale, seed, json } => {
