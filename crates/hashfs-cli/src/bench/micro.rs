@@ -14,7 +14,8 @@
 //! first write to a page pays a fault), `--sparse` formats it sparse (and skips it too:
 //! every first write pays the host's allocation as well). `--limit-drain` ends each
 //! limit's last fence with a locked instruction: where `sfence` only orders streaming
-//! stores (this AMD host: a 4 KiB overwrite's limit 176 ns without, about 400 with), the
+//! stores (an AMD host: a 4 KiB overwrite's limit 198 ns without, 329 with,
+//! `bench/micro/limit-drain/`), the
 //! limit's stores would otherwise drain while the next operation runs, and a file system
 //! pays that drain at its next lock.
 
