@@ -12,12 +12,11 @@
 //! is formatted as `mkfs` does (preallocated) and its mapping faulted in before timing, as
 //! `hashfs mount` leaves it once its background pass is done; `--cold` skips that (every
 //! first write to a page pays a fault), `--sparse` formats it sparse (and skips it too:
-//! every first write pays the host's allocation as well). `--limit-drain` ends each
-//! limit's last fence with a locked instruction: where `sfence` only orders streaming
+//! every first write to a page pays the host's allocation as well). `--limit-drain` ends
+//! each limit's last fence with a locked instruction: where `sfence` only orders streaming
 //! stores (an AMD host: a 4 KiB overwrite's limit 198 ns without, 329 with,
-//! `bench/micro/limit-drain/`), the
-//! limit's stores would otherwise drain while the next operation runs, and a file system
-//! pays that drain at its next lock.
+//! `bench/micro/limit-drain/`), the limit's stores would otherwise drain while the next
+//! operation runs, and a file system pays that drain at its next lock.
 
 #![forbid(unsafe_code)]
 
