@@ -49,8 +49,9 @@ impl<D: PmDevice> FsInner<D> {
     /// leaves the old size and, at most, keys past it, which recovery frees.
     ///
     /// `tail`: the appended bytes, for an append at the end of file of at most
-    /// [`TAG_MAX_LEN`](super::append_tag::TAG_MAX_LEN) bytes on HashFS, which takes one fence: size and block count are
-    /// stored tagged with the bytes' check before it (`fs/append_tag.rs`).
+    /// [`TAG_MAX_LEN`](super::append_tag::TAG_MAX_LEN) bytes on HashFS, which takes one
+    /// fence: size and block count are stored tagged with the bytes' check before it
+    /// (`fs/append_tag.rs`).
     pub(super) fn append_fast(
         &self,
         cell: &InodeCell,

@@ -21,7 +21,7 @@ use super::inode::{self, InodeAllocator, InodeCache, InodeCell};
 use super::{read_superblock, FsInner, Progress, SuperblockSource};
 use crate::journal::{self, Journals};
 use crate::layout::inode::InodeState;
-use crate::layout::{Geometry, HashPlacement, Ino, Lblk, MappingKind, Pblk, BLOCK_BYTES, SB_STATE_CLEAN};
+use crate::layout::{Geometry, Ino, Lblk, MappingKind, Pblk, BLOCK_BYTES, SB_STATE_CLEAN};
 use crate::mapping::hashfs::{classify, Entry, HashTable};
 use crate::mapping::{BlockMap, FileMap, Mapped};
 use crate::pm::PmDevice;
@@ -70,12 +70,7 @@ pub(crate) fn mount<D: PmDevice>(dev: Arc<D>, progress: Progress<'_>) -> Result<
     let dirty = !report.was_clean;
     // HashFS's table first: after a crash, settling a tagged size reads the file's last
     // bytes through it (`fs/append_tag.rs`).
-    let table = if kind == MappingKind::HashFs {
-        let placement = HashPlacement::from_u32(sb.placement).unwrap_or(HashPlacement::Paper);
-        Some(HashTable::new(dev.clone(), &geo, sb.hash_seed, placement, sb.region_load_ppm)?)
-    } else {
-        None
-    };
+    let table = if kind == MappingKind::HashFs { Some(HashTable::of_image(dev.clone(), &geo, &sb)?) } else { None };
     let settle_with = table.as_ref().filter(|_| dirty);
     let mut scan = scan_inodes(&*dev, &geo, settle_with, &mut report, &|d| progress(d, total_work));
     let root = inode::read_raw(&*dev, &geo, Ino::ROOT);

@@ -128,8 +128,7 @@ fn settle_appends<D: PmDevice>(dev: &Arc<D>, geo: &Geometry, sb: &Superblock, ou
     if tagged.is_empty() {
         return Ok(());
     }
-    let placement = crate::layout::HashPlacement::from_u32(sb.placement).unwrap_or(crate::layout::HashPlacement::Paper);
-    let table = HashTable::new(dev.clone(), geo, sb.hash_seed, placement, sb.region_load_ppm)?;
+    let table = HashTable::of_image(dev.clone(), geo, sb)?;
     for ino in tagged {
         if let Settled::Dropped(size) = append_tag::settle(&**dev, geo, &table, ino) {
             out.add(
@@ -186,9 +185,7 @@ impl<D: PmDevice> Map<D> {
         } else {
             Some(BlockMap::new(dev.clone(), *geo, sb, kind)?)
         };
-        let placement =
-            crate::layout::HashPlacement::from_u32(sb.placement).unwrap_or(crate::layout::HashPlacement::Paper);
-        Ok(Map { block_map, table: HashTable::new(dev, geo, sb.hash_seed, placement, sb.region_load_ppm)? })
+        Ok(Map { block_map, table: HashTable::of_image(dev, geo, sb)? })
     }
 
     /// The physical block of `lblk` of inode `ino`. A tree cursor remembers one file's last

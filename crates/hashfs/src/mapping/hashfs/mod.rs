@@ -125,6 +125,13 @@ pub struct HashTable<D: PmDevice> {
 }
 
 impl<D: PmDevice> HashTable<D> {
+    /// The table of the image whose superblock is `sb` (its seed, placement and regions
+    /// load), as [`new`](Self::new) builds it.
+    pub fn of_image(dev: Arc<D>, geo: &Geometry, sb: &crate::layout::Superblock) -> Result<HashTable<D>> {
+        let placement = HashPlacement::from_u32(sb.placement).unwrap_or(HashPlacement::Paper);
+        HashTable::new(dev, geo, sb.hash_seed, placement, sb.region_load_ppm)
+    }
+
     /// The table of an image with placement `placement` (the superblock's). Fails when
     /// the regions placement's list of open groups is not whole.
     /// `region_load_ppm`: the regions placement's target load (0: the default).
