@@ -126,12 +126,14 @@ done
 # bench/filebench.py end to end: every personality on the HashFS mount, the FUSE ceiling,
 # tmpfs, ext4 on a loop device and the shim, tiny and short (the figures mean nothing).
 if [ "$(id -u)" = 0 ] && [ -e /dev/fuse ]; then
-    stage "bench/filebench.py and stat_cache.py smoke runs"
+    stage "bench/filebench.py, stat_cache.py and shim_mmap.py smoke runs"
     HASHFS_BIN=target/debug/hashfs HASHFS_PRELOAD=target/debug/libhashfs_preload.so python3 bench/filebench.py \
         --rounds 1 --seconds 1 --files-scale 0.01 --image-size 1G --targets hashfs,ceiling,tmpfs,ext4,shim \
         --json /tmp/hashfs-filebench-smoke.json
     rm -f /tmp/hashfs-filebench-smoke.json
     HASHFS_BIN=target/debug/hashfs python3 bench/stat_cache.py --rounds 1
+    HASHFS_BIN=target/debug/hashfs python3 bench/shim_mmap.py --shim a=target/debug/libhashfs_preload.so \
+        --shim b=target/debug/libhashfs_preload.so --rounds 2 --pages 16 --maps 2 >/dev/null
 elif $ci; then
     echo "error: CI runs bench/filebench.py's smoke run, which needs root and /dev/fuse" >&2
     exit 1

@@ -158,8 +158,9 @@ enum Cmd {
         /// (no page cache for file data: large writes at about 2 GB/s); cache_timeout=SECONDS
         /// (how long the kernel may cache names and attributes; 60); io_uring or
         /// io_uring=N (requests through FUSE over io_uring, N entries per CPU, 4; needs
-        /// /sys/module/fuse/parameters/enable_uring on); for a stacked mount: promote_after=N (30), sync_interval_ms=N (1000),
-        /// sf_limit=X|none (0.05), high_water=X (0.8).
+        /// /sys/module/fuse/parameters/enable_uring on); for a stacked mount:
+        /// promote_after=N (30), sync_interval_ms=N (1000), sf_limit=X|none (0.05),
+        /// high_water=X (0.8).
         #[arg(short = 'o', default_value = "")]
         options: String,
         /// SPFS's stacked mode: present DIR's tree (any file system) at MOUNTPOINT, with

@@ -29,7 +29,9 @@ use hashfs::pm::holefault::{hole_faults, Filler, Ranges};
 use std::sync::atomic::AtomicUsize;
 
 mod holes;
+mod place;
 pub(super) use holes::fill_holes_in;
+use place::{Place, Populate};
 
 /// Kernel mappings (runs of physically consecutive blocks, and watched holes) one `mmap`
 /// may create: the process has `vm.max_map_count` (65,530 by default) in all. A file
@@ -87,12 +89,33 @@ pub(super) fn is_mapped(ino: Ino) -> bool {
 }
 
 /// Maps `[from, to)` bytes of mapping `m` (page-aligned, inside the file) onto the image:
-/// blocks as runs, holes watched (or, without userfaultfd, given blocks first).
-fn map_pages(fs: &FileSystem<MmapDevice>, m: &mut FileMap, from: usize, to: usize) -> Result<(), c_int> {
-    let real_mmap = real!(mmap: fn(*mut c_void, size_t, c_int, c_int, c_int, off_t) -> *mut c_void);
+/// blocks as runs, holes watched (or, without userfaultfd, given blocks first). Placed
+/// [`Place::Hole`], it fails with EEXIST where another thread mapped something into the
+/// range meanwhile, and then unmaps what it had mapped of `[from, to)`.
+fn map_pages(fs: &FileSystem<MmapDevice>, m: &mut FileMap, from: usize, to: usize, place: Place) -> Result<(), c_int> {
     if to <= from {
         return Ok(());
     }
+    let mut done = from;
+    let r = map_runs(fs, m, from, to, place, &mut done);
+    if r.is_err() && place == Place::Hole && done > from {
+        // SAFETY: only the pieces this call mapped into the hole, [from, done).
+        unsafe { libc::munmap((m.start + from) as *mut c_void, done - from) };
+    }
+    r
+}
+
+/// [`map_pages`]'s work; `done` follows the end of what is mapped.
+fn map_runs(
+    fs: &FileSystem<MmapDevice>,
+    m: &mut FileMap,
+    from: usize,
+    to: usize,
+    place: Place,
+    done: &mut usize,
+) -> Result<(), c_int> {
+    let real_mmap = real!(mmap: fn(*mut c_void, size_t, c_int, c_int, c_int, off_t) -> *mut c_void);
+    let mut populate = Populate::new(m.start, m.prot);
     let watch = if m.private { None } else { hole_faults() };
     if !m.private && watch.is_none() {
         give_blocks(fs, m.file.ino, m.off + from as u64, m.off + to as u64)?;
@@ -101,7 +124,11 @@ fn map_pages(fs: &FileSystem<MmapDevice>, m: &mut FileMap, from: usize, to: usiz
     let image_fd = fs.device().raw_fd();
     let pages = (to - from) / PAGE;
     let first = (m.off as usize + from) / PAGE;
-    let block = |l: usize| fs.physical_block(m.file.ino, hashfs::Lblk(l as u64)).ok().flatten().map(|e| e.pblk.0);
+    // Each page's block, looked up once.
+    let blocks: Vec<Option<u64>> = (first..first + pages)
+        .map(|l| fs.physical_block(m.file.ino, hashfs::Lblk(l as u64)).ok().flatten().map(|e| e.pblk.0))
+        .collect();
+    let block = |i: usize| blocks[i];
     let mut i = 0;
     while i < pages {
         m.runs += 1;
@@ -109,34 +136,37 @@ fn map_pages(fs: &FileSystem<MmapDevice>, m: &mut FileMap, from: usize, to: usiz
             return Err(libc::ENOMEM);
         }
         let at = from + i * PAGE;
-        let Some(slot) = block(first + i) else {
+        let Some(slot) = block(i) else {
             // A hole: private zeros, or watched for its first write.
             let mut run = 1;
-            while i + run < pages && block(first + i + run).is_none() {
+            while i + run < pages && block(i + run).is_none() {
                 run += 1;
             }
-            if let Some(w) = watch {
-                // Fresh anonymous pages first: a page past EOF that was touched before the
+            if !m.private && watch.is_none() {
+                return Err(libc::EIO); // given blocks above
+            }
+            if watch.is_some() || place == Place::Hole {
+                // Anonymous pages: a private mapping's zeros where no reservation holds
+                // them, or fresh ones to watch (a page past EOF that was touched before the
                 // file grew over it would otherwise be present, and a missing-page watch
-                // would never see a store to it.
-                let anon = libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_FIXED | libc::MAP_NORESERVE;
-                // SAFETY: replacing pages of our own reservation (a hole of the file).
+                // would never see a store to it).
+                let anon = libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE | place.flag();
+                // SAFETY: pages of our own reservation, or of the hole we place into.
                 let r = unsafe { real_mmap((m.start + at) as *mut c_void, run * PAGE, m.prot, anon, -1, 0) };
-                if r == libc::MAP_FAILED {
-                    return Err(std::io::Error::last_os_error().raw_os_error().unwrap_or(libc::ENOMEM));
-                }
+                place.check(r, m.start + at, run * PAGE)?;
+                *done = at + run * PAGE;
+            }
+            if let Some(w) = watch {
                 w.watch(m.start + at, run * PAGE, Arc::new(ShimFiller))
                     .map_err(|e| e.raw_os_error().unwrap_or(libc::EIO))?;
                 m.holes.add(at, at + run * PAGE);
-            } else if !m.private {
-                return Err(libc::EIO); // given blocks above
             }
             i += run;
             continue;
         };
         // Runs of physically consecutive blocks become one kernel mapping.
         let mut run = 1;
-        while i + run < pages && block(first + i + run) == Some(slot + run as u64) {
+        while i + run < pages && block(i + run) == Some(slot + run as u64) {
             run += 1;
         }
         // A short run (HashFS's placement: one block) is filled now: the kernel's
@@ -145,21 +175,24 @@ fn map_pages(fs: &FileSystem<MmapDevice>, m: &mut FileMap, from: usize, to: usiz
         // the shim: 60,000 faults against 28,000 so, 1.25 ± 0.12x its throughput;
         // docs/benchmarks.md). Not for private mappings: populating a writable one would
         // copy every page.
-        let populate = if run < FAULT_AROUND_PAGES && !m.private { libc::MAP_POPULATE } else { 0 };
+        let short = run < FAULT_AROUND_PAGES && !m.private;
         let share = if m.private { libc::MAP_PRIVATE } else { libc::MAP_SHARED };
-        // SAFETY: replacing pages of our own reservation with pages of the image file.
+        // SAFETY: pages of our own reservation, or of the hole we place into, onto pages of
+        // the image file.
         let r = unsafe {
             real_mmap(
                 (m.start + at) as *mut c_void,
                 run * PAGE,
                 m.prot,
-                share | libc::MAP_FIXED | populate,
+                share | place.flag() | if short { populate.flag() } else { 0 },
                 image_fd,
                 geo.block_off(slot).0 as off_t,
             )
         };
-        if r == libc::MAP_FAILED {
-            return Err(std::io::Error::last_os_error().raw_os_error().unwrap_or(libc::ENOMEM));
+        place.check(r, m.start + at, run * PAGE)?;
+        *done = at + run * PAGE;
+        if short {
+            populate.add(at, at + run * PAGE);
         }
         if m.holes.remove(at, at + run * PAGE) {
             if let Some(w) = watch {
@@ -168,6 +201,7 @@ fn map_pages(fs: &FileSystem<MmapDevice>, m: &mut FileMap, from: usize, to: usiz
         }
         i += run;
     }
+    populate.flush();
     Ok(())
 }
 
@@ -184,7 +218,7 @@ fn remap_filled(fs: &FileSystem<MmapDevice>, maps: &mut [FileMap], ino: Ino, lo:
     for m in maps.iter_mut().filter(|m| m.file.ino == ino && !m.private && !m.holes.is_empty()) {
         let (rlo, rhi) = (lo.saturating_sub(m.off) as usize / PAGE * PAGE, hi.saturating_sub(m.off) as usize);
         for (a, e) in m.holes.overlapping(rlo, rhi.next_multiple_of(PAGE).min(m.mapped)) {
-            let _ = map_pages(fs, m, a, e);
+            let _ = map_pages(fs, m, a, e, Place::Over);
         }
     }
 }
@@ -215,42 +249,11 @@ pub(super) fn file_changed_ino(ino: Ino, lo: u64, hi: u64) {
     remap_filled(fs, &mut maps, ino, lo, hi);
     for m in maps.iter_mut().filter(|m| m.file.ino == ino && !m.private) {
         let want = (size.saturating_sub(m.off) as usize).next_multiple_of(PAGE).min(m.len);
-        if want > m.mapped && map_pages(fs, m, m.mapped, want).is_ok() {
+        if want > m.mapped && map_pages(fs, m, m.mapped, want, Place::Over).is_ok() {
             m.mapped = want;
         }
     }
     recount(&maps);
-}
-
-/// Reserves `len` bytes of address space for a shared mapping of file offset `off`. Where
-/// the caller leaves the address to us, it is chosen congruent to `off` modulo 2 MiB: the
-/// aligned allocator puts each whole 2 MiB of a file on a 2 MiB-aligned extent of the
-/// image, and the kernel maps 2 MiB of a file with one huge page only when the virtual
-/// address and the image offset agree modulo 2 MiB.
-fn reserve(addr: *mut c_void, len: usize, prot: c_int, fixed: c_int, off: u64) -> Result<*mut c_void, c_int> {
-    let real_mmap = real!(mmap: fn(*mut c_void, size_t, c_int, c_int, c_int, off_t) -> *mut c_void);
-    let anon = libc::MAP_PRIVATE | libc::MAP_ANONYMOUS;
-    let err = || std::io::Error::last_os_error().raw_os_error().unwrap_or(libc::ENOMEM);
-    if !addr.is_null() || fixed != 0 || len < HUGE {
-        // SAFETY: reserving address space (at the caller's hint or MAP_FIXED target).
-        let r = unsafe { real_mmap(addr, len, prot, anon | fixed, -1, 0) };
-        return if r == libc::MAP_FAILED { Err(err()) } else { Ok(r) };
-    }
-    // SAFETY: reserving address space anywhere, 2 MiB more than needed.
-    let r = unsafe { real_mmap(std::ptr::null_mut(), len + HUGE, prot, anon | libc::MAP_NORESERVE, -1, 0) };
-    if r == libc::MAP_FAILED {
-        return Err(err());
-    }
-    let base = r as usize;
-    let start = base + ((off as usize).wrapping_sub(base) % HUGE);
-    // SAFETY: giving back the parts of our own reservation before and after the range.
-    unsafe {
-        if start > base {
-            libc::munmap(r, start - base);
-        }
-        libc::munmap((start + len) as *mut c_void, base + HUGE - start);
-    }
-    Ok(start as *mut c_void)
 }
 
 fn map_file(
@@ -286,9 +289,8 @@ fn map_file(
         return Err(libc::EACCES);
     }
     let pages = len.div_ceil(PAGE);
-    let region = reserve(addr, pages * PAGE, prot, fixed, off as u64)?;
     let mut m = FileMap {
-        start: region as usize,
+        start: 0,
         len: pages * PAGE,
         off: off as u64,
         mapped: 0,
@@ -300,19 +302,18 @@ fn map_file(
         _pin: Some(file.pin_blocks()),
     };
     let in_file = (size.saturating_sub(off as u64) as usize).next_multiple_of(PAGE).min(m.len);
-    if let Err(e) = map_pages(fs, &mut m, 0, in_file) {
-        if let Some(w) = hole_faults() {
-            w.forget(m.start, m.start + m.len);
-        }
-        // SAFETY: undoing our own reservation.
-        unsafe { libc::munmap(region, m.len) };
-        return Err(e);
+    if addr.is_null() && fixed == 0 {
+        place::place(fs, &mut m, in_file)?;
+    } else {
+        let region = place::reserve(addr, m.len, prot, fixed, off as u64)?;
+        place::over(fs, &mut m, region, in_file)?;
     }
     m.mapped = in_file;
+    let start = m.start;
     let mut maps = MAPS.lock();
     maps.push(m);
     recount(&maps);
-    Ok(region)
+    Ok(start as *mut c_void)
 }
 
 #[no_mangle]
