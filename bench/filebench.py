@@ -30,14 +30,13 @@ Needs: the release build (cargo build --release -p hashfs-cli; HASHFS_BIN names 
 import argparse, json, os, shutil, subprocess, sys, time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from fuse_io import machine, mean_ci  # noqa: E402
+from fuse_io import machine, mean_ci, uring_on, uring_restore  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 HASHFS = os.environ.get("HASHFS_BIN", os.path.join(ROOT, "target/release/hashfs"))
 PERSONALITIES = ["fileserver", "varmail", "webserver", "createfiles"]
 TARGETS = ["hashfs", "ceiling", "tmpfs", "ext4"]
 URING_TARGETS = ["hashfs-uring", "ceiling-uring"]
-ENABLE_URING = "/sys/module/fuse/parameters/enable_uring"
 SHIM = os.environ.get("HASHFS_PRELOAD", os.path.join(ROOT, "target/release/libhashfs_preload.so"))
 SHIM_PREFIX = "/hashfs-filebench"
 
@@ -224,15 +223,7 @@ def main():
     for t in targets:
         if t not in TARGETS + URING_TARGETS + ["shim"]:
             sys.exit(f"unknown target {t}: one of {', '.join(TARGETS + URING_TARGETS + ['shim'])}")
-    uring_was = None
-    if any(t in URING_TARGETS for t in targets):
-        try:
-            with open(ENABLE_URING) as fh:
-                uring_was = fh.read().strip()
-            with open(ENABLE_URING, "w") as fh:
-                fh.write("1")
-        except OSError as e:
-            sys.exit(f"{ENABLE_URING}: {e}: the -uring targets need a kernel with FUSE over io_uring (6.14+) and root")
+    uring_was = uring_on("the -uring targets") if any(t in URING_TARGETS for t in targets) else None
     work = os.path.join(a.image_dir, "hashfs-filebench")
     if os.path.exists(work):
         sys.exit(f"{work} exists: a run is under way, or an earlier one was interrupted (remove it)")
@@ -252,9 +243,7 @@ def main():
             if is_mount(t.mnt):
                 t.down()
         shutil.rmtree(work, ignore_errors=True)
-        if uring_was is not None:
-            with open(ENABLE_URING, "w") as fh:
-                fh.write("1" if uring_was in ("Y", "1") else "0")
+        uring_restore(uring_was)
     cfg = {"rounds": a.rounds, "seconds": a.seconds, "files_scale": a.files_scale, "image_size": a.image_size,
            "image_dir": a.image_dir, "disk_dir": a.disk_dir, "disk_size": a.disk_size, "fuse_threads": a.fuse_threads or "default",
            "cache_timeout": a.cache_timeout if a.cache_timeout is not None else "default",

@@ -57,6 +57,29 @@ def fio(path, rw, bs, size, runtime=None):
     return side
 
 
+ENABLE_URING = "/sys/module/fuse/parameters/enable_uring"
+
+
+def uring_on(what):
+    """Turns the kernel's switch for FUSE over io_uring on; returns what it was, for
+    uring_restore. Exits when it cannot (`what` needs it)."""
+    try:
+        with open(ENABLE_URING) as fh:
+            was = fh.read().strip()
+        with open(ENABLE_URING, "w") as fh:
+            fh.write("1")
+    except OSError as e:
+        sys.exit(f"{ENABLE_URING}: {e}: {what} needs a kernel with FUSE over io_uring (6.14+) and root")
+    return was
+
+
+def uring_restore(was):
+    """Puts the switch back as uring_on found it (nothing when `was` is None)."""
+    if was is not None:
+        with open(ENABLE_URING, "w") as fh:
+            fh.write("1" if was in ("Y", "1") else "0")
+
+
 def machine(image_dir):
     mounts = open("/proc/mounts").read().splitlines()
     best = max((l.split() for l in mounts if os.path.realpath(image_dir).startswith(l.split()[1])),
@@ -98,15 +121,10 @@ def main():
         sys.exit(f"{HASHFS} missing: run cargo build --release -p hashfs-cli")
     targets = {"fuse": [], "fuse-direct_io": ["-o", "direct_io"], "fuse-writeback": ["-o", "writeback_cache"],
                "tmpfs": None}
-    uring_switch, uring_was = "/sys/module/fuse/parameters/enable_uring", None
+    uring_was = None
     if a.io_uring:
         targets["fuse-uring"] = ["-o", "io_uring"]
-        try:
-            uring_was = open(uring_switch).read().strip()
-            with open(uring_switch, "w") as fh:
-                fh.write("1")
-        except OSError as e:
-            sys.exit(f"{uring_switch}: {e}: --io-uring needs a kernel with FUSE over io_uring (6.14+) and root")
+        uring_was = uring_on("--io-uring")
     work = tempfile.mkdtemp(prefix="hashfs-fuseio-", dir=a.image_dir)
     dirs = {}
     ops = ["write_new_1m", "overwrite_1m", "randwrite_4k", "randread_4k"]
@@ -143,9 +161,7 @@ def main():
             if opts is not None and t in dirs:
                 subprocess.run([HASHFS, "umount", dirs[t]], capture_output=True)
         shutil.rmtree(work, ignore_errors=True)
-        if uring_was is not None:
-            with open(uring_switch, "w") as fh:
-                fh.write("1" if uring_was in ("Y", "1") else "0")
+        uring_restore(uring_was)
     cfg = {"rounds": a.rounds, "warmup_rounds": a.warmup, "image_dir": a.image_dir, "image_bytes": 2 << 30, "file_bytes": 1 << 30,
            "fio": run(["fio", "--version"]).strip(),
            "commit": run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], check=False).strip(),
