@@ -1,9 +1,9 @@
 //! mmap of HashFS files.
 //!
 //! Shared mappings, read-only or writable, map every page onto its data block in the image
-//! (MAP_FIXED over a reserved range), never a copy: a store through one is in the file, and
-//! a `write`/`pwrite` is visible through every mapping at once, as in any Linux file
-//! system. Holes stay holes until written: their pages are anonymous and watched
+//! (into a hole of the address space, or over a reserved range: `place.rs`), never a copy:
+//! a store through one is in the file, and a `write`/`pwrite` is visible through every
+//! mapping at once, as in any Linux file system. Holes stay holes until written: their pages are anonymous and watched
 //! (`hashfs::pm::holefault`, userfaultfd); a read sees zeros, and the first write through
 //! the mapping gives the hole blocks (its whole 2 MiB of the file, so that the aligned
 //! allocator can make it one huge page) and maps them, as a DAX file system's fault handler
