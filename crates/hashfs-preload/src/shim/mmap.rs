@@ -3,16 +3,17 @@
 //! Shared mappings, read-only or writable, map every page onto its data block in the image
 //! (into a hole of the address space, or over a reserved range: `place.rs`), never a copy:
 //! a store through one is in the file, and a `write`/`pwrite` is visible through every
-//! mapping at once, as in any Linux file system. Holes stay holes until written: their pages are anonymous and watched
-//! (`hashfs::pm::holefault`, userfaultfd); a read sees zeros, and the first write through
-//! the mapping gives the hole blocks (its whole 2 MiB of the file, so that the aligned
-//! allocator can make it one huge page) and maps them, as a DAX file system's fault handler
-//! does (LMDB with `MDB_WRITEMAP` sizes its file to the whole map). Where userfaultfd is not
-//! allowed (no `CAP_SYS_PTRACE`), holes get blocks when mapped, as before. A write or
-//! fallocate through the shim that fills a hole remaps it. Pages past the end of the file
-//! stay anonymous until the file grows over them (a write, truncate up or fallocate through
-//! the shim); this is how LMDB reads pages it wrote with `pwrite` through its read-only map.
-//! msync writes back the lines of the pages that are the file's and fences.
+//! mapping at once, as in any Linux file system. Holes stay holes until written: their
+//! pages are anonymous and watched (`hashfs::pm::holefault`, userfaultfd); a read sees
+//! zeros, and the first write through the mapping gives the hole blocks (its whole 2 MiB of
+//! the file, so that the aligned allocator can make it one huge page) and maps them, as a
+//! DAX file system's fault handler does (LMDB with `MDB_WRITEMAP` sizes its file to the
+//! whole map). Where userfaultfd is not allowed (no `CAP_SYS_PTRACE`), holes get blocks
+//! when mapped, as before. A write or fallocate through the shim that fills a hole remaps
+//! it. Pages past the end of the file stay anonymous until the file grows over them (a
+//! write, truncate up or fallocate through the shim); this is how LMDB reads pages it wrote
+//! with `pwrite` through its read-only map. msync writes back the lines of the pages that
+//! are the file's and fences.
 //!
 //! Private mappings map the same blocks copy-on-write (`MAP_PRIVATE`): nothing is copied
 //! at `mmap`, a store makes a private copy of its page, holes and pages past the end are
