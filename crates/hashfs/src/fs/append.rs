@@ -104,9 +104,7 @@ impl<D: PmDevice> FsInner<D> {
             // line (its reservation reads it) and touch the block's page translation now,
             // while the caller does other work, instead of missing both in the next call.
             if let Some(k) = file_key(ino, Lblk(blocks_for(new_size))) {
-                let home = t.home(k);
-                self.dev.prefetch(t.slot_off(home));
-                self.dev.prefetch(self.geo.block_off(home));
+                self.prefetch_key_home(t, k, 0);
             }
         }
     }

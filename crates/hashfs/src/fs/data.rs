@@ -239,10 +239,17 @@ impl<D: PmDevice> FsInner<D> {
             return;
         }
         if let Some(k) = file_key(cell.ino, Lblk::of_byte(off)) {
-            let home = t.home(k);
-            self.dev.prefetch(t.slot_off(home));
-            self.dev.prefetch(self.geo.block_off(home) + off % BLOCK_BYTES);
+            self.prefetch_key_home(t, k, off % BLOCK_BYTES);
         }
+    }
+
+    /// Fetches the line of `key`'s home slot and the line `at` bytes into the block of that
+    /// slot (the block a key's data most likely has under the paper placement).
+    #[inline]
+    pub(super) fn prefetch_key_home(&self, t: &HashTable<D>, key: u64, at: u64) {
+        let home = t.home(key);
+        self.dev.prefetch(t.slot_off(home));
+        self.dev.prefetch(self.geo.block_off(home) + at);
     }
 
     /// A request (write, fallocate) that may claim blocks over several transactions: the
