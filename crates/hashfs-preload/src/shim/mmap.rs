@@ -151,10 +151,7 @@ fn map_runs(
                 // them, or fresh ones to watch (a page past EOF that was touched before the
                 // file grew over it would otherwise be present, and a missing-page watch
                 // would never see a store to it).
-                let anon = libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE | place.flag();
-                // SAFETY: pages of our own reservation, or of the hole we place into.
-                let r = unsafe { real_mmap((m.start + at) as *mut c_void, run * PAGE, m.prot, anon, -1, 0) };
-                place.check(r, m.start + at, run * PAGE)?;
+                place.anon(m.start + at, run * PAGE, m.prot)?;
                 *done = at + run * PAGE;
             }
             if let Some(w) = watch {

@@ -42,6 +42,16 @@ impl Place {
         }
     }
 
+    /// Maps `len` bytes of fresh private anonymous pages at `at` with `prot`: a hole's or
+    /// a private mapping's zeros, pages past the end of the file, pages to watch.
+    pub(super) fn anon(self, at: usize, len: usize, prot: c_int) -> Result<(), c_int> {
+        let real_mmap = real!(mmap: fn(*mut c_void, size_t, c_int, c_int, c_int, off_t) -> *mut c_void);
+        let flags = libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE | self.flag();
+        // SAFETY: pages of our own reservation, or of the hole we place into.
+        let r = unsafe { real_mmap(at as *mut c_void, len, prot, flags, -1, 0) };
+        self.check(r, at, len)
+    }
+
     /// The result of a real `mmap` of a piece at `want`: Ok when it is there.
     pub(super) fn check(self, r: *mut c_void, want: usize, len: usize) -> Result<(), c_int> {
         if r == libc::MAP_FAILED {
@@ -152,12 +162,8 @@ fn try_hole(fs: &FileSystem<MmapDevice>, m: &mut FileMap, in_file: usize) -> Res
         return Err(e);
     }
     if in_file < m.len {
-        let real_mmap = real!(mmap: fn(*mut c_void, size_t, c_int, c_int, c_int, off_t) -> *mut c_void);
-        let anon = libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE | libc::MAP_FIXED_NOREPLACE;
-        let at = m.start + in_file;
-        // SAFETY: the rest of the hole, past the end of the file.
-        let r = unsafe { real_mmap(at as *mut c_void, m.len - in_file, m.prot, anon, -1, 0) };
-        if let Err(e) = Place::Hole.check(r, at, m.len - in_file) {
+        // The rest of the hole, past the end of the file.
+        if let Err(e) = Place::Hole.anon(m.start + in_file, m.len - in_file, m.prot) {
             forget_watches(m);
             // SAFETY: the pieces we placed, [start, start + in_file).
             unsafe { libc::munmap(region, in_file) };
