@@ -1,7 +1,8 @@
 //! mmap of HashFS files.
 //!
 //! Shared mappings, read-only or writable, map every page onto its data block in the image
-//! (into a hole of the address space, or over a reserved range: `place.rs`), never a copy:
+//! (into a hole of the address space, or over a reserved range: `place.rs`), not a copy
+//! (but for read-only ones past the budget of kernel mappings, `copy.rs`):
 //! a store through one is in the file, and a `write`/`pwrite` is visible through every
 //! mapping at once, as in any Linux file system. Holes stay holes until written: their
 //! pages are anonymous and watched (`hashfs::pm::holefault`, userfaultfd); a read sees
@@ -16,8 +17,8 @@
 //! are the file's and fences.
 //!
 //! Private mappings map the same blocks copy-on-write (`MAP_PRIVATE`): nothing is copied
-//! at `mmap`, a store makes a private copy of its page, holes and pages past the end are
-//! private zeros.
+//! at `mmap` (but past the budget, `copy.rs`), a store makes a private copy of its page,
+//! holes and pages past the end are private zeros.
 //!
 //! Each mapping is recorded (range, file offset, pages mapped onto the image, holes);
 //! `munmap` of any length, whole or partial, trims or splits the record, and the open file
@@ -29,6 +30,7 @@ use super::*;
 use hashfs::pm::holefault::{hole_faults, Filler, Ranges};
 use std::sync::atomic::AtomicUsize;
 
+mod copy;
 mod holes;
 mod place;
 pub(super) use holes::fill_holes_in;
@@ -37,8 +39,8 @@ use place::{Place, Populate};
 /// Kernel mappings (runs of physically consecutive blocks, and watched holes) one `mmap`
 /// may create: the process has `vm.max_map_count` (65,530 by default) in all. A file
 /// allocated by the aligned allocator needs one per 2 MiB at most; a fragmented file may
-/// need one per page, and mapping it then fails with ENOMEM rather than exhausting the
-/// process's mappings.
+/// need one per page, and mapping it then fails with ENOMEM (or is served by a copy,
+/// `copy.rs`) rather than exhausting the process's mappings.
 const MAX_RUNS_PER_MAP: usize = 16_384;
 /// Runs shorter than this are populated at `mmap` (the kernel's fault-around, 64 KiB).
 const FAULT_AROUND_PAGES: usize = 16;
@@ -61,6 +63,11 @@ struct FileMap {
     holes: Ranges,
     /// Kernel mappings made for this record so far (runs and watched holes).
     runs: usize,
+    /// Kernel mappings its next `map_pages` may bring `runs` to (at `mmap`: what the
+    /// budget leaves, `copy.rs`).
+    cap: usize,
+    /// Served by a copy of the file's bytes (`copy.rs`), one anonymous mapping.
+    copy: bool,
     file: Arc<OpenFile>,
     /// Keeps the file's blocks in place while the pages are mapped onto them.
     _pin: Option<hashfs::BlockPin>,
@@ -77,11 +84,17 @@ static MAPS: Mutex<Vec<FileMap>> = Mutex::new(Vec::new());
 static MAP_COUNT: AtomicUsize = AtomicUsize::new(0);
 /// Records in MAPS with watched holes, read without the lock on every read.
 static HOLE_MAPS: AtomicUsize = AtomicUsize::new(0);
+/// Kernel mappings the records in MAPS hold (a split record counts its parts' whole).
+static KERNEL_MAPS: AtomicUsize = AtomicUsize::new(0);
+/// Shared mappings in MAPS served by copies, read without the lock by `mprotect`.
+static SHARED_COPIES: AtomicUsize = AtomicUsize::new(0);
 
 /// Publishes the counts of `maps` (under its lock, after any change).
 fn recount(maps: &[FileMap]) {
     MAP_COUNT.store(maps.len(), Ordering::Relaxed);
     HOLE_MAPS.store(maps.iter().filter(|m| !m.holes.is_empty()).count(), Ordering::Relaxed);
+    KERNEL_MAPS.store(maps.iter().map(|m| m.runs).sum(), Ordering::Relaxed);
+    SHARED_COPIES.store(maps.iter().filter(|m| m.copy && !m.private).count(), Ordering::Relaxed);
 }
 
 /// Whether `ino` is memory-mapped (its blocks are pinned: it may not shrink).
@@ -133,7 +146,7 @@ fn map_runs(
     let mut i = 0;
     while i < pages {
         m.runs += 1;
-        if m.runs > MAX_RUNS_PER_MAP {
+        if m.runs > m.cap {
             return Err(libc::ENOMEM);
         }
         let at = from + i * PAGE;
@@ -213,7 +226,7 @@ fn give_blocks(fs: &FileSystem<MmapDevice>, ino: Ino, lo: u64, hi: u64) -> Resul
 /// Maps the pages of `ino`'s shared mappings that were holes in the file's `[lo, hi)`
 /// bytes and may have blocks now (a write, fallocate or fill through another mapping).
 fn remap_filled(fs: &FileSystem<MmapDevice>, maps: &mut [FileMap], ino: Ino, lo: u64, hi: u64) {
-    for m in maps.iter_mut().filter(|m| m.file.ino == ino && !m.private && !m.holes.is_empty()) {
+    for m in maps.iter_mut().filter(|m| m.file.ino == ino && !m.private && !m.copy && !m.holes.is_empty()) {
         let (rlo, rhi) = (lo.saturating_sub(m.off) as usize / PAGE * PAGE, hi.saturating_sub(m.off) as usize);
         for (a, e) in m.holes.overlapping(rlo, rhi.next_multiple_of(PAGE).min(m.mapped)) {
             let _ = map_pages(fs, m, a, e, Place::Over);
@@ -246,6 +259,10 @@ pub(super) fn file_changed_ino(ino: Ino, lo: u64, hi: u64) {
     let mut maps = MAPS.lock();
     remap_filled(fs, &mut maps, ino, lo, hi);
     for m in maps.iter_mut().filter(|m| m.file.ino == ino && !m.private) {
+        if m.copy {
+            copy::refresh(m, lo, hi, size);
+            continue;
+        }
         let want = (size.saturating_sub(m.off) as usize).next_multiple_of(PAGE).min(m.len);
         if want > m.mapped && map_pages(fs, m, m.mapped, want, Place::Over).is_ok() {
             m.mapped = want;
@@ -286,6 +303,9 @@ fn map_file(
     if !private && prot & libc::PROT_WRITE != 0 && acc != libc::O_RDWR {
         return Err(libc::EACCES);
     }
+    if !private && prot & libc::PROT_WRITE != 0 && copy::has_shared_copy(&MAPS.lock(), of.ino) {
+        return Err(libc::ENOMEM); // it would change the file behind that copy (copy.rs)
+    }
     let pages = len.div_ceil(PAGE);
     let mut m = FileMap {
         start: 0,
@@ -296,16 +316,23 @@ fn map_file(
         private,
         holes: Ranges::default(),
         runs: 0,
+        cap: MAX_RUNS_PER_MAP.min(copy::budget().saturating_sub(KERNEL_MAPS.load(Ordering::Relaxed))),
+        copy: false,
         file: of.clone(),
         _pin: Some(file.pin_blocks()),
     };
     let in_file = (size.saturating_sub(off as u64) as usize).next_multiple_of(PAGE).min(m.len);
-    if addr.is_null() && fixed == 0 {
-        place::place(fs, &mut m, in_file)?;
+    let placed = if addr.is_null() && fixed == 0 {
+        place::place(fs, &mut m, in_file)
     } else {
-        let region = place::reserve(addr, m.len, prot, fixed, off as u64)?;
-        place::over(fs, &mut m, region, in_file)?;
+        place::reserve(addr, m.len, prot, fixed, off as u64).and_then(|region| place::over(fs, &mut m, region, in_file))
+    };
+    match placed {
+        // Over the budget, or refused by the kernel: a copy where one can serve.
+        Err(libc::ENOMEM) if copy::allowed(&MAPS.lock(), &m) => copy::make(&mut m, addr, fixed, in_file)?,
+        r => r?,
     }
+    m.cap = MAX_RUNS_PER_MAP;
     m.mapped = in_file;
     let start = m.start;
     let mut maps = MAPS.lock();
@@ -425,7 +452,7 @@ pub unsafe extern "C" fn msync(addr: *mut c_void, len: size_t, flags: c_int) -> 
         // SAFETY: forwarding.
         return unsafe { real!(msync: fn(*mut c_void, size_t, c_int) -> c_int)(addr, len, flags) };
     }
-    for m in ours.into_iter().filter(|m| !m.private) {
+    for m in ours.into_iter().filter(|m| !m.private && !m.copy) {
         let (lo, hi) = (a.max(m.start) - m.start, (e.min(m.start + m.mapped)).saturating_sub(m.start));
         for (s, t) in m.holes.gaps(lo, hi) {
             // SAFETY: these pages of a live mapping are the image's.
@@ -457,6 +484,8 @@ mod tests {
             private: false,
             holes: Ranges::default(),
             runs: 0,
+            cap: MAX_RUNS_PER_MAP,
+            copy: false,
             file: of.clone(),
             _pin: None,
         };

@@ -1,0 +1,157 @@
+//! Mappings served by a copy when the kernel mappings run short (`shim/mmap/copy.rs`): a
+//! scattered file is one kernel mapping per page, and past the shim's budget a read-only
+//! shared or a private mapping is one anonymous mapping filled with the file's bytes. The
+//! tests set a small budget (`HASHFS_MAP_BUDGET`) and check that such a mapping is one
+//! kernel mapping, reads the file, follows every change made through the shim (pwrite,
+//! append, growth past its old end, fallocate's zeroing), refuses to become writable, and
+//! keeps writable shared mappings of its file away; and that LevelDB, whose tables are
+//! such mappings, runs its workloads when most of them are copies.
+
+mod common;
+
+use common::{image, p};
+use std::path::Path;
+use std::process::Command;
+
+const SCRIPT: &str = r#"
+import ctypes, errno, mmap, os, sys
+libc = ctypes.CDLL(None, use_errno=True)
+libc.mmap.restype = ctypes.c_void_p
+libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+libc.mprotect.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+libc.fallocate.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_long, ctypes.c_long]
+P, R, RW = 4096, mmap.PROT_READ, mmap.PROT_READ | mmap.PROT_WRITE
+path, n = sys.argv[1], 64
+data = bytearray((i * 7 + i // P) % 251 for i in range(n * P))
+with open(path, "wb") as f:
+    f.write(data)
+
+def kernel_maps(start, length):
+    # The kernel mappings (lines of /proc/self/maps) inside [start, start + length).
+    count = 0
+    for line in open("/proc/self/maps"):
+        lo, hi = (int(x, 16) for x in line.split()[0].split("-"))
+        if lo < start + length and hi > start:
+            count += 1
+    return count
+
+def mapping(length, prot, flags):
+    a = libc.mmap(None, length, prot, flags, fd, 0)
+    if a in (None, ctypes.c_void_p(-1).value):
+        return None, errno.errorcode.get(ctypes.get_errno())
+    return a, None
+
+fd = os.open(path, os.O_RDWR)
+# Read-only shared, 70 pages over a 64-page file.
+L = 70 * P
+m, _ = mapping(L, R, mmap.MAP_SHARED)
+print("shared_maps", kernel_maps(m, L))
+print("shared_bytes", ctypes.string_at(m, n * P) == bytes(data), ctypes.string_at(m + n * P, 6 * P) == bytes(6 * P))
+# A change through the shim is in the mapping at once.
+os.pwrite(fd, b"x" * 100, 5000)
+data[5000:5100] = b"x" * 100
+print("after_pwrite", ctypes.string_at(m, n * P) == bytes(data))
+# The file grows past the mapping's old end: the new bytes show, zeros after them.
+os.lseek(fd, 0, os.SEEK_END)
+os.write(fd, b"y" * (P + 10))
+data += b"y" * (P + 10)
+print("after_growth", ctypes.string_at(m, len(data)) == bytes(data), ctypes.string_at(m + len(data), L - len(data)) == bytes(L - len(data)))
+# A hole punched in a mapped file is zeroed in place.
+r = libc.fallocate(fd, 0x02 | 0x01, 3 * P, 2 * P)  # PUNCH_HOLE | KEEP_SIZE
+data[3 * P:5 * P] = bytes(2 * P)
+print("after_punch", r, ctypes.string_at(m, len(data)) == bytes(data))
+# Made writable, its stores would reach the file only if it is the file's pages.
+r = libc.mprotect(m, P, RW)
+print("mprotect", r, errno.errorcode.get(ctypes.get_errno()) if r else None)
+# A writable shared mapping of the file would change it behind a copy.
+w, err = mapping(P, RW, mmap.MAP_SHARED)
+print("writable_shared", err or "made")
+if w:
+    libc.munmap(w, P)
+# Private: its stores its own.
+q, _ = mapping(n * P, RW, mmap.MAP_PRIVATE)
+count = kernel_maps(q, n * P)
+ctypes.memmove(q, b"zzzz", 4)
+print("private_maps", count, ctypes.string_at(q + 4, n * P - 4) == bytes(data[4:n * P]), os.pread(fd, 4, 0) == bytes(data[:4]))
+libc.munmap(q, n * P)
+libc.munmap(m, L)
+# With no copy left, a writable shared mapping is made.
+w, err = mapping(2 * P, RW, mmap.MAP_SHARED)
+if w:
+    ctypes.memmove(w, b"wwww", 4)
+    libc.munmap(w, 2 * P)
+print("writable_after", err, os.pread(fd, 4, 0) == b"wwww")
+"#;
+
+#[test]
+fn a_mapping_past_the_budget_is_a_copy_that_follows_the_file() {
+    let img = image();
+    let o = img.cmd("python3").env("HASHFS_MAP_BUDGET", "8").args(["-c", SCRIPT, &p("/scattered")]).output().unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{out}{}", String::from_utf8_lossy(&o.stderr));
+    img.fsck_clean();
+    for want in [
+        "shared_maps 1\n",
+        "shared_bytes True True\n",
+        "after_pwrite True\n",
+        "after_growth True True\n",
+        "after_punch 0 True\n",
+        "mprotect -1 EACCES\n",
+        "writable_shared ENOMEM\n",
+        "private_maps 1 True True\n",
+        "writable_after None True\n",
+    ] {
+        assert!(out.contains(want), "{want:?} in:\n{out}");
+    }
+}
+
+/// Under the default budget the same read-only mapping is the file's own pages, one kernel
+/// mapping per run of blocks (a copy is only the fallback).
+#[test]
+fn under_the_budget_a_mapping_is_the_files_pages() {
+    let img = image();
+    let out = img.ok("python3", &["-c", SCRIPT, &p("/scattered")]);
+    img.fsck_clean();
+    let count: usize = out
+        .lines()
+        .find_map(|l| l.strip_prefix("shared_maps "))
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or_else(|| panic!("{out}"));
+    assert!(count > 1, "the scattered file's pages mapped where they lie: {out}");
+    assert!(out.contains("after_pwrite True\n") && out.contains("after_growth True True\n"), "{out}");
+    assert!(out.contains("writable_shared made\n"), "{out}");
+}
+
+/// LevelDB maps every table it opens (2 MiB, one kernel mapping per page here): with a
+/// budget of two tables' pages most of them are copies, and YCSB's workloads A-F read
+/// what they wrote. (A database of 3 million records, about 400 MB of tables, needs more
+/// mappings than a process has: its load failed with ENOMEM before copies.)
+#[test]
+fn leveldb_with_most_tables_copies() {
+    if !Path::new("/usr/include/leveldb/db.h").exists() || Command::new("g++").arg("--version").output().is_err() {
+        assert!(std::env::var_os("CI").is_none(), "CI must have libleveldb-dev and g++");
+        return;
+    }
+    let img = image();
+    let exe = img._dir.path().join("leveldb_ycsb");
+    let st = Command::new("bash")
+        .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/../../apps/ycsb/build.sh"))
+        .arg(&exe)
+        .status()
+        .unwrap();
+    assert!(st.success(), "building the YCSB driver");
+    let o = img
+        .cmd(exe.to_str().unwrap())
+        .env("HASHFS_MAP_BUDGET", "1024")
+        .args([&p("/leveldb"), "100000", "20000", "ABCDEF"])
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{out}{}", String::from_utf8_lossy(&o.stderr));
+    for w in ["A", "B", "C", "D", "E", "F"] {
+        assert!(out.contains(&format!("workload {w}:")), "{out}");
+    }
+    assert!(out.contains("all correct"), "{out}");
+    img.fsck_clean();
+}
