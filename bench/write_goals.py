@@ -77,6 +77,11 @@ def fuse_goals(goals, part, kind):
         goal(goals, f"FUSE 1 MiB writes, new file, GB/s ({target}, {kind})", m, ci, 1.5, False, f"fuse-{kind}")
 
 
+# Free bytes the huge-page tmpfs needs for one run (what fuse_io.py and the micro
+# benchmark hold there at once, with room to spare).
+HUGE_DIR_NEEDS = 12 << 30
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true", help="short runs of every part (minutes, for a check)")
@@ -93,6 +98,14 @@ def main():
         os.makedirs(a.huge_dir, exist_ok=True)
         subprocess.run(["mount", "-t", "tmpfs", "-o", "huge=always,size=20g,mode=1777", "hashfs-bench",
                         a.huge_dir], check=True)
+    # The micro benchmark's 4 GiB image and fuse_io.py's two 2 GiB images and 1 GiB files
+    # share it: a smaller mount found there made fuse_io.py fail with ENOSPC after the
+    # micro and application parts had run (a 6 GiB one, 2026-11-27).
+    st = os.statvfs(a.huge_dir)
+    if st.f_bavail * st.f_frsize < HUGE_DIR_NEEDS:
+        sys.exit(f"{a.huge_dir} has {st.f_bavail * st.f_frsize / 2**30:.1f} GiB free and the run needs "
+                 f"{HUGE_DIR_NEEDS / 2**30:.0f}: unmount it (the script then mounts a 20 GiB huge=always tmpfs) "
+                 "or give --huge-dir another")
     # Freed memory reported to the hypervisor makes first touches many times slower and
     # varies from minute to minute; orders above 10 are never reported.
     old_order = open(REPORTING).read().strip() if os.path.exists(REPORTING) else None
