@@ -364,6 +364,22 @@ fn lmdb(
     mapping: hashfs::MappingKind,
     placement: hashfs::HashPlacement,
 ) -> Option<Output> {
+    lmdb_with(mode, map_mib, image_bytes, mapping, placement, None).map(|(o, img)| {
+        img.fsck_clean();
+        o
+    })
+}
+
+/// [`lmdb`] with the shim's budget of kernel mappings (`HASHFS_MAP_BUDGET`) set, and the
+/// image left to the caller.
+fn lmdb_with(
+    mode: &str,
+    map_mib: u64,
+    image_bytes: u64,
+    mapping: hashfs::MappingKind,
+    placement: hashfs::HashPlacement,
+    map_budget: Option<&str>,
+) -> Option<(Output, Image)> {
     let python = "/usr/bin/python3";
     let has_lmdb = Command::new(python).args(["-c", "import lmdb"]).output().is_ok_and(|o| o.status.success());
     if !has_lmdb {
@@ -373,9 +389,12 @@ fn lmdb(
     let opts = hashfs::FormatOptions { mapping, placement, ..hashfs::FormatOptions::default() };
     let img = common::image_in(&std::env::temp_dir(), image_bytes, &opts);
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/scripts/lmdb_check.py");
-    let o = img.run(python, &[script, PREFIX, mode, &map_mib.to_string()]);
-    img.fsck_clean();
-    Some(o)
+    let mut c = img.cmd(python);
+    if let Some(b) = map_budget {
+        c.env("HASHFS_MAP_BUDGET", b);
+    }
+    let o = c.args([script, PREFIX, mode, &map_mib.to_string()]).output().unwrap();
+    Some((o, img))
 }
 
 fn assert_lmdb_ok(o: Option<Output>) {
@@ -388,6 +407,36 @@ fn assert_lmdb_ok(o: Option<Output>) {
 #[test]
 fn lmdb_default_mode() {
     assert_lmdb_ok(lmdb("default", 256, 64 << 20, hashfs::MappingKind::HashFs, hashfs::HashPlacement::Paper));
+}
+
+/// LMDB's read-only map grows with its file: past the shim's budget of kernel mappings
+/// (here 64 pages' worth; by default half of `vm.max_map_count`, a 64 MiB database with
+/// HashFS's placement) the map becomes a copy that follows LMDB's writes
+/// (`shim/mmap/copy.rs`). Before, the pages past the limit stayed zeros, and LMDB stopped
+/// with MDB_CORRUPTED ("Located page was wrong type") once its file passed 64 MiB.
+#[test]
+fn lmdb_default_mode_past_the_budget() {
+    let o = lmdb_with("default", 256, 64 << 20, hashfs::MappingKind::HashFs, hashfs::HashPlacement::Paper, Some("64"));
+    assert_lmdb_ok(o.map(|(o, img)| {
+        img.fsck_clean();
+        o
+    }));
+}
+
+/// A writable shared map cannot be a copy: past the budget, LMDB with MDB_WRITEMAP on
+/// HashFS's placement (each block a kernel mapping) faults on the pages the shim cannot map,
+/// and the shim says why, instead of letting it read zeros that are not its file's.
+#[test]
+fn lmdb_writemap_past_the_budget_faults_loudly() {
+    let o =
+        lmdb_with("writemap", 1024, 256 << 20, hashfs::MappingKind::HashFs, hashfs::HashPlacement::Paper, Some("64"));
+    let Some((o, img)) = o else { return };
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success(), "{}", String::from_utf8_lossy(&o.stdout));
+    assert!(err.contains("cannot show the file's bytes"), "{err}");
+    // The process died holding the image: the next one recovers it.
+    img.ok("ls", &[PREFIX]);
+    img.fsck_clean();
 }
 
 /// LMDB with MDB_WRITEMAP sizes its file to the map (here 1 GiB, four times the image) and

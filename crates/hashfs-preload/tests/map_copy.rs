@@ -4,8 +4,9 @@
 //! tests set a small budget (`HASHFS_MAP_BUDGET`) and check that such a mapping is one
 //! kernel mapping, reads the file, follows every change made through the shim (pwrite,
 //! append, growth past its old end, fallocate's zeroing), refuses to become writable, and
-//! keeps writable shared mappings of its file away; and that LevelDB, whose tables are
-//! such mappings, runs its workloads when most of them are copies.
+//! keeps writable shared mappings of its file away; that a mapping whose file grows past
+//! the budget becomes one; and that LevelDB, whose tables are such mappings, runs its
+//! workloads when most of them are copies. (LMDB past the budget: `tests/apps.rs`.)
 
 mod common;
 
@@ -102,6 +103,56 @@ fn a_mapping_past_the_budget_is_a_copy_that_follows_the_file() {
         "private_maps 1 True True\n",
         "writable_after None True\n",
     ] {
+        assert!(out.contains(want), "{want:?} in:\n{out}");
+    }
+}
+
+const GROW: &str = r#"
+import ctypes, mmap, os, sys
+libc = ctypes.CDLL(None, use_errno=True)
+libc.mmap.restype = ctypes.c_void_p
+libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+P, path = 4096, sys.argv[1]
+data = bytearray((i * 13 + i // P) % 251 for i in range(2 * P))
+with open(path, "wb") as f:
+    f.write(data)
+fd = os.open(path, os.O_RDWR)
+L = 80 * P
+m = libc.mmap(None, L, mmap.PROT_READ, mmap.MAP_SHARED, fd, 0)
+
+def kernel_maps():
+    n = 0
+    for line in open("/proc/self/maps"):
+        lo, hi = (int(x, 16) for x in line.split()[0].split("-"))
+        n += lo < m + L and hi > m
+    return n
+
+print("small_ok", ctypes.string_at(m, 2 * P) == bytes(data))
+# The file grows by 62 pages (each a block of its own) past the mapping's budget.
+more = bytes((i * 3) % 253 for i in range(62 * P))
+os.lseek(fd, 0, os.SEEK_END)
+os.write(fd, more)
+data += more
+print("grown", ctypes.string_at(m, len(data)) == bytes(data), ctypes.string_at(m + len(data), L - len(data)) == bytes(L - len(data)))
+print("grown_maps", kernel_maps())
+os.pwrite(fd, b"q" * 10, 40 * P)
+data[40 * P:40 * P + 10] = b"q" * 10
+print("then_pwrite", ctypes.string_at(m, len(data)) == bytes(data))
+libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+libc.munmap(m, L)
+"#;
+
+/// A read-only shared mapping made under the budget, whose file then grows past it (as
+/// LMDB's map does): it becomes a copy, one kernel mapping, that shows the new bytes and
+/// follows later writes. (Before, the pages it could not map stayed zeros.)
+#[test]
+fn a_mapping_that_grows_past_the_budget_becomes_a_copy() {
+    let img = image();
+    let o = img.cmd("python3").env("HASHFS_MAP_BUDGET", "8").args(["-c", GROW, &p("/growing")]).output().unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{out}{}", String::from_utf8_lossy(&o.stderr));
+    img.fsck_clean();
+    for want in ["small_ok True\n", "grown True True\n", "grown_maps 1\n", "then_pwrite True\n"] {
         assert!(out.contains(want), "{want:?} in:\n{out}");
     }
 }

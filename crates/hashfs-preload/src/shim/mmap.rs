@@ -63,8 +63,7 @@ struct FileMap {
     holes: Ranges,
     /// Kernel mappings made for this record so far (runs and watched holes).
     runs: usize,
-    /// Kernel mappings its next `map_pages` may bring `runs` to (at `mmap`: what the
-    /// budget leaves, `copy.rs`).
+    /// Kernel mappings its next `map_pages` may bring `runs` to ([`growth_cap`]).
     cap: usize,
     /// Served by a copy of the file's bytes (`copy.rs`), one anonymous mapping.
     copy: bool,
@@ -225,14 +224,32 @@ fn give_blocks(fs: &FileSystem<MmapDevice>, ino: Ino, lo: u64, hi: u64) -> Resul
 
 /// Maps the pages of `ino`'s shared mappings that were holes in the file's `[lo, hi)`
 /// bytes and may have blocks now (a write, fallocate or fill through another mapping).
-fn remap_filled(fs: &FileSystem<MmapDevice>, maps: &mut [FileMap], ino: Ino, lo: u64, hi: u64) {
-    for m in maps.iter_mut().filter(|m| m.file.ino == ino && !m.private && !m.copy && !m.holes.is_empty()) {
+/// Returns the records that could not take them (index, and the bytes from its start).
+fn remap_filled(fs: &FileSystem<MmapDevice>, maps: &mut [FileMap], ino: Ino, lo: u64, hi: u64) -> Vec<Stale> {
+    let mut stale = Vec::new();
+    for (i, m) in maps.iter_mut().enumerate() {
+        if m.file.ino != ino || m.private || m.copy || m.holes.is_empty() {
+            continue;
+        }
         let (rlo, rhi) = (lo.saturating_sub(m.off) as usize / PAGE * PAGE, hi.saturating_sub(m.off) as usize);
         for (a, e) in m.holes.overlapping(rlo, rhi.next_multiple_of(PAGE).min(m.mapped)) {
-            let _ = map_pages(fs, m, a, e, Place::Over);
+            m.cap = growth_cap(m);
+            if map_pages(fs, m, a, e, Place::Over).is_err() {
+                stale.push((i, a, e));
+            }
         }
     }
+    stale
 }
+
+/// The kernel mappings a live record may grow to: what the budget leaves (`copy.rs`).
+fn growth_cap(m: &FileMap) -> usize {
+    let others = KERNEL_MAPS.load(Ordering::Relaxed).saturating_sub(m.runs);
+    MAX_RUNS_PER_MAP.min(copy::budget().saturating_sub(others))
+}
+
+/// A record that could not map pages of its file (index in MAPS, bytes from its start).
+type Stale = (usize, usize, usize);
 
 /// Write faults of watched holes.
 struct ShimFiller;
@@ -257,17 +274,25 @@ pub(super) fn file_changed_ino(ino: Ino, lo: u64, hi: u64) {
     let Ok(fs) = shim().fs() else { return };
     let Ok(size) = fs.peek_attr(ino).map(|m| m.size) else { return };
     let mut maps = MAPS.lock();
-    remap_filled(fs, &mut maps, ino, lo, hi);
-    for m in maps.iter_mut().filter(|m| m.file.ino == ino && !m.private) {
+    let mut stale = remap_filled(fs, &mut maps, ino, lo, hi);
+    for (i, m) in maps.iter_mut().enumerate() {
+        if m.file.ino != ino || m.private {
+            continue;
+        }
         if m.copy {
             copy::refresh(m, lo, hi, size);
             continue;
         }
         let want = (size.saturating_sub(m.off) as usize).next_multiple_of(PAGE).min(m.len);
-        if want > m.mapped && map_pages(fs, m, m.mapped, want, Place::Over).is_ok() {
-            m.mapped = want;
+        if want > m.mapped {
+            m.cap = growth_cap(m);
+            match map_pages(fs, m, m.mapped, want, Place::Over) {
+                Ok(()) => m.mapped = want,
+                Err(_) => stale.push((i, m.mapped, want)),
+            }
         }
     }
+    copy::take_over(&mut maps, &stale, size);
     recount(&maps);
 }
 
@@ -316,11 +341,12 @@ fn map_file(
         private,
         holes: Ranges::default(),
         runs: 0,
-        cap: MAX_RUNS_PER_MAP.min(copy::budget().saturating_sub(KERNEL_MAPS.load(Ordering::Relaxed))),
+        cap: 0,
         copy: false,
         file: of.clone(),
         _pin: Some(file.pin_blocks()),
     };
+    m.cap = growth_cap(&m);
     let in_file = (size.saturating_sub(off as u64) as usize).next_multiple_of(PAGE).min(m.len);
     let placed = if addr.is_null() && fixed == 0 {
         place::place(fs, &mut m, in_file)
@@ -332,7 +358,6 @@ fn map_file(
         Err(libc::ENOMEM) if copy::allowed(&MAPS.lock(), &m) => copy::make(&mut m, addr, fixed, in_file)?,
         r => r?,
     }
-    m.cap = MAX_RUNS_PER_MAP;
     m.mapped = in_file;
     let start = m.start;
     let mut maps = MAPS.lock();

@@ -21,6 +21,9 @@
 //! would make one writable fails with EACCES (where Linux would store through it into a
 //! file opened for writing). A writable shared mapping over the budget fails with ENOMEM,
 //! as before. `HASHFS_MAP_BUDGET` sets the budget (the tests make copies with a small one).
+//!
+//! A live read-only shared mapping that cannot map pages its file has grown over or filled
+//! (the same limits) becomes a copy the same way ([`take_over`]).
 
 use super::*;
 use std::sync::OnceLock;
@@ -114,6 +117,51 @@ pub(super) fn refresh(m: &mut FileMap, lo: u64, hi: u64, size: u64) {
             "hashfs_preload: a mapping served by a copy could not take a change of its file: it may read stale bytes"
         );
     }
+}
+
+/// Records that could not map pages of their file (`stale`: a remap of filled holes or a
+/// growth past their kernel mappings, or refused by the kernel): each that a copy can serve
+/// becomes one, its pieces replaced at once by one anonymous mapping filled with the file's
+/// bytes; in the others those pages are made inaccessible, so that a program faults on them
+/// rather than read bytes that are not the file's, and the shim says so. (Before, they were
+/// left as they were: LMDB, whose read-only map grows with its file, read zeros where its
+/// pages were once the file passed 64 MiB, and stopped with MDB_CORRUPTED.)
+pub(super) fn take_over(maps: &mut [FileMap], stale: &[Stale], size: u64) {
+    for &(i, a, e) in stale {
+        if maps[i].copy || (allowed(maps, &maps[i]) && convert(&mut maps[i], size).is_ok()) {
+            continue;
+        }
+        let m = &maps[i];
+        let _ = protect(m.start + a, e - a, libc::PROT_NONE);
+        eprintln!(
+            "hashfs_preload: {}: a shared mapping cannot show the file's bytes {}..{} (too many kernel \
+             mappings, vm.max_map_count): those pages fault (on an image made with `--placement \
+             regions` a mapped file's whole 2 MiB chunks are one mapping each)",
+            m.file.fs_path.display(),
+            m.off + a as u64,
+            m.off + e as u64
+        );
+    }
+}
+
+/// Makes the live record `m` a copy: one anonymous mapping over its whole range (replacing
+/// its pieces and watched holes), filled with the file's bytes up to `size`.
+fn convert(m: &mut FileMap, size: u64) -> Result<(), c_int> {
+    let real_mmap = real!(mmap: fn(*mut c_void, size_t, c_int, c_int, c_int, off_t) -> *mut c_void);
+    let flags = libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE | libc::MAP_FIXED;
+    let rw = libc::PROT_READ | libc::PROT_WRITE;
+    // SAFETY: replacing the pages of our own record's range.
+    if unsafe { real_mmap(m.start as *mut c_void, m.len, rw, flags, -1, 0) } == libc::MAP_FAILED {
+        return Err(std::io::Error::last_os_error().raw_os_error().unwrap_or(libc::ENOMEM));
+    }
+    if let Some(w) = hole_faults() {
+        w.forget(m.start, m.start + m.len);
+    }
+    m.holes = Ranges::default();
+    m.copy = true;
+    m.runs = 1;
+    m.mapped = (size.saturating_sub(m.off) as usize).next_multiple_of(PAGE).min(m.len);
+    fill(m, 0, m.mapped).and_then(|()| protect(m.start, m.len, m.prot))
 }
 
 /// [`fill`] of `[a, e)` (pages) of a copy whatever its protection.

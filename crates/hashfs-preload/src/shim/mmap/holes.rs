@@ -19,7 +19,10 @@ pub(super) fn fill(addr: usize) -> Result<(), c_int> {
     let ino = m.file.ino;
     give_blocks(fs, ino, lo, hi)?;
     // This mapping and every other shared mapping of the file with a hole there.
-    remap_filled(fs, &mut maps, ino, lo, hi);
+    let stale = remap_filled(fs, &mut maps, ino, lo, hi);
+    if let (false, Ok(attr)) = (stale.is_empty(), fs.peek_attr(ino)) {
+        copy::take_over(&mut maps, &stale, attr.size);
+    }
     recount(&maps);
     let filled = maps.iter().any(|m| !m.private && m.covers(addr) && m.holes.containing(addr - m.start).is_none());
     if filled {
