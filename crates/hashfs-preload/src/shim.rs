@@ -196,6 +196,9 @@ extern "C" fn at_exit() {
     guarded(|| {
         if let Some(s) = SHIM.get() {
             s.fds.lock().clear();
+            // The process's mappings go with it: their records (open files, pinned blocks)
+            // must not keep the image from being marked clean.
+            mmap::forget_all();
             if let Some(fs) = &s.fs {
                 if let Err(e) = fs.shutdown() {
                     eprintln!("hashfs_preload: image not marked clean at exit: {e}");

@@ -96,6 +96,15 @@ fn recount(maps: &[FileMap]) {
     SHARED_COPIES.store(maps.iter().filter(|m| m.copy && !m.private).count(), Ordering::Relaxed);
 }
 
+/// At exit: drops every record (and with them their open files and pinned blocks), so
+/// that the image can be marked clean; the kernel unmaps the pages with the process. A
+/// thread that still faults on a watched hole then faults for good (no record fills it).
+pub(super) fn forget_all() {
+    let mut maps = MAPS.lock();
+    maps.clear();
+    recount(&maps);
+}
+
 /// Whether `ino` is memory-mapped (its blocks are pinned: it may not shrink).
 pub(super) fn is_mapped(ino: Ino) -> bool {
     MAP_COUNT.load(Ordering::Relaxed) > 0 && MAPS.lock().iter().any(|m| m.file.ino == ino)
