@@ -4,11 +4,9 @@
 //! and a second process refused while one owns the image.
 
 mod common;
-#[path = "../../hashfs-cli/tests/support/skip.rs"]
-mod skip;
+use common::skip::skip;
 use common::{image, image_in, p, Image, PREFIX};
 use hashfs::FormatOptions;
-use skip::skip;
 use std::path::Path;
 use std::process::{Command, Output};
 
@@ -317,23 +315,10 @@ fn rocksdb_db_bench() {
 
 #[test]
 fn leveldb_ycsb_a_to_f() {
-    if !have("g++") || !Path::new("/usr/include/leveldb/db.h").exists() {
-        assert!(std::env::var_os("CI").is_none(), "CI must have libleveldb-dev");
-        return;
-    }
     let img = image();
-    let exe = img._dir.path().join("leveldb_ycsb");
-    let st = Command::new("bash")
-        .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/../../apps/ycsb/build.sh"))
-        .arg(&exe)
-        .status()
-        .unwrap();
-    assert!(st.success(), "building the YCSB driver");
+    let Some(exe) = common::ycsb_driver(&img) else { return };
     let out = img.ok(exe.to_str().unwrap(), &[&p("/leveldb"), "100000", "20000", "ABCDEF"]);
-    for w in ["A", "B", "C", "D", "E", "F"] {
-        assert!(out.contains(&format!("workload {w}:")), "{out}");
-    }
-    assert!(out.contains("all correct"), "{out}");
+    common::assert_ycsb_ok(&out, "ABCDEF");
     img.fsck_clean();
 }
 

@@ -6,13 +6,10 @@
 mod common;
 #[path = "../../hashfs-cli/tests/support/huge.rs"]
 mod huge;
-#[path = "../../hashfs-cli/tests/support/skip.rs"]
-mod skip;
-
+use common::skip::skip;
 use common::{image_in, p};
 use hashfs::{AllocatorKind, FormatOptions, MappingKind};
 use huge::huge_dir;
-use skip::skip;
 use std::path::Path;
 
 fn pmd_kib(allocator: AllocatorKind, dir: &Path, sparse: bool) -> u64 {

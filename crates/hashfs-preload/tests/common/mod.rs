@@ -12,7 +12,36 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::Arc;
 
+#[path = "../../../hashfs-cli/tests/support/skip.rs"]
+pub mod skip;
+
 pub const PREFIX: &str = "/hashfs-test";
+
+/// LevelDB's YCSB driver (`apps/ycsb/build.sh`), built into `img`'s directory; None (a
+/// skip, a failure under CI) where g++ or LevelDB's headers are missing.
+pub fn ycsb_driver(img: &Image) -> Option<PathBuf> {
+    let gxx = Command::new("sh").args(["-c", "command -v g++"]).output().is_ok_and(|o| o.status.success());
+    if !gxx || !Path::new("/usr/include/leveldb/db.h").exists() {
+        skip::skip("g++ or libleveldb-dev is not installed");
+        return None;
+    }
+    let exe = img._dir.path().join("leveldb_ycsb");
+    let st = Command::new("bash")
+        .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/../../apps/ycsb/build.sh"))
+        .arg(&exe)
+        .status()
+        .unwrap();
+    assert!(st.success(), "building the YCSB driver");
+    Some(exe)
+}
+
+/// The YCSB driver's output: each of `workloads` ran and every value read back.
+pub fn assert_ycsb_ok(out: &str, workloads: &str) {
+    for w in workloads.chars() {
+        assert!(out.contains(&format!("workload {w}:")), "{out}");
+    }
+    assert!(out.contains("all correct"), "{out}");
+}
 
 pub fn shim_path() -> PathBuf {
     // target/<profile>/deps/apps-xxxx -> target/<profile>/libhashfs_preload.so
