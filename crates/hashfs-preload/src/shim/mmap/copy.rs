@@ -112,11 +112,18 @@ pub(super) fn refresh(m: &mut FileMap, lo: u64, hi: u64, size: u64) {
     let e = (hi.saturating_sub(m.off) as usize).next_multiple_of(PAGE).min(m.mapped);
     if copy_in(m, a, e) && (want <= m.mapped || copy_in(m, m.mapped, want)) {
         m.mapped = m.mapped.max(want);
-    } else {
-        eprintln!(
-            "hashfs_preload: a mapping served by a copy could not take a change of its file: it may read stale bytes"
-        );
+        return;
     }
+    // Stale bytes must not be read as the file's: those pages fault from now on.
+    let (a, e) = (a.min(m.mapped), want.max(e));
+    let _ = protect(m.start + a, e - a, libc::PROT_NONE);
+    eprintln!(
+        "hashfs_preload: {}: a mapping served by a copy could not take a change of the file's bytes {}..{}: \
+         those pages fault",
+        m.file.fs_path.display(),
+        m.off + a as u64,
+        m.off + e as u64
+    );
 }
 
 /// Records that could not map pages of their file (`stale`: a remap of filled holes or a
