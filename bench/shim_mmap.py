@@ -9,7 +9,10 @@ rotated from round to round) writes a file of --pages pages on a fresh image, th
 read-only --maps times, reads one byte of every page and unmaps it; it prints the time per
 page of the map, of the reads and of the unmap. Each shim's mean over rounds with its 95%
 interval, and the ratio of every shim to the first within each round. HASHFS_BIN names
-another `hashfs` than the release build's (for mkfs).
+another `hashfs` than the release build's (for mkfs). A shim may name environment
+variables for its children after its path: `--shim pages=PATH,HASHFS_MAP_COPY_MAX=0` maps
+the file's own pages where the default serves such a small mapping by a copy
+(shim/mmap/copy.rs).
 
     python3 bench/shim_mmap.py --shim new=target/release/libhashfs_preload.so \\
         --shim old=/tmp/old/libhashfs_preload.so --rounds 5 --json FILE
@@ -51,7 +54,9 @@ METRICS = ("map_us_per_page", "read_us_per_page", "unmap_us_per_page")
 def one(shim, work, pages, maps):
     img = os.path.join(work, "shim.img")
     subprocess.run([HASHFS, "mkfs", img, "--size", "1G"], check=True, capture_output=True)
-    env = dict(os.environ, LD_PRELOAD=shim, HASHFS_IMAGE=img, HASHFS_MOUNT=PREFIX)
+    path, *extra = shim.split(",")
+    env = dict(os.environ, **dict(v.split("=", 1) for v in extra), LD_PRELOAD=path, HASHFS_IMAGE=img,
+               HASHFS_MOUNT=PREFIX)
     out = subprocess.run([sys.executable, "-c", CHILD, PREFIX + "/f", str(pages), str(maps)], env=env,
                          check=True, capture_output=True, text=True).stdout
     os.unlink(img)
@@ -60,14 +65,16 @@ def one(shim, work, pages, maps):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--shim", action="append", required=True, help="NAME=PATH of a libhashfs_preload.so (two or more)")
+    ap.add_argument("--shim", action="append", required=True,
+                    help="NAME=PATH[,VAR=VALUE...] of a libhashfs_preload.so and its environment (two or more)")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--pages", type=int, default=512, help="pages in the file (default 512: a 2 MiB table)")
     ap.add_argument("--maps", type=int, default=200, help="mappings per child")
     ap.add_argument("--json")
     a = ap.parse_args()
     shims = dict(s.split("=", 1) for s in a.shim)
-    for name, path in shims.items():
+    for name, spec in shims.items():
+        path = spec.split(",")[0]
         if not os.path.exists(path):
             sys.exit(f"{name}: {path} missing")
     if not os.path.exists(HASHFS):

@@ -146,7 +146,13 @@ libc.munmap(m, L)
 #[test]
 fn a_mapping_that_grows_past_the_budget_becomes_a_copy() {
     let img = image();
-    let o = img.cmd("python3").env("HASHFS_MAP_BUDGET", "8").args(["-c", GROW, &p("/growing")]).output().unwrap();
+    let o = img
+        .cmd("python3")
+        .env("HASHFS_MAP_BUDGET", "8")
+        .env("HASHFS_MAP_COPY_MAX", "0") // made as the file's pages: a copy only once it grows
+        .args(["-c", GROW, &p("/growing")])
+        .output()
+        .unwrap();
     let out = String::from_utf8_lossy(&o.stdout);
     assert!(o.status.success(), "{out}{}", String::from_utf8_lossy(&o.stderr));
     img.fsck_clean();
@@ -155,21 +161,69 @@ fn a_mapping_that_grows_past_the_budget_becomes_a_copy() {
     }
 }
 
-/// Under the default budget the same read-only mapping is the file's own pages, one kernel
-/// mapping per run of blocks (a copy is only the fallback).
+/// With copies for scattered blocks turned off (`HASHFS_MAP_COPY_MAX=0`), under the
+/// default budget the same read-only mapping is the file's own pages, one kernel mapping
+/// per run of blocks (a copy is then only the fallback).
 #[test]
 fn under_the_budget_a_mapping_is_the_files_pages() {
     let img = image();
-    let out = img.ok("python3", &["-c", SCRIPT, &p("/scattered")]);
+    let o = img.cmd("python3").env("HASHFS_MAP_COPY_MAX", "0").args(["-c", SCRIPT, &p("/scattered")]).output().unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{out}{}", String::from_utf8_lossy(&o.stderr));
     img.fsck_clean();
-    let count: usize = out
-        .lines()
-        .find_map(|l| l.strip_prefix("shared_maps "))
-        .and_then(|n| n.trim().parse().ok())
-        .unwrap_or_else(|| panic!("{out}"));
-    assert!(count > 1, "the scattered file's pages mapped where they lie: {out}");
+    assert!(maps_of(&out, "shared_maps") > 1, "the scattered file's pages mapped where they lie: {out}");
     assert!(out.contains("after_pwrite True\n") && out.contains("after_growth True True\n"), "{out}");
     assert!(out.contains("writable_shared made\n"), "{out}");
+}
+
+fn maps_of(out: &str, what: &str) -> usize {
+    out.lines()
+        .find_map(|l| l.strip_prefix(what).and_then(|n| n.trim().split(' ').next()?.parse().ok()))
+        .unwrap_or_else(|| panic!("{what} in {out}"))
+}
+
+const GIVE_BACK: &str = r#"
+import ctypes, mmap, os, sys
+libc = ctypes.CDLL(None, use_errno=True)
+libc.mmap.restype = ctypes.c_void_p
+libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+P, path, n = 4096, sys.argv[1], 64
+data = bytes((i * 11 + i // P) % 241 for i in range(n * P))
+with open(path, "wb") as f:
+    f.write(data)
+fd = os.open(path, os.O_RDWR)
+
+def kernel_maps(start, length):
+    c = 0
+    for line in open("/proc/self/maps"):
+        lo, hi = (int(x, 16) for x in line.split()[0].split("-"))
+        c += lo < start + length and hi > start
+    return c
+
+r = libc.mmap(None, n * P, mmap.PROT_READ, mmap.MAP_SHARED, fd, 0)
+print("ro_maps", kernel_maps(r, n * P), ctypes.string_at(r, n * P) == data)
+w = libc.mmap(None, n * P, mmap.PROT_READ | mmap.PROT_WRITE, mmap.MAP_SHARED, fd, 0)
+print("rw_made", w not in (None, ctypes.c_void_p(-1).value))
+print("ro_maps_after", kernel_maps(r, n * P))
+ctypes.memmove(w + 3 * P + 7, b"STORED", 6)
+print("store_seen", ctypes.string_at(r + 3 * P + 7, 6) == b"STORED", os.pread(fd, 6, 3 * P + 7) == b"STORED")
+libc.munmap(w, n * P)
+libc.munmap(r, n * P)
+"#;
+
+/// By default a small read-only mapping of a file whose blocks lie apart is a copy (one
+/// kernel mapping); a writable shared mapping of the same file then turns it back into the
+/// file's pages, so that a store through the writable one is seen through it at once.
+#[test]
+fn a_scattered_read_only_mapping_is_a_copy_until_the_file_is_mapped_writable() {
+    let img = image();
+    let out = img.ok("python3", &["-c", GIVE_BACK, &p("/scattered")]);
+    img.fsck_clean();
+    assert!(out.contains("ro_maps 1 True\n"), "a copy, one kernel mapping: {out}");
+    assert!(out.contains("rw_made True\n"), "{out}");
+    assert!(maps_of(&out, "ro_maps_after") > 1, "the file's pages again: {out}");
+    assert!(out.contains("store_seen True True\n"), "{out}");
 }
 
 /// LevelDB maps every table it opens (2 MiB, one kernel mapping per page here): with a

@@ -2,7 +2,8 @@
 //!
 //! Shared mappings, read-only or writable, map every page onto its data block in the image
 //! (into a hole of the address space, or over a reserved range: `place.rs`), not a copy
-//! (but for read-only ones past the budget of kernel mappings, `copy.rs`):
+//! (but for small read-only ones of scattered files, and read-only ones past the budget of
+//! kernel mappings: `copy.rs`, copies kept in step with the file):
 //! a store through one is in the file, and a `write`/`pwrite` is visible through every
 //! mapping at once, as in any Linux file system. Holes stay holes until written: their
 //! pages are anonymous and watched (`hashfs::pm::holefault`, userfaultfd); a read sees
@@ -147,9 +148,7 @@ fn map_runs(
     let pages = (to - from) / PAGE;
     let first = (m.off as usize + from) / PAGE;
     // Each page's block, looked up once.
-    let blocks: Vec<Option<u64>> = (first..first + pages)
-        .map(|l| fs.physical_block(m.file.ino, hashfs::Lblk(l as u64)).ok().flatten().map(|e| e.pblk.0))
-        .collect();
+    let blocks = blocks_of(fs, m.file.ino, first, pages);
     let block = |i: usize| blocks[i];
     let mut i = 0;
     while i < pages {
@@ -222,6 +221,13 @@ fn map_runs(
     }
     populate.flush();
     Ok(())
+}
+
+/// The blocks (slots) of the file's pages `[first, first + pages)`, None for holes.
+fn blocks_of(fs: &FileSystem<MmapDevice>, ino: Ino, first: usize, pages: usize) -> Vec<Option<u64>> {
+    (first..first + pages)
+        .map(|l| fs.physical_block(ino, hashfs::Lblk(l as u64)).ok().flatten().map(|e| e.pblk.0))
+        .collect()
 }
 
 /// Maps the holes of the file's `[lo, hi)` bytes, up to its size (fallocate with
@@ -337,8 +343,10 @@ fn map_file(
     if !private && prot & libc::PROT_WRITE != 0 && acc != libc::O_RDWR {
         return Err(libc::EACCES);
     }
-    if !private && prot & libc::PROT_WRITE != 0 && copy::has_shared_copy(&MAPS.lock(), of.ino) {
-        return Err(libc::ENOMEM); // it would change the file behind that copy (copy.rs)
+    if !private && prot & libc::PROT_WRITE != 0 {
+        // Stores through it would change the file behind a copy's back: the copies of the
+        // file go back to being its pages first (copy.rs).
+        copy::give_back(fs, &mut MAPS.lock(), of.ino)?;
     }
     let pages = len.div_ceil(PAGE);
     let mut m = FileMap {
@@ -357,13 +365,15 @@ fn map_file(
     };
     m.cap = growth_cap(&m);
     let in_file = (size.saturating_sub(off as u64) as usize).next_multiple_of(PAGE).min(m.len);
-    let placed = if addr.is_null() && fixed == 0 {
+    let placed = if copy::preferred(fs, &MAPS.lock(), &m, in_file) {
+        Err(libc::ENOMEM)
+    } else if addr.is_null() && fixed == 0 {
         place::place(fs, &mut m, in_file)
     } else {
         place::reserve(addr, m.len, prot, fixed, off as u64).and_then(|region| place::over(fs, &mut m, region, in_file))
     };
     match placed {
-        // Over the budget, or refused by the kernel: a copy where one can serve.
+        // Over the budget, refused by the kernel, or cheaper: a copy where one can serve.
         Err(libc::ENOMEM) if copy::allowed(&MAPS.lock(), &m) => copy::make(&mut m, addr, fixed, in_file)?,
         r => r?,
     }

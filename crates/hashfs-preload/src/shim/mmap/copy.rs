@@ -1,13 +1,13 @@
-//! Mappings served by a copy when the process's kernel mappings run short.
+//! Mappings served by a copy of the file's bytes.
 //!
-//! A file whose blocks lie apart is one kernel mapping per page, and a process has
-//! `vm.max_map_count` mappings in all (65,530 by default): LevelDB through the shim maps
-//! every table it opens, 2 MiB each, and a database of 3 million YCSB records (about
-//! 400 MB of tables) failed its load with ENOMEM from `mmap`, where tmpfs needs one mapping
-//! per table. Once the shim's records hold [`budget`] kernel mappings (half the process's
-//! limit, so the program keeps the rest for its own heap, stacks and libraries), or the
-//! kernel refuses one, a new mapping that a copy can serve is made of one anonymous
-//! mapping filled with the file's bytes:
+//! A file whose blocks lie apart (every block, under HashFS's placement) is one kernel
+//! mapping per page: 2.6 µs a page to map and 0.8 to unmap, and a process has
+//! `vm.max_map_count` mappings in all (65,530 by default), one `mmap` at most 16,384 pieces.
+//! LevelDB through the shim maps every 2 MiB table it opens: a database of 3 million YCSB
+//! records (about 400 MB of tables) failed its load with ENOMEM from `mmap`, RocksDB with
+//! `--mmap_read` (64 MiB tables) its fill, and LMDB's read-only map, which grows with its
+//! file, read zeros past 64 MiB (`bench/apps/map-copy/`). A mapping that a copy can serve
+//! is made of one anonymous mapping filled with the file's bytes:
 //!
 //! - a private mapping, whose view of later changes to the file POSIX leaves unspecified;
 //! - a read-only shared mapping of a file that no writable shared mapping of this process
@@ -16,14 +16,18 @@
 //!   `file_changed`), which copies the changed bytes into it, so it reads what the file
 //!   holds, as a shared mapping does.
 //!
-//! So that nothing could change the file behind such a copy, a writable shared mapping of
-//! a file that has one fails with ENOMEM (the limit it stands in for), and `mprotect` that
-//! would make one writable fails with EACCES (where Linux would store through it into a
-//! file opened for writing). A writable shared mapping over the budget fails with ENOMEM,
-//! as before. `HASHFS_MAP_BUDGET` sets the budget (the tests make copies with a small one).
-//!
-//! A live read-only shared mapping that cannot map pages its file has grown over or filled
-//! (the same limits) becomes a copy the same way ([`take_over`]).
+//! It is a copy when it is shared, small and its blocks lie apart ([`preferred`]:
+//! LevelDB's tables), when the shim's records already hold [`budget`] kernel mappings (half the
+//! process's limit, so the program keeps the rest for its heap, stacks and libraries), or
+//! when the kernel refuses one; a live read-only mapping whose file grows or fills past the
+//! budget becomes one too ([`take_over`]). Before a writable shared mapping of the file is
+//! made, its shared copies become the file's pages again ([`give_back`]; where the budget
+//! does not allow that, the writable mapping fails with ENOMEM), and `mprotect` that would
+//! make one writable fails with EACCES (where Linux would let stores through it reach a
+//! file opened for writing). A writable shared mapping past the budget fails with ENOMEM.
+//! `HASHFS_MAP_BUDGET` sets the budget, `HASHFS_MAP_COPY_MAX` the largest mapping copied
+//! for its scattered blocks (0: none; the tests use both). A copy is DRAM that a mapping
+//! of the image's pages does not take: the price of LevelDB's mappings, 2 MiB a table.
 
 use super::*;
 use std::sync::OnceLock;
@@ -44,6 +48,62 @@ pub(super) fn budget() -> usize {
     })
 }
 
+/// The largest mapping served by a copy because its blocks lie apart
+/// (`HASHFS_MAP_COPY_MAX`, bytes; 8 MiB by default, 0: only past the budget).
+fn copy_max() -> usize {
+    static MAX: OnceLock<usize> = OnceLock::new();
+    *MAX.get_or_init(|| {
+        std::env::var("HASHFS_MAP_COPY_MAX").ok().and_then(|v| v.trim().parse().ok()).unwrap_or(8 << 20)
+    })
+}
+
+/// Whether the new mapping `m` (its first `in_file` bytes the file's) is served by a copy
+/// though the budget would take its pieces: it is shared and a copy can serve it
+/// ([`allowed`]: read-only, the file mapped writable nowhere; a private mapping stays the
+/// file's pages copy-on-write, whose untouched pages see the file's later writes as on
+/// Linux), it is at most [`copy_max`] long, and its blocks lie apart (runs shorter on average than the
+/// kernel's fault-around, as every block of a file under HashFS's placement). Such a
+/// mapping costs the kernel one mapping per run, 2.5 µs a page to make and 0.75 to undo,
+/// where a copy on 2 MiB pages costs 0.21 and 0.02; LevelDB, which maps every 2 MiB table
+/// it opens, ran YCSB's A and C 1.21x and 1.15x as fast through the shim with copies
+/// (`bench/apps/map-copy/policy-ab/`, paired by run).
+pub(super) fn preferred(fs: &FileSystem<MmapDevice>, maps: &[FileMap], m: &FileMap, in_file: usize) -> bool {
+    let pages = in_file / PAGE;
+    if pages == 0 || m.private || m.len > copy_max() || !allowed(maps, m) {
+        return false;
+    }
+    let blocks = blocks_of(fs, m.file.ino, m.off as usize / PAGE, pages);
+    let runs = 1 + blocks.windows(2).filter(|w| !matches!((w[0], w[1]), (Some(a), Some(b)) if b == a + 1)).count();
+    runs * FAULT_AROUND_PAGES > pages
+}
+
+/// Before a writable shared mapping of `ino` is made: its shared copies become the file's
+/// pages again, so that they see the stores through it. ENOMEM where one cannot (the
+/// budget): it stays a copy, and the writable mapping is refused.
+pub(super) fn give_back(fs: &FileSystem<MmapDevice>, maps: &mut [FileMap], ino: Ino) -> Result<(), c_int> {
+    let mut r = Ok(());
+    for m in maps.iter_mut().filter(|m| m.copy && !m.private && m.file.ino == ino) {
+        m.copy = false;
+        m.runs = 0;
+        m.cap = growth_cap(m);
+        if map_pages(fs, m, 0, m.mapped, Place::Over).is_err() {
+            // Some pieces may be the file's pages now, the rest the copy's: one copy again
+            // (or, if even that fails, pages that fault, as in take_over).
+            let size = fs.peek_attr(ino).map(|a| a.size).unwrap_or(0);
+            if convert(m, size).is_err() {
+                let _ = protect(m.start, m.len, libc::PROT_NONE);
+                eprintln!(
+                    "hashfs_preload: {}: a mapping could not be made a copy again: it faults",
+                    m.file.fs_path.display()
+                );
+            }
+            r = Err(libc::ENOMEM);
+        }
+    }
+    recount(maps);
+    r
+}
+
 /// Whether `m` (not yet recorded) may be served by a copy, given the live records.
 pub(super) fn allowed(maps: &[FileMap], m: &FileMap) -> bool {
     m.private
@@ -51,17 +111,12 @@ pub(super) fn allowed(maps: &[FileMap], m: &FileMap) -> bool {
             && !maps.iter().any(|x| x.file.ino == m.file.ino && !x.private && x.prot & libc::PROT_WRITE != 0))
 }
 
-/// Whether `ino` has a shared mapping served by a copy (a writable shared mapping of it
-/// would change the file behind the copy's back).
-pub(super) fn has_shared_copy(maps: &[FileMap], ino: Ino) -> bool {
-    maps.iter().any(|x| x.copy && !x.private && x.file.ino == ino)
-}
-
 /// Serves `m` by a copy: one anonymous mapping at the caller's address (or one of the
 /// kernel's choosing), its first `in_file` bytes the file's.
 pub(super) fn make(m: &mut FileMap, addr: *mut c_void, fixed: c_int, in_file: usize) -> Result<(), c_int> {
     let rw = libc::PROT_READ | libc::PROT_WRITE;
     let region = place::reserve(addr, m.len, rw, fixed, m.off)?;
+    huge_pages(region as usize, m.len);
     m.start = region as usize;
     m.runs = 1;
     m.copy = true;
@@ -72,6 +127,15 @@ pub(super) fn make(m: &mut FileMap, addr: *mut c_void, fixed: c_int, in_file: us
         unsafe { real!(munmap: fn(*mut c_void, size_t) -> c_int)(region, m.len) };
     }
     filled
+}
+
+/// Asks for 2 MiB pages under a copy (transparent huge pages in `madvise` mode, the
+/// default): a 2 MiB copy is then one page fault and one page to free instead of 512
+/// (`bench/apps/map-copy/shim-mmap-copies.json`: 0.20 µs a page to map, 0.02 to unmap,
+/// against 1.65 and 0.24 without). Where none is free the kernel uses 4 KiB pages.
+fn huge_pages(at: usize, len: usize) {
+    // SAFETY: advice over our own anonymous mapping.
+    unsafe { libc::madvise(at as *mut c_void, len, libc::MADV_HUGEPAGE) };
 }
 
 /// Copies the file's bytes at `[a, e)` from the copy's start (inside its length) into it;
@@ -161,6 +225,7 @@ fn convert(m: &mut FileMap, size: u64) -> Result<(), c_int> {
     if unsafe { real_mmap(m.start as *mut c_void, m.len, rw, flags, -1, 0) } == libc::MAP_FAILED {
         return Err(std::io::Error::last_os_error().raw_os_error().unwrap_or(libc::ENOMEM));
     }
+    huge_pages(m.start, m.len);
     if let Some(w) = hole_faults() {
         w.forget(m.start, m.start + m.len);
     }
