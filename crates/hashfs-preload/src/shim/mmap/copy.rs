@@ -17,10 +17,10 @@
 //!   holds, as a shared mapping does.
 //!
 //! It is a copy when it is shared, small and its blocks lie apart ([`preferred`]:
-//! LevelDB's tables), when the shim's records already hold [`budget`] kernel mappings (half the
-//! process's limit, so the program keeps the rest for its heap, stacks and libraries), or
-//! when the kernel refuses one; a live read-only mapping whose file grows or fills past the
-//! budget becomes one too ([`take_over`]). Before a writable shared mapping of the file is
+//! LevelDB's tables), when the shim's records already hold [`budget`] kernel mappings
+//! (half the process's limit, so the program keeps the rest for its heap, stacks and
+//! libraries), or when the kernel refuses one; a live read-only mapping whose file grows
+//! or fills past the budget becomes one too ([`take_over`]). Before a writable shared mapping of the file is
 //! made, its shared copies become the file's pages again ([`give_back`]; where the budget
 //! does not allow that, the writable mapping fails with ENOMEM), and `mprotect` that would
 //! make one writable fails with EACCES (where Linux would let stores through it reach a
@@ -61,8 +61,9 @@ fn copy_max() -> usize {
 /// though the budget would take its pieces: it is shared and a copy can serve it
 /// ([`allowed`]: read-only, the file mapped writable nowhere; a private mapping stays the
 /// file's pages copy-on-write, whose untouched pages see the file's later writes as on
-/// Linux), it is at most [`copy_max`] long, and its blocks lie apart (runs shorter on average than the
-/// kernel's fault-around, as every block of a file under HashFS's placement). Such a
+/// Linux), it is at most [`copy_max`] long, and its blocks lie apart (runs shorter on
+/// average than the kernel's fault-around, as every block of a file under HashFS's
+/// placement). Such a
 /// mapping costs the kernel one mapping per run, 2.5 µs a page to make and 0.75 to undo,
 /// where a copy on 2 MiB pages costs 0.21 and 0.02; LevelDB, which maps every 2 MiB table
 /// it opens, ran YCSB's A and C 1.21x and 1.15x as fast through the shim with copies
