@@ -40,11 +40,7 @@ pub(super) fn budget() -> usize {
         if let Some(n) = std::env::var("HASHFS_MAP_BUDGET").ok().and_then(|v| v.trim().parse().ok()) {
             return n;
         }
-        std::fs::read_to_string("/proc/sys/vm/max_map_count")
-            .ok()
-            .and_then(|v| v.trim().parse::<usize>().ok())
-            .unwrap_or(65_530)
-            / 2
+        hashfs::pm::vspace::max_map_count() as usize / 2
     })
 }
 
@@ -117,12 +113,8 @@ pub(super) fn allowed(maps: &[FileMap], m: &FileMap) -> bool {
 pub(super) fn make(m: &mut FileMap, addr: *mut c_void, fixed: c_int, in_file: usize) -> Result<(), c_int> {
     let rw = libc::PROT_READ | libc::PROT_WRITE;
     let region = place::reserve(addr, m.len, rw, fixed, m.off)?;
-    huge_pages(region as usize, m.len);
     m.start = region as usize;
-    m.runs = 1;
-    m.copy = true;
-    m.holes = Ranges::default();
-    let filled = fill(m, 0, in_file).and_then(|()| protect(m.start, m.len, m.prot));
+    let filled = become_copy(m, in_file);
     if filled.is_err() {
         // SAFETY: undoing our own mapping.
         unsafe { real!(munmap: fn(*mut c_void, size_t) -> c_int)(region, m.len) };
@@ -219,22 +211,23 @@ pub(super) fn take_over(maps: &mut [FileMap], stale: &[Stale], size: u64) {
 /// Makes the live record `m` a copy: one anonymous mapping over its whole range (replacing
 /// its pieces and watched holes), filled with the file's bytes up to `size`.
 fn convert(m: &mut FileMap, size: u64) -> Result<(), c_int> {
-    let real_mmap = real!(mmap: fn(*mut c_void, size_t, c_int, c_int, c_int, off_t) -> *mut c_void);
-    let flags = libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE | libc::MAP_FIXED;
-    let rw = libc::PROT_READ | libc::PROT_WRITE;
-    // SAFETY: replacing the pages of our own record's range.
-    if unsafe { real_mmap(m.start as *mut c_void, m.len, rw, flags, -1, 0) } == libc::MAP_FAILED {
-        return Err(std::io::Error::last_os_error().raw_os_error().unwrap_or(libc::ENOMEM));
-    }
-    huge_pages(m.start, m.len);
+    // Fresh anonymous pages over the record's whole range, which is ours.
+    Place::Over.anon(m.start, m.len, libc::PROT_READ | libc::PROT_WRITE)?;
     if let Some(w) = hole_faults() {
         w.forget(m.start, m.start + m.len);
     }
-    m.holes = Ranges::default();
-    m.copy = true;
-    m.runs = 1;
     m.mapped = (size.saturating_sub(m.off) as usize).next_multiple_of(PAGE).min(m.len);
-    fill(m, 0, m.mapped).and_then(|()| protect(m.start, m.len, m.prot))
+    become_copy(m, m.mapped)
+}
+
+/// Makes the writable anonymous mapping at `m.start` the record's copy: 2 MiB pages asked
+/// for, its first `in_file` bytes the file's, then `m.prot`.
+fn become_copy(m: &mut FileMap, in_file: usize) -> Result<(), c_int> {
+    huge_pages(m.start, m.len);
+    m.runs = 1;
+    m.copy = true;
+    m.holes = Ranges::default();
+    fill(m, 0, in_file).and_then(|()| protect(m.start, m.len, m.prot))
 }
 
 /// [`fill`] of `[a, e)` (pages) of a copy whatever its protection.

@@ -20,8 +20,10 @@ pub(super) fn fill(addr: usize) -> Result<(), c_int> {
     give_blocks(fs, ino, lo, hi)?;
     // This mapping and every other shared mapping of the file with a hole there.
     let stale = remap_filled(fs, &mut maps, ino, lo, hi);
-    if let (false, Ok(attr)) = (stale.is_empty(), fs.peek_attr(ino)) {
-        copy::take_over(&mut maps, &stale, attr.size);
+    if !stale.is_empty() {
+        if let Ok(attr) = fs.peek_attr(ino) {
+            copy::take_over(&mut maps, &stale, attr.size);
+        }
     }
     recount(&maps);
     let filled = maps.iter().any(|m| !m.private && m.covers(addr) && m.holes.containing(addr - m.start).is_none());
