@@ -4,6 +4,8 @@ this order and one after the other,
 
   micro-shm   `hashfs bench micro`, image and tmpfs baseline on /dev/shm (4 KiB pages)
   micro-huge  the same on a tmpfs mounted huge=always (2 MiB pages; mounted if missing)
+  micro-*-drained  the 4 KiB overwrite and append again with `--limit-drain` (each limit's
+              fence followed by a locked instruction): informational rows, not the issue's
   apps        bench/apps.py --targets shim,tmpfs --only leveldb_ycsb,rocksdb_db_bench
   fuse-shm    bench/fuse_io.py, images on /dev/shm
   fuse-huge   bench/fuse_io.py, images on the huge=always tmpfs
@@ -43,9 +45,10 @@ def verdict(value, ci, bound, at_most):
     return "met" if lo >= bound else "not met" if hi < bound else "not shown"
 
 
-def goal(goals, name, value, ci, bound, at_most, source):
-    goals.append({"goal": name, "value": value, "ci95": ci, "bound": bound,
-                  "at_most": at_most, "verdict": verdict(value, ci, bound, at_most), "source": source})
+def goal(goals, name, value, ci, bound, at_most, source, informational=False):
+    goals.append({"goal": name, "value": value, "ci95": ci, "bound": bound, "at_most": at_most,
+                  "verdict": verdict(value, ci, bound, at_most), "source": source,
+                  "informational": informational})
 
 
 def micro_goals(goals, part, kind):
@@ -60,6 +63,19 @@ def micro_goals(goals, part, kind):
     h = r["alloc_write_1m"]["hashfs"]
     goal(goals, f"alloc_write_1m time over tmpfs's ({kind}; 0.8x bandwidth: <= 1.25)", h["vs_tmpfs"],
          h["vs_tmpfs_ci95"], 1.25, True, f"micro-{kind}")
+
+
+def drained_rows(goals, part, kind):
+    """The issue's limit is the copy, flush and fence; on a CPU whose `sfence` only orders
+    streaming stores (this AMD host), that limit's timed part ends before its stores have
+    left the core, and a file system pays for them at its next locked instruction. These
+    rows set the same file-system times against limits that wait for them too: shown
+    beside the goals, never counted as them."""
+    r = part["results"]
+    for op, bound in (("overwrite_4k", 1.2), ("append_4k", 1.5)):
+        h = r[op]["hashfs"]
+        goal(goals, f"{op} over its drained limit ({kind}; informational)", h["vs_limit"], h["vs_limit_ci95"],
+             bound, True, f"micro-{kind}-drained", informational=True)
 
 
 def apps_goals(goals, part):
@@ -129,6 +145,11 @@ def main():
                     [HASHFS, "bench", "micro", *quick, "--image", os.path.join(d, "hashfs-goals.img"),
                      "--tmpfs-dir", d, "--json", out], out)
                 micro_goals(goals, parts[f"micro-{kind}"], kind)
+                out = os.path.join(tmp, f"micro-{kind}-drained.json")
+                parts[f"micro-{kind}-drained"] = run_json(
+                    [HASHFS, "bench", "micro", *quick, "--only", "overwrite_4k,append_4k", "--limit-drain",
+                     "--image", os.path.join(d, "hashfs-goals.img"), "--tmpfs-dir", d, "--json", out], out)
+                drained_rows(goals, parts[f"micro-{kind}-drained"], kind)
             out = os.path.join(tmp, "apps.json")
             parts["apps"] = run_json(
                 [sys.executable, os.path.join(ROOT, "bench/apps.py"), *quick, "--rounds", str(a.rounds),
@@ -152,8 +173,9 @@ def main():
     print("| goal | measured | bound | verdict |")
     print("|---|---:|---:|---|")
     for g in goals:
+        v = f"({g['verdict']})" if g["informational"] else g["verdict"]
         print(f"| {g['goal']} | {g['value']:.2f} ± {g['ci95']:.2f} | {'≤' if g['at_most'] else '≥'} "
-              f"{g['bound']:g} | {g['verdict']} |")
+              f"{g['bound']:g} | {v} |")
     print(f"\nwrote {a.json}")
 
 
