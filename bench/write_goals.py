@@ -16,9 +16,11 @@ side, "not met" when the whole interval is on the other side, "not shown" when i
 straddles the bound. Prints the goals as a Markdown table and writes one JSON file.
 
 Usage: python3 bench/write_goals.py [--quick] [--rounds N] [--huge-dir DIR] --json FILE
-Builds the release hashfs and the shim's library first; needs what apps.py and fuse_io.py need (fio, g++, LevelDB and RocksDB's db_bench), root.
+Builds the release hashfs and the shim's library first; needs root and what apps.py and
+fuse_io.py need (fio, g++, LevelDB's headers, RocksDB's db_bench, fuse3), which it installs
+from Debian's packages when they are missing, before any part runs.
 """
-import argparse, json, os, subprocess, sys, tempfile, time
+import argparse, json, os, shutil, subprocess, sys, tempfile, time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 HASHFS = os.path.join(ROOT, "target/release/hashfs")
@@ -26,6 +28,29 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from fuse_io import machine, mean_ci  # noqa: E402
 
 REPORTING = "/sys/module/page_reporting/parameters/page_reporting_order"
+
+
+# What the parts need: (Debian package, whether it is there).
+NEEDS = (
+    ("fio", lambda: shutil.which("fio")),
+    ("g++", lambda: shutil.which("g++")),
+    ("libleveldb-dev", lambda: os.path.exists("/usr/include/leveldb/db.h")),
+    ("rocksdb-tools", lambda: shutil.which("db_bench")),
+    ("fuse3", lambda: shutil.which("fusermount3")),
+)
+
+
+def ensure_tools():
+    """Installs the parts' missing tools, or stops before anything runs (a run of
+    2026-11-27 on a new machine failed in its application part, after the micro parts)."""
+    missing = [pkg for pkg, there in NEEDS if not there()]
+    if missing and os.geteuid() == 0:
+        env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+        subprocess.run(["apt-get", "update", "-qq"], env=env)
+        subprocess.run(["apt-get", "install", "-y", "-qq", *missing], env=env, stdout=subprocess.DEVNULL)
+        missing = [pkg for pkg, there in NEEDS if not there()]
+    if missing:
+        sys.exit("write_goals.py needs these Debian packages and they could not be installed: " + " ".join(missing))
 
 
 def run_json(cmd, out):
@@ -105,6 +130,7 @@ def main():
     ap.add_argument("--huge-dir", default="/mnt/hashfs-bench-huge")
     ap.add_argument("--json", required=True)
     a = ap.parse_args()
+    ensure_tools()
     # Built here, so that every part runs the checked-out code: the shim's library is a
     # separate artifact, and a run of 2026-11-26 (write-path-run3.json) measured the
     # applications with one older than the hashfs binary.
