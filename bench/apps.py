@@ -164,10 +164,11 @@ def main():
         if not os.path.exists(p):
             sys.exit(f"{p} missing: run cargo build --release --workspace")
     work = tempfile.mkdtemp(prefix="hashfs-apps-", dir="/dev/shm")
-    exe = os.path.join(work, "leveldb_ycsb")
-    run(["bash", os.path.join(ROOT, "apps/ycsb/build.sh"), exe])
     results = {t: {b: [] for b in benches} for t in targets}
     try:
+        exe = os.path.join(work, "leveldb_ycsb")
+        # Inside the try: a failed build (LevelDB's headers missing) left its directory.
+        run(["bash", os.path.join(ROOT, "apps/ycsb/build.sh"), exe])
         # Every round: fresh targets; each benchmark on every target in turn, the order of
         # the targets rotated from round to round (A B C, B C A, ...).
         for r in range(a.rounds):

@@ -245,3 +245,85 @@ fn leveldb_with_most_tables_copies() {
     common::assert_ycsb_ok(&out, "ABCDEF");
     img.fsck_clean();
 }
+
+const LEDGER: &str = r#"
+import ctypes, mmap, os, sys
+libc = ctypes.CDLL(None, use_errno=True)
+libc.mmap.restype = ctypes.c_void_p
+libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+P = 4096
+fa, fb, fc = (os.open(x, os.O_RDWR | os.O_CREAT, 0o644) for x in sys.argv[1:4])
+b_first = sys.argv[4] == "b-first"
+
+def maps_in(start, length):
+    n = 0
+    for line in open("/proc/self/maps"):
+        lo, hi = (int(x, 16) for x in line.split()[0].split("-"))
+        n += lo < start + length and hi > start
+    return n
+
+def map_b():
+    m = libc.mmap(None, 64 * P, mmap.PROT_READ, mmap.MAP_SHARED, fb, 0)
+    print("b_maps", maps_in(m, 64 * P))
+    print("b_bytes", ctypes.string_at(m, 64 * P) == b"".join(bytes([k + 1]) * (16 * P) for k in range(4)))
+    return m
+
+# a: 200 pages, each a run of its own (appends interleaved with c's).
+for i in range(200):
+    os.write(fa, bytes([i % 251]) * P)
+    os.write(fc, b"c" * P)
+# b: 4 runs of 16 pages.
+for k in range(4):
+    os.write(fb, bytes([k + 1]) * (16 * P))
+    os.write(fc, b"c" * P)
+def image_maps():
+    # Kernel mappings of the image file: the device's, the view's pieces, b's pieces.
+    return sum(1 for line in open("/proc/self/maps") if line.rstrip().endswith(os.environ["HASHFS_IMAGE"]))
+
+if b_first:
+    m = map_b()
+# Reading a takes ctFS's view of the image as many kernel mappings as the budget leaves.
+before = image_maps()
+print("a_bytes", os.pread(fa, 200 * P, 0) == b"".join(bytes([i % 251]) * P for i in range(200)))
+print("view_maps", image_maps() - before)
+if not b_first:
+    m = map_b()
+libc.munmap(m, 64 * P)
+"#;
+
+/// On a ctFS image the view of the image (`mapping/ctfs/view.rs`) and the shim's mappings
+/// share one budget (`hashfs::pm::vspace::map_budget`): once reading a fragmented file has
+/// taken the view nearly all of it, a mapping of a file in four runs, which the budget
+/// alone would let the shim map piece by piece, is a copy; once that file is mapped in
+/// pieces, the view maps fewer (each taking half of the limit for itself, the two could
+/// leave the program none).
+#[test]
+fn ctfs_view_mappings_count_against_the_shims_budget() {
+    let opts = hashfs::FormatOptions { mapping: hashfs::MappingKind::Ctfs, ..hashfs::FormatOptions::default() };
+    // A new image each time, so that every file is laid out the same way.
+    let run = |budget: &str, order: &str| {
+        let img = common::image_in(&std::env::temp_dir(), 64 << 20, &opts);
+        let o = img
+            .cmd("python3")
+            .env("HASHFS_MAP_BUDGET", budget)
+            .env("HASHFS_MAP_COPY_MAX", "0") // a copy only for want of kernel mappings
+            .args(["-c", LEDGER, &p("/a"), &p("/b"), &p("/c"), order])
+            .output()
+            .unwrap();
+        let out = String::from_utf8_lossy(&o.stdout).into_owned();
+        assert!(o.status.success(), "{out}{}", String::from_utf8_lossy(&o.stderr));
+        assert!(out.contains("a_bytes True\n") && out.contains("b_bytes True\n"), "{out}");
+        img.fsck_clean();
+        (maps_of(&out, "b_maps"), maps_of(&out, "view_maps"))
+    };
+    // With room (a budget the view does not fill), b is its four runs.
+    assert_eq!(run("4096", "a-first").0, 4, "b's four runs mapped where they lie");
+    // The view has taken the budget: b is one copy.
+    assert_eq!(run("16", "a-first").0, 1, "b served by a copy");
+    // The other way round: b's four pieces leave the view less than its budget alone would.
+    let (b_maps, view_maps) = run("16", "b-first");
+    eprintln!("b-first: b {b_maps} kernel mappings, the view {view_maps}");
+    assert_eq!(b_maps, 4);
+    assert!(view_maps <= 16 - 4, "the view took {view_maps} mappings beside b's 4, budget 16");
+}

@@ -29,6 +29,7 @@
 
 use super::*;
 use hashfs::pm::holefault::{hole_faults, Filler, Ranges};
+use hashfs::pm::vspace;
 use std::sync::atomic::AtomicUsize;
 
 mod copy;
@@ -84,7 +85,8 @@ static MAPS: Mutex<Vec<FileMap>> = Mutex::new(Vec::new());
 static MAP_COUNT: AtomicUsize = AtomicUsize::new(0);
 /// Records in MAPS with watched holes, read without the lock on every read.
 static HOLE_MAPS: AtomicUsize = AtomicUsize::new(0);
-/// Kernel mappings the records in MAPS hold (a split record counts its parts' whole).
+/// Kernel mappings the records in MAPS hold (a split record counts its parts' whole); the
+/// process's ledger of HashFS's mappings (`hashfs::pm::vspace`) holds them too.
 static KERNEL_MAPS: AtomicUsize = AtomicUsize::new(0);
 /// Shared mappings in MAPS served by copies, read without the lock by `mprotect`.
 static SHARED_COPIES: AtomicUsize = AtomicUsize::new(0);
@@ -93,7 +95,13 @@ static SHARED_COPIES: AtomicUsize = AtomicUsize::new(0);
 fn recount(maps: &[FileMap]) {
     MAP_COUNT.store(maps.len(), Ordering::Relaxed);
     HOLE_MAPS.store(maps.iter().filter(|m| !m.holes.is_empty()).count(), Ordering::Relaxed);
-    KERNEL_MAPS.store(maps.iter().map(|m| m.runs).sum(), Ordering::Relaxed);
+    let runs: usize = maps.iter().map(|m| m.runs).sum();
+    let before = KERNEL_MAPS.swap(runs, Ordering::Relaxed);
+    if runs >= before {
+        vspace::maps_taken((runs - before) as u64);
+    } else {
+        vspace::maps_given((before - runs) as u64);
+    }
     SHARED_COPIES.store(maps.iter().filter(|m| m.copy && !m.private).count(), Ordering::Relaxed);
 }
 
@@ -257,10 +265,11 @@ fn remap_filled(fs: &FileSystem<MmapDevice>, maps: &mut [FileMap], ino: Ino, lo:
     stale
 }
 
-/// The kernel mappings a live record may grow to: what the budget leaves (`copy.rs`).
+/// The kernel mappings a live record may grow to: what the budget leaves beside every
+/// other kernel mapping HashFS holds in the process, the ctFS views' among them (`copy.rs`).
 fn growth_cap(m: &FileMap) -> usize {
-    let others = KERNEL_MAPS.load(Ordering::Relaxed).saturating_sub(m.runs);
-    MAX_RUNS_PER_MAP.min(copy::budget().saturating_sub(others))
+    let others = vspace::maps_held().saturating_sub(m.runs as u64);
+    MAX_RUNS_PER_MAP.min(vspace::map_budget().saturating_sub(others) as usize)
 }
 
 /// A record that could not map pages of its file (index in MAPS, bytes from its start).

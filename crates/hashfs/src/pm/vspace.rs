@@ -7,10 +7,13 @@
 //! Whole 2 MiB of the image placed at a 2 MiB-aligned address inside one mapping get one
 //! PMD entry from the kernel on an image that has 2 MiB pages (tmpfs `huge=always`, DAX).
 //! Adjacent mappings of consecutive image offsets merge into one kernel mapping (VMA); the
-//! caller counts mappings against `vm.max_map_count`.
+//! caller counts mappings against `vm.max_map_count`, in one ledger with the preload
+//! shim's ([`map_budget`]).
 
 use std::io;
 use std::os::unix::io::RawFd;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::OnceLock;
 
 const ALIGN: usize = 1 << 30;
 
@@ -182,6 +185,44 @@ impl Drop for VirtualSpace {
 /// The kernel's limit on a process's mappings (`vm.max_map_count`), 65,530 if unreadable.
 pub fn max_map_count() -> u64 {
     std::fs::read_to_string("/proc/sys/vm/max_map_count").ok().and_then(|s| s.trim().parse().ok()).unwrap_or(65_530)
+}
+
+/// Kernel mappings HashFS's parts hold in this process: the ctFS views of every mounted
+/// image and the preload shim's mappings of files. They share one budget
+/// ([`map_budget`]), so that together they leave the program the rest of
+/// `vm.max_map_count` for its heap, stacks and libraries (each taking half of it for
+/// itself, a shim process on a `ctfs` image could have left it none).
+static MAPS_HELD: AtomicU64 = AtomicU64::new(0);
+
+/// The kernel mappings HashFS's parts may hold together in this process:
+/// `HASHFS_MAP_BUDGET`, else half of `vm.max_map_count`.
+pub fn map_budget() -> u64 {
+    static BUDGET: OnceLock<u64> = OnceLock::new();
+    *BUDGET.get_or_init(|| {
+        let env = std::env::var("HASHFS_MAP_BUDGET").ok().and_then(|v| v.trim().parse().ok());
+        env.unwrap_or_else(|| max_map_count() / 2)
+    })
+}
+
+/// The kernel mappings HashFS's parts hold now ([`MAPS_HELD`]).
+pub fn maps_held() -> u64 {
+    MAPS_HELD.load(Ordering::Relaxed)
+}
+
+/// Whether `more` mappings, beside the `own` that the asking part holds and would give
+/// back first, fit [`map_budget`] with what the other parts hold.
+pub fn maps_fit(own: u64, more: u64) -> bool {
+    maps_held().saturating_sub(own).saturating_add(more) <= map_budget()
+}
+
+/// A part of HashFS now holds `n` more kernel mappings.
+pub fn maps_taken(n: u64) {
+    MAPS_HELD.fetch_add(n, Ordering::Relaxed);
+}
+
+/// A part of HashFS gave back `n` kernel mappings (never below zero).
+pub fn maps_given(n: u64) {
+    let _ = MAPS_HELD.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |h| Some(h.saturating_sub(n)));
 }
 
 /// `mremap` of `len` bytes from `from` to exactly `to`, with `flags` besides.

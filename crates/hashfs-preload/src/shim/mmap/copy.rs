@@ -17,9 +17,10 @@
 //!   holds, as a shared mapping does.
 //!
 //! It is a copy when it is shared, small and its blocks lie apart ([`preferred`]:
-//! LevelDB's tables), when the shim's records already hold [`budget`] kernel mappings
-//! (half the process's limit, so the program keeps the rest for its heap, stacks and
-//! libraries), or when the kernel refuses one; a live read-only mapping whose file grows
+//! LevelDB's tables), when HashFS's kernel mappings in the process (the shim's records and
+//! any ctFS view's: `hashfs::pm::vspace::map_budget`, half the process's limit, so the
+//! program keeps the rest for its heap, stacks and libraries) leave no room for its pieces,
+//! or when the kernel refuses one; a live read-only mapping whose file grows
 //! or fills past the budget becomes one too ([`take_over`]). Before a writable shared mapping of the file is
 //! made, its shared copies become the file's pages again ([`give_back`]; where the budget
 //! does not allow that, the writable mapping fails with ENOMEM), and `mprotect` that would
@@ -31,18 +32,6 @@
 
 use super::*;
 use std::sync::OnceLock;
-
-/// Kernel mappings the shim's records may hold before new mappings are served by copies:
-/// `HASHFS_MAP_BUDGET`, else half of `vm.max_map_count`.
-pub(super) fn budget() -> usize {
-    static BUDGET: OnceLock<usize> = OnceLock::new();
-    *BUDGET.get_or_init(|| {
-        if let Some(n) = std::env::var("HASHFS_MAP_BUDGET").ok().and_then(|v| v.trim().parse().ok()) {
-            return n;
-        }
-        hashfs::pm::vspace::max_map_count() as usize / 2
-    })
-}
 
 /// The largest mapping served by a copy because its blocks lie apart
 /// (`HASHFS_MAP_COPY_MAX`, bytes; 8 MiB by default, 0: only past the budget).

@@ -16,9 +16,10 @@
 //! lock, before the blocks are released). A partition move and a pswap move the live
 //! mappings with the page-table entries instead ([`View::moved`], [`View::exchanged`]:
 //! `mremap`, no page faulted again), falling back to the give-back. Appends leave the view
-//! as it is: new pages lie past the mapped prefix. Mappings are counted against half of
-//! `vm.max_map_count`; past that, requests take the software walk until files give
-//! theirs back.
+//! as it is: new pages lie past the mapped prefix. Mappings are counted in the process's ledger of
+//! HashFS's kernel mappings, shared with the preload shim (half of `vm.max_map_count` in
+//! all, `pm::vspace::map_budget`); past that, requests take the software walk until files
+//! or the shim give theirs back.
 //!
 //! Only the process that mounted the image sees its view (a remap changes only the calling
 //! process's page table, and one process owns an image); the FUSE daemon serves other
@@ -29,7 +30,7 @@ use super::Ctfs;
 use crate::layout::mapping::ctfs::SPACE_PAGES;
 use crate::layout::{Geometry, Ino, InodeRaw, Lblk, BLOCK_BYTES};
 use crate::mapping::staged::MemRead;
-use crate::pm::vspace::{max_map_count, VirtualSpace};
+use crate::pm::vspace::{map_budget, maps_fit, maps_given, maps_taken, VirtualSpace};
 use crate::{Error, Result};
 use parking_lot::Mutex;
 use std::os::unix::io::RawFd;
@@ -64,11 +65,19 @@ pub struct View {
     full: AtomicBool,
 }
 
-/// Kernel mappings the view may hold: half of `vm.max_map_count`, or
-/// `HASHFS_CTFS_VIEW_BUDGET` (tests: a budget a small image reaches).
+/// Kernel mappings the view may hold: what HashFS's parts may hold together in the process
+/// ([`map_budget`], which they share: the view also maps only while the shared count leaves
+/// room), or `HASHFS_CTFS_VIEW_BUDGET` (tests: a budget a small image reaches).
 fn budget() -> u64 {
     let env = std::env::var("HASHFS_CTFS_VIEW_BUDGET").ok().and_then(|v| v.parse().ok());
-    env.unwrap_or(max_map_count() / 2)
+    env.unwrap_or_else(map_budget)
+}
+
+impl Drop for View {
+    fn drop(&mut self) {
+        // The space is unmapped with it (`VirtualSpace`'s drop).
+        maps_given(*self.fill.get_mut());
+    }
 }
 
 impl View {
@@ -103,7 +112,7 @@ impl View {
         if slot.load(Ordering::Acquire) >= need {
             return Ok(Some(p));
         }
-        if self.full.load(Ordering::Relaxed) {
+        if self.full.load(Ordering::Relaxed) || !maps_fit(0, 1) {
             return Ok(None);
         }
         let mut counted = self.fill.lock();
@@ -116,7 +125,7 @@ impl View {
         let mut run: Option<(u64, u64, u64)> = None; // (first page, first block, pages)
         let mut calls = 0u64;
         // The run still open when the loop stops is mapped after it: one call kept for it.
-        while l < target && *counted + calls + 1 < self.budget {
+        while l < target && *counted + calls + 1 < self.budget && maps_fit(0, calls + 2) {
             let Some(e) = Ctfs::lookup(m, geo, raw, Lblk(l))? else { break };
             let n = e.len.min(target - l);
             match &mut run {
@@ -135,6 +144,7 @@ impl View {
             calls += 1;
         }
         *counted += calls;
+        maps_taken(calls);
         self.full.store(*counted >= self.budget, Ordering::Relaxed);
         self.maps[ino.0 as usize].fetch_add(calls, Ordering::Relaxed);
         slot.store(l, Ordering::Release);
@@ -193,7 +203,9 @@ impl View {
             let _ = self.vs.discard((p.base + from) * BLOCK_BYTES, (end - from) * BLOCK_BYTES);
         }
         if from == 0 {
-            *counted -= self.maps[ino.0 as usize].swap(0, Ordering::Relaxed).min(*counted);
+            let n = self.maps[ino.0 as usize].swap(0, Ordering::Relaxed).min(*counted);
+            *counted -= n;
+            maps_given(n);
             self.full.store(*counted >= self.budget, Ordering::Relaxed);
         }
     }
@@ -236,6 +248,7 @@ impl View {
             if self.vs.exchange(va, vb, n * BLOCK_BYTES).is_ok() {
                 // Each range may split the kernel mappings at its two ends.
                 *counted += 4;
+                maps_taken(4);
                 self.maps[a.0 as usize].fetch_add(2, Ordering::Relaxed);
                 self.maps[b.0 as usize].fetch_add(2, Ordering::Relaxed);
                 self.full.store(*counted >= self.budget, Ordering::Relaxed);
