@@ -277,6 +277,7 @@ for i in range(200):
 for k in range(4):
     os.write(fb, bytes([k + 1]) * (16 * P))
     os.write(fc, b"c" * P)
+
 def image_maps():
     # Kernel mappings of the image file: the device's, the view's pieces, b's pieces.
     return sum(1 for line in open("/proc/self/maps") if line.rstrip().endswith(os.environ["HASHFS_IMAGE"]))

@@ -209,10 +209,9 @@ pub fn maps_held() -> u64 {
     MAPS_HELD.load(Ordering::Relaxed)
 }
 
-/// Whether `more` mappings, beside the `own` that the asking part holds and would give
-/// back first, fit [`map_budget`] with what the other parts hold.
-pub fn maps_fit(own: u64, more: u64) -> bool {
-    maps_held().saturating_sub(own).saturating_add(more) <= map_budget()
+/// Whether `more` mappings fit [`map_budget`] beside what every part holds now.
+pub fn maps_fit(more: u64) -> bool {
+    maps_held().saturating_add(more) <= map_budget()
 }
 
 /// A part of HashFS now holds `n` more kernel mappings.

@@ -20,10 +20,10 @@
 //! LevelDB's tables), when HashFS's kernel mappings in the process (the shim's records and
 //! any ctFS view's: `hashfs::pm::vspace::map_budget`, half the process's limit, so the
 //! program keeps the rest for its heap, stacks and libraries) leave no room for its pieces,
-//! or when the kernel refuses one; a live read-only mapping whose file grows
-//! or fills past the budget becomes one too ([`take_over`]). Before a writable shared mapping of the file is
-//! made, its shared copies become the file's pages again ([`give_back`]; where the budget
-//! does not allow that, the writable mapping fails with ENOMEM), and `mprotect` that would
+//! or when the kernel refuses one; a live read-only mapping whose file grows or fills past
+//! the budget becomes one too ([`take_over`]). Before a writable shared mapping of the
+//! file is made, its shared copies become the file's pages again ([`give_back`]; where
+//! the budget does not allow that, the writable mapping fails with ENOMEM), and `mprotect` that would
 //! make one writable fails with EACCES (where Linux would let stores through it reach a
 //! file opened for writing). A writable shared mapping past the budget fails with ENOMEM.
 //! `HASHFS_MAP_BUDGET` sets the budget, `HASHFS_MAP_COPY_MAX` the largest mapping copied

@@ -16,10 +16,10 @@
 //! lock, before the blocks are released). A partition move and a pswap move the live
 //! mappings with the page-table entries instead ([`View::moved`], [`View::exchanged`]:
 //! `mremap`, no page faulted again), falling back to the give-back. Appends leave the view
-//! as it is: new pages lie past the mapped prefix. Mappings are counted in the process's ledger of
-//! HashFS's kernel mappings, shared with the preload shim (half of `vm.max_map_count` in
-//! all, `pm::vspace::map_budget`); past that, requests take the software walk until files
-//! or the shim give theirs back.
+//! as it is: new pages lie past the mapped prefix. Mappings are counted in the process's
+//! ledger of HashFS's kernel mappings, shared with the preload shim (half of
+//! `vm.max_map_count` in all, `pm::vspace::map_budget`); past that, requests take the
+//! software walk until files or the shim give theirs back.
 //!
 //! Only the process that mounted the image sees its view (a remap changes only the calling
 //! process's page table, and one process owns an image); the FUSE daemon serves other
@@ -112,7 +112,7 @@ impl View {
         if slot.load(Ordering::Acquire) >= need {
             return Ok(Some(p));
         }
-        if self.full.load(Ordering::Relaxed) || !maps_fit(0, 1) {
+        if self.full.load(Ordering::Relaxed) || !maps_fit(1) {
             return Ok(None);
         }
         let mut counted = self.fill.lock();
@@ -125,7 +125,7 @@ impl View {
         let mut run: Option<(u64, u64, u64)> = None; // (first page, first block, pages)
         let mut calls = 0u64;
         // The run still open when the loop stops is mapped after it: one call kept for it.
-        while l < target && *counted + calls + 1 < self.budget && maps_fit(0, calls + 2) {
+        while l < target && *counted + calls + 1 < self.budget && maps_fit(calls + 2) {
             let Some(e) = Ctfs::lookup(m, geo, raw, Lblk(l))? else { break };
             let n = e.len.min(target - l);
             match &mut run {
