@@ -209,7 +209,10 @@ def main():
     ap.add_argument("--files-scale", type=float, default=1.0)
     ap.add_argument("--image-dir", default="/dev/shm")
     ap.add_argument("--disk-dir", default="/var/tmp")
-    ap.add_argument("--image-size", default="4G", help="the HashFS image (in memory, allocated whole)")
+    # The shim's web server outgrew a 4 GiB image in 30 s (ENOSPC; its shared log grows with
+    # its speed, which FUSE does not limit), so its default is larger.
+    ap.add_argument("--image-size", default=None,
+                    help="the HashFS image (in memory, allocated whole; default 4G, the shim's 12G)")
     # ext4's web server outran a 4 GiB disk: its shared log grows by about 6 GB in 30 s.
     ap.add_argument("--disk-size", default="16G", help="ext4's disk file (sparse)")
     ap.add_argument("--fuse-threads", type=int, default=0, help="daemon threads of both FUSE targets (0: the default)")
@@ -228,7 +231,11 @@ def main():
     if os.path.exists(work):
         sys.exit(f"{work} exists: a run is under way, or an earlier one was interrupted (remove it)")
     os.makedirs(work)
-    objs = {t: Target(t, work, a.disk_dir, a.image_size, a.disk_size, a.fuse_threads, a.cache_timeout) for t in targets}
+    def image_size(t):
+        return a.image_size or ("12G" if t == "shim" else "4G")
+
+    objs = {t: Target(t, work, a.disk_dir, image_size(t), a.disk_size, a.fuse_threads, a.cache_timeout)
+            for t in targets}
     results = []
     try:
         for r in range(a.rounds):
@@ -244,7 +251,8 @@ def main():
                 t.down()
         shutil.rmtree(work, ignore_errors=True)
         uring_restore(uring_was)
-    cfg = {"rounds": a.rounds, "seconds": a.seconds, "files_scale": a.files_scale, "image_size": a.image_size,
+    cfg = {"rounds": a.rounds, "seconds": a.seconds, "files_scale": a.files_scale,
+           "image_size": a.image_size or {t: image_size(t) for t in targets},
            "image_dir": a.image_dir, "disk_dir": a.disk_dir, "disk_size": a.disk_size, "fuse_threads": a.fuse_threads or "default",
            "cache_timeout": a.cache_timeout if a.cache_timeout is not None else "default",
            "ext4": "mkfs.ext4 defaults on a loop device with direct I/O over a file in disk_dir",
