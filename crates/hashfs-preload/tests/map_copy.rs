@@ -12,7 +12,9 @@ mod common;
 
 use common::{image, p};
 
-const SCRIPT: &str = r#"
+/// What every script below starts with: libc's mapping calls through ctypes, the page
+/// size, and a count of the kernel mappings (lines of /proc/self/maps) inside a range.
+const PRELUDE: &str = r#"
 import ctypes, errno, mmap, os, sys
 libc = ctypes.CDLL(None, use_errno=True)
 libc.mmap.restype = ctypes.c_void_p
@@ -20,20 +22,27 @@ libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_i
 libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
 libc.mprotect.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
 libc.fallocate.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_long, ctypes.c_long]
-P, R, RW = 4096, mmap.PROT_READ, mmap.PROT_READ | mmap.PROT_WRITE
+P = 4096
+
+def kernel_maps(start, length):
+    count = 0
+    for line in open("/proc/self/maps"):
+        lo, hi = (int(x, 16) for x in line.split()[0].split("-"))
+        count += lo < start + length and hi > start
+    return count
+"#;
+
+/// A script: [`PRELUDE`], then `body`.
+fn script(body: &str) -> String {
+    format!("{PRELUDE}{body}")
+}
+
+const SCRIPT: &str = r#"
+R, RW = mmap.PROT_READ, mmap.PROT_READ | mmap.PROT_WRITE
 path, n = sys.argv[1], 64
 data = bytearray((i * 7 + i // P) % 251 for i in range(n * P))
 with open(path, "wb") as f:
     f.write(data)
-
-def kernel_maps(start, length):
-    # The kernel mappings (lines of /proc/self/maps) inside [start, start + length).
-    count = 0
-    for line in open("/proc/self/maps"):
-        lo, hi = (int(x, 16) for x in line.split()[0].split("-"))
-        if lo < start + length and hi > start:
-            count += 1
-    return count
 
 def mapping(length, prot, flags):
     a = libc.mmap(None, length, prot, flags, fd, 0)
@@ -86,7 +95,12 @@ print("writable_after", err, os.pread(fd, 4, 0) == b"wwww")
 #[test]
 fn a_mapping_past_the_budget_is_a_copy_that_follows_the_file() {
     let img = image();
-    let o = img.cmd("python3").env("HASHFS_MAP_BUDGET", "8").args(["-c", SCRIPT, &p("/scattered")]).output().unwrap();
+    let o = img
+        .cmd("python3")
+        .env("HASHFS_MAP_BUDGET", "8")
+        .args(["-c", &script(SCRIPT), &p("/scattered")])
+        .output()
+        .unwrap();
     let out = String::from_utf8_lossy(&o.stdout);
     assert!(o.status.success(), "{out}{}", String::from_utf8_lossy(&o.stderr));
     img.fsck_clean();
@@ -106,24 +120,13 @@ fn a_mapping_past_the_budget_is_a_copy_that_follows_the_file() {
 }
 
 const GROW: &str = r#"
-import ctypes, mmap, os, sys
-libc = ctypes.CDLL(None, use_errno=True)
-libc.mmap.restype = ctypes.c_void_p
-libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
-P, path = 4096, sys.argv[1]
+path = sys.argv[1]
 data = bytearray((i * 13 + i // P) % 251 for i in range(2 * P))
 with open(path, "wb") as f:
     f.write(data)
 fd = os.open(path, os.O_RDWR)
 L = 80 * P
 m = libc.mmap(None, L, mmap.PROT_READ, mmap.MAP_SHARED, fd, 0)
-
-def kernel_maps():
-    n = 0
-    for line in open("/proc/self/maps"):
-        lo, hi = (int(x, 16) for x in line.split()[0].split("-"))
-        n += lo < m + L and hi > m
-    return n
 
 print("small_ok", ctypes.string_at(m, 2 * P) == bytes(data))
 # The file grows by 62 pages (each a block of its own) past the mapping's budget.
@@ -132,11 +135,10 @@ os.lseek(fd, 0, os.SEEK_END)
 os.write(fd, more)
 data += more
 print("grown", ctypes.string_at(m, len(data)) == bytes(data), ctypes.string_at(m + len(data), L - len(data)) == bytes(L - len(data)))
-print("grown_maps", kernel_maps())
+print("grown_maps", kernel_maps(m, L))
 os.pwrite(fd, b"q" * 10, 40 * P)
 data[40 * P:40 * P + 10] = b"q" * 10
 print("then_pwrite", ctypes.string_at(m, len(data)) == bytes(data))
-libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
 libc.munmap(m, L)
 "#;
 
@@ -150,7 +152,7 @@ fn a_mapping_that_grows_past_the_budget_becomes_a_copy() {
         .cmd("python3")
         .env("HASHFS_MAP_BUDGET", "8")
         .env("HASHFS_MAP_COPY_MAX", "0") // made as the file's pages: a copy only once it grows
-        .args(["-c", GROW, &p("/growing")])
+        .args(["-c", &script(GROW), &p("/growing")])
         .output()
         .unwrap();
     let out = String::from_utf8_lossy(&o.stdout);
@@ -167,7 +169,12 @@ fn a_mapping_that_grows_past_the_budget_becomes_a_copy() {
 #[test]
 fn under_the_budget_a_mapping_is_the_files_pages() {
     let img = image();
-    let o = img.cmd("python3").env("HASHFS_MAP_COPY_MAX", "0").args(["-c", SCRIPT, &p("/scattered")]).output().unwrap();
+    let o = img
+        .cmd("python3")
+        .env("HASHFS_MAP_COPY_MAX", "0")
+        .args(["-c", &script(SCRIPT), &p("/scattered")])
+        .output()
+        .unwrap();
     let out = String::from_utf8_lossy(&o.stdout);
     assert!(o.status.success(), "{out}{}", String::from_utf8_lossy(&o.stderr));
     img.fsck_clean();
@@ -183,23 +190,11 @@ fn maps_of(out: &str, what: &str) -> usize {
 }
 
 const GIVE_BACK: &str = r#"
-import ctypes, mmap, os, sys
-libc = ctypes.CDLL(None, use_errno=True)
-libc.mmap.restype = ctypes.c_void_p
-libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
-libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
-P, path, n = 4096, sys.argv[1], 64
+path, n = sys.argv[1], 64
 data = bytes((i * 11 + i // P) % 241 for i in range(n * P))
 with open(path, "wb") as f:
     f.write(data)
 fd = os.open(path, os.O_RDWR)
-
-def kernel_maps(start, length):
-    c = 0
-    for line in open("/proc/self/maps"):
-        lo, hi = (int(x, 16) for x in line.split()[0].split("-"))
-        c += lo < start + length and hi > start
-    return c
 
 r = libc.mmap(None, n * P, mmap.PROT_READ, mmap.MAP_SHARED, fd, 0)
 print("ro_maps", kernel_maps(r, n * P), ctypes.string_at(r, n * P) == data)
@@ -218,7 +213,7 @@ libc.munmap(r, n * P)
 #[test]
 fn a_scattered_read_only_mapping_is_a_copy_until_the_file_is_mapped_writable() {
     let img = image();
-    let out = img.ok("python3", &["-c", GIVE_BACK, &p("/scattered")]);
+    let out = img.ok("python3", &["-c", &script(GIVE_BACK), &p("/scattered")]);
     img.fsck_clean();
     assert!(out.contains("ro_maps 1 True\n"), "a copy, one kernel mapping: {out}");
     assert!(out.contains("rw_made True\n"), "{out}");
@@ -247,25 +242,12 @@ fn leveldb_with_most_tables_copies() {
 }
 
 const LEDGER: &str = r#"
-import ctypes, mmap, os, sys
-libc = ctypes.CDLL(None, use_errno=True)
-libc.mmap.restype = ctypes.c_void_p
-libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
-libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
-P = 4096
 fa, fb, fc = (os.open(x, os.O_RDWR | os.O_CREAT, 0o644) for x in sys.argv[1:4])
 b_first = sys.argv[4] == "b-first"
 
-def maps_in(start, length):
-    n = 0
-    for line in open("/proc/self/maps"):
-        lo, hi = (int(x, 16) for x in line.split()[0].split("-"))
-        n += lo < start + length and hi > start
-    return n
-
 def map_b():
     m = libc.mmap(None, 64 * P, mmap.PROT_READ, mmap.MAP_SHARED, fb, 0)
-    print("b_maps", maps_in(m, 64 * P))
+    print("b_maps", kernel_maps(m, 64 * P))
     print("b_bytes", ctypes.string_at(m, 64 * P) == b"".join(bytes([k + 1]) * (16 * P) for k in range(4)))
     return m
 
@@ -309,7 +291,7 @@ fn ctfs_view_mappings_count_against_the_shims_budget() {
             .cmd("python3")
             .env("HASHFS_MAP_BUDGET", budget)
             .env("HASHFS_MAP_COPY_MAX", "0") // a copy only for want of kernel mappings
-            .args(["-c", LEDGER, &p("/a"), &p("/b"), &p("/c"), order])
+            .args(["-c", &script(LEDGER), &p("/a"), &p("/b"), &p("/c"), order])
             .output()
             .unwrap();
         let out = String::from_utf8_lossy(&o.stdout).into_owned();

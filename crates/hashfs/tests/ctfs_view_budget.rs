@@ -5,7 +5,9 @@
 //! page-table walk past it, every byte right; the process's mappings grow by no more than
 //! the budget; a file that gives its mappings back (unlink) lets another file's pages in.
 
-use hashfs::{FileSystem, FormatOptions, MappingKind, OpenOptions};
+mod common;
+
+use common::fragmented::{check, ctfs_fragmented, Fragmented};
 use std::path::Path;
 
 const BUDGET: u64 = 64;
@@ -20,19 +22,7 @@ fn a_fragmented_file_is_mapped_up_to_the_budget_and_walked_past_it() {
     // SAFETY: the only test of this binary sets it before any image is opened; no other
     // thread reads the environment meanwhile.
     unsafe { std::env::set_var("HASHFS_CTFS_VIEW_BUDGET", BUDGET.to_string()) };
-    let dir = tempfile::tempdir_in("/dev/shm").unwrap();
-    let path = dir.path().join("ctfs.img");
-    let opts = FormatOptions { mapping: MappingKind::Ctfs, ..FormatOptions::default() };
-    FileSystem::format_file(&path, 64 << 20, &opts, &|_, _| {}).unwrap();
-    let (fs, _) = FileSystem::open(&path).unwrap();
-    let rw = OpenOptions::new().read(true).write(true).create(true).clone();
-    let (a, b) = (fs.open_file(Path::new("/a"), &rw).unwrap(), fs.open_file(Path::new("/b"), &rw).unwrap());
-    // Interleaved appends: neither file has two adjacent blocks.
-    let page = |f: u8, i: u64| -> Vec<u8> { (0..4096u64).map(|j| (i * 7 + j + f as u64 * 13) as u8).collect() };
-    for i in 0..BLOCKS {
-        a.append(&page(1, i)).unwrap();
-        b.append(&page(2, i)).unwrap();
-    }
+    let Fragmented { fs, a, b, dir: _dir } = ctfs_fragmented(BLOCKS);
     let ino_a = a.metadata().unwrap().ino;
     let runs = (0..BLOCKS)
         .filter(|&l| {
@@ -41,13 +31,7 @@ fn a_fragmented_file_is_mapped_up_to_the_budget_and_walked_past_it() {
         })
         .count() as u64;
     assert!(runs > 4 * BUDGET, "the file is not fragmented: {runs} runs");
-    let check = |f: &hashfs::File, tag: u8| {
-        let mut buf = vec![0u8; (BLOCKS * 4096) as usize];
-        assert_eq!(f.read_at(0, &mut buf).unwrap(), buf.len());
-        for i in 0..BLOCKS {
-            assert!(buf[(i * 4096) as usize..((i + 1) * 4096) as usize] == page(tag, i)[..], "file {tag}, block {i}");
-        }
-    };
+    let check = |f: &hashfs::File, tag: u8| check(f, tag, BLOCKS);
     let before = process_mappings();
     check(&a, 1);
     let mapped = fs.ctfs_view_pages(ino_a).unwrap();

@@ -5,8 +5,10 @@
 //! read through the page-table walk past it, every byte right; the view's mappings leave
 //! the ledger when they are given back and when the image is closed.
 
+mod common;
+
+use common::fragmented::{check, ctfs_fragmented, Fragmented};
 use hashfs::pm::vspace::{map_budget, maps_given, maps_held, maps_taken};
-use hashfs::{FileSystem, FormatOptions, MappingKind, OpenOptions};
 use std::path::Path;
 
 const BUDGET: u64 = 64;
@@ -20,26 +22,8 @@ fn the_view_maps_only_what_the_other_parts_leave() {
     // thread reads the environment meanwhile.
     unsafe { std::env::set_var("HASHFS_MAP_BUDGET", BUDGET.to_string()) };
     assert_eq!(map_budget(), BUDGET);
-    let dir = tempfile::tempdir_in("/dev/shm").unwrap();
-    let path = dir.path().join("ctfs.img");
-    let opts = FormatOptions { mapping: MappingKind::Ctfs, ..FormatOptions::default() };
-    FileSystem::format_file(&path, 64 << 20, &opts, &|_, _| {}).unwrap();
-    let (fs, _) = FileSystem::open(&path).unwrap();
-    let rw = OpenOptions::new().read(true).write(true).create(true).clone();
-    let (a, b) = (fs.open_file(Path::new("/a"), &rw).unwrap(), fs.open_file(Path::new("/b"), &rw).unwrap());
-    // Interleaved appends: neither file has two adjacent blocks.
-    let page = |f: u8, i: u64| -> Vec<u8> { (0..4096u64).map(|j| (i * 5 + j + f as u64 * 17) as u8).collect() };
-    for i in 0..BLOCKS {
-        a.append(&page(1, i)).unwrap();
-        b.append(&page(2, i)).unwrap();
-    }
-    let check = |f: &hashfs::File, tag: u8| {
-        let mut buf = vec![0u8; (BLOCKS * 4096) as usize];
-        assert_eq!(f.read_at(0, &mut buf).unwrap(), buf.len());
-        for i in 0..BLOCKS {
-            assert!(buf[(i * 4096) as usize..((i + 1) * 4096) as usize] == page(tag, i)[..], "file {tag}, block {i}");
-        }
-    };
+    let Fragmented { fs, a, b, dir: _dir } = ctfs_fragmented(BLOCKS);
+    let check = |f: &hashfs::File, tag: u8| check(f, tag, BLOCKS);
     let held_before = maps_held();
     maps_taken(OTHERS);
     let ino_a = a.metadata().unwrap().ino;

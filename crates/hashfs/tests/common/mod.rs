@@ -2,6 +2,7 @@
 //! device.
 #![allow(dead_code)]
 
+pub mod fragmented;
 pub mod model;
 
 use hashfs::pm::CrashDevice;
