@@ -10,7 +10,7 @@
 
 mod common;
 
-use common::{image, p};
+use common::{image, p, Image};
 
 /// What every script below starts with: libc's mapping calls through ctypes, the page
 /// size, and a count of the kernel mappings (lines of /proc/self/maps) inside a range.
@@ -35,6 +35,16 @@ def kernel_maps(start, length):
 /// A script: [`PRELUDE`], then `body`.
 fn script(body: &str) -> String {
     format!("{PRELUDE}{body}")
+}
+
+/// Runs [`script`]`(body)` with `args` through the shim on `img`, its environment given
+/// `env`; checks that it succeeded and left the image clean, and returns what it printed.
+fn run_script(img: &Image, body: &str, env: &[(&str, &str)], args: &[&str]) -> String {
+    let o = img.cmd("python3").envs(env.iter().copied()).arg("-c").arg(script(body)).args(args).output().unwrap();
+    let out = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert!(o.status.success(), "{out}{}", String::from_utf8_lossy(&o.stderr));
+    img.fsck_clean();
+    out
 }
 
 const SCRIPT: &str = r#"
@@ -95,15 +105,7 @@ print("writable_after", err, os.pread(fd, 4, 0) == b"wwww")
 #[test]
 fn a_mapping_past_the_budget_is_a_copy_that_follows_the_file() {
     let img = image();
-    let o = img
-        .cmd("python3")
-        .env("HASHFS_MAP_BUDGET", "8")
-        .args(["-c", &script(SCRIPT), &p("/scattered")])
-        .output()
-        .unwrap();
-    let out = String::from_utf8_lossy(&o.stdout);
-    assert!(o.status.success(), "{out}{}", String::from_utf8_lossy(&o.stderr));
-    img.fsck_clean();
+    let out = run_script(&img, SCRIPT, &[("HASHFS_MAP_BUDGET", "8")], &[&p("/scattered")]);
     for want in [
         "shared_maps 1\n",
         "shared_bytes True True\n",
@@ -148,16 +150,9 @@ libc.munmap(m, L)
 #[test]
 fn a_mapping_that_grows_past_the_budget_becomes_a_copy() {
     let img = image();
-    let o = img
-        .cmd("python3")
-        .env("HASHFS_MAP_BUDGET", "8")
-        .env("HASHFS_MAP_COPY_MAX", "0") // made as the file's pages: a copy only once it grows
-        .args(["-c", &script(GROW), &p("/growing")])
-        .output()
-        .unwrap();
-    let out = String::from_utf8_lossy(&o.stdout);
-    assert!(o.status.success(), "{out}{}", String::from_utf8_lossy(&o.stderr));
-    img.fsck_clean();
+    // Made as the file's pages (no copy for scattered blocks): a copy only once it grows.
+    let env = [("HASHFS_MAP_BUDGET", "8"), ("HASHFS_MAP_COPY_MAX", "0")];
+    let out = run_script(&img, GROW, &env, &[&p("/growing")]);
     for want in ["small_ok True\n", "grown True True\n", "grown_maps 1\n", "then_pwrite True\n"] {
         assert!(out.contains(want), "{want:?} in:\n{out}");
     }
@@ -169,15 +164,7 @@ fn a_mapping_that_grows_past_the_budget_becomes_a_copy() {
 #[test]
 fn under_the_budget_a_mapping_is_the_files_pages() {
     let img = image();
-    let o = img
-        .cmd("python3")
-        .env("HASHFS_MAP_COPY_MAX", "0")
-        .args(["-c", &script(SCRIPT), &p("/scattered")])
-        .output()
-        .unwrap();
-    let out = String::from_utf8_lossy(&o.stdout);
-    assert!(o.status.success(), "{out}{}", String::from_utf8_lossy(&o.stderr));
-    img.fsck_clean();
+    let out = run_script(&img, SCRIPT, &[("HASHFS_MAP_COPY_MAX", "0")], &[&p("/scattered")]);
     assert!(maps_of(&out, "shared_maps") > 1, "the scattered file's pages mapped where they lie: {out}");
     assert!(out.contains("after_pwrite True\n") && out.contains("after_growth True True\n"), "{out}");
     assert!(out.contains("writable_shared made\n"), "{out}");
@@ -213,8 +200,7 @@ libc.munmap(r, n * P)
 #[test]
 fn a_scattered_read_only_mapping_is_a_copy_until_the_file_is_mapped_writable() {
     let img = image();
-    let out = img.ok("python3", &["-c", &script(GIVE_BACK), &p("/scattered")]);
-    img.fsck_clean();
+    let out = run_script(&img, GIVE_BACK, &[], &[&p("/scattered")]);
     assert!(out.contains("ro_maps 1 True\n"), "a copy, one kernel mapping: {out}");
     assert!(out.contains("rw_made True\n"), "{out}");
     assert!(maps_of(&out, "ro_maps_after") > 1, "the file's pages again: {out}");
@@ -287,17 +273,10 @@ fn ctfs_view_mappings_count_against_the_shims_budget() {
     // A new image each time, so that every file is laid out the same way.
     let run = |budget: &str, order: &str| {
         let img = common::image_in(&std::env::temp_dir(), 64 << 20, &opts);
-        let o = img
-            .cmd("python3")
-            .env("HASHFS_MAP_BUDGET", budget)
-            .env("HASHFS_MAP_COPY_MAX", "0") // a copy only for want of kernel mappings
-            .args(["-c", &script(LEDGER), &p("/a"), &p("/b"), &p("/c"), order])
-            .output()
-            .unwrap();
-        let out = String::from_utf8_lossy(&o.stdout).into_owned();
-        assert!(o.status.success(), "{out}{}", String::from_utf8_lossy(&o.stderr));
+        // A copy only for want of kernel mappings.
+        let env = [("HASHFS_MAP_BUDGET", budget), ("HASHFS_MAP_COPY_MAX", "0")];
+        let out = run_script(&img, LEDGER, &env, &[&p("/a"), &p("/b"), &p("/c"), order]);
         assert!(out.contains("a_bytes True\n") && out.contains("b_bytes True\n"), "{out}");
-        img.fsck_clean();
         (maps_of(&out, "b_maps"), maps_of(&out, "view_maps"))
     };
     // With room (a budget the view does not fill), b is its four runs.
