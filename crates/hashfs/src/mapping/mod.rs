@@ -57,11 +57,22 @@ pub struct BlockMap<D: PmDevice> {
     /// and changes hold it for writing until they are durable.
     pub global: RwLock<()>,
     pub index: Index<D>,
+    /// Extent trees: how many committed changes have freed tree nodes. A file's cursor
+    /// names a leaf only as of the count it was taken at ([`Cursor`]).
+    node_frees: AtomicU64,
 }
 
-/// Per-file DRAM cursor word (trees): extent tree: leaf + 1; radix tree: leaf + 1 |
-/// (first index of the leaf / 512) << 32. 0 = none.
+/// Per-file DRAM cursor word (trees), 0 = none. Extent tree: leaf + 1 in the low 32 bits,
+/// and above them the low 32 bits of [`BlockMap`]'s count of node frees when it was
+/// taken: a change can free the cursor's leaf (a merge that lets the root absorb its only
+/// child; a removal), after which the block may hold anything (data, another file's node),
+/// so a cursor from before a node free is not used (an old one would match again only if
+/// the file saw no lookup across a multiple of 2^32 node-freeing changes). Radix tree: leaf + 1 | (first index
+/// of the leaf / 512) << 32 (its inserts free no nodes; removals reset the cursor).
 pub type Cursor = AtomicU64;
+
+/// The bits of an extent-tree cursor that hold its leaf.
+const CURSOR_LEAF_BITS: u32 = 32;
 
 impl<D: PmDevice> BlockMap<D> {
     pub fn new(dev: Arc<D>, geo: Geometry, sb: &Superblock, kind: MappingKind) -> Result<Self> {
@@ -93,7 +104,13 @@ impl<D: PmDevice> BlockMap<D> {
             MappingKind::Ctfs => Index::Ctfs(ctfs::Ctfs::new(dev.backing_fd(), &geo)),
             MappingKind::HashFs => return Err(Error::Invalid("HashFS does not use a block map")),
         };
-        Ok(BlockMap { dev, geo, kind, alloc, commit: Mutex::new(()), global: RwLock::new(()), index })
+        let (commit, global, node_frees) = (Mutex::new(()), RwLock::new(()), AtomicU64::new(0));
+        Ok(BlockMap { dev, geo, kind, alloc, commit, global, index, node_frees })
+    }
+
+    /// A file's extent-tree cursor with the generation it must carry to be used.
+    fn cursor_of<'c>(&self, cursor: &'c Cursor) -> TreeCursor<'c> {
+        TreeCursor { word: cursor, generation: self.node_frees.load(Ordering::Acquire) & ((1 << 32) - 1) }
     }
 
     /// Whether lookups go through the per-file translation cache (the global tables; the
@@ -107,8 +124,10 @@ impl<D: PmDevice> BlockMap<D> {
     pub fn lookup(&self, ino: Ino, raw: &InodeRaw, cursor: &Cursor, lblk: Lblk) -> Result<Option<Extent>> {
         let geo = &self.geo;
         match &self.index {
-            Index::ExtentTree => tree_lookup(&Direct(&*self.dev), geo, raw, cursor, lblk),
-            Index::ExtentTreeCached(cache) => tree_lookup(&cache.reader(&*self.dev), geo, raw, cursor, lblk),
+            Index::ExtentTree => tree_lookup(&Direct(&*self.dev), geo, raw, self.cursor_of(cursor), lblk),
+            Index::ExtentTreeCached(cache) => {
+                tree_lookup(&cache.reader(&*self.dev), geo, raw, self.cursor_of(cursor), lblk)
+            }
             Index::Radix => {
                 let c = cursor.load(Ordering::Relaxed);
                 let mut cur = (c != 0).then(|| ((c & 0xFFFF_FFFF) - 1, (c >> 32) << radix::FANOUT_BITS));
@@ -302,19 +321,29 @@ impl<D: PmDevice> BlockMap<D> {
     }
 }
 
-/// An extent-tree lookup through `m`, with the file's cursor.
+/// A file's extent-tree cursor word and the node-free generation now ([`Cursor`]).
+struct TreeCursor<'c> {
+    word: &'c Cursor,
+    generation: u64,
+}
+
+/// An extent-tree lookup through `m`, with the file's cursor (used only when it was taken
+/// in this generation of node frees).
 fn tree_lookup<M: MemRead>(
     m: &M,
     geo: &Geometry,
     raw: &InodeRaw,
-    cursor: &Cursor,
+    cursor: TreeCursor<'_>,
     lblk: Lblk,
 ) -> Result<Option<Extent>> {
-    let c = cursor.load(Ordering::Relaxed);
-    let mut cur = c.checked_sub(1);
+    let c = cursor.word.load(Ordering::Relaxed);
+    let leaf_mask = (1u64 << CURSOR_LEAF_BITS) - 1;
+    let current = c >> CURSOR_LEAF_BITS == cursor.generation;
+    let mut cur = if current { (c & leaf_mask).checked_sub(1) } else { None };
     let r = extent_tree::lookup(m, geo, raw, lblk, &mut cur)?;
-    if cur.map(|l| l + 1) != Some(c) {
-        cursor.store(cur.map_or(0, |l| l + 1), Ordering::Relaxed);
+    let w = cur.filter(|&l| l < leaf_mask).map_or(0, |l| (l + 1) | cursor.generation << CURSOR_LEAF_BITS);
+    if w != c {
+        cursor.word.store(w, Ordering::Relaxed);
     }
     Ok(r)
 }
@@ -596,6 +625,7 @@ impl<'a, D: PmDevice> MapTx<'a, D> {
             _commit: self._commit,
             _global: self._global,
             new_nodes: self.new_nodes,
+            nodes_freed: !self.freed_nodes.is_empty(),
             freed,
             dirty,
             exthash_inserted: self.exthash_inserted,
@@ -624,6 +654,8 @@ pub struct Finished<'a, D: PmDevice> {
     _global: Option<RwLockWriteGuard<'a, ()>>,
     new_nodes: Vec<u64>,
     freed: Vec<Run>,
+    /// Whether `freed` holds structure nodes.
+    nodes_freed: bool,
     dirty: Vec<u64>,
     exthash_inserted: bool,
     parts_taken: Vec<Partition>,
@@ -654,6 +686,10 @@ impl<D: PmDevice> Finished<'_, D> {
             }
         }
         if committed {
+            if self.nodes_freed {
+                // Before the nodes can be reused: every cursor taken so far is stale.
+                self.map.node_frees.fetch_add(1, Ordering::AcqRel);
+            }
             self.map.alloc.release(&self.freed);
             self.map.release_partitions(&self.parts_left);
         } else {
