@@ -55,6 +55,8 @@ bugs=(
     "stacked-no-length-repair|crates/hashfs-spfs/src/absorb.rs|the mount leaves a lower file longer than its PM copy (bytes truncated before a crash come back when the file grows)|stacked"
     "fsync-forgets-times|crates/hashfs/src/fs/file.rs|fsync leaves the times of the file's writes in DRAM (they may lag only until it)|workload ace:append,write-past-eof,fsync-g,chmod"
     "pswap-untorn-size-first|crates/hashfs/src/fs/untorn_pswap.rs|ctFS's atomic write commits the file's new size in a transaction before the one that swaps the staged pages in (the released ctFS sets the size before the data)|ctfs untorn-pswap,untorn-pswap-append"
+    "shrink-tail-kept|crates/hashfs/src/fs/data.rs|a shrink leaves the rest of its new last block as it was (a mapping of the block shows the truncated bytes)|ops truncate-down"
+    "recovery-tails-kept|crates/hashfs/src/fs/recovery.rs|recovery leaves bytes past EOF in a file's last block (a shrink's size durable before its zeroing, an append's bytes before its size)|ops append-small,append,truncate-down"
     "ctfs-unlogged-pswap|crates/hashfs/src/mapping/ctfs/tx.rs|ctFS's partition move stores its page-table swap straight to PM before the transaction that names the new partition (the released ctFS's order)|ctfs append,write-past-eof,truncate-down"
 )
 
@@ -196,6 +198,14 @@ elif name == "stacked-drop-before-copy":
     sub("crates/hashfs-spfs/src/absorb.rs",
         "        self.lower_changed();\n        self.remove(&p.name)\n    }\n",
         "        self.lower_changed();\n        Ok(())\n    }\n")
+elif name == "shrink-tail-kept":
+    sub("crates/hashfs/src/fs/data.rs",
+        "        if new_size < old_size && self.zero_tail_past_eof(cell, &st.raw)? {\n",
+        "        if false && new_size < old_size && self.zero_tail_past_eof(cell, &st.raw)? {\n")
+elif name == "recovery-tails-kept":
+    sub("crates/hashfs/src/fs/recovery.rs",
+        "    if !report.was_clean || sb.format_version < FORMAT_ZEROED_TAILS {\n",
+        "    if false {\n")
 elif name == "stacked-no-length-repair":
     sub("crates/hashfs-spfs/src/absorb.rs", "            if st.st_size as u64 > size {\n", "            if false && st.st_size as u64 > size {\n")
 elif name == "fast-append-no-fence":

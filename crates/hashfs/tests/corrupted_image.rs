@@ -251,3 +251,35 @@ fn uncommitted_journal_with_corrupt_entry_does_not_panic() {
         }
     }
 }
+
+/// F2: bytes past EOF in a file's last block (a mapping of the block would show them)
+/// are a finding on a cleanly unmounted image, which repair zeroes; after a crash, a
+/// pending one that recovery zeroes.
+#[test]
+fn bytes_past_eof_are_found_and_zeroed() {
+    let (img, geo) = populated_image();
+    let (fs, _r, _d) = mount_image(&img).unwrap();
+    let ino = fs.resolve(Path::new("/a/f3")).unwrap(); // 1,000 bytes
+    let e = fs.physical_block(ino, hashfs::Lblk(0)).unwrap().expect("mapped");
+    drop(fs);
+    let at = geo.block_off(e.pblk.0) + 1000 + 77;
+    let mut bad = img.clone();
+    bad[at.0 as usize] = 0x5A;
+    let dev = Arc::new(CrashDevice::from_image(&bad));
+    let found = fsck(dev.clone(), FsckMode::Check, &|_, _| {}).unwrap().findings;
+    assert!(found.iter().any(|f| f.contains("byte 1077 past EOF (1000)")), "{found:?}");
+    fsck(dev.clone(), FsckMode::Repair, &|_, _| {}).unwrap();
+    assert!(fsck(dev.clone(), FsckMode::Check, &|_, _| {}).unwrap().findings.is_empty());
+    let (fs, _) = FileSystem::mount(dev, &|_, _| {}).unwrap();
+    assert!(fs.bytes_past_eof(ino).unwrap().iter().all(|&b| b == 0), "repair zeroed them");
+    assert_eq!(fs.read(Path::new("/a/f3")).unwrap(), vec![3u8; 1000]);
+    drop(fs);
+    // The same bytes on an image that crashed (taken while mounted): recovery zeroes them.
+    let (fs, report, dev) = mount_image(&bad).unwrap();
+    assert!(report.was_clean && report.tails_zeroed == 0);
+    let crashed = dev.live_image();
+    drop(fs);
+    let (fs, report, _dev) = mount_image(&crashed).unwrap();
+    assert!(!report.was_clean && report.tails_zeroed == 1, "{report:?}");
+    assert!(fs.bytes_past_eof(ino).unwrap().iter().all(|&b| b == 0));
+}

@@ -100,3 +100,32 @@ fn tempfile_dir() -> PathBuf {
     std::fs::create_dir_all(&d).unwrap();
     d
 }
+
+/// Format 6 keeps the bytes past EOF in a file's last block zero (F2), which older builds
+/// let be stale: on a format-5 image such bytes are a pending fsck finding (not an error),
+/// and the first mount by this build zeroes them before it stamps format 6.
+#[test]
+fn a_mount_zeroes_the_bytes_past_eof_that_older_formats_let_be_stale() {
+    let dir = tempfile_dir().join("stale-tails");
+    std::fs::create_dir_all(&dir).unwrap();
+    let gz = images().into_iter().find(|p| p.to_string_lossy().ends_with("format5-hashfs.img.gz")).unwrap();
+    let img = unpack(&gz, &dir);
+    let p = Path::new("/tree/docs/deep/small"); // 5,000 bytes: 3,192 past EOF in its last block
+    let (fs, _) = FileSystem::mount(open(&img), &|_, _| {}).unwrap();
+    let ino = fs.resolve(p).unwrap();
+    let at = fs.geometry().block_off(fs.physical_block(ino, hashfs::Lblk(1)).unwrap().unwrap().pblk.0) + (5000 - 4096);
+    drop(fs); // (a mount by this build has zeroed and stamped: restore the image)
+    let img = unpack(&gz, &dir);
+    let mut bytes = std::fs::read(&img).unwrap();
+    bytes[at.0 as usize + 100] = 0xEE;
+    std::fs::write(&img, &bytes).unwrap();
+    let r = fsck(open(&img), FsckMode::Check, &|_, _| {}).unwrap();
+    assert!(r.findings.iter().any(|f| f.contains("past EOF")) && r.exit_code() == 0, "pending: {:?}", r.findings);
+    let (fs, report) = FileSystem::mount(open(&img), &|_, _| {}).unwrap();
+    assert_eq!(report.tails_zeroed, 1);
+    assert!(fs.bytes_past_eof(ino).unwrap().iter().all(|&b| b == 0));
+    assert_eq!(fs.read(p).unwrap(), vec![b'x'; 5000]);
+    fs.unmount().unwrap();
+    assert_clean(&img);
+    std::fs::remove_dir_all(&dir).unwrap();
+}

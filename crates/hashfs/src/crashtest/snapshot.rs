@@ -108,6 +108,16 @@ impl Snapshot {
                         }
                         done += n;
                     }
+                    // F2 (`fs/data.rs`): what a mapping of the last block shows past EOF.
+                    let tail = fs.bytes_past_eof(ino)?;
+                    if let Some(i) = tail.iter().position(|&b| b != 0) {
+                        return Err(crate::Error::corrupt(format!(
+                            "{path}: byte {} (past EOF at {}) is {:#04x}, not zero",
+                            m.size + i as u64,
+                            m.size,
+                            tail[i]
+                        )));
+                    }
                     data
                 }
             };

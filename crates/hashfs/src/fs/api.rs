@@ -255,6 +255,19 @@ impl<D: PmDevice> FileSystem<D> {
         self.inner.translate(&cell, &st.raw, lblk, size_blocks)
     }
 
+    /// The bytes stored past EOF in the last block of `ino` (empty when the size ends on
+    /// a block boundary or that block is a hole). Invariant F2 (`fs/data.rs`) keeps them
+    /// zero, so that a mapping of the block never shows bytes the file no longer has: for
+    /// the checks that hold it (the crash explorer's snapshots, fsck's, tests).
+    pub fn bytes_past_eof(&self, ino: Ino) -> Result<Vec<u8>> {
+        let cell = self.inner.cell(ino)?;
+        let st = cell.state.read();
+        if st.freed {
+            return Err(Error::NotFound);
+        }
+        self.inner.bytes_past_eof(&cell, &st.raw)
+    }
+
     /// HashFS with the regions placement: the open groups (the small keys' region), and
     /// whether moves into the newest ones still wait (a busy or memory-mapped file).
     pub fn open_groups(&self) -> Option<(u64, bool)> {

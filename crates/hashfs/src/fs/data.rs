@@ -10,8 +10,10 @@
 //!
 //! Invariant (F1): no block at or beyond ceil(size / 4096) is mapped, except reservations
 //! and keys of a write in progress (recovery frees those). (F2): bytes past EOF in the last
-//! block may be stale; any operation that grows the size first zeroes those that come to
-//! lie inside the file and that it does not write itself.
+//! block read as zeros: a shrink zeroes them once its size is durable, recovery after a
+//! crash zeroes them, and a growth zeroes those it brings inside the file and does not
+//! write itself (a store through a mapping past EOF may have put bytes there;
+//! `fs/eof_tail.rs`).
 
 #![forbid(unsafe_code)]
 
@@ -343,25 +345,6 @@ impl<D: PmDevice> FsInner<D> {
             FileMap::Hash(_) => WRITE_CHUNK_BLOCKS,
             FileMap::Blocks(_) => (self.geo.journal_entries() / 10).clamp(1, WRITE_CHUNK_BLOCKS),
         }
-    }
-
-    /// Zeroes the bytes past EOF in the last block before the size grows (F2), up to
-    /// `upto`: a write from `upto` stores its own bytes over the rest (an append, whose
-    /// `upto` is the old size, zeroes nothing; the bytes past its new end may stay stale).
-    pub(crate) fn zero_tail_before_growth(&self, cell: &InodeCell, raw: &InodeRaw, upto: u64) -> Result<()> {
-        let old_size = raw.size;
-        let in_blk = old_size % BLOCK_BYTES;
-        let end = upto.min(old_size - in_blk + BLOCK_BYTES);
-        if in_blk == 0 || end <= old_size {
-            return Ok(());
-        }
-        let lblk = Lblk::of_byte(old_size);
-        if let Some(e) = self.translate(cell, raw, lblk, lblk.0 + 1)? {
-            let at = self.geo.block_off(e.pblk.0) + in_blk;
-            self.dev.zero(at, end - old_size);
-            self.dev.flush(at, end - old_size);
-        }
-        Ok(())
     }
 
     /// New blocks for logical blocks `lblks` of `ino` (sorted), not yet reachable: HashFS
@@ -769,8 +752,13 @@ impl<D: PmDevice> FsInner<D> {
         tx.commit()?;
         st.raw = raw;
         // The smaller size is durable; the blocks past it are now unreachable (F1 lets
-        // recovery free them if we crash before this finishes).
+        // recovery free them if we crash before this finishes), and the rest of the new
+        // last block still holds the file's old bytes, which a mapping of it would show
+        // (F2; recovery zeroes them if we crash first).
         cell.tcache.invalidate_from(end_lblk(new_size));
+        if new_size < old_size && self.zero_tail_past_eof(cell, &st.raw)? {
+            self.dev.fence();
+        }
         match &self.map {
             FileMap::Hash(t) => free_slots(t, &*self.dev, &victims),
             FileMap::Blocks(b) if new_size < old_size => {

@@ -14,6 +14,7 @@ pub(crate) mod append_tag;
 pub mod bench;
 pub mod data;
 pub mod dir;
+mod eof_tail;
 mod evacuate;
 mod fallocate;
 mod file;

@@ -127,6 +127,23 @@ pub struct SetAttr {
     pub mtime: Option<SetTime>,
 }
 
+/// The permission bits an owner or group change leaves, as Linux's chown does for every
+/// caller, root included: set-user-ID cleared, and set-group-ID when the group may
+/// execute (without group execute it marks mandatory locking and stays); a directory
+/// keeps both. Every front end applies it (the shim's chown; the mount's setattr, where
+/// FUSE_HANDLE_KILLPRIV_V2 leaves it to the daemon).
+pub fn perm_after_chown(perm: u32, is_dir: bool) -> u32 {
+    if is_dir {
+        return perm;
+    }
+    let p = perm & !0o4000;
+    if p & 0o010 != 0 {
+        p & !0o2000
+    } else {
+        p
+    }
+}
+
 fn ftype_of(raw: &InodeRaw) -> FileType {
     FileType::from_mode(raw.mode).expect("checked inode has a known type")
 }

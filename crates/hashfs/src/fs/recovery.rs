@@ -9,7 +9,9 @@
 //!   write's key switch without the journal, `fs/untorn.rs`, interrupted);
 //! - inodes with no links (unlinked while open, or interrupted while freeing);
 //! - EMPTY slots on a key's probe path (concurrent inserts persisted out of order);
-//! - inode block counts that disagree with the table.
+//! - inode block counts that disagree with the table;
+//! - bytes past a file's EOF in its last block (a shrink's size durable before its
+//!   zeroing, an append's bytes before its size; `fs/eof_tail.rs`).
 //!
 //! On a cleanly unmounted image none of these can exist, so finding one means corruption:
 //! mount refuses and names `hashfs fsck --repair`.
@@ -21,6 +23,7 @@ use super::inode::{self, InodeAllocator, InodeCache, InodeCell};
 use super::{read_superblock, FsInner, Progress, SuperblockSource};
 use crate::journal::{self, Journals};
 use crate::layout::inode::InodeState;
+use crate::layout::superblock::FORMAT_ZEROED_TAILS;
 use crate::layout::{Geometry, Ino, Lblk, MappingKind, Pblk, BLOCK_BYTES, SB_STATE_CLEAN};
 use crate::mapping::hashfs::{classify, Entry, HashTable};
 use crate::mapping::{BlockMap, FileMap, Mapped};
@@ -45,6 +48,9 @@ pub struct MountReport {
     /// appends dropped because their bytes were not whole.
     pub appends_settled: u64,
     pub appends_dropped: u64,
+    /// Files whose last block held bytes past EOF after a crash (or on an image of a
+    /// format before 6), zeroed.
+    pub tails_zeroed: u64,
     /// Inodes that failed their checks; they stay allocated and return a corruption
     /// error when used, until fsck deals with them.
     pub corrupt_inodes: Vec<Ino>,
@@ -119,6 +125,12 @@ pub(crate) fn mount<D: PmDevice>(dev: Arc<D>, progress: Progress<'_>) -> Result<
     if let (false, FileMap::Hash(table)) = (report.was_clean, &inner.map) {
         report.probe_paths_repaired = table.repair_and_purge_all();
         inner.dev.fence();
+    }
+    if !report.was_clean || sb.format_version < FORMAT_ZEROED_TAILS {
+        // After the mapping is whole again: the tails are found through it. (Builds before
+        // format 6 let them be stale.)
+        let files = scan.sizes.iter().enumerate().skip(1).filter(|&(_, &s)| s != FREE && s != CORRUPT);
+        report.tails_zeroed = inner.zero_tails_after_crash(files.map(|(i, &s)| (Ino(i as u32), s)))?;
     }
     inner.mark_mounted();
     // Unlinked inodes (orphans of open-unlinked files, or interrupted frees).

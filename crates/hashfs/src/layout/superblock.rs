@@ -20,8 +20,15 @@ pub const MAGIC: u64 = u64::from_le_bytes(*b"HASHFS\0\x01");
 /// mount stamps version 4 so that an older build, which would take every resealed inode
 /// for corrupt, refuses the image. Version 5 lets a small append store its size tagged
 /// with a check of its bytes (`fs/append_tag.rs`), which an older build would take for a
-/// size beyond any file after a crash; version-4 images hold no tags.
-pub const FORMAT_VERSION: u32 = 5;
+/// size beyond any file after a crash; version-4 images hold no tags. Version 6 keeps the
+/// bytes past EOF in a file's last block zero (invariant F2, `fs/eof_tail.rs`), which
+/// older builds let be stale: the first mount of an older image by this build zeroes them
+/// (as recovery after a crash does) and stamps version 6, so that an older build, which
+/// would let them be stale again, refuses the image.
+pub const FORMAT_VERSION: u32 = 6;
+
+/// The first format version whose images keep F2 (bytes past EOF zero).
+pub const FORMAT_ZEROED_TAILS: u32 = 6;
 pub const SB_STATE_CLEAN: u32 = 1;
 pub const SB_STATE_MOUNTED: u32 = 2;
 /// Byte offsets of the two superblock copies.

@@ -13,7 +13,7 @@ use crate::fs::Progress;
 use crate::journal;
 use crate::layout::dirent::{FileType, SLOTS_PER_BLOCK};
 use crate::layout::inode::{InodeRaw, InodeState};
-use crate::layout::superblock::{SB_PRIMARY_OFF, SB_SECONDARY_OFF};
+use crate::layout::superblock::{FORMAT_ZEROED_TAILS, SB_PRIMARY_OFF, SB_SECONDARY_OFF};
 use crate::layout::{Geometry, Ino, Lblk, Pblk, Superblock, BLOCK_BYTES, SB_STATE_CLEAN};
 use crate::mapping::hashfs::{classify, file_key, Entry, HashTable};
 use crate::mapping::{BlockMap, Mapped};
@@ -61,6 +61,8 @@ pub(super) fn check<D: PmDevice>(dev: Arc<D>, progress: Progress<'_>) -> Result<
     let mut reached = reachability(&inodes, &tree.children);
     let xattr_owner = xattrs(&*dev, &geo, &map, &inodes, &mut reached, &mut out);
     per_inode(&inodes, &tree, &reached, &xattr_owner, &counts, dirty, &mut out);
+    // Before format 6 they could be stale; a mount zeroes them.
+    eof_tails(&*dev, &geo, &map, &inodes, dirty || sb.format_version < FORMAT_ZEROED_TAILS, &mut out);
     Ok((out.0, (used_inodes, used_blocks, tree.directories)))
 }
 
@@ -554,6 +556,39 @@ fn per_inode(
                 Fix::None
             };
             out.add(format!("inode {ino}: {}", problems.join("; ")), fix);
+        }
+    }
+}
+
+/// F2: the bytes past EOF in each file's last block are zero (a mapping of the block shows
+/// them). After a crash (`pending`) some may not be yet: recovery zeroes them.
+fn eof_tails<D: PmDevice>(
+    dev: &D,
+    geo: &Geometry,
+    map: &Map<D>,
+    inodes: &[Option<InodeRaw>],
+    pending: bool,
+    out: &mut Findings,
+) {
+    for (i, raw) in inodes.iter().enumerate().skip(1) {
+        let Some(raw) = raw else { continue };
+        let in_blk = raw.size % BLOCK_BYTES;
+        if in_blk == 0 || raw.is_dir() || raw.is_symlink() || raw.is_special() {
+            continue;
+        }
+        let Some(pblk) = map.block(i, raw, raw.size / BLOCK_BYTES).filter(|&p| p < geo.data_blocks) else {
+            continue;
+        };
+        let (at, len) = (geo.block_off(pblk) + in_blk, BLOCK_BYTES - in_blk);
+        let mut tail = vec![0u8; len as usize];
+        dev.read(at, &mut tail);
+        if let Some(k) = tail.iter().position(|&b| b != 0) {
+            let what = format!(
+                "inode {i}: byte {} past EOF ({}) in its last block is not zero",
+                raw.size + k as u64,
+                raw.size
+            );
+            out.add(what, if pending { Fix::Mount } else { Fix::ZeroBytes { off: at, len } });
         }
     }
 }

@@ -68,6 +68,11 @@ enum Fix {
         word: u64,
     },
     RewriteInode(Ino, Box<InodeRaw>),
+    /// Bytes past EOF in a file's last block (F2).
+    ZeroBytes {
+        off: DevOffset,
+        len: u64,
+    },
     Reconnect(Ino),
     RepairProbePaths,
     /// Allocator mappings: rewrite the bitmap from the blocks the files reach.
@@ -254,6 +259,10 @@ fn repair_structure<D: PmDevice>(dev: &D, geo: &Geometry, findings: &[Finding]) 
                 dev.flush(*off, 8);
             }
             Fix::RewriteInode(ino, raw) => rewrite_inode(dev, geo, *ino, raw),
+            Fix::ZeroBytes { off, len } => {
+                dev.zero(*off, *len);
+                dev.flush(*off, *len);
+            }
             Fix::Reconnect(ino) => reconnect.push(*ino),
             _ => {}
         }
