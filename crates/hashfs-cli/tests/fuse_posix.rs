@@ -577,6 +577,58 @@ fn writes_by_others_clear_set_id_bits() {
     drop(m);
 }
 
+/// An owner or group change clears set-user-ID, and set-group-ID when the group may
+/// execute, on every file type but directories, for root and for an owner changing its
+/// file's group (Linux's chown; with FUSE_HANDLE_KILLPRIV_V2 the daemon must do it, and it
+/// did only on truncation: a set-user-ID program given to another owner kept its bit).
+#[test]
+fn chown_clears_set_id_bits_of_non_directories() {
+    if !fuse_available() {
+        return;
+    }
+    let m = Mounted::new("64M");
+    let p = |s: &str| m.path(s);
+    // SAFETY: a NUL-terminated path.
+    let chmod = |path: &Path, mode: u32| rc(unsafe { libc::chmod(c(path).as_ptr(), mode) }).unwrap();
+    let chown = |path: &Path, uid: u32, gid: u32| {
+        // SAFETY: a NUL-terminated path; lchown never follows a symlink.
+        rc(unsafe { libc::lchown(c(path).as_ptr(), uid, gid) })
+    };
+    let mode = |name: &str| fs::symlink_metadata(p(name)).unwrap().mode() & 0o7777;
+    fs::write(p("file"), b"#!/bin/sh\n").unwrap();
+    fs::create_dir(p("dir")).unwrap();
+    // SAFETY: NUL-terminated paths.
+    unsafe {
+        rc(libc::mkfifo(c(&p("fifo")).as_ptr(), 0o644)).unwrap();
+        rc(libc::mknod(c(&p("chr")).as_ptr(), libc::S_IFCHR | 0o644, libc::makedev(1, 3))).unwrap();
+        rc(libc::mknod(c(&p("sock")).as_ptr(), libc::S_IFSOCK | 0o644, 0)).unwrap();
+    }
+    for name in ["file", "dir", "fifo", "chr", "sock"] {
+        // Root: to another owner, to another group, and to the same owner (still a change
+        // as Linux counts it).
+        for (uid, gid) in [(1000, u32::MAX), (u32::MAX, 1001), (1000, 1001)] {
+            for (set, left) in [(0o6755, 0o0755), (0o6745, 0o2745), (0o4700, 0o0700)] {
+                chmod(&p(name), set);
+                chown(&p(name), uid, gid).unwrap();
+                let want = if name == "dir" { set } else { left };
+                assert_eq!(mode(name), want, "{name} {set:o} chown({uid}, {gid}) by root");
+            }
+        }
+        // The owner (1000) moving its file to another of its groups.
+        chown(&p(name), 1000, 1000).unwrap();
+        chmod(&p(name), 0o6775);
+        as_user(1000, 1000, &[1000, 1002], || chown(&p(name), u32::MAX, 1002)).unwrap();
+        assert_eq!(fs::symlink_metadata(p(name)).unwrap().gid(), 1002);
+        assert_eq!(mode(name), if name == "dir" { 0o6775 } else { 0o0775 }, "{name}: chgrp by its owner");
+    }
+    // A symlink has no set-ID bits to lose; its owner changes.
+    std::os::unix::fs::symlink("file", p("link")).unwrap();
+    chown(&p("link"), 1000, 1001).unwrap();
+    let l = fs::symlink_metadata(p("link")).unwrap();
+    assert_eq!((l.uid(), l.gid(), mode("link")), (1000, 1001, 0o777));
+    drop(m);
+}
+
 /// `-o writeback_cache` and `-o direct_io`: writes of every shape (appends, partial
 /// pages, writes through a write-only descriptor, mmap) read back the same through the
 /// mount, and after close and a remount, as without them.

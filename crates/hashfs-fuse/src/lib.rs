@@ -405,10 +405,18 @@ impl<D: PmDevice> Filesystem for HashFsFuse<D> {
             TimeOrNow::Now => SetTime::Now,
             TimeOrNow::SpecificTime(s) => SetTime::At(ns(s)),
         };
-        let a = SetAttr { perm: mode.map(|m| m & 0o7777), uid, gid, size, atime: atime.map(t), mtime: mtime.map(t) };
-        // A truncation by an unprivileged caller drops set-user-ID (FUSE_HANDLE_KILLPRIV_V2).
+        let mut a =
+            SetAttr { perm: mode.map(|m| m & 0o7777), uid, gid, size, atime: atime.map(t), mtime: mtime.map(t) };
+        // With FUSE_HANDLE_KILLPRIV_V2 the daemon drops the set-ID bits: on a truncation
+        // by an unprivileged caller, and on every owner or group change of a non-directory
+        // (root's too, as Linux's chown), in the same transaction.
         let kill = size.is_some() && mode.is_none() && req.uid() != 0;
         match ino(i).and_then(|i| {
+            if (uid.is_some() || gid.is_some()) && mode.is_none() {
+                let md = self.fs.peek_attr(i)?;
+                let kept = hashfs::perm_after_chown(md.perm, md.is_dir());
+                a.perm = (kept != md.perm).then_some(kept);
+            }
             let m = self.fs.setattr(i, &a)?;
             if kill {
                 self.kill_suidgid(i)?;

@@ -46,15 +46,8 @@ fn chown_ino(ino: Ino, uid: libc::uid_t, gid: libc::gid_t) -> Result<(), c_int> 
             return Err(libc::EPERM);
         }
     }
-    let mut perm = None;
-    if md.perm & 0o6000 != 0 && !md.is_dir() && (uid.is_some() || gid.is_some()) {
-        // As Linux: a chown clears set-user-ID, and set-group-ID when group-executable.
-        let mut p = md.perm & !0o4000;
-        if p & 0o010 != 0 {
-            p &= !0o2000;
-        }
-        perm = Some(p);
-    }
+    let kept = hashfs::perm_after_chown(md.perm, md.is_dir());
+    let perm = (kept != md.perm && (uid.is_some() || gid.is_some())).then_some(kept);
     fs.setattr(ino, &SetAttr { uid, gid, perm, ..Default::default() }).map(|_| ()).map_err(|e| e.errno())
 }
 
