@@ -105,8 +105,9 @@ enum Cmd {
         #[arg(short = 'n', long = "no-recover")]
         no_recover: bool,
         /// An image used by `hashfs mount --lower DIR`: check its PM copies against DIR
-        /// too (with --repair, make the repairs a stacked mount makes).
-        #[arg(long, value_name = "DIR", conflicts_with = "no_recover")]
+        /// too (with --repair, make the repairs a stacked mount makes; with -n, on a
+        /// copy-on-write view of the image, writing to neither).
+        #[arg(long, value_name = "DIR")]
         lower: Option<PathBuf>,
     },
     /// Geometry, mapping, space and inode use.
@@ -271,10 +272,31 @@ pub(crate) fn open_image(image: &Path) -> Result<Arc<MmapDevice>, Failure> {
         .map_err(|e| fail(format!("cannot open image {}: {e}", image.display())))
 }
 
+/// What `hashfs fsck --lower` may write.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum StackedCheck {
+    /// Mount the image (recovering it) and check.
+    Recover,
+    /// `-n`: mount a copy-on-write view of the image: nothing is written, to the image or
+    /// to the lower directory (the check itself only reads the lower files).
+    NoWrite,
+    /// `--repair`: check, then make the repairs a stacked mount makes.
+    Repair,
+}
+
 /// `hashfs fsck --lower`: the stacked mode's PM copies against the lower directory.
-fn stacked_fsck(image: &Path, lower: &Path, repair: bool) -> Result<u8, Failure> {
+fn stacked_fsck(image: &Path, lower: &Path, how: StackedCheck) -> Result<u8, Failure> {
     let lower = std::fs::canonicalize(lower).map_err(|e| fail(format!("lower directory {}: {e}", lower.display())))?;
-    let (sound, problems) = hashfs_spfs::absorb::PmStore::check(mount(image)?, &lower).map_err(fail)?;
+    let repair = how == StackedCheck::Repair;
+    let checked = if how == StackedCheck::NoWrite {
+        let view = Arc::new(hashfs::pm::overlay::Overlay::new(open_image(image)?));
+        let (fs, _) = FileSystem::mount(view, &|_, _| {})
+            .map_err(|e| fail(format!("cannot mount a view of {}: {e}", image.display())))?;
+        hashfs_spfs::absorb::PmStore::check(fs, &lower)
+    } else {
+        hashfs_spfs::absorb::PmStore::check(mount(image)?, &lower)
+    };
+    let (sound, problems) = checked.map_err(fail)?;
     for p in &problems {
         println!("{}{p}", if repair { "FIXED: " } else { "" });
     }
@@ -454,7 +476,14 @@ fn run(cli: Cli) -> Result<u8, Failure> {
             );
             let code = report.exit_code() as u8;
             match lower {
-                Some(lower) if code & 4 == 0 => Ok(code | stacked_fsck(&image, &lower, repair)?),
+                Some(lower) if code & 4 == 0 => {
+                    let how = match (repair, no_recover) {
+                        (true, _) => StackedCheck::Repair,
+                        (false, true) => StackedCheck::NoWrite,
+                        (false, false) => StackedCheck::Recover,
+                    };
+                    Ok(code | stacked_fsck(&image, &lower, how)?)
+                }
                 Some(_) => {
                     println!("the PM side is not checked: the image has errors left");
                     Ok(code)

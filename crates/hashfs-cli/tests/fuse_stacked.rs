@@ -285,6 +285,17 @@ fn deletion_truncation_and_stale_copies() {
     assert_eq!(s.promoted(), 1);
     s.kill();
     fs::remove_file(s.low("w")).unwrap();
+    // fsck -n sees it on a view of the crashed image, writing to neither side (it was
+    // refused: the check mounted, and so recovered, the image).
+    let image_before = fs::read(&s.image).unwrap();
+    let lower_before: Vec<_> = fs::read_dir(&s.lower).unwrap().map(|e| e.unwrap().file_name()).collect();
+    let o = hashfs().args(["fsck", "-n"]).arg(&s.image).arg("--lower").arg(&s.lower).output().unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(o.status.code(), Some(4), "{out}{}", String::from_utf8_lossy(&o.stderr));
+    assert!(out.contains("its lower file is deleted") && out.contains("0 promoted files sound, 1 problems"), "{out}");
+    assert!(fs::read(&s.image).unwrap() == image_before, "fsck -n --lower wrote to the image");
+    let lower_after: Vec<_> = fs::read_dir(&s.lower).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert_eq!(lower_after, lower_before);
     // fsck sees the stale copy (and changes nothing without --repair).
     let o = hashfs().arg("fsck").arg(&s.image).arg("--lower").arg(&s.lower).output().unwrap();
     let out = String::from_utf8_lossy(&o.stdout);
