@@ -78,6 +78,7 @@ impl Mounted {
         let child = hashfs()
             .args(["mount", "--foreground", self.image.to_str().unwrap(), self.mnt.to_str().unwrap()])
             .args(if list.is_empty() { vec![] } else { vec!["-o".to_string(), list.join(",")] })
+            .args(self.lower().map(|l| vec!["--lower".into(), l]).unwrap_or_default())
             .stdin(Stdio::null())
             .spawn()
             .unwrap();
@@ -89,6 +90,15 @@ impl Mounted {
         }
         // The root belongs to root with mode 0755; tests that act as other users open it up.
         std::fs::set_permissions(&self.mnt, std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
+    }
+
+    /// With `HASHFS_TEST_STACKED` set, the mount is SPFS's stacked mode over a lower
+    /// directory beside the image (scripts/test.sh runs the POSIX suite so as well).
+    fn lower(&self) -> Option<String> {
+        std::env::var_os("HASHFS_TEST_STACKED")?;
+        let lower = self.dir.path().join("lower");
+        std::fs::create_dir_all(&lower).unwrap();
+        Some(lower.to_str().unwrap().to_string())
     }
 
     pub fn path(&self, p: &str) -> PathBuf {

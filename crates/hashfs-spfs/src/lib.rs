@@ -22,6 +22,7 @@
 #![deny(unsafe_code)]
 
 pub mod absorb;
+mod caller;
 #[cfg(test)]
 mod crashtest;
 mod demote;

@@ -9,6 +9,7 @@
 //! writes every promoted file back (`hashfs umount --writeback`).
 
 use crate::absorb::Key;
+use crate::caller::as_caller;
 use crate::lower::{proc_path, reopen};
 use crate::{lock, Shared, Stack};
 use fuser::{
@@ -103,6 +104,9 @@ fn kill_suidgid(f: &File) {
 
 impl StackedFuse {
     pub fn new(stack: Arc<Stack>) -> StackedFuse {
+        // The kernel sends each new object's mode with the caller's umask applied; the
+        // daemon's own (022) must not be applied again (`caller.rs`).
+        rustix::process::umask(Mode::empty());
         let root = rustix::io::fcntl_dupfd_cloexec(&stack.lower_root, 0).expect("dup of the lower root");
         let mut nodes = Nodes { next_foreign: 1 << 62, ..Nodes::default() };
         nodes.by_ino.insert(1, Node { fd: Arc::new(root), key: stack.root_key, nlookup: 1 << 40 });
@@ -205,15 +209,6 @@ impl StackedFuse {
         }
     }
 
-    /// New inodes belong to the caller (the daemon is root).
-    fn give(&self, fd: impl AsFd, req: &Request) {
-        let _ = rustix::fs::fchown(
-            fd,
-            Some(rustix::fs::Uid::from_raw(req.uid())),
-            Some(rustix::fs::Gid::from_raw(req.gid())),
-        );
-    }
-
     /// The lower inode `name` under `parent` names, if any (for unlink and rename).
     fn key_at(&self, parent: &OwnedFd, name: &OsStr) -> Option<Key> {
         rustix::fs::statat(parent, name, AtFlags::SYMLINK_NOFOLLOW).ok().map(|st| (st.st_dev, st.st_ino))
@@ -223,7 +218,10 @@ impl StackedFuse {
         // The write-back cache reads around partial pages, and the daemon writes at the
         // kernel's offsets: no O_WRONLY, no O_APPEND; O_TRUNC is done by setattr's path;
         // sync flags come back as fsyncs.
-        let mut f = flags & !(libc::O_CREAT | libc::O_EXCL | libc::O_NOCTTY | libc::O_TRUNC | libc::O_APPEND);
+        // O_NOFOLLOW was the kernel's to apply when it looked the name up (ELOOP for a
+        // symlink); here it would refuse /proc/self/fd/N itself, a symlink.
+        let mut f = flags
+            & !(libc::O_CREAT | libc::O_EXCL | libc::O_NOCTTY | libc::O_TRUNC | libc::O_APPEND | libc::O_NOFOLLOW);
         f &= !(libc::O_SYNC | libc::O_DSYNC | libc::O_DIRECT);
         if f & libc::O_ACCMODE == libc::O_WRONLY {
             f = (f & !libc::O_ACCMODE) | libc::O_RDWR;
@@ -381,10 +379,8 @@ impl Filesystem for StackedFuse {
         let r = (|| {
             let (pfd, _) = self.node_fd(parent)?;
             let ft = rustix::fs::FileType::from_raw_mode(mode);
-            rustix::fs::mknodat(&pfd, name, ft, Mode::from_raw_mode(mode & 0o7777), rdev as u64).map_err(rerr)?;
-            if let Ok(fd) = rustix::fs::openat(&pfd, name, OFlags::PATH | OFlags::NOFOLLOW, Mode::empty()) {
-                self.give(&fd, req);
-            }
+            let mode = Mode::from_raw_mode(mode & 0o7777);
+            as_caller(req, || rustix::fs::mknodat(&pfd, name, ft, mode, rdev as u64).map_err(rerr))?;
             self.do_lookup(parent, name)
         })();
         self.entry(reply, r)
@@ -393,10 +389,8 @@ impl Filesystem for StackedFuse {
     fn mkdir(&self, req: &Request, parent: INodeNo, name: &OsStr, mode: u32, _umask: u32, reply: ReplyEntry) {
         let r = (|| {
             let (pfd, _) = self.node_fd(parent)?;
-            rustix::fs::mkdirat(&pfd, name, Mode::from_raw_mode(mode & 0o7777)).map_err(rerr)?;
-            if let Ok(fd) = rustix::fs::openat(&pfd, name, OFlags::PATH | OFlags::NOFOLLOW, Mode::empty()) {
-                self.give(&fd, req);
-            }
+            let mode = Mode::from_raw_mode(mode & 0o7777);
+            as_caller(req, || rustix::fs::mkdirat(&pfd, name, mode).map_err(rerr))?;
             self.do_lookup(parent, name)
         })();
         self.entry(reply, r)
@@ -429,14 +423,7 @@ impl Filesystem for StackedFuse {
     fn symlink(&self, req: &Request, parent: INodeNo, link_name: &OsStr, target: &Path, reply: ReplyEntry) {
         let r = (|| {
             let (pfd, _) = self.node_fd(parent)?;
-            rustix::fs::symlinkat(target, &pfd, link_name).map_err(rerr)?;
-            let _ = rustix::fs::chownat(
-                &pfd,
-                link_name,
-                Some(rustix::fs::Uid::from_raw(req.uid())),
-                Some(rustix::fs::Gid::from_raw(req.gid())),
-                AtFlags::SYMLINK_NOFOLLOW,
-            );
+            as_caller(req, || rustix::fs::symlinkat(target, &pfd, link_name).map_err(rerr))?;
             self.do_lookup(parent, link_name)
         })();
         self.entry(reply, r)
@@ -524,8 +511,8 @@ impl Filesystem for StackedFuse {
                 - OFlags::DSYNC
                 - OFlags::DIRECT;
             let o = if o.contains(OFlags::WRONLY) { (o - OFlags::WRONLY) | OFlags::RDWR } else { o };
-            let fd = rustix::fs::openat(&pfd, name, o, Mode::from_raw_mode(mode & 0o7777)).map_err(rerr)?;
-            self.give(&fd, req);
+            let fd =
+                as_caller(req, || rustix::fs::openat(&pfd, name, o, Mode::from_raw_mode(mode & 0o7777)).map_err(rerr))?;
             let a = self.do_lookup(parent, name)?;
             let st = rustix::fs::fstat(&fd).map_err(rerr)?;
             let key = (st.st_dev, st.st_ino);
@@ -714,7 +701,7 @@ impl Filesystem for StackedFuse {
         }
         let r = self.node_fd(ino).and_then(|(fd, _)| {
             let f = rustix::fs::XattrFlags::from_bits(flags as u32).ok_or(Errno::EINVAL)?;
-            rustix::fs::lsetxattr(proc_path(fd.as_fd()), name, value, f).map_err(rerr)
+            rustix::fs::setxattr(proc_path(fd.as_fd()), name, value, f).map_err(rerr)
         });
         match r {
             Ok(()) => reply.ok(),
