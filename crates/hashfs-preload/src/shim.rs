@@ -246,19 +246,59 @@ extern "C" fn after_fork_in_child() {
     FORKED.store(true, Ordering::Relaxed);
 }
 
+/// The prefix served by HashFS as bytes, without a trailing slash (None: HASHFS_MOUNT unset,
+/// not absolute, or `/`: nothing is ours). Read through libc's `getenv`, which allocates
+/// nothing: a call asking whether a path is ours may come from an allocator's own start-up
+/// (Debian's jemalloc reads /etc/malloc.conf with `readlink` before its heap works; an
+/// allocation there re-enters jemalloc and hangs), so the answer "not ours" must never
+/// touch the heap. It is copied into static storage at once: programs that set their
+/// process title (Redis, PostgreSQL) write over the environment's original strings.
+fn prefix_bytes() -> Option<&'static [u8]> {
+    struct Copy {
+        bytes: [u8; libc::PATH_MAX as usize],
+        len: usize,
+    }
+    static PREFIX: OnceLock<Option<Copy>> = OnceLock::new();
+    let copy = PREFIX.get_or_init(|| {
+        // SAFETY: a NUL-terminated name; getenv returns a NUL-terminated string of the
+        // environment, or null.
+        let v = unsafe { libc::getenv(c"HASHFS_MOUNT".as_ptr()) };
+        if v.is_null() {
+            return None;
+        }
+        // SAFETY: as above.
+        let b = unsafe { CStr::from_ptr(v) }.to_bytes();
+        let trimmed = b.strip_suffix(b"/").unwrap_or(b);
+        if b.first() != Some(&b'/') || trimmed.is_empty() || trimmed.len() > libc::PATH_MAX as usize {
+            eprintln!("hashfs_preload: HASHFS_MOUNT must be an absolute path other than /; nothing is served");
+            return None;
+        }
+        let mut c = Copy { bytes: [0; libc::PATH_MAX as usize], len: trimmed.len() };
+        c.bytes[..trimmed.len()].copy_from_slice(trimmed);
+        Some(c)
+    });
+    copy.as_ref().map(|c| &c.bytes[..c.len])
+}
+
 /// The prefix served by HashFS (None: HASHFS_MOUNT unset or not absolute, nothing is ours).
 fn prefix() -> Option<&'static Path> {
-    static PREFIX: OnceLock<Option<PathBuf>> = OnceLock::new();
-    PREFIX
-        .get_or_init(|| {
-            let p = PathBuf::from(std::env::var_os("HASHFS_MOUNT")?);
-            if !p.is_absolute() || p == Path::new("/") {
-                eprintln!("hashfs_preload: HASHFS_MOUNT must be an absolute path other than /; nothing is served");
-                return None;
-            }
-            Some(p)
-        })
-        .as_deref()
+    prefix_bytes().map(|b| Path::new(std::ffi::OsStr::from_bytes(b)))
+}
+
+/// Whether `path` (absolute) certainly lies outside the prefix, decided without
+/// allocating: true when both are plain (no `.`, `..` or empty component, which would
+/// need normalizing) and the path's components do not start with the prefix's.
+pub(super) fn plainly_outside(path: &[u8]) -> bool {
+    fn plain(b: &[u8]) -> bool {
+        b.first() == Some(&b'/')
+            && !b.windows(2).any(|w| w == b"//")
+            && !b.split(|&c| c == b'/').skip(1).any(|c| c == b"." || c == b"..")
+    }
+    let Some(pre) = prefix_bytes() else { return true };
+    if !plain(path) || !plain(pre) {
+        return false;
+    }
+    !(path.starts_with(pre) && (path.len() == pre.len() || path[pre.len()] == b'/'))
 }
 
 /// `HASHFS_WRITE_MODE` (strict or relaxed): the write mode of this process's mount, as

@@ -488,3 +488,45 @@ fn random_io_with_verification() {
         img.fsck_clean();
     }
 }
+
+/// Regression (issue 52): Debian's redis-server hung at start under the shim. It links the
+/// system jemalloc, which calls `readlink("/etc/malloc.conf")` while it initialises; the
+/// shim's check of whether the path was its own allocated, which re-entered jemalloc. The
+/// check now answers "not ours" without touching the heap. Redis starts, serves, and SAVE
+/// writes its dump into the image (BGSAVE forks: issue 55).
+#[test]
+fn redis_linked_to_jemalloc_starts_and_saves_through_the_shim() {
+    if !have("redis-server") || !have("redis-cli") {
+        return;
+    }
+    let img = image();
+    let port = (20_000 + std::process::id() % 20_000).to_string();
+    let mut server = img
+        .cmd("redis-server")
+        .args(["--port", &port, "--bind", "127.0.0.1", "--dir", PREFIX, "--save", "", "--appendonly", "no"])
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let cli = |args: &[&str]| {
+        let o = Command::new("redis-cli").args(["-p", &port]).args(args).output().unwrap();
+        String::from_utf8_lossy(&o.stdout).trim().to_string()
+    };
+    let start = std::time::Instant::now();
+    while cli(&["ping"]) != "PONG" {
+        if start.elapsed() > std::time::Duration::from_secs(20) {
+            let _ = server.kill();
+            panic!("redis-server did not answer within 20 s (hung in its allocator's start-up?)");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert_eq!(cli(&["set", "key", "kept in the image"]), "OK");
+    assert_eq!(cli(&["save"]), "OK");
+    assert_eq!(cli(&["get", "key"]), "kept in the image");
+    cli(&["shutdown", "nosave"]);
+    assert!(server.wait().unwrap().success());
+    img.fsck_clean();
+    let (fs, _) = hashfs::FileSystem::open(&img.path).unwrap();
+    let dump = fs.read(Path::new("/dump.rdb")).unwrap();
+    assert!(dump.starts_with(b"REDIS"), "an RDB file: {:?}", &dump[..dump.len().min(9)]);
+    assert!(dump.windows(17).any(|w| w == b"kept in the image"));
+}

@@ -9,6 +9,9 @@ pub(super) fn fs_path(path: *const c_char) -> Option<PathBuf> {
     }
     // SAFETY: libc's contract: a NUL-terminated string.
     let bytes = unsafe { CStr::from_ptr(path) }.to_bytes();
+    if bytes.first() == Some(&b'/') && super::plainly_outside(bytes) {
+        return None; // without allocating (`prefix_bytes`)
+    }
     let p = Path::new(std::ffi::OsStr::from_bytes(bytes));
     let abs = if p.is_absolute() { p.to_path_buf() } else { std::env::current_dir().ok()?.join(p) };
     // Normalize "." and ".." lexically (the prefix is not a real directory).
