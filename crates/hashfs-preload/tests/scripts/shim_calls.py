@@ -104,8 +104,15 @@ os.mkfifo(P + "/fifo")  # a FIFO can be made and seen...
 assert os.stat(P + "/fifo").st_mode & 0o170000 == 0o010000
 expect_errno(errno.EOPNOTSUPP, os.open, P + "/fifo", os.O_RDONLY | os.O_NONBLOCK)  # ...not opened
 
-# --- anything not intercepted fails loudly (EBADF), never acts on /dev/null --------------
-expect_errno(errno.EBADF, fcntl.ioctl, src, termios.FIONREAD, b"\0" * 4)
+# --- ioctl is answered as a file system without the features asked about (FIONREAD: what
+# is left to read; a terminal's request: ENOTTY); anything not intercepted (a raw
+# getdents64 by number) fails loudly (EBADF), never acts on /dev/null --------------------
+assert struct.unpack("i", fcntl.ioctl(src, termios.FIONREAD, b"\0" * 4))[0] == os.fstat(src).st_size - 150
+expect_errno(errno.ENOTTY, fcntl.ioctl, src, termios.TCGETS, b"\0" * 64)
+libc_raw = ctypes.CDLL(None, use_errno=True)
+libc_raw.syscall.restype = ctypes.c_long
+assert libc_raw.syscall(ctypes.c_long(217), ctypes.c_long(src), ctypes.create_string_buffer(4096), ctypes.c_long(4096)) == -1
+assert ctypes.get_errno() == errno.EBADF
 
 # --- mmap: shared mappings map the image, whatever the protection -------------------------
 m_fd = os.open(P + "/mapped", os.O_CREAT | os.O_RDWR, 0o644)

@@ -1,0 +1,121 @@
+//! libc's `syscall()`: a program that makes a file call by number (copy_file_range before
+//! glibc had a wrapper, statx, renameat2 and openat in some runtimes, jemalloc's own opens
+//! and reads) would otherwise reach the kernel with a HashFS descriptor (an `O_PATH`
+//! placeholder: EBADF) or a path under the prefix (which the kernel does not have). The
+//! calls the shim serves are dispatched to its own functions, which serve what is HashFS's
+//! and pass the rest to libc; every other number goes to libc's `syscall` unchanged.
+//! Like libc's, the result is -1 with `errno` set on failure.
+
+use super::*;
+
+type Long = libc::c_long;
+
+/// `syscall(number, ...)`: up to six integer or pointer arguments, declared fixed (the
+/// System V x86-64 and AArch64 conventions pass them as they pass variadic ones; the ones
+/// a call does not take are never read).
+#[no_mangle]
+pub unsafe extern "C" fn syscall(n: Long, a: Long, b: Long, c: Long, d: Long, e: Long, f: Long) -> Long {
+    // SAFETY: (every arm) the arguments are the system call's own, as the caller passed
+    // them to libc's syscall; each function checks whether they are HashFS's and forwards
+    // them otherwise.
+    unsafe {
+        let (i, p, s) = (|x: Long| x as c_int, |x: Long| x as *const c_char, |x: Long| x as size_t);
+        match n {
+            libc::SYS_read => io::read(i(a), b as *mut c_void, s(c)) as Long,
+            libc::SYS_write => io::write(i(a), b as *const c_void, s(c)) as Long,
+            libc::SYS_pread64 => io::pread64(i(a), b as *mut c_void, s(c), d as off_t) as Long,
+            libc::SYS_pwrite64 => io::pwrite64(i(a), b as *const c_void, s(c), d as off_t) as Long,
+            libc::SYS_readv => io::readv(i(a), b as *const libc::iovec, i(c)) as Long,
+            libc::SYS_writev => io::writev(i(a), b as *const libc::iovec, i(c)) as Long,
+            libc::SYS_lseek => io::lseek(i(a), b as off_t, i(c)) as Long,
+            libc::SYS_fsync => io::fsync(i(a)) as Long,
+            libc::SYS_fdatasync => io::fdatasync(i(a)) as Long,
+            libc::SYS_ftruncate => io::ftruncate(i(a), b as off_t) as Long,
+            libc::SYS_truncate => io::truncate(p(a), b as off_t) as Long,
+            libc::SYS_fallocate => io::fallocate(i(a), i(b), c as off_t, d as off_t) as Long,
+            libc::SYS_copy_file_range => {
+                copy::copy_file_range(i(a), b as *mut off_t, i(c), d as *mut off_t, s(e), f as c_uint) as Long
+            }
+            libc::SYS_close => fd::close(i(a)) as Long,
+            libc::SYS_openat => fd::openat(i(a), p(b), i(c), d as c_uint) as Long,
+            libc::SYS_dup => fd::dup(i(a)) as Long,
+            libc::SYS_dup3 => fd::dup3(i(a), i(b), i(c)) as Long,
+            libc::SYS_fcntl => fd::fcntl(i(a), i(b), c as libc::c_ulong) as Long,
+            libc::SYS_flock => fd::flock(i(a), i(b)) as Long,
+            libc::SYS_ioctl => ioctl::ioctl(i(a), b as libc::c_ulong, c as *mut c_void) as Long,
+            libc::SYS_fstat => stat::fstat(i(a), b as *mut libc::stat) as Long,
+            libc::SYS_newfstatat => stat::fstatat(i(a), p(b), c as *mut libc::stat, i(d)) as Long,
+            libc::SYS_statx => stat::statx(i(a), p(b), i(c), d as c_uint, e as *mut libc::statx) as Long,
+            libc::SYS_faccessat => stat::faccessat(i(a), p(b), i(c), 0) as Long,
+            libc::SYS_mkdirat => names::mkdirat(i(a), p(b), c as mode_t) as Long,
+            libc::SYS_unlinkat => names::unlinkat(i(a), p(b), i(c)) as Long,
+            libc::SYS_renameat2 => names::renameat2(i(a), p(b), i(c), p(d), e as c_uint) as Long,
+            libc::SYS_utimensat => names::utimensat(i(a), p(b), c as *const libc::timespec, i(d)) as Long,
+            libc::SYS_fchmod => names::fchmod(i(a), b as mode_t) as Long,
+            libc::SYS_linkat => meta::linkat(i(a), p(b), i(c), p(d), i(e)) as Long,
+            libc::SYS_symlinkat => meta::symlinkat(p(a), i(b), p(c)) as Long,
+            libc::SYS_readlinkat => meta::readlinkat(i(a), p(b), c as *mut c_char, s(d)) as Long,
+            libc::SYS_fchmodat => meta::fchmodat(i(a), p(b), c as mode_t, 0) as Long,
+            libc::SYS_fchown => meta::fchown(i(a), b as libc::uid_t, c as libc::gid_t) as Long,
+            libc::SYS_fchownat => meta::fchownat(i(a), p(b), c as libc::uid_t, d as libc::gid_t, i(e)) as Long,
+            libc::SYS_mknodat => meta::mknodat(i(a), p(b), c as mode_t, d as libc::dev_t) as Long,
+            // (fstatfs would answer for /dev/null's file system through the placeholder.)
+            libc::SYS_statfs => statfs::statfs(p(a), b as *mut libc::statfs) as Long,
+            libc::SYS_fstatfs => statfs::fstatfs(i(a), b as *mut libc::statfs) as Long,
+            libc::SYS_mmap => mmap::mmap(a as *mut c_void, s(b), i(c), i(d), i(e), f as off_t) as Long,
+            libc::SYS_munmap => mmap::munmap(a as *mut c_void, s(b)) as Long,
+            _ => legacy(n, [a, b, c, d, e, f]),
+        }
+    }
+}
+
+/// The x86-64 path calls that later architectures dropped for their `*at` forms.
+///
+/// # Safety
+/// The arguments are system call `n`'s, as its caller passed them to `syscall`.
+#[cfg(target_arch = "x86_64")]
+unsafe fn legacy(n: Long, [a, b, c, d, e, f]: [Long; 6]) -> Long {
+    let (i, p) = (|x: Long| x as c_int, |x: Long| x as *const c_char);
+    // SAFETY: as in `syscall`.
+    unsafe {
+        match n {
+            libc::SYS_open => fd::open(p(a), i(b), c as c_uint) as Long,
+            libc::SYS_creat => fd::creat(p(a), b as mode_t) as Long,
+            libc::SYS_dup2 => fd::dup2(i(a), i(b)) as Long,
+            libc::SYS_stat => stat::fstatat(libc::AT_FDCWD, p(a), b as *mut libc::stat, 0) as Long,
+            libc::SYS_lstat => {
+                stat::fstatat(libc::AT_FDCWD, p(a), b as *mut libc::stat, libc::AT_SYMLINK_NOFOLLOW) as Long
+            }
+            libc::SYS_access => stat::access(p(a), i(b)) as Long,
+            libc::SYS_mkdir => names::mkdir(p(a), b as mode_t) as Long,
+            libc::SYS_rmdir => names::rmdir(p(a)) as Long,
+            libc::SYS_unlink => names::unlink(p(a)) as Long,
+            libc::SYS_rename => names::rename(p(a), p(b)) as Long,
+            libc::SYS_link => names::link(p(a), p(b)) as Long,
+            libc::SYS_symlink => names::symlink(p(a), p(b)) as Long,
+            libc::SYS_readlink => names::readlink(p(a), b as *mut c_char, c as size_t) as Long,
+            libc::SYS_chmod => names::chmod(p(a), b as mode_t) as Long,
+            libc::SYS_chown => meta::chown(p(a), b as libc::uid_t, c as libc::gid_t) as Long,
+            libc::SYS_lchown => meta::lchown(p(a), b as libc::uid_t, c as libc::gid_t) as Long,
+            libc::SYS_mknod => meta::mknod(p(a), b as mode_t, c as libc::dev_t) as Long,
+            _ => real_syscall(n, [a, b, c, d, e, f]),
+        }
+    }
+}
+
+/// # Safety
+/// As the x86-64 form.
+#[cfg(not(target_arch = "x86_64"))]
+unsafe fn legacy(n: Long, args: [Long; 6]) -> Long {
+    // SAFETY: as in `syscall`.
+    unsafe { real_syscall(n, args) }
+}
+
+/// libc's `syscall`, for every number the shim does not serve.
+///
+/// # Safety
+/// The arguments are system call `n`'s, as its caller passed them to `syscall`.
+unsafe fn real_syscall(n: Long, [a, b, c, d, e, f]: [Long; 6]) -> Long {
+    // SAFETY: forwarding the caller's arguments unchanged.
+    unsafe { real!(syscall: fn(Long, Long, Long, Long, Long, Long, Long) -> Long)(n, a, b, c, d, e, f) }
+}

@@ -1,0 +1,99 @@
+//! Feature probes on HashFS descriptors get the answers of a file system without the
+//! feature, so programs fall back (issue 52): `ioctl` (clone and dedupe ranges
+//! EOPNOTSUPP, inode flags, FIONREAD, FIGETBSZ, close-on-exec; ENOTTY otherwise), and libc's
+//! `syscall()` for the calls the shim serves. Before, every one failed with EBADF (the
+//! descriptor is an O_PATH placeholder) and `syscall(SYS_copy_file_range, ...)` reached
+//! the kernel with it.
+
+mod common;
+
+use common::{image, p};
+
+const SCRIPT: &str = r#"
+import ctypes, errno, fcntl, os, struct, sys
+libc = ctypes.CDLL(None, use_errno=True)
+libc.syscall.restype = ctypes.c_long
+L = ctypes.c_long
+FICLONE, FICLONERANGE, FIDEDUPERANGE = 0x40049409, 0x4020940D, 0xC0189436
+FS_IOC_GETFLAGS, FS_IOC_SETFLAGS, FIGETBSZ, FIONREAD, FIOCLEX = 0x80086601, 0x40086602, 2, 0x541B, 0x5451
+SYS_openat, SYS_read, SYS_close, SYS_copy_file_range, SYS_fstat, SYS_lseek = 257, 0, 3, 326, 5, 8
+d = sys.argv[1]
+with open(d + "/src", "wb") as f:
+    f.write(b"0123456789" * 1000)
+src = os.open(d + "/src", os.O_RDONLY)
+dst = os.open(d + "/dst", os.O_CREAT | os.O_RDWR, 0o644)
+def err(f):
+    try:
+        f()
+    except OSError as e:
+        return errno.errorcode[e.errno]
+    return "ok"
+print("ficlone", err(lambda: fcntl.ioctl(dst, FICLONE, src)))
+print("ficlonerange", err(lambda: fcntl.ioctl(dst, FICLONERANGE, struct.pack("qQQQ", src, 0, 4096, 0))))
+print("dedupe", err(lambda: fcntl.ioctl(dst, FIDEDUPERANGE, bytearray(24 + 32))))
+host = os.open("/tmp", os.O_TMPFILE | os.O_RDWR, 0o600)
+print("ficlone-from-hashfs", err(lambda: fcntl.ioctl(host, FICLONE, src)))
+print("getflags", struct.unpack("i", fcntl.ioctl(src, FS_IOC_GETFLAGS, b"\xff" * 4))[0])
+print("setflags-none", err(lambda: fcntl.ioctl(dst, FS_IOC_SETFLAGS, struct.pack("i", 0))))
+print("setflags-append", err(lambda: fcntl.ioctl(dst, FS_IOC_SETFLAGS, struct.pack("i", 0x20))))
+os.lseek(src, 1000, os.SEEK_SET)
+print("fionread", struct.unpack("i", fcntl.ioctl(src, FIONREAD, b"\0" * 4))[0])
+print("figetbsz", struct.unpack("i", fcntl.ioctl(src, FIGETBSZ, b"\0" * 4))[0])
+print("isatty", os.isatty(src))
+fcntl.ioctl(dst, FIOCLEX)
+print("cloexec", bool(fcntl.fcntl(dst, fcntl.F_GETFD) & fcntl.FD_CLOEXEC))
+# syscall() by number, as a program without glibc's wrappers makes them.
+n = libc.syscall(L(SYS_copy_file_range), L(src), None, L(dst), None, L(10000), L(0))
+print("copy_file_range", n, ctypes.get_errno() if n < 0 else "")
+os.lseek(dst, 0, os.SEEK_SET)
+print("copied", os.read(dst, 20000) == (b"0123456789" * 1000)[1000:])  # from src's position
+fd = libc.syscall(L(SYS_openat), L(-100), ctypes.c_char_p((d + "/src").encode()), L(os.O_RDONLY), L(0))
+buf = ctypes.create_string_buffer(10)
+print("openat+read", fd >= 0, libc.syscall(L(SYS_read), L(fd), buf, L(10)), buf.raw)
+st = ctypes.create_string_buffer(144)
+print("fstat", libc.syscall(L(SYS_fstat), L(fd), st), struct.unpack_from("q", st, 48)[0])
+print("close", libc.syscall(L(SYS_close), L(fd)))
+sfs = ctypes.create_string_buffer(120)
+print("fstatfs", libc.syscall(L(138), L(src), sfs), hex(struct.unpack_from("q", sfs, 0)[0]))
+print("getpid", libc.syscall(L(39)) == os.getpid())
+"#;
+
+#[test]
+fn ioctl_probes_and_syscall_by_number_are_answered() {
+    let img = image();
+    let out = img.ok("python3", &["-c", SCRIPT, &p("")]);
+    let want = [
+        "ficlone ENOTSUP", // EOPNOTSUPP: the same number on Linux
+        "ficlonerange ENOTSUP",
+        "dedupe ENOTSUP",
+        "ficlone-from-hashfs EXDEV",
+        "getflags 0",
+        "setflags-none ok",
+        "setflags-append ENOTSUP",
+        "fionread 9000",
+        "figetbsz 4096",
+        "isatty False",
+        "cloexec True",
+        "copy_file_range 9000 ",
+        "copied True",
+        "openat+read True 10 b'0123456789'",
+        "fstat 0 10000",
+        "close 0",
+        "fstatfs 0 0x48534653", // HashFS's f_type ("HSFS"), not /dev/null's file system
+        "getpid True",
+    ];
+    assert_eq!(out.lines().collect::<Vec<_>>(), want, "{out}");
+    img.fsck_clean();
+}
+
+/// `cp --reflink=auto` probes FICLONE and falls back to copying.
+#[test]
+fn cp_reflink_auto_falls_back_to_a_copy() {
+    let img = image();
+    img.ok("sh", &["-c", &format!("seq 1 20000 > {}", p("/a"))]);
+    img.ok("cp", &["--reflink=auto", &p("/a"), &p("/b")]);
+    img.ok("cmp", &[&p("/a"), &p("/b")]);
+    let o = img.run("cp", &["--reflink=always", &p("/a"), &p("/c")]);
+    assert!(!o.status.success(), "no clones: --reflink=always fails");
+    img.fsck_clean();
+}
