@@ -32,6 +32,7 @@ use hashfs::pm::holefault::{hole_faults, Filler, Ranges};
 use hashfs::pm::vspace;
 use std::sync::atomic::AtomicUsize;
 
+mod budget;
 mod copy;
 mod holes;
 mod place;
@@ -67,6 +68,9 @@ struct FileMap {
     runs: usize,
     /// Kernel mappings its next `map_pages` may bring `runs` to ([`growth_cap`]).
     cap: usize,
+    /// Kernel mappings held for it in the ledger beyond `runs`: a writable shared
+    /// mapping's worst case (`budget.rs`); 0 for the others.
+    reserve: usize,
     /// Served by a copy of the file's bytes (`copy.rs`), one anonymous mapping.
     copy: bool,
     file: Arc<OpenFile>,
@@ -92,10 +96,15 @@ static KERNEL_MAPS: AtomicUsize = AtomicUsize::new(0);
 static SHARED_COPIES: AtomicUsize = AtomicUsize::new(0);
 
 /// Publishes the counts of `maps` (under its lock, after any change).
+/// The kernel mappings record `m` holds in the ledger: those it made, or its reserve.
+fn held(m: &FileMap) -> usize {
+    m.runs.max(m.reserve)
+}
+
 fn recount(maps: &[FileMap]) {
     MAP_COUNT.store(maps.len(), Ordering::Relaxed);
     HOLE_MAPS.store(maps.iter().filter(|m| !m.holes.is_empty()).count(), Ordering::Relaxed);
-    let runs: usize = maps.iter().map(|m| m.runs).sum();
+    let runs: usize = maps.iter().map(held).sum();
     let before = KERNEL_MAPS.swap(runs, Ordering::Relaxed);
     if runs >= before {
         vspace::maps_taken((runs - before) as u64);
@@ -268,7 +277,7 @@ fn remap_filled(fs: &FileSystem<MmapDevice>, maps: &mut [FileMap], ino: Ino, lo:
 /// The kernel mappings a live record may grow to: what the budget leaves beside every
 /// other kernel mapping HashFS holds in the process, the ctFS views' among them (`copy.rs`).
 fn growth_cap(m: &FileMap) -> usize {
-    let others = vspace::maps_held().saturating_sub(m.runs as u64);
+    let others = vspace::maps_held().saturating_sub(held(m) as u64);
     MAX_RUNS_PER_MAP.min(vspace::map_budget().saturating_sub(others) as usize)
 }
 
@@ -368,12 +377,20 @@ fn map_file(
         holes: Ranges::default(),
         runs: 0,
         cap: 0,
+        reserve: 0,
         copy: false,
         file: of.clone(),
         _pin: Some(file.pin_blocks()),
     };
     m.cap = growth_cap(&m);
     let in_file = (size.saturating_sub(off as u64) as usize).next_multiple_of(PAGE).min(m.len);
+    if !private && prot & libc::PROT_WRITE != 0 {
+        let worst = budget::worst_case(fs, &m, in_file);
+        if worst > m.cap {
+            return Err(budget::refuse(&m, worst));
+        }
+        m.reserve = worst;
+    }
     let placed = if copy::preferred(fs, &MAPS.lock(), &m, in_file) {
         Err(libc::ENOMEM)
     } else if addr.is_null() && fixed == 0 {
@@ -538,6 +555,7 @@ mod tests {
             holes: Ranges::default(),
             runs: 0,
             cap: MAX_RUNS_PER_MAP,
+            reserve: 0,
             copy: false,
             file: of.clone(),
             _pin: None,

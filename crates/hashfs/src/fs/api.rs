@@ -285,6 +285,20 @@ impl<D: PmDevice> FileSystem<D> {
         }
     }
 
+    /// Whether a file's whole 2 MiB chunk written at once (a hole a mapping fills) gets
+    /// one aligned, physically contiguous extent while [`free_aligned_extents`] has one:
+    /// the aligned allocator's mappings and HashFS's grouped and regions placements. With
+    /// HashFS's paper placement (or the bitmap allocator) each block lies apart, one
+    /// kernel mapping each when a mapping shows them.
+    ///
+    /// [`free_aligned_extents`]: Self::free_aligned_extents
+    pub fn fills_whole_chunks(&self) -> bool {
+        match &self.inner.map {
+            crate::mapping::FileMap::Blocks(b) => b.alloc.kind() == crate::AllocatorKind::Aligned,
+            crate::mapping::FileMap::Hash(t) => t.groups().is_some(),
+        }
+    }
+
     /// Free aligned 2 MiB extents: runs of 512 free data blocks that start 2 MiB-aligned in
     /// the image (WineFS Fig. 3), what a memory-mapped file needs for 2 MiB pages. For
     /// HashFS, runs of 512 free (empty or tombstone) slots.
