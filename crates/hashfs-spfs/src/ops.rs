@@ -90,16 +90,17 @@ fn kind(mode: u32) -> FileType {
 /// What a write or truncation by an unprivileged caller does to a file's mode (the
 /// kernel leaves it to the daemon under FUSE_HANDLE_KILLPRIV_V2): set-user-ID goes, and
 /// set-group-ID where group execution makes it mean something.
-fn kill_suidgid(f: &File) {
-    let Ok(st) = rustix::fs::fstat(f) else { return };
+fn kill_suidgid(f: &File) -> Result<(), Errno> {
+    let st = rustix::fs::fstat(f).map_err(rerr)?;
     let mut m = st.st_mode & 0o7777;
     m &= !libc::S_ISUID;
     if m & libc::S_IXGRP != 0 {
         m &= !libc::S_ISGID;
     }
     if m != st.st_mode & 0o7777 {
-        let _ = rustix::fs::fchmod(f, Mode::from_raw_mode(m));
+        rustix::fs::fchmod(f, Mode::from_raw_mode(m)).map_err(rerr)?;
     }
+    Ok(())
 }
 
 impl StackedFuse {
@@ -323,7 +324,7 @@ impl Filesystem for StackedFuse {
                 };
                 self.truncate(key, &lower, size)?;
                 if req.uid() != 0 && mode.is_none() {
-                    kill_suidgid(&lower);
+                    kill_suidgid(&lower)?;
                 }
             }
             if atime.is_some() || mtime.is_some() {
@@ -347,7 +348,7 @@ impl Filesystem for StackedFuse {
                             ),
                         };
                         let a = hashfs::SetAttr { mtime: Some(at), ..hashfs::SetAttr::default() };
-                        let _ = self.stack.store.fs.setattr(p.pm.ino(), &a);
+                        self.stack.store.fs.setattr(p.pm.ino(), &a).map_err(|e| Errno::from_i32(e.errno()))?;
                     }
                 }
             }
@@ -473,7 +474,7 @@ impl Filesystem for StackedFuse {
             if flags.0 & libc::O_TRUNC != 0 && flags.0 & libc::O_ACCMODE != libc::O_RDONLY {
                 self.truncate(key, &lower, 0)?;
                 if req.uid() != 0 {
-                    kill_suidgid(&lower);
+                    kill_suidgid(&lower)?;
                 }
             }
             let state = self.stack.opened(key);
@@ -565,15 +566,13 @@ impl Filesystem for StackedFuse {
         _lock_owner: Option<LockOwner>,
         reply: ReplyWrite,
     ) {
-        if write_flags.contains(WriteFlags::FUSE_WRITE_KILL_SUIDGID) {
-            if let Ok((lower, _, _)) = self.file(fh) {
-                kill_suidgid(&lower);
+        let kill = write_flags.contains(WriteFlags::FUSE_WRITE_KILL_SUIDGID);
+        match self.file(fh).and_then(|(lower, sh, _)| {
+            if kill {
+                kill_suidgid(&lower)?;
             }
-        }
-        match self
-            .file(fh)
-            .and_then(|(lower, sh, _)| self.stack.write(&mut sh.lock(), &lower, offset, data).map_err(err))
-        {
+            self.stack.write(&mut sh.lock(), &lower, offset, data).map_err(err)
+        }) {
             Ok(n) => reply.written(n as u32),
             Err(e) => reply.error(e),
         }
