@@ -57,6 +57,7 @@ bugs=(
     "pswap-untorn-size-first|crates/hashfs/src/fs/untorn_pswap.rs|ctFS's atomic write commits the file's new size in a transaction before the one that swaps the staged pages in (the released ctFS sets the size before the data)|ctfs untorn-pswap,untorn-pswap-append"
     "shrink-tail-kept|crates/hashfs/src/fs/data.rs|a shrink leaves the rest of its new last block as it was (a mapping of the block shows the truncated bytes)|ops truncate-down"
     "recovery-tails-kept|crates/hashfs/src/fs/recovery.rs|recovery leaves bytes past EOF in a file's last block (a shrink's size durable before its zeroing, an append's bytes before its size)|ops append-small,append,truncate-down"
+    "clean-flag-first|crates/hashfs/src/fs/mod.rs|an unmount marks the image clean before it stores the times left in DRAM and makes one-fence appends' sizes plain (a crash after the flag skips recovery)|workload ace:append-small,unmount"
     "ctfs-unlogged-pswap|crates/hashfs/src/mapping/ctfs/tx.rs|ctFS's partition move stores its page-table swap straight to PM before the transaction that names the new partition (the released ctFS's order)|ctfs append,write-past-eof,truncate-down"
 )
 
@@ -206,6 +207,10 @@ elif name == "recovery-tails-kept":
     sub("crates/hashfs/src/fs/recovery.rs",
         "    if !report.was_clean || sb.format_version < FORMAT_ZEROED_TAILS {\n",
         "    if false {\n")
+elif name == "clean-flag-first":
+    sub("crates/hashfs/src/fs/mod.rs",
+        "        self.persist_all_times();\n        self.untag_all();\n        let mut sb = self.sb.lock();\n        sb.state = SB_STATE_CLEAN;\n        write_superblock(&*self.dev, &mut sb);\n",
+        "        let mut sb = self.sb.lock();\n        sb.state = SB_STATE_CLEAN;\n        write_superblock(&*self.dev, &mut sb);\n        drop(sb);\n        self.persist_all_times();\n        self.untag_all();\n        let mut sb = self.sb.lock();\n")
 elif name == "stacked-no-length-repair":
     sub("crates/hashfs-spfs/src/absorb.rs", "            if st.st_size as u64 > size {\n", "            if false && st.st_size as u64 > size {\n")
 elif name == "fast-append-no-fence":

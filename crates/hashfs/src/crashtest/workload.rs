@@ -120,6 +120,11 @@ pub enum Op {
         ftype: crate::FileType,
         rdev: u64,
     },
+    /// A clean unmount's work (`FileSystem::shutdown`): times still in DRAM stored,
+    /// one-fence appends' sizes made plain, the clean flag last. Nothing a user sees
+    /// changes; a crash part way must recover to the same tree. Last in a workload (the
+    /// image is clean afterwards).
+    Unmount,
     /// ctFS's pswap (`File::swap_pages`): `len` bytes at `off_a` of `a` and `off_b` of `b`
     /// exchange their pages.
     SwapPages {
@@ -193,6 +198,10 @@ impl Op {
 
     /// After the operation ran (`ok`: it succeeded): an fsync made its file's times durable.
     pub fn end_lag<D: PmDevice>(&self, fs: &FileSystem<D>, lag: &mut Lagging, ok: bool) {
+        if let (true, Op::Unmount) = (ok, self) {
+            lag.clear(); // an unmount stores every file's times
+            return;
+        }
         if let (true, Op::Fsync { path }) = (ok, self) {
             if let Ok(ino) = fs.resolve(p(path)) {
                 lag.remove(&ino.0);
@@ -271,6 +280,7 @@ impl Op {
                 let (parent, name) = fs.resolve_parent(p(path))?;
                 fs.mknod_at(parent, &name, *ftype, 0o640, *rdev, crate::Owner::ROOT).map(drop)
             }
+            Op::Unmount => fs.shutdown(),
             Op::SwapPages { a, off_a, b, off_b, len } => {
                 let fa = fs.open_file(p(a), &rw())?;
                 let fb = fs.open_file(p(b), &rw())?;
@@ -310,6 +320,7 @@ impl fmt::Display for Op {
             Op::Mknod { path, ftype, rdev } => write!(f, "mknod {path} {ftype:?} {rdev:#x}"),
             Op::SetXattr { path, name, len, seed } => write!(f, "setxattr {path} {name} {len} bytes (seed {seed})"),
             Op::RemoveXattr { path, name } => write!(f, "removexattr {path} {name}"),
+            Op::Unmount => write!(f, "unmount"),
             Op::SwapPages { a, off_a, b, off_b, len } => {
                 write!(f, "pswap {a} at {off_a} and {b} at {off_b}, {len} bytes")
             }
@@ -473,6 +484,7 @@ pub fn ace_op(name: &str) -> Option<Op> {
         // A large file growing into its second chunk in a piece smaller than a chunk: the
         // chunk is claimed, 16 of its blocks filled (`FsInner::claim_span`).
         "grow-chunk" => Op::Write { path: s("/h"), off: 2 << 20, len: 64 << 10, seed: 30 },
+        "unmount" => Op::Unmount,
         "pswap" => Op::SwapPages { a: s("/A/f"), off_a: 0, b: s("/h"), off_b: 4096, len: 8192 },
         "pswap-self" => Op::SwapPages { a: s("/h"), off_a: 0, b: s("/h"), off_b: 36_864, len: 4096 },
         "untorn-pswap" => Op::Untorn { path: s("/A/f"), off: Some(100), len: 100 << 10, seed: 27 },
