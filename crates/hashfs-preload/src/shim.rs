@@ -268,7 +268,10 @@ fn prefix_bytes() -> Option<&'static [u8]> {
         }
         // SAFETY: as above.
         let b = unsafe { CStr::from_ptr(v) }.to_bytes();
-        let trimmed = b.strip_suffix(b"/").unwrap_or(b);
+        let mut trimmed = b;
+        while let Some(t) = trimmed.strip_suffix(b"/") {
+            trimmed = t; // "/pm/" is "/pm", and "//" is "/"
+        }
         if b.first() != Some(&b'/') || trimmed.is_empty() || trimmed.len() > libc::PATH_MAX as usize {
             eprintln!("hashfs_preload: HASHFS_MOUNT must be an absolute path other than /; nothing is served");
             return None;
