@@ -51,8 +51,6 @@ use nodes::Nodes;
 /// docs/benchmarks.md: the lookups and getattrs it saves under filebench).
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
 const S_ISGID: u32 = 0o2000;
-const S_ISUID: u32 = 0o4000;
-const S_IXGRP: u32 = 0o010;
 
 fn errno(e: &Error) -> Errno {
     Errno::from_i32(e.errno())
@@ -225,11 +223,8 @@ impl<D: PmDevice> HashFsFuse<D> {
     /// kernel leaves it to the daemon under FUSE_HANDLE_KILLPRIV_V2): set-user-ID goes,
     /// and set-group-ID where group execution makes it mean something.
     fn kill_suidgid(&self, i: Ino) -> Result<(), Error> {
-        let perm = self.fs.getattr(i)?.perm;
-        let mut p = perm & !S_ISUID;
-        if p & S_IXGRP != 0 {
-            p &= !S_ISGID;
-        }
+        let md = self.fs.peek_attr(i)?;
+        let (perm, p) = (md.perm, hashfs::perm_without_set_id(md.perm, md.is_dir()));
         if p != perm {
             self.fs.setattr(i, &SetAttr { perm: Some(p), ..SetAttr::default() })?;
         }
@@ -414,7 +409,7 @@ impl<D: PmDevice> Filesystem for HashFsFuse<D> {
         match ino(i).and_then(|i| {
             if (uid.is_some() || gid.is_some()) && mode.is_none() {
                 let md = self.fs.peek_attr(i)?;
-                let kept = hashfs::perm_after_chown(md.perm, md.is_dir());
+                let kept = hashfs::perm_without_set_id(md.perm, md.is_dir());
                 a.perm = (kept != md.perm).then_some(kept);
             }
             let m = self.fs.setattr(i, &a)?;

@@ -92,11 +92,8 @@ fn kind(mode: u32) -> FileType {
 /// set-group-ID where group execution makes it mean something.
 fn kill_suidgid(f: &File) -> Result<(), Errno> {
     let st = rustix::fs::fstat(f).map_err(rerr)?;
-    let mut m = st.st_mode & 0o7777;
-    m &= !libc::S_ISUID;
-    if m & libc::S_IXGRP != 0 {
-        m &= !libc::S_ISGID;
-    }
+    let is_dir = st.st_mode & libc::S_IFMT == libc::S_IFDIR;
+    let m = hashfs::perm_without_set_id(st.st_mode & 0o7777, is_dir);
     if m != st.st_mode & 0o7777 {
         rustix::fs::fchmod(f, Mode::from_raw_mode(m)).map_err(rerr)?;
     }

@@ -37,9 +37,13 @@ impl<D: PmDevice> FsInner<D> {
     /// fences. Returns whether there were any.
     pub(crate) fn zero_tail_past_eof(&self, cell: &InodeCell, raw: &InodeRaw) -> Result<bool> {
         let Some((at, len)) = self.tail_past_eof(cell, raw)? else { return Ok(false) };
+        self.zero_flushed(at, len);
+        Ok(true)
+    }
+
+    fn zero_flushed(&self, at: DevOffset, len: u64) {
         self.dev.zero(at, len);
         self.dev.flush(at, len);
-        Ok(true)
     }
 
     /// Zeroes the bytes past EOF in the last block before the size grows, up to `upto`: a
@@ -50,8 +54,7 @@ impl<D: PmDevice> FsInner<D> {
         let Some((at, len)) = self.tail_past_eof(cell, raw)? else { return Ok(()) };
         let len = len.min(upto.saturating_sub(raw.size));
         if len > 0 {
-            self.dev.zero(at, len);
-            self.dev.flush(at, len);
+            self.zero_flushed(at, len);
         }
         Ok(())
     }
@@ -59,10 +62,13 @@ impl<D: PmDevice> FsInner<D> {
     /// The bytes stored past EOF in the last block of `ino` (empty when there are none):
     /// for checks of F2 (the crash explorer's snapshots, tests).
     pub(crate) fn bytes_past_eof(&self, cell: &InodeCell, raw: &InodeRaw) -> Result<Vec<u8>> {
-        let Some((at, len)) = self.tail_past_eof(cell, raw)? else { return Ok(Vec::new()) };
+        Ok(self.tail_past_eof(cell, raw)?.map(|(at, len)| self.read_tail(at, len)).unwrap_or_default())
+    }
+
+    fn read_tail(&self, at: DevOffset, len: u64) -> Vec<u8> {
         let mut buf = vec![0u8; len as usize];
         self.dev.read(at, &mut buf);
-        Ok(buf)
+        buf
     }
 
     /// Recovery after a crash: zeroes the bytes past EOF of every regular file in `files`
@@ -78,9 +84,9 @@ impl<D: PmDevice> FsInner<D> {
             if raw.is_dir() || raw.is_special() || raw.is_symlink() {
                 continue;
             }
-            let cell = InodeCell::new(ino, raw);
-            if self.bytes_past_eof(&cell, &raw)?.iter().any(|&b| b != 0) {
-                self.zero_tail_past_eof(&cell, &raw)?;
+            let Some((at, len)) = self.tail_past_eof(&InodeCell::new(ino, raw), &raw)? else { continue };
+            if self.read_tail(at, len).iter().any(|&b| b != 0) {
+                self.zero_flushed(at, len);
                 zeroed += 1;
             }
         }

@@ -127,12 +127,13 @@ pub struct SetAttr {
     pub mtime: Option<SetTime>,
 }
 
-/// The permission bits an owner or group change leaves, as Linux's chown does for every
-/// caller, root included: set-user-ID cleared, and set-group-ID when the group may
-/// execute (without group execute it marks mandatory locking and stays); a directory
-/// keeps both. Every front end applies it (the shim's chown; the mount's setattr, where
-/// FUSE_HANDLE_KILLPRIV_V2 leaves it to the daemon).
-pub fn perm_after_chown(perm: u32, is_dir: bool) -> u32 {
+/// The permission bits left when Linux drops a file's set-ID privileges: on every owner
+/// or group change (root's chown too), and on a write or truncation by a caller without
+/// CAP_FSETID: set-user-ID cleared, and set-group-ID when the group may execute (without
+/// group execute it marks mandatory locking and stays); a directory keeps both. Every
+/// front end applies it (the shim's chown; the mount's setattr and writes, where
+/// FUSE_HANDLE_KILLPRIV_V2 leaves it to the daemon; the stacked mount's writes).
+pub fn perm_without_set_id(perm: u32, is_dir: bool) -> u32 {
     if is_dir {
         return perm;
     }
