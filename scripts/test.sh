@@ -1,8 +1,22 @@
 #!/usr/bin/env bash
-# The test command: formatting, lints, and every test of the workspace.
+# The test command, in two tiers:
+#
+#   ./scripts/test.sh          # every change: formatting, lints, every crate's tests, a
+#                              # bounded crash explorer and the deliberate bugs planted in
+#                              # the files that changed (within 10 minutes from a warm build)
+#   ./scripts/test.sh --full   # what CI runs (.ci/run): the above, the mount's and the shim's
+#                              # other configurations, the benchmarks' smoke runs, every
+#                              # mapping and placement through the conformance suite and the
+#                              # explorer, and every deliberate bug
+#
 # Needs only a Rust toolchain (cargo); crates come from crates.io.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+case "${1:-}" in
+    "") full=false ;;
+    --full) full=true ;;
+    *) echo "usage: $0 [--full]" >&2; exit 2 ;;
+esac
 if ! command -v cargo >/dev/null 2>&1; then
     [ -f "$HOME/.cargo/env" ] && . "$HOME/.cargo/env"
 fi
@@ -81,23 +95,40 @@ if [ -n "$missing" ]; then
     fi
     echo "WARNING: missing$missing; the tests that need them will be SKIPPED (listed at the end)" >&2
 fi
+# Every cargo command below selects the whole workspace (`--workspace`, narrowed by `--test`
+# or `--lib`), never one package (`-p`): a package alone resolves its dependencies' features
+# apart from the workspace's (libc's extra_traits, for one) and compiles everything again.
 stage "fmt, clippy"
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets -- -D warnings
 stage "build, workspace tests"
-cargo build --workspace   # includes libhashfs_preload.so and libhashfs_spfs_shim.so, which the shim tests load
+# The binaries and the shims (libhashfs_preload.so, libhashfs_spfs_shim.so, which the shim
+# tests load and build again if stale) in the profile the tests build with (`test`:
+# optimized, with debug info), whose libraries `cargo test` then reuses.
+cargo build --workspace --profile test
 cargo test --workspace -- --skip explore_
+if ! $full; then
+    # The explorer on HashFS's mapping, recovery crashed on the first 2 images of each crash
+    # point (about a minute); the deliberate bugs in the files that differ from HEAD, each
+    # built in a scratch tree that later runs rebuild incrementally.
+    stage "crash explorer (bounded): mapping hashfs"
+    HASHFS_TEST_MAPPING=hashfs HASHFS_CRASH_RECOVERY_IMAGES=2 \
+        cargo test -q --workspace --test crash_consistency -- --nocapture --test-threads 1
+    stage "crash explorer: deliberate bugs in the changed files"
+    bash scripts/crash-bugs.sh --changed
+    exit 0
+fi
 # The mount's tests again with their images in memory (/dev/shm; the default temporary
 # directory here is on disk): there the daemon stores each write's times before answering
 # and has the kernel send no fsync (hashfs-fuse's `sync_at_write`).
 stage "FUSE tests with images in memory"
-TMPDIR=/dev/shm cargo test -p hashfs-cli --test fuse_posix --test fuse_cache
+TMPDIR=/dev/shm cargo test --workspace --test fuse_posix --test fuse_cache
 # The POSIX checks once more on SPFS's stacked mount (`--lower`), whose daemon makes each
 # object in the lower directory with the caller's identity; the tests of what the plain
 # mount keeps in its image (fsck, special files in the image, attribute sizes past the
 # lower file system's limit, fsync without a round trip) do not apply there.
 stage "POSIX suite on the stacked mount"
-HASHFS_TEST_STACKED=1 cargo test -p hashfs-cli --test fuse_posix -- errno_of_each_failure success_cases \
+HASHFS_TEST_STACKED=1 cargo test --workspace --test fuse_posix -- errno_of_each_failure success_cases \
     permissions_for_other_users writes_by_others_clear_set_id_bits chown_clears_set_id_bits_of_non_directories \
     fallocate_modes_through_the_mount cache_modes_keep_every_write
 # And once more through FUSE over io_uring (`mount -o io_uring`): the kernel's switch is
@@ -109,7 +140,7 @@ if [ -w "$uring_switch" ]; then
     uring_was=$(cat "$uring_switch")
     echo 1 > "$uring_switch"
     uring_rc=0
-    TMPDIR=/dev/shm HASHFS_TEST_MOUNT_OPTS=io_uring cargo test -p hashfs-cli --test fuse_posix --test fuse_cache \
+    TMPDIR=/dev/shm HASHFS_TEST_MOUNT_OPTS=io_uring cargo test --workspace --test fuse_posix --test fuse_cache \
         || uring_rc=$?
     case "$uring_was" in Y|1) echo 1 > "$uring_switch" ;; *) echo 0 > "$uring_switch" ;; esac
     [ "$uring_rc" -eq 0 ] || exit "$uring_rc"
@@ -121,15 +152,24 @@ else
     echo "SKIPPED: FUSE over io_uring ($uring_switch)" >&2
 fi
 # The paper benchmark's cycle probe (cargo feature `probe`, off in every other build): lint,
-# its unit test and the benchmark's smoke run, in their own target directory.
+# its unit test and the benchmark's smoke run. Its builds share the target directory (the
+# dependencies are built once; cargo keeps each feature set's artifacts apart and puts the
+# right binary in target/debug at every build).
 stage "probe build: clippy, unit test, images"
-cargo clippy -p hashfs-cli --all-targets --features probe --target-dir target/probe -- -D warnings
-cargo test -p hashfs --features probe --target-dir target/probe --lib probe
-cargo test -p hashfs-cli --features probe --target-dir target/probe --bin hashfs images::
+# (The crates without probe code are left out of its lint and unit tests; hashfs-cli still
+# brings in every dependency the workspace has, so their features stay the workspace's.)
+probe=(--workspace --features hashfs-cli/probe)
+probe_only=("${probe[@]}" --exclude hashfs-fuse --exclude hashfs-preload --exclude hashfs-spfs-shim
+    --exclude hashfs-interpose --exclude hashfs-spfs)
+cargo clippy "${probe_only[@]}" --all-targets -- -D warnings
+cargo test "${probe_only[@]}" --lib probe
+cargo test "${probe[@]}" --bin hashfs images::
 stage "paper benchmark smoke run, plot.py tests"
 # (its ctfs-ycsb runs LevelDB through the shim built above, without the probe)
 HASHFS_BENCH_SHIM="$PWD/target/debug/libhashfs_preload.so" \
-    cargo test -p hashfs-cli --features probe --target-dir target/probe --test cli paper_benchmark
+    cargo test "${probe[@]}" --test cli paper_benchmark
+# (and the binary without the probe back in target/debug for the smoke runs below)
+cargo build --workspace --profile test
 # The paper pages' verdict rules (bench/plot.py needs matplotlib: the system Python has it).
 for py in python3 /usr/bin/python3; do
     if "$py" -c "import matplotlib" 2>/dev/null; then "$py" bench/test_plot.py; break; fi
@@ -154,33 +194,39 @@ fi
 # The portable fallbacks: the weakest flush instruction and scalar hashing, through the
 # real mmap device (CLI tests) and the file system (model tests).
 stage "clflush and scalar fallbacks"
-HASHFS_FLUSH=clflush HASHFS_SIMD=scalar cargo test -p hashfs-cli --test cli
-HASHFS_SIMD=scalar HASHFS_MODEL_SEEDS=10 cargo test -p hashfs --test model_based
-# The conformance suite (model, corrupt-image, full-device, concurrency and churn tests)
-# against every other mapping, and the allocator mappings once more with the fragmentation
-# generator at layout score 0.7; the crash explorer's bounded runs (tests/crash_consistency.rs)
+HASHFS_FLUSH=clflush HASHFS_SIMD=scalar cargo test --workspace --test cli
+HASHFS_SIMD=scalar HASHFS_MODEL_SEEDS=10 cargo test --workspace --test model_based
+# The conformance suite (model, corrupt-image, full-device, POSIX, one-fence append, untorn
+# write and churn tests: the test files that run on HASHFS_TEST_MAPPING, the others run once
+# above) against every other mapping, and the allocator mappings once more with the
+# fragmentation generator at layout score 0.7; the crash explorer's bounded runs (tests/crash_consistency.rs)
 # for every mapping, with their figures printed. HashFS's run crashes recovery on every
 # image; the other mappings' runs on the first 4 images of each crash point
 # (HASHFS_CRASH_RECOVERY_IMAGES: recovery crashes were 85% of their states and time),
 # which keeps CI well inside its 90 minutes. `hashfs crashtest` crashes every recovery.
+conformance=(--workspace)
+for t in corrupted_image crash_consistency full_device model_based one_fence_appends posix_semantics \
+    table_churn untorn_writes; do
+    conformance+=(--test "$t")
+done
 for m in extent-tree extent-tree-cached radix-tree cuckoo extent-hash ctfs; do
     stage "conformance suite: mapping $m"
-    HASHFS_TEST_MAPPING=$m cargo test -q -p hashfs --tests -- --skip explore_
+    HASHFS_TEST_MAPPING=$m cargo test -q "${conformance[@]}" -- --skip explore_
 done
 stage "conformance suite: mapping hashfs, grouped placement"
-HASHFS_TEST_MAPPING=hashfs HASHFS_TEST_PLACEMENT=grouped cargo test -q -p hashfs --tests -- --skip explore_
+HASHFS_TEST_MAPPING=hashfs HASHFS_TEST_PLACEMENT=grouped cargo test -q "${conformance[@]}" -- --skip explore_
 stage "conformance suite: mapping hashfs, regions placement"
-HASHFS_TEST_MAPPING=hashfs HASHFS_TEST_PLACEMENT=regions cargo test -q -p hashfs --tests -- --skip explore_
+HASHFS_TEST_MAPPING=hashfs HASHFS_TEST_PLACEMENT=regions cargo test -q "${conformance[@]}" -- --skip explore_
 for m in extent-tree radix-tree cuckoo extent-hash; do
     stage "conformance suite: mapping $m, layout score 0.7"
-    HASHFS_TEST_MAPPING=$m HASHFS_TEST_LAYOUT_SCORE=0.7 cargo test -q -p hashfs --tests -- --skip explore_
+    HASHFS_TEST_MAPPING=$m HASHFS_TEST_LAYOUT_SCORE=0.7 cargo test -q "${conformance[@]}" -- --skip explore_
 done
 for m in hashfs extent-tree extent-tree-cached radix-tree cuckoo extent-hash ctfs; do
     stage "crash explorer: mapping $m"
     recovery_images=4
     [ "$m" = hashfs ] && recovery_images=
     HASHFS_TEST_MAPPING=$m HASHFS_CRASH_RECOVERY_IMAGES=$recovery_images \
-        cargo test -q -p hashfs --test crash_consistency -- --nocapture --test-threads 1
+        cargo test -q --workspace --test crash_consistency -- --nocapture --test-threads 1
 done
 # The grouped placement's images are 8 MiB (whole 2 MiB groups), each state 8 times the
 # work: single operations (the chunk writes, claims, moves and drops among them) and the
@@ -190,7 +236,7 @@ done
 # (`hashfs crashtest --mapping hashfs --placement grouped --seq 2 --random 8 --two-threads 10`).
 stage "crash explorer: mapping hashfs, grouped placement"
 HASHFS_TEST_MAPPING=hashfs HASHFS_TEST_PLACEMENT=grouped HASHFS_CRASH_RECOVERY_IMAGES=16 \
-    cargo test -q -p hashfs --test crash_consistency -- --nocapture --test-threads 1 \
+    cargo test -q --workspace --test crash_consistency -- --nocapture --test-threads 1 \
     --skip explore_pairs_of_operations --skip explore_random_sequences --skip explore_two_threads \
     --skip explore_strict_mode_writes
 # The regions placement's explorer images start with their one open group past its
@@ -202,15 +248,15 @@ HASHFS_TEST_MAPPING=hashfs HASHFS_TEST_PLACEMENT=grouped HASHFS_CRASH_RECOVERY_I
 stage "crash explorer: mapping hashfs, regions placement"
 HASHFS_TEST_MAPPING=hashfs HASHFS_TEST_PLACEMENT=regions HASHFS_CRASH_RECOVERY_IMAGES=2 \
     HASHFS_CRASH_OPS=create,append,unlink,write-chunk,grow-chunk \
-    cargo test -q -p hashfs --test crash_consistency -- --nocapture --test-threads 1 \
+    cargo test -q --workspace --test crash_consistency -- --nocapture --test-threads 1 \
     explore_every_single_operation explore_create_needing_a_new_directory_block explore_hole_fills_roll_back_whole
 stage "crash explorer: mapping extent-tree, layout score 0.7"
 HASHFS_TEST_MAPPING=extent-tree HASHFS_TEST_LAYOUT_SCORE=0.7 HASHFS_CRASH_RECOVERY_IMAGES=4 \
-    cargo test -q -p hashfs --test crash_consistency -- --nocapture --test-threads 1
+    cargo test -q --workspace --test crash_consistency -- --nocapture --test-threads 1
 # SPFS's stacked mode: its explorer over the PM side (the lower file as it stood at each
 # fence); the full run is `cargo test -p hashfs-spfs --release -- --ignored explore_full`.
 stage "crash explorer: SPFS stacked mode, PM side"
-cargo test -q -p hashfs-spfs --lib crashtest -- --nocapture
+cargo test -q --workspace --lib crashtest -- --nocapture
 # The explorer catches deliberate bugs (each one rebuilt in a scratch copy of the tree).
 stage "crash explorer: deliberate bugs"
 bash scripts/crash-bugs.sh

@@ -467,9 +467,11 @@ fn ycsb_tools(dir: &Path) -> Option<Vec<(&'static str, PathBuf)>> {
     let bin = Path::new(env!("CARGO_BIN_EXE_hashfs"));
     let profile = bin.parent().unwrap();
     let mut c = Command::new(env!("CARGO"));
-    c.args(["build", "-q", "-p", "hashfs-preload", "--target-dir"]).arg(profile.parent().unwrap());
+    c.args(["build", "-q", "--workspace", "--lib", "--target-dir"]).arg(profile.parent().unwrap());
     if profile.file_name().is_some_and(|n| n == "release") {
         c.arg("--release");
+    } else {
+        c.args(["--profile", "test"]);
     }
     assert!(c.status().unwrap().success(), "building libhashfs_preload.so");
     let shim = profile.join("libhashfs_preload.so");

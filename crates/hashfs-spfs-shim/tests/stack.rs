@@ -13,13 +13,19 @@ fn shim_path() -> PathBuf {
     // target/<profile>/deps/stack-xxxx -> target/<profile>/libhashfs_spfs_shim.so
     let exe = std::env::current_exe().unwrap();
     let profile_dir = exe.parent().unwrap().parent().unwrap();
-    // `cargo test` builds the crate only as an rlib for the test: build the cdylib too.
+    // `cargo test` builds the crate only as an rlib for the test: build the cdylib too, with
+    // the whole workspace's features (as scripts/test.sh's `cargo build --workspace`), so
+    // that this build reuses that one instead of compiling the libraries again.
     static BUILT: std::sync::Once = std::sync::Once::new();
     BUILT.call_once(|| {
         let mut c = Command::new(env!("CARGO"));
-        c.args(["build", "-p", "hashfs-spfs-shim"]);
+        c.args(["build", "--workspace", "--lib"]);
+        // In the profile of the test's own build (`cargo test` builds with `test`, whose
+        // libraries it then reuses; `cargo test --release` with `release`).
         if profile_dir.file_name().is_some_and(|n| n == "release") {
             c.arg("--release");
+        } else {
+            c.args(["--profile", "test"]);
         }
         assert!(c.status().unwrap().success(), "building libhashfs_spfs_shim.so");
     });

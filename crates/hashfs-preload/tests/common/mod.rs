@@ -49,13 +49,19 @@ pub fn shim_path() -> PathBuf {
     let profile_dir = exe.parent().unwrap().parent().unwrap();
     let so = profile_dir.join("libhashfs_preload.so");
     // `cargo test` builds the library only as an rlib and never rebuilds the cdylib: build
-    // it every time (a no-op when up to date), so the tests never load a stale shim.
+    // it every time (a no-op when up to date), so the tests never load a stale shim; with the
+    // whole workspace's features, as scripts/test.sh's `cargo build --workspace`, so that it
+    // reuses that build instead of compiling the libraries again.
     static BUILT: std::sync::Once = std::sync::Once::new();
     BUILT.call_once(|| {
         let mut c = Command::new(env!("CARGO"));
-        c.args(["build", "-p", "hashfs-preload"]);
+        c.args(["build", "--workspace", "--lib"]);
+        // In the profile of the test's own build (`cargo test` builds with `test`, whose
+        // libraries it then reuses; `cargo test --release` with `release`).
         if profile_dir.file_name().is_some_and(|n| n == "release") {
             c.arg("--release");
+        } else {
+            c.args(["--profile", "test"]);
         }
         assert!(c.status().unwrap().success(), "building libhashfs_preload.so");
     });
