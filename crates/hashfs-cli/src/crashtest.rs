@@ -53,9 +53,14 @@ pub struct CrashtestArgs {
     /// States sampled at a larger crash point.
     #[arg(long, default_value_t = 32)]
     samples: u64,
-    /// States checked at each fence of a crashed recovery.
-    #[arg(long, default_value_t = 2)]
+    /// States checked at each fence of a crashed recovery: all when there are at most this
+    /// many, else this many sampled as at a crash point (the extremes and mixes).
+    #[arg(long, default_value_t = Config::default().recovery_samples)]
     recovery_samples: u64,
+    /// Recoveries crashed in a row: 2 also crashes the recovery of a crashed recovery (on
+    /// the first image of each crash point), 3 the one after, ...
+    #[arg(long, default_value_t = Config::default().recovery_depth)]
+    recovery_depth: u32,
     /// Crash recovery on at most this many images of each crash point (default: all).
     #[arg(long)]
     recovery_images: Option<u64>,
@@ -138,6 +143,7 @@ pub fn run(a: CrashtestArgs) -> Result<usize, String> {
         exhaustive_limit: a.exhaustive_limit,
         samples: a.samples,
         recovery_samples: a.recovery_samples,
+        recovery_depth: a.recovery_depth,
         recovery_images_per_point: a.recovery_images.unwrap_or(u64::MAX),
         seed,
         only,
@@ -250,7 +256,7 @@ pub fn run(a: CrashtestArgs) -> Result<usize, String> {
                 "seq": a.seq, "ops": if a.ops.is_empty() { serde_json::json!("each mapping's (see mappings)") } else { serde_json::json!(a.ops) },
                 "random": a.random, "random_len": a.random_len,
                 "two_threads": a.two_threads, "exhaustive_limit": cfg.exhaustive_limit,
-                "samples": cfg.samples, "recovery_samples": cfg.recovery_samples,
+                "samples": cfg.samples, "recovery_samples": cfg.recovery_samples, "recovery_depth": cfg.recovery_depth,
                 "layout_score": a.layout_score, "threads": threads,
                 "image_bytes": crashtest::image_bytes(placement), "placement": placement.name(),
                 "write_mode": write_mode.name(),

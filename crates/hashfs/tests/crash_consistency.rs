@@ -88,7 +88,7 @@ fn explore_pairs_of_operations() {
     // fewer samples at the large crash points.
     let ops = crashtest::ace_ops(test_mapping(), test_placement());
     let w: Vec<Workload> = crashtest::ace_workloads(&ops, 2).into_iter().skip(ops.len()).step_by(13).collect();
-    let cfg = Config { samples: 12, recovery_samples: 2, ..config() };
+    let cfg = Config { samples: 12, ..config() };
     let (stats, failures) = crashtest::run(&cfg, test_mapping(), test_layout_score(), &w, threads(), &|_, _, _| {});
     report("pairs of operations", &stats, &failures);
     assert!(stats.workloads >= 48);
@@ -103,7 +103,7 @@ fn explore_strict_mode_writes() {
         ["overwrite", "overwrite-small", "write-past-eof", "fill-hole", "append", "untorn-hole", "overwrite-large"];
     let mut w = crashtest::ace_workloads(&ops, 1);
     w.extend((0..4).map(|i| crashtest::random_workload(seed() + 100, i, 6)));
-    let cfg = Config { samples: 16, recovery_samples: 2, write_mode: hashfs::WriteMode::Strict, ..config() };
+    let cfg = Config { samples: 16, write_mode: hashfs::WriteMode::Strict, ..config() };
     let (stats, failures) = crashtest::run(&cfg, test_mapping(), test_layout_score(), &w, threads(), &|_, _, _| {});
     report("strict-mode writes", &stats, &failures);
     assert_eq!(stats.workloads, w.len() as u64);
@@ -144,7 +144,7 @@ fn explore_fsync_makes_write_times_durable() {
         "ace:append,fsync,fsync-g,overwrite",
     ];
     let w = workloads(&ids);
-    let cfg = Config { samples: 16, recovery_samples: 2, ..config() };
+    let cfg = Config { samples: 16, ..config() };
     let (stats, failures) = crashtest::run(&cfg, test_mapping(), test_layout_score(), &w, threads(), &|_, _, _| {});
     report("writes then fsync", &stats, &failures);
     assert_eq!(stats.workloads, w.len() as u64);
@@ -153,7 +153,7 @@ fn explore_fsync_makes_write_times_durable() {
 #[test]
 fn explore_random_sequences() {
     let w: Vec<Workload> = (0..8).map(|i| crashtest::random_workload(seed(), i, 6)).collect();
-    let cfg = Config { samples: 24, recovery_samples: 2, ..config() };
+    let cfg = Config { samples: 24, ..config() };
     let (stats, failures) = crashtest::run(&cfg, test_mapping(), test_layout_score(), &w, threads(), &|_, _, _| {});
     report("random sequences", &stats, &failures);
 }

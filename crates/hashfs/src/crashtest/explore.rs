@@ -9,8 +9,12 @@
 //!    written since their last fsync, which may be any they had since it;
 //! 3. fsck finds nothing after a clean unmount;
 //! 4. recovery itself survives a crash: the first recovery runs under capture, is crashed
-//!    at each of its own fences, and the second recovery must give the same state as the
-//!    first, again fsck-clean.
+//!    at each of its own fences into images sampled by the same rules as a crash point's
+//!    (every one when they are few; else nothing of the fence, all of it, and mixes with
+//!    lines out of step), and the second recovery must give the same state as the first,
+//!    again fsck-clean; the second recovery is crashed in turn (from one image of one fence
+//!    of the first, on the first image of each crash point), and so on to
+//!    [`Config::recovery_depth`], after which a recovery runs uncrashed.
 
 #![forbid(unsafe_code)]
 
@@ -33,8 +37,14 @@ pub struct Config {
     /// States checked at a crash point with more than `exhaustive_limit` (the two extremes
     /// and random ones).
     pub samples: u64,
-    /// States checked at each fence of a crashed recovery (likewise).
+    /// States checked at each fence of a crashed recovery: every one when there are at most
+    /// this many, else this many sampled (the two extremes and mixes, as at a crash point).
     pub recovery_samples: u64,
+    /// How many recoveries in a row are crashed: 1 crashes the first recovery only; 2 also
+    /// crashes, on the first image of each crash point, the recovery of one image of one of
+    /// the first recovery's fences (a seeded choice; every distinct image of that fence is
+    /// recovered, the last under capture) at each of its own fences; and so on.
+    pub recovery_depth: u32,
     /// Recovery crashes for at most this many images per crash point (0: none).
     pub recovery_images_per_point: u64,
     /// Seeds every sample.
@@ -53,7 +63,8 @@ impl Default for Config {
         Config {
             exhaustive_limit: 1 << 12,
             samples: 32,
-            recovery_samples: 2,
+            recovery_samples: 4,
+            recovery_depth: 2,
             recovery_images_per_point: u64::MAX,
             seed: 0,
             only: None,
@@ -438,6 +449,9 @@ fn explore_point(
             continue;
         }
         recovery_crashed += 1;
+        // The recoveries after it are crashed too, from one of its fences (a seeded choice)
+        // on the first image of the point.
+        let deep = (cfg.seed ^ (pidx as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15)) % rpoints.len().max(1) as u64;
         for (ridx, rp) in rpoints.iter().enumerate() {
             if cfg.only.is_some_and(|o| o.rpoint.is_some_and(|r| r != ridx)) {
                 continue;
@@ -447,25 +461,39 @@ fn explore_point(
             if rp.lines.is_empty() && rp.durable == img {
                 continue;
             }
-            explore_recovery_point(cfg, rp, ridx, state, &clean, stats).map_err(|(rstate, rdesc, msg)| Found {
-                point: pidx,
-                state,
-                rpoint: Some((ridx, rstate)),
-                persisted: format!("{}; in the crashed recovery: {rdesc}", persisted()),
-                message: format!("a second recovery differs from the first: {msg}"),
+            let deeper = recovery_crashed == 1 && ridx as u64 == deep;
+            let depth = Depth { now: 1, max: if deeper { cfg.recovery_depth } else { 1 } };
+            explore_recovery_point(cfg, rp, ridx, state, depth, &clean, stats).map_err(|(rstate, rdesc, msg)| {
+                Found {
+                    point: pidx,
+                    state,
+                    rpoint: Some((ridx, rstate)),
+                    persisted: format!("{}; in the crashed recovery: {rdesc}", persisted()),
+                    message: format!("a second recovery differs from the first: {msg}"),
+                }
             })?;
         }
     }
     Ok(())
 }
 
-/// The states of one fence of a crashed recovery: each must recover to `clean`, the state
-/// the first recovery reached. Errs with the state, what it persisted, and the message.
+/// Which crashed recovery in a row a fence belongs to, and how many may be crashed.
+#[derive(Clone, Copy)]
+struct Depth {
+    now: u32,
+    max: u32,
+}
+
+/// The states of one fence of a crashed recovery (the `depth.now`th in a row): each must
+/// recover to `clean`, the state the first recovery reached, and the recovery of the last
+/// distinct one is crashed in turn while `depth.now` is below `depth.max`. Errs with the
+/// state, what it persisted (and what the crashed recoveries after it did), and the message.
 fn explore_recovery_point(
     cfg: &Config,
     rp: &CrashPoint,
     ridx: usize,
-    state: u64,
+    seed: u64,
+    depth: Depth,
     clean: &Snapshot,
     stats: &mut Stats,
 ) -> Result<(), (u64, String, String)> {
@@ -475,16 +503,35 @@ fn explore_recovery_point(
     let rex = rcount <= cfg.recovery_samples;
     let rn = if rex { rcount } else { cfg.recovery_samples.max(2) };
     let mut rseen = HashSet::new();
+    let mut last = None;
     for rstate in 0..rn {
-        if cfg.only.is_some_and(|o| o.rstate.is_some_and(|s| s != rstate)) {
+        if depth.now == 1 && cfg.only.is_some_and(|o| o.rstate.is_some_and(|s| s != rstate)) {
             continue;
         }
-        let (rimg, rchoices) = image_for(rp, rstate, rex, cfg.seed ^ state, ridx);
+        let (rimg, rchoices) = image_for(rp, rstate, rex, seed, ridx);
         if !rseen.insert(image_hash(&rimg)) {
             continue;
         }
         stats.recovery_states += 1;
         recover_and_check(&rimg, &again, false).map_err(|msg| (rstate, describe(rp, &rchoices), msg))?;
+        last = Some((rstate, rimg, rchoices));
+    }
+    // The next recovery, crashed at each of its fences: on the last image (a mix when the
+    // fence was sampled), which the recovery above has just passed uncrashed.
+    let Some((rstate, rimg, rchoices)) = last.filter(|_| depth.now < depth.max) else {
+        return Ok(());
+    };
+    let (_, next, _) = recover_and_check(&rimg, &again, true).map_err(|msg| (rstate, describe(rp, &rchoices), msg))?;
+    for (nidx, np) in next.iter().enumerate() {
+        if np.lines.is_empty() && np.durable == rimg {
+            continue;
+        }
+        let nseed = seed ^ rstate.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ u64::from(depth.now) << 48;
+        let deeper = Depth { now: depth.now + 1, ..depth };
+        explore_recovery_point(cfg, np, nidx, nseed, deeper, clean, stats).map_err(|(s, d, m)| {
+            let then = format!("then recovery {} crashed at its fence {nidx}, state {s}", deeper.now);
+            (rstate, format!("{}; {then}: {d}", describe(rp, &rchoices)), m)
+        })?;
     }
     Ok(())
 }

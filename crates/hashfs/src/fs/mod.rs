@@ -230,11 +230,21 @@ fn random_u64() -> u64 {
     h.finish()
 }
 
-/// Seals and writes both superblock copies, primary first, each made durable before the
-/// next is touched, so that one copy is always whole.
+/// Seals and writes both superblock copies, each made durable before the next is touched,
+/// so that one copy is always whole: the primary first, unless the secondary is not whole
+/// now (a crash tore it while the last mount or unmount wrote it), which is written first.
+/// (Primary first every time, a crash of the mount that follows such a crash tears the
+/// primary too, and the image no longer mounts.)
 pub(crate) fn write_superblock<D: PmDevice>(dev: &D, sb: &mut Superblock) {
     sb.seal();
-    for off in [SB_PRIMARY_OFF, SB_SECONDARY_OFF] {
+    let mut secondary = Superblock::zeroed();
+    dev.read(SB_SECONDARY_OFF, bytemuck::bytes_of_mut(&mut secondary));
+    let order = if secondary.validate(dev.len_bytes()).is_ok() {
+        [SB_PRIMARY_OFF, SB_SECONDARY_OFF]
+    } else {
+        [SB_SECONDARY_OFF, SB_PRIMARY_OFF]
+    };
+    for off in order {
         dev.write(off, bytemuck::bytes_of(sb));
         dev.flush(off, std::mem::size_of::<Superblock>() as u64);
         dev.fence();
