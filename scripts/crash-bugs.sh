@@ -13,6 +13,8 @@
 #   ./scripts/crash-bugs.sh --changed  # those whose file differs from HEAD (the quick tier
 #                                      # of scripts/test.sh; HASHFS_CHANGED_SINCE=REV
 #                                      # compares with REV instead), or none
+#   ./scripts/crash-bugs.sh --table    # docs/crash-bugs.md's table (the tests check it is
+#                                      # this list)
 #
 # Exit 0 only if every bug was caught. The scratch tree and its build stay in
 # ${HASHFS_BUGS_DIR:-/tmp/hashfs-crash-bugs} so that reruns rebuild incrementally.
@@ -64,6 +66,7 @@ bugs=(
     "rollback-unfenced|crates/hashfs/src/journal.rs|recovery marks the journals empty with no fence after the rollback's restores (a crash of recovery may leave a journal empty before the bytes it restored)|ops chmod,mkdir,rename"
     "settle-blocks-first|crates/hashfs/src/fs/append_tag.rs|recovery settles a one-fence append's size storing the block-count word before the size word (a crash of recovery between leaves the tagged size beside a plain block count, taken as whole)|ops append-small,append-cross"
     "superblock-primary-first|crates/hashfs/src/fs/mod.rs|a mount writes the primary superblock first even when a crash tore the secondary (a crash of the mount after a crashed mount leaves no whole copy)|ops chmod,mkdir,rename"
+    "sync-forgets-times|crates/hashfs/src/fs/api.rs|sync leaves the times of writes in DRAM (they may lag only until a sync or the file's fsync)|workload ace:overwrite,append,sync,chmod"
     "ctfs-unlogged-pswap|crates/hashfs/src/mapping/ctfs/tx.rs|ctFS's partition move stores its page-table swap straight to PM before the transaction that names the new partition (the released ctFS's order)|ctfs append,write-past-eof,truncate-down"
 )
 
@@ -94,6 +97,10 @@ elif name == "superblock-primary-first":
     sub("crates/hashfs/src/fs/mod.rs",
         "    let order = if secondary.validate(dev.len_bytes()).is_ok() {",
         "    let order = if secondary.validate(dev.len_bytes()).is_ok() || true {")
+elif name == "sync-forgets-times":
+    sub("crates/hashfs/src/fs/api.rs",
+        "    pub fn sync(&self) -> Result<()> {\n        self.inner.persist_all_times();\n",
+        "    pub fn sync(&self) -> Result<()> {\n")
 elif name == "reverse-rollback":
     sub("crates/hashfs/src/journal.rs", "txs.sort_by_key(|t| std::cmp::Reverse(t.0));", "txs.sort_by_key(|t| t.0);")
 elif name == "rename-undo-fence":
@@ -334,6 +341,16 @@ fresh_copy() {
         touch "$work/src/$changed"
     done
 }
+
+if [ "${1:-}" = --table ]; then
+    echo "| bug | file | what it does | caught by |"
+    echo "|---|---|---|---|"
+    for b in "${bugs[@]}"; do
+        IFS='|' read -r name file what check <<<"$b"
+        echo "| \`$name\` | \`${file#crates/}\` | $what | \`$check\` |"
+    done
+    exit 0
+fi
 
 chosen=()
 if [ "${1:-}" = --changed ]; then

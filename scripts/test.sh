@@ -98,9 +98,15 @@ fi
 # Every cargo command below selects the whole workspace (`--workspace`, narrowed by `--test`
 # or `--lib`), never one package (`-p`): a package alone resolves its dependencies' features
 # apart from the workspace's (libc's extra_traits, for one) and compiles everything again.
-stage "fmt, clippy"
+stage "fmt, clippy, docs/crash-bugs.md"
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets -- -D warnings
+# The deliberate bugs' table in the docs is the script's list.
+if ! diff <(bash scripts/crash-bugs.sh --table) \
+    <(sed -n '/^<!-- table: /,/^<!-- end of table -->/p' docs/crash-bugs.md | sed '1d;$d'); then
+    echo "docs/crash-bugs.md's table differs from scripts/crash-bugs.sh's list (--table prints it)" >&2
+    exit 1
+fi
 stage "build, workspace tests"
 # The binaries and the shims (libhashfs_preload.so, libhashfs_spfs_shim.so, which the shim
 # tests load and build again if stale) in the profile the tests build with (`test`:

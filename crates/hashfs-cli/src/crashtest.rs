@@ -124,6 +124,7 @@ pub fn run(a: CrashtestArgs) -> Result<usize, String> {
             }
         }
         println!("{}", names.join("\n"));
+        println!("(in --workload sequences only: {})", crashtest::MOUNT_OPS.join(", "));
         return Ok(0);
     }
     let seed = match a.seed {

@@ -228,6 +228,26 @@ fn explore_unmount_after_changes() {
     report("unmount after changes", &stats, &failures);
 }
 
+/// A remount (a clean unmount, then a mount that writes its superblock and builds its
+/// caches again from the media) between changes, crashed in both halves, with work on the
+/// new mount after it; and `sync` after writes whose times it stores (a crash after it must
+/// show them). `scripts/crash-bugs.sh sync-forgets-times` leaves them in DRAM.
+#[test]
+fn explore_remount_and_sync() {
+    let w = workloads(&[
+        "ace:remount",
+        "ace:append-small,remount,append-small",
+        "ace:truncate-down,remount,write-past-eof",
+        "ace:unlink,remount,create",
+        "ace:sync",
+        "ace:overwrite,append,sync,chmod",
+    ]);
+    let (stats, failures) =
+        crashtest::run(&config(), test_mapping(), test_layout_score(), &w, threads(), &|_, _, _| {});
+    report("remount and sync", &stats, &failures);
+    assert_eq!(stats.workloads, w.len() as u64);
+}
+
 /// fsck on a freshly crashed image: at every fence of operations that leave crash
 /// leftovers (reservations of writes, unlinked open files, half-freed blocks, two copies of
 /// a key from an untorn write's key switch), the check without recovery finds no error,

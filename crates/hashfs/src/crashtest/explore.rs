@@ -333,7 +333,7 @@ impl Recording {
 /// Runs the workload on a crash device made from `base`, capturing every fence.
 fn record(base: &[u8], w: &Workload) -> Result<Recording, String> {
     let dev = Arc::new(CrashDevice::from_image(base));
-    let (fs, _) =
+    let (mut fs, _) =
         FileSystem::mount(dev.clone(), &|_, _| {}).map_err(|e| format!("the base image does not mount: {e}"))?;
     let snap =
         |fs: &FileSystem<CrashDevice>| Snapshot::of(fs).map_err(|e| format!("the live file system does not walk: {e}"));
@@ -350,6 +350,10 @@ fn record(base: &[u8], w: &Workload) -> Result<Recording, String> {
         op.start_lag(&fs, &mut lag, k);
         lagging.push(lag.clone());
         let ok = op.apply(&fs).is_ok(); // a failing operation must change nothing, which is checked too
+        if ok && matches!(op, Op::Remount) {
+            drop(fs); // unmounted by the operation
+            fs = FileSystem::mount(dev.clone(), &|_, _| {}).map_err(|e| format!("the remount failed: {e}"))?.0;
+        }
         op.end_lag(&fs, &mut lag, ok);
         states.push(snap(&fs)?);
     }

@@ -21,7 +21,7 @@ pub mod snapshot;
 pub mod workload;
 
 pub use explore::{Config, Failure, Only, Stats};
-pub use workload::{ace_workloads, random_workload, Workload, ACE_OPS, CHUNK_OPS, PSWAP_OPS, UNTORN_OPS};
+pub use workload::{ace_workloads, random_workload, Workload, ACE_OPS, CHUNK_OPS, MOUNT_OPS, PSWAP_OPS, UNTORN_OPS};
 
 use crate::fs::{format, FormatOptions};
 use crate::layout::{AllocatorKind, HashPlacement, WriteMode};

@@ -125,6 +125,12 @@ pub enum Op {
     /// changes; a crash part way must recover to the same tree. Last in a workload (the
     /// image is clean afterwards).
     Unmount,
+    /// A clean unmount, then a mount of the same image (its superblock written, its caches
+    /// built again from the media): what follows runs on the new mount. Crashed in both
+    /// halves; nothing a user sees changes.
+    Remount,
+    /// `sync`/`syncfs` (`FileSystem::sync`): the times writes left in DRAM stored.
+    Sync,
     /// ctFS's pswap (`File::swap_pages`): `len` bytes at `off_a` of `a` and `off_b` of `b`
     /// exchange their pages.
     SwapPages {
@@ -198,8 +204,8 @@ impl Op {
 
     /// After the operation ran (`ok`: it succeeded): an fsync made its file's times durable.
     pub fn end_lag<D: PmDevice>(&self, fs: &FileSystem<D>, lag: &mut Lagging, ok: bool) {
-        if let (true, Op::Unmount) = (ok, self) {
-            lag.clear(); // an unmount stores every file's times
+        if let (true, Op::Unmount | Op::Remount | Op::Sync) = (ok, self) {
+            lag.clear(); // each stores every file's times
             return;
         }
         if let (true, Op::Fsync { path }) = (ok, self) {
@@ -280,7 +286,9 @@ impl Op {
                 let (parent, name) = fs.resolve_parent(p(path))?;
                 fs.mknod_at(parent, &name, *ftype, 0o640, *rdev, crate::Owner::ROOT).map(drop)
             }
-            Op::Unmount => fs.shutdown(),
+            // (The explorer mounts the image again after a remount's unmount half.)
+            Op::Unmount | Op::Remount => fs.shutdown(),
+            Op::Sync => fs.sync(),
             Op::SwapPages { a, off_a, b, off_b, len } => {
                 let fa = fs.open_file(p(a), &rw())?;
                 let fb = fs.open_file(p(b), &rw())?;
@@ -321,6 +329,8 @@ impl fmt::Display for Op {
             Op::SetXattr { path, name, len, seed } => write!(f, "setxattr {path} {name} {len} bytes (seed {seed})"),
             Op::RemoveXattr { path, name } => write!(f, "removexattr {path} {name}"),
             Op::Unmount => write!(f, "unmount"),
+            Op::Remount => write!(f, "remount"),
+            Op::Sync => write!(f, "sync"),
             Op::SwapPages { a, off_a, b, off_b, len } => {
                 write!(f, "pswap {a} at {off_a} and {b} at {off_b}, {len} bytes")
             }
@@ -350,6 +360,10 @@ pub fn base_tree<D: PmDevice>(fs: &FileSystem<D>) -> Result<()> {
 const LONG_NAME: &str = "a-name-long-enough-to-take-several-directory-slots-and-cross-cache-lines-0123456789abcdefghijklmnopqrstuvwxyz-0123456789abcdefghijklmnopqrstuvwxyz-0123456789abcdefghijklmnopqrstuvwxyz-0123456789abcdef";
 
 /// The named operations over [`base_tree`] that sequences are built from.
+/// Operations on the whole mount, named in `--workload` sequences only (not paired by
+/// `--seq`): a clean unmount (last), an unmount and mount, a sync.
+pub const MOUNT_OPS: &[&str] = &["unmount", "remount", "sync"];
+
 pub const ACE_OPS: &[&str] = &[
     "create",
     "create-long",
@@ -485,6 +499,8 @@ pub fn ace_op(name: &str) -> Option<Op> {
         // chunk is claimed, 16 of its blocks filled (`FsInner::claim_span`).
         "grow-chunk" => Op::Write { path: s("/h"), off: 2 << 20, len: 64 << 10, seed: 30 },
         "unmount" => Op::Unmount,
+        "remount" => Op::Remount,
+        "sync" => Op::Sync,
         "pswap" => Op::SwapPages { a: s("/A/f"), off_a: 0, b: s("/h"), off_b: 4096, len: 8192 },
         "pswap-self" => Op::SwapPages { a: s("/h"), off_a: 0, b: s("/h"), off_b: 36_864, len: 4096 },
         "untorn-pswap" => Op::Untorn { path: s("/A/f"), off: Some(100), len: 100 << 10, seed: 27 },
