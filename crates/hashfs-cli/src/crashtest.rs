@@ -61,6 +61,9 @@ pub struct CrashtestArgs {
     /// the first image of each crash point), 3 the one after, ...
     #[arg(long, default_value_t = Config::default().recovery_depth)]
     recovery_depth: u32,
+    /// Journals of the explored images (1: as on a machine with one CPU).
+    #[arg(long, default_value_t = Config::default().journals, value_parser = clap::value_parser!(u32).range(1..))]
+    journals: u32,
     /// Crash recovery on at most this many images of each crash point (default: all).
     #[arg(long)]
     recovery_images: Option<u64>,
@@ -145,6 +148,7 @@ pub fn run(a: CrashtestArgs) -> Result<usize, String> {
         samples: a.samples,
         recovery_samples: a.recovery_samples,
         recovery_depth: a.recovery_depth,
+        journals: a.journals,
         recovery_images_per_point: a.recovery_images.unwrap_or(u64::MAX),
         seed,
         only,
@@ -207,7 +211,7 @@ pub fn run(a: CrashtestArgs) -> Result<usize, String> {
         });
         bar.finish_and_clear();
         if a.two_threads > 0 {
-            let base = crashtest::base_image_in(m, a.layout_score, placement, write_mode);
+            let base = crashtest::base_image_in(m, a.layout_score, placement, write_mode, a.journals);
             let mut open2 = 0;
             for round in 0..a.two_threads {
                 let (s, o) = concurrent::explore_two_threads(&cfg, m.name(), &base, round, 6, &mut f);

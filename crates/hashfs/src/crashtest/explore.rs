@@ -56,6 +56,8 @@ pub struct Config {
     /// The write mode the explored images are made with (strict: every write of up to the
     /// untorn limit must be whole or absent).
     pub write_mode: crate::layout::WriteMode,
+    /// The journals of the explored images (1: a machine with one CPU).
+    pub journals: u32,
 }
 
 impl Default for Config {
@@ -70,6 +72,7 @@ impl Default for Config {
             only: None,
             placement: crate::layout::HashPlacement::Paper,
             write_mode: crate::layout::WriteMode::Relaxed,
+            journals: super::EXPLORER_JOURNALS,
         }
     }
 }

@@ -62,6 +62,10 @@ pub fn ace_ops(mapping: MappingKind, placement: HashPlacement) -> Vec<&'static s
     v
 }
 
+/// The journals of an explorer image unless [`Config::journals`] says otherwise: two, so
+/// that two threads can have transactions open at once.
+pub const EXPLORER_JOURNALS: u32 = 2;
+
 /// The format options of an explorer image: the allocator mappings use the bitmap
 /// allocator's fragmentation generator when `layout_score` is below 1, else the aligned
 /// allocator (the default of new images).
@@ -70,7 +74,7 @@ pub fn format_options(mapping: MappingKind, layout_score: f64, placement: HashPl
     FormatOptions {
         placement,
         region_load: (placement == HashPlacement::Regions).then_some(REGION_LOAD_PPM as f64 / 1e6),
-        journal_count: 2,
+        journal_count: EXPLORER_JOURNALS,
         journal_blocks: 4,
         inode_count: Some(64),
         hash_seed: Some(0x5EED),
@@ -128,13 +132,21 @@ impl Scratch {
 
 /// The cleanly unmounted image every workload of `mapping` starts from.
 pub fn base_image(mapping: MappingKind, layout_score: f64, placement: HashPlacement) -> Vec<u8> {
-    base_image_in(mapping, layout_score, placement, WriteMode::Relaxed)
+    base_image_in(mapping, layout_score, placement, WriteMode::Relaxed, EXPLORER_JOURNALS)
 }
 
-/// [`base_image`], made with write mode `mode` (where every mount of it starts).
-pub fn base_image_in(mapping: MappingKind, layout_score: f64, placement: HashPlacement, mode: WriteMode) -> Vec<u8> {
-    let s =
-        Scratch::with_options(&FormatOptions { write_mode: mode, ..format_options(mapping, layout_score, placement) });
+/// [`base_image`], made with write mode `mode` (where every mount of it starts) and
+/// `journals` journals (the explorer's default is 2; 1 is a machine with one CPU).
+pub fn base_image_in(
+    mapping: MappingKind,
+    layout_score: f64,
+    placement: HashPlacement,
+    mode: WriteMode,
+    journals: u32,
+) -> Vec<u8> {
+    let opts =
+        FormatOptions { write_mode: mode, journal_count: journals, ..format_options(mapping, layout_score, placement) };
+    let s = Scratch::with_options(&opts);
     s.fs.unmount().expect("the base image unmounts");
     s.dev.live_image()
 }
@@ -150,7 +162,7 @@ pub fn run(
     threads: usize,
     progress: &(dyn Fn(usize, &Stats, &[Failure]) + Sync),
 ) -> (Stats, Vec<Failure>) {
-    let base = base_image_in(mapping, layout_score, cfg.placement, cfg.write_mode);
+    let base = base_image_in(mapping, layout_score, cfg.placement, cfg.write_mode, cfg.journals);
     // As the reproducer's `--mapping` argument.
     let mut name = match (mapping, cfg.placement) {
         (MappingKind::HashFs, HashPlacement::Grouped) => "hashfs --placement grouped".to_string(),
