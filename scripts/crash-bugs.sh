@@ -67,6 +67,7 @@ bugs=(
     "settle-blocks-first|crates/hashfs/src/fs/append_tag.rs|recovery settles a one-fence append's size storing the block-count word before the size word (a crash of recovery between leaves the tagged size beside a plain block count, taken as whole)|ops append-small,append-cross"
     "superblock-primary-first|crates/hashfs/src/fs/mod.rs|a mount writes the primary superblock first even when a crash tore the secondary (a crash of the mount after a crashed mount leaves no whole copy)|ops chmod,mkdir,rename"
     "sync-forgets-times|crates/hashfs/src/fs/api.rs|sync leaves the times of writes in DRAM (they may lag only until a sync or the file's fsync)|workload ace:overwrite,append,sync,chmod"
+    "purge-unlocked|crates/hashfs/src/mapping/hashfs/purge.rs|HashFS's tombstone purge runs without the purge lock (a purge between an insert's probe and its claim leaves an EMPTY slot on the new key's path)|unit threads_inserting_freeing_and_purging_keep_every_path"
     "ctfs-unlogged-pswap|crates/hashfs/src/mapping/ctfs/tx.rs|ctFS's partition move stores its page-table swap straight to PM before the transaction that names the new partition (the released ctFS's order)|ctfs append,write-past-eof,truncate-down"
 )
 
@@ -101,6 +102,10 @@ elif name == "sync-forgets-times":
     sub("crates/hashfs/src/fs/api.rs",
         "    pub fn sync(&self) -> Result<()> {\n        self.inner.persist_all_times();\n",
         "    pub fn sync(&self) -> Result<()> {\n")
+elif name == "purge-unlocked":
+    sub("crates/hashfs/src/mapping/hashfs/purge.rs",
+        "        let _g = self.purge_lock.write();\n        if let Some(r) = self.regions() {",
+        "        if let Some(r) = self.regions() {")
 elif name == "reverse-rollback":
     sub("crates/hashfs/src/journal.rs", "txs.sort_by_key(|t| std::cmp::Reverse(t.0));", "txs.sort_by_key(|t| t.0);")
 elif name == "rename-undo-fence":

@@ -24,6 +24,8 @@
 
 pub mod groups;
 mod purge;
+#[cfg(test)]
+mod races;
 pub mod regions;
 
 use super::simd::{self, SimdKind};
