@@ -68,6 +68,8 @@ bugs=(
     "superblock-primary-first|crates/hashfs/src/fs/mod.rs|a mount writes the primary superblock first even when a crash tore the secondary (a crash of the mount after a crashed mount leaves no whole copy)|ops chmod,mkdir,rename"
     "sync-forgets-times|crates/hashfs/src/fs/api.rs|sync leaves the times of writes in DRAM (they may lag only until a sync or the file's fsync)|workload ace:overwrite,append,sync,chmod"
     "purge-unlocked|crates/hashfs/src/mapping/hashfs/purge.rs|HashFS's tombstone purge runs without the purge lock (a purge between an insert's probe and its claim leaves an EMPTY slot on the new key's path)|unit threads_inserting_freeing_and_purging_keep_every_path"
+    "rename-replace-drops-links|crates/hashfs/src/fs/rename.rs|a rename over a name of a file with other hard links drops all its links (the file is freed under its other names)|workload ace:link,rename-replace"
+    "rename-source-in-place|crates/hashfs/src/fs/rename.rs|a rename to a new name clears the source entry in place, outside its transaction (NOVA's rename bug: a crash before the commit loses the file)|ops rename,rename-across"
     "ctfs-unlogged-pswap|crates/hashfs/src/mapping/ctfs/tx.rs|ctFS's partition move stores its page-table swap straight to PM before the transaction that names the new partition (the released ctFS's order)|ctfs append,write-past-eof,truncate-down"
 )
 
@@ -106,6 +108,14 @@ elif name == "purge-unlocked":
     sub("crates/hashfs/src/mapping/hashfs/purge.rs",
         "        let _g = self.purge_lock.write();\n        if let Some(r) = self.regions() {",
         "        if let Some(r) = self.regions() {")
+elif name == "rename-replace-drops-links":
+    sub("crates/hashfs/src/fs/rename.rs",
+        "                } else {\n                    r.nlink -= 1;\n                }",
+        "                } else {\n                    r.nlink = 0;\n                }")
+elif name == "rename-source-in-place":
+    sub("crates/hashfs/src/fs/rename.rs",
+        "                let entry = self.prepare_entry(tcell, gd, mv.dname, mv.src.ftype)?;\n                tx.write_u64(src_off, 0);\n",
+        "                let entry = self.prepare_entry(tcell, gd, mv.dname, mv.src.ftype)?;\n                self.dev.store_u64(src_off, 0);\n                self.dev.flush(src_off, 8);\n")
 elif name == "reverse-rollback":
     sub("crates/hashfs/src/journal.rs", "txs.sort_by_key(|t| std::cmp::Reverse(t.0));", "txs.sort_by_key(|t| t.0);")
 elif name == "rename-undo-fence":

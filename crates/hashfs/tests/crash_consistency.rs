@@ -263,6 +263,25 @@ fn explore_one_journal() {
     report("two threads, one journal", &stats, &failures);
 }
 
+/// Hard links across directories with renames over them (link counts after a rename
+/// replaces one name of a linked file, a rename between two names of one inode, an
+/// exchange and an unlink of a linked name), the bug classes Chipmunk and NOVA's fuzzer
+/// found in other PM file systems.
+#[test]
+fn explore_links_with_renames() {
+    let w = workloads(&[
+        "ace:link,rename-replace",
+        "ace:link,rename-over-link",
+        "ace:link,exchange",
+        "ace:link,unlink,rename-across",
+        "ace:link,rename-across,unlink-open",
+    ]);
+    let (stats, failures) =
+        crashtest::run(&config(), test_mapping(), test_layout_score(), &w, threads(), &|_, _, _| {});
+    report("links with renames", &stats, &failures);
+    assert_eq!(stats.workloads, w.len() as u64);
+}
+
 /// A remount (a clean unmount, then a mount that writes its superblock and builds its
 /// caches again from the media) between changes, crashed in both halves, with work on the
 /// new mount after it; and `sync` after writes whose times it stores (a crash after it must
