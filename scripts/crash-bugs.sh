@@ -70,6 +70,13 @@ bugs=(
     "purge-unlocked|crates/hashfs/src/mapping/hashfs/purge.rs|HashFS's tombstone purge runs without the purge lock (a purge between an insert's probe and its claim leaves an EMPTY slot on the new key's path)|unit threads_inserting_freeing_and_purging_keep_every_path"
     "rename-replace-drops-links|crates/hashfs/src/fs/rename.rs|a rename over a name of a file with other hard links drops all its links (the file is freed under its other names)|workload ace:link,rename-replace"
     "rename-source-in-place|crates/hashfs/src/fs/rename.rs|a rename to a new name clears the source entry in place, outside its transaction (NOVA's rename bug: a crash before the commit loses the file)|ops rename,rename-across"
+    "symlink-target-cached|crates/hashfs/src/fs/ops.rs|a new symlink's target is stored with cached stores and never flushed (the commit's fence does not make it durable)|ops symlink"
+    "link-count-unlogged|crates/hashfs/src/fs/ops.rs|link adds the new name in its transaction but leaves the file's raised link count in DRAM (link count after an in-place update)|ops link"
+    "mkdir-parent-count|crates/hashfs/src/fs/ops.rs|mkdir does not count the new directory's '..' in its parent's link count|ops mkdir"
+    "rename-dir-parent-kept|crates/hashfs/src/fs/rename.rs|a directory renamed into another directory keeps its old parent ('..'; a rename record missing the new parent)|ops rename-dir"
+    "unlink-keeps-count|crates/hashfs/src/fs/ops.rs|unlink removes the name but leaves the file's link count (the inode is never freed: a leak after every unlink)|ops unlink"
+    "rmdir-parent-count|crates/hashfs/src/fs/ops.rs|rmdir leaves the parent's link count counting the removed directory's '..'|ops rmdir"
+    "exchange-one-entry|crates/hashfs/src/fs/rename.rs|an exchange points the source's entry at the target but leaves the target's entry as it was (two names of one inode, the other inode unnamed)|ops exchange"
     "ctfs-unlogged-pswap|crates/hashfs/src/mapping/ctfs/tx.rs|ctFS's partition move stores its page-table swap straight to PM before the transaction that names the new partition (the released ctFS's order)|ctfs append,write-past-eof,truncate-down"
 )
 
@@ -116,6 +123,34 @@ elif name == "rename-source-in-place":
     sub("crates/hashfs/src/fs/rename.rs",
         "                let entry = self.prepare_entry(tcell, gd, mv.dname, mv.src.ftype)?;\n                tx.write_u64(src_off, 0);\n",
         "                let entry = self.prepare_entry(tcell, gd, mv.dname, mv.src.ftype)?;\n                self.dev.store_u64(src_off, 0);\n                self.dev.flush(src_off, 8);\n")
+elif name == "symlink-target-cached":
+    sub("crates/hashfs/src/fs/ops.rs",
+        "        self.dev.write_nt(self.geo.block_off(slot.0), &blk);\n        Ok(slot)\n",
+        "        self.dev.write(self.geo.block_off(slot.0), &blk);\n        Ok(slot)\n")
+elif name == "link-count-unlogged":
+    sub("crates/hashfs/src/fs/ops.rs",
+        "                    inode::tx_write_inode(&mut tx, &self.geo, ino, &mut craw);\n",
+        "")
+elif name == "mkdir-parent-count":
+    sub("crates/hashfs/src/fs/ops.rs",
+        "        if ftype == FileType::Directory {\n            praw.nlink += 1;\n        }\n",
+        "")
+elif name == "rename-dir-parent-kept":
+    sub("crates/hashfs/src/fs/rename.rs",
+        "                if mv.src_is_dir() {\n                    st.moved.parent = mv.dp.0;\n                    ddir.nlink += 1;\n                }\n                pending = Some(entry);",
+        "                if mv.src_is_dir() {\n                    ddir.nlink += 1;\n                }\n                pending = Some(entry);")
+elif name == "unlink-keeps-count":
+    sub("crates/hashfs/src/fs/ops.rs",
+        "        } else {\n            craw.nlink -= 1;\n        }\n        let mut tx = self.journals.begin();\n        tx.write_u64(slot_off, 0);\n",
+        "        }\n        let mut tx = self.journals.begin();\n        tx.write_u64(slot_off, 0);\n")
+elif name == "rmdir-parent-count":
+    sub("crates/hashfs/src/fs/ops.rs",
+        "        if kind == RemoveKind::Dir {\n            praw.nlink -= 1;\n            craw.nlink = 0;\n",
+        "        if kind == RemoveKind::Dir {\n            craw.nlink = 0;\n")
+elif name == "exchange-one-entry":
+    sub("crates/hashfs/src/fs/rename.rs",
+        "                tx.write_u64(d_off, mv.src.ino.get());\n                tx.write_u64(d_off + 8, DirIndex::header_word1(d.nslots, mv.dname.len(), mv.src.ftype));\n                let r = st.replaced.as_mut().expect(\"exchange target\");\n",
+        "                let r = st.replaced.as_mut().expect(\"exchange target\");\n")
 elif name == "reverse-rollback":
     sub("crates/hashfs/src/journal.rs", "txs.sort_by_key(|t| std::cmp::Reverse(t.0));", "txs.sort_by_key(|t| t.0);")
 elif name == "rename-undo-fence":
