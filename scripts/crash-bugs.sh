@@ -77,6 +77,12 @@ bugs=(
     "unlink-keeps-count|crates/hashfs/src/fs/ops.rs|unlink removes the name but leaves the file's link count (the inode is never freed: a leak after every unlink)|ops unlink"
     "rmdir-parent-count|crates/hashfs/src/fs/ops.rs|rmdir leaves the parent's link count counting the removed directory's '..'|ops rmdir"
     "exchange-one-entry|crates/hashfs/src/fs/rename.rs|an exchange points the source's entry at the target but leaves the target's entry as it was (two names of one inode, the other inode unnamed)|ops exchange"
+    "punch-partial-unflushed|crates/hashfs/src/fs/fallocate.rs|a hole punch zeroes the partial blocks at its ends without flushing them (the zeros may never reach the media)|ops punch"
+    "truncate-frees-first|crates/hashfs/src/fs/data.rs|a HashFS shrink frees the blocks past the new size before the transaction that commits it (a crash between leaves the old size over freed blocks)|ops truncate-down"
+    "unlink-entry-in-place|crates/hashfs/src/fs/ops.rs|unlink clears the directory entry in place, outside the transaction that drops the link count|ops unlink"
+    "create-inode-unwritten|crates/hashfs/src/fs/ops.rs|a create commits the new directory entry without writing the new inode in its transaction|ops create"
+    "setattr-in-place|crates/hashfs/src/fs/ops.rs|chmod, chown and utimens store the inode in place, outside a transaction (a crash may tear it across its cache lines)|ops chmod,chown,utimens"
+    "append-key-unflushed|crates/hashfs/src/fs/append.rs|a fast append stores its new blocks' HashFS keys without flushing them (the size that covers them may be durable first)|ops append,write-past-eof"
     "ctfs-unlogged-pswap|crates/hashfs/src/mapping/ctfs/tx.rs|ctFS's partition move stores its page-table swap straight to PM before the transaction that names the new partition (the released ctFS's order)|ctfs append,write-past-eof,truncate-down"
 )
 
@@ -151,6 +157,33 @@ elif name == "exchange-one-entry":
     sub("crates/hashfs/src/fs/rename.rs",
         "                tx.write_u64(d_off, mv.src.ino.get());\n                tx.write_u64(d_off + 8, DirIndex::header_word1(d.nslots, mv.dname.len(), mv.src.ftype));\n                let r = st.replaced.as_mut().expect(\"exchange target\");\n",
         "                let r = st.replaced.as_mut().expect(\"exchange target\");\n")
+elif name == "punch-partial-unflushed":
+    sub("crates/hashfs/src/fs/fallocate.rs",
+        "                    self.dev.zero(at, b - a);\n                    self.dev.flush(at, b - a);\n",
+        "                    self.dev.zero(at, b - a);\n")
+elif name == "truncate-frees-first":
+    sub("crates/hashfs/src/fs/data.rs",
+        "        raw.blocks = raw.blocks.saturating_sub(victims.len() as u64);\n        let mut tx = self.journals.begin();\n",
+        "        raw.blocks = raw.blocks.saturating_sub(victims.len() as u64);\n        if let FileMap::Hash(t) = &self.map {\n            free_slots(t, &*self.dev, &victims);\n        }\n        let mut tx = self.journals.begin();\n")
+    sub("crates/hashfs/src/fs/data.rs",
+        "            FileMap::Hash(t) => free_slots(t, &*self.dev, &victims),\n            FileMap::Blocks(b) if new_size < old_size => {",
+        "            FileMap::Hash(_) => {}\n            FileMap::Blocks(b) if new_size < old_size => {")
+elif name == "unlink-entry-in-place":
+    sub("crates/hashfs/src/fs/ops.rs",
+        "        let mut tx = self.journals.begin();\n        tx.write_u64(slot_off, 0);\n        inode::tx_write_inode(&mut tx, &self.geo, parent, &mut praw);\n",
+        "        self.dev.store_u64(slot_off, 0);\n        self.dev.flush(slot_off, 8);\n        let mut tx = self.journals.begin();\n        inode::tx_write_inode(&mut tx, &self.geo, parent, &mut praw);\n")
+elif name == "create-inode-unwritten":
+    sub("crates/hashfs/src/fs/ops.rs",
+        "                    inode::tx_write_inode(&mut tx, &self.geo, ino, raw);\n                    inode::tx_write_inode(&mut tx, &self.geo, parent, &mut praw);\n",
+        "                    inode::tx_write_inode(&mut tx, &self.geo, parent, &mut praw);\n")
+elif name == "setattr-in-place":
+    sub("crates/hashfs/src/fs/ops.rs",
+        "        let mut tx = self.journals.begin();\n        inode::tx_write_inode(&mut tx, &self.geo, ino, &mut raw);\n        tx.commit()?;\n        st.raw = raw;\n        Ok(raw)\n",
+        "        raw.seal(ino);\n        let at = self.geo.inode_off(ino.get());\n        self.dev.write(at, bytemuck::bytes_of(&raw));\n        self.dev.flush(at, std::mem::size_of::<InodeRaw>() as u64);\n        self.dev.fence();\n        st.raw = raw;\n        Ok(raw)\n")
+elif name == "append-key-unflushed":
+    sub("crates/hashfs/src/fs/append.rs",
+        "                self.dev.store_u64(t.slot_off(p.pblk.0), k);\n                self.dev.flush(t.slot_off(p.pblk.0), 8);\n",
+        "                self.dev.store_u64(t.slot_off(p.pblk.0), k);\n")
 elif name == "reverse-rollback":
     sub("crates/hashfs/src/journal.rs", "txs.sort_by_key(|t| std::cmp::Reverse(t.0));", "txs.sort_by_key(|t| t.0);")
 elif name == "rename-undo-fence":
