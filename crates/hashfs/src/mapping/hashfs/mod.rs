@@ -615,8 +615,10 @@ mod tests {
     use rand::{rngs::SmallRng, Rng, SeedableRng};
     use std::collections::HashMap;
 
-    fn table(bytes: u64) -> HashTable<CrashDevice> {
-        let geo = Geometry::compute(&GeometryParams {
+    /// The geometry of a small HashFS image of `bytes` (16 inodes, one small journal): its
+    /// table has a slot for nearly every block.
+    pub(super) fn small_geometry(bytes: u64) -> Geometry {
+        Geometry::compute(&GeometryParams {
             image_bytes: bytes,
             inode_count: Some(16),
             journal_count: 1,
@@ -624,7 +626,11 @@ mod tests {
             mapping: crate::layout::MappingKind::HashFs,
             grouped: false,
         })
-        .unwrap();
+        .expect("a small geometry")
+    }
+
+    fn table(bytes: u64) -> HashTable<CrashDevice> {
+        let geo = small_geometry(bytes);
         HashTable::new(Arc::new(CrashDevice::new(bytes)), &geo, 0x5eed, HashPlacement::Paper, 0).unwrap()
     }
 

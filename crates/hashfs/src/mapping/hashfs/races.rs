@@ -11,7 +11,6 @@
 //! one is not among the planted bugs.
 
 use super::*;
-use crate::layout::superblock::GeometryParams;
 use crate::pm::{MmapDevice, OpenMode};
 use rand::{rngs::SmallRng, Rng, SeedableRng};
 use std::collections::HashMap;
@@ -24,15 +23,7 @@ fn small_table(dir: &std::path::Path) -> HashTable<MmapDevice> {
     let bytes = 512 * 1024;
     let dev = MmapDevice::open(&dir.join("table.img"), OpenMode::CreateTruncate { size_bytes: bytes })
         .expect("an image file in memory");
-    let geo = Geometry::compute(&GeometryParams {
-        image_bytes: bytes,
-        inode_count: Some(16),
-        journal_count: 1,
-        journal_blocks: 2,
-        mapping: crate::layout::MappingKind::HashFs,
-        grouped: false,
-    })
-    .expect("a small geometry");
+    let geo = super::tests::small_geometry(bytes);
     HashTable::new(Arc::new(dev), &geo, 0x5eed, HashPlacement::Paper, 0).expect("a table")
 }
 
