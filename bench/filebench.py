@@ -3,7 +3,7 @@
 test) on four targets, interleaved:
 
   hashfs    `hashfs mount IMAGE DIR` (a fresh image on the tmpfs holding the images)
-  ceiling   `hashfs bench fuse-ceiling LOWER DIR`: a minimal FUSE passthrough over a tmpfs
+  ceiling   `hashfs-bench fuse-ceiling LOWER DIR`: a minimal FUSE passthrough over a tmpfs
             directory with hashfs mount's FUSE crate, threads and options (what FUSE allows)
   hashfs-uring, ceiling-uring
             (only when named in --targets) the same two through FUSE over io_uring (`-o
@@ -15,7 +15,7 @@ test) on four targets, interleaved:
             over a fresh image: HashFS without FUSE, the data path without system calls
 
 Each round runs every personality on every target (the order of targets rotates), each
-on a freshly made file system, with `hashfs bench filebench` (filebench's workloads and
+on a freshly made file system, with `hashfs-bench filebench` (filebench's workloads and
 defaults, written in this project: filebench is not packaged here). Prints per personality
 the mean ops/s of the rounds with its 95% interval and the ratios the issue asks for, and
 writes JSON with every run's per-operation figures.
@@ -23,7 +23,7 @@ writes JSON with every run's per-operation figures.
 Usage: python3 bench/filebench.py [--rounds N] [--seconds S] [--json FILE]
          [--personalities fileserver,varmail,webserver,createfiles] [--targets ...]
          [--files-scale F] [--fuse-threads N] [--cache-timeout SECONDS]
-Needs: the release build (cargo build --release -p hashfs-cli; HASHFS_BIN names another), root,
+Needs: the release build (cargo build --release --workspace; HASHFS_BIN names another), root,
 /dev/fuse, mkfs.ext4 and losetup; the shim target also cargo build --release -p hashfs-preload
 (HASHFS_PRELOAD names another).
 """
@@ -34,6 +34,8 @@ from fuse_io import machine, mean_ci, uring_on, uring_restore  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 HASHFS = os.environ.get("HASHFS_BIN", os.path.join(ROOT, "target/release/hashfs"))
+# The benchmarks' program, built beside it.
+HASHFS_BENCH = os.path.join(os.path.dirname(HASHFS), "hashfs-bench")
 PERSONALITIES = ["fileserver", "varmail", "webserver", "createfiles"]
 TARGETS = ["hashfs", "ceiling", "tmpfs", "ext4"]
 URING_TARGETS = ["hashfs-uring", "ceiling-uring"]
@@ -101,7 +103,7 @@ class Target:
         elif self.kind == "ceiling":
             lower = os.path.join(self.work, "ceiling-lower")
             os.makedirs(lower)
-            cmd = [HASHFS, "bench", "fuse-ceiling", lower, self.mnt]
+            cmd = [HASHFS_BENCH, "fuse-ceiling", lower, self.mnt]
             if self.fuse_threads:
                 cmd += ["--threads", str(self.fuse_threads)]
             if self.cache_timeout is not None:
@@ -142,7 +144,7 @@ class Target:
 def one(target, personality, a, out):
     d = target.up()
     try:
-        cmd = [HASHFS, "bench", "filebench", personality, d, "--seconds", str(a.seconds),
+        cmd = [HASHFS_BENCH, "filebench", personality, d, "--seconds", str(a.seconds),
                "--files-scale", str(a.files_scale), "--json", out]
         r = subprocess.run(cmd, capture_output=True, text=True, env=target.env())
         if r.returncode != 0:
@@ -220,8 +222,9 @@ def main():
                     help="seconds the kernel may cache names and attributes on both FUSE targets (default: the tools')")
     ap.add_argument("--json")
     a = ap.parse_args()
-    if not os.path.exists(HASHFS):
-        sys.exit(f"{HASHFS} missing: run cargo build --release -p hashfs-cli")
+    for tool in (HASHFS, HASHFS_BENCH):
+        if not os.path.exists(tool):
+            sys.exit(f"{tool} missing: run cargo build --release --workspace")
     personalities, targets = a.personalities.split(","), a.targets.split(",")
     for t in targets:
         if t not in TARGETS + URING_TARGETS + ["shim"]:

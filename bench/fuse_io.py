@@ -22,7 +22,7 @@ bench/goals/fuse-10rounds-shm.json (no warm-up), tmpfs's own new-file writes ran
 0.50 GB/s in round 1 and 5.6-9.6 in the other nine, the mount's at 0.35 against 1.2-2.0.
 
 Usage: python3 bench/fuse_io.py [--rounds N] [--warmup N] [--image-dir DIR] [--io-uring] [--json FILE]
-Needs: the release build (cargo build --release -p hashfs-cli), fio, root and /dev/fuse.
+Needs: the release build (cargo build --release --workspace), fio, root and /dev/fuse.
 """
 import argparse, json, os, platform, shutil, statistics, subprocess, sys, tempfile, time
 
@@ -118,7 +118,7 @@ def main():
     ap.add_argument("--json")
     a = ap.parse_args()
     if not os.path.exists(HASHFS):
-        sys.exit(f"{HASHFS} missing: run cargo build --release -p hashfs-cli")
+        sys.exit(f"{HASHFS} missing: run cargo build --release --workspace")
     targets = {"fuse": [], "fuse-direct_io": ["-o", "direct_io"], "fuse-writeback": ["-o", "writeback_cache"],
                "tmpfs": None}
     uring_was = None

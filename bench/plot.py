@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Plots of `hashfs bench paper` and docs/results.md, from the JSON files it wrote.
+"""Plots of `hashfs-bench paper` and docs/results.md, from the JSON files it wrote.
 
     python3 bench/plot.py [--results bench/results/run1] [--rerun bench/results/run2] [--docs docs]
 
@@ -767,7 +767,7 @@ def main():
     data = load(args.results)
     discussion = load_discussion(args.discussion)
     if not data:
-        sys.exit(f"no results in {args.results}: run `hashfs bench paper` first")
+        sys.exit(f"no results in {args.results}: run `hashfs-bench paper` first")
     data2 = load(args.rerun) if args.rerun else None
     if args.rerun and not data2:
         sys.exit(f"no results in {args.rerun}")

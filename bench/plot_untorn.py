@@ -1,4 +1,4 @@
-"""The untorn-write section of docs/results.md (`hashfs bench paper untorn`): what strict
+"""The untorn-write section of docs/results.md (`hashfs-bench paper untorn`): what strict
 mode costs against relaxed, per mapping and allocator, for overwrites and appends of
 4 KiB, 64 KiB and 1 MiB. Imported by bench/plot.py; no claim of a paper is checked here
 (WineFS reports its strict mode only through applications), so it adds no verdict."""

@@ -70,7 +70,7 @@ profile; ours is the Agrawal profile).
 Here "WineFS" is the aligned allocator (`--allocator aligned`) under each block-allocating
 mapping; the others are the bitmap allocator (the HashFS paper's baseline, best fit) and
 HashFS's table, whose placement is a hash of the block's key. Each configuration's image is
-aged step by step (`hashfs age`'s method: Agrawal profile, {d['config'].get('churn_per_step')} image-capacities of churn
+aged step by step (`hashfs-bench age`'s method: Agrawal profile, {d['config'].get('churn_per_step')} image-capacities of churn
 per step).
 
 Measured, write bandwidth at 75% over fresh (ratio [95% interval]), aligned allocator:

@@ -78,7 +78,7 @@ def main():
         if not os.path.exists(path):
             sys.exit(f"{name}: {path} missing")
     if not os.path.exists(HASHFS):
-        sys.exit(f"{HASHFS} missing: cargo build --release -p hashfs-cli")
+        sys.exit(f"{HASHFS} missing: cargo build --release --workspace")
     names = list(shims)
     results = {n: [] for n in names}
     work = tempfile.mkdtemp(prefix="hashfs-shim-mmap-", dir="/dev/shm")

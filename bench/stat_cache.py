@@ -6,7 +6,7 @@ stat a lookup and a getattr round trip to the daemon), rounds interleaved. Print
 time per call of each and writes JSON.
 
 Usage: python3 bench/stat_cache.py [--rounds N] [--json FILE]
-Needs: the release build (cargo build --release -p hashfs-cli; HASHFS_BIN names another), root
+Needs: the release build (cargo build --release --workspace; HASHFS_BIN names another), root
 and /dev/fuse.
 """
 import argparse, ctypes, json, os, shutil, subprocess, sys, tempfile, time

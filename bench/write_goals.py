@@ -2,7 +2,7 @@
 """The write path's goals (issue 19) in one run on one machine (not a test): runs, in
 this order and one after the other,
 
-  micro-shm   `hashfs bench micro`, image and tmpfs baseline on /dev/shm (4 KiB pages)
+  micro-shm   `hashfs-bench micro`, image and tmpfs baseline on /dev/shm (4 KiB pages)
   micro-huge  the same on a tmpfs mounted huge=always (2 MiB pages; mounted if missing)
   micro-*-drained  the 4 KiB overwrite and append again with `--limit-drain` (each limit's
               fence followed by a locked instruction): informational rows, not the issue's
@@ -24,6 +24,7 @@ import argparse, json, os, shutil, subprocess, sys, tempfile, time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 HASHFS = os.path.join(ROOT, "target/release/hashfs")
+HASHFS_BENCH = os.path.join(ROOT, "target/release/hashfs-bench")
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from fuse_io import machine, mean_ci  # noqa: E402
 
@@ -134,7 +135,7 @@ def main():
     # Built here, so that every part runs the checked-out code: the shim's library is a
     # separate artifact, and a run of 2026-11-26 (write-path-run3.json) measured the
     # applications with one older than the hashfs binary.
-    subprocess.run(["cargo", "build", "--release", "-q", "-p", "hashfs-cli", "-p", "hashfs-preload"], cwd=ROOT,
+    subprocess.run(["cargo", "build", "--release", "-q", "--workspace"], cwd=ROOT,
                    check=True)
     if not os.path.ismount(a.huge_dir):
         os.makedirs(a.huge_dir, exist_ok=True)
@@ -168,12 +169,12 @@ def main():
             for kind, d in (("shm", "/dev/shm"), ("huge", a.huge_dir)):
                 out = os.path.join(tmp, f"micro-{kind}.json")
                 parts[f"micro-{kind}"] = run_json(
-                    [HASHFS, "bench", "micro", *quick, "--image", os.path.join(d, "hashfs-goals.img"),
+                    [HASHFS_BENCH, "micro", *quick, "--image", os.path.join(d, "hashfs-goals.img"),
                      "--tmpfs-dir", d, "--json", out], out)
                 micro_goals(goals, parts[f"micro-{kind}"], kind)
                 out = os.path.join(tmp, f"micro-{kind}-drained.json")
                 parts[f"micro-{kind}-drained"] = run_json(
-                    [HASHFS, "bench", "micro", *quick, "--only", "overwrite_4k,append_4k", "--limit-drain",
+                    [HASHFS_BENCH, "micro", *quick, "--only", "overwrite_4k,append_4k", "--limit-drain",
                      "--image", os.path.join(d, "hashfs-goals.img"), "--tmpfs-dir", d, "--json", out], out)
                 drained_rows(goals, parts[f"micro-{kind}-drained"], kind)
             out = os.path.join(tmp, "apps.json")

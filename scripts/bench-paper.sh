@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Reproduces the papers' file-mapping evaluation: runs `hashfs bench paper` (every
+# Reproduces the papers' file-mapping evaluation: runs `hashfs-bench paper` (every
 # experiment, every mapping), then draws the plots and regenerates docs/results.md.
 #
 #   ./scripts/bench-paper.sh            # full scale, two runs of 3 to 20 images per point (about 2.5 hours on 2 cores)
@@ -66,7 +66,7 @@ fi
 
 # The paper benchmark reads the IO path's cycle probe, compiled in only with the cargo
 # feature `probe`; its own target directory keeps the ordinary build probe-free.
-cargo build --release -q -p hashfs-cli --features probe --target-dir target/probe
+cargo build --release -q --workspace --bins --features hashfs-bench/probe --target-dir target/probe
 # ctfs-ycsb (ctFS Fig. 7) runs LevelDB through the shim: the shim built without the probe,
 # and the YCSB driver (g++ and Debian's libleveldb-dev).
 if ! command -v g++ >/dev/null || [ ! -f /usr/include/leveldb/db.h ]; then
@@ -75,7 +75,7 @@ if ! command -v g++ >/dev/null || [ ! -f /usr/include/leveldb/db.h ]; then
         { $SUDO apt-get update >/dev/null && $SUDO apt-get install -y g++ libleveldb-dev >/dev/null; }; } ||
         { echo "cannot install g++ and libleveldb-dev" >&2; exit 1; }
 fi
-cargo build --release -q -p hashfs-preload
+cargo build --release -q --workspace --lib
 bash apps/ycsb/build.sh "$PWD/target/leveldb_ycsb"
 export HASHFS_BENCH_SHIM="$PWD/target/release/libhashfs_preload.so" HASHFS_BENCH_YCSB="$PWD/target/leveldb_ycsb"
 # A run of every experiment starts from scratch; a run of some replaces only their files.
@@ -126,7 +126,7 @@ if [ "$names" = 0 ] && [ "$quick" = 0 ] && [[ " $* " != *" --images "* ]]; then 
 measure() {
     local run="$1" n="$2"
     shift 2
-    ./target/probe/release/hashfs bench paper --out "bench/results/run$run" --image-dir "$BENCH_DIR" \
+    ./target/probe/release/hashfs-bench paper --out "bench/results/run$run" --image-dir "$BENCH_DIR" \
         --images "$n" --first-image $(((run - 1) * n)) "$@"
 }
 rerun=()
@@ -138,7 +138,7 @@ for run in $run_list; do
         measure "$run" 20 "${TWENTY[@]}" "$@"
         measure "$run" 3 "${REST[@]}" "$@"
     else
-        ./target/probe/release/hashfs bench paper --out "bench/results/run$run" --image-dir "$BENCH_DIR" \
+        ./target/probe/release/hashfs-bench paper --out "bench/results/run$run" --image-dir "$BENCH_DIR" \
             --first-image $(((run - 1) * images)) "$@"
     fi
 done

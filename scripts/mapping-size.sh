@@ -4,7 +4,7 @@
 # 16 MiB (512 MiB), checks it with fsck, and prints what `hashfs info` measures. Usage: scripts/mapping-size.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
-cargo build -q --release -p hashfs-cli
+cargo build -q --release --workspace
 bin=./target/release/hashfs
 dir=$(mktemp -d /dev/shm/hashfs-size.XXXXXX)
 trap 'rm -rf "$dir"' EXIT

@@ -164,16 +164,16 @@ fi
 stage "probe build: clippy, unit test, images"
 # (The crates without probe code are left out of its lint and unit tests; hashfs-cli still
 # brings in every dependency the workspace has, so their features stay the workspace's.)
-probe=(--workspace --features hashfs-cli/probe)
+probe=(--workspace --features hashfs-bench/probe)
 probe_only=("${probe[@]}" --exclude hashfs-fuse --exclude hashfs-preload --exclude hashfs-spfs-shim
     --exclude hashfs-interpose --exclude hashfs-spfs)
 cargo clippy "${probe_only[@]}" --all-targets -- -D warnings
 cargo test "${probe_only[@]}" --lib probe
-cargo test "${probe[@]}" --bin hashfs images::
+cargo test "${probe[@]}" --bin hashfs-bench images::
 stage "paper benchmark smoke run, plot.py tests"
 # (its ctfs-ycsb runs LevelDB through the shim built above, without the probe)
 HASHFS_BENCH_SHIM="$PWD/target/debug/libhashfs_preload.so" \
-    cargo test "${probe[@]}" --test cli paper_benchmark
+    cargo test "${probe[@]}" --test paper paper_benchmark
 # (and the binary without the probe back in target/debug for the smoke runs below)
 cargo build --workspace --profile test
 # The paper pages' verdict rules (bench/plot.py needs matplotlib: the system Python has it).

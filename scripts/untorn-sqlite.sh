@@ -13,7 +13,7 @@ TRIALS="${1:-6}"
 TXNS="${2:-2000}"
 HUGE=/mnt/hashfs-bench-huge
 mountpoint -q "$HUGE" || { mkdir -p "$HUGE" && mount -t tmpfs -o huge=always,size=20g,mode=1777 hashfs-bench "$HUGE"; }
-cargo build --release -q -p hashfs-cli -p hashfs-preload
+cargo build --release -q --workspace
 HASHFS=./target/release/hashfs
 SHIM=./target/release/libhashfs_preload.so
 OUT="${UNTORN_OUT:-bench/untorn/sqlite.json}"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # WineFS's claim through the shim, as issue 15's "done when" puts it: a 1 GiB memory-mapped
 # write (memcpy into a shared mapping of a fallocated file) on a fresh image and on the same
-# image aged to 75% full (`hashfs age`), for the aligned allocator, the bitmap allocator
+# image aged to 75% full (`hashfs-bench age`), for the aligned allocator, the bitmap allocator
 # and HashFS's table with the paper's placement, the grouped one and the regions one. Images on a tmpfs mounted huge=always (2 MiB pages, as DAX PM);
 # results in bench/winefs/shim.json (or $WINEFS_OUT).
 #
@@ -12,8 +12,9 @@ cd "$(dirname "$0")/.."
 GIB="${1:-8}"
 HUGE=/mnt/hashfs-bench-huge
 mountpoint -q "$HUGE" || { mkdir -p "$HUGE" && mount -t tmpfs -o huge=always,size=20g,mode=1777 hashfs-bench "$HUGE"; }
-cargo build --release -q -p hashfs-cli -p hashfs-preload
+cargo build --release -q --workspace
 HASHFS=./target/release/hashfs
+HASHFS_BENCH=./target/release/hashfs-bench
 SHIM=./target/release/libhashfs_preload.so
 OUT="${WINEFS_OUT:-bench/winefs/shim.json}"
 img="$HUGE/winefs-shim.img"
@@ -39,7 +40,7 @@ for cfg in ${WINEFS_CONFIGS:-extent-tree:aligned extent-tree:bitmap hashfs:table
         $HASHFS mkfs "$img" --size "${GIB}G" --mapping "$1" --allocator "$2" >/dev/null
     fi
     fresh=$(run)
-    aged_report=$($HASHFS age "$img" --to 75% --churn 1 --seed 7 | tr '\n' ' ')
+    aged_report=$($HASHFS_BENCH age "$img" --to 75% --churn 1 --seed 7 | tr '\n' ' ')
     aged=$(run)
     [ $first = 1 ] || echo "," >> "$OUT.tmp"
     first=0

@@ -1,7 +1,7 @@
 """What the placement simulations share (not the file system): Geriatrix's Agrawal file-size
 profile, the hash, and the aging loop. Imported by hashfs_placement_sim.py,
 hashfs_grouped_aging_sim.py and hashfs_jump_regions_sim.py."""
-# (size in bytes, weight): the Agrawal profile's file sizes, as `hashfs age` draws them.
+# (size in bytes, weight): the Agrawal profile's file sizes, as `hashfs-bench age` draws them.
 AGRAWAL = [(8, 1), (32, 7), (128, 16), (512, 40), (2048, 50), (8192, 46), (32768, 35), (131072, 20), (524288, 10),
            (2097152, 4), (8388608, 1)]
 MASK = (1 << 64) - 1

@@ -1,7 +1,7 @@
 """HashFS's placements on an aged image (issue 15, item 2): for each placement (and the regions
 placement at several target loads), a fresh 1 GiB image made with one hash seed (`hashfs
 mkfs --seed 3`: the table places blocks alike on every run) is aged to 75% full with one
-seed (`hashfs age --to 75% --churn 1 --seed 7`), then `hashfs info` reports the free whole
+seed (`hashfs-bench age --to 75% --churn 1 --seed 7`), then `hashfs info` reports the free whole
 2 MiB groups, the large files' chunks on groups, and the small keys' probe lengths and
 tombstones. Counts, not timings (the aging's own time is printed for scale only).
 
@@ -10,11 +10,13 @@ tombstones. Counts, not timings (the aging's own time is printed for scale only)
 import argparse, json, os, re, subprocess, sys, tempfile, time
 
 HASHFS = "./target/release/hashfs"
+HASHFS_BENCH = "./target/release/hashfs-bench"
 CONFIGS = [("paper", None), ("grouped", None), ("regions", "85%"), ("regions", "80%"), ("regions", "75%")]
 
 
 def run(*args):
-    return subprocess.run([HASHFS, *args], check=True, capture_output=True, text=True).stdout
+    program = HASHFS_BENCH if args[0] == "age" else HASHFS
+    return subprocess.run([program, *args], check=True, capture_output=True, text=True).stdout
 
 
 def one(placement, load, d):
@@ -47,7 +49,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--json", default="bench/winefs/placement-aging.json")
     a = ap.parse_args()
-    subprocess.run(["cargo", "build", "--release", "-q", "-p", "hashfs-cli"], check=True)
+    subprocess.run(["cargo", "build", "--release", "-q", "--workspace"], check=True)
     rows = []
     with tempfile.TemporaryDirectory(dir="/dev/shm") as d:
         for placement, load in CONFIGS:
@@ -58,7 +60,7 @@ def main():
     git = lambda *a: subprocess.run(["git", *a], capture_output=True, text=True).stdout.strip()  # noqa: E731
     commit = git("rev-parse", "--short", "HEAD") + ("-dirty" if git("status", "--porcelain", "--", "crates", "Cargo.toml", "Cargo.lock") else "")
     doc = {"command": "python3 bench/winefs/placement_aging.py", "git_commit": commit,
-           "image": "1 GiB on /dev/shm, made with hashfs mkfs --seed 3, aged with hashfs age --to 75% --churn 1 --seed 7", "rows": rows}
+           "image": "1 GiB on /dev/shm, made with hashfs mkfs --seed 3, aged with hashfs-bench age --to 75% --churn 1 --seed 7", "rows": rows}
     json.dump(doc, open(a.json, "w"), indent=1)
     print("wrote", a.json, file=sys.stderr)
 

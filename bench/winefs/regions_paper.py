@@ -1,10 +1,10 @@
 """HashFS's regions placement in the HashFS paper's experiments (issue 15, item 2): reads the
-JSON of one `hashfs bench paper` run that measured `hashfs` (the paper's placement),
+JSON of one `hashfs-bench paper` run that measured `hashfs` (the paper's placement),
 `hashfs-regions` and `extent-tree` side by side, and prints a markdown table of the mapping
 cycles per operation (mean and 95% interval over every trial of every image), with the
 regions placement's ratio to the paper's placement.
 
-    target/probe/release/hashfs bench paper --mappings hashfs,hashfs-regions,extent-tree \\
+    target/probe/release/hashfs-bench paper --mappings hashfs,hashfs-regions,extent-tree \\
         --image-dir /mnt/hashfs-bench-huge --out bench/results/regions \\
         locality utilization filesize iosize concurrency
     python3 bench/winefs/regions_paper.py [bench/results/regions]

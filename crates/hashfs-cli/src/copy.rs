@@ -24,6 +24,13 @@ pub struct Counts {
     pub bytes: u64,
 }
 
+impl std::fmt::Display for Counts {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let Counts { files, dirs, symlinks, special, bytes } = self;
+        write!(f, "{files} files, {dirs} directories, {symlinks} symlinks, {special} special files, {bytes} bytes")
+    }
+}
+
 const CHUNK: usize = 1 << 20;
 
 fn host_bytes(p: &Path) -> u64 {
@@ -289,4 +296,20 @@ fn set_special_times(target: &Path, m: &hashfs::Metadata) -> std::io::Result<()>
         return Err(std::io::Error::last_os_error());
     }
     Ok(())
+}
+
+/// `hashfs put`: copies a host file or tree into the image, and says what it copied.
+pub fn put_cmd(image: &Path, host_path: &Path, fs_path: &str) -> Result<u8, Failure> {
+    let fs = crate::mount(image)?;
+    let n = put(&fs, host_path, fs_path)?;
+    println!("copied {n}");
+    Ok(0)
+}
+
+/// `hashfs get`: copies a file or tree out of the image, and says what it copied.
+pub fn get_cmd(image: &Path, fs_path: &str, host_path: &Path) -> Result<u8, Failure> {
+    let fs = crate::mount(image)?;
+    let n = get(&fs, fs_path, host_path)?;
+    println!("copied {n}");
+    Ok(0)
 }

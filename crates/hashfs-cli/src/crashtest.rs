@@ -190,7 +190,7 @@ pub fn run(a: CrashtestArgs) -> Result<usize, String> {
     let mut failures = Vec::new();
     let mut per_mapping = serde_json::Map::new();
     // The commit of the code that runs, taken now: the checkout may move during a long run.
-    let commit = crate::bench::git_commit();
+    let commit = env!("HASHFS_BUILD_COMMIT").to_string();
     let started = Instant::now();
     for m in mappings(&a.mapping)? {
         let t0 = Instant::now();
@@ -267,7 +267,7 @@ pub fn run(a: CrashtestArgs) -> Result<usize, String> {
                 "write_mode": write_mode.name(),
             },
             "machine": {
-                "cpu": crate::bench::cpu_model(),
+                "cpu": hashfs::pm::cpu_model(),
                 "cores": std::thread::available_parallelism().map_or(1, |n| n.get()),
                 "kernel": std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default().trim(),
             },

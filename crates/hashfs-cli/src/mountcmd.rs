@@ -8,7 +8,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 const WAIT: Duration = Duration::from_secs(15);
-pub const DEFAULT_THREADS: usize = 4;
+use hashfs_fuse::DEFAULT_THREADS;
 
 /// Whether `mountpoint` is a FUSE mount of ours now (from /proc/self/mountinfo).
 pub fn mounted_source(mountpoint: &Path) -> Option<String> {
@@ -43,7 +43,9 @@ pub fn run_foreground_with(image: &Path, mountpoint: &Path, o: &MountOpts) -> Re
         if o.lower.is_some() {
             return Err(fail("mount option io_uring is for an image mount, not a stacked one (lower=)"));
         }
-        check_io_uring()?;
+        if !hashfs_fuse::io_uring_offered() {
+            return Err(fail(hashfs_fuse::NO_IO_URING));
+        }
     }
     let dev = crate::open_image(image)?;
     // A long-lived mount: fault the mapping in now rather than one page per first write.
@@ -63,34 +65,9 @@ pub fn run_foreground_with(image: &Path, mountpoint: &Path, o: &MountOpts) -> Re
     Ok(())
 }
 
-/// The FUSE session for `image` with mount(8)'s options (both kinds of mount, and the
-/// FUSE ceiling benchmark's passthrough, so that it runs with the mount's options).
-pub(crate) fn fuse_config(image: &Path, o: &MountOpts, threads: usize) -> fuser::Config {
-    let image_abs = fs::canonicalize(image).unwrap_or_else(|_| image.to_path_buf());
-    let mut cfg = fuser::Config::default();
-    cfg.mount_options = vec![
-        fuser::MountOption::FSName(image_abs.display().to_string()),
-        fuser::MountOption::Subtype("hashfs".into()),
-        fuser::MountOption::DefaultPermissions,
-        if o.read_only { fuser::MountOption::RO } else { fuser::MountOption::RW },
-        if o.nosuid { fuser::MountOption::NoSuid } else { fuser::MountOption::Suid },
-        if o.nodev { fuser::MountOption::NoDev } else { fuser::MountOption::Dev },
-        if o.noexec { fuser::MountOption::NoExec } else { fuser::MountOption::Exec },
-        fuser::MountOption::NoAtime,
-    ];
-    cfg.acl = fuser::SessionACL::All;
-    cfg.n_threads = Some(threads.max(1));
-    cfg.clone_fd = true;
-    cfg.io_uring_depth = o.fuse.io_uring;
-    cfg
-}
-
-/// Fails unless the kernel offers FUSE over io_uring, before anything is mounted.
-pub(crate) fn check_io_uring() -> Result<(), Failure> {
-    match fs::read_to_string("/sys/module/fuse/parameters/enable_uring") {
-        Ok(s) if s.trim() == "Y" || s.trim() == "1" => Ok(()),
-        _ => Err(fail(hashfs_fuse::NO_IO_URING)),
-    }
+/// The FUSE session for `image` with mount(8)'s options (both kinds of mount).
+fn fuse_config(image: &Path, o: &MountOpts, threads: usize) -> fuser::Config {
+    hashfs_fuse::session_config(image, o.flags, o.fuse.io_uring, threads)
 }
 
 /// The stack's parameters from the mount options.
@@ -107,7 +84,7 @@ fn run_stacked(
     mountpoint: &Path,
     o: &MountOpts,
 ) -> Result<(), Failure> {
-    if o.read_only {
+    if o.flags.read_only {
         return Err(fail("a stacked mount cannot be read-only: its PM copies may need writing back"));
     }
     if o.fuse.cache_timeout != hashfs_fuse::DEFAULT_TIMEOUT {
@@ -137,10 +114,7 @@ fn run_stacked(
 pub fn run_background_with(image: &Path, mountpoint: &Path, o: &MountOpts) -> Result<(), Failure> {
     use std::os::unix::process::CommandExt;
     let threads = o.threads.unwrap_or(DEFAULT_THREADS);
-    let mut list = vec![if o.read_only { "ro" } else { "rw" }];
-    list.extend(o.nodev.then_some("nodev"));
-    list.extend(o.nosuid.then_some("nosuid"));
-    list.extend(o.noexec.then_some("noexec"));
+    let mut list = o.flags.options();
     list.extend(o.write_mode.map(|m| m.name()));
     list.extend(o.fuse.writeback_cache.then_some("writeback_cache"));
     list.extend(o.fuse.direct_io.then_some("direct_io"));

@@ -20,17 +20,11 @@
 use crate::{fail, Failure};
 use std::path::{Path, PathBuf};
 
-/// Entries per CPU of `io_uring` without a number: a queue's thread serves one request at
-/// a time, so more entries only let the kernel hand it several at once.
-pub const IO_URING_DEPTH: usize = 4;
-
 /// What the options ask of the daemon.
 #[derive(Debug, Default, PartialEq, Eq)]
 pub struct MountOpts {
-    pub read_only: bool,
-    pub nodev: bool,
-    pub nosuid: bool,
-    pub noexec: bool,
+    /// `ro`, `nodev`, `nosuid`, `noexec` (and their opposites).
+    pub flags: hashfs_fuse::KernelFlags,
     pub threads: Option<usize>,
     /// `strict` or `relaxed`: the write mode for this mount (None: the image's).
     pub write_mode: Option<hashfs::WriteMode>,
@@ -54,20 +48,20 @@ pub fn parse_options(list: &str, sloppy: bool) -> Result<MountOpts, Failure> {
             "nowriteback_cache" => o.fuse.writeback_cache = false,
             "direct_io" => o.fuse.direct_io = true,
             "nodirect_io" => o.fuse.direct_io = false,
-            "ro" => o.read_only = true,
-            "rw" => o.read_only = false,
-            "dev" => o.nodev = false,
-            "nodev" => o.nodev = true,
-            "suid" => o.nosuid = false,
-            "nosuid" => o.nosuid = true,
-            "exec" => o.noexec = false,
-            "noexec" => o.noexec = true,
+            "ro" => o.flags.read_only = true,
+            "rw" => o.flags.read_only = false,
+            "dev" => o.flags.nodev = false,
+            "nodev" => o.flags.nodev = true,
+            "suid" => o.flags.nosuid = false,
+            "nosuid" => o.flags.nosuid = true,
+            "exec" => o.flags.noexec = false,
+            "noexec" => o.flags.noexec = true,
             "atime" | "noatime" | "relatime" | "norelatime" | "strictatime" | "nodiratime" | "diratime"
             | "lazytime" | "nolazytime" => {}
             "defaults" | "auto" | "noauto" | "user" | "nouser" | "users" | "owner" | "group" | "nofail" | "_netdev"
             | "async" | "sync" => {}
             o2 if o2.starts_with("x-") || o2.starts_with("comment=") => {}
-            "io_uring" => o.fuse.io_uring = Some(IO_URING_DEPTH),
+            "io_uring" => o.fuse.io_uring = Some(hashfs_fuse::IO_URING_DEPTH),
             "noio_uring" => o.fuse.io_uring = None,
             o2 if o2.starts_with("io_uring=") => {
                 let n = o2["io_uring=".len()..]
@@ -166,8 +160,9 @@ mod tests {
     #[test]
     fn options() {
         let o = parse_options("defaults,noatime,ro,nodev,threads=2,x-systemd.automount", false).unwrap();
-        assert_eq!(o, MountOpts { read_only: true, nodev: true, threads: Some(2), ..Default::default() });
-        assert!(!parse_options("ro,rw", false).unwrap().read_only, "the later option wins");
+        let flags = hashfs_fuse::KernelFlags { read_only: true, nodev: true, ..Default::default() };
+        assert_eq!(o, MountOpts { flags, threads: Some(2), ..Default::default() });
+        assert!(!parse_options("ro,rw", false).unwrap().flags.read_only, "the later option wins");
         assert!(parse_options("bogus", false).is_err());
         assert!(parse_options("threads=0", false).is_err());
         let t = |s| parse_options(s, false).map(|o| o.fuse.cache_timeout);
@@ -175,7 +170,7 @@ mod tests {
         assert_eq!(t("cache_timeout=0.5").unwrap(), std::time::Duration::from_millis(500));
         assert_eq!(t("cache_timeout=0").unwrap(), std::time::Duration::ZERO);
         assert!(t("cache_timeout=-1").is_err() && t("cache_timeout=x").is_err() && t("cache_timeout=inf").is_err());
-        assert!(parse_options("bogus,ro", true).unwrap().read_only);
+        assert!(parse_options("bogus,ro", true).unwrap().flags.read_only);
         assert_eq!(parse_options("strict", false).unwrap().write_mode, Some(hashfs::WriteMode::Strict));
         assert_eq!(parse_options("strict,relaxed", false).unwrap().write_mode, Some(hashfs::WriteMode::Relaxed));
     }

@@ -4,7 +4,8 @@
 
 #[path = "support/skip.rs"]
 mod skip;
-pub use skip::skip;
+#[allow(unused_imports)] // not every test that includes this file skips on its own
+pub use skip::{fuse_available, skip};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -13,16 +14,9 @@ pub fn hashfs() -> Command {
     Command::new(env!("CARGO_BIN_EXE_hashfs"))
 }
 
-/// Whether FUSE can be used here; under CI it must be.
-pub fn fuse_available() -> bool {
-    let ok = Path::new("/dev/fuse").exists()
-        && Command::new("fusermount3").arg("-V").output().is_ok()
-        // SAFETY: geteuid has no preconditions.
-        && unsafe { libc::geteuid() } == 0;
-    if !ok {
-        skip("FUSE is not available (needs root, /dev/fuse and fusermount3)");
-    }
-    ok
+/// The benchmarks' program (`hashfs-bench`), built beside `hashfs`.
+pub fn hashfs_bench() -> Command {
+    skip::beside(env!("CARGO_BIN_EXE_hashfs"), "hashfs-bench")
 }
 
 pub struct Mounted {

@@ -208,7 +208,7 @@ fn asking_for_io_uring_where_the_kernel_has_it_off_fails_before_mounting() {
     let runs = [
         hashfs().args(["mount", "--foreground", "-o", "io_uring"]).arg(&image).arg(&mnt).output().unwrap(),
         hashfs().args(["mount", "-o", "io_uring=8"]).arg(&image).arg(&mnt).output().unwrap(),
-        hashfs().args(["bench", "fuse-ceiling", "--io-uring", "2"]).arg(&lower).arg(&mnt).output().unwrap(),
+        hashfs_bench().args(["fuse-ceiling", "--io-uring", "2"]).arg(&lower).arg(&mnt).output().unwrap(),
     ];
     for o in runs {
         let err = String::from_utf8_lossy(&o.stderr);

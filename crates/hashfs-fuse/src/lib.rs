@@ -15,6 +15,9 @@
 #![forbid(unsafe_code)]
 
 mod nodes;
+mod session;
+
+pub use session::{io_uring_offered, session_config, KernelFlags, DEFAULT_THREADS, IO_URING_DEPTH, NO_IO_URING};
 
 use fuser::{
     Errno, FileAttr, FileHandle, FileType as FuseType, Filesystem, FopenFlags, Generation, INodeNo, InitFlags,
@@ -149,11 +152,6 @@ impl Default for FuseOptions {
         FuseOptions { writeback_cache: false, direct_io: false, cache_timeout: DEFAULT_TIMEOUT, io_uring: None }
     }
 }
-
-/// Why a mount that asked for FUSE over io_uring cannot have it.
-pub const NO_IO_URING: &str = "FUSE over io_uring (mount option io_uring) is not offered by this kernel: it needs \
-     Linux 6.14 or later built with CONFIG_FUSE_IO_URING, turned on with \
-     `echo 1 > /sys/module/fuse/parameters/enable_uring`";
 
 /// The FUSE file system over a mounted HashFS.
 pub struct HashFsFuse<D: PmDevice> {

@@ -21,6 +21,7 @@ mod layout;
 mod mapping;
 pub mod pm;
 mod probe;
+pub mod units;
 
 pub use error::{Error, Result};
 pub use fs::acl::Inherited;
@@ -45,7 +46,7 @@ pub mod fsck {
 }
 
 /// The testing and benchmark surface: the crate's internals, for its own tests, the crash
-/// explorer's command, `hashfs bench` and `hashfs info`. Nothing here is a stable API, and
+/// explorer's command, `hashfs-bench` and `hashfs info`. Nothing here is a stable API, and
 /// nothing in the file system's IO path depends on it.
 pub mod testing {
     use crate::pm::PmDevice;

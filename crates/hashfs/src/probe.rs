@@ -1,5 +1,5 @@
 //! Cycle accounting of the file-mapping share of the IO path, for the paper experiments
-//! (`hashfs bench paper`).
+//! (`hashfs-bench paper`).
 //!
 //! The HashFS paper (§4) reports "the latency of the file mapping operation ... including
 //! all overhead associated with the mapping structure, such as hash computation and undo

@@ -15,3 +15,31 @@ pub fn skip(why: &str) {
         }
     }
 }
+
+/// Whether FUSE can be used here (root, /dev/fuse and fusermount3); under CI it must be.
+#[allow(dead_code)]
+pub fn fuse_available() -> bool {
+    let ok = std::path::Path::new("/dev/fuse").exists()
+        && std::process::Command::new("fusermount3").arg("-V").output().is_ok()
+        // SAFETY: geteuid has no preconditions.
+        && unsafe { libc::geteuid() } == 0;
+    if !ok {
+        skip("FUSE is not available (needs root, /dev/fuse and fusermount3)");
+    }
+    ok
+}
+
+/// The workspace's other program, `name`, beside this test's own (`exe`, a
+/// `CARGO_BIN_EXE_*`): `hashfs` and `hashfs-bench` are built into one target directory
+/// (scripts/test.sh builds the workspace before its tests; a test of one crate alone
+/// needs `cargo build --workspace` first).
+#[allow(dead_code)]
+pub fn beside(exe: &str, name: &str) -> std::process::Command {
+    let path = std::path::Path::new(exe).with_file_name(name);
+    assert!(
+        path.is_file(),
+        "{} is not built: run `cargo build --workspace` (with this test's profile)",
+        path.display()
+    );
+    std::process::Command::new(path)
+}

@@ -12,7 +12,7 @@
 //! aligned extents when the home pool has none.
 //!
 //! Two choices differ from WineFS's code, each because it kept fewer aligned extents whole
-//! on an aged image (`hashfs age`, docs/mappings.md): holes are chosen by best fit (the
+//! on an aged image (`hashfs-bench age`, docs/mappings.md): holes are chosen by best fit (the
 //! smallest that holds the piece) rather than first fit by address, and a piece smaller
 //! than a chunk takes a hole in any pool before it breaks an aligned extent (WineFS breaks
 //! one of the local pool's as soon as the local pool has no hole).

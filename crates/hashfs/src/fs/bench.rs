@@ -1,4 +1,4 @@
-//! Hooks for the paper experiments (`hashfs bench paper`, through [`crate::testing`]); the
+//! Hooks for the paper experiments (`hashfs-bench paper`, through [`crate::testing`]); the
 //! file system never calls them.
 
 #![forbid(unsafe_code)]

@@ -28,6 +28,19 @@ impl FlushKind {
 
 pub const CACHE_LINE_BYTES: u64 = 64;
 
+/// The CPU's model name (/proc/cpuinfo), for the records benchmarks and crash runs keep
+/// of the machine they ran on.
+pub fn cpu_model() -> String {
+    std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("model name"))
+                .map(|l| l.split(':').nth(1).unwrap_or("").trim().to_string())
+        })
+        .unwrap_or_else(|| "unknown".into())
+}
+
 #[derive(Clone, Copy, Debug)]
 struct CpuFeatures {
     clwb: bool,

@@ -19,7 +19,7 @@ pub mod mmap;
 pub mod overlay;
 pub mod vspace;
 
-pub use cpu::{current_cpu, flush_kind, FlushKind, CACHE_LINE_BYTES};
+pub use cpu::{cpu_model, current_cpu, flush_kind, FlushKind, CACHE_LINE_BYTES};
 pub use crash::{CrashDevice, CrashPoint};
 pub use mmap::{MmapDevice, OpenMode};
 

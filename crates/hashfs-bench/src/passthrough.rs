@@ -492,7 +492,7 @@ impl Filesystem for Passthrough {
 }
 
 /// Serves `lower` at `mountpoint` until it is unmounted, as `hashfs mount` serves an
-/// image: the same session configuration (`mountcmd::fuse_config`: thread count,
+/// image: the same session configuration (`hashfs_fuse::session_config`: thread count,
 /// `clone_fd`, `default_permissions`, `noatime`, `allow_other`).
 pub fn serve(
     lower: &Path,
@@ -503,13 +503,13 @@ pub fn serve(
 ) -> Result<(), crate::Failure> {
     let mut fs = Passthrough::new(lower, ttl).map_err(|e| crate::fail(format!("{}: {e}", lower.display())))?;
     if io_uring.is_some() {
-        crate::mountcmd::check_io_uring()?;
+        if !hashfs_fuse::io_uring_offered() {
+            return Err(crate::fail(hashfs_fuse::NO_IO_URING));
+        }
         fs.io_uring = true;
     }
     // `hashfs mount`'s session and options (read-write, default), its subtype renamed.
-    let mut opts = crate::mounthelper::MountOpts::default();
-    opts.fuse.io_uring = io_uring;
-    let mut cfg = crate::mountcmd::fuse_config(lower, &opts, threads);
+    let mut cfg = hashfs_fuse::session_config(lower, hashfs_fuse::KernelFlags::default(), io_uring, threads);
     for o in &mut cfg.mount_options {
         if let fuser::MountOption::Subtype(s) = o {
             *s = "hashfs-ceiling".into();

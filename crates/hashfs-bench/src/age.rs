@@ -1,4 +1,4 @@
-//! `hashfs age`: ages an image the way Geriatrix does (Kadekodi et al., ATC '18; the
+//! `hashfs-bench age`: ages an image the way Geriatrix does (Kadekodi et al., ATC '18; the
 //! WineFS paper ages its images with it): files whose sizes follow a measured profile are
 //! created until the image is as full as asked, then files are created and deleted at
 //! that fullness until the requested amount of churn (whole-image rewrites) has been
@@ -12,6 +12,7 @@
 
 use crate::{fail, mount, progress_bar, Failure};
 use hashfs::pm::MmapDevice;
+use hashfs::units::parse_fraction;
 use hashfs::{FileSystem, Lblk, OpenOptions};
 use rand::{rngs::SmallRng, Rng, SeedableRng};
 use std::path::{Path, PathBuf};
@@ -53,17 +54,6 @@ pub struct AgeArgs {
     /// line to this file.
     #[arg(long)]
     pub json: Option<PathBuf>,
-}
-
-pub(crate) fn parse_fraction(s: &str) -> Result<f64, String> {
-    let v = match s.strip_suffix('%') {
-        Some(p) => p.trim().parse::<f64>().map_err(|e| format!("{s:?}: {e}"))? / 100.0,
-        None => s.trim().parse::<f64>().map_err(|e| format!("{s:?}: {e}"))?,
-    };
-    if !(v > 0.0 && v < 1.0) {
-        return Err(format!("{s:?}: a fraction must lie between 0% and 100%"));
-    }
-    Ok(v)
 }
 
 /// What an aging run did.
@@ -191,6 +181,7 @@ impl Ager<'_> {
 /// is the same in every run; the thread's CPUs come back on drop.
 struct Pinned(Option<libc::cpu_set_t>);
 
+#[allow(unsafe_code)] // the crate's only system calls without a safe wrapper
 fn pin_to_one_cpu() -> Pinned {
     // SAFETY: a zeroed cpu_set_t is a valid empty set; sched_getaffinity and
     // sched_setaffinity read and write only the set passed, of the size passed.
@@ -210,6 +201,7 @@ fn pin_to_one_cpu() -> Pinned {
 }
 
 impl Drop for Pinned {
+    #[allow(unsafe_code)]
     fn drop(&mut self) {
         if let Some(set) = &self.0 {
             // SAFETY: restoring the set sched_getaffinity gave, of its size.
@@ -218,7 +210,7 @@ impl Drop for Pinned {
     }
 }
 
-/// Ages a mounted file system (the library entry of `hashfs age`).
+/// Ages a mounted file system (the library entry of `hashfs-bench age`).
 pub fn age_fs(fs: &FileSystem<MmapDevice>, a: &AgeArgs, show: bool) -> Result<Aged, Failure> {
     let profile: &'static [(u64, u64)] = match a.profile.as_str() {
         "agrawal" => &AGRAWAL,
@@ -339,7 +331,7 @@ pub fn run(a: &AgeArgs) -> Result<(), Failure> {
             "free_aligned_before": out.aligned_before, "free_aligned_after": out.aligned_after,
             "free_blocks_after": after_free,
             "file_chunks": out.file_chunks, "file_chunks_aligned": out.file_chunks_aligned,
-            "git_commit": crate::bench::git_commit(),
+            "git_commit": crate::git_commit(),
         });
         use std::io::Write;
         std::fs::OpenOptions::new()

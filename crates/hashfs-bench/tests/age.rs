@@ -1,12 +1,19 @@
-//! `hashfs mkfs --allocator`, `hashfs age` and the free aligned 2 MiB extents that
+//! `hashfs mkfs --allocator`, `hashfs-bench age` and the free aligned 2 MiB extents that
 //! `hashfs info` reports: aging fills to the requested fullness, is reproducible from its
 //! seed, and bad arguments fail clearly.
 
+#[path = "../../hashfs-cli/tests/support/skip.rs"]
+mod skip;
 use std::path::Path;
 use std::process::{Command, Output};
 
+/// Runs `hashfs-bench age ...` for `age`, else `hashfs ...` (mkfs, info).
 fn hashfs(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_hashfs")).args(args).output().expect("runs")
+    let mut program = match args.first() {
+        Some(&"age") => Command::new(env!("CARGO_BIN_EXE_hashfs-bench")),
+        _ => skip::beside(env!("CARGO_BIN_EXE_hashfs-bench"), "hashfs"),
+    };
+    program.args(args).output().expect("runs")
 }
 
 fn run_ok(args: &[&str]) -> String {

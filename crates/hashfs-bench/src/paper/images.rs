@@ -153,7 +153,7 @@ mod tests {
     /// per point, ten, twenty, three): every experiment must be in exactly one.
     #[test]
     fn the_full_run_script_names_every_experiment_once() {
-        let script = include_str!("../../../../../scripts/bench-paper.sh");
+        let script = include_str!("../../../../scripts/bench-paper.sh");
         let list = |var: &str| -> Vec<String> {
             let line = script.lines().find(|l| l.starts_with(&format!("{var}=("))).expect("the list");
             line[var.len() + 2..line.len() - 1].split_whitespace().map(String::from).collect()

@@ -1,21 +1,94 @@
-//! Benchmarks. They print their configuration beside their results and never decide
-//! whether CI passes.
+//! `hashfs-bench`: the benchmarks, apart from the file system's own command (`hashfs`).
+//! They print their configuration (CPU, flush instruction, SIMD level, the image's page
+//! size, the commit) beside their results and never decide whether CI passes; bench/README.md
+//! says which results the docs cite and which command made each.
+//!
+//! - [`micro`]: the IO path's operations beside their durable limit and tmpfs.
+//! - [`paper`]: the papers' evaluations (HashFS, SPFS, WineFS, ctFS), every mapping side by side.
+//! - [`filebench`]: filebench's personalities in any directory; [`passthrough`]: the FUSE
+//!   ceiling they are measured against.
+//! - [`churn`]: the HashFS table's probe lengths under fill-and-empty rounds.
+//! - [`age`]: Geriatrix's aging of an image (the WineFS experiments' aged images).
 
-#![forbid(unsafe_code)]
+// Safe code only, but for pinning the aging thread to one CPU (age.rs).
+#![deny(unsafe_code)]
 
+mod age;
 mod churn;
 mod filebench;
 mod micro;
 #[cfg(feature = "probe")]
 pub mod paper;
 mod passthrough;
+#[path = "../../hashfs-cli/src/progress.rs"]
+mod progress;
 
-use crate::Failure;
-use clap::Subcommand;
+use clap::{Parser, Subcommand};
+use hashfs::pm::{MmapDevice, OpenMode};
+use hashfs::units::parse_size;
+use hashfs::FileSystem;
+pub(crate) use progress::progress_bar;
 use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+
+#[derive(Parser)]
+#[command(
+    name = "hashfs-bench",
+    version,
+    about = "HashFS's benchmarks (not tests): micro, the papers' evaluations, filebench, the FUSE ceiling, table churn, aging"
+)]
+struct Cli {
+    #[command(subcommand)]
+    cmd: BenchCmd,
+}
+
+/// An error for the user (the program exits with 1).
+#[derive(Debug)]
+pub struct Failure {
+    pub msg: String,
+}
+
+impl<E: std::fmt::Display> From<E> for Failure {
+    fn from(e: E) -> Self {
+        Failure { msg: e.to_string() }
+    }
+}
+
+pub fn fail(msg: impl Into<String>) -> Failure {
+    Failure { msg: msg.into() }
+}
+
+/// Mounts an existing image (recovering it if it was not cleanly unmounted, as `hashfs
+/// mount` does, and saying so).
+pub(crate) fn mount(image: &Path) -> Result<FileSystem<MmapDevice>, Failure> {
+    let dev = MmapDevice::open(image, OpenMode::Existing)
+        .map(Arc::new)
+        .map_err(|e| fail(format!("cannot open image {}: {e}", image.display())))?;
+    let (fs, report) =
+        FileSystem::mount(dev, &|_, _| {}).map_err(|e| fail(format!("cannot mount {}: {e}", image.display())))?;
+    if !report.was_clean {
+        eprintln!(
+            "hashfs-bench: {} was not cleanly unmounted; recovered ({} transactions rolled back)",
+            image.display(),
+            report.rolled_back_txids.len()
+        );
+    }
+    Ok(fs)
+}
+
+fn main() -> ExitCode {
+    match run(Cli::parse().cmd) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(Failure { msg }) => {
+            eprintln!("hashfs-bench: {msg}");
+            ExitCode::FAILURE
+        }
+    }
+}
 
 #[derive(Subcommand)]
-pub enum BenchCmd {
+enum BenchCmd {
     /// 4 KiB random read, overwrite, append, small-file create, 1 MiB sequential read,
     /// overwrite and allocating write, beside their durable limit on the same mapped image
     /// and the same operations on a tmpfs, in interleaved rounds.
@@ -112,7 +185,7 @@ pub enum BenchCmd {
         /// The directory served (a tmpfs one, so that its own cost is negligible).
         lower: PathBuf,
         mountpoint: PathBuf,
-        #[arg(long, default_value_t = crate::mountcmd::DEFAULT_THREADS)]
+        #[arg(long, default_value_t = hashfs_fuse::DEFAULT_THREADS)]
         threads: usize,
         /// How long the kernel may cache names and attributes, in seconds (as `hashfs
         /// mount -o cache_timeout=`; the same default).
@@ -126,25 +199,29 @@ pub enum BenchCmd {
     Churn {
         #[arg(long, default_value = "/dev/shm/hashfs-churn.img")]
         image: PathBuf,
-        #[arg(long, value_parser = crate::parse_size, default_value = "256M")]
+        #[arg(long, value_parser = parse_size, default_value = "256M")]
         size: u64,
         #[arg(long, default_value_t = 10)]
         rounds: u32,
     },
+    /// Age an image as Geriatrix does: create files from a size profile up to a fullness,
+    /// then create and delete at that fullness; reports the free aligned 2 MiB extents.
+    Age(age::AgeArgs),
 }
 
-pub fn run(cmd: BenchCmd) -> Result<(), Failure> {
+fn run(cmd: BenchCmd) -> Result<(), Failure> {
     match cmd {
         BenchCmd::Micro { quick, json, image, tmpfs_dir, sparse, only, cold, limit_drain } => {
             micro::run(&micro::Options { quick, json, image, tmpfs_dir, sparse, only, cold, limit_drain })
         }
         BenchCmd::Churn { image, size, rounds } => churn::run(&image, size, rounds),
+        BenchCmd::Age(args) => age::run(&args),
         BenchCmd::Filebench { personality, dir, seconds, threads, files_scale, seed, json } => {
             filebench::run(&filebench::Options { dir, personality, seconds, threads, files_scale, seed, json })
         }
         BenchCmd::FuseCeiling { lower, mountpoint, threads, cache_timeout, io_uring } => {
             let ttl = std::time::Duration::try_from_secs_f64(cache_timeout)
-                .map_err(|_| crate::fail(format!("--cache-timeout {cache_timeout}: not a number of seconds")))?;
+                .map_err(|_| fail(format!("--cache-timeout {cache_timeout}: not a number of seconds")))?;
             passthrough::serve(&lower, &mountpoint, threads, ttl, io_uring)
         }
         #[cfg(feature = "probe")]
@@ -153,9 +230,9 @@ pub fn run(cmd: BenchCmd) -> Result<(), Failure> {
             paper::run(&experiments, &mappings, quick, tiny, images, &out, &image_dir)
         }
         #[cfg(not(feature = "probe"))]
-        BenchCmd::Paper { .. } => Err(crate::fail(
-            "this hashfs was built without the cycle probe the paper benchmark reads; build it with \
-             `cargo build --release -p hashfs-cli --features probe` (scripts/bench-paper.sh does, in target/probe)",
+        BenchCmd::Paper { .. } => Err(fail(
+            "this hashfs-bench was built without the cycle probe the paper benchmark reads; build it with \
+             `cargo build --release --workspace --features hashfs-bench/probe` (scripts/bench-paper.sh does, in target/probe)",
         )),
     }
 }
@@ -179,17 +256,7 @@ impl Samples {
     }
 }
 
-/// The CPU's model name, for the benchmarks' configuration lines.
-pub fn cpu_model() -> String {
-    std::fs::read_to_string("/proc/cpuinfo")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("model name"))
-                .map(|l| l.split(':').nth(1).unwrap_or("").trim().to_string())
-        })
-        .unwrap_or_else(|| "unknown".into())
-}
+pub use hashfs::pm::cpu_model;
 
 /// The commit this binary was built from (short hash, "-dirty" when the code built
 /// differed from it; `build.rs`), or "unknown" outside a git checkout.

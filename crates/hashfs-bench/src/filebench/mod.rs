@@ -1,4 +1,4 @@
-//! `hashfs bench filebench`: filebench's file server, mail server, web server and
+//! `hashfs-bench filebench`: filebench's file server, mail server, web server and
 //! create-files personalities, run by this program's threads in any directory (the HashFS
 //! mount, the FUSE ceiling, tmpfs, ext4; `bench/filebench.py` runs them side by side).
 //!

@@ -1,4 +1,4 @@
-//! `hashfs bench churn`: fill to 90% with files of 1..64 blocks, delete them all in an
+//! `hashfs-bench churn`: fill to 90% with files of 1..64 blocks, delete them all in an
 //! interleaved order, ten times over, and report the table's probe lengths each round.
 
 #![forbid(unsafe_code)]

@@ -1,4 +1,4 @@
-//! The experiments of `hashfs bench paper`; each returns its points for the JSON.
+//! The experiments of `hashfs-bench paper`; each returns its points for the JSON.
 
 #![forbid(unsafe_code)]
 

@@ -1,19 +1,24 @@
-//! `hashfs bench filebench` (the four filebench personalities) and `hashfs bench
+//! `hashfs-bench filebench` (the four filebench personalities) and `hashfs-bench
 //! fuse-ceiling` (the FUSE passthrough the mount is measured against): tiny runs whose
 //! figures mean nothing, checked for doing what the workloads define.
 
-mod fuse_common;
-use fuse_common::{fuse_available, hashfs};
+#[path = "../../hashfs-cli/tests/support/skip.rs"]
+mod skip;
+use skip::fuse_available;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
+
+fn hashfs_bench() -> std::process::Command {
+    std::process::Command::new(env!("CARGO_BIN_EXE_hashfs-bench"))
+}
 
 /// Runs a personality in `dir` with a hundredth of its files (or `scale`) and 4 threads;
 /// returns its JSON.
 fn filebench(personality: &str, dir: &Path, seconds: u32, scale: f64) -> serde_json::Value {
     let json = dir.with_extension("json");
-    let out = hashfs()
-        .args(["bench", "filebench", personality])
+    let out = hashfs_bench()
+        .args(["filebench", personality])
         .arg(dir)
         .args(["--seconds", &seconds.to_string(), "--threads", "4", "--files-scale", &scale.to_string()])
         .arg("--json")
@@ -109,11 +114,11 @@ fn webserver_reads_and_appends_to_one_shared_log() {
 #[test]
 fn filebench_refuses_a_used_directory_and_an_unknown_personality() {
     let tmp = tempfile::tempdir().unwrap();
-    let out = hashfs().args(["bench", "filebench", "mailserver"]).arg(tmp.path()).output().unwrap();
+    let out = hashfs_bench().args(["filebench", "mailserver"]).arg(tmp.path()).output().unwrap();
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("unknown personality"));
     std::fs::create_dir_all(tmp.path().join("bigfileset/f0")).unwrap();
-    let out = hashfs().args(["bench", "filebench", "varmail"]).arg(tmp.path()).output().unwrap();
+    let out = hashfs_bench().args(["filebench", "varmail"]).arg(tmp.path()).output().unwrap();
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("already holds a fileset"));
 }
@@ -134,8 +139,7 @@ fn the_fuse_ceiling_serves_its_lower_directory() {
     std::fs::create_dir(&lower).unwrap();
     std::fs::create_dir(&mnt).unwrap();
     std::fs::write(lower.join("before"), b"made below").unwrap();
-    let mut daemon =
-        hashfs().args(["bench", "fuse-ceiling"]).arg(&lower).arg(&mnt).stdin(Stdio::null()).spawn().unwrap();
+    let mut daemon = hashfs_bench().args(["fuse-ceiling"]).arg(&lower).arg(&mnt).stdin(Stdio::null()).spawn().unwrap();
     let start = Instant::now();
     while !is_mounted(&mnt) {
         assert!(start.elapsed() < Duration::from_secs(15), "the ceiling did not mount");

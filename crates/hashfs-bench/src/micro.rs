@@ -1,4 +1,4 @@
-//! `hashfs bench micro`: single-thread file operations, each on three targets measured in
+//! `hashfs-bench micro`: single-thread file operations, each on three targets measured in
 //! interleaved rounds (every round runs every operation on hashfs, limit, tmpfs in turn):
 //! - `hashfs`: the library's file API on a mapped image;
 //! - `limit`: the least durable work the operation needs, on the same mapped image and
@@ -39,7 +39,7 @@ const MIB: usize = 1 << 20;
 const RECORD: usize = 100;
 const TARGETS: [&str; 3] = ["hashfs", "limit", "tmpfs"];
 
-/// What `hashfs bench micro` measures, and where.
+/// What `hashfs-bench micro` measures, and where.
 pub struct Options {
     pub quick: bool,
     pub json: Option<PathBuf>,
@@ -499,7 +499,7 @@ fn report(
     let mount = image_mount(o.image.parent().unwrap_or(Path::new("/")));
     let page = if mount.contains("huge=always") || dev.is_map_sync() { "2M" } else { "4K" };
     println!(
-        "# hashfs bench micro{}: single thread, {} interleaved rounds of {} 4 KiB ops, {} 1 MiB ops, {} files",
+        "# hashfs-bench micro{}: single thread, {} interleaved rounds of {} 4 KiB ops, {} 1 MiB ops, {} files",
         if o.quick { " --quick" } else { "" },
         cfg.rounds,
         cfg.small_ops,

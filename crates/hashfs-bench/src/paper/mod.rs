@@ -1,4 +1,4 @@
-//! `hashfs bench paper`: the file-mapping evaluation of the HashFS paper (FAST '21, §4.1-4.7)
+//! `hashfs-bench paper`: the file-mapping evaluation of the HashFS paper (FAST '21, §4.1-4.7)
 //! and the index microbenchmark of the SPFS paper (FAST '23, Fig. 7), every mapping side by
 //! side in one run.
 //!
@@ -644,7 +644,7 @@ pub fn run(
     let commit = git_commit();
     let count = images.len();
     println!(
-        "# hashfs bench paper ({} scale, {count} images per point, images {}..{}), commit {commit}",
+        "# hashfs-bench paper ({} scale, {count} images per point, images {}..{}), commit {commit}",
         scale.name, images.start, images.end
     );
     println!("# machine: {mach}");
