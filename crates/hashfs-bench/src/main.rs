@@ -125,7 +125,7 @@ enum BenchCmd {
     /// The papers' evaluations, every mapping side by side: HashFS §4.1-4.7, SPFS Fig. 7,
     /// WineFS Figs. 1-3, ctFS Table 1 and Figs. 1, 6 and 7. Writes one JSON file per
     /// experiment; `bench/plot.py` draws them. Needs a build with the cycle probe
-    /// (`--features probe`; scripts/bench-paper.sh).
+    /// (`--features hashfs-bench/probe`; scripts/bench-paper.sh).
     Paper {
         /// Experiments to run (default: all): locality, fragmentation, filesize, iosize,
         /// utilization, concurrency, pagecache, spfs-extents, winefs-aging, winefs-2mib,

@@ -13,18 +13,27 @@ use crate::pm::PmDevice;
 use crate::{Error, Result};
 use std::sync::atomic::Ordering;
 
+/// What an allocation or a zeroed range past the end of the file does to its size:
+/// moves it to the range's end (plain `fallocate`), or leaves it (`FALLOC_FL_KEEP_SIZE`:
+/// then nothing past the size changes, as no block may lie past EOF).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum SizeRule {
+    Extend,
+    Keep,
+}
+
 impl<D: PmDevice> FsInner<D> {
     /// posix_fallocate: maps every hole in [off, off + len) with zeroed blocks and grows
     /// the size to cover the range. Mapped blocks are left as they are.
-    pub(crate) fn allocate(&self, cell: &InodeCell, off: u64, len: u64, keep_size: bool) -> Result<()> {
-        let r = self.allocate_unrefreshed(cell, off, len, keep_size);
+    pub(crate) fn allocate(&self, cell: &InodeCell, off: u64, len: u64, size: SizeRule) -> Result<()> {
+        let r = self.allocate_unrefreshed(cell, off, len, size);
         self.refresh_views(cell, off..off.saturating_add(len));
         r
     }
 
-    fn allocate_unrefreshed(&self, cell: &InodeCell, off: u64, len: u64, keep_size: bool) -> Result<()> {
+    fn allocate_unrefreshed(&self, cell: &InodeCell, off: u64, len: u64, size: SizeRule) -> Result<()> {
         let mut end = off.checked_add(len).filter(|&e| e <= MAX_FILE_BYTES).ok_or(Error::FileTooBig)?;
-        if keep_size {
+        if size == SizeRule::Keep {
             // No block may lie past EOF (F1): preallocate only up to the current size.
             end = end.min(cell.state.read().raw.size);
             if end <= off {
@@ -80,15 +89,15 @@ impl<D: PmDevice> FsInner<D> {
     /// block of it mapped. Holes get new zeroed blocks and mapped blocks are zeroed in
     /// place, keeping their placement (which matters to the huge-page-aware layouts). Not
     /// atomic, like an overwrite: after a crash each byte of the range is old or zero, and
-    /// the size old or new. With `keep_size`, nothing past the current size changes (no
+    /// the size old or new. With [`SizeRule::Keep`], nothing past the current size changes (no
     /// block may lie past EOF).
-    pub(crate) fn zero_range(&self, cell: &InodeCell, off: u64, len: u64, keep_size: bool) -> Result<()> {
-        let r = self.zero_range_unrefreshed(cell, off, len, keep_size);
+    pub(crate) fn zero_range(&self, cell: &InodeCell, off: u64, len: u64, size: SizeRule) -> Result<()> {
+        let r = self.zero_range_unrefreshed(cell, off, len, size);
         self.refresh_views(cell, off..off.saturating_add(len));
         r
     }
 
-    fn zero_range_unrefreshed(&self, cell: &InodeCell, off: u64, len: u64, keep_size: bool) -> Result<()> {
+    fn zero_range_unrefreshed(&self, cell: &InodeCell, off: u64, len: u64, size: SizeRule) -> Result<()> {
         if len == 0 {
             return Err(Error::Invalid("fallocate of zero bytes"));
         }
@@ -116,9 +125,9 @@ impl<D: PmDevice> FsInner<D> {
         self.persist_times(cell, &mut st); // only a write's own times wait for fsync
         drop(st);
         let grow_from = off.max(inside);
-        if !keep_size && end > grow_from {
+        if size == SizeRule::Extend && end > grow_from {
             // (zero_range's own refresh covers the grown part)
-            self.allocate_unrefreshed(cell, grow_from, end - grow_from, false)?;
+            self.allocate_unrefreshed(cell, grow_from, end - grow_from, SizeRule::Extend)?;
         }
         Ok(())
     }

@@ -5,6 +5,7 @@
 #![forbid(unsafe_code)]
 
 use super::api::Metadata;
+use super::fallocate::SizeRule;
 use super::inode::InodeCell;
 use super::ops::Owner;
 use super::FsInner;
@@ -235,11 +236,11 @@ impl<D: PmDevice> File<D> {
             return Err(Error::BadDescriptor);
         }
         match mode {
-            FallocateMode::Allocate => self.fs.allocate(&self.cell, off, len, false),
-            FallocateMode::AllocateKeepSize => self.fs.allocate(&self.cell, off, len, true),
+            FallocateMode::Allocate => self.fs.allocate(&self.cell, off, len, SizeRule::Extend),
+            FallocateMode::AllocateKeepSize => self.fs.allocate(&self.cell, off, len, SizeRule::Keep),
             FallocateMode::PunchHole => self.fs.punch_hole(&self.cell, off, len),
-            FallocateMode::ZeroRange => self.fs.zero_range(&self.cell, off, len, false),
-            FallocateMode::ZeroRangeKeepSize => self.fs.zero_range(&self.cell, off, len, true),
+            FallocateMode::ZeroRange => self.fs.zero_range(&self.cell, off, len, SizeRule::Extend),
+            FallocateMode::ZeroRangeKeepSize => self.fs.zero_range(&self.cell, off, len, SizeRule::Keep),
         }
     }
 

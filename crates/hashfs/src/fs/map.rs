@@ -18,6 +18,7 @@
 #![forbid(unsafe_code)]
 
 use super::api::File;
+use super::fallocate::SizeRule;
 use super::inode::InodeCell;
 use super::FsInner;
 use crate::layout::{Lblk, BLOCK_BYTES};
@@ -84,7 +85,7 @@ impl File<MmapDevice> {
     ) -> Result<(Arc<RawMapping>, Option<Arc<MapView>>)> {
         let lazy = writable && hole_faults().is_some();
         if writable && !lazy {
-            self.fs.allocate(&self.cell, off, (len as u64).min(size - off), true)?;
+            self.fs.allocate(&self.cell, off, (len as u64).min(size - off), SizeRule::Keep)?;
         }
         // The list is held from before the runs are read until this mapping is on it: a
         // request that fills a hole meanwhile either committed before (its blocks are in
@@ -160,7 +161,7 @@ impl HoleFill {
         let span = self.view.off + lo as u64..self.view.off + hi as u64;
         // allocate maps the span's blocks into every mapping of the file with a hole
         // there, this one included, also when another request gave them first.
-        self.fs.allocate(&self.cell, span.start, span.end - span.start, true)?;
+        self.fs.allocate(&self.cell, span.start, span.end - span.start, SizeRule::Keep)?;
         match self.view.holes.lock().containing(rel) {
             Some(_) => Err(Error::NoSpace), // the page still has no block
             None => Ok(()),

@@ -211,14 +211,31 @@ impl<D: PmDevice> FsInner<D> {
         Ok(())
     }
 
-    /// Records the entry in the directory index once its transaction committed, or gives
-    /// its slots back when it did not.
-    pub(crate) fn finish_entry(&self, st: &mut InodeMem, name: &[u8], e: PendingEntry, ino: Ino, committed: bool) {
+    /// Records a prepared entry in the directory index once its transaction committed.
+    pub(crate) fn record_entry(&self, st: &mut InodeMem, name: &[u8], e: PendingEntry, ino: Ino) {
         let idx = st.dir.as_mut().expect("a prepared entry's directory has its index");
-        if committed {
-            idx.insert(name, EntryRef { ino, ftype: e.ftype, pos: e.alloc.pos, nslots: e.alloc.nslots });
-        } else {
-            idx.unalloc(&|s| self.unclaim_blocks(&[s]), &e.alloc);
+        idx.insert(name, EntryRef { ino, ftype: e.ftype, pos: e.alloc.pos, nslots: e.alloc.nslots });
+    }
+
+    /// Gives a prepared entry's slots back: its transaction did not commit.
+    pub(crate) fn drop_entry(&self, st: &mut InodeMem, e: PendingEntry) {
+        let idx = st.dir.as_mut().expect("a prepared entry's directory has its index");
+        idx.unalloc(&|s| self.unclaim_blocks(&[s]), &e.alloc);
+    }
+
+    /// [`record_entry`](Self::record_entry) or [`drop_entry`](Self::drop_entry), as the
+    /// entry's transaction ended (`committed`).
+    pub(crate) fn finish_entry<T>(
+        &self,
+        st: &mut InodeMem,
+        name: &[u8],
+        e: PendingEntry,
+        ino: Ino,
+        committed: &Result<T>,
+    ) {
+        match committed {
+            Ok(_) => self.record_entry(st, name, e, ino),
+            Err(_) => self.drop_entry(st, e),
         }
     }
 }
@@ -360,7 +377,7 @@ impl<D: PmDevice> FsInner<D> {
                 Err(e) => Err(e),
             }
         };
-        self.finish_entry(pst, name, entry, ino, committed.is_ok());
+        self.finish_entry(pst, name, entry, ino, &committed);
         committed?;
         pst.raw = praw;
         Ok(())
@@ -408,7 +425,7 @@ impl<D: PmDevice> FsInner<D> {
                 Err(e) => Err(e),
             }
         };
-        self.finish_entry(&mut pst, name, entry, ino, committed.is_ok());
+        self.finish_entry(&mut pst, name, entry, ino, &committed);
         committed?;
         pst.raw = praw;
         cst.raw = craw;

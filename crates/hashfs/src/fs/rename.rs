@@ -104,7 +104,7 @@ impl<D: PmDevice> FsInner<D> {
         let staged = self.stage(&mut tx, &mv, &mut dirs, tcell, &moved, replaced.as_deref())?;
         if let Err(e) = tx.commit() {
             if let Some(entry) = staged.pending {
-                self.finish_entry(dirs.target(), dname, entry, src.ino, false);
+                self.drop_entry(dirs.target(), entry);
             }
             return Err(e);
         }
@@ -265,7 +265,7 @@ impl<D: PmDevice> FsInner<D> {
                 let entry = self.prepare_entry(tcell, gd, mv.dname, mv.src.ftype)?;
                 tx.write_u64(src_off, 0);
                 if let Err(e) = self.tx_add_entry(tx, mv.dp, ddir, &entry, mv.src.ino, None) {
-                    self.finish_entry(gd, mv.dname, entry, mv.src.ino, false);
+                    self.drop_entry(gd, entry);
                     return Err(e);
                 }
                 if mv.src_is_dir() {
@@ -310,7 +310,7 @@ impl<D: PmDevice> FsInner<D> {
             (_, None) => {
                 dirs.src.dir.as_mut().expect("index").remove(sname);
                 let entry = st.pending.expect("a new entry");
-                self.finish_entry(dirs.target(), dname, entry, src.ino, true);
+                self.record_entry(dirs.target(), dname, entry, src.ino);
             }
         }
     }

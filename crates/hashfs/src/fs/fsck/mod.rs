@@ -324,7 +324,7 @@ impl<D: PmDevice> super::FsInner<D> {
                 Err(e) => Err(e),
             }
         };
-        self.finish_entry(&mut pst, name.as_bytes(), entry, ino, committed.is_ok());
+        self.finish_entry(&mut pst, name.as_bytes(), entry, ino, &committed);
         committed?;
         pst.raw = praw;
         cst.raw = craw;
