@@ -2,13 +2,13 @@
 
 use crate::mounthelper::MountOpts;
 use crate::{fail, Failure};
+use hashfs_fuse::DEFAULT_THREADS;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 const WAIT: Duration = Duration::from_secs(15);
-use hashfs_fuse::DEFAULT_THREADS;
 
 /// Whether `mountpoint` is a FUSE mount of ours now (from /proc/self/mountinfo).
 pub fn mounted_source(mountpoint: &Path) -> Option<String> {

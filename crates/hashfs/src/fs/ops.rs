@@ -225,13 +225,13 @@ impl<D: PmDevice> FsInner<D> {
 
     /// [`record_entry`](Self::record_entry) or [`drop_entry`](Self::drop_entry), as the
     /// entry's transaction ended (`committed`).
-    pub(crate) fn finish_entry<T>(
+    pub(crate) fn finish_entry(
         &self,
         st: &mut InodeMem,
         name: &[u8],
         e: PendingEntry,
         ino: Ino,
-        committed: &Result<T>,
+        committed: &Result<()>,
     ) {
         match committed {
             Ok(_) => self.record_entry(st, name, e, ino),
