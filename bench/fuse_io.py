@@ -18,7 +18,7 @@ Before the rounds, one warm-up round (`--warmup 0`: none) runs the same operatio
 every target; its figures are kept in the JSON under "warmup" and left out of the
 statistics. In a VM the first gigabytes a run writes land in guest memory the host must
 back first, and the first round of every target runs several times slower: in
-bench/goals/fuse-10rounds-shm.json (no warm-up), tmpfs's own new-file writes ran at
+bench/results/goals/fuse-10rounds-shm.json (no warm-up), tmpfs's own new-file writes ran at
 0.50 GB/s in round 1 and 5.6-9.6 in the other nine, the mount's at 0.35 against 1.2-2.0.
 
 Usage: python3 bench/fuse_io.py [--rounds N] [--warmup N] [--image-dir DIR] [--io-uring] [--json FILE]

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Plots of `hashfs-bench paper` and docs/results.md, from the JSON files it wrote.
 
-    python3 bench/plot.py [--results bench/results/run1] [--rerun bench/results/run2] [--docs docs]
+    python3 bench/plot.py [--results bench/results/paper/run1] [--rerun bench/results/paper/run2] [--docs docs]
 
 Writes docs/results/<experiment>.png and docs/results.md. Every number in results.md is
 computed here from the JSON files; each paragraph states the paper's claim, what this run
@@ -741,7 +741,7 @@ def machine_line(data, results):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--results", default="bench/results/run1")
+    ap.add_argument("--results", default="bench/results/paper/run1")
     ap.add_argument(
         "--rerun",
         help="a second full run's results: the summary gives both runs' verdicts side by side and flags every check whose verdict differs",
@@ -754,7 +754,7 @@ def main():
         help="hand-written notes on why results differ, one '## <experiment>' section each, appended to that section",
     )
     ap.add_argument(
-        "--stacked", default="bench/stacked/run2.json", help="bench/stacked.py's JSON: the SPFS stacked-mode section"
+        "--stacked", default="bench/results/stacked/run2.json", help="bench/stacked.py's JSON: the SPFS stacked-mode section"
     )
     ap.add_argument(
         "--estimator",

@@ -133,7 +133,7 @@ def main():
     a = ap.parse_args()
     ensure_tools()
     # Built here, so that every part runs the checked-out code: the shim's library is a
-    # separate artifact, and a run of 2026-11-26 (write-path-run3.json) measured the
+    # separate artifact, and a run of 2026-11-26 (its third, in git) measured the
     # applications with one older than the hashfs binary.
     subprocess.run(["cargo", "build", "--release", "-q", "--workspace"], cwd=ROOT,
                    check=True)

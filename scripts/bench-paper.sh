@@ -10,7 +10,7 @@
 # A full run is made twice, the second on other images (--first-image), and docs/results.md
 # gives both runs' verdicts side by side (BENCH_RUNS=1 makes one). Scratch images go to
 # $HASHFS_BENCH_DIR; by default to a tmpfs mounted with huge=always (2 MiB pages, as a DAX
-# mapping of PM has), else /dev/shm. JSON goes to bench/results/run1/ (and run2/).
+# mapping of PM has), else /dev/shm. JSON goes to bench/results/paper/run1/ (and run2/).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -109,7 +109,7 @@ case "$only" in
     *) echo "BENCH_RUN=$only: 1 or 2" >&2; exit 1 ;;
 esac
 if [ "$names" = 0 ]; then
-    if [ -n "$only" ]; then rm -rf "bench/results/run$only"; else rm -rf bench/results; fi
+    if [ -n "$only" ]; then rm -rf "bench/results/paper/run$only"; else rm -rf bench/results/paper/run1 bench/results/paper/run2; fi
 fi
 # A full run of every experiment measures these on five images per point, utilization and
 # ctfs-ycsb on ten, fragmentation on twenty, the others on three: an experiment moves up
@@ -126,7 +126,7 @@ if [ "$names" = 0 ] && [ "$quick" = 0 ] && [[ " $* " != *" --images "* ]]; then 
 measure() {
     local run="$1" n="$2"
     shift 2
-    ./target/probe/release/hashfs-bench paper --out "bench/results/run$run" --image-dir "$BENCH_DIR" \
+    ./target/probe/release/hashfs-bench paper --out "bench/results/paper/run$run" --image-dir "$BENCH_DIR" \
         --images "$n" --first-image $(((run - 1) * n)) "$@"
 }
 rerun=()
@@ -138,14 +138,14 @@ for run in $run_list; do
         measure "$run" 20 "${TWENTY[@]}" "$@"
         measure "$run" 3 "${REST[@]}" "$@"
     else
-        ./target/probe/release/hashfs-bench paper --out "bench/results/run$run" --image-dir "$BENCH_DIR" \
+        ./target/probe/release/hashfs-bench paper --out "bench/results/paper/run$run" --image-dir "$BENCH_DIR" \
             --first-image $(((run - 1) * images)) "$@"
     fi
 done
 # Run 2 is compared when it was made now or kept beside a run made alone.
-if [ -d bench/results/run2 ] && { [ -n "$only" ] || [ "$runs" -ge 2 ]; }; then rerun=(--rerun bench/results/run2); fi
-if [ ! -d bench/results/run1 ]; then
-    echo "== run 2 is in bench/results/run2; the page needs run 1 too (BENCH_RUN=1 $0)"
+if [ -d bench/results/paper/run2 ] && { [ -n "$only" ] || [ "$runs" -ge 2 ]; }; then rerun=(--rerun bench/results/paper/run2); fi
+if [ ! -d bench/results/paper/run1 ]; then
+    echo "== run 2 is in bench/results/paper/run2; the page needs run 1 too (BENCH_RUN=1 $0)"
     exit 0
 fi
-"$PY" bench/plot.py --results bench/results/run1 "${rerun[@]}" --docs docs
+"$PY" bench/plot.py --results bench/results/paper/run1 "${rerun[@]}" --docs docs

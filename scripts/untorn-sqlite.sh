@@ -4,7 +4,7 @@
 # (HASHFS_WRITE_MODE sets the mode of each run): TXNS transactions of 10 random 100-byte
 # row updates with synchronous=FULL, in the rollback-journal (delete) and WAL modes, for
 # HashFS and the extent tree (bench/untorn/sqlite_txn.py). Images on a tmpfs mounted
-# huge=always; results in bench/untorn/sqlite.json (or $UNTORN_OUT).
+# huge=always; results in bench/results/untorn/sqlite.json (or $UNTORN_OUT).
 #
 #   ./scripts/untorn-sqlite.sh [TRIALS] [TXNS]     # default 6 trials of 2000
 set -euo pipefail
@@ -16,7 +16,7 @@ mountpoint -q "$HUGE" || { mkdir -p "$HUGE" && mount -t tmpfs -o huge=always,siz
 cargo build --release -q --workspace
 HASHFS=./target/release/hashfs
 SHIM=./target/release/libhashfs_preload.so
-OUT="${UNTORN_OUT:-bench/untorn/sqlite.json}"
+OUT="${UNTORN_OUT:-bench/results/untorn/sqlite.json}"
 img="$HUGE/untorn-sqlite.img"
 . scripts/machine.sh
 printf '{"command": "%s", %s, "trials": %s, "txns": %s, "rows": [\n' \

@@ -3,7 +3,7 @@
 # write (memcpy into a shared mapping of a fallocated file) on a fresh image and on the same
 # image aged to 75% full (`hashfs-bench age`), for the aligned allocator, the bitmap allocator
 # and HashFS's table with the paper's placement, the grouped one and the regions one. Images on a tmpfs mounted huge=always (2 MiB pages, as DAX PM);
-# results in bench/winefs/shim.json (or $WINEFS_OUT).
+# results in bench/results/winefs/shim.json (or $WINEFS_OUT).
 #
 #   ./scripts/winefs-shim.sh [IMAGE_GIB]      # default 8
 #   WINEFS_CONFIGS="hashfs:grouped" ./scripts/winefs-shim.sh   # some configurations only
@@ -16,7 +16,7 @@ cargo build --release -q --workspace
 HASHFS=./target/release/hashfs
 HASHFS_BENCH=./target/release/hashfs-bench
 SHIM=./target/release/libhashfs_preload.so
-OUT="${WINEFS_OUT:-bench/winefs/shim.json}"
+OUT="${WINEFS_OUT:-bench/results/winefs/shim.json}"
 img="$HUGE/winefs-shim.img"
 TRIALS=4
 one() { LD_PRELOAD="$SHIM" HASHFS_IMAGE="$img" HASHFS_MOUNT=/pm /usr/bin/python3 bench/winefs/mmap_write.py /pm/mapped 1024; }

@@ -5,7 +5,7 @@ seed (`hashfs-bench age --to 75% --churn 1 --seed 7`), then `hashfs info` report
 2 MiB groups, the large files' chunks on groups, and the small keys' probe lengths and
 tombstones. Counts, not timings (the aging's own time is printed for scale only).
 
-    python3 bench/winefs/placement_aging.py [--json bench/winefs/placement-aging.json]
+    python3 bench/winefs/placement_aging.py [--json bench/results/winefs/placement-aging.json]
 """
 import argparse, json, os, re, subprocess, sys, tempfile, time
 
@@ -47,7 +47,7 @@ def one(placement, load, d):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--json", default="bench/winefs/placement-aging.json")
+    ap.add_argument("--json", default="bench/results/winefs/placement-aging.json")
     a = ap.parse_args()
     subprocess.run(["cargo", "build", "--release", "-q", "--workspace"], check=True)
     rows = []

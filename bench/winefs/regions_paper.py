@@ -5,9 +5,9 @@ cycles per operation (mean and 95% interval over every trial of every image), wi
 regions placement's ratio to the paper's placement.
 
     target/probe/release/hashfs-bench paper --mappings hashfs,hashfs-regions,extent-tree \\
-        --image-dir /mnt/hashfs-bench-huge --out bench/results/regions \\
+        --image-dir /mnt/hashfs-bench-huge --out bench/results/paper/regions \\
         locality utilization filesize iosize concurrency
-    python3 bench/winefs/regions_paper.py [bench/results/regions]
+    python3 bench/winefs/regions_paper.py [bench/results/paper/regions]
 """
 import json, os, sys
 
@@ -15,7 +15,7 @@ EXPERIMENTS = ["locality", "filesize", "iosize", "utilization", "concurrency"]
 
 
 def main():
-    d = sys.argv[1] if len(sys.argv) > 1 else "bench/results/regions"
+    d = sys.argv[1] if len(sys.argv) > 1 else "bench/results/paper/regions"
     first = None
     print("| experiment | op | cache | x | paper placement | regions | regions / paper | extent tree |")
     print("|---|---|---|---|---:|---:|---:|---:|")

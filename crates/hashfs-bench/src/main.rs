@@ -142,7 +142,7 @@ enum BenchCmd {
         #[arg(long, hide = true)]
         tiny: bool,
         /// Directory for the JSON files.
-        #[arg(long, default_value = "bench/results")]
+        #[arg(long, default_value = "bench/results/paper/run1")]
         out: PathBuf,
         /// Directory for the scratch images (tmpfs, or a DAX file system).
         #[arg(long, default_value = "/dev/shm")]

@@ -15,7 +15,7 @@
 //! every first write to a page pays the host's allocation as well). `--limit-drain` ends
 //! each limit's last fence with a locked instruction: where `sfence` only orders streaming
 //! stores (an AMD host: a 4 KiB overwrite's limit 198 ns without, 329 with,
-//! `bench/micro/limit-drain/`), the limit's stores would otherwise drain while the next
+//! `bench/results/micro/limit-drain/`), the limit's stores would otherwise drain while the next
 //! operation runs, and a file system pays that drain at its next lock.
 
 #![forbid(unsafe_code)]

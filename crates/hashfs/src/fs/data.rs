@@ -233,7 +233,7 @@ impl<D: PmDevice> FsInner<D> {
     /// lock, instead of following one another once the lookup has found the block. Not for
     /// writes: the block's line would have to be evicted again by the streaming stores
     /// (a 4 KiB overwrite took 10% longer), and the slot's line alone changed nothing
-    /// measurable (`bench/micro/read-prefetch-ab/`).
+    /// measurable (`bench/results/micro/read-prefetch-ab/`).
     #[inline]
     fn prefetch_home(&self, cell: &InodeCell, off: u64, len: usize) {
         let FileMap::Hash(t) = &self.map else { return };

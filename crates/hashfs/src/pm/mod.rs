@@ -153,7 +153,7 @@ struct StatShard {
 /// locked instruction is ordered after every cache-line write-back the thread has issued
 /// and waits for them, so counting each flush with one made every flush a fence (4 KiB
 /// appends on a huge-page image: 873-879 ns with locked counts, 730-738 without,
-/// `bench/micro/stats-unlocked-ab/`). Threads that
+/// `bench/results/micro/stats-unlocked-ab/`). Threads that
 /// share a shard (more than [`STAT_SHARDS`]) may lose counts; the figures are for display.
 #[derive(Default)]
 pub struct DeviceStats {

@@ -6,7 +6,7 @@
 //! LevelDB through the shim maps every 2 MiB table it opens: a database of 3 million YCSB
 //! records (about 400 MB of tables) failed its load with ENOMEM from `mmap`, RocksDB with
 //! `--mmap_read` (64 MiB tables) its fill, and LMDB's read-only map, which grows with its
-//! file, read zeros past 64 MiB (`bench/apps/map-copy/`). A mapping that a copy can serve
+//! file, read zeros past 64 MiB (`bench/results/apps/map-copy/`). A mapping that a copy can serve
 //! is made of one anonymous mapping filled with the file's bytes:
 //!
 //! - a private mapping, whose view of later changes to the file POSIX leaves unspecified;
@@ -52,7 +52,7 @@ fn copy_max() -> usize {
 /// mapping costs the kernel one mapping per run, 2.5 µs a page to make and 0.75 to undo,
 /// where a copy on 2 MiB pages costs 0.21 and 0.02; LevelDB, which maps every 2 MiB table
 /// it opens, ran YCSB's A and C 1.21x and 1.15x as fast through the shim with copies
-/// (`bench/apps/map-copy/policy-ab/`, paired by run).
+/// (`bench/results/apps/map-copy/policy-ab/`, paired by run).
 pub(super) fn preferred(fs: &FileSystem<MmapDevice>, maps: &[FileMap], m: &FileMap, in_file: usize) -> bool {
     let pages = in_file / PAGE;
     if pages == 0 || m.private || m.len > copy_max() || !allowed(maps, m) {
@@ -113,7 +113,7 @@ pub(super) fn make(m: &mut FileMap, addr: *mut c_void, fixed: c_int, in_file: us
 
 /// Asks for 2 MiB pages under a copy (transparent huge pages in `madvise` mode, the
 /// default): a 2 MiB copy is then one page fault and one page to free instead of 512
-/// (`bench/apps/map-copy/shim-mmap-copies.json`: 0.20 µs a page to map, 0.02 to unmap,
+/// (`bench/results/apps/map-copy/shim-mmap-copies.json`: 0.20 µs a page to map, 0.02 to unmap,
 /// against 1.65 and 0.24 without). Where none is free the kernel uses 4 KiB pages.
 fn huge_pages(at: usize, len: usize) {
     // SAFETY: advice over our own anonymous mapping.

@@ -4,7 +4,7 @@
 //! mapping per page, and `mmap` of it is mostly the kernel's work per piece: LevelDB's
 //! YCSB A through the shim makes about 27,600 `mmap` calls where tmpfs makes 81, one per
 //! page of every table it opens. Two things make a piece cheaper (4.39 -> 2.63 µs per page,
-//! `bench/apps/shim-mmap-ab/`, docs/benchmarks.md):
+//! `bench/results/apps/shim-mmap-ab/`, docs/benchmarks.md):
 //!
 //! - Into a hole rather than over a reservation. `MAP_FIXED` over our own reservation
 //!   first unmaps that page of it (the kernel splits the reserved mapping every time);

@@ -42,7 +42,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 
 /// The default small keys' load of the open groups above which groups are opened. On a
-/// 1 GiB image aged to 75% full (`bench/winefs/placement-aging.json`): 0.85 left 89 whole
+/// 1 GiB image aged to 75% full (`bench/results/winefs/placement-aging.json`): 0.85 left 89 whole
 /// groups free but small keys probed 8.4 slots per hit and 195 per miss (tombstones fill
 /// what keys leave); 0.80 left 79 and probed 6.3 and 90; 0.75 left 68 and probed 4.9 and
 /// 41 (the paper's placement: no group free, 5.3 and 53). 0.80 keeps enough whole groups
