@@ -306,7 +306,7 @@ def atomic(d, png, h):
     plt.close(fig_)
     text = [
         "\nctFS's claim (§3.3): pswap makes a write of any amount atomic by staging its data and "
-        "swapping the staged pages in, without writing the data twice. Ours (`fs/untorn_pswap.rs`): "
+        "swapping the staged pages in, without writing the data twice. Ours (`fs/ctfs/untorn_pswap.rs`): "
         "`write_atomic_at` on `ctfs` stages the write in an unlinked file (with the rest of any 2 MiB "
         "the file maps with a 2 MiB leaf) and pswaps it in, with the new size, in one undo-logged "
         "transaction; ctfs's untorn-write limit is 1 GiB. The relaxed overwrite rewrites the same range "

@@ -36,35 +36,35 @@ bugs=(
     "dir-insert-flush|crates/hashfs/src/fs/dir.rs|a new directory entry's name is not flushed before the transaction links it|ops create-long,rename-long,mkdir,link"
     "size-before-data|crates/hashfs/src/fs/data.rs|a growing write commits the new size before it stores the data|ops append,write-past-eof,fill-hole"
     "fast-append-no-fence|crates/hashfs/src/fs/append.rs|a fast append stores the new size and block count with no fence after the data and the new blocks' keys|ops append,write-past-eof"
-    "tag-unchecked|crates/hashfs/src/fs/append_tag.rs|recovery keeps the tagged size of a one-fence append without checking its bytes|ops append-small,append-cross"
+    "tag-unchecked|crates/hashfs/src/fs/hashfs/append_tag.rs|recovery keeps the tagged size of a one-fence append without checking its bytes|ops append-small,append-cross"
     "tag-parity-fixed|crates/hashfs/src/fs/append.rs|every one-fence append tags its size with the same parity (a crash that leaves the next one's block-count word beside the last one's size word drops the last)|workload ace:append-small,append-small"
     "tag-overwrite-kept|crates/hashfs/src/fs/data.rs|an overwrite inside the file leaves a one-fence append's size tagged (its bytes change under the check)|workload ace:append-small,overwrite-tail"
     "xattr-new-unlinked|crates/hashfs/src/fs/xattr.rs|the switch to a new attribute inode leaves it with no link on the media|ops setxattr,setxattr-replace,removexattr"
     "xattr-orphaned-by-unlink|crates/hashfs/src/fs/data.rs|freeing a file does not unlink its attribute inode in the same transaction|ops unlink,rename-replace"
-    "evacuate-no-flush|crates/hashfs/src/fs/evacuate.rs|HashFS's grouped placement moves a block out of a group without flushing its copy before the transaction that remaps it|grouped write-chunk,fallocate-chunk"
-    "regions-move-no-flush|crates/hashfs/src/fs/evacuate.rs|a block move (the shared one of the grouped placement's evacuation and the regions placement's openings) does not flush its copy before the transaction that remaps it, checked on the regions placement|regions append,write-chunk"
+    "evacuate-no-flush|crates/hashfs/src/fs/hashfs/evacuate.rs|HashFS's grouped placement moves a block out of a group without flushing its copy before the transaction that remaps it|grouped write-chunk,fallocate-chunk"
+    "regions-move-no-flush|crates/hashfs/src/fs/hashfs/evacuate.rs|a block move (the shared one of the grouped placement's evacuation and the regions placement's openings) does not flush its copy before the transaction that remaps it, checked on the regions placement|regions append,write-chunk"
     "regions-unmarked-opening|crates/hashfs/src/mapping/hashfs/groups.rs|the regions placement opens a group without the in-progress mark (after a crash before the moves are done, lookups no longer try the bucket a key had before it was moved)|regions append"
     "regions-open-word-unflushed|crates/hashfs/src/mapping/hashfs/groups.rs|the regions placement opens a group without flushing its directory word before keys move into it (after a crash the group may not be open, its keys found by no lookup)|regions append"
     "untorn-copy-no-flush|crates/hashfs/src/fs/untorn.rs|an untorn write's moved block is stored cached (no flush before the commit's fence)|ops untorn-overwrite,untorn-limit"
     "untorn-unlogged-key|crates/hashfs/src/fs/untorn.rs|an untorn write publishes a moved block's new HashFS key without an undo record|test untorn_writes an_untorn_write_across_two_blocks_whose_new_slots_come_first_is_whole_or_absent"
-    "free-slots-no-fence|crates/hashfs/src/fs/data.rs|freeing HashFS slots stores tombstones with no fence first: a live copy's tombstone may reach the media before an older copy's pending one|test untorn_writes a_hole_punched_after_a_key_switch_never_revives_the_older_copy"
+    "free-slots-no-fence|crates/hashfs/src/fs/hashfs/slots.rs|freeing HashFS slots stores tombstones with no fence first: a live copy's tombstone may reach the media before an older copy's pending one|test untorn_writes a_hole_punched_after_a_key_switch_never_revives_the_older_copy"
     "switch-one-fence|crates/hashfs/src/fs/untorn.rs|HashFS's key switch inside one block, new slot after the old: the old slot's tombstone goes with the new data and key, no fence between|ops untorn-small,untorn-block"
     "switch-key-with-data|crates/hashfs/src/fs/untorn.rs|HashFS's key switch inside one block, new slot before the old: the new key goes with the new data, no fence between|workload ace:untorn-small,untorn-small"
     "switch-copies-kept|crates/hashfs/src/fs/recovery.rs|recovery keeps both copies of a key that an interrupted key switch left|ops untorn-small,untorn-block"
     "strict-ignored|crates/hashfs/src/fs/data.rs|a strict-mode mount writes as a relaxed one|strict overwrite,overwrite-small"
     "untorn-logged-in-place|crates/hashfs/src/fs/untorn.rs|an untorn write stores a grouped block's new bytes in place without their undo record|grouped-workload ace:write-chunk,untorn-hole"
-    "pswap-split-tx|crates/hashfs/src/fs/pswap.rs|a pswap between files writes the second file's inode in a transaction of its own, after the one that swaps the pages|ctfs pswap,pswap-grow,truncate-up"
+    "pswap-split-tx|crates/hashfs/src/fs/ctfs/pswap.rs|a pswap between files writes the second file's inode in a transaction of its own, after the one that swaps the pages|ctfs pswap,pswap-grow,truncate-up"
     "stacked-handle-first|crates/hashfs-spfs/src/absorb.rs|SPFS promotion names the lower inode before its PM copy has the file's length (the mount then takes the copy as complete and cuts the lower file to it)|stacked"
     "stacked-lower-shrink-first|crates/hashfs-spfs/src/absorb.rs|a promoted file's truncation shrinks the lower file before its PM copy|stacked"
     "stacked-drop-before-copy|crates/hashfs-spfs/src/absorb.rs|write-back removes the PM copy before the lower file holds its bytes|stacked"
     "stacked-no-length-repair|crates/hashfs-spfs/src/absorb.rs|the mount leaves a lower file longer than its PM copy (bytes truncated before a crash come back when the file grows)|stacked"
     "fsync-forgets-times|crates/hashfs/src/fs/file.rs|fsync leaves the times of the file's writes in DRAM (they may lag only until it)|workload ace:append,write-past-eof,fsync-g,chmod"
-    "pswap-untorn-size-first|crates/hashfs/src/fs/untorn_pswap.rs|ctFS's atomic write commits the file's new size in a transaction before the one that swaps the staged pages in (the released ctFS sets the size before the data)|ctfs untorn-pswap,untorn-pswap-append"
+    "pswap-untorn-size-first|crates/hashfs/src/fs/ctfs/untorn_pswap.rs|ctFS's atomic write commits the file's new size in a transaction before the one that swaps the staged pages in (the released ctFS sets the size before the data)|ctfs untorn-pswap,untorn-pswap-append"
     "shrink-tail-kept|crates/hashfs/src/fs/data.rs|a shrink leaves the rest of its new last block as it was (a mapping of the block shows the truncated bytes)|ops truncate-down"
     "recovery-tails-kept|crates/hashfs/src/fs/recovery.rs|recovery leaves bytes past EOF in a file's last block (a shrink's size durable before its zeroing, an append's bytes before its size)|ops append-small,append,truncate-down"
     "clean-flag-first|crates/hashfs/src/fs/mod.rs|an unmount marks the image clean before it stores the times left in DRAM and makes one-fence appends' sizes plain (a crash after the flag skips recovery)|workload ace:append-small,unmount"
     "rollback-unfenced|crates/hashfs/src/journal.rs|recovery marks the journals empty with no fence after the rollback's restores (a crash of recovery may leave a journal empty before the bytes it restored)|ops chmod,mkdir,rename"
-    "settle-blocks-first|crates/hashfs/src/fs/append_tag.rs|recovery settles a one-fence append's size storing the block-count word before the size word (a crash of recovery between leaves the tagged size beside a plain block count, taken as whole)|ops append-small,append-cross"
+    "settle-blocks-first|crates/hashfs/src/fs/hashfs/append_tag.rs|recovery settles a one-fence append's size storing the block-count word before the size word (a crash of recovery between leaves the tagged size beside a plain block count, taken as whole)|ops append-small,append-cross"
     "superblock-primary-first|crates/hashfs/src/fs/mod.rs|a mount writes the primary superblock first even when a crash tore the secondary (a crash of the mount after a crashed mount leaves no whole copy)|ops chmod,mkdir,rename"
     "sync-forgets-times|crates/hashfs/src/fs/api.rs|sync leaves the times of writes in DRAM (they may lag only until a sync or the file's fsync)|workload ace:overwrite,append,sync,chmod"
     "purge-unlocked|crates/hashfs/src/mapping/hashfs/purge.rs|HashFS's tombstone purge runs without the purge lock (a purge between an insert's probe and its claim leaves an EMPTY slot on the new key's path)|unit threads_inserting_freeing_and_purging_keep_every_path"
@@ -106,7 +106,7 @@ elif name == "rollback-unfenced":
         "        report.rolled_back_txids.push(*txid);\n    }\n    dev.fence();\n",
         "        report.rolled_back_txids.push(*txid);\n    }\n")
 elif name == "settle-blocks-first":
-    sub("crates/hashfs/src/fs/append_tag.rs",
+    sub("crates/hashfs/src/fs/hashfs/append_tag.rs",
         "    dev.store_u64(ioff + INODE_SIZE_OFF, size);\n    dev.store_u64(ioff + INODE_BLOCKS_OFF, b & BLOCKS_MASK);\n",
         "    dev.store_u64(ioff + INODE_BLOCKS_OFF, b & BLOCKS_MASK);\n    dev.store_u64(ioff + INODE_SIZE_OFF, size);\n")
 elif name == "superblock-primary-first":
@@ -164,10 +164,10 @@ elif name == "punch-partial-unflushed":
 elif name == "truncate-frees-first":
     sub("crates/hashfs/src/fs/data.rs",
         "        raw.blocks = raw.blocks.saturating_sub(victims.len() as u64);\n        let mut tx = self.journals.begin();\n",
-        "        raw.blocks = raw.blocks.saturating_sub(victims.len() as u64);\n        if let FileMap::Hash(t) = &self.map {\n            free_slots(t, &*self.dev, &victims);\n        }\n        let mut tx = self.journals.begin();\n")
+        "        raw.blocks = raw.blocks.saturating_sub(victims.len() as u64);\n        if let crate::mapping::FileMap::Hash(t) = &self.map {\n            super::hashfs::slots::free_slots(t, &*self.dev, &victims);\n        }\n        let mut tx = self.journals.begin();\n")
     sub("crates/hashfs/src/fs/data.rs",
-        "            FileMap::Hash(t) => free_slots(t, &*self.dev, &victims),\n            FileMap::Blocks(b) if new_size < old_size => {",
-        "            FileMap::Hash(_) => {}\n            FileMap::Blocks(b) if new_size < old_size => {")
+        "        if new_size < old_size {\n            on_map!(self, m => m.release_blocks(self, cell, st, &victims, from, to))?;\n",
+        "        if new_size < old_size && !matches!(self.map, crate::mapping::FileMap::Hash(_)) {\n            on_map!(self, m => m.release_blocks(self, cell, st, &victims, from, to))?;\n")
 elif name == "unlink-entry-in-place":
     sub("crates/hashfs/src/fs/ops.rs",
         "        let mut tx = self.journals.begin();\n        tx.write_u64(slot_off, 0);\n        inode::tx_write_inode(&mut tx, &self.geo, parent, &mut praw);\n",
@@ -209,7 +209,7 @@ elif name == "xattr-orphaned-by-unlink":
         "        if let (Some(c), Some(r)) = (&xattrs, xraw.as_mut()) {\n            inode::tx_write_inode(&mut tx, &self.geo, c.ino, r);\n        }\n",
         "")
 elif name == "regions-move-no-flush":
-    sub("crates/hashfs/src/fs/evacuate.rs",
+    sub("crates/hashfs/src/fs/hashfs/evacuate.rs",
         "        self.dev.write(to_off, &buf);\n        self.dev.flush(to_off, BLOCK_BYTES);\n",
         "        self.dev.write(to_off, &buf);\n")
 elif name == "regions-unmarked-opening":
@@ -219,7 +219,7 @@ elif name == "regions-open-word-unflushed":
         "                self.dir.dev.flush(self.dir.slot_off(g), 8);\n                got.push(g);\n",
         "                got.push(g);\n")
 elif name == "evacuate-no-flush":
-    sub("crates/hashfs/src/fs/evacuate.rs",
+    sub("crates/hashfs/src/fs/hashfs/evacuate.rs",
         "        self.dev.write(to_off, &buf);\n        self.dev.flush(to_off, BLOCK_BYTES);\n",
         "        self.dev.write(to_off, &buf);\n")
 elif name == "untorn-copy-no-flush":
@@ -231,7 +231,7 @@ elif name == "untorn-unlogged-key":
         "                            tx.write_u64(t.slot_off(b.new.0), k);\n                            tx.write_u64(t.slot_off(p.0), TOMBSTONE);\n",
         "                            tx.publish_u64(t.slot_off(b.new.0), k);\n                            tx.write_u64(t.slot_off(p.0), TOMBSTONE);\n")
 elif name == "free-slots-no-fence":
-    sub("crates/hashfs/src/fs/data.rs",
+    sub("crates/hashfs/src/fs/hashfs/slots.rs",
         "    dev.fence();\n    let freed: Vec<_> = slots.iter().map(|&s| t.release(s)).collect();\n",
         "    let freed: Vec<_> = slots.iter().map(|&s| t.release(s)).collect();\n")
 elif name == "switch-one-fence":
@@ -251,7 +251,7 @@ elif name == "untorn-logged-in-place":
         "                (How::Logged, Some(p)) => tx.write(self.geo.block_off(p.0) + a, src),\n",
         "                (How::Logged, Some(p)) => {\n                    self.dev.write(self.geo.block_off(p.0) + a, src);\n                    self.dev.flush(self.geo.block_off(p.0) + a, src.len() as u64);\n                }\n")
 elif name == "pswap-split-tx":
-    sub("crates/hashfs/src/fs/pswap.rs",
+    sub("crates/hashfs/src/fs/ctfs/pswap.rs",
         """        if let Some(rb) = rb.as_mut() {
             inode::tx_write_inode(&mut tx, &self.geo, b.ino, rb);
         }
@@ -281,7 +281,7 @@ elif name == "ctfs-unlogged-pswap":
             dev.fence();
 """)
 elif name == "pswap-untorn-size-first":
-    sub("crates/hashfs/src/fs/untorn_pswap.rs",
+    sub("crates/hashfs/src/fs/ctfs/untorn_pswap.rs",
         "        let mut sst = stage.state.write();\n        let (mut ra, mut rb) = (st.raw, sst.raw);\n",
         """        let mut early = st.raw;
         early.size = new_size;
@@ -326,7 +326,7 @@ elif name == "fast-append-no-fence":
         "        } else {\n            self.dev.fence();\n",
         "        } else {\n")
 elif name == "tag-unchecked":
-    sub("crates/hashfs/src/fs/append_tag.rs",
+    sub("crates/hashfs/src/fs/hashfs/append_tag.rs",
         "        append_check(ino, tag.size, tag.parity, &data) == tag.check(b)\n",
         "        append_check(ino, tag.size, tag.parity, &data) == tag.check(b) || true\n")
 elif name == "tag-parity-fixed":

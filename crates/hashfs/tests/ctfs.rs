@@ -372,7 +372,7 @@ fn pswap_and_partition_moves_keep_the_live_mappings() {
     fs.unmount().unwrap();
 }
 
-/// Untorn writes larger than the copy-on-write path takes (`fs/untorn_pswap.rs`): staged in
+/// Untorn writes larger than the copy-on-write path takes (`fs/ctfs/untorn_pswap.rs`): staged in
 /// an unlinked file and pswapped in. The data, size and block count are the write's; the
 /// file's 2 MiB leaves stay 2 MiB leaves (whole 2 MiB swapped as one entry, a write into
 /// part of a leaf staged with the rest of its 2 MiB); the old pages and the staging file

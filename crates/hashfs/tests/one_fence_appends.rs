@@ -1,4 +1,4 @@
-//! One-fence small appends (`fs/append_tag.rs`): on HashFS an append of less than 4 KiB at
+//! One-fence small appends (`fs/hashfs/append_tag.rs`): on HashFS an append of less than 4 KiB at
 //! the end of a file takes one fence and stores its size tagged with a check of its bytes;
 //! recovery keeps the size when the bytes are whole and drops the append when they are not;
 //! anything that may change the bytes in place, and unmount, makes the size plain first.

@@ -1,4 +1,4 @@
-//! HashFS's regions placement (`mapping/hashfs/regions.rs`, `fs/regions.rs`): small keys
+//! HashFS's regions placement (`mapping/hashfs/regions.rs`, `fs/hashfs/regions.rs`): small keys
 //! live in a list of open groups that grows by openings, each moving into the new groups
 //! exactly the keys whose jump bucket they are; the groups never opened stay whole for
 //! large files' chunks; an opening that cannot finish (a memory-mapped file) leaves every

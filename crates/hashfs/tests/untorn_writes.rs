@@ -47,7 +47,7 @@ fn untorn_writes_leave_the_data_and_size_of_a_write() {
         let max = fs.untorn_write_max();
         let expect = match mapping {
             MappingKind::HashFs => MIB,
-            MappingKind::Ctfs => 1 << 30, // pswap (fs/untorn_pswap.rs)
+            MappingKind::Ctfs => 1 << 30, // pswap (fs/ctfs/untorn_pswap.rs)
             _ => 256 << 10,
         };
         assert_eq!(max, expect, "{mapping:?}: the limit on the default journal");
@@ -109,7 +109,7 @@ fn a_write_of_the_limit_fits_the_journal_on_fragmented_images() {
             let o = FormatOptions { journal_blocks, ..opts(mapping, allocator, score) };
             let (fs, dev) = new_fs(32 * MIB, &o);
             // ctfs's limit on the default journal (1 GiB) is larger than the image: its
-            // bound is checked against the page table in fs/untorn_pswap.rs.
+            // bound is checked against the page table in fs/ctfs/untorn_pswap.rs.
             let max = fs.untorn_write_max().min(4 * MIB) as usize;
             assert!(max >= 64 << 10, "{mapping:?} journal {journal_blocks}: limit {max}");
             // Interleave two files block by block, so neither has two adjacent blocks.

@@ -1,6 +1,6 @@
 //! `ctfs-atomic`: ctFS §3.3's second use of pswap, "atomic write on any amount of data":
 //! an untorn write (`File::write_atomic_at`) on the `ctfs` mapping, staged in an unlinked
-//! file and pswapped into place (`fs/untorn_pswap.rs`), against a relaxed overwrite of the
+//! file and pswapped into place (`fs/ctfs/untorn_pswap.rs`), against a relaxed overwrite of the
 //! same range (one copy, in place), from 2 MiB up to the scale's largest (1 GiB at full
 //! scale, ctfs's untorn-write limit), at an aligned offset (0) and an unaligned one (4 KiB:
 //! the page-table entries at both ends of every level, the limit's worst case). Beside it,

@@ -103,7 +103,7 @@ impl Scratch {
         workload::base_tree(&fs).expect("the base tree fits");
         if opts.placement == HashPlacement::Grouped {
             // Small files in every group, so that a whole-chunk write must move blocks
-            // out of one (`fs/evacuate.rs`) and the explorer crashes it there.
+            // out of one (`fs/hashfs/evacuate.rs`) and the explorer crashes it there.
             for i in 0..24u8 {
                 fs.write(std::path::Path::new(&format!("/S{i}")), &[i; 4096]).expect("small files fit");
             }

@@ -416,7 +416,7 @@ pub const UNTORN_OPS: &[&str] =
 /// makes it large enough; alone it fails and changes nothing) whose swap moves the file
 /// to a larger partition in the same transaction. And untorn writes larger than the
 /// copy-on-write path takes (64 KiB on the explorer's journals), which are staged and
-/// pswapped (`fs/untorn_pswap.rs`): an overwrite growing the file, and an append that moves
+/// pswapped (`fs/ctfs/untorn_pswap.rs`): an overwrite growing the file, and an append that moves
 /// the small file to a larger partition.
 pub const PSWAP_OPS: &[&str] = &["pswap", "pswap-self", "pswap-grow", "untorn-pswap", "untorn-pswap-append"];
 
@@ -439,7 +439,7 @@ pub fn ace_op(name: &str) -> Option<Op> {
         "create-long" => Op::Create { path: format!("/A/{}", LONG_NAME) },
         "mkdir" => Op::Mkdir { path: s("/B/newdir") },
         "append" => Op::Append { path: s("/g"), len: 5000, seed: 11 },
-        // Appends of less than 4 KiB take one fence on HashFS (`fs/append_tag.rs`): inside
+        // Appends of less than 4 KiB take one fence on HashFS (`fs/hashfs/append_tag.rs`): inside
         // the small file's block, and across into a new one.
         "append-small" => Op::Append { path: s("/g"), len: 200, seed: 31 },
         "append-cross" => Op::Append { path: s("/g"), len: 4050, seed: 32 },

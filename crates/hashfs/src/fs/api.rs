@@ -200,7 +200,7 @@ impl<D: PmDevice> FileSystem<D> {
     /// piece of a strict mode write): a power of two of bytes, set by the journal's size
     /// (on the default journal 1 MiB for HashFS, 256 KiB for the other block mappings, and
     /// 1 GiB for `ctfs`, whose large untorn writes are pswaps; `fs/untorn.rs`,
-    /// `fs/untorn_pswap.rs`).
+    /// `fs/ctfs/untorn_pswap.rs`).
     pub fn untorn_write_max(&self) -> u64 {
         self.inner.untorn_max()
     }
@@ -233,10 +233,7 @@ impl<D: PmDevice> FileSystem<D> {
     /// ctFS images: the leading pages of `ino` that the live view maps now (reads and
     /// in-place writes below them are one copy); None without a view.
     pub fn ctfs_view_pages(&self, ino: Ino) -> Option<u64> {
-        match &self.inner.map {
-            crate::mapping::FileMap::Blocks(b) => b.ctfs_view().map(|v| v.mapped_pages(ino)),
-            crate::mapping::FileMap::Hash(_) => None,
-        }
+        self.inner.map.ctfs_view().map(|v| v.mapped_pages(ino))
     }
 
     /// Where logical block `lblk` of `ino` lies: the extent from it to the end of its
@@ -271,18 +268,12 @@ impl<D: PmDevice> FileSystem<D> {
     /// HashFS with the regions placement: the open groups (the small keys' region), and
     /// whether moves into the newest ones still wait (a busy or memory-mapped file).
     pub fn open_groups(&self) -> Option<(u64, bool)> {
-        match &self.inner.map {
-            crate::mapping::FileMap::Hash(t) => t.regions().map(|r| (r.len(), r.opening())),
-            crate::mapping::FileMap::Blocks(_) => None,
-        }
+        self.inner.map.open_groups()
     }
 
     /// HashFS with the grouped placement: the groups claimed by a file's 2 MiB chunk.
     pub fn claimed_groups(&self) -> Option<u64> {
-        match &self.inner.map {
-            crate::mapping::FileMap::Hash(t) => t.groups().map(|g| g.claimed()),
-            crate::mapping::FileMap::Blocks(_) => None,
-        }
+        self.inner.map.claimed_groups()
     }
 
     /// Whether a file's whole 2 MiB chunk written at once (a hole a mapping fills) gets
@@ -293,36 +284,18 @@ impl<D: PmDevice> FileSystem<D> {
     ///
     /// [`free_aligned_extents`]: Self::free_aligned_extents
     pub fn fills_whole_chunks(&self) -> bool {
-        match &self.inner.map {
-            crate::mapping::FileMap::Blocks(b) => b.alloc.kind() == crate::AllocatorKind::Aligned,
-            crate::mapping::FileMap::Hash(t) => t.groups().is_some(),
-        }
+        self.inner.map.fills_whole_chunks()
     }
 
     /// Free aligned 2 MiB extents: runs of 512 free data blocks that start 2 MiB-aligned in
     /// the image (WineFS Fig. 3), what a memory-mapped file needs for 2 MiB pages. For
     /// HashFS, runs of 512 free (empty or tombstone) slots.
     pub fn free_aligned_extents(&self) -> u64 {
-        let geo = &self.inner.geo;
-        let phase = geo.data_off / BLOCK_BYTES;
-        match &self.inner.map {
-            crate::mapping::FileMap::Blocks(b) => b.alloc.free_aligned_extents(phase),
-            crate::mapping::FileMap::Hash(t) if t.regions().is_some() => t.groups().map_or(0, |g| g.free_groups()),
-            crate::mapping::FileMap::Hash(t) => {
-                use crate::mapping::hashfs::{classify, Entry};
-                let free = |s: u64| matches!(classify(t.load(s), t.nslots()), Entry::Empty | Entry::Tombstone);
-                let whole = crate::alloc::Run { start: 0, len: t.nslots() };
-                let chunks = crate::alloc::runs::aligned_chunks(whole, phase % crate::alloc::HUGE_BLOCKS);
-                chunks.filter(|&c| (c..c + crate::alloc::HUGE_BLOCKS).all(free)).count() as u64
-            }
-        }
+        self.inner.map.free_aligned_extents(self.inner.geo.data_off / BLOCK_BYTES)
     }
 
     pub fn statfs(&self) -> StatFs {
-        let (total, free) = match &self.inner.map {
-            crate::mapping::FileMap::Hash(t) => (t.capacity(), t.capacity().saturating_sub(t.used())),
-            crate::mapping::FileMap::Blocks(b) => (self.inner.geo.data_blocks, b.free_blocks()),
-        };
+        let (total, free) = self.inner.map.blocks_total_free(self.inner.geo.data_blocks);
         StatFs {
             block_bytes: BLOCK_BYTES,
             blocks_total: total,

@@ -2,11 +2,11 @@
 //! structure persists its data, then its size, with two fences and no transaction; its
 //! times stay in DRAM until the file's fsync (`fs/times.rs`). A small append at the end of
 //! a HashFS file takes one fence, its size tagged with a check of its bytes
-//! (`fs/append_tag.rs`). The protocols and their crash states are in docs/design.md ("Fast
+//! (`fs/hashfs/append_tag.rs`). The protocols and their crash states are in docs/design.md ("Fast
 //! appends", "One-fence small appends").
 
-use super::append_tag::tagged_words;
 use super::data::{blocks_for, Planned};
+use super::hashfs::append_tag::tagged_words;
 use super::inode::{InodeCell, InodeMem};
 use super::FsInner;
 use crate::layout::inode::{INODE_BLOCKS_OFF, INODE_SIZE_OFF};
@@ -49,9 +49,9 @@ impl<D: PmDevice> FsInner<D> {
     /// leaves the old size and, at most, keys past it, which recovery frees.
     ///
     /// `tail`: the appended bytes, for an append at the end of file of at most
-    /// [`TAG_MAX_LEN`](super::append_tag::TAG_MAX_LEN) bytes on HashFS, which takes one
+    /// [`TAG_MAX_LEN`](super::hashfs::append_tag::TAG_MAX_LEN) bytes on HashFS, which takes one
     /// fence: size and block count are stored tagged with the bytes' check before it
-    /// (`fs/append_tag.rs`).
+    /// (`fs/hashfs/append_tag.rs`).
     pub(super) fn append_fast(
         &self,
         cell: &InodeCell,
@@ -85,7 +85,7 @@ impl<D: PmDevice> FsInner<D> {
             }
         } else {
             self.dev.fence();
-            // A tagged size is made plain size word first (`fs/append_tag.rs`).
+            // A tagged size is made plain size word first (`fs/hashfs/append_tag.rs`).
             self.dev.store_u64(ioff + INODE_SIZE_OFF, new_size);
             if added > 0 || st.tag.is_some() {
                 self.dev.store_u64(ioff + INODE_BLOCKS_OFF, st.raw.blocks + added);

@@ -17,17 +17,15 @@
 
 #![forbid(unsafe_code)]
 
-use super::append_tag::TAG_MAX_LEN;
+use super::hashfs::append_tag::TAG_MAX_LEN;
 use super::inode::{self, InodeCell, InodeMem};
+use super::verbs::{on_map, MapVerbs};
 use super::FsInner;
-use crate::alloc::Run;
 use crate::journal::Tx;
-use crate::layout::{Extent, Ino, InodeRaw, Lblk, MappingKind, Pblk};
+use crate::layout::{Extent, Ino, InodeRaw, Lblk, Pblk};
 use crate::layout::{BLOCK_BYTES, MAX_FILE_BYTES};
 use crate::mapping::ctfs::view::FileRef;
-use crate::mapping::hashfs::{classify, file_key, Entry, HashTable, GROUP_SLOTS};
 use crate::mapping::staged::Direct;
-use crate::mapping::{BlockMap, FileMap};
 use crate::pm::PmDevice;
 use crate::probe;
 use crate::{Error, Result};
@@ -50,20 +48,12 @@ pub(crate) struct MapGroup<'r> {
     pub logged_below: Lblk,
 }
 
-/// Whether logical block `l` lies in a whole 2 MiB chunk of the file that `whole` covers
-/// (one the grouped placements give a group).
-fn in_whole_chunk(l: Lblk, whole: &Range<Lblk>) -> bool {
-    let chunk = l.0 / GROUP_SLOTS;
-    let (lo, hi) = (Lblk(chunk * GROUP_SLOTS), Lblk((chunk + 1) * GROUP_SLOTS));
-    whole.start <= lo && hi <= whole.end && hi.0 <= 1 << 32
-}
-
 pub(crate) fn blocks_for(size: u64) -> u64 {
     size.div_ceil(BLOCK_BYTES)
 }
 
 /// The first logical block past a file of `size` bytes.
-fn end_lblk(size: u64) -> Lblk {
+pub(crate) fn end_lblk(size: u64) -> Lblk {
     Lblk(blocks_for(size))
 }
 
@@ -89,14 +79,7 @@ pub(crate) struct AllocRequest<'a, D: PmDevice> {
 
 impl<D: PmDevice> Drop for AllocRequest<'_, D> {
     fn drop(&mut self) {
-        match &self.fs.map {
-            FileMap::Blocks(b) => b.alloc.end_request(self.ino.get()),
-            FileMap::Hash(t) => {
-                if let Some(g) = t.groups() {
-                    g.end_request(t, self.ino);
-                }
-            }
-        }
+        on_map!(self.fs, m => m.end_request(self.ino))
     }
 }
 
@@ -126,34 +109,13 @@ impl<D: PmDevice> FsInner<D> {
         size_blocks: u64,
     ) -> Result<Option<Extent>> {
         let _span = probe::translate();
-        match &self.map {
-            FileMap::Hash(t) => Ok(translate_hash(t, cell, lblk, end, size_blocks)),
-            FileMap::Blocks(b) => {
-                let tc = b.uses_tcache();
-                if tc {
-                    if let Some(p) = cell.tcache.get(lblk) {
-                        return Ok(Some(Extent { lblk, pblk: p, len: 1 }));
-                    }
-                }
-                let r = b.lookup(cell.ino, raw, &cell.cursor, lblk)?;
-                if let (true, Some(e)) = (tc, r) {
-                    // Ranged entries fill the translation cache with the blocks that follow.
-                    for i in 0..e.len.min(crate::mapping::tcache::TCACHE_ENTRIES as u64) {
-                        cell.tcache.put(lblk + i, e.pblk + i);
-                    }
-                }
-                Ok(r)
-            }
-        }
+        on_map!(self, m => m.translate(self, cell, raw, lblk, end, size_blocks))
     }
 
     /// ctFS's live translation, on an image that has one.
     #[inline]
     fn ctfs_view(&self) -> Option<&crate::mapping::ctfs::view::View> {
-        match &self.map {
-            FileMap::Blocks(b) => b.ctfs_view(),
-            FileMap::Hash(_) => None,
-        }
+        self.map.ctfs_view()
     }
 
     pub(crate) fn read_at(&self, cell: &InodeCell, off: u64, buf: &mut [u8]) -> Result<usize> {
@@ -226,34 +188,6 @@ impl<D: PmDevice> FsInner<D> {
         n
     }
 
-    /// Before a read of at most one block at `off` under HashFS's paper placement: fetches
-    /// the line of its key's home slot and the line of the block there that the read starts
-    /// in (where a block most likely is, the slot index being the block), so that the
-    /// table's miss and the block's (its page walk included) overlap, and both overlap the
-    /// lock, instead of following one another once the lookup has found the block. Not for
-    /// writes: the block's line would have to be evicted again by the streaming stores
-    /// (a 4 KiB overwrite took 10% longer), and the slot's line alone changed nothing
-    /// measurable (`bench/results/micro/read-prefetch-ab/`).
-    #[inline]
-    fn prefetch_home(&self, cell: &InodeCell, off: u64, len: usize) {
-        let FileMap::Hash(t) = &self.map else { return };
-        if len == 0 || len as u64 > BLOCK_BYTES || t.groups().is_some() {
-            return;
-        }
-        if let Some(k) = file_key(cell.ino, Lblk::of_byte(off)) {
-            self.prefetch_key_home(t, k, off % BLOCK_BYTES);
-        }
-    }
-
-    /// Fetches the line of `key`'s home slot and the line `at` bytes into the block of that
-    /// slot (the block a key's data most likely has under the paper placement).
-    #[inline]
-    pub(super) fn prefetch_key_home(&self, t: &HashTable<D>, key: u64, at: u64) {
-        let home = t.home(key);
-        self.dev.prefetch(t.slot_off(home));
-        self.dev.prefetch(self.geo.block_off(home) + at);
-    }
-
     /// A request (write, fallocate) that may claim blocks over several transactions: the
     /// aligned allocator's reservation for it is given back when this is dropped.
     pub(crate) fn alloc_request<'a>(&'a self, cell: &'a InodeCell) -> AllocRequest<'a, D> {
@@ -317,34 +251,11 @@ impl<D: PmDevice> FsInner<D> {
         Ok(done)
     }
 
-    /// The bytes of a request over `span` (of a file of `size` bytes) whose whole 2 MiB
-    /// chunks may claim groups (HashFS's grouped and regions placements; the other
-    /// mappings' allocators get `span` itself). A large file grown in pieces smaller than
-    /// a chunk (`cp` writes 128 KiB, many programs 1 MiB) would get no group: a write of at
-    /// least [`GROWTH_CLAIM_BYTES`] that starts a chunk other than the first, at or past
-    /// the end of file, claims the chunk, and the file's next writes fill its group. A
-    /// file that stops short leaves the rest of that group unused, as a large file's last
-    /// extent does under an aligned allocator; a file's first chunk never claims this way.
-    pub(crate) fn claim_span(&self, span: Range<u64>, size: u64) -> Range<u64> {
-        const CHUNK: u64 = GROUP_SLOTS * BLOCK_BYTES;
-        let FileMap::Hash(t) = &self.map else { return span };
-        let grows = span.start.is_multiple_of(CHUNK) && span.start >= CHUNK.max(size);
-        match span.end.checked_next_multiple_of(CHUNK) {
-            Some(end) if t.groups().is_some() && grows && span.end - span.start >= GROWTH_CLAIM_BYTES => {
-                span.start..end
-            }
-            _ => span,
-        }
-    }
-
     /// Blocks one write transaction maps: WRITE_CHUNK_BLOCKS for HashFS (one unlogged
     /// word each); for the other structures, sized so that their undo records fit the
     /// journal.
     fn write_chunk_blocks(&self) -> u64 {
-        match self.map {
-            FileMap::Hash(_) => WRITE_CHUNK_BLOCKS,
-            FileMap::Blocks(_) => (self.geo.journal_entries() / 10).clamp(1, WRITE_CHUNK_BLOCKS),
-        }
+        on_map!(self, m => m.write_chunk_blocks(&self.geo))
     }
 
     /// New blocks for logical blocks `lblks` of `ino` (sorted), not yet reachable: HashFS
@@ -366,83 +277,12 @@ impl<D: PmDevice> FsInner<D> {
         whole: Range<Lblk>,
     ) -> Result<Vec<Pblk>> {
         let _span = probe::map();
-        match &self.map {
-            FileMap::Hash(t) => {
-                let mut out = Vec::with_capacity(lblks.len());
-                let mut upkept = t.regions().is_none();
-                for (i, &l) in lblks.iter().enumerate() {
-                    if let Some(s) = t.groups().and_then(|g| self.claim_grouped(t, g, ino, l, &whole)) {
-                        out.push(Pblk(s));
-                        continue;
-                    }
-                    if !upkept {
-                        // The regions placement: room for this request's small keys (those
-                        // outside the whole chunks it writes) before the first of them.
-                        let small = lblks[i..].iter().filter(|l| !in_whole_chunk(**l, &whole)).count();
-                        self.regions_upkeep_for(small.max(1) as u64, false);
-                        upkept = true;
-                    }
-                    let key = file_key(ino, l).ok_or(Error::FileTooBig);
-                    let got = match key.and_then(|k| t.reserve(k)) {
-                        Err(Error::NoSpace) if t.regions().is_some() => {
-                            // Its chain is full: more groups, even if another request is
-                            // opening some, then once more.
-                            self.regions_upkeep_for((lblks.len() - i) as u64, true);
-                            file_key(ino, l).ok_or(Error::FileTooBig).and_then(|k| t.reserve(k))
-                        }
-                        got => got,
-                    };
-                    match got {
-                        Ok(s) => out.push(s),
-                        Err(e) => {
-                            free_slots(t, &*self.dev, &out);
-                            return Err(e);
-                        }
-                    }
-                }
-                Ok(out)
-            }
-            FileMap::Blocks(b) => {
-                let runs = b.claim(ino, lblks, hint, whole)?;
-                Ok(runs.iter().flat_map(Run::blocks).collect())
-            }
-        }
-    }
-
-    /// Grouped placement: the slot of block `l` of `ino` in its chunk's group, claiming a
-    /// group (a free one, else one emptied by moving other files' blocks out) when the
-    /// request writes the whole chunk (`whole`) and the chunk has none yet.
-    fn claim_grouped(
-        &self,
-        t: &HashTable<D>,
-        g: &crate::mapping::hashfs::groups::Groups<D>,
-        ino: Ino,
-        l: Lblk,
-        whole: &Range<Lblk>,
-    ) -> Option<u64> {
-        if let Some(s) = g.take(t, ino, l) {
-            return Some(s);
-        }
-        let chunk = l.0 / GROUP_SLOTS;
-        if in_whole_chunk(l, whole) && g.group_for(ino.0, chunk).is_none() {
-            // The regions placement keeps free groups whole: none is emptied by moves.
-            if g.claim(t, ino, chunk).is_none() {
-                if g.regions.is_some() {
-                    return None;
-                }
-                self.claim_by_evacuation(t, g, ino, chunk)?;
-            }
-            return g.take(t, ino, l);
-        }
-        None
+        on_map!(self, m => m.claim_blocks(self, ino, lblks, hint, whole))
     }
 
     /// Gives back claimed blocks whose transaction did not commit.
     pub(crate) fn unclaim_blocks(&self, blocks: &[Pblk]) {
-        match &self.map {
-            FileMap::Hash(t) => free_slots(t, &*self.dev, blocks),
-            FileMap::Blocks(b) => b.unclaim(&blocks.iter().map(|&p| Run::one(p)).collect::<Vec<_>>()),
-        }
+        on_map!(self, m => m.unclaim_blocks(self, blocks))
     }
 
     /// Adds to `tx` what maps claimed blocks: for each file, `pairs` of (logical,
@@ -450,34 +290,7 @@ impl<D: PmDevice> FsInner<D> {
     /// afterwards. All groups share one structure change (one staged overlay).
     pub(crate) fn tx_map_blocks<'a>(&'a self, tx: &mut Tx<'a, D>, groups: &mut [MapGroup<'_>]) -> Result<()> {
         let _span = probe::map();
-        match &self.map {
-            FileMap::Hash(t) => {
-                for g in groups.iter() {
-                    for &(l, s) in g.pairs {
-                        let k = file_key(g.ino, l).ok_or(Error::FileTooBig)?;
-                        if l < g.logged_below {
-                            tx.write_u64(t.slot_off(s.0), k);
-                        } else {
-                            tx.publish_u64(t.slot_off(s.0), k);
-                        }
-                    }
-                }
-                Ok(())
-            }
-            FileMap::Blocks(b) => {
-                let mut mt = b.begin();
-                for g in groups.iter_mut() {
-                    for x in extents_of(g.pairs) {
-                        if let Err(e) = mt.insert(tx, g.ino, g.raw, x) {
-                            mt.abort();
-                            return Err(e);
-                        }
-                    }
-                }
-                mt.finish_with(tx);
-                Ok(())
-            }
-        }
+        on_map!(self, m => m.tx_map(tx, groups))
     }
 
     /// One write inside a file's chunk limit: find or claim every block, write the data,
@@ -515,11 +328,11 @@ impl<D: PmDevice> FsInner<D> {
         }
         if self.can_append_fast(cell, st, &plan) {
             // One fence for a small append at the end of a HashFS file that no mapping
-            // can write into (`fs/append_tag.rs`).
+            // can write into (`fs/hashfs/append_tag.rs`).
             let tail = (off == old_size
                 && !data.is_empty()
                 && data.len() as u64 <= TAG_MAX_LEN
-                && matches!(self.map, FileMap::Hash(_))
+                && on_map!(self, m => m.one_fence_appends())
                 && cell.map_count.load(Ordering::Acquire) == 0)
                 .then_some(data);
             self.append_fast(cell, st, &plan, new_size, tail);
@@ -561,13 +374,8 @@ impl<D: PmDevice> FsInner<D> {
             return Ok(plan);
         }
         let lblks: SmallVec<[Lblk; PLAN_INLINE]> = holes.iter().map(|&i| plan[i].lblk).collect();
-        let hint = match self.map {
-            FileMap::Hash(_) => None, // a block's slot is its key's: no placement hint
-            FileMap::Blocks(_) => {
-                let before = holes[0].checked_sub(1).map(|i| plan[i].pblk);
-                self.claim_hint(cell, raw, lblks[0], before)?
-            }
-        };
+        let before = holes[0].checked_sub(1).map(|i| plan[i].pblk);
+        let hint = on_map!(self, m => m.hint_for(self, cell, raw, lblks[0], before))?;
         let got = self.claim_blocks_for(cell.ino, &lblks, hint, whole_blocks(span))?;
         for (&i, p) in holes.iter().zip(got) {
             plan[i].pblk = p;
@@ -637,84 +445,7 @@ impl<D: PmDevice> FsInner<D> {
             tx.commit()?;
         }
         st.raw = raw;
-        if let FileMap::Hash(_) = self.map {
-            for &(lblk, slot) in &pairs {
-                cell.tcache.put(lblk, slot);
-            }
-        }
-        Ok(())
-    }
-
-    /// Unmaps logical blocks [from, to) of a file of an allocator mapping, from the end,
-    /// in transactions that each fit the journal and each commit the inode (block count,
-    /// tree root) with the structure and bitmap changes.
-    pub(crate) fn unmap_blocks(
-        &self,
-        b: &BlockMap<D>,
-        cell: &InodeCell,
-        st: &mut InodeMem,
-        from: Lblk,
-        to: Lblk,
-    ) -> Result<()> {
-        self.unmap_blocks_of(b, cell, st, from, to, true)
-    }
-
-    /// [`unmap_blocks`](Self::unmap_blocks); `write_inode` false for the entries a global
-    /// table still holds for a free inode (recovery), whose inode stays zeroed.
-    pub(crate) fn unmap_blocks_of(
-        &self,
-        b: &BlockMap<D>,
-        cell: &InodeCell,
-        st: &mut InodeMem,
-        from: Lblk,
-        to: Lblk,
-        write_inode: bool,
-    ) -> Result<()> {
-        cell.tcache.invalidate_from(from);
-        cell.cursor.store(0, Ordering::Relaxed);
-        // No block lies past EOF (F1): a removal to the end of the file leaves nothing
-        // mapped from `from` on once its last step (the lowest range) is done.
-        let to_the_end = to >= end_lblk(st.raw.size);
-        let budget = self.geo.journal_entries() * 3 / 4;
-        let mut hi = b.removal_end(cell.ino, from, to)?;
-        // Steps end on multiples of their length: on ctfs, whole 2 MiB (a leaf goes as one
-        // entry, never split into pages first).
-        let mut step = if b.kind == MappingKind::Ctfs { 512 } else { 64u64 };
-        while hi > from {
-            let lo = Lblk((hi.0 - 1) / step * step).max(from);
-            let mut raw = st.raw;
-            let mut tx = self.journals.begin();
-            let mut mt = b.begin();
-            let freed = match mt.remove(&mut tx, cell.ino, &mut raw, lo, hi, to_the_end && lo == from) {
-                Ok(n) => n,
-                Err(e) => {
-                    mt.abort();
-                    return Err(e);
-                }
-            };
-            let entries = tx.undo_entries() + mt.undo_entries() + 4;
-            if entries > budget && step > 1 {
-                mt.abort();
-                drop(tx);
-                step = (step / 4).max(1);
-                continue;
-            }
-            // Cheap steps (holes, or runs the structure removes with a few entries: ctFS's
-            // 2 MiB leaves, long extents) grow, so that removing a large file takes a few
-            // transactions rather than one per 64 blocks.
-            if entries < budget / 8 && hi - lo == step {
-                step = (step * 4).min(1 << 30);
-            }
-            raw.blocks = raw.blocks.saturating_sub(freed);
-            mt.finish_with(&mut tx);
-            if write_inode {
-                inode::tx_write_inode(&mut tx, &self.geo, cell.ino, &mut raw);
-            }
-            tx.commit()?;
-            st.raw = raw;
-            hi = lo;
-        }
-        cell.cursor.store(0, Ordering::Relaxed);
+        on_map!(self, m => m.mapped(cell, &pairs));
         Ok(())
     }
 
@@ -735,16 +466,14 @@ impl<D: PmDevice> FsInner<D> {
         raw.size = new_size;
         raw.mtime_ns = now;
         raw.ctime_ns = now;
-        let victims = match &self.map {
-            FileMap::Hash(t) if new_size < old_size => {
-                mapped_slots(t, cell.ino, end_lblk(new_size), end_lblk(old_size))
+        let (from, to) = (end_lblk(new_size), end_lblk(old_size));
+        let victims = if new_size < old_size {
+            on_map!(self, m => m.release_plan(cell, from, to))
+        } else {
+            if new_size > old_size {
+                self.zero_tail_before_growth(cell, &st.raw, u64::MAX)?;
             }
-            _ => {
-                if new_size > old_size {
-                    self.zero_tail_before_growth(cell, &st.raw, u64::MAX)?;
-                }
-                Vec::new()
-            }
+            Vec::new()
         };
         raw.blocks = raw.blocks.saturating_sub(victims.len() as u64);
         let mut tx = self.journals.begin();
@@ -759,12 +488,8 @@ impl<D: PmDevice> FsInner<D> {
         if new_size < old_size && self.zero_tail_past_eof(cell, &st.raw)? {
             self.dev.fence();
         }
-        match &self.map {
-            FileMap::Hash(t) => free_slots(t, &*self.dev, &victims),
-            FileMap::Blocks(b) if new_size < old_size => {
-                self.unmap_blocks(b, cell, st, end_lblk(new_size), end_lblk(old_size))?
-            }
-            FileMap::Blocks(_) => {}
+        if new_size < old_size {
+            on_map!(self, m => m.release_blocks(self, cell, st, &victims, from, to))?;
         }
         Ok(())
     }
@@ -774,13 +499,13 @@ impl<D: PmDevice> FsInner<D> {
         debug_assert_eq!(st.raw.nlink, 0);
         cell.tcache.invalidate_all();
         let nblocks = blocks_for(st.raw.size).max(1);
-        match &self.map {
-            _ if st.raw.is_special() => {} // maps no blocks
-            FileMap::Hash(t) => {
-                let victims = mapped_slots(t, cell.ino, Lblk(0), Lblk(nblocks));
-                free_slots(t, &*self.dev, &victims);
-            }
-            FileMap::Blocks(b) => self.unmap_blocks(b, cell, st, Lblk(0), Lblk(nblocks))?,
+        if !st.raw.is_special() {
+            // A special file maps no blocks.
+            let (from, to) = (Lblk(0), Lblk(nblocks));
+            on_map!(self, m => {
+                let planned = m.release_plan(cell, from, to);
+                m.release_blocks(self, cell, st, &planned, from, to)
+            })?;
         }
         // The attributes go with the file: their inode gets nlink 0 in the same
         // transaction (recovery frees it if a crash comes first), then is freed.
@@ -821,49 +546,6 @@ impl<D: PmDevice> FsInner<D> {
     }
 }
 
-/// Translation through the HashFS table: translation cache, then the table. A request of
-/// several blocks (up to `end`) looks up to 8 of them with one vector hash, and so does a
-/// cache miss during sequential access (paper §3.2.2: spare SIMD lanes prefetch following
-/// entries); the blocks found are cached. A random single-block access looks up only its
-/// block. Returns the slot and how many of the blocks looked up follow it physically.
-#[inline]
-fn translate_hash<D: PmDevice>(
-    t: &HashTable<D>,
-    cell: &InodeCell,
-    lblk: Lblk,
-    end: Lblk,
-    size_blocks: u64,
-) -> Option<Extent> {
-    if let Some(p) = cell.tcache.get(lblk) {
-        return Some(Extent { lblk, pblk: p, len: 1 });
-    }
-    let sequential = cell.next_read_lblk.load(Ordering::Relaxed) == lblk.0;
-    let limit = if sequential { Lblk(size_blocks).max(end) } else { end };
-    if lblk + 1 < limit {
-        let n = (limit - lblk).min(8) as usize;
-        let mut keys = [0u64; 8];
-        for (i, k) in keys[..n].iter_mut().enumerate() {
-            *k = file_key(cell.ino, lblk + i as u64)?;
-        }
-        let mut out = [None; 8];
-        t.lookup_batch(&keys[..n], &mut out[..n]);
-        for (i, s) in out[..n].iter().enumerate() {
-            if let Some(s) = s {
-                cell.tcache.put(lblk + i as u64, *s);
-            }
-        }
-        let first = out[0]?;
-        let run = out[..n].iter().zip(0..).take_while(|&(s, i)| *s == Some(first + i)).count();
-        return Some(Extent { lblk, pblk: first, len: run as u64 });
-    }
-    let p = t.lookup(file_key(cell.ino, lblk)?)?;
-    cell.tcache.put(lblk, p);
-    Some(Extent { lblk, pblk: p, len: 1 })
-}
-
-/// The least write that claims the chunk a large file grows into ([`FsInner::claim_span`]).
-pub(crate) const GROWTH_CLAIM_BYTES: u64 = 64 << 10;
-
 /// The whole blocks of a request's byte range: the 2 MiB of a file the aligned allocator
 /// gives an aligned extent must lie inside them.
 pub(crate) fn whole_blocks(span: &Range<u64>) -> Range<Lblk> {
@@ -883,56 +565,4 @@ pub(crate) fn extents_of(pairs: &[(Lblk, Pblk)]) -> impl Iterator<Item = Extent>
         i = j;
         Some(x)
     })
-}
-
-/// Frees HashFS table slots: a fence, tombstones, a fence, then purge. The first fence
-/// makes every earlier flush durable before a live key's tombstone can be: an untorn
-/// write's key switch may have left the tombstone of the key's older copy flushed but not
-/// fenced (`fs/untorn.rs`), and if the live copy's tombstone reached the media first, a
-/// crash would bring the older copy's data back.
-pub(crate) fn free_slots<D: PmDevice>(t: &HashTable<D>, dev: &D, slots: &[Pblk]) {
-    if slots.is_empty() {
-        return;
-    }
-    dev.fence();
-    let freed: Vec<_> = slots.iter().map(|&s| t.release(s)).collect();
-    dev.fence();
-    for chunk in freed.chunks(1024) {
-        t.release_done(chunk);
-    }
-    dev.fence();
-}
-
-/// Slots of the mapped blocks of `ino` in [from, to): by lookups when the range is small,
-/// else by one scan of the table.
-pub(crate) fn mapped_slots<D: PmDevice>(t: &HashTable<D>, ino: Ino, from: Lblk, to: Lblk) -> Vec<Pblk> {
-    let mut out = Vec::new();
-    if from >= to {
-        return out;
-    }
-    if to - from > (t.nslots() / 64).max(4096) {
-        for s in 0..t.nslots() {
-            if let Entry::Key { ino: i, lblk } = classify(t.load(s), t.nslots()) {
-                if i == ino.0 && (from.0..to.0).contains(&(lblk as u64)) {
-                    out.push(Pblk(s));
-                }
-            }
-        }
-        return out;
-    }
-    // Blocks past the largest file have no key (and hold nothing).
-    let to = to.min(Lblk(1 << 32));
-    let mut lblk = from;
-    while lblk < to {
-        let n = (to - lblk).min(8) as usize;
-        let mut keys = [0u64; 8];
-        for (i, k) in keys[..n].iter_mut().enumerate() {
-            *k = file_key(ino, lblk + i as u64).expect("below 2^32");
-        }
-        let mut found = [None; 8];
-        t.lookup_batch(&keys[..n], &mut found[..n]);
-        out.extend(found[..n].iter().flatten());
-        lblk += n as u64;
-    }
-    out
 }

@@ -4,7 +4,8 @@
 
 #![forbid(unsafe_code)]
 
-use super::data::{blocks_for, free_slots, mapped_slots, WRITE_CHUNK_BLOCKS};
+use super::data::{blocks_for, WRITE_CHUNK_BLOCKS};
+use super::hashfs::slots::{free_slots, mapped_slots};
 use super::inode::{self, InodeCell};
 use super::FsInner;
 use crate::layout::{Lblk, BLOCK_BYTES, MAX_FILE_BYTES};
@@ -45,7 +46,7 @@ impl<D: PmDevice> FsInner<D> {
         }
         self.regions_upkeep(cell, Some(off), end - off);
         let mut st = cell.state.write();
-        self.untag(cell, &mut st); // its bytes may change in place (`fs/append_tag.rs`)
+        self.untag(cell, &mut st); // its bytes may change in place (`fs/hashfs/append_tag.rs`)
         if st.raw.is_dir() {
             return Err(Error::IsDir);
         }
@@ -109,7 +110,7 @@ impl<D: PmDevice> FsInner<D> {
         // and zeroes a mapped block in place. Past the size, `allocate` grows the file.
         self.regions_upkeep(cell, Some(off), end - off);
         let mut st = cell.state.write();
-        self.untag(cell, &mut st); // its bytes may change in place (`fs/append_tag.rs`)
+        self.untag(cell, &mut st); // its bytes may change in place (`fs/hashfs/append_tag.rs`)
         let inside = end.min(st.raw.size);
         let _req = self.alloc_request(cell);
         let zeros = vec![0u8; (WRITE_CHUNK_BLOCKS * BLOCK_BYTES) as usize];
@@ -143,7 +144,7 @@ impl<D: PmDevice> FsInner<D> {
             return Err(Error::Invalid("fallocate of zero bytes"));
         }
         let mut st = cell.state.write();
-        self.untag(cell, &mut st); // its bytes may change in place (`fs/append_tag.rs`)
+        self.untag(cell, &mut st); // its bytes may change in place (`fs/hashfs/append_tag.rs`)
         if st.raw.is_dir() {
             return Err(Error::IsDir);
         }

@@ -50,7 +50,7 @@ pub struct InodeMem {
     /// the inode so.
     pub sum_without_size: bool,
     /// The parity of the tagged size this mount's last one-fence append stored, while the
-    /// media holds it tagged (`fs/append_tag.rs`); None once the size is plain.
+    /// media holds it tagged (`fs/hashfs/append_tag.rs`); None once the size is plain.
     pub tag: Option<bool>,
 }
 

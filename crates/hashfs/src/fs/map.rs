@@ -270,7 +270,7 @@ impl Drop for Mapping<'_> {
 
 /// Keeps a file's blocks where they are, as a live [`Mapping`] does: while one exists the
 /// file may not shrink nor have holes punched, and HashFS's grouped placement never moves
-/// its blocks (`fs/evacuate.rs`). For code that maps a file's blocks by itself (the preload
+/// its blocks (`fs/hashfs/evacuate.rs`). For code that maps a file's blocks by itself (the preload
 /// shim's `mmap`). Clones count as pins of their own.
 pub struct BlockPin(std::sync::Arc<super::inode::InodeCell>);
 
@@ -282,7 +282,7 @@ impl<D: crate::pm::PmDevice> File<D> {
 
     /// Counts a mapping of the file's blocks, its size made plain first: stores through a
     /// mapping change bytes in place, which a tagged size's check covers, and while one
-    /// is counted no append tags it (`fs/append_tag.rs`).
+    /// is counted no append tags it (`fs/hashfs/append_tag.rs`).
     fn count_mapping(&self) {
         let mut st = self.cell.state.write();
         self.fs.untag(&self.cell, &mut st);

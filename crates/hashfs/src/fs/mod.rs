@@ -10,26 +10,25 @@
 pub mod acl;
 pub mod api;
 mod append;
-pub(crate) mod append_tag;
 pub mod bench;
+mod blocks;
+mod ctfs;
 pub mod data;
 pub mod dir;
 mod eof_tail;
-mod evacuate;
 mod fallocate;
 mod file;
 pub mod fsck;
+pub(crate) mod hashfs;
 pub mod inode;
 pub mod map;
 pub mod ops;
-mod pswap;
 pub mod recovery;
-mod regions;
 mod rename;
 pub mod stats;
 mod times;
 pub mod untorn;
-mod untorn_pswap;
+mod verbs;
 pub mod xattr;
 
 pub use api::{DirEntry, FallocateMode, File, FileSystem, Metadata, OpenOptions, SetAttr, StatFs};
@@ -126,7 +125,7 @@ pub(crate) struct FsInner<D: PmDevice> {
     pub strict: AtomicBool,
     /// Inodes whose times a write left in DRAM only (`fs/times.rs`).
     pub times_pending: AtomicU64,
-    /// Files whose size a one-fence append left tagged on the media (`fs/append_tag.rs`).
+    /// Files whose size a one-fence append left tagged on the media (`fs/hashfs/append_tag.rs`).
     pub tagged: AtomicU64,
 }
 

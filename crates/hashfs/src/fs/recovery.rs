@@ -18,7 +18,7 @@
 
 #![forbid(unsafe_code)]
 
-use super::append_tag::{self, Settled};
+use super::hashfs::append_tag::{self, Settled};
 use super::inode::{self, InodeAllocator, InodeCache, InodeCell};
 use super::{read_superblock, FsInner, Progress, SuperblockSource};
 use crate::journal::{self, Journals};
@@ -44,7 +44,7 @@ pub struct MountReport {
     pub orphans_freed: u64,
     pub probe_paths_repaired: u64,
     pub block_counts_fixed: u64,
-    /// Tagged sizes of one-fence appends settled (`fs/append_tag.rs`), and of them the
+    /// Tagged sizes of one-fence appends settled (`fs/hashfs/append_tag.rs`), and of them the
     /// appends dropped because their bytes were not whole.
     pub appends_settled: u64,
     pub appends_dropped: u64,
@@ -75,7 +75,7 @@ pub(crate) fn mount<D: PmDevice>(dev: Arc<D>, progress: Progress<'_>) -> Result<
 
     let dirty = !report.was_clean;
     // HashFS's table first: after a crash, settling a tagged size reads the file's last
-    // bytes through it (`fs/append_tag.rs`).
+    // bytes through it (`fs/hashfs/append_tag.rs`).
     let table = if kind == MappingKind::HashFs { Some(HashTable::of_image(dev.clone(), &geo, &sb)?) } else { None };
     let settle_with = table.as_ref().filter(|_| dirty);
     let mut scan = scan_inodes(&*dev, &geo, settle_with, &mut report, &|d| progress(d, total_work));

@@ -36,9 +36,9 @@
 
 #![forbid(unsafe_code)]
 
+use super::ctfs::untorn_pswap::pswap_limits;
 use super::data::{blocks_for, extents_of, whole_blocks};
 use super::inode::{self, InodeCell, InodeMem};
-use super::untorn_pswap::pswap_limits;
 use super::FsInner;
 use crate::layout::inode::{INODE_CTIME_OFF, INODE_MTIME_OFF};
 use crate::layout::journal::ENTRY_DATA_BYTES;
@@ -63,7 +63,7 @@ const RESERVED_ENTRIES: u64 = 16;
 /// power of two of blocks, so that `RWF_ATOMIC`'s naturally aligned writes of every size
 /// up to it fit (an unaligned strict write of that size spans one block more, which the
 /// bound allows). On `ctfs` images, the larger of the copy-on-write path's and pswap's
-/// (`fs/untorn_pswap.rs`).
+/// (`fs/ctfs/untorn_pswap.rs`).
 pub fn untorn_limit(geo: &Geometry) -> u64 {
     match geo.mapping {
         MappingKind::Ctfs => copy_limit(geo).max(pswap_limits(geo).0),
@@ -148,7 +148,7 @@ impl<D: PmDevice> FsInner<D> {
     fn write_strict_unrefreshed(&self, cell: &InodeCell, off: Option<u64>, data: &[u8]) -> Result<(usize, u64)> {
         self.regions_upkeep(cell, off, data.len() as u64);
         let mut st = cell.state.write();
-        self.untag(cell, &mut st); // `fs/append_tag.rs`
+        self.untag(cell, &mut st); // `fs/hashfs/append_tag.rs`
         let _req = self.alloc_request(cell);
         let mut max = self.untorn_max().max(BLOCK_BYTES) as usize;
         let mut pos = off.unwrap_or(st.raw.size);
@@ -186,7 +186,7 @@ impl<D: PmDevice> FsInner<D> {
     fn write_untorn_unrefreshed(&self, cell: &InodeCell, off: Option<u64>, data: &[u8]) -> Result<u64> {
         self.regions_upkeep(cell, off, data.len() as u64);
         let mut st = cell.state.write();
-        self.untag(cell, &mut st); // `fs/append_tag.rs`
+        self.untag(cell, &mut st); // `fs/hashfs/append_tag.rs`
         let _req = self.alloc_request(cell);
         let off = off.unwrap_or(st.raw.size);
         self.write_untorn_locked(cell, &mut st, off, data)?;

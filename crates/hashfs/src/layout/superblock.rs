@@ -19,7 +19,7 @@ pub const MAGIC: u64 = u64::from_le_bytes(*b"HASHFS\0\x01");
 /// checksum (appends store them in place); older inodes' sums are still accepted, and a
 /// mount stamps version 4 so that an older build, which would take every resealed inode
 /// for corrupt, refuses the image. Version 5 lets a small append store its size tagged
-/// with a check of its bytes (`fs/append_tag.rs`), which an older build would take for a
+/// with a check of its bytes (`fs/hashfs/append_tag.rs`), which an older build would take for a
 /// size beyond any file after a crash; version-4 images hold no tags. Version 6 keeps the
 /// bytes past EOF in a file's last block zero (invariant F2, `fs/eof_tail.rs`), which
 /// older builds let be stale: the first mount of an older image by this build zeroes them

@@ -19,6 +19,7 @@ pub mod hashfs;
 pub mod node_cache;
 pub mod radix;
 pub mod simd;
+mod space;
 pub mod staged;
 pub mod tcache;
 
@@ -709,6 +710,15 @@ impl<D: PmDevice> FileMap<D> {
         match self {
             FileMap::Hash(_) => MappingKind::HashFs,
             FileMap::Blocks(b) => b.kind,
+        }
+    }
+
+    /// ctFS's live translation, on an image that has one.
+    #[inline]
+    pub fn ctfs_view(&self) -> Option<&ctfs::view::View> {
+        match self {
+            FileMap::Blocks(b) => b.ctfs_view(),
+            FileMap::Hash(_) => None,
         }
     }
 }

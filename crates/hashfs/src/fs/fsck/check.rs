@@ -5,8 +5,8 @@
 //! writes (check mode runs on a copy-on-write overlay).
 
 use super::{Finding, Fix};
-use crate::fs::append_tag::{self, Settled};
 use crate::fs::dir::{parse_block, Run};
+use crate::fs::hashfs::append_tag::{self, Settled};
 use crate::fs::inode::read_raw;
 use crate::fs::recovery::mappable_blocks;
 use crate::fs::Progress;
@@ -120,7 +120,7 @@ fn journals<D: PmDevice>(dev: &D, geo: &Geometry, out: &mut Findings) -> Result<
 }
 
 /// After a crash, the tagged sizes of one-fence appends, settled as mount settles them
-/// (`fs/append_tag.rs`; on the caller's device: in check mode, the overlay). An append
+/// (`fs/hashfs/append_tag.rs`; on the caller's device: in check mode, the overlay). An append
 /// whose bytes are not whole is a finding that mount fixes.
 fn settle_appends<D: PmDevice>(dev: &Arc<D>, geo: &Geometry, sb: &Superblock, out: &mut Findings) -> Result<()> {
     if crate::layout::MappingKind::from_u32(sb.mapping_kind) != Some(crate::layout::MappingKind::HashFs) {

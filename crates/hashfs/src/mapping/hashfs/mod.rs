@@ -120,10 +120,36 @@ pub struct HashTable<D: PmDevice> {
     purge_lock: RwLock<()>,
     /// Slots holding a key or a reservation.
     used: AtomicU64,
-    /// The grouped placement's directory and counts (None: the paper's placement).
-    groups: Option<Box<groups::Groups<D>>>,
-    /// Probe paths stay inside their 2 MiB group (the regions placement).
-    cycle: bool,
+    placement: Placement<D>,
+}
+
+/// The table's placement (the superblock's [`HashPlacement`]) with its DRAM state.
+enum Placement<D: PmDevice> {
+    /// Every key at or after the slot it hashes to, probe paths around the whole table
+    /// (the paper's, and every image too small for one 2 MiB group).
+    Paper,
+    /// Whole 2 MiB chunks of a file in claimed groups, found through the group directory;
+    /// every other key as the paper's.
+    Grouped(Box<groups::Groups<D>>),
+    /// The grouped placement's chunks, and every other key in a region of open groups
+    /// (`regions.rs`; the state is the groups' `regions`): probe paths stay inside their
+    /// 2 MiB group.
+    Regions(Box<groups::Groups<D>>),
+}
+
+impl<D: PmDevice> Placement<D> {
+    #[inline]
+    fn groups(&self) -> Option<&groups::Groups<D>> {
+        match self {
+            Placement::Paper => None,
+            Placement::Grouped(g) | Placement::Regions(g) => Some(g),
+        }
+    }
+    /// Probe paths wrap around their 2 MiB group, not the table.
+    #[inline]
+    fn in_groups(&self) -> bool {
+        matches!(self, Placement::Regions(_))
+    }
 }
 
 impl<D: PmDevice> HashTable<D> {
@@ -148,13 +174,19 @@ impl<D: PmDevice> HashTable<D> {
             0 => regions::TARGET_LOAD,
             ppm => f64::from(ppm) / 1e6,
         });
-        let groups = (geo.groups > 0).then(|| Box::new(groups::Groups::new(dev.clone(), geo, seed, regions)));
-        let t = HashTable {
-            groups,
-            cycle: regions.is_some() && geo.groups > 0,
-            ..HashTable::region(dev, geo.map_off, geo.data_blocks, seed)
+        let placement = match geo.groups {
+            0 => Placement::Paper,
+            _ => {
+                let g = Box::new(groups::Groups::new(dev.clone(), geo, seed, regions));
+                if regions.is_some() {
+                    Placement::Regions(g)
+                } else {
+                    Placement::Grouped(g)
+                }
+            }
         };
-        if let Some(g) = &t.groups {
+        let t = HashTable { placement, ..HashTable::region(dev, geo.map_off, geo.data_blocks, seed) };
+        if let Some(g) = t.placement.groups() {
             g.load_regions()?;
             g.recount(&t);
         }
@@ -171,20 +203,19 @@ impl<D: PmDevice> HashTable<D> {
             simd: simd::simd_kind(),
             purge_lock: RwLock::new(()),
             used: AtomicU64::new(0),
-            groups: None,
-            cycle: false,
+            placement: Placement::Paper,
         }
     }
 
     /// The grouped placement's state, if the image has it.
     pub fn groups(&self) -> Option<&groups::Groups<D>> {
-        self.groups.as_deref()
+        self.placement.groups()
     }
 
     /// The regions placement's state, if the image has it.
     #[inline]
     pub fn regions(&self) -> Option<&regions::Regions> {
-        self.groups.as_deref().and_then(|g| g.regions.as_ref())
+        self.placement.groups().and_then(|g| g.regions.as_ref())
     }
 
     pub fn nslots(&self) -> u64 {
@@ -193,8 +224,8 @@ impl<D: PmDevice> HashTable<D> {
     /// Slots that can hold a block: every one, but with the regions placement only those
     /// of whole groups (the table's last partial group holds none).
     pub fn capacity(&self) -> u64 {
-        match (&self.groups, self.cycle) {
-            (Some(g), true) => g.count() * GROUP_SLOTS,
+        match &self.placement {
+            Placement::Regions(g) => g.count() * GROUP_SLOTS,
             _ => self.nslots,
         }
     }
@@ -224,7 +255,7 @@ impl<D: PmDevice> HashTable<D> {
     /// over `s`'s group with the regions placement.
     #[inline]
     fn next(&self, s: u64) -> u64 {
-        if self.cycle {
+        if self.placement.in_groups() {
             (s & !(GROUP_SLOTS - 1)) | ((s + 1) & (GROUP_SLOTS - 1))
         } else if s + 1 == self.nslots {
             0
@@ -235,7 +266,7 @@ impl<D: PmDevice> HashTable<D> {
     /// Cyclic distance from a to b (in one group with the regions placement).
     #[inline]
     fn dist(&self, a: u64, b: u64) -> u64 {
-        if self.cycle {
+        if self.placement.in_groups() {
             b.wrapping_sub(a) & (GROUP_SLOTS - 1)
         } else if b >= a {
             b - a
@@ -246,7 +277,7 @@ impl<D: PmDevice> HashTable<D> {
     /// The slot before `s` (the inverse of [`next`](Self::next)).
     #[inline]
     fn prev(&self, s: u64) -> u64 {
-        if self.cycle {
+        if self.placement.in_groups() {
             (s & !(GROUP_SLOTS - 1)) | (s.wrapping_sub(1) & (GROUP_SLOTS - 1))
         } else if s == 0 {
             self.nslots - 1
@@ -257,7 +288,7 @@ impl<D: PmDevice> HashTable<D> {
     /// The longest probe path: the table, or a group.
     #[inline]
     fn span(&self) -> u64 {
-        if self.cycle {
+        if self.placement.in_groups() {
             GROUP_SLOTS
         } else {
             self.nslots
@@ -390,7 +421,7 @@ impl<D: PmDevice> HashTable<D> {
 
     /// The block that holds `key` (slot = block), or None.
     pub fn lookup(&self, key: u64) -> Option<Pblk> {
-        if let Some(s) = self.groups.as_ref().and_then(|g| g.find(self, key)) {
+        if let Some(s) = self.placement.groups().and_then(|g| g.find(self, key)) {
             return Some(Pblk(s));
         }
         self.lookup_hashed(key).map(Pblk)
@@ -399,7 +430,7 @@ impl<D: PmDevice> HashTable<D> {
     /// Looks up `keys.len()` (<= 8) keys: hashes them with one vector operation,
     /// prefetches every home line, then probes.
     pub fn lookup_batch(&self, keys: &[u64], out: &mut [Option<Pblk>]) {
-        if let Some(g) = self.groups.as_ref().filter(|g| g.claimed() > 0 || g.regions.is_some()) {
+        if let Some(g) = self.placement.groups().filter(|g| g.claimed() > 0 || g.regions.is_some()) {
             // Keys of one chunk share its directory probe.
             let mut found = 0;
             let mut last: Option<(u64, Option<u64>)> = None;
@@ -442,13 +473,13 @@ impl<D: PmDevice> HashTable<D> {
             if r.is_empty() {
                 // The first group moves no key: opened here, by whichever request needs
                 // it (a directory's first block, before any write's upkeep).
-                if let Some(g) = &self.groups {
+                if let Some(g) = self.placement.groups() {
                     g.open_first();
                 }
             }
             // The bucket is read under the layout lock so that an opening, which takes
             // it exclusively to publish new buckets, sees every reservation made under
-            // the old count (`fs/regions.rs` waits for them). The purge lock is held
+            // the old count (`fs/hashfs/regions.rs` waits for them). The purge lock is held
             // across the chain so that a group found full gets no EMPTY slot before the
             // spill past it is counted.
             let _l = r.layout.read();
@@ -477,7 +508,7 @@ impl<D: PmDevice> HashTable<D> {
             let v = self.load(s);
             if (v == EMPTY || v == TOMBSTONE) && self.dev.cas_u64(self.slot_off(s), v, marker).is_ok() {
                 self.used.fetch_add(1, Ordering::Relaxed);
-                if let Some(g) = &self.groups {
+                if let Some(g) = self.placement.groups() {
                     g.count_add(s);
                 }
                 return Some(Pblk(s));
@@ -504,7 +535,7 @@ impl<D: PmDevice> HashTable<D> {
             r.freed(slot);
         }
         self.used.fetch_sub(1, Ordering::Relaxed);
-        if let Some(g) = &self.groups {
+        if let Some(g) = self.placement.groups() {
             g.count_sub(slot);
         }
     }
@@ -512,7 +543,7 @@ impl<D: PmDevice> HashTable<D> {
     /// Whether `key` at `slot` is placed by its claimed group (grouped placement): one of
     /// a 2 MiB extent that a move would break up.
     pub fn group_holds(&self, key: u64, slot: u64) -> bool {
-        self.groups.as_ref().is_some_and(|g| g.holds((key >> 32) as u32, key as u32, slot))
+        self.placement.groups().is_some_and(|g| g.holds((key >> 32) as u32, key as u32, slot))
     }
 
     /// Untorn writes' key switch: the slot of a key that a transaction will tombstone
@@ -533,7 +564,7 @@ impl<D: PmDevice> HashTable<D> {
         for f in freed {
             self.uncount(f.slot);
         }
-        if let Some(g) = &self.groups {
+        if let Some(g) = self.placement.groups() {
             g.drop_empty(self, freed);
         }
     }
@@ -541,7 +572,7 @@ impl<D: PmDevice> HashTable<D> {
     /// After freed slots' tombstones are durable (a fence): drops the group claims they
     /// emptied (grouped placement), then purges them.
     pub fn release_done(&self, freed: &[Freed]) {
-        if let Some(g) = &self.groups {
+        if let Some(g) = self.placement.groups() {
             g.drop_empty(self, freed);
         }
         self.purge(freed);
@@ -577,8 +608,8 @@ impl<D: PmDevice> HashTable<D> {
             st.mean_hit_probes = hit_sum as f64 / hits as f64;
         }
         // Miss cost from slot s = slots up to and including the next EMPTY on its path.
-        let cycles: Vec<(u64, u64)> = match (&self.groups, self.cycle) {
-            (Some(g), true) => match &g.regions {
+        let cycles: Vec<(u64, u64)> = match &self.placement {
+            Placement::Regions(g) => match &g.regions {
                 // Misses of small keys: in open groups.
                 Some(r) => (0..r.len()).map(|i| (r.group(i) * GROUP_SLOTS, GROUP_SLOTS)).collect(),
                 None => (0..g.count()).map(|g| (g * GROUP_SLOTS, GROUP_SLOTS)).collect(),

@@ -45,11 +45,11 @@ impl<D: PmDevice> HashTable<D> {
     /// reservation records, or the slot itself for a key its group places.
     pub(super) fn home_at(&self, v: u64, slot: u64) -> Option<u64> {
         match classify(v, self.nslots) {
-            Entry::Key { ino, lblk } => match &self.groups {
+            Entry::Key { ino, lblk } => match self.placement.groups() {
                 Some(g) if g.holds(ino, lblk, slot) => Some(slot),
                 // A small key's path is in the group it lies in (its bucket's, or the
                 // bucket it had before an opening whose moves are not done).
-                Some(g) if self.cycle && slot / GROUP_SLOTS < g.count() => {
+                Some(g) if self.placement.in_groups() && slot / GROUP_SLOTS < g.count() => {
                     g.regions.as_ref().map(|r| r.home_in(v, slot / GROUP_SLOTS))
                 }
                 _ => Some(self.home(v)),
@@ -102,7 +102,7 @@ impl<D: PmDevice> HashTable<D> {
     /// number of slots changed. Runs with the file system quiescent.
     pub fn repair_and_purge_all(&self) -> u64 {
         let _g = self.purge_lock.write();
-        let mut changed = match &self.groups {
+        let mut changed = match self.placement.groups() {
             Some(g) => g.repair(self),
             None => 0,
         };
@@ -133,8 +133,8 @@ impl<D: PmDevice> HashTable<D> {
                 }
             }
         }
-        if self.cycle {
-            let groups = self.groups.as_ref().map_or(0, |g| g.count());
+        if self.placement.in_groups() {
+            let groups = self.placement.groups().map_or(0, |g| g.count());
             for g in 0..groups {
                 changed += self.purge_clusters(g * GROUP_SLOTS, GROUP_SLOTS);
             }
@@ -147,7 +147,7 @@ impl<D: PmDevice> HashTable<D> {
     /// Regions placement: purges every unneeded tombstone of group `g` (after an
     /// opening moved keys out of it).
     pub fn purge_group(&self, g: u64) {
-        if self.cycle {
+        if self.placement.in_groups() {
             let _g = self.purge_lock.write();
             self.purge_clusters(g * GROUP_SLOTS, GROUP_SLOTS);
         }
@@ -162,7 +162,7 @@ impl<D: PmDevice> HashTable<D> {
             return 0;
         }
         let mut changed = 0;
-        if self.cycle {
+        if self.placement.in_groups() {
             // A group: mark the slots some entry's path crosses (a group kept full by
             // spills may have no EMPTY slot to start a cluster walk from).
             let mut crossed = [false; GROUP_SLOTS as usize];

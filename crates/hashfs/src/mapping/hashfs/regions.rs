@@ -13,7 +13,7 @@
 //! When the small keys pass the target load of the open groups' slots, free groups are
 //! opened ([`Regions::batch`]): jump hashing moves to the new buckets exactly the keys
 //! whose bucket becomes one of them (about their share, taken evenly from every open
-//! group), and no other key. The file system moves them (`fs/regions.rs`: copy, flush, one
+//! group), and no other key. The file system moves them (`fs/hashfs/regions.rs`: copy, flush, one
 //! transaction per block).
 //!
 //! The list is persistent in the group directory: an open group's directory word is

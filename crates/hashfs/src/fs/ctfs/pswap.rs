@@ -7,8 +7,8 @@
 
 #![forbid(unsafe_code)]
 
-use super::inode::{self, InodeCell};
-use super::FsInner;
+use crate::fs::inode::{self, InodeCell};
+use crate::fs::FsInner;
 use crate::journal::Tx;
 use crate::layout::{Ino, InodeRaw, MappingKind, BLOCK_BYTES};
 use crate::mapping::{FileMap, MapTx};
@@ -21,7 +21,7 @@ impl<D: PmDevice> FsInner<D> {
     /// Unsupported with `too_large`); on an error the structure change is aborted. Returns
     /// the change and the exchange's counts.
     #[allow(clippy::too_many_arguments)]
-    pub(super) fn exchange_in_tx<'a>(
+    pub(in crate::fs) fn exchange_in_tx<'a>(
         &self,
         tx: &Tx<'a, D>,
         mut mt: MapTx<'a, D>,
@@ -71,7 +71,7 @@ impl<D: PmDevice> FsInner<D> {
             let gb = b.state.write();
             (a.state.write(), Some(gb))
         };
-        self.untag(a, &mut ga); // both files' bytes change in place (`fs/append_tag.rs`)
+        self.untag(a, &mut ga); // both files' bytes change in place (`fs/hashfs/append_tag.rs`)
         if let Some(gb) = gb.as_deref_mut() {
             self.untag(b, gb);
         }

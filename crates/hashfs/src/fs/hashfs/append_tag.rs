@@ -36,8 +36,8 @@
 
 #![forbid(unsafe_code)]
 
-use super::inode::{InodeCell, InodeMem};
-use super::FsInner;
+use crate::fs::inode::{InodeCell, InodeMem};
+use crate::fs::FsInner;
 use crate::layout::inode::{INODE_BLOCKS_OFF, INODE_SIZE_OFF};
 use crate::layout::{Geometry, Ino, Lblk, BLOCK_BYTES};
 use crate::mapping::hashfs::{file_key, HashTable};

@@ -13,7 +13,7 @@
 
 #![forbid(unsafe_code)]
 
-use super::FsInner;
+use crate::fs::FsInner;
 use crate::layout::{Ino, Pblk, BLOCK_BYTES};
 use crate::mapping::hashfs::groups::Groups;
 use crate::mapping::hashfs::{classify, Entry, HashTable, RESERVED_TAG};
@@ -64,7 +64,7 @@ impl<D: PmDevice> FsInner<D> {
     /// flushes the copy, then one transaction maps the key at `to` and leaves `old_becomes`
     /// in `s` (a reservation for a claim, or a tombstone). A crash leaves the block in one
     /// place or the other. The caller holds the file's lock; on failure `to` is freed.
-    pub(super) fn relocate(&self, t: &HashTable<D>, s: u64, v: u64, to: Pblk, old_becomes: u64) -> Result<()> {
+    pub(in crate::fs) fn relocate(&self, t: &HashTable<D>, s: u64, v: u64, to: Pblk, old_becomes: u64) -> Result<()> {
         let (from_off, to_off) = (self.geo.block_off(s), self.geo.block_off(to.0));
         let mut buf = vec![0u8; BLOCK_BYTES as usize];
         self.dev.read(from_off, &mut buf);
@@ -74,7 +74,7 @@ impl<D: PmDevice> FsInner<D> {
         tx.write_u64(t.slot_off(to.0), v);
         tx.write_u64(t.slot_off(s), old_becomes);
         if let Err(e) = tx.commit() {
-            super::data::free_slots(t, &*self.dev, &[to]);
+            super::slots::free_slots(t, &*self.dev, &[to]);
             return Err(e);
         }
         Ok(())

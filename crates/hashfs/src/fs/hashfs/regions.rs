@@ -30,8 +30,8 @@
 
 #![forbid(unsafe_code)]
 
-use super::inode::InodeCell;
-use super::FsInner;
+use crate::fs::inode::InodeCell;
+use crate::fs::FsInner;
 use crate::layout::{Ino, Lblk, Pblk};
 use crate::mapping::hashfs::groups::Groups;
 use crate::mapping::hashfs::regions::Regions;
@@ -61,7 +61,7 @@ impl<D: PmDevice> FsInner<D> {
         let small = match off {
             // A small append claims nothing: its blocks, wherever the end of file is,
             // without taking the file's lock to read it.
-            None if len < super::data::GROWTH_CLAIM_BYTES => len / crate::layout::BLOCK_BYTES + 2,
+            None if len < super::grouped::GROWTH_CLAIM_BYTES => len / crate::layout::BLOCK_BYTES + 2,
             _ => {
                 let size = cell.state.read().raw.size;
                 let off = off.unwrap_or(size);
@@ -199,8 +199,8 @@ fn small_blocks(span: &Range<u64>) -> u64 {
     if span.is_empty() {
         return 0;
     }
-    let blocks = super::data::blocks_for(span.end) - span.start / crate::layout::BLOCK_BYTES;
-    let whole = super::data::whole_blocks(span);
+    let blocks = crate::fs::data::blocks_for(span.end) - span.start / crate::layout::BLOCK_BYTES;
+    let whole = crate::fs::data::whole_blocks(span);
     let chunks = (whole.end.0 / GROUP_SLOTS).saturating_sub(whole.start.0.div_ceil(GROUP_SLOTS));
     blocks - chunks * GROUP_SLOTS
 }

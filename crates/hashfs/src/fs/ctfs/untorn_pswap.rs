@@ -1,7 +1,7 @@
 //! ctFS's atomic writes (§3.3: "ctU first writes the data to a staging partition, and when
 //! the write is complete, it swaps the newly written data to the memory region belonging
 //! to the target file"): on `ctfs` images, an untorn write larger than the copy-on-write
-//! path takes ([`super::untorn::copy_limit`]) is staged in a file of its own and then
+//! path takes ([`crate::fs::untorn::copy_limit`]) is staged in a file of its own and then
 //! pswapped into place, so its data is written once and its commit changes page-table
 //! entries at the highest level the alignment allows: a 2 MiB-aligned write of any
 //! length costs one entry per 2 MiB (per 1 GiB once aligned to that) on each side, not
@@ -35,9 +35,9 @@
 
 #![forbid(unsafe_code)]
 
-use super::data::blocks_for;
-use super::inode::{self, InodeCell, InodeMem};
-use super::FsInner;
+use crate::fs::data::blocks_for;
+use crate::fs::inode::{self, InodeCell, InodeMem};
+use crate::fs::FsInner;
 use crate::layout::inode::{InodeRaw, S_IFREG};
 use crate::layout::mapping::ctfs::NODE_ENTRIES;
 use crate::layout::{Geometry, Ino, Lblk, BLOCK_BYTES};
@@ -118,14 +118,14 @@ impl<D: PmDevice> FsInner<D> {
     /// Whether an untorn write of `len` bytes to `cell` goes by pswap: a `ctfs` image, more
     /// than the copy-on-write path takes, and the file not memory-mapped through the shim
     /// (its mapping would keep the old pages; the copy-on-write path logs them in place).
-    pub(super) fn untorn_by_pswap(&self, cell: &InodeCell, len: u64) -> bool {
+    pub(in crate::fs) fn untorn_by_pswap(&self, cell: &InodeCell, len: u64) -> bool {
         self.geo.mapping == crate::layout::MappingKind::Ctfs
-            && len > super::untorn::copy_limit(&self.geo)
+            && len > crate::fs::untorn::copy_limit(&self.geo)
             && cell.map_count.load(Ordering::Acquire) == 0
     }
 
     /// ctFS's atomic write: stage, pswap, free the staging file (the module's steps).
-    pub(super) fn write_untorn_by_pswap(
+    pub(in crate::fs) fn write_untorn_by_pswap(
         &self,
         cell: &InodeCell,
         st: &mut InodeMem,
@@ -168,7 +168,7 @@ impl<D: PmDevice> FsInner<D> {
 
     /// A fresh regular inode with no links and no name (`parent` = `owner`): an orphan
     /// that recovery frees if a crash comes before it is linked or freed.
-    pub(super) fn new_unlinked_file(&self, owner: Ino) -> Result<Arc<InodeCell>> {
+    pub(in crate::fs) fn new_unlinked_file(&self, owner: Ino) -> Result<Arc<InodeCell>> {
         let ino = self.ialloc.alloc()?;
         let mut raw = inode::fresh_raw(S_IFREG, 0, 0, inode::now_ns());
         raw.parent = owner.0;

@@ -1,0 +1,193 @@
+//! The data path's verbs on the HashFS table (`mapping/hashfs/`): a block's slot is its
+//! key's, found by hashing; claiming a block reserves a slot, mapping it publishes the key.
+
+#![forbid(unsafe_code)]
+
+use super::grouped::in_whole_chunk;
+use super::slots::{free_slots, mapped_slots};
+use crate::fs::data::{MapGroup, WRITE_CHUNK_BLOCKS};
+use crate::fs::inode::{InodeCell, InodeMem};
+use crate::fs::verbs::MapVerbs;
+use crate::fs::FsInner;
+use crate::journal::Tx;
+use crate::layout::{Extent, Geometry, Ino, InodeRaw, Lblk, Pblk};
+use crate::mapping::hashfs::{file_key, HashTable};
+use crate::pm::PmDevice;
+use crate::{Error, Result};
+use std::ops::Range;
+use std::sync::atomic::Ordering;
+
+impl<D: PmDevice> MapVerbs<D> for HashTable<D> {
+    #[inline]
+    fn translate(
+        &self,
+        _fs: &FsInner<D>,
+        cell: &InodeCell,
+        _raw: &InodeRaw,
+        lblk: Lblk,
+        end: Lblk,
+        size_blocks: u64,
+    ) -> Result<Option<Extent>> {
+        Ok(translate_hash(self, cell, lblk, end, size_blocks))
+    }
+
+    /// None: a block's slot is its key's, so there is nothing to place it near.
+    fn hint_for(
+        &self,
+        _fs: &FsInner<D>,
+        _cell: &InodeCell,
+        _raw: &InodeRaw,
+        _first: Lblk,
+        _before: Option<Pblk>,
+    ) -> Result<Option<Pblk>> {
+        Ok(None)
+    }
+
+    /// Reserves each block's slot: in its chunk's group under the grouped placements when
+    /// the request writes the chunk whole, else at or after its key's home (with the
+    /// regions placement, in the open groups, opening more first when they are full).
+    fn claim_blocks(
+        &self,
+        fs: &FsInner<D>,
+        ino: Ino,
+        lblks: &[Lblk],
+        _hint: Option<Pblk>,
+        whole: Range<Lblk>,
+    ) -> Result<Vec<Pblk>> {
+        let t = self;
+        let mut out = Vec::with_capacity(lblks.len());
+        let mut upkept = t.regions().is_none();
+        for (i, &l) in lblks.iter().enumerate() {
+            if let Some(s) = t.groups().and_then(|g| fs.claim_grouped(t, g, ino, l, &whole)) {
+                out.push(Pblk(s));
+                continue;
+            }
+            if !upkept {
+                // The regions placement: room for this request's small keys (those
+                // outside the whole chunks it writes) before the first of them.
+                let small = lblks[i..].iter().filter(|l| !in_whole_chunk(**l, &whole)).count();
+                fs.regions_upkeep_for(small.max(1) as u64, false);
+                upkept = true;
+            }
+            let key = file_key(ino, l).ok_or(Error::FileTooBig);
+            let got = match key.and_then(|k| t.reserve(k)) {
+                Err(Error::NoSpace) if t.regions().is_some() => {
+                    // Its chain is full: more groups, even if another request is
+                    // opening some, then once more.
+                    fs.regions_upkeep_for((lblks.len() - i) as u64, true);
+                    file_key(ino, l).ok_or(Error::FileTooBig).and_then(|k| t.reserve(k))
+                }
+                got => got,
+            };
+            match got {
+                Ok(s) => out.push(s),
+                Err(e) => {
+                    free_slots(t, &*fs.dev, &out);
+                    return Err(e);
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    fn unclaim_blocks(&self, fs: &FsInner<D>, blocks: &[Pblk]) {
+        free_slots(self, &*fs.dev, blocks)
+    }
+
+    /// Each block's key into its slot: logged inside the file's durable size (recovery
+    /// would keep a key published there), published unlogged past it.
+    fn tx_map<'a>(&'a self, tx: &mut Tx<'a, D>, groups: &mut [MapGroup<'_>]) -> Result<()> {
+        for g in groups.iter() {
+            for &(l, s) in g.pairs {
+                let k = file_key(g.ino, l).ok_or(Error::FileTooBig)?;
+                if l < g.logged_below {
+                    tx.write_u64(self.slot_off(s.0), k);
+                } else {
+                    tx.publish_u64(self.slot_off(s.0), k);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The new blocks go into the file's translation cache.
+    fn mapped(&self, cell: &InodeCell, pairs: &[(Lblk, Pblk)]) {
+        for &(lblk, slot) in pairs {
+            cell.tcache.put(lblk, slot);
+        }
+    }
+
+    /// One unlogged word per block.
+    fn write_chunk_blocks(&self, _geo: &Geometry) -> u64 {
+        WRITE_CHUNK_BLOCKS
+    }
+
+    fn end_request(&self, ino: Ino) {
+        if let Some(g) = self.groups() {
+            g.end_request(self, ino);
+        }
+    }
+
+    fn one_fence_appends(&self) -> bool {
+        true
+    }
+
+    /// The slots, found while the keys are still the file's (a shrink commits the smaller
+    /// size first; F1 lets recovery free the rest).
+    fn release_plan(&self, cell: &InodeCell, from: Lblk, to: Lblk) -> Vec<Pblk> {
+        mapped_slots(self, cell.ino, from, to)
+    }
+
+    fn release_blocks(
+        &self,
+        fs: &FsInner<D>,
+        _cell: &InodeCell,
+        _st: &mut InodeMem,
+        planned: &[Pblk],
+        _from: Lblk,
+        _to: Lblk,
+    ) -> Result<()> {
+        free_slots(self, &*fs.dev, planned);
+        Ok(())
+    }
+}
+
+/// Translation through the HashFS table: translation cache, then the table. A request of
+/// several blocks (up to `end`) looks up to 8 of them with one vector hash, and so does a
+/// cache miss during sequential access (paper §3.2.2: spare SIMD lanes prefetch following
+/// entries); the blocks found are cached. A random single-block access looks up only its
+/// block. Returns the slot and how many of the blocks looked up follow it physically.
+#[inline]
+fn translate_hash<D: PmDevice>(
+    t: &HashTable<D>,
+    cell: &InodeCell,
+    lblk: Lblk,
+    end: Lblk,
+    size_blocks: u64,
+) -> Option<Extent> {
+    if let Some(p) = cell.tcache.get(lblk) {
+        return Some(Extent { lblk, pblk: p, len: 1 });
+    }
+    let sequential = cell.next_read_lblk.load(Ordering::Relaxed) == lblk.0;
+    let limit = if sequential { Lblk(size_blocks).max(end) } else { end };
+    if lblk + 1 < limit {
+        let n = (limit - lblk).min(8) as usize;
+        let mut keys = [0u64; 8];
+        for (i, k) in keys[..n].iter_mut().enumerate() {
+            *k = file_key(cell.ino, lblk + i as u64)?;
+        }
+        let mut out = [None; 8];
+        t.lookup_batch(&keys[..n], &mut out[..n]);
+        for (i, s) in out[..n].iter().enumerate() {
+            if let Some(s) = s {
+                cell.tcache.put(lblk + i as u64, *s);
+            }
+        }
+        let first = out[0]?;
+        let run = out[..n].iter().zip(0..).take_while(|&(s, i)| *s == Some(first + i)).count();
+        return Some(Extent { lblk, pblk: first, len: run as u64 });
+    }
+    let p = t.lookup(file_key(cell.ino, lblk)?)?;
+    cell.tcache.put(lblk, p);
+    Some(Extent { lblk, pblk: p, len: 1 })
+}

@@ -1,0 +1,107 @@
+//! What the file system asks of a mapping: the verbs of the data path, one trait that each
+//! mapping's folder implements (`fs/hashfs/verbs.rs` for the HashFS table,
+//! `fs/blocks/verbs.rs` for the structures behind the block allocator: extent tree, radix
+//! tree, cuckoo table, extent hashing and ctFS's page table), and the one place that asks
+//! an image which mapping it has ([`on_map!`]). The rest of `fs/` calls the verbs through
+//! [`FsInner`]'s methods and never matches on the mapping.
+
+#![forbid(unsafe_code)]
+
+use super::data::MapGroup;
+use super::inode::InodeCell;
+use super::FsInner;
+use crate::journal::Tx;
+use crate::layout::{Extent, Geometry, Ino, InodeRaw, Lblk, Pblk};
+use crate::pm::PmDevice;
+use crate::Result;
+use std::ops::Range;
+
+/// Runs `$body` with `$m` bound to the image's mapping (`&HashTable` or `&BlockMap`), each
+/// arm compiled for its own type: a match on the mapping, written once.
+macro_rules! on_map {
+    ($fs:expr, $m:ident => $body:expr) => {
+        match &$fs.map {
+            crate::mapping::FileMap::Hash($m) => $body,
+            crate::mapping::FileMap::Blocks($m) => {
+                let $m: &crate::mapping::BlockMap<_> = $m;
+                $body
+            }
+        }
+    };
+}
+pub(crate) use on_map;
+
+/// The verbs of the data path. `fs` is the file system the mapping belongs to (for its
+/// device, geometry, journals and the features that run only on one mapping).
+pub(crate) trait MapVerbs<D: PmDevice> {
+    /// Logical block `lblk` of `cell` (the request going on to `end`, exclusive): the
+    /// extent from `lblk` to the end of its mapping entry, or None for a hole.
+    fn translate(
+        &self,
+        fs: &FsInner<D>,
+        cell: &InodeCell,
+        raw: &InodeRaw,
+        lblk: Lblk,
+        end: Lblk,
+        size_blocks: u64,
+    ) -> Result<Option<Extent>>;
+
+    /// Where new blocks for `first` should go (after `before`, the block the request
+    /// placed before it, else the file's block before), for mappings that place blocks.
+    fn hint_for(
+        &self,
+        fs: &FsInner<D>,
+        cell: &InodeCell,
+        raw: &InodeRaw,
+        first: Lblk,
+        before: Option<Pblk>,
+    ) -> Result<Option<Pblk>>;
+
+    /// New blocks for `lblks` of `ino` (sorted), not yet reachable; `whole` is the range of
+    /// whole blocks the request writes (see [`FsInner::claim_blocks_for`]).
+    fn claim_blocks(
+        &self,
+        fs: &FsInner<D>,
+        ino: Ino,
+        lblks: &[Lblk],
+        hint: Option<Pblk>,
+        whole: Range<Lblk>,
+    ) -> Result<Vec<Pblk>>;
+
+    /// Gives back claimed blocks whose transaction did not commit.
+    fn unclaim_blocks(&self, fs: &FsInner<D>, blocks: &[Pblk]);
+
+    /// Adds to `tx` what maps claimed blocks (see [`FsInner::tx_map_blocks`]).
+    fn tx_map<'a>(&'a self, tx: &mut Tx<'a, D>, groups: &mut [MapGroup<'_>]) -> Result<()>;
+
+    /// After the transaction that mapped `pairs` of `cell` committed.
+    fn mapped(&self, cell: &InodeCell, pairs: &[(Lblk, Pblk)]);
+
+    /// New blocks one write transaction maps.
+    fn write_chunk_blocks(&self, geo: &Geometry) -> u64;
+
+    /// A request (write, fallocate) that claimed blocks over several transactions is done.
+    fn end_request(&self, ino: Ino);
+
+    /// Whether a small append at the end of a file may take one fence
+    /// (`fs/hashfs/append_tag.rs`).
+    fn one_fence_appends(&self) -> bool;
+
+    /// Before a shrink's smaller size is committed: the blocks of `cell` in [from, to)
+    /// that [`release_blocks`](Self::release_blocks) will free, for mappings that must
+    /// find them while they are still the file's.
+    fn release_plan(&self, cell: &InodeCell, from: Lblk, to: Lblk) -> Vec<Pblk>;
+
+    /// Once the smaller size is durable (or the file has no links): frees the blocks of
+    /// `cell` in [from, to), `planned` being what [`release_plan`](Self::release_plan)
+    /// found.
+    fn release_blocks(
+        &self,
+        fs: &FsInner<D>,
+        cell: &InodeCell,
+        st: &mut super::inode::InodeMem,
+        planned: &[Pblk],
+        from: Lblk,
+        to: Lblk,
+    ) -> Result<()>;
+}
