@@ -82,7 +82,7 @@ bugs=(
     "unlink-entry-in-place|crates/hashfs/src/fs/ops.rs|unlink clears the directory entry in place, outside the transaction that drops the link count|ops unlink"
     "create-inode-unwritten|crates/hashfs/src/fs/ops.rs|a create commits the new directory entry without writing the new inode in its transaction|ops create"
     "setattr-in-place|crates/hashfs/src/fs/ops.rs|chmod, chown and utimens store the inode in place, outside a transaction (a crash may tear it across its cache lines)|ops chmod,chown,utimens"
-    "append-key-unflushed|crates/hashfs/src/fs/append.rs|a fast append stores its new blocks' HashFS keys without flushing them (the size that covers them may be durable first)|ops append,write-past-eof"
+    "append-key-unflushed|crates/hashfs/src/fs/hashfs/verbs.rs|a fast append stores its new blocks' HashFS keys without flushing them (the size that covers them may be durable first)|ops append,write-past-eof"
     "ctfs-unlogged-pswap|crates/hashfs/src/mapping/ctfs/tx.rs|ctFS's partition move stores its page-table swap straight to PM before the transaction that names the new partition (the released ctFS's order)|ctfs append,write-past-eof,truncate-down"
 )
 
@@ -181,9 +181,9 @@ elif name == "setattr-in-place":
         "        let mut tx = self.journals.begin();\n        inode::tx_write_inode(&mut tx, &self.geo, ino, &mut raw);\n        tx.commit()?;\n        st.raw = raw;\n        Ok(raw)\n",
         "        raw.seal(ino);\n        let at = self.geo.inode_off(ino.get());\n        self.dev.write(at, bytemuck::bytes_of(&raw));\n        self.dev.flush(at, std::mem::size_of::<InodeRaw>() as u64);\n        self.dev.fence();\n        st.raw = raw;\n        Ok(raw)\n")
 elif name == "append-key-unflushed":
-    sub("crates/hashfs/src/fs/append.rs",
-        "                self.dev.store_u64(t.slot_off(p.pblk.0), k);\n                self.dev.flush(t.slot_off(p.pblk.0), 8);\n",
-        "                self.dev.store_u64(t.slot_off(p.pblk.0), k);\n")
+    sub("crates/hashfs/src/fs/hashfs/verbs.rs",
+        "            fs.dev.store_u64(self.slot_off(pblk.0), k);\n            fs.dev.flush(self.slot_off(pblk.0), 8);\n",
+        "            fs.dev.store_u64(self.slot_off(pblk.0), k);\n")
 elif name == "reverse-rollback":
     sub("crates/hashfs/src/journal.rs", "txs.sort_by_key(|t| std::cmp::Reverse(t.0));", "txs.sort_by_key(|t| t.0);")
 elif name == "rename-undo-fence":

@@ -8,12 +8,12 @@
 use super::data::{blocks_for, Planned};
 use super::hashfs::append_tag::tagged_words;
 use super::inode::{InodeCell, InodeMem};
+use super::verbs::{on_map, MapVerbs};
 use super::FsInner;
 use crate::layout::inode::{INODE_BLOCKS_OFF, INODE_SIZE_OFF};
-use crate::layout::Lblk;
-use crate::mapping::hashfs::file_key;
-use crate::mapping::FileMap;
+use crate::layout::{Lblk, Pblk};
 use crate::pm::PmDevice;
+use smallvec::SmallVec;
 use std::sync::atomic::Ordering;
 
 impl<D: PmDevice> FsInner<D> {
@@ -30,10 +30,8 @@ impl<D: PmDevice> FsInner<D> {
     /// [`append_fast`]: Self::append_fast
     pub(super) fn can_append_fast(&self, cell: &InodeCell, st: &mut InodeMem, plan: &[Planned]) -> bool {
         let old_blocks = Lblk(blocks_for(st.raw.size));
-        let maps_fresh_past_eof = || match &self.map {
-            FileMap::Hash(_) => plan.iter().all(|p| !p.fresh || p.lblk >= old_blocks),
-            FileMap::Blocks(_) => false,
-        };
+        let maps_fresh_past_eof =
+            || on_map!(self, m => m.maps_past_eof_unlogged()) && plan.iter().all(|p| !p.fresh || p.lblk >= old_blocks);
         if !(plan.iter().all(|p| !p.fresh) || maps_fresh_past_eof()) {
             return false;
         }
@@ -61,16 +59,8 @@ impl<D: PmDevice> FsInner<D> {
         tail: Option<&[u8]>,
     ) {
         let ino = cell.ino;
-        let mut added = 0u64;
-        if let FileMap::Hash(t) = &self.map {
-            for p in plan.iter().filter(|p| p.fresh) {
-                let k = file_key(ino, p.lblk).expect("checked by the plan");
-                self.dev.store_u64(t.slot_off(p.pblk.0), k);
-                self.dev.flush(t.slot_off(p.pblk.0), 8);
-                cell.tcache.put(p.lblk, p.pblk);
-                added += 1;
-            }
-        }
+        let fresh: SmallVec<[(Lblk, Pblk); 4]> = plan.iter().filter(|p| p.fresh).map(|p| (p.lblk, p.pblk)).collect();
+        let added = if fresh.is_empty() { 0 } else { on_map!(self, m => m.map_unlogged(self, cell, &fresh)) };
         const _: () = assert!(INODE_BLOCKS_OFF == INODE_SIZE_OFF + 8 && INODE_SIZE_OFF % 64 + 16 <= 64);
         let ioff = self.geo.inode_off(ino.get());
         if let Some(data) = tail {
@@ -99,13 +89,8 @@ impl<D: PmDevice> FsInner<D> {
         st.raw.size = new_size;
         st.raw.blocks += added;
         self.set_write_times(st);
-        if let (FileMap::Hash(t), true) = (&self.map, added > 0) {
-            // The next append's block most likely lands at its key's home: fetch that slot's
-            // line (its reservation reads it) and touch the block's page translation now,
-            // while the caller does other work, instead of missing both in the next call.
-            if let Some(k) = file_key(ino, Lblk(blocks_for(new_size))) {
-                self.prefetch_key_home(t, k, 0);
-            }
+        if added > 0 {
+            on_map!(self, m => m.prefetch_next_append(self, ino, Lblk(blocks_for(new_size))));
         }
     }
 }

@@ -5,11 +5,10 @@
 #![forbid(unsafe_code)]
 
 use super::data::{blocks_for, WRITE_CHUNK_BLOCKS};
-use super::hashfs::slots::{free_slots, mapped_slots};
 use super::inode::{self, InodeCell};
+use super::verbs::{on_map, MapVerbs};
 use super::FsInner;
 use crate::layout::{Lblk, BLOCK_BYTES, MAX_FILE_BYTES};
-use crate::mapping::FileMap;
 use crate::pm::PmDevice;
 use crate::{Error, Result};
 use std::sync::atomic::Ordering;
@@ -174,18 +173,13 @@ impl<D: PmDevice> FsInner<D> {
         cell.tcache.invalidate_all();
         cell.cursor.store(0, Ordering::Relaxed);
         let now = inode::now_ns();
+        // The blocks go first (the structures commit the inode as they go; HashFS's
+        // block count follows in the transaction below).
+        let (from, to) = (first_full, last_full.max(first_full));
+        let planned = on_map!(self, m => m.release_plan(cell, from, to));
+        on_map!(self, m => m.release_blocks(self, cell, &mut st, &planned, from, to))?;
         let mut raw = st.raw;
-        match &self.map {
-            FileMap::Hash(t) => {
-                let victims = mapped_slots(t, cell.ino, first_full, last_full.max(first_full));
-                free_slots(t, &*self.dev, &victims);
-                raw.blocks = raw.blocks.saturating_sub(victims.len() as u64);
-            }
-            FileMap::Blocks(b) => {
-                self.unmap_blocks(b, cell, &mut st, first_full, last_full.max(first_full))?;
-                raw = st.raw;
-            }
-        }
+        raw.blocks = raw.blocks.saturating_sub(planned.len() as u64);
         raw.mtime_ns = now;
         raw.ctime_ns = now;
         let mut tx = self.journals.begin();

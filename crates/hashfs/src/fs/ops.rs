@@ -4,6 +4,7 @@
 use super::data::MapGroup;
 use super::dir::{self, check_name, DirIndex, EntryRef, RawDirEntry, SlotAlloc};
 use super::inode::{self, InodeCell, InodeMem};
+use super::verbs::{on_map, MapVerbs};
 use super::FsInner;
 use crate::journal::Tx;
 use crate::layout::dirent::FileType;
@@ -315,8 +316,8 @@ impl<D: PmDevice> FsInner<D> {
             return Err(e);
         }
         let cell = Arc::new(InodeCell::new(ino, raw));
-        if let (Some(s), crate::mapping::FileMap::Hash(_)) = (sym_slot, &self.map) {
-            cell.tcache.put(Lblk(0), s);
+        if let Some(s) = sym_slot {
+            on_map!(self, m => m.mapped(&cell, &[(Lblk(0), s)]));
         }
         self.inodes.insert(cell.clone());
         Ok(cell)

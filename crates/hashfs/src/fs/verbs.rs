@@ -87,6 +87,20 @@ pub(crate) trait MapVerbs<D: PmDevice> {
     /// (`fs/hashfs/append_tag.rs`).
     fn one_fence_appends(&self) -> bool;
 
+    /// Whether a new block past the end of file is mapped by one word that need not be
+    /// logged (recovery frees a mapping past EOF): a fast append may then map new blocks
+    /// without a transaction (`fs/append.rs`).
+    fn maps_past_eof_unlogged(&self) -> bool;
+
+    /// A fast append's new blocks `fresh` of `cell`, (logical, physical), mapped by their
+    /// unlogged words and flushed (the append's fence follows); only where
+    /// [`maps_past_eof_unlogged`](Self::maps_past_eof_unlogged). Returns how many.
+    fn map_unlogged(&self, fs: &FsInner<D>, cell: &InodeCell, fresh: &[(Lblk, Pblk)]) -> u64;
+
+    /// After an append that mapped new blocks, ending the file at block `next`: fetch what
+    /// the next append will touch.
+    fn prefetch_next_append(&self, fs: &FsInner<D>, ino: Ino, next: Lblk);
+
     /// Before a shrink's smaller size is committed: the blocks of `cell` in [from, to)
     /// that [`release_blocks`](Self::release_blocks) will free, for mappings that must
     /// find them while they are still the file's.

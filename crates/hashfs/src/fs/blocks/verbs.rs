@@ -102,6 +102,18 @@ impl<D: PmDevice> MapVerbs<D> for BlockMap<D> {
         false
     }
 
+    /// No: a structure's insertion changes shared state, which a transaction logs.
+    fn maps_past_eof_unlogged(&self) -> bool {
+        false
+    }
+
+    fn map_unlogged(&self, _fs: &FsInner<D>, _cell: &InodeCell, fresh: &[(Lblk, Pblk)]) -> u64 {
+        debug_assert!(fresh.is_empty(), "a block mapping's fast append maps no block");
+        0
+    }
+
+    fn prefetch_next_append(&self, _fs: &FsInner<D>, _ino: Ino, _next: Lblk) {}
+
     /// Nothing: the structure finds its entries when it removes them.
     fn release_plan(&self, _cell: &InodeCell, _from: Lblk, _to: Lblk) -> Vec<Pblk> {
         Vec::new()

@@ -132,6 +132,32 @@ impl<D: PmDevice> MapVerbs<D> for HashTable<D> {
         true
     }
 
+    /// A key in the block's slot (with every placement: a group the grouped placements
+    /// claim for the chunk, and any opening of regions, was made durable before the plan
+    /// returned, as for a transaction's write).
+    fn maps_past_eof_unlogged(&self) -> bool {
+        true
+    }
+
+    fn map_unlogged(&self, fs: &FsInner<D>, cell: &InodeCell, fresh: &[(Lblk, Pblk)]) -> u64 {
+        for &(lblk, pblk) in fresh {
+            let k = file_key(cell.ino, lblk).expect("checked by the plan");
+            fs.dev.store_u64(self.slot_off(pblk.0), k);
+            fs.dev.flush(self.slot_off(pblk.0), 8);
+            cell.tcache.put(lblk, pblk);
+        }
+        fresh.len() as u64
+    }
+
+    /// The next append's block most likely lands at its key's home: fetch that slot's
+    /// line (its reservation reads it) and touch the block's page translation now, while
+    /// the caller does other work, instead of missing both in the next call.
+    fn prefetch_next_append(&self, fs: &FsInner<D>, ino: Ino, next: Lblk) {
+        if let Some(k) = file_key(ino, next) {
+            fs.prefetch_key_home(self, k, 0);
+        }
+    }
+
     /// The slots, found while the keys are still the file's (a shrink commits the smaller
     /// size first; F1 lets recovery free the rest).
     fn release_plan(&self, cell: &InodeCell, from: Lblk, to: Lblk) -> Vec<Pblk> {
