@@ -6,7 +6,6 @@
 use super::FileSystem;
 use crate::layout::superblock::map_region_bytes;
 use crate::layout::Ino;
-use crate::mapping::{FileMap, Index, Mapped};
 use crate::pm::{DevOffset, PmDevice};
 use crate::{Error, Result};
 use std::sync::atomic::Ordering;
@@ -31,20 +30,7 @@ impl<D: PmDevice> FileSystem<D> {
             (geo.inode_off(ino.get()), crate::layout::INODE_BYTES as u64),
             (DevOffset(geo.map_off), map_region_bytes(inner.map.kind(), geo.data_blocks, geo.groups > 0)),
         ];
-        if let FileMap::Blocks(b) = &inner.map {
-            if let Index::ExtentTreeCached(c) = &b.index {
-                c.clear();
-            }
-            if !b.is_global() {
-                let mut node = |m| {
-                    if let Mapped::Node { pblk, .. } = m {
-                        ranges.push((geo.block_off(pblk.0), crate::layout::BLOCK_BYTES));
-                    }
-                };
-                b.walk(ino, &st.raw, &mut node)?;
-                b.walk_shared(&mut node)?; // ctFS: the page table's nodes
-            }
-        }
+        inner.map.cold_ranges(&geo, ino, &st.raw, &mut ranges)?;
         let mut bytes = 0;
         for (off, len) in ranges {
             if !inner.dev.evict(off, len) {
@@ -53,27 +39,14 @@ impl<D: PmDevice> FileSystem<D> {
             bytes += len;
         }
         crate::pm::evict_object::<super::inode::InodeCell>(&cell);
-        if let Some(g) = match &inner.map {
-            FileMap::Hash(t) => t.groups(),
-            FileMap::Blocks(_) => None,
-        } {
-            // HashFS's grouped and regions placements: the DRAM filter of claimed chunks.
-            crate::pm::evict_slice(g.filter_words());
+        if let Some(words) = inner.map.claim_filter() {
+            crate::pm::evict_slice(words);
         }
         Ok(bytes)
     }
 
     /// Extent-hash images: turns the probabilistic fast lookup on or off (SPFS Fig. 7).
     pub(crate) fn set_fast_lookup(&self, on: bool) -> Result<()> {
-        match &self.inner.map {
-            FileMap::Blocks(b) => match &b.index {
-                Index::ExtentHash(t) => {
-                    t.set_fast_lookup(on);
-                    Ok(())
-                }
-                _ => Err(Error::Invalid("fast lookup exists only in extent hashing")),
-            },
-            FileMap::Hash(_) => Err(Error::Invalid("fast lookup exists only in extent hashing")),
-        }
+        self.inner.map.set_fast_lookup(on)
     }
 }

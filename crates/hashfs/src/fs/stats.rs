@@ -1,21 +1,28 @@
 //! Measured size and layout of the mapping structure (`hashfs info`): the paper's
 //! "mapping structure size" (HashFS §2.1) and the layout score (§4) of the files as they
-//! lie on the device; on a `ctfs` image, its partition hierarchy (ctFS §3.1).
+//! lie on the device, each mapping measured beside it (`fs/hashfs/stats.rs`,
+//! `fs/blocks/stats.rs`); on a `ctfs` image, its partition hierarchy (`fs/ctfs/stats.rs`,
+//! ctFS §3.1).
 
 #![forbid(unsafe_code)]
 
 use super::api::FileSystem;
-use super::inode::read_raw;
-use crate::layout::inode::InodeState;
-use crate::layout::mapping::ctfs::{partition_pages, LEVELS, SPACE_PAGES};
-use crate::layout::superblock::{bitmap_bytes, map_region_bytes};
-use crate::layout::{round_up, Ino, InodeRaw, MappingKind, BLOCK_BYTES};
-use crate::mapping::ctfs::partition::Partition;
-use crate::mapping::hashfs::{classify, Entry};
-use crate::mapping::{cuckoo, extent_hash, extent_tree, FileMap, Mapped};
+use super::verbs::on_map;
+use super::FsInner;
+use crate::layout::{MappingKind, BLOCK_BYTES};
 use crate::pm::PmDevice;
 use crate::Result;
 use std::collections::HashMap;
+
+/// Each file's (logical, physical, length) runs, by inode number.
+pub(crate) type Runs = HashMap<u32, Vec<(u64, u64, u64)>>;
+
+/// How a mapping measures itself for [`FileSystem::mapping_stats`] (implemented beside
+/// each mapping: `fs/hashfs/stats.rs`, `fs/blocks/stats.rs`).
+pub(crate) trait Measure<D: PmDevice> {
+    /// Adds the structure's sizes and entries to `st`, and every file's runs to `runs`.
+    fn measure(&self, fs: &FsInner<D>, st: &mut MappingStats, runs: &mut Runs) -> Result<()>;
+}
 
 /// What the mapping structure holds and costs.
 #[derive(Clone, Debug, Default)]
@@ -90,96 +97,14 @@ impl PartitionStats {
 }
 
 impl<D: PmDevice> FileSystem<D> {
-    /// ctFS's partitions (None on an image of another mapping): the files' partitions read
-    /// from the inodes, the Empty ones from the mounted hierarchy. Takes no file locks: run
-    /// it on a quiet file system.
-    pub fn partition_stats(&self) -> Result<Option<PartitionStats>> {
-        let inner = &self.inner;
-        let FileMap::Blocks(b) = &inner.map else { return Ok(None) };
-        let Some(ctfs) = b.ctfs() else { return Ok(None) };
-        let mut levels: Vec<PartitionLevel> = (0..LEVELS)
-            .map(|level| PartitionLevel { level, pages: partition_pages(level), ..Default::default() })
-            .collect();
-        for i in 1..=inner.geo.inode_count {
-            let ino = Ino(i as u32);
-            let raw = read_raw(&*inner.dev, &inner.geo, ino);
-            // A special file's map area holds its device number, not a partition.
-            if raw.check(ino) != InodeState::Allocated || raw.is_special() {
-                continue;
-            }
-            if let Some(p) = Partition::from_word(raw.ctfs_partition())? {
-                levels[p.level as usize].files += 1;
-            }
-        }
-        let parts = ctfs.parts.lock();
-        for l in &mut levels {
-            l.empty = parts.empty_at(l.level);
-        }
-        Ok(Some(PartitionStats { levels, space_pages: SPACE_PAGES }))
-    }
-
     /// Walks the whole mapping structure and measures it (takes no file locks: run it on a
     /// quiet file system).
     pub fn mapping_stats(&self) -> Result<MappingStats> {
         let inner = &self.inner;
-        let geo = inner.geo;
         let mut st = MappingStats { kind: Some(inner.map.kind()), ..Default::default() };
         // Per file: (logical, physical, length) runs.
-        let mut runs: HashMap<u32, Vec<(u64, u64, u64)>> = HashMap::new();
-        match &inner.map {
-            FileMap::Hash(t) => {
-                st.table_bytes = map_region_bytes(MappingKind::HashFs, geo.data_blocks, geo.groups > 0);
-                for s in 0..t.nslots() {
-                    if let Entry::Key { ino, lblk } = classify(t.load(s), t.nslots()) {
-                        runs.entry(ino).or_default().push((lblk as u64, s, 1));
-                        st.entries += 1;
-                    }
-                }
-                st.entry_bytes = st.entries * 8;
-            }
-            FileMap::Blocks(b) => {
-                st.bitmap_bytes = round_up(bitmap_bytes(geo.data_blocks), BLOCK_BYTES);
-                st.table_bytes = b.table_bytes();
-                let mut record = |m: Mapped, st: &mut MappingStats| match m {
-                    Mapped::Data { ino, ext } => {
-                        let (lblk, len) = (ext.lblk.0, ext.len);
-                        runs.entry(ino.0).or_default().push((lblk, ext.pblk.0, len));
-                        let (n, bytes) = match b.kind {
-                            MappingKind::Cuckoo => (len, cuckoo::ENTRY_BYTES),
-                            MappingKind::RadixTree => (len, 8),
-                            // A page-table entry per page (a 2 MiB leaf counts 512: the walk
-                            // does not tell them apart).
-                            MappingKind::Ctfs => (len, 8),
-                            MappingKind::ExtentHash => (
-                                match (u32::try_from(lblk), u32::try_from(len)) {
-                                    (Ok(l), Ok(n)) => extent_hash::insert_positions(l, n).len() as u64,
-                                    _ => 0, // past the largest file: walk reports no such extent
-                                },
-                                extent_hash::ENTRY_BYTES,
-                            ),
-                            _ => (1, extent_tree::ENTRY_BYTES),
-                        };
-                        st.entries += n;
-                        st.entry_bytes += n * bytes;
-                    }
-                    Mapped::Node { .. } => st.node_blocks += 1,
-                };
-                if b.is_global() {
-                    let dummy: InodeRaw = bytemuck::Zeroable::zeroed();
-                    let _g = b.commit.lock(); // the extent-hash scan must not race inserts
-                    b.walk(Ino(0), &dummy, &mut |m| record(m, &mut st))?;
-                } else {
-                    for i in 1..=geo.inode_count {
-                        let ino = Ino(i as u32);
-                        let raw = read_raw(&*inner.dev, &geo, ino);
-                        if raw.check(ino) == InodeState::Allocated {
-                            b.walk(ino, &raw, &mut |m| record(m, &mut st))?;
-                        }
-                    }
-                    b.walk_shared(&mut |m| record(m, &mut st))?;
-                }
-            }
-        }
+        let mut runs = Runs::new();
+        on_map!(inner, m => m.measure(inner, &mut st, &mut runs))?;
         let (mut follow, mut pairs) = (0u64, 0u64);
         for (_, mut r) in runs {
             r.sort_unstable();

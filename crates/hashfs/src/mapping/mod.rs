@@ -11,6 +11,7 @@
 //!   page table) maps through it too: its page table is the structure, its partitions are
 //!   named by the inodes.
 
+mod cold;
 pub mod ctfs;
 pub mod cuckoo;
 pub mod extent_hash;

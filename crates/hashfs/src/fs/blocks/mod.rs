@@ -2,5 +2,6 @@
 //! the extent tree, radix tree, cuckoo table, SPFS's extent hashing and ctFS's page table;
 //! ctFS's own features are in `fs/ctfs/`): the data path's verbs and unmapping.
 
+mod stats;
 mod unmap;
 mod verbs;

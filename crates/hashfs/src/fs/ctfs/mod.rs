@@ -3,4 +3,5 @@
 //! pswapped into place (`untorn_pswap.rs`).
 
 mod pswap;
+mod stats;
 pub(super) mod untorn_pswap;

@@ -10,4 +10,5 @@ mod grouped;
 mod prefetch;
 mod regions;
 pub(crate) mod slots;
+mod stats;
 mod verbs;
