@@ -46,10 +46,10 @@ bugs=(
     "regions-unmarked-opening|crates/hashfs/src/mapping/hashfs/groups.rs|the regions placement opens a group without the in-progress mark (after a crash before the moves are done, lookups no longer try the bucket a key had before it was moved)|regions append"
     "regions-open-word-unflushed|crates/hashfs/src/mapping/hashfs/groups.rs|the regions placement opens a group without flushing its directory word before keys move into it (after a crash the group may not be open, its keys found by no lookup)|regions append"
     "untorn-copy-no-flush|crates/hashfs/src/fs/untorn.rs|an untorn write's moved block is stored cached (no flush before the commit's fence)|ops untorn-overwrite,untorn-limit"
-    "untorn-unlogged-key|crates/hashfs/src/fs/untorn.rs|an untorn write publishes a moved block's new HashFS key without an undo record|test untorn_writes an_untorn_write_across_two_blocks_whose_new_slots_come_first_is_whole_or_absent"
+    "untorn-unlogged-key|crates/hashfs/src/fs/hashfs/untorn.rs|an untorn write publishes a moved block's new HashFS key without an undo record|test untorn_writes an_untorn_write_across_two_blocks_whose_new_slots_come_first_is_whole_or_absent"
     "free-slots-no-fence|crates/hashfs/src/fs/hashfs/slots.rs|freeing HashFS slots stores tombstones with no fence first: a live copy's tombstone may reach the media before an older copy's pending one|test untorn_writes a_hole_punched_after_a_key_switch_never_revives_the_older_copy"
-    "switch-one-fence|crates/hashfs/src/fs/untorn.rs|HashFS's key switch inside one block, new slot after the old: the old slot's tombstone goes with the new data and key, no fence between|ops untorn-small,untorn-block"
-    "switch-key-with-data|crates/hashfs/src/fs/untorn.rs|HashFS's key switch inside one block, new slot before the old: the new key goes with the new data, no fence between|workload ace:untorn-small,untorn-small"
+    "switch-one-fence|crates/hashfs/src/fs/hashfs/untorn.rs|HashFS's key switch inside one block, new slot after the old: the old slot's tombstone goes with the new data and key, no fence between|ops untorn-small,untorn-block"
+    "switch-key-with-data|crates/hashfs/src/fs/hashfs/untorn.rs|HashFS's key switch inside one block, new slot before the old: the new key goes with the new data, no fence between|workload ace:untorn-small,untorn-small"
     "switch-copies-kept|crates/hashfs/src/fs/recovery.rs|recovery keeps both copies of a key that an interrupted key switch left|ops untorn-small,untorn-block"
     "strict-ignored|crates/hashfs/src/fs/data.rs|a strict-mode mount writes as a relaxed one|strict overwrite,overwrite-small"
     "untorn-logged-in-place|crates/hashfs/src/fs/untorn.rs|an untorn write stores a grouped block's new bytes in place without their undo record|grouped-workload ace:write-chunk,untorn-hole"
@@ -227,19 +227,19 @@ elif name == "untorn-copy-no-flush":
         "        buf[a..a + src.len()].copy_from_slice(src);\n        self.dev.write_nt(at, buf);\n",
         "        buf[a..a + src.len()].copy_from_slice(src);\n        self.dev.write(at, buf);\n")
 elif name == "untorn-unlogged-key":
-    sub("crates/hashfs/src/fs/untorn.rs",
-        "                            tx.write_u64(t.slot_off(b.new.0), k);\n                            tx.write_u64(t.slot_off(p.0), TOMBSTONE);\n",
-        "                            tx.publish_u64(t.slot_off(b.new.0), k);\n                            tx.write_u64(t.slot_off(p.0), TOMBSTONE);\n")
+    sub("crates/hashfs/src/fs/hashfs/untorn.rs",
+        "                    tx.write_u64(t.slot_off(b.new.0), k);\n                    tx.write_u64(t.slot_off(p.0), TOMBSTONE);\n",
+        "                    tx.publish_u64(t.slot_off(b.new.0), k);\n                    tx.write_u64(t.slot_off(p.0), TOMBSTONE);\n")
 elif name == "free-slots-no-fence":
     sub("crates/hashfs/src/fs/hashfs/slots.rs",
         "    dev.fence();\n    let freed: Vec<_> = slots.iter().map(|&s| t.release(s)).collect();\n",
         "    let freed: Vec<_> = slots.iter().map(|&s| t.release(s)).collect();\n")
 elif name == "switch-one-fence":
-    sub("crates/hashfs/src/fs/untorn.rs",
+    sub("crates/hashfs/src/fs/hashfs/untorn.rs",
         "        self.dev.flush(new_off, 8);\n        self.dev.fence();\n",
         "        self.dev.flush(new_off, 8);\n        if !after {\n            self.dev.fence();\n        }\n")
 elif name == "switch-key-with-data":
-    sub("crates/hashfs/src/fs/untorn.rs",
+    sub("crates/hashfs/src/fs/hashfs/untorn.rs",
         "            self.dev.fence(); // the data before the key that makes it live\n",
         "")
 elif name == "switch-copies-kept":

@@ -37,14 +37,13 @@
 #![forbid(unsafe_code)]
 
 use super::ctfs::untorn_pswap::pswap_limits;
-use super::data::{blocks_for, extents_of, whole_blocks};
+use super::data::{blocks_for, whole_blocks};
 use super::inode::{self, InodeCell, InodeMem};
+use super::verbs::on_map;
 use super::FsInner;
 use crate::layout::inode::{INODE_CTIME_OFF, INODE_MTIME_OFF};
 use crate::layout::journal::ENTRY_DATA_BYTES;
-use crate::layout::{Geometry, Lblk, MappingKind, Pblk, BLOCK_BYTES, MAX_FILE_BYTES};
-use crate::mapping::hashfs::{file_key, Freed, HashTable, GROUP_SLOTS, TOMBSTONE};
-use crate::mapping::FileMap;
+use crate::layout::{Geometry, Ino, Lblk, MappingKind, Pblk, BLOCK_BYTES, MAX_FILE_BYTES};
 use crate::pm::PmDevice;
 use crate::{Error, Result};
 use std::sync::atomic::Ordering;
@@ -98,7 +97,7 @@ fn move_cost(mapping: MappingKind) -> u64 {
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
-enum How {
+pub(crate) enum How {
     Fresh,
     Moved,
     Logged,
@@ -106,13 +105,13 @@ enum How {
 
 /// One block under an untorn write.
 #[derive(Clone, Copy, Debug)]
-struct Block {
-    lblk: Lblk,
+pub(crate) struct Block {
+    pub lblk: Lblk,
     /// Where it is mapped now (None: a hole or past EOF).
-    old: Option<Pblk>,
+    pub old: Option<Pblk>,
     /// The block the write puts it in (fresh and moved).
-    new: Pblk,
-    how: How,
+    pub new: Pblk,
+    pub how: How,
 }
 
 impl<D: PmDevice> FsInner<D> {
@@ -213,9 +212,9 @@ impl<D: PmDevice> FsInner<D> {
             return self.write_untorn_by_pswap(cell, st, off, data);
         }
         let mut blocks = self.plan_untorn(cell, st, off, end)?;
-        if let (FileMap::Hash(t), [b]) = (&self.map, blocks.as_slice()) {
-            if let (How::Moved, Some(old), None, true) = (b.how, b.old, t.groups(), end <= st.raw.size) {
-                return self.switch_one(cell, st, t, b.lblk, old, off, data);
+        if let [b] = blocks.as_slice() {
+            if let Some(r) = on_map!(self, m => m.switch_one(self, cell, st, b, off, data, end)) {
+                return r;
             }
         }
         self.claim_untorn(cell, st, &mut blocks, off..end)?;
@@ -227,56 +226,10 @@ impl<D: PmDevice> FsInner<D> {
         r
     }
 
-    /// HashFS, an untorn write inside one mapped block that leaves the size alone (the
-    /// common strict overwrite, a database page): the key switch without the journal, in
-    /// two fences. The new block is a reservation on the key's probe path; lookups, and
-    /// recovery (which frees the other copy), take the copy of a key nearest its home, so
-    /// the order of the two slot stores decides the moment the write takes effect:
-    /// - the new slot after the old one: the new data and key are made durable together
-    ///   (the old copy still wins), then the old slot's tombstone (the write takes effect);
-    /// - the new slot before the old one: the new data first, then the key (the write
-    ///   takes effect, the new copy winning); the old slot's tombstone needs no fence of
-    ///   its own (a later fence, or recovery, makes it one).
-    ///
-    /// The write's times stay in DRAM until the file's fsync, as a relaxed overwrite's do.
-    #[allow(clippy::too_many_arguments)]
-    fn switch_one(
-        &self,
-        cell: &InodeCell,
-        st: &mut InodeMem,
-        t: &HashTable<D>,
-        lblk: Lblk,
-        old: Pblk,
-        off: u64,
-        data: &[u8],
-    ) -> Result<()> {
-        let k = file_key(cell.ino, lblk).ok_or(Error::FileTooBig)?;
-        let new = t.reserve(k)?;
-        self.fill_moved(new, old, (off - lblk.0 * BLOCK_BYTES) as usize, data, &mut Vec::new());
-        let (new_off, old_off) = (t.slot_off(new.0), t.slot_off(old.0));
-        let freed = t.switch_out(old);
-        let after = t.probe_distance(k, new.0) > t.probe_distance(k, old.0);
-        if !after {
-            self.dev.fence(); // the data before the key that makes it live
-        }
-        self.dev.store_u64(new_off, k);
-        self.dev.flush(new_off, 8);
-        self.dev.fence();
-        self.dev.store_u64(old_off, TOMBSTONE);
-        self.dev.flush(old_off, 8);
-        if after {
-            self.dev.fence(); // the tombstone makes the write take effect
-        }
-        t.switched_out(&[freed]);
-        cell.tcache.put(lblk, new);
-        self.set_write_times(st);
-        Ok(())
-    }
-
     /// Fills new block `new` for a moved block: the old block `old`'s contents with `src`
     /// over its bytes from `a` (a whole block: `src` alone), in non-temporal stores, durable
     /// at the next fence. `buf` is scratch.
-    fn fill_moved(&self, new: Pblk, old: Pblk, a: usize, src: &[u8], buf: &mut Vec<u8>) {
+    pub(in crate::fs) fn fill_moved(&self, new: Pblk, old: Pblk, a: usize, src: &[u8], buf: &mut Vec<u8>) {
         let at = self.geo.block_off(new.0);
         if a == 0 && src.len() == BLOCK_BYTES as usize {
             return self.dev.write_nt(at, src);
@@ -305,12 +258,12 @@ impl<D: PmDevice> FsInner<D> {
         let cost = self.move_cost();
         // A fresh block costs HashFS at most its key's undo entry; a block mapping's
         // insertion is bounded like a move.
-        let fresh = if matches!(self.map, FileMap::Hash(_)) { 1 } else { cost };
+        let fresh = on_map!(self, m => m.fresh_cost(cost));
         let mut used: u64 = blocks.iter().map(|b| if b.how == How::Moved { cost } else { fresh }).sum();
         let mapped = cell.map_count.load(Ordering::Acquire) > 0;
         for b in blocks.iter_mut() {
             let Some(p) = b.old else { continue };
-            if !mapped && !self.keeps_alignment(cell, b.lblk, p) {
+            if !mapped && !on_map!(self, m => m.keeps_alignment(self, cell.ino, b.lblk, p)) {
                 continue;
             }
             let start = b.lblk.0 * BLOCK_BYTES;
@@ -326,8 +279,8 @@ impl<D: PmDevice> FsInner<D> {
         }
         // The block mappings remove the moved blocks in one range (one removal per
         // structure change): the mapped blocks between two moved ones move too.
-        if let (FileMap::Blocks(_), Some(a), Some(z)) = (
-            &self.map,
+        if let (true, Some(a), Some(z)) = (
+            on_map!(self, m => m.moves_in_one_range()),
             blocks.iter().position(|b| b.how == How::Moved),
             blocks.iter().rposition(|b| b.how == How::Moved),
         ) {
@@ -338,19 +291,6 @@ impl<D: PmDevice> FsInner<D> {
             }
         }
         Ok(blocks)
-    }
-
-    /// Whether block `l` at `p` is part of an aligned 2 MiB extent: placed by a claimed
-    /// group (HashFS, grouped placement), or congruent to its logical offset modulo 2 MiB
-    /// on an aligned-allocator image.
-    fn keeps_alignment(&self, cell: &InodeCell, l: Lblk, p: Pblk) -> bool {
-        match &self.map {
-            FileMap::Hash(t) => file_key(cell.ino, l).is_some_and(|k| t.group_holds(k, p.0)),
-            FileMap::Blocks(b) => {
-                b.alloc.kind() == crate::layout::AllocatorKind::Aligned
-                    && (self.geo.block_off(p.0).0 / BLOCK_BYTES) % GROUP_SLOTS == l.0 % GROUP_SLOTS
-            }
-        }
     }
 
     /// New blocks for the fresh and moved blocks, before anything is written (running out
@@ -415,14 +355,32 @@ impl<D: PmDevice> FsInner<D> {
         raw.blocks += blocks.iter().filter(|b| b.how == How::Fresh).count() as u64;
         raw.mtime_ns = now;
         raw.ctime_ns = now;
-        let switched = self.tx_switch_blocks(&mut tx, cell, &mut raw, blocks, Lblk(blocks_for(old_size)))?;
+        let old_end = Lblk(blocks_for(old_size));
+        on_map!(self, m => {
+            #[allow(clippy::let_unit_value)] // the block mappings' Switched is ()
+            let switched = m.tx_switch(&mut tx, cell.ino, &mut raw, blocks, old_end)?;
+            self.commit_untorn_inode(tx, cell, st, raw, now)?;
+            m.switched(cell, blocks, switched);
+            Ok(())
+        })
+    }
+
+    /// Commits an untorn write's transaction with the inode (only its times when nothing
+    /// else changed: one undo entry, as a relaxed overwrite stores them).
+    fn commit_untorn_inode(
+        &self,
+        mut tx: crate::journal::Tx<'_, D>,
+        cell: &InodeCell,
+        st: &mut InodeMem,
+        mut raw: crate::layout::InodeRaw,
+        now: i64,
+    ) -> Result<()> {
         let times_only = {
             let mut same = raw;
             (same.mtime_ns, same.ctime_ns) = (st.raw.mtime_ns, st.raw.ctime_ns);
             bytemuck::bytes_of(&same) == bytemuck::bytes_of(&st.raw)
         };
         if times_only {
-            // Only the times change (as a relaxed overwrite stores them): one undo entry.
             let ioff = self.geo.inode_off(cell.ino.get());
             const _: () = assert!(INODE_CTIME_OFF == INODE_MTIME_OFF + 8);
             tx.write(ioff + INODE_MTIME_OFF, bytemuck::cast_slice(&[now as u64, now as u64]));
@@ -431,76 +389,53 @@ impl<D: PmDevice> FsInner<D> {
         }
         tx.commit()?;
         st.raw = raw;
-        match &self.map {
-            FileMap::Hash(t) => {
-                t.switched_out(&switched);
-                for b in blocks.iter().filter(|b| b.how != How::Logged) {
-                    cell.tcache.put(b.lblk, b.new);
-                }
-            }
-            FileMap::Blocks(_) => {
-                if let Some(b) = blocks.iter().find(|b| b.how == How::Moved) {
-                    cell.tcache.invalidate_from(b.lblk);
-                    cell.cursor.store(0, Ordering::Relaxed);
-                }
-            }
-        }
         Ok(())
     }
+}
 
-    /// Adds to `tx` the mapping of the fresh blocks and the switch of the moved ones.
-    /// Returns HashFS's old slots, to free once `tx` committed.
-    fn tx_switch_blocks<'a>(
+/// What an untorn write asks of the mapping (implemented beside each mapping:
+/// `fs/hashfs/untorn.rs`, `fs/blocks/untorn.rs`).
+pub(crate) trait UntornVerbs<D: PmDevice> {
+    /// What a move's transaction leaves to finish once it committed.
+    type Switched;
+
+    /// An untorn write of the one block `b` (over [off, end)): where the mapping can
+    /// switch it without the journal, the write done (or its error); None for the general
+    /// path.
+    #[allow(clippy::too_many_arguments)]
+    fn switch_one(
+        &self,
+        fs: &FsInner<D>,
+        cell: &InodeCell,
+        st: &mut InodeMem,
+        b: &Block,
+        off: u64,
+        data: &[u8],
+        end: u64,
+    ) -> Option<Result<()>>;
+
+    /// Undo entries a fresh block costs the transaction (`move_cost`: a moved block's).
+    fn fresh_cost(&self, move_cost: u64) -> u64;
+
+    /// Whether the moved blocks are removed in one range (the mapped blocks between two
+    /// moved ones move too).
+    fn moves_in_one_range(&self) -> bool;
+
+    /// Whether block `l` of `ino` at `p` is part of an aligned 2 MiB extent (a move would
+    /// break it).
+    fn keeps_alignment(&self, fs: &FsInner<D>, ino: Ino, l: Lblk, p: Pblk) -> bool;
+
+    /// Adds to `tx` the mapping of the fresh blocks and the switch of the moved ones
+    /// (`old_end`: the first block past the durable size).
+    fn tx_switch<'a>(
         &'a self,
         tx: &mut crate::journal::Tx<'a, D>,
-        cell: &InodeCell,
+        ino: Ino,
         raw: &mut crate::layout::InodeRaw,
         blocks: &[Block],
         old_end: Lblk,
-    ) -> Result<Vec<Freed>> {
-        let ino = cell.ino;
-        match &self.map {
-            FileMap::Hash(t) => {
-                let mut switched = Vec::new();
-                for b in blocks {
-                    let k = file_key(ino, b.lblk).ok_or(Error::FileTooBig)?;
-                    match (b.how, b.old) {
-                        (How::Moved, Some(p)) => {
-                            tx.write_u64(t.slot_off(b.new.0), k);
-                            tx.write_u64(t.slot_off(p.0), TOMBSTONE);
-                            switched.push(t.switch_out(p));
-                        }
-                        (How::Fresh, _) if b.lblk < old_end => tx.write_u64(t.slot_off(b.new.0), k),
-                        (How::Fresh, _) => tx.publish_u64(t.slot_off(b.new.0), k),
-                        _ => {}
-                    }
-                }
-                Ok(switched)
-            }
-            FileMap::Blocks(bm) => {
-                let mut mt = bm.begin();
-                let r = (|| {
-                    // The moved blocks' old mappings go, in one range (holes inside it
-                    // have nothing to remove).
-                    let moved = || blocks.iter().filter(|b| b.how == How::Moved).map(|b| b.lblk);
-                    if let (Some(a), Some(z)) = (moved().next(), moved().next_back()) {
-                        mt.remove(tx, ino, raw, a, z + 1, false)?;
-                    }
-                    // Every new block goes in, as runs contiguous on both sides.
-                    let new: Vec<(Lblk, Pblk)> =
-                        blocks.iter().filter(|b| b.how != How::Logged).map(|b| (b.lblk, b.new)).collect();
-                    for x in extents_of(&new) {
-                        mt.insert(tx, ino, raw, x)?;
-                    }
-                    Ok(())
-                })();
-                if let Err(e) = r {
-                    mt.abort();
-                    return Err(e);
-                }
-                mt.finish_with(tx);
-                Ok(Vec::new())
-            }
-        }
-    }
+    ) -> Result<Self::Switched>;
+
+    /// After the transaction committed.
+    fn switched(&self, cell: &InodeCell, blocks: &[Block], switched: Self::Switched);
 }

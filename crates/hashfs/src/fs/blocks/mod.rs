@@ -4,4 +4,5 @@
 
 mod stats;
 mod unmap;
+mod untorn;
 mod verbs;

@@ -11,4 +11,5 @@ mod prefetch;
 mod regions;
 pub(crate) mod slots;
 mod stats;
+mod untorn;
 mod verbs;
