@@ -22,6 +22,7 @@ use std::sync::Arc;
 
 pub use crate::layout::mapping::extent_hash::ENTRY_BYTES;
 use crate::layout::mapping::extent_hash::{tag, BUSY, EMPTY, TOMBSTONE};
+use crate::layout::Ino;
 
 /// An extent: `len` clusters from logical cluster `start`, at physical block `phys`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -129,8 +130,8 @@ impl<D: PmDevice> ExtentHashTable<D> {
     }
 
     /// Finds an entry at position `pos` of `ino` covering cluster `c`.
-    fn probe(&self, ino: u32, pos: u32, c: u32, cost: &mut LookupCost) -> Option<Extent> {
-        let t = tag(ino, pos);
+    fn probe(&self, ino: Ino, pos: u32, c: u32, cost: &mut LookupCost) -> Option<Extent> {
+        let t = tag(ino.0, pos);
         let mut s = home_slot(t, self.seed, self.nslots);
         cost.positions += 1;
         for _ in 0..self.nslots {
@@ -148,7 +149,7 @@ impl<D: PmDevice> ExtentHashTable<D> {
     }
 
     /// The extent of `ino` that holds cluster `c`, and what the search cost.
-    pub fn lookup(&self, ino: u32, c: u32) -> (Option<Extent>, LookupCost) {
+    pub fn lookup(&self, ino: Ino, c: u32) -> (Option<Extent>, LookupCost) {
         let mut cost = LookupCost::default();
         if self.fast_lookup.load(Ordering::Relaxed) {
             let (stride_log, n) = self
@@ -177,14 +178,14 @@ impl<D: PmDevice> ExtentHashTable<D> {
     /// Stores `e` for `ino` (Algorithm 1): claims a slot per position, writes and flushes
     /// the entries, and adds their tags to `tx`; the extent becomes visible, all at once,
     /// when `tx` commits. Returns the pointers stored.
-    pub fn insert(&self, tx: &mut Tx<'_, D>, ino: u32, e: Extent) -> Result<usize> {
+    pub fn insert(&self, tx: &mut Tx<'_, D>, ino: Ino, e: Extent) -> Result<usize> {
         if e.len == 0 || e.start as u64 + e.len as u64 > 1 << 32 {
             return Err(Error::Invalid("extent out of range"));
         }
         let positions = insert_positions(e.start, e.len);
         let mut claimed = Vec::with_capacity(positions.len());
         for &pos in &positions {
-            match self.claim(tag(ino, pos)) {
+            match self.claim(tag(ino.0, pos)) {
                 Ok(s) => claimed.push(s),
                 Err(err) => {
                     for &s in &claimed {
@@ -199,7 +200,7 @@ impl<D: PmDevice> ExtentHashTable<D> {
             self.dev.store_u64(o + 8, e.start as u64 | ((e.len as u64) << 32));
             self.dev.store_u64(o + 16, e.phys);
             self.dev.flush(o, ENTRY_BYTES);
-            tx.write_u64(o, tag(ino, pos));
+            tx.write_u64(o, tag(ino.0, pos));
             self.stride_counts[stride_log(&positions, i, &e)].fetch_add(1, Ordering::Relaxed);
         }
         Ok(positions.len())
@@ -273,11 +274,11 @@ impl<D: PmDevice> ExtentHashTable<D> {
     }
 
     /// Removes every pointer to extent `e` of `ino` (tombstones, in `tx`).
-    pub fn remove(&self, tx: &mut Tx<'_, D>, ino: u32, e: Extent) -> usize {
+    pub fn remove(&self, tx: &mut Tx<'_, D>, ino: Ino, e: Extent) -> usize {
         let positions = insert_positions(e.start, e.len);
         let mut removed = 0;
         for (i, &pos) in positions.iter().enumerate() {
-            let t = tag(ino, pos);
+            let t = tag(ino.0, pos);
             let mut s = home_slot(t, self.seed, self.nslots);
             for _ in 0..self.nslots {
                 let (et, x) = self.read_entry(s);
@@ -358,9 +359,9 @@ mod tests {
         for fast in [false, true] {
             let (_dev, j, t) = setup(fast);
             let mut rng = SmallRng::seed_from_u64(8);
-            let mut model: Vec<(u32, Extent)> = Vec::new();
+            let mut model: Vec<(Ino, Extent)> = Vec::new();
             for i in 0..500u32 {
-                let ino = 1 + i % 5;
+                let ino = Ino(1 + i % 5);
                 let start = model.iter().filter(|(n, _)| *n == ino).map(|(_, e)| e.start + e.len).max().unwrap_or(0)
                     + rng.random_range(0..3);
                 let e = Extent { start, len: rng.random_range(1..300), phys: rng.random_range(0..1 << 30) };
@@ -371,7 +372,7 @@ mod tests {
             }
             for &(ino, e) in model.iter().step_by(3) {
                 for c in [e.start, e.start + e.len / 3, e.start + e.len - 1] {
-                    assert_eq!(t.lookup(ino, c).0, Some(e), "fast {fast}: ino {ino} cluster {c}");
+                    assert_eq!(t.lookup(ino, c).0, Some(e), "fast {fast}: ino {ino:?} cluster {c}");
                 }
                 assert_eq!(
                     t.lookup(ino, e.start + e.len).0.map(|x| x.start),
@@ -401,11 +402,11 @@ mod tests {
             // 1 MiB extents (256 clusters), aligned: one stride length dominates.
             for k in 0..100u32 {
                 let mut tx = j.begin();
-                t.insert(&mut tx, 1, Extent { start: k * 256, len: 256, phys: k as u64 * 256 }).unwrap();
+                t.insert(&mut tx, Ino(1), Extent { start: k * 256, len: 256, phys: k as u64 * 256 }).unwrap();
                 tx.commit().unwrap();
             }
             for c in (0..25_600u32).step_by(7) {
-                let (e, cost) = t.lookup(1, c);
+                let (e, cost) = t.lookup(Ino(1), c);
                 assert_eq!(e.unwrap().start, c / 256 * 256);
                 visits[i] += cost.positions;
             }
@@ -419,7 +420,7 @@ mod tests {
         dev.set_capture(true);
         let e = Extent { start: 3, len: 100, phys: 7 };
         let mut tx = j.begin();
-        t.insert(&mut tx, 2, e).unwrap();
+        t.insert(&mut tx, Ino(2), e).unwrap();
         tx.commit().unwrap();
         dev.set_capture(false);
         for p in dev.take_points() {
@@ -429,7 +430,7 @@ mod tests {
             let t2 = ExtentHashTable::new(d, DevOffset(geo.map_off), 50_000, 99, false);
             // Either no pointer is visible, or a complete, correct one.
             for c in [3, 50, 102] {
-                let found = t2.lookup(2, c).0;
+                let found = t2.lookup(Ino(2), c).0;
                 assert!(found.is_none() || found == Some(e), "{found:?}");
             }
         }

@@ -148,7 +148,7 @@ impl<D: PmDevice> BlockMap<D> {
             }
             Index::ExtentHash(t) => {
                 let Some(l32) = lblk.to_u32() else { return Ok(None) }; // past the largest file
-                let (e, _) = t.lookup(ino.0, l32);
+                let (e, _) = t.lookup(ino, l32);
                 Ok(e.map(|e| {
                     let off = l32 as u64 - e.start as u64;
                     Extent { lblk, pblk: Pblk(e.phys + off), len: e.len as u64 - off }
@@ -471,17 +471,17 @@ impl<'a, D: PmDevice> MapTx<'a, D> {
                 // (not after a removal in this change, which the lookup would not see).
                 let mut e = extent_hash::Extent { start, len: len32, phys: pblk };
                 if let Some(prev) = start.checked_sub(1).filter(|_| !self.removed) {
-                    if let (Some(p), _) = t.lookup(ino, prev) {
+                    if let (Some(p), _) = t.lookup(Ino(ino), prev) {
                         if p.start as u64 + p.len as u64 == lblk
                             && p.phys + p.len as u64 == pblk
                             && p.len as u64 + len < 1 << 31
                         {
-                            t.remove(tx, ino, p);
+                            t.remove(tx, Ino(ino), p);
                             e = extent_hash::Extent { start: p.start, len: p.len + len32, phys: p.phys };
                         }
                     }
                 }
-                t.insert(tx, ino, e)?;
+                t.insert(tx, Ino(ino), e)?;
             }
             Index::Ctfs(c) => {
                 let part = match Partition::from_word(raw.ctfs_partition())? {
@@ -544,19 +544,19 @@ impl<'a, D: PmDevice> MapTx<'a, D> {
                 to = to.min(1 << 32);
                 let mut c = from;
                 while let Some(c32) = u32::try_from(c).ok().filter(|_| c < to) {
-                    let (found, _) = t.lookup(ino, c32);
+                    let (found, _) = t.lookup(Ino(ino), c32);
                     let Some(e) = found else {
                         c += 1;
                         continue;
                     };
                     let (s, end) = (e.start as u64, e.start as u64 + e.len as u64);
-                    t.remove(tx, ino, e);
+                    t.remove(tx, Ino(ino), e);
                     let (a, b) = (s.max(from), end.min(to));
                     self.free_data(Run { start: e.phys + (a - s), len: b - a });
                     if s < from {
                         t.insert(
                             tx,
-                            ino,
+                            Ino(ino),
                             extent_hash::Extent { start: e.start, len: (from - s) as u32, phys: e.phys },
                         )?;
                         self.exthash_inserted = true;
@@ -565,7 +565,7 @@ impl<'a, D: PmDevice> MapTx<'a, D> {
                         let phys = e.phys + (to - s);
                         // The tail: an offset and a length inside `e` (both below its u32 length).
                         let start = e.start + (to - s) as u32;
-                        t.insert(tx, ino, extent_hash::Extent { start, len: (end - to) as u32, phys })?;
+                        t.insert(tx, Ino(ino), extent_hash::Extent { start, len: (end - to) as u32, phys })?;
                         self.exthash_inserted = true;
                     }
                     c = end;

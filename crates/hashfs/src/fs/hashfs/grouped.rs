@@ -59,7 +59,7 @@ impl<D: PmDevice> FsInner<D> {
             return Some(s);
         }
         let chunk = l.0 / GROUP_SLOTS;
-        if in_whole_chunk(l, whole) && g.group_for(ino.0, chunk).is_none() {
+        if in_whole_chunk(l, whole) && g.group_for(ino, chunk).is_none() {
             // The regions placement keeps free groups whole: none is emptied by moves.
             if g.claim(t, ino, chunk).is_none() {
                 if g.regions.is_some() {

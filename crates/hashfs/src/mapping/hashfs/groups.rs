@@ -110,13 +110,13 @@ impl<D: PmDevice> Groups<D> {
 
     /// The filter word and bit of chunk `chunk` of `ino`.
     #[inline]
-    fn filter_at(&self, ino: u32, chunk: u64) -> (&AtomicU64, u64) {
-        let h = key(ino, chunk as u32).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - self.filter_bits);
+    fn filter_at(&self, ino: Ino, chunk: u64) -> (&AtomicU64, u64) {
+        let h = key(ino.0, chunk as u32).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - self.filter_bits);
         (&self.claim_filter[(h >> 6) as usize], 1 << (h & 63))
     }
 
     /// Notes that chunk `chunk` of `ino` is claimed.
-    fn mark_claim(&self, ino: u32, chunk: u64) {
+    fn mark_claim(&self, ino: Ino, chunk: u64) {
         let (w, bit) = self.filter_at(ino, chunk);
         if w.load(Ordering::Relaxed) & bit == 0 {
             w.fetch_or(bit, Ordering::Relaxed);
@@ -125,7 +125,7 @@ impl<D: PmDevice> Groups<D> {
 
     /// Whether chunk `chunk` of `ino` may be claimed (false: it certainly is not).
     #[inline]
-    fn may_be_claimed(&self, ino: u32, chunk: u64) -> bool {
+    fn may_be_claimed(&self, ino: Ino, chunk: u64) -> bool {
         let (w, bit) = self.filter_at(ino, chunk);
         w.load(Ordering::Relaxed) & bit != 0
     }
@@ -256,7 +256,7 @@ impl<D: PmDevice> Groups<D> {
             let v = self.dir.load(g as u64);
             if is_claim(v) {
                 claimed += 1;
-                self.mark_claim((v >> 32) as u32, v & 0xFFFF_FFFF);
+                self.mark_claim(Ino((v >> 32) as u32), v & 0xFFFF_FFFF);
             }
         }
         self.claimed.store(claimed, Ordering::Relaxed);
@@ -284,11 +284,11 @@ impl<D: PmDevice> Groups<D> {
 
     /// The group claimed for chunk `chunk` of `ino`.
     #[inline]
-    pub fn group_for(&self, ino: u32, chunk: u64) -> Option<u64> {
+    pub fn group_for(&self, ino: Ino, chunk: u64) -> Option<u64> {
         if self.claimed.load(Ordering::Relaxed) == 0 || !self.may_be_claimed(ino, chunk) {
             return None;
         }
-        let dk = key(ino, chunk as u32);
+        let dk = key(ino.0, chunk as u32);
         let mut i = self.dir.home(dk);
         for _ in 0..self.dir.nslots().min(self.window) {
             match self.dir.load(i) {
@@ -316,12 +316,12 @@ impl<D: PmDevice> Groups<D> {
     /// small key, may sit at that slot of the home group).
     #[inline]
     pub fn group_for_key(&self, t: &HashTable<D>, k: u64) -> Option<u64> {
-        let (ino, lblk) = ((k >> 32) as u32, k & 0xFFFF_FFFF);
+        let (ino, lblk) = (Ino((k >> 32) as u32), k & 0xFFFF_FFFF);
         let chunk = lblk / GROUP_SLOTS;
         if self.claimed.load(Ordering::Relaxed) == 0 || !self.may_be_claimed(ino, chunk) {
             return None;
         }
-        let home = self.dir.home(key(ino, chunk as u32));
+        let home = self.dir.home(key(ino.0, chunk as u32));
         if t.load(home * GROUP_SLOTS + lblk % GROUP_SLOTS) == k {
             return Some(home);
         }
@@ -331,17 +331,17 @@ impl<D: PmDevice> Groups<D> {
     /// Whether the key (ino, lblk) at `slot` is placed by its group (needs no probe path).
     /// One read: the directory word at the slot's group (the word's index is the group).
     #[inline]
-    pub(super) fn holds(&self, ino: u32, lblk: u32, slot: u64) -> bool {
+    pub(super) fn holds(&self, ino: Ino, lblk: u32, slot: u64) -> bool {
         let (lblk, g) = (lblk as u64, slot / GROUP_SLOTS);
         slot % GROUP_SLOTS == lblk % GROUP_SLOTS
             && g < self.dir.nslots()
-            && self.dir.load(g) == key(ino, (lblk / GROUP_SLOTS) as u32)
+            && self.dir.load(g) == key(ino.0, (lblk / GROUP_SLOTS) as u32)
     }
 
     /// A slot for block `lblk` of `ino` in its chunk's claimed group: one this request
     /// reserved, or a free one there. None if the chunk has no group or the slot is taken.
     pub fn take(&self, t: &HashTable<D>, ino: Ino, lblk: Lblk) -> Option<u64> {
-        let g = self.group_for(ino.0, lblk.0 / GROUP_SLOTS)?;
+        let g = self.group_for(ino, lblk.0 / GROUP_SLOTS)?;
         let off = lblk.0 % GROUP_SLOTS;
         let s = g * GROUP_SLOTS + off;
         if self.pending_n.load(Ordering::Relaxed) > 0 {
@@ -387,7 +387,7 @@ impl<D: PmDevice> Groups<D> {
                     if self.counts[gi as usize].load(Ordering::Relaxed) == 0
                         && (self.regions.is_some() || self.reserve_group(t, gi, &mut rolled))
                     {
-                        self.mark_claim(ino.0, chunk);
+                        self.mark_claim(ino, chunk);
                         if self.dir.dev.cas_u64(self.dir.slot_off(gi), v, dk).is_ok() {
                             self.dir.dev.flush(self.dir.slot_off(gi), 8);
                             self.dir.used.fetch_add(1, Ordering::Relaxed);
@@ -544,7 +544,7 @@ impl<D: PmDevice> Groups<D> {
             self.abandon(t, g);
             return false;
         }
-        self.mark_claim(ino.0, chunk);
+        self.mark_claim(ino, chunk);
         self.dir.dev.flush(self.dir.slot_off(g), 8);
         self.dir.used.fetch_add(1, Ordering::Relaxed);
         self.claimed.fetch_add(1, Ordering::Relaxed);

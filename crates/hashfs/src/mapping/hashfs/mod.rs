@@ -543,7 +543,7 @@ impl<D: PmDevice> HashTable<D> {
     /// Whether `key` at `slot` is placed by its claimed group (grouped placement): one of
     /// a 2 MiB extent that a move would break up.
     pub fn group_holds(&self, key: u64, slot: u64) -> bool {
-        self.placement.groups().is_some_and(|g| g.holds((key >> 32) as u32, key as u32, slot))
+        self.placement.groups().is_some_and(|g| g.holds(Ino((key >> 32) as u32), key as u32, slot))
     }
 
     /// Untorn writes' key switch: the slot of a key that a transaction will tombstone

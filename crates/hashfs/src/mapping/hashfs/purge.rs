@@ -5,6 +5,7 @@
 #![forbid(unsafe_code)]
 
 use super::{classify, Entry, Freed, HashTable, EMPTY, GROUP_SLOTS, TOMBSTONE};
+use crate::layout::Ino;
 use crate::pm::PmDevice;
 
 impl<D: PmDevice> HashTable<D> {
@@ -46,7 +47,7 @@ impl<D: PmDevice> HashTable<D> {
     pub(super) fn home_at(&self, v: u64, slot: u64) -> Option<u64> {
         match classify(v, self.nslots) {
             Entry::Key { ino, lblk } => match self.placement.groups() {
-                Some(g) if g.holds(ino, lblk, slot) => Some(slot),
+                Some(g) if g.holds(Ino(ino), lblk, slot) => Some(slot),
                 // A small key's path is in the group it lies in (its bucket's, or the
                 // bucket it had before an opening whose moves are not done).
                 Some(g) if self.placement.in_groups() && slot / GROUP_SLOTS < g.count() => {
