@@ -1,5 +1,6 @@
 //! File data: read, write and truncate over every mapping (the HashFS table, or a per-file
-//! or global structure with the block allocator); fallocate is in `fs/fallocate.rs`.
+//! or global structure with the block allocator), which this file asks only through the
+//! verbs of `fs/verbs.rs`; fallocate is in `fs/fallocate.rs`.
 //!
 //! Durability order for a write (the papers' relaxed/sync mode): new blocks are claimed in
 //! the table as reservations and filled (the rest of a partly written new block is zeroed,
