@@ -19,12 +19,13 @@
 #![forbid(unsafe_code)]
 
 use super::hashfs::append_tag::{self, Settled};
-use super::inode::{self, InodeAllocator, InodeCache, InodeCell};
+use super::inode::{self, InodeAllocator, InodeCache};
+use super::verbs::on_map;
 use super::{read_superblock, FsInner, Progress, SuperblockSource};
 use crate::journal::{self, Journals};
 use crate::layout::inode::InodeState;
 use crate::layout::superblock::FORMAT_ZEROED_TAILS;
-use crate::layout::{Geometry, Ino, Lblk, MappingKind, Pblk, BLOCK_BYTES, SB_STATE_CLEAN};
+use crate::layout::{Geometry, Ino, MappingKind, BLOCK_BYTES, SB_STATE_CLEAN};
 use crate::mapping::hashfs::{classify, Entry, HashTable};
 use crate::mapping::{BlockMap, FileMap, Mapped};
 use crate::pm::PmDevice;
@@ -56,7 +57,7 @@ pub struct MountReport {
     pub corrupt_inodes: Vec<Ino>,
 }
 
-const FREE: u64 = u64::MAX;
+pub(crate) const FREE: u64 = u64::MAX;
 const CORRUPT: u64 = u64::MAX - 1;
 
 /// Logical blocks that an inode of `size` bytes may map.
@@ -98,11 +99,7 @@ pub(crate) fn mount<D: PmDevice>(dev: Arc<D>, progress: Progress<'_>) -> Result<
             scan.nlink_zero.len()
         )));
     }
-    if let FileMap::Hash(table) = &map {
-        for &s in &strays.slots {
-            let _ = table.release(Pblk(s)); // the full purge below covers its path
-        }
-    }
+    on_map!(map map, m => m.drop_stray_slots(&strays.slots));
     report.stray_slots_freed = nstray as u64;
     dev.fence();
 
@@ -120,11 +117,10 @@ pub(crate) fn mount<D: PmDevice>(dev: Arc<D>, progress: Progress<'_>) -> Result<
         geo,
         dev,
     });
-    unmap_stray_ranges(&inner, &strays.ranges, &scan.sizes)?;
+    on_map!(inner, m => m.unmap_stray_ranges(&inner, &strays.ranges, &scan.sizes))?;
     fix_block_counts(&inner, &scan, &mut report)?;
-    if let (false, FileMap::Hash(table)) = (report.was_clean, &inner.map) {
-        report.probe_paths_repaired = table.repair_and_purge_all();
-        inner.dev.fence();
+    if !report.was_clean {
+        report.probe_paths_repaired = on_map!(inner, m => m.repair_after_crash(&inner));
     }
     if !report.was_clean || sb.format_version < FORMAT_ZEROED_TAILS {
         // After the mapping is whole again: the tails are found through it. (Builds before
@@ -336,19 +332,6 @@ fn scan_block_map<D: PmDevice>(
     Ok((bm, Strays { slots: Vec::new(), ranges: first_stray.into_iter().collect() }))
 }
 
-/// Allocator mappings: unmaps what lies past EOF or belongs to free inodes.
-fn unmap_stray_ranges<D: PmDevice>(inner: &FsInner<D>, ranges: &[(u32, u64)], sizes: &[u64]) -> Result<()> {
-    let FileMap::Blocks(bm) = &inner.map else { return Ok(()) };
-    for &(ino, from) in ranges {
-        let free = sizes[ino as usize] == FREE;
-        let raw = if free { bytemuck::Zeroable::zeroed() } else { inode::read_raw(&*inner.dev, &inner.geo, Ino(ino)) };
-        let cell = InodeCell::new(Ino(ino), raw);
-        let mut st = cell.state.write();
-        inner.unmap_blocks_of(bm, &cell, &mut st, Lblk(from), Lblk(1 << 32), !free)?;
-    }
-    Ok(())
-}
-
 /// Block counts that disagree with the mapping: rewritten after a crash, corruption on a
 /// cleanly unmounted image.
 fn fix_block_counts<D: PmDevice>(inner: &FsInner<D>, scan: &Scan, report: &mut MountReport) -> Result<()> {
@@ -374,4 +357,19 @@ fn fix_block_counts<D: PmDevice>(inner: &FsInner<D>, scan: &Scan, report: &mut M
         }
     }
     Ok(())
+}
+
+/// What mount's recovery asks of the mapping it found (implemented beside each mapping:
+/// `fs/hashfs/recovery.rs`, `fs/blocks/recovery.rs`).
+pub(crate) trait RecoverVerbs<D: PmDevice> {
+    /// Before the file system exists: frees the stray slots the scan found.
+    fn drop_stray_slots(&self, slots: &[u64]);
+
+    /// Once it exists: unmaps the stray ranges the scan found, (inode, first logical
+    /// block), what lies past EOF or belongs to a free inode (`sizes`: the scan's).
+    fn unmap_stray_ranges(&self, fs: &FsInner<D>, ranges: &[(u32, u64)], sizes: &[u64]) -> Result<()>;
+
+    /// After a crash, once block counts are right: repairs what the crash left of the
+    /// structure; returns the slots changed.
+    fn repair_after_crash(&self, fs: &FsInner<D>) -> u64;
 }

@@ -19,6 +19,15 @@ use std::ops::Range;
 /// Runs `$body` with `$m` bound to the image's mapping (`&HashTable` or `&BlockMap`), each
 /// arm compiled for its own type: a match on the mapping, written once.
 macro_rules! on_map {
+    (map $map:expr, $m:ident => $body:expr) => {
+        match &$map {
+            crate::mapping::FileMap::Hash($m) => $body,
+            crate::mapping::FileMap::Blocks($m) => {
+                let $m: &crate::mapping::BlockMap<_> = $m;
+                $body
+            }
+        }
+    };
     ($fs:expr, $m:ident => $body:expr) => {
         match &$fs.map {
             crate::mapping::FileMap::Hash($m) => $body,

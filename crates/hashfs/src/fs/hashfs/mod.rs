@@ -8,6 +8,7 @@ pub(crate) mod append_tag;
 mod evacuate;
 mod grouped;
 mod prefetch;
+mod recovery;
 mod regions;
 pub(crate) mod slots;
 mod stats;
