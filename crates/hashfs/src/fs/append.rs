@@ -11,9 +11,8 @@ use super::inode::{InodeCell, InodeMem};
 use super::verbs::{on_map, MapVerbs};
 use super::FsInner;
 use crate::layout::inode::{INODE_BLOCKS_OFF, INODE_SIZE_OFF};
-use crate::layout::{Lblk, Pblk};
+use crate::layout::Lblk;
 use crate::pm::PmDevice;
-use smallvec::SmallVec;
 use std::sync::atomic::Ordering;
 
 impl<D: PmDevice> FsInner<D> {
@@ -59,8 +58,8 @@ impl<D: PmDevice> FsInner<D> {
         tail: Option<&[u8]>,
     ) {
         let ino = cell.ino;
-        let fresh: SmallVec<[(Lblk, Pblk); 4]> = plan.iter().filter(|p| p.fresh).map(|p| (p.lblk, p.pblk)).collect();
-        let added = if fresh.is_empty() { 0 } else { on_map!(self, m => m.map_unlogged(self, cell, &fresh)) };
+        let fresh = plan.iter().filter(|p| p.fresh).map(|p| (p.lblk, p.pblk));
+        let added = on_map!(self, m => m.map_unlogged(self, cell, fresh));
         const _: () = assert!(INODE_BLOCKS_OFF == INODE_SIZE_OFF + 8 && INODE_SIZE_OFF % 64 + 16 <= 64);
         let ioff = self.geo.inode_off(ino.get());
         if let Some(data) = tail {

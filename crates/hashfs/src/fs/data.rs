@@ -113,12 +113,6 @@ impl<D: PmDevice> FsInner<D> {
         on_map!(self, m => m.translate(self, cell, raw, lblk, end, size_blocks))
     }
 
-    /// ctFS's live translation, on an image that has one.
-    #[inline]
-    fn ctfs_view(&self) -> Option<&crate::mapping::ctfs::view::View> {
-        self.map.ctfs_view()
-    }
-
     pub(crate) fn read_at(&self, cell: &InodeCell, off: u64, buf: &mut [u8]) -> Result<usize> {
         self.prefetch_home(cell, off, buf.len());
         let st = cell.state.read();
@@ -135,7 +129,7 @@ impl<D: PmDevice> FsInner<D> {
         let n = (buf.len() as u64).min(size - off) as usize;
         let size_blocks = blocks_for(size);
         let end = (off + n as u64).div_ceil(BLOCK_BYTES);
-        if let Some(v) = self.ctfs_view() {
+        if let Some(v) = self.map.ctfs_view() {
             // ctFS: one copy from the file's virtual range, the MMU translating.
             let f = FileRef { m: &Direct(&*self.dev), geo: &self.geo, ino: cell.ino, raw: &st.raw, size_blocks };
             if v.read(&f, off, &mut buf[..n])? {
@@ -303,7 +297,7 @@ impl<D: PmDevice> FsInner<D> {
             self.untag(cell, st); // bytes a tagged size covers may change in place
         }
         let new_size = old_size.max(off + data.len() as u64);
-        if let (true, Some(v)) = (new_size == old_size, self.ctfs_view()) {
+        if let (true, Some(v)) = (new_size == old_size, self.map.ctfs_view()) {
             // ctFS: an overwrite of mapped blocks is one copy into the file's virtual range.
             let size_blocks = blocks_for(old_size);
             let f = FileRef { m: &Direct(&*self.dev), geo: &self.geo, ino: cell.ino, raw: &st.raw, size_blocks };

@@ -104,7 +104,7 @@ pub(crate) trait MapVerbs<D: PmDevice> {
     /// A fast append's new blocks `fresh` of `cell`, (logical, physical), mapped by their
     /// unlogged words and flushed (the append's fence follows); only where
     /// [`maps_past_eof_unlogged`](Self::maps_past_eof_unlogged). Returns how many.
-    fn map_unlogged(&self, fs: &FsInner<D>, cell: &InodeCell, fresh: &[(Lblk, Pblk)]) -> u64;
+    fn map_unlogged(&self, fs: &FsInner<D>, cell: &InodeCell, fresh: impl Iterator<Item = (Lblk, Pblk)>) -> u64;
 
     /// After an append that mapped new blocks, ending the file at block `next`: fetch what
     /// the next append will touch.

@@ -4,8 +4,7 @@
 #![forbid(unsafe_code)]
 
 use crate::fs::inode::{self, InodeCell};
-use crate::fs::recovery::RecoverVerbs;
-use crate::fs::recovery::FREE;
+use crate::fs::recovery::{RecoverVerbs, FREE};
 use crate::fs::FsInner;
 use crate::layout::{Ino, Lblk};
 use crate::mapping::BlockMap;

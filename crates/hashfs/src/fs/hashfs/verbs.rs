@@ -139,14 +139,16 @@ impl<D: PmDevice> MapVerbs<D> for HashTable<D> {
         true
     }
 
-    fn map_unlogged(&self, fs: &FsInner<D>, cell: &InodeCell, fresh: &[(Lblk, Pblk)]) -> u64 {
-        for &(lblk, pblk) in fresh {
+    fn map_unlogged(&self, fs: &FsInner<D>, cell: &InodeCell, fresh: impl Iterator<Item = (Lblk, Pblk)>) -> u64 {
+        let mut n = 0;
+        for (lblk, pblk) in fresh {
             let k = file_key(cell.ino, lblk).expect("checked by the plan");
             fs.dev.store_u64(self.slot_off(pblk.0), k);
             fs.dev.flush(self.slot_off(pblk.0), 8);
             cell.tcache.put(lblk, pblk);
+            n += 1;
         }
-        fresh.len() as u64
+        n
     }
 
     /// The next append's block most likely lands at its key's home: fetch that slot's
