@@ -378,25 +378,6 @@ impl<D: PmDevice> FsInner<D> {
         Ok(plan)
     }
 
-    /// Where new blocks for logical block `first` should go: after the block before it,
-    /// `before` when the request placed that one, else the file's (if inside its size).
-    pub(crate) fn claim_hint(
-        &self,
-        cell: &InodeCell,
-        raw: &InodeRaw,
-        first: Lblk,
-        before: Option<Pblk>,
-    ) -> Result<Option<Pblk>> {
-        let size_blocks = blocks_for(raw.size);
-        Ok(match before {
-            Some(p) => Some(p + 1),
-            None if first.0 > 0 && first.0 <= size_blocks => {
-                self.translate(cell, raw, Lblk(first.0 - 1), size_blocks)?.map(|e| e.pblk + 1)
-            }
-            None => None,
-        })
-    }
-
     /// Writes `data` (at file offset `off`) into the planned blocks with streaming stores;
     /// a fresh block gets zeros around the data.
     fn write_planned(&self, plan: &[Planned], off: u64, data: &[u8]) {

@@ -39,7 +39,7 @@
 use super::ctfs::untorn_pswap::pswap_limits;
 use super::data::{blocks_for, whole_blocks};
 use super::inode::{self, InodeCell, InodeMem};
-use super::verbs::on_map;
+use super::verbs::{on_map, MapVerbs};
 use super::FsInner;
 use crate::layout::inode::{INODE_CTIME_OFF, INODE_MTIME_OFF};
 use crate::layout::journal::ENTRY_DATA_BYTES;
@@ -307,7 +307,7 @@ impl<D: PmDevice> FsInner<D> {
         let lblks: Vec<Lblk> = idx.iter().map(|&i| blocks[i].lblk).collect();
         // The block before the first claimed one is logged (it stays where it is) if any.
         let before = i0.checked_sub(1).and_then(|i| blocks[i].old);
-        let hint = self.claim_hint(cell, &st.raw, blocks[i0].lblk, before)?;
+        let hint = on_map!(self, m => m.hint_for(self, cell, &st.raw, blocks[i0].lblk, before))?;
         let got = self.claim_blocks_for(cell.ino, &lblks, hint, whole_blocks(&self.claim_span(span, st.raw.size)))?;
         for (&i, p) in idx.iter().zip(got) {
             blocks[i].new = p;

@@ -5,7 +5,7 @@
 #![forbid(unsafe_code)]
 
 use crate::alloc::Run;
-use crate::fs::data::{extents_of, MapGroup, WRITE_CHUNK_BLOCKS};
+use crate::fs::data::{blocks_for, extents_of, MapGroup, WRITE_CHUNK_BLOCKS};
 use crate::fs::inode::{InodeCell, InodeMem};
 use crate::fs::verbs::MapVerbs;
 use crate::fs::FsInner;
@@ -44,6 +44,8 @@ impl<D: PmDevice> MapVerbs<D> for BlockMap<D> {
         Ok(r)
     }
 
+    /// After the block before `first`: `before` when the request placed that one, else the
+    /// file's (if inside its size).
     fn hint_for(
         &self,
         fs: &FsInner<D>,
@@ -52,7 +54,14 @@ impl<D: PmDevice> MapVerbs<D> for BlockMap<D> {
         first: Lblk,
         before: Option<Pblk>,
     ) -> Result<Option<Pblk>> {
-        fs.claim_hint(cell, raw, first, before)
+        let size_blocks = blocks_for(raw.size);
+        Ok(match before {
+            Some(p) => Some(p + 1),
+            None if first.0 > 0 && first.0 <= size_blocks => {
+                fs.translate(cell, raw, Lblk(first.0 - 1), size_blocks)?.map(|e| e.pblk + 1)
+            }
+            None => None,
+        })
     }
 
     fn claim_blocks(
