@@ -4,12 +4,25 @@
 //! shim's own calls into libc (the library's, Rust's std) pass straight on, errno, and the
 //! set of descriptor numbers a shim serves ([`FdSet`]).
 //!
+//! The entry points themselves are here too, written once ([`entry`]): a shim is a
+//! [`Backend`] (what it serves, with safe arguments and libc's own call at hand) and
+//! exports libc's names with [`export!`]. Forwarding a call to libc is one macro,
+//! [`forward!`], whose documentation is the one argument for its soundness.
+//!
 //! Each shim links its own copy of this crate, so each has its own guard.
 
 use std::cell::Cell;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 pub use libc;
+
+mod backend;
+mod call;
+pub mod entry;
+mod export;
+
+pub use backend::{Backend, Data};
+pub use call::{serve, CResult, Errno, IoVecs, Next, Offset, Posix, Served};
 
 /// libc's function `$name` of the given type, found once with `dlsym(RTLD_NEXT)`: the
 /// definition the interposed one hides.

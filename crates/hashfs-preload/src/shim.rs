@@ -384,6 +384,18 @@ impl Shim {
     }
 }
 
+/// The shim as the interposer's backend: the calls it serves are in the modules below,
+/// one family each (`io`: data...), and `export!` makes libc's names call them.
+pub struct Preload;
+
+impl hashfs_interpose::Backend for Preload {
+    fn claims(fd: c_int) -> bool {
+        SHIM.get().is_some_and(|s| s.is_ours(fd))
+    }
+}
+
+hashfs_interpose::export!(crate::shim::Preload);
+
 /// Fast check used by the fd-taking functions before anything else.
 fn ours(fd: c_int) -> bool {
     !in_shim() && SHIM.get().is_some_and(|s| s.is_ours(fd))
@@ -423,5 +435,4 @@ pub use socket::*;
 pub use stat::*;
 pub use statfs::*;
 pub use stdio::*;
-pub use vector::*;
 pub use xattr::*;

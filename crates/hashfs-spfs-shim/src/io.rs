@@ -4,8 +4,9 @@
 //! writes into PM, reads from the merged view, fsync a fence, the file offset kept here.
 
 use crate::*;
+use hashfs_interpose::{Data, Errno, IoVecs, Next, Offset, Posix, Served};
 use hashfs_spfs::FileGuard;
-use libc::{iovec, off_t, size_t, ssize_t};
+use libc::off_t;
 use std::borrow::Cow;
 
 /// Makes the kernel's offset the descriptor's again after the file went back below
@@ -32,498 +33,276 @@ fn promoted_pos(d: &Desc, fd: c_int) -> i64 {
     k
 }
 
-fn lookup(s: &'static Stacked, fd: c_int) -> Option<(&'static Arc<Stack>, Arc<Desc>)> {
-    Some((s.stack.as_ref()?, s.desc(fd)?))
+fn lookup(fd: c_int) -> Result<(&'static Arc<Stack>, Arc<Desc>), Errno> {
+    let s = stacked();
+    match (s.stack.as_ref(), s.desc(fd)) {
+        (Some(stack), Some(d)) => Ok((stack, d)),
+        // A tracked descriptor whose stack is gone (cannot happen once tracked): EIO, loudly.
+        _ => Err(Errno::IO),
+    }
 }
 
-fn refused_in_child() -> bool {
-    FORKED.load(Ordering::Relaxed)
+/// A child made by fork() that did not exec does not share the parent's PM state: its
+/// calls on tracked descriptors fail.
+fn refused_in_child() -> Result<(), Errno> {
+    if FORKED.load(Ordering::Relaxed) {
+        return Err(Errno::IO);
+    }
+    Ok(())
 }
 
-/// A write of `data()` (gathered only for PM) at `at`, or at the offset; `real` writes to
+/// A write of `data()` (gathered only for PM) at `at`, or at the offset; `next` writes to
 /// the lower file when the file is below.
 fn write_common<'a>(
-    s: &'static Stacked,
     fd: c_int,
     at: Option<i64>,
     data: impl FnOnce() -> Cow<'a, [u8]>,
-    real: impl FnOnce() -> ssize_t,
-) -> ssize_t {
-    let r = guarded(|| -> Option<ssize_t> {
-        let (stack, d) = lookup(s, fd)?;
-        if refused_in_child() {
-            return Some(fail(libc::EIO));
+    next: Next<'_, usize>,
+) -> Result<usize, Errno> {
+    let (stack, d) = lookup(fd)?;
+    refused_in_child()?;
+    let mut st = d.cell.lock();
+    if st.pm.is_some() {
+        let flags = d.flags.load(Ordering::Relaxed);
+        if flags & libc::O_ACCMODE == libc::O_RDONLY {
+            return Err(Errno::BADF);
         }
-        let mut st = d.cell.lock();
-        if st.pm.is_some() {
-            let flags = d.flags.load(Ordering::Relaxed);
-            if flags & libc::O_ACCMODE == libc::O_RDONLY {
-                return Some(fail(libc::EBADF));
+        let size = st.pm.as_ref().map_or(0, |p| p.size);
+        let off = if flags & libc::O_APPEND != 0 {
+            size as i64
+        } else {
+            match at {
+                Some(o) if o < 0 => return Err(Errno::INVAL),
+                Some(o) => o,
+                None => promoted_pos(&d, fd),
             }
-            let size = st.pm.as_ref().map_or(0, |p| p.size);
-            let off = if flags & libc::O_APPEND != 0 {
-                size as i64
-            } else {
-                match at {
-                    Some(o) if o < 0 => return Some(fail(libc::EINVAL)),
-                    Some(o) => o,
-                    None => promoted_pos(&d, fd),
+        };
+        let buf = data();
+        st.profile.wrote(buf.len() as u64, std::time::Instant::now());
+        match stack.write_promoted(&mut st, off as u64, &buf) {
+            Ok(Some(n)) => {
+                if at.is_none() {
+                    d.pos.store(off + n as i64, Ordering::Relaxed);
                 }
-            };
-            let buf = data();
-            st.profile.wrote(buf.len() as u64, std::time::Instant::now());
-            match stack.write_promoted(&mut st, off as u64, &buf) {
-                Ok(Some(n)) => {
-                    if at.is_none() {
-                        d.pos.store(off + n as i64, Ordering::Relaxed);
-                    }
-                    return Some(n as ssize_t);
-                }
-                Ok(None) => {} // PM was full: the file went back below, and so does this write
-                Err(e) => return Some(fail(io_errno(&e))),
+                return Ok(n);
             }
-            kernel_pos(&d, fd);
-            return Some(real());
+            Ok(None) => {} // PM was full: the file went back below, and so does this write
+            Err(e) => return Err(Errno::of_io(&e)),
         }
         kernel_pos(&d, fd);
-        let n = real();
-        if n > 0 {
-            st.profile.wrote(n as u64, std::time::Instant::now());
-        }
-        Some(n)
-    })
-    .flatten();
-    r.unwrap_or_else(real_fallback)
+        return next.call();
+    }
+    kernel_pos(&d, fd);
+    let n = next.call()?;
+    if n > 0 {
+        st.profile.wrote(n as u64, std::time::Instant::now());
+    }
+    Ok(n)
 }
 
-/// A tracked descriptor whose stack is gone (cannot happen once tracked): EIO, loudly.
-fn real_fallback() -> ssize_t {
-    fail(libc::EIO)
-}
-
-/// A read of `len` bytes at `at`, or at the offset, handed to `scatter`; `real` reads the
-/// lower file when the file is below.
+/// A read of `len` bytes at `at`, or at the offset, handed to `scatter`; `next` reads
+/// the lower file when the file is below.
 fn read_common(
-    s: &'static Stacked,
     fd: c_int,
     at: Option<i64>,
     len: usize,
     scatter: impl FnOnce(&[u8]),
-    real: impl FnOnce() -> ssize_t,
-) -> ssize_t {
-    let Some(d) = s.desc(fd) else { return real() };
-    if FORKED.load(Ordering::Relaxed) {
-        return fail(libc::EIO);
-    }
+    next: Next<'_, usize>,
+) -> Result<usize, Errno> {
+    let Some(d) = stacked().desc(fd) else { return next.call() };
+    refused_in_child()?;
     // Reads of a file below need no lock: a promotion changes nothing below.
     if !d.cell.promoted() && (at.is_some() || d.pos.load(Ordering::Relaxed) == KERNEL_POS) {
-        return real();
+        return next.call();
     }
-    let r = guarded(|| -> Option<ssize_t> {
-        let stack = s.stack.as_ref()?;
-        let mut st = d.cell.lock();
-        if st.pm.is_none() {
-            kernel_pos(&d, fd);
-            return Some(real());
-        }
-        if d.flags.load(Ordering::Relaxed) & libc::O_ACCMODE == libc::O_WRONLY {
-            return Some(fail(libc::EBADF));
-        }
-        let off = match at {
-            Some(o) if o < 0 => return Some(fail(libc::EINVAL)),
-            Some(o) => o,
-            None => promoted_pos(&d, fd),
-        };
-        let mut buf = vec![0u8; len];
-        match stack.read(&mut st, &view(fd), off as u64, &mut buf) {
-            Ok(n) => {
-                scatter(&buf[..n]);
-                if at.is_none() {
-                    d.pos.store(off + n as i64, Ordering::Relaxed);
-                }
-                Some(n as ssize_t)
-            }
-            Err(e) => Some(fail(io_errno(&e))),
-        }
-    })
-    .flatten();
-    r.unwrap_or_else(real_fallback)
+    let (stack, _) = lookup(fd)?;
+    let mut st = d.cell.lock();
+    if st.pm.is_none() {
+        kernel_pos(&d, fd);
+        return next.call();
+    }
+    if d.flags.load(Ordering::Relaxed) & libc::O_ACCMODE == libc::O_WRONLY {
+        return Err(Errno::BADF);
+    }
+    let off = match at {
+        Some(o) if o < 0 => return Err(Errno::INVAL),
+        Some(o) => o,
+        None => promoted_pos(&d, fd),
+    };
+    let mut buf = vec![0u8; len];
+    let n = stack.read(&mut st, &view(fd), off as u64, &mut buf).map_err(|e| Errno::of_io(&e))?;
+    scatter(&buf[..n]);
+    if at.is_none() {
+        d.pos.store(off + n as i64, Ordering::Relaxed);
+    }
+    Ok(n)
 }
 
-/// # Safety
-/// `buf` holds `count` bytes (libc's contract).
-unsafe fn slice<'a>(buf: *const c_void, count: size_t) -> &'a [u8] {
-    if count == 0 {
-        return &[];
-    }
-    // SAFETY: the caller's contract.
-    unsafe { std::slice::from_raw_parts(buf as *const u8, count) }
-}
-
-/// The iovecs' bytes, gathered.
-///
-/// # Safety
-/// `iov` points to `n` iovecs (libc's contract).
-unsafe fn gather(iov: *const iovec, n: c_int) -> Vec<u8> {
-    let mut out = Vec::new();
-    for i in 0..n.max(0) as usize {
-        // SAFETY: the caller's contract.
-        let v = unsafe { &*iov.add(i) };
-        // SAFETY: each iovec describes a readable buffer.
-        out.extend_from_slice(unsafe { slice(v.iov_base, v.iov_len) });
-    }
-    out
-}
-
-/// Spreads `data` over the iovecs.
-///
-/// # Safety
-/// As [`gather`], with writable buffers.
-unsafe fn scatter(iov: *const iovec, n: c_int, mut data: &[u8]) {
-    for i in 0..n.max(0) as usize {
-        if data.is_empty() {
-            break;
-        }
-        // SAFETY: the caller's contract.
-        let v = unsafe { &*iov.add(i) };
-        let k = v.iov_len.min(data.len());
-        // SAFETY: each iovec describes a writable buffer of iov_len bytes.
-        unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), v.iov_base as *mut u8, k) };
-        data = &data[k..];
+/// An offset of -1 (`preadv2`, `pwritev2`): the file position.
+fn at_of(off: off_t, flags: Option<c_int>) -> Option<i64> {
+    if flags.is_some() && off == -1 {
+        None
+    } else {
+        Some(off)
     }
 }
 
-fn iov_len(iov: *const iovec, n: c_int) -> usize {
-    // SAFETY: libc's contract: iov points to n iovecs.
-    (0..n.max(0) as usize).map(|i| unsafe { (*iov.add(i)).iov_len }).sum()
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn write(fd: c_int, buf: *const c_void, count: size_t) -> ssize_t {
-    let real = real!(write: fn(c_int, *const c_void, size_t) -> ssize_t);
-    let Some(s) = ours(fd) else {
-        // SAFETY: forwarding.
-        return unsafe { real(fd, buf, count) };
-    };
-    // SAFETY: libc's contract for buf; forwarding.
-    write_common(s, fd, None, || Cow::Borrowed(unsafe { slice(buf, count) }), || unsafe { real(fd, buf, count) })
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn pwrite(fd: c_int, buf: *const c_void, count: size_t, off: off_t) -> ssize_t {
-    let real = real!(pwrite: fn(c_int, *const c_void, size_t, off_t) -> ssize_t);
-    let Some(s) = ours(fd) else {
-        // SAFETY: forwarding.
-        return unsafe { real(fd, buf, count, off) };
-    };
-    // SAFETY: as write.
-    write_common(
-        s,
-        fd,
-        Some(off),
-        || Cow::Borrowed(unsafe { slice(buf, count) }),
-        || unsafe { real(fd, buf, count, off) },
-    )
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn pwrite64(fd: c_int, buf: *const c_void, count: size_t, off: off_t) -> ssize_t {
-    // SAFETY: same contract.
-    unsafe { pwrite(fd, buf, count, off) }
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn writev(fd: c_int, iov: *const iovec, n: c_int) -> ssize_t {
-    let real = real!(writev: fn(c_int, *const iovec, c_int) -> ssize_t);
-    let Some(s) = ours(fd) else {
-        // SAFETY: forwarding.
-        return unsafe { real(fd, iov, n) };
-    };
-    // SAFETY: libc's contract for iov; forwarding.
-    write_common(s, fd, None, || Cow::Owned(unsafe { gather(iov, n) }), || unsafe { real(fd, iov, n) })
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn pwritev(fd: c_int, iov: *const iovec, n: c_int, off: off_t) -> ssize_t {
-    let real = real!(pwritev: fn(c_int, *const iovec, c_int, off_t) -> ssize_t);
-    let Some(s) = ours(fd) else {
-        // SAFETY: forwarding.
-        return unsafe { real(fd, iov, n, off) };
-    };
-    // SAFETY: as writev.
-    write_common(s, fd, Some(off), || Cow::Owned(unsafe { gather(iov, n) }), || unsafe { real(fd, iov, n, off) })
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn pwritev64(fd: c_int, iov: *const iovec, n: c_int, off: off_t) -> ssize_t {
-    // SAFETY: same contract.
-    unsafe { pwritev(fd, iov, n, off) }
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn pwritev2(fd: c_int, iov: *const iovec, n: c_int, off: off_t, flags: c_int) -> ssize_t {
-    let real = real!(pwritev2: fn(c_int, *const iovec, c_int, off_t, c_int) -> ssize_t);
-    let Some(s) = ours(fd) else {
-        // SAFETY: forwarding.
-        return unsafe { real(fd, iov, n, off, flags) };
-    };
-    // RWF_DSYNC/RWF_SYNC: a promoted file's writes are durable when they return anyway;
-    // RWF_ATOMIC and the rest have no PM form here: refused for a promoted file.
-    let at = if off == -1 { None } else { Some(off) };
-    if flags & !(libc::RWF_DSYNC | libc::RWF_SYNC | libc::RWF_HIPRI) != 0
-        && s.desc(fd).is_some_and(|d| d.cell.promoted())
+/// `*v2` flags with no PM form (RWF_ATOMIC and the rest; RWF_DSYNC/RWF_SYNC are what a
+/// promoted file's writes are anyway): refused for a promoted file.
+fn refused_flags(fd: c_int, flags: Option<c_int>) -> Result<(), Errno> {
+    let f = flags.unwrap_or(0);
+    if f & !(libc::RWF_DSYNC | libc::RWF_SYNC | libc::RWF_HIPRI) != 0
+        && stacked().desc(fd).is_some_and(|d| d.cell.promoted())
     {
-        return fail(libc::EOPNOTSUPP);
+        return Err(Errno(libc::EOPNOTSUPP));
     }
-    // SAFETY: as writev.
-    write_common(s, fd, at, || Cow::Owned(unsafe { gather(iov, n) }), || unsafe { real(fd, iov, n, off, flags) })
+    Ok(())
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn pwritev64v2(fd: c_int, iov: *const iovec, n: c_int, off: off_t, flags: c_int) -> ssize_t {
-    // SAFETY: same contract.
-    unsafe { pwritev2(fd, iov, n, off, flags) }
+/// Runs `f` on the locked state of a tracked descriptor's file.
+fn with_file<T>(fd: c_int, f: impl FnOnce(&Arc<Stack>, &Desc, &mut FileGuard) -> Result<T, Errno>) -> Result<T, Errno> {
+    let (stack, d) = lookup(fd)?;
+    refused_in_child()?;
+    let mut st = d.cell.lock();
+    f(stack, &d, &mut st)
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn read(fd: c_int, buf: *mut c_void, count: size_t) -> ssize_t {
-    let real = real!(read: fn(c_int, *mut c_void, size_t) -> ssize_t);
-    let Some(s) = ours(fd) else {
-        // SAFETY: forwarding.
-        return unsafe { real(fd, buf, count) };
-    };
-    read_common(
-        s,
-        fd,
-        None,
-        count,
-        // SAFETY: buf holds count bytes; data is at most count long.
-        |data| unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), buf as *mut u8, data.len()) },
-        // SAFETY: forwarding.
-        || unsafe { real(fd, buf, count) },
-    )
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn pread(fd: c_int, buf: *mut c_void, count: size_t, off: off_t) -> ssize_t {
-    let real = real!(pread: fn(c_int, *mut c_void, size_t, off_t) -> ssize_t);
-    let Some(s) = ours(fd) else {
-        // SAFETY: forwarding.
-        return unsafe { real(fd, buf, count, off) };
-    };
-    read_common(
-        s,
-        fd,
-        Some(off),
-        count,
-        // SAFETY: as read.
-        |data| unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), buf as *mut u8, data.len()) },
-        // SAFETY: forwarding.
-        || unsafe { real(fd, buf, count, off) },
-    )
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn pread64(fd: c_int, buf: *mut c_void, count: size_t, off: off_t) -> ssize_t {
-    // SAFETY: same contract.
-    unsafe { pread(fd, buf, count, off) }
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn readv(fd: c_int, iov: *const iovec, n: c_int) -> ssize_t {
-    let real = real!(readv: fn(c_int, *const iovec, c_int) -> ssize_t);
-    let Some(s) = ours(fd) else {
-        // SAFETY: forwarding.
-        return unsafe { real(fd, iov, n) };
-    };
-    // SAFETY: libc's contract for iov; forwarding.
-    read_common(s, fd, None, iov_len(iov, n), |data| unsafe { scatter(iov, n, data) }, || unsafe { real(fd, iov, n) })
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn preadv(fd: c_int, iov: *const iovec, n: c_int, off: off_t) -> ssize_t {
-    let real = real!(preadv: fn(c_int, *const iovec, c_int, off_t) -> ssize_t);
-    let Some(s) = ours(fd) else {
-        // SAFETY: forwarding.
-        return unsafe { real(fd, iov, n, off) };
-    };
-    // SAFETY: as readv.
-    read_common(
-        s,
-        fd,
-        Some(off),
-        iov_len(iov, n),
-        |data| unsafe { scatter(iov, n, data) },
-        || unsafe { real(fd, iov, n, off) },
-    )
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn preadv64(fd: c_int, iov: *const iovec, n: c_int, off: off_t) -> ssize_t {
-    // SAFETY: same contract.
-    unsafe { preadv(fd, iov, n, off) }
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn preadv2(fd: c_int, iov: *const iovec, n: c_int, off: off_t, flags: c_int) -> ssize_t {
-    let real = real!(preadv2: fn(c_int, *const iovec, c_int, off_t, c_int) -> ssize_t);
-    let Some(s) = ours(fd) else {
-        // SAFETY: forwarding.
-        return unsafe { real(fd, iov, n, off, flags) };
-    };
-    let at = if off == -1 { None } else { Some(off) };
-    // SAFETY: as readv.
-    read_common(
-        s,
-        fd,
-        at,
-        iov_len(iov, n),
-        |data| unsafe { scatter(iov, n, data) },
-        || unsafe { real(fd, iov, n, off, flags) },
-    )
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn preadv64v2(fd: c_int, iov: *const iovec, n: c_int, off: off_t, flags: c_int) -> ssize_t {
-    // SAFETY: same contract.
-    unsafe { preadv2(fd, iov, n, off, flags) }
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn lseek(fd: c_int, off: off_t, whence: c_int) -> off_t {
-    let real = real!(lseek: fn(c_int, off_t, c_int) -> off_t);
-    let Some(s) = ours(fd) else {
-        // SAFETY: forwarding.
-        return unsafe { real(fd, off, whence) };
-    };
-    let r = guarded(|| -> Option<off_t> {
-        let d = s.desc(fd)?;
-        let st = d.cell.lock();
-        let Some(p) = st.pm.as_ref() else {
-            kernel_pos(&d, fd);
-            // SAFETY: forwarding.
-            return Some(unsafe { real(fd, off, whence) });
-        };
-        let size = p.size as i64;
-        let new = match whence {
-            libc::SEEK_SET => Some(off),
-            libc::SEEK_CUR => promoted_pos(&d, fd).checked_add(off),
-            libc::SEEK_END => size.checked_add(off),
-            // The merged file has no holes it would report: all data to its end.
-            libc::SEEK_DATA if off < size => Some(off),
-            libc::SEEK_HOLE if off < size => Some(size),
-            libc::SEEK_DATA | libc::SEEK_HOLE => return Some(fail(libc::ENXIO)),
-            _ => return Some(fail(libc::EINVAL)),
-        };
-        match new {
-            Some(n) if n >= 0 => {
-                d.pos.store(n, Ordering::Relaxed);
-                Some(n)
-            }
-            _ => Some(fail(libc::EINVAL)),
-        }
-    })
-    .flatten();
-    r.unwrap_or_else(|| real_fallback() as off_t)
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn lseek64(fd: c_int, off: off_t, whence: c_int) -> off_t {
-    // SAFETY: same contract.
-    unsafe { lseek(fd, off, whence) }
-}
-
-/// Runs `f` on the locked state of a tracked descriptor's file; -1 with errno on error.
-fn with_file(s: &'static Stacked, fd: c_int, f: impl FnOnce(&Arc<Stack>, &Desc, &mut FileGuard) -> c_int) -> c_int {
-    guarded(|| -> Option<c_int> {
-        let (stack, d) = lookup(s, fd)?;
-        if refused_in_child() {
-            return Some(fail(libc::EIO));
-        }
-        let mut st = d.cell.lock();
-        Some(f(stack, &d, &mut st))
-    })
-    .flatten()
-    .unwrap_or_else(|| fail(libc::EIO))
-}
-
-fn sync_common(s: &'static Stacked, fd: c_int, datasync: bool) -> c_int {
+fn sync_common(fd: c_int, datasync: bool) -> Result<(), Errno> {
     if EXITED.load(Ordering::Acquire) && !keep_at_exit() {
         // After the exit write-back: the lower file's own fsync, and no promotion.
-        return guarded(|| {
-            let v = view(fd);
-            let r = if datasync { v.sync_data() } else { v.sync_all() };
-            r.map_or_else(|e| fail(io_errno(&e)), |_| 0)
-        })
-        .unwrap_or_else(|| fail(libc::EIO));
+        let v = view(fd);
+        return if datasync { v.sync_data() } else { v.sync_all() }.map_err(|e| Errno::of_io(&e));
     }
-    with_file(s, fd, |stack, _, st| {
+    with_file(fd, |stack, _, st| {
         let was = st.pm.is_some();
-        match stack.fsync(st, &view(fd), datasync) {
-            Ok(()) => {
-                if !was && st.pm.is_some() {
-                    s.demoter_running(stack);
+        stack.fsync(st, &view(fd), datasync).map_err(|e| Errno::of_io(&e))?;
+        if !was && st.pm.is_some() {
+            stacked().demoter_running(stack);
+        }
+        Ok(())
+    })
+}
+
+/// fallocate on a tracked descriptor: the stack's rules for a promoted file, the kernel's
+/// (with the state locked) below.
+fn allocate<T>(fd: c_int, mode: c_int, off: off_t, len: off_t, next: Next<'_, T>) -> Result<(), Errno> {
+    if off < 0 || len <= 0 {
+        return Err(Errno::INVAL);
+    }
+    with_file(fd, |stack, _, st| {
+        if st.pm.is_none() {
+            return next.call().map(|_| ());
+        }
+        stack.allocate(st, &view(fd), mode, off as u64, len as u64).map_err(|e| Errno::of_io(&e))
+    })
+}
+
+impl Data for Spfs {
+    fn read(fd: c_int, buf: &mut [u8], next: Next<'_, usize>) -> Served<usize> {
+        let len = buf.len();
+        Some(read_common(fd, None, len, |data| buf[..data.len()].copy_from_slice(data), next))
+    }
+
+    fn write(fd: c_int, buf: &[u8], next: Next<'_, usize>) -> Served<usize> {
+        Some(write_common(fd, None, || Cow::Borrowed(buf), next))
+    }
+
+    fn pread(fd: c_int, buf: &mut [u8], off: off_t, next: Next<'_, usize>) -> Served<usize> {
+        let len = buf.len();
+        Some(read_common(fd, Some(off), len, |data| buf[..data.len()].copy_from_slice(data), next))
+    }
+
+    fn pwrite(fd: c_int, buf: &[u8], off: off_t, next: Next<'_, usize>) -> Served<usize> {
+        Some(write_common(fd, Some(off), || Cow::Borrowed(buf), next))
+    }
+
+    fn readv(fd: c_int, mut iov: IoVecs<'_>, next: Next<'_, usize>) -> Served<usize> {
+        let len = iov.total();
+        Some(len.and_then(|len| read_common(fd, None, len, |data| iov.scatter(data), next)))
+    }
+
+    fn writev(fd: c_int, iov: IoVecs<'_>, next: Next<'_, usize>) -> Served<usize> {
+        Some(write_common(fd, None, || Cow::Owned(iov.gather()), next))
+    }
+
+    fn preadv(
+        fd: c_int,
+        mut iov: IoVecs<'_>,
+        off: off_t,
+        flags: Option<c_int>,
+        next: Next<'_, usize>,
+    ) -> Served<usize> {
+        let len = iov.total();
+        Some(len.and_then(|len| read_common(fd, at_of(off, flags), len, |data| iov.scatter(data), next)))
+    }
+
+    fn pwritev(fd: c_int, iov: IoVecs<'_>, off: off_t, flags: Option<c_int>, next: Next<'_, usize>) -> Served<usize> {
+        Some(
+            refused_flags(fd, flags)
+                .and_then(|()| write_common(fd, at_of(off, flags), || Cow::Owned(iov.gather()), next)),
+        )
+    }
+
+    fn lseek(fd: c_int, off: off_t, whence: c_int, next: Next<'_, Offset>) -> Served<Offset> {
+        let r = with_file(fd, |_, d, st| {
+            let Some(p) = st.pm.as_ref() else {
+                kernel_pos(d, fd);
+                return next.call();
+            };
+            let size = p.size as i64;
+            let new = match whence {
+                libc::SEEK_SET => Some(off),
+                libc::SEEK_CUR => promoted_pos(d, fd).checked_add(off),
+                libc::SEEK_END => size.checked_add(off),
+                // The merged file has no holes it would report: all data to its end.
+                libc::SEEK_DATA if off < size => Some(off),
+                libc::SEEK_HOLE if off < size => Some(size),
+                libc::SEEK_DATA | libc::SEEK_HOLE => return Err(Errno(libc::ENXIO)),
+                _ => return Err(Errno::INVAL),
+            };
+            match new {
+                Some(n) if n >= 0 => {
+                    d.pos.store(n, Ordering::Relaxed);
+                    Ok(Offset(n))
                 }
-                0
+                _ => Err(Errno::INVAL),
             }
-            Err(e) => fail(io_errno(&e)),
-        }
-    })
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn fsync(fd: c_int) -> c_int {
-    match ours(fd) {
-        Some(s) => sync_common(s, fd, false),
-        // SAFETY: forwarding.
-        None => unsafe { real!(fsync: fn(c_int) -> c_int)(fd) },
+        });
+        Some(r)
     }
-}
 
-#[no_mangle]
-pub unsafe extern "C" fn fdatasync(fd: c_int) -> c_int {
-    match ours(fd) {
-        Some(s) => sync_common(s, fd, true),
-        // SAFETY: forwarding.
-        None => unsafe { real!(fdatasync: fn(c_int) -> c_int)(fd) },
+    fn fsync(fd: c_int, _: Next<'_, ()>) -> Served<()> {
+        Some(sync_common(fd, false))
     }
-}
 
-#[no_mangle]
-pub unsafe extern "C" fn sync_file_range(fd: c_int, off: off_t, len: off_t, flags: libc::c_uint) -> c_int {
-    let real = real!(sync_file_range: fn(c_int, off_t, off_t, libc::c_uint) -> c_int);
-    match ours(fd) {
+    fn fdatasync(fd: c_int, _: Next<'_, ()>) -> Served<()> {
+        Some(sync_common(fd, true))
+    }
+
+    fn sync_file_range(fd: c_int, _: off_t, _: off_t, _: libc::c_uint, _: Next<'_, ()>) -> Served<()> {
         // A promoted file's writes are in PM, flushed, when they return.
-        Some(s) if s.desc(fd).is_some_and(|d| d.cell.promoted()) => 0,
-        // SAFETY: forwarding.
-        _ => unsafe { real(fd, off, len, flags) },
+        stacked().desc(fd).is_some_and(|d| d.cell.promoted()).then_some(Ok(()))
     }
-}
 
-#[no_mangle]
-pub unsafe extern "C" fn ftruncate(fd: c_int, len: off_t) -> c_int {
-    let Some(s) = ours(fd) else {
-        // SAFETY: forwarding.
-        return unsafe { real!(ftruncate: fn(c_int, off_t) -> c_int)(fd, len) };
-    };
-    if len < 0 {
-        return fail(libc::EINVAL);
+    fn ftruncate(fd: c_int, len: off_t, _: Next<'_, ()>) -> Served<()> {
+        if len < 0 {
+            return Some(Err(Errno::INVAL));
+        }
+        Some(with_file(fd, |stack, d, st| {
+            if st.pm.is_some() && d.flags.load(Ordering::Relaxed) & libc::O_ACCMODE == libc::O_RDONLY {
+                return Err(Errno::INVAL);
+            }
+            stack.truncate(st, &view(fd), len as u64).map_err(|e| Errno::of_io(&e))
+        }))
     }
-    with_file(s, fd, |stack, d, st| {
-        if st.pm.is_some() && d.flags.load(Ordering::Relaxed) & libc::O_ACCMODE == libc::O_RDONLY {
-            return fail(libc::EINVAL);
-        }
-        match stack.truncate(st, &view(fd), len as u64) {
-            Ok(()) => 0,
-            Err(e) => fail(io_errno(&e)),
-        }
-    })
-}
 
-#[no_mangle]
-pub unsafe extern "C" fn ftruncate64(fd: c_int, len: off_t) -> c_int {
-    // SAFETY: same contract.
-    unsafe { ftruncate(fd, len) }
+    fn fallocate(fd: c_int, mode: c_int, off: off_t, len: off_t, next: Next<'_, ()>) -> Served<()> {
+        Some(allocate(fd, mode, off, len, next))
+    }
+
+    fn posix_fallocate(fd: c_int, off: off_t, len: off_t, next: Next<'_, Posix>) -> Served<Posix> {
+        Some(allocate(fd, 0, off, len, next).map(|()| Posix))
+    }
 }
 
 /// truncate(path) of a promoted file: the stack's order (PM first, then the lower file).
@@ -561,75 +340,4 @@ pub unsafe extern "C" fn truncate(path: *const c_char, len: off_t) -> c_int {
 pub unsafe extern "C" fn truncate64(path: *const c_char, len: off_t) -> c_int {
     // SAFETY: same contract.
     unsafe { truncate(path, len) }
-}
-
-/// fallocate on a tracked descriptor: the stack's rules for a promoted file, the kernel's
-/// (with the state locked) below. Returns 0 or an errno value.
-fn allocate(
-    s: &'static Stacked,
-    fd: c_int,
-    mode: c_int,
-    off: off_t,
-    len: off_t,
-    real: impl FnOnce() -> c_int,
-) -> c_int {
-    if off < 0 || len <= 0 {
-        return libc::EINVAL;
-    }
-    let r = with_file(s, fd, |stack, _, st| {
-        if st.pm.is_none() {
-            return match real() {
-                0 => 0,
-                -1 => fail(errno()),
-                e => fail(e),
-            };
-        }
-        match stack.allocate(st, &view(fd), mode, off as u64, len as u64) {
-            Ok(()) => 0,
-            Err(e) => fail(io_errno(&e)),
-        }
-    });
-    if r == 0 {
-        0
-    } else {
-        errno()
-    }
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn fallocate(fd: c_int, mode: c_int, off: off_t, len: off_t) -> c_int {
-    let real = real!(fallocate: fn(c_int, c_int, off_t, off_t) -> c_int);
-    let Some(s) = ours(fd) else {
-        // SAFETY: forwarding.
-        return unsafe { real(fd, mode, off, len) };
-    };
-    // SAFETY: forwarding.
-    match allocate(s, fd, mode, off, len, || unsafe { real(fd, mode, off, len) }) {
-        0 => 0,
-        e => fail(e),
-    }
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn fallocate64(fd: c_int, mode: c_int, off: off_t, len: off_t) -> c_int {
-    // SAFETY: same contract.
-    unsafe { fallocate(fd, mode, off, len) }
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn posix_fallocate(fd: c_int, off: off_t, len: off_t) -> c_int {
-    let real = real!(posix_fallocate: fn(c_int, off_t, off_t) -> c_int);
-    let Some(s) = ours(fd) else {
-        // SAFETY: forwarding.
-        return unsafe { real(fd, off, len) };
-    };
-    // posix_fallocate returns the error number itself.
-    // SAFETY: forwarding.
-    allocate(s, fd, 0, off, len, || unsafe { real(fd, off, len) })
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn posix_fallocate64(fd: c_int, off: off_t, len: off_t) -> c_int {
-    // SAFETY: same contract.
-    unsafe { posix_fallocate(fd, off, len) }
 }

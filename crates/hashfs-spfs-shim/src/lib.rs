@@ -342,6 +342,18 @@ fn at_under(dirfd: c_int, path: *const c_char, follow: bool) -> bool {
     path_under(&abs, follow)
 }
 
+/// The shim as the interposer's backend: the calls it serves are in `io` (data)...;
+/// `export!` makes libc's names call them.
+pub struct Spfs;
+
+impl hashfs_interpose::Backend for Spfs {
+    fn claims(fd: c_int) -> bool {
+        STACKED.get().is_some_and(|s| s.tracked(fd))
+    }
+}
+
+hashfs_interpose::export!(crate::Spfs);
+
 /// The state if `fd` is a tracked lower file and the call is the program's.
 fn ours(fd: c_int) -> Option<&'static Stacked> {
     if in_shim() {

@@ -1,7 +1,9 @@
-//! Data: read, write and their positional and vector forms, lseek, sync, truncate, fallocate, hints.
+//! Data: read, write and their positional and vector forms, lseek, sync, truncate, fallocate, hints
+//! (the interposer's [`Data`] calls; the vector forms' work is in `vector`).
 
 use super::*;
 use hashfs::FallocateMode;
+use hashfs_interpose::{Data, Errno, IoVecs, Next, Offset, Posix, Served};
 
 pub(super) fn with_file<T>(
     fd: c_int,
@@ -36,211 +38,17 @@ pub(super) fn write_from(file: &File<MmapDevice>, off: u64, data: &[u8]) -> Resu
     })
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn read(fd: c_int, buf: *mut c_void, count: size_t) -> ssize_t {
-    if ours(fd) {
-        // SAFETY: libc's contract: buf holds count bytes.
-        let b = unsafe { std::slice::from_raw_parts_mut(buf as *mut u8, count) };
-        return guarded(|| {
-            ret_size(with_file(fd, |of, f| {
-                let mut pos = of.pos.lock();
-                let n = read_into(f, *pos, b)?;
-                *pos += n as u64;
-                Ok(n)
-            }))
-        })
-        .unwrap_or(-1);
-    }
-    // SAFETY: forwarding.
-    unsafe { real!(read: fn(c_int, *mut c_void, size_t) -> ssize_t)(fd, buf, count) }
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn write(fd: c_int, buf: *const c_void, count: size_t) -> ssize_t {
-    if ours(fd) {
-        // SAFETY: libc's contract: buf holds count bytes.
-        let b = unsafe { std::slice::from_raw_parts(buf as *const u8, count) };
-        return guarded(|| {
-            ret_size(with_file(fd, |of, f| {
-                let mut pos = of.pos.lock();
-                if of.flags.load(Ordering::Relaxed) & libc::O_APPEND != 0 {
-                    // O_APPEND may have been set after open (fcntl F_SETFL).
-                    let (n, end) = f.append(b).map_err(|e| e.errno())?;
-                    *pos = end;
-                    drop(pos);
-                    mmap::file_changed(of, end - n as u64, end);
-                    return Ok(n);
-                }
-                let at = *pos;
-                let n = write_from(f, at, b)?;
-                *pos += n as u64;
-                drop(pos);
-                mmap::file_changed(of, at, at + n as u64);
-                Ok(n)
-            }))
-        })
-        .unwrap_or(-1);
-    }
-    // SAFETY: forwarding.
-    unsafe { real!(write: fn(c_int, *const c_void, size_t) -> ssize_t)(fd, buf, count) }
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn pread(fd: c_int, buf: *mut c_void, count: size_t, off: off_t) -> ssize_t {
-    if ours(fd) {
-        if off < 0 {
-            return fail(libc::EINVAL);
-        }
-        // SAFETY: libc's contract: buf holds count bytes.
-        let b = unsafe { std::slice::from_raw_parts_mut(buf as *mut u8, count) };
-        return guarded(|| ret_size(with_file(fd, |_, f| read_into(f, off as u64, b)))).unwrap_or(-1);
-    }
-    // SAFETY: forwarding.
-    unsafe { real!(pread: fn(c_int, *mut c_void, size_t, off_t) -> ssize_t)(fd, buf, count, off) }
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn pread64(fd: c_int, buf: *mut c_void, count: size_t, off: off_t) -> ssize_t {
-    // SAFETY: same contract (off_t is 64-bit here).
-    unsafe { pread(fd, buf, count, off) }
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn pwrite(fd: c_int, buf: *const c_void, count: size_t, off: off_t) -> ssize_t {
-    if ours(fd) {
-        if off < 0 {
-            return fail(libc::EINVAL);
-        }
-        // SAFETY: libc's contract: buf holds count bytes.
-        let b = unsafe { std::slice::from_raw_parts(buf as *const u8, count) };
-        return guarded(|| {
-            ret_size(with_file(fd, |of, f| {
-                let n = write_from(f, off as u64, b)?;
-                mmap::file_changed(of, off as u64, off as u64 + n as u64);
-                Ok(n)
-            }))
-        })
-        .unwrap_or(-1);
-    }
-    // SAFETY: forwarding.
-    unsafe { real!(pwrite: fn(c_int, *const c_void, size_t, off_t) -> ssize_t)(fd, buf, count, off) }
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn pwrite64(fd: c_int, buf: *const c_void, count: size_t, off: off_t) -> ssize_t {
-    // SAFETY: same contract.
-    unsafe { pwrite(fd, buf, count, off) }
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn readv(fd: c_int, iov: *const libc::iovec, n: c_int) -> ssize_t {
-    if ours(fd) {
-        let mut total = 0isize;
-        for i in 0..n.max(0) as usize {
-            // SAFETY: libc's contract: iov has n entries.
-            let v = unsafe { *iov.add(i) };
-            // SAFETY: as for read.
-            let r = unsafe { read(fd, v.iov_base, v.iov_len) };
-            if r < 0 {
-                return if total > 0 { total } else { r };
-            }
-            total += r;
-            if (r as usize) < v.iov_len {
-                break;
-            }
-        }
-        return total;
-    }
-    // SAFETY: forwarding.
-    unsafe { real!(readv: fn(c_int, *const libc::iovec, c_int) -> ssize_t)(fd, iov, n) }
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn writev(fd: c_int, iov: *const libc::iovec, n: c_int) -> ssize_t {
-    if ours(fd) {
-        // One write of the gathered bytes, so that O_APPEND writes stay whole.
-        let mut buf = Vec::new();
-        for i in 0..n.max(0) as usize {
-            // SAFETY: libc's contract: iov has n entries, each of iov_len bytes.
-            let v = unsafe { *iov.add(i) };
-            // SAFETY: as above.
-            buf.extend_from_slice(unsafe { std::slice::from_raw_parts(v.iov_base as *const u8, v.iov_len) });
-        }
-        // SAFETY: buf is valid for its length.
-        return unsafe { write(fd, buf.as_ptr() as *const c_void, buf.len()) };
-    }
-    // SAFETY: forwarding.
-    unsafe { real!(writev: fn(c_int, *const libc::iovec, c_int) -> ssize_t)(fd, iov, n) }
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn lseek(fd: c_int, off: off_t, whence: c_int) -> off_t {
-    if ours(fd) {
-        return guarded(|| {
-            let s = shim();
-            let Some(of) = s.file(fd) else { return fail(libc::EBADF) };
-            let size = match s.fs().and_then(|fs| fs.peek_attr(of.ino).map_err(|e| e.errno())) {
-                Ok(m) => m.size as i64,
-                Err(e) => return fail(e),
-            };
-            let mut pos = of.pos.lock();
-            let new = match whence {
-                libc::SEEK_SET => off,
-                libc::SEEK_CUR => *pos as i64 + off,
-                libc::SEEK_END => size + off,
-                libc::SEEK_DATA if off < size => off,
-                libc::SEEK_HOLE if off < size => size,
-                libc::SEEK_DATA | libc::SEEK_HOLE => return fail(libc::ENXIO),
-                _ => return fail(libc::EINVAL),
-            };
-            if new < 0 {
-                return fail(libc::EINVAL);
-            }
-            *pos = new as u64;
-            new
-        })
-        .unwrap_or(-1);
-    }
-    // SAFETY: forwarding.
-    unsafe { real!(lseek: fn(c_int, off_t, c_int) -> off_t)(fd, off, whence) }
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn lseek64(fd: c_int, off: off_t, whence: c_int) -> off_t {
-    // SAFETY: same contract.
-    unsafe { lseek(fd, off, whence) }
-}
-
 /// fsync, or fdatasync (`data_only`: the times a write left in DRAM may stay there).
-pub(super) fn sync_fd(fd: c_int, data_only: bool) -> c_int {
+fn sync_fd(fd: c_int, data_only: bool) -> Result<(), c_int> {
     match with_file(fd, |_, f| if data_only { f.sync_data() } else { f.sync_all() }.map_err(|e| e.errno())) {
-        Ok(()) => 0,
-        Err(libc::EISDIR) => 0, // fsync of a directory: every operation is durable already
-        Err(e) => fail(e),
+        Err(libc::EISDIR) => Ok(()), // fsync of a directory: every operation is durable already
+        r => r,
     }
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn fsync(fd: c_int) -> c_int {
-    if ours(fd) {
-        return guarded(|| sync_fd(fd, false)).unwrap_or(-1);
-    }
-    // SAFETY: forwarding.
-    unsafe { real!(fsync: fn(c_int) -> c_int)(fd) }
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn fdatasync(fd: c_int) -> c_int {
-    if ours(fd) {
-        return guarded(|| sync_fd(fd, true)).unwrap_or(-1);
-    }
-    // SAFETY: forwarding.
-    unsafe { real!(fdatasync: fn(c_int) -> c_int)(fd) }
-}
-
-pub(super) fn truncate_fd(fd: c_int, len: off_t) -> c_int {
+fn truncate_fd(fd: c_int, len: off_t) -> Result<(), c_int> {
     if len < 0 {
-        return fail(libc::EINVAL);
+        return Err(libc::EINVAL);
     }
     match with_file(fd, |of, f| {
         // Shrinking under a shared mapping would leave it on freed blocks.
@@ -251,25 +59,9 @@ pub(super) fn truncate_fd(fd: c_int, len: off_t) -> c_int {
         mmap::file_changed(of, 0, 0);
         Ok(())
     }) {
-        Ok(()) => 0,
-        Err(libc::EBADF) if shim().file(fd).is_some() => fail(libc::EINVAL),
-        Err(e) => fail(e),
+        Err(libc::EBADF) if shim().file(fd).is_some() => Err(libc::EINVAL),
+        r => r,
     }
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn ftruncate(fd: c_int, len: off_t) -> c_int {
-    if ours(fd) {
-        return guarded(|| truncate_fd(fd, len)).unwrap_or(-1);
-    }
-    // SAFETY: forwarding.
-    unsafe { real!(ftruncate: fn(c_int, off_t) -> c_int)(fd, len) }
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn ftruncate64(fd: c_int, len: off_t) -> c_int {
-    // SAFETY: same contract.
-    unsafe { ftruncate(fd, len) }
 }
 
 pub(super) fn path_op<T>(
@@ -317,14 +109,14 @@ pub unsafe extern "C" fn truncate64(path: *const c_char, len: off_t) -> c_int {
     unsafe { truncate(path, len) }
 }
 
-pub(super) fn allocate_fd(fd: c_int, mode: c_int, off: off_t, len: off_t) -> c_int {
+fn allocate_fd(fd: c_int, mode: c_int, off: off_t, len: off_t) -> Result<(), c_int> {
     if off < 0 || len <= 0 {
-        return libc::EINVAL;
+        return Err(libc::EINVAL);
     }
     let Some(mode) = hashfs::FallocateMode::from_linux_flags(mode) else {
-        return libc::EOPNOTSUPP; // collapse, insert, unshare
+        return Err(libc::EOPNOTSUPP); // collapse, insert, unshare
     };
-    match with_file(fd, |of, f| {
+    with_file(fd, |of, f| {
         // A punched block still mapped by a shared mapping would be freed under it: with
         // shared mappings the range is zeroed in place instead (it reads as zeros all the
         // same; the blocks stay allocated).
@@ -335,73 +127,158 @@ pub(super) fn allocate_fd(fd: c_int, mode: c_int, off: off_t, len: off_t) -> c_i
         f.fallocate(off as u64, len as u64, mode).map_err(|e| e.errno())?;
         mmap::file_changed(of, off as u64, off as u64 + len as u64);
         Ok(())
-    }) {
-        Ok(()) => 0,
-        Err(e) => e,
+    })
+}
+
+/// A read at the file position, which it advances.
+fn read_here(fd: c_int, b: &mut [u8]) -> Result<usize, c_int> {
+    with_file(fd, |of, f| {
+        let mut pos = of.pos.lock();
+        let n = read_into(f, *pos, b)?;
+        *pos += n as u64;
+        Ok(n)
+    })
+}
+
+/// A write at the file position (at the end with O_APPEND, which may have been set after
+/// open by fcntl F_SETFL), which it advances.
+fn write_here(fd: c_int, b: &[u8]) -> Result<usize, c_int> {
+    with_file(fd, |of, f| {
+        let mut pos = of.pos.lock();
+        if of.flags.load(Ordering::Relaxed) & libc::O_APPEND != 0 {
+            let (n, end) = f.append(b).map_err(|e| e.errno())?;
+            *pos = end;
+            drop(pos);
+            mmap::file_changed(of, end - n as u64, end);
+            return Ok(n);
+        }
+        let at = *pos;
+        let n = write_from(f, at, b)?;
+        *pos += n as u64;
+        drop(pos);
+        mmap::file_changed(of, at, at + n as u64);
+        Ok(n)
+    })
+}
+
+fn seek(fd: c_int, off: off_t, whence: c_int) -> Result<off_t, c_int> {
+    let s = shim();
+    let of = s.file(fd).ok_or(libc::EBADF)?;
+    let size = s.fs().and_then(|fs| fs.peek_attr(of.ino).map_err(|e| e.errno()))?.size as i64;
+    let mut pos = of.pos.lock();
+    let new = match whence {
+        libc::SEEK_SET => off,
+        libc::SEEK_CUR => *pos as i64 + off,
+        libc::SEEK_END => size + off,
+        libc::SEEK_DATA if off < size => off,
+        libc::SEEK_HOLE if off < size => size,
+        libc::SEEK_DATA | libc::SEEK_HOLE => return Err(libc::ENXIO),
+        _ => return Err(libc::EINVAL),
+    };
+    if new < 0 {
+        return Err(libc::EINVAL);
     }
+    *pos = new as u64;
+    Ok(new)
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn fallocate(fd: c_int, mode: c_int, off: off_t, len: off_t) -> c_int {
-    if ours(fd) {
-        let e = guarded(|| allocate_fd(fd, mode, off, len)).unwrap_or(libc::EIO);
-        return if e == 0 { 0 } else { fail(e) };
+/// A result of the shim's own functions (errors as errno values) as the interposer's.
+pub(super) fn served<T>(r: Result<T, c_int>) -> Served<T> {
+    Some(r.map_err(Errno))
+}
+
+impl Data for Preload {
+    fn read(fd: c_int, buf: &mut [u8], _: Next<'_, usize>) -> Served<usize> {
+        served(read_here(fd, buf))
     }
-    // SAFETY: forwarding.
-    unsafe { real!(fallocate: fn(c_int, c_int, off_t, off_t) -> c_int)(fd, mode, off, len) }
-}
 
-#[no_mangle]
-pub unsafe extern "C" fn fallocate64(fd: c_int, mode: c_int, off: off_t, len: off_t) -> c_int {
-    // SAFETY: same contract.
-    unsafe { fallocate(fd, mode, off, len) }
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn posix_fallocate(fd: c_int, off: off_t, len: off_t) -> c_int {
-    if ours(fd) {
-        // posix_fallocate returns the error number instead of setting errno.
-        return guarded(|| allocate_fd(fd, 0, off, len)).unwrap_or(libc::EIO);
+    fn write(fd: c_int, buf: &[u8], _: Next<'_, usize>) -> Served<usize> {
+        served(write_here(fd, buf))
     }
-    // SAFETY: forwarding.
-    unsafe { real!(posix_fallocate: fn(c_int, off_t, off_t) -> c_int)(fd, off, len) }
-}
 
-#[no_mangle]
-pub unsafe extern "C" fn posix_fallocate64(fd: c_int, off: off_t, len: off_t) -> c_int {
-    // SAFETY: same contract.
-    unsafe { posix_fallocate(fd, off, len) }
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn sync_file_range(fd: c_int, off: off_t, len: off_t, flags: c_uint) -> c_int {
-    if ours(fd) {
-        return 0; // every write is durable when it returns
+    fn pread(fd: c_int, buf: &mut [u8], off: off_t, _: Next<'_, usize>) -> Served<usize> {
+        if off < 0 {
+            return served(Err(libc::EINVAL));
+        }
+        served(with_file(fd, |_, f| read_into(f, off as u64, buf)))
     }
-    // SAFETY: forwarding.
-    unsafe { real!(sync_file_range: fn(c_int, off_t, off_t, c_uint) -> c_int)(fd, off, len, flags) }
-}
 
-#[no_mangle]
-pub unsafe extern "C" fn readahead(fd: c_int, off: off_t, count: size_t) -> ssize_t {
-    if ours(fd) {
-        return 0; // nothing to read ahead into: reads come straight from the image
+    fn pwrite(fd: c_int, buf: &[u8], off: off_t, _: Next<'_, usize>) -> Served<usize> {
+        if off < 0 {
+            return served(Err(libc::EINVAL));
+        }
+        served(with_file(fd, |of, f| {
+            let n = write_from(f, off as u64, buf)?;
+            mmap::file_changed(of, off as u64, off as u64 + n as u64);
+            Ok(n)
+        }))
     }
-    // SAFETY: forwarding.
-    unsafe { real!(readahead: fn(c_int, off_t, size_t) -> ssize_t)(fd, off, count) }
-}
 
-#[no_mangle]
-pub unsafe extern "C" fn posix_fadvise(fd: c_int, off: off_t, len: off_t, advice: c_int) -> c_int {
-    if ours(fd) {
-        return 0; // no page cache to advise
+    fn readv(fd: c_int, mut iov: IoVecs<'_>, _: Next<'_, usize>) -> Served<usize> {
+        let mut total = 0;
+        for i in 0..iov.count() {
+            let b = iov.buf_mut(i);
+            let want = b.len();
+            match read_here(fd, b) {
+                Err(e) if total == 0 => return served(Err(e)),
+                Err(_) => break,
+                Ok(n) => {
+                    total += n;
+                    if n < want {
+                        break;
+                    }
+                }
+            }
+        }
+        served(Ok(total))
     }
-    // SAFETY: forwarding.
-    unsafe { real!(posix_fadvise: fn(c_int, off_t, off_t, c_int) -> c_int)(fd, off, len, advice) }
-}
 
-#[no_mangle]
-pub unsafe extern "C" fn posix_fadvise64(fd: c_int, off: off_t, len: off_t, advice: c_int) -> c_int {
-    // SAFETY: same contract.
-    unsafe { posix_fadvise(fd, off, len, advice) }
+    fn writev(fd: c_int, iov: IoVecs<'_>, _: Next<'_, usize>) -> Served<usize> {
+        // One write of the gathered bytes, so that O_APPEND writes stay whole.
+        served(write_here(fd, &iov.gather()))
+    }
+
+    fn preadv(fd: c_int, iov: IoVecs<'_>, off: off_t, flags: Option<c_int>, _: Next<'_, usize>) -> Served<usize> {
+        served(vector::read_vec(fd, iov, off, flags))
+    }
+
+    fn pwritev(fd: c_int, iov: IoVecs<'_>, off: off_t, flags: Option<c_int>, _: Next<'_, usize>) -> Served<usize> {
+        served(vector::write_vec(fd, iov, off, flags))
+    }
+
+    fn lseek(fd: c_int, off: off_t, whence: c_int, _: Next<'_, Offset>) -> Served<Offset> {
+        served(seek(fd, off, whence).map(Offset))
+    }
+
+    fn fsync(fd: c_int, _: Next<'_, ()>) -> Served<()> {
+        served(sync_fd(fd, false))
+    }
+
+    fn fdatasync(fd: c_int, _: Next<'_, ()>) -> Served<()> {
+        served(sync_fd(fd, true))
+    }
+
+    fn sync_file_range(_: c_int, _: off_t, _: off_t, _: c_uint, _: Next<'_, ()>) -> Served<()> {
+        served(Ok(())) // every write is durable when it returns
+    }
+
+    fn ftruncate(fd: c_int, len: off_t, _: Next<'_, ()>) -> Served<()> {
+        served(truncate_fd(fd, len))
+    }
+
+    fn fallocate(fd: c_int, mode: c_int, off: off_t, len: off_t, _: Next<'_, ()>) -> Served<()> {
+        served(allocate_fd(fd, mode, off, len))
+    }
+
+    fn posix_fallocate(fd: c_int, off: off_t, len: off_t, _: Next<'_, Posix>) -> Served<Posix> {
+        served(allocate_fd(fd, 0, off, len).map(|()| Posix))
+    }
+
+    fn posix_fadvise(_: c_int, _: off_t, _: off_t, _: c_int, _: Next<'_, Posix>) -> Served<Posix> {
+        served(Ok(Posix)) // no page cache to advise
+    }
+
+    fn readahead(_: c_int, _: off_t, _: usize, _: Next<'_, usize>) -> Served<usize> {
+        served(Ok(0)) // nothing to read ahead into: reads come straight from the image
+    }
 }

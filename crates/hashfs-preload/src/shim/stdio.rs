@@ -16,15 +16,15 @@ extern "C" {
 
 unsafe extern "C" fn cookie_read(c: *mut c_void, buf: *mut c_char, n: size_t) -> ssize_t {
     // SAFETY: the cookie is the descriptor we stored.
-    unsafe { read(c as usize as c_int, buf as *mut c_void, n) }
+    unsafe { interposed::read(c as usize as c_int, buf as *mut c_void, n) }
 }
 unsafe extern "C" fn cookie_write(c: *mut c_void, buf: *const c_char, n: size_t) -> ssize_t {
     // SAFETY: as above.
-    unsafe { write(c as usize as c_int, buf as *const c_void, n) }
+    unsafe { interposed::write(c as usize as c_int, buf as *const c_void, n) }
 }
 unsafe extern "C" fn cookie_seek(c: *mut c_void, off: *mut i64, whence: c_int) -> c_int {
     // SAFETY: as above; off is glibc's in/out offset.
-    let r = unsafe { lseek(c as usize as c_int, *off, whence) };
+    let r = unsafe { interposed::lseek(c as usize as c_int, *off, whence) };
     if r < 0 {
         return -1;
     }

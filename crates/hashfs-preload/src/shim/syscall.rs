@@ -21,18 +21,18 @@ pub unsafe extern "C" fn syscall(n: Long, a: Long, b: Long, c: Long, d: Long, e:
     unsafe {
         let (i, p, s) = (|x: Long| x as c_int, |x: Long| x as *const c_char, |x: Long| x as size_t);
         match n {
-            libc::SYS_read => io::read(i(a), b as *mut c_void, s(c)) as Long,
-            libc::SYS_write => io::write(i(a), b as *const c_void, s(c)) as Long,
-            libc::SYS_pread64 => io::pread64(i(a), b as *mut c_void, s(c), d as off_t) as Long,
-            libc::SYS_pwrite64 => io::pwrite64(i(a), b as *const c_void, s(c), d as off_t) as Long,
-            libc::SYS_readv => io::readv(i(a), b as *const libc::iovec, i(c)) as Long,
-            libc::SYS_writev => io::writev(i(a), b as *const libc::iovec, i(c)) as Long,
-            libc::SYS_lseek => io::lseek(i(a), b as off_t, i(c)) as Long,
-            libc::SYS_fsync => io::fsync(i(a)) as Long,
-            libc::SYS_fdatasync => io::fdatasync(i(a)) as Long,
-            libc::SYS_ftruncate => io::ftruncate(i(a), b as off_t) as Long,
+            libc::SYS_read => interposed::read(i(a), b as *mut c_void, s(c)) as Long,
+            libc::SYS_write => interposed::write(i(a), b as *const c_void, s(c)) as Long,
+            libc::SYS_pread64 => interposed::pread64(i(a), b as *mut c_void, s(c), d as off_t) as Long,
+            libc::SYS_pwrite64 => interposed::pwrite64(i(a), b as *const c_void, s(c), d as off_t) as Long,
+            libc::SYS_readv => interposed::readv(i(a), b as *const libc::iovec, i(c)) as Long,
+            libc::SYS_writev => interposed::writev(i(a), b as *const libc::iovec, i(c)) as Long,
+            libc::SYS_lseek => interposed::lseek(i(a), b as off_t, i(c)) as Long,
+            libc::SYS_fsync => interposed::fsync(i(a)) as Long,
+            libc::SYS_fdatasync => interposed::fdatasync(i(a)) as Long,
+            libc::SYS_ftruncate => interposed::ftruncate(i(a), b as off_t) as Long,
             libc::SYS_truncate => io::truncate(p(a), b as off_t) as Long,
-            libc::SYS_fallocate => io::fallocate(i(a), i(b), c as off_t, d as off_t) as Long,
+            libc::SYS_fallocate => interposed::fallocate(i(a), i(b), c as off_t, d as off_t) as Long,
             libc::SYS_copy_file_range => {
                 copy::copy_file_range(i(a), b as *mut off_t, i(c), d as *mut off_t, s(e), f as c_uint) as Long
             }

@@ -12,6 +12,7 @@
 //! `readv`/`writev`.
 
 use super::*;
+use hashfs_interpose::IoVecs;
 
 const RWF_HIPRI: c_int = 0x1;
 const RWF_DSYNC: c_int = 0x2;
@@ -25,25 +26,6 @@ const RWF_KNOWN: c_int = RWF_HIPRI | RWF_DSYNC | RWF_SYNC | RWF_NOWAIT | RWF_APP
 /// The smallest untorn write `statx` reports (one block).
 pub(super) const ATOMIC_UNIT_MIN: u64 = 4096;
 
-/// The buffers of an iovec array, checked as the kernel does (count, total length).
-///
-/// # Safety
-/// `iov` points to `n` iovecs whose buffers are valid for their lengths.
-unsafe fn buffers(iov: *const libc::iovec, n: c_int) -> Result<Vec<(*mut u8, usize)>, c_int> {
-    if !(0..=libc::UIO_MAXIOV).contains(&n) {
-        return Err(libc::EINVAL);
-    }
-    let mut out = Vec::with_capacity(n as usize);
-    let mut total: usize = 0;
-    for i in 0..n as usize {
-        // SAFETY: the caller's contract.
-        let v = unsafe { *iov.add(i) };
-        total = total.checked_add(v.iov_len).filter(|&t| t <= isize::MAX as usize).ok_or(libc::EINVAL)?;
-        out.push((v.iov_base as *mut u8, v.iov_len));
-    }
-    Ok(out)
-}
-
 fn check_flags(flags: c_int) -> Result<(), c_int> {
     if flags & !RWF_KNOWN != 0 {
         return Err(libc::EOPNOTSUPP);
@@ -52,7 +34,9 @@ fn check_flags(flags: c_int) -> Result<(), c_int> {
 }
 
 /// Reads into the buffers at `off` (or at the file position, advancing it, when -1).
-fn read_vec(fd: c_int, bufs: &[(*mut u8, usize)], off: off_t, flags: c_int, v2: bool) -> Result<usize, c_int> {
+pub(super) fn read_vec(fd: c_int, mut iov: IoVecs<'_>, off: off_t, flags: Option<c_int>) -> Result<usize, c_int> {
+    let (v2, flags) = (flags.is_some(), flags.unwrap_or(0));
+    iov.total().map_err(|e| e.0)?;
     check_flags(flags)?;
     if off < -1 || (off == -1 && !v2) {
         return Err(libc::EINVAL);
@@ -64,9 +48,9 @@ fn read_vec(fd: c_int, bufs: &[(*mut u8, usize)], off: off_t, flags: c_int, v2: 
         let mut pos = of.pos.lock();
         let start = if off == -1 { *pos } else { off as u64 };
         let mut done = 0u64;
-        for &(p, len) in bufs {
-            // SAFETY: the caller's iovec contract.
-            let b = unsafe { std::slice::from_raw_parts_mut(p, len) };
+        for i in 0..iov.count() {
+            let b = iov.buf_mut(i);
+            let len = b.len();
             let mut filled = 0;
             while filled < len {
                 let n = read_into(f, start + done + filled as u64, &mut b[filled..])?;
@@ -88,16 +72,14 @@ fn read_vec(fd: c_int, bufs: &[(*mut u8, usize)], off: off_t, flags: c_int, v2: 
 }
 
 /// Writes the gathered buffers as one write (so that an append stays whole).
-fn write_vec(fd: c_int, bufs: &[(*mut u8, usize)], off: off_t, flags: c_int, v2: bool) -> Result<usize, c_int> {
+pub(super) fn write_vec(fd: c_int, iov: IoVecs<'_>, off: off_t, flags: Option<c_int>) -> Result<usize, c_int> {
+    let (v2, flags) = (flags.is_some(), flags.unwrap_or(0));
+    iov.total().map_err(|e| e.0)?;
     check_flags(flags)?;
     if off < -1 || (off == -1 && !v2) {
         return Err(libc::EINVAL);
     }
-    let mut data = Vec::with_capacity(bufs.iter().map(|b| b.1).sum());
-    for &(p, len) in bufs {
-        // SAFETY: the caller's iovec contract.
-        data.extend_from_slice(unsafe { std::slice::from_raw_parts(p as *const u8, len) });
-    }
+    let data = iov.gather();
     with_file(fd, |of, f| {
         let open_flags = of.flags.load(Ordering::Relaxed);
         if open_flags & libc::O_ACCMODE == libc::O_RDONLY {
@@ -113,7 +95,7 @@ fn write_vec(fd: c_int, bufs: &[(*mut u8, usize)], off: off_t, flags: c_int, v2:
             };
             let len = data.len() as u64;
             let max = shim().fs()?.untorn_write_max_aligned();
-            if bufs.len() != 1 || !len.is_power_of_two() || !(ATOMIC_UNIT_MIN..=max).contains(&len) || at % len != 0 {
+            if iov.count() != 1 || !len.is_power_of_two() || !(ATOMIC_UNIT_MIN..=max).contains(&len) || at % len != 0 {
                 return Err(libc::EINVAL);
             }
             let end = if append { f.append_atomic(&data) } else { f.write_atomic_at(at, &data) };
@@ -146,31 +128,3 @@ fn write_vec(fd: c_int, bufs: &[(*mut u8, usize)], off: off_t, flags: c_int, v2:
         Ok(n)
     })
 }
-
-macro_rules! vector_fns {
-    ($name:ident, $name64:ident, $op:ident, $v2:expr, ($($flag:ident)?), [$($argty:ty),*]) => {
-        #[no_mangle]
-        pub unsafe extern "C" fn $name(fd: c_int, iov: *const libc::iovec, n: c_int, off: off_t $(, $flag: c_int)?) -> ssize_t {
-            if ours(fd) {
-                return guarded(|| {
-                    // SAFETY: libc's contract for iov and n.
-                    let r = unsafe { buffers(iov, n) }.and_then(|b| $op(fd, &b, off, 0 $(| $flag)?, $v2));
-                    ret_size(r)
-                })
-                .unwrap_or(-1);
-            }
-            // SAFETY: forwarding.
-            unsafe { real!($name: fn($($argty),*) -> ssize_t)(fd, iov, n, off $(, $flag)?) }
-        }
-        #[no_mangle]
-        pub unsafe extern "C" fn $name64(fd: c_int, iov: *const libc::iovec, n: c_int, off: off_t $(, $flag: c_int)?) -> ssize_t {
-            // SAFETY: same contract (off_t is 64-bit here).
-            unsafe { $name(fd, iov, n, off $(, $flag)?) }
-        }
-    };
-}
-
-vector_fns!(preadv, preadv64, read_vec, false, (), [c_int, *const libc::iovec, c_int, off_t]);
-vector_fns!(pwritev, pwritev64, write_vec, false, (), [c_int, *const libc::iovec, c_int, off_t]);
-vector_fns!(preadv2, preadv64v2, read_vec, true, (flags), [c_int, *const libc::iovec, c_int, off_t, c_int]);
-vector_fns!(pwritev2, pwritev64v2, write_vec, true, (flags), [c_int, *const libc::iovec, c_int, off_t, c_int]);

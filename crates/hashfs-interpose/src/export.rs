@@ -1,0 +1,65 @@
+//! [`export!`]: the exported symbols, one per libc function, each calling its entry point
+//! in [`crate::entry`] with the backend a shim names. A shim invokes it once; nothing
+//! else in a shim is `#[no_mangle]`.
+
+/// Exports every libc function the interposer serves, for backend `$B`: invoked once in
+/// a shim's crate as `hashfs_interpose::export!(crate::MyBackend);`.
+#[macro_export]
+macro_rules! export {
+    ($B:ty) => {
+        /// libc's functions, interposed (`hashfs_interpose::export!`).
+        #[allow(clippy::missing_safety_doc)] // each has libc's contract for its name
+        pub mod interposed {
+            use $crate::libc::{c_int, c_uint, c_void, iovec, off_t, size_t, ssize_t};
+            $crate::exports! { $B;
+                read => io::read(fd: c_int, buf: *mut c_void, count: size_t) -> ssize_t;
+                write => io::write(fd: c_int, buf: *const c_void, count: size_t) -> ssize_t;
+                pread => io::pread(fd: c_int, buf: *mut c_void, count: size_t, off: off_t) -> ssize_t;
+                pread64 => io::pread(fd: c_int, buf: *mut c_void, count: size_t, off: off_t) -> ssize_t;
+                pwrite => io::pwrite(fd: c_int, buf: *const c_void, count: size_t, off: off_t) -> ssize_t;
+                pwrite64 => io::pwrite(fd: c_int, buf: *const c_void, count: size_t, off: off_t) -> ssize_t;
+                readv => io::readv(fd: c_int, iov: *const iovec, n: c_int) -> ssize_t;
+                writev => io::writev(fd: c_int, iov: *const iovec, n: c_int) -> ssize_t;
+                preadv => io::preadv(fd: c_int, iov: *const iovec, n: c_int, off: off_t) -> ssize_t;
+                preadv64 => io::preadv(fd: c_int, iov: *const iovec, n: c_int, off: off_t) -> ssize_t;
+                preadv2 => io::preadv2(fd: c_int, iov: *const iovec, n: c_int, off: off_t, flags: c_int) -> ssize_t;
+                preadv64v2 => io::preadv2(fd: c_int, iov: *const iovec, n: c_int, off: off_t, flags: c_int) -> ssize_t;
+                pwritev => io::pwritev(fd: c_int, iov: *const iovec, n: c_int, off: off_t) -> ssize_t;
+                pwritev64 => io::pwritev(fd: c_int, iov: *const iovec, n: c_int, off: off_t) -> ssize_t;
+                pwritev2 => io::pwritev2(fd: c_int, iov: *const iovec, n: c_int, off: off_t, flags: c_int) -> ssize_t;
+                pwritev64v2 => io::pwritev2(fd: c_int, iov: *const iovec, n: c_int, off: off_t, flags: c_int) -> ssize_t;
+                lseek => io::lseek(fd: c_int, off: off_t, whence: c_int) -> off_t;
+                lseek64 => io::lseek(fd: c_int, off: off_t, whence: c_int) -> off_t;
+                fsync => io::fsync(fd: c_int) -> c_int;
+                fdatasync => io::fdatasync(fd: c_int) -> c_int;
+                sync_file_range => io::sync_file_range(fd: c_int, off: off_t, len: off_t, flags: c_uint) -> c_int;
+                ftruncate => io::ftruncate(fd: c_int, len: off_t) -> c_int;
+                ftruncate64 => io::ftruncate(fd: c_int, len: off_t) -> c_int;
+                fallocate => io::fallocate(fd: c_int, mode: c_int, off: off_t, len: off_t) -> c_int;
+                fallocate64 => io::fallocate(fd: c_int, mode: c_int, off: off_t, len: off_t) -> c_int;
+                posix_fallocate => io::posix_fallocate(fd: c_int, off: off_t, len: off_t) -> c_int;
+                posix_fallocate64 => io::posix_fallocate(fd: c_int, off: off_t, len: off_t) -> c_int;
+                posix_fadvise => io::posix_fadvise(fd: c_int, off: off_t, len: off_t, advice: c_int) -> c_int;
+                posix_fadvise64 => io::posix_fadvise(fd: c_int, off: off_t, len: off_t, advice: c_int) -> c_int;
+                readahead => io::readahead(fd: c_int, off: off_t, count: size_t) -> ssize_t;
+            }
+        }
+    };
+}
+
+/// The table behind [`export!`]: `name => module::entry(args) -> ret;` makes the exported
+/// `name` that calls `entry::module::entry::<$B>`.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! exports {
+    ($B:ty; $($name:ident => $m:ident :: $f:ident ($($a:ident : $t:ty),*) -> $r:ty;)*) => {
+        $(
+            #[no_mangle]
+            pub unsafe extern "C" fn $name($($a: $t),*) -> $r {
+                // SAFETY: the entry point's contract is this function's, libc's for its
+                // name, which our caller met.
+                unsafe { $crate::entry::$m::$f::<$B>($($a),*) }
+            }
+        )*
+    };
+}
