@@ -46,12 +46,21 @@ pub type Served<T> = Option<Result<T, Errno>>;
 
 /// libc's own definition of the call being served, with the caller's arguments: what a
 /// backend runs when the call is (also) the kernel's, such as a stacked file that lives
-/// in the lower file system, or a descriptor's kernel half.
-pub struct Next<'a, T>(pub(crate) &'a dyn Fn() -> Result<T, Errno>);
+/// in the lower file system, or a descriptor's kernel half. `A` is what a backend may
+/// change before passing the call on (open's flags); `()` for most calls.
+pub struct Next<'a, T, A = ()>(pub(crate) &'a dyn Fn(A) -> Result<T, Errno>);
 
 impl<T> Next<'_, T> {
     pub fn call(&self) -> Result<T, Errno> {
-        (self.0)()
+        (self.0)(())
+    }
+}
+
+impl<T, A> Next<'_, T, A> {
+    /// The call, with `a` in place of the argument the call names (a plain value, such
+    /// as open's flags: the contract the caller met for the rest still holds).
+    pub fn call_with(&self, a: A) -> Result<T, Errno> {
+        (self.0)(a)
     }
 }
 
@@ -180,6 +189,15 @@ pub(crate) unsafe fn bytes_mut<'a>(buf: *mut c_void, count: usize) -> Result<&'a
     }
     // SAFETY: the caller's contract.
     Ok(unsafe { std::slice::from_raw_parts_mut(buf as *mut u8, count) })
+}
+
+/// The caller's path, or None for a null pointer (libc then fails it, EFAULT).
+///
+/// # Safety
+/// libc's contract for the call: `path`, when not null, is a NUL-terminated string.
+pub(crate) unsafe fn c_str<'a>(path: *const libc::c_char) -> Option<&'a std::ffi::CStr> {
+    // SAFETY: the caller's contract.
+    (!path.is_null()).then(|| unsafe { std::ffi::CStr::from_ptr(path) })
 }
 
 /// The caller's iovec array: its buffers, one at a time.

@@ -10,7 +10,7 @@ macro_rules! export {
         /// libc's functions, interposed (`hashfs_interpose::export!`).
         #[allow(clippy::missing_safety_doc)] // each has libc's contract for its name
         pub mod interposed {
-            use $crate::libc::{c_int, c_uint, c_void, iovec, off_t, size_t, ssize_t};
+            use $crate::libc::{c_char, c_int, c_uint, c_ulong, c_void, iovec, mode_t, off_t, size_t, ssize_t};
             $crate::exports! { $B;
                 read => io::read(fd: c_int, buf: *mut c_void, count: size_t) -> ssize_t;
                 write => io::write(fd: c_int, buf: *const c_void, count: size_t) -> ssize_t;
@@ -42,6 +42,23 @@ macro_rules! export {
                 posix_fadvise => io::posix_fadvise(fd: c_int, off: off_t, len: off_t, advice: c_int) -> c_int;
                 posix_fadvise64 => io::posix_fadvise(fd: c_int, off: off_t, len: off_t, advice: c_int) -> c_int;
                 readahead => io::readahead(fd: c_int, off: off_t, count: size_t) -> ssize_t;
+                open => fd::open(path: *const c_char, flags: c_int, mode: c_uint) -> c_int;
+                open64 => fd::open(path: *const c_char, flags: c_int, mode: c_uint) -> c_int;
+                openat => fd::openat(dirfd: c_int, path: *const c_char, flags: c_int, mode: c_uint) -> c_int;
+                openat64 => fd::openat(dirfd: c_int, path: *const c_char, flags: c_int, mode: c_uint) -> c_int;
+                __open_2 => fd::open_2(path: *const c_char, flags: c_int) -> c_int;
+                __open64_2 => fd::open_2(path: *const c_char, flags: c_int) -> c_int;
+                __openat_2 => fd::openat_2(dirfd: c_int, path: *const c_char, flags: c_int) -> c_int;
+                __openat64_2 => fd::openat_2(dirfd: c_int, path: *const c_char, flags: c_int) -> c_int;
+                creat => fd::creat(path: *const c_char, mode: mode_t) -> c_int;
+                creat64 => fd::creat(path: *const c_char, mode: mode_t) -> c_int;
+                close => fd::close(fd: c_int) -> c_int;
+                dup => fd::dup(fd: c_int) -> c_int;
+                dup2 => fd::dup2(fd: c_int, newfd: c_int) -> c_int;
+                dup3 => fd::dup3(fd: c_int, newfd: c_int, flags: c_int) -> c_int;
+                fcntl => fd::fcntl(fd: c_int, cmd: c_int, arg: c_ulong) -> c_int;
+                fcntl64 => fd::fcntl(fd: c_int, cmd: c_int, arg: c_ulong) -> c_int;
+                flock => fd::flock(fd: c_int, op: c_int) -> c_int;
             }
         }
     };

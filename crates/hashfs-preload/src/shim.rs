@@ -424,7 +424,7 @@ mod xattr;
 pub use copy::*;
 pub use cwd::*;
 pub use dir::*;
-pub use fd::*;
+use fd::process_umask;
 pub use io::*;
 pub use meta::*;
 use mmap::is_mapped;

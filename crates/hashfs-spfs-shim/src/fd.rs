@@ -3,7 +3,9 @@
 //! and pinned below while the stream is open).
 
 use crate::*;
-use libc::{c_uint, mode_t, FILE};
+use hashfs_interpose::{Descriptors, Errno, FcntlArg, Next, Served};
+use libc::{mode_t, FILE};
+use std::ffi::CStr;
 
 /// (st_dev, st_ino) of `fd` if it is a regular file under the lower directory.
 fn lower_key(fd: c_int) -> Option<(u64, u64)> {
@@ -67,29 +69,29 @@ fn refusal(s: &Stacked) -> c_int {
 /// After the kernel opened `fd`: a regular file under the lower directory is tracked
 /// (or, where the stack cannot serve it, closed again with an error). `trunc`: O_TRUNC
 /// was held back (some file is promoted), to be done here the stack's way.
-fn adopt(fd: c_int, flags: c_int, trunc: bool) -> c_int {
+fn adopt(fd: c_int, flags: c_int, trunc: bool) -> Result<c_int, Errno> {
     let Some(key) = lower_key(fd) else {
         if trunc && is_regular(fd) {
             // SAFETY: the caller's new descriptor, opened for writing.
             if unsafe { real!(ftruncate: fn(c_int, libc::off_t) -> c_int)(fd, 0) } != 0 {
                 let e = errno();
                 close_quietly(fd);
-                return fail(e);
+                return Err(Errno(e));
             }
         }
-        return fd;
+        return Ok(fd);
     };
     let s = stacked();
     let stack = match &s.stack {
         Some(st) if !FORKED.load(Ordering::Relaxed) => st,
         _ => {
             close_quietly(fd);
-            return fail(refusal(s));
+            return Err(Errno(refusal(s)));
         }
     };
     if fd as usize >= FdSet::LIMIT {
         close_quietly(fd);
-        return fail(libc::EMFILE);
+        return Err(Errno(libc::EMFILE));
     }
     let cell = stack.opened(key);
     if trunc {
@@ -97,11 +99,11 @@ fn adopt(fd: c_int, flags: c_int, trunc: bool) -> c_int {
         if let Err(e) = r {
             stack.closed(key, &cell);
             close_quietly(fd);
-            return fail(io_errno(&e));
+            return Err(Errno::of_io(&e));
         }
     }
     s.track(fd, Arc::new(Desc { key, cell, pos: AtomicI64::new(KERNEL_POS), flags: AtomicI32::new(flags) }));
-    fd
+    Ok(fd)
 }
 
 /// O_TRUNC is held back from the kernel when a file is promoted (the PM copy is cut
@@ -114,168 +116,82 @@ fn active() -> bool {
     !in_shim() && lower().is_some()
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn open(path: *const c_char, flags: c_int, mode: c_uint) -> c_int {
-    let real = real!(open: fn(*const c_char, c_int, c_uint) -> c_int);
-    if !active() || flags & libc::O_PATH != 0 {
-        // SAFETY: forwarding.
-        return unsafe { real(path, flags, mode) };
-    }
-    let trunc = held_trunc(flags);
-    // SAFETY: forwarding, O_TRUNC perhaps held back.
-    let fd = unsafe { real(path, if trunc { flags & !libc::O_TRUNC } else { flags }, mode) };
-    if fd < 0 {
-        return fd;
-    }
-    guarded(|| adopt(fd, flags, trunc)).unwrap_or(fd)
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn open64(path: *const c_char, flags: c_int, mode: c_uint) -> c_int {
-    // SAFETY: same contract (off_t is 64 bits here).
-    unsafe { open(path, flags, mode) }
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn openat(dirfd: c_int, path: *const c_char, flags: c_int, mode: c_uint) -> c_int {
-    let real = real!(openat: fn(c_int, *const c_char, c_int, c_uint) -> c_int);
-    if !active() || flags & libc::O_PATH != 0 {
-        // SAFETY: forwarding.
-        return unsafe { real(dirfd, path, flags, mode) };
-    }
-    let trunc = held_trunc(flags);
-    // SAFETY: forwarding, O_TRUNC perhaps held back.
-    let fd = unsafe { real(dirfd, path, if trunc { flags & !libc::O_TRUNC } else { flags }, mode) };
-    if fd < 0 {
-        return fd;
-    }
-    guarded(|| adopt(fd, flags, trunc)).unwrap_or(fd)
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn openat64(dirfd: c_int, path: *const c_char, flags: c_int, mode: c_uint) -> c_int {
-    // SAFETY: same contract.
-    unsafe { openat(dirfd, path, flags, mode) }
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn __open_2(path: *const c_char, flags: c_int) -> c_int {
-    // SAFETY: same contract as open (no O_CREAT, so no mode).
-    unsafe { open(path, flags, 0) }
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn __open64_2(path: *const c_char, flags: c_int) -> c_int {
-    // SAFETY: same contract as open.
-    unsafe { open(path, flags, 0) }
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn __openat_2(dirfd: c_int, path: *const c_char, flags: c_int) -> c_int {
-    // SAFETY: same contract as openat.
-    unsafe { openat(dirfd, path, flags, 0) }
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn __openat64_2(dirfd: c_int, path: *const c_char, flags: c_int) -> c_int {
-    // SAFETY: same contract as openat.
-    unsafe { openat(dirfd, path, flags, 0) }
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn creat(path: *const c_char, mode: mode_t) -> c_int {
-    // SAFETY: same contract as open.
-    unsafe { open(path, libc::O_CREAT | libc::O_WRONLY | libc::O_TRUNC, mode) }
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn creat64(path: *const c_char, mode: mode_t) -> c_int {
-    // SAFETY: same contract as open.
-    unsafe { creat(path, mode) }
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn close(fd: c_int) -> c_int {
-    if let Some(s) = ours(fd) {
-        guarded(|| s.untrack(fd));
-    }
-    // SAFETY: forwarding.
-    unsafe { real!(close: fn(c_int) -> c_int)(fd) }
+/// The state if `fd` is tracked (inside the interposer's guard, where [`ours`] says no).
+fn tracked(fd: c_int) -> Option<&'static Stacked> {
+    STACKED.get().filter(|s| s.tracked(fd))
 }
 
 /// After the kernel made `newfd` a copy of `fd`: the same description.
 fn copied(fd: c_int, newfd: c_int) {
-    if newfd < 0 || newfd == fd {
+    if newfd == fd {
         return;
     }
-    if let Some(s) = ours(fd) {
-        guarded(|| {
-            if let Some(d) = s.desc(fd) {
-                s.track(newfd, d);
-            }
-        });
-    }
-}
-
-/// Before the kernel closes `newfd` to make it a copy of another descriptor.
-fn replaced(fd: c_int, newfd: c_int) {
-    if fd == newfd {
-        return;
-    }
-    if let Some(s) = ours(newfd) {
-        guarded(|| s.untrack(newfd));
-    }
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn dup(fd: c_int) -> c_int {
-    // SAFETY: forwarding.
-    let n = unsafe { real!(dup: fn(c_int) -> c_int)(fd) };
-    copied(fd, n);
-    n
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn dup2(fd: c_int, newfd: c_int) -> c_int {
-    replaced(fd, newfd);
-    // SAFETY: forwarding.
-    let n = unsafe { real!(dup2: fn(c_int, c_int) -> c_int)(fd, newfd) };
-    copied(fd, n);
-    n
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn dup3(fd: c_int, newfd: c_int, flags: c_int) -> c_int {
-    replaced(fd, newfd);
-    // SAFETY: forwarding.
-    let n = unsafe { real!(dup3: fn(c_int, c_int, c_int) -> c_int)(fd, newfd, flags) };
-    copied(fd, n);
-    n
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn fcntl(fd: c_int, cmd: c_int, arg: libc::c_ulong) -> c_int {
-    // SAFETY: forwarding.
-    let r = unsafe { real!(fcntl: fn(c_int, c_int, libc::c_ulong) -> c_int)(fd, cmd, arg) };
-    if r >= 0 {
-        match cmd {
-            libc::F_DUPFD | libc::F_DUPFD_CLOEXEC => copied(fd, r),
-            libc::F_SETFL => {
-                if let Some(d) = ours(fd).and_then(|s| s.desc(fd)) {
-                    let keep = d.flags.load(Ordering::Relaxed) & !(libc::O_APPEND | libc::O_NONBLOCK);
-                    d.flags.store(keep | (arg as c_int & (libc::O_APPEND | libc::O_NONBLOCK)), Ordering::Relaxed);
-                }
-            }
-            _ => {}
+    if let Some(s) = tracked(fd) {
+        if let Some(d) = s.desc(fd) {
+            s.track(newfd, d);
         }
     }
-    r
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn fcntl64(fd: c_int, cmd: c_int, arg: libc::c_ulong) -> c_int {
-    // SAFETY: same contract.
-    unsafe { fcntl(fd, cmd, arg) }
+impl Descriptors for Spfs {
+    fn open(_: c_int, _: &CStr, flags: c_int, _: mode_t, next: Next<'_, c_int, c_int>) -> Served<c_int> {
+        if lower().is_none() || flags & libc::O_PATH != 0 {
+            return None;
+        }
+        let trunc = held_trunc(flags);
+        // O_TRUNC perhaps held back, for `adopt`.
+        let fd = next.call_with(if trunc { flags & !libc::O_TRUNC } else { flags });
+        Some(fd.and_then(|fd| adopt(fd, flags, trunc)))
+    }
+
+    fn close(fd: c_int, _: Next<'_, ()>) -> Served<()> {
+        if let Some(s) = tracked(fd) {
+            s.untrack(fd);
+        }
+        None // the kernel's close, of the caller's descriptor
+    }
+
+    fn dup(fd: c_int, next: Next<'_, c_int>) -> Served<c_int> {
+        let n = next.call();
+        if let Ok(n) = n {
+            copied(fd, n);
+        }
+        Some(n)
+    }
+
+    fn dup3(fd: c_int, newfd: c_int, _: Option<c_int>, next: Next<'_, c_int>) -> Served<c_int> {
+        if STACKED.get().is_none() {
+            return None;
+        }
+        // Before the kernel closes `newfd` to make it a copy of `fd`.
+        if fd != newfd {
+            if let Some(s) = tracked(newfd) {
+                s.untrack(newfd);
+            }
+        }
+        let n = next.call();
+        if let Ok(n) = n {
+            copied(fd, n);
+        }
+        Some(n)
+    }
+
+    fn fcntl(fd: c_int, cmd: c_int, arg: FcntlArg<'_>, next: Next<'_, c_int>) -> Served<c_int> {
+        let r = next.call();
+        if let Ok(n) = r {
+            match (cmd, arg) {
+                (libc::F_DUPFD | libc::F_DUPFD_CLOEXEC, _) => copied(fd, n),
+                (libc::F_SETFL, FcntlArg::Word(arg)) => {
+                    if let Some(d) = tracked(fd).and_then(|s| s.desc(fd)) {
+                        let keep = d.flags.load(Ordering::Relaxed) & !(libc::O_APPEND | libc::O_NONBLOCK);
+                        d.flags.store(keep | (arg as c_int & (libc::O_APPEND | libc::O_NONBLOCK)), Ordering::Relaxed);
+                    }
+                }
+                _ => {}
+            }
+        }
+        Some(r)
+    }
 }
 
 // ---------------------------------------------------------------------------------------

@@ -1,7 +1,7 @@
 //! What a front end implements to serve calls through the interposer: [`Backend`], and
 //! one trait per family of calls (each in the module of its name) with one associated
 //! function per operation, with the caller's arguments made safe (slices, C strings,
-//! references) and libc's own call at hand as [`Next`]. Every method's default passes the
+//! references) and libc's own call at hand as [`Next`](crate::Next). Every method's default passes the
 //! call on to libc, so a backend states only what it serves.
 //!
 //! Each method runs with the per-thread guard set (a backend's own calls into libc go
@@ -12,9 +12,11 @@
 use libc::c_int;
 
 mod data;
+mod fd;
 pub use data::Data;
+pub use fd::{Descriptors, FcntlArg};
 
-pub trait Backend: Data + 'static {
+pub trait Backend: Data + Descriptors + 'static {
     /// Whether `fd` may be one of this backend's descriptors: the first thing every call
     /// on a descriptor asks, so it must be cheap and must not allocate or lock (a bitmap).
     /// The descriptor calls of the family traits are made only for descriptors it claims.

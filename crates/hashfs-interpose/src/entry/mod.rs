@@ -14,6 +14,7 @@
 
 use crate::call::{serve, CResult, Next, Served};
 
+pub mod fd;
 pub mod io;
 
 /// A call on a descriptor: the backend's part (`serve_it`, given libc's call as `next`)
@@ -24,7 +25,7 @@ pub(crate) fn route<T: CResult>(
     raw: impl Fn() -> T::C,
 ) -> T::C {
     if claimed {
-        let next = || T::from_c(raw());
+        let next = |()| T::from_c(raw());
         if let Some(r) = serve(|| serve_it(Next(&next))) {
             return T::to_c(r);
         }

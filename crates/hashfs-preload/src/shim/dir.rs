@@ -118,7 +118,7 @@ pub unsafe extern "C" fn closedir(d: *mut libc::DIR) -> c_int {
         if let Some(fd) = fd {
             if fd >= 0 {
                 // SAFETY: closing the descriptor the stream owned (fdopendir).
-                unsafe { close(fd) };
+                unsafe { interposed::close(fd) };
             }
         }
         return 0;

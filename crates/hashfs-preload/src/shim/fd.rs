@@ -1,6 +1,8 @@
 //! Descriptors: open, creat, close, dup and their placeholders.
 
 use super::*;
+use hashfs_interpose::{Descriptors, Errno, FcntlArg, Next, Served};
+use io::served;
 
 pub(super) fn new_placeholder() -> c_int {
     let open = real!(open: fn(*const c_char, c_int, c_uint) -> c_int);
@@ -11,10 +13,10 @@ pub(super) fn new_placeholder() -> c_int {
     unsafe { open(c"/dev/null".as_ptr(), libc::O_PATH | libc::O_CLOEXEC, 0) }
 }
 
-pub(super) fn register(s: &Shim, of: Arc<OpenFile>, cloexec: bool) -> c_int {
+pub(super) fn register(s: &Shim, of: Arc<OpenFile>, cloexec: bool) -> Result<c_int, c_int> {
     let fd = new_placeholder();
     if fd < 0 {
-        return -1;
+        return Err(hashfs_interpose::errno());
     }
     if !cloexec {
         let fcntl = real!(fcntl: fn(c_int, c_int, libc::c_ulong) -> c_int);
@@ -25,11 +27,11 @@ pub(super) fn register(s: &Shim, of: Arc<OpenFile>, cloexec: bool) -> c_int {
         let close = real!(close: fn(c_int) -> c_int);
         // SAFETY: fd is ours.
         unsafe { close(fd) };
-        return fail(libc::EMFILE);
+        return Err(libc::EMFILE);
     }
     s.fds.lock().insert(fd, of);
     s.mark(fd, true);
-    fd
+    Ok(fd)
 }
 
 /// The process's file-mode creation mask (read by setting and restoring it).
@@ -42,12 +44,9 @@ pub(super) fn process_umask() -> mode_t {
     }
 }
 
-pub(super) fn do_open(path: &Path, flags: c_int, mode: mode_t) -> c_int {
+pub(super) fn do_open(path: &Path, flags: c_int, mode: mode_t) -> Result<c_int, c_int> {
     let s = shim();
-    let fs = match s.fs() {
-        Ok(fs) => fs,
-        Err(e) => return fail(e),
-    };
+    let fs = s.fs()?;
     let acc = flags & libc::O_ACCMODE;
     let access = Access {
         read: acc == libc::O_RDONLY || acc == libc::O_RDWR,
@@ -90,230 +89,126 @@ pub(super) fn do_open(path: &Path, flags: c_int, mode: mode_t) -> c_int {
         }
         Ok((ino, Some(f)))
     })();
-    match r {
-        Ok((ino, file)) => {
-            let of = Arc::new(OpenFile {
-                file,
-                ino,
-                fs_path: path.to_path_buf(),
-                pos: Mutex::new(0),
-                flags: std::sync::atomic::AtomicI32::new(flags),
-            });
-            register(s, of, flags & libc::O_CLOEXEC != 0)
-        }
-        Err(e) => fail(e.errno()),
-    }
+    let (ino, file) = r.map_err(|e| e.errno())?;
+    let of = Arc::new(OpenFile {
+        file,
+        ino,
+        fs_path: path.to_path_buf(),
+        pos: Mutex::new(0),
+        flags: std::sync::atomic::AtomicI32::new(flags),
+    });
+    register(s, of, flags & libc::O_CLOEXEC != 0)
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn open(path: *const c_char, flags: c_int, mode: c_uint) -> c_int {
-    if let Some(Some(p)) = guarded(|| fs_path(path)) {
-        return guarded(|| do_open(&p, flags, mode as mode_t)).unwrap_or(-1);
-    }
-    // SAFETY: forwarding the caller's arguments.
-    unsafe { real!(open: fn(*const c_char, c_int, c_uint) -> c_int)(path, flags, mode) }
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn open64(path: *const c_char, flags: c_int, mode: c_uint) -> c_int {
-    if let Some(Some(p)) = guarded(|| fs_path(path)) {
-        return guarded(|| do_open(&p, flags, mode as mode_t)).unwrap_or(-1);
-    }
-    // SAFETY: forwarding the caller's arguments.
-    unsafe { real!(open64: fn(*const c_char, c_int, c_uint) -> c_int)(path, flags, mode) }
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn openat(dirfd: c_int, path: *const c_char, flags: c_int, mode: c_uint) -> c_int {
-    if let Some(Some(p)) = guarded(|| fs_path_at(dirfd, path)) {
-        return guarded(|| do_open(&p, flags, mode as mode_t)).unwrap_or(-1);
-    }
-    // SAFETY: forwarding the caller's arguments.
-    unsafe { real!(openat: fn(c_int, *const c_char, c_int, c_uint) -> c_int)(dirfd, path, flags, mode) }
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn openat64(dirfd: c_int, path: *const c_char, flags: c_int, mode: c_uint) -> c_int {
-    // SAFETY: same contract.
-    unsafe { openat(dirfd, path, flags, mode) }
-}
-
-// The _FORTIFY_SOURCE entry points (open without O_CREAT, so no mode).
-
-#[no_mangle]
-pub unsafe extern "C" fn __open_2(path: *const c_char, flags: c_int) -> c_int {
-    // SAFETY: same contract as open.
-    unsafe { open(path, flags, 0) }
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn __open64_2(path: *const c_char, flags: c_int) -> c_int {
-    // SAFETY: same contract as open.
-    unsafe { open64(path, flags, 0) }
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn __openat_2(dirfd: c_int, path: *const c_char, flags: c_int) -> c_int {
-    // SAFETY: same contract as openat.
-    unsafe { openat(dirfd, path, flags, 0) }
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn __openat64_2(dirfd: c_int, path: *const c_char, flags: c_int) -> c_int {
-    // SAFETY: same contract as openat.
-    unsafe { openat(dirfd, path, flags, 0) }
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn creat(path: *const c_char, mode: mode_t) -> c_int {
-    // SAFETY: same contract as open.
-    unsafe { open(path, libc::O_CREAT | libc::O_WRONLY | libc::O_TRUNC, mode) }
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn creat64(path: *const c_char, mode: mode_t) -> c_int {
-    // SAFETY: same contract as open.
-    unsafe { open(path, libc::O_CREAT | libc::O_WRONLY | libc::O_TRUNC, mode) }
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn close(fd: c_int) -> c_int {
-    if ours(fd) {
-        if let Some(s) = SHIM.get() {
-            guarded(|| {
-                s.mark(fd, false);
-                s.fds.lock().remove(&fd);
-            });
-        }
-    }
-    let pump = if (0..=2).contains(&fd) { guarded(|| take_pump(fd)).flatten() } else { None };
-    // SAFETY: closing the placeholder (or the caller's own descriptor).
-    let r = unsafe { real!(close: fn(c_int) -> c_int)(fd) };
-    settle_pump(pump, fd);
-    r
-}
-
-pub(super) fn dup_into(old: c_int, newfd: c_int) -> c_int {
+/// Binds `newfd`, which the kernel just made a copy of `old`'s placeholder, to `old`'s
+/// open file.
+fn dup_into(old: c_int, newfd: c_int) -> Result<c_int, c_int> {
     let s = shim();
-    let Some(of) = s.file(old) else { return fail(libc::EBADF) };
+    let of = s.file(old).ok_or(libc::EBADF)?;
     if s.is_ours(newfd) {
         s.mark(newfd, false);
         s.fds.lock().remove(&newfd);
     }
     s.fds.lock().insert(newfd, of);
     s.mark(newfd, true);
-    newfd
+    Ok(newfd)
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn dup(fd: c_int) -> c_int {
-    // SAFETY: dup of the placeholder gives a fresh kernel number.
-    let n = unsafe { real!(dup: fn(c_int) -> c_int)(fd) };
-    if n >= 0 && ours(fd) {
-        return guarded(|| dup_into(fd, n)).unwrap_or(n);
-    }
-    n
+/// Forgets `fd` (closed, or replaced by dup2 with another descriptor).
+fn forget(s: &Shim, fd: c_int) {
+    s.mark(fd, false);
+    s.fds.lock().remove(&fd);
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn dup2(fd: c_int, newfd: c_int) -> c_int {
-    if (0..=2).contains(&newfd) && fd != newfd && ours(fd) {
-        return guarded(|| match shim().file(fd) {
-            Some(of) if of.file.is_some() => start_pump(of, newfd),
-            Some(_) => fail(libc::EISDIR),
-            None => fail(libc::EBADF),
-        })
-        .unwrap_or(-1);
+impl Descriptors for Preload {
+    fn open(dirfd: c_int, path: &CStr, flags: c_int, mode: mode_t, _: Next<'_, c_int, c_int>) -> Served<c_int> {
+        let p = fs_path_at_of(dirfd, path)?;
+        served(do_open(&p, flags, mode))
     }
-    if fd != newfd && SHIM.get().is_some_and(|s| s.is_ours(newfd)) && !ours(fd) {
-        guarded(|| {
-            let s = shim();
-            s.mark(newfd, false);
-            s.fds.lock().remove(&newfd);
-        });
-    }
-    // A standard descriptor that fed a file through a pump, replaced (a shell restoring
-    // its stdout): the file gets what the pipe still holds before dup2 returns.
-    let pump = if (0..=2).contains(&newfd) && fd != newfd { guarded(|| take_pump(newfd)).flatten() } else { None };
-    // SAFETY: forwarding; the kernel makes newfd a copy of fd's placeholder.
-    let n = unsafe { real!(dup2: fn(c_int, c_int) -> c_int)(fd, newfd) };
-    settle_pump(pump, newfd);
-    if n >= 0 && fd != newfd && ours(fd) {
-        return guarded(|| dup_into(fd, n)).unwrap_or(n);
-    }
-    n
-}
 
-#[no_mangle]
-pub unsafe extern "C" fn dup3(fd: c_int, newfd: c_int, flags: c_int) -> c_int {
-    if SHIM.get().is_some_and(|s| s.is_ours(newfd)) && !ours(fd) {
-        guarded(|| {
-            let s = shim();
-            s.mark(newfd, false);
-            s.fds.lock().remove(&newfd);
-        });
-    }
-    // SAFETY: forwarding.
-    let n = unsafe { real!(dup3: fn(c_int, c_int, c_int) -> c_int)(fd, newfd, flags) };
-    if n >= 0 && ours(fd) {
-        return guarded(|| dup_into(fd, n)).unwrap_or(n);
-    }
-    n
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn fcntl(fd: c_int, cmd: c_int, arg: libc::c_ulong) -> c_int {
-    if ours(fd) {
-        let r = guarded(|| -> Option<c_int> {
-            let s = shim();
-            let of = s.file(fd)?;
-            match cmd {
-                libc::F_GETFL => Some(
-                    of.flags.load(Ordering::Relaxed)
-                        & !(libc::O_CREAT | libc::O_EXCL | libc::O_TRUNC | libc::O_CLOEXEC),
-                ),
-                libc::F_SETFL => {
-                    let keep = of.flags.load(Ordering::Relaxed) & !(libc::O_APPEND | libc::O_NONBLOCK);
-                    of.flags.store(keep | (arg as c_int & (libc::O_APPEND | libc::O_NONBLOCK)), Ordering::Relaxed);
-                    Some(0)
-                }
-                libc::F_SETLK | libc::F_SETLKW | libc::F_OFD_SETLK | libc::F_OFD_SETLKW => Some(0),
-                libc::F_GETLK | libc::F_OFD_GETLK => {
-                    // SAFETY: libc's contract: arg points to a struct flock.
-                    unsafe { (*(arg as *mut libc::flock)).l_type = libc::F_UNLCK as i16 };
-                    Some(0)
-                }
-                _ => None, // F_GETFD, F_SETFD, F_DUPFD...: on the placeholder, below
-            }
-        })
-        .flatten();
-        if let Some(v) = r {
-            return v;
+    fn close(fd: c_int, next: Next<'_, ()>) -> Served<()> {
+        let standard = (0..=2).contains(&fd);
+        let s = SHIM.get()?;
+        if !s.is_ours(fd) && !standard {
+            return None;
         }
-        if cmd == libc::F_DUPFD || cmd == libc::F_DUPFD_CLOEXEC {
-            // SAFETY: forwarding; the new number is then bound to the same open file.
-            let n = unsafe { real!(fcntl: fn(c_int, c_int, libc::c_ulong) -> c_int)(fd, cmd, arg) };
-            if n >= 0 {
-                return guarded(|| dup_into(fd, n)).unwrap_or(n);
+        if s.is_ours(fd) {
+            forget(s, fd);
+        }
+        let pump = if standard { take_pump(fd) } else { None };
+        // Closing the placeholder (or the caller's own descriptor).
+        let r = next.call();
+        settle_pump(pump, fd);
+        Some(r)
+    }
+
+    fn dup(fd: c_int, next: Next<'_, c_int>) -> Served<c_int> {
+        // dup of the placeholder gives a fresh kernel number.
+        Some(next.call().and_then(|n| dup_into(fd, n).map_err(Errno)))
+    }
+
+    fn dup3(fd: c_int, newfd: c_int, flags: Option<c_int>, next: Next<'_, c_int>) -> Served<c_int> {
+        let s = SHIM.get()?;
+        let from_ours = s.is_ours(fd);
+        let standard = (0..=2).contains(&newfd);
+        if fd == newfd || !(from_ours || standard || s.is_ours(newfd)) {
+            return None; // dup2 of a descriptor onto itself, dup3's EINVAL, or none of ours
+        }
+        if standard && from_ours {
+            // A HashFS file onto a standard descriptor: glibc's stdio writes it with its
+            // internal write, which no preload sees, so it becomes a pipe pumped into the file.
+            return served(match s.file(fd) {
+                Some(of) if of.file.is_some() => match start_pump(of, newfd) {
+                    n if n < 0 => Err(hashfs_interpose::errno()),
+                    n => Ok(n),
+                },
+                Some(_) => Err(libc::EISDIR),
+                None => Err(libc::EBADF),
+            });
+        }
+        if !from_ours && s.is_ours(newfd) {
+            forget(s, newfd);
+        }
+        // A standard descriptor that fed a file through a pump, replaced (a shell restoring
+        // its stdout): the file gets what the pipe still holds before dup2 returns.
+        let pump = if standard { take_pump(newfd) } else { None };
+        // The kernel makes newfd a copy of fd's placeholder (dup3's flags apply to it).
+        let _ = flags;
+        let n = next.call();
+        settle_pump(pump, newfd);
+        Some(match n {
+            Ok(n) if from_ours => dup_into(fd, n).map_err(Errno),
+            r => r,
+        })
+    }
+
+    fn fcntl(fd: c_int, cmd: c_int, arg: FcntlArg<'_>, next: Next<'_, c_int>) -> Served<c_int> {
+        let of = shim().file(fd)?;
+        match (cmd, arg) {
+            (libc::F_GETFL, _) => {
+                served(Ok(of.flags.load(Ordering::Relaxed)
+                    & !(libc::O_CREAT | libc::O_EXCL | libc::O_TRUNC | libc::O_CLOEXEC)))
             }
-            return n;
+            (libc::F_SETFL, FcntlArg::Word(arg)) => {
+                let keep = of.flags.load(Ordering::Relaxed) & !(libc::O_APPEND | libc::O_NONBLOCK);
+                of.flags.store(keep | (arg as c_int & (libc::O_APPEND | libc::O_NONBLOCK)), Ordering::Relaxed);
+                served(Ok(0))
+            }
+            // One process owns the image: no other holder to conflict with.
+            (libc::F_SETLK | libc::F_SETLKW | libc::F_OFD_SETLK | libc::F_OFD_SETLKW, _) => served(Ok(0)),
+            (libc::F_GETLK | libc::F_OFD_GETLK, FcntlArg::Lock(l)) => {
+                l.l_type = libc::F_UNLCK as i16;
+                served(Ok(0))
+            }
+            // On the placeholder, then bound to the same open file.
+            (libc::F_DUPFD | libc::F_DUPFD_CLOEXEC, _) => {
+                Some(next.call().and_then(|n| dup_into(fd, n).map_err(Errno)))
+            }
+            _ => None, // F_GETFD, F_SETFD...: on the placeholder
         }
     }
-    // SAFETY: forwarding.
-    unsafe { real!(fcntl: fn(c_int, c_int, libc::c_ulong) -> c_int)(fd, cmd, arg) }
-}
 
-#[no_mangle]
-pub unsafe extern "C" fn fcntl64(fd: c_int, cmd: c_int, arg: libc::c_ulong) -> c_int {
-    // SAFETY: same contract.
-    unsafe { fcntl(fd, cmd, arg) }
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn flock(fd: c_int, op: c_int) -> c_int {
-    if ours(fd) {
-        return 0; // one process owns the image: no other holder to conflict with
+    fn flock(_: c_int, _: c_int, _: Next<'_, ()>) -> Served<()> {
+        served(Ok(())) // one process owns the image: no other holder to conflict with
     }
-    // SAFETY: forwarding.
-    unsafe { real!(flock: fn(c_int, c_int) -> c_int)(fd, op) }
 }

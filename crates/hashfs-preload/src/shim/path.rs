@@ -8,7 +8,12 @@ pub(super) fn fs_path(path: *const c_char) -> Option<PathBuf> {
         return None;
     }
     // SAFETY: libc's contract: a NUL-terminated string.
-    let bytes = unsafe { CStr::from_ptr(path) }.to_bytes();
+    fs_path_of(unsafe { CStr::from_ptr(path) })
+}
+
+/// As [`fs_path`], for a path the interposer checked.
+pub(super) fn fs_path_of(path: &CStr) -> Option<PathBuf> {
+    let bytes = path.to_bytes();
     if bytes.first() == Some(&b'/') && super::plainly_outside(bytes) {
         return None; // without allocating (`prefix_bytes`)
     }
@@ -34,10 +39,15 @@ pub(super) fn fs_path_at(dirfd: c_int, path: *const c_char) -> Option<PathBuf> {
     if path.is_null() {
         return None;
     }
-    // SAFETY: as above.
-    let bytes = unsafe { CStr::from_ptr(path) }.to_bytes();
+    // SAFETY: libc's contract: a NUL-terminated string.
+    fs_path_at_of(dirfd, unsafe { CStr::from_ptr(path) })
+}
+
+/// As [`fs_path_at`], for a path the interposer checked.
+pub(super) fn fs_path_at_of(dirfd: c_int, path: &CStr) -> Option<PathBuf> {
+    let bytes = path.to_bytes();
     if dirfd == libc::AT_FDCWD || bytes.first() == Some(&b'/') {
-        return fs_path(path);
+        return fs_path_of(path);
     }
     let s = SHIM.get()?;
     let dir = s.file(dirfd)?;

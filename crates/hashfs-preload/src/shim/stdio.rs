@@ -36,7 +36,7 @@ unsafe extern "C" fn cookie_close(c: *mut c_void) -> c_int {
     let fd = c as usize as c_int;
     STREAMS.lock().retain(|(_, d)| *d != fd);
     // SAFETY: as above.
-    unsafe { close(fd) }
+    unsafe { interposed::close(fd) }
 }
 
 pub(super) fn mode_flags(mode: &[u8]) -> Option<c_int> {
@@ -110,14 +110,14 @@ pub unsafe extern "C" fn fopen(path: *const c_char, mode: *const c_char) -> *mut
             set_errno(libc::EINVAL);
             return std::ptr::null_mut();
         };
-        let fd = guarded(|| do_open(&p, flags, 0o666)).unwrap_or(-1);
+        let fd = guarded(|| fd::do_open(&p, flags, 0o666)).unwrap_or(Err(libc::EIO)).unwrap_or_else(fail);
         if fd < 0 {
             return std::ptr::null_mut();
         }
         let f = stream_for(fd, mode);
         if f.is_null() {
             // SAFETY: our descriptor.
-            unsafe { close(fd) };
+            unsafe { interposed::close(fd) };
         }
         return f;
     }

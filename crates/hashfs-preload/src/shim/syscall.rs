@@ -36,12 +36,12 @@ pub unsafe extern "C" fn syscall(n: Long, a: Long, b: Long, c: Long, d: Long, e:
             libc::SYS_copy_file_range => {
                 copy::copy_file_range(i(a), b as *mut off_t, i(c), d as *mut off_t, s(e), f as c_uint) as Long
             }
-            libc::SYS_close => fd::close(i(a)) as Long,
-            libc::SYS_openat => fd::openat(i(a), p(b), i(c), d as c_uint) as Long,
-            libc::SYS_dup => fd::dup(i(a)) as Long,
-            libc::SYS_dup3 => fd::dup3(i(a), i(b), i(c)) as Long,
-            libc::SYS_fcntl => fd::fcntl(i(a), i(b), c as libc::c_ulong) as Long,
-            libc::SYS_flock => fd::flock(i(a), i(b)) as Long,
+            libc::SYS_close => interposed::close(i(a)) as Long,
+            libc::SYS_openat => interposed::openat(i(a), p(b), i(c), d as c_uint) as Long,
+            libc::SYS_dup => interposed::dup(i(a)) as Long,
+            libc::SYS_dup3 => interposed::dup3(i(a), i(b), i(c)) as Long,
+            libc::SYS_fcntl => interposed::fcntl(i(a), i(b), c as libc::c_ulong) as Long,
+            libc::SYS_flock => interposed::flock(i(a), i(b)) as Long,
             libc::SYS_ioctl => ioctl::ioctl(i(a), b as libc::c_ulong, c as *mut c_void) as Long,
             libc::SYS_fstat => stat::fstat(i(a), b as *mut libc::stat) as Long,
             libc::SYS_newfstatat => stat::fstatat(i(a), p(b), c as *mut libc::stat, i(d)) as Long,
@@ -79,9 +79,9 @@ unsafe fn legacy(n: Long, [a, b, c, d, e, f]: [Long; 6]) -> Long {
     // SAFETY: as in `syscall`.
     unsafe {
         match n {
-            libc::SYS_open => fd::open(p(a), i(b), c as c_uint) as Long,
-            libc::SYS_creat => fd::creat(p(a), b as mode_t) as Long,
-            libc::SYS_dup2 => fd::dup2(i(a), i(b)) as Long,
+            libc::SYS_open => interposed::open(p(a), i(b), c as c_uint) as Long,
+            libc::SYS_creat => interposed::creat(p(a), b as mode_t) as Long,
+            libc::SYS_dup2 => interposed::dup2(i(a), i(b)) as Long,
             libc::SYS_stat => stat::fstatat(libc::AT_FDCWD, p(a), b as *mut libc::stat, 0) as Long,
             libc::SYS_lstat => {
                 stat::fstatat(libc::AT_FDCWD, p(a), b as *mut libc::stat, libc::AT_SYMLINK_NOFOLLOW) as Long

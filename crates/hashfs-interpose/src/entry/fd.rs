@@ -1,0 +1,94 @@
+//! Descriptors: the open family, close, the dup family, fcntl and flock. Every open is
+//! `openat` here (glibc's `open` is `openat(AT_FDCWD, ...)` too); `close`, `dup2` and
+//! `dup3` reach the backend whatever the descriptor (the one replaced may be its, or a
+//! standard descriptor it redirected).
+
+use super::route;
+use crate::call::{c_str, serve, CResult, Next};
+use crate::{forward, Backend, FcntlArg};
+use libc::{c_char, c_int, c_uint, c_ulong, mode_t};
+
+pub unsafe fn openat<B: Backend>(dirfd: c_int, path: *const c_char, flags: c_int, mode: c_uint) -> c_int {
+    let raw =
+        |flags: c_int| forward!(openat(dirfd, path, flags, mode): fn(c_int, *const c_char, c_int, c_uint) -> c_int);
+    // SAFETY: openat's contract: path is a NUL-terminated string.
+    if let Some(p) = unsafe { c_str(path) } {
+        let next = |flags| c_int::from_c(raw(flags));
+        if let Some(r) = serve(|| B::open(dirfd, p, flags, mode as mode_t, Next(&next))) {
+            return c_int::to_c(r);
+        }
+    }
+    raw(flags)
+}
+
+pub unsafe fn open<B: Backend>(path: *const c_char, flags: c_int, mode: c_uint) -> c_int {
+    // SAFETY: open's contract is openat's with AT_FDCWD.
+    unsafe { openat::<B>(libc::AT_FDCWD, path, flags, mode) }
+}
+
+/// `__open_2`: `_FORTIFY_SOURCE`'s open without O_CREAT, so without a mode.
+pub unsafe fn open_2<B: Backend>(path: *const c_char, flags: c_int) -> c_int {
+    // SAFETY: as open.
+    unsafe { openat::<B>(libc::AT_FDCWD, path, flags, 0) }
+}
+
+/// `__openat_2`, as [`open_2`].
+pub unsafe fn openat_2<B: Backend>(dirfd: c_int, path: *const c_char, flags: c_int) -> c_int {
+    // SAFETY: as openat.
+    unsafe { openat::<B>(dirfd, path, flags, 0) }
+}
+
+pub unsafe fn creat<B: Backend>(path: *const c_char, mode: mode_t) -> c_int {
+    // SAFETY: creat is open with these flags.
+    unsafe { openat::<B>(libc::AT_FDCWD, path, libc::O_CREAT | libc::O_WRONLY | libc::O_TRUNC, mode) }
+}
+
+pub unsafe fn close<B: Backend>(fd: c_int) -> c_int {
+    route::<()>(true, |next| B::close(fd, next), || forward!(close(fd): fn(c_int) -> c_int))
+}
+
+pub unsafe fn dup<B: Backend>(fd: c_int) -> c_int {
+    route::<c_int>(B::claims(fd), |next| B::dup(fd, next), || forward!(dup(fd): fn(c_int) -> c_int))
+}
+
+pub unsafe fn dup2<B: Backend>(fd: c_int, newfd: c_int) -> c_int {
+    route::<c_int>(true, |next| B::dup3(fd, newfd, None, next), || forward!(dup2(fd, newfd): fn(c_int, c_int) -> c_int))
+}
+
+pub unsafe fn dup3<B: Backend>(fd: c_int, newfd: c_int, flags: c_int) -> c_int {
+    route::<c_int>(
+        true,
+        |next| B::dup3(fd, newfd, Some(flags), next),
+        || forward!(dup3(fd, newfd, flags): fn(c_int, c_int, c_int) -> c_int),
+    )
+}
+
+/// fcntl's third argument is variadic: declared here as one machine word, as the System V
+/// x86-64 and AArch64 conventions pass it (a command that takes none never reads it).
+pub unsafe fn fcntl<B: Backend>(fd: c_int, cmd: c_int, arg: c_ulong) -> c_int {
+    let lock = matches!(
+        cmd,
+        libc::F_GETLK | libc::F_SETLK | libc::F_SETLKW | libc::F_OFD_GETLK | libc::F_OFD_SETLK | libc::F_OFD_SETLKW
+    );
+    route::<c_int>(
+        B::claims(fd),
+        |next| {
+            let arg = if lock {
+                let p = arg as *mut libc::flock;
+                if p.is_null() {
+                    return Some(Err(crate::Errno::FAULT));
+                }
+                // SAFETY: fcntl's contract for the lock commands: arg points to a struct flock.
+                FcntlArg::Lock(unsafe { &mut *p })
+            } else {
+                FcntlArg::Word(arg)
+            };
+            B::fcntl(fd, cmd, arg, next)
+        },
+        || forward!(fcntl(fd, cmd, arg): fn(c_int, c_int, c_ulong) -> c_int),
+    )
+}
+
+pub unsafe fn flock<B: Backend>(fd: c_int, op: c_int) -> c_int {
+    route::<()>(B::claims(fd), |next| B::flock(fd, op, next), || forward!(flock(fd, op): fn(c_int, c_int) -> c_int))
+}
