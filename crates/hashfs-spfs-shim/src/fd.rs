@@ -160,9 +160,7 @@ impl Descriptors for Spfs {
     }
 
     fn dup3(fd: c_int, newfd: c_int, _: Option<c_int>, next: Next<'_, c_int>) -> Served<c_int> {
-        if STACKED.get().is_none() {
-            return None;
-        }
+        STACKED.get()?;
         // Before the kernel closes `newfd` to make it a copy of `fd`.
         if fd != newfd {
             if let Some(s) = tracked(newfd) {
