@@ -11,6 +11,7 @@ macro_rules! export {
         #[allow(clippy::missing_safety_doc)] // each has libc's contract for its name
         pub mod interposed {
             use $crate::libc::{c_char, c_int, c_uint, c_ulong, c_void, iovec, mode_t, off_t, size_t, ssize_t};
+            use $crate::libc::{stat as stat_t, statx as statx_t};
             $crate::exports! { $B;
                 read => io::read(fd: c_int, buf: *mut c_void, count: size_t) -> ssize_t;
                 write => io::write(fd: c_int, buf: *const c_void, count: size_t) -> ssize_t;
@@ -59,6 +60,19 @@ macro_rules! export {
                 fcntl => fd::fcntl(fd: c_int, cmd: c_int, arg: c_ulong) -> c_int;
                 fcntl64 => fd::fcntl(fd: c_int, cmd: c_int, arg: c_ulong) -> c_int;
                 flock => fd::flock(fd: c_int, op: c_int) -> c_int;
+                stat => stat::stat(path: *const c_char, st: *mut stat_t) -> c_int;
+                stat64 => stat::stat(path: *const c_char, st: *mut stat_t) -> c_int;
+                lstat => stat::lstat(path: *const c_char, st: *mut stat_t) -> c_int;
+                lstat64 => stat::lstat(path: *const c_char, st: *mut stat_t) -> c_int;
+                fstat => stat::fstat(fd: c_int, st: *mut stat_t) -> c_int;
+                fstat64 => stat::fstat(fd: c_int, st: *mut stat_t) -> c_int;
+                fstatat => stat::fstatat(dirfd: c_int, path: *const c_char, st: *mut stat_t, flags: c_int) -> c_int;
+                fstatat64 => stat::fstatat(dirfd: c_int, path: *const c_char, st: *mut stat_t, flags: c_int) -> c_int;
+                statx => stat::statx(dirfd: c_int, path: *const c_char, flags: c_int, mask: c_uint, stx: *mut statx_t) -> c_int;
+                access => stat::access(path: *const c_char, mode: c_int) -> c_int;
+                euidaccess => stat::euidaccess(path: *const c_char, mode: c_int) -> c_int;
+                eaccess => stat::euidaccess(path: *const c_char, mode: c_int) -> c_int;
+                faccessat => stat::faccessat(dirfd: c_int, path: *const c_char, mode: c_int, flags: c_int) -> c_int;
             }
         }
     };

@@ -432,7 +432,7 @@ pub use mmap::*;
 pub use names::*;
 use path::*;
 pub use socket::*;
-pub use stat::*;
+use stat::{in_supplementary_groups, permitted};
 pub use statfs::*;
 pub use stdio::*;
 pub use xattr::*;

@@ -332,7 +332,12 @@ fn at_under(dirfd: c_int, path: *const c_char, follow: bool) -> bool {
         return false;
     }
     // SAFETY: libc's contract: a NUL-terminated string.
-    let bytes = unsafe { std::ffi::CStr::from_ptr(path) }.to_bytes();
+    at_under_c(dirfd, unsafe { std::ffi::CStr::from_ptr(path) }, follow)
+}
+
+/// As [`at_under`], for a path the interposer checked.
+fn at_under_c(dirfd: c_int, path: &std::ffi::CStr, follow: bool) -> bool {
+    let bytes = path.to_bytes();
     let p = Path::new(std::ffi::OsStr::from_bytes(bytes));
     if bytes.is_empty() {
         // AT_EMPTY_PATH: dirfd itself.

@@ -5,114 +5,67 @@
 //! the rest of the process: the mapping outlives every descriptor).
 
 use crate::*;
+use hashfs_interpose::{Attributes, Errno, Next, Served};
 use libc::{off_t, size_t, ssize_t};
+use std::ffi::CStr;
 
 /// The merged attributes of lower file `key`, if it is promoted; `under` says whether the
 /// file stat'ed is under the lower directory, asked only before the stack is open.
 fn merged(key: (u64, u64), under: impl FnOnce() -> bool) -> Option<hashfs_spfs::MergedAttr> {
-    if in_shim() || lower()?.dev != key.0 {
+    if lower()?.dev != key.0 {
         return None;
     }
-    guarded(|| {
-        let stack = stack_if(under)?;
-        if !hashfs_spfs::any_promoted() {
-            return None;
-        }
-        stack.merged_attr(key)
-    })
-    .flatten()
-}
-
-/// Shows a promoted file's merged length, blocks and mtime in a stat result.
-fn patch(st: *mut libc::stat, under: impl FnOnce() -> bool) {
-    // SAFETY: a stat the caller's call just filled.
-    let st = unsafe { &mut *st };
-    if let Some(m) = merged((st.st_dev, st.st_ino), under) {
-        st.st_size = m.size as i64;
-        st.st_blocks = st.st_blocks.max(m.blocks as i64);
-        st.st_mtime = m.mtime_ns.div_euclid(1_000_000_000);
-        st.st_mtime_nsec = m.mtime_ns.rem_euclid(1_000_000_000);
+    let stack = stack_if(under)?;
+    if !hashfs_spfs::any_promoted() {
+        return None;
     }
+    stack.merged_attr(key)
 }
 
-macro_rules! stat_fns {
-    ($name:ident, $follow:expr) => {
-        #[no_mangle]
-        pub unsafe extern "C" fn $name(path: *const c_char, st: *mut libc::stat) -> c_int {
-            // SAFETY: forwarding.
-            let r = unsafe { real!($name: fn(*const c_char, *mut libc::stat) -> c_int)(path, st) };
-            if r == 0 {
-                patch(st, || at_under(libc::AT_FDCWD, path, $follow));
+/// The kernel's stat, with a promoted file's merged length, blocks and mtime.
+fn patched(st: Result<libc::stat, Errno>, under: impl FnOnce() -> bool) -> Served<libc::stat> {
+    let mut st = st;
+    if let Ok(st) = &mut st {
+        if let Some(m) = merged((st.st_dev, st.st_ino), under) {
+            st.st_size = m.size as i64;
+            st.st_blocks = st.st_blocks.max(m.blocks as i64);
+            st.st_mtime = m.mtime_ns.div_euclid(1_000_000_000);
+            st.st_mtime_nsec = m.mtime_ns.rem_euclid(1_000_000_000);
+        }
+    }
+    Some(st)
+}
+
+impl Attributes for Spfs {
+    fn stat_at(dirfd: c_int, path: &CStr, flags: c_int, next: Next<'_, libc::stat>) -> Served<libc::stat> {
+        lower()?;
+        patched(next.call(), || at_under_c(dirfd, path, flags & libc::AT_SYMLINK_NOFOLLOW == 0))
+    }
+
+    fn fstat(fd: c_int, next: Next<'_, libc::stat>) -> Served<libc::stat> {
+        patched(next.call(), || dir_of(fd).is_some_and(|p| path_under(&p, true)))
+    }
+
+    fn statx(
+        dirfd: c_int,
+        path: &CStr,
+        flags: c_int,
+        _: libc::c_uint,
+        next: Next<'_, libc::statx>,
+    ) -> Served<libc::statx> {
+        lower()?;
+        let mut x = next.call();
+        if let Ok(x) = &mut x {
+            let under = || at_under_c(dirfd, path, flags & libc::AT_SYMLINK_NOFOLLOW == 0);
+            if let Some(m) = merged((libc::makedev(x.stx_dev_major, x.stx_dev_minor), x.stx_ino), under) {
+                x.stx_size = m.size;
+                x.stx_blocks = x.stx_blocks.max(m.blocks);
+                x.stx_mtime.tv_sec = m.mtime_ns.div_euclid(1_000_000_000);
+                x.stx_mtime.tv_nsec = m.mtime_ns.rem_euclid(1_000_000_000) as u32;
             }
-            r
         }
-    };
-}
-stat_fns!(stat, true);
-stat_fns!(stat64, true);
-stat_fns!(lstat, false);
-stat_fns!(lstat64, false);
-
-#[no_mangle]
-pub unsafe extern "C" fn fstat(fd: c_int, st: *mut libc::stat) -> c_int {
-    // SAFETY: forwarding.
-    let r = unsafe { real!(fstat: fn(c_int, *mut libc::stat) -> c_int)(fd, st) };
-    if r == 0 {
-        patch(st, || dir_of(fd).is_some_and(|p| path_under(&p, true)));
+        Some(x)
     }
-    r
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn fstat64(fd: c_int, st: *mut libc::stat) -> c_int {
-    // SAFETY: same contract.
-    unsafe { fstat(fd, st) }
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn fstatat(dirfd: c_int, path: *const c_char, st: *mut libc::stat, flags: c_int) -> c_int {
-    // SAFETY: forwarding.
-    let r =
-        unsafe { real!(fstatat: fn(c_int, *const c_char, *mut libc::stat, c_int) -> c_int)(dirfd, path, st, flags) };
-    if r == 0 {
-        patch(st, || at_under(dirfd, path, flags & libc::AT_SYMLINK_NOFOLLOW == 0));
-    }
-    r
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn fstatat64(dirfd: c_int, path: *const c_char, st: *mut libc::stat, flags: c_int) -> c_int {
-    // SAFETY: same contract.
-    unsafe { fstatat(dirfd, path, st, flags) }
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn statx(
-    dirfd: c_int,
-    path: *const c_char,
-    flags: c_int,
-    mask: libc::c_uint,
-    stx: *mut libc::statx,
-) -> c_int {
-    // SAFETY: forwarding.
-    let r = unsafe {
-        real!(statx: fn(c_int, *const c_char, c_int, libc::c_uint, *mut libc::statx) -> c_int)(
-            dirfd, path, flags, mask, stx,
-        )
-    };
-    if r != 0 {
-        return r;
-    }
-    // SAFETY: the statx the call just filled.
-    let x = unsafe { &mut *stx };
-    let under = || at_under(dirfd, path, flags & libc::AT_SYMLINK_NOFOLLOW == 0);
-    if let Some(m) = merged((libc::makedev(x.stx_dev_major, x.stx_dev_minor), x.stx_ino), under) {
-        x.stx_size = m.size;
-        x.stx_blocks = x.stx_blocks.max(m.blocks);
-        x.stx_mtime.tv_sec = m.mtime_ns.div_euclid(1_000_000_000);
-        x.stx_mtime.tv_nsec = m.mtime_ns.rem_euclid(1_000_000_000) as u32;
-    }
-    r
 }
 
 // ---------------------------------------------------------------------------------------

@@ -16,6 +16,7 @@ use crate::call::{serve, CResult, Next, Served};
 
 pub mod fd;
 pub mod io;
+pub mod stat;
 
 /// A call on a descriptor: the backend's part (`serve_it`, given libc's call as `next`)
 /// when it claims the descriptor and serves the call, else libc's (`raw`).
@@ -31,4 +32,37 @@ pub(crate) fn route<T: CResult>(
         }
     }
     raw()
+}
+
+/// A call that fills a structure (`stat`, `statx`, `statfs`): the backend's part returns
+/// the structure by value, written to `out` here; libc's part (`raw`) fills the pointer
+/// it is given, which is the caller's when the backend passes the call on. `claimed`: a
+/// descriptor the backend claims, or a path (which the backend judges itself).
+pub(crate) fn route_out<T: Copy>(
+    claimed: bool,
+    out: *mut T,
+    serve_it: impl FnOnce(Next<'_, T>) -> Served<T>,
+    raw: impl Fn(*mut T) -> libc::c_int,
+) -> libc::c_int {
+    if claimed && !out.is_null() {
+        let next = |()| {
+            let mut v = std::mem::MaybeUninit::<T>::uninit();
+            if raw(v.as_mut_ptr()) != 0 {
+                return Err(crate::Errno::last());
+            }
+            // SAFETY: libc's call filled it (it returned 0).
+            Ok(unsafe { v.assume_init() })
+        };
+        if let Some(r) = serve(|| serve_it(Next(&next))) {
+            return match r {
+                Ok(v) => {
+                    // SAFETY: the call's contract: `out` (not null) points to a writable T.
+                    unsafe { out.write(v) };
+                    0
+                }
+                Err(e) => crate::fail(e.0),
+            };
+        }
+    }
+    raw(out)
 }

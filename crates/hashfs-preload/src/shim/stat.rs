@@ -1,12 +1,13 @@
-//! The stat family and access(): attributes and permission checks.
+//! The stat family, statx and access(): attributes and permission checks (the
+//! interposer's [`Attributes`] calls).
 
 use super::*;
+use hashfs_interpose::{Attributes, Errno, Next, Served};
+use io::served;
 
-pub(super) fn fill_stat(m: &Metadata, st: *mut libc::stat) {
-    // SAFETY: libc's contract: st points to a struct stat.
-    let st = unsafe { &mut *st };
+fn to_stat(m: &Metadata) -> libc::stat {
     // SAFETY: struct stat is plain data; all-zero is valid.
-    *st = unsafe { std::mem::zeroed() };
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
     st.st_dev = 0x4853; // "HS"
     st.st_ino = m.ino.get();
     st.st_mode = m.mode();
@@ -23,151 +24,65 @@ pub(super) fn fill_stat(m: &Metadata, st: *mut libc::stat) {
     st.st_mtime_nsec = m.mtime_ns.rem_euclid(1_000_000_000);
     st.st_ctime = m.ctime_ns.div_euclid(1_000_000_000);
     st.st_ctime_nsec = m.ctime_ns.rem_euclid(1_000_000_000);
+    st
 }
 
-pub(super) fn stat_path(p: &Path, follow: bool, st: *mut libc::stat) -> c_int {
+fn stat_path(p: &Path, follow: bool) -> Result<libc::stat, c_int> {
+    let fs = shim().fs()?;
+    let ino = if follow { fs.resolve(p) } else { fs.resolve_nofollow(p) };
+    ino.and_then(|i| fs.getattr(i)).map(|m| to_stat(&m)).map_err(|e| e.errno())
+}
+
+fn stat_fd(fd: c_int) -> Result<libc::stat, c_int> {
     let s = shim();
-    let r = s.fs().and_then(|fs| {
-        let ino = if follow { fs.resolve(p) } else { fs.resolve_nofollow(p) };
-        ino.and_then(|i| fs.getattr(i)).map_err(|e| e.errno())
-    });
-    ret_stat(r, st)
+    let of = s.file(fd).ok_or(libc::EBADF)?;
+    s.fs()?.getattr(of.ino).map(|m| to_stat(&m)).map_err(|e| e.errno())
 }
 
-pub(super) fn stat_fd(fd: c_int, st: *mut libc::stat) -> c_int {
-    let s = shim();
-    let r =
-        s.file(fd).ok_or(libc::EBADF).and_then(|of| s.fs().and_then(|fs| fs.getattr(of.ino).map_err(|e| e.errno())));
-    ret_stat(r, st)
+/// fstatat's work: `dirfd` itself for an empty path with AT_EMPTY_PATH; None when the
+/// file is not HashFS's.
+fn stat_at(dirfd: c_int, path: &CStr, flags: c_int) -> Option<Result<libc::stat, c_int>> {
+    if path.is_empty() && flags & libc::AT_EMPTY_PATH != 0 && shim().is_ours(dirfd) {
+        return Some(stat_fd(dirfd));
+    }
+    let p = fs_path_at_of(dirfd, path)?;
+    Some(stat_path(&p, flags & libc::AT_SYMLINK_NOFOLLOW == 0))
 }
 
-/// Fills `st` and returns 0, or sets errno and returns -1.
-pub(super) fn ret_stat(r: Result<Metadata, c_int>, st: *mut libc::stat) -> c_int {
-    match r {
-        Ok(m) => {
-            fill_stat(&m, st);
-            0
+fn to_statx(st: &libc::stat) -> libc::statx {
+    // SAFETY: plain data.
+    let mut x: libc::statx = unsafe { std::mem::zeroed() };
+    x.stx_mask = libc::STATX_BASIC_STATS;
+    x.stx_blksize = st.st_blksize as u32;
+    x.stx_nlink = st.st_nlink as u32;
+    x.stx_uid = st.st_uid;
+    x.stx_gid = st.st_gid;
+    x.stx_mode = st.st_mode as u16;
+    x.stx_ino = st.st_ino;
+    x.stx_size = st.st_size as u64;
+    x.stx_blocks = st.st_blocks as u64;
+    x.stx_atime.tv_sec = st.st_atime;
+    x.stx_atime.tv_nsec = st.st_atime_nsec as u32;
+    x.stx_mtime.tv_sec = st.st_mtime;
+    x.stx_mtime.tv_nsec = st.st_mtime_nsec as u32;
+    x.stx_ctime.tv_sec = st.st_ctime;
+    x.stx_ctime.tv_nsec = st.st_ctime_nsec as u32;
+    x.stx_dev_major = 0;
+    x.stx_dev_minor = 0x4853;
+    x.stx_rdev_major = libc::major(st.st_rdev);
+    x.stx_rdev_minor = libc::minor(st.st_rdev);
+    // Untorn writes (pwritev2 with RWF_ATOMIC), on regular files.
+    if st.st_mode & libc::S_IFMT == libc::S_IFREG {
+        if let Ok(fs) = shim().fs() {
+            x.stx_mask |= libc::STATX_WRITE_ATOMIC;
+            x.stx_attributes |= libc::STATX_ATTR_WRITE_ATOMIC as u64;
+            x.stx_attributes_mask |= libc::STATX_ATTR_WRITE_ATOMIC as u64;
+            x.stx_atomic_write_unit_min = super::vector::ATOMIC_UNIT_MIN as u32;
+            x.stx_atomic_write_unit_max = fs.untorn_write_max_aligned() as u32;
+            x.stx_atomic_write_segments_max = 1;
         }
-        Err(e) => fail(e),
     }
-}
-
-macro_rules! stat_fns {
-    ($name:ident, $follow:expr) => {
-        #[no_mangle]
-        pub unsafe extern "C" fn $name(path: *const c_char, st: *mut libc::stat) -> c_int {
-            if let Some(Some(p)) = guarded(|| fs_path(path)) {
-                return guarded(|| stat_path(&p, $follow, st)).unwrap_or(-1);
-            }
-            // SAFETY: forwarding.
-            unsafe { real!($name: fn(*const c_char, *mut libc::stat) -> c_int)(path, st) }
-        }
-    };
-}
-stat_fns!(stat, true);
-stat_fns!(stat64, true);
-stat_fns!(lstat, false);
-stat_fns!(lstat64, false);
-
-#[no_mangle]
-pub unsafe extern "C" fn fstat(fd: c_int, st: *mut libc::stat) -> c_int {
-    if ours(fd) {
-        return guarded(|| stat_fd(fd, st)).unwrap_or(-1);
-    }
-    // SAFETY: forwarding.
-    unsafe { real!(fstat: fn(c_int, *mut libc::stat) -> c_int)(fd, st) }
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn fstat64(fd: c_int, st: *mut libc::stat) -> c_int {
-    if ours(fd) {
-        return guarded(|| stat_fd(fd, st)).unwrap_or(-1);
-    }
-    // SAFETY: forwarding.
-    unsafe { real!(fstat64: fn(c_int, *mut libc::stat) -> c_int)(fd, st) }
-}
-
-pub(super) fn fstatat_impl(dirfd: c_int, path: *const c_char, st: *mut libc::stat, flags: c_int) -> Option<c_int> {
-    // SAFETY: libc's contract.
-    let empty = !path.is_null() && unsafe { *path } == 0;
-    if empty && flags & libc::AT_EMPTY_PATH != 0 && ours(dirfd) {
-        return guarded(|| stat_fd(dirfd, st));
-    }
-    let p = guarded(|| fs_path_at(dirfd, path)).flatten()?;
-    guarded(|| stat_path(&p, flags & libc::AT_SYMLINK_NOFOLLOW == 0, st))
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn fstatat(dirfd: c_int, path: *const c_char, st: *mut libc::stat, flags: c_int) -> c_int {
-    if let Some(r) = fstatat_impl(dirfd, path, st, flags) {
-        return r;
-    }
-    // SAFETY: forwarding.
-    unsafe { real!(fstatat: fn(c_int, *const c_char, *mut libc::stat, c_int) -> c_int)(dirfd, path, st, flags) }
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn fstatat64(dirfd: c_int, path: *const c_char, st: *mut libc::stat, flags: c_int) -> c_int {
-    if let Some(r) = fstatat_impl(dirfd, path, st, flags) {
-        return r;
-    }
-    // SAFETY: forwarding.
-    unsafe { real!(fstatat64: fn(c_int, *const c_char, *mut libc::stat, c_int) -> c_int)(dirfd, path, st, flags) }
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn statx(
-    dirfd: c_int,
-    path: *const c_char,
-    flags: c_int,
-    mask: c_uint,
-    stx: *mut libc::statx,
-) -> c_int {
-    // SAFETY: struct stat is plain data.
-    let mut st: libc::stat = unsafe { std::mem::zeroed() };
-    if let Some(r) = fstatat_impl(dirfd, path, &mut st, flags) {
-        if r == 0 {
-            // SAFETY: libc's contract: stx points to a struct statx.
-            let x = unsafe { &mut *stx };
-            // SAFETY: plain data.
-            *x = unsafe { std::mem::zeroed() };
-            x.stx_mask = libc::STATX_BASIC_STATS;
-            x.stx_blksize = st.st_blksize as u32;
-            x.stx_nlink = st.st_nlink as u32;
-            x.stx_uid = st.st_uid;
-            x.stx_gid = st.st_gid;
-            x.stx_mode = st.st_mode as u16;
-            x.stx_ino = st.st_ino;
-            x.stx_size = st.st_size as u64;
-            x.stx_blocks = st.st_blocks as u64;
-            x.stx_atime.tv_sec = st.st_atime;
-            x.stx_atime.tv_nsec = st.st_atime_nsec as u32;
-            x.stx_mtime.tv_sec = st.st_mtime;
-            x.stx_mtime.tv_nsec = st.st_mtime_nsec as u32;
-            x.stx_ctime.tv_sec = st.st_ctime;
-            x.stx_ctime.tv_nsec = st.st_ctime_nsec as u32;
-            x.stx_dev_major = 0;
-            x.stx_dev_minor = 0x4853;
-            x.stx_rdev_major = libc::major(st.st_rdev);
-            x.stx_rdev_minor = libc::minor(st.st_rdev);
-            // Untorn writes (pwritev2 with RWF_ATOMIC), on regular files.
-            if st.st_mode & libc::S_IFMT == libc::S_IFREG {
-                if let Ok(fs) = shim().fs() {
-                    x.stx_mask |= libc::STATX_WRITE_ATOMIC;
-                    x.stx_attributes |= libc::STATX_ATTR_WRITE_ATOMIC as u64;
-                    x.stx_attributes_mask |= libc::STATX_ATTR_WRITE_ATOMIC as u64;
-                    x.stx_atomic_write_unit_min = super::vector::ATOMIC_UNIT_MIN as u32;
-                    x.stx_atomic_write_unit_max = fs.untorn_write_max_aligned() as u32;
-                    x.stx_atomic_write_segments_max = 1;
-                }
-            }
-        }
-        return r;
-    }
-    // SAFETY: forwarding.
-    unsafe {
-        real!(statx: fn(c_int, *const c_char, c_int, c_uint, *mut libc::statx) -> c_int)(dirfd, path, flags, mask, stx)
-    }
+    x
 }
 
 /// Whether the process (by its effective ids) may access `m` as `mode` asks (R_OK, W_OK,
@@ -198,56 +113,31 @@ pub(super) fn in_supplementary_groups(gid: u32) -> bool {
 }
 
 /// access() and friends for our paths: existence, then the permission bits.
-pub(super) fn access_ours(path: *const c_char, mode: c_int) -> Option<c_int> {
-    path_op(path, |fs, p| {
-        let m = fs.metadata(p)?;
-        if mode != libc::F_OK && !permitted(&m, mode) {
-            return Err(Error::Access);
-        }
-        Ok(())
-    })
-    .map(ret0)
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn access(path: *const c_char, mode: c_int) -> c_int {
-    if let Some(r) = access_ours(path, mode) {
-        return r;
+fn access_path(p: &Path, mode: c_int) -> Result<(), c_int> {
+    let m = shim().fs()?.metadata(p).map_err(|e| e.errno())?;
+    if mode != libc::F_OK && !permitted(&m, mode) {
+        return Err(libc::EACCES);
     }
-    // SAFETY: forwarding.
-    unsafe { real!(access: fn(*const c_char, c_int) -> c_int)(path, mode) }
+    Ok(())
 }
 
-/// glibc implements euidaccess with an internal stat that no preload sees.
-#[no_mangle]
-pub unsafe extern "C" fn euidaccess(path: *const c_char, mode: c_int) -> c_int {
-    if let Some(r) = access_ours(path, mode) {
-        return r;
+impl Attributes for Preload {
+    fn stat_at(dirfd: c_int, path: &CStr, flags: c_int, _: Next<'_, libc::stat>) -> Served<libc::stat> {
+        Some(stat_at(dirfd, path, flags)?.map_err(Errno))
     }
-    // SAFETY: forwarding.
-    unsafe { real!(euidaccess: fn(*const c_char, c_int) -> c_int)(path, mode) }
-}
 
-#[no_mangle]
-pub unsafe extern "C" fn eaccess(path: *const c_char, mode: c_int) -> c_int {
-    // SAFETY: same contract.
-    unsafe { euidaccess(path, mode) }
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn faccessat(dirfd: c_int, path: *const c_char, mode: c_int, flags: c_int) -> c_int {
-    if let Some(Some(p)) = guarded(|| fs_path_at(dirfd, path)) {
-        return guarded(|| {
-            ret0(shim().fs().and_then(|fs| {
-                let m = fs.metadata(&p).map_err(|e| e.errno())?;
-                if mode != libc::F_OK && !permitted(&m, mode) {
-                    return Err(libc::EACCES);
-                }
-                Ok(())
-            }))
-        })
-        .unwrap_or(-1);
+    fn fstat(fd: c_int, _: Next<'_, libc::stat>) -> Served<libc::stat> {
+        served(stat_fd(fd))
     }
-    // SAFETY: forwarding.
-    unsafe { real!(faccessat: fn(c_int, *const c_char, c_int, c_int) -> c_int)(dirfd, path, mode, flags) }
+
+    fn statx(dirfd: c_int, path: &CStr, flags: c_int, _: c_uint, _: Next<'_, libc::statx>) -> Served<libc::statx> {
+        Some(stat_at(dirfd, path, flags)?.map(|st| to_statx(&st)).map_err(Errno))
+    }
+
+    /// glibc implements euidaccess with an internal stat that no preload sees: served
+    /// here with the rest.
+    fn access_at(dirfd: c_int, path: &CStr, mode: c_int, _: c_int, _: Next<'_, ()>) -> Served<()> {
+        let p = fs_path_at_of(dirfd, path)?;
+        served(access_path(&p, mode))
+    }
 }

@@ -43,10 +43,10 @@ pub unsafe extern "C" fn syscall(n: Long, a: Long, b: Long, c: Long, d: Long, e:
             libc::SYS_fcntl => interposed::fcntl(i(a), i(b), c as libc::c_ulong) as Long,
             libc::SYS_flock => interposed::flock(i(a), i(b)) as Long,
             libc::SYS_ioctl => ioctl::ioctl(i(a), b as libc::c_ulong, c as *mut c_void) as Long,
-            libc::SYS_fstat => stat::fstat(i(a), b as *mut libc::stat) as Long,
-            libc::SYS_newfstatat => stat::fstatat(i(a), p(b), c as *mut libc::stat, i(d)) as Long,
-            libc::SYS_statx => stat::statx(i(a), p(b), i(c), d as c_uint, e as *mut libc::statx) as Long,
-            libc::SYS_faccessat => stat::faccessat(i(a), p(b), i(c), 0) as Long,
+            libc::SYS_fstat => interposed::fstat(i(a), b as *mut libc::stat) as Long,
+            libc::SYS_newfstatat => interposed::fstatat(i(a), p(b), c as *mut libc::stat, i(d)) as Long,
+            libc::SYS_statx => interposed::statx(i(a), p(b), i(c), d as c_uint, e as *mut libc::statx) as Long,
+            libc::SYS_faccessat => interposed::faccessat(i(a), p(b), i(c), 0) as Long,
             libc::SYS_mkdirat => names::mkdirat(i(a), p(b), c as mode_t) as Long,
             libc::SYS_unlinkat => names::unlinkat(i(a), p(b), i(c)) as Long,
             libc::SYS_renameat2 => names::renameat2(i(a), p(b), i(c), p(d), e as c_uint) as Long,
@@ -82,11 +82,11 @@ unsafe fn legacy(n: Long, [a, b, c, d, e, f]: [Long; 6]) -> Long {
             libc::SYS_open => interposed::open(p(a), i(b), c as c_uint) as Long,
             libc::SYS_creat => interposed::creat(p(a), b as mode_t) as Long,
             libc::SYS_dup2 => interposed::dup2(i(a), i(b)) as Long,
-            libc::SYS_stat => stat::fstatat(libc::AT_FDCWD, p(a), b as *mut libc::stat, 0) as Long,
+            libc::SYS_stat => interposed::fstatat(libc::AT_FDCWD, p(a), b as *mut libc::stat, 0) as Long,
             libc::SYS_lstat => {
-                stat::fstatat(libc::AT_FDCWD, p(a), b as *mut libc::stat, libc::AT_SYMLINK_NOFOLLOW) as Long
+                interposed::fstatat(libc::AT_FDCWD, p(a), b as *mut libc::stat, libc::AT_SYMLINK_NOFOLLOW) as Long
             }
-            libc::SYS_access => stat::access(p(a), i(b)) as Long,
+            libc::SYS_access => interposed::access(p(a), i(b)) as Long,
             libc::SYS_mkdir => names::mkdir(p(a), b as mode_t) as Long,
             libc::SYS_rmdir => names::rmdir(p(a)) as Long,
             libc::SYS_unlink => names::unlink(p(a)) as Long,
