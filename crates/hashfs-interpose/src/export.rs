@@ -11,6 +11,7 @@ macro_rules! export {
         #[allow(clippy::missing_safety_doc)] // each has libc's contract for its name
         pub mod interposed {
             use $crate::libc::{c_char, c_int, c_uint, c_ulong, c_void, iovec, mode_t, off_t, size_t, ssize_t};
+            use $crate::libc::{dev_t, gid_t, timespec, timeval, uid_t, utimbuf};
             use $crate::libc::{stat as stat_t, statx as statx_t};
             $crate::exports! { $B;
                 read => io::read(fd: c_int, buf: *mut c_void, count: size_t) -> ssize_t;
@@ -73,6 +74,39 @@ macro_rules! export {
                 euidaccess => stat::euidaccess(path: *const c_char, mode: c_int) -> c_int;
                 eaccess => stat::euidaccess(path: *const c_char, mode: c_int) -> c_int;
                 faccessat => stat::faccessat(dirfd: c_int, path: *const c_char, mode: c_int, flags: c_int) -> c_int;
+                unlink => names::unlink(path: *const c_char) -> c_int;
+                unlinkat => names::unlinkat(dirfd: c_int, path: *const c_char, flags: c_int) -> c_int;
+                rmdir => names::rmdir(path: *const c_char) -> c_int;
+                mkdir => names::mkdir(path: *const c_char, mode: mode_t) -> c_int;
+                mkdirat => names::mkdirat(dirfd: c_int, path: *const c_char, mode: mode_t) -> c_int;
+                rename => names::rename(from: *const c_char, to: *const c_char) -> c_int;
+                renameat => names::renameat(fd1: c_int, from: *const c_char, fd2: c_int, to: *const c_char) -> c_int;
+                renameat2 => names::renameat2(fd1: c_int, from: *const c_char, fd2: c_int, to: *const c_char, flags: c_uint) -> c_int;
+                link => names::link(from: *const c_char, to: *const c_char) -> c_int;
+                linkat => names::linkat(fd1: c_int, from: *const c_char, fd2: c_int, to: *const c_char, flags: c_int) -> c_int;
+                symlink => names::symlink(target: *const c_char, path: *const c_char) -> c_int;
+                symlinkat => names::symlinkat(target: *const c_char, dirfd: c_int, path: *const c_char) -> c_int;
+                readlink => names::readlink(path: *const c_char, buf: *mut c_char, size: size_t) -> ssize_t;
+                readlinkat => names::readlinkat(dirfd: c_int, path: *const c_char, buf: *mut c_char, size: size_t) -> ssize_t;
+                mknod => names::mknod(path: *const c_char, mode: mode_t, dev: dev_t) -> c_int;
+                mknodat => names::mknodat(dirfd: c_int, path: *const c_char, mode: mode_t, dev: dev_t) -> c_int;
+                mkfifo => names::mkfifo(path: *const c_char, mode: mode_t) -> c_int;
+                mkfifoat => names::mkfifoat(dirfd: c_int, path: *const c_char, mode: mode_t) -> c_int;
+                truncate => names::truncate(path: *const c_char, len: off_t) -> c_int;
+                truncate64 => names::truncate(path: *const c_char, len: off_t) -> c_int;
+                chmod => meta::chmod(path: *const c_char, mode: mode_t) -> c_int;
+                fchmod => meta::fchmod(fd: c_int, mode: mode_t) -> c_int;
+                fchmodat => meta::fchmodat(dirfd: c_int, path: *const c_char, mode: mode_t, flags: c_int) -> c_int;
+                chown => meta::chown(path: *const c_char, uid: uid_t, gid: gid_t) -> c_int;
+                lchown => meta::lchown(path: *const c_char, uid: uid_t, gid: gid_t) -> c_int;
+                fchown => meta::fchown(fd: c_int, uid: uid_t, gid: gid_t) -> c_int;
+                fchownat => meta::fchownat(dirfd: c_int, path: *const c_char, uid: uid_t, gid: gid_t, flags: c_int) -> c_int;
+                utimensat => meta::utimensat(dirfd: c_int, path: *const c_char, times: *const timespec, flags: c_int) -> c_int;
+                futimens => meta::futimens(fd: c_int, times: *const timespec) -> c_int;
+                futimes => meta::futimes(fd: c_int, tv: *const timeval) -> c_int;
+                utimes => meta::utimes(path: *const c_char, tv: *const timeval) -> c_int;
+                lutimes => meta::lutimes(path: *const c_char, tv: *const timeval) -> c_int;
+                utime => meta::utime(path: *const c_char, times: *const utimbuf) -> c_int;
             }
         }
     };

@@ -34,13 +34,18 @@ fn is_regular(fd: c_int) -> bool {
 }
 
 /// (st_dev, st_ino) of the regular file at `path` (followed), if under the lower directory.
-pub(crate) fn path_key(dirfd: c_int, path: *const c_char, follow: bool) -> Option<(u64, u64)> {
+pub(crate) fn path_key(dirfd: c_int, path: &CStr, follow: bool) -> Option<(u64, u64)> {
     let l = lower()?;
     let mut st = std::mem::MaybeUninit::<libc::stat>::uninit();
     let flags = if follow { 0 } else { libc::AT_SYMLINK_NOFOLLOW };
-    // SAFETY: libc's contract for path; room for a struct stat.
+    // SAFETY: a NUL-terminated path; room for a struct stat.
     let r = unsafe {
-        real!(fstatat: fn(c_int, *const c_char, *mut libc::stat, c_int) -> c_int)(dirfd, path, st.as_mut_ptr(), flags)
+        real!(fstatat: fn(c_int, *const c_char, *mut libc::stat, c_int) -> c_int)(
+            dirfd,
+            path.as_ptr(),
+            st.as_mut_ptr(),
+            flags,
+        )
     };
     if r != 0 {
         return None;
@@ -213,6 +218,11 @@ pub(crate) fn unpin(cell: &Shared) {
 /// A stream about to be opened on `path`: an existing lower file is written back and
 /// pinned first (a "w" stream truncates it in the kernel, which must find it whole).
 fn stream_pin(path: *const c_char) -> Result<Option<Shared>, c_int> {
+    if path.is_null() {
+        return Ok(None);
+    }
+    // SAFETY: fopen's contract: a NUL-terminated path.
+    let path = unsafe { CStr::from_ptr(path) };
     let Some(key) = path_key(libc::AT_FDCWD, path, true) else { return Ok(None) };
     if !at_under(libc::AT_FDCWD, path, true) {
         return Ok(None);

@@ -4,10 +4,11 @@
 //! writes into PM, reads from the merged view, fsync a fence, the file offset kept here.
 
 use crate::*;
-use hashfs_interpose::{Data, Errno, IoVecs, Next, Offset, Posix, Served};
+use hashfs_interpose::{Data, Errno, IoVecs, Names, Next, Offset, Posix, Served};
 use hashfs_spfs::FileGuard;
 use libc::off_t;
 use std::borrow::Cow;
+use std::ffi::CStr;
 
 /// Makes the kernel's offset the descriptor's again after the file went back below
 /// (the caller holds the file's state, or the file is pinned below).
@@ -305,39 +306,32 @@ impl Data for Spfs {
     }
 }
 
-/// truncate(path) of a promoted file: the stack's order (PM first, then the lower file).
-/// None: not a promoted file (the kernel does it).
-fn truncate_promoted(path: *const c_char, len: off_t) -> Option<c_int> {
-    let key = fd::path_key(libc::AT_FDCWD, path, true)?;
-    let stack = stack_if(|| at_under(libc::AT_FDCWD, path, true))?;
-    if !hashfs_spfs::any_promoted() {
-        return None;
-    }
-    let cell = stack.existing(key)?;
-    let mut st = cell.lock();
-    let p = st.pm.as_mut()?;
-    if len < 0 {
-        return Some(fail(libc::EINVAL));
-    }
-    Some(match stack.store.set_len(p, len as u64) {
-        Ok(()) => 0,
-        Err(e) => fail(io_errno(&e)),
-    })
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn truncate(path: *const c_char, len: off_t) -> c_int {
-    if !in_shim() && lower().is_some() {
-        if let Some(r) = guarded(|| truncate_promoted(path, len)).flatten() {
-            return r;
+impl Names for Spfs {
+    /// truncate of a promoted file: the stack's order (PM first, then the lower file);
+    /// any other file is the kernel's.
+    fn truncate(path: &CStr, len: off_t, _: Next<'_, ()>) -> Served<()> {
+        lower()?;
+        let key = fd::path_key(libc::AT_FDCWD, path, true)?;
+        let stack = stack_if(|| at_under(libc::AT_FDCWD, path, true))?;
+        if !hashfs_spfs::any_promoted() {
+            return None;
         }
+        let cell = stack.existing(key)?;
+        let mut st = cell.lock();
+        let p = st.pm.as_mut()?;
+        if len < 0 {
+            return Some(Err(Errno::INVAL));
+        }
+        Some(stack.store.set_len(p, len as u64).map_err(|e| Errno::of_io(&e)))
     }
-    // SAFETY: forwarding.
-    unsafe { real!(truncate: fn(*const c_char, off_t) -> c_int)(path, len) }
-}
 
-#[no_mangle]
-pub unsafe extern "C" fn truncate64(path: *const c_char, len: off_t) -> c_int {
-    // SAFETY: same contract.
-    unsafe { truncate(path, len) }
+    fn unlink_at(dirfd: c_int, path: &CStr, flags: c_int, next: Next<'_, ()>) -> Served<()> {
+        let key = if flags & libc::AT_REMOVEDIR == 0 { meta::named(dirfd, path) } else { None };
+        Some(next.call().inspect(|()| meta::name_gone(key)))
+    }
+
+    fn rename_at(_: c_int, _: &CStr, fd2: c_int, to: &CStr, flags: libc::c_uint, next: Next<'_, ()>) -> Served<()> {
+        let key = if flags & libc::RENAME_EXCHANGE == 0 { meta::named(fd2, to) } else { None };
+        Some(next.call().inspect(|()| meta::name_gone(key)))
+    }
 }

@@ -327,16 +327,7 @@ fn dir_of(dirfd: c_int) -> Option<PathBuf> {
 }
 
 /// Whether `(dirfd, path)` names something under the lower directory.
-fn at_under(dirfd: c_int, path: *const c_char, follow: bool) -> bool {
-    if path.is_null() {
-        return false;
-    }
-    // SAFETY: libc's contract: a NUL-terminated string.
-    at_under_c(dirfd, unsafe { std::ffi::CStr::from_ptr(path) }, follow)
-}
-
-/// As [`at_under`], for a path the interposer checked.
-fn at_under_c(dirfd: c_int, path: &std::ffi::CStr, follow: bool) -> bool {
+fn at_under(dirfd: c_int, path: &std::ffi::CStr, follow: bool) -> bool {
     let bytes = path.to_bytes();
     let p = Path::new(std::ffi::OsStr::from_bytes(bytes));
     if bytes.is_empty() {
@@ -378,5 +369,4 @@ mod fd;
 mod io;
 mod meta;
 pub use fd::*;
-pub use io::*;
 pub use meta::*;

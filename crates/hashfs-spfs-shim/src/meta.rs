@@ -39,7 +39,7 @@ fn patched(st: Result<libc::stat, Errno>, under: impl FnOnce() -> bool) -> Serve
 impl Attributes for Spfs {
     fn stat_at(dirfd: c_int, path: &CStr, flags: c_int, next: Next<'_, libc::stat>) -> Served<libc::stat> {
         lower()?;
-        patched(next.call(), || at_under_c(dirfd, path, flags & libc::AT_SYMLINK_NOFOLLOW == 0))
+        patched(next.call(), || at_under(dirfd, path, flags & libc::AT_SYMLINK_NOFOLLOW == 0))
     }
 
     fn fstat(fd: c_int, next: Next<'_, libc::stat>) -> Served<libc::stat> {
@@ -56,7 +56,7 @@ impl Attributes for Spfs {
         lower()?;
         let mut x = next.call();
         if let Ok(x) = &mut x {
-            let under = || at_under_c(dirfd, path, flags & libc::AT_SYMLINK_NOFOLLOW == 0);
+            let under = || at_under(dirfd, path, flags & libc::AT_SYMLINK_NOFOLLOW == 0);
             if let Some(m) = merged((libc::makedev(x.stx_dev_major, x.stx_dev_minor), x.stx_ino), under) {
                 x.stx_size = m.size;
                 x.stx_blocks = x.stx_blocks.max(m.blocks);
@@ -72,93 +72,25 @@ impl Attributes for Spfs {
 // Names.
 
 /// The lower file `(dirfd, path)` names now, if any file is promoted (else nothing to do).
-fn named(dirfd: c_int, path: *const c_char) -> Option<(u64, u64)> {
-    if in_shim() || lower().is_none() {
-        return None;
-    }
-    guarded(|| {
-        let key = fd::path_key(dirfd, path, false)?;
-        stack_if(|| at_under(dirfd, path, false))?;
-        hashfs_spfs::any_promoted().then_some(key)
-    })
-    .flatten()
+pub(crate) fn named(dirfd: c_int, path: &CStr) -> Option<(u64, u64)> {
+    lower()?;
+    let key = fd::path_key(dirfd, path, false)?;
+    stack_if(|| at_under(dirfd, path, false))?;
+    hashfs_spfs::any_promoted().then_some(key)
 }
 
 /// After a name of `key` went: a promoted file with no name left loses its PM copy (at
 /// its last close).
-fn name_gone(key: Option<(u64, u64)>) {
+pub(crate) fn name_gone(key: Option<(u64, u64)>) {
     if key.is_none() {
         return;
     }
     if let Some(stack) = STACKED.get().and_then(|s| s.stack.as_ref()) {
-        guarded(|| stack.name_removed(key));
+        stack.name_removed(key);
     }
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn unlink(path: *const c_char) -> c_int {
-    let key = named(libc::AT_FDCWD, path);
-    // SAFETY: forwarding.
-    let r = unsafe { real!(unlink: fn(*const c_char) -> c_int)(path) };
-    if r == 0 {
-        name_gone(key);
-    }
-    r
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn unlinkat(dirfd: c_int, path: *const c_char, flags: c_int) -> c_int {
-    let key = if flags & libc::AT_REMOVEDIR == 0 { named(dirfd, path) } else { None };
-    // SAFETY: forwarding.
-    let r = unsafe { real!(unlinkat: fn(c_int, *const c_char, c_int) -> c_int)(dirfd, path, flags) };
-    if r == 0 {
-        name_gone(key);
-    }
-    r
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn rename(from: *const c_char, to: *const c_char) -> c_int {
-    let key = named(libc::AT_FDCWD, to);
-    // SAFETY: forwarding.
-    let r = unsafe { real!(rename: fn(*const c_char, *const c_char) -> c_int)(from, to) };
-    if r == 0 {
-        name_gone(key);
-    }
-    r
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn renameat(fd1: c_int, from: *const c_char, fd2: c_int, to: *const c_char) -> c_int {
-    let key = named(fd2, to);
-    // SAFETY: forwarding.
-    let r = unsafe { real!(renameat: fn(c_int, *const c_char, c_int, *const c_char) -> c_int)(fd1, from, fd2, to) };
-    if r == 0 {
-        name_gone(key);
-    }
-    r
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn renameat2(
-    fd1: c_int,
-    from: *const c_char,
-    fd2: c_int,
-    to: *const c_char,
-    flags: libc::c_uint,
-) -> c_int {
-    let key = if flags & libc::RENAME_EXCHANGE == 0 { named(fd2, to) } else { None };
-    // SAFETY: forwarding.
-    let r = unsafe {
-        real!(renameat2: fn(c_int, *const c_char, c_int, *const c_char, libc::c_uint) -> c_int)(
-            fd1, from, fd2, to, flags,
-        )
-    };
-    if r == 0 {
-        name_gone(key);
-    }
-    r
-}
+impl hashfs_interpose::Metadata for Spfs {}
 
 // ---------------------------------------------------------------------------------------
 // Mappings and kernel copies.

@@ -16,6 +16,8 @@ use crate::call::{serve, CResult, Next, Served};
 
 pub mod fd;
 pub mod io;
+pub mod meta;
+pub mod names;
 pub mod stat;
 
 /// A call on a descriptor: the backend's part (`serve_it`, given libc's call as `next`)

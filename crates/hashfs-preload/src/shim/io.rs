@@ -64,49 +64,11 @@ fn truncate_fd(fd: c_int, len: off_t) -> Result<(), c_int> {
     }
 }
 
-pub(super) fn path_op<T>(
-    path: *const c_char,
-    f: impl FnOnce(&FileSystem<MmapDevice>, &Path) -> Result<T, Error>,
-) -> Option<Result<T, c_int>> {
-    let p = guarded(|| fs_path(path)).flatten()?;
-    guarded(|| {
-        let s = shim();
-        let fs = s.fs()?;
-        f(fs, &p).map_err(|e| e.errno())
-    })
-}
-
 pub(super) fn ret0(r: Result<(), c_int>) -> c_int {
     match r {
         Ok(()) => 0,
         Err(e) => fail(e),
     }
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn truncate(path: *const c_char, len: off_t) -> c_int {
-    if let Some(r) = path_op(path, |fs, p| {
-        if len < 0 {
-            return Err(Error::Invalid("negative length"));
-        }
-        let f = fs.open_file(p, hashfs::OpenOptions::new().write(true))?;
-        if is_mapped(f.ino()) && (len as u64) < f.metadata()?.size {
-            return Err(Error::Busy);
-        }
-        f.set_len(len as u64)?;
-        mmap::file_changed_ino(f.ino(), 0, 0);
-        Ok(())
-    }) {
-        return ret0(r);
-    }
-    // SAFETY: forwarding.
-    unsafe { real!(truncate: fn(*const c_char, off_t) -> c_int)(path, len) }
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn truncate64(path: *const c_char, len: off_t) -> c_int {
-    // SAFETY: same contract.
-    unsafe { truncate(path, len) }
 }
 
 fn allocate_fd(fd: c_int, mode: c_int, off: off_t, len: off_t) -> Result<(), c_int> {

@@ -1,233 +1,109 @@
-//! Names: unlink, rmdir, mkdir, rename, chmod, utimensat, symlink, link, readlink.
+//! Names (the interposer's [`Names`] calls): unlink, rmdir, mkdir, rename, link, symlink,
+//! readlink, mknod and mkfifo, and truncate by path.
 
 use super::*;
+use hashfs_interpose::{Errno, Names, Next, Served};
+use io::served;
+use meta::target_at;
 
-#[no_mangle]
-pub unsafe extern "C" fn unlink(path: *const c_char) -> c_int {
-    if let Some(r) = path_op(path, |fs, p| fs.remove_file(p)) {
-        return ret0(r);
+/// mknod in the image: FIFOs, devices and sockets become inodes of their type (opening
+/// them needs the kernel: through the shim that is EOPNOTSUPP, through the mount it works).
+fn mknod_ours(p: &Path, mode: mode_t, dev: libc::dev_t) -> Result<(), c_int> {
+    let fs = shim().fs()?;
+    let t = FileType::from_mknod_mode(mode).ok_or(libc::EINVAL)?;
+    let (parent, name) = fs.resolve_parent(p).map_err(|e| e.errno())?;
+    let perm = mode & 0o7777 & !super::process_umask();
+    if t == FileType::Regular {
+        return fs.create_file_at(parent, &name, perm, Owner::current()).map(|_| ()).map_err(|e| e.errno());
     }
-    // SAFETY: forwarding.
-    unsafe { real!(unlink: fn(*const c_char) -> c_int)(path) }
+    // SAFETY: geteuid has no preconditions.
+    let euid = unsafe { libc::geteuid() };
+    if matches!(t, FileType::CharDevice | FileType::BlockDevice) && euid != 0 {
+        return Err(libc::EPERM); // as Linux: devices need CAP_MKNOD
+    }
+    let rdev = if matches!(t, FileType::CharDevice | FileType::BlockDevice) { dev } else { 0 };
+    fs.mknod_at(parent, &name, t, perm, rdev, Owner::current()).map(|_| ()).map_err(|e| e.errno())
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn unlinkat(dirfd: c_int, path: *const c_char, flags: c_int) -> c_int {
-    if let Some(Some(p)) = guarded(|| fs_path_at(dirfd, path)) {
-        return guarded(|| {
-            ret0(shim().fs().and_then(|fs| {
-                if flags & libc::AT_REMOVEDIR != 0 { fs.remove_dir(&p) } else { fs.remove_file(&p) }
-                    .map_err(|e| e.errno())
-            }))
-        })
-        .unwrap_or(-1);
-    }
-    // SAFETY: forwarding.
-    unsafe { real!(unlinkat: fn(c_int, *const c_char, c_int) -> c_int)(dirfd, path, flags) }
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn rmdir(path: *const c_char) -> c_int {
-    if let Some(r) = path_op(path, |fs, p| fs.remove_dir(p)) {
-        return ret0(r);
-    }
-    // SAFETY: forwarding.
-    unsafe { real!(rmdir: fn(*const c_char) -> c_int)(path) }
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn mkdir(path: *const c_char, mode: mode_t) -> c_int {
-    if let Some(r) = path_op(path, |fs, p| fs.create_dir(p, mode & 0o7777 & !process_umask()).map(|_| ())) {
-        return ret0(r);
-    }
-    // SAFETY: forwarding.
-    unsafe { real!(mkdir: fn(*const c_char, mode_t) -> c_int)(path, mode) }
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn mkdirat(dirfd: c_int, path: *const c_char, mode: mode_t) -> c_int {
-    if let Some(Some(p)) = guarded(|| fs_path_at(dirfd, path)) {
-        return guarded(|| {
-            ret0(
-                shim().fs().and_then(|fs| {
-                    fs.create_dir(&p, mode & 0o7777 & !process_umask()).map(|_| ()).map_err(|e| e.errno())
-                }),
-            )
-        })
-        .unwrap_or(-1);
-    }
-    // SAFETY: forwarding.
-    unsafe { real!(mkdirat: fn(c_int, *const c_char, mode_t) -> c_int)(dirfd, path, mode) }
-}
-
-pub(super) fn rename_impl(from: Option<PathBuf>, to: Option<PathBuf>, mode: RenameMode) -> Option<c_int> {
-    match (from, to) {
-        (None, None) => None,
-        (Some(a), Some(b)) => {
-            guarded(|| ret0(shim().fs().and_then(|fs| fs.rename_with(&a, &b, mode).map_err(|e| e.errno()))))
-        }
-        _ => Some(fail(libc::EXDEV)), // across the prefix boundary
-    }
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn rename(from: *const c_char, to: *const c_char) -> c_int {
-    let paths = guarded(|| (fs_path(from), fs_path(to)));
-    if let Some((a, b)) = paths {
-        if let Some(r) = rename_impl(a, b, RenameMode::Replace) {
-            return r;
-        }
-    }
-    // SAFETY: forwarding.
-    unsafe { real!(rename: fn(*const c_char, *const c_char) -> c_int)(from, to) }
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn renameat(fd1: c_int, from: *const c_char, fd2: c_int, to: *const c_char) -> c_int {
-    let paths = guarded(|| (fs_path_at(fd1, from), fs_path_at(fd2, to)));
-    if let Some((a, b)) = paths {
-        if let Some(r) = rename_impl(a, b, RenameMode::Replace) {
-            return r;
-        }
-    }
-    // SAFETY: forwarding.
-    unsafe { real!(renameat: fn(c_int, *const c_char, c_int, *const c_char) -> c_int)(fd1, from, fd2, to) }
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn renameat2(
-    fd1: c_int,
-    from: *const c_char,
-    fd2: c_int,
-    to: *const c_char,
-    flags: c_uint,
-) -> c_int {
-    let mode = if flags & libc::RENAME_EXCHANGE != 0 {
-        RenameMode::Exchange
-    } else if flags & libc::RENAME_NOREPLACE != 0 {
-        RenameMode::NoReplace
-    } else {
-        RenameMode::Replace
-    };
-    let paths = guarded(|| (fs_path_at(fd1, from), fs_path_at(fd2, to)));
-    if let Some((a, b)) = paths {
-        if let Some(r) = rename_impl(a, b, mode) {
-            return r;
-        }
-    }
-    // SAFETY: forwarding.
-    unsafe {
-        real!(renameat2: fn(c_int, *const c_char, c_int, *const c_char, c_uint) -> c_int)(fd1, from, fd2, to, flags)
-    }
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn chmod(path: *const c_char, mode: mode_t) -> c_int {
-    if let Some(r) = path_op(path, |fs, p| fs.set_permissions(p, mode & 0o7777)) {
-        return ret0(r);
-    }
-    // SAFETY: forwarding.
-    unsafe { real!(chmod: fn(*const c_char, mode_t) -> c_int)(path, mode) }
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn fchmod(fd: c_int, mode: mode_t) -> c_int {
-    if ours(fd) {
-        return guarded(|| {
-            let s = shim();
-            ret0(s.file(fd).ok_or(libc::EBADF).and_then(|of| {
-                s.fs().and_then(|fs| {
-                    fs.setattr(of.ino, &SetAttr { perm: Some(mode & 0o7777), ..Default::default() })
-                        .map(|_| ())
-                        .map_err(|e| e.errno())
-                })
-            }))
-        })
-        .unwrap_or(-1);
-    }
-    // SAFETY: forwarding.
-    unsafe { real!(fchmod: fn(c_int, mode_t) -> c_int)(fd, mode) }
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn utimensat(
+/// `f` on the image for `path` from `dirfd`, if it is ours.
+fn at_path<T>(
     dirfd: c_int,
-    path: *const c_char,
-    times: *const libc::timespec,
-    flags: c_int,
-) -> c_int {
-    if let Some(Some(p)) = guarded(|| fs_path_at(dirfd, path)) {
-        let t = |i: usize| -> Option<SetTime> {
-            if times.is_null() {
-                return Some(SetTime::Now);
-            }
-            // SAFETY: libc's contract: two timespecs.
-            let ts = unsafe { *times.add(i) };
-            match ts.tv_nsec {
-                libc::UTIME_OMIT => None,
-                libc::UTIME_NOW => Some(SetTime::Now),
-                n => Some(SetTime::At(ts.tv_sec * 1_000_000_000 + n)),
-            }
+    path: &CStr,
+    f: impl FnOnce(&FileSystem<MmapDevice>, &Path) -> Result<T, Error>,
+) -> Served<T> {
+    let p = fs_path_at_of(dirfd, path)?;
+    served(shim().fs().and_then(|fs| f(fs, &p).map_err(|e| e.errno())))
+}
+
+impl Names for Preload {
+    fn unlink_at(dirfd: c_int, path: &CStr, flags: c_int, _: Next<'_, ()>) -> Served<()> {
+        at_path(dirfd, path, |fs, p| if flags & libc::AT_REMOVEDIR != 0 { fs.remove_dir(p) } else { fs.remove_file(p) })
+    }
+
+    fn mkdir_at(dirfd: c_int, path: &CStr, mode: mode_t, _: Next<'_, ()>) -> Served<()> {
+        at_path(dirfd, path, |fs, p| fs.create_dir(p, mode & 0o7777 & !process_umask()).map(|_| ()))
+    }
+
+    fn rename_at(fd1: c_int, from: &CStr, fd2: c_int, to: &CStr, flags: c_uint, _: Next<'_, ()>) -> Served<()> {
+        let mode = if flags & libc::RENAME_EXCHANGE != 0 {
+            RenameMode::Exchange
+        } else if flags & libc::RENAME_NOREPLACE != 0 {
+            RenameMode::NoReplace
+        } else {
+            RenameMode::Replace
         };
-        let (a, m) = (t(0), t(1));
-        return guarded(|| {
-            ret0(shim().fs().and_then(|fs| {
-                let ino = if flags & libc::AT_SYMLINK_NOFOLLOW != 0 { fs.resolve_nofollow(&p) } else { fs.resolve(&p) };
-                ino.and_then(|i| fs.setattr(i, &SetAttr { atime: a, mtime: m, ..Default::default() }))
-                    .map(|_| ())
-                    .map_err(|e| e.errno())
-            }))
-        })
-        .unwrap_or(-1);
-    }
-    // SAFETY: forwarding.
-    unsafe {
-        real!(utimensat: fn(c_int, *const c_char, *const libc::timespec, c_int) -> c_int)(dirfd, path, times, flags)
-    }
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn symlink(target: *const c_char, link: *const c_char) -> c_int {
-    if let Some(r) = path_op(link, |fs, p| {
-        // SAFETY: libc's contract.
-        let t = unsafe { CStr::from_ptr(target) }.to_bytes();
-        fs.symlink(Path::new(std::ffi::OsStr::from_bytes(t)), p)
-    }) {
-        return ret0(r);
-    }
-    // SAFETY: forwarding.
-    unsafe { real!(symlink: fn(*const c_char, *const c_char) -> c_int)(target, link) }
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn link(from: *const c_char, to: *const c_char) -> c_int {
-    let paths = guarded(|| (fs_path(from), fs_path(to)));
-    match paths {
-        Some((Some(a), Some(b))) => {
-            return guarded(|| ret0(shim().fs().and_then(|fs| fs.hard_link(&a, &b).map_err(|e| e.errno()))))
-                .unwrap_or(-1)
+        match (fs_path_at_of(fd1, from), fs_path_at_of(fd2, to)) {
+            (None, None) => None,
+            (Some(a), Some(b)) => {
+                served(shim().fs().and_then(|fs| fs.rename_with(&a, &b, mode).map_err(|e| e.errno())))
+            }
+            _ => served(Err(libc::EXDEV)), // across the prefix boundary
         }
-        Some((Some(_), None)) | Some((None, Some(_))) => return fail(libc::EXDEV),
-        _ => {}
     }
-    // SAFETY: forwarding.
-    unsafe { real!(link: fn(*const c_char, *const c_char) -> c_int)(from, to) }
-}
 
-#[no_mangle]
-pub unsafe extern "C" fn readlink(path: *const c_char, buf: *mut c_char, size: size_t) -> ssize_t {
-    if let Some(r) = path_op(path, |fs, p| fs.read_link(p)) {
-        return match r {
-            Ok(t) => {
-                let b = t.as_os_str().as_bytes();
-                let n = b.len().min(size);
-                // SAFETY: libc's contract: buf holds size bytes.
-                unsafe { std::ptr::copy_nonoverlapping(b.as_ptr(), buf as *mut u8, n) };
-                n as ssize_t
-            }
-            Err(e) => fail(e),
-        };
+    fn link_at(fd1: c_int, from: &CStr, fd2: c_int, to: &CStr, flags: c_int, _: Next<'_, ()>) -> Served<()> {
+        let follow = if flags & libc::AT_SYMLINK_FOLLOW != 0 { 0 } else { libc::AT_SYMLINK_NOFOLLOW };
+        match (target_at(fd1, from, follow | (flags & libc::AT_EMPTY_PATH)), fs_path_at_of(fd2, to)) {
+            (None, None) => None,
+            (Some(src), Some(d)) => served(src.and_then(|ino| {
+                let fs = shim().fs()?;
+                let (parent, name) = fs.resolve_parent(&d).map_err(|e| e.errno())?;
+                fs.link_at(ino, parent, &name).map(|_| ()).map_err(|e| e.errno())
+            })),
+            _ => served(Err(libc::EXDEV)),
+        }
     }
-    // SAFETY: forwarding.
-    unsafe { real!(readlink: fn(*const c_char, *mut c_char, size_t) -> ssize_t)(path, buf, size) }
+
+    fn symlink_at(target: &CStr, dirfd: c_int, path: &CStr, _: Next<'_, ()>) -> Served<()> {
+        at_path(dirfd, path, |fs, p| fs.symlink(Path::new(std::ffi::OsStr::from_bytes(target.to_bytes())), p))
+    }
+
+    fn readlink_at(dirfd: c_int, path: &CStr, buf: &mut [u8], _: Next<'_, usize>) -> Served<usize> {
+        let t = target_at(dirfd, path, libc::AT_SYMLINK_NOFOLLOW)?;
+        Some(t.and_then(|ino| shim().fs()?.readlink_ino(ino).map_err(|e| e.errno())).map_err(Errno).map(|b| {
+            let n = b.len().min(buf.len());
+            buf[..n].copy_from_slice(&b[..n]);
+            n
+        }))
+    }
+
+    fn mknod_at(dirfd: c_int, path: &CStr, mode: mode_t, dev: libc::dev_t, _: Next<'_, ()>) -> Served<()> {
+        let p = fs_path_at_of(dirfd, path)?;
+        served(mknod_ours(&p, mode, dev))
+    }
+
+    fn truncate(path: &CStr, len: off_t, _: Next<'_, ()>) -> Served<()> {
+        at_path(libc::AT_FDCWD, path, |fs, p| {
+            if len < 0 {
+                return Err(Error::Invalid("negative length"));
+            }
+            let f = fs.open_file(p, hashfs::OpenOptions::new().write(true))?;
+            if is_mapped(f.ino()) && (len as u64) < f.metadata()?.size {
+                return Err(Error::Busy);
+            }
+            f.set_len(len as u64)?;
+            mmap::file_changed_ino(f.ino(), 0, 0);
+            Ok(())
+        })
+    }
 }

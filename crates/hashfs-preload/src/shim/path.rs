@@ -35,15 +35,6 @@ pub(super) fn fs_path_of(path: &CStr) -> Option<PathBuf> {
 }
 
 /// The path for (dirfd, path) of the *at functions, if it is ours.
-pub(super) fn fs_path_at(dirfd: c_int, path: *const c_char) -> Option<PathBuf> {
-    if path.is_null() {
-        return None;
-    }
-    // SAFETY: libc's contract: a NUL-terminated string.
-    fs_path_at_of(dirfd, unsafe { CStr::from_ptr(path) })
-}
-
-/// As [`fs_path_at`], for a path the interposer checked.
 pub(super) fn fs_path_at_of(dirfd: c_int, path: &CStr) -> Option<PathBuf> {
     let bytes = path.to_bytes();
     if dirfd == libc::AT_FDCWD || bytes.first() == Some(&b'/') {
