@@ -141,6 +141,30 @@ impl CResult for Offset {
     }
 }
 
+/// An address (mmap's result; MAP_FAILED on error).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Address(pub usize);
+
+impl CResult for Address {
+    type C = *mut c_void;
+    fn to_c(r: Result<Address, Errno>) -> *mut c_void {
+        match r {
+            Ok(a) => a.0 as *mut c_void,
+            Err(e) => {
+                crate::set_errno(e.0);
+                libc::MAP_FAILED
+            }
+        }
+    }
+    fn from_c(c: *mut c_void) -> Result<Address, Errno> {
+        if c == libc::MAP_FAILED {
+            Err(Errno::last())
+        } else {
+            Ok(Address(c as usize))
+        }
+    }
+}
+
 /// The calls that return their error number instead of setting errno
 /// (`posix_fallocate`, `posix_fadvise`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -107,6 +107,15 @@ macro_rules! export {
                 utimes => meta::utimes(path: *const c_char, tv: *const timeval) -> c_int;
                 lutimes => meta::lutimes(path: *const c_char, tv: *const timeval) -> c_int;
                 utime => meta::utime(path: *const c_char, times: *const utimbuf) -> c_int;
+                copy_file_range => copy::copy_file_range(fd_in: c_int, off_in: *mut off_t, fd_out: c_int, off_out: *mut off_t, len: size_t, flags: c_uint) -> ssize_t;
+                sendfile => copy::sendfile(out_fd: c_int, in_fd: c_int, off: *mut off_t, count: size_t) -> ssize_t;
+                sendfile64 => copy::sendfile(out_fd: c_int, in_fd: c_int, off: *mut off_t, count: size_t) -> ssize_t;
+                splice => copy::splice(fd_in: c_int, off_in: *mut off_t, fd_out: c_int, off_out: *mut off_t, len: size_t, flags: c_uint) -> ssize_t;
+                mmap => copy::mmap(addr: *mut c_void, len: size_t, prot: c_int, flags: c_int, fd: c_int, off: off_t) -> *mut c_void;
+                mmap64 => copy::mmap(addr: *mut c_void, len: size_t, prot: c_int, flags: c_int, fd: c_int, off: off_t) -> *mut c_void;
+                munmap => copy::munmap(addr: *mut c_void, len: size_t) -> c_int;
+                mprotect => copy::mprotect(addr: *mut c_void, len: size_t, prot: c_int) -> c_int;
+                msync => copy::msync(addr: *mut c_void, len: size_t, flags: c_int) -> c_int;
             }
         }
     };

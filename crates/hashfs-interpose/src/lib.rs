@@ -21,8 +21,8 @@ mod call;
 pub mod entry;
 mod export;
 
-pub use backend::{Attributes, Backend, Data, Descriptors, FcntlArg, Metadata, Names, Times};
-pub use call::{serve, CResult, Errno, IoVecs, Next, Offset, Posix, Served};
+pub use backend::{Attributes, Backend, Copies, Data, Descriptors, FcntlArg, Mappings, Metadata, Names, Times};
+pub use call::{serve, Address, CResult, Errno, IoVecs, Next, Offset, Posix, Served};
 
 /// libc's function `$name` of the given type, found once with `dlsym(RTLD_NEXT)`: the
 /// definition the interposed one hides.

@@ -31,7 +31,7 @@
 #![allow(clippy::missing_safety_doc)] // every export is a libc function with libc's contract
 
 use hashfs_spfs::{Shared, Stack, StackConfig};
-use libc::{c_char, c_int, c_void};
+use libc::{c_char, c_int};
 use parking_lot::{Mutex, RwLock};
 use std::collections::HashMap;
 use std::fs::File;
@@ -44,7 +44,7 @@ use std::sync::{Arc, OnceLock};
 
 // The real libc functions, the reentrancy guard and errno: `hashfs-interpose`, shared with
 // `hashfs-preload`.
-use hashfs_interpose::{errno, fail, guarded, in_shim, real, set_errno, shim_thread, FdSet};
+use hashfs_interpose::{errno, guarded, in_shim, real, set_errno, shim_thread, FdSet};
 
 fn io_errno(e: &std::io::Error) -> c_int {
     e.raw_os_error().unwrap_or(libc::EIO)
@@ -369,4 +369,3 @@ mod fd;
 mod io;
 mod meta;
 pub use fd::*;
-pub use meta::*;

@@ -5,8 +5,9 @@
 //! the rest of the process: the mapping outlives every descriptor).
 
 use crate::*;
-use hashfs_interpose::{Attributes, Errno, Next, Served};
-use libc::{off_t, size_t, ssize_t};
+use hashfs_interpose::{Address, Attributes, Copies, Errno, Mappings, Next, Served};
+use libc::off_t;
+use std::cell::Cell;
 use std::ffi::CStr;
 
 /// The merged attributes of lower file `key`, if it is promoted; `under` says whether the
@@ -96,118 +97,81 @@ impl hashfs_interpose::Metadata for Spfs {}
 // Mappings and kernel copies.
 
 /// Brings a tracked descriptor's file below (written back if promoted, offset handed back
-/// to the kernel) and pins it there; the cell to unpin, or an errno.
-fn below(s: &'static Stacked, fd: c_int) -> Result<Option<Shared>, c_int> {
-    guarded(|| -> Result<Option<Shared>, c_int> {
-        let Some(d) = s.desc(fd) else { return Ok(None) };
-        let Some(stack) = s.stack.as_ref() else { return Err(libc::EIO) };
-        if FORKED.load(Ordering::Relaxed) {
-            return Err(libc::EIO);
-        }
-        fd::pin_below(stack, &d.cell)?;
-        // Pinned below: nothing moves the offset but the kernel from here on.
-        io::kernel_pos(&d, fd);
-        Ok(Some(d.cell.clone()))
-    })
-    .unwrap_or(Ok(None))
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn mmap(
-    addr: *mut c_void,
-    len: size_t,
-    prot: c_int,
-    flags: c_int,
-    fd: c_int,
-    off: off_t,
-) -> *mut c_void {
-    let real = real!(mmap: fn(*mut c_void, size_t, c_int, c_int, c_int, off_t) -> *mut c_void);
-    if flags & libc::MAP_ANONYMOUS == 0 {
-        if let Some(s) = ours(fd) {
-            // Pinned for good: the mapping outlives the descriptor.
-            if let Err(e) = below(s, fd) {
-                set_errno(e);
-                return libc::MAP_FAILED;
-            }
-        }
+/// to the kernel) and pins it there; the cell to unpin.
+fn below(fd: c_int) -> Result<Option<Shared>, Errno> {
+    let s = stacked();
+    let Some(d) = s.desc(fd) else { return Ok(None) };
+    let Some(stack) = s.stack.as_ref() else { return Err(Errno::IO) };
+    if FORKED.load(Ordering::Relaxed) {
+        return Err(Errno::IO);
     }
-    // SAFETY: forwarding.
-    unsafe { real(addr, len, prot, flags, fd, off) }
+    fd::pin_below(stack, &d.cell).map_err(Errno)?;
+    // Pinned below: nothing moves the offset but the kernel from here on.
+    io::kernel_pos(&d, fd);
+    Ok(Some(d.cell.clone()))
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn mmap64(
-    addr: *mut c_void,
-    len: size_t,
-    prot: c_int,
-    flags: c_int,
-    fd: c_int,
-    off: off_t,
-) -> *mut c_void {
-    // SAFETY: same contract.
-    unsafe { mmap(addr, len, prot, flags, fd, off) }
+impl Mappings for Spfs {
+    #[allow(clippy::too_many_arguments)] // mmap's own six, and libc's call
+    fn mmap(_: usize, _: usize, _: c_int, _: c_int, fd: c_int, _: off_t, next: Next<'_, Address>) -> Served<Address> {
+        // Pinned for good: the mapping outlives the descriptor.
+        Some(below(fd).and_then(|_| next.call()))
+    }
 }
 
 /// Runs a kernel copy between descriptors with the tracked ones' files below and pinned
 /// for its duration.
-fn copy_below(fds: [c_int; 2], real: impl FnOnce() -> ssize_t) -> ssize_t {
+fn copy_below(fds: [c_int; 2], next: Next<'_, usize>) -> Served<usize> {
     let mut pins = Vec::new();
     for fd in fds {
-        if let Some(s) = ours(fd) {
-            match below(s, fd) {
+        if stacked().tracked(fd) {
+            match below(fd) {
                 Ok(Some(c)) => pins.push(c),
                 Ok(None) => {}
                 Err(e) => {
-                    guarded(|| pins.iter().for_each(fd::unpin));
-                    return fail(e);
+                    pins.iter().for_each(fd::unpin);
+                    return Some(Err(e));
                 }
             }
         }
     }
-    let r = real();
-    let e = errno();
-    guarded(|| pins.iter().for_each(fd::unpin));
-    set_errno(e);
-    r
+    let r = next.call();
+    pins.iter().for_each(fd::unpin);
+    Some(r)
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn copy_file_range(
-    fd_in: c_int,
-    off_in: *mut i64,
-    fd_out: c_int,
-    off_out: *mut i64,
-    len: size_t,
-    flags: libc::c_uint,
-) -> ssize_t {
-    let real = real!(copy_file_range: fn(c_int, *mut i64, c_int, *mut i64, size_t, libc::c_uint) -> ssize_t);
-    // SAFETY: forwarding.
-    copy_below([fd_in, fd_out], || unsafe { real(fd_in, off_in, fd_out, off_out, len, flags) })
-}
+impl Copies for Spfs {
+    fn copy_file_range(
+        fd_in: c_int,
+        _: Option<&Cell<off_t>>,
+        fd_out: c_int,
+        _: Option<&Cell<off_t>>,
+        _: usize,
+        _: libc::c_uint,
+        next: Next<'_, usize>,
+    ) -> Served<usize> {
+        copy_below([fd_in, fd_out], next)
+    }
 
-#[no_mangle]
-pub unsafe extern "C" fn sendfile(out_fd: c_int, in_fd: c_int, offset: *mut off_t, count: size_t) -> ssize_t {
-    let real = real!(sendfile: fn(c_int, c_int, *mut off_t, size_t) -> ssize_t);
-    // SAFETY: forwarding.
-    copy_below([in_fd, out_fd], || unsafe { real(out_fd, in_fd, offset, count) })
-}
+    fn sendfile(
+        out_fd: c_int,
+        in_fd: c_int,
+        _: Option<&Cell<off_t>>,
+        _: usize,
+        next: Next<'_, usize>,
+    ) -> Served<usize> {
+        copy_below([in_fd, out_fd], next)
+    }
 
-#[no_mangle]
-pub unsafe extern "C" fn sendfile64(out_fd: c_int, in_fd: c_int, offset: *mut off_t, count: size_t) -> ssize_t {
-    // SAFETY: same contract.
-    unsafe { sendfile(out_fd, in_fd, offset, count) }
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn splice(
-    fd_in: c_int,
-    off_in: *mut i64,
-    fd_out: c_int,
-    off_out: *mut i64,
-    len: size_t,
-    flags: libc::c_uint,
-) -> ssize_t {
-    let real = real!(splice: fn(c_int, *mut i64, c_int, *mut i64, size_t, libc::c_uint) -> ssize_t);
-    // SAFETY: forwarding.
-    copy_below([fd_in, fd_out], || unsafe { real(fd_in, off_in, fd_out, off_out, len, flags) })
+    fn splice(
+        fd_in: c_int,
+        _: Option<&Cell<off_t>>,
+        fd_out: c_int,
+        _: Option<&Cell<off_t>>,
+        _: usize,
+        _: libc::c_uint,
+        next: Next<'_, usize>,
+    ) -> Served<usize> {
+        copy_below([fd_in, fd_out], next)
+    }
 }

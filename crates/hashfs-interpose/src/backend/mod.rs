@@ -11,18 +11,20 @@
 
 use libc::c_int;
 
+mod copy;
 mod data;
 mod fd;
 mod meta;
 mod names;
 mod stat;
+pub use copy::{Copies, Mappings};
 pub use data::Data;
 pub use fd::{Descriptors, FcntlArg};
 pub use meta::{Metadata, Times};
 pub use names::Names;
 pub use stat::Attributes;
 
-pub trait Backend: Data + Descriptors + Attributes + Names + Metadata + 'static {
+pub trait Backend: Data + Descriptors + Attributes + Names + Metadata + Copies + Mappings + 'static {
     /// Whether `fd` may be one of this backend's descriptors: the first thing every call
     /// on a descriptor asks, so it must be cheap and must not allocate or lock (a bitmap).
     /// The descriptor calls of the family traits are made only for descriptors it claims.

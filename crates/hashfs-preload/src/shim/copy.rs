@@ -7,6 +7,9 @@
 //! a HashFS descriptor in it fails, as its placeholder does (EINVAL).
 
 use super::*;
+use hashfs_interpose::{Copies, Next, Served};
+use io::served;
+use std::cell::Cell;
 
 const CHUNK: usize = 256 * 1024;
 
@@ -134,20 +137,16 @@ fn write_end(end: &End, off: Option<u64>, data: &[u8]) -> Result<usize, c_int> {
 }
 
 /// Copies up to `len` bytes; `in_off`/`out_off` are the callers' offsets (updated) or
-/// null for the positions.
-///
-/// # Safety
-/// Non-null offsets point to valid `off_t`s (loff_t is the same type here).
-unsafe fn copy(
+/// None for the positions.
+fn copy(
     fd_in: c_int,
-    in_off: *mut off_t,
+    in_off: Option<&Cell<off_t>>,
     fd_out: c_int,
-    out_off: *mut off_t,
+    out_off: Option<&Cell<off_t>>,
     len: usize,
 ) -> Result<usize, c_int> {
     let (src, dst) = (End::of(fd_in)?, End::of(fd_out)?);
-    // SAFETY: the caller's contract.
-    let (mut ri, mut wo) = unsafe { (in_off.as_ref().copied(), out_off.as_ref().copied()) };
+    let (mut ri, mut wo) = (in_off.map(Cell::get), out_off.map(Cell::get));
     if ri.is_some_and(|o| o < 0) || wo.is_some_and(|o| o < 0) {
         return Err(libc::EINVAL);
     }
@@ -173,91 +172,70 @@ unsafe fn copy(
             break;
         }
     }
-    // SAFETY: the caller's contract.
-    unsafe {
-        if let (Some(p), Some(v)) = (in_off.as_mut(), ri) {
-            *p = v;
-        }
-        if let (Some(p), Some(v)) = (out_off.as_mut(), wo) {
-            *p = v;
-        }
+    if let (Some(c), Some(v)) = (in_off, ri) {
+        c.set(v);
+    }
+    if let (Some(c), Some(v)) = (out_off, wo) {
+        c.set(v);
     }
     Ok(total)
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn copy_file_range(
-    fd_in: c_int,
-    off_in: *mut off_t,
-    fd_out: c_int,
-    off_out: *mut off_t,
-    len: size_t,
-    flags: c_uint,
-) -> ssize_t {
-    if ours(fd_in) || ours(fd_out) {
+/// Whether `fd` is a pipe (splice needs one side to be).
+fn is_pipe(fd: c_int) -> bool {
+    // SAFETY: a zeroed stat is valid plain data.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: st is a valid stat buffer.
+    let ok = unsafe { real!(fstat: fn(c_int, *mut libc::stat) -> c_int)(fd, &mut st) } == 0;
+    ok && (st.st_mode & libc::S_IFMT) == libc::S_IFIFO
+}
+
+impl Copies for Preload {
+    fn copy_file_range(
+        fd_in: c_int,
+        off_in: Option<&Cell<off_t>>,
+        fd_out: c_int,
+        off_out: Option<&Cell<off_t>>,
+        len: usize,
+        flags: c_uint,
+        _: Next<'_, usize>,
+    ) -> Served<usize> {
         if flags != 0 {
-            return fail(libc::EINVAL);
+            return served(Err(libc::EINVAL));
         }
-        // SAFETY: libc's contract for the offsets.
-        return guarded(|| ret_size(unsafe { copy(fd_in, off_in, fd_out, off_out, len) })).unwrap_or(-1);
+        served(copy(fd_in, off_in, fd_out, off_out, len))
     }
-    // SAFETY: forwarding.
-    unsafe {
-        real!(copy_file_range: fn(c_int, *mut off_t, c_int, *mut off_t, size_t, c_uint) -> ssize_t)(
-            fd_in, off_in, fd_out, off_out, len, flags,
-        )
+
+    fn sendfile(
+        out_fd: c_int,
+        in_fd: c_int,
+        off: Option<&Cell<off_t>>,
+        count: usize,
+        _: Next<'_, usize>,
+    ) -> Served<usize> {
+        // sendfile writes at the output's position.
+        served(copy(in_fd, off, out_fd, None, count))
     }
-}
 
-#[no_mangle]
-pub unsafe extern "C" fn sendfile(out_fd: c_int, in_fd: c_int, offset: *mut off_t, count: size_t) -> ssize_t {
-    if ours(in_fd) || ours(out_fd) {
-        // SAFETY: libc's contract for the offset; sendfile writes at the output's position.
-        return guarded(|| ret_size(unsafe { copy(in_fd, offset, out_fd, std::ptr::null_mut(), count) })).unwrap_or(-1);
-    }
-    // SAFETY: forwarding.
-    unsafe { real!(sendfile: fn(c_int, c_int, *mut off_t, size_t) -> ssize_t)(out_fd, in_fd, offset, count) }
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn sendfile64(out_fd: c_int, in_fd: c_int, offset: *mut off_t, count: size_t) -> ssize_t {
-    // SAFETY: same contract (off_t is 64-bit here).
-    unsafe { sendfile(out_fd, in_fd, offset, count) }
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn splice(
-    fd_in: c_int,
-    off_in: *mut off_t,
-    fd_out: c_int,
-    off_out: *mut off_t,
-    len: size_t,
-    flags: c_uint,
-) -> ssize_t {
-    if ours(fd_in) || ours(fd_out) {
+    fn splice(
+        fd_in: c_int,
+        off_in: Option<&Cell<off_t>>,
+        fd_out: c_int,
+        off_out: Option<&Cell<off_t>>,
+        len: usize,
+        flags: c_uint,
+        _: Next<'_, usize>,
+    ) -> Served<usize> {
         const KNOWN: c_uint = libc::SPLICE_F_MOVE | libc::SPLICE_F_NONBLOCK | libc::SPLICE_F_MORE | libc::SPLICE_F_GIFT;
         if flags & !KNOWN != 0 {
-            return fail(libc::EINVAL);
+            return served(Err(libc::EINVAL));
         }
         // One side must be a pipe, as Linux requires; HashFS descriptors never are.
-        let is_pipe = |fd: c_int| {
-            // SAFETY: a zeroed stat is valid plain data.
-            let mut st: libc::stat = unsafe { std::mem::zeroed() };
-            // SAFETY: st is a valid stat buffer.
-            let ok = unsafe { real!(fstat: fn(c_int, *mut libc::stat) -> c_int)(fd, &mut st) } == 0;
-            ok && (st.st_mode & libc::S_IFMT) == libc::S_IFIFO
-        };
-        let pipe_side = if ours(fd_in) { fd_out } else { fd_in };
-        if ours(fd_in) && ours(fd_out) || !is_pipe(pipe_side) {
-            return fail(libc::EINVAL);
+        let s = shim();
+        let pipe_side = if s.is_ours(fd_in) { fd_out } else { fd_in };
+        if s.is_ours(fd_in) && s.is_ours(fd_out) || !is_pipe(pipe_side) {
+            return served(Err(libc::EINVAL));
         }
-        // SAFETY: libc's contract for the offsets.
-        return guarded(|| ret_size(unsafe { copy(fd_in, off_in, fd_out, off_out, len) })).unwrap_or(-1);
-    }
-    // SAFETY: forwarding.
-    unsafe {
-        real!(splice: fn(c_int, *mut off_t, c_int, *mut off_t, size_t, c_uint) -> ssize_t)(
-            fd_in, off_in, fd_out, off_out, len, flags,
-        )
+        served(copy(fd_in, off_in, fd_out, off_out, len))
     }
 }

@@ -30,6 +30,8 @@
 use super::*;
 use hashfs::pm::holefault::{hole_faults, Filler, Ranges};
 use hashfs::pm::vspace;
+use hashfs_interpose::{Address, Errno, Mappings, Next, Served};
+use io::served;
 use std::sync::atomic::AtomicUsize;
 
 mod budget;
@@ -411,44 +413,6 @@ fn map_file(
     Ok(start as *mut c_void)
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn mmap(
-    addr: *mut c_void,
-    len: size_t,
-    prot: c_int,
-    flags: c_int,
-    fd: c_int,
-    off: off_t,
-) -> *mut c_void {
-    if flags & libc::MAP_ANONYMOUS == 0 && ours(fd) {
-        return guarded(|| match map_file(addr, len, prot, flags, fd, off) {
-            Ok(p) => p,
-            Err(e) => {
-                set_errno(e);
-                libc::MAP_FAILED
-            }
-        })
-        .unwrap_or(libc::MAP_FAILED);
-    }
-    // SAFETY: forwarding.
-    unsafe {
-        real!(mmap: fn(*mut c_void, size_t, c_int, c_int, c_int, off_t) -> *mut c_void)(addr, len, prot, flags, fd, off)
-    }
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn mmap64(
-    addr: *mut c_void,
-    len: size_t,
-    prot: c_int,
-    flags: c_int,
-    fd: c_int,
-    off: off_t,
-) -> *mut c_void {
-    // SAFETY: same contract.
-    unsafe { mmap(addr, len, prot, flags, fd, off) }
-}
-
 /// Removes `[a, e)` (page-aligned) from the records: a record inside it goes, one that
 /// overlaps it is trimmed, one that holds it is split in two.
 fn forget_range(maps: &mut Vec<FileMap>, a: usize, e: usize) {
@@ -487,49 +451,63 @@ fn forget_range(maps: &mut Vec<FileMap>, a: usize, e: usize) {
     *maps = out;
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn munmap(addr: *mut c_void, len: size_t) -> c_int {
-    // SAFETY: forwarding.
-    let r = unsafe { real!(munmap: fn(*mut c_void, size_t) -> c_int)(addr, len) };
-    if r == 0 && !in_shim() && MAP_COUNT.load(Ordering::Relaxed) > 0 {
-        // The kernel unmaps whole pages: [addr, addr + len rounded up to a page).
-        let (a, e) = (addr as usize, (addr as usize).saturating_add(len).next_multiple_of(PAGE));
-        guarded(|| {
+impl Mappings for Preload {
+    #[allow(clippy::too_many_arguments)] // mmap's own six, and libc's call
+    fn mmap(
+        addr: usize,
+        len: usize,
+        prot: c_int,
+        flags: c_int,
+        fd: c_int,
+        off: off_t,
+        _: Next<'_, Address>,
+    ) -> Served<Address> {
+        served(map_file(addr as *mut c_void, len, prot, flags, fd, off).map(|p| Address(p as usize)))
+    }
+
+    fn munmap(addr: usize, len: usize, next: Next<'_, ()>) -> Served<()> {
+        if MAP_COUNT.load(Ordering::Relaxed) == 0 {
+            return None;
+        }
+        let r = next.call();
+        if r.is_ok() {
+            // The kernel unmaps whole pages: [addr, addr + len rounded up to a page).
+            let (a, e) = (addr, addr.saturating_add(len).next_multiple_of(PAGE));
             let mut maps = MAPS.lock();
             forget_range(&mut maps, a, e);
             recount(&maps);
             if let Some(w) = hole_faults() {
                 w.forget(a, e);
             }
-        });
-    }
-    r
-}
-
-/// msync of a range that meets a shared mapping of ours: the lines of its pages that are
-/// the file's (not holes, not past the end) are written back and fenced.
-#[no_mangle]
-pub unsafe extern "C" fn msync(addr: *mut c_void, len: size_t, flags: c_int) -> c_int {
-    let (a, e) = (addr as usize, (addr as usize).saturating_add(len));
-    if in_shim() || MAP_COUNT.load(Ordering::Relaxed) == 0 {
-        // SAFETY: forwarding.
-        return unsafe { real!(msync: fn(*mut c_void, size_t, c_int) -> c_int)(addr, len, flags) };
-    }
-    let maps = MAPS.lock();
-    let ours: Vec<&FileMap> = maps.iter().filter(|m| a < m.start + m.len && m.start < e).collect();
-    if ours.is_empty() {
-        drop(maps);
-        // SAFETY: forwarding.
-        return unsafe { real!(msync: fn(*mut c_void, size_t, c_int) -> c_int)(addr, len, flags) };
-    }
-    for m in ours.into_iter().filter(|m| !m.private && !m.copy) {
-        let (lo, hi) = (a.max(m.start) - m.start, (e.min(m.start + m.mapped)).saturating_sub(m.start));
-        for (s, t) in m.holes.gaps(lo, hi) {
-            // SAFETY: these pages of a live mapping are the image's.
-            unsafe { hashfs::pm::persist_range((m.start + s) as *const u8, t - s) };
         }
+        Some(r)
     }
-    0
+
+    fn mprotect(addr: usize, len: usize, prot: c_int, _: Next<'_, ()>) -> Served<()> {
+        copy::refuses(addr, addr.saturating_add(len), prot).then_some(Err(Errno(libc::EACCES)))
+    }
+
+    /// msync of a range that meets a shared mapping of ours: the lines of its pages that
+    /// are the file's (not holes, not past the end) are written back and fenced.
+    fn msync(addr: usize, len: usize, _: c_int, _: Next<'_, ()>) -> Served<()> {
+        let (a, e) = (addr, addr.saturating_add(len));
+        if MAP_COUNT.load(Ordering::Relaxed) == 0 {
+            return None;
+        }
+        let maps = MAPS.lock();
+        let ours: Vec<&FileMap> = maps.iter().filter(|m| a < m.start + m.len && m.start < e).collect();
+        if ours.is_empty() {
+            return None;
+        }
+        for m in ours.into_iter().filter(|m| !m.private && !m.copy) {
+            let (lo, hi) = (a.max(m.start) - m.start, (e.min(m.start + m.mapped)).saturating_sub(m.start));
+            for (s, t) in m.holes.gaps(lo, hi) {
+                // SAFETY: these pages of a live mapping are the image's.
+                unsafe { hashfs::pm::persist_range((m.start + s) as *const u8, t - s) };
+            }
+        }
+        Some(Ok(()))
+    }
 }
 
 #[cfg(test)]

@@ -34,7 +34,7 @@ pub unsafe extern "C" fn syscall(n: Long, a: Long, b: Long, c: Long, d: Long, e:
             libc::SYS_truncate => interposed::truncate(p(a), b as off_t) as Long,
             libc::SYS_fallocate => interposed::fallocate(i(a), i(b), c as off_t, d as off_t) as Long,
             libc::SYS_copy_file_range => {
-                copy::copy_file_range(i(a), b as *mut off_t, i(c), d as *mut off_t, s(e), f as c_uint) as Long
+                interposed::copy_file_range(i(a), b as *mut off_t, i(c), d as *mut off_t, s(e), f as c_uint) as Long
             }
             libc::SYS_close => interposed::close(i(a)) as Long,
             libc::SYS_openat => interposed::openat(i(a), p(b), i(c), d as c_uint) as Long,
@@ -62,8 +62,8 @@ pub unsafe extern "C" fn syscall(n: Long, a: Long, b: Long, c: Long, d: Long, e:
             // (fstatfs would answer for /dev/null's file system through the placeholder.)
             libc::SYS_statfs => statfs::statfs(p(a), b as *mut libc::statfs) as Long,
             libc::SYS_fstatfs => statfs::fstatfs(i(a), b as *mut libc::statfs) as Long,
-            libc::SYS_mmap => mmap::mmap(a as *mut c_void, s(b), i(c), i(d), i(e), f as off_t) as Long,
-            libc::SYS_munmap => mmap::munmap(a as *mut c_void, s(b)) as Long,
+            libc::SYS_mmap => interposed::mmap(a as *mut c_void, s(b), i(c), i(d), i(e), f as off_t) as Long,
+            libc::SYS_munmap => interposed::munmap(a as *mut c_void, s(b)) as Long,
             _ => legacy(n, [a, b, c, d, e, f]),
         }
     }

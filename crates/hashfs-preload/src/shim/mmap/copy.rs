@@ -231,17 +231,10 @@ fn copy_in(m: &FileMap, a: usize, e: usize) -> bool {
         && (writable || protect(m.start + a, e - a, m.prot).is_ok())
 }
 
-/// `mprotect` that would make a shared mapping served by a copy writable fails with
-/// EACCES: stores into it would not reach the file.
-#[no_mangle]
-pub unsafe extern "C" fn mprotect(addr: *mut c_void, len: size_t, prot: c_int) -> c_int {
-    if prot & libc::PROT_WRITE != 0 && !in_shim() && SHARED_COPIES.load(Ordering::Relaxed) > 0 {
-        let (a, e) = (addr as usize, (addr as usize).saturating_add(len));
-        let hits = guarded(|| MAPS.lock().iter().any(|m| m.copy && !m.private && a < m.start + m.len && m.start < e));
-        if hits == Some(true) {
-            return fail(libc::EACCES);
-        }
-    }
-    // SAFETY: forwarding.
-    unsafe { real!(mprotect: fn(*mut c_void, size_t, c_int) -> c_int)(addr, len, prot) }
+/// Whether an `mprotect` to `prot` of `[a, e)` would make a shared mapping served by a
+/// copy writable (EACCES: stores into it would not reach the file).
+pub(in crate::shim) fn refuses(a: usize, e: usize, prot: c_int) -> bool {
+    prot & libc::PROT_WRITE != 0
+        && SHARED_COPIES.load(Ordering::Relaxed) > 0
+        && MAPS.lock().iter().any(|m| m.copy && !m.private && a < m.start + m.len && m.start < e)
 }
