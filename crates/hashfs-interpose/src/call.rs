@@ -141,6 +141,31 @@ impl CResult for Offset {
     }
 }
 
+/// A pointer a call returns (a `DIR *`, a `FILE *`, a `dirent *`): null on error, with
+/// errno, except that readdir's null at the end of a stream is `Ok(Handle(0))`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Handle(pub usize);
+
+impl CResult for Handle {
+    type C = *mut c_void;
+    fn to_c(r: Result<Handle, Errno>) -> *mut c_void {
+        r.map_or_else(
+            |e| {
+                crate::set_errno(e.0);
+                std::ptr::null_mut()
+            },
+            |h| h.0 as *mut c_void,
+        )
+    }
+    fn from_c(c: *mut c_void) -> Result<Handle, Errno> {
+        if c.is_null() {
+            Err(Errno::last())
+        } else {
+            Ok(Handle(c as usize))
+        }
+    }
+}
+
 /// An address (mmap's result; MAP_FAILED on error).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Address(pub usize);

@@ -12,6 +12,8 @@ macro_rules! export {
         pub mod interposed {
             use $crate::libc::{c_char, c_int, c_uint, c_ulong, c_void, iovec, mode_t, off_t, size_t, ssize_t};
             use $crate::libc::{dev_t, gid_t, timespec, timeval, uid_t, utimbuf};
+            use $crate::libc::{c_long, dirent, dirent64, sockaddr, socklen_t, DIR, FILE};
+            use $crate::libc::{statfs as statfs_t, statvfs as statvfs_t};
             use $crate::libc::{stat as stat_t, statx as statx_t};
             $crate::exports! { $B;
                 read => io::read(fd: c_int, buf: *mut c_void, count: size_t) -> ssize_t;
@@ -116,6 +118,49 @@ macro_rules! export {
                 munmap => copy::munmap(addr: *mut c_void, len: size_t) -> c_int;
                 mprotect => copy::mprotect(addr: *mut c_void, len: size_t, prot: c_int) -> c_int;
                 msync => copy::msync(addr: *mut c_void, len: size_t, flags: c_int) -> c_int;
+                getxattr => xattr::getxattr(path: *const c_char, name: *const c_char, value: *mut c_void, size: size_t) -> ssize_t;
+                listxattr => xattr::listxattr(path: *const c_char, list: *mut c_char, size: size_t) -> ssize_t;
+                setxattr => xattr::setxattr(path: *const c_char, name: *const c_char, value: *const c_void, size: size_t, flags: c_int) -> c_int;
+                removexattr => xattr::removexattr(path: *const c_char, name: *const c_char) -> c_int;
+                lgetxattr => xattr::lgetxattr(path: *const c_char, name: *const c_char, value: *mut c_void, size: size_t) -> ssize_t;
+                llistxattr => xattr::llistxattr(path: *const c_char, list: *mut c_char, size: size_t) -> ssize_t;
+                lsetxattr => xattr::lsetxattr(path: *const c_char, name: *const c_char, value: *const c_void, size: size_t, flags: c_int) -> c_int;
+                lremovexattr => xattr::lremovexattr(path: *const c_char, name: *const c_char) -> c_int;
+                fgetxattr => xattr::fgetxattr(fd: c_int, name: *const c_char, value: *mut c_void, size: size_t) -> ssize_t;
+                flistxattr => xattr::flistxattr(fd: c_int, list: *mut c_char, size: size_t) -> ssize_t;
+                fsetxattr => xattr::fsetxattr(fd: c_int, name: *const c_char, value: *const c_void, size: size_t, flags: c_int) -> c_int;
+                fremovexattr => xattr::fremovexattr(fd: c_int, name: *const c_char) -> c_int;
+                opendir => streams::opendir(path: *const c_char) -> *mut DIR;
+                fdopendir => streams::fdopendir(fd: c_int) -> *mut DIR;
+                readdir => streams::readdir(d: *mut DIR) -> *mut dirent;
+                readdir64 => streams::readdir64(d: *mut DIR) -> *mut dirent64;
+                closedir => streams::closedir(d: *mut DIR) -> c_int;
+                rewinddir => streams::rewinddir(d: *mut DIR) -> ();
+                dirfd => streams::dirfd(d: *mut DIR) -> c_int;
+                fopen => streams::fopen(path: *const c_char, mode: *const c_char) -> *mut FILE;
+                fopen64 => streams::fopen(path: *const c_char, mode: *const c_char) -> *mut FILE;
+                fdopen => streams::fdopen(fd: c_int, mode: *const c_char) -> *mut FILE;
+                fclose => streams::fclose(fp: *mut FILE) -> c_int;
+                fileno => streams::fileno(fp: *mut FILE) -> c_int;
+                fileno_unlocked => streams::fileno_unlocked(fp: *mut FILE) -> c_int;
+                chdir => process::chdir(path: *const c_char) -> c_int;
+                fchdir => process::fchdir(fd: c_int) -> c_int;
+                getcwd => process::getcwd(buf: *mut c_char, size: size_t) -> *mut c_char;
+                get_current_dir_name => process::get_current_dir_name() -> *mut c_char;
+                statfs => process::statfs(path: *const c_char, out: *mut statfs_t) -> c_int;
+                statfs64 => process::statfs(path: *const c_char, out: *mut statfs_t) -> c_int;
+                fstatfs => process::fstatfs(fd: c_int, out: *mut statfs_t) -> c_int;
+                fstatfs64 => process::fstatfs(fd: c_int, out: *mut statfs_t) -> c_int;
+                statvfs => process::statvfs(path: *const c_char, out: *mut statvfs_t) -> c_int;
+                statvfs64 => process::statvfs(path: *const c_char, out: *mut statvfs_t) -> c_int;
+                fstatvfs => process::fstatvfs(fd: c_int, out: *mut statvfs_t) -> c_int;
+                fstatvfs64 => process::fstatvfs(fd: c_int, out: *mut statvfs_t) -> c_int;
+                bind => process::bind(fd: c_int, addr: *const sockaddr, len: socklen_t) -> c_int;
+                connect => process::connect(fd: c_int, addr: *const sockaddr, len: socklen_t) -> c_int;
+                ioctl => process::ioctl(fd: c_int, request: c_ulong, arg: *mut c_void) -> c_int;
+                syscall => syscall::syscall(n: c_long, a: c_long, b: c_long, c: c_long, d: c_long, e: c_long, f: c_long) -> c_long;
+                _exit => process::exit_now(status: c_int) -> !;
+                _Exit => process::exit_now(status: c_int) -> !;
             }
         }
     };

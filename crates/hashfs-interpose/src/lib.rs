@@ -21,8 +21,11 @@ mod call;
 pub mod entry;
 mod export;
 
-pub use backend::{Attributes, Backend, Copies, Data, Descriptors, FcntlArg, Mappings, Metadata, Names, Times};
-pub use call::{serve, Address, CResult, Errno, IoVecs, Next, Offset, Posix, Served};
+pub use backend::{
+    Attributes, Backend, Copies, Data, Descriptors, FcntlArg, FsStats, IoctlArg, Mappings, Metadata, Names, Process,
+    Streams, Times, XattrTarget, Xattrs,
+};
+pub use call::{serve, Address, CResult, Errno, Handle, IoVecs, Next, Offset, Posix, Served};
 
 /// libc's function `$name` of the given type, found once with `dlsym(RTLD_NEXT)`: the
 /// definition the interposed one hides.

@@ -22,7 +22,7 @@ use std::sync::{Arc, OnceLock};
 
 // The real libc functions, the reentrancy guard and errno: `hashfs-interpose`, shared with
 // the stacked mode's shim.
-use hashfs_interpose::{fail, guarded, in_shim, real, set_errno, shim_thread, FdSet};
+use hashfs_interpose::{guarded, real, shim_thread, FdSet};
 
 // ---------------------------------------------------------------------------------------
 // State.
@@ -174,7 +174,7 @@ fn start_pump(of: Arc<OpenFile>, target: c_int) -> c_int {
 
 /// At exit: drain redirected standard descriptors, close every HashFS file (freeing
 /// unlinked ones) and mark the image clean.
-extern "C" fn at_exit() {
+pub(super) extern "C" fn at_exit() {
     if FORKED.load(Ordering::Relaxed) || !is_owner() || EXITED.swap(true, Ordering::AcqRel) {
         return;
     }
@@ -219,27 +219,6 @@ fn is_owner() -> bool {
     // SAFETY: getpid through the system call (no cached value that a vfork child shares).
     let pid = unsafe { libc::syscall(libc::SYS_getpid) } as i32;
     OWNER_PID.load(Ordering::Relaxed) == pid
-}
-
-/// `_exit` ends a process without its exit handlers (dash ends every shell that way, and
-/// so do many children after fork): the exit work (draining redirected standard
-/// descriptors, closing files, marking the image clean) runs here first, in the process
-/// that mounted the image.
-#[no_mangle]
-pub unsafe extern "C" fn _exit(status: c_int) -> ! {
-    if SHIM.get().is_some_and(|s| s.fs.is_some()) {
-        at_exit();
-    }
-    let real = real!(_exit: fn(c_int) -> ());
-    // SAFETY: libc's _exit does not return.
-    unsafe { real(status) };
-    unreachable!("_exit returned")
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn _Exit(status: c_int) -> ! {
-    // SAFETY: same contract.
-    unsafe { _exit(status) }
 }
 
 extern "C" fn after_fork_in_child() {
@@ -396,11 +375,6 @@ impl hashfs_interpose::Backend for Preload {
 
 hashfs_interpose::export!(crate::shim::Preload);
 
-/// Fast check used by the fd-taking functions before anything else.
-fn ours(fd: c_int) -> bool {
-    !in_shim() && SHIM.get().is_some_and(|s| s.is_ours(fd))
-}
-
 // ---------------------------------------------------------------------------------------
 // The rest, by concern (after the macros above, which they use).
 
@@ -418,17 +392,11 @@ mod socket;
 mod stat;
 mod statfs;
 mod stdio;
-mod syscall;
 mod vector;
 mod xattr;
-pub use cwd::*;
-pub use dir::*;
+use dir::DirStream;
 use fd::process_umask;
-use io::{read_into, ret0, ret_size, with_file, write_from};
+use io::{read_into, with_file, write_from};
 use mmap::is_mapped;
 use path::*;
-pub use socket::*;
 use stat::{in_supplementary_groups, permitted};
-pub use statfs::*;
-pub use stdio::*;
-pub use xattr::*;

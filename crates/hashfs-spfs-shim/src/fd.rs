@@ -3,7 +3,7 @@
 //! and pinned below while the stream is open).
 
 use crate::*;
-use hashfs_interpose::{Descriptors, Errno, FcntlArg, Next, Served};
+use hashfs_interpose::{Descriptors, Errno, FcntlArg, Handle, Next, Served, Streams};
 use libc::{mode_t, FILE};
 use std::ffi::CStr;
 
@@ -117,10 +117,6 @@ fn held_trunc(flags: c_int) -> bool {
     flags & libc::O_TRUNC != 0 && flags & libc::O_ACCMODE != libc::O_RDONLY && hashfs_spfs::any_promoted()
 }
 
-fn active() -> bool {
-    !in_shim() && lower().is_some()
-}
-
 /// The state if `fd` is tracked (inside the interposer's guard, where [`ours`] says no).
 fn tracked(fd: c_int) -> Option<&'static Stacked> {
     STACKED.get().filter(|s| s.tracked(fd))
@@ -217,12 +213,7 @@ pub(crate) fn unpin(cell: &Shared) {
 
 /// A stream about to be opened on `path`: an existing lower file is written back and
 /// pinned first (a "w" stream truncates it in the kernel, which must find it whole).
-fn stream_pin(path: *const c_char) -> Result<Option<Shared>, c_int> {
-    if path.is_null() {
-        return Ok(None);
-    }
-    // SAFETY: fopen's contract: a NUL-terminated path.
-    let path = unsafe { CStr::from_ptr(path) };
+fn stream_pin(path: &CStr) -> Result<Option<Shared>, c_int> {
     let Some(key) = path_key(libc::AT_FDCWD, path, true) else { return Ok(None) };
     if !at_under(libc::AT_FDCWD, path, true) {
         return Ok(None);
@@ -237,12 +228,12 @@ fn stream_pin(path: *const c_char) -> Result<Option<Shared>, c_int> {
 }
 
 /// After a stream opened: a lower file created by it is pinned too.
-fn stream_opened(fp: *mut FILE, pinned: Option<Shared>) {
+fn stream_opened(fp: usize, pinned: Option<Shared>) {
     let cell = match pinned {
         Some(c) => c,
         None => {
             // SAFETY: a stream fopen just returned.
-            let n = unsafe { libc::fileno(fp) };
+            let n = unsafe { libc::fileno(fp as *mut FILE) };
             let Some(key) = lower_key(n) else { return };
             let Some(stack) = &stacked().stack else { return };
             let cell = stack.state(key);
@@ -252,96 +243,56 @@ fn stream_opened(fp: *mut FILE, pinned: Option<Shared>) {
             cell
         }
     };
-    stacked().streams.lock().insert(fp as usize, cell);
+    stacked().streams.lock().insert(fp, cell);
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn fopen(path: *const c_char, mode: *const c_char) -> *mut FILE {
-    let real = real!(fopen: fn(*const c_char, *const c_char) -> *mut FILE);
-    if !active() {
-        // SAFETY: forwarding.
-        return unsafe { real(path, mode) };
-    }
-    let pinned = match guarded(|| stream_pin(path)).unwrap_or(Ok(None)) {
-        Ok(p) => p,
-        Err(e) => {
-            set_errno(e);
-            return std::ptr::null_mut();
-        }
-    };
-    // SAFETY: forwarding.
-    let fp = unsafe { real(path, mode) };
-    guarded(|| {
-        if fp.is_null() {
-            if let Some(c) = &pinned {
-                unpin(c);
+impl Streams for Spfs {
+    fn fopen(path: &CStr, _: Result<&CStr, Errno>, next: Next<'_, Handle>) -> Served<Handle> {
+        lower()?;
+        let pinned = match stream_pin(path) {
+            Ok(p) => p,
+            Err(e) => return Some(Err(Errno(e))),
+        };
+        let fp = next.call();
+        match fp {
+            Ok(Handle(fp)) => stream_opened(fp, pinned),
+            Err(_) => {
+                if let Some(c) = &pinned {
+                    unpin(c);
+                }
             }
-        } else {
-            stream_opened(fp, pinned);
         }
-    });
-    fp
-}
+        Some(fp)
+    }
 
-#[no_mangle]
-pub unsafe extern "C" fn fopen64(path: *const c_char, mode: *const c_char) -> *mut FILE {
-    // SAFETY: same contract.
-    unsafe { fopen(path, mode) }
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn fdopen(fd: c_int, mode: *const c_char) -> *mut FILE {
-    let real = real!(fdopen: fn(c_int, *const c_char) -> *mut FILE);
-    let Some(s) = ours(fd) else {
-        // SAFETY: forwarding.
-        return unsafe { real(fd, mode) };
-    };
-    let pinned = guarded(|| {
+    fn fdopen(fd: c_int, _: Result<&CStr, Errno>, next: Next<'_, Handle>) -> Served<Handle> {
+        let s = stacked();
         let d = s.desc(fd)?;
         let stack = s.stack.as_ref()?;
-        Some(pin_below(stack, &d.cell).map(|_| d))
-    })
-    .flatten();
-    let d = match pinned {
-        Some(Ok(d)) => d,
-        Some(Err(e)) => {
-            set_errno(e);
-            return std::ptr::null_mut();
+        if let Err(e) = pin_below(stack, &d.cell) {
+            return Some(Err(Errno(e)));
         }
-        None => {
-            // SAFETY: forwarding.
-            return unsafe { real(fd, mode) };
+        // The stream reads and writes at the kernel's offset.
+        io::kernel_pos(&d, fd);
+        let fp = next.call();
+        match fp {
+            Ok(Handle(fp)) => {
+                s.streams.lock().insert(fp, d.cell.clone());
+            }
+            Err(_) => unpin(&d.cell),
         }
-    };
-    // The stream reads and writes at the kernel's offset.
-    guarded(|| io::kernel_pos(&d, fd));
-    // SAFETY: forwarding.
-    let fp = unsafe { real(fd, mode) };
-    guarded(|| {
-        if fp.is_null() {
-            unpin(&d.cell);
-        } else {
-            s.streams.lock().insert(fp as usize, d.cell.clone());
-        }
-    });
-    fp
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn fclose(fp: *mut FILE) -> c_int {
-    if !fp.is_null() && !in_shim() {
-        if let Some(s) = STACKED.get() {
-            // fclose closes the descriptor with glibc's internal close, which is not seen.
-            // SAFETY: the caller's open stream.
-            let fd = unsafe { libc::fileno(fp) };
-            guarded(|| {
-                if let Some(cell) = s.streams.lock().remove(&(fp as usize)) {
-                    unpin(&cell);
-                }
-                s.untrack(fd);
-            });
-        }
+        Some(fp)
     }
-    // SAFETY: forwarding.
-    unsafe { real!(fclose: fn(*mut FILE) -> c_int)(fp) }
+
+    fn fclose(fp: usize, _: Next<'_, ()>) -> Served<()> {
+        let s = STACKED.get()?;
+        // fclose closes the descriptor with glibc's internal close, which is not seen.
+        // SAFETY: the caller's open stream.
+        let fd = unsafe { libc::fileno(fp as *mut FILE) };
+        if let Some(cell) = s.streams.lock().remove(&fp) {
+            unpin(&cell);
+        }
+        s.untrack(fd);
+        None // glibc's fclose, then
+    }
 }

@@ -44,7 +44,7 @@ use std::sync::{Arc, OnceLock};
 
 // The real libc functions, the reentrancy guard and errno: `hashfs-interpose`, shared with
 // `hashfs-preload`.
-use hashfs_interpose::{errno, guarded, in_shim, real, set_errno, shim_thread, FdSet};
+use hashfs_interpose::{errno, guarded, real, shim_thread, FdSet};
 
 fn io_errno(e: &std::io::Error) -> c_int {
     e.raw_os_error().unwrap_or(libc::EIO)
@@ -213,15 +213,14 @@ fn keep_at_exit() -> bool {
     std::env::var_os("HASHFS_STACK_KEEP").is_some_and(|v| v == "1")
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn _exit(status: c_int) -> ! {
-    if STACKED.get().is_some_and(|s| s.stack.is_some()) {
-        at_exit();
+impl hashfs_interpose::Process for Spfs {
+    /// `_exit` runs no exit handlers: the exit work (write-back, the image marked clean)
+    /// runs here first.
+    fn before_exit() {
+        if STACKED.get().is_some_and(|s| s.stack.is_some()) {
+            at_exit();
+        }
     }
-    let real = real!(_exit: fn(c_int) -> ());
-    // SAFETY: libc's _exit does not return.
-    unsafe { real(status) };
-    unreachable!("_exit returned")
 }
 
 impl Stacked {
@@ -350,14 +349,6 @@ impl hashfs_interpose::Backend for Spfs {
 
 hashfs_interpose::export!(crate::Spfs);
 
-/// The state if `fd` is a tracked lower file and the call is the program's.
-fn ours(fd: c_int) -> Option<&'static Stacked> {
-    if in_shim() {
-        return None;
-    }
-    STACKED.get().filter(|s| s.tracked(fd))
-}
-
 /// A `File` view of the caller's descriptor, for the stack's calls (never closed here).
 fn view(fd: c_int) -> ManuallyDrop<File> {
     // SAFETY: fd is open for the duration of the call that passed it; ManuallyDrop keeps
@@ -368,4 +359,3 @@ fn view(fd: c_int) -> ManuallyDrop<File> {
 mod fd;
 mod io;
 mod meta;
-pub use fd::*;

@@ -93,6 +93,8 @@ pub(crate) fn name_gone(key: Option<(u64, u64)>) {
 
 impl hashfs_interpose::Metadata for Spfs {}
 
+impl hashfs_interpose::Xattrs for Spfs {}
+
 // ---------------------------------------------------------------------------------------
 // Mappings and kernel copies.
 

@@ -16,15 +16,23 @@ mod data;
 mod fd;
 mod meta;
 mod names;
+mod process;
 mod stat;
+mod streams;
+mod xattr;
 pub use copy::{Copies, Mappings};
 pub use data::Data;
 pub use fd::{Descriptors, FcntlArg};
 pub use meta::{Metadata, Times};
 pub use names::Names;
+pub use process::{FsStats, IoctlArg, Process};
 pub use stat::Attributes;
+pub use streams::Streams;
+pub use xattr::{XattrTarget, Xattrs};
 
-pub trait Backend: Data + Descriptors + Attributes + Names + Metadata + Copies + Mappings + 'static {
+pub trait Backend:
+    Data + Descriptors + Attributes + Names + Metadata + Copies + Mappings + Xattrs + Streams + Process + 'static
+{
     /// Whether `fd` may be one of this backend's descriptors: the first thing every call
     /// on a descriptor asks, so it must be cheap and must not allocate or lock (a bitmap).
     /// The descriptor calls of the family traits are made only for descriptors it claims.

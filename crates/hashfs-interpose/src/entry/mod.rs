@@ -19,7 +19,11 @@ pub mod fd;
 pub mod io;
 pub mod meta;
 pub mod names;
+pub mod process;
 pub mod stat;
+pub mod streams;
+pub mod syscall;
+pub mod xattr;
 
 /// A call on a descriptor: the backend's part (`serve_it`, given libc's call as `next`)
 /// when it claims the descriptor and serves the call, else libc's (`raw`).

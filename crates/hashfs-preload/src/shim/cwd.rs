@@ -9,6 +9,8 @@
 //! directory is inside it; a program exec'd from there starts in that removed directory.
 
 use super::*;
+use hashfs_interpose::{Errno, FsStats, IoctlArg, Next, Process, Served};
+use io::served;
 
 /// The working directory inside the image ("/a/b"), when there is one.
 static VCWD: Mutex<Option<PathBuf>> = Mutex::new(None);
@@ -56,96 +58,74 @@ fn enter(path: &Path) -> Result<(), c_int> {
     Ok(())
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn chdir(path: *const c_char) -> c_int {
-    if let Some(Some(p)) = guarded(|| fs_path(path)) {
-        return guarded(|| ret0(enter(&p))).unwrap_or(-1);
-    }
-    // A path outside the prefix; relative ones are taken from the virtual directory.
-    let abs = guarded(|| {
-        // SAFETY: libc's contract: a NUL-terminated path (checked for null).
-        let bytes = (!path.is_null()).then(|| unsafe { CStr::from_ptr(path) }.to_bytes().to_vec())?;
-        if bytes.first() == Some(&b'/') {
-            return None;
+impl Process for Preload {
+    fn chdir(path: &CStr, next: Next<'_, (), Option<CString>>) -> Served<()> {
+        if let Some(p) = fs_path_of(path) {
+            return served(enter(&p));
         }
-        let joined = host_cwd()?.join(std::ffi::OsStr::from_bytes(&bytes));
-        CString::new(joined.into_os_string().into_encoded_bytes()).ok()
-    })
-    .flatten();
-    let target = abs.as_ref().map_or(path, |c| c.as_ptr());
-    // SAFETY: forwarding a valid path.
-    let r = unsafe { real!(chdir: fn(*const c_char) -> c_int)(target) };
-    if r == 0 {
-        *VCWD.lock() = None;
+        // A path outside the prefix; relative ones are taken from the virtual directory.
+        let bytes = path.to_bytes();
+        let abs = if bytes.first() == Some(&b'/') {
+            None
+        } else {
+            host_cwd().and_then(|cwd| {
+                let joined = cwd.join(std::ffi::OsStr::from_bytes(bytes));
+                CString::new(joined.into_os_string().into_encoded_bytes()).ok()
+            })
+        };
+        let r = next.call_with(abs);
+        if r.is_ok() {
+            *VCWD.lock() = None;
+        }
+        Some(r)
     }
-    r
-}
 
-#[no_mangle]
-pub unsafe extern "C" fn fchdir(fd: c_int) -> c_int {
-    if ours(fd) {
-        return guarded(|| {
-            let r = shim().file(fd).ok_or(libc::EBADF).and_then(|of| {
+    fn fchdir(fd: c_int, next: Next<'_, ()>) -> Served<()> {
+        if shim().is_ours(fd) {
+            return served(shim().file(fd).ok_or(libc::EBADF).and_then(|of| {
                 if of.file.is_some() {
                     return Err(libc::ENOTDIR);
                 }
                 enter(&of.fs_path)
-            });
-            ret0(r)
-        })
-        .unwrap_or(-1);
-    }
-    // SAFETY: forwarding.
-    let r = unsafe { real!(fchdir: fn(c_int) -> c_int)(fd) };
-    if r == 0 {
-        *VCWD.lock() = None;
-    }
-    r
-}
-
-/// getcwd's contract for a path we know: into `buf` of `size` bytes, or a new buffer from
-/// malloc when `buf` is null (glibc's extension; `size` 0 means as large as needed).
-fn give_path(p: &Path, buf: *mut c_char, size: size_t) -> *mut c_char {
-    let bytes = p.as_os_str().as_bytes();
-    if buf.is_null() {
-        if size != 0 && size < bytes.len() + 1 {
-            set_errno(libc::ERANGE);
-            return std::ptr::null_mut();
+            }));
         }
-        let c = CString::new(bytes).expect("paths have no NUL");
-        // SAFETY: strdup copies a valid NUL-terminated string into malloc'd memory.
-        return unsafe { libc::strdup(c.as_ptr()) };
+        let r = next.call();
+        if r.is_ok() {
+            *VCWD.lock() = None;
+        }
+        Some(r)
     }
-    if size == 0 {
-        set_errno(libc::EINVAL);
-        return std::ptr::null_mut();
-    }
-    if size < bytes.len() + 1 {
-        set_errno(libc::ERANGE);
-        return std::ptr::null_mut();
-    }
-    // SAFETY: buf holds size > bytes.len() bytes.
-    unsafe {
-        std::ptr::copy_nonoverlapping(bytes.as_ptr(), buf as *mut u8, bytes.len());
-        *buf.add(bytes.len()) = 0;
-    }
-    buf
-}
 
-#[no_mangle]
-pub unsafe extern "C" fn getcwd(buf: *mut c_char, size: size_t) -> *mut c_char {
-    if let Some(p) = host_cwd() {
-        return give_path(&p, buf, size);
+    fn working_dir() -> Option<PathBuf> {
+        host_cwd()
     }
-    // SAFETY: forwarding.
-    unsafe { real!(getcwd: fn(*mut c_char, size_t) -> *mut c_char)(buf, size) }
-}
 
-#[no_mangle]
-pub unsafe extern "C" fn get_current_dir_name() -> *mut c_char {
-    if let Some(p) = host_cwd() {
-        return give_path(&p, std::ptr::null_mut(), 0);
+    fn statfs(path: &CStr) -> Served<FsStats> {
+        fs_path_of(path)?;
+        served(statfs::stats())
     }
-    // SAFETY: forwarding.
-    unsafe { real!(get_current_dir_name: fn() -> *mut c_char)() }
+
+    fn fstatfs(_: c_int) -> Served<FsStats> {
+        served(statfs::stats())
+    }
+
+    fn bind_unix(path: &CStr) -> Served<()> {
+        Some(socket::refused(path)?.map_err(Errno))
+    }
+
+    fn connect_unix(path: &CStr) -> Served<()> {
+        Some(socket::refused(path)?.map_err(Errno))
+    }
+
+    fn ioctl(fd: c_int, request: libc::c_ulong, arg: IoctlArg, _: Next<'_, c_int>) -> Served<c_int> {
+        served(ioctl::ioctl(fd, request, &arg))
+    }
+
+    /// `_exit` ends a process without its exit handlers (dash ends every shell that way,
+    /// and so do many children after fork): the exit work runs here first.
+    fn before_exit() {
+        if SHIM.get().is_some_and(|s| s.fs.is_some()) {
+            super::at_exit();
+        }
+    }
 }

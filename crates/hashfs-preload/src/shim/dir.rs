@@ -1,6 +1,9 @@
-//! Directory streams: opendir, fdopendir, readdir, closedir, rewinddir, dirfd.
+//! Directory streams (opendir, fdopendir, readdir, closedir, rewinddir, dirfd) and the
+//! interposer's [`Streams`] calls, stdio's included (their work is in `stdio`).
 
 use super::*;
+use hashfs_interpose::{Errno, Handle, Next, Served, Streams};
+use io::served;
 
 pub struct DirStream {
     entries: Vec<(Ino, FileType, CString)>,
@@ -36,45 +39,6 @@ pub(super) fn open_dir_stream(path: &Path, fd: c_int) -> Result<*mut libc::DIR, 
     Ok(ptr as *mut libc::DIR)
 }
 
-pub(super) fn is_our_dir(d: *mut libc::DIR) -> bool {
-    !in_shim() && SHIM.get().is_some_and(|s| s.dirs.lock().contains_key(&(d as usize)))
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn opendir(path: *const c_char) -> *mut libc::DIR {
-    if let Some(Some(p)) = guarded(|| fs_path(path)) {
-        return guarded(|| match open_dir_stream(&p, -1) {
-            Ok(d) => d,
-            Err(e) => {
-                set_errno(e);
-                std::ptr::null_mut()
-            }
-        })
-        .unwrap_or(std::ptr::null_mut());
-    }
-    // SAFETY: forwarding.
-    unsafe { real!(opendir: fn(*const c_char) -> *mut libc::DIR)(path) }
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn fdopendir(fd: c_int) -> *mut libc::DIR {
-    if ours(fd) {
-        return guarded(|| {
-            let r = shim().file(fd).ok_or(libc::EBADF).and_then(|of| open_dir_stream(&of.fs_path, fd));
-            match r {
-                Ok(d) => d,
-                Err(e) => {
-                    set_errno(e);
-                    std::ptr::null_mut()
-                }
-            }
-        })
-        .unwrap_or(std::ptr::null_mut());
-    }
-    // SAFETY: forwarding.
-    unsafe { real!(fdopendir: fn(c_int) -> *mut libc::DIR)(fd) }
-}
-
 pub(super) fn next_entry(d: *mut libc::DIR) -> *mut libc::dirent64 {
     let s = shim();
     let mut dirs = s.dirs.lock();
@@ -93,59 +57,54 @@ pub(super) fn next_entry(d: *mut libc::DIR) -> *mut libc::dirent64 {
     &mut ds.ent as *mut libc::dirent64
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn readdir(d: *mut libc::DIR) -> *mut libc::dirent {
-    if is_our_dir(d) {
-        return guarded(|| next_entry(d) as *mut libc::dirent).unwrap_or(std::ptr::null_mut());
+impl Streams for Preload {
+    fn claims_dir(d: usize) -> bool {
+        SHIM.get().is_some_and(|s| s.dirs.lock().contains_key(&d))
     }
-    // SAFETY: forwarding.
-    unsafe { real!(readdir: fn(*mut libc::DIR) -> *mut libc::dirent)(d) }
-}
 
-#[no_mangle]
-pub unsafe extern "C" fn readdir64(d: *mut libc::DIR) -> *mut libc::dirent64 {
-    if is_our_dir(d) {
-        return guarded(|| next_entry(d)).unwrap_or(std::ptr::null_mut());
+    fn opendir(path: &CStr, _: Next<'_, Handle>) -> Served<Handle> {
+        let p = fs_path_of(path)?;
+        served(open_dir_stream(&p, -1).map(|d| Handle(d as usize)))
     }
-    // SAFETY: forwarding.
-    unsafe { real!(readdir64: fn(*mut libc::DIR) -> *mut libc::dirent64)(d) }
-}
 
-#[no_mangle]
-pub unsafe extern "C" fn closedir(d: *mut libc::DIR) -> c_int {
-    if is_our_dir(d) {
-        let fd = guarded(|| shim().dirs.lock().remove(&(d as usize)).map(|ds| ds.fd)).flatten();
-        if let Some(fd) = fd {
-            if fd >= 0 {
-                // SAFETY: closing the descriptor the stream owned (fdopendir).
-                unsafe { interposed::close(fd) };
-            }
+    fn fdopendir(fd: c_int, _: Next<'_, Handle>) -> Served<Handle> {
+        let r = shim().file(fd).ok_or(libc::EBADF).and_then(|of| open_dir_stream(&of.fs_path, fd));
+        served(r.map(|d| Handle(d as usize)))
+    }
+
+    fn readdir(d: usize) -> Served<Handle> {
+        served(Ok(Handle(next_entry(d as *mut libc::DIR) as usize)))
+    }
+
+    fn closedir(d: usize) -> Served<()> {
+        let fd = shim().dirs.lock().remove(&d).map(|ds| ds.fd);
+        if let Some(fd) = fd.filter(|&fd| fd >= 0) {
+            fd::close_own(fd); // the descriptor the stream owned (fdopendir)
         }
-        return 0;
+        served(Ok(()))
     }
-    // SAFETY: forwarding.
-    unsafe { real!(closedir: fn(*mut libc::DIR) -> c_int)(d) }
-}
 
-#[no_mangle]
-pub unsafe extern "C" fn rewinddir(d: *mut libc::DIR) {
-    if is_our_dir(d) {
-        guarded(|| {
-            if let Some(ds) = shim().dirs.lock().get_mut(&(d as usize)) {
-                ds.next = 0;
-            }
-        });
-        return;
+    fn rewinddir(d: usize) -> Served<()> {
+        if let Some(ds) = shim().dirs.lock().get_mut(&d) {
+            ds.next = 0;
+        }
+        served(Ok(()))
     }
-    // SAFETY: forwarding.
-    unsafe { real!(rewinddir: fn(*mut libc::DIR) -> ())(d) }
-}
 
-#[no_mangle]
-pub unsafe extern "C" fn dirfd(d: *mut libc::DIR) -> c_int {
-    if is_our_dir(d) {
-        return guarded(|| shim().dirs.lock().get(&(d as usize)).map(|ds| ds.fd).unwrap_or(-1)).unwrap_or(-1);
+    fn dirfd(d: usize) -> Served<c_int> {
+        served(Ok(shim().dirs.lock().get(&d).map_or(-1, |ds| ds.fd)))
     }
-    // SAFETY: forwarding.
-    unsafe { real!(dirfd: fn(*mut libc::DIR) -> c_int)(d) }
+
+    fn fopen(path: &CStr, mode: Result<&CStr, Errno>, _: Next<'_, Handle>) -> Served<Handle> {
+        let p = fs_path_of(path)?;
+        Some(mode.and_then(|m| stdio::open(&p, m).map_err(Errno)))
+    }
+
+    fn fdopen(fd: c_int, mode: Result<&CStr, Errno>, _: Next<'_, Handle>) -> Served<Handle> {
+        Some(mode.and_then(|m| stdio::stream_for(fd, m).ok_or_else(Errno::last)))
+    }
+
+    fn fileno(fp: usize) -> Served<c_int> {
+        stdio::stream_fd(fp).map(Ok)
+    }
 }

@@ -114,6 +114,18 @@ fn dup_into(old: c_int, newfd: c_int) -> Result<c_int, c_int> {
     Ok(newfd)
 }
 
+/// Closes the shim's own descriptor `fd` (a stream's, from inside the shim, where the
+/// interposed close would pass straight to the kernel).
+pub(super) fn close_own(fd: c_int) {
+    if let Some(s) = SHIM.get() {
+        if s.is_ours(fd) {
+            forget(s, fd);
+        }
+    }
+    // SAFETY: the shim's descriptor.
+    unsafe { real!(close: fn(c_int) -> c_int)(fd) };
+}
+
 /// Forgets `fd` (closed, or replaced by dup2 with another descriptor).
 fn forget(s: &Shim, fd: c_int) {
     s.mark(fd, false);

@@ -16,13 +16,6 @@ pub(super) fn with_file<T>(
     f(&of, file)
 }
 
-pub(super) fn ret_size(r: Result<usize, c_int>) -> ssize_t {
-    match r {
-        Ok(n) => n as ssize_t,
-        Err(e) => fail(e),
-    }
-}
-
 pub(super) fn read_into(file: &File<MmapDevice>, off: u64, buf: &mut [u8]) -> Result<usize, c_int> {
     mmap::fill_holes_in(buf)?;
     file.read_at(off, buf).map_err(|e| e.errno())
@@ -61,13 +54,6 @@ fn truncate_fd(fd: c_int, len: off_t) -> Result<(), c_int> {
     }) {
         Err(libc::EBADF) if shim().file(fd).is_some() => Err(libc::EINVAL),
         r => r,
-    }
-}
-
-pub(super) fn ret0(r: Result<(), c_int>) -> c_int {
-    match r {
-        Ok(()) => 0,
-        Err(e) => fail(e),
     }
 }
 

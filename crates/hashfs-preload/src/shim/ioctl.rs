@@ -7,6 +7,7 @@
 
 use super::io::with_file;
 use super::*;
+use hashfs_interpose::IoctlArg;
 
 /// Requests libc does not name.
 const FIDEDUPERANGE: libc::c_ulong = 0xC018_9436;
@@ -15,26 +16,16 @@ const FS_IOC32_SETFLAGS: libc::c_ulong = 0x4004_6602;
 const FIGETBSZ: libc::c_ulong = 2;
 
 /// What the shim answers for `request` on its descriptor `fd`: a value, or an errno.
-fn answer(fd: c_int, request: libc::c_ulong, arg: *mut c_void) -> Result<c_int, c_int> {
-    let put_int = |v: c_int| {
-        if arg.is_null() {
-            return Err(libc::EFAULT);
-        }
-        // SAFETY: these requests' contract: arg points to an int the caller owns.
-        unsafe { *(arg as *mut c_int) = v };
-        Ok(0)
-    };
+fn answer(fd: c_int, request: libc::c_ulong, arg: &IoctlArg) -> Result<c_int, c_int> {
     match request {
         libc::FICLONE | libc::FICLONERANGE | FIDEDUPERANGE => Err(libc::EOPNOTSUPP),
         // HashFS keeps no inode flags (append-only, immutable, no-COW...): none are set,
         // and setting none is the only change it takes.
-        libc::FS_IOC_GETFLAGS | FS_IOC32_GETFLAGS => put_int(0),
+        // SAFETY: these requests' argument points to an int.
+        libc::FS_IOC_GETFLAGS | FS_IOC32_GETFLAGS => unsafe { arg.put_int(0) }.map(|()| 0).map_err(|e| e.0),
         libc::FS_IOC_SETFLAGS | FS_IOC32_SETFLAGS => {
-            if arg.is_null() {
-                return Err(libc::EFAULT);
-            }
             // SAFETY: as above.
-            match unsafe { *(arg as *const c_int) } {
+            match unsafe { arg.get_int() }.map_err(|e| e.0)? {
                 0 => Ok(0),
                 _ => Err(libc::EOPNOTSUPP),
             }
@@ -44,9 +35,11 @@ fn answer(fd: c_int, request: libc::c_ulong, arg: *mut c_void) -> Result<c_int, 
                 let size = f.metadata().map_err(|e| e.errno())?.size;
                 Ok(size.saturating_sub(*of.pos.lock()))
             })?;
-            put_int(left.min(c_int::MAX as u64) as c_int)
+            // SAFETY: FIONREAD's argument points to an int.
+            unsafe { arg.put_int(left.min(c_int::MAX as u64) as c_int) }.map(|()| 0).map_err(|e| e.0)
         }
-        FIGETBSZ => put_int(4096), // HashFS's block
+        // HashFS's block. SAFETY: FIGETBSZ's argument points to an int.
+        FIGETBSZ => unsafe { arg.put_int(4096) }.map(|()| 0).map_err(|e| e.0),
         libc::FIOCLEX | libc::FIONCLEX => {
             let flag = if request == libc::FIOCLEX { libc::FD_CLOEXEC } else { 0 };
             // SAFETY: F_SETFD on the placeholder descriptor (allowed on O_PATH).
@@ -59,31 +52,11 @@ fn answer(fd: c_int, request: libc::c_ulong, arg: *mut c_void) -> Result<c_int, 
     }
 }
 
-/// `ioctl(fd, request, ...)`: one pointer or integer argument, as every request takes
-/// (declared fixed: the System V x86-64 and AArch64 calling conventions pass it as they
-/// pass a variadic one).
-#[no_mangle]
-pub unsafe extern "C" fn ioctl(fd: c_int, request: libc::c_ulong, arg: *mut c_void) -> c_int {
-    if ours(fd) {
-        return match guarded(|| answer(fd, request, arg)) {
-            Some(Ok(v)) => v,
-            Some(Err(e)) => fail(e),
-            None => fail(libc::EBADF),
-        };
+/// ioctl on a HashFS descriptor, or a clone from one: another file system, as Linux
+/// answers a clone whose source is elsewhere.
+pub(super) fn ioctl(fd: c_int, request: libc::c_ulong, arg: &IoctlArg) -> Result<c_int, c_int> {
+    if shim().is_ours(fd) {
+        return answer(fd, request, arg);
     }
-    // A clone whose source is a HashFS file (the destination is the kernel's): another
-    // file system, as Linux answers.
-    if matches!(request, libc::FICLONE | libc::FICLONERANGE) && !arg.is_null() {
-        let src = if request == libc::FICLONE {
-            arg as usize as c_int
-        } else {
-            // SAFETY: FICLONERANGE's contract: arg points to a struct file_clone_range.
-            unsafe { (*(arg as *const libc::file_clone_range)).src_fd as c_int }
-        };
-        if ours(src) {
-            return fail(libc::EXDEV);
-        }
-    }
-    // SAFETY: forwarding.
-    unsafe { real!(ioctl: fn(c_int, libc::c_ulong, *mut c_void) -> c_int)(fd, request, arg) }
+    Err(libc::EXDEV)
 }

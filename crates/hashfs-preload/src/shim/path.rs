@@ -3,15 +3,6 @@
 use super::*;
 
 /// The file-system path for `path` if it lies under the prefix.
-pub(super) fn fs_path(path: *const c_char) -> Option<PathBuf> {
-    if path.is_null() {
-        return None;
-    }
-    // SAFETY: libc's contract: a NUL-terminated string.
-    fs_path_of(unsafe { CStr::from_ptr(path) })
-}
-
-/// As [`fs_path`], for a path the interposer checked.
 pub(super) fn fs_path_of(path: &CStr) -> Option<PathBuf> {
     let bytes = path.to_bytes();
     if bytes.first() == Some(&b'/') && super::plainly_outside(bytes) {

@@ -1,6 +1,7 @@
 //! stdio: FILE streams over HashFS files through fopencookie, so every stdio function of glibc works on them; fileno.
 
 use super::*;
+use hashfs_interpose::Handle;
 
 #[repr(C)]
 pub(super) struct CookieIo {
@@ -62,7 +63,8 @@ pub(super) fn mode_flags(mode: &[u8]) -> Option<c_int> {
 /// glibc; programs such as sort fstat it).
 pub(super) static STREAMS: Mutex<Vec<(usize, c_int)>> = Mutex::new(Vec::new());
 
-pub(super) fn stream_for(fd: c_int, mode: *const c_char) -> *mut libc::FILE {
+/// A stream over descriptor `fd` (a `FILE *`), or None with errno set.
+pub(super) fn stream_for(fd: c_int, mode: &CStr) -> Option<Handle> {
     let io = CookieIo {
         read: Some(cookie_read),
         write: Some(cookie_write),
@@ -70,72 +72,26 @@ pub(super) fn stream_for(fd: c_int, mode: *const c_char) -> *mut libc::FILE {
         close: Some(cookie_close),
     };
     // SAFETY: the cookie is a descriptor number; glibc calls our functions with it.
-    let f = unsafe { fopencookie(fd as usize as *mut c_void, mode, io) };
-    if !f.is_null() {
-        STREAMS.lock().push((f as usize, fd));
-    }
-    f
-}
-
-pub(super) fn stream_fd(f: *mut libc::FILE) -> Option<c_int> {
-    if in_shim() {
+    let f = unsafe { fopencookie(fd as usize as *mut c_void, mode.as_ptr(), io) };
+    if f.is_null() {
         return None;
     }
-    STREAMS.lock().iter().find(|(p, _)| *p == f as usize).map(|(_, fd)| *fd)
+    STREAMS.lock().push((f as usize, fd));
+    Some(Handle(f as usize))
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn fileno(f: *mut libc::FILE) -> c_int {
-    if let Some(fd) = stream_fd(f) {
-        return fd;
-    }
-    // SAFETY: forwarding.
-    unsafe { real!(fileno: fn(*mut libc::FILE) -> c_int)(f) }
+/// The descriptor of a stream made here.
+pub(super) fn stream_fd(f: usize) -> Option<c_int> {
+    STREAMS.lock().iter().find(|(p, _)| *p == f).map(|(_, fd)| *fd)
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn fileno_unlocked(f: *mut libc::FILE) -> c_int {
-    if let Some(fd) = stream_fd(f) {
-        return fd;
-    }
-    // SAFETY: forwarding.
-    unsafe { real!(fileno_unlocked: fn(*mut libc::FILE) -> c_int)(f) }
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn fopen(path: *const c_char, mode: *const c_char) -> *mut libc::FILE {
-    if let Some(Some(p)) = guarded(|| fs_path(path)) {
-        // SAFETY: libc's contract.
-        let Some(flags) = mode_flags(unsafe { CStr::from_ptr(mode) }.to_bytes()) else {
-            set_errno(libc::EINVAL);
-            return std::ptr::null_mut();
-        };
-        let fd = guarded(|| fd::do_open(&p, flags, 0o666)).unwrap_or(Err(libc::EIO)).unwrap_or_else(fail);
-        if fd < 0 {
-            return std::ptr::null_mut();
-        }
-        let f = stream_for(fd, mode);
-        if f.is_null() {
-            // SAFETY: our descriptor.
-            unsafe { interposed::close(fd) };
-        }
-        return f;
-    }
-    // SAFETY: forwarding.
-    unsafe { real!(fopen: fn(*const c_char, *const c_char) -> *mut libc::FILE)(path, mode) }
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn fopen64(path: *const c_char, mode: *const c_char) -> *mut libc::FILE {
-    // SAFETY: same contract.
-    unsafe { fopen(path, mode) }
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn fdopen(fd: c_int, mode: *const c_char) -> *mut libc::FILE {
-    if ours(fd) {
-        return stream_for(fd, mode);
-    }
-    // SAFETY: forwarding.
-    unsafe { real!(fdopen: fn(c_int, *const c_char) -> *mut libc::FILE)(fd, mode) }
+/// fopen of HashFS file `p`.
+pub(super) fn open(p: &Path, mode: &CStr) -> Result<Handle, c_int> {
+    let flags = mode_flags(mode.to_bytes()).ok_or(libc::EINVAL)?;
+    let fd = fd::do_open(p, flags, 0o666)?;
+    stream_for(fd, mode).ok_or_else(|| {
+        let e = hashfs_interpose::errno();
+        fd::close_own(fd);
+        e
+    })
 }

@@ -1,0 +1,88 @@
+//! The working directory, file-system statistics, sockets at paths, ioctl and exit
+//! ([`crate::entry::process`]).
+
+use crate::call::{Errno, Next, Served};
+use libc::{c_int, c_ulong, c_void};
+use std::ffi::{CStr, CString};
+use std::path::PathBuf;
+
+/// What statfs and statvfs report, whichever structure the call fills.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct FsStats {
+    /// statfs's `f_type`.
+    pub magic: i64,
+    pub block_bytes: u64,
+    pub blocks_total: u64,
+    pub blocks_free: u64,
+    pub inodes_total: u64,
+    pub inodes_free: u64,
+    pub name_max: u64,
+}
+
+/// ioctl's third argument: the caller's pointer, read or written as the request says.
+pub struct IoctlArg(pub(crate) *mut c_void);
+
+impl IoctlArg {
+    /// Stores `v` where the argument points (EFAULT for null).
+    ///
+    /// # Safety
+    /// The request is one whose argument points to an `int` (FIONREAD, FIGETBSZ...).
+    pub unsafe fn put_int(&self, v: c_int) -> Result<(), Errno> {
+        if self.0.is_null() {
+            return Err(Errno::FAULT);
+        }
+        // SAFETY: the caller's contract, and ioctl's for the request.
+        unsafe { *(self.0 as *mut c_int) = v };
+        Ok(())
+    }
+
+    /// The `int` the argument points to (EFAULT for null).
+    ///
+    /// # Safety
+    /// As [`IoctlArg::put_int`].
+    pub unsafe fn get_int(&self) -> Result<c_int, Errno> {
+        if self.0.is_null() {
+            return Err(Errno::FAULT);
+        }
+        // SAFETY: as put_int.
+        Ok(unsafe { *(self.0 as *const c_int) })
+    }
+}
+
+pub trait Process {
+    /// Every chdir; `next` changes directory in the kernel, to the caller's path (None)
+    /// or the one given.
+    fn chdir(_path: &CStr, _next: Next<'_, (), Option<CString>>) -> Served<()> {
+        None
+    }
+    /// Every fchdir.
+    fn fchdir(_fd: c_int, _next: Next<'_, ()>) -> Served<()> {
+        None
+    }
+    /// The working directory, when the backend keeps it (getcwd and get_current_dir_name
+    /// then answer it, under their buffer rules). Asked on every getcwd, the backend's
+    /// own included, outside the guard: it must call nothing interposed.
+    fn working_dir() -> Option<PathBuf> {
+        None
+    }
+    /// statfs, statvfs (and their `64` names) of a path.
+    fn statfs(_path: &CStr) -> Served<FsStats> {
+        None
+    }
+    /// fstatfs and fstatvfs of a claimed descriptor.
+    fn fstatfs(_fd: c_int) -> Served<FsStats> {
+        None
+    }
+    /// bind and connect of a UNIX socket to `path` (not an abstract one).
+    fn bind_unix(_path: &CStr) -> Served<()> {
+        None
+    }
+    fn connect_unix(_path: &CStr) -> Served<()> {
+        None
+    }
+    fn ioctl(_fd: c_int, _request: c_ulong, _arg: IoctlArg, _next: Next<'_, c_int>) -> Served<c_int> {
+        None
+    }
+    /// Before `_exit` and `_Exit` end the process (which run no exit handlers).
+    fn before_exit() {}
+}

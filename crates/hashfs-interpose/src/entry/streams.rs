@@ -1,0 +1,98 @@
+//! Streams: directory streams (opendir, fdopendir, readdir, closedir, rewinddir, dirfd)
+//! and stdio's (fopen, fdopen, fclose, fileno). A stream a backend made is its own
+//! handle; the calls on a stream reach the backend when it claims the handle
+//! ([`crate::Streams::claims_dir`]), fclose and fileno always.
+
+use super::route;
+use crate::call::{c_str, Errno, Handle};
+use crate::{forward, Backend};
+use libc::{c_char, c_int, dirent, dirent64, DIR, FILE};
+
+pub unsafe fn opendir<B: Backend>(path: *const c_char) -> *mut DIR {
+    // SAFETY: opendir's contract: path is a NUL-terminated string.
+    let p = unsafe { c_str(path) };
+    route::<Handle>(
+        p.is_some(),
+        |next| B::opendir(p?, next),
+        || forward!(opendir(path): fn(*const c_char) -> *mut DIR).cast(),
+    )
+    .cast()
+}
+
+pub unsafe fn fdopendir<B: Backend>(fd: c_int) -> *mut DIR {
+    route::<Handle>(
+        B::claims(fd),
+        |next| B::fdopendir(fd, next),
+        || forward!(fdopendir(fd): fn(c_int) -> *mut DIR).cast(),
+    )
+    .cast()
+}
+
+pub unsafe fn readdir64<B: Backend>(d: *mut DIR) -> *mut dirent64 {
+    route::<Handle>(
+        B::claims_dir(d as usize),
+        |_| B::readdir(d as usize),
+        || forward!(readdir64(d): fn(*mut DIR) -> *mut dirent64).cast(),
+    )
+    .cast()
+}
+
+/// readdir: `struct dirent` is `struct dirent64` on the 64-bit targets this builds for.
+pub unsafe fn readdir<B: Backend>(d: *mut DIR) -> *mut dirent {
+    const _: () = assert!(std::mem::size_of::<dirent>() == std::mem::size_of::<dirent64>());
+    route::<Handle>(
+        B::claims_dir(d as usize),
+        |_| B::readdir(d as usize),
+        || forward!(readdir(d): fn(*mut DIR) -> *mut dirent).cast(),
+    )
+    .cast()
+}
+
+pub unsafe fn closedir<B: Backend>(d: *mut DIR) -> c_int {
+    route::<()>(B::claims_dir(d as usize), |_| B::closedir(d as usize), || forward!(closedir(d): fn(*mut DIR) -> c_int))
+}
+
+pub unsafe fn rewinddir<B: Backend>(d: *mut DIR) {
+    if B::claims_dir(d as usize) && crate::serve(|| B::rewinddir(d as usize)).is_some() {
+        return;
+    }
+    forward!(rewinddir(d): fn(*mut DIR) -> ())
+}
+
+pub unsafe fn dirfd<B: Backend>(d: *mut DIR) -> c_int {
+    route::<c_int>(B::claims_dir(d as usize), |_| B::dirfd(d as usize), || forward!(dirfd(d): fn(*mut DIR) -> c_int))
+}
+
+pub unsafe fn fopen<B: Backend>(path: *const c_char, mode: *const c_char) -> *mut FILE {
+    // SAFETY: fopen's contract: path and mode are NUL-terminated strings.
+    let (p, m) = unsafe { (c_str(path), c_str(mode)) };
+    route::<Handle>(
+        p.is_some(),
+        |next| B::fopen(p?, m.ok_or(Errno::FAULT), next),
+        || forward!(fopen(path, mode): fn(*const c_char, *const c_char) -> *mut FILE).cast(),
+    )
+    .cast()
+}
+
+pub unsafe fn fdopen<B: Backend>(fd: c_int, mode: *const c_char) -> *mut FILE {
+    // SAFETY: fdopen's contract: mode is a NUL-terminated string.
+    let m = unsafe { c_str(mode) };
+    route::<Handle>(
+        B::claims(fd),
+        |next| B::fdopen(fd, m.ok_or(Errno::FAULT), next),
+        || forward!(fdopen(fd, mode): fn(c_int, *const c_char) -> *mut FILE).cast(),
+    )
+    .cast()
+}
+
+pub unsafe fn fclose<B: Backend>(fp: *mut FILE) -> c_int {
+    route::<()>(!fp.is_null(), |next| B::fclose(fp as usize, next), || forward!(fclose(fp): fn(*mut FILE) -> c_int))
+}
+
+pub unsafe fn fileno<B: Backend>(fp: *mut FILE) -> c_int {
+    route::<c_int>(!fp.is_null(), |_| B::fileno(fp as usize), || forward!(fileno(fp): fn(*mut FILE) -> c_int))
+}
+
+pub unsafe fn fileno_unlocked<B: Backend>(fp: *mut FILE) -> c_int {
+    route::<c_int>(!fp.is_null(), |_| B::fileno(fp as usize), || forward!(fileno_unlocked(fp): fn(*mut FILE) -> c_int))
+}
