@@ -208,7 +208,7 @@ pub fn umount(mountpoint: &Path, writeback: bool) -> Result<(), Failure> {
     while start.elapsed() < WAIT {
         match hashfs::pm::MmapDevice::open(&image, hashfs::pm::OpenMode::Existing) {
             Ok(_) => return Ok(()),
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => std::thread::sleep(Duration::from_millis(20)),
+            Err(e) if e.kind() == std::io::ErrorKind::ResourceBusy => std::thread::sleep(Duration::from_millis(20)),
             Err(_) => return Ok(()), // the image is gone or unreadable: nothing to wait for
         }
     }

@@ -38,8 +38,9 @@ struct OpenFile {
 
 struct Shim {
     fs: Option<FileSystem<MmapDevice>>,
-    /// Why the image could not be used (reported once, then EIO/EBUSY for its paths).
-    error: Option<String>,
+    /// Why the image could not be used (reported once), and the errno its paths fail
+    /// with from then on (EBUSY for an image another process holds).
+    error: Option<(String, c_int)>,
     fds: Mutex<HashMap<c_int, Arc<OpenFile>>>,
     fd_bits: FdSet,
     dirs: Mutex<HashMap<usize, Box<DirStream>>>,
@@ -311,9 +312,9 @@ fn shim() -> &'static Shim {
     SHIM.get_or_init(|| {
         let image = std::env::var_os("HASHFS_IMAGE").map(PathBuf::from);
         let (fs, error) = match &image {
-            None => (None, Some("HASHFS_IMAGE is not set".to_string())),
+            None => (None, Some(("HASHFS_IMAGE is not set".to_string(), libc::EIO))),
             Some(img) => match write_mode_env() {
-                Err(e) => (None, Some(e)),
+                Err(e) => (None, Some((e, libc::EIO))),
                 Ok(mode) => match open_image(img) {
                     Ok((fs, _)) => {
                         if let Some(m) = mode {
@@ -321,11 +322,11 @@ fn shim() -> &'static Shim {
                         }
                         (Some(fs), None)
                     }
-                    Err(e) => (None, Some(format!("cannot use image {}: {e}", img.display()))),
+                    Err(e) => (None, Some((format!("cannot use image {}: {e}", img.display()), e.errno()))),
                 },
             },
         };
-        if let Some(e) = &error {
+        if let Some((e, _)) = &error {
             eprintln!("hashfs_preload: {e}; paths under {} will fail", prefix().unwrap_or(Path::new("?")).display());
         }
         // SAFETY: getpid through the system call.
@@ -355,11 +356,7 @@ impl Shim {
         if FORKED.load(Ordering::Relaxed) || EXITING.load(Ordering::Relaxed) {
             return Err(libc::EIO);
         }
-        self.fs.as_ref().ok_or(if self.error.as_deref().is_some_and(|e| e.contains("in use")) {
-            libc::EBUSY
-        } else {
-            libc::EIO
-        })
+        self.fs.as_ref().ok_or(self.error.as_ref().map_or(libc::EIO, |&(_, errno)| errno))
     }
 }
 

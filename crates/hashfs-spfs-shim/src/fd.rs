@@ -65,10 +65,7 @@ fn refusal(s: &Stacked) -> c_int {
     if FORKED.load(Ordering::Relaxed) {
         return libc::EIO;
     }
-    match &s.error {
-        Some(e) if e.contains("in use") || e.contains("lock") => libc::EBUSY,
-        _ => libc::EIO,
-    }
+    s.error.as_ref().map_or(libc::EIO, |&(_, errno)| errno)
 }
 
 /// After the kernel opened `fd`: a regular file under the lower directory is tracked

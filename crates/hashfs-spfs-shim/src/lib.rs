@@ -69,8 +69,9 @@ pub(crate) struct Desc {
 
 struct Stacked {
     stack: Option<Arc<Stack>>,
-    /// Why the image could not be used (said once; then EIO or EBUSY under the lower directory).
-    error: Option<String>,
+    /// Why the image could not be used (said once), and the errno files under the lower
+    /// directory fail with from then on (the mount error's own: EBUSY for an image in use).
+    error: Option<(String, c_int)>,
     fds: RwLock<HashMap<c_int, Arc<Desc>>>,
     fd_bits: FdSet,
     demoter: Mutex<Option<std::thread::JoinHandle<()>>>,
@@ -121,14 +122,17 @@ fn stack_config() -> Result<StackConfig, String> {
     StackConfig::from_options(&opts).map_err(|e| format!("HASHFS_STACK_OPTIONS {e}"))
 }
 
-fn open_stack(lower: &Path) -> Result<Arc<Stack>, String> {
-    let img = std::env::var_os("HASHFS_IMAGE").map(PathBuf::from).ok_or("HASHFS_IMAGE is not set")?;
-    let cfg = stack_config()?;
-    let dev = hashfs::pm::MmapDevice::open(&img, hashfs::pm::OpenMode::Existing)
-        .map_err(|e| format!("cannot use image {}: {e}", img.display()))?;
-    let (fs, _) = hashfs::FileSystem::mount(Arc::new(dev), &|_, _| {})
-        .map_err(|e| format!("cannot use image {}: {e}", img.display()))?;
-    let (stack, _) = Stack::open(fs, lower, cfg)?;
+/// The stack on the image, or why not and the errno files under the lower directory
+/// then fail with (EBUSY for an image another process holds, EIO otherwise).
+fn open_stack(lower: &Path) -> Result<Arc<Stack>, (String, c_int)> {
+    let eio = |e: String| (e, libc::EIO);
+    let img =
+        std::env::var_os("HASHFS_IMAGE").map(PathBuf::from).ok_or_else(|| eio("HASHFS_IMAGE is not set".into()))?;
+    let cfg = stack_config().map_err(eio)?;
+    let unusable = |e: hashfs::Error| (format!("cannot use image {}: {e}", img.display()), e.errno());
+    let dev = hashfs::pm::MmapDevice::open(&img, hashfs::pm::OpenMode::Existing).map_err(|e| unusable(e.into()))?;
+    let (fs, _) = hashfs::FileSystem::mount(Arc::new(dev), &|_, _| {}).map_err(unusable)?;
+    let (stack, _) = Stack::open(fs, lower, cfg).map_err(eio)?;
     Ok(stack)
 }
 
@@ -138,9 +142,9 @@ fn stacked() -> &'static Stacked {
         let (stack, error) = match lower().map(|l| open_stack(&l.path)) {
             Some(Ok(s)) => (Some(s), None),
             Some(Err(e)) => (None, Some(e)),
-            None => (None, Some("HASHFS_LOWER is not set or not a directory".to_string())),
+            None => (None, Some(("HASHFS_LOWER is not set or not a directory".to_string(), libc::EIO))),
         };
-        if let Some(e) = &error {
+        if let Some((e, _)) = &error {
             eprintln!("hashfs_spfs_shim: {e}; files under the lower directory will fail to open");
         }
         // SAFETY: getpid through the system call (no cached value a vfork child shares).

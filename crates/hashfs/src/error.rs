@@ -72,7 +72,11 @@ impl Error {
     pub fn errno(&self) -> i32 {
         match self {
             Error::Corrupt(_) => EUCLEAN,
-            Error::Io(e) => e.raw_os_error().unwrap_or(libc::EIO),
+            Error::Io(e) => e.raw_os_error().unwrap_or(match e.kind() {
+                // The image's lock held by another process (`MmapDevice::open`).
+                io::ErrorKind::ResourceBusy => libc::EBUSY,
+                _ => libc::EIO,
+            }),
             Error::InvalidParameter(_) | Error::Invalid(_) => libc::EINVAL,
             Error::NotFound => libc::ENOENT,
             Error::Exists => libc::EEXIST,

@@ -25,6 +25,9 @@ pub mod streams;
 pub mod syscall;
 pub mod xattr;
 
+#[cfg(test)]
+mod tests;
+
 /// A call on a descriptor: the backend's part (`serve_it`, given libc's call as `next`)
 /// when it claims the descriptor and serves the call, else libc's (`raw`).
 pub(crate) fn route<T: CResult>(

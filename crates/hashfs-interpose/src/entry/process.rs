@@ -32,7 +32,7 @@ pub unsafe fn fchdir<B: Backend>(fd: c_int) -> c_int {
 /// getcwd's buffer rules for a directory the backend keeps: into `buf` of `size` bytes,
 /// or a new buffer from malloc when `buf` is null (glibc's extension; `size` 0 means as
 /// large as needed).
-fn give_path(p: &std::path::Path, buf: *mut c_char, size: size_t) -> Result<Handle, Errno> {
+pub(crate) fn give_path(p: &std::path::Path, buf: *mut c_char, size: size_t) -> Result<Handle, Errno> {
     let bytes = p.as_os_str().as_bytes();
     if buf.is_null() {
         if size != 0 && size < bytes.len() + 1 {

@@ -73,7 +73,7 @@ impl MmapDevice {
             }
             tries += 1;
             if tries > 50 {
-                return Err(io::Error::new(io::ErrorKind::WouldBlock, "image is in use by another process"));
+                return Err(io::Error::new(io::ErrorKind::ResourceBusy, "image is in use by another process"));
             }
             std::thread::sleep(std::time::Duration::from_millis(10));
         }
