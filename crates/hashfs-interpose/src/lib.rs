@@ -1,8 +1,8 @@
-//! What HashFS's two LD_PRELOAD shims share (`hashfs-preload`, which serves a prefix from an
-//! image, and `hashfs-spfs-shim`, SPFS's stacked mode in the process): libc's own function
-//! behind a name the shim interposes ([`real!`]), a per-thread guard through which the
-//! shim's own calls into libc (the library's, Rust's std) pass straight on, errno, and the
-//! set of descriptor numbers a shim serves ([`FdSet`]).
+//! The interposer HashFS's two LD_PRELOAD shims share (`hashfs-preload`, which serves a
+//! prefix from an image, and `hashfs-spfs-shim`, SPFS's stacked mode in the process):
+//! libc's own function behind a name the shim interposes ([`real!`]), a per-thread guard
+//! through which the shim's own calls into libc (the library's, Rust's std) pass straight
+//! on, errno, and the set of descriptor numbers a shim serves ([`FdSet`]).
 //!
 //! The entry points themselves are here too, written once ([`entry`]): a shim is a
 //! [`Backend`] (what it serves, with safe arguments and libc's own call at hand) and

@@ -19,11 +19,13 @@
 //! Record locks (fcntl F_SETLK & co.) are per process in POSIX and this process owns the
 //! image alone, so they always succeed; F_GETLK reports no conflict.
 //!
-//! Modules by concern: `shim.rs` holds the shared state, `shim/` one module per family of
-//! calls (descriptors, path routing, IO, vector IO, copies, stat, metadata, names,
-//! directories, working directory, mmap, xattrs, stdio, statfs).
-
-#![allow(clippy::missing_safety_doc)] // every export is a libc function with libc's contract
+//! The exported libc functions are `hashfs-interpose`'s (written once, shared with the
+//! stacked shim); this crate is the backend behind them, [`Preload`]. Modules by concern:
+//! `shim.rs` holds the shared state, `shim/` one module per family of calls, each
+//! implementing that family's trait (`io`: Data; `fd`: Descriptors; `stat`: Attributes;
+//! `names`: Names; `meta`: Metadata; `copy`: Copies; `mmap`: Mappings; `xattr`: Xattrs;
+//! `dir`: Streams, with `stdio`; `cwd`: Process, with `statfs`, `socket`, `ioctl`), and
+//! `path` (which paths are ours), `vector` (the vector calls' work).
 
 mod shim;
 

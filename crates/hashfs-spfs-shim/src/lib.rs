@@ -25,10 +25,10 @@
 //! for a mount (PM use, counters, promoted files) before that. Tuning: `HASHFS_STACK_OPTIONS=promote_after=N,...`, the
 //! mount's `-o` options.
 //!
-//! Modules: `fd` (open, close, dup, fcntl, streams), `io` (data and syncs), `meta` (stat,
-//! names, mappings and copies).
-
-#![allow(clippy::missing_safety_doc)] // every export is a libc function with libc's contract
+//! The exported libc functions are `hashfs-interpose`'s (written once, shared with
+//! `hashfs-preload`); this crate is the backend behind them, [`Spfs`]. Modules: `fd`
+//! (Descriptors and Streams: open, close, dup, fcntl, stdio streams), `io` (Data, and the
+//! Names it watches: unlink, rename, truncate), `meta` (Attributes, Mappings, Copies).
 
 use hashfs_spfs::{Shared, Stack, StackConfig};
 use libc::{c_char, c_int};
