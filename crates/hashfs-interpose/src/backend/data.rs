@@ -33,7 +33,7 @@ pub trait Data {
     ) -> Served<usize> {
         None
     }
-    /// `pwritev` and `pwritev2`, as [`Backend::preadv`].
+    /// `pwritev` and `pwritev2`, as [`Data::preadv`].
     fn pwritev(
         _fd: c_int,
         _iov: IoVecs<'_>,
