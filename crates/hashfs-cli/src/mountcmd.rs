@@ -102,7 +102,7 @@ fn run_stacked(
     }
     let cfg = fuse_config(image, o, o.threads.unwrap_or(DEFAULT_THREADS));
     let demoter = hashfs_spfs::spawn_demoter(stack.clone());
-    let r = fuser::mount2(hashfs_spfs::StackedFuse::new(stack.clone()), mountpoint, &cfg)
+    let r = fuser::mount2(hashfs_fuse::stacked::StackedFuse::new(stack.clone()), mountpoint, &cfg)
         .map_err(|e| fail(format!("mount on {}: {e}", mountpoint.display())));
     stack.stop();
     let _ = demoter.join();

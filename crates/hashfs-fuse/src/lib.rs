@@ -1,5 +1,5 @@
-//! The FUSE front end: serves a mounted HashFS through the kernel, so that every program
-//! can use it.
+//! The FUSE front ends: this module serves a mounted HashFS through the kernel, so that
+//! every program can use it; [`stacked`] serves SPFS's stacked mode (`hashfs_spfs::Stack`).
 //!
 //! Permissions: the mount uses `default_permissions`, so the kernel checks every access
 //! against the mode, owner and group we report, with the caller's real credentials
@@ -16,6 +16,8 @@
 
 mod nodes;
 mod session;
+pub mod stacked;
+mod stacked_caller;
 
 pub use session::{io_uring_offered, session_config, KernelFlags, DEFAULT_THREADS, IO_URING_DEPTH, NO_IO_URING};
 

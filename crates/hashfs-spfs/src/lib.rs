@@ -1,7 +1,8 @@
-//! SPFS's stacked mode (`../shared/papers/spfs-stackable-pm-fs-fast23.txt`): HashFS's PM
-//! stacked over an ordinary directory (ext4, XFS, tmpfs), served through FUSE ([`ops`]) or
-//! inside a program's own process by the preload shim (`crates/hashfs-spfs-shim`); both
-//! front ends run a file's data through the same operations ([`file`]).
+//! SPFS's stacked mode (Woo et al., *On Stacking a Persistent Memory File System on Legacy
+//! File Systems*, FAST '23): HashFS's PM stacked over an ordinary directory (ext4, XFS,
+//! tmpfs), served through FUSE (`hashfs_fuse::stacked`) or inside a program's own process
+//! by the preload shim (`crates/hashfs-spfs-shim`); both front ends run a file's data
+//! through the same operations ([`file`]). This crate is the stack; it has no front end.
 //!
 //! Every file lives in the lower directory until the Sync Point Profiler
 //! ([`profiler`]) sees it fsynced often with little written between syncs; then it is
@@ -10,7 +11,7 @@
 //! background thread writes promoted files back to the lower file system when their Sync
 //! Factor falls under the hard limit or PM passes its high-water mark ([`demote`]).
 //! Everything else (directories, names, attributes, unpromoted files) is the lower file
-//! system's (through the mount, reached by O_PATH descriptors: [`ops`]).
+//! system's (reached by O_PATH descriptors: [`lower`]).
 //!
 //! Differences from the released SPFS, on purpose: the PM side survives crashes and
 //! remounts (SPFS formats PM at every mount); write-back exists and is crash-safe (SPFS's
@@ -22,14 +23,12 @@
 #![deny(unsafe_code)]
 
 pub mod absorb;
-mod caller;
 #[cfg(test)]
 mod crashtest;
 mod demote;
 mod file;
 #[allow(unsafe_code)]
-mod lower;
-mod ops;
+pub mod lower;
 pub mod profiler;
 
 pub use absorb::Recovery;
@@ -39,7 +38,7 @@ use absorb::{Key, PmStore, Promoted};
 use profiler::SyncProfile;
 use std::collections::HashMap;
 use std::fs::File;
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -198,7 +197,7 @@ pub fn any_promoted() -> bool {
 
 pub type Shared = Arc<FileCell>;
 
-/// The stacked file system: the state the FUSE operations and the write-back thread share.
+/// The stacked file system: the state the front ends' operations and the write-back thread share.
 pub struct Stack {
     pub cfg: StackConfig,
     pub store: PmStore,
@@ -209,7 +208,9 @@ pub struct Stack {
     stop: AtomicBool,
 }
 
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+/// Locks `m`, a poisoned lock included (a panic elsewhere leaves the state as it was:
+/// every change under these locks is whole before the next can fail).
+pub fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
@@ -268,6 +269,16 @@ impl Stack {
         lock(&self.files).entry(key).or_default().clone()
     }
 
+    /// The lower directory (an `O_PATH` descriptor the front ends resolve names from).
+    pub fn lower_root(&self) -> BorrowedFd<'_> {
+        self.lower_root.as_fd()
+    }
+
+    /// The lower directory's (st_dev, st_ino).
+    pub fn root_key(&self) -> Key {
+        self.root_key
+    }
+
     /// The state of lower file `key`, if it has one.
     pub fn existing(&self, key: Key) -> Option<Shared> {
         lock(&self.files).get(&key).cloned()
@@ -275,7 +286,7 @@ impl Stack {
 
     /// Forgets a file's state when nothing needs it (not promoted, not open): when the
     /// kernel forgets the inode, or its last name and handle are gone.
-    fn prune(&self, key: Key) {
+    pub fn prune(&self, key: Key) {
         let mut files = lock(&self.files);
         if let Some(s) = files.get(&key) {
             let st = s.lock();
@@ -373,8 +384,6 @@ impl Stack {
 }
 
 pub use file::MergedAttr;
-/// The FUSE file system over a [`Stack`].
-pub use ops::StackedFuse;
 
 /// The write-back thread's loop, until [`Stack::stop`] (for front ends that make their
 /// own thread).

@@ -1,22 +1,22 @@
 //! The FUSE operations of the stack. Names, directories and attributes are the lower file
 //! system's, reached through O_PATH descriptors kept per kernel inode (as libfuse's
 //! passthrough_hp does); file data goes to the lower file or, for a promoted file, to its
-//! PM copy ([`crate::absorb`]). The kernel's write-back cache is on: writes reach the
+//! PM copy ([`hashfs_spfs::absorb`]). The kernel's write-back cache is on: writes reach the
 //! daemon in page-sized batches, and an O_SYNC/O_DSYNC write reaches it as a write and an
 //! fsync, which the profiler counts like any other.
 //!
 //! Root's `hashfs.status` xattr returns [`Stack::status`]; setting `hashfs.writeback`
 //! writes every promoted file back (`hashfs umount --writeback`).
 
-use crate::absorb::Key;
-use crate::caller::as_caller;
-use crate::lower::{proc_path, reopen};
-use crate::{lock, Shared, Stack};
+use crate::stacked_caller::as_caller;
 use fuser::{
     Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo, InitFlags, KernelConfig,
     LockOwner, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry,
     ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
 };
+use hashfs_spfs::absorb::Key;
+use hashfs_spfs::lower::{proc_path, reopen};
+use hashfs_spfs::{lock, Shared, Stack};
 use rustix::fs::{AtFlags, Mode, OFlags};
 use std::collections::HashMap;
 use std::ffi::{OsStr, OsString};
@@ -105,23 +105,23 @@ impl StackedFuse {
         // The kernel sends each new object's mode with the caller's umask applied; the
         // daemon's own (022) must not be applied again (`caller.rs`).
         rustix::process::umask(Mode::empty());
-        let root = rustix::io::fcntl_dupfd_cloexec(&stack.lower_root, 0).expect("dup of the lower root");
+        let root = rustix::io::fcntl_dupfd_cloexec(stack.lower_root(), 0).expect("dup of the lower root");
         let mut nodes = Nodes { next_foreign: 1 << 62, ..Nodes::default() };
-        nodes.by_ino.insert(1, Node { fd: Arc::new(root), key: stack.root_key, nlookup: 1 << 40 });
-        nodes.by_key.insert(stack.root_key, 1);
+        nodes.by_ino.insert(1, Node { fd: Arc::new(root), key: stack.root_key(), nlookup: 1 << 40 });
+        nodes.by_key.insert(stack.root_key(), 1);
         StackedFuse { stack, nodes: Mutex::new(nodes), handles: Mutex::new(HashMap::new()), next_fh: AtomicU64::new(1) }
     }
 
     /// The kernel inode number of a lower inode: its own number on the lower root's file
     /// system (so that readdir's d_ino and stat agree), a number of ours on another one.
     fn ino_for(&self, nodes: &mut Nodes, key: Key) -> u64 {
-        if key == self.stack.root_key {
+        if key == self.stack.root_key() {
             return 1;
         }
         if let Some(i) = nodes.by_key.get(&key) {
             return *i;
         }
-        if key.0 == self.stack.root_key.0 && key.1 > 1 && key.1 < 1 << 62 {
+        if key.0 == self.stack.root_key().0 && key.1 > 1 && key.1 < 1 << 62 {
             key.1
         } else {
             nodes.next_foreign += 1;
@@ -621,7 +621,7 @@ impl Filesystem for StackedFuse {
                     rustix::fs::FileType::Socket => FileType::Socket,
                     _ => FileType::RegularFile,
                 };
-                let st_dev = self.stack.root_key.0;
+                let st_dev = self.stack.root_key().0;
                 let ino = if name == "." || name == ".." { 1 } else { self.ino_for(&mut nodes, (st_dev, e.ino())) };
                 entries.push((ino, ft, name));
             }
@@ -664,7 +664,7 @@ impl Filesystem for StackedFuse {
     }
 
     fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
-        match rustix::fs::fstatvfs(&self.stack.lower_root) {
+        match rustix::fs::fstatvfs(self.stack.lower_root()) {
             Ok(s) => reply.statfs(
                 s.f_blocks,
                 s.f_bfree,
