@@ -50,7 +50,7 @@ bugs=(
     "free-slots-no-fence|crates/hashfs/src/fs/hashfs/slots.rs|freeing HashFS slots stores tombstones with no fence first: a live copy's tombstone may reach the media before an older copy's pending one|test untorn_writes a_hole_punched_after_a_key_switch_never_revives_the_older_copy"
     "switch-one-fence|crates/hashfs/src/fs/hashfs/untorn.rs|HashFS's key switch inside one block, new slot after the old: the old slot's tombstone goes with the new data and key, no fence between|ops untorn-small,untorn-block"
     "switch-key-with-data|crates/hashfs/src/fs/hashfs/untorn.rs|HashFS's key switch inside one block, new slot before the old: the new key goes with the new data, no fence between|workload ace:untorn-small,untorn-small"
-    "switch-copies-kept|crates/hashfs/src/fs/recovery.rs|recovery keeps both copies of a key that an interrupted key switch left|ops untorn-small,untorn-block"
+    "switch-copies-kept|crates/hashfs/src/fs/hashfs/recovery.rs|recovery keeps both copies of a key that an interrupted key switch left|ops untorn-small,untorn-block"
     "strict-ignored|crates/hashfs/src/fs/data.rs|a strict-mode mount writes as a relaxed one|strict overwrite,overwrite-small"
     "untorn-logged-in-place|crates/hashfs/src/fs/untorn.rs|an untorn write stores a grouped block's new bytes in place without their undo record|grouped-workload ace:write-chunk,untorn-hole"
     "pswap-split-tx|crates/hashfs/src/fs/ctfs/pswap.rs|a pswap between files writes the second file's inode in a transaction of its own, after the one that swaps the pages|ctfs pswap,pswap-grow,truncate-up"
@@ -243,7 +243,7 @@ elif name == "switch-key-with-data":
         "            self.dev.fence(); // the data before the key that makes it live\n",
         "")
 elif name == "switch-copies-kept":
-    sub("crates/hashfs/src/fs/recovery.rs",
+    sub("crates/hashfs/src/fs/hashfs/recovery.rs",
         "                    || (dirty && !table.group_holds(v, s) && table.shadowed(v, s))\n",
         "                    || (dirty && !table.group_holds(v, s) && table.shadowed(v, s) && false)\n")
 elif name == "untorn-logged-in-place":

@@ -137,7 +137,7 @@ pub fn format<D: PmDevice>(dev: &D, opts: &FormatOptions, progress: Progress<'_>
         journal_count: opts.journal_count,
         journal_blocks: opts.journal_blocks,
         mapping: opts.mapping,
-        grouped: opts.placement != HashPlacement::Paper && opts.mapping == MappingKind::HashFs,
+        grouped: opts.placement.grouped_on(opts.mapping),
     })
     .map_err(Error::InvalidParameter)?;
     if let Some(load) = opts.region_load {

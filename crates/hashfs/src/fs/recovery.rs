@@ -25,9 +25,9 @@ use super::{read_superblock, FsInner, Progress, SuperblockSource};
 use crate::journal::{self, Journals};
 use crate::layout::inode::InodeState;
 use crate::layout::superblock::FORMAT_ZEROED_TAILS;
-use crate::layout::{Geometry, Ino, MappingKind, BLOCK_BYTES, SB_STATE_CLEAN};
-use crate::mapping::hashfs::{classify, Entry, HashTable};
-use crate::mapping::{BlockMap, FileMap, Mapped};
+use crate::layout::{Geometry, Ino, BLOCK_BYTES, SB_STATE_CLEAN};
+use crate::mapping::hashfs::HashTable;
+use crate::mapping::FileMap;
 use crate::pm::PmDevice;
 use crate::{Error, Result};
 use parking_lot::Mutex;
@@ -58,7 +58,7 @@ pub struct MountReport {
 }
 
 pub(crate) const FREE: u64 = u64::MAX;
-const CORRUPT: u64 = u64::MAX - 1;
+pub(crate) const CORRUPT: u64 = u64::MAX - 1;
 
 /// Logical blocks that an inode of `size` bytes may map.
 pub(crate) fn mappable_blocks(size: u64) -> u64 {
@@ -67,7 +67,6 @@ pub(crate) fn mappable_blocks(size: u64) -> u64 {
 
 pub(crate) fn mount<D: PmDevice>(dev: Arc<D>, progress: Progress<'_>) -> Result<(Arc<FsInner<D>>, MountReport)> {
     let (sb, geo, source) = read_superblock(&*dev)?;
-    let kind = MappingKind::from_u32(sb.mapping_kind).ok_or_else(|| Error::corrupt("unknown mapping kind"))?;
     let mut report = MountReport { used_superblock_copy: source == SuperblockSource::Secondary, ..Default::default() };
     let (jrep, first_txid) = journal::recover(&*dev, &geo)?;
     report.rolled_back_txids = jrep.rolled_back_txids;
@@ -75,23 +74,17 @@ pub(crate) fn mount<D: PmDevice>(dev: Arc<D>, progress: Progress<'_>) -> Result<
     let total_work = geo.inode_count + geo.data_blocks;
 
     let dirty = !report.was_clean;
-    // HashFS's table first: after a crash, settling a tagged size reads the file's last
-    // bytes through it (`fs/hashfs/append_tag.rs`).
-    let table = if kind == MappingKind::HashFs { Some(HashTable::of_image(dev.clone(), &geo, &sb)?) } else { None };
-    let settle_with = table.as_ref().filter(|_| dirty);
+    // The mapping first: after a crash, settling a tagged size reads the file's last bytes
+    // through HashFS's table (`fs/hashfs/append_tag.rs`).
+    let map = FileMap::open(dev.clone(), &geo, &sb)?;
+    let settle_with = on_map!(map map, m => m.settles_appends()).filter(|_| dirty);
     let mut scan = scan_inodes(&*dev, &geo, settle_with, &mut report, &|d| progress(d, total_work));
     let root = inode::read_raw(&*dev, &geo, Ino::ROOT);
     if root.check(Ino::ROOT) != InodeState::Allocated || !root.is_dir() {
         return Err(Error::corrupt("root inode is missing or not a directory; run hashfs fsck"));
     }
     // The mapping: count each file's blocks and find what a crash left behind.
-    let (map, strays) = if let Some(table) = table {
-        let strays = scan_table(&table, &geo, &mut scan, dirty, &|d| progress(d, total_work))?;
-        (FileMap::Hash(table), strays)
-    } else {
-        let (bm, strays) = scan_block_map(dev.clone(), &geo, &sb, kind, &mut scan, &mut report)?;
-        (FileMap::Blocks(Box::new(bm)), strays)
-    };
+    let strays = on_map!(map map, m => m.scan(&geo, &mut scan, dirty, &mut report, &|d| progress(d, total_work)))?;
     let nstray = strays.slots.len() + strays.ranges.len();
     if report.was_clean && (nstray > 0 || !scan.nlink_zero.is_empty()) {
         return Err(Error::corrupt(format!(
@@ -141,23 +134,23 @@ pub(crate) fn mount<D: PmDevice>(dev: Arc<D>, progress: Progress<'_>) -> Result<
 }
 
 /// What the inode table and the mapping say, for the stages of a mount.
-struct Scan {
-    ialloc: InodeAllocator,
+pub(crate) struct Scan {
+    pub(crate) ialloc: InodeAllocator,
     /// Each inode's size, or FREE / CORRUPT.
-    sizes: Vec<u64>,
+    pub(crate) sizes: Vec<u64>,
     /// Inodes with no links.
-    nlink_zero: Vec<Ino>,
+    pub(crate) nlink_zero: Vec<Ino>,
     /// Each inode's mapped blocks inside its size.
-    counts: Vec<u64>,
+    pub(crate) counts: Vec<u64>,
 }
 
 /// What a crash left in the mapping.
 #[derive(Default)]
-struct Strays {
+pub(crate) struct Strays {
     /// HashFS: slots to free (reservations, keys past EOF or of free inodes).
-    slots: Vec<u64>,
+    pub(crate) slots: Vec<u64>,
     /// Allocator mappings: (inode, first logical block to unmap).
-    ranges: Vec<(u32, u64)>,
+    pub(crate) ranges: Vec<(u32, u64)>,
 }
 
 /// The inode table: the free-inode bitmap, sizes, unlinked and corrupt inodes. With
@@ -208,130 +201,6 @@ fn scan_inodes<D: PmDevice>(
     Scan { ialloc, sizes, nlink_zero, counts: vec![0; geo.inode_count as usize + 1] }
 }
 
-/// The HashFS table: the used count, each file's blocks, and the slots a crash left
-/// (`dirty`: the image was not cleanly unmounted, so a key may also have a second copy,
-/// farther along its probe path, left by an untorn write's key switch: a stray).
-fn scan_table<D: PmDevice>(
-    table: &HashTable<D>,
-    geo: &Geometry,
-    scan: &mut Scan,
-    dirty: bool,
-    progress: &dyn Fn(u64),
-) -> Result<Strays> {
-    let mut strays = Strays::default();
-    let mut used = 0u64;
-    for s in 0..table.nslots() {
-        let v = table.load(s);
-        match classify(v, table.nslots()) {
-            Entry::Empty | Entry::Tombstone => {}
-            // Strays count as used until released (each release subtracts one).
-            Entry::Reserved { .. } => {
-                strays.slots.push(s);
-                used += 1;
-            }
-            Entry::Invalid => {
-                return Err(Error::corrupt(format!(
-                    "hash table slot {s} holds an invalid value; run hashfs fsck --repair"
-                )))
-            }
-            Entry::Key { ino, lblk } => {
-                let size = scan.sizes.get(ino as usize).copied().unwrap_or(FREE);
-                if size == CORRUPT {
-                    used += 1;
-                } else if size == FREE
-                    || lblk as u64 >= mappable_blocks(size)
-                    || (dirty && !table.group_holds(v, s) && table.shadowed(v, s))
-                {
-                    strays.slots.push(s);
-                    used += 1;
-                } else {
-                    scan.counts[ino as usize] += 1;
-                    used += 1;
-                }
-            }
-        }
-        if s % 262_144 == 0 {
-            progress(geo.inode_count + s);
-        }
-    }
-    table.set_used(used);
-    Ok(strays)
-}
-
-/// An allocator mapping: each file's blocks, and the ranges past EOF or of free inodes.
-fn scan_block_map<D: PmDevice>(
-    dev: Arc<D>,
-    geo: &Geometry,
-    sb: &crate::layout::Superblock,
-    kind: MappingKind,
-    scan: &mut Scan,
-    report: &mut MountReport,
-) -> Result<(BlockMap<D>, Strays)> {
-    let bm = BlockMap::new(dev.clone(), *geo, sb, kind)?;
-    let mut first_stray = std::collections::BTreeMap::<u32, u64>::new();
-    let mut bad_inode = None;
-    let sizes = &scan.sizes;
-    let mut note = |ino: u32, lblk: u64, len: u64, counts: &mut [u64]| {
-        if ino == 0 || ino as u64 > geo.inode_count {
-            bad_inode = Some(ino);
-            return;
-        }
-        let size = sizes[ino as usize];
-        if size == CORRUPT {
-            return;
-        }
-        let limit = if size == FREE { 0 } else { mappable_blocks(size) };
-        let inside = limit.saturating_sub(lblk).min(len);
-        counts[ino as usize] += inside;
-        if inside < len {
-            let f = first_stray.entry(ino).or_insert(u64::MAX);
-            *f = (*f).min(limit.max(lblk));
-        }
-    };
-    let counts = &mut scan.counts;
-    if bm.is_global() {
-        let dummy: crate::layout::InodeRaw = bytemuck::Zeroable::zeroed();
-        bm.walk(Ino(0), &dummy, &mut |m| {
-            if let Mapped::Data { ino, ext } = m {
-                note(ino.0, ext.lblk.0, ext.len, counts);
-            }
-        })
-        .map_err(|e| Error::corrupt(format!("{e}; run hashfs fsck --repair")))?;
-    } else {
-        for i in 1..=geo.inode_count {
-            if sizes[i as usize] == FREE || sizes[i as usize] == CORRUPT {
-                continue;
-            }
-            let raw = inode::read_raw(&*dev, geo, Ino(i as u32));
-            let mut found = Vec::new();
-            let walked = bm.adopt(&raw).and_then(|()| {
-                bm.walk(Ino(i as u32), &raw, &mut |m| {
-                    if let Mapped::Data { ext, .. } = m {
-                        found.push((ext.lblk.0, ext.len));
-                    }
-                })
-            });
-            if walked.is_err() {
-                report.corrupt_inodes.push(Ino(i as u32));
-                continue;
-            }
-            for (lblk, len) in found {
-                note(i as u32, lblk, len, counts);
-            }
-        }
-    }
-    if let Some(ino) = bad_inode {
-        return Err(Error::corrupt(format!(
-            "{} maps blocks of inode {ino}, which does not exist; run hashfs fsck --repair",
-            kind.name()
-        )));
-    }
-    for &i in &report.corrupt_inodes {
-        scan.sizes[i.0 as usize] = CORRUPT;
-    }
-    Ok((bm, Strays { slots: Vec::new(), ranges: first_stray.into_iter().collect() }))
-}
-
 /// Block counts that disagree with the mapping: rewritten after a crash, corruption on a
 /// cleanly unmounted image.
 fn fix_block_counts<D: PmDevice>(inner: &FsInner<D>, scan: &Scan, report: &mut MountReport) -> Result<()> {
@@ -362,6 +231,22 @@ fn fix_block_counts<D: PmDevice>(inner: &FsInner<D>, scan: &Scan, report: &mut M
 /// What mount's recovery asks of the mapping it found (implemented beside each mapping:
 /// `fs/hashfs/recovery.rs`, `fs/blocks/recovery.rs`).
 pub(crate) trait RecoverVerbs<D: PmDevice> {
+    /// The table a tagged size is settled through after a crash (HashFS's one-fence
+    /// appends, `fs/hashfs/append_tag.rs`); None where no size is ever tagged.
+    fn settles_appends(&self) -> Option<&HashTable<D>>;
+
+    /// Counts each file's mapped blocks inside its size into `scan.counts` and finds what
+    /// a crash left (`dirty`: the image was not cleanly unmounted); inodes whose mapping
+    /// cannot be read go to `report.corrupt_inodes`.
+    fn scan(
+        &self,
+        geo: &Geometry,
+        scan: &mut Scan,
+        dirty: bool,
+        report: &mut MountReport,
+        progress: &dyn Fn(u64),
+    ) -> Result<Strays>;
+
     /// Before the file system exists: frees the stray slots the scan found.
     fn drop_stray_slots(&self, slots: &[u64]);
 

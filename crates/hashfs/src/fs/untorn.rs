@@ -31,7 +31,7 @@
 //! entries (its new slot and its old one), so the default journal of 16 blocks (1,023
 //! entries) takes 1 MiB (257 blocks when unaligned); a moved block of the block mappings
 //! costs its structure's removal and insertion plus two bitmap words, bounded here by
-//! [`MOVE_COST_BLOCKMAP`] entries, which gives 256 KiB on the default journal (more with
+//! [`MOVE_COST_BLOCKMAP`](crate::mapping::MOVE_COST_BLOCKMAP) entries, which gives 256 KiB on the default journal (more with
 //! larger journals, `mkfs --journal-blocks`).
 
 #![forbid(unsafe_code)]
@@ -43,18 +43,13 @@ use super::verbs::{on_map, MapVerbs};
 use super::FsInner;
 use crate::layout::inode::{INODE_CTIME_OFF, INODE_MTIME_OFF};
 use crate::layout::journal::ENTRY_DATA_BYTES;
-use crate::layout::{Geometry, Ino, Lblk, MappingKind, Pblk, BLOCK_BYTES, MAX_FILE_BYTES};
+use crate::layout::{Geometry, Ino, Lblk, Pblk, BLOCK_BYTES, MAX_FILE_BYTES};
 use crate::pm::PmDevice;
 use crate::{Error, Result};
 use std::sync::atomic::Ordering;
 
 /// The largest untorn write on any image (WineFS and Linux's XFS offer about as much).
 pub const UNTORN_MAX_BYTES: u64 = 1 << 20;
-/// Undo entries a moved block may cost with HashFS: its new slot and its old one.
-const MOVE_COST_HASH: u64 = 2;
-/// Undo entries a moved block may cost with a block mapping (removal and insertion in
-/// the structure, two bitmap words); `tests/untorn_writes.rs` fills a journal to check.
-pub const MOVE_COST_BLOCKMAP: u64 = 8;
 /// Undo entries kept for the inode and the runs a write's first and last block add.
 const RESERVED_ENTRIES: u64 = 16;
 
@@ -64,36 +59,24 @@ const RESERVED_ENTRIES: u64 = 16;
 /// bound allows). On `ctfs` images, the larger of the copy-on-write path's and pswap's
 /// (`fs/ctfs/untorn_pswap.rs`).
 pub fn untorn_limit(geo: &Geometry) -> u64 {
-    match geo.mapping {
-        MappingKind::Ctfs => copy_limit(geo).max(pswap_limits(geo).0),
-        _ => copy_limit(geo),
-    }
+    copy_limit(geo).max(pswap_limits(geo).0)
 }
 
 /// The largest naturally aligned untorn write (a power of two of bytes at an offset that
 /// is a multiple of it: `RWF_ATOMIC`'s kind): on `ctfs` images pswap's, which costs one
 /// page-table entry per 2 MiB once aligned; elsewhere [`untorn_limit`].
 pub fn untorn_aligned_limit(geo: &Geometry) -> u64 {
-    match geo.mapping {
-        MappingKind::Ctfs => untorn_limit(geo).max(pswap_limits(geo).1),
-        _ => untorn_limit(geo),
-    }
+    untorn_limit(geo).max(pswap_limits(geo).1)
 }
 
 /// The largest untorn write the copy-on-write (and logging) path takes, any alignment.
 pub(crate) fn copy_limit(geo: &Geometry) -> u64 {
-    let blocks = (geo.journal_entries().saturating_sub(RESERVED_ENTRIES) / move_cost(geo.mapping)).saturating_sub(1);
+    let blocks =
+        (geo.journal_entries().saturating_sub(RESERVED_ENTRIES) / geo.mapping.untorn_move_cost()).saturating_sub(1);
     if blocks == 0 {
         return 0;
     }
     ((1u64 << blocks.ilog2()) * BLOCK_BYTES).min(UNTORN_MAX_BYTES)
-}
-
-fn move_cost(mapping: MappingKind) -> u64 {
-    match mapping {
-        MappingKind::HashFs => MOVE_COST_HASH,
-        _ => MOVE_COST_BLOCKMAP,
-    }
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -124,7 +107,7 @@ impl<D: PmDevice> FsInner<D> {
     }
 
     fn move_cost(&self) -> u64 {
-        move_cost(self.geo.mapping)
+        self.geo.mapping.untorn_move_cost()
     }
 
     /// Whether the mount is in strict mode.

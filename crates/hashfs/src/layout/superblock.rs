@@ -142,6 +142,12 @@ pub enum HashPlacement {
 impl HashPlacement {
     pub const ALL: [HashPlacement; 3] = [HashPlacement::Paper, HashPlacement::Grouped, HashPlacement::Regions];
 
+    /// Whether an image of `mapping` with this placement keeps group directories (the
+    /// placements are HashFS's table's; every other mapping ignores them).
+    pub fn grouped_on(self, mapping: MappingKind) -> bool {
+        self != HashPlacement::Paper && mapping == MappingKind::HashFs
+    }
+
     pub fn from_u32(v: u32) -> Option<HashPlacement> {
         HashPlacement::ALL.into_iter().find(|a| *a as u32 == v)
     }

@@ -76,6 +76,36 @@ pub type Cursor = AtomicU64;
 /// The bits of an extent-tree cursor that hold its leaf.
 const CURSOR_LEAF_BITS: u32 = 32;
 
+/// Undo entries a block moved by an untorn write may cost with HashFS: its new slot and
+/// its old one.
+const MOVE_COST_HASH: u64 = 2;
+/// Undo entries a moved block may cost with a block mapping (removal and insertion in
+/// the structure, two bitmap words); `tests/untorn_writes.rs` fills a journal to check.
+pub const MOVE_COST_BLOCKMAP: u64 = 8;
+
+impl MappingKind {
+    /// The undo entries one block moved by an untorn write may cost in this mapping
+    /// (what bounds the largest untorn write a journal holds, `fs/untorn.rs`).
+    pub fn untorn_move_cost(self) -> u64 {
+        match self {
+            MappingKind::HashFs => MOVE_COST_HASH,
+            _ => MOVE_COST_BLOCKMAP,
+        }
+    }
+}
+
+impl<D: PmDevice> FileMap<D> {
+    /// The mapping the superblock names, over the image on `dev`: HashFS's table, or a
+    /// structure behind the block allocator (mount and fsck open it so).
+    pub fn open(dev: Arc<D>, geo: &Geometry, sb: &Superblock) -> Result<FileMap<D>> {
+        let kind = MappingKind::from_u32(sb.mapping_kind).ok_or_else(|| Error::corrupt("unknown mapping kind"))?;
+        Ok(match kind {
+            MappingKind::HashFs => FileMap::Hash(self::hashfs::HashTable::of_image(dev, geo, sb)?),
+            _ => FileMap::Blocks(Box::new(BlockMap::new(dev, *geo, sb, kind)?)),
+        })
+    }
+}
+
 impl<D: PmDevice> BlockMap<D> {
     pub fn new(dev: Arc<D>, geo: Geometry, sb: &Superblock, kind: MappingKind) -> Result<Self> {
         let kind_a = AllocatorKind::from_u32(sb.allocator).ok_or(Error::Invalid("unknown allocator"))?;

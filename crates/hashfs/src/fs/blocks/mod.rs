@@ -2,6 +2,7 @@
 //! the extent tree, radix tree, cuckoo table, SPFS's extent hashing and ctFS's page table;
 //! ctFS's own features are in `fs/ctfs/`): the data path's verbs and unmapping.
 
+mod fsck;
 mod recovery;
 mod stats;
 mod unmap;

@@ -1,17 +1,35 @@
-//! Mount's recovery on the mappings behind the block allocator: what a crash left mapped
-//! past a file's end, or to a free inode, is unmapped once the file system exists.
+//! Mount's recovery on the mappings behind the block allocator: the scan of each file's
+//! mapping (its blocks, and what a crash left mapped past its end or to a free inode),
+//! which is unmapped once the file system exists.
 
 #![forbid(unsafe_code)]
 
 use crate::fs::inode::{self, InodeCell};
-use crate::fs::recovery::{RecoverVerbs, FREE};
+use crate::fs::recovery::{mappable_blocks, MountReport, RecoverVerbs, Scan, Strays, CORRUPT, FREE};
 use crate::fs::FsInner;
-use crate::layout::{Ino, Lblk};
-use crate::mapping::BlockMap;
+use crate::layout::{Geometry, Ino, Lblk};
+use crate::mapping::hashfs::HashTable;
+use crate::mapping::{BlockMap, Mapped};
 use crate::pm::PmDevice;
-use crate::Result;
+use crate::{Error, Result};
 
 impl<D: PmDevice> RecoverVerbs<D> for BlockMap<D> {
+    /// None: only HashFS tags sizes.
+    fn settles_appends(&self) -> Option<&HashTable<D>> {
+        None
+    }
+
+    fn scan(
+        &self,
+        _: &Geometry,
+        scan: &mut Scan,
+        _: bool,
+        report: &mut MountReport,
+        _: &dyn Fn(u64),
+    ) -> Result<Strays> {
+        scan_block_map(self, scan, report)
+    }
+
     /// None: the structures' strays are ranges, unmapped below.
     fn drop_stray_slots(&self, _slots: &[u64]) {}
 
@@ -30,4 +48,71 @@ impl<D: PmDevice> RecoverVerbs<D> for BlockMap<D> {
     fn repair_after_crash(&self, _fs: &FsInner<D>) -> u64 {
         0
     }
+}
+
+/// An allocator mapping: each file's blocks, and the ranges past EOF or of free inodes.
+fn scan_block_map<D: PmDevice>(bm: &BlockMap<D>, scan: &mut Scan, report: &mut MountReport) -> Result<Strays> {
+    let (dev, geo) = (&*bm.dev, &bm.geo);
+    let mut first_stray = std::collections::BTreeMap::<u32, u64>::new();
+    let mut bad_inode = None;
+    let sizes = &scan.sizes;
+    let mut note = |ino: u32, lblk: u64, len: u64, counts: &mut [u64]| {
+        if ino == 0 || ino as u64 > geo.inode_count {
+            bad_inode = Some(ino);
+            return;
+        }
+        let size = sizes[ino as usize];
+        if size == CORRUPT {
+            return;
+        }
+        let limit = if size == FREE { 0 } else { mappable_blocks(size) };
+        let inside = limit.saturating_sub(lblk).min(len);
+        counts[ino as usize] += inside;
+        if inside < len {
+            let f = first_stray.entry(ino).or_insert(u64::MAX);
+            *f = (*f).min(limit.max(lblk));
+        }
+    };
+    let counts = &mut scan.counts;
+    if bm.is_global() {
+        let dummy: crate::layout::InodeRaw = bytemuck::Zeroable::zeroed();
+        bm.walk(Ino(0), &dummy, &mut |m| {
+            if let Mapped::Data { ino, ext } = m {
+                note(ino.0, ext.lblk.0, ext.len, counts);
+            }
+        })
+        .map_err(|e| Error::corrupt(format!("{e}; run hashfs fsck --repair")))?;
+    } else {
+        for i in 1..=geo.inode_count {
+            if sizes[i as usize] == FREE || sizes[i as usize] == CORRUPT {
+                continue;
+            }
+            let raw = inode::read_raw(dev, geo, Ino(i as u32));
+            let mut found = Vec::new();
+            let walked = bm.adopt(&raw).and_then(|()| {
+                bm.walk(Ino(i as u32), &raw, &mut |m| {
+                    if let Mapped::Data { ext, .. } = m {
+                        found.push((ext.lblk.0, ext.len));
+                    }
+                })
+            });
+            if walked.is_err() {
+                report.corrupt_inodes.push(Ino(i as u32));
+                continue;
+            }
+            for (lblk, len) in found {
+                note(i as u32, lblk, len, counts);
+            }
+        }
+    }
+    if let Some(ino) = bad_inode {
+        return Err(Error::corrupt(format!(
+            "{} maps blocks of inode {ino}, which does not exist; run hashfs fsck --repair",
+            bm.kind.name()
+        )));
+    }
+    for &i in &report.corrupt_inodes {
+        scan.sizes[i.0 as usize] = CORRUPT;
+    }
+    Ok(Strays { slots: Vec::new(), ranges: first_stray.into_iter().collect() })
 }

@@ -97,9 +97,13 @@ fn fits(geo: &Geometry, pages: u64, aligned: bool) -> bool {
 }
 
 /// The largest untorn writes by pswap on a `ctfs` image of geometry `geo`: (any alignment,
-/// naturally aligned), powers of two of bytes up to [`CTFS_UNTORN_MAX_BYTES`] (0: none).
-/// A write of any alignment of `len` bytes spans up to `len / 4096 + 1` pages.
+/// naturally aligned), powers of two of bytes up to [`CTFS_UNTORN_MAX_BYTES`] (0: none,
+/// and on any other mapping). A write of any alignment of `len` bytes spans up to
+/// `len / 4096 + 1` pages.
 pub fn pswap_limits(geo: &Geometry) -> (u64, u64) {
+    if geo.mapping != crate::layout::MappingKind::Ctfs {
+        return (0, 0);
+    }
     let max_pages = CTFS_UNTORN_MAX_BYTES / BLOCK_BYTES;
     let pow2 = |ok: &dyn Fn(u64) -> bool| {
         let mut p = 0;

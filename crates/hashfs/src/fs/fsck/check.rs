@@ -1,22 +1,21 @@
 //! fsck's check, pass by pass: superblocks, journals (rolled back in the caller's view),
-//! inodes, the mapping (the HashFS table, or an allocator mapping and its bitmap),
+//! inodes, the mapping (its own pass, beside it: `fs/hashfs/fsck.rs` for the HashFS
+//! table, `fs/blocks/fsck.rs` for an allocator mapping and its bitmap),
 //! directories, reachability from the root, extended attributes, and per-inode counts.
 //! Each pass reads the image and what the earlier passes found, and adds findings; none
 //! writes (check mode runs on a copy-on-write overlay).
 
-use super::{Finding, Fix};
+use super::{Finding, Fix, FsckVerbs};
 use crate::fs::dir::{parse_block, Run};
-use crate::fs::hashfs::append_tag::{self, Settled};
 use crate::fs::inode::read_raw;
-use crate::fs::recovery::mappable_blocks;
+use crate::fs::verbs::on_map;
 use crate::fs::Progress;
 use crate::journal;
 use crate::layout::dirent::{FileType, SLOTS_PER_BLOCK};
 use crate::layout::inode::{InodeRaw, InodeState};
 use crate::layout::superblock::{FORMAT_ZEROED_TAILS, SB_PRIMARY_OFF, SB_SECONDARY_OFF};
-use crate::layout::{Geometry, Ino, Lblk, Pblk, Superblock, BLOCK_BYTES, SB_STATE_CLEAN};
-use crate::mapping::hashfs::{classify, file_key, Entry, HashTable};
-use crate::mapping::{BlockMap, Mapped};
+use crate::layout::{Geometry, Ino, Superblock, BLOCK_BYTES, SB_STATE_CLEAN};
+use crate::mapping::FileMap;
 use crate::pm::{DevOffset, PmDevice};
 use crate::Result;
 use bytemuck::Zeroable;
@@ -28,10 +27,10 @@ pub(super) type Stats = (u64, u64, u64);
 
 /// The findings so far; what a crash leaves (fixed by a mount) is marked pending.
 #[derive(Default)]
-pub(super) struct Findings(pub Vec<Finding>);
+pub(crate) struct Findings(pub Vec<Finding>);
 
 impl Findings {
-    pub(super) fn add(&mut self, what: String, fix: Fix) {
+    pub(crate) fn add(&mut self, what: String, fix: Fix) {
         let pending = matches!(fix, Fix::Mount);
         self.0.push(Finding { what, fix, pending })
     }
@@ -43,20 +42,17 @@ pub(super) fn check<D: PmDevice>(dev: Arc<D>, progress: Progress<'_>) -> Result<
     let Some((sb, geo)) = superblocks(&*dev, &mut out) else { return Ok((out.0, (0, 0, 0))) };
     let dirty = sb.state != SB_STATE_CLEAN;
     journals(&*dev, &geo, &mut out)?;
+    let map = FileMap::open(dev.clone(), &geo, &sb)?;
     if dirty {
-        settle_appends(&dev, &geo, &sb, &mut out)?;
+        on_map!(map map, m => m.settle_appends(&dev, &geo, &mut out))?;
     }
     let (inodes, used_inodes) = read_inodes(&*dev, &geo, progress, &mut out);
     if !inodes[1].is_some_and(|r| r.is_dir()) {
         out.add("root inode is missing or not a directory".into(), Fix::None);
         return Ok((out.0, (used_inodes, 0, 0)));
     }
-    let map = Map::new(dev.clone(), &geo, &sb)?;
     let mut counts = vec![0u64; inodes.len()];
-    let used_blocks = match &map.block_map {
-        Some(bm) => check_block_map(bm, &inodes, &mut counts, &mut |w, f| out.add(w, f)),
-        None => table(&map.table, &geo, &inodes, &mut counts, dirty, progress, &mut out),
-    };
+    let used_blocks = on_map!(map map, m => m.check(&geo, &inodes, &mut counts, dirty, progress, &mut out));
     let tree = directories(&*dev, &geo, &map, &inodes, &mut out);
     let mut reached = reachability(&inodes, &tree.children);
     let xattr_owner = xattrs(&*dev, &geo, &map, &inodes, &mut reached, &mut out);
@@ -119,30 +115,6 @@ fn journals<D: PmDevice>(dev: &D, geo: &Geometry, out: &mut Findings) -> Result<
     Ok(())
 }
 
-/// After a crash, the tagged sizes of one-fence appends, settled as mount settles them
-/// (`fs/hashfs/append_tag.rs`; on the caller's device: in check mode, the overlay). An append
-/// whose bytes are not whole is a finding that mount fixes.
-fn settle_appends<D: PmDevice>(dev: &Arc<D>, geo: &Geometry, sb: &Superblock, out: &mut Findings) -> Result<()> {
-    if crate::layout::MappingKind::from_u32(sb.mapping_kind) != Some(crate::layout::MappingKind::HashFs) {
-        return Ok(()); // only HashFS tags sizes
-    }
-    let tagged = append_tag::tagged_inodes(&**dev, geo);
-    if tagged.is_empty() {
-        return Ok(());
-    }
-    let table = HashTable::of_image(dev.clone(), geo, sb)?;
-    for ino in tagged {
-        if let Settled::Dropped(size) = append_tag::settle(&**dev, geo, &table, ino) {
-            out.add(
-                format!("inode {ino}: its last append did not reach the media whole (recovery drops it: size {size})"),
-                Fix::Mount,
-            );
-        }
-    }
-    dev.fence();
-    Ok(())
-}
-
 /// Every inode checked (checksum, type, sizes): the valid ones by number (index 0 unused),
 /// and how many there are.
 fn read_inodes<D: PmDevice>(
@@ -173,119 +145,9 @@ fn read_inodes<D: PmDevice>(
     (inodes, used)
 }
 
-/// The image's mapping, for finding a file's blocks.
-struct Map<D: PmDevice> {
-    block_map: Option<BlockMap<D>>,
-    table: HashTable<D>,
-}
-
-impl<D: PmDevice> Map<D> {
-    fn new(dev: Arc<D>, geo: &Geometry, sb: &Superblock) -> Result<Map<D>> {
-        let kind = crate::layout::MappingKind::from_u32(sb.mapping_kind).expect("validated");
-        let block_map = if kind == crate::layout::MappingKind::HashFs {
-            None
-        } else {
-            Some(BlockMap::new(dev.clone(), *geo, sb, kind)?)
-        };
-        Ok(Map { block_map, table: HashTable::of_image(dev, geo, sb)? })
-    }
-
-    /// The physical block of `lblk` of inode `ino`. A tree cursor remembers one file's last
-    /// leaf, so each lookup takes a fresh one: consecutive lookups here are of different
-    /// files (a shared cursor answered for one file with another's leaf).
-    fn block(&self, ino: usize, raw: &InodeRaw, lblk: u64) -> Option<u64> {
-        let cursor = crate::mapping::Cursor::default();
-        match &self.block_map {
-            Some(bm) => bm.lookup(Ino(ino as u32), raw, &cursor, Lblk(lblk)).ok().flatten().map(|e| e.pblk.0),
-            None => file_key(Ino(ino as u32), Lblk(lblk)).and_then(|k| self.table.lookup(k)).map(|p| p.0),
-        }
-    }
-}
-
-/// The HashFS table: every slot's entry, keys against their inodes, duplicates, probe
-/// paths; counts each inode's blocks. Returns the blocks in use.
-fn table<D: PmDevice>(
-    table: &HashTable<D>,
-    geo: &Geometry,
-    inodes: &[Option<InodeRaw>],
-    counts: &mut [u64],
-    dirty: bool,
-    progress: Progress<'_>,
-    out: &mut Findings,
-) -> u64 {
-    let n = inodes.len() as u64 - 1;
-    let mut used_blocks = 0;
-    let mut seen: HashMap<u64, u64> = HashMap::new();
-    let mut unreachable_keys = 0u64;
-    // After a crash, what recovery frees is a leftover; on a clean image, an error.
-    let leftover = |fix| if dirty { Fix::Mount } else { fix };
-    for slot in 0..table.nslots() {
-        let v = table.load(slot);
-        match classify(v, table.nslots()) {
-            Entry::Empty | Entry::Tombstone => {}
-            Entry::Invalid => out.add(format!("table slot {slot}: invalid value {v:#x}"), Fix::TombstoneSlot(slot)),
-            Entry::Reserved { .. } => {
-                let what = format!("table slot {slot}: reservation left by an interrupted write");
-                out.add(what, leftover(Fix::TombstoneSlot(slot)));
-            }
-            Entry::Key { ino, lblk } => {
-                used_blocks += 1;
-                let Some(raw) = inodes.get(ino as usize).and_then(|r| r.as_ref()) else {
-                    out.add(
-                        format!("table slot {slot}: maps block {lblk} of free or invalid inode {ino}"),
-                        leftover(Fix::TombstoneSlot(slot)),
-                    );
-                    continue;
-                };
-                if lblk as u64 >= mappable_blocks(raw.size) {
-                    out.add(
-                        format!(
-                            "table slot {slot}: block {lblk} of inode {ino} lies past its end ({} bytes)",
-                            raw.size
-                        ),
-                        leftover(Fix::TombstoneSlot(slot)),
-                    );
-                    continue;
-                }
-                if let Some(other) = seen.insert(v, slot) {
-                    // Lookups find one copy, the nearer on the probe path: an untorn
-                    // write's key switch interrupted by a crash leaves the other, which
-                    // recovery frees. Neither found: an error.
-                    let live = table.lookup(v).map(|p| p.0);
-                    let (far, fix) = match live {
-                        Some(l) if l == slot => {
-                            unreachable_keys = unreachable_keys.saturating_sub(1); // `other` was counted
-                            (other, leftover(Fix::TombstoneSlot(other)))
-                        }
-                        Some(l) if l == other => {
-                            seen.insert(v, other);
-                            (slot, leftover(Fix::TombstoneSlot(slot)))
-                        }
-                        _ => (slot, Fix::TombstoneSlot(slot)),
-                    };
-                    out.add(
-                        format!("table slots {other} and {slot} both map block {lblk} of inode {ino}; slot {far} goes"),
-                        fix,
-                    );
-                    continue;
-                }
-                if table.lookup(v) != Some(Pblk(slot)) {
-                    unreachable_keys += 1;
-                }
-                counts[ino as usize] += 1;
-            }
-        }
-        if slot % 262_144 == 0 {
-            progress(n + slot, n + geo.data_blocks);
-        }
-    }
-    if unreachable_keys > 0 {
-        out.add(
-            format!("table: {unreachable_keys} keys cannot be reached from their home slot"),
-            leftover(Fix::RepairProbePaths),
-        );
-    }
-    used_blocks
+/// The physical block of `lblk` of inode `ino` in the image's mapping.
+fn block<D: PmDevice>(map: &FileMap<D>, ino: usize, raw: &InodeRaw, lblk: u64) -> Option<u64> {
+    on_map!(map map, m => m.block_of(ino, raw, lblk))
 }
 
 /// What the directories say about every inode.
@@ -305,7 +167,7 @@ struct Tree {
 fn directories<D: PmDevice>(
     dev: &D,
     geo: &Geometry,
-    map: &Map<D>,
+    map: &FileMap<D>,
     inodes: &[Option<InodeRaw>],
     out: &mut Findings,
 ) -> Tree {
@@ -327,7 +189,7 @@ fn directories<D: PmDevice>(
         let mut names: HashMap<Vec<u8>, u64> = HashMap::new();
         let mut live = 0u64;
         for lblk in 0..draw.size / BLOCK_BYTES {
-            let Some(slot) = map.block(d, &draw, lblk) else {
+            let Some(slot) = block(map, d, &draw, lblk) else {
                 out.add(format!("directory {d}: block {lblk} is not mapped"), Fix::None);
                 continue;
             };
@@ -448,7 +310,7 @@ fn reachability(inodes: &[Option<InodeRaw>], children: &[Vec<u32>]) -> Vec<bool>
 fn xattrs<D: PmDevice>(
     dev: &D,
     geo: &Geometry,
-    map: &Map<D>,
+    map: &FileMap<D>,
     inodes: &[Option<InodeRaw>],
     reached: &mut [bool],
     out: &mut Findings,
@@ -485,7 +347,7 @@ fn xattrs<D: PmDevice>(
         let xr = inodes[x].expect("checked");
         let mut blob = vec![0u8; (xr.size as usize).min(crate::fs::xattr::XATTR_BLOB_MAX + 4096)];
         for (lblk, chunk) in blob.chunks_mut(BLOCK_BYTES as usize).enumerate() {
-            if let Some(slot) = map.block(x, &xr, lblk as u64) {
+            if let Some(slot) = block(map, x, &xr, lblk as u64) {
                 dev.read(geo.block_off(slot), &mut buf);
                 chunk.copy_from_slice(&buf[..chunk.len()]);
             }
@@ -565,7 +427,7 @@ fn per_inode(
 fn eof_tails<D: PmDevice>(
     dev: &D,
     geo: &Geometry,
-    map: &Map<D>,
+    map: &FileMap<D>,
     inodes: &[Option<InodeRaw>],
     pending: bool,
     out: &mut Findings,
@@ -576,7 +438,7 @@ fn eof_tails<D: PmDevice>(
         if in_blk == 0 || raw.is_dir() || raw.is_symlink() || raw.is_special() {
             continue;
         }
-        let Some(pblk) = map.block(i, raw, raw.size / BLOCK_BYTES).filter(|&p| p < geo.data_blocks) else {
+        let Some(pblk) = block(map, i, raw, raw.size / BLOCK_BYTES).filter(|&p| p < geo.data_blocks) else {
             continue;
         };
         let (at, len) = (geo.block_off(pblk) + in_blk, BLOCK_BYTES - in_blk);
@@ -591,82 +453,4 @@ fn eof_tails<D: PmDevice>(
             out.add(what, if pending { Fix::Mount } else { Fix::ZeroBytes { off: at, len } });
         }
     }
-}
-
-/// Checks an allocator mapping: every file's structure, blocks mapped twice, and the
-/// bitmap against the blocks the files reach. Returns the blocks in use.
-pub(super) fn check_block_map<D: PmDevice>(
-    bm: &BlockMap<D>,
-    inodes: &[Option<InodeRaw>],
-    counts: &mut [u64],
-    add: &mut dyn FnMut(String, Fix),
-) -> u64 {
-    let geo = bm.geo;
-    let mut owner: Vec<u32> = vec![0; geo.data_blocks as usize];
-    let mut twice = 0u64;
-    let mut past_end = Vec::new();
-    let mut claim = |p: u64, len: u64, ino: u32, twice: &mut u64| {
-        for b in p..(p + len).min(geo.data_blocks) {
-            if owner[b as usize] != 0 {
-                *twice += 1;
-            }
-            owner[b as usize] = ino;
-        }
-    };
-    let mut visit = |m: Mapped, twice: &mut u64, past_end: &mut Vec<u32>, counts: &mut [u64]| match m {
-        Mapped::Data { ino, ext } => {
-            claim(ext.pblk.0, ext.len, ino.0, twice);
-            match inodes.get(ino.0 as usize).and_then(|r| r.as_ref()) {
-                Some(raw) if ext.lblk_end().0 <= mappable_blocks(raw.size) => counts[ino.0 as usize] += ext.len,
-                _ => past_end.push(ino.0),
-            }
-        }
-        Mapped::Node { ino, pblk } => claim(pblk.0, 1, ino.0, twice),
-    };
-    if bm.is_global() {
-        let dummy = InodeRaw::zeroed();
-        if let Err(e) = bm.walk(Ino(0), &dummy, &mut |m| visit(m, &mut twice, &mut past_end, counts)) {
-            add(format!("{} table: {e}", bm.kind.name()), Fix::None);
-        }
-    } else {
-        for (i, raw) in inodes.iter().enumerate() {
-            let Some(raw) = raw else { continue };
-            let mut found = Vec::new();
-            // `adopt` checks that the file's ctFS partition overlaps no other file's.
-            match bm.adopt(raw).and_then(|()| bm.walk(Ino(i as u32), raw, &mut |m| found.push(m))) {
-                Ok(()) => found.into_iter().for_each(|m| visit(m, &mut twice, &mut past_end, counts)),
-                Err(e) => add(format!("inode {i}: {e}"), Fix::ClearInode(Ino(i as u32))),
-            }
-        }
-        if let Err(e) = bm.walk_shared(&mut |m| visit(m, &mut twice, &mut past_end, counts)) {
-            add(format!("{} structure: {e}", bm.kind.name()), Fix::None);
-        }
-    }
-    past_end.sort_unstable();
-    past_end.dedup();
-    for ino in past_end {
-        let what = format!("inode {ino}: the {} maps blocks past its end or it is free", bm.kind.name());
-        add(what, Fix::Mount);
-    }
-    if twice > 0 {
-        add(format!("{twice} blocks are mapped more than once"), Fix::None);
-    }
-    let (mut leaked, mut unmarked, mut used) = (0u64, 0u64, 0u64);
-    for b in 0..geo.data_blocks {
-        let marked = bm.dev.load_u64(geo.bitmap_off() + (b / 64) * 8) & (1 << (b % 64)) != 0;
-        let reached = owner[b as usize] != 0;
-        used += u64::from(reached);
-        match (marked, reached) {
-            (true, false) => leaked += 1,
-            (false, true) => unmarked += 1,
-            _ => {}
-        }
-    }
-    if leaked > 0 || unmarked > 0 {
-        add(
-            format!("bitmap: {leaked} blocks marked used but unreachable, {unmarked} in use but marked free"),
-            Fix::RebuildBitmap,
-        );
-    }
-    used
 }

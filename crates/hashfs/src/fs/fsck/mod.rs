@@ -20,14 +20,16 @@
 
 mod check;
 
-use super::inode::read_raw;
+pub(crate) use check::Findings;
+
+use super::verbs::on_map;
 use super::{read_superblock, write_superblock, FileSystem, Progress};
 use crate::layout::dirent::FileType;
-use crate::layout::inode::{InodeRaw, InodeState};
+use crate::layout::inode::InodeRaw;
 use crate::layout::journal::{JournalHeader, JOURNAL_MAGIC};
 use crate::layout::{Geometry, Ino, Superblock, BLOCK_BYTES, INODE_BYTES, SB_STATE_CLEAN, SB_STATE_MOUNTED};
 use crate::mapping::hashfs::TOMBSTONE;
-use crate::mapping::{BlockMap, Mapped};
+use crate::mapping::FileMap;
 use crate::pm::overlay::Overlay;
 use crate::pm::{DevOffset, PmDevice};
 use crate::{Error, Result};
@@ -51,7 +53,7 @@ pub struct Finding {
 }
 
 #[derive(Clone, Debug)]
-enum Fix {
+pub(crate) enum Fix {
     None,
     PrimarySuperblockFromCopy,
     SecondarySuperblockFromPrimary,
@@ -338,36 +340,40 @@ pub fn geometry_of<D: PmDevice>(dev: &D) -> Result<(Superblock, Geometry)> {
     Ok((sb, g))
 }
 
-/// Rewrites the allocation bitmap from the blocks that valid inodes reach.
+/// What fsck asks of the mapping the superblock names (implemented beside each mapping:
+/// `fs/hashfs/fsck.rs`, `fs/blocks/fsck.rs`). Every pass reads; none writes but
+/// `settle_appends` (check mode runs on a copy-on-write overlay) and `rebuild_allocation`
+/// (a repair).
+pub(crate) trait FsckVerbs<D: PmDevice> {
+    /// After a crash, before the other passes: tagged sizes settled as mount settles them
+    /// (HashFS's one-fence appends); an append that is dropped is a finding.
+    fn settle_appends(&self, dev: &Arc<D>, geo: &Geometry, out: &mut Findings) -> Result<()>;
+
+    /// The mapping's own pass: its entries against the inodes (`dirty`: the image was not
+    /// cleanly unmounted, so a crash's leftovers are pending, not errors), each inode's
+    /// blocks counted into `counts`. Returns the blocks in use.
+    #[allow(clippy::too_many_arguments)] // the pass's inputs and outputs, each needed
+    fn check(
+        &self,
+        geo: &Geometry,
+        inodes: &[Option<InodeRaw>],
+        counts: &mut [u64],
+        dirty: bool,
+        progress: Progress<'_>,
+        out: &mut Findings,
+    ) -> u64;
+
+    /// The physical block of `lblk` of inode `ino`, for the passes that read file data.
+    fn block_of(&self, ino: usize, raw: &InodeRaw, lblk: u64) -> Option<u64>;
+
+    /// Rewrites the allocation state from the blocks that valid inodes reach.
+    fn rebuild_allocation(&self, dev: &Arc<D>, geo: &Geometry) -> Result<()>;
+}
+
+/// Rewrites the mapping's allocation state (an allocator mapping's bitmap) from the blocks
+/// that valid inodes reach.
 fn rebuild_bitmap<D: PmDevice>(dev: &Arc<D>, geo: &Geometry) -> Result<()> {
     let (sb, _, _) = read_superblock(&**dev)?;
-    let kind = crate::layout::MappingKind::from_u32(sb.mapping_kind).expect("validated");
-    let bm = BlockMap::new(dev.clone(), *geo, &sb, kind)?;
-    let mut words = vec![0u64; geo.data_blocks.div_ceil(64) as usize];
-    let mut mark = |m: Mapped| {
-        let (p, len) = match m {
-            Mapped::Data { ext, .. } => (ext.pblk.0, ext.len),
-            Mapped::Node { pblk, .. } => (pblk.0, 1),
-        };
-        for b in p..(p + len).min(geo.data_blocks) {
-            words[(b / 64) as usize] |= 1 << (b % 64);
-        }
-    };
-    if bm.is_global() {
-        bm.walk(Ino(0), &InodeRaw::zeroed(), &mut mark)?;
-    } else {
-        for i in 1..=geo.inode_count {
-            let raw = read_raw(&**dev, geo, Ino(i as u32));
-            if raw.check(Ino(i as u32)) == InodeState::Allocated {
-                let _ = bm.walk(Ino(i as u32), &raw, &mut mark);
-            }
-        }
-        bm.walk_shared(&mut mark)?;
-    }
-    for (i, w) in words.iter().enumerate() {
-        dev.store_u64(geo.bitmap_off() + i as u64 * 8, *w);
-    }
-    dev.flush(geo.bitmap_off(), words.len() as u64 * 8);
-    dev.fence();
-    Ok(())
+    let map = FileMap::open(dev.clone(), geo, &sb)?;
+    on_map!(map map, m => m.rebuild_allocation(dev, geo))
 }

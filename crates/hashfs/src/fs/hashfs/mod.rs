@@ -6,6 +6,7 @@
 
 pub(crate) mod append_tag;
 mod evacuate;
+mod fsck;
 mod grouped;
 mod prefetch;
 mod recovery;

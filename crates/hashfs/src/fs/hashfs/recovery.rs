@@ -1,16 +1,32 @@
-//! Mount's recovery on the HashFS table: the stray slots the scan found (reservations,
-//! keys past EOF or of free inodes) freed, and after a crash every probe path repaired.
+//! Mount's recovery on the HashFS table: the scan of every slot (each file's blocks, the
+//! used count, and what a crash left), the stray slots it found (reservations, keys past
+//! EOF or of free inodes) freed, and after a crash every probe path repaired.
 
 #![forbid(unsafe_code)]
 
-use crate::fs::recovery::RecoverVerbs;
+use crate::fs::recovery::{mappable_blocks, MountReport, RecoverVerbs, Scan, Strays, CORRUPT, FREE};
 use crate::fs::FsInner;
-use crate::layout::Pblk;
-use crate::mapping::hashfs::HashTable;
+use crate::layout::{Geometry, Pblk};
+use crate::mapping::hashfs::{classify, Entry, HashTable};
 use crate::pm::PmDevice;
-use crate::Result;
+use crate::{Error, Result};
 
 impl<D: PmDevice> RecoverVerbs<D> for HashTable<D> {
+    fn settles_appends(&self) -> Option<&HashTable<D>> {
+        Some(self)
+    }
+
+    fn scan(
+        &self,
+        geo: &Geometry,
+        scan: &mut Scan,
+        dirty: bool,
+        _: &mut MountReport,
+        progress: &dyn Fn(u64),
+    ) -> Result<Strays> {
+        scan_table(self, geo, scan, dirty, progress)
+    }
+
     fn drop_stray_slots(&self, slots: &[u64]) {
         for &s in slots {
             let _ = self.release(Pblk(s)); // the full purge after a crash covers its path
@@ -28,4 +44,54 @@ impl<D: PmDevice> RecoverVerbs<D> for HashTable<D> {
         fs.dev.fence();
         n
     }
+}
+
+/// The HashFS table: the used count, each file's blocks, and the slots a crash left
+/// (`dirty`: the image was not cleanly unmounted, so a key may also have a second copy,
+/// farther along its probe path, left by an untorn write's key switch: a stray).
+fn scan_table<D: PmDevice>(
+    table: &HashTable<D>,
+    geo: &Geometry,
+    scan: &mut Scan,
+    dirty: bool,
+    progress: &dyn Fn(u64),
+) -> Result<Strays> {
+    let mut strays = Strays::default();
+    let mut used = 0u64;
+    for s in 0..table.nslots() {
+        let v = table.load(s);
+        match classify(v, table.nslots()) {
+            Entry::Empty | Entry::Tombstone => {}
+            // Strays count as used until released (each release subtracts one).
+            Entry::Reserved { .. } => {
+                strays.slots.push(s);
+                used += 1;
+            }
+            Entry::Invalid => {
+                return Err(Error::corrupt(format!(
+                    "hash table slot {s} holds an invalid value; run hashfs fsck --repair"
+                )))
+            }
+            Entry::Key { ino, lblk } => {
+                let size = scan.sizes.get(ino as usize).copied().unwrap_or(FREE);
+                if size == CORRUPT {
+                    used += 1;
+                } else if size == FREE
+                    || lblk as u64 >= mappable_blocks(size)
+                    || (dirty && !table.group_holds(v, s) && table.shadowed(v, s))
+                {
+                    strays.slots.push(s);
+                    used += 1;
+                } else {
+                    scan.counts[ino as usize] += 1;
+                    used += 1;
+                }
+            }
+        }
+        if s % 262_144 == 0 {
+            progress(geo.inode_count + s);
+        }
+    }
+    table.set_used(used);
+    Ok(strays)
 }
