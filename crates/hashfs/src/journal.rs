@@ -168,6 +168,15 @@ impl<D: PmDevice> Journals<D> {
     }
 }
 
+/// How a transaction ended, for what must happen after it ([`Tx::after_commit`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// Its writes are durable.
+    Committed,
+    /// It failed, or was dropped: none of its writes happened.
+    Abandoned,
+}
+
 /// A metadata transaction: writes are collected, then made atomic and durable by
 /// [`Tx::commit`]. Dropping a transaction without committing discards its writes.
 pub struct Tx<'a, D: PmDevice> {
@@ -177,22 +186,23 @@ pub struct Tx<'a, D: PmDevice> {
     txid: u64,
     writes: Vec<(u64, Vec<u8>)>,
     unlogged: Vec<(u64, u64)>,
-    /// Run once the transaction committed (true) or will not (false).
-    hooks: Vec<Box<dyn FnOnce(bool) + 'a>>,
+    /// Run once the transaction committed or will not.
+    hooks: Vec<Box<dyn FnOnce(Outcome) + 'a>>,
 }
 
 impl<D: PmDevice> Drop for Tx<'_, D> {
     fn drop(&mut self) {
         for h in std::mem::take(&mut self.hooks) {
-            h(false);
+            h(Outcome::Abandoned);
         }
     }
 }
 
 impl<'a, D: PmDevice> Tx<'a, D> {
-    /// Runs `f(true)` after the commit, or `f(false)` if the transaction fails or is
-    /// dropped (for locks and allocations that must outlive the commit).
-    pub fn after_commit(&mut self, f: impl FnOnce(bool) + 'a) {
+    /// Runs `f(Outcome::Committed)` after the commit, or `f(Outcome::Abandoned)` if the
+    /// transaction fails or is dropped (for locks and allocations that must outlive the
+    /// commit).
+    pub fn after_commit(&mut self, f: impl FnOnce(Outcome) + 'a) {
         self.hooks.push(Box::new(f));
     }
 
@@ -229,8 +239,9 @@ impl<'a, D: PmDevice> Tx<'a, D> {
     /// Makes every write of the transaction durable, all or nothing.
     pub fn commit(mut self) -> Result<()> {
         let r = self.apply();
+        let outcome = if r.is_ok() { Outcome::Committed } else { Outcome::Abandoned };
         for h in std::mem::take(&mut self.hooks) {
-            h(r.is_ok());
+            h(outcome);
         }
         r
     }

@@ -17,7 +17,7 @@
 //! than a chunk takes a hole in any pool before it breaks an aligned extent (WineFS breaks
 //! one of the local pool's as soon as the local pool has no hole).
 //!
-//! Persistence is the bitmap's ([`super::BlockAllocator::tx_mark`]), as for the baseline:
+//! Persistence is the bitmap's (staged by `MapTx::finish` in the mapping's transaction), as for the baseline:
 //! the pools are DRAM only and rebuilt from the bitmap at mount, so a crash needs nothing
 //! more than the bitmap words the transaction already logs. (WineFS saves its free lists
 //! at unmount and rebuilds them by scanning inodes after a crash; here the scan is of the

@@ -18,7 +18,6 @@ pub mod aligned;
 pub mod bitmap;
 pub mod runs;
 
-use crate::journal::Tx;
 use crate::layout::{AllocatorKind, Lblk, Pblk};
 use crate::pm::{DevOffset, PmDevice};
 use crate::{Error, Result};
@@ -26,7 +25,6 @@ use aligned::AlignedPools;
 use bitmap::BitmapPolicy;
 use parking_lot::Mutex;
 pub use runs::{Run, HUGE_BLOCKS};
-use std::collections::BTreeMap;
 use std::ops::Range;
 
 enum Policy {
@@ -49,10 +47,10 @@ pub struct AllocParams {
     pub data_off_blocks: u64,
 }
 
-/// The allocator over `blocks` data blocks, with its bitmap at `bitmap_off` on the device.
+/// The allocator over `blocks` data blocks, loaded from its bitmap on the device (which
+/// the mapping's transactions keep: `MapTx::finish`).
 /// Internally locked (the aligned policy locks one pool at a time).
 pub struct BlockAllocator {
-    bitmap_off: DevOffset,
     blocks: u64,
     policy: Policy,
 }
@@ -83,7 +81,7 @@ impl BlockAllocator {
                 Policy::Aligned(a)
             }
         };
-        Ok(BlockAllocator { bitmap_off, blocks: p.blocks, policy })
+        Ok(BlockAllocator { blocks: p.blocks, policy })
     }
 
     pub fn kind(&self) -> AllocatorKind {
@@ -104,8 +102,8 @@ impl BlockAllocator {
         self.blocks
     }
 
-    /// Chooses a block for each of `lblks` (DRAM only; the caller records them with
-    /// [`tx_mark`](Self::tx_mark) in the transaction that makes them reachable, or gives
+    /// Chooses a block for each of `lblks` (DRAM only; the caller records them in the
+    /// bitmap in the transaction that makes them reachable, `MapTx::finish`, or gives
     /// them back with [`release`](Self::release)); `hint` is the block after the file's
     /// previous one; `whole` the file's blocks that the request this allocation is part of
     /// writes (the aligned policy gives every 2 MiB of the file inside it an aligned
@@ -175,23 +173,6 @@ impl BlockAllocator {
             Policy::Aligned(a) => a.free_aligned_extents(),
         }
     }
-
-    /// Adds the bitmap words that record `runs` as used (`used = true`) or free to `tx`;
-    /// for frees, the caller calls [`release`](Self::release) after the commit.
-    pub fn tx_mark<D: PmDevice>(&self, dev: &D, tx: &mut Tx<'_, D>, runs: &[Run], used: bool) {
-        let mut words: BTreeMap<u64, u64> = BTreeMap::new();
-        for e in runs {
-            for b in e.start..e.end() {
-                let w = b / 64;
-                let cur = *words.entry(w).or_insert_with(|| dev.load_u64(self.bitmap_off + w * 8));
-                let bit = 1u64 << (b % 64);
-                words.insert(w, if used { cur | bit } else { cur & !bit });
-            }
-        }
-        for (w, v) in words {
-            tx.write_u64(self.bitmap_off + w * 8, v);
-        }
-    }
 }
 
 /// The free runs the bitmap records.
@@ -237,6 +218,32 @@ pub fn layout_score(blocks_in_order: &[u64]) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::journal::Tx;
+
+    /// Records `runs` in the bitmap in `tx` as used (`set`) or free, as `MapTx::finish`
+    /// stages them.
+    fn stage_bits<D: PmDevice>(bitmap_off: DevOffset, dev: &D, tx: &mut Tx<'_, D>, runs: &[Run], set: bool) {
+        let mut words: std::collections::BTreeMap<u64, u64> = Default::default();
+        for e in runs {
+            for b in e.start..e.end() {
+                let w = b / 64;
+                let cur = *words.entry(w).or_insert_with(|| dev.load_u64(bitmap_off + w * 8));
+                let bit = 1u64 << (b % 64);
+                words.insert(w, if set { cur | bit } else { cur & !bit });
+            }
+        }
+        for (w, v) in words {
+            tx.write_u64(bitmap_off + w * 8, v);
+        }
+    }
+
+    fn mark_used<D: PmDevice>(bitmap_off: DevOffset, dev: &D, tx: &mut Tx<'_, D>, runs: &[Run]) {
+        stage_bits(bitmap_off, dev, tx, runs, true)
+    }
+
+    fn mark_free<D: PmDevice>(bitmap_off: DevOffset, dev: &D, tx: &mut Tx<'_, D>, runs: &[Run]) {
+        stage_bits(bitmap_off, dev, tx, runs, false)
+    }
     use crate::journal::{self, Journals};
     use crate::layout::superblock::GeometryParams;
     use crate::layout::Geometry;
@@ -371,7 +378,7 @@ mod tests {
                 assert_eq!(ext, vec![Run { start: 50, len: 100 }]);
             }
             let mut tx = j.begin();
-            a.tx_mark(&*dev, &mut tx, &ext, true);
+            mark_used(bitmap_off, &*dev, &mut tx, &ext);
             tx.commit().unwrap();
             // Mount again: the index comes back from the bitmap.
             let b = BlockAllocator::load(&*dev, bitmap_off, p).unwrap();
@@ -383,7 +390,7 @@ mod tests {
             }
             // Free through a transaction.
             let mut tx = j.begin();
-            b.tx_mark(&*dev, &mut tx, &ext, false);
+            mark_free(bitmap_off, &*dev, &mut tx, &ext);
             tx.commit().unwrap();
             assert_eq!(BlockAllocator::load(&*dev, bitmap_off, p).unwrap().free_blocks(), 1000);
         }

@@ -25,7 +25,7 @@ pub mod staged;
 pub mod tcache;
 
 use crate::alloc::{AllocParams, BlockAllocator, Run};
-use crate::journal::Tx;
+use crate::journal::{Outcome, Tx};
 use crate::layout::superblock::extent_hash_slots;
 use crate::layout::{AllocatorKind, Extent, Geometry, Ino, InodeRaw, Lblk, MappingKind, Pblk, Superblock, BLOCK_BYTES};
 use crate::pm::PmDevice;
@@ -670,7 +670,7 @@ impl<'a, D: PmDevice> MapTx<'a, D> {
     /// [`finish`](Self::finish), with [`Finished::done`] run when `tx` commits or fails.
     pub fn finish_with(self, tx: &mut Tx<'a, D>) {
         let fin = self.finish(tx);
-        tx.after_commit(move |ok| fin.done(ok));
+        tx.after_commit(move |outcome| fin.done(outcome));
     }
 
     /// Drops a change that will not be committed (gives back the nodes it took).
@@ -696,9 +696,10 @@ pub struct Finished<'a, D: PmDevice> {
 }
 
 impl<D: PmDevice> Finished<'_, D> {
-    /// After the commit (`committed`) or its failure: freed blocks become allocatable
-    /// only once their release is durable.
-    pub fn done(self, committed: bool) {
+    /// After the commit or its failure: freed blocks become allocatable only once their
+    /// release is durable.
+    pub fn done(self, outcome: Outcome) {
+        let committed = outcome == Outcome::Committed;
         if let Index::ExtentTreeCached(cache) = &self.map.index {
             cache.invalidate(&self.dirty);
         }
