@@ -23,7 +23,7 @@ mod export;
 
 pub use backend::{
     Attributes, Backend, Copies, Data, Descriptors, FcntlArg, FsStats, IoctlArg, Mappings, Metadata, Names, Process,
-    Streams, Times, XattrTarget, Xattrs,
+    RangeCopy, Streams, Times, XattrTarget, Xattrs,
 };
 pub use call::{serve, Address, CResult, Errno, Handle, IoVecs, Next, Offset, Posix, Served};
 

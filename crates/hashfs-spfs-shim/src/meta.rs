@@ -5,7 +5,7 @@
 //! the rest of the process: the mapping outlives every descriptor).
 
 use crate::*;
-use hashfs_interpose::{Address, Attributes, Copies, Errno, Mappings, Next, Served};
+use hashfs_interpose::{Address, Attributes, Copies, Errno, Mappings, Next, RangeCopy, Served};
 use libc::off_t;
 use std::cell::Cell;
 use std::ffi::CStr;
@@ -143,7 +143,8 @@ fn copy_below(fds: [c_int; 2], next: Next<'_, usize>) -> Served<usize> {
 }
 
 impl Copies for Spfs {
-    fn copy_file_range(
+    fn copy_range(
+        _: RangeCopy,
         fd_in: c_int,
         _: Option<&Cell<off_t>>,
         fd_out: c_int,
@@ -163,17 +164,5 @@ impl Copies for Spfs {
         next: Next<'_, usize>,
     ) -> Served<usize> {
         copy_below([in_fd, out_fd], next)
-    }
-
-    fn splice(
-        fd_in: c_int,
-        _: Option<&Cell<off_t>>,
-        fd_out: c_int,
-        _: Option<&Cell<off_t>>,
-        _: usize,
-        _: libc::c_uint,
-        next: Next<'_, usize>,
-    ) -> Served<usize> {
-        copy_below([fd_in, fd_out], next)
     }
 }

@@ -6,10 +6,19 @@ use crate::call::{Address, Next, Served};
 use libc::{c_int, c_uint, off_t};
 use std::cell::Cell;
 
+/// Which call copies a range between two descriptors (their arguments are the same).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RangeCopy {
+    CopyFileRange,
+    Splice,
+}
+
 pub trait Copies {
-    /// Offsets: the caller's variables (read and updated), or None for the positions.
-    #[allow(clippy::too_many_arguments)] // copy_file_range's own six, and libc's call
-    fn copy_file_range(
+    /// copy_file_range and splice. Offsets: the caller's variables (read and updated), or
+    /// None for the positions.
+    #[allow(clippy::too_many_arguments)] // the calls' own six, which call, and libc's call
+    fn copy_range(
+        _call: RangeCopy,
         _fd_in: c_int,
         _off_in: Option<&Cell<off_t>>,
         _fd_out: c_int,
@@ -25,18 +34,6 @@ pub trait Copies {
         _in_fd: c_int,
         _off: Option<&Cell<off_t>>,
         _count: usize,
-        _next: Next<'_, usize>,
-    ) -> Served<usize> {
-        None
-    }
-    #[allow(clippy::too_many_arguments)] // splice's own six, and libc's call
-    fn splice(
-        _fd_in: c_int,
-        _off_in: Option<&Cell<off_t>>,
-        _fd_out: c_int,
-        _off_out: Option<&Cell<off_t>>,
-        _len: usize,
-        _flags: c_uint,
         _next: Next<'_, usize>,
     ) -> Served<usize> {
         None

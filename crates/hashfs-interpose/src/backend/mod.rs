@@ -20,7 +20,7 @@ mod process;
 mod stat;
 mod streams;
 mod xattr;
-pub use copy::{Copies, Mappings};
+pub use copy::{Copies, Mappings, RangeCopy};
 pub use data::Data;
 pub use fd::{Descriptors, FcntlArg};
 pub use meta::{Metadata, Times};

@@ -5,7 +5,7 @@
 
 use super::route;
 use crate::call::Address;
-use crate::{forward, Backend};
+use crate::{forward, Backend, RangeCopy};
 use libc::{c_int, c_uint, c_void, off_t, size_t, ssize_t};
 use std::cell::Cell;
 
@@ -33,7 +33,7 @@ pub unsafe fn copy_file_range<B: Backend>(
     let (oi, oo) = unsafe { (offset(off_in), offset(off_out)) };
     route::<usize>(
         B::claims(fd_in) || B::claims(fd_out),
-        |next| B::copy_file_range(fd_in, oi, fd_out, oo, len, flags, next),
+        |next| B::copy_range(RangeCopy::CopyFileRange, fd_in, oi, fd_out, oo, len, flags, next),
         || forward!(copy_file_range(fd_in, off_in, fd_out, off_out, len, flags): fn(c_int, *mut off_t, c_int, *mut off_t, size_t, c_uint) -> ssize_t),
     )
 }
@@ -60,7 +60,7 @@ pub unsafe fn splice<B: Backend>(
     let (oi, oo) = unsafe { (offset(off_in), offset(off_out)) };
     route::<usize>(
         B::claims(fd_in) || B::claims(fd_out),
-        |next| B::splice(fd_in, oi, fd_out, oo, len, flags, next),
+        |next| B::copy_range(RangeCopy::Splice, fd_in, oi, fd_out, oo, len, flags, next),
         || forward!(splice(fd_in, off_in, fd_out, off_out, len, flags): fn(c_int, *mut off_t, c_int, *mut off_t, size_t, c_uint) -> ssize_t),
     )
 }

@@ -7,7 +7,7 @@
 //! a HashFS descriptor in it fails, as its placeholder does (EINVAL).
 
 use super::*;
-use hashfs_interpose::{Copies, Next, Served};
+use hashfs_interpose::{Copies, Next, RangeCopy, Served};
 use io::served;
 use std::cell::Cell;
 
@@ -191,7 +191,8 @@ fn is_pipe(fd: c_int) -> bool {
 }
 
 impl Copies for Preload {
-    fn copy_file_range(
+    fn copy_range(
+        call: RangeCopy,
         fd_in: c_int,
         off_in: Option<&Cell<off_t>>,
         fd_out: c_int,
@@ -200,7 +201,18 @@ impl Copies for Preload {
         flags: c_uint,
         _: Next<'_, usize>,
     ) -> Served<usize> {
-        if flags != 0 {
+        const SPLICE_KNOWN: c_uint =
+            libc::SPLICE_F_MOVE | libc::SPLICE_F_NONBLOCK | libc::SPLICE_F_MORE | libc::SPLICE_F_GIFT;
+        let s = shim();
+        let refused = match call {
+            RangeCopy::CopyFileRange => flags != 0,
+            // One side must be a pipe, as Linux requires; HashFS descriptors never are.
+            RangeCopy::Splice => {
+                let pipe_side = if s.is_ours(fd_in) { fd_out } else { fd_in };
+                flags & !SPLICE_KNOWN != 0 || s.is_ours(fd_in) && s.is_ours(fd_out) || !is_pipe(pipe_side)
+            }
+        };
+        if refused {
             return served(Err(libc::EINVAL));
         }
         served(copy(fd_in, off_in, fd_out, off_out, len))
@@ -215,27 +227,5 @@ impl Copies for Preload {
     ) -> Served<usize> {
         // sendfile writes at the output's position.
         served(copy(in_fd, off, out_fd, None, count))
-    }
-
-    fn splice(
-        fd_in: c_int,
-        off_in: Option<&Cell<off_t>>,
-        fd_out: c_int,
-        off_out: Option<&Cell<off_t>>,
-        len: usize,
-        flags: c_uint,
-        _: Next<'_, usize>,
-    ) -> Served<usize> {
-        const KNOWN: c_uint = libc::SPLICE_F_MOVE | libc::SPLICE_F_NONBLOCK | libc::SPLICE_F_MORE | libc::SPLICE_F_GIFT;
-        if flags & !KNOWN != 0 {
-            return served(Err(libc::EINVAL));
-        }
-        // One side must be a pipe, as Linux requires; HashFS descriptors never are.
-        let s = shim();
-        let pipe_side = if s.is_ours(fd_in) { fd_out } else { fd_in };
-        if s.is_ours(fd_in) && s.is_ours(fd_out) || !is_pipe(pipe_side) {
-            return served(Err(libc::EINVAL));
-        }
-        served(copy(fd_in, off_in, fd_out, off_out, len))
     }
 }
