@@ -21,6 +21,7 @@ mod layout;
 mod mapping;
 pub mod pm;
 mod probe;
+pub mod share;
 pub mod units;
 
 pub use error::{Error, Result};

@@ -1,0 +1,101 @@
+//! A lock word shared between processes whose owner may die holding it. The word holds
+//! the owner's participant index + 1 (0: free) and a waiters bit; a waiter sleeps on it
+//! with `futex` for at most [`RobustLock::RECHECK`] at a time, and each time it wakes with
+//! the lock still taken it asks whether the owner still runs. The first waiter to find
+//! the owner dead takes the lock over and is told so ([`Acquired::FromDead`]): it repairs
+//! what the owner left half done (docs/design.md: a journal's rollback) before it goes on.
+
+use super::participants::Participants;
+use super::region::Shared;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+
+const WAITERS: u32 = 1 << 31;
+
+#[repr(C)]
+pub struct RobustLock {
+    word: AtomicU32,
+}
+
+// SAFETY: one atomic.
+unsafe impl Shared for RobustLock {}
+
+/// How a lock was taken.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Acquired {
+    /// From a free word, or from a live owner's unlock.
+    Clean,
+    /// From participant `.0`, dead while it held the lock.
+    FromDead(u32),
+}
+
+impl RobustLock {
+    /// How long a waiter sleeps before it asks again whether the owner lives.
+    pub const RECHECK: Duration = Duration::from_millis(1);
+
+    /// Takes the lock for participant `me` (an index in `who`).
+    pub fn lock(&self, me: u32, who: &Participants) -> Acquired {
+        let mine = me + 1;
+        if self.word.compare_exchange(0, mine, Ordering::Acquire, Ordering::Relaxed).is_ok() {
+            return Acquired::Clean;
+        }
+        let mut spins = 0;
+        loop {
+            let cur = self.word.load(Ordering::Relaxed);
+            if cur == 0 {
+                // Taken with the waiters bit: others may still sleep on the word.
+                if self.word.compare_exchange(0, mine | WAITERS, Ordering::Acquire, Ordering::Relaxed).is_ok() {
+                    return Acquired::Clean;
+                }
+                continue;
+            }
+            let owner = (cur & !WAITERS) - 1;
+            if !who.alive(owner) {
+                if self.word.compare_exchange(cur, mine | WAITERS, Ordering::Acquire, Ordering::Relaxed).is_ok() {
+                    return Acquired::FromDead(owner);
+                }
+                continue;
+            }
+            if spins < 64 {
+                spins += 1;
+                std::hint::spin_loop();
+                continue;
+            }
+            if cur & WAITERS == 0
+                && self.word.compare_exchange(cur, cur | WAITERS, Ordering::Relaxed, Ordering::Relaxed).is_err()
+            {
+                continue;
+            }
+            futex_wait(&self.word, cur | WAITERS, Self::RECHECK);
+        }
+    }
+
+    /// Releases the lock (its owner's call).
+    pub fn unlock(&self) {
+        if self.word.swap(0, Ordering::Release) & WAITERS != 0 {
+            futex_wake_all(&self.word);
+        }
+    }
+
+    /// The owner's participant index, if the lock is held.
+    pub fn owner(&self) -> Option<u32> {
+        let w = self.word.load(Ordering::Acquire) & !WAITERS;
+        (w != 0).then(|| w - 1)
+    }
+}
+
+/// Sleeps while `word` holds `expected`, at most `max`, woken by [`futex_wake_all`].
+fn futex_wait(word: &AtomicU32, expected: u32, max: Duration) {
+    let ts = libc::timespec { tv_sec: max.as_secs() as libc::time_t, tv_nsec: max.subsec_nanos() as libc::c_long };
+    // SAFETY: FUTEX_WAIT (shared: the word may be in another process's mapping too) on a
+    // live atomic; the kernel reads the word and the timeout and nothing else. Every
+    // result (woken, timed out, EAGAIN because the word changed, EINTR) sends the caller
+    // back to look at the word.
+    unsafe { libc::syscall(libc::SYS_futex, word.as_ptr(), libc::FUTEX_WAIT, expected, &ts as *const libc::timespec) };
+}
+
+/// Wakes every process sleeping on `word`.
+fn futex_wake_all(word: &AtomicU32) {
+    // SAFETY: FUTEX_WAKE on a live atomic; the kernel only wakes its sleepers.
+    unsafe { libc::syscall(libc::SYS_futex, word.as_ptr(), libc::FUTEX_WAKE, i32::MAX) };
+}

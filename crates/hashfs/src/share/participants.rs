@@ -1,0 +1,96 @@
+//! The processes sharing a region, one slot each: its pid and its start time (so that a
+//! dead process's pid, reused by another, does not pass for it). A slot whose process no
+//! longer runs belongs to a dead participant, whose leftovers (its locks) its survivors
+//! take over.
+
+use super::region::Shared;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+
+/// Participants a region holds at once.
+pub const MAX_PARTICIPANTS: usize = 64;
+
+/// One participant.
+#[repr(C)]
+pub struct Slot {
+    pid: AtomicU32,
+    _pad: AtomicU32,
+    /// The process's start time (`/proc/PID/stat`'s 22nd field), 0 while the slot is
+    /// being filled.
+    start: AtomicU64,
+}
+
+/// The participant table.
+#[repr(C)]
+pub struct Participants {
+    slots: [Slot; MAX_PARTICIPANTS],
+}
+
+// SAFETY: atomics only.
+unsafe impl Shared for Slot {}
+// SAFETY: an array of Shared.
+unsafe impl Shared for Participants {}
+
+impl Participants {
+    /// Takes a free slot for this process; its index, or None when none is free. A dead
+    /// participant's slot is not free until a survivor has taken over what it held and
+    /// called [`Participants::reap`]: its index still names it as the owner of its locks.
+    pub fn join(&self) -> Option<u32> {
+        let pid = std::process::id();
+        let start = start_time(pid)?;
+        for (i, s) in self.slots.iter().enumerate() {
+            if s.pid.compare_exchange(0, pid, Ordering::AcqRel, Ordering::Acquire).is_ok() {
+                s.start.store(start, Ordering::Release);
+                return Some(i as u32);
+            }
+        }
+        None
+    }
+
+    /// Frees dead participant `i`'s slot, once its leftovers are dealt with.
+    pub fn reap(&self, i: u32) {
+        if !self.alive(i) {
+            self.leave(i);
+        }
+    }
+
+    /// Gives slot `i` back (at exit).
+    pub fn leave(&self, i: u32) {
+        let s = &self.slots[i as usize];
+        s.start.store(0, Ordering::Release);
+        s.pid.store(0, Ordering::Release);
+    }
+
+    /// Whether slot `i` holds a process that still runs (a slot being filled counts as
+    /// live).
+    pub fn alive(&self, i: u32) -> bool {
+        let Some(s) = self.slots.get(i as usize) else { return false };
+        let pid = s.pid.load(Ordering::Acquire);
+        let start = s.start.load(Ordering::Acquire);
+        pid != 0 && (start == 0 || process_alive(pid, start))
+    }
+}
+
+/// Whether process `pid`, started at `start`, still runs (a zombie, killed and not yet
+/// reaped, does not).
+pub fn process_alive(pid: u32, start: u64) -> bool {
+    match stat_fields(pid) {
+        Some((state, t)) => t == start && state != 'Z' && state != 'X',
+        None => false,
+    }
+}
+
+fn start_time(pid: u32) -> Option<u64> {
+    stat_fields(pid).map(|(_, t)| t)
+}
+
+/// `/proc/PID/stat`'s state and start time.
+fn stat_fields(pid: u32) -> Option<(char, u64)> {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name, in parentheses, may hold spaces and parentheses: fields count
+    // from the last ')'.
+    let rest = &s[s.rfind(')')? + 2..];
+    let mut f = rest.split(' ');
+    let state = f.next()?.chars().next()?;
+    let start = f.nth(18)?.parse().ok()?; // field 22 overall; state is field 3
+    Some((state, start))
+}

@@ -1,0 +1,92 @@
+//! A shared region: a file of a fixed size on a tmpfs, mapped `MAP_SHARED` by every
+//! process that opens it, so that its bytes are one set for all of them. What lies in it
+//! is plain words (atomics), laid out by its users at fixed offsets.
+
+use std::fs::OpenOptions;
+use std::io;
+use std::os::fd::AsRawFd;
+use std::path::Path;
+use std::ptr::NonNull;
+
+/// A mapped region (unmapped when dropped).
+pub struct Region {
+    base: NonNull<u8>,
+    len: usize,
+}
+
+// SAFETY: the region is plain shared memory; every access to it goes through atomics
+// (its users' types), which are Sync.
+unsafe impl Send for Region {}
+// SAFETY: as above.
+unsafe impl Sync for Region {}
+
+impl Region {
+    /// Opens the region at `path`, creating it (zeroed, `len` bytes, mode 0600) if it does
+    /// not exist; an existing one must have that length.
+    pub fn open(path: &Path, len: usize) -> io::Result<Region> {
+        let f = OpenOptions::new().read(true).write(true).create(true).truncate(false).open(path)?;
+        let have = f.metadata()?.len();
+        if have == 0 {
+            f.set_len(len as u64)?; // zero-filled: every word free
+        } else if have != len as u64 {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("shared region {} is {have} bytes, not {len}", path.display()),
+            ));
+        }
+        // SAFETY: a new mapping of `len` bytes of our descriptor; the kernel picks the
+        // address. The file stays mapped after the descriptor closes.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                f.as_raw_fd(),
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(Region { base: NonNull::new(p as *mut u8).expect("mmap returned null"), len })
+    }
+
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The value of type `T` at byte `off` of the region.
+    ///
+    /// # Panics
+    /// If `T` does not fit at `off` or `off` is not aligned for it (a layout bug).
+    pub fn at<T: Shared>(&self, off: usize) -> &T {
+        assert!(off.is_multiple_of(std::mem::align_of::<T>()) && off + std::mem::size_of::<T>() <= self.len, "layout");
+        // SAFETY: in bounds and aligned (checked); `T: Shared` is made of atomics, valid
+        // for every bit pattern (all zero included) and shared between processes.
+        unsafe { &*(self.base.as_ptr().add(off) as *const T) }
+    }
+}
+
+impl Drop for Region {
+    fn drop(&mut self) {
+        // SAFETY: our mapping, unmapped once; nothing borrowed from it outlives `self`.
+        unsafe { libc::munmap(self.base.as_ptr() as *mut libc::c_void, self.len) };
+    }
+}
+
+/// Types that may live in a shared region: made only of atomics (and padding), valid for
+/// every bit pattern, with no pointer into one process's memory.
+///
+/// # Safety
+/// Implementors must be `repr(C)` of atomic integers (or arrays of `Shared` types).
+pub unsafe trait Shared: Sync {}
+
+// SAFETY: atomic integers: valid for every bit pattern, shared by address.
+unsafe impl Shared for std::sync::atomic::AtomicU32 {}
+// SAFETY: as above.
+unsafe impl Shared for std::sync::atomic::AtomicU64 {}

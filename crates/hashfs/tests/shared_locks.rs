@@ -1,0 +1,165 @@
+//! The shared region's robust locks (issue 55's first piece, `src/share/`) between real
+//! processes: this test binary runs itself again as the other participant
+//! (`HASHFS_SHARE_CHILD`), since a child made by `fork` in a threaded test process may
+//! not allocate.
+
+use hashfs::share::{Acquired, Participants, Region, RobustLock};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+const PARTS: usize = 0;
+const LOCK: usize = 4096;
+const COUNTER: usize = 4104;
+const MARK: usize = 4112;
+const LEN: usize = 8192;
+
+fn region(path: &Path) -> Region {
+    Region::open(path, LEN).unwrap()
+}
+
+/// Runs this binary's `child` test as another process, acting as `role` on `path`.
+fn spawn(role: &str, path: &Path) -> Child {
+    Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "child", "--nocapture", "--test-threads", "1"])
+        .env("HASHFS_SHARE_CHILD", role)
+        .env("HASHFS_SHARE_REGION", path)
+        .spawn()
+        .unwrap()
+}
+
+fn scratch(name: &str) -> PathBuf {
+    let p = std::env::temp_dir().join(format!("hashfs-share-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_file(&p);
+    p
+}
+
+fn wait_for(mark: &AtomicU64, v: u64) {
+    let start = Instant::now();
+    while mark.load(Ordering::Acquire) != v {
+        assert!(start.elapsed() < Duration::from_secs(20), "the other process never got there");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+/// The other participant: `hold` takes the lock, says so, and waits to be killed;
+/// `count` adds to the counter under the lock.
+#[test]
+fn child() {
+    let Ok(role) = std::env::var("HASHFS_SHARE_CHILD") else { return };
+    let r = region(Path::new(&std::env::var("HASHFS_SHARE_REGION").unwrap()));
+    let (who, lock) = (r.at::<Participants>(PARTS), r.at::<RobustLock>(LOCK));
+    let me = who.join().unwrap();
+    match role.as_str() {
+        "hold" => {
+            assert_eq!(lock.lock(me, who), Acquired::Clean);
+            r.at::<AtomicU64>(MARK).store(1, Ordering::Release);
+            loop {
+                std::thread::sleep(Duration::from_secs(1));
+            }
+        }
+        "count" => {
+            r.at::<AtomicU64>(MARK).fetch_add(1, Ordering::AcqRel);
+            wait_for(r.at::<AtomicU64>(MARK), 2);
+            bump(&r, me, 200_000);
+            who.leave(me);
+        }
+        _ => panic!("unknown role {role}"),
+    }
+}
+
+/// Adds 1 to the counter `n` times, each under the lock, as a read and a separate write
+/// (so that two unlocked writers lose updates).
+fn bump(r: &Region, me: u32, n: u64) {
+    let (who, lock, c) = (r.at::<Participants>(PARTS), r.at::<RobustLock>(LOCK), r.at::<AtomicU64>(COUNTER));
+    for _ in 0..n {
+        assert_eq!(lock.lock(me, who), Acquired::Clean);
+        let v = c.load(Ordering::Relaxed);
+        std::hint::spin_loop();
+        c.store(v + 1, Ordering::Relaxed);
+        lock.unlock();
+    }
+}
+
+#[test]
+fn a_lock_held_by_a_killed_process_is_taken_over_within_10_ms() {
+    if std::env::var_os("HASHFS_SHARE_CHILD").is_some() {
+        return;
+    }
+    let path = scratch("kill");
+    let r = region(&path);
+    let (who, lock) = (r.at::<Participants>(PARTS), r.at::<RobustLock>(LOCK));
+    let me = who.join().unwrap();
+    let mut holder = spawn("hold", &path);
+    wait_for(r.at::<AtomicU64>(MARK), 1);
+    let owner = lock.owner().expect("the child holds the lock");
+    assert!(who.alive(owner));
+    // Killed, and not reaped yet: a zombie, which must count as dead.
+    holder.kill().unwrap();
+    let dying = Instant::now();
+    while who.alive(owner) {
+        assert!(dying.elapsed() < Duration::from_secs(5), "the killed child still runs");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let r2 = region(&path);
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let t = Instant::now();
+        let got = r2.at::<RobustLock>(LOCK).lock(me, r2.at::<Participants>(PARTS));
+        let _ = tx.send((got, t.elapsed()));
+    });
+    let (got, took) = rx.recv_timeout(Duration::from_secs(5)).expect("the dead owner's lock was never taken over");
+    assert_eq!(got, Acquired::FromDead(owner));
+    assert!(took < Duration::from_millis(10), "took {took:?}");
+    lock.unlock();
+    holder.wait().unwrap();
+    who.reap(owner);
+    assert!(!who.alive(owner));
+    std::fs::remove_file(&path).unwrap();
+}
+
+#[test]
+fn a_live_holder_keeps_its_lock_and_a_waiter_gets_it_at_unlock() {
+    if std::env::var_os("HASHFS_SHARE_CHILD").is_some() {
+        return;
+    }
+    let path = scratch("live");
+    let r = region(&path);
+    let (who, lock) = (r.at::<Participants>(PARTS), r.at::<RobustLock>(LOCK));
+    let me = who.join().unwrap();
+    assert_eq!(lock.lock(me, who), Acquired::Clean);
+    // Another thread of this process as a second participant (a slot of its own).
+    let other = who.join().unwrap();
+    let r2 = region(&path);
+    let waiter = std::thread::spawn(move || {
+        let t = Instant::now();
+        let got = r2.at::<RobustLock>(LOCK).lock(other, r2.at::<Participants>(PARTS));
+        (got, t.elapsed())
+    });
+    std::thread::sleep(Duration::from_millis(100)); // the waiter sleeps and rechecks meanwhile
+    assert_eq!(lock.owner(), Some(me), "a live owner's lock was taken");
+    lock.unlock();
+    let (got, waited) = waiter.join().unwrap();
+    assert_eq!(got, Acquired::Clean);
+    assert!(waited >= Duration::from_millis(90));
+    std::fs::remove_file(&path).unwrap();
+}
+
+#[test]
+fn two_processes_counting_under_the_lock_lose_nothing() {
+    if std::env::var_os("HASHFS_SHARE_CHILD").is_some() {
+        return;
+    }
+    let path = scratch("count");
+    let r = region(&path);
+    let who = r.at::<Participants>(PARTS);
+    let me = who.join().unwrap();
+    let mut child = spawn("count", &path);
+    wait_for(r.at::<AtomicU64>(MARK), 1);
+    r.at::<AtomicU64>(MARK).store(2, Ordering::Release);
+    bump(&r, me, 200_000);
+    assert!(child.wait().unwrap().success());
+    assert_eq!(r.at::<AtomicU64>(COUNTER).load(Ordering::Relaxed), 400_000);
+    std::fs::remove_file(&path).unwrap();
+}
