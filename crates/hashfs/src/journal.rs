@@ -82,54 +82,92 @@ pub fn inspect<D: PmDevice>(dev: &D, geo: &Geometry) -> Vec<JournalStatus> {
         .collect()
 }
 
+/// A journal's open transaction: its txid and its undo entries in the order logged.
+type OpenTx = (u64, Vec<UndoEntry>);
+
+/// Journal `i`'s open transaction, if it has one, and the largest txid the journal holds
+/// anywhere.
+fn open_transaction<D: PmDevice>(dev: &D, geo: &Geometry, i: u32) -> Result<(Option<OpenTx>, u64)> {
+    let h = read_header(dev, geo, i);
+    if h.magic != JOURNAL_MAGIC || h.index != i {
+        return Err(Error::corrupt(format!("journal {i}: bad header")));
+    }
+    let mut max_txid = h.active_txid;
+    let mut live = Vec::new();
+    let mut in_prefix = h.active_txid != 0;
+    for n in 0..geo.journal_entries() {
+        let e = read_entry(dev, geo, i, n);
+        if e.checksum == e.compute_checksum() {
+            max_txid = max_txid.max(e.txid);
+        }
+        if in_prefix {
+            if e.is_valid_for(h.active_txid, dev.len_bytes()) {
+                live.push(e);
+            } else {
+                in_prefix = false;
+            }
+        }
+    }
+    Ok(((h.active_txid != 0).then_some((h.active_txid, live)), max_txid))
+}
+
+/// Undoes one transaction's entries, newest first (flushed, not fenced).
+fn undo<D: PmDevice>(dev: &D, entries: &[UndoEntry], report: &mut RecoveryReport) {
+    for e in entries.iter().rev() {
+        dev.write(DevOffset(e.offset()), &e.data[..e.data_len()]);
+        dev.flush(DevOffset(e.offset()), e.data_len() as u64);
+        report.undo_entries_applied += 1;
+    }
+}
+
+/// Marks journal `i` as holding no open transaction (flushed, not fenced).
+fn close_journal<D: PmDevice>(dev: &D, geo: &Geometry, i: u32) {
+    let off = geo.journal_base(i) + ACTIVE_TXID_OFF;
+    dev.store_u64(off, 0);
+    dev.flush(off, 8);
+}
+
 /// Rolls back every uncommitted transaction; returns the report and the first txid that
 /// is safe to use.
 pub fn recover<D: PmDevice>(dev: &D, geo: &Geometry) -> Result<(RecoveryReport, u64)> {
     let mut max_txid = 0u64;
     let mut txs: Vec<(u64, u32, Vec<UndoEntry>)> = Vec::new();
     for i in 0..geo.journal_count {
-        let h = read_header(dev, geo, i);
-        if h.magic != JOURNAL_MAGIC || h.index != i {
-            return Err(Error::corrupt(format!("journal {i}: bad header")));
-        }
-        max_txid = max_txid.max(h.active_txid);
-        let mut live = Vec::new();
-        let mut in_prefix = h.active_txid != 0;
-        for n in 0..geo.journal_entries() {
-            let e = read_entry(dev, geo, i, n);
-            if e.checksum == e.compute_checksum() {
-                max_txid = max_txid.max(e.txid);
-            }
-            if in_prefix {
-                if e.is_valid_for(h.active_txid, dev.len_bytes()) {
-                    live.push(e);
-                } else {
-                    in_prefix = false;
-                }
-            }
-        }
-        if h.active_txid != 0 {
-            txs.push((h.active_txid, i, live));
+        let (open, max) = open_transaction(dev, geo, i)?;
+        max_txid = max_txid.max(max);
+        if let Some((txid, live)) = open {
+            txs.push((txid, i, live));
         }
     }
     let mut report = RecoveryReport::default();
     txs.sort_by_key(|t| std::cmp::Reverse(t.0));
     for (txid, _, entries) in &txs {
-        for e in entries.iter().rev() {
-            dev.write(DevOffset(e.offset()), &e.data[..e.data_len()]);
-            dev.flush(DevOffset(e.offset()), e.data_len() as u64);
-            report.undo_entries_applied += 1;
-        }
+        undo(dev, entries, &mut report);
         report.rolled_back_txids.push(*txid);
     }
     dev.fence();
     for (_, i, _) in &txs {
-        let off = geo.journal_base(*i) + ACTIVE_TXID_OFF;
-        dev.store_u64(off, 0);
-        dev.flush(off, 8);
+        close_journal(dev, geo, *i);
     }
     dev.fence();
     Ok((report, max_txid + 1))
+}
+
+/// Rolls back journal `i`'s open transaction alone, if it has one, leaving every other
+/// journal as it is: what a survivor does with the journal of a process that died
+/// holding it (docs/design.md, "Many processes on one image"; the locks the dead process
+/// held keep every other transaction off the bytes it changed). The same two steps as
+/// [`recover`]: the old bytes back and durable, then the journal closed. (Issue 55's:
+/// nothing calls it yet but its test.)
+#[allow(dead_code)]
+pub fn roll_back_one<D: PmDevice>(dev: &D, geo: &Geometry, i: u32) -> Result<Option<u64>> {
+    let (open, _) = open_transaction(dev, geo, i)?;
+    let Some((txid, entries)) = open else { return Ok(None) };
+    undo(dev, &entries, &mut RecoveryReport::default());
+    dev.fence();
+    close_journal(dev, geo, i);
+    dev.fence();
+    Ok(Some(txid))
 }
 
 impl<D: PmDevice> Journals<D> {
@@ -439,6 +477,59 @@ mod tests {
         assert_eq!(last.load_u64(DevOffset(x)), 3);
         assert!(states > 10);
         drop((a, b));
+    }
+
+    /// A participant dies inside its transaction, after logging its undo entries and with
+    /// any subset of its in-place stores made (a process's stores are all visible to the
+    /// others, flushed or not), while another participant's transaction is open in the
+    /// other journal: rolling back the dead one's journal alone restores its bytes, and
+    /// leaves the live transaction open and able to commit.
+    #[test]
+    fn one_journal_rolls_back_alone() {
+        let (dev0, geo) = setup();
+        let (x, y, z) = (geo.inode_table_off, geo.inode_table_off + 64, geo.inode_table_off + 128);
+        for (o, v) in [(x, 1u64), (y, 10), (z, 100)] {
+            dev0.store_u64(DevOffset(o), v);
+        }
+        dev0.flush(DevOffset(x), 192);
+        dev0.fence();
+        let base = dev0.live_image();
+        for subset in 0..4u32 {
+            let dev = Arc::new(CrashDevice::from_image(&base));
+            let j = Journals::new(dev.clone(), geo, 1);
+            let mut dead = j.begin();
+            let mut live = j.begin();
+            assert_ne!(dead.index, live.index);
+            dead.write_u64(DevOffset(x), 2);
+            dead.write_u64(DevOffset(y), 20);
+            dead.log_undo().unwrap();
+            // The dead participant's in-place stores, some of them.
+            for (bit, (o, v)) in [(x, 2u64), (y, 20)].into_iter().enumerate() {
+                if subset & (1 << bit) != 0 {
+                    dev.store_u64(DevOffset(o), v);
+                }
+            }
+            live.write_u64(DevOffset(z), 300);
+            live.log_undo().unwrap();
+            let dead_index = dead.index;
+            std::mem::forget(dead); // it runs no more code: no hooks, no unlock
+            let txid = roll_back_one(&*dev, &geo, dead_index).unwrap();
+            assert!(txid.is_some(), "subset {subset}");
+            assert_eq!((dev.load_u64(DevOffset(x)), dev.load_u64(DevOffset(y))), (1, 10), "subset {subset}");
+            assert_eq!(inspect(&*dev, &geo)[dead_index as usize].active_txid, 0);
+            assert_ne!(inspect(&*dev, &geo)[live.index as usize].active_txid, 0, "the live transaction stays open");
+            assert_eq!(roll_back_one(&*dev, &geo, dead_index).unwrap(), None, "nothing left to roll back");
+            live.commit().unwrap();
+            assert_eq!(dev.load_u64(DevOffset(z)), 300);
+            assert_eq!((dev.load_u64(DevOffset(x)), dev.load_u64(DevOffset(y))), (1, 10));
+            // And durably: a crash now recovers the same.
+            let after = CrashDevice::from_image(&dev.durable_image());
+            recover(&after, &geo).unwrap();
+            assert_eq!(
+                (after.load_u64(DevOffset(x)), after.load_u64(DevOffset(y)), after.load_u64(DevOffset(z))),
+                (1, 10, 300)
+            );
+        }
     }
 
     #[test]
