@@ -99,8 +99,8 @@ def sub(path, old, new):
     open(p, "w").write(s.replace(old, new))
 if name == "no-flush-rollback":
     sub("crates/hashfs/src/journal.rs",
-        "            dev.write(DevOffset(e.offset()), &e.data[..e.data_len()]);\n            dev.flush(DevOffset(e.offset()), e.data_len() as u64);\n",
-        "            dev.write(DevOffset(e.offset()), &e.data[..e.data_len()]);\n")
+        "        dev.write(DevOffset(e.offset()), &e.data[..e.data_len()]);\n        dev.flush(DevOffset(e.offset()), e.data_len() as u64);\n",
+        "        dev.write(DevOffset(e.offset()), &e.data[..e.data_len()]);\n")
 elif name == "rollback-unfenced":
     sub("crates/hashfs/src/journal.rs",
         "        report.rolled_back_txids.push(*txid);\n    }\n    dev.fence();\n",
