@@ -15,6 +15,7 @@
 
 use crate::layout::Geometry;
 use crate::pm::{DevOffset, PmDevice};
+use crate::share::{Acquired, Participants, Region, RobustLock};
 use crate::{Error, Result};
 use bytemuck::Zeroable;
 use parking_lot::{Mutex, MutexGuard};
@@ -44,8 +45,50 @@ pub struct JournalStatus {
 pub struct Journals<D: PmDevice> {
     dev: Arc<D>,
     geo: Geometry,
-    locks: Vec<Mutex<()>>,
+    locks: Locks,
     next_txid: AtomicU64,
+}
+
+/// Where the journals' locks live: in this process, or in a region shared by the
+/// processes of one image (issue 55), where a lock taken over from a dead holder has its
+/// journal rolled back first ([`roll_back_one`]).
+enum Locks {
+    Local(Vec<Mutex<()>>),
+    Shared(SharedLocks),
+}
+
+/// The journals' locks in a shared region: the participant table at `parts`, one
+/// [`RobustLock`] per journal from `first`, taken as participant `me`.
+pub struct SharedLocks {
+    pub region: Arc<Region>,
+    pub parts: usize,
+    pub first: usize,
+    pub me: u32,
+}
+
+impl SharedLocks {
+    fn who(&self) -> &Participants {
+        self.region.at(self.parts)
+    }
+    fn lock(&self, i: usize) -> &RobustLock {
+        self.region.at(self.first + i * std::mem::size_of::<RobustLock>())
+    }
+}
+
+/// A held journal lock, released when dropped.
+enum Held<'a> {
+    /// Held for its drop, which unlocks.
+    #[allow(dead_code)]
+    Local(MutexGuard<'a, ()>),
+    Shared(&'a RobustLock),
+}
+
+impl Drop for Held<'_> {
+    fn drop(&mut self) {
+        if let Held::Shared(l) = self {
+            l.unlock();
+        }
+    }
 }
 
 /// Writes the empty journal headers (mkfs).
@@ -157,9 +200,8 @@ pub fn recover<D: PmDevice>(dev: &D, geo: &Geometry) -> Result<(RecoveryReport, 
 /// journal as it is: what a survivor does with the journal of a process that died
 /// holding it (docs/design.md, "Many processes on one image"; the locks the dead process
 /// held keep every other transaction off the bytes it changed). The same two steps as
-/// [`recover`]: the old bytes back and durable, then the journal closed. (Issue 55's:
-/// nothing calls it yet but its test.)
-#[allow(dead_code)]
+/// [`recover`]: the old bytes back and durable, then the journal closed. Shared journals
+/// call it on taking a dead holder's lock.
 pub fn roll_back_one<D: PmDevice>(dev: &D, geo: &Geometry, i: u32) -> Result<Option<u64>> {
     let (open, _) = open_transaction(dev, geo, i)?;
     let Some((txid, entries)) = open else { return Ok(None) };
@@ -174,26 +216,91 @@ impl<D: PmDevice> Journals<D> {
     /// Journals of a recovered image; `first_txid` comes from [`recover`].
     pub fn new(dev: Arc<D>, geo: Geometry, first_txid: u64) -> Journals<D> {
         Journals {
-            locks: (0..geo.journal_count).map(|_| Mutex::new(())).collect(),
+            locks: Locks::Local((0..geo.journal_count).map(|_| Mutex::new(())).collect()),
             dev,
             geo,
             next_txid: AtomicU64::new(first_txid.max(1)),
         }
     }
 
+    /// Journals whose locks are shared with the other processes of the image (issue 55;
+    /// nothing uses them yet but their test). `first_txid` must be above every txid any
+    /// participant uses.
+    #[allow(dead_code)]
+    pub fn shared(dev: Arc<D>, geo: Geometry, first_txid: u64, locks: SharedLocks) -> Journals<D> {
+        Journals { locks: Locks::Shared(locks), dev, geo, next_txid: AtomicU64::new(first_txid.max(1)) }
+    }
+
+    /// Takes journal `i`'s lock if it is free (or its holder died: its transaction is
+    /// rolled back first; a journal that cannot be stays held, out of use until the next
+    /// mount's recovery).
+    fn try_take(&self, i: usize) -> Option<Held<'_>> {
+        match &self.locks {
+            Locks::Local(l) => l[i].try_lock().map(Held::Local),
+            Locks::Shared(sh) => {
+                let got = sh.lock(i).try_lock(sh.me, sh.who())?;
+                self.taken(i, got, sh).then_some(Held::Shared(sh.lock(i)))
+            }
+        }
+    }
+
+    /// Waits for journal `i`'s lock.
+    fn take(&self, i: usize) -> Option<Held<'_>> {
+        match &self.locks {
+            Locks::Local(l) => Some(Held::Local(l[i].lock())),
+            Locks::Shared(sh) => {
+                let got = sh.lock(i).lock(sh.me, sh.who());
+                self.taken(i, got, sh).then_some(Held::Shared(sh.lock(i)))
+            }
+        }
+    }
+
+    /// After taking journal `i`'s shared lock: whether it may be used (a dead holder's
+    /// transaction rolled back).
+    fn taken(&self, i: usize, got: Acquired, sh: &SharedLocks) -> bool {
+        let Acquired::FromDead(dead) = got else { return true };
+        match roll_back_one(&*self.dev, &self.geo, i as u32) {
+            Ok(_) => true,
+            Err(e) => {
+                eprintln!(
+                    "hashfs: journal {i} of dead participant {dead} cannot be rolled back ({e}); left to recovery"
+                );
+                let _ = sh; // the lock stays ours: nobody else uses the journal either
+                false
+            }
+        }
+    }
+
+    fn count(&self) -> usize {
+        match &self.locks {
+            Locks::Local(l) => l.len(),
+            Locks::Shared(_) => self.geo.journal_count as usize,
+        }
+    }
+
     /// Starts a transaction on this CPU's journal (or any free one).
     pub fn begin(&self) -> Tx<'_, D> {
-        let n = self.locks.len();
+        let n = self.count();
         let cpu = crate::pm::current_cpu();
         let mut chosen = None;
         for k in 0..n {
             let i = (cpu + k) % n;
-            if let Some(g) = self.locks[i].try_lock() {
+            if let Some(g) = self.try_take(i) {
                 chosen = Some((i, g));
                 break;
             }
         }
-        let (index, guard) = chosen.unwrap_or_else(|| (cpu % n, self.locks[cpu % n].lock()));
+        // Every journal busy: wait for this CPU's (or, shared, the next one whose dead
+        // holder's transaction could be rolled back: with none left, the media is corrupt
+        // in every journal, which a mount refuses too; shared journals are not used by
+        // the file system yet, and `begin` must become fallible before they are).
+        let (index, guard) = match chosen {
+            Some(c) => c,
+            None => (0..n)
+                .map(|k| (cpu + k) % n)
+                .find_map(|i| self.take(i).map(|g| (i, g)))
+                .expect("every journal is corrupt; run hashfs fsck"),
+        };
         Tx {
             journals: self,
             _guard: guard,
@@ -219,7 +326,7 @@ pub enum Outcome {
 /// [`Tx::commit`]. Dropping a transaction without committing discards its writes.
 pub struct Tx<'a, D: PmDevice> {
     journals: &'a Journals<D>,
-    _guard: MutexGuard<'a, ()>,
+    _guard: Held<'a>,
     index: u32,
     txid: u64,
     writes: Vec<(u64, Vec<u8>)>,
@@ -356,7 +463,8 @@ impl<'a, D: PmDevice> Tx<'a, D> {
 mod tests {
     use super::*;
     use crate::layout::superblock::GeometryParams;
-    use crate::pm::CrashDevice;
+    use crate::pm::{CrashDevice, MmapDevice, OpenMode};
+    use crate::share::{Participants, Region, RobustLock};
 
     fn setup() -> (Arc<CrashDevice>, Geometry) {
         let geo = Geometry::compute(&GeometryParams {
@@ -530,6 +638,121 @@ mod tests {
                 (1, 10, 300)
             );
         }
+    }
+
+    /// The image and region of the shared-journal test (on /dev/shm: shared with the
+    /// child process it runs as).
+    fn shared_setup_geo() -> Geometry {
+        Geometry::compute(&GeometryParams {
+            image_bytes: 1 << 20,
+            inode_count: Some(64),
+            journal_count: 2,
+            journal_blocks: 2,
+            mapping: crate::layout::MappingKind::HashFs,
+            grouped: false,
+        })
+        .unwrap()
+    }
+
+    const REGION_LEN: usize = 8192;
+    const LOCKS_OFF: usize = 4096;
+    const MARK_OFF: usize = 4096 + 64;
+
+    fn shared_journals(
+        img: &std::path::Path,
+        region: &std::path::Path,
+    ) -> (Arc<MmapDevice>, Journals<MmapDevice>, Arc<Region>) {
+        let geo = shared_setup_geo();
+        let dev = Arc::new(MmapDevice::open(img, OpenMode::Shared).unwrap());
+        let region = Arc::new(Region::open(region, REGION_LEN).unwrap());
+        let me = region.at::<Participants>(0).join().unwrap();
+        let locks = SharedLocks { region: region.clone(), parts: 0, first: LOCKS_OFF, me };
+        (dev.clone(), Journals::shared(dev, geo, 1000, locks), region)
+    }
+
+    /// The other process of the next test: opens a transaction, logs its undo entries,
+    /// makes one of its two in-place stores, says which journal it holds, and waits to be
+    /// killed.
+    #[test]
+    fn shared_journal_child() {
+        let (Ok(img), Ok(reg)) =
+            (std::env::var("HASHFS_JOURNAL_CHILD_IMAGE"), std::env::var("HASHFS_JOURNAL_CHILD_REGION"))
+        else {
+            return;
+        };
+        let geo = shared_setup_geo();
+        let (dev, j, region) = shared_journals(std::path::Path::new(&img), std::path::Path::new(&reg));
+        let x = geo.inode_table_off;
+        let mut tx = j.begin();
+        tx.write_u64(DevOffset(x), 2);
+        tx.write_u64(DevOffset(x + 64), 20);
+        tx.log_undo().unwrap();
+        dev.store_u64(DevOffset(x), 2);
+        region.at::<AtomicU64>(MARK_OFF).store(1 + tx.index as u64, Ordering::Release);
+        loop {
+            std::thread::sleep(std::time::Duration::from_secs(1));
+        }
+    }
+
+    /// Many processes on one image (issue 55): a process killed inside a transaction
+    /// leaves its journal locked and its bytes half changed; the next process to take that
+    /// journal rolls it back first, and goes on.
+    #[test]
+    fn a_journal_held_by_a_killed_process_is_rolled_back_by_the_next_to_take_it() {
+        if std::env::var_os("HASHFS_JOURNAL_CHILD_IMAGE").is_some() {
+            return;
+        }
+        let geo = shared_setup_geo();
+        let dir = tempfile::Builder::new().prefix("hashfs-shared-journal").tempdir_in("/dev/shm").unwrap();
+        let (img, reg) = (dir.path().join("img"), dir.path().join("region"));
+        let x = geo.inode_table_off;
+        {
+            let dev = MmapDevice::open(&img, OpenMode::CreateTruncate { size_bytes: 1 << 20 }).unwrap();
+            format(&dev, &geo);
+            dev.store_u64(DevOffset(x), 1);
+            dev.store_u64(DevOffset(x + 64), 10);
+            dev.flush(DevOffset(x), 128);
+            dev.fence();
+        }
+        let (dev, j, region) = shared_journals(&img, &reg);
+        let mut child = std::process::Command::new(std::env::current_exe().unwrap())
+            .args(["--exact", "journal::tests::shared_journal_child", "--nocapture", "--test-threads", "1"])
+            .env("HASHFS_JOURNAL_CHILD_IMAGE", &img)
+            .env("HASHFS_JOURNAL_CHILD_REGION", &reg)
+            .spawn()
+            .unwrap();
+        let mark = region.at::<AtomicU64>(MARK_OFF);
+        let t = std::time::Instant::now();
+        while mark.load(Ordering::Acquire) == 0 {
+            assert!(t.elapsed() < std::time::Duration::from_secs(20), "the child never opened its transaction");
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        let dead_journal = (mark.load(Ordering::Acquire) - 1) as u32;
+        assert_eq!(dev.load_u64(DevOffset(x)), 2, "the child's in-place store is visible");
+        child.kill().unwrap();
+        let who = region.at::<Participants>(0);
+        let owner = region.at::<RobustLock>(LOCKS_OFF + dead_journal as usize * 4).owner().unwrap();
+        while who.alive(owner) {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        // Take journals until the dead one's comes: at most one per journal.
+        let mut held = Vec::new();
+        let tx = loop {
+            let tx = j.begin();
+            if tx.index == dead_journal {
+                break tx;
+            }
+            held.push(tx);
+            assert!(held.len() < geo.journal_count as usize, "never got the dead process's journal");
+        };
+        assert_eq!((dev.load_u64(DevOffset(x)), dev.load_u64(DevOffset(x + 64))), (1, 10), "rolled back");
+        assert_eq!(inspect(&*dev, &geo)[dead_journal as usize].active_txid, 0);
+        let mut tx = tx;
+        tx.write_u64(DevOffset(x + 128), 7);
+        tx.commit().unwrap();
+        assert_eq!(dev.load_u64(DevOffset(x + 128)), 7);
+        drop(held);
+        child.wait().unwrap();
     }
 
     #[test]

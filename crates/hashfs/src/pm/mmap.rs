@@ -19,6 +19,10 @@ pub enum OpenMode {
     Existing,
     /// Create or truncate the file to `size_bytes`.
     CreateTruncate { size_bytes: u64 },
+    /// The file must exist, opened by one of many processes sharing it (issue 55): the
+    /// image's lock taken shared, so that participants exclude a single-owner mount (and
+    /// it them) but not one another.
+    Shared,
 }
 
 /// A memory-mapped image file.
@@ -53,7 +57,7 @@ const MADV_POPULATE_WRITE: i32 = 23;
 impl MmapDevice {
     pub fn open(path: &Path, mode: OpenMode) -> io::Result<MmapDevice> {
         let file = match mode {
-            OpenMode::Existing => OpenOptions::new().read(true).write(true).open(path)?,
+            OpenMode::Existing | OpenMode::Shared => OpenOptions::new().read(true).write(true).open(path)?,
             OpenMode::CreateTruncate { size_bytes } => {
                 let f = OpenOptions::new().read(true).write(true).create(true).truncate(true).open(path)?;
                 f.set_len(size_bytes)?;
@@ -65,8 +69,9 @@ impl MmapDevice {
         // another thread of this process holds our earlier descriptor of the image (from a
         // format or an unmount just before) until it execs.
         let mut tries = 0;
+        let how = if matches!(mode, OpenMode::Shared) { libc::LOCK_SH } else { libc::LOCK_EX };
         // SAFETY: flock on a descriptor we own; the lock goes with the descriptor.
-        while unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+        while unsafe { libc::flock(file.as_raw_fd(), how | libc::LOCK_NB) } != 0 {
             let e = io::Error::last_os_error();
             if e.raw_os_error() != Some(libc::EWOULDBLOCK) {
                 return Err(e);

@@ -70,6 +70,29 @@ impl RobustLock {
         }
     }
 
+    /// Takes the lock for participant `me` if it is free or its owner is dead; None while
+    /// a live participant holds it.
+    pub fn try_lock(&self, me: u32, who: &Participants) -> Option<Acquired> {
+        let mine = me + 1;
+        loop {
+            let cur = self.word.load(Ordering::Relaxed);
+            if cur & !WAITERS == 0 {
+                return self
+                    .word
+                    .compare_exchange(cur, mine | (cur & WAITERS), Ordering::Acquire, Ordering::Relaxed)
+                    .is_ok()
+                    .then_some(Acquired::Clean);
+            }
+            let owner = (cur & !WAITERS) - 1;
+            if who.alive(owner) {
+                return None;
+            }
+            if self.word.compare_exchange(cur, mine | (cur & WAITERS), Ordering::Acquire, Ordering::Relaxed).is_ok() {
+                return Some(Acquired::FromDead(owner));
+            }
+        }
+    }
+
     /// Releases the lock (its owner's call).
     pub fn unlock(&self) {
         if self.word.swap(0, Ordering::Release) & WAITERS != 0 {
