@@ -197,7 +197,7 @@ impl Descriptors for Spfs {
 pub(crate) fn pin_below(stack: &Stack, cell: &Shared) -> Result<(), c_int> {
     let mut st = cell.lock();
     if st.pm.is_some() {
-        stack.write_back_locked(&mut st).map_err(|e| io_errno(&e))?;
+        stack.write_back_locked(&mut st).map_err(|e| Errno::of_io(&e).0)?;
     }
     st.pinned += 1;
     Ok(())

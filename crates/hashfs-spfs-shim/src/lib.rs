@@ -46,10 +46,6 @@ use std::sync::{Arc, OnceLock};
 // `hashfs-preload`.
 use hashfs_interpose::{errno, guarded, real, shim_thread, FdSet};
 
-fn io_errno(e: &std::io::Error) -> c_int {
-    e.raw_os_error().unwrap_or(libc::EIO)
-}
-
 // ---------------------------------------------------------------------------------------
 // State.
 

@@ -22,7 +22,7 @@ pub(super) fn target_at(dirfd: c_int, path: &CStr, flags: c_int) -> Option<Resul
 }
 
 /// The inode of descriptor `fd` (one the shim claims).
-fn fd_target(fd: c_int) -> Result<Ino, c_int> {
+pub(super) fn fd_target(fd: c_int) -> Result<Ino, c_int> {
     shim().file(fd).map(|of| of.ino).ok_or(libc::EBADF)
 }
 

@@ -23,7 +23,7 @@ fn target_ino(t: XattrTarget<'_>) -> Option<Result<Ino, c_int>> {
                 }),
             )
         }
-        XattrTarget::Fd(fd) => Some(shim().file(fd).map(|of| of.ino).ok_or(libc::EBADF)),
+        XattrTarget::Fd(fd) => Some(super::meta::fd_target(fd)),
     }
 }
 
