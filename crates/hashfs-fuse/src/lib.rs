@@ -32,7 +32,7 @@ use hashfs::Access;
 use hashfs::Inherited;
 use hashfs::XattrMode;
 use hashfs::{Error, File, FileSystem, FileType, Ino, Metadata, SetAttr};
-use hashfs::{Owner, RenameMode, SetTime};
+use hashfs::{Owner, RenameMode, SetTime, SyncScope};
 use std::collections::HashMap;
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
@@ -224,7 +224,7 @@ impl<D: PmDevice> HashFsFuse<D> {
     /// and set-group-ID where group execution makes it mean something.
     fn kill_suidgid(&self, i: Ino) -> Result<(), Error> {
         let md = self.fs.peek_attr(i)?;
-        let (perm, p) = (md.perm, hashfs::perm_without_set_id(md.perm, md.is_dir()));
+        let (perm, p) = (md.perm, hashfs::perm_without_set_id(md.perm, md.file_type));
         if p != perm {
             self.fs.setattr(i, &SetAttr { perm: Some(p), ..SetAttr::default() })?;
         }
@@ -264,10 +264,11 @@ impl<D: PmDevice> HashFsFuse<D> {
         parent: Ino,
         mode: u32,
         umask: u32,
-        is_dir: bool,
+        ftype: FileType,
     ) -> Result<(Owner, Inherited), Error> {
+        let is_dir = ftype == FileType::Directory;
         let p = self.fs.getattr(parent)?;
-        let mut inh = self.fs.inherit(parent, mode, umask, is_dir)?;
+        let mut inh = self.fs.inherit(parent, mode, umask, ftype)?;
         let mut perm = inh.perm;
         let gid = if p.perm & S_ISGID != 0 {
             if is_dir {
@@ -302,7 +303,7 @@ impl<D: PmDevice> HashFsFuse<D> {
         mode: u32,
         umask: u32,
     ) -> Result<Metadata, Error> {
-        let (owner, inh) = self.new_owner(req, parent, mode, umask, false)?;
+        let (owner, inh) = self.new_owner(req, parent, mode, umask, FileType::Regular)?;
         let m = self.fs.create_file_at(parent, name.as_bytes(), inh.perm, owner)?;
         self.finish_new(m, &inh)
     }
@@ -409,7 +410,7 @@ impl<D: PmDevice> Filesystem for HashFsFuse<D> {
         match ino(i).and_then(|i| {
             if (uid.is_some() || gid.is_some()) && mode.is_none() {
                 let md = self.fs.peek_attr(i)?;
-                let kept = hashfs::perm_without_set_id(md.perm, md.is_dir());
+                let kept = hashfs::perm_without_set_id(md.perm, md.file_type);
                 a.perm = (kept != md.perm).then_some(kept);
             }
             let m = self.fs.setattr(i, &a)?;
@@ -437,7 +438,7 @@ impl<D: PmDevice> Filesystem for HashFsFuse<D> {
         let r = ino(parent).and_then(|p| match FileType::from_mknod_mode(mode) {
             Some(FileType::Regular) => self.create_regular(req, p, name, mode, umask),
             Some(t) => {
-                let (owner, inh) = self.new_owner(req, p, mode, umask, false)?;
+                let (owner, inh) = self.new_owner(req, p, mode, umask, t)?;
                 let rdev = if matches!(t, FileType::CharDevice | FileType::BlockDevice) {
                     hashfs::dev_from_kernel(rdev)
                 } else {
@@ -453,7 +454,7 @@ impl<D: PmDevice> Filesystem for HashFsFuse<D> {
 
     fn mkdir(&self, req: &Request, parent: INodeNo, name: &OsStr, mode: u32, umask: u32, reply: ReplyEntry) {
         let r = ino(parent).and_then(|p| {
-            let (owner, inh) = self.new_owner(req, p, mode, umask, true)?;
+            let (owner, inh) = self.new_owner(req, p, mode, umask, FileType::Directory)?;
             let m = self.fs.mkdir_at(p, name.as_bytes(), inh.perm, owner)?;
             self.finish_new(m, &inh)
         });
@@ -480,7 +481,7 @@ impl<D: PmDevice> Filesystem for HashFsFuse<D> {
 
     fn symlink(&self, req: &Request, parent: INodeNo, link_name: &OsStr, target: &Path, reply: ReplyEntry) {
         let r = ino(parent).and_then(|p| {
-            let (owner, _) = self.new_owner(req, p, 0o777, 0, false)?;
+            let (owner, _) = self.new_owner(req, p, 0o777, 0, FileType::Symlink)?;
             self.fs.symlink_at(p, link_name.as_bytes(), target.as_os_str().as_bytes(), owner)
         });
         self.entry(reply, r)
@@ -680,7 +681,7 @@ impl<D: PmDevice> Filesystem for HashFsFuse<D> {
     /// (NOVA's and PMFS's fsync are as empty). What it would have done is done first,
     /// so the answer is true whatever came before it.
     fn fsync(&self, _req: &Request, i: INodeNo, fh: FileHandle, datasync: bool, reply: ReplyEmpty) {
-        match self.io_file(i, fh).and_then(|f| if datasync { f.sync_data() } else { f.sync_all() }) {
+        match self.io_file(i, fh).and_then(|f| f.sync(sync_scope(datasync))) {
             Ok(()) if self.sync_at_write() => reply.error(Errno::ENOSYS),
             Ok(()) => reply.ok(),
             Err(e) => reply.error(errno(&e)),
@@ -897,5 +898,14 @@ impl<D: PmDevice> Filesystem for HashFsFuse<D> {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(errno(&e)),
         }
+    }
+}
+
+/// fuser's `datasync` flag (fsync's and fsyncdir's) as the sync it asks for.
+pub(crate) fn sync_scope(datasync: bool) -> SyncScope {
+    if datasync {
+        SyncScope::DataOnly
+    } else {
+        SyncScope::All
     }
 }

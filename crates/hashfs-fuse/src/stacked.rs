@@ -9,6 +9,7 @@
 //! writes every promoted file back (`hashfs umount --writeback`).
 
 use crate::stacked_caller::as_caller;
+use crate::sync_scope;
 use fuser::{
     Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo, InitFlags, KernelConfig,
     LockOwner, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry,
@@ -92,8 +93,8 @@ fn kind(mode: u32) -> FileType {
 /// set-group-ID where group execution makes it mean something.
 fn kill_suidgid(f: &File) -> Result<(), Errno> {
     let st = rustix::fs::fstat(f).map_err(rerr)?;
-    let is_dir = st.st_mode & libc::S_IFMT == libc::S_IFDIR;
-    let m = hashfs::perm_without_set_id(st.st_mode & 0o7777, is_dir);
+    let ftype = hashfs::FileType::from_mode(st.st_mode).unwrap_or(hashfs::FileType::Regular);
+    let m = hashfs::perm_without_set_id(st.st_mode & 0o7777, ftype);
     if m != st.st_mode & 0o7777 {
         rustix::fs::fchmod(f, Mode::from_raw_mode(m)).map_err(rerr)?;
     }
@@ -597,7 +598,10 @@ impl Filesystem for StackedFuse {
     }
 
     fn fsync(&self, _req: &Request, _ino: INodeNo, fh: FileHandle, datasync: bool, reply: ReplyEmpty) {
-        match self.file(fh).and_then(|(lower, sh, _)| self.stack.fsync(&mut sh.lock(), &lower, datasync).map_err(err)) {
+        match self
+            .file(fh)
+            .and_then(|(lower, sh, _)| self.stack.fsync(&mut sh.lock(), &lower, sync_scope(datasync)).map_err(err))
+        {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(e),
         }

@@ -11,6 +11,25 @@ use libc::{c_int, c_void, off_t, ssize_t};
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Errno(pub c_int);
 
+/// What a path call does with a symbolic link as its last component: follows it (`stat`,
+/// `getxattr`) or names the link itself (`lstat`, `lgetxattr`, `AT_SYMLINK_NOFOLLOW`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LastLink {
+    Follow,
+    NoFollow,
+}
+
+impl LastLink {
+    /// The `*at` calls' rule: `AT_SYMLINK_NOFOLLOW` in `flags` names the link.
+    pub fn of_at_flags(flags: c_int) -> LastLink {
+        if flags & libc::AT_SYMLINK_NOFOLLOW != 0 {
+            LastLink::NoFollow
+        } else {
+            LastLink::Follow
+        }
+    }
+}
+
 impl Errno {
     pub const BADF: Errno = Errno(libc::EBADF);
     pub const FAULT: Errno = Errno(libc::EFAULT);

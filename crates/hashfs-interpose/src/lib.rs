@@ -25,7 +25,7 @@ pub use backend::{
     Attributes, Backend, Copies, Data, Descriptors, FcntlArg, FsStats, IoctlArg, Mappings, Metadata, Names, Process,
     RangeCopy, Streams, Times, XattrTarget, Xattrs,
 };
-pub use call::{serve, Address, CResult, Errno, Handle, IoVecs, Next, Offset, Posix, Served};
+pub use call::{serve, Address, CResult, Errno, Handle, IoVecs, LastLink, Next, Offset, Posix, Served};
 
 /// libc's function `$name` of the given type, found once with `dlsym(RTLD_NEXT)`: the
 /// definition the interposed one hides.

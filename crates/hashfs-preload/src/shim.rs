@@ -10,7 +10,7 @@
 use hashfs::pm::MmapDevice;
 use hashfs::Access;
 use hashfs::{Error, File, FileSystem, FileType, Ino, Metadata, SetAttr};
-use hashfs::{Owner, RenameMode, SetTime};
+use hashfs::{Owner, RenameMode, SetTime, SyncScope};
 use libc::{c_char, c_int, c_uint, c_void, mode_t, off_t, size_t, ssize_t};
 use parking_lot::Mutex;
 use std::collections::HashMap;
@@ -22,7 +22,7 @@ use std::sync::{Arc, OnceLock};
 
 // The real libc functions, the reentrancy guard and errno: `hashfs-interpose`, shared with
 // the stacked mode's shim.
-use hashfs_interpose::{guarded, real, shim_thread, FdSet};
+use hashfs_interpose::{guarded, real, shim_thread, FdSet, LastLink};
 
 // ---------------------------------------------------------------------------------------
 // State.

@@ -3,7 +3,7 @@
 //! and pinned below while the stream is open).
 
 use crate::*;
-use hashfs_interpose::{Descriptors, Errno, FcntlArg, Handle, Next, Served, Streams};
+use hashfs_interpose::{Descriptors, Errno, FcntlArg, Handle, LastLink, Next, Served, Streams};
 use libc::{mode_t, FILE};
 use std::ffi::CStr;
 
@@ -33,11 +33,14 @@ fn is_regular(fd: c_int) -> bool {
     }
 }
 
-/// (st_dev, st_ino) of the regular file at `path` (followed), if under the lower directory.
-pub(crate) fn path_key(dirfd: c_int, path: &CStr, follow: bool) -> Option<(u64, u64)> {
+/// (st_dev, st_ino) of the regular file at `path`, if under the lower directory.
+pub(crate) fn path_key(dirfd: c_int, path: &CStr, last: LastLink) -> Option<(u64, u64)> {
     let l = lower()?;
     let mut st = std::mem::MaybeUninit::<libc::stat>::uninit();
-    let flags = if follow { 0 } else { libc::AT_SYMLINK_NOFOLLOW };
+    let flags = match last {
+        LastLink::Follow => 0,
+        LastLink::NoFollow => libc::AT_SYMLINK_NOFOLLOW,
+    };
     // SAFETY: a NUL-terminated path; room for a struct stat.
     let r = unsafe {
         real!(fstatat: fn(c_int, *const c_char, *mut libc::stat, c_int) -> c_int)(
@@ -211,8 +214,8 @@ pub(crate) fn unpin(cell: &Shared) {
 /// A stream about to be opened on `path`: an existing lower file is written back and
 /// pinned first (a "w" stream truncates it in the kernel, which must find it whole).
 fn stream_pin(path: &CStr) -> Result<Option<Shared>, c_int> {
-    let Some(key) = path_key(libc::AT_FDCWD, path, true) else { return Ok(None) };
-    if !at_under(libc::AT_FDCWD, path, true) {
+    let Some(key) = path_key(libc::AT_FDCWD, path, LastLink::Follow) else { return Ok(None) };
+    if !at_under(libc::AT_FDCWD, path, LastLink::Follow) {
         return Ok(None);
     }
     let s = stacked();

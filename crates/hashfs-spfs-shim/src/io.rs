@@ -4,7 +4,8 @@
 //! writes into PM, reads from the merged view, fsync a fence, the file offset kept here.
 
 use crate::*;
-use hashfs_interpose::{Data, Errno, IoVecs, Names, Next, Offset, Posix, Served};
+use hashfs::SyncScope;
+use hashfs_interpose::{Data, Errno, IoVecs, LastLink, Names, Next, Offset, Posix, Served};
 use hashfs_spfs::FileGuard;
 use libc::off_t;
 use std::borrow::Cow;
@@ -168,15 +169,19 @@ fn with_file<T>(fd: c_int, f: impl FnOnce(&Arc<Stack>, &Desc, &mut FileGuard) ->
     f(stack, &d, &mut st)
 }
 
-fn sync_common(fd: c_int, datasync: bool) -> Result<(), Errno> {
+fn sync_common(fd: c_int, scope: SyncScope) -> Result<(), Errno> {
     if EXITED.load(Ordering::Acquire) && !keep_at_exit() {
         // After the exit write-back: the lower file's own fsync, and no promotion.
         let v = view(fd);
-        return if datasync { v.sync_data() } else { v.sync_all() }.map_err(|e| Errno::of_io(&e));
+        return match scope {
+            SyncScope::All => v.sync_all(),
+            SyncScope::DataOnly => v.sync_data(),
+        }
+        .map_err(|e| Errno::of_io(&e));
     }
     with_file(fd, |stack, _, st| {
         let was = st.pm.is_some();
-        stack.fsync(st, &view(fd), datasync).map_err(|e| Errno::of_io(&e))?;
+        stack.fsync(st, &view(fd), scope).map_err(|e| Errno::of_io(&e))?;
         if !was && st.pm.is_some() {
             stacked().demoter_running(stack);
         }
@@ -273,11 +278,11 @@ impl Data for Spfs {
     }
 
     fn fsync(fd: c_int, _: Next<'_, ()>) -> Served<()> {
-        Some(sync_common(fd, false))
+        Some(sync_common(fd, SyncScope::All))
     }
 
     fn fdatasync(fd: c_int, _: Next<'_, ()>) -> Served<()> {
-        Some(sync_common(fd, true))
+        Some(sync_common(fd, SyncScope::DataOnly))
     }
 
     fn sync_file_range(fd: c_int, _: off_t, _: off_t, _: libc::c_uint, _: Next<'_, ()>) -> Served<()> {
@@ -311,8 +316,8 @@ impl Names for Spfs {
     /// any other file is the kernel's.
     fn truncate(path: &CStr, len: off_t, _: Next<'_, ()>) -> Served<()> {
         lower()?;
-        let key = fd::path_key(libc::AT_FDCWD, path, true)?;
-        let stack = stack_if(|| at_under(libc::AT_FDCWD, path, true))?;
+        let key = fd::path_key(libc::AT_FDCWD, path, LastLink::Follow)?;
+        let stack = stack_if(|| at_under(libc::AT_FDCWD, path, LastLink::Follow))?;
         if !hashfs_spfs::any_promoted() {
             return None;
         }

@@ -44,7 +44,7 @@ use std::sync::{Arc, OnceLock};
 
 // The real libc functions, the reentrancy guard and errno: `hashfs-interpose`, shared with
 // `hashfs-preload`.
-use hashfs_interpose::{errno, guarded, real, shim_thread, FdSet};
+use hashfs_interpose::{errno, guarded, real, shim_thread, FdSet, LastLink};
 
 // ---------------------------------------------------------------------------------------
 // State.
@@ -301,17 +301,16 @@ fn stack_if(under: impl FnOnce() -> bool) -> Option<&'static Arc<Stack>> {
     }
 }
 
-/// Whether `p` (absolute, symbolic links resolved as `follow` says for its last
-/// component) lies under the lower directory.
-fn path_under(p: &Path, follow: bool) -> bool {
+/// Whether `p` (absolute, its last symbolic link followed or not as `last` says) lies
+/// under the lower directory.
+fn path_under(p: &Path, last: LastLink) -> bool {
     let Some(l) = lower() else { return false };
-    let resolved = if follow {
-        std::fs::canonicalize(p).ok()
-    } else {
-        match (p.parent(), p.file_name()) {
+    let resolved = match last {
+        LastLink::Follow => std::fs::canonicalize(p).ok(),
+        LastLink::NoFollow => match (p.parent(), p.file_name()) {
             (Some(dir), Some(name)) => std::fs::canonicalize(dir).ok().map(|d| d.join(name)),
             _ => None,
-        }
+        },
     };
     resolved.is_some_and(|r| r.starts_with(&l.path))
 }
@@ -326,15 +325,15 @@ fn dir_of(dirfd: c_int) -> Option<PathBuf> {
 }
 
 /// Whether `(dirfd, path)` names something under the lower directory.
-fn at_under(dirfd: c_int, path: &std::ffi::CStr, follow: bool) -> bool {
+fn at_under(dirfd: c_int, path: &std::ffi::CStr, last: LastLink) -> bool {
     let bytes = path.to_bytes();
     let p = Path::new(std::ffi::OsStr::from_bytes(bytes));
     if bytes.is_empty() {
         // AT_EMPTY_PATH: dirfd itself.
-        return dir_of(dirfd).is_some_and(|d| path_under(&d, true));
+        return dir_of(dirfd).is_some_and(|d| path_under(&d, LastLink::Follow));
     }
     let abs = if p.is_absolute() { p.to_path_buf() } else { dir_of(dirfd).map(|d| d.join(p)).unwrap_or_default() };
-    path_under(&abs, follow)
+    path_under(&abs, last)
 }
 
 /// The shim as the interposer's backend: the calls it serves are in `io` (data)...;

@@ -5,7 +5,7 @@
 //! the rest of the process: the mapping outlives every descriptor).
 
 use crate::*;
-use hashfs_interpose::{Address, Attributes, Copies, Errno, Mappings, Next, RangeCopy, Served};
+use hashfs_interpose::{Address, Attributes, Copies, Errno, LastLink, Mappings, Next, RangeCopy, Served};
 use libc::off_t;
 use std::cell::Cell;
 use std::ffi::CStr;
@@ -40,11 +40,11 @@ fn patched(st: Result<libc::stat, Errno>, under: impl FnOnce() -> bool) -> Serve
 impl Attributes for Spfs {
     fn stat_at(dirfd: c_int, path: &CStr, flags: c_int, next: Next<'_, libc::stat>) -> Served<libc::stat> {
         lower()?;
-        patched(next.call(), || at_under(dirfd, path, flags & libc::AT_SYMLINK_NOFOLLOW == 0))
+        patched(next.call(), || at_under(dirfd, path, LastLink::of_at_flags(flags)))
     }
 
     fn fstat(fd: c_int, next: Next<'_, libc::stat>) -> Served<libc::stat> {
-        patched(next.call(), || dir_of(fd).is_some_and(|p| path_under(&p, true)))
+        patched(next.call(), || dir_of(fd).is_some_and(|p| path_under(&p, LastLink::Follow)))
     }
 
     fn statx(
@@ -57,7 +57,7 @@ impl Attributes for Spfs {
         lower()?;
         let mut x = next.call();
         if let Ok(x) = &mut x {
-            let under = || at_under(dirfd, path, flags & libc::AT_SYMLINK_NOFOLLOW == 0);
+            let under = || at_under(dirfd, path, LastLink::of_at_flags(flags));
             if let Some(m) = merged((libc::makedev(x.stx_dev_major, x.stx_dev_minor), x.stx_ino), under) {
                 x.stx_size = m.size;
                 x.stx_blocks = x.stx_blocks.max(m.blocks);
@@ -75,8 +75,8 @@ impl Attributes for Spfs {
 /// The lower file `(dirfd, path)` names now, if any file is promoted (else nothing to do).
 pub(crate) fn named(dirfd: c_int, path: &CStr) -> Option<(u64, u64)> {
     lower()?;
-    let key = fd::path_key(dirfd, path, false)?;
-    stack_if(|| at_under(dirfd, path, false))?;
+    let key = fd::path_key(dirfd, path, LastLink::NoFollow)?;
+    stack_if(|| at_under(dirfd, path, LastLink::NoFollow))?;
     hashfs_spfs::any_promoted().then_some(key)
 }
 

@@ -10,6 +10,7 @@
 use crate::absorb::Key;
 use crate::lower::read_full;
 use crate::{FileState, Stack};
+use hashfs::SyncScope;
 use std::fs::File;
 use std::io;
 use std::os::fd::AsFd;
@@ -66,7 +67,7 @@ impl Stack {
 
     /// fsync: a fence for a promoted file; otherwise the lower file's fsync, then the
     /// profiler (as SPFS: sync first, profile after), which may promote the file.
-    pub fn fsync(&self, st: &mut FileState, lower: &File, datasync: bool) -> io::Result<()> {
+    pub fn fsync(&self, st: &mut FileState, lower: &File, scope: SyncScope) -> io::Result<()> {
         let cfg = &self.cfg;
         let now = Instant::now();
         if let Some(p) = st.pm.as_ref() {
@@ -75,7 +76,10 @@ impl Stack {
             self.counters.absorbed_syncs.fetch_add(1, Ordering::Relaxed);
             return Ok(());
         }
-        if datasync { lower.sync_data() } else { lower.sync_all() }?;
+        match scope {
+            SyncScope::All => lower.sync_all(),
+            SyncScope::DataOnly => lower.sync_data(),
+        }?;
         self.counters.lower_syncs.fetch_add(1, Ordering::Relaxed);
         let v = st.profile.synced(&cfg.profiler, now);
         let (used, total) = self.store.usage();
@@ -211,7 +215,7 @@ mod tests {
         for i in 0..40u64 {
             let mut st = sh.lock();
             s.write(&mut st, file, i * 100, &[7u8; 100]).unwrap();
-            s.fsync(&mut st, file, true).unwrap();
+            s.fsync(&mut st, file, SyncScope::DataOnly).unwrap();
             if st.pm.is_some() {
                 return true;
             }

@@ -33,13 +33,14 @@ pub use fs::untorn::{untorn_aligned_limit, untorn_limit};
 pub use fs::xattr::XattrMode;
 pub use fs::{
     format, read_superblock, DirEntry, FallocateMode, File, FileSystem, FormatOptions, MappingStats, Metadata,
-    MountReport, OpenOptions, PartitionLevel, PartitionStats, SetAttr, StatFs, SuperblockSource,
+    MountReport, OpenOptions, PartitionLevel, PartitionStats, SetAttr, StatFs, SuperblockSource, SyncScope,
 };
 pub use layout::dirent::{dev_from_kernel, dev_to_kernel};
 pub use layout::{
     AllocatorKind, Extent, FileType, Geometry, HashPlacement, Ino, Lblk, MappingKind, Pblk, Superblock, WriteMode,
 };
 pub use mapping::simd::{simd_kind, SimdKind};
+pub use pm::filemap::Protection;
 
 /// Checking and repairing an image offline.
 pub mod fsck {

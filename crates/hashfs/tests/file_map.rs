@@ -8,7 +8,7 @@ mod huge;
 #[path = "../../hashfs-cli/tests/support/skip.rs"]
 mod skip;
 
-use hashfs::{AllocatorKind, Error, FallocateMode, FileSystem, FormatOptions, MappingKind, OpenOptions};
+use hashfs::{AllocatorKind, Error, FallocateMode, FileSystem, FormatOptions, MappingKind, OpenOptions, Protection};
 use huge::huge_dir;
 use std::path::Path;
 
@@ -30,7 +30,7 @@ fn a_mapping_is_the_file() {
         let f = fs.open_file(Path::new("/f"), &rw).unwrap();
         f.write_at(0, &vec![7u8; 3 * 4096]).unwrap();
         f.set_len(5 * 4096 + 100).unwrap(); // blocks 3..5 are holes
-        let m = f.map(0, 5 * 4096 + 100, true).unwrap();
+        let m = f.map(0, 5 * 4096 + 100, Protection::ReadWrite).unwrap();
         assert_eq!(m.len(), 6 * 4096);
         // Through the mapping into the file, and from the file into the mapping.
         m.write_at(4096 * 4, b"mapped").unwrap();
@@ -52,12 +52,12 @@ fn a_mapping_is_the_file() {
         drop(m);
         f.set_len(4096).unwrap();
         // Bad ranges and modes.
-        assert!(matches!(f.map(100, 4096, false), Err(Error::Invalid(_))));
-        assert!(matches!(f.map(0, 3 * 4096, false), Err(Error::Invalid(_))));
-        assert!(matches!(f.map(0, 0, false), Err(Error::Invalid(_))));
+        assert!(matches!(f.map(100, 4096, Protection::ReadOnly), Err(Error::Invalid(_))));
+        assert!(matches!(f.map(0, 3 * 4096, Protection::ReadOnly), Err(Error::Invalid(_))));
+        assert!(matches!(f.map(0, 0, Protection::ReadOnly), Err(Error::Invalid(_))));
         let ro = fs.open_file(Path::new("/f"), OpenOptions::new().read(true)).unwrap();
-        assert!(matches!(ro.map(0, 4096, true), Err(Error::BadDescriptor)));
-        let m = ro.map(0, 4096, false).unwrap();
+        assert!(matches!(ro.map(0, 4096, Protection::ReadWrite), Err(Error::BadDescriptor)));
+        let m = ro.map(0, 4096, Protection::ReadOnly).unwrap();
         assert!(matches!(m.write_at(0, b"x"), Err(Error::BadDescriptor)));
         drop(m);
         drop((f, ro));
@@ -77,7 +77,7 @@ fn holes_get_blocks_when_first_written_through_a_mapping() {
         let f = fs.open_file(Path::new("/sparse"), &rw).unwrap();
         f.set_len(256 * MIB).unwrap();
         let free0 = fs.statfs().blocks_free;
-        let m = f.map(0, 256 * MIB as usize, true).unwrap();
+        let m = f.map(0, 256 * MIB as usize, Protection::ReadWrite).unwrap();
         let mut buf = [1u8; 4096];
         m.read_at(100 * MIB as usize, &mut buf).unwrap();
         assert_eq!(
@@ -122,7 +122,7 @@ fn aligned_files_are_mapped_with_2mib_pages() {
         fs.write(Path::new("/small"), b"s").unwrap();
         let f = fs.open_file(Path::new("/big"), OpenOptions::new().read(true).write(true).create(true)).unwrap();
         f.allocate(0, 8 * MIB).unwrap();
-        let m = f.map(0, 8 * MIB as usize, true).unwrap();
+        let m = f.map(0, 8 * MIB as usize, Protection::ReadWrite).unwrap();
         let chunk = vec![0xA5u8; MIB as usize];
         for i in 0..8 {
             m.write_at(i * MIB as usize, &chunk).unwrap();
@@ -147,9 +147,9 @@ fn every_mapping_of_a_file_sees_a_hole_filled() {
         let rw = OpenOptions::new().read(true).write(true).create(true).clone();
         let f = fs.open_file(Path::new("/f"), &rw).unwrap();
         f.set_len(4 * MIB).unwrap(); // all holes
-        let ro = f.map(0, (4 * MIB) as usize, false).unwrap();
-        let b = f.map(0, (4 * MIB) as usize, true).unwrap();
-        let a = f.map(0, (4 * MIB) as usize, true).unwrap();
+        let ro = f.map(0, (4 * MIB) as usize, Protection::ReadOnly).unwrap();
+        let b = f.map(0, (4 * MIB) as usize, Protection::ReadWrite).unwrap();
+        let a = f.map(0, (4 * MIB) as usize, Protection::ReadWrite).unwrap();
         let mut buf = [0u8; 6];
         b.read_at(8192, &mut buf).unwrap(); // B touches the hole first
         a.write_at(8192, b"mapped").unwrap();

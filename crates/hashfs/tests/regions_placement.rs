@@ -6,7 +6,7 @@
 
 mod common;
 use common::*;
-use hashfs::{FileSystem, FormatOptions, HashPlacement, Lblk, MappingKind, OpenOptions};
+use hashfs::{FileSystem, FormatOptions, HashPlacement, Lblk, MappingKind, OpenOptions, Protection};
 use std::path::Path;
 
 const MIB: u64 = 1 << 20;
@@ -132,7 +132,7 @@ fn an_opening_waits_for_a_mapped_file_across_a_remount() {
     // A 64-block file: some of its blocks move at each opening (each with odds 1/n).
     let m = fs.open_file(Path::new("/mapped"), &rw).unwrap();
     m.write_at(0, &pattern(64 * 4096, 7)).unwrap();
-    let map = m.map(0, 64 * 4096, true).unwrap();
+    let map = m.map(0, 64 * 4096, Protection::ReadWrite).unwrap();
     let mut i = 0;
     while !fs.open_groups().unwrap().1 {
         fs.write(Path::new(&format!("/s{i}")), &pattern(small_len(i), i)).unwrap();

@@ -7,7 +7,7 @@ mod common;
 
 use common::{assert_fsck_clean, new_fs, remount};
 use hashfs::pm::{CrashDevice, CrashPoint};
-use hashfs::{AllocatorKind, Error, FormatOptions, HashPlacement, MappingKind, OpenOptions, WriteMode};
+use hashfs::{AllocatorKind, Error, FormatOptions, HashPlacement, MappingKind, OpenOptions, Protection, WriteMode};
 use rand::{Rng, SeedableRng};
 use std::path::Path;
 use std::sync::Arc;
@@ -147,7 +147,7 @@ fn a_mapped_file_is_written_in_place() {
         let fs = hashfs::FileSystem::open(&path).unwrap().0;
         let f = fs.open_file(Path::new("/f"), &rw()).unwrap();
         f.write_at(0, &vec![5u8; 16 * 4096]).unwrap();
-        let m = f.map(0, 16 * 4096, false).unwrap();
+        let m = f.map(0, 16 * 4096, Protection::ReadOnly).unwrap();
         f.write_atomic_at(4000, &[9u8; 8000]).unwrap();
         let mut buf = vec![0u8; 8000];
         m.read_at(4000, &mut buf).unwrap();

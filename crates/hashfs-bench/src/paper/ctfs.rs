@@ -11,7 +11,7 @@
 
 use super::{images, mean_ci, Ctx, Report, Target};
 use crate::Failure;
-use hashfs::{AllocatorKind, MappingKind, OpenOptions};
+use hashfs::{AllocatorKind, MappingKind, OpenOptions, Protection};
 use rand::{Rng, SeedableRng};
 use serde_json::{json, Value};
 use std::path::Path;
@@ -55,7 +55,7 @@ pub fn run(ctx: &Ctx) -> Result<Report, Failure> {
                     entries = a.swap_pages(0, &b, 0, bytes)?;
                     pswap_us.push(t0.elapsed().as_secs_f64() * 1e6);
                 } else {
-                    let m = b.map(0, bytes as usize, true)?;
+                    let m = b.map(0, bytes as usize, Protection::ReadWrite)?;
                     let t0 = Instant::now();
                     let mut done = 0usize;
                     while done < bytes as usize {

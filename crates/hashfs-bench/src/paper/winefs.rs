@@ -19,7 +19,7 @@ use super::{images, mean_ci, Ctx, Report, Subject, Target};
 use crate::age::{age_fs, AgeArgs};
 use crate::{fail, Failure};
 use hashfs::pm::MmapDevice;
-use hashfs::{AllocatorKind, FileSystem, OpenOptions};
+use hashfs::{AllocatorKind, FileSystem, OpenOptions, Protection};
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -69,7 +69,7 @@ fn mapped_write(fs: &FileSystem<MmapDevice>, path: &str, bytes: u64) -> Result<(
     let p = Path::new(path);
     let f = fs.open_file(p, OpenOptions::new().read(true).write(true).create(true))?;
     f.allocate(0, bytes)?;
-    let m = f.map(0, bytes as usize, true)?;
+    let m = f.map(0, bytes as usize, Protection::ReadWrite)?;
     let chunk = vec![0x5Au8; MIB as usize];
     let faults = minor_faults();
     let t = Instant::now();
@@ -172,7 +172,7 @@ pub fn small_files(ctx: &Ctx) -> Result<Report, Failure> {
                 // The part Fig. 2 times: map, write through the mapping, unmap.
                 let f0 = minor_faults();
                 let t1 = Instant::now();
-                let m = f.map(0, bytes as usize, true)?;
+                let m = f.map(0, bytes as usize, Protection::ReadWrite)?;
                 m.write_at(0, &chunk)?;
                 let (mapped, faulted) = (t1.elapsed().as_secs_f64(), minor_faults().saturating_sub(f0));
                 huge += m.pmd_mapped_kib()? as f64 * 1024.0 / bytes as f64;

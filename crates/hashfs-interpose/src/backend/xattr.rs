@@ -1,14 +1,14 @@
 //! Extended attributes ([`crate::entry::xattr`]).
 
-use crate::call::{Errno, Next, Served};
+use crate::call::{Errno, LastLink, Next, Served};
 use libc::c_int;
 use std::ffi::CStr;
 
 /// Which file an xattr call names.
 #[derive(Clone, Copy)]
 pub enum XattrTarget<'a> {
-    /// A path, and whether a last symbolic link is followed (the `l` forms do not).
-    Path(&'a CStr, bool),
+    /// A path, and what its last symbolic link is (the `l` forms name the link).
+    Path(&'a CStr, LastLink),
     Fd(c_int),
 }
 

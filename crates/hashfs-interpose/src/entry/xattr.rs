@@ -3,7 +3,7 @@
 //! the backend takes; each name forwards to libc's function of that name.
 
 use super::route;
-use crate::call::{bytes, bytes_mut, c_str, Errno};
+use crate::call::{bytes, bytes_mut, c_str, Errno, LastLink};
 use crate::{forward, Backend, XattrTarget};
 use libc::{c_char, c_int, c_void, size_t, ssize_t};
 use std::ffi::CStr;
@@ -67,8 +67,8 @@ macro_rules! by_path {
     };
 }
 
-by_path!(getxattr, listxattr, setxattr, removexattr, true);
-by_path!(lgetxattr, llistxattr, lsetxattr, lremovexattr, false);
+by_path!(getxattr, listxattr, setxattr, removexattr, LastLink::Follow);
+by_path!(lgetxattr, llistxattr, lsetxattr, lremovexattr, LastLink::NoFollow);
 
 pub unsafe fn fgetxattr<B: Backend>(fd: c_int, name: *const c_char, value: *mut c_void, size: size_t) -> ssize_t {
     // SAFETY: fgetxattr's contract: name NUL-terminated, value writable for size bytes.

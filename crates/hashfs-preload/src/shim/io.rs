@@ -31,9 +31,9 @@ pub(super) fn write_from(file: &File<MmapDevice>, off: u64, data: &[u8]) -> Resu
     })
 }
 
-/// fsync, or fdatasync (`data_only`: the times a write left in DRAM may stay there).
-fn sync_fd(fd: c_int, data_only: bool) -> Result<(), c_int> {
-    match with_file(fd, |_, f| if data_only { f.sync_data() } else { f.sync_all() }.map_err(|e| e.errno())) {
+/// fsync or fdatasync.
+fn sync_fd(fd: c_int, scope: SyncScope) -> Result<(), c_int> {
+    match with_file(fd, |_, f| f.sync(scope).map_err(|e| e.errno())) {
         Err(libc::EISDIR) => Ok(()), // fsync of a directory: every operation is durable already
         r => r,
     }
@@ -199,11 +199,11 @@ impl Data for Preload {
     }
 
     fn fsync(fd: c_int, _: Next<'_, ()>) -> Served<()> {
-        served(sync_fd(fd, false))
+        served(sync_fd(fd, SyncScope::All))
     }
 
     fn fdatasync(fd: c_int, _: Next<'_, ()>) -> Served<()> {
-        served(sync_fd(fd, true))
+        served(sync_fd(fd, SyncScope::DataOnly))
     }
 
     fn sync_file_range(_: c_int, _: off_t, _: off_t, _: c_uint, _: Next<'_, ()>) -> Served<()> {

@@ -41,7 +41,7 @@ fn chown_ino(ino: Ino, uid: libc::uid_t, gid: libc::gid_t) -> Result<(), c_int> 
             return Err(libc::EPERM);
         }
     }
-    let kept = hashfs::perm_without_set_id(md.perm, md.is_dir());
+    let kept = hashfs::perm_without_set_id(md.perm, md.file_type);
     let perm = (kept != md.perm && (uid.is_some() || gid.is_some())).then_some(kept);
     fs.setattr(ino, &SetAttr { uid, gid, perm, ..Default::default() }).map(|_| ()).map_err(|e| e.errno())
 }

@@ -2,6 +2,14 @@
 
 use super::*;
 
+/// The inode at `p` (a path inside the image), its last symbolic link followed or not.
+pub(super) fn resolve(fs: &FileSystem<MmapDevice>, p: &Path, last: LastLink) -> hashfs::Result<Ino> {
+    match last {
+        LastLink::Follow => fs.resolve(p),
+        LastLink::NoFollow => fs.resolve_nofollow(p),
+    }
+}
+
 /// The file-system path for `path` if it lies under the prefix.
 pub(super) fn fs_path_of(path: &CStr) -> Option<PathBuf> {
     let bytes = path.to_bytes();

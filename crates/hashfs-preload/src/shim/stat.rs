@@ -27,10 +27,9 @@ fn to_stat(m: &Metadata) -> libc::stat {
     st
 }
 
-fn stat_path(p: &Path, follow: bool) -> Result<libc::stat, c_int> {
+fn stat_path(p: &Path, last: LastLink) -> Result<libc::stat, c_int> {
     let fs = shim().fs()?;
-    let ino = if follow { fs.resolve(p) } else { fs.resolve_nofollow(p) };
-    ino.and_then(|i| fs.getattr(i)).map(|m| to_stat(&m)).map_err(|e| e.errno())
+    resolve(fs, p, last).and_then(|i| fs.getattr(i)).map(|m| to_stat(&m)).map_err(|e| e.errno())
 }
 
 fn stat_fd(fd: c_int) -> Result<libc::stat, c_int> {
@@ -46,7 +45,7 @@ fn stat_at(dirfd: c_int, path: &CStr, flags: c_int) -> Option<Result<libc::stat,
         return Some(stat_fd(dirfd));
     }
     let p = fs_path_at_of(dirfd, path)?;
-    Some(stat_path(&p, flags & libc::AT_SYMLINK_NOFOLLOW == 0))
+    Some(stat_path(&p, LastLink::of_at_flags(flags)))
 }
 
 fn to_statx(st: &libc::stat) -> libc::statx {

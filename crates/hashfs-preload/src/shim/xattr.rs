@@ -15,13 +15,9 @@ use hashfs_interpose::{Errno, Next, Served, XattrTarget, Xattrs};
 /// The inode a call names, if it is ours.
 fn target_ino(t: XattrTarget<'_>) -> Option<Result<Ino, c_int>> {
     match t {
-        XattrTarget::Path(path, follow) => {
+        XattrTarget::Path(path, last) => {
             let p = fs_path_of(path)?;
-            Some(
-                shim().fs().and_then(|fs| {
-                    if follow { fs.resolve(&p) } else { fs.resolve_nofollow(&p) }.map_err(|e| e.errno())
-                }),
-            )
+            Some(shim().fs().and_then(|fs| resolve(fs, &p, last).map_err(|e| e.errno())))
         }
         XattrTarget::Fd(fd) => Some(super::meta::fd_target(fd)),
     }

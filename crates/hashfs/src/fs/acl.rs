@@ -12,7 +12,7 @@
 
 use super::xattr::XattrMode;
 use super::{FileSystem, SetAttr};
-use crate::layout::Ino;
+use crate::layout::{FileType, Ino};
 use crate::pm::PmDevice;
 use crate::{Error, Result};
 
@@ -201,12 +201,16 @@ impl<D: PmDevice> FileSystem<D> {
     /// What a new inode created in `parent` with `mode` (permission bits) takes: with a
     /// default ACL there, that ACL masked by the mode (and, for a directory, the default
     /// ACL itself); without one, the mode less the umask.
-    pub fn inherit(&self, parent: Ino, mode: u32, umask: u32, is_dir: bool) -> Result<Inherited> {
+    pub fn inherit(&self, parent: Ino, mode: u32, umask: u32, ftype: FileType) -> Result<Inherited> {
         let Some(d) = self.acl(parent, DEFAULT)? else {
             return Ok(Inherited { perm: mode & 0o7777 & !umask, access: None, default: None });
         };
         let (a, perm) = d.create_masq(mode & 0o7777);
-        Ok(Inherited { perm, access: (!a.is_minimal()).then(|| a.encode()), default: is_dir.then(|| d.encode()) })
+        Ok(Inherited {
+            perm,
+            access: (!a.is_minimal()).then(|| a.encode()),
+            default: (ftype == FileType::Directory).then(|| d.encode()),
+        })
     }
 
     /// Sets the ACLs of a new inode (after it was created with `inh.perm`).

@@ -24,7 +24,7 @@ use std::path::Path;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-pub use super::file::{Access, FallocateMode, File, OpenOptions};
+pub use super::file::{Access, FallocateMode, File, OpenOptions, SyncScope};
 pub use super::ops::{SetAttr, SetTime};
 pub type DirEntry = RawDirEntry;
 

@@ -16,6 +16,14 @@ use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
+/// What a sync makes durable: everything (fsync) or the data and what reading it needs
+/// (fdatasync: a write's times may stay in DRAM).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SyncScope {
+    All,
+    DataOnly,
+}
+
 /// What fallocate does.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum FallocateMode {
@@ -258,6 +266,14 @@ impl<D: PmDevice> File<D> {
     /// fdatasync: as [`Self::sync_all`] without the times, which a read does not need.
     pub fn sync_data(&self) -> Result<()> {
         self.fs.sync_data()
+    }
+
+    /// [`Self::sync_all`] or [`Self::sync_data`], as `scope` says.
+    pub fn sync(&self, scope: SyncScope) -> Result<()> {
+        match scope {
+            SyncScope::All => self.sync_all(),
+            SyncScope::DataOnly => self.sync_data(),
+        }
     }
 }
 

@@ -22,7 +22,7 @@ use super::fallocate::SizeRule;
 use super::inode::InodeCell;
 use super::FsInner;
 use crate::layout::{Lblk, BLOCK_BYTES};
-use crate::pm::filemap::{RawMapping, Run};
+use crate::pm::filemap::{Protection, RawMapping, Run};
 use crate::pm::holefault::{hole_faults, Filler, Ranges};
 use crate::pm::{MmapDevice, PmDevice};
 use crate::{Error, Result};
@@ -38,7 +38,7 @@ pub struct Mapping<'a> {
     /// Its holes, as the file's cell lists them (None: it has none).
     _view: Option<Arc<MapView>>,
     file: &'a File<MmapDevice>,
-    writable: bool,
+    prot: Protection,
 }
 
 /// The holes of one live mapping of a file (offsets from its start): bytes that read as
@@ -56,8 +56,8 @@ impl File<MmapDevice> {
     /// for writing). Fails with Busy on nothing, Invalid on a bad range, NoSpace when the
     /// holes cannot be filled, and Io when the kernel refuses the mapping (ENOMEM when the
     /// file is too fragmented for the process's mapping count).
-    pub fn map(&self, off: u64, len: usize, writable: bool) -> Result<Mapping<'_>> {
-        if writable && !self.access.write {
+    pub fn map(&self, off: u64, len: usize, prot: Protection) -> Result<Mapping<'_>> {
+        if prot == Protection::ReadWrite && !self.access.write {
             return Err(Error::BadDescriptor);
         }
         let size = self.metadata()?.size;
@@ -67,8 +67,8 @@ impl File<MmapDevice> {
         }
         let len = len.next_multiple_of(BLOCK_BYTES as usize);
         self.count_mapping();
-        match self.map_counted(off, len, size, writable) {
-            Ok((raw, view)) => Ok(Mapping { raw, _view: view, file: self, writable }),
+        match self.map_counted(off, len, size, prot) {
+            Ok((raw, view)) => Ok(Mapping { raw, _view: view, file: self, prot }),
             Err(e) => {
                 self.cell.map_count.fetch_sub(1, Ordering::AcqRel);
                 Err(e)
@@ -81,8 +81,9 @@ impl File<MmapDevice> {
         off: u64,
         len: usize,
         size: u64,
-        writable: bool,
+        prot: Protection,
     ) -> Result<(Arc<RawMapping>, Option<Arc<MapView>>)> {
+        let writable = prot == Protection::ReadWrite;
         let lazy = writable && hole_faults().is_some();
         if writable && !lazy {
             self.fs.allocate(&self.cell, off, (len as u64).min(size - off), SizeRule::Keep)?;
@@ -92,7 +93,7 @@ impl File<MmapDevice> {
         // the runs) or lists the mappings after (and maps its blocks into this one).
         let mut views = self.cell.views.lock();
         let (runs, holes) = runs_of(&self.fs, &self.cell, off, 0, len)?;
-        let raw = Arc::new(RawMapping::new(self.fs.dev.raw_fd(), len, &runs, writable, off).map_err(Error::Io)?);
+        let raw = Arc::new(RawMapping::new(self.fs.dev.raw_fd(), len, &runs, prot, off).map_err(Error::Io)?);
         if holes.is_empty() {
             return Ok((raw, None));
         }
@@ -230,7 +231,7 @@ impl Mapping<'_> {
     /// Copies `data` into the mapping at `off`: into the file, visible to every reader at
     /// once; durable after [`persist`](Self::persist).
     pub fn write_at(&self, off: usize, data: &[u8]) -> Result<()> {
-        if !self.writable {
+        if self.prot == Protection::ReadOnly {
             return Err(Error::BadDescriptor);
         }
         self.check(off, data.len())?;

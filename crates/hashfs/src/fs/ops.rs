@@ -35,6 +35,15 @@ pub enum NodeSpec<'a> {
 }
 
 impl NodeSpec<'_> {
+    fn file_type(&self) -> FileType {
+        match *self {
+            NodeSpec::File { .. } => FileType::Regular,
+            NodeSpec::Dir { .. } => FileType::Directory,
+            NodeSpec::Symlink { .. } => FileType::Symlink,
+            NodeSpec::Special { ftype, .. } => ftype,
+        }
+    }
+
     /// The new inode's type and contents.
     fn initial_inode(&self, parent: Ino, owner: Owner, now: i64) -> (FileType, InodeRaw) {
         let (ftype, mode, nlink, size, blocks) = match *self {
@@ -134,8 +143,8 @@ pub struct SetAttr {
 /// group execute it marks mandatory locking and stays); a directory keeps both. Every
 /// front end applies it (the shim's chown; the mount's setattr and writes, where
 /// FUSE_HANDLE_KILLPRIV_V2 leaves it to the daemon; the stacked mount's writes).
-pub fn perm_without_set_id(perm: u32, is_dir: bool) -> u32 {
-    if is_dir {
+pub fn perm_without_set_id(perm: u32, ftype: FileType) -> u32 {
+    if ftype == FileType::Directory {
         return perm;
     }
     let p = perm & !0o4000;
@@ -294,7 +303,7 @@ impl<D: PmDevice> FsInner<D> {
         spec.validate()?;
         let pcell = self.cell(parent)?;
         let mut pst = pcell.state.write();
-        self.check_new_entry(&pcell, &mut pst, name, matches!(spec, NodeSpec::Dir { .. }))?;
+        self.check_new_entry(&pcell, &mut pst, name, spec.file_type())?;
         let ino = self.ialloc.alloc()?;
         let sym_slot = match spec {
             NodeSpec::Symlink { target } => match self.write_symlink_block(ino, target) {
@@ -324,14 +333,14 @@ impl<D: PmDevice> FsInner<D> {
     }
 
     /// create's refusals that depend on the parent: removed, name taken, too many links.
-    fn check_new_entry(&self, pcell: &InodeCell, pst: &mut InodeMem, name: &[u8], is_dir: bool) -> Result<()> {
+    fn check_new_entry(&self, pcell: &InodeCell, pst: &mut InodeMem, name: &[u8], ftype: FileType) -> Result<()> {
         if pst.raw.is_dir() && pst.raw.nlink == 0 {
             return Err(Error::NotFound);
         }
         if self.index(pcell, pst)?.get(name).is_some() {
             return Err(Error::Exists);
         }
-        if is_dir && pst.raw.nlink >= MAX_LINKS {
+        if ftype == FileType::Directory && pst.raw.nlink >= MAX_LINKS {
             return Err(Error::TooManyLinks);
         }
         Ok(())

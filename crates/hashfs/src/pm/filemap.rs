@@ -31,6 +31,13 @@ unsafe impl Send for RawMapping {}
 // allows between processes.
 unsafe impl Sync for RawMapping {}
 
+/// What a mapping lets its user do with the bytes it shows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Protection {
+    ReadOnly,
+    ReadWrite,
+}
+
 /// One run: `len` bytes at `at` in the mapping are the image's bytes from `image_off`.
 #[derive(Clone, Copy, Debug)]
 pub struct Run {
@@ -44,8 +51,11 @@ impl RawMapping {
     /// or writable, at an address congruent to `congruent_to` modulo 2 MiB. The pages no
     /// run covers (holes) are anonymous zeros until [`RawMapping::map_runs`] or a
     /// [`watch_holes`](RawMapping::watch_holes) fill maps them.
-    pub fn new(fd: RawFd, len: usize, runs: &[Run], writable: bool, congruent_to: u64) -> io::Result<RawMapping> {
-        let prot = libc::PROT_READ | if writable { libc::PROT_WRITE } else { 0 };
+    pub fn new(fd: RawFd, len: usize, runs: &[Run], prot: Protection, congruent_to: u64) -> io::Result<RawMapping> {
+        let prot = match prot {
+            Protection::ReadOnly => libc::PROT_READ,
+            Protection::ReadWrite => libc::PROT_READ | libc::PROT_WRITE,
+        };
         let anon = libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE;
         // SAFETY: reserving address space (2 MiB more than needed, to choose the start).
         let r = unsafe { libc::mmap(std::ptr::null_mut(), len + HUGE, prot, anon, -1, 0) };

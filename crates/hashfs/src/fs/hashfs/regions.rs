@@ -45,6 +45,15 @@ use std::sync::atomic::Ordering;
 /// Polls of an old group's reservations before an opening gives up for now.
 const RESERVATION_POLLS: u32 = 2000;
 
+/// How an upkeep takes the lock that serializes group openings.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum OpenLock {
+    /// Waits for it (a request whose keys found no room).
+    Wait,
+    /// Leaves the opening to whoever holds it.
+    Try,
+}
+
 impl<D: PmDevice> FsInner<D> {
     /// Regions placement: before a request writes `len` bytes at `off` (None: at the end
     /// of file) of `cell`'s file, opens groups if the small keys it may place (its blocks
@@ -68,13 +77,14 @@ impl<D: PmDevice> FsInner<D> {
                 small_blocks(&self.claim_span(off..off.saturating_add(len), size))
             }
         };
-        self.regions_upkeep_for(small.max(1), false);
+        self.regions_upkeep_for(small.max(1), OpenLock::Try);
     }
 
     /// [`regions_upkeep`](Self::regions_upkeep) before `incoming` more small keys (a
-    /// request that may place more than a group holds). `wait`: take the opening lock even
-    /// if another request holds it (a request whose keys found no room).
-    pub(crate) fn regions_upkeep_for(&self, incoming: u64, wait: bool) {
+    /// request that may place more than a group holds). `OpenLock::Wait`: take the opening
+    /// lock even if another request holds it (a request whose keys found no room).
+    pub(crate) fn regions_upkeep_for(&self, incoming: u64, lock: OpenLock) {
+        let wait = lock == OpenLock::Wait;
         let FileMap::Hash(t) = &self.map else { return };
         let Some(g) = t.groups() else { return };
         let Some(r) = &g.regions else { return };
@@ -87,9 +97,9 @@ impl<D: PmDevice> FsInner<D> {
         if !wait && (!wants || r.no_free()) && !r.may_try() {
             return;
         }
-        let _one = match wait {
-            true => r.open_lock.lock(),
-            false => match r.open_lock.try_lock() {
+        let _one = match lock {
+            OpenLock::Wait => r.open_lock.lock(),
+            OpenLock::Try => match r.open_lock.try_lock() {
                 Some(l) => l,
                 None => return,
             },

@@ -4,6 +4,7 @@
 #![forbid(unsafe_code)]
 
 use super::grouped::in_whole_chunk;
+use super::regions::OpenLock;
 use super::slots::{free_slots, mapped_slots};
 use crate::fs::data::{MapGroup, WRITE_CHUNK_BLOCKS};
 use crate::fs::inode::{InodeCell, InodeMem};
@@ -66,7 +67,7 @@ impl<D: PmDevice> MapVerbs<D> for HashTable<D> {
                 // The regions placement: room for this request's small keys (those
                 // outside the whole chunks it writes) before the first of them.
                 let small = lblks[i..].iter().filter(|l| !in_whole_chunk(**l, &whole)).count();
-                fs.regions_upkeep_for(small.max(1) as u64, false);
+                fs.regions_upkeep_for(small.max(1) as u64, OpenLock::Try);
                 upkept = true;
             }
             let key = file_key(ino, l).ok_or(Error::FileTooBig);
@@ -74,7 +75,7 @@ impl<D: PmDevice> MapVerbs<D> for HashTable<D> {
                 Err(Error::NoSpace) if t.regions().is_some() => {
                     // Its chain is full: more groups, even if another request is
                     // opening some, then once more.
-                    fs.regions_upkeep_for((lblks.len() - i) as u64, true);
+                    fs.regions_upkeep_for((lblks.len() - i) as u64, OpenLock::Wait);
                     file_key(ino, l).ok_or(Error::FileTooBig).and_then(|k| t.reserve(k))
                 }
                 got => got,
