@@ -110,7 +110,7 @@ fi
 stage "build, workspace tests"
 # The binaries and the shims (libhashfs_preload.so, libhashfs_spfs_shim.so, which the shim
 # tests load and build again if stale) in the profile the tests build with (`test`:
-# optimized, with debug info), whose libraries `cargo test` then reuses.
+# optimized, with line tables), whose libraries `cargo test` then reuses.
 cargo build --workspace --profile test
 cargo test --workspace -- --skip explore_
 if ! $full; then
@@ -230,11 +230,16 @@ for m in extent-tree radix-tree cuckoo extent-hash; do
     stage "conformance suite: mapping $m, layout score 0.7"
     HASHFS_TEST_MAPPING=$m HASHFS_TEST_LAYOUT_SCORE=0.7 cargo test -q "${conformance[@]}" -- --skip explore_
 done
+# The pairs of operations are most of each run's states: HashFS's run explores every
+# thirteenth pair, each other mapping every 26th from an offset of its own (so the six
+# together cover more distinct pairs than one stride shared by all; each alone half as many).
+pair_offset=0
 for m in hashfs extent-tree extent-tree-cached radix-tree cuckoo extent-hash ctfs; do
     stage "crash explorer: mapping $m"
-    recovery_images=2
-    [ "$m" = hashfs ] && recovery_images=8
-    HASHFS_TEST_MAPPING=$m HASHFS_CRASH_RECOVERY_IMAGES=$recovery_images \
+    recovery_images=2 pairs=26:$pair_offset
+    [ "$m" = hashfs ] && recovery_images=8 pairs=13:0
+    [ "$m" = hashfs ] || pair_offset=$((pair_offset + 1))
+    HASHFS_TEST_MAPPING=$m HASHFS_CRASH_RECOVERY_IMAGES=$recovery_images HASHFS_CRASH_PAIRS=$pairs \
         cargo test -q --workspace --test crash_consistency -- --nocapture --test-threads 1
 done
 # The grouped placement's images are 8 MiB (whole 2 MiB groups), each state 8 times the

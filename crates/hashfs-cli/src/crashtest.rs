@@ -4,7 +4,7 @@
 #![forbid(unsafe_code)]
 
 use clap::Args;
-use hashfs::testing::crashtest::{self, concurrent, Config, Only, Stats, Workload};
+use hashfs::testing::crashtest::{self, concurrent, Config, FailureModel, Only, Stats, Workload};
 use hashfs::MappingKind;
 use indicatif::{ProgressBar, ProgressStyle};
 use std::time::Instant;
@@ -47,6 +47,14 @@ pub struct CrashtestArgs {
     /// ... and this state of it.
     #[arg(long)]
     rstate: Option<u64>,
+    /// The failures explored: power (a power failure at every fence), death (a process
+    /// killed after every store, its stores seen by the survivor that repairs the image),
+    /// or both.
+    #[arg(long, default_value = "power")]
+    model: String,
+    /// With --workload and --model death: only the death after this many stores.
+    #[arg(long)]
+    death: Option<usize>,
     /// Crash points with at most this many states are explored exhaustively.
     #[arg(long, default_value_t = 1 << 12)]
     exhaustive_limit: u64,
@@ -98,6 +106,7 @@ fn stats_json(s: &Stats, secs: f64, failures: usize) -> serde_json::Value {
         "states": s.total_states(),
         "crash_images": s.states,
         "recovery_states": s.recovery_states,
+        "death_states": s.deaths,
         "seconds": secs,
         "states_per_second": s.total_states() as f64 / secs,
         "failures": failures,
@@ -139,9 +148,22 @@ pub fn run(a: CrashtestArgs) -> Result<usize, String> {
             }
         },
     };
-    let only = a.point.map(|point| Only { point, state: a.state, rpoint: a.rpoint, rstate: a.rstate });
+    let model = match a.model.as_str() {
+        "power" => FailureModel::PowerFailure,
+        "death" => FailureModel::ProcessDeath,
+        "both" => FailureModel::Both,
+        m => return Err(format!("unknown failure model {m:?} (choose power, death or both)")),
+    };
+    if a.death.is_some() && (a.point.is_some() || model == FailureModel::PowerFailure) {
+        return Err("--death reruns one process death: with --model death, without --point".into());
+    }
+    let only = match (a.point, a.death) {
+        (Some(point), _) => Some(Only { point, state: a.state, rpoint: a.rpoint, rstate: a.rstate, death: None }),
+        (None, Some(n)) => Some(Only { death: Some(n), ..Only::default() }),
+        (None, None) => None,
+    };
     if only.is_some() && a.workload.is_none() {
-        return Err("--point needs --workload".into());
+        return Err("--point and --death need --workload".into());
     }
     let cfg = Config {
         exhaustive_limit: a.exhaustive_limit,
@@ -154,6 +176,7 @@ pub fn run(a: CrashtestArgs) -> Result<usize, String> {
         only,
         placement,
         write_mode,
+        model,
     };
     // The named operations: those given, else each mapping's own (`ace_ops`).
     let names_for = |m: MappingKind| -> Vec<&str> {
@@ -226,13 +249,14 @@ pub fn run(a: CrashtestArgs) -> Result<usize, String> {
         }
         let secs = t0.elapsed().as_secs_f64();
         println!(
-            "{:>18}: {} workloads, {} crash points, {} states ({} crash images + {} of crashed recoveries) in {:.1} s, {:.0} states/s, {} failures",
+            "{:>18}: {} workloads, {} crash points, {} states ({} crash images + {} of crashed recoveries + {} of process deaths) in {:.1} s, {:.0} states/s, {} failures",
             m.name(),
             st.workloads,
             st.crash_points,
             st.total_states(),
             st.states,
             st.recovery_states,
+            st.deaths,
             secs,
             st.total_states() as f64 / secs,
             f.len()
@@ -245,10 +269,11 @@ pub fn run(a: CrashtestArgs) -> Result<usize, String> {
     }
     let secs = started.elapsed().as_secs_f64();
     println!(
-        "total: {} states explored ({} crash images, {} of crashed recoveries) in {:.1} s ({:.0} states/s), {} failures",
+        "total: {} states explored ({} crash images, {} of crashed recoveries, {} of process deaths) in {:.1} s ({:.0} states/s), {} failures",
         total.total_states(),
         total.states,
         total.recovery_states,
+        total.deaths,
         secs,
         total.total_states() as f64 / secs,
         failures.len()
@@ -264,7 +289,7 @@ pub fn run(a: CrashtestArgs) -> Result<usize, String> {
                 "samples": cfg.samples, "recovery_samples": cfg.recovery_samples, "recovery_depth": cfg.recovery_depth,
                 "layout_score": a.layout_score, "threads": threads,
                 "image_bytes": crashtest::image_bytes(placement), "placement": placement.name(),
-                "write_mode": write_mode.name(),
+                "write_mode": write_mode.name(), "model": a.model,
             },
             "machine": {
                 "cpu": hashfs::pm::cpu_model(),
@@ -282,7 +307,10 @@ pub fn run(a: CrashtestArgs) -> Result<usize, String> {
     if !failures.is_empty() {
         println!("\n{} failures (each printed above with its reproducer):", failures.len());
         for f in &failures {
-            println!("  {} on {}, point {} state {}", f.workload, f.mapping, f.point, f.state);
+            match f.death {
+                Some(n) => println!("  {} on {}, process death after store {n}", f.workload, f.mapping),
+                None => println!("  {} on {}, point {} state {}", f.workload, f.mapping, f.point, f.state),
+            }
         }
     }
     Ok(failures.len())

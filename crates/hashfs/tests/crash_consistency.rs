@@ -12,7 +12,7 @@ mod common;
 use common::*;
 use hashfs::format;
 use hashfs::pm::CrashDevice;
-use hashfs::testing::crashtest::{self, concurrent, explore::explore, Config, Failure, Stats, Workload};
+use hashfs::testing::crashtest::{self, concurrent, explore::explore, Config, Failure, FailureModel, Stats, Workload};
 use hashfs::{FileSystem, FormatOptions, OpenOptions};
 use std::path::Path;
 use std::sync::Arc;
@@ -25,6 +25,18 @@ fn seed() -> u64 {
 /// (default: every image); scripts/test.sh bounds the mappings other than HashFS with it.
 fn recovery_images_per_point() -> u64 {
     std::env::var("HASHFS_CRASH_RECOVERY_IMAGES").ok().and_then(|s| s.parse().ok()).unwrap_or(u64::MAX)
+}
+
+/// `HASHFS_CRASH_PAIRS=STRIDE:OFFSET` explores every STRIDE-th pair of operations from
+/// the OFFSET-th (default 13:0); scripts/test.sh gives each mapping other than HashFS a
+/// wider stride and an offset of its own, so that together they cover more pairs.
+fn pair_stride_offset() -> (usize, usize) {
+    let Ok(v) = std::env::var("HASHFS_CRASH_PAIRS") else { return (13, 0) };
+    let parsed = v.split_once(':').and_then(|(s, o)| Some((s.parse().ok()?, o.parse().ok()?)));
+    match parsed {
+        Some((s, o)) if s > 0 && o < s => (s, o),
+        _ => panic!("HASHFS_CRASH_PAIRS={v:?}: want STRIDE:OFFSET, OFFSET below STRIDE"),
+    }
 }
 
 fn config() -> Config {
@@ -48,13 +60,14 @@ fn workloads(ids: &[&str]) -> Vec<Workload> {
 /// Fails with every reproducer; prints what was explored.
 fn report(what: &str, stats: &Stats, failures: &[Failure]) {
     eprintln!(
-        "{what} on {}: {} workloads, {} crash points, {} states ({} crash images, {} of crashed recoveries), seed {}",
+        "{what} on {}: {} workloads, {} crash points, {} states ({} crash images, {} of crashed recoveries, {} of process deaths), seed {}",
         test_mapping().name(),
         stats.workloads,
         stats.crash_points,
         stats.total_states(),
         stats.states,
         stats.recovery_states,
+        stats.deaths,
         seed()
     );
     if recovery_images_per_point() != u64::MAX {
@@ -82,16 +95,38 @@ fn explore_every_single_operation() {
     assert!(stats.total_states() > 10_000, "too few states explored: {}", stats.total_states());
 }
 
+/// Process death (a participant of a shared image killed after any store, every store it
+/// made seen by the survivor, none after): every named operation alone and (on the paper
+/// placement's small images) the pairs `explore_pairs_of_operations` takes, each death
+/// repaired by recovery, checked, and followed by the survivor's own operations
+/// (`crashtest/death.rs`).
+#[test]
+fn explore_process_deaths() {
+    let ops = crashtest::ace_ops(test_mapping(), test_placement());
+    let (stride, offset) = pair_stride_offset();
+    let mut w = crashtest::ace_workloads(&ops, 1);
+    if test_placement() == hashfs::HashPlacement::Paper {
+        w.extend(crashtest::ace_workloads(&ops, 2).into_iter().skip(ops.len() + offset).step_by(stride));
+    }
+    let cfg = Config { model: FailureModel::ProcessDeath, ..config() };
+    let (stats, failures) = crashtest::run(&cfg, test_mapping(), test_layout_score(), &w, threads(), &|_, _, _| {});
+    report("process deaths", &stats, &failures);
+    assert_eq!(stats.states + stats.recovery_states, 0, "power failures explored too");
+    assert!(stats.deaths >= 10 * w.len() as u64, "too few deaths explored: {} for {} workloads", stats.deaths, w.len());
+}
+
 #[test]
 fn explore_pairs_of_operations() {
-    // Every thirteenth pair (the full set is `hashfs crashtest --seq 2`), with
+    // Every thirteenth pair by default (the full set is `hashfs crashtest --seq 2`), with
     // fewer samples at the large crash points.
     let ops = crashtest::ace_ops(test_mapping(), test_placement());
-    let w: Vec<Workload> = crashtest::ace_workloads(&ops, 2).into_iter().skip(ops.len()).step_by(13).collect();
+    let (stride, offset) = pair_stride_offset();
+    let w: Vec<Workload> =
+        crashtest::ace_workloads(&ops, 2).into_iter().skip(ops.len() + offset).step_by(stride).collect();
     let cfg = Config { samples: 12, ..config() };
     let (stats, failures) = crashtest::run(&cfg, test_mapping(), test_layout_score(), &w, threads(), &|_, _, _| {});
-    report("pairs of operations", &stats, &failures);
-    assert!(stats.workloads >= 48);
+    report(&format!("pairs of operations (every {stride}th from the {offset}th)"), &stats, &failures);
+    assert!(stats.workloads >= (ops.len() * ops.len() / stride / 2) as u64, "{} pairs", stats.workloads);
 }
 
 /// Strict mode: every write of up to the untorn limit whole or absent (overwrites inside

@@ -156,6 +156,7 @@ pub fn explore_two_threads(
                     point: pidx,
                     state,
                     rpoint: None,
+                    death: None,
                     persisted: format!("{} pending lines", p.lines.len()),
                     message,
                 });

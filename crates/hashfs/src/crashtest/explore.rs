@@ -18,6 +18,7 @@
 
 #![forbid(unsafe_code)]
 
+use super::death::{explore_deaths, Deaths};
 use super::snapshot::{lagging_times_ok, torn_between, without_times, Lagging, Snapshot};
 use super::workload::{Op, Workload};
 use crate::fs::{fsck, FsckMode};
@@ -28,6 +29,26 @@ use rand::{Rng, SeedableRng};
 use std::collections::HashSet;
 use std::fmt;
 use std::sync::Arc;
+
+/// Which failures to explore.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FailureModel {
+    /// A power failure at every fence (the images its cache lines may leave).
+    PowerFailure,
+    /// A process killed after every store (`crashtest/death.rs`).
+    ProcessDeath,
+    /// Both.
+    Both,
+}
+
+impl FailureModel {
+    fn power(self) -> bool {
+        self != FailureModel::ProcessDeath
+    }
+    fn death(self) -> bool {
+        self != FailureModel::PowerFailure
+    }
+}
 
 /// How much to explore.
 #[derive(Clone, Debug)]
@@ -58,6 +79,8 @@ pub struct Config {
     pub write_mode: crate::layout::WriteMode,
     /// The journals of the explored images (1: a machine with one CPU).
     pub journals: u32,
+    /// Power failures, process deaths, or both.
+    pub model: FailureModel,
 }
 
 impl Default for Config {
@@ -73,6 +96,7 @@ impl Default for Config {
             placement: crate::layout::HashPlacement::Paper,
             write_mode: crate::layout::WriteMode::Relaxed,
             journals: super::EXPLORER_JOURNALS,
+            model: FailureModel::PowerFailure,
         }
     }
 }
@@ -84,6 +108,8 @@ pub struct Only {
     pub state: Option<u64>,
     pub rpoint: Option<usize>,
     pub rstate: Option<u64>,
+    /// A process death after this many stores (instead of a crash point).
+    pub death: Option<usize>,
 }
 
 /// What one exploration did.
@@ -95,6 +121,8 @@ pub struct Stats {
     pub states: u64,
     /// Images of crashed recoveries recovered again and checked.
     pub recovery_states: u64,
+    /// Distinct images of process deaths repaired and checked.
+    pub deaths: u64,
 }
 
 impl Stats {
@@ -103,9 +131,10 @@ impl Stats {
         self.crash_points += o.crash_points;
         self.states += o.states;
         self.recovery_states += o.recovery_states;
+        self.deaths += o.deaths;
     }
     pub fn total_states(&self) -> u64 {
-        self.states + self.recovery_states
+        self.states + self.recovery_states + self.deaths
     }
 }
 
@@ -119,6 +148,8 @@ pub struct Failure {
     pub point: usize,
     pub state: u64,
     pub rpoint: Option<(usize, u64)>,
+    /// A process death after this many stores, instead of a crash point.
+    pub death: Option<usize>,
     /// Which contents each pending line had in the failing image.
     pub persisted: String,
     pub message: String,
@@ -129,6 +160,16 @@ impl fmt::Display for Failure {
         writeln!(f, "FAILED: {} on {}", self.workload, self.mapping)?;
         for (i, op) in self.ops.iter().enumerate() {
             writeln!(f, "  step {i}: {op}")?;
+        }
+        if let Some(n) = self.death {
+            writeln!(f, "  process death after store {n} of the workload")?;
+            writeln!(f, "  stores: {}", self.persisted)?;
+            writeln!(f, "  {}", self.message.replace('\n', "\n  "))?;
+            return write!(
+                f,
+                "  reproduce: hashfs crashtest --mapping {} --workload {} --model death --death {n}",
+                self.mapping, self.workload
+            );
         }
         write!(
             f,
@@ -154,7 +195,7 @@ impl fmt::Display for Failure {
 }
 
 /// What a recovered image must equal.
-enum Allowed<'a> {
+pub(super) enum Allowed<'a> {
     /// Before or after an atomic operation (or, at the end, the final state alone).
     Exact(&'a [&'a Snapshot]),
     /// Between before and after of an overwrite or hole punch.
@@ -164,13 +205,13 @@ enum Allowed<'a> {
 /// [`Allowed`], with its snapshots' lagging times cleared, and the lagging files' times
 /// checked against the states since their last fsync (`window`, ending with the state
 /// after the interrupted operation).
-struct Expect<'a> {
-    allowed: Allowed<'a>,
-    window: &'a [Snapshot],
-    lag: &'a Lagging,
+pub(super) struct Expect<'a> {
+    pub allowed: Allowed<'a>,
+    pub window: &'a [Snapshot],
+    pub lag: &'a Lagging,
 }
 
-static NO_LAG: Lagging = Lagging::new();
+pub(super) static NO_LAG: Lagging = Lagging::new();
 
 impl Expect<'_> {
     fn check(&self, r: &Snapshot) -> Result<(), String> {
@@ -265,13 +306,13 @@ fn describe(point: &CrashPoint, choices: &[usize]) -> String {
     format!("line@offset:outcome/latest (0 = durable) {}", parts.join(" "))
 }
 
-fn image_hash(img: &[u8]) -> u64 {
+pub(super) fn image_hash(img: &[u8]) -> u64 {
     (crc32c::crc32c(img) as u64) << 32 | crc32c::crc32c_append(0x5EED_5EED, img) as u64
 }
 
 /// Mounts `img`, checks the state against `allowed` and fsck; returns the state and the
 /// crash points of the recovery when `capture` is on.
-fn recover_and_check(
+pub(super) fn recover_and_check(
     img: &[u8],
     allowed: &Expect,
     capture: bool,
@@ -292,19 +333,21 @@ fn recover_and_check(
 }
 
 /// What running a workload under capture recorded.
-struct Recording {
+pub(super) struct Recording {
     /// The file system before the workload and after each operation.
-    states: Vec<Snapshot>,
+    pub states: Vec<Snapshot>,
     /// The fence index (relative to the start) at which each operation began.
     boundaries: Vec<u64>,
     /// Whether each operation may leave a byte-wise mix of before and after.
     torn: Vec<bool>,
     /// The files whose times may lag during each operation, and (last) after the workload.
-    lagging: Vec<Lagging>,
+    pub lagging: Vec<Lagging>,
     /// Every fence, and the end.
     points: Vec<CrashPoint>,
     /// The fence count when capture began.
     start: u64,
+    /// The stores, for process deaths (when the model has them).
+    deaths: Option<Deaths>,
 }
 
 impl Recording {
@@ -319,7 +362,7 @@ impl Recording {
 
     /// The states a crash during operation `k` (or at the end) may recover to, out of
     /// `states` (the recorded ones, their lagging times cleared when files lag).
-    fn allowed<'a>(&self, states: &'a [Snapshot], k: usize, pair: &'a mut [&'a Snapshot; 2]) -> Allowed<'a> {
+    pub(super) fn allowed<'a>(&self, states: &'a [Snapshot], k: usize, pair: &'a mut [&'a Snapshot; 2]) -> Allowed<'a> {
         if k == self.torn.len() {
             *pair = [&states[k], &states[k]];
             return Allowed::Exact(&pair[..1]);
@@ -333,8 +376,9 @@ impl Recording {
     }
 }
 
-/// Runs the workload on a crash device made from `base`, capturing every fence.
-fn record(base: &[u8], w: &Workload) -> Result<Recording, String> {
+/// Runs the workload on a crash device made from `base`, capturing every fence (and, for
+/// process deaths, every store).
+fn record(base: &[u8], w: &Workload, model: FailureModel) -> Result<Recording, String> {
     let dev = Arc::new(CrashDevice::from_image(base));
     let (mut fs, _) =
         FileSystem::mount(dev.clone(), &|_, _| {}).map_err(|e| format!("the base image does not mount: {e}"))?;
@@ -347,8 +391,14 @@ fn record(base: &[u8], w: &Workload) -> Result<Recording, String> {
     let mut lag = Lagging::new();
     dev.set_capture(true);
     let start = dev.fence_count();
+    let death_base = model.death().then(|| dev.live_image());
+    if model.death() {
+        dev.record_stores();
+    }
+    let mut marks = Vec::new();
     for (k, op) in w.ops.iter().enumerate() {
         boundaries.push(dev.fence_count() - start);
+        marks.push(dev.stores_recorded());
         torn.push(op.is_torn_on(&fs));
         op.start_lag(&fs, &mut lag, k);
         lagging.push(lag.clone());
@@ -362,20 +412,22 @@ fn record(base: &[u8], w: &Workload) -> Result<Recording, String> {
     }
     lagging.push(lag);
     dev.set_capture(false);
+    let deaths = death_base.map(|base| Deaths { base, stores: dev.take_stores(), marks });
     let mut points = dev.take_points();
     let mut end = dev.crash_point_now();
     end.fence_index = dev.fence_count();
     points.push(end);
-    Ok(Recording { states, boundaries, torn, lagging, points, start })
+    Ok(Recording { states, boundaries, torn, lagging, points, start, deaths })
 }
 
 /// Where a failure was found, for its report.
-struct Found {
-    point: usize,
-    state: u64,
-    rpoint: Option<(usize, u64)>,
-    persisted: String,
-    message: String,
+pub(super) struct Found {
+    pub point: usize,
+    pub state: u64,
+    pub rpoint: Option<(usize, u64)>,
+    pub death: Option<usize>,
+    pub persisted: String,
+    pub message: String,
 }
 
 /// Runs one workload from the base image and explores every crash point.
@@ -389,17 +441,26 @@ pub fn explore(cfg: &Config, mapping: &str, base: &[u8], w: &Workload, failures:
         point: f.point,
         state: f.state,
         rpoint: f.rpoint,
+        death: f.death,
         persisted: f.persisted,
         message: f.message,
     };
-    let rec = match record(base, w) {
+    let rec = match record(base, w, cfg.model) {
         Ok(r) => r,
         Err(message) => {
-            failures.push(fail(Found { point: 0, state: 0, rpoint: None, persisted: String::new(), message }));
+            let f = Found { point: 0, state: 0, rpoint: None, death: None, persisted: String::new(), message };
+            failures.push(fail(f));
             return stats;
         }
     };
-    for pidx in 0..rec.points.len() {
+    if let Some(d) = &rec.deaths {
+        if let Err(f) = explore_deaths(&rec, d, cfg.only.and_then(|o| o.death), &mut stats) {
+            failures.push(fail(f));
+            return stats;
+        }
+    }
+    let power = cfg.model.power() && cfg.only.is_none_or(|o| o.death.is_none());
+    for pidx in (0..rec.points.len()).filter(|_| power) {
         if cfg.only.is_some_and(|o| o.point != pidx) {
             continue;
         }
@@ -449,6 +510,7 @@ fn explore_point(
             point: pidx,
             state,
             rpoint: None,
+            death: None,
             persisted: persisted(),
             message,
         })?;
@@ -475,6 +537,7 @@ fn explore_point(
                     point: pidx,
                     state,
                     rpoint: Some((ridx, rstate)),
+                    death: None,
                     persisted: format!("{}; in the crashed recovery: {rdesc}", persisted()),
                     message: format!("a second recovery differs from the first: {msg}"),
                 }

@@ -9,6 +9,7 @@
 //! - [`explore`]: runs a workload under capture and checks every crash state.
 //! - [`snapshot`]: what a user can observe, and how a recovered state may match.
 //! - [`concurrent`]: transactions open in several journals at once.
+//! - `death`: the other failure, a process killed while it changes a shared image.
 //!
 //! `hashfs crashtest` is the command; `tests/crash_consistency.rs` runs a bounded
 //! exploration in CI; `scripts/crash-bugs.sh` shows that it catches deliberate bugs.
@@ -16,11 +17,12 @@
 #![forbid(unsafe_code)]
 
 pub mod concurrent;
+mod death;
 pub mod explore;
 pub mod snapshot;
 pub mod workload;
 
-pub use explore::{Config, Failure, Only, Stats};
+pub use explore::{Config, Failure, FailureModel, Only, Stats};
 pub use workload::{ace_workloads, random_workload, Workload, ACE_OPS, CHUNK_OPS, MOUNT_OPS, PSWAP_OPS, UNTORN_OPS};
 
 use crate::fs::{format, FormatOptions};

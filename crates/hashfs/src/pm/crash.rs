@@ -20,6 +20,13 @@
 //! With capture on, every fence records a [`CrashPoint`] (the state just before the fence
 //! takes effect): the durable image and, per pending line, every contents a crash could
 //! leave in it. [`CrashPoint::state_count`] says how many images that makes.
+//!
+//! For the other failure, a process killed while it changes a shared image, the device
+//! also records every store in program order ([`CrashDevice::record_stores`]): the others
+//! then see every store the dead process made (they share the cache) and none after, so
+//! each prefix of that list applied to the live image before it is a state to recover.
+//! A store is one device call's bytes in one line ([`LineStore`]): a kill inside a copy
+//! of several lines stops it between two of them (the model does not split a line).
 
 #![forbid(unsafe_code)]
 
@@ -45,6 +52,33 @@ impl Store {
                 *b = self.data[i];
             }
         }
+    }
+}
+
+/// One line's part of one storing device call, as a process death sees it.
+#[derive(Clone)]
+pub struct LineStore {
+    /// The device call it is part of (numbered from device creation).
+    pub call: u64,
+    line: usize,
+    mask: u64,
+    data: [u8; LINE],
+}
+
+impl LineStore {
+    /// Makes the store in `image`.
+    pub fn apply(&self, image: &mut [u8]) {
+        let at = self.line * LINE;
+        for (i, b) in image[at..at + LINE].iter_mut().enumerate() {
+            if self.mask >> i & 1 == 1 {
+                *b = self.data[i];
+            }
+        }
+    }
+
+    /// The line's index (byte offset / 64).
+    pub fn line(&self) -> usize {
+        self.line
     }
 }
 
@@ -119,6 +153,10 @@ struct State {
     pending: BTreeMap<usize, LineLog>,
     capture: bool,
     points: Vec<CrashPoint>,
+    /// Every store in program order, while [`CrashDevice::record_stores`] is on.
+    stores: Option<Vec<LineStore>>,
+    /// Storing device calls made so far.
+    calls: u64,
 }
 
 /// One line that a crash may leave in more than one state.
@@ -202,6 +240,8 @@ impl CrashDevice {
                 pending: BTreeMap::new(),
                 capture: false,
                 points: Vec::new(),
+                stores: None,
+                calls: 0,
             }),
             fences: Default::default(),
             stats: DeviceStats::default(),
@@ -211,6 +251,21 @@ impl CrashDevice {
     /// Starts or stops recording a [`CrashPoint`] at every fence.
     pub fn set_capture(&self, on: bool) {
         self.state.lock().capture = on;
+    }
+
+    /// Starts recording every store in program order (for process deaths), from none.
+    pub fn record_stores(&self) {
+        self.state.lock().stores = Some(Vec::new());
+    }
+
+    /// How many stores were recorded so far (0 when not recording).
+    pub fn stores_recorded(&self) -> usize {
+        self.state.lock().stores.as_ref().map_or(0, Vec::len)
+    }
+
+    /// Stops recording stores and takes them.
+    pub fn take_stores(&self) -> Vec<LineStore> {
+        self.state.lock().stores.take().unwrap_or_default()
     }
 
     /// Takes the recorded crash points.
@@ -265,6 +320,7 @@ impl CrashDevice {
 /// logs the store.
 fn store_bytes(st: &mut State, off: usize, data: &[u8], nt: bool) {
     st.live[off..off + data.len()].copy_from_slice(data);
+    let call = st.calls;
     let mut pos = 0usize;
     while pos < data.len() {
         let byte = off + pos;
@@ -274,6 +330,9 @@ fn store_bytes(st: &mut State, off: usize, data: &[u8], nt: bool) {
         let mut s = Store { nt, mask: 0, data: [0; LINE] };
         s.data[in_line..in_line + n].copy_from_slice(&data[pos..pos + n]);
         s.mask = if n == LINE { u64::MAX } else { ((1u64 << n) - 1) << in_line };
+        if let Some(v) = &mut st.stores {
+            v.push(LineStore { call, line, mask: s.mask, data: s.data });
+        }
         let log = st.pending.entry(line).or_default();
         log.stores.push(s);
         if nt {
@@ -311,7 +370,9 @@ impl PmDevice for CrashDevice {
     fn write(&self, off: DevOffset, data: &[u8]) {
         let off = off.0;
         self.check(off, data.len() as u64);
-        store_bytes(&mut self.state.lock(), off as usize, data, false);
+        let mut st = self.state.lock();
+        st.calls += 1;
+        store_bytes(&mut st, off as usize, data, false);
         self.stats.add_write(data.len() as u64);
     }
 
@@ -325,6 +386,7 @@ impl PmDevice for CrashDevice {
         let a = off.next_multiple_of(8).min(end);
         let b = (end / 8 * 8).max(a);
         let mut st = self.state.lock();
+        st.calls += 1;
         store_bytes(&mut st, off, &data[..a - off], false);
         store_bytes(&mut st, a, &data[a - off..b - off], true);
         store_bytes(&mut st, b, &data[b - off..], false);
@@ -336,7 +398,9 @@ impl PmDevice for CrashDevice {
     fn zero(&self, off: DevOffset, len: u64) {
         let off = off.0;
         self.check(off, len);
-        store_bytes(&mut self.state.lock(), off as usize, &vec![0u8; len as usize], false);
+        let mut st = self.state.lock();
+        st.calls += 1;
+        store_bytes(&mut st, off as usize, &vec![0u8; len as usize], false);
         self.stats.add_write(len);
     }
 
@@ -353,7 +417,9 @@ impl PmDevice for CrashDevice {
         let off = off.0;
         assert!(off.is_multiple_of(8));
         self.check(off, 8);
-        store_bytes(&mut self.state.lock(), off as usize, &value.to_le_bytes(), false);
+        let mut st = self.state.lock();
+        st.calls += 1;
+        store_bytes(&mut st, off as usize, &value.to_le_bytes(), false);
         self.stats.add_write(8);
     }
 
@@ -366,6 +432,7 @@ impl PmDevice for CrashDevice {
         let o = off as usize;
         let actual = u64::from_le_bytes(st.live[o..o + 8].try_into().expect("8 bytes"));
         if actual == current {
+            st.calls += 1;
             store_bytes(&mut st, o, &new.to_le_bytes(), false);
             Ok(current)
         } else {

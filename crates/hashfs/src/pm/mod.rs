@@ -20,7 +20,7 @@ pub mod overlay;
 pub mod vspace;
 
 pub use cpu::{cpu_model, current_cpu, flush_kind, FlushKind, CACHE_LINE_BYTES};
-pub use crash::{CrashDevice, CrashPoint};
+pub use crash::{CrashDevice, CrashPoint, LineStore};
 pub use mmap::{MmapDevice, OpenMode};
 
 use std::sync::atomic::{AtomicU64, Ordering};
