@@ -10,7 +10,13 @@ fn git(args: &[&str]) -> Option<String> {
 }
 
 fn main() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    // Read when the script runs, not when it is compiled: a script binary built for one
+    // checkout is reused by another that shares the target directory.
+    let Ok(manifest) = std::env::var("CARGO_MANIFEST_DIR") else {
+        println!("cargo:rustc-env=HASHFS_BUILD_COMMIT=unknown");
+        return;
+    };
+    let root = Path::new(&manifest).join("../..");
     for p in ["crates", "Cargo.toml", "Cargo.lock", ".git/HEAD", ".git/refs/heads", ".git/index"] {
         println!("cargo:rerun-if-changed={}", root.join(p).display());
     }
