@@ -84,6 +84,8 @@ bugs=(
     "setattr-in-place|crates/hashfs/src/fs/ops.rs|chmod, chown and utimens store the inode in place, outside a transaction (a crash may tear it across its cache lines)|ops chmod,chown,utimens"
     "append-key-unflushed|crates/hashfs/src/fs/hashfs/verbs.rs|a fast append stores its new blocks' HashFS keys without flushing them (the size that covers them may be durable first)|ops append,write-past-eof"
     "write-before-active-mark|crates/hashfs/src/journal.rs|a transaction stores each write in place right after its undo record, before the fence and the journal's active mark (a process killed between leaves a change that no recovery undoes)|death create,mkdir,truncate-down"
+    "region-replaced-twice|crates/hashfs/src/share/attach.rs|a process that finds an image's shared region stale replaces it without checking, under the stale file's lock, that no other process replaced it first (two processes end on two regions)|test shared_locks a_stale_region_is_replaced_once"
+    "region-created-over|crates/hashfs/src/share/attach.rs|a new shared region is renamed into place, over one another process may have made and joined meanwhile, rather than linked only if none is there|test shared_locks racing_attaches_make_one_region"
     "ctfs-unlogged-pswap|crates/hashfs/src/mapping/ctfs/tx.rs|ctFS's partition move stores its page-table swap straight to PM before the transaction that names the new partition (the released ctFS's order)|ctfs append,write-past-eof,truncate-down"
 )
 
@@ -189,6 +191,14 @@ elif name == "write-before-active-mark":
     sub("crates/hashfs/src/journal.rs",
         "                pos += len;\n                n += 1;\n            }\n        }\n",
         "                pos += len;\n                n += 1;\n            }\n            dev.write(DevOffset(*off), data);\n        }\n")
+elif name == "region-replaced-twice":
+    sub("crates/hashfs/src/share/attach.rs",
+        "    if !same_file(path, f)? {\n        return Ok(()); // replaced meanwhile: the caller looks again\n    }\n",
+        "    let _ = same_file(path, f)?;\n")
+elif name == "region-created-over":
+    sub("crates/hashfs/src/share/attach.rs",
+        "let linked = std::fs::hard_link(&tmp, path);",
+        "let linked = std::fs::rename(&tmp, path);")
 elif name == "reverse-rollback":
     sub("crates/hashfs/src/journal.rs", "txs.sort_by_key(|t| std::cmp::Reverse(t.0));", "txs.sort_by_key(|t| t.0);")
 elif name == "rename-undo-fence":

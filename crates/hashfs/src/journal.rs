@@ -654,9 +654,10 @@ mod tests {
         .unwrap()
     }
 
-    const REGION_LEN: usize = 8192;
-    const LOCKS_OFF: usize = 4096;
-    const MARK_OFF: usize = 4096 + 64;
+    const PARTS_OFF: usize = crate::share::HEADER_BYTES;
+    const LOCKS_OFF: usize = PARTS_OFF + 4096;
+    const MARK_OFF: usize = LOCKS_OFF + 64;
+    const REGION_LEN: usize = LOCKS_OFF + 4096;
 
     fn shared_journals(
         img: &std::path::Path,
@@ -664,9 +665,10 @@ mod tests {
     ) -> (Arc<MmapDevice>, Journals<MmapDevice>, Arc<Region>) {
         let geo = shared_setup_geo();
         let dev = Arc::new(MmapDevice::open(img, OpenMode::Shared).unwrap());
-        let region = Arc::new(Region::open(region, REGION_LEN).unwrap());
-        let me = region.at::<Participants>(0).join().unwrap();
-        let locks = SharedLocks { region: region.clone(), parts: 0, first: LOCKS_OFF, me };
+        let id = crate::share::Identity::of_image([0x4A; 16]).unwrap();
+        let region = Arc::new(Region::attach(region, &id, REGION_LEN, 0o600).unwrap());
+        let me = region.at::<Participants>(PARTS_OFF).join().unwrap();
+        let locks = SharedLocks { region: region.clone(), parts: PARTS_OFF, first: LOCKS_OFF, me };
         (dev.clone(), Journals::shared(dev, geo, 1000, locks), region)
     }
 
@@ -730,7 +732,7 @@ mod tests {
         let dead_journal = (mark.load(Ordering::Acquire) - 1) as u32;
         assert_eq!(dev.load_u64(DevOffset(x)), 2, "the child's in-place store is visible");
         child.kill().unwrap();
-        let who = region.at::<Participants>(0);
+        let who = region.at::<Participants>(PARTS_OFF);
         let owner = region.at::<RobustLock>(LOCKS_OFF + dead_journal as usize * 4).owner().unwrap();
         while who.alive(owner) {
             std::thread::sleep(std::time::Duration::from_millis(1));

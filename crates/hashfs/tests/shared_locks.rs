@@ -3,20 +3,24 @@
 //! (`HASHFS_SHARE_CHILD`), since a child made by `fork` in a threaded test process may
 //! not allocate.
 
-use hashfs::share::{Acquired, Participants, Region, RobustLock};
+use hashfs::share::{Acquired, Identity, Participants, Region, RobustLock, HEADER_BYTES, LAYOUT_VERSION};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-const PARTS: usize = 0;
-const LOCK: usize = 4096;
-const COUNTER: usize = 4104;
-const MARK: usize = 4112;
-const LEN: usize = 8192;
+const PARTS: usize = HEADER_BYTES;
+const LOCK: usize = PARTS + 4096;
+const COUNTER: usize = LOCK + 8;
+const MARK: usize = LOCK + 16;
+const LEN: usize = LOCK + 4096;
+
+fn id() -> Identity {
+    Identity::of_image([0x5A; 16]).unwrap()
+}
 
 fn region(path: &Path) -> Region {
-    Region::open(path, LEN).unwrap()
+    Region::attach(path, &id(), LEN, 0o600).unwrap()
 }
 
 /// Runs this binary's `child` test as another process, acting as `role` on `path`.
@@ -162,4 +166,74 @@ fn two_processes_counting_under_the_lock_lose_nothing() {
     assert!(child.wait().unwrap().success());
     assert_eq!(r.at::<AtomicU64>(COUNTER).load(Ordering::Relaxed), 400_000);
     std::fs::remove_file(&path).unwrap();
+}
+
+/// Processes (threads here: each opens and maps the file on its own) that attach to one
+/// region at once all land on one file, whether none existed or a stale one did.
+fn all_attach_one_file(path: &Path) {
+    let n = 8;
+    let barrier = std::sync::Barrier::new(n);
+    let inodes: Vec<u64> = std::thread::scope(|s| {
+        let hs: Vec<_> = (0..n)
+            .map(|_| {
+                s.spawn(|| {
+                    barrier.wait();
+                    let r = region(path);
+                    r.at::<AtomicU64>(COUNTER).fetch_add(1, Ordering::AcqRel);
+                    std::os::unix::fs::MetadataExt::ino(&std::fs::metadata(path).unwrap())
+                })
+            })
+            .collect();
+        hs.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    assert!(inodes.windows(2).all(|w| w[0] == w[1]), "attached to different files: {inodes:?}");
+    assert_eq!(region(path).at::<AtomicU64>(COUNTER).load(Ordering::Acquire), n as u64, "a count was lost");
+    let left: Vec<_> = std::fs::read_dir(path.parent().unwrap())
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .starts_with(&*format!("{}.new", path.file_name().unwrap().to_string_lossy()))
+        })
+        .collect();
+    assert!(left.is_empty(), "scratch files left: {left:?}");
+}
+
+#[test]
+fn racing_attaches_make_one_region() {
+    for _ in 0..20 {
+        let path = scratch("attach-race");
+        all_attach_one_file(&path);
+        std::fs::remove_file(&path).unwrap();
+    }
+}
+
+/// A region of another boot (or of an image since replaced) is stale: attaching replaces
+/// it with a fresh one (its counter back at zero), and racing replacements agree on one.
+#[test]
+fn a_stale_region_is_replaced_once() {
+    for stale in [Identity { boot_id: [0; 16], ..id() }, Identity { image_uuid: [1; 16], ..id() }] {
+        let path = scratch("attach-stale");
+        let old = Region::attach(&path, &stale, LEN, 0o600).unwrap();
+        old.at::<AtomicU64>(COUNTER).store(1000, Ordering::Release);
+        all_attach_one_file(&path);
+        assert_eq!(old.at::<AtomicU64>(COUNTER).load(Ordering::Acquire), 1000, "the stale file was written");
+        std::fs::remove_file(&path).unwrap();
+    }
+}
+
+/// In this boot, a region of another layout version or size is another program's: refused
+/// with a message that says so; a file without the header is not ours: refused too.
+#[test]
+fn foreign_regions_are_refused_with_a_reason() {
+    let path = scratch("attach-foreign");
+    drop(Region::attach(&path, &id(), LEN + 4096, 0o600).unwrap());
+    let e = Region::attach(&path, &id(), LEN, 0o600).err().expect("refused");
+    assert!(e.to_string().contains("another HashFS version"), "{e}");
+    std::fs::write(&path, vec![7u8; LEN]).unwrap();
+    let e = Region::attach(&path, &id(), LEN, 0o600).err().expect("refused");
+    assert!(e.to_string().contains("not a HashFS shared region"), "{e}");
+    std::fs::remove_file(&path).unwrap();
+    assert_eq!(LAYOUT_VERSION, 1);
 }

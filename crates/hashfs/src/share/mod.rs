@@ -1,15 +1,18 @@
 //! What processes sharing one image share besides the image (docs/design.md, "Many
 //! processes on one image"): a region of volatile state in a file on a tmpfs, mapped
-//! `MAP_SHARED` by every participant ([`Region`]); the table of participants, each a live
+//! `MAP_SHARED` by every participant ([`Region`], found or made whole by any number of
+//! processes at once with [`Region::attach`]); the table of participants, each a live
 //! process or a dead one's leftovers ([`Participants`]); and lock words that a waiter
 //! takes over from a dead owner ([`RobustLock`]).
 //!
 //! This is the first piece of issue 55: the library and the shim do not use it yet.
 
+mod attach;
 mod lock;
 mod participants;
 mod region;
 
+pub use attach::{region_path, Identity, HEADER_BYTES, LAYOUT_VERSION};
 pub use lock::{Acquired, RobustLock};
 pub use participants::{process_alive, Participants, Slot, MAX_PARTICIPANTS};
 pub use region::{Region, Shared};

@@ -1,11 +1,11 @@
 //! A shared region: a file of a fixed size on a tmpfs, mapped `MAP_SHARED` by every
 //! process that opens it, so that its bytes are one set for all of them. What lies in it
-//! is plain words (atomics), laid out by its users at fixed offsets.
+//! is plain words (atomics), laid out by its users at fixed offsets after its header
+//! (`attach.rs`: how a process finds or makes it).
 
-use std::fs::OpenOptions;
+use std::fs::File;
 use std::io;
 use std::os::fd::AsRawFd;
-use std::path::Path;
 use std::ptr::NonNull;
 
 /// A mapped region (unmapped when dropped).
@@ -21,17 +21,13 @@ unsafe impl Send for Region {}
 unsafe impl Sync for Region {}
 
 impl Region {
-    /// Opens the region at `path`, creating it (zeroed, `len` bytes, mode 0600) if it does
-    /// not exist; an existing one must have that length.
-    pub fn open(path: &Path, len: usize) -> io::Result<Region> {
-        let f = OpenOptions::new().read(true).write(true).create(true).truncate(false).open(path)?;
+    /// Maps the region file `f` (`len` bytes, checked).
+    pub(super) fn map(f: &File, len: usize) -> io::Result<Region> {
         let have = f.metadata()?.len();
-        if have == 0 {
-            f.set_len(len as u64)?; // zero-filled: every word free
-        } else if have != len as u64 {
+        if have != len as u64 {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidData,
-                format!("shared region {} is {have} bytes, not {len}", path.display()),
+                format!("shared region is {have} bytes, not {len}"),
             ));
         }
         // SAFETY: a new mapping of `len` bytes of our descriptor; the kernel picks the

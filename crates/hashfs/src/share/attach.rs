@@ -1,0 +1,195 @@
+//! Finding or making an image's shared region, with any number of processes doing so at
+//! once (docs/design.md, "Many processes on one image").
+//!
+//! A region file is only ever put in place whole: it is written under a name of its own
+//! (header and length set), then linked to the region's name, which fails if another
+//! process linked one first (that one is used). A region whose header names another boot
+//! (no process of it can be alive) or another image (the image file was replaced) is
+//! stale: whoever finds it takes an exclusive `flock` on it, checks that the name still
+//! leads to it, and renames a fresh one over it; a process that raced it finds, under the
+//! lock, that the name moved and starts again. A file at the name without the magic, or a
+//! region of another layout version in this boot, is refused with a clear error: someone
+//! else's file, or a program of another version still using it.
+
+use super::region::{Region, Shared};
+use std::fs::{File, OpenOptions};
+use std::io;
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+
+/// The region header's magic ("HFSSHARE").
+const MAGIC: u64 = u64::from_le_bytes(*b"HFSSHARE");
+/// The layout of the region this code reads and writes.
+pub const LAYOUT_VERSION: u32 = 1;
+/// Bytes reserved for the header at the start of every region: its users' structures
+/// begin here.
+pub const HEADER_BYTES: usize = 4096;
+
+/// What a region belongs to: one image (its superblock's UUID), in one boot.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Identity {
+    pub image_uuid: [u8; 16],
+    pub boot_id: [u8; 16],
+}
+
+impl Identity {
+    /// The image's identity in the running boot (`/proc/sys/kernel/random/boot_id`).
+    pub fn of_image(image_uuid: [u8; 16]) -> io::Result<Identity> {
+        Ok(Identity { image_uuid, boot_id: boot_id()? })
+    }
+}
+
+/// The header at offset 0.
+#[repr(C)]
+struct Header {
+    magic: AtomicU64,
+    version: AtomicU32,
+    _pad: AtomicU32,
+    len: AtomicU64,
+    image_uuid: [AtomicU64; 2],
+    boot_id: [AtomicU64; 2],
+}
+
+// SAFETY: atomics only.
+unsafe impl Shared for Header {}
+
+fn words(b: &[u8; 16]) -> [u64; 2] {
+    [u64::from_le_bytes(b[..8].try_into().expect("8")), u64::from_le_bytes(b[8..].try_into().expect("8"))]
+}
+
+/// The running boot's id, as 16 bytes.
+fn boot_id() -> io::Result<[u8; 16]> {
+    let text = std::fs::read_to_string("/proc/sys/kernel/random/boot_id")?;
+    let hex: String = text.trim().chars().filter(|c| *c != '-').collect();
+    let bad = || io::Error::new(io::ErrorKind::InvalidData, format!("boot id {text:?} is not a UUID"));
+    if hex.len() != 32 {
+        return Err(bad());
+    }
+    let mut out = [0u8; 16];
+    for (i, o) in out.iter_mut().enumerate() {
+        *o = u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).map_err(|_| bad())?;
+    }
+    Ok(out)
+}
+
+/// The region file of the image open as `image`: on `/dev/shm`, named by the image file's
+/// device and inode numbers.
+pub fn region_path(image: &File) -> io::Result<PathBuf> {
+    let m = image.metadata()?;
+    Ok(PathBuf::from(format!("/dev/shm/hashfs-{}-{}.shm", m.dev(), m.ino())))
+}
+
+/// What the file at a region's name is.
+enum Found {
+    Current,
+    Stale,
+}
+
+/// Reads the header of `f` (a file at the region's name) and says what it is, or why it
+/// cannot be used.
+fn examine(f: &File, path: &Path, id: &Identity, len: usize) -> io::Result<Found> {
+    let have = f.metadata()?.len();
+    let mut raw = [0u8; std::mem::size_of::<Header>()];
+    let n = if have >= raw.len() as u64 { std::os::unix::fs::FileExt::read_at(f, &mut raw, 0)? } else { 0 };
+    let word = |i: usize| u64::from_le_bytes(raw[i * 8..i * 8 + 8].try_into().expect("8"));
+    let refuse = |why: String| Err(io::Error::new(io::ErrorKind::InvalidData, format!("{}: {why}", path.display())));
+    if n < raw.len() || word(0) != MAGIC {
+        return refuse("not a HashFS shared region (no header); remove it if nothing uses it".into());
+    }
+    let (version, rlen) = (word(1) as u32, word(2));
+    let (uuid, boot) = ([word(3), word(4)], [word(5), word(6)]);
+    if boot != words(&id.boot_id) || uuid != words(&id.image_uuid) {
+        return Ok(Found::Stale); // no process of another boot lives; another image's is gone
+    }
+    if version != LAYOUT_VERSION || rlen != len as u64 || have != len as u64 {
+        return refuse(format!(
+            "a shared region of layout {version} and {rlen} bytes is in use in this boot (this program uses layout \
+             {LAYOUT_VERSION}, {len} bytes): a program of another HashFS version shares the image"
+        ));
+    }
+    Ok(Found::Current)
+}
+
+/// A fresh region file under a name of its own beside `path`, header written, `len` bytes.
+fn make_fresh(path: &Path, id: &Identity, len: usize, mode: u32) -> io::Result<PathBuf> {
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
+    let tmp = PathBuf::from(format!("{}.new-{}-{nanos}", path.display(), std::process::id()));
+    let f = OpenOptions::new().read(true).write(true).create_new(true).mode(mode).open(&tmp)?;
+    let fill = || -> io::Result<()> {
+        f.set_len(len as u64)?;
+        let r = Region::map(&f, len)?;
+        let h = r.at::<Header>(0);
+        h.version.store(LAYOUT_VERSION, Ordering::Relaxed);
+        h.len.store(len as u64, Ordering::Relaxed);
+        for (w, v) in h.image_uuid.iter().zip(words(&id.image_uuid)) {
+            w.store(v, Ordering::Relaxed);
+        }
+        for (w, v) in h.boot_id.iter().zip(words(&id.boot_id)) {
+            w.store(v, Ordering::Relaxed);
+        }
+        h.magic.store(MAGIC, Ordering::Release);
+        Ok(())
+    };
+    if let Err(e) = fill() {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(e);
+    }
+    Ok(tmp)
+}
+
+/// The same file (device and inode) as `f`?
+fn same_file(path: &Path, f: &File) -> io::Result<bool> {
+    let (a, b) = (std::fs::metadata(path), f.metadata()?);
+    Ok(matches!(a, Ok(a) if a.dev() == b.dev() && a.ino() == b.ino()))
+}
+
+/// Replaces the stale region `f` at `path` with a fresh one, unless another process did
+/// first (under `f`'s exclusive lock, the name no longer leads to `f`).
+fn replace_stale(path: &Path, f: &File, id: &Identity, len: usize, mode: u32) -> io::Result<()> {
+    // SAFETY: flock on our own open descriptor.
+    if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // The lock goes with `f`'s descriptor when the caller drops it.
+    if !same_file(path, f)? {
+        return Ok(()); // replaced meanwhile: the caller looks again
+    }
+    let tmp = make_fresh(path, id, len, mode)?;
+    let r = std::fs::rename(&tmp, path);
+    if r.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    r
+}
+
+impl Region {
+    /// Finds the region at `path` for `id`, or makes it (`len` bytes, the first
+    /// [`HEADER_BYTES`] its header, the rest zeros; created with `mode`), whoever else
+    /// does so at the same time; a stale one is replaced (module documentation).
+    pub fn attach(path: &Path, id: &Identity, len: usize, mode: u32) -> io::Result<Region> {
+        assert!(len > HEADER_BYTES, "a region holds more than its header");
+        for _ in 0..64 {
+            let f = match OpenOptions::new().read(true).write(true).open(path) {
+                Ok(f) => f,
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                    let tmp = make_fresh(path, id, len, mode)?;
+                    let linked = std::fs::hard_link(&tmp, path);
+                    let _ = std::fs::remove_file(&tmp);
+                    match linked {
+                        Ok(()) => continue, // open what is at the name now (ours, or a replacement)
+                        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
+                        Err(e) => return Err(e),
+                    }
+                }
+                Err(e) => return Err(e),
+            };
+            match examine(&f, path, id, len)? {
+                Found::Current => return Region::map(&f, len),
+                Found::Stale => replace_stale(path, &f, id, len, mode)?,
+            }
+        }
+        Err(io::Error::other(format!("{}: kept changing while it was opened", path.display())))
+    }
+}
