@@ -86,6 +86,8 @@ bugs=(
     "write-before-active-mark|crates/hashfs/src/journal.rs|a transaction stores each write in place right after its undo record, before the fence and the journal's active mark (a process killed between leaves a change that no recovery undoes)|death create,mkdir,truncate-down"
     "region-replaced-twice|crates/hashfs/src/share/attach.rs|a process that finds an image's shared region stale replaces it without checking, under the stale file's lock, that no other process replaced it first (two processes end on two regions)|test shared_locks a_stale_region_is_replaced_once"
     "region-created-over|crates/hashfs/src/share/attach.rs|a new shared region is renamed into place, over one another process may have made and joined meanwhile, rather than linked only if none is there|test shared_locks racing_attaches_make_one_region"
+    "description-offset-unlocked|crates/hashfs/src/share/descriptions.rs|an open file description's offset is read and moved without its lock (a forked child and its parent reading through one descriptor use one offset twice)|test shared_locks two_processes_sharing_a_description_move_its_offset_in_turn"
+    "description-claimed-twice|crates/hashfs/src/share/descriptions.rs|a free description slot is claimed with a plain store instead of a compare-and-swap (two opens at once get one slot)|test shared_locks descriptions_are_allocated_once_held_by_participants_and_freed_by_the_last"
     "ctfs-unlogged-pswap|crates/hashfs/src/mapping/ctfs/tx.rs|ctFS's partition move stores its page-table swap straight to PM before the transaction that names the new partition (the released ctFS's order)|ctfs append,write-past-eof,truncate-down"
 )
 
@@ -199,6 +201,14 @@ elif name == "region-created-over":
     sub("crates/hashfs/src/share/attach.rs",
         "let linked = std::fs::hard_link(&tmp, path);",
         "let linked = std::fs::rename(&tmp, path);")
+elif name == "description-offset-unlocked":
+    sub("crates/hashfs/src/share/descriptions.rs",
+        "        let _: Acquired = self.lock.lock(me, who);\n        let _held = Held(&self.lock);\n",
+        "        let _ = (me, who, Held(&self.lock));\n")
+elif name == "description-claimed-twice":
+    sub("crates/hashfs/src/share/descriptions.rs",
+        "            if d.holders.compare_exchange(0, bit, Ordering::AcqRel, Ordering::Relaxed).is_err() {\n                continue;\n            }\n",
+        "            d.holders.store(bit, Ordering::Release);\n")
 elif name == "reverse-rollback":
     sub("crates/hashfs/src/journal.rs", "txs.sort_by_key(|t| std::cmp::Reverse(t.0));", "txs.sort_by_key(|t| t.0);")
 elif name == "rename-undo-fence":

@@ -3,7 +3,9 @@
 //! (`HASHFS_SHARE_CHILD`), since a child made by `fork` in a threaded test process may
 //! not allocate.
 
-use hashfs::share::{Acquired, Identity, Participants, Region, RobustLock, HEADER_BYTES, LAYOUT_VERSION};
+use hashfs::share::{
+    Acquired, Descriptions, Handle, Identity, Participants, Region, RobustLock, HEADER_BYTES, LAYOUT_VERSION,
+};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -13,7 +15,8 @@ const PARTS: usize = HEADER_BYTES;
 const LOCK: usize = PARTS + 4096;
 const COUNTER: usize = LOCK + 8;
 const MARK: usize = LOCK + 16;
-const LEN: usize = LOCK + 4096;
+const DESCS: usize = LOCK + 4096;
+const LEN: usize = DESCS + std::mem::size_of::<Descriptions>();
 
 fn id() -> Identity {
     Identity::of_image([0x5A; 16]).unwrap()
@@ -67,6 +70,25 @@ fn child() {
             r.at::<AtomicU64>(MARK).fetch_add(1, Ordering::AcqRel);
             wait_for(r.at::<AtomicU64>(MARK), 2);
             bump(&r, me, 200_000);
+            who.leave(me);
+        }
+        "open-ten" => {
+            let d = r.at::<Descriptions>(DESCS);
+            for i in 0..10 {
+                d.open(me, 100 + i, 0, 0).unwrap();
+            }
+            r.at::<AtomicU64>(MARK).store(1, Ordering::Release);
+            loop {
+                std::thread::sleep(Duration::from_secs(1));
+            }
+        }
+        "advance" => {
+            let h = handle_from_env();
+            let d = r.at::<Descriptions>(DESCS);
+            d.adopt(h, me); // the parent counted this "fork"
+            start_together(&r);
+            advance(&r, h, me, 100_000);
+            d.release(h, me);
             who.leave(me);
         }
         _ => panic!("unknown role {role}"),
@@ -236,4 +258,139 @@ fn foreign_regions_are_refused_with_a_reason() {
     assert!(e.to_string().contains("not a HashFS shared region"), "{e}");
     std::fs::remove_file(&path).unwrap();
     assert_eq!(LAYOUT_VERSION, 1);
+}
+
+fn handle_from_env() -> Handle {
+    let v = std::env::var("HASHFS_SHARE_HANDLE").unwrap();
+    let (i, g) = v.split_once(':').unwrap();
+    Handle { index: i.parse().unwrap(), generation: g.parse().unwrap() }
+}
+
+/// Reads and writes `n` times through description `h`, each moving its offset by one
+/// (as `read` does: the offset read, some work, then the new one stored).
+fn advance(r: &Region, h: Handle, me: u32, n: u64) {
+    let (who, d) = (r.at::<Participants>(PARTS), r.at::<Descriptions>(DESCS).get(h).unwrap());
+    for _ in 0..n {
+        d.with_offset(me, who, |off| {
+            for _ in 0..20 {
+                std::hint::spin_loop();
+            }
+            (off + 1, ())
+        });
+    }
+}
+
+/// The two processes of a test meet here and leave at once (spinning, not sleeping, so
+/// that their loops overlap).
+fn start_together(r: &Region) {
+    let mark = r.at::<AtomicU64>(MARK);
+    mark.fetch_add(1, Ordering::AcqRel);
+    let t = Instant::now();
+    while mark.load(Ordering::Acquire) < 2 {
+        assert!(t.elapsed() < Duration::from_secs(20), "the other process never came");
+        std::hint::spin_loop();
+    }
+}
+
+#[test]
+fn descriptions_are_allocated_once_held_by_participants_and_freed_by_the_last() {
+    let path = scratch("descs");
+    let r = region(&path);
+    let (who, d) = (r.at::<Participants>(PARTS), r.at::<Descriptions>(DESCS));
+    let (a, b) = (who.join().unwrap(), who.join().unwrap());
+    // Threads allocating at once never get one slot twice (ten rounds, each freeing all).
+    let go = std::sync::Barrier::new(4);
+    let mut handles: Vec<Handle> = Vec::new();
+    for round in 0..10 {
+        for h in handles.drain(..) {
+            d.release(h, a);
+        }
+        handles = std::thread::scope(|s| {
+            let hs: Vec<_> = (0..4u64)
+                .map(|t| {
+                    let go = &go;
+                    s.spawn(move || {
+                        go.wait();
+                        (0..1000).map(|i| d.open(a, t * 1000 + i, 0, 0).unwrap()).collect::<Vec<_>>()
+                    })
+                })
+                .collect();
+            hs.into_iter().flat_map(|h| h.join().unwrap()).collect()
+        });
+        let mut idx: Vec<u32> = handles.iter().map(|h| h.index).collect();
+        idx.sort();
+        idx.dedup();
+        assert_eq!(idx.len(), 4000, "round {round}: a slot was allocated twice");
+        assert_eq!(d.in_use(), 4000);
+    }
+    // Shared with b (as a fork's child takes it): freed only when both released it.
+    let h = handles[0];
+    assert!(d.count_fork(h));
+    d.release(h, a);
+    assert!(d.get(h).is_some(), "freed with a fork pending");
+    d.adopt(h, b);
+    d.release(h, b);
+    assert!(d.get(h).is_none(), "still allocated after its last holder released it");
+    // The slot's next description is another generation: the old name no longer reaches it.
+    let again = d.open(a, 7, 0, 0).unwrap();
+    assert_eq!(again.index, h.index);
+    assert!(again.generation > h.generation && d.get(h).is_none());
+    for h in handles.iter().skip(1).chain([&again]) {
+        d.release(*h, a);
+    }
+    assert_eq!(d.in_use(), 0);
+    std::fs::remove_file(&path).unwrap();
+}
+
+#[test]
+fn a_killed_process_descriptions_are_released_by_a_survivor() {
+    if std::env::var_os("HASHFS_SHARE_CHILD").is_some() {
+        return;
+    }
+    let path = scratch("descs-kill");
+    let r = region(&path);
+    let (who, d) = (r.at::<Participants>(PARTS), r.at::<Descriptions>(DESCS));
+    let me = who.join().unwrap();
+    let mine = d.open(me, 1, 0, 0).unwrap();
+    let mut child = spawn("open-ten", &path);
+    wait_for(r.at::<AtomicU64>(MARK), 1);
+    assert_eq!(d.in_use(), 11);
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let dead = me + 1; // the slot the child joined in, after ours
+    assert!(!who.alive(dead), "the killed child still counts as alive");
+    assert_eq!(d.release_all_of(dead), 10);
+    who.reap(dead);
+    assert_eq!(d.in_use(), 1, "the survivor's own description is kept");
+    assert!(d.get(mine).is_some());
+    std::fs::remove_file(&path).unwrap();
+}
+
+/// Two processes moving one description's offset (a forked child and its parent reading
+/// through one descriptor) never use one offset twice: 200,000 moves end at 200,000.
+#[test]
+fn two_processes_sharing_a_description_move_its_offset_in_turn() {
+    if std::env::var_os("HASHFS_SHARE_CHILD").is_some() {
+        return;
+    }
+    let path = scratch("descs-offset");
+    let r = region(&path);
+    let (who, d) = (r.at::<Participants>(PARTS), r.at::<Descriptions>(DESCS));
+    let me = who.join().unwrap();
+    let h = d.open(me, 5, 0, 0).unwrap();
+    assert!(d.count_fork(h));
+    let mut child = Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "child", "--nocapture", "--test-threads", "1"])
+        .env("HASHFS_SHARE_CHILD", "advance")
+        .env("HASHFS_SHARE_REGION", &path)
+        .env("HASHFS_SHARE_HANDLE", format!("{}:{}", h.index, h.generation))
+        .spawn()
+        .unwrap();
+    start_together(&r);
+    advance(&r, h, me, 100_000);
+    assert!(child.wait().unwrap().success());
+    assert_eq!(d.get(h).unwrap().offset(), 200_000, "an offset was used twice");
+    d.release(h, me);
+    assert_eq!(d.in_use(), 0);
+    std::fs::remove_file(&path).unwrap();
 }

@@ -8,11 +8,13 @@
 //! This is the first piece of issue 55: the library and the shim do not use it yet.
 
 mod attach;
+mod descriptions;
 mod lock;
 mod participants;
 mod region;
 
 pub use attach::{region_path, Identity, HEADER_BYTES, LAYOUT_VERSION};
+pub use descriptions::{Description, Descriptions, Handle, MAX_DESCRIPTIONS};
 pub use lock::{Acquired, RobustLock};
 pub use participants::{process_alive, Participants, Slot, MAX_PARTICIPANTS};
 pub use region::{Region, Shared};

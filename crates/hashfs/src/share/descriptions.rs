@@ -1,0 +1,187 @@
+//! Open file descriptions in the shared region: what Linux keeps per `open` (the file,
+//! the offset, the status flags) and shares between the descriptors `dup` makes and those
+//! a forked child or an exec'd program inherits (docs/design.md, "Descriptors across fork
+//! and exec").
+//!
+//! A description is held by participants, not counted: its `holders` word has bit `i` set
+//! while participant `i` has a descriptor of it (how many, and which numbers, the process
+//! keeps to itself). So a process that dies holding descriptions leaves nothing to count:
+//! a survivor clears its bit in every description ([`Descriptions::release_all_of`]) and
+//! those it was the last holder of are free. A fork cannot set the child's bit before the
+//! child is a participant, so the parent first counts the fork in `forks` (a description
+//! with forks pending is not freed), and the child turns that count into its bit.
+//!
+//! The offset is changed under the description's lock (the kernel's `f_pos_lock`), so that
+//! two processes reading or writing through one description never use one offset twice;
+//! the lock is robust ([`RobustLock`]): a holder killed mid-update leaves the offset at a
+//! value it had (one word), and the next user takes the lock over.
+
+use super::lock::{Acquired, RobustLock};
+use super::participants::{Participants, MAX_PARTICIPANTS};
+use super::region::Shared;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+
+const _: () = assert!(MAX_PARTICIPANTS <= 64, "a holders word has one bit per participant");
+
+/// Descriptions a region holds at once.
+pub const MAX_DESCRIPTIONS: usize = 4096;
+
+/// One open file description (64 bytes).
+#[repr(C)]
+pub struct Description {
+    /// Bit `i`: participant `i` holds it. 0: free.
+    holders: AtomicU64,
+    /// Forks counted by a holder whose children have not taken their bit yet.
+    forks: AtomicU32,
+    lock: RobustLock,
+    /// Bumped at each allocation: a name that carries it (an exec'd program's) is told
+    /// apart from a later description in the same slot.
+    generation: AtomicU64,
+    ino: AtomicU64,
+    offset: AtomicU64,
+    /// The status flags (`O_APPEND`, `O_NONBLOCK`, the access mode, ...).
+    flags: AtomicU32,
+    _pad: [AtomicU32; 5],
+}
+
+// SAFETY: atomics only (RobustLock is one).
+unsafe impl Shared for Description {}
+
+const _: () = assert!(std::mem::size_of::<Description>() == 64);
+
+/// The table.
+#[repr(C)]
+pub struct Descriptions {
+    slots: [Description; MAX_DESCRIPTIONS],
+}
+
+// SAFETY: an array of Shared.
+unsafe impl Shared for Descriptions {}
+
+/// A description as one process names it: its slot and the generation it had.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Handle {
+    pub index: u32,
+    pub generation: u64,
+}
+
+impl Descriptions {
+    /// Allocates a description of inode `ino` held by participant `me`; None when every
+    /// slot is taken (the caller's ENFILE).
+    pub fn open(&self, me: u32, ino: u64, flags: u32, offset: u64) -> Option<Handle> {
+        let bit = 1u64 << me;
+        for (i, d) in self.slots.iter().enumerate() {
+            if d.holders.load(Ordering::Relaxed) != 0 || d.forks.load(Ordering::Relaxed) != 0 {
+                continue;
+            }
+            if d.holders.compare_exchange(0, bit, Ordering::AcqRel, Ordering::Relaxed).is_err() {
+                continue;
+            }
+            if d.forks.load(Ordering::Acquire) != 0 {
+                // A fork counted on the previous description of the slot, whose holder
+                // died before it could release: leave it to that fork's child.
+                d.holders.fetch_and(!bit, Ordering::AcqRel);
+                continue;
+            }
+            let generation = d.generation.fetch_add(1, Ordering::AcqRel) + 1;
+            d.ino.store(ino, Ordering::Relaxed);
+            d.offset.store(offset, Ordering::Relaxed);
+            d.flags.store(flags, Ordering::Release);
+            return Some(Handle { index: i as u32, generation });
+        }
+        None
+    }
+
+    /// The description `h` names, if it is still that one and held.
+    pub fn get(&self, h: Handle) -> Option<&Description> {
+        let d = self.slots.get(h.index as usize)?;
+        let held = d.holders.load(Ordering::Acquire) != 0 || d.forks.load(Ordering::Acquire) != 0;
+        (held && d.generation.load(Ordering::Acquire) == h.generation).then_some(d)
+    }
+
+    /// Participant `me` no longer holds `h` (its last descriptor of it closed); the
+    /// description is free when no one does.
+    pub fn release(&self, h: Handle, me: u32) {
+        if let Some(d) = self.get(h) {
+            d.holders.fetch_and(!(1u64 << me), Ordering::AcqRel);
+        }
+    }
+
+    /// Counts a fork on `h` (in the parent, before `fork`): the description stays
+    /// allocated until the child takes its bit ([`Self::adopt`]) or the fork is undone
+    /// ([`Self::fork_failed`]).
+    pub fn count_fork(&self, h: Handle) -> bool {
+        match self.get(h) {
+            Some(d) => {
+                d.forks.fetch_add(1, Ordering::AcqRel);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// In the child, as participant `me`: takes its bit on `h`, whose fork was counted.
+    pub fn adopt(&self, h: Handle, me: u32) {
+        let d = &self.slots[h.index as usize];
+        d.holders.fetch_or(1u64 << me, Ordering::AcqRel);
+        d.forks.fetch_sub(1, Ordering::AcqRel);
+    }
+
+    /// In the parent, when `fork` failed: the count [`Self::count_fork`] made is undone.
+    pub fn fork_failed(&self, h: Handle) {
+        self.slots[h.index as usize].forks.fetch_sub(1, Ordering::AcqRel);
+    }
+
+    /// Clears dead participant `dead`'s bit in every description (a survivor's repair,
+    /// before the participant's slot is reaped); returns how many it held.
+    pub fn release_all_of(&self, dead: u32) -> usize {
+        let bit = 1u64 << dead;
+        self.slots.iter().filter(|d| d.holders.fetch_and(!bit, Ordering::AcqRel) & bit != 0).count()
+    }
+
+    /// How many descriptions are allocated.
+    pub fn in_use(&self) -> usize {
+        self.slots
+            .iter()
+            .filter(|d| d.holders.load(Ordering::Acquire) != 0 || d.forks.load(Ordering::Acquire) != 0)
+            .count()
+    }
+}
+
+impl Description {
+    pub fn ino(&self) -> u64 {
+        self.ino.load(Ordering::Acquire)
+    }
+
+    pub fn flags(&self) -> u32 {
+        self.flags.load(Ordering::Acquire)
+    }
+
+    /// `fcntl(F_SETFL)`: every descriptor of the description sees the new flags.
+    pub fn set_flags(&self, flags: u32) {
+        self.flags.store(flags, Ordering::Release);
+    }
+
+    pub fn offset(&self) -> u64 {
+        self.offset.load(Ordering::Acquire)
+    }
+
+    /// Runs `f` with the offset under the description's lock (as participant `me`): `f`
+    /// gets the offset and returns the new one and its result. Two processes reading or
+    /// writing through one description so never use one offset twice.
+    pub fn with_offset<R>(&self, me: u32, who: &Participants, f: impl FnOnce(u64) -> (u64, R)) -> R {
+        /// Unlocks when dropped, also when `f` panics.
+        struct Held<'a>(&'a RobustLock);
+        impl Drop for Held<'_> {
+            fn drop(&mut self) {
+                self.0.unlock();
+            }
+        }
+        // A dead holder's update is one store: the offset is one it had, nothing to repair.
+        let _: Acquired = self.lock.lock(me, who);
+        let _held = Held(&self.lock);
+        let (next, r) = f(self.offset.load(Ordering::Acquire));
+        self.offset.store(next, Ordering::Release);
+        r
+    }
+}
