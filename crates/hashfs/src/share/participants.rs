@@ -61,12 +61,17 @@ impl Participants {
     }
 
     /// Whether slot `i` holds a process that still runs (a slot being filled counts as
-    /// live).
+    /// live while its pid runs: a process killed between taking the slot and storing its
+    /// start time leaves a dead slot, not a live one forever).
     pub fn alive(&self, i: u32) -> bool {
         let Some(s) = self.slots.get(i as usize) else { return false };
         let pid = s.pid.load(Ordering::Acquire);
         let start = s.start.load(Ordering::Acquire);
-        pid != 0 && (start == 0 || process_alive(pid, start))
+        match (pid, start) {
+            (0, _) => false,
+            (pid, 0) => stat_fields(pid).is_some_and(|(state, _)| state != 'Z' && state != 'X'),
+            (pid, start) => process_alive(pid, start),
+        }
     }
 }
 
@@ -93,4 +98,31 @@ fn stat_fields(pid: u32) -> Option<(char, u64)> {
     let state = f.next()?.chars().next()?;
     let start = f.nth(18)?.parse().ok()?; // field 22 overall; state is field 3
     Some((state, start))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::share::{Identity, Region, HEADER_BYTES};
+
+    /// A process killed after it took a slot and before it stored its start time leaves a
+    /// dead slot, which its survivors can reap.
+    #[test]
+    fn a_slot_left_half_filled_by_a_dead_process_is_dead() {
+        let path = std::env::temp_dir().join(format!("hashfs-participants-{}", std::process::id()));
+        let _ = std::fs::remove_file(&path);
+        let id = Identity::of_image([0x3C; 16]).unwrap();
+        let r = Region::attach(&path, &id, HEADER_BYTES + 4096, 0o600).unwrap();
+        let who = r.at::<Participants>(HEADER_BYTES);
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let pid = child.id();
+        child.wait().unwrap();
+        who.slots[3].pid.store(pid, Ordering::Release); // start time never stored
+        assert!(!who.alive(3), "a half-filled slot of a dead process counts as alive");
+        who.slots[4].pid.store(std::process::id(), Ordering::Release);
+        assert!(who.alive(4), "a half-filled slot of a live process counts as dead");
+        who.reap(3);
+        assert_eq!(who.slots[3].pid.load(Ordering::Acquire), 0);
+        std::fs::remove_file(&path).unwrap();
+    }
 }
