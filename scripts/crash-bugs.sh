@@ -406,7 +406,7 @@ build_check() {
 run_check() {
     local check=$1
     local hashfs="$CARGO_TARGET_DIR/crash-bugs/hashfs"
-    local common=(--seq 1 --seed "$seed" --samples 16)
+    local common=(--seq 1 --seed "$seed" --samples 16 --recovery-images 2)
     case $check in
         unit\ *)
             (cd "$work/src" && cargo test -q --profile crash-bugs $(lib_only hashfs) "${check#unit }") >"$work/check.log" 2>&1 ;;
@@ -424,10 +424,10 @@ run_check() {
                 "${common[@]}" >"$work/check.log" 2>&1 ;;
         workload\ *)
             "$hashfs" crashtest --mapping hashfs,extent-tree,cuckoo --workload "${check#workload }" \
-                --seed "$seed" --samples 16 >"$work/check.log" 2>&1 ;;
+                --seed "$seed" --samples 16 --recovery-images 2 >"$work/check.log" 2>&1 ;;
         grouped-workload\ *)
             "$hashfs" crashtest --mapping hashfs --placement grouped --workload "${check#grouped-workload }" \
-                --seed "$seed" --samples 16 >"$work/check.log" 2>&1 ;;
+                --seed "$seed" --samples 16 --recovery-images 2 >"$work/check.log" 2>&1 ;;
         stacked)
             (cd "$work/src" && cargo test -q --profile crash-bugs $(lib_only hashfs-spfs) crashtest) >"$work/check.log" 2>&1 ;;
         ctfs\ *)
@@ -436,8 +436,8 @@ run_check() {
             "$hashfs" crashtest --mapping hashfs --placement grouped --ops "${check#grouped }" "${common[@]}" \
                 >"$work/check.log" 2>&1 ;;
         regions\ *)
-            "$hashfs" crashtest --mapping hashfs --placement regions --ops "${check#regions }" "${common[@]}" \
-                --recovery-images 2 >"$work/check.log" 2>&1 ;;
+            "$hashfs" crashtest --mapping hashfs --placement regions --ops "${check#regions }" --seq 1 \
+                --seed "$seed" --samples 16 --recovery-images 1 >"$work/check.log" 2>&1 ;;
     esac
 }
 
