@@ -64,7 +64,7 @@ bugs=(
     "recovery-tails-kept|crates/hashfs/src/fs/recovery.rs|recovery leaves bytes past EOF in a file's last block (a shrink's size durable before its zeroing, an append's bytes before its size)|ops append-small,append,truncate-down"
     "clean-flag-first|crates/hashfs/src/fs/mod.rs|an unmount marks the image clean before it stores the times left in DRAM and makes one-fence appends' sizes plain (a crash after the flag skips recovery)|workload ace:append-small,unmount"
     "rollback-unfenced|crates/hashfs/src/journal.rs|recovery marks the journals empty with no fence after the rollback's restores (a crash of recovery may leave a journal empty before the bytes it restored)|ops chmod,mkdir,rename"
-    "settle-blocks-first|crates/hashfs/src/fs/hashfs/append_tag.rs|recovery settles a one-fence append's size storing the block-count word before the size word (a crash of recovery between leaves the tagged size beside a plain block count, taken as whole)|ops append-small,append-cross"
+    "settle-blocks-first|crates/hashfs/src/fs/hashfs/append_tag.rs|recovery settles a one-fence append's size storing the block-count word before the size word (a crash of recovery between leaves the tagged size beside a plain block count, taken as whole)|recoveries append-small,append-cross"
     "superblock-primary-first|crates/hashfs/src/fs/mod.rs|a mount writes the primary superblock first even when a crash tore the secondary (a crash of the mount after a crashed mount leaves no whole copy)|ops chmod,mkdir,rename"
     "sync-forgets-times|crates/hashfs/src/fs/api.rs|sync leaves the times of writes in DRAM (they may lag only until a sync or the file's fsync)|workload ace:overwrite,append,sync,chmod"
     "purge-unlocked|crates/hashfs/src/mapping/hashfs/purge.rs|HashFS's tombstone purge runs without the purge lock (a purge between an insert's probe and its claim leaves an EMPTY slot on the new key's path)|unit threads_inserting_freeing_and_purging_keep_every_path"
@@ -416,6 +416,9 @@ run_check() {
                 >"$work/check.log" 2>&1 ;;
         ops\ *)
             "$hashfs" crashtest --mapping hashfs,extent-tree,cuckoo --ops "${check#ops }" "${common[@]}" >"$work/check.log" 2>&1 ;;
+        recoveries\ *)
+            "$hashfs" crashtest --mapping hashfs,extent-tree,cuckoo --ops "${check#recoveries }" --seq 1 \
+                --seed "$seed" --samples 16 >"$work/check.log" 2>&1 ;;
         death\ *)
             "$hashfs" crashtest --mapping hashfs,extent-tree,cuckoo --model death --ops "${check#death }" --seq 1 \
                 --seed "$seed" >"$work/check.log" 2>&1 ;;
@@ -489,7 +492,7 @@ else
 fi
 
 # The unmodified tree passes every check, each explored state once: the checks that
-# explore named operations alone (ops, strict, death, ctfs, grouped, regions) run as one check
+# explore named operations alone (ops, recoveries, strict, death, ctfs, grouped, regions) run as one check
 # per kind over the union of their operations (each operation's states are seeded by the
 # operation's own crash points, so the union explores exactly the states the checks
 # would), the others once each however many bugs share them.
@@ -499,7 +502,7 @@ baseline=()
 for b in "${chosen[@]}"; do
     IFS='|' read -r _ _ _ check <<<"$b"
     case $check in
-        ops\ * | strict\ * | death\ * | ctfs\ * | grouped\ * | regions\ *)
+        ops\ * | recoveries\ * | strict\ * | death\ * | ctfs\ * | grouped\ * | regions\ *)
             kind=${check%% *}
             [ -n "${union[$kind]:-}" ] || baseline+=("$kind")
             union[$kind]="${union[$kind]:-}${union[$kind]:+,}${check#* }"
