@@ -466,8 +466,9 @@ mod tests {
     use crate::pm::{CrashDevice, MmapDevice, OpenMode};
     use crate::share::{Participants, Region, RobustLock};
 
-    fn setup() -> (Arc<CrashDevice>, Geometry) {
-        let geo = Geometry::compute(&GeometryParams {
+    /// The geometry of every test image here: 1 MiB, two journals of two blocks.
+    fn test_geo() -> Geometry {
+        Geometry::compute(&GeometryParams {
             image_bytes: 1 << 20,
             inode_count: Some(64),
             journal_count: 2,
@@ -475,7 +476,11 @@ mod tests {
             mapping: crate::layout::MappingKind::HashFs,
             grouped: false,
         })
-        .unwrap();
+        .unwrap()
+    }
+
+    fn setup() -> (Arc<CrashDevice>, Geometry) {
+        let geo = test_geo();
         let dev = Arc::new(CrashDevice::new(1 << 20));
         format(&*dev, &geo);
         (dev, geo)
@@ -640,20 +645,8 @@ mod tests {
         }
     }
 
-    /// The image and region of the shared-journal test (on /dev/shm: shared with the
-    /// child process it runs as).
-    fn shared_setup_geo() -> Geometry {
-        Geometry::compute(&GeometryParams {
-            image_bytes: 1 << 20,
-            inode_count: Some(64),
-            journal_count: 2,
-            journal_blocks: 2,
-            mapping: crate::layout::MappingKind::HashFs,
-            grouped: false,
-        })
-        .unwrap()
-    }
-
+    // The region of the shared-journal tests (on /dev/shm: shared with the child process
+    // they run as).
     const PARTS_OFF: usize = crate::share::HEADER_BYTES;
     const LOCKS_OFF: usize = PARTS_OFF + 4096;
     const MARK_OFF: usize = LOCKS_OFF + 64;
@@ -663,7 +656,7 @@ mod tests {
         img: &std::path::Path,
         region: &std::path::Path,
     ) -> (Arc<MmapDevice>, Journals<MmapDevice>, Arc<Region>) {
-        let geo = shared_setup_geo();
+        let geo = test_geo();
         let dev = Arc::new(MmapDevice::open(img, OpenMode::Shared).unwrap());
         let id = crate::share::Identity::of_image([0x4A; 16]).unwrap();
         let region = Arc::new(Region::attach(region, &id, REGION_LEN, 0o600).unwrap());
@@ -682,7 +675,7 @@ mod tests {
         else {
             return;
         };
-        let geo = shared_setup_geo();
+        let geo = test_geo();
         let (dev, j, region) = shared_journals(std::path::Path::new(&img), std::path::Path::new(&reg));
         let x = geo.inode_table_off;
         let mut tx = j.begin();
@@ -704,7 +697,7 @@ mod tests {
         if std::env::var_os("HASHFS_JOURNAL_CHILD_IMAGE").is_some() {
             return;
         }
-        let geo = shared_setup_geo();
+        let geo = test_geo();
         let dir = tempfile::Builder::new().prefix("hashfs-shared-journal").tempdir_in("/dev/shm").unwrap();
         let (img, reg) = (dir.path().join("img"), dir.path().join("region"));
         let x = geo.inode_table_off;
