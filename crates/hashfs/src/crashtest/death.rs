@@ -17,7 +17,7 @@
 
 #![forbid(unsafe_code)]
 
-use super::explore::{image_hash, recover_and_check, Expect, Found, Recording, NO_LAG};
+use super::explore::{image_hash, recover_and_check, Found, Recording};
 use super::Stats;
 use crate::fs::{fsck, FsckMode};
 use crate::pm::{CrashDevice, LineStore};
@@ -88,15 +88,7 @@ pub(crate) fn explore_deaths(rec: &Recording, d: &Deaths, only: Option<usize>, s
 /// The survivor's view of a death after `after` stores: recovery, the operation whole or
 /// absent, fsck clean; then it goes on.
 fn check_death(rec: &Recording, d: &Deaths, after: usize, img: &[u8]) -> Result<(), String> {
-    let k = d.step(after);
-    let lag = &rec.lagging[k];
-    let cleared: Vec<_> = rec.states.iter().map(|s| super::snapshot::without_times(s, lag)).collect();
-    let states = if lag.is_empty() { &rec.states } else { &cleared };
-    let mut pair = [&states[0], &states[0]];
-    let allowed = rec.allowed(states, k, &mut pair);
-    let window = &rec.states[..=(k + 1).min(rec.states.len() - 1)];
-    let expect = Expect { allowed, window, lag: if lag.is_empty() { &NO_LAG } else { lag } };
-    let (_, _, dev) = recover_and_check(img, &expect, false)?;
+    let (_, _, dev) = rec.with_expect(d.step(after), |expect| recover_and_check(img, expect, false))?;
     go_on(dev).map_err(|e| format!("the survivor could not go on after the repair: {e}"))
 }
 

@@ -211,7 +211,7 @@ pub(super) struct Expect<'a> {
     pub lag: &'a Lagging,
 }
 
-pub(super) static NO_LAG: Lagging = Lagging::new();
+static NO_LAG: Lagging = Lagging::new();
 
 impl Expect<'_> {
     fn check(&self, r: &Snapshot) -> Result<(), String> {
@@ -335,13 +335,13 @@ pub(super) fn recover_and_check(
 /// What running a workload under capture recorded.
 pub(super) struct Recording {
     /// The file system before the workload and after each operation.
-    pub states: Vec<Snapshot>,
+    states: Vec<Snapshot>,
     /// The fence index (relative to the start) at which each operation began.
     boundaries: Vec<u64>,
     /// Whether each operation may leave a byte-wise mix of before and after.
     torn: Vec<bool>,
     /// The files whose times may lag during each operation, and (last) after the workload.
-    pub lagging: Vec<Lagging>,
+    lagging: Vec<Lagging>,
     /// Every fence, and the end.
     points: Vec<CrashPoint>,
     /// The fence count when capture began.
@@ -362,7 +362,19 @@ impl Recording {
 
     /// The states a crash during operation `k` (or at the end) may recover to, out of
     /// `states` (the recorded ones, their lagging times cleared when files lag).
-    pub(super) fn allowed<'a>(&self, states: &'a [Snapshot], k: usize, pair: &'a mut [&'a Snapshot; 2]) -> Allowed<'a> {
+    /// Runs `check` with what a failure during operation `k` (or at the end) must recover
+    /// to: the allowed states, their lagging times cleared when files lag.
+    pub(super) fn with_expect<R>(&self, k: usize, check: impl FnOnce(&Expect<'_>) -> R) -> R {
+        let lag = &self.lagging[k];
+        let cleared: Vec<Snapshot> =
+            if lag.is_empty() { Vec::new() } else { self.states.iter().map(|s| without_times(s, lag)).collect() };
+        let states = if lag.is_empty() { &self.states } else { &cleared };
+        let mut pair = [&states[0], &states[0]];
+        let allowed = self.allowed(states, k, &mut pair);
+        check(&Expect { allowed, window: &self.states[..=(k + 1).min(self.states.len() - 1)], lag })
+    }
+
+    fn allowed<'a>(&self, states: &'a [Snapshot], k: usize, pair: &'a mut [&'a Snapshot; 2]) -> Allowed<'a> {
         if k == self.torn.len() {
             *pair = [&states[k], &states[k]];
             return Allowed::Exact(&pair[..1]);
@@ -466,14 +478,7 @@ pub fn explore(cfg: &Config, mapping: &str, base: &[u8], w: &Workload, failures:
         }
         stats.crash_points += 1;
         let k = rec.step(pidx);
-        let lag = &rec.lagging[k];
-        let cleared: Vec<Snapshot> =
-            if lag.is_empty() { Vec::new() } else { rec.states.iter().map(|s| without_times(s, lag)).collect() };
-        let states = if lag.is_empty() { &rec.states } else { &cleared };
-        let mut pair = [&states[0], &states[0]];
-        let allowed = rec.allowed(states, k, &mut pair);
-        let expect = Expect { allowed, window: &rec.states[..=(k + 1).min(rec.states.len() - 1)], lag };
-        if let Err(f) = explore_point(cfg, &rec.points[pidx], pidx, &expect, &mut stats) {
+        if let Err(f) = rec.with_expect(k, |expect| explore_point(cfg, &rec.points[pidx], pidx, expect, &mut stats)) {
             failures.push(fail(f));
             return stats;
         }
