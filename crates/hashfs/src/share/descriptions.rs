@@ -71,7 +71,7 @@ impl Descriptions {
     pub fn open(&self, me: u32, ino: u64, flags: u32, offset: u64) -> Option<Handle> {
         let bit = 1u64 << me;
         for (i, d) in self.slots.iter().enumerate() {
-            if d.holders.load(Ordering::Relaxed) != 0 || d.forks.load(Ordering::Relaxed) != 0 {
+            if d.held() {
                 continue;
             }
             if d.holders.compare_exchange(0, bit, Ordering::AcqRel, Ordering::Relaxed).is_err() {
@@ -95,8 +95,7 @@ impl Descriptions {
     /// The description `h` names, if it is still that one and held.
     pub fn get(&self, h: Handle) -> Option<&Description> {
         let d = self.slots.get(h.index as usize)?;
-        let held = d.holders.load(Ordering::Acquire) != 0 || d.forks.load(Ordering::Acquire) != 0;
-        (held && d.generation.load(Ordering::Acquire) == h.generation).then_some(d)
+        (d.held() && d.generation.load(Ordering::Acquire) == h.generation).then_some(d)
     }
 
     /// Participant `me` no longer holds `h` (its last descriptor of it closed); the
@@ -141,14 +140,16 @@ impl Descriptions {
 
     /// How many descriptions are allocated.
     pub fn in_use(&self) -> usize {
-        self.slots
-            .iter()
-            .filter(|d| d.holders.load(Ordering::Acquire) != 0 || d.forks.load(Ordering::Acquire) != 0)
-            .count()
+        self.slots.iter().filter(|d| d.held()).count()
     }
 }
 
 impl Description {
+    /// Allocated: held by a participant, or by a fork not adopted yet.
+    fn held(&self) -> bool {
+        self.holders.load(Ordering::Acquire) != 0 || self.forks.load(Ordering::Acquire) != 0
+    }
+
     pub fn ino(&self) -> u64 {
         self.ino.load(Ordering::Acquire)
     }
