@@ -172,12 +172,7 @@ fn with_file<T>(fd: c_int, f: impl FnOnce(&Arc<Stack>, &Desc, &mut FileGuard) ->
 fn sync_common(fd: c_int, scope: SyncScope) -> Result<(), Errno> {
     if EXITED.load(Ordering::Acquire) && !keep_at_exit() {
         // After the exit write-back: the lower file's own fsync, and no promotion.
-        let v = view(fd);
-        return match scope {
-            SyncScope::All => v.sync_all(),
-            SyncScope::DataOnly => v.sync_data(),
-        }
-        .map_err(|e| Errno::of_io(&e));
+        return hashfs_spfs::lower::sync(&view(fd), scope).map_err(|e| Errno::of_io(&e));
     }
     with_file(fd, |stack, _, st| {
         let was = st.pm.is_some();

@@ -76,10 +76,7 @@ impl Stack {
             self.counters.absorbed_syncs.fetch_add(1, Ordering::Relaxed);
             return Ok(());
         }
-        match scope {
-            SyncScope::All => lower.sync_all(),
-            SyncScope::DataOnly => lower.sync_data(),
-        }?;
+        crate::lower::sync(lower, scope)?;
         self.counters.lower_syncs.fetch_add(1, Ordering::Relaxed);
         let v = st.profile.synced(&cfg.profiler, now);
         let (used, total) = self.store.usage();

@@ -109,6 +109,14 @@ pub fn path_of(fd: impl AsFd) -> Option<PathBuf> {
     std::fs::read_link(proc_path(fd.as_fd())).ok()
 }
 
+/// The lower file's fsync or fdatasync.
+pub fn sync(f: &File, scope: hashfs::SyncScope) -> io::Result<()> {
+    match scope {
+        hashfs::SyncScope::All => f.sync_all(),
+        hashfs::SyncScope::DataOnly => f.sync_data(),
+    }
+}
+
 /// Reads `buf.len()` bytes at `off`, or fewer at end of file.
 pub fn read_full(f: &File, off: u64, buf: &mut [u8]) -> io::Result<usize> {
     use std::os::unix::fs::FileExt;
