@@ -86,6 +86,9 @@ bugs=(
     "write-before-active-mark|crates/hashfs/src/journal.rs|a transaction stores each write in place right after its undo record, before the fence and the journal's active mark (a process killed between leaves a change that no recovery undoes)|death create,mkdir,truncate-down"
     "region-replaced-twice|crates/hashfs/src/share/attach.rs|a process that finds an image's shared region stale replaces it without checking, under the stale file's lock, that no other process replaced it first (two processes end on two regions)|test shared_locks a_stale_region_is_replaced_once"
     "region-created-over|crates/hashfs/src/share/attach.rs|a new shared region is renamed into place, over one another process may have made and joined meanwhile, rather than linked only if none is there|test shared_locks racing_attaches_make_one_region"
+    "free-while-open|crates/hashfs/src/fs/ops.rs|a file whose last name goes is freed at once, though descriptors still have it open (their writes and truncates then fail, and its blocks may be reused under them)|test crash_consistency explore_several_descriptors"
+    "create-in-removed-dir|crates/hashfs/src/fs/ops.rs|a create through a handle of a removed directory adds the entry to the dead directory (its file then has no path, and is leaked when the directory is freed)|test crash_consistency explore_several_descriptors"
+    "entry-flush-short|crates/hashfs/src/fs/dir.rs|a new directory entry is flushed only up to 256 bytes (a name of 255 bytes, 288 with its header, leaves its last cache line unflushed)|ops create-max,rename-max,link-max"
     "description-offset-unlocked|crates/hashfs/src/share/descriptions.rs|an open file description's offset is read and moved without its lock (a forked child and its parent reading through one descriptor use one offset twice)|test shared_locks two_processes_sharing_a_description_move_its_offset_in_turn"
     "description-claimed-twice|crates/hashfs/src/share/descriptions.rs|a free description slot is claimed with a plain store instead of a compare-and-swap (two opens at once get one slot)|test shared_locks descriptions_are_allocated_once_held_by_participants_and_freed_by_the_last"
     "ctfs-unlogged-pswap|crates/hashfs/src/mapping/ctfs/tx.rs|ctFS's partition move stores its page-table swap straight to PM before the transaction that names the new partition (the released ctFS's order)|ctfs append,write-past-eof,truncate-down"
@@ -201,6 +204,18 @@ elif name == "region-created-over":
     sub("crates/hashfs/src/share/attach.rs",
         "let linked = std::fs::hard_link(&tmp, path);",
         "let linked = std::fs::rename(&tmp, path);")
+elif name == "free-while-open":
+    sub("crates/hashfs/src/fs/ops.rs",
+        "        if st.raw.nlink == 0 && !st.freed && cell.open_count.load(std::sync::atomic::Ordering::Acquire) == 0 {\n",
+        "        if st.raw.nlink == 0 && !st.freed {\n")
+elif name == "create-in-removed-dir":
+    sub("crates/hashfs/src/fs/ops.rs",
+        "        if pst.raw.is_dir() && pst.raw.nlink == 0 {\n            return Err(Error::NotFound);\n        }\n        if self.index(pcell, pst)?.get(name).is_some() {\n",
+        "        if self.index(pcell, pst)?.get(name).is_some() {\n")
+elif name == "entry-flush-short":
+    sub("crates/hashfs/src/fs/dir.rs",
+        "        dev.write(off + 8, &bytes[8..]);\n        dev.flush(off, bytes.len() as u64);\n",
+        "        dev.write(off + 8, &bytes[8..]);\n        dev.flush(off, (bytes.len() as u64).min(256));\n")
 elif name == "description-offset-unlocked":
     sub("crates/hashfs/src/share/descriptions.rs",
         "        let _: Acquired = self.lock.lock(me, who);\n        let _held = Held(&self.lock);\n",

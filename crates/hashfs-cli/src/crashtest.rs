@@ -186,7 +186,7 @@ pub fn run(a: CrashtestArgs) -> Result<usize, String> {
             a.ops.iter().map(|s| s.as_str()).collect()
         }
     };
-    if let Some(bad) = a.ops.iter().find(|n| crashtest::workload::ace_op(n).is_none()) {
+    if let Some(bad) = a.ops.iter().find(|n| crashtest::named::ace_op(n).is_none()) {
         return Err(format!("unknown operation {bad:?} (hashfs crashtest --list names them)"));
     }
     let workloads_for = |m: MappingKind| -> Result<Vec<Workload>, String> {

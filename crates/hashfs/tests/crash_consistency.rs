@@ -57,6 +57,15 @@ fn workloads(ids: &[&str]) -> Vec<Workload> {
     ids.iter().map(|id| Workload::from_id(id).expect("known workload")).collect()
 }
 
+/// Which operations of workload `id` succeed, run from `base`: a workload meant to
+/// explore an operation must not explore its failure instead.
+fn successes(base: &[u8], id: &str) -> Vec<bool> {
+    let dev = Arc::new(CrashDevice::from_image(base));
+    let (fs, _) = FileSystem::mount(dev, &|_, _| {}).unwrap();
+    let mut fds = Default::default();
+    Workload::from_id(id).unwrap().ops.iter().map(|op| op.apply(&fs, &mut fds).is_ok()).collect()
+}
+
 /// Fails with every reproducer; prints what was explored.
 fn report(what: &str, stats: &Stats, failures: &[Failure]) {
     eprintln!(
@@ -298,6 +307,55 @@ fn explore_one_journal() {
     report("two threads, one journal", &stats, &failures);
 }
 
+/// Several descriptors of one file and of one directory at once (issue 53): a truncate
+/// through one while another writes past the new end, a punch and a preallocation under
+/// an O_APPEND descriptor's appends, a file unlinked while two are open (written and
+/// truncated through them, freed at the last close), and creates through two handles of a
+/// directory, which, once removed, takes no new entry.
+#[test]
+fn explore_several_descriptors() {
+    let w = workloads(&[
+        "ace:fd1-open,fd2-open,fd2-truncate,fd1-write",
+        "ace:fd1-open,fd3-open-append,fd1-write,fd3-append,fd2-open,fd2-punch,fd3-append",
+        "ace:fd1-open,fd2-open,unlink,fd1-write,fd1-close,fd2-truncate,fd2-close",
+        "ace:fd1-open,fd2-open,fd2-fallocate,fd1-write,fd1-fsync",
+        "ace:dir1-open,dir2-open,dir1-create,dir2-create,unlink-sub-x,unlink-sub-y,rmdir,dir1-create,dir1-close,dir2-close",
+    ]);
+    let base = crashtest::base_image(test_mapping(), test_layout_score(), test_placement());
+    for wl in &w {
+        let ok = successes(&base, &wl.id);
+        // Every operation succeeds but the create in the removed directory.
+        let want: Vec<bool> = wl.ops.iter().enumerate().map(|(i, _)| !(wl.id.contains("rmdir") && i == 7)).collect();
+        assert_eq!(ok, want, "{}", wl.id);
+    }
+    let (stats, failures) =
+        crashtest::run(&config(), test_mapping(), test_layout_score(), &w, threads(), &|_, _, _| {});
+    report("several descriptors", &stats, &failures);
+    assert_eq!(stats.workloads, w.len() as u64);
+}
+
+/// Every change at the largest sizes (issue 53): names of 255 bytes, a symlink target of
+/// 4,095 bytes, and creates, unlinks and renames in a directory of five blocks (64 links
+/// of one file, each name 255 bytes).
+#[test]
+fn explore_largest_sizes() {
+    let base = crashtest::base_image_with(test_mapping(), test_layout_score(), test_placement(), &|fs| {
+        crashtest::named::large_directory(fs)
+    });
+    let w: Vec<Workload> = crashtest::LARGEST_OPS
+        .iter()
+        .map(|n| format!("ace:{n}"))
+        .chain(["ace:big-dir-unlink,big-dir-create".to_string(), "ace:big-dir-rename-out,rename-max".to_string()])
+        .map(|id| Workload::from_id(&id).expect("known"))
+        .collect();
+    for wl in &w {
+        assert!(successes(&base, &wl.id).iter().all(|&ok| ok), "{}: an operation failed", wl.id);
+    }
+    let (stats, failures) = crashtest::run_from(&config(), test_mapping(), &base, &w, threads(), &|_, _, _| {});
+    report("largest sizes", &stats, &failures);
+    assert_eq!(stats.workloads, w.len() as u64);
+}
+
 /// Hard links across directories with renames over them (link counts after a rename
 /// replaces one name of a linked file, a rename between two names of one inode, an
 /// exchange and an unlink of a linked name), the bug classes Chipmunk and NOVA's fuzzer
@@ -361,7 +419,7 @@ fn fsck_of_crashed_images_needs_only_recovery() {
         // Keep a file open across the workload: an unlinked open file is a leftover too.
         let _held = fs.open_file(Path::new("/g"), OpenOptions::new().read(true)).unwrap();
         for op in Workload::from_id(id).unwrap().ops {
-            op.apply(&fs).unwrap();
+            op.apply(&fs, &mut Default::default()).unwrap();
         }
         fs.remove_file(Path::new("/g")).unwrap();
         let mut points = dev.take_points();

@@ -114,14 +114,15 @@ pub fn explore_two_threads(
             let (fs, dev) = (&fs, &dev);
             s.spawn(move || {
                 let mut lag = Lagging::new();
+                let mut fds = super::descriptors::Descriptors::default();
                 for (k, op) in t.ops.clone().into_iter().enumerate() {
-                    t.torn.push(op.is_torn_on(fs));
-                    op.start_lag(fs, &mut lag, k);
+                    t.torn.push(op.is_torn_on(fs, &fds));
+                    op.start_lag(fs, &fds, &mut lag, k);
                     t.during.push(lag.clone());
                     let b = dev.fence_count();
-                    let ok = op.apply(fs).is_ok();
+                    let ok = op.apply(fs, &mut fds).is_ok();
                     let e = dev.fence_count();
-                    op.end_lag(fs, &mut lag, ok);
+                    op.end_lag(fs, &fds, &mut lag, ok);
                     t.done.push(lag.clone());
                     t.spans.push((b, e));
                     t.states.push(Snapshot::of_tree(fs, t.root).expect("walks"));

@@ -19,6 +19,7 @@
 #![forbid(unsafe_code)]
 
 use super::death::{explore_deaths, Deaths};
+use super::descriptors::Descriptors;
 use super::snapshot::{lagging_times_ok, torn_between, without_times, Lagging, Snapshot};
 use super::workload::{Op, Workload};
 use crate::fs::{fsck, FsckMode};
@@ -408,18 +409,19 @@ fn record(base: &[u8], w: &Workload, model: FailureModel) -> Result<Recording, S
         dev.record_stores();
     }
     let mut marks = Vec::new();
+    let mut fds = Descriptors::default();
     for (k, op) in w.ops.iter().enumerate() {
         boundaries.push(dev.fence_count() - start);
         marks.push(dev.stores_recorded());
-        torn.push(op.is_torn_on(&fs));
-        op.start_lag(&fs, &mut lag, k);
+        torn.push(op.is_torn_on(&fs, &fds));
+        op.start_lag(&fs, &fds, &mut lag, k);
         lagging.push(lag.clone());
-        let ok = op.apply(&fs).is_ok(); // a failing operation must change nothing, which is checked too
+        let ok = op.apply(&fs, &mut fds).is_ok(); // a failing operation must change nothing, which is checked too
         if ok && matches!(op, Op::Remount) {
             drop(fs); // unmounted by the operation
             fs = FileSystem::mount(dev.clone(), &|_, _| {}).map_err(|e| format!("the remount failed: {e}"))?.0;
         }
-        op.end_lag(&fs, &mut lag, ok);
+        op.end_lag(&fs, &fds, &mut lag, ok);
         states.push(snap(&fs)?);
     }
     lagging.push(lag);

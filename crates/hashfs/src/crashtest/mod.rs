@@ -4,8 +4,9 @@
 //!
 //! - [`crate::pm::CrashDevice`] holds the persistence model (which contents each cache line
 //!   may have on the media at each instant; docs/design.md, "Persistence model").
-//! - [`workload`]: the operations, the fixed tree they start from, sequences of one and two
-//!   named operations (ACE-style) and random longer sequences.
+//! - [`workload`]: the operations, the fixed tree they start from and random longer
+//!   sequences; [`named`]: the named operations (ACE-style) that sequences of one and two
+//!   are made of.
 //! - [`explore`]: runs a workload under capture and checks every crash state.
 //! - [`snapshot`]: what a user can observe, and how a recovered state may match.
 //! - [`concurrent`]: transactions open in several journals at once.
@@ -18,12 +19,15 @@
 
 pub mod concurrent;
 mod death;
+pub mod descriptors;
 pub mod explore;
+pub mod named;
 pub mod snapshot;
 pub mod workload;
 
 pub use explore::{Config, Failure, FailureModel, Only, Stats};
-pub use workload::{ace_workloads, random_workload, Workload, ACE_OPS, CHUNK_OPS, MOUNT_OPS, PSWAP_OPS, UNTORN_OPS};
+pub use named::{ace_workloads, ACE_OPS, CHUNK_OPS, DESCRIPTOR_OPS, LARGEST_OPS, MOUNT_OPS, PSWAP_OPS, UNTORN_OPS};
+pub use workload::{random_workload, Workload};
 
 use crate::fs::{format, FormatOptions};
 use crate::layout::{AllocatorKind, HashPlacement, WriteMode};
@@ -56,10 +60,10 @@ pub fn ace_ops(mapping: MappingKind, placement: HashPlacement) -> Vec<&'static s
     let mut v = ACE_OPS.to_vec();
     v.extend_from_slice(UNTORN_OPS);
     if placement != HashPlacement::Paper && mapping == MappingKind::HashFs {
-        v.extend_from_slice(workload::CHUNK_OPS);
+        v.extend_from_slice(named::CHUNK_OPS);
     }
     if mapping == MappingKind::Ctfs {
-        v.extend_from_slice(workload::PSWAP_OPS);
+        v.extend_from_slice(named::PSWAP_OPS);
     }
     v
 }
@@ -153,6 +157,19 @@ pub fn base_image_in(
     s.dev.live_image()
 }
 
+/// [`base_image`] with more made on it by `extra` (such as [`named::large_directory`]).
+pub fn base_image_with(
+    mapping: MappingKind,
+    layout_score: f64,
+    placement: HashPlacement,
+    extra: &dyn Fn(&FileSystem<CrashDevice>) -> crate::Result<()>,
+) -> Vec<u8> {
+    let s = Scratch::with_options(&format_options(mapping, layout_score, placement));
+    extra(&s.fs).expect("the extra tree fits");
+    s.fs.unmount().expect("the base image unmounts");
+    s.dev.live_image()
+}
+
 /// Explores `workloads` on `mapping` with `threads` threads; `progress(done, stats, new
 /// failures)` is called after each workload. Returns the totals and every failure (one per
 /// workload).
@@ -165,6 +182,18 @@ pub fn run(
     progress: &(dyn Fn(usize, &Stats, &[Failure]) + Sync),
 ) -> (Stats, Vec<Failure>) {
     let base = base_image_in(mapping, layout_score, cfg.placement, cfg.write_mode, cfg.journals);
+    run_from(cfg, mapping, &base, workloads, threads, progress)
+}
+
+/// [`run`] from the image `base` (made for `mapping` and `cfg`'s placement).
+pub fn run_from(
+    cfg: &Config,
+    mapping: MappingKind,
+    base: &[u8],
+    workloads: &[Workload],
+    threads: usize,
+    progress: &(dyn Fn(usize, &Stats, &[Failure]) + Sync),
+) -> (Stats, Vec<Failure>) {
     // As the reproducer's `--mapping` argument.
     let mut name = match (mapping, cfg.placement) {
         (MappingKind::HashFs, HashPlacement::Grouped) => "hashfs --placement grouped".to_string(),
@@ -182,7 +211,7 @@ pub fn run(
                 let i = next.fetch_add(1, Ordering::Relaxed);
                 let Some(w) = workloads.get(i) else { break };
                 let mut failures = Vec::new();
-                let st = explore::explore(cfg, &name, &base, w, &mut failures);
+                let st = explore::explore(cfg, &name, base, w, &mut failures);
                 let mut t = total.lock().expect("no panic while holding the totals");
                 t.0.add(&st);
                 t.2 += 1;

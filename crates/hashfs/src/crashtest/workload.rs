@@ -1,12 +1,14 @@
 //! Workloads: the operations the explorer interrupts, the small fixed tree they start from
-//! (after ACE, the workload generator of CrashMonkey), the named operations that make up
-//! its sequences of one and two, and random longer sequences in which most operations
-//! succeed.
+//! (after ACE, the workload generator of CrashMonkey), and random longer sequences in which
+//! most operations succeed (the named operations of its sequences of one and two are in
+//! `named.rs`).
 
 #![forbid(unsafe_code)]
 
+use super::descriptors::{Descriptors, OpenAs, Through};
 use super::snapshot::Lagging;
-use crate::fs::api::FallocateMode;
+use crate::fs::api::{FallocateMode, File};
+use crate::layout::Ino;
 use crate::pm::PmDevice;
 use crate::{FileSystem, OpenOptions, RenameMode, Result, SetAttr, SetTime};
 use rand::rngs::SmallRng;
@@ -140,6 +142,18 @@ pub enum Op {
         off_b: u64,
         len: u64,
     },
+    /// Opens `path` as descriptor number `fd`, which stays open for the operations after
+    /// it (`descriptors.rs`): several descriptors of one file or directory at once.
+    Open {
+        fd: u8,
+        path: String,
+        how: OpenAs,
+    },
+    /// An operation through descriptor `fd`.
+    Through {
+        fd: u8,
+        act: Through,
+    },
 }
 
 /// The bytes a write with `seed` puts at file offset `off`: never zero, so a hole or a lost
@@ -152,6 +166,16 @@ fn p(s: &str) -> &Path {
     Path::new(s)
 }
 
+/// Writes `len` bytes of `data_for(seed)` at `off` of `f`, in as many calls as it takes.
+pub(super) fn write_all<D: PmDevice>(f: &File<D>, off: u64, len: usize, seed: u8) -> Result<()> {
+    let data = data_for(seed, off, len);
+    let mut done = 0;
+    while done < data.len() {
+        done += f.write_at(off + done as u64, &data[done..])?;
+    }
+    Ok(())
+}
+
 impl Op {
     /// Whether, run on `fs` as it is now, the operation may be interrupted part way
     /// (relaxed mode): a write over blocks already mapped (bytes old or new), a hole punch
@@ -160,20 +184,38 @@ impl Op {
     /// write that maps only new blocks (past EOF or into holes) appears whole or not at all,
     /// and so does an untorn write, and in strict mode every write of up to the untorn
     /// limit.
-    pub fn is_torn_on<D: PmDevice>(&self, fs: &FileSystem<D>) -> bool {
+    pub fn is_torn_on<D: PmDevice>(&self, fs: &FileSystem<D>, fds: &Descriptors<D>) -> bool {
         let strict = fs.write_mode() == crate::WriteMode::Strict;
+        let write = |off: u64, len: usize| {
+            if strict && len as u64 <= fs.untorn_write_max() {
+                return false;
+            }
+            if len >= MULTI_TX_WRITE {
+                return true;
+            }
+            let Some(ino) = self.target(fs, fds) else { return false };
+            let last = (off + len as u64).saturating_sub(1) / crate::layout::BLOCK_BYTES;
+            (off / crate::layout::BLOCK_BYTES..=last)
+                .any(|l| fs.physical_block(ino, crate::layout::Lblk(l)).is_ok_and(|b| b.is_some()))
+        };
         match self {
             Op::Punch { .. } | Op::Fallocate { .. } | Op::ZeroRange { .. } => true,
+            Op::Through { act: Through::Fallocate { .. }, .. } => true,
             Op::Untorn { .. } => false,
-            Op::Write { len, .. } if strict && *len as u64 <= fs.untorn_write_max() => false,
-            Op::Write { len, .. } if *len >= MULTI_TX_WRITE => true,
-            Op::Write { path, off, len, .. } => {
-                let Ok(ino) = fs.resolve(p(path)) else { return false };
-                let last = (off + *len as u64).saturating_sub(1) / crate::layout::BLOCK_BYTES;
-                (off / crate::layout::BLOCK_BYTES..=last)
-                    .any(|l| fs.physical_block(ino, crate::layout::Lblk(l)).is_ok_and(|b| b.is_some()))
-            }
+            Op::Write { off, len, .. } | Op::Through { act: Through::Write { off, len, .. }, .. } => write(*off, *len),
             _ => false,
+        }
+    }
+
+    /// The inode the operation works on, where the checks above need it: a path's or a
+    /// descriptor's.
+    fn target<D: PmDevice>(&self, fs: &FileSystem<D>, fds: &Descriptors<D>) -> Option<Ino> {
+        match self {
+            Op::Through { fd, .. } => fds.ino(*fd),
+            Op::Write { path, .. } | Op::Append { path, .. } | Op::Untorn { path, .. } | Op::Fsync { path } => {
+                fs.resolve(p(path)).ok()
+            }
+            _ => None,
         }
     }
 
@@ -184,7 +226,11 @@ impl Op {
     pub fn times_may_lag<D: PmDevice>(&self, fs: &FileSystem<D>) -> bool {
         let hashfs = fs.mapping() == crate::layout::MappingKind::HashFs;
         match self {
-            Op::Write { .. } | Op::Append { .. } => fs.write_mode() == crate::WriteMode::Relaxed || hashfs,
+            Op::Write { .. }
+            | Op::Append { .. }
+            | Op::Through { act: Through::Write { .. } | Through::Append { .. }, .. } => {
+                fs.write_mode() == crate::WriteMode::Relaxed || hashfs
+            }
             Op::Untorn { .. } => hashfs,
             _ => false,
         }
@@ -192,44 +238,32 @@ impl Op {
 
     /// Before the operation runs as operation `k`: a write whose times may lag adds its
     /// file to `lag` (its times may be those of any state from `k` on).
-    pub fn start_lag<D: PmDevice>(&self, fs: &FileSystem<D>, lag: &mut Lagging, k: usize) {
-        if let (true, Op::Write { path, .. } | Op::Append { path, .. } | Op::Untorn { path, .. }) =
-            (self.times_may_lag(fs), self)
-        {
-            if let Ok(ino) = fs.resolve(p(path)) {
-                lag.entry(ino.0).or_insert(k);
-            }
+    pub fn start_lag<D: PmDevice>(&self, fs: &FileSystem<D>, fds: &Descriptors<D>, lag: &mut Lagging, k: usize) {
+        if let (true, Some(ino)) = (self.times_may_lag(fs), self.target(fs, fds)) {
+            lag.entry(ino.0).or_insert(k);
         }
     }
 
     /// After the operation ran (`ok`: it succeeded): an fsync made its file's times durable.
-    pub fn end_lag<D: PmDevice>(&self, fs: &FileSystem<D>, lag: &mut Lagging, ok: bool) {
-        if let (true, Op::Unmount | Op::Remount | Op::Sync) = (ok, self) {
-            lag.clear(); // each stores every file's times
-            return;
-        }
-        if let (true, Op::Fsync { path }) = (ok, self) {
-            if let Ok(ino) = fs.resolve(p(path)) {
-                lag.remove(&ino.0);
+    pub fn end_lag<D: PmDevice>(&self, fs: &FileSystem<D>, fds: &Descriptors<D>, lag: &mut Lagging, ok: bool) {
+        match (ok, self) {
+            (true, Op::Unmount | Op::Remount | Op::Sync) => lag.clear(), // each stores every file's times
+            (true, Op::Fsync { .. } | Op::Through { act: Through::Fsync, .. }) => {
+                if let Some(ino) = self.target(fs, fds) {
+                    lag.remove(&ino.0);
+                }
             }
+            _ => {}
         }
     }
 
-    /// Runs the operation.
-    pub fn apply<D: PmDevice>(&self, fs: &FileSystem<D>) -> Result<()> {
+    /// Runs the operation (`fds`: the descriptors the workload holds open).
+    pub fn apply<D: PmDevice>(&self, fs: &FileSystem<D>, fds: &mut Descriptors<D>) -> Result<()> {
         let rw = || OpenOptions::new().read(true).write(true).clone();
         match self {
             Op::Create { path } => fs.open_file(p(path), OpenOptions::new().write(true).create_new(true)).map(drop),
             Op::Mkdir { path } => fs.create_dir(p(path), 0o755).map(drop),
-            Op::Write { path, off, len, seed } => {
-                let f = fs.open_file(p(path), &rw())?;
-                let data = data_for(*seed, *off, *len);
-                let mut done = 0;
-                while done < data.len() {
-                    done += f.write_at(off + done as u64, &data[done..])?;
-                }
-                Ok(())
-            }
+            Op::Write { path, off, len, seed } => write_all(&fs.open_file(p(path), &rw())?, *off, *len, *seed),
             Op::Append { path, len, seed } => {
                 let f = fs.open_file(p(path), OpenOptions::new().append(true))?;
                 let off = f.metadata()?.size;
@@ -294,6 +328,8 @@ impl Op {
                 let fb = fs.open_file(p(b), &rw())?;
                 fa.swap_pages(*off_a, &fb, *off_b, *len).map(drop)
             }
+            Op::Open { fd, path, how } => fds.open(fs, *fd, path, *how),
+            Op::Through { fd, act } => fds.run(fs, *fd, act),
         }
     }
 }
@@ -334,6 +370,8 @@ impl fmt::Display for Op {
             Op::SwapPages { a, off_a, b, off_b, len } => {
                 write!(f, "pswap {a} at {off_a} and {b} at {off_b}, {len} bytes")
             }
+            Op::Open { fd, path, how } => write!(f, "open {path} ({how:?}) as descriptor {fd}"),
+            Op::Through { fd, act } => write!(f, "through descriptor {fd}: {act}"),
         }
     }
 }
@@ -356,164 +394,10 @@ pub fn base_tree<D: PmDevice>(fs: &FileSystem<D>) -> Result<()> {
     Ok(())
 }
 
-/// A 200-byte name: seven directory slots, spanning four cache lines.
-const LONG_NAME: &str = "a-name-long-enough-to-take-several-directory-slots-and-cross-cache-lines-0123456789abcdefghijklmnopqrstuvwxyz-0123456789abcdefghijklmnopqrstuvwxyz-0123456789abcdefghijklmnopqrstuvwxyz-0123456789abcdef";
-
-/// Operations on the whole mount, named in `--workload` sequences only (not paired by
-/// `--seq`): a clean unmount (last), an unmount and mount, a sync.
-pub const MOUNT_OPS: &[&str] = &["unmount", "remount", "sync"];
-
-/// The named operations over [`base_tree`] that sequences are built from.
-pub const ACE_OPS: &[&str] = &[
-    "create",
-    "create-long",
-    "mkdir",
-    "append",
-    "append-small",
-    "append-cross",
-    "overwrite-tail",
-    "overwrite",
-    "overwrite-small",
-    "write-past-eof",
-    "fill-hole",
-    "truncate-up",
-    "truncate-down",
-    "fallocate",
-    "punch",
-    "link",
-    "symlink",
-    "unlink",
-    "unlink-open",
-    "rmdir",
-    "rename",
-    "rename-across",
-    "rename-replace",
-    "rename-dir",
-    "rename-long",
-    "exchange",
-    "chmod",
-    "chown",
-    "utimens",
-    "fsync",
-    "mkfifo",
-    "mknod-char",
-    "setxattr",
-    "setxattr-big",
-    "setxattr-replace",
-    "removexattr",
-    "zero-range",
-    "zero-range-grow",
-];
-
-/// Named untorn writes (`File::write_atomic_at`): inside a block, a whole block, across blocks, an
-/// append, over mapped blocks and holes growing the file, and one of 64 KiB spanning 17
-/// blocks (the block mappings' limit on the explorer's small journals).
-pub const UNTORN_OPS: &[&str] =
-    &["untorn-small", "untorn-block", "untorn-overwrite", "untorn-append", "untorn-hole", "untorn-limit"];
-
-/// Named pswaps (`ctfs` images): data pages of one file with holes of another, a file's
-/// own pages, and a range past the small file's partition (after `truncate-up`, which
-/// makes it large enough; alone it fails and changes nothing) whose swap moves the file
-/// to a larger partition in the same transaction. And untorn writes larger than the
-/// copy-on-write path takes (64 KiB on the explorer's journals), which are staged and
-/// pswapped (`fs/ctfs/untorn_pswap.rs`): an overwrite growing the file, and an append that moves
-/// the small file to a larger partition.
-pub const PSWAP_OPS: &[&str] = &["pswap", "pswap-self", "pswap-grow", "untorn-pswap", "untorn-pswap-append"];
-
 /// Writes of this many bytes or more may take several transactions (HashFS maps 256
 /// blocks per transaction; the other mappings as many as their undo records fit in a
 /// journal, fewer on the explorer's small journals).
 pub const MULTI_TX_WRITE: usize = 128 << 10;
-
-/// Named operations that write whole 2 MiB chunks (the grouped placement's claims), for
-/// images of 8 MiB ([`super::image_bytes`]).
-pub const CHUNK_OPS: &[&str] = &["fallocate-chunk", "write-chunk", "grow-chunk", "truncate-chunk", "punch-chunk"];
-
-/// The operation a name of [`ACE_OPS`], [`UNTORN_OPS`], [`CHUNK_OPS`] or [`PSWAP_OPS`]
-/// stands for.
-pub fn ace_op(name: &str) -> Option<Op> {
-    let s = |x: &str| x.to_string();
-    Some(match name {
-        "create" => Op::Create { path: s("/A/new") },
-        // A name of several directory slots, across cache lines.
-        "create-long" => Op::Create { path: format!("/A/{}", LONG_NAME) },
-        "mkdir" => Op::Mkdir { path: s("/B/newdir") },
-        "append" => Op::Append { path: s("/g"), len: 5000, seed: 11 },
-        // Appends of less than 4 KiB take one fence on HashFS (`fs/hashfs/append_tag.rs`): inside
-        // the small file's block, and across into a new one.
-        "append-small" => Op::Append { path: s("/g"), len: 200, seed: 31 },
-        "append-cross" => Op::Append { path: s("/g"), len: 4050, seed: 32 },
-        // Over the bytes `append-small` adds, and on past the end: the tagged size must be
-        // plain before they change.
-        "overwrite-tail" => Op::Write { path: s("/g"), off: 200, len: 400, seed: 33 },
-        "overwrite" => Op::Write { path: s("/A/f"), off: 1000, len: 6000, seed: 12 },
-        // More than the copy-on-write path's untorn limit on the explorer's journals (not
-        // in ACE_OPS: strict mode's, where ctfs stages and pswaps it whole).
-        "overwrite-large" => Op::Write { path: s("/A/f"), off: 100, len: 100 << 10, seed: 29 },
-        "overwrite-small" => Op::Write { path: s("/g"), off: 10, len: 50, seed: 13 },
-        "write-past-eof" => Op::Write { path: s("/g"), off: 9000, len: 3, seed: 14 },
-        "fill-hole" => Op::Write { path: s("/h"), off: 8192, len: 4096, seed: 15 },
-        "untorn-small" => Op::Untorn { path: s("/g"), off: Some(10), len: 50, seed: 21 },
-        "untorn-block" => Op::Untorn { path: s("/A/f"), off: Some(4096), len: 4096, seed: 26 },
-        "untorn-overwrite" => Op::Untorn { path: s("/A/f"), off: Some(1000), len: 6000, seed: 22 },
-        "untorn-append" => Op::Untorn { path: s("/g"), off: None, len: 5000, seed: 23 },
-        "untorn-hole" => Op::Untorn { path: s("/h"), off: Some(4000), len: 40_000, seed: 24 },
-        "untorn-limit" => Op::Untorn { path: s("/A/f"), off: Some(100), len: 64 << 10, seed: 25 },
-        "truncate-up" => Op::Truncate { path: s("/g"), size: 50_000 },
-        "truncate-down" => Op::Truncate { path: s("/A/f"), size: 100 },
-        "fallocate" => Op::Fallocate { path: s("/g"), off: 0, len: 16_384 },
-        "punch" => Op::Punch { path: s("/A/f"), off: 100, len: 9000 },
-        "link" => Op::Link { from: s("/A/f"), to: s("/B/f2") },
-        // After `link`: a rename between two names of one inode, which POSIX makes a no-op
-        // (NotFound, and so nothing, without the link).
-        "rename-over-link" => Op::Rename { from: s("/B/f2"), to: s("/A/f"), mode: RenameMode::Replace },
-        "symlink" => Op::Symlink { target: s("../g"), path: s("/A/ln") },
-        "unlink" => Op::Unlink { path: s("/A/f") },
-        "unlink-open" => Op::UnlinkOpen { path: s("/A/f") },
-        "rmdir" => Op::Rmdir { path: s("/A/sub") },
-        "rename" => Op::Rename { from: s("/A/f"), to: s("/A/f2"), mode: RenameMode::Replace },
-        "rename-across" => Op::Rename { from: s("/A/f"), to: s("/B/f"), mode: RenameMode::Replace },
-        "rename-replace" => Op::Rename { from: s("/g"), to: s("/A/f"), mode: RenameMode::Replace },
-        "rename-dir" => Op::Rename { from: s("/A/sub"), to: s("/B/sub"), mode: RenameMode::Replace },
-        "rename-long" => Op::Rename { from: s("/g"), to: format!("/B/{}", LONG_NAME), mode: RenameMode::Replace },
-        "exchange" => Op::Rename { from: s("/A/f"), to: s("/g"), mode: RenameMode::Exchange },
-        "chmod" => Op::Chmod { path: s("/g"), perm: 0o600 },
-        "chown" => Op::Chown { path: s("/g"), uid: 7, gid: 8 },
-        "utimens" => Op::Utimens { path: s("/g"), atime: 5_000_000_000, mtime: 6_000_000_000 },
-        "fsync" => Op::Fsync { path: s("/A/f") },
-        // The small file's, after an append to it (not in ACE_OPS: for sequences by name).
-        "fsync-g" => Op::Fsync { path: s("/g") },
-        "mkfifo" => Op::Mknod { path: s("/A/fifo"), ftype: crate::FileType::Fifo, rdev: 0 },
-        "mknod-char" => Op::Mknod { path: s("/B/tty"), ftype: crate::FileType::CharDevice, rdev: libc::makedev(4, 64) },
-        "setxattr" => Op::SetXattr { path: s("/g"), name: s("user.new"), len: 100, seed: 16 },
-        // A blob of several blocks.
-        "setxattr-big" => Op::SetXattr { path: s("/A/f"), name: s("user.big"), len: 20_000, seed: 17 },
-        "setxattr-replace" => Op::SetXattr { path: s("/A/f"), name: s("user.base"), len: 3000, seed: 18 },
-        "removexattr" => Op::RemoveXattr { path: s("/A/f"), name: s("user.base") },
-        // Over mapped blocks and part of the sparse file's hole, keeping the size.
-        "zero-range" => Op::ZeroRange { path: s("/A/f"), off: 100, len: 9000, keep_size: true },
-        "zero-range-grow" => Op::ZeroRange { path: s("/h"), off: 4000, len: 50_000, keep_size: false },
-        // Whole 2 MiB chunks: a preallocation past EOF, a write over a sparse file's hole
-        // and its one mapped block (claims, and the transactions that fill them), then a
-        // truncate into the middle of a chunk and a punch of part of one (drops).
-        "fallocate-chunk" => Op::Fallocate { path: s("/g"), off: 0, len: (2 << 20) + 4096 },
-        "write-chunk" => Op::Write { path: s("/h"), off: 0, len: 2 << 20, seed: 19 },
-        // A large file growing into its second chunk in a piece smaller than a chunk: the
-        // chunk is claimed, 16 of its blocks filled (`FsInner::claim_span`).
-        "grow-chunk" => Op::Write { path: s("/h"), off: 2 << 20, len: 64 << 10, seed: 30 },
-        "unmount" => Op::Unmount,
-        "remount" => Op::Remount,
-        "sync" => Op::Sync,
-        "pswap" => Op::SwapPages { a: s("/A/f"), off_a: 0, b: s("/h"), off_b: 4096, len: 8192 },
-        "pswap-self" => Op::SwapPages { a: s("/h"), off_a: 0, b: s("/h"), off_b: 36_864, len: 4096 },
-        "untorn-pswap" => Op::Untorn { path: s("/A/f"), off: Some(100), len: 100 << 10, seed: 27 },
-        "untorn-pswap-append" => Op::Untorn { path: s("/g"), off: None, len: 80 << 10, seed: 28 },
-        "pswap-grow" => Op::SwapPages { a: s("/g"), off_a: 8192, b: s("/A/f"), off_b: 0, len: 8192 },
-        "truncate-chunk" => Op::Truncate { path: s("/h"), size: 1 << 20 },
-        "punch-chunk" => Op::Punch { path: s("/h"), off: 4096, len: (2 << 20) - 8192 },
-        _ => return None,
-    })
-}
 
 /// A workload: a name that reruns it, and its operations.
 #[derive(Clone, Debug)]
@@ -527,7 +411,7 @@ impl Workload {
     /// Parses an id back into its workload.
     pub fn from_id(id: &str) -> Option<Workload> {
         if let Some(names) = id.strip_prefix("ace:") {
-            let ops = names.split(',').map(ace_op).collect::<Option<Vec<Op>>>()?;
+            let ops = names.split(',').map(super::named::ace_op).collect::<Option<Vec<Op>>>()?;
             return Some(Workload { id: id.to_string(), ops });
         }
         let mut parts = id.strip_prefix("random:")?.split(':');
@@ -536,19 +420,6 @@ impl Workload {
         let len = parts.next().map(|l| l.parse().ok()).unwrap_or(Some(RANDOM_LEN))?;
         Some(random_workload(seed, index, len))
     }
-}
-
-/// Every sequence of one, or of one and two, of `names`.
-pub fn ace_workloads(names: &[&str], seq: usize) -> Vec<Workload> {
-    let mut out: Vec<Workload> = names.iter().map(|n| Workload::from_id(&format!("ace:{n}")).expect("known")).collect();
-    if seq >= 2 {
-        for a in names {
-            for b in names {
-                out.push(Workload::from_id(&format!("ace:{a},{b}")).expect("known"));
-            }
-        }
-    }
-    out
 }
 
 /// Operations in a random sequence.
@@ -564,7 +435,7 @@ pub fn random_workload(seed: u64, index: u64, len: usize) -> Workload {
     for _ in 0..len {
         let mut chosen = random_op(&mut rng);
         for _ in 0..8 {
-            if chosen.apply(&scratch.fs).is_ok() {
+            if chosen.apply(&scratch.fs, &mut Descriptors::default()).is_ok() {
                 break;
             }
             chosen = random_op(&mut rng);
