@@ -351,6 +351,8 @@ fn explore_largest_sizes() {
     for wl in &w {
         assert!(successes(&base, &wl.id).iter().all(|&ok| ok), "{}: an operation failed", wl.id);
     }
+    let (fs, _) = FileSystem::mount(Arc::new(CrashDevice::from_image(&base)), &|_, _| {}).unwrap();
+    assert_eq!(fs.metadata(Path::new("/D")).unwrap().size, 5 * 4096, "the large directory's blocks");
     let (stats, failures) = crashtest::run_from(&config(), test_mapping(), &base, &w, threads(), &|_, _, _| {});
     report("largest sizes", &stats, &failures);
     assert_eq!(stats.workloads, w.len() as u64);
