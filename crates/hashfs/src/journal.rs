@@ -15,7 +15,7 @@
 
 use crate::layout::Geometry;
 use crate::pm::{DevOffset, PmDevice};
-use crate::share::{Acquired, Participants, Region, RobustLock};
+use crate::share::{Acquired, Participant, Participants, Region, RobustLock};
 use crate::{Error, Result};
 use bytemuck::Zeroable;
 use parking_lot::{Mutex, MutexGuard};
@@ -63,7 +63,7 @@ pub struct SharedLocks {
     pub region: Arc<Region>,
     pub parts: usize,
     pub first: usize,
-    pub me: u32,
+    pub me: Participant,
 }
 
 impl SharedLocks {

@@ -4,8 +4,10 @@
 //! not allocate.
 
 use hashfs::share::{
-    Acquired, Descriptions, Handle, Identity, Participants, Region, RobustLock, HEADER_BYTES, LAYOUT_VERSION,
+    Acquired, Descriptions, Handle, Identity, Participant, Participants, Region, RobustLock, HEADER_BYTES,
+    LAYOUT_VERSION,
 };
+use hashfs::Ino;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -75,7 +77,7 @@ fn child() {
         "open-ten" => {
             let d = r.at::<Descriptions>(DESCS);
             for i in 0..10 {
-                d.open(me, 100 + i, 0, 0).unwrap();
+                d.open(me, Ino(100 + i), 0, 0).unwrap();
             }
             r.at::<AtomicU64>(MARK).store(1, Ordering::Release);
             loop {
@@ -97,7 +99,7 @@ fn child() {
 
 /// Adds 1 to the counter `n` times, each under the lock, as a read and a separate write
 /// (so that two unlocked writers lose updates).
-fn bump(r: &Region, me: u32, n: u64) {
+fn bump(r: &Region, me: Participant, n: u64) {
     let (who, lock, c) = (r.at::<Participants>(PARTS), r.at::<RobustLock>(LOCK), r.at::<AtomicU64>(COUNTER));
     for _ in 0..n {
         assert_eq!(lock.lock(me, who), Acquired::Clean);
@@ -257,7 +259,7 @@ fn foreign_regions_are_refused_with_a_reason() {
     let e = Region::attach(&path, &id(), LEN, 0o600).err().expect("refused");
     assert!(e.to_string().contains("not a HashFS shared region"), "{e}");
     std::fs::remove_file(&path).unwrap();
-    assert_eq!(LAYOUT_VERSION, 1);
+    assert_eq!(LAYOUT_VERSION, 2, "version 2: the descriptions keep the inode number in 32 bits");
 }
 
 fn handle_from_env() -> Handle {
@@ -268,7 +270,7 @@ fn handle_from_env() -> Handle {
 
 /// Reads and writes `n` times through description `h`, each moving its offset by one
 /// (as `read` does: the offset read, some work, then the new one stored).
-fn advance(r: &Region, h: Handle, me: u32, n: u64) {
+fn advance(r: &Region, h: Handle, me: Participant, n: u64) {
     let (who, d) = (r.at::<Participants>(PARTS), r.at::<Descriptions>(DESCS).get(h).unwrap());
     for _ in 0..n {
         d.with_offset(me, who, |off| {
@@ -306,12 +308,12 @@ fn descriptions_are_allocated_once_held_by_participants_and_freed_by_the_last() 
             d.release(h, a);
         }
         handles = std::thread::scope(|s| {
-            let hs: Vec<_> = (0..4u64)
+            let hs: Vec<_> = (0..4u32)
                 .map(|t| {
                     let go = &go;
                     s.spawn(move || {
                         go.wait();
-                        (0..1000).map(|i| d.open(a, t * 1000 + i, 0, 0).unwrap()).collect::<Vec<_>>()
+                        (0..1000).map(|i| d.open(a, Ino(t * 1000 + i), 0, 0).unwrap()).collect::<Vec<_>>()
                     })
                 })
                 .collect();
@@ -332,7 +334,7 @@ fn descriptions_are_allocated_once_held_by_participants_and_freed_by_the_last() 
     d.release(h, b);
     assert!(d.get(h).is_none(), "still allocated after its last holder released it");
     // The slot's next description is another generation: the old name no longer reaches it.
-    let again = d.open(a, 7, 0, 0).unwrap();
+    let again = d.open(a, Ino(7), 0, 0).unwrap();
     assert_eq!(again.index, h.index);
     assert!(again.generation > h.generation && d.get(h).is_none());
     for h in handles.iter().skip(1).chain([&again]) {
@@ -351,13 +353,13 @@ fn a_killed_process_descriptions_are_released_by_a_survivor() {
     let r = region(&path);
     let (who, d) = (r.at::<Participants>(PARTS), r.at::<Descriptions>(DESCS));
     let me = who.join().unwrap();
-    let mine = d.open(me, 1, 0, 0).unwrap();
+    let mine = d.open(me, Ino(1), 0, 0).unwrap();
     let mut child = spawn("open-ten", &path);
     wait_for(r.at::<AtomicU64>(MARK), 1);
     assert_eq!(d.in_use(), 11);
     child.kill().unwrap();
     child.wait().unwrap();
-    let dead = me + 1; // the slot the child joined in, after ours
+    let dead = Participant(me.0 + 1); // the slot the child joined in, after ours
     assert!(!who.alive(dead), "the killed child still counts as alive");
     assert_eq!(d.release_all_of(dead), 10);
     who.reap(dead);
@@ -377,7 +379,7 @@ fn two_processes_sharing_a_description_move_its_offset_in_turn() {
     let r = region(&path);
     let (who, d) = (r.at::<Participants>(PARTS), r.at::<Descriptions>(DESCS));
     let me = who.join().unwrap();
-    let h = d.open(me, 5, 0, 0).unwrap();
+    let h = d.open(me, Ino(5), 0, 0).unwrap();
     assert!(d.count_fork(h));
     let mut child = Command::new(std::env::current_exe().unwrap())
         .args(["--exact", "child", "--nocapture", "--test-threads", "1"])

@@ -17,8 +17,9 @@
 //! value it had (one word), and the next user takes the lock over.
 
 use super::lock::{Acquired, RobustLock};
-use super::participants::{Participants, MAX_PARTICIPANTS};
+use super::participants::{Participant, Participants, MAX_PARTICIPANTS};
 use super::region::Shared;
+use crate::layout::Ino;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 const _: () = assert!(MAX_PARTICIPANTS <= 64, "a holders word has one bit per participant");
@@ -37,11 +38,11 @@ pub struct Description {
     /// Bumped at each allocation: a name that carries it (an exec'd program's) is told
     /// apart from a later description in the same slot.
     generation: AtomicU64,
-    ino: AtomicU64,
-    offset: AtomicU64,
+    ino: AtomicU32,
     /// The status flags (`O_APPEND`, `O_NONBLOCK`, the access mode, ...).
     flags: AtomicU32,
-    _pad: [AtomicU32; 5],
+    offset: AtomicU64,
+    _pad: [AtomicU32; 6],
 }
 
 // SAFETY: atomics only (RobustLock is one).
@@ -68,8 +69,8 @@ pub struct Handle {
 impl Descriptions {
     /// Allocates a description of inode `ino` held by participant `me`; None when every
     /// slot is taken (the caller's ENFILE).
-    pub fn open(&self, me: u32, ino: u64, flags: u32, offset: u64) -> Option<Handle> {
-        let bit = 1u64 << me;
+    pub fn open(&self, me: Participant, ino: Ino, flags: u32, offset: u64) -> Option<Handle> {
+        let bit = 1u64 << me.0;
         for (i, d) in self.slots.iter().enumerate() {
             if d.held() {
                 continue;
@@ -84,7 +85,7 @@ impl Descriptions {
                 continue;
             }
             let generation = d.generation.fetch_add(1, Ordering::AcqRel) + 1;
-            d.ino.store(ino, Ordering::Relaxed);
+            d.ino.store(ino.0, Ordering::Relaxed);
             d.offset.store(offset, Ordering::Relaxed);
             d.flags.store(flags, Ordering::Release);
             return Some(Handle { index: i as u32, generation });
@@ -100,9 +101,9 @@ impl Descriptions {
 
     /// Participant `me` no longer holds `h` (its last descriptor of it closed); the
     /// description is free when no one does.
-    pub fn release(&self, h: Handle, me: u32) {
+    pub fn release(&self, h: Handle, me: Participant) {
         if let Some(d) = self.get(h) {
-            d.holders.fetch_and(!(1u64 << me), Ordering::AcqRel);
+            d.holders.fetch_and(!(1u64 << me.0), Ordering::AcqRel);
         }
     }
 
@@ -120,9 +121,9 @@ impl Descriptions {
     }
 
     /// In the child, as participant `me`: takes its bit on `h`, whose fork was counted.
-    pub fn adopt(&self, h: Handle, me: u32) {
+    pub fn adopt(&self, h: Handle, me: Participant) {
         let d = &self.slots[h.index as usize];
-        d.holders.fetch_or(1u64 << me, Ordering::AcqRel);
+        d.holders.fetch_or(1u64 << me.0, Ordering::AcqRel);
         d.forks.fetch_sub(1, Ordering::AcqRel);
     }
 
@@ -133,8 +134,8 @@ impl Descriptions {
 
     /// Clears dead participant `dead`'s bit in every description (a survivor's repair,
     /// before the participant's slot is reaped); returns how many it held.
-    pub fn release_all_of(&self, dead: u32) -> usize {
-        let bit = 1u64 << dead;
+    pub fn release_all_of(&self, dead: Participant) -> usize {
+        let bit = 1u64 << dead.0;
         self.slots.iter().filter(|d| d.holders.fetch_and(!bit, Ordering::AcqRel) & bit != 0).count()
     }
 
@@ -150,8 +151,8 @@ impl Description {
         self.holders.load(Ordering::Acquire) != 0 || self.forks.load(Ordering::Acquire) != 0
     }
 
-    pub fn ino(&self) -> u64 {
-        self.ino.load(Ordering::Acquire)
+    pub fn ino(&self) -> Ino {
+        Ino(self.ino.load(Ordering::Acquire))
     }
 
     pub fn flags(&self) -> u32 {
@@ -170,7 +171,7 @@ impl Description {
     /// Runs `f` with the offset under the description's lock (as participant `me`): `f`
     /// gets the offset and returns the new one and its result. Two processes reading or
     /// writing through one description so never use one offset twice.
-    pub fn with_offset<R>(&self, me: u32, who: &Participants, f: impl FnOnce(u64) -> (u64, R)) -> R {
+    pub fn with_offset<R>(&self, me: Participant, who: &Participants, f: impl FnOnce(u64) -> (u64, R)) -> R {
         /// Unlocks when dropped, also when `f` panics.
         struct Held<'a>(&'a RobustLock);
         impl Drop for Held<'_> {

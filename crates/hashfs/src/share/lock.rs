@@ -5,7 +5,7 @@
 //! the owner dead takes the lock over and is told so ([`Acquired::FromDead`]): it repairs
 //! what the owner left half done (docs/design.md: a journal's rollback) before it goes on.
 
-use super::participants::Participants;
+use super::participants::{Participant, Participants};
 use super::region::Shared;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
@@ -26,7 +26,7 @@ pub enum Acquired {
     /// From a free word, or from a live owner's unlock.
     Clean,
     /// From participant `.0`, dead while it held the lock.
-    FromDead(u32),
+    FromDead(Participant),
 }
 
 impl RobustLock {
@@ -34,8 +34,8 @@ impl RobustLock {
     pub const RECHECK: Duration = Duration::from_millis(1);
 
     /// Takes the lock for participant `me` (an index in `who`).
-    pub fn lock(&self, me: u32, who: &Participants) -> Acquired {
-        let mine = me + 1;
+    pub fn lock(&self, me: Participant, who: &Participants) -> Acquired {
+        let mine = me.0 + 1;
         if self.word.compare_exchange(0, mine, Ordering::Acquire, Ordering::Relaxed).is_ok() {
             return Acquired::Clean;
         }
@@ -49,7 +49,7 @@ impl RobustLock {
                 }
                 continue;
             }
-            let owner = (cur & !WAITERS) - 1;
+            let owner = Participant((cur & !WAITERS) - 1);
             if !who.alive(owner) {
                 if self.word.compare_exchange(cur, mine | WAITERS, Ordering::Acquire, Ordering::Relaxed).is_ok() {
                     return Acquired::FromDead(owner);
@@ -72,8 +72,8 @@ impl RobustLock {
 
     /// Takes the lock for participant `me` if it is free or its owner is dead; None while
     /// a live participant holds it.
-    pub fn try_lock(&self, me: u32, who: &Participants) -> Option<Acquired> {
-        let mine = me + 1;
+    pub fn try_lock(&self, me: Participant, who: &Participants) -> Option<Acquired> {
+        let mine = me.0 + 1;
         loop {
             let cur = self.word.load(Ordering::Relaxed);
             if cur & !WAITERS == 0 {
@@ -83,7 +83,7 @@ impl RobustLock {
                     .is_ok()
                     .then_some(Acquired::Clean);
             }
-            let owner = (cur & !WAITERS) - 1;
+            let owner = Participant((cur & !WAITERS) - 1);
             if who.alive(owner) {
                 return None;
             }
@@ -101,9 +101,9 @@ impl RobustLock {
     }
 
     /// The owner's participant index, if the lock is held.
-    pub fn owner(&self) -> Option<u32> {
+    pub fn owner(&self) -> Option<Participant> {
         let w = self.word.load(Ordering::Acquire) & !WAITERS;
-        (w != 0).then(|| w - 1)
+        (w != 0).then(|| Participant(w - 1))
     }
 }
 

@@ -16,5 +16,5 @@ mod region;
 pub use attach::{region_path, Identity, HEADER_BYTES, LAYOUT_VERSION};
 pub use descriptions::{Description, Descriptions, Handle, MAX_DESCRIPTIONS};
 pub use lock::{Acquired, RobustLock};
-pub use participants::{process_alive, Participants, Slot, MAX_PARTICIPANTS};
+pub use participants::{process_alive, Participant, Participants, Slot, MAX_PARTICIPANTS};
 pub use region::{Region, Shared};

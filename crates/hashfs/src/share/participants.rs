@@ -9,7 +9,18 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 /// Participants a region holds at once.
 pub const MAX_PARTICIPANTS: usize = 64;
 
-/// One participant.
+/// A participant: the index of its slot in the table, which names it as the owner of its
+/// locks and the holder of its descriptions until its slot is reaped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Participant(pub u32);
+
+impl std::fmt::Display for Participant {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.0)
+    }
+}
+
+/// One participant's slot.
 #[repr(C)]
 pub struct Slot {
     pid: AtomicU32,
@@ -34,28 +45,28 @@ impl Participants {
     /// Takes a free slot for this process; its index, or None when none is free. A dead
     /// participant's slot is not free until a survivor has taken over what it held and
     /// called [`Participants::reap`]: its index still names it as the owner of its locks.
-    pub fn join(&self) -> Option<u32> {
+    pub fn join(&self) -> Option<Participant> {
         let pid = std::process::id();
         let start = start_time(pid)?;
         for (i, s) in self.slots.iter().enumerate() {
             if s.pid.compare_exchange(0, pid, Ordering::AcqRel, Ordering::Acquire).is_ok() {
                 s.start.store(start, Ordering::Release);
-                return Some(i as u32);
+                return Some(Participant(i as u32));
             }
         }
         None
     }
 
     /// Frees dead participant `i`'s slot, once its leftovers are dealt with.
-    pub fn reap(&self, i: u32) {
+    pub fn reap(&self, i: Participant) {
         if !self.alive(i) {
             self.leave(i);
         }
     }
 
     /// Gives slot `i` back (at exit).
-    pub fn leave(&self, i: u32) {
-        let s = &self.slots[i as usize];
+    pub fn leave(&self, i: Participant) {
+        let s = &self.slots[i.0 as usize];
         s.start.store(0, Ordering::Release);
         s.pid.store(0, Ordering::Release);
     }
@@ -63,8 +74,8 @@ impl Participants {
     /// Whether slot `i` holds a process that still runs (a slot being filled counts as
     /// live while its pid runs: a process killed between taking the slot and storing its
     /// start time leaves a dead slot, not a live one forever).
-    pub fn alive(&self, i: u32) -> bool {
-        let Some(s) = self.slots.get(i as usize) else { return false };
+    pub fn alive(&self, i: Participant) -> bool {
+        let Some(s) = self.slots.get(i.0 as usize) else { return false };
         let pid = s.pid.load(Ordering::Acquire);
         let start = s.start.load(Ordering::Acquire);
         match (pid, start) {
@@ -118,10 +129,10 @@ mod tests {
         let pid = child.id();
         child.wait().unwrap();
         who.slots[3].pid.store(pid, Ordering::Release); // start time never stored
-        assert!(!who.alive(3), "a half-filled slot of a dead process counts as alive");
+        assert!(!who.alive(Participant(3)), "a half-filled slot of a dead process counts as alive");
         who.slots[4].pid.store(std::process::id(), Ordering::Release);
-        assert!(who.alive(4), "a half-filled slot of a live process counts as dead");
-        who.reap(3);
+        assert!(who.alive(Participant(4)), "a half-filled slot of a live process counts as dead");
+        who.reap(Participant(3));
         assert_eq!(who.slots[3].pid.load(Ordering::Acquire), 0);
         std::fs::remove_file(&path).unwrap();
     }
