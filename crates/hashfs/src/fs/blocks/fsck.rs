@@ -9,7 +9,7 @@ use crate::fs::inode::read_raw;
 use crate::fs::recovery::mappable_blocks;
 use crate::fs::Progress;
 use crate::layout::inode::{InodeRaw, InodeState};
-use crate::layout::{Geometry, Ino, Lblk};
+use crate::layout::{Geometry, Ino, Lblk, Pblk};
 use crate::mapping::{BlockMap, Cursor, Mapped};
 use crate::pm::PmDevice;
 use crate::Result;
@@ -37,9 +37,9 @@ impl<D: PmDevice> FsckVerbs<D> for BlockMap<D> {
     /// A tree cursor remembers one file's last leaf, so each lookup takes a fresh one:
     /// consecutive lookups here are of different files (a shared cursor answered for one
     /// file with another's leaf).
-    fn block_of(&self, ino: usize, raw: &InodeRaw, lblk: u64) -> Option<u64> {
+    fn block_of(&self, ino: Ino, raw: &InodeRaw, lblk: Lblk) -> Option<Pblk> {
         let cursor = Cursor::default();
-        self.lookup(Ino(ino as u32), raw, &cursor, Lblk(lblk)).ok().flatten().map(|e| e.pblk.0)
+        self.lookup(ino, raw, &cursor, lblk).ok().flatten().map(|e| e.pblk)
     }
 
     fn rebuild_allocation(&self, dev: &Arc<D>, geo: &Geometry) -> Result<()> {

@@ -14,7 +14,7 @@ use crate::journal;
 use crate::layout::dirent::{FileType, SLOTS_PER_BLOCK};
 use crate::layout::inode::{InodeRaw, InodeState};
 use crate::layout::superblock::{FORMAT_ZEROED_TAILS, SB_PRIMARY_OFF, SB_SECONDARY_OFF};
-use crate::layout::{Geometry, Ino, Superblock, BLOCK_BYTES, SB_STATE_CLEAN};
+use crate::layout::{Geometry, Ino, Lblk, Superblock, BLOCK_BYTES, SB_STATE_CLEAN};
 use crate::mapping::FileMap;
 use crate::pm::{DevOffset, PmDevice};
 use crate::Result;
@@ -146,8 +146,10 @@ fn read_inodes<D: PmDevice>(
 }
 
 /// The physical block of `lblk` of inode `ino` in the image's mapping.
+/// Block `lblk` of inode `ino` (an index of the inode table) where the mapping has it.
 fn block<D: PmDevice>(map: &FileMap<D>, ino: usize, raw: &InodeRaw, lblk: u64) -> Option<u64> {
-    on_map!(map map, m => m.block_of(ino, raw, lblk))
+    let ino = Ino(u32::try_from(ino).ok()?);
+    on_map!(map map, m => m.block_of(ino, raw, Lblk(lblk))).map(|p| p.0)
 }
 
 /// What the directories say about every inode.

@@ -27,7 +27,7 @@ use super::{read_superblock, write_superblock, FileSystem, Progress};
 use crate::layout::dirent::FileType;
 use crate::layout::inode::InodeRaw;
 use crate::layout::journal::{JournalHeader, JOURNAL_MAGIC};
-use crate::layout::{Geometry, Ino, Superblock, BLOCK_BYTES, INODE_BYTES, SB_STATE_CLEAN, SB_STATE_MOUNTED};
+use crate::layout::{Geometry, Ino, Lblk, Pblk, Superblock, BLOCK_BYTES, INODE_BYTES, SB_STATE_CLEAN, SB_STATE_MOUNTED};
 use crate::mapping::hashfs::TOMBSTONE;
 use crate::mapping::FileMap;
 use crate::pm::overlay::Overlay;
@@ -364,7 +364,7 @@ pub(crate) trait FsckVerbs<D: PmDevice> {
     ) -> u64;
 
     /// The physical block of `lblk` of inode `ino`, for the passes that read file data.
-    fn block_of(&self, ino: usize, raw: &InodeRaw, lblk: u64) -> Option<u64>;
+    fn block_of(&self, ino: Ino, raw: &InodeRaw, lblk: Lblk) -> Option<Pblk>;
 
     /// Rewrites the allocation state from the blocks that valid inodes reach.
     fn rebuild_allocation(&self, dev: &Arc<D>, geo: &Geometry) -> Result<()>;

@@ -51,8 +51,8 @@ impl<D: PmDevice> FsckVerbs<D> for HashTable<D> {
         check_table(self, geo, inodes, counts, dirty, progress, out)
     }
 
-    fn block_of(&self, ino: usize, _: &InodeRaw, lblk: u64) -> Option<u64> {
-        file_key(Ino(ino as u32), Lblk(lblk)).and_then(|k| self.lookup(k)).map(|p| p.0)
+    fn block_of(&self, ino: Ino, _: &InodeRaw, lblk: Lblk) -> Option<Pblk> {
+        file_key(ino, lblk).and_then(|k| self.lookup(k))
     }
 
     /// Nothing: the table is its own allocation state.
