@@ -4,7 +4,7 @@
 mod common;
 use common::*;
 use hashfs::RenameMode;
-use hashfs::{Error, FileType, OpenOptions};
+use hashfs::{Error, FallocateMode, FileType, OpenOptions};
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::Path;
 
@@ -63,6 +63,55 @@ fn write_read_and_holes() {
     drop(f);
     let (fs, dev) = remount(fs, dev);
     assert_eq!(fs.read(p("/a")).unwrap().len(), 10_005);
+    assert_fsck_clean(&dev);
+    drop(fs);
+}
+
+/// A sparse file past 4 GiB (byte offsets past 32 bits, logical blocks past 2^20): a
+/// write across the 4 GiB boundary and one at 5 GiB read back, the holes read as zeros,
+/// the size and block count are right, a punch at the boundary and a truncate between
+/// the two free what they should, and all of it survives a remount and passes fsck.
+#[test]
+fn holes_past_4_gib() {
+    const G4: u64 = 1 << 32;
+    let (fs, dev) = new_fs(8 << 20, &small_opts());
+    let f = fs.open_file(p("/big"), OpenOptions::new().read(true).write(true).create(true)).unwrap();
+    let a: Vec<u8> = (0..5000u32).map(|i| (i % 251) as u8 + 1).collect();
+    let b: Vec<u8> = (0..9000u32).map(|i| (i % 241) as u8 + 3).collect();
+    let (at_a, at_b) = (G4 - 100, 5 * (G4 / 4) + 123);
+    assert_eq!(f.write_at(at_a, &a).unwrap(), a.len());
+    assert_eq!(f.write_at(at_b, &b).unwrap(), b.len());
+    let read = |f: &hashfs::File<_>, off: u64, len: usize| {
+        let mut buf = vec![0xEEu8; len];
+        assert_eq!(f.read_at(off, &mut buf).unwrap(), len, "read of {len} at {off}");
+        buf
+    };
+    let check = |f: &hashfs::File<_>, b_len: usize| {
+        assert_eq!(read(f, at_a, a.len()), a, "the write across 4 GiB");
+        assert_eq!(read(f, at_b, b_len), b[..b_len], "the write at 5 GiB");
+        assert!(read(f, G4 + 5 * 4096, 8192).iter().all(|&x| x == 0), "the hole past 4 GiB");
+        assert!(read(f, 1 << 20, 4096).iter().all(|&x| x == 0), "the hole below");
+    };
+    check(&f, b.len());
+    let m = f.metadata().unwrap();
+    assert_eq!(m.size, at_b + b.len() as u64);
+    // Each write crosses two block boundaries: blocks 2^20 - 1 to 2^20 + 1, and three at
+    // 5 GiB.
+    assert_eq!(m.blocks, 3 + 3, "mapped blocks");
+    f.fallocate(G4, 4096, FallocateMode::PunchHole).unwrap();
+    assert_eq!(f.metadata().unwrap().blocks, 5, "the punched block at 4 GiB is freed");
+    let mut a_punched = a.clone();
+    a_punched[100..4196].fill(0);
+    assert_eq!(read(&f, at_a, a.len()), a_punched);
+    f.set_len(at_b + 1000).unwrap();
+    assert_eq!(f.metadata().unwrap().blocks, 3, "the truncate inside the second write's first block frees two");
+    drop(f);
+    let (fs, dev) = remount(fs, dev);
+    let f = fs.open_file(p("/big"), OpenOptions::new().read(true)).unwrap();
+    assert_eq!(f.metadata().unwrap().size, at_b + 1000);
+    assert_eq!(read(&f, at_a, a.len()), a_punched);
+    assert_eq!(read(&f, at_b, 1000), b[..1000]);
+    drop(f);
     assert_fsck_clean(&dev);
     drop(fs);
 }

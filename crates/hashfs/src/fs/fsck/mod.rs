@@ -27,7 +27,9 @@ use super::{read_superblock, write_superblock, FileSystem, Progress};
 use crate::layout::dirent::FileType;
 use crate::layout::inode::InodeRaw;
 use crate::layout::journal::{JournalHeader, JOURNAL_MAGIC};
-use crate::layout::{Geometry, Ino, Lblk, Pblk, Superblock, BLOCK_BYTES, INODE_BYTES, SB_STATE_CLEAN, SB_STATE_MOUNTED};
+use crate::layout::{
+    Geometry, Ino, Lblk, Pblk, Superblock, BLOCK_BYTES, INODE_BYTES, SB_STATE_CLEAN, SB_STATE_MOUNTED,
+};
 use crate::mapping::hashfs::TOMBSTONE;
 use crate::mapping::FileMap;
 use crate::pm::overlay::Overlay;
