@@ -16,6 +16,7 @@ mod alloc;
 mod crashtest;
 mod error;
 mod fs;
+mod fuzz;
 mod journal;
 mod layout;
 mod mapping;
@@ -67,6 +68,11 @@ pub mod testing {
     /// The crash-state explorer (`hashfs crashtest`).
     pub mod crashtest {
         pub use crate::crashtest::*;
+    }
+
+    /// The image fuzzer's harness (`fuzz/`, `tests/fuzz_images.rs`).
+    pub mod fuzz {
+        pub use crate::fuzz::*;
     }
 
     /// The paper benchmark's cycle accounting (cargo feature `probe`).

@@ -74,14 +74,30 @@ fn scan_block_map<D: PmDevice>(bm: &BlockMap<D>, scan: &mut Scan, report: &mut M
         }
     };
     let counts = &mut scan.counts;
+    // A damaged entry may name any block: one past the data area is corruption (freeing
+    // it would write the bitmap out of bounds).
+    let outside = |ext: &crate::layout::Extent| ext.pblk.0.checked_add(ext.len).is_none_or(|e| e > geo.data_blocks);
     if bm.is_global() {
         let dummy: crate::layout::InodeRaw = bytemuck::Zeroable::zeroed();
+        let mut past = None;
         bm.walk(Ino(0), &dummy, &mut |m| {
             if let Mapped::Data { ino, ext } = m {
+                if outside(&ext) {
+                    past = Some((ino, ext));
+                    return;
+                }
                 note(ino.0, ext.lblk.0, ext.len, counts);
             }
         })
         .map_err(|e| Error::corrupt(format!("{e}; run hashfs fsck --repair")))?;
+        if let Some((ino, ext)) = past {
+            return Err(Error::corrupt(format!(
+                "{} maps block {} of inode {ino} to {}, past the data area; run hashfs fsck --repair",
+                bm.kind.name(),
+                ext.lblk.0,
+                ext.pblk.0
+            )));
+        }
     } else {
         for i in 1..=geo.inode_count {
             if sizes[i as usize] == FREE || sizes[i as usize] == CORRUPT {
@@ -92,15 +108,15 @@ fn scan_block_map<D: PmDevice>(bm: &BlockMap<D>, scan: &mut Scan, report: &mut M
             let walked = bm.adopt(&raw).and_then(|()| {
                 bm.walk(Ino(i as u32), &raw, &mut |m| {
                     if let Mapped::Data { ext, .. } = m {
-                        found.push((ext.lblk.0, ext.len));
+                        found.push((ext.lblk.0, ext.len, outside(&ext)));
                     }
                 })
             });
-            if walked.is_err() {
+            if walked.is_err() || found.iter().any(|f| f.2) {
                 report.corrupt_inodes.push(Ino(i as u32));
                 continue;
             }
-            for (lblk, len) in found {
+            for (lblk, len, _) in found {
                 note(i as u32, lblk, len, counts);
             }
         }

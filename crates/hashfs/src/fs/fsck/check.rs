@@ -145,11 +145,12 @@ fn read_inodes<D: PmDevice>(
     (inodes, used)
 }
 
-/// The physical block of `lblk` of inode `ino` in the image's mapping.
-/// Block `lblk` of inode `ino` (an index of the inode table) where the mapping has it.
-fn block<D: PmDevice>(map: &FileMap<D>, ino: usize, raw: &InodeRaw, lblk: u64) -> Option<u64> {
+/// The physical block of `lblk` of inode `ino` (an index of the inode table) in the
+/// image's mapping, if it maps one inside the data area (a damaged mapping may name any
+/// number, which the passes that read file data must not follow off the device).
+fn block<D: PmDevice>(map: &FileMap<D>, geo: &Geometry, ino: usize, raw: &InodeRaw, lblk: u64) -> Option<u64> {
     let ino = Ino(u32::try_from(ino).ok()?);
-    on_map!(map map, m => m.block_of(ino, raw, Lblk(lblk))).map(|p| p.0)
+    on_map!(map map, m => m.block_of(ino, raw, Lblk(lblk))).map(|p| p.0).filter(|&p| p < geo.data_blocks)
 }
 
 /// What the directories say about every inode.
@@ -191,8 +192,8 @@ fn directories<D: PmDevice>(
         let mut names: HashMap<Vec<u8>, u64> = HashMap::new();
         let mut live = 0u64;
         for lblk in 0..draw.size / BLOCK_BYTES {
-            let Some(slot) = block(map, d, &draw, lblk) else {
-                out.add(format!("directory {d}: block {lblk} is not mapped"), Fix::None);
+            let Some(slot) = block(map, geo, d, &draw, lblk) else {
+                out.add(format!("directory {d}: block {lblk} is not mapped inside the data area"), Fix::None);
                 continue;
             };
             dev.read(geo.block_off(slot), &mut buf);
@@ -349,7 +350,7 @@ fn xattrs<D: PmDevice>(
         let xr = inodes[x].expect("checked");
         let mut blob = vec![0u8; (xr.size as usize).min(crate::fs::xattr::XATTR_BLOB_MAX + 4096)];
         for (lblk, chunk) in blob.chunks_mut(BLOCK_BYTES as usize).enumerate() {
-            if let Some(slot) = block(map, x, &xr, lblk as u64) {
+            if let Some(slot) = block(map, geo, x, &xr, lblk as u64) {
                 dev.read(geo.block_off(slot), &mut buf);
                 chunk.copy_from_slice(&buf[..chunk.len()]);
             }
@@ -440,7 +441,7 @@ fn eof_tails<D: PmDevice>(
         if in_blk == 0 || raw.is_dir() || raw.is_symlink() || raw.is_special() {
             continue;
         }
-        let Some(pblk) = block(map, i, raw, raw.size / BLOCK_BYTES).filter(|&p| p < geo.data_blocks) else {
+        let Some(pblk) = block(map, geo, i, raw, raw.size / BLOCK_BYTES) else {
             continue;
         };
         let (at, len) = (geo.block_off(pblk) + in_blk, BLOCK_BYTES - in_blk);

@@ -1,0 +1,145 @@
+//! The image fuzzer's harness (issue 53): an image whose bytes a fuzzer chooses, made from
+//! a real one, goes through what reads an image a user hands us: fsck, mount (with its
+//! recovery), a walk of the tree that reads every file, a change, an unmount, fsck
+//! --repair, and a mount and fsck of what the repair left. Nothing may panic, hang or
+//! allocate without bound: every refusal is an error, and an image that fsck --repair
+//! says it repaired mounts and checks clean.
+//!
+//! An input is a recipe: its first byte picks a real image ([`bases`]: the explorer's base
+//! tree on each mapping, cleanly unmounted, and one left mounted so that mount scans it),
+//! and the rest are patches, each a little-endian `u32` offset (taken modulo the image's
+//! length), a length byte and that many bytes. So a fuzzer's small mutations stay small
+//! changes of a real image. `fuzz/` drives it with libFuzzer (`cargo +nightly fuzz run
+//! image`); `tests/fuzz_images.rs` replays the committed corpus and seeded mutations of it
+//! in every test run.
+
+#![forbid(unsafe_code)]
+
+use crate::crashtest;
+use crate::fs::fsck::{fsck, FsckMode};
+use crate::layout::{HashPlacement, MappingKind};
+use crate::pm::CrashDevice;
+use crate::{FileSystem, FileType, Ino};
+use std::path::Path;
+use std::sync::{Arc, OnceLock};
+
+/// The mappings whose explorer images the inputs start from.
+const MAPPINGS: [MappingKind; 7] = [
+    MappingKind::HashFs,
+    MappingKind::ExtentTree,
+    MappingKind::ExtentTreeCached,
+    MappingKind::RadixTree,
+    MappingKind::Cuckoo,
+    MappingKind::ExtentHash,
+    MappingKind::Ctfs,
+];
+
+/// The real images, by index: the base tree on each of [`MAPPINGS`], unmounted cleanly,
+/// then HashFS's left mounted (its superblock says so, and mount runs its full scan).
+pub fn bases() -> &'static [Vec<u8>] {
+    static BASES: OnceLock<Vec<Vec<u8>>> = OnceLock::new();
+    BASES.get_or_init(|| {
+        let mut v: Vec<Vec<u8>> =
+            MAPPINGS.iter().map(|&m| crashtest::base_image(m, 1.0, HashPlacement::Paper)).collect();
+        let dev = Arc::new(CrashDevice::from_image(&v[0]));
+        let (fs, _) = FileSystem::mount(dev.clone(), &|_, _| {}).expect("the base image mounts");
+        fs.write(Path::new("/A/open"), &[7; 5000]).expect("a write fits");
+        v.push(dev.live_image());
+        drop(fs);
+        v
+    })
+}
+
+/// The image an input stands for.
+pub fn image_from(input: &[u8]) -> Vec<u8> {
+    let bases = bases();
+    let Some((&pick, mut rest)) = input.split_first() else { return bases[0].clone() };
+    let mut img = bases[pick as usize % bases.len()].clone();
+    while rest.len() >= 5 {
+        let off = u32::from_le_bytes([rest[0], rest[1], rest[2], rest[3]]) as usize % img.len();
+        let len = (rest[4] as usize).min(rest.len() - 5);
+        let bytes = &rest[5..5 + len];
+        let end = (off + len).min(img.len());
+        img[off..end].copy_from_slice(&bytes[..end - off]);
+        rest = &rest[5 + len..];
+    }
+    img
+}
+
+/// Runs one input. Panics only on a bug: a panic inside the file system, or a repaired
+/// image that does not mount or check clean.
+pub fn run(input: &[u8]) {
+    let img = image_from(input);
+    let dev = Arc::new(CrashDevice::from_image(&img));
+    let _ = fsck(dev.clone(), FsckMode::Check, &|_, _| {});
+    if let Ok((fs, _)) = FileSystem::mount(dev.clone(), &|_, _| {}) {
+        walk(&fs);
+        let _ = fs.write(Path::new("/fuzz"), b"after");
+        let _ = fs.create_dir(Path::new("/A/fuzz-dir"), 0o755);
+        let _ = fs.remove_file(Path::new("/g"));
+        let _ = fs.unmount();
+    }
+    let dev = Arc::new(CrashDevice::from_image(&img));
+    let Ok(report) = fsck(dev.clone(), FsckMode::Repair, &|_, _| {}) else { return };
+    if report.exit_code() > 1 {
+        return; // fsck said it could not repair the image
+    }
+    let (fs, _) = match FileSystem::mount(dev.clone(), &|_, _| {}) {
+        Ok(m) => m,
+        Err(e) => panic!("fsck --repair answered {} but the image does not mount: {e}", report.exit_code()),
+    };
+    walk(&fs);
+    drop(fs);
+    let again = fsck(dev, FsckMode::Check, &|_, _| {}).expect("a repaired image is checked");
+    assert!(again.findings.is_empty(), "findings after fsck --repair: {:?}", again.findings);
+}
+
+/// Bytes read of each file, from its start and before its end: enough to reach every
+/// mapping's lookups without reading a corrupt size's worth.
+const READ_BYTES: usize = 16 << 10;
+
+/// Every entry of the tree (at most 10,000), its attributes, extended attributes, link
+/// target, and the first and last bytes of each file. Errors are the image's and are
+/// ignored; only a panic or a hang is a finding.
+fn walk(fs: &FileSystem<CrashDevice>) {
+    let mut stack = vec![Ino::ROOT];
+    let mut seen = 0;
+    while let Some(ino) = stack.pop() {
+        seen += 1;
+        if seen > 10_000 {
+            return;
+        }
+        let Ok(m) = fs.getattr(ino) else { continue };
+        let _ = fs.list_xattr(ino).map(|names| {
+            for n in names {
+                let _ = fs.get_xattr(ino, &n);
+            }
+        });
+        match m.file_type {
+            FileType::Directory => {
+                let mut cookie = 0;
+                while let Ok(batch) = fs.readdir_ino(ino, cookie, 256) {
+                    let Some(last) = batch.last() else { break };
+                    if last.cookie <= cookie {
+                        break;
+                    }
+                    cookie = last.cookie;
+                    stack.extend(batch.iter().map(|e| e.ino));
+                    let _ = batch.first().map(|e| fs.lookup(ino, &e.name));
+                }
+            }
+            FileType::Symlink => {
+                let _ = fs.readlink_ino(ino);
+            }
+            FileType::Regular => {
+                let Ok(f) = fs.open_ino(ino, crate::fs::api::Access { read: true, ..Default::default() }) else {
+                    continue;
+                };
+                let mut buf = vec![0u8; READ_BYTES];
+                let _ = f.read_at(0, &mut buf);
+                let _ = f.read_at(m.size.saturating_sub(READ_BYTES as u64), &mut buf);
+            }
+            _ => {}
+        }
+    }
+}
