@@ -86,6 +86,7 @@ bugs=(
     "write-before-active-mark|crates/hashfs/src/journal.rs|a transaction stores each write in place right after its undo record, before the fence and the journal's active mark (a process killed between leaves a change that no recovery undoes)|death create,mkdir,truncate-down"
     "region-replaced-twice|crates/hashfs/src/share/attach.rs|a process that finds an image's shared region stale replaces it without checking, under the stale file's lock, that no other process replaced it first (two processes end on two regions)|test shared_locks a_stale_region_is_replaced_once"
     "region-created-over|crates/hashfs/src/share/attach.rs|a new shared region is renamed into place, over one another process may have made and joined meanwhile, rather than linked only if none is there|test shared_locks racing_attaches_make_one_region"
+    "enospc-keeps-inode|crates/hashfs/src/fs/ops.rs|a symlink whose target block finds the device full keeps the inode it took (a number lost until the next mount)|test crash_consistency explore_full_device"
     "free-while-open|crates/hashfs/src/fs/ops.rs|a file whose last name goes is freed at once, though descriptors still have it open (their writes and truncates then fail, and its blocks may be reused under them)|test crash_consistency explore_several_descriptors"
     "create-in-removed-dir|crates/hashfs/src/fs/ops.rs|a create through a handle of a removed directory adds the entry to the dead directory (its file then has no path, and is leaked when the directory is freed)|test crash_consistency explore_several_descriptors"
     "entry-flush-short|crates/hashfs/src/fs/dir.rs|a new directory entry is flushed only up to 256 bytes (a name of 255 bytes, 288 with its header, leaves its last cache line unflushed)|ops create-max,rename-max,link-max"
@@ -204,6 +205,10 @@ elif name == "region-created-over":
     sub("crates/hashfs/src/share/attach.rs",
         "let linked = std::fs::hard_link(&tmp, path);",
         "let linked = std::fs::rename(&tmp, path);")
+elif name == "enospc-keeps-inode":
+    sub("crates/hashfs/src/fs/ops.rs",
+        "                Err(e) => {\n                    self.ialloc.free(ino);\n                    return Err(e);\n",
+        "                Err(e) => {\n                    return Err(e);\n")
 elif name == "free-while-open":
     sub("crates/hashfs/src/fs/ops.rs",
         "        if st.raw.nlink == 0 && !st.freed && cell.open_count.load(std::sync::atomic::Ordering::Acquire) == 0 {\n",

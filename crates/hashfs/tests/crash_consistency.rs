@@ -358,6 +358,78 @@ fn explore_largest_sizes() {
     assert_eq!(stats.workloads, w.len() as u64);
 }
 
+/// The operations that take blocks (data, directory blocks, attribute blobs, untorn
+/// writes' copies), for the full-device workloads.
+const ALLOCATING_OPS: &[&str] = &[
+    "append",
+    "append-cross",
+    "write-past-eof",
+    "fill-hole",
+    "fallocate",
+    "zero-range-grow",
+    "mkdir",
+    "create-long",
+    "symlink-max",
+    "setxattr-big",
+    "setxattr-replace",
+    "untorn-overwrite",
+    "untorn-hole",
+    "untorn-limit",
+];
+
+/// ENOSPC in the middle of a transaction (issue 53): the base tree on a device filled
+/// to its last two free blocks, and each operation that takes blocks, alone; those that
+/// need more fail part way (some blocks claimed, a transaction open) and must leave
+/// nothing behind (the tree, the free blocks and inodes) on the live file system, and at
+/// every crash point; and a hole fill and a write that take the last blocks, then
+/// operations that find none (a symlink whose target block fails after its inode was
+/// taken).
+#[test]
+fn explore_full_device() {
+    use hashfs::testing::crashtest::snapshot::Snapshot;
+    let base = crashtest::base_image_with(test_mapping(), test_layout_score(), test_placement(), &|fs| {
+        let f = fs.open_file(Path::new("/fill"), OpenOptions::new().write(true).create(true))?;
+        let block = vec![0x5A; 4096];
+        let mut blocks = 0;
+        loop {
+            match f.write_at(blocks * 4096, &block) {
+                Ok(_) => blocks += 1,
+                Err(hashfs::Error::NoSpace) => break,
+                Err(e) => return Err(e),
+            }
+        }
+        f.set_len((blocks - 2) * 4096)
+    });
+    let mut w: Vec<Workload> = ALLOCATING_OPS.iter().map(|n| Workload::from_id(&format!("ace:{n}")).unwrap()).collect();
+    w.extend(workloads(&[
+        "ace:fill-hole,write-past-eof,append",
+        "ace:fill-hole,write-past-eof,symlink-max,setxattr-big,mkdir",
+    ]));
+    // Which fail, and that a failure changes nothing a user sees.
+    let mut failed = 0;
+    for wl in &w {
+        let dev = Arc::new(CrashDevice::from_image(&base));
+        let (fs, _) = FileSystem::mount(dev, &|_, _| {}).unwrap();
+        let mut fds = Default::default();
+        for op in &wl.ops {
+            let free = |fs: &FileSystem<CrashDevice>| (fs.statfs().blocks_free, fs.statfs().inodes_free);
+            let (before, was_free) = (Snapshot::of(&fs).unwrap(), free(&fs));
+            match op.apply(&fs, &mut fds) {
+                Ok(()) => {}
+                Err(hashfs::Error::NoSpace) => {
+                    failed += 1;
+                    assert_eq!(Snapshot::of(&fs).unwrap(), before, "{}: {op} failed and changed the tree", wl.id);
+                    assert_eq!(free(&fs), was_free, "{}: {op} failed and kept blocks or an inode", wl.id);
+                }
+                Err(e) => panic!("{}: {op}: {e}", wl.id),
+            }
+        }
+    }
+    assert!(failed >= 4, "only {failed} operations found the device full");
+    let (stats, failures) = crashtest::run_from(&config(), test_mapping(), &base, &w, threads(), &|_, _, _| {});
+    report(&format!("full device ({failed} operations failed with ENOSPC)"), &stats, &failures);
+}
+
 /// Hard links across directories with renames over them (link counts after a rename
 /// replaces one name of a linked file, a rename between two names of one inode, an
 /// exchange and an unlink of a linked name), the bug classes Chipmunk and NOVA's fuzzer
