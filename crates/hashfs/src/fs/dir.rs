@@ -150,6 +150,12 @@ impl DirIndex {
                     Run::Entry { pos, nslots, ino: e_ino, ftype, name } => {
                         let ftype = FileType::from_u8(ftype)
                             .ok_or_else(|| Error::corrupt(format!("directory {ino}: slot {pos}: bad file type")))?;
+                        // An entry naming its own directory (or the root, which no entry
+                        // names) is damage: followed, it would loop, and an unlink would take
+                        // the directory's lock twice.
+                        if e_ino == ino || e_ino == Ino::ROOT {
+                            return Err(Error::corrupt(format!("directory {ino}: slot {pos} names inode {e_ino}")));
+                        }
                         let r = EntryRef { ino: e_ino, ftype, pos, nslots };
                         if idx.names.insert(name.into_boxed_slice(), r).is_some() {
                             return Err(Error::corrupt(format!("directory {ino}: duplicate name at slot {pos}")));
