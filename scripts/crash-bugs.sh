@@ -68,6 +68,8 @@ bugs=(
     "superblock-primary-first|crates/hashfs/src/fs/mod.rs|a mount writes the primary superblock first even when a crash tore the secondary (a crash of the mount after a crashed mount leaves no whole copy)|ops chmod,mkdir,rename"
     "sync-forgets-times|crates/hashfs/src/fs/api.rs|sync leaves the times of writes in DRAM (they may lag only until a sync or the file's fsync)|workload ace:overwrite,append,sync,chmod"
     "purge-unlocked|crates/hashfs/src/mapping/hashfs/purge.rs|HashFS's tombstone purge runs without the purge lock (a purge between an insert's probe and its claim leaves an EMPTY slot on the new key's path)|unit threads_inserting_freeing_and_purging_keep_every_path"
+    "claim-without-cas|crates/hashfs/src/mapping/hashfs/mod.rs|HashFS's slot claim checks the slot is free and then stores its reservation, without a compare-and-swap (two threads claim one slot: one block for two files)|unit threads_claiming_at_once_never_share_a_slot"
+    "dir-insert-split-lock|crates/hashfs/src/fs/ops.rs|a create checks that its name is free, lets the directory's lock go and takes it again to insert (two threads both insert one name)|test races threads_creating_one_set_of_names_make_each_once"
     "rename-replace-drops-links|crates/hashfs/src/fs/rename.rs|a rename over a name of a file with other hard links drops all its links (the file is freed under its other names)|workload ace:link,rename-replace"
     "rename-source-in-place|crates/hashfs/src/fs/rename.rs|a rename to a new name clears the source entry in place, outside its transaction (NOVA's rename bug: a crash before the commit loses the file)|ops rename,rename-across"
     "symlink-target-cached|crates/hashfs/src/fs/ops.rs|a new symlink's target is stored with cached stores and never flushed (the commit's fence does not make it durable)|ops symlink"
@@ -126,6 +128,17 @@ elif name == "sync-forgets-times":
     sub("crates/hashfs/src/fs/api.rs",
         "    pub fn sync(&self) -> Result<()> {\n        self.inner.persist_all_times();\n",
         "    pub fn sync(&self) -> Result<()> {\n")
+elif name == "claim-without-cas":
+    sub("crates/hashfs/src/mapping/hashfs/mod.rs",
+        "            if (v == EMPTY || v == TOMBSTONE) && self.dev.cas_u64(self.slot_off(s), v, marker).is_ok() {\n                self.used.fetch_add(1, Ordering::Relaxed);\n",
+        "            if v == EMPTY || v == TOMBSTONE {\n                self.dev.store_u64(self.slot_off(s), marker);\n                self.used.fetch_add(1, Ordering::Relaxed);\n")
+elif name == "dir-insert-split-lock":
+    sub("crates/hashfs/src/fs/ops.rs",
+        "        self.check_new_entry(&pcell, &mut pst, name, spec.file_type())?;\n        let ino = self.ialloc.alloc()?;\n",
+        "        self.check_new_entry(&pcell, &mut pst, name, spec.file_type())?;\n        drop(pst);\n        let ino = self.ialloc.alloc()?;\n")
+    sub("crates/hashfs/src/fs/ops.rs",
+        "        let now = inode::now_ns();\n        let (ftype, mut raw) = spec.initial_inode(parent, owner, now);\n",
+        "        let mut pst = pcell.state.write();\n        let now = inode::now_ns();\n        let (ftype, mut raw) = spec.initial_inode(parent, owner, now);\n")
 elif name == "purge-unlocked":
     sub("crates/hashfs/src/mapping/hashfs/purge.rs",
         "        let _g = self.purge_lock.write();\n        if let Some(r) = self.regions() {",

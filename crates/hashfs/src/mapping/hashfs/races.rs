@@ -93,3 +93,44 @@ fn threads_inserting_freeing_and_purging_keep_every_path() {
         }
     }
 }
+
+/// Threads claiming slots at once never get one slot twice (issue 53, the allocator's
+/// claim): each reserves keys of its own until the table is full, the rounds start
+/// together, and the slots they were given must be distinct and number the table's. A
+/// claim made with a load and a store instead of the compare-and-swap hands one slot to
+/// two threads (`scripts/crash-bugs.sh claim-without-cas`).
+#[test]
+fn threads_claiming_at_once_never_share_a_slot() {
+    let dir = tempfile::tempdir_in("/dev/shm").expect("a directory in /dev/shm");
+    let t = small_table(dir.path());
+    for round in 0..400u32 {
+        let start = std::sync::Barrier::new(THREADS as usize);
+        let got: Vec<Vec<Pblk>> = std::thread::scope(|s| {
+            let hs: Vec<_> = (1..=THREADS)
+                .map(|ino| {
+                    let (t, start) = (&t, &start);
+                    s.spawn(move || {
+                        start.wait();
+                        let mut mine = Vec::new();
+                        for l in 0.. {
+                            match t.reserve(key(ino, round * 1000 + l)) {
+                                Ok(s) => mine.push(s),
+                                Err(_) => break,
+                            }
+                        }
+                        mine
+                    })
+                })
+                .collect();
+            hs.into_iter().map(|h| h.join().expect("no panic")).collect()
+        });
+        let mut all: Vec<u64> = got.iter().flatten().map(|p| p.0).collect();
+        let n = all.len();
+        all.sort_unstable();
+        all.dedup();
+        assert_eq!(all.len(), n, "round {round}: {} slots claimed twice", n - all.len());
+        assert_eq!(n as u64, t.nslots(), "round {round}: the table is full");
+        let freed: Vec<Freed> = all.into_iter().map(|s| t.release(Pblk(s))).collect();
+        t.release_done(&freed);
+    }
+}
