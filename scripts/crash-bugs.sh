@@ -70,6 +70,7 @@ bugs=(
     "purge-unlocked|crates/hashfs/src/mapping/hashfs/purge.rs|HashFS's tombstone purge runs without the purge lock (a purge between an insert's probe and its claim leaves an EMPTY slot on the new key's path)|unit threads_inserting_freeing_and_purging_keep_every_path"
     "claim-without-cas|crates/hashfs/src/mapping/hashfs/mod.rs|HashFS's slot claim checks the slot is free and then stores its reservation, without a compare-and-swap (two threads claim one slot: one block for two files)|unit threads_claiming_at_once_never_share_a_slot"
     "dir-insert-split-lock|crates/hashfs/src/fs/ops.rs|a create checks that its name is free, lets the directory's lock go and takes it again to insert (two threads both insert one name)|test races threads_creating_one_set_of_names_make_each_once"
+    "append-offset-unlocked|crates/hashfs/src/fs/data.rs|an append reads the end of file before it takes the file's lock (two appends at once write at one offset, one record lost)|test races threads_appending_to_one_file_lose_no_record"
     "rename-replace-drops-links|crates/hashfs/src/fs/rename.rs|a rename over a name of a file with other hard links drops all its links (the file is freed under its other names)|workload ace:link,rename-replace"
     "rename-source-in-place|crates/hashfs/src/fs/rename.rs|a rename to a new name clears the source entry in place, outside its transaction (NOVA's rename bug: a crash before the commit loses the file)|ops rename,rename-across"
     "symlink-target-cached|crates/hashfs/src/fs/ops.rs|a new symlink's target is stored with cached stores and never flushed (the commit's fence does not make it durable)|ops symlink"
@@ -139,6 +140,10 @@ elif name == "dir-insert-split-lock":
     sub("crates/hashfs/src/fs/ops.rs",
         "        let now = inode::now_ns();\n        let (ftype, mut raw) = spec.initial_inode(parent, owner, now);\n",
         "        let mut pst = pcell.state.write();\n        let now = inode::now_ns();\n        let (ftype, mut raw) = spec.initial_inode(parent, owner, now);\n")
+elif name == "append-offset-unlocked":
+    sub("crates/hashfs/src/fs/data.rs",
+        "        let mut st = cell.state.write();\n        let req = self.alloc_request(cell);\n        let off = st.raw.size;\n",
+        "        let off = cell.state.read().raw.size;\n        let mut st = cell.state.write();\n        let req = self.alloc_request(cell);\n")
 elif name == "purge-unlocked":
     sub("crates/hashfs/src/mapping/hashfs/purge.rs",
         "        let _g = self.purge_lock.write();\n        if let Some(r) = self.regions() {",
