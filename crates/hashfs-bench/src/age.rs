@@ -10,7 +10,7 @@
 //! uniformly, not by age) and its directory-depth distribution (files are spread over 64
 //! directories); the sizes follow the profile's weights.
 
-use crate::{fail, mount, progress_bar, Failure};
+use crate::{fail, mount, progress_bar, Failure, Steps};
 use hashfs::pm::MmapDevice;
 use hashfs::units::parse_fraction;
 use hashfs::{FileSystem, Lblk, OpenOptions};
@@ -248,7 +248,7 @@ pub fn age_fs(fs: &FileSystem<MmapDevice>, a: &AgeArgs, show: bool) -> Result<Ag
     }
     let churn_bytes = (a.churn * capacity as f64) as u64;
     let fill_bytes = ((a.to - ager.fullness()) * capacity as f64) as u64;
-    let pb = progress_bar(fill_bytes + churn_bytes, "aging", true);
+    let pb = progress_bar(fill_bytes + churn_bytes, "aging", Steps::Bytes);
     if !show {
         pb.set_draw_target(indicatif::ProgressDrawTarget::hidden());
     }

@@ -27,7 +27,7 @@ use clap::{Parser, Subcommand};
 use hashfs::pm::{MmapDevice, OpenMode};
 use hashfs::units::parse_size;
 use hashfs::FileSystem;
-pub(crate) use progress::progress_bar;
+pub(crate) use progress::{progress_bar, Steps};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;

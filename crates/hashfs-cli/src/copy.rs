@@ -3,7 +3,7 @@
 //! numbers, sockets) and extended attributes (ACLs included). An attribute the other side
 //! refuses (a host file system without user attributes, say) is reported and skipped.
 
-use crate::{fail, progress_bar, Failure};
+use crate::{fail, progress_bar, Failure, Steps};
 use hashfs::pm::PmDevice;
 use hashfs::Owner;
 use hashfs::XattrMode;
@@ -49,7 +49,7 @@ pub fn put<D: PmDevice>(fs: &FileSystem<D>, host: &Path, dest: &str) -> Result<C
         let name = host.file_name().ok_or_else(|| fail(format!("{}: has no file name", host.display())))?;
         target.push(name);
     }
-    let pb = progress_bar(host_bytes(host), "copying in", true);
+    let pb = progress_bar(host_bytes(host), "copying in", Steps::Bytes);
     let mut n = Counts::default();
     put_one(fs, host, &meta, &target, &mut n, &pb)?;
     pb.finish_and_clear();
@@ -205,7 +205,7 @@ pub fn get<D: PmDevice>(fs: &FileSystem<D>, src: &str, host: &Path) -> Result<Co
         let name = p.file_name().map(|s| s.to_owned()).unwrap_or_else(|| "root".into());
         target.push(name);
     }
-    let pb = progress_bar(0, "copying out", true);
+    let pb = progress_bar(0, "copying out", Steps::Bytes);
     let mut n = Counts::default();
     get_one(fs, p, m.file_type, &target, &mut n, &pb)?;
     pb.finish_and_clear();

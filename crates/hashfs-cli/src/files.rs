@@ -5,8 +5,34 @@ use crate::{fail, mount, Failure};
 use hashfs::FileType;
 use std::path::Path;
 
-/// `hashfs ls`: a directory's entries (or one file's), with `-l` as `ls -l` shows them.
-pub fn ls(image: &Path, fs_path: &str, long: bool) -> Result<u8, Failure> {
+/// How `ls` shows each entry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Listing {
+    Names,
+    /// `-l`: as `ls -l` shows it.
+    Long,
+}
+
+/// What `mkdir` does about missing parents.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Parents {
+    /// They must exist.
+    Required,
+    /// `-p`: they are made.
+    Made,
+}
+
+/// What `rm` removes of a directory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Removal {
+    /// An empty one only.
+    Entry,
+    /// `-r`: it and everything below it.
+    Tree,
+}
+
+/// `hashfs ls`: a directory's entries (or one file's).
+pub fn ls(image: &Path, fs_path: &str, listing: Listing) -> Result<u8, Failure> {
     let fs = mount(image)?;
     let p = Path::new(fs_path);
     let m = fs.metadata(p).map_err(|e| fail(format!("{fs_path}: {e}")))?;
@@ -18,7 +44,7 @@ pub fn ls(image: &Path, fs_path: &str, long: bool) -> Result<u8, Failure> {
     entries.sort_by(|a, b| a.name.cmp(&b.name));
     for e in entries {
         let name = String::from_utf8_lossy(&e.name);
-        if long {
+        if listing == Listing::Long {
             let md = fs.getattr(e.ino)?;
             let t = match md.file_type {
                 FileType::Directory => 'd',
@@ -68,23 +94,26 @@ pub fn cat(image: &Path, fs_path: &str) -> Result<u8, Failure> {
     Ok(0)
 }
 
-/// `hashfs mkdir` (`-p`: with its parents).
-pub fn mkdir(image: &Path, fs_path: &str, parents: bool) -> Result<u8, Failure> {
+/// `hashfs mkdir`.
+pub fn mkdir(image: &Path, fs_path: &str, parents: Parents) -> Result<u8, Failure> {
     let fs = mount(image)?;
     let p = Path::new(fs_path);
-    let r = if parents { fs.create_dir_all(p, 0o755) } else { fs.create_dir(p, 0o755).map(|_| ()) };
+    let r = match parents {
+        Parents::Made => fs.create_dir_all(p, 0o755),
+        Parents::Required => fs.create_dir(p, 0o755).map(|_| ()),
+    };
     r.map_err(|e| fail(format!("{fs_path}: {e}")))?;
     Ok(0)
 }
 
-/// `hashfs rm`: a file, symlink or empty directory (`-r`: a directory with its contents).
-pub fn rm(image: &Path, fs_path: &str, recursive: bool) -> Result<u8, Failure> {
+/// `hashfs rm`: a file, symlink or directory (empty, or as `removal` says).
+pub fn rm(image: &Path, fs_path: &str, removal: Removal) -> Result<u8, Failure> {
     let fs = mount(image)?;
     let p = Path::new(fs_path);
     let m = fs.symlink_metadata(p).map_err(|e| fail(format!("{fs_path}: {e}")))?;
-    let r = match (m.is_dir(), recursive) {
-        (true, true) => fs.remove_dir_all(p),
-        (true, false) => fs.remove_dir(p),
+    let r = match (m.is_dir(), removal) {
+        (true, Removal::Tree) => fs.remove_dir_all(p),
+        (true, Removal::Entry) => fs.remove_dir(p),
         (false, _) => fs.remove_file(p),
     };
     r.map_err(|e| fail(format!("{fs_path}: {e}")))?;

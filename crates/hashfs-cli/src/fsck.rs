@@ -2,7 +2,7 @@
 //! optionally repair it, and with `--lower` check a stacked mount's PM copies against its
 //! lower directory. Exit codes as e2fsck's.
 
-use crate::{fail, mount, open_image, progress_bar, Failure};
+use crate::{fail, mount, open_image, progress_bar, Failure, Steps};
 use hashfs::fsck::{self, fsck, FsckMode};
 use hashfs::pm::{MmapDevice, OpenMode};
 use hashfs::FileSystem;
@@ -32,7 +32,7 @@ pub fn run(a: Args) -> Result<u8, Failure> {
         Ok(d) => Arc::new(d),
         Err(e) => return Err(Failure { msg: format!("cannot open image {}: {e}", image.display()), code: 8 }),
     };
-    let pb = progress_bar(0, "checking", false);
+    let pb = progress_bar(0, "checking", Steps::Items);
     let progress = |d, t| {
         pb.set_length(t);
         pb.set_position(d);

@@ -17,7 +17,7 @@ use clap::{Parser, Subcommand};
 use hashfs::pm::{MmapDevice, OpenMode};
 use hashfs::units::parse_size;
 use hashfs::FileSystem;
-use progress::progress_bar;
+use progress::{progress_bar, Steps};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -153,7 +153,7 @@ pub(crate) fn mount(image: &Path) -> Result<FileSystem<MmapDevice>, Failure> {
 
 /// Mounts the opened image, with a progress bar and the recovery report on stderr.
 pub(crate) fn mount_dev(dev: Arc<MmapDevice>, image: &Path) -> Result<FileSystem<MmapDevice>, Failure> {
-    let pb = progress_bar(0, "mounting", false);
+    let pb = progress_bar(0, "mounting", Steps::Items);
     let (fs, report) = FileSystem::mount(dev, &|done, total| {
         pb.set_length(total);
         pb.set_position(done);
@@ -182,12 +182,18 @@ fn run(cli: Cli) -> Result<u8, Failure> {
         Cmd::Info { image } => info::run(&image),
         Cmd::Put { image, host_path, fs_path } => copy::put_cmd(&image, &host_path, &fs_path),
         Cmd::Get { image, fs_path, host_path } => copy::get_cmd(&image, &fs_path, &host_path),
-        Cmd::Ls { image, fs_path, long } => files::ls(&image, &fs_path, long),
+        Cmd::Ls { image, fs_path, long } => {
+            files::ls(&image, &fs_path, if long { files::Listing::Long } else { files::Listing::Names })
+        }
         Cmd::Cat { image, fs_path } => files::cat(&image, &fs_path),
-        Cmd::Mkdir { image, fs_path, parents } => files::mkdir(&image, &fs_path, parents),
-        Cmd::Rm { image, fs_path, recursive } => files::rm(&image, &fs_path, recursive),
+        Cmd::Mkdir { image, fs_path, parents } => {
+            files::mkdir(&image, &fs_path, if parents { files::Parents::Made } else { files::Parents::Required })
+        }
+        Cmd::Rm { image, fs_path, recursive } => {
+            files::rm(&image, &fs_path, if recursive { files::Removal::Tree } else { files::Removal::Entry })
+        }
         Cmd::Mount { image, mountpoint, foreground, threads, options, lower } => {
-            let mut o = mounthelper::parse_options(&options, false)?;
+            let mut o = mounthelper::parse_options(&options, mounthelper::Unknown::Refused)?;
             o.lower = lower.or(o.lower);
             o.threads = Some(o.threads.unwrap_or(threads));
             if foreground {
@@ -200,7 +206,10 @@ fn run(cli: Cli) -> Result<u8, Failure> {
             println!("installed {}", l.display());
             0
         }),
-        Cmd::Umount { mountpoint, writeback } => mountcmd::umount(&mountpoint, writeback).map(|_| 0),
+        Cmd::Umount { mountpoint, writeback } => {
+            let first = if writeback { mountcmd::BeforeUnmount::WriteBack } else { mountcmd::BeforeUnmount::Nothing };
+            mountcmd::umount(&mountpoint, first).map(|_| 0)
+        }
         Cmd::Demo { image, size } => demo::run(&image, size).map(|_| 0),
         Cmd::Crashtest(args) => crashtest::run(args).map(|failed| u8::from(failed > 0)).map_err(fail),
     }

@@ -1,6 +1,6 @@
 //! `hashfs mkfs`: create (or overwrite) an image and format it.
 
-use crate::{fail, progress_bar, Failure};
+use crate::{fail, progress_bar, Failure, Steps};
 use hashfs::units::{parse_fraction, parse_size};
 use hashfs::{AllocatorKind, FileSystem, FormatOptions, HashPlacement, MappingKind, WriteMode};
 use std::path::PathBuf;
@@ -131,7 +131,7 @@ pub fn run(a: Args) -> Result<u8, Failure> {
         preallocate: !sparse,
         ..Default::default()
     };
-    let pb = progress_bar(size, "formatting", true);
+    let pb = progress_bar(size, "formatting", Steps::Bytes);
     let g = FileSystem::format_file(&image, size, &opts, &|d, t| {
         pb.set_length(t);
         pb.set_position(d);

@@ -178,13 +178,20 @@ fn daemon_failure(log_path: &Path, otherwise: &str) -> Failure {
     fail(if msg.is_empty() { otherwise.to_string() } else { msg.to_string() })
 }
 
-/// Unmounts and waits until the daemon has released (and cleanly closed) the image;
-/// `writeback`: a stacked mount first writes every promoted file back to the lower
-/// directory.
-pub fn umount(mountpoint: &Path, writeback: bool) -> Result<(), Failure> {
+/// What `umount` does before it unmounts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BeforeUnmount {
+    Nothing,
+    /// `--writeback`: a stacked mount writes every promoted file back to the lower
+    /// directory.
+    WriteBack,
+}
+
+/// Unmounts and waits until the daemon has released (and cleanly closed) the image.
+pub fn umount(mountpoint: &Path, first: BeforeUnmount) -> Result<(), Failure> {
     let source =
         mounted_source(mountpoint).ok_or_else(|| fail(format!("{} is not a HashFS mount", mountpoint.display())))?;
-    if writeback {
+    if first == BeforeUnmount::WriteBack {
         if stacked_status(mountpoint).is_none() {
             return Err(fail(format!(
                 "{} is not a stacked mount (--lower): nothing to write back",

@@ -37,8 +37,16 @@ pub struct MountOpts {
     pub fuse: hashfs_fuse::FuseOptions,
 }
 
+/// What [`parse_options`] does with an option it does not know.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Unknown {
+    Refused,
+    /// mount(8)'s `-s` (sloppy): skipped with a warning.
+    Skipped,
+}
+
 /// Parses a comma-separated option list (later options win, as mount(8)).
-pub fn parse_options(list: &str, sloppy: bool) -> Result<MountOpts, Failure> {
+pub fn parse_options(list: &str, unknown: Unknown) -> Result<MountOpts, Failure> {
     let mut o = MountOpts::default();
     for opt in list.split(',').filter(|s| !s.is_empty()) {
         match opt {
@@ -93,7 +101,9 @@ pub fn parse_options(list: &str, sloppy: bool) -> Result<MountOpts, Failure> {
             {
                 o.stack.push(o2.to_string())
             }
-            other if sloppy => eprintln!("mount.fuse.hashfs: ignoring unknown option {other} (-s)"),
+            other if unknown == Unknown::Skipped => {
+                eprintln!("mount.fuse.hashfs: ignoring unknown option {other} (-s)")
+            }
             other => {
                 return Err(fail(format!("unknown mount option {other:?} (see `hashfs install-mount-helper --help`)")))
             }
@@ -129,7 +139,7 @@ pub fn run(args: &[String]) -> Result<(), Failure> {
     let [image, dir] = pos.as_slice() else {
         return Err(fail("usage: mount.fuse.hashfs IMAGE DIR [-o OPTIONS]"));
     };
-    let o = parse_options(&opts, sloppy)?;
+    let o = parse_options(&opts, if sloppy { Unknown::Skipped } else { Unknown::Refused })?;
     if verbose {
         eprintln!("mount.fuse.hashfs: {image} on {dir} with {o:?}");
     }
@@ -159,19 +169,22 @@ mod tests {
 
     #[test]
     fn options() {
-        let o = parse_options("defaults,noatime,ro,nodev,threads=2,x-systemd.automount", false).unwrap();
+        let o = parse_options("defaults,noatime,ro,nodev,threads=2,x-systemd.automount", Unknown::Refused).unwrap();
         let flags = hashfs_fuse::KernelFlags { read_only: true, nodev: true, ..Default::default() };
         assert_eq!(o, MountOpts { flags, threads: Some(2), ..Default::default() });
-        assert!(!parse_options("ro,rw", false).unwrap().flags.read_only, "the later option wins");
-        assert!(parse_options("bogus", false).is_err());
-        assert!(parse_options("threads=0", false).is_err());
-        let t = |s| parse_options(s, false).map(|o| o.fuse.cache_timeout);
+        assert!(!parse_options("ro,rw", Unknown::Refused).unwrap().flags.read_only, "the later option wins");
+        assert!(parse_options("bogus", Unknown::Refused).is_err());
+        assert!(parse_options("threads=0", Unknown::Refused).is_err());
+        let t = |s| parse_options(s, Unknown::Refused).map(|o| o.fuse.cache_timeout);
         assert_eq!(t("").unwrap(), hashfs_fuse::DEFAULT_TIMEOUT);
         assert_eq!(t("cache_timeout=0.5").unwrap(), std::time::Duration::from_millis(500));
         assert_eq!(t("cache_timeout=0").unwrap(), std::time::Duration::ZERO);
         assert!(t("cache_timeout=-1").is_err() && t("cache_timeout=x").is_err() && t("cache_timeout=inf").is_err());
-        assert!(parse_options("bogus,ro", true).unwrap().flags.read_only);
-        assert_eq!(parse_options("strict", false).unwrap().write_mode, Some(hashfs::WriteMode::Strict));
-        assert_eq!(parse_options("strict,relaxed", false).unwrap().write_mode, Some(hashfs::WriteMode::Relaxed));
+        assert!(parse_options("bogus,ro", Unknown::Skipped).unwrap().flags.read_only);
+        assert_eq!(parse_options("strict", Unknown::Refused).unwrap().write_mode, Some(hashfs::WriteMode::Strict));
+        assert_eq!(
+            parse_options("strict,relaxed", Unknown::Refused).unwrap().write_mode,
+            Some(hashfs::WriteMode::Relaxed)
+        );
     }
 }

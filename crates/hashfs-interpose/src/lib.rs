@@ -117,14 +117,14 @@ impl FdSet {
             && self.bits[fd as usize / 64].load(Ordering::Relaxed) & (1 << (fd as usize % 64)) != 0
     }
 
-    /// Marks `fd` (below [`FdSet::LIMIT`]: the caller checks) as the shim's, or not.
-    pub fn set(&self, fd: libc::c_int, on: bool) {
-        let bit = 1u64 << (fd as usize % 64);
-        if on {
-            self.bits[fd as usize / 64].fetch_or(bit, Ordering::Relaxed);
-        } else {
-            self.bits[fd as usize / 64].fetch_and(!bit, Ordering::Relaxed);
-        }
+    /// Marks `fd` (below [`FdSet::LIMIT`]: the caller checks) as the shim's.
+    pub fn insert(&self, fd: libc::c_int) {
+        self.bits[fd as usize / 64].fetch_or(1u64 << (fd as usize % 64), Ordering::Relaxed);
+    }
+
+    /// Marks `fd` (below [`FdSet::LIMIT`]) as not the shim's.
+    pub fn remove(&self, fd: libc::c_int) {
+        self.bits[fd as usize / 64].fetch_and(!(1u64 << (fd as usize % 64)), Ordering::Relaxed);
     }
 }
 
@@ -157,12 +157,12 @@ mod tests {
         let s = FdSet::new();
         let set = [0, 63, 64, 1000, FdSet::LIMIT as i32 - 1];
         for fd in set {
-            s.set(fd, true);
+            s.insert(fd);
         }
         for fd in [0, 1, 62, 63, 64, 65, 999, 1000, 1001, FdSet::LIMIT as i32 - 1] {
             assert_eq!(s.contains(fd), set.contains(&fd), "descriptor {fd}");
         }
-        s.set(64, false);
+        s.remove(64);
         assert!(!s.contains(64) && s.contains(63));
         assert!(!s.contains(-1) && !s.contains(FdSet::LIMIT as i32));
     }

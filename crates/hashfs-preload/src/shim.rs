@@ -346,8 +346,11 @@ impl Shim {
     fn is_ours(&self, fd: c_int) -> bool {
         self.fd_bits.contains(fd)
     }
-    fn mark(&self, fd: c_int, on: bool) {
-        self.fd_bits.set(fd, on);
+    fn mark(&self, fd: c_int) {
+        self.fd_bits.insert(fd);
+    }
+    fn unmark(&self, fd: c_int) {
+        self.fd_bits.remove(fd);
     }
     fn file(&self, fd: c_int) -> Option<Arc<OpenFile>> {
         self.fds.lock().get(&fd).cloned()

@@ -228,8 +228,12 @@ impl Stacked {
         self.fd_bits.contains(fd)
     }
 
-    fn mark(&self, fd: c_int, on: bool) {
-        self.fd_bits.set(fd, on);
+    fn mark(&self, fd: c_int) {
+        self.fd_bits.insert(fd);
+    }
+
+    fn unmark(&self, fd: c_int) {
+        self.fd_bits.remove(fd);
     }
 
     fn desc(&self, fd: c_int) -> Option<Arc<Desc>> {
@@ -242,7 +246,7 @@ impl Stacked {
             return;
         }
         let old = self.fds.write().insert(fd, d);
-        self.mark(fd, true);
+        self.mark(fd);
         if let Some(old) = old {
             self.released(old);
         }
@@ -253,7 +257,7 @@ impl Stacked {
         if !self.tracked(fd) {
             return;
         }
-        self.mark(fd, false);
+        self.unmark(fd);
         let old = self.fds.write().remove(&fd);
         if let Some(old) = old {
             self.released(old);

@@ -103,8 +103,11 @@ pub mod testing {
         fs.evict_mapping(ino)
     }
 
-    /// Extent-hash images: the probabilistic fast lookup on or off (SPFS Fig. 7).
-    pub fn set_fast_lookup<D: PmDevice>(fs: &FileSystem<D>, on: bool) -> Result<()> {
-        fs.set_fast_lookup(on)
+    /// Extent-hash images: how lookups search, SPFS's probabilistic fast lookup or every
+    /// stride length (SPFS Fig. 7).
+    pub fn set_extent_lookup<D: PmDevice>(fs: &FileSystem<D>, lookup: ExtentLookup) -> Result<()> {
+        fs.set_extent_lookup(lookup)
     }
+
+    pub use crate::mapping::extent_hash::ExtentLookup;
 }

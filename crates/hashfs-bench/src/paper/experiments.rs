@@ -366,11 +366,12 @@ fn pagecache(ctx: &Ctx) -> Result<Report, Failure> {
 /// a file are adjacent and each stays separate), at layout score 1.0.
 fn spfs_extents(ctx: &Ctx) -> Result<Report, Failure> {
     let s = ctx.scale;
-    let variants: [(&str, MappingKind, bool); 4] = [
-        ("extent-tree", MappingKind::ExtentTree, false),
-        ("hashfs", MappingKind::HashFs, false),
-        ("extent-hash", MappingKind::ExtentHash, false),
-        ("extent-hash+fast", MappingKind::ExtentHash, true),
+    use hashfs::testing::ExtentLookup::{Every, Fast};
+    let variants: [(&str, MappingKind, hashfs::testing::ExtentLookup); 4] = [
+        ("extent-tree", MappingKind::ExtentTree, Every),
+        ("hashfs", MappingKind::HashFs, Every),
+        ("extent-hash", MappingKind::ExtentHash, Every),
+        ("extent-hash+fast", MappingKind::ExtentHash, Fast),
     ];
     let extents: [u64; 6] = [4 << 10, 16 << 10, 64 << 10, 256 << 10, 1 << 20, 4 << 20];
     let trials = s.trials.max(10);
@@ -378,11 +379,11 @@ fn spfs_extents(ctx: &Ctx) -> Result<Report, Failure> {
     let mut rng = SmallRng::seed_from_u64(3);
     for &e in &extents {
         let x = size_label(e);
-        for (name, kind, fast) in variants.into_iter().filter(|v| ctx.has(v.1)) {
+        for (name, kind, lookup) in variants.into_iter().filter(|v| ctx.has(v.1)) {
             let data = s.spfs_files * s.spfs_file_bytes;
             let t = Target::new(ctx, kind.into(), 1.0, roomy_image(data))?;
             if kind == MappingKind::ExtentHash {
-                hashfs::testing::set_fast_lookup(&t.fs, fast)?;
+                hashfs::testing::set_extent_lookup(&t.fs, lookup)?;
             }
             let files: Vec<_> = (0..s.spfs_files).map(|i| t.fill(&format!("/f{i}"), 0)).collect::<Result<_, _>>()?;
             let buf = vec![0x77u8; e as usize];

@@ -13,12 +13,13 @@ pub(super) fn new_placeholder() -> c_int {
     unsafe { open(c"/dev/null".as_ptr(), libc::O_PATH | libc::O_CLOEXEC, 0) }
 }
 
-pub(super) fn register(s: &Shim, of: Arc<OpenFile>, cloexec: bool) -> Result<c_int, c_int> {
+/// A descriptor for `of`, opened with `open_flags` (whose O_CLOEXEC it keeps).
+pub(super) fn register(s: &Shim, of: Arc<OpenFile>, open_flags: c_int) -> Result<c_int, c_int> {
     let fd = new_placeholder();
     if fd < 0 {
         return Err(hashfs_interpose::errno());
     }
-    if !cloexec {
+    if open_flags & libc::O_CLOEXEC == 0 {
         let fcntl = real!(fcntl: fn(c_int, c_int, libc::c_ulong) -> c_int);
         // SAFETY: fd is ours.
         unsafe { fcntl(fd, libc::F_SETFD, 0) };
@@ -30,7 +31,7 @@ pub(super) fn register(s: &Shim, of: Arc<OpenFile>, cloexec: bool) -> Result<c_i
         return Err(libc::EMFILE);
     }
     s.fds.lock().insert(fd, of);
-    s.mark(fd, true);
+    s.mark(fd);
     Ok(fd)
 }
 
@@ -97,7 +98,7 @@ pub(super) fn do_open(path: &Path, flags: c_int, mode: mode_t) -> Result<c_int, 
         pos: Mutex::new(0),
         flags: std::sync::atomic::AtomicI32::new(flags),
     });
-    register(s, of, flags & libc::O_CLOEXEC != 0)
+    register(s, of, flags)
 }
 
 /// Binds `newfd`, which the kernel just made a copy of `old`'s placeholder, to `old`'s
@@ -106,11 +107,11 @@ fn dup_into(old: c_int, newfd: c_int) -> Result<c_int, c_int> {
     let s = shim();
     let of = s.file(old).ok_or(libc::EBADF)?;
     if s.is_ours(newfd) {
-        s.mark(newfd, false);
+        s.unmark(newfd);
         s.fds.lock().remove(&newfd);
     }
     s.fds.lock().insert(newfd, of);
-    s.mark(newfd, true);
+    s.mark(newfd);
     Ok(newfd)
 }
 
@@ -128,7 +129,7 @@ pub(super) fn close_own(fd: c_int) {
 
 /// Forgets `fd` (closed, or replaced by dup2 with another descriptor).
 fn forget(s: &Shim, fd: c_int) {
-    s.mark(fd, false);
+    s.unmark(fd);
     s.fds.lock().remove(&fd);
 }
 

@@ -28,9 +28,10 @@ fn euid() -> u32 {
     unsafe { libc::geteuid() }
 }
 
-/// The kernel's `xattr_permission` (and the capability checks behind it) for `name`.
-fn allowed(md: &Metadata, name: &[u8], write: bool) -> Result<(), c_int> {
-    let root = euid() == 0;
+/// The kernel's `xattr_permission` (and the capability checks behind it) for `name`, to
+/// read it (`want`: `R_OK`) or change it (`W_OK`).
+fn allowed(md: &Metadata, name: &[u8], want: c_int) -> Result<(), c_int> {
+    let (root, write) = (euid() == 0, want == libc::W_OK);
     if name.starts_with(b"trusted.") {
         return if root { Ok(()) } else { Err(if write { libc::EPERM } else { libc::ENODATA }) };
     }
@@ -48,7 +49,7 @@ fn allowed(md: &Metadata, name: &[u8], write: bool) -> Result<(), c_int> {
             return Err(libc::EPERM);
         }
     }
-    if super::permitted(md, if write { libc::W_OK } else { libc::R_OK }) {
+    if super::permitted(md, want) {
         Ok(())
     } else {
         Err(libc::EACCES)
@@ -71,7 +72,7 @@ fn get(ino: Ino, name: &CStr, value: &mut [u8]) -> Result<usize, c_int> {
     let fs = shim().fs()?;
     let name = name.to_bytes();
     let md = fs.peek_attr(ino).map_err(|e| e.errno())?;
-    allowed(&md, name, false)?;
+    allowed(&md, name, libc::R_OK)?;
     let v = fs.get_xattr(ino, name).map_err(|e| e.errno())?;
     give(&v, value)
 }
@@ -94,7 +95,7 @@ fn set(ino: Ino, name: &CStr, value: &[u8], flags: c_int) -> Result<(), c_int> {
     let name = name.to_bytes();
     let mode = XattrMode::from_linux_flags(flags).ok_or(libc::EINVAL)?;
     let md = fs.peek_attr(ino).map_err(|e| e.errno())?;
-    allowed(&md, name, true)?;
+    allowed(&md, name, libc::W_OK)?;
     fs.set_xattr(ino, name, value, mode).map_err(|e| e.errno())
 }
 
@@ -102,7 +103,7 @@ fn remove(ino: Ino, name: &CStr) -> Result<(), c_int> {
     let fs = shim().fs()?;
     let name = name.to_bytes();
     let md = fs.peek_attr(ino).map_err(|e| e.errno())?;
-    allowed(&md, name, true)?;
+    allowed(&md, name, libc::W_OK)?;
     fs.remove_xattr(ino, name).map_err(|e| e.errno())
 }
 

@@ -46,7 +46,7 @@ impl<D: PmDevice> FileSystem<D> {
     }
 
     /// Extent-hash images: turns the probabilistic fast lookup on or off (SPFS Fig. 7).
-    pub(crate) fn set_fast_lookup(&self, on: bool) -> Result<()> {
-        self.inner.map.set_fast_lookup(on)
+    pub(crate) fn set_extent_lookup(&self, lookup: crate::mapping::extent_hash::ExtentLookup) -> Result<()> {
+        self.inner.map.set_extent_lookup(lookup)
     }
 }

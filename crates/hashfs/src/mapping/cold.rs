@@ -45,12 +45,12 @@ impl<D: PmDevice> FileMap<D> {
         }
     }
 
-    /// Extent-hash images: turns the probabilistic fast lookup on or off (SPFS Fig. 7).
-    pub fn set_fast_lookup(&self, on: bool) -> Result<()> {
+    /// Extent-hash images: how lookups search (SPFS Fig. 7).
+    pub fn set_extent_lookup(&self, lookup: super::extent_hash::ExtentLookup) -> Result<()> {
         match self {
             FileMap::Blocks(b) => match &b.index {
                 Index::ExtentHash(t) => {
-                    t.set_fast_lookup(on);
+                    t.set_lookup(lookup);
                     Ok(())
                 }
                 _ => Err(Error::Invalid("fast lookup exists only in extent hashing")),

@@ -98,9 +98,19 @@ pub struct ExtentHashTable<D: PmDevice> {
     fast_lookup: AtomicBool,
 }
 
+/// How a lookup finds the extent that holds a cluster.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ExtentLookup {
+    /// At every stride length in turn.
+    Every,
+    /// SPFS's probabilistic fast lookup: the stride lengths that hold the most pointers
+    /// first.
+    Fast,
+}
+
 impl<D: PmDevice> ExtentHashTable<D> {
     /// A table of `nslots` entries at `off` (the region must be zeroed at mkfs).
-    pub fn new(dev: Arc<D>, off: DevOffset, nslots: u64, seed: u64, fast_lookup: bool) -> Self {
+    pub fn new(dev: Arc<D>, off: DevOffset, nslots: u64, seed: u64, lookup: ExtentLookup) -> Self {
         assert!(nslots > 0 && nslots < (1 << 32));
         ExtentHashTable {
             dev,
@@ -108,13 +118,13 @@ impl<D: PmDevice> ExtentHashTable<D> {
             nslots,
             seed,
             stride_counts: std::array::from_fn(|_| AtomicU64::new(0)),
-            fast_lookup: AtomicBool::new(fast_lookup),
+            fast_lookup: AtomicBool::new(lookup == ExtentLookup::Fast),
         }
     }
 
-    /// Turns the probabilistic fast lookup on or off (SPFS Fig. 7 measures both).
-    pub fn set_fast_lookup(&self, on: bool) {
-        self.fast_lookup.store(on, Ordering::Relaxed);
+    /// Sets how lookups search (SPFS Fig. 7 measures both).
+    pub fn set_lookup(&self, lookup: ExtentLookup) {
+        self.fast_lookup.store(lookup == ExtentLookup::Fast, Ordering::Relaxed);
     }
 
     fn slot_off(&self, s: u64) -> DevOffset {
@@ -345,19 +355,19 @@ mod tests {
         .unwrap()
     }
 
-    fn setup(fast: bool) -> (Arc<CrashDevice>, Journals<CrashDevice>, ExtentHashTable<CrashDevice>) {
+    fn setup(lookup: ExtentLookup) -> (Arc<CrashDevice>, Journals<CrashDevice>, ExtentHashTable<CrashDevice>) {
         let geo = test_geometry();
         let dev = Arc::new(CrashDevice::new(4 << 20));
         journal::format(&*dev, &geo);
-        let t = ExtentHashTable::new(dev.clone(), DevOffset(geo.map_off), 50_000, 99, fast);
+        let t = ExtentHashTable::new(dev.clone(), DevOffset(geo.map_off), 50_000, 99, lookup);
         let j = Journals::new(dev.clone(), geo, 1);
         (dev, j, t)
     }
 
     #[test]
     fn lookups_match_a_model_and_removal_works() {
-        for fast in [false, true] {
-            let (_dev, j, t) = setup(fast);
+        for lookup in [ExtentLookup::Every, ExtentLookup::Fast] {
+            let (_dev, j, t) = setup(lookup);
             let mut rng = SmallRng::seed_from_u64(8);
             let mut model: Vec<(Ino, Extent)> = Vec::new();
             for i in 0..500u32 {
@@ -372,7 +382,7 @@ mod tests {
             }
             for &(ino, e) in model.iter().step_by(3) {
                 for c in [e.start, e.start + e.len / 3, e.start + e.len - 1] {
-                    assert_eq!(t.lookup(ino, c).0, Some(e), "fast {fast}: ino {ino:?} cluster {c}");
+                    assert_eq!(t.lookup(ino, c).0, Some(e), "{lookup:?}: ino {ino:?} cluster {c}");
                 }
                 assert_eq!(
                     t.lookup(ino, e.start + e.len).0.map(|x| x.start),
@@ -397,8 +407,8 @@ mod tests {
     #[test]
     fn fast_lookup_visits_fewer_positions_for_large_extents() {
         let mut visits = [0u64; 2];
-        for (i, fast) in [false, true].into_iter().enumerate() {
-            let (_dev, j, t) = setup(fast);
+        for (i, lookup) in [ExtentLookup::Every, ExtentLookup::Fast].into_iter().enumerate() {
+            let (_dev, j, t) = setup(lookup);
             // 1 MiB extents (256 clusters), aligned: one stride length dominates.
             for k in 0..100u32 {
                 let mut tx = j.begin();
@@ -416,7 +426,7 @@ mod tests {
 
     #[test]
     fn an_interrupted_insert_is_invisible() {
-        let (dev, j, t) = setup(false);
+        let (dev, j, t) = setup(ExtentLookup::Every);
         dev.set_capture(true);
         let e = Extent { start: 3, len: 100, phys: 7 };
         let mut tx = j.begin();
@@ -427,7 +437,7 @@ mod tests {
             let d = Arc::new(CrashDevice::from_image(&p.image_with(|i| i % 2 == 0)));
             let geo = test_geometry();
             journal::recover(&*d, &geo).unwrap();
-            let t2 = ExtentHashTable::new(d, DevOffset(geo.map_off), 50_000, 99, false);
+            let t2 = ExtentHashTable::new(d, DevOffset(geo.map_off), 50_000, 99, ExtentLookup::Every);
             // Either no pointer is visible, or a complete, correct one.
             for c in [3, 50, 102] {
                 let found = t2.lookup(Ino(2), c).0;

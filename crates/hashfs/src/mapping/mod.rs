@@ -131,7 +131,7 @@ impl<D: PmDevice> BlockMap<D> {
                 geo.struct_off(),
                 extent_hash_slots(geo.data_blocks),
                 sb.hash_seed,
-                true,
+                extent_hash::ExtentLookup::Fast,
             ))),
             MappingKind::Ctfs => Index::Ctfs(ctfs::Ctfs::new(dev.backing_fd(), &geo)),
             MappingKind::HashFs => return Err(Error::Invalid("HashFS does not use a block map")),
