@@ -23,24 +23,13 @@ use crate::{FileSystem, FileType, Ino};
 use std::path::Path;
 use std::sync::{Arc, OnceLock};
 
-/// The mappings whose explorer images the inputs start from.
-const MAPPINGS: [MappingKind; 7] = [
-    MappingKind::HashFs,
-    MappingKind::ExtentTree,
-    MappingKind::ExtentTreeCached,
-    MappingKind::RadixTree,
-    MappingKind::Cuckoo,
-    MappingKind::ExtentHash,
-    MappingKind::Ctfs,
-];
-
-/// The real images, by index: the base tree on each of [`MAPPINGS`], unmounted cleanly,
+/// The real images, by index: the base tree on each mapping (`MappingKind::ALL`), unmounted cleanly,
 /// then HashFS's left mounted (its superblock says so, and mount runs its full scan).
 pub fn bases() -> &'static [Vec<u8>] {
     static BASES: OnceLock<Vec<Vec<u8>>> = OnceLock::new();
     BASES.get_or_init(|| {
         let mut v: Vec<Vec<u8>> =
-            MAPPINGS.iter().map(|&m| crashtest::base_image(m, 1.0, HashPlacement::Paper)).collect();
+            MappingKind::ALL.iter().map(|&m| crashtest::base_image(m, 1.0, HashPlacement::Paper)).collect();
         let dev = Arc::new(CrashDevice::from_image(&v[0]));
         let (fs, _) = FileSystem::mount(dev.clone(), &|_, _| {}).expect("the base image mounts");
         fs.write(Path::new("/A/open"), &[7; 5000]).expect("a write fits");
