@@ -111,15 +111,12 @@ impl<D: PmDevice> FsInner<D> {
     ) -> Result<Option<Extent>> {
         let _span = probe::translate();
         let e = on_map!(self, m => m.translate(self, cell, raw, lblk, end, size_blocks))?;
-        // A damaged mapping may name any block: none past the data area is followed (the
-        // device would be read or written out of bounds).
+        // The device would be read or written out of bounds.
         match e {
-            Some(e) if e.pblk.0.checked_add(e.len).is_none_or(|end| end > self.geo.data_blocks) => {
-                Err(Error::corrupt(format!(
-                    "inode {}: block {} maps {} blocks at {}, past the data area",
-                    cell.ino, lblk.0, e.len, e.pblk.0
-                )))
-            }
+            Some(e) if !self.geo.holds_blocks(e.pblk, e.len) => Err(Error::corrupt(format!(
+                "inode {}: block {} maps {} blocks at {}, past the data area",
+                cell.ino, lblk.0, e.len, e.pblk.0
+            ))),
             e => Ok(e),
         }
     }

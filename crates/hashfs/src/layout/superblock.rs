@@ -444,6 +444,12 @@ impl Geometry {
         DevOffset(self.journal_off + index as u64 * self.journal_blocks as u64 * BLOCK_BYTES)
     }
 
+    /// Whether `len` blocks from `pblk` lie inside the data area (a number read from a
+    /// damaged image may name any block; none outside is followed).
+    pub fn holds_blocks(&self, pblk: super::Pblk, len: u64) -> bool {
+        pblk.0.checked_add(len).is_some_and(|end| end <= self.data_blocks)
+    }
+
     pub fn inode_off(&self, ino: u64) -> DevOffset {
         debug_assert!(ino >= 1 && ino <= self.inode_count);
         DevOffset(self.inode_table_off + (ino - 1) * INODE_BYTES as u64)

@@ -74,9 +74,9 @@ fn scan_block_map<D: PmDevice>(bm: &BlockMap<D>, scan: &mut Scan, report: &mut M
         }
     };
     let counts = &mut scan.counts;
-    // A damaged entry may name any block: one past the data area is corruption (freeing
-    // it would write the bitmap out of bounds).
-    let outside = |ext: &crate::layout::Extent| ext.pblk.0.checked_add(ext.len).is_none_or(|e| e > geo.data_blocks);
+    // An entry past the data area is corruption (freeing it would write the bitmap out of
+    // bounds).
+    let outside = |ext: &crate::layout::Extent| !geo.holds_blocks(ext.pblk, ext.len);
     if bm.is_global() {
         let dummy: crate::layout::InodeRaw = bytemuck::Zeroable::zeroed();
         let mut past = None;

@@ -150,7 +150,7 @@ fn read_inodes<D: PmDevice>(
 /// number, which the passes that read file data must not follow off the device).
 fn block<D: PmDevice>(map: &FileMap<D>, geo: &Geometry, ino: usize, raw: &InodeRaw, lblk: u64) -> Option<u64> {
     let ino = Ino(u32::try_from(ino).ok()?);
-    on_map!(map map, m => m.block_of(ino, raw, Lblk(lblk))).map(|p| p.0).filter(|&p| p < geo.data_blocks)
+    on_map!(map map, m => m.block_of(ino, raw, Lblk(lblk))).filter(|&p| geo.holds_blocks(p, 1)).map(|p| p.0)
 }
 
 /// What the directories say about every inode.
