@@ -94,9 +94,7 @@ impl<D: PmDevice> Descriptors<D> {
         let f = self.0.get(&fd).ok_or(Error::BadDescriptor)?;
         match act {
             Through::Write { off, len, seed } => super::workload::write_all(f, *off, *len, *seed),
-            Through::Append { len, seed } => {
-                f.append(&super::workload::data_for(*seed, f.metadata()?.size, *len)).map(drop)
-            }
+            Through::Append { len, seed } => super::workload::append_seeded(f, *len, *seed),
             Through::Truncate { size } => f.set_len(*size),
             Through::Fallocate { off, len, mode } => f.fallocate(*off, *len, *mode),
             Through::Fsync => f.sync_all(),

@@ -176,6 +176,11 @@ pub(super) fn write_all<D: PmDevice>(f: &File<D>, off: u64, len: usize, seed: u8
     Ok(())
 }
 
+/// Appends `len` bytes of `data_for(seed)` (at the offset they land at) to `f`.
+pub(super) fn append_seeded<D: PmDevice>(f: &File<D>, len: usize, seed: u8) -> Result<()> {
+    f.append(&data_for(seed, f.metadata()?.size, len)).map(drop)
+}
+
 impl Op {
     /// Whether, run on `fs` as it is now, the operation may be interrupted part way
     /// (relaxed mode): a write over blocks already mapped (bytes old or new), a hole punch
@@ -265,9 +270,7 @@ impl Op {
             Op::Mkdir { path } => fs.create_dir(p(path), 0o755).map(drop),
             Op::Write { path, off, len, seed } => write_all(&fs.open_file(p(path), &rw())?, *off, *len, *seed),
             Op::Append { path, len, seed } => {
-                let f = fs.open_file(p(path), OpenOptions::new().append(true))?;
-                let off = f.metadata()?.size;
-                f.append(&data_for(*seed, off, *len)).map(drop)
+                append_seeded(&fs.open_file(p(path), OpenOptions::new().append(true))?, *len, *seed)
             }
             Op::Untorn { path, off, len, seed } => {
                 let f = fs.open_file(p(path), OpenOptions::new().write(true).append(off.is_none()))?;
