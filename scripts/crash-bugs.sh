@@ -95,6 +95,12 @@ bugs=(
     "entry-flush-short|crates/hashfs/src/fs/dir.rs|a new directory entry is flushed only up to 256 bytes (a name of 255 bytes, 288 with its header, leaves its last cache line unflushed)|ops create-max,rename-max,link-max"
     "description-offset-unlocked|crates/hashfs/src/share/descriptions.rs|an open file description's offset is read and moved without its lock (a forked child and its parent reading through one descriptor use one offset twice)|test shared_locks two_processes_sharing_a_description_move_its_offset_in_turn"
     "description-claimed-twice|crates/hashfs/src/share/descriptions.rs|a free description slot is claimed with a plain store instead of a compare-and-swap (two opens at once get one slot)|test shared_locks descriptions_are_allocated_once_held_by_participants_and_freed_by_the_last"
+    "shared-no-catch-up|crates/hashfs/src/fs/shared.rs|a participant that takes the image lock does not read again the inodes others changed since it last held it (its cached copies, directory indexes and translations stay stale)|test shared_mount a_change_in_one_participant_is_seen_by_the_next_call_of_another"
+    "shared-frees-open-elsewhere|crates/hashfs/src/fs/ops.rs|an unlinked file is freed at the last close in one participant though another still has it open|test shared_mount an_unlinked_file_stays_while_another_participant_has_it_open"
+    "shared-joiner-recovers|crates/hashfs/src/fs/shared.rs|a participant joining a mounted image runs the first mount's recovery, which frees the unlinked files others have open|test shared_mount an_unlinked_file_stays_while_another_participant_has_it_open"
+    "shared-takeover-no-recovery|crates/hashfs/src/fs/shared.rs|a participant that takes the image lock over from a dead one goes on without recovering what it left half done|test shared_mount a_participant_killed_inside_a_call_is_recovered_by_the_next"
+    "shared-times-hidden|crates/hashfs/src/fs/shared.rs|a call that ends leaves the times its writes set in DRAM only, where the other participants do not read them (a stat elsewhere shows the times before the write)|test shared_mount a_change_in_one_participant_is_seen_by_the_next_call_of_another"
+    "shared-tag-unread|crates/hashfs/src/fs/hashfs/append_tag.rs|a participant reads an inode whose size another left tagged by a one-fence append as it lies on the media (the tag's bits taken for the size)|test shared_mount a_change_in_one_participant_is_seen_by_the_next_call_of_another"
     "ctfs-unlogged-pswap|crates/hashfs/src/mapping/ctfs/tx.rs|ctFS's partition move stores its page-table swap straight to PM before the transaction that names the new partition (the released ctFS's order)|ctfs append,write-past-eof,truncate-down"
 )
 
@@ -243,6 +249,30 @@ elif name == "description-offset-unlocked":
     sub("crates/hashfs/src/share/descriptions.rs",
         "        let _: Acquired = self.lock.lock(me, who);\n        let _held = Held(&self.lock);\n",
         "        let _ = (me, who, Held(&self.lock));\n")
+elif name == "shared-no-catch-up":
+    sub("crates/hashfs/src/fs/shared.rs",
+        "        if seen == now {\n            return;\n        }\n",
+        "        if seen == now || true {\n            return;\n        }\n")
+elif name == "shared-frees-open-elsewhere":
+    sub("crates/hashfs/src/fs/ops.rs",
+        "            && !self.open_elsewhere(cell.ino)\n",
+        "")
+elif name == "shared-joiner-recovers":
+    sub("crates/hashfs/src/fs/shared.rs",
+        "            (true, _) => MountAs::Alone,\n",
+        "            _ => MountAs::Alone,\n")
+elif name == "shared-takeover-no-recovery":
+    sub("crates/hashfs/src/fs/shared.rs",
+        "            if let Err(e) = self.take_over(sh, dead) {\n",
+        "            if let Err(e) = {\n                sh.region.participants().reap(dead);\n                Ok::<(), Error>(())\n            } {\n")
+elif name == "shared-times-hidden":
+    sub("crates/hashfs/src/fs/shared.rs",
+        "                self.show_times(&cell, &cell.state.read());\n",
+        "                let _ = &cell;\n")
+elif name == "shared-tag-unread":
+    sub("crates/hashfs/src/fs/hashfs/append_tag.rs",
+        "    if let Some(t) = tag {\n        raw.size = t.size;\n    }\n    raw.blocks &= BLOCKS_MASK;\n",
+        "    let _ = &raw;\n")
 elif name == "description-claimed-twice":
     sub("crates/hashfs/src/share/descriptions.rs",
         "            if d.holders.compare_exchange(0, bit, Ordering::AcqRel, Ordering::Relaxed).is_err() {\n                continue;\n            }\n",

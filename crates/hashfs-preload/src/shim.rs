@@ -34,6 +34,15 @@ struct OpenFile {
     pos: Mutex<u64>,
     /// O_ACCMODE, O_APPEND, O_NONBLOCK... as given to open.
     flags: std::sync::atomic::AtomicI32,
+    /// The description's descriptor of the image for its OFD locks and `flock`
+    /// (`locks.rs`), opened at first use.
+    lock_fd: OnceLock<Result<c_int, c_int>>,
+}
+
+impl Drop for OpenFile {
+    fn drop(&mut self) {
+        locks::close_description(self);
+    }
 }
 
 struct Shim {
@@ -299,9 +308,25 @@ fn write_mode_env() -> Result<Option<hashfs::WriteMode>, String> {
 /// its own (a preallocated image only; `MmapDevice::populate_in_background`), so that
 /// writes do not pay a page fault each: worth it for a long-running process, wasted CPU
 /// for a short one, hence opt-in.
+///
+/// The image is shared with every other process that uses it through the shim
+/// (`FileSystem::mount_shared`); an image whose mapping is not shared yet is mounted by
+/// this process alone, and the others get EBUSY while it runs.
 fn open_image(img: &Path) -> hashfs::Result<(FileSystem<MmapDevice>, hashfs::MountReport)> {
+    let populate = std::env::var_os("HASHFS_POPULATE").is_some_and(|v| v == "1");
+    let dev = MmapDevice::open(img, hashfs::pm::OpenMode::Shared)?;
+    if populate {
+        dev.populate_in_background()?;
+    }
+    let image = std::fs::File::open(img)?;
+    let region = hashfs::share::region_path(&image)?;
+    let access = hashfs::share::Access::of_image(&image)?;
+    match FileSystem::mount_shared(std::sync::Arc::new(dev), &region, access, &|_, _| {}) {
+        Err(Error::Unsupported(_)) => {}
+        shared => return shared,
+    }
     let dev = MmapDevice::open(img, hashfs::pm::OpenMode::Existing)?;
-    if std::env::var_os("HASHFS_POPULATE").is_some_and(|v| v == "1") {
+    if populate {
         dev.populate_in_background()?;
     }
     FileSystem::mount(std::sync::Arc::new(dev), &|_, _| {})
@@ -384,6 +409,7 @@ mod dir;
 mod fd;
 mod io;
 mod ioctl;
+mod locks;
 mod meta;
 mod mmap;
 mod names;

@@ -152,33 +152,6 @@ print("ok")
     img.fsck_clean();
 }
 
-#[test]
-fn second_process_is_refused_while_the_first_owns_the_image() {
-    let img = image();
-    let mut owner = img
-        .cmd("python3")
-        .args([
-            "-c",
-            &format!(
-                "import time; f = open('{}', 'w'); f.write('x'); f.flush(); print('ready', flush=True); time.sleep(3)",
-                p("/held")
-            ),
-        ])
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    std::io::BufRead::read_line(&mut std::io::BufReader::new(owner.stdout.as_mut().unwrap()), &mut line).unwrap();
-    assert_eq!(line.trim(), "ready");
-    let o = img.run("cat", &[&p("/held")]);
-    assert!(!o.status.success());
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert!(err.contains("in use by another process") && err.contains("Device or resource busy"), "{err}");
-    assert!(owner.wait().unwrap().success());
-    assert_eq!(img.ok("cat", &[&p("/held")]), "x");
-    img.fsck_clean();
-}
-
 /// A shell's own redirections onto a HashFS file (dash closes its stdout before the dup2,
 /// so the shim's pipe once landed on the descriptor it replaced: EPIPE), in order, one after
 /// another, and a shell that ends with `_exit` (as dash does) still leaves the image clean

@@ -56,6 +56,8 @@ pub enum Error {
     Range,
     #[error("attribute value too large")]
     TooBig,
+    #[error("too many files open across the processes sharing the image")]
+    TooManyOpen,
 }
 
 pub type Result<T> = std::result::Result<T, Error>;
@@ -98,6 +100,7 @@ impl Error {
             Error::NoData => libc::ENODATA,
             Error::Range => libc::ERANGE,
             Error::TooBig => libc::E2BIG,
+            Error::TooManyOpen => libc::ENFILE,
         }
     }
 }

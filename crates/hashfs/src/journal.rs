@@ -13,7 +13,7 @@
 //! transactions carry other txids; at mount the txid counter starts above every txid
 //! found in any journal, so a stale entry can never be taken for a live one.
 
-use crate::layout::Geometry;
+use crate::layout::{Geometry, Ino, INODE_BYTES};
 use crate::pm::{DevOffset, PmDevice};
 use crate::share::{Acquired, Participant, Participants, Region, RobustLock};
 use crate::{Error, Result};
@@ -231,6 +231,17 @@ impl<D: PmDevice> Journals<D> {
         Journals { locks: Locks::Shared(locks), dev, geo, next_txid: AtomicU64::new(first_txid.max(1)) }
     }
 
+    /// The transaction id the next transaction gets.
+    pub fn next_txid(&self) -> u64 {
+        self.next_txid.load(Ordering::Relaxed)
+    }
+
+    /// Raises the next transaction id to at least `n` (a shared mount: ids another
+    /// participant used are not used again).
+    pub fn raise_next_txid(&self, n: u64) {
+        self.next_txid.fetch_max(n, Ordering::Relaxed);
+    }
+
     /// Takes journal `i`'s lock if it is free (or its holder died: its transaction is
     /// rolled back first; a journal that cannot be stays held, out of use until the next
     /// mount's recovery).
@@ -398,7 +409,26 @@ impl<'a, D: PmDevice> Tx<'a, D> {
         self.log_undo()?;
         self.write_in_place();
         self.finish();
+        self.note_inodes();
         Ok(())
+    }
+
+    /// Tells a shared mount which inodes the transaction changed (`fs/shared.rs`).
+    fn note_inodes(&self) {
+        if !crate::fs::shared::recording() {
+            return;
+        }
+        let geo = &self.journals.geo;
+        let table = geo.inode_table_off..geo.inode_table_off + geo.inode_count * INODE_BYTES as u64;
+        for (off, data) in &self.writes {
+            if table.contains(off) {
+                let first = (off - geo.inode_table_off) / INODE_BYTES as u64;
+                let last = (off + data.len() as u64 - 1 - geo.inode_table_off) / INODE_BYTES as u64;
+                for i in first..=last.min(geo.inode_count - 1) {
+                    crate::fs::shared::touched(Ino(i as u32 + 1));
+                }
+            }
+        }
     }
 
     /// Step 1: the undo log and the header's `active_txid`, durable before any change.

@@ -97,6 +97,7 @@ pub(super) fn do_open(path: &Path, flags: c_int, mode: mode_t) -> Result<c_int, 
         fs_path: path.to_path_buf(),
         pos: Mutex::new(0),
         flags: std::sync::atomic::AtomicI32::new(flags),
+        lock_fd: OnceLock::new(),
     });
     register(s, of, flags)
 }
@@ -130,7 +131,10 @@ pub(super) fn close_own(fd: c_int) {
 /// Forgets `fd` (closed, or replaced by dup2 with another descriptor).
 fn forget(s: &Shim, fd: c_int) {
     s.unmark(fd);
-    s.fds.lock().remove(&fd);
+    let of = s.fds.lock().remove(&fd);
+    if let Some(of) = of {
+        locks::closed_a_descriptor_of(of.ino);
+    }
 }
 
 impl Descriptors for Preload {
@@ -207,11 +211,28 @@ impl Descriptors for Preload {
                 of.flags.store(keep | (arg as c_int & (libc::O_APPEND | libc::O_NONBLOCK)), Ordering::Relaxed);
                 served(Ok(0))
             }
-            // One process owns the image: no other holder to conflict with.
-            (libc::F_SETLK | libc::F_SETLKW | libc::F_OFD_SETLK | libc::F_OFD_SETLKW, _) => served(Ok(0)),
-            (libc::F_GETLK | libc::F_OFD_GETLK, FcntlArg::Lock(l)) => {
-                l.l_type = libc::F_UNLCK as i16;
-                served(Ok(0))
+            // Through the kernel's lock manager, on the image's range for this file.
+            (
+                libc::F_SETLK
+                | libc::F_SETLKW
+                | libc::F_OFD_SETLK
+                | libc::F_OFD_SETLKW
+                | libc::F_GETLK
+                | libc::F_OFD_GETLK,
+                FcntlArg::Lock(l),
+            ) => {
+                let write_lock = l.l_type == libc::F_WRLCK as i16 && !matches!(cmd, libc::F_GETLK | libc::F_OFD_GETLK);
+                let acc = of.flags.load(Ordering::Relaxed) & libc::O_ACCMODE;
+                if write_lock && acc == libc::O_RDONLY {
+                    return served(Err(libc::EBADF)); // a write lock needs a descriptor open for writing
+                }
+                if l.l_type == libc::F_RDLCK as i16
+                    && acc == libc::O_WRONLY
+                    && !matches!(cmd, libc::F_GETLK | libc::F_OFD_GETLK)
+                {
+                    return served(Err(libc::EBADF));
+                }
+                served(locks::fcntl_lock(&of, cmd, l))
             }
             // On the placeholder, then bound to the same open file.
             (libc::F_DUPFD | libc::F_DUPFD_CLOEXEC, _) => {
@@ -221,7 +242,8 @@ impl Descriptors for Preload {
         }
     }
 
-    fn flock(_: c_int, _: c_int, _: Next<'_, ()>) -> Served<()> {
-        served(Ok(())) // one process owns the image: no other holder to conflict with
+    fn flock(fd: c_int, op: c_int, _: Next<'_, ()>) -> Served<()> {
+        let of = shim().file(fd)?;
+        served(locks::flock(&of, op))
     }
 }

@@ -522,6 +522,7 @@ mod tests {
             fs_path: PathBuf::from("/f"),
             pos: Mutex::new(0),
             flags: std::sync::atomic::AtomicI32::new(0),
+            lock_fd: OnceLock::new(),
         });
         let rec = |start, len, off, mapped| FileMap {
             start,

@@ -155,6 +155,7 @@ pub struct Inherited {
 impl<D: PmDevice> FileSystem<D> {
     /// The ACL of `ino` named `name` (ACCESS or DEFAULT), if it has one.
     pub fn acl(&self, ino: Ino, name: &[u8]) -> Result<Option<Acl>> {
+        let _in = self.inner.enter();
         match self.get_xattr(ino, name) {
             Ok(v) => Acl::parse(&v).map(Some),
             Err(Error::NoData) => Ok(None),
@@ -191,6 +192,7 @@ impl<D: PmDevice> FileSystem<D> {
 
     /// After a chmod: the access ACL's owner, mask and other entries follow the new bits.
     pub fn chmod_acl(&self, ino: Ino, perm: u32) -> Result<()> {
+        let _in = self.inner.enter();
         if let Some(mut a) = self.acl(ino, ACCESS)? {
             a.chmod(perm);
             self.inner.change_xattr(ino, ACCESS, Some(&a.encode()), XattrMode::Any)?;
@@ -202,6 +204,7 @@ impl<D: PmDevice> FileSystem<D> {
     /// default ACL there, that ACL masked by the mode (and, for a directory, the default
     /// ACL itself); without one, the mode less the umask.
     pub fn inherit(&self, parent: Ino, mode: u32, umask: u32, ftype: FileType) -> Result<Inherited> {
+        let _in = self.inner.enter();
         let Some(d) = self.acl(parent, DEFAULT)? else {
             return Ok(Inherited { perm: mode & 0o7777 & !umask, access: None, default: None });
         };
@@ -215,6 +218,7 @@ impl<D: PmDevice> FileSystem<D> {
 
     /// Sets the ACLs of a new inode (after it was created with `inh.perm`).
     pub fn apply_inherited(&self, ino: Ino, inh: &Inherited) -> Result<()> {
+        let _in = self.inner.enter();
         if let Some(a) = &inh.access {
             self.inner.change_xattr(ino, ACCESS, Some(a), XattrMode::Any)?;
         }

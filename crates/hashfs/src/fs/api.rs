@@ -152,12 +152,36 @@ impl FileSystem<MmapDevice> {
         let dev = MmapDevice::open(path, OpenMode::Existing)?;
         FileSystem::mount(Arc::new(dev), &|_, _| {})
     }
+
+    /// Mounts the image file `path` as one of many processes that use it at once
+    /// (`fs/shared.rs`): the image's lock taken shared, and the coordination in its
+    /// region file on `/dev/shm` (made with the image file's owner and permissions, and
+    /// removed by the last process to leave).
+    pub fn open_shared(path: &Path) -> Result<(FileSystem<MmapDevice>, MountReport)> {
+        let dev = MmapDevice::open(path, OpenMode::Shared)?;
+        let image = std::fs::File::open(path)?;
+        let region = crate::share::region_path(&image)?;
+        FileSystem::mount_shared(Arc::new(dev), &region, crate::share::Access::of_image(&image)?, &|_, _| {})
+    }
 }
 
 impl<D: PmDevice> FileSystem<D> {
     /// Mounts the file system on `dev`, recovering from an unclean shutdown.
     pub fn mount(dev: Arc<D>, progress: super::Progress<'_>) -> Result<(FileSystem<D>, MountReport)> {
-        let (inner, report) = recovery::mount(dev, progress)?;
+        let (inner, report) = recovery::mount(dev, progress, recovery::MountAs::Alone)?;
+        Ok((FileSystem { inner }, report))
+    }
+
+    /// Mounts the file system on `dev` as one participant of many (`fs/shared.rs`):
+    /// `region` is the image's region file (made with `access` if missing). Only HashFS's
+    /// mapping with the paper placement is shared yet (Unsupported otherwise).
+    pub fn mount_shared(
+        dev: Arc<D>,
+        region: &Path,
+        access: crate::share::Access,
+        progress: super::Progress<'_>,
+    ) -> Result<(FileSystem<D>, MountReport)> {
+        let (inner, report) = super::shared::mount(dev, region, access, progress)?;
         Ok((FileSystem { inner }, report))
     }
 
@@ -181,6 +205,12 @@ impl<D: PmDevice> FileSystem<D> {
         self.inner.mark_clean();
         self.inner.dev.sync_host()?;
         Ok(())
+    }
+
+    /// On a mount shared by many processes ([`FileSystem::mount_shared`]): how often this
+    /// one recovered the image after another died inside a call. None on a mount of one.
+    pub fn shared_takeovers(&self) -> Option<u64> {
+        self.inner.takeovers()
     }
 
     pub fn device(&self) -> &Arc<D> {
@@ -233,6 +263,7 @@ impl<D: PmDevice> FileSystem<D> {
     /// ctFS images: the leading pages of `ino` that the live view maps now (reads and
     /// in-place writes below them are one copy); None without a view.
     pub fn ctfs_view_pages(&self, ino: Ino) -> Option<u64> {
+        let _in = self.inner.enter();
         self.inner.map.ctfs_view().map(|v| v.mapped_pages(ino))
     }
 
@@ -240,6 +271,7 @@ impl<D: PmDevice> FileSystem<D> {
     /// mapping entry, or None for a hole: what the mapping structure translates, through
     /// the file's translation cache or cursor.
     pub fn physical_block(&self, ino: Ino, lblk: Lblk) -> Result<Option<Extent>> {
+        let _in = self.inner.enter();
         let cell = self.inner.cell(ino)?;
         let st = cell.state.read();
         if st.freed {
@@ -257,6 +289,7 @@ impl<D: PmDevice> FileSystem<D> {
     /// zero, so that a mapping of the block never shows bytes the file no longer has: for
     /// the checks that hold it (the crash explorer's snapshots, fsck's, tests).
     pub fn bytes_past_eof(&self, ino: Ino) -> Result<Vec<u8>> {
+        let _in = self.inner.enter();
         let cell = self.inner.cell(ino)?;
         let st = cell.state.read();
         if st.freed {
@@ -268,11 +301,13 @@ impl<D: PmDevice> FileSystem<D> {
     /// HashFS with the regions placement: the open groups (the small keys' region), and
     /// whether moves into the newest ones still wait (a busy or memory-mapped file).
     pub fn open_groups(&self) -> Option<(u64, bool)> {
+        let _in = self.inner.enter();
         self.inner.map.open_groups()
     }
 
     /// HashFS with the grouped placement: the groups claimed by a file's 2 MiB chunk.
     pub fn claimed_groups(&self) -> Option<u64> {
+        let _in = self.inner.enter();
         self.inner.map.claimed_groups()
     }
 
@@ -284,6 +319,7 @@ impl<D: PmDevice> FileSystem<D> {
     ///
     /// [`free_aligned_extents`]: Self::free_aligned_extents
     pub fn fills_whole_chunks(&self) -> bool {
+        let _in = self.inner.enter();
         self.inner.map.fills_whole_chunks()
     }
 
@@ -291,10 +327,12 @@ impl<D: PmDevice> FileSystem<D> {
     /// the image (WineFS Fig. 3), what a memory-mapped file needs for 2 MiB pages. For
     /// HashFS, runs of 512 free (empty or tombstone) slots.
     pub fn free_aligned_extents(&self) -> u64 {
+        let _in = self.inner.enter();
         self.inner.map.free_aligned_extents(self.inner.geo.data_off / BLOCK_BYTES)
     }
 
     pub fn statfs(&self) -> StatFs {
+        let _in = self.inner.enter();
         let (total, free) = self.inner.map.blocks_total_free(self.inner.geo.data_blocks);
         StatFs {
             block_bytes: BLOCK_BYTES,
@@ -310,6 +348,7 @@ impl<D: PmDevice> FileSystem<D> {
     /// change is durable when its operation returns), and the image on a host that is not
     /// persistent memory.
     pub fn sync(&self) -> Result<()> {
+        let _in = self.inner.enter();
         self.inner.persist_all_times();
         self.inner.sync_data()
     }
@@ -317,11 +356,13 @@ impl<D: PmDevice> FileSystem<D> {
     // ---- inode-level API ----
 
     pub fn lookup(&self, parent: Ino, name: &[u8]) -> Result<Metadata> {
+        let _in = self.inner.enter();
         let (ino, _) = self.inner.lookup(parent, name)?;
         self.getattr(ino)
     }
 
     pub fn getattr(&self, ino: Ino) -> Result<Metadata> {
+        let _in = self.inner.enter();
         let cell = self.inner.cell(ino)?;
         let st = cell.state.read();
         if st.freed {
@@ -336,6 +377,7 @@ impl<D: PmDevice> FileSystem<D> {
     /// file's next write keeps the coarse clock (`inode::write_time_ns`). A stat must use
     /// `getattr`.
     pub fn peek_attr(&self, ino: Ino) -> Result<Metadata> {
+        let _in = self.inner.enter();
         let cell = self.inner.cell(ino)?;
         let st = cell.state.read();
         if st.freed {
@@ -347,6 +389,7 @@ impl<D: PmDevice> FileSystem<D> {
     /// chmod, chown, truncate, utimens. A chmod of a file with an access ACL also rewrites
     /// the ACL's owner, mask and other entries (a second transaction).
     pub fn setattr(&self, ino: Ino, attr: &SetAttr) -> Result<Metadata> {
+        let _in = self.inner.enter();
         let raw = self.inner.setattr(ino, attr)?;
         if let (Some(p), true) = (attr.perm, raw.xattr_ino != 0) {
             self.chmod_acl(ino, p)?;
@@ -358,28 +401,33 @@ impl<D: PmDevice> FileSystem<D> {
     }
 
     pub fn create_file_at(&self, parent: Ino, name: &[u8], perm: u32, owner: Owner) -> Result<Metadata> {
+        let _in = self.inner.enter();
         let c = self.inner.create_node(parent, name, NodeSpec::File { perm }, owner)?;
         self.getattr(c.ino)
     }
 
     pub fn mkdir_at(&self, parent: Ino, name: &[u8], perm: u32, owner: Owner) -> Result<Metadata> {
+        let _in = self.inner.enter();
         let c = self.inner.create_node(parent, name, NodeSpec::Dir { perm }, owner)?;
         self.getattr(c.ino)
     }
 
     pub fn symlink_at(&self, parent: Ino, name: &[u8], target: &[u8], owner: Owner) -> Result<Metadata> {
+        let _in = self.inner.enter();
         let c = self.inner.create_node(parent, name, NodeSpec::Symlink { target }, owner)?;
         self.getattr(c.ino)
     }
 
     /// getxattr(2): the value of attribute `name` (NoData if absent).
     pub fn get_xattr(&self, ino: Ino, name: &[u8]) -> Result<Vec<u8>> {
+        let _in = self.inner.enter();
         super::xattr::check_name(name)?;
         self.inner.xattrs(ino)?.remove(name).ok_or(Error::NoData)
     }
 
     /// listxattr(2): every attribute name, sorted.
     pub fn list_xattr(&self, ino: Ino) -> Result<Vec<Vec<u8>>> {
+        let _in = self.inner.enter();
         Ok(self.inner.xattrs(ino)?.into_keys().collect())
     }
 
@@ -387,6 +435,7 @@ impl<D: PmDevice> FileSystem<D> {
     /// (`system.posix_acl_access`/`_default`) are validated and keep the mode in step, as
     /// Linux does (`fs/acl.rs`), so every front end gets ACL semantics from this one call.
     pub fn set_xattr(&self, ino: Ino, name: &[u8], value: &[u8], mode: super::xattr::XattrMode) -> Result<()> {
+        let _in = self.inner.enter();
         if name == super::acl::ACCESS || name == super::acl::DEFAULT {
             return self.set_acl(ino, name, value, mode);
         }
@@ -395,6 +444,7 @@ impl<D: PmDevice> FileSystem<D> {
 
     /// removexattr(2) (NoData if absent).
     pub fn remove_xattr(&self, ino: Ino, name: &[u8]) -> Result<()> {
+        let _in = self.inner.enter();
         self.inner.change_xattr(ino, name, None, super::xattr::XattrMode::Any)
     }
 
@@ -413,15 +463,18 @@ impl<D: PmDevice> FileSystem<D> {
     }
 
     pub fn link_at(&self, ino: Ino, new_parent: Ino, name: &[u8]) -> Result<Metadata> {
+        let _in = self.inner.enter();
         self.inner.link(ino, new_parent, name)?;
         self.getattr(ino)
     }
 
     pub fn unlink_at(&self, parent: Ino, name: &[u8]) -> Result<()> {
+        let _in = self.inner.enter();
         self.inner.remove(parent, name, RemoveKind::NonDir)
     }
 
     pub fn rmdir_at(&self, parent: Ino, name: &[u8]) -> Result<()> {
+        let _in = self.inner.enter();
         self.inner.remove(parent, name, RemoveKind::Dir)
     }
 
@@ -437,16 +490,19 @@ impl<D: PmDevice> FileSystem<D> {
     }
 
     pub fn readlink_ino(&self, ino: Ino) -> Result<Vec<u8>> {
+        let _in = self.inner.enter();
         self.inner.readlink(ino)
     }
 
     /// Up to `max` entries after `cookie` (0 = from the start; "." and ".." not included).
     pub fn readdir_ino(&self, ino: Ino, cookie: u64, max: usize) -> Result<Vec<DirEntry>> {
+        let _in = self.inner.enter();
         self.inner.readdir(ino, cookie, max)
     }
 
     /// Opens inode `ino` (a regular file or, read-only, anything).
     pub fn open_ino(&self, ino: Ino, access: Access) -> Result<File<D>> {
+        let _in = self.inner.enter();
         let cell = self.inner.cell(ino)?;
         {
             let st = cell.state.read();
@@ -458,6 +514,9 @@ impl<D: PmDevice> FileSystem<D> {
             }
             if st.raw.is_special() {
                 return Err(Error::Unsupported("a FIFO, device or socket is opened through the kernel (a mount)"));
+            }
+            if cell.open_count.load(Ordering::Acquire) == 0 {
+                self.inner.note_open(ino)?;
             }
             cell.open_count.fetch_add(1, Ordering::AcqRel);
         }
@@ -476,6 +535,7 @@ impl<D: PmDevice> FileSystem<D> {
 
     /// The parent of directory `dir` (".."; the root is its own parent).
     pub fn parent_of(&self, dir: Ino) -> Result<Ino> {
+        let _in = self.inner.enter();
         let cell = self.inner.cell(dir)?;
         let st = cell.state.read();
         if !st.raw.is_dir() {
@@ -519,16 +579,19 @@ impl<D: PmDevice> FileSystem<D> {
 
     /// The inode at `path`, following a final symlink.
     pub fn resolve(&self, path: &Path) -> Result<Ino> {
+        let _in = self.inner.enter();
         self.walk(Self::components(path)?, true)
     }
 
     /// The inode at `path`, not following a final symlink.
     pub fn resolve_nofollow(&self, path: &Path) -> Result<Ino> {
+        let _in = self.inner.enter();
         self.walk(Self::components(path)?, false)
     }
 
     /// The parent directory of `path` and the final name.
     pub fn resolve_parent(&self, path: &Path) -> Result<(Ino, Vec<u8>)> {
+        let _in = self.inner.enter();
         let mut comps = Self::components(path)?;
         let last = comps.pop_back().ok_or(Error::Exists)?;
         if last == b".." {
@@ -542,23 +605,28 @@ impl<D: PmDevice> FileSystem<D> {
     }
 
     pub fn metadata(&self, path: &Path) -> Result<Metadata> {
+        let _in = self.inner.enter();
         self.getattr(self.resolve(path)?)
     }
 
     pub fn symlink_metadata(&self, path: &Path) -> Result<Metadata> {
+        let _in = self.inner.enter();
         self.getattr(self.resolve_nofollow(path)?)
     }
 
     pub fn exists(&self, path: &Path) -> bool {
+        let _in = self.inner.enter();
         self.resolve(path).is_ok()
     }
 
     pub fn create_dir(&self, path: &Path, perm: u32) -> Result<Metadata> {
+        let _in = self.inner.enter();
         let (p, name) = self.resolve_parent(path)?;
         self.mkdir_at(p, &name, perm, Owner::current())
     }
 
     pub fn create_dir_all(&self, path: &Path, perm: u32) -> Result<()> {
+        let _in = self.inner.enter();
         let mut cur = std::path::PathBuf::from("/");
         for c in Self::components(path)? {
             cur.push(std::ffi::OsStr::from_bytes(&c));
@@ -572,12 +640,14 @@ impl<D: PmDevice> FileSystem<D> {
     }
 
     pub fn remove_file(&self, path: &Path) -> Result<()> {
+        let _in = self.inner.enter();
         let (p, name) =
             self.resolve_parent(path).map_err(|e| if matches!(e, Error::Exists) { Error::IsDir } else { e })?;
         self.unlink_at(p, &name)
     }
 
     pub fn remove_dir(&self, path: &Path) -> Result<()> {
+        let _in = self.inner.enter();
         let (p, name) =
             self.resolve_parent(path).map_err(|e| if matches!(e, Error::Exists) { Error::Busy } else { e })?;
         self.rmdir_at(p, &name)
@@ -585,6 +655,7 @@ impl<D: PmDevice> FileSystem<D> {
 
     /// Removes a directory and everything below it.
     pub fn remove_dir_all(&self, path: &Path) -> Result<()> {
+        let _in = self.inner.enter();
         let ino = self.resolve_nofollow(path)?;
         if !self.getattr(ino)?.is_dir() {
             return self.remove_file(path);
@@ -607,10 +678,12 @@ impl<D: PmDevice> FileSystem<D> {
     }
 
     pub fn rename(&self, from: &Path, to: &Path) -> Result<()> {
+        let _in = self.inner.enter();
         self.rename_with(from, to, RenameMode::Replace)
     }
 
     pub fn rename_with(&self, from: &Path, to: &Path, mode: RenameMode) -> Result<()> {
+        let _in = self.inner.enter();
         let (sp, sn) =
             self.resolve_parent(from).map_err(|e| if matches!(e, Error::Exists) { Error::Busy } else { e })?;
         let (dp, dn) = self.resolve_parent(to).map_err(|e| if matches!(e, Error::Exists) { Error::Busy } else { e })?;
@@ -618,17 +691,20 @@ impl<D: PmDevice> FileSystem<D> {
     }
 
     pub fn hard_link(&self, original: &Path, link: &Path) -> Result<()> {
+        let _in = self.inner.enter();
         let ino = self.resolve_nofollow(original)?;
         let (p, name) = self.resolve_parent(link)?;
         self.link_at(ino, p, &name).map(|_| ())
     }
 
     pub fn symlink(&self, target: &Path, link: &Path) -> Result<()> {
+        let _in = self.inner.enter();
         let (p, name) = self.resolve_parent(link)?;
         self.symlink_at(p, &name, target.as_os_str().as_bytes(), Owner::current()).map(|_| ())
     }
 
     pub fn read_link(&self, path: &Path) -> Result<std::path::PathBuf> {
+        let _in = self.inner.enter();
         use std::os::unix::ffi::OsStringExt;
         let bytes = self.readlink_ino(self.resolve_nofollow(path)?)?;
         Ok(std::path::PathBuf::from(std::ffi::OsString::from_vec(bytes)))
@@ -636,6 +712,7 @@ impl<D: PmDevice> FileSystem<D> {
 
     /// All entries of the directory at `path` ("." and ".." not included).
     pub fn read_dir(&self, path: &Path) -> Result<Vec<DirEntry>> {
+        let _in = self.inner.enter();
         let ino = self.resolve(path)?;
         let mut out = Vec::new();
         let mut cookie = 0;
@@ -650,19 +727,23 @@ impl<D: PmDevice> FileSystem<D> {
     }
 
     pub fn set_permissions(&self, path: &Path, perm: u32) -> Result<()> {
+        let _in = self.inner.enter();
         self.setattr(self.resolve(path)?, &SetAttr { perm: Some(perm), ..Default::default() }).map(|_| ())
     }
 
     pub fn set_owner(&self, path: &Path, uid: Option<u32>, gid: Option<u32>) -> Result<()> {
+        let _in = self.inner.enter();
         self.setattr(self.resolve(path)?, &SetAttr { uid, gid, ..Default::default() }).map(|_| ())
     }
 
     pub fn set_times(&self, path: &Path, atime: Option<SetTime>, mtime: Option<SetTime>) -> Result<()> {
+        let _in = self.inner.enter();
         self.setattr(self.resolve(path)?, &SetAttr { atime, mtime, ..Default::default() }).map(|_| ())
     }
 
     /// Reads a whole file.
     pub fn read(&self, path: &Path) -> Result<Vec<u8>> {
+        let _in = self.inner.enter();
         let mut f = self.open_file(path, OpenOptions::new().read(true))?;
         let mut v = Vec::with_capacity(f.metadata()?.size as usize);
         f.read_to_end(&mut v).map_err(Error::Io)?;
@@ -671,6 +752,7 @@ impl<D: PmDevice> FileSystem<D> {
 
     /// Creates or replaces a file with `data`.
     pub fn write(&self, path: &Path, data: &[u8]) -> Result<()> {
+        let _in = self.inner.enter();
         let f = self.open_file(path, OpenOptions::new().write(true).create(true).truncate(true))?;
         let mut done = 0;
         while done < data.len() {
@@ -680,6 +762,7 @@ impl<D: PmDevice> FileSystem<D> {
     }
 
     pub fn open_file(&self, path: &Path, opts: &OpenOptions) -> Result<File<D>> {
+        let _in = self.inner.enter();
         let access = Access { read: opts.read, write: opts.write || opts.append, append: opts.append };
         if !access.read && !access.write {
             return Err(Error::Invalid("open needs read or write access"));

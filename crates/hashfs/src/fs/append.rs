@@ -62,6 +62,7 @@ impl<D: PmDevice> FsInner<D> {
         let added = on_map!(self, m => m.map_unlogged(self, cell, fresh));
         const _: () = assert!(INODE_BLOCKS_OFF == INODE_SIZE_OFF + 8 && INODE_SIZE_OFF % 64 + 16 <= 64);
         let ioff = self.geo.inode_off(ino.get());
+        super::shared::touched(ino);
         if let Some(data) = tail {
             // One fence for data, keys and size: the block-count word, then the size word,
             // both tagged with the bytes' check and a parity the last tag did not have.
@@ -87,7 +88,7 @@ impl<D: PmDevice> FsInner<D> {
         self.dev.fence();
         st.raw.size = new_size;
         st.raw.blocks += added;
-        self.set_write_times(st);
+        self.set_write_times(ino, st);
         if added > 0 {
             on_map!(self, m => m.prefetch_next_append(self, ino, Lblk(blocks_for(new_size))));
         }

@@ -311,7 +311,7 @@ impl<D: PmDevice> FsInner<D> {
             let f = FileRef { m: &Direct(&*self.dev), geo: &self.geo, ino: cell.ino, raw: &st.raw, size_blocks };
             if v.write_in_place(&f, off, data)? {
                 self.dev.fence();
-                self.set_write_times(st);
+                self.set_write_times(cell.ino, st);
                 return Ok(());
             }
         }
@@ -326,7 +326,7 @@ impl<D: PmDevice> FsInner<D> {
         self.write_planned(&plan, off, data);
         if new_size == old_size && plan.iter().all(|p| !p.fresh) {
             self.dev.fence();
-            self.set_write_times(st);
+            self.set_write_times(cell.ino, st);
             return Ok(());
         }
         if self.can_append_fast(cell, st, &plan) {

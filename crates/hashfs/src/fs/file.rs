@@ -152,6 +152,7 @@ impl<D: PmDevice> File<D> {
     }
 
     pub fn read_at(&self, off: u64, buf: &mut [u8]) -> Result<usize> {
+        let _in = self.fs.enter();
         if !self.access.read {
             return Err(Error::BadDescriptor);
         }
@@ -161,6 +162,7 @@ impl<D: PmDevice> File<D> {
     /// Writes at `off` (at the end in append mode); returns the bytes written, which is
     /// short only when the device fills up part way.
     pub fn write_at(&self, off: u64, data: &[u8]) -> Result<usize> {
+        let _in = self.fs.enter();
         if !self.access.write {
             return Err(Error::BadDescriptor);
         }
@@ -176,6 +178,7 @@ impl<D: PmDevice> File<D> {
     /// file is memory-mapped through the shim and the journal cannot hold the old bytes.
     /// Returns the end of the write.
     pub fn write_atomic_at(&self, off: u64, data: &[u8]) -> Result<u64> {
+        let _in = self.fs.enter();
         if !self.access.write {
             return Err(Error::BadDescriptor);
         }
@@ -191,6 +194,7 @@ impl<D: PmDevice> File<D> {
     /// memory-mapped. Returns the page-table entries exchanged (one per 1 GiB or 2 MiB
     /// where both ranges are aligned to it, one per page elsewhere).
     pub fn swap_pages(&self, off: u64, other: &File<D>, other_off: u64, len: u64) -> Result<u64> {
+        let _in = self.fs.enter();
         if !self.access.write || !other.access.write {
             return Err(Error::BadDescriptor);
         }
@@ -203,6 +207,7 @@ impl<D: PmDevice> File<D> {
     /// [`write_atomic_at`](Self::write_atomic_at) at the current end of file, whatever
     /// the open mode; returns the new end.
     pub fn append_atomic(&self, data: &[u8]) -> Result<u64> {
+        let _in = self.fs.enter();
         if !self.access.write {
             return Err(Error::BadDescriptor);
         }
@@ -212,6 +217,7 @@ impl<D: PmDevice> File<D> {
     /// Writes at the current end of file, whatever the open mode (atomically with respect
     /// to other appends); returns the bytes written and the new end.
     pub fn append(&self, data: &[u8]) -> Result<(usize, u64)> {
+        let _in = self.fs.enter();
         if !self.access.write {
             return Err(Error::BadDescriptor);
         }
@@ -219,12 +225,14 @@ impl<D: PmDevice> File<D> {
     }
 
     pub fn metadata(&self) -> Result<Metadata> {
+        let _in = self.fs.enter();
         let st = self.cell.state.read();
         st.times_read();
         Ok(Metadata::from_raw(self.cell.ino, &st.raw))
     }
 
     pub fn set_len(&self, size: u64) -> Result<()> {
+        let _in = self.fs.enter();
         if !self.access.write {
             return Err(Error::BadDescriptor);
         }
@@ -235,11 +243,13 @@ impl<D: PmDevice> File<D> {
     /// posix_fallocate: maps the holes of [off, off + len) with zeroed blocks, so later
     /// writes there cannot fail for lack of space, and extends the size to cover it.
     pub fn allocate(&self, off: u64, len: u64) -> Result<()> {
+        let _in = self.fs.enter();
         self.fallocate(off, len, FallocateMode::Allocate)
     }
 
     /// fallocate(2) with the modes HashFS supports.
     pub fn fallocate(&self, off: u64, len: u64, mode: FallocateMode) -> Result<()> {
+        let _in = self.fs.enter();
         if !self.access.write {
             return Err(Error::BadDescriptor);
         }
@@ -256,6 +266,7 @@ impl<D: PmDevice> File<D> {
     /// file's times durable too (`fs/times.rs`), and the image on a host that is not
     /// persistent memory.
     pub fn sync_all(&self) -> Result<()> {
+        let _in = self.fs.enter();
         {
             let mut st = self.cell.state.write();
             self.fs.persist_times(&self.cell, &mut st);
@@ -265,11 +276,13 @@ impl<D: PmDevice> File<D> {
 
     /// fdatasync: as [`Self::sync_all`] without the times, which a read does not need.
     pub fn sync_data(&self) -> Result<()> {
+        let _in = self.fs.enter();
         self.fs.sync_data()
     }
 
     /// [`Self::sync_all`] or [`Self::sync_data`], as `scope` says.
     pub fn sync(&self, scope: SyncScope) -> Result<()> {
+        let _in = self.fs.enter();
         match scope {
             SyncScope::All => self.sync_all(),
             SyncScope::DataOnly => self.sync_data(),
@@ -279,8 +292,10 @@ impl<D: PmDevice> File<D> {
 
 impl<D: PmDevice> Drop for File<D> {
     fn drop(&mut self) {
+        let _in = self.fs.enter();
         let mut st = self.cell.state.write();
         if self.cell.open_count.fetch_sub(1, Ordering::AcqRel) == 1 {
+            self.fs.note_close(self.cell.ino);
             // Errors here cannot be returned; the next mount frees an orphan left behind.
             let _ = self.fs.maybe_free(&self.cell, &mut st);
         }
@@ -298,6 +313,7 @@ impl<D: PmDevice> Read for File<D> {
 impl<D: PmDevice> Write for File<D> {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
         if self.access.append {
+            let _in = self.fs.enter();
             let (n, end) = self.fs.append(&self.cell, buf)?;
             self.pos = end;
             return Ok(n);

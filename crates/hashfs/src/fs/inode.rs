@@ -93,8 +93,11 @@ impl InodeCache {
         &self.shards[ino.0 as usize % SHARDS]
     }
 
-    /// The cell of `ino`, loading and checking the inode from the media if needed.
-    pub fn get<D: PmDevice>(&self, dev: &D, geo: &Geometry, ino: Ino) -> Result<Arc<InodeCell>> {
+    /// The cell of `ino`, loading and checking the inode from the media if needed. A
+    /// size another participant of a shared mount left tagged by a one-fence append is
+    /// read as its plain value, and the cell keeps the tag (counted in `tagged`), so that
+    /// this participant too makes it plain before it changes those bytes in place.
+    pub fn get<D: PmDevice>(&self, dev: &D, geo: &Geometry, ino: Ino, tagged: &AtomicU64) -> Result<Arc<InodeCell>> {
         if ino.0 == 0 || ino.get() > geo.inode_count {
             return Err(Error::corrupt(format!("inode number {ino} out of range")));
         }
@@ -102,13 +105,18 @@ impl InodeCache {
         if let Some(c) = map.get(&ino.0) {
             return Ok(c.clone());
         }
-        let raw = read_raw(dev, geo, ino);
+        let mut raw = read_raw(dev, geo, ino);
+        let tag = crate::fs::hashfs::append_tag::read_plain(&mut raw);
         match raw.check(ino) {
             MediaState::Allocated => {}
             MediaState::Free => return Err(Error::Stale(ino.0)),
             MediaState::Corrupt(why) => return Err(Error::corrupt(format!("inode {ino}: {why}"))),
         }
         let cell = Arc::new(InodeCell::new(ino, raw));
+        if tag.is_some() {
+            cell.state.write().tag = tag;
+            tagged.fetch_add(1, Ordering::Relaxed);
+        }
         map.insert(ino.0, cell.clone());
         Ok(cell)
     }
@@ -116,6 +124,11 @@ impl InodeCache {
     /// Registers a cell for a newly created inode.
     pub fn insert(&self, cell: Arc<InodeCell>) {
         self.shard(cell.ino).lock().insert(cell.ino.0, cell);
+    }
+
+    /// The cell of `ino` if this mount has it cached.
+    pub fn cached(&self, ino: Ino) -> Option<Arc<InodeCell>> {
+        self.shard(ino).lock().get(&ino.0).cloned()
     }
 
     pub fn remove(&self, ino: Ino) {
@@ -212,6 +225,18 @@ impl InodeAllocator {
         let prev = self.words[(i / 64) as usize].fetch_or(1 << (i % 64), Ordering::Relaxed);
         if prev & (1 << (i % 64)) == 0 {
             self.used.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Sets `ino`'s bit as the media has it (a shared mount's refresh, `fs/shared.rs`).
+    pub fn set(&self, ino: Ino, used: bool) {
+        let i = ino.get() - 1;
+        let bit = 1u64 << (i % 64);
+        let word = &self.words[(i / 64) as usize];
+        if used {
+            self.mark_used(ino);
+        } else if word.fetch_and(!bit, Ordering::AcqRel) & bit != 0 {
+            self.used.fetch_sub(1, Ordering::Relaxed);
         }
     }
 

@@ -57,6 +57,7 @@ impl File<MmapDevice> {
     /// holes cannot be filled, and Io when the kernel refuses the mapping (ENOMEM when the
     /// file is too fragmented for the process's mapping count).
     pub fn map(&self, off: u64, len: usize, prot: Protection) -> Result<Mapping<'_>> {
+        let _in = self.fs.enter();
         if prot == Protection::ReadWrite && !self.access.write {
             return Err(Error::BadDescriptor);
         }
@@ -277,6 +278,7 @@ pub struct BlockPin(std::sync::Arc<super::inode::InodeCell>);
 
 impl<D: crate::pm::PmDevice> File<D> {
     pub fn pin_blocks(&self) -> BlockPin {
+        let _in = self.fs.enter();
         self.count_mapping();
         BlockPin(self.cell.clone())
     }

@@ -25,6 +25,7 @@ pub mod map;
 pub mod ops;
 pub mod recovery;
 mod rename;
+pub(crate) mod shared;
 pub mod stats;
 mod times;
 pub mod untorn;
@@ -127,6 +128,8 @@ pub(crate) struct FsInner<D: PmDevice> {
     pub times_pending: AtomicU64,
     /// Files whose size a one-fence append left tagged on the media (`fs/hashfs/append_tag.rs`).
     pub tagged: AtomicU64,
+    /// Set when the mount is one participant of many (`fs/shared.rs`).
+    pub shared: std::sync::OnceLock<shared::SharedMount>,
 }
 
 /// Writes a new, empty file system on `dev`.
@@ -283,12 +286,15 @@ pub fn read_superblock<D: PmDevice>(dev: &D) -> Result<(Superblock, Geometry, Su
 
 impl<D: PmDevice> FsInner<D> {
     pub fn cell(&self, ino: Ino) -> Result<Arc<inode::InodeCell>> {
-        self.inodes.get(&*self.dev, &self.geo, ino)
+        self.inodes.get(&*self.dev, &self.geo, ino, &self.tagged)
     }
 
     /// Marks the image cleanly unmounted (no files may be open).
     pub fn mark_clean(&self) {
         if self.unmounted.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        if self.leave_shared() {
             return;
         }
         self.persist_all_times();

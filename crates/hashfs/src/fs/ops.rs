@@ -494,7 +494,11 @@ impl<D: PmDevice> FsInner<D> {
 
     /// Frees an inode once it has neither links nor open handles.
     pub(crate) fn maybe_free(&self, cell: &InodeCell, st: &mut InodeMem) -> Result<()> {
-        if st.raw.nlink == 0 && !st.freed && cell.open_count.load(std::sync::atomic::Ordering::Acquire) == 0 {
+        if st.raw.nlink == 0
+            && !st.freed
+            && cell.open_count.load(std::sync::atomic::Ordering::Acquire) == 0
+            && !self.open_elsewhere(cell.ino)
+        {
             self.free_inode_locked(cell, st)?;
         }
         Ok(())

@@ -65,12 +65,34 @@ pub(crate) fn mappable_blocks(size: u64) -> u64 {
     size.div_ceil(BLOCK_BYTES)
 }
 
-pub(crate) fn mount<D: PmDevice>(dev: Arc<D>, progress: Progress<'_>) -> Result<(Arc<FsInner<D>>, MountReport)> {
+/// How a mount treats the image it finds (`fs/shared.rs`: a participant of a shared
+/// mount joins one that others have mounted).
+#[derive(Clone, Copy)]
+pub(crate) enum MountAs<'a> {
+    /// No one else uses the image: recover it if it was not unmounted cleanly.
+    Alone,
+    /// Others have it mounted and none is inside a call: it is read as it is, nothing is
+    /// written (its unlinked files may be open elsewhere).
+    Joining,
+    /// A participant died inside a call: recovered as after a power failure, but the
+    /// unlinked files `keep` names (open in live participants) stay.
+    Recovering { keep: &'a dyn Fn(Ino) -> bool },
+}
+
+pub(crate) fn mount<D: PmDevice>(
+    dev: Arc<D>,
+    progress: Progress<'_>,
+    how: MountAs<'_>,
+) -> Result<(Arc<FsInner<D>>, MountReport)> {
     let (sb, geo, source) = read_superblock(&*dev)?;
     let mut report = MountReport { used_superblock_copy: source == SuperblockSource::Secondary, ..Default::default() };
     let (jrep, first_txid) = journal::recover(&*dev, &geo)?;
     report.rolled_back_txids = jrep.rolled_back_txids;
-    report.was_clean = sb.state == SB_STATE_CLEAN && report.rolled_back_txids.is_empty();
+    report.was_clean = match how {
+        MountAs::Alone => sb.state == SB_STATE_CLEAN && report.rolled_back_txids.is_empty(),
+        MountAs::Joining => report.rolled_back_txids.is_empty(),
+        MountAs::Recovering { .. } => false,
+    };
     let total_work = geo.inode_count + geo.data_blocks;
 
     let dirty = !report.was_clean;
@@ -86,7 +108,8 @@ pub(crate) fn mount<D: PmDevice>(dev: Arc<D>, progress: Progress<'_>) -> Result<
     // The mapping: count each file's blocks and find what a crash left behind.
     let strays = on_map!(map map, m => m.scan(&geo, &mut scan, dirty, &mut report, &|d| progress(d, total_work)))?;
     let nstray = strays.slots.len() + strays.ranges.len();
-    if report.was_clean && (nstray > 0 || !scan.nlink_zero.is_empty()) {
+    let joining = matches!(how, MountAs::Joining);
+    if report.was_clean && (nstray > 0 || (!scan.nlink_zero.is_empty() && !joining)) {
         return Err(Error::corrupt(format!(
             "cleanly unmounted image holds {nstray} stray mapping entries and {} unlinked inodes; run hashfs fsck --repair",
             scan.nlink_zero.len()
@@ -103,6 +126,7 @@ pub(crate) fn mount<D: PmDevice>(dev: Arc<D>, progress: Progress<'_>) -> Result<
         ialloc: std::mem::replace(&mut scan.ialloc, InodeAllocator::new(0)),
         rename_lock: Mutex::new(()),
         unmounted: AtomicBool::new(false),
+        shared: std::sync::OnceLock::new(),
         times_pending: AtomicU64::new(0),
         tagged: AtomicU64::new(0),
         strict: AtomicBool::new(sb.write_mode == crate::layout::WriteMode::Strict as u32),
@@ -115,15 +139,21 @@ pub(crate) fn mount<D: PmDevice>(dev: Arc<D>, progress: Progress<'_>) -> Result<
     if !report.was_clean {
         report.probe_paths_repaired = on_map!(inner, m => m.repair_after_crash(&inner));
     }
-    if !report.was_clean || sb.format_version < FORMAT_ZEROED_TAILS {
+    if !report.was_clean || (sb.format_version < FORMAT_ZEROED_TAILS && !joining) {
         // After the mapping is whole again: the tails are found through it. (Builds before
         // format 6 let them be stale.)
         let files = scan.sizes.iter().enumerate().skip(1).filter(|&(_, &s)| s != FREE && s != CORRUPT);
         report.tails_zeroed = inner.zero_tails_after_crash(files.map(|(i, &s)| (Ino(i as u32), s)))?;
     }
+    if joining {
+        progress(total_work, total_work);
+        return Ok((inner, report));
+    }
     inner.mark_mounted();
-    // Unlinked inodes (orphans of open-unlinked files, or interrupted frees).
-    for &ino in &scan.nlink_zero {
+    // Unlinked inodes (orphans of open-unlinked files, or interrupted frees), but those
+    // a live participant of a shared mount has open.
+    let kept = |ino: Ino| matches!(how, MountAs::Recovering { keep } if keep(ino));
+    for &ino in scan.nlink_zero.iter().filter(|&&ino| !kept(ino)) {
         let cell = inner.cell(ino)?;
         let mut st = cell.state.write();
         inner.free_inode_locked(&cell, &mut st)?;

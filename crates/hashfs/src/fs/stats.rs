@@ -100,6 +100,7 @@ impl<D: PmDevice> FileSystem<D> {
     /// Walks the whole mapping structure and measures it (takes no file locks: run it on a
     /// quiet file system).
     pub fn mapping_stats(&self) -> Result<MappingStats> {
+        let _in = self.inner.enter();
         let inner = &self.inner;
         let mut st = MappingStats { kind: Some(inner.map.kind()), ..Default::default() };
         // Per file: (logical, physical, length) runs.

@@ -19,8 +19,11 @@ use crate::pm::PmDevice;
 use std::sync::atomic::Ordering;
 
 impl<D: PmDevice> FsInner<D> {
-    /// A write's new times, in DRAM until the file's next fsync (see the module).
-    pub(crate) fn set_write_times(&self, st: &mut InodeMem) {
+    /// A write's new times, in DRAM until the file's next fsync (see the module); on a
+    /// shared mount, stored (not flushed) where the other participants read them when the
+    /// call ends (`fs/shared.rs`).
+    pub(crate) fn set_write_times(&self, ino: crate::layout::Ino, st: &mut InodeMem) {
+        super::shared::times_changed(ino);
         let now = inode::write_time_ns(std::mem::take(st.times_seen.get_mut()));
         st.raw.mtime_ns = now;
         st.raw.ctime_ns = now;
@@ -38,6 +41,7 @@ impl<D: PmDevice> FsInner<D> {
             return;
         }
         if !st.freed {
+            super::shared::touched(cell.ino);
             const _: () = assert!(INODE_CTIME_OFF == INODE_MTIME_OFF + 8);
             let ioff = self.geo.inode_off(cell.ino.get());
             self.dev.store_u64(ioff + INODE_MTIME_OFF, st.raw.mtime_ns as u64);
@@ -47,6 +51,16 @@ impl<D: PmDevice> FsInner<D> {
         }
         st.times_pending = false;
         self.times_pending.fetch_sub(1, Ordering::Relaxed);
+    }
+
+    /// Stores the inode's DRAM times where the other participants of a shared mount read
+    /// them, without making them durable (they stay pending for fsync).
+    pub(crate) fn show_times(&self, cell: &InodeCell, st: &InodeMem) {
+        if st.times_pending && !st.freed {
+            let ioff = self.geo.inode_off(cell.ino.get());
+            self.dev.store_u64(ioff + INODE_MTIME_OFF, st.raw.mtime_ns as u64);
+            self.dev.store_u64(ioff + INODE_CTIME_OFF, st.raw.ctime_ns as u64);
+        }
     }
 
     /// [`Self::persist_times`] for every inode that needs it (sync, unmount).

@@ -372,6 +372,13 @@ impl PmDevice for MmapDevice {
     fn backing_fd(&self) -> Option<std::os::unix::io::RawFd> {
         Some(self.raw_fd())
     }
+
+    fn try_lock_alone(&self) -> bool {
+        // A shared holder converting to exclusive: the conversion fails while any other
+        // open of the image holds it (and may drop ours, which its caller no longer needs).
+        // SAFETY: flock on our own descriptor.
+        unsafe { libc::flock(self.raw_fd(), libc::LOCK_EX | libc::LOCK_NB) == 0 }
+    }
 }
 
 #[cfg(test)]

@@ -135,6 +135,12 @@ pub trait PmDevice: Send + Sync + 'static {
     fn backing_fd(&self) -> Option<std::os::unix::io::RawFd> {
         None
     }
+    /// Takes the image's lock exclusive if no other process holds it (the last
+    /// participant of a shared mount, before it removes the image's region); false where
+    /// there is no such lock.
+    fn try_lock_alone(&self) -> bool {
+        false
+    }
 }
 
 const STAT_SHARDS: usize = 16;

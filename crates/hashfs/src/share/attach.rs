@@ -22,7 +22,7 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 /// The region header's magic ("HFSSHARE").
 const MAGIC: u64 = u64::from_le_bytes(*b"HFSSHARE");
 /// The layout of the region this code reads and writes.
-pub const LAYOUT_VERSION: u32 = 2;
+pub const LAYOUT_VERSION: u32 = 3;
 /// Bytes reserved for the header at the start of every region: its users' structures
 /// begin here.
 pub const HEADER_BYTES: usize = 4096;
@@ -112,11 +112,35 @@ fn examine(f: &File, path: &Path, id: &Identity, len: usize) -> io::Result<Found
     Ok(Found::Current)
 }
 
+/// Who a new region file belongs to: its permission bits and, if the maker may give it
+/// away (root), its owner and group (the image file's, so that the image's permissions are
+/// the region's).
+#[derive(Clone, Copy, Debug)]
+pub struct Access {
+    pub mode: u32,
+    pub owner: Option<(u32, u32)>,
+}
+
+impl Access {
+    /// The image file `image`'s permission bits (read and write), owner and group.
+    pub fn of_image(image: &File) -> io::Result<Access> {
+        let m = image.metadata()?;
+        Ok(Access { mode: m.mode() & 0o666, owner: Some((m.uid(), m.gid())) })
+    }
+}
+
 /// A fresh region file under a name of its own beside `path`, header written, `len` bytes.
-fn make_fresh(path: &Path, id: &Identity, len: usize, mode: u32) -> io::Result<PathBuf> {
+fn make_fresh(path: &Path, id: &Identity, len: usize, access: Access) -> io::Result<PathBuf> {
     let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
     let tmp = PathBuf::from(format!("{}.new-{}-{nanos}", path.display(), std::process::id()));
-    let f = OpenOptions::new().read(true).write(true).create_new(true).mode(mode).open(&tmp)?;
+    let f = OpenOptions::new().read(true).write(true).create_new(true).mode(access.mode).open(&tmp)?;
+    if let Some((uid, gid)) = access.owner {
+        // Only root may give a file away; anyone else's region stays its own (the image's
+        // owner, or a user it lets write the image).
+        let _ = std::os::unix::fs::fchown(&f, Some(uid), Some(gid));
+        // The umask may have cleared bits of the image's mode.
+        let _ = f.set_permissions(std::os::unix::fs::PermissionsExt::from_mode(access.mode));
+    }
     let fill = || -> io::Result<()> {
         f.set_len(len as u64)?;
         let r = Region::map(&f, len)?;
@@ -147,7 +171,7 @@ fn same_file(path: &Path, f: &File) -> io::Result<bool> {
 
 /// Replaces the stale region `f` at `path` with a fresh one, unless another process did
 /// first (under `f`'s exclusive lock, the name no longer leads to `f`).
-fn replace_stale(path: &Path, f: &File, id: &Identity, len: usize, mode: u32) -> io::Result<()> {
+fn replace_stale(path: &Path, f: &File, id: &Identity, len: usize, access: Access) -> io::Result<()> {
     // SAFETY: flock on our own open descriptor.
     if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX) } != 0 {
         return Err(io::Error::last_os_error());
@@ -156,7 +180,7 @@ fn replace_stale(path: &Path, f: &File, id: &Identity, len: usize, mode: u32) ->
     if !same_file(path, f)? {
         return Ok(()); // replaced meanwhile: the caller looks again
     }
-    let tmp = make_fresh(path, id, len, mode)?;
+    let tmp = make_fresh(path, id, len, access)?;
     let r = std::fs::rename(&tmp, path);
     if r.is_err() {
         let _ = std::fs::remove_file(&tmp);
@@ -169,12 +193,26 @@ impl Region {
     /// [`HEADER_BYTES`] its header, the rest zeros; created with `mode`), whoever else
     /// does so at the same time; a stale one is replaced (module documentation).
     pub fn attach(path: &Path, id: &Identity, len: usize, mode: u32) -> io::Result<Region> {
+        Region::attach_as(path, id, len, Access { mode, owner: None })
+    }
+
+    /// [`Region::attach`], a new region made with `access`.
+    pub fn attach_as(path: &Path, id: &Identity, len: usize, access: Access) -> io::Result<Region> {
         assert!(len > HEADER_BYTES, "a region holds more than its header");
         for _ in 0..64 {
             let f = match OpenOptions::new().read(true).write(true).open(path) {
                 Ok(f) => f,
+                Err(e) if e.kind() == io::ErrorKind::PermissionDenied => {
+                    return Err(io::Error::new(
+                        e.kind(),
+                        format!(
+                            "{}: the image's shared region is not writable by this user (made when the image had                              other permissions, or by another user); remove it when no process uses the image",
+                            path.display()
+                        ),
+                    ))
+                }
                 Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                    let tmp = make_fresh(path, id, len, mode)?;
+                    let tmp = make_fresh(path, id, len, access)?;
                     let linked = std::fs::hard_link(&tmp, path);
                     let _ = std::fs::remove_file(&tmp);
                     match linked {
@@ -187,7 +225,7 @@ impl Region {
             };
             match examine(&f, path, id, len)? {
                 Found::Current => return Region::map(&f, len),
-                Found::Stale => replace_stale(path, &f, id, len, mode)?,
+                Found::Stale => replace_stale(path, &f, id, len, access)?,
             }
         }
         Err(io::Error::other(format!("{}: kept changing while it was opened", path.display())))

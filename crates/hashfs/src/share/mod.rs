@@ -5,16 +5,19 @@
 //! process or a dead one's leftovers ([`Participants`]); and lock words that a waiter
 //! takes over from a dead owner ([`RobustLock`]).
 //!
-//! This is the first piece of issue 55: the library and the shim do not use it yet.
+//! The file system's own layout of an image's region is [`ImageRegion`] (`image.rs`),
+//! used by a shared mount (`fs/shared.rs`).
 
 mod attach;
 mod descriptions;
+mod image;
 mod lock;
 mod participants;
 mod region;
 
-pub use attach::{region_path, Identity, HEADER_BYTES, LAYOUT_VERSION};
+pub use attach::{region_path, Access, Identity, HEADER_BYTES, LAYOUT_VERSION};
 pub use descriptions::{Description, Descriptions, Handle, MAX_DESCRIPTIONS};
+pub use image::{ImageRegion, ImageWords, CHANGE_RING, EVERYTHING, MAX_OPEN_INODES, REGION_BYTES};
 pub use lock::{Acquired, RobustLock};
 pub use participants::{process_alive, Participant, Participants, Slot, MAX_PARTICIPANTS};
 pub use region::{Region, Shared};

@@ -28,6 +28,21 @@ pub struct Slot {
     /// The process's start time (`/proc/PID/stat`'s 22nd field), 0 while the slot is
     /// being filled.
     start: AtomicU64,
+    /// Which program image of the process joined ([`image_nonce`]): a process that
+    /// `execve`s keeps its pid and start time, but the program it was is gone.
+    image: AtomicU64,
+}
+
+/// A number drawn once per program image (statics start over at `execve`), which tells
+/// this program's slots from those the process left before it exec'd.
+fn image_nonce() -> u64 {
+    static NONCE: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    *NONCE.get_or_init(|| {
+        use std::hash::{BuildHasher, Hasher};
+        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+        h.write_u128(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos()));
+        h.finish() | 1
+    })
 }
 
 /// The participant table.
@@ -50,6 +65,7 @@ impl Participants {
         let start = start_time(pid)?;
         for (i, s) in self.slots.iter().enumerate() {
             if s.pid.compare_exchange(0, pid, Ordering::AcqRel, Ordering::Acquire).is_ok() {
+                s.image.store(image_nonce(), Ordering::Release);
                 s.start.store(start, Ordering::Release);
                 return Some(Participant(i as u32));
             }
@@ -68,7 +84,13 @@ impl Participants {
     pub fn leave(&self, i: Participant) {
         let s = &self.slots[i.0 as usize];
         s.start.store(0, Ordering::Release);
+        s.image.store(0, Ordering::Release);
         s.pid.store(0, Ordering::Release);
+    }
+
+    /// Whether slot `i` is free (no process, live or dead, holds it).
+    pub fn is_free(&self, i: Participant) -> bool {
+        self.slots.get(i.0 as usize).is_none_or(|s| s.pid.load(Ordering::Acquire) == 0)
     }
 
     /// Whether slot `i` holds a process that still runs (a slot being filled counts as
@@ -78,6 +100,11 @@ impl Participants {
         let Some(s) = self.slots.get(i.0 as usize) else { return false };
         let pid = s.pid.load(Ordering::Acquire);
         let start = s.start.load(Ordering::Acquire);
+        if pid == std::process::id() && start != 0 {
+            // This process: alive if this program joined it, dead if the program the
+            // process was before an execve did.
+            return s.image.load(Ordering::Acquire) == image_nonce();
+        }
         match (pid, start) {
             (0, _) => false,
             (pid, 0) => stat_fields(pid).is_some_and(|(state, _)| state != 'Z' && state != 'X'),
@@ -134,6 +161,12 @@ mod tests {
         assert!(who.alive(Participant(4)), "a half-filled slot of a live process counts as dead");
         who.reap(Participant(3));
         assert_eq!(who.slots[3].pid.load(Ordering::Acquire), 0);
+        // The program this process was before an execve: its pid and start time, not its
+        // image.
+        let me = who.join().unwrap();
+        assert!(who.alive(me));
+        who.slots[me.0 as usize].image.fetch_add(2, Ordering::AcqRel);
+        assert!(!who.alive(me), "a slot of the program before an execve counts as alive");
         std::fs::remove_file(&path).unwrap();
     }
 }

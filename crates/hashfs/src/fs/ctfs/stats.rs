@@ -18,6 +18,7 @@ impl<D: PmDevice> FileSystem<D> {
     /// from the inodes, the Empty ones from the mounted hierarchy. Takes no file locks: run
     /// it on a quiet file system.
     pub fn partition_stats(&self) -> Result<Option<PartitionStats>> {
+        let _in = self.inner.enter();
         let inner = &self.inner;
         let FileMap::Blocks(b) = &inner.map else { return Ok(None) };
         let Some(ctfs) = b.ctfs() else { return Ok(None) };

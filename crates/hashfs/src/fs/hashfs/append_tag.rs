@@ -195,6 +195,20 @@ pub(crate) fn tagged_inodes<D: PmDevice>(dev: &D, geo: &Geometry) -> Vec<Ino> {
         .collect()
 }
 
+/// Makes the size words of `raw` (read from the media while the image is in use, by a
+/// participant of a shared mount) plain: a tagged size is taken as it stands, since the
+/// participant that tagged it finished its append before it let go of the image lock
+/// (only a crash or a death leaves one to check, and both are recovered first). Returns
+/// the tag's parity, which the reader keeps as its own ([`InodeMem::tag`]).
+pub(crate) fn read_plain(raw: &mut crate::layout::InodeRaw) -> Option<bool> {
+    let tag = Tag::of(raw.size);
+    if let Some(t) = tag {
+        raw.size = t.size;
+    }
+    raw.blocks &= BLOCKS_MASK;
+    tag.map(|t| t.parity)
+}
+
 /// Whether the size words `a`, `b` (as read from the media) need [`settle`].
 pub(crate) fn needs_settling(a: u64, b: u64) -> bool {
     Tag::of(a).is_some() || (a >> LEN_SHIFT == 0 && b >> BLOCKS_BITS != 0)
@@ -209,6 +223,7 @@ impl<D: PmDevice> FsInner<D> {
             return;
         }
         if !st.freed {
+            crate::fs::shared::touched(cell.ino);
             let ioff = self.geo.inode_off(cell.ino.get());
             self.dev.store_u64(ioff + INODE_SIZE_OFF, st.raw.size);
             self.dev.store_u64(ioff + INODE_BLOCKS_OFF, st.raw.blocks);

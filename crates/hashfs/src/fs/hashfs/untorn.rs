@@ -126,7 +126,7 @@ impl<D: PmDevice> FsInner<D> {
         }
         t.switched_out(&[freed]);
         cell.tcache.put(lblk, new);
-        self.set_write_times(st);
+        self.set_write_times(cell.ino, st);
         Ok(())
     }
 }

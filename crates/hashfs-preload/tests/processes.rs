@@ -1,0 +1,179 @@
+//! Many processes on one image through the shim (issue 55): a shell and the programs it
+//! starts, a second program while the first holds files open, appends from two processes,
+//! and record locks that exclude another process. An image whose mapping is not shared
+//! yet is still used by one process at a time.
+
+mod common;
+
+use common::{image, image_in, p};
+use std::io::{BufRead, BufReader};
+use std::process::Stdio;
+
+#[test]
+fn a_shell_and_the_programs_it_starts_share_the_image() {
+    let img = image();
+    let script = format!(
+        "set -e; echo hi > {a}; cat {a}; cat {a} | wc -c; cp {a} {b}; mkdir {d}; touch {d}/x; mv {d}/x {d}/y; ls {d}; \
+         rm {d}/y; rmdir {d}; ls {root}",
+        a = p("/a"),
+        b = p("/b"),
+        d = p("/d"),
+        root = p("/"),
+    );
+    let out = img.ok("bash", &["-c", &script]);
+    assert_eq!(out, "hi\n3\ny\na\nb\n");
+    img.fsck_clean();
+}
+
+#[test]
+fn a_second_program_uses_the_image_while_the_first_holds_files_open() {
+    let img = image();
+    let mut first = img
+        .cmd("python3")
+        .args([
+            "-c",
+            &format!(
+                "import sys, time\nf = open('{}', 'w'); f.write('x'); f.flush(); print('ready', flush=True)\n\
+                 sys.stdin.readline(); f.write('y'); f.close(); print(open('{}').read(), flush=True)",
+                p("/held"),
+                p("/other")
+            ),
+        ])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(first.stdout.take().unwrap()).lines();
+    assert_eq!(lines.next().unwrap().unwrap(), "ready");
+    assert_eq!(img.ok("cat", &[&p("/held")]), "x", "a write of a program still running");
+    img.ok("bash", &["-c", &format!("echo from-the-second > {}", p("/other"))]);
+    std::io::Write::write_all(first.stdin.as_mut().unwrap(), b"\n").unwrap();
+    assert_eq!(lines.next().unwrap().unwrap(), "from-the-second", "a file another program made");
+    assert!(first.wait().unwrap().success());
+    assert_eq!(img.ok("cat", &[&p("/held")]), "xy");
+    img.fsck_clean();
+}
+
+#[test]
+fn appends_from_two_processes_at_once_lose_nothing() {
+    let img = image();
+    let script = |who: &str| {
+        format!(
+            "import os\nfd = os.open('{}', os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)\n\
+             for i in range(400):\n    os.write(fd, b'{who}%04d' % i + b'.' * 50 + b'\\n')\n",
+            p("/log")
+        )
+    };
+    let kids: Vec<_> =
+        ["a", "b"].iter().map(|w| img.cmd("python3").args(["-c", &script(w)]).spawn().unwrap()).collect();
+    for mut k in kids {
+        assert!(k.wait().unwrap().success());
+    }
+    let log = img.ok("cat", &[&p("/log")]);
+    let lines: Vec<&str> = log.lines().collect();
+    assert_eq!(lines.len(), 800, "an append overwrote another");
+    for who in ["a", "b"] {
+        let mine: Vec<&str> = lines.iter().filter(|l| l.starts_with(who)).copied().collect();
+        assert_eq!(mine.len(), 400);
+        for (i, l) in mine.iter().enumerate() {
+            assert_eq!(*l, format!("{who}{i:04}{}", ".".repeat(50)), "appends of one process keep their order");
+        }
+    }
+    img.fsck_clean();
+}
+
+/// Process A holds a write lock; process B is refused, sees A's pid, and gets the lock
+/// once A closes the file (POSIX) or its description (flock, OFD).
+#[test]
+fn record_locks_and_flock_exclude_another_process() {
+    let img = image();
+    img.ok("bash", &["-c", &format!("echo data > {}", p("/db"))]);
+    let holder = |how: &str| {
+        let take = match how {
+            "posix" => "fcntl.lockf(f, fcntl.LOCK_EX, 10, 0)",
+            "flock" => "fcntl.flock(f, fcntl.LOCK_EX)",
+            _ => unreachable!(),
+        };
+        let mut c = img
+            .cmd("python3")
+            .args([
+                "-c",
+                &format!(
+                    "import fcntl, os, sys\nf = open('{}', 'r+')\n{take}\nprint(os.getpid(), flush=True)\n\
+                     sys.stdin.readline()\nf.close()\nprint('closed', flush=True)\nsys.stdin.readline()",
+                    p("/db")
+                ),
+            ])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut lines = BufReader::new(c.stdout.take().unwrap()).lines();
+        let pid: u32 = lines.next().unwrap().unwrap().parse().unwrap();
+        (c, lines, pid)
+    };
+    let try_lock = |how: &str| {
+        let code = match how {
+            "posix" => format!(
+                "import fcntl, struct\nf = open('{db}', 'r+')\n\
+                 got = fcntl.fcntl(f, fcntl.F_GETLK, struct.pack('hhqqi', fcntl.F_WRLCK, 0, 5, 1, 0))\n\
+                 t, _, s, l, pid = struct.unpack('hhqqi', got)\nprint(t == fcntl.F_WRLCK, s, l, pid)\n\
+                 try:\n    fcntl.lockf(f, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, 5); print('locked')\n\
+                 except OSError as e:\n    print('refused')",
+                db = p("/db")
+            ),
+            _ => format!(
+                "import fcntl\nf = open('{}')\ntry:\n    fcntl.flock(f, fcntl.LOCK_SH | fcntl.LOCK_NB); print('locked')\n\
+                 except OSError as e:\n    print('refused')",
+                p("/db")
+            ),
+        };
+        img.ok("python3", &["-c", &code])
+    };
+    for how in ["posix", "flock"] {
+        let (mut c, mut lines, pid) = holder(how);
+        let out = try_lock(how);
+        if how == "posix" {
+            assert_eq!(out, format!("True 0 10 {pid}\nrefused\n"), "F_GETLK names the holder, F_SETLK is refused");
+        } else {
+            assert_eq!(out, "refused\n", "{how}");
+        }
+        std::io::Write::write_all(c.stdin.as_mut().unwrap(), b"\n").unwrap();
+        assert_eq!(lines.next().unwrap().unwrap(), "closed");
+        let after = try_lock(how);
+        assert!(after.ends_with("locked\n") && !after.contains("refused"), "{how} after the close: {after}");
+        std::io::Write::write_all(c.stdin.as_mut().unwrap(), b"\n").unwrap();
+        assert!(c.wait().unwrap().success());
+    }
+    img.fsck_clean();
+}
+
+/// An image whose mapping is not shared by many processes yet: the first program owns it
+/// and a second is refused with EBUSY until it exits.
+#[test]
+fn a_second_process_is_refused_on_an_image_not_shared_yet() {
+    let opts = hashfs::FormatOptions { mapping: hashfs::MappingKind::ExtentTree, ..Default::default() };
+    let img = image_in(&std::env::temp_dir(), 64 << 20, &opts);
+    let mut owner = img
+        .cmd("python3")
+        .args([
+            "-c",
+            &format!(
+                "import time; f = open('{}', 'w'); f.write('x'); f.flush(); print('ready', flush=True); time.sleep(3)",
+                p("/held")
+            ),
+        ])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(owner.stdout.as_mut().unwrap()).read_line(&mut line).unwrap();
+    assert_eq!(line.trim(), "ready");
+    let o = img.run("cat", &[&p("/held")]);
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("in use by another process") && err.contains("Device or resource busy"), "{err}");
+    assert!(owner.wait().unwrap().success());
+    assert_eq!(img.ok("cat", &[&p("/held")]), "x");
+    img.fsck_clean();
+}

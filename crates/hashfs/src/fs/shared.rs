@@ -1,0 +1,421 @@
+//! A mount shared by many processes (issue 55; docs/design.md, "Many processes on one
+//! image"): each participant mounts the image itself, with its own DRAM caches, and the
+//! image's shared region (`share::ImageRegion`) coordinates them.
+//!
+//! This first step is coarse: every call of the file system holds the image's robust
+//! lock, so that at most one participant (and in it one thread) is inside the file
+//! system at a time. What a call changed is published as it lets go of the lock: each
+//! inode whose media bytes it changed goes into the ring of changes, with the table's
+//! used count and the next transaction id. The next participant to take the lock first
+//! catches up: each inode named since it last held it is read again (its cached copy,
+//! directory index and translation cache dropped; the inode allocator told whether it is
+//! in use), or every cached inode when it fell further behind than the ring holds.
+//!
+//! A participant killed holding the lock is found by the next to want it, which recovers
+//! the image exactly as a mount after a power failure does (journals rolled back, strays
+//! freed, sizes settled), but keeps the unlinked files that live participants still have
+//! open; then every participant refreshes everything it caches.
+//!
+//! The first participant to take the lock on an image no one has mounted runs the
+//! ordinary mount (recovery included); later ones read the image as it is. The last to
+//! leave marks the image clean. Only HashFS's mapping with the paper placement is shared
+//! so far: the others keep allocation state in DRAM that is not yet published.
+
+use super::hashfs::append_tag;
+use super::recovery::{self, MountAs};
+use super::{FsInner, Progress};
+use crate::layout::inode::InodeState;
+use crate::layout::superblock::HashPlacement;
+use crate::layout::{Ino, MappingKind, SB_STATE_CLEAN};
+use crate::mapping::FileMap;
+use crate::pm::PmDevice;
+use crate::share::{
+    Access, Acquired, Identity, ImageRegion, Participant, Region, CHANGE_RING, EVERYTHING, REGION_BYTES,
+};
+use crate::{Error, Result};
+use std::cell::{Cell, RefCell};
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+/// A participant's hold on an image's region.
+pub(crate) struct SharedMount {
+    region: ImageRegion,
+    /// The region file (removed by the last participant to leave).
+    path: std::path::PathBuf,
+    me: Participant,
+    /// Changes of the ring this participant's caches reflect.
+    seen: AtomicU64,
+    /// Times this participant took the lock over from a dead one and recovered the image.
+    takeovers: AtomicU64,
+}
+
+thread_local! {
+    /// How deep this thread is in calls of a shared mount (the lock is taken at 0 → 1).
+    static DEPTH: Cell<u32> = const { Cell::new(0) };
+    /// Inodes this thread changed on the media while it held the lock.
+    static TOUCHED: RefCell<Vec<u32>> = const { RefCell::new(Vec::new()) };
+    /// Inodes whose times a write of this thread set in DRAM only (`fs/times.rs`).
+    static TIMES: RefCell<Vec<u32>> = const { RefCell::new(Vec::new()) };
+    /// A change could not be noted (the thread's storage is being torn down, at its exit
+    /// or the process's): the next publication tells everyone to refresh everything.
+    static LOST: Cell<bool> = const { Cell::new(false) };
+}
+
+/// This thread's depth in calls of a shared mount (0 once its storage is gone: a call
+/// then runs as the outermost, which is what it is).
+fn depth() -> u32 {
+    DEPTH.try_with(|d| d.get()).unwrap_or(0)
+}
+
+fn set_depth(n: u32) {
+    let _ = DEPTH.try_with(|d| d.set(n));
+}
+
+/// Whether this thread is inside a call of a shared mount (changes are noted).
+pub(crate) fn recording() -> bool {
+    depth() > 0
+}
+
+/// Notes that inode `ino`'s media bytes changed (called where they are written: a
+/// transaction's commit, the in-place size and time stores). Nothing outside a shared
+/// mount's call.
+pub(crate) fn touched(ino: Ino) {
+    if recording() && TOUCHED.try_with(|t| t.borrow_mut().push(ino.0)).is_err() {
+        let _ = LOST.try_with(|l| l.set(true));
+    }
+}
+
+/// Notes that a write set inode `ino`'s times in DRAM only: the call shows them to the
+/// others when it ends.
+pub(crate) fn times_changed(ino: Ino) {
+    if recording() && TIMES.try_with(|t| t.borrow_mut().push(ino.0)).is_err() {
+        let _ = LOST.try_with(|l| l.set(true));
+    }
+}
+
+/// A call's hold on the image lock (nothing on a mount of one process); released, and
+/// what the call changed published, when dropped.
+pub(crate) struct Entered<'a, D: PmDevice> {
+    fs: &'a FsInner<D>,
+    outer: bool,
+}
+
+impl<D: PmDevice> Drop for Entered<'_, D> {
+    fn drop(&mut self) {
+        let Some(sh) = self.fs.shared.get() else { return };
+        let depth = depth().saturating_sub(1);
+        set_depth(depth);
+        if self.outer {
+            debug_assert_eq!(depth, 0);
+            self.fs.publish(sh);
+            sh.region.words().lock.unlock();
+        }
+    }
+}
+
+impl<D: PmDevice> FsInner<D> {
+    /// Enters a call: on a shared mount, takes the image lock (unless this thread holds
+    /// it already) and catches up with what others changed.
+    pub(crate) fn enter(&self) -> Entered<'_, D> {
+        let Some(sh) = self.shared.get() else { return Entered { fs: self, outer: false } };
+        let depth = depth() + 1;
+        set_depth(depth);
+        if depth > 1 {
+            return Entered { fs: self, outer: false };
+        }
+        let guard = Entered { fs: self, outer: true };
+        if let Acquired::FromDead(dead) = sh.region.words().lock.lock(sh.me, sh.region.participants()) {
+            if let Err(e) = self.take_over(sh, dead) {
+                // The image could not be recovered: what it holds is reported by every
+                // call from here on, as by a mount that finds it so.
+                eprintln!("hashfs: recovering after participant {dead} died: {e}");
+            }
+        }
+        self.catch_up(sh);
+        guard
+    }
+
+    /// Reads again what others changed since this participant last held the lock.
+    fn catch_up(&self, sh: &SharedMount) {
+        let words = sh.region.words();
+        self.journals.raise_next_txid(words.next_txid.load(Ordering::Acquire));
+        let (seen, now) = (sh.seen.load(Ordering::Relaxed), words.changes.load(Ordering::Acquire));
+        if seen == now {
+            return;
+        }
+        let ring = sh.region.ring();
+        let full = now - seen > CHANGE_RING as u64 || (seen..now).any(|n| ring.get(n) == EVERYTHING);
+        if full {
+            for i in 1..=self.geo.inode_count {
+                self.refresh_inode(Ino(i as u32));
+            }
+        } else {
+            let mut inos: Vec<u32> = (seen..now).map(|n| ring.get(n)).collect();
+            inos.sort_unstable();
+            inos.dedup();
+            for i in inos {
+                self.refresh_inode(Ino(i));
+            }
+        }
+        if let FileMap::Hash(t) = &self.map {
+            t.set_used(words.table_used.load(Ordering::Acquire));
+        }
+        sh.seen.store(now, Ordering::Relaxed);
+    }
+
+    /// Inode `ino` as the media has it now: the allocator's bit, and the cached cell (its
+    /// inode copy, directory index and translations), if this participant has one.
+    fn refresh_inode(&self, ino: Ino) {
+        if ino.0 == 0 || ino.get() > self.geo.inode_count {
+            return;
+        }
+        let mut raw = super::inode::read_raw(&*self.dev, &self.geo, ino);
+        let tag = append_tag::read_plain(&mut raw);
+        let state = raw.check(ino);
+        self.ialloc.set(ino, state != InodeState::Free);
+        let Some(cell) = self.inodes.cached(ino) else { return };
+        let mut st = cell.state.write();
+        if state == InodeState::Free {
+            st.freed = true;
+            drop(st);
+            self.inodes.remove(ino);
+            return;
+        }
+        st.raw = raw;
+        st.dir = None;
+        match (st.tag.is_some(), tag.is_some()) {
+            (false, true) => self.tagged.fetch_add(1, Ordering::Relaxed),
+            (true, false) => self.tagged.fetch_sub(1, Ordering::Relaxed),
+            _ => 0,
+        };
+        st.tag = tag;
+        if std::mem::take(&mut st.times_pending) {
+            self.times_pending.fetch_sub(1, Ordering::Relaxed);
+        }
+        cell.tcache.invalidate_all();
+        cell.cursor.store(0, Ordering::Relaxed);
+        cell.next_read_lblk.store(u64::MAX, Ordering::Relaxed);
+    }
+
+    /// Makes what this call changed visible to the others: the times its writes set in
+    /// DRAM stored where the others read them (not flushed: they stay pending for fsync,
+    /// as on a mount of one), then the ring, the table's count and the next transaction
+    /// id. (A size a one-fence append left tagged is read by the others as it stands:
+    /// `append_tag::read_plain`.)
+    fn publish(&self, sh: &SharedMount) {
+        let mut times = TIMES.try_with(|t| std::mem::take(&mut *t.borrow_mut())).unwrap_or_default();
+        times.sort_unstable();
+        times.dedup();
+        for &i in &times {
+            if let Some(cell) = self.inodes.cached(Ino(i)) {
+                self.show_times(&cell, &cell.state.read());
+            }
+        }
+        let mut inos = TOUCHED.try_with(|t| std::mem::take(&mut *t.borrow_mut())).unwrap_or_default();
+        inos.extend(times);
+        if LOST.try_with(|l| l.replace(false)).unwrap_or(true) {
+            inos.push(EVERYTHING);
+        }
+        let words = sh.region.words();
+        words.next_txid.fetch_max(self.journals.next_txid(), Ordering::AcqRel);
+        if let FileMap::Hash(t) = &self.map {
+            words.table_used.store(t.used(), Ordering::Release);
+        }
+        if inos.is_empty() {
+            return;
+        }
+        inos.sort_unstable();
+        inos.dedup();
+        let mut n = words.changes.load(Ordering::Acquire);
+        debug_assert_eq!(n, sh.seen.load(Ordering::Relaxed), "a holder of the lock has caught up");
+        for ino in inos {
+            sh.region.ring().put(n, ino);
+            n += 1;
+        }
+        words.changes.store(n, Ordering::Release);
+        sh.seen.store(n, Ordering::Relaxed);
+    }
+
+    /// Participant `dead` died holding the image lock, maybe inside a transaction:
+    /// recovers the image as after a power failure, keeping the unlinked files that live
+    /// participants have open, and has everyone refresh everything.
+    fn take_over(&self, sh: &SharedMount, dead: Participant) -> Result<()> {
+        // Unlinked files only the dead participant had open are freed by the recovery.
+        sh.region.open_inodes().release_all_of(dead);
+        sh.region.descriptions().release_all_of(dead);
+        let opens = sh.region.open_inodes();
+        let keep = |ino: Ino| opens.held(ino);
+        let (tmp, _) = recovery::mount(self.dev.clone(), &|_, _| {}, MountAs::Recovering { keep: &keep })?;
+        tmp.unmounted.store(true, Ordering::Release); // its Drop must not mark the image clean
+        let words = sh.region.words();
+        words.next_txid.fetch_max(tmp.journals.next_txid(), Ordering::AcqRel);
+        if let FileMap::Hash(t) = &tmp.map {
+            words.table_used.store(t.used(), Ordering::Release);
+        }
+        drop(tmp);
+        let n = words.changes.load(Ordering::Acquire);
+        sh.region.ring().put(n, EVERYTHING);
+        words.changes.store(n + 1, Ordering::Release);
+        sh.region.participants().reap(dead);
+        sh.takeovers.fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// On a shared mount, how often this participant recovered the image after another
+    /// died holding its lock.
+    pub(crate) fn takeovers(&self) -> Option<u64> {
+        self.shared.get().map(|sh| sh.takeovers.load(Ordering::Relaxed))
+    }
+
+    /// Whether a participant other than this one has `ino` open (a shared mount; false on
+    /// a mount of one process).
+    pub(crate) fn open_elsewhere(&self, ino: Ino) -> bool {
+        self.shared.get().is_some_and(|sh| sh.region.open_inodes().held_by_others(ino, sh.me))
+    }
+
+    /// This participant opened its first handle of `ino` (called under the lock).
+    pub(crate) fn note_open(&self, ino: Ino) -> Result<()> {
+        match self.shared.get() {
+            Some(sh) if !sh.region.open_inodes().hold(ino, sh.me) => Err(Error::TooManyOpen),
+            _ => Ok(()),
+        }
+    }
+
+    /// This participant closed its last handle of `ino` (called under the lock).
+    pub(crate) fn note_close(&self, ino: Ino) {
+        if let Some(sh) = self.shared.get() {
+            sh.region.open_inodes().release(ino, sh.me);
+        }
+    }
+
+    /// A shared mount's unmount: the last participant to leave marks the image clean.
+    /// Returns false on a mount of one process (the caller marks it clean itself).
+    pub(crate) fn leave_shared(&self) -> bool {
+        let Some(sh) = self.shared.get() else { return false };
+        let alone = {
+            let _in = self.enter();
+            let parts = sh.region.participants();
+            let others =
+                (0..crate::share::MAX_PARTICIPANTS as u32).map(Participant).any(|p| p != sh.me && parts.alive(p));
+            // What this participant keeps in DRAM only becomes durable and plain (as at
+            // any unmount), and the last one also settles the sizes that participants
+            // which died left tagged.
+            self.persist_all_times();
+            self.untag_all();
+            if !others {
+                if let FileMap::Hash(t) = &self.map {
+                    for ino in append_tag::tagged_inodes(&*self.dev, &self.geo) {
+                        append_tag::settle(&*self.dev, &self.geo, t, ino);
+                    }
+                    self.dev.fence();
+                }
+                let mut sb = self.sb.lock();
+                sb.state = SB_STATE_CLEAN;
+                super::write_superblock(&*self.dev, &mut sb);
+                let _ = self.dev.sync_host();
+                sh.region.words().mounted.store(0, Ordering::Release);
+            }
+            !others
+        };
+        sh.region.participants().leave(sh.me);
+        // No other process has the image open (every participant holds its lock shared
+        // from before it attaches until it is gone): the region goes too, and the next
+        // participant makes one with the image's permissions as they are then.
+        if alone && self.dev.try_lock_alone() {
+            let _ = std::fs::remove_file(&sh.path);
+        }
+        true
+    }
+}
+
+/// Mounts `dev` as one participant of many (`region`: the image's region file, made with
+/// `access` if missing). See the module.
+pub(crate) fn mount<D: PmDevice>(
+    dev: Arc<D>,
+    region_path: &Path,
+    access: Access,
+    progress: Progress<'_>,
+) -> Result<(Arc<FsInner<D>>, recovery::MountReport)> {
+    let (sb, geo, _) = super::read_superblock(&*dev)?;
+    let shareable = sb.mapping_kind == MappingKind::HashFs as u32
+        && (geo.groups == 0 || sb.placement == HashPlacement::Paper as u32);
+    if !shareable {
+        return Err(Error::Unsupported(
+            "only HashFS's mapping with the paper placement is shared by many processes yet; this image is used \
+             by one process at a time",
+        ));
+    }
+    let id = Identity::of_image(sb.uuid)?;
+    let region = ImageRegion::new(Region::attach_as(region_path, &id, REGION_BYTES, access)?);
+    let me = region.participants().join().ok_or(Error::TooManyOpen)?;
+    let acquired = region.words().lock.lock(me, region.participants());
+    let result = (|| {
+        let parts = region.participants();
+        let mut dead = Vec::new();
+        let mut live_others = false;
+        for p in (0..crate::share::MAX_PARTICIPANTS as u32).map(Participant) {
+            if p == me {
+                continue;
+            }
+            if parts.alive(p) {
+                live_others = true;
+            } else if !parts.is_free(p) {
+                dead.push(p);
+            }
+        }
+        for &p in &dead {
+            region.open_inodes().release_all_of(p);
+            region.descriptions().release_all_of(p);
+        }
+        let words = region.words();
+        let first = words.mounted.load(Ordering::Acquire) == 0 || !live_others;
+        let opens = region.open_inodes();
+        let keep = |ino: Ino| opens.held_by_others(ino, me);
+        let how = match (first, acquired) {
+            (true, _) => MountAs::Alone,
+            (false, Acquired::FromDead(_)) => MountAs::Recovering { keep: &keep },
+            (false, Acquired::Clean) => MountAs::Joining,
+        };
+        let (inner, report) = recovery::mount(dev, progress, how)?;
+        words.next_txid.fetch_max(inner.journals.next_txid(), Ordering::AcqRel);
+        if let FileMap::Hash(t) = &inner.map {
+            if matches!(how, MountAs::Joining) {
+                t.set_used(words.table_used.load(Ordering::Acquire));
+            } else {
+                words.table_used.store(t.used(), Ordering::Release);
+            }
+        }
+        let mut changes = words.changes.load(Ordering::Acquire);
+        if !matches!(how, MountAs::Joining) {
+            // Everyone else (none, when first) reads everything again.
+            region.ring().put(changes, EVERYTHING);
+            changes += 1;
+            words.changes.store(changes, Ordering::Release);
+        }
+        words.mounted.store(1, Ordering::Release);
+        for p in dead {
+            parts.reap(p);
+        }
+        Ok((inner, report, changes))
+    })();
+    region.words().lock.unlock();
+    match result {
+        Ok((inner, report, changes)) => {
+            let sh = SharedMount {
+                region,
+                path: region_path.to_path_buf(),
+                me,
+                seen: AtomicU64::new(changes),
+                takeovers: AtomicU64::new(0),
+            };
+            let made = inner.shared.set(sh);
+            debug_assert!(made.is_ok(), "a fresh mount is made shared once");
+            Ok((inner, report))
+        }
+        Err(e) => {
+            region.participants().leave(me);
+            Err(e)
+        }
+    }
+}

@@ -1,0 +1,208 @@
+//! The layout of an image's shared region as the file system uses it (`fs/shared.rs`):
+//! the participant table, the image's words (its lock, whether it is mounted, the count
+//! of changes published, the table's used count, the next transaction id), the ring of
+//! changed inodes, the open-inode table and the open file descriptions.
+//!
+//! Every word here but the lock's is changed only by the holder of the image lock; a
+//! participant killed while holding it leaves words that each had a value they could
+//! have (one store each), and the survivor that takes the lock over recovers the image
+//! as after a power failure and tells every participant to refresh all it caches.
+
+use super::descriptions::Descriptions;
+use super::lock::RobustLock;
+use super::participants::{Participant, Participants, MAX_PARTICIPANTS};
+use super::region::{Region, Shared};
+use super::HEADER_BYTES;
+use crate::layout::Ino;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+
+/// Changed inodes the ring remembers: a participant that fell further behind refreshes
+/// everything it caches.
+pub const CHANGE_RING: usize = 1024;
+/// Inodes open at once across the image's participants.
+pub const MAX_OPEN_INODES: usize = 4096;
+/// An entry of the ring that names no inode: every cache is refreshed (a takeover's
+/// recovery may have changed anything).
+pub const EVERYTHING: u32 = 0;
+
+/// The image's words.
+#[repr(C)]
+pub struct ImageWords {
+    /// Held across every call of the file system (the coarse lock of the first step:
+    /// docs/design.md, "Many processes on one image").
+    pub lock: RobustLock,
+    /// 1 while the image is mounted by the participants (set by the first, which ran
+    /// recovery; cleared by the last to leave, after it marked the image clean).
+    pub mounted: AtomicU32,
+    /// Changes published: the ring's entry `n % CHANGE_RING` names the inode of change `n`.
+    pub changes: AtomicU64,
+    /// HashFS's table: slots used, as of the last publication.
+    pub table_used: AtomicU64,
+    /// Above every transaction id any participant used.
+    pub next_txid: AtomicU64,
+    _pad: [AtomicU64; 4],
+}
+
+// SAFETY: atomics only (RobustLock is one).
+unsafe impl Shared for ImageWords {}
+
+/// The ring of changed inodes.
+#[repr(C)]
+pub struct ChangeRing {
+    entries: [AtomicU32; CHANGE_RING],
+}
+
+// SAFETY: an array of atomics.
+unsafe impl Shared for ChangeRing {}
+
+/// One open inode: its number and a bit per participant that has it open.
+#[repr(C)]
+pub struct OpenInode {
+    ino: AtomicU32,
+    _pad: AtomicU32,
+    holders: AtomicU64,
+}
+
+/// Which participants have which inodes open, so that the last close anywhere frees an
+/// unlinked file (open-addressed by inode number; changed under the image lock).
+#[repr(C)]
+pub struct OpenInodes {
+    slots: [OpenInode; MAX_OPEN_INODES],
+}
+
+// SAFETY: atomics only.
+unsafe impl Shared for OpenInode {}
+// SAFETY: an array of Shared.
+unsafe impl Shared for OpenInodes {}
+
+const fn page_up(n: usize) -> usize {
+    n.div_ceil(4096) * 4096
+}
+
+/// Where each part lies in the region.
+pub const PARTICIPANTS_OFF: usize = HEADER_BYTES;
+pub const WORDS_OFF: usize = PARTICIPANTS_OFF + page_up(std::mem::size_of::<Participants>());
+pub const RING_OFF: usize = WORDS_OFF + page_up(std::mem::size_of::<ImageWords>());
+pub const OPEN_OFF: usize = RING_OFF + page_up(std::mem::size_of::<ChangeRing>());
+pub const DESCRIPTIONS_OFF: usize = OPEN_OFF + page_up(std::mem::size_of::<OpenInodes>());
+/// The region's size: 352 KiB.
+pub const REGION_BYTES: usize = DESCRIPTIONS_OFF + page_up(std::mem::size_of::<Descriptions>());
+
+/// The parts of a mapped image region.
+pub struct ImageRegion {
+    region: Region,
+}
+
+impl ImageRegion {
+    pub fn new(region: Region) -> ImageRegion {
+        assert_eq!(region.len(), REGION_BYTES, "an image region is attached with REGION_BYTES");
+        ImageRegion { region }
+    }
+    pub fn participants(&self) -> &Participants {
+        self.region.at(PARTICIPANTS_OFF)
+    }
+    pub fn words(&self) -> &ImageWords {
+        self.region.at(WORDS_OFF)
+    }
+    pub fn ring(&self) -> &ChangeRing {
+        self.region.at(RING_OFF)
+    }
+    pub fn open_inodes(&self) -> &OpenInodes {
+        self.region.at(OPEN_OFF)
+    }
+    pub fn descriptions(&self) -> &Descriptions {
+        self.region.at(DESCRIPTIONS_OFF)
+    }
+}
+
+impl ChangeRing {
+    /// Publishes change `n` (the image lock's holder only), of inode `ino`.
+    pub fn put(&self, n: u64, ino: u32) {
+        self.entries[(n % CHANGE_RING as u64) as usize].store(ino, Ordering::Release);
+    }
+    /// The inode of change `n`, which must be among the last [`CHANGE_RING`].
+    pub fn get(&self, n: u64) -> u32 {
+        self.entries[(n % CHANGE_RING as u64) as usize].load(Ordering::Acquire)
+    }
+}
+
+impl OpenInodes {
+    fn home(ino: Ino) -> usize {
+        (ino.0 as usize).wrapping_mul(0x9E37_79B9) % MAX_OPEN_INODES
+    }
+
+    /// Participant `me` has `ino` open (its first descriptor); false when the table is
+    /// full (the caller's ENFILE). The image lock's holder only.
+    pub fn hold(&self, ino: Ino, me: Participant) -> bool {
+        let bit = 1u64 << me.0;
+        let mut free = None;
+        for k in 0..MAX_OPEN_INODES {
+            let s = &self.slots[(Self::home(ino) + k) % MAX_OPEN_INODES];
+            let (i, h) = (s.ino.load(Ordering::Acquire), s.holders.load(Ordering::Acquire));
+            if i == ino.0 && h != 0 {
+                s.holders.fetch_or(bit, Ordering::AcqRel);
+                return true;
+            }
+            if h == 0 && free.is_none() {
+                free = Some(s);
+            }
+            if i == 0 {
+                break; // never used: the inode lies nowhere after it
+            }
+        }
+        let Some(s) = free else { return false };
+        s.ino.store(ino.0, Ordering::Release);
+        s.holders.store(bit, Ordering::Release);
+        true
+    }
+
+    /// Participant `me` closed its last descriptor of `ino`; whether anyone still has it
+    /// open. The image lock's holder only.
+    pub fn release(&self, ino: Ino, me: Participant) -> bool {
+        match self.find(ino) {
+            Some(s) => s.holders.fetch_and(!(1u64 << me.0), Ordering::AcqRel) & !(1u64 << me.0) != 0,
+            None => false,
+        }
+    }
+
+    /// Whether any participant has `ino` open.
+    pub fn held(&self, ino: Ino) -> bool {
+        self.find(ino).is_some()
+    }
+
+    /// Whether any participant but `me` has `ino` open.
+    pub fn held_by_others(&self, ino: Ino, me: Participant) -> bool {
+        self.find(ino).is_some_and(|s| s.holders.load(Ordering::Acquire) & !(1u64 << me.0) != 0)
+    }
+
+    fn find(&self, ino: Ino) -> Option<&OpenInode> {
+        for k in 0..MAX_OPEN_INODES {
+            let s = &self.slots[(Self::home(ino) + k) % MAX_OPEN_INODES];
+            let i = s.ino.load(Ordering::Acquire);
+            if i == ino.0 && s.holders.load(Ordering::Acquire) != 0 {
+                return Some(s);
+            }
+            if i == 0 {
+                return None;
+            }
+        }
+        None
+    }
+
+    /// Clears dead participant `dead`'s bit everywhere; the inodes no one has open any
+    /// more (the survivor frees those that are unlinked). The image lock's holder only.
+    pub fn release_all_of(&self, dead: Participant) -> Vec<Ino> {
+        let bit = 1u64 << dead.0;
+        let mut closed = Vec::new();
+        for s in &self.slots {
+            let h = s.holders.fetch_and(!bit, Ordering::AcqRel);
+            if h == bit {
+                closed.push(Ino(s.ino.load(Ordering::Acquire)));
+            }
+        }
+        closed
+    }
+}
+
+const _: () = assert!(MAX_PARTICIPANTS <= 64, "a holders word has one bit per participant");
+const _: () = assert!(std::mem::size_of::<OpenInode>() == 16);
