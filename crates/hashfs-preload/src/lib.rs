@@ -11,13 +11,14 @@
 //! Reentrancy: the shim's own calls into libc (the library opening and mapping the image,
 //! Rust's std) pass straight through, by a per-thread guard.
 //!
-//! One process owns an image at a time (the library's exclusive lock); a second process
-//! gets an error naming the owner's lock for paths under the prefix. A child created by
-//! fork() must not share the parent's DRAM state, so HashFS paths fail in it with EIO
-//! unless it execs (a fresh shim then tries to take the image).
+//! Many processes share an image (the library's shared mount, `FileSystem::mount_shared`;
+//! an image whose mapping is not shared yet is held by one process, and a second gets an
+//! error naming the owner's lock). A child created by fork() must not share the parent's
+//! participant and DRAM state, so HashFS paths fail in it with EIO unless it execs (the
+//! program then joins as a participant of its own).
 //!
-//! Record locks (fcntl F_SETLK & co.) are per process in POSIX and this process owns the
-//! image alone, so they always succeed; F_GETLK reports no conflict.
+//! Record locks (fcntl F_SETLK & co.) and flock exclude other processes through the
+//! kernel's lock manager, on ranges of the image file (`shim/locks.rs`).
 //!
 //! The exported libc functions are `hashfs-interpose`'s (written once, shared with the
 //! stacked shim); this crate is the backend behind them, [`Preload`]. Modules by concern:

@@ -155,6 +155,7 @@ fn the_last_participant_to_leave_marks_the_image_clean() {
 
 #[test]
 fn threads_of_two_participants_creating_in_one_directory() {
+    const PER_THREAD: usize = 300;
     let img = Image::new("threads");
     let (a, b) = (img.join(), img.join());
     a.create_dir(p("/d"), 0o755).unwrap();
@@ -162,7 +163,7 @@ fn threads_of_two_participants_creating_in_one_directory() {
         for (who, fs) in [("a", &a), ("b", &b)] {
             for t in 0..2 {
                 s.spawn(move || {
-                    for i in 0..100 {
+                    for i in 0..PER_THREAD {
                         let name = format!("/d/{who}{t}-{i}");
                         fs.write(p(&name), name.as_bytes()).unwrap();
                         if i % 3 == 0 {
@@ -175,7 +176,7 @@ fn threads_of_two_participants_creating_in_one_directory() {
     });
     for fs in [&a, &b] {
         let list = fs.read_dir(p("/d")).unwrap();
-        assert_eq!(list.len(), 400);
+        assert_eq!(list.len(), 4 * PER_THREAD);
         for e in list {
             let name = String::from_utf8(e.name.clone()).unwrap();
             let data = fs.read(&p("/d").join(&name)).unwrap();

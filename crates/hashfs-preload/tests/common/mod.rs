@@ -57,12 +57,13 @@ pub fn shim_path() -> PathBuf {
         let mut c = Command::new(env!("CARGO"));
         c.args(["build", "--workspace", "--lib"]);
         // In the profile of the test's own build (`cargo test` builds with `test`, whose
-        // libraries it then reuses; `cargo test --release` with `release`).
-        if profile_dir.file_name().is_some_and(|n| n == "release") {
-            c.arg("--release");
-        } else {
-            c.args(["--profile", "test"]);
-        }
+        // libraries it then reuses, into target/debug; `cargo test --release` with
+        // `release`; any other profile, such as scripts/crash-bugs.sh's, with itself).
+        match profile_dir.file_name().and_then(|n| n.to_str()) {
+            Some("release") => c.arg("--release"),
+            Some("debug") | None => c.args(["--profile", "test"]),
+            Some(other) => c.args(["--profile", other]),
+        };
         assert!(c.status().unwrap().success(), "building libhashfs_preload.so");
     });
     assert!(so.exists(), "{} not built", so.display());
