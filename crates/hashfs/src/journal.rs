@@ -239,7 +239,9 @@ impl<D: PmDevice> Journals<D> {
     /// Raises the next transaction id to at least `n` (a shared mount: ids another
     /// participant used are not used again).
     pub fn raise_next_txid(&self, n: u64) {
-        self.next_txid.fetch_max(n, Ordering::Relaxed);
+        if self.next_txid.load(Ordering::Relaxed) < n {
+            self.next_txid.fetch_max(n, Ordering::Relaxed);
+        }
     }
 
     /// Takes journal `i`'s lock if it is free (or its holder died: its transaction is

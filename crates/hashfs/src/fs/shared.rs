@@ -50,26 +50,38 @@ pub(crate) struct SharedMount {
     takeovers: AtomicU64,
 }
 
-thread_local! {
-    /// How deep this thread is in calls of a shared mount (the lock is taken at 0 → 1).
-    static DEPTH: Cell<u32> = const { Cell::new(0) };
-    /// Inodes this thread changed on the media while it held the lock.
-    static TOUCHED: RefCell<Vec<u32>> = const { RefCell::new(Vec::new()) };
-    /// Inodes whose times a write of this thread set in DRAM only (`fs/times.rs`).
-    static TIMES: RefCell<Vec<u32>> = const { RefCell::new(Vec::new()) };
-    /// A change could not be noted (the thread's storage is being torn down, at its exit
-    /// or the process's): the next publication tells everyone to refresh everything.
-    static LOST: Cell<bool> = const { Cell::new(false) };
+/// What a thread keeps about the call of a shared mount it is in.
+struct Call {
+    /// How deep the thread is in calls (the lock is taken at 0 → 1).
+    depth: Cell<u32>,
+    /// Inodes the call changed on the media (kept with its capacity from call to call).
+    touched: RefCell<Vec<u32>>,
 }
+
+thread_local! {
+    static CALL: Call = const { Call { depth: Cell::new(0), touched: RefCell::new(Vec::new()) } };
+}
+
+/// A change that could not be noted (the thread's storage was being torn down, at its
+/// exit or the process's): the next publication, by whichever thread, tells everyone to
+/// refresh everything.
+static LOST_ANYWHERE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
 /// This thread's depth in calls of a shared mount (0 once its storage is gone: a call
 /// then runs as the outermost, which is what it is).
 fn depth() -> u32 {
-    DEPTH.try_with(|d| d.get()).unwrap_or(0)
+    CALL.try_with(|c| c.depth.get()).unwrap_or(0)
 }
 
-fn set_depth(n: u32) {
-    let _ = DEPTH.try_with(|d| d.set(n));
+/// Adds `by` to this thread's depth; the new depth (as if it had been 0, once the
+/// thread's storage is gone).
+fn add_depth(by: i32) -> u32 {
+    CALL.try_with(|c| {
+        let d = c.depth.get().saturating_add_signed(by);
+        c.depth.set(d);
+        d
+    })
+    .unwrap_or(by.max(0) as u32)
 }
 
 /// Whether this thread is inside a call of a shared mount (changes are noted).
@@ -81,16 +93,13 @@ pub(crate) fn recording() -> bool {
 /// transaction's commit, the in-place size and time stores). Nothing outside a shared
 /// mount's call.
 pub(crate) fn touched(ino: Ino) {
-    if recording() && TOUCHED.try_with(|t| t.borrow_mut().push(ino.0)).is_err() {
-        let _ = LOST.try_with(|l| l.set(true));
-    }
-}
-
-/// Notes that a write set inode `ino`'s times in DRAM only: the call shows them to the
-/// others when it ends.
-pub(crate) fn times_changed(ino: Ino) {
-    if recording() && TIMES.try_with(|t| t.borrow_mut().push(ino.0)).is_err() {
-        let _ = LOST.try_with(|l| l.set(true));
+    let noted = CALL.try_with(|c| {
+        if c.depth.get() > 0 {
+            c.touched.borrow_mut().push(ino.0);
+        }
+    });
+    if noted.is_err() {
+        LOST_ANYWHERE.store(true, Ordering::Release);
     }
 }
 
@@ -104,8 +113,7 @@ pub(crate) struct Entered<'a, D: PmDevice> {
 impl<D: PmDevice> Drop for Entered<'_, D> {
     fn drop(&mut self) {
         let Some(sh) = self.fs.shared.get() else { return };
-        let depth = depth().saturating_sub(1);
-        set_depth(depth);
+        let depth = add_depth(-1);
         if self.outer {
             debug_assert_eq!(depth, 0);
             self.fs.publish(sh);
@@ -119,8 +127,7 @@ impl<D: PmDevice> FsInner<D> {
     /// it already) and catches up with what others changed.
     pub(crate) fn enter(&self) -> Entered<'_, D> {
         let Some(sh) = self.shared.get() else { return Entered { fs: self, outer: false } };
-        let depth = depth() + 1;
-        set_depth(depth);
+        let depth = add_depth(1);
         if depth > 1 {
             return Entered { fs: self, outer: false };
         }
@@ -198,43 +205,45 @@ impl<D: PmDevice> FsInner<D> {
         cell.next_read_lblk.store(u64::MAX, Ordering::Relaxed);
     }
 
-    /// Makes what this call changed visible to the others: the times its writes set in
-    /// DRAM stored where the others read them (not flushed: they stay pending for fsync,
-    /// as on a mount of one), then the ring, the table's count and the next transaction
-    /// id. (A size a one-fence append left tagged is read by the others as it stands:
-    /// `append_tag::read_plain`.)
+    /// Makes what this call changed visible to the others: the ring, the table's count and
+    /// the next transaction id. (A write's DRAM times were stored where the others read
+    /// them as it set them, `fs/times.rs`; a size a one-fence append left tagged is read
+    /// by the others as it stands, `append_tag::read_plain`.)
     fn publish(&self, sh: &SharedMount) {
-        let mut times = TIMES.try_with(|t| std::mem::take(&mut *t.borrow_mut())).unwrap_or_default();
-        times.sort_unstable();
-        times.dedup();
-        for &i in &times {
-            if let Some(cell) = self.inodes.cached(Ino(i)) {
-                self.show_times(&cell, &cell.state.read());
+        let words = sh.region.words();
+        let txid = self.journals.next_txid();
+        if words.next_txid.load(Ordering::Acquire) < txid {
+            words.next_txid.fetch_max(txid, Ordering::AcqRel);
+        }
+        if let FileMap::Hash(t) = &self.map {
+            let used = t.used();
+            if words.table_used.load(Ordering::Relaxed) != used {
+                words.table_used.store(used, Ordering::Release);
             }
         }
-        let mut inos = TOUCHED.try_with(|t| std::mem::take(&mut *t.borrow_mut())).unwrap_or_default();
-        inos.extend(times);
-        if LOST.try_with(|l| l.replace(false)).unwrap_or(true) {
-            inos.push(EVERYTHING);
-        }
-        let words = sh.region.words();
-        words.next_txid.fetch_max(self.journals.next_txid(), Ordering::AcqRel);
-        if let FileMap::Hash(t) = &self.map {
-            words.table_used.store(t.used(), Ordering::Release);
-        }
-        if inos.is_empty() {
-            return;
-        }
-        inos.sort_unstable();
-        inos.dedup();
+        let lost = LOST_ANYWHERE.load(Ordering::Relaxed) && LOST_ANYWHERE.swap(false, Ordering::AcqRel);
+        let ring = sh.region.ring();
         let mut n = words.changes.load(Ordering::Acquire);
         debug_assert_eq!(n, sh.seen.load(Ordering::Relaxed), "a holder of the lock has caught up");
-        for ino in inos {
-            sh.region.ring().put(n, ino);
+        let start = n;
+        let noted = CALL.try_with(|c| {
+            let mut inos = c.touched.borrow_mut();
+            inos.sort_unstable();
+            inos.dedup();
+            for &ino in inos.iter() {
+                ring.put(n, ino);
+                n += 1;
+            }
+            inos.clear();
+        });
+        if lost || noted.is_err() {
+            ring.put(n, EVERYTHING);
             n += 1;
         }
-        words.changes.store(n, Ordering::Release);
-        sh.seen.store(n, Ordering::Relaxed);
+        if n != start {
+            words.changes.store(n, Ordering::Release);
+            sh.seen.store(n, Ordering::Relaxed);
+        }
     }
 
     /// Participant `dead` died holding the image lock, maybe inside a transaction:

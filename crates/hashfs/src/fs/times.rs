@@ -20,16 +20,21 @@ use std::sync::atomic::Ordering;
 
 impl<D: PmDevice> FsInner<D> {
     /// A write's new times, in DRAM until the file's next fsync (see the module); on a
-    /// shared mount, stored (not flushed) where the other participants read them when the
-    /// call ends (`fs/shared.rs`).
+    /// shared mount, also stored (not flushed) where the other participants read them
+    /// (`fs/shared.rs`) when they change (once per tick of the coarse clock, or after a
+    /// stat).
     pub(crate) fn set_write_times(&self, ino: crate::layout::Ino, st: &mut InodeMem) {
-        super::shared::times_changed(ino);
         let now = inode::write_time_ns(std::mem::take(st.times_seen.get_mut()));
+        // Writes within one tick of the coarse clock set the times they already have.
+        let changed = st.raw.mtime_ns != now || st.raw.ctime_ns != now;
         st.raw.mtime_ns = now;
         st.raw.ctime_ns = now;
         if !st.times_pending {
             st.times_pending = true;
             self.times_pending.fetch_add(1, Ordering::Relaxed);
+        }
+        if changed && self.shared.get().is_some() {
+            self.show_times(ino, st);
         }
     }
 
@@ -54,10 +59,12 @@ impl<D: PmDevice> FsInner<D> {
     }
 
     /// Stores the inode's DRAM times where the other participants of a shared mount read
-    /// them, without making them durable (they stay pending for fsync).
-    pub(crate) fn show_times(&self, cell: &InodeCell, st: &InodeMem) {
+    /// them, without making them durable (they stay pending for fsync), and notes the
+    /// change for them.
+    fn show_times(&self, ino: crate::layout::Ino, st: &InodeMem) {
         if st.times_pending && !st.freed {
-            let ioff = self.geo.inode_off(cell.ino.get());
+            super::shared::touched(ino);
+            let ioff = self.geo.inode_off(ino.get());
             self.dev.store_u64(ioff + INODE_MTIME_OFF, st.raw.mtime_ns as u64);
             self.dev.store_u64(ioff + INODE_CTIME_OFF, st.raw.ctime_ns as u64);
         }
