@@ -187,6 +187,16 @@ fn threads_of_two_participants_creating_in_one_directory() {
     img.check();
 }
 
+/// A child process, killed (and waited for) when dropped, also when a test fails.
+struct Killed(std::process::Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 /// The killed participant: renames files into place forever (each written whole first).
 #[test]
 fn child() {
@@ -194,6 +204,7 @@ fn child() {
     let (fs, _) = FileSystem::open_shared(Path::new(&image)).unwrap();
     let _ = fs.create_dir(p("/c"), 0o755);
     println!("joined");
+    std::io::Write::flush(&mut std::io::stdout()).unwrap();
     for i in 0u64.. {
         let tmp = format!("/c/tmp{i}");
         fs.write(p(&tmp), &vec![(i % 251) as u8; 5000 + (i % 7) as usize * 1000]).unwrap();
@@ -209,16 +220,33 @@ fn a_participant_killed_inside_a_call_is_recovered_by_the_next() {
     let img = Image::new("killed");
     let survivor = img.join();
     let mut takeovers = 0;
-    for round in 0..12 {
-        let mut child = Command::new(std::env::current_exe().unwrap())
-            .args(["--exact", "child", "--nocapture", "--test-threads", "1"])
-            .env("HASHFS_SHARED_CHILD", &img.path)
-            .stdout(std::process::Stdio::null())
-            .spawn()
-            .unwrap();
-        std::thread::sleep(Duration::from_millis(150 + 37 * round));
-        child.kill().unwrap();
-        child.wait().unwrap();
+    for round in 0..20u64 {
+        let mut child = Killed(
+            Command::new(std::env::current_exe().unwrap())
+                .args(["--exact", "child", "--nocapture", "--test-threads", "1"])
+                .env("HASHFS_SHARED_CHILD", &img.path)
+                .stdout(std::process::Stdio::piped())
+                .spawn()
+                .unwrap(),
+        );
+        // Each child joins the image the last one died in: a joining mount that finds it
+        // inconsistent (a death left unrecovered) fails, and the child says nothing.
+        let out = child.0.stdout.take().unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let reader = std::thread::spawn(move || {
+            for line in std::io::BufRead::lines(std::io::BufReader::new(out)).map_while(|l| l.ok()) {
+                if line.ends_with("joined") {
+                    let _ = tx.send(());
+                }
+            }
+        });
+        assert!(
+            rx.recv_timeout(Duration::from_secs(20)).is_ok(),
+            "round {round}: the child could not join the image (a death left unrecovered?)"
+        );
+        std::thread::sleep(Duration::from_millis(20 + 37 * (round % 5)));
+        drop(child);
+        reader.join().unwrap();
         // The survivor's next call takes the lock over within a bound and recovers.
         let t = Instant::now();
         let list = survivor.read_dir(p("/c")).unwrap_or_default();
