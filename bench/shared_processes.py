@@ -7,10 +7,17 @@ aggregate over one process's, computed within each round. Not a test: the figure
 what the coarse image lock of the first step (docs/design.md, "Many processes on one
 image") costs when processes do not share files.
 
+With --kill SECONDS it measures instead a survivor's latency while other processes die:
+one process through the shim stats and overwrites a file in a loop and records each
+call's time, while others, started one after another through the shim on the same image,
+write and rename files until each is killed with SIGKILL at a random moment; prints the
+survivor's median, 99th percentile and longest call, and the number of kills.
+
 Usage: python3 bench/shared_processes.py [--rounds N] [--seconds S] [--size 128M] [--json FILE]
+       python3 bench/shared_processes.py --kill SECONDS [--image-size 1G] [--json FILE]
 Needs: fio and the release build (cargo build --release --workspace).
 """
-import argparse, json, os, subprocess, sys, tempfile
+import argparse, json, os, random, signal, subprocess, sys, tempfile, time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from fuse_io import machine, mean_ci  # noqa: E402 (the same statistics and machine stamp)
@@ -46,14 +53,84 @@ def lay_out(paths, rw, size, env):
                             "--ioengine=psync", "--thread"], env=env, check=True, capture_output=True)
 
 
+SURVIVOR = """
+import os, sys, time
+path, until = sys.argv[1], time.time() + float(sys.argv[2])
+fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+os.pwrite(fd, b"x" * 4096, 0)
+print("ready", flush=True)
+lat = []
+while time.time() < until:
+    t = time.perf_counter_ns()
+    os.stat(path)
+    os.pwrite(fd, b"y" * 4096, 0)
+    lat.append(time.perf_counter_ns() - t)
+print(",".join(map(str, lat)))
+"""
+
+VICTIM = """
+import os, sys
+d = sys.argv[1]
+os.makedirs(d, exist_ok=True)
+print("joined", flush=True)
+i = 0
+while True:
+    p = f"{d}/t{i % 50}"
+    with open(p, "wb") as f:
+        f.write(b"v" * 8192)
+    os.rename(p, f"{d}/f{i % 50}")
+    i += 1
+"""
+
+
+def kill_loop(a):
+    """The survivor's call latencies while victims die (see the module)."""
+    with tempfile.TemporaryDirectory(dir=a.dir) as d:
+        image = os.path.join(d, "img")
+        subprocess.run([HASHFS, "mkfs", image, "--size", a.image_size], check=True, capture_output=True)
+        env = dict(os.environ, LD_PRELOAD=SHIM, HASHFS_IMAGE=image, HASHFS_MOUNT=PREFIX)
+        surv = subprocess.Popen([sys.executable, "-c", SURVIVOR, f"{PREFIX}/s", str(a.kill)], env=env,
+                                stdout=subprocess.PIPE, text=True)
+        assert surv.stdout.readline().strip() == "ready"
+        kills, rng, until = 0, random.Random(1), time.time() + a.kill - 0.5
+        while time.time() < until:
+            v = subprocess.Popen([sys.executable, "-c", VICTIM, f"{PREFIX}/v"], env=env, stdout=subprocess.PIPE,
+                                 text=True)
+            if v.stdout.readline().strip() != "joined":
+                sys.exit("a victim could not join the image")
+            time.sleep(rng.uniform(0.02, 0.2))
+            v.send_signal(signal.SIGKILL)
+            v.wait()
+            kills += 1
+        out, _ = surv.communicate()
+        if surv.returncode != 0:
+            sys.exit("the survivor failed")
+        lat = sorted(int(x) for x in out.strip().split(","))
+        pick = lambda q: lat[min(len(lat) - 1, int(q * len(lat)))] / 1e6
+        res = {"calls": len(lat), "kills": kills, "median_ms": pick(0.5), "p99_ms": pick(0.99),
+               "p999_ms": pick(0.999), "max_ms": lat[-1] / 1e6}
+        print(f"survivor: {res['calls']} calls (stat + 4 KiB pwrite), {kills} processes killed; median "
+              f"{res['median_ms']:.3f} ms, p99 {res['p99_ms']:.3f} ms, p99.9 {res['p999_ms']:.3f} ms, "
+              f"longest {res['max_ms']:.1f} ms")
+        subprocess.run([HASHFS, "fsck", image], check=True)
+        if a.json:
+            with open(a.json, "w") as f:
+                json.dump({"config": machine(a.dir), "command": " ".join(sys.argv), "image_size": a.image_size,
+                           "seconds": a.kill, "results": res}, f, indent=1)
+
+
 def main():
     ap = argparse.ArgumentParser()
+    ap.add_argument("--kill", type=float, help="measure a survivor's latency while others die, for SECONDS")
+    ap.add_argument("--image-size", default="1G")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--seconds", type=int, default=5)
     ap.add_argument("--size", default="128M")
     ap.add_argument("--dir", default="/dev/shm")
     ap.add_argument("--json")
     a = ap.parse_args()
+    if a.kill:
+        return kill_loop(a)
     targets = ["shim-1", "shim-2", "tmpfs-2"]
     res = {t: {j: [] for j in JOBS} for t in targets}
     for r in range(a.rounds):
