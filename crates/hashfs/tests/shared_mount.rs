@@ -266,6 +266,44 @@ fn a_participant_killed_inside_a_call_is_recovered_by_the_next() {
     img.check();
 }
 
+/// The only participant killed inside a call: the next to join finds the lock's holder
+/// dead and no one alive, and mounts as after a power failure.
+#[test]
+fn the_only_participant_killed_is_recovered_by_the_next_to_join() {
+    let img = Image::new("alone");
+    for round in 0..6u64 {
+        let mut child = Killed(
+            Command::new(std::env::current_exe().unwrap())
+                .args(["--exact", "child", "--nocapture", "--test-threads", "1"])
+                .env("HASHFS_SHARED_CHILD", &img.path)
+                .stdout(std::process::Stdio::piped())
+                .spawn()
+                .unwrap(),
+        );
+        let out = child.0.stdout.take().unwrap();
+        let mut joined = false;
+        for line in std::io::BufRead::lines(std::io::BufReader::new(out)).map_while(|l| l.ok()) {
+            if line.ends_with("joined") {
+                joined = true;
+                break;
+            }
+        }
+        assert!(joined, "round {round}: the child could not join");
+        std::thread::sleep(Duration::from_millis(30 + 41 * round));
+        drop(child);
+        let (fs, report) = FileSystem::open_shared(&img.path).unwrap();
+        assert!(!report.was_clean, "round {round}: a dead participant's image mounted as clean");
+        for e in fs.read_dir(p("/c")).unwrap() {
+            let name = String::from_utf8(e.name.clone()).unwrap();
+            if let Some(i) = name.strip_prefix('f').and_then(|n| n.parse::<u64>().ok()) {
+                assert_eq!(fs.read(&p("/c").join(&name)).unwrap().len(), 5000 + (i % 7) as usize * 1000);
+            }
+        }
+        fs.unmount().unwrap();
+        img.check();
+    }
+}
+
 #[test]
 fn the_region_file_goes_with_the_last_participant_and_comes_back_with_the_next() {
     let img = Image::new("region");
