@@ -25,6 +25,28 @@ fn a_shell_and_the_programs_it_starts_share_the_image() {
     img.fsck_clean();
 }
 
+/// Programs that run at once on one image: `tar c | tar x` (a reader and a writer of the
+/// image in one pipeline), `find | xargs`, `cp -a`.
+#[test]
+fn pipelines_of_programs_on_one_image_at_once() {
+    let img = image();
+    let script = format!(
+        "set -e -o pipefail; mkdir -p {src}/sub; for i in $(seq 1 40); do echo line$i > {src}/f$i; done; \
+         echo deep > {src}/sub/g; ln -s f1 {src}/link; \
+         tar -C {src} -cf - . | tar -C {dst} -xf -; \
+         find {dst} -name 'f*' | sort | xargs cat | wc -l; cat {dst}/sub/g; readlink {dst}/link; \
+         cp -a {src} {copy}; diff -r {src} {copy} && echo same",
+        src = p("/src"),
+        dst = p("/dst"),
+        copy = p("/copy"),
+    );
+    let out = img.ok("bash", &["-c", &format!("mkdir {}; {script}", p("/dst"))]);
+    assert_eq!(out, "40\ndeep\nf1\nsame\n");
+    let out = img.ok("bash", &["-c", &format!("find {} -type f | wc -l; ls {} | wc -l", p("/dst"), p("/copy"))]);
+    assert_eq!(out, "41\n42\n", "every file reached the other side");
+    img.fsck_clean();
+}
+
 #[test]
 fn a_second_program_uses_the_image_while_the_first_holds_files_open() {
     let img = image();
