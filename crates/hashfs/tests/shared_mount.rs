@@ -187,14 +187,44 @@ fn threads_of_two_participants_creating_in_one_directory() {
     img.check();
 }
 
-/// A child process, killed (and waited for) when dropped, also when a test fails.
-struct Killed(std::process::Child);
+/// A child participant (this binary's `child`), killed and waited for when dropped, also
+/// when a test fails.
+struct Killed {
+    child: std::process::Child,
+    reader: Option<std::thread::JoinHandle<()>>,
+}
 
 impl Drop for Killed {
     fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        if let Some(r) = self.reader.take() {
+            let _ = r.join();
+        }
     }
+}
+
+/// Starts a child participant on `img` and waits until it has joined the image (20 s at
+/// most): None when it could not (a joining mount that finds the image inconsistent, as a
+/// death left unrecovered leaves it, fails, and the child says nothing).
+fn start_child(img: &Image) -> Option<Killed> {
+    let mut child = Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "child", "--nocapture", "--test-threads", "1"])
+        .env("HASHFS_SHARED_CHILD", &img.path)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let out = child.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let reader = std::thread::spawn(move || {
+        for line in std::io::BufRead::lines(std::io::BufReader::new(out)).map_while(|l| l.ok()) {
+            if line.ends_with("joined") {
+                let _ = tx.send(());
+            }
+        }
+    });
+    let k = Killed { child, reader: Some(reader) };
+    rx.recv_timeout(Duration::from_secs(20)).ok().map(|_| k)
 }
 
 /// The killed participant: renames files into place forever (each written whole first).
@@ -221,32 +251,11 @@ fn a_participant_killed_inside_a_call_is_recovered_by_the_next() {
     let survivor = img.join();
     let mut takeovers = 0;
     for round in 0..20u64 {
-        let mut child = Killed(
-            Command::new(std::env::current_exe().unwrap())
-                .args(["--exact", "child", "--nocapture", "--test-threads", "1"])
-                .env("HASHFS_SHARED_CHILD", &img.path)
-                .stdout(std::process::Stdio::piped())
-                .spawn()
-                .unwrap(),
-        );
-        // Each child joins the image the last one died in: a joining mount that finds it
-        // inconsistent (a death left unrecovered) fails, and the child says nothing.
-        let out = child.0.stdout.take().unwrap();
-        let (tx, rx) = std::sync::mpsc::channel();
-        let reader = std::thread::spawn(move || {
-            for line in std::io::BufRead::lines(std::io::BufReader::new(out)).map_while(|l| l.ok()) {
-                if line.ends_with("joined") {
-                    let _ = tx.send(());
-                }
-            }
-        });
-        assert!(
-            rx.recv_timeout(Duration::from_secs(20)).is_ok(),
-            "round {round}: the child could not join the image (a death left unrecovered?)"
-        );
+        // Each child joins the image the last one died in.
+        let child = start_child(&img);
+        assert!(child.is_some(), "round {round}: the child could not join the image (a death left unrecovered?)");
         std::thread::sleep(Duration::from_millis(20 + 37 * (round % 5)));
         drop(child);
-        reader.join().unwrap();
         // The survivor's next call takes the lock over within a bound and recovers.
         let t = Instant::now();
         let list = survivor.read_dir(p("/c")).unwrap_or_default();
@@ -272,23 +281,8 @@ fn a_participant_killed_inside_a_call_is_recovered_by_the_next() {
 fn the_only_participant_killed_is_recovered_by_the_next_to_join() {
     let img = Image::new("alone");
     for round in 0..6u64 {
-        let mut child = Killed(
-            Command::new(std::env::current_exe().unwrap())
-                .args(["--exact", "child", "--nocapture", "--test-threads", "1"])
-                .env("HASHFS_SHARED_CHILD", &img.path)
-                .stdout(std::process::Stdio::piped())
-                .spawn()
-                .unwrap(),
-        );
-        let out = child.0.stdout.take().unwrap();
-        let mut joined = false;
-        for line in std::io::BufRead::lines(std::io::BufReader::new(out)).map_while(|l| l.ok()) {
-            if line.ends_with("joined") {
-                joined = true;
-                break;
-            }
-        }
-        assert!(joined, "round {round}: the child could not join");
+        let child = start_child(&img);
+        assert!(child.is_some(), "round {round}: the child could not join");
         std::thread::sleep(Duration::from_millis(30 + 41 * round));
         drop(child);
         let (fs, report) = FileSystem::open_shared(&img.path).unwrap();
