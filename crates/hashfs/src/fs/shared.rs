@@ -185,6 +185,12 @@ impl<D: PmDevice> FsInner<D> {
         let mut st = cell.state.write();
         if state == InodeState::Free {
             st.freed = true;
+            if st.tag.take().is_some() {
+                self.tagged.fetch_sub(1, Ordering::Relaxed);
+            }
+            if std::mem::take(&mut st.times_pending) {
+                self.times_pending.fetch_sub(1, Ordering::Relaxed);
+            }
             drop(st);
             self.inodes.remove(ino);
             return;
