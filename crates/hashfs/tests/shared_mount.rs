@@ -153,6 +153,31 @@ fn the_last_participant_to_leave_marks_the_image_clean() {
     assert_eq!(c.read(p("/f")).unwrap(), b"x");
 }
 
+/// Two participants that leave at the same moment: one of them is the last, and marks the
+/// image clean. (The region may stay: the last one removes it only if no other process
+/// still has the image open, and the other may not have closed it yet.)
+#[test]
+fn two_participants_leaving_at_once_leave_the_image_clean() {
+    let img = Image::new("leave-at-once");
+    for round in 0..40 {
+        let (a, b) = (img.join(), img.join());
+        a.write(p("/f"), b"x").unwrap();
+        let go = std::sync::Barrier::new(2);
+        std::thread::scope(|s| {
+            for fs in [a, b] {
+                let go = &go;
+                s.spawn(move || {
+                    go.wait();
+                    fs.unmount().unwrap();
+                });
+            }
+        });
+        let (fs, report) = FileSystem::open(&img.path).unwrap();
+        assert!(report.was_clean, "round {round}: neither marked the image clean");
+        drop(fs);
+    }
+}
+
 #[test]
 fn threads_of_two_participants_creating_in_one_directory() {
     const PER_THREAD: usize = 300;

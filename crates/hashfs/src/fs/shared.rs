@@ -311,8 +311,13 @@ impl<D: PmDevice> FsInner<D> {
         let alone = {
             let _in = self.enter();
             let parts = sh.region.participants();
+            // Marked leaving under the lock, so that a participant leaving right after
+            // does not count this one as staying (then neither would mark the image clean);
+            // the slot stays this one's until the lock is let go, so that no waiter takes
+            // the lock for a dead owner's meanwhile.
+            parts.set_leaving(sh.me);
             let others =
-                (0..crate::share::MAX_PARTICIPANTS as u32).map(Participant).any(|p| p != sh.me && parts.alive(p));
+                (0..crate::share::MAX_PARTICIPANTS as u32).map(Participant).any(|p| p != sh.me && parts.staying(p));
             // What this participant keeps in DRAM only becomes durable and plain (as at
             // any unmount), and the last one also settles the sizes that participants
             // which died left tagged.

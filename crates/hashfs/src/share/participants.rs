@@ -24,7 +24,8 @@ impl std::fmt::Display for Participant {
 #[repr(C)]
 pub struct Slot {
     pid: AtomicU32,
-    _pad: AtomicU32,
+    /// 1 once the participant has begun to leave (it still owns its locks).
+    leaving: AtomicU32,
     /// The process's start time (`/proc/PID/stat`'s 22nd field), 0 while the slot is
     /// being filled.
     start: AtomicU64,
@@ -85,7 +86,19 @@ impl Participants {
         let s = &self.slots[i.0 as usize];
         s.start.store(0, Ordering::Release);
         s.image.store(0, Ordering::Release);
+        s.leaving.store(0, Ordering::Release);
         s.pid.store(0, Ordering::Release);
+    }
+
+    /// Participant `i` has begun to leave: it no longer counts as staying
+    /// ([`Participants::staying`]), though it still owns its locks.
+    pub fn set_leaving(&self, i: Participant) {
+        self.slots[i.0 as usize].leaving.store(1, Ordering::Release);
+    }
+
+    /// Whether participant `i` lives and has not begun to leave.
+    pub fn staying(&self, i: Participant) -> bool {
+        self.alive(i) && self.slots.get(i.0 as usize).is_some_and(|s| s.leaving.load(Ordering::Acquire) == 0)
     }
 
     /// Whether slot `i` is free (no process, live or dead, holds it).
