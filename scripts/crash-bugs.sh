@@ -265,8 +265,8 @@ elif name == "shared-joiner-recovers":
         "            _ => MountAs::Alone,\n")
 elif name == "shared-takeover-no-recovery":
     sub("crates/hashfs/src/fs/shared.rs",
-        "        let (tmp, _) = recovery::mount(self.dev.clone(), &|_, _| {}, MountAs::Recovering { keep: &keep })?;\n        tmp.unmounted.store(true, Ordering::Release); // its Drop must not mark the image clean\n        let words = sh.region.words();\n        words.next_txid.fetch_max(tmp.journals.next_txid(), Ordering::AcqRel);\n        if let FileMap::Hash(t) = &tmp.map {\n            words.table_used.store(t.used(), Ordering::Release);\n        }\n        drop(tmp);\n",
-        "        let _ = keep;\n        let words = sh.region.words();\n")
+        "        let (tmp, _) = recovery::mount(self.dev.clone(), &|_, _| {}, MountAs::Recovering { keep: &keep })?;\n        tmp.unmounted.store(true, Ordering::Release); // its Drop must not mark the image clean\n        publish_recovered(&sh.region, &tmp);\n        drop(tmp);\n",
+        "        let _ = keep;\n        let n = sh.region.words().changes.load(Ordering::Acquire);\n        sh.region.ring().put(n, EVERYTHING);\n        sh.region.words().changes.store(n + 1, Ordering::Release);\n")
 elif name == "shared-call-unlocked":
     sub("crates/hashfs/src/fs/shared.rs",
         "        if let Acquired::FromDead(dead) = sh.region.words().lock.lock(sh.me, sh.region.participants()) {\n",

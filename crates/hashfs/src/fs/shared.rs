@@ -257,21 +257,13 @@ impl<D: PmDevice> FsInner<D> {
     /// participants have open, and has everyone refresh everything.
     fn take_over(&self, sh: &SharedMount, dead: Participant) -> Result<()> {
         // Unlinked files only the dead participant had open are freed by the recovery.
-        sh.region.open_inodes().release_all_of(dead);
-        sh.region.descriptions().release_all_of(dead);
+        release_leftovers(&sh.region, dead);
         let opens = sh.region.open_inodes();
         let keep = |ino: Ino| opens.held(ino);
         let (tmp, _) = recovery::mount(self.dev.clone(), &|_, _| {}, MountAs::Recovering { keep: &keep })?;
         tmp.unmounted.store(true, Ordering::Release); // its Drop must not mark the image clean
-        let words = sh.region.words();
-        words.next_txid.fetch_max(tmp.journals.next_txid(), Ordering::AcqRel);
-        if let FileMap::Hash(t) = &tmp.map {
-            words.table_used.store(t.used(), Ordering::Release);
-        }
+        publish_recovered(&sh.region, &tmp);
         drop(tmp);
-        let n = words.changes.load(Ordering::Acquire);
-        sh.region.ring().put(n, EVERYTHING);
-        words.changes.store(n + 1, Ordering::Release);
         sh.region.participants().reap(dead);
         sh.takeovers.fetch_add(1, Ordering::Relaxed);
         Ok(())
@@ -349,6 +341,27 @@ impl<D: PmDevice> FsInner<D> {
     }
 }
 
+/// Releases what dead participant `p` held in the region: its bits on open inodes and on
+/// open file descriptions.
+fn release_leftovers(region: &ImageRegion, p: Participant) {
+    region.open_inodes().release_all_of(p);
+    region.descriptions().release_all_of(p);
+}
+
+/// What a mount that recovered the image (or ran first) tells the others: its next
+/// transaction id and the table's used count, and an [`EVERYTHING`] in the ring, so that
+/// every participant reads all it caches again.
+fn publish_recovered<D: PmDevice>(region: &ImageRegion, fs: &FsInner<D>) {
+    let words = region.words();
+    words.next_txid.fetch_max(fs.journals.next_txid(), Ordering::AcqRel);
+    if let FileMap::Hash(t) = &fs.map {
+        words.table_used.store(t.used(), Ordering::Release);
+    }
+    let n = words.changes.load(Ordering::Acquire);
+    region.ring().put(n, EVERYTHING);
+    words.changes.store(n + 1, Ordering::Release);
+}
+
 /// Mounts `dev` as one participant of many (`region`: the image's region file, made with
 /// `access` if missing). See the module.
 pub(crate) fn mount<D: PmDevice>(
@@ -385,34 +398,28 @@ pub(crate) fn mount<D: PmDevice>(
             }
         }
         for &p in &dead {
-            region.open_inodes().release_all_of(p);
-            region.descriptions().release_all_of(p);
+            release_leftovers(&region, p);
         }
         let words = region.words();
         let first = words.mounted.load(Ordering::Acquire) == 0 || !live_others;
         let opens = region.open_inodes();
-        let keep = |ino: Ino| opens.held_by_others(ino, me);
+        let keep = |ino: Ino| opens.held(ino);
         let how = match (first, acquired) {
             (true, _) => MountAs::Alone,
             (false, Acquired::FromDead(_)) => MountAs::Recovering { keep: &keep },
             (false, Acquired::Clean) => MountAs::Joining,
         };
         let (inner, report) = recovery::mount(dev, progress, how)?;
-        words.next_txid.fetch_max(inner.journals.next_txid(), Ordering::AcqRel);
-        if let FileMap::Hash(t) = &inner.map {
-            if matches!(how, MountAs::Joining) {
+        if matches!(how, MountAs::Joining) {
+            words.next_txid.fetch_max(inner.journals.next_txid(), Ordering::AcqRel);
+            if let FileMap::Hash(t) = &inner.map {
                 t.set_used(words.table_used.load(Ordering::Acquire));
-            } else {
-                words.table_used.store(t.used(), Ordering::Release);
             }
-        }
-        let mut changes = words.changes.load(Ordering::Acquire);
-        if !matches!(how, MountAs::Joining) {
+        } else {
             // Everyone else (none, when first) reads everything again.
-            region.ring().put(changes, EVERYTHING);
-            changes += 1;
-            words.changes.store(changes, Ordering::Release);
+            publish_recovered(&region, &inner);
         }
+        let changes = words.changes.load(Ordering::Acquire);
         words.mounted.store(1, Ordering::Release);
         for p in dead {
             parts.reap(p);
