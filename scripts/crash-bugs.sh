@@ -95,13 +95,17 @@ bugs=(
     "entry-flush-short|crates/hashfs/src/fs/dir.rs|a new directory entry is flushed only up to 256 bytes (a name of 255 bytes, 288 with its header, leaves its last cache line unflushed)|ops create-max,rename-max,link-max"
     "description-offset-unlocked|crates/hashfs/src/share/descriptions.rs|an open file description's offset is read and moved without its lock (a forked child and its parent reading through one descriptor use one offset twice)|test shared_locks two_processes_sharing_a_description_move_its_offset_in_turn"
     "description-claimed-twice|crates/hashfs/src/share/descriptions.rs|a free description slot is claimed with a plain store instead of a compare-and-swap (two opens at once get one slot)|test shared_locks descriptions_are_allocated_once_held_by_participants_and_freed_by_the_last"
-    "shared-no-catch-up|crates/hashfs/src/fs/shared.rs|a participant that takes the image lock does not read again the inodes others changed since it last held it (its cached copies, directory indexes and translations stay stale)|test shared_mount a_change_in_one_participant_is_seen_by_the_next_call_of_another"
+    "shared-no-catch-up|crates/hashfs/src/fs/shared/mod.rs|a participant that takes the image lock does not read again the inodes others changed since it last held it (its cached copies, directory indexes and translations stay stale)|test shared_mount a_change_in_one_participant_is_seen_by_the_next_call_of_another"
     "shared-frees-open-elsewhere|crates/hashfs/src/fs/ops.rs|an unlinked file is freed at the last close in one participant though another still has it open|test shared_mount an_unlinked_file_stays_while_another_participant_has_it_open"
-    "shared-joiner-recovers|crates/hashfs/src/fs/shared.rs|a participant joining a mounted image runs the first mount's recovery, which frees the unlinked files others have open|test shared_mount an_unlinked_file_stays_while_another_participant_has_it_open"
-    "shared-takeover-no-recovery|crates/hashfs/src/fs/shared.rs|a participant that takes the image lock over from a dead one goes on without recovering what it left half done (its journal not rolled back, its strays kept)|test shared_mount a_participant_killed_inside_a_call_is_recovered_by_the_next"
-    "shared-call-unlocked|crates/hashfs/src/fs/shared.rs|a call of a shared mount catches up and publishes without taking the image lock (two participants change one directory at once)|test shared_mount threads_of_two_participants_creating_in_one_directory"
+    "shared-joiner-recovers|crates/hashfs/src/fs/shared/mod.rs|a participant joining a mounted image runs the first mount's recovery, which frees the unlinked files others have open|test shared_mount an_unlinked_file_stays_while_another_participant_has_it_open"
+    "shared-takeover-no-recovery|crates/hashfs/src/fs/shared/mod.rs|a participant that takes the image lock over from a dead one goes on without recovering what it left half done (its journal not rolled back, its strays kept)|test shared_mount a_participant_killed_inside_a_call_is_recovered_by_the_next"
+    "shared-call-unlocked|crates/hashfs/src/fs/shared/mod.rs|a call of a shared mount catches up and publishes without taking the image lock (two participants change one directory at once)|test shared_mount threads_of_two_participants_creating_in_one_directory"
     "shared-times-hidden|crates/hashfs/src/fs/times.rs|a write on a shared mount leaves the times it sets in DRAM only, where the other participants do not read them (a stat elsewhere shows the times before the write)|test shared_mount a_change_in_one_participant_is_seen_by_the_next_call_of_another"
     "shared-tag-unread|crates/hashfs/src/fs/hashfs/append_tag.rs|a participant reads an inode whose size another left tagged by a one-fence append as it lies on the media (the tag's bits taken for the size)|test shared_mount a_change_in_one_participant_is_seen_by_the_next_call_of_another"
+    "fork-offset-unshared|crates/hashfs-preload/src/shim/fork.rs|a descriptor's position stays the process's own after a fork shares its description (parent and child write at one offset, over each other)|test forks forked_children_share_their_parents_descriptors"
+    "fork-child-uncounted|crates/hashfs/src/fs/shared/fork.rs|a fork is not counted in the image until its child joins (a parent leaving first marks the image clean and removes the region under the child)|test shared_fork a_forked_child_joins_and_a_parent_leaving_first_leaves_the_image_to_it"
+    "fork-descriptions-not-adopted|crates/hashfs/src/fs/shared/fork.rs|a forked child does not take over the descriptions it inherits (its bit not set, the fork not uncounted: a shared description outlives its last close)|test shared_fork a_forked_child_joins_and_a_parent_leaving_first_leaves_the_image_to_it"
+    "shim-image-fd-low|crates/hashfs/src/pm/mmap.rs|the image's descriptor stays at the low number open gave it (a shell's exec 3>file replaces it and drops the image's lock)|test forks a_subshell_writes_through_a_descriptor_of_the_shell"
     "shim-locks-always-succeed|crates/hashfs-preload/src/shim/locks.rs|the shim grants every record lock at once, as when one process owned the image (two SQLite writers both take the database)|test processes sqlite_with_two_writer_processes_loses_no_row"
     "ctfs-unlogged-pswap|crates/hashfs/src/mapping/ctfs/tx.rs|ctFS's partition move stores its page-table swap straight to PM before the transaction that names the new partition (the released ctFS's order)|ctfs append,write-past-eof,truncate-down"
 )
@@ -249,10 +253,10 @@ elif name == "entry-flush-short":
         "        dev.write(off + 8, &bytes[8..]);\n        dev.flush(off, (bytes.len() as u64).min(256));\n")
 elif name == "description-offset-unlocked":
     sub("crates/hashfs/src/share/descriptions.rs",
-        "        let _: Acquired = self.lock.lock(me, who);\n        let _held = Held(&self.lock);\n",
-        "        let _ = (me, who, Held(&self.lock));\n")
+        "        let _: Acquired = self.lock.lock(me, who);\n        OffsetGuard { d: self }\n",
+        "        let _ = (me, who);\n        OffsetGuard { d: self }\n")
 elif name == "shared-no-catch-up":
-    sub("crates/hashfs/src/fs/shared.rs",
+    sub("crates/hashfs/src/fs/shared/mod.rs",
         "        if seen == now {\n            return;\n        }\n",
         "        if seen == now || true {\n            return;\n        }\n")
 elif name == "shared-frees-open-elsewhere":
@@ -260,16 +264,16 @@ elif name == "shared-frees-open-elsewhere":
         "            && !self.open_elsewhere(cell.ino)\n",
         "")
 elif name == "shared-joiner-recovers":
-    sub("crates/hashfs/src/fs/shared.rs",
+    sub("crates/hashfs/src/fs/shared/mod.rs",
         "            (true, _) => MountAs::Alone,\n",
         "            _ => MountAs::Alone,\n")
 elif name == "shared-takeover-no-recovery":
-    sub("crates/hashfs/src/fs/shared.rs",
+    sub("crates/hashfs/src/fs/shared/mod.rs",
         "        let (tmp, _) = recovery::mount(self.dev.clone(), &|_, _| {}, MountAs::Recovering { keep: &keep })?;\n        tmp.unmounted.store(true, Ordering::Release); // its Drop must not mark the image clean\n        publish_recovered(&sh.region, &tmp);\n        drop(tmp);\n",
         "        let _ = keep;\n        let n = sh.region.words().changes.load(Ordering::Acquire);\n        sh.region.ring().put(n, EVERYTHING);\n        sh.region.words().changes.store(n + 1, Ordering::Release);\n")
 elif name == "shared-call-unlocked":
-    sub("crates/hashfs/src/fs/shared.rs",
-        "        if let Acquired::FromDead(dead) = sh.region.words().lock.lock(sh.me, sh.region.participants()) {\n",
+    sub("crates/hashfs/src/fs/shared/mod.rs",
+        "        if let Acquired::FromDead(dead) = sh.region.words().lock.lock(sh.me(), sh.region.participants()) {\n",
         "        if let Acquired::FromDead(dead) = Acquired::Clean {\n")
 elif name == "shared-times-hidden":
     sub("crates/hashfs/src/fs/times.rs",
@@ -279,6 +283,22 @@ elif name == "shared-tag-unread":
     sub("crates/hashfs/src/fs/hashfs/append_tag.rs",
         "    if let Some(t) = tag {\n        raw.size = t.size;\n    }\n    raw.blocks &= BLOCKS_MASK;\n",
         "    let _ = &raw;\n")
+elif name == "fork-offset-unshared":
+    sub("crates/hashfs-preload/src/shim/fork.rs",
+        "        let shared = self.shared.get().and_then(|&h| joined_fs()?.lock_offset(h));\n",
+        "        let shared: Option<OffsetGuard<'static>> = None;\n")
+elif name == "fork-child-uncounted":
+    sub("crates/hashfs/src/fs/shared/fork.rs",
+        "        sh.region.words().forks.fetch_add(1, Ordering::AcqRel);\n",
+        "")
+elif name == "fork-descriptions-not-adopted":
+    sub("crates/hashfs/src/fs/shared/fork.rs",
+        "            table.adopt(h, me);\n",
+        "            let _ = (h, &table);\n")
+elif name == "shim-image-fd-low":
+    sub("crates/hashfs/src/pm/mmap.rs",
+        "        let file = out_of_the_way(file);\n",
+        "")
 elif name == "shim-locks-always-succeed":
     sub("crates/hashfs-preload/src/shim/locks.rs",
         "    let s = shim();\n    let fs = s.fs()?;\n    let ofd = matches!",

@@ -79,6 +79,7 @@ find_missing() {
     command -v sqlite3 >/dev/null || missing="$missing sqlite3"
     command -v git >/dev/null || missing="$missing git"
     command -v redis-server >/dev/null || missing="$missing redis-server"
+    compgen -G '/usr/lib/postgresql/*/bin/pgbench' >/dev/null || missing="$missing postgresql"
     /usr/bin/python3 -c "import lmdb" 2>/dev/null || missing="$missing python3-lmdb"
     python3 -c "import matplotlib" 2>/dev/null || /usr/bin/python3 -c "import matplotlib" 2>/dev/null ||
         missing="$missing python3-matplotlib"

@@ -161,6 +161,7 @@ macro_rules! export {
                 syscall => syscall::syscall(n: c_long, a: c_long, b: c_long, c: c_long, d: c_long, e: c_long, f: c_long) -> c_long;
                 _exit => process::exit_now(status: c_int) -> !;
                 _Exit => process::exit_now(status: c_int) -> !;
+                fork => process::fork() -> libc::pid_t;
             }
         }
     };

@@ -31,7 +31,7 @@ struct OpenFile {
     file: Option<File<MmapDevice>>,
     ino: Ino,
     fs_path: PathBuf,
-    pos: Mutex<u64>,
+    pos: fork::Position,
     /// O_ACCMODE, O_APPEND, O_NONBLOCK... as given to open.
     flags: std::sync::atomic::AtomicI32,
     /// The description's descriptor of the image for its OFD locks and `flock`
@@ -42,6 +42,7 @@ struct OpenFile {
 impl Drop for OpenFile {
     fn drop(&mut self) {
         locks::close_description(self);
+        self.pos.release();
     }
 }
 
@@ -136,7 +137,12 @@ fn start_pump(of: Arc<OpenFile>, target: c_int) -> c_int {
         closer(if output { w } else { r });
     }
     settle_pump(older, target);
-    let keep = if output { r } else { w };
+    // Our end, out of the way of the program's dup2 (`hashfs::pm::out_of_the_way`).
+    let keep = {
+        use std::os::fd::{FromRawFd, IntoRawFd};
+        // SAFETY: our own pipe end, owned by nothing else.
+        hashfs::pm::out_of_the_way(unsafe { std::fs::File::from_raw_fd(if output { r } else { w }) }).into_raw_fd()
+    };
     let handle = std::thread::spawn(move || {
         shim_thread();
         let Some(file) = of.file.as_ref() else { return };
@@ -231,8 +237,13 @@ fn is_owner() -> bool {
     OWNER_PID.load(Ordering::Relaxed) == pid
 }
 
+/// glibc's handler in every child its fork makes: a child of a process that uses the image
+/// is marked as not joined (EIO on its paths) until the shim's own `fork` (`fork.rs`),
+/// through which the program's calls come, makes it a participant.
 extern "C" fn after_fork_in_child() {
-    FORKED.store(true, Ordering::Relaxed);
+    if SHIM.get().is_some_and(|s| s.fs.is_some()) {
+        FORKED.store(true, Ordering::Relaxed);
+    }
 }
 
 /// The prefix served by HashFS as bytes, without a trailing slash (None: HASHFS_MOUNT unset,
@@ -407,6 +418,7 @@ mod copy;
 mod cwd;
 mod dir;
 mod fd;
+mod fork;
 mod io;
 mod ioctl;
 mod locks;

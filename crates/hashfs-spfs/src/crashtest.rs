@@ -46,10 +46,28 @@ fn bytes(len: usize, seed: u8) -> Vec<u8> {
     (0..len).map(|i| (i as u8).wrapping_mul(29).wrapping_add(seed) | 1).collect()
 }
 
+/// Recovers the stacked store on `dev` over `lower_dir`. The kernel may fail
+/// `open_by_handle_at` with ENOMEM when an allocation of its own fails (CI saw it once, on
+/// a run whose earlier pass of the same test had passed): that is the host's, not a
+/// recovery's, error, so it is retried a few times with the host's memory printed; any
+/// other error fails the test. (A retry mounts the image again: recovery of the recovery
+/// the failed attempt began, which must give the same view.)
 fn open_store(dev: Arc<CrashDevice>, lower_dir: &Path) -> crate::absorb::Opened<CrashDevice> {
-    let (fs, _) = FileSystem::mount(dev, &|_, _| {}).expect("recovery mounts");
-    let root = File::open(lower_dir).unwrap();
-    PmStore::open(fs, OwnedFd::from(root), lower_dir).expect("stacked recovery")
+    for attempt in 0.. {
+        let (fs, _) = FileSystem::mount(dev.clone(), &|_, _| {}).expect("recovery mounts");
+        let root = File::open(lower_dir).unwrap();
+        match PmStore::open(fs, OwnedFd::from(root), lower_dir) {
+            Ok(opened) => return opened,
+            Err(e) if attempt < 4 && e.contains("os error 12") => {
+                let avail = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
+                let avail = avail.lines().find(|l| l.starts_with("MemAvailable")).unwrap_or("?");
+                eprintln!("stacked recovery: the kernel ran short of memory ({e}; {avail}); retrying");
+                std::thread::sleep(std::time::Duration::from_millis(200));
+            }
+            Err(e) => panic!("stacked recovery: {e:?}"),
+        }
+    }
+    unreachable!()
 }
 
 /// What a user sees of the file after recovery: the merged view, or the lower file alone

@@ -415,7 +415,7 @@ impl<'a, D: PmDevice> Tx<'a, D> {
         Ok(())
     }
 
-    /// Tells a shared mount which inodes the transaction changed (`fs/shared.rs`).
+    /// Tells a shared mount which inodes the transaction changed (`fs/shared/mod.rs`).
     fn note_inodes(&self) {
         if !crate::fs::shared::recording() {
             return;

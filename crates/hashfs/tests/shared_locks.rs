@@ -259,10 +259,7 @@ fn foreign_regions_are_refused_with_a_reason() {
     let e = Region::attach(&path, &id(), LEN, 0o600).err().expect("refused");
     assert!(e.to_string().contains("not a HashFS shared region"), "{e}");
     std::fs::remove_file(&path).unwrap();
-    assert_eq!(
-        LAYOUT_VERSION, 3,
-        "version 3: a participant slot names its program image, and the file system lays out its region"
-    );
+    assert_eq!(LAYOUT_VERSION, 4, "version 4: the image's words count the forks whose children have not joined");
 }
 
 fn handle_from_env() -> Handle {

@@ -1,4 +1,4 @@
-//! Many participants on one image (issue 55, `fs/shared.rs`): what one changes, the next
+//! Many participants on one image (issue 55, `fs/shared/mod.rs`): what one changes, the next
 //! call of another sees; an unlinked file stays while anyone has it open; the last to
 //! leave marks the image clean; a participant killed inside a call is recovered by the
 //! next. Two mounts in one test process are two participants (each has its own caches);

@@ -85,4 +85,13 @@ pub trait Process {
     }
     /// Before `_exit` and `_Exit` end the process (which run no exit handlers).
     fn before_exit() {}
+    /// Before `fork`, in the parent: what [`Self::after_fork`] gets in the parent and in
+    /// the child (a shim's preparation: locks it holds across the fork, counts it makes).
+    fn before_fork() -> Option<Box<dyn std::any::Any>> {
+        None
+    }
+    /// After `fork`, with what [`Self::before_fork`] returned: `pid` is fork's result (0
+    /// in the child, -1 in a parent whose fork failed). Runs before fork returns to the
+    /// program; errno is restored after it.
+    fn after_fork(_prepared: Option<Box<dyn std::any::Any>>, _pid: libc::pid_t) {}
 }

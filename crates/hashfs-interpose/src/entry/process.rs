@@ -224,3 +224,14 @@ pub unsafe fn exit_now<B: Backend>(status: c_int) -> ! {
     forward!(_exit(status): fn(c_int) -> ());
     unreachable!("_exit returned")
 }
+
+/// `fork`, with the backend's preparation before it and its completion after it in both
+/// processes (glibc's `pthread_atfork` handlers run inside the real fork, between the two).
+pub unsafe fn fork<B: Backend>() -> libc::pid_t {
+    let prepared = crate::guarded(B::before_fork).flatten();
+    let pid = forward!(fork(): fn() -> libc::pid_t);
+    let e = crate::errno();
+    crate::guarded(|| B::after_fork(prepared, pid));
+    crate::set_errno(e);
+    pid
+}

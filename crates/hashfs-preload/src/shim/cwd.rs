@@ -128,4 +128,12 @@ impl Process for Preload {
             super::at_exit();
         }
     }
+
+    fn before_fork() -> Option<Box<dyn std::any::Any>> {
+        super::fork::before_fork()
+    }
+
+    fn after_fork(prepared: Option<Box<dyn std::any::Any>>, pid: libc::pid_t) {
+        super::fork::after_fork(prepared, pid)
+    }
 }

@@ -95,7 +95,7 @@ pub(super) fn do_open(path: &Path, flags: c_int, mode: mode_t) -> Result<c_int, 
         file,
         ino,
         fs_path: path.to_path_buf(),
-        pos: Mutex::new(0),
+        pos: fork::Position::new(),
         flags: std::sync::atomic::AtomicI32::new(flags),
         lock_fd: OnceLock::new(),
     });

@@ -22,8 +22,15 @@ const SPAN: i64 = 1 << SPAN_SHIFT;
 const FLOCK_BASE: i64 = 1 << 62;
 
 /// A descriptor of the image file (O_RDWR, or O_RDONLY when that is all the process may:
-/// its write locks then fail with EBADF, as on a file opened read-only).
+/// its write locks then fail with EBADF, as on a file opened read-only), at a high number
+/// (`hashfs::pm::out_of_the_way`: a program's dup2 onto a low one must not drop its locks).
 fn open_image_fd() -> Result<c_int, c_int> {
+    use std::os::fd::{FromRawFd, IntoRawFd};
+    // SAFETY: a descriptor just opened, owned by nothing else.
+    open_image_fd_low().map(|fd| hashfs::pm::out_of_the_way(unsafe { std::fs::File::from_raw_fd(fd) }).into_raw_fd())
+}
+
+fn open_image_fd_low() -> Result<c_int, c_int> {
     let Some(img) = std::env::var_os("HASHFS_IMAGE") else { return Err(libc::ENOLCK) };
     let Ok(c) = CString::new(img.as_bytes()) else { return Err(libc::ENOLCK) };
     let open = real!(open: fn(*const c_char, c_int, c_uint) -> c_int);

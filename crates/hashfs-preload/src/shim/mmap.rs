@@ -520,7 +520,7 @@ mod tests {
             file: None,
             ino: Ino(5),
             fs_path: PathBuf::from("/f"),
-            pos: Mutex::new(0),
+            pos: fork::Position::new(),
             flags: std::sync::atomic::AtomicI32::new(0),
             lock_fd: OnceLock::new(),
         });

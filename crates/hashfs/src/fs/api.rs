@@ -154,7 +154,7 @@ impl FileSystem<MmapDevice> {
     }
 
     /// Mounts the image file `path` as one of many processes that use it at once
-    /// (`fs/shared.rs`): the image's lock taken shared, and the coordination in its
+    /// (`fs/shared/mod.rs`): the image's lock taken shared, and the coordination in its
     /// region file on `/dev/shm` (made with the image file's owner and permissions, and
     /// removed by the last process to leave).
     pub fn open_shared(path: &Path) -> Result<(FileSystem<MmapDevice>, MountReport)> {
@@ -172,7 +172,7 @@ impl<D: PmDevice> FileSystem<D> {
         Ok((FileSystem { inner }, report))
     }
 
-    /// Mounts the file system on `dev` as one participant of many (`fs/shared.rs`):
+    /// Mounts the file system on `dev` as one participant of many (`fs/shared/mod.rs`):
     /// `region` is the image's region file (made with `access` if missing). Only HashFS's
     /// mapping with the paper placement is shared yet (Unsupported otherwise).
     pub fn mount_shared(

@@ -228,7 +228,7 @@ impl InodeAllocator {
         }
     }
 
-    /// Sets `ino`'s bit as the media has it (a shared mount's refresh, `fs/shared.rs`).
+    /// Sets `ino`'s bit as the media has it (a shared mount's refresh, `fs/shared/mod.rs`).
     pub fn set(&self, ino: Ino, used: bool) {
         let i = ino.get() - 1;
         let bit = 1u64 << (i % 64);

@@ -128,7 +128,7 @@ pub(crate) struct FsInner<D: PmDevice> {
     pub times_pending: AtomicU64,
     /// Files whose size a one-fence append left tagged on the media (`fs/hashfs/append_tag.rs`).
     pub tagged: AtomicU64,
-    /// Set when the mount is one participant of many (`fs/shared.rs`).
+    /// Set when the mount is one participant of many (`fs/shared/mod.rs`).
     pub shared: std::sync::OnceLock<shared::SharedMount>,
 }
 

@@ -65,7 +65,7 @@ pub(crate) fn mappable_blocks(size: u64) -> u64 {
     size.div_ceil(BLOCK_BYTES)
 }
 
-/// How a mount treats the image it finds (`fs/shared.rs`: a participant of a shared
+/// How a mount treats the image it finds (`fs/shared/mod.rs`: a participant of a shared
 /// mount joins one that others have mounted).
 #[derive(Clone, Copy)]
 pub(crate) enum MountAs<'a> {

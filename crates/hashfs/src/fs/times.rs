@@ -21,7 +21,7 @@ use std::sync::atomic::Ordering;
 impl<D: PmDevice> FsInner<D> {
     /// A write's new times, in DRAM until the file's next fsync (see the module); on a
     /// shared mount, also stored (not flushed) where the other participants read them
-    /// (`fs/shared.rs`) when they change (once per tick of the coarse clock, or after a
+    /// (`fs/shared/mod.rs`) when they change (once per tick of the coarse clock, or after a
     /// stat).
     pub(crate) fn set_write_times(&self, ino: crate::layout::Ino, st: &mut InodeMem) {
         let now = inode::write_time_ns(std::mem::take(st.times_seen.get_mut()));

@@ -4,7 +4,7 @@ use super::cpu::{self, FlushKind};
 use super::{lines_in, DevOffset, DeviceStats, PmDevice};
 use std::fs::{File, OpenOptions};
 use std::io;
-use std::os::unix::io::AsRawFd;
+use std::os::unix::io::{AsRawFd, FromRawFd};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -54,6 +54,28 @@ const TMPFS_MAGIC: i64 = 0x0102_1994;
 /// madvise: fault pages in for writing (Linux 5.14).
 const MADV_POPULATE_WRITE: i32 = 23;
 
+/// `file`'s descriptor moved to a high number (its close-on-exec flag set), out of the way
+/// of a program in whose process the file system runs (the LD_PRELOAD shim): a shell's
+/// `exec 3>file` makes `dup2(new, 3)`, which would close a descriptor of ours at 3 and
+/// with it the image's lock. The number is below the soft limit of open files, near its
+/// top (at most 4,000, so that the kernel does not grow a table of a million entries for
+/// it); where no such number is free, the descriptor stays where it is.
+pub fn out_of_the_way(file: File) -> File {
+    let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: getrlimit fills the struct it is given.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } != 0 {
+        return file;
+    }
+    let floor = (lim.rlim_cur.saturating_sub(100)).clamp(100, 4000) as libc::c_int;
+    // SAFETY: F_DUPFD_CLOEXEC on a descriptor we own returns a new one, or -1.
+    let high = unsafe { libc::fcntl(file.as_raw_fd(), libc::F_DUPFD_CLOEXEC, floor) };
+    if high < 0 {
+        return file;
+    }
+    // SAFETY: `high` is a new descriptor nothing else owns; `file`'s is closed as it drops.
+    unsafe { File::from_raw_fd(high) }
+}
+
 impl MmapDevice {
     pub fn open(path: &Path, mode: OpenMode) -> io::Result<MmapDevice> {
         let file = match mode {
@@ -64,6 +86,7 @@ impl MmapDevice {
                 f
             }
         };
+        let file = out_of_the_way(file);
         // One process at a time: two mounts of one image would corrupt it. A lock that is
         // busy for a moment only is waited for (up to half a second): a child forked by
         // another thread of this process holds our earlier descriptor of the image (from a

@@ -172,18 +172,38 @@ impl Description {
     /// gets the offset and returns the new one and its result. Two processes reading or
     /// writing through one description so never use one offset twice.
     pub fn with_offset<R>(&self, me: Participant, who: &Participants, f: impl FnOnce(u64) -> (u64, R)) -> R {
-        /// Unlocks when dropped, also when `f` panics.
-        struct Held<'a>(&'a RobustLock);
-        impl Drop for Held<'_> {
-            fn drop(&mut self) {
-                self.0.unlock();
-            }
-        }
-        // A dead holder's update is one store: the offset is one it had, nothing to repair.
-        let _: Acquired = self.lock.lock(me, who);
-        let _held = Held(&self.lock);
-        let (next, r) = f(self.offset.load(Ordering::Acquire));
-        self.offset.store(next, Ordering::Release);
+        let mut held = self.lock_offset(me, who);
+        let (next, r) = f(held.get());
+        held.set(next);
         r
+    }
+
+    /// Takes the description's lock (as participant `me`) until the guard is dropped,
+    /// also when the holder panics. A dead holder's update is one store: the offset is
+    /// one it had, nothing to repair.
+    pub fn lock_offset<'a>(&'a self, me: Participant, who: &Participants) -> OffsetGuard<'a> {
+        let _: Acquired = self.lock.lock(me, who);
+        OffsetGuard { d: self }
+    }
+}
+
+/// A description's offset, held under its lock ([`Description::lock_offset`]).
+pub struct OffsetGuard<'a> {
+    d: &'a Description,
+}
+
+impl OffsetGuard<'_> {
+    pub fn get(&self) -> u64 {
+        self.d.offset.load(Ordering::Acquire)
+    }
+
+    pub fn set(&mut self, offset: u64) {
+        self.d.offset.store(offset, Ordering::Release);
+    }
+}
+
+impl Drop for OffsetGuard<'_> {
+    fn drop(&mut self) {
+        self.d.lock.unlock();
     }
 }

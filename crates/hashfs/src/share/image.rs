@@ -1,4 +1,4 @@
-//! The layout of an image's shared region as the file system uses it (`fs/shared.rs`):
+//! The layout of an image's shared region as the file system uses it (`fs/shared/mod.rs`):
 //! the participant table, the image's words (its lock, whether it is mounted, the count
 //! of changes published, the table's used count, the next transaction id), the ring of
 //! changed inodes, the open-inode table and the open file descriptions.
@@ -40,7 +40,10 @@ pub struct ImageWords {
     pub table_used: AtomicU64,
     /// Above every transaction id any participant used.
     pub next_txid: AtomicU64,
-    _pad: [AtomicU64; 4],
+    /// Children forked by participants that have not joined yet: while any has not, no
+    /// participant leaving counts itself the last (`fs/shared/fork.rs`).
+    pub forks: AtomicU64,
+    _pad: [AtomicU64; 3],
 }
 
 // SAFETY: atomics only (RobustLock is one).

@@ -6,7 +6,7 @@
 //! takes over from a dead owner ([`RobustLock`]).
 //!
 //! The file system's own layout of an image's region is [`ImageRegion`] (`image.rs`),
-//! used by a shared mount (`fs/shared.rs`).
+//! used by a shared mount (`fs/shared/mod.rs`).
 
 mod attach;
 mod descriptions;
@@ -16,7 +16,7 @@ mod participants;
 mod region;
 
 pub use attach::{region_path, Access, Identity, HEADER_BYTES, LAYOUT_VERSION};
-pub use descriptions::{Description, Descriptions, Handle, MAX_DESCRIPTIONS};
+pub use descriptions::{Description, Descriptions, Handle, OffsetGuard, MAX_DESCRIPTIONS};
 pub use image::{ImageRegion, ImageWords, CHANGE_RING, EVERYTHING, MAX_OPEN_INODES, REGION_BYTES};
 pub use lock::{Acquired, RobustLock};
 pub use participants::{process_alive, Participant, Participants, Slot, MAX_PARTICIPANTS};

@@ -21,6 +21,9 @@
 //! leave marks the image clean. Only HashFS's mapping with the paper placement is shared
 //! so far: the others keep allocation state in DRAM that is not yet published.
 
+mod fork;
+pub use fork::Fork;
+
 use super::hashfs::append_tag;
 use super::recovery::{self, MountAs};
 use super::{FsInner, Progress};
@@ -43,11 +46,18 @@ pub(crate) struct SharedMount {
     region: ImageRegion,
     /// The region file (removed by the last participant to leave).
     path: std::path::PathBuf,
-    me: Participant,
+    /// This participant's slot (a forked child takes one of its own: `fork.rs`).
+    me: std::sync::atomic::AtomicU32,
     /// Changes of the ring this participant's caches reflect.
     seen: AtomicU64,
     /// Times this participant took the lock over from a dead one and recovered the image.
     takeovers: AtomicU64,
+}
+
+impl SharedMount {
+    fn me(&self) -> Participant {
+        Participant(self.me.load(Ordering::Relaxed))
+    }
 }
 
 /// What a thread keeps about the call of a shared mount it is in.
@@ -132,7 +142,7 @@ impl<D: PmDevice> FsInner<D> {
             return Entered { fs: self, outer: false };
         }
         let guard = Entered { fs: self, outer: true };
-        if let Acquired::FromDead(dead) = sh.region.words().lock.lock(sh.me, sh.region.participants()) {
+        if let Acquired::FromDead(dead) = sh.region.words().lock.lock(sh.me(), sh.region.participants()) {
             if let Err(e) = self.take_over(sh, dead) {
                 // The image could not be recovered: what it holds is reported by every
                 // call from here on, as by a mount that finds it so.
@@ -278,13 +288,13 @@ impl<D: PmDevice> FsInner<D> {
     /// Whether a participant other than this one has `ino` open (a shared mount; false on
     /// a mount of one process).
     pub(crate) fn open_elsewhere(&self, ino: Ino) -> bool {
-        self.shared.get().is_some_and(|sh| sh.region.open_inodes().held_by_others(ino, sh.me))
+        self.shared.get().is_some_and(|sh| sh.region.open_inodes().held_by_others(ino, sh.me()))
     }
 
     /// This participant opened its first handle of `ino` (called under the lock).
     pub(crate) fn note_open(&self, ino: Ino) -> Result<()> {
         match self.shared.get() {
-            Some(sh) if !sh.region.open_inodes().hold(ino, sh.me) => Err(Error::TooManyOpen),
+            Some(sh) if !sh.region.open_inodes().hold(ino, sh.me()) => Err(Error::TooManyOpen),
             _ => Ok(()),
         }
     }
@@ -292,7 +302,7 @@ impl<D: PmDevice> FsInner<D> {
     /// This participant closed its last handle of `ino` (called under the lock).
     pub(crate) fn note_close(&self, ino: Ino) {
         if let Some(sh) = self.shared.get() {
-            sh.region.open_inodes().release(ino, sh.me);
+            sh.region.open_inodes().release(ino, sh.me());
         }
     }
 
@@ -307,9 +317,12 @@ impl<D: PmDevice> FsInner<D> {
             // does not count this one as staying (then neither would mark the image clean);
             // the slot stays this one's until the lock is let go, so that no waiter takes
             // the lock for a dead owner's meanwhile.
-            parts.set_leaving(sh.me);
-            let others =
-                (0..crate::share::MAX_PARTICIPANTS as u32).map(Participant).any(|p| p != sh.me && parts.staying(p));
+            parts.set_leaving(sh.me());
+            // A child forked but not yet joined counts as staying (`fork.rs`).
+            let others = sh.region.words().forks.load(Ordering::Acquire) != 0
+                || (0..crate::share::MAX_PARTICIPANTS as u32)
+                    .map(Participant)
+                    .any(|p| p != sh.me() && parts.staying(p));
             // What this participant keeps in DRAM only becomes durable and plain (as at
             // any unmount), and the last one also settles the sizes that participants
             // which died left tagged.
@@ -330,7 +343,10 @@ impl<D: PmDevice> FsInner<D> {
             }
             !others
         };
-        sh.region.participants().leave(sh.me);
+        // What it still holds in the region (descriptions a fork shared, open inodes)
+        // is let go with its slot, which the next participant to join may take.
+        release_leftovers(&sh.region, sh.me());
+        sh.region.participants().leave(sh.me());
         // No other process has the image open (every participant holds its lock shared
         // from before it attaches until it is gone): the region goes too, and the next
         // participant makes one with the image's permissions as they are then.
@@ -402,6 +418,11 @@ pub(crate) fn mount<D: PmDevice>(
         }
         let words = region.words();
         let first = words.mounted.load(Ordering::Acquire) == 0 || !live_others;
+        if first {
+            // Forks counted by participants that are gone: their children died before
+            // they joined, or join a recovered image (and read everything again).
+            words.forks.store(0, Ordering::Release);
+        }
         let opens = region.open_inodes();
         let keep = |ino: Ino| opens.held(ino);
         let how = match (first, acquired) {
@@ -432,7 +453,7 @@ pub(crate) fn mount<D: PmDevice>(
             let sh = SharedMount {
                 region,
                 path: region_path.to_path_buf(),
-                me,
+                me: std::sync::atomic::AtomicU32::new(me.0),
                 seen: AtomicU64::new(changes),
                 takeovers: AtomicU64::new(0),
             };

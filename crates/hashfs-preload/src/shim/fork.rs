@@ -1,0 +1,161 @@
+//! `fork`: the child of a process that uses the image becomes a participant of its own
+//! (`FileSystem::after_fork_in_child`), keeps every descriptor its parent had, and shares
+//! each one's open file description with the parent as Linux has it: one offset, moved
+//! under the description's lock by whichever process reads or writes through it.
+//!
+//! A descriptor's position is the process's own until a fork shares its description;
+//! from then on it lives in the image's region (`hashfs::share::Descriptions`), in the
+//! parent as in the child. So that the child's copy of the shim's memory is one no thread
+//! was changing, the parent holds, across the fork, the descriptor table, every position
+//! and the image lock (no thread of it is then inside the file system).
+
+use super::*;
+use hashfs::share::{Handle, OffsetGuard};
+use parking_lot::MutexGuard;
+
+/// A descriptor's file position (its open file description's offset).
+pub(super) struct Position {
+    local: Mutex<u64>,
+    /// The description in the image's region, once a fork shared it.
+    shared: OnceLock<Handle>,
+}
+
+/// A position held for a read, a write or a seek (the kernel's `f_pos_lock`).
+pub(super) struct PosGuard<'a> {
+    local: MutexGuard<'a, u64>,
+    shared: Option<OffsetGuard<'static>>,
+}
+
+/// The mount, unless this process is a child that could not join it.
+fn joined_fs() -> Option<&'static FileSystem<MmapDevice>> {
+    SHIM.get().filter(|_| !FORKED.load(Ordering::Relaxed)).and_then(|s| s.fs.as_ref())
+}
+
+impl Position {
+    pub(super) fn new() -> Position {
+        Position { local: Mutex::new(0), shared: OnceLock::new() }
+    }
+
+    pub(super) fn lock(&self) -> PosGuard<'_> {
+        let mut local = self.local.lock();
+        let shared = self.shared.get().and_then(|&h| joined_fs()?.lock_offset(h));
+        if let Some(g) = &shared {
+            *local = g.get();
+        }
+        PosGuard { local, shared }
+    }
+
+    /// The descriptor's description is closed in this process (its last descriptor here).
+    pub(super) fn release(&self) {
+        if let (Some(&h), Some(fs)) = (self.shared.get(), joined_fs()) {
+            fs.release_description(h);
+        }
+    }
+}
+
+impl std::ops::Deref for PosGuard<'_> {
+    type Target = u64;
+    fn deref(&self) -> &u64 {
+        &self.local
+    }
+}
+
+impl std::ops::DerefMut for PosGuard<'_> {
+    fn deref_mut(&mut self) -> &mut u64 {
+        &mut self.local
+    }
+}
+
+impl Drop for PosGuard<'_> {
+    fn drop(&mut self) {
+        if let Some(g) = &mut self.shared {
+            g.set(*self.local);
+        }
+    }
+}
+
+/// What the parent holds across `fork`.
+struct Prepared {
+    descriptors: MutexGuard<'static, HashMap<c_int, Arc<OpenFile>>>,
+    /// The open files whose positions are locked (their guards forgotten) until after.
+    files: Vec<Arc<OpenFile>>,
+    /// The mount's own preparation; None when the child cannot join (a mount of one
+    /// process, or the region's table of descriptions full): it then gets EIO.
+    fork: Option<hashfs::Fork>,
+}
+
+/// Before `fork`, in the parent.
+pub(super) fn before_fork() -> Option<Box<dyn std::any::Any>> {
+    let s = SHIM.get()?;
+    let fs = joined_fs()?;
+    if EXITING.load(Ordering::Relaxed) {
+        return None;
+    }
+    // The positions first (a thread may hold one while it looks up another descriptor),
+    // then the table.
+    let mut files: Vec<Arc<OpenFile>> = s.fds.lock().values().cloned().collect();
+    files.sort_by_key(|f| Arc::as_ptr(f) as usize);
+    files.dedup_by_key(|f| Arc::as_ptr(f) as usize);
+    let mut handles = Vec::with_capacity(files.len());
+    let mut shareable = true;
+    for of in &files {
+        let held = of.pos.local.lock();
+        let at = *held;
+        std::mem::forget(held); // unlocked after the fork, in both processes
+        match of.pos.shared.get() {
+            Some(&h) => handles.push(h),
+            None => match fs.share_description(of.ino, of.flags.load(Ordering::Relaxed) as u32, at) {
+                Ok(Some(h)) => {
+                    let _ = of.pos.shared.set(h);
+                    handles.push(h);
+                }
+                Ok(None) => shareable = false,
+                Err(e) => {
+                    eprintln!("hashfs_preload: a forked child cannot share the parent's files: {e}");
+                    shareable = false;
+                }
+            },
+        }
+    }
+    let descriptors = s.fds.lock();
+    let fork = if shareable { fs.prepare_fork(&handles) } else { None };
+    Some(Box::new(Prepared { descriptors, files, fork }))
+}
+
+/// After `fork`, in both processes (`pid` 0 in the child).
+pub(super) fn after_fork(prepared: Option<Box<dyn std::any::Any>>, pid: libc::pid_t) {
+    let Some(Prepared { descriptors, files, fork }) = prepared.and_then(|p| p.downcast().ok()).map(|p| *p) else {
+        return;
+    };
+    // Not `joined_fs`: glibc's fork handlers (`after_fork_in_child` in shim.rs) marked the
+    // child before this runs.
+    let fs = SHIM.get().and_then(|s| s.fs.as_ref());
+    if pid == 0 {
+        // SAFETY: getpid through the system call.
+        OWNER_PID.store(unsafe { libc::syscall(libc::SYS_getpid) } as i32, Ordering::Relaxed);
+        // The parent's pump threads are not the child's: never joined here.
+        if let Some(mut pumps) = PUMPS.try_lock() {
+            std::mem::forget(std::mem::take(&mut *pumps));
+        }
+        let joined = match (fork, fs) {
+            (Some(f), Some(fs)) => fs.after_fork_in_child(f).map_err(|e| e.to_string()),
+            _ => Err("the image is not shared by many processes".into()),
+        };
+        match joined {
+            // The fork handler (`after_fork_in_child` below) marked the child; it joined.
+            Ok(()) => FORKED.store(false, Ordering::Relaxed),
+            Err(e) => {
+                eprintln!("hashfs_preload: this forked child cannot use the image ({e}); its paths fail with EIO");
+                FORKED.store(true, Ordering::Relaxed);
+            }
+        }
+    } else if let (Some(f), Some(fs)) = (fork, fs) {
+        fs.after_fork_in_parent(f, pid > 0);
+    }
+    for of in &files {
+        // SAFETY: locked by before_fork in this thread (the child's copy of the lock too),
+        // its guard forgotten.
+        unsafe { of.pos.local.force_unlock() };
+    }
+    drop(descriptors);
+}

@@ -1,0 +1,163 @@
+//! Forked children on one image through the shim (issue 55): a child of a process that
+//! uses the image is a participant of its own, keeps its parent's descriptors and shares
+//! each one's offset with the parent, as Linux does; a child killed mid-write, or one that
+//! outlives its parent, leaves the image consistent and, once everyone is gone, clean.
+
+mod common;
+
+use common::{image, p, Image};
+
+/// Checks that the image's region is gone once no process uses it.
+fn region_removed(img: &Image) {
+    let f = std::fs::File::open(&img.path).unwrap();
+    let region = hashfs::share::region_path(&f).unwrap();
+    assert!(!region.exists(), "the last process to leave removes the region {}", region.display());
+}
+
+/// Three children write through a descriptor they inherited while the parent writes
+/// through its own copy: one offset, so no write lands on another (each process's bytes
+/// all there), and a seek in a child moves the parent's offset. Each child also makes a
+/// file of its own.
+#[test]
+fn forked_children_share_their_parents_descriptors() {
+    let img = image();
+    let script = format!(
+        r#"
+import os
+fd = os.open('{f}', os.O_RDWR | os.O_CREAT, 0o644)
+os.write(fd, b'P')
+kids = []
+for k in range(3):
+    pid = os.fork()
+    if pid == 0:
+        for i in range(300):
+            os.write(fd, b'%d' % k)
+        w = os.open('{f}%d' % k, os.O_WRONLY | os.O_CREAT, 0o644)
+        os.write(w, b'made by child %d' % k)
+        os.close(w)
+        os._exit(0)
+    kids.append(pid)
+for i in range(300):
+    os.write(fd, b'p')
+for pid in kids:
+    assert os.waitpid(pid, 0)[1] == 0
+pid = os.fork()
+if pid == 0:
+    os.lseek(fd, 1, os.SEEK_SET)
+    os._exit(0)
+os.waitpid(pid, 0)
+print(os.lseek(fd, 0, os.SEEK_CUR), os.read(fd, 3).decode() in ('000', '111', '222', 'ppp'))
+os.lseek(fd, 0, os.SEEK_END)
+os.write(fd, b'E')
+os.close(fd)
+data = open('{f}', 'rb').read()
+print(len(data), *[data.count(c) for c in (b'0', b'1', b'2', b'p')], data[:1].decode() + data[-1:].decode())
+print(*sorted(open('{f}%d' % k).read() for k in range(3)), sep=',')
+"#,
+        f = p("/f")
+    );
+    let out = img.ok("python3", &["-c", &script]);
+    assert_eq!(
+        out, "1 True\n1202 300 300 300 300 PE\nmade by child 0,made by child 1,made by child 2\n",
+        "the children's writes and seeks moved the parent's offset"
+    );
+    img.fsck_clean();
+    region_removed(&img);
+}
+
+/// The shell pattern: a subshell (a fork) writes through a descriptor the shell opened,
+/// between the shell's own writes; another subshell opens, writes and reads files itself.
+#[test]
+fn a_subshell_writes_through_a_descriptor_of_the_shell() {
+    let img = image();
+    let script = format!(
+        "set -e; exec 3>{f}; echo a >&3; ( echo b >&3 ); echo c >&3; exec 3>&-; cat {f}; \
+         ( echo x > {g}; cat {g}; mkdir {d}; echo y > {d}/h ) ; cat {d}/h; \
+         for i in 1 2 3 4 5; do ( echo $i >> {g} ) & done; wait; sort {g} | tr '\\n' ' '",
+        f = p("/f"),
+        g = p("/g"),
+        d = p("/d"),
+    );
+    let out = img.ok("bash", &["-c", &script]);
+    assert_eq!(out, "a\nb\nc\nx\ny\n1 2 3 4 5 x ");
+    img.fsck_clean();
+    region_removed(&img);
+}
+
+/// A child killed (SIGKILL) while it writes through an inherited descriptor, many times
+/// over: the parent goes on writing and making files, and the image, once it leaves, is
+/// clean and consistent. The dead children's slots are reaped as later forks join.
+#[test]
+fn a_forked_child_killed_mid_write_leaves_the_parent_going() {
+    let img = image();
+    let script = format!(
+        r#"
+import os, signal, time
+fd = os.open('{f}', os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+for k in range(80):
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(r)
+        os.write(w, b'x')
+        while True:
+            os.write(fd, b'c' * 100)
+            g = os.open('{d}%d' % k, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            os.write(g, b'y' * 5000)
+            os.close(g)
+    os.close(w)
+    os.read(r, 1)
+    time.sleep(0.001 * (k % 5))
+    os.kill(pid, signal.SIGKILL)
+    os.waitpid(pid, 0)
+    os.close(r)
+    os.write(fd, b'P' * 100)
+os.close(fd)
+data = open('{f}', 'rb').read()
+made = [open('{d}%d' % k, 'rb').read() for k in range(80) if os.path.exists('{d}%d' % k)]
+print(data.count(b'P'), set(data) <= set(b'cP\0'), all(set(m) <= set(b'y\0') for m in made))
+"#,
+        f = p("/f"),
+        d = p("/made"),
+    );
+    let out = img.ok("python3", &["-c", &script]);
+    // A child killed inside a write leaves it torn, as a power failure would (its bytes
+    // written or zero); the parent's writes are all there.
+    assert_eq!(out, "8000 True True\n", "every append of the parent kept, nothing but written bytes");
+    img.fsck_clean();
+    region_removed(&img);
+}
+
+/// A daemon's start: the parent forks and exits at once; the child goes on with the
+/// image, and, the last to leave, marks it clean and removes the region.
+#[test]
+fn a_child_that_outlives_its_parent_leaves_the_image_clean() {
+    let img = image();
+    let script = format!(
+        r#"
+import os, sys, time
+fd = os.open('{f}', os.O_WRONLY | os.O_CREAT, 0o644)
+os.write(fd, b'parent ')
+if os.fork() != 0:
+    os._exit(0)
+time.sleep(0.3)
+os.write(fd, b'child')
+os.close(fd)
+print(open('{f}').read(), flush=True)
+"#,
+        f = p("/f")
+    );
+    // The child keeps stdout open: output() waits for it, not only for the parent.
+    let out = img.ok("python3", &["-c", &script]);
+    assert_eq!(out, "parent child\n");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let f = std::fs::File::open(&img.path).unwrap();
+        if !hashfs::share::region_path(&f).unwrap().exists() {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "the child never left");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    img.fsck_clean();
+}

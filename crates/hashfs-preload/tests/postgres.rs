@@ -1,0 +1,125 @@
+//! PostgreSQL through the shim (issue 55): `initdb`, then a server whose postmaster forks a
+//! backend per connection and its helpers (checkpointer, WAL writer, autovacuum), each a
+//! participant of its own on the image; `pgbench`'s TPC-B-like transactions from four
+//! clients; a server killed at once (`pg_ctl stop -m immediate`) and started again, its
+//! WAL replayed from the image. The database's own invariant holds after both: the sum of
+//! the accounts' balances is the sum of the history's deltas, one history row per
+//! transaction.
+
+mod common;
+use common::skip::skip;
+use common::{image_in, p, shim_path, PREFIX};
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// The server's programs (Debian's postgresql package), or None (a skip; a failure under CI).
+fn bin_dir() -> Option<PathBuf> {
+    let found = std::fs::read_dir("/usr/lib/postgresql").ok().and_then(|d| {
+        d.filter_map(|e| e.ok().map(|e| e.path().join("bin")))
+            .filter(|b| b.join("initdb").exists() && b.join("pgbench").exists())
+            .max()
+    });
+    if found.is_none() {
+        skip("PostgreSQL's server (Debian's postgresql package) is not installed");
+    }
+    found
+}
+
+/// The postgres account's uid and gid (the server refuses to run as root).
+fn postgres_ids() -> Option<(u32, u32)> {
+    let out = Command::new("id").arg("postgres").output().ok()?;
+    let s = String::from_utf8_lossy(&out.stdout).into_owned();
+    let num = |key: &str| s.split(key).nth(1)?.split('(').next()?.parse().ok();
+    Some((num("uid=")?, num("gid=")?))
+}
+
+struct Cluster {
+    bin: PathBuf,
+    image: PathBuf,
+    socket_dir: PathBuf,
+    log: PathBuf,
+    ids: (u32, u32),
+}
+
+impl Cluster {
+    /// A program of the server's as the postgres account; through the shim when `shim`.
+    fn cmd(&self, prog: &str, shim: bool) -> Command {
+        let mut c = Command::new(self.bin.join(prog));
+        c.uid(self.ids.0).gid(self.ids.1).env("HOME", "/tmp").env("PGHOST", &self.socket_dir).env("PGPORT", "5432");
+        if shim {
+            c.env("LD_PRELOAD", shim_path()).env("HASHFS_IMAGE", &self.image).env("HASHFS_MOUNT", PREFIX);
+        }
+        c
+    }
+
+    fn ok(&self, prog: &str, shim: bool, args: &[&str]) -> String {
+        let o = self.cmd(prog, shim).args(args).output().unwrap();
+        let log = std::fs::read_to_string(&self.log).unwrap_or_default();
+        assert!(
+            o.status.success(),
+            "{prog} {args:?}: {}{}\nserver log:\n{log}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        );
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    }
+
+    fn pg_ctl(&self, args: &[&str]) {
+        let data = p("/data");
+        let opts = format!("-k {} -c listen_addresses=''", self.socket_dir.display());
+        let log = self.log.to_str().unwrap().to_string();
+        let mut all = vec!["-D", &data, "-w", "-t", "60", "-l", &log, "-o", &opts];
+        all.extend_from_slice(args);
+        self.ok("pg_ctl", true, &all);
+    }
+
+    /// The balances' sum, the history's deltas' sum, and the history's rows.
+    fn invariant(&self) -> (i64, i64, i64) {
+        let q = "select (select sum(abalance) from pgbench_accounts), (select coalesce(sum(delta), 0) from \
+                 pgbench_history), (select count(*) from pgbench_history)";
+        let out = self.ok("psql", false, &["-d", "postgres", "-Atc", q]);
+        let v: Vec<i64> = out.trim().split('|').map(|x| x.parse().unwrap()).collect();
+        (v[0], v[1], v[2])
+    }
+}
+
+#[test]
+fn postgresql_server_and_its_forked_backends_run_through_the_shim() {
+    let Some(bin) = bin_dir() else { return };
+    let ids = postgres_ids().expect("the postgres account (Debian's postgresql package makes it)");
+    // A directory the postgres account can reach, holding the image, the socket and the log.
+    let dir = tempfile::tempdir_in("/dev/shm").unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+    let img = image_in(dir.path(), 384 << 20, &hashfs::FormatOptions::default());
+    std::fs::set_permissions(img._dir.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+    std::os::unix::fs::chown(&img.path, Some(ids.0), Some(ids.1)).unwrap();
+    let socket_dir = dir.path().join("socket");
+    std::fs::create_dir(&socket_dir).unwrap();
+    std::os::unix::fs::chown(&socket_dir, Some(ids.0), Some(ids.1)).unwrap();
+    let c = Cluster { bin, image: img.path.clone(), socket_dir, log: dir.path().join("server.log"), ids };
+    // The image's root belongs to root: the data directory is made for postgres first.
+    {
+        let (fs, _) = hashfs::FileSystem::open(&img.path).unwrap();
+        fs.create_dir(Path::new("/data"), 0o700).unwrap();
+        fs.set_owner(Path::new("/data"), Some(ids.0), Some(ids.1)).unwrap();
+    }
+    c.ok("initdb", true, &["-D", &p("/data"), "-A", "trust", "--no-sync", "-U", "postgres"]);
+    c.pg_ctl(&["start"]);
+    c.ok("pgbench", false, &["-i", "-s", "1", "-q", "postgres"]);
+    let run = c.ok("pgbench", false, &["-c", "4", "-j", "2", "-t", "150", "postgres"]);
+    assert!(run.contains("number of failed transactions: 0"), "{run}");
+    eprintln!("pgbench through the shim:\n{run}");
+    let (balances, deltas, rows) = c.invariant();
+    assert_eq!((balances, rows), (deltas, 600), "the accounts and the history disagree after the run");
+    // Killed at once: the postmaster and every backend exit without a checkpoint.
+    c.pg_ctl(&["stop", "-m", "immediate"]);
+    c.pg_ctl(&["start"]);
+    assert_eq!(c.invariant(), (balances, deltas, rows), "WAL replay from the image lost or changed work");
+    c.ok("pgbench", false, &["-c", "2", "-t", "50", "-n", "postgres"]);
+    let (b2, d2, r2) = c.invariant();
+    assert_eq!((b2, r2), (d2, 700));
+    c.pg_ctl(&["stop"]);
+    img.fsck_clean();
+}

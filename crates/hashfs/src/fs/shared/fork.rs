@@ -1,0 +1,135 @@
+//! A participant's fork (issue 55; docs/design.md, "Descriptors across fork and exec"):
+//! the child becomes a participant of its own, with the parent's open files and their
+//! open file descriptions, whose offsets parent and child then share as Linux has them.
+//!
+//! The child starts from a copy of the parent's memory, caches included. So that copy is
+//! one no thread was changing, the parent takes the image lock before `fork` (as a call
+//! does: no other thread of it is then inside the file system) and lets go after it. The
+//! child takes a participant slot, then the lock under its own name (waiting for the
+//! parent's to go), catches up with what others changed since, and takes over what it
+//! inherited: a holder's bit on each description the parent counted the fork on, and its
+//! own hold on each inode it has open. Until it has, the image's `forks` word counts it,
+//! so that a parent leaving meanwhile does not take itself for the last participant and
+//! mark the image clean under the child. A child killed before it joins leaves the count
+//! behind: the image is then recovered by the next mount that finds no one, as after a
+//! crash, which also clears it.
+
+use super::{add_depth, release_leftovers, Entered, CALL};
+use crate::fs::api::FileSystem;
+use crate::layout::Ino;
+use crate::pm::PmDevice;
+use crate::share::{Handle, OffsetGuard, Participant, MAX_PARTICIPANTS};
+use crate::{Error, Result};
+use std::sync::atomic::Ordering;
+
+/// A fork under way ([`FileSystem::prepare_fork`]): the descriptions it was counted on, and
+/// whether the parent's hold on the image lock is the thread's outermost.
+#[must_use = "a fork's preparation is finished in the parent and in the child"]
+pub struct Fork {
+    counted: Vec<Handle>,
+    outer: bool,
+}
+
+impl<D: PmDevice> FileSystem<D> {
+    /// On a mount shared by many processes: an open file description of `ino` (the
+    /// access mode and status flags `flags`, the offset `offset`) in the image's region,
+    /// for a descriptor that a fork shares. None on a mount of one process; TooManyOpen
+    /// when the region's table is full.
+    pub fn share_description(&self, ino: Ino, flags: u32, offset: u64) -> Result<Option<Handle>> {
+        let Some(sh) = self.inner.shared.get() else { return Ok(None) };
+        sh.region.descriptions().open(sh.me(), ino, flags, offset).map(Some).ok_or(Error::TooManyOpen)
+    }
+
+    /// Description `h`'s offset under its lock, held until the guard is dropped (the
+    /// kernel's `f_pos_lock`): a read or write through a shared description moves it once.
+    /// None if `h` no longer names a held description.
+    pub fn lock_offset(&self, h: Handle) -> Option<OffsetGuard<'_>> {
+        let sh = self.inner.shared.get()?;
+        let d = sh.region.descriptions().get(h)?;
+        Some(d.lock_offset(sh.me(), sh.region.participants()))
+    }
+
+    /// This process closed its last descriptor of description `h`.
+    pub fn release_description(&self, h: Handle) {
+        if let Some(sh) = self.inner.shared.get() {
+            sh.region.descriptions().release(h, sh.me());
+        }
+    }
+
+    /// Before `fork`, in the parent: takes the image lock (until
+    /// [`Self::after_fork_in_parent`]) and counts the fork on each of `descriptions` (the
+    /// child's to take over) and in the image. None on a mount of one process, whose
+    /// image a child cannot join.
+    pub fn prepare_fork(&self, descriptions: &[Handle]) -> Option<Fork> {
+        let sh = self.inner.shared.get()?;
+        let entered = self.inner.enter();
+        let outer = entered.outer;
+        std::mem::forget(entered); // let go in the parent, forgotten in the child
+        let table = sh.region.descriptions();
+        let counted = descriptions.iter().copied().filter(|&h| table.count_fork(h)).collect();
+        sh.region.words().forks.fetch_add(1, Ordering::AcqRel);
+        Some(Fork { counted, outer })
+    }
+
+    /// After `fork`, in the parent (`forked`: whether a child was made): lets go of the
+    /// image lock; a fork that failed is uncounted.
+    pub fn after_fork_in_parent(&self, fork: Fork, forked: bool) {
+        let Some(sh) = self.inner.shared.get() else { return };
+        if !forked {
+            undo(sh, &fork.counted);
+        }
+        drop(Entered { fs: &*self.inner, outer: fork.outer });
+    }
+
+    /// After `fork`, in the child: joins the image as a participant of its own and takes
+    /// over the descriptions counted for it and the parent's open inodes. On error (no
+    /// free participant slot) the counts are undone and the child must not use this mount.
+    pub fn after_fork_in_child(&self, fork: Fork) -> Result<()> {
+        let sh = self.inner.shared.get().ok_or(Error::Invalid("a fork is prepared on a shared mount"))?;
+        if fork.outer {
+            // The copy of the parent's hold: the parent lets go of the lock itself.
+            add_depth(-1);
+            let _ = CALL.try_with(|c| c.touched.borrow_mut().clear());
+        }
+        let parts = sh.region.participants();
+        let Some(me) = parts.join() else {
+            undo(sh, &fork.counted);
+            return Err(Error::TooManyOpen);
+        };
+        sh.me.store(me.0, Ordering::Relaxed);
+        let _in = self.inner.enter();
+        // Slots of participants that died outside a call (a child that exec'd another
+        // program, one killed): what they held is released and their slots reaped, so
+        // that forks in a loop do not run out of slots.
+        for p in (0..MAX_PARTICIPANTS as u32).map(Participant) {
+            if p != me && !parts.is_free(p) && !parts.alive(p) {
+                release_leftovers(&sh.region, p);
+                parts.reap(p);
+            }
+        }
+        let table = sh.region.descriptions();
+        for &h in &fork.counted {
+            table.adopt(h, me);
+        }
+        for cell in self.inner.inodes.cells() {
+            if cell.open_count.load(Ordering::Acquire) > 0 {
+                self.inner.note_open(cell.ino)?;
+            }
+        }
+        uncount(sh);
+        Ok(())
+    }
+}
+
+/// A fork that made no child, or whose child could not join: the counts it made go.
+fn undo(sh: &super::SharedMount, counted: &[Handle]) {
+    for &h in counted {
+        sh.region.descriptions().fork_failed(h);
+    }
+    uncount(sh);
+}
+
+/// One fork fewer waits to join (never below zero: a first mount clears the count).
+fn uncount(sh: &super::SharedMount) {
+    let _ = sh.region.words().forks.fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1));
+}
