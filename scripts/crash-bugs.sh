@@ -105,6 +105,9 @@ bugs=(
     "fork-offset-unshared|crates/hashfs-preload/src/shim/fork.rs|a descriptor's position stays the process's own after a fork shares its description (parent and child write at one offset, over each other)|test forks forked_children_share_their_parents_descriptors"
     "fork-child-uncounted|crates/hashfs/src/fs/shared/fork.rs|a fork is not counted in the image until its child joins (a parent leaving first marks the image clean and removes the region under the child)|test shared_fork a_forked_child_joins_and_a_parent_leaving_first_leaves_the_image_to_it"
     "fork-descriptions-not-adopted|crates/hashfs/src/fs/shared/fork.rs|a forked child does not take over the descriptions it inherits (its bit not set, the fork not uncounted: a shared description outlives its last close)|test shared_fork a_forked_child_joins_and_a_parent_leaving_first_leaves_the_image_to_it"
+    "exec-descriptor-unnamed|crates/hashfs-preload/src/shim/exec.rs|an exec leaves a surviving descriptor's placeholder unnamed (the exec'd program cannot tell which open file it is)|test exec an_execd_program_inherits_a_descriptor_and_its_offset"
+    "exec-input-unread-lost|crates/hashfs-preload/src/shim/exec.rs|an exec drops the bytes an input pump put in the pipe that the program had not read (they are skipped: cat after read starts at the end)|test exec a_shells_redirections_reach_the_programs_it_execs"
+    "shared-depth-in-thread-storage|crates/hashfs/src/fs/shared/mod.rs|a thread's depth in calls is kept where the thread's storage teardown loses it (a program's atexit handler, run after it, takes the image lock again inside its own call and waits forever)|test processes a_programs_atexit_handler_still_has_the_image"
     "shim-image-fd-low|crates/hashfs/src/pm/mmap.rs|the image's descriptor stays at the low number open gave it (a shell's exec 3>file replaces it and drops the image's lock)|test forks a_subshell_writes_through_a_descriptor_of_the_shell"
     "shim-locks-always-succeed|crates/hashfs-preload/src/shim/locks.rs|the shim grants every record lock at once, as when one process owned the image (two SQLite writers both take the database)|test processes sqlite_with_two_writer_processes_loses_no_row"
     "ctfs-unlogged-pswap|crates/hashfs/src/mapping/ctfs/tx.rs|ctFS's partition move stores its page-table swap straight to PM before the transaction that names the new partition (the released ctFS's order)|ctfs append,write-past-eof,truncate-down"
@@ -289,12 +292,24 @@ elif name == "fork-offset-unshared":
         "        let shared: Option<OffsetGuard<'static>> = None;\n")
 elif name == "fork-child-uncounted":
     sub("crates/hashfs/src/fs/shared/fork.rs",
-        "        sh.region.words().forks.fetch_add(1, Ordering::AcqRel);\n",
-        "")
+        "        let counted = descriptions.iter().copied().filter(|&h| table.count_fork(h)).collect();\n        sh.region.words().forks.fetch_add(1, Ordering::AcqRel);\n",
+        "        let counted = descriptions.iter().copied().filter(|&h| table.count_fork(h)).collect();\n")
 elif name == "fork-descriptions-not-adopted":
     sub("crates/hashfs/src/fs/shared/fork.rs",
-        "            table.adopt(h, me);\n",
-        "            let _ = (h, &table);\n")
+        "        for &h in &fork.counted {\n            table.adopt(h, me);\n",
+        "        for &h in &fork.counted {\n            let _ = (h, &table);\n")
+elif name == "exec-descriptor-unnamed":
+    sub("crates/hashfs-preload/src/shim/exec.rs",
+        "        if !name_after(fd, h) {\n",
+        "        if (fd, h).0 < 0 {\n")
+elif name == "exec-input-unread-lost":
+    sub("crates/hashfs-preload/src/shim/exec.rs",
+        "            *at = at.saturating_sub(drained);\n",
+        "            let _ = (&mut at, drained);\n")
+elif name == "shared-depth-in-thread-storage":
+    sub("crates/hashfs/src/fs/shared/mod.rs",
+        "fn add_depth(by: i32) -> u32 {\n    DEPTH.with(|d| {\n",
+        "fn add_depth(by: i32) -> u32 {\n    if TOUCHED.try_with(|_| ()).is_err() {\n        return by.max(0) as u32;\n    }\n    DEPTH.with(|d| {\n")
 elif name == "shim-image-fd-low":
     sub("crates/hashfs/src/pm/mmap.rs",
         "        let file = out_of_the_way(file);\n",

@@ -71,6 +71,14 @@ macro_rules! export {
                 fstat64 => stat::fstat(fd: c_int, st: *mut stat_t) -> c_int;
                 fstatat => stat::fstatat(dirfd: c_int, path: *const c_char, st: *mut stat_t, flags: c_int) -> c_int;
                 fstatat64 => stat::fstatat(dirfd: c_int, path: *const c_char, st: *mut stat_t, flags: c_int) -> c_int;
+                __xstat => stat::xstat(ver: c_int, path: *const c_char, st: *mut stat_t) -> c_int;
+                __xstat64 => stat::xstat(ver: c_int, path: *const c_char, st: *mut stat_t) -> c_int;
+                __lxstat => stat::lxstat(ver: c_int, path: *const c_char, st: *mut stat_t) -> c_int;
+                __lxstat64 => stat::lxstat(ver: c_int, path: *const c_char, st: *mut stat_t) -> c_int;
+                __fxstat => stat::fxstat(ver: c_int, fd: c_int, st: *mut stat_t) -> c_int;
+                __fxstat64 => stat::fxstat(ver: c_int, fd: c_int, st: *mut stat_t) -> c_int;
+                __fxstatat => stat::fxstatat(ver: c_int, dirfd: c_int, path: *const c_char, st: *mut stat_t, flags: c_int) -> c_int;
+                __fxstatat64 => stat::fxstatat(ver: c_int, dirfd: c_int, path: *const c_char, st: *mut stat_t, flags: c_int) -> c_int;
                 statx => stat::statx(dirfd: c_int, path: *const c_char, flags: c_int, mask: c_uint, stx: *mut statx_t) -> c_int;
                 access => stat::access(path: *const c_char, mode: c_int) -> c_int;
                 euidaccess => stat::euidaccess(path: *const c_char, mode: c_int) -> c_int;
@@ -162,6 +170,13 @@ macro_rules! export {
                 _exit => process::exit_now(status: c_int) -> !;
                 _Exit => process::exit_now(status: c_int) -> !;
                 fork => process::fork() -> libc::pid_t;
+                execve => process::execve(path: *const c_char, argv: *const *const c_char, envp: *const *const c_char) -> c_int;
+                execv => process::execv(path: *const c_char, argv: *const *const c_char) -> c_int;
+                execvp => process::execvp(file: *const c_char, argv: *const *const c_char) -> c_int;
+                execvpe => process::execvpe(file: *const c_char, argv: *const *const c_char, envp: *const *const c_char) -> c_int;
+                posix_spawn => process::posix_spawn(pid: *mut libc::pid_t, path: *const c_char, actions: *const libc::posix_spawn_file_actions_t, attr: *const libc::posix_spawnattr_t, argv: *const *const c_char, envp: *const *const c_char) -> c_int;
+                posix_spawnp => process::posix_spawnp(pid: *mut libc::pid_t, file: *const c_char, actions: *const libc::posix_spawn_file_actions_t, attr: *const libc::posix_spawnattr_t, argv: *const *const c_char, envp: *const *const c_char) -> c_int;
+                fexecve => process::fexecve(fd: c_int, argv: *const *const c_char, envp: *const *const c_char) -> c_int;
             }
         }
     };

@@ -13,9 +13,11 @@
 //!
 //! Many processes share an image (the library's shared mount, `FileSystem::mount_shared`;
 //! an image whose mapping is not shared yet is held by one process, and a second gets an
-//! error naming the owner's lock). A child created by fork() must not share the parent's
-//! participant and DRAM state, so HashFS paths fail in it with EIO unless it execs (the
-//! program then joins as a participant of its own).
+//! error naming the owner's lock). A child created by fork() joins as a participant of its
+//! own with its parent's descriptors (`shim/fork.rs`); a descriptor without close-on-exec
+//! reaches the program an exec starts (`shim/exec.rs`). Redirected standard descriptors
+//! are pipes pumped into their files (`shim/pump.rs`). The shim's own descriptors sit at
+//! high numbers, out of the way of the program's dup2.
 //!
 //! Record locks (fcntl F_SETLK & co.) and flock exclude other processes through the
 //! kernel's lock manager, on ranges of the image file (`shim/locks.rs`).
@@ -25,8 +27,8 @@
 //! `shim.rs` holds the shared state, `shim/` one module per family of calls, each
 //! implementing that family's trait (`io`: Data; `fd`: Descriptors; `stat`: Attributes;
 //! `names`: Names; `meta`: Metadata; `copy`: Copies; `mmap`: Mappings; `xattr`: Xattrs;
-//! `dir`: Streams, with `stdio`; `cwd`: Process, with `statfs`, `socket`, `ioctl`), and
-//! `path` (which paths are ours), `vector` (the vector calls' work).
+//! `dir`: Streams, with `stdio`; `cwd`: Process, with `statfs`, `socket`, `ioctl`, `fork`,
+//! `exec`), and `path` (which paths are ours), `vector` (the vector calls' work), `pump`.
 
 mod shim;
 

@@ -60,137 +60,20 @@ static SHIM: OnceLock<Shim> = OnceLock::new();
 static FORKED: AtomicBool = AtomicBool::new(false);
 static EXITING: AtomicBool = AtomicBool::new(false);
 
-/// Standard descriptors redirected to HashFS files (dup2 onto 0, 1 or 2): glibc's stdio
-/// writes them with its internal write, which no preload can see, so they become pipes that
-/// a thread pumps into (or out of) the file.
-static PUMPS: Mutex<Vec<(c_int, std::thread::JoinHandle<()>)>> = Mutex::new(Vec::new());
-
-/// Before `target` (a standard descriptor) is replaced or closed: the output pump feeding
-/// the file from it, taken out of the list. After the replacement, [`settle_pump`] lets it
-/// write what the pipe still holds, so that the file has the data before the program goes
-/// on (a shell's `echo a > f; echo b >> f` must not race two pumps).
-pub(super) fn take_pump(target: c_int) -> Option<std::thread::JoinHandle<()>> {
-    let mut pumps = PUMPS.lock();
-    let i = pumps.iter().position(|(fd, _)| *fd == target)?;
-    Some(pumps.swap_remove(i).1)
-}
-
-/// Waits for a taken pump to reach the end of its pipe, at most a second (another copy of
-/// the pipe's write end, such as `2>&1` made, keeps it open; the pump then finishes on its
-/// own when that copy goes, and is joined at exit).
-pub(super) fn settle_pump(handle: Option<std::thread::JoinHandle<()>>, target: c_int) {
-    let Some(h) = handle else { return };
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(1);
-    while !h.is_finished() && std::time::Instant::now() < deadline {
-        std::thread::sleep(std::time::Duration::from_micros(200));
-    }
-    if h.is_finished() {
-        let _ = h.join();
-    } else {
-        PUMPS.lock().push((-2 - target, h)); // still writing: joined at exit, not closed there
-    }
-}
-
-fn start_pump(of: Arc<OpenFile>, target: c_int) -> c_int {
-    let pipe2 = real!(pipe2: fn(*mut c_int, c_int) -> c_int);
-    let dup2r = real!(dup2: fn(c_int, c_int) -> c_int);
-    let closer = real!(close: fn(c_int) -> c_int);
-    let readr = real!(read: fn(c_int, *mut c_void, size_t) -> ssize_t);
-    let writer = real!(write: fn(c_int, *const c_void, size_t) -> ssize_t);
-    let mut fds = [0 as c_int; 2];
-    // SAFETY: fds holds two descriptors.
-    if unsafe { pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
-        return -1;
-    }
-    // The caller may have closed `target` before dup2 onto it (a shell saving and closing
-    // its stdout first), so one end of the new pipe can land on `target` itself; moved
-    // elsewhere, or the dup2 below would close it.
-    let fcntlr = real!(fcntl: fn(c_int, c_int, libc::c_ulong) -> c_int);
-    for fd in fds.iter_mut() {
-        if *fd == target {
-            // SAFETY: duplicating our own pipe end (target is taken, so the copy lands
-            // elsewhere), then closing the original.
-            let moved = unsafe { fcntlr(*fd, libc::F_DUPFD_CLOEXEC, 3) };
-            if moved < 0 {
-                // SAFETY: both ends are ours.
-                unsafe {
-                    closer(fds[0]);
-                    closer(fds[1]);
-                }
-                return -1;
-            }
-            // SAFETY: the original end, now duplicated.
-            unsafe { closer(*fd) };
-            *fd = moved;
-        }
-    }
-    let (r, w) = (fds[0], fds[1]);
-    let output = target != 0;
-    let older = if output { take_pump(target) } else { None };
-    // SAFETY: plain descriptor operations on descriptors we own.
-    unsafe {
-        if dup2r(if output { w } else { r }, target) < 0 {
-            closer(r);
-            closer(w);
-            return -1;
-        }
-        closer(if output { w } else { r });
-    }
-    settle_pump(older, target);
-    // Our end, out of the way of the program's dup2 (`hashfs::pm::out_of_the_way`).
-    let keep = {
-        use std::os::fd::{FromRawFd, IntoRawFd};
-        // SAFETY: our own pipe end, owned by nothing else.
-        hashfs::pm::out_of_the_way(unsafe { std::fs::File::from_raw_fd(if output { r } else { w }) }).into_raw_fd()
-    };
-    let handle = std::thread::spawn(move || {
-        shim_thread();
-        let Some(file) = of.file.as_ref() else { return };
-        let mut buf = vec![0u8; 64 * 1024];
-        loop {
-            if output {
-                // SAFETY: buf is valid for its length.
-                let n = unsafe { readr(keep, buf.as_mut_ptr() as *mut c_void, buf.len()) };
-                if n <= 0 {
-                    break;
-                }
-                let mut pos = of.pos.lock();
-                let written = if of.flags.load(Ordering::Relaxed) & libc::O_APPEND != 0 {
-                    file.append(&buf[..n as usize])
-                } else {
-                    file.write_at(*pos, &buf[..n as usize]).map(|k| (k, *pos + k as u64))
-                };
-                match written {
-                    Ok((_, end)) => *pos = end,
-                    Err(e) => {
-                        eprintln!("hashfs_preload: write to redirected descriptor {target} failed: {e}");
-                        break;
-                    }
-                }
-            } else {
-                let mut pos = of.pos.lock();
-                let n = match file.read_at(*pos, &mut buf) {
-                    Ok(0) | Err(_) => break,
-                    Ok(n) => n,
-                };
-                *pos += n as u64;
-                drop(pos);
-                // SAFETY: buf holds n bytes.
-                if unsafe { writer(keep, buf.as_ptr() as *const c_void, n) } < 0 {
-                    break;
-                }
-            }
-        }
-        // SAFETY: our end of the pipe.
-        unsafe { closer(keep) };
-    });
-    PUMPS.lock().push((if output { target } else { -1 }, handle));
-    target
-}
+/// The exit work runs as the library's destructor, after every handler the program
+/// registered with `atexit` (glibc runs the loaded objects' destructors last): a program
+/// that removes its files in such a handler (initdb cleaning up after a failure) still
+/// has the image.
+#[used]
+#[link_section = ".fini_array"]
+static AT_EXIT: extern "C" fn() = at_exit;
 
 /// At exit: drain redirected standard descriptors, close every HashFS file (freeing
-/// unlinked ones) and mark the image clean.
+/// unlinked ones) and mark the image clean. Nothing when this process never used the image.
 pub(super) extern "C" fn at_exit() {
+    if SHIM.get().is_none_or(|s| s.fs.is_none()) {
+        return;
+    }
     if FORKED.load(Ordering::Relaxed) || !is_owner() || EXITED.swap(true, Ordering::AcqRel) {
         return;
     }
@@ -240,7 +123,9 @@ fn is_owner() -> bool {
 /// glibc's handler in every child its fork makes: a child of a process that uses the image
 /// is marked as not joined (EIO on its paths) until the shim's own `fork` (`fork.rs`),
 /// through which the program's calls come, makes it a participant.
-extern "C" fn after_fork_in_child() {
+pub(super) extern "C" fn after_fork_in_child() {
+    // SAFETY: getpid through the system call.
+    exec::PROCESS_PID.store(unsafe { libc::syscall(libc::SYS_getpid) } as i32, Ordering::Relaxed);
     if SHIM.get().is_some_and(|s| s.fs.is_some()) {
         FORKED.store(true, Ordering::Relaxed);
     }
@@ -367,13 +252,6 @@ fn shim() -> &'static Shim {
         }
         // SAFETY: getpid through the system call.
         OWNER_PID.store(unsafe { libc::syscall(libc::SYS_getpid) } as i32, Ordering::Relaxed);
-        // SAFETY: registering plain functions to run in fork children and at exit.
-        unsafe {
-            libc::pthread_atfork(None, None, Some(after_fork_in_child));
-            if fs.is_some() {
-                libc::atexit(at_exit);
-            }
-        }
         Shim { fs, error, fds: Mutex::new(HashMap::new()), fd_bits: FdSet::new(), dirs: Mutex::new(HashMap::new()) }
     })
 }
@@ -417,6 +295,7 @@ hashfs_interpose::export!(crate::shim::Preload);
 mod copy;
 mod cwd;
 mod dir;
+mod exec;
 mod fd;
 mod fork;
 mod io;
@@ -426,6 +305,7 @@ mod meta;
 mod mmap;
 mod names;
 mod path;
+mod pump;
 mod socket;
 mod stat;
 mod statfs;
@@ -437,4 +317,5 @@ use fd::process_umask;
 use io::{read_into, with_file, write_from};
 use mmap::is_mapped;
 use path::*;
+use pump::{settle_pump, start_pump, take_pump, PUMPS};
 use stat::{in_supplementary_groups, permitted};

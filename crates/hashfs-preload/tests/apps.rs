@@ -468,9 +468,10 @@ fn random_io_with_verification() {
 /// Regression (issue 52): Debian's redis-server hung at start under the shim. It links the
 /// system jemalloc, which calls `readlink("/etc/malloc.conf")` while it initialises; the
 /// shim's check of whether the path was its own allocated, which re-entered jemalloc. The
-/// check now answers "not ours" without touching the heap. Redis starts, serves, and SAVE
-/// writes its dump into the image; BGSAVE and BGREWRITEAOF write theirs from a forked
-/// child (issue 55: the child is a participant of its own).
+/// check now answers "not ours" without touching the heap. Redis starts, serves (its
+/// append-only file synced at every write), and SAVE writes its dump into the image;
+/// BGSAVE and BGREWRITEAOF write theirs from a forked child (issue 55: the child is a
+/// participant of its own), and `redis-check-rdb` finds the dump sound.
 #[test]
 fn redis_linked_to_jemalloc_starts_and_saves_through_the_shim() {
     if !have("redis-server") || !have("redis-cli") {
@@ -480,7 +481,20 @@ fn redis_linked_to_jemalloc_starts_and_saves_through_the_shim() {
     let port = (20_000 + std::process::id() % 20_000).to_string();
     let mut server = img
         .cmd("redis-server")
-        .args(["--port", &port, "--bind", "127.0.0.1", "--dir", PREFIX, "--save", "", "--appendonly", "no"])
+        .args([
+            "--port",
+            &port,
+            "--bind",
+            "127.0.0.1",
+            "--dir",
+            PREFIX,
+            "--save",
+            "",
+            "--appendonly",
+            "yes",
+            "--appendfsync",
+            "always",
+        ])
         .stdout(std::process::Stdio::null())
         .spawn()
         .unwrap();
@@ -520,6 +534,10 @@ fn redis_linked_to_jemalloc_starts_and_saves_through_the_shim() {
     cli(&["shutdown", "nosave"]);
     assert!(server.wait().unwrap().success());
     img.fsck_clean();
+    if have("redis-check-rdb") {
+        let check = img.ok("redis-check-rdb", &[&p("/dump.rdb")]);
+        assert!(check.contains("RDB looks OK"), "{check}");
+    }
     let (fs, _) = hashfs::FileSystem::open(&img.path).unwrap();
     let dump = fs.read(Path::new("/dump.rdb")).unwrap();
     assert!(dump.starts_with(b"REDIS"), "an RDB file: {:?}", &dump[..dump.len().min(9)]);

@@ -257,3 +257,52 @@ fn a_file_mapped_in_two_processes_is_one_set_of_bytes() {
     assert!(a.wait().unwrap().success());
     img.fsck_clean();
 }
+
+/// A program's own `atexit` handler runs after the thread's storage is torn down and
+/// before the shim's exit work (the library's destructor): it still has the image, and its
+/// nested calls (a rmdir resolves the parent inside its call) do not wait on the image
+/// lock they hold (initdb removes its data directory so after a failed start).
+#[test]
+fn a_programs_atexit_handler_still_has_the_image() {
+    let img = image();
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("atexit.c");
+    let prog = dir.path().join("atexit");
+    std::fs::write(
+        &src,
+        r#"#include <stdio.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+static const char *base;
+static char d[4096], f[4096];
+static void cleanup(void) {
+    int ok = unlink(f) == 0 && rmdir(d) == 0 && access(d, F_OK) != 0;
+    FILE *out = fopen(base, "w");
+    if (out) { fputs(ok ? "cleaned" : "left", out); fclose(out); }
+}
+int main(int argc, char **argv) {
+    base = argv[2];
+    snprintf(d, sizeof d, "%s/work", argv[1]);
+    snprintf(f, sizeof f, "%s/work/tmp", argv[1]);
+    if (mkdir(d, 0755) != 0) return 2;
+    FILE *t = fopen(f, "w");
+    if (!t) return 3;
+    fputs("scratch", t);
+    fclose(t);
+    atexit(cleanup);
+    return 0;
+}
+"#,
+    )
+    .unwrap();
+    let cc = std::process::Command::new("cc").arg("-o").arg(&prog).arg(&src).status();
+    if !cc.is_ok_and(|s| s.success()) {
+        common::skip::skip("cc (to build the atexit program) is not installed");
+        return;
+    }
+    let out = img.run("timeout", &["5", prog.to_str().unwrap(), &p(""), &p("/report")]);
+    assert!(out.status.success(), "the program hung or failed: {out:?}");
+    assert_eq!(img.ok("cat", &[&p("/report")]), "cleaned");
+    img.fsck_clean();
+}

@@ -20,9 +20,25 @@ fn clean(img: &Path) -> bool {
     sb.state == hashfs::testing::layout::SB_STATE_CLEAN
 }
 
+/// Removes the image and its region when the test ends, passed or failed (not in the
+/// child, which ends with _exit).
+struct Removed(PathBuf);
+
+impl Drop for Removed {
+    fn drop(&mut self) {
+        if let Ok(f) = std::fs::File::open(&self.0) {
+            if let Ok(r) = hashfs::share::region_path(&f) {
+                let _ = std::fs::remove_file(r);
+            }
+        }
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
 #[test]
 fn a_forked_child_joins_and_a_parent_leaving_first_leaves_the_image_to_it() {
     let img = PathBuf::from(format!("/dev/shm/hashfs-shared-fork-{}.img", std::process::id()));
+    let _removed = Removed(img.clone());
     FileSystem::format_file(&img, 64 << 20, &hashfs::FormatOptions::default(), &|_, _| {}).unwrap();
     let (fs, _) = FileSystem::open_shared(&img).unwrap();
     let f = fs.open_file(Path::new("/f"), OpenOptions::new().write(true).create(true)).unwrap();
@@ -83,5 +99,4 @@ fn a_forked_child_joins_and_a_parent_leaving_first_leaves_the_image_to_it() {
     assert_eq!(again.read(Path::new("/f")).unwrap(), b"parent;child");
     assert_eq!(again.read(Path::new("/made-by-child")).unwrap(), b"yes");
     drop(again);
-    std::fs::remove_file(&img).unwrap();
 }

@@ -94,4 +94,20 @@ pub trait Process {
     /// in the child, -1 in a parent whose fork failed). Runs before fork returns to the
     /// program; errno is restored after it.
     fn after_fork(_prepared: Option<Box<dyn std::any::Any>>, _pid: libc::pid_t) {}
+    /// Before `execve` and its relatives replace the program: what the backend does for
+    /// the descriptors that survive (a shim hands their open files to the next program).
+    /// Its value goes to [`Self::exec_failed`] if the call returns.
+    fn before_exec() -> Option<Box<dyn std::any::Any>> {
+        None
+    }
+    /// The exec failed (the program goes on): [`Self::before_exec`]'s work is undone.
+    /// errno is restored after it.
+    fn exec_failed(_prepared: Option<Box<dyn std::any::Any>>) {}
+    /// Before `posix_spawn` and `posix_spawnp` start a program in a child (which runs no
+    /// code of ours before its exec): what the child's program is to inherit. Its value goes
+    /// to [`Self::after_spawn`] (`spawned`: whether a child was made).
+    fn before_spawn() -> Option<Box<dyn std::any::Any>> {
+        None
+    }
+    fn after_spawn(_prepared: Option<Box<dyn std::any::Any>>, _spawned: bool) {}
 }

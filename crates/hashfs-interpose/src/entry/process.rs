@@ -235,3 +235,74 @@ pub unsafe fn fork<B: Backend>() -> libc::pid_t {
     crate::set_errno(e);
     pid
 }
+
+/// Runs `exec` (the real call) between the backend's preparation and, if it returns, its
+/// undoing.
+fn exec_with<B: Backend>(exec: impl FnOnce() -> c_int) -> c_int {
+    let prepared = crate::guarded(B::before_exec).flatten();
+    let r = exec();
+    let e = crate::errno();
+    crate::guarded(|| B::exec_failed(prepared));
+    crate::set_errno(e);
+    r
+}
+
+type Argv = *const *const c_char;
+
+pub unsafe fn execve<B: Backend>(path: *const c_char, argv: Argv, envp: Argv) -> c_int {
+    exec_with::<B>(|| forward!(execve(path, argv, envp): fn(*const c_char, Argv, Argv) -> c_int))
+}
+
+pub unsafe fn execv<B: Backend>(path: *const c_char, argv: Argv) -> c_int {
+    exec_with::<B>(|| forward!(execv(path, argv): fn(*const c_char, Argv) -> c_int))
+}
+
+pub unsafe fn execvp<B: Backend>(file: *const c_char, argv: Argv) -> c_int {
+    exec_with::<B>(|| forward!(execvp(file, argv): fn(*const c_char, Argv) -> c_int))
+}
+
+pub unsafe fn execvpe<B: Backend>(file: *const c_char, argv: Argv, envp: Argv) -> c_int {
+    exec_with::<B>(|| forward!(execvpe(file, argv, envp): fn(*const c_char, Argv, Argv) -> c_int))
+}
+
+pub unsafe fn fexecve<B: Backend>(fd: c_int, argv: Argv, envp: Argv) -> c_int {
+    exec_with::<B>(|| forward!(fexecve(fd, argv, envp): fn(c_int, Argv, Argv) -> c_int))
+}
+
+type SpawnActions = *const libc::posix_spawn_file_actions_t;
+type SpawnAttr = *const libc::posix_spawnattr_t;
+
+/// Runs `spawn` (the real call, which returns an error number) between the backend's
+/// preparation and its completion.
+fn spawn_with<B: Backend>(spawn: impl FnOnce() -> c_int) -> c_int {
+    let prepared = crate::guarded(B::before_spawn).flatten();
+    let r = spawn();
+    crate::guarded(|| B::after_spawn(prepared, r == 0));
+    r
+}
+
+pub unsafe fn posix_spawn<B: Backend>(
+    pid: *mut libc::pid_t,
+    path: *const c_char,
+    actions: SpawnActions,
+    attr: SpawnAttr,
+    argv: Argv,
+    envp: Argv,
+) -> c_int {
+    spawn_with::<B>(
+        || forward!(posix_spawn(pid, path, actions, attr, argv, envp): fn(*mut libc::pid_t, *const c_char, SpawnActions, SpawnAttr, Argv, Argv) -> c_int),
+    )
+}
+
+pub unsafe fn posix_spawnp<B: Backend>(
+    pid: *mut libc::pid_t,
+    file: *const c_char,
+    actions: SpawnActions,
+    attr: SpawnAttr,
+    argv: Argv,
+    envp: Argv,
+) -> c_int {
+    spawn_with::<B>(
+        || forward!(posix_spawnp(pid, file, actions, attr, argv, envp): fn(*mut libc::pid_t, *const c_char, SpawnActions, SpawnAttr, Argv, Argv) -> c_int),
+    )
+}

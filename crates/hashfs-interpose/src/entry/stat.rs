@@ -73,3 +73,32 @@ pub unsafe fn euidaccess<B: Backend>(path: *const c_char, mode: c_int) -> c_int 
     // SAFETY: euidaccess is faccessat with AT_EACCESS.
     unsafe { faccessat::<B>(libc::AT_FDCWD, path, mode, libc::AT_EACCESS) }
 }
+
+/// glibc's versioned stat entry points (`__xstat` and kin, `ver` the layout's version:
+/// 1 on x86-64, where it is `struct stat`), which programs built before glibc 2.33 still
+/// call (Debian's GNU make among them): the calls above, as fstatat.
+pub unsafe fn xstat<B: Backend>(_ver: c_int, path: *const c_char, st: *mut libc::stat) -> c_int {
+    // SAFETY: __xstat's contract is stat's.
+    unsafe { fstatat::<B>(libc::AT_FDCWD, path, st, 0) }
+}
+
+pub unsafe fn lxstat<B: Backend>(_ver: c_int, path: *const c_char, st: *mut libc::stat) -> c_int {
+    // SAFETY: __lxstat's contract is lstat's.
+    unsafe { fstatat::<B>(libc::AT_FDCWD, path, st, libc::AT_SYMLINK_NOFOLLOW) }
+}
+
+pub unsafe fn fxstat<B: Backend>(_ver: c_int, fd: c_int, st: *mut libc::stat) -> c_int {
+    // SAFETY: __fxstat's contract is fstat's.
+    unsafe { fstat::<B>(fd, st) }
+}
+
+pub unsafe fn fxstatat<B: Backend>(
+    _ver: c_int,
+    dirfd: c_int,
+    path: *const c_char,
+    st: *mut libc::stat,
+    flags: c_int,
+) -> c_int {
+    // SAFETY: __fxstatat's contract is fstatat's.
+    unsafe { fstatat::<B>(dirfd, path, st, flags) }
+}

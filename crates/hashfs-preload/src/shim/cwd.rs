@@ -6,7 +6,8 @@
 //! so a relative path given to a call the shim does not intercept fails with ENOENT
 //! instead of reaching the directory the program was in before. Limits: a relative path
 //! that leaves the prefix (`..` above its root) fails the same way while the working
-//! directory is inside it; a program exec'd from there starts in that removed directory.
+//! directory is inside it. A program exec'd from there starts there too: the exec passes
+//! the directory on (`exec.rs`).
 
 use super::*;
 use hashfs_interpose::{Errno, FsStats, IoctlArg, Next, Process, Served};
@@ -14,6 +15,19 @@ use io::served;
 
 /// The working directory inside the image ("/a/b"), when there is one.
 static VCWD: Mutex<Option<PathBuf>> = Mutex::new(None);
+
+/// `f` with the working directory inside the image, if the process is in one (an exec or a
+/// spawn passes it on: `exec.rs`), without a copy (a `vfork` child, which runs in its
+/// parent's memory, must not allocate).
+pub(super) fn with_virtual_cwd<T>(f: impl FnOnce(&Path) -> T) -> Option<T> {
+    VCWD.lock().as_deref().map(f)
+}
+
+/// A program exec'd from inside the image starts there (its kernel working directory is
+/// the removed one its predecessor parked it in).
+pub(super) fn inherit_cwd(dir: PathBuf) {
+    *VCWD.lock() = Some(dir);
+}
 
 /// The host path (prefix + directory) of the virtual working directory.
 fn host_cwd() -> Option<PathBuf> {
@@ -135,5 +149,21 @@ impl Process for Preload {
 
     fn after_fork(prepared: Option<Box<dyn std::any::Any>>, pid: libc::pid_t) {
         super::fork::after_fork(prepared, pid)
+    }
+
+    fn before_exec() -> Option<Box<dyn std::any::Any>> {
+        super::exec::before_exec()
+    }
+
+    fn exec_failed(prepared: Option<Box<dyn std::any::Any>>) {
+        super::exec::exec_failed(prepared)
+    }
+
+    fn before_spawn() -> Option<Box<dyn std::any::Any>> {
+        super::exec::before_spawn()
+    }
+
+    fn after_spawn(prepared: Option<Box<dyn std::any::Any>>, spawned: bool) {
+        super::exec::after_spawn(prepared, spawned)
     }
 }

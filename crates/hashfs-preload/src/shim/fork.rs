@@ -27,13 +27,45 @@ pub(super) struct PosGuard<'a> {
 }
 
 /// The mount, unless this process is a child that could not join it.
-fn joined_fs() -> Option<&'static FileSystem<MmapDevice>> {
+pub(super) fn joined_fs() -> Option<&'static FileSystem<MmapDevice>> {
     SHIM.get().filter(|_| !FORKED.load(Ordering::Relaxed)).and_then(|s| s.fs.as_ref())
 }
 
 impl Position {
     pub(super) fn new() -> Position {
         Position { local: Mutex::new(0), shared: OnceLock::new() }
+    }
+
+    /// The position of a descriptor a program inherited across `execve` (`exec.rs`): the
+    /// description's.
+    pub(super) fn adopted(h: Handle) -> Position {
+        let shared = OnceLock::new();
+        let _ = shared.set(h);
+        Position { local: Mutex::new(0), shared }
+    }
+
+    /// The description this position lives in, made now (at the position it has) if a fork
+    /// or exec has not shared it yet. None on a mount of one process.
+    pub(super) fn share(&self, fs: &FileSystem<MmapDevice>, ino: Ino, flags: c_int) -> hashfs::Result<Option<Handle>> {
+        let held = self.local.lock();
+        self.share_at(fs, ino, flags, *held)
+    }
+
+    /// As [`Self::share`], with the position's lock held by the caller (`at`: the position).
+    fn share_at(&self, fs: &FileSystem<MmapDevice>, ino: Ino, flags: c_int, at: u64) -> hashfs::Result<Option<Handle>> {
+        if let Some(&h) = self.shared.get() {
+            return Ok(Some(h));
+        }
+        let made = fs.share_description(ino, flags as u32, at)?;
+        if let Some(h) = made {
+            let _ = self.shared.set(h);
+        }
+        Ok(made)
+    }
+
+    /// The process's own copy of the position, locked (a fork holds it across).
+    pub(super) fn local_lock(&self) -> MutexGuard<'_, u64> {
+        self.local.lock()
     }
 
     pub(super) fn lock(&self) -> PosGuard<'_> {
@@ -94,27 +126,27 @@ pub(super) fn before_fork() -> Option<Box<dyn std::any::Any>> {
     // The positions first (a thread may hold one while it looks up another descriptor),
     // then the table.
     let mut files: Vec<Arc<OpenFile>> = s.fds.lock().values().cloned().collect();
+    // The files this process's pumps write or read: shared too (a forked child's standard
+    // descriptors are the pumps' pipes, or become descriptors of their files at its exec).
+    // SAFETY: getpid through the system call.
+    let me = unsafe { libc::syscall(libc::SYS_getpid) } as i32;
+    files.extend(pump::PUMPED.lock().iter().filter(|p| p.pid == me).map(|p| p.of.clone()));
     files.sort_by_key(|f| Arc::as_ptr(f) as usize);
     files.dedup_by_key(|f| Arc::as_ptr(f) as usize);
     let mut handles = Vec::with_capacity(files.len());
     let mut shareable = true;
     for of in &files {
-        let held = of.pos.local.lock();
+        // An output pump's pipe is written out first: the child's writes come after.
+        let held = pump::drained_for_fork(of, of.pos.local.lock());
         let at = *held;
         std::mem::forget(held); // unlocked after the fork, in both processes
-        match of.pos.shared.get() {
-            Some(&h) => handles.push(h),
-            None => match fs.share_description(of.ino, of.flags.load(Ordering::Relaxed) as u32, at) {
-                Ok(Some(h)) => {
-                    let _ = of.pos.shared.set(h);
-                    handles.push(h);
-                }
-                Ok(None) => shareable = false,
-                Err(e) => {
-                    eprintln!("hashfs_preload: a forked child cannot share the parent's files: {e}");
-                    shareable = false;
-                }
-            },
+        match of.pos.share_at(fs, of.ino, of.flags.load(Ordering::Relaxed), at) {
+            Ok(Some(h)) => handles.push(h),
+            Ok(None) => shareable = false,
+            Err(e) => {
+                eprintln!("hashfs_preload: a forked child cannot share the parent's files: {e}");
+                shareable = false;
+            }
         }
     }
     let descriptors = s.fds.lock();
@@ -132,7 +164,9 @@ pub(super) fn after_fork(prepared: Option<Box<dyn std::any::Any>>, pid: libc::pi
     let fs = SHIM.get().and_then(|s| s.fs.as_ref());
     if pid == 0 {
         // SAFETY: getpid through the system call.
-        OWNER_PID.store(unsafe { libc::syscall(libc::SYS_getpid) } as i32, Ordering::Relaxed);
+        let me = unsafe { libc::syscall(libc::SYS_getpid) } as i32;
+        OWNER_PID.store(me, Ordering::Relaxed);
+        exec::PROCESS_PID.store(me, Ordering::Relaxed);
         // The parent's pump threads are not the child's: never joined here.
         if let Some(mut pumps) = PUMPS.try_lock() {
             std::mem::forget(std::mem::take(&mut *pumps));

@@ -124,7 +124,8 @@ impl Descriptions {
     pub fn adopt(&self, h: Handle, me: Participant) {
         let d = &self.slots[h.index as usize];
         d.holders.fetch_or(1u64 << me.0, Ordering::AcqRel);
-        d.forks.fetch_sub(1, Ordering::AcqRel);
+        // Never below zero: an exec'd program adopts what a mount may have found uncounted.
+        let _ = d.forks.fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1));
     }
 
     /// In the parent, when `fork` failed: the count [`Self::count_fork`] made is undone.

@@ -96,6 +96,11 @@ impl Participants {
         self.slots[i.0 as usize].leaving.store(1, Ordering::Release);
     }
 
+    /// Participant `i` stays after all (its `execve`, which began its leaving, failed).
+    pub fn set_staying(&self, i: Participant) {
+        self.slots[i.0 as usize].leaving.store(0, Ordering::Release);
+    }
+
     /// Whether participant `i` lives and has not begun to leave.
     pub fn staying(&self, i: Participant) -> bool {
         self.alive(i) && self.slots.get(i.0 as usize).is_some_and(|s| s.leaving.load(Ordering::Acquire) == 0)

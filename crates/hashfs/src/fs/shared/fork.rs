@@ -14,7 +14,7 @@
 //! behind: the image is then recovered by the next mount that finds no one, as after a
 //! crash, which also clears it.
 
-use super::{add_depth, release_leftovers, Entered, CALL};
+use super::{add_depth, release_leftovers, Entered, TOUCHED};
 use crate::fs::api::FileSystem;
 use crate::layout::Ino;
 use crate::pm::PmDevice;
@@ -89,7 +89,7 @@ impl<D: PmDevice> FileSystem<D> {
         if fork.outer {
             // The copy of the parent's hold: the parent lets go of the lock itself.
             add_depth(-1);
-            let _ = CALL.try_with(|c| c.touched.borrow_mut().clear());
+            let _ = TOUCHED.try_with(|t| t.borrow_mut().clear());
         }
         let parts = sh.region.participants();
         let Some(me) = parts.join() else {
@@ -118,6 +118,84 @@ impl<D: PmDevice> FileSystem<D> {
         }
         uncount(sh);
         Ok(())
+    }
+}
+
+impl<D: PmDevice> FileSystem<D> {
+    /// Before `execve`, which keeps `descriptions`' descriptors for the next program: counts
+    /// the exec on each (as a fork; the next program takes them over,
+    /// [`Self::adopt_inherited`]) and in the image, and marks this participant leaving, so
+    /// that no one waits for it: its slot, still its process's by pid and start time, is
+    /// reaped when the next program joins. None on a mount of one process.
+    pub fn prepare_exec(&self, descriptions: &[Handle]) -> Option<Fork> {
+        let exec = self.hand_over(descriptions)?;
+        let sh = self.inner.shared.get()?;
+        sh.region.participants().set_leaving(sh.me());
+        Some(exec)
+    }
+
+    /// The `execve` failed: this participant stays, and the counts go.
+    pub fn exec_failed(&self, exec: Fork) {
+        self.spawn_failed(exec);
+        if let Some(sh) = self.inner.shared.get() {
+            sh.region.participants().set_staying(sh.me());
+        }
+    }
+
+    /// Before `posix_spawn`, whose child program inherits `descriptions`' descriptors:
+    /// counts them for it, as for an exec ([`Self::adopt_inherited`] takes them over), this
+    /// participant staying. None on a mount of one process.
+    pub fn prepare_spawn(&self, descriptions: &[Handle]) -> Option<Fork> {
+        self.hand_over(descriptions)
+    }
+
+    /// The spawn failed (or the exec that followed [`Self::prepare_exec`]): the counts go.
+    pub fn spawn_failed(&self, spawn: Fork) {
+        let Some(sh) = self.inner.shared.get() else { return };
+        let _in = self.inner.enter();
+        for &h in &spawn.counted {
+            sh.region.descriptions().fork_failed(h);
+        }
+        if !spawn.counted.is_empty() {
+            uncount(sh);
+        }
+    }
+
+    /// Counts `descriptions` for a program that is to adopt them, and, if any, that
+    /// program in the image's `forks` (which its adoption uncounts).
+    fn hand_over(&self, descriptions: &[Handle]) -> Option<Fork> {
+        let sh = self.inner.shared.get()?;
+        let _in = self.inner.enter();
+        let table = sh.region.descriptions();
+        let counted: Vec<Handle> = descriptions.iter().copied().filter(|&h| table.count_fork(h)).collect();
+        if !counted.is_empty() {
+            sh.region.words().forks.fetch_add(1, Ordering::AcqRel);
+        }
+        Some(Fork { counted, outer: false })
+    }
+
+    /// In a program started by `execve`, as it starts: takes over the descriptions the
+    /// program before it counted for it ([`Self::prepare_exec`]); for each, its inode and
+    /// status flags, or None when it is no longer there (an exec whose counts a first mount
+    /// cleared, after everyone else had gone).
+    pub fn adopt_inherited(&self, descriptions: &[Handle]) -> Vec<Option<(Ino, u32)>> {
+        let Some(sh) = self.inner.shared.get() else { return vec![None; descriptions.len()] };
+        let _in = self.inner.enter();
+        let table = sh.region.descriptions();
+        let me = sh.me();
+        let found = descriptions
+            .iter()
+            .map(|&h| {
+                let d = table.get(h)?;
+                let what = (d.ino(), d.flags());
+                table.adopt(h, me);
+                Some(what)
+            })
+            .collect();
+        if !descriptions.is_empty() {
+            uncount(sh);
+        }
+        found
     }
 }
 

@@ -60,16 +60,14 @@ impl SharedMount {
     }
 }
 
-/// What a thread keeps about the call of a shared mount it is in.
-struct Call {
-    /// How deep the thread is in calls (the lock is taken at 0 → 1).
-    depth: Cell<u32>,
-    /// Inodes the call changed on the media (kept with its capacity from call to call).
-    touched: RefCell<Vec<u32>>,
-}
-
 thread_local! {
-    static CALL: Call = const { Call { depth: Cell::new(0), touched: RefCell::new(Vec::new()) } };
+    /// How deep this thread is in calls of a shared mount (the lock is taken at 0 → 1). A
+    /// plain `Cell` of a `const` thread-local: it has no destructor, so it stays right
+    /// after the thread's storage is torn down, where a program's `atexit` handler may
+    /// still make calls (nested ones among them, which must not take the lock again).
+    static DEPTH: Cell<u32> = const { Cell::new(0) };
+    /// Inodes the call changed on the media (kept with its capacity from call to call).
+    static TOUCHED: RefCell<Vec<u32>> = const { RefCell::new(Vec::new()) };
 }
 
 /// A change that could not be noted (the thread's storage was being torn down, at its
@@ -77,21 +75,18 @@ thread_local! {
 /// refresh everything.
 static LOST_ANYWHERE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
-/// This thread's depth in calls of a shared mount (0 once its storage is gone: a call
-/// then runs as the outermost, which is what it is).
+/// This thread's depth in calls of a shared mount.
 fn depth() -> u32 {
-    CALL.try_with(|c| c.depth.get()).unwrap_or(0)
+    DEPTH.with(Cell::get)
 }
 
-/// Adds `by` to this thread's depth; the new depth (as if it had been 0, once the
-/// thread's storage is gone).
+/// Adds `by` to this thread's depth; the new depth.
 fn add_depth(by: i32) -> u32 {
-    CALL.try_with(|c| {
-        let d = c.depth.get().saturating_add_signed(by);
-        c.depth.set(d);
-        d
+    DEPTH.with(|d| {
+        let n = d.get().saturating_add_signed(by);
+        d.set(n);
+        n
     })
-    .unwrap_or(by.max(0) as u32)
 }
 
 /// Whether this thread is inside a call of a shared mount (changes are noted).
@@ -103,12 +98,10 @@ pub(crate) fn recording() -> bool {
 /// transaction's commit, the in-place size and time stores). Nothing outside a shared
 /// mount's call.
 pub(crate) fn touched(ino: Ino) {
-    let noted = CALL.try_with(|c| {
-        if c.depth.get() > 0 {
-            c.touched.borrow_mut().push(ino.0);
-        }
-    });
-    if noted.is_err() {
+    if depth() == 0 {
+        return;
+    }
+    if TOUCHED.try_with(|t| t.borrow_mut().push(ino.0)).is_err() {
         LOST_ANYWHERE.store(true, Ordering::Release);
     }
 }
@@ -242,8 +235,8 @@ impl<D: PmDevice> FsInner<D> {
         let mut n = words.changes.load(Ordering::Acquire);
         debug_assert_eq!(n, sh.seen.load(Ordering::Relaxed), "a holder of the lock has caught up");
         let start = n;
-        let noted = CALL.try_with(|c| {
-            let mut inos = c.touched.borrow_mut();
+        let noted = TOUCHED.try_with(|t| {
+            let mut inos = t.borrow_mut();
             inos.sort_unstable();
             inos.dedup();
             for &ino in inos.iter() {

@@ -1,0 +1,411 @@
+//! `execve` and its relatives (`execv`, `execvp`, `execvpe`, `fexecve`): a HashFS
+//! descriptor without close-on-exec survives into the next program with its open file
+//! description (its file, offset and flags), as Linux keeps it. A shell's `cmd > /pm/f`
+//! (the forked child opens the file onto stdout, then execs `cmd`) is the common case.
+//!
+//! Before the exec, each surviving descriptor's description is made shared in the image's
+//! region (`fork.rs`: its position moves there) and counted for the next program, and its
+//! placeholder becomes an `O_PATH` descriptor of a memfd named after the description
+//! (`hashfs-ofd-<index>-<generation>`), which `/proc/self/fd` shows to the next program.
+//! A standard descriptor that is a pump's pipe (`start_pump`) is drained into its file
+//! (output) or has its unread bytes given back to its offset (input), then becomes such a
+//! named descriptor too. As the next program's shim loads, before `main`, it finds the
+//! names, joins the image, takes the descriptions over and serves the descriptors (the
+//! standard ones through pumps again). The exec'ing participant is marked leaving, so that
+//! no one waits for it; the next program's join reaps its slot.
+//!
+//! Only direct calls are seen: `execl`, `execlp` and `execle` (variadic), and a `vfork`
+//! child's exec (`posix_spawn`, whose child runs in its parent's memory), pass their
+//! descriptors as before (EBADF in the next program).
+
+use super::*;
+use hashfs::share::Handle;
+use pump::{inode_of, Pump, PUMPED};
+
+/// What a named placeholder's memfd is called, before its index and generation.
+const NAME: &str = "hashfs-ofd-";
+
+/// Makes descriptor `fd` an `O_PATH` descriptor of a memfd named after `h` (without
+/// close-on-exec); false if the kernel refused a step.
+fn name_after(fd: c_int, h: Handle) -> bool {
+    let Ok(name) = CString::new(format!("{NAME}{}-{}", h.index, h.generation)) else { return false };
+    // SAFETY: a NUL-terminated name.
+    let m = unsafe { libc::memfd_create(name.as_ptr(), libc::MFD_CLOEXEC) };
+    if m < 0 {
+        return false;
+    }
+    let open = real!(open: fn(*const c_char, c_int, c_uint) -> c_int);
+    let close = real!(close: fn(c_int) -> c_int);
+    let dup2 = real!(dup2: fn(c_int, c_int) -> c_int);
+    let Ok(path) = CString::new(format!("/proc/self/fd/{m}")) else { return false };
+    // SAFETY: a NUL-terminated path; the descriptors are ours.
+    unsafe {
+        let q = open(path.as_ptr(), libc::O_PATH, 0);
+        close(m);
+        if q < 0 {
+            return false;
+        }
+        let r = dup2(q, fd);
+        close(q);
+        r == fd
+    }
+}
+
+/// The description a named placeholder stands for: `/memfd:hashfs-ofd-I-G (deleted)`.
+fn named(link: &[u8]) -> Option<Handle> {
+    let s = std::str::from_utf8(link).ok()?.strip_prefix("/memfd:")?.strip_prefix(NAME)?;
+    let s = s.split(' ').next()?;
+    let (i, g) = s.split_once('-')?;
+    Some(Handle { index: i.parse().ok()?, generation: g.parse().ok()? })
+}
+
+/// The memfd that passes the working directory inside the image to the next program (its
+/// bytes are the directory's path in the image).
+const CWD_NAME: &str = "hashfs-cwd";
+
+/// A memfd named [`CWD_NAME`] holding `dir`, without close-on-exec, at a high number; -1 if
+/// the kernel refused.
+fn pass_cwd(dir: &Path) -> c_int {
+    // SAFETY: a NUL-terminated name (CWD_NAME's); no close-on-exec: it is for the next
+    // program.
+    let m = unsafe { libc::memfd_create(c"hashfs-cwd".as_ptr(), 0) };
+    if m < 0 {
+        return -1;
+    }
+    let bytes = dir.as_os_str().as_bytes();
+    let write = real!(write: fn(c_int, *const c_void, size_t) -> ssize_t);
+    let fcntl = real!(fcntl: fn(c_int, c_int, libc::c_ulong) -> c_int);
+    let close = real!(close: fn(c_int) -> c_int);
+    // SAFETY: writes `bytes` to our memfd; moves it high (F_DUPFD keeps it open across exec).
+    unsafe {
+        if write(m, bytes.as_ptr().cast(), bytes.len()) != bytes.len() as ssize_t {
+            close(m);
+            return -1;
+        }
+        let high = fcntl(m, libc::F_DUPFD, 900);
+        close(m);
+        high
+    }
+}
+
+/// This process's pid, as its own memory has it (set as the shim loads and in a fork's
+/// child): a `vfork` child, which runs in its parent's memory, finds its parent's here.
+pub(super) static PROCESS_PID: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
+
+/// Standard descriptors named after their pumps' descriptions, with their files.
+type Pumped = Vec<(c_int, Arc<OpenFile>)>;
+
+/// What an exec prepared: undone if it fails.
+struct Prepared {
+    /// The participant's part (None: this program did not use the image).
+    exec: Option<hashfs::Fork>,
+    /// The memfd passing the working directory on (-1: none).
+    cwd: c_int,
+    /// Standard descriptors that were pumps' pipes, named now.
+    pumped: Pumped,
+}
+
+/// Before an exec, in the program that calls it.
+pub(super) fn before_exec() -> Option<Box<dyn std::any::Any>> {
+    // The working directory inside the image goes on whether or not this program used the
+    // image itself (`env` exec'ing a shell from there), and from a `vfork` child too (gcc
+    // starts cc1 so): system calls only, nothing allocated.
+    let cwd = cwd::with_virtual_cwd(pass_cwd).unwrap_or(-1);
+    // SAFETY: getpid through the system call.
+    if PROCESS_PID.load(Ordering::Relaxed) != unsafe { libc::syscall(libc::SYS_getpid) } as i32 {
+        // A vfork child: its memory, the shim's state included, is its parent's. (Its
+        // memfd, if the exec fails, goes with the child.)
+        return None;
+    }
+    let descriptors = prepare_descriptors();
+    if descriptors.is_none() && cwd < 0 {
+        return None;
+    }
+    let (exec, pumped) = descriptors.map_or((None, Vec::new()), |(e, p)| (Some(e), p));
+    Some(Box::new(Prepared { exec, cwd, pumped }))
+}
+
+/// The descriptors' part of an exec's preparation: the participant's, and the standard
+/// descriptors named after their pumps' descriptions.
+fn prepare_descriptors() -> Option<(hashfs::Fork, Pumped)> {
+    let s = SHIM.get()?;
+    let fs = fork::joined_fs()?;
+    let fcntl = real!(fcntl: fn(c_int, c_int, libc::c_ulong) -> c_int);
+    // SAFETY: F_GETFD on a descriptor number; a closed one fails.
+    let survives =
+        |fd: c_int| matches!(unsafe { fcntl(fd, libc::F_GETFD, 0) }, f if f >= 0 && f & libc::FD_CLOEXEC == 0);
+    let moving: Vec<(c_int, Arc<OpenFile>)> =
+        s.fds.lock().iter().filter(|(&fd, _)| survives(fd)).map(|(&fd, of)| (fd, of.clone())).collect();
+    let mut pumped = Vec::new();
+    // SAFETY: getpid through the system call.
+    let me = unsafe { libc::syscall(libc::SYS_getpid) } as i32;
+    // An input pump of the parent's stays with the parent (`hand_over_pumps`).
+    for p in PUMPED.lock().iter().filter(|p| p.output || p.pid == me) {
+        for fd in 0..=2 {
+            if p.pipe != 0 && inode_of(fd) == Some(p.pipe) {
+                pumped.push((fd, p.clone()));
+            }
+        }
+    }
+    if moving.is_empty() && pumped.is_empty() {
+        return fs.prepare_exec(&[]).map(|exec| (exec, Vec::new()));
+    }
+    // Each description once (descriptors dup'd from one another share one).
+    let mut handles: Vec<Handle> = Vec::new();
+    let mut of_handle = |of: &OpenFile| -> Option<Handle> {
+        match of.pos.share(fs, of.ino, of.flags.load(Ordering::Relaxed)) {
+            Ok(Some(h)) => {
+                if !handles.contains(&h) {
+                    handles.push(h);
+                }
+                Some(h)
+            }
+            Ok(None) => None,
+            Err(e) => {
+                eprintln!("hashfs_preload: a descriptor cannot pass to the exec'd program: {e}");
+                None
+            }
+        }
+    };
+    let moving: Vec<(c_int, Handle)> = moving.iter().filter_map(|(fd, of)| Some((*fd, of_handle(of)?))).collect();
+    let pumped: Vec<(c_int, Arc<Pump>, Handle)> =
+        pumped.into_iter().filter_map(|(fd, p)| of_handle(&p.of).map(|h| (fd, p, h))).collect();
+    let exec = fs.prepare_exec(&handles)?;
+    for &(fd, h) in &moving {
+        if !name_after(fd, h) {
+            eprintln!("hashfs_preload: descriptor {fd} cannot pass to the exec'd program (memfd refused)");
+        }
+    }
+    hand_over_pumps(&pumped);
+    let pumped = pumped.into_iter().map(|(fd, p, _)| (fd, p.of.clone())).collect();
+    Some((exec, pumped))
+}
+
+/// The standard descriptors that are pumps' pipes become named placeholders: an output
+/// pump writes what its pipe still holds into the file first; an input pump stops, and the
+/// bytes it put in the pipe that the program has not read go back to the offset.
+fn hand_over_pumps(pumped: &[(c_int, Arc<Pump>, Handle)]) {
+    let fcntl = real!(fcntl: fn(c_int, c_int, libc::c_ulong) -> c_int);
+    let read = real!(read: fn(c_int, *mut c_void, size_t) -> ssize_t);
+    // SAFETY: getpid through the system call.
+    let me = unsafe { libc::syscall(libc::SYS_getpid) } as i32;
+    for (fd, p, h) in pumped {
+        if p.pid != me {
+            // A forked child's copy of its parent's pipe: the parent's pump goes on with
+            // what the parent writes; the child's end becomes the description's (an input
+            // pipe stays: parent and child read one stream).
+            if p.output {
+                name_after(*fd, *h);
+            }
+            continue;
+        }
+        if p.output {
+            let thread = take_pump(*fd);
+            name_after(*fd, *h); // closes this end of the pipe: the pump reads to its end
+            settle_pump(thread, *fd);
+            continue;
+        }
+        p.stop.store(true, Ordering::Release);
+        // SAFETY: F_SETFL on our pipe's read end, which is replaced below.
+        unsafe { fcntl(*fd, libc::F_SETFL, libc::O_NONBLOCK as libc::c_ulong) };
+        let mut drained = 0u64;
+        let mut buf = [0u8; 16 * 1024];
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
+        loop {
+            // SAFETY: buf is valid for its length.
+            let n = unsafe { read(*fd, buf.as_mut_ptr().cast(), buf.len()) };
+            if n > 0 {
+                drained += n as u64;
+                continue;
+            }
+            if n == 0 || p.done.load(Ordering::Acquire) || std::time::Instant::now() > deadline {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_micros(100));
+        }
+        {
+            let mut at = p.of.pos.lock();
+            *at = at.saturating_sub(drained);
+        }
+        name_after(*fd, *h);
+    }
+}
+
+/// What a `posix_spawn` prepared: the working directory's memfd (closed in the parent
+/// once the child has its copy) and the descriptors' counts.
+struct Spawned {
+    cwd: c_int,
+    spawn: Option<hashfs::Fork>,
+}
+
+/// Before `posix_spawn`: the child's program inherits the working directory inside the
+/// image and the HashFS descriptors without close-on-exec, as after an exec (their
+/// placeholders named after their descriptions, counted for it); the parent keeps them.
+/// A redirected standard descriptor stays its pump's pipe, which the parent's pump goes on
+/// serving.
+pub(super) fn before_spawn() -> Option<Box<dyn std::any::Any>> {
+    let cwd = cwd::with_virtual_cwd(pass_cwd).unwrap_or(-1);
+    let spawn = spawn_descriptors();
+    if cwd < 0 && spawn.is_none() {
+        return None;
+    }
+    Some(Box::new(Spawned { cwd, spawn }))
+}
+
+fn spawn_descriptors() -> Option<hashfs::Fork> {
+    let s = SHIM.get()?;
+    let fs = fork::joined_fs()?;
+    let fcntl = real!(fcntl: fn(c_int, c_int, libc::c_ulong) -> c_int);
+    // SAFETY: F_GETFD on a descriptor number; a closed one fails.
+    let survives =
+        |fd: c_int| matches!(unsafe { fcntl(fd, libc::F_GETFD, 0) }, f if f >= 0 && f & libc::FD_CLOEXEC == 0);
+    let moving: Vec<(c_int, Arc<OpenFile>)> =
+        s.fds.lock().iter().filter(|(&fd, _)| survives(fd)).map(|(&fd, of)| (fd, of.clone())).collect();
+    let mut handles = Vec::new();
+    for (fd, of) in moving {
+        if let Ok(Some(h)) = of.pos.share(fs, of.ino, of.flags.load(Ordering::Relaxed)) {
+            if name_after(fd, h) && !handles.contains(&h) {
+                handles.push(h);
+            }
+        }
+    }
+    if handles.is_empty() {
+        return None;
+    }
+    fs.prepare_spawn(&handles)
+}
+
+/// After `posix_spawn`, in the parent.
+pub(super) fn after_spawn(prepared: Option<Box<dyn std::any::Any>>, spawned: bool) {
+    let Some(p) = prepared.and_then(|p| p.downcast::<Spawned>().ok()) else { return };
+    if p.cwd >= 0 {
+        // SAFETY: our memfd; the child has its own copy.
+        unsafe { real!(close: fn(c_int) -> c_int)(p.cwd) };
+    }
+    if let (false, Some(fs), Some(spawn)) = (spawned, fork::joined_fs(), p.spawn) {
+        fs.spawn_failed(spawn);
+    }
+}
+
+/// The exec failed: the participant stays, the counts go, and the standard descriptors
+/// named for the next program are pumps again. (Other named placeholders serve as before.)
+pub(super) fn exec_failed(prepared: Option<Box<dyn std::any::Any>>) {
+    let Some(p) = prepared.and_then(|p| p.downcast::<Prepared>().ok()) else { return };
+    if let (Some(fs), Some(exec)) = (fork::joined_fs(), p.exec) {
+        fs.exec_failed(exec);
+    }
+    if p.cwd >= 0 {
+        // SAFETY: our memfd, for an exec that did not happen.
+        unsafe { real!(close: fn(c_int) -> c_int)(p.cwd) };
+    }
+    for (fd, of) in p.pumped {
+        start_pump(of, fd);
+    }
+}
+
+/// What this program inherited across an exec: its descriptors' descriptions, and the
+/// working directory inside the image (its memfd is read and closed here).
+fn inherited() -> (Vec<(c_int, Handle)>, Option<PathBuf>) {
+    let Ok(dir) = std::fs::read_dir("/proc/self/fd") else { return (Vec::new(), None) };
+    let mut cwd = None;
+    let mut found = Vec::new();
+    for e in dir.flatten() {
+        let Some(fd) = e.file_name().to_str().and_then(|n| n.parse::<c_int>().ok()) else { continue };
+        let Ok(link) = std::fs::read_link(e.path()) else { continue };
+        let link = link.as_os_str().as_bytes();
+        if let Some(h) = named(link) {
+            found.push((fd, h));
+        } else if link.starts_with(format!("/memfd:{CWD_NAME} ").as_bytes()) {
+            cwd = read_cwd(fd);
+        }
+    }
+    (found, cwd)
+}
+
+/// The directory a [`pass_cwd`] memfd holds; the descriptor is closed.
+fn read_cwd(fd: c_int) -> Option<PathBuf> {
+    let mut buf = vec![0u8; libc::PATH_MAX as usize];
+    let pread = real!(pread: fn(c_int, *mut c_void, size_t, off_t) -> ssize_t);
+    // SAFETY: reads into buf, within its length; then closes the inherited memfd.
+    let n = unsafe {
+        let n = pread(fd, buf.as_mut_ptr().cast(), buf.len(), 0);
+        real!(close: fn(c_int) -> c_int)(fd);
+        n
+    };
+    (n > 0).then(|| PathBuf::from(std::ffi::OsStr::from_bytes(&buf[..n as usize])))
+}
+
+/// As the shim loads, before `main`: serves the HashFS descriptors the program before the
+/// exec left (nothing to do, and no mount, when there are none).
+extern "C" fn adopt_at_start() {
+    // SAFETY: getpid through the system call; registering a plain function to run in
+    // every fork's child (the shim's exit work is the library's destructor, AT_EXIT).
+    unsafe {
+        PROCESS_PID.store(libc::syscall(libc::SYS_getpid) as i32, Ordering::Relaxed);
+        libc::pthread_atfork(None, None, Some(after_fork_in_child));
+    }
+    guarded(|| {
+        if prefix_bytes().is_none() {
+            return;
+        }
+        let (found, cwd) = inherited();
+        if let Some(dir) = cwd {
+            cwd::inherit_cwd(dir);
+        }
+        if found.is_empty() {
+            return;
+        }
+        let s = shim();
+        let Ok(fs) = s.fs() else { return };
+        let mut handles: Vec<Handle> = found.iter().map(|&(_, h)| h).collect();
+        handles.sort_by_key(|h| (h.index, h.generation));
+        handles.dedup();
+        let infos = fs.adopt_inherited(&handles);
+        let mut files: HashMap<(u32, u64), Arc<OpenFile>> = HashMap::new();
+        for (h, info) in handles.iter().zip(infos) {
+            let Some((ino, flags)) = info else {
+                eprintln!("hashfs_preload: an inherited descriptor's open file is gone; its uses fail with EBADF");
+                continue;
+            };
+            match open_adopted(fs, *h, ino, flags as c_int) {
+                Ok(of) => {
+                    files.insert((h.index, h.generation), of);
+                }
+                Err(e) => eprintln!("hashfs_preload: an inherited descriptor cannot be opened again: {e}"),
+            }
+        }
+        for (fd, h) in found {
+            let Some(of) = files.get(&(h.index, h.generation)) else { continue };
+            if (0..=2).contains(&fd) && of.file.is_some() {
+                start_pump(of.clone(), fd);
+            } else {
+                s.fds.lock().insert(fd, of.clone());
+                s.mark(fd);
+            }
+        }
+    });
+}
+
+/// The open file of an inherited description: its inode opened with its access mode.
+fn open_adopted(fs: &FileSystem<MmapDevice>, h: Handle, ino: Ino, flags: c_int) -> hashfs::Result<Arc<OpenFile>> {
+    let acc = flags & libc::O_ACCMODE;
+    let access = Access {
+        read: acc == libc::O_RDONLY || acc == libc::O_RDWR,
+        write: acc == libc::O_WRONLY || acc == libc::O_RDWR,
+        append: flags & libc::O_APPEND != 0,
+    };
+    let file = if fs.peek_attr(ino)?.is_dir() { None } else { Some(fs.open_ino(ino, access)?) };
+    Ok(Arc::new(OpenFile {
+        file,
+        ino,
+        // Its name is not known here (it may have been renamed or unlinked since).
+        fs_path: prefix().map(Path::to_path_buf).unwrap_or_default(),
+        pos: fork::Position::adopted(h),
+        flags: std::sync::atomic::AtomicI32::new(flags),
+        lock_fd: OnceLock::new(),
+    }))
+}
+
+#[used]
+#[link_section = ".init_array"]
+static ADOPT_AT_START: extern "C" fn() = adopt_at_start;

@@ -1,0 +1,225 @@
+//! Pumps: a standard descriptor redirected to a HashFS file (dup2 onto 0, 1 or 2) becomes
+//! a pipe that a thread pumps into (or out of) the file, because glibc's stdio writes it
+//! with its internal `write`, which no preload can see. A fork and an exec find the pumps
+//! here (`Pump`): a fork waits until each output pump of this process has written all its
+//! pipe held, so that the child's writes land after the parent's (`drained_for_fork`), and
+//! an exec hands a pump's descriptor to the next program (`exec.rs`).
+
+use super::*;
+use std::sync::atomic::AtomicBool;
+
+/// A pump, as a fork or an exec finds it.
+pub(super) struct Pump {
+    pub(super) of: Arc<OpenFile>,
+    pub(super) output: bool,
+    /// The process whose thread it is (a forked child has the record, not the thread).
+    pub(super) pid: i32,
+    /// The pump's own end of the pipe, and the pipe's inode (the standard descriptors that
+    /// are this pump's).
+    end: c_int,
+    pub(super) pipe: u64,
+    /// An input pump stops before its next read (an exec takes over the rest).
+    pub(super) stop: AtomicBool,
+    pub(super) done: AtomicBool,
+}
+
+/// The live pumps.
+pub(super) static PUMPED: Mutex<Vec<Arc<Pump>>> = Mutex::new(Vec::new());
+
+/// The inode of what `fd` refers to, through the system call (no interposed libc).
+pub(super) fn inode_of(fd: c_int) -> Option<u64> {
+    // SAFETY: an all-zero stat is a valid value to be overwritten.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: fstat fills the struct it is given; a bad descriptor fails with EBADF.
+    let r = unsafe { libc::syscall(libc::SYS_fstat, fd, &mut st) };
+    (r == 0).then_some(st.st_ino)
+}
+
+fn my_pid() -> i32 {
+    // SAFETY: getpid through the system call.
+    unsafe { libc::syscall(libc::SYS_getpid) as i32 }
+}
+
+/// Before a fork, with `of`'s position held by the caller: if `of` is an output pump's
+/// file in this process, waits (a second at most) until its pipe is empty, the position
+/// let go meanwhile so that the pump can write. A pump reads its pipe only while it holds
+/// the position, so an empty pipe under the held position means all was written.
+pub(super) fn drained_for_fork<'a>(
+    of: &'a Arc<OpenFile>,
+    held: parking_lot::MutexGuard<'a, u64>,
+) -> parking_lot::MutexGuard<'a, u64> {
+    let me = my_pid();
+    let Some(end) = PUMPED.lock().iter().find(|p| p.output && p.pid == me && Arc::ptr_eq(&p.of, of)).map(|p| p.end)
+    else {
+        return held;
+    };
+    let mut held = held;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(1);
+    loop {
+        let mut queued: c_int = 0;
+        // SAFETY: FIONREAD stores the pipe's byte count in `queued`.
+        let r = unsafe { libc::ioctl(end, libc::FIONREAD, &mut queued) };
+        if r != 0 || queued == 0 || std::time::Instant::now() > deadline {
+            return held;
+        }
+        drop(held);
+        std::thread::sleep(std::time::Duration::from_micros(100));
+        held = of.pos.local_lock();
+    }
+}
+
+/// Standard descriptors redirected to HashFS files (dup2 onto 0, 1 or 2): glibc's stdio
+/// writes them with its internal write, which no preload can see, so they become pipes that
+/// a thread pumps into (or out of) the file.
+pub(super) static PUMPS: Mutex<Vec<(c_int, std::thread::JoinHandle<()>)>> = Mutex::new(Vec::new());
+
+/// Before `target` (a standard descriptor) is replaced or closed: the output pump feeding
+/// the file from it, taken out of the list. After the replacement, [`settle_pump`] lets it
+/// write what the pipe still holds, so that the file has the data before the program goes
+/// on (a shell's `echo a > f; echo b >> f` must not race two pumps).
+pub(super) fn take_pump(target: c_int) -> Option<std::thread::JoinHandle<()>> {
+    let mut pumps = PUMPS.lock();
+    let i = pumps.iter().position(|(fd, _)| *fd == target)?;
+    Some(pumps.swap_remove(i).1)
+}
+
+/// Waits for a taken pump to reach the end of its pipe, at most a second (another copy of
+/// the pipe's write end, such as `2>&1` made, keeps it open; the pump then finishes on its
+/// own when that copy goes, and is joined at exit).
+pub(super) fn settle_pump(handle: Option<std::thread::JoinHandle<()>>, target: c_int) {
+    let Some(h) = handle else { return };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(1);
+    while !h.is_finished() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_micros(200));
+    }
+    if h.is_finished() {
+        let _ = h.join();
+    } else {
+        PUMPS.lock().push((-2 - target, h)); // still writing: joined at exit, not closed there
+    }
+}
+
+pub(super) fn start_pump(of: Arc<OpenFile>, target: c_int) -> c_int {
+    let pipe2 = real!(pipe2: fn(*mut c_int, c_int) -> c_int);
+    let dup2r = real!(dup2: fn(c_int, c_int) -> c_int);
+    let closer = real!(close: fn(c_int) -> c_int);
+    let readr = real!(read: fn(c_int, *mut c_void, size_t) -> ssize_t);
+    let writer = real!(write: fn(c_int, *const c_void, size_t) -> ssize_t);
+    let mut fds = [0 as c_int; 2];
+    // SAFETY: fds holds two descriptors.
+    if unsafe { pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return -1;
+    }
+    // The caller may have closed `target` before dup2 onto it (a shell saving and closing
+    // its stdout first), so one end of the new pipe can land on `target` itself; moved
+    // elsewhere, or the dup2 below would close it.
+    let fcntlr = real!(fcntl: fn(c_int, c_int, libc::c_ulong) -> c_int);
+    for fd in fds.iter_mut() {
+        if *fd == target {
+            // SAFETY: duplicating our own pipe end (target is taken, so the copy lands
+            // elsewhere), then closing the original.
+            let moved = unsafe { fcntlr(*fd, libc::F_DUPFD_CLOEXEC, 3) };
+            if moved < 0 {
+                // SAFETY: both ends are ours.
+                unsafe {
+                    closer(fds[0]);
+                    closer(fds[1]);
+                }
+                return -1;
+            }
+            // SAFETY: the original end, now duplicated.
+            unsafe { closer(*fd) };
+            *fd = moved;
+        }
+    }
+    let (r, w) = (fds[0], fds[1]);
+    let output = target != 0;
+    let older = if output { take_pump(target) } else { None };
+    // SAFETY: plain descriptor operations on descriptors we own.
+    unsafe {
+        if dup2r(if output { w } else { r }, target) < 0 {
+            closer(r);
+            closer(w);
+            return -1;
+        }
+        closer(if output { w } else { r });
+    }
+    settle_pump(older, target);
+    // Our end, out of the way of the program's dup2 (`hashfs::pm::out_of_the_way`); an
+    // output pump's reads it without blocking, under the file's position (`poll` waits).
+    let keep = {
+        use std::os::fd::{FromRawFd, IntoRawFd};
+        // SAFETY: our own pipe end, owned by nothing else.
+        hashfs::pm::out_of_the_way(unsafe { std::fs::File::from_raw_fd(if output { r } else { w }) }).into_raw_fd()
+    };
+    if output {
+        // SAFETY: F_SETFL on our own end.
+        unsafe { fcntlr(keep, libc::F_SETFL, libc::O_NONBLOCK as libc::c_ulong) };
+    }
+    let pumped = Arc::new(Pump {
+        of: of.clone(),
+        output,
+        pid: my_pid(),
+        end: keep,
+        pipe: inode_of(target).unwrap_or(0),
+        stop: AtomicBool::new(false),
+        done: AtomicBool::new(false),
+    });
+    PUMPED.lock().push(pumped.clone());
+    let handle = std::thread::spawn(move || {
+        shim_thread();
+        let Some(file) = of.file.as_ref() else { return };
+        let mut buf = vec![0u8; 64 * 1024];
+        loop {
+            if output {
+                let mut wait = libc::pollfd { fd: keep, events: libc::POLLIN, revents: 0 };
+                // SAFETY: one pollfd; -1: wait until readable or hung up.
+                if unsafe { libc::poll(&mut wait, 1, -1) } < 0 {
+                    continue; // EINTR
+                }
+                let mut pos = of.pos.lock();
+                // SAFETY: buf is valid for its length.
+                let n = unsafe { readr(keep, buf.as_mut_ptr() as *mut c_void, buf.len()) };
+                if n < 0 && hashfs_interpose::errno() == libc::EAGAIN {
+                    continue; // read by no one else: poll woke for nothing
+                }
+                if n <= 0 {
+                    break;
+                }
+                let written = if of.flags.load(Ordering::Relaxed) & libc::O_APPEND != 0 {
+                    file.append(&buf[..n as usize])
+                } else {
+                    file.write_at(*pos, &buf[..n as usize]).map(|k| (k, *pos + k as u64))
+                };
+                match written {
+                    Ok((_, end)) => *pos = end,
+                    Err(e) => {
+                        eprintln!("hashfs_preload: write to redirected descriptor {target} failed: {e}");
+                        break;
+                    }
+                }
+            } else {
+                if pumped.stop.load(Ordering::Acquire) {
+                    break; // an execve takes over the rest (`exec.rs`)
+                }
+                let mut pos = of.pos.lock();
+                let n = match file.read_at(*pos, &mut buf) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => n,
+                };
+                *pos += n as u64;
+                drop(pos);
+                // SAFETY: buf holds n bytes.
+                if unsafe { writer(keep, buf.as_ptr() as *const c_void, n) } < 0 {
+                    break;
+                }
+            }
+        }
+        // SAFETY: our end of the pipe.
+        unsafe { closer(keep) };
+        pumped.done.store(true, Ordering::Release);
+        PUMPED.lock().retain(|q| !Arc::ptr_eq(q, &pumped));
+    });
+    PUMPS.lock().push((if output { target } else { -1 }, handle));
+    target
+}

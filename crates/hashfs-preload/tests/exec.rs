@@ -1,0 +1,113 @@
+//! Descriptors across `execve` through the shim (issue 55): a HashFS descriptor without
+//! close-on-exec reaches the exec'd program with its open file description (its file, its
+//! offset, its flags), as Linux keeps it. The shell's redirections of external commands
+//! are the common case: `cmd > f`, `cmd < f`, `cmd >> f`, `2>&1`, a group's output with
+//! builtins and programs in turn, a descriptor opened with `exec 4>f` and written by a
+//! program, and a `read` builtin taking lines before `cat` takes the rest (in a forked
+//! child, and in the process itself through `exec cat`, whose pump hands over the bytes
+//! it had put in the pipe).
+
+mod common;
+
+use common::{image, p, Image};
+
+fn region_removed(img: &Image) {
+    let f = std::fs::File::open(&img.path).unwrap();
+    let region = hashfs::share::region_path(&f).unwrap();
+    assert!(!region.exists(), "the last process to leave removes the region {}", region.display());
+}
+
+#[test]
+fn a_shells_redirections_reach_the_programs_it_execs() {
+    let img = image();
+    let script = format!(
+        "set -e; seq 1 5 > {a}; wc -l < {a}; seq 1 100000 > {b}; wc -l < {b}; tail -n 1 < {b}; \
+         sort -r {a} > {c}; head -n 2 {c}; seq 6 7 >> {a}; wc -l < {a}; \
+         exec 4>{d}; echo one >&4; sh -c 'echo two >&4'; echo three >&4; exec 4>&-; cat {d}; \
+         tr a-z A-Z < {d} > {e}; cat {e}; \
+         {{ echo first; sh -c 'echo second'; echo third; seq 4 5; }} > {g}; cat {g}; \
+         {{ echo out; ls /nonexistent-path || true; }} > {h} 2>&1; cat {h}; \
+         {{ read l1; cat; }} < {a}; ( read l1; read l2; exec cat ) < {a}",
+        a = p("/a"),
+        b = p("/b"),
+        c = p("/c"),
+        d = p("/d"),
+        e = p("/e"),
+        g = p("/g"),
+        h = p("/h"),
+    );
+    let out = img.ok("bash", &["-c", &script]);
+    let want = "5\n100000\n100000\n5\n4\n7\none\ntwo\nthree\nONE\nTWO\nTHREE\nfirst\nsecond\nthird\n4\n5\nout\n\
+                ls: cannot access '/nonexistent-path': No such file or directory\n2\n3\n4\n5\n6\n7\n3\n4\n5\n6\n7\n";
+    assert_eq!(out, want);
+    img.fsck_clean();
+    region_removed(&img);
+}
+
+/// A program exec'd by a program (not a shell): python opens a file without close-on-exec,
+/// writes, and execs another python that writes through the inherited descriptor at the
+/// inherited offset, seeks it, and reads it back.
+#[test]
+fn an_execd_program_inherits_a_descriptor_and_its_offset() {
+    let img = image();
+    let second = "import os, sys\nfd = int(sys.argv[1])\nos.write(fd, b'-after')\nos.lseek(fd, 0, os.SEEK_SET)\n\
+                  print(os.read(fd, 100).decode())";
+    let first = format!(
+        "import os, sys\nfd = os.open('{f}', os.O_RDWR | os.O_CREAT, 0o644)\nos.set_inheritable(fd, True)\n\
+         os.write(fd, b'before')\nos.execv(sys.executable, [sys.executable, '-c', {second:?}, str(fd)])",
+        f = p("/f")
+    );
+    let out = img.ok("python3", &["-c", &first]);
+    assert_eq!(out, "before-after\n");
+    img.fsck_clean();
+    region_removed(&img);
+}
+
+/// A group's output: the shell's builtins write it through a pump (a pipe the shim drains
+/// into the file), and a forked child's program writes it directly; the child's bytes must
+/// land after everything the shell wrote before the fork, though the pump may lag (the
+/// fork waits until the pump's pipe is empty).
+#[test]
+fn a_programs_output_lands_after_what_the_shell_wrote_before_it() {
+    let img = image();
+    let script = format!(
+        "for r in 1 2 3; do {{ printf '%.0s-' {{1..200000}}; sh -c 'echo X'; printf '%.0s=' {{1..1000}}; echo; }} > {x}; \
+         head -c 200002 {x} | tail -c 3; wc -c < {x}; done",
+        x = p("/x")
+    );
+    let out = img.ok("bash", &["-c", &script]);
+    assert_eq!(out, "-X\n201003\n".repeat(3), "the child's line lands where the shell's output ended");
+    img.fsck_clean();
+}
+
+/// `make -j2` of a C project inside the image: make starts its recipes with `posix_spawn`,
+/// gcc its passes with `vfork` and exec; each program finds the working directory inside
+/// the image (an exec and a spawn pass it on) and the files make and the compiler wrote.
+/// The program is built in the image and run from a copy outside it (the kernel cannot
+/// exec a file in the image).
+#[test]
+fn make_builds_a_c_project_inside_the_image() {
+    for tool in ["make", "cc"] {
+        if std::process::Command::new(tool).arg("--version").output().is_err() {
+            common::skip::skip(&format!("{tool} is not installed"));
+            return;
+        }
+    }
+    let img = image();
+    let out_dir = tempfile::tempdir().unwrap();
+    let copy = out_dir.path().join("prog");
+    let script = format!(
+        "set -e; mkdir -p {proj}; cd {proj}; for i in 1 2 3 4; do echo \"int f$i(void) {{ return $i; }}\" > f$i.c; done; \
+         printf '#include <stdio.h>\\nint f1(void); int f2(void); int f3(void); int f4(void);\\n\
+         int main(void) {{ printf(\"%%d\\\\n\", f1() + f2() + f3() + f4()); return 0; }}\\n' > main.c; \
+         printf 'OBJS = main.o f1.o f2.o f3.o f4.o\\nprog: $(OBJS)\\n\\tcc -o $@ $(OBJS)\\n%%.o: %%.c\\n\\tcc -c -o $@ $<\\n' > Makefile; \
+         make -j2 -s; cp prog {copy}; ls; make -s -q prog && echo up-to-date",
+        proj = p("/proj"),
+        copy = copy.display()
+    );
+    let out = img.ok("bash", &["-c", &script]);
+    assert_eq!(out, "Makefile\nf1.c\nf1.o\nf2.c\nf2.o\nf3.c\nf3.o\nf4.c\nf4.o\nmain.c\nmain.o\nprog\nup-to-date\n");
+    let run = std::process::Command::new(&copy).output().unwrap();
+    assert_eq!(String::from_utf8_lossy(&run.stdout), "10\n", "the program built in the image");
+    img.fsck_clean();
+}
