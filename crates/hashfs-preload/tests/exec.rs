@@ -9,13 +9,7 @@
 
 mod common;
 
-use common::{image, p, Image};
-
-fn region_removed(img: &Image) {
-    let f = std::fs::File::open(&img.path).unwrap();
-    let region = hashfs::share::region_path(&f).unwrap();
-    assert!(!region.exists(), "the last process to leave removes the region {}", region.display());
-}
+use common::{image, p};
 
 #[test]
 fn a_shells_redirections_reach_the_programs_it_execs() {
@@ -41,7 +35,7 @@ fn a_shells_redirections_reach_the_programs_it_execs() {
                 ls: cannot access '/nonexistent-path': No such file or directory\n2\n3\n4\n5\n6\n7\n3\n4\n5\n6\n7\n";
     assert_eq!(out, want);
     img.fsck_clean();
-    region_removed(&img);
+    img.region_removed();
 }
 
 /// A program exec'd by a program (not a shell): python opens a file without close-on-exec,
@@ -60,7 +54,7 @@ fn an_execd_program_inherits_a_descriptor_and_its_offset() {
     let out = img.ok("python3", &["-c", &first]);
     assert_eq!(out, "before-after\n");
     img.fsck_clean();
-    region_removed(&img);
+    img.region_removed();
 }
 
 /// A group's output: the shell's builtins write it through a pump (a pipe the shim drains

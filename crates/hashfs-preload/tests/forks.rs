@@ -5,14 +5,7 @@
 
 mod common;
 
-use common::{image, p, Image};
-
-/// Checks that the image's region is gone once no process uses it.
-fn region_removed(img: &Image) {
-    let f = std::fs::File::open(&img.path).unwrap();
-    let region = hashfs::share::region_path(&f).unwrap();
-    assert!(!region.exists(), "the last process to leave removes the region {}", region.display());
-}
+use common::{image, p};
 
 /// Three children write through a descriptor they inherited while the parent writes
 /// through its own copy: one offset, so no write lands on another (each process's bytes
@@ -62,7 +55,7 @@ print(*sorted(open('{f}%d' % k).read() for k in range(3)), sep=',')
         "the children's writes and seeks moved the parent's offset"
     );
     img.fsck_clean();
-    region_removed(&img);
+    img.region_removed();
 }
 
 /// The shell pattern: a subshell (a fork) writes through a descriptor the shell opened,
@@ -81,7 +74,7 @@ fn a_subshell_writes_through_a_descriptor_of_the_shell() {
     let out = img.ok("bash", &["-c", &script]);
     assert_eq!(out, "a\nb\nc\nx\ny\n1 2 3 4 5 x ");
     img.fsck_clean();
-    region_removed(&img);
+    img.region_removed();
 }
 
 /// A child killed (SIGKILL) while it writes through an inherited descriptor, many times
@@ -125,7 +118,7 @@ print(data.count(b'P'), set(data) <= set(b'cP\0'), all(set(m) <= set(b'y\0') for
     // written or zero); the parent's writes are all there.
     assert_eq!(out, "8000 True True\n", "every append of the parent kept, nothing but written bytes");
     img.fsck_clean();
-    region_removed(&img);
+    img.region_removed();
 }
 
 /// A daemon's start: the parent forks and exits at once; the child goes on with the

@@ -125,17 +125,21 @@ pub(super) fn before_exec() -> Option<Box<dyn std::any::Any>> {
     Some(Box::new(Prepared { exec, cwd, pumped }))
 }
 
+/// The shim's descriptors that an exec or a spawn keeps (without close-on-exec).
+fn surviving(s: &Shim) -> Vec<(c_int, Arc<OpenFile>)> {
+    let fcntl = real!(fcntl: fn(c_int, c_int, libc::c_ulong) -> c_int);
+    // SAFETY: F_GETFD on a descriptor number; a closed one fails.
+    let survives =
+        |fd: c_int| matches!(unsafe { fcntl(fd, libc::F_GETFD, 0) }, f if f >= 0 && f & libc::FD_CLOEXEC == 0);
+    s.fds.lock().iter().filter(|(&fd, _)| survives(fd)).map(|(&fd, of)| (fd, of.clone())).collect()
+}
+
 /// The descriptors' part of an exec's preparation: the participant's, and the standard
 /// descriptors named after their pumps' descriptions.
 fn prepare_descriptors() -> Option<(hashfs::Fork, Pumped)> {
     let s = SHIM.get()?;
     let fs = fork::joined_fs()?;
-    let fcntl = real!(fcntl: fn(c_int, c_int, libc::c_ulong) -> c_int);
-    // SAFETY: F_GETFD on a descriptor number; a closed one fails.
-    let survives =
-        |fd: c_int| matches!(unsafe { fcntl(fd, libc::F_GETFD, 0) }, f if f >= 0 && f & libc::FD_CLOEXEC == 0);
-    let moving: Vec<(c_int, Arc<OpenFile>)> =
-        s.fds.lock().iter().filter(|(&fd, _)| survives(fd)).map(|(&fd, of)| (fd, of.clone())).collect();
+    let moving = surviving(s);
     let mut pumped = Vec::new();
     // SAFETY: getpid through the system call.
     let me = unsafe { libc::syscall(libc::SYS_getpid) } as i32;
@@ -255,12 +259,7 @@ pub(super) fn before_spawn() -> Option<Box<dyn std::any::Any>> {
 fn spawn_descriptors() -> Option<hashfs::Fork> {
     let s = SHIM.get()?;
     let fs = fork::joined_fs()?;
-    let fcntl = real!(fcntl: fn(c_int, c_int, libc::c_ulong) -> c_int);
-    // SAFETY: F_GETFD on a descriptor number; a closed one fails.
-    let survives =
-        |fd: c_int| matches!(unsafe { fcntl(fd, libc::F_GETFD, 0) }, f if f >= 0 && f & libc::FD_CLOEXEC == 0);
-    let moving: Vec<(c_int, Arc<OpenFile>)> =
-        s.fds.lock().iter().filter(|(&fd, _)| survives(fd)).map(|(&fd, of)| (fd, of.clone())).collect();
+    let moving = surviving(s);
     let mut handles = Vec::new();
     for (fd, of) in moving {
         if let Ok(Some(h)) = of.pos.share(fs, of.ino, of.flags.load(Ordering::Relaxed)) {

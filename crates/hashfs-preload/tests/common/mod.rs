@@ -101,6 +101,12 @@ impl Image {
         assert!(o.status.success(), "{prog} {args:?}: {}", String::from_utf8_lossy(&o.stderr));
         String::from_utf8_lossy(&o.stdout).into_owned()
     }
+    /// Checks that the image's shared region is gone: the last process to leave removes it.
+    pub fn region_removed(&self) {
+        let f = std::fs::File::open(&self.path).unwrap();
+        let region = hashfs::share::region_path(&f).unwrap();
+        assert!(!region.exists(), "the last process to leave removes the region {}", region.display());
+    }
     pub fn fsck_clean(&self) {
         let dev = Arc::new(MmapDevice::open(&self.path, OpenMode::Existing).unwrap());
         let (sb, _) = hashfs::fsck::geometry_of(&*dev).unwrap();
