@@ -6,8 +6,11 @@
 //! A descriptor's position is the process's own until a fork shares its description;
 //! from then on it lives in the image's region (`hashfs::share::Descriptions`), in the
 //! parent as in the child. So that the child's copy of the shim's memory is one no thread
-//! was changing, the parent holds, across the fork, the descriptor table, every position
-//! and the image lock (no thread of it is then inside the file system).
+//! was changing, the parent holds, across the fork, the descriptor table, the directory
+//! streams, every position and the image lock (no thread of it is then inside the file
+//! system). Other locks of the shim (its mappings' records, a pump's list) are not held: a
+//! thread holding one at the moment of a fork leaves it taken in the child, as with any
+//! library that has no fork handler for its locks.
 
 use super::*;
 use hashfs::share::{Handle, OffsetGuard};
@@ -109,6 +112,9 @@ impl Drop for PosGuard<'_> {
 /// What the parent holds across `fork`.
 struct Prepared {
     descriptors: MutexGuard<'static, HashMap<c_int, Arc<OpenFile>>>,
+    /// The directory streams (a thread reading one must not leave its lock taken in the
+    /// child's copy).
+    streams: MutexGuard<'static, HashMap<usize, Box<DirStream>>>,
     /// The open files whose positions are locked (their guards forgotten) until after.
     files: Vec<Arc<OpenFile>>,
     /// The mount's own preparation; None when the child cannot join (a mount of one
@@ -150,13 +156,15 @@ pub(super) fn before_fork() -> Option<Box<dyn std::any::Any>> {
         }
     }
     let descriptors = s.fds.lock();
+    let streams = s.dirs.lock();
     let fork = if shareable { fs.prepare_fork(&handles) } else { None };
-    Some(Box::new(Prepared { descriptors, files, fork }))
+    Some(Box::new(Prepared { descriptors, streams, files, fork }))
 }
 
 /// After `fork`, in both processes (`pid` 0 in the child).
 pub(super) fn after_fork(prepared: Option<Box<dyn std::any::Any>>, pid: libc::pid_t) {
-    let Some(Prepared { descriptors, files, fork }) = prepared.and_then(|p| p.downcast().ok()).map(|p| *p) else {
+    let Some(Prepared { descriptors, streams, files, fork }) = prepared.and_then(|p| p.downcast().ok()).map(|p| *p)
+    else {
         return;
     };
     // Not `joined_fs`: glibc's fork handlers (`after_fork_in_child` in shim.rs) marked the
@@ -191,5 +199,6 @@ pub(super) fn after_fork(prepared: Option<Box<dyn std::any::Any>>, pid: libc::pi
         // its guard forgotten.
         unsafe { of.pos.local.force_unlock() };
     }
+    drop(streams);
     drop(descriptors);
 }
