@@ -1,0 +1,143 @@
+#!/usr/bin/env python3
+"""SQLite with two writer processes on one database, on three targets, interleaved
+(issue 55): the database in
+
+  shim   an image, both processes through LD_PRELOAD=libhashfs_preload.so (their locks
+         through the kernel's lock manager on the image's ranges)
+  fuse   the same kind of image mounted with `hashfs mount`
+  tmpfs  a plain tmpfs directory (/dev/shm), for reference
+
+Two processes start at once, each committing TXNS transactions of one row (journal mode
+WAL or DELETE, synchronous=FULL, a busy timeout so that each waits for the other's lock);
+the figure is committed transactions per second over both. Each round makes fresh targets
+and runs each mode on each in turn (the order rotated from round to round); reports the
+mean with its 95% interval and the ratios within each round. Not a test.
+
+Usage: python3 bench/sqlite_writers.py [--rounds N] [--txns N] [--targets shim,fuse,tmpfs] [--json FILE]
+Needs: python3's sqlite3 module, the release build (cargo build --release --workspace),
+/dev/fuse for the mount.
+"""
+import argparse, json, os, shutil, subprocess, sys, tempfile, time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from fuse_io import machine, mean_ci  # noqa: E402 (the same statistics and machine stamp)
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+HASHFS = os.path.join(ROOT, "target/release/hashfs")
+SHIM = os.path.join(ROOT, "target/release/libhashfs_preload.so")
+PREFIX = "/hashfs-sqlite"
+TARGETS = ["shim", "fuse", "tmpfs"]
+MODES = ["wal", "delete"]
+
+SETUP = """
+import sqlite3, sys
+c = sqlite3.connect(sys.argv[1], isolation_level=None)
+c.execute("pragma journal_mode=" + sys.argv[2])
+c.execute("create table t(who text, i integer, pad blob)")
+"""
+
+WRITER = """
+import sqlite3, sys
+db, mode, who, n = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+c = sqlite3.connect(db, timeout=60, isolation_level=None)
+c.execute("pragma synchronous=full")
+sys.stdout.write("ready\\n"); sys.stdout.flush(); sys.stdin.readline()
+for i in range(n):
+    c.execute("begin immediate")
+    c.execute("insert into t values (?, ?, zeroblob(200))", (who, i))
+    c.execute("commit")
+"""
+
+
+def run_mode(directory, env, mode, txns):
+    db = os.path.join(directory, f"{mode}.db")
+    subprocess.run([sys.executable, "-c", SETUP, db, mode], env=env, check=True, capture_output=True)
+    procs = [subprocess.Popen([sys.executable, "-c", WRITER, db, mode, w, str(txns)], env=env, text=True,
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+             for w in ("a", "b")]
+    for p in procs:
+        if p.stdout.readline().strip() != "ready":
+            sys.exit(f"a writer failed: {p.communicate()[1]}")
+    start = time.perf_counter()
+    for p in procs:
+        p.stdin.write("go\n")
+        p.stdin.flush()
+    for p in procs:
+        _, err = p.communicate()
+        if p.returncode != 0:
+            sys.exit(f"a writer failed: {err}")
+    elapsed = time.perf_counter() - start
+    out = subprocess.run([sys.executable, "-c",
+                          "import sqlite3,sys; c=sqlite3.connect(sys.argv[1]); "
+                          "print(c.execute('select count(*) from t').fetchone()[0], "
+                          "c.execute('pragma integrity_check').fetchone()[0])", db],
+                         env=env, capture_output=True, text=True, check=True).stdout.split()
+    if out != [str(2 * txns), "ok"]:
+        sys.exit(f"rows or integrity wrong after the run: {out}")
+    return 2 * txns / elapsed
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--txns", type=int, default=2000)
+    ap.add_argument("--targets", default=",".join(TARGETS))
+    ap.add_argument("--json")
+    a = ap.parse_args()
+    targets = a.targets.split(",")
+    results = {t: {m: [] for m in MODES} for t in targets}
+    work = tempfile.mkdtemp(prefix="hashfs-sqlite-", dir="/dev/shm")
+    try:
+        for rnd in range(a.rounds):
+            order = targets[rnd % len(targets):] + targets[:rnd % len(targets)]
+            for name in order:
+                d = os.path.join(work, name)
+                os.mkdir(d)
+                env, mnt = dict(os.environ), None
+                if name == "shim":
+                    img = os.path.join(d, "db.img")
+                    subprocess.run([HASHFS, "mkfs", img, "--size", "512M"], check=True, capture_output=True)
+                    env.update(LD_PRELOAD=SHIM, HASHFS_IMAGE=img, HASHFS_MOUNT=PREFIX)
+                    where = PREFIX
+                elif name == "fuse":
+                    img, mnt = os.path.join(d, "db.img"), os.path.join(d, "mnt")
+                    os.mkdir(mnt)
+                    subprocess.run([HASHFS, "mkfs", img, "--size", "512M"], check=True, capture_output=True)
+                    subprocess.run([HASHFS, "mount", img, mnt], check=True, capture_output=True)
+                    where = mnt
+                else:
+                    where = d
+                try:
+                    for mode in MODES:
+                        tps = run_mode(where, env, mode, a.txns)
+                        results[name][mode].append(tps)
+                        print(f"round {rnd + 1} {name:5} {mode:6} {tps:8.0f} txn/s", flush=True)
+                finally:
+                    if mnt:
+                        subprocess.run([HASHFS, "umount", mnt], capture_output=True)
+                    shutil.rmtree(d, ignore_errors=True)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    summary = {}
+    for mode in MODES:
+        row = {t: dict(zip(("mean", "ci95"), mean_ci(results[t][mode]))) for t in targets}
+        for x in targets:
+            for y in targets:
+                if x != y and x != "tmpfs" and (y == "tmpfs" or x == "shim"):
+                    ratios = [p / q for p, q in zip(results[x][mode], results[y][mode])]
+                    row[f"{x}_vs_{y}"] = dict(zip(("mean", "ci95"), mean_ci(ratios)))
+        summary[mode] = row
+        print(f"{mode}: " + "  ".join(f"{k} {v['mean']:.2f} ± {v['ci95']:.2f}" if "_vs_" in k
+                                      else f"{k} {v['mean']:.0f} ± {v['ci95']:.0f}" for k, v in row.items()))
+    if a.json:
+        doc = {"command": "python3 bench/sqlite_writers.py " + " ".join(sys.argv[1:]), "machine": machine("/dev/shm"),
+               "commit": subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], capture_output=True,
+                                        text=True).stdout.strip(),
+               "config": {"rounds": a.rounds, "txns_per_writer": a.txns, "writers": 2, "synchronous": "full"},
+               "txn_per_second": results, "summary": summary}
+        with open(a.json, "w") as f:
+            json.dump(doc, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
