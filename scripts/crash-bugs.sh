@@ -495,7 +495,7 @@ EOF
 lib_only() {
     local c
     echo --workspace --lib
-    for c in hashfs hashfs-fuse hashfs-preload hashfs-spfs hashfs-spfs-shim hashfs-interpose; do
+    for c in hashfs hashfs-fuse hashfs-preload hashfs-spfs hashfs-spfs-shim hashfs-interpose hashfs-crashtest; do
         [ "$c" = "$1" ] || echo --exclude "$c"
     done
 }
@@ -511,14 +511,17 @@ build_check() {
             local t=${check#test }
             (cd "$work/src" && "${cargo[@]}" --workspace --test "${t%% *}" --no-run) >"$work/build.log" 2>&1 ;;
         stacked) (cd "$work/src" && "${cargo[@]}" $(lib_only hashfs-spfs) --no-run) >"$work/build.log" 2>&1 ;;
-        *) (cd "$work/src" && cargo build -q --profile crash-bugs --workspace --bin hashfs) >"$work/build.log" 2>&1 ;;
+        # The explorer's program of its own: it links the file system alone, not the mount
+        # and the stacked mode that `hashfs` links (a rebuild about 3.5 s shorter).
+        *) (cd "$work/src" && cargo build -q --profile crash-bugs --workspace --bin hashfs-crashtest) \
+            >"$work/build.log" 2>&1 ;;
     esac || { echo "crash-bugs: the scratch tree does not build for $check:" >&2; tail -20 "$work/build.log" >&2; exit 2; }
 }
 
 # Runs bug $1's check on the scratch tree (built); its exit status is the check's.
 run_check() {
     local check=$1
-    local hashfs="$CARGO_TARGET_DIR/crash-bugs/hashfs"
+    local crashtest="$CARGO_TARGET_DIR/crash-bugs/hashfs-crashtest"
     local common=(--seq 1 --seed "$seed" --samples 16 --recovery-images 2)
     case $check in
         unit\ *)
@@ -528,31 +531,31 @@ run_check() {
             (cd "$work/src" && cargo test -q --profile crash-bugs --workspace --test "${t%% *}" -- --exact "${t#* }") \
                 >"$work/check.log" 2>&1 ;;
         ops\ *)
-            "$hashfs" crashtest --mapping hashfs,extent-tree,cuckoo --ops "${check#ops }" "${common[@]}" >"$work/check.log" 2>&1 ;;
+            "$crashtest" --mapping hashfs,extent-tree,cuckoo --ops "${check#ops }" "${common[@]}" >"$work/check.log" 2>&1 ;;
         recoveries\ *)
-            "$hashfs" crashtest --mapping hashfs,extent-tree,cuckoo --ops "${check#recoveries }" --seq 1 \
+            "$crashtest" --mapping hashfs,extent-tree,cuckoo --ops "${check#recoveries }" --seq 1 \
                 --seed "$seed" --samples 16 >"$work/check.log" 2>&1 ;;
         death\ *)
-            "$hashfs" crashtest --mapping hashfs,extent-tree,cuckoo --model death --ops "${check#death }" --seq 1 \
+            "$crashtest" --mapping hashfs,extent-tree,cuckoo --model death --ops "${check#death }" --seq 1 \
                 --seed "$seed" >"$work/check.log" 2>&1 ;;
         strict\ *)
-            "$hashfs" crashtest --mapping hashfs,extent-tree,cuckoo --write-mode strict --ops "${check#strict }" \
+            "$crashtest" --mapping hashfs,extent-tree,cuckoo --write-mode strict --ops "${check#strict }" \
                 "${common[@]}" >"$work/check.log" 2>&1 ;;
         workload\ *)
-            "$hashfs" crashtest --mapping hashfs,extent-tree,cuckoo --workload "${check#workload }" \
+            "$crashtest" --mapping hashfs,extent-tree,cuckoo --workload "${check#workload }" \
                 --seed "$seed" --samples 16 --recovery-images 2 >"$work/check.log" 2>&1 ;;
         grouped-workload\ *)
-            "$hashfs" crashtest --mapping hashfs --placement grouped --workload "${check#grouped-workload }" \
+            "$crashtest" --mapping hashfs --placement grouped --workload "${check#grouped-workload }" \
                 --seed "$seed" --samples 16 --recovery-images 2 >"$work/check.log" 2>&1 ;;
         stacked)
             (cd "$work/src" && cargo test -q --profile crash-bugs $(lib_only hashfs-spfs) crashtest) >"$work/check.log" 2>&1 ;;
         ctfs\ *)
-            "$hashfs" crashtest --mapping ctfs --ops "${check#ctfs }" "${common[@]}" >"$work/check.log" 2>&1 ;;
+            "$crashtest" --mapping ctfs --ops "${check#ctfs }" "${common[@]}" >"$work/check.log" 2>&1 ;;
         grouped\ *)
-            "$hashfs" crashtest --mapping hashfs --placement grouped --ops "${check#grouped }" "${common[@]}" \
+            "$crashtest" --mapping hashfs --placement grouped --ops "${check#grouped }" "${common[@]}" \
                 >"$work/check.log" 2>&1 ;;
         regions\ *)
-            "$hashfs" crashtest --mapping hashfs --placement regions --ops "${check#regions }" --seq 1 \
+            "$crashtest" --mapping hashfs --placement regions --ops "${check#regions }" --seq 1 \
                 --seed "$seed" --samples 16 --recovery-images 1 >"$work/check.log" 2>&1 ;;
     esac
 }

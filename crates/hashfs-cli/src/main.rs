@@ -3,7 +3,6 @@
 //! `hashfs-bench`, crates/hashfs-bench).
 
 mod copy;
-mod crashtest;
 mod demo;
 mod files;
 mod fsck;
@@ -121,7 +120,7 @@ enum Cmd {
     },
     /// Explore crash states: run workloads on a crash-simulating device, recover every
     /// image a power failure could leave, and check it (exit 1 on any failure).
-    Crashtest(crashtest::CrashtestArgs),
+    Crashtest(hashfs_crashtest::CrashtestArgs),
 }
 
 /// An error for the user, with the exit code to use.
@@ -211,7 +210,7 @@ fn run(cli: Cli) -> Result<u8, Failure> {
             mountcmd::umount(&mountpoint, first).map(|_| 0)
         }
         Cmd::Demo { image, size } => demo::run(&image, size).map(|_| 0),
-        Cmd::Crashtest(args) => crashtest::run(args).map(|failed| u8::from(failed > 0)).map_err(fail),
+        Cmd::Crashtest(args) => hashfs_crashtest::run(args).map(|failed| u8::from(failed > 0)).map_err(fail),
     }
 }
 

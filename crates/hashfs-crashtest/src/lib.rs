@@ -1,5 +1,6 @@
-//! `hashfs crashtest`: the crash-state explorer (hashfs::testing::crashtest) for users: which
-//! mappings and workloads, a progress bar, the figures, and a reproducer per failure.
+//! `hashfs crashtest` (and the `hashfs-crashtest` program): the crash-state explorer
+//! (hashfs::testing::crashtest) for users: which mappings and workloads, a progress bar, the
+//! figures, and a reproducer per failure.
 
 #![forbid(unsafe_code)]
 
