@@ -76,6 +76,7 @@ find_missing() {
     command -v db_bench >/dev/null || missing="$missing rocksdb-tools"
     [ -f /usr/include/leveldb/db.h ] || missing="$missing libleveldb-dev"
     command -v g++ >/dev/null || missing="$missing g++"
+    command -v make >/dev/null || missing="$missing make"
     command -v sqlite3 >/dev/null || missing="$missing sqlite3"
     command -v git >/dev/null || missing="$missing git"
     command -v redis-server >/dev/null || missing="$missing redis-server"
