@@ -18,16 +18,12 @@ Usage: python3 bench/pgbench.py [--rounds N] [--seconds S] [--scale N] [--target
 Needs: root, Debian's postgresql (the postgres account), the release build
 (cargo build --release --workspace), /dev/fuse for the mount.
 """
-import argparse, glob, json, os, pwd, re, shutil, subprocess, sys, tempfile, time
+import argparse, glob, os, pwd, re, shutil, subprocess, sys, tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from fuse_io import machine, mean_ci  # noqa: E402 (the same statistics and machine stamp)
+from three_targets import HASHFS, SHIM, TARGETS, rotated, summarize, write_json  # noqa: E402
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-HASHFS = os.path.join(ROOT, "target/release/hashfs")
-SHIM = os.path.join(ROOT, "target/release/libhashfs_preload.so")
 PREFIX = "/hashfs-pg"
-TARGETS = ["shim", "fuse", "tmpfs"]
 RUNS = {"tpcb": [], "select_only": ["-S"]}
 
 
@@ -122,7 +118,7 @@ def main():
     os.chmod(work, 0o777)
     try:
         for rnd in range(a.rounds):
-            order = targets[rnd % len(targets):] + targets[:rnd % len(targets)]
+            order = rotated(targets, rnd)
             for name in order:
                 t = Target(name, work, binary, a.scale)
                 try:
@@ -135,26 +131,10 @@ def main():
                     shutil.rmtree(t.dir, ignore_errors=True)
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    summary = {}
-    for run in RUNS:
-        row = {t: dict(zip(("mean", "ci95"), mean_ci(results[t][run]))) for t in targets}
-        pairs = [(x, y) for x in targets for y in targets if x != y and x != "tmpfs" and (y == "tmpfs" or x == "shim")]
-        for x, y in pairs:
-            ratios = [p / q for p, q in zip(results[x][run], results[y][run])]
-            row[f"{x}_vs_{y}"] = dict(zip(("mean", "ci95"), mean_ci(ratios)))
-        summary[run] = row
-    for run, row in summary.items():
-        print(f"{run}: " + "  ".join(f"{k} {v['mean']:.2f} ± {v['ci95']:.2f}" if "_vs_" in k
-                                     else f"{k} {v['mean']:.0f} ± {v['ci95']:.0f} tps" for k, v in row.items()))
+    summary = summarize(results, targets, RUNS)
     if a.json:
-        doc = {"command": "python3 bench/pgbench.py " + " ".join(sys.argv[1:]), "machine": machine("/dev/shm"),
-               "commit": subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], capture_output=True,
-                                        text=True).stdout.strip(),
-               "config": {"rounds": a.rounds, "seconds": a.seconds, "scale": a.scale, "clients": 4, "threads": 2,
-                          "fsync": "on"},
-               "tps": results, "summary": summary}
-        with open(a.json, "w") as f:
-            json.dump(doc, f, indent=1)
+        config = {"rounds": a.rounds, "seconds": a.seconds, "scale": a.scale, "clients": 4, "threads": 2, "fsync": "on"}
+        write_json(a.json, "pgbench.py", config, "tps", results, summary)
 
 
 if __name__ == "__main__":

@@ -17,16 +17,12 @@ Usage: python3 bench/redis_aof.py [--rounds N] [--requests N] [--targets shim,fu
 Needs: redis-server and redis-tools (redis-benchmark), the release build
 (cargo build --release --workspace), /dev/fuse for the mount.
 """
-import argparse, csv, io, json, os, shutil, subprocess, sys, tempfile, time
+import argparse, csv, io, os, shutil, subprocess, sys, tempfile, time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from fuse_io import machine, mean_ci  # noqa: E402 (the same statistics and machine stamp)
+from three_targets import HASHFS, SHIM, TARGETS, rotated, summarize, write_json  # noqa: E402
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-HASHFS = os.path.join(ROOT, "target/release/hashfs")
-SHIM = os.path.join(ROOT, "target/release/libhashfs_preload.so")
 PREFIX = "/hashfs-redis"
-TARGETS = ["shim", "fuse", "tmpfs"]
 TESTS = ["SET", "LPUSH"]
 PORT = 26379
 
@@ -91,7 +87,7 @@ def main():
     work = tempfile.mkdtemp(prefix="hashfs-redis-", dir="/dev/shm")
     try:
         for rnd in range(a.rounds):
-            order = targets[rnd % len(targets):] + targets[:rnd % len(targets)]
+            order = rotated(targets, rnd)
             for name in order:
                 t = Target(name, work)
                 try:
@@ -103,25 +99,10 @@ def main():
                     shutil.rmtree(t.dir, ignore_errors=True)
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    summary = {}
-    for test in TESTS:
-        row = {t: dict(zip(("mean", "ci95"), mean_ci(results[t][test]))) for t in targets}
-        for x in targets:
-            for y in targets:
-                if x != y and x != "tmpfs" and (y == "tmpfs" or x == "shim"):
-                    ratios = [p / q for p, q in zip(results[x][test], results[y][test])]
-                    row[f"{x}_vs_{y}"] = dict(zip(("mean", "ci95"), mean_ci(ratios)))
-        summary[test] = row
-        print(f"{test}: " + "  ".join(f"{k} {v['mean']:.2f} ± {v['ci95']:.2f}" if "_vs_" in k
-                                      else f"{k} {v['mean']:.0f} ± {v['ci95']:.0f}" for k, v in row.items()))
+    summary = summarize(results, targets, TESTS)
     if a.json:
-        doc = {"command": "python3 bench/redis_aof.py " + " ".join(sys.argv[1:]), "machine": machine("/dev/shm"),
-               "commit": subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], capture_output=True,
-                                        text=True).stdout.strip(),
-               "config": {"rounds": a.rounds, "requests": a.requests, "clients": 4, "appendfsync": "always"},
-               "requests_per_second": results, "summary": summary}
-        with open(a.json, "w") as f:
-            json.dump(doc, f, indent=1)
+        config = {"rounds": a.rounds, "requests": a.requests, "clients": 4, "appendfsync": "always"}
+        write_json(a.json, "redis_aof.py", config, "requests_per_second", results, summary)
 
 
 if __name__ == "__main__":

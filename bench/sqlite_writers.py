@@ -17,16 +17,12 @@ Usage: python3 bench/sqlite_writers.py [--rounds N] [--txns N] [--targets shim,f
 Needs: python3's sqlite3 module, the release build (cargo build --release --workspace),
 /dev/fuse for the mount.
 """
-import argparse, json, os, shutil, subprocess, sys, tempfile, time
+import argparse, os, shutil, subprocess, sys, tempfile, time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from fuse_io import machine, mean_ci  # noqa: E402 (the same statistics and machine stamp)
+from three_targets import HASHFS, SHIM, TARGETS, rotated, summarize, write_json  # noqa: E402
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-HASHFS = os.path.join(ROOT, "target/release/hashfs")
-SHIM = os.path.join(ROOT, "target/release/libhashfs_preload.so")
 PREFIX = "/hashfs-sqlite"
-TARGETS = ["shim", "fuse", "tmpfs"]
 MODES = ["wal", "delete"]
 
 SETUP = """
@@ -89,7 +85,7 @@ def main():
     work = tempfile.mkdtemp(prefix="hashfs-sqlite-", dir="/dev/shm")
     try:
         for rnd in range(a.rounds):
-            order = targets[rnd % len(targets):] + targets[:rnd % len(targets)]
+            order = rotated(targets, rnd)
             for name in order:
                 d = os.path.join(work, name)
                 os.mkdir(d)
@@ -118,25 +114,10 @@ def main():
                     shutil.rmtree(d, ignore_errors=True)
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    summary = {}
-    for mode in MODES:
-        row = {t: dict(zip(("mean", "ci95"), mean_ci(results[t][mode]))) for t in targets}
-        for x in targets:
-            for y in targets:
-                if x != y and x != "tmpfs" and (y == "tmpfs" or x == "shim"):
-                    ratios = [p / q for p, q in zip(results[x][mode], results[y][mode])]
-                    row[f"{x}_vs_{y}"] = dict(zip(("mean", "ci95"), mean_ci(ratios)))
-        summary[mode] = row
-        print(f"{mode}: " + "  ".join(f"{k} {v['mean']:.2f} ± {v['ci95']:.2f}" if "_vs_" in k
-                                      else f"{k} {v['mean']:.0f} ± {v['ci95']:.0f}" for k, v in row.items()))
+    summary = summarize(results, targets, MODES)
     if a.json:
-        doc = {"command": "python3 bench/sqlite_writers.py " + " ".join(sys.argv[1:]), "machine": machine("/dev/shm"),
-               "commit": subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], capture_output=True,
-                                        text=True).stdout.strip(),
-               "config": {"rounds": a.rounds, "txns_per_writer": a.txns, "writers": 2, "synchronous": "full"},
-               "txn_per_second": results, "summary": summary}
-        with open(a.json, "w") as f:
-            json.dump(doc, f, indent=1)
+        config = {"rounds": a.rounds, "txns_per_writer": a.txns, "writers": 2, "synchronous": "full"}
+        write_json(a.json, "sqlite_writers.py", config, "txn_per_second", results, summary)
 
 
 if __name__ == "__main__":
