@@ -108,6 +108,7 @@ bugs=(
     "exec-descriptor-unnamed|crates/hashfs-preload/src/shim/exec.rs|an exec leaves a surviving descriptor's placeholder unnamed (the exec'd program cannot tell which open file it is)|test exec an_execd_program_inherits_a_descriptor_and_its_offset"
     "exec-input-unread-lost|crates/hashfs-preload/src/shim/exec.rs|an exec drops the bytes an input pump put in the pipe that the program had not read (they are skipped: cat after read starts at the end)|test exec a_shells_redirections_reach_the_programs_it_execs"
     "shared-depth-in-thread-storage|crates/hashfs/src/fs/shared/mod.rs|a thread's depth in calls is kept where the thread's storage teardown loses it (a program's atexit handler, run after it, takes the image lock again inside its own call and waits forever)|test processes a_programs_atexit_handler_still_has_the_image"
+    "spawn-system-unprepared|crates/hashfs-interpose/src/export.rs|system and popen reach glibc without the shim's preparation (their sh -c starts outside the working directory inside the image)|test exec system_and_popen_run_commands_in_the_working_directory_inside_the_image"
     "shim-image-fd-low|crates/hashfs/src/pm/mmap.rs|the image's descriptor stays at the low number open gave it (a shell's exec 3>file replaces it and drops the image's lock)|test forks a_subshell_writes_through_a_descriptor_of_the_shell"
     "shim-locks-always-succeed|crates/hashfs-preload/src/shim/locks.rs|the shim grants every record lock at once, as when one process owned the image (two SQLite writers both take the database)|test processes sqlite_with_two_writer_processes_loses_no_row"
     "ctfs-unlogged-pswap|crates/hashfs/src/mapping/ctfs/tx.rs|ctFS's partition move stores its page-table swap straight to PM before the transaction that names the new partition (the released ctFS's order)|ctfs append,write-past-eof,truncate-down"
@@ -310,6 +311,10 @@ elif name == "shared-depth-in-thread-storage":
     sub("crates/hashfs/src/fs/shared/mod.rs",
         "fn add_depth(by: i32) -> u32 {\n    DEPTH.with(|d| {\n",
         "fn add_depth(by: i32) -> u32 {\n    if TOUCHED.try_with(|_| ()).is_err() {\n        return by.max(0) as u32;\n    }\n    DEPTH.with(|d| {\n")
+elif name == "spawn-system-unprepared":
+    sub("crates/hashfs-interpose/src/export.rs",
+        "                system => process::system(command: *const c_char) -> c_int;\n                popen => process::popen(command: *const c_char, mode: *const c_char) -> *mut FILE;\n",
+        "")
 elif name == "shim-image-fd-low":
     sub("crates/hashfs/src/pm/mmap.rs",
         "        let file = out_of_the_way(file);\n",

@@ -174,6 +174,8 @@ macro_rules! export {
                 execv => process::execv(path: *const c_char, argv: *const *const c_char) -> c_int;
                 execvp => process::execvp(file: *const c_char, argv: *const *const c_char) -> c_int;
                 execvpe => process::execvpe(file: *const c_char, argv: *const *const c_char, envp: *const *const c_char) -> c_int;
+                system => process::system(command: *const c_char) -> c_int;
+                popen => process::popen(command: *const c_char, mode: *const c_char) -> *mut FILE;
                 posix_spawn => process::posix_spawn(pid: *mut libc::pid_t, path: *const c_char, actions: *const libc::posix_spawn_file_actions_t, attr: *const libc::posix_spawnattr_t, argv: *const *const c_char, envp: *const *const c_char) -> c_int;
                 posix_spawnp => process::posix_spawnp(pid: *mut libc::pid_t, file: *const c_char, actions: *const libc::posix_spawn_file_actions_t, attr: *const libc::posix_spawnattr_t, argv: *const *const c_char, envp: *const *const c_char) -> c_int;
                 fexecve => process::fexecve(fd: c_int, argv: *const *const c_char, envp: *const *const c_char) -> c_int;

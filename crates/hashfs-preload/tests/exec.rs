@@ -105,3 +105,42 @@ fn make_builds_a_c_project_inside_the_image() {
     assert_eq!(String::from_utf8_lossy(&run.stdout), "10\n", "the program built in the image");
     img.fsck_clean();
 }
+
+/// `system` and `popen` start `sh -c` through glibc's own spawn, which no preload sees: the
+/// shim prepares the child's inheritance around them, so a command with relative paths
+/// runs in the working directory inside the image (python's `os.system`, and a C program's
+/// `popen`).
+#[test]
+fn system_and_popen_run_commands_in_the_working_directory_inside_the_image() {
+    let img = image();
+    let script = format!(
+        "import os\nos.mkdir('{d}'); os.chdir('{d}')\nopen('f', 'w').write('hello\\n')\n\
+         print(os.system('cat f > g'), open('g').read().strip())",
+        d = p("/d")
+    );
+    assert_eq!(img.ok("python3", &["-c", &script]), "0 hello\n");
+    let dir = tempfile::tempdir().unwrap();
+    let (src, prog) = (dir.path().join("popen.c"), dir.path().join("popen"));
+    std::fs::write(
+        &src,
+        r#"#include <stdio.h>
+#include <unistd.h>
+int main(int argc, char **argv) {
+    if (chdir(argv[1]) != 0) return 2;
+    FILE *p = popen("cat f", "r");
+    if (!p) return 3;
+    char buf[64] = {0};
+    size_t n = fread(buf, 1, sizeof buf - 1, p);
+    printf("%zu %d %s", n, pclose(p), buf);
+    return 0;
+}
+"#,
+    )
+    .unwrap();
+    if !std::process::Command::new("cc").arg("-o").arg(&prog).arg(&src).status().is_ok_and(|s| s.success()) {
+        common::skip::skip("cc (to build the popen program) is not installed");
+        return;
+    }
+    assert_eq!(img.ok(prog.to_str().unwrap(), &[&p("/d")]), "6 0 hello\n");
+    img.fsck_clean();
+}

@@ -275,10 +275,33 @@ type SpawnAttr = *const libc::posix_spawnattr_t;
 /// Runs `spawn` (the real call, which returns an error number) between the backend's
 /// preparation and its completion.
 fn spawn_with<B: Backend>(spawn: impl FnOnce() -> c_int) -> c_int {
+    spawned_by::<B, c_int>(spawn, |&r| r == 0)
+}
+
+/// Runs `spawn` (a real call that starts a child program: posix_spawn, system, popen)
+/// between the backend's preparation and its completion (`ok`: whether it made a child).
+fn spawned_by<B: Backend, T>(spawn: impl FnOnce() -> T, ok: impl FnOnce(&T) -> bool) -> T {
     let prepared = crate::guarded(B::before_spawn).flatten();
     let r = spawn();
-    crate::guarded(|| B::after_spawn(prepared, r == 0));
+    let e = crate::errno();
+    let made = ok(&r);
+    crate::guarded(|| B::after_spawn(prepared, made));
+    crate::set_errno(e);
     r
+}
+
+/// `system`: glibc starts `sh -c` with its own spawn, which no preload sees; the backend
+/// prepares the child's inheritance around it as for `posix_spawn`.
+pub unsafe fn system<B: Backend>(command: *const c_char) -> c_int {
+    spawned_by::<B, c_int>(|| forward!(system(command): fn(*const c_char) -> c_int), |&r| r != -1)
+}
+
+/// `popen`: as `system`.
+pub unsafe fn popen<B: Backend>(command: *const c_char, mode: *const c_char) -> *mut libc::FILE {
+    spawned_by::<B, *mut libc::FILE>(
+        || forward!(popen(command, mode): fn(*const c_char, *const c_char) -> *mut libc::FILE),
+        |f| !f.is_null(),
+    )
 }
 
 pub unsafe fn posix_spawn<B: Backend>(
