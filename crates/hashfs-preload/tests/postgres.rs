@@ -118,15 +118,23 @@ impl Cluster {
             // SAFETY: kill(2) of the server's processes.
             unsafe { libc::kill(v, libc::SIGKILL) };
         }
-        // Gone (reaped by their parent, or by init for the postmaster), or the next start
-        // takes a dead postmaster for a live one.
+        // Gone, or the next start takes a dead postmaster for a live one. The postmaster,
+        // whose pg_ctl has exited, is this process's child (a subreaper: the test makes
+        // itself one, so as not to count on an init that reaps, which a container may lack).
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
         while victims.iter().any(|v| Path::new(&format!("/proc/{v}")).exists()) && std::time::Instant::now() < deadline
         {
+            reap_children();
             std::thread::sleep(std::time::Duration::from_millis(10));
         }
         victims.len()
     }
+}
+
+/// Reaps this process's children that have exited (the servers orphaned to it).
+fn reap_children() {
+    // SAFETY: waitpid with WNOHANG on any child; a null status pointer is allowed.
+    while unsafe { libc::waitpid(-1, std::ptr::null_mut(), libc::WNOHANG) } > 0 {}
 }
 
 /// Kills the server if the test ends early (a failed assertion): a server left running
@@ -142,6 +150,9 @@ impl Drop for Cluster {
 #[test]
 fn postgresql_server_and_its_forked_backends_run_through_the_shim() {
     let Some(bin) = bin_dir() else { return };
+    // The servers pg_ctl starts are orphaned to this process, which reaps them (`kill_all`).
+    // SAFETY: prctl with an integer argument.
+    assert_eq!(unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1) }, 0);
     let ids = postgres_ids().expect("the postgres account (Debian's postgresql package makes it)");
     // A directory the postgres account can reach, holding the image, the socket and the log.
     let dir = tempfile::tempdir_in("/dev/shm").unwrap();
@@ -191,5 +202,6 @@ fn postgresql_server_and_its_forked_backends_run_through_the_shim() {
     assert_eq!(c.other_sums(), (b3, b3), "after the kill: the tellers or branches disagree");
     assert!(r3 > 700, "transactions committed before the kill are kept ({r3} history rows)");
     c.pg_ctl(&["stop"]);
+    reap_children();
     img.fsck_clean();
 }
