@@ -15,7 +15,7 @@ use common::{image, p};
 fn a_shells_redirections_reach_the_programs_it_execs() {
     let img = image();
     let script = format!(
-        "set -e; seq 1 5 > {a}; wc -l < {a}; seq 1 100000 > {b}; wc -l < {b}; tail -n 1 < {b}; \
+        "set -e; export LC_ALL=C; seq 1 5 > {a}; wc -l < {a}; seq 1 100000 > {b}; wc -l < {b}; tail -n 1 < {b}; \
          sort -r {a} > {c}; head -n 2 {c}; seq 6 7 >> {a}; wc -l < {a}; \
          exec 4>{d}; echo one >&4; sh -c 'echo two >&4'; echo three >&4; exec 4>&-; cat {d}; \
          tr a-z A-Z < {d} > {e}; cat {e}; \
@@ -91,7 +91,7 @@ fn make_builds_a_c_project_inside_the_image() {
     let out_dir = tempfile::tempdir().unwrap();
     let copy = out_dir.path().join("prog");
     let script = format!(
-        "set -e; mkdir -p {proj}; cd {proj}; for i in 1 2 3 4; do echo \"int f$i(void) {{ return $i; }}\" > f$i.c; done; \
+        "set -e; export LC_ALL=C; mkdir -p {proj}; cd {proj}; for i in 1 2 3 4; do echo \"int f$i(void) {{ return $i; }}\" > f$i.c; done; \
          printf '#include <stdio.h>\\nint f1(void); int f2(void); int f3(void); int f4(void);\\n\
          int main(void) {{ printf(\"%%d\\\\n\", f1() + f2() + f3() + f4()); return 0; }}\\n' > main.c; \
          printf 'OBJS = main.o f1.o f2.o f3.o f4.o\\nprog: $(OBJS)\\n\\tcc -o $@ $(OBJS)\\n%%.o: %%.c\\n\\tcc -c -o $@ $<\\n' > Makefile; \
