@@ -143,8 +143,8 @@ elif name == "superblock-primary-first":
         "    let order = if secondary.validate(dev.len_bytes()).is_ok() || true {")
 elif name == "sync-forgets-times":
     sub("crates/hashfs/src/fs/api.rs",
-        "    pub fn sync(&self) -> Result<()> {\n        self.inner.persist_all_times();\n",
-        "    pub fn sync(&self) -> Result<()> {\n")
+        "    pub fn sync(&self) -> Result<()> {\n        let _in = self.inner.enter();\n        self.inner.persist_all_times();\n",
+        "    pub fn sync(&self) -> Result<()> {\n        let _in = self.inner.enter();\n")
 elif name == "claim-without-cas":
     sub("crates/hashfs/src/mapping/hashfs/mod.rs",
         "            if (v == EMPTY || v == TOMBSTONE) && self.dev.cas_u64(self.slot_off(s), v, marker).is_ok() {\n                self.used.fetch_add(1, Ordering::Relaxed);\n",
@@ -245,8 +245,8 @@ elif name == "enospc-keeps-inode":
         "                Err(e) => {\n                    return Err(e);\n")
 elif name == "free-while-open":
     sub("crates/hashfs/src/fs/ops.rs",
-        "        if st.raw.nlink == 0 && !st.freed && cell.open_count.load(std::sync::atomic::Ordering::Acquire) == 0 {\n",
-        "        if st.raw.nlink == 0 && !st.freed {\n")
+        "            && cell.open_count.load(std::sync::atomic::Ordering::Acquire) == 0\n",
+        "")
 elif name == "create-in-removed-dir":
     sub("crates/hashfs/src/fs/ops.rs",
         "        if pst.raw.is_dir() && pst.raw.nlink == 0 {\n            return Err(Error::NotFound);\n        }\n        if self.index(pcell, pst)?.get(name).is_some() {\n",
@@ -456,7 +456,7 @@ elif name == "shrink-tail-kept":
         "        if false && new_size < old_size && self.zero_tail_past_eof(cell, &st.raw)? {\n")
 elif name == "recovery-tails-kept":
     sub("crates/hashfs/src/fs/recovery.rs",
-        "    if !report.was_clean || sb.format_version < FORMAT_ZEROED_TAILS {\n",
+        "    if !report.was_clean || (sb.format_version < FORMAT_ZEROED_TAILS && !joining) {\n",
         "    if false {\n")
 elif name == "clean-flag-first":
     sub("crates/hashfs/src/fs/mod.rs",
