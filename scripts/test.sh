@@ -109,6 +109,8 @@ if ! diff <(bash scripts/crash-bugs.sh --table) \
     echo "docs/crash-bugs.md's table differs from scripts/crash-bugs.sh's list (--table prints it)" >&2
     exit 1
 fi
+# ...and each bug still applies to the code it patches (the full tier rebuilds them all).
+bash scripts/crash-bugs.sh --check-patterns
 stage "build, workspace tests"
 # The binaries and the shims (libhashfs_preload.so, libhashfs_spfs_shim.so, which the shim
 # tests load and build again if stale) in the profile the tests build with (`test`:
