@@ -80,31 +80,58 @@ pub(super) extern "C" fn at_exit() {
     // SAFETY: flushing every stdio stream is what exit() does anyway; done now so that
     // redirected output reaches its pipe before the pumps are drained.
     unsafe { libc::fflush(std::ptr::null_mut()) };
+    pump::stop_input_pumps();
     let pumps = std::mem::take(&mut *PUMPS.lock());
     let closer = real!(close: fn(c_int) -> c_int);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(1);
     for (fd, handle) in pumps {
         if fd >= 0 {
             // SAFETY: closing the write end held as the standard descriptor ends the pump.
             unsafe { closer(fd) };
             let _ = handle.join();
-        } else if fd < -1 && handle.is_finished() {
+            continue;
+        }
+        // An input pump (stopped above) or an output pump still writing what a replaced
+        // descriptor left: each ends soon; waited for a second at most in all.
+        while !handle.is_finished() && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_micros(200));
+        }
+        if handle.is_finished() {
             let _ = handle.join();
         }
     }
     EXITING.store(true, Ordering::Relaxed);
-    guarded(|| {
-        if let Some(s) = SHIM.get() {
-            s.fds.lock().clear();
-            // The process's mappings go with it: their records (open files, pinned blocks)
-            // must not keep the image from being marked clean.
-            mmap::forget_all();
-            if let Some(fs) = &s.fs {
-                if let Err(e) = fs.shutdown() {
-                    eprintln!("hashfs_preload: image not marked clean at exit: {e}");
-                }
+    guarded(leave_image);
+}
+
+/// Closes every HashFS file (freeing unlinked ones) and leaves the image (the last to
+/// leave marks it clean); from here on the process's paths fail with EIO.
+fn leave_image() {
+    EXITING.store(true, Ordering::Relaxed);
+    if let Some(s) = SHIM.get() {
+        s.fds.lock().clear();
+        // The process's mappings go with it: their records (open files, pinned blocks)
+        // must not keep the image from being marked clean.
+        mmap::forget_all();
+        if let Some(fs) = &s.fs {
+            if let Err(e) = fs.shutdown() {
+                eprintln!("hashfs_preload: image not marked clean at exit: {e}");
             }
         }
-    });
+    }
+}
+
+/// Before an exec that hands the next program nothing of the image (no descriptor): the
+/// exit work, as the program this process was is about to end. (stdio's buffers are not
+/// flushed: an exec discards them; no pump serves a standard descriptor, or the exec would
+/// hand it over.) Without this, the next program, which may never use the image, would
+/// leave this participant's slot in place until it ended, and no one to mark the image
+/// clean. Called within the shim (guarded).
+pub(super) fn leave_before_exec() {
+    if FORKED.load(Ordering::Relaxed) || !is_owner() || EXITED.swap(true, Ordering::AcqRel) {
+        return;
+    }
+    leave_image();
 }
 
 /// Set once the exit work has run (by `exit`'s handler or by `_exit`).

@@ -101,6 +101,8 @@ struct Prepared {
     exec: Option<hashfs::Fork>,
     /// The memfd passing the working directory on (-1: none).
     cwd: c_int,
+    /// This participant left the image before the exec (it had nothing to hand over).
+    left: bool,
     /// Standard descriptors that were pumps' pipes, named now.
     pumped: Pumped,
 }
@@ -117,12 +119,25 @@ pub(super) fn before_exec() -> Option<Box<dyn std::any::Any>> {
         // memfd, if the exec fails, goes with the child.)
         return None;
     }
-    let descriptors = prepare_descriptors();
-    if descriptors.is_none() && cwd < 0 {
+    let (exec, pumped, left) = match prepare_descriptors() {
+        Handover::Counted(exec, pumped) => (Some(exec), pumped, false),
+        Handover::Left => (None, Vec::new(), true),
+        Handover::NotJoined => (None, Vec::new(), false),
+    };
+    if exec.is_none() && !left && cwd < 0 {
         return None;
     }
-    let (exec, pumped) = descriptors.map_or((None, Vec::new()), |(e, p)| (Some(e), p));
-    Some(Box::new(Prepared { exec, cwd, pumped }))
+    Some(Box::new(Prepared { exec, cwd, pumped, left }))
+}
+
+/// What an exec does about the image.
+enum Handover {
+    /// Descriptors counted for the next program, which takes this participant's place.
+    Counted(hashfs::Fork, Pumped),
+    /// Nothing to hand over: this participant left the image (`leave_before_exec`).
+    Left,
+    /// This program did not use the image.
+    NotJoined,
 }
 
 /// The shim's descriptors that an exec or a spawn keeps (without close-on-exec).
@@ -136,7 +151,20 @@ fn surviving(s: &Shim) -> Vec<(c_int, Arc<OpenFile>)> {
 
 /// The descriptors' part of an exec's preparation: the participant's, and the standard
 /// descriptors named after their pumps' descriptions.
-fn prepare_descriptors() -> Option<(hashfs::Fork, Pumped)> {
+fn prepare_descriptors() -> Handover {
+    match counted_descriptors() {
+        Some(Some((exec, pumped))) => Handover::Counted(exec, pumped),
+        Some(None) => {
+            leave_before_exec();
+            Handover::Left
+        }
+        None => Handover::NotJoined,
+    }
+}
+
+/// The descriptors counted for the next program; Some(None) when there are none to hand
+/// over; None when this program did not use the image.
+fn counted_descriptors() -> Option<Option<(hashfs::Fork, Pumped)>> {
     let s = SHIM.get()?;
     let fs = fork::joined_fs()?;
     let moving = surviving(s);
@@ -152,7 +180,7 @@ fn prepare_descriptors() -> Option<(hashfs::Fork, Pumped)> {
         }
     }
     if moving.is_empty() && pumped.is_empty() {
-        return fs.prepare_exec(&[]).map(|exec| (exec, Vec::new()));
+        return Some(None);
     }
     // Each description once (descriptors dup'd from one another share one).
     let mut handles: Vec<Handle> = Vec::new();
@@ -182,7 +210,7 @@ fn prepare_descriptors() -> Option<(hashfs::Fork, Pumped)> {
     }
     hand_over_pumps(&pumped);
     let pumped = pumped.into_iter().map(|(fd, p, _)| (fd, p.of.clone())).collect();
-    Some((exec, pumped))
+    Some(Some((exec, pumped)))
 }
 
 /// The standard descriptors that are pumps' pipes become named placeholders: an output
@@ -292,6 +320,9 @@ pub(super) fn exec_failed(prepared: Option<Box<dyn std::any::Any>>) {
     let Some(p) = prepared.and_then(|p| p.downcast::<Prepared>().ok()) else { return };
     if let (Some(fs), Some(exec)) = (fork::joined_fs(), p.exec) {
         fs.exec_failed(exec);
+    }
+    if p.left {
+        eprintln!("hashfs_preload: an exec failed after this process had left the image; its paths fail with EIO");
     }
     if p.cwd >= 0 {
         // SAFETY: our memfd, for an exec that did not happen.

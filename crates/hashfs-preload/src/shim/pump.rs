@@ -40,6 +40,25 @@ fn my_pid() -> i32 {
     unsafe { libc::syscall(libc::SYS_getpid) as i32 }
 }
 
+/// At exit: this process's input pumps stop, and the standard descriptors that are their
+/// pipes' read ends are closed (a pump blocked on a full pipe then gets EPIPE: its thread
+/// blocks SIGPIPE), so that their threads end and let go of their files before the image
+/// is left (a file still open keeps it from being marked clean).
+pub(super) fn stop_input_pumps() {
+    let me = my_pid();
+    let pumps: Vec<Arc<Pump>> = PUMPED.lock().iter().filter(|p| !p.output && p.pid == me).cloned().collect();
+    let close = real!(close: fn(c_int) -> c_int);
+    for p in &pumps {
+        p.stop.store(true, Ordering::Release);
+        for fd in 0..=2 {
+            if p.pipe != 0 && inode_of(fd) == Some(p.pipe) {
+                // SAFETY: the process's end of our pipe, at exit.
+                unsafe { close(fd) };
+            }
+        }
+    }
+}
+
 /// Before a fork, with `of`'s position held by the caller: if `of` is an output pump's
 /// file in this process, waits (a second at most) until its pipe is empty, the position
 /// let go meanwhile so that the pump can write. A pump reads its pipe only while it holds
@@ -168,6 +187,15 @@ pub(super) fn start_pump(of: Arc<OpenFile>, target: c_int) -> c_int {
     PUMPED.lock().push(pumped.clone());
     let handle = std::thread::spawn(move || {
         shim_thread();
+        // A write to a pipe whose reader is gone fails with EPIPE here instead of killing
+        // the process (`stop_input_pumps`).
+        // SAFETY: a signal set built by sigemptyset/sigaddset, applied to this thread only.
+        unsafe {
+            let mut set: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut set);
+            libc::sigaddset(&mut set, libc::SIGPIPE);
+            libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+        }
         let Some(file) = of.file.as_ref() else { return };
         let mut buf = vec![0u8; 64 * 1024];
         loop {
