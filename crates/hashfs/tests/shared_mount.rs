@@ -233,8 +233,13 @@ impl Drop for Killed {
 /// most): None when it could not (a joining mount that finds the image inconsistent, as a
 /// death left unrecovered leaves it, fails, and the child says nothing).
 fn start_child(img: &Image) -> Option<Killed> {
+    start_child_named(img, "child")
+}
+
+/// As [`start_child`], the child being test `name` of this binary.
+fn start_child_named(img: &Image, name: &str) -> Option<Killed> {
     let mut child = Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "child", "--nocapture", "--test-threads", "1"])
+        .args(["--exact", name, "--nocapture", "--test-threads", "1"])
         .env("HASHFS_SHARED_CHILD", &img.path)
         .stdout(std::process::Stdio::piped())
         .spawn()
@@ -268,6 +273,41 @@ fn child() {
             let _ = fs.remove_file(p(&format!("/c/f{}", i - 20)));
         }
     }
+}
+
+/// A participant that holds `/held` open until it is killed.
+#[test]
+fn holder() {
+    let Ok(image) = std::env::var("HASHFS_SHARED_CHILD") else { return };
+    let (fs, _) = FileSystem::open_shared(Path::new(&image)).unwrap();
+    let _held = fs.open_file(p("/held"), OpenOptions::new().read(true)).unwrap();
+    println!("joined");
+    std::io::Write::flush(&mut std::io::stdout()).unwrap();
+    loop {
+        std::thread::sleep(Duration::from_secs(1));
+    }
+}
+
+/// A participant killed while it holds an unlinked file open, outside a call: the others
+/// do not free the file at their last close (its holder's bit is still set until a join
+/// reaps it), so the last to leave frees it before it marks the image clean; a clean image
+/// with an unlinked inode in it is refused by the next mount.
+#[test]
+fn the_last_to_leave_frees_what_a_killed_holder_kept() {
+    let img = Image::new("orphan");
+    let a = img.join();
+    a.write(p("/held"), b"kept open by the child").unwrap();
+    let f = a.open_file(p("/held"), OpenOptions::new().read(true)).unwrap();
+    let child = start_child_named(&img, "holder").expect("the holder joined");
+    drop(child); // killed with SIGKILL, its hold on /held left in the region
+    a.remove_file(p("/held")).unwrap();
+    drop(f); // the child's bit still set: not freed here
+    a.unmount().unwrap();
+    let (fs, report) = FileSystem::open(&img.path).expect("the next mount accepts the image");
+    assert!(report.was_clean, "the last to leave marked the image clean");
+    assert!(fs.read(p("/held")).is_err());
+    drop(fs);
+    img.check();
 }
 
 #[test]

@@ -328,10 +328,16 @@ impl<D: PmDevice> FsInner<D> {
                     }
                     self.dev.fence();
                 }
-                let mut sb = self.sb.lock();
-                sb.state = SB_STATE_CLEAN;
-                super::write_superblock(&*self.dev, &mut sb);
-                let _ = self.dev.sync_host();
+                // A clean image holds no unlinked inode (a mount refuses one that does). No
+                // one else is left to have one open: those this participant does not hold
+                // are freed; one it still holds leaves the image unclean, for the next mount
+                // to recover.
+                if self.free_unheld_orphans() == 0 {
+                    let mut sb = self.sb.lock();
+                    sb.state = SB_STATE_CLEAN;
+                    super::write_superblock(&*self.dev, &mut sb);
+                    let _ = self.dev.sync_host();
+                }
                 sh.region.words().mounted.store(0, Ordering::Release);
             }
             !others
@@ -347,6 +353,31 @@ impl<D: PmDevice> FsInner<D> {
             let _ = std::fs::remove_file(&sh.path);
         }
         true
+    }
+}
+
+impl<D: PmDevice> FsInner<D> {
+    /// The last participant to leave: frees every unlinked inode it does not hold open
+    /// itself (an orphan whose last holder's close found another participant still holding
+    /// it, which then went without freeing it); returns how many it had to leave.
+    fn free_unheld_orphans(&self) -> usize {
+        let mut left = 0;
+        for i in 1..=self.geo.inode_count {
+            let ino = Ino(i as u32);
+            let raw = super::inode::read_raw(&*self.dev, &self.geo, ino);
+            if raw.check(ino) != InodeState::Allocated || raw.nlink != 0 {
+                continue;
+            }
+            let Ok(cell) = self.cell(ino) else { continue };
+            let mut st = cell.state.write();
+            if st.freed || st.raw.nlink != 0 {
+                continue;
+            }
+            if cell.open_count.load(Ordering::Acquire) != 0 || self.free_inode_locked(&cell, &mut st).is_err() {
+                left += 1;
+            }
+        }
+        left
     }
 }
 
