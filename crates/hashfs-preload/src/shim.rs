@@ -142,17 +142,21 @@ static OWNER_PID: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::n
 /// Whether this is the process that mounted the image: a child made by `vfork` shares our
 /// memory but runs no fork handlers, and must not unmount the image under its parent.
 fn is_owner() -> bool {
-    // SAFETY: getpid through the system call (no cached value that a vfork child shares).
-    let pid = unsafe { libc::syscall(libc::SYS_getpid) } as i32;
-    OWNER_PID.load(Ordering::Relaxed) == pid
+    OWNER_PID.load(Ordering::Relaxed) == current_pid()
+}
+
+/// This process's pid, from the system call (no cached value that a `vfork` child shares
+/// with its parent).
+pub(super) fn current_pid() -> i32 {
+    // SAFETY: getpid cannot fail.
+    unsafe { libc::syscall(libc::SYS_getpid) as i32 }
 }
 
 /// glibc's handler in every child its fork makes: a child of a process that uses the image
 /// is marked as not joined (EIO on its paths) until the shim's own `fork` (`fork.rs`),
 /// through which the program's calls come, makes it a participant.
 pub(super) extern "C" fn after_fork_in_child() {
-    // SAFETY: getpid through the system call.
-    exec::PROCESS_PID.store(unsafe { libc::syscall(libc::SYS_getpid) } as i32, Ordering::Relaxed);
+    exec::PROCESS_PID.store(current_pid(), Ordering::Relaxed);
     if SHIM.get().is_some_and(|s| s.fs.is_some()) {
         FORKED.store(true, Ordering::Relaxed);
     }
@@ -277,8 +281,7 @@ fn shim() -> &'static Shim {
         if let Some((e, _)) = &error {
             eprintln!("hashfs_preload: {e}; paths under {} will fail", prefix().unwrap_or(Path::new("?")).display());
         }
-        // SAFETY: getpid through the system call.
-        OWNER_PID.store(unsafe { libc::syscall(libc::SYS_getpid) } as i32, Ordering::Relaxed);
+        OWNER_PID.store(current_pid(), Ordering::Relaxed);
         Shim { fs, error, fds: Mutex::new(HashMap::new()), fd_bits: FdSet::new(), dirs: Mutex::new(HashMap::new()) }
     })
 }

@@ -113,8 +113,7 @@ pub(super) fn before_exec() -> Option<Box<dyn std::any::Any>> {
     // image itself (`env` exec'ing a shell from there), and from a `vfork` child too (gcc
     // starts cc1 so): system calls only, nothing allocated.
     let cwd = cwd::with_virtual_cwd(pass_cwd).unwrap_or(-1);
-    // SAFETY: getpid through the system call.
-    if PROCESS_PID.load(Ordering::Relaxed) != unsafe { libc::syscall(libc::SYS_getpid) } as i32 {
+    if PROCESS_PID.load(Ordering::Relaxed) != current_pid() {
         // A vfork child: its memory, the shim's state included, is its parent's. (Its
         // memfd, if the exec fails, goes with the child.)
         return None;
@@ -150,27 +149,13 @@ fn surviving(s: &Shim) -> Vec<(c_int, Arc<OpenFile>)> {
 }
 
 /// The descriptors' part of an exec's preparation: the participant's, and the standard
-/// descriptors named after their pumps' descriptions.
+/// descriptors named after their pumps' descriptions; with nothing to hand over, this
+/// participant leaves the image now.
 fn prepare_descriptors() -> Handover {
-    match counted_descriptors() {
-        Some(Some((exec, pumped))) => Handover::Counted(exec, pumped),
-        Some(None) => {
-            leave_before_exec();
-            Handover::Left
-        }
-        None => Handover::NotJoined,
-    }
-}
-
-/// The descriptors counted for the next program; Some(None) when there are none to hand
-/// over; None when this program did not use the image.
-fn counted_descriptors() -> Option<Option<(hashfs::Fork, Pumped)>> {
-    let s = SHIM.get()?;
-    let fs = fork::joined_fs()?;
+    let (Some(s), Some(fs)) = (SHIM.get(), fork::joined_fs()) else { return Handover::NotJoined };
     let moving = surviving(s);
     let mut pumped = Vec::new();
-    // SAFETY: getpid through the system call.
-    let me = unsafe { libc::syscall(libc::SYS_getpid) } as i32;
+    let me = current_pid();
     // An input pump of the parent's stays with the parent (`hand_over_pumps`).
     for p in PUMPED.lock().iter().filter(|p| p.output || p.pid == me) {
         for fd in 0..=2 {
@@ -180,7 +165,8 @@ fn counted_descriptors() -> Option<Option<(hashfs::Fork, Pumped)>> {
         }
     }
     if moving.is_empty() && pumped.is_empty() {
-        return Some(None);
+        leave_before_exec();
+        return Handover::Left;
     }
     // Each description once (descriptors dup'd from one another share one).
     let mut handles: Vec<Handle> = Vec::new();
@@ -202,7 +188,7 @@ fn counted_descriptors() -> Option<Option<(hashfs::Fork, Pumped)>> {
     let moving: Vec<(c_int, Handle)> = moving.iter().filter_map(|(fd, of)| Some((*fd, of_handle(of)?))).collect();
     let pumped: Vec<(c_int, Arc<Pump>, Handle)> =
         pumped.into_iter().filter_map(|(fd, p)| of_handle(&p.of).map(|h| (fd, p, h))).collect();
-    let exec = fs.prepare_exec(&handles)?;
+    let Some(exec) = fs.prepare_exec(&handles) else { return Handover::NotJoined };
     for &(fd, h) in &moving {
         if !name_after(fd, h) {
             eprintln!("hashfs_preload: descriptor {fd} cannot pass to the exec'd program (memfd refused)");
@@ -210,7 +196,7 @@ fn counted_descriptors() -> Option<Option<(hashfs::Fork, Pumped)>> {
     }
     hand_over_pumps(&pumped);
     let pumped = pumped.into_iter().map(|(fd, p, _)| (fd, p.of.clone())).collect();
-    Some(Some((exec, pumped)))
+    Handover::Counted(exec, pumped)
 }
 
 /// The standard descriptors that are pumps' pipes become named placeholders: an output
@@ -219,8 +205,7 @@ fn counted_descriptors() -> Option<Option<(hashfs::Fork, Pumped)>> {
 fn hand_over_pumps(pumped: &[(c_int, Arc<Pump>, Handle)]) {
     let fcntl = real!(fcntl: fn(c_int, c_int, libc::c_ulong) -> c_int);
     let read = real!(read: fn(c_int, *mut c_void, size_t) -> ssize_t);
-    // SAFETY: getpid through the system call.
-    let me = unsafe { libc::syscall(libc::SYS_getpid) } as i32;
+    let me = current_pid();
     for (fd, p, h) in pumped {
         if p.pid != me {
             // A forked child's copy of its parent's pipe: the parent's pump goes on with
@@ -368,12 +353,10 @@ fn read_cwd(fd: c_int) -> Option<PathBuf> {
 /// As the shim loads, before `main`: serves the HashFS descriptors the program before the
 /// exec left (nothing to do, and no mount, when there are none).
 extern "C" fn adopt_at_start() {
-    // SAFETY: getpid through the system call; registering a plain function to run in
-    // every fork's child (the shim's exit work is the library's destructor, AT_EXIT).
-    unsafe {
-        PROCESS_PID.store(libc::syscall(libc::SYS_getpid) as i32, Ordering::Relaxed);
-        libc::pthread_atfork(None, None, Some(after_fork_in_child));
-    }
+    PROCESS_PID.store(current_pid(), Ordering::Relaxed);
+    // SAFETY: registering a plain function to run in every fork's child (the shim's exit
+    // work is the library's destructor, AT_EXIT).
+    unsafe { libc::pthread_atfork(None, None, Some(after_fork_in_child)) };
     guarded(|| {
         if prefix_bytes().is_none() {
             return;

@@ -134,8 +134,7 @@ pub(super) fn before_fork() -> Option<Box<dyn std::any::Any>> {
     let mut files: Vec<Arc<OpenFile>> = s.fds.lock().values().cloned().collect();
     // The files this process's pumps write or read: shared too (a forked child's standard
     // descriptors are the pumps' pipes, or become descriptors of their files at its exec).
-    // SAFETY: getpid through the system call.
-    let me = unsafe { libc::syscall(libc::SYS_getpid) } as i32;
+    let me = current_pid();
     files.extend(pump::PUMPED.lock().iter().filter(|p| p.pid == me).map(|p| p.of.clone()));
     files.sort_by_key(|f| Arc::as_ptr(f) as usize);
     files.dedup_by_key(|f| Arc::as_ptr(f) as usize);
@@ -171,10 +170,8 @@ pub(super) fn after_fork(prepared: Option<Box<dyn std::any::Any>>, pid: libc::pi
     // child before this runs.
     let fs = SHIM.get().and_then(|s| s.fs.as_ref());
     if pid == 0 {
-        // SAFETY: getpid through the system call.
-        let me = unsafe { libc::syscall(libc::SYS_getpid) } as i32;
-        OWNER_PID.store(me, Ordering::Relaxed);
-        exec::PROCESS_PID.store(me, Ordering::Relaxed);
+        // (PROCESS_PID is the child's already: glibc's fork handler, `after_fork_in_child`.)
+        OWNER_PID.store(current_pid(), Ordering::Relaxed);
         // The parent's pump threads are not the child's: never joined here.
         if let Some(mut pumps) = PUMPS.try_lock() {
             std::mem::forget(std::mem::take(&mut *pumps));

@@ -35,17 +35,12 @@ pub(super) fn inode_of(fd: c_int) -> Option<u64> {
     (r == 0).then_some(st.st_ino)
 }
 
-fn my_pid() -> i32 {
-    // SAFETY: getpid through the system call.
-    unsafe { libc::syscall(libc::SYS_getpid) as i32 }
-}
-
 /// At exit: this process's input pumps stop, and the standard descriptors that are their
 /// pipes' read ends are closed (a pump blocked on a full pipe then gets EPIPE: its thread
 /// blocks SIGPIPE), so that their threads end and let go of their files before the image
 /// is left (a file still open keeps it from being marked clean).
 pub(super) fn stop_input_pumps() {
-    let me = my_pid();
+    let me = current_pid();
     let pumps: Vec<Arc<Pump>> = PUMPED.lock().iter().filter(|p| !p.output && p.pid == me).cloned().collect();
     let close = real!(close: fn(c_int) -> c_int);
     for p in &pumps {
@@ -67,7 +62,7 @@ pub(super) fn drained_for_fork<'a>(
     of: &'a Arc<OpenFile>,
     held: parking_lot::MutexGuard<'a, u64>,
 ) -> parking_lot::MutexGuard<'a, u64> {
-    let me = my_pid();
+    let me = current_pid();
     let Some(end) = PUMPED.lock().iter().find(|p| p.output && p.pid == me && Arc::ptr_eq(&p.of, of)).map(|p| p.end)
     else {
         return held;
@@ -178,7 +173,7 @@ pub(super) fn start_pump(of: Arc<OpenFile>, target: c_int) -> c_int {
     let pumped = Arc::new(Pump {
         of: of.clone(),
         output,
-        pid: my_pid(),
+        pid: current_pid(),
         end: keep,
         pipe: inode_of(target).unwrap_or(0),
         stop: AtomicBool::new(false),

@@ -22,11 +22,13 @@ use crate::share::{Handle, OffsetGuard, Participant, MAX_PARTICIPANTS};
 use crate::{Error, Result};
 use std::sync::atomic::Ordering;
 
-/// A fork under way ([`FileSystem::prepare_fork`]): the descriptions it was counted on, and
+/// A fork, exec or spawn under way ([`FileSystem::prepare_fork`] and the others): the
+/// descriptions it was counted on, whether it was counted in the image's `forks` word, and
 /// whether the parent's hold on the image lock is the thread's outermost.
 #[must_use = "a fork's preparation is finished in the parent and in the child"]
 pub struct Fork {
     counted: Vec<Handle>,
+    in_image: bool,
     outer: bool,
 }
 
@@ -68,7 +70,7 @@ impl<D: PmDevice> FileSystem<D> {
         let table = sh.region.descriptions();
         let counted = descriptions.iter().copied().filter(|&h| table.count_fork(h)).collect();
         sh.region.words().forks.fetch_add(1, Ordering::AcqRel);
-        Some(Fork { counted, outer })
+        Some(Fork { counted, in_image: true, outer })
     }
 
     /// After `fork`, in the parent (`forked`: whether a child was made): lets go of the
@@ -76,7 +78,7 @@ impl<D: PmDevice> FileSystem<D> {
     pub fn after_fork_in_parent(&self, fork: Fork, forked: bool) {
         let Some(sh) = self.inner.shared.get() else { return };
         if !forked {
-            undo(sh, &fork.counted);
+            undo(sh, &fork);
         }
         drop(Entered { fs: &*self.inner, outer: fork.outer });
     }
@@ -93,7 +95,7 @@ impl<D: PmDevice> FileSystem<D> {
         }
         let parts = sh.region.participants();
         let Some(me) = parts.join() else {
-            undo(sh, &fork.counted);
+            undo(sh, &fork);
             return Err(Error::TooManyOpen);
         };
         sh.me.store(me.0, Ordering::Relaxed);
@@ -153,12 +155,7 @@ impl<D: PmDevice> FileSystem<D> {
     pub fn spawn_failed(&self, spawn: Fork) {
         let Some(sh) = self.inner.shared.get() else { return };
         let _in = self.inner.enter();
-        for &h in &spawn.counted {
-            sh.region.descriptions().fork_failed(h);
-        }
-        if !spawn.counted.is_empty() {
-            uncount(sh);
-        }
+        undo(sh, &spawn);
     }
 
     /// Counts `descriptions` for a program that is to adopt them, and, if any, that
@@ -168,10 +165,11 @@ impl<D: PmDevice> FileSystem<D> {
         let _in = self.inner.enter();
         let table = sh.region.descriptions();
         let counted: Vec<Handle> = descriptions.iter().copied().filter(|&h| table.count_fork(h)).collect();
-        if !counted.is_empty() {
+        let in_image = !counted.is_empty();
+        if in_image {
             sh.region.words().forks.fetch_add(1, Ordering::AcqRel);
         }
-        Some(Fork { counted, outer: false })
+        Some(Fork { counted, in_image, outer: false })
     }
 
     /// In a program started by `execve`, as it starts: takes over the descriptions the
@@ -199,12 +197,15 @@ impl<D: PmDevice> FileSystem<D> {
     }
 }
 
-/// A fork that made no child, or whose child could not join: the counts it made go.
-fn undo(sh: &super::SharedMount, counted: &[Handle]) {
-    for &h in counted {
+/// A fork, exec or spawn that made no child or program, or a child that could not join:
+/// the counts it made go.
+fn undo(sh: &super::SharedMount, fork: &Fork) {
+    for &h in &fork.counted {
         sh.region.descriptions().fork_failed(h);
     }
-    uncount(sh);
+    if fork.in_image {
+        uncount(sh);
+    }
 }
 
 /// One fork fewer waits to join (never below zero: a first mount clears the count).
