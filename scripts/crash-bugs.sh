@@ -180,8 +180,8 @@ elif name == "rename-source-in-place":
         "                let entry = self.prepare_entry(tcell, gd, mv.dname, mv.src.ftype)?;\n                self.dev.store_u64(src_off, 0);\n                self.dev.flush(src_off, 8);\n")
 elif name == "symlink-target-cached":
     sub("crates/hashfs/src/fs/ops.rs",
-        "        self.dev.write_nt(self.geo.block_off(slot.0), &blk);\n        Ok(slot)\n",
-        "        self.dev.write(self.geo.block_off(slot.0), &blk);\n        Ok(slot)\n")
+        "        self.dev.write_nt(self.geo.block_off(slot), &blk);\n        Ok(slot)\n",
+        "        self.dev.write(self.geo.block_off(slot), &blk);\n        Ok(slot)\n")
 elif name == "link-count-unlogged":
     sub("crates/hashfs/src/fs/ops.rs",
         "                    inode::tx_write_inode(&mut tx, &self.geo, ino, &mut craw);\n",
@@ -401,8 +401,8 @@ elif name == "switch-copies-kept":
         "                    || (dirty && !table.group_holds(v, s) && table.shadowed(v, s) && false)\n")
 elif name == "untorn-logged-in-place":
     sub("crates/hashfs/src/fs/untorn.rs",
-        "                (How::Logged, Some(p)) => tx.write(self.geo.block_off(p.0) + a, src),\n",
-        "                (How::Logged, Some(p)) => {\n                    self.dev.write(self.geo.block_off(p.0) + a, src);\n                    self.dev.flush(self.geo.block_off(p.0) + a, src.len() as u64);\n                }\n")
+        "                (How::Logged, Some(p)) => tx.write(self.geo.block_off(p) + a, src),\n",
+        "                (How::Logged, Some(p)) => {\n                    self.dev.write(self.geo.block_off(p) + a, src);\n                    self.dev.flush(self.geo.block_off(p) + a, src.len() as u64);\n                }\n")
 elif name == "pswap-split-tx":
     sub("crates/hashfs/src/fs/ctfs/pswap.rs",
         """        if let Some(rb) = rb.as_mut() {

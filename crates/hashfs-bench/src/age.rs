@@ -210,8 +210,15 @@ impl Drop for Pinned {
     }
 }
 
+/// Whether aging draws its progress bar (on a terminal).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Progress {
+    Shown,
+    Hidden,
+}
+
 /// Ages a mounted file system (the library entry of `hashfs-bench age`).
-pub fn age_fs(fs: &FileSystem<MmapDevice>, a: &AgeArgs, show: bool) -> Result<Aged, Failure> {
+pub fn age_fs(fs: &FileSystem<MmapDevice>, a: &AgeArgs, progress: Progress) -> Result<Aged, Failure> {
     let profile: &'static [(u64, u64)] = match a.profile.as_str() {
         "agrawal" => &AGRAWAL,
         p => return Err(fail(format!("unknown aging profile {p:?} (profiles: agrawal)"))),
@@ -249,7 +256,7 @@ pub fn age_fs(fs: &FileSystem<MmapDevice>, a: &AgeArgs, show: bool) -> Result<Ag
     let churn_bytes = (a.churn * capacity as f64) as u64;
     let fill_bytes = ((a.to - ager.fullness()) * capacity as f64) as u64;
     let pb = progress_bar(fill_bytes + churn_bytes, "aging", Steps::Bytes);
-    if !show {
+    if progress == Progress::Hidden {
         pb.set_draw_target(indicatif::ProgressDrawTarget::hidden());
     }
     // Fill to the target.
@@ -290,7 +297,7 @@ pub fn run(a: &AgeArgs) -> Result<(), Failure> {
     let st = fs.statfs();
     let free_pct = |aligned: u64, free: u64| if free == 0 { 0.0 } else { aligned as f64 * 512.0 * 100.0 / free as f64 };
     let before_free = st.blocks_free;
-    let out = age_fs(&fs, a, true)?;
+    let out = age_fs(&fs, a, Progress::Shown)?;
     let after_free = fs.statfs().blocks_free;
     println!(
         "aged {} (profile {}, seed {}): {} files created, {} deleted, {:.1} GiB written; {} files live, {:.1}% full",

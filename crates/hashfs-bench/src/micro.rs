@@ -235,7 +235,7 @@ fn run_in(cfg: &Config, o: &Options, tmp: &Path) -> Result<(), Failure> {
     let ino = f.ino();
     let block_of: Vec<DevOffset> = (0..blocks)
         .map(|b| match fs.physical_block(ino, hashfs::Lblk(b)) {
-            Ok(Some(e)) => Ok(geo.block_off(e.pblk.0)),
+            Ok(Some(e)) => Ok(geo.block_off(e.pblk)),
             _ => Err(std::io::Error::other(format!("block {b} of the benchmark file is not mapped"))),
         })
         .collect::<Result<_, _>>()?;

@@ -209,14 +209,19 @@ impl<D: PmDevice> HashFsFuse<D> {
 
     /// HashFS's access for a kernel open: under the write-back cache the kernel reads
     /// around partial-page writes through any handle and places appends itself.
-    fn access(&self, flags: i32, create: bool) -> Access {
+    fn access(&self, flags: i32) -> Access {
         let acc = flags & libc::O_ACCMODE;
         let wb = self.opts.writeback_cache;
         Access {
             read: acc == libc::O_RDONLY || acc == libc::O_RDWR || wb,
-            write: create || acc == libc::O_WRONLY || acc == libc::O_RDWR,
+            write: acc == libc::O_WRONLY || acc == libc::O_RDWR,
             append: flags & libc::O_APPEND != 0 && !wb,
         }
+    }
+
+    /// [`Self::access`] for a create, which also writes (the new file's attributes).
+    fn create_access(&self, flags: i32) -> Access {
+        Access { write: true, ..self.access(flags) }
     }
 
     /// What a write or truncation by an unprivileged caller does to a file's mode (the
@@ -538,7 +543,7 @@ impl<D: PmDevice> Filesystem for HashFsFuse<D> {
         if self.no_open() {
             return reply.error(Errno::ENOSYS);
         }
-        let access = self.access(flags.0, false);
+        let access = self.access(flags.0);
         match ino(i).and_then(|i| self.fs.open_ino(i, access)) {
             Ok(f) => {
                 if flags.0 & libc::O_TRUNC != 0 && access.write {
@@ -576,7 +581,7 @@ impl<D: PmDevice> Filesystem for HashFsFuse<D> {
                 self.nodes.created(&self.fs, m.ino)?;
                 return Ok((m, FileHandle(0)));
             }
-            let f = self.fs.open_ino(m.ino, self.access(flags, true))?;
+            let f = self.fs.open_ino(m.ino, self.create_access(flags))?;
             self.nodes.looked_up(m.ino);
             Ok((m, self.add_handle(Handle::File(Arc::new(f)))))
         });

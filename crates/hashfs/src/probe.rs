@@ -81,13 +81,18 @@ mod on {
         max >= 0x8000_0001 && core::arch::x86_64::__cpuid(0x8000_0001).edx & (1 << 27) != 0
     }
 
-    /// Turns the accounting on or off for every thread. Fails when the CPU lacks `rdtscp`.
-    pub fn enable(on: bool) -> Result<(), &'static str> {
-        if on && !supported() {
+    /// Turns the accounting on for every thread. Fails when the CPU lacks `rdtscp`.
+    pub fn enable() -> Result<(), &'static str> {
+        if !supported() {
             return Err("this CPU has no rdtscp instruction");
         }
-        ON.store(on, Ordering::Relaxed);
+        ON.store(true, Ordering::Relaxed);
         Ok(())
+    }
+
+    /// Turns the accounting off for every thread.
+    pub fn disable() {
+        ON.store(false, Ordering::Relaxed);
     }
 
     /// The time-stamp counter, read with `rdtscp` (waits for earlier instructions).
@@ -194,7 +199,7 @@ mod on {
             take();
             drop(map());
             assert_eq!(take(), Counts::default(), "off: nothing counted");
-            enable(true).unwrap();
+            enable().unwrap();
             {
                 let _s = map();
                 std::hint::black_box((0..1000u64).sum::<u64>());
@@ -205,7 +210,7 @@ mod on {
                 std::hint::black_box((0..1000u64).sum::<u64>());
             }
             let c = take();
-            enable(false).unwrap();
+            disable();
             assert_eq!((c.map_spans, c.commit_spans, c.translate_spans), (2, 1, 1));
             assert!(c.translate_cycles > 0 && c.map_cycles > c.translate_cycles, "translation is part of mapping");
             assert_eq!(take(), Counts::default(), "take resets");

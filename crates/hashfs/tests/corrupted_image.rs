@@ -128,7 +128,7 @@ fn inode_table_flips_are_found() {
         // too, is recounted by fsck, so its flips must still be found. Timestamps are not
         // checked at all.
         let r = rng.random_range(0..56);
-        let byte = geo.inode_off(ino) + if r >= 16 { r + 8 } else { r };
+        let byte = geo.inode_off(hashfs::Ino(ino as u32)) + if r >= 16 { r + 8 } else { r };
         let bit = rng.random_range(0..8);
         assert!(
             exercise(format!("inode {ino} byte {byte} bit {bit}"), flip(&img, byte, bit)),
@@ -163,7 +163,7 @@ fn mapping_structure_flips_are_found_or_harmless() {
             }
             let _ = b.walk(ino, &raw, &mut |x| {
                 if let hashfs::testing::mapping::Mapped::Node { pblk, .. } = x {
-                    regions.push((geo.block_off(pblk.0), 4096u64));
+                    regions.push((geo.block_off(pblk), 4096u64));
                 }
             });
         }
@@ -218,7 +218,7 @@ fn journal_and_directory_flips_do_not_panic() {
     for d in ["/", "/a", "/a/b"] {
         let ino = fs.resolve(Path::new(d)).unwrap();
         let e = fs.physical_block(ino, hashfs::Lblk(0)).unwrap().expect("a directory has a block");
-        dir_blocks.push(geo.block_off(e.pblk.0));
+        dir_blocks.push(geo.block_off(e.pblk));
     }
     drop(fs);
     for _ in 0..60 {
@@ -262,7 +262,7 @@ fn bytes_past_eof_are_found_and_zeroed() {
     let ino = fs.resolve(Path::new("/a/f3")).unwrap(); // 1,000 bytes
     let e = fs.physical_block(ino, hashfs::Lblk(0)).unwrap().expect("mapped");
     drop(fs);
-    let at = geo.block_off(e.pblk.0) + 1000 + 77;
+    let at = geo.block_off(e.pblk) + 1000 + 77;
     let mut bad = img.clone();
     bad[at.0 as usize] = 0x5A;
     let dev = Arc::new(CrashDevice::from_image(&bad));

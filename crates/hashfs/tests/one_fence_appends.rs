@@ -108,7 +108,7 @@ fn recovery_keeps_a_whole_tagged_append_and_drops_a_torn_one() {
 
         // The append's last byte as it was before the append (a zero: fresh or past EOF).
         let lblk = Lblk((end - 1) / 4096);
-        let pblk = fs.physical_block(ino, lblk).unwrap().unwrap().pblk.0;
+        let pblk = fs.physical_block(ino, lblk).unwrap().unwrap().pblk;
         let mut torn = image.clone();
         torn[(geo.block_off(pblk).0 + (end - 1) % 4096) as usize] = 0;
         let tdev = std::sync::Arc::new(hashfs::pm::CrashDevice::from_image(&torn));
@@ -194,7 +194,7 @@ fn a_tag_on_a_clean_image_is_corruption() {
     let ino = fs.metadata(p("/f")).unwrap().ino;
     fs.unmount().unwrap();
     let mut image = dev.live_image();
-    let at = (geo.inode_off(ino.get()).0 + 16) as usize;
+    let at = (geo.inode_off(ino).0 + 16) as usize;
     let tagged = 300u64 | 100 << 45;
     image[at..at + 8].copy_from_slice(&tagged.to_le_bytes());
     let tdev = std::sync::Arc::new(hashfs::pm::CrashDevice::from_image(&image));

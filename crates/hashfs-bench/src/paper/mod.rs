@@ -629,7 +629,7 @@ pub fn run(
             return Err(fail(format!("unknown experiment {n:?}; experiments: {}", all.join(", "))));
         }
     }
-    probe::enable(true).map_err(fail)?;
+    probe::enable().map_err(fail)?;
     std::fs::create_dir_all(out).map_err(|e| fail(format!("{}: {e}", out.display())))?;
     let scale = if tiny {
         Scale::TINY
@@ -683,7 +683,7 @@ pub fn run(
             .map_err(|e| fail(format!("{}: {e}", path.display())))?;
         println!("# {name}: {secs:.0} s, wrote {}", path.display());
     }
-    probe::enable(false).map_err(fail)?;
+    probe::disable();
     Ok(())
 }
 

@@ -16,7 +16,7 @@
 #![forbid(unsafe_code)]
 
 use super::{images, mean_ci, Ctx, Report, Subject, Target};
-use crate::age::{age_fs, AgeArgs};
+use crate::age::{age_fs, AgeArgs, Progress};
 use crate::{fail, Failure};
 use hashfs::pm::MmapDevice;
 use hashfs::{AllocatorKind, FileSystem, OpenOptions, Protection};
@@ -88,7 +88,7 @@ fn mapped_write(fs: &FileSystem<MmapDevice>, path: &str, bytes: u64) -> Result<(
 
 fn age_to(fs: &FileSystem<MmapDevice>, to: f64, churn: f64, seed: u64) -> Result<crate::age::Aged, Failure> {
     let args = AgeArgs { image: PathBuf::new(), to, profile: "agrawal".into(), churn, seed, json: None };
-    age_fs(fs, &args, false)
+    age_fs(fs, &args, Progress::Hidden)
 }
 
 pub fn aging(ctx: &Ctx) -> Result<Report, Failure> {

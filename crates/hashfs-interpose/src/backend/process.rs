@@ -105,9 +105,11 @@ pub trait Process {
     fn exec_failed(_prepared: Option<Box<dyn std::any::Any>>) {}
     /// Before `posix_spawn` and `posix_spawnp` start a program in a child (which runs no
     /// code of ours before its exec): what the child's program is to inherit. Its value goes
-    /// to [`Self::after_spawn`] (`spawned`: whether a child was made).
+    /// to [`Self::after_spawn`] once a child was made, or to [`Self::spawn_failed`].
     fn before_spawn() -> Option<Box<dyn std::any::Any>> {
         None
     }
-    fn after_spawn(_prepared: Option<Box<dyn std::any::Any>>, _spawned: bool) {}
+    fn after_spawn(_prepared: Option<Box<dyn std::any::Any>>) {}
+    /// No child was made: [`Self::before_spawn`]'s work is undone.
+    fn spawn_failed(_prepared: Option<Box<dyn std::any::Any>>) {}
 }

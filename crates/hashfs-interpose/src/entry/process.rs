@@ -284,8 +284,11 @@ fn spawned_by<B: Backend, T>(spawn: impl FnOnce() -> T, ok: impl FnOnce(&T) -> b
     let prepared = crate::guarded(B::before_spawn).flatten();
     let r = spawn();
     let e = crate::errno();
-    let made = ok(&r);
-    crate::guarded(|| B::after_spawn(prepared, made));
+    if ok(&r) {
+        crate::guarded(|| B::after_spawn(prepared));
+    } else {
+        crate::guarded(|| B::spawn_failed(prepared));
+    }
     crate::set_errno(e);
     r
 }

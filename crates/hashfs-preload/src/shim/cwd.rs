@@ -163,7 +163,11 @@ impl Process for Preload {
         super::exec::before_spawn()
     }
 
-    fn after_spawn(prepared: Option<Box<dyn std::any::Any>>, spawned: bool) {
-        super::exec::after_spawn(prepared, spawned)
+    fn after_spawn(prepared: Option<Box<dyn std::any::Any>>) {
+        super::exec::after_spawn(prepared, super::exec::Spawn::Started)
+    }
+
+    fn spawn_failed(prepared: Option<Box<dyn std::any::Any>>) {
+        super::exec::after_spawn(prepared, super::exec::Spawn::Failed)
     }
 }

@@ -287,14 +287,21 @@ fn spawn_descriptors() -> Option<hashfs::Fork> {
     fs.prepare_spawn(&handles)
 }
 
+/// Whether a spawn made a child.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum Spawn {
+    Started,
+    Failed,
+}
+
 /// After `posix_spawn`, in the parent.
-pub(super) fn after_spawn(prepared: Option<Box<dyn std::any::Any>>, spawned: bool) {
+pub(super) fn after_spawn(prepared: Option<Box<dyn std::any::Any>>, outcome: Spawn) {
     let Some(p) = prepared.and_then(|p| p.downcast::<Spawned>().ok()) else { return };
     if p.cwd >= 0 {
         // SAFETY: our memfd; the child has its own copy.
         unsafe { real!(close: fn(c_int) -> c_int)(p.cwd) };
     }
-    if let (false, Some(fs), Some(spawn)) = (spawned, fork::joined_fs(), p.spawn) {
+    if let (Spawn::Failed, Some(fs), Some(spawn)) = (outcome, fork::joined_fs(), p.spawn) {
         fs.spawn_failed(spawn);
     }
 }

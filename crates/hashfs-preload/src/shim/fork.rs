@@ -189,7 +189,11 @@ pub(super) fn after_fork(prepared: Option<Box<dyn std::any::Any>>, pid: libc::pi
             }
         }
     } else if let (Some(f), Some(fs)) = (fork, fs) {
-        fs.after_fork_in_parent(f, pid > 0);
+        if pid > 0 {
+            fs.after_fork_in_parent(f);
+        } else {
+            fs.fork_failed(f);
+        }
     }
     for of in &files {
         // SAFETY: locked by before_fork in this thread (the child's copy of the lock too),

@@ -223,7 +223,7 @@ fn map_runs(
                 m.prot,
                 share | place.flag() | if short { populate.flag() } else { 0 },
                 image_fd,
-                geo.block_off(slot).0 as off_t,
+                geo.block_off(hashfs::Pblk(slot)).0 as off_t,
             )
         };
         place.check(r, m.start + at, run * PAGE)?;

@@ -27,7 +27,7 @@ impl<D: PmDevice> FileSystem<D> {
         cell.next_read_lblk.store(u64::MAX, Ordering::Relaxed);
         let geo = inner.geo;
         let mut ranges = vec![
-            (geo.inode_off(ino.get()), crate::layout::INODE_BYTES as u64),
+            (geo.inode_off(ino), crate::layout::INODE_BYTES as u64),
             (DevOffset(geo.map_off), map_region_bytes(inner.map.kind(), geo.data_blocks, geo.groups > 0)),
         ];
         inner.map.cold_ranges(&geo, ino, &st.raw, &mut ranges)?;

@@ -164,7 +164,7 @@ impl<D: PmDevice> FsInner<D> {
             match self.translate_range(cell, raw, lblk, Lblk(end), size_blocks)? {
                 Some(e) => {
                     let len = ((e.len * BLOCK_BYTES - in_blk) as usize).min(n - done);
-                    self.dev.read(self.geo.block_off(e.pblk.0) + in_blk, &mut buf[done..done + len]);
+                    self.dev.read(self.geo.block_off(e.pblk) + in_blk, &mut buf[done..done + len]);
                     done += len;
                 }
                 None => {
@@ -395,7 +395,7 @@ impl<D: PmDevice> FsInner<D> {
             let a = off.max(blk_start) - blk_start;
             let b = (off + data.len() as u64).min(blk_start + BLOCK_BYTES) - blk_start;
             let src = &data[(blk_start + a - off) as usize..(blk_start + b - off) as usize];
-            let dst = self.geo.block_off(p.pblk.0);
+            let dst = self.geo.block_off(p.pblk);
             if p.fresh && (a != 0 || b != BLOCK_BYTES) {
                 block_buf.clear();
                 block_buf.resize(BLOCK_BYTES as usize, 0);

@@ -138,7 +138,7 @@ impl DirIndex {
             let slot = lookup(Lblk(lblk))?
                 .ok_or_else(|| Error::corrupt(format!("directory {ino}: block {lblk} is not mapped")))?;
             idx.blocks.push(slot);
-            dev.read(geo.block_off(slot.0), &mut buf);
+            dev.read(geo.block_off(slot), &mut buf);
             let runs = parse_block(&buf, lblk).map_err(|e| Error::corrupt(format!("directory {ino}: {e}")))?;
             for run in runs {
                 match run {
@@ -176,7 +176,7 @@ impl DirIndex {
     /// Device offset of slot `pos`.
     pub fn slot_dev_off(&self, geo: &Geometry, pos: u64) -> DevOffset {
         let blk = self.blocks[(pos / SLOTS_PER_BLOCK) as usize];
-        geo.block_off(blk.0) + (pos % SLOTS_PER_BLOCK) * DIRENT_SLOT_BYTES
+        geo.block_off(blk) + (pos % SLOTS_PER_BLOCK) * DIRENT_SLOT_BYTES
     }
 
     /// Chooses slots for a name of `name_len` bytes, reserving and zeroing a new
@@ -201,8 +201,8 @@ impl DirIndex {
         if self.tail == self.blocks.len() as u64 * SLOTS_PER_BLOCK {
             let lblk = Lblk(self.blocks.len() as u64);
             let slot = claim(lblk)?;
-            dev.zero(geo.block_off(slot.0), BLOCK_BYTES);
-            dev.flush(geo.block_off(slot.0), BLOCK_BYTES);
+            dev.zero(geo.block_off(slot), BLOCK_BYTES);
+            dev.flush(geo.block_off(slot), BLOCK_BYTES);
             new_block = Some((lblk, slot));
             self.blocks.push(slot);
         }
@@ -313,7 +313,7 @@ pub fn list_from<D: PmDevice>(
     let mut buf = vec![0u8; BLOCK_BYTES as usize];
     let mut lblk = from_pos / SLOTS_PER_BLOCK;
     while (lblk as usize) < idx.blocks.len() && out.len() < max {
-        dev.read(geo.block_off(idx.blocks[lblk as usize].0), &mut buf);
+        dev.read(geo.block_off(idx.blocks[lblk as usize]), &mut buf);
         let runs = parse_block(&buf, lblk).map_err(|e| Error::corrupt(format!("directory: {e}")))?;
         for run in runs {
             if let Run::Entry { pos, nslots, ino, ftype, name } = run {

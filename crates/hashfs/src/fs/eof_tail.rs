@@ -30,7 +30,7 @@ impl<D: PmDevice> FsInner<D> {
         }
         let lblk = Lblk::of_byte(raw.size);
         let e = self.translate(cell, raw, lblk, lblk.0 + 1)?;
-        Ok(e.map(|e| (self.geo.block_off(e.pblk.0) + in_blk, BLOCK_BYTES - in_blk)))
+        Ok(e.map(|e| (self.geo.block_off(e.pblk) + in_blk, BLOCK_BYTES - in_blk)))
     }
 
     /// Zeroes and flushes the bytes past EOF in the last block (after a shrink); the caller

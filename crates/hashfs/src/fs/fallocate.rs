@@ -162,7 +162,7 @@ impl<D: PmDevice> FsInner<D> {
         {
             if a < b && (a % BLOCK_BYTES != 0 || b - a < BLOCK_BYTES) {
                 if let Some(e) = self.translate(cell, &st.raw, Lblk::of_byte(a), size_blocks)? {
-                    let at = self.geo.block_off(e.pblk.0) + a % BLOCK_BYTES;
+                    let at = self.geo.block_off(e.pblk) + a % BLOCK_BYTES;
                     self.dev.zero(at, b - a);
                     self.dev.flush(at, b - a);
                 }

@@ -171,7 +171,7 @@ impl InodeCell {
 
 pub fn read_raw<D: PmDevice>(dev: &D, geo: &Geometry, ino: Ino) -> InodeRaw {
     let mut raw = InodeRaw::zeroed();
-    dev.read(geo.inode_off(ino.get()), bytemuck::bytes_of_mut(&mut raw));
+    dev.read(geo.inode_off(ino), bytemuck::bytes_of_mut(&mut raw));
     raw
 }
 
@@ -193,12 +193,12 @@ pub fn fresh_raw(mode: u32, uid: u32, gid: u32, now: i64) -> InodeRaw {
 /// Adds the inode's new contents to a transaction (sealing the checksum first).
 pub fn tx_write_inode<D: PmDevice>(tx: &mut crate::journal::Tx<'_, D>, geo: &Geometry, ino: Ino, raw: &mut InodeRaw) {
     raw.seal(ino);
-    tx.write(geo.inode_off(ino.get()), bytemuck::bytes_of(raw));
+    tx.write(geo.inode_off(ino), bytemuck::bytes_of(raw));
 }
 
 /// Adds the freeing of an inode (all bytes zero) to a transaction.
 pub fn tx_free_inode<D: PmDevice>(tx: &mut crate::journal::Tx<'_, D>, geo: &Geometry, ino: Ino) {
-    tx.write(geo.inode_off(ino.get()), &[0u8; crate::layout::INODE_BYTES]);
+    tx.write(geo.inode_off(ino), &[0u8; crate::layout::INODE_BYTES]);
 }
 
 /// Free-inode bitmap in DRAM, rebuilt at mount from the inode table.
@@ -228,14 +228,12 @@ impl InodeAllocator {
         }
     }
 
-    /// Sets `ino`'s bit as the media has it (a shared mount's refresh, `fs/shared/mod.rs`).
-    pub fn set(&self, ino: Ino, used: bool) {
+    /// Clears `ino`'s bit if it is set: the media says the inode is free (a shared mount's
+    /// refresh, `fs/shared/mod.rs`, where another participant may have freed it).
+    pub fn mark_free(&self, ino: Ino) {
         let i = ino.get() - 1;
         let bit = 1u64 << (i % 64);
-        let word = &self.words[(i / 64) as usize];
-        if used {
-            self.mark_used(ino);
-        } else if word.fetch_and(!bit, Ordering::AcqRel) & bit != 0 {
+        if self.words[(i / 64) as usize].fetch_and(!bit, Ordering::AcqRel) & bit != 0 {
             self.used.fetch_sub(1, Ordering::Relaxed);
         }
     }

@@ -133,7 +133,7 @@ fn runs_of<D: PmDevice>(
             continue;
         };
         let n = e.len.clamp(1, last - l);
-        let (at, image_off) = (at_of(l), fs.geo.block_off(e.pblk.0).0);
+        let (at, image_off) = (at_of(l), fs.geo.block_off(e.pblk).0);
         match runs.last_mut() {
             Some(r) if r.at + r.len == at && r.image_off + r.len as u64 == image_off => {
                 r.len += (n * BLOCK_BYTES) as usize

@@ -191,7 +191,7 @@ pub fn format<D: PmDevice>(dev: &D, opts: &FormatOptions, progress: Progress<'_>
     root.ctime_ns = now;
     root.btime_ns = now;
     root.seal(Ino::ROOT);
-    let root_off = geo.inode_off(Ino::ROOT.get());
+    let root_off = geo.inode_off(Ino::ROOT);
     dev.write(root_off, bytemuck::bytes_of(&root));
     dev.flush(root_off, crate::layout::INODE_BYTES as u64);
     dev.fence();

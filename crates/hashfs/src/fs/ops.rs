@@ -351,7 +351,7 @@ impl<D: PmDevice> FsInner<D> {
         let slot = self.claim_blocks(ino, &[Lblk(0)], None)?[0];
         let mut blk = vec![0u8; BLOCK_BYTES as usize];
         blk[..target.len()].copy_from_slice(target);
-        self.dev.write_nt(self.geo.block_off(slot.0), &blk);
+        self.dev.write_nt(self.geo.block_off(slot), &blk);
         Ok(slot)
     }
 
@@ -558,7 +558,7 @@ impl<D: PmDevice> FsInner<D> {
             .translate(&cell, &st.raw, Lblk(0), 1)?
             .ok_or_else(|| Error::corrupt(format!("symlink {ino} has no data block")))?;
         let mut buf = vec![0u8; st.raw.size as usize];
-        self.dev.read(self.geo.block_off(e.pblk.0), &mut buf);
+        self.dev.read(self.geo.block_off(e.pblk), &mut buf);
         Ok(buf)
     }
 

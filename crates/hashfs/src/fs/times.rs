@@ -48,7 +48,7 @@ impl<D: PmDevice> FsInner<D> {
         if !st.freed {
             super::shared::touched(cell.ino);
             const _: () = assert!(INODE_CTIME_OFF == INODE_MTIME_OFF + 8);
-            let ioff = self.geo.inode_off(cell.ino.get());
+            let ioff = self.geo.inode_off(cell.ino);
             self.dev.store_u64(ioff + INODE_MTIME_OFF, st.raw.mtime_ns as u64);
             self.dev.store_u64(ioff + INODE_CTIME_OFF, st.raw.ctime_ns as u64);
             self.dev.flush(ioff + INODE_MTIME_OFF, 16);
@@ -64,7 +64,7 @@ impl<D: PmDevice> FsInner<D> {
     fn show_times(&self, ino: crate::layout::Ino, st: &InodeMem) {
         if st.times_pending && !st.freed {
             super::shared::touched(ino);
-            let ioff = self.geo.inode_off(ino.get());
+            let ioff = self.geo.inode_off(ino);
             self.dev.store_u64(ioff + INODE_MTIME_OFF, st.raw.mtime_ns as u64);
             self.dev.store_u64(ioff + INODE_CTIME_OFF, st.raw.ctime_ns as u64);
         }

@@ -213,12 +213,12 @@ impl<D: PmDevice> FsInner<D> {
     /// over its bytes from `a` (a whole block: `src` alone), in non-temporal stores, durable
     /// at the next fence. `buf` is scratch.
     pub(in crate::fs) fn fill_moved(&self, new: Pblk, old: Pblk, a: usize, src: &[u8], buf: &mut Vec<u8>) {
-        let at = self.geo.block_off(new.0);
+        let at = self.geo.block_off(new);
         if a == 0 && src.len() == BLOCK_BYTES as usize {
             return self.dev.write_nt(at, src);
         }
         buf.resize(BLOCK_BYTES as usize, 0);
-        self.dev.read(self.geo.block_off(old.0), buf);
+        self.dev.read(self.geo.block_off(old), buf);
         buf[a..a + src.len()].copy_from_slice(src);
         self.dev.write_nt(at, buf);
     }
@@ -320,15 +320,15 @@ impl<D: PmDevice> FsInner<D> {
             let (a, z) = (off.max(start) - start, (off + data.len() as u64).min(start + BLOCK_BYTES) - start);
             let src = &data[(start + a - off) as usize..(start + z - off) as usize];
             match (b.how, b.old) {
-                (How::Logged, Some(p)) => tx.write(self.geo.block_off(p.0) + a, src),
+                (How::Logged, Some(p)) => tx.write(self.geo.block_off(p) + a, src),
                 // A whole block: the data alone, from the caller's buffer.
-                (_, _) if a == 0 && z == BLOCK_BYTES => self.dev.write_nt(self.geo.block_off(b.new.0), src),
+                (_, _) if a == 0 && z == BLOCK_BYTES => self.dev.write_nt(self.geo.block_off(b.new), src),
                 (How::Moved, Some(p)) => self.fill_moved(b.new, p, a as usize, src, &mut buf),
                 _ => {
                     buf.clear();
                     buf.resize(BLOCK_BYTES as usize, 0);
                     buf[a as usize..z as usize].copy_from_slice(src);
-                    self.dev.write_nt(self.geo.block_off(b.new.0), &buf);
+                    self.dev.write_nt(self.geo.block_off(b.new), &buf);
                 }
             }
         }
@@ -364,7 +364,7 @@ impl<D: PmDevice> FsInner<D> {
             bytemuck::bytes_of(&same) == bytemuck::bytes_of(&st.raw)
         };
         if times_only {
-            let ioff = self.geo.inode_off(cell.ino.get());
+            let ioff = self.geo.inode_off(cell.ino);
             const _: () = assert!(INODE_CTIME_OFF == INODE_MTIME_OFF + 8);
             tx.write(ioff + INODE_MTIME_OFF, bytemuck::cast_slice(&[now as u64, now as u64]));
         } else {

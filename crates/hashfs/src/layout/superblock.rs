@@ -450,7 +450,8 @@ impl Geometry {
         pblk.0.checked_add(len).is_some_and(|end| end <= self.data_blocks)
     }
 
-    pub fn inode_off(&self, ino: u64) -> DevOffset {
+    pub fn inode_off(&self, ino: super::Ino) -> DevOffset {
+        let ino = u64::from(ino.0);
         debug_assert!(ino >= 1 && ino <= self.inode_count);
         DevOffset(self.inode_table_off + (ino - 1) * INODE_BYTES as u64)
     }
@@ -474,8 +475,8 @@ impl Geometry {
         DevOffset(self.map_off + round_up(bitmap_bytes(self.data_blocks), BLOCK_BYTES))
     }
 
-    pub fn block_off(&self, slot: u64) -> DevOffset {
-        DevOffset(self.data_off + slot * BLOCK_BYTES)
+    pub fn block_off(&self, pblk: super::Pblk) -> DevOffset {
+        DevOffset(self.data_off + pblk.0 * BLOCK_BYTES)
     }
 
     /// Bytes of the mapping region (table, bitmap) per GiB of data region: the static part

@@ -27,7 +27,7 @@ impl<D: PmDevice> FileMap<D> {
         if !b.is_global() {
             let mut node = |m| {
                 if let Mapped::Node { pblk, .. } = m {
-                    ranges.push((geo.block_off(pblk.0), BLOCK_BYTES));
+                    ranges.push((geo.block_off(pblk), BLOCK_BYTES));
                 }
             };
             b.walk(ino, raw, &mut node)?;

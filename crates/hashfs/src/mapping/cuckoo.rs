@@ -35,8 +35,9 @@ const SEED2: u64 = 0x9E37_79B9_7F4A_7C15;
 /// (bucket, way).
 type Slot = (u64, u64);
 
-pub fn key(ino: u32, lblk: u64) -> u64 {
-    ((ino as u64) << 32) | lblk
+/// The table's key of logical block `lblk` of inode `ino`.
+pub fn key(ino: Ino, lblk: Lblk) -> u64 {
+    (u64::from(ino.0) << 32) | lblk.0
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -91,7 +92,7 @@ impl Cuckoo {
     /// Where logical block `lblk` of `ino` lies: the extent from it to the end of its
     /// physically contiguous run.
     pub fn lookup<M: MemRead>(&self, m: &M, ino: Ino, lblk: Lblk) -> Result<Option<Extent>> {
-        let found = self.lookup_key(m, key(ino.0, lblk.0))?;
+        let found = self.lookup_key(m, key(ino, lblk))?;
         Ok(found.map(|(p, len)| Extent { lblk, pblk: Pblk(p), len }))
     }
 
@@ -176,9 +177,9 @@ impl Cuckoo {
 
     /// Rewrites the run and reverse-index fields of `ino`'s entries in logical blocks
     /// [lo, hi) (within one RUN_MAX group) from the physical blocks they map.
-    pub fn relink<D: PmDevice>(&self, st: &mut Staged<'_, D>, ino: u32, lo: u64, hi: u64) {
+    pub fn relink<D: PmDevice>(&self, st: &mut Staged<'_, D>, ino: Ino, lo: u64, hi: u64) {
         debug_assert!(hi <= (lo / RUN_MAX + 1) * RUN_MAX);
-        let offs: Vec<Option<DevOffset>> = (lo..hi).map(|l| self.find(st, key(ino, l))).collect();
+        let offs: Vec<Option<DevOffset>> = (lo..hi).map(|l| self.find(st, key(ino, Lblk(l)))).collect();
         let pbs: Vec<Option<u64>> = offs.iter().map(|o| o.map(|o| dec(st.load_u64(o + 8)).pblk)).collect();
         let mut i = 0;
         while i < pbs.len() {
@@ -256,23 +257,23 @@ mod tests {
         for i in 0..n {
             let ino = 1 + (i % 5) as u32;
             let l = i / 5;
-            t.insert(&mut st, key(ino, l), Val { pblk: i % geo.data_blocks, run: 1, rev: 0 }).unwrap();
+            t.insert(&mut st, key(Ino(ino), Lblk(l)), Val { pblk: i % geo.data_blocks, run: 1, rev: 0 }).unwrap();
         }
         for i in 0..n {
-            let (p, _) = t.lookup_key(&st, key(1 + (i % 5) as u32, i / 5)).unwrap().expect("present");
+            let (p, _) = t.lookup_key(&st, key(Ino(1 + (i % 5) as u32), Lblk(i / 5))).unwrap().expect("present");
             assert_eq!(p, i % geo.data_blocks);
         }
-        assert_eq!(t.lookup_key(&st, key(9, 0)).unwrap(), None);
+        assert_eq!(t.lookup_key(&st, key(Ino(9), Lblk(0))).unwrap(), None);
         // Runs: blocks 0..10 of inode 7 at 100..110 except block 4.
         for l in 0..10u64 {
             if l != 4 {
-                let _ = t.remove(&mut st, key(1, l));
-                t.insert(&mut st, key(1, l), Val { pblk: 100 + l, run: 1, rev: 0 }).unwrap();
+                let _ = t.remove(&mut st, key(Ino(1), Lblk(l)));
+                t.insert(&mut st, key(Ino(1), Lblk(l)), Val { pblk: 100 + l, run: 1, rev: 0 }).unwrap();
             }
         }
-        t.relink(&mut st, 1, 0, 64);
-        assert_eq!(t.lookup_key(&st, key(1, 0)).unwrap(), Some((100, 4)));
-        assert_eq!(t.lookup_key(&st, key(1, 2)).unwrap(), Some((102, 2)));
-        assert_eq!(t.lookup_key(&st, key(1, 5)).unwrap(), Some((105, 5)));
+        t.relink(&mut st, Ino(1), 0, 64);
+        assert_eq!(t.lookup_key(&st, key(Ino(1), Lblk(0))).unwrap(), Some((100, 4)));
+        assert_eq!(t.lookup_key(&st, key(Ino(1), Lblk(2))).unwrap(), Some((102, 2)));
+        assert_eq!(t.lookup_key(&st, key(Ino(1), Lblk(5))).unwrap(), Some((105, 5)));
     }
 }

@@ -87,7 +87,7 @@ fn node_header<M: MemRead>(m: &M, geo: &Geometry, pblk: u64) -> Result<(u8, usiz
     if pblk >= geo.data_blocks {
         return Err(Error::corrupt(format!("extent tree: node pointer {pblk} out of range")));
     }
-    match parse_node_header(m.load_u64(geo.block_off(pblk))) {
+    match parse_node_header(m.load_u64(geo.block_off(Pblk(pblk)))) {
         Some((level, count)) if count <= NODE_CAP && level <= MAX_LEVELS => Ok((level, count)),
         _ => Err(Error::corrupt(format!("extent tree: block {pblk} is not a valid node"))),
     }
@@ -95,7 +95,7 @@ fn node_header<M: MemRead>(m: &M, geo: &Geometry, pblk: u64) -> Result<(u8, usiz
 
 #[inline]
 fn entry_off(geo: &Geometry, pblk: u64, i: usize) -> DevOffset {
-    geo.block_off(pblk) + 16 + i as u64 * ENTRY_BYTES
+    geo.block_off(Pblk(pblk)) + 16 + i as u64 * ENTRY_BYTES
 }
 
 fn read_node<M: MemRead>(m: &M, geo: &Geometry, pblk: u64) -> Result<Node> {
@@ -113,7 +113,7 @@ fn read_node<M: MemRead>(m: &M, geo: &Geometry, pblk: u64) -> Result<Node> {
 }
 
 fn write_node<D: PmDevice>(st: &mut Staged<'_, D>, geo: &Geometry, pblk: u64, n: &Node) {
-    st.store_u64(geo.block_off(pblk), header_word(n.level, n.e.len()));
+    st.store_u64(geo.block_off(Pblk(pblk)), header_word(n.level, n.e.len()));
     let w: Vec<u64> = n.e.iter().flat_map(encode).collect();
     st.write_words(entry_off(geo, pblk, 0), &w);
 }
@@ -121,8 +121,8 @@ fn write_node<D: PmDevice>(st: &mut Staged<'_, D>, geo: &Geometry, pblk: u64, n:
 /// What a change needs besides the overlay: blocks for new nodes, and a place to put the
 /// nodes and data it frees.
 pub trait NodeAlloc {
-    fn alloc_node(&mut self, hint: u64) -> Result<u64>;
-    fn free_node(&mut self, pblk: u64);
+    fn alloc_node(&mut self, hint: Pblk) -> Result<Pblk>;
+    fn free_node(&mut self, pblk: Pblk);
     fn free_data(&mut self, e: Run);
 }
 
@@ -242,7 +242,7 @@ fn store<D: PmDevice>(
         return Ok(None);
     }
     let right = Node { level: n.level, e: n.e.split_off(n.e.len() / 2) };
-    let np = na.alloc_node(pblk)?;
+    let np = na.alloc_node(Pblk(pblk))?.0;
     write_node(st, geo, pblk, &n);
     write_node(st, geo, np, &right);
     Ok(Some(Ext { lblk: right.e[0].lblk, pblk: np, len: 0 }))
@@ -313,7 +313,7 @@ fn remove_rec<D: PmDevice>(
             }
             remove_rec(st, geo, na, &mut child, from, to)?;
             if child.e.is_empty() {
-                na.free_node(c.pblk);
+                na.free_node(Pblk(c.pblk));
                 continue;
             }
             out.push(Ext { lblk: child.e[0].lblk, pblk: c.pblk, len: 0 });
@@ -342,7 +342,7 @@ fn settle_root<D: PmDevice>(
             let cp = root.e[0].pblk;
             let child = read_node(st, geo, cp)?;
             if child.e.len() <= ROOT_CAP {
-                na.free_node(cp);
+                na.free_node(Pblk(cp));
                 root = child;
                 continue;
             }
@@ -353,7 +353,7 @@ fn settle_root<D: PmDevice>(
         if root.level >= MAX_LEVELS {
             return Err(Error::FileTooBig);
         }
-        let np = na.alloc_node(root.e[0].pblk)?;
+        let np = na.alloc_node(Pblk(root.e[0].pblk))?.0;
         let key = root.e[0].lblk;
         let level = root.level;
         write_node(st, geo, np, &root);

@@ -434,18 +434,18 @@ pub(crate) enum ViewChange {
 }
 
 impl<D: PmDevice> NodeAlloc for MapTx<'_, D> {
-    fn alloc_node(&mut self, hint: u64) -> Result<u64> {
-        let p = self.map.alloc.allocate_one(Some(Pblk(hint + 1)))?.start;
+    fn alloc_node(&mut self, hint: Pblk) -> Result<Pblk> {
+        let p = self.map.alloc.allocate_one(Some(Pblk(hint.0 + 1)))?.start;
         // A free block: zeroed in place (no undo needed: nothing points to it until the
         // transaction commits, and the commit's first fence orders this flush first).
-        let off = self.map.geo.block_off(p);
+        let off = self.map.geo.block_off(Pblk(p));
         self.map.dev.zero(off, BLOCK_BYTES);
         self.map.dev.flush(off, BLOCK_BYTES);
         self.new_nodes.push(p);
-        Ok(p)
+        Ok(Pblk(p))
     }
-    fn free_node(&mut self, pblk: u64) {
-        self.freed_nodes.push(pblk);
+    fn free_node(&mut self, pblk: Pblk) {
+        self.freed_nodes.push(pblk.0);
     }
     fn free_data(&mut self, e: Run) {
         self.freed_data.push(e);
@@ -463,7 +463,7 @@ impl<'a, D: PmDevice> MapTx<'a, D> {
 
     /// Maps extent `x` of `ino` (claimed physical blocks over a hole of the file).
     pub fn insert(&mut self, tx: &mut Tx<'_, D>, ino: Ino, raw: &mut InodeRaw, x: Extent) -> Result<()> {
-        let (ino, lblk, pblk, len) = (ino.0, x.lblk.0, x.pblk.0, x.len);
+        let (lblk, pblk, len) = (x.lblk.0, x.pblk.0, x.len);
         let map = self.map;
         let geo = &map.geo;
         match &map.index {
@@ -483,7 +483,11 @@ impl<'a, D: PmDevice> MapTx<'a, D> {
             }
             Index::Cuckoo(t) => {
                 for i in 0..len {
-                    t.insert(&mut self.st, cuckoo::key(ino, lblk + i), cuckoo::Val { pblk: pblk + i, run: 1, rev: 0 })?;
+                    t.insert(
+                        &mut self.st,
+                        cuckoo::key(ino, Lblk(lblk + i)),
+                        cuckoo::Val { pblk: pblk + i, run: 1, rev: 0 },
+                    )?;
                 }
                 for (lo, hi) in cuckoo::Cuckoo::group_span(lblk.saturating_sub(1), lblk + len) {
                     t.relink(&mut self.st, ino, lo, hi);
@@ -501,24 +505,24 @@ impl<'a, D: PmDevice> MapTx<'a, D> {
                 // (not after a removal in this change, which the lookup would not see).
                 let mut e = extent_hash::Extent { start, len: len32, phys: pblk };
                 if let Some(prev) = start.checked_sub(1).filter(|_| !self.removed) {
-                    if let (Some(p), _) = t.lookup(Ino(ino), prev) {
+                    if let (Some(p), _) = t.lookup(ino, prev) {
                         if p.start as u64 + p.len as u64 == lblk
                             && p.phys + p.len as u64 == pblk
                             && p.len as u64 + len < 1 << 31
                         {
-                            t.remove(tx, Ino(ino), p);
+                            t.remove(tx, ino, p);
                             e = extent_hash::Extent { start: p.start, len: p.len + len32, phys: p.phys };
                         }
                     }
                 }
-                t.insert(tx, Ino(ino), e)?;
+                t.insert(tx, ino, e)?;
             }
             Index::Ctfs(c) => {
                 let part = match Partition::from_word(raw.ctfs_partition())? {
                     Some(p) if p.pages() >= lblk + len => p,
                     old => {
                         let level = Partition::level_for(lblk + len).ok_or(Error::FileTooBig)?;
-                        self.move_partition(c, Ino(ino), raw, old, level)?
+                        self.move_partition(c, ino, raw, old, level)?
                     }
                 };
                 self.with_staged(|st, na| ctfs::ppt::map(st, geo, na, part.base + lblk, pblk, len))?;
@@ -545,7 +549,7 @@ impl<'a, D: PmDevice> MapTx<'a, D> {
     ) -> Result<u64> {
         debug_assert!(!self.removed, "one removal per change");
         self.removed = true;
-        let (ino, from, mut to) = (ino.0, from.0, to.0);
+        let (from, mut to) = (from.0, to.0);
         let map = self.map;
         let geo = &map.geo;
         let before: u64 = self.freed_data.iter().map(|e| e.len).sum();
@@ -557,7 +561,7 @@ impl<'a, D: PmDevice> MapTx<'a, D> {
             Index::Cuckoo(t) => {
                 to = to.min(1 << 32);
                 for l in from..to {
-                    if let Some(p) = t.remove(&mut self.st, cuckoo::key(ino, l)) {
+                    if let Some(p) = t.remove(&mut self.st, cuckoo::key(ino, Lblk(l))) {
                         self.free_data(Run { start: p, len: 1 });
                     }
                 }
@@ -574,19 +578,19 @@ impl<'a, D: PmDevice> MapTx<'a, D> {
                 to = to.min(1 << 32);
                 let mut c = from;
                 while let Some(c32) = u32::try_from(c).ok().filter(|_| c < to) {
-                    let (found, _) = t.lookup(Ino(ino), c32);
+                    let (found, _) = t.lookup(ino, c32);
                     let Some(e) = found else {
                         c += 1;
                         continue;
                     };
                     let (s, end) = (e.start as u64, e.start as u64 + e.len as u64);
-                    t.remove(tx, Ino(ino), e);
+                    t.remove(tx, ino, e);
                     let (a, b) = (s.max(from), end.min(to));
                     self.free_data(Run { start: e.phys + (a - s), len: b - a });
                     if s < from {
                         t.insert(
                             tx,
-                            Ino(ino),
+                            ino,
                             extent_hash::Extent { start: e.start, len: (from - s) as u32, phys: e.phys },
                         )?;
                         self.exthash_inserted = true;
@@ -595,7 +599,7 @@ impl<'a, D: PmDevice> MapTx<'a, D> {
                         let phys = e.phys + (to - s);
                         // The tail: an offset and a length inside `e` (both below its u32 length).
                         let start = e.start + (to - s) as u32;
-                        t.insert(tx, Ino(ino), extent_hash::Extent { start, len: (end - to) as u32, phys })?;
+                        t.insert(tx, ino, extent_hash::Extent { start, len: (end - to) as u32, phys })?;
                         self.exthash_inserted = true;
                     }
                     c = end;
@@ -603,7 +607,7 @@ impl<'a, D: PmDevice> MapTx<'a, D> {
             }
             Index::Ctfs(c) => {
                 let Some(p) = Partition::from_word(raw.ctfs_partition())? else { return Ok(0) };
-                self.moved.push(ViewChange::Removed(Ino(ino), p, from));
+                self.moved.push(ViewChange::Removed(ino, p, from));
                 if from < p.pages() {
                     self.with_staged(|st, na| {
                         ctfs::ppt::unmap(st, geo, na, p.base + from, p.base + to.min(p.pages()))
@@ -617,7 +621,7 @@ impl<'a, D: PmDevice> MapTx<'a, D> {
                     // every turn.
                     let level = if from == 0 { None } else { Partition::level_for(from) };
                     if level.is_none_or(|l| l + 1 < p.level) {
-                        self.leave_partition(c, Ino(ino), raw, p, level)?;
+                        self.leave_partition(c, ino, raw, p, level)?;
                     }
                 }
             }
@@ -650,7 +654,7 @@ impl<'a, D: PmDevice> MapTx<'a, D> {
             }
         }
         let mut dirty: Vec<u64> = self.st.dirty_pages().collect();
-        dirty.extend(self.freed_nodes.iter().map(|&p| self.map.geo.block_off(p).0));
+        dirty.extend(self.freed_nodes.iter().map(|&p| self.map.geo.block_off(Pblk(p)).0));
         self.st.into_tx(tx);
         Finished {
             map: self.map,

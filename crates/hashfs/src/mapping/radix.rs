@@ -68,7 +68,7 @@ fn lookup_raw<M: MemRead>(
     let i = lblk - DIRECT;
     if let Some((leaf, base)) = *cursor {
         if (base..base + FANOUT).contains(&i) {
-            let v = m.load_u64(geo.block_off(leaf) + (i - base) * 8);
+            let v = m.load_u64(geo.block_off(Pblk(leaf)) + (i - base) * 8);
             return if v == 0 { Ok(None) } else { ptr(v, geo).map(Some) };
         }
     }
@@ -79,7 +79,7 @@ fn lookup_raw<M: MemRead>(
     let mut node = ptr(raw.radix_root(), geo)?;
     for level in (0..h).rev() {
         let idx = (i >> (FANOUT_BITS * level)) & (FANOUT - 1);
-        let v = m.load_u64(geo.block_off(node) + idx * 8);
+        let v = m.load_u64(geo.block_off(Pblk(node)) + idx * 8);
         if v == 0 {
             return Ok(None);
         }
@@ -108,30 +108,30 @@ pub fn insert<D: PmDevice>(
     let i = lblk - DIRECT;
     let mut h = height(raw)?;
     if h == 0 {
-        raw.set_radix_root(na.alloc_node(pblk)? + 1);
+        raw.set_radix_root(na.alloc_node(Pblk(pblk))?.0 + 1);
         h = 1;
     }
     while i >= span(h) {
         // A new root whose first pointer is the old root.
-        let nr = na.alloc_node(pblk)?;
-        st.store_u64(geo.block_off(nr), raw.radix_root());
+        let nr = na.alloc_node(Pblk(pblk))?.0;
+        st.store_u64(geo.block_off(Pblk(nr)), raw.radix_root());
         raw.set_radix_root(nr + 1);
         h += 1;
     }
     raw.set_radix_height(h);
     let mut node = ptr(raw.radix_root(), geo)?;
     for level in (1..h).rev() {
-        let at = geo.block_off(node) + ((i >> (FANOUT_BITS * level)) & (FANOUT - 1)) * 8;
+        let at = geo.block_off(Pblk(node)) + ((i >> (FANOUT_BITS * level)) & (FANOUT - 1)) * 8;
         let v = st.load_u64(at);
         node = if v == 0 {
-            let n = na.alloc_node(pblk)?;
+            let n = na.alloc_node(Pblk(pblk))?.0;
             st.store_u64(at, n + 1);
             n
         } else {
             ptr(v, geo)?
         };
     }
-    st.store_u64(geo.block_off(node) + (i & (FANOUT - 1)) * 8, pblk + 1);
+    st.store_u64(geo.block_off(Pblk(node)) + (i & (FANOUT - 1)) * 8, pblk + 1);
     Ok(())
 }
 
@@ -174,7 +174,7 @@ fn remove_rec<D: PmDevice>(
     to: u64,
 ) -> Result<bool> {
     let child_span = span(level);
-    let off = geo.block_off(node);
+    let off = geo.block_off(Pblk(node));
     let mut live = false;
     for idx in 0..FANOUT {
         let at = off + idx * 8;
@@ -193,7 +193,7 @@ fn remove_rec<D: PmDevice>(
             fr.block(p);
             st.store_u64(at, 0);
         } else if remove_rec(st, geo, fr, p, level - 1, lo, from, to)? {
-            fr.na.free_node(p);
+            fr.na.free_node(Pblk(p));
             st.store_u64(at, 0);
         } else {
             live = true;
@@ -224,19 +224,19 @@ pub fn remove<D: PmDevice>(
         let (f, t) = (from.saturating_sub(DIRECT), to - DIRECT);
         let root = ptr(raw.radix_root(), geo)?;
         if remove_rec(st, geo, &mut fr, root, h - 1, 0, f, t)? {
-            fr.na.free_node(root);
+            fr.na.free_node(Pblk(root));
             raw.set_radix_root(0);
             h = 0;
         }
         // Drop levels while only the root's first pointer is used.
         while h > 1 {
             let root = ptr(raw.radix_root(), geo)?;
-            let off = geo.block_off(root);
+            let off = geo.block_off(Pblk(root));
             if (1..FANOUT).any(|i| st.load_u64(off + i * 8) != 0) {
                 break;
             }
             let first = st.load_u64(off);
-            fr.na.free_node(root);
+            fr.na.free_node(Pblk(root));
             raw.set_radix_root(first);
             h -= 1;
         }
@@ -270,7 +270,7 @@ fn walk_rec<M: MemRead>(
     f: &mut dyn FnMut(Option<u64>, u64),
 ) -> Result<()> {
     f(None, node);
-    let off = geo.block_off(node);
+    let off = geo.block_off(Pblk(node));
     for idx in 0..FANOUT {
         let v = m.load_u64(off + idx * 8);
         if v == 0 {

@@ -21,9 +21,18 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 pub const CHANGE_RING: usize = 1024;
 /// Inodes open at once across the image's participants.
 pub const MAX_OPEN_INODES: usize = 4096;
-/// An entry of the ring that names no inode: every cache is refreshed (a takeover's
-/// recovery may have changed anything).
-pub const EVERYTHING: u32 = 0;
+/// An entry of the change ring.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Change {
+    /// This inode changed (its attributes, mapping, entries or data).
+    Inode(Ino),
+    /// Anything may have changed (a takeover's recovery, a participant that lost count):
+    /// every cache is refreshed.
+    Everything,
+}
+
+/// The ring's word for [`Change::Everything`]; no inode is numbered 0.
+const EVERYTHING: u32 = 0;
 
 /// The image's words.
 #[repr(C)]
@@ -119,13 +128,20 @@ impl ImageRegion {
 }
 
 impl ChangeRing {
-    /// Publishes change `n` (the image lock's holder only), of inode `ino`.
-    pub fn put(&self, n: u64, ino: u32) {
-        self.entries[(n % CHANGE_RING as u64) as usize].store(ino, Ordering::Release);
+    /// Publishes change `n` (the image lock's holder only).
+    pub fn put(&self, n: u64, change: Change) {
+        let word = match change {
+            Change::Inode(ino) => ino.0,
+            Change::Everything => EVERYTHING,
+        };
+        self.entries[(n % CHANGE_RING as u64) as usize].store(word, Ordering::Release);
     }
-    /// The inode of change `n`, which must be among the last [`CHANGE_RING`].
-    pub fn get(&self, n: u64) -> u32 {
-        self.entries[(n % CHANGE_RING as u64) as usize].load(Ordering::Acquire)
+    /// Change `n`, which must be among the last [`CHANGE_RING`].
+    pub fn get(&self, n: u64) -> Change {
+        match self.entries[(n % CHANGE_RING as u64) as usize].load(Ordering::Acquire) {
+            EVERYTHING => Change::Everything,
+            ino => Change::Inode(Ino(ino)),
+        }
     }
 }
 

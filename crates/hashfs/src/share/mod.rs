@@ -17,7 +17,7 @@ mod region;
 
 pub use attach::{region_path, Access, Identity, HEADER_BYTES, LAYOUT_VERSION};
 pub use descriptions::{Description, Descriptions, Handle, OffsetGuard, MAX_DESCRIPTIONS};
-pub use image::{ImageRegion, ImageWords, CHANGE_RING, EVERYTHING, MAX_OPEN_INODES, REGION_BYTES};
+pub use image::{Change, ImageRegion, ImageWords, CHANGE_RING, MAX_OPEN_INODES, REGION_BYTES};
 pub use lock::{Acquired, RobustLock};
 pub use participants::{process_alive, Participant, Participants, Slot, MAX_PARTICIPANTS};
 pub use region::{Region, Shared};

@@ -45,7 +45,7 @@ impl<D: PmDevice> UntornVerbs<D> for BlockMap<D> {
     /// Congruent to its logical offset modulo 2 MiB on an aligned-allocator image.
     fn keeps_alignment(&self, fs: &FsInner<D>, _ino: Ino, l: Lblk, p: Pblk) -> bool {
         self.alloc.kind() == AllocatorKind::Aligned
-            && (fs.geo.block_off(p.0).0 / BLOCK_BYTES) % GROUP_SLOTS == l.0 % GROUP_SLOTS
+            && (fs.geo.block_off(p).0 / BLOCK_BYTES) % GROUP_SLOTS == l.0 % GROUP_SLOTS
     }
 
     fn tx_switch<'a>(

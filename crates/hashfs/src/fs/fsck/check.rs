@@ -14,7 +14,7 @@ use crate::journal;
 use crate::layout::dirent::{FileType, SLOTS_PER_BLOCK};
 use crate::layout::inode::{InodeRaw, InodeState};
 use crate::layout::superblock::{FORMAT_ZEROED_TAILS, SB_PRIMARY_OFF, SB_SECONDARY_OFF};
-use crate::layout::{Geometry, Ino, Lblk, Superblock, BLOCK_BYTES, SB_STATE_CLEAN};
+use crate::layout::{Geometry, Ino, Lblk, Pblk, Superblock, BLOCK_BYTES, SB_STATE_CLEAN};
 use crate::mapping::FileMap;
 use crate::pm::{DevOffset, PmDevice};
 use crate::Result;
@@ -148,9 +148,9 @@ fn read_inodes<D: PmDevice>(
 /// The physical block of `lblk` of inode `ino` (an index of the inode table) in the
 /// image's mapping, if it maps one inside the data area (a damaged mapping may name any
 /// number, which the passes that read file data must not follow off the device).
-fn block<D: PmDevice>(map: &FileMap<D>, geo: &Geometry, ino: usize, raw: &InodeRaw, lblk: u64) -> Option<u64> {
+fn block<D: PmDevice>(map: &FileMap<D>, geo: &Geometry, ino: usize, raw: &InodeRaw, lblk: Lblk) -> Option<Pblk> {
     let ino = Ino(u32::try_from(ino).ok()?);
-    on_map!(map map, m => m.block_of(ino, raw, Lblk(lblk))).filter(|&p| geo.holds_blocks(p, 1)).map(|p| p.0)
+    on_map!(map map, m => m.block_of(ino, raw, lblk)).filter(|&p| geo.holds_blocks(p, 1))
 }
 
 /// What the directories say about every inode.
@@ -192,7 +192,7 @@ fn directories<D: PmDevice>(
         let mut names: HashMap<Vec<u8>, u64> = HashMap::new();
         let mut live = 0u64;
         for lblk in 0..draw.size / BLOCK_BYTES {
-            let Some(slot) = block(map, geo, d, &draw, lblk) else {
+            let Some(slot) = block(map, geo, d, &draw, Lblk(lblk)) else {
                 out.add(format!("directory {d}: block {lblk} is not mapped inside the data area"), Fix::None);
                 continue;
             };
@@ -350,7 +350,7 @@ fn xattrs<D: PmDevice>(
         let xr = inodes[x].expect("checked");
         let mut blob = vec![0u8; (xr.size as usize).min(crate::fs::xattr::XATTR_BLOB_MAX + 4096)];
         for (lblk, chunk) in blob.chunks_mut(BLOCK_BYTES as usize).enumerate() {
-            if let Some(slot) = block(map, geo, x, &xr, lblk as u64) {
+            if let Some(slot) = block(map, geo, x, &xr, Lblk(lblk as u64)) {
                 dev.read(geo.block_off(slot), &mut buf);
                 chunk.copy_from_slice(&buf[..chunk.len()]);
             }
@@ -441,7 +441,7 @@ fn eof_tails<D: PmDevice>(
         if in_blk == 0 || raw.is_dir() || raw.is_symlink() || raw.is_special() {
             continue;
         }
-        let Some(pblk) = block(map, geo, i, raw, raw.size / BLOCK_BYTES) else {
+        let Some(pblk) = block(map, geo, i, raw, Lblk::of_byte(raw.size)) else {
             continue;
         };
         let (at, len) = (geo.block_off(pblk) + in_blk, BLOCK_BYTES - in_blk);

@@ -232,8 +232,8 @@ fn repair_before_mount<D: PmDevice>(dev: &Arc<D>, geo: &Geometry, findings: &[Fi
                 needs_mount = true;
             }
             Fix::ClearInode(ino) => {
-                dev.zero(geo.inode_off(ino.get()), INODE_BYTES as u64);
-                dev.flush(geo.inode_off(ino.get()), INODE_BYTES as u64);
+                dev.zero(geo.inode_off(*ino), INODE_BYTES as u64);
+                dev.flush(geo.inode_off(*ino), INODE_BYTES as u64);
                 needs_mount = true;
             }
             Fix::Mount | Fix::RepairProbePaths => needs_mount = true,
@@ -279,8 +279,8 @@ fn repair_structure<D: PmDevice>(dev: &D, geo: &Geometry, findings: &[Finding]) 
 fn rewrite_inode<D: PmDevice>(dev: &D, geo: &Geometry, ino: Ino, raw: &InodeRaw) {
     let mut raw = *raw;
     raw.seal(ino);
-    dev.write(geo.inode_off(ino.get()), bytemuck::bytes_of(&raw));
-    dev.flush(geo.inode_off(ino.get()), INODE_BYTES as u64);
+    dev.write(geo.inode_off(ino), bytemuck::bytes_of(&raw));
+    dev.flush(geo.inode_off(ino), INODE_BYTES as u64);
 }
 
 impl<D: PmDevice> super::FsInner<D> {

@@ -39,7 +39,7 @@
 use crate::fs::inode::{InodeCell, InodeMem};
 use crate::fs::FsInner;
 use crate::layout::inode::{INODE_BLOCKS_OFF, INODE_SIZE_OFF};
-use crate::layout::{Geometry, Ino, Lblk, BLOCK_BYTES};
+use crate::layout::{Geometry, Ino, Lblk, Pblk, BLOCK_BYTES};
 use crate::mapping::hashfs::{file_key, HashTable};
 use crate::pm::PmDevice;
 use std::sync::atomic::Ordering;
@@ -122,7 +122,7 @@ pub(crate) enum Settled {
 /// Flushes what it stores; the caller fences. Stores nothing on a plain size, or on a
 /// tag no append can have left (a length above the size).
 pub(crate) fn settle<D: PmDevice>(dev: &D, geo: &Geometry, table: &HashTable<D>, ino: Ino) -> Settled {
-    let ioff = geo.inode_off(ino.get());
+    let ioff = geo.inode_off(ino);
     let (a, b) = (dev.load_u64(ioff + INODE_SIZE_OFF), dev.load_u64(ioff + INODE_BLOCKS_OFF));
     let Some(tag) = Tag::of(a) else {
         if a >> LEN_SHIFT == 0 && b >> BLOCKS_BITS != 0 {
@@ -163,7 +163,7 @@ fn file_bytes<D: PmDevice>(dev: &D, geo: &Geometry, table: &HashTable<D>, ino: I
         let n = ((BLOCK_BYTES - in_blk) as usize).min(len - done);
         if let Some(slot) = file_key(ino, Lblk::of_byte(at)).and_then(|k| find_key(table, k)) {
             if slot < geo.data_blocks {
-                dev.read(geo.block_off(slot) + in_blk, &mut out[done..done + n]);
+                dev.read(geo.block_off(Pblk(slot)) + in_blk, &mut out[done..done + n]);
             }
         }
         done += n;
@@ -188,7 +188,7 @@ pub(crate) fn tagged_inodes<D: PmDevice>(dev: &D, geo: &Geometry) -> Vec<Ino> {
     (1..=geo.inode_count)
         .map(|i| Ino(i as u32))
         .filter(|ino| {
-            let ioff = geo.inode_off(ino.get());
+            let ioff = geo.inode_off(*ino);
             dev.load_u64(ioff + INODE_SIZE_OFF) >> LEN_SHIFT != 0
                 || dev.load_u64(ioff + INODE_BLOCKS_OFF) >> BLOCKS_BITS != 0
         })
@@ -224,7 +224,7 @@ impl<D: PmDevice> FsInner<D> {
         }
         if !st.freed {
             crate::fs::shared::touched(cell.ino);
-            let ioff = self.geo.inode_off(cell.ino.get());
+            let ioff = self.geo.inode_off(cell.ino);
             self.dev.store_u64(ioff + INODE_SIZE_OFF, st.raw.size);
             self.dev.store_u64(ioff + INODE_BLOCKS_OFF, st.raw.blocks);
             self.dev.flush(ioff + INODE_SIZE_OFF, 16);

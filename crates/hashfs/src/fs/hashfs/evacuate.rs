@@ -65,7 +65,7 @@ impl<D: PmDevice> FsInner<D> {
     /// in `s` (a reservation for a claim, or a tombstone). A crash leaves the block in one
     /// place or the other. The caller holds the file's lock; on failure `to` is freed.
     pub(in crate::fs) fn relocate(&self, t: &HashTable<D>, s: u64, v: u64, to: Pblk, old_becomes: u64) -> Result<()> {
-        let (from_off, to_off) = (self.geo.block_off(s), self.geo.block_off(to.0));
+        let (from_off, to_off) = (self.geo.block_off(Pblk(s)), self.geo.block_off(to));
         let mut buf = vec![0u8; BLOCK_BYTES as usize];
         self.dev.read(from_off, &mut buf);
         self.dev.write(to_off, &buf);

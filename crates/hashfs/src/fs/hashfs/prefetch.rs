@@ -5,7 +5,7 @@
 
 use crate::fs::inode::InodeCell;
 use crate::fs::FsInner;
-use crate::layout::{Lblk, BLOCK_BYTES};
+use crate::layout::{Lblk, Pblk, BLOCK_BYTES};
 use crate::mapping::hashfs::{file_key, HashTable};
 use crate::mapping::FileMap;
 use crate::pm::PmDevice;
@@ -36,6 +36,6 @@ impl<D: PmDevice> FsInner<D> {
     pub(in crate::fs) fn prefetch_key_home(&self, t: &HashTable<D>, key: u64, at: u64) {
         let home = t.home(key);
         self.dev.prefetch(t.slot_off(home));
-        self.dev.prefetch(self.geo.block_off(home) + at);
+        self.dev.prefetch(self.geo.block_off(Pblk(home)) + at);
     }
 }

@@ -110,13 +110,17 @@ impl<D: PmDevice> FsInner<D> {
             // every bucket a key had since the first unfinished opening.
             if g.open_groups(r.to_open(incoming)) == 0 {
                 r.set_no_free(true); // the open ones fill up
-                r.tried(false);
+                r.try_failed();
                 return;
             }
             r.set_no_free(false);
             done = self.finish_moves(t, g, r);
         }
-        r.tried(done);
+        if done {
+            r.try_succeeded();
+        } else {
+            r.try_failed();
+        }
     }
 
     /// Steps 2 to 4 for every opening in progress. True when they are finished.

@@ -73,13 +73,17 @@ impl<D: PmDevice> FileSystem<D> {
         Some(Fork { counted, in_image: true, outer })
     }
 
-    /// After `fork`, in the parent (`forked`: whether a child was made): lets go of the
-    /// image lock; a fork that failed is uncounted.
-    pub fn after_fork_in_parent(&self, fork: Fork, forked: bool) {
-        let Some(sh) = self.inner.shared.get() else { return };
-        if !forked {
-            undo(sh, &fork);
+    /// After `fork` made a child, in the parent: lets go of the image lock.
+    pub fn after_fork_in_parent(&self, fork: Fork) {
+        if self.inner.shared.get().is_some() {
+            drop(Entered { fs: &*self.inner, outer: fork.outer });
         }
+    }
+
+    /// After a `fork` that made no child: uncounts it and lets go of the image lock.
+    pub fn fork_failed(&self, fork: Fork) {
+        let Some(sh) = self.inner.shared.get() else { return };
+        undo(sh, &fork);
         drop(Entered { fs: &*self.inner, outer: fork.outer });
     }
 

@@ -32,9 +32,7 @@ use crate::layout::superblock::HashPlacement;
 use crate::layout::{Ino, MappingKind, SB_STATE_CLEAN};
 use crate::mapping::FileMap;
 use crate::pm::PmDevice;
-use crate::share::{
-    Access, Acquired, Identity, ImageRegion, Participant, Region, CHANGE_RING, EVERYTHING, REGION_BYTES,
-};
+use crate::share::{Access, Acquired, Change, Identity, ImageRegion, Participant, Region, CHANGE_RING, REGION_BYTES};
 use crate::{Error, Result};
 use std::cell::{Cell, RefCell};
 use std::path::Path;
@@ -67,7 +65,7 @@ thread_local! {
     /// still make calls (nested ones among them, which must not take the lock again).
     static DEPTH: Cell<u32> = const { Cell::new(0) };
     /// Inodes the call changed on the media (kept with its capacity from call to call).
-    static TOUCHED: RefCell<Vec<u32>> = const { RefCell::new(Vec::new()) };
+    static TOUCHED: RefCell<Vec<Ino>> = const { RefCell::new(Vec::new()) };
 }
 
 /// A change that could not be noted (the thread's storage was being torn down, at its
@@ -101,7 +99,7 @@ pub(crate) fn touched(ino: Ino) {
     if depth() == 0 {
         return;
     }
-    if TOUCHED.try_with(|t| t.borrow_mut().push(ino.0)).is_err() {
+    if TOUCHED.try_with(|t| t.borrow_mut().push(ino)).is_err() {
         LOST_ANYWHERE.store(true, Ordering::Release);
     }
 }
@@ -155,17 +153,22 @@ impl<D: PmDevice> FsInner<D> {
             return;
         }
         let ring = sh.region.ring();
-        let full = now - seen > CHANGE_RING as u64 || (seen..now).any(|n| ring.get(n) == EVERYTHING);
+        let full = now - seen > CHANGE_RING as u64 || (seen..now).any(|n| ring.get(n) == Change::Everything);
         if full {
             for i in 1..=self.geo.inode_count {
                 self.refresh_inode(Ino(i as u32));
             }
         } else {
-            let mut inos: Vec<u32> = (seen..now).map(|n| ring.get(n)).collect();
+            let mut inos: Vec<Ino> = (seen..now)
+                .filter_map(|n| match ring.get(n) {
+                    Change::Inode(ino) => Some(ino),
+                    Change::Everything => None,
+                })
+                .collect();
             inos.sort_unstable();
             inos.dedup();
-            for i in inos {
-                self.refresh_inode(Ino(i));
+            for ino in inos {
+                self.refresh_inode(ino);
             }
         }
         if let FileMap::Hash(t) = &self.map {
@@ -183,7 +186,11 @@ impl<D: PmDevice> FsInner<D> {
         let mut raw = super::inode::read_raw(&*self.dev, &self.geo, ino);
         let tag = append_tag::read_plain(&mut raw);
         let state = raw.check(ino);
-        self.ialloc.set(ino, state != InodeState::Free);
+        if state == InodeState::Free {
+            self.ialloc.mark_free(ino);
+        } else {
+            self.ialloc.mark_used(ino);
+        }
         let Some(cell) = self.inodes.cached(ino) else { return };
         let mut st = cell.state.write();
         if state == InodeState::Free {
@@ -240,13 +247,13 @@ impl<D: PmDevice> FsInner<D> {
             inos.sort_unstable();
             inos.dedup();
             for &ino in inos.iter() {
-                ring.put(n, ino);
+                ring.put(n, Change::Inode(ino));
                 n += 1;
             }
             inos.clear();
         });
         if lost || noted.is_err() {
-            ring.put(n, EVERYTHING);
+            ring.put(n, Change::Everything);
             n += 1;
         }
         if n != start {
@@ -389,7 +396,7 @@ fn release_leftovers(region: &ImageRegion, p: Participant) {
 }
 
 /// What a mount that recovered the image (or ran first) tells the others: its next
-/// transaction id and the table's used count, and an [`EVERYTHING`] in the ring, so that
+/// transaction id and the table's used count, and a [`Change::Everything`] in the ring, so that
 /// every participant reads all it caches again.
 fn publish_recovered<D: PmDevice>(region: &ImageRegion, fs: &FsInner<D>) {
     let words = region.words();
@@ -398,7 +405,7 @@ fn publish_recovered<D: PmDevice>(region: &ImageRegion, fs: &FsInner<D>) {
         words.table_used.store(t.used(), Ordering::Release);
     }
     let n = words.changes.load(Ordering::Acquire);
-    region.ring().put(n, EVERYTHING);
+    region.ring().put(n, Change::Everything);
     words.changes.store(n + 1, Ordering::Release);
 }
 

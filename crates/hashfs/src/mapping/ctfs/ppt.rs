@@ -20,7 +20,7 @@ use super::super::extent_tree::NodeAlloc;
 use super::super::staged::{MemRead, Staged};
 use crate::alloc::Run;
 use crate::layout::mapping::ctfs::{entry, FLAGS, HUGE, NODE_BITS, NODE_ENTRIES, PRESENT, ROOT_LEVEL, SPACE_PAGES};
-use crate::layout::{Geometry, BLOCK_BYTES};
+use crate::layout::{Geometry, Pblk, BLOCK_BYTES};
 use crate::pm::{DevOffset, PmDevice};
 use crate::{Error, Result};
 
@@ -110,7 +110,7 @@ fn node_at<M: MemRead>(m: &M, geo: &Geometry, vpn: u64, level: u32) -> Result<Pa
         if e & HUGE != 0 {
             return Ok(Path::Leaf(e));
         }
-        node = geo.block_off(b);
+        node = geo.block_off(Pblk(b));
     }
     Ok(Path::Node(node))
 }
@@ -129,20 +129,20 @@ fn slot<D: PmDevice>(
         let at = node + index(l, vpn) * 8;
         let e = st.load_u64(at);
         let b = if e == 0 {
-            let n = na.alloc_node(0)?;
+            let n = na.alloc_node(Pblk(0))?.0;
             st.store_u64(at, entry(n, 0));
             n
         } else if e & HUGE != 0 {
             let b = target(geo, e, l)?;
-            let n = na.alloc_node(b)?;
+            let n = na.alloc_node(Pblk(b))?.0;
             let pages: Vec<u64> = (0..NODE_ENTRIES).map(|i| entry(b + i, 0)).collect();
-            st.write_words(geo.block_off(n), &pages);
+            st.write_words(geo.block_off(Pblk(n)), &pages);
             st.store_u64(at, entry(n, 0));
             n
         } else {
             target(geo, e, l)?
         };
-        node = geo.block_off(b);
+        node = geo.block_off(Pblk(b));
     }
     Ok(node + index(level, vpn) * 8)
 }
@@ -173,10 +173,10 @@ pub fn map<D: PmDevice>(
         if v.is_multiple_of(NODE_ENTRIES) && len - i >= NODE_ENTRIES && huge_aligned(geo, p) {
             let at = slot(st, geo, na, v, 1)?;
             let e = st.load_u64(at);
-            let empty_node = e != 0 && e & HUGE == 0 && node_empty(st, geo.block_off(target(geo, e, 1)?));
+            let empty_node = e != 0 && e & HUGE == 0 && node_empty(st, geo.block_off(Pblk(target(geo, e, 1)?)));
             if e == 0 || empty_node {
                 if empty_node {
-                    na.free_node(e >> 12);
+                    na.free_node(Pblk(e >> 12));
                 }
                 st.store_u64(at, entry(p, HUGE));
                 i += NODE_ENTRIES;
@@ -202,14 +202,14 @@ fn collapse<D: PmDevice>(st: &mut Staged<'_, D>, geo: &Geometry, na: &mut dyn No
     let e = st.load_u64(up);
     let node = target(geo, e, 1)?;
     let mut words = vec![0u64; NODE_ENTRIES as usize];
-    st.read_words(geo.block_off(node), &mut words);
+    st.read_words(geo.block_off(Pblk(node)), &mut words);
     let first = words[0] >> 12;
     let whole = words[0] != 0
         && huge_aligned(geo, first)
         && words.iter().enumerate().all(|(k, &w)| w == entry(first + k as u64, 0));
     if whole {
         target(geo, entry(first, HUGE), 1)?; // checks the leaf lies inside the data region
-        na.free_node(node);
+        na.free_node(Pblk(node));
         st.store_u64(up, entry(first, HUGE));
     }
     Ok(())
@@ -292,8 +292,8 @@ fn clear_rec<D: PmDevice>(
             } else {
                 b
             };
-            if clear_rec(st, geo, na, fr.as_deref_mut(), geo.block_off(child), level - 1, lo, from, to)? {
-                na.free_node(child);
+            if clear_rec(st, geo, na, fr.as_deref_mut(), geo.block_off(Pblk(child)), level - 1, lo, from, to)? {
+                na.free_node(Pblk(child));
                 st.store_u64(at, 0);
             }
         }
@@ -377,10 +377,10 @@ fn prune_up<D: PmDevice>(
             return Ok(());
         }
         let child = target(geo, e, l + 1)?;
-        if !node_empty(st, geo.block_off(child)) {
+        if !node_empty(st, geo.block_off(Pblk(child))) {
             return Ok(());
         }
-        na.free_node(child);
+        na.free_node(Pblk(child));
         st.store_u64(at, 0);
     }
     Ok(())
@@ -455,7 +455,7 @@ fn walk_rec<M: MemRead>(
             data(s, b + (s - lo), t - s);
         } else {
             nodes(b);
-            walk_rec(m, geo, geo.block_off(b), level - 1, lo, from, to, data, nodes)?;
+            walk_rec(m, geo, geo.block_off(Pblk(b)), level - 1, lo, from, to, data, nodes)?;
         }
     }
     Ok(())
@@ -479,13 +479,13 @@ mod tests {
     }
 
     impl NodeAlloc for Nodes {
-        fn alloc_node(&mut self, _hint: u64) -> Result<u64> {
+        fn alloc_node(&mut self, _hint: Pblk) -> Result<Pblk> {
             self.next -= 1;
             self.live.insert(self.next);
-            Ok(self.next)
+            Ok(Pblk(self.next))
         }
-        fn free_node(&mut self, pblk: u64) {
-            assert!(self.live.remove(&pblk), "node {pblk} freed twice or never allocated");
+        fn free_node(&mut self, pblk: Pblk) {
+            assert!(self.live.remove(&pblk.0), "node {} freed twice or never allocated", pblk.0);
         }
         fn free_data(&mut self, e: Run) {
             self.freed_data += e.len;
@@ -513,7 +513,8 @@ mod tests {
         })
         .unwrap();
         assert_eq!(&walked, model, "the walk differs from the model");
-        walk_nodes(st, geo, &mut |b| assert!(!node_empty(st, geo.block_off(b)), "node {b} is empty but kept")).unwrap();
+        walk_nodes(st, geo, &mut |b| assert!(!node_empty(st, geo.block_off(Pblk(b))), "node {b} is empty but kept"))
+            .unwrap();
         for _ in 0..200 {
             let v = if rng.random_bool(0.7) && !model.is_empty() {
                 *model.keys().nth(rng.random_range(0..model.len())).unwrap()
@@ -611,7 +612,7 @@ mod tests {
                 huge_seen |= na
                     .live
                     .iter()
-                    .any(|&n| (0..NODE_ENTRIES).any(|i| st.load_u64(geo.block_off(n) + i * 8) & HUGE != 0))
+                    .any(|&n| (0..NODE_ENTRIES).any(|i| st.load_u64(geo.block_off(Pblk(n)) + i * 8) & HUGE != 0))
                     && root_words.iter().all(|&w| w & HUGE == 0);
                 if step % 25 == 0 {
                     check(&st, &geo, &model, &mut rng);

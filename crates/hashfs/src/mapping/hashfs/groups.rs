@@ -231,7 +231,7 @@ impl<D: PmDevice> Groups<D> {
         if let Some(g) = self.group_of(slot) {
             self.counts[g].fetch_add(1, Ordering::Relaxed);
             if let Some(r) = &self.regions {
-                r.count(g as u64, true);
+                r.count_in(g as u64);
             }
         }
     }
@@ -241,7 +241,7 @@ impl<D: PmDevice> Groups<D> {
         if let Some(g) = self.group_of(slot) {
             self.counts[g].fetch_sub(1, Ordering::Relaxed);
             if let Some(r) = &self.regions {
-                r.count(g as u64, false);
+                r.count_out(g as u64);
             }
         }
     }

@@ -176,11 +176,17 @@ impl Regions {
         s == 0
     }
 
-    /// The outcome of a try: after a failure the next [`RETRY_EVERY`] requests pass,
-    /// twice as many after each further failure (a file mapped for hours costs a scan
-    /// of the region now and then, not at every write), up to [`RETRY_MAX`].
-    pub fn tried(&self, ok: bool) {
-        let wait = if ok { 0 } else { (self.backoff.load(Ordering::Relaxed) * 2).clamp(RETRY_EVERY, RETRY_MAX) };
+    /// A try finished what it had to do: the next request may try again.
+    pub fn try_succeeded(&self) {
+        self.backoff.store(0, Ordering::Relaxed);
+        self.skip.store(0, Ordering::Relaxed);
+    }
+
+    /// A try left work undone: the next [`RETRY_EVERY`] requests pass, twice as many after
+    /// each further failure (a file mapped for hours costs a scan of the region now and
+    /// then, not at every write), up to [`RETRY_MAX`].
+    pub fn try_failed(&self) {
+        let wait = (self.backoff.load(Ordering::Relaxed) * 2).clamp(RETRY_EVERY, RETRY_MAX);
         self.backoff.store(wait, Ordering::Relaxed);
         self.skip.store(wait, Ordering::Relaxed);
     }
@@ -273,13 +279,16 @@ impl Regions {
     pub fn used(&self) -> u64 {
         self.used.load(Ordering::Relaxed)
     }
-    pub(super) fn count(&self, g: u64, add: bool) {
+    /// A key or reservation went into group `g`: counted if the group is open.
+    pub(super) fn count_in(&self, g: u64) {
         if self.is_open(g) {
-            if add {
-                self.used.fetch_add(1, Ordering::Relaxed);
-            } else {
-                self.used.fetch_sub(1, Ordering::Relaxed);
-            }
+            self.used.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+    /// A key or reservation left group `g`.
+    pub(super) fn count_out(&self, g: u64) {
+        if self.is_open(g) {
+            self.used.fetch_sub(1, Ordering::Relaxed);
         }
     }
     pub(super) fn set_used(&self, n: u64) {
