@@ -115,6 +115,19 @@ pub(crate) trait MapVerbs<D: PmDevice> {
     /// find them while they are still the file's.
     fn release_plan(&self, cell: &InodeCell, from: Lblk, to: Lblk) -> Vec<Pblk>;
 
+    /// The count a mount shared by many processes (`fs/shared/`) publishes to the others
+    /// after its changes and takes on from theirs: HashFS's table's used slots, which its
+    /// load checks read; None where the mapping keeps no such count in memory.
+    fn shared_count(&self) -> Option<u64>;
+
+    /// Takes on the count another participant published ([`Self::shared_count`]).
+    fn adopt_shared_count(&self, n: u64);
+
+    /// Settles every size that a one-fence append left tagged (the last participant
+    /// leaving a shared image clean; `fs/hashfs/append_tag.rs`). Flushes what it stores;
+    /// the caller fences.
+    fn settle_tagged_sizes(&self, fs: &FsInner<D>);
+
     /// Once the smaller size is durable (or the file has no links): frees the blocks of
     /// `cell` in [from, to), `planned` being what [`release_plan`](Self::release_plan)
     /// found.

@@ -111,6 +111,15 @@ impl<D: PmDevice> MapVerbs<D> for BlockMap<D> {
         false
     }
 
+    fn shared_count(&self) -> Option<u64> {
+        None
+    }
+
+    fn adopt_shared_count(&self, _n: u64) {}
+
+    /// None to settle: sizes are tagged only on HashFS.
+    fn settle_tagged_sizes(&self, _fs: &FsInner<D>) {}
+
     /// No: a structure's insertion changes shared state, which a transaction logs.
     fn maps_past_eof_unlogged(&self) -> bool {
         false

@@ -2,7 +2,8 @@
 //! the data path's verbs (`verbs.rs`, freeing and finding slots in `slots.rs`), one-fence
 //! small appends (`append_tag.rs`), the read prefetch (`prefetch.rs`), the grouped
 //! placements' claims (`grouped.rs`), the grouped placement's evacuation of a group
-//! (`evacuate.rs`) and the regions placement's openings (`regions.rs`).
+//! (`evacuate.rs`) and the regions placement's openings (`regions.rs`). And the one
+//! mapping many processes share an image on yet (`fs/shared/`): [`shared_by_processes`].
 
 pub(crate) mod append_tag;
 mod evacuate;
@@ -15,3 +16,13 @@ pub(crate) mod slots;
 mod stats;
 mod untorn;
 mod verbs;
+
+use crate::layout::superblock::HashPlacement;
+use crate::layout::{Geometry, MappingKind, Superblock};
+
+/// Whether the image `sb` describes may be mounted by many processes at once: HashFS's
+/// mapping with the paper placement (the grouped placements' and the other mappings'
+/// volatile state is not yet kept in the shared region).
+pub(crate) fn shared_by_processes(sb: &Superblock, geo: &Geometry) -> bool {
+    sb.mapping_kind == MappingKind::HashFs as u32 && (geo.groups == 0 || sb.placement == HashPlacement::Paper as u32)
+}

@@ -133,6 +133,20 @@ impl<D: PmDevice> MapVerbs<D> for HashTable<D> {
         true
     }
 
+    fn shared_count(&self) -> Option<u64> {
+        Some(self.used())
+    }
+
+    fn adopt_shared_count(&self, n: u64) {
+        self.set_used(n);
+    }
+
+    fn settle_tagged_sizes(&self, fs: &FsInner<D>) {
+        for ino in super::append_tag::tagged_inodes(&*fs.dev, &fs.geo) {
+            super::append_tag::settle(&*fs.dev, &fs.geo, self, ino);
+        }
+    }
+
     /// A key in the block's slot (with every placement: a group the grouped placements
     /// claim for the chunk, and any opening of regions, was made durable before the plan
     /// returned, as for a transaction's write).

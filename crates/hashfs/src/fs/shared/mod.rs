@@ -26,11 +26,10 @@ pub use fork::Fork;
 
 use super::hashfs::append_tag;
 use super::recovery::{self, MountAs};
+use super::verbs::{on_map, MapVerbs};
 use super::{FsInner, Progress};
 use crate::layout::inode::InodeState;
-use crate::layout::superblock::HashPlacement;
-use crate::layout::{Ino, MappingKind, SB_STATE_CLEAN};
-use crate::mapping::FileMap;
+use crate::layout::{Ino, SB_STATE_CLEAN};
 use crate::pm::PmDevice;
 use crate::share::{Access, Acquired, Change, Identity, ImageRegion, Participant, Region, CHANGE_RING, REGION_BYTES};
 use crate::{Error, Result};
@@ -171,9 +170,7 @@ impl<D: PmDevice> FsInner<D> {
                 self.refresh_inode(ino);
             }
         }
-        if let FileMap::Hash(t) = &self.map {
-            t.set_used(words.table_used.load(Ordering::Acquire));
-        }
+        on_map!(self, m => m.adopt_shared_count(words.table_used.load(Ordering::Acquire)));
         sh.seen.store(now, Ordering::Relaxed);
     }
 
@@ -231,8 +228,7 @@ impl<D: PmDevice> FsInner<D> {
         if words.next_txid.load(Ordering::Acquire) < txid {
             words.next_txid.fetch_max(txid, Ordering::AcqRel);
         }
-        if let FileMap::Hash(t) = &self.map {
-            let used = t.used();
+        if let Some(used) = on_map!(self, m => m.shared_count()) {
             if words.table_used.load(Ordering::Relaxed) != used {
                 words.table_used.store(used, Ordering::Release);
             }
@@ -329,12 +325,8 @@ impl<D: PmDevice> FsInner<D> {
             self.persist_all_times();
             self.untag_all();
             if !others {
-                if let FileMap::Hash(t) = &self.map {
-                    for ino in append_tag::tagged_inodes(&*self.dev, &self.geo) {
-                        append_tag::settle(&*self.dev, &self.geo, t, ino);
-                    }
-                    self.dev.fence();
-                }
+                on_map!(self, m => m.settle_tagged_sizes(self));
+                self.dev.fence();
                 // A clean image holds no unlinked inode (a mount refuses one that does). No
                 // one else is left to have one open: those this participant does not hold
                 // are freed; one it still holds leaves the image unclean, for the next mount
@@ -401,8 +393,8 @@ fn release_leftovers(region: &ImageRegion, p: Participant) {
 fn publish_recovered<D: PmDevice>(region: &ImageRegion, fs: &FsInner<D>) {
     let words = region.words();
     words.next_txid.fetch_max(fs.journals.next_txid(), Ordering::AcqRel);
-    if let FileMap::Hash(t) = &fs.map {
-        words.table_used.store(t.used(), Ordering::Release);
+    if let Some(used) = on_map!(fs, m => m.shared_count()) {
+        words.table_used.store(used, Ordering::Release);
     }
     let n = words.changes.load(Ordering::Acquire);
     region.ring().put(n, Change::Everything);
@@ -418,9 +410,7 @@ pub(crate) fn mount<D: PmDevice>(
     progress: Progress<'_>,
 ) -> Result<(Arc<FsInner<D>>, recovery::MountReport)> {
     let (sb, geo, _) = super::read_superblock(&*dev)?;
-    let shareable = sb.mapping_kind == MappingKind::HashFs as u32
-        && (geo.groups == 0 || sb.placement == HashPlacement::Paper as u32);
-    if !shareable {
+    if !super::hashfs::shared_by_processes(&sb, &geo) {
         return Err(Error::Unsupported(
             "only HashFS's mapping with the paper placement is shared by many processes yet; this image is used \
              by one process at a time",
@@ -464,9 +454,7 @@ pub(crate) fn mount<D: PmDevice>(
         let (inner, report) = recovery::mount(dev, progress, how)?;
         if matches!(how, MountAs::Joining) {
             words.next_txid.fetch_max(inner.journals.next_txid(), Ordering::AcqRel);
-            if let FileMap::Hash(t) = &inner.map {
-                t.set_used(words.table_used.load(Ordering::Acquire));
-            }
+            on_map!(inner, m => m.adopt_shared_count(words.table_used.load(Ordering::Acquire)));
         } else {
             // Everyone else (none, when first) reads everything again.
             publish_recovered(&region, &inner);
