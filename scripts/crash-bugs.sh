@@ -228,7 +228,7 @@ elif name == "create-inode-unwritten":
 elif name == "setattr-in-place":
     sub("crates/hashfs/src/fs/ops.rs",
         "        let mut tx = self.journals.begin();\n        inode::tx_write_inode(&mut tx, &self.geo, ino, &mut raw);\n        tx.commit()?;\n        st.raw = raw;\n        Ok(raw)\n",
-        "        raw.seal(ino);\n        let at = self.geo.inode_off(ino.get());\n        self.dev.write(at, bytemuck::bytes_of(&raw));\n        self.dev.flush(at, std::mem::size_of::<InodeRaw>() as u64);\n        self.dev.fence();\n        st.raw = raw;\n        Ok(raw)\n")
+        "        raw.seal(ino);\n        let at = self.geo.inode_off(ino);\n        self.dev.write(at, bytemuck::bytes_of(&raw));\n        self.dev.flush(at, std::mem::size_of::<InodeRaw>() as u64);\n        self.dev.fence();\n        st.raw = raw;\n        Ok(raw)\n")
 elif name == "append-key-unflushed":
     sub("crates/hashfs/src/fs/hashfs/verbs.rs",
         "            fs.dev.store_u64(self.slot_off(pblk.0), k);\n            fs.dev.flush(self.slot_off(pblk.0), 8);\n",
@@ -280,7 +280,7 @@ elif name == "shared-joiner-recovers":
 elif name == "shared-takeover-no-recovery":
     sub("crates/hashfs/src/fs/shared/mod.rs",
         "        let (tmp, _) = recovery::mount(self.dev.clone(), &|_, _| {}, MountAs::Recovering { keep: &keep })?;\n        tmp.unmounted.store(true, Ordering::Release); // its Drop must not mark the image clean\n        publish_recovered(&sh.region, &tmp);\n        drop(tmp);\n",
-        "        let _ = keep;\n        let n = sh.region.words().changes.load(Ordering::Acquire);\n        sh.region.ring().put(n, EVERYTHING);\n        sh.region.words().changes.store(n + 1, Ordering::Release);\n")
+        "        let _ = keep;\n        let n = sh.region.words().changes.load(Ordering::Acquire);\n        sh.region.ring().put(n, Change::Everything);\n        sh.region.words().changes.store(n + 1, Ordering::Release);\n")
 elif name == "shared-call-unlocked":
     sub("crates/hashfs/src/fs/shared/mod.rs",
         "        if let Acquired::FromDead(dead) = sh.region.words().lock.lock(sh.me(), sh.region.participants()) {\n",
