@@ -180,7 +180,66 @@ macro_rules! export {
                 posix_spawnp => process::posix_spawnp(pid: *mut libc::pid_t, file: *const c_char, actions: *const libc::posix_spawn_file_actions_t, attr: *const libc::posix_spawnattr_t, argv: *const *const c_char, envp: *const *const c_char) -> c_int;
                 fexecve => process::fexecve(fd: c_int, argv: *const *const c_char, envp: *const *const c_char) -> c_int;
             }
+            $crate::list_execs! { $B;
+                execl => Path;
+                execlp => Search;
+                execle => WithEnv;
+            }
         }
+    };
+}
+
+/// The variadic execs (`execl`, `execlp`, `execle`), which Rust cannot define: each is a
+/// naked function that spills the five argument registers after the path beside the
+/// address of the caller's stack arguments and calls
+/// [`exec_list`](crate::entry::process::exec_list) with both (x86-64 System V).
+#[doc(hidden)]
+#[macro_export]
+macro_rules! list_execs {
+    ($B:ty; $($name:ident => $kind:ident;)*) => {
+        $(
+            #[no_mangle]
+            #[unsafe(naked)]
+            pub unsafe extern "C" fn $name(path: *const c_char, arg: *const c_char) -> c_int {
+                /// The list's registers and stack arguments, gathered.
+                unsafe extern "C" fn gathered(
+                    path: *const c_char,
+                    regs: *const *const c_char,
+                    stack: *const *const c_char,
+                ) -> c_int {
+                    // SAFETY: regs and stack are what the naked caller passes: the five
+                    // register words it spilled and the address of the caller's stack
+                    // arguments, whose list libc's contract null-terminates.
+                    unsafe {
+                        $crate::entry::process::exec_list::<$B>(
+                            $crate::entry::process::ListExec::$kind,
+                            path,
+                            regs,
+                            stack,
+                        )
+                    }
+                }
+                // At entry the return address is at [rsp] and the first stack argument at
+                // [rsp + 8]; after `push rbp` that is [rbp + 16]. 48 bytes keep rsp 16-byte
+                // aligned for the call.
+                core::arch::naked_asm!(
+                    "push rbp",
+                    "mov rbp, rsp",
+                    "sub rsp, 48",
+                    "mov [rsp], rsi",
+                    "mov [rsp + 8], rdx",
+                    "mov [rsp + 16], rcx",
+                    "mov [rsp + 24], r8",
+                    "mov [rsp + 32], r9",
+                    "mov rsi, rsp",
+                    "lea rdx, [rbp + 16]",
+                    "call {gathered}",
+                    "leave",
+                    "ret",
+                    gathered = sym gathered,
+                )
+            }
+        )*
     };
 }
 

@@ -158,3 +158,71 @@ int main(int argc, char **argv) {
     assert_eq!(img.ok(prog.to_str().unwrap(), &[&p("/d")]), "6 0 hello\n");
     img.fsck_clean();
 }
+
+/// The variadic execs, `execl`, `execlp` and `execle` (glibc's call its own `execve`
+/// inside, which no preload sees; the shim's gather the list and exec through its
+/// `execv`, `execvp` and `execve`): a C program writes through a descriptor of a file in
+/// the image and execs itself with ten arguments (five past the registers), and the new
+/// program writes through the inherited descriptor, reads the file back and prints its
+/// arguments' count, its last, and execle's environment.
+#[test]
+fn the_variadic_execs_hand_descriptors_over() {
+    let img = image();
+    let dir = tempfile::tempdir().unwrap();
+    let (src, prog) = (dir.path().join("lists.c"), dir.path().join("lists"));
+    std::fs::write(
+        &src,
+        r#"#include <fcntl.h>
+#include <libgen.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+extern char **environ;
+int main(int argc, char **argv) {
+    if (argc > 2 && strcmp(argv[1], "second") == 0) {
+        int fd = atoi(argv[2]);
+        if (write(fd, "-after", 6) != 6) { perror("write"); return 4; }
+        char buf[64] = {0};
+        if (pread(fd, buf, sizeof buf - 1, 0) < 0) { perror("pread"); return 5; }
+        const char *mark = getenv("LISTS_MARK");
+        printf("%s %d %s %s\n", buf, argc, argv[argc - 1], mark ? mark : "-");
+        return 0;
+    }
+    int fd = open(argv[2], O_RDWR | O_CREAT | O_TRUNC, 0644);
+    if (fd < 0 || write(fd, "before", 6) != 6) { perror("open"); return 2; }
+    char fds[16];
+    snprintf(fds, sizeof fds, "%d", fd);
+    const char *self = argv[0];
+    if (strcmp(argv[1], "l") == 0) {
+        execl(self, self, "second", fds, "a", "b", "c", "d", "e", "f", "g", (char *)0);
+    } else if (strcmp(argv[1], "lp") == 0) {
+        char copy[4096];
+        snprintf(copy, sizeof copy, "%s", self);
+        setenv("PATH", dirname(copy), 1);
+        execlp("lists", "lists", "second", fds, "a", "b", "c", "d", "e", "f", "g", (char *)0);
+    } else {
+        int n = 0;
+        while (environ[n]) n++;
+        char **env = calloc(n + 2, sizeof *env);
+        memcpy(env, environ, n * sizeof *env);
+        env[n] = "LISTS_MARK=env";
+        execle(self, self, "second", fds, "a", "b", "c", "d", "e", "f", "g", (char *)0, env);
+    }
+    perror("exec");
+    return 3;
+}
+"#,
+    )
+    .unwrap();
+    if !std::process::Command::new("cc").arg("-o").arg(&prog).arg(&src).status().is_ok_and(|s| s.success()) {
+        common::skip::skip("cc (to build the exec program) is not installed");
+        return;
+    }
+    for (kind, mark) in [("l", "-"), ("lp", "-"), ("le", "env")] {
+        let out = img.ok(prog.to_str().unwrap(), &[kind, &p(&format!("/{kind}"))]);
+        assert_eq!(out, format!("before-after 10 g {mark}\n"), "exec{kind}");
+    }
+    img.fsck_clean();
+    img.region_removed();
+}

@@ -257,6 +257,77 @@ pub unsafe fn execv<B: Backend>(path: *const c_char, argv: Argv) -> c_int {
     exec_with::<B>(|| forward!(execv(path, argv): fn(*const c_char, Argv) -> c_int))
 }
 
+/// Which array call a variadic exec (`execl`, `execlp`, `execle`) becomes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ListExec {
+    /// `execl`: `execv`.
+    Path,
+    /// `execlp`: `execvp`, which searches `PATH`.
+    Search,
+    /// `execle`: `execve`, the environment after the list's null.
+    WithEnv,
+}
+
+/// Arguments a variadic exec gathers on the stack before it needs the heap.
+const LIST_ON_STACK: usize = 64;
+
+/// `execl`, `execlp` and `execle`, reached from [`export!`](crate::export)'s register
+/// spill: the argument list is gathered into an array and the array call made through
+/// this interposer (`execv`, `execvp`, `execve`), so that the backend prepares the exec
+/// as for those. (glibc's own variadic execs call its `execve` inside, which no preload
+/// sees.) Up to [`LIST_ON_STACK`] arguments are gathered without allocating (a `vfork`
+/// child shares its parent's heap).
+///
+/// # Safety
+/// `regs` points to the five argument words the caller passed in registers after the path
+/// (x86-64 System V: rsi, rdx, rcx, r8, r9) and `stack` to the first it passed on the
+/// stack; the list is null-terminated (for `execle`, the environment pointer follows the
+/// null), as libc requires of the caller.
+pub unsafe fn exec_list<B: Backend>(
+    kind: ListExec,
+    path: *const c_char,
+    regs: *const *const c_char,
+    stack: *const *const c_char,
+) -> c_int {
+    // SAFETY: the words the caller passed, in order: five in registers, the rest on the
+    // stack; read only up to the list's null and, for execle, the word after it.
+    let word = |i: usize| unsafe {
+        if i < 5 {
+            *regs.add(i)
+        } else {
+            *stack.add(i - 5)
+        }
+    };
+    let mut small = [std::ptr::null::<c_char>(); LIST_ON_STACK];
+    let mut large = Vec::new();
+    let mut n = 0;
+    loop {
+        let a = word(n);
+        if n < LIST_ON_STACK {
+            small[n] = a;
+        } else {
+            if n == LIST_ON_STACK {
+                large.extend_from_slice(&small);
+            }
+            large.push(a);
+        }
+        n += 1;
+        if a.is_null() {
+            break;
+        }
+    }
+    let argv = if n <= LIST_ON_STACK { small.as_ptr() } else { large.as_ptr() };
+    // SAFETY: argv is a null-terminated array of the caller's strings, alive across the
+    // call; envp (execle) is the caller's, as execle's contract says.
+    unsafe {
+        match kind {
+            ListExec::Path => execv::<B>(path, argv),
+            ListExec::Search => execvp::<B>(path, argv),
+            ListExec::WithEnv => execve::<B>(path, argv, word(n) as Argv),
+        }
+    }
+}
+
 pub unsafe fn execvp<B: Backend>(file: *const c_char, argv: Argv) -> c_int {
     exec_with::<B>(|| forward!(execvp(file, argv): fn(*const c_char, Argv) -> c_int))
 }

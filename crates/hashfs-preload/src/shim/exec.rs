@@ -14,9 +14,10 @@
 //! standard ones through pumps again). The exec'ing participant is marked leaving, so that
 //! no one waits for it; the next program's join reaps its slot.
 //!
-//! Only direct calls are seen: `execl`, `execlp` and `execle` (variadic), and a `vfork`
-//! child's exec (`posix_spawn`, whose child runs in its parent's memory), pass their
-//! descriptors as before (EBADF in the next program).
+//! The variadic `execl`, `execlp` and `execle` come here through the interposer's array
+//! calls (`hashfs_interpose::list_execs!`). A `vfork` child's exec (`posix_spawn`, whose
+//! child runs in its parent's memory) passes its descriptors as before (EBADF in the next
+//! program).
 
 use super::*;
 use hashfs::share::Handle;
