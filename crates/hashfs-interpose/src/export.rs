@@ -185,6 +185,27 @@ macro_rules! export {
                 execlp => Search;
                 execle => WithEnv;
             }
+
+            /// `vfork`: a jump to libc's, or to this interposer's `fork` where the backend
+            /// must act for the child (`entry::process::vfork_target`). A jump, not a call:
+            /// the function chosen returns to `vfork`'s caller itself, and a `vfork` child
+            /// must not return through a frame of ours that its parent will use again.
+            #[no_mangle]
+            #[unsafe(naked)]
+            pub unsafe extern "C" fn vfork() -> libc::pid_t {
+                /// The address to jump to.
+                extern "C" fn target() -> *const c_void {
+                    $crate::entry::process::vfork_target::<$B>(fork)
+                }
+                // At entry rsp is 8 below a 16-byte boundary; the call needs it on one.
+                core::arch::naked_asm!(
+                    "sub rsp, 8",
+                    "call {target}",
+                    "add rsp, 8",
+                    "jmp rax",
+                    target = sym target,
+                )
+            }
         }
     };
 }

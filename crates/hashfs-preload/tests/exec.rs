@@ -164,7 +164,9 @@ int main(int argc, char **argv) {
 /// `execv`, `execvp` and `execve`): a C program writes through a descriptor of a file in
 /// the image and execs itself with ten arguments (five past the registers), and the new
 /// program writes through the inherited descriptor, reads the file back and prints its
-/// arguments' count, its last, and execle's environment.
+/// arguments' count, its last, and execle's environment. And the same `execl` from a
+/// `vfork` child (made a `fork` by the shim, since it inherits a HashFS descriptor), after
+/// which the parent reads the file.
 #[test]
 fn the_variadic_execs_hand_descriptors_over() {
     let img = image();
@@ -173,6 +175,7 @@ fn the_variadic_execs_hand_descriptors_over() {
     std::fs::write(
         &src,
         r#"#include <fcntl.h>
+#include <sys/wait.h>
 #include <libgen.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -196,6 +199,22 @@ int main(int argc, char **argv) {
     const char *self = argv[0];
     if (strcmp(argv[1], "l") == 0) {
         execl(self, self, "second", fds, "a", "b", "c", "d", "e", "f", "g", (char *)0);
+    } else if (strcmp(argv[1], "vfork") == 0) {
+        fflush(stdout);
+        pid_t pid = vfork();
+        if (pid == 0) {
+            execl(self, self, "second", fds, "a", "b", "c", "d", "e", "f", "g", (char *)0);
+            _exit(127);
+        }
+        int status = 0;
+        if (pid < 0 || waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+            fprintf(stderr, "child: %d\n", status);
+            return 6;
+        }
+        char buf[64] = {0};
+        if (pread(fd, buf, sizeof buf - 1, 0) < 0) { perror("pread"); return 7; }
+        printf("parent %s\n", buf);
+        return 0;
     } else if (strcmp(argv[1], "lp") == 0) {
         char copy[4096];
         snprintf(copy, sizeof copy, "%s", self);
@@ -223,6 +242,8 @@ int main(int argc, char **argv) {
         let out = img.ok(prog.to_str().unwrap(), &[kind, &p(&format!("/{kind}"))]);
         assert_eq!(out, format!("before-after 10 g {mark}\n"), "exec{kind}");
     }
+    let out = img.ok(prog.to_str().unwrap(), &["vfork", &p("/vfork")]);
+    assert_eq!(out, "before-after 10 g -\nparent before-after\n", "vfork, then execl");
     img.fsck_clean();
     img.region_removed();
 }

@@ -94,6 +94,13 @@ pub trait Process {
     /// in the child, -1 in a parent whose fork failed). Runs before fork returns to the
     /// program; errno is restored after it.
     fn after_fork(_prepared: Option<Box<dyn std::any::Any>>, _pid: libc::pid_t) {}
+    /// Whether `vfork` must be a `fork` (with [`Self::before_fork`] and
+    /// [`Self::after_fork`]): a `vfork` child runs in its parent's memory, where a shim
+    /// cannot act for it, so one whose program would inherit descriptors the shim serves
+    /// is made a child of its own. False: libc's `vfork`.
+    fn vfork_as_fork() -> bool {
+        false
+    }
     /// Before `execve` and its relatives replace the program: what the backend does for
     /// the descriptors that survive (a shim hands their open files to the next program).
     /// Its value goes to [`Self::exec_failed`] if the call returns.

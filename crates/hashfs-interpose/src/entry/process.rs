@@ -236,6 +236,16 @@ pub unsafe fn fork<B: Backend>() -> libc::pid_t {
     pid
 }
 
+/// What `vfork` runs (a naked jump from [`export!`](crate::export), so that the function
+/// chosen returns to `vfork`'s caller, in the child too): [`fork`] where the backend says
+/// so, else libc's `vfork`.
+pub fn vfork_target<B: Backend>(fork: unsafe extern "C" fn() -> libc::pid_t) -> *const c_void {
+    if crate::guarded(B::vfork_as_fork).unwrap_or(false) {
+        return fork as *const c_void;
+    }
+    crate::real!(vfork: fn() -> libc::pid_t) as *const c_void
+}
+
 /// Runs `exec` (the real call) between the backend's preparation and, if it returns, its
 /// undoing.
 fn exec_with<B: Backend>(exec: impl FnOnce() -> c_int) -> c_int {

@@ -151,6 +151,10 @@ impl Process for Preload {
         super::fork::after_fork(prepared, pid)
     }
 
+    fn vfork_as_fork() -> bool {
+        super::exec::descriptors_survive_exec()
+    }
+
     fn before_exec() -> Option<Box<dyn std::any::Any>> {
         super::exec::before_exec()
     }

@@ -15,9 +15,11 @@
 //! no one waits for it; the next program's join reaps its slot.
 //!
 //! The variadic `execl`, `execlp` and `execle` come here through the interposer's array
-//! calls (`hashfs_interpose::list_execs!`). A `vfork` child's exec (`posix_spawn`, whose
-//! child runs in its parent's memory) passes its descriptors as before (EBADF in the next
-//! program).
+//! calls (`hashfs_interpose::list_execs!`). A `vfork` whose child would inherit
+//! descriptors the shim serves is a `fork` ([`descriptors_survive_exec`]); a child made by
+//! `clone` with the parent's memory (glibc's `posix_spawn` does, and is prepared by the
+//! parent: `before_spawn`) and an exec in it that the shim did not prepare pass their
+//! descriptors as before (EBADF in the next program).
 
 use super::*;
 use hashfs::share::Handle;
@@ -147,6 +149,17 @@ fn surviving(s: &Shim) -> Vec<(c_int, Arc<OpenFile>)> {
     let survives =
         |fd: c_int| matches!(unsafe { fcntl(fd, libc::F_GETFD, 0) }, f if f >= 0 && f & libc::FD_CLOEXEC == 0);
     s.fds.lock().iter().filter(|(&fd, _)| survives(fd)).map(|(&fd, of)| (fd, of.clone())).collect()
+}
+
+/// Whether this participant has descriptors the shim serves that an exec would keep: a
+/// `vfork` child's exec could not hand them over (it runs in its parent's memory), so
+/// `vfork` becomes `fork` then (`hashfs_interpose`'s `vfork`). gcc's `vfork` children,
+/// which inherit none, stay `vfork`s.
+pub(super) fn descriptors_survive_exec() -> bool {
+    match (SHIM.get(), fork::joined_fs()) {
+        (Some(s), Some(_)) => !surviving(s).is_empty(),
+        _ => false,
+    }
 }
 
 /// The descriptors' part of an exec's preparation: the participant's, and the standard
