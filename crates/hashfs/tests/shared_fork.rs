@@ -55,10 +55,20 @@ fn a_forked_child_joins_and_a_parent_leaving_first_leaves_the_image_to_it() {
     let pid = unsafe { libc::fork() };
     assert!(pid >= 0, "fork: {}", std::io::Error::last_os_error());
     if pid == 0 {
-        // A slow child: the parent leaves before it joins.
+        // A slow child: the parent leaves before it joins. (Its copy of the pipe's write
+        // end closed, so that a parent whose assertion failed leaves it reading an end of
+        // file, and it ends, rather than an orphan waiting for ever.)
         let mut byte = 0u8;
-        // SAFETY: reads one byte into `byte` from our end of the pipe.
-        unsafe { libc::read(go[0], (&raw mut byte).cast(), 1) };
+        // SAFETY: closes the child's copy of a descriptor of ours, then reads one byte
+        // into `byte` from our end of the pipe.
+        let n = unsafe {
+            libc::close(go[1]);
+            libc::read(go[0], (&raw mut byte).cast(), 1)
+        };
+        if n != 1 {
+            // SAFETY: ends the child without the test harness's exit work.
+            unsafe { libc::_exit(2) };
+        }
         let ok = (|| -> hashfs::Result<()> {
             fs.after_fork_in_child(fork)?;
             // The inherited file, at the inherited offset, moved for the parent too.
