@@ -109,6 +109,8 @@ bugs=(
     "fork-descriptions-not-adopted|crates/hashfs/src/fs/shared/fork.rs|a forked child does not take over the descriptions it inherits (its bit not set, the fork not uncounted: a shared description outlives its last close)|test shared_fork a_forked_child_joins_and_a_parent_leaving_first_leaves_the_image_to_it"
     "exec-list-uninterposed|crates/hashfs-interpose/src/export.rs|the variadic execs (execl, execlp, execle) are not interposed: glibc's own reach its execve inside, and no descriptor is handed over|test exec the_variadic_execs_hand_descriptors_over"
     "vfork-kept-with-descriptors|crates/hashfs-preload/src/shim/cwd.rs|a vfork whose child inherits HashFS descriptors stays a vfork (its exec, in its parent's memory, hands nothing over)|test exec the_variadic_execs_hand_descriptors_over"
+    "rename-source-looked-up-early|crates/hashfs/src/fs/rename.rs|a rename looks its source entry up under a read lock before it write-locks the directories (an unlink between the two leaves it moving a removed entry)|test races threads_renaming_unlinking_and_making_names_keep_the_tree_whole"
+    "open-stale-not-retried|crates/hashfs-preload/src/shim/fd.rs|the shim's open fails when the inode its path named is freed before the open (another process's rename over the name), instead of resolving the path again|test processes a_name_renamed_over_in_one_process_always_opens_in_another"
     "exec-descriptor-unnamed|crates/hashfs-preload/src/shim/exec.rs|an exec leaves a surviving descriptor's placeholder unnamed (the exec'd program cannot tell which open file it is)|test exec an_execd_program_inherits_a_descriptor_and_its_offset"
     "exec-input-unread-lost|crates/hashfs-preload/src/shim/exec.rs|an exec drops the bytes an input pump put in the pipe that the program had not read (they are skipped: cat after a partial read starts at the end)|test exec an_execd_program_inherits_a_descriptor_and_its_offset"
     "shared-depth-in-thread-storage|crates/hashfs/src/fs/shared/mod.rs|a thread's depth in calls is kept where the thread's storage teardown loses it (a program's atexit handler, run after it, takes the image lock again inside its own call and waits forever)|test processes a_programs_atexit_handler_still_has_the_image"
@@ -315,6 +317,14 @@ elif name == "vfork-kept-with-descriptors":
     sub("crates/hashfs-preload/src/shim/cwd.rs",
         "        super::exec::descriptors_survive_exec()\n",
         "        false && super::exec::descriptors_survive_exec()\n")
+elif name == "rename-source-looked-up-early":
+    sub("crates/hashfs/src/fs/rename.rs",
+        "        let mut dirs = self.lock_dirs(&scell, &dcell, &sp_chain, &dp_chain)?;\n        let src = dirs.src_index().get(sname).ok_or(Error::NotFound)?;\n",
+        "        let early = scell.state.read().dir.as_ref().and_then(|d| d.get(sname));\n        let mut dirs = self.lock_dirs(&scell, &dcell, &sp_chain, &dp_chain)?;\n        let src = early.ok_or(Error::NotFound)?;\n")
+elif name == "open-stale-not-retried":
+    sub("crates/hashfs-preload/src/shim/fd.rs",
+        "            Err(Error::Stale(_)) if tries < hashfs::OPEN_RETRIES => {}\n",
+        "            Err(Error::Stale(_)) if tries < 1 => {}\n")
 elif name == "exec-descriptor-unnamed":
     sub("crates/hashfs-preload/src/shim/exec.rs",
         "        if !name_after(fd, h) {\n",

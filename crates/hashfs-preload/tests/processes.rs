@@ -306,3 +306,30 @@ int main(int argc, char **argv) {
     assert_eq!(img.ok("cat", &[&p("/report")]), "cleaned");
     img.fsck_clean();
 }
+
+/// One process saves a file the atomic way, again and again (write a temporary file,
+/// rename it over the name), while another stats, opens and reads the name: rename
+/// replaces the name atomically, so no call may fail. (An open or a stat resolves its path
+/// and then uses the inode, two calls that another process's rename can come between: the
+/// inode is then freed, and the path is resolved again rather than fail with ENOENT or
+/// ESTALE.)
+#[test]
+fn a_name_renamed_over_in_one_process_always_opens_in_another() {
+    let img = image();
+    img.ok("python3", &["-c", &format!("open('{}', 'w').write('0')", p("/f"))]);
+    let saver = format!(
+        "import os\nfor i in range(3000):\n    open('{t}', 'w').write(str(i))\n    os.rename('{t}', '{f}')",
+        t = p("/t"),
+        f = p("/f")
+    );
+    let reader = format!(
+        "import os, sys\nbad = 0\nfor i in range(6000):\n    try:\n        os.stat('{f}')\n        open('{f}').read()\n    except OSError as e:\n        bad += 1\n        print(e, file=sys.stderr)\nprint(bad)",
+        f = p("/f")
+    );
+    let mut s = img.cmd("python3").args(["-c", &saver]).spawn().unwrap();
+    let out = img.cmd("python3").args(["-c", &reader]).output().unwrap();
+    assert!(s.wait().unwrap().success(), "the saver failed");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "0\n", "calls failed: {}", String::from_utf8_lossy(&out.stderr));
+    img.fsck_clean();
+}

@@ -36,6 +36,7 @@ pub use fs::xattr::XattrMode;
 pub use fs::{
     format, read_superblock, DirEntry, FallocateMode, File, FileSystem, FormatOptions, MappingStats, Metadata,
     MountReport, OpenOptions, PartitionLevel, PartitionStats, SetAttr, StatFs, SuperblockSource, SyncScope,
+    OPEN_RETRIES,
 };
 pub use layout::dirent::{dev_from_kernel, dev_to_kernel};
 pub use layout::{

@@ -54,7 +54,11 @@ pub(super) fn do_open(path: &Path, flags: c_int, mode: mode_t) -> Result<c_int, 
         write: acc == libc::O_WRONLY || acc == libc::O_RDWR,
         append: flags & libc::O_APPEND != 0,
     };
-    let r = (|| -> Result<(Ino, Option<File<MmapDevice>>), Error> {
+    // `resolved` is set once the path resolved: a NotFound after it means the inode was
+    // freed before it was opened (a rename over it or an unlink, in another thread or
+    // process), and the path is resolved again (`hashfs::OPEN_RETRIES`), as rename's
+    // atomicity promises; so after a create that found the name taken and then lost it.
+    let attempt = |resolved: &mut bool| -> Result<(Ino, Option<File<MmapDevice>>), Error> {
         let ino = if flags & libc::O_CREAT != 0 {
             let (p, name) = fs.resolve_parent(path)?;
             match fs.lookup(p, &name) {
@@ -74,6 +78,7 @@ pub(super) fn do_open(path: &Path, flags: c_int, mode: mode_t) -> Result<c_int, 
         } else {
             fs.resolve(path)?
         };
+        *resolved = true;
         let md = fs.peek_attr(ino)?;
         if flags & libc::O_DIRECTORY != 0 && !md.is_dir() {
             return Err(Error::NotDir);
@@ -89,7 +94,17 @@ pub(super) fn do_open(path: &Path, flags: c_int, mode: mode_t) -> Result<c_int, 
             f.set_len(0)?;
         }
         Ok((ino, Some(f)))
-    })();
+    };
+    let mut tries = 0;
+    let r = loop {
+        tries += 1;
+        let mut resolved = false;
+        match attempt(&mut resolved) {
+            Err(Error::Stale(_)) if tries < hashfs::OPEN_RETRIES => {}
+            Err(Error::NotFound) if tries < hashfs::OPEN_RETRIES && (resolved || flags & libc::O_CREAT != 0) => {}
+            r => break r,
+        }
+    };
     let (ino, file) = r.map_err(|e| e.errno())?;
     let of = Arc::new(OpenFile {
         file,

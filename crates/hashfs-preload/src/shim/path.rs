@@ -10,6 +10,26 @@ pub(super) fn resolve(fs: &FileSystem<MmapDevice>, p: &Path, last: LastLink) -> 
     }
 }
 
+/// `op` on the inode at `p`: resolved again when the inode is freed between the two (a
+/// rename over the name or an unlink, in another thread or process; `hashfs::OPEN_RETRIES`
+/// times), so that a call on a name that a rename replaces atomically never fails.
+pub(super) fn on_inode<T>(
+    fs: &FileSystem<MmapDevice>,
+    p: &Path,
+    last: LastLink,
+    mut op: impl FnMut(Ino) -> hashfs::Result<T>,
+) -> hashfs::Result<T> {
+    let mut tries = 0;
+    loop {
+        tries += 1;
+        let ino = resolve(fs, p, last)?;
+        match op(ino) {
+            Err(hashfs::Error::Stale(_) | hashfs::Error::NotFound) if tries < hashfs::OPEN_RETRIES => {}
+            r => return r,
+        }
+    }
+}
+
 /// The file-system path for `path` if it lies under the prefix.
 pub(super) fn fs_path_of(path: &CStr) -> Option<PathBuf> {
     let bytes = path.to_bytes();

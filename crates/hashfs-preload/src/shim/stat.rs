@@ -29,7 +29,7 @@ fn to_stat(m: &Metadata) -> libc::stat {
 
 fn stat_path(p: &Path, last: LastLink) -> Result<libc::stat, c_int> {
     let fs = shim().fs()?;
-    resolve(fs, p, last).and_then(|i| fs.getattr(i)).map(|m| to_stat(&m)).map_err(|e| e.errno())
+    path::on_inode(fs, p, last, |i| fs.getattr(i)).map(|m| to_stat(&m)).map_err(|e| e.errno())
 }
 
 fn stat_fd(fd: c_int) -> Result<libc::stat, c_int> {

@@ -770,7 +770,32 @@ impl<D: PmDevice> FileSystem<D> {
         if (opts.truncate || opts.create || opts.create_new) && !access.write {
             return Err(Error::Invalid("create or truncate needs write access"));
         }
-        let ino = if opts.create || opts.create_new {
+        // The inode the path named may be freed before it is opened (a rename over it, an
+        // unlink, in another thread): the path is resolved again, so that the open finds
+        // what the path names now, as rename's atomicity promises, not a stale inode; and
+        // a create that found the name taken may find it gone when it resolves it.
+        let mut tries = 0;
+        let f = loop {
+            tries += 1;
+            let (resolved, r) = match self.resolve_for_open(path, opts) {
+                Ok(ino) => (true, self.open_ino(ino, access)),
+                Err(e) => (false, Err(e)),
+            };
+            match r {
+                Err(Error::Stale(_)) if tries < OPEN_RETRIES => {}
+                Err(Error::NotFound) if tries < OPEN_RETRIES && (resolved || opts.create) => {}
+                r => break r?,
+            }
+        };
+        if opts.truncate {
+            f.set_len(0)?;
+        }
+        Ok(f)
+    }
+
+    /// The inode `path` names for [`Self::open_file`], made if `opts` say so.
+    fn resolve_for_open(&self, path: &Path, opts: &OpenOptions) -> Result<Ino> {
+        Ok(if opts.create || opts.create_new {
             let (p, name) =
                 self.resolve_parent(path).map_err(|e| if matches!(e, Error::Exists) { Error::IsDir } else { e })?;
             loop {
@@ -789,11 +814,10 @@ impl<D: PmDevice> FileSystem<D> {
             }
         } else {
             self.resolve(path)?
-        };
-        let f = self.open_ino(ino, access)?;
-        if opts.truncate {
-            f.set_len(0)?;
-        }
-        Ok(f)
+        })
     }
 }
+
+/// How many times an open resolves its path again when the inode it found was freed
+/// before it was opened (each time by another thread's or process's rename or unlink).
+pub const OPEN_RETRIES: u32 = 8;

@@ -32,7 +32,9 @@ pub mod untorn;
 mod verbs;
 pub mod xattr;
 
-pub use api::{DirEntry, FallocateMode, File, FileSystem, Metadata, OpenOptions, SetAttr, StatFs, SyncScope};
+pub use api::{
+    DirEntry, FallocateMode, File, FileSystem, Metadata, OpenOptions, SetAttr, StatFs, SyncScope, OPEN_RETRIES,
+};
 pub use fsck::{fsck, FsckMode};
 pub use recovery::MountReport;
 pub use stats::{MappingStats, PartitionLevel, PartitionStats};
