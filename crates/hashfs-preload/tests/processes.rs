@@ -308,8 +308,8 @@ int main(int argc, char **argv) {
 }
 
 /// One process saves a file the atomic way, again and again (write a temporary file,
-/// rename it over the name), while another stats, opens and reads the name: rename
-/// replaces the name atomically, so no call may fail. (An open or a stat resolves its path
+/// rename it over the name), while another stats, lists and reads the name: rename
+/// replaces the name atomically, so no call may fail (stat, listxattr, open). (Each resolves its path
 /// and then uses the inode, two calls that another process's rename can come between: the
 /// inode is then freed, and the path is resolved again rather than fail with ENOENT or
 /// ESTALE.)
@@ -323,7 +323,7 @@ fn a_name_renamed_over_in_one_process_always_opens_in_another() {
         f = p("/f")
     );
     let reader = format!(
-        "import os, sys\nbad = 0\nfor i in range(6000):\n    try:\n        os.stat('{f}')\n        open('{f}').read()\n    except OSError as e:\n        bad += 1\n        print(e, file=sys.stderr)\nprint(bad)",
+        "import os, sys\nbad = 0\nfor i in range(6000):\n    try:\n        os.stat('{f}')\n        os.listxattr('{f}')\n        open('{f}').read()\n    except OSError as e:\n        bad += 1\n        print(e, file=sys.stderr)\nprint(bad)",
         f = p("/f")
     );
     let mut s = img.cmd("python3").args(["-c", &saver]).spawn().unwrap();

@@ -17,14 +17,37 @@ pub(super) fn on_inode<T>(
     fs: &FileSystem<MmapDevice>,
     p: &Path,
     last: LastLink,
-    mut op: impl FnMut(Ino) -> hashfs::Result<T>,
+    op: impl FnMut(Ino) -> hashfs::Result<T>,
 ) -> hashfs::Result<T> {
+    retried(fs, p, last, |e| e, |e| matches!(e, hashfs::Error::Stale(_) | hashfs::Error::NotFound), op)
+}
+
+/// [`on_inode`] for an `op` that answers an errno.
+pub(super) fn on_inode_errno<T>(
+    fs: &FileSystem<MmapDevice>,
+    p: &Path,
+    last: LastLink,
+    op: impl FnMut(Ino) -> Result<T, c_int>,
+) -> Result<T, c_int> {
+    retried(fs, p, last, |e| e.errno(), |&e| e == libc::ESTALE || e == libc::ENOENT, op)
+}
+
+/// `op` on the inode at `p`, resolved again while `op` finds it gone (`gone`); a
+/// resolution's error becomes `E` by `from`.
+fn retried<T, E>(
+    fs: &FileSystem<MmapDevice>,
+    p: &Path,
+    last: LastLink,
+    from: impl Fn(hashfs::Error) -> E,
+    gone: impl Fn(&E) -> bool,
+    mut op: impl FnMut(Ino) -> Result<T, E>,
+) -> Result<T, E> {
     let mut tries = 0;
     loop {
         tries += 1;
-        let ino = resolve(fs, p, last)?;
+        let ino = resolve(fs, p, last).map_err(&from)?;
         match op(ino) {
-            Err(hashfs::Error::Stale(_) | hashfs::Error::NotFound) if tries < hashfs::OPEN_RETRIES => {}
+            Err(e) if gone(&e) && tries < hashfs::OPEN_RETRIES => {}
             r => return r,
         }
     }

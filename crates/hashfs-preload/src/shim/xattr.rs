@@ -12,14 +12,15 @@ use super::*;
 use hashfs::XattrMode;
 use hashfs_interpose::{Errno, Next, Served, XattrTarget, Xattrs};
 
-/// The inode a call names, if it is ours.
-fn target_ino(t: XattrTarget<'_>) -> Option<Result<Ino, c_int>> {
+/// `op` on the inode a call names, if it is ours: a path is resolved again if its inode is
+/// freed before `op` ends (`path::on_inode`).
+fn on_target<T>(t: XattrTarget<'_>, op: impl FnMut(Ino) -> Result<T, c_int>) -> Option<Result<T, c_int>> {
     match t {
         XattrTarget::Path(path, last) => {
             let p = fs_path_of(path)?;
-            Some(shim().fs().and_then(|fs| resolve(fs, &p, last).map_err(|e| e.errno())))
+            Some(shim().fs().and_then(|fs| path::on_inode_errno(fs, &p, last, op)))
         }
-        XattrTarget::Fd(fd) => Some(super::meta::fd_target(fd)),
+        XattrTarget::Fd(fd) => Some(super::meta::fd_target(fd).and_then(op)),
     }
 }
 
@@ -109,22 +110,34 @@ fn remove(ino: Ino, name: &CStr) -> Result<(), c_int> {
 
 impl Xattrs for Preload {
     fn get_xattr(t: XattrTarget<'_>, nv: Result<(&CStr, &mut [u8]), Errno>, _: Next<'_, usize>) -> Served<usize> {
-        let ino = target_ino(t)?;
-        Some(nv.and_then(|(n, v)| ino.and_then(|i| get(i, n, v)).map_err(Errno)))
+        let (n, v) = match nv {
+            Ok(nv) => nv,
+            Err(e) => return on_target(t, |_| Ok(())).map(|_| Err(e)),
+        };
+        on_target(t, |i| get(i, n, v)).map(|r| r.map_err(Errno))
     }
 
     fn list_xattr(t: XattrTarget<'_>, buf: Result<&mut [u8], Errno>, _: Next<'_, usize>) -> Served<usize> {
-        let ino = target_ino(t)?;
-        Some(buf.and_then(|b| ino.and_then(|i| list(i, b)).map_err(Errno)))
+        let b = match buf {
+            Ok(b) => b,
+            Err(e) => return on_target(t, |_| Ok(())).map(|_| Err(e)),
+        };
+        on_target(t, |i| list(i, b)).map(|r| r.map_err(Errno))
     }
 
     fn set_xattr(t: XattrTarget<'_>, nv: Result<(&CStr, &[u8]), Errno>, flags: c_int, _: Next<'_, ()>) -> Served<()> {
-        let ino = target_ino(t)?;
-        Some(nv.and_then(|(n, v)| ino.and_then(|i| set(i, n, v, flags)).map_err(Errno)))
+        let (n, v) = match nv {
+            Ok(nv) => nv,
+            Err(e) => return on_target(t, |_| Ok(())).map(|_| Err(e)),
+        };
+        on_target(t, |i| set(i, n, v, flags)).map(|r| r.map_err(Errno))
     }
 
     fn remove_xattr(t: XattrTarget<'_>, name: Result<&CStr, Errno>, _: Next<'_, ()>) -> Served<()> {
-        let ino = target_ino(t)?;
-        Some(name.and_then(|n| ino.and_then(|i| remove(i, n)).map_err(Errno)))
+        let n = match name {
+            Ok(n) => n,
+            Err(e) => return on_target(t, |_| Ok(())).map(|_| Err(e)),
+        };
+        on_target(t, |i| remove(i, n)).map(|r| r.map_err(Errno))
     }
 }
