@@ -111,6 +111,7 @@ bugs=(
     "vfork-kept-with-descriptors|crates/hashfs-preload/src/shim/cwd.rs|a vfork whose child inherits HashFS descriptors stays a vfork (its exec, in its parent's memory, hands nothing over)|test exec the_variadic_execs_hand_descriptors_over"
     "rename-source-looked-up-early|crates/hashfs/src/fs/rename.rs|a rename looks its source entry up under a read lock before it write-locks the directories (an unlink between the two leaves it moving a removed entry)|test races threads_renaming_unlinking_and_making_names_keep_the_tree_whole"
     "open-stale-not-retried|crates/hashfs-preload/src/shim/fd.rs|the shim's open fails when the inode its path named is freed before the open (another process's rename over the name), instead of resolving the path again|test processes a_name_renamed_over_in_one_process_always_opens_in_another"
+    "read-after-unlock|crates/hashfs/src/fs/data.rs|a read copies the file's blocks after it lets the file's lock go (a truncation frees them under it, another file takes them)|test races reads_racing_truncations_see_only_the_files_bytes"
     "exec-descriptor-unnamed|crates/hashfs-preload/src/shim/exec.rs|an exec leaves a surviving descriptor's placeholder unnamed (the exec'd program cannot tell which open file it is)|test exec an_execd_program_inherits_a_descriptor_and_its_offset"
     "exec-input-unread-lost|crates/hashfs-preload/src/shim/exec.rs|an exec drops the bytes an input pump put in the pipe that the program had not read (they are skipped: cat after a partial read starts at the end)|test exec an_execd_program_inherits_a_descriptor_and_its_offset"
     "shared-depth-in-thread-storage|crates/hashfs/src/fs/shared/mod.rs|a thread's depth in calls is kept where the thread's storage teardown loses it (a program's atexit handler, run after it, takes the image lock again inside its own call and waits forever)|test processes a_programs_atexit_handler_still_has_the_image"
@@ -325,6 +326,10 @@ elif name == "open-stale-not-retried":
     sub("crates/hashfs-preload/src/shim/fd.rs",
         "            Err(Error::Stale(_)) if tries < hashfs::OPEN_RETRIES => {}\n",
         "            Err(Error::Stale(_)) if tries < 1 => {}\n")
+elif name == "read-after-unlock":
+    sub("crates/hashfs/src/fs/data.rs",
+        "        self.read_mapped(cell, &st.raw, off, &mut buf[..n])?;\n        cell.next_read_lblk.store(end, Ordering::Relaxed);\n        Ok(n)\n",
+        "        let raw = st.raw;\n        drop(st);\n        self.read_mapped(cell, &raw, off, &mut buf[..n])?;\n        cell.next_read_lblk.store(end, Ordering::Relaxed);\n        Ok(n)\n")
 elif name == "exec-descriptor-unnamed":
     sub("crates/hashfs-preload/src/shim/exec.rs",
         "        if !name_after(fd, h) {\n",
