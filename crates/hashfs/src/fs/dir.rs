@@ -126,6 +126,13 @@ impl DirIndex {
         size_bytes: u64,
     ) -> Result<DirIndex> {
         let nblocks = size_bytes / BLOCK_BYTES;
+        // A size read from the media: a directory holds no more blocks than the device
+        // (a damaged size would otherwise size the index's vector, found by the fuzzer).
+        if nblocks > geo.data_blocks {
+            return Err(Error::corrupt(format!(
+                "directory {ino}: size {size_bytes} is more blocks than the device has"
+            )));
+        }
         let mut idx = DirIndex {
             names: HashMap::new(),
             free: Default::default(),

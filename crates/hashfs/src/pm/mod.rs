@@ -15,6 +15,7 @@ pub(crate) mod cpu;
 pub mod crash;
 pub mod filemap;
 pub mod holefault;
+pub mod mem;
 pub mod mmap;
 pub mod overlay;
 pub mod vspace;

@@ -191,6 +191,12 @@ fn directories<D: PmDevice>(
         t.directories += 1;
         let mut names: HashMap<Vec<u8>, u64> = HashMap::new();
         let mut live = 0u64;
+        if draw.size / BLOCK_BYTES > geo.data_blocks {
+            // A damaged size: its blocks are not walked (billions of them, found by the
+            // fuzzer), and mount refuses the directory too (`DirIndex::build`).
+            out.add(format!("directory {d}: size {} is more blocks than the device has", draw.size), Fix::None);
+            continue;
+        }
         for lblk in 0..draw.size / BLOCK_BYTES {
             let Some(slot) = block(map, geo, d, &draw, Lblk(lblk)) else {
                 out.add(format!("directory {d}: block {lblk} is not mapped inside the data area"), Fix::None);
