@@ -134,9 +134,9 @@ fn system_and_popen_run_commands_in_the_working_directory_inside_the_image() {
     );
     assert_eq!(img.ok("python3", &["-c", &script]), "0 hello\n");
     let dir = tempfile::tempdir().unwrap();
-    let (src, prog) = (dir.path().join("popen.c"), dir.path().join("popen"));
-    std::fs::write(
-        &src,
+    let Some(prog) = common::c_program(
+        dir.path(),
+        "popen",
         r#"#include <stdio.h>
 #include <unistd.h>
 int main(int argc, char **argv) {
@@ -149,12 +149,9 @@ int main(int argc, char **argv) {
     return 0;
 }
 "#,
-    )
-    .unwrap();
-    if !std::process::Command::new("cc").arg("-o").arg(&prog).arg(&src).status().is_ok_and(|s| s.success()) {
-        common::skip::skip("cc (to build the popen program) is not installed");
+    ) else {
         return;
-    }
+    };
     assert_eq!(img.ok(prog.to_str().unwrap(), &[&p("/d")]), "6 0 hello\n");
     img.fsck_clean();
 }
@@ -171,9 +168,9 @@ int main(int argc, char **argv) {
 fn the_variadic_execs_hand_descriptors_over() {
     let img = image();
     let dir = tempfile::tempdir().unwrap();
-    let (src, prog) = (dir.path().join("lists.c"), dir.path().join("lists"));
-    std::fs::write(
-        &src,
+    let Some(prog) = common::c_program(
+        dir.path(),
+        "lists",
         r#"#include <fcntl.h>
 #include <sys/wait.h>
 #include <libgen.h>
@@ -232,12 +229,9 @@ int main(int argc, char **argv) {
     return 3;
 }
 "#,
-    )
-    .unwrap();
-    if !std::process::Command::new("cc").arg("-o").arg(&prog).arg(&src).status().is_ok_and(|s| s.success()) {
-        common::skip::skip("cc (to build the exec program) is not installed");
+    ) else {
         return;
-    }
+    };
     for (kind, mark) in [("l", "-"), ("lp", "-"), ("le", "env")] {
         let out = img.ok(prog.to_str().unwrap(), &[kind, &p(&format!("/{kind}"))]);
         assert_eq!(out, format!("before-after 10 g {mark}\n"), "exec{kind}");

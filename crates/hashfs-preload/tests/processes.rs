@@ -266,10 +266,9 @@ fn a_file_mapped_in_two_processes_is_one_set_of_bytes() {
 fn a_programs_atexit_handler_still_has_the_image() {
     let img = image();
     let dir = tempfile::tempdir().unwrap();
-    let src = dir.path().join("atexit.c");
-    let prog = dir.path().join("atexit");
-    std::fs::write(
-        &src,
+    let Some(prog) = common::c_program(
+        dir.path(),
+        "atexit",
         r#"#include <stdio.h>
 #include <stdlib.h>
 #include <sys/stat.h>
@@ -294,13 +293,9 @@ int main(int argc, char **argv) {
     return 0;
 }
 "#,
-    )
-    .unwrap();
-    let cc = std::process::Command::new("cc").arg("-o").arg(&prog).arg(&src).status();
-    if !cc.is_ok_and(|s| s.success()) {
-        common::skip::skip("cc (to build the atexit program) is not installed");
+    ) else {
         return;
-    }
+    };
     let out = img.run("timeout", &["5", prog.to_str().unwrap(), &p(""), &p("/report")]);
     assert!(out.status.success(), "the program hung or failed: {out:?}");
     assert_eq!(img.ok("cat", &[&p("/report")]), "cleaned");

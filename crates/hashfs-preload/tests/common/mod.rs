@@ -17,6 +17,18 @@ pub mod skip;
 
 pub const PREFIX: &str = "/hashfs-test";
 
+/// A C program built from `source` with `cc` in `dir`, named `name`; None (a skip, a
+/// failure under CI) where `cc` is missing or fails.
+pub fn c_program(dir: &Path, name: &str, source: &str) -> Option<PathBuf> {
+    let (src, prog) = (dir.join(format!("{name}.c")), dir.join(name));
+    std::fs::write(&src, source).unwrap();
+    if !Command::new("cc").arg("-o").arg(&prog).arg(&src).status().is_ok_and(|s| s.success()) {
+        skip::skip(&format!("cc (to build the {name} program) is not installed"));
+        return None;
+    }
+    Some(prog)
+}
+
 /// LevelDB's YCSB driver (`apps/ycsb/build.sh`), built into `img`'s directory; None (a
 /// skip, a failure under CI) where g++ or LevelDB's headers are missing.
 pub fn ycsb_driver(img: &Image) -> Option<PathBuf> {
