@@ -112,6 +112,8 @@ bugs=(
     "rename-source-looked-up-early|crates/hashfs/src/fs/rename.rs|a rename looks its source entry up under a read lock before it write-locks the directories (an unlink between the two leaves it moving a removed entry)|test races threads_renaming_unlinking_and_making_names_keep_the_tree_whole"
     "open-stale-not-retried|crates/hashfs-preload/src/shim/fd.rs|the shim's open fails when the inode its path named is freed before the open (another process's rename over the name), instead of resolving the path again|test processes a_name_renamed_over_in_one_process_always_opens_in_another"
     "read-after-unlock|crates/hashfs/src/fs/data.rs|a read copies the file's blocks after it lets the file's lock go (a truncation frees them under it, another file takes them)|test races reads_racing_truncations_see_only_the_files_bytes"
+    "lock-release-relaxed|crates/hashfs/src/share/lock.rs|the robust lock is let go with a relaxed store (the next owner's section is not ordered after this one's writes)|test lock_model two_participants_exclude_each_other"
+    "takeover-without-cas|crates/hashfs/src/share/lock.rs|a waiter that finds the owner dead takes the lock with a plain swap, not a compare-and-swap (two waiters both take it over)|test lock_model a_dead_owners_lock_is_taken_over_once"
     "exec-descriptor-unnamed|crates/hashfs-preload/src/shim/exec.rs|an exec leaves a surviving descriptor's placeholder unnamed (the exec'd program cannot tell which open file it is)|test exec an_execd_program_inherits_a_descriptor_and_its_offset"
     "exec-input-unread-lost|crates/hashfs-preload/src/shim/exec.rs|an exec drops the bytes an input pump put in the pipe that the program had not read (they are skipped: cat after a partial read starts at the end)|test exec an_execd_program_inherits_a_descriptor_and_its_offset"
     "shared-depth-in-thread-storage|crates/hashfs/src/fs/shared/mod.rs|a thread's depth in calls is kept where the thread's storage teardown loses it (a program's atexit handler, run after it, takes the image lock again inside its own call and waits forever)|test processes a_programs_atexit_handler_still_has_the_image"
@@ -330,6 +332,14 @@ elif name == "read-after-unlock":
     sub("crates/hashfs/src/fs/data.rs",
         "        self.read_mapped(cell, &st.raw, off, &mut buf[..n])?;\n        cell.next_read_lblk.store(end, Ordering::Relaxed);\n        Ok(n)\n",
         "        let raw = st.raw;\n        drop(st);\n        self.read_mapped(cell, &raw, off, &mut buf[..n])?;\n        cell.next_read_lblk.store(end, Ordering::Relaxed);\n        Ok(n)\n")
+elif name == "lock-release-relaxed":
+    sub("crates/hashfs/src/share/lock.rs",
+        "    if word.swap(0, Ordering::Release) & WAITERS != 0 {\n",
+        "    if word.swap(0, Ordering::Relaxed) & WAITERS != 0 {\n")
+elif name == "takeover-without-cas":
+    sub("crates/hashfs/src/share/lock.rs",
+        "        if !alive(owner) {\n            if word.compare_exchange(cur, mine | WAITERS, Ordering::Acquire, Ordering::Relaxed).is_ok() {\n                return Acquired::FromDead(owner);\n            }\n            continue;\n        }\n",
+        "        if !alive(owner) {\n            word.swap(mine | WAITERS, Ordering::Acquire);\n            return Acquired::FromDead(owner);\n        }\n")
 elif name == "exec-descriptor-unnamed":
     sub("crates/hashfs-preload/src/shim/exec.rs",
         "        if !name_after(fd, h) {\n",

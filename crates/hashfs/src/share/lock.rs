@@ -35,75 +35,129 @@ impl RobustLock {
 
     /// Takes the lock for participant `me` (an index in `who`).
     pub fn lock(&self, me: Participant, who: &Participants) -> Acquired {
-        let mine = me.0 + 1;
-        if self.word.compare_exchange(0, mine, Ordering::Acquire, Ordering::Relaxed).is_ok() {
-            return Acquired::Clean;
-        }
-        let mut spins = 0;
-        loop {
-            let cur = self.word.load(Ordering::Relaxed);
-            if cur == 0 {
-                // Taken with the waiters bit: others may still sleep on the word.
-                if self.word.compare_exchange(0, mine | WAITERS, Ordering::Acquire, Ordering::Relaxed).is_ok() {
-                    return Acquired::Clean;
-                }
-                continue;
-            }
-            let owner = Participant((cur & !WAITERS) - 1);
-            if !who.alive(owner) {
-                if self.word.compare_exchange(cur, mine | WAITERS, Ordering::Acquire, Ordering::Relaxed).is_ok() {
-                    return Acquired::FromDead(owner);
-                }
-                continue;
-            }
-            if spins < 64 {
-                spins += 1;
-                std::hint::spin_loop();
-                continue;
-            }
-            if cur & WAITERS == 0
-                && self.word.compare_exchange(cur, cur | WAITERS, Ordering::Relaxed, Ordering::Relaxed).is_err()
-            {
-                continue;
-            }
-            futex_wait(&self.word, cur | WAITERS, Self::RECHECK);
-        }
+        lock(&self.word, me, &|p| who.alive(p))
     }
 
     /// Takes the lock for participant `me` if it is free or its owner is dead; None while
     /// a live participant holds it.
     pub fn try_lock(&self, me: Participant, who: &Participants) -> Option<Acquired> {
-        let mine = me.0 + 1;
-        loop {
-            let cur = self.word.load(Ordering::Relaxed);
-            if cur & !WAITERS == 0 {
-                return self
-                    .word
-                    .compare_exchange(cur, mine | (cur & WAITERS), Ordering::Acquire, Ordering::Relaxed)
-                    .is_ok()
-                    .then_some(Acquired::Clean);
-            }
-            let owner = Participant((cur & !WAITERS) - 1);
-            if who.alive(owner) {
-                return None;
-            }
-            if self.word.compare_exchange(cur, mine | (cur & WAITERS), Ordering::Acquire, Ordering::Relaxed).is_ok() {
-                return Some(Acquired::FromDead(owner));
-            }
-        }
+        try_lock(&self.word, me, &|p| who.alive(p))
     }
 
     /// Releases the lock (its owner's call).
     pub fn unlock(&self) {
-        if self.word.swap(0, Ordering::Release) & WAITERS != 0 {
-            futex_wake_all(&self.word);
-        }
+        unlock(&self.word)
     }
 
     /// The owner's participant index, if the lock is held.
     pub fn owner(&self) -> Option<Participant> {
         let w = self.word.load(Ordering::Acquire) & !WAITERS;
         (w != 0).then(|| Participant(w - 1))
+    }
+}
+
+/// What the lock's protocol needs of its word: atomic operations, and a sleep on the word
+/// that a wake ends. The shared region's word is an [`AtomicU32`] with `futex`; the
+/// protocol's model (`tests/lock_model.rs`) gives it loom's atomics, which check every
+/// interleaving and memory ordering of a few threads.
+pub trait LockWord {
+    fn load(&self, order: Ordering) -> u32;
+    fn compare_exchange(&self, current: u32, new: u32, success: Ordering, failure: Ordering) -> Result<u32, u32>;
+    fn swap(&self, value: u32, order: Ordering) -> u32;
+    /// Sleeps while the word holds `expected`, at most [`RobustLock::RECHECK`].
+    fn wait(&self, expected: u32);
+    /// Wakes every sleeper.
+    fn wake_all(&self);
+    /// A turn of a short spin before sleeping.
+    fn spin(&self) {
+        std::hint::spin_loop();
+    }
+    /// How many turns a waiter spins before it sleeps.
+    fn spins(&self) -> u32 {
+        64
+    }
+}
+
+impl LockWord for AtomicU32 {
+    fn load(&self, order: Ordering) -> u32 {
+        AtomicU32::load(self, order)
+    }
+    fn compare_exchange(&self, current: u32, new: u32, success: Ordering, failure: Ordering) -> Result<u32, u32> {
+        AtomicU32::compare_exchange(self, current, new, success, failure)
+    }
+    fn swap(&self, value: u32, order: Ordering) -> u32 {
+        AtomicU32::swap(self, value, order)
+    }
+    fn wait(&self, expected: u32) {
+        futex_wait(self, expected, RobustLock::RECHECK);
+    }
+    fn wake_all(&self) {
+        futex_wake_all(self);
+    }
+}
+
+/// [`RobustLock::lock`] on any word: `alive` says whether a participant still runs.
+pub fn lock<W: LockWord>(word: &W, me: Participant, alive: &dyn Fn(Participant) -> bool) -> Acquired {
+    let mine = me.0 + 1;
+    if word.compare_exchange(0, mine, Ordering::Acquire, Ordering::Relaxed).is_ok() {
+        return Acquired::Clean;
+    }
+    let mut spins = 0;
+    loop {
+        let cur = word.load(Ordering::Relaxed);
+        if cur == 0 {
+            // Taken with the waiters bit: others may still sleep on the word.
+            if word.compare_exchange(0, mine | WAITERS, Ordering::Acquire, Ordering::Relaxed).is_ok() {
+                return Acquired::Clean;
+            }
+            continue;
+        }
+        let owner = Participant((cur & !WAITERS) - 1);
+        if !alive(owner) {
+            if word.compare_exchange(cur, mine | WAITERS, Ordering::Acquire, Ordering::Relaxed).is_ok() {
+                return Acquired::FromDead(owner);
+            }
+            continue;
+        }
+        if spins < word.spins() {
+            spins += 1;
+            word.spin();
+            continue;
+        }
+        if cur & WAITERS == 0
+            && word.compare_exchange(cur, cur | WAITERS, Ordering::Relaxed, Ordering::Relaxed).is_err()
+        {
+            continue;
+        }
+        word.wait(cur | WAITERS);
+    }
+}
+
+/// [`RobustLock::try_lock`] on any word.
+pub fn try_lock<W: LockWord>(word: &W, me: Participant, alive: &dyn Fn(Participant) -> bool) -> Option<Acquired> {
+    let mine = me.0 + 1;
+    loop {
+        let cur = word.load(Ordering::Relaxed);
+        if cur & !WAITERS == 0 {
+            return word
+                .compare_exchange(cur, mine | (cur & WAITERS), Ordering::Acquire, Ordering::Relaxed)
+                .is_ok()
+                .then_some(Acquired::Clean);
+        }
+        let owner = Participant((cur & !WAITERS) - 1);
+        if alive(owner) {
+            return None;
+        }
+        if word.compare_exchange(cur, mine | (cur & WAITERS), Ordering::Acquire, Ordering::Relaxed).is_ok() {
+            return Some(Acquired::FromDead(owner));
+        }
+    }
+}
+
+/// [`RobustLock::unlock`] on any word.
+pub fn unlock<W: LockWord>(word: &W) {
+    if word.swap(0, Ordering::Release) & WAITERS != 0 {
+        word.wake_all();
     }
 }
 

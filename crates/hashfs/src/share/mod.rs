@@ -18,6 +18,10 @@ mod region;
 pub use attach::{region_path, Access, Identity, HEADER_BYTES, LAYOUT_VERSION};
 pub use descriptions::{Description, Descriptions, Handle, OffsetGuard, MAX_DESCRIPTIONS};
 pub use image::{Change, ImageRegion, ImageWords, CHANGE_RING, MAX_OPEN_INODES, REGION_BYTES};
-pub use lock::{Acquired, RobustLock};
+pub use lock::{Acquired, LockWord, RobustLock};
+/// The robust lock's protocol on any word (its model drives it with loom's atomics).
+pub mod lock_protocol {
+    pub use super::lock::{lock, try_lock, unlock};
+}
 pub use participants::{process_alive, Participant, Participants, Slot, MAX_PARTICIPANTS};
 pub use region::{Region, Shared};
