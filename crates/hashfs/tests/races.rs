@@ -202,7 +202,7 @@ fn reads_racing_truncations_see_only_the_files_bytes() {
             let stop = &stop;
             s.spawn(move || {
                 let f = fs.open_file(Path::new("/f"), OpenOptions::new().write(true)).unwrap();
-                for gen in 0..1000u32 {
+                for gen in 0..2000u32 {
                     f.set_len(0).unwrap();
                     let v = 1 + (gen % 200) as u8;
                     f.write_at(0, &[v; BLOCKS * BLOCK]).unwrap();
