@@ -705,6 +705,7 @@ done
 echo "unmodified  every check passes ($SECONDS s)"
 
 failed=0
+missed=()
 for b in "${chosen[@]}"; do
     IFS='|' read -r name file what check <<<"$b"
     fresh_copy
@@ -723,6 +724,7 @@ for b in "${chosen[@]}"; do
     done
     if [ $caught -eq 0 ]; then
         echo "NOT CAUGHT  $name ($tries runs): $what ($file)"
+        missed+=("$name")
         failed=1
     else
         first=$(grep -m1 -E "^FAILED|panicked at|^error" "$work/check.log" || true)
@@ -733,4 +735,8 @@ for b in "${chosen[@]}"; do
     fi
 done
 fresh_copy
+# Again at the end, where a log cut in the middle (CI's) still shows it.
+if [ ${#missed[@]} -gt 0 ]; then
+    echo "crash-bugs: NOT CAUGHT: ${missed[*]}" >&2
+fi
 exit $failed
