@@ -4,7 +4,7 @@
 //! eight patches of up to 16 bytes, most of them in the metadata at the front of the
 //! image). No input may panic or hang: mount, fsck and the tree walk answer a damaged image
 //! with errors, and fsck --repair leaves what it says it repaired mounting and clean.
-//! `HASHFS_FUZZ_INPUTS` sets how many random inputs (default 3,000).
+//! `HASHFS_FUZZ_INPUTS` sets how many random inputs (default 10,000, about 5 s).
 
 use hashfs::testing::fuzz;
 use rand::{rngs::SmallRng, Rng, SeedableRng};
@@ -51,7 +51,7 @@ fn the_committed_corpus_runs_clean() {
 
 #[test]
 fn seeded_random_inputs_run_clean() {
-    let n: u64 = std::env::var("HASHFS_FUZZ_INPUTS").ok().and_then(|v| v.parse().ok()).unwrap_or(3000);
+    let n: u64 = std::env::var("HASHFS_FUZZ_INPUTS").ok().and_then(|v| v.parse().ok()).unwrap_or(10_000);
     let bases = fuzz::bases();
     let mut rng = SmallRng::seed_from_u64(0xF022);
     for i in 0..n {
