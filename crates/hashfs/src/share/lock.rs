@@ -4,6 +4,8 @@
 //! the lock still taken it asks whether the owner still runs. The first waiter to find
 //! the owner dead takes the lock over and is told so ([`Acquired::FromDead`]): it repairs
 //! what the owner left half done (docs/design.md: a journal's rollback) before it goes on.
+//! The protocol ([`lock`], [`try_lock`], [`unlock`]) is written once over any word
+//! ([`LockWord`]): the region's, and loom's in its model (`tests/lock_model.rs`).
 
 use super::participants::{Participant, Participants};
 use super::region::Shared;
