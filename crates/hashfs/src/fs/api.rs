@@ -544,7 +544,7 @@ impl<D: PmDevice> FileSystem<D> {
         Ok(Ino(st.raw.parent))
     }
 
-    fn walk(&self, mut comps: VecDeque<Vec<u8>>, follow_last: bool) -> Result<Ino> {
+    fn walk(&self, mut comps: VecDeque<Vec<u8>>, last: LastLink) -> Result<Ino> {
         let mut cur = Ino::ROOT;
         let mut follows = 0;
         while let Some(c) = comps.pop_front() {
@@ -553,7 +553,7 @@ impl<D: PmDevice> FileSystem<D> {
                 continue;
             }
             let (ino, ft) = self.inner.lookup(cur, &c)?;
-            if ft == FileType::Symlink && (!comps.is_empty() || follow_last) {
+            if ft == FileType::Symlink && (!comps.is_empty() || last == LastLink::Follow) {
                 follows += 1;
                 if follows > MAX_SYMLINK_FOLLOWS {
                     return Err(Error::Loop);
@@ -580,13 +580,13 @@ impl<D: PmDevice> FileSystem<D> {
     /// The inode at `path`, following a final symlink.
     pub fn resolve(&self, path: &Path) -> Result<Ino> {
         let _in = self.inner.enter();
-        self.walk(Self::components(path)?, true)
+        self.walk(Self::components(path)?, LastLink::Follow)
     }
 
     /// The inode at `path`, not following a final symlink.
     pub fn resolve_nofollow(&self, path: &Path) -> Result<Ino> {
         let _in = self.inner.enter();
-        self.walk(Self::components(path)?, false)
+        self.walk(Self::components(path)?, LastLink::NoFollow)
     }
 
     /// The parent directory of `path` and the final name.
@@ -597,7 +597,7 @@ impl<D: PmDevice> FileSystem<D> {
         if last == b".." {
             return Err(Error::Exists);
         }
-        let parent = self.walk(comps, true)?;
+        let parent = self.walk(comps, LastLink::Follow)?;
         if !self.getattr(parent)?.is_dir() {
             return Err(Error::NotDir);
         }
@@ -816,6 +816,13 @@ impl<D: PmDevice> FileSystem<D> {
             self.resolve(path)?
         })
     }
+}
+
+/// Whether a path walk follows a symbolic link in the path's last component.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum LastLink {
+    Follow,
+    NoFollow,
 }
 
 /// How many times an open resolves its path again when the inode it found was freed
