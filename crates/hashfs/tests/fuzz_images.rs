@@ -68,3 +68,20 @@ fn seeded_random_inputs_run_clean() {
         run_bounded(&format!("random input {i}"), input);
     }
 }
+
+/// libFuzzer's finding of 2026-11-29 (after 787,671 executions), not fixed: on the extent
+/// hash's base image, a byte of the primary superblock and two bytes of one extent-hash
+/// entry patched. fsck finds the entry naming a free inode (a crash leftover, for a
+/// mount's recovery to free; inode 7 then maps a block fewer than it counts, so the patch
+/// likely turned the entry's inode 7 into 59) and repairs the superblock and the count;
+/// the recovering mount does not free the entry (its removal looks the key up, and a key
+/// changed in place no longer hashes to where it lies, the likely reason), so the repaired
+/// image, marked clean, still holds it, and the next mount refuses it as corrupt. A fix
+/// needs fsck to check that each entry of a global structure is reachable from its key,
+/// and to clear the slot of one that is not.
+#[test]
+#[ignore = "fsck --repair leaves a misplaced extent-hash entry (found 2026-11-29, not fixed)"]
+fn a_misplaced_extent_hash_entry_survives_repair() {
+    let input = [0x1d, 0, 0, 0, 0x1d, 0x01, 0x10, 0xa3, 0xe0, 0x00, 0xb8, 0x80, 0x00, 0x3b];
+    run_bounded("libFuzzer's crash-053a7935", input.to_vec());
+}
