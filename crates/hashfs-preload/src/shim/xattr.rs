@@ -108,36 +108,33 @@ fn remove(ino: Ino, name: &CStr) -> Result<(), c_int> {
     fs.remove_xattr(ino, name).map_err(|e| e.errno())
 }
 
+/// A call's `op` on the inode `t` names, given the call's checked arguments: their error
+/// (a name too long, say) if they have one, once the target is known to be ours.
+fn serve<A, T>(
+    t: XattrTarget<'_>,
+    args: Result<A, Errno>,
+    mut op: impl FnMut(Ino, &mut A) -> Result<T, c_int>,
+) -> Served<T> {
+    match args {
+        Ok(mut a) => on_target(t, |i| op(i, &mut a)).map(|r| r.map_err(Errno)),
+        Err(e) => on_target(t, |_| Ok(())).map(|_| Err(e)),
+    }
+}
+
 impl Xattrs for Preload {
     fn get_xattr(t: XattrTarget<'_>, nv: Result<(&CStr, &mut [u8]), Errno>, _: Next<'_, usize>) -> Served<usize> {
-        let (n, v) = match nv {
-            Ok(nv) => nv,
-            Err(e) => return on_target(t, |_| Ok(())).map(|_| Err(e)),
-        };
-        on_target(t, |i| get(i, n, v)).map(|r| r.map_err(Errno))
+        serve(t, nv, |i, (n, v)| get(i, n, v))
     }
 
     fn list_xattr(t: XattrTarget<'_>, buf: Result<&mut [u8], Errno>, _: Next<'_, usize>) -> Served<usize> {
-        let b = match buf {
-            Ok(b) => b,
-            Err(e) => return on_target(t, |_| Ok(())).map(|_| Err(e)),
-        };
-        on_target(t, |i| list(i, b)).map(|r| r.map_err(Errno))
+        serve(t, buf, |i, b| list(i, b))
     }
 
     fn set_xattr(t: XattrTarget<'_>, nv: Result<(&CStr, &[u8]), Errno>, flags: c_int, _: Next<'_, ()>) -> Served<()> {
-        let (n, v) = match nv {
-            Ok(nv) => nv,
-            Err(e) => return on_target(t, |_| Ok(())).map(|_| Err(e)),
-        };
-        on_target(t, |i| set(i, n, v, flags)).map(|r| r.map_err(Errno))
+        serve(t, nv, |i, (n, v)| set(i, n, v, flags))
     }
 
     fn remove_xattr(t: XattrTarget<'_>, name: Result<&CStr, Errno>, _: Next<'_, ()>) -> Served<()> {
-        let n = match name {
-            Ok(n) => n,
-            Err(e) => return on_target(t, |_| Ok(())).map(|_| Err(e)),
-        };
-        on_target(t, |i| remove(i, n)).map(|r| r.map_err(Errno))
+        serve(t, name, |i, n| remove(i, n))
     }
 }
