@@ -69,19 +69,15 @@ fn seeded_random_inputs_run_clean() {
     }
 }
 
-/// libFuzzer's finding of 2026-11-29 (after 787,671 executions), not fixed: on the extent
-/// hash's base image, a byte of the primary superblock and two bytes of one extent-hash
-/// entry patched. fsck finds the entry naming a free inode (a crash leftover, for a
-/// mount's recovery to free; inode 7 then maps a block fewer than it counts, so the patch
-/// likely turned the entry's inode 7 into 59) and repairs the superblock and the count;
-/// the recovering mount does not free the entry (its removal looks the key up, and a key
-/// changed in place no longer hashes to where it lies, the likely reason), so the repaired
-/// image, marked clean, still holds it, and the next mount refuses it as corrupt. A fix
-/// needs fsck to check that each entry of a global structure is reachable from its key,
-/// and to clear the slot of one that is not.
+/// libFuzzer's finding of 2026-11-29 (after 787,671 executions): on the extent hash's
+/// base image, a byte of the primary superblock and two bytes of one extent-hash entry
+/// patched, which changed the entry's key in place (inode 7 became 59, a free inode). The
+/// recovering mount of `fsck --repair` could not free the entry (its removal looks the key
+/// up, and the key no longer hashes to where the entry lies), so the repaired image, marked
+/// clean, still held it and the next mount refused it. fsck now clears every entry of a
+/// global table that no lookup or removal treats as whole (`BlockMap::stray_entries`).
 #[test]
-#[ignore = "fsck --repair leaves a misplaced extent-hash entry (found 2026-11-29, not fixed)"]
-fn a_misplaced_extent_hash_entry_survives_repair() {
+fn a_misplaced_extent_hash_entry_is_cleared_by_repair() {
     let input = [0x1d, 0, 0, 0, 0x1d, 0x01, 0x10, 0xa3, 0xe0, 0x00, 0xb8, 0x80, 0x00, 0x3b];
     run_bounded("libFuzzer's crash-053a7935", input.to_vec());
 }

@@ -210,6 +210,35 @@ impl Cuckoo {
         (g0..g1).map(|g| (g * RUN_MAX, (g + 1) * RUN_MAX))
     }
 
+    /// fsck: the entries no lookup would find or trust, each cleared by a zero key (which
+    /// frees the way): a key outside its two buckets or of inode 0, a value past the data
+    /// area or of an empty run, and a key stored twice (all but the copy lookups find).
+    pub fn stray_entries<M: MemRead>(&self, m: &M) -> Vec<super::StrayEntry> {
+        let mut out = Vec::new();
+        for b in 0..self.nbuckets {
+            for w in 0..WAYS {
+                let o = self.entry_off(b, w);
+                let k = m.load_u64(o);
+                if k == 0 {
+                    continue;
+                }
+                let v = dec(m.load_u64(o + 8));
+                let (b1, b2) = self.buckets(k);
+                let why = if (b != b1 && b != b2) || k >> 32 == 0 {
+                    "a key outside its buckets"
+                } else if v.pblk >= self.data_blocks || v.run == 0 {
+                    "a value past the data area"
+                } else if self.find(m, k) != Some(o) {
+                    "a key stored twice"
+                } else {
+                    continue;
+                };
+                out.push(super::StrayEntry { off: o, clear: 0, why });
+            }
+        }
+        out
+    }
+
     /// Every entry: (inode, logical block, physical block), with corrupt entries reported.
     pub fn scan<M: MemRead>(&self, m: &M, f: &mut dyn FnMut(u32, u64, u64)) -> Result<()> {
         for b in 0..self.nbuckets {
@@ -275,5 +304,53 @@ mod tests {
         assert_eq!(t.lookup_key(&st, key(Ino(1), Lblk(0))).unwrap(), Some((100, 4)));
         assert_eq!(t.lookup_key(&st, key(Ino(1), Lblk(2))).unwrap(), Some((102, 2)));
         assert_eq!(t.lookup_key(&st, key(Ino(1), Lblk(5))).unwrap(), Some((105, 5)));
+    }
+
+    /// fsck's strays: none after inserts; a key moved out of its buckets, a second copy
+    /// of a key and a value past the data area are each found.
+    #[test]
+    fn stray_entries_are_what_lookups_cannot_find_or_trust() {
+        let geo = Geometry::compute(&GeometryParams {
+            image_bytes: 8 << 20,
+            inode_count: Some(64),
+            journal_count: 1,
+            journal_blocks: 2,
+            mapping: MappingKind::Cuckoo,
+            grouped: false,
+        })
+        .unwrap();
+        let dev = CrashDevice::new(8 << 20);
+        let t = Cuckoo::new(&geo, 7);
+        let mut st = Staged::new(&dev);
+        for l in 0..100 {
+            t.insert(&mut st, key(Ino(2), Lblk(l)), Val { pblk: l, run: 1, rev: 0 }).unwrap();
+        }
+        assert_eq!(t.stray_entries(&st), Vec::new());
+        let k = key(Ino(2), Lblk(7));
+        let o = t.find(&st, k).unwrap();
+        let (b1, b2) = t.buckets(k);
+        let other = (0..t.nbuckets()).find(|&b| b != b1 && b != b2).unwrap();
+        let free_way =
+            |st: &Staged<'_, CrashDevice>, b| (0..WAYS).map(|w| t.entry_off(b, w)).find(|&o| st.load_u64(o) == 0);
+        // Moved out of its buckets.
+        let to = free_way(&st, other).unwrap();
+        st.store_u64(to, k);
+        st.store_u64(to + 8, st.load_u64(o + 8));
+        st.store_u64(o, 0);
+        assert_eq!(
+            t.stray_entries(&st).iter().map(|e| (e.off, e.why)).collect::<Vec<_>>(),
+            [(to, "a key outside its buckets")]
+        );
+        // Back, and a second copy in its other bucket (or the same one).
+        st.store_u64(to, 0);
+        st.store_u64(o, k);
+        let copy = free_way(&st, b2).or_else(|| free_way(&st, b1)).unwrap();
+        st.store_u64(copy, k);
+        st.store_u64(copy + 8, st.load_u64(o + 8));
+        assert_eq!(t.stray_entries(&st).iter().map(|e| e.why).collect::<Vec<_>>(), ["a key stored twice"]);
+        st.store_u64(copy, 0);
+        // A value past the data area.
+        st.store_u64(o + 8, enc(Val { pblk: geo.data_blocks, run: 1, rev: 0 }));
+        assert_eq!(t.stray_entries(&st).iter().map(|e| e.why).collect::<Vec<_>>(), ["a value past the data area"]);
     }
 }

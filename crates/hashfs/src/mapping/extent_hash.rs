@@ -55,6 +55,20 @@ pub fn insert_positions(start: u32, len: u32) -> Vec<u32> {
     out
 }
 
+/// The positions of the extent an entry of tag `t` points into, and the entry's index
+/// among them; `None` for an entry that cannot exist (inode 0, an empty or out-of-range
+/// extent, a position outside it or not one of Algorithm 1's).
+fn positions_of(t: u64, e: &Extent) -> Option<(Vec<u32>, usize)> {
+    let (ino, pos) = ((t >> 32) as u32, t as u32);
+    let end = e.start as u64 + e.len as u64;
+    if ino == 0 || e.len == 0 || end > 1 << 32 || pos < e.start || pos as u64 >= end {
+        return None;
+    }
+    let positions = insert_positions(e.start, e.len);
+    let i = positions.iter().position(|&p| p == pos)?;
+    Some((positions, i))
+}
+
 fn prev_pow2(x: u64) -> u64 {
     debug_assert!(x > 0);
     1 << (63 - x.leading_zeros())
@@ -248,23 +262,68 @@ impl<D: PmDevice> ExtentHashTable<D> {
                 }
                 _ => {}
             }
-            let (ino, pos) = ((t >> 32) as u32, t as u32);
-            let end = e.start as u64 + e.len as u64;
-            let positions = if ino == 0 || e.len == 0 || end > 1 << 32 || pos < e.start || pos as u64 >= end {
-                Vec::new()
-            } else {
-                insert_positions(e.start, e.len)
-            };
-            let Some(i) = positions.iter().position(|&p| p == pos) else {
+            let Some((positions, i)) = positions_of(t, &e) else {
                 return Err(Error::corrupt(format!("extent hash: slot {s} holds an invalid entry")));
             };
             self.stride_counts[stride_log(&positions, i, &e)].fetch_add(1, Ordering::Relaxed);
             if i == 0 {
-                f(ino, e);
+                f((t >> 32) as u32, e);
             }
         }
         self.dev.fence();
         Ok(())
+    }
+
+    /// fsck: the entries that no lookup or removal would treat as part of a whole extent,
+    /// each to be cleared with a tombstone (so that the probe paths through it stay whole):
+    /// an invalid entry, an extent past the `data_blocks` of the data area, an entry its
+    /// key's probe path does not reach (a removal would not find it), and every pointer of
+    /// an extent whose pointers are not exactly Algorithm 1's positions (a lookup at a
+    /// missing one fails; a walk reports an extent by its first pointer only, so an extent
+    /// without one would translate blocks that the allocator counts free). A fuzzer's
+    /// image with a key changed in place left such an entry through `fsck --repair`.
+    pub fn stray_entries(&self, data_blocks: u64) -> Vec<super::StrayEntry> {
+        let stray = |s: u64, why| super::StrayEntry { off: self.slot_off(s), clear: TOMBSTONE, why };
+        let mut out = Vec::new();
+        let mut extents = std::collections::HashMap::<(u32, u32, u32, u64), Vec<(u32, u64)>>::new();
+        for s in 0..self.nslots {
+            let (t, e) = self.read_entry(s);
+            if matches!(t, EMPTY | TOMBSTONE | BUSY) {
+                continue;
+            }
+            if positions_of(t, &e).is_none() {
+                out.push(stray(s, "an invalid entry"));
+            } else if e.phys.checked_add(e.len as u64).is_none_or(|end| end > data_blocks) {
+                out.push(stray(s, "an extent past the data area"));
+            } else if !self.reaches(t, s) {
+                out.push(stray(s, "an entry its key's probe path does not reach"));
+            } else {
+                let (ino, pos) = ((t >> 32) as u32, t as u32);
+                extents.entry((ino, e.start, e.len, e.phys)).or_default().push((pos, s));
+            }
+        }
+        for ((_, start, len, _), mut found) in extents {
+            found.sort_unstable();
+            if found.iter().map(|f| f.0).ne(insert_positions(start, len)) {
+                out.extend(found.iter().map(|f| stray(f.1, "a pointer of an extent that lacks or repeats another")));
+            }
+        }
+        out.sort_unstable_by_key(|e| e.off);
+        out
+    }
+
+    /// Whether the probe path of tag `t` reaches slot `s` (no empty slot before it).
+    fn reaches(&self, t: u64, mut s_at: u64) -> bool {
+        let home = home_slot(t, self.seed, self.nslots);
+        loop {
+            if s_at == home {
+                return true;
+            }
+            s_at = (s_at + self.nslots - 1) % self.nslots;
+            if self.dev.load_u64(self.slot_off(s_at)) == EMPTY {
+                return false;
+            }
+        }
     }
 
     pub fn nslots(&self) -> u64 {
@@ -444,5 +503,43 @@ mod tests {
                 assert!(found.is_none() || found == Some(e), "{found:?}");
             }
         }
+    }
+
+    /// fsck's strays: none on a table that inserts and removals made; a key changed in
+    /// place, a pointer lost and an extent past the device are each found, with every
+    /// pointer of the extent that lost one.
+    #[test]
+    fn stray_entries_are_what_lookups_and_removals_cannot_treat_as_whole() {
+        let (dev, j, t) = setup(ExtentLookup::Every);
+        let extents =
+            [(Ino(2), Extent { start: 0, len: 13, phys: 100 }), (Ino(3), Extent { start: 5, len: 1, phys: 200 })];
+        for &(ino, e) in &extents {
+            let mut tx = j.begin();
+            t.insert(&mut tx, ino, e).unwrap();
+            tx.commit().unwrap();
+        }
+        let mut tx = j.begin();
+        t.remove(&mut tx, Ino(3), extents[1].1);
+        tx.commit().unwrap();
+        let live = |t: &ExtentHashTable<CrashDevice>| {
+            (0..t.nslots).filter(|&s| !matches!(t.read_entry(s).0, EMPTY | TOMBSTONE)).collect::<Vec<_>>()
+        };
+        let slots = live(&t);
+        assert_eq!(slots.len(), insert_positions(0, 13).len());
+        assert_eq!(t.stray_entries(1000), Vec::new());
+        // Past the data area.
+        assert_eq!(t.stray_entries(105).len(), slots.len());
+        // A key changed in place (another inode): its probe path does not reach it, and the
+        // extent's other pointers lack it.
+        let o = t.slot_off(slots[0]);
+        let old = dev.load_u64(o);
+        dev.store_u64(o, old + (1 << 32));
+        let found = t.stray_entries(1000);
+        assert_eq!(found.len(), slots.len(), "{found:?}");
+        assert!(found.iter().any(|e| e.why.contains("does not reach")));
+        // The key back, another pointer tombstoned: the rest of its extent is stray.
+        dev.store_u64(o, old);
+        dev.store_u64(t.slot_off(slots[1]), TOMBSTONE);
+        assert_eq!(t.stray_entries(1000).len(), slots.len() - 1);
     }
 }

@@ -28,7 +28,7 @@ use crate::alloc::{AllocParams, BlockAllocator, Run};
 use crate::journal::{Outcome, Tx};
 use crate::layout::superblock::extent_hash_slots;
 use crate::layout::{AllocatorKind, Extent, Geometry, Ino, InodeRaw, Lblk, MappingKind, Pblk, Superblock, BLOCK_BYTES};
-use crate::pm::PmDevice;
+use crate::pm::{DevOffset, PmDevice};
 use crate::{Error, Result};
 use ctfs::partition::Partition;
 use extent_tree::{Ext, NodeAlloc};
@@ -293,6 +293,17 @@ impl<D: PmDevice> BlockMap<D> {
         }
     }
 
+    /// fsck: the global tables' entries that no lookup or removal treats as whole, each
+    /// with the word that clears it; nothing for the per-file structures (whose damage a
+    /// walk reports per file).
+    pub fn stray_entries(&self) -> Vec<StrayEntry> {
+        match &self.index {
+            Index::Cuckoo(t) => t.stray_entries(&Direct(&*self.dev)),
+            Index::ExtentHash(t) => t.stray_entries(self.geo.data_blocks),
+            _ => Vec::new(),
+        }
+    }
+
     /// Whether [`walk`](Self::walk) covers every file at once.
     pub fn is_global(&self) -> bool {
         matches!(self.index, Index::Cuckoo(_) | Index::ExtentHash(_))
@@ -395,6 +406,15 @@ impl Mapped {
     fn data(ino: Ino, lblk: u64, pblk: u64, len: u64) -> Mapped {
         Mapped::Data { ino, ext: Extent { lblk: Lblk(lblk), pblk: Pblk(pblk), len } }
     }
+}
+
+/// An entry of a global table that fsck clears ([`BlockMap::stray_entries`]): the word
+/// at `off` becomes `clear`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StrayEntry {
+    pub off: DevOffset,
+    pub clear: u64,
+    pub why: &'static str,
 }
 
 /// One change to a [`BlockMap`], staged, then added to a transaction by

@@ -77,6 +77,10 @@ fn check_block_map<D: PmDevice>(
         }
         Mapped::Node { ino, pblk } => claim(pblk.0, 1, ino.0, twice),
     };
+    for e in bm.stray_entries() {
+        let what = format!("{} table: {} at offset {}", bm.kind.name(), e.why, e.off);
+        add(what, Fix::ClearTableEntry { off: e.off, clear: e.clear });
+    }
     if bm.is_global() {
         let dummy = InodeRaw::zeroed();
         if let Err(e) = bm.walk(Ino(0), &dummy, &mut |m| visit(m, &mut twice, &mut past_end, counts)) {

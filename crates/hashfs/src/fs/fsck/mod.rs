@@ -63,6 +63,12 @@ pub(crate) enum Fix {
     /// Fixed by mounting (journal rollback, crash leftovers).
     Mount,
     TombstoneSlot(u64),
+    /// A global table's entry that no lookup or removal treats as whole: the word at `off`
+    /// becomes `clear`, and the bitmap is rebuilt without its blocks.
+    ClearTableEntry {
+        off: DevOffset,
+        clear: u64,
+    },
     ClearInode(Ino),
     ClearDirent {
         off: DevOffset,
@@ -210,7 +216,7 @@ pub fn fsck<D: PmDevice>(dev: Arc<D>, mode: FsckMode, progress: Progress<'_>) ->
 /// journal headers, invalid table entries, corrupt inodes, the allocation bitmap).
 /// Returns whether a recovering mount must follow.
 fn repair_before_mount<D: PmDevice>(dev: &Arc<D>, geo: &Geometry, findings: &[Finding]) -> Result<bool> {
-    let mut needs_mount = false;
+    let (mut needs_mount, mut rebuild) = (false, false);
     for f in findings {
         match &f.fix {
             Fix::PrimarySuperblockFromCopy | Fix::SecondarySuperblockFromPrimary => {
@@ -231,6 +237,12 @@ fn repair_before_mount<D: PmDevice>(dev: &Arc<D>, geo: &Geometry, findings: &[Fi
                 dev.flush(geo.slot_off(*s), 8);
                 needs_mount = true;
             }
+            Fix::ClearTableEntry { off, clear } => {
+                dev.store_u64(*off, *clear);
+                dev.flush(*off, 8);
+                rebuild = true;
+                needs_mount = true;
+            }
             Fix::ClearInode(ino) => {
                 dev.zero(geo.inode_off(*ino), INODE_BYTES as u64);
                 dev.flush(geo.inode_off(*ino), INODE_BYTES as u64);
@@ -241,7 +253,7 @@ fn repair_before_mount<D: PmDevice>(dev: &Arc<D>, geo: &Geometry, findings: &[Fi
         }
     }
     dev.fence();
-    if findings.iter().any(|f| matches!(f.fix, Fix::RebuildBitmap)) {
+    if rebuild || findings.iter().any(|f| matches!(f.fix, Fix::RebuildBitmap)) {
         rebuild_bitmap(dev, geo)?;
         needs_mount = true;
     }
