@@ -318,6 +318,36 @@ impl<D: PmDevice> BlockMap<D> {
         }
     }
 
+    /// The entries that map `len` blocks from `lblk` (one extent a walk reports) and the
+    /// bytes of each, for `hashfs info`.
+    pub fn entries_for(&self, lblk: Lblk, len: u64) -> (u64, u64) {
+        match &self.index {
+            Index::Cuckoo(_) => (len, cuckoo::ENTRY_BYTES),
+            Index::Radix => (len, 8),
+            // A page-table entry per page (a 2 MiB leaf counts 512: the walk does not tell
+            // them apart).
+            Index::Ctfs(_) => (len, 8),
+            Index::ExtentHash(_) => (
+                match (u32::try_from(lblk.0), u32::try_from(len)) {
+                    (Ok(l), Ok(n)) => extent_hash::insert_positions(l, n).len() as u64,
+                    _ => 0, // past the largest file: walk reports no such extent
+                },
+                extent_hash::ENTRY_BYTES,
+            ),
+            Index::ExtentTree | Index::ExtentTreeCached(_) => (1, extent_tree::ENTRY_BYTES),
+        }
+    }
+
+    /// The blocks a removal's first transaction tries to unmap (each step ends on a
+    /// multiple of it): ctFS's whole 2 MiB, so that a leaf goes as one entry, never split
+    /// into pages first; 64 for the others.
+    pub fn removal_step(&self) -> u64 {
+        match &self.index {
+            Index::Ctfs(_) => 512,
+            _ => 64,
+        }
+    }
+
     /// The end of the range [from, to) worth visiting for a removal: global tables visit
     /// block by block, so a huge sparse range is first narrowed by one table scan (under
     /// the commit lock: the extent-hash scan must not meet an insert's claims).

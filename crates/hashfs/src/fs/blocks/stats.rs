@@ -10,8 +10,8 @@ use crate::fs::stats::{MappingStats, Measure, Runs};
 use crate::fs::FsInner;
 use crate::layout::inode::InodeState;
 use crate::layout::superblock::bitmap_bytes;
-use crate::layout::{round_up, Ino, InodeRaw, MappingKind, BLOCK_BYTES};
-use crate::mapping::{cuckoo, extent_hash, extent_tree, BlockMap, Mapped};
+use crate::layout::{round_up, Ino, InodeRaw, BLOCK_BYTES};
+use crate::mapping::{BlockMap, Mapped};
 use crate::pm::PmDevice;
 use crate::Result;
 
@@ -25,21 +25,7 @@ impl<D: PmDevice> Measure<D> for BlockMap<D> {
             Mapped::Data { ino, ext } => {
                 let (lblk, len) = (ext.lblk.0, ext.len);
                 runs.entry(ino.0).or_default().push((lblk, ext.pblk.0, len));
-                let (n, bytes) = match self.kind {
-                    MappingKind::Cuckoo => (len, cuckoo::ENTRY_BYTES),
-                    MappingKind::RadixTree => (len, 8),
-                    // A page-table entry per page (a 2 MiB leaf counts 512: the walk
-                    // does not tell them apart).
-                    MappingKind::Ctfs => (len, 8),
-                    MappingKind::ExtentHash => (
-                        match (u32::try_from(lblk), u32::try_from(len)) {
-                            (Ok(l), Ok(n)) => extent_hash::insert_positions(l, n).len() as u64,
-                            _ => 0, // past the largest file: walk reports no such extent
-                        },
-                        extent_hash::ENTRY_BYTES,
-                    ),
-                    _ => (1, extent_tree::ENTRY_BYTES),
-                };
+                let (n, bytes) = self.entries_for(ext.lblk, len);
                 st.entries += n;
                 st.entry_bytes += n * bytes;
             }

@@ -6,7 +6,7 @@
 use crate::fs::data::end_lblk;
 use crate::fs::inode::{self, InodeCell, InodeMem};
 use crate::fs::FsInner;
-use crate::layout::{Lblk, MappingKind};
+use crate::layout::Lblk;
 use crate::mapping::BlockMap;
 use crate::pm::PmDevice;
 use crate::Result;
@@ -45,9 +45,7 @@ impl<D: PmDevice> FsInner<D> {
         let to_the_end = to >= end_lblk(st.raw.size);
         let budget = self.geo.journal_entries() * 3 / 4;
         let mut hi = b.removal_end(cell.ino, from, to)?;
-        // Steps end on multiples of their length: on ctfs, whole 2 MiB (a leaf goes as one
-        // entry, never split into pages first).
-        let mut step = if b.kind == MappingKind::Ctfs { 512 } else { 64u64 };
+        let mut step = b.removal_step();
         while hi > from {
             let lo = Lblk((hi.0 - 1) / step * step).max(from);
             let mut raw = st.raw;
