@@ -123,6 +123,7 @@ bugs=(
     "shim-locks-always-succeed|crates/hashfs-preload/src/shim/locks.rs|the shim grants every record lock at once, as when one process owned the image (two SQLite writers both take the database)|test processes sqlite_with_two_writer_processes_loses_no_row"
     "repair-keeps-table-strays|crates/hashfs/src/fs/blocks/fsck.rs|fsck does not report a global table's entries that no lookup or removal treats as whole (a key changed in place survives a repair that marks the image clean; the next mount refuses it)|test fuzz_images a_misplaced_extent_hash_entry_is_cleared_by_repair"
     "stray-reach-unchecked|crates/hashfs/src/mapping/extent_hash.rs|fsck takes every extent-hash entry as reachable from its key (a removal would not find one its probe path misses)|unit stray_entries_are_what_lookups_and_removals_cannot_treat_as_whole"
+    "tag-size-32-bits|crates/hashfs/src/fs/hashfs/append_tag.rs|a one-fence append's tagged size is read back in 32 bits (recovery of an append to a file past 4 GiB settles a size 4 GiB short)|test crash_consistency explore_largest_sizes"
     "ctfs-unlogged-pswap|crates/hashfs/src/mapping/ctfs/tx.rs|ctFS's partition move stores its page-table swap straight to PM before the transaction that names the new partition (the released ctFS's order)|ctfs append,write-past-eof,truncate-down"
 )
 
@@ -350,6 +351,10 @@ elif name == "stray-reach-unchecked":
     sub("crates/hashfs/src/mapping/extent_hash.rs",
         "            } else if !self.reaches(t, s) {\n",
         "            } else if false && !self.reaches(t, s) {\n")
+elif name == "tag-size-32-bits":
+    sub("crates/hashfs/src/fs/hashfs/append_tag.rs",
+        "        Some(Tag { size: w & SIZE_MASK, len,",
+        "        Some(Tag { size: w & 0xFFFF_FFFF, len,")
 elif name == "exec-descriptor-unnamed":
     sub("crates/hashfs-preload/src/shim/exec.rs",
         "        if !name_after(fd, h) {\n",

@@ -335,8 +335,9 @@ fn explore_several_descriptors() {
 }
 
 /// Every change at the largest sizes (issue 53): names of 255 bytes, a symlink target of
-/// 4,095 bytes, and creates, unlinks and renames in a directory of five blocks (64 links
-/// of one file, each name 255 bytes).
+/// 4,095 bytes, creates, unlinks and renames in a directory of five blocks (64 links of
+/// one file, each name 255 bytes), and writes, appends, punches, shrinks and untorn writes
+/// of a sparse file past 4 GiB.
 #[test]
 fn explore_largest_sizes() {
     let base = crashtest::base_image_with(test_mapping(), test_layout_score(), test_placement(), &|fs| {
@@ -345,7 +346,19 @@ fn explore_largest_sizes() {
     let w: Vec<Workload> = crashtest::LARGEST_OPS
         .iter()
         .map(|n| format!("ace:{n}"))
-        .chain(["ace:big-dir-unlink,big-dir-create".to_string(), "ace:big-dir-rename-out,rename-max".to_string()])
+        .chain(
+            [
+                "ace:big-dir-unlink,big-dir-create",
+                "ace:big-dir-rename-out,rename-max",
+                "ace:write-past-4g,append-small",
+                "ace:write-past-4g,append",
+                "ace:write-past-4g,punch-past-4g",
+                "ace:write-past-4g,shrink-past-4g",
+                "ace:write-past-4g,untorn-past-4g",
+                "ace:truncate-past-4g,truncate-down",
+            ]
+            .map(String::from),
+        )
         .map(|id| Workload::from_id(&id).expect("known"))
         .collect();
     for wl in &w {

@@ -98,8 +98,16 @@ fn holes_past_4_gib() {
     // Each write crosses two block boundaries: blocks 2^20 - 1 to 2^20 + 1, and three at
     // 5 GiB.
     assert_eq!(m.blocks, 3 + 3, "mapped blocks");
+    // What the crash explorer's snapshots read of such a file: its mapped blocks only.
+    let ino = fs.metadata(p("/big")).unwrap().ino;
+    let runs = |fs: &hashfs::FileSystem<_>| -> Vec<(u64, u64)> {
+        fs.mapped_runs(ino).unwrap().into_iter().map(|(l, n)| (l.0, n)).collect()
+    };
+    let (below, at_5g) = (G4 / 4096 - 1, 5 * (G4 / 4) / 4096);
+    assert_eq!(runs(&fs), [(below, 3), (at_5g, 3)], "mapped runs");
     f.fallocate(G4, 4096, FallocateMode::PunchHole).unwrap();
     assert_eq!(f.metadata().unwrap().blocks, 5, "the punched block at 4 GiB is freed");
+    assert_eq!(runs(&fs), [(below, 1), (below + 2, 1), (at_5g, 3)], "mapped runs after the punch");
     let mut a_punched = a.clone();
     a_punched[100..4196].fill(0);
     assert_eq!(read(&f, at_a, a.len()), a_punched);

@@ -239,8 +239,12 @@ fn long_target() -> String {
 pub const LARGE_DIRECTORY_LINKS: usize = 64;
 
 /// Named operations at the largest sizes: names of 255 bytes, a symlink target of 4,095
-/// bytes, and changes in a directory of many blocks (`/D`, made by [`large_directory`];
-/// on the base tree alone those fail, changing nothing).
+/// bytes, changes in a directory of many blocks (`/D`, made by [`large_directory`]; on
+/// the base tree alone those fail, changing nothing), and a sparse file past 4 GiB (byte
+/// offsets past 32 bits, logical blocks past 2^20): a write across the 4 GiB boundary
+/// into the small file, a truncate of the three-block file up past 5 GiB, and after the
+/// write, a punch, a shrink and an untorn write past 4 GiB (each also runs alone, on the
+/// small file).
 pub const LARGEST_OPS: &[&str] = &[
     "create-max",
     "rename-max",
@@ -251,7 +255,15 @@ pub const LARGEST_OPS: &[&str] = &[
     "big-dir-rename-out",
     "big-dir-rename-in",
     "big-dir-replace",
+    "write-past-4g",
+    "truncate-past-4g",
+    "punch-past-4g",
+    "shrink-past-4g",
+    "untorn-past-4g",
 ];
+
+/// 4 GiB: offsets past it need more than 32 bits.
+const G4: u64 = 1 << 32;
 
 fn largest_op(name: &str) -> Option<Op> {
     let s = |x: &str| x.to_string();
@@ -274,6 +286,11 @@ fn largest_op(name: &str) -> Option<Op> {
         }
         // A name of the small file replaced by the three-block one: the small file loses a link.
         "big-dir-replace" => Op::Rename { from: s("/A/f"), to: d(mid + 1), mode: RenameMode::Replace },
+        "write-past-4g" => Op::Write { path: s("/g"), off: G4 - 100, len: 5000, seed: 42 },
+        "truncate-past-4g" => Op::Truncate { path: s("/A/f"), size: 5 * (G4 / 4) + 7 },
+        "punch-past-4g" => Op::Punch { path: s("/g"), off: G4, len: 4096 },
+        "shrink-past-4g" => Op::Truncate { path: s("/g"), size: G4 + 10 },
+        "untorn-past-4g" => Op::Untorn { path: s("/g"), off: Some(G4 + 10), len: 50, seed: 43 },
         _ => return None,
     })
 }

@@ -25,7 +25,7 @@ pub struct Entry {
     pub mtime_ns: i64,
     pub ctime_ns: i64,
     /// File data, or a symlink's target; empty for directories.
-    pub content: Vec<u8>,
+    pub content: Content,
     /// Extended attributes (name, value), sorted.
     pub xattrs: Vec<(Vec<u8>, Vec<u8>)>,
 }
@@ -34,7 +34,7 @@ impl fmt::Debug for Entry {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "{:?} ino {} perm {:o} uid {} gid {} nlink {} size {} blocks {} times {}/{}/{} content {} bytes (crc {:08x}) xattrs {:?}",
+            "{:?} ino {} perm {:o} uid {} gid {} nlink {} size {} blocks {} times {}/{}/{} content {} bytes not zero (crc {:08x}) xattrs {:?}",
             self.file_type,
             self.ino,
             self.perm,
@@ -46,11 +46,118 @@ impl fmt::Debug for Entry {
             self.atime_ns,
             self.mtime_ns,
             self.ctime_ns,
-            self.content.len(),
-            crc32c::crc32c(&self.content),
+            self.content.bytes(),
+            self.content.crc(),
             self.xattrs.iter().map(|(k, v)| (String::from_utf8_lossy(k), v.len())).collect::<Vec<_>>()
         )
     }
+}
+
+/// Bytes as a user reads them, kept as the blocks of [`BLOCK`] bytes that are not all
+/// zero (a hole and written zeros read alike), by block index: a file of 5 GiB with a few
+/// blocks written costs those blocks. Equal contents are equal values.
+#[derive(Clone, Default, PartialEq, Eq)]
+pub struct Content(BTreeMap<u64, Vec<u8>>);
+
+impl fmt::Debug for Content {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} bytes in {} blocks not zero (crc {:08x})", self.bytes(), self.0.len(), self.crc())
+    }
+}
+
+/// The unit [`Content`] keeps.
+pub const BLOCK: u64 = 4096;
+
+impl Content {
+    /// `bytes` read from offset `at` (a multiple of [`BLOCK`]) added.
+    pub fn add(&mut self, at: u64, bytes: &[u8]) {
+        debug_assert_eq!(at % BLOCK, 0);
+        for (i, b) in bytes.chunks(BLOCK as usize).enumerate() {
+            if b.iter().any(|&x| x != 0) {
+                self.0.insert(at / BLOCK + i as u64, b.to_vec());
+            }
+        }
+    }
+
+    pub fn from_bytes(bytes: &[u8]) -> Content {
+        let mut c = Content::default();
+        c.add(0, bytes);
+        c
+    }
+
+    /// The byte at `i` (zero where no block is kept).
+    pub fn byte(&self, i: u64) -> u8 {
+        self.0.get(&(i / BLOCK)).and_then(|b| b.get((i % BLOCK) as usize)).copied().unwrap_or(0)
+    }
+
+    /// The first `len` bytes, dense (for small files).
+    pub fn to_vec(&self, len: u64) -> Vec<u8> {
+        (0..len).map(|i| self.byte(i)).collect()
+    }
+
+    /// Bytes kept (in blocks not all zero).
+    pub fn bytes(&self) -> u64 {
+        self.0.values().map(|b| b.len() as u64).sum()
+    }
+
+    pub fn crc(&self) -> u32 {
+        self.0.iter().fold(0, |crc, (k, b)| crc32c::crc32c_append(crc32c::crc32c_append(crc, &k.to_le_bytes()), b))
+    }
+
+    /// The offsets of the blocks kept by any of `cs`, in order: every byte outside them
+    /// is zero in all.
+    fn blocks_of_any<'a>(cs: &'a [&'a Content]) -> impl Iterator<Item = u64> + 'a {
+        let keys: std::collections::BTreeSet<u64> = cs.iter().flat_map(|c| c.0.keys().copied()).collect();
+        keys.into_iter().map(|k| k * BLOCK)
+    }
+
+    /// The first byte where `self` and `other` differ.
+    pub fn first_difference(&self, other: &Content) -> Option<u64> {
+        Self::blocks_of_any(&[self, other]).flat_map(|at| at..at + BLOCK).find(|&i| self.byte(i) != other.byte(i))
+    }
+
+    /// Whether each of the first `len` bytes is that of `a` or that of `b`.
+    pub fn each_byte_of(&self, len: u64, a: &Content, b: &Content) -> bool {
+        Self::blocks_of_any(&[self, a, b])
+            .flat_map(|at| at..(at + BLOCK).min(len))
+            .all(|i| self.byte(i) == a.byte(i) || self.byte(i) == b.byte(i))
+    }
+}
+
+/// Files up to this size are read whole for a snapshot; larger ones (sparse files past
+/// 4 GiB) only where their mapping has blocks (`FileSystem::mapped_runs`).
+const READ_WHOLE: u64 = 64 << 20;
+
+/// The bytes of the regular file `f` of `size` bytes.
+fn file_content<D: PmDevice>(fs: &FileSystem<D>, path: &str, ino: crate::Ino, size: u64) -> Result<Content> {
+    let f = fs.open_ino(ino, crate::fs::api::Access { read: true, ..Default::default() })?;
+    let ranges: Vec<(u64, u64)> = if size <= READ_WHOLE {
+        vec![(0, size)]
+    } else {
+        fs.mapped_runs(ino)?
+            .into_iter()
+            .map(|(l, n)| (l.0 * BLOCK, ((l.0 + n) * BLOCK).min(size)))
+            .filter(|(a, b)| a < b)
+            .collect()
+    };
+    let mut content = Content::default();
+    for (from, to) in ranges {
+        let mut at = from;
+        while at < to {
+            let mut data = vec![0u8; (to - at).min(READ_WHOLE) as usize];
+            let mut done = 0;
+            while done < data.len() {
+                let n = f.read_at(at + done as u64, &mut data[done..])?;
+                if n == 0 {
+                    return Err(crate::Error::corrupt(format!("{path}: read {} of {size} bytes", at + done as u64)));
+                }
+                done += n;
+            }
+            content.add(at, &data);
+            at += data.len() as u64;
+        }
+    }
+    Ok(content)
 }
 
 /// Every path of a file system (the root is "/").
@@ -91,23 +198,14 @@ impl Snapshot {
                             stack.push((child, e.ino));
                         }
                     }
-                    Vec::new()
+                    Content::default()
                 }
-                FileType::Symlink => fs.readlink_ino(ino)?,
+                FileType::Symlink => Content::from_bytes(&fs.readlink_ino(ino)?),
                 FileType::Fifo | FileType::CharDevice | FileType::BlockDevice | FileType::Socket => {
-                    m.rdev.to_le_bytes().to_vec()
+                    Content::from_bytes(&m.rdev.to_le_bytes())
                 }
                 FileType::Regular => {
-                    let f = fs.open_ino(ino, crate::fs::api::Access { read: true, ..Default::default() })?;
-                    let mut data = vec![0u8; m.size as usize];
-                    let mut done = 0;
-                    while done < data.len() {
-                        let n = f.read_at(done as u64, &mut data[done..])?;
-                        if n == 0 {
-                            return Err(crate::Error::corrupt(format!("{path}: read {done} of {} bytes", m.size)));
-                        }
-                        done += n;
-                    }
+                    let data = file_content(fs, &path, ino, m.size)?;
                     // F2 (`fs/data.rs`): what a mapping of the last block shows past EOF.
                     let tail = fs.bytes_past_eof(ino)?;
                     if let Some(i) = tail.iter().position(|&b| b != 0) {
@@ -154,7 +252,7 @@ impl Snapshot {
                 None => return format!("{p} exists here, not there"),
                 Some(o) if o != e => {
                     let mut s = format!("{p}: here {e:?}\n    there {o:?}");
-                    if let Some(i) = e.content.iter().zip(&o.content).position(|(a, b)| a != b) {
+                    if let Some(i) = e.content.first_difference(&o.content) {
                         s += &format!("\n    first differing byte at {i}");
                     }
                     return s;
@@ -186,7 +284,6 @@ pub fn torn_between(r: &Snapshot, before: &Snapshot, after: &Snapshot) -> bool {
             return e == b;
         }
         let between = |x: i64, y: i64, z: i64| y.min(z) <= x && x <= y.max(z);
-        let byte = |c: &[u8], i: usize| c.get(i).copied().unwrap_or(0);
         e.ino == b.ino
             && e.file_type == b.file_type
             && (e.perm, e.uid, e.gid, e.nlink) == (b.perm, b.uid, b.gid, b.nlink)
@@ -199,8 +296,7 @@ pub fn torn_between(r: &Snapshot, before: &Snapshot, after: &Snapshot) -> bool {
             && between(e.atime_ns, b.atime_ns, a.atime_ns)
             && between(e.mtime_ns, b.mtime_ns, a.mtime_ns)
             && between(e.ctime_ns, b.ctime_ns, a.ctime_ns)
-            && e.content.len() as u64 == e.size
-            && e.content.iter().enumerate().all(|(i, &x)| x == byte(&b.content, i) || x == byte(&a.content, i))
+            && e.content.each_byte_of(e.size, &b.content, &a.content)
     })
 }
 
@@ -264,13 +360,34 @@ mod tests {
             atime_ns: 0,
             mtime_ns: mtime,
             ctime_ns: mtime,
-            content: content.to_vec(),
+            content: Content::from_bytes(content),
             xattrs: Vec::new(),
         }
     }
 
     fn snap(e: Entry) -> Snapshot {
         Snapshot([("/f".to_string(), e)].into_iter().collect())
+    }
+
+    /// A sparse content keeps only blocks not all zero, and compares, finds differences
+    /// and mixes bytes as the dense bytes would.
+    #[test]
+    fn contents_keep_blocks_not_all_zero() {
+        let mut c = Content::default();
+        c.add(0, &[0u8; 8192]);
+        assert_eq!(c, Content::default(), "zeros are a hole");
+        c.add(5 << 30, &[7u8; 10]);
+        assert_eq!((c.bytes(), c.byte(5 << 30), c.byte((5 << 30) + 10), c.byte(3)), (10, 7, 0, 0));
+        let mut d = Content::default();
+        d.add(5 << 30, &[7, 7, 7, 9, 7, 7, 7, 7, 7, 7]);
+        assert_eq!(c.first_difference(&d), Some((5 << 30) + 3));
+        assert_eq!(c.first_difference(&c.clone()), None);
+        // Each byte old or new: a block neither keeps has to be zero in both.
+        let len = (5 << 30) + 10;
+        assert!(d.each_byte_of(len, &c, &d) && c.each_byte_of(len, &c, &d));
+        assert!(!Content::default().each_byte_of(len, &c, &d), "zeros where both have sevens");
+        assert!(d.each_byte_of((5 << 30) + 3, &Content::default(), &c), "the nine lies past the length");
+        assert!(!d.each_byte_of(len, &Content::default(), &c), "a nine neither has");
     }
 
     #[test]

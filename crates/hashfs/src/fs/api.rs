@@ -11,6 +11,7 @@
 use super::dir::RawDirEntry;
 use super::ops::{NodeSpec, Owner, RemoveKind, RenameMode};
 use super::recovery::{self, MountReport};
+use super::verbs::{on_map, MapVerbs};
 use super::{FormatOptions, FsInner};
 use crate::layout::dirent::FileType;
 use crate::layout::inode::InodeRaw;
@@ -282,6 +283,20 @@ impl<D: PmDevice> FileSystem<D> {
             return Ok(None);
         }
         self.inner.translate(&cell, &st.raw, lblk, size_blocks)
+    }
+
+    /// The mapped logical blocks of `ino` as sorted runs (first, count): what reads of a
+    /// sparse file need to visit (the crash explorer's snapshots of files past 4 GiB).
+    /// A walk of the file's structure; on the global tables (HashFS's, the cuckoo table,
+    /// extent hashing) one scan of the whole table, so a check's verb, not a data path's.
+    pub fn mapped_runs(&self, ino: Ino) -> Result<Vec<(Lblk, u64)>> {
+        let _in = self.inner.enter();
+        let cell = self.inner.cell(ino)?;
+        let st = cell.state.read();
+        if st.freed {
+            return Err(Error::NotFound);
+        }
+        on_map!(self.inner, m => m.mapped_runs(ino, &st.raw))
     }
 
     /// The bytes stored past EOF in the last block of `ino` (empty when the size ends on

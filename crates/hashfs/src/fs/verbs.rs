@@ -128,6 +128,11 @@ pub(crate) trait MapVerbs<D: PmDevice> {
     /// the caller fences.
     fn settle_tagged_sizes(&self, fs: &FsInner<D>);
 
+    /// The mapped logical blocks of `ino` as sorted runs (first, count): a walk of the
+    /// file's structure, or one scan of a global table (see
+    /// [`FileSystem::mapped_runs`](crate::FileSystem::mapped_runs)).
+    fn mapped_runs(&self, ino: Ino, raw: &InodeRaw) -> Result<Vec<(Lblk, u64)>>;
+
     /// Once the smaller size is durable (or the file has no links): frees the blocks of
     /// `cell` in [from, to), `planned` being what [`release_plan`](Self::release_plan)
     /// found.
@@ -140,4 +145,28 @@ pub(crate) trait MapVerbs<D: PmDevice> {
         from: Lblk,
         to: Lblk,
     ) -> Result<()>;
+}
+
+/// `pieces` (first block, count), in any order, as sorted runs with adjacent and
+/// overlapping pieces merged.
+pub(crate) fn merge_runs(mut pieces: Vec<(u64, u64)>) -> Vec<(Lblk, u64)> {
+    pieces.sort_unstable();
+    let mut out: Vec<(Lblk, u64)> = Vec::new();
+    for (first, n) in pieces.into_iter().filter(|p| p.1 > 0) {
+        match out.last_mut() {
+            Some((l, m)) if l.0 + *m >= first => *m = (*m).max(first + n - l.0),
+            _ => out.push((Lblk(first), n)),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn runs_merge_when_they_touch_or_overlap() {
+        let runs = super::merge_runs(vec![(10, 2), (0, 3), (3, 1), (12, 0), (11, 5), (20, 1)]);
+        let plain: Vec<(u64, u64)> = runs.iter().map(|&(l, n)| (l.0, n)).collect();
+        assert_eq!(plain, [(0, 4), (10, 6), (20, 1)]);
+    }
 }

@@ -377,6 +377,22 @@ impl<D: PmDevice> BlockMap<D> {
         }
     }
 
+    /// The extents of `ino` (first logical block, count), in walk order: its structure's
+    /// walk, or one scan of a global table (under the commit lock, as
+    /// [`removal_end`](Self::removal_end)'s).
+    pub fn mapped_extents(&self, ino: Ino, raw: &InodeRaw) -> Result<Vec<(u64, u64)>> {
+        let _g = self.is_global().then(|| self.commit.lock());
+        let mut out = Vec::new();
+        self.walk(ino, raw, &mut |m| {
+            if let Mapped::Data { ino: i, ext } = m {
+                if i == ino {
+                    out.push((ext.lblk.0, ext.len));
+                }
+            }
+        })?;
+        Ok(out)
+    }
+
     /// The last mapped logical block of `ino` in [from, to), found by a scan (global
     /// tables, for ranges too large to visit block by block).
     fn last_mapped_by_scan(&self, ino: Ino, from: Lblk, to: Lblk) -> Result<Option<Lblk>> {

@@ -337,11 +337,11 @@ pub fn snapshot<D: PmDevice>(fs: &FileSystem<D>) -> hashfs::Result<Snapshot> {
     for (path, e) in seen.into_iter().filter(|(p, _)| p != "/") {
         let entry = match e.file_type {
             FileType::Directory => SnapEntry::Dir { perm: e.perm },
-            FileType::Symlink => SnapEntry::Symlink { target: e.content },
+            FileType::Symlink => SnapEntry::Symlink { target: e.content.to_vec(e.size) },
             FileType::Regular => {
                 let mut links: Vec<String> = by_ino[&e.ino].iter().filter(|q| **q != path).cloned().collect();
                 links.sort();
-                SnapEntry::File { data: e.content, perm: e.perm, links }
+                SnapEntry::File { data: e.content.to_vec(e.size), perm: e.perm, links }
             }
             t => panic!("{path}: the model makes no {t:?}"),
         };

@@ -7,7 +7,7 @@
 use crate::alloc::Run;
 use crate::fs::data::{blocks_for, extents_of, MapGroup, WRITE_CHUNK_BLOCKS};
 use crate::fs::inode::{InodeCell, InodeMem};
-use crate::fs::verbs::MapVerbs;
+use crate::fs::verbs::{merge_runs, MapVerbs};
 use crate::fs::FsInner;
 use crate::journal::Tx;
 use crate::layout::{Extent, Geometry, Ino, InodeRaw, Lblk, Pblk};
@@ -135,6 +135,10 @@ impl<D: PmDevice> MapVerbs<D> for BlockMap<D> {
     /// Nothing: the structure finds its entries when it removes them.
     fn release_plan(&self, _cell: &InodeCell, _from: Lblk, _to: Lblk) -> Vec<Pblk> {
         Vec::new()
+    }
+
+    fn mapped_runs(&self, ino: Ino, raw: &InodeRaw) -> Result<Vec<(Lblk, u64)>> {
+        Ok(merge_runs(self.mapped_extents(ino, raw)?))
     }
 
     fn release_blocks(

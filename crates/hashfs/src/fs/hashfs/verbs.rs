@@ -8,11 +8,11 @@ use super::regions::OpenLock;
 use super::slots::{free_slots, mapped_slots};
 use crate::fs::data::{MapGroup, WRITE_CHUNK_BLOCKS};
 use crate::fs::inode::{InodeCell, InodeMem};
-use crate::fs::verbs::MapVerbs;
+use crate::fs::verbs::{merge_runs, MapVerbs};
 use crate::fs::FsInner;
 use crate::journal::Tx;
 use crate::layout::{Extent, Geometry, Ino, InodeRaw, Lblk, Pblk};
-use crate::mapping::hashfs::{file_key, HashTable};
+use crate::mapping::hashfs::{classify, file_key, Entry, HashTable};
 use crate::pm::PmDevice;
 use crate::{Error, Result};
 use std::ops::Range;
@@ -179,6 +179,16 @@ impl<D: PmDevice> MapVerbs<D> for HashTable<D> {
     /// size first; F1 lets recovery free the rest).
     fn release_plan(&self, cell: &InodeCell, from: Lblk, to: Lblk) -> Vec<Pblk> {
         mapped_slots(self, cell.ino, from, to)
+    }
+
+    /// One scan of the table for the keys of `ino`.
+    fn mapped_runs(&self, ino: Ino, _raw: &InodeRaw) -> Result<Vec<(Lblk, u64)>> {
+        let n = self.nslots();
+        let lblks = (0..n).filter_map(|s| match classify(self.load(s), n) {
+            Entry::Key { ino: i, lblk } if i == ino.0 => Some((lblk as u64, 1)),
+            _ => None,
+        });
+        Ok(merge_runs(lblks.collect()))
     }
 
     fn release_blocks(
