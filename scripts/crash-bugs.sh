@@ -124,6 +124,7 @@ bugs=(
     "repair-keeps-table-strays|crates/hashfs/src/fs/blocks/fsck.rs|fsck does not report a global table's entries that no lookup or removal treats as whole (a key changed in place survives a repair that marks the image clean; the next mount refuses it)|test fuzz_images a_misplaced_extent_hash_entry_is_cleared_by_repair"
     "stray-reach-unchecked|crates/hashfs/src/mapping/extent_hash.rs|fsck takes every extent-hash entry as reachable from its key (a removal would not find one its probe path misses)|unit stray_entries_are_what_lookups_and_removals_cannot_treat_as_whole"
     "tag-size-32-bits|crates/hashfs/src/fs/hashfs/append_tag.rs|a one-fence append's tagged size is read back in 32 bits (recovery of an append to a file past 4 GiB settles a size 4 GiB short)|test crash_consistency explore_largest_sizes"
+    "regions-full-chain-no-open|crates/hashfs/src/fs/hashfs/regions.rs|a write whose key finds its chain full in the regions placement opens groups only if the load of all open groups is past the target (concurrent writers fill the newest groups and get ENOSPC on an image a third full)|test regions_placement threads_writing_small_files_while_groups_open"
     "ctfs-unlogged-pswap|crates/hashfs/src/mapping/ctfs/tx.rs|ctFS's partition move stores its page-table swap straight to PM before the transaction that names the new partition (the released ctFS's order)|ctfs append,write-past-eof,truncate-down"
 )
 
@@ -355,6 +356,10 @@ elif name == "tag-size-32-bits":
     sub("crates/hashfs/src/fs/hashfs/append_tag.rs",
         "        Some(Tag { size: w & SIZE_MASK, len,",
         "        Some(Tag { size: w & 0xFFFF_FFFF, len,")
+elif name == "regions-full-chain-no-open":
+    sub("crates/hashfs/src/fs/hashfs/regions.rs",
+        "        let wants = wait || r.wants_open(incoming);\n",
+        "        let wants = r.wants_open(incoming);\n")
 elif name == "exec-descriptor-unnamed":
     sub("crates/hashfs-preload/src/shim/exec.rs",
         "        if !name_after(fd, h) {\n",

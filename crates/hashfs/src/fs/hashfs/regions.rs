@@ -88,7 +88,11 @@ impl<D: PmDevice> FsInner<D> {
         let FileMap::Hash(t) = &self.map else { return };
         let Some(g) = t.groups() else { return };
         let Some(r) = &g.regions else { return };
-        let wants = r.wants_open(incoming);
+        // A request whose key found its chain full (`Wait`) opens groups even under the
+        // target load: a new group tops every key's chain. Concurrent writers found this
+        // (issue 53): while their openings lag, keys spill up into the newest groups and
+        // fill them though the older ones below have room, which no chain reaches.
+        let wants = wait || r.wants_open(incoming);
         if !r.opening() && !wants {
             return;
         }
