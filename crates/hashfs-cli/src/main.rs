@@ -150,6 +150,15 @@ pub(crate) fn mount(image: &Path) -> Result<FileSystem<MmapDevice>, Failure> {
     mount_dev(open_image(image)?, image)
 }
 
+/// Mounts `image` as one of the processes that share it (`FileSystem::open_shared`), with
+/// the recovery report on stderr.
+pub(crate) fn mount_shared(image: &Path) -> Result<FileSystem<MmapDevice>, Failure> {
+    let (fs, report) =
+        FileSystem::open_shared(image).map_err(|e| fail(format!("cannot mount {} shared: {e}", image.display())))?;
+    report_mount(image, &report);
+    Ok(fs)
+}
+
 /// Mounts the opened image, with a progress bar and the recovery report on stderr.
 pub(crate) fn mount_dev(dev: Arc<MmapDevice>, image: &Path) -> Result<FileSystem<MmapDevice>, Failure> {
     let pb = progress_bar(0, "mounting", Steps::Items);
@@ -159,6 +168,12 @@ pub(crate) fn mount_dev(dev: Arc<MmapDevice>, image: &Path) -> Result<FileSystem
     })
     .map_err(|e| fail(format!("cannot mount {}: {e}", image.display())))?;
     pb.finish_and_clear();
+    report_mount(image, &report);
+    Ok(fs)
+}
+
+/// What a mount found and recovered, on stderr.
+fn report_mount(image: &Path, report: &hashfs::MountReport) {
     if !report.was_clean {
         eprintln!(
             "hashfs: {} was not cleanly unmounted; recovered: {} transactions rolled back, {} stray blocks and {} orphan inodes freed",
@@ -171,7 +186,6 @@ pub(crate) fn mount_dev(dev: Arc<MmapDevice>, image: &Path) -> Result<FileSystem
     if !report.corrupt_inodes.is_empty() {
         eprintln!("hashfs: warning: {} corrupt inodes; run hashfs fsck --repair", report.corrupt_inodes.len());
     }
-    Ok(fs)
 }
 
 fn run(cli: Cli) -> Result<u8, Failure> {

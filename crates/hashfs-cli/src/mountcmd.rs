@@ -47,12 +47,27 @@ pub fn run_foreground_with(image: &Path, mountpoint: &Path, o: &MountOpts) -> Re
             return Err(fail(hashfs_fuse::NO_IO_URING));
         }
     }
-    let dev = crate::open_image(image)?;
-    // A long-lived mount: fault the mapping in now rather than one page per first write.
-    if let Err(e) = dev.populate_in_background() {
-        eprintln!("hashfs: cannot fault the image in ahead of use: {e}");
-    }
-    let fs = crate::mount_dev(dev, image)?;
+    let mut o = o.clone();
+    let alone = if o.shared { None } else { Some(crate::open_image(image)) };
+    let fs = match alone {
+        Some(Ok(dev)) => {
+            // A long-lived mount: fault the mapping in now rather than one page per first
+            // write.
+            if let Err(e) = dev.populate_in_background() {
+                eprintln!("hashfs: cannot fault the image in ahead of use: {e}");
+            }
+            crate::mount_dev(dev, image)?
+        }
+        Some(Err(e)) if !in_use(image) => return Err(e),
+        shared_or_in_use => {
+            if shared_or_in_use.is_some() {
+                eprintln!("hashfs: {} is in use by other processes: mounting it shared", image.display());
+            }
+            share_options(&mut o)?;
+            crate::mount_shared(image)?
+        }
+    };
+    let o = &o;
     if let Some(mode) = o.write_mode {
         fs.set_write_mode(mode);
     }
@@ -62,6 +77,33 @@ pub fn run_foreground_with(image: &Path, mountpoint: &Path, o: &MountOpts) -> Re
     let cfg = fuse_config(image, o, threads);
     fuser::mount2(hashfs_fuse::HashFsFuse::with_options(fs, o.fuse), mountpoint, &cfg)
         .map_err(|e| fail(format!("mount on {}: {e}", mountpoint.display())))?;
+    Ok(())
+}
+
+/// Whether `image` is held by processes that share it (shim processes, a shared mount):
+/// its lock is taken shared.
+fn in_use(image: &Path) -> bool {
+    hashfs::pm::MmapDevice::open(image, hashfs::pm::OpenMode::Shared).is_ok()
+        && hashfs::pm::MmapDevice::open(image, hashfs::pm::OpenMode::Existing).is_err()
+}
+
+/// A shared mount's kernel caching: none. Other processes change the image behind the
+/// kernel's back, so names and attributes are asked for at every lookup and stat (no
+/// timeout) and file data is read and written through the daemon (`direct_io`): any
+/// open, stat or read through the mount that starts after another process's change
+/// returned sees it (docs/design.md, "A mount beside the shim").
+fn share_options(o: &mut MountOpts) -> Result<(), Failure> {
+    if o.fuse.writeback_cache {
+        return Err(fail(
+            "mount option writeback_cache cannot be used with shared (the kernel would cache writes others do not see)",
+        ));
+    }
+    if o.lower.is_some() {
+        return Err(fail("mount option shared is for an image mount, not a stacked one (lower=)"));
+    }
+    o.shared = true;
+    o.fuse.cache_timeout = std::time::Duration::ZERO;
+    o.fuse.direct_io = true;
     Ok(())
 }
 
@@ -118,6 +160,7 @@ pub fn run_background_with(image: &Path, mountpoint: &Path, o: &MountOpts) -> Re
     list.extend(o.write_mode.map(|m| m.name()));
     list.extend(o.fuse.writeback_cache.then_some("writeback_cache"));
     list.extend(o.fuse.direct_io.then_some("direct_io"));
+    list.extend(o.shared.then_some("shared"));
     let timeout = format!("cache_timeout={}", o.fuse.cache_timeout.as_secs_f64());
     if o.fuse.cache_timeout != hashfs_fuse::DEFAULT_TIMEOUT {
         list.push(&timeout);

@@ -9,7 +9,8 @@
 //! image's: `hashfs mkfs --write-mode`); `writeback_cache` and `direct_io` (the kernel's
 //! caching of file data, `hashfs_fuse::FuseOptions`); `cache_timeout=SECONDS` (how long
 //! the kernel may cache names and attributes, 60 by default); `io_uring` or `io_uring=N`
-//! (requests through FUSE over io_uring, N entries per CPU); and the ones mount(8) and fstab use for themselves (`defaults`,
+//! (requests through FUSE over io_uring, N entries per CPU); `shared` (the image stays open
+//! to shim processes, and they to it; taken when the image is in use); and the ones mount(8) and fstab use for themselves (`defaults`,
 //! `auto`, `noauto`, `user`, `nouser`, `users`, `owner`, `group`, `nofail`, `_netdev`,
 //! `x-*`, `comment=*`). Anything else is refused with its name, never ignored silently.
 //! mount(8)'s helper flags `-n` (no mtab), `-s` (sloppy: unknown options are skipped with
@@ -21,7 +22,7 @@ use crate::{fail, Failure};
 use std::path::{Path, PathBuf};
 
 /// What the options ask of the daemon.
-#[derive(Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct MountOpts {
     /// `ro`, `nodev`, `nosuid`, `noexec` (and their opposites).
     pub flags: hashfs_fuse::KernelFlags,
@@ -35,6 +36,9 @@ pub struct MountOpts {
     pub stack: Vec<String>,
     /// The FUSE front end's kernel caching (`writeback_cache`, `direct_io`).
     pub fuse: hashfs_fuse::FuseOptions,
+    /// `shared`: the daemon is one of the processes that use the image at once (shim
+    /// processes; `fs/shared/`), and the kernel caches nothing of it (mountcmd.rs).
+    pub shared: bool,
 }
 
 /// What [`parse_options`] does with an option it does not know.
@@ -56,6 +60,8 @@ pub fn parse_options(list: &str, unknown: Unknown) -> Result<MountOpts, Failure>
             "nowriteback_cache" => o.fuse.writeback_cache = false,
             "direct_io" => o.fuse.direct_io = true,
             "nodirect_io" => o.fuse.direct_io = false,
+            "shared" => o.shared = true,
+            "noshared" => o.shared = false,
             "ro" => o.flags.read_only = true,
             "rw" => o.flags.read_only = false,
             "dev" => o.flags.nodev = false,

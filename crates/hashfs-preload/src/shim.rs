@@ -110,6 +110,7 @@ fn leave_image() {
     EXITING.store(true, Ordering::Relaxed);
     if let Some(s) = SHIM.get() {
         s.fds.lock().clear();
+        pump::forget_standard_files();
         // The process's mappings go with it: their records (open files, pinned blocks)
         // must not keep the image from being marked clean.
         mmap::forget_all();
@@ -314,6 +315,12 @@ pub struct Preload;
 impl hashfs_interpose::Backend for Preload {
     fn claims(fd: c_int) -> bool {
         SHIM.get().is_some_and(|s| s.is_ours(fd))
+    }
+
+    /// A standard descriptor may be a pump's pipe (`shim/pump.rs`): the calls on its file
+    /// find out (`meta::fd_target`), and go to the kernel when it is not.
+    fn claims_file(fd: c_int) -> bool {
+        Self::claims(fd) || ((0..=2).contains(&fd) && SHIM.get().is_some())
     }
 }
 

@@ -37,4 +37,16 @@ pub trait Backend:
     /// on a descriptor asks, so it must be cheap and must not allocate or lock (a bitmap).
     /// The descriptor calls of the family traits are made only for descriptors it claims.
     fn claims(fd: c_int) -> bool;
+
+    /// Whether `fd` may name one of this backend's files for the calls that change or read
+    /// the file's attributes rather than its bytes (the time, mode and owner setters, the
+    /// extended attributes; not fstat, whose file type tells a program which byte calls
+    /// it may make):
+    /// [`claims`](Self::claims) by default. A backend that serves a descriptor's bytes
+    /// through the kernel (the preload's pumps: a standard descriptor redirected to a
+    /// file is a pipe) claims it here too, so that those calls reach the file and not the
+    /// pipe. Its calls answer None (to the kernel) for a descriptor that is not one.
+    fn claims_file(fd: c_int) -> bool {
+        Self::claims(fd)
+    }
 }

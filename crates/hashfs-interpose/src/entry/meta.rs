@@ -29,7 +29,7 @@ pub unsafe fn chmod<B: Backend>(path: *const c_char, mode: mode_t) -> c_int {
 
 pub unsafe fn fchmod<B: Backend>(fd: c_int, mode: mode_t) -> c_int {
     route::<()>(
-        B::claims(fd),
+        B::claims_file(fd),
         |next| B::fchmod(fd, mode, next),
         || forward!(fchmod(fd, mode): fn(c_int, mode_t) -> c_int),
     )
@@ -67,7 +67,7 @@ pub unsafe fn lchown<B: Backend>(path: *const c_char, uid: uid_t, gid: gid_t) ->
 
 pub unsafe fn fchown<B: Backend>(fd: c_int, uid: uid_t, gid: gid_t) -> c_int {
     route::<()>(
-        B::claims(fd),
+        B::claims_file(fd),
         |next| B::fchown(fd, uid, gid, next),
         || forward!(fchown(fd, uid, gid): fn(c_int, uid_t, gid_t) -> c_int),
     )
@@ -97,7 +97,7 @@ pub unsafe fn utimensat<B: Backend>(dirfd: c_int, path: *const c_char, times: *c
     // SAFETY: utimensat's contract: path null or a NUL-terminated string, times null or two timespecs.
     let (p, t) = unsafe { (c_str(path), timespecs(times)) };
     route::<()>(
-        p.is_some() || B::claims(dirfd),
+        p.is_some() || B::claims_file(dirfd),
         |next| match p {
             Some(p) => B::set_times_at(dirfd, p, t, flags, next),
             None => B::set_times_fd(dirfd, t, next),
@@ -110,7 +110,7 @@ pub unsafe fn futimens<B: Backend>(fd: c_int, times: *const timespec) -> c_int {
     // SAFETY: futimens's contract: times null or two timespecs.
     let t = unsafe { timespecs(times) };
     route::<()>(
-        B::claims(fd),
+        B::claims_file(fd),
         |next| B::set_times_fd(fd, t, next),
         || forward!(futimens(fd, times): fn(c_int, *const timespec) -> c_int),
     )
@@ -120,7 +120,7 @@ pub unsafe fn futimes<B: Backend>(fd: c_int, tv: *const timeval) -> c_int {
     // SAFETY: futimes's contract: tv null or two timevals.
     let t = unsafe { timevals(tv) };
     route::<()>(
-        B::claims(fd),
+        B::claims_file(fd),
         |next| B::set_times_fd(fd, t, next),
         || forward!(futimes(fd, tv): fn(c_int, *const timeval) -> c_int),
     )

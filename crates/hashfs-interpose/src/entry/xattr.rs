@@ -74,7 +74,7 @@ pub unsafe fn fgetxattr<B: Backend>(fd: c_int, name: *const c_char, value: *mut 
     // SAFETY: fgetxattr's contract: name NUL-terminated, value writable for size bytes.
     let (n, v) = unsafe { (name_of(name), bytes_mut(value, size)) };
     route::<usize>(
-        B::claims(fd),
+        B::claims_file(fd),
         |next| B::get_xattr(XattrTarget::Fd(fd), n.and_then(|n| Ok((n, v?))), next),
         || forward!(fgetxattr(fd, name, value, size): fn(c_int, *const c_char, *mut c_void, size_t) -> ssize_t),
     )
@@ -84,7 +84,7 @@ pub unsafe fn flistxattr<B: Backend>(fd: c_int, list: *mut c_char, size: size_t)
     // SAFETY: flistxattr's contract: list writable for size bytes.
     let l = unsafe { bytes_mut(list.cast(), size) };
     route::<usize>(
-        B::claims(fd),
+        B::claims_file(fd),
         |next| B::list_xattr(XattrTarget::Fd(fd), l, next),
         || forward!(flistxattr(fd, list, size): fn(c_int, *mut c_char, size_t) -> ssize_t),
     )
@@ -100,7 +100,7 @@ pub unsafe fn fsetxattr<B: Backend>(
     // SAFETY: fsetxattr's contract: name NUL-terminated, value readable for size bytes.
     let (n, v) = unsafe { (name_of(name), bytes(value, size)) };
     route::<()>(
-        B::claims(fd),
+        B::claims_file(fd),
         |next| B::set_xattr(XattrTarget::Fd(fd), n.and_then(|n| Ok((n, v?))), flags, next),
         || forward!(fsetxattr(fd, name, value, size, flags): fn(c_int, *const c_char, *const c_void, size_t, c_int) -> c_int),
     )
@@ -110,7 +110,7 @@ pub unsafe fn fremovexattr<B: Backend>(fd: c_int, name: *const c_char) -> c_int 
     // SAFETY: fremovexattr's contract: name NUL-terminated.
     let n = unsafe { name_of(name) };
     route::<()>(
-        B::claims(fd),
+        B::claims_file(fd),
         |next| B::remove_xattr(XattrTarget::Fd(fd), n, next),
         || forward!(fremovexattr(fd, name): fn(c_int, *const c_char) -> c_int),
     )

@@ -11,8 +11,10 @@ use io::served;
 /// The inode that (dirfd, path, flags) names, if it is ours: `AT_EMPTY_PATH` with an empty
 /// path names the descriptor itself.
 pub(super) fn target_at(dirfd: c_int, path: &CStr, flags: c_int) -> Option<Result<Ino, c_int>> {
-    if path.is_empty() && flags & libc::AT_EMPTY_PATH != 0 && shim().is_ours(dirfd) {
-        return Some(fd_target(dirfd));
+    if path.is_empty() && flags & libc::AT_EMPTY_PATH != 0 {
+        if let Some(ino) = fd_target(dirfd) {
+            return Some(ino);
+        }
     }
     let p = fs_path_at_of(dirfd, path)?;
     Some(shim().fs().and_then(|fs| {
@@ -21,9 +23,18 @@ pub(super) fn target_at(dirfd: c_int, path: &CStr, flags: c_int) -> Option<Resul
     }))
 }
 
-/// The inode of descriptor `fd` (one the shim claims).
-pub(super) fn fd_target(fd: c_int) -> Result<Ino, c_int> {
-    shim().file(fd).map(|of| of.ino).ok_or(libc::EBADF)
+/// The inode a call on descriptor `fd`'s attributes acts on: one of the shim's, or a
+/// standard descriptor that a pump of this process feeds from or into a file (`pump.rs`:
+/// its bytes go through the kernel's pipe, its times, mode, owner and attributes are the
+/// file's). None for a descriptor
+/// that is the kernel's (the call goes there); EBADF for one the shim claims but no longer
+/// has.
+pub(super) fn fd_target(fd: c_int) -> Option<Result<Ino, c_int>> {
+    let s = shim();
+    match s.file(fd).or_else(|| super::pump::pumped_file(fd)) {
+        Some(of) => Some(Ok(of.ino)),
+        None => s.is_ours(fd).then_some(Err(libc::EBADF)),
+    }
 }
 
 /// chown's permission rule and change, on inode `ino`.
@@ -76,7 +87,7 @@ impl Metadata for Preload {
     }
 
     fn fchmod(fd: c_int, mode: mode_t, _: Next<'_, ()>) -> Served<()> {
-        served(fd_target(fd).and_then(|ino| chmod_ino(ino, mode, 0)))
+        served(fd_target(fd)?.and_then(|ino| chmod_ino(ino, mode, 0)))
     }
 
     fn chown_at(
@@ -91,7 +102,7 @@ impl Metadata for Preload {
     }
 
     fn fchown(fd: c_int, uid: libc::uid_t, gid: libc::gid_t, _: Next<'_, ()>) -> Served<()> {
-        served(fd_target(fd).and_then(|ino| chown_ino(ino, uid, gid)))
+        served(fd_target(fd)?.and_then(|ino| chown_ino(ino, uid, gid)))
     }
 
     fn set_times_at(dirfd: c_int, path: &CStr, times: Times, flags: c_int, _: Next<'_, ()>) -> Served<()> {
@@ -101,6 +112,6 @@ impl Metadata for Preload {
 
     fn set_times_fd(fd: c_int, times: Times, _: Next<'_, ()>) -> Served<()> {
         let (a, m) = from_times(times);
-        served(fd_target(fd).and_then(|ino| set_times(ino, a, m)))
+        served(fd_target(fd)?.and_then(|ino| set_times(ino, a, m)))
     }
 }

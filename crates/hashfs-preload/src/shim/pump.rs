@@ -35,11 +35,39 @@ pub(super) fn inode_of(fd: c_int) -> Option<u64> {
     (r == 0).then_some(st.st_ino)
 }
 
+/// The standard descriptors that are pumps' pipes, each with its pipe's inode and its
+/// file, for as long as it is (the descriptor holds its file open, as the kernel's would):
+/// set by [`start_pump`], cleared when the descriptor is closed or replaced
+/// ([`take_pump`]) and at exit ([`stop_input_pumps`]).
+static STANDARD_FILES: Mutex<[Option<StandardFile>; 3]> = Mutex::new([None, None, None]);
+
+/// A standard descriptor's pipe (its inode) and the file a pump moves through it.
+type StandardFile = (u64, Arc<OpenFile>);
+
+/// The process leaves the image (exit, or an exec that hands nothing over): the standard
+/// descriptors no longer hold their files.
+pub(super) fn forget_standard_files() {
+    *STANDARD_FILES.lock() = [None, None, None];
+}
+
+/// The file that standard descriptor `fd` stands for, if it is a pump's pipe, for the
+/// calls on the file's attributes rather than its bytes (futimens, fchmod, fchown, the f*xattr
+/// calls; `meta::fd_target`): `touch` reopens its file onto standard input and sets its
+/// times there. fstat still answers the pipe: a program that saw a regular file would
+/// truncate or seek it (`sort -o`), calls the pipe's bytes cannot take.
+pub(super) fn pumped_file(fd: c_int) -> Option<Arc<OpenFile>> {
+    let slot = usize::try_from(fd).ok().filter(|&i| i < 3)?;
+    let files = STANDARD_FILES.lock();
+    let (pipe, of) = files[slot].as_ref()?;
+    (inode_of(fd) == Some(*pipe)).then(|| of.clone())
+}
+
 /// At exit: this process's input pumps stop, and the standard descriptors that are their
 /// pipes' read ends are closed (a pump blocked on a full pipe then gets EPIPE: its thread
 /// blocks SIGPIPE), so that their threads end and let go of their files before the image
 /// is left (a file still open keeps it from being marked clean).
 pub(super) fn stop_input_pumps() {
+    forget_standard_files();
     let me = current_pid();
     let pumps: Vec<Arc<Pump>> = PUMPED.lock().iter().filter(|p| !p.output && p.pid == me).cloned().collect();
     let close = real!(close: fn(c_int) -> c_int);
@@ -92,6 +120,9 @@ pub(super) static PUMPS: Mutex<Vec<(c_int, std::thread::JoinHandle<()>)>> = Mute
 /// write what the pipe still holds, so that the file has the data before the program goes
 /// on (a shell's `echo a > f; echo b >> f` must not race two pumps).
 pub(super) fn take_pump(target: c_int) -> Option<std::thread::JoinHandle<()>> {
+    if let Some(f) = usize::try_from(target).ok().and_then(|i| STANDARD_FILES.lock().get_mut(i).map(Option::take)) {
+        drop(f); // the descriptor no longer holds its file
+    }
     let mut pumps = PUMPS.lock();
     let i = pumps.iter().position(|(fd, _)| *fd == target)?;
     Some(pumps.swap_remove(i).1)
@@ -180,6 +211,9 @@ pub(super) fn start_pump(of: Arc<OpenFile>, target: c_int) -> c_int {
         done: AtomicBool::new(false),
     });
     PUMPED.lock().push(pumped.clone());
+    if let Some(slot) = STANDARD_FILES.lock().get_mut(target as usize) {
+        *slot = Some((pumped.pipe, of.clone()));
+    }
     let handle = std::thread::spawn(move || {
         shim_thread();
         // A write to a pipe whose reader is gone fails with EPIPE here instead of killing

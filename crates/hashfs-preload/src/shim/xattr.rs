@@ -20,7 +20,7 @@ fn on_target<T>(t: XattrTarget<'_>, op: impl FnMut(Ino) -> Result<T, c_int>) -> 
             let p = fs_path_of(path)?;
             Some(shim().fs().and_then(|fs| path::on_inode_errno(fs, &p, last, op)))
         }
-        XattrTarget::Fd(fd) => Some(super::meta::fd_target(fd).and_then(op)),
+        XattrTarget::Fd(fd) => Some(super::meta::fd_target(fd)?.and_then(op)),
     }
 }
 

@@ -1,0 +1,146 @@
+//! The mount beside the shim (issue 56): a mount shares its image with shim processes
+//! (`hashfs mount -o shared`, or any mount of an image they use), and each side sees the
+//! other's changes at its next call; either side killed leaves the other running.
+
+mod fuse_common;
+
+use fuse_common::{fuse_available, hashfs, Mounted};
+use std::fs;
+use std::os::unix::fs::{FileExt, MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+/// Where shim processes see the image.
+const PM: &str = "/pm";
+
+/// The shim library, built beside `hashfs` (scripts/test.sh builds the workspace first).
+fn shim_library() -> PathBuf {
+    let so = Path::new(env!("CARGO_BIN_EXE_hashfs")).with_file_name("libhashfs_preload.so");
+    assert!(so.is_file(), "{} is not built: run `cargo build --workspace` (with this test's profile)", so.display());
+    so
+}
+
+/// `bash -c script` through the shim on `image` (its paths under /pm).
+fn shim(image: &Path, script: &str) -> Command {
+    let mut c = Command::new("bash");
+    c.arg("-c").arg(script).env("LD_PRELOAD", shim_library()).env("HASHFS_IMAGE", image).env("HASHFS_MOUNT", PM);
+    c
+}
+
+fn shim_ok(image: &Path, script: &str) -> String {
+    let o: Output = shim(image, script).output().unwrap();
+    assert!(o.status.success(), "{script}: {}", String::from_utf8_lossy(&o.stderr));
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// A mount of a fresh image, not started.
+fn unmounted() -> Mounted {
+    let dir = tempfile::tempdir_in("/dev/shm").unwrap();
+    let (image, mnt) = (dir.path().join("fs.img"), dir.path().join("mnt"));
+    fs::create_dir(&mnt).unwrap();
+    let st = hashfs().args(["mkfs", image.to_str().unwrap(), "--size", "64M"]).status().unwrap();
+    assert!(st.success());
+    Mounted { dir, image, mnt, daemon: None }
+}
+
+fn wait_for(what: &str, f: impl Fn() -> bool) {
+    let start = Instant::now();
+    while !f() {
+        assert!(start.elapsed() < Duration::from_secs(20), "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+#[test]
+fn a_shim_process_and_a_shared_mount_see_each_others_changes() {
+    if !fuse_available() {
+        return;
+    }
+    let mut m = unmounted();
+    m.start_with(&["-o", "shared"]);
+    let img = m.image.clone();
+    // Made by shim processes: seen by the mount's next lookup, stat, open and read.
+    shim_ok(&img, "echo one > /pm/a && mkdir /pm/d && echo x > /pm/d/x");
+    assert_eq!(fs::read_to_string(m.path("a")).unwrap(), "one\n");
+    assert_eq!(fs::read_to_string(m.path("d/x")).unwrap(), "x\n");
+    // A file the mount holds open, rewritten and grown by a shim process: the next read
+    // through the open descriptor, and its next stat, show it.
+    let f = fs::File::open(m.path("a")).unwrap();
+    shim_ok(&img, "printf 'ONE and more' > /pm/a");
+    let mut buf = [0u8; 32];
+    let n = f.read_at(&mut buf, 0).unwrap();
+    assert_eq!(&buf[..n], b"ONE and more");
+    assert_eq!(f.metadata().unwrap().len(), 12);
+    drop(f);
+    // Names, permissions and times.
+    shim_ok(&img, "mv /pm/a /pm/b && chmod 600 /pm/b && touch -m -d @1000000000 /pm/b");
+    assert!(!m.path("a").exists(), "the renamed name is gone from the mount");
+    let b = fs::metadata(m.path("b")).unwrap();
+    assert_eq!((b.mode() & 0o7777, b.mtime(), b.len()), (0o600, 1_000_000_000, 12));
+    // Made through the mount: seen by the next shim process.
+    fs::write(m.path("c"), "from the mount").unwrap();
+    fs::rename(m.path("b"), m.path("e")).unwrap();
+    fs::set_permissions(m.path("e"), fs::Permissions::from_mode(0o640)).unwrap();
+    fs::remove_dir_all(m.path("d")).unwrap();
+    let out = shim_ok(&img, "cat /pm/c; echo; stat -c %a /pm/e; ls /pm");
+    assert_eq!(out, "from the mount\n640\nc\ne\n");
+    m.stop();
+    m.fsck_clean();
+}
+
+#[test]
+fn a_mount_of_an_image_that_shim_processes_use_is_shared() {
+    if !fuse_available() {
+        return;
+    }
+    let mut m = unmounted();
+    let ready = m.dir.path().join("ready");
+    // A shim process that has the image while the mount starts, and reads what the mount
+    // wrote before it ends.
+    let script = format!(
+        "echo held > /pm/held && : > {r} && while [ ! -e /pm/from-mount ]; do sleep 0.05; done; cat /pm/from-mount",
+        r = ready.display()
+    );
+    let holder: Child = shim(&m.image, &script).stdout(Stdio::piped()).spawn().unwrap();
+    wait_for("the shim process", || ready.exists());
+    m.start(); // no option: the image is in use, so the mount is shared
+    assert_eq!(fs::read_to_string(m.path("held")).unwrap(), "held\n");
+    fs::write(m.path("from-mount"), "seen").unwrap();
+    let out = holder.wait_with_output().unwrap();
+    assert!(out.status.success());
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "seen");
+    m.stop();
+    m.fsck_clean();
+}
+
+#[test]
+fn either_side_killed_leaves_the_other_running() {
+    if !fuse_available() {
+        return;
+    }
+    let mut m = unmounted();
+    m.start_with(&["-o", "shared"]);
+    let img = m.image.clone();
+    fs::write(m.path("log"), "").unwrap();
+    // The daemon killed while a shim process appends: the process goes on, loses nothing.
+    let writer = shim(&img, "for i in $(seq 1 3000); do echo $i >> /pm/log; done").spawn().unwrap();
+    wait_for("the first appends", || fs::metadata(m.path("log")).map(|x| x.len()).unwrap_or(0) > 100);
+    m.kill_daemon();
+    let st = writer.wait_with_output().unwrap();
+    assert!(st.status.success(), "the shim process outlives the daemon");
+    assert_eq!(shim_ok(&img, "wc -l < /pm/log").trim(), "3000");
+    // A new mount beside it; a shim process killed while it appends: the mount goes on.
+    m.start_with(&["-o", "shared"]);
+    assert_eq!(fs::read_to_string(m.path("log")).unwrap().lines().count(), 3000);
+    let mut writer = shim(&img, "while :; do echo more >> /pm/log; done").spawn().unwrap();
+    wait_for("more appends", || fs::metadata(m.path("log")).map(|x| x.len()).unwrap_or(0) > 20_000);
+    writer.kill().unwrap();
+    writer.wait().unwrap();
+    let text = fs::read_to_string(m.path("log")).unwrap();
+    assert!(text.lines().skip(3000).all(|l| l == "more"), "every line whole");
+    fs::write(m.path("after"), "the mount goes on").unwrap();
+    assert_eq!(shim_ok(&img, "cat /pm/after"), "the mount goes on");
+    m.stop();
+    m.fsck_clean();
+}
