@@ -141,6 +141,11 @@ stage "POSIX suite on the stacked mount"
 HASHFS_TEST_STACKED=1 cargo test --workspace --test fuse_posix -- errno_of_each_failure success_cases \
     permissions_for_other_users writes_by_others_clear_set_id_bits chown_clears_set_id_bits_of_non_directories \
     fallocate_modes_through_the_mount cache_modes_keep_every_write
+# And on a shared mount (issue 56): a shim process has each test's image from before its
+# mount to after it, so that the daemon is one of two participants and the kernel caches
+# nothing (`hashfs mount -o shared`); the write-back cache is refused there.
+stage "POSIX suite on a shared mount beside a shim process"
+TMPDIR=/dev/shm HASHFS_TEST_SHIM_BESIDE=1 cargo test --workspace --test fuse_posix
 # And once more through FUSE over io_uring (`mount -o io_uring`): the kernel's switch is
 # turned on for the stage and put back after. A kernel without it (before 6.14, or built
 # without CONFIG_FUSE_IO_URING) skips the stage, which under CI is a failure.

@@ -244,6 +244,7 @@ pub fn umount(mountpoint: &Path, first: BeforeUnmount) -> Result<(), Failure> {
         set_root_xattr(mountpoint, "hashfs.writeback")
             .map_err(|e| fail(format!("writing back the promoted files of {}: {e}", mountpoint.display())))?;
     }
+    let daemon = root_xattr(mountpoint, hashfs_fuse::DAEMON_PID_XATTR).and_then(|p| p.parse::<i32>().ok());
     let status = Command::new("fusermount3").arg("-u").arg(mountpoint).status();
     if !matches!(status, Ok(s) if s.success()) {
         let c = std::ffi::CString::new(mountpoint.as_os_str().as_encoded_bytes())?;
@@ -252,9 +253,20 @@ pub fn umount(mountpoint: &Path, first: BeforeUnmount) -> Result<(), Failure> {
             return Err(fail(format!("unmount {}: {}", mountpoint.display(), std::io::Error::last_os_error())));
         }
     }
-    // The daemon marks the image clean and exits; its lock on the image goes with it.
+    // The daemon marks the image clean (or leaves it to the other processes of a shared
+    // image) and exits; its lock on the image goes with it. The daemon's process tells,
+    // where the image's lock cannot (others hold it shared).
     let image = PathBuf::from(source);
     let start = Instant::now();
+    if let Some(pid) = daemon {
+        while start.elapsed() < WAIT {
+            if !process_runs(pid) {
+                return Ok(());
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        return Err(fail(format!("unmounted, but the daemon (pid {pid}) still runs after {WAIT:?}")));
+    }
     while start.elapsed() < WAIT {
         match hashfs::pm::MmapDevice::open(&image, hashfs::pm::OpenMode::Existing) {
             Ok(_) => return Ok(()),
@@ -267,11 +279,26 @@ pub fn umount(mountpoint: &Path, first: BeforeUnmount) -> Result<(), Failure> {
 
 /// A stacked mount's status text (None: not a stacked mount).
 pub fn stacked_status(mountpoint: &Path) -> Option<String> {
+    root_xattr(mountpoint, "hashfs.status")
+}
+
+/// The mount's root attribute `name` (one the daemon answers), as text.
+fn root_xattr(mountpoint: &Path, name: &str) -> Option<String> {
     let p = std::ffi::CString::new(mountpoint.as_os_str().as_encoded_bytes()).ok()?;
+    let name = std::ffi::CString::new(name).ok()?;
     let mut buf = vec![0u8; 1 << 20];
     // SAFETY: NUL-terminated path and name; `buf` is writable for the length passed.
-    let n = unsafe { libc::getxattr(p.as_ptr(), c"hashfs.status".as_ptr(), buf.as_mut_ptr().cast(), buf.len()) };
+    let n = unsafe { libc::getxattr(p.as_ptr(), name.as_ptr(), buf.as_mut_ptr().cast(), buf.len()) };
     (n >= 0).then(|| String::from_utf8_lossy(&buf[..n as usize]).into_owned())
+}
+
+/// Whether process `pid` runs (a zombie, exited but not yet waited for, does not).
+fn process_runs(pid: i32) -> bool {
+    match fs::read_to_string(format!("/proc/{pid}/stat")) {
+        // The state follows the command's closing parenthesis.
+        Ok(stat) => stat.rsplit_once(')').is_some_and(|(_, rest)| !rest.trim_start().starts_with(['Z', 'X'])),
+        Err(_) => false,
+    }
 }
 
 fn set_root_xattr(mountpoint: &Path, name: &str) -> std::io::Result<()> {

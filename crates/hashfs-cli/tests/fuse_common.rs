@@ -24,6 +24,31 @@ pub struct Mounted {
     pub image: PathBuf,
     pub mnt: PathBuf,
     pub daemon: Option<Child>,
+    /// With `$HASHFS_TEST_SHIM_BESIDE` set: a shim process that has the image (its working
+    /// directory inside it) from before the mount to after it, which makes the mount a
+    /// shared one (scripts/test.sh runs the POSIX suite so).
+    pub beside: Option<Child>,
+}
+
+/// Whether the mounts of these tests are shared with shim processes (by
+/// `$HASHFS_TEST_SHIM_BESIDE`, or `shared` in `$HASHFS_TEST_MOUNT_OPTS`).
+pub fn shared_mounts() -> bool {
+    std::env::var_os("HASHFS_TEST_SHIM_BESIDE").is_some()
+        || std::env::var("HASHFS_TEST_MOUNT_OPTS").is_ok_and(|o| o.split(',').any(|x| x == "shared"))
+}
+
+/// The shim library, built beside `hashfs` (scripts/test.sh builds the workspace first).
+pub fn shim_library() -> PathBuf {
+    let so = Path::new(env!("CARGO_BIN_EXE_hashfs")).with_file_name("libhashfs_preload.so");
+    assert!(so.is_file(), "{} is not built: run `cargo build --workspace` (with this test's profile)", so.display());
+    so
+}
+
+/// `bash -c script` through the shim on `image`, its paths under `/pm`.
+pub fn shim_bash(image: &Path, script: &str) -> Command {
+    let mut c = Command::new("bash");
+    c.arg("-c").arg(script).env("LD_PRELOAD", shim_library()).env("HASHFS_IMAGE", image).env("HASHFS_MOUNT", "/pm");
+    c
 }
 
 fn is_mounted(mnt: &Path) -> bool {
@@ -51,7 +76,7 @@ impl Mounted {
         std::fs::create_dir(&mnt).unwrap();
         let st = hashfs().args(["mkfs", image.to_str().unwrap(), "--size", size]).status().unwrap();
         assert!(st.success());
-        let mut m = Mounted { dir, image, mnt, daemon: None };
+        let mut m = Mounted { dir, image, mnt, daemon: None, beside: None };
         m.start_with(opts);
         m
     }
@@ -66,6 +91,16 @@ impl Mounted {
     /// `io_uring` there).
     pub fn start_with(&mut self, opts: &[&str]) {
         assert!(opts.is_empty() || (opts.len() == 2 && opts[0] == "-o"), "start_with takes [] or [\"-o\", LIST]");
+        if std::env::var_os("HASHFS_TEST_SHIM_BESIDE").is_some() && self.beside.is_none() {
+            let ready = self.dir.path().join("beside-ready");
+            let script = format!("cd /pm && : > {} && {{ read -r _ || true; }}", ready.display());
+            self.beside = Some(shim_bash(&self.image, &script).stdin(Stdio::piped()).spawn().unwrap());
+            let start = Instant::now();
+            while !ready.exists() {
+                assert!(start.elapsed() < Duration::from_secs(15), "the shim process beside did not start");
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        }
         let extra = std::env::var("HASHFS_TEST_MOUNT_OPTS").unwrap_or_default();
         let list: Vec<&str> =
             opts.get(1).copied().into_iter().chain(Some(extra.as_str()).filter(|s| !s.is_empty())).collect();
@@ -107,11 +142,24 @@ impl Mounted {
             let status = c.wait().unwrap();
             assert!(status.success(), "daemon exited with {status}");
         }
+        self.end_beside();
     }
 
-    /// SIGKILL for the daemon, then the kernel side of the mount is torn down.
+    /// Ends the shim process beside the mount (its stdin closed: it leaves the image
+    /// cleanly, the last to leave marking it clean).
+    pub fn end_beside(&mut self) {
+        if let Some(mut c) = self.beside.take() {
+            drop(c.stdin.take());
+            let status = c.wait().unwrap();
+            assert!(status.success(), "the shim process beside exited with {status}");
+        }
+    }
+
+    /// SIGKILL for the daemon (and the shim process beside it: the image is left as a
+    /// crash of every process that had it leaves it), then the kernel side of the mount is
+    /// torn down.
     pub fn kill_daemon(&mut self) {
-        if let Some(mut c) = self.daemon.take() {
+        for mut c in [self.daemon.take(), self.beside.take()].into_iter().flatten() {
             c.kill().unwrap();
             c.wait().unwrap();
         }
@@ -133,6 +181,10 @@ impl Drop for Mounted {
                 let _ = c.kill();
                 let _ = c.wait();
             }
+        }
+        if let Some(mut c) = self.beside.take() {
+            drop(c.stdin.take());
+            let _ = c.wait();
         }
     }
 }

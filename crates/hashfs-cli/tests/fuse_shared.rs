@@ -4,28 +4,15 @@
 
 mod fuse_common;
 
-use fuse_common::{fuse_available, hashfs, Mounted};
+use fuse_common::{fuse_available, hashfs, shim_bash, Mounted};
 use std::fs;
 use std::os::unix::fs::{FileExt, MetadataExt, PermissionsExt};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-/// Where shim processes see the image.
-const PM: &str = "/pm";
-
-/// The shim library, built beside `hashfs` (scripts/test.sh builds the workspace first).
-fn shim_library() -> PathBuf {
-    let so = Path::new(env!("CARGO_BIN_EXE_hashfs")).with_file_name("libhashfs_preload.so");
-    assert!(so.is_file(), "{} is not built: run `cargo build --workspace` (with this test's profile)", so.display());
-    so
-}
-
-/// `bash -c script` through the shim on `image` (its paths under /pm).
 fn shim(image: &Path, script: &str) -> Command {
-    let mut c = Command::new("bash");
-    c.arg("-c").arg(script).env("LD_PRELOAD", shim_library()).env("HASHFS_IMAGE", image).env("HASHFS_MOUNT", PM);
-    c
+    shim_bash(image, script)
 }
 
 fn shim_ok(image: &Path, script: &str) -> String {
@@ -41,7 +28,7 @@ fn unmounted() -> Mounted {
     fs::create_dir(&mnt).unwrap();
     let st = hashfs().args(["mkfs", image.to_str().unwrap(), "--size", "64M"]).status().unwrap();
     assert!(st.success());
-    Mounted { dir, image, mnt, daemon: None }
+    Mounted { dir, image, mnt, daemon: None, beside: None }
 }
 
 fn wait_for(what: &str, f: impl Fn() -> bool) {
@@ -141,6 +128,69 @@ fn either_side_killed_leaves_the_other_running() {
     assert!(text.lines().skip(3000).all(|l| l == "more"), "every line whole");
     fs::write(m.path("after"), "the mount goes on").unwrap();
     assert_eq!(shim_ok(&img, "cat /pm/after"), "the mount goes on");
+    m.stop();
+    m.fsck_clean();
+}
+
+/// `git` through the mount on a repository that a shim process keeps committing to, and
+/// the other way round: every `git log` through the mount meanwhile succeeds (git replaces
+/// its refs by rename, so a reader that sees each rename whole sees a whole history), the
+/// history grows to all the commits, `git fsck` is clean, and a commit made through the
+/// mount is seen by the shim's git.
+#[test]
+fn git_through_the_mount_on_a_repository_a_shim_process_changes() {
+    if !fuse_available() {
+        return;
+    }
+    if !Command::new("git").arg("--version").output().is_ok_and(|o| o.status.success()) {
+        fuse_common::skip("git is not installed");
+        return;
+    }
+    let mut m = unmounted();
+    m.start_with(&["-o", "shared"]);
+    let img = m.image.clone();
+    let id = "-c user.name=t -c user.email=t@example.com -c safe.directory=*";
+    shim_ok(&img, &format!("cd /pm && git init -q r && cd r && echo 0 > f0 && git add f0 && git {id} commit -qm c0"));
+    let commits = 30;
+    let writer = shim(
+        &img,
+        &format!("cd /pm/r && for i in $(seq 1 {commits}); do echo $i > f$i && git add f$i && git {id} commit -qm c$i || exit 1; done"),
+    )
+    .spawn()
+    .unwrap();
+    let repo = m.path("r");
+    let git = |args: &[&str]| {
+        Command::new("git").arg("-c").arg("safe.directory=*").arg("-C").arg(&repo).args(args).output().unwrap()
+    };
+    let mut seen = 0;
+    let mut writer = writer;
+    while writer.try_wait().unwrap().is_none() {
+        let o = git(&["log", "--oneline"]);
+        assert!(o.status.success(), "git log through the mount: {}", String::from_utf8_lossy(&o.stderr));
+        let n = String::from_utf8_lossy(&o.stdout).lines().count();
+        assert!(n >= seen, "the history shrank from {seen} to {n} commits");
+        seen = n;
+    }
+    assert!(writer.wait().unwrap().success(), "the shim's commits");
+    let o = git(&["log", "--oneline"]);
+    assert_eq!(String::from_utf8_lossy(&o.stdout).lines().count(), commits + 1);
+    let o = git(&["fsck", "--strict"]);
+    assert!(o.status.success(), "git fsck: {}", String::from_utf8_lossy(&o.stderr));
+    // Through the mount, then the shim's git.
+    fs::write(repo.join("from-mount"), "m").unwrap();
+    assert!(git(&["add", "from-mount"]).status.success());
+    let o = Command::new("git")
+        .args(["-c", "user.name=t", "-c", "user.email=t@example.com", "-c", "safe.directory=*", "-C"])
+        .arg(&repo)
+        .args(["commit", "-qm", "through the mount"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let log = shim_ok(
+        &img,
+        "cd /pm/r && git -c safe.directory=* log -1 --format=%s && git -c safe.directory=* status --porcelain",
+    );
+    assert_eq!(log, "through the mount\n");
     m.stop();
     m.fsck_clean();
 }

@@ -55,6 +55,9 @@ use nodes::Nodes;
 /// timeout bounds only how long the kernel may skip asking (measured in
 /// docs/benchmarks.md: the lookups and getattrs it saves under filebench).
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// The root's attribute that answers the daemon's process id (not stored in the image).
+pub const DAEMON_PID_XATTR: &str = "hashfs.pid";
 const S_ISGID: u32 = 0o2000;
 
 fn errno(e: &Error) -> Errno {
@@ -852,6 +855,11 @@ impl<D: PmDevice> Filesystem for HashFsFuse<D> {
     }
 
     fn getxattr(&self, req: &Request, i: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
+        if ino(i).is_ok_and(|x| x == Ino::ROOT) && name.as_bytes() == DAEMON_PID_XATTR.as_bytes() {
+            // The daemon's process, for `hashfs umount` to wait for (a shared image's lock
+            // does not tell when this daemon let it go).
+            return xattr_reply(reply, std::process::id().to_string().as_bytes(), size);
+        }
         if name.as_bytes().starts_with(b"trusted.") && req.uid() != 0 {
             return reply.error(Errno::ENODATA); // as ext4: invisible to users
         }

@@ -88,6 +88,15 @@ macro_rules! export {
                 unlinkat => names::unlinkat(dirfd: c_int, path: *const c_char, flags: c_int) -> c_int;
                 rmdir => names::rmdir(path: *const c_char) -> c_int;
                 mkdir => names::mkdir(path: *const c_char, mode: mode_t) -> c_int;
+                mkstemp => temp::mkstemp(template: *mut c_char) -> c_int;
+                mkstemp64 => temp::mkstemp(template: *mut c_char) -> c_int;
+                mkostemp => temp::mkostemp(template: *mut c_char, flags: c_int) -> c_int;
+                mkostemp64 => temp::mkostemp(template: *mut c_char, flags: c_int) -> c_int;
+                mkstemps => temp::mkstemps(template: *mut c_char, suffix: c_int) -> c_int;
+                mkstemps64 => temp::mkstemps(template: *mut c_char, suffix: c_int) -> c_int;
+                mkostemps => temp::mkostemps(template: *mut c_char, suffix: c_int, flags: c_int) -> c_int;
+                mkostemps64 => temp::mkostemps(template: *mut c_char, suffix: c_int, flags: c_int) -> c_int;
+                mkdtemp => temp::mkdtemp(template: *mut c_char) -> *mut c_char;
                 mkdirat => names::mkdirat(dirfd: c_int, path: *const c_char, mode: mode_t) -> c_int;
                 rename => names::rename(from: *const c_char, to: *const c_char) -> c_int;
                 renameat => names::renameat(fd1: c_int, from: *const c_char, fd2: c_int, to: *const c_char) -> c_int;

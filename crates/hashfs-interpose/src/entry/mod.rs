@@ -23,6 +23,7 @@ pub mod process;
 pub mod stat;
 pub mod streams;
 pub mod syscall;
+pub mod temp;
 pub mod xattr;
 
 #[cfg(test)]
