@@ -267,9 +267,9 @@ mod tests {
     use crate::layout::MappingKind;
     use crate::pm::CrashDevice;
 
-    #[test]
-    fn fills_past_ninety_percent_with_bounded_moves_and_keeps_runs() {
-        let geo = Geometry::compute(&GeometryParams {
+    /// An 8 MiB image's geometry on the cuckoo table.
+    fn small_geometry() -> Geometry {
+        Geometry::compute(&GeometryParams {
             image_bytes: 8 << 20,
             inode_count: Some(64),
             journal_count: 1,
@@ -277,7 +277,12 @@ mod tests {
             mapping: MappingKind::Cuckoo,
             grouped: false,
         })
-        .unwrap();
+        .unwrap()
+    }
+
+    #[test]
+    fn fills_past_ninety_percent_with_bounded_moves_and_keeps_runs() {
+        let geo = small_geometry();
         let dev = CrashDevice::new(8 << 20);
         let t = Cuckoo::new(&geo, 7);
         let cap = t.nbuckets() * WAYS;
@@ -310,15 +315,7 @@ mod tests {
     /// of a key and a value past the data area are each found.
     #[test]
     fn stray_entries_are_what_lookups_cannot_find_or_trust() {
-        let geo = Geometry::compute(&GeometryParams {
-            image_bytes: 8 << 20,
-            inode_count: Some(64),
-            journal_count: 1,
-            journal_blocks: 2,
-            mapping: MappingKind::Cuckoo,
-            grouped: false,
-        })
-        .unwrap();
+        let geo = small_geometry();
         let dev = CrashDevice::new(8 << 20);
         let t = Cuckoo::new(&geo, 7);
         let mut st = Staged::new(&dev);
