@@ -194,3 +194,38 @@ fn git_through_the_mount_on_a_repository_a_shim_process_changes() {
     m.stop();
     m.fsck_clean();
 }
+
+/// The guarantee for memory mappings through a shared mount (docs/design.md, "A mount
+/// beside the shim"): a mapping made through an open that started after a shim process's
+/// change shows it (the open asks the daemon for the file's attributes, there being no
+/// timeout, and the kernel drops a file's cached pages when its modification time or size
+/// changed); a mapping made before may keep pages it faulted in before the change.
+#[test]
+fn a_mapping_through_an_open_after_a_change_shows_it() {
+    if !fuse_available() {
+        return;
+    }
+    let mut m = unmounted();
+    m.start_with(&["-o", "shared"]);
+    let img = m.image.clone();
+    let page = |c: char| c.to_string().repeat(4096);
+    shim_ok(&img, &format!("printf '%s' {} > /pm/mapped", page('a')));
+    let mapped_byte = |path: &Path| -> u8 {
+        let f = fs::File::open(path).unwrap();
+        // SAFETY: a fresh read-only shared mapping of the file's first page, read once and
+        // unmapped before it goes.
+        unsafe {
+            use std::os::fd::AsRawFd;
+            let p = libc::mmap(std::ptr::null_mut(), 4096, libc::PROT_READ, libc::MAP_SHARED, f.as_raw_fd(), 0);
+            assert_ne!(p, libc::MAP_FAILED, "mmap: {}", std::io::Error::last_os_error());
+            let b = *p.cast::<u8>().add(100);
+            libc::munmap(p, 4096);
+            b
+        }
+    };
+    assert_eq!(mapped_byte(&m.path("mapped")), b'a');
+    shim_ok(&img, &format!("printf '%s' {} > /pm/mapped", page('b')));
+    assert_eq!(mapped_byte(&m.path("mapped")), b'b', "a mapping through a new open shows the change");
+    m.stop();
+    m.fsck_clean();
+}
