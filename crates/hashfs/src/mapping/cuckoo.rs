@@ -25,6 +25,7 @@ use crate::layout::{Extent, Geometry, Ino, Lblk, Pblk};
 use crate::pm::{DevOffset, PmDevice};
 use crate::{Error, Result};
 use std::collections::VecDeque;
+use std::ops::ControlFlow;
 
 use crate::layout::mapping::cuckoo::{dec, enc};
 pub use crate::layout::mapping::cuckoo::{Val, ENTRY_BYTES, WAYS};
@@ -210,53 +211,65 @@ impl Cuckoo {
         (g0..g1).map(|g| (g * RUN_MAX, (g + 1) * RUN_MAX))
     }
 
+    /// Each occupied way: (its bucket, its offset, its key, its value), until `f` breaks.
+    fn each_entry<M: MemRead, B>(
+        &self,
+        m: &M,
+        f: &mut dyn FnMut(u64, DevOffset, u64, Val) -> ControlFlow<B>,
+    ) -> ControlFlow<B> {
+        for b in 0..self.nbuckets {
+            for w in 0..WAYS {
+                let o = self.entry_off(b, w);
+                let k = m.load_u64(o);
+                if k != 0 {
+                    f(b, o, k, dec(m.load_u64(o + 8)))?;
+                }
+            }
+        }
+        ControlFlow::Continue(())
+    }
+
+    /// Whether key `k`, found in bucket `b`, is one no lookup finds there (outside its two
+    /// buckets) or can be (inode 0).
+    fn misplaced(&self, b: u64, k: u64) -> bool {
+        let (b1, b2) = self.buckets(k);
+        (b != b1 && b != b2) || k >> 32 == 0
+    }
+
     /// fsck: the entries no lookup would find or trust, each cleared by a zero key (which
     /// frees the way): a key outside its two buckets or of inode 0, a value past the data
     /// area or of an empty run, and a key stored twice (all but the copy lookups find).
     pub fn stray_entries<M: MemRead>(&self, m: &M) -> Vec<super::StrayEntry> {
         let mut out = Vec::new();
-        for b in 0..self.nbuckets {
-            for w in 0..WAYS {
-                let o = self.entry_off(b, w);
-                let k = m.load_u64(o);
-                if k == 0 {
-                    continue;
-                }
-                let v = dec(m.load_u64(o + 8));
-                let (b1, b2) = self.buckets(k);
-                let why = if (b != b1 && b != b2) || k >> 32 == 0 {
-                    "a key outside its buckets"
-                } else if v.pblk >= self.data_blocks || v.run == 0 {
-                    "a value past the data area"
-                } else if self.find(m, k) != Some(o) {
-                    "a key stored twice"
-                } else {
-                    continue;
-                };
-                out.push(super::StrayEntry { off: o, clear: 0, why });
-            }
-        }
+        let _ = self.each_entry::<M, ()>(m, &mut |b, o, k, v| {
+            let why = if self.misplaced(b, k) {
+                "a key outside its buckets"
+            } else if v.pblk >= self.data_blocks || v.run == 0 {
+                "a value past the data area"
+            } else if self.find(m, k) != Some(o) {
+                "a key stored twice"
+            } else {
+                return ControlFlow::Continue(());
+            };
+            out.push(super::StrayEntry { off: o, clear: 0, why });
+            ControlFlow::Continue(())
+        });
         out
     }
 
     /// Every entry: (inode, logical block, physical block), with corrupt entries reported.
     pub fn scan<M: MemRead>(&self, m: &M, f: &mut dyn FnMut(u32, u64, u64)) -> Result<()> {
-        for b in 0..self.nbuckets {
-            for w in 0..WAYS {
-                let o = self.entry_off(b, w);
-                let k = m.load_u64(o);
-                if k == 0 {
-                    continue;
-                }
-                let v = dec(m.load_u64(o + 8));
-                let (b1, b2) = self.buckets(k);
-                if (b != b1 && b != b2) || v.pblk >= self.data_blocks || k >> 32 == 0 {
-                    return Err(Error::corrupt(format!("cuckoo table: bad entry in bucket {b}")));
-                }
-                f((k >> 32) as u32, k & 0xFFFF_FFFF, v.pblk);
+        let bad = self.each_entry(m, &mut |b, _, k, v| {
+            if self.misplaced(b, k) || v.pblk >= self.data_blocks {
+                return ControlFlow::Break(b);
             }
+            f((k >> 32) as u32, k & 0xFFFF_FFFF, v.pblk);
+            ControlFlow::Continue(())
+        });
+        match bad {
+            ControlFlow::Break(b) => Err(Error::corrupt(format!("cuckoo table: bad entry in bucket {b}"))),
+            ControlFlow::Continue(()) => Ok(()),
         }
-        Ok(())
     }
 }
 
