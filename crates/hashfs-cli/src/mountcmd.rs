@@ -80,11 +80,11 @@ pub fn run_foreground_with(image: &Path, mountpoint: &Path, o: &MountOpts) -> Re
     Ok(())
 }
 
-/// Whether `image` is held by processes that share it (shim processes, a shared mount):
-/// its lock is taken shared.
+/// After an exclusive open of `image` failed: whether processes that share it have it
+/// (shim processes, a shared mount), so that its lock can be taken shared (an exclusive
+/// holder, or an image that cannot be opened at all, refuses that too).
 fn in_use(image: &Path) -> bool {
     hashfs::pm::MmapDevice::open(image, hashfs::pm::OpenMode::Shared).is_ok()
-        && hashfs::pm::MmapDevice::open(image, hashfs::pm::OpenMode::Existing).is_err()
 }
 
 /// A shared mount's kernel caching: none. Other processes change the image behind the
