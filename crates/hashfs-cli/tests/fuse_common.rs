@@ -37,6 +37,15 @@ pub fn shared_mounts() -> bool {
         || std::env::var("HASHFS_TEST_MOUNT_OPTS").is_ok_and(|o| o.split(',').any(|x| x == "shared"))
 }
 
+/// Polls `f` every 10 ms until it holds; fails after 20 s, naming `what`.
+pub fn wait_for(what: &str, f: impl Fn() -> bool) {
+    let start = Instant::now();
+    while !f() {
+        assert!(start.elapsed() < Duration::from_secs(20), "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
 /// The shim library, built beside `hashfs` (scripts/test.sh builds the workspace first).
 pub fn shim_library() -> PathBuf {
     let so = Path::new(env!("CARGO_BIN_EXE_hashfs")).with_file_name("libhashfs_preload.so");
@@ -95,11 +104,7 @@ impl Mounted {
             let ready = self.dir.path().join("beside-ready");
             let script = format!("cd /pm && : > {} && {{ read -r _ || true; }}", ready.display());
             self.beside = Some(shim_bash(&self.image, &script).stdin(Stdio::piped()).spawn().unwrap());
-            let start = Instant::now();
-            while !ready.exists() {
-                assert!(start.elapsed() < Duration::from_secs(15), "the shim process beside did not start");
-                std::thread::sleep(Duration::from_millis(10));
-            }
+            wait_for("the shim process beside", || ready.exists());
         }
         let extra = std::env::var("HASHFS_TEST_MOUNT_OPTS").unwrap_or_default();
         let list: Vec<&str> =

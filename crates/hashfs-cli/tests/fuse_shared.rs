@@ -4,12 +4,11 @@
 
 mod fuse_common;
 
-use fuse_common::{fuse_available, hashfs, shim_bash, Mounted};
+use fuse_common::{fuse_available, hashfs, shim_bash, wait_for, Mounted};
 use std::fs;
 use std::os::unix::fs::{FileExt, MetadataExt, PermissionsExt};
 use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
-use std::time::{Duration, Instant};
 
 fn shim(image: &Path, script: &str) -> Command {
     shim_bash(image, script)
@@ -31,12 +30,11 @@ fn unmounted() -> Mounted {
     Mounted { dir, image, mnt, daemon: None, beside: None }
 }
 
-fn wait_for(what: &str, f: impl Fn() -> bool) {
-    let start = Instant::now();
-    while !f() {
-        assert!(start.elapsed() < Duration::from_secs(20), "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(10));
-    }
+/// A fresh image, mounted shared.
+fn mounted_shared() -> Mounted {
+    let mut m = unmounted();
+    m.start_with(&["-o", "shared"]);
+    m
 }
 
 #[test]
@@ -44,8 +42,7 @@ fn a_shim_process_and_a_shared_mount_see_each_others_changes() {
     if !fuse_available() {
         return;
     }
-    let mut m = unmounted();
-    m.start_with(&["-o", "shared"]);
+    let mut m = mounted_shared();
     let img = m.image.clone();
     // Made by shim processes: seen by the mount's next lookup, stat, open and read.
     shim_ok(&img, "echo one > /pm/a && mkdir /pm/d && echo x > /pm/d/x");
@@ -106,8 +103,7 @@ fn either_side_killed_leaves_the_other_running() {
     if !fuse_available() {
         return;
     }
-    let mut m = unmounted();
-    m.start_with(&["-o", "shared"]);
+    let mut m = mounted_shared();
     let img = m.image.clone();
     fs::write(m.path("log"), "").unwrap();
     // The daemon killed while a shim process appends: the process goes on, loses nothing.
@@ -146,8 +142,7 @@ fn git_through_the_mount_on_a_repository_a_shim_process_changes() {
         fuse_common::skip("git is not installed");
         return;
     }
-    let mut m = unmounted();
-    m.start_with(&["-o", "shared"]);
+    let mut m = mounted_shared();
     let img = m.image.clone();
     let id = "-c user.name=t -c user.email=t@example.com -c safe.directory=*";
     shim_ok(&img, &format!("cd /pm && git init -q r && cd r && echo 0 > f0 && git add f0 && git {id} commit -qm c0"));
@@ -205,8 +200,7 @@ fn a_mapping_through_an_open_after_a_change_shows_it() {
     if !fuse_available() {
         return;
     }
-    let mut m = unmounted();
-    m.start_with(&["-o", "shared"]);
+    let mut m = mounted_shared();
     let img = m.image.clone();
     let page = |c: char| c.to_string().repeat(4096);
     shim_ok(&img, &format!("printf '%s' {} > /pm/mapped", page('a')));
