@@ -709,16 +709,34 @@ impl<'a, D: PmDevice> MapTx<'a, D> {
         used.extend(self.new_nodes.iter().map(|&p| Run { start: p, len: 1 }));
         let mut freed: Vec<Run> = self.freed_data.clone();
         freed.extend(self.freed_nodes.iter().map(|&p| Run { start: p, len: 1 }));
-        for (list, set) in [(&used, true), (&freed, false)] {
-            for e in list {
-                for b in e.start..e.start + e.len {
-                    let o = bitmap + (b / 64) * 8;
-                    let w = self.st.load_u64(o);
-                    let bit = 1u64 << (b % 64);
-                    self.st.store_u64(o, if set { w | bit } else { w & !bit });
+        for e in &used {
+            for b in e.start..e.start + e.len {
+                let o = bitmap + (b / 64) * 8;
+                let w = self.st.load_u64(o);
+                self.st.store_u64(o, w | 1u64 << (b % 64));
+            }
+        }
+        // Only blocks whose bit this change clears go back to the allocator: on a damaged
+        // image a file can map a block the bitmap counts free (or map one block twice), and
+        // giving it back twice would put it in the free-run index twice (fsck reports the
+        // image; the allocator's index stays the bitmap's).
+        let mut released: Vec<Run> = Vec::with_capacity(freed.len());
+        for e in &freed {
+            for b in e.start..e.start + e.len {
+                let o = bitmap + (b / 64) * 8;
+                let w = self.st.load_u64(o);
+                let bit = 1u64 << (b % 64);
+                if w & bit == 0 {
+                    continue;
+                }
+                self.st.store_u64(o, w & !bit);
+                match released.last_mut() {
+                    Some(r) if r.end() == b => r.len += 1,
+                    _ => released.push(Run { start: b, len: 1 }),
                 }
             }
         }
+        let freed = released;
         let mut dirty: Vec<u64> = self.st.dirty_pages().collect();
         dirty.extend(self.freed_nodes.iter().map(|&p| self.map.geo.block_off(Pblk(p)).0));
         self.st.into_tx(tx);
