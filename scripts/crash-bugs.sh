@@ -128,6 +128,10 @@ bugs=(
     "pump-attributes-unclaimed|crates/hashfs-preload/src/shim.rs|the shim does not claim a standard descriptor that a pump feeds from a file for the calls on the file (touch's futimens on its reopened standard input reaches the kernel's pipe and succeeds there)|test apps touch_sets_the_times_it_is_given"
     "mkstemp-uninterposed|crates/hashfs-interpose/src/export.rs|mkstemp and its kin are not interposed: glibc creates the file with its internal open, which reaches the kernel (git cannot init a repository inside the image)|test apps git_and_mktemp_inside_the_image"
     "double-free-into-index|crates/hashfs/src/mapping/mod.rs|a change gives back to the allocator every block it frees, also one whose bitmap bit was already clear (a damaged image's file that maps a free block puts it in the free-run index twice; the next allocation panics)|test fuzz_images a_block_freed_twice_goes_back_to_the_allocator_once"
+    "read-side-no-drain|crates/hashfs/src/share/image.rs|a participant that takes the image lock does not wait for the participants inside read-side calls (a truncation frees blocks under another participant's read)|test shared_read_side reads_beside_a_truncating_writer_see_whole_generations"
+    "overwrite-without-inode-lock|crates/hashfs/src/fs/shared/read_side.rs|a read-side overwrite does not take the inode's lock in the region (two participants' overwrites of one file interleave)|test shared_read_side overwrites_of_one_file_from_two_participants_take_turns"
+    "dead-reader-waited-for|crates/hashfs/src/share/readers.rs|a participant taking the image lock waits for a dead participant's count of read-side calls instead of clearing it|test shared_read_side a_participant_killed_inside_an_overwrite_holds_no_one_up"
+    "read-side-fence-dropped|crates/hashfs/src/share/readers.rs|a reader entering the read side looks at the image lock's word without a fence after its count (its count and a writer's lock can each miss the other)|test lock_model a_reader_and_a_writer_never_overlap"
     "ctfs-unlogged-pswap|crates/hashfs/src/mapping/ctfs/tx.rs|ctFS's partition move stores its page-table swap straight to PM before the transaction that names the new partition (the released ctFS's order)|ctfs append,write-past-eof,truncate-down"
 )
 
@@ -297,7 +301,7 @@ elif name == "shared-takeover-no-recovery":
         "        let _ = keep;\n        let n = sh.region.words().changes.load(Ordering::Acquire);\n        sh.region.ring().put(n, Change::Everything);\n        sh.region.words().changes.store(n + 1, Ordering::Release);\n")
 elif name == "shared-call-unlocked":
     sub("crates/hashfs/src/fs/shared/mod.rs",
-        "        if let Acquired::FromDead(dead) = sh.region.words().lock.lock(sh.me(), sh.region.participants()) {\n",
+        "        if let Acquired::FromDead(dead) = sh.region.lock_image(sh.me()) {\n",
         "        if let Acquired::FromDead(dead) = Acquired::Clean {\n")
 elif name == "shared-times-hidden":
     sub("crates/hashfs/src/fs/times.rs",
@@ -375,6 +379,25 @@ elif name == "double-free-into-index":
     sub("crates/hashfs/src/mapping/mod.rs",
         "                if w & bit == 0 {\n                    continue;\n                }\n",
         "")
+elif name == "read-side-no-drain":
+    sub("crates/hashfs/src/share/image.rs",
+        "        self.readers().drain(&|p| parts.alive(p));\n",
+        "")
+elif name == "overwrite-without-inode-lock":
+    sub("crates/hashfs/src/fs/shared/read_side.rs",
+        "        let _: Acquired = lock.lock(sh.me(), sh.region.participants());\n",
+        "        let _: Acquired = Acquired::Clean;\n")
+    sub("crates/hashfs/src/fs/shared/read_side.rs",
+        "        let _unlock = Unlock(lock);\n",
+        "        let _unlock = &lock;\n")
+elif name == "dead-reader-waited-for":
+    sub("crates/hashfs/src/share/readers.rs",
+        "        if !alive() {\n",
+        "        if !alive() && c == u32::MAX {\n")
+elif name == "read-side-fence-dropped":
+    sub("crates/hashfs/src/share/readers.rs",
+        "    count.fetch_add(1, Ordering::Relaxed);\n    count.fence();\n",
+        "    count.fetch_add(1, Ordering::Relaxed);\n")
 elif name == "exec-descriptor-unnamed":
     sub("crates/hashfs-preload/src/shim/exec.rs",
         "        if !name_after(fd, h) {\n",

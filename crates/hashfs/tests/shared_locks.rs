@@ -266,7 +266,10 @@ fn foreign_regions_are_refused_with_a_reason() {
     let e = Region::attach(&path, &id(), LEN, 0o600).err().expect("refused");
     assert!(e.to_string().contains("not a HashFS shared region"), "{e}");
     std::fs::remove_file(&path).unwrap();
-    assert_eq!(LAYOUT_VERSION, 4, "version 4: the image's words count the forks whose children have not joined");
+    assert_eq!(
+        LAYOUT_VERSION, 5,
+        "version 5: the image lock has a read side (a count per participant) and inode locks for overwrites"
+    );
 }
 
 fn handle_from_env() -> Handle {

@@ -4,49 +4,12 @@
 //! next. Two mounts in one test process are two participants (each has its own caches);
 //! the killed one is this binary run again (`HASHFS_SHARED_CHILD`).
 
-use hashfs::fsck::{fsck, FsckMode};
+mod common;
+
+use common::shared_image::{start_child_named, Image, Killed};
 use hashfs::{FileSystem, OpenOptions};
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::Path;
 use std::time::{Duration, Instant};
-
-/// An image on /dev/shm (the region lives beside it there too), removed with its region.
-struct Image {
-    path: PathBuf,
-}
-
-impl Image {
-    fn new(name: &str) -> Image {
-        let path = PathBuf::from(format!("/dev/shm/hashfs-shared-{name}-{}.img", std::process::id()));
-        let opts = hashfs::FormatOptions { hash_seed: Some(7), ..Default::default() };
-        FileSystem::format_file(&path, 64 << 20, &opts, &|_, _| {}).unwrap();
-        Image { path }
-    }
-    fn join(&self) -> FileSystem {
-        FileSystem::open_shared(&self.path).unwrap().0
-    }
-    fn region(&self) -> PathBuf {
-        hashfs::share::region_path(&std::fs::File::open(&self.path).unwrap()).unwrap()
-    }
-    /// fsck of the image, which no one may use any more.
-    fn check(&self) {
-        let dev =
-            std::sync::Arc::new(hashfs::pm::MmapDevice::open(&self.path, hashfs::pm::OpenMode::Existing).unwrap());
-        let r = fsck(dev, FsckMode::Check, &|_, _| {}).unwrap();
-        assert!(r.findings.is_empty(), "fsck: {:?}", r.findings);
-    }
-}
-
-impl Drop for Image {
-    fn drop(&mut self) {
-        if let Ok(f) = std::fs::File::open(&self.path) {
-            if let Ok(r) = hashfs::share::region_path(&f) {
-                let _ = std::fs::remove_file(r);
-            }
-        }
-        let _ = std::fs::remove_file(&self.path);
-    }
-}
 
 fn p(s: &str) -> &Path {
     Path::new(s)
@@ -212,49 +175,11 @@ fn threads_of_two_participants_creating_in_one_directory() {
     img.check();
 }
 
-/// A child participant (this binary's `child`), killed and waited for when dropped, also
-/// when a test fails.
-struct Killed {
-    child: std::process::Child,
-    reader: Option<std::thread::JoinHandle<()>>,
-}
-
-impl Drop for Killed {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        if let Some(r) = self.reader.take() {
-            let _ = r.join();
-        }
-    }
-}
-
 /// Starts a child participant on `img` and waits until it has joined the image (20 s at
 /// most): None when it could not (a joining mount that finds the image inconsistent, as a
 /// death left unrecovered leaves it, fails, and the child says nothing).
 fn start_child(img: &Image) -> Option<Killed> {
     start_child_named(img, "child")
-}
-
-/// As [`start_child`], the child being test `name` of this binary.
-fn start_child_named(img: &Image, name: &str) -> Option<Killed> {
-    let mut child = Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", name, "--nocapture", "--test-threads", "1"])
-        .env("HASHFS_SHARED_CHILD", &img.path)
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let out = child.stdout.take().unwrap();
-    let (tx, rx) = std::sync::mpsc::channel();
-    let reader = std::thread::spawn(move || {
-        for line in std::io::BufRead::lines(std::io::BufReader::new(out)).map_while(|l| l.ok()) {
-            if line.ends_with("joined") {
-                let _ = tx.send(());
-            }
-        }
-    });
-    let k = Killed { child, reader: Some(reader) };
-    rx.recv_timeout(Duration::from_secs(20)).ok().map(|_| k)
 }
 
 /// The killed participant: renames files into place forever (each written whole first).

@@ -62,7 +62,7 @@ pub(crate) fn end_lblk(size: u64) -> Lblk {
 const PLAN_INLINE: usize = 4;
 
 /// A write's blocks in order.
-type Plan = SmallVec<[Planned; PLAN_INLINE]>;
+pub(super) type Plan = SmallVec<[Planned; PLAN_INLINE]>;
 
 /// One block of a write: where it maps, and whether it was claimed for this write.
 #[derive(Clone, Copy)]
@@ -101,7 +101,7 @@ impl<D: PmDevice> FsInner<D> {
     /// [`Self::translate`] for a request that goes on to block `end` (exclusive): HashFS
     /// looks up the following blocks of the request in the same vector hash.
     #[inline]
-    fn translate_range(
+    pub(super) fn translate_range(
         &self,
         cell: &InodeCell,
         raw: &InodeRaw,
@@ -388,7 +388,7 @@ impl<D: PmDevice> FsInner<D> {
 
     /// Writes `data` (at file offset `off`) into the planned blocks with streaming stores;
     /// a fresh block gets zeros around the data.
-    fn write_planned(&self, plan: &[Planned], off: u64, data: &[u8]) {
+    pub(super) fn write_planned(&self, plan: &[Planned], off: u64, data: &[u8]) {
         let mut block_buf = Vec::new();
         for p in plan {
             let blk_start = p.lblk.0 * BLOCK_BYTES;

@@ -152,7 +152,9 @@ impl<D: PmDevice> File<D> {
     }
 
     pub fn read_at(&self, off: u64, buf: &mut [u8]) -> Result<usize> {
-        let _in = self.fs.enter();
+        // On a shared mount, beside other participants' reads and overwrites.
+        let read = self.fs.enter_read();
+        let _in = read.is_none().then(|| self.fs.enter());
         if !self.access.read {
             return Err(Error::BadDescriptor);
         }
@@ -162,10 +164,19 @@ impl<D: PmDevice> File<D> {
     /// Writes at `off` (at the end in append mode); returns the bytes written, which is
     /// short only when the device fills up part way.
     pub fn write_at(&self, off: u64, data: &[u8]) -> Result<usize> {
-        let _in = self.fs.enter();
         if !self.access.write {
             return Err(Error::BadDescriptor);
         }
+        if !self.access.append {
+            // On a shared mount, an overwrite that changes only bytes runs beside other
+            // participants' calls of its kind.
+            if let Some(_read) = self.fs.enter_read() {
+                if let Some(n) = self.fs.overwrite_shared(&self.cell, off, data)? {
+                    return Ok(n);
+                }
+            }
+        }
+        let _in = self.fs.enter();
         if self.access.append {
             return self.fs.append(&self.cell, data).map(|(n, _)| n);
         }

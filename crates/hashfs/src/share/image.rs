@@ -9,8 +9,9 @@
 //! as after a power failure and tells every participant to refresh all it caches.
 
 use super::descriptions::Descriptions;
-use super::lock::RobustLock;
+use super::lock::{Acquired, RobustLock};
 use super::participants::{Participant, Participants, MAX_PARTICIPANTS};
+use super::readers::Readers;
 use super::region::{Region, Shared};
 use super::HEADER_BYTES;
 use crate::layout::Ino;
@@ -21,6 +22,8 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 pub const CHANGE_RING: usize = 1024;
 /// Inodes open at once across the image's participants.
 pub const MAX_OPEN_INODES: usize = 4096;
+/// Writer locks of the read side's overwrites: inode `i` takes lock `i % INODE_LOCKS`.
+pub const INODE_LOCKS: usize = 256;
 /// An entry of the change ring.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Change {
@@ -37,8 +40,10 @@ const EVERYTHING: u32 = 0;
 /// The image's words.
 #[repr(C)]
 pub struct ImageWords {
-    /// Held across every call of the file system (the coarse lock of the first step:
-    /// docs/design.md, "Many processes on one image").
+    /// Held across every call of the file system that changes the image (the coarse lock
+    /// of the first step: docs/design.md, "Many processes on one image"); the calls that
+    /// change nothing the others cache run beside each other on its read side
+    /// ([`ImageRegion::try_read`]).
     pub lock: RobustLock,
     /// 1 while the image is mounted by the participants (set by the first, which ran
     /// recovery; cleared by the last to leave, after it marked the image clean).
@@ -87,6 +92,24 @@ unsafe impl Shared for OpenInode {}
 // SAFETY: an array of Shared.
 unsafe impl Shared for OpenInodes {}
 
+/// A robust lock alone on its cache line.
+#[repr(C, align(64))]
+pub struct LineLock {
+    lock: RobustLock,
+}
+
+/// The read side's writer locks, one per class of inode numbers: two participants
+/// overwriting one file in place take turns (POSIX's atomicity of writes to one file).
+#[repr(C)]
+pub struct InodeLocks {
+    locks: [LineLock; INODE_LOCKS],
+}
+
+// SAFETY: a RobustLock (one atomic), and an array of them.
+unsafe impl Shared for LineLock {}
+// SAFETY: an array of Shared.
+unsafe impl Shared for InodeLocks {}
+
 const fn page_up(n: usize) -> usize {
     n.div_ceil(4096) * 4096
 }
@@ -97,8 +120,11 @@ pub const WORDS_OFF: usize = PARTICIPANTS_OFF + page_up(std::mem::size_of::<Part
 pub const RING_OFF: usize = WORDS_OFF + page_up(std::mem::size_of::<ImageWords>());
 pub const OPEN_OFF: usize = RING_OFF + page_up(std::mem::size_of::<ChangeRing>());
 pub const DESCRIPTIONS_OFF: usize = OPEN_OFF + page_up(std::mem::size_of::<OpenInodes>());
-/// The region's size: 352 KiB.
-pub const REGION_BYTES: usize = DESCRIPTIONS_OFF + page_up(std::mem::size_of::<Descriptions>());
+pub const READERS_OFF: usize = DESCRIPTIONS_OFF + page_up(std::mem::size_of::<Descriptions>());
+pub const INODE_LOCKS_OFF: usize = READERS_OFF + page_up(std::mem::size_of::<Readers>());
+/// The region's size: 360 KiB.
+pub const REGION_BYTES: usize = INODE_LOCKS_OFF + page_up(std::mem::size_of::<InodeLocks>());
+const _: () = assert!(REGION_BYTES == 360 << 10);
 
 /// The parts of a mapped image region.
 pub struct ImageRegion {
@@ -124,6 +150,53 @@ impl ImageRegion {
     }
     pub fn descriptions(&self) -> &Descriptions {
         self.region.at(DESCRIPTIONS_OFF)
+    }
+    pub fn readers(&self) -> &Readers {
+        self.region.at(READERS_OFF)
+    }
+    fn inode_locks(&self) -> &InodeLocks {
+        self.region.at(INODE_LOCKS_OFF)
+    }
+
+    /// Takes the image lock for `me` and waits until no participant is inside a
+    /// read-side call.
+    pub fn lock_image(&self, me: Participant) -> Acquired {
+        let parts = self.participants();
+        let acquired = self.words().lock.lock(me, parts);
+        self.readers().drain(&|p| parts.alive(p));
+        acquired
+    }
+
+    /// Participant `me` enters a read-side call if no one holds the image lock; false
+    /// when someone does (then wait with [`Self::lock_image`] and downgrade with
+    /// [`Self::read_holding`]).
+    pub fn try_read(&self, me: Participant) -> bool {
+        self.readers().try_enter(self.words().lock.word(), me)
+    }
+
+    /// Participant `me`, holding the image lock, enters a read-side call; the caller
+    /// then lets go of the lock.
+    pub fn read_holding(&self, me: Participant) {
+        self.readers().enter_holding(me)
+    }
+
+    /// Participant `me` leaves a read-side call.
+    pub fn leave_read(&self, me: Participant) {
+        self.readers().leave(self.words().lock.word(), me)
+    }
+
+    /// The read side's writer lock of inode `ino`.
+    pub fn inode_lock(&self, ino: Ino) -> &RobustLock {
+        &self.inode_locks().locks[ino.0 as usize % INODE_LOCKS].lock
+    }
+
+    /// Clears what dead participant `p` holds on the read side (its count, its inode
+    /// locks), before its slot is reaped. The image lock's holder only.
+    pub fn release_read_side(&self, p: Participant) {
+        self.readers().clear(p);
+        for l in &self.inode_locks().locks {
+            l.lock.release_if_owned_by(p);
+        }
     }
 }
 

@@ -12,7 +12,7 @@ use super::region::Shared;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
-const WAITERS: u32 = 1 << 31;
+pub(super) const WAITERS: u32 = 1 << 31;
 
 #[repr(C)]
 pub struct RobustLock {
@@ -51,6 +51,21 @@ impl RobustLock {
         unlock(&self.word)
     }
 
+    /// Frees the lock if dead participant `p` holds it (its slot is about to be reaped,
+    /// and a new process could take the index; the image lock's holder only).
+    pub fn release_if_owned_by(&self, p: Participant) {
+        let cur = self.word.load(Ordering::Acquire);
+        if cur & !WAITERS == p.0 + 1 && self.word.compare_exchange(cur, 0, Ordering::AcqRel, Ordering::Relaxed).is_ok()
+        {
+            futex_wake_all(&self.word);
+        }
+    }
+
+    /// The lock's word (the read side looks at it: `readers.rs`).
+    pub(super) fn word(&self) -> &AtomicU32 {
+        &self.word
+    }
+
     /// The owner's participant index, if the lock is held.
     pub fn owner(&self) -> Option<Participant> {
         let w = self.word.load(Ordering::Acquire) & !WAITERS;
@@ -66,6 +81,12 @@ pub trait LockWord {
     fn load(&self, order: Ordering) -> u32;
     fn compare_exchange(&self, current: u32, new: u32, success: Ordering, failure: Ordering) -> Result<u32, u32>;
     fn swap(&self, value: u32, order: Ordering) -> u32;
+    /// For the read side's counts (`readers.rs`).
+    fn fetch_add(&self, value: u32, order: Ordering) -> u32;
+    fn fetch_sub(&self, value: u32, order: Ordering) -> u32;
+    fn store(&self, value: u32, order: Ordering);
+    /// A sequentially consistent fence (the read side's Dekker pair).
+    fn fence(&self);
     /// Sleeps while the word holds `expected`, at most [`RobustLock::RECHECK`].
     fn wait(&self, expected: u32);
     /// Wakes every sleeper.
@@ -89,6 +110,18 @@ impl LockWord for AtomicU32 {
     }
     fn swap(&self, value: u32, order: Ordering) -> u32 {
         AtomicU32::swap(self, value, order)
+    }
+    fn fetch_add(&self, value: u32, order: Ordering) -> u32 {
+        AtomicU32::fetch_add(self, value, order)
+    }
+    fn fetch_sub(&self, value: u32, order: Ordering) -> u32 {
+        AtomicU32::fetch_sub(self, value, order)
+    }
+    fn store(&self, value: u32, order: Ordering) {
+        AtomicU32::store(self, value, order)
+    }
+    fn fence(&self) {
+        std::sync::atomic::fence(Ordering::SeqCst);
     }
     fn wait(&self, expected: u32) {
         futex_wait(self, expected, RobustLock::RECHECK);

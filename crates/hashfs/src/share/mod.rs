@@ -13,6 +13,7 @@ mod descriptions;
 mod image;
 mod lock;
 mod participants;
+mod readers;
 mod region;
 
 pub use attach::{region_path, Access, Identity, HEADER_BYTES, LAYOUT_VERSION};
@@ -22,6 +23,7 @@ pub use lock::{Acquired, LockWord, RobustLock};
 /// The robust lock's protocol on any word (its model drives it with loom's atomics).
 pub mod lock_protocol {
     pub use super::lock::{lock, try_lock, unlock};
+    pub use super::readers::{drain_one, leave as leave_read, try_enter as try_read};
 }
 pub use participants::{process_alive, Participant, Participants, Slot, MAX_PARTICIPANTS};
 pub use region::{Region, Shared};

@@ -14,7 +14,7 @@
 //! behind: the image is then recovered by the next mount that finds no one, as after a
 //! crash, which also clears it.
 
-use super::{add_depth, release_leftovers, Entered, TOUCHED};
+use super::{add_depth, release_dead, Entered, TOUCHED};
 use crate::fs::api::FileSystem;
 use crate::layout::Ino;
 use crate::pm::PmDevice;
@@ -103,13 +103,14 @@ impl<D: PmDevice> FileSystem<D> {
             return Err(Error::TooManyOpen);
         };
         sh.me.store(me.0, Ordering::Relaxed);
+        sh.region.readers().joined(me);
         let _in = self.inner.enter();
         // Slots of participants that died outside a call (a child that exec'd another
         // program, one killed): what they held is released and their slots reaped, so
         // that forks in a loop do not run out of slots.
         for p in (0..MAX_PARTICIPANTS as u32).map(Participant) {
             if p != me && !parts.is_free(p) && !parts.alive(p) {
-                release_leftovers(&sh.region, p);
+                release_dead(&sh.region, p);
                 parts.reap(p);
             }
         }

@@ -22,6 +22,7 @@
 //! so far: the others keep allocation state in DRAM that is not yet published.
 
 mod fork;
+mod read_side;
 pub use fork::Fork;
 
 use super::hashfs::append_tag;
@@ -49,6 +50,8 @@ pub(crate) struct SharedMount {
     seen: AtomicU64,
     /// Times this participant took the lock over from a dead one and recovered the image.
     takeovers: AtomicU64,
+    /// Held while this participant's threads catch up (readers do it at once).
+    catching: parking_lot::Mutex<()>,
 }
 
 impl SharedMount {
@@ -95,6 +98,7 @@ pub(crate) fn recording() -> bool {
 /// transaction's commit, the in-place size and time stores). Nothing outside a shared
 /// mount's call.
 pub(crate) fn touched(ino: Ino) {
+    debug_assert_eq!(read_side::reading(), 0, "a read-side call changes nothing");
     if depth() == 0 {
         return;
     }
@@ -131,8 +135,9 @@ impl<D: PmDevice> FsInner<D> {
         if depth > 1 {
             return Entered { fs: self, outer: false };
         }
+        debug_assert_eq!(read_side::reading(), 0, "a read-side call changes nothing");
         let guard = Entered { fs: self, outer: true };
-        if let Acquired::FromDead(dead) = sh.region.words().lock.lock(sh.me(), sh.region.participants()) {
+        if let Acquired::FromDead(dead) = sh.region.lock_image(sh.me()) {
             if let Err(e) = self.take_over(sh, dead) {
                 // The image could not be recovered: what it holds is reported by every
                 // call from here on, as by a mount that finds it so.
@@ -143,8 +148,10 @@ impl<D: PmDevice> FsInner<D> {
         guard
     }
 
-    /// Reads again what others changed since this participant last held the lock.
+    /// Reads again what others changed since this participant last held the lock (or
+    /// entered a read-side call).
     fn catch_up(&self, sh: &SharedMount) {
+        let _one = sh.catching.lock();
         let words = sh.region.words();
         self.journals.raise_next_txid(words.next_txid.load(Ordering::Acquire));
         let (seen, now) = (sh.seen.load(Ordering::Relaxed), words.changes.load(Ordering::Acquire));
@@ -263,7 +270,7 @@ impl<D: PmDevice> FsInner<D> {
     /// participants have open, and has everyone refresh everything.
     fn take_over(&self, sh: &SharedMount, dead: Participant) -> Result<()> {
         // Unlinked files only the dead participant had open are freed by the recovery.
-        release_leftovers(&sh.region, dead);
+        release_dead(&sh.region, dead);
         let opens = sh.region.open_inodes();
         let keep = |ino: Ino| opens.held(ino);
         let (tmp, _) = recovery::mount(self.dev.clone(), &|_, _| {}, MountAs::Recovering { keep: &keep })?;
@@ -387,6 +394,14 @@ fn release_leftovers(region: &ImageRegion, p: Participant) {
     region.descriptions().release_all_of(p);
 }
 
+/// Releases what dead participant `p` held, its read side too (its count of read-side
+/// calls, the inode locks of its overwrites), before its slot is reaped; the image
+/// lock's holder only.
+fn release_dead(region: &ImageRegion, p: Participant) {
+    region.release_read_side(p);
+    release_leftovers(region, p);
+}
+
 /// What a mount that recovered the image (or ran first) tells the others: its next
 /// transaction id and the table's used count, and a [`Change::Everything`] in the ring, so that
 /// every participant reads all it caches again.
@@ -419,7 +434,8 @@ pub(crate) fn mount<D: PmDevice>(
     let id = Identity::of_image(sb.uuid)?;
     let region = ImageRegion::new(Region::attach_as(region_path, &id, REGION_BYTES, access)?);
     let me = region.participants().join().ok_or(Error::TooManyOpen)?;
-    let acquired = region.words().lock.lock(me, region.participants());
+    region.readers().joined(me);
+    let acquired = region.lock_image(me);
     let result = (|| {
         let parts = region.participants();
         let mut dead = Vec::new();
@@ -435,7 +451,7 @@ pub(crate) fn mount<D: PmDevice>(
             }
         }
         for &p in &dead {
-            release_leftovers(&region, p);
+            release_dead(&region, p);
         }
         let words = region.words();
         let first = words.mounted.load(Ordering::Acquire) == 0 || !live_others;
@@ -475,6 +491,7 @@ pub(crate) fn mount<D: PmDevice>(
                 me: std::sync::atomic::AtomicU32::new(me.0),
                 seen: AtomicU64::new(changes),
                 takeovers: AtomicU64::new(0),
+                catching: parking_lot::Mutex::new(()),
             };
             let made = inner.shared.set(sh);
             debug_assert!(made.is_ok(), "a fresh mount is made shared once");

@@ -1,0 +1,182 @@
+//! The image lock's read side (issue 55; `share/readers.rs`, `fs/shared/read_side.rs`):
+//! reads and in-place overwrites of participants run beside each other, never beside a
+//! change of the image; overwrites of one file take turns; a participant killed inside a
+//! read-side call holds no one up. Two mounts in one test process are two participants;
+//! the killed one is this binary run again (`HASHFS_SHARED_CHILD`).
+
+mod common;
+
+use common::shared_image::{start_child_named, Image};
+use hashfs::{FileSystem, OpenOptions};
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Barrier};
+use std::time::Duration;
+
+fn p(s: &str) -> &Path {
+    Path::new(s)
+}
+
+const BLOCK: usize = 4096;
+
+/// One participant empties a file and writes it whole again, generation after generation
+/// (changes of the image, under the lock), while a second writes and removes other files
+/// (which take the blocks the first frees) and a third reads the file on the read side:
+/// every read sees one generation in every byte it returns. A writer that did not wait for
+/// the readers would free blocks under a read, which would then return another file's
+/// bytes or two generations.
+#[test]
+fn reads_beside_a_truncating_writer_see_whole_generations() {
+    const BLOCKS: usize = 16;
+    let img = Image::new("rs-trunc");
+    let (w, o, r) = (img.join(), img.join(), img.join());
+    w.write(p("/f"), &[1u8; BLOCKS * BLOCK]).unwrap();
+    let stop = AtomicBool::new(false);
+    let reads = std::thread::scope(|s| {
+        let stop = &stop;
+        let w = &w;
+        let o = &o;
+        s.spawn(move || {
+            let f = w.open_file(p("/f"), OpenOptions::new().write(true)).unwrap();
+            for gen in 0..1500u32 {
+                f.set_len(0).unwrap();
+                f.write_at(0, &[1 + (gen % 200) as u8; BLOCKS * BLOCK]).unwrap();
+            }
+            stop.store(true, Ordering::Release);
+        });
+        s.spawn(move || {
+            let mut k = 0u64;
+            while !stop.load(Ordering::Acquire) {
+                let name = format!("/other{}", k % 4);
+                o.write(p(&name), &[0xEE; BLOCKS * BLOCK]).unwrap();
+                o.remove_file(p(&name)).unwrap();
+                k += 1;
+            }
+        });
+        let f = r.open_file(p("/f"), OpenOptions::new().read(true)).unwrap();
+        let mut buf = vec![0u8; BLOCKS * BLOCK];
+        let mut reads = 0u64;
+        while !stop.load(Ordering::Acquire) {
+            let n = f.read_at(0, &mut buf).unwrap();
+            let v = buf[0];
+            for (b, block) in buf[..n].chunks(BLOCK).enumerate() {
+                assert!(
+                    v != 0 && v != 0xEE && block.iter().all(|&x| x == v),
+                    "read {reads} of {n} bytes: block {b} holds bytes the file did not hold with its first's ({v}): \
+                     {:?}",
+                    &block[..8]
+                );
+            }
+            reads += 1;
+        }
+        reads
+    });
+    assert!(reads > 0);
+    drop((w, o, r));
+    img.check();
+}
+
+/// Two participants overwrite all of one file (1 MiB) at once, round after round, each with its
+/// own byte: after each round the file holds one writer's bytes only (POSIX: writes to
+/// one file are atomic with respect to each other). The overwrites run on the read side
+/// (the file's blocks are mapped, its size stays), where they take turns on the inode's
+/// lock in the region.
+#[test]
+fn overwrites_of_one_file_from_two_participants_take_turns() {
+    const BLOCKS: usize = 256;
+    const ROUNDS: usize = 1000;
+    let img = Image::new("rs-turns");
+    let (a, b) = (img.join(), img.join());
+    a.write(p("/f"), &[b'a'; BLOCKS * BLOCK]).unwrap();
+    let fa = a.open_file(p("/f"), OpenOptions::new().read(true).write(true)).unwrap();
+    let fb = b.open_file(p("/f"), OpenOptions::new().write(true)).unwrap();
+    let barrier = Barrier::new(2);
+    // The first round whose check found both writers' bytes, and where; both threads stop
+    // after it (a panic inside would leave the other waiting at the barrier).
+    let mixed: std::sync::Mutex<Option<(usize, usize)>> = std::sync::Mutex::new(None);
+    std::thread::scope(|s| {
+        let (barrier, fb, mixed) = (&barrier, &fb, &mixed);
+        s.spawn(move || {
+            let data = vec![b'b'; BLOCKS * BLOCK];
+            for _ in 0..ROUNDS {
+                barrier.wait();
+                fb.write_at(0, &data).unwrap();
+                barrier.wait();
+                barrier.wait(); // the check
+                if mixed.lock().unwrap().is_some() {
+                    break;
+                }
+            }
+        });
+        let data = vec![b'a'; BLOCKS * BLOCK];
+        let mut buf = vec![0u8; BLOCKS * BLOCK];
+        for round in 0..ROUNDS {
+            barrier.wait();
+            fa.write_at(0, &data).unwrap();
+            barrier.wait();
+            let n = fa.read_at(0, &mut buf).unwrap_or(0);
+            let first = buf[0];
+            let at = if n < buf.len() {
+                Some(n / BLOCK)
+            } else {
+                buf.chunks(BLOCK).position(|blk| blk.iter().any(|&x| x != first))
+            };
+            if let Some(block) = at {
+                *mixed.lock().unwrap() = Some((round, block));
+            }
+            barrier.wait();
+            if at.is_some() {
+                break;
+            }
+        }
+    });
+    let mixed = mixed.into_inner().unwrap();
+    assert!(mixed.is_none(), "(round, block) {mixed:?}: the file holds both writers' bytes");
+    drop((fa, fb, a, b));
+    img.check();
+}
+
+/// A participant overwriting a file in place in a loop (on the read side, holding the
+/// file's inode lock most of the time) is killed with SIGKILL, again and again: each
+/// time, the survivor's next overwrite of that file (the dead one's inode lock) and next
+/// change of the image (the dead one's count of read-side calls) return within 2 s, and
+/// fsck finds the image sound at the end.
+#[test]
+fn a_participant_killed_inside_an_overwrite_holds_no_one_up() {
+    let img = Image::new("rs-kill");
+    let a = std::sync::Arc::new(img.join());
+    a.write(p("/f"), &[7u8; 64 * BLOCK]).unwrap();
+    for round in 0..10u8 {
+        let child = start_child_named(&img, "overwriter").expect("the overwriter joined");
+        std::thread::sleep(Duration::from_millis(20 + round as u64 * 7));
+        drop(child); // SIGKILL, most likely inside an overwrite
+        let (tx, rx) = mpsc::channel();
+        let survivor = a.clone();
+        // Not a scoped thread: one that waits forever must not hold the test up.
+        let h = std::thread::spawn(move || {
+            let f = survivor.open_file(p("/f"), OpenOptions::new().write(true)).unwrap();
+            f.write_at(BLOCK as u64, &[round; BLOCK]).unwrap();
+            survivor.write(p(&format!("/after{round}")), b"a change of the image").unwrap();
+            let _ = tx.send(());
+        });
+        rx.recv_timeout(Duration::from_secs(2))
+            .unwrap_or_else(|_| panic!("round {round}: the survivor waited more than 2 s for a dead participant"));
+        h.join().unwrap();
+    }
+    drop(std::sync::Arc::into_inner(a).expect("the survivor's threads are done"));
+    img.check();
+}
+
+/// The killed participant: overwrites `/f` in place forever.
+#[test]
+fn overwriter() {
+    let Ok(image) = std::env::var("HASHFS_SHARED_CHILD") else { return };
+    let (fs, _) = FileSystem::open_shared(Path::new(&image)).unwrap();
+    let f = fs.open_file(p("/f"), OpenOptions::new().write(true)).unwrap();
+    println!("joined");
+    std::io::Write::flush(&mut std::io::stdout()).unwrap();
+    let data = vec![9u8; 64 * BLOCK];
+    loop {
+        f.write_at(0, &data).unwrap();
+    }
+}
