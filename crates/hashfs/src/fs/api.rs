@@ -377,7 +377,9 @@ impl<D: PmDevice> FileSystem<D> {
     }
 
     pub fn getattr(&self, ino: Ino) -> Result<Metadata> {
-        let _in = self.inner.enter();
+        // On a shared mount, beside other participants' reads (the read side).
+        let read = self.inner.enter_read();
+        let _in = read.is_none().then(|| self.inner.enter());
         let cell = self.inner.cell(ino)?;
         let st = cell.state.read();
         if st.freed {
@@ -392,7 +394,8 @@ impl<D: PmDevice> FileSystem<D> {
     /// file's next write keeps the coarse clock (`inode::write_time_ns`). A stat must use
     /// `getattr`.
     pub fn peek_attr(&self, ino: Ino) -> Result<Metadata> {
-        let _in = self.inner.enter();
+        let read = self.inner.enter_read();
+        let _in = read.is_none().then(|| self.inner.enter());
         let cell = self.inner.cell(ino)?;
         let st = cell.state.read();
         if st.freed {

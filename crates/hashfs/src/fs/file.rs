@@ -236,7 +236,8 @@ impl<D: PmDevice> File<D> {
     }
 
     pub fn metadata(&self) -> Result<Metadata> {
-        let _in = self.fs.enter();
+        let read = self.fs.enter_read();
+        let _in = read.is_none().then(|| self.fs.enter());
         let st = self.cell.state.read();
         st.times_read();
         Ok(Metadata::from_raw(self.cell.ino, &st.raw))
