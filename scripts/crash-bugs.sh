@@ -132,6 +132,8 @@ bugs=(
     "overwrite-without-inode-lock|crates/hashfs/src/fs/shared/read_side.rs|a read-side overwrite does not take the inode's lock in the region (two participants' overwrites of one file interleave)|test shared_read_side overwrites_of_one_file_from_two_participants_take_turns"
     "dead-reader-waited-for|crates/hashfs/src/share/readers.rs|a participant taking the image lock waits for a dead participant's count of read-side calls instead of clearing it|test shared_read_side a_participant_killed_inside_an_overwrite_holds_no_one_up"
     "read-side-fence-dropped|crates/hashfs/src/share/readers.rs|a reader entering the read side looks at the image lock's word without a fence after its count (its count and a writer's lock can each miss the other)|test lock_model a_reader_and_a_writer_never_overlap"
+    "mount-locks-local|crates/hashfs-cli/src/mountcmd.rs|a shared mount leaves record locks to the kernel's own, local to the mount (a lock through the mount and one through the shim both succeed on one range)|test fuse_shared record_locks_through_the_mount_and_the_shim_exclude_each_other"
+    "mount-close-keeps-locks|crates/hashfs-fuse/src/locks.rs|a close through a shared mount (FUSE's flush) does not drop the closer's record locks (a holder's exit leaves its lock on the image file)|test fuse_shared record_locks_through_the_mount_and_the_shim_exclude_each_other"
     "ctfs-unlogged-pswap|crates/hashfs/src/mapping/ctfs/tx.rs|ctFS's partition move stores its page-table swap straight to PM before the transaction that names the new partition (the released ctFS's order)|ctfs append,write-past-eof,truncate-down"
 )
 
@@ -398,6 +400,14 @@ elif name == "read-side-fence-dropped":
     sub("crates/hashfs/src/share/readers.rs",
         "    count.fetch_add(1, Ordering::Relaxed);\n    count.fence();\n",
         "    count.fetch_add(1, Ordering::Relaxed);\n")
+elif name == "mount-locks-local":
+    sub("crates/hashfs-cli/src/mountcmd.rs",
+        "        daemon = daemon.with_image_locks(image);\n",
+        "        let _ = &mut daemon;\n")
+elif name == "mount-close-keeps-locks":
+    sub("crates/hashfs-fuse/src/locks.rs",
+        "        if o.inos.remove(&ino.0) {\n",
+        "        if o.inos.contains(&ino.0) && ino.0 == 0 {\n")
 elif name == "exec-descriptor-unnamed":
     sub("crates/hashfs-preload/src/shim/exec.rs",
         "        if !name_after(fd, h) {\n",

@@ -75,8 +75,12 @@ pub fn run_foreground_with(image: &Path, mountpoint: &Path, o: &MountOpts) -> Re
         return run_stacked(fs, image, lower, mountpoint, o);
     }
     let cfg = fuse_config(image, o, threads);
-    fuser::mount2(hashfs_fuse::HashFsFuse::with_options(fs, o.fuse), mountpoint, &cfg)
-        .map_err(|e| fail(format!("mount on {}: {e}", mountpoint.display())))?;
+    let mut daemon = hashfs_fuse::HashFsFuse::with_options(fs, o.fuse);
+    if o.shared {
+        // Record locks through the mount exclude the shim processes' (on the image file).
+        daemon = daemon.with_image_locks(image);
+    }
+    fuser::mount2(daemon, mountpoint, &cfg).map_err(|e| fail(format!("mount on {}: {e}", mountpoint.display())))?;
     Ok(())
 }
 

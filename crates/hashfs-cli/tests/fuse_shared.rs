@@ -223,3 +223,69 @@ fn a_mapping_through_an_open_after_a_change_shows_it() {
     m.stop();
     m.fsck_clean();
 }
+
+/// A Python program that takes a POSIX record lock (`fcntl.lockf`) on `path`, over
+/// `len` bytes from `start` (0: to the end), says "locked" and holds it until a line
+/// arrives on its input; with `try_only`, it only tries (without waiting) and exits 0 if
+/// it got the lock, 3 if another holder has it.
+fn locker(path: &str, start: u64, len: u64, try_only: bool) -> String {
+    let tail = if try_only { "sys.exit(0)" } else { "print('locked', flush=True); sys.stdin.readline()" };
+    format!(
+        "python3 -c \"import fcntl, os, sys\nfd = os.open('{path}', os.O_RDWR)\ntry:\n    fcntl.lockf(fd, \
+         fcntl.LOCK_EX | fcntl.LOCK_NB, {len}, {start})\nexcept OSError:\n    sys.exit(3)\n{tail}\""
+    )
+}
+
+/// Starts `cmd` (a holder from [`locker`]) and waits until it holds its lock.
+fn holding(mut cmd: Command) -> Child {
+    let mut c = cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().unwrap();
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut std::io::BufReader::new(c.stdout.as_mut().unwrap()), &mut line).unwrap();
+    assert_eq!(line.trim(), "locked", "the holder took its lock");
+    c
+}
+
+fn release(mut c: Child) {
+    std::io::Write::write_all(c.stdin.as_mut().unwrap(), b"\n").unwrap();
+    assert!(c.wait().unwrap().success());
+}
+
+fn plain_bash(script: &str) -> Command {
+    let mut c = Command::new("bash");
+    c.args(["-c", script]);
+    c
+}
+
+/// Record locks through a shared mount and through the shim exclude each other (the
+/// daemon takes the mount's on the image file's ranges, where the shim takes its own):
+/// a lock held through either side refuses the same range to the other, leaves another
+/// range free, and is released by its holder's exit.
+#[test]
+fn record_locks_through_the_mount_and_the_shim_exclude_each_other() {
+    if !fuse_available() {
+        return;
+    }
+    let mut m = mounted_shared();
+    let img = m.image.clone();
+    fs::write(m.path("f"), vec![0u8; 100]).unwrap();
+    let mnt_f = m.path("f").to_str().unwrap().to_string();
+    let try_mount = |start, len| plain_bash(&locker(&mnt_f, start, len, true)).status().unwrap().code();
+    let try_shim = |start, len| shim(&img, &locker("/pm/f", start, len, true)).status().unwrap().code();
+    // Held through the shim: refused through the mount where the ranges meet.
+    let h = holding(shim(&img, &locker("/pm/f", 0, 10, false)));
+    assert_eq!(try_mount(5, 10), Some(3), "a range the shim's lock covers, refused through the mount");
+    assert_eq!(try_mount(10, 10), Some(0), "a range beside it, free");
+    release(h);
+    assert_eq!(try_mount(0, 0), Some(0), "free once its holder let go");
+    // Held through the mount: refused through the shim.
+    let h = holding(plain_bash(&locker(&mnt_f, 20, 0, false)));
+    assert_eq!(try_shim(50, 1), Some(3), "a range the mount's lock covers, refused through the shim");
+    assert_eq!(try_shim(0, 20), Some(0), "a range before it, free");
+    // Killed holding it: released with its descriptors.
+    let mut h = h;
+    h.kill().unwrap();
+    h.wait().unwrap();
+    wait_for("the killed holder's lock released", || try_shim(0, 0) == Some(0));
+    m.stop();
+    m.fsck_clean();
+}

@@ -14,6 +14,7 @@
 
 #![forbid(unsafe_code)]
 
+mod locks;
 mod nodes;
 mod session;
 pub mod stacked;
@@ -24,8 +25,8 @@ pub use session::{io_uring_offered, session_config, KernelFlags, DEFAULT_THREADS
 use fuser::{
     Errno, FileAttr, FileHandle, FileType as FuseType, Filesystem, FopenFlags, Generation, INodeNo, InitFlags,
     KernelConfig, LockOwner, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory,
-    ReplyDirectoryPlus, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow,
-    WriteFlags,
+    ReplyDirectoryPlus, ReplyEmpty, ReplyEntry, ReplyLock, ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr, Request,
+    TimeOrNow, WriteFlags,
 };
 use hashfs::pm::PmDevice;
 use hashfs::Access;
@@ -165,6 +166,9 @@ pub struct HashFsFuse<D: PmDevice> {
     next_fh: AtomicU64,
     opts: FuseOptions,
     nodes: Nodes<D>,
+    /// On a shared mount: record locks taken on the image file, where the shim takes its
+    /// processes' (`locks.rs`). None: the kernel keeps the mount's locks itself.
+    locks: Option<locks::ImageLocks>,
 }
 
 impl<D: PmDevice> HashFsFuse<D> {
@@ -173,7 +177,21 @@ impl<D: PmDevice> HashFsFuse<D> {
     }
 
     pub fn with_options(fs: FileSystem<D>, opts: FuseOptions) -> Self {
-        HashFsFuse { fs, handles: Mutex::new(HashMap::new()), next_fh: AtomicU64::new(1), opts, nodes: Nodes::new() }
+        HashFsFuse {
+            fs,
+            handles: Mutex::new(HashMap::new()),
+            next_fh: AtomicU64::new(1),
+            opts,
+            nodes: Nodes::new(),
+            locks: None,
+        }
+    }
+
+    /// Record locks through the mount taken on `image`'s ranges, where shim processes
+    /// take theirs (a shared mount: `locks.rs`), so that the two exclude each other.
+    pub fn with_image_locks(mut self, image: &Path) -> Self {
+        self.locks = Some(locks::ImageLocks::new(image.to_path_buf()));
+        self
     }
 
     /// Every write is made as durable as an fsync would make it before it is answered
@@ -202,11 +220,14 @@ impl<D: PmDevice> HashFsFuse<D> {
     /// back, a truncation, fallocate's punch and zero, copy_file_range), and the kernel
     /// updates or drops the pages each one touches. Nothing in HashFS changes a file's
     /// bytes on its own (a block moved by evacuation keeps them).
+    /// With record locks on the image (a shared mount), a close sends FLUSH: it drops the
+    /// closer's locks on the file.
     fn fopen_flags(&self) -> FopenFlags {
+        let noflush = if self.locks.is_some() { FopenFlags::empty() } else { FopenFlags::FOPEN_NOFLUSH };
         if self.opts.direct_io {
-            FopenFlags::FOPEN_NOFLUSH | FopenFlags::FOPEN_DIRECT_IO | FopenFlags::FOPEN_PARALLEL_DIRECT_WRITES
+            noflush | FopenFlags::FOPEN_DIRECT_IO | FopenFlags::FOPEN_PARALLEL_DIRECT_WRITES
         } else {
-            FopenFlags::FOPEN_NOFLUSH | FopenFlags::FOPEN_KEEP_CACHE
+            noflush | FopenFlags::FOPEN_KEEP_CACHE
         }
     }
 
@@ -340,6 +361,13 @@ impl<D: PmDevice> Filesystem for HashFsFuse<D> {
         // round trip) before every write.
         if config.add_capabilities(InitFlags::FUSE_HANDLE_KILLPRIV_V2).is_err() {
             eprintln!("hashfs: the kernel lacks FUSE_HANDLE_KILLPRIV_V2: every write costs a getxattr round trip");
+        }
+        // A shared mount's record locks are the daemon's (on the image file, where the
+        // shim takes its processes'): the kernel sends them.
+        if self.locks.is_some() && config.add_capabilities(InitFlags::FUSE_POSIX_LOCKS).is_err() {
+            eprintln!(
+                "hashfs: the kernel lacks FUSE_POSIX_LOCKS: record locks through the mount do not exclude the shim's"
+            );
         }
         // Lookups and readdirs of one directory may run in parallel (the file system
         // locks what it must itself).
@@ -662,8 +690,68 @@ impl<D: PmDevice> Filesystem for HashFsFuse<D> {
     /// cache too: the kernel writes dirty pages back before it would flush), so the first
     /// one is answered ENOSYS and the kernel sends no more. Handles the daemon opened say
     /// FOPEN_NOFLUSH anyway; the kernel's own (no-open) ones cannot.
-    fn flush(&self, _req: &Request, _ino: INodeNo, _fh: FileHandle, _lock_owner: LockOwner, reply: ReplyEmpty) {
-        reply.error(Errno::ENOSYS)
+    /// On a shared mount, a close drops the closer's record locks on the file (POSIX).
+    fn flush(&self, _req: &Request, i: INodeNo, _fh: FileHandle, lock_owner: LockOwner, reply: ReplyEmpty) {
+        match (&self.locks, ino(i)) {
+            (Some(l), Ok(i)) => {
+                l.closed(i, lock_owner.0);
+                reply.ok()
+            }
+            _ => reply.error(Errno::ENOSYS),
+        }
+    }
+
+    /// On a shared mount, the lock that conflicts on the image's range (`locks.rs`); the
+    /// kernel answers it itself on other mounts (this capability is not asked for).
+    fn getlk(
+        &self,
+        _req: &Request,
+        i: INodeNo,
+        _fh: FileHandle,
+        lock_owner: LockOwner,
+        start: u64,
+        end: u64,
+        typ: i32,
+        _pid: u32,
+        reply: ReplyLock,
+    ) {
+        let Some(l) = &self.locks else { return reply.error(Errno::ENOSYS) };
+        match ino(i).map_err(|e| e.errno()).and_then(|i| l.test(i, lock_owner.0, start, end, typ)) {
+            Ok(Some(c)) => reply.locked(c.start, c.end, c.typ, c.pid),
+            Ok(None) => reply.locked(start, end, libc::F_UNLCK, 0),
+            Err(e) => reply.error(Errno::from_i32(e)),
+        }
+    }
+
+    /// On a shared mount, takes or drops the lock on the image's range (`locks.rs`); a
+    /// wait runs on a thread of its own.
+    fn setlk(
+        &self,
+        _req: &Request,
+        i: INodeNo,
+        _fh: FileHandle,
+        lock_owner: LockOwner,
+        start: u64,
+        end: u64,
+        typ: i32,
+        _pid: u32,
+        sleep: bool,
+        reply: ReplyEmpty,
+    ) {
+        let Some(l) = &self.locks else { return reply.error(Errno::ENOSYS) };
+        let i = match ino(i) {
+            Ok(i) => i,
+            Err(e) => return reply.error(errno(&e)),
+        };
+        let answer = |r: Result<(), i32>| match r {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(Errno::from_i32(e)),
+        };
+        if sleep {
+            l.set_waiting(i, lock_owner.0, start, end, typ, answer);
+        } else {
+            answer(l.set(i, lock_owner.0, start, end, typ));
+        }
     }
 
     fn release(

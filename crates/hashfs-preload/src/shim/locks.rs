@@ -14,12 +14,7 @@
 
 use super::*;
 
-/// Bytes of a file that a record lock can name (1 TiB): inode `ino`'s locks lie in the
-/// image file's [ino << 40, (ino + 1) << 40).
-const SPAN_SHIFT: u32 = 40;
-const SPAN: i64 = 1 << SPAN_SHIFT;
-/// Where `flock` locks lie: one byte per inode, past every inode's record locks.
-const FLOCK_BASE: i64 = 1 << 62;
+use hashfs::share::record_locks::{FLOCK_BASE, SPAN, SPAN_SHIFT};
 
 /// A descriptor of the image file (O_RDWR, or O_RDONLY when that is all the process may:
 /// its write locks then fail with EBADF, as on a file opened read-only), at a high number

@@ -14,6 +14,7 @@ mod image;
 mod lock;
 mod participants;
 mod readers;
+pub mod record_locks;
 mod region;
 
 pub use attach::{region_path, Access, Identity, HEADER_BYTES, LAYOUT_VERSION};
