@@ -102,6 +102,9 @@ impl Mounted {
         assert!(opts.is_empty() || (opts.len() == 2 && opts[0] == "-o"), "start_with takes [] or [\"-o\", LIST]");
         if std::env::var_os("HASHFS_TEST_SHIM_BESIDE").is_some() && self.beside.is_none() {
             let ready = self.dir.path().join("beside-ready");
+            // A previous shim process's file would let the mount start before this one
+            // has joined (the mount would then take the image alone and this one fail).
+            let _ = std::fs::remove_file(&ready);
             let script = format!("cd /pm && : > {} && {{ read -r _ || true; }}", ready.display());
             self.beside = Some(shim_bash(&self.image, &script).stdin(Stdio::piped()).spawn().unwrap());
             wait_for("the shim process beside", || ready.exists());
