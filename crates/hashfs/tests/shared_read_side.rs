@@ -180,3 +180,27 @@ fn overwriter() {
         f.write_at(0, &data).unwrap();
     }
 }
+
+/// An fsync on the read side (the times a write stored on the media flushed there): the
+/// times it made durable are the ones every participant sees, and a mount after the last
+/// participant left finds them.
+#[test]
+fn an_fsync_beside_others_keeps_the_times_everyone_sees() {
+    let img = Image::new("rs-fsync");
+    let (a, b) = (img.join(), img.join());
+    a.write(p("/f"), &[1u8; 8 * BLOCK]).unwrap();
+    let f = a.open_file(p("/f"), OpenOptions::new().write(true)).unwrap();
+    for round in 0..50u8 {
+        f.write_at(BLOCK as u64, &[round; BLOCK]).unwrap();
+        f.sync_all().unwrap();
+        std::thread::sleep(Duration::from_millis(1)); // across ticks of the coarse clock
+    }
+    let seen = b.metadata(p("/f")).unwrap();
+    assert_eq!(seen.mtime_ns, a.metadata(p("/f")).unwrap().mtime_ns);
+    drop((f, a, b));
+    let (fs, report) = FileSystem::open(&img.path).unwrap();
+    assert!(report.was_clean);
+    assert_eq!(fs.metadata(p("/f")).unwrap().mtime_ns, seen.mtime_ns, "the last write's times, durable");
+    drop(fs);
+    img.check();
+}

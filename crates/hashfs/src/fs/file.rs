@@ -278,6 +278,13 @@ impl<D: PmDevice> File<D> {
     /// file's times durable too (`fs/times.rs`), and the image on a host that is not
     /// persistent memory.
     pub fn sync_all(&self) -> Result<()> {
+        // On a shared mount, beside other participants' reads and overwrites when the
+        // times are on the media already.
+        if let Some(_read) = self.fs.enter_read() {
+            if self.fs.sync_times_shared(&self.cell) {
+                return self.fs.sync_data();
+            }
+        }
         let _in = self.fs.enter();
         {
             let mut st = self.cell.state.write();
@@ -287,14 +294,15 @@ impl<D: PmDevice> File<D> {
     }
 
     /// fdatasync: as [`Self::sync_all`] without the times, which a read does not need.
+    /// (Every write is durable when it returns: nothing changes here.)
     pub fn sync_data(&self) -> Result<()> {
-        let _in = self.fs.enter();
+        let read = self.fs.enter_read();
+        let _in = read.is_none().then(|| self.fs.enter());
         self.fs.sync_data()
     }
 
     /// [`Self::sync_all`] or [`Self::sync_data`], as `scope` says.
     pub fn sync(&self, scope: SyncScope) -> Result<()> {
-        let _in = self.fs.enter();
         match scope {
             SyncScope::All => self.sync_all(),
             SyncScope::DataOnly => self.sync_data(),

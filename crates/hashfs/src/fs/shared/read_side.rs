@@ -6,6 +6,9 @@
 //! would do (fill a hole, grow the file, show new times, settle a tagged size) sends it
 //! to the image lock instead.
 //!
+//! An fsync whose file's times are on the media already (a write stores them there,
+//! unflushed) flushes them on the read side too; an fdatasync has nothing to change.
+//!
 //! Two overwrites of one file take turns on the inode's writer lock in the region
 //! (`ImageRegion::inode_lock`), as Linux's writes to one file take the inode's lock; a
 //! read takes none, and may see an overwrite in another process half done, as a read on
@@ -18,6 +21,7 @@ use crate::fs::data::Plan;
 use crate::fs::data::Planned;
 use crate::fs::inode::{self, InodeCell};
 use crate::fs::FsInner;
+use crate::layout::inode::{INODE_CTIME_OFF, INODE_MTIME_OFF};
 use crate::layout::Lblk;
 use crate::pm::PmDevice;
 use crate::share::Acquired;
@@ -137,5 +141,34 @@ impl<D: PmDevice> FsInner<D> {
             self.times_pending.fetch_add(1, Ordering::Relaxed);
         }
         Ok(Some(data.len()))
+    }
+
+    /// On a shared mount, inside a read-side call: makes `cell`'s times durable if that
+    /// changes no byte the others read (a write stores its times where they read them,
+    /// `fs/times.rs`, so its pending times are on the media already, unflushed: a flush
+    /// and a fence finish them). False, having done nothing, when the media holds other
+    /// times (the caller persists them under the image lock).
+    pub(crate) fn sync_times_shared(&self, cell: &InodeCell) -> bool {
+        if self.shared.get().is_none() || depth() > 0 {
+            return false;
+        }
+        let mut st = cell.state.write();
+        if !st.times_pending {
+            return true;
+        }
+        if st.freed {
+            return false;
+        }
+        let ioff = self.geo.inode_off(cell.ino);
+        if self.dev.load_u64(ioff + INODE_MTIME_OFF) != st.raw.mtime_ns as u64
+            || self.dev.load_u64(ioff + INODE_CTIME_OFF) != st.raw.ctime_ns as u64
+        {
+            return false;
+        }
+        self.dev.flush(ioff + INODE_MTIME_OFF, 16);
+        self.dev.fence();
+        st.times_pending = false;
+        self.times_pending.fetch_sub(1, Ordering::Relaxed);
+        true
     }
 }
