@@ -38,7 +38,7 @@ fn reads_beside_a_truncating_writer_see_whole_generations() {
         let o = &o;
         s.spawn(move || {
             let f = w.open_file(p("/f"), OpenOptions::new().write(true)).unwrap();
-            for gen in 0..5000u32 {
+            for gen in 0..20_000u32 {
                 f.set_len(0).unwrap();
                 f.write_at(0, &[1 + (gen % 200) as u8; BLOCKS * BLOCK]).unwrap();
             }
