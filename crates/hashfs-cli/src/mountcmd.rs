@@ -75,13 +75,29 @@ pub fn run_foreground_with(image: &Path, mountpoint: &Path, o: &MountOpts) -> Re
         return run_stacked(fs, image, lower, mountpoint, o);
     }
     let cfg = fuse_config(image, o, threads);
+    let watched = o.shared.then(|| fs.clone());
     let mut daemon = hashfs_fuse::HashFsFuse::with_options(fs, o.fuse);
     if o.shared {
         // Record locks through the mount exclude the shim processes' (on the image file).
         daemon = daemon.with_image_locks(image);
     }
-    fuser::mount2(daemon, mountpoint, &cfg).map_err(|e| fail(format!("mount on {}: {e}", mountpoint.display())))?;
-    Ok(())
+    let Some(watched) = watched else {
+        return fuser::mount2(daemon, mountpoint, &cfg)
+            .map_err(|e| fail(format!("mount on {}: {e}", mountpoint.display())));
+    };
+    // A shared mount: the kernel's caches of what others change are dropped as the ring
+    // names it (`hashfs_fuse::watch_changes`).
+    let session = fuser::Session::new(daemon, mountpoint, &cfg)
+        .and_then(fuser::Session::spawn)
+        .map_err(|e| fail(format!("mount on {}: {e}", mountpoint.display())))?;
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let watch = hashfs_fuse::watch_changes(watched, session.notifier(), stop.clone());
+    let ended = session.join();
+    stop.store(true, std::sync::atomic::Ordering::Release);
+    if let Some(w) = watch {
+        let _ = w.join(); // its handle of the file system goes: the last one unmounts it
+    }
+    ended.map_err(|e| fail(format!("mount on {}: {e}", mountpoint.display())))
 }
 
 /// After an exclusive open of `image` failed: whether processes that share it have it

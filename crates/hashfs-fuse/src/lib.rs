@@ -18,6 +18,8 @@ mod locks;
 mod nodes;
 mod session;
 pub mod stacked;
+mod watch;
+pub use watch::{watch_changes, WATCH_PERIOD};
 mod stacked_caller;
 
 pub use session::{io_uring_offered, session_config, KernelFlags, DEFAULT_THREADS, IO_URING_DEPTH, NO_IO_URING};

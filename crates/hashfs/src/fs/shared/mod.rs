@@ -503,3 +503,58 @@ pub(crate) fn mount<D: PmDevice>(
         }
     }
 }
+
+/// What other participants of a shared mount changed ([`crate::FileSystem::changes_since`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Changed {
+    /// These inodes (their attributes, mapping, entries or data; in no order, maybe twice).
+    Inodes(Vec<Ino>),
+    /// Anything: more changes than the ring remembers, or a recovery's.
+    Everything,
+}
+
+impl<D: PmDevice> crate::FileSystem<D> {
+    /// On a mount shared by many processes: how many changes have been published (a point
+    /// to ask [`Self::changes_since`] from). None on a mount of one process.
+    pub fn changes_now(&self) -> Option<u64> {
+        let sh = self.inner.shared.get()?;
+        Some(sh.region.words().changes.load(Ordering::Acquire))
+    }
+
+    /// On a mount shared by many processes: the changes published after change `since`
+    /// (by any participant, this one included) and the count up to which they go; read
+    /// without the image lock, for a front end that keeps caches of its own (a mount's
+    /// daemon, whose kernel caches pages and attributes). None on a mount of one process.
+    pub fn changes_since(&self, since: u64) -> Option<(u64, Changed)> {
+        let sh = self.inner.shared.get()?;
+        let words = sh.region.words();
+        let now = words.changes.load(Ordering::Acquire);
+        if now == since {
+            return Some((now, Changed::Inodes(Vec::new())));
+        }
+        let ring = sh.region.ring();
+        let behind = |n: u64| n.saturating_sub(since) > CHANGE_RING as u64 || since > n;
+        if behind(now) {
+            return Some((now, Changed::Everything));
+        }
+        let mut inos = Vec::with_capacity((now - since) as usize);
+        for n in since..now {
+            match ring.get(n) {
+                Change::Inode(ino) => inos.push(ino),
+                Change::Everything => return Some((now, Changed::Everything)),
+            }
+        }
+        // Entries a publisher overwrote while they were read (it went a whole ring past
+        // `since`): anything may have changed.
+        if behind(words.changes.load(Ordering::Acquire)) {
+            return Some((now, Changed::Everything));
+        }
+        Some((now, Changed::Inodes(inos)))
+    }
+
+    /// The inodes this participant caches (a front end invalidates its own copies of them
+    /// when [`Self::changes_since`] says everything may have changed).
+    pub fn cached_inodes(&self) -> Vec<Ino> {
+        self.inner.inodes.cells().iter().map(|c| c.ino).collect()
+    }
+}

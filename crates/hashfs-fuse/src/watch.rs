@@ -1,0 +1,48 @@
+//! A shared mount's watch on the image's ring of changes (issue 56): the kernel caches a
+//! file's pages while a program maps it through the mount, and shim processes change the
+//! image behind it. A thread of the daemon reads the ring every [`WATCH_PERIOD`]
+//! (`hashfs::FileSystem::changes_since`, without the image lock) and tells the kernel to
+//! drop what it caches of each inode named there (`notify_inval_inode`: attributes and
+//! pages, mapped ones unmapped, so the next access reads them again through the daemon).
+//! The bound on what a mapping through the mount shows stale is thus the period plus the
+//! invalidation's own time. Changes the daemon made itself are invalidated too (the ring
+//! does not say who made a change): harmless, the kernel reads them again.
+
+use fuser::{INodeNo, Notifier};
+use hashfs::pm::PmDevice;
+use hashfs::{Changed, FileSystem};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+/// How often the ring is read.
+pub const WATCH_PERIOD: Duration = Duration::from_millis(1);
+
+/// Starts the watch of `fs` (a shared mount; None otherwise), until `stop` is set.
+pub fn watch_changes<D: PmDevice + 'static>(
+    fs: FileSystem<D>,
+    notifier: Notifier,
+    stop: Arc<AtomicBool>,
+) -> Option<JoinHandle<()>> {
+    let mut seen = fs.changes_now()?;
+    std::thread::Builder::new()
+        .name("hashfs-watch".into())
+        .spawn(move || {
+            while !stop.load(Ordering::Acquire) {
+                std::thread::sleep(WATCH_PERIOD);
+                let Some((now, changed)) = fs.changes_since(seen) else { return };
+                let inos = match changed {
+                    Changed::Inodes(v) => v,
+                    Changed::Everything => fs.cached_inodes(),
+                };
+                for ino in inos {
+                    // ENOENT: the kernel does not cache it. Nothing else can fail here
+                    // that a later change would not retry.
+                    let _ = notifier.inval_inode(INodeNo(ino.0 as u64), 0, 0);
+                }
+                seen = now;
+            }
+        })
+        .ok()
+}
