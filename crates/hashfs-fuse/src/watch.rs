@@ -4,8 +4,13 @@
 //! (`hashfs::FileSystem::changes_since`, without the image lock) and tells the kernel to
 //! drop what it caches of each inode named there (`notify_inval_inode`: attributes and
 //! pages, mapped ones unmapped, so the next access reads them again through the daemon).
-//! The bound on what a mapping through the mount shows stale is thus the period plus the
-//! invalidation's own time. Changes the daemon made itself are invalidated too (the ring
+//! Overwrites in place, which that ring does not name (they change no byte another
+//! participant caches), are noted in the image's ring of data changes while this mount
+//! watches it (`hashfs::FileSystem::watch_data`), and read the same way. The bound on what
+//! a mapping through the mount shows stale is thus the period plus the invalidation's own
+//! time, for every change made through calls; a shim process's stores through its own
+//! mapping of a file reach no ring, and a mapping through the mount shows them only when
+//! a call changes the file after them. Changes the daemon made itself are invalidated too (the ring
 //! does not say who made a change): harmless, the kernel reads them again.
 
 use fuser::{INodeNo, Notifier};
@@ -26,22 +31,32 @@ pub fn watch_changes<D: PmDevice + 'static>(
     stop: Arc<AtomicBool>,
 ) -> Option<JoinHandle<()>> {
     let mut seen = fs.changes_now()?;
+    let mut seen_data = fs.watch_data()?;
     std::thread::Builder::new()
         .name("hashfs-watch".into())
         .spawn(move || {
             while !stop.load(Ordering::Acquire) {
                 std::thread::sleep(WATCH_PERIOD);
-                let Some((now, changed)) = fs.changes_since(seen) else { return };
-                let inos = match changed {
-                    Changed::Inodes(v) => v,
-                    Changed::Everything => fs.cached_inodes(),
+                let (Some((now, changed)), Some((now_data, data))) =
+                    (fs.changes_since(seen), fs.data_changes_since(seen_data))
+                else {
+                    return;
                 };
+                let mut inos = Vec::new();
+                for c in [changed, data] {
+                    match c {
+                        Changed::Inodes(v) => inos.extend(v),
+                        Changed::Everything => inos.extend(fs.cached_inodes()),
+                    }
+                }
+                inos.sort_unstable();
+                inos.dedup();
                 for ino in inos {
                     // ENOENT: the kernel does not cache it. Nothing else can fail here
                     // that a later change would not retry.
                     let _ = notifier.inval_inode(INodeNo(ino.0 as u64), 0, 0);
                 }
-                seen = now;
+                (seen, seen_data) = (now, now_data);
             }
         })
         .ok()

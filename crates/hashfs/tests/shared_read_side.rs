@@ -204,3 +204,27 @@ fn an_fsync_beside_others_keeps_the_times_everyone_sees() {
     drop(fs);
     img.check();
 }
+
+/// While a participant watches the ring of data changes (a shared mount's daemon, whose
+/// kernel caches pages of files mapped through it), every overwrite in place is noted
+/// there, on the read side or under the image lock (the ring of changes names neither:
+/// they change no byte another participant caches).
+#[test]
+fn every_overwrite_in_place_is_noted_for_a_watcher() {
+    let img = Image::new("rs-data");
+    let (a, w) = (img.join(), img.join());
+    a.write(p("/f"), &[1u8; 8 * BLOCK]).unwrap();
+    let f = a.open_file(p("/f"), OpenOptions::new().write(true)).unwrap();
+    let mut pos = w.watch_data().expect("a shared mount");
+    for i in 0..300u32 {
+        f.write_at((i % 8) as u64 * BLOCK as u64, &[i as u8; BLOCK]).unwrap();
+        let (next, changed) = w.data_changes_since(pos).unwrap();
+        match changed {
+            hashfs::Changed::Inodes(v) => assert!(v.contains(&f.ino()), "overwrite {i} was not noted: {v:?}"),
+            hashfs::Changed::Everything => panic!("overwrite {i}: the ring lapped with one writer"),
+        }
+        pos = next;
+    }
+    drop((f, a, w));
+    img.check();
+}

@@ -326,6 +326,7 @@ impl<D: PmDevice> FsInner<D> {
         self.write_planned(&plan, off, data);
         if new_size == old_size && plan.iter().all(|p| !p.fresh) {
             self.dev.fence();
+            self.note_data(cell.ino); // no transaction names the inode: a watcher is told
             self.set_write_times(cell.ino, st);
             return Ok(());
         }

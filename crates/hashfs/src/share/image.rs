@@ -8,6 +8,7 @@
 //! have (one store each), and the survivor that takes the lock over recovers the image
 //! as after a power failure and tells every participant to refresh all it caches.
 
+use super::data_ring::DataRing;
 use super::descriptions::Descriptions;
 use super::lock::{Acquired, RobustLock};
 use super::participants::{Participant, Participants, MAX_PARTICIPANTS};
@@ -122,9 +123,10 @@ pub const OPEN_OFF: usize = RING_OFF + page_up(std::mem::size_of::<ChangeRing>()
 pub const DESCRIPTIONS_OFF: usize = OPEN_OFF + page_up(std::mem::size_of::<OpenInodes>());
 pub const READERS_OFF: usize = DESCRIPTIONS_OFF + page_up(std::mem::size_of::<Descriptions>());
 pub const INODE_LOCKS_OFF: usize = READERS_OFF + page_up(std::mem::size_of::<Readers>());
-/// The region's size: 360 KiB.
-pub const REGION_BYTES: usize = INODE_LOCKS_OFF + page_up(std::mem::size_of::<InodeLocks>());
-const _: () = assert!(REGION_BYTES == 360 << 10);
+pub const DATA_RING_OFF: usize = INODE_LOCKS_OFF + page_up(std::mem::size_of::<InodeLocks>());
+/// The region's size: 372 KiB.
+pub const REGION_BYTES: usize = DATA_RING_OFF + page_up(std::mem::size_of::<DataRing>());
+const _: () = assert!(REGION_BYTES == 372 << 10);
 
 /// The parts of a mapped image region.
 pub struct ImageRegion {
@@ -156,6 +158,9 @@ impl ImageRegion {
     }
     fn inode_locks(&self) -> &InodeLocks {
         self.region.at(INODE_LOCKS_OFF)
+    }
+    pub fn data_ring(&self) -> &DataRing {
+        self.region.at(DATA_RING_OFF)
     }
 
     /// Takes the image lock for `me` and waits until no participant is inside a

@@ -9,6 +9,7 @@
 //! used by a shared mount (`fs/shared/mod.rs`).
 
 mod attach;
+mod data_ring;
 mod descriptions;
 mod image;
 mod lock;
@@ -18,6 +19,7 @@ pub mod record_locks;
 mod region;
 
 pub use attach::{region_path, Access, Identity, HEADER_BYTES, LAYOUT_VERSION};
+pub use data_ring::{DataChanges, DataRing, DATA_RING};
 pub use descriptions::{Description, Descriptions, Handle, OffsetGuard, MAX_DESCRIPTIONS};
 pub use image::{Change, ImageRegion, ImageWords, CHANGE_RING, MAX_OPEN_INODES, REGION_BYTES};
 pub use lock::{Acquired, LockWord, RobustLock};

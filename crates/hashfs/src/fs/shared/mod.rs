@@ -288,6 +288,17 @@ impl<D: PmDevice> FsInner<D> {
         self.shared.get().map(|sh| sh.takeovers.load(Ordering::Relaxed))
     }
 
+    /// An overwrite of `ino`'s bytes in place: noted in the ring of data changes when a
+    /// participant watches it (`share/data_ring.rs`).
+    pub(crate) fn note_data(&self, ino: Ino) {
+        if let Some(sh) = self.shared.get() {
+            let ring = sh.region.data_ring();
+            if ring.watched() {
+                ring.note(ino);
+            }
+        }
+    }
+
     /// Whether a participant other than this one has `ino` open (a shared mount; false on
     /// a mount of one process).
     pub(crate) fn open_elsewhere(&self, ino: Ino) -> bool {
@@ -390,6 +401,7 @@ impl<D: PmDevice> FsInner<D> {
 /// Releases what dead participant `p` held in the region: its bits on open inodes and on
 /// open file descriptions.
 fn release_leftovers(region: &ImageRegion, p: Participant) {
+    region.data_ring().unwatch(p);
     region.open_inodes().release_all_of(p);
     region.descriptions().release_all_of(p);
 }
@@ -550,6 +562,25 @@ impl<D: PmDevice> crate::FileSystem<D> {
             return Some((now, Changed::Everything));
         }
         Some((now, Changed::Inodes(inos)))
+    }
+
+    /// On a mount shared by many processes: from now on, every participant's overwrite of
+    /// a file's bytes in place is noted in the image's ring of data changes (which the ring
+    /// of changes does not name), until this participant leaves; the position to read
+    /// [`Self::data_changes_since`] from. None on a mount of one process.
+    pub fn watch_data(&self) -> Option<u64> {
+        let sh = self.inner.shared.get()?;
+        Some(sh.region.data_ring().watch(sh.me()))
+    }
+
+    /// On a watched shared mount ([`Self::watch_data`]): the inodes whose bytes were
+    /// overwritten in place from position `since` on, and the position to read from next.
+    pub fn data_changes_since(&self, since: u64) -> Option<(u64, Changed)> {
+        let sh = self.inner.shared.get()?;
+        Some(match sh.region.data_ring().since(since) {
+            (next, crate::share::DataChanges::Inodes(v)) => (next, Changed::Inodes(v)),
+            (next, crate::share::DataChanges::Everything) => (next, Changed::Everything),
+        })
     }
 
     /// The inodes this participant caches (a front end invalidates its own copies of them

@@ -135,6 +135,7 @@ impl<D: PmDevice> FsInner<D> {
         }
         self.write_planned(&plan, off, data);
         self.dev.fence();
+        self.note_data(cell.ino);
         // The times, unchanged, stay pending for fsync as any write's do (`fs/times.rs`).
         if !st.times_pending {
             st.times_pending = true;

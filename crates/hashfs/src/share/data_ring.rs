@@ -1,0 +1,93 @@
+//! The ring of data changes (issue 56): which inodes' bytes participants overwrote in place,
+//! which the ring of changes (`image.rs`) does not name (an overwrite changes no byte another
+//! participant caches). Kept only while some participant watches it (a shared mount's
+//! daemon, whose kernel caches the pages of files mapped through the mount): an overwrite
+//! then claims a position with one atomic add and stores its inode there, tagged with the
+//! position, so that a reader without any lock tells a slot not yet written from one a
+//! later writer has lapped.
+
+use super::participants::{Participant, MAX_PARTICIPANTS};
+use super::region::Shared;
+use crate::layout::Ino;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Positions the ring remembers.
+pub const DATA_RING: usize = 1024;
+
+/// One word alone on its cache line.
+#[repr(C, align(64))]
+pub struct LineWord {
+    word: AtomicU64,
+}
+
+/// The ring: who watches it, the next position, and the slots.
+#[repr(C)]
+pub struct DataRing {
+    /// A bit per participant that watches the ring.
+    watchers: LineWord,
+    /// The next position to claim.
+    head: LineWord,
+    /// Position `n`'s slot holds `(n as u32) << 32 | ino`.
+    slots: [AtomicU64; DATA_RING],
+}
+
+// SAFETY: atomics only, and arrays of them.
+unsafe impl Shared for LineWord {}
+// SAFETY: as above.
+unsafe impl Shared for DataRing {}
+
+const _: () = assert!(MAX_PARTICIPANTS <= 64, "a watchers word has one bit per participant");
+
+/// What the ring says changed since a position.
+pub enum DataChanges {
+    /// These inodes (maybe twice), up to the position returned with them.
+    Inodes(Vec<Ino>),
+    /// More than the ring remembers.
+    Everything,
+}
+
+impl DataRing {
+    /// Whether anyone watches (an overwrite notes itself only then).
+    pub fn watched(&self) -> bool {
+        self.watchers.word.load(Ordering::Relaxed) != 0
+    }
+
+    /// An overwrite of `ino`'s bytes in place.
+    pub fn note(&self, ino: Ino) {
+        let n = self.head.word.fetch_add(1, Ordering::AcqRel);
+        self.slots[(n % DATA_RING as u64) as usize].store((n & 0xFFFF_FFFF) << 32 | ino.0 as u64, Ordering::Release);
+    }
+
+    /// Participant `me` watches from now on; the position to read from.
+    pub fn watch(&self, me: Participant) -> u64 {
+        self.watchers.word.fetch_or(1 << me.0, Ordering::AcqRel);
+        self.head.word.load(Ordering::Acquire)
+    }
+
+    /// Participant `p` watches no more (it left, or died).
+    pub fn unwatch(&self, p: Participant) {
+        self.watchers.word.fetch_and(!(1 << p.0), Ordering::AcqRel);
+    }
+
+    /// The overwrites from position `since` on, and the position to read from next (a
+    /// slot claimed but not yet written stops the reading there).
+    pub fn since(&self, since: u64) -> (u64, DataChanges) {
+        let head = self.head.word.load(Ordering::Acquire);
+        if head.saturating_sub(since) > DATA_RING as u64 || since > head {
+            return (head, DataChanges::Everything);
+        }
+        let mut inos = Vec::new();
+        for n in since..head {
+            let v = self.slots[(n % DATA_RING as u64) as usize].load(Ordering::Acquire);
+            let tag = v >> 32;
+            if tag == n & 0xFFFF_FFFF {
+                inos.push(Ino(v as u32));
+            } else if n >= DATA_RING as u64 && tag == (n - DATA_RING as u64) & 0xFFFF_FFFF || v == 0 {
+                return (n, DataChanges::Inodes(inos)); // claimed, not yet written
+            } else {
+                return (head, DataChanges::Everything); // lapped while read
+            }
+        }
+        (head, DataChanges::Inodes(inos))
+    }
+}
