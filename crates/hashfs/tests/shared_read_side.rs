@@ -228,3 +228,83 @@ fn every_overwrite_in_place_is_noted_for_a_watcher() {
     drop((f, a, w));
     img.check();
 }
+
+/// Two participants' threads overwrite files of their own at once while a third reads the
+/// ring of data changes without a lock: each overwrite is read exactly once (no slot read
+/// before its writer stored it, none skipped).
+#[test]
+fn concurrent_overwrites_are_each_noted_once() {
+    const PER_WRITER: u32 = 20_000;
+    let img = Image::new("rs-ring");
+    let (a, b, w) = (img.join(), img.join(), img.join());
+    a.write(p("/a"), &[1u8; BLOCK]).unwrap();
+    b.write(p("/b"), &[1u8; BLOCK]).unwrap();
+    let (fa, fb) = (
+        a.open_file(p("/a"), OpenOptions::new().write(true)).unwrap(),
+        b.open_file(p("/b"), OpenOptions::new().write(true)).unwrap(),
+    );
+    let (ia, ib) = (fa.ino(), fb.ino());
+    let mut pos = w.watch_data().unwrap();
+    let done = AtomicBool::new(false);
+    // Overwrites made and overwrites read: the writers wait while they are half a ring
+    // ahead, so that the reader (on two cores, with the writers) never falls a ring behind.
+    let (made, read) = (std::sync::atomic::AtomicU64::new(0), std::sync::atomic::AtomicU64::new(0));
+    // Set when the reader ends, also by a panic, so that no writer waits for it after.
+    let gone = AtomicBool::new(false);
+    struct Gone<'g>(&'g AtomicBool);
+    impl Drop for Gone<'_> {
+        fn drop(&mut self) {
+            self.0.store(true, Ordering::Release);
+        }
+    }
+    let counts = std::thread::scope(|s| {
+        let (done, made, read, gone) = (&done, &made, &read, &gone);
+        let writers: Vec<_> = [&fa, &fb]
+            .into_iter()
+            .map(|f| {
+                s.spawn(move || {
+                    for i in 0..PER_WRITER {
+                        while made.load(Ordering::Acquire) - read.load(Ordering::Acquire) > 512
+                            && !gone.load(Ordering::Acquire)
+                        {
+                            std::thread::yield_now();
+                        }
+                        f.write_at(0, &[i as u8; 64]).unwrap();
+                        made.fetch_add(1, Ordering::AcqRel);
+                    }
+                })
+            })
+            .collect();
+        let reader = s.spawn(move || {
+            let _gone = Gone(gone);
+            let mut counts = std::collections::HashMap::new();
+            loop {
+                let finished = done.load(Ordering::Acquire);
+                let (next, changed) = w.data_changes_since(pos).unwrap();
+                match changed {
+                    hashfs::Changed::Inodes(v) => {
+                        read.fetch_add(v.len() as u64, Ordering::AcqRel);
+                        v.into_iter().for_each(|i| *counts.entry(i).or_insert(0u32) += 1)
+                    }
+                    hashfs::Changed::Everything => panic!("the reader fell a whole ring behind at {pos}"),
+                }
+                pos = next;
+                if finished && w.data_changes_since(pos).unwrap().1 == hashfs::Changed::Inodes(Vec::new()) {
+                    return counts;
+                }
+            }
+        });
+        for t in writers {
+            t.join().unwrap();
+        }
+        done.store(true, Ordering::Release);
+        reader.join().unwrap()
+    });
+    // The first overwrite of each coarse-clock tick goes under the image lock (new times)
+    // and is noted there; every one is noted exactly once.
+    assert_eq!(counts.get(&ia), Some(&PER_WRITER), "{counts:?}");
+    assert_eq!(counts.get(&ib), Some(&PER_WRITER), "{counts:?}");
+    assert_eq!(counts.len(), 2, "only the two files: {counts:?}");
+    drop((fa, fb, a, b));
+    img.check();
+}
