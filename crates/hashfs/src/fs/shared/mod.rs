@@ -398,8 +398,8 @@ impl<D: PmDevice> FsInner<D> {
     }
 }
 
-/// Releases what dead participant `p` held in the region: its bits on open inodes and on
-/// open file descriptions.
+/// Releases what participant `p` (dead, or leaving) held in the region: its bits on open
+/// inodes, on open file descriptions and among the watchers of the ring of data changes.
 fn release_leftovers(region: &ImageRegion, p: Participant) {
     region.data_ring().unwatch(p);
     region.open_inodes().release_all_of(p);
@@ -516,7 +516,8 @@ pub(crate) fn mount<D: PmDevice>(
     }
 }
 
-/// What other participants of a shared mount changed ([`crate::FileSystem::changes_since`]).
+/// What the participants of a shared mount changed ([`crate::FileSystem::changes_since`],
+/// [`crate::FileSystem::data_changes_since`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Changed {
     /// These inodes (their attributes, mapping, entries or data; in no order, maybe twice).
