@@ -70,7 +70,8 @@ impl DataRing {
     }
 
     /// The overwrites from position `since` on, and the position to read from next (a
-    /// slot claimed but not yet written stops the reading there).
+    /// slot claimed but not yet written stops the reading there, until half a ring has
+    /// been written after it: its writer died between the two steps).
     pub fn since(&self, since: u64) -> (u64, DataChanges) {
         let head = self.head.word.load(Ordering::Acquire);
         if head.saturating_sub(since) > DATA_RING as u64 || since > head {
@@ -83,6 +84,11 @@ impl DataRing {
             if tag == n & 0xFFFF_FFFF {
                 inos.push(Ino(v as u32));
             } else if n >= DATA_RING as u64 && tag == (n - DATA_RING as u64) & 0xFFFF_FFFF || v == 0 {
+                if head - n > DATA_RING as u64 / 2 {
+                    // Half a ring written after it and this one still not: its writer died
+                    // between claiming and storing. Past it, with everything changed.
+                    return (head, DataChanges::Everything);
+                }
                 return (n, DataChanges::Inodes(inos)); // claimed, not yet written
             } else {
                 return (head, DataChanges::Everything); // lapped while read
