@@ -246,8 +246,10 @@ fn concurrent_overwrites_are_each_noted_once() {
     let (ia, ib) = (fa.ino(), fb.ino());
     let mut pos = w.watch_data().unwrap();
     let done = AtomicBool::new(false);
-    // Overwrites made and overwrites read: the writers wait while they are half a ring
-    // ahead, so that the reader (on two cores, with the writers) never falls a ring behind.
+    // Overwrites made and overwrites read: the writers wait while they are a quarter of a
+    // ring ahead, so that the reader (on two cores, with the writers) never falls a ring
+    // behind, and a slot whose writer was preempted between its two steps never has half a
+    // ring written after it (which the reader takes for a dead writer's: everything).
     let (made, read) = (std::sync::atomic::AtomicU64::new(0), std::sync::atomic::AtomicU64::new(0));
     // Set when the reader ends, also by a panic, so that no writer waits for it after.
     let gone = AtomicBool::new(false);
@@ -264,7 +266,7 @@ fn concurrent_overwrites_are_each_noted_once() {
             .map(|f| {
                 s.spawn(move || {
                     for i in 0..PER_WRITER {
-                        while made.load(Ordering::Acquire) - read.load(Ordering::Acquire) > 512
+                        while made.load(Ordering::Acquire) - read.load(Ordering::Acquire) > 256
                             && !gone.load(Ordering::Acquire)
                         {
                             std::thread::yield_now();
