@@ -72,10 +72,11 @@ impl Readers {
     pub fn drain(&self, alive: &dyn Fn(Participant) -> bool) {
         // After the fence, as the counts: a reader that joined after the last look at
         // `high` set it before its own fence.
+        // One fence for every count (not one per count, as `drain_one` has for one).
         self.high.count.fence();
         let high = self.high.count.load(Ordering::Relaxed).min(MAX_PARTICIPANTS as u32);
         for (i, c) in self.counts.iter().enumerate().take(high as usize) {
-            drain_one(&c.count, &|| alive(Participant(i as u32)));
+            wait_for_zero(&c.count, &|| alive(Participant(i as u32)));
         }
     }
 
@@ -112,6 +113,11 @@ pub fn leave<W: LockWord>(lock: &W, count: &W) {
 /// it, when `alive` says the participant is dead).
 pub fn drain_one<W: LockWord>(count: &W, alive: &dyn Fn() -> bool) {
     count.fence();
+    wait_for_zero(count, alive)
+}
+
+/// [`drain_one`] after the writer's fence.
+fn wait_for_zero<W: LockWord>(count: &W, alive: &dyn Fn() -> bool) {
     let mut spins = 0;
     loop {
         let c = count.load(Ordering::Acquire);
