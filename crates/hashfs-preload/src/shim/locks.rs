@@ -14,7 +14,7 @@
 
 use super::*;
 
-use hashfs::share::record_locks::{FLOCK_BASE, SPAN, SPAN_SHIFT};
+use hashfs::share::record_locks::{span_start, FLOCK_BASE, SPAN};
 
 /// A descriptor of the image file (O_RDWR, or O_RDONLY when that is all the process may:
 /// its write locks then fail with EBADF, as on a file opened read-only), at a high number
@@ -79,7 +79,7 @@ fn whole_span(ino: Ino) -> libc::flock {
     // SAFETY: a plain C struct, valid zeroed.
     let mut l: libc::flock = unsafe { std::mem::zeroed() };
     l.l_whence = libc::SEEK_SET as i16;
-    l.l_start = (ino.0 as i64) << SPAN_SHIFT;
+    l.l_start = span_start(ino);
     l.l_len = SPAN;
     l
 }
@@ -108,7 +108,7 @@ fn translate(of: &OpenFile, fs: &FileSystem<MmapDevice>, l: &libc::flock) -> Res
     }
     let mut k = *l;
     k.l_whence = libc::SEEK_SET as i16;
-    k.l_start = ((of.ino.0 as i64) << SPAN_SHIFT) + start;
+    k.l_start = span_start(of.ino) + start;
     k.l_len = if len == 0 { SPAN - start } else { len };
     Ok(k)
 }
@@ -119,7 +119,7 @@ fn untranslate(of: &OpenFile, k: &libc::flock, l: &mut libc::flock) {
     if k.l_type == libc::F_UNLCK as i16 {
         return;
     }
-    let base = (of.ino.0 as i64) << SPAN_SHIFT;
+    let base = span_start(of.ino);
     let start = k.l_start - base;
     l.l_whence = libc::SEEK_SET as i16;
     l.l_start = start;
