@@ -705,11 +705,8 @@ impl<'a, D: PmDevice> MapTx<'a, D> {
     /// has committed, then call [`Finished::done`].
     pub fn finish(mut self, tx: &mut Tx<'_, D>) -> Finished<'a, D> {
         let bitmap = self.map.geo.bitmap_off();
-        let mut used: Vec<Run> = self.recorded.clone();
-        used.extend(self.new_nodes.iter().map(|&p| Run { start: p, len: 1 }));
-        let mut freed: Vec<Run> = self.freed_data.clone();
-        freed.extend(self.freed_nodes.iter().map(|&p| Run { start: p, len: 1 }));
-        for e in &used {
+        let new_nodes = self.new_nodes.iter().map(|&p| Run { start: p, len: 1 });
+        for e in self.recorded.iter().copied().chain(new_nodes) {
             for b in e.start..e.start + e.len {
                 let o = bitmap + (b / 64) * 8;
                 let w = self.st.load_u64(o);
@@ -720,8 +717,9 @@ impl<'a, D: PmDevice> MapTx<'a, D> {
         // image a file can map a block the bitmap counts free (or map one block twice), and
         // giving it back twice would put it in the free-run index twice (fsck reports the
         // image; the allocator's index stays the bitmap's).
-        let mut released: Vec<Run> = Vec::with_capacity(freed.len());
-        for e in &freed {
+        let mut freed: Vec<Run> = Vec::with_capacity(self.freed_data.len() + self.freed_nodes.len());
+        let nodes = self.freed_nodes.iter().map(|&p| Run { start: p, len: 1 });
+        for e in self.freed_data.iter().copied().chain(nodes) {
             for b in e.start..e.start + e.len {
                 let o = bitmap + (b / 64) * 8;
                 let w = self.st.load_u64(o);
@@ -730,13 +728,12 @@ impl<'a, D: PmDevice> MapTx<'a, D> {
                     continue;
                 }
                 self.st.store_u64(o, w & !bit);
-                match released.last_mut() {
+                match freed.last_mut() {
                     Some(r) if r.end() == b => r.len += 1,
-                    _ => released.push(Run { start: b, len: 1 }),
+                    _ => freed.push(Run { start: b, len: 1 }),
                 }
             }
         }
-        let freed = released;
         let mut dirty: Vec<u64> = self.st.dirty_pages().collect();
         dirty.extend(self.freed_nodes.iter().map(|&p| self.map.geo.block_off(Pblk(p)).0));
         self.st.into_tx(tx);
