@@ -18,11 +18,11 @@ mod locks;
 mod nodes;
 mod session;
 pub mod stacked;
-mod watch;
-pub use watch::{watch_changes, WATCH_PERIOD};
 mod stacked_caller;
+mod watch;
 
 pub use session::{io_uring_offered, session_config, KernelFlags, DEFAULT_THREADS, IO_URING_DEPTH, NO_IO_URING};
+pub use watch::{watch_changes, WATCH_PERIOD};
 
 use fuser::{
     Errno, FileAttr, FileHandle, FileType as FuseType, Filesystem, FopenFlags, Generation, INodeNo, InitFlags,
@@ -691,8 +691,9 @@ impl<D: PmDevice> Filesystem for HashFsFuse<D> {
     /// Nothing to do at a close (every write reached HashFS before it, under the write-back
     /// cache too: the kernel writes dirty pages back before it would flush), so the first
     /// one is answered ENOSYS and the kernel sends no more. Handles the daemon opened say
-    /// FOPEN_NOFLUSH anyway; the kernel's own (no-open) ones cannot.
-    /// On a shared mount, a close drops the closer's record locks on the file (POSIX).
+    /// FOPEN_NOFLUSH anyway; the kernel's own (no-open) ones cannot. On a shared mount a
+    /// close has work: it drops the closer's record locks on the file (POSIX), so it is
+    /// answered, and the handles say no FOPEN_NOFLUSH.
     fn flush(&self, _req: &Request, i: INodeNo, _fh: FileHandle, lock_owner: LockOwner, reply: ReplyEmpty) {
         match (&self.locks, ino(i)) {
             (Some(l), Ok(i)) => {
