@@ -266,13 +266,17 @@ fn concurrent_overwrites_are_each_noted_once() {
             .map(|f| {
                 s.spawn(move || {
                     for i in 0..PER_WRITER {
-                        while made.load(Ordering::Acquire) - read.load(Ordering::Acquire) > 256
-                            && !gone.load(Ordering::Acquire)
+                        // `read` first: it is never past what `made` says after it.
+                        while {
+                            let r = read.load(Ordering::Acquire);
+                            made.load(Ordering::Acquire) - r > 256
+                        } && !gone.load(Ordering::Acquire)
                         {
                             std::thread::yield_now();
                         }
-                        f.write_at(0, &[i as u8; 64]).unwrap();
+                        // Counted before it is made: `read` never passes `made`.
                         made.fetch_add(1, Ordering::AcqRel);
+                        f.write_at(0, &[i as u8; 64]).unwrap();
                     }
                 })
             })
@@ -296,11 +300,13 @@ fn concurrent_overwrites_are_each_noted_once() {
                 }
             }
         });
-        for t in writers {
-            t.join().unwrap();
-        }
+        // Every writer joined before any result is unwrapped: the reader stops only once
+        // they are done, also when one failed.
+        let ended: Vec<_> = writers.into_iter().map(|t| t.join()).collect();
         done.store(true, Ordering::Release);
-        reader.join().unwrap()
+        let counts = reader.join().unwrap();
+        ended.into_iter().for_each(|r| r.unwrap());
+        counts
     });
     // The first overwrite of each coarse-clock tick goes under the image lock (new times)
     // and is noted there; every one is noted exactly once.
