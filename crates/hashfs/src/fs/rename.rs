@@ -7,6 +7,7 @@
 use super::dir::{check_name, DirIndex, EntryRef};
 use super::inode::{self, InodeCell, InodeMem};
 use super::ops::{PendingEntry, RenameMode};
+use super::race_point;
 use super::FsInner;
 use crate::journal::Tx;
 use crate::layout::dirent::FileType;
@@ -145,6 +146,7 @@ impl<D: PmDevice> FsInner<D> {
         sp_chain: &[Ino],
         dp_chain: &[Ino],
     ) -> Result<Dirs<'a>> {
+        race_point::reached("rename: before the directories are locked");
         let (sp, dp) = (scell.ino, dcell.ino);
         let src_first = if sp == dp || dp_chain.contains(&sp) {
             true
@@ -416,4 +418,62 @@ fn check_rename_kinds(
         }
     }
     Ok(RenameCheck::Proceed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::race_point;
+    use crate::fs::fsck::{fsck, FsckMode};
+    use crate::pm::CrashDevice;
+    use crate::{format, Error, FileSystem, FormatOptions};
+    use std::path::Path;
+    use std::sync::{mpsc, Arc};
+    use std::time::Duration;
+
+    /// A rename stopped before it locks its two directories, while another thread unlinks
+    /// its source and makes a file in the source directory (which takes the freed inode),
+    /// finds no source: the rename fails with ENOENT, the other file keeps its one name,
+    /// and fsck finds nothing. The deterministic form of `tests/races.rs`'s stress, whose
+    /// window it hits now and then; a source entry looked up before the directories are
+    /// locked moves the new file's inode under the old name (`rename-source-looked-up-early`).
+    #[test]
+    fn a_rename_finds_its_source_under_the_directories_locks() {
+        let dev = Arc::new(CrashDevice::new(8 << 20));
+        let opts = FormatOptions { journal_count: 2, journal_blocks: 4, inode_count: Some(64), ..Default::default() };
+        format(&*dev, &opts, &|_, _| {}).expect("format");
+        let (fs, _) = FileSystem::mount(dev.clone(), &|_, _| {}).expect("mount");
+        for d in ["/a", "/b"] {
+            fs.create_dir(Path::new(d), 0o755).unwrap();
+        }
+        fs.write(Path::new("/a/n"), b"old").unwrap();
+        let (go, went) = mpsc::channel::<()>();
+        let (done, finished) = mpsc::channel::<crate::Result<()>>();
+        std::thread::scope(|s| {
+            let fs = &fs;
+            s.spawn(move || {
+                if went.recv().is_ok() {
+                    let r = fs.remove_file(Path::new("/a/n")).and_then(|()| fs.write(Path::new("/a/m"), b"new"));
+                    let _ = done.send(r);
+                }
+            });
+            let mut stopped = false;
+            let _unset = race_point::on_this_thread(move |point| {
+                if point == "rename: before the directories are locked" && !stopped {
+                    stopped = true;
+                    go.send(()).unwrap();
+                    let r = finished.recv_timeout(Duration::from_secs(10));
+                    r.expect("the other thread's unlink waits for nothing the rename holds").expect("unlink, create");
+                }
+            });
+            let r = fs.rename(Path::new("/a/n"), Path::new("/b/n"));
+            assert!(matches!(r, Err(Error::NotFound)), "the rename of an unlinked source: {r:?}");
+        });
+        assert!(matches!(fs.read(Path::new("/b/n")), Err(Error::NotFound)));
+        assert_eq!(fs.read(Path::new("/a/m")).unwrap(), b"new");
+        let names: Vec<Vec<u8>> = fs.read_dir(Path::new("/a")).unwrap().into_iter().map(|e| e.name).collect();
+        assert_eq!(names, [b"m".to_vec()]);
+        drop(fs);
+        let report = fsck(dev, FsckMode::Check, &|_, _| {}).expect("fsck ran");
+        assert!(report.findings.is_empty(), "fsck findings: {:#?}", report.findings);
+    }
 }
