@@ -137,6 +137,7 @@ bugs=(
     "mount-watch-off|crates/hashfs-cli/src/mountcmd.rs|a shared mount does not watch the ring of changes (the kernel keeps the pages a mapping through the mount faulted in before a shim process's change, with no bound)|test fuse_shared an_existing_mapping_through_the_mount_sees_a_change_soon"
     "read-side-overwrite-unnoted|crates/hashfs/src/fs/shared/read_side.rs|an overwrite on the read side is not noted in the ring of data changes (a mapping through a shared mount keeps the page from before it)|test shared_read_side every_overwrite_in_place_is_noted_for_a_watcher"
     "data-ring-untagged|crates/hashfs/src/share/data_ring.rs|a reader of the ring of data changes takes every slot up to the head, also one claimed and not yet written (it reads an old inode there and misses the overwrite)|unit a_claimed_unwritten_slot_stops_the_reader_until_half_a_ring_passes_it"
+    "create-lost-not-retried|crates/hashfs-preload/src/shim/fd.rs|the shim's open with O_CREAT fails with EEXIST when it found the name free and another process made it before its create (SQLite then opens its files read-only)|test processes two_processes_creating_one_name_both_open_it"
     "ctfs-unlogged-pswap|crates/hashfs/src/mapping/ctfs/tx.rs|ctFS's partition move stores its page-table swap straight to PM before the transaction that names the new partition (the released ctFS's order)|ctfs append,write-past-eof,truncate-down"
 )
 
@@ -423,6 +424,10 @@ elif name == "data-ring-untagged":
     sub("crates/hashfs/src/share/data_ring.rs",
         "            if tag == n & 0xFFFF_FFFF {\n",
         "            if tag == n & 0xFFFF_FFFF || v != u64::MAX {\n")
+elif name == "create-lost-not-retried":
+    sub("crates/hashfs-preload/src/shim/fd.rs",
+        "                        Err(Error::Exists) if flags & libc::O_EXCL == 0 => return Err(Error::NotFound),\n",
+        "")
 elif name == "exec-descriptor-unnamed":
     sub("crates/hashfs-preload/src/shim/exec.rs",
         "        if !name_after(fd, h) {\n",

@@ -302,6 +302,41 @@ int main(int argc, char **argv) {
     img.fsck_clean();
 }
 
+/// Two processes open the same new names with O_CREAT (no O_EXCL) in one order, each
+/// racing the other to make them: every open succeeds, whichever made the file. An open
+/// that finds a name free and then loses the create to the other process opens what the
+/// other made (before, it failed with EEXIST, and SQLite, which opens its WAL and its
+/// shared-memory file that way and falls back to read-only on any failure, stopped with
+/// "attempt to write a readonly database"). Planted `create-lost-not-retried`.
+#[test]
+fn two_processes_creating_one_name_both_open_it() {
+    let img = image();
+    img.ok("mkdir", &[&p("/d")]);
+    let opener = format!(
+        "import os, sys\nbad = 0\nfor i in range(1500):\n    try:\n        os.close(os.open('{d}/n%d' % i, os.O_RDWR | os.O_CREAT, 0o644))\n    except OSError as e:\n        bad += 1\n        print(e, file=sys.stderr)\nprint(bad)",
+        d = p("/d")
+    );
+    let a = img
+        .cmd("python3")
+        .args(["-c", &opener])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let b = img.cmd("python3").args(["-c", &opener]).output().unwrap();
+    let a = a.wait_with_output().unwrap();
+    for out in [a, b] {
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout),
+            "0\n",
+            "opens failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    img.fsck_clean();
+}
+
 /// One process saves a file the atomic way, again and again (write a temporary file,
 /// rename it over the name), while another stats, lists and reads the name: rename
 /// replaces the name atomically, so no call may fail (stat, listxattr, open). (Each resolves its path
