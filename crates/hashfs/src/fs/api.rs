@@ -371,7 +371,10 @@ impl<D: PmDevice> FileSystem<D> {
     // ---- inode-level API ----
 
     pub fn lookup(&self, parent: Ino, name: &[u8]) -> Result<Metadata> {
-        let _in = self.inner.enter();
+        // On a shared mount, beside other participants' reads (the read side): a lookup or
+        // a walk of a path reads directories and fills this participant's caches only.
+        let read = self.inner.enter_read();
+        let _in = read.is_none().then(|| self.inner.enter());
         let (ino, _) = self.inner.lookup(parent, name)?;
         self.getattr(ino)
     }
@@ -597,13 +600,15 @@ impl<D: PmDevice> FileSystem<D> {
 
     /// The inode at `path`, following a final symlink.
     pub fn resolve(&self, path: &Path) -> Result<Ino> {
-        let _in = self.inner.enter();
+        let read = self.inner.enter_read();
+        let _in = read.is_none().then(|| self.inner.enter());
         self.walk(Self::components(path)?, LastLink::Follow)
     }
 
     /// The inode at `path`, not following a final symlink.
     pub fn resolve_nofollow(&self, path: &Path) -> Result<Ino> {
-        let _in = self.inner.enter();
+        let read = self.inner.enter_read();
+        let _in = read.is_none().then(|| self.inner.enter());
         self.walk(Self::components(path)?, LastLink::NoFollow)
     }
 
@@ -623,17 +628,20 @@ impl<D: PmDevice> FileSystem<D> {
     }
 
     pub fn metadata(&self, path: &Path) -> Result<Metadata> {
-        let _in = self.inner.enter();
+        let read = self.inner.enter_read();
+        let _in = read.is_none().then(|| self.inner.enter());
         self.getattr(self.resolve(path)?)
     }
 
     pub fn symlink_metadata(&self, path: &Path) -> Result<Metadata> {
-        let _in = self.inner.enter();
+        let read = self.inner.enter_read();
+        let _in = read.is_none().then(|| self.inner.enter());
         self.getattr(self.resolve_nofollow(path)?)
     }
 
     pub fn exists(&self, path: &Path) -> bool {
-        let _in = self.inner.enter();
+        let read = self.inner.enter_read();
+        let _in = read.is_none().then(|| self.inner.enter());
         self.resolve(path).is_ok()
     }
 
