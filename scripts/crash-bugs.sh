@@ -138,6 +138,9 @@ bugs=(
     "read-side-overwrite-unnoted|crates/hashfs/src/fs/shared/read_side.rs|an overwrite on the read side is not noted in the ring of data changes (a mapping through a shared mount keeps the page from before it)|test shared_read_side every_overwrite_in_place_is_noted_for_a_watcher"
     "data-ring-untagged|crates/hashfs/src/share/data_ring.rs|a reader of the ring of data changes takes every slot up to the head, also one claimed and not yet written (it reads an old inode there and misses the overwrite)|unit a_claimed_unwritten_slot_stops_the_reader_until_half_a_ring_passes_it"
     "create-lost-not-retried|crates/hashfs-preload/src/shim/fd.rs|the shim's open with O_CREAT fails with EEXIST when it found the name free and another process made it before its create (SQLite then opens its files read-only)|test processes two_processes_creating_one_name_both_open_it"
+    "mount-rename-unlocked|crates/hashfs/src/fs/api.rs|a rename by inode (the mount's) runs without the image lock: it neither waits for the other participants nor publishes what it changed (a shim process keeps its old view of the names)|test fuse_shared saves_on_either_side_are_read_whole_on_the_other"
+    "mount-node-id-is-ino|crates/hashfs-fuse/src/nodes.rs|the mount gives the kernel inode numbers as node IDs (a directory another participant removed, whose number a new directory took, lists the new one's names through the kernel's old inode)|test fuse_shared a_removed_directory_never_turns_into_the_one_that_takes_its_number"
+    "mount-lookup-not-kept|crates/hashfs-fuse/src/lib.rs|a shared mount's lookup does not keep the regular file it finds open for the kernel's open that follows (another participant's rename over the name frees it between the two, and the open fails with ESTALE)|test fuse_shared saves_on_either_side_are_read_whole_on_the_other"
     "ctfs-unlogged-pswap|crates/hashfs/src/mapping/ctfs/tx.rs|ctFS's partition move stores its page-table swap straight to PM before the transaction that names the new partition (the released ctFS's order)|ctfs append,write-past-eof,truncate-down"
 )
 
@@ -428,6 +431,18 @@ elif name == "create-lost-not-retried":
     sub("crates/hashfs-preload/src/shim/fd.rs",
         "                        Err(Error::Exists) if flags & libc::O_EXCL == 0 => return Err(Error::NotFound),\n",
         "")
+elif name == "mount-rename-unlocked":
+    sub("crates/hashfs/src/fs/api.rs",
+        "        let _in = self.inner.enter();\n        self.inner.rename(parent, name, new_parent, new_name, mode)\n",
+        "        self.inner.rename(parent, name, new_parent, new_name, mode)\n")
+elif name == "mount-node-id-is-ino":
+    sub("crates/hashfs-fuse/src/nodes.rs",
+        "        INodeNo(m.ino.get() | u64::from(m.generation) << 32)\n",
+        "        INodeNo(m.ino.get())\n")
+elif name == "mount-lookup-not-kept":
+    sub("crates/hashfs-fuse/src/lib.rs",
+        "if self.locks.is_none() || self.nodes.keep_recent(&self.fs, &m) || tries == hashfs::OPEN_RETRIES {",
+        "if self.locks.is_none() || tries >= 1 || tries == hashfs::OPEN_RETRIES {")
 elif name == "exec-descriptor-unnamed":
     sub("crates/hashfs-preload/src/shim/exec.rs",
         "        if !name_after(fd, h) {\n",

@@ -128,6 +128,128 @@ fn either_side_killed_leaves_the_other_running() {
     m.fsck_clean();
 }
 
+/// One side saves a file the atomic way (a temporary written whole, renamed over the
+/// name) again and again while the other reads the name, both ways at once: a shim
+/// process saves `s` while the test reads it through the mount, and the test saves `t`
+/// through the mount while a shim process reads it. Every read is one save's bytes whole
+/// (two blocks, each line naming its save), and the saves seen never go back.
+#[test]
+fn saves_on_either_side_are_read_whole_on_the_other() {
+    if !fuse_available() {
+        return;
+    }
+    const SAVES: u32 = 300;
+    let mut m = mounted_shared();
+    let img = m.image.clone();
+    let content = |i: u32| format!("{i:07}\n").repeat(1024).into_bytes();
+    fs::write(m.path("s"), content(0)).unwrap();
+    fs::write(m.path("t"), content(0)).unwrap();
+    let check = |what: &str, bytes: &[u8], last: &mut u32| {
+        let i: u32 =
+            std::str::from_utf8(&bytes[..bytes.len().min(7)]).ok().and_then(|t| t.parse().ok()).unwrap_or(u32::MAX);
+        assert!(
+            i <= SAVES && bytes == content(i).as_slice(),
+            "{what}: a read of {} bytes is no save whole",
+            bytes.len()
+        );
+        assert!(i >= *last, "{what}: save {i} read after save {last}");
+        *last = i;
+    };
+    let program = m.dir.path().join("prog.py");
+    fs::write(
+        &program,
+        format!(
+            "import os, sys, time\n\
+             def content(i): return (b'%07d\\n' % i) * 1024\n\
+             if sys.argv[1] == 'save':\n\
+             \x20   for i in range(1, {SAVES} + 1):\n\
+             \x20       with open('/pm/s.tmp', 'wb') as f: f.write(content(i))\n\
+             \x20       os.rename('/pm/s.tmp', '/pm/s')\n\
+             else:\n\
+             \x20   open('/pm/ready', 'w').close()\n\
+             \x20   last, reads, t0 = 0, 0, time.time()\n\
+             \x20   while last < {SAVES} and time.time() - t0 < 30:\n\
+             \x20       b = open('/pm/t', 'rb').read()\n\
+             \x20       i = int(b[:7])\n\
+             \x20       assert b == content(i), 'a read of %d bytes is no save whole' % len(b)\n\
+             \x20       assert i >= last, 'save %d read after save %d' % (i, last)\n\
+             \x20       last, reads = i, reads + 1\n\
+             \x20   assert last == {SAVES}, 'the saves through the mount stopped at %d for the shim' % last\n\
+             \x20   print(reads)\n"
+        ),
+    )
+    .unwrap();
+    let run = |arg: &str| {
+        shim(&img, &format!("python3 {} {arg}", program.display()))
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let (saver, reader) = (run("save"), run("read"));
+    // The mount's saves on a thread of their own; the mount's reads on this one.
+    let (mount_reads, reader) = std::thread::scope(|sc| {
+        let m = &m;
+        sc.spawn(move || {
+            wait_for("the shim's reader", || m.path("ready").exists());
+            for i in 1..=SAVES {
+                fs::write(m.path("t.tmp"), content(i)).unwrap();
+                fs::rename(m.path("t.tmp"), m.path("t")).unwrap();
+            }
+        });
+        let mut saver = saver;
+        let (mut last, mut reads) = (0, 0);
+        while saver.try_wait().unwrap().is_none() {
+            check("read through the mount", &fs::read(m.path("s")).unwrap(), &mut last);
+            reads += 1;
+        }
+        let o = saver.wait_with_output().unwrap();
+        assert!(o.status.success(), "the shim's saves: {}", String::from_utf8_lossy(&o.stderr));
+        check("the last read through the mount", &fs::read(m.path("s")).unwrap(), &mut last);
+        assert_eq!(last, SAVES);
+        (reads, reader.wait_with_output().unwrap())
+    });
+    assert!(reader.status.success(), "the shim's reads: {}", String::from_utf8_lossy(&reader.stderr));
+    let shim_reads: u32 = String::from_utf8_lossy(&reader.stdout).trim().parse().unwrap();
+    // Each side read while the other saved (not only before and after).
+    assert!(
+        mount_reads > 10 && shim_reads > 10,
+        "reads through the mount {mount_reads}, through the shim {shim_reads}"
+    );
+    m.stop();
+    m.fsck_clean();
+}
+
+/// A directory the mount's kernel still knows (an open descriptor of it) that a shim
+/// process removes, and whose inode number a new directory takes: what the kernel knew is
+/// gone, never the new directory (the kernel's node IDs carry the inode's generation,
+/// `hashfs-fuse/src/nodes.rs`). Through the old descriptor the listing fails or is empty,
+/// never the new directory's names; a lookup of the new name finds the new directory.
+#[test]
+fn a_removed_directory_never_turns_into_the_one_that_takes_its_number() {
+    if !fuse_available() {
+        return;
+    }
+    let mut m = mounted_shared();
+    let img = m.image.clone();
+    fs::create_dir(m.path("d")).unwrap();
+    let held = fs::File::open(m.path("d")).unwrap();
+    let ino = held.metadata().unwrap().ino();
+    let e = shim_ok(&img, "rmdir /pm/d && mkdir /pm/e && touch /pm/e/secret && stat -c %i /pm/e");
+    assert_eq!(e.trim(), ino.to_string(), "the test needs the number taken again");
+    // Listed before any lookup of the new name through the mount (which shows the kernel
+    // the new generation, and the kernel then drops its old inode by itself).
+    let through_old = format!("/proc/self/fd/{}", std::os::fd::AsRawFd::as_raw_fd(&held));
+    if let Ok(list) = fs::read_dir(&through_old) {
+        let names: Vec<_> = list.filter_map(|e| e.ok()).map(|e| e.file_name()).collect();
+        assert!(names.is_empty(), "the removed directory lists the new one's names: {names:?}");
+    }
+    assert!(m.path("e/secret").exists());
+    drop(held);
+    m.stop();
+    m.fsck_clean();
+}
+
 /// `git` through the mount on a repository that a shim process keeps committing to, and
 /// the other way round: every `git log` through the mount meanwhile succeeds (git replaces
 /// its refs by rename, so a reader that sees each rename whole sees a whole history), the

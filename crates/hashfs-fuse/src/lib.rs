@@ -44,7 +44,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use nodes::Nodes;
+use nodes::{ino_of, node_id, Nodes};
 
 /// How long the kernel may cache names and attributes by default (mount option
 /// `cache_timeout=SECONDS`). The image is locked by this daemon, so every
@@ -123,11 +123,6 @@ fn xattr_reply(reply: ReplyXattr, data: &[u8], size: u32) {
     } else {
         reply.data(data);
     }
-}
-
-/// The HashFS inode for a kernel inode number (one HashFS never gave out: ENOENT).
-fn ino(i: INodeNo) -> Result<Ino, Error> {
-    u32::try_from(i.0).map(Ino).map_err(|_| Error::NotFound)
 }
 
 enum Handle<D: PmDevice> {
@@ -272,7 +267,7 @@ impl<D: PmDevice> HashFsFuse<D> {
     /// own open of a file it did not ask the daemon to open (no-open mode).
     fn io_file(&self, i: INodeNo, fh: FileHandle) -> Result<Arc<File<D>>, Error> {
         if fh.0 == 0 {
-            self.nodes.file(&self.fs, ino(i)?)
+            self.nodes.file(&self.fs, i)
         } else {
             self.file(fh)
         }
@@ -339,11 +334,46 @@ impl<D: PmDevice> HashFsFuse<D> {
         self.finish_new(m, &inh)
     }
 
+    /// The HashFS inode the kernel's node ID names (`nodes.rs`): ESTALE when that inode is
+    /// gone or its number is another inode's now (freed by another participant of a
+    /// shared mount since the kernel was given it).
+    fn ino(&self, i: INodeNo) -> Result<Ino, Error> {
+        let (ino, generation) = ino_of(i);
+        if generation != 0 {
+            match self.fs.peek_attr(ino) {
+                Ok(m) if m.generation == generation => {}
+                Ok(_) | Err(Error::NotFound) => return Err(Error::Stale(ino.0)),
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(ino)
+    }
+
+    /// Opens the inode the kernel's node ID names. Checked again once open (the open holds
+    /// it): another participant may have freed it and a new file taken its number since
+    /// the check, and the kernel, told ESTALE, looks the path up again and opens what it
+    /// names now, as an open racing a rename on a local file system opens the old file or
+    /// the new.
+    fn open_node(&self, i: INodeNo, access: Access) -> Result<File<D>, Error> {
+        let ino = self.ino(i)?;
+        let f = self.fs.open_ino(ino, access).map_err(|e| {
+            if matches!(e, Error::NotFound) {
+                Error::Stale(ino.0)
+            } else {
+                e
+            }
+        })?;
+        if node_id(&f.metadata()?) != i {
+            return Err(Error::Stale(ino.0));
+        }
+        Ok(f)
+    }
+
     fn entry(&self, reply: ReplyEntry, r: Result<Metadata, Error>) {
         match r {
             Ok(m) => {
-                self.nodes.looked_up(m.ino);
-                reply.entry(&self.opts.cache_timeout, &attr(&m), Generation(m.generation as u64))
+                self.nodes.looked_up(node_id(&m));
+                reply.entry_node(node_id(&m), &self.opts.cache_timeout, &attr(&m), Generation(m.generation as u64))
             }
             Err(e) => reply.error(errno(&e)),
         }
@@ -397,21 +427,29 @@ impl<D: PmDevice> Filesystem for HashFsFuse<D> {
     }
 
     fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
-        match ino(parent) {
-            Ok(p) => self.entry(reply, self.fs.lookup(p, name.as_bytes())),
-            Err(e) => reply.error(errno(&e)),
-        }
+        let r = self.ino(parent).and_then(|p| {
+            let mut tries = 0;
+            loop {
+                tries += 1;
+                let m = self.fs.lookup(p, name.as_bytes())?;
+                // On a shared mount the file is kept open for the kernel's open that may
+                // follow (`Nodes::keep_recent`); one freed between the lookup and that
+                // is looked up again.
+                if self.locks.is_none() || self.nodes.keep_recent(&self.fs, &m) || tries == hashfs::OPEN_RETRIES {
+                    return Ok(m);
+                }
+            }
+        });
+        self.entry(reply, r)
     }
 
     /// The kernel let go of an inode it was given `nlookup` times (see `nodes.rs`).
     fn forget(&self, _req: &Request, i: INodeNo, nlookup: u64) {
-        if let Ok(i) = ino(i) {
-            self.nodes.forget(i, nlookup);
-        }
+        self.nodes.forget(i, nlookup);
     }
 
     fn getattr(&self, _req: &Request, i: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
-        match ino(i).and_then(|i| self.fs.getattr(i)) {
+        match self.ino(i).and_then(|i| self.fs.getattr(i)) {
             Ok(m) => reply.attr(&self.opts.cache_timeout, &attr(&m)),
             Err(e) => reply.error(errno(&e)),
         }
@@ -445,7 +483,7 @@ impl<D: PmDevice> Filesystem for HashFsFuse<D> {
         // by an unprivileged caller, and on every owner or group change of a non-directory
         // (root's too, as Linux's chown), in the same transaction.
         let kill = size.is_some() && mode.is_none() && req.uid() != 0;
-        match ino(i).and_then(|i| {
+        match self.ino(i).and_then(|i| {
             if (uid.is_some() || gid.is_some()) && mode.is_none() {
                 let md = self.fs.peek_attr(i)?;
                 let kept = hashfs::perm_without_set_id(md.perm, md.file_type);
@@ -464,7 +502,7 @@ impl<D: PmDevice> Filesystem for HashFsFuse<D> {
     }
 
     fn readlink(&self, _req: &Request, i: INodeNo, reply: ReplyData) {
-        match ino(i).and_then(|i| self.fs.readlink_ino(i)) {
+        match self.ino(i).and_then(|i| self.fs.readlink_ino(i)) {
             Ok(t) => reply.data(&t),
             Err(e) => reply.error(errno(&e)),
         }
@@ -473,7 +511,7 @@ impl<D: PmDevice> Filesystem for HashFsFuse<D> {
     fn mknod(&self, req: &Request, parent: INodeNo, name: &OsStr, mode: u32, umask: u32, rdev: u32, reply: ReplyEntry) {
         // FIFOs, devices and sockets are inodes of their own type; the kernel supplies
         // their behaviour (pipes, device drivers, socket binding) once they exist.
-        let r = ino(parent).and_then(|p| match FileType::from_mknod_mode(mode) {
+        let r = self.ino(parent).and_then(|p| match FileType::from_mknod_mode(mode) {
             Some(FileType::Regular) => self.create_regular(req, p, name, mode, umask),
             Some(t) => {
                 let (owner, inh) = self.new_owner(req, p, mode, umask, t)?;
@@ -491,7 +529,7 @@ impl<D: PmDevice> Filesystem for HashFsFuse<D> {
     }
 
     fn mkdir(&self, req: &Request, parent: INodeNo, name: &OsStr, mode: u32, umask: u32, reply: ReplyEntry) {
-        let r = ino(parent).and_then(|p| {
+        let r = self.ino(parent).and_then(|p| {
             let (owner, inh) = self.new_owner(req, p, mode, umask, FileType::Directory)?;
             let m = self.fs.mkdir_at(p, name.as_bytes(), inh.perm, owner)?;
             self.finish_new(m, &inh)
@@ -500,7 +538,7 @@ impl<D: PmDevice> Filesystem for HashFsFuse<D> {
     }
 
     fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        let r = ino(parent).and_then(|p| {
+        let r = self.ino(parent).and_then(|p| {
             self.nodes.hold(&self.fs, p, name.as_bytes());
             self.fs.unlink_at(p, name.as_bytes())
         });
@@ -511,14 +549,14 @@ impl<D: PmDevice> Filesystem for HashFsFuse<D> {
     }
 
     fn rmdir(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        match ino(parent).and_then(|p| self.fs.rmdir_at(p, name.as_bytes())) {
+        match self.ino(parent).and_then(|p| self.fs.rmdir_at(p, name.as_bytes())) {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(errno(&e)),
         }
     }
 
     fn symlink(&self, req: &Request, parent: INodeNo, link_name: &OsStr, target: &Path, reply: ReplyEntry) {
-        let r = ino(parent).and_then(|p| {
+        let r = self.ino(parent).and_then(|p| {
             let (owner, _) = self.new_owner(req, p, 0o777, 0, FileType::Symlink)?;
             self.fs.symlink_at(p, link_name.as_bytes(), target.as_os_str().as_bytes(), owner)
         });
@@ -544,7 +582,7 @@ impl<D: PmDevice> Filesystem for HashFsFuse<D> {
         } else {
             return reply.error(Errno::EINVAL); // RENAME_WHITEOUT
         };
-        let r = ino(parent).and_then(|p| ino(newparent).map(|n| (p, n))).and_then(|(p, n)| {
+        let r = self.ino(parent).and_then(|p| self.ino(newparent).map(|n| (p, n))).and_then(|(p, n)| {
             if mode == RenameMode::Replace {
                 self.nodes.hold(&self.fs, n, newname.as_bytes());
             }
@@ -557,8 +595,9 @@ impl<D: PmDevice> Filesystem for HashFsFuse<D> {
     }
 
     fn link(&self, _req: &Request, i: INodeNo, newparent: INodeNo, newname: &OsStr, reply: ReplyEntry) {
-        let r = ino(i)
-            .and_then(|i| ino(newparent).map(|n| (i, n)))
+        let r = self
+            .ino(i)
+            .and_then(|i| self.ino(newparent).map(|n| (i, n)))
             .and_then(|(i, n)| self.fs.link_at(i, n, newname.as_bytes()));
         self.entry(reply, r)
     }
@@ -577,7 +616,7 @@ impl<D: PmDevice> Filesystem for HashFsFuse<D> {
             return reply.error(Errno::ENOSYS);
         }
         let access = self.access(flags.0);
-        match ino(i).and_then(|i| self.fs.open_ino(i, access)) {
+        match self.open_node(i, access) {
             Ok(f) => {
                 if flags.0 & libc::O_TRUNC != 0 && access.write {
                     if let Err(e) = f.set_len(0) {
@@ -608,18 +647,19 @@ impl<D: PmDevice> Filesystem for HashFsFuse<D> {
         // Once the kernel opens files itself it may never release a CREATE's handle: the
         // new file is then served, as its own opens are, through its inode's file, kept
         // until the kernel forgets the inode (handle 0).
-        let r = ino(parent).and_then(|p| {
+        let r = self.ino(parent).and_then(|p| {
             let m = self.create_regular(req, p, name, mode, umask)?;
             if self.no_open() {
-                self.nodes.created(&self.fs, m.ino)?;
+                self.nodes.created(&self.fs, &m)?;
                 return Ok((m, FileHandle(0)));
             }
             let f = self.fs.open_ino(m.ino, self.create_access(flags))?;
-            self.nodes.looked_up(m.ino);
+            self.nodes.looked_up(node_id(&m));
             Ok((m, self.add_handle(Handle::File(Arc::new(f)))))
         });
         match r {
-            Ok((m, fh)) => reply.created(
+            Ok((m, fh)) => reply.created_node(
+                node_id(&m),
                 &self.opts.cache_timeout,
                 &attr(&m),
                 Generation(m.generation as u64),
@@ -695,7 +735,7 @@ impl<D: PmDevice> Filesystem for HashFsFuse<D> {
     /// close has work: it drops the closer's record locks on the file (POSIX), so it is
     /// answered, and the handles say no FOPEN_NOFLUSH.
     fn flush(&self, _req: &Request, i: INodeNo, _fh: FileHandle, lock_owner: LockOwner, reply: ReplyEmpty) {
-        match (&self.locks, ino(i)) {
+        match (&self.locks, self.ino(i)) {
             (Some(l), Ok(i)) => {
                 l.closed(i, lock_owner.0);
                 reply.ok()
@@ -719,7 +759,7 @@ impl<D: PmDevice> Filesystem for HashFsFuse<D> {
         reply: ReplyLock,
     ) {
         let Some(l) = &self.locks else { return reply.error(Errno::ENOSYS) };
-        match ino(i).map_err(|e| e.errno()).and_then(|i| l.test(i, lock_owner.0, start, end, typ)) {
+        match self.ino(i).map_err(|e| e.errno()).and_then(|i| l.test(i, lock_owner.0, start, end, typ)) {
             Ok(Some(c)) => reply.locked(c.start, c.end, c.typ, c.pid),
             Ok(None) => reply.locked(start, end, libc::F_UNLCK, 0),
             Err(e) => reply.error(Errno::from_i32(e)),
@@ -742,7 +782,7 @@ impl<D: PmDevice> Filesystem for HashFsFuse<D> {
         reply: ReplyEmpty,
     ) {
         let Some(l) = &self.locks else { return reply.error(Errno::ENOSYS) };
-        let i = match ino(i) {
+        let i = match self.ino(i) {
             Ok(i) => i,
             Err(e) => return reply.error(errno(&e)),
         };
@@ -788,7 +828,7 @@ impl<D: PmDevice> Filesystem for HashFsFuse<D> {
     }
 
     fn opendir(&self, _req: &Request, i: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
-        match ino(i).and_then(|i| self.fs.getattr(i)) {
+        match self.ino(i).and_then(|i| self.fs.getattr(i)) {
             Ok(m) if m.is_dir() => reply.opened(self.add_handle(Handle::Dir), FopenFlags::empty()),
             Ok(_) => reply.error(Errno::ENOTDIR),
             Err(e) => reply.error(errno(&e)),
@@ -796,7 +836,7 @@ impl<D: PmDevice> Filesystem for HashFsFuse<D> {
     }
 
     fn readdir(&self, _req: &Request, i: INodeNo, _fh: FileHandle, offset: u64, mut reply: ReplyDirectory) {
-        let dir = match ino(i) {
+        let dir = match self.ino(i) {
             Ok(d) => d,
             Err(e) => return reply.error(errno(&e)),
         };
@@ -834,7 +874,7 @@ impl<D: PmDevice> Filesystem for HashFsFuse<D> {
     /// carry no attributes (the kernel skips them). An entry removed between the listing and
     /// its getattr is left out, as if listed after the removal.
     fn readdirplus(&self, _req: &Request, i: INodeNo, _fh: FileHandle, offset: u64, mut reply: ReplyDirectoryPlus) {
-        let dir = match ino(i) {
+        let dir = match self.ino(i) {
             Ok(d) => d,
             Err(e) => return reply.error(errno(&e)),
         };
@@ -849,8 +889,8 @@ impl<D: PmDevice> Filesystem for HashFsFuse<D> {
         }
         if offset <= 1 {
             let parent = self.fs.parent_of(dir).unwrap_or(dir);
-            match dot(self.fs.getattr(parent)) {
-                Ok(a) if reply.add(INodeNo(parent.get()), 2, "..", &Duration::ZERO, &a, Generation(0)) => {
+            match self.fs.getattr(parent) {
+                Ok(m) if reply.add(node_id(&m), 2, "..", &Duration::ZERO, &attr(&m), Generation(0)) => {
                     return reply.ok()
                 }
                 Ok(_) => {}
@@ -870,7 +910,7 @@ impl<D: PmDevice> Filesystem for HashFsFuse<D> {
                 match self.fs.getattr(e.ino) {
                     Ok(m) => {
                         let full = reply.add(
-                            INodeNo(e.ino.get()),
+                            node_id(&m),
                             e.cookie + 2,
                             OsStr::from_bytes(&e.name),
                             &ttl,
@@ -880,7 +920,7 @@ impl<D: PmDevice> Filesystem for HashFsFuse<D> {
                         if full {
                             return reply.ok();
                         }
-                        self.nodes.looked_up(e.ino); // the kernel counts every entry but . and ..
+                        self.nodes.looked_up(node_id(&m)); // the kernel counts every entry but . and ..
                     }
                     Err(Error::NotFound) => {}
                     Err(err) => return reply.error(errno(&err)),
@@ -938,7 +978,7 @@ impl<D: PmDevice> Filesystem for HashFsFuse<D> {
         if n.starts_with(b"trusted.") && req.uid() != 0 {
             return reply.error(Errno::EPERM);
         }
-        let r = ino(i).and_then(|i| self.fs.set_xattr(i, n, value, mode));
+        let r = self.ino(i).and_then(|i| self.fs.set_xattr(i, n, value, mode));
         match r {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(errno(&e)),
@@ -946,7 +986,7 @@ impl<D: PmDevice> Filesystem for HashFsFuse<D> {
     }
 
     fn getxattr(&self, req: &Request, i: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
-        if ino(i).is_ok_and(|x| x == Ino::ROOT) && name.as_bytes() == DAEMON_PID_XATTR.as_bytes() {
+        if self.ino(i).is_ok_and(|x| x == Ino::ROOT) && name.as_bytes() == DAEMON_PID_XATTR.as_bytes() {
             // The daemon's process, for `hashfs umount` to wait for (a shared image's lock
             // does not tell when this daemon let it go).
             return xattr_reply(reply, std::process::id().to_string().as_bytes(), size);
@@ -954,14 +994,14 @@ impl<D: PmDevice> Filesystem for HashFsFuse<D> {
         if name.as_bytes().starts_with(b"trusted.") && req.uid() != 0 {
             return reply.error(Errno::ENODATA); // as ext4: invisible to users
         }
-        match ino(i).and_then(|i| self.fs.get_xattr(i, name.as_bytes())) {
+        match self.ino(i).and_then(|i| self.fs.get_xattr(i, name.as_bytes())) {
             Ok(v) => xattr_reply(reply, &v, size),
             Err(e) => reply.error(errno(&e)),
         }
     }
 
     fn listxattr(&self, req: &Request, i: INodeNo, size: u32, reply: ReplyXattr) {
-        match ino(i).and_then(|i| self.fs.list_xattr(i)) {
+        match self.ino(i).and_then(|i| self.fs.list_xattr(i)) {
             Ok(names) => {
                 let mut list = Vec::new();
                 // As ext4: trusted.* names are listed to root only.
@@ -979,7 +1019,7 @@ impl<D: PmDevice> Filesystem for HashFsFuse<D> {
         if name.as_bytes().starts_with(b"trusted.") && req.uid() != 0 {
             return reply.error(Errno::EPERM);
         }
-        match ino(i).and_then(|i| self.fs.remove_xattr(i, name.as_bytes())) {
+        match self.ino(i).and_then(|i| self.fs.remove_xattr(i, name.as_bytes())) {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(errno(&e)),
         }

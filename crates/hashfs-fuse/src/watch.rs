@@ -13,7 +13,7 @@
 //! a call changes the file after them. Changes the daemon made itself are invalidated too (the ring
 //! does not say who made a change): harmless, the kernel reads them again.
 
-use fuser::{INodeNo, Notifier};
+use fuser::Notifier;
 use hashfs::pm::PmDevice;
 use hashfs::{Changed, FileSystem};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -52,9 +52,13 @@ pub fn watch_changes<D: PmDevice + 'static>(
                 inos.sort_unstable();
                 inos.dedup();
                 for ino in inos {
-                    // ENOENT: the kernel does not cache it. Nothing else can fail here
-                    // that a later change would not retry.
-                    let _ = notifier.inval_inode(INodeNo(ino.0 as u64), 0, 0);
+                    // The kernel knows the inode by its node ID (`nodes.rs`); one freed
+                    // meanwhile has nothing left to show (the kernel's next request for
+                    // it is ESTALE). ENOENT: the kernel does not cache it. Nothing else
+                    // can fail here that a later change would not retry.
+                    if let Ok(m) = fs.peek_attr(ino) {
+                        let _ = notifier.inval_inode(crate::nodes::node_id(&m), 0, 0);
+                    }
                 }
                 (seen, seen_data) = (now, now_data);
             }

@@ -47,6 +47,10 @@ pub struct Journals<D: PmDevice> {
     geo: Geometry,
     locks: Locks,
     next_txid: AtomicU64,
+    /// Set once a shared mount is up: from then on every transaction is made inside a
+    /// call, which holds the image lock and publishes what it changed (checked in debug
+    /// builds: a call that skipped `enter` would do neither).
+    calls_only: std::sync::atomic::AtomicBool,
 }
 
 /// Where the journals' locks live: in this process, or in a region shared by the
@@ -220,7 +224,14 @@ impl<D: PmDevice> Journals<D> {
             dev,
             geo,
             next_txid: AtomicU64::new(first_txid.max(1)),
+            calls_only: Default::default(),
         }
+    }
+
+    /// From now on every transaction is made inside a call of a shared mount (checked in
+    /// debug builds).
+    pub(crate) fn only_in_calls(&self) {
+        self.calls_only.store(true, Ordering::Relaxed);
     }
 
     /// Journals whose locks are shared with the other processes of the image (issue 55;
@@ -228,7 +239,13 @@ impl<D: PmDevice> Journals<D> {
     /// participant uses.
     #[allow(dead_code)]
     pub fn shared(dev: Arc<D>, geo: Geometry, first_txid: u64, locks: SharedLocks) -> Journals<D> {
-        Journals { locks: Locks::Shared(locks), dev, geo, next_txid: AtomicU64::new(first_txid.max(1)) }
+        Journals {
+            locks: Locks::Shared(locks),
+            dev,
+            geo,
+            next_txid: AtomicU64::new(first_txid.max(1)),
+            calls_only: Default::default(),
+        }
     }
 
     /// The transaction id the next transaction gets.
@@ -408,6 +425,10 @@ impl<'a, D: PmDevice> Tx<'a, D> {
         if self.is_empty() {
             return Ok(());
         }
+        debug_assert!(
+            !self.journals.calls_only.load(Ordering::Relaxed) || crate::fs::shared::recording(),
+            "a transaction on a shared image outside a call"
+        );
         self.log_undo()?;
         self.write_in_place();
         self.finish();

@@ -236,6 +236,13 @@ impl ReplyEntry {
         ));
     }
 
+    /// Reply with the given entry under a node ID other than its inode number (a file
+    /// system whose inode numbers are reused while the kernel may still know the old
+    /// inode gives the kernel IDs that are not; the inode number is what stat shows).
+    pub fn entry_node(self, node: INodeNo, ttl: &Duration, attr: &FileAttr, generation: Generation) {
+        self.reply.send_ll(&ll::ResponseStruct::new_entry(node, generation, &attr.into(), *ttl, *ttl));
+    }
+
     /// Reply to a request with the given error code
     pub fn error(self, err: Errno) {
         self.reply.error(err);
@@ -454,15 +461,22 @@ impl ReplyCreate {
         fh: ll::FileHandle,
         flags: FopenFlags,
     ) {
+        self.created_node(attr.ino, ttl, attr, generation, fh, flags);
+    }
+
+    /// [`Self::created`] under a node ID other than the inode number (see
+    /// [`ReplyEntry::entry_node`]).
+    pub fn created_node(
+        self,
+        node: INodeNo,
+        ttl: &Duration,
+        attr: &FileAttr,
+        generation: Generation,
+        fh: ll::FileHandle,
+        flags: FopenFlags,
+    ) {
         assert!(!flags.contains(FopenFlags::FOPEN_PASSTHROUGH));
-        self.reply.send_ll(&ll::ResponseStruct::new_create(
-            ttl,
-            &attr.into(),
-            generation,
-            fh,
-            flags,
-            0,
-        ));
+        self.reply.send_ll(&ll::ResponseStruct::new_create(node, ttl, &attr.into(), generation, fh, flags, 0));
     }
 
     /// Reply to a request with the given error code
@@ -490,6 +504,7 @@ impl ReplyCreate {
         backing_id: &BackingId,
     ) {
         self.reply.send_ll(&ll::ResponseStruct::new_create(
+            attr.ino,
             ttl,
             &attr.into(),
             generation,

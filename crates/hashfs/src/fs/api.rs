@@ -479,6 +479,7 @@ impl<D: PmDevice> FileSystem<D> {
         rdev: u64,
         owner: Owner,
     ) -> Result<Metadata> {
+        let _in = self.inner.enter();
         let c = self.inner.create_node(parent, name, NodeSpec::Special { ftype, perm, rdev }, owner)?;
         self.getattr(c.ino)
     }
@@ -507,6 +508,7 @@ impl<D: PmDevice> FileSystem<D> {
         new_name: &[u8],
         mode: RenameMode,
     ) -> Result<()> {
+        let _in = self.inner.enter();
         self.inner.rename(parent, name, new_parent, new_name, mode)
     }
 

@@ -203,6 +203,7 @@ impl ResponseStruct<abi::fuse_statfs_out> {
 
 impl ResponseStruct<abi::fuse_create_out> {
     pub(crate) fn new_create(
+        node: INodeNo,
         ttl: &Duration,
         attr: &Attr,
         generation: Generation,
@@ -212,7 +213,7 @@ impl ResponseStruct<abi::fuse_create_out> {
     ) -> Self {
         ResponseStruct(abi::fuse_create_out(
             abi::fuse_entry_out {
-                nodeid: attr.attr.ino,
+                nodeid: node.into(),
                 generation: generation.into(),
                 entry_valid: ttl.as_secs(),
                 attr_valid: ttl.as_secs(),
@@ -464,7 +465,7 @@ impl DirEntList {
 
 #[derive(Debug)]
 pub(crate) struct DirEntryPlus<T: AsRef<Path>> {
-    #[allow(unused)] // We use `attr.ino` instead
+    /// The node ID (the inode number, `attr.ino`, is what the entry's `d_ino` shows).
     ino: INodeNo,
     generation: Generation,
     offset: DirEntOffset,
@@ -518,7 +519,7 @@ impl DirEntPlusList {
         let name = x.name.as_ref().as_os_str().as_bytes();
         let header = abi::fuse_direntplus {
             entry_out: abi::fuse_entry_out {
-                nodeid: x.attr.attr.ino,
+                nodeid: x.ino.into(),
                 generation: x.generation.into(),
                 entry_valid: x.entry_valid.as_secs(),
                 attr_valid: x.attr_valid.as_secs(),
@@ -819,6 +820,7 @@ mod test {
             blksize: 0xdd,
         };
         let r = ResponseStruct::new_create(
+            INodeNo(0x11),
             &ttl,
             &attr.into(),
             Generation(0xaa),

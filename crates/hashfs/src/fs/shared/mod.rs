@@ -507,6 +507,7 @@ pub(crate) fn mount<D: PmDevice>(
             };
             let made = inner.shared.set(sh);
             debug_assert!(made.is_ok(), "a fresh mount is made shared once");
+            inner.journals.only_in_calls();
             Ok((inner, report))
         }
         Err(e) => {
