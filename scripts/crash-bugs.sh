@@ -137,7 +137,7 @@ bugs=(
     "mount-watch-off|crates/hashfs-cli/src/mountcmd.rs|a shared mount does not watch the ring of changes (the kernel keeps the pages a mapping through the mount faulted in before a shim process's change, with no bound)|test fuse_shared an_existing_mapping_through_the_mount_sees_a_change_soon"
     "read-side-overwrite-unnoted|crates/hashfs/src/fs/shared/read_side.rs|an overwrite on the read side is not noted in the ring of data changes (a mapping through a shared mount keeps the page from before it)|test shared_read_side every_overwrite_in_place_is_noted_for_a_watcher"
     "data-ring-untagged|crates/hashfs/src/share/data_ring.rs|a reader of the ring of data changes takes every slot up to the head, also one claimed and not yet written (it reads an old inode there and misses the overwrite)|unit a_claimed_unwritten_slot_stops_the_reader_until_half_a_ring_passes_it"
-    "create-lost-not-retried|crates/hashfs-preload/src/shim/fd.rs|the shim's open with O_CREAT fails with EEXIST when it found the name free and another process made it before its create (SQLite then opens its files read-only)|test processes two_processes_creating_one_name_both_open_it"
+    "create-lost-not-retried|crates/hashfs/src/fs/api.rs|an open with O_CREAT fails with EEXIST when it found the name free and another thread or process made it before its create (the shim's open did: SQLite then opens its files read-only)|unit a_create_that_loses_the_name_to_another_opens_what_the_other_made"
     "mount-rename-unlocked|crates/hashfs/src/fs/api.rs|a rename by inode (the mount's) runs without the image lock: it neither waits for the other participants nor publishes what it changed (a shim process keeps its old view of the names)|test fuse_shared saves_on_either_side_are_read_whole_on_the_other"
     "mount-node-id-is-ino|crates/hashfs-fuse/src/nodes.rs|the mount gives the kernel inode numbers as node IDs (a directory another participant removed, whose number a new directory took, lists the new one's names through the kernel's old inode)|test fuse_shared a_removed_directory_never_turns_into_the_one_that_takes_its_number"
     "mount-lookup-not-kept|crates/hashfs-fuse/src/lib.rs|a shared mount's lookup does not keep the regular file it finds open for the kernel's open that follows (another participant's rename over the name frees it between the two, and the open fails with ESTALE)|test fuse_shared saves_on_either_side_are_read_whole_on_the_other"
@@ -428,8 +428,8 @@ elif name == "data-ring-untagged":
         "            if tag == n & 0xFFFF_FFFF {\n",
         "            if tag == n & 0xFFFF_FFFF || v != u64::MAX {\n")
 elif name == "create-lost-not-retried":
-    sub("crates/hashfs-preload/src/shim/fd.rs",
-        "                        Err(Error::Exists) if flags & libc::O_EXCL == 0 => return Err(Error::NotFound),\n",
+    sub("crates/hashfs/src/fs/api.rs",
+        "                Err(Error::Exists) if !exclusive && tries < OPEN_RETRIES => {}\n",
         "")
 elif name == "mount-rename-unlocked":
     sub("crates/hashfs/src/fs/api.rs",

@@ -307,7 +307,9 @@ int main(int argc, char **argv) {
 /// that finds a name free and then loses the create to the other process opens what the
 /// other made (before, it failed with EEXIST, and SQLite, which opens its WAL and its
 /// shared-memory file that way and falls back to read-only on any failure, stopped with
-/// "attempt to write a readonly database"). Planted `create-lost-not-retried`.
+/// "attempt to write a readonly database"). The window is narrow (this test hit it in
+/// two runs of three before the fix), so the planted `create-lost-not-retried` is
+/// checked by a unit test that stops an open in it (`fs/race_point.rs`).
 #[test]
 fn two_processes_creating_one_name_both_open_it() {
     let img = image();

@@ -57,23 +57,16 @@ pub(super) fn do_open(path: &Path, flags: c_int, mode: mode_t) -> Result<c_int, 
     // `resolved` is set once the path resolved: a NotFound after it means the inode was
     // freed before it was opened (a rename over it or an unlink, in another thread or
     // process), and the path is resolved again (`hashfs::OPEN_RETRIES`), as rename's
-    // atomicity promises; so after a create that found the name taken and then lost it,
-    // and after a create that found it free and lost it to another's create (without
-    // O_EXCL the open then opens what the other made).
+    // atomicity promises; so after a create that found the name taken and then lost it.
+    // (One that found it free and lost it to another's create opens what the other made:
+    // `FileSystem::create_unless_exists`.)
     let attempt = |resolved: &mut bool| -> Result<(Ino, Option<File<MmapDevice>>), Error> {
         let ino = if flags & libc::O_CREAT != 0 {
             let (p, name) = fs.resolve_parent(path)?;
-            match fs.lookup(p, &name) {
-                Ok(_) if flags & libc::O_EXCL != 0 => return Err(Error::Exists),
-                Ok(_) => fs.resolve(path)?,
-                Err(Error::NotFound) => {
-                    match fs.create_file_at(p, &name, mode & 0o7777 & !process_umask(), Owner::current()) {
-                        Ok(m) => m.ino,
-                        Err(Error::Exists) if flags & libc::O_EXCL == 0 => return Err(Error::NotFound),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Err(e) => return Err(e),
+            let perm = mode & 0o7777 & !process_umask();
+            match fs.create_unless_exists(p, &name, perm, Owner::current(), flags & libc::O_EXCL != 0)? {
+                Some(m) => m.ino,
+                None => fs.resolve(path)?,
             }
         } else if flags & libc::O_NOFOLLOW != 0 {
             let ino = fs.resolve_nofollow(path)?;

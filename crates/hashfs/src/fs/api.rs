@@ -421,6 +421,39 @@ impl<D: PmDevice> FileSystem<D> {
         Ok(Metadata::from_raw(ino, &raw))
     }
 
+    /// open(2)'s O_CREAT on `name` in `parent`: makes a regular file unless the name
+    /// exists. Some(the new file) when this call made it; None when the name exists (the
+    /// caller opens what it names, following a symlink), also when another thread or
+    /// process made it between this call's lookup and its create (the lookup does not
+    /// hold the image lock, so another participant's create can come between); with
+    /// `exclusive` (O_EXCL) an existing name is EEXIST.
+    pub fn create_unless_exists(
+        &self,
+        parent: Ino,
+        name: &[u8],
+        perm: u32,
+        owner: Owner,
+        exclusive: bool,
+    ) -> Result<Option<Metadata>> {
+        let mut tries = 0;
+        loop {
+            tries += 1;
+            match self.lookup(parent, name) {
+                Ok(_) if exclusive => return Err(Error::Exists),
+                Ok(_) => return Ok(None),
+                Err(Error::NotFound) => {}
+                Err(e) => return Err(e),
+            }
+            super::race_point::reached("create: the lookup found no name");
+            match self.create_file_at(parent, name, perm, owner) {
+                Ok(m) => return Ok(Some(m)),
+                // Made meanwhile: looked up again (it may be gone again, then made here).
+                Err(Error::Exists) if !exclusive && tries < OPEN_RETRIES => {}
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
     pub fn create_file_at(&self, parent: Ino, name: &[u8], perm: u32, owner: Owner) -> Result<Metadata> {
         let _in = self.inner.enter();
         let c = self.inner.create_node(parent, name, NodeSpec::File { perm }, owner)?;
@@ -826,19 +859,10 @@ impl<D: PmDevice> FileSystem<D> {
         Ok(if opts.create || opts.create_new {
             let (p, name) =
                 self.resolve_parent(path).map_err(|e| if matches!(e, Error::Exists) { Error::IsDir } else { e })?;
-            loop {
-                match self.inner.lookup(p, &name) {
-                    Ok(_) if opts.create_new => return Err(Error::Exists),
-                    Ok(_) => break self.resolve(path)?,
-                    Err(Error::NotFound) => {
-                        match self.create_file_at(p, &name, opts.perm, opts.owner.unwrap_or_else(Owner::current)) {
-                            Ok(m) => break m.ino,
-                            Err(Error::Exists) if !opts.create_new => continue,
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    Err(e) => return Err(e),
-                }
+            let owner = opts.owner.unwrap_or_else(Owner::current);
+            match self.create_unless_exists(p, &name, opts.perm, owner, opts.create_new)? {
+                Some(m) => m.ino,
+                None => self.resolve(path)?,
             }
         } else {
             self.resolve(path)?

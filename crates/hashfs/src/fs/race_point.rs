@@ -49,3 +49,69 @@ impl Drop for Unset {
         HOOK.with(|h| *h.borrow_mut() = None);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::on_this_thread;
+    use crate::pm::CrashDevice;
+    use crate::{format, Error, FileSystem, FormatOptions, Ino, Owner};
+    use std::sync::{mpsc, Arc};
+    use std::time::Duration;
+
+    /// Runs `f` on this thread with `other` run on another thread, to its end, when this
+    /// thread reaches the point `at` (the first time).
+    fn with_between<T>(at: &'static str, other: impl FnOnce() + Send, f: impl FnOnce() -> T) -> T {
+        let (go, went) = mpsc::channel::<()>();
+        let (done, finished) = mpsc::channel::<()>();
+        std::thread::scope(|s| {
+            s.spawn(move || {
+                if went.recv().is_ok() {
+                    other();
+                    let _ = done.send(());
+                }
+            });
+            let mut stopped = false;
+            let _unset = on_this_thread(move |point| {
+                if point == at && !stopped {
+                    stopped = true;
+                    go.send(()).unwrap();
+                    finished
+                        .recv_timeout(Duration::from_secs(10))
+                        .expect("the other thread waits for nothing this one holds");
+                }
+            });
+            f()
+        })
+    }
+
+    /// O_CREAT on a name another thread (or process) makes between the open's lookup and
+    /// its create: the open opens what the other made (None: the name exists), and with
+    /// O_EXCL fails with EEXIST. An open that gives up at the create's EEXIST fails where
+    /// open(2) never does (`create-lost-not-retried`; SQLite then opens its files
+    /// read-only).
+    #[test]
+    fn a_create_that_loses_the_name_to_another_opens_what_the_other_made() {
+        let dev = Arc::new(CrashDevice::new(8 << 20));
+        let opts = FormatOptions { journal_count: 2, journal_blocks: 4, inode_count: Some(64), ..Default::default() };
+        format(&*dev, &opts, &|_, _| {}).expect("format");
+        let (fs, _) = FileSystem::mount(dev, &|_, _| {}).expect("mount");
+        let owner = Owner::ROOT;
+        for (name, exclusive) in [(&b"plain"[..], false), (&b"excl"[..], true)] {
+            let made = std::sync::Mutex::new(None);
+            let r = with_between(
+                "create: the lookup found no name",
+                || {
+                    *made.lock().unwrap() =
+                        Some(fs.create_file_at(Ino::ROOT, name, 0o644, owner).expect("the other's create"))
+                },
+                || fs.create_unless_exists(Ino::ROOT, name, 0o644, owner, exclusive),
+            );
+            assert!(made.lock().unwrap().is_some(), "the other thread ran at the point");
+            if exclusive {
+                assert!(matches!(r, Err(Error::Exists)), "O_EXCL on a name made meanwhile: {r:?}");
+            } else {
+                assert!(matches!(r, Ok(None)), "O_CREAT on a name made meanwhile: {r:?}");
+            }
+        }
+    }
+}
