@@ -131,8 +131,12 @@ impl Access {
 
 /// A fresh region file under a name of its own beside `path`, header written, `len` bytes.
 fn make_fresh(path: &Path, id: &Identity, len: usize, access: Access) -> io::Result<PathBuf> {
+    // Unique to this call: two threads of one process may read one clock value (in the
+    // quick tier two racing attaches did, and one failed with EEXIST).
+    static SEQ: AtomicU64 = AtomicU64::new(0);
+    let seq = SEQ.fetch_add(1, Ordering::Relaxed);
     let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
-    let tmp = PathBuf::from(format!("{}.new-{}-{nanos}", path.display(), std::process::id()));
+    let tmp = PathBuf::from(format!("{}.new-{}-{seq}-{nanos}", path.display(), std::process::id()));
     let f = OpenOptions::new().read(true).write(true).create_new(true).mode(access.mode).open(&tmp)?;
     if let Some((uid, gid)) = access.owner {
         // Only root may give a file away; anyone else's region stays its own (the image's
