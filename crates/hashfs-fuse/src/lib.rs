@@ -334,12 +334,13 @@ impl<D: PmDevice> HashFsFuse<D> {
         self.finish_new(m, &inh)
     }
 
-    /// The HashFS inode the kernel's node ID names (`nodes.rs`): ESTALE when that inode is
-    /// gone or its number is another inode's now (freed by another participant of a
-    /// shared mount since the kernel was given it).
+    /// The HashFS inode the kernel's node ID names (`nodes.rs`): on a shared mount, ESTALE
+    /// when that inode is gone or its number is another inode's now (freed by another
+    /// participant since the kernel was given it). A mount alone frees nothing the kernel
+    /// knows (`Nodes::hold`) and skips the check.
     fn ino(&self, i: INodeNo) -> Result<Ino, Error> {
         let (ino, generation) = ino_of(i);
-        if generation != 0 {
+        if generation != 0 && self.locks.is_some() {
             match self.fs.peek_attr(ino) {
                 Ok(m) if m.generation == generation => {}
                 Ok(_) | Err(Error::NotFound) => return Err(Error::Stale(ino.0)),
