@@ -50,39 +50,40 @@ impl Drop for Unset {
     }
 }
 
+/// Runs `f` on this thread with `other` run on another thread, to its end, when this
+/// thread reaches the point `at` (the first time).
+#[cfg(test)]
+pub(crate) fn with_between<T>(at: &'static str, other: impl FnOnce() + Send, f: impl FnOnce() -> T) -> T {
+    use std::sync::mpsc;
+    let (go, went) = mpsc::channel::<()>();
+    let (done, finished) = mpsc::channel::<()>();
+    std::thread::scope(|s| {
+        s.spawn(move || {
+            if went.recv().is_ok() {
+                other();
+                let _ = done.send(());
+            }
+        });
+        let mut stopped = false;
+        let _unset = on_this_thread(move |point| {
+            if point == at && !stopped {
+                stopped = true;
+                go.send(()).unwrap();
+                finished
+                    .recv_timeout(std::time::Duration::from_secs(10))
+                    .expect("the other thread waits for nothing this one holds");
+            }
+        });
+        f()
+    })
+}
+
 #[cfg(test)]
 mod tests {
-    use super::on_this_thread;
+    use super::with_between;
     use crate::pm::CrashDevice;
     use crate::{format, Error, FileSystem, FormatOptions, Ino, Owner};
-    use std::sync::{mpsc, Arc};
-    use std::time::Duration;
-
-    /// Runs `f` on this thread with `other` run on another thread, to its end, when this
-    /// thread reaches the point `at` (the first time).
-    fn with_between<T>(at: &'static str, other: impl FnOnce() + Send, f: impl FnOnce() -> T) -> T {
-        let (go, went) = mpsc::channel::<()>();
-        let (done, finished) = mpsc::channel::<()>();
-        std::thread::scope(|s| {
-            s.spawn(move || {
-                if went.recv().is_ok() {
-                    other();
-                    let _ = done.send(());
-                }
-            });
-            let mut stopped = false;
-            let _unset = on_this_thread(move |point| {
-                if point == at && !stopped {
-                    stopped = true;
-                    go.send(()).unwrap();
-                    finished
-                        .recv_timeout(Duration::from_secs(10))
-                        .expect("the other thread waits for nothing this one holds");
-                }
-            });
-            f()
-        })
-    }
+    use std::sync::Arc;
 
     /// O_CREAT on a name another thread (or process) makes between the open's lookup and
     /// its create: the open opens what the other made (None: the name exists), and with

@@ -427,8 +427,7 @@ mod tests {
     use crate::pm::CrashDevice;
     use crate::{format, Error, FileSystem, FormatOptions};
     use std::path::Path;
-    use std::sync::{mpsc, Arc};
-    use std::time::Duration;
+    use std::sync::Arc;
 
     /// A rename stopped before it locks its two directories, while another thread unlinks
     /// its source and makes a file in the source directory (which takes the freed inode),
@@ -446,28 +445,15 @@ mod tests {
             fs.create_dir(Path::new(d), 0o755).unwrap();
         }
         fs.write(Path::new("/a/n"), b"old").unwrap();
-        let (go, went) = mpsc::channel::<()>();
-        let (done, finished) = mpsc::channel::<crate::Result<()>>();
-        std::thread::scope(|s| {
-            let fs = &fs;
-            s.spawn(move || {
-                if went.recv().is_ok() {
-                    let r = fs.remove_file(Path::new("/a/n")).and_then(|()| fs.write(Path::new("/a/m"), b"new"));
-                    let _ = done.send(r);
-                }
-            });
-            let mut stopped = false;
-            let _unset = race_point::on_this_thread(move |point| {
-                if point == "rename: before the directories are locked" && !stopped {
-                    stopped = true;
-                    go.send(()).unwrap();
-                    let r = finished.recv_timeout(Duration::from_secs(10));
-                    r.expect("the other thread's unlink waits for nothing the rename holds").expect("unlink, create");
-                }
-            });
-            let r = fs.rename(Path::new("/a/n"), Path::new("/b/n"));
-            assert!(matches!(r, Err(Error::NotFound)), "the rename of an unlinked source: {r:?}");
-        });
+        let r = race_point::with_between(
+            "rename: before the directories are locked",
+            || {
+                fs.remove_file(Path::new("/a/n")).expect("the other's unlink");
+                fs.write(Path::new("/a/m"), b"new").expect("the other's create");
+            },
+            || fs.rename(Path::new("/a/n"), Path::new("/b/n")),
+        );
+        assert!(matches!(r, Err(Error::NotFound)), "the rename of an unlinked source: {r:?}");
         assert!(matches!(fs.read(Path::new("/b/n")), Err(Error::NotFound)));
         assert_eq!(fs.read(Path::new("/a/m")).unwrap(), b"new");
         let names: Vec<Vec<u8>> = fs.read_dir(Path::new("/a")).unwrap().into_iter().map(|e| e.name).collect();
