@@ -78,12 +78,21 @@ pub(crate) fn with_between<T>(at: &'static str, other: impl FnOnce() + Send, f: 
     })
 }
 
+/// A small formatted image in memory, mounted, for the tests that use points.
+#[cfg(test)]
+pub(crate) fn small_fs() -> (crate::FileSystem<crate::pm::CrashDevice>, std::sync::Arc<crate::pm::CrashDevice>) {
+    let dev = std::sync::Arc::new(crate::pm::CrashDevice::new(8 << 20));
+    let opts =
+        crate::FormatOptions { journal_count: 2, journal_blocks: 4, inode_count: Some(64), ..Default::default() };
+    crate::format(&*dev, &opts, &|_, _| {}).expect("format");
+    let (fs, _) = crate::FileSystem::mount(dev.clone(), &|_, _| {}).expect("mount");
+    (fs, dev)
+}
+
 #[cfg(test)]
 mod tests {
-    use super::with_between;
-    use crate::pm::CrashDevice;
-    use crate::{format, Error, FileSystem, FormatOptions, Ino, Owner};
-    use std::sync::Arc;
+    use super::{small_fs, with_between};
+    use crate::{Error, Ino, Owner};
 
     /// O_CREAT on a name another thread (or process) makes between the open's lookup and
     /// its create: the open opens what the other made (None: the name exists), and with
@@ -92,10 +101,7 @@ mod tests {
     /// read-only).
     #[test]
     fn a_create_that_loses_the_name_to_another_opens_what_the_other_made() {
-        let dev = Arc::new(CrashDevice::new(8 << 20));
-        let opts = FormatOptions { journal_count: 2, journal_blocks: 4, inode_count: Some(64), ..Default::default() };
-        format(&*dev, &opts, &|_, _| {}).expect("format");
-        let (fs, _) = FileSystem::mount(dev, &|_, _| {}).expect("mount");
+        let (fs, _) = small_fs();
         let owner = Owner::ROOT;
         for (name, exclusive) in [(&b"plain"[..], false), (&b"excl"[..], true)] {
             let made = std::sync::Mutex::new(None);

@@ -424,10 +424,8 @@ fn check_rename_kinds(
 mod tests {
     use super::race_point;
     use crate::fs::fsck::{fsck, FsckMode};
-    use crate::pm::CrashDevice;
-    use crate::{format, Error, FileSystem, FormatOptions};
+    use crate::Error;
     use std::path::Path;
-    use std::sync::Arc;
 
     /// A rename stopped before it locks its two directories, while another thread unlinks
     /// its source and makes a file in the source directory (which takes the freed inode),
@@ -437,10 +435,7 @@ mod tests {
     /// locked moves the new file's inode under the old name (`rename-source-looked-up-early`).
     #[test]
     fn a_rename_finds_its_source_under_the_directories_locks() {
-        let dev = Arc::new(CrashDevice::new(8 << 20));
-        let opts = FormatOptions { journal_count: 2, journal_blocks: 4, inode_count: Some(64), ..Default::default() };
-        format(&*dev, &opts, &|_, _| {}).expect("format");
-        let (fs, _) = FileSystem::mount(dev.clone(), &|_, _| {}).expect("mount");
+        let (fs, dev) = race_point::small_fs();
         for d in ["/a", "/b"] {
             fs.create_dir(Path::new(d), 0o755).unwrap();
         }
