@@ -356,18 +356,8 @@ impl<D: PmDevice> HashFsFuse<D> {
     /// names now, as an open racing a rename on a local file system opens the old file or
     /// the new.
     fn open_node(&self, i: INodeNo, access: Access) -> Result<File<D>, Error> {
-        let ino = self.ino(i)?;
-        let f = self.fs.open_ino(ino, access).map_err(|e| {
-            if matches!(e, Error::NotFound) {
-                Error::Stale(ino.0)
-            } else {
-                e
-            }
-        })?;
-        if node_id(&f.metadata()?) != i {
-            return Err(Error::Stale(ino.0));
-        }
-        Ok(f)
+        self.ino(i)?;
+        nodes::open(&self.fs, i, access)
     }
 
     fn entry(&self, reply: ReplyEntry, r: Result<Metadata, Error>) {

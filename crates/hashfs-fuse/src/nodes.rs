@@ -47,9 +47,11 @@ pub(crate) fn ino_of(node: INodeNo) -> (Ino, u32) {
     (Ino(node.0 as u32), (node.0 >> 32) as u32)
 }
 
-/// Opens the inode node ID `id` names: ESTALE if its number is another inode's now.
-fn open<D: PmDevice>(fs: &FileSystem<D>, id: INodeNo, ino: Ino) -> Result<File<D>, Error> {
-    let f = fs.open_ino(ino, ACCESS).map_err(|e| if matches!(e, Error::NotFound) { Error::Stale(ino.0) } else { e })?;
+/// Opens the inode node ID `id` names: ESTALE if it is gone or its number is another
+/// inode's now (checked once open: the open holds it).
+pub(crate) fn open<D: PmDevice>(fs: &FileSystem<D>, id: INodeNo, access: Access) -> Result<File<D>, Error> {
+    let ino = ino_of(id).0;
+    let f = fs.open_ino(ino, access).map_err(|e| if matches!(e, Error::NotFound) { Error::Stale(ino.0) } else { e })?;
     if node_id(&f.metadata()?) != id {
         return Err(Error::Stale(ino.0));
     }
@@ -164,18 +166,17 @@ impl<D: PmDevice> Nodes<D> {
     /// kernel knows the inode; opened for this request alone if it does not (it always
     /// does when it sends one; this is only the safe answer if it did not).
     pub(crate) fn file(&self, fs: &FileSystem<D>, id: INodeNo) -> Result<Arc<File<D>>, Error> {
-        let ino = ino_of(id).0;
         let mut s = self.shard(id);
         match s.get_mut(&id.0) {
             Some(Node { file: Some(f), .. }) => Ok(f.clone()),
             Some(node) => {
-                let f = Arc::new(open(fs, id, ino)?);
+                let f = Arc::new(open(fs, id, ACCESS)?);
                 node.file = Some(f.clone());
                 Ok(f)
             }
             None => {
                 drop(s);
-                Ok(Arc::new(open(fs, id, ino)?))
+                Ok(Arc::new(open(fs, id, ACCESS)?))
             }
         }
     }
