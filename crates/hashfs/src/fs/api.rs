@@ -373,16 +373,14 @@ impl<D: PmDevice> FileSystem<D> {
     pub fn lookup(&self, parent: Ino, name: &[u8]) -> Result<Metadata> {
         // On a shared mount, beside other participants' reads (the read side): a lookup or
         // a walk of a path reads directories and fills this participant's caches only.
-        let read = self.inner.enter_read();
-        let _in = read.is_none().then(|| self.inner.enter());
+        let _read = self.inner.enter_read();
         let (ino, _) = self.inner.lookup(parent, name)?;
         self.getattr(ino)
     }
 
     pub fn getattr(&self, ino: Ino) -> Result<Metadata> {
         // On a shared mount, beside other participants' reads (the read side).
-        let read = self.inner.enter_read();
-        let _in = read.is_none().then(|| self.inner.enter());
+        let _read = self.inner.enter_read();
         let cell = self.inner.cell(ino)?;
         let st = cell.state.read();
         if st.freed {
@@ -397,8 +395,7 @@ impl<D: PmDevice> FileSystem<D> {
     /// file's next write keeps the coarse clock (`inode::write_time_ns`). A stat must use
     /// `getattr`.
     pub fn peek_attr(&self, ino: Ino) -> Result<Metadata> {
-        let read = self.inner.enter_read();
-        let _in = read.is_none().then(|| self.inner.enter());
+        let _read = self.inner.enter_read();
         let cell = self.inner.cell(ino)?;
         let st = cell.state.read();
         if st.freed {
@@ -438,7 +435,11 @@ impl<D: PmDevice> FileSystem<D> {
         let mut tries = 0;
         loop {
             tries += 1;
-            match self.lookup(parent, name) {
+            let found = {
+                let _read = self.inner.enter_read();
+                self.inner.lookup(parent, name)
+            };
+            match found {
                 Ok(_) if exclusive => return Err(Error::Exists),
                 Ok(_) => return Ok(None),
                 Err(Error::NotFound) => {}
@@ -635,15 +636,13 @@ impl<D: PmDevice> FileSystem<D> {
 
     /// The inode at `path`, following a final symlink.
     pub fn resolve(&self, path: &Path) -> Result<Ino> {
-        let read = self.inner.enter_read();
-        let _in = read.is_none().then(|| self.inner.enter());
+        let _read = self.inner.enter_read();
         self.walk(Self::components(path)?, LastLink::Follow)
     }
 
     /// The inode at `path`, not following a final symlink.
     pub fn resolve_nofollow(&self, path: &Path) -> Result<Ino> {
-        let read = self.inner.enter_read();
-        let _in = read.is_none().then(|| self.inner.enter());
+        let _read = self.inner.enter_read();
         self.walk(Self::components(path)?, LastLink::NoFollow)
     }
 
@@ -663,20 +662,17 @@ impl<D: PmDevice> FileSystem<D> {
     }
 
     pub fn metadata(&self, path: &Path) -> Result<Metadata> {
-        let read = self.inner.enter_read();
-        let _in = read.is_none().then(|| self.inner.enter());
+        let _read = self.inner.enter_read();
         self.getattr(self.resolve(path)?)
     }
 
     pub fn symlink_metadata(&self, path: &Path) -> Result<Metadata> {
-        let read = self.inner.enter_read();
-        let _in = read.is_none().then(|| self.inner.enter());
+        let _read = self.inner.enter_read();
         self.getattr(self.resolve_nofollow(path)?)
     }
 
     pub fn exists(&self, path: &Path) -> bool {
-        let read = self.inner.enter_read();
-        let _in = read.is_none().then(|| self.inner.enter());
+        let _read = self.inner.enter_read();
         self.resolve(path).is_ok()
     }
 

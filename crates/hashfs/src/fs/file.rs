@@ -153,8 +153,7 @@ impl<D: PmDevice> File<D> {
 
     pub fn read_at(&self, off: u64, buf: &mut [u8]) -> Result<usize> {
         // On a shared mount, beside other participants' reads and overwrites.
-        let read = self.fs.enter_read();
-        let _in = read.is_none().then(|| self.fs.enter());
+        let _read = self.fs.enter_read();
         if !self.access.read {
             return Err(Error::BadDescriptor);
         }
@@ -236,8 +235,7 @@ impl<D: PmDevice> File<D> {
     }
 
     pub fn metadata(&self) -> Result<Metadata> {
-        let read = self.fs.enter_read();
-        let _in = read.is_none().then(|| self.fs.enter());
+        let _read = self.fs.enter_read();
         let st = self.cell.state.read();
         st.times_read();
         Ok(Metadata::from_raw(self.cell.ino, &st.raw))
@@ -296,8 +294,7 @@ impl<D: PmDevice> File<D> {
     /// fdatasync: as [`Self::sync_all`] without the times, which a read does not need.
     /// (Every write is durable when it returns: nothing changes here.)
     pub fn sync_data(&self) -> Result<()> {
-        let read = self.fs.enter_read();
-        let _in = read.is_none().then(|| self.fs.enter());
+        let _read = self.fs.enter_read();
         self.fs.sync_data()
     }
 
