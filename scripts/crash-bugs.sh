@@ -99,7 +99,7 @@ bugs=(
     "description-claimed-twice|crates/hashfs/src/share/descriptions.rs|a free description slot is claimed with a plain store instead of a compare-and-swap (two opens at once get one slot)|test shared_locks descriptions_are_allocated_once_held_by_participants_and_freed_by_the_last"
     "shared-no-catch-up|crates/hashfs/src/fs/shared/mod.rs|a participant that takes the image lock does not read again the inodes others changed since it last held it (its cached copies, directory indexes and translations stay stale)|test shared_mount a_change_in_one_participant_is_seen_by_the_next_call_of_another"
     "shared-frees-open-elsewhere|crates/hashfs/src/fs/ops.rs|an unlinked file is freed at the last close in one participant though another still has it open|test shared_mount an_unlinked_file_stays_while_another_participant_has_it_open"
-    "shared-joiner-recovers|crates/hashfs/src/fs/shared/mod.rs|a participant joining a mounted image runs the first mount's recovery, which frees the unlinked files others have open|test shared_mount an_unlinked_file_stays_while_another_participant_has_it_open"
+    "shared-joiner-recovers|crates/hashfs/src/fs/shared/join.rs|a participant joining a mounted image runs the first mount's recovery, which frees the unlinked files others have open|test shared_mount an_unlinked_file_stays_while_another_participant_has_it_open"
     "shared-takeover-no-recovery|crates/hashfs/src/fs/shared/mod.rs|a participant that takes the image lock over from a dead one goes on without recovering what it left half done (its journal not rolled back, its strays kept)|test shared_mount a_participant_killed_inside_a_call_is_recovered_by_the_next"
     "shared-call-unlocked|crates/hashfs/src/fs/shared/mod.rs|a call of a shared mount catches up and publishes without taking the image lock (two participants change one directory at once)|test shared_mount threads_of_two_participants_creating_in_one_directory"
     "shared-times-hidden|crates/hashfs/src/fs/times.rs|a write on a shared mount leaves the times it sets in DRAM only, where the other participants do not read them (a stat elsewhere shows the times before the write)|test shared_mount a_change_in_one_participant_is_seen_by_the_next_call_of_another"
@@ -141,6 +141,7 @@ bugs=(
     "mount-rename-unlocked|crates/hashfs/src/fs/api.rs|a rename by inode (the mount's) runs without the image lock: it neither waits for the other participants nor publishes what it changed (a shim process keeps its old view of the names)|test fuse_shared saves_on_either_side_are_read_whole_on_the_other"
     "mount-node-id-is-ino|crates/hashfs-fuse/src/nodes.rs|the mount gives the kernel inode numbers as node IDs (a directory another participant removed, whose number a new directory took, lists the new one's names through the kernel's old inode)|test fuse_shared a_removed_directory_never_turns_into_the_one_that_takes_its_number"
     "mount-lookup-not-kept|crates/hashfs-fuse/src/lib.rs|a shared mount's lookup does not keep the regular file it finds open for the kernel's open that follows (another participant's rename over the name frees it between the two, and the open fails with ESTALE)|test fuse_shared saves_on_either_side_are_read_whole_on_the_other"
+    "join-ring-after-read|crates/hashfs/src/fs/shared/join.rs|a participant joining beside the others counts its caches from where the ring of changes stood when it took its place, not before it read the image (an inode another made meanwhile is handed out again)|unit a_file_made_while_a_participant_joins_is_seen_by_it"
     "ctfs-unlogged-pswap|crates/hashfs/src/mapping/ctfs/tx.rs|ctFS's partition move stores its page-table swap straight to PM before the transaction that names the new partition (the released ctFS's order)|ctfs append,write-past-eof,truncate-down"
 )
 
@@ -301,9 +302,9 @@ elif name == "shared-frees-open-elsewhere":
         "            && !self.open_elsewhere(cell.ino)\n",
         "")
 elif name == "shared-joiner-recovers":
-    sub("crates/hashfs/src/fs/shared/mod.rs",
-        "            (true, _) => MountAs::Alone,\n",
-        "            _ => MountAs::Alone,\n")
+    sub("crates/hashfs/src/fs/shared/join.rs",
+        "recovery::mount(dev.clone(), progress, MountAs::Joining)",
+        "recovery::mount(dev.clone(), progress, MountAs::Alone)")
 elif name == "shared-takeover-no-recovery":
     sub("crates/hashfs/src/fs/shared/mod.rs",
         "        let (tmp, _) = recovery::mount(self.dev.clone(), &|_, _| {}, MountAs::Recovering { keep: &keep })?;\n        tmp.unmounted.store(true, Ordering::Release); // its Drop must not mark the image clean\n        publish_recovered(&sh.region, &tmp);\n        drop(tmp);\n",
@@ -443,6 +444,10 @@ elif name == "mount-lookup-not-kept":
     sub("crates/hashfs-fuse/src/lib.rs",
         "if self.locks.is_none() || self.nodes.keep_recent(&self.fs, &m) || tries == hashfs::OPEN_RETRIES {",
         "if self.locks.is_none() || tries >= 1 || tries == hashfs::OPEN_RETRIES {")
+elif name == "join-ring-after-read":
+    sub("crates/hashfs/src/fs/shared/join.rs",
+        "            (inner, report, from)\n",
+        "            (inner, report, words.changes.load(Ordering::Acquire))\n")
 elif name == "exec-descriptor-unnamed":
     sub("crates/hashfs-preload/src/shim/exec.rs",
         "        if !name_after(fd, h) {\n",
@@ -604,7 +609,7 @@ elif name == "shrink-tail-kept":
         "        if false && new_size < old_size && self.zero_tail_past_eof(cell, &st.raw)? {\n")
 elif name == "recovery-tails-kept":
     sub("crates/hashfs/src/fs/recovery.rs",
-        "    if !report.was_clean || (sb.format_version < FORMAT_ZEROED_TAILS && !joining) {\n",
+        "    if !report.was_clean || sb.format_version < FORMAT_ZEROED_TAILS {\n",
         "    if false {\n")
 elif name == "clean-flag-first":
     sub("crates/hashfs/src/fs/mod.rs",

@@ -20,7 +20,7 @@
 
 use super::hashfs::append_tag::{self, Settled};
 use super::inode::{self, InodeAllocator, InodeCache};
-use super::verbs::on_map;
+use super::verbs::{on_map, MapVerbs};
 use super::{read_superblock, FsInner, Progress, SuperblockSource};
 use crate::journal::{self, Journals};
 use crate::layout::inode::InodeState;
@@ -86,14 +86,15 @@ pub(crate) fn mount<D: PmDevice>(
 ) -> Result<(Arc<FsInner<D>>, MountReport)> {
     let (sb, geo, source) = read_superblock(&*dev)?;
     let mut report = MountReport { used_superblock_copy: source == SuperblockSource::Secondary, ..Default::default() };
+    let joining = matches!(how, MountAs::Joining);
+    let total_work = geo.inode_count + geo.data_blocks;
+    if joining {
+        return join(dev, sb, geo, report, &|d| progress(d, total_work));
+    }
     let (jrep, first_txid) = journal::recover(&*dev, &geo)?;
     report.rolled_back_txids = jrep.rolled_back_txids;
-    report.was_clean = match how {
-        MountAs::Alone => sb.state == SB_STATE_CLEAN && report.rolled_back_txids.is_empty(),
-        MountAs::Joining => report.rolled_back_txids.is_empty(),
-        MountAs::Recovering { .. } => false,
-    };
-    let total_work = geo.inode_count + geo.data_blocks;
+    report.was_clean =
+        matches!(how, MountAs::Alone) && sb.state == SB_STATE_CLEAN && report.rolled_back_txids.is_empty();
 
     let dirty = !report.was_clean;
     // The mapping first: after a crash, settling a tagged size reads the file's last bytes
@@ -108,8 +109,7 @@ pub(crate) fn mount<D: PmDevice>(
     // The mapping: count each file's blocks and find what a crash left behind.
     let strays = on_map!(map map, m => m.scan(&geo, &mut scan, dirty, &mut report, &|d| progress(d, total_work)))?;
     let nstray = strays.slots.len() + strays.ranges.len();
-    let joining = matches!(how, MountAs::Joining);
-    if report.was_clean && (nstray > 0 || (!scan.nlink_zero.is_empty() && !joining)) {
+    if report.was_clean && (nstray > 0 || !scan.nlink_zero.is_empty()) {
         return Err(Error::corrupt(format!(
             "cleanly unmounted image holds {nstray} stray mapping entries and {} unlinked inodes; run hashfs fsck --repair",
             scan.nlink_zero.len()
@@ -119,35 +119,17 @@ pub(crate) fn mount<D: PmDevice>(
     report.stray_slots_freed = nstray as u64;
     dev.fence();
 
-    let inner = Arc::new(FsInner {
-        journals: Journals::new(dev.clone(), geo, first_txid),
-        map,
-        inodes: InodeCache::default(),
-        ialloc: std::mem::replace(&mut scan.ialloc, InodeAllocator::new(0)),
-        rename_lock: Mutex::new(()),
-        unmounted: AtomicBool::new(false),
-        shared: std::sync::OnceLock::new(),
-        times_pending: AtomicU64::new(0),
-        tagged: AtomicU64::new(0),
-        strict: AtomicBool::new(sb.write_mode == crate::layout::WriteMode::Strict as u32),
-        sb: Mutex::new(sb),
-        geo,
-        dev,
-    });
+    let inner = file_system(dev, sb, geo, map, &mut scan, first_txid);
     on_map!(inner, m => m.unmap_stray_ranges(&inner, &strays.ranges, &scan.sizes))?;
     fix_block_counts(&inner, &scan, &mut report)?;
     if !report.was_clean {
         report.probe_paths_repaired = on_map!(inner, m => m.repair_after_crash(&inner));
     }
-    if !report.was_clean || (sb.format_version < FORMAT_ZEROED_TAILS && !joining) {
+    if !report.was_clean || sb.format_version < FORMAT_ZEROED_TAILS {
         // After the mapping is whole again: the tails are found through it. (Builds before
         // format 6 let them be stale.)
         let files = scan.sizes.iter().enumerate().skip(1).filter(|&(_, &s)| s != FREE && s != CORRUPT);
         report.tails_zeroed = inner.zero_tails_after_crash(files.map(|(i, &s)| (Ino(i as u32), s)))?;
-    }
-    if joining {
-        progress(total_work, total_work);
-        return Ok((inner, report));
     }
     inner.mark_mounted();
     // Unlinked inodes (orphans of open-unlinked files, or interrupted frees), but those
@@ -161,6 +143,56 @@ pub(crate) fn mount<D: PmDevice>(
     }
     progress(total_work, total_work);
     Ok((inner, report))
+}
+
+/// A participant joins a shared mount others have mounted (`fs/shared/join.rs`): the
+/// inode table read as it is, maybe while the others change it (what they change is named
+/// in the region's ring of changes, which the participant catches up with before its first
+/// call), with nothing written and nothing checked that a change in progress could make
+/// look wrong. The journals are not read (an open one is another participant's call in
+/// progress: the region holds the next transaction id), nor is the mapping scanned (a
+/// mapping shared by processes keeps no DRAM state but its used count, which the region
+/// holds).
+fn join<D: PmDevice>(
+    dev: Arc<D>,
+    sb: crate::layout::Superblock,
+    geo: Geometry,
+    mut report: MountReport,
+    progress: &dyn Fn(u64),
+) -> Result<(Arc<FsInner<D>>, MountReport)> {
+    report.was_clean = true;
+    let map = FileMap::open(dev.clone(), &geo, &sb)?;
+    debug_assert!(on_map!(map map, m => m.shared_count()).is_some(), "only a mapping the region describes is joined");
+    let mut scan = scan_inodes(&*dev, &geo, None, &mut report, progress);
+    let inner = file_system(dev, sb, geo, map, &mut scan, 1);
+    progress(geo.inode_count + geo.data_blocks);
+    Ok((inner, report))
+}
+
+/// The mounted file system, over `map` and the inode allocator `scan` built.
+fn file_system<D: PmDevice>(
+    dev: Arc<D>,
+    sb: crate::layout::Superblock,
+    geo: Geometry,
+    map: FileMap<D>,
+    scan: &mut Scan,
+    first_txid: u64,
+) -> Arc<FsInner<D>> {
+    Arc::new(FsInner {
+        journals: Journals::new(dev.clone(), geo, first_txid),
+        map,
+        inodes: InodeCache::default(),
+        ialloc: std::mem::replace(&mut scan.ialloc, InodeAllocator::new(0)),
+        rename_lock: Mutex::new(()),
+        unmounted: AtomicBool::new(false),
+        shared: std::sync::OnceLock::new(),
+        times_pending: AtomicU64::new(0),
+        tagged: AtomicU64::new(0),
+        strict: AtomicBool::new(sb.write_mode == crate::layout::WriteMode::Strict as u32),
+        sb: Mutex::new(sb),
+        geo,
+        dev,
+    })
 }
 
 /// What the inode table and the mapping say, for the stages of a mount.

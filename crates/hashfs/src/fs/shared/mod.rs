@@ -17,27 +17,28 @@
 //! open; then every participant refreshes everything it caches.
 //!
 //! The first participant to take the lock on an image no one has mounted runs the
-//! ordinary mount (recovery included); later ones read the image as it is. The last to
-//! leave marks the image clean. Only HashFS's mapping with the paper placement is shared
-//! so far: the others keep allocation state in DRAM that is not yet published.
+//! ordinary mount (recovery included); later ones read the image as it is, beside the
+//! others (`join.rs`). The last to leave marks the image clean. Only HashFS's mapping with
+//! the paper placement is shared so far: the others keep allocation state in DRAM that is
+//! not yet published.
 
 mod fork;
+mod join;
 mod read_side;
 pub use fork::Fork;
+pub(crate) use join::mount;
 
 use super::hashfs::append_tag;
 use super::recovery::{self, MountAs};
 use super::verbs::{on_map, MapVerbs};
-use super::{FsInner, Progress};
+use super::FsInner;
 use crate::layout::inode::InodeState;
 use crate::layout::{Ino, SB_STATE_CLEAN};
 use crate::pm::PmDevice;
-use crate::share::{Access, Acquired, Change, Identity, ImageRegion, Participant, Region, CHANGE_RING, REGION_BYTES};
+use crate::share::{Acquired, Change, ImageRegion, Participant, CHANGE_RING};
 use crate::{Error, Result};
 use std::cell::{Cell, RefCell};
-use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
 
 /// A participant's hold on an image's region.
 pub(crate) struct SharedMount {
@@ -426,95 +427,6 @@ fn publish_recovered<D: PmDevice>(region: &ImageRegion, fs: &FsInner<D>) {
     let n = words.changes.load(Ordering::Acquire);
     region.ring().put(n, Change::Everything);
     words.changes.store(n + 1, Ordering::Release);
-}
-
-/// Mounts `dev` as one participant of many (`region`: the image's region file, made with
-/// `access` if missing). See the module.
-pub(crate) fn mount<D: PmDevice>(
-    dev: Arc<D>,
-    region_path: &Path,
-    access: Access,
-    progress: Progress<'_>,
-) -> Result<(Arc<FsInner<D>>, recovery::MountReport)> {
-    let (sb, geo, _) = super::read_superblock(&*dev)?;
-    if !super::hashfs::shared_by_processes(&sb, &geo) {
-        return Err(Error::Unsupported(
-            "only HashFS's mapping with the paper placement is shared by many processes yet; this image is used \
-             by one process at a time",
-        ));
-    }
-    let id = Identity::of_image(sb.uuid)?;
-    let region = ImageRegion::new(Region::attach_as(region_path, &id, REGION_BYTES, access)?);
-    let me = region.participants().join().ok_or(Error::TooManyOpen)?;
-    region.readers().joined(me);
-    let acquired = region.lock_image(me);
-    let result = (|| {
-        let parts = region.participants();
-        let mut dead = Vec::new();
-        let mut live_others = false;
-        for p in (0..crate::share::MAX_PARTICIPANTS as u32).map(Participant) {
-            if p == me {
-                continue;
-            }
-            if parts.alive(p) {
-                live_others = true;
-            } else if !parts.is_free(p) {
-                dead.push(p);
-            }
-        }
-        for &p in &dead {
-            release_dead(&region, p);
-        }
-        let words = region.words();
-        let first = words.mounted.load(Ordering::Acquire) == 0 || !live_others;
-        if first {
-            // Forks counted by participants that are gone: their children died before
-            // they joined, or join a recovered image (and read everything again).
-            words.forks.store(0, Ordering::Release);
-        }
-        let opens = region.open_inodes();
-        let keep = |ino: Ino| opens.held(ino);
-        let how = match (first, acquired) {
-            (true, _) => MountAs::Alone,
-            (false, Acquired::FromDead(_)) => MountAs::Recovering { keep: &keep },
-            (false, Acquired::Clean) => MountAs::Joining,
-        };
-        let (inner, report) = recovery::mount(dev, progress, how)?;
-        if matches!(how, MountAs::Joining) {
-            words.next_txid.fetch_max(inner.journals.next_txid(), Ordering::AcqRel);
-            on_map!(inner, m => m.adopt_shared_count(words.table_used.load(Ordering::Acquire)));
-        } else {
-            // Everyone else (none, when first) reads everything again.
-            publish_recovered(&region, &inner);
-        }
-        let changes = words.changes.load(Ordering::Acquire);
-        words.mounted.store(1, Ordering::Release);
-        for p in dead {
-            parts.reap(p);
-        }
-        Ok((inner, report, changes))
-    })();
-    region.words().lock.unlock();
-    match result {
-        Ok((inner, report, changes)) => {
-            let sh = SharedMount {
-                region,
-                path: region_path.to_path_buf(),
-                me: std::sync::atomic::AtomicU32::new(me.0),
-                seen: AtomicU64::new(changes),
-                takeovers: AtomicU64::new(0),
-                catching: parking_lot::Mutex::new(()),
-            };
-            let made = inner.shared.set(sh);
-            debug_assert!(made.is_ok(), "a fresh mount is made shared once");
-            inner.journals.only_in_calls();
-            Ok((inner, report))
-        }
-        Err(e) => {
-            region.participants().leave(me);
-            Err(e)
-        }
-    }
 }
 
 /// What the participants of a shared mount changed ([`crate::FileSystem::changes_since`],

@@ -1,0 +1,302 @@
+//! How a process becomes a participant of a shared mount (docs/design.md, "Many processes
+//! on one image", *Joining and leaving*).
+//!
+//! The first participant (no one has the image mounted, or no one else lives) runs the
+//! ordinary mount under the image lock, recovery included; so does one that finds the lock
+//! held by a dead participant (it recovers the image, as a takeover does). Any other reads
+//! the image *beside* the others: it reads the inode table without holding anything
+//! (nothing is written, nothing of the mapping is scanned: HashFS's table keeps no DRAM
+//! state but its used count, which the region holds), then takes the read side and
+//! catches up with the ring of changes from where the ring stood before it read. Every
+//! inode a call changed while it read is named in the ring after that point (a call
+//! publishes when it ends, and the read side waits for every call in progress), so what
+//! it read torn is read again; a ring that moved more than it holds, or a recovery in the
+//! meantime, has it read every inode again. So a join holds no one up for its scan, which
+//! grows with the image (a 1 GiB image's 65,536 inodes take about 5 ms here).
+//!
+//! Dead participants' slots are reaped under the lock only: a join that finds one takes
+//! the lock for that (its scan already done, it holds the lock for the catch-up alone).
+
+use super::{publish_recovered, release_dead, SharedMount};
+use crate::fs::recovery::{self, MountAs, MountReport};
+use crate::fs::verbs::{on_map, MapVerbs};
+use crate::fs::{FsInner, Progress};
+use crate::layout::inode::InodeState;
+use crate::pm::PmDevice;
+use crate::share::{Access, Acquired, Identity, ImageRegion, Participant, Region, MAX_PARTICIPANTS, REGION_BYTES};
+use crate::{Error, Result};
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+/// What a joining participant holds while it takes its place.
+#[derive(Clone, Copy)]
+enum Hold {
+    /// The read side: no call changes the image meanwhile.
+    Read,
+    /// The image lock, as it was acquired.
+    Lock(Acquired),
+}
+
+/// Mounts `dev` as one participant of many (`region_path`: the image's region file, made
+/// with `access` if missing). See the module.
+pub(crate) fn mount<D: PmDevice>(
+    dev: Arc<D>,
+    region_path: &Path,
+    access: Access,
+    progress: Progress<'_>,
+) -> Result<(Arc<FsInner<D>>, MountReport)> {
+    let (sb, geo, _) = crate::fs::read_superblock(&*dev)?;
+    if !crate::fs::hashfs::shared_by_processes(&sb, &geo) {
+        return Err(Error::Unsupported(
+            "only HashFS's mapping with the paper placement is shared by many processes yet; this image is used \
+             by one process at a time",
+        ));
+    }
+    let id = Identity::of_image(sb.uuid)?;
+    let region = ImageRegion::new(Region::attach_as(region_path, &id, REGION_BYTES, access)?);
+    let me = region.participants().join().ok_or(Error::TooManyOpen)?;
+    region.readers().joined(me);
+    let words = region.words();
+
+    // The image as it is, read beside the others (the ring's position first).
+    let beside = if words.mounted.load(Ordering::Acquire) != 0 {
+        let from = words.changes.load(Ordering::Acquire);
+        let read = recovery::mount(dev.clone(), progress, MountAs::Joining).ok();
+        read.map(|(inner, report)| Beside { inner, report, from })
+    } else {
+        None
+    };
+    crate::fs::race_point::reached("join: the image read beside the others");
+    let locked = |region: &ImageRegion| {
+        let acquired = region.lock_image(me);
+        (Hold::Lock(acquired), survey(region, me))
+    };
+    let (hold, found) = if beside.is_some() && region.try_read(me) {
+        let found = survey(&region, me);
+        if found.joins_reading() {
+            (Hold::Read, found)
+        } else {
+            region.leave_read(me);
+            locked(&region)
+        }
+    } else {
+        locked(&region)
+    };
+    let result = take_place(dev, &region, hold, found, beside, progress);
+    match hold {
+        Hold::Read => region.leave_read(me),
+        Hold::Lock(_) => region.words().lock.unlock(),
+    }
+    match result {
+        Ok((inner, report, seen)) => {
+            let sh = SharedMount {
+                region,
+                path: region_path.to_path_buf(),
+                me: std::sync::atomic::AtomicU32::new(me.0),
+                seen: AtomicU64::new(seen),
+                takeovers: AtomicU64::new(0),
+                catching: parking_lot::Mutex::new(()),
+            };
+            let made = inner.shared.set(sh);
+            debug_assert!(made.is_ok(), "a fresh mount is made shared once");
+            inner.journals.only_in_calls();
+            Ok((inner, report))
+        }
+        Err(e) => {
+            region.participants().leave(me);
+            Err(e)
+        }
+    }
+}
+
+/// The image as a joining participant read it beside the others.
+struct Beside<D: PmDevice> {
+    inner: Arc<FsInner<D>>,
+    report: MountReport,
+    /// The ring of changes' position before the read.
+    from: u64,
+}
+
+/// The other participants' slots, as the joining one finds them.
+struct Survey {
+    /// Taken by a process that no longer runs (its leftovers released, its slot reaped,
+    /// under the lock).
+    dead: Vec<Participant>,
+    live_others: bool,
+    mounted: bool,
+}
+
+impl Survey {
+    /// Whether a participant may join on the read side: others have the image mounted and
+    /// no slot needs reaping.
+    fn joins_reading(&self) -> bool {
+        self.mounted && self.live_others && self.dead.is_empty()
+    }
+}
+
+fn survey(region: &ImageRegion, me: Participant) -> Survey {
+    let parts = region.participants();
+    let mut s =
+        Survey { dead: Vec::new(), live_others: false, mounted: region.words().mounted.load(Ordering::Acquire) != 0 };
+    for p in (0..MAX_PARTICIPANTS as u32).map(Participant) {
+        if p == me {
+            continue;
+        }
+        if parts.alive(p) {
+            s.live_others = true;
+        } else if !parts.is_free(p) {
+            s.dead.push(p);
+        }
+    }
+    s
+}
+
+/// Under `hold` (`found`: the slots as found under it): the participant's file system,
+/// its report, and the ring position its caches reflect. `beside`: the image as read
+/// beside the others, and the ring's position before that read.
+fn take_place<D: PmDevice>(
+    dev: Arc<D>,
+    region: &ImageRegion,
+    hold: Hold,
+    found: Survey,
+    beside: Option<Beside<D>>,
+    progress: Progress<'_>,
+) -> Result<(Arc<FsInner<D>>, MountReport, u64)> {
+    let words = region.words();
+    if let Hold::Lock(_) = hold {
+        for &p in &found.dead {
+            release_dead(region, p);
+        }
+    }
+    let first = !found.mounted || !found.live_others;
+    let from_dead = matches!(hold, Hold::Lock(Acquired::FromDead(_)));
+    let (inner, report, seen) = match beside {
+        Some(Beside { inner, mut report, from }) if !first && !from_dead => {
+            // Its first call catches up with the ring from where it stood before the
+            // read; an inode read torn and counted corrupt is looked at again here.
+            report.corrupt_inodes.retain(|&ino| {
+                matches!(crate::fs::inode::read_raw(&*inner.dev, &inner.geo, ino).check(ino), InodeState::Corrupt(_))
+            });
+            adopt_words(region, &inner);
+            (inner, report, from)
+        }
+        beside => {
+            if let Some(Beside { inner: unused, .. }) = beside {
+                unused.unmounted.store(true, Ordering::Release); // its Drop must not unmount
+            }
+            debug_assert!(matches!(hold, Hold::Lock(_)), "the read side is taken to join others only");
+            if first {
+                // Forks counted by participants that are gone: their children died before
+                // they joined, or join a recovered image (and read everything again).
+                words.forks.store(0, Ordering::Release);
+            }
+            let opens = region.open_inodes();
+            let keep = |ino| opens.held(ino);
+            let how = if first { MountAs::Alone } else { MountAs::Recovering { keep: &keep } };
+            let (inner, report) = match (first, from_dead) {
+                (false, false) => recovery::mount(dev, progress, MountAs::Joining)?,
+                _ => recovery::mount(dev, progress, how)?,
+            };
+            if first || from_dead {
+                // Everyone else (none, when first) reads everything again.
+                publish_recovered(region, &inner);
+            } else {
+                adopt_words(region, &inner);
+            }
+            words.mounted.store(1, Ordering::Release);
+            (inner, report, words.changes.load(Ordering::Acquire))
+        }
+    };
+    if let Hold::Lock(_) = hold {
+        for p in found.dead {
+            region.participants().reap(p);
+        }
+    }
+    Ok((inner, report, seen))
+}
+
+/// A joining participant takes what the region holds of the image: the next transaction
+/// id and the table's used count.
+fn adopt_words<D: PmDevice>(region: &ImageRegion, inner: &FsInner<D>) {
+    let words = region.words();
+    inner.journals.raise_next_txid(words.next_txid.load(Ordering::Acquire));
+    on_map!(inner, m => m.adopt_shared_count(words.table_used.load(Ordering::Acquire)));
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::fs::race_point::with_between;
+    use crate::fsck::{fsck, FsckMode};
+    use crate::pm::{MmapDevice, OpenMode};
+    use crate::FileSystem;
+    use std::path::Path;
+
+    /// A formatted image on /dev/shm for a test, and its region's path once made.
+    fn image(name: &str) -> std::path::PathBuf {
+        let image = std::path::PathBuf::from(format!("/dev/shm/hashfs-join-{name}-{}.img", std::process::id()));
+        let opts = crate::FormatOptions { inode_count: Some(64), ..Default::default() };
+        FileSystem::format_file(&image, 8 << 20, &opts, &|_, _| {}).unwrap();
+        image
+    }
+
+    /// fsck of `image`, which no one uses any more; removes it and its region.
+    fn check_and_remove(image: &Path) {
+        let region = crate::share::region_path(&std::fs::File::open(image).unwrap()).unwrap();
+        let dev = std::sync::Arc::new(MmapDevice::open(image, OpenMode::Existing).unwrap());
+        let r = fsck(dev, FsckMode::Check, &|_, _| {}).unwrap();
+        let _ = std::fs::remove_file(image);
+        let _ = std::fs::remove_file(region);
+        assert!(r.findings.is_empty(), "fsck: {:?}", r.findings);
+    }
+
+    /// A file another participant makes while a joining one reads the image beside it
+    /// (after the read, before it takes its place) is seen by the joiner, whose next create
+    /// does not take the other's inode. A joiner whose caches counted as of the moment it
+    /// took its place, rather than the ring's position before its read
+    /// (`join-ring-after-read`), hands the other's inode out again.
+    #[test]
+    fn a_file_made_while_a_participant_joins_is_seen_by_it() {
+        let image = &image("made");
+        let (a, _) = FileSystem::open_shared(image).unwrap();
+        a.write(Path::new("/before"), b"first").unwrap();
+        let made = std::sync::Mutex::new(None);
+        let (b, _) = with_between(
+            "join: the image read beside the others",
+            || {
+                a.write(Path::new("/other"), b"the other's").unwrap();
+                *made.lock().unwrap() = Some(a.metadata(Path::new("/other")).unwrap().ino);
+            },
+            || FileSystem::open_shared(image).unwrap(),
+        );
+        let other = made.lock().unwrap().expect("the other participant ran at the point");
+        assert_eq!(b.read(Path::new("/other")).unwrap(), b"the other's");
+        b.write(Path::new("/mine"), b"the joiner's").unwrap();
+        assert_ne!(b.metadata(Path::new("/mine")).unwrap().ino, other, "the joiner took the other's inode");
+        assert_eq!(a.read(Path::new("/other")).unwrap(), b"the other's");
+        assert_eq!(a.read(Path::new("/mine")).unwrap(), b"the joiner's");
+        drop((a, b));
+        check_and_remove(image);
+    }
+
+    /// The only other participant leaves while one joins beside it (after the joiner's
+    /// read, before it takes its place): the image stays marked in use (the leaver counts
+    /// the joiner's slot as staying, and the joiner, finding no one else, mounts it as the
+    /// first does), never used under a clean flag that a crash would leave standing.
+    #[test]
+    fn a_participant_that_joins_as_the_last_other_leaves_mounts_the_image() {
+        let image = &image("alone");
+        let (a, _) = FileSystem::open_shared(image).unwrap();
+        a.write(Path::new("/f"), b"kept").unwrap();
+        let (b, _) = with_between(
+            "join: the image read beside the others",
+            move || drop(a),
+            || FileSystem::open_shared(image).unwrap(),
+        );
+        let (sb, _, _) = crate::fs::read_superblock(&*b.inner.dev).unwrap();
+        assert_ne!(sb.state, crate::layout::SB_STATE_CLEAN, "a mounted image marked clean");
+        assert_eq!(b.read(Path::new("/f")).unwrap(), b"kept");
+        drop(b);
+        check_and_remove(image);
+    }
+}
