@@ -86,9 +86,8 @@ pub(crate) fn mount<D: PmDevice>(
 ) -> Result<(Arc<FsInner<D>>, MountReport)> {
     let (sb, geo, source) = read_superblock(&*dev)?;
     let mut report = MountReport { used_superblock_copy: source == SuperblockSource::Secondary, ..Default::default() };
-    let joining = matches!(how, MountAs::Joining);
     let total_work = geo.inode_count + geo.data_blocks;
-    if joining {
+    if matches!(how, MountAs::Joining) {
         return join(dev, sb, geo, report, &|d| progress(d, total_work));
     }
     let (jrep, first_txid) = journal::recover(&*dev, &geo)?;

@@ -164,10 +164,9 @@ fn take_place<D: PmDevice>(
     progress: Progress<'_>,
 ) -> Result<(Arc<FsInner<D>>, MountReport, u64)> {
     let words = region.words();
-    if let Hold::Lock(_) = hold {
-        for &p in &found.dead {
-            release_dead(region, p);
-        }
+    // None under the read side (`Survey::joins_reading`): reaping needs the lock.
+    for &p in &found.dead {
+        release_dead(region, p);
     }
     let first = !found.mounted || !found.live_others;
     let from_dead = matches!(hold, Hold::Lock(Acquired::FromDead(_)));
@@ -193,25 +192,24 @@ fn take_place<D: PmDevice>(
             }
             let opens = region.open_inodes();
             let keep = |ino| opens.held(ino);
-            let how = if first { MountAs::Alone } else { MountAs::Recovering { keep: &keep } };
-            let (inner, report) = match (first, from_dead) {
-                (false, false) => recovery::mount(dev, progress, MountAs::Joining)?,
-                _ => recovery::mount(dev, progress, how)?,
+            let how = match (first, from_dead) {
+                (true, _) => MountAs::Alone,
+                (false, true) => MountAs::Recovering { keep: &keep },
+                (false, false) => MountAs::Joining,
             };
-            if first || from_dead {
+            let (inner, report) = recovery::mount(dev, progress, how)?;
+            if matches!(how, MountAs::Joining) {
+                adopt_words(region, &inner);
+            } else {
                 // Everyone else (none, when first) reads everything again.
                 publish_recovered(region, &inner);
-            } else {
-                adopt_words(region, &inner);
             }
             words.mounted.store(1, Ordering::Release);
             (inner, report, words.changes.load(Ordering::Acquire))
         }
     };
-    if let Hold::Lock(_) = hold {
-        for p in found.dead {
-            region.participants().reap(p);
-        }
+    for p in found.dead {
+        region.participants().reap(p);
     }
     Ok((inner, report, seen))
 }
