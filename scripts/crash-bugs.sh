@@ -142,6 +142,10 @@ bugs=(
     "mount-node-id-is-ino|crates/hashfs-fuse/src/nodes.rs|the mount gives the kernel inode numbers as node IDs (a directory another participant removed, whose number a new directory took, lists the new one's names through the kernel's old inode)|test fuse_shared a_removed_directory_never_turns_into_the_one_that_takes_its_number"
     "mount-lookup-not-kept|crates/hashfs-fuse/src/lib.rs|a shared mount's lookup does not keep the regular file it finds open for the kernel's open that follows (another participant's rename over the name frees it between the two, and the open fails with ESTALE)|test fuse_shared saves_on_either_side_are_read_whole_on_the_other"
     "join-ring-after-read|crates/hashfs/src/fs/shared/join.rs|a participant joining beside the others counts its caches from where the ring of changes stood when it took its place, not before it read the image (an inode another made meanwhile is handed out again)|unit a_file_made_while_a_participant_joins_is_seen_by_it"
+    "read-only-unvalidated|crates/hashfs/src/fs/shared/read_only.rs|a read-only participant trusts a call's first pass though a participant held the image lock while it ran (a file replaced meanwhile reads as the new file's bytes under the old name)|unit a_read_beside_a_change_is_read_again"
+    "read-only-sequence-still|crates/hashfs/src/share/image.rs|the image lock's holder leaves the lock's sequence as it was, so a read-only participant never sees that a change ran beside its call|unit a_read_beside_a_change_is_read_again"
+    "read-only-pin-ignored|crates/hashfs/src/fs/shared/mod.rs|a writer frees an unlinked file that a read-only participant has open (pinned), whose blocks another file then takes|unit a_file_a_read_only_participant_has_open_stays_until_it_closes"
+    "read-only-orphan-kept|crates/hashfs/src/fs/shared/mod.rs|a writer never frees the unlinked files it kept for a read-only participant once that one lets go (they pile up until the last participant leaves)|unit a_file_a_read_only_participant_has_open_stays_until_it_closes"
     "ctfs-unlogged-pswap|crates/hashfs/src/mapping/ctfs/tx.rs|ctFS's partition move stores its page-table swap straight to PM before the transaction that names the new partition (the released ctFS's order)|ctfs append,write-past-eof,truncate-down"
 )
 
@@ -177,8 +181,8 @@ elif name == "superblock-primary-first":
         "    let order = if secondary.validate(dev.len_bytes()).is_ok() || true {")
 elif name == "sync-forgets-times":
     sub("crates/hashfs/src/fs/api.rs",
-        "    pub fn sync(&self) -> Result<()> {\n        let _in = self.inner.enter();\n        self.inner.persist_all_times();\n",
-        "    pub fn sync(&self) -> Result<()> {\n        let _in = self.inner.enter();\n")
+        "        let _in = self.inner.enter();\n        self.inner.persist_all_times();\n        self.inner.sync_data()\n",
+        "        let _in = self.inner.enter();\n        self.inner.sync_data()\n")
 elif name == "claim-without-cas":
     sub("crates/hashfs/src/mapping/hashfs/mod.rs",
         "            if (v == EMPTY || v == TOMBSTONE) && self.dev.cas_u64(self.slot_off(s), v, marker).is_ok() {\n                self.used.fetch_add(1, Ordering::Relaxed);\n",
@@ -448,10 +452,29 @@ elif name == "join-ring-after-read":
     sub("crates/hashfs/src/fs/shared/join.rs",
         "            (inner, report, from)\n",
         "            (inner, report, words.changes.load(Ordering::Acquire))\n")
+elif name == "read-only-unvalidated":
+    sub("crates/hashfs/src/fs/shared/read_only.rs",
+        "                    if region.sequence_unchanged(seq) {\n",
+        "                    if region.sequence_unchanged(seq) || seq != u64::MAX {\n")
+elif name == "read-only-sequence-still":
+    sub("crates/hashfs/src/share/image.rs",
+        "        if s.is_multiple_of(2) {\n            seq.store(s + 1, Ordering::Relaxed);\n",
+        "        if s.is_multiple_of(2) && s == u64::MAX {\n            seq.store(s + 1, Ordering::Relaxed);\n")
+    sub("crates/hashfs/src/share/image.rs",
+        "        let was = self.words().writing.fetch_add(1, Ordering::Release);\n",
+        "        let was = self.words().writing.load(Ordering::Relaxed) | 1;\n")
+elif name == "read-only-pin-ignored":
+    sub("crates/hashfs/src/fs/shared/mod.rs",
+        "        self.dev.backing_fd().is_some_and(|fd| crate::share::record_locks::pinned(fd, ino))\n",
+        "        self.dev.backing_fd().is_some_and(|fd| fd < 0 && crate::share::record_locks::pinned(fd, ino))\n")
+elif name == "read-only-orphan-kept":
+    sub("crates/hashfs/src/fs/shared/mod.rs",
+        "        self.catch_up(sh);\n        self.free_unpinned(sh);\n",
+        "        self.catch_up(sh);\n")
 elif name == "exec-descriptor-unnamed":
     sub("crates/hashfs-preload/src/shim/exec.rs",
-        "        if !name_after(fd, h) {\n",
-        "        if (fd, h).0 < 0 {\n")
+        "        if !name_passed(*fd, *passed, of) {\n",
+        "        if (*fd, passed, of).0 < 0 {\n")
 elif name == "exec-input-unread-lost":
     sub("crates/hashfs-preload/src/shim/exec.rs",
         "            *at = at.saturating_sub(drained);\n",

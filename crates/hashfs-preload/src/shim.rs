@@ -240,9 +240,19 @@ fn write_mode_env() -> Result<Option<hashfs::WriteMode>, String> {
 /// The image is shared with every other process that uses it through the shim
 /// (`FileSystem::mount_shared`); an image whose mapping is not shared yet is mounted by
 /// this process alone, and the others get EBUSY while it runs.
+///
+/// A process that may only read the image file (or that `HASHFS_READ_ONLY=1` tells to,
+/// as `mount -o ro`) reads it beside the others and gets EROFS for every change
+/// (`FileSystem::open_read_only`).
 fn open_image(img: &Path) -> hashfs::Result<(FileSystem<MmapDevice>, hashfs::MountReport)> {
     let populate = std::env::var_os("HASHFS_POPULATE").is_some_and(|v| v == "1");
-    let dev = MmapDevice::open(img, hashfs::pm::OpenMode::Shared)?;
+    if std::env::var_os("HASHFS_READ_ONLY").is_some_and(|v| v == "1") {
+        return FileSystem::open_read_only(img);
+    }
+    let dev = match MmapDevice::open(img, hashfs::pm::OpenMode::Shared) {
+        Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => return FileSystem::open_read_only(img),
+        dev => dev?,
+    };
     if populate {
         dev.populate_in_background()?;
     }

@@ -58,6 +58,8 @@ pub enum Error {
     TooBig,
     #[error("too many files open across the processes sharing the image")]
     TooManyOpen,
+    #[error("read-only file system: this process may only read the image")]
+    ReadOnly,
 }
 
 pub type Result<T> = std::result::Result<T, Error>;
@@ -101,6 +103,7 @@ impl Error {
             Error::Range => libc::ERANGE,
             Error::TooBig => libc::E2BIG,
             Error::TooManyOpen => libc::ENFILE,
+            Error::ReadOnly => libc::EROFS,
         }
     }
 }

@@ -31,7 +31,12 @@ const NAME: &str = "hashfs-ofd-";
 /// Makes descriptor `fd` an `O_PATH` descriptor of a memfd named after `h` (without
 /// close-on-exec); false if the kernel refused a step.
 fn name_after(fd: c_int, h: Handle) -> bool {
-    let Ok(name) = CString::new(format!("{NAME}{}-{}", h.index, h.generation)) else { return false };
+    name_memfd(fd, &format!("{NAME}{}-{}", h.index, h.generation))
+}
+
+/// Makes descriptor `fd` an `O_PATH` descriptor of a memfd named `name`.
+fn name_memfd(fd: c_int, name: &str) -> bool {
+    let Ok(name) = CString::new(name) else { return false };
     // SAFETY: a NUL-terminated name.
     let m = unsafe { libc::memfd_create(name.as_ptr(), libc::MFD_CLOEXEC) };
     if m < 0 {
@@ -51,6 +56,45 @@ fn name_after(fd: c_int, h: Handle) -> bool {
         let r = dup2(q, fd);
         close(q);
         r == fd
+    }
+}
+
+/// What a copied descriptor's placeholder is called, before its inode, flags and offset.
+const COPY_NAME: &str = "hashfs-rofd-";
+
+/// A read-only participant names no description in the region (it may write nothing
+/// there): its descriptor passes to the next program as a copy, named after its inode,
+/// status flags and offset (`hashfs-rofd-<ino>-<flags>-<offset>`), which the next program
+/// opens again; the two offsets then move apart (docs/design.md, *Trust*).
+fn name_copy(fd: c_int, of: &OpenFile) -> bool {
+    let at = *of.pos.lock();
+    let name = format!("{COPY_NAME}{}-{}-{at}", of.ino.0, of.flags.load(Ordering::Relaxed));
+    name_memfd(fd, &name)
+}
+
+/// The inode, flags and offset a copy's placeholder names: `/memfd:hashfs-rofd-I-F-O (deleted)`.
+fn named_copy(link: &[u8]) -> Option<(Ino, c_int, u64)> {
+    let s = std::str::from_utf8(link).ok()?.strip_prefix("/memfd:")?.strip_prefix(COPY_NAME)?;
+    let mut parts = s.split(' ').next()?.splitn(3, '-');
+    let ino = Ino(parts.next()?.parse().ok()?);
+    let flags = parts.next()?.parse().ok()?;
+    Some((ino, flags, parts.next()?.parse().ok()?))
+}
+
+/// How a descriptor passes to the next program.
+#[derive(Clone, Copy)]
+enum Passed {
+    /// Its description in the image's region.
+    Shared(Handle),
+    /// A copy (a read-only participant's: [`name_copy`]).
+    Copied,
+}
+
+/// Names `fd` for the next program as `passed` says.
+fn name_passed(fd: c_int, passed: Passed, of: &OpenFile) -> bool {
+    match passed {
+        Passed::Shared(h) => name_after(fd, h),
+        Passed::Copied => name_copy(fd, of),
     }
 }
 
@@ -184,13 +228,16 @@ fn prepare_descriptors() -> Handover {
     }
     // Each description once (descriptors dup'd from one another share one).
     let mut handles: Vec<Handle> = Vec::new();
-    let mut of_handle = |of: &OpenFile| -> Option<Handle> {
+    let mut of_handle = |of: &OpenFile| -> Option<Passed> {
+        if fs.is_read_only() {
+            return Some(Passed::Copied);
+        }
         match of.pos.share(fs, of.ino, of.flags.load(Ordering::Relaxed)) {
             Ok(Some(h)) => {
                 if !handles.contains(&h) {
                     handles.push(h);
                 }
-                Some(h)
+                Some(Passed::Shared(h))
             }
             Ok(None) => None,
             Err(e) => {
@@ -199,12 +246,13 @@ fn prepare_descriptors() -> Handover {
             }
         }
     };
-    let moving: Vec<(c_int, Handle)> = moving.iter().filter_map(|(fd, of)| Some((*fd, of_handle(of)?))).collect();
-    let pumped: Vec<(c_int, Arc<Pump>, Handle)> =
+    let moving: Vec<(c_int, Arc<OpenFile>, Passed)> =
+        moving.into_iter().filter_map(|(fd, of)| of_handle(&of).map(|h| (fd, of, h))).collect();
+    let pumped: Vec<(c_int, Arc<Pump>, Passed)> =
         pumped.into_iter().filter_map(|(fd, p)| of_handle(&p.of).map(|h| (fd, p, h))).collect();
     let Some(exec) = fs.prepare_exec(&handles) else { return Handover::NotJoined };
-    for &(fd, h) in &moving {
-        if !name_after(fd, h) {
+    for (fd, of, passed) in &moving {
+        if !name_passed(*fd, *passed, of) {
             eprintln!("hashfs_preload: descriptor {fd} cannot pass to the exec'd program (memfd refused)");
         }
     }
@@ -216,7 +264,7 @@ fn prepare_descriptors() -> Handover {
 /// The standard descriptors that are pumps' pipes become named placeholders: an output
 /// pump writes what its pipe still holds into the file first; an input pump stops, and the
 /// bytes it put in the pipe that the program has not read go back to the offset.
-fn hand_over_pumps(pumped: &[(c_int, Arc<Pump>, Handle)]) {
+fn hand_over_pumps(pumped: &[(c_int, Arc<Pump>, Passed)]) {
     let fcntl = real!(fcntl: fn(c_int, c_int, libc::c_ulong) -> c_int);
     let read = real!(read: fn(c_int, *mut c_void, size_t) -> ssize_t);
     let me = current_pid();
@@ -226,13 +274,13 @@ fn hand_over_pumps(pumped: &[(c_int, Arc<Pump>, Handle)]) {
             // what the parent writes; the child's end becomes the description's (an input
             // pipe stays: parent and child read one stream).
             if p.output {
-                name_after(*fd, *h);
+                name_passed(*fd, *h, &p.of);
             }
             continue;
         }
         if p.output {
             let thread = take_pump(*fd);
-            name_after(*fd, *h); // closes this end of the pipe: the pump reads to its end
+            name_passed(*fd, *h, &p.of); // closes this end of the pipe: the pump reads to its end
             settle_pump(thread, *fd);
             continue;
         }
@@ -258,7 +306,7 @@ fn hand_over_pumps(pumped: &[(c_int, Arc<Pump>, Handle)]) {
             let mut at = p.of.pos.lock();
             *at = at.saturating_sub(drained);
         }
-        name_after(*fd, *h);
+        name_passed(*fd, *h, &p.of);
     }
 }
 
@@ -289,7 +337,9 @@ fn spawn_descriptors() -> Option<hashfs::Fork> {
     let moving = surviving(s);
     let mut handles = Vec::new();
     for (fd, of) in moving {
-        if let Ok(Some(h)) = of.pos.share(fs, of.ino, of.flags.load(Ordering::Relaxed)) {
+        if fs.is_read_only() {
+            name_copy(fd, &of);
+        } else if let Ok(Some(h)) = of.pos.share(fs, of.ino, of.flags.load(Ordering::Relaxed)) {
             if name_after(fd, h) && !handles.contains(&h) {
                 handles.push(h);
             }
@@ -339,23 +389,29 @@ pub(super) fn exec_failed(prepared: Option<Box<dyn std::any::Any>>) {
     }
 }
 
-/// What this program inherited across an exec: its descriptors' descriptions, and the
-/// working directory inside the image (its memfd is read and closed here).
-fn inherited() -> (Vec<(c_int, Handle)>, Option<PathBuf>) {
-    let Ok(dir) = std::fs::read_dir("/proc/self/fd") else { return (Vec::new(), None) };
+/// A descriptor a read-only participant passed on as a copy: its inode, flags, offset.
+type Copy = (c_int, (Ino, c_int, u64));
+
+/// What this program inherited across an exec: its descriptors' descriptions (or copies),
+/// and the working directory inside the image (its memfd is read and closed here).
+fn inherited() -> (Vec<(c_int, Handle)>, Vec<Copy>, Option<PathBuf>) {
+    let Ok(dir) = std::fs::read_dir("/proc/self/fd") else { return (Vec::new(), Vec::new(), None) };
     let mut cwd = None;
     let mut found = Vec::new();
+    let mut copies = Vec::new();
     for e in dir.flatten() {
         let Some(fd) = e.file_name().to_str().and_then(|n| n.parse::<c_int>().ok()) else { continue };
         let Ok(link) = std::fs::read_link(e.path()) else { continue };
         let link = link.as_os_str().as_bytes();
         if let Some(h) = named(link) {
             found.push((fd, h));
+        } else if let Some(c) = named_copy(link) {
+            copies.push((fd, c));
         } else if link.starts_with(format!("/memfd:{CWD_NAME} ").as_bytes()) {
             cwd = read_cwd(fd);
         }
     }
-    (found, cwd)
+    (found, copies, cwd)
 }
 
 /// The directory a [`pass_cwd`] memfd holds; the descriptor is closed.
@@ -382,15 +438,30 @@ extern "C" fn adopt_at_start() {
         if prefix_bytes().is_none() {
             return;
         }
-        let (found, cwd) = inherited();
+        let (found, copies, cwd) = inherited();
         if let Some(dir) = cwd {
             cwd::inherit_cwd(dir);
         }
-        if found.is_empty() {
+        if found.is_empty() && copies.is_empty() {
             return;
         }
         let s = shim();
         let Ok(fs) = s.fs() else { return };
+        for (fd, (ino, flags, at)) in copies {
+            match open_inherited(fs, ino, flags, fork::Position::at(at)) {
+                Ok(of) if (0..=2).contains(&fd) && of.file.is_some() => {
+                    start_pump(of, fd);
+                }
+                Ok(of) => {
+                    s.fds.lock().insert(fd, of);
+                    s.mark(fd);
+                }
+                Err(e) => eprintln!("hashfs_preload: an inherited descriptor cannot be opened again: {e}"),
+            }
+        }
+        if found.is_empty() {
+            return;
+        }
         let mut handles: Vec<Handle> = found.iter().map(|&(_, h)| h).collect();
         handles.sort_by_key(|h| (h.index, h.generation));
         handles.dedup();
@@ -422,6 +493,16 @@ extern "C" fn adopt_at_start() {
 
 /// The open file of an inherited description: its inode opened with its access mode.
 fn open_adopted(fs: &FileSystem<MmapDevice>, h: Handle, ino: Ino, flags: c_int) -> hashfs::Result<Arc<OpenFile>> {
+    open_inherited(fs, ino, flags, fork::Position::adopted(h))
+}
+
+/// The open file of an inherited descriptor: its inode opened with its access mode, at `pos`.
+fn open_inherited(
+    fs: &FileSystem<MmapDevice>,
+    ino: Ino,
+    flags: c_int,
+    pos: fork::Position,
+) -> hashfs::Result<Arc<OpenFile>> {
     let acc = flags & libc::O_ACCMODE;
     let access = Access {
         read: acc == libc::O_RDONLY || acc == libc::O_RDWR,
@@ -434,7 +515,7 @@ fn open_adopted(fs: &FileSystem<MmapDevice>, h: Handle, ino: Ino, flags: c_int) 
         ino,
         // Its name is not known here (it may have been renamed or unlinked since).
         fs_path: prefix().map(Path::to_path_buf).unwrap_or_default(),
-        pos: fork::Position::adopted(h),
+        pos,
         flags: std::sync::atomic::AtomicI32::new(flags),
         lock_fd: OnceLock::new(),
     }))

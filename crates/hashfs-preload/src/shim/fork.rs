@@ -39,6 +39,12 @@ impl Position {
         Position { local: Mutex::new(0), shared: OnceLock::new() }
     }
 
+    /// A position of this process's alone, at `at` (a read-only participant's inherited
+    /// descriptor, `exec.rs`).
+    pub(super) fn at(at: u64) -> Position {
+        Position { local: Mutex::new(at), shared: OnceLock::new() }
+    }
+
     /// The position of a descriptor a program inherited across `execve` (`exec.rs`): the
     /// description's.
     pub(super) fn adopted(h: Handle) -> Position {
@@ -147,6 +153,9 @@ pub(super) fn before_fork() -> Option<Box<dyn std::any::Any>> {
         std::mem::forget(held); // unlocked after the fork, in both processes
         match of.pos.share_at(fs, of.ino, of.flags.load(Ordering::Relaxed), at) {
             Ok(Some(h)) => handles.push(h),
+            // A read-only participant writes nothing in the region: the child's offsets
+            // are copies of the parent's (docs/design.md, *Trust*).
+            Ok(None) if fs.is_read_only() => {}
             Ok(None) => shareable = false,
             Err(e) => {
                 eprintln!("hashfs_preload: a forked child cannot share the parent's files: {e}");

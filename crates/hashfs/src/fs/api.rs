@@ -158,15 +158,48 @@ impl FileSystem<MmapDevice> {
     /// (`fs/shared/mod.rs`): the image's lock taken shared, and the coordination in its
     /// region file on `/dev/shm` (made with the image file's owner and permissions, and
     /// removed by the last process to leave).
+    ///
+    /// A process that may only read the image file becomes a read-only participant
+    /// ([`FileSystem::open_read_only`]).
     pub fn open_shared(path: &Path) -> Result<(FileSystem<MmapDevice>, MountReport)> {
-        let dev = MmapDevice::open(path, OpenMode::Shared)?;
+        let dev = match MmapDevice::open(path, OpenMode::Shared) {
+            Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => return FileSystem::open_read_only(path),
+            dev => dev?,
+        };
         let image = std::fs::File::open(path)?;
         let region = crate::share::region_path(&image)?;
         FileSystem::mount_shared(Arc::new(dev), &region, crate::share::Access::of_image(&image)?, &|_, _| {})
     }
+
+    /// Mounts the image file `path` read-only, beside any processes that use it
+    /// (`fs/shared/read_only.rs`): the image and its region mapped read-only, every call
+    /// that would change the image EROFS, every other one read under the image lock's
+    /// sequence. The image must be clean or mounted by a live process.
+    pub fn open_read_only(path: &Path) -> Result<(FileSystem<MmapDevice>, MountReport)> {
+        let dev = MmapDevice::open(path, OpenMode::SharedReadOnly)?;
+        let image = std::fs::File::open(path)?;
+        let region = crate::share::region_path(&image)?;
+        FileSystem::mount_read_only(Arc::new(dev), &region, &|_, _| {})
+    }
 }
 
 impl<D: PmDevice> FileSystem<D> {
+    /// Mounts `dev` (mapped read-only) as a read-only participant ([`FileSystem::open_read_only`]);
+    /// `region` is the image's region file, which this process never makes.
+    pub fn mount_read_only(
+        dev: Arc<D>,
+        region: &Path,
+        progress: super::Progress<'_>,
+    ) -> Result<(FileSystem<D>, MountReport)> {
+        let (inner, report) = super::shared::mount_read_only(dev, region, progress)?;
+        Ok((FileSystem { inner }, report))
+    }
+
+    /// Whether this mount may only read the image ([`FileSystem::open_read_only`]).
+    pub fn is_read_only(&self) -> bool {
+        self.inner.is_read_only()
+    }
+
     /// Mounts the file system on `dev`, recovering from an unclean shutdown.
     pub fn mount(dev: Arc<D>, progress: super::Progress<'_>) -> Result<(FileSystem<D>, MountReport)> {
         let (inner, report) = recovery::mount(dev, progress, recovery::MountAs::Alone)?;
@@ -272,17 +305,19 @@ impl<D: PmDevice> FileSystem<D> {
     /// mapping entry, or None for a hole: what the mapping structure translates, through
     /// the file's translation cache or cursor.
     pub fn physical_block(&self, ino: Ino, lblk: Lblk) -> Result<Option<Extent>> {
-        let _in = self.inner.enter();
-        let cell = self.inner.cell(ino)?;
-        let st = cell.state.read();
-        if st.freed {
-            return Err(Error::NotFound);
-        }
-        let size_blocks = st.raw.size.div_ceil(BLOCK_BYTES);
-        if lblk.0 >= size_blocks {
-            return Ok(None);
-        }
-        self.inner.translate(&cell, &st.raw, lblk, size_blocks)
+        self.inner.read_call(|| {
+            let _in = self.inner.enter();
+            let cell = self.inner.cell(ino)?;
+            let st = cell.state.read();
+            if st.freed {
+                return Err(Error::NotFound);
+            }
+            let size_blocks = st.raw.size.div_ceil(BLOCK_BYTES);
+            if lblk.0 >= size_blocks {
+                return Ok(None);
+            }
+            self.inner.translate(&cell, &st.raw, lblk, size_blocks)
+        })
     }
 
     /// The mapped logical blocks of `ino` as sorted runs (first, count): what reads of a
@@ -290,13 +325,15 @@ impl<D: PmDevice> FileSystem<D> {
     /// A walk of the file's structure; on the global tables (HashFS's, the cuckoo table,
     /// extent hashing) one scan of the whole table, so a check's verb, not a data path's.
     pub fn mapped_runs(&self, ino: Ino) -> Result<Vec<(Lblk, u64)>> {
-        let _in = self.inner.enter();
-        let cell = self.inner.cell(ino)?;
-        let st = cell.state.read();
-        if st.freed {
-            return Err(Error::NotFound);
-        }
-        on_map!(self.inner, m => m.mapped_runs(ino, &st.raw))
+        self.inner.read_call(|| {
+            let _in = self.inner.enter();
+            let cell = self.inner.cell(ino)?;
+            let st = cell.state.read();
+            if st.freed {
+                return Err(Error::NotFound);
+            }
+            on_map!(self.inner, m => m.mapped_runs(ino, &st.raw))
+        })
     }
 
     /// The bytes stored past EOF in the last block of `ino` (empty when the size ends on
@@ -304,13 +341,15 @@ impl<D: PmDevice> FileSystem<D> {
     /// zero, so that a mapping of the block never shows bytes the file no longer has: for
     /// the checks that hold it (the crash explorer's snapshots, fsck's, tests).
     pub fn bytes_past_eof(&self, ino: Ino) -> Result<Vec<u8>> {
-        let _in = self.inner.enter();
-        let cell = self.inner.cell(ino)?;
-        let st = cell.state.read();
-        if st.freed {
-            return Err(Error::NotFound);
-        }
-        self.inner.bytes_past_eof(&cell, &st.raw)
+        self.inner.read_call(|| {
+            let _in = self.inner.enter();
+            let cell = self.inner.cell(ino)?;
+            let st = cell.state.read();
+            if st.freed {
+                return Err(Error::NotFound);
+            }
+            self.inner.bytes_past_eof(&cell, &st.raw)
+        })
     }
 
     /// HashFS with the regions placement: the open groups (the small keys' region), and
@@ -363,6 +402,9 @@ impl<D: PmDevice> FileSystem<D> {
     /// change is durable when its operation returns), and the image on a host that is not
     /// persistent memory.
     pub fn sync(&self) -> Result<()> {
+        if self.inner.is_read_only() {
+            return Ok(()); // nothing of this process's to make durable
+        }
         let _in = self.inner.enter();
         self.inner.persist_all_times();
         self.inner.sync_data()
@@ -371,23 +413,27 @@ impl<D: PmDevice> FileSystem<D> {
     // ---- inode-level API ----
 
     pub fn lookup(&self, parent: Ino, name: &[u8]) -> Result<Metadata> {
-        // On a shared mount, beside other participants' reads (the read side): a lookup or
-        // a walk of a path reads directories and fills this participant's caches only.
-        let _read = self.inner.enter_read();
-        let (ino, _) = self.inner.lookup(parent, name)?;
-        self.getattr(ino)
+        self.inner.read_call(|| {
+            // On a shared mount, beside other participants' reads (the read side): a lookup or
+            // a walk of a path reads directories and fills this participant's caches only.
+            let _read = self.inner.enter_read();
+            let (ino, _) = self.inner.lookup(parent, name)?;
+            self.getattr(ino)
+        })
     }
 
     pub fn getattr(&self, ino: Ino) -> Result<Metadata> {
-        // On a shared mount, beside other participants' reads (the read side).
-        let _read = self.inner.enter_read();
-        let cell = self.inner.cell(ino)?;
-        let st = cell.state.read();
-        if st.freed {
-            return Err(Error::NotFound);
-        }
-        st.times_read();
-        Ok(Metadata::from_raw(ino, &st.raw))
+        self.inner.read_call(|| {
+            // On a shared mount, beside other participants' reads (the read side).
+            let _read = self.inner.enter_read();
+            let cell = self.inner.cell(ino)?;
+            let st = cell.state.read();
+            if st.freed {
+                return Err(Error::NotFound);
+            }
+            st.times_read();
+            Ok(Metadata::from_raw(ino, &st.raw))
+        })
     }
 
     /// [`FileSystem::getattr`] for a front end's own bookkeeping (a size, a type, a
@@ -395,18 +441,21 @@ impl<D: PmDevice> FileSystem<D> {
     /// file's next write keeps the coarse clock (`inode::write_time_ns`). A stat must use
     /// `getattr`.
     pub fn peek_attr(&self, ino: Ino) -> Result<Metadata> {
-        let _read = self.inner.enter_read();
-        let cell = self.inner.cell(ino)?;
-        let st = cell.state.read();
-        if st.freed {
-            return Err(Error::NotFound);
-        }
-        Ok(Metadata::from_raw(ino, &st.raw))
+        self.inner.read_call(|| {
+            let _read = self.inner.enter_read();
+            let cell = self.inner.cell(ino)?;
+            let st = cell.state.read();
+            if st.freed {
+                return Err(Error::NotFound);
+            }
+            Ok(Metadata::from_raw(ino, &st.raw))
+        })
     }
 
     /// chmod, chown, truncate, utimens. A chmod of a file with an access ACL also rewrites
     /// the ACL's owner, mask and other entries (a second transaction).
     pub fn setattr(&self, ino: Ino, attr: &SetAttr) -> Result<Metadata> {
+        self.inner.writable()?;
         let _in = self.inner.enter();
         let raw = self.inner.setattr(ino, attr)?;
         if let (Some(p), true) = (attr.perm, raw.xattr_ino != 0) {
@@ -432,6 +481,7 @@ impl<D: PmDevice> FileSystem<D> {
         owner: Owner,
         exclusive: bool,
     ) -> Result<Option<Metadata>> {
+        self.inner.writable()?;
         let mut tries = 0;
         loop {
             tries += 1;
@@ -456,18 +506,21 @@ impl<D: PmDevice> FileSystem<D> {
     }
 
     pub fn create_file_at(&self, parent: Ino, name: &[u8], perm: u32, owner: Owner) -> Result<Metadata> {
+        self.inner.writable()?;
         let _in = self.inner.enter();
         let c = self.inner.create_node(parent, name, NodeSpec::File { perm }, owner)?;
         self.getattr(c.ino)
     }
 
     pub fn mkdir_at(&self, parent: Ino, name: &[u8], perm: u32, owner: Owner) -> Result<Metadata> {
+        self.inner.writable()?;
         let _in = self.inner.enter();
         let c = self.inner.create_node(parent, name, NodeSpec::Dir { perm }, owner)?;
         self.getattr(c.ino)
     }
 
     pub fn symlink_at(&self, parent: Ino, name: &[u8], target: &[u8], owner: Owner) -> Result<Metadata> {
+        self.inner.writable()?;
         let _in = self.inner.enter();
         let c = self.inner.create_node(parent, name, NodeSpec::Symlink { target }, owner)?;
         self.getattr(c.ino)
@@ -475,21 +528,26 @@ impl<D: PmDevice> FileSystem<D> {
 
     /// getxattr(2): the value of attribute `name` (NoData if absent).
     pub fn get_xattr(&self, ino: Ino, name: &[u8]) -> Result<Vec<u8>> {
-        let _in = self.inner.enter();
-        super::xattr::check_name(name)?;
-        self.inner.xattrs(ino)?.remove(name).ok_or(Error::NoData)
+        self.inner.read_call(|| {
+            let _in = self.inner.enter();
+            super::xattr::check_name(name)?;
+            self.inner.xattrs(ino)?.remove(name).ok_or(Error::NoData)
+        })
     }
 
     /// listxattr(2): every attribute name, sorted.
     pub fn list_xattr(&self, ino: Ino) -> Result<Vec<Vec<u8>>> {
-        let _in = self.inner.enter();
-        Ok(self.inner.xattrs(ino)?.into_keys().collect())
+        self.inner.read_call(|| {
+            let _in = self.inner.enter();
+            Ok(self.inner.xattrs(ino)?.into_keys().collect())
+        })
     }
 
     /// setxattr(2), with XATTR_CREATE / XATTR_REPLACE as `mode`. The ACL names
     /// (`system.posix_acl_access`/`_default`) are validated and keep the mode in step, as
     /// Linux does (`fs/acl.rs`), so every front end gets ACL semantics from this one call.
     pub fn set_xattr(&self, ino: Ino, name: &[u8], value: &[u8], mode: super::xattr::XattrMode) -> Result<()> {
+        self.inner.writable()?;
         let _in = self.inner.enter();
         if name == super::acl::ACCESS || name == super::acl::DEFAULT {
             return self.set_acl(ino, name, value, mode);
@@ -499,6 +557,7 @@ impl<D: PmDevice> FileSystem<D> {
 
     /// removexattr(2) (NoData if absent).
     pub fn remove_xattr(&self, ino: Ino, name: &[u8]) -> Result<()> {
+        self.inner.writable()?;
         let _in = self.inner.enter();
         self.inner.change_xattr(ino, name, None, super::xattr::XattrMode::Any)
     }
@@ -513,23 +572,27 @@ impl<D: PmDevice> FileSystem<D> {
         rdev: u64,
         owner: Owner,
     ) -> Result<Metadata> {
+        self.inner.writable()?;
         let _in = self.inner.enter();
         let c = self.inner.create_node(parent, name, NodeSpec::Special { ftype, perm, rdev }, owner)?;
         self.getattr(c.ino)
     }
 
     pub fn link_at(&self, ino: Ino, new_parent: Ino, name: &[u8]) -> Result<Metadata> {
+        self.inner.writable()?;
         let _in = self.inner.enter();
         self.inner.link(ino, new_parent, name)?;
         self.getattr(ino)
     }
 
     pub fn unlink_at(&self, parent: Ino, name: &[u8]) -> Result<()> {
+        self.inner.writable()?;
         let _in = self.inner.enter();
         self.inner.remove(parent, name, RemoveKind::NonDir)
     }
 
     pub fn rmdir_at(&self, parent: Ino, name: &[u8]) -> Result<()> {
+        self.inner.writable()?;
         let _in = self.inner.enter();
         self.inner.remove(parent, name, RemoveKind::Dir)
     }
@@ -542,27 +605,29 @@ impl<D: PmDevice> FileSystem<D> {
         new_name: &[u8],
         mode: RenameMode,
     ) -> Result<()> {
+        self.inner.writable()?;
         let _in = self.inner.enter();
         self.inner.rename(parent, name, new_parent, new_name, mode)
     }
 
     pub fn readlink_ino(&self, ino: Ino) -> Result<Vec<u8>> {
-        let _in = self.inner.enter();
-        self.inner.readlink(ino)
+        self.inner.read_call(|| {
+            let _in = self.inner.enter();
+            self.inner.readlink(ino)
+        })
     }
 
     /// Up to `max` entries after `cookie` (0 = from the start; "." and ".." not included).
     pub fn readdir_ino(&self, ino: Ino, cookie: u64, max: usize) -> Result<Vec<DirEntry>> {
-        let _in = self.inner.enter();
-        self.inner.readdir(ino, cookie, max)
+        self.inner.read_call(|| {
+            let _in = self.inner.enter();
+            self.inner.readdir(ino, cookie, max)
+        })
     }
 
     /// Opens inode `ino` (a regular file or, read-only, anything).
     pub fn open_ino(&self, ino: Ino, access: Access) -> Result<File<D>> {
-        let _in = self.inner.enter();
-        let cell = self.inner.cell(ino)?;
-        {
-            let st = cell.state.read();
+        fn openable(st: &super::inode::InodeMem, access: Access) -> Result<()> {
             if st.freed {
                 return Err(Error::NotFound);
             }
@@ -572,12 +637,47 @@ impl<D: PmDevice> FileSystem<D> {
             if st.raw.is_special() {
                 return Err(Error::Unsupported("a FIFO, device or socket is opened through the kernel (a mount)"));
             }
+            Ok(())
+        }
+        if self.inner.is_read_only() {
+            // Named nowhere but in this process (see `fs/shared/read_only.rs`).
+            if access.write {
+                return Err(Error::ReadOnly);
+            }
+            let (cell, generation) = self.inner.read_call(|| {
+                let cell = self.inner.cell(ino)?;
+                let generation = {
+                    let st = cell.state.read();
+                    openable(&st, access)?;
+                    st.raw.generation | 1 // never 0, which means unchecked
+                };
+                Ok((cell, generation))
+            })?;
+            self.inner.hold_read_only(&cell)?;
+            let f = File { fs: self.inner.clone(), cell, access, pos: 0, generation };
+            // Freed (and maybe taken again) before the pin took hold? Asked of the media,
+            // under the sequence: a free racing the pin moved it.
+            let same = self.inner.read_call(|| {
+                let mut raw = super::inode::read_raw(&*self.inner.dev, &self.inner.geo, ino);
+                super::hashfs::append_tag::read_plain(&mut raw);
+                Ok(raw.check(ino) == crate::layout::inode::InodeState::Allocated && raw.generation | 1 == generation)
+            })?;
+            if !same {
+                return Err(Error::Stale(ino.0));
+            }
+            return Ok(f);
+        }
+        let _in = self.inner.enter();
+        let cell = self.inner.cell(ino)?;
+        {
+            let st = cell.state.read();
+            openable(&st, access)?;
             if cell.open_count.load(Ordering::Acquire) == 0 {
                 self.inner.note_open(ino)?;
             }
             cell.open_count.fetch_add(1, Ordering::AcqRel);
         }
-        Ok(File { fs: self.inner.clone(), cell, access, pos: 0 })
+        Ok(File { fs: self.inner.clone(), cell, access, pos: 0, generation: 0 })
     }
 
     // ---- path API ----
@@ -592,13 +692,15 @@ impl<D: PmDevice> FileSystem<D> {
 
     /// The parent of directory `dir` (".."; the root is its own parent).
     pub fn parent_of(&self, dir: Ino) -> Result<Ino> {
-        let _in = self.inner.enter();
-        let cell = self.inner.cell(dir)?;
-        let st = cell.state.read();
-        if !st.raw.is_dir() {
-            return Err(Error::NotDir);
-        }
-        Ok(Ino(st.raw.parent))
+        self.inner.read_call(|| {
+            let _in = self.inner.enter();
+            let cell = self.inner.cell(dir)?;
+            let st = cell.state.read();
+            if !st.raw.is_dir() {
+                return Err(Error::NotDir);
+            }
+            Ok(Ino(st.raw.parent))
+        })
     }
 
     fn walk(&self, mut comps: VecDeque<Vec<u8>>, last: LastLink) -> Result<Ino> {
@@ -636,39 +738,49 @@ impl<D: PmDevice> FileSystem<D> {
 
     /// The inode at `path`, following a final symlink.
     pub fn resolve(&self, path: &Path) -> Result<Ino> {
-        let _read = self.inner.enter_read();
-        self.walk(Self::components(path)?, LastLink::Follow)
+        self.inner.read_call(|| {
+            let _read = self.inner.enter_read();
+            self.walk(Self::components(path)?, LastLink::Follow)
+        })
     }
 
     /// The inode at `path`, not following a final symlink.
     pub fn resolve_nofollow(&self, path: &Path) -> Result<Ino> {
-        let _read = self.inner.enter_read();
-        self.walk(Self::components(path)?, LastLink::NoFollow)
+        self.inner.read_call(|| {
+            let _read = self.inner.enter_read();
+            self.walk(Self::components(path)?, LastLink::NoFollow)
+        })
     }
 
     /// The parent directory of `path` and the final name.
     pub fn resolve_parent(&self, path: &Path) -> Result<(Ino, Vec<u8>)> {
-        let _in = self.inner.enter();
-        let mut comps = Self::components(path)?;
-        let last = comps.pop_back().ok_or(Error::Exists)?;
-        if last == b".." {
-            return Err(Error::Exists);
-        }
-        let parent = self.walk(comps, LastLink::Follow)?;
-        if !self.getattr(parent)?.is_dir() {
-            return Err(Error::NotDir);
-        }
-        Ok((parent, last))
+        self.inner.read_call(|| {
+            let _in = self.inner.enter();
+            let mut comps = Self::components(path)?;
+            let last = comps.pop_back().ok_or(Error::Exists)?;
+            if last == b".." {
+                return Err(Error::Exists);
+            }
+            let parent = self.walk(comps, LastLink::Follow)?;
+            if !self.getattr(parent)?.is_dir() {
+                return Err(Error::NotDir);
+            }
+            Ok((parent, last))
+        })
     }
 
     pub fn metadata(&self, path: &Path) -> Result<Metadata> {
-        let _read = self.inner.enter_read();
-        self.getattr(self.resolve(path)?)
+        self.inner.read_call(|| {
+            let _read = self.inner.enter_read();
+            self.getattr(self.resolve(path)?)
+        })
     }
 
     pub fn symlink_metadata(&self, path: &Path) -> Result<Metadata> {
-        let _read = self.inner.enter_read();
-        self.getattr(self.resolve_nofollow(path)?)
+        self.inner.read_call(|| {
+            let _read = self.inner.enter_read();
+            self.getattr(self.resolve_nofollow(path)?)
+        })
     }
 
     pub fn exists(&self, path: &Path) -> bool {
@@ -677,12 +789,14 @@ impl<D: PmDevice> FileSystem<D> {
     }
 
     pub fn create_dir(&self, path: &Path, perm: u32) -> Result<Metadata> {
+        self.inner.writable()?;
         let _in = self.inner.enter();
         let (p, name) = self.resolve_parent(path)?;
         self.mkdir_at(p, &name, perm, Owner::current())
     }
 
     pub fn create_dir_all(&self, path: &Path, perm: u32) -> Result<()> {
+        self.inner.writable()?;
         let _in = self.inner.enter();
         let mut cur = std::path::PathBuf::from("/");
         for c in Self::components(path)? {
@@ -697,6 +811,7 @@ impl<D: PmDevice> FileSystem<D> {
     }
 
     pub fn remove_file(&self, path: &Path) -> Result<()> {
+        self.inner.writable()?;
         let _in = self.inner.enter();
         let (p, name) =
             self.resolve_parent(path).map_err(|e| if matches!(e, Error::Exists) { Error::IsDir } else { e })?;
@@ -704,6 +819,7 @@ impl<D: PmDevice> FileSystem<D> {
     }
 
     pub fn remove_dir(&self, path: &Path) -> Result<()> {
+        self.inner.writable()?;
         let _in = self.inner.enter();
         let (p, name) =
             self.resolve_parent(path).map_err(|e| if matches!(e, Error::Exists) { Error::Busy } else { e })?;
@@ -712,6 +828,7 @@ impl<D: PmDevice> FileSystem<D> {
 
     /// Removes a directory and everything below it.
     pub fn remove_dir_all(&self, path: &Path) -> Result<()> {
+        self.inner.writable()?;
         let _in = self.inner.enter();
         let ino = self.resolve_nofollow(path)?;
         if !self.getattr(ino)?.is_dir() {
@@ -735,11 +852,13 @@ impl<D: PmDevice> FileSystem<D> {
     }
 
     pub fn rename(&self, from: &Path, to: &Path) -> Result<()> {
+        self.inner.writable()?;
         let _in = self.inner.enter();
         self.rename_with(from, to, RenameMode::Replace)
     }
 
     pub fn rename_with(&self, from: &Path, to: &Path, mode: RenameMode) -> Result<()> {
+        self.inner.writable()?;
         let _in = self.inner.enter();
         let (sp, sn) =
             self.resolve_parent(from).map_err(|e| if matches!(e, Error::Exists) { Error::Busy } else { e })?;
@@ -748,6 +867,7 @@ impl<D: PmDevice> FileSystem<D> {
     }
 
     pub fn hard_link(&self, original: &Path, link: &Path) -> Result<()> {
+        self.inner.writable()?;
         let _in = self.inner.enter();
         let ino = self.resolve_nofollow(original)?;
         let (p, name) = self.resolve_parent(link)?;
@@ -755,60 +875,72 @@ impl<D: PmDevice> FileSystem<D> {
     }
 
     pub fn symlink(&self, target: &Path, link: &Path) -> Result<()> {
+        self.inner.writable()?;
         let _in = self.inner.enter();
         let (p, name) = self.resolve_parent(link)?;
         self.symlink_at(p, &name, target.as_os_str().as_bytes(), Owner::current()).map(|_| ())
     }
 
     pub fn read_link(&self, path: &Path) -> Result<std::path::PathBuf> {
-        let _in = self.inner.enter();
-        use std::os::unix::ffi::OsStringExt;
-        let bytes = self.readlink_ino(self.resolve_nofollow(path)?)?;
-        Ok(std::path::PathBuf::from(std::ffi::OsString::from_vec(bytes)))
+        self.inner.read_call(|| {
+            let _in = self.inner.enter();
+            use std::os::unix::ffi::OsStringExt;
+            let bytes = self.readlink_ino(self.resolve_nofollow(path)?)?;
+            Ok(std::path::PathBuf::from(std::ffi::OsString::from_vec(bytes)))
+        })
     }
 
     /// All entries of the directory at `path` ("." and ".." not included).
     pub fn read_dir(&self, path: &Path) -> Result<Vec<DirEntry>> {
-        let _in = self.inner.enter();
-        let ino = self.resolve(path)?;
-        let mut out = Vec::new();
-        let mut cookie = 0;
-        loop {
-            let batch = self.readdir_ino(ino, cookie, 1024)?;
-            match batch.last() {
-                Some(e) => cookie = e.cookie,
-                None => return Ok(out),
+        self.inner.read_call(|| {
+            let _in = self.inner.enter();
+            let ino = self.resolve(path)?;
+            let mut out = Vec::new();
+            let mut cookie = 0;
+            loop {
+                let batch = self.readdir_ino(ino, cookie, 1024)?;
+                match batch.last() {
+                    Some(e) => cookie = e.cookie,
+                    None => return Ok(out),
+                }
+                out.extend(batch);
             }
-            out.extend(batch);
-        }
+        })
     }
 
     pub fn set_permissions(&self, path: &Path, perm: u32) -> Result<()> {
+        self.inner.writable()?;
         let _in = self.inner.enter();
         self.setattr(self.resolve(path)?, &SetAttr { perm: Some(perm), ..Default::default() }).map(|_| ())
     }
 
     pub fn set_owner(&self, path: &Path, uid: Option<u32>, gid: Option<u32>) -> Result<()> {
+        self.inner.writable()?;
         let _in = self.inner.enter();
         self.setattr(self.resolve(path)?, &SetAttr { uid, gid, ..Default::default() }).map(|_| ())
     }
 
     pub fn set_times(&self, path: &Path, atime: Option<SetTime>, mtime: Option<SetTime>) -> Result<()> {
+        self.inner.writable()?;
         let _in = self.inner.enter();
         self.setattr(self.resolve(path)?, &SetAttr { atime, mtime, ..Default::default() }).map(|_| ())
     }
 
     /// Reads a whole file.
     pub fn read(&self, path: &Path) -> Result<Vec<u8>> {
-        let _in = self.inner.enter();
-        let mut f = self.open_file(path, OpenOptions::new().read(true))?;
-        let mut v = Vec::with_capacity(f.metadata()?.size as usize);
-        f.read_to_end(&mut v).map_err(Error::Io)?;
-        Ok(v)
+        self.inner.read_call(|| {
+            let _in = self.inner.enter();
+            let mut f = self.open_file(path, OpenOptions::new().read(true))?;
+            super::race_point::reached("read: the file opened");
+            let mut v = Vec::with_capacity(f.metadata()?.size as usize);
+            f.read_to_end(&mut v).map_err(Error::Io)?;
+            Ok(v)
+        })
     }
 
     /// Creates or replaces a file with `data`.
     pub fn write(&self, path: &Path, data: &[u8]) -> Result<()> {
+        self.inner.writable()?;
         let _in = self.inner.enter();
         let f = self.open_file(path, OpenOptions::new().write(true).create(true).truncate(true))?;
         let mut done = 0;
@@ -826,6 +958,9 @@ impl<D: PmDevice> FileSystem<D> {
         }
         if (opts.truncate || opts.create || opts.create_new) && !access.write {
             return Err(Error::Invalid("create or truncate needs write access"));
+        }
+        if access.write {
+            self.inner.writable()?;
         }
         // The inode the path named may be freed before it is opened (a rename over it, an
         // unlink, in another thread): the path is resolved again, so that the open finds

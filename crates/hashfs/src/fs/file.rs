@@ -144,6 +144,10 @@ pub struct File<D: PmDevice = MmapDevice> {
     pub(crate) cell: Arc<InodeCell>,
     pub(crate) access: Access,
     pub(super) pos: u64,
+    /// A read-only participant's file: the inode's generation when it was opened (0
+    /// elsewhere). Such a participant names no open file in the region, so the inode may
+    /// be freed and taken again meanwhile (`fs/shared/read_only.rs`): then ESTALE.
+    pub(super) generation: u32,
 }
 
 impl<D: PmDevice> File<D> {
@@ -152,12 +156,15 @@ impl<D: PmDevice> File<D> {
     }
 
     pub fn read_at(&self, off: u64, buf: &mut [u8]) -> Result<usize> {
-        // On a shared mount, beside other participants' reads and overwrites.
-        let _read = self.fs.enter_read();
-        if !self.access.read {
-            return Err(Error::BadDescriptor);
-        }
-        self.fs.read_at(&self.cell, off, buf)
+        self.fs.read_call(|| {
+            // On a shared mount, beside other participants' reads and overwrites.
+            let _read = self.fs.enter_read();
+            if !self.access.read {
+                return Err(Error::BadDescriptor);
+            }
+            self.still_the_file()?;
+            self.fs.read_at(&self.cell, off, buf)
+        })
     }
 
     /// Writes at `off` (at the end in append mode); returns the bytes written, which is
@@ -234,11 +241,26 @@ impl<D: PmDevice> File<D> {
         self.fs.append(&self.cell, data)
     }
 
+    /// Stale if this is a read-only participant's file whose inode was freed (and maybe
+    /// taken by another file) since it was opened.
+    fn still_the_file(&self) -> Result<()> {
+        if self.generation != 0 {
+            let st = self.cell.state.read();
+            if st.freed || st.raw.generation | 1 != self.generation {
+                return Err(Error::Stale(self.cell.ino.0));
+            }
+        }
+        Ok(())
+    }
+
     pub fn metadata(&self) -> Result<Metadata> {
-        let _read = self.fs.enter_read();
-        let st = self.cell.state.read();
-        st.times_read();
-        Ok(Metadata::from_raw(self.cell.ino, &st.raw))
+        self.fs.read_call(|| {
+            let _read = self.fs.enter_read();
+            self.still_the_file()?;
+            let st = self.cell.state.read();
+            st.times_read();
+            Ok(Metadata::from_raw(self.cell.ino, &st.raw))
+        })
     }
 
     pub fn set_len(&self, size: u64) -> Result<()> {
@@ -276,6 +298,9 @@ impl<D: PmDevice> File<D> {
     /// file's times durable too (`fs/times.rs`), and the image on a host that is not
     /// persistent memory.
     pub fn sync_all(&self) -> Result<()> {
+        if self.fs.is_read_only() {
+            return Ok(()); // a read-only participant's files have nothing to make durable
+        }
         // On a shared mount, beside other participants' reads and overwrites when the
         // times are on the media already.
         if let Some(_read) = self.fs.enter_read() {
@@ -294,6 +319,9 @@ impl<D: PmDevice> File<D> {
     /// fdatasync: as [`Self::sync_all`] without the times, which a read does not need.
     /// (Every write is durable when it returns: nothing changes here.)
     pub fn sync_data(&self) -> Result<()> {
+        if self.fs.is_read_only() {
+            return Ok(());
+        }
         let _read = self.fs.enter_read();
         self.fs.sync_data()
     }
@@ -309,6 +337,11 @@ impl<D: PmDevice> File<D> {
 
 impl<D: PmDevice> Drop for File<D> {
     fn drop(&mut self) {
+        if self.fs.is_read_only() {
+            // Never freed here (`fs/shared/read_only.rs`): the last close lets go of the pin.
+            self.fs.release_read_only(&self.cell);
+            return;
+        }
         let _in = self.fs.enter();
         let mut st = self.cell.state.write();
         if self.cell.open_count.fetch_sub(1, Ordering::AcqRel) == 1 {

@@ -57,6 +57,9 @@ impl File<MmapDevice> {
     /// holes cannot be filled, and Io when the kernel refuses the mapping (ENOMEM when the
     /// file is too fragmented for the process's mapping count).
     pub fn map(&self, off: u64, len: usize, prot: Protection) -> Result<Mapping<'_>> {
+        if self.fs.is_read_only() {
+            return Err(Error::Unsupported("a process that may only read the image does not map its files yet"));
+        }
         let _in = self.fs.enter();
         if prot == Protection::ReadWrite && !self.access.write {
             return Err(Error::BadDescriptor);

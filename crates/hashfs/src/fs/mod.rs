@@ -133,6 +133,8 @@ pub(crate) struct FsInner<D: PmDevice> {
     pub tagged: AtomicU64,
     /// Set when the mount is one participant of many (`fs/shared/mod.rs`).
     pub shared: std::sync::OnceLock<shared::SharedMount>,
+    /// Set when the mount is a read-only participant's (`fs/shared/read_only.rs`).
+    pub read_only: std::sync::OnceLock<shared::ReadOnlyMount>,
 }
 
 /// Writes a new, empty file system on `dev`.

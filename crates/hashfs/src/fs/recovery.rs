@@ -132,8 +132,9 @@ pub(crate) fn mount<D: PmDevice>(
     }
     inner.mark_mounted();
     // Unlinked inodes (orphans of open-unlinked files, or interrupted frees), but those
-    // a live participant of a shared mount has open.
-    let kept = |ino: Ino| matches!(how, MountAs::Recovering { keep } if keep(ino));
+    // a live participant of a shared mount has open or a read-only one pins
+    // (`fs/shared/read_only.rs`).
+    let kept = |ino: Ino| matches!(how, MountAs::Recovering { keep } if keep(ino)) || inner.pinned_by_reader(ino);
     for &ino in scan.nlink_zero.iter().filter(|&&ino| !kept(ino)) {
         let cell = inner.cell(ino)?;
         let mut st = cell.state.write();
@@ -185,6 +186,7 @@ fn file_system<D: PmDevice>(
         rename_lock: Mutex::new(()),
         unmounted: AtomicBool::new(false),
         shared: std::sync::OnceLock::new(),
+        read_only: std::sync::OnceLock::new(),
         times_pending: AtomicU64::new(0),
         tagged: AtomicU64::new(0),
         strict: AtomicBool::new(sb.write_mode == crate::layout::WriteMode::Strict as u32),

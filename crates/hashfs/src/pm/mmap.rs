@@ -23,6 +23,9 @@ pub enum OpenMode {
     /// image's lock taken shared, so that participants exclude a single-owner mount (and
     /// it them) but not one another.
     Shared,
+    /// As `Shared`, by a process that may only read the image file: opened and mapped
+    /// read-only (a store faults), for a read-only participant (`fs/shared/read_only.rs`).
+    SharedReadOnly,
 }
 
 /// A memory-mapped image file.
@@ -33,6 +36,8 @@ pub struct MmapDevice {
     flush_kind: FlushKind,
     /// True when mapped with MAP_SYNC (the file sits on a DAX file system).
     map_sync: bool,
+    /// False when mapped read-only ([`OpenMode::SharedReadOnly`]).
+    writable: bool,
     /// True when the host file system keeps the image only in memory or in PM
     /// (tmpfs, DAX), so that cache write-back is all durability needs.
     host_is_memory: bool,
@@ -80,6 +85,7 @@ impl MmapDevice {
     pub fn open(path: &Path, mode: OpenMode) -> io::Result<MmapDevice> {
         let file = match mode {
             OpenMode::Existing | OpenMode::Shared => OpenOptions::new().read(true).write(true).open(path)?,
+            OpenMode::SharedReadOnly => OpenOptions::new().read(true).open(path)?,
             OpenMode::CreateTruncate { size_bytes } => {
                 let f = OpenOptions::new().read(true).write(true).create(true).truncate(true).open(path)?;
                 f.set_len(size_bytes)?;
@@ -92,7 +98,8 @@ impl MmapDevice {
         // another thread of this process holds our earlier descriptor of the image (from a
         // format or an unmount just before) until it execs.
         let mut tries = 0;
-        let how = if matches!(mode, OpenMode::Shared) { libc::LOCK_SH } else { libc::LOCK_EX };
+        let how =
+            if matches!(mode, OpenMode::Shared | OpenMode::SharedReadOnly) { libc::LOCK_SH } else { libc::LOCK_EX };
         // SAFETY: flock on a descriptor we own; the lock goes with the descriptor.
         while unsafe { libc::flock(file.as_raw_fd(), how | libc::LOCK_NB) } != 0 {
             let e = io::Error::last_os_error();
@@ -112,7 +119,8 @@ impl MmapDevice {
         let len_usize =
             usize::try_from(len).map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "image too large"))?;
         let fd = file.as_raw_fd();
-        let prot = libc::PROT_READ | libc::PROT_WRITE;
+        let writable = mode != OpenMode::SharedReadOnly;
+        let prot = if writable { libc::PROT_READ | libc::PROT_WRITE } else { libc::PROT_READ };
         // SAFETY: mmap of a file descriptor we own; a failure returns MAP_FAILED.
         let mut base =
             unsafe { libc::mmap(std::ptr::null_mut(), len_usize, prot, MAP_SHARED_VALIDATE | MAP_SYNC, fd, 0) };
@@ -132,10 +140,16 @@ impl MmapDevice {
             _file: file,
             flush_kind: cpu::flush_kind(),
             map_sync,
+            writable,
             host_is_memory,
             stats: DeviceStats::default(),
             populator: std::sync::Mutex::new(None),
         })
+    }
+
+    /// Whether the image is mapped for writing (not [`OpenMode::SharedReadOnly`]).
+    pub fn writable(&self) -> bool {
+        self.writable
     }
 
     /// Faults in every page of the mapping for writing (MADV_POPULATE_WRITE, Linux 5.14),
@@ -184,7 +198,7 @@ impl MmapDevice {
         let mut slot = self.populator.lock().unwrap_or_else(|e| e.into_inner());
         // On a disk file system a write fault dirties the page: populating would write the
         // whole image back. Only memory (tmpfs) and DAX hosts are populated.
-        if !self.host_is_memory || allocated < self.len || slot.is_some() {
+        if !self.host_is_memory || !self.writable || allocated < self.len || slot.is_some() {
             return Ok(false);
         }
         const CHUNK: usize = 64 << 20;

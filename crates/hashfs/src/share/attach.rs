@@ -22,7 +22,7 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 /// The region header's magic ("HFSSHARE").
 const MAGIC: u64 = u64::from_le_bytes(*b"HFSSHARE");
 /// The layout of the region this code reads and writes.
-pub const LAYOUT_VERSION: u32 = 5;
+pub const LAYOUT_VERSION: u32 = 6;
 /// Bytes reserved for the header at the start of every region: its users' structures
 /// begin here.
 pub const HEADER_BYTES: usize = 4096;
@@ -193,6 +193,21 @@ fn replace_stale(path: &Path, f: &File, id: &Identity, len: usize, access: Acces
 }
 
 impl Region {
+    /// The region at `path` for `id`, mapped read-only, for a process that may only read
+    /// the image (`fs/shared/read_only.rs`); None when there is none, or only a stale one
+    /// (no participant of this boot made it: one that comes replaces it).
+    pub fn attach_read_only(path: &Path, id: &Identity, len: usize) -> io::Result<Option<Region>> {
+        let f = match File::open(path) {
+            Ok(f) => f,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        match examine(&f, path, id, len)? {
+            Found::Current => Region::map_read_only(&f, len).map(Some),
+            Found::Stale => Ok(None),
+        }
+    }
+
     /// Finds the region at `path` for `id`, or makes it (`len` bytes, the first
     /// [`HEADER_BYTES`] its header, the rest zeros; created with `mode`), whoever else
     /// does so at the same time; a stale one is replaced (module documentation).

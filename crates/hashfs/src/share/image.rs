@@ -58,7 +58,12 @@ pub struct ImageWords {
     /// Children forked by participants that have not joined yet: while any has not, no
     /// participant leaving counts itself the last (`fs/shared/fork.rs`).
     pub forks: AtomicU64,
-    _pad: [AtomicU64; 3],
+    /// The image lock's sequence: odd while a participant holds the lock (from its
+    /// acquisition to its release), one more at each; a read-only participant, which may
+    /// take no lock, reads under it and retries a call during which it moved
+    /// (`fs/shared/read_only.rs`).
+    pub writing: AtomicU64,
+    _pad: [AtomicU64; 2],
 }
 
 // SAFETY: atomics only (RobustLock is one).
@@ -164,12 +169,52 @@ impl ImageRegion {
     }
 
     /// Takes the image lock for `me` and waits until no participant is inside a
-    /// read-side call.
+    /// read-side call. The lock's sequence is odd from here to [`Self::unlock_image`]
+    /// (already odd when a dead holder left it so).
     pub fn lock_image(&self, me: Participant) -> Acquired {
         let parts = self.participants();
         let acquired = self.words().lock.lock(me, parts);
+        let seq = &self.words().writing;
+        let s = seq.load(Ordering::Relaxed);
+        if s.is_multiple_of(2) {
+            seq.store(s + 1, Ordering::Relaxed);
+        }
+        // No store of the holder's is seen before the odd sequence (a read-only reader's
+        // fence pairs with this one).
+        std::sync::atomic::fence(Ordering::SeqCst);
         self.readers().drain(&|p| parts.alive(p));
         acquired
+    }
+
+    /// Lets go of the image lock: the sequence even again, after every store of the call.
+    pub fn unlock_image(&self) {
+        let was = self.words().writing.fetch_add(1, Ordering::Release);
+        debug_assert_eq!(was % 2, 1, "the image lock is taken with lock_image");
+        self.words().lock.unlock();
+    }
+
+    /// The lock's sequence as a read-only participant starts a call: even (no holder),
+    /// waited for while odd. Err when a holder died and no live participant takes the
+    /// lock over within `patience` (a read-only participant cannot recover the image).
+    pub fn sequence_even(&self, patience: std::time::Duration) -> Result<u64, Option<Participant>> {
+        let start = std::time::Instant::now();
+        loop {
+            let s = self.words().writing.load(Ordering::Acquire);
+            if s.is_multiple_of(2) {
+                return Ok(s);
+            }
+            if start.elapsed() > patience {
+                return Err(self.words().lock.owner());
+            }
+            std::thread::sleep(std::time::Duration::from_micros(100));
+        }
+    }
+
+    /// Whether the sequence is still `s` after a read-only participant's call read the
+    /// image (nothing held the lock meanwhile).
+    pub fn sequence_unchanged(&self, s: u64) -> bool {
+        std::sync::atomic::fence(Ordering::SeqCst);
+        self.words().writing.load(Ordering::Relaxed) == s
     }
 
     /// Participant `me` enters a read-side call if no one holds the image lock; false

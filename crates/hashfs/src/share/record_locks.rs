@@ -61,3 +61,27 @@ pub fn ofd_lock(fd: &std::fs::File, cmd: i32, lock: RangeLock) -> std::io::Resul
     }
     Ok(RangeLock { typ: l.l_type as i32, start: l.l_start, len: l.l_len, pid: l.l_pid })
 }
+
+/// Where read-only participants pin the inodes they have open (`fs/shared/read_only.rs`):
+/// one byte per inode, past every `flock` byte. A read-only participant holds a read lock
+/// on its inode's byte (it may lock for reading with a read-only descriptor); a writer
+/// that would free an unlinked inode probes for such a lock first and keeps the inode
+/// while one is held.
+pub const PIN_BASE: i64 = FLOCK_BASE + (1 << 33);
+
+/// Takes (`F_RDLCK`) or lets go of (`F_UNLCK`) the pin on `ino` through `fd`'s open file
+/// description.
+pub fn pin(fd: &std::fs::File, ino: Ino, typ: i32) -> std::io::Result<()> {
+    let lock = RangeLock { typ, start: PIN_BASE + ino.0 as i64, len: 1, pid: 0 };
+    ofd_lock(fd, libc::F_OFD_SETLK, lock).map(drop)
+}
+
+/// Whether a read-only participant pins `ino` (the image file open as `fd`, whose own
+/// open file description pins nothing). A failed probe counts as pinned: an inode kept
+/// is freed later, one freed under a reader is lost to it.
+pub fn pinned(fd: std::os::fd::RawFd, ino: Ino) -> bool {
+    // SAFETY: the caller's descriptor, borrowed for the probe and not closed here.
+    let f = std::mem::ManuallyDrop::new(unsafe { <std::fs::File as std::os::fd::FromRawFd>::from_raw_fd(fd) });
+    let probe = RangeLock { typ: libc::F_WRLCK, start: PIN_BASE + ino.0 as i64, len: 1, pid: 0 };
+    !matches!(ofd_lock(&f, libc::F_OFD_GETLK, probe), Ok(l) if l.typ == libc::F_UNLCK)
+}

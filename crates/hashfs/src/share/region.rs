@@ -23,6 +23,16 @@ unsafe impl Sync for Region {}
 impl Region {
     /// Maps the region file `f` (`len` bytes, checked).
     pub(super) fn map(f: &File, len: usize) -> io::Result<Region> {
+        Region::map_with(f, len, libc::PROT_READ | libc::PROT_WRITE)
+    }
+
+    /// Maps the region file `f` for reading only: a store through it faults, so a process
+    /// that may only read the image cannot change the state the others share.
+    pub(super) fn map_read_only(f: &File, len: usize) -> io::Result<Region> {
+        Region::map_with(f, len, libc::PROT_READ)
+    }
+
+    fn map_with(f: &File, len: usize, prot: i32) -> io::Result<Region> {
         let have = f.metadata()?.len();
         if have != len as u64 {
             return Err(io::Error::new(
@@ -32,16 +42,7 @@ impl Region {
         }
         // SAFETY: a new mapping of `len` bytes of our descriptor; the kernel picks the
         // address. The file stays mapped after the descriptor closes.
-        let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED,
-                f.as_raw_fd(),
-                0,
-            )
-        };
+        let p = unsafe { libc::mmap(std::ptr::null_mut(), len, prot, libc::MAP_SHARED, f.as_raw_fd(), 0) };
         if p == libc::MAP_FAILED {
             return Err(io::Error::last_os_error());
         }

@@ -63,6 +63,11 @@ impl<D: PmDevice> FileSystem<D> {
     /// child's to take over) and in the image. None on a mount of one process, whose
     /// image a child cannot join.
     pub fn prepare_fork(&self, descriptions: &[Handle]) -> Option<Fork> {
+        if let Some(ro) = self.inner.read_only.get() {
+            // A read-only participant's child reads on with the parent's caches.
+            ro.before_fork();
+            return Some(Fork { counted: Vec::new(), in_image: false, outer: false });
+        }
         let sh = self.inner.shared.get()?;
         let entered = self.inner.enter();
         let outer = entered.outer;
@@ -75,6 +80,9 @@ impl<D: PmDevice> FileSystem<D> {
 
     /// After `fork` made a child, in the parent: lets go of the image lock.
     pub fn after_fork_in_parent(&self, fork: Fork) {
+        if let Some(ro) = self.inner.read_only.get() {
+            return ro.after_fork();
+        }
         if self.inner.shared.get().is_some() {
             drop(Entered { fs: &*self.inner, outer: fork.outer });
         }
@@ -82,6 +90,9 @@ impl<D: PmDevice> FileSystem<D> {
 
     /// After a `fork` that made no child: uncounts it and lets go of the image lock.
     pub fn fork_failed(&self, fork: Fork) {
+        if let Some(ro) = self.inner.read_only.get() {
+            return ro.after_fork();
+        }
         let Some(sh) = self.inner.shared.get() else { return };
         undo(sh, &fork);
         drop(Entered { fs: &*self.inner, outer: fork.outer });
@@ -91,6 +102,11 @@ impl<D: PmDevice> FileSystem<D> {
     /// over the descriptions counted for it and the parent's open inodes. On error (no
     /// free participant slot) the counts are undone and the child must not use this mount.
     pub fn after_fork_in_child(&self, fork: Fork) -> Result<()> {
+        if let Some(ro) = self.inner.read_only.get() {
+            ro.after_fork();
+            self.inner.repin_after_fork();
+            return Ok(());
+        }
         let sh = self.inner.shared.get().ok_or(Error::Invalid("a fork is prepared on a shared mount"))?;
         if fork.outer {
             // The copy of the parent's hold: the parent lets go of the lock itself.
@@ -136,6 +152,9 @@ impl<D: PmDevice> FileSystem<D> {
     /// reaped when the next program joins. None on a mount of one process.
     pub fn prepare_exec(&self, descriptions: &[Handle]) -> Option<Fork> {
         let exec = self.hand_over(descriptions)?;
+        if self.inner.is_read_only() {
+            return Some(exec);
+        }
         let sh = self.inner.shared.get()?;
         sh.region.participants().set_leaving(sh.me());
         Some(exec)
@@ -166,6 +185,10 @@ impl<D: PmDevice> FileSystem<D> {
     /// Counts `descriptions` for a program that is to adopt them, and, if any, that
     /// program in the image's `forks` (which its adoption uncounts).
     fn hand_over(&self, descriptions: &[Handle]) -> Option<Fork> {
+        if self.inner.is_read_only() {
+            // Nothing counted: a read-only participant's descriptors pass as copies.
+            return Some(Fork { counted: Vec::new(), in_image: false, outer: false });
+        }
         let sh = self.inner.shared.get()?;
         let _in = self.inner.enter();
         let table = sh.region.descriptions();

@@ -17,7 +17,7 @@
 //! Dead participants' slots are reaped under the lock only: a join that finds one takes
 //! the lock for that (its scan already done, it holds the lock for the catch-up alone).
 
-use super::{publish_recovered, release_dead, SharedMount};
+use super::{publish_recovered, release_dead, KeptForReaders, SharedMount};
 use crate::fs::recovery::{self, MountAs, MountReport};
 use crate::fs::verbs::{on_map, MapVerbs};
 use crate::fs::{FsInner, Progress};
@@ -86,7 +86,7 @@ pub(crate) fn mount<D: PmDevice>(
     let result = take_place(dev, &region, hold, found, beside, progress);
     match hold {
         Hold::Read => region.leave_read(me),
-        Hold::Lock(_) => region.words().lock.unlock(),
+        Hold::Lock(_) => region.unlock_image(),
     }
     match result {
         Ok((inner, report, seen)) => {
@@ -97,6 +97,7 @@ pub(crate) fn mount<D: PmDevice>(
                 seen: AtomicU64::new(seen),
                 takeovers: AtomicU64::new(0),
                 catching: parking_lot::Mutex::new(()),
+                kept_for_readers: parking_lot::Mutex::new(KeptForReaders::default()),
             };
             let made = inner.shared.set(sh);
             debug_assert!(made.is_ok(), "a fresh mount is made shared once");

@@ -24,9 +24,11 @@
 
 mod fork;
 mod join;
+mod read_only;
 mod read_side;
 pub use fork::Fork;
 pub(crate) use join::mount;
+pub(crate) use read_only::{mount_read_only, ReadOnlyMount};
 
 use super::hashfs::append_tag;
 use super::recovery::{self, MountAs};
@@ -53,6 +55,17 @@ pub(crate) struct SharedMount {
     takeovers: AtomicU64,
     /// Held while this participant's threads catch up (readers do it at once).
     catching: parking_lot::Mutex<()>,
+    /// Unlinked inodes this participant left unfreed because a read-only participant
+    /// pinned them (`read_only.rs`), freed by a later call once no longer pinned.
+    kept_for_readers: parking_lot::Mutex<KeptForReaders>,
+}
+
+/// Unlinked inodes a read-only participant pinned (see [`SharedMount`]).
+#[derive(Default)]
+pub(crate) struct KeptForReaders {
+    inos: Vec<Ino>,
+    /// When they were last looked at (a call looks at most once a millisecond).
+    looked: Option<std::time::Instant>,
 }
 
 impl SharedMount {
@@ -122,7 +135,7 @@ impl<D: PmDevice> Drop for Entered<'_, D> {
         if self.outer {
             debug_assert_eq!(depth, 0);
             self.fs.publish(sh);
-            sh.region.words().lock.unlock();
+            sh.region.unlock_image();
         }
     }
 }
@@ -146,25 +159,53 @@ impl<D: PmDevice> FsInner<D> {
             }
         }
         self.catch_up(sh);
+        self.free_unpinned(sh);
         guard
+    }
+
+    /// Frees the unlinked inodes this participant kept for read-only participants that no
+    /// longer pin them (at most once a millisecond; inside a call, under the image lock).
+    fn free_unpinned(&self, sh: &SharedMount) {
+        let inos = {
+            let mut kept = sh.kept_for_readers.lock();
+            if kept.inos.is_empty() || kept.looked.is_some_and(|t| t.elapsed() < std::time::Duration::from_millis(1)) {
+                return;
+            }
+            kept.looked = Some(std::time::Instant::now());
+            std::mem::take(&mut kept.inos)
+        };
+        for ino in inos {
+            let Ok(cell) = self.cell(ino) else { continue };
+            let mut st = cell.state.write();
+            // Kept again (noted once more) while still pinned or open anywhere.
+            let _ = self.maybe_free(&cell, &mut st);
+        }
     }
 
     /// Reads again what others changed since this participant last held the lock (or
     /// entered a read-side call).
     fn catch_up(&self, sh: &SharedMount) {
-        let _one = sh.catching.lock();
-        let words = sh.region.words();
+        self.catch_up_with(&sh.region, &sh.seen, &sh.catching);
+    }
+
+    /// [`Self::catch_up`] with `region`'s ring, from `seen` (a read-only participant's
+    /// too: it changes nothing but this process's caches).
+    ///
+    /// A read-only participant catches up while others may change the image: an inode it
+    /// reads torn is one a call in progress changes, which that call names in the ring
+    /// when it ends, after `now`, so the next catch-up reads it again.
+    fn catch_up_with(&self, region: &ImageRegion, seen_at: &AtomicU64, catching: &parking_lot::Mutex<()>) {
+        let _one = catching.lock();
+        let words = region.words();
         self.journals.raise_next_txid(words.next_txid.load(Ordering::Acquire));
-        let (seen, now) = (sh.seen.load(Ordering::Relaxed), words.changes.load(Ordering::Acquire));
+        let (seen, now) = (seen_at.load(Ordering::Relaxed), words.changes.load(Ordering::Acquire));
         if seen == now {
             return;
         }
-        let ring = sh.region.ring();
+        let ring = region.ring();
         let full = now - seen > CHANGE_RING as u64 || (seen..now).any(|n| ring.get(n) == Change::Everything);
-        if full {
-            for i in 1..=self.geo.inode_count {
-                self.refresh_inode(Ino(i as u32));
-            }
+        let inos: Vec<Ino> = if full {
+            (1..=self.geo.inode_count).map(|i| Ino(i as u32)).collect()
         } else {
             let mut inos: Vec<Ino> = (seen..now)
                 .filter_map(|n| match ring.get(n) {
@@ -174,21 +215,19 @@ impl<D: PmDevice> FsInner<D> {
                 .collect();
             inos.sort_unstable();
             inos.dedup();
-            for ino in inos {
-                self.refresh_inode(ino);
-            }
+            inos
+        };
+        for ino in inos.into_iter().filter(|ino| ino.0 != 0 && ino.get() <= self.geo.inode_count) {
+            self.refresh_inode(ino, super::inode::read_raw(&*self.dev, &self.geo, ino));
         }
         on_map!(self, m => m.adopt_shared_count(words.table_used.load(Ordering::Acquire)));
-        sh.seen.store(now, Ordering::Relaxed);
+        seen_at.store(now, Ordering::Relaxed);
     }
 
-    /// Inode `ino` as the media has it now: the allocator's bit, and the cached cell (its
-    /// inode copy, directory index and translations), if this participant has one.
-    fn refresh_inode(&self, ino: Ino) {
-        if ino.0 == 0 || ino.get() > self.geo.inode_count {
-            return;
-        }
-        let mut raw = super::inode::read_raw(&*self.dev, &self.geo, ino);
+    /// Inode `ino` as the media has it now (`raw`, read from it): the allocator's bit, and
+    /// the cached cell (its inode copy, directory index and translations), if this
+    /// participant has one.
+    fn refresh_inode(&self, ino: Ino, mut raw: crate::layout::InodeRaw) {
         let tag = append_tag::read_plain(&mut raw);
         let state = raw.check(ino);
         if state == InodeState::Free {
@@ -197,6 +236,14 @@ impl<D: PmDevice> FsInner<D> {
             self.ialloc.mark_used(ino);
         }
         let Some(cell) = self.inodes.cached(ino) else { return };
+        if self.is_read_only()
+            && (matches!(state, InodeState::Corrupt(_))
+                || cell.open_count.load(Ordering::Acquire) > 0 && state == InodeState::Free)
+        {
+            // Read torn (a read-only participant reads beside the calls that change the
+            // image; one it has open is pinned, never freed): read again when named.
+            return;
+        }
         let mut st = cell.state.write();
         if state == InodeState::Free {
             st.freed = true;
@@ -302,8 +349,26 @@ impl<D: PmDevice> FsInner<D> {
 
     /// Whether a participant other than this one has `ino` open (a shared mount; false on
     /// a mount of one process).
+    /// A read-only participant's pin counts as open (`read_only.rs`).
+    /// The pinned ones are noted, to be freed by a later call.
     pub(crate) fn open_elsewhere(&self, ino: Ino) -> bool {
-        self.shared.get().is_some_and(|sh| sh.region.open_inodes().held_by_others(ino, sh.me()))
+        let Some(sh) = self.shared.get() else { return false };
+        if sh.region.open_inodes().held_by_others(ino, sh.me()) {
+            return true;
+        }
+        if self.pinned_by_reader(ino) {
+            let mut kept = sh.kept_for_readers.lock();
+            if !kept.inos.contains(&ino) {
+                kept.inos.push(ino);
+            }
+            return true;
+        }
+        false
+    }
+
+    /// Whether a read-only participant has `ino` open (its pin: `read_only.rs`).
+    pub(crate) fn pinned_by_reader(&self, ino: Ino) -> bool {
+        self.dev.backing_fd().is_some_and(|fd| crate::share::record_locks::pinned(fd, ino))
     }
 
     /// This participant opened its first handle of `ino` (called under the lock).
@@ -391,7 +456,10 @@ impl<D: PmDevice> FsInner<D> {
             if st.freed || st.raw.nlink != 0 {
                 continue;
             }
-            if cell.open_count.load(Ordering::Acquire) != 0 || self.free_inode_locked(&cell, &mut st).is_err() {
+            if cell.open_count.load(Ordering::Acquire) != 0
+                || self.pinned_by_reader(ino)
+                || self.free_inode_locked(&cell, &mut st).is_err()
+            {
                 left += 1;
             }
         }

@@ -1,0 +1,482 @@
+//! A read-only participant (docs/design.md, "Many processes on one image", *Trust*): a
+//! process that may read the image file but not write it. It maps the image and the
+//! region read-only, so that it cannot change what the others share (a store would
+//! fault); it takes no lock, holds no slot and names no open file in the region. Every
+//! call that would change the image fails with EROFS; every other call reads under the
+//! image lock's sequence word (`ImageWords::writing`, odd while a participant holds the
+//! lock): it waits for an even sequence, catches up with the ring of changes, runs, and
+//! runs again if the sequence moved meanwhile. The read side's in-place overwrites take
+//! no image lock: such a read may see one half done, as a read of a participant does.
+//!
+//! With no region (no writer has the image), the image must be clean: a process that may
+//! write it has to recover it first. A writer that comes later makes the region; each
+//! call looks for it after it ran, and one that appeared sends the call round again with
+//! the region attached and the whole ring read (the newcomer's first mount publishes a
+//! refresh of everything). The region stays while this process holds the image file's
+//! shared lock: the last writer to leave removes it only when no other process holds it.
+//!
+//! A read-only participant names no open file in the region, so a file it has open that
+//! another process unlinks is freed at that process's last close; its reads then fail with
+//! ESTALE.
+
+use crate::fs::inode::InodeCell;
+use crate::fs::recovery::{self, MountAs, MountReport};
+use crate::fs::{FsInner, Progress};
+use crate::layout::SB_STATE_CLEAN;
+use crate::pm::PmDevice;
+use crate::share::{Identity, ImageRegion, Region, REGION_BYTES};
+use crate::{Error, Result};
+use std::cell::Cell;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+/// How long a read-only participant waits for a lock a dead participant left held to be
+/// taken over by a live one (it cannot recover the image itself).
+const PATIENCE: Duration = Duration::from_secs(2);
+
+/// A read-only participant's view of the image's region.
+pub(crate) struct ReadOnlyMount {
+    /// The region once a writer made it (attached at mount, or by the first call after).
+    region: OnceLock<ImageRegion>,
+    path: PathBuf,
+    id: Identity,
+    /// Whether a writer may come and make the region (HashFS's shared mapping; other
+    /// images' writers take the image file's lock exclusive, which this process's shared
+    /// hold keeps out).
+    watch: bool,
+    /// Changes of the ring this process's caches reflect.
+    seen: AtomicU64,
+    /// Held while this process's threads catch up.
+    catching: parking_lot::Mutex<()>,
+    /// This process's own descriptor of the image (a new open file description, so that
+    /// a forked child, which makes its own, never lets go of the parent's pins), through
+    /// which it pins the inodes it has open; held while a file's open count moves.
+    pins: parking_lot::Mutex<Option<std::fs::File>>,
+    /// Held shared by every call, exclusive across a fork (so that the child's copy of
+    /// the caches is one no thread was changing, as a writer's image lock makes it).
+    calls: parking_lot::RwLock<()>,
+}
+
+thread_local! {
+    /// Whether this thread is inside a read-only participant's call (nested calls run as
+    /// part of it). No destructor, as `DEPTH` in `mod.rs`.
+    static IN_CALL: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Mounts `dev` (mapped read-only) as a read-only participant (see the module).
+pub(crate) fn mount_read_only<D: PmDevice>(
+    dev: Arc<D>,
+    region_path: &Path,
+    progress: Progress<'_>,
+) -> Result<(Arc<FsInner<D>>, MountReport)> {
+    let (sb, geo, _) = crate::fs::read_superblock(&*dev)?;
+    let id = Identity::of_image(sb.uuid)?;
+    let needs_recovery = || {
+        Error::Io(std::io::Error::other(
+            "the image was not unmounted cleanly and is not mounted by a live process: a process that may write \
+             it must recover it (mount it once) before a read-only one can read it",
+        ))
+    };
+    // Images of other mappings are used by one process at a time, which takes the image
+    // file's lock exclusive: the shared lock this process holds keeps such a writer out.
+    let watch = crate::fs::hashfs::shared_by_processes(&sb, &geo);
+    let region =
+        if watch { Region::attach_read_only(region_path, &id, REGION_BYTES)?.map(ImageRegion::new) } else { None };
+    let from = match &region {
+        Some(r) => {
+            let words = r.words();
+            r.sequence_even(PATIENCE).map_err(|_| needs_recovery())?;
+            if words.mounted.load(Ordering::Acquire) != 0 {
+                let parts = r.participants();
+                let live =
+                    (0..crate::share::MAX_PARTICIPANTS as u32).any(|p| parts.alive(crate::share::Participant(p)));
+                if !live {
+                    return Err(needs_recovery());
+                }
+            } else if sb.state != SB_STATE_CLEAN {
+                return Err(needs_recovery());
+            }
+            words.changes.load(Ordering::Acquire)
+        }
+        None if sb.state != SB_STATE_CLEAN => return Err(needs_recovery()),
+        None => 0,
+    };
+    // As a participant joining beside the others reads it (`join.rs`): what a call
+    // changes meanwhile is named in the ring after `from`, read again at the first call.
+    let (inner, report) = recovery::mount(dev, progress, MountAs::Joining)?;
+    inner.unmounted.store(true, Ordering::Release); // nothing to write at the end
+    let ro = ReadOnlyMount {
+        region: OnceLock::new(),
+        path: region_path.to_path_buf(),
+        id,
+        watch,
+        seen: AtomicU64::new(from),
+        catching: parking_lot::Mutex::new(()),
+        calls: parking_lot::RwLock::new(()),
+        pins: parking_lot::Mutex::new(None),
+    };
+    *ro.pins.lock() = Some(reopen(&*inner.dev)?);
+    if let Some(r) = region {
+        let _ = ro.region.set(r);
+    }
+    let made = inner.read_only.set(ro);
+    debug_assert!(made.is_ok(), "a fresh mount is made read-only once");
+    Ok((inner, report))
+}
+
+impl ReadOnlyMount {
+    /// Before `fork`: no call of this process's runs until [`Self::after_fork`] (in the
+    /// parent, and in the child, which continues with the parent's caches and holds
+    /// nothing in the region either).
+    pub(super) fn before_fork(&self) {
+        std::mem::forget(self.calls.write());
+        std::mem::forget(self.pins.lock());
+    }
+
+    /// After `fork` (or one that failed), in either process.
+    pub(super) fn after_fork(&self) {
+        // SAFETY: held by `before_fork` in this thread (the child's copies of them too),
+        // their guards forgotten.
+        unsafe {
+            self.pins.force_unlock();
+            self.calls.force_unlock_write();
+        }
+    }
+
+    /// The region, attached if a writer made it since.
+    fn region(&self) -> Result<Option<&ImageRegion>> {
+        if let Some(r) = self.region.get() {
+            return Ok(Some(r));
+        }
+        match Region::attach_read_only(&self.path, &self.id, REGION_BYTES)? {
+            None => Ok(None),
+            Some(r) => {
+                // Every change since the region was made is in its ring from 0 (or the
+                // ring says to read everything again).
+                self.seen.store(0, Ordering::Relaxed);
+                let _ = self.region.set(ImageRegion::new(r));
+                Ok(self.region.get())
+            }
+        }
+    }
+}
+
+/// A new open file description of `dev`'s image file (read-only).
+fn reopen<D: PmDevice>(dev: &D) -> Result<std::fs::File> {
+    let fd = dev.backing_fd().ok_or(Error::Unsupported("a read-only participant needs an image file"))?;
+    let f = std::fs::File::open(format!("/proc/self/fd/{fd}"))?;
+    Ok(crate::pm::out_of_the_way(f))
+}
+
+impl<D: PmDevice> FsInner<D> {
+    /// A read-only participant opens `cell` (its open count up; the first open pins it).
+    pub(crate) fn hold_read_only(&self, cell: &InodeCell) -> Result<()> {
+        let Some(ro) = self.read_only.get() else { return Ok(()) };
+        let pins = ro.pins.lock();
+        if cell.open_count.load(Ordering::Acquire) == 0 {
+            let f = pins.as_ref().ok_or(Error::Unsupported("a read-only participant without its pins"))?;
+            crate::share::record_locks::pin(f, cell.ino, libc::F_RDLCK)?;
+        }
+        cell.open_count.fetch_add(1, Ordering::AcqRel);
+        Ok(())
+    }
+
+    /// A read-only participant closes `cell` (the last close lets go of its pin).
+    pub(crate) fn release_read_only(&self, cell: &InodeCell) {
+        let Some(ro) = self.read_only.get() else { return };
+        let pins = ro.pins.lock();
+        if cell.open_count.fetch_sub(1, Ordering::AcqRel) == 1 {
+            if let Some(f) = pins.as_ref() {
+                let _ = crate::share::record_locks::pin(f, cell.ino, libc::F_UNLCK);
+            }
+        }
+    }
+
+    /// In a read-only participant's forked child: a descriptor of its own, pinning what
+    /// the child has open (the parent's pins stay the parent's).
+    pub(crate) fn repin_after_fork(&self) {
+        let Some(ro) = self.read_only.get() else { return };
+        let mut pins = ro.pins.lock();
+        *pins = reopen(&*self.dev).ok();
+        let Some(f) = pins.as_ref() else { return };
+        for cell in self.inodes.cells() {
+            if cell.open_count.load(Ordering::Acquire) > 0 {
+                let _ = crate::share::record_locks::pin(f, cell.ino, libc::F_RDLCK);
+            }
+        }
+    }
+
+    /// Whether this is a read-only participant's mount.
+    pub(crate) fn is_read_only(&self) -> bool {
+        self.read_only.get().is_some()
+    }
+
+    /// EROFS on a read-only participant's mount: the caller would change the image.
+    pub(crate) fn writable(&self) -> Result<()> {
+        if self.is_read_only() {
+            return Err(Error::ReadOnly);
+        }
+        Ok(())
+    }
+
+    /// Runs `call`, which changes nothing: on a read-only participant's mount, under the
+    /// image lock's sequence, again until no participant held the lock while it ran (see
+    /// the module); elsewhere once (the caller takes what it needs).
+    pub(crate) fn read_call<T>(&self, mut call: impl FnMut() -> Result<T>) -> Result<T> {
+        let Some(ro) = self.read_only.get() else { return call() };
+        if IN_CALL.with(Cell::get) {
+            return call();
+        }
+        struct Out;
+        impl Drop for Out {
+            fn drop(&mut self) {
+                IN_CALL.with(|c| c.set(false));
+            }
+        }
+        IN_CALL.with(|c| c.set(true));
+        let _out = Out;
+        let _calls = ro.calls.read();
+        loop {
+            match ro.region()? {
+                Some(region) => {
+                    let seq = region.sequence_even(PATIENCE).map_err(|owner| {
+                        Error::Io(std::io::Error::other(format!(
+                            "participant {owner:?} died holding the image lock and no process that may write the \
+                             image has recovered it"
+                        )))
+                    })?;
+                    self.catch_up_with(region, &ro.seen, &ro.catching);
+                    let out = call();
+                    crate::fs::race_point::reached("read-only: a call read the image");
+                    if region.sequence_unchanged(seq) {
+                        return out;
+                    }
+                }
+                None => {
+                    let out = call();
+                    crate::fs::race_point::reached("read-only: a call read the image");
+                    if !ro.watch || !ro.path.exists() {
+                        return out;
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::fs::race_point::with_between;
+    use crate::fsck::{fsck, FsckMode};
+    use crate::pm::{MmapDevice, OpenMode};
+    use crate::{Error, FileSystem, OpenOptions};
+    use std::path::Path;
+
+    /// A formatted image on /dev/shm for a test.
+    fn image(name: &str) -> std::path::PathBuf {
+        let image = std::path::PathBuf::from(format!("/dev/shm/hashfs-ro-{name}-{}.img", std::process::id()));
+        let opts = crate::FormatOptions { inode_count: Some(64), ..Default::default() };
+        FileSystem::format_file(&image, 8 << 20, &opts, &|_, _| {}).unwrap();
+        image
+    }
+
+    /// fsck of `image`, which no one uses any more; removes it and its region.
+    fn check_and_remove(image: &Path) {
+        let region = crate::share::region_path(&std::fs::File::open(image).unwrap()).unwrap();
+        let dev = std::sync::Arc::new(MmapDevice::open(image, OpenMode::Existing).unwrap());
+        let r = fsck(dev, FsckMode::Check, &|_, _| {}).unwrap();
+        let _ = std::fs::remove_file(image);
+        let _ = std::fs::remove_file(region);
+        assert!(r.findings.is_empty(), "fsck: {:?}", r.findings);
+    }
+
+    /// A read-only participant reads what a writer made, is refused every change with
+    /// EROFS, and leaves the image's bytes as they were.
+    #[test]
+    fn a_read_only_participant_reads_and_changes_nothing() {
+        let image = &image("refused");
+        let (a, _) = FileSystem::open_shared(image).unwrap();
+        a.create_dir(Path::new("/d"), 0o755).unwrap();
+        a.write(Path::new("/d/f"), b"the writer's").unwrap();
+        let (b, _) = FileSystem::open_read_only(image).unwrap();
+        assert!(b.is_read_only());
+        let before = std::fs::read(image).unwrap();
+        assert_eq!(b.read(Path::new("/d/f")).unwrap(), b"the writer's");
+        assert_eq!(b.read_dir(Path::new("/d")).unwrap().len(), 1);
+        let p = Path::new;
+        let refused: Vec<(&str, Result<(), Error>)> = vec![
+            ("write", b.write(p("/d/f"), b"mine")),
+            ("create", b.write(p("/d/g"), b"mine")),
+            ("mkdir", b.create_dir(p("/e"), 0o755).map(drop)),
+            ("unlink", b.remove_file(p("/d/f"))),
+            ("rmdir", b.remove_dir(p("/d"))),
+            ("rename", b.rename(p("/d/f"), p("/d/h"))),
+            ("link", b.hard_link(p("/d/f"), p("/d/h"))),
+            ("symlink", b.symlink(p("/d/f"), p("/d/s"))),
+            ("chmod", b.set_permissions(p("/d/f"), 0o600)),
+            ("open for writing", b.open_file(p("/d/f"), OpenOptions::new().write(true)).map(drop)),
+            ("open to create", b.open_file(p("/d/n"), OpenOptions::new().write(true).create(true)).map(drop)),
+        ];
+        for (what, r) in refused {
+            assert!(matches!(r, Err(Error::ReadOnly)), "{what}: {r:?}");
+        }
+        let f = b.open_file(p("/d/f"), OpenOptions::new().read(true)).unwrap();
+        assert!(matches!(f.write_at(0, b"x"), Err(Error::BadDescriptor)));
+        f.sync_all().unwrap();
+        drop(f);
+        drop(b);
+        assert!(std::fs::read(image).unwrap() == before, "a read-only participant changed the image");
+        assert_eq!(a.read(Path::new("/d/f")).unwrap(), b"the writer's");
+        drop(a);
+        check_and_remove(image);
+    }
+
+    /// A writer rewrites a file (truncated, then written longer: HashFS's table gives its
+    /// first block the same slot, so the new bytes land where the old ones were) while a
+    /// read-only participant reads it, after its open and before its read. The reader must
+    /// answer with the old bytes or the new ones, never the new bytes cut to the old size:
+    /// it reads again because the image lock's sequence moved. A reader that trusts its
+    /// first pass (`read-only-unvalidated`) returns the cut bytes.
+    #[test]
+    fn a_read_beside_a_change_is_read_again() {
+        let image = &image("again");
+        let (a, _) = FileSystem::open_shared(image).unwrap();
+        a.write(Path::new("/f"), b"old bytes of f").unwrap();
+        let (b, _) = FileSystem::open_read_only(image).unwrap();
+        let read = with_between(
+            "read: the file opened",
+            || a.write(Path::new("/f"), b"NEW BYTES OF F, LONGER").unwrap(),
+            || b.read(Path::new("/f")).unwrap(),
+        );
+        assert!(read == b"old bytes of f" || read == b"NEW BYTES OF F, LONGER", "{:?}", String::from_utf8_lossy(&read));
+        assert_eq!(b.read(Path::new("/f")).unwrap(), b"NEW BYTES OF F, LONGER");
+        drop((a, b));
+        check_and_remove(image);
+    }
+
+    /// A file a read-only participant has open stays whole when a writer removes it and
+    /// makes another (the reader's pin keeps the inode and its blocks, as an open file
+    /// stays on Linux), and is freed once the reader lets go: fsck finds no orphan.
+    #[test]
+    fn a_file_a_read_only_participant_has_open_stays_until_it_closes() {
+        let image = &image("pinned");
+        let (a, _) = FileSystem::open_shared(image).unwrap();
+        a.write(Path::new("/f"), b"the old file").unwrap();
+        let old = a.metadata(Path::new("/f")).unwrap().ino;
+        let (b, _) = FileSystem::open_read_only(image).unwrap();
+        let f = b.open_file(Path::new("/f"), OpenOptions::new().read(true)).unwrap();
+        a.remove_file(Path::new("/f")).unwrap();
+        for i in 0..8 {
+            a.write(Path::new(&format!("/new{i}")), b"a new file in the freed space?").unwrap();
+        }
+        let mut buf = [0u8; 64];
+        let n = f.read_at(0, &mut buf).unwrap();
+        assert_eq!(&buf[..n], b"the old file", "the open file changed under the reader");
+        assert!(matches!(b.read(Path::new("/f")), Err(Error::NotFound)));
+        drop(f);
+        std::thread::sleep(std::time::Duration::from_millis(2));
+        a.set_permissions(Path::new("/new0"), 0o600).unwrap(); // a call after the close frees the orphan
+        let mut raw = crate::fs::inode::read_raw(&*a.inner.dev, &a.inner.geo, old);
+        crate::fs::hashfs::append_tag::read_plain(&mut raw);
+        assert_eq!(raw.check(old), crate::layout::inode::InodeState::Free, "the orphan outlived the reader's close");
+        drop(b);
+        drop(a);
+        check_and_remove(image);
+    }
+
+    /// A read-only participant that came before any writer (no region yet) sees what a
+    /// writer that comes later changes: its calls look for the region the writer makes.
+    #[test]
+    fn a_writer_that_comes_after_a_read_only_participant_is_seen() {
+        let image = &image("later");
+        let (a, _) = FileSystem::open_shared(image).unwrap();
+        a.write(Path::new("/f"), b"first").unwrap();
+        drop(a); // the region goes with the last writer
+        let (b, _) = FileSystem::open_read_only(image).unwrap();
+        assert_eq!(b.read(Path::new("/f")).unwrap(), b"first");
+        let (a, _) = FileSystem::open_shared(image).unwrap();
+        a.write(Path::new("/f"), b"second, longer").unwrap();
+        a.write(Path::new("/g"), b"new").unwrap();
+        assert_eq!(b.read(Path::new("/f")).unwrap(), b"second, longer");
+        assert_eq!(b.read(Path::new("/g")).unwrap(), b"new");
+        drop(a);
+        // The writer left; the region stays while the reader holds the image's lock.
+        assert_eq!(b.read(Path::new("/g")).unwrap(), b"new");
+        drop(b);
+        check_and_remove(image);
+    }
+
+    /// An image a writer left unclean (killed, or a power failure) with no one to recover
+    /// it is refused with a clear error: a read-only participant cannot recover it.
+    #[test]
+    fn an_unclean_image_with_no_writer_is_refused() {
+        let image = &image("unclean");
+        let (a, _) = FileSystem::open(image).unwrap();
+        a.write(Path::new("/f"), b"x").unwrap();
+        // The image as a crash would leave it: marked in use, no region.
+        let crashed = image.with_extension("crashed");
+        std::fs::copy(image, &crashed).unwrap();
+        drop(a);
+        let r = FileSystem::open_read_only(&crashed);
+        let e = r.err().expect("an unclean image read without recovery");
+        assert!(e.to_string().contains("must recover it"), "{e}");
+        let _ = std::fs::remove_file(&crashed);
+        check_and_remove(image);
+    }
+}
+
+#[cfg(test)]
+mod stress {
+    use crate::FileSystem;
+    use std::path::Path;
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    /// A writer writes a new file and renames it over another, 2,000 times, while a
+    /// read-only participant reads that file in a loop: every read is one whole version,
+    /// none fails (a file freed under the reader, `read-only-pin-ignored`, is ESTALE to it),
+    /// and no orphan is left behind.
+    #[test]
+    fn a_read_only_participant_reads_whole_files_beside_renames() {
+        let image = std::path::PathBuf::from(format!("/dev/shm/hashfs-ro-stress-{}.img", std::process::id()));
+        FileSystem::format_file(&image, 64 << 20, &crate::FormatOptions::default(), &|_, _| {}).unwrap();
+        let (a, _) = FileSystem::open_shared(&image).unwrap();
+        a.write(Path::new("/f"), &[b'0'; 65536]).unwrap();
+        let (b, _) = FileSystem::open_read_only(&image).unwrap();
+        let stop = AtomicBool::new(false);
+        let (reads, torn, failed) = std::thread::scope(|s| {
+            s.spawn(|| {
+                struct Stop<'a>(&'a AtomicBool);
+                impl Drop for Stop<'_> {
+                    fn drop(&mut self) {
+                        self.0.store(true, Ordering::Relaxed);
+                    }
+                }
+                let _stop = Stop(&stop);
+                for i in 1..2000u32 {
+                    a.write(Path::new("/t"), &[b'0' + (i % 10) as u8; 65536]).unwrap();
+                    a.rename(Path::new("/t"), Path::new("/f")).unwrap();
+                    // Room for the reader: a writer's every call sends a read-only
+                    // participant's call in progress round again.
+                    std::thread::sleep(std::time::Duration::from_micros(100));
+                }
+            });
+            let (mut reads, mut torn, mut failed) = (0u64, 0u64, 0u64);
+            while !stop.load(Ordering::Relaxed) {
+                match b.read(Path::new("/f")) {
+                    Ok(v) if v.len() == 65536 && v.iter().all(|&c| c == v[0]) => reads += 1,
+                    Ok(_) => torn += 1,
+                    Err(_) => failed += 1,
+                }
+            }
+            (reads, torn, failed)
+        });
+        assert!(reads > 0 && torn == 0 && failed == 0, "reads {reads}, torn {torn}, failed {failed}");
+        drop((a, b));
+        let dev = std::sync::Arc::new(crate::pm::MmapDevice::open(&image, crate::pm::OpenMode::Existing).unwrap());
+        let r = crate::fsck::fsck(dev, crate::fsck::FsckMode::Check, &|_, _| {}).unwrap();
+        let _ = std::fs::remove_file(&image);
+        assert!(r.findings.is_empty(), "fsck: {:?}", r.findings);
+    }
+}
