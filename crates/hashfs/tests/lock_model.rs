@@ -8,7 +8,9 @@
 //! writes (loom's cell finds any access not ordered after the one before), the lock of a
 //! dead owner is taken over exactly once, and every participant gets the lock. And the
 //! lock's read side (`share/readers.rs`): a reader and a writer never overlap, and a
-//! reader that died inside its call does not hold a writer up.
+//! reader that died inside its call does not hold a writer up. And the image lock's
+//! sequence (`share/sequence.rs`), under which read-only participants read: no read it
+//! accepts is torn.
 
 use hashfs::share::{lock_protocol, Acquired, LockWord, Participant};
 use loom::cell::UnsafeCell;
@@ -245,5 +247,55 @@ fn a_dead_reader_does_not_hold_a_writer_up() {
         t.join().unwrap();
         // SAFETY: both are over.
         assert_eq!(w.data.with(|d| unsafe { *d }), 1);
+    });
+}
+
+/// The image lock's sequence (`share/sequence.rs`) on loom's atomics.
+struct Seq(loom::sync::atomic::AtomicU64);
+
+impl hashfs::share::sequence::SeqWord for Seq {
+    fn load(&self, order: Ordering) -> u64 {
+        self.0.load(order)
+    }
+    fn store(&self, value: u64, order: Ordering) {
+        self.0.store(value, order)
+    }
+    fn fetch_add(&self, value: u64, order: Ordering) -> u64 {
+        self.0.fetch_add(value, order)
+    }
+    fn fence(&self) {
+        loom::sync::atomic::fence(Ordering::SeqCst);
+    }
+}
+
+/// A holder of the image lock writes two words a read-only reader reads without any lock:
+/// a read the sequence accepts saw both words of one version, never one of each.
+#[test]
+fn a_read_the_sequence_accepts_is_never_torn() {
+    use hashfs::share::sequence::{even, hold, release, unchanged};
+    model(|| {
+        let w = Arc::new((Seq(loom::sync::atomic::AtomicU64::new(0)), AtomicU32::new(0), AtomicU32::new(0)));
+        let t = {
+            let w = w.clone();
+            loom::thread::spawn(move || {
+                let mut accepted = 0;
+                for _ in 0..2 {
+                    let Some(s) = even(&w.0) else { continue };
+                    let (a, b) = (w.1.load(Ordering::Relaxed), w.2.load(Ordering::Relaxed));
+                    if unchanged(&w.0, s) {
+                        assert_eq!(a, b, "a torn read was accepted");
+                        accepted += 1;
+                    }
+                }
+                accepted
+            })
+        };
+        for v in 1..=2 {
+            hold(&w.0);
+            w.1.store(v, Ordering::Relaxed);
+            w.2.store(v, Ordering::Relaxed);
+            release(&w.0);
+        }
+        t.join().unwrap();
     });
 }

@@ -174,21 +174,14 @@ impl ImageRegion {
     pub fn lock_image(&self, me: Participant) -> Acquired {
         let parts = self.participants();
         let acquired = self.words().lock.lock(me, parts);
-        let seq = &self.words().writing;
-        let s = seq.load(Ordering::Relaxed);
-        if s.is_multiple_of(2) {
-            seq.store(s + 1, Ordering::Relaxed);
-        }
-        // No store of the holder's is seen before the odd sequence (a read-only reader's
-        // fence pairs with this one).
-        std::sync::atomic::fence(Ordering::SeqCst);
+        super::sequence::hold(&self.words().writing);
         self.readers().drain(&|p| parts.alive(p));
         acquired
     }
 
     /// Lets go of the image lock: the sequence even again, after every store of the call.
     pub fn unlock_image(&self) {
-        let was = self.words().writing.fetch_add(1, Ordering::Release);
+        let was = super::sequence::release(&self.words().writing);
         debug_assert_eq!(was % 2, 1, "the image lock is taken with lock_image");
         self.words().lock.unlock();
     }
@@ -199,8 +192,7 @@ impl ImageRegion {
     pub fn sequence_even(&self, patience: std::time::Duration) -> Result<u64, Option<Participant>> {
         let start = std::time::Instant::now();
         loop {
-            let s = self.words().writing.load(Ordering::Acquire);
-            if s.is_multiple_of(2) {
+            if let Some(s) = super::sequence::even(&self.words().writing) {
                 return Ok(s);
             }
             if start.elapsed() > patience {
@@ -213,8 +205,7 @@ impl ImageRegion {
     /// Whether the sequence is still `s` after a read-only participant's call read the
     /// image (nothing held the lock meanwhile).
     pub fn sequence_unchanged(&self, s: u64) -> bool {
-        std::sync::atomic::fence(Ordering::SeqCst);
-        self.words().writing.load(Ordering::Relaxed) == s
+        super::sequence::unchanged(&self.words().writing, s)
     }
 
     /// Participant `me` enters a read-side call if no one holds the image lock; false

@@ -17,6 +17,7 @@ mod participants;
 mod readers;
 pub mod record_locks;
 mod region;
+pub mod sequence;
 
 pub use attach::{region_path, Access, Identity, HEADER_BYTES, LAYOUT_VERSION};
 pub use data_ring::{DataChanges, DataRing, DATA_RING};
