@@ -309,9 +309,7 @@ impl<D: PmDevice> FileSystem<D> {
             let _in = self.inner.enter();
             let cell = self.inner.cell(ino)?;
             let st = cell.state.read();
-            if st.freed {
-                return Err(Error::NotFound);
-            }
+            st.live()?;
             let size_blocks = st.raw.size.div_ceil(BLOCK_BYTES);
             if lblk.0 >= size_blocks {
                 return Ok(None);
@@ -329,9 +327,7 @@ impl<D: PmDevice> FileSystem<D> {
             let _in = self.inner.enter();
             let cell = self.inner.cell(ino)?;
             let st = cell.state.read();
-            if st.freed {
-                return Err(Error::NotFound);
-            }
+            st.live()?;
             on_map!(self.inner, m => m.mapped_runs(ino, &st.raw))
         })
     }
@@ -345,9 +341,7 @@ impl<D: PmDevice> FileSystem<D> {
             let _in = self.inner.enter();
             let cell = self.inner.cell(ino)?;
             let st = cell.state.read();
-            if st.freed {
-                return Err(Error::NotFound);
-            }
+            st.live()?;
             self.inner.bytes_past_eof(&cell, &st.raw)
         })
     }
@@ -423,17 +417,7 @@ impl<D: PmDevice> FileSystem<D> {
     }
 
     pub fn getattr(&self, ino: Ino) -> Result<Metadata> {
-        self.inner.read_call(|| {
-            // On a shared mount, beside other participants' reads (the read side).
-            let _read = self.inner.enter_read();
-            let cell = self.inner.cell(ino)?;
-            let st = cell.state.read();
-            if st.freed {
-                return Err(Error::NotFound);
-            }
-            st.times_read();
-            Ok(Metadata::from_raw(ino, &st.raw))
-        })
+        self.attr(ino, true)
     }
 
     /// [`FileSystem::getattr`] for a front end's own bookkeeping (a size, a type, a
@@ -441,12 +425,19 @@ impl<D: PmDevice> FileSystem<D> {
     /// file's next write keeps the coarse clock (`inode::write_time_ns`). A stat must use
     /// `getattr`.
     pub fn peek_attr(&self, ino: Ino) -> Result<Metadata> {
+        self.attr(ino, false)
+    }
+
+    /// Inode `ino`'s attributes, its times marked read if `shown` (a stat).
+    fn attr(&self, ino: Ino, shown: bool) -> Result<Metadata> {
         self.inner.read_call(|| {
+            // On a shared mount, beside other participants' reads (the read side).
             let _read = self.inner.enter_read();
             let cell = self.inner.cell(ino)?;
             let st = cell.state.read();
-            if st.freed {
-                return Err(Error::NotFound);
+            st.live()?;
+            if shown {
+                st.times_read();
             }
             Ok(Metadata::from_raw(ino, &st.raw))
         })

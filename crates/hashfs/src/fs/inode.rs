@@ -55,6 +55,14 @@ pub struct InodeMem {
 }
 
 impl InodeMem {
+    /// NotFound once the inode is freed (a caller that looked it up by number).
+    pub fn live(&self) -> crate::Result<()> {
+        if self.freed {
+            return Err(crate::Error::NotFound);
+        }
+        Ok(())
+    }
+
     /// Notes that the times were read (see `times_seen`); a plain load, and a store only
     /// when it changes.
     pub fn times_read(&self) {

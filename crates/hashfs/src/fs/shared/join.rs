@@ -225,29 +225,10 @@ fn adopt_words<D: PmDevice>(region: &ImageRegion, inner: &FsInner<D>) {
 
 #[cfg(test)]
 mod tests {
+    use super::super::test_image::{check_and_remove, image};
     use crate::fs::race_point::with_between;
-    use crate::fsck::{fsck, FsckMode};
-    use crate::pm::{MmapDevice, OpenMode};
     use crate::FileSystem;
     use std::path::Path;
-
-    /// A formatted image on /dev/shm for a test, and its region's path once made.
-    fn image(name: &str) -> std::path::PathBuf {
-        let image = std::path::PathBuf::from(format!("/dev/shm/hashfs-join-{name}-{}.img", std::process::id()));
-        let opts = crate::FormatOptions { inode_count: Some(64), ..Default::default() };
-        FileSystem::format_file(&image, 8 << 20, &opts, &|_, _| {}).unwrap();
-        image
-    }
-
-    /// fsck of `image`, which no one uses any more; removes it and its region.
-    fn check_and_remove(image: &Path) {
-        let region = crate::share::region_path(&std::fs::File::open(image).unwrap()).unwrap();
-        let dev = std::sync::Arc::new(MmapDevice::open(image, OpenMode::Existing).unwrap());
-        let r = fsck(dev, FsckMode::Check, &|_, _| {}).unwrap();
-        let _ = std::fs::remove_file(image);
-        let _ = std::fs::remove_file(region);
-        assert!(r.findings.is_empty(), "fsck: {:?}", r.findings);
-    }
 
     /// A file another participant makes while a joining one reads the image beside it
     /// (after the read, before it takes its place) is seen by the joiner, whose next create
@@ -256,7 +237,7 @@ mod tests {
     /// (`join-ring-after-read`), hands the other's inode out again.
     #[test]
     fn a_file_made_while_a_participant_joins_is_seen_by_it() {
-        let image = &image("made");
+        let image = &image("join-made");
         let (a, _) = FileSystem::open_shared(image).unwrap();
         a.write(Path::new("/before"), b"first").unwrap();
         let made = std::sync::Mutex::new(None);
@@ -284,7 +265,7 @@ mod tests {
     /// first does), never used under a clean flag that a crash would leave standing.
     #[test]
     fn a_participant_that_joins_as_the_last_other_leaves_mounts_the_image() {
-        let image = &image("alone");
+        let image = &image("join-alone");
         let (a, _) = FileSystem::open_shared(image).unwrap();
         a.write(Path::new("/f"), b"kept").unwrap();
         let (b, _) = with_between(

@@ -26,6 +26,8 @@ mod fork;
 mod join;
 mod read_only;
 mod read_side;
+#[cfg(test)]
+mod test_image;
 pub use fork::Fork;
 pub(crate) use join::mount;
 pub(crate) use read_only::{mount_read_only, ReadOnlyMount};

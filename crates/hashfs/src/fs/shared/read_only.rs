@@ -268,35 +268,16 @@ impl<D: PmDevice> FsInner<D> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::test_image::{check_and_remove, image};
     use crate::fs::race_point::with_between;
-    use crate::fsck::{fsck, FsckMode};
-    use crate::pm::{MmapDevice, OpenMode};
     use crate::{Error, FileSystem, OpenOptions};
     use std::path::Path;
-
-    /// A formatted image on /dev/shm for a test.
-    fn image(name: &str) -> std::path::PathBuf {
-        let image = std::path::PathBuf::from(format!("/dev/shm/hashfs-ro-{name}-{}.img", std::process::id()));
-        let opts = crate::FormatOptions { inode_count: Some(64), ..Default::default() };
-        FileSystem::format_file(&image, 8 << 20, &opts, &|_, _| {}).unwrap();
-        image
-    }
-
-    /// fsck of `image`, which no one uses any more; removes it and its region.
-    fn check_and_remove(image: &Path) {
-        let region = crate::share::region_path(&std::fs::File::open(image).unwrap()).unwrap();
-        let dev = std::sync::Arc::new(MmapDevice::open(image, OpenMode::Existing).unwrap());
-        let r = fsck(dev, FsckMode::Check, &|_, _| {}).unwrap();
-        let _ = std::fs::remove_file(image);
-        let _ = std::fs::remove_file(region);
-        assert!(r.findings.is_empty(), "fsck: {:?}", r.findings);
-    }
 
     /// A read-only participant reads what a writer made, is refused every change with
     /// EROFS, and leaves the image's bytes as they were.
     #[test]
     fn a_read_only_participant_reads_and_changes_nothing() {
-        let image = &image("refused");
+        let image = &image("ro-refused");
         let (a, _) = FileSystem::open_shared(image).unwrap();
         a.create_dir(Path::new("/d"), 0o755).unwrap();
         a.write(Path::new("/d/f"), b"the writer's").unwrap();
@@ -341,7 +322,7 @@ mod tests {
     /// first pass (`read-only-unvalidated`) returns the cut bytes.
     #[test]
     fn a_read_beside_a_change_is_read_again() {
-        let image = &image("again");
+        let image = &image("ro-again");
         let (a, _) = FileSystem::open_shared(image).unwrap();
         a.write(Path::new("/f"), b"old bytes of f").unwrap();
         let (b, _) = FileSystem::open_read_only(image).unwrap();
@@ -361,7 +342,7 @@ mod tests {
     /// stays on Linux), and is freed once the reader lets go: fsck finds no orphan.
     #[test]
     fn a_file_a_read_only_participant_has_open_stays_until_it_closes() {
-        let image = &image("pinned");
+        let image = &image("ro-pinned");
         let (a, _) = FileSystem::open_shared(image).unwrap();
         a.write(Path::new("/f"), b"the old file").unwrap();
         let old = a.metadata(Path::new("/f")).unwrap().ino;
@@ -390,7 +371,7 @@ mod tests {
     /// writer that comes later changes: its calls look for the region the writer makes.
     #[test]
     fn a_writer_that_comes_after_a_read_only_participant_is_seen() {
-        let image = &image("later");
+        let image = &image("ro-later");
         let (a, _) = FileSystem::open_shared(image).unwrap();
         a.write(Path::new("/f"), b"first").unwrap();
         drop(a); // the region goes with the last writer
@@ -412,7 +393,7 @@ mod tests {
     /// it is refused with a clear error: a read-only participant cannot recover it.
     #[test]
     fn an_unclean_image_with_no_writer_is_refused() {
-        let image = &image("unclean");
+        let image = &image("ro-unclean");
         let (a, _) = FileSystem::open(image).unwrap();
         a.write(Path::new("/f"), b"x").unwrap();
         // The image as a crash would leave it: marked in use, no region.
