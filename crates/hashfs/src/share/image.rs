@@ -187,16 +187,20 @@ impl ImageRegion {
     }
 
     /// The lock's sequence as a read-only participant starts a call: even (no holder),
-    /// waited for while odd. Err when a holder died and no live participant takes the
-    /// lock over within `patience` (a read-only participant cannot recover the image).
+    /// waited for while odd. Err when the holder is dead and no live participant takes
+    /// the lock over within `patience` (a read-only participant cannot recover the image);
+    /// a live holder is waited for as long as it holds the lock.
     pub fn sequence_even(&self, patience: std::time::Duration) -> Result<u64, Option<Participant>> {
-        let start = std::time::Instant::now();
+        let mut dead_since: Option<std::time::Instant> = None;
         loop {
             if let Some(s) = super::sequence::even(&self.words().writing) {
                 return Ok(s);
             }
-            if start.elapsed() > patience {
-                return Err(self.words().lock.owner());
+            let owner = self.words().lock.owner();
+            if owner.is_some_and(|p| self.participants().alive(p)) {
+                dead_since = None;
+            } else if dead_since.get_or_insert_with(std::time::Instant::now).elapsed() > patience {
+                return Err(owner);
             }
             std::thread::sleep(std::time::Duration::from_micros(100));
         }
