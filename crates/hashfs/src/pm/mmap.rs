@@ -38,6 +38,11 @@ pub struct MmapDevice {
     map_sync: bool,
     /// False when mapped read-only ([`OpenMode::SharedReadOnly`]).
     writable: bool,
+    /// True when this process holds the image file's lock exclusive (a mount of one
+    /// process, a format): let go explicitly when dropped, so that a child another thread
+    /// forked meanwhile, which shares the lock through its copy of the descriptor until it
+    /// execs, does not keep the next open of the image out.
+    exclusive: bool,
     /// True when the host file system keeps the image only in memory or in PM
     /// (tmpfs, DAX), so that cache write-back is all durability needs.
     host_is_memory: bool,
@@ -141,6 +146,7 @@ impl MmapDevice {
             flush_kind: cpu::flush_kind(),
             map_sync,
             writable,
+            exclusive: how == libc::LOCK_EX,
             host_is_memory,
             stats: DeviceStats::default(),
             populator: std::sync::Mutex::new(None),
@@ -281,6 +287,10 @@ impl Drop for MmapDevice {
         // SAFETY: base/len came from a successful mmap and no references outlive self.
         unsafe {
             libc::munmap(self.base as *mut libc::c_void, self.len as usize);
+        }
+        if self.exclusive {
+            // SAFETY: flock on our own descriptor (closed right after, with `_file`).
+            unsafe { libc::flock(self._file.as_raw_fd(), libc::LOCK_UN) };
         }
     }
 }
@@ -425,6 +435,33 @@ mod tests {
     fn temp_image(name: &str) -> std::path::PathBuf {
         let dir = if Path::new("/dev/shm").is_dir() { Path::new("/dev/shm") } else { Path::new("/tmp") };
         dir.join(format!("hashfs-mmap-test-{name}-{}", std::process::id()))
+    }
+
+    /// A child forked while the image is open shares its lock until it execs or exits; a
+    /// device dropped meanwhile lets go of it anyway, so the next open is not refused as
+    /// "in use" (the quick tier's flake in `tests/file_map.rs`, where another test thread
+    /// forks: format, then open).
+    #[test]
+    fn a_forked_child_does_not_keep_a_dropped_devices_lock() {
+        let path = temp_image("forked");
+        let d = MmapDevice::open(&path, OpenMode::CreateTruncate { size_bytes: 1 << 20 }).unwrap();
+        // SAFETY: the child only sleeps and exits (async-signal-safe calls).
+        let pid = unsafe { libc::fork() };
+        if pid == 0 {
+            // SAFETY: as above.
+            unsafe {
+                libc::usleep(1_500_000);
+                libc::_exit(0);
+            }
+        }
+        assert!(pid > 0);
+        drop(d);
+        let again = MmapDevice::open(&path, OpenMode::Existing);
+        let mut status = 0;
+        // SAFETY: our child.
+        unsafe { libc::waitpid(pid, &mut status, 0) };
+        let _ = std::fs::remove_file(&path);
+        assert!(again.is_ok(), "{:?}", again.err());
     }
 
     #[test]
