@@ -257,7 +257,9 @@ impl<D: PmDevice> FsInner<D> {
                 None => {
                     let out = call();
                     crate::fs::race_point::reached("read-only: a call read the image");
-                    if !ro.watch || !ro.path.exists() {
+                    // Again if a writer made the region meanwhile (attached now); a stale
+                    // file at its name (another boot's) is not one.
+                    if !ro.watch || ro.region()?.is_none() {
                         return out;
                     }
                 }
