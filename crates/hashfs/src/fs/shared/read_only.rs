@@ -391,6 +391,34 @@ mod tests {
         check_and_remove(image);
     }
 
+    /// A stale region at the region's name (another boot's: no writer of this boot made
+    /// it) is not a writer come meanwhile: the reader's calls return, and do not run again
+    /// and again looking for one.
+    #[test]
+    fn a_stale_region_does_not_send_the_reader_round_forever() {
+        let image = &image("ro-stale");
+        let (a, _) = FileSystem::open_shared(image).unwrap();
+        a.write(Path::new("/f"), b"kept").unwrap();
+        drop(a);
+        let uuid = {
+            let dev = crate::pm::MmapDevice::open(image, crate::pm::OpenMode::Existing).unwrap();
+            crate::fs::read_superblock(&dev).unwrap().0.uuid
+        };
+        let path = crate::share::region_path(&std::fs::File::open(image).unwrap()).unwrap();
+        let other_boot = crate::share::Identity { image_uuid: uuid, boot_id: [9; 16] };
+        drop(crate::share::Region::attach(&path, &other_boot, crate::share::REGION_BYTES, 0o600).unwrap());
+        let (b, _) = FileSystem::open_read_only(image).unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        // A thread of its own, left behind if the read never returns.
+        let t = std::thread::spawn(move || {
+            let _ = tx.send(b.read(Path::new("/f")).map_err(|e| e.to_string()));
+        });
+        let got = rx.recv_timeout(std::time::Duration::from_secs(10)).expect("the read never returned");
+        assert_eq!(got.unwrap(), b"kept");
+        t.join().unwrap();
+        check_and_remove(image);
+    }
+
     /// An image a writer left unclean (killed, or a power failure) with no one to recover
     /// it is refused with a clear error: a read-only participant cannot recover it.
     #[test]
