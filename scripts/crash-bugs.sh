@@ -147,6 +147,7 @@ bugs=(
     "read-only-pin-ignored|crates/hashfs/src/fs/shared/mod.rs|a writer frees an unlinked file that a read-only participant has open (pinned), whose blocks another file then takes|unit a_file_a_read_only_participant_has_open_stays_until_it_closes"
     "read-only-orphan-kept|crates/hashfs/src/fs/shared/mod.rs|a writer never frees the unlinked files it kept for a read-only participant once that one lets go (they pile up until the last participant leaves)|unit a_file_a_read_only_participant_has_open_stays_until_it_closes"
     "sequence-release-relaxed|crates/hashfs/src/share/sequence.rs|the image lock's holder makes the sequence even with a relaxed store (a read-only reader may see it even before the holder's writes)|test lock_model a_read_the_sequence_accepts_is_never_torn"
+    "read-only-open-split|crates/hashfs/src/fs/api.rs|a read-only participant resolves a name and finds its inode in two calls, so a writer can free the inode between them and make another file of it (the reader opens that file under the name)|unit an_open_beside_a_rename_opens_a_file_the_name_had"
     "ctfs-unlogged-pswap|crates/hashfs/src/mapping/ctfs/tx.rs|ctFS's partition move stores its page-table swap straight to PM before the transaction that names the new partition (the released ctFS's order)|ctfs append,write-past-eof,truncate-down"
 )
 
@@ -476,6 +477,10 @@ elif name == "sequence-release-relaxed":
     sub("crates/hashfs/src/share/sequence.rs",
         "    w.fetch_add(1, Ordering::Release)\n",
         "    w.fetch_add(1, Ordering::Relaxed)\n")
+elif name == "read-only-open-split":
+    sub("crates/hashfs/src/fs/api.rs",
+        "                match self.inner.read_call(|| {\n                    let ino = self.resolve_for_open(path, opts)?;\n                    super::race_point::reached(\"open: a read-only participant resolved the name\");\n                    self.open_found(ino, access)\n                }) {\n",
+        "                match self.inner.read_call(|| self.resolve_for_open(path, opts)).and_then(|ino| {\n                    super::race_point::reached(\"open: a read-only participant resolved the name\");\n                    self.inner.read_call(|| self.open_found(ino, access))\n                }) {\n")
 elif name == "exec-descriptor-unnamed":
     sub("crates/hashfs-preload/src/shim/exec.rs",
         "        if !name_passed(*fd, *passed, of) {\n",

@@ -98,7 +98,11 @@ pub(super) fn do_open(path: &Path, flags: c_int, mode: mode_t) -> Result<c_int, 
     let r = loop {
         tries += 1;
         let mut resolved = false;
-        match attempt(&mut resolved) {
+        // On a read-only participant's mount, the name resolved and the inode opened in one
+        // state of the image (a writer may free the inode and make another file of it
+        // between two calls).
+        let r = if fs.is_read_only() { fs.read_together(|| attempt(&mut resolved)) } else { attempt(&mut resolved) };
+        match r {
             Err(Error::Stale(_)) if tries < hashfs::OPEN_RETRIES => {}
             Err(Error::NotFound) if tries < hashfs::OPEN_RETRIES && (resolved || flags & libc::O_CREAT != 0) => {}
             r => break r,

@@ -200,6 +200,14 @@ impl<D: PmDevice> FileSystem<D> {
         self.inner.is_read_only()
     }
 
+    /// Runs `calls`, calls of this file system that change nothing, as one: on a read-only
+    /// participant's mount they all read one state of the image (run again if a writer
+    /// changed it meanwhile), so that, say, a name resolved and the inode it named opened
+    /// are one file; elsewhere `calls` runs once as it is.
+    pub fn read_together<T>(&self, calls: impl FnMut() -> Result<T>) -> Result<T> {
+        self.inner.read_call(calls)
+    }
+
     /// Mounts the file system on `dev`, recovering from an unclean shutdown.
     pub fn mount(dev: Arc<D>, progress: super::Progress<'_>) -> Result<(FileSystem<D>, MountReport)> {
         let (inner, report) = recovery::mount(dev, progress, recovery::MountAs::Alone)?;
@@ -618,45 +626,9 @@ impl<D: PmDevice> FileSystem<D> {
 
     /// Opens inode `ino` (a regular file or, read-only, anything).
     pub fn open_ino(&self, ino: Ino, access: Access) -> Result<File<D>> {
-        fn openable(st: &super::inode::InodeMem, access: Access) -> Result<()> {
-            if st.freed {
-                return Err(Error::NotFound);
-            }
-            if st.raw.is_dir() && access.write {
-                return Err(Error::IsDir);
-            }
-            if st.raw.is_special() {
-                return Err(Error::Unsupported("a FIFO, device or socket is opened through the kernel (a mount)"));
-            }
-            Ok(())
-        }
         if self.inner.is_read_only() {
-            // Named nowhere but in this process (see `fs/shared/read_only.rs`).
-            if access.write {
-                return Err(Error::ReadOnly);
-            }
-            let (cell, generation) = self.inner.read_call(|| {
-                let cell = self.inner.cell(ino)?;
-                let generation = {
-                    let st = cell.state.read();
-                    openable(&st, access)?;
-                    st.raw.generation | 1 // never 0, which means unchecked
-                };
-                Ok((cell, generation))
-            })?;
-            self.inner.hold_read_only(&cell)?;
-            let f = File { fs: self.inner.clone(), cell, access, pos: 0, generation };
-            // Freed (and maybe taken again) before the pin took hold? Asked of the media,
-            // under the sequence: a free racing the pin moved it.
-            let same = self.inner.read_call(|| {
-                let mut raw = super::inode::read_raw(&*self.inner.dev, &self.inner.geo, ino);
-                super::hashfs::append_tag::read_plain(&mut raw);
-                Ok(raw.check(ino) == crate::layout::inode::InodeState::Allocated && raw.generation | 1 == generation)
-            })?;
-            if !same {
-                return Err(Error::Stale(ino.0));
-            }
-            return Ok(f);
+            let found = self.inner.read_call(|| self.open_found(ino, access))?;
+            return self.open_pinned(found, access);
         }
         let _in = self.inner.enter();
         let cell = self.inner.cell(ino)?;
@@ -669,6 +641,41 @@ impl<D: PmDevice> FileSystem<D> {
             cell.open_count.fetch_add(1, Ordering::AcqRel);
         }
         Ok(File { fs: self.inner.clone(), cell, access, pos: 0, generation: 0 })
+    }
+
+    /// A read-only participant's open, first step: inode `ino`'s cell and the generation
+    /// it has, read in the caller's call (the one that also resolved the name, for a path).
+    fn open_found(&self, ino: Ino, access: Access) -> Result<(Arc<super::inode::InodeCell>, u32)> {
+        if access.write {
+            return Err(Error::ReadOnly);
+        }
+        let cell = self.inner.cell(ino)?;
+        let generation = {
+            let st = cell.state.read();
+            openable(&st, access)?;
+            super::file::opened_generation(&st.raw)
+        };
+        Ok((cell, generation))
+    }
+
+    /// A read-only participant's open, second step: the inode pinned (named nowhere but
+    /// in this process: `fs/shared/read_only.rs`), then asked of the media, under the
+    /// sequence, whether it still has the generation it was found with (a free racing
+    /// the pin moved the sequence); Stale if not.
+    fn open_pinned(&self, (cell, generation): (Arc<super::inode::InodeCell>, u32), access: Access) -> Result<File<D>> {
+        let ino = cell.ino;
+        self.inner.hold_read_only(&cell)?;
+        let f = File { fs: self.inner.clone(), cell, access, pos: 0, generation };
+        let same = self.inner.read_call(|| {
+            let mut raw = super::inode::read_raw(&*self.inner.dev, &self.inner.geo, ino);
+            super::hashfs::append_tag::read_plain(&mut raw);
+            Ok(raw.check(ino) == crate::layout::inode::InodeState::Allocated
+                && super::file::opened_generation(&raw) == generation)
+        })?;
+        if !same {
+            return Err(Error::Stale(ino.0));
+        }
+        Ok(f)
     }
 
     // ---- path API ----
@@ -960,9 +967,22 @@ impl<D: PmDevice> FileSystem<D> {
         let mut tries = 0;
         let f = loop {
             tries += 1;
-            let (resolved, r) = match self.resolve_for_open(path, opts) {
-                Ok(ino) => (true, self.open_ino(ino, access)),
-                Err(e) => (false, Err(e)),
+            let (resolved, r) = if self.inner.is_read_only() {
+                // The name resolved and its inode's generation read in one call: between
+                // two, a writer could free the inode and make another file of it.
+                match self.inner.read_call(|| {
+                    let ino = self.resolve_for_open(path, opts)?;
+                    super::race_point::reached("open: a read-only participant resolved the name");
+                    self.open_found(ino, access)
+                }) {
+                    Ok(found) => (true, self.open_pinned(found, access)),
+                    Err(e) => (false, Err(e)),
+                }
+            } else {
+                match self.resolve_for_open(path, opts) {
+                    Ok(ino) => (true, self.open_ino(ino, access)),
+                    Err(e) => (false, Err(e)),
+                }
             };
             match r {
                 Err(Error::Stale(_)) if tries < OPEN_RETRIES => {}
@@ -1002,3 +1022,16 @@ enum LastLink {
 /// How many times an open resolves its path again when the inode it found was freed
 /// before it was opened (each time by another thread's or process's rename or unlink).
 pub const OPEN_RETRIES: u32 = 8;
+
+/// Whether an inode may be opened with `access` (EISDIR for a directory opened to write;
+/// FIFOs, devices and sockets are the kernel's).
+fn openable(st: &super::inode::InodeMem, access: Access) -> Result<()> {
+    st.live()?;
+    if st.raw.is_dir() && access.write {
+        return Err(Error::IsDir);
+    }
+    if st.raw.is_special() {
+        return Err(Error::Unsupported("a FIFO, device or socket is opened through the kernel (a mount)"));
+    }
+    Ok(())
+}

@@ -150,6 +150,12 @@ pub struct File<D: PmDevice = MmapDevice> {
     pub(super) generation: u32,
 }
 
+/// What a read-only participant's file keeps of its inode's generation (`File::generation`):
+/// never 0, which means unchecked.
+pub(super) fn opened_generation(raw: &crate::layout::InodeRaw) -> u32 {
+    raw.generation | 1
+}
+
 impl<D: PmDevice> File<D> {
     pub fn ino(&self) -> Ino {
         self.cell.ino
@@ -246,7 +252,7 @@ impl<D: PmDevice> File<D> {
     fn still_the_file(&self) -> Result<()> {
         if self.generation != 0 {
             let st = self.cell.state.read();
-            if st.freed || st.raw.generation | 1 != self.generation {
+            if st.freed || opened_generation(&st.raw) != self.generation {
                 return Err(Error::Stale(self.cell.ino.0));
             }
         }

@@ -206,8 +206,10 @@ impl<D: PmDevice> FsInner<D> {
         }
         let ring = region.ring();
         let full = now - seen > CHANGE_RING as u64 || (seen..now).any(|n| ring.get(n) == Change::Everything);
-        let inos: Vec<Ino> = if full {
-            (1..=self.geo.inode_count).map(|i| Ino(i as u32)).collect()
+        if full {
+            for i in 1..=self.geo.inode_count {
+                self.refresh_inode(Ino(i as u32));
+            }
         } else {
             let mut inos: Vec<Ino> = (seen..now)
                 .filter_map(|n| match ring.get(n) {
@@ -217,19 +219,21 @@ impl<D: PmDevice> FsInner<D> {
                 .collect();
             inos.sort_unstable();
             inos.dedup();
-            inos
-        };
-        for ino in inos.into_iter().filter(|ino| ino.0 != 0 && ino.get() <= self.geo.inode_count) {
-            self.refresh_inode(ino, super::inode::read_raw(&*self.dev, &self.geo, ino));
+            for ino in inos {
+                self.refresh_inode(ino);
+            }
         }
         on_map!(self, m => m.adopt_shared_count(words.table_used.load(Ordering::Acquire)));
         seen_at.store(now, Ordering::Relaxed);
     }
 
-    /// Inode `ino` as the media has it now (`raw`, read from it): the allocator's bit, and
-    /// the cached cell (its inode copy, directory index and translations), if this
-    /// participant has one.
-    fn refresh_inode(&self, ino: Ino, mut raw: crate::layout::InodeRaw) {
+    /// Inode `ino` as the media has it now: the allocator's bit, and the cached cell (its
+    /// inode copy, directory index and translations), if this participant has one.
+    fn refresh_inode(&self, ino: Ino) {
+        if ino.0 == 0 || ino.get() > self.geo.inode_count {
+            return;
+        }
+        let mut raw = super::inode::read_raw(&*self.dev, &self.geo, ino);
         let tag = append_tag::read_plain(&mut raw);
         let state = raw.check(ino);
         if state == InodeState::Free {
@@ -350,9 +354,8 @@ impl<D: PmDevice> FsInner<D> {
     }
 
     /// Whether a participant other than this one has `ino` open (a shared mount; false on
-    /// a mount of one process).
-    /// A read-only participant's pin counts as open (`read_only.rs`).
-    /// The pinned ones are noted, to be freed by a later call.
+    /// a mount of one process). A read-only participant's pin counts as open
+    /// (`read_only.rs`); a pinned inode is noted, to be freed by a later call.
     pub(crate) fn open_elsewhere(&self, ino: Ino) -> bool {
         let Some(sh) = self.shared.get() else { return false };
         if sh.region.open_inodes().held_by_others(ino, sh.me()) {

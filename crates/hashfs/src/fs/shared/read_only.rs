@@ -339,6 +339,43 @@ mod tests {
         check_and_remove(image);
     }
 
+    /// A writer renames a file over the one a read-only participant is opening (after the
+    /// reader resolved the name, before it found the inode) and makes a new empty file,
+    /// which takes the freed inode: the reader must open the old file or the new one under
+    /// that name, never the empty file. Its name is resolved and its inode found in one
+    /// call; found in a call of their own (`read-only-open-split`), which catches up with
+    /// the writer first, the reader opens the empty file. (The shim, which resolves and
+    /// opens in calls of its own, runs them as one with `FileSystem::read_together`.)
+    #[test]
+    fn an_open_beside_a_rename_opens_a_file_the_name_had() {
+        let image = &image("ro-open");
+        let (a, _) = FileSystem::open_shared(image).unwrap();
+        a.write(Path::new("/f"), b"the old file").unwrap();
+        let old = a.metadata(Path::new("/f")).unwrap().ino;
+        let (b, _) = FileSystem::open_read_only(image).unwrap();
+        let took = std::sync::Mutex::new(None);
+        let f = with_between(
+            "open: a read-only participant resolved the name",
+            || {
+                a.write(Path::new("/t"), b"the new file").unwrap();
+                a.rename(Path::new("/t"), Path::new("/f")).unwrap();
+                a.write(Path::new("/empty"), b"").unwrap();
+                *took.lock().unwrap() = Some(a.metadata(Path::new("/empty")).unwrap().ino);
+            },
+            || b.open_file(Path::new("/f"), OpenOptions::new().read(true)).unwrap(),
+        );
+        assert_eq!(took.lock().unwrap().take(), Some(old), "the empty file takes the freed inode");
+        let mut buf = [0u8; 64];
+        let n = f.read_at(0, &mut buf).unwrap();
+        assert!(
+            &buf[..n] == b"the old file" || &buf[..n] == b"the new file",
+            "{:?}",
+            String::from_utf8_lossy(&buf[..n])
+        );
+        drop((f, a, b));
+        check_and_remove(image);
+    }
+
     /// A file a read-only participant has open stays whole when a writer removes it and
     /// makes another (the reader's pin keeps the inode and its blocks, as an open file
     /// stays on Linux), and is freed once the reader lets go: fsck finds no orphan.
