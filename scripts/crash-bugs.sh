@@ -100,7 +100,7 @@ bugs=(
     "shared-no-catch-up|crates/hashfs/src/fs/shared/mod.rs|a participant that takes the image lock does not read again the inodes others changed since it last held it (its cached copies, directory indexes and translations stay stale)|test shared_mount a_change_in_one_participant_is_seen_by_the_next_call_of_another"
     "shared-frees-open-elsewhere|crates/hashfs/src/fs/ops.rs|an unlinked file is freed at the last close in one participant though another still has it open|test shared_mount an_unlinked_file_stays_while_another_participant_has_it_open"
     "shared-joiner-recovers|crates/hashfs/src/fs/shared/join.rs|a participant joining a mounted image runs the first mount's recovery, which frees the unlinked files others have open|test shared_mount an_unlinked_file_stays_while_another_participant_has_it_open"
-    "shared-takeover-no-recovery|crates/hashfs/src/fs/shared/mod.rs|a participant that takes the image lock over from a dead one goes on without recovering what it left half done (its journal not rolled back, its strays kept)|test shared_mount a_participant_killed_inside_a_call_is_recovered_by_the_next"
+    "shared-takeover-no-recovery|crates/hashfs/src/fs/shared/mod.rs|a participant that takes the image lock over from a dead one goes on without recovering what it left half done (its journal not rolled back, its strays kept)|death create,mkdir,append"
     "shared-call-unlocked|crates/hashfs/src/fs/shared/mod.rs|a call of a shared mount catches up and publishes without taking the image lock (two participants change one directory at once)|test shared_mount threads_of_two_participants_creating_in_one_directory"
     "shared-times-hidden|crates/hashfs/src/fs/times.rs|a write on a shared mount leaves the times it sets in DRAM only, where the other participants do not read them (a stat elsewhere shows the times before the write)|test shared_mount a_change_in_one_participant_is_seen_by_the_next_call_of_another"
     "shared-tag-unread|crates/hashfs/src/fs/hashfs/append_tag.rs|a participant reads an inode whose size another left tagged by a one-fence append as it lies on the media (the tag's bits taken for the size)|test shared_mount a_change_in_one_participant_is_seen_by_the_next_call_of_another"
@@ -148,6 +148,7 @@ bugs=(
     "read-only-orphan-kept|crates/hashfs/src/fs/shared/mod.rs|a writer never frees the unlinked files it kept for a read-only participant once that one lets go (they pile up until the last participant leaves)|unit a_file_a_read_only_participant_has_open_stays_until_it_closes"
     "sequence-release-relaxed|crates/hashfs/src/share/sequence.rs|the image lock's holder makes the sequence even with a relaxed store (a read-only reader may see it even before the holder's writes)|test lock_model a_read_the_sequence_accepts_is_never_torn"
     "read-only-open-split|crates/hashfs/src/fs/api.rs|a read-only participant resolves a name and finds its inode in two calls, so a writer can free the inode between them and make another file of it (the reader opens that file under the name)|unit an_open_beside_a_rename_opens_a_file_the_name_had"
+    "takeover-caches-kept|crates/hashfs/src/fs/shared/mod.rs|a participant that recovers the image after a dead one (a takeover, or a join that finds the lock's holder dead) tells no one to read it again (its own caches and the others' keep what the dead one's half-done call left, and what its recovery undid)|death create,mkdir,append"
     "ctfs-unlogged-pswap|crates/hashfs/src/mapping/ctfs/tx.rs|ctFS's partition move stores its page-table swap straight to PM before the transaction that names the new partition (the released ctFS's order)|ctfs append,write-past-eof,truncate-down"
 )
 
@@ -481,6 +482,10 @@ elif name == "read-only-open-split":
     sub("crates/hashfs/src/fs/api.rs",
         "                match self.inner.read_call(|| {\n                    let ino = self.resolve_for_open(path, opts)?;\n                    super::race_point::reached(\"open: a read-only participant resolved the name\");\n                    self.open_found(ino, access)\n                }) {\n",
         "                match self.inner.read_call(|| self.resolve_for_open(path, opts)).and_then(|ino| {\n                    super::race_point::reached(\"open: a read-only participant resolved the name\");\n                    self.inner.read_call(|| self.open_found(ino, access))\n                }) {\n")
+elif name == "takeover-caches-kept":
+    sub("crates/hashfs/src/fs/shared/mod.rs",
+        "    let n = words.changes.load(Ordering::Acquire);\n    region.ring().put(n, Change::Everything);\n    words.changes.store(n + 1, Ordering::Release);\n}",
+        "}")
 elif name == "exec-descriptor-unnamed":
     sub("crates/hashfs-preload/src/shim/exec.rs",
         "        if !name_passed(*fd, *passed, of) {\n",

@@ -14,16 +14,32 @@
 //! store is a state, except inside one device call over many lines (a copy of data),
 //! where the states are after its first line, its middle one, its last but one and its
 //! last.
+//!
+//! On an image many processes may share (HashFS's paper placement), the workload runs as
+//! one participant of two, **beside a survivor** that mounted the image first, walked
+//! its tree (so it caches every inode and directory) and holds every other regular file
+//! of it open; the region's bytes are kept as each operation begins. Each death is then
+//! checked twice: as above (no one left: the next to mount recovers), and by the survivor
+//! itself, rebuilt to the same state in a fresh region: the region as the operation found
+//! it, its lock taken by the dying participant, which is then dead, and the image of the
+//! death under the survivor's caches. The survivor's next call must take the lock over
+//! and recover (`fs/shared/mod.rs`, `take_over`), and what it then sees must be the state
+//! before or after the operation; the files it holds open must read, and after its own
+//! operations and its leaving (the last participant, which marks the image clean) fsck
+//! must find nothing.
 
 #![forbid(unsafe_code)]
 
 use super::explore::{image_hash, recover_and_check, Found, Recording};
+use super::snapshot::Snapshot;
 use super::Stats;
 use crate::fs::{fsck, FsckMode};
+use crate::layout::FileType;
 use crate::pm::{CrashDevice, LineStore};
-use crate::FileSystem;
+use crate::share::{Access, Participant};
+use crate::{File, FileSystem, OpenOptions};
 use std::collections::HashSet;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 /// What a workload's run recorded for process deaths.
@@ -34,6 +50,89 @@ pub(crate) struct Deaths {
     pub stores: Vec<LineStore>,
     /// How many stores were made before each operation began.
     pub marks: Vec<usize>,
+    /// The run beside a survivor, on an image many processes may share.
+    pub beside: Option<Beside>,
+}
+
+/// What a run beside a survivor recorded (see the module).
+pub(crate) struct Beside {
+    /// The image before the survivor mounted it.
+    pub base: Vec<u8>,
+    /// The region's bytes as each operation began.
+    pub regions: Vec<Vec<u8>>,
+    /// The participant that ran each operation.
+    pub dying: Vec<Participant>,
+}
+
+/// A region file of the explorer's own, removed when dropped.
+pub(crate) struct RegionFile(PathBuf);
+
+impl RegionFile {
+    fn new() -> RegionFile {
+        static SEQ: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let n = SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        RegionFile(PathBuf::from(format!("/dev/shm/hashfs-explorer-{}-{n}.region", std::process::id())))
+    }
+
+    /// Its bytes now.
+    pub fn bytes(&self) -> Result<Vec<u8>, String> {
+        std::fs::read(&self.0).map_err(|e| format!("reading the region {}: {e}", self.0.display()))
+    }
+
+    /// Puts `bytes` in it, under the participants that map it.
+    fn restore(&self, bytes: &[u8]) -> Result<(), String> {
+        use std::os::unix::fs::FileExt;
+        let f = std::fs::OpenOptions::new().write(true).open(&self.0);
+        f.and_then(|f| f.write_all_at(bytes, 0)).map_err(|e| format!("restoring the region: {e}"))
+    }
+
+    /// A participant of the image on `dev` through this region.
+    pub fn join(&self, dev: &Arc<CrashDevice>) -> Result<FileSystem<CrashDevice>, String> {
+        let access = Access { mode: 0o600, owner: None };
+        let (fs, _) = FileSystem::mount_shared(dev.clone(), &self.0, access, &|_, _| {})
+            .map_err(|e| format!("a participant could not join the image: {e}"))?;
+        Ok(fs)
+    }
+}
+
+impl Drop for RegionFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+/// Whether the image on `dev` may be shared by many processes (its deaths then run beside
+/// a survivor).
+pub(crate) fn shared_image(dev: &CrashDevice) -> bool {
+    crate::fs::read_superblock(dev).is_ok_and(|(sb, geo, _)| crate::fs::hashfs::shared_by_processes(&sb, &geo))
+}
+
+/// The survivor: the first participant of the image on `dev`, its tree walked, every other
+/// regular file of it held open. Done the same way for the recording and for each death's
+/// check, so that its caches and the region's record of it are the same.
+pub(crate) struct Survivor {
+    pub region: RegionFile,
+    pub fs: FileSystem<CrashDevice>,
+    held: Vec<File<CrashDevice>>,
+}
+
+impl Survivor {
+    pub fn start(dev: &Arc<CrashDevice>) -> Result<Survivor, String> {
+        let region = RegionFile::new();
+        let fs = region.join(dev)?;
+        let tree = Snapshot::of(&fs).map_err(|e| format!("the survivor could not walk the tree: {e}"))?;
+        let mut held = Vec::new();
+        for (path, _) in tree.0.iter().filter(|(_, e)| e.file_type == FileType::Regular).step_by(2) {
+            let f = fs.open_file(Path::new(path), OpenOptions::new().read(true));
+            held.push(f.map_err(|e| format!("the survivor could not open {path}: {e}"))?);
+        }
+        Ok(Survivor { region, fs, held })
+    }
+
+    /// The participant `fs` is.
+    pub fn participant(fs: &FileSystem<CrashDevice>) -> Participant {
+        fs.inner.shared_parts().expect("a shared mount").1
+    }
 }
 
 impl Deaths {
@@ -85,16 +184,52 @@ pub(crate) fn explore_deaths(rec: &Recording, d: &Deaths, only: Option<usize>, s
     Ok(())
 }
 
-/// The survivor's view of a death after `after` stores: recovery, the operation whole or
-/// absent, fsck clean; then it goes on.
+/// A death after `after` stores: recovered by the next to mount (the operation whole or
+/// absent, fsck clean; then it goes on), and, beside a survivor, by the survivor's takeover.
 fn check_death(rec: &Recording, d: &Deaths, after: usize, img: &[u8]) -> Result<(), String> {
-    let (_, _, dev) = rec.with_expect(d.step(after), |expect| recover_and_check(img, expect, false))?;
-    go_on(dev).map_err(|e| format!("the survivor could not go on after the repair: {e}"))
+    let k = d.step(after);
+    let (_, _, dev) = rec.with_expect(k, |expect| recover_and_check(img, expect, false))?;
+    let (fs, _) = FileSystem::mount(dev.clone(), &|_, _| {}).map_err(|e| format!("mount: {e}"))?;
+    go_on(fs, dev).map_err(|e| format!("the next to mount could not go on after the repair: {e}"))?;
+    match &d.beside {
+        Some(b) => survivor_takes_over(rec, b, k, img).map_err(|e| format!("beside a survivor: {e}")),
+        None => Ok(()),
+    }
 }
 
-/// The survivor's next operations on the repaired image, then fsck.
-fn go_on(dev: Arc<CrashDevice>) -> Result<(), String> {
-    let (fs, _) = FileSystem::mount(dev.clone(), &|_, _| {}).map_err(|e| format!("mount: {e}"))?;
+/// The survivor of a death during operation `k` that left `img`: rebuilt, given the region
+/// and the image the death left, it must take the lock over, recover, see the state before
+/// or after the operation, read the files it holds, and go on.
+fn survivor_takes_over(rec: &Recording, b: &Beside, k: usize, img: &[u8]) -> Result<(), String> {
+    let dev = Arc::new(CrashDevice::from_image(&b.base));
+    let s = Survivor::start(&dev)?;
+    s.region.restore(&b.regions[k])?;
+    let dying = b.dying[k];
+    let (region, me) = s.fs.inner.shared_parts().expect("a shared mount");
+    if me == dying {
+        return Err(format!("the survivor rebuilt is participant {me}, the dying one's"));
+    }
+    // The dying participant's call took the lock; it dies with it, after its stores.
+    let _ = region.lock_image(dying);
+    region.participants().pretend_dead(dying);
+    dev.set_image(img);
+    let seen = Snapshot::of(&s.fs).map_err(|e| format!("the survivor's walk after the death failed: {e}"))?;
+    if s.fs.shared_takeovers() != Some(1) {
+        return Err(format!(
+            "the survivor's next call did not take the lock over ({:?} takeovers)",
+            s.fs.shared_takeovers()
+        ));
+    }
+    rec.with_expect(k, |expect| expect.check(&seen)).map_err(|e| format!("after the survivor's takeover: {e}"))?;
+    for mut f in s.held {
+        let mut bytes = Vec::new();
+        std::io::Read::read_to_end(&mut f, &mut bytes).map_err(|e| format!("a file the survivor holds: {e}"))?;
+    }
+    go_on(s.fs, dev)
+}
+
+/// The next operations on the repaired image, then the unmount and fsck.
+fn go_on(fs: FileSystem<CrashDevice>, dev: Arc<CrashDevice>) -> Result<(), String> {
     let a = Path::new("/survivor");
     let b = Path::new("/survivor-renamed");
     fs.write(a, &[0x5A; 5000]).map_err(|e| format!("write: {e}"))?;

@@ -18,7 +18,7 @@
 
 #![forbid(unsafe_code)]
 
-use super::death::{explore_deaths, Deaths};
+use super::death::{explore_deaths, shared_image, Beside, Deaths, Survivor};
 use super::descriptors::Descriptors;
 use super::snapshot::{lagging_times_ok, torn_between, without_times, Lagging, Snapshot};
 use super::workload::{Op, Workload};
@@ -215,7 +215,7 @@ pub(super) struct Expect<'a> {
 static NO_LAG: Lagging = Lagging::new();
 
 impl Expect<'_> {
-    fn check(&self, r: &Snapshot) -> Result<(), String> {
+    pub(super) fn check(&self, r: &Snapshot) -> Result<(), String> {
         if self.lag.is_empty() {
             return self.allowed.check(r);
         }
@@ -391,10 +391,17 @@ impl Recording {
 
 /// Runs the workload on a crash device made from `base`, capturing every fence (and, for
 /// process deaths, every store).
+///
+/// Deaths on an image many processes may share are those of a participant beside a
+/// survivor (`death.rs`): the workload runs as the second participant.
 fn record(base: &[u8], w: &Workload, model: FailureModel) -> Result<Recording, String> {
     let dev = Arc::new(CrashDevice::from_image(base));
-    let (mut fs, _) =
-        FileSystem::mount(dev.clone(), &|_, _| {}).map_err(|e| format!("the base image does not mount: {e}"))?;
+    let survivor = if model.death() && shared_image(&dev) { Some(Survivor::start(&dev)?) } else { None };
+    let mount = || match &survivor {
+        Some(s) => s.region.join(&dev),
+        None => FileSystem::mount(dev.clone(), &|_, _| {}).map(|(fs, _)| fs).map_err(|e| format!("mount: {e}")),
+    };
+    let mut fs = mount().map_err(|e| format!("the base image does not mount: {e}"))?;
     let snap =
         |fs: &FileSystem<CrashDevice>| Snapshot::of(fs).map_err(|e| format!("the live file system does not walk: {e}"));
     let mut states = vec![snap(&fs)?];
@@ -409,24 +416,34 @@ fn record(base: &[u8], w: &Workload, model: FailureModel) -> Result<Recording, S
         dev.record_stores();
     }
     let mut marks = Vec::new();
+    let (mut regions, mut dying) = (Vec::new(), Vec::new());
     let mut fds = Descriptors::default();
     for (k, op) in w.ops.iter().enumerate() {
         boundaries.push(dev.fence_count() - start);
         marks.push(dev.stores_recorded());
+        if let Some(s) = &survivor {
+            regions.push(s.region.bytes()?);
+            dying.push(Survivor::participant(&fs));
+        }
         torn.push(op.is_torn_on(&fs, &fds));
         op.start_lag(&fs, &fds, &mut lag, k);
         lagging.push(lag.clone());
         let ok = op.apply(&fs, &mut fds).is_ok(); // a failing operation must change nothing, which is checked too
-        if ok && matches!(op, Op::Remount) {
-            drop(fs); // unmounted by the operation
-            fs = FileSystem::mount(dev.clone(), &|_, _| {}).map_err(|e| format!("the remount failed: {e}"))?.0;
+                                                  // Unmounted by the operation (beside a survivor, which stays, an unmount is a
+                                                  // leaving, and the workload's participant joins again for what follows).
+        if ok && (matches!(op, Op::Remount) || survivor.is_some() && matches!(op, Op::Unmount)) {
+            drop(fs);
+            fs = mount().map_err(|e| format!("the remount failed: {e}"))?;
         }
         op.end_lag(&fs, &fds, &mut lag, ok);
         states.push(snap(&fs)?);
     }
     lagging.push(lag);
     dev.set_capture(false);
-    let deaths = death_base.map(|base| Deaths { base, stores: dev.take_stores(), marks });
+    let beside = survivor.as_ref().map(|_| Beside { base: base.to_vec(), regions, dying });
+    let deaths = death_base.map(|base| Deaths { base, stores: dev.take_stores(), marks, beside });
+    drop(fs);
+    drop(survivor);
     let mut points = dev.take_points();
     let mut end = dev.crash_point_now();
     end.fence_index = dev.fence_count();

@@ -297,6 +297,17 @@ impl CrashDevice {
         CrashPoint { fence_index, durable: st.durable.clone(), lines }
     }
 
+    /// Every byte, live and durable, becomes `image`'s (same length), nothing pending: the
+    /// image a process death left, under a survivor that has this device mounted
+    /// (`crashtest/death.rs`).
+    pub fn set_image(&self, image: &[u8]) {
+        let mut st = self.state.lock();
+        assert_eq!(image.len(), st.live.len(), "an image of the device's length");
+        st.live.copy_from_slice(image);
+        st.durable.copy_from_slice(image);
+        st.pending.clear();
+    }
+
     /// The live image (what loads see).
     pub fn live_image(&self) -> Vec<u8> {
         self.state.lock().live.clone()

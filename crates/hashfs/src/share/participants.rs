@@ -90,6 +90,15 @@ impl Participants {
         s.pid.store(0, Ordering::Release);
     }
 
+    /// Makes participant `i`, of this process, count as dead: its slot then names the program
+    /// this process was before an `execve`. The crash explorer's process deaths
+    /// (`crashtest/death.rs`) kill a participant so, inside one process.
+    pub(crate) fn pretend_dead(&self, i: Participant) {
+        let s = &self.slots[i.0 as usize];
+        debug_assert_eq!(s.pid.load(Ordering::Acquire), std::process::id(), "a slot of this process");
+        s.image.store(image_nonce() ^ 2, Ordering::Release);
+    }
+
     /// Participant `i` has begun to leave: it no longer counts as staying
     /// ([`Participants::staying`]), though it still owns its locks.
     pub fn set_leaving(&self, i: Participant) {

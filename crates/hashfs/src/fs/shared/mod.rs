@@ -336,6 +336,12 @@ impl<D: PmDevice> FsInner<D> {
         Ok(())
     }
 
+    /// On a shared mount, this participant's slot and the region (the crash explorer's
+    /// process deaths, `crashtest/death.rs`, leave a participant dead holding the lock).
+    pub(crate) fn shared_parts(&self) -> Option<(&ImageRegion, Participant)> {
+        self.shared.get().map(|sh| (&sh.region, sh.me()))
+    }
+
     /// On a shared mount, how often this participant recovered the image after another
     /// died holding its lock.
     pub(crate) fn takeovers(&self) -> Option<u64> {
