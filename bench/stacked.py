@@ -12,6 +12,8 @@ directory after the caches are dropped:
            HASHFS_LOWER set to a third directory of that ext4 (its own PM image on
            /dev/shm), no FUSE round trip
   hashfs   a HashFS image mounted alone through FUSE (same FUSE path, no lower file system)
+  stacked-pt  (only when chosen) the stacked mount with `-o passthrough=on`: files below
+           that are not syncing served by the kernel from the lower file (issue 58)
 
 Workloads:
   fsync-append, fsync-overwrite  fio 4 KiB writes, each followed by fdatasync (the issue's
@@ -213,8 +215,19 @@ def main():
     img_info = info(probe)
     os.unlink(probe)
     run([HASHFS, "mount", stacked_img, mnt_s, "--lower", lower_s])
+    # The same stack with the kernel's passthrough for files below (and no write-back
+    # cache, which the kernel refuses beside it), for the A/B of issue 58: a target only
+    # when chosen.
+    stacked_pt_img, mnt_pt, lower_pt = f"{pm_dir}/stacked-pt.img", f"{pm_dir}/mnt-stacked-pt", f"{LOWER}/stacked-pt-lower"
+    want_pt = "stacked-pt" in a.targets.split(",")
+    if want_pt:
+        os.makedirs(mnt_pt)
+        shutil.rmtree(lower_pt, ignore_errors=True)
+        os.makedirs(lower_pt)
+        run([HASHFS, "mkfs", stacked_pt_img, "--size", "4G", "--mapping", "extent-hash"])
+        run([HASHFS, "mount", stacked_pt_img, mnt_pt, "--lower", lower_pt, "-o", "passthrough=on"])
     run([HASHFS, "mount", alone_img, mnt_h])
-    targets = {"ext4": ext4, "stacked": mnt_s, "shim": lower_shim, "hashfs": mnt_h}
+    targets = {"ext4": ext4, "stacked": mnt_s, "stacked-pt": mnt_pt, "shim": lower_shim, "hashfs": mnt_h}
     chosen = set(a.targets.split(",")) | {"ext4"}
     if chosen - set(targets):
         sys.exit(f"unknown targets {sorted(chosen - set(targets))}; choose from {list(targets)}")
@@ -257,15 +270,17 @@ def main():
                         st = LAST_STDERR[0]
                         r["promotions"] = int(field(st.replace(":", " "), "promotions").split()[0]) if "promotions:" in st else 0
                         stack_status[w + " (shim)"] = st[st.find("pm: "):] if "pm: " in st else st[-2000:]
-                    if t == "stacked":
-                        st = info(mnt_s)
+                    if t in ("stacked", "stacked-pt"):
+                        st = info(targets[t])
                         r["promoted_files"] = int(field(st, "promoted").split()[-1]) if "promoted files" in st else 0
-                        stack_status[w] = st
+                        stack_status[w if t == "stacked" else w + " (" + t + ")"] = st
                     results[w][t].append(r)
                     print(f"round {rnd} {w:18} {t:8} {json.dumps(r)}", flush=True)
                     shutil.rmtree(d, ignore_errors=True)
     finally:
         run([HASHFS, "umount", mnt_s], check=False)
+        if want_pt:
+            run([HASHFS, "umount", mnt_pt], check=False)
         run([HASHFS, "umount", mnt_h], check=False)
     summary = {}
     for w, per in results.items():

@@ -7,6 +7,7 @@ mod fuse_common;
 use fuse_common::{fuse_available, hashfs};
 use std::fs::{self, File, OpenOptions};
 use std::io::Write;
+use std::os::fd::AsRawFd;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -545,4 +546,138 @@ fn o_nofollow_refuses_only_symlinks_and_sqlite_and_git_work() {
     listed.sort();
     assert_eq!(listed, ["?? .gitignore", "?? main.c"], "the build outputs are ignored");
     s.umount(false);
+}
+
+/// The number after `label:` in the status `hashfs info` prints on the mount point.
+fn counter(info: &str, label: &str) -> u64 {
+    let at = info.find(&format!("{label}:")).unwrap_or_else(|| panic!("no {label} in {info}"));
+    info[at + label.len() + 1..].split_whitespace().next().unwrap().parse().unwrap()
+}
+
+/// `passthrough=on` (issue 58): a file below that is not syncing is served by the kernel
+/// from the lower file; every handle opened while one is open shares its mode (the kernel
+/// keeps one per inode), so a file whose fsyncs ask for promotion meanwhile is promoted at
+/// the next open after the last such handle closed, and from then on absorbs its fsyncs.
+/// A shared mapping and an O_DIRECT handle of a file below go to the lower file too.
+#[test]
+fn passthrough_serves_files_below_and_promotes_at_the_next_open() {
+    if !fuse_available() {
+        return;
+    }
+    let mut s = Stacked::new("64M", "promote_after=3,sf_limit=none,passthrough=on");
+    let mut model = pattern(3 * 4096, 5);
+    fs::write(s.low("db"), &model).unwrap();
+    s.start();
+    assert!(!s.log().contains("lacks FUSE passthrough"), "{}", s.log());
+    let f = OpenOptions::new().read(true).write(true).open(s.p("db")).unwrap();
+    let reader = File::open(s.p("db")).unwrap(); // open elsewhere, in the same mode
+    assert_eq!(counter(&s.info(), "passthrough opens"), 2, "{}", s.info());
+    for i in 0..5 {
+        put(&f, &mut model, 10 + i * 100, b"synced below");
+    }
+    let info = s.info();
+    assert_eq!(
+        (counter(&info, "promotions"), counter(&info, "promotions deferred to the next open")),
+        (0, 1),
+        "{info}"
+    );
+    assert_eq!(fs::read(s.low("db")).unwrap(), model, "a passthrough handle writes the lower file");
+    let mut seen = vec![0u8; model.len()];
+    reader.read_exact_at(&mut seen, 0).unwrap();
+    assert_eq!(seen, model, "the other handle reads the same bytes");
+    drop((f, reader));
+    // The next open promotes the file and is the daemon's: its fsyncs are absorbed.
+    let f = OpenOptions::new().read(true).write(true).open(s.p("db")).unwrap();
+    assert_eq!(s.promoted(), 1, "{}", s.info());
+    let below = fs::read(s.low("db")).unwrap();
+    put(&f, &mut model, 5000, b"absorbed in PM");
+    assert_eq!(fs::read(s.low("db")).unwrap(), below, "an absorbed write reached the lower file");
+    assert_eq!(fs::read(s.p("db")).unwrap(), model);
+    assert_eq!(counter(&s.info(), "passthrough opens"), 2);
+    drop(f);
+
+    // A shared mapping of a file below, written through the mapping.
+    let len = 8192usize;
+    fs::write(s.low("mapped"), vec![0u8; len]).unwrap();
+    let m = OpenOptions::new().read(true).write(true).open(s.p("mapped")).unwrap();
+    // SAFETY: a fresh shared mapping of `len` bytes of an open file, unmapped below.
+    let p = unsafe {
+        libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_SHARED, m.as_raw_fd(), 0)
+    };
+    assert_ne!(p, libc::MAP_FAILED, "mmap of a file below: {}", std::io::Error::last_os_error());
+    // SAFETY: inside the mapping.
+    unsafe { std::ptr::copy_nonoverlapping(b"through the map".as_ptr(), p.cast::<u8>().add(4000), 15) };
+    // SAFETY: the mapping made above, its length.
+    assert_eq!(unsafe { libc::msync(p, len, libc::MS_SYNC) }, 0);
+    // SAFETY: the same.
+    assert_eq!(unsafe { libc::munmap(p, len) }, 0);
+    drop(m);
+    assert_eq!(&fs::read(s.low("mapped")).unwrap()[4000..4015], b"through the map");
+    assert_eq!(&fs::read(s.p("mapped")).unwrap()[4000..4015], b"through the map");
+
+    // O_DIRECT, aligned, through the lower file.
+    use std::os::unix::fs::OpenOptionsExt;
+    let d = OpenOptions::new().read(true).write(true).custom_flags(libc::O_DIRECT).open(s.p("mapped")).unwrap();
+    let layout = std::alloc::Layout::from_size_align(4096, 4096).unwrap();
+    // SAFETY: a non-zero size; freed below with the same layout.
+    let buf = unsafe { std::alloc::alloc_zeroed(layout) };
+    // SAFETY: `buf` holds 4096 bytes.
+    let block = unsafe { std::slice::from_raw_parts_mut(buf, 4096) };
+    block.fill(b'D');
+    d.write_all_at(block, 4096).unwrap();
+    block.fill(0);
+    d.read_exact_at(block, 4096).unwrap();
+    let direct_ok = block.iter().all(|&c| c == b'D');
+    // SAFETY: allocated above with this layout.
+    unsafe { std::alloc::dealloc(buf, layout) };
+    drop(d);
+    assert!(direct_ok, "an O_DIRECT read did not see the O_DIRECT write");
+    assert!(fs::read(s.low("mapped")).unwrap()[4096..].iter().all(|&c| c == b'D'), "O_DIRECT went below");
+    assert!(!s.log().contains("passthrough open failed"), "{}", s.log());
+    s.umount(true);
+    assert_eq!(fs::read(s.low("db")).unwrap(), model, "written back");
+}
+
+/// `passthrough=on`: a file reopened at every delivery (a mail spool) is promoted at the
+/// open after its fsyncs asked for it, and a file in a run of fsyncs opens through the
+/// daemon (where it can be promoted while open), not by passthrough.
+#[test]
+fn passthrough_leaves_a_syncing_file_to_the_daemon() {
+    if !fuse_available() {
+        return;
+    }
+    // A long interval: every fsync comes soon enough, however slow the disk below.
+    let mut s = Stacked::new("16M", "promote_after=3,sf_limit=none,passthrough=on,sync_interval_ms=60000");
+    s.start();
+    let mut model = Vec::new();
+    for i in 0..6 {
+        let f = OpenOptions::new().append(true).create(true).open(s.p("mbox")).unwrap();
+        let msg = pattern(700, i);
+        (&f).write_all(&msg).unwrap();
+        f.sync_data().unwrap();
+        model.extend_from_slice(&msg);
+        if i == 2 {
+            // Opened through the daemon (syncing): a second handle meanwhile is too (a
+            // passthrough one beside it the kernel would refuse, EIO).
+            assert_eq!(fs::read(s.p("mbox")).unwrap(), model, "a second open beside a daemon-served one");
+        }
+    }
+    let info = s.info();
+    assert_eq!(s.promoted(), 1, "{info}");
+    // The first two opens: nothing known, passthrough; from the third the file was in a
+    // run of qualifying fsyncs.
+    assert_eq!(counter(&info, "passthrough opens"), 2, "{info}");
+    assert_eq!(fs::read(s.p("mbox")).unwrap(), model);
+    // Large writes between fsyncs through passthrough (the daemon counts them from the
+    // lower file's dirty pages at each fsync): 5 MiB on average, over the profiler's 4
+    // MiB, so no fsync qualifies and nothing waits for promotion.
+    let big = OpenOptions::new().write(true).create(true).truncate(true).open(s.p("big")).unwrap();
+    for i in 0..5u64 {
+        big.write_all_at(&pattern(5 << 20, i as u8), i * (5 << 20)).unwrap();
+        big.sync_data().unwrap();
+    }
+    drop(big);
+    assert_eq!(counter(&s.info(), "promotions deferred to the next open"), 0, "{}", s.info());
+    s.umount(true);
+    assert_eq!(fs::read(s.low("mbox")).unwrap(), model);
 }

@@ -11,9 +11,9 @@
 use crate::stacked_caller::as_caller;
 use crate::sync_scope;
 use fuser::{
-    Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo, InitFlags, KernelConfig,
-    LockOwner, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry,
-    ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
+    BackingId, Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo, InitFlags,
+    KernelConfig, LockOwner, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyEmpty,
+    ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
 };
 use hashfs_spfs::absorb::Key;
 use hashfs_spfs::lower::{proc_path, reopen};
@@ -27,7 +27,7 @@ use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 const TTL: Duration = Duration::from_secs(1);
@@ -50,7 +50,14 @@ struct Node {
 }
 
 enum Handle {
-    File { lower: Arc<File>, state: Shared, key: Key },
+    /// `backing`: the kernel serves the handle's reads, writes and mappings from the lower
+    /// file itself (passthrough); the daemon sees its fsyncs, truncations and release.
+    File {
+        lower: Arc<File>,
+        state: Shared,
+        key: Key,
+        backing: Option<Arc<BackingId>>,
+    },
     Dir(Arc<Vec<(u64, FileType, OsString)>>),
 }
 
@@ -59,6 +66,11 @@ pub struct StackedFuse {
     nodes: Mutex<Nodes>,
     handles: Mutex<HashMap<u64, Handle>>,
     next_fh: AtomicU64,
+    /// The kernel took the passthrough capability at init (`init`).
+    passthrough: bool,
+    /// Each lower file's backing registration while passthrough handles of it are open:
+    /// the kernel wants one per inode (a second one for the same inode is EBUSY).
+    backings: Mutex<HashMap<Key, Weak<BackingId>>>,
 }
 
 #[derive(Default)]
@@ -110,7 +122,14 @@ impl StackedFuse {
         let mut nodes = Nodes { next_foreign: 1 << 62, ..Nodes::default() };
         nodes.by_ino.insert(1, Node { fd: Arc::new(root), key: stack.root_key(), nlookup: 1 << 40 });
         nodes.by_key.insert(stack.root_key(), 1);
-        StackedFuse { stack, nodes: Mutex::new(nodes), handles: Mutex::new(HashMap::new()), next_fh: AtomicU64::new(1) }
+        StackedFuse {
+            stack,
+            nodes: Mutex::new(nodes),
+            handles: Mutex::new(HashMap::new()),
+            next_fh: AtomicU64::new(1),
+            passthrough: false,
+            backings: Mutex::new(HashMap::new()),
+        }
     }
 
     /// The kernel inode number of a lower inode: its own number on the lower root's file
@@ -203,7 +222,7 @@ impl StackedFuse {
 
     fn file(&self, fh: FileHandle) -> Result<(Arc<File>, Shared, Key), Errno> {
         match lock(&self.handles).get(&fh.0) {
-            Some(Handle::File { lower, state, key }) => Ok((lower.clone(), state.clone(), *key)),
+            Some(Handle::File { lower, state, key, .. }) => Ok((lower.clone(), state.clone(), *key)),
             _ => Err(Errno::EBADF),
         }
     }
@@ -228,6 +247,36 @@ impl StackedFuse {
         reopen(fd.as_fd(), f).map_err(err)
     }
 
+    /// The backing registration of lower file `key` for a passthrough handle: the one its
+    /// open handles share, else a new one of the file `file` is open on.
+    fn backing(
+        &self,
+        key: Key,
+        file: &File,
+        register: impl FnOnce(&File) -> io::Result<BackingId>,
+    ) -> io::Result<Arc<BackingId>> {
+        let mut b = lock(&self.backings);
+        if let Some(id) = b.get(&key).and_then(Weak::upgrade) {
+            return Ok(id);
+        }
+        // Read and write whatever this handle's mode: the next handles share it. A lower
+        // file root may not open so (a read-only file system) is registered as it is.
+        let rw = reopen(file.as_fd(), libc::O_RDWR).ok();
+        let id = Arc::new(register(rw.as_ref().unwrap_or(file))?);
+        b.retain(|_, w| w.strong_count() > 0);
+        b.insert(key, Arc::downgrade(&id));
+        Ok(id)
+    }
+
+    /// A passthrough open that could not be registered is served by the daemon: undone in
+    /// the count (with a message, once).
+    fn not_passed(&self, state: &Shared, e: &io::Error) {
+        static SAID: std::sync::Once = std::sync::Once::new();
+        SAID.call_once(|| eprintln!("hashfs: a passthrough open failed ({e}); such files go through the daemon"));
+        let mut st = state.lock();
+        st.passthrough = st.passthrough.saturating_sub(1);
+    }
+
     fn truncate(&self, key: Key, lower: &File, size: u64) -> Result<(), Errno> {
         let sh = self.stack.state(key);
         let mut st = sh.lock();
@@ -237,8 +286,23 @@ impl StackedFuse {
 
 impl Filesystem for StackedFuse {
     fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> io::Result<()> {
-        if let Err(missing) = config.add_capabilities(InitFlags::FUSE_WRITEBACK_CACHE) {
-            eprintln!("hashfs: the kernel lacks FUSE capabilities {missing:?}: writes are not cached");
+        // Files below are served by the kernel from the lower file (passthrough) where it
+        // can; the kernel refuses that together with its write-back cache, which the mount
+        // takes otherwise (writes to the daemon then come in page-sized batches).
+        if self.stack.cfg.passthrough {
+            if config.add_capabilities(InitFlags::FUSE_PASSTHROUGH).is_ok() && config.set_max_stack_depth(1).is_ok() {
+                self.passthrough = true;
+            } else {
+                eprintln!(
+                    "hashfs: the kernel lacks FUSE passthrough: files below go through the daemon (mount option \
+                     passthrough=off says so without this message)"
+                );
+            }
+        }
+        if !self.passthrough {
+            if let Err(missing) = config.add_capabilities(InitFlags::FUSE_WRITEBACK_CACHE) {
+                eprintln!("hashfs: the kernel lacks FUSE capabilities {missing:?}: writes are not cached");
+            }
         }
         // The daemon clears set-user-ID and set-group-ID where a write or truncation by
         // someone else must (the lower file system does not: the daemon is root). Without
@@ -475,18 +539,28 @@ impl Filesystem for StackedFuse {
                     kill_suidgid(&lower)?;
                 }
             }
-            let state = self.stack.opened(key);
+            let (state, pass) = self.stack.opened_through(key, &lower, self.passthrough);
+            let backing = match pass.then(|| self.backing(key, &lower, |f| reply.open_backing(f))) {
+                Some(Ok(b)) => Some(b),
+                Some(Err(e)) => {
+                    self.not_passed(&state, &e);
+                    None
+                }
+                None => None,
+            };
             let promoted = state.lock().pm.is_some();
-            Ok((self.add_handle(Handle::File { lower, state, key }), promoted))
+            let fh = self.add_handle(Handle::File { lower, state, key, backing: backing.clone() });
+            Ok((fh, promoted, backing))
         })();
         match r {
+            Ok((fh, _, Some(b))) => reply.opened_passthrough(fh, FopenFlags::empty(), &b),
             // A promoted file changes only through this mount (its newest bytes are in
             // PM; changing it below is what docs/stacked.md says not to do), so the
             // kernel's cached pages stay right across opens (a mail spool reads its whole
             // mailbox at every check). Any other file may be changed in the lower
             // directory directly: an open drops its pages, so that it reads what is there.
-            Ok((fh, true)) => reply.opened(fh, FopenFlags::FOPEN_KEEP_CACHE),
-            Ok((fh, false)) => reply.opened(fh, FopenFlags::empty()),
+            Ok((fh, true, None)) => reply.opened(fh, FopenFlags::FOPEN_KEEP_CACHE),
+            Ok((fh, false, None)) => reply.opened(fh, FopenFlags::empty()),
             Err(e) => reply.error(e),
         }
     }
@@ -515,15 +589,24 @@ impl Filesystem for StackedFuse {
             let a = self.do_lookup(parent, name)?;
             let st = rustix::fs::fstat(&fd).map_err(rerr)?;
             let key = (st.st_dev, st.st_ino);
-            let state = self.stack.opened(key);
             let lower = Arc::new(File::from(fd));
             if flags & libc::O_TRUNC != 0 {
                 self.truncate(key, &lower, 0)?;
             }
-            Ok((a, self.add_handle(Handle::File { lower, state, key })))
+            let (state, pass) = self.stack.opened_through(key, &lower, self.passthrough);
+            let backing = match pass.then(|| self.backing(key, &lower, |f| reply.open_backing(f))) {
+                Some(Ok(b)) => Some(b),
+                Some(Err(e)) => {
+                    self.not_passed(&state, &e);
+                    None
+                }
+                None => None,
+            };
+            Ok((a, self.add_handle(Handle::File { lower, state, key, backing: backing.clone() }), backing))
         })();
         match r {
-            Ok((a, fh)) => reply.created(&TTL, &a, Generation(0), fh, FopenFlags::FOPEN_KEEP_CACHE),
+            Ok((a, fh, Some(b))) => reply.created_passthrough(&TTL, &a, Generation(0), fh, FopenFlags::empty(), &b),
+            Ok((a, fh, None)) => reply.created(&TTL, &a, Generation(0), fh, FopenFlags::FOPEN_KEEP_CACHE),
             Err(e) => reply.error(e),
         }
     }
@@ -591,8 +674,8 @@ impl Filesystem for StackedFuse {
         reply: ReplyEmpty,
     ) {
         let handle = lock(&self.handles).remove(&fh.0);
-        if let Some(Handle::File { state, key, .. }) = handle {
-            self.stack.closed(key, &state);
+        if let Some(Handle::File { state, key, backing, .. }) = handle {
+            self.stack.closed_through(key, &state, backing.is_some());
         }
         reply.ok()
     }

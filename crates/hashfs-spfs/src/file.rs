@@ -76,21 +76,71 @@ impl Stack {
             self.counters.absorbed_syncs.fetch_add(1, Ordering::Relaxed);
             return Ok(());
         }
+        if st.passthrough > 0 {
+            // Writes the kernel passed to the lower file: the daemon counts them here.
+            if let Some(n) = crate::lower::unsynced_bytes(lower) {
+                st.profile.wrote(n, now);
+            }
+        }
         crate::lower::sync(lower, scope)?;
         self.counters.lower_syncs.fetch_add(1, Ordering::Relaxed);
         let v = st.profile.synced(&cfg.profiler, now);
-        let (used, total) = self.store.usage();
-        let room = (used as f64) < cfg.high_water * total as f64;
-        if v.promote && !st.gone && !st.pinned() && room && lower.metadata().map(|m| m.is_file()).unwrap_or(false) {
-            match self.store.promote(lower.as_fd()) {
-                Ok(p) => {
-                    st.pm = Some(p);
-                    self.counters.promotions.fetch_add(1, Ordering::Relaxed);
+        if v.promote {
+            if st.passthrough > 0 {
+                // Handles that write below are open: the promotion waits for them to close.
+                if !std::mem::replace(&mut st.promote_pending, true) {
+                    self.counters.promotions_deferred.fetch_add(1, Ordering::Relaxed);
                 }
-                Err(e) => eprintln!("hashfs: promotion of a lower file failed (it stays below): {e}"),
+            } else {
+                self.promote(st, lower);
             }
         }
         Ok(())
+    }
+
+    /// Promotes the file, if it may be (its name not gone, nothing pinning it below, room
+    /// in PM, a regular file); a failure leaves it below, with a message.
+    fn promote(&self, st: &mut FileState, lower: &File) {
+        st.promote_pending = false;
+        let (used, total) = self.store.usage();
+        let room = (used as f64) < self.cfg.high_water * total as f64;
+        if st.pm.is_some() || st.gone || st.pinned() || !room || !lower.metadata().map(|m| m.is_file()).unwrap_or(false)
+        {
+            return;
+        }
+        match self.store.promote(lower.as_fd()) {
+            Ok(p) => {
+                st.pm = Some(p);
+                self.counters.promotions.fetch_add(1, Ordering::Relaxed);
+            }
+            Err(e) => eprintln!("hashfs: promotion of a lower file failed (it stays below): {e}"),
+        }
+    }
+
+    /// A handle of `key` opened through the mount: its state, counted open, and whether
+    /// the kernel may serve it from `lower` itself (passthrough, if `offered`). The kernel
+    /// keeps an inode in one mode at a time, so the first open chooses for all that come
+    /// while it is open: passthrough unless the file is promoted (its newest bytes are in
+    /// PM) or syncing (a run of qualifying fsyncs: through the daemon it can be promoted
+    /// while open; a passthrough handle's file is promoted only at an open after the last
+    /// such handle closed). A promotion that waited for the passthrough handles to close
+    /// is made here, when none is left. A passthrough handle is closed with
+    /// [`Stack::closed_through`].
+    pub fn opened_through(&self, key: Key, lower: &File, offered: bool) -> (crate::Shared, bool) {
+        let sh = self.state(key);
+        let mut st = sh.lock();
+        if st.promote_pending && st.passthrough == 0 {
+            self.promote(&mut st, lower);
+        }
+        let first_choice = st.opens == 0 && !st.profile.syncing(&self.cfg.profiler, Instant::now());
+        let pass = offered && st.pm.is_none() && st.opens == st.passthrough && (st.opens > 0 || first_choice);
+        st.opens += 1;
+        if pass {
+            st.passthrough += 1;
+            self.counters.passthrough_opens.fetch_add(1, Ordering::Relaxed);
+        }
+        drop(st);
+        (sh, pass)
     }
 
     /// Truncates or extends the file (a promoted one PM first, then the lower file).
@@ -134,8 +184,16 @@ impl Stack {
     /// otherwise (SPFS keeps it in the in-core inode): a file opened, appended, fsynced and
     /// closed at every delivery must still be seen syncing often.
     pub fn closed(&self, key: Key, sh: &crate::Shared) {
+        self.closed_through(key, sh, false)
+    }
+
+    /// [`Stack::closed`] of a handle that was passthrough or not.
+    pub fn closed_through(&self, key: Key, sh: &crate::Shared, passthrough: bool) {
         let mut st = sh.lock();
         st.opens = st.opens.saturating_sub(1);
+        if passthrough {
+            st.passthrough = st.passthrough.saturating_sub(1);
+        }
         let gone = st.gone && st.opens == 0;
         if gone {
             self.drop_copy(&mut st);

@@ -52,6 +52,10 @@ pub struct StackConfig {
     pub high_water: f64,
     /// Write-back on pressure stops under this.
     pub low_water: f64,
+    /// `passthrough=on`: the mount answers opens of files below that are not syncing with
+    /// the kernel's passthrough to the lower file (when the kernel has it; docs/stacked.md,
+    /// *Passthrough*); off by default. The shim ignores it.
+    pub passthrough: bool,
     /// How often the write-back thread looks.
     pub tick: Duration,
     /// A file with I/O this recently is written back only under pressure (SPFS suspends
@@ -65,6 +69,7 @@ impl Default for StackConfig {
             profiler: ProfilerConfig::default(),
             high_water: 0.8,
             low_water: 0.6,
+            passthrough: false,
             tick: Duration::from_millis(250),
             quiet: Duration::from_secs(1),
         }
@@ -74,7 +79,7 @@ impl Default for StackConfig {
 impl StackConfig {
     /// The defaults changed by `key=value` options (the mount's `-o`, the shim's
     /// `HASHFS_STACK_OPTIONS`): `promote_after=N`, `sync_interval_ms=N`, `sf_limit=X|none`,
-    /// `high_water=X`. An error names the option.
+    /// `high_water=X`, `passthrough=on|off`. An error names the option.
     pub fn from_options<S: AsRef<str>>(opts: &[S]) -> Result<StackConfig, String> {
         let mut c = StackConfig::default();
         for opt in opts {
@@ -89,6 +94,13 @@ impl StackConfig {
                 "sf_limit" if v == "none" => c.profiler.sf_limit = None,
                 "sf_limit" => {
                     c.profiler.sf_limit = Some(v.parse().ok().filter(|x: &f64| (0.0..1.0).contains(x)).ok_or_else(bad)?)
+                }
+                "passthrough" => {
+                    c.passthrough = match v {
+                        "on" | "" => true,
+                        "off" => false,
+                        _ => return Err(bad()),
+                    }
                 }
                 "high_water" => {
                     c.high_water = v.parse().ok().filter(|x: &f64| *x > 0.0 && *x <= 1.0).ok_or_else(bad)?;
@@ -109,6 +121,10 @@ pub struct Counters {
     pub absorbed_syncs: AtomicU64,
     pub lower_syncs: AtomicU64,
     pub pm_full_demotions: AtomicU64,
+    /// Opens the kernel serves from the lower file (the mount's passthrough).
+    pub passthrough_opens: AtomicU64,
+    /// Promotions that waited for passthrough handles to close.
+    pub promotions_deferred: AtomicU64,
 }
 
 /// One lower file's state in the daemon: its profile and, once promoted, its PM copy.
@@ -123,6 +139,13 @@ pub struct FileState {
     /// Uses the front end cannot follow (the shim's memory mappings and streams of the
     /// file): a promoted file's writes would not reach them, so the file is not promoted.
     pub pinned: u32,
+    /// Of `opens`, those the kernel serves from the lower file itself (the mount's
+    /// passthrough, docs/stacked.md): their reads, writes and mappings never reach the
+    /// daemon, so the file is not promoted while any is open.
+    pub passthrough: u32,
+    /// The profiler asked for a promotion while passthrough handles were open: it is made
+    /// at the next open that finds none.
+    pub promote_pending: bool,
 }
 
 impl FileState {
@@ -355,6 +378,12 @@ impl Stack {
             c.pm_full_demotions.load(Ordering::Relaxed),
             c.absorbed_syncs.load(Ordering::Relaxed),
             c.lower_syncs.load(Ordering::Relaxed)
+        );
+        let _ = writeln!(
+            s,
+            "passthrough opens: {}  promotions deferred to the next open: {}",
+            c.passthrough_opens.load(Ordering::Relaxed),
+            c.promotions_deferred.load(Ordering::Relaxed)
         );
         let mut rows: Vec<(String, u64, f64)> = self
             .promoted()

@@ -106,6 +106,13 @@ impl SyncProfile {
         self.consecutive
     }
 
+    /// Whether the file is in a run of qualifying fsyncs, its last one less than ten
+    /// intervals before `now` (the mount opens such a file through the daemon, where it
+    /// can be promoted while open, not by passthrough).
+    pub fn syncing(&self, cfg: &ProfilerConfig, now: Instant) -> bool {
+        self.consecutive > 0 && self.last_sync.is_some_and(|t| now.saturating_duration_since(t) < cfg.interval * 10)
+    }
+
     /// Whether the file saw no I/O for `quiet` before `now`.
     pub fn idle(&self, quiet: Duration, now: Instant) -> bool {
         self.last_io.is_none_or(|t| now.saturating_duration_since(t) >= quiet)
