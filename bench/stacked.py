@@ -14,6 +14,9 @@ directory after the caches are dropped:
   hashfs   a HashFS image mounted alone through FUSE (same FUSE path, no lower file system)
   stacked-pt  (only when chosen) the stacked mount with `-o passthrough=on`: files below
            that are not syncing served by the kernel from the lower file (issue 58)
+  NAME     (only when chosen) `--mount-variant NAME=OPTS`: another stacked mount, with
+           `-o OPTS`; `--shim-variant NAME=OPTS`: the shim with HASHFS_STACK_OPTIONS=OPTS
+           (an A/B of a stack option within one run)
 
 Workloads:
   fsync-append, fsync-overwrite  fio 4 KiB writes, each followed by fdatasync (the issue's
@@ -190,6 +193,10 @@ def main():
     ap.add_argument("--json")
     ap.add_argument("--only", help="comma-separated workloads (default: all)")
     ap.add_argument("--targets", default="ext4,stacked,shim,hashfs", help="comma-separated targets (ext4 always runs)")
+    ap.add_argument("--mount-variant", action="append", default=[], metavar="NAME=OPTS",
+                    help="a stacked mount with -o OPTS, target NAME (repeatable)")
+    ap.add_argument("--shim-variant", action="append", default=[], metavar="NAME=OPTS",
+                    help="the shim with HASHFS_STACK_OPTIONS=OPTS, target NAME (repeatable)")
     a = ap.parse_args()
     for f in (HASHFS, SHIM):
         if not os.path.exists(f):
@@ -219,19 +226,34 @@ def main():
     img_info = info(probe)
     os.unlink(probe)
     run([HASHFS, "mount", stacked_img, mnt_s, "--lower", lower_s])
-    # The same stack with the kernel's passthrough for files below (and no write-back
-    # cache, which the kernel refuses beside it), for the A/B of issue 58: a target only
-    # when chosen.
-    stacked_pt_img, mnt_pt, lower_pt = f"{pm_dir}/stacked-pt.img", f"{pm_dir}/mnt-stacked-pt", f"{LOWER}/stacked-pt-lower"
-    want_pt = "stacked-pt" in a.targets.split(",")
-    if want_pt:
-        os.makedirs(mnt_pt)
-        shutil.rmtree(lower_pt, ignore_errors=True)
-        os.makedirs(lower_pt)
-        run([HASHFS, "mkfs", stacked_pt_img, "--size", "4G", "--mapping", "extent-hash"])
-        run([HASHFS, "mount", stacked_pt_img, mnt_pt, "--lower", lower_pt, "-o", "passthrough=on"])
+    # Variants of the stack, for an A/B of one of its options within a run (issue 58): a
+    # target each, made only when chosen. stacked-pt: the kernel's passthrough for files
+    # below (and no write-back cache, which the kernel refuses beside it).
+    chosen_names = set(a.targets.split(","))
+    mount_variants = {"stacked-pt": "passthrough=on", **dict(v.split("=", 1) for v in a.mount_variant)}
+    mounted_variants = {}
+    for name, opts in mount_variants.items():
+        if name not in chosen_names:
+            continue
+        img, mnt, low = f"{pm_dir}/{name}.img", f"{pm_dir}/mnt-{name}", f"{LOWER}/{name}-lower"
+        os.makedirs(mnt)
+        shutil.rmtree(low, ignore_errors=True)
+        os.makedirs(low)
+        run([HASHFS, "mkfs", img, "--size", "4G", "--mapping", "extent-hash"])
+        run([HASHFS, "mount", img, mnt, "--lower", low, "-o", opts])
+        mounted_variants[name] = mnt
+    shim_envs, shim_dirs = {"shim": shim_env}, {}
+    for name, opts in (v.split("=", 1) for v in a.shim_variant):
+        if name not in chosen_names:
+            continue
+        img, low = f"{pm_dir}/{name}.img", f"{LOWER}/{name}-lower"
+        shutil.rmtree(low, ignore_errors=True)
+        os.makedirs(low)
+        run([HASHFS, "mkfs", img, "--size", "4G", "--mapping", "extent-hash"])
+        shim_envs[name] = {**shim_env, "HASHFS_IMAGE": img, "HASHFS_LOWER": low, "HASHFS_STACK_OPTIONS": opts}
+        shim_dirs[name] = low
     run([HASHFS, "mount", alone_img, mnt_h])
-    targets = {"ext4": ext4, "stacked": mnt_s, "stacked-pt": mnt_pt, "shim": lower_shim, "hashfs": mnt_h}
+    targets = {"ext4": ext4, "stacked": mnt_s, "shim": lower_shim, "hashfs": mnt_h, **mounted_variants, **shim_dirs}
     chosen = set(a.targets.split(",")) | {"ext4"}
     if chosen - set(targets):
         sys.exit(f"unknown targets {sorted(chosen - set(targets))}; choose from {list(targets)}")
@@ -266,15 +288,15 @@ def main():
                     os.makedirs(d)
                     drop_caches()
                     ENV.clear()
-                    if t == "shim":
-                        ENV.update(shim_env)
+                    if t in shim_envs:
+                        ENV.update(shim_envs[t])
                     r = fn(d, rnd)
                     ENV.clear()
-                    if t == "shim":
+                    if t in shim_envs:
                         st = LAST_STDERR[0]
                         r["promotions"] = int(field(st.replace(":", " "), "promotions").split()[0]) if "promotions:" in st else 0
-                        stack_status[w + " (shim)"] = st[st.find("pm: "):] if "pm: " in st else st[-2000:]
-                    if t in ("stacked", "stacked-pt"):
+                        stack_status[w + " (" + t + ")"] = st[st.find("pm: "):] if "pm: " in st else st[-2000:]
+                    if t == "stacked" or t in mounted_variants:
                         st = info(targets[t])
                         r["promoted_files"] = int(field(st, "promoted").split()[-1]) if "promoted files" in st else 0
                         stack_status[w if t == "stacked" else w + " (" + t + ")"] = st
@@ -283,8 +305,8 @@ def main():
                     shutil.rmtree(d, ignore_errors=True)
     finally:
         run([HASHFS, "umount", mnt_s], check=False)
-        if want_pt:
-            run([HASHFS, "umount", mnt_pt], check=False)
+        for mnt in mounted_variants.values():
+            run([HASHFS, "umount", mnt], check=False)
         run([HASHFS, "umount", mnt_h], check=False)
     summary = {}
     for w, per in results.items():

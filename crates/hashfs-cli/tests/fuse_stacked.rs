@@ -681,3 +681,47 @@ fn passthrough_leaves_a_syncing_file_to_the_daemon() {
     s.umount(true);
     assert_eq!(fs::read(s.low("mbox")).unwrap(), model);
 }
+
+/// The directory rule (issue 58, `hashfs-spfs/src/dirs.rs`): after a directory's files made
+/// a run of small fsyncs (here `promote_after=3` of them), a file created there starts in
+/// PM and its first fsync is absorbed; one created in another directory stays below; and
+/// `dir_rule=off` turns it off.
+#[test]
+fn the_directory_rule_absorbs_files_made_where_files_sync_often() {
+    if !fuse_available() {
+        return;
+    }
+    for rule in ["on", "off"] {
+        let opts = format!("promote_after=3,sf_limit=none,sync_interval_ms=60000,dir_rule={rule}");
+        let mut s = Stacked::new("16M", &opts);
+        s.start();
+        for d in ["mail", "other"] {
+            fs::create_dir(s.p(d)).unwrap();
+        }
+        for i in 0..3u8 {
+            let f = OpenOptions::new().write(true).create_new(true).open(s.p(&format!("mail/m{i}"))).unwrap();
+            f.write_all_at(&pattern(300, i), 0).unwrap();
+            f.sync_data().unwrap();
+        }
+        for d in ["mail", "other"] {
+            let f = OpenOptions::new().write(true).create_new(true).open(s.p(&format!("{d}/late"))).unwrap();
+            f.write_all_at(&pattern(500, 9), 0).unwrap();
+            f.sync_data().unwrap();
+            assert_eq!(fs::read(s.p(&format!("{d}/late"))).unwrap(), pattern(500, 9));
+        }
+        let info = s.info();
+        let absorbed = fs::read(s.low("mail/late")).unwrap().is_empty();
+        if rule == "on" {
+            assert_eq!(counter(&info, "promoted as made (directory rule)"), 1, "{info}");
+            assert!(absorbed, "mail/late's fsync reached the lower file: {info}");
+        } else {
+            assert_eq!(counter(&info, "promoted as made (directory rule)"), 0, "{info}");
+            assert!(!absorbed, "dir_rule=off absorbed mail/late");
+        }
+        assert_eq!(fs::read(s.low("other/late")).unwrap(), pattern(500, 9), "other/late was absorbed");
+        // Deleted while promoted: its PM copy goes with it.
+        fs::remove_file(s.p("mail/late")).unwrap();
+        assert_eq!(s.promoted(), 0, "{}", s.info());
+        s.umount(false);
+    }
+}

@@ -186,11 +186,14 @@ impl StackedFuse {
 
     /// Looks `name` up under `parent` and adds a kernel reference.
     fn do_lookup(&self, parent: INodeNo, name: &OsStr) -> Result<FileAttr, Errno> {
-        let (pfd, _) = self.node_fd(parent)?;
+        let (pfd, pkey) = self.node_fd(parent)?;
         let fd = rustix::fs::openat(&pfd, name, OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC, Mode::empty())
             .map_err(rerr)?;
         let st = rustix::fs::fstat(&fd).map_err(rerr)?;
         let key = (st.st_dev, st.st_ino);
+        if st.st_mode & libc::S_IFMT == libc::S_IFREG {
+            self.stack.file_in(key, pkey); // its fsyncs count for this directory
+        }
         let ino = {
             let mut nodes = lock(&self.nodes);
             let ino = self.ino_for(&mut nodes, key);
@@ -576,7 +579,7 @@ impl Filesystem for StackedFuse {
         reply: ReplyCreate,
     ) {
         let r = (|| {
-            let (pfd, _) = self.node_fd(parent)?;
+            let (pfd, pkey) = self.node_fd(parent)?;
             let o = OFlags::from_bits_retain((flags | libc::O_CREAT | libc::O_CLOEXEC) as u32)
                 - OFlags::APPEND
                 - OFlags::TRUNC
@@ -593,6 +596,8 @@ impl Filesystem for StackedFuse {
             if flags & libc::O_TRUNC != 0 {
                 self.truncate(key, &lower, 0)?;
             }
+            // In a directory whose files sync often, the new file starts in PM.
+            self.stack.created_in(pkey, key, &lower);
             let (state, pass) = self.stack.opened_through(key, &lower, self.passthrough);
             let backing = match pass.then(|| self.backing(key, &lower, |f| reply.open_backing(f))) {
                 Some(Ok(b)) => Some(b),

@@ -7,8 +7,25 @@ use hashfs_interpose::{Descriptors, Errno, FcntlArg, Handle, LastLink, Next, Ser
 use libc::{mode_t, FILE};
 use std::ffi::CStr;
 
+/// A lower inode: (st_dev, st_ino).
+type Key = (u64, u64);
+
 /// (st_dev, st_ino) of `fd` if it is a regular file under the lower directory.
 fn lower_key(fd: c_int) -> Option<(u64, u64)> {
+    lower_key_at(fd).map(|(key, _)| key)
+}
+
+/// [`lower_key`], and (st_dev, st_ino) of the directory the file's name is in (the
+/// directory rule counts its fsyncs there).
+fn lower_key_and_dir(fd: c_int) -> Option<(Key, Option<Key>)> {
+    let (key, path) = lower_key_at(fd)?;
+    let dir = path.parent().and_then(|d| std::fs::metadata(d).ok());
+    let dir = dir.map(|m| (std::os::unix::fs::MetadataExt::dev(&m), std::os::unix::fs::MetadataExt::ino(&m)));
+    Some((key, dir))
+}
+
+/// [`lower_key`] and the file's path.
+fn lower_key_at(fd: c_int) -> Option<(Key, std::path::PathBuf)> {
     let l = lower()?;
     let mut st = std::mem::MaybeUninit::<libc::stat>::uninit();
     // SAFETY: room for a struct stat.
@@ -21,7 +38,7 @@ fn lower_key(fd: c_int) -> Option<(u64, u64)> {
         return None;
     }
     let path = std::fs::read_link(format!("/proc/self/fd/{fd}")).ok()?;
-    path.starts_with(&l.path).then_some((st.st_dev, st.st_ino))
+    path.starts_with(&l.path).then_some(((st.st_dev, st.st_ino), path))
 }
 
 fn is_regular(fd: c_int) -> bool {
@@ -75,7 +92,7 @@ fn refusal(s: &Stacked) -> c_int {
 /// (or, where the stack cannot serve it, closed again with an error). `trunc`: O_TRUNC
 /// was held back (some file is promoted), to be done here the stack's way.
 fn adopt(fd: c_int, flags: c_int, trunc: bool) -> Result<c_int, Errno> {
-    let Some(key) = lower_key(fd) else {
+    let Some((key, dir)) = lower_key_and_dir(fd) else {
         if trunc && is_regular(fd) {
             // SAFETY: the caller's new descriptor, opened for writing.
             if unsafe { real!(ftruncate: fn(c_int, libc::off_t) -> c_int)(fd, 0) } != 0 {
@@ -97,6 +114,14 @@ fn adopt(fd: c_int, flags: c_int, trunc: bool) -> Result<c_int, Errno> {
     if fd as usize >= FdSet::LIMIT {
         close_quietly(fd);
         return Err(Errno(libc::EMFILE));
+    }
+    match dir {
+        // A file made in a directory whose files sync often starts in PM (`dirs.rs`).
+        Some(dir) if flags & libc::O_CREAT != 0 => {
+            stack.created_in(dir, key, &view(fd));
+        }
+        Some(dir) => stack.file_in(key, dir),
+        None => {}
     }
     let cell = stack.opened(key);
     if trunc {

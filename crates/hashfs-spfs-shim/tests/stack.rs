@@ -202,3 +202,21 @@ fn other_processes_and_forked_children_are_refused_not_bypassed() {
     writeln!(holder.stdin.as_mut().unwrap()).unwrap();
     assert!(holder.wait().unwrap().success());
 }
+
+/// The directory rule (issue 58, `hashfs-spfs/src/dirs.rs`): once a directory's files have
+/// synced often (40 messages of varmail's flow), a file made there starts in PM, so its
+/// first fsync is absorbed; a file made in another directory stays below.
+#[test]
+fn a_file_made_where_files_sync_often_starts_in_pm() {
+    let s = Stack::new();
+    let (out, err) = s.run(true, &["maildir"]);
+    assert!(out.contains("mail merged-ok True") && out.contains("other merged-ok True"), "{out}");
+    // Two small fsyncs a message: the 30th (m14's second) makes "mail" hot, and m15 to
+    // m39 and "late" are made in PM.
+    assert_eq!(counter(&err, "promoted as made (directory rule)"), 26, "{err}");
+    // Kept in PM (HASHFS_STACK_KEEP): the lower "late" in mail is still empty; other's has
+    // its record.
+    assert_eq!(std::fs::read(s.lower().join("mail/late")).unwrap(), b"", "mail/late reached the lower file");
+    assert_eq!(std::fs::read(s.lower().join("other/late")).unwrap(), rec(7));
+    assert_eq!(s.check().1, Vec::<String>::new());
+}

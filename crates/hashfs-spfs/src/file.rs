@@ -72,8 +72,11 @@ impl Stack {
         let now = Instant::now();
         if let Some(p) = st.pm.as_ref() {
             self.store.sync(p)?;
-            st.profile.synced(&cfg.profiler, now);
+            let v = st.profile.synced(&cfg.profiler, now);
             self.counters.absorbed_syncs.fetch_add(1, Ordering::Relaxed);
+            if let (true, Some(dir)) = (v.small, st.dir) {
+                self.dir_synced(dir, now);
+            }
             return Ok(());
         }
         if st.passthrough > 0 {
@@ -85,6 +88,9 @@ impl Stack {
         crate::lower::sync(lower, scope)?;
         self.counters.lower_syncs.fetch_add(1, Ordering::Relaxed);
         let v = st.profile.synced(&cfg.profiler, now);
+        if let (true, Some(dir)) = (v.small, st.dir) {
+            self.dir_synced(dir, now);
+        }
         if v.promote {
             if st.passthrough > 0 {
                 // Handles that write below are open: the promotion waits for them to close.
@@ -100,7 +106,7 @@ impl Stack {
 
     /// Promotes the file, if it may be (its name not gone, nothing pinning it below, room
     /// in PM, a regular file); a failure leaves it below, with a message.
-    fn promote(&self, st: &mut FileState, lower: &File) {
+    pub(crate) fn promote(&self, st: &mut FileState, lower: &File) {
         st.promote_pending = false;
         let (used, total) = self.store.usage();
         let room = (used as f64) < self.cfg.high_water * total as f64;

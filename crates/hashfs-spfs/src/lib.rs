@@ -26,6 +26,7 @@ pub mod absorb;
 #[cfg(test)]
 mod crashtest;
 mod demote;
+pub mod dirs;
 mod file;
 #[allow(unsafe_code)]
 pub mod lower;
@@ -52,6 +53,9 @@ pub struct StackConfig {
     pub high_water: f64,
     /// Write-back on pressure stops under this.
     pub low_water: f64,
+    /// `dir_rule=on|off`: files made in a directory whose files sync often start in PM
+    /// (`dirs.rs`); on by default.
+    pub dir_rule: bool,
     /// `passthrough=on`: the mount answers opens of files below that are not syncing with
     /// the kernel's passthrough to the lower file (when the kernel has it; docs/stacked.md,
     /// *Passthrough*); off by default. The shim ignores it.
@@ -70,6 +74,7 @@ impl Default for StackConfig {
             high_water: 0.8,
             low_water: 0.6,
             passthrough: false,
+            dir_rule: true,
             tick: Duration::from_millis(250),
             quiet: Duration::from_secs(1),
         }
@@ -79,7 +84,7 @@ impl Default for StackConfig {
 impl StackConfig {
     /// The defaults changed by `key=value` options (the mount's `-o`, the shim's
     /// `HASHFS_STACK_OPTIONS`): `promote_after=N`, `sync_interval_ms=N`, `sf_limit=X|none`,
-    /// `high_water=X`, `passthrough=on|off`. An error names the option.
+    /// `high_water=X`, `dir_rule=on|off`, `passthrough=on|off`. An error names the option.
     pub fn from_options<S: AsRef<str>>(opts: &[S]) -> Result<StackConfig, String> {
         let mut c = StackConfig::default();
         for opt in opts {
@@ -94,6 +99,13 @@ impl StackConfig {
                 "sf_limit" if v == "none" => c.profiler.sf_limit = None,
                 "sf_limit" => {
                     c.profiler.sf_limit = Some(v.parse().ok().filter(|x: &f64| (0.0..1.0).contains(x)).ok_or_else(bad)?)
+                }
+                "dir_rule" => {
+                    c.dir_rule = match v {
+                        "on" | "" => true,
+                        "off" => false,
+                        _ => return Err(bad()),
+                    }
                 }
                 "passthrough" => {
                     c.passthrough = match v {
@@ -125,6 +137,8 @@ pub struct Counters {
     pub passthrough_opens: AtomicU64,
     /// Promotions that waited for passthrough handles to close.
     pub promotions_deferred: AtomicU64,
+    /// Files promoted as they were made, by the directory rule (`dirs.rs`).
+    pub dir_promotions: AtomicU64,
 }
 
 /// One lower file's state in the daemon: its profile and, once promoted, its PM copy.
@@ -146,6 +160,8 @@ pub struct FileState {
     /// The profiler asked for a promotion while passthrough handles were open: it is made
     /// at the next open that finds none.
     pub promote_pending: bool,
+    /// The directory the file was last seen in (its fsyncs count for it: `dirs.rs`).
+    pub dir: Option<Key>,
 }
 
 impl FileState {
@@ -227,6 +243,8 @@ pub struct Stack {
     lower_root: OwnedFd,
     root_key: Key,
     files: Mutex<HashMap<Key, Shared>>,
+    /// Directories' recent fsyncs, for the directory rule (`dirs.rs`).
+    dirs: Mutex<HashMap<Key, dirs::DirProfile>>,
     pub counters: Counters,
     stop: AtomicBool,
 }
@@ -281,6 +299,7 @@ impl Stack {
             lower_root: root_fd,
             root_key: (st.st_dev, st.st_ino),
             files: Mutex::new(files),
+            dirs: Mutex::new(HashMap::new()),
             counters: Counters::default(),
             stop: AtomicBool::new(false),
         };
@@ -381,9 +400,10 @@ impl Stack {
         );
         let _ = writeln!(
             s,
-            "passthrough opens: {}  promotions deferred to the next open: {}",
+            "passthrough opens: {}  promotions deferred to the next open: {}  promoted as made (directory rule): {}",
             c.passthrough_opens.load(Ordering::Relaxed),
-            c.promotions_deferred.load(Ordering::Relaxed)
+            c.promotions_deferred.load(Ordering::Relaxed),
+            c.dir_promotions.load(Ordering::Relaxed)
         );
         let mut rows: Vec<(String, u64, f64)> = self
             .promoted()

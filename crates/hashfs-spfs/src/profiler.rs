@@ -48,6 +48,9 @@ pub struct SyncVerdict {
     pub qualifies: bool,
     /// The run reached `promote_after`: promote the file now.
     pub promote: bool,
+    /// Less than `max_avg_bytes` were written since the file's last fsync (the directory
+    /// rule counts such fsyncs: `dirs.rs`).
+    pub small: bool,
 }
 
 /// One file's profile (kept in DRAM by the daemon, as SPFS keeps it in the VFS inode).
@@ -95,7 +98,11 @@ impl SyncProfile {
             self.consecutive = 0;
         }
         self.sf = cfg.alpha * f64::from(u8::from(qualifies)) + (1.0 - cfg.alpha) * self.sf;
-        SyncVerdict { qualifies, promote: qualifies && self.consecutive >= cfg.promote_after }
+        SyncVerdict {
+            qualifies,
+            promote: qualifies && self.consecutive >= cfg.promote_after,
+            small: bytes < cfg.max_avg_bytes,
+        }
     }
 
     pub fn sync_factor(&self) -> f64 {
