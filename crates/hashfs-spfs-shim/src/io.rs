@@ -113,14 +113,17 @@ fn read_common(
 ) -> Result<usize, Errno> {
     let Some(d) = stacked().desc(fd) else { return next.call() };
     refused_in_child()?;
-    // Reads of a file below need no lock: a promotion changes nothing below.
+    // Reads of a file below need no lock: a promotion changes nothing below. They count
+    // for the Sync Factor at the next fsync.
     if !d.cell.promoted() && (at.is_some() || d.pos.load(Ordering::Relaxed) == KERNEL_POS) {
+        d.cell.read_below();
         return next.call();
     }
     let (stack, _) = lookup(fd)?;
     let mut st = d.cell.lock();
     if st.pm.is_none() {
         kernel_pos(&d, fd);
+        st.profile.read(&stack.cfg.profiler, std::time::Instant::now());
         return next.call();
     }
     if d.flags.load(Ordering::Relaxed) & libc::O_ACCMODE == libc::O_WRONLY {
@@ -176,6 +179,7 @@ fn sync_common(fd: c_int, scope: SyncScope) -> Result<(), Errno> {
     }
     with_file(fd, |stack, _, st| {
         let was = st.pm.is_some();
+        st.fold_reads(&stack.cfg.profiler);
         stack.fsync(st, &view(fd), scope).map_err(|e| Errno::of_io(&e))?;
         if !was && st.pm.is_some() {
             stacked().demoter_running(stack);

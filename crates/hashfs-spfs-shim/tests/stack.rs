@@ -220,3 +220,24 @@ fn a_file_made_where_files_sync_often_starts_in_pm() {
     assert_eq!(std::fs::read(s.lower().join("other/late")).unwrap(), rec(7));
     assert_eq!(s.check().1, Vec::<String>::new());
 }
+
+/// Reads of a file below lower its Sync Factor in the shim too (issue 58), though they
+/// take no lock: counted apart and applied at the next fsync. (While no file is promoted
+/// the shim leaves every call to the kernel: "quiet" is promoted first; the directory
+/// rule is off, so that "read" is promoted by its own fsyncs.)
+#[test]
+fn reads_of_a_file_below_lower_its_sync_factor() {
+    let s = Stack::new();
+    let o = s.cmd(true, &["reads"]).env("HASHFS_STACK_OPTIONS", "dir_rule=off").output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert!(o.status.success(), "{err}");
+    let sf = |name: &str| -> f64 {
+        let line =
+            err.lines().find(|l| l.contains(&format!("/{name}  size"))).unwrap_or_else(|| panic!("{name}: {err}"));
+        line.rsplit(' ').next().unwrap().parse().unwrap()
+    };
+    assert_eq!(counter(&err, "promotions"), 2, "{err}");
+    // 39 qualifying fsyncs each; "read" also 200 reads before its promotion: 0.95^200 of
+    // what it had then.
+    assert!(sf("read") < sf("quiet") - 0.05, "reads below left the Sync Factor as it was: {err}");
+}

@@ -12,7 +12,10 @@
 //! reaches SPFS's 1,000 a second). It stays hot for ten intervals after its last such run.
 //! A file created in a hot directory is promoted at once, empty; one that then does not
 //! sync goes back down as any promoted file does (the Sync Factor's hard limit, or PM
-//! pressure).
+//! pressure). Its first fsync also fsyncs the lower file: the lower file system has not
+//! made the file's creation durable yet, and a power failure that took the lower inode
+//! would take the PM copy with it (recovery drops copies whose lower inode is gone), after
+//! an fsync returned; a file promoted by its own fsyncs had them reach the lower file.
 
 use crate::absorb::Key;
 use crate::profiler::ProfilerConfig;
@@ -71,6 +74,7 @@ impl Stack {
         self.promote(&mut st, lower);
         let promoted = st.pm.is_some();
         if promoted {
+            st.lower_unsynced = true;
             self.counters.dir_promotions.fetch_add(1, Ordering::Relaxed);
         }
         promoted

@@ -72,6 +72,12 @@ impl Stack {
         let now = Instant::now();
         if let Some(p) = st.pm.as_ref() {
             self.store.sync(p)?;
+            if st.lower_unsynced {
+                // The lower file's creation (its inode and name), once (`dirs.rs`).
+                crate::lower::sync(lower, SyncScope::All)?;
+                st.lower_unsynced = false;
+                self.counters.lower_syncs.fetch_add(1, Ordering::Relaxed);
+            }
             let v = st.profile.synced(&cfg.profiler, now);
             self.counters.absorbed_syncs.fetch_add(1, Ordering::Relaxed);
             if let (true, Some(dir)) = (v.small, st.dir) {

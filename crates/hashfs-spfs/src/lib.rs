@@ -162,6 +162,10 @@ pub struct FileState {
     pub promote_pending: bool,
     /// The directory the file was last seen in (its fsyncs count for it: `dirs.rs`).
     pub dir: Option<Key>,
+    /// Promoted as it was made (`dirs.rs`), and the lower file system has not been asked
+    /// to make its creation durable yet: its first fsync does, so that a power failure
+    /// cannot take the lower inode, and with it the PM copy, after an fsync returned.
+    pub lower_unsynced: bool,
 }
 
 impl FileState {
@@ -177,6 +181,9 @@ impl FileState {
 #[derive(Default)]
 pub struct FileCell {
     promoted: AtomicBool,
+    /// Reads of the file below made without the lock (the shim's), for the Sync Factor:
+    /// folded in by [`FileGuard::fold_reads`].
+    reads_below: AtomicU64,
     state: Mutex<FileState>,
 }
 
@@ -195,6 +202,19 @@ impl FileCell {
     /// after the write-back that made it so).
     pub fn promoted(&self) -> bool {
         self.promoted.load(Ordering::Acquire)
+    }
+
+    /// A read of the file below, made without the lock.
+    pub fn read_below(&self) {
+        self.reads_below.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+impl FileGuard<'_> {
+    /// Applies the reads made without the lock to the Sync Factor (before an fsync).
+    pub fn fold_reads(&mut self, cfg: &ProfilerConfig) {
+        let n = self.cell.reads_below.swap(0, Ordering::Relaxed);
+        self.state.profile.reads(cfg, n);
     }
 }
 

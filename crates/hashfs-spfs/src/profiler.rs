@@ -78,6 +78,15 @@ impl SyncProfile {
         self.last_io = Some(now);
     }
 
+    /// `n` read requests counted without the state's lock (the shim's reads of a file
+    /// below), applied before the next request that is not a read: each multiplies the
+    /// Sync Factor by 1 - α, in whatever order they came between the two.
+    pub fn reads(&mut self, cfg: &ProfilerConfig, n: u64) {
+        if n > 0 {
+            self.sf *= (1.0 - cfg.alpha).powf(n as f64);
+        }
+    }
+
     /// An fsync (or an O_SYNC/O_DSYNC write's implied one) at `now`.
     pub fn synced(&mut self, cfg: &ProfilerConfig, now: Instant) -> SyncVerdict {
         let bytes = std::mem::take(&mut self.bytes_since_sync);
@@ -150,6 +159,21 @@ mod tests {
 
     fn cfg() -> ProfilerConfig {
         ProfilerConfig { promote_after: 3, ..ProfilerConfig::default() }
+    }
+
+    #[test]
+    fn reads_counted_apart_lower_the_sync_factor_as_reads_do() {
+        let cfg = ProfilerConfig::default();
+        let now = Instant::now();
+        let (mut a, mut b) =
+            (SyncProfile { sf: 0.8, ..Default::default() }, SyncProfile { sf: 0.8, ..Default::default() });
+        for _ in 0..7 {
+            a.read(&cfg, now);
+        }
+        b.reads(&cfg, 7);
+        assert!((a.sync_factor() - b.sync_factor()).abs() < 1e-12, "{} {}", a.sync_factor(), b.sync_factor());
+        b.reads(&cfg, 0);
+        assert!((a.sync_factor() - b.sync_factor()).abs() < 1e-12);
     }
 
     #[test]

@@ -135,6 +135,19 @@ def main():
             os.close(fd)
             with open(p, "rb") as f:
                 print(d, "merged-ok", f.read() == rec(7))
+    elif cmd == "reads":
+        # Two files made alike (40 appends, each fdatasync'ed: promoted at the 31st), one
+        # of them also read 20 times after each of its first ten syncs, while below.
+        for name, reads in (("quiet", 0), ("read", 20)):
+            p = os.path.join(lower, name)
+            fd = os.open(p, os.O_CREAT | os.O_RDWR | os.O_TRUNC, 0o644)
+            for i in range(40):
+                os.write(fd, rec(i))
+                os.fdatasync(fd)
+                if i < 10:
+                    for _ in range(reads):
+                        os.pread(fd, 100, 0)
+            os.close(fd)
     elif cmd == "open":
         for p in (wal, "/proc/self/status"):
             try:
