@@ -209,7 +209,9 @@ fn other_processes_and_forked_children_are_refused_not_bypassed() {
 #[test]
 fn a_file_made_where_files_sync_often_starts_in_pm() {
     let s = Stack::new();
-    let (out, err) = s.run(true, &["maildir"]);
+    let o = s.cmd(true, &["maildir"]).env("HASHFS_STACK_OPTIONS", "dir_rule=on").output().unwrap();
+    let (out, err) = (String::from_utf8_lossy(&o.stdout).into_owned(), String::from_utf8_lossy(&o.stderr).into_owned());
+    assert!(o.status.success(), "{out}{err}");
     assert!(out.contains("mail merged-ok True") && out.contains("other merged-ok True"), "{out}");
     // Two small fsyncs a message: the 30th (m14's second) makes "mail" hot, and m15 to
     // m39 and "late" are made in PM.

@@ -54,7 +54,7 @@ pub struct StackConfig {
     /// Write-back on pressure stops under this.
     pub low_water: f64,
     /// `dir_rule=on|off`: files made in a directory whose files sync often start in PM
-    /// (`dirs.rs`); on by default.
+    /// (`dirs.rs`); off by default (measured in docs/stacked.md, *The directory rule*).
     pub dir_rule: bool,
     /// `passthrough=on`: the mount answers opens of files below that are not syncing with
     /// the kernel's passthrough to the lower file (when the kernel has it; docs/stacked.md,
@@ -74,7 +74,7 @@ impl Default for StackConfig {
             high_water: 0.8,
             low_water: 0.6,
             passthrough: false,
-            dir_rule: true,
+            dir_rule: false,
             tick: Duration::from_millis(250),
             quiet: Duration::from_secs(1),
         }
