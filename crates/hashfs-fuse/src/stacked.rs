@@ -271,13 +271,33 @@ impl StackedFuse {
         Ok(id)
     }
 
-    /// A passthrough open that could not be registered is served by the daemon: undone in
-    /// the count (with a message, once).
-    fn not_passed(&self, state: &Shared, e: &io::Error) {
-        static SAID: std::sync::Once = std::sync::Once::new();
-        SAID.call_once(|| eprintln!("hashfs: a passthrough open failed ({e}); such files go through the daemon"));
-        let mut st = state.lock();
-        st.passthrough = st.passthrough.saturating_sub(1);
+    /// An open of lower file `key` (`lower` open on it), counted in its state: the state,
+    /// and the backing registration if the kernel serves the handle by passthrough
+    /// ([`hashfs_spfs::Stack::opened_through`]). A registration that fails leaves the
+    /// handle to the daemon, undone in the count (with a message, once).
+    fn counted_open(
+        &self,
+        key: Key,
+        lower: &File,
+        register: impl FnOnce(&File) -> io::Result<BackingId>,
+    ) -> (Shared, Option<Arc<BackingId>>) {
+        let (state, pass) = self.stack.opened_through(key, lower, self.passthrough);
+        if !pass {
+            return (state, None);
+        }
+        match self.backing(key, lower, register) {
+            Ok(b) => (state, Some(b)),
+            Err(e) => {
+                static SAID: std::sync::Once = std::sync::Once::new();
+                SAID.call_once(|| {
+                    eprintln!("hashfs: a passthrough open failed ({e}); such files go through the daemon")
+                });
+                let mut st = state.lock();
+                st.passthrough = st.passthrough.saturating_sub(1);
+                drop(st);
+                (state, None)
+            }
+        }
     }
 
     fn truncate(&self, key: Key, lower: &File, size: u64) -> Result<(), Errno> {
@@ -542,15 +562,7 @@ impl Filesystem for StackedFuse {
                     kill_suidgid(&lower)?;
                 }
             }
-            let (state, pass) = self.stack.opened_through(key, &lower, self.passthrough);
-            let backing = match pass.then(|| self.backing(key, &lower, |f| reply.open_backing(f))) {
-                Some(Ok(b)) => Some(b),
-                Some(Err(e)) => {
-                    self.not_passed(&state, &e);
-                    None
-                }
-                None => None,
-            };
+            let (state, backing) = self.counted_open(key, &lower, |f| reply.open_backing(f));
             let promoted = state.lock().pm.is_some();
             let fh = self.add_handle(Handle::File { lower, state, key, backing: backing.clone() });
             Ok((fh, promoted, backing))
@@ -598,15 +610,7 @@ impl Filesystem for StackedFuse {
             }
             // In a directory whose files sync often, the new file starts in PM.
             self.stack.created_in(pkey, key, &lower);
-            let (state, pass) = self.stack.opened_through(key, &lower, self.passthrough);
-            let backing = match pass.then(|| self.backing(key, &lower, |f| reply.open_backing(f))) {
-                Some(Ok(b)) => Some(b),
-                Some(Err(e)) => {
-                    self.not_passed(&state, &e);
-                    None
-                }
-                None => None,
-            };
+            let (state, backing) = self.counted_open(key, &lower, |f| reply.open_backing(f));
             Ok((a, self.add_handle(Handle::File { lower, state, key, backing: backing.clone() }), backing))
         })();
         match r {
