@@ -87,7 +87,9 @@ enum Cmd {
         /// io_uring=N (requests through FUSE over io_uring, N entries per CPU, 4; needs
         /// /sys/module/fuse/parameters/enable_uring on); for a stacked mount:
         /// promote_after=N (30), sync_interval_ms=N (1000), sf_limit=X|none (0.05),
-        /// high_water=X (0.8).
+        /// high_water=X (0.8), passthrough=on|off (the kernel's passthrough for files
+        /// below; off), dir_rule=on|off (files made where files sync often start in PM;
+        /// off).
         #[arg(short = 'o', default_value = "")]
         options: String,
         /// SPFS's stacked mode: present DIR's tree (any file system) at MOUNTPOINT, with
