@@ -311,7 +311,9 @@ fn explore_one_journal() {
 /// through one while another writes past the new end, a punch and a preallocation under
 /// an O_APPEND descriptor's appends, a file unlinked while two are open (written and
 /// truncated through them, freed at the last close), and creates through two handles of a
-/// directory, which, once removed, takes no new entry.
+/// directory, which, once removed, takes no new entry. Process deaths too: a participant
+/// killed while it holds these descriptors, recovered by the next mount and, on HashFS,
+/// by a survivor's takeover (`crashtest/death.rs`).
 #[test]
 fn explore_several_descriptors() {
     let w = workloads(&[
@@ -332,6 +334,12 @@ fn explore_several_descriptors() {
         crashtest::run(&config(), test_mapping(), test_layout_score(), &w, threads(), &|_, _, _| {});
     report("several descriptors", &stats, &failures);
     assert_eq!(stats.workloads, w.len() as u64);
+    // Apart: on a shared image a death's workload runs as a shared participant, whose
+    // stores a power failure of the mount of one process would not explore.
+    let cfg = Config { model: FailureModel::ProcessDeath, ..config() };
+    let (stats, failures) = crashtest::run(&cfg, test_mapping(), test_layout_score(), &w, threads(), &|_, _, _| {});
+    report("several descriptors, process deaths", &stats, &failures);
+    assert!(stats.deaths >= 10 * w.len() as u64, "too few deaths explored: {}", stats.deaths);
 }
 
 /// Every change at the largest sizes (issue 53): names of 255 bytes, a symlink target of

@@ -396,7 +396,8 @@ impl Recording {
 /// survivor (`death.rs`): the workload runs as the second participant.
 fn record(base: &[u8], w: &Workload, model: FailureModel) -> Result<Recording, String> {
     let dev = Arc::new(CrashDevice::from_image(base));
-    let survivor = if model.death() && shared_image(&dev) { Some(Survivor::start(&dev)?) } else { None };
+    let survivor =
+        if model == FailureModel::ProcessDeath && shared_image(&dev) { Some(Survivor::start(&dev)?) } else { None };
     let mount = || match &survivor {
         Some(s) => s.region.join(&dev),
         None => FileSystem::mount(dev.clone(), &|_, _| {}).map(|(fs, _)| fs).map_err(|e| format!("mount: {e}")),
@@ -463,6 +464,15 @@ pub(super) struct Found {
 
 /// Runs one workload from the base image and explores every crash point.
 pub fn explore(cfg: &Config, mapping: &str, base: &[u8], w: &Workload, failures: &mut Vec<Failure>) -> Stats {
+    if cfg.model == FailureModel::Both {
+        // Two recordings: power failures of the mount of one process, and, on an image
+        // many processes may share, deaths of a participant beside a survivor (`death.rs`).
+        let mut stats =
+            explore(&Config { model: FailureModel::PowerFailure, ..cfg.clone() }, mapping, base, w, failures);
+        stats.add(&explore(&Config { model: FailureModel::ProcessDeath, ..cfg.clone() }, mapping, base, w, failures));
+        stats.workloads = 1;
+        return stats;
+    }
     let mut stats = Stats { workloads: 1, ..Default::default() };
     let fail = |f: Found| Failure {
         mapping: mapping.to_string(),
