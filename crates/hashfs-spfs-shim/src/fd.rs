@@ -11,17 +11,15 @@ use std::ffi::CStr;
 type Key = (u64, u64);
 
 /// (st_dev, st_ino) of `fd` if it is a regular file under the lower directory.
-fn lower_key(fd: c_int) -> Option<(u64, u64)> {
+fn lower_key(fd: c_int) -> Option<Key> {
     lower_key_at(fd).map(|(key, _)| key)
 }
 
-/// [`lower_key`], and (st_dev, st_ino) of the directory the file's name is in (the
-/// directory rule counts its fsyncs there).
-fn lower_key_and_dir(fd: c_int) -> Option<(Key, Option<Key>)> {
-    let (key, path) = lower_key_at(fd)?;
-    let dir = path.parent().and_then(|d| std::fs::metadata(d).ok());
-    let dir = dir.map(|m| (std::os::unix::fs::MetadataExt::dev(&m), std::os::unix::fs::MetadataExt::ino(&m)));
-    Some((key, dir))
+/// (st_dev, st_ino) of the directory a file at `path` is in (the directory rule counts its
+/// fsyncs there).
+fn dir_key(path: &std::path::Path) -> Option<Key> {
+    let m = std::fs::metadata(path.parent()?).ok()?;
+    Some((std::os::unix::fs::MetadataExt::dev(&m), std::os::unix::fs::MetadataExt::ino(&m)))
 }
 
 /// [`lower_key`] and the file's path.
@@ -92,7 +90,7 @@ fn refusal(s: &Stacked) -> c_int {
 /// (or, where the stack cannot serve it, closed again with an error). `trunc`: O_TRUNC
 /// was held back (some file is promoted), to be done here the stack's way.
 fn adopt(fd: c_int, flags: c_int, trunc: bool) -> Result<c_int, Errno> {
-    let Some((key, dir)) = lower_key_and_dir(fd) else {
+    let Some((key, path)) = lower_key_at(fd) else {
         if trunc && is_regular(fd) {
             // SAFETY: the caller's new descriptor, opened for writing.
             if unsafe { real!(ftruncate: fn(c_int, libc::off_t) -> c_int)(fd, 0) } != 0 {
@@ -115,7 +113,7 @@ fn adopt(fd: c_int, flags: c_int, trunc: bool) -> Result<c_int, Errno> {
         close_quietly(fd);
         return Err(Errno(libc::EMFILE));
     }
-    match dir {
+    match stack.cfg.dir_rule.then(|| dir_key(&path)).flatten() {
         // A file made in a directory whose files sync often starts in PM (`dirs.rs`).
         Some(dir) if flags & libc::O_CREAT != 0 => {
             stack.created_in(dir, key, &view(fd));

@@ -55,16 +55,22 @@ impl DirProfile {
 }
 
 impl Stack {
-    /// Lower file `key` is (one of) directory `dir`'s: its fsyncs count for the directory.
+    /// Lower file `key` is (one of) directory `dir`'s: its fsyncs count for the directory
+    /// (nothing is kept while the rule is off).
     pub fn file_in(&self, key: Key, dir: Key) {
-        self.state(key).lock().dir = Some(dir);
+        if self.cfg.dir_rule {
+            self.state(key).lock().dir = Some(dir);
+        }
     }
 
     /// Lower file `key` was just made in directory `dir` (`lower` open on it): noted there,
     /// and promoted at once if the directory is hot and the file still empty. Whether it
     /// was.
     pub fn created_in(&self, dir: Key, key: Key, lower: &File) -> bool {
-        let hot = self.cfg.dir_rule && lock(&self.dirs).get(&dir).is_some_and(|d| d.hot(Instant::now()));
+        if !self.cfg.dir_rule {
+            return false;
+        }
+        let hot = lock(&self.dirs).get(&dir).is_some_and(|d| d.hot(Instant::now()));
         let sh = self.state(key);
         let mut st = sh.lock();
         st.dir = Some(dir);

@@ -100,20 +100,8 @@ impl StackConfig {
                 "sf_limit" => {
                     c.profiler.sf_limit = Some(v.parse().ok().filter(|x: &f64| (0.0..1.0).contains(x)).ok_or_else(bad)?)
                 }
-                "dir_rule" => {
-                    c.dir_rule = match v {
-                        "on" | "" => true,
-                        "off" => false,
-                        _ => return Err(bad()),
-                    }
-                }
-                "passthrough" => {
-                    c.passthrough = match v {
-                        "on" | "" => true,
-                        "off" => false,
-                        _ => return Err(bad()),
-                    }
-                }
+                "dir_rule" => c.dir_rule = on_off(v).ok_or_else(bad)?,
+                "passthrough" => c.passthrough = on_off(v).ok_or_else(bad)?,
                 "high_water" => {
                     c.high_water = v.parse().ok().filter(|x: &f64| *x > 0.0 && *x <= 1.0).ok_or_else(bad)?;
                     c.low_water = c.low_water.min(c.high_water * 0.75);
@@ -122,6 +110,15 @@ impl StackConfig {
             }
         }
         Ok(c)
+    }
+}
+
+/// `on` (or nothing) and `off`, as an option's value.
+fn on_off(v: &str) -> Option<bool> {
+    match v {
+        "on" | "" => Some(true),
+        "off" => Some(false),
+        _ => None,
     }
 }
 

@@ -429,9 +429,10 @@ fn record(base: &[u8], w: &Workload, model: FailureModel) -> Result<Recording, S
         torn.push(op.is_torn_on(&fs, &fds));
         op.start_lag(&fs, &fds, &mut lag, k);
         lagging.push(lag.clone());
-        let ok = op.apply(&fs, &mut fds).is_ok(); // a failing operation must change nothing, which is checked too
-                                                  // Unmounted by the operation (beside a survivor, which stays, an unmount is a
-                                                  // leaving, and the workload's participant joins again for what follows).
+        // A failing operation must change nothing, which is checked too.
+        let ok = op.apply(&fs, &mut fds).is_ok();
+        // Unmounted by the operation (beside a survivor, which stays, an unmount is a
+        // leaving, and the workload's participant joins again for what follows).
         if ok && (matches!(op, Op::Remount) || survivor.is_some() && matches!(op, Op::Unmount)) {
             drop(fs);
             fs = mount().map_err(|e| format!("the remount failed: {e}"))?;
