@@ -151,6 +151,7 @@ bugs=(
     "takeover-caches-kept|crates/hashfs/src/fs/shared/mod.rs|a participant that recovers the image after a dead one (a takeover, or a join that finds the lock's holder dead) tells no one to read it again (its own caches and the others' keep what the dead one's half-done call left, and what its recovery undid)|death create,mkdir,append"
     "dir-rule-creation-unsynced|crates/hashfs-spfs/src/file.rs|a file the directory rule made in PM has its first fsync absorbed with no fsync of the lower file (its creation not durable below: a power failure that takes the lower inode drops the PM copy after the fsync returned)|test fuse_stacked the_directory_rule_absorbs_files_made_where_files_sync_often"
     "passthrough-promoted-under-handles|crates/hashfs-spfs/src/file.rs|a file whose fsyncs ask for promotion is promoted while passthrough handles of it are open (their writes go on reaching the lower file, under the PM copy that now hides it)|test fuse_stacked passthrough_serves_files_below_and_promotes_at_the_next_open"
+    "profiles-saved-in-place|crates/hashfs-spfs/src/saved_profiles.rs|a save of the Sync Factors removes the old table and writes the new one under its name (a crash between leaves no table, or an empty one, where the old or the new must be)|stacked"
     "ctfs-unlogged-pswap|crates/hashfs/src/mapping/ctfs/tx.rs|ctFS's partition move stores its page-table swap straight to PM before the transaction that names the new partition (the released ctFS's order)|ctfs append,write-past-eof,truncate-down"
 )
 
@@ -496,6 +497,10 @@ elif name == "passthrough-promoted-under-handles":
     sub("crates/hashfs-spfs/src/file.rs",
         "            if st.passthrough > 0 {\n                // Handles that write below are open",
         "            if false {\n                // Handles that write below are open")
+elif name == "profiles-saved-in-place":
+    sub("crates/hashfs-spfs/src/saved_profiles.rs",
+        "const NEW: &[u8] = b\"sync-profiles.new\";\n",
+        "const NEW: &[u8] = FILE;\n")
 elif name == "exec-descriptor-unnamed":
     sub("crates/hashfs-preload/src/shim/exec.rs",
         "        if !name_passed(*fd, *passed, of) {\n",

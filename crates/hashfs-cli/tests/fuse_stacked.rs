@@ -186,6 +186,48 @@ fn promotion_absorbs_fsyncs_merges_reads_and_survives_kill_and_writeback() {
     s.umount(false);
 }
 
+/// The appender of the kill tests' WAL: record `i`.
+fn record(i: usize) -> Vec<u8> {
+    format!("record {i:06} {}\n", "x".repeat(i % 300)).into_bytes()
+}
+
+/// Appends records from `acked` on to `path`, each fsynced, until `stop` or an error (the
+/// daemon killed); returns how many were acknowledged in all.
+fn spawn_appender(
+    path: PathBuf,
+    acked: usize,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+) -> std::thread::JoinHandle<usize> {
+    std::thread::spawn(move || {
+        let mut n = acked;
+        let Ok(mut f) = OpenOptions::new().append(true).create(true).open(&path) else { return n };
+        while !stop.load(std::sync::atomic::Ordering::Relaxed)
+            && f.write_all(&record(n)).is_ok()
+            && f.sync_data().is_ok()
+        {
+            n += 1;
+        }
+        n
+    })
+}
+
+/// After a kill and remount: every acknowledged record of the WAL, in order, once, and at
+/// most the one in flight beyond, which is cut off so that the next round goes on after
+/// the last acknowledged one.
+fn check_wal(s: &Stacked, acked: usize, round: usize) {
+    let got = fs::read(s.p("wal")).unwrap();
+    let want: Vec<u8> = (0..acked).flat_map(record).collect();
+    assert!(got.len() >= want.len(), "round {round}: lost fsynced records ({} < {})", got.len(), want.len());
+    assert_eq!(&got[..want.len()], &want[..], "round {round}: acknowledged records differ");
+    let extra = &got[want.len()..];
+    assert!(record(acked).starts_with(extra), "round {round}: unexpected bytes after the last record");
+    if !extra.is_empty() {
+        let f = OpenOptions::new().write(true).open(s.p("wal")).unwrap();
+        f.set_len(want.len() as u64).unwrap();
+        f.sync_all().unwrap();
+    }
+}
+
 #[test]
 fn kill_at_random_points_loses_no_fsynced_record_and_writes_none_twice() {
     if !fuse_available() {
@@ -194,23 +236,10 @@ fn kill_at_random_points_loses_no_fsynced_record_and_writes_none_twice() {
     let mut s = Stacked::new("64M", "promote_after=5,sf_limit=none");
     s.start();
     let mut acked = 0usize; // records whose fsync returned
-    let record = |i: usize| format!("record {i:06} {}\n", "x".repeat(i % 300)).into_bytes();
     let mut rng = 0x9e37_79b9_7f4a_7c15u64;
     for round in 0..6 {
         let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let path = s.p("wal");
-        let st = stop.clone();
-        let writer = std::thread::spawn(move || {
-            let mut n = acked;
-            let Ok(mut f) = OpenOptions::new().append(true).create(true).open(&path) else { return n };
-            while !st.load(std::sync::atomic::Ordering::Relaxed) {
-                if f.write_all(&record(n)).is_err() || f.sync_data().is_err() {
-                    break;
-                }
-                n += 1;
-            }
-            n
-        });
+        let writer = spawn_appender(s.p("wal"), acked, stop.clone());
         rng ^= rng << 13;
         rng ^= rng >> 7;
         rng ^= rng << 17;
@@ -219,23 +248,7 @@ fn kill_at_random_points_loses_no_fsynced_record_and_writes_none_twice() {
         stop.store(true, std::sync::atomic::Ordering::Relaxed);
         acked = writer.join().unwrap();
         s.start();
-        let got = fs::read(s.p("wal")).unwrap();
-        let want: Vec<u8> = (0..acked).flat_map(record).collect();
-        // Every acknowledged record, in order, once; at most the one in flight beyond.
-        assert!(got.len() >= want.len(), "round {round}: lost fsynced records ({} < {})", got.len(), want.len());
-        assert_eq!(&got[..want.len()], &want[..], "round {round}: acknowledged records differ");
-        let extra = &got[want.len()..];
-        let next = record(acked);
-        assert!(
-            extra.len() <= next.len() && next.starts_with(extra),
-            "round {round}: unexpected bytes after the last record"
-        );
-        if !extra.is_empty() {
-            // The record in flight reached the file: the writer's next round goes on after it.
-            let f = OpenOptions::new().write(true).open(s.p("wal")).unwrap();
-            f.set_len(want.len() as u64).unwrap();
-            f.sync_all().unwrap();
-        }
+        check_wal(&s, acked, round);
     }
     assert!(acked > 20, "the writer made progress ({acked} records)");
     assert_eq!(s.promoted(), 1, "the WAL was promoted: {}", s.info());
@@ -729,4 +742,210 @@ fn the_directory_rule_absorbs_files_made_where_files_sync_often() {
         assert_eq!(s.promoted(), 0, "{}", s.info());
         s.umount(false);
     }
+}
+
+/// The sync factor `hashfs info` shows for the promoted file at `path` (3 decimals).
+fn shown_factor(info: &str, path: &Path) -> String {
+    let line = info.lines().find(|l| l.trim_start().starts_with(path.to_str().unwrap()));
+    let line = line.unwrap_or_else(|| panic!("{} is not promoted: {info}", path.display()));
+    line.rsplit("sync factor ").next().unwrap().trim().to_string()
+}
+
+/// Sync Factors persist (issue 58, `hashfs-spfs/src/saved_profiles.rs`): a promoted file's
+/// comes back after an unmount and after a kill -9 (as of the last save, every 4 s), and a
+/// file written back keeps its own, so that with `passthrough=on` its first open after a
+/// remount is the daemon's (it syncs often), where its fsyncs promote it while open.
+#[test]
+fn sync_factors_survive_unmounts_and_kills() {
+    if !fuse_available() {
+        return;
+    }
+    let mut s = Stacked::new("64M", "promote_after=3,sf_limit=none,sync_interval_ms=60000");
+    s.start();
+    let mut model = Vec::new();
+    let f = OpenOptions::new().read(true).write(true).create(true).truncate(true).open(s.p("wal")).unwrap();
+    for i in 0..5 {
+        put(&f, &mut model, i * 100, b"record");
+    }
+    drop(f);
+    let low = fs::canonicalize(s.low("wal")).unwrap();
+    // Four qualifying fsyncs (the first only starts the clock): 1 - 0.95^4 = 0.185, less
+    // what reads of the kernel took; a promotion alone (three) leaves 0.143, which is what
+    // a mount that forgets shows.
+    let first = shown_factor(&s.info(), &low);
+    assert_ne!(first, "0.143", "{}", s.info());
+    s.umount(false);
+    s.start();
+    assert_eq!(shown_factor(&s.info(), &low), first, "after an unmount: {}", s.info());
+    let f = OpenOptions::new().read(true).write(true).open(s.p("wal")).unwrap();
+    for i in 0..11 {
+        put(&f, &mut model, 600 + i * 100, b"record");
+    }
+    drop(f);
+    // The first fsync after the mount starts the clock again: 10 more qualify (0.5 or so).
+    let second = shown_factor(&s.info(), &low);
+    assert!(second.as_str() > "0.4" && second != first, "{}", s.info());
+    std::thread::sleep(Duration::from_millis(4500)); // a save (every 16 ticks of 250 ms)
+    assert!(counter(&s.info(), "sync factors saved for the next mount") >= 1, "{}", s.info());
+    s.kill();
+    s.start();
+    assert_eq!(shown_factor(&s.info(), &low), second, "after kill -9: {}", s.info());
+    assert_eq!(fs::read(s.p("wal")).unwrap(), model);
+    s.umount(true);
+    assert_eq!(fs::read(s.low("wal")).unwrap(), model, "written back");
+
+    s.opts = "promote_after=3,sf_limit=none,sync_interval_ms=60000,passthrough=on".into();
+    s.start();
+    let f = OpenOptions::new().read(true).write(true).open(s.p("wal")).unwrap();
+    assert_eq!(counter(&s.info(), "passthrough opens"), 0, "a file that syncs often is the daemon's: {}", s.info());
+    for i in 0..4 {
+        put(&f, &mut model, 2000 + i * 100, b"again");
+    }
+    let info = s.info();
+    assert_eq!((s.promoted(), counter(&info, "promotions deferred to the next open")), (1, 0), "{info}");
+    drop(f);
+    let other = OpenOptions::new().write(true).create(true).truncate(true).open(s.p("other")).unwrap();
+    drop(other);
+    assert_eq!(counter(&s.info(), "passthrough opens"), 1, "a file with no history is passthrough");
+    s.umount(true);
+    assert_eq!(fs::read(s.low("wal")).unwrap(), model);
+}
+
+/// Issue 58, item 5: kill -9 of the daemon under the work the stack's options change, with
+/// `passthrough=on` and `dir_rule=on`: an appender that fsyncs every record (opened once a
+/// round: passthrough first, promoted at a later open), a maildir flow (a message made in
+/// `tmp/`, fsynced, renamed into `new/`: once `tmp/` is hot, made in PM) and random 4 KiB
+/// overwrites with an fsync every 8. After every kill and remount each acknowledged fsync's
+/// bytes are there (a block holds its last acknowledged write or a later one), and the image
+/// passes `hashfs fsck --lower` at the end.
+#[test]
+fn kill_under_passthrough_and_the_directory_rule_loses_no_acknowledged_fsync() {
+    use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+    use std::sync::Arc;
+    if !fuse_available() {
+        return;
+    }
+    const BLOCKS: usize = 64;
+    let mut s = Stacked::new("64M", "promote_after=5,sf_limit=none,passthrough=on,dir_rule=on");
+    s.start();
+    for d in ["mail", "mail/tmp", "mail/new"] {
+        fs::create_dir(s.p(d)).unwrap();
+    }
+    let message = |i: usize| format!("message {i}\n{}", "body ".repeat(50 + i % 200)).into_bytes();
+    let db = OpenOptions::new().write(true).create(true).truncate(true).open(s.p("db")).unwrap();
+    db.write_all_at(&vec![0u8; BLOCKS * 4096], 0).unwrap();
+    db.sync_all().unwrap();
+    drop(db);
+    // For each block of "db": the seeds written to it, in order, and how many of them an
+    // fsync acknowledged (seed 0: the zeros above).
+    let mut history: Vec<Vec<u8>> = vec![vec![0]; BLOCKS];
+    let mut acked_writes = vec![1usize; BLOCKS];
+    let block = |seed: u8| if seed == 0 { vec![0u8; 4096] } else { pattern(4096, seed) };
+    let (mut acked, mut delivered, mut db_syncs) = (0usize, 0usize, 0usize);
+    let (mut passthrough_opens, mut promotions) = (0, 0);
+    let mut rng = 0x2545_f491_4f6c_dd1du64;
+    let mut next = move || {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        rng
+    };
+    for round in 0..6 {
+        let stop = Arc::new(AtomicBool::new(false));
+        let appender = spawn_appender(s.p("wal"), acked, stop.clone());
+        let (st, mail) = (stop.clone(), s.p("mail"));
+        let mailer = std::thread::spawn(move || {
+            let mut n = delivered;
+            while !st.load(Relaxed) {
+                let name = format!("msg-{n:05}");
+                let tmp = mail.join("tmp").join(&name);
+                let done = OpenOptions::new()
+                    .write(true)
+                    .create(true)
+                    .truncate(true)
+                    .open(&tmp)
+                    .and_then(|mut f| f.write_all(&message(n)).and_then(|_| f.sync_all()))
+                    .and_then(|_| fs::rename(&tmp, mail.join("new").join(&name)));
+                if done.is_err() {
+                    break;
+                }
+                n += 1;
+            }
+            n
+        });
+        let (st, path, seed0) = (stop.clone(), s.p("db"), next());
+        let (mut hist, mut acks) = (history.clone(), acked_writes.clone());
+        let writer = std::thread::spawn(move || {
+            let mut r = seed0 | 1;
+            let mut syncs = 0;
+            if let Ok(f) = OpenOptions::new().write(true).open(&path) {
+                'run: while !st.load(Relaxed) {
+                    for _ in 0..8 {
+                        r ^= r << 13;
+                        r ^= r >> 7;
+                        r ^= r << 17;
+                        let (b, seed) = ((r % BLOCKS as u64) as usize, ((r >> 32) as u8).max(1));
+                        // Recorded first: a write cut by the kill may have landed.
+                        hist[b].push(seed);
+                        if f.write_all_at(&block(seed), b as u64 * 4096).is_err() {
+                            break 'run;
+                        }
+                    }
+                    if f.sync_data().is_err() {
+                        break;
+                    }
+                    syncs += 1;
+                    for b in 0..BLOCKS {
+                        acks[b] = hist[b].len();
+                    }
+                }
+            }
+            (hist, acks, syncs)
+        });
+        std::thread::sleep(Duration::from_millis(100 + next() % 400));
+        let info = s.info(); // the counters of this mount, which the kill ends
+        passthrough_opens += counter(&info, "passthrough opens");
+        promotions += counter(&info, "promotions") + counter(&info, "promoted as made (directory rule)");
+        s.kill();
+        stop.store(true, Relaxed);
+        acked = appender.join().unwrap();
+        delivered = mailer.join().unwrap();
+        let (h, a, n) = writer.join().unwrap();
+        (history, acked_writes, db_syncs) = (h, a, db_syncs + n);
+        s.start();
+
+        check_wal(&s, acked, round);
+        for i in 0..delivered {
+            let m = fs::read(s.p(&format!("mail/new/msg-{i:05}")));
+            assert_eq!(m.ok(), Some(message(i)), "round {round}: delivered message {i}");
+        }
+        let got = fs::read(s.p("db")).unwrap();
+        assert_eq!(got.len(), BLOCKS * 4096, "round {round}: db's length");
+        for b in 0..BLOCKS {
+            let now = &got[b * 4096..(b + 1) * 4096];
+            let allowed = &history[b][acked_writes[b] - 1..];
+            let Some(&seed) = allowed.iter().find(|&&seed| block(seed) == now) else {
+                panic!("round {round}: block {b} holds neither its last acknowledged write nor a later one");
+            };
+            // What it holds now is what a later kill must keep.
+            (history[b], acked_writes[b]) = (vec![seed], 1);
+        }
+    }
+    assert!(
+        acked > 20 && delivered > 10 && db_syncs > 10,
+        "progress: {acked} records, {delivered} messages, {db_syncs} syncs"
+    );
+    eprintln!(
+        "kill -9 x6: {acked} records, {delivered} messages, {db_syncs} db fsyncs acknowledged; \
+         {passthrough_opens} passthrough opens, {promotions} promotions"
+    );
+    assert!(passthrough_opens > 0 && promotions > 0, "{passthrough_opens} passthrough opens, {promotions} promotions");
+    s.umount(true);
+    let o = hashfs().arg("fsck").arg(&s.image).arg("--lower").arg(&s.lower).output().unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success() && out.contains(", 0 problems"),
+        "fsck --lower: {out}{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
 }

@@ -243,3 +243,27 @@ fn reads_of_a_file_below_lower_its_sync_factor() {
     // what it had then.
     assert!(sf("read") < sf("quiet") - 0.05, "reads below left the Sync Factor as it was: {err}");
 }
+
+/// Sync Factors persist from one run to the next (issue 58, `hashfs-spfs/src/saved_profiles.rs`):
+/// files kept in PM at exit come back in the next process with the factors they had, not
+/// the value a promotion leaves (0.785).
+#[test]
+fn sync_factors_come_back_in_the_next_run() {
+    let s = Stack::new();
+    let run = |args: &[&str]| {
+        let o = s.cmd(true, args).env("HASHFS_STACK_OPTIONS", "dir_rule=off").output().unwrap();
+        let err = String::from_utf8_lossy(&o.stderr).into_owned();
+        assert!(o.status.success(), "{err}");
+        err
+    };
+    let sf = |err: &str, name: &str| -> String {
+        let line =
+            err.lines().find(|l| l.contains(&format!("/{name}  size"))).unwrap_or_else(|| panic!("{name}: {err}"));
+        line.rsplit(' ').next().unwrap().to_string()
+    };
+    let first = run(&["reads"]);
+    let (quiet, read) = (sf(&first, "quiet"), sf(&first, "read"));
+    assert_ne!(quiet, read, "{first}");
+    let next = run(&["touch"]); // uses neither file
+    assert_eq!((sf(&next, "quiet"), sf(&next, "read")), (quiet, read), "{next}");
+}

@@ -62,6 +62,12 @@ pub struct Recovery {
     pub unfinished_removed: usize,
     pub orphans_removed: usize,
     pub lower_truncated: usize,
+    /// Saved Sync Factors given back to their files (`saved_profiles.rs`).
+    pub profiles_restored: usize,
+    /// Saved Sync Factors of files deleted since (or no longer regular files).
+    pub profiles_dropped: usize,
+    /// What is wrong with a saved table that could not be read (it is ignored).
+    pub profiles_problem: Option<String>,
 }
 
 /// What [`PmStore::open`] returns: the store, the promoted files it found, the repairs.
@@ -104,7 +110,12 @@ impl<D: PmDevice> PmStore<D> {
                     lower_path.display()
                 ))
             }
-            _ => store.bind(&want).map_err(|e| format!("image: recording the lower directory: {e}"))?,
+            Some(_) => {
+                // Another directory's handles would name unrelated inodes here.
+                store.forget_profiles().map_err(|e| format!("image: forgetting the saved Sync Factors: {e}"))?;
+                store.bind(&want).map_err(|e| format!("image: recording the lower directory: {e}"))?
+            }
+            None => store.bind(&want).map_err(|e| format!("image: recording the lower directory: {e}"))?,
         }
         let mut rec = Recovery::default();
         let mut files: Vec<(Key, Promoted<D>)> = Vec::new();
@@ -228,7 +239,16 @@ impl<D: PmDevice> PmStore<D> {
             }
             sound += 1;
         }
+        if let Err(e) = store.load_profiles() {
+            problems.push(format!("{e} (the saved Sync Factors; removed at mount, each file's starts afresh)"));
+        }
         Ok((sound, problems))
+    }
+
+    /// The lower directory, open (not O_PATH: `open_by_handle_at` wants a real descriptor
+    /// of the lower file system).
+    pub(crate) fn lower_dir(&self) -> BorrowedFd<'_> {
+        self.lower_root.as_fd()
     }
 
     fn names(&self) -> hashfs::Result<Vec<Vec<u8>>> {

@@ -1,5 +1,6 @@
 //! The crash-state explorer over the stacked mode's PM side: runs sequences of
-//! [`PmStore`] operations (promote, writes, truncations, write-back, deletion) on HashFS's
+//! [`PmStore`] operations (promote, writes, truncations, write-back, deletion, a save of
+//! the Sync Factors) on HashFS's
 //! crash-simulating device over a real lower file, and at every fence of every step
 //! recovers each image a power failure could leave (the durable one, the one with every
 //! pending line, and each pending line alone kept or dropped), with the lower file as it
@@ -7,7 +8,8 @@
 //! snapshots the file there). The recovered merged view must be the one before or the one
 //! after the step (for a write, which relaxed mode does not make atomic, each byte old or
 //! new): every completed write present, nothing half-promoted, nothing written twice, and
-//! the PM copy gone only when the lower file holds its bytes.
+//! the PM copy gone only when the lower file holds its bytes; and the table of saved Sync
+//! Factors readable, the file's factor in it the one saved before the step or after.
 //!
 //! Bounded runs are unit tests (CI); `cargo test -p hashfs-spfs --release -- --ignored
 //! explore_full` runs many random sequences.
@@ -31,6 +33,8 @@ pub enum Step {
     WriteBack,
     /// The lower name is removed (as unlink does), then the PM copy.
     Delete,
+    /// The table of Sync Factors saved with this one for the file (`saved_profiles.rs`).
+    SaveProfile(f64),
 }
 
 /// The fence count when the store changed the lower file, and the file's bytes then
@@ -131,6 +135,9 @@ pub fn explore(initial: usize, steps: &[Step]) -> u64 {
         }));
     }
     let mut model = std::fs::read(&lower_file).unwrap();
+    let handle = crate::lower::LowerHandle::of(File::open(&lower_file).unwrap().as_fd()).unwrap();
+    // The file's saved Sync Factor (None: no table saved yet).
+    let mut saved: Option<f64> = None;
     let mut checked = 0;
     let promote = |store: &PmStore<CrashDevice>| store.promote(File::open(&lower_file).unwrap().as_fd()).unwrap();
     // Step 0 is the promotion itself; the others follow.
@@ -138,6 +145,7 @@ pub fn explore(initial: usize, steps: &[Step]) -> u64 {
     let all: Vec<Option<&Step>> = std::iter::once(None).chain(steps.iter().map(Some)).collect();
     for (i, step) in all.iter().enumerate() {
         let before = model.clone();
+        let saved_before = saved;
         let lower_before = std::fs::read(&lower_file).ok();
         snaps.lock().unwrap().clear();
         dev.set_capture(true);
@@ -159,6 +167,10 @@ pub fn explore(initial: usize, steps: &[Step]) -> u64 {
             Some(Step::WriteBack) => {
                 store.write_back(p.as_ref().unwrap()).unwrap();
                 p = Some(promote(&store));
+            }
+            Some(Step::SaveProfile(sf)) => {
+                store.save_profiles(&[(handle.clone(), *sf)]).unwrap();
+                saved = Some(*sf);
             }
             Some(Step::Delete) => {
                 std::fs::remove_file(&lower_file).unwrap();
@@ -190,6 +202,15 @@ pub fn explore(initial: usize, steps: &[Step]) -> u64 {
                 }
                 let crashed = Arc::new(CrashDevice::from_image(&img));
                 let (s2, mut files, _) = open_store(crashed, &run.lower);
+                let kept = match s2.load_profiles() {
+                    Ok(recs) => recs.iter().find(|(h, _)| *h == handle).map(|(_, sf)| *sf),
+                    Err(e) => panic!("step {i} ({step:?}), fence {}: the saved Sync Factors: {e}", point.fence_index),
+                };
+                assert!(
+                    kept == saved_before || kept == saved,
+                    "step {i} ({step:?}), fence {}: the saved Sync Factor is {kept:?}, neither {saved_before:?} nor {saved:?}",
+                    point.fence_index
+                );
                 if lower_then.is_none() {
                     assert!(files.is_empty(), "step {i} ({step:?}): a copy of a deleted file survived recovery");
                 } else {
@@ -243,10 +264,21 @@ mod tests {
     /// matter (a write after a shrink, a write-back of a file grown past its lower end).
     pub fn named() -> Vec<(usize, Vec<Step>)> {
         vec![
-            (6000, vec![w(10, 100, 1), w(4000, 8192, 2), Step::SetLen(5000), w(9000, 3000, 3), Step::WriteBack]),
+            (
+                6000,
+                vec![
+                    w(10, 100, 1),
+                    Step::SaveProfile(0.785),
+                    w(4000, 8192, 2),
+                    Step::SetLen(5000),
+                    Step::SaveProfile(0.5),
+                    w(9000, 3000, 3),
+                    Step::WriteBack,
+                ],
+            ),
             (9000, vec![Step::SetLen(4097), w(8000, 50, 4), Step::SetLen(12000), Step::WriteBack, w(0, 4096, 5)]),
             (0, vec![w(0, 10, 6), w(5, 9000, 7), Step::SetLen(0), w(100, 1, 8), Step::WriteBack]),
-            (5000, vec![w(4090, 20, 9), Step::Delete]),
+            (5000, vec![Step::SaveProfile(0.25), w(4090, 20, 9), Step::Delete]),
         ]
     }
 
@@ -263,6 +295,7 @@ mod tests {
             .map(|_| match next(10) {
                 0..=5 => w(next(20_000), 1 + next(9000) as usize, next(256) as u8),
                 6 | 7 => Step::SetLen(next(24_000)),
+                8 => Step::SaveProfile(next(1000) as f64 / 1000.0),
                 _ => Step::WriteBack,
             })
             .collect();

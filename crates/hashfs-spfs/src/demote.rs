@@ -1,15 +1,30 @@
 //! The write-back thread: SPFS's demotion (§3.2.1). A promoted file goes back to the
 //! lower file system when its Sync Factor falls under the hard limit and it has been
 //! quiet for a while, or, when PM use passes the high-water mark, in order of rising
-//! Sync Factor (quiet files first) until use falls under the low-water mark.
+//! Sync Factor (quiet files first) until use falls under the low-water mark. The same
+//! thread saves the Sync Factors now and then, and when it stops (`saved_profiles.rs`).
 
 use crate::Stack;
 use std::time::Instant;
 
 pub(crate) fn run(stack: &Stack) {
+    let mut ticks = 0u64;
     while !stack.stopped() {
         std::thread::sleep(stack.cfg.tick);
         pass(stack);
+        ticks += 1;
+        if ticks.is_multiple_of(crate::saved_profiles::SAVE_EVERY_TICKS) {
+            save(stack);
+        }
+    }
+    save(stack); // at unmount, or the shim's exit
+}
+
+/// Saves the Sync Factors (`saved_profiles.rs`); a failure (PM full) is reported and the
+/// next tick tries again.
+fn save(stack: &Stack) {
+    if let Err(e) = stack.save_profiles() {
+        eprintln!("hashfs: saving the Sync Factors failed (the last saved ones stay): {e}");
     }
 }
 

@@ -94,6 +94,10 @@ impl Stack {
         crate::lower::sync(lower, scope)?;
         self.counters.lower_syncs.fetch_add(1, Ordering::Relaxed);
         let v = st.profile.synced(&cfg.profiler, now);
+        if st.handle.is_none() && st.profile.sync_factor() >= crate::saved_profiles::KEEP_MIN {
+            // Its factor is worth keeping across remounts: name the lower inode for the save.
+            st.handle = crate::lower::LowerHandle::of(lower.as_fd()).ok();
+        }
         if let (true, Some(dir)) = (v.small, st.dir) {
             self.dir_synced(dir, now);
         }
@@ -144,7 +148,8 @@ impl Stack {
         if st.promote_pending && st.passthrough == 0 {
             self.promote(&mut st, lower);
         }
-        let first_choice = st.opens == 0 && !st.profile.syncing(&self.cfg.profiler, Instant::now());
+        let cfg = &self.cfg.profiler;
+        let first_choice = st.opens == 0 && !st.profile.syncing(cfg, Instant::now()) && !st.profile.syncs_often(cfg);
         let pass = offered && st.pm.is_none() && st.opens == st.passthrough && (st.opens > 0 || first_choice);
         st.opens += 1;
         if pass {
@@ -234,8 +239,18 @@ impl Stack {
             }
         }
         let idle = st.opens == 0;
+        // A file whose last name went must not leave its kept Sync Factor to a new file
+        // on its inode number (the handle of a deleted inode is stale).
+        let unnamed = st.pm.is_none()
+            && st.handle.as_ref().is_some_and(|h| {
+                h.open(self.store.lower_dir(), libc::O_PATH)
+                    .and_then(|fd| Ok(rustix::fs::fstat(&fd)?.st_nlink == 0))
+                    .unwrap_or(true)
+            });
         drop(st);
-        if idle {
+        if idle && unnamed {
+            self.prune_unkept(key);
+        } else if idle {
             self.prune(key);
         }
     }

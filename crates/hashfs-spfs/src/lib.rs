@@ -14,7 +14,8 @@
 //! system's (reached by O_PATH descriptors: [`lower`]).
 //!
 //! Differences from the released SPFS, on purpose: the PM side survives crashes and
-//! remounts (SPFS formats PM at every mount); write-back exists and is crash-safe (SPFS's
+//! remounts (SPFS formats PM at every mount), and so do the Sync Factors
+//! ([`saved_profiles`]); write-back exists and is crash-safe (SPFS's
 //! is on a side branch); a promoted file can be memory-mapped (the kernel's page cache
 //! serves it; SPFS returns ENODEV). Promotion applies to the file as a whole, not to its
 //! extents one by one, and a block reaches PM whole (the rest copied from the lower file
@@ -31,6 +32,7 @@ mod file;
 #[allow(unsafe_code)]
 pub mod lower;
 pub mod profiler;
+pub mod saved_profiles;
 
 pub use absorb::Recovery;
 pub use profiler::ProfilerConfig;
@@ -163,6 +165,9 @@ pub struct FileState {
     /// to make its creation durable yet: its first fsync does, so that a power failure
     /// cannot take the lower inode, and with it the PM copy, after an fsync returned.
     pub lower_unsynced: bool,
+    /// The lower inode's file handle, once the file's Sync Factor is worth keeping across
+    /// remounts (`saved_profiles.rs`): taken at its fsync, or from a saved table.
+    pub handle: Option<lower::LowerHandle>,
 }
 
 impl FileState {
@@ -264,6 +269,8 @@ pub struct Stack {
     dirs: Mutex<HashMap<Key, dirs::DirProfile>>,
     pub counters: Counters,
     stop: AtomicBool,
+    /// The bytes of the last table of Sync Factors saved (`saved_profiles.rs`).
+    profiles_saved: Mutex<Vec<u8>>,
 }
 
 /// Locks `m`, a poisoned lock included (a panic elsewhere leaves the state as it was:
@@ -319,7 +326,10 @@ impl Stack {
             dirs: Mutex::new(HashMap::new()),
             counters: Counters::default(),
             stop: AtomicBool::new(false),
+            profiles_saved: Mutex::new(Vec::new()),
         };
+        let mut rec = rec;
+        stack.restore_profiles(&mut rec);
         Ok((Arc::new(stack), rec))
     }
 
@@ -343,13 +353,24 @@ impl Stack {
         lock(&self.files).get(&key).cloned()
     }
 
-    /// Forgets a file's state when nothing needs it (not promoted, not open): when the
-    /// kernel forgets the inode, or its last name and handle are gone.
+    /// Forgets a file's state when nothing needs it (not promoted, not open, no Sync
+    /// Factor worth keeping): when the kernel forgets the inode, or its last name and
+    /// handle are gone. A factor kept lives until the file drops out of the saved ones
+    /// (`saved_profiles.rs`) or its name goes ([`Stack::name_removed`]).
     pub fn prune(&self, key: Key) {
+        self.forget_if(key, |st| st.handle.is_none() || st.profile.sync_factor() < saved_profiles::KEEP_MIN)
+    }
+
+    /// Forgets a file's state kept only for its Sync Factor.
+    pub(crate) fn prune_unkept(&self, key: Key) {
+        self.forget_if(key, |_| true)
+    }
+
+    fn forget_if(&self, key: Key, unkept: impl Fn(&FileState) -> bool) {
         let mut files = lock(&self.files);
         if let Some(s) = files.get(&key) {
             let st = s.lock();
-            if st.pm.is_none() && st.opens == 0 {
+            if st.pm.is_none() && st.opens == 0 && unkept(&st) {
                 drop(st);
                 files.remove(&key);
             }
@@ -422,6 +443,8 @@ impl Stack {
             c.promotions_deferred.load(Ordering::Relaxed),
             c.dir_promotions.load(Ordering::Relaxed)
         );
+        let saved = lock(&self.profiles_saved).get(8..12).map_or(0, |c| u32::from_le_bytes(c.try_into().expect("4")));
+        let _ = writeln!(s, "sync factors saved for the next mount: {saved}");
         let mut rows: Vec<(String, u64, f64)> = self
             .promoted()
             .into_iter()

@@ -146,6 +146,19 @@ impl SyncProfile {
         SyncProfile { sf, ..SyncProfile::default() }
     }
 
+    /// A file whose Sync Factor was saved before a remount (`saved_profiles.rs`): the
+    /// factor comes back, the run of fsyncs does not (its clock did not survive).
+    pub fn kept(sf: f64) -> SyncProfile {
+        SyncProfile { sf, ..SyncProfile::default() }
+    }
+
+    /// Whether the file's fsyncs qualified often enough, lately, to keep it promoted: its
+    /// Sync Factor at or above the hard limit (0.05 without one). The mount opens such a
+    /// file through the daemon, not by passthrough (docs/stacked.md, *Passthrough*).
+    pub fn syncs_often(&self, cfg: &ProfilerConfig) -> bool {
+        self.sf >= cfg.sf_limit.unwrap_or(0.05)
+    }
+
     /// A file just written back starts a new profile: it must earn its promotion again.
     pub fn restart(&mut self) {
         let sf = self.sf;
