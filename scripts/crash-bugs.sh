@@ -152,6 +152,7 @@ bugs=(
     "dir-rule-creation-unsynced|crates/hashfs-spfs/src/file.rs|a file the directory rule made in PM has its first fsync absorbed with no fsync of the lower file (its creation not durable below: a power failure that takes the lower inode drops the PM copy after the fsync returned)|test fuse_stacked the_directory_rule_absorbs_files_made_where_files_sync_often"
     "passthrough-promoted-under-handles|crates/hashfs-spfs/src/file.rs|a file whose fsyncs ask for promotion is promoted while passthrough handles of it are open (their writes go on reaching the lower file, under the PM copy that now hides it)|test fuse_stacked passthrough_serves_files_below_and_promotes_at_the_next_open"
     "profiles-saved-in-place|crates/hashfs-spfs/src/saved_profiles.rs|a save of the Sync Factors removes the old table and writes the new one under its name (a crash between leaves no table, or an empty one, where the old or the new must be)|stacked"
+    "takeover-leftovers-kept|crates/hashfs/src/fs/shared/mod.rs|a participant that takes over after a dead one releases its read side but not its open inodes and descriptions (an unlinked file the dead one had open stays allocated until the last participant leaves, and its descriptions stay taken)|test crash_consistency explore_several_descriptors"
     "ctfs-unlogged-pswap|crates/hashfs/src/mapping/ctfs/tx.rs|ctFS's partition move stores its page-table swap straight to PM before the transaction that names the new partition (the released ctFS's order)|ctfs append,write-past-eof,truncate-down"
 )
 
@@ -501,6 +502,10 @@ elif name == "profiles-saved-in-place":
     sub("crates/hashfs-spfs/src/saved_profiles.rs",
         "const NEW: &[u8] = b\"sync-profiles.new\";\n",
         "const NEW: &[u8] = FILE;\n")
+elif name == "takeover-leftovers-kept":
+    sub("crates/hashfs/src/fs/shared/mod.rs",
+        "    region.release_read_side(p);\n    release_leftovers(region, p);\n}",
+        "    region.release_read_side(p);\n}")
 elif name == "exec-descriptor-unnamed":
     sub("crates/hashfs-preload/src/shim/exec.rs",
         "        if !name_passed(*fd, *passed, of) {\n",

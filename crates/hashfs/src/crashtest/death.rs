@@ -220,6 +220,11 @@ fn survivor_takes_over(rec: &Recording, b: &Beside, k: usize, img: &[u8]) -> Res
             s.fs.shared_takeovers()
         ));
     }
+    // The takeover released what the dead one held: its open inodes (else an unlinked
+    // file it had open stays until the last participant leaves) and its descriptions.
+    if region.open_inodes().any_held_by(dying) || region.descriptions().any_held_by(dying) {
+        return Err("after the takeover the dead participant still holds open inodes or descriptions".into());
+    }
     rec.with_expect(k, |expect| expect.check(&seen)).map_err(|e| format!("after the survivor's takeover: {e}"))?;
     for mut f in s.held {
         let mut bytes = Vec::new();

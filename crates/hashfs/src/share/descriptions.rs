@@ -140,6 +140,12 @@ impl Descriptions {
         self.slots.iter().filter(|d| d.holders.fetch_and(!bit, Ordering::AcqRel) & bit != 0).count()
     }
 
+    /// Whether participant `p` holds any description.
+    pub fn any_held_by(&self, p: Participant) -> bool {
+        let bit = 1u64 << p.0;
+        self.slots.iter().any(|d| d.holders.load(Ordering::Acquire) & bit != 0)
+    }
+
     /// How many descriptions are allocated.
     pub fn in_use(&self) -> usize {
         self.slots.iter().filter(|d| d.held()).count()

@@ -326,6 +326,12 @@ impl OpenInodes {
         None
     }
 
+    /// Whether participant `p` has any inode open (its bit in some slot).
+    pub fn any_held_by(&self, p: Participant) -> bool {
+        let bit = 1u64 << p.0;
+        self.slots.iter().any(|s| s.holders.load(Ordering::Acquire) & bit != 0)
+    }
+
     /// Clears dead participant `dead`'s bit everywhere; the inodes no one has open any
     /// more (the survivor frees those that are unlinked). The image lock's holder only.
     pub fn release_all_of(&self, dead: Participant) -> Vec<Ino> {
