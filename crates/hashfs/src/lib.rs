@@ -40,8 +40,7 @@ pub use fs::{
 };
 pub use layout::dirent::{dev_from_kernel, dev_to_kernel};
 pub use layout::{
-    AllocatorKind, Extent, FileType, Geometry, HashPlacement, Ino, Lblk, MappingKind, Pblk, RegionBuckets, Superblock,
-    WriteMode,
+    AllocatorKind, Extent, FileType, Geometry, HashPlacement, Ino, Lblk, MappingKind, Pblk, Superblock, WriteMode,
 };
 pub use mapping::simd::{simd_kind, SimdKind};
 pub use pm::filemap::Protection;

@@ -315,28 +315,3 @@ fn threads_writing_small_files_while_groups_open() {
         assert_fsck_clean(&dev);
     }
 }
-
-/// Images keep the bucket function they were made with (issue 57): one made with jump
-/// hashing's (`RegionBuckets::Jump`, as every regions image before the walk down was) and
-/// one with the walk down (the default) each place their small files by their own, across
-/// openings and a remount, and read back whole; the two place the same writes apart.
-#[test]
-fn an_image_keeps_the_bucket_function_it_was_made_with() {
-    let mut placed = Vec::new();
-    for buckets in [hashfs::RegionBuckets::Jump, hashfs::RegionBuckets::Back] {
-        let (fs, dev) = new_fs(64 * MIB, &FormatOptions { region_buckets: Some(buckets), ..opts() });
-        for i in 0..300 {
-            fs.write(Path::new(&format!("/s{i}")), &pattern(small_len(i), i)).unwrap();
-        }
-        assert!(fs.open_groups().unwrap().0 >= 4, "openings moved keys");
-        let (fs, dev) = remount(fs, dev);
-        for i in 0..300 {
-            assert_eq!(fs.read(Path::new(&format!("/s{i}"))).unwrap(), pattern(small_len(i), i), "{buckets:?}: /s{i}");
-        }
-        let ino = fs.metadata(Path::new("/s7")).unwrap().ino;
-        placed.push((0..4).map(|l| fs.physical_block(ino, Lblk(l)).unwrap().map(|e| e.pblk.0)).collect::<Vec<_>>());
-        fs.unmount().unwrap();
-        assert_fsck_clean(&dev);
-    }
-    assert_ne!(placed[0], placed[1], "both images placed the same file alike: one function for both");
-}

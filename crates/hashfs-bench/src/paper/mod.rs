@@ -186,32 +186,20 @@ impl Scale {
 pub struct Subject {
     pub kind: MappingKind,
     pub placement: HashPlacement,
-    /// The regions placement's bucket function (`hashfs-regions-jump`: jump hashing, as
-    /// images were made before 2026-12-02; `hashfs-regions`: the default).
-    pub region_buckets: Option<hashfs::RegionBuckets>,
 }
 
 impl Subject {
     pub fn name(self) -> &'static str {
         match (self.kind, self.placement) {
             (MappingKind::HashFs, HashPlacement::Grouped) => "hashfs-grouped",
-            (MappingKind::HashFs, HashPlacement::Regions)
-                if self.region_buckets == Some(hashfs::RegionBuckets::Jump) =>
-            {
-                "hashfs-regions-jump"
-            }
             (MappingKind::HashFs, HashPlacement::Regions) => "hashfs-regions",
             (kind, _) => kind.name(),
         }
     }
 
     pub fn from_name(name: &str) -> Option<Subject> {
-        let placed = [
-            (HashPlacement::Grouped, None),
-            (HashPlacement::Regions, None),
-            (HashPlacement::Regions, Some(hashfs::RegionBuckets::Jump)),
-        ]
-        .map(|(placement, region_buckets)| Subject { kind: MappingKind::HashFs, placement, region_buckets });
+        let placed = [HashPlacement::Grouped, HashPlacement::Regions]
+            .map(|placement| Subject { kind: MappingKind::HashFs, placement });
         placed.into_iter().find(|s| s.name() == name).or_else(|| MappingKind::from_name(name).map(Subject::from))
     }
 
@@ -222,7 +210,7 @@ impl Subject {
 
 impl From<MappingKind> for Subject {
     fn from(kind: MappingKind) -> Subject {
-        Subject { kind, placement: HashPlacement::Paper, region_buckets: None }
+        Subject { kind, placement: HashPlacement::Paper }
     }
 }
 
@@ -386,7 +374,6 @@ impl Target {
         let opts = FormatOptions {
             mapping: kind.kind,
             placement: kind.placement,
-            region_buckets: kind.region_buckets,
             layout_score,
             allocator,
             hash_seed: Some(images::seed(ctx.image)),
@@ -629,7 +616,7 @@ pub fn run(
                 Subject::from_name(m).ok_or_else(|| {
                     let all: Vec<&str> = MappingKind::ALL.iter().map(|k| k.name()).collect();
                     fail(format!(
-                        "unknown mapping {m:?}; mappings: {}, and hashfs-grouped, hashfs-regions (HashFS's other placements), hashfs-regions-jump (regions with jump hashing's bucket function)",
+                        "unknown mapping {m:?}; mappings: {}, and hashfs-grouped, hashfs-regions (HashFS's other placements)",
                         all.join(", ")
                     ))
                 })

@@ -43,7 +43,7 @@ pub use stats::{MappingStats, PartitionLevel, PartitionStats};
 use crate::journal::{self, Journals};
 use crate::layout::inode::{InodeRaw, S_IFDIR};
 use crate::layout::superblock::{
-    GeometryParams, HashPlacement, RegionBuckets, FORMAT_VERSION, MAGIC, SB_PRIMARY_OFF, SB_SECONDARY_OFF,
+    GeometryParams, HashPlacement, FORMAT_VERSION, MAGIC, SB_PRIMARY_OFF, SB_SECONDARY_OFF,
 };
 use crate::layout::{
     AllocatorKind, Geometry, Ino, MappingKind, Superblock, WriteMode, BLOCK_BYTES, SB_STATE_CLEAN, SB_STATE_MOUNTED,
@@ -83,9 +83,6 @@ pub struct FormatOptions {
     /// default, 0.80). Lower opens groups sooner (fewer keys per group, fewer whole
     /// groups left for large files).
     pub region_load: Option<f64>,
-    /// The regions placement's bucket function (None: [`RegionBuckets::Back`]; `Jump` makes
-    /// an image as they were made before it, for comparisons).
-    pub region_buckets: Option<RegionBuckets>,
     /// The write mode a mount starts in.
     pub write_mode: WriteMode,
     /// `FileSystem::format_file`: allocate the image file's whole length on the host
@@ -108,7 +105,6 @@ impl Default for FormatOptions {
             allocator: AllocatorKind::Aligned,
             placement: HashPlacement::Paper,
             region_load: None,
-            region_buckets: None,
             write_mode: WriteMode::Relaxed,
             preallocate: false,
         }
@@ -158,9 +154,6 @@ pub fn format<D: PmDevice>(dev: &D, opts: &FormatOptions, progress: Progress<'_>
                 "region load {load}: a fraction from 0.01 to 0.95, for the regions placement"
             )));
         }
-    }
-    if opts.region_buckets.is_some() && opts.placement != HashPlacement::Regions {
-        return Err(Error::InvalidParameter("a region bucket function is for the regions placement".into()));
     }
     if !(0.0..=1.0).contains(&opts.layout_score) {
         return Err(Error::InvalidParameter(format!("layout score {} is not in [0, 1]", opts.layout_score)));
@@ -229,10 +222,6 @@ pub fn format<D: PmDevice>(dev: &D, opts: &FormatOptions, progress: Progress<'_>
     sb.allocator = allocator as u32;
     sb.placement = if geo.groups > 0 { opts.placement as u32 } else { 0 };
     sb.region_load_ppm = opts.region_load.map_or(0, |l| (l * 1e6).round() as u32);
-    sb.region_buckets = match HashPlacement::from_u32(sb.placement) {
-        Some(HashPlacement::Regions) => opts.region_buckets.unwrap_or(RegionBuckets::Back) as u32,
-        _ => 0,
-    };
     sb.write_mode = opts.write_mode as u32;
     sb.uuid[..8].copy_from_slice(&random_u64().to_le_bytes());
     sb.uuid[8..].copy_from_slice(&random_u64().to_le_bytes());

@@ -18,8 +18,7 @@ pub use block::{Extent, Lblk, Pblk};
 pub use dirent::{DirentHeader, FileType, DIRENT_SLOT_BYTES, MAX_NAME_BYTES};
 pub use inode::{Ino, InodeRaw, INODE_BYTES};
 pub use superblock::{
-    AllocatorKind, Geometry, HashPlacement, MappingKind, RegionBuckets, Superblock, WriteMode, SB_STATE_CLEAN,
-    SB_STATE_MOUNTED,
+    AllocatorKind, Geometry, HashPlacement, MappingKind, Superblock, WriteMode, SB_STATE_CLEAN, SB_STATE_MOUNTED,
 };
 
 #[cfg(not(target_endian = "little"))]

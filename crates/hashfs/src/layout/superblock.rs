@@ -163,25 +163,6 @@ impl HashPlacement {
     }
 }
 
-/// The regions placement's bucket function (`Superblock::region_buckets`): which open group
-/// a small key belongs to among `n`. Both are jump hashing's hits (consistent: an opening
-/// moves only what goes to the new groups); they differ in the walk and the draws.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[repr(u32)]
-pub enum RegionBuckets {
-    /// Lamping and Veach's walk up from 0, a division a step (images made before 2026-12-02).
-    Jump = 0,
-    /// The walk down from `n` (`mapping/hashfs/back_hash.rs`): a constant number of steps
-    /// expected, no division. New images' default.
-    Back = 1,
-}
-
-impl RegionBuckets {
-    pub fn from_u32(v: u32) -> Option<RegionBuckets> {
-        [RegionBuckets::Jump, RegionBuckets::Back].into_iter().find(|b| *b as u32 == v)
-    }
-}
-
 /// Whether a write can be torn by a crash (`Superblock::write_mode`, the default of a
 /// mount; `mount -o strict|relaxed` overrides it for one mount).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -264,9 +245,7 @@ pub struct Superblock {
     /// The regions placement's target load of its open groups, in millionths (0 on
     /// images made before it: the default, `mapping/hashfs/regions.rs`).
     pub region_load_ppm: u32,
-    /// [`RegionBuckets`]: the regions placement's bucket function (0, jump hashing, on
-    /// images made before the field).
-    pub region_buckets: u32,
+    pub reserved_u32: u32,
     pub reserved: [u64; 44],
     /// CRC32C of bytes 0..504.
     pub checksum: u32,
@@ -324,9 +303,6 @@ impl Superblock {
         };
         if self.region_load_ppm != 0 && !(10_000..=950_000).contains(&self.region_load_ppm) {
             return Err(Error::corrupt(format!("superblock: region load {} ppm", self.region_load_ppm)));
-        }
-        if RegionBuckets::from_u32(self.region_buckets).is_none() {
-            return Err(Error::corrupt(format!("superblock: unknown region bucket function {}", self.region_buckets)));
         }
         if WriteMode::from_u32(self.write_mode).is_none() {
             return Err(Error::corrupt(format!("superblock: unknown write mode {}", self.write_mode)));

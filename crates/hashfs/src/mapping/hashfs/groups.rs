@@ -91,9 +91,7 @@ pub struct Groups<D: PmDevice> {
 
 impl<D: PmDevice> Groups<D> {
     /// `regions`: the regions placement's target load (None: the grouped placement).
-    /// `regions`: the regions placement's target load, and whether its bucket function
-    /// walks down (`back_hash.rs`).
-    pub fn new(dev: Arc<D>, geo: &Geometry, seed: u64, regions: Option<(f64, bool)>) -> Groups<D> {
+    pub fn new(dev: Arc<D>, geo: &Geometry, seed: u64, regions: Option<f64>) -> Groups<D> {
         // Eight bits per group, at least one cache line.
         let filter_bits = (geo.groups * 8).next_power_of_two().max(512).trailing_zeros();
         let dir = HashTable::region(dev, geo.group_dir_off().0, geo.groups, seed ^ 0x6A09_E667_F3BC_C909);
@@ -103,7 +101,7 @@ impl<D: PmDevice> Groups<D> {
             claimed: AtomicU64::new(0),
             pending: Mutex::new(HashMap::new()),
             pending_n: AtomicU64::new(0),
-            regions: regions.map(|(load, back)| Regions::new(geo.groups, seed, load, back)),
+            regions: regions.map(|load| Regions::new(geo.groups, seed, load)),
             window: if regions.is_some() { REGIONS_CLAIM_PROBES } else { MAX_CLAIM_PROBES },
             claim_filter: (0..1u64 << (filter_bits - 6)).map(|_| AtomicU64::new(0)).collect(),
             filter_bits,

@@ -22,7 +22,6 @@
 
 #![forbid(unsafe_code)]
 
-mod back_hash;
 pub mod groups;
 mod purge;
 #[cfg(test)]
@@ -158,28 +157,22 @@ impl<D: PmDevice> HashTable<D> {
     /// load), as [`new`](Self::new) builds it.
     pub fn of_image(dev: Arc<D>, geo: &Geometry, sb: &crate::layout::Superblock) -> Result<HashTable<D>> {
         let placement = HashPlacement::from_u32(sb.placement).unwrap_or(HashPlacement::Paper);
-        let back = sb.region_buckets == crate::layout::superblock::RegionBuckets::Back as u32;
-        HashTable::new(dev, geo, sb.hash_seed, placement, sb.region_load_ppm, back)
+        HashTable::new(dev, geo, sb.hash_seed, placement, sb.region_load_ppm)
     }
 
     /// The table of an image with placement `placement` (the superblock's). Fails when
     /// the regions placement's list of open groups is not whole.
-    /// `region_load_ppm`: the regions placement's target load (0: the default);
-    /// `back`: its bucket function walks down (`back_hash.rs`), else jump hashing's.
+    /// `region_load_ppm`: the regions placement's target load (0: the default).
     pub fn new(
         dev: Arc<D>,
         geo: &Geometry,
         seed: u64,
         placement: HashPlacement,
         region_load_ppm: u32,
-        back: bool,
     ) -> Result<HashTable<D>> {
-        let regions = (placement == HashPlacement::Regions).then(|| {
-            let load = match region_load_ppm {
-                0 => regions::TARGET_LOAD,
-                ppm => f64::from(ppm) / 1e6,
-            };
-            (load, back)
+        let regions = (placement == HashPlacement::Regions).then(|| match region_load_ppm {
+            0 => regions::TARGET_LOAD,
+            ppm => f64::from(ppm) / 1e6,
         });
         let placement = match geo.groups {
             0 => Placement::Paper,
@@ -669,7 +662,7 @@ mod tests {
 
     fn table(bytes: u64) -> HashTable<CrashDevice> {
         let geo = small_geometry(bytes);
-        HashTable::new(Arc::new(CrashDevice::new(bytes)), &geo, 0x5eed, HashPlacement::Paper, 0, false).unwrap()
+        HashTable::new(Arc::new(CrashDevice::new(bytes)), &geo, 0x5eed, HashPlacement::Paper, 0).unwrap()
     }
 
     fn insert(t: &HashTable<CrashDevice>, k: u64) -> Result<Pblk> {

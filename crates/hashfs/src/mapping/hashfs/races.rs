@@ -24,7 +24,7 @@ fn small_table(dir: &std::path::Path) -> HashTable<MmapDevice> {
     let dev = MmapDevice::open(&dir.join("table.img"), OpenMode::CreateTruncate { size_bytes: bytes })
         .expect("an image file in memory");
     let geo = super::tests::small_geometry(bytes);
-    HashTable::new(Arc::new(dev), &geo, 0x5eed, HashPlacement::Paper, 0, false).expect("a table")
+    HashTable::new(Arc::new(dev), &geo, 0x5eed, HashPlacement::Paper, 0).expect("a table")
 }
 
 /// One thread's work on the keys of inode `ino`: `steps` random inserts, lookups and frees

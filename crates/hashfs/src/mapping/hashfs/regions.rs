@@ -5,9 +5,7 @@
 //!
 //! The region is an ordered list of *open* groups. A small key's bucket is its jump
 //! consistent hash (Lamping and Veach, "A Fast, Minimal Memory, Consistent Hash
-//! Algorithm", 2014) over the list's length `n` (on images made since 2026-12-02 the same
-//! hits walked down from `n`, without division: `back_hash.rs`; older images keep the
-//! walk up, `Superblock::region_buckets`), and its slot in the bucket's group its
+//! Algorithm", 2014) over the list's length `n`, and its slot in the bucket's group its
 //! own hash, probing linearly and cyclically inside the group: each open group is a
 //! 512-slot linear-probing table of its own, with the table's invariant and purging per
 //! group. A lookup reads one group.
@@ -96,7 +94,7 @@ fn jump_candidates(mut key: u64, n: u64) -> impl Iterator<Item = u64> {
 
 /// The key's hash for jump hashing (independent of its in-group slot's hash).
 #[inline]
-pub(super) fn mix(key: u64, seed: u64) -> u64 {
+fn mix(key: u64, seed: u64) -> u64 {
     let mut x = key ^ seed ^ 0x9E37_79B9_7F4A_7C15;
     x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
     x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
@@ -137,16 +135,11 @@ pub struct Regions {
     /// Requests left before the next try, and the last wait (see [`RETRY_EVERY`]).
     skip: AtomicU64,
     backoff: AtomicU64,
-    /// The bucket function walks down (`back_hash.rs`); false on images made before it,
-    /// which keep jump hashing's walk up.
-    back: bool,
 }
 
 impl Regions {
-    /// `back`: the bucket function of `back_hash.rs`, else jump hashing's.
-    pub fn new(groups: u64, seed: u64, target: f64, back: bool) -> Regions {
+    pub fn new(groups: u64, seed: u64, target: f64) -> Regions {
         Regions {
-            back,
             target,
             list: (0..groups).map(|_| AtomicU32::new(0)).collect(),
             n: AtomicU64::new(0),
@@ -305,12 +298,7 @@ impl Regions {
     /// The key's bucket among `n` open groups.
     #[inline]
     pub fn bucket(&self, key: u64, n: u64) -> u64 {
-        let h = mix(key, self.seed);
-        if self.back {
-            super::back_hash::back(h, n)
-        } else {
-            jump(h, n)
-        }
+        jump(mix(key, self.seed), n)
     }
 
     /// The key's home slot in group `g` (its in-group slot is its own hash).
@@ -348,10 +336,6 @@ impl Regions {
             return out;
         }
         let h = mix(key, self.seed);
-        if self.back {
-            super::back_hash::back_tops(h, from, n, &mut out);
-            return out;
-        }
         if from == n {
             out.push(jump(h, n));
             return out;
@@ -490,7 +474,7 @@ mod tests {
 
     #[test]
     fn load_rejects_gaps_and_misplaced_marks() {
-        let r = Regions::new(8, 1, TARGET_LOAD, true);
+        let r = Regions::new(8, 1, TARGET_LOAD);
         assert!(r.load([(3, open_word(0, false)), (5, open_word(1, true))].into_iter()).is_ok());
         assert_eq!((r.len(), r.group(0), r.group(1), r.opening(), r.from()), (2, 3, 5, true, 1));
         assert!(r
