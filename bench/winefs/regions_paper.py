@@ -8,6 +8,11 @@ regions placement's ratio to the paper's placement.
         --image-dir /mnt/hashfs-bench-huge --out bench/results/paper/regions \\
         locality utilization filesize iosize concurrency
     python3 bench/winefs/regions_paper.py [bench/results/paper/regions]
+
+A run with `--mappings hashfs,hashfs-regions,hashfs-regions-jump` (the regions placement's
+two bucket functions side by side, issue 57; `bench/results/paper/regions-back`, made at
+ac6176c, whose walk down was reverted after it) gets a column for each instead of the
+extent tree's.
 """
 import json, os, sys
 
@@ -17,8 +22,17 @@ EXPERIMENTS = ["locality", "filesize", "iosize", "utilization", "concurrency"]
 def main():
     d = sys.argv[1] if len(sys.argv) > 1 else "bench/results/paper/regions"
     first = None
-    print("| experiment | op | cache | x | paper placement | regions | regions / paper | extent tree |")
-    print("|---|---|---|---|---:|---:|---:|---:|")
+    jump = any("hashfs-regions-jump" in json.dumps(json.load(open(os.path.join(d, e + ".json"))))
+               for e in EXPERIMENTS if os.path.exists(os.path.join(d, e + ".json")))
+    if jump:
+        # A run with the regions placement's two bucket functions (issue 57, at ac6176c,
+        # reverted after it): the walk down (hashfs-regions) and jump hashing's
+        # (hashfs-regions-jump).
+        print("| experiment | op | cache | x | paper placement | regions | regions, jump hashing | regions / paper | jump / paper |")
+        print("|---|---|---|---|---:|---:|---:|---:|---:|")
+    else:
+        print("| experiment | op | cache | x | paper placement | regions | regions / paper | extent tree |")
+        print("|---|---|---|---|---:|---:|---:|---:|")
     for e in EXPERIMENTS:
         path = os.path.join(d, e + ".json")
         if not os.path.exists(path):
@@ -37,7 +51,12 @@ def main():
             fig = lambda c: "-" if not c else (  # noqa: E731
                 f"{c['mean']:,.0f} ± {c['ci95']:,.0f}" if c.get("ci95") is not None else f"{c['mean']:,.0f}")
             ratio = m["hashfs-regions"]["mean"] / m["hashfs"]["mean"]
-            print(f"| {e} | {op} | {cache} | {x} | {fig(m['hashfs'])} | {fig(m['hashfs-regions'])} | {ratio:.2f} | {fig(m.get('extent-tree'))} |")
+            if jump:
+                j = m.get("hashfs-regions-jump")
+                jr = f"{j['mean'] / m['hashfs']['mean']:.2f}" if j else "-"
+                print(f"| {e} | {op} | {cache} | {x} | {fig(m['hashfs'])} | {fig(m['hashfs-regions'])} | {fig(j)} | {ratio:.2f} | {jr} |")
+            else:
+                print(f"| {e} | {op} | {cache} | {x} | {fig(m['hashfs'])} | {fig(m['hashfs-regions'])} | {ratio:.2f} | {fig(m.get('extent-tree'))} |")
     if first:
         mach = first["machine"]
         print(f"\nMapping cycles per operation; commit {first['git_commit']}, {first['images']} images per point, "
