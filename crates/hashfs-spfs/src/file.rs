@@ -217,7 +217,7 @@ impl Stack {
         }
         drop(st);
         if gone {
-            self.prune(key);
+            self.prune_unkept(key); // deleted: nothing of it may pass to its inode number's next file
         }
     }
 
@@ -241,8 +241,8 @@ impl Stack {
         let idle = st.opens == 0;
         // A file whose last name went must not leave its kept Sync Factor to a new file
         // on its inode number (the handle of a deleted inode is stale).
-        let unnamed = st.pm.is_none()
-            && st.handle.as_ref().is_some_and(|h| {
+        let unnamed = st.gone
+            || st.handle.as_ref().is_some_and(|h| {
                 h.open(self.store.lower_dir(), libc::O_PATH)
                     .and_then(|fd| Ok(rustix::fs::fstat(&fd)?.st_nlink == 0))
                     .unwrap_or(true)

@@ -359,6 +359,19 @@ mod tests {
         std::fs::remove_file(&path).unwrap();
         s.name_removed(Some(k));
         assert!(s.existing(k).is_none(), "a deleted file's factor would go to the next file on its inode number");
+        // A promoted file deleted while open: forgotten at its last close.
+        let path = dir.path().join("lower/p");
+        let f = rw(&path);
+        syncs(&s, &f, 40);
+        let k = key(&f);
+        assert!(s.existing(k).unwrap().promoted());
+        assert!(s.save_profiles().unwrap(), "saved (its handle taken)");
+        let sh = s.opened(k);
+        std::fs::remove_file(&path).unwrap();
+        s.name_removed(Some(k));
+        assert!(s.existing(k).is_some(), "open: still there");
+        s.closed(k, &sh);
+        assert!(s.existing(k).is_none(), "a deleted promoted file's state outlived its last close");
     }
 
     #[test]
