@@ -51,9 +51,10 @@ struct Shim {
     /// Why the image could not be used (reported once), and the errno its paths fail
     /// with from then on (EBUSY for an image another process holds).
     error: Option<(String, c_int)>,
-    fds: Mutex<HashMap<c_int, Arc<OpenFile>>>,
+    /// Held across `fork` (`shim/fork.rs`): a [`ForkMutex`], which the child can let go of.
+    fds: hashfs::ForkMutex<HashMap<c_int, Arc<OpenFile>>>,
     fd_bits: FdSet,
-    dirs: Mutex<HashMap<usize, Box<DirStream>>>,
+    dirs: hashfs::ForkMutex<HashMap<usize, Box<DirStream>>>,
 }
 
 static SHIM: OnceLock<Shim> = OnceLock::new();
@@ -293,7 +294,13 @@ fn shim() -> &'static Shim {
             eprintln!("hashfs_preload: {e}; paths under {} will fail", prefix().unwrap_or(Path::new("?")).display());
         }
         OWNER_PID.store(current_pid(), Ordering::Relaxed);
-        Shim { fs, error, fds: Mutex::new(HashMap::new()), fd_bits: FdSet::new(), dirs: Mutex::new(HashMap::new()) }
+        Shim {
+            fs,
+            error,
+            fds: hashfs::ForkMutex::new(HashMap::new()),
+            fd_bits: FdSet::new(),
+            dirs: hashfs::ForkMutex::new(HashMap::new()),
+        }
     })
 }
 

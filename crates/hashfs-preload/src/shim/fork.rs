@@ -14,18 +14,18 @@
 
 use super::*;
 use hashfs::share::{Handle, OffsetGuard};
-use parking_lot::MutexGuard;
+use hashfs::{ForkMutex, ForkMutexGuard};
 
 /// A descriptor's file position (its open file description's offset).
 pub(super) struct Position {
-    local: Mutex<u64>,
+    local: ForkMutex<u64>,
     /// The description in the image's region, once a fork shared it.
     shared: OnceLock<Handle>,
 }
 
 /// A position held for a read, a write or a seek (the kernel's `f_pos_lock`).
 pub(super) struct PosGuard<'a> {
-    local: MutexGuard<'a, u64>,
+    local: ForkMutexGuard<'a, u64>,
     shared: Option<OffsetGuard<'static>>,
 }
 
@@ -36,13 +36,13 @@ pub(super) fn joined_fs() -> Option<&'static FileSystem<MmapDevice>> {
 
 impl Position {
     pub(super) fn new() -> Position {
-        Position { local: Mutex::new(0), shared: OnceLock::new() }
+        Position { local: ForkMutex::new(0), shared: OnceLock::new() }
     }
 
     /// A position of this process's alone, at `at` (a read-only participant's inherited
     /// descriptor, `exec.rs`).
     pub(super) fn at(at: u64) -> Position {
-        Position { local: Mutex::new(at), shared: OnceLock::new() }
+        Position { local: ForkMutex::new(at), shared: OnceLock::new() }
     }
 
     /// The position of a descriptor a program inherited across `execve` (`exec.rs`): the
@@ -50,7 +50,7 @@ impl Position {
     pub(super) fn adopted(h: Handle) -> Position {
         let shared = OnceLock::new();
         let _ = shared.set(h);
-        Position { local: Mutex::new(0), shared }
+        Position { local: ForkMutex::new(0), shared }
     }
 
     /// The description this position lives in, made now (at the position it has) if a fork
@@ -73,7 +73,7 @@ impl Position {
     }
 
     /// The process's own copy of the position, locked (a fork holds it across).
-    pub(super) fn local_lock(&self) -> MutexGuard<'_, u64> {
+    pub(super) fn local_lock(&self) -> ForkMutexGuard<'_, u64> {
         self.local.lock()
     }
 
@@ -117,10 +117,10 @@ impl Drop for PosGuard<'_> {
 
 /// What the parent holds across `fork`.
 struct Prepared {
-    descriptors: MutexGuard<'static, HashMap<c_int, Arc<OpenFile>>>,
+    descriptors: ForkMutexGuard<'static, HashMap<c_int, Arc<OpenFile>>>,
     /// The directory streams (a thread reading one must not leave its lock taken in the
     /// child's copy).
-    streams: MutexGuard<'static, HashMap<usize, Box<DirStream>>>,
+    streams: ForkMutexGuard<'static, HashMap<usize, Box<DirStream>>>,
     /// The open files whose positions are locked (their guards forgotten) until after.
     files: Vec<Arc<OpenFile>>,
     /// The mount's own preparation; None when the child cannot join (a mount of one

@@ -88,8 +88,8 @@ pub(super) fn stop_input_pumps() {
 /// the position, so an empty pipe under the held position means all was written.
 pub(super) fn drained_for_fork<'a>(
     of: &'a Arc<OpenFile>,
-    held: parking_lot::MutexGuard<'a, u64>,
-) -> parking_lot::MutexGuard<'a, u64> {
+    held: hashfs::ForkMutexGuard<'a, u64>,
+) -> hashfs::ForkMutexGuard<'a, u64> {
     let me = current_pid();
     let Some(end) = PUMPED.lock().iter().find(|p| p.output && p.pid == me && Arc::ptr_eq(&p.of, of)).map(|p| p.end)
     else {

@@ -23,12 +23,14 @@
 //! not yet published.
 
 mod fork;
+mod fork_mutex;
 mod join;
 mod read_only;
 mod read_side;
 #[cfg(test)]
 mod test_image;
 pub use fork::Fork;
+pub use fork_mutex::{ForkMutex, ForkMutexGuard};
 pub(crate) use join::mount;
 pub(crate) use read_only::{mount_read_only, ReadOnlyMount};
 

@@ -53,7 +53,7 @@ pub(crate) struct ReadOnlyMount {
     /// This process's own descriptor of the image (a new open file description, so that
     /// a forked child, which makes its own, never lets go of the parent's pins), through
     /// which it pins the inodes it has open; held while a file's open count moves.
-    pins: parking_lot::Mutex<Option<std::fs::File>>,
+    pins: super::ForkMutex<Option<std::fs::File>>,
     /// Held shared by every call, exclusive across a fork (so that the child's copy of
     /// the caches is one no thread was changing, as a writer's image lock makes it).
     calls: parking_lot::RwLock<()>,
@@ -115,7 +115,7 @@ pub(crate) fn mount_read_only<D: PmDevice>(
         seen: AtomicU64::new(from),
         catching: parking_lot::Mutex::new(()),
         calls: parking_lot::RwLock::new(()),
-        pins: parking_lot::Mutex::new(None),
+        pins: super::ForkMutex::new(None),
     };
     *ro.pins.lock() = Some(reopen(&*inner.dev)?);
     if let Some(r) = region {
