@@ -154,6 +154,7 @@ bugs=(
     "profiles-saved-in-place|crates/hashfs-spfs/src/saved_profiles.rs|a save of the Sync Factors removes the old table and writes the new one under its name (a crash between leaves no table, or an empty one, where the old or the new must be)|stacked"
     "takeover-leftovers-kept|crates/hashfs/src/fs/shared/mod.rs|a participant that takes over after a dead one releases its read side but not its open inodes and descriptions (an unlinked file the dead one had open stays allocated until the last participant leaves, and its descriptions stay taken)|test crash_consistency explore_several_descriptors"
     "fork-mutex-parking-lot|crates/hashfs/src/fs/shared/fork_mutex.rs|the locks a process holds across fork are parking_lot's, whose unlock may hand the lock to a thread that waited for it at the fork, which the child does not have (the child's next use of the descriptor table waits forever: Redis's BGREWRITEAOF child hung so)|unit a_child_that_lets_go_of_its_copy_can_take_it_again"
+    "fork-rwlock-parking-lot|crates/hashfs/src/fs/shared/fork_mutex.rs|a read-only participant's call lock, held for writing across its fork, is parking_lot's, whose unlock may hand it to a thread that waited to read at the fork, which the child does not have (the child's next fork waits forever)|unit a_child_that_lets_go_of_its_copy_of_the_rwlock_can_write_it"
     "ctfs-unlogged-pswap|crates/hashfs/src/mapping/ctfs/tx.rs|ctFS's partition move stores its page-table swap straight to PM before the transaction that names the new partition (the released ctFS's order)|ctfs append,write-past-eof,truncate-down"
 )
 
@@ -514,6 +515,10 @@ elif name == "fork-mutex-parking-lot":
     sub("crates/hashfs/src/fs/shared/fork_mutex.rs",
         "pub type ForkMutexGuard<'a, T> = lock_api::MutexGuard<'a, ForkRawMutex, T>;\n",
         "pub type ForkMutexGuard<'a, T> = lock_api::MutexGuard<'a, parking_lot::RawMutex, T>;\n")
+elif name == "fork-rwlock-parking-lot":
+    sub("crates/hashfs/src/fs/shared/fork_mutex.rs",
+        "pub type ForkRwLock<T> = lock_api::RwLock<ForkRawRwLock, T>;\n",
+        "pub type ForkRwLock<T> = lock_api::RwLock<parking_lot::RawRwLock, T>;\n")
 elif name == "exec-descriptor-unnamed":
     sub("crates/hashfs-preload/src/shim/exec.rs",
         "        if !name_passed(*fd, *passed, of) {\n",

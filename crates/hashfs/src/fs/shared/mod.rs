@@ -30,7 +30,7 @@ mod read_side;
 #[cfg(test)]
 mod test_image;
 pub use fork::Fork;
-pub use fork_mutex::{ForkMutex, ForkMutexGuard};
+pub use fork_mutex::{ForkMutex, ForkMutexGuard, ForkRwLock};
 pub(crate) use join::mount;
 pub(crate) use read_only::{mount_read_only, ReadOnlyMount};
 

@@ -56,7 +56,7 @@ pub(crate) struct ReadOnlyMount {
     pins: super::ForkMutex<Option<std::fs::File>>,
     /// Held shared by every call, exclusive across a fork (so that the child's copy of
     /// the caches is one no thread was changing, as a writer's image lock makes it).
-    calls: parking_lot::RwLock<()>,
+    calls: super::ForkRwLock<()>,
 }
 
 thread_local! {
@@ -114,7 +114,7 @@ pub(crate) fn mount_read_only<D: PmDevice>(
         watch,
         seen: AtomicU64::new(from),
         catching: parking_lot::Mutex::new(()),
-        calls: parking_lot::RwLock::new(()),
+        calls: super::ForkRwLock::new(()),
         pins: super::ForkMutex::new(None),
     };
     *ro.pins.lock() = Some(reopen(&*inner.dev)?);
