@@ -8,9 +8,9 @@
 //! waited past a timeout of up to a millisecond, which a fork's preparation easily takes),
 //! leaving the lock held for that thread. In the child that thread does not exist: the
 //! lock stays held, and the child's next use of it waits forever. Redis's BGREWRITEAOF
-//! child hung so (once in twelve runs of `apps.rs`'s Redis test on 2026-12-02: its
-//! `fopen` of the rewrite file waited on the descriptor table, which a background thread
-//! of the parent had been waiting for at the fork).
+//! child hung so now and then in `apps.rs`'s Redis test (its `fopen` of the rewrite file
+//! waited on the descriptor table, which a background thread of the parent had been
+//! waiting for at the fork; found 2026-12-02).
 //!
 //! This one is the plain three-state futex mutex (0 free, 1 held, 2 held with waiters): its
 //! unlock makes it free and wakes one waiter, never passes it on, so a child's unlock of
