@@ -8,12 +8,15 @@ use std::path::Path;
 pub fn run(image: &Path) -> Result<u8, Failure> {
     if image.is_dir() {
         return match crate::mountcmd::stacked_status(image) {
-            Some(s) => {
+            Ok(s) => {
                 println!("stacked mount  {}", image.display());
                 print!("{s}");
                 Ok(0)
             }
-            None => Err(fail(format!("{} is a directory, not an image or a stacked HashFS mount", image.display()))),
+            Err(e) => Err(fail(format!(
+                "{} is a directory, not an image or a stacked HashFS mount (its status: {e})",
+                image.display()
+            ))),
         };
     }
     let dev = open_image(image)?;

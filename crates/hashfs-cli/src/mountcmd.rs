@@ -255,7 +255,7 @@ pub fn umount(mountpoint: &Path, first: BeforeUnmount) -> Result<(), Failure> {
     let source =
         mounted_source(mountpoint).ok_or_else(|| fail(format!("{} is not a HashFS mount", mountpoint.display())))?;
     if first == BeforeUnmount::WriteBack {
-        if stacked_status(mountpoint).is_none() {
+        if stacked_status(mountpoint).is_err() {
             return Err(fail(format!(
                 "{} is not a stacked mount (--lower): nothing to write back",
                 mountpoint.display()
@@ -298,18 +298,25 @@ pub fn umount(mountpoint: &Path, first: BeforeUnmount) -> Result<(), Failure> {
 }
 
 /// A stacked mount's status text (None: not a stacked mount).
-pub fn stacked_status(mountpoint: &Path) -> Option<String> {
-    root_xattr(mountpoint, "hashfs.status")
+pub fn stacked_status(mountpoint: &Path) -> std::io::Result<String> {
+    root_xattr_or_error(mountpoint, "hashfs.status")
 }
 
 /// The mount's root attribute `name` (one the daemon answers), as text.
 fn root_xattr(mountpoint: &Path, name: &str) -> Option<String> {
-    let p = std::ffi::CString::new(mountpoint.as_os_str().as_encoded_bytes()).ok()?;
-    let name = std::ffi::CString::new(name).ok()?;
+    root_xattr_or_error(mountpoint, name).ok()
+}
+
+fn root_xattr_or_error(mountpoint: &Path, name: &str) -> std::io::Result<String> {
+    let p = std::ffi::CString::new(mountpoint.as_os_str().as_encoded_bytes())?;
+    let name = std::ffi::CString::new(name)?;
     let mut buf = vec![0u8; 1 << 20];
     // SAFETY: NUL-terminated path and name; `buf` is writable for the length passed.
     let n = unsafe { libc::getxattr(p.as_ptr(), name.as_ptr(), buf.as_mut_ptr().cast(), buf.len()) };
-    (n >= 0).then(|| String::from_utf8_lossy(&buf[..n as usize]).into_owned())
+    if n < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(String::from_utf8_lossy(&buf[..n as usize]).into_owned())
 }
 
 /// Whether process `pid` runs (a zombie, exited but not yet waited for, does not).

@@ -80,7 +80,7 @@ impl Stacked {
 
     fn info(&self) -> String {
         let o = hashfs().args(["info"]).arg(&self.mnt).output().unwrap();
-        assert!(o.status.success(), "info: {}", String::from_utf8_lossy(&o.stderr));
+        assert!(o.status.success(), "info: {}\ndaemon's log:\n{}", String::from_utf8_lossy(&o.stderr), self.log());
         String::from_utf8(o.stdout).unwrap()
     }
 
@@ -567,6 +567,17 @@ fn counter(info: &str, label: &str) -> u64 {
     info[at + label.len() + 1..].split_whitespace().next().unwrap().parse().unwrap()
 }
 
+/// Waits until the daemon has seen every handle closed: the kernel sends a handle's
+/// release after close(2) returned, and until the daemon has it, the next open of the file
+/// shares the closed handles' mode (passthrough), as it must while they are open.
+fn released(s: &Stacked) {
+    let t = Instant::now();
+    while counter(&s.info(), "handles open") > 0 {
+        assert!(t.elapsed() < Duration::from_secs(10), "handles never released: {}", s.info());
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
 /// `passthrough=on` (issue 58): a file below that is not syncing is served by the kernel
 /// from the lower file; every handle opened while one is open shares its mode (the kernel
 /// keeps one per inode), so a file whose fsyncs ask for promotion meanwhile is promoted at
@@ -599,6 +610,7 @@ fn passthrough_serves_files_below_and_promotes_at_the_next_open() {
     reader.read_exact_at(&mut seen, 0).unwrap();
     assert_eq!(seen, model, "the other handle reads the same bytes");
     drop((f, reader));
+    released(&s);
     // The next open promotes the file and is the daemon's: its fsyncs are absorbed.
     let f = OpenOptions::new().read(true).write(true).open(s.p("db")).unwrap();
     assert_eq!(s.promoted(), 1, "{}", s.info());
@@ -674,6 +686,8 @@ fn passthrough_leaves_a_syncing_file_to_the_daemon() {
             // passthrough one beside it the kernel would refuse, EIO).
             assert_eq!(fs::read(s.p("mbox")).unwrap(), model, "a second open beside a daemon-served one");
         }
+        drop(f);
+        released(&s); // each delivery's open comes after the last one's release
     }
     let info = s.info();
     assert_eq!(s.promoted(), 1, "{info}");

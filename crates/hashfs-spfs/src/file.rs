@@ -305,6 +305,26 @@ mod tests {
         false
     }
 
+    /// The status fits the 64 KiB the kernel lets an extended attribute (how `hashfs info`
+    /// reads it from a mount): with many promoted files it lists what fits and counts the rest.
+    #[test]
+    fn the_status_of_many_promoted_files_fits_an_extended_attribute() {
+        let dir = tempfile::tempdir_in("/var/tmp").unwrap();
+        let s = stack(dir.path());
+        for i in 0..300 {
+            let f = File::create(dir.path().join(format!("lower/{i:03}-{}", "m".repeat(200)))).unwrap();
+            let m = f.metadata().unwrap();
+            let sh = s.opened((std::os::unix::fs::MetadataExt::dev(&m), std::os::unix::fs::MetadataExt::ino(&m)));
+            s.promote(&mut sh.lock(), &f);
+        }
+        let status = s.status();
+        assert!(status.contains("promoted files: 300"), "{status}");
+        assert!(status.len() <= 64 << 10, "{} bytes", status.len());
+        let listed = status.lines().filter(|l| l.starts_with("  /")).count();
+        assert!(listed > 100 && listed < 300, "{listed} listed");
+        assert!(status.ends_with(&format!("  ... and {} more\n", 300 - listed)), "{status}");
+    }
+
     #[test]
     fn a_deleted_promoted_files_inode_number_comes_back_as_a_new_file_that_can_be_promoted() {
         // ext4 under /var/tmp exports file handles (tmpfs may not).

@@ -246,6 +246,11 @@ impl Drop for FileGuard<'_> {
     }
 }
 
+/// The status lists promoted files up to this many bytes: the mount answers it as an
+/// extended attribute, which the kernel caps at 64 KiB (a longer one fails with E2BIG; a
+/// mount whose directory rule had promoted hundreds of messages could not be inspected).
+pub const STATUS_LISTED_BYTES: usize = 60 << 10;
+
 /// Files promoted now, over every stack of the process (a stack dropped with promoted
 /// files leaves them counted: the count is never lower than the truth).
 static PROMOTED_FILES: AtomicU64 = AtomicU64::new(0);
@@ -443,6 +448,13 @@ impl Stack {
             c.promotions_deferred.load(Ordering::Relaxed),
             c.dir_promotions.load(Ordering::Relaxed)
         );
+        let cells: Vec<Shared> = lock(&self.files).values().cloned().collect();
+        let (open, through) = cells.iter().fold((0, 0), |(o, p), c| {
+            let st = c.lock();
+            (o + st.opens, p + st.passthrough)
+        });
+        // The kernel sends a handle's release after close(2) returns: these lag behind it.
+        let _ = writeln!(s, "handles open: {open}  of them passthrough: {through}");
         let saved = lock(&self.profiles_saved).get(8..12).map_or(0, |c| u32::from_le_bytes(c.try_into().expect("4")));
         let _ = writeln!(s, "sync factors saved for the next mount: {saved}");
         let mut rows: Vec<(String, u64, f64)> = self
@@ -457,8 +469,14 @@ impl Stack {
             .collect();
         rows.sort_by(|a, b| a.0.cmp(&b.0));
         let _ = writeln!(s, "promoted files: {}", rows.len());
-        for (path, size, sf) in rows {
-            let _ = writeln!(s, "  {path}  size {size}  sync factor {sf:.3}");
+        let total = rows.len();
+        for (listed, (path, size, sf)) in rows.into_iter().enumerate() {
+            let line = format!("  {path}  size {size}  sync factor {sf:.3}\n");
+            if s.len() + line.len() > STATUS_LISTED_BYTES {
+                let _ = writeln!(s, "  ... and {} more", total - listed);
+                break;
+            }
+            s.push_str(&line);
         }
         s
     }
