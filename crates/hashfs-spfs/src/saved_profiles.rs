@@ -129,17 +129,7 @@ impl<D: PmDevice> PmStore<D> {
         if m.size > MAX_BYTES {
             return Err(format!("/sync-profiles: {} bytes, more than a table holds", m.size));
         }
-        let f =
-            self.fs.open_ino(m.ino, Access { read: true, write: false, append: false }).map_err(|e| e.to_string())?;
-        let mut buf = vec![0u8; m.size as usize];
-        let mut at = 0;
-        while at < buf.len() {
-            match f.read_at(at as u64, &mut buf[at..]) {
-                Ok(0) => return Err("/sync-profiles: shorter than its size".into()),
-                Ok(n) => at += n,
-                Err(e) => return Err(format!("/sync-profiles: {e}")),
-            }
-        }
+        let buf = self.fs.read(std::path::Path::new("/sync-profiles")).map_err(|e| format!("/sync-profiles: {e}"))?;
         decode(&buf).map_err(|e| format!("/sync-profiles: {e}"))
     }
 
