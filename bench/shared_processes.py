@@ -16,8 +16,8 @@ over 5 ms, and the number of kills. With --joins as well, the others kill no one
 joins the image, stats a directory and exits (what a join costs the participants already
 there).
 
-Usage: python3 bench/shared_processes.py [--rounds N] [--seconds S] [--size 128M] [--json FILE]
-       python3 bench/shared_processes.py --kill SECONDS [--joins] [--image-size 1G] [--json FILE]
+Usage: python3 bench/shared_processes.py [--rounds N] [--seconds S] [--size 128M] [--shim PATH] [--json FILE]
+       python3 bench/shared_processes.py --kill SECONDS [--joins] [--image-size 1G] [--shim PATH] [--json FILE]
 Needs: fio and the release build (cargo build --release --workspace).
 """
 import argparse, json, os, random, signal, subprocess, sys, tempfile, time
@@ -97,7 +97,7 @@ def kill_loop(a):
     with tempfile.TemporaryDirectory(dir=a.dir) as d:
         image = os.path.join(d, "img")
         subprocess.run([HASHFS, "mkfs", image, "--size", a.image_size], check=True, capture_output=True)
-        env = dict(os.environ, LD_PRELOAD=SHIM, HASHFS_IMAGE=image, HASHFS_MOUNT=PREFIX)
+        env = dict(os.environ, LD_PRELOAD=a.shim, HASHFS_IMAGE=image, HASHFS_MOUNT=PREFIX)
         surv = subprocess.Popen([sys.executable, "-c", SURVIVOR, f"{PREFIX}/s", str(a.kill)], env=env,
                                 stdout=subprocess.PIPE, text=True)
         assert surv.stdout.readline().strip() == "ready"
@@ -139,6 +139,7 @@ def main():
     ap.add_argument("--kill", type=float, help="measure a survivor's latency while others die, for SECONDS")
     ap.add_argument("--joins", action="store_true", help="with --kill: the others join and exit, killed by no one")
     ap.add_argument("--image-size", default="1G")
+    ap.add_argument("--shim", default=SHIM, help="the libhashfs_preload.so to run (default: the release build's)")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--seconds", type=int, default=5)
     ap.add_argument("--size", default="128M")
@@ -158,7 +159,7 @@ def main():
                     if t.startswith("shim"):
                         image = os.path.join(d, "img")
                         subprocess.run([HASHFS, "mkfs", image, "--size", "1G"], check=True, capture_output=True)
-                        env = dict(os.environ, LD_PRELOAD=SHIM, HASHFS_IMAGE=image, HASHFS_MOUNT=PREFIX)
+                        env = dict(os.environ, LD_PRELOAD=a.shim, HASHFS_IMAGE=image, HASHFS_MOUNT=PREFIX)
                         paths = [f"{PREFIX}/f{i}" for i in range(n)]
                     else:
                         env = dict(os.environ)

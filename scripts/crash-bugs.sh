@@ -141,7 +141,7 @@ bugs=(
     "mount-rename-unlocked|crates/hashfs/src/fs/api.rs|a rename by inode (the mount's) runs without the image lock: it neither waits for the other participants nor publishes what it changed (a shim process keeps its old view of the names)|test fuse_shared saves_on_either_side_are_read_whole_on_the_other"
     "mount-node-id-is-ino|crates/hashfs-fuse/src/nodes.rs|the mount gives the kernel inode numbers as node IDs (a directory another participant removed, whose number a new directory took, lists the new one's names through the kernel's old inode)|test fuse_shared a_removed_directory_never_turns_into_the_one_that_takes_its_number"
     "mount-lookup-not-kept|crates/hashfs-fuse/src/lib.rs|a shared mount's lookup does not keep the regular file it finds open for the kernel's open that follows (another participant's rename over the name frees it between the two, and the open fails with ESTALE)|test fuse_shared saves_on_either_side_are_read_whole_on_the_other"
-    "join-ring-after-read|crates/hashfs/src/fs/shared/join.rs|a participant joining beside the others counts its caches from where the ring of changes stood when it took its place, not before it read the image (an inode another made meanwhile is handed out again)|unit a_file_made_while_a_participant_joins_is_seen_by_it"
+    "inode-bits-own|crates/hashfs/src/fs/shared/mod.rs|every participant allocates inodes from a bitmap of its own, read from the inode table as it joins (as before the region held one), which no one tells of what the others make after that|unit a_file_made_while_a_participant_joins_is_seen_by_it"
     "read-only-unvalidated|crates/hashfs/src/fs/shared/read_only.rs|a read-only participant trusts a call's first pass though a participant held the image lock while it ran (a file rewritten meanwhile reads as its new bytes cut to its old size)|unit a_read_beside_a_change_is_read_again"
     "read-only-sequence-still|crates/hashfs/src/share/sequence.rs|the image lock's holder leaves the lock's sequence as it was, so a read-only participant never sees that a change ran beside its call|unit a_read_beside_a_change_is_read_again"
     "read-only-pin-ignored|crates/hashfs/src/fs/shared/mod.rs|a writer frees an unlinked file that a read-only participant has open (pinned), whose blocks another file then takes|unit a_file_a_read_only_participant_has_open_stays_until_it_closes"
@@ -155,6 +155,7 @@ bugs=(
     "takeover-leftovers-kept|crates/hashfs/src/fs/shared/mod.rs|a participant that takes over after a dead one releases its read side but not its open inodes and descriptions (an unlinked file the dead one had open stays allocated until the last participant leaves, and its descriptions stay taken)|test crash_consistency explore_several_descriptors"
     "fork-mutex-parking-lot|crates/hashfs/src/fs/shared/fork_mutex.rs|the locks a process holds across fork are parking_lot's, whose unlock may hand the lock to a thread that waited for it at the fork, which the child does not have (the child's next use of the descriptor table waits forever: Redis's BGREWRITEAOF child hung so)|unit a_child_that_lets_go_of_its_copy_can_take_it_again"
     "fork-rwlock-parking-lot|crates/hashfs/src/fs/shared/fork_mutex.rs|a read-only participant's call lock, held for writing across its fork, is parking_lot's, whose unlock may hand it to a thread that waited to read at the fork, which the child does not have (the child's next fork waits forever)|unit a_child_that_lets_go_of_its_copy_of_the_rwlock_can_write_it"
+    "takeover-inode-bits-kept|crates/hashfs/src/fs/shared/mod.rs|a participant that recovers the image after a dead one leaves the region's inode bitmap as the dead one left it (only an image's first mount puts its scan there): an inode the dead one's rolled-back create took stays taken, and one a call it finished made can be handed out again|death create,mkdir"
     "ctfs-unlogged-pswap|crates/hashfs/src/mapping/ctfs/tx.rs|ctFS's partition move stores its page-table swap straight to PM before the transaction that names the new partition (the released ctFS's order)|ctfs append,write-past-eof,truncate-down"
 )
 
@@ -198,8 +199,8 @@ elif name == "claim-without-cas":
         "            if v == EMPTY || v == TOMBSTONE {\n                self.dev.store_u64(self.slot_off(s), marker);\n                self.used.fetch_add(1, Ordering::Relaxed);\n")
 elif name == "dir-insert-split-lock":
     sub("crates/hashfs/src/fs/ops.rs",
-        "        self.check_new_entry(&pcell, &mut pst, name, spec.file_type())?;\n        let ino = self.ialloc.alloc()?;\n",
-        "        self.check_new_entry(&pcell, &mut pst, name, spec.file_type())?;\n        drop(pst);\n        let ino = self.ialloc.alloc()?;\n")
+        "        self.check_new_entry(&pcell, &mut pst, name, spec.file_type())?;\n        let ino = self.alloc_ino()?;\n",
+        "        self.check_new_entry(&pcell, &mut pst, name, spec.file_type())?;\n        drop(pst);\n        let ino = self.alloc_ino()?;\n")
     sub("crates/hashfs/src/fs/ops.rs",
         "        let now = inode::now_ns();\n        let (ftype, mut raw) = spec.initial_inode(parent, owner, now);\n",
         "        let mut pst = pcell.state.write();\n        let now = inode::now_ns();\n        let (ftype, mut raw) = spec.initial_inode(parent, owner, now);\n")
@@ -288,7 +289,7 @@ elif name == "region-created-over":
         "let linked = std::fs::rename(&tmp, path);")
 elif name == "enospc-keeps-inode":
     sub("crates/hashfs/src/fs/ops.rs",
-        "                Err(e) => {\n                    self.ialloc.free(ino);\n                    return Err(e);\n",
+        "                Err(e) => {\n                    self.free_ino(ino);\n                    return Err(e);\n",
         "                Err(e) => {\n                    return Err(e);\n")
 elif name == "free-while-open":
     sub("crates/hashfs/src/fs/ops.rs",
@@ -457,10 +458,13 @@ elif name == "mount-lookup-not-kept":
     sub("crates/hashfs-fuse/src/lib.rs",
         "if self.locks.is_none() || self.nodes.keep_recent(&self.fs, &m) || tries == hashfs::OPEN_RETRIES {",
         "if self.locks.is_none() || tries >= 1 || tries == hashfs::OPEN_RETRIES {")
-elif name == "join-ring-after-read":
-    sub("crates/hashfs/src/fs/shared/join.rs",
-        "            (inner, report, from)\n",
-        "            (inner, report, words.changes.load(Ordering::Acquire))\n")
+elif name == "inode-bits-own":
+    sub("crates/hashfs/src/fs/shared/mod.rs",
+        "            Some(sh) => sh.region.inode_bits(),\n",
+        "            Some(_) => self.ialloc.own(),\n")
+    sub("crates/hashfs/src/fs/recovery.rs",
+        "        let scan = matches!(how, MountAs::Reading);\n",
+        "        let scan = matches!(how, MountAs::Reading | MountAs::Joining);\n")
 elif name == "read-only-unvalidated":
     sub("crates/hashfs/src/fs/shared/read_only.rs",
         "                    if region.sequence_unchanged(seq) {\n",
@@ -519,6 +523,10 @@ elif name == "fork-rwlock-parking-lot":
     sub("crates/hashfs/src/fs/shared/fork_mutex.rs",
         "pub type ForkRwLock<T> = lock_api::RwLock<ForkRawRwLock, T>;\n",
         "pub type ForkRwLock<T> = lock_api::RwLock<parking_lot::RawRwLock, T>;\n")
+elif name == "takeover-inode-bits-kept":
+    sub("crates/hashfs/src/fs/shared/mod.rs",
+        "    fs.ialloc.publish_to(region.inode_bits());\n",
+        "    if region.words().mounted.load(Ordering::Acquire) == 0 {\n        fs.ialloc.publish_to(region.inode_bits());\n    }\n")
 elif name == "exec-descriptor-unnamed":
     sub("crates/hashfs-preload/src/shim/exec.rs",
         "        if !name_passed(*fd, *passed, of) {\n",

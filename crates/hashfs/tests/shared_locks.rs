@@ -267,8 +267,8 @@ fn foreign_regions_are_refused_with_a_reason() {
     assert!(e.to_string().contains("not a HashFS shared region"), "{e}");
     std::fs::remove_file(&path).unwrap();
     assert_eq!(
-        LAYOUT_VERSION, 6,
-        "version 6: the image lock has a sequence (odd while held) that read-only participants read under"
+        LAYOUT_VERSION, 7,
+        "version 7: the inode bitmap is the region's (its size depends on the image's inode count)"
     );
 }
 

@@ -394,8 +394,8 @@ impl<D: PmDevice> FileSystem<D> {
             block_bytes: BLOCK_BYTES,
             blocks_total: total,
             blocks_free: free,
-            inodes_total: self.inner.ialloc.count(),
-            inodes_free: self.inner.ialloc.count() - self.inner.ialloc.used(),
+            inodes_total: self.inner.geo.inode_count,
+            inodes_free: self.inner.geo.inode_count.saturating_sub(self.inner.inodes_used()),
             name_max: MAX_NAME_BYTES as u64,
         }
     }

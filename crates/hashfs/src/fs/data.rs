@@ -514,7 +514,7 @@ impl<D: PmDevice> FsInner<D> {
         self.persist_times(cell, st); // only forgets them
         self.untag(cell, st); // the same
         self.inodes.remove(cell.ino);
-        self.ialloc.free(cell.ino);
+        self.free_ino(cell.ino);
         if let (Some(c), Some(r)) = (xattrs, xraw) {
             let mut xst = c.state.write();
             xst.raw = r;

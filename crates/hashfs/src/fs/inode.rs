@@ -8,6 +8,7 @@ use crate::layout::inode::{InodeRaw, InodeState as MediaState};
 use crate::layout::{Geometry, Ino};
 use crate::mapping::tcache::TranslationCache;
 use crate::pm::PmDevice;
+use crate::share::InodeBits;
 use crate::{Error, Result};
 use bytemuck::Zeroable;
 use parking_lot::{Mutex, RwLock};
@@ -209,7 +210,10 @@ pub fn tx_free_inode<D: PmDevice>(tx: &mut crate::journal::Tx<'_, D>, geo: &Geom
     tx.write(geo.inode_off(ino), &[0u8; crate::layout::INODE_BYTES]);
 }
 
-/// Free-inode bitmap in DRAM, rebuilt at mount from the inode table.
+/// Free-inode bitmap, rebuilt at mount from the inode table: in DRAM, or on a mount
+/// shared by many processes in the image's region, where every participant allocates from
+/// one set of bits (`share::InodeBits`; the `_in` methods, which `FsInner::inode_bits`
+/// points at the right one).
 pub struct InodeAllocator {
     words: Vec<AtomicU64>,
     count: u64,
@@ -227,6 +231,17 @@ impl InodeAllocator {
         }
     }
 
+    /// An allocator of `count` inodes with no bits of its own (a participant of a shared
+    /// mount allocates from the region's): its own allocate nothing.
+    pub fn without_bits(count: u64) -> InodeAllocator {
+        InodeAllocator { words: Vec::new(), count, cursor: AtomicU64::new(0), used: AtomicU64::new(0) }
+    }
+
+    /// Its own bits, in DRAM.
+    pub fn own(&self) -> InodeBits<'_> {
+        InodeBits { words: &self.words, used: &self.used }
+    }
+
     /// Marks `ino` in use (mount-time scan).
     pub fn mark_used(&self, ino: Ino) {
         let i = ino.get() - 1;
@@ -236,8 +251,8 @@ impl InodeAllocator {
         }
     }
 
-    /// Clears `ino`'s bit if it is set: the media says the inode is free (a shared mount's
-    /// refresh, `fs/shared/mod.rs`, where another participant may have freed it).
+    /// Clears `ino`'s bit if it is set: the media says the inode is free (a read-only
+    /// participant's refresh, `fs/shared/mod.rs`, where another process may have freed it).
     pub fn mark_free(&self, ino: Ino) {
         let i = ino.get() - 1;
         let bit = 1u64 << (i % 64);
@@ -246,12 +261,17 @@ impl InodeAllocator {
         }
     }
 
-    pub fn alloc(&self) -> Result<Ino> {
-        let nwords = self.words.len() as u64;
+    /// Takes a free inode of `bits` (this allocator's own or a region's, of as many
+    /// inodes), looking from where this allocator last found one.
+    pub fn alloc_in(&self, bits: InodeBits<'_>) -> Result<Ino> {
+        let nwords = bits.words.len() as u64;
+        if nwords == 0 {
+            return Err(Error::NoSpace);
+        }
         let start = self.cursor.load(Ordering::Relaxed) % nwords;
         for k in 0..nwords {
             let w = (start + k) % nwords;
-            let word = &self.words[w as usize];
+            let word = &bits.words[w as usize];
             let mut cur = word.load(Ordering::Relaxed);
             loop {
                 let free = !cur;
@@ -266,7 +286,7 @@ impl InodeAllocator {
                 match word.compare_exchange_weak(cur, cur | (1 << bit), Ordering::AcqRel, Ordering::Relaxed) {
                     Ok(_) => {
                         self.cursor.store(w, Ordering::Relaxed);
-                        self.used.fetch_add(1, Ordering::Relaxed);
+                        bits.used.fetch_add(1, Ordering::Relaxed);
                         return Ok(Ino(i as u32 + 1));
                     }
                     Err(now) => cur = now,
@@ -276,19 +296,22 @@ impl InodeAllocator {
         Err(Error::NoSpace)
     }
 
-    pub fn free(&self, ino: Ino) {
+    /// Gives `ino` back to `bits`.
+    pub fn free_in(&self, bits: InodeBits<'_>, ino: Ino) {
         let i = ino.get() - 1;
-        let prev = self.words[(i / 64) as usize].fetch_and(!(1 << (i % 64)), Ordering::AcqRel);
+        let prev = bits.words[(i / 64) as usize].fetch_and(!(1 << (i % 64)), Ordering::AcqRel);
         debug_assert!(prev & (1 << (i % 64)) != 0, "double free of inode {ino}");
-        self.used.fetch_sub(1, Ordering::Relaxed);
+        bits.used.fetch_sub(1, Ordering::Relaxed);
     }
 
-    pub fn used(&self) -> u64 {
-        self.used.load(Ordering::Relaxed)
-    }
-
-    pub fn count(&self) -> u64 {
-        self.count
+    /// Copies this allocator's bits over `bits` (of as many inodes): what a shared mount's
+    /// recovery found, for every participant to allocate from (under the image lock).
+    pub fn publish_to(&self, bits: InodeBits<'_>) {
+        debug_assert_eq!(bits.words.len(), self.words.len(), "bitmaps of one image");
+        for (to, from) in bits.words.iter().zip(&self.words) {
+            to.store(from.load(Ordering::Relaxed), Ordering::Relaxed);
+        }
+        bits.used.store(self.used.load(Ordering::Relaxed), Ordering::Release);
     }
 }
 
@@ -329,12 +352,39 @@ mod tests {
         let a = InodeAllocator::new(130);
         a.mark_used(Ino(1));
         let mut seen = std::collections::HashSet::new();
-        while let Ok(i) = a.alloc() {
+        while let Ok(i) = a.alloc_in(a.own()) {
             assert!(i.0 >= 2 && i.0 <= 130);
             assert!(seen.insert(i));
         }
         assert_eq!(seen.len(), 129);
-        a.free(Ino(77));
-        assert_eq!(a.alloc().unwrap(), Ino(77));
+        a.free_in(a.own(), Ino(77));
+        assert_eq!(a.alloc_in(a.own()).unwrap(), Ino(77));
+    }
+
+    /// A participant of a shared mount allocates from bits it does not own (the region's),
+    /// as many as the image has inodes; its own, none, allocate nothing; a recovery's
+    /// bits and count are copied over the shared ones whole.
+    #[test]
+    fn an_allocator_without_bits_allocates_from_anothers() {
+        let scanned = InodeAllocator::new(70);
+        for i in [1, 2, 65] {
+            scanned.mark_used(Ino(i));
+        }
+        let words: Vec<AtomicU64> = (0..2).map(|_| AtomicU64::new(u64::MAX)).collect();
+        let used = AtomicU64::new(99);
+        let shared = || InodeBits { words: &words, used: &used };
+        scanned.publish_to(shared());
+        assert_eq!(used.load(Ordering::Relaxed), 3);
+        let joiner = InodeAllocator::without_bits(70);
+        assert!(matches!(joiner.alloc_in(joiner.own()), Err(Error::NoSpace)));
+        let mut got = Vec::new();
+        while let Ok(i) = joiner.alloc_in(shared()) {
+            got.push(i.0);
+        }
+        let expected: Vec<u32> = (3..=70).filter(|&i| i != 65).collect();
+        assert_eq!(got, expected, "each free inode of the shared bits once, none past the count");
+        assert_eq!(used.load(Ordering::Relaxed), 70);
+        joiner.free_in(shared(), Ino(40));
+        assert_eq!(scanned.alloc_in(shared()).unwrap(), Ino(40), "freed by one, taken by another");
     }
 }

@@ -304,12 +304,12 @@ impl<D: PmDevice> FsInner<D> {
         let pcell = self.cell(parent)?;
         let mut pst = pcell.state.write();
         self.check_new_entry(&pcell, &mut pst, name, spec.file_type())?;
-        let ino = self.ialloc.alloc()?;
+        let ino = self.alloc_ino()?;
         let sym_slot = match spec {
             NodeSpec::Symlink { target } => match self.write_symlink_block(ino, target) {
                 Ok(slot) => Some(slot),
                 Err(e) => {
-                    self.ialloc.free(ino);
+                    self.free_ino(ino);
                     return Err(e);
                 }
             },
@@ -321,7 +321,7 @@ impl<D: PmDevice> FsInner<D> {
             if let Some(s) = sym_slot {
                 self.unclaim_blocks(&[s]);
             }
-            self.ialloc.free(ino);
+            self.free_ino(ino);
             return Err(e);
         }
         let cell = Arc::new(InodeCell::new(ino, raw));

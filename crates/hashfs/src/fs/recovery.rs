@@ -71,9 +71,13 @@ pub(crate) fn mappable_blocks(size: u64) -> u64 {
 pub(crate) enum MountAs<'a> {
     /// No one else uses the image: recover it if it was not unmounted cleanly.
     Alone,
-    /// Others have it mounted and none is inside a call: it is read as it is, nothing is
-    /// written (its unlinked files may be open elsewhere).
+    /// Others have it mounted (a participant of a shared mount joins them): nothing is
+    /// read but the superblock, nothing written (its unlinked files may be open
+    /// elsewhere); the inode bitmap it allocates from is the region's.
     Joining,
+    /// A read-only participant: as `Joining`, but the inode table is read as it is, for
+    /// the counts of its own inode bitmap (it allocates nothing).
+    Reading,
     /// A participant died inside a call: recovered as after a power failure, but the
     /// unlinked files `keep` names (open in live participants) stay.
     Recovering { keep: &'a dyn Fn(Ino) -> bool },
@@ -87,8 +91,9 @@ pub(crate) fn mount<D: PmDevice>(
     let (sb, geo, source) = read_superblock(&*dev)?;
     let mut report = MountReport { used_superblock_copy: source == SuperblockSource::Secondary, ..Default::default() };
     let total_work = geo.inode_count + geo.data_blocks;
-    if matches!(how, MountAs::Joining) {
-        return join(dev, sb, geo, report, &|d| progress(d, total_work));
+    if matches!(how, MountAs::Joining | MountAs::Reading) {
+        let scan = matches!(how, MountAs::Reading);
+        return join(dev, sb, geo, report, scan, &|d| progress(d, total_work));
     }
     let (jrep, first_txid) = journal::recover(&*dev, &geo)?;
     report.rolled_back_txids = jrep.rolled_back_txids;
@@ -145,25 +150,38 @@ pub(crate) fn mount<D: PmDevice>(
     Ok((inner, report))
 }
 
-/// A participant joins a shared mount others have mounted (`fs/shared/join.rs`): the
-/// inode table read as it is, maybe while the others change it (what they change is named
-/// in the region's ring of changes, which the participant catches up with before its first
-/// call), with nothing written and nothing checked that a change in progress could make
-/// look wrong. The journals are not read (an open one is another participant's call in
-/// progress: the region holds the next transaction id), nor is the mapping scanned (a
-/// mapping shared by processes keeps no DRAM state but its used count, which the region
-/// holds).
+/// A participant joins a shared mount others have mounted (`fs/shared/join.rs`): nothing
+/// is written, and nothing read that the others keep in the region. The journals are not
+/// read (an open one is another participant's call in progress: the region holds the next
+/// transaction id), the mapping is not scanned (a mapping shared by processes keeps no DRAM
+/// state but its used count, which the region holds), and neither is the inode table (the
+/// region holds the inode bitmap); so a join takes the same time on an image of any size.
+/// With `scan` (a read-only participant, which keeps a bitmap of its own for its counts),
+/// the inode table is read as it is, maybe while the others change it (what they change is
+/// named in the region's ring of changes, which it catches up with before its first call),
+/// with nothing checked that a change in progress could make look wrong.
 fn join<D: PmDevice>(
     dev: Arc<D>,
     sb: crate::layout::Superblock,
     geo: Geometry,
     mut report: MountReport,
+    scan: bool,
     progress: &dyn Fn(u64),
 ) -> Result<(Arc<FsInner<D>>, MountReport)> {
     report.was_clean = true;
     let map = FileMap::open(dev.clone(), &geo, &sb)?;
     debug_assert!(on_map!(map map, m => m.shared_count()).is_some(), "only a mapping the region describes is joined");
-    let mut scan = scan_inodes(&*dev, &geo, None, &mut report, progress);
+    let mut scan = if scan {
+        scan_inodes(&*dev, &geo, None, &mut report, progress)
+    } else {
+        // No bits of its own: it allocates from the region's (`FsInner::inode_bits`).
+        Scan {
+            ialloc: InodeAllocator::without_bits(geo.inode_count),
+            sizes: Vec::new(),
+            nlink_zero: Vec::new(),
+            counts: Vec::new(),
+        }
+    };
     let inner = file_system(dev, sb, geo, map, &mut scan, 1);
     progress(geo.inode_count + geo.data_blocks);
     Ok((inner, report))

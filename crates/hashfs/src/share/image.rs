@@ -1,7 +1,7 @@
 //! The layout of an image's shared region as the file system uses it (`fs/shared/mod.rs`):
 //! the participant table, the image's words (its lock, whether it is mounted, the count
 //! of changes published, the table's used count, the next transaction id), the ring of
-//! changed inodes, the open-inode table and the open file descriptions.
+//! changed inodes, the open-inode table, the open file descriptions and the inode bitmap.
 //!
 //! Every word here but the lock's is changed only by the holder of the image lock; a
 //! participant killed while holding it leaves words that each had a value they could
@@ -63,7 +63,9 @@ pub struct ImageWords {
     /// take no lock, reads under it and retries a call during which it moved
     /// (`fs/shared/read_only.rs`).
     pub writing: AtomicU64,
-    _pad: [AtomicU64; 2],
+    /// Inodes in use: the bits set in the region's inode bitmap ([`ImageRegion::inode_bits`]).
+    pub inodes_used: AtomicU64,
+    _pad: [AtomicU64; 1],
 }
 
 // SAFETY: atomics only (RobustLock is one).
@@ -129,19 +131,47 @@ pub const DESCRIPTIONS_OFF: usize = OPEN_OFF + page_up(std::mem::size_of::<OpenI
 pub const READERS_OFF: usize = DESCRIPTIONS_OFF + page_up(std::mem::size_of::<Descriptions>());
 pub const INODE_LOCKS_OFF: usize = READERS_OFF + page_up(std::mem::size_of::<Readers>());
 pub const DATA_RING_OFF: usize = INODE_LOCKS_OFF + page_up(std::mem::size_of::<InodeLocks>());
-/// The region's size: 372 KiB.
-pub const REGION_BYTES: usize = DATA_RING_OFF + page_up(std::mem::size_of::<DataRing>());
-const _: () = assert!(REGION_BYTES == 372 << 10);
+/// The inode bitmap, the last part: the only one whose size depends on the image.
+pub const INODE_BITS_OFF: usize = DATA_RING_OFF + page_up(std::mem::size_of::<DataRing>());
+const _: () = assert!(INODE_BITS_OFF == 372 << 10);
+
+/// The region's size for an image of `inode_count` inodes: 372 KiB, and a bit per inode
+/// rounded up to 4 KiB (8 KiB for the 65,536 inodes of a 1 GiB image).
+pub fn region_bytes(inode_count: u64) -> usize {
+    INODE_BITS_OFF + page_up(bitmap_words(inode_count) * 8)
+}
+
+fn bitmap_words(inode_count: u64) -> usize {
+    usize::try_from(inode_count.div_ceil(64)).expect("an image's inode count fits the address space")
+}
+
+/// The inode bitmap a shared mount allocates from (`fs/inode.rs`, `InodeAllocator`): bit
+/// `i - 1` of the words is set while inode `i` is in use, or being made by the holder of
+/// the image lock; `used` counts the bits set. Changed under the image lock only.
+pub struct InodeBits<'a> {
+    pub words: &'a [AtomicU64],
+    pub used: &'a AtomicU64,
+}
 
 /// The parts of a mapped image region.
 pub struct ImageRegion {
     region: Region,
+    inode_count: u64,
 }
 
 impl ImageRegion {
-    pub fn new(region: Region) -> ImageRegion {
-        assert_eq!(region.len(), REGION_BYTES, "an image region is attached with REGION_BYTES");
-        ImageRegion { region }
+    /// The region of an image of `inode_count` inodes, attached with
+    /// [`region_bytes`]`(inode_count)` bytes.
+    pub fn new(region: Region, inode_count: u64) -> ImageRegion {
+        assert_eq!(region.len(), region_bytes(inode_count), "an image region is attached with region_bytes");
+        ImageRegion { region, inode_count }
+    }
+    /// The inode bitmap (see [`InodeBits`]).
+    pub fn inode_bits(&self) -> InodeBits<'_> {
+        InodeBits {
+            words: self.region.slice(INODE_BITS_OFF, bitmap_words(self.inode_count)),
+            used: &self.words().inodes_used,
+        }
     }
     pub fn participants(&self) -> &Participants {
         self.region.at(PARTICIPANTS_OFF)

@@ -67,6 +67,18 @@ impl Region {
         // for every bit pattern (all zero included) and shared between processes.
         unsafe { &*(self.base.as_ptr().add(off) as *const T) }
     }
+
+    /// The `n` values of type `T` from byte `off` of the region.
+    ///
+    /// # Panics
+    /// If they do not fit at `off` or `off` is not aligned for `T` (a layout bug).
+    pub fn slice<T: Shared>(&self, off: usize, n: usize) -> &[T] {
+        let fits =
+            n.checked_mul(std::mem::size_of::<T>()).and_then(|b| b.checked_add(off)).is_some_and(|e| e <= self.len);
+        assert!(off.is_multiple_of(std::mem::align_of::<T>()) && fits, "layout");
+        // SAFETY: in bounds and aligned (checked); `T: Shared` as in `at`.
+        unsafe { std::slice::from_raw_parts(self.base.as_ptr().add(off) as *const T, n) }
+    }
 }
 
 impl Drop for Region {

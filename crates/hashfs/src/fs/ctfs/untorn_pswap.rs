@@ -173,13 +173,13 @@ impl<D: PmDevice> FsInner<D> {
     /// A fresh regular inode with no links and no name (`parent` = `owner`): an orphan
     /// that recovery frees if a crash comes before it is linked or freed.
     pub(in crate::fs) fn new_unlinked_file(&self, owner: Ino) -> Result<Arc<InodeCell>> {
-        let ino = self.ialloc.alloc()?;
+        let ino = self.alloc_ino()?;
         let mut raw = inode::fresh_raw(S_IFREG, 0, 0, inode::now_ns());
         raw.parent = owner.0;
         let mut tx = self.journals.begin();
         inode::tx_write_inode(&mut tx, &self.geo, ino, &mut raw);
         if let Err(e) = tx.commit() {
-            self.ialloc.free(ino);
+            self.free_ino(ino);
             return Err(e);
         }
         let cell = Arc::new(InodeCell::new(ino, raw));

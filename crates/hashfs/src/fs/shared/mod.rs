@@ -8,8 +8,10 @@
 //! inode whose media bytes it changed goes into the ring of changes, with the table's
 //! used count and the next transaction id. The next participant to take the lock first
 //! catches up: each inode named since it last held it is read again (its cached copy,
-//! directory index and translation cache dropped; the inode allocator told whether it is
-//! in use), or every cached inode when it fell further behind than the ring holds.
+//! directory index and translation cache dropped), or every cached inode when it fell
+//! further behind than the ring holds. The inode bitmap every participant allocates from
+//! is the region's (`share::InodeBits`), put there by each mount that scans the inode
+//! table (the first participant's, and a recovery's).
 //!
 //! A participant killed holding the lock is found by the next to want it, which recovers
 //! the image exactly as a mount after a power failure does (journals rolled back, strays
@@ -208,7 +210,13 @@ impl<D: PmDevice> FsInner<D> {
         }
         let ring = region.ring();
         let full = now - seen > CHANGE_RING as u64 || (seen..now).any(|n| ring.get(n) == Change::Everything);
-        if full {
+        if full && self.shared.get().is_some() {
+            // The inode bitmap is the region's: only what this participant caches.
+            for cell in self.inodes.cells() {
+                self.refresh_inode(cell.ino);
+            }
+        } else if full {
+            // A read-only participant's own bitmap (for its counts) as well.
             for i in 1..=self.geo.inode_count {
                 self.refresh_inode(Ino(i as u32));
             }
@@ -229,21 +237,28 @@ impl<D: PmDevice> FsInner<D> {
         seen_at.store(now, Ordering::Relaxed);
     }
 
-    /// Inode `ino` as the media has it now: the allocator's bit, and the cached cell (its
-    /// inode copy, directory index and translations), if this participant has one.
+    /// Inode `ino` as the media has it now: the cached cell (its inode copy, directory
+    /// index and translations), if this participant has one, and a read-only participant's
+    /// bit of its own inode bitmap (a writer's is the region's, changed where inodes are
+    /// made and freed).
     fn refresh_inode(&self, ino: Ino) {
         if ino.0 == 0 || ino.get() > self.geo.inode_count {
+            return;
+        }
+        let own_bits = self.shared.get().is_none();
+        let cached = self.inodes.cached(ino);
+        if cached.is_none() && !own_bits {
             return;
         }
         let mut raw = super::inode::read_raw(&*self.dev, &self.geo, ino);
         let tag = append_tag::read_plain(&mut raw);
         let state = raw.check(ino);
-        if state == InodeState::Free {
+        if own_bits && state == InodeState::Free {
             self.ialloc.mark_free(ino);
-        } else {
+        } else if own_bits {
             self.ialloc.mark_used(ino);
         }
-        let Some(cell) = self.inodes.cached(ino) else { return };
+        let Some(cell) = cached else { return };
         if self.is_read_only()
             && (matches!(state, InodeState::Corrupt(_))
                 || cell.open_count.load(Ordering::Acquire) > 0 && state == InodeState::Free)
@@ -336,6 +351,30 @@ impl<D: PmDevice> FsInner<D> {
         sh.region.participants().reap(dead);
         sh.takeovers.fetch_add(1, Ordering::Relaxed);
         Ok(())
+    }
+
+    /// The inode bitmap this mount allocates from: the region's on a shared mount (every
+    /// participant's), else its own.
+    pub(crate) fn inode_bits(&self) -> crate::share::InodeBits<'_> {
+        match self.shared.get() {
+            Some(sh) => sh.region.inode_bits(),
+            None => self.ialloc.own(),
+        }
+    }
+
+    /// A free inode, taken (see [`Self::inode_bits`]).
+    pub(crate) fn alloc_ino(&self) -> Result<Ino> {
+        self.ialloc.alloc_in(self.inode_bits())
+    }
+
+    /// Gives inode `ino` back (see [`Self::inode_bits`]).
+    pub(crate) fn free_ino(&self, ino: Ino) {
+        self.ialloc.free_in(self.inode_bits(), ino)
+    }
+
+    /// Inodes in use (see [`Self::inode_bits`]).
+    pub(crate) fn inodes_used(&self) -> u64 {
+        self.inode_bits().used.load(Ordering::Relaxed)
     }
 
     /// On a shared mount, this participant's slot and the region (the crash explorer's
@@ -496,10 +535,11 @@ fn release_dead(region: &ImageRegion, p: Participant) {
     release_leftovers(region, p);
 }
 
-/// What a mount that recovered the image (or ran first) tells the others: its next
-/// transaction id and the table's used count, and a [`Change::Everything`] in the ring, so that
-/// every participant reads all it caches again.
+/// What a mount that recovered the image (or ran first) tells the others: the inode bitmap
+/// its scan built, its next transaction id and the table's used count, and a
+/// [`Change::Everything`] in the ring, so that every participant reads all it caches again.
 fn publish_recovered<D: PmDevice>(region: &ImageRegion, fs: &FsInner<D>) {
+    fs.ialloc.publish_to(region.inode_bits());
     let words = region.words();
     words.next_txid.fetch_max(fs.journals.next_txid(), Ordering::AcqRel);
     if let Some(used) = on_map!(fs, m => m.shared_count()) {

@@ -24,7 +24,7 @@ use crate::fs::recovery::{self, MountAs, MountReport};
 use crate::fs::{FsInner, Progress};
 use crate::layout::SB_STATE_CLEAN;
 use crate::pm::PmDevice;
-use crate::share::{Identity, ImageRegion, Region, REGION_BYTES};
+use crate::share::{region_bytes, Identity, ImageRegion, Region};
 use crate::{Error, Result};
 use std::cell::Cell;
 use std::path::{Path, PathBuf};
@@ -42,6 +42,8 @@ pub(crate) struct ReadOnlyMount {
     region: OnceLock<ImageRegion>,
     path: PathBuf,
     id: Identity,
+    /// The image's inode count (the region's size depends on it).
+    inodes: u64,
     /// Whether a writer may come and make the region (HashFS's shared mapping; other
     /// images' writers take the image file's lock exclusive, which this process's shared
     /// hold keeps out).
@@ -82,8 +84,12 @@ pub(crate) fn mount_read_only<D: PmDevice>(
     // Images of other mappings are used by one process at a time, which takes the image
     // file's lock exclusive: the shared lock this process holds keeps such a writer out.
     let watch = crate::fs::hashfs::shared_by_processes(&sb, &geo);
-    let region =
-        if watch { Region::attach_read_only(region_path, &id, REGION_BYTES)?.map(ImageRegion::new) } else { None };
+    let inodes = geo.inode_count;
+    let region = if watch {
+        Region::attach_read_only(region_path, &id, region_bytes(inodes))?.map(|r| ImageRegion::new(r, inodes))
+    } else {
+        None
+    };
     let from = match &region {
         Some(r) => {
             let words = r.words();
@@ -105,12 +111,13 @@ pub(crate) fn mount_read_only<D: PmDevice>(
     };
     // As a participant joining beside the others reads it (`join.rs`): what a call
     // changes meanwhile is named in the ring after `from`, read again at the first call.
-    let (inner, report) = recovery::mount(dev, progress, MountAs::Joining)?;
+    let (inner, report) = recovery::mount(dev, progress, MountAs::Reading)?;
     inner.unmounted.store(true, Ordering::Release); // nothing to write at the end
     let ro = ReadOnlyMount {
         region: OnceLock::new(),
         path: region_path.to_path_buf(),
         id,
+        inodes,
         watch,
         seen: AtomicU64::new(from),
         catching: parking_lot::Mutex::new(()),
@@ -150,13 +157,13 @@ impl ReadOnlyMount {
         if let Some(r) = self.region.get() {
             return Ok(Some(r));
         }
-        match Region::attach_read_only(&self.path, &self.id, REGION_BYTES)? {
+        match Region::attach_read_only(&self.path, &self.id, region_bytes(self.inodes))? {
             None => Ok(None),
             Some(r) => {
                 // Every change since the region was made is in its ring from 0 (or the
                 // ring says to read everything again).
                 self.seen.store(0, Ordering::Relaxed);
-                let _ = self.region.set(ImageRegion::new(r));
+                let _ = self.region.set(ImageRegion::new(r, self.inodes));
                 Ok(self.region.get())
             }
         }
@@ -443,7 +450,7 @@ mod tests {
         };
         let path = crate::share::region_path(&std::fs::File::open(image).unwrap()).unwrap();
         let other_boot = crate::share::Identity { image_uuid: uuid, boot_id: [9; 16] };
-        drop(crate::share::Region::attach(&path, &other_boot, crate::share::REGION_BYTES, 0o600).unwrap());
+        drop(crate::share::Region::attach(&path, &other_boot, crate::share::region_bytes(64), 0o600).unwrap());
         let (b, _) = FileSystem::open_read_only(image).unwrap();
         let (tx, rx) = std::sync::mpsc::channel();
         // A thread of its own, left behind if the read never returns.
