@@ -156,6 +156,8 @@ bugs=(
     "fork-mutex-parking-lot|crates/hashfs/src/fs/shared/fork_mutex.rs|the locks a process holds across fork are parking_lot's, whose unlock may hand the lock to a thread that waited for it at the fork, which the child does not have (the child's next use of the descriptor table waits forever: Redis's BGREWRITEAOF child hung so)|unit a_child_that_lets_go_of_its_copy_can_take_it_again"
     "fork-rwlock-parking-lot|crates/hashfs/src/fs/shared/fork_mutex.rs|a read-only participant's call lock, held for writing across its fork, is parking_lot's, whose unlock may hand it to a thread that waited to read at the fork, which the child does not have (the child's next fork waits forever)|unit a_child_that_lets_go_of_its_copy_of_the_rwlock_can_write_it"
     "takeover-inode-bits-kept|crates/hashfs/src/fs/shared/mod.rs|a participant that recovers the image after a dead one leaves the region's inode bitmap as the dead one left it (only an image's first mount puts its scan there): an inode the dead one's rolled-back create took stays taken, and one a call it finished made can be handed out again|death create,mkdir"
+    "reaped-death-forgotten|crates/hashfs/src/fs/shared/join.rs|a join that finds a participant dead and reaps its slot does not tell the last participant to leave to look through the inode table (an unlinked file only the dead one's hold kept stays in an image marked clean, which the next mount refuses)|test shared_mount the_last_to_leave_frees_what_a_reaped_holder_kept"
+    "leave-ignores-dead-slots|crates/hashfs/src/fs/shared/mod.rs|the last participant to leave looks through the inode table only when told to, not when a dead participant's slot is still unreaped (its orphans and tagged sizes are left in an image marked clean)|test shared_mount the_last_to_leave_frees_what_a_killed_holder_kept"
     "ctfs-unlogged-pswap|crates/hashfs/src/mapping/ctfs/tx.rs|ctFS's partition move stores its page-table swap straight to PM before the transaction that names the new partition (the released ctFS's order)|ctfs append,write-past-eof,truncate-down"
 )
 
@@ -321,7 +323,7 @@ elif name == "shared-joiner-recovers":
         "recovery::mount(dev.clone(), progress, MountAs::Alone)")
 elif name == "shared-takeover-no-recovery":
     sub("crates/hashfs/src/fs/shared/mod.rs",
-        "        let (tmp, _) = recovery::mount(self.dev.clone(), &|_, _| {}, MountAs::Recovering { keep: &keep })?;\n        tmp.unmounted.store(true, Ordering::Release); // its Drop must not mark the image clean\n        publish_recovered(&sh.region, &tmp);\n        drop(tmp);\n",
+        "        let (tmp, _) = recovery::mount(self.dev.clone(), &|_, _| {}, MountAs::Recovering { keep: &keep })?;\n        tmp.unmounted.store(true, Ordering::Release); // its Drop must not mark the image clean\n        publish_recovered(&sh.region, &tmp);\n        note_leftovers(&sh.region); // a death: the last to leave looks through the inode table\n        drop(tmp);\n",
         "        let _ = keep;\n        let n = sh.region.words().changes.load(Ordering::Acquire);\n        sh.region.ring().put(n, Change::Everything);\n        sh.region.words().changes.store(n + 1, Ordering::Release);\n")
 elif name == "shared-call-unlocked":
     sub("crates/hashfs/src/fs/shared/mod.rs",
@@ -527,6 +529,14 @@ elif name == "takeover-inode-bits-kept":
     sub("crates/hashfs/src/fs/shared/mod.rs",
         "    fs.ialloc.publish_to(region.inode_bits());\n",
         "    if region.words().mounted.load(Ordering::Acquire) == 0 {\n        fs.ialloc.publish_to(region.inode_bits());\n    }\n")
+elif name == "reaped-death-forgotten":
+    sub("crates/hashfs/src/fs/shared/join.rs",
+        "    if died && !first {\n        note_leftovers(region); // what the dead left: the last to leave looks for it\n    }\n",
+        "    let _ = died;\n")
+elif name == "leave-ignores-dead-slots":
+    sub("crates/hashfs/src/fs/shared/mod.rs",
+        "                    || dead_slot\n",
+        "                    || (dead_slot && false)\n")
 elif name == "exec-descriptor-unnamed":
     sub("crates/hashfs-preload/src/shim/exec.rs",
         "        if !name_passed(*fd, *passed, of) {\n",
@@ -545,8 +555,8 @@ elif name == "spawn-system-unprepared":
         "")
 elif name == "shared-clean-with-orphans":
     sub("crates/hashfs/src/fs/shared/mod.rs",
-        "                if self.free_unheld_orphans() == 0 {\n",
-        "                if true {\n")
+        "                if left == 0 {\n",
+        "                if left == 0 || true {\n")
 elif name == "shim-image-fd-low":
     sub("crates/hashfs/src/pm/mmap.rs",
         "        let file = out_of_the_way(file);\n",

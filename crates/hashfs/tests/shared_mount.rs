@@ -235,6 +235,33 @@ fn the_last_to_leave_frees_what_a_killed_holder_kept() {
     img.check();
 }
 
+/// As above, but a participant joining in between finds the holder dead and reaps its
+/// slot (its bit on /held released): nothing in the region names the dead one any more
+/// when the last participant leaves, which must look for the orphan all the same (the join
+/// noted a death: `ImageWords::leftovers`; a last leaver that finds nothing to look for
+/// reads no more of the inode table than its own open files).
+#[test]
+fn the_last_to_leave_frees_what_a_reaped_holder_kept() {
+    let img = Image::new("orphan-reaped");
+    let a = img.join();
+    a.write(p("/held"), b"kept open by the child").unwrap();
+    let f = a.open_file(p("/held"), OpenOptions::new().read(true)).unwrap();
+    let child = start_child_named(&img, "holder").expect("the holder joined");
+    drop(child); // killed with SIGKILL, its hold on /held left in the region
+    a.remove_file(p("/held")).unwrap();
+    drop(f); // the child's bit still set: not freed here
+    let c = img.join(); // reaps the dead holder's slot
+    c.write(p("/c"), b"the joiner's").unwrap();
+    c.unmount().unwrap();
+    a.unmount().unwrap();
+    let (fs, report) = FileSystem::open(&img.path).expect("the next mount accepts the image");
+    assert!(report.was_clean, "the last to leave marked the image clean");
+    assert!(fs.read(p("/held")).is_err());
+    assert_eq!(fs.read(p("/c")).unwrap(), b"the joiner's");
+    drop(fs);
+    img.check();
+}
+
 #[test]
 fn a_participant_killed_inside_a_call_is_recovered_by_the_next() {
     let img = Image::new("killed");

@@ -43,6 +43,9 @@ pub struct MountReport {
     pub rolled_back_txids: Vec<u64>,
     pub stray_slots_freed: u64,
     pub orphans_freed: u64,
+    /// Unlinked inodes left allocated because a live participant of a shared mount has
+    /// them open or a read-only one pins them.
+    pub orphans_kept: u64,
     pub probe_paths_repaired: u64,
     pub block_counts_fixed: u64,
     /// Tagged sizes of one-fence appends settled (`fs/hashfs/append_tag.rs`), and of them the
@@ -140,6 +143,7 @@ pub(crate) fn mount<D: PmDevice>(
     // a live participant of a shared mount has open or a read-only one pins
     // (`fs/shared/read_only.rs`).
     let kept = |ino: Ino| matches!(how, MountAs::Recovering { keep } if keep(ino)) || inner.pinned_by_reader(ino);
+    report.orphans_kept = scan.nlink_zero.iter().filter(|&&ino| kept(ino)).count() as u64;
     for &ino in scan.nlink_zero.iter().filter(|&&ino| !kept(ino)) {
         let cell = inner.cell(ino)?;
         let mut st = cell.state.write();
@@ -246,9 +250,8 @@ fn scan_inodes<D: PmDevice>(
     let ialloc = InodeAllocator::new(geo.inode_count);
     let mut sizes = vec![FREE; geo.inode_count as usize + 1];
     let mut nlink_zero = Vec::new();
-    for i in 1..=geo.inode_count {
-        let ino = Ino(i as u32);
-        let mut raw = inode::read_raw(dev, geo, ino);
+    inode::for_each_raw(dev, geo, |ino, raw| {
+        let i = ino.get();
         if let (Some(table), true) = (settle, append_tag::needs_settling(raw.size, raw.blocks)) {
             match append_tag::settle(dev, geo, table, ino) {
                 Settled::Kept(_) | Settled::Cleared => report.appends_settled += 1,
@@ -258,7 +261,7 @@ fn scan_inodes<D: PmDevice>(
                 }
                 Settled::Plain => {}
             }
-            raw = inode::read_raw(dev, geo, ino);
+            *raw = inode::read_raw(dev, geo, ino);
         }
         match raw.check(ino) {
             InodeState::Free => {}
@@ -278,7 +281,7 @@ fn scan_inodes<D: PmDevice>(
         if i % 65536 == 0 {
             progress(i);
         }
-    }
+    });
     Scan { ialloc, sizes, nlink_zero, counts: vec![0; geo.inode_count as usize + 1] }
 }
 

@@ -65,7 +65,12 @@ pub struct ImageWords {
     pub writing: AtomicU64,
     /// Inodes in use: the bits set in the region's inode bitmap ([`ImageRegion::inode_bits`]).
     pub inodes_used: AtomicU64,
-    _pad: [AtomicU64; 1],
+    /// Nonzero when the last participant to leave must look through the inode table: a
+    /// participant was found dead (it may have left sizes tagged, and unlinked files that
+    /// only its hold kept), or an unlinked file was kept for a read-only participant's pin
+    /// or by a recovery for its holders. Otherwise nothing there needs it, and the last
+    /// leaver's work does not grow with the image.
+    pub leftovers: AtomicU64,
 }
 
 // SAFETY: atomics only (RobustLock is one).

@@ -58,8 +58,15 @@ fn scan_table<D: PmDevice>(
 ) -> Result<Strays> {
     let mut strays = Strays::default();
     let mut used = 0u64;
+    const BATCH: u64 = 4096;
+    let mut batch = vec![0u64; BATCH as usize];
     for s in 0..table.nslots() {
-        let v = table.load(s);
+        let k = (s % BATCH) as usize;
+        if k == 0 {
+            let n = BATCH.min(table.nslots() - s) as usize;
+            table.read_slots(s, &mut batch[..n]);
+        }
+        let v = batch[k];
         match classify(v, table.nslots()) {
             Entry::Empty | Entry::Tombstone => {}
             // Strays count as used until released (each release subtracts one).

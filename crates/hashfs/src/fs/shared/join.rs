@@ -15,7 +15,7 @@
 //! Dead participants' slots are reaped under the lock only: a join that finds one takes
 //! the lock for that (its scan already done, it holds the lock for the catch-up alone).
 
-use super::{publish_recovered, release_dead, KeptForReaders, SharedMount};
+use super::{note_leftovers, publish_recovered, release_dead, KeptForReaders, SharedMount};
 use crate::fs::recovery::{self, MountAs, MountReport};
 use crate::fs::verbs::{on_map, MapVerbs};
 use crate::fs::{FsInner, Progress};
@@ -167,6 +167,7 @@ fn take_place<D: PmDevice>(
     for &p in &found.dead {
         release_dead(region, p);
     }
+    let died = !found.dead.is_empty();
     let first = !found.mounted || !found.live_others;
     let from_dead = matches!(hold, Hold::Lock(Acquired::FromDead(_)));
     let (inner, report, seen) = match beside {
@@ -199,10 +200,20 @@ fn take_place<D: PmDevice>(
                 // Everyone else (none, when first) reads everything again.
                 publish_recovered(region, &inner);
             }
+            if first {
+                // What a participant before left, this mount's recovery settled and freed
+                // (but orphans it kept for read-only participants).
+                words.leftovers.store(u64::from(report.orphans_kept > 0), Ordering::Release);
+            } else if from_dead || report.orphans_kept > 0 {
+                note_leftovers(region);
+            }
             words.mounted.store(1, Ordering::Release);
             (inner, report, words.changes.load(Ordering::Acquire))
         }
     };
+    if died && !first {
+        note_leftovers(region); // what the dead left: the last to leave looks for it
+    }
     for p in found.dead {
         region.participants().reap(p);
     }

@@ -347,6 +347,7 @@ impl<D: PmDevice> FsInner<D> {
         let (tmp, _) = recovery::mount(self.dev.clone(), &|_, _| {}, MountAs::Recovering { keep: &keep })?;
         tmp.unmounted.store(true, Ordering::Release); // its Drop must not mark the image clean
         publish_recovered(&sh.region, &tmp);
+        note_leftovers(&sh.region); // a death: the last to leave looks through the inode table
         drop(tmp);
         sh.region.participants().reap(dead);
         sh.takeovers.fetch_add(1, Ordering::Relaxed);
@@ -409,6 +410,7 @@ impl<D: PmDevice> FsInner<D> {
             return true;
         }
         if self.pinned_by_reader(ino) {
+            note_leftovers(&sh.region);
             let mut kept = sh.kept_for_readers.lock();
             if !kept.inos.contains(&ino) {
                 kept.inos.push(ino);
@@ -461,13 +463,29 @@ impl<D: PmDevice> FsInner<D> {
             self.persist_all_times();
             self.untag_all();
             if !others {
-                on_map!(self, m => m.settle_tagged_sizes(self));
-                self.dev.fence();
                 // A clean image holds no unlinked inode (a mount refuses one that does). No
                 // one else is left to have one open: those this participant does not hold
                 // are freed; one it still holds leaves the image unclean, for the next mount
-                // to recover.
-                if self.free_unheld_orphans() == 0 {
+                // to recover. Sizes tagged by participants that died are settled. Both are
+                // looked for in the whole inode table only when something may have left
+                // them (`ImageWords::leftovers`, or a dead participant's slot not yet
+                // reaped); else only this participant's own open files can be unlinked.
+                let words = sh.region.words();
+                let dead_slot = (0..crate::share::MAX_PARTICIPANTS as u32)
+                    .map(Participant)
+                    .any(|p| p != sh.me() && !parts.is_free(p) && !parts.alive(p));
+                let look = words.leftovers.load(Ordering::Acquire) != 0
+                    || dead_slot
+                    || !sh.kept_for_readers.lock().inos.is_empty();
+                let left = if look {
+                    on_map!(self, m => m.settle_tagged_sizes(self));
+                    self.dev.fence();
+                    self.free_unheld_orphans()
+                } else {
+                    self.held_orphans()
+                };
+                if left == 0 {
+                    words.leftovers.store(0, Ordering::Release);
                     let mut sb = self.sb.lock();
                     sb.state = SB_STATE_CLEAN;
                     super::write_superblock(&*self.dev, &mut sb);
@@ -492,17 +510,28 @@ impl<D: PmDevice> FsInner<D> {
 }
 
 impl<D: PmDevice> FsInner<D> {
+    /// Unlinked files this participant has open (the last to leave, when nothing else can
+    /// have left one: `leave_shared`).
+    fn held_orphans(&self) -> usize {
+        let held = |c: &super::inode::InodeCell| {
+            let st = c.state.read();
+            c.open_count.load(Ordering::Acquire) != 0 && st.raw.nlink == 0 && !st.freed
+        };
+        self.inodes.cells().iter().filter(|c| held(c)).count()
+    }
+
     /// The last participant to leave: frees every unlinked inode it does not hold open
     /// itself (an orphan whose last holder's close found another participant still holding
     /// it, which then went without freeing it); returns how many it had to leave.
     fn free_unheld_orphans(&self) -> usize {
-        let mut left = 0;
-        for i in 1..=self.geo.inode_count {
-            let ino = Ino(i as u32);
-            let raw = super::inode::read_raw(&*self.dev, &self.geo, ino);
-            if raw.check(ino) != InodeState::Allocated || raw.nlink != 0 {
-                continue;
+        let mut orphans = Vec::new();
+        super::inode::for_each_raw(&*self.dev, &self.geo, |ino, raw| {
+            if raw.nlink == 0 && raw.check(ino) == InodeState::Allocated {
+                orphans.push(ino);
             }
+        });
+        let mut left = 0;
+        for ino in orphans {
             let Ok(cell) = self.cell(ino) else { continue };
             let mut st = cell.state.write();
             if st.freed || st.raw.nlink != 0 {
@@ -517,6 +546,12 @@ impl<D: PmDevice> FsInner<D> {
         }
         left
     }
+}
+
+/// Tells the last participant to leave to look through the inode table
+/// (`ImageWords::leftovers`).
+fn note_leftovers(region: &ImageRegion) {
+    region.words().leftovers.store(1, Ordering::Release);
 }
 
 /// Releases what participant `p` (dead, or leaving) held in the region: its bits on open

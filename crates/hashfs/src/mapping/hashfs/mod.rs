@@ -247,6 +247,12 @@ impl<D: PmDevice> HashTable<D> {
     pub fn load(&self, slot: u64) -> u64 {
         self.dev.load_u64(self.slot_off(slot))
     }
+    /// Slots `first..first + out.len()` into `out`, with one device read (a scan of the
+    /// whole table at mount, which no one changes meanwhile: not atomic slot by slot).
+    pub fn read_slots(&self, first: u64, out: &mut [u64]) {
+        debug_assert!(first + out.len() as u64 <= self.nslots);
+        self.dev.read(self.slot_off(first), bytemuck::cast_slice_mut(out));
+    }
     #[inline]
     pub fn home(&self, key: u64) -> u64 {
         simd::home_slot(key, self.seed, self.nslots)
