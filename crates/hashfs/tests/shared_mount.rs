@@ -213,25 +213,37 @@ fn holder() {
     }
 }
 
-/// A participant killed while it holds an unlinked file open, outside a call: the others
-/// do not free the file at their last close (its holder's bit is still set until a join
-/// reaps it), so the last to leave frees it before it marks the image clean; a clean image
-/// with an unlinked inode in it is refused by the next mount.
-#[test]
-fn the_last_to_leave_frees_what_a_killed_holder_kept() {
-    let img = Image::new("orphan");
+/// A participant of `img` that has unlinked /held, which a child held open and still does
+/// in the region: the child was killed (outside a call), so the participant's last close
+/// did not free the file.
+fn an_orphan_a_killed_holder_kept(img: &Image) -> FileSystem {
     let a = img.join();
     a.write(p("/held"), b"kept open by the child").unwrap();
     let f = a.open_file(p("/held"), OpenOptions::new().read(true)).unwrap();
-    let child = start_child_named(&img, "holder").expect("the holder joined");
+    let child = start_child_named(img, "holder").expect("the holder joined");
     drop(child); // killed with SIGKILL, its hold on /held left in the region
     a.remove_file(p("/held")).unwrap();
     drop(f); // the child's bit still set: not freed here
-    a.unmount().unwrap();
+    a
+}
+
+/// The next mount of `img`, which the last to leave must have marked clean with /held
+/// freed (a clean image with an unlinked inode in it is refused).
+fn mount_after_the_last_left(img: &Image) -> FileSystem {
     let (fs, report) = FileSystem::open(&img.path).expect("the next mount accepts the image");
     assert!(report.was_clean, "the last to leave marked the image clean");
     assert!(fs.read(p("/held")).is_err());
-    drop(fs);
+    fs
+}
+
+/// A participant killed while it holds an unlinked file open, outside a call: the others
+/// do not free the file at their last close (its holder's bit is still set until a join
+/// reaps it), so the last to leave frees it before it marks the image clean.
+#[test]
+fn the_last_to_leave_frees_what_a_killed_holder_kept() {
+    let img = Image::new("orphan");
+    an_orphan_a_killed_holder_kept(&img).unmount().unwrap();
+    drop(mount_after_the_last_left(&img));
     img.check();
 }
 
@@ -243,20 +255,12 @@ fn the_last_to_leave_frees_what_a_killed_holder_kept() {
 #[test]
 fn the_last_to_leave_frees_what_a_reaped_holder_kept() {
     let img = Image::new("orphan-reaped");
-    let a = img.join();
-    a.write(p("/held"), b"kept open by the child").unwrap();
-    let f = a.open_file(p("/held"), OpenOptions::new().read(true)).unwrap();
-    let child = start_child_named(&img, "holder").expect("the holder joined");
-    drop(child); // killed with SIGKILL, its hold on /held left in the region
-    a.remove_file(p("/held")).unwrap();
-    drop(f); // the child's bit still set: not freed here
+    let a = an_orphan_a_killed_holder_kept(&img);
     let c = img.join(); // reaps the dead holder's slot
     c.write(p("/c"), b"the joiner's").unwrap();
     c.unmount().unwrap();
     a.unmount().unwrap();
-    let (fs, report) = FileSystem::open(&img.path).expect("the next mount accepts the image");
-    assert!(report.was_clean, "the last to leave marked the image clean");
-    assert!(fs.read(p("/held")).is_err());
+    let fs = mount_after_the_last_left(&img);
     assert_eq!(fs.read(p("/c")).unwrap(), b"the joiner's");
     drop(fs);
     img.check();
