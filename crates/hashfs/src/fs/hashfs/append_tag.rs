@@ -183,16 +183,16 @@ fn find_key<D: PmDevice>(table: &HashTable<D>, key: u64) -> Option<u64> {
 }
 
 /// Inodes whose size word is tagged or whose block-count word has tag bits beside a plain
-/// size (a pass over the inode table, for fsck; mount finds them in its own scan).
+/// size (a pass over the inode table, read in batches, for fsck and the last participant
+/// of a shared mount to leave; mount finds them in its own scan).
 pub(crate) fn tagged_inodes<D: PmDevice>(dev: &D, geo: &Geometry) -> Vec<Ino> {
-    (1..=geo.inode_count)
-        .map(|i| Ino(i as u32))
-        .filter(|ino| {
-            let ioff = geo.inode_off(*ino);
-            dev.load_u64(ioff + INODE_SIZE_OFF) >> LEN_SHIFT != 0
-                || dev.load_u64(ioff + INODE_BLOCKS_OFF) >> BLOCKS_BITS != 0
-        })
-        .collect()
+    let mut tagged = Vec::new();
+    crate::fs::inode::for_each_raw(dev, geo, |ino, raw| {
+        if raw.size >> LEN_SHIFT != 0 || raw.blocks >> BLOCKS_BITS != 0 {
+            tagged.push(ino);
+        }
+    });
+    tagged
 }
 
 /// Makes the size words of `raw` (read from the media while the image is in use, by a
