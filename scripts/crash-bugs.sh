@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
-# Proof that the crash explorer bites: each deliberate bug below is applied, alone, to a
-# scratch copy of the tree, the copy is rebuilt, and the explorer (or, for the rollback
+# Proof that the crash explorer bites: each deliberate bug below is switched on, alone, in a
+# scratch copy of the tree where scripts/plant-bugs.py planted them all (a few it cannot
+# switch at run time are applied alone and rebuilt), and the explorer (or, for the rollback
 # order, the journal's exhaustive exploration of two open transactions; for SPFS's stacked
 # mode, its own explorer over the PM side, crates/hashfs-spfs/src/crashtest.rs; for two
 # HashFS slot orders that the explorer's small images or its sampling do not reach, a test
 # in crates/hashfs/tests/untorn_writes.rs that enumerates every crash image over the slots'
 # lines) must fail on it.
-# The unmodified copy passes the same checks first, so every failure is the bug's.
+# The copy with no bug switched on passes the same checks first, so every failure is the
+# bug's.
 #
 #   ./scripts/crash-bugs.sh            # every bug
 #   ./scripts/crash-bugs.sh NAME...    # some (names below)
@@ -30,7 +32,9 @@ mkdir -p "$work/src"
 export CARGO_TARGET_DIR="$work/target"
 seed=${HASHFS_CRASH_SEED:-1}
 
-# name | file | what the bug does | how it is checked
+# name | file | what the bug does | how it is checked. Each bug's change is in
+# scripts/plant-bugs.py under its name (a new bug: an entry here, and there a `@bug` whose
+# `lines` gives the tree's lines and the bug's, or whose `plant` writes the switch out).
 bugs=(
     "no-flush-rollback|crates/hashfs/src/journal.rs|recovery rolls back without flushing the restored bytes|ops chmod,mkdir,rename"
     "reverse-rollback|crates/hashfs/src/journal.rs|recovery undoes open transactions oldest first|unit transactions_open_in_two_journals_roll_back_newest_first"
@@ -161,579 +165,6 @@ bugs=(
     "ctfs-unlogged-pswap|crates/hashfs/src/mapping/ctfs/tx.rs|ctFS's partition move stores its page-table swap straight to PM before the transaction that names the new partition (the released ctFS's order)|ctfs append,write-past-eof,truncate-down"
 )
 
-# Applies bug $1 to the scratch tree (exact text replacements; fails if the code moved).
-# Applies bug $1 to the tree at $2 (default: the scratch copy); with $3 = dry, only checks
-# that each piece of code it changes is there, once.
-apply_bug() {
-    python3 - "$1" "${2:-$work/src}" "${3:-}" <<'EOF'
-import sys
-name, root, dry = sys.argv[1], sys.argv[2], sys.argv[3] == "dry"
-def sub(path, old, new):
-    p = f"{root}/{path}"
-    s = open(p).read()
-    if s.count(old) != 1:
-        sys.exit(f"bug {name}: the code it changes is not found once in {path}; update scripts/crash-bugs.sh")
-    if not dry:
-        open(p, "w").write(s.replace(old, new))
-if name == "no-flush-rollback":
-    sub("crates/hashfs/src/journal.rs",
-        "        dev.write(DevOffset(e.offset()), &e.data[..e.data_len()]);\n        dev.flush(DevOffset(e.offset()), e.data_len() as u64);\n",
-        "        dev.write(DevOffset(e.offset()), &e.data[..e.data_len()]);\n")
-elif name == "rollback-unfenced":
-    sub("crates/hashfs/src/journal.rs",
-        "        report.rolled_back_txids.push(*txid);\n    }\n    dev.fence();\n",
-        "        report.rolled_back_txids.push(*txid);\n    }\n")
-elif name == "settle-blocks-first":
-    sub("crates/hashfs/src/fs/hashfs/append_tag.rs",
-        "    dev.store_u64(ioff + INODE_SIZE_OFF, size);\n    dev.store_u64(ioff + INODE_BLOCKS_OFF, b & BLOCKS_MASK);\n",
-        "    dev.store_u64(ioff + INODE_BLOCKS_OFF, b & BLOCKS_MASK);\n    dev.store_u64(ioff + INODE_SIZE_OFF, size);\n")
-elif name == "superblock-primary-first":
-    sub("crates/hashfs/src/fs/mod.rs",
-        "    let order = if secondary.validate(dev.len_bytes()).is_ok() {",
-        "    let order = if secondary.validate(dev.len_bytes()).is_ok() || true {")
-elif name == "sync-forgets-times":
-    sub("crates/hashfs/src/fs/api.rs",
-        "        let _in = self.inner.enter();\n        self.inner.persist_all_times();\n        self.inner.sync_data()\n",
-        "        let _in = self.inner.enter();\n        self.inner.sync_data()\n")
-elif name == "claim-without-cas":
-    sub("crates/hashfs/src/mapping/hashfs/mod.rs",
-        "            if (v == EMPTY || v == TOMBSTONE) && self.dev.cas_u64(self.slot_off(s), v, marker).is_ok() {\n                self.used.fetch_add(1, Ordering::Relaxed);\n",
-        "            if v == EMPTY || v == TOMBSTONE {\n                self.dev.store_u64(self.slot_off(s), marker);\n                self.used.fetch_add(1, Ordering::Relaxed);\n")
-elif name == "dir-insert-split-lock":
-    sub("crates/hashfs/src/fs/ops.rs",
-        "        self.check_new_entry(&pcell, &mut pst, name, spec.file_type())?;\n        let ino = self.alloc_ino()?;\n",
-        "        self.check_new_entry(&pcell, &mut pst, name, spec.file_type())?;\n        drop(pst);\n        let ino = self.alloc_ino()?;\n")
-    sub("crates/hashfs/src/fs/ops.rs",
-        "        let now = inode::now_ns();\n        let (ftype, mut raw) = spec.initial_inode(parent, owner, now);\n",
-        "        let mut pst = pcell.state.write();\n        let now = inode::now_ns();\n        let (ftype, mut raw) = spec.initial_inode(parent, owner, now);\n")
-elif name == "append-offset-unlocked":
-    sub("crates/hashfs/src/fs/data.rs",
-        "        let mut st = cell.state.write();\n        let req = self.alloc_request(cell);\n        let off = st.raw.size;\n",
-        "        let off = cell.state.read().raw.size;\n        let mut st = cell.state.write();\n        let req = self.alloc_request(cell);\n")
-elif name == "purge-unlocked":
-    sub("crates/hashfs/src/mapping/hashfs/purge.rs",
-        "        let _g = self.purge_lock.write();\n        if let Some(r) = self.regions() {",
-        "        if let Some(r) = self.regions() {")
-elif name == "rename-replace-drops-links":
-    sub("crates/hashfs/src/fs/rename.rs",
-        "                } else {\n                    r.nlink -= 1;\n                }",
-        "                } else {\n                    r.nlink = 0;\n                }")
-elif name == "rename-source-in-place":
-    sub("crates/hashfs/src/fs/rename.rs",
-        "                let entry = self.prepare_entry(tcell, gd, mv.dname, mv.src.ftype)?;\n                tx.write_u64(src_off, 0);\n",
-        "                let entry = self.prepare_entry(tcell, gd, mv.dname, mv.src.ftype)?;\n                self.dev.store_u64(src_off, 0);\n                self.dev.flush(src_off, 8);\n")
-elif name == "symlink-target-cached":
-    sub("crates/hashfs/src/fs/ops.rs",
-        "        self.dev.write_nt(self.geo.block_off(slot), &blk);\n        Ok(slot)\n",
-        "        self.dev.write(self.geo.block_off(slot), &blk);\n        Ok(slot)\n")
-elif name == "link-count-unlogged":
-    sub("crates/hashfs/src/fs/ops.rs",
-        "                    inode::tx_write_inode(&mut tx, &self.geo, ino, &mut craw);\n",
-        "")
-elif name == "mkdir-parent-count":
-    sub("crates/hashfs/src/fs/ops.rs",
-        "        if ftype == FileType::Directory {\n            praw.nlink += 1;\n        }\n",
-        "")
-elif name == "rename-dir-parent-kept":
-    sub("crates/hashfs/src/fs/rename.rs",
-        "                if mv.src_is_dir() {\n                    st.moved.parent = mv.dp.0;\n                    ddir.nlink += 1;\n                }\n                pending = Some(entry);",
-        "                if mv.src_is_dir() {\n                    ddir.nlink += 1;\n                }\n                pending = Some(entry);")
-elif name == "unlink-keeps-count":
-    sub("crates/hashfs/src/fs/ops.rs",
-        "        } else {\n            craw.nlink -= 1;\n        }\n        let mut tx = self.journals.begin();\n        tx.write_u64(slot_off, 0);\n",
-        "        }\n        let mut tx = self.journals.begin();\n        tx.write_u64(slot_off, 0);\n")
-elif name == "rmdir-parent-count":
-    sub("crates/hashfs/src/fs/ops.rs",
-        "        if kind == RemoveKind::Dir {\n            praw.nlink -= 1;\n            craw.nlink = 0;\n",
-        "        if kind == RemoveKind::Dir {\n            craw.nlink = 0;\n")
-elif name == "exchange-one-entry":
-    sub("crates/hashfs/src/fs/rename.rs",
-        "                tx.write_u64(d_off, mv.src.ino.get());\n                tx.write_u64(d_off + 8, DirIndex::header_word1(d.nslots, mv.dname.len(), mv.src.ftype));\n                let r = st.replaced.as_mut().expect(\"exchange target\");\n",
-        "                let r = st.replaced.as_mut().expect(\"exchange target\");\n")
-elif name == "punch-partial-unflushed":
-    sub("crates/hashfs/src/fs/fallocate.rs",
-        "                    self.dev.zero(at, b - a);\n                    self.dev.flush(at, b - a);\n",
-        "                    self.dev.zero(at, b - a);\n")
-elif name == "truncate-frees-first":
-    sub("crates/hashfs/src/fs/data.rs",
-        "        raw.blocks = raw.blocks.saturating_sub(victims.len() as u64);\n        let mut tx = self.journals.begin();\n",
-        "        raw.blocks = raw.blocks.saturating_sub(victims.len() as u64);\n        if let crate::mapping::FileMap::Hash(t) = &self.map {\n            super::hashfs::slots::free_slots(t, &*self.dev, &victims);\n        }\n        let mut tx = self.journals.begin();\n")
-    sub("crates/hashfs/src/fs/data.rs",
-        "        if new_size < old_size {\n            on_map!(self, m => m.release_blocks(self, cell, st, &victims, from, to))?;\n",
-        "        if new_size < old_size && !matches!(self.map, crate::mapping::FileMap::Hash(_)) {\n            on_map!(self, m => m.release_blocks(self, cell, st, &victims, from, to))?;\n")
-elif name == "unlink-entry-in-place":
-    sub("crates/hashfs/src/fs/ops.rs",
-        "        let mut tx = self.journals.begin();\n        tx.write_u64(slot_off, 0);\n        inode::tx_write_inode(&mut tx, &self.geo, parent, &mut praw);\n",
-        "        self.dev.store_u64(slot_off, 0);\n        self.dev.flush(slot_off, 8);\n        let mut tx = self.journals.begin();\n        inode::tx_write_inode(&mut tx, &self.geo, parent, &mut praw);\n")
-elif name == "create-inode-unwritten":
-    sub("crates/hashfs/src/fs/ops.rs",
-        "                    inode::tx_write_inode(&mut tx, &self.geo, ino, raw);\n                    inode::tx_write_inode(&mut tx, &self.geo, parent, &mut praw);\n",
-        "                    inode::tx_write_inode(&mut tx, &self.geo, parent, &mut praw);\n")
-elif name == "setattr-in-place":
-    sub("crates/hashfs/src/fs/ops.rs",
-        "        let mut tx = self.journals.begin();\n        inode::tx_write_inode(&mut tx, &self.geo, ino, &mut raw);\n        tx.commit()?;\n        st.raw = raw;\n        Ok(raw)\n",
-        "        raw.seal(ino);\n        let at = self.geo.inode_off(ino);\n        self.dev.write(at, bytemuck::bytes_of(&raw));\n        self.dev.flush(at, std::mem::size_of::<InodeRaw>() as u64);\n        self.dev.fence();\n        st.raw = raw;\n        Ok(raw)\n")
-elif name == "append-key-unflushed":
-    sub("crates/hashfs/src/fs/hashfs/verbs.rs",
-        "            fs.dev.store_u64(self.slot_off(pblk.0), k);\n            fs.dev.flush(self.slot_off(pblk.0), 8);\n",
-        "            fs.dev.store_u64(self.slot_off(pblk.0), k);\n")
-elif name == "write-before-active-mark":
-    sub("crates/hashfs/src/journal.rs",
-        "                pos += len;\n                n += 1;\n            }\n        }\n",
-        "                pos += len;\n                n += 1;\n            }\n            dev.write(DevOffset(*off), data);\n        }\n")
-elif name == "region-replaced-twice":
-    sub("crates/hashfs/src/share/attach.rs",
-        "    if !same_file(path, f)? {\n        return Ok(()); // replaced meanwhile: the caller looks again\n    }\n",
-        "    let _ = same_file(path, f)?;\n")
-elif name == "region-created-over":
-    sub("crates/hashfs/src/share/attach.rs",
-        "let linked = std::fs::hard_link(&tmp, path);",
-        "let linked = std::fs::rename(&tmp, path);")
-elif name == "enospc-keeps-inode":
-    sub("crates/hashfs/src/fs/ops.rs",
-        "                Err(e) => {\n                    self.free_ino(ino);\n                    return Err(e);\n",
-        "                Err(e) => {\n                    return Err(e);\n")
-elif name == "free-while-open":
-    sub("crates/hashfs/src/fs/ops.rs",
-        "            && cell.open_count.load(std::sync::atomic::Ordering::Acquire) == 0\n",
-        "")
-elif name == "create-in-removed-dir":
-    sub("crates/hashfs/src/fs/ops.rs",
-        "        if pst.raw.is_dir() && pst.raw.nlink == 0 {\n            return Err(Error::NotFound);\n        }\n        if self.index(pcell, pst)?.get(name).is_some() {\n",
-        "        if self.index(pcell, pst)?.get(name).is_some() {\n")
-elif name == "entry-flush-short":
-    sub("crates/hashfs/src/fs/dir.rs",
-        "        dev.write(off + 8, &bytes[8..]);\n        dev.flush(off, bytes.len() as u64);\n",
-        "        dev.write(off + 8, &bytes[8..]);\n        dev.flush(off, (bytes.len() as u64).min(256));\n")
-elif name == "description-offset-unlocked":
-    sub("crates/hashfs/src/share/descriptions.rs",
-        "        let _: Acquired = self.lock.lock(me, who);\n        OffsetGuard { d: self }\n",
-        "        let _ = (me, who);\n        OffsetGuard { d: self }\n")
-elif name == "shared-no-catch-up":
-    sub("crates/hashfs/src/fs/shared/mod.rs",
-        "        if seen == now {\n            return;\n        }\n",
-        "        if seen == now || true {\n            return;\n        }\n")
-elif name == "shared-frees-open-elsewhere":
-    sub("crates/hashfs/src/fs/ops.rs",
-        "            && !self.open_elsewhere(cell.ino)\n",
-        "")
-elif name == "shared-joiner-recovers":
-    sub("crates/hashfs/src/fs/shared/join.rs",
-        "recovery::mount(dev.clone(), progress, MountAs::Joining)",
-        "recovery::mount(dev.clone(), progress, MountAs::Alone)")
-elif name == "shared-takeover-no-recovery":
-    sub("crates/hashfs/src/fs/shared/mod.rs",
-        "        let (tmp, _) = recovery::mount(self.dev.clone(), &|_, _| {}, MountAs::Recovering { keep: &keep })?;\n        tmp.unmounted.store(true, Ordering::Release); // its Drop must not mark the image clean\n        publish_recovered(&sh.region, &tmp);\n        note_leftovers(&sh.region); // a death: the last to leave looks through the inode table\n        drop(tmp);\n",
-        "        let _ = keep;\n        let n = sh.region.words().changes.load(Ordering::Acquire);\n        sh.region.ring().put(n, Change::Everything);\n        sh.region.words().changes.store(n + 1, Ordering::Release);\n")
-elif name == "shared-call-unlocked":
-    sub("crates/hashfs/src/fs/shared/mod.rs",
-        "        if let Acquired::FromDead(dead) = sh.region.lock_image(sh.me()) {\n",
-        "        if let Acquired::FromDead(dead) = Acquired::Clean {\n")
-elif name == "shared-times-hidden":
-    sub("crates/hashfs/src/fs/times.rs",
-        "        if changed && self.shared.get().is_some() {\n            self.show_times(ino, st);\n        }\n",
-        "        let _ = (ino, changed);\n")
-elif name == "shared-tag-unread":
-    sub("crates/hashfs/src/fs/hashfs/append_tag.rs",
-        "    if let Some(t) = tag {\n        raw.size = t.size;\n    }\n    raw.blocks &= BLOCKS_MASK;\n",
-        "    let _ = &raw;\n")
-elif name == "fork-offset-unshared":
-    sub("crates/hashfs-preload/src/shim/fork.rs",
-        "        let shared = self.shared.get().and_then(|&h| joined_fs()?.lock_offset(h));\n",
-        "        let shared: Option<OffsetGuard<'static>> = None;\n")
-elif name == "fork-child-uncounted":
-    sub("crates/hashfs/src/fs/shared/fork.rs",
-        "        let counted = descriptions.iter().copied().filter(|&h| table.count_fork(h)).collect();\n        sh.region.words().forks.fetch_add(1, Ordering::AcqRel);\n",
-        "        let counted = descriptions.iter().copied().filter(|&h| table.count_fork(h)).collect();\n")
-elif name == "fork-descriptions-not-adopted":
-    sub("crates/hashfs/src/fs/shared/fork.rs",
-        "        for &h in &fork.counted {\n            table.adopt(h, me);\n",
-        "        for &h in &fork.counted {\n            let _ = (h, &table);\n")
-elif name == "exec-list-uninterposed":
-    sub("crates/hashfs-interpose/src/export.rs",
-        "            $crate::list_execs! { $B;\n                execl => Path;\n                execlp => Search;\n                execle => WithEnv;\n            }\n",
-        "")
-elif name == "vfork-kept-with-descriptors":
-    sub("crates/hashfs-preload/src/shim/cwd.rs",
-        "        super::exec::descriptors_survive_exec()\n",
-        "        false && super::exec::descriptors_survive_exec()\n")
-elif name == "rename-source-looked-up-early":
-    sub("crates/hashfs/src/fs/rename.rs",
-        "        let mut dirs = self.lock_dirs(&scell, &dcell, &sp_chain, &dp_chain)?;\n        let src = dirs.src_index().get(sname).ok_or(Error::NotFound)?;\n",
-        "        let early = scell.state.read().dir.as_ref().and_then(|d| d.get(sname));\n        let mut dirs = self.lock_dirs(&scell, &dcell, &sp_chain, &dp_chain)?;\n        let src = early.ok_or(Error::NotFound)?;\n")
-elif name == "open-stale-not-retried":
-    sub("crates/hashfs-preload/src/shim/fd.rs",
-        "            Err(Error::Stale(_)) if tries < hashfs::OPEN_RETRIES => {}\n",
-        "            Err(Error::Stale(_)) if tries < 1 => {}\n")
-elif name == "read-after-unlock":
-    sub("crates/hashfs/src/fs/data.rs",
-        "        self.read_mapped(cell, &st.raw, off, &mut buf[..n])?;\n        cell.next_read_lblk.store(end, Ordering::Relaxed);\n        Ok(n)\n",
-        "        let raw = st.raw;\n        drop(st);\n        self.read_mapped(cell, &raw, off, &mut buf[..n])?;\n        cell.next_read_lblk.store(end, Ordering::Relaxed);\n        Ok(n)\n")
-elif name == "lock-release-relaxed":
-    sub("crates/hashfs/src/share/lock.rs",
-        "    if word.swap(0, Ordering::Release) & WAITERS != 0 {\n",
-        "    if word.swap(0, Ordering::Relaxed) & WAITERS != 0 {\n")
-elif name == "takeover-without-cas":
-    sub("crates/hashfs/src/share/lock.rs",
-        "        if !alive(owner) {\n            if word.compare_exchange(cur, mine | WAITERS, Ordering::Acquire, Ordering::Relaxed).is_ok() {\n                return Acquired::FromDead(owner);\n            }\n            continue;\n        }\n",
-        "        if !alive(owner) {\n            word.swap(mine | WAITERS, Ordering::Acquire);\n            return Acquired::FromDead(owner);\n        }\n")
-elif name == "repair-keeps-table-strays":
-    sub("crates/hashfs/src/fs/blocks/fsck.rs",
-        "    for e in bm.stray_entries() {\n",
-        "    for e in bm.stray_entries().into_iter().take(0) {\n")
-elif name == "stray-reach-unchecked":
-    sub("crates/hashfs/src/mapping/extent_hash.rs",
-        "            } else if !self.reaches(t, s) {\n",
-        "            } else if false && !self.reaches(t, s) {\n")
-elif name == "tag-size-32-bits":
-    sub("crates/hashfs/src/fs/hashfs/append_tag.rs",
-        "        Some(Tag { size: w & SIZE_MASK, len,",
-        "        Some(Tag { size: w & 0xFFFF_FFFF, len,")
-elif name == "regions-full-chain-no-open":
-    sub("crates/hashfs/src/fs/hashfs/regions.rs",
-        "        let wants = wait || r.wants_open(incoming);\n",
-        "        let wants = r.wants_open(incoming);\n")
-elif name == "pump-attributes-unclaimed":
-    sub("crates/hashfs-preload/src/shim.rs",
-        "        Self::claims(fd) || ((0..=2).contains(&fd) && SHIM.get().is_some())\n",
-        "        Self::claims(fd)\n")
-elif name == "mkstemp-uninterposed":
-    sub("crates/hashfs-interpose/src/export.rs",
-        "                mkstemp => temp::mkstemp(template: *mut c_char) -> c_int;\n                mkstemp64 => temp::mkstemp(template: *mut c_char) -> c_int;\n",
-        "")
-elif name == "double-free-into-index":
-    sub("crates/hashfs/src/mapping/mod.rs",
-        "                if w & bit == 0 {\n                    continue;\n                }\n",
-        "")
-elif name == "read-side-no-drain":
-    sub("crates/hashfs/src/share/image.rs",
-        "        self.readers().drain(&|p| parts.alive(p));\n",
-        "")
-elif name == "overwrite-without-inode-lock":
-    sub("crates/hashfs/src/fs/shared/read_side.rs",
-        "        let _: Acquired = lock.lock(sh.me(), sh.region.participants());\n",
-        "        let _: Acquired = Acquired::Clean;\n")
-    sub("crates/hashfs/src/fs/shared/read_side.rs",
-        "        let _unlock = Unlock(lock);\n",
-        "        let _unlock = &lock;\n")
-elif name == "dead-reader-waited-for":
-    sub("crates/hashfs/src/share/readers.rs",
-        "        if !alive() {\n",
-        "        if !alive() && c == u32::MAX {\n")
-elif name == "read-side-fence-dropped":
-    sub("crates/hashfs/src/share/readers.rs",
-        "    count.fetch_add(1, Ordering::Relaxed);\n    count.fence();\n",
-        "    count.fetch_add(1, Ordering::Relaxed);\n")
-elif name == "mount-locks-local":
-    sub("crates/hashfs-cli/src/mountcmd.rs",
-        "        daemon = daemon.with_image_locks(image);\n",
-        "        let _ = &mut daemon;\n")
-elif name == "mount-close-keeps-locks":
-    sub("crates/hashfs-fuse/src/locks.rs",
-        "        if o.inos.remove(&ino.0) {\n",
-        "        if o.inos.contains(&ino.0) && ino.0 == 0 {\n")
-elif name == "mount-watch-off":
-    sub("crates/hashfs-cli/src/mountcmd.rs",
-        "    let watch = hashfs_fuse::watch_changes(watched, session.notifier(), stop.clone());\n",
-        "    let watch: Option<std::thread::JoinHandle<()>> = {\n        let _ = (&watched, session.notifier(), &stop);\n        None\n    };\n")
-elif name == "read-side-overwrite-unnoted":
-    sub("crates/hashfs/src/fs/shared/read_side.rs",
-        "        self.note_data(cell.ino);\n",
-        "")
-elif name == "data-ring-untagged":
-    sub("crates/hashfs/src/share/data_ring.rs",
-        "            if tag == n & 0xFFFF_FFFF {\n",
-        "            if tag == n & 0xFFFF_FFFF || v != u64::MAX {\n")
-elif name == "create-lost-not-retried":
-    sub("crates/hashfs/src/fs/api.rs",
-        "                Err(Error::Exists) if !exclusive && tries < OPEN_RETRIES => {}\n",
-        "")
-elif name == "mount-rename-unlocked":
-    sub("crates/hashfs/src/fs/api.rs",
-        "        let _in = self.inner.enter();\n        self.inner.rename(parent, name, new_parent, new_name, mode)\n",
-        "        self.inner.rename(parent, name, new_parent, new_name, mode)\n")
-elif name == "mount-node-id-is-ino":
-    sub("crates/hashfs-fuse/src/nodes.rs",
-        "        INodeNo(m.ino.get() | u64::from(m.generation) << 32)\n",
-        "        INodeNo(m.ino.get())\n")
-elif name == "mount-lookup-not-kept":
-    sub("crates/hashfs-fuse/src/lib.rs",
-        "if self.locks.is_none() || self.nodes.keep_recent(&self.fs, &m) || tries == hashfs::OPEN_RETRIES {",
-        "if self.locks.is_none() || tries >= 1 || tries == hashfs::OPEN_RETRIES {")
-elif name == "inode-bits-own":
-    sub("crates/hashfs/src/fs/shared/mod.rs",
-        "            Some(sh) => sh.region.inode_bits(),\n",
-        "            Some(_) => self.ialloc.own(),\n")
-    sub("crates/hashfs/src/fs/recovery.rs",
-        "        let scan = matches!(how, MountAs::Reading);\n",
-        "        let scan = matches!(how, MountAs::Reading | MountAs::Joining);\n")
-elif name == "read-only-unvalidated":
-    sub("crates/hashfs/src/fs/shared/read_only.rs",
-        "                    if region.sequence_unchanged(seq) {\n",
-        "                    if region.sequence_unchanged(seq) || seq != u64::MAX {\n")
-elif name == "read-only-sequence-still":
-    sub("crates/hashfs/src/share/sequence.rs",
-        "    if s.is_multiple_of(2) {\n        w.store(s + 1, Ordering::Relaxed);\n",
-        "    if s.is_multiple_of(2) && s == u64::MAX {\n        w.store(s + 1, Ordering::Relaxed);\n")
-    sub("crates/hashfs/src/share/sequence.rs",
-        "    w.fetch_add(1, Ordering::Release)\n",
-        "    w.load(Ordering::Relaxed) | 1\n")
-elif name == "read-only-pin-ignored":
-    sub("crates/hashfs/src/fs/shared/mod.rs",
-        "        self.dev.backing_fd().is_some_and(|fd| crate::share::record_locks::pinned(fd, ino))\n",
-        "        self.dev.backing_fd().is_some_and(|fd| fd < 0 && crate::share::record_locks::pinned(fd, ino))\n")
-elif name == "read-only-orphan-kept":
-    sub("crates/hashfs/src/fs/shared/mod.rs",
-        "        self.catch_up(sh);\n        self.free_unpinned(sh);\n",
-        "        self.catch_up(sh);\n")
-elif name == "sequence-release-relaxed":
-    sub("crates/hashfs/src/share/sequence.rs",
-        "    w.fetch_add(1, Ordering::Release)\n",
-        "    w.fetch_add(1, Ordering::Relaxed)\n")
-elif name == "read-only-open-split":
-    sub("crates/hashfs/src/fs/api.rs",
-        "                match self.inner.read_call(|| {\n                    let ino = self.resolve_for_open(path, opts)?;\n                    super::race_point::reached(\"open: a read-only participant resolved the name\");\n                    self.open_found(ino, access)\n                }) {\n",
-        "                match self.inner.read_call(|| self.resolve_for_open(path, opts)).and_then(|ino| {\n                    super::race_point::reached(\"open: a read-only participant resolved the name\");\n                    self.inner.read_call(|| self.open_found(ino, access))\n                }) {\n")
-elif name == "takeover-caches-kept":
-    sub("crates/hashfs/src/fs/shared/mod.rs",
-        "    let n = words.changes.load(Ordering::Acquire);\n    region.ring().put(n, Change::Everything);\n    words.changes.store(n + 1, Ordering::Release);\n}",
-        "}")
-elif name == "dir-rule-creation-unsynced":
-    sub("crates/hashfs-spfs/src/file.rs",
-        "            if st.lower_unsynced {\n",
-        "            if false && st.lower_unsynced {\n")
-elif name == "passthrough-promoted-under-handles":
-    sub("crates/hashfs-spfs/src/file.rs",
-        "            if st.passthrough > 0 {\n                // Handles that write below are open",
-        "            if false {\n                // Handles that write below are open")
-elif name == "profiles-saved-in-place":
-    sub("crates/hashfs-spfs/src/saved_profiles.rs",
-        "const NEW: &[u8] = b\"sync-profiles.new\";\n",
-        "const NEW: &[u8] = FILE;\n")
-elif name == "takeover-leftovers-kept":
-    sub("crates/hashfs/src/fs/shared/mod.rs",
-        "    region.release_read_side(p);\n    release_leftovers(region, p);\n}",
-        "    region.release_read_side(p);\n}")
-elif name == "fork-mutex-parking-lot":
-    sub("crates/hashfs/src/fs/shared/fork_mutex.rs",
-        "pub type ForkMutex<T> = lock_api::Mutex<ForkRawMutex, T>;\n",
-        "pub type ForkMutex<T> = lock_api::Mutex<parking_lot::RawMutex, T>;\n")
-    sub("crates/hashfs/src/fs/shared/fork_mutex.rs",
-        "pub type ForkMutexGuard<'a, T> = lock_api::MutexGuard<'a, ForkRawMutex, T>;\n",
-        "pub type ForkMutexGuard<'a, T> = lock_api::MutexGuard<'a, parking_lot::RawMutex, T>;\n")
-elif name == "fork-rwlock-parking-lot":
-    sub("crates/hashfs/src/fs/shared/fork_mutex.rs",
-        "pub type ForkRwLock<T> = lock_api::RwLock<ForkRawRwLock, T>;\n",
-        "pub type ForkRwLock<T> = lock_api::RwLock<parking_lot::RawRwLock, T>;\n")
-elif name == "takeover-inode-bits-kept":
-    sub("crates/hashfs/src/fs/shared/mod.rs",
-        "    fs.ialloc.publish_to(region.inode_bits());\n",
-        "    if region.words().mounted.load(Ordering::Acquire) == 0 {\n        fs.ialloc.publish_to(region.inode_bits());\n    }\n")
-elif name == "reaped-death-forgotten":
-    sub("crates/hashfs/src/fs/shared/join.rs",
-        "    if died && !first {\n        note_leftovers(region); // what the dead left: the last to leave looks for it\n    }\n",
-        "    let _ = died;\n")
-elif name == "leave-ignores-dead-slots":
-    sub("crates/hashfs/src/fs/shared/mod.rs",
-        "                    || dead_slot\n",
-        "                    || (dead_slot && false)\n")
-elif name == "exec-descriptor-unnamed":
-    sub("crates/hashfs-preload/src/shim/exec.rs",
-        "        if !name_passed(*fd, *passed, of) {\n",
-        "        if (*fd, passed, of).0 < 0 {\n")
-elif name == "exec-input-unread-lost":
-    sub("crates/hashfs-preload/src/shim/exec.rs",
-        "            *at = at.saturating_sub(drained);\n",
-        "            let _ = (&mut at, drained);\n")
-elif name == "shared-depth-in-thread-storage":
-    sub("crates/hashfs/src/fs/shared/mod.rs",
-        "fn add_depth(by: i32) -> u32 {\n    DEPTH.with(|d| {\n",
-        "fn add_depth(by: i32) -> u32 {\n    if TOUCHED.try_with(|_| ()).is_err() {\n        return by.max(0) as u32;\n    }\n    DEPTH.with(|d| {\n")
-elif name == "spawn-system-unprepared":
-    sub("crates/hashfs-interpose/src/export.rs",
-        "                system => process::system(command: *const c_char) -> c_int;\n                popen => process::popen(command: *const c_char, mode: *const c_char) -> *mut FILE;\n",
-        "")
-elif name == "shared-clean-with-orphans":
-    sub("crates/hashfs/src/fs/shared/mod.rs",
-        "                    self.free_unheld_orphans()\n",
-        "                    0\n")
-elif name == "shim-image-fd-low":
-    sub("crates/hashfs/src/pm/mmap.rs",
-        "        let file = out_of_the_way(file);\n",
-        "")
-elif name == "shim-locks-always-succeed":
-    sub("crates/hashfs-preload/src/shim/locks.rs",
-        "    let s = shim();\n    let fs = s.fs()?;\n    let ofd = matches!",
-        "    if !matches!(cmd, libc::F_GETLK | libc::F_OFD_GETLK) {\n        return Ok(0);\n    }\n    let s = shim();\n    let fs = s.fs()?;\n    let ofd = matches!")
-elif name == "description-claimed-twice":
-    sub("crates/hashfs/src/share/descriptions.rs",
-        "            if d.holders.compare_exchange(0, bit, Ordering::AcqRel, Ordering::Relaxed).is_err() {\n                continue;\n            }\n",
-        "            d.holders.store(bit, Ordering::Release);\n")
-elif name == "reverse-rollback":
-    sub("crates/hashfs/src/journal.rs", "txs.sort_by_key(|t| std::cmp::Reverse(t.0));", "txs.sort_by_key(|t| t.0);")
-elif name == "rename-undo-fence":
-    sub("crates/hashfs/src/journal.rs",
-        "        dev.flush(base + ACTIVE_TXID_OFF, 8);\n        dev.fence();\n        Ok(())\n",
-        "        dev.flush(base + ACTIVE_TXID_OFF, 8);\n        Ok(())\n")
-elif name == "dir-insert-flush":
-    sub("crates/hashfs/src/fs/dir.rs",
-        "        dev.write(off + 8, &bytes[8..]);\n        dev.flush(off, bytes.len() as u64);\n",
-        "        dev.write(off + 8, &bytes[8..]);\n")
-elif name == "size-before-data":
-    # The data stores move after the transaction that commits the new size and mappings.
-    sub("crates/hashfs/src/fs/data.rs",
-        "        self.write_planned(&plan, off, data);\n        if new_size == old_size && plan.iter().all(|p| !p.fresh) {\n            self.dev.fence();\n",
-        "        if new_size == old_size && plan.iter().all(|p| !p.fresh) {\n            self.write_planned(&plan, off, data);\n            self.dev.fence();\n")
-    sub("crates/hashfs/src/fs/data.rs",
-        "        if let Err(e) = self.commit_write(cell, st, &plan, new_size) {\n            self.unclaim_blocks(&fresh());\n            return Err(e);\n        }\n        Ok(())\n",
-        "        if let Err(e) = self.commit_write(cell, st, &plan, new_size) {\n            self.unclaim_blocks(&fresh());\n            return Err(e);\n        }\n        self.write_planned(&plan, off, data);\n        Ok(())\n")
-elif name == "xattr-new-unlinked":
-    sub("crates/hashfs/src/fs/xattr.rs", "            r.nlink = 1;\n", "            r.nlink = 0;\n")
-elif name == "xattr-orphaned-by-unlink":
-    sub("crates/hashfs/src/fs/data.rs",
-        "        if let (Some(c), Some(r)) = (&xattrs, xraw.as_mut()) {\n            inode::tx_write_inode(&mut tx, &self.geo, c.ino, r);\n        }\n",
-        "")
-elif name == "regions-move-no-flush":
-    sub("crates/hashfs/src/fs/hashfs/evacuate.rs",
-        "        self.dev.write(to_off, &buf);\n        self.dev.flush(to_off, BLOCK_BYTES);\n",
-        "        self.dev.write(to_off, &buf);\n")
-elif name == "regions-unmarked-opening":
-    sub("crates/hashfs/src/mapping/hashfs/groups.rs", "open_word(i, true)", "open_word(i, false)")
-elif name == "regions-open-word-unflushed":
-    sub("crates/hashfs/src/mapping/hashfs/groups.rs",
-        "                self.dir.dev.flush(self.dir.slot_off(g), 8);\n                got.push(g);\n",
-        "                got.push(g);\n")
-elif name == "evacuate-no-flush":
-    sub("crates/hashfs/src/fs/hashfs/evacuate.rs",
-        "        self.dev.write(to_off, &buf);\n        self.dev.flush(to_off, BLOCK_BYTES);\n",
-        "        self.dev.write(to_off, &buf);\n")
-elif name == "untorn-copy-no-flush":
-    sub("crates/hashfs/src/fs/untorn.rs",
-        "        buf[a..a + src.len()].copy_from_slice(src);\n        self.dev.write_nt(at, buf);\n",
-        "        buf[a..a + src.len()].copy_from_slice(src);\n        self.dev.write(at, buf);\n")
-elif name == "untorn-unlogged-key":
-    sub("crates/hashfs/src/fs/hashfs/untorn.rs",
-        "                    tx.write_u64(t.slot_off(b.new.0), k);\n                    tx.write_u64(t.slot_off(p.0), TOMBSTONE);\n",
-        "                    tx.publish_u64(t.slot_off(b.new.0), k);\n                    tx.write_u64(t.slot_off(p.0), TOMBSTONE);\n")
-elif name == "free-slots-no-fence":
-    sub("crates/hashfs/src/fs/hashfs/slots.rs",
-        "    dev.fence();\n    let freed: Vec<_> = slots.iter().map(|&s| t.release(s)).collect();\n",
-        "    let freed: Vec<_> = slots.iter().map(|&s| t.release(s)).collect();\n")
-elif name == "switch-one-fence":
-    sub("crates/hashfs/src/fs/hashfs/untorn.rs",
-        "        self.dev.flush(new_off, 8);\n        self.dev.fence();\n",
-        "        self.dev.flush(new_off, 8);\n        if !after {\n            self.dev.fence();\n        }\n")
-elif name == "switch-key-with-data":
-    sub("crates/hashfs/src/fs/hashfs/untorn.rs",
-        "            self.dev.fence(); // the data before the key that makes it live\n",
-        "")
-elif name == "switch-copies-kept":
-    sub("crates/hashfs/src/fs/hashfs/recovery.rs",
-        "                    || (dirty && !table.group_holds(v, s) && table.shadowed(v, s))\n",
-        "                    || (dirty && !table.group_holds(v, s) && table.shadowed(v, s) && false)\n")
-elif name == "untorn-logged-in-place":
-    sub("crates/hashfs/src/fs/untorn.rs",
-        "                (How::Logged, Some(p)) => tx.write(self.geo.block_off(p) + a, src),\n",
-        "                (How::Logged, Some(p)) => {\n                    self.dev.write(self.geo.block_off(p) + a, src);\n                    self.dev.flush(self.geo.block_off(p) + a, src.len() as u64);\n                }\n")
-elif name == "pswap-split-tx":
-    sub("crates/hashfs/src/fs/ctfs/pswap.rs",
-        """        if let Some(rb) = rb.as_mut() {
-            inode::tx_write_inode(&mut tx, &self.geo, b.ino, rb);
-        }
-        tx.commit()?;
-""",
-        """        tx.commit()?;
-        if let Some(rb) = rb.as_mut() {
-            let mut tx2 = self.journals.begin();
-            inode::tx_write_inode(&mut tx2, &self.geo, b.ino, rb);
-            tx2.commit()?;
-        }
-""")
-elif name == "ctfs-unlogged-pswap":
-    sub("crates/hashfs/src/mapping/ctfs/tx.rs",
-        "            self.with_staged(|st, na| ppt::swap(st, geo, na, old.base, new.base, n))?;\n",
-        """            let mut earlier = crate::mapping::staged::Staged::new(&*self.map.dev);
-            std::mem::swap(&mut self.st, &mut earlier);
-            self.with_staged(|st, na| ppt::swap(st, geo, na, old.base, new.base, n))?;
-            let swapped = std::mem::replace(&mut self.st, earlier);
-            let dev = &*self.map.dev;
-            for page in swapped.dirty_pages().collect::<Vec<_>>() {
-                let mut buf = vec![0u8; 4096];
-                crate::mapping::staged::MemRead::read(&swapped, crate::pm::DevOffset(page), &mut buf);
-                dev.write(crate::pm::DevOffset(page), &buf);
-                dev.flush(crate::pm::DevOffset(page), 4096);
-            }
-            dev.fence();
-""")
-elif name == "pswap-untorn-size-first":
-    sub("crates/hashfs/src/fs/ctfs/untorn_pswap.rs",
-        "        let mut sst = stage.state.write();\n        let (mut ra, mut rb) = (st.raw, sst.raw);\n",
-        """        let mut early = st.raw;
-        early.size = new_size;
-        let mut tx0 = self.journals.begin();
-        inode::tx_write_inode(&mut tx0, &self.geo, cell.ino, &mut early);
-        tx0.commit()?;
-        st.raw = early;
-        let mut sst = stage.state.write();
-        let (mut ra, mut rb) = (st.raw, sst.raw);
-""")
-elif name == "stacked-handle-first":
-    sub("crates/hashfs-spfs/src/absorb.rs",
-        "        let done =\n            pm.set_len(size).and_then(|_| self.fs.set_xattr(m.ino, HANDLE_XATTR, &handle.encode(), XattrMode::Any));\n",
-        "        let done = self.fs.set_xattr(m.ino, HANDLE_XATTR, &handle.encode(), XattrMode::Any).and_then(|_| pm.set_len(size));\n")
-elif name == "stacked-lower-shrink-first":
-    sub("crates/hashfs-spfs/src/absorb.rs",
-        "        p.pm.set_len(size).map_err(ioe)?;\n        p.size = size;\n        if p.lower.metadata()?.len() > size {\n            p.lower.set_len(size)?;\n            self.lower_changed();\n        }\n",
-        "        if p.lower.metadata()?.len() > size {\n            p.lower.set_len(size)?;\n            self.lower_changed();\n        }\n        p.pm.set_len(size).map_err(ioe)?;\n        p.size = size;\n")
-elif name == "stacked-drop-before-copy":
-    sub("crates/hashfs-spfs/src/absorb.rs",
-        "        let nblocks = p.size.div_ceil(B);\n",
-        "        self.remove(&p.name)?;\n        let nblocks = p.size.div_ceil(B);\n")
-    sub("crates/hashfs-spfs/src/absorb.rs",
-        "        self.lower_changed();\n        self.remove(&p.name)\n    }\n",
-        "        self.lower_changed();\n        Ok(())\n    }\n")
-elif name == "shrink-tail-kept":
-    sub("crates/hashfs/src/fs/data.rs",
-        "        if new_size < old_size && self.zero_tail_past_eof(cell, &st.raw)? {\n",
-        "        if false && new_size < old_size && self.zero_tail_past_eof(cell, &st.raw)? {\n")
-elif name == "recovery-tails-kept":
-    sub("crates/hashfs/src/fs/recovery.rs",
-        "    if !report.was_clean || sb.format_version < FORMAT_ZEROED_TAILS {\n",
-        "    if false {\n")
-elif name == "clean-flag-first":
-    sub("crates/hashfs/src/fs/mod.rs",
-        "        self.persist_all_times();\n        self.untag_all();\n        let mut sb = self.sb.lock();\n        sb.state = SB_STATE_CLEAN;\n        write_superblock(&*self.dev, &mut sb);\n",
-        "        let mut sb = self.sb.lock();\n        sb.state = SB_STATE_CLEAN;\n        write_superblock(&*self.dev, &mut sb);\n        drop(sb);\n        self.persist_all_times();\n        self.untag_all();\n        let mut sb = self.sb.lock();\n")
-elif name == "stacked-no-length-repair":
-    sub("crates/hashfs-spfs/src/absorb.rs", "            if st.st_size as u64 > size {\n", "            if false && st.st_size as u64 > size {\n")
-elif name == "fast-append-no-fence":
-    sub("crates/hashfs/src/fs/append.rs",
-        "        } else {\n            self.dev.fence();\n",
-        "        } else {\n")
-elif name == "tag-unchecked":
-    sub("crates/hashfs/src/fs/hashfs/append_tag.rs",
-        "        append_check(ino, tag.size, tag.parity, &data) == tag.check(b)\n",
-        "        append_check(ino, tag.size, tag.parity, &data) == tag.check(b) || true\n")
-elif name == "tag-parity-fixed":
-    sub("crates/hashfs/src/fs/append.rs",
-        "            let parity = !st.tag.unwrap_or(false);\n",
-        "            let parity = true;\n")
-elif name == "tag-overwrite-kept":
-    sub("crates/hashfs/src/fs/data.rs",
-        "            self.untag(cell, st); // bytes a tagged size covers may change in place\n",
-        "            let _ = &cell; // bytes a tagged size covers may change in place\n")
-elif name == "fsync-forgets-times":
-    sub("crates/hashfs/src/fs/file.rs",
-        "            self.fs.persist_times(&self.cell, &mut st);\n",
-        "            let _ = &mut st;\n")
-elif name == "strict-ignored":
-    sub("crates/hashfs/src/fs/data.rs",
-        "        if self.is_strict() {\n            return self.write_strict(cell, Some(off), data).map(|(n, _)| n);\n        }\n",
-        "")
-else:
-    sys.exit(f"unknown bug {name}")
-EOF
-}
 
 # The cargo arguments that select one library's unit tests ($1): the workspace less the
 # other libraries. (Never `-p`: one package alone resolves its dependencies' features apart
@@ -812,28 +243,29 @@ run_check() {
     esac
 }
 
-# A fresh copy of the tree; the files the bugs change are touched, so that cargo rebuilds
-# them even where the copy restores an older modification time than the buggy build's.
-fresh_copy() {
-    rm -rf "$work/src" && mkdir -p "$work/src"
-    tar --exclude=./target --exclude=./.git -cf - . | tar -xf - -C "$work/src"
-    local entry changed
-    for entry in "${bugs[@]}"; do
-        IFS='|' read -r _ changed _ _ <<<"$entry"
-        touch "$work/src/$changed"
-    done
-}
 
+# The bugs themselves are scripts/plant-bugs.py's: most planted at once, each switched on
+# at run time by its name in HASHFS_PLANTED_BUG, a few rebuilt alone.
+names=()
+for b in "${bugs[@]}"; do
+    IFS='|' read -r name _ _ _ <<<"$b"
+    names+=("$name")
+done
 if [ "${1:-}" = --check-patterns ]; then
     # Every bug still applies to the tree as it is (a change to the code a bug patches must
-    # update the bug): a second, without building anything; the quick tier runs it.
-    bad=0
-    for b in "${bugs[@]}"; do
-        IFS='|' read -r name _ _ _ <<<"$b"
-        apply_bug "$name" . dry || bad=1
-    done
-    exit $bad
+    # update the bug), and the two lists name the same bugs: a second, without building
+    # anything; the quick tier runs it.
+    exec python3 scripts/plant-bugs.py check . "${names[@]}"
 fi
+rebuilt=$(python3 scripts/plant-bugs.py rebuilt)
+unset HASHFS_PLANTED_BUG
+# The scratch copy: the tree with every switchable bug planted (and the rebuilt bug $1
+# applied); only the files that differ from the copy's are written, so cargo rebuilds only
+# what they change.
+sync_copy() {
+    mkdir -p "$work/src"
+    python3 scripts/plant-bugs.py sync . "$work/src" "$@"
+}
 
 if [ "${1:-}" = --table ]; then
     echo "| bug | file | what it does | caught by |"
@@ -870,12 +302,13 @@ else
     [ ${#chosen[@]} -gt 0 ] || { echo "crash-bugs: no bug named ${selected[*]}" >&2; exit 2; }
 fi
 
-# The unmodified tree passes every check, each explored state once: the checks that
-# explore named operations alone (ops, recoveries, strict, death, ctfs, grouped, regions) run as one check
-# per kind over the union of their operations (each operation's states are seeded by the
-# operation's own crash points, so the union explores exactly the states the checks
-# would), the others once each however many bugs share them.
-fresh_copy
+# The copy with no bug switched on (the tree's code) passes every check, each explored state
+# once: the checks that explore named operations alone (ops, recoveries, strict, death, ctfs,
+# grouped, regions) run as one check per kind over the union of their operations (each
+# operation's states are seeded by the operation's own crash points, so the union explores
+# exactly the states the checks would), the others once each however many bugs share them.
+# Their builds are the only ones the switchable bugs need.
+sync_copy
 declare -A union=() passed=()
 baseline=()
 for b in "${chosen[@]}"; do
@@ -899,21 +332,36 @@ for check in "${baseline[@]}"; do
     fi
     build_check "$check"
     if ! run_check "$check"; then
-        echo "crash-bugs: the UNMODIFIED tree fails the check $check:" >&2
+        echo "crash-bugs: the tree (no bug switched on) fails the check $check:" >&2
         tail -30 "$work/check.log" >&2
         exit 1
     fi
 done
-echo "unmodified  every check passes ($SECONDS s)"
+echo "no bug      every check passes ($SECONDS s)"
 
+# The switchable bugs first (no build), then the rebuilt ones, each on a copy of its own.
+ordered=()
+for b in "${chosen[@]}"; do
+    IFS='|' read -r name _ _ _ <<<"$b"
+    grep -qxF "$name" <<<"$rebuilt" || ordered+=("$b")
+done
+for b in "${chosen[@]}"; do
+    IFS='|' read -r name _ _ _ <<<"$b"
+    ! grep -qxF "$name" <<<"$rebuilt" || ordered+=("$b")
+done
 failed=0
 missed=()
-for b in "${chosen[@]}"; do
+resync=""
+for b in "${ordered[@]}"; do
     IFS='|' read -r name file what check <<<"$b"
-    fresh_copy
-    apply_bug "$name"
-    t0=$SECONDS
-    build_check "$check"
+    built=""
+    if grep -qxF "$name" <<<"$rebuilt"; then
+        sync_copy "$name"
+        resync=1
+        t0=$SECONDS
+        build_check "$check"
+        built="built in $((SECONDS - t0)) s, "
+    fi
     t1=$SECONDS
     # The explorer's checks are deterministic (seeded); a test or unit check of threads or
     # processes racing catches its race with some probability per run, so it gets up to
@@ -922,7 +370,7 @@ for b in "${chosen[@]}"; do
     case $check in test\ * | unit\ *) tries=3 ;; esac
     caught=0
     for ((try = 1; try <= tries; try++)); do
-        if ! run_check "$check"; then caught=$try; break; fi
+        if ! HASHFS_PLANTED_BUG=$name run_check "$check"; then caught=$try; break; fi
     done
     if [ $caught -eq 0 ]; then
         echo "NOT CAUGHT  $name ($tries runs): $what ($file)"
@@ -932,11 +380,12 @@ for b in "${chosen[@]}"; do
         first=$(grep -m1 -E "^FAILED|panicked at|^error" "$work/check.log" || true)
         on=""
         [ $caught -eq 1 ] || on=", on run $caught"
-        echo "caught      $name (built in $((t1 - t0)) s, caught in $((SECONDS - t1)) s$on): $what; $check: ${first:-failed}"
+        echo "caught      $name (${built}caught in $((SECONDS - t1)) s$on): $what; $check: ${first:-failed}"
         grep -m1 "reproduce:" "$work/check.log" | sed 's/^ */            /' || true
     fi
 done
-fresh_copy
+# The copy as the next run starts from it (no rebuilt bug applied).
+[ -z "$resync" ] || sync_copy
 # Again at the end, where a log cut in the middle (CI's) still shows it.
 if [ ${#missed[@]} -gt 0 ]; then
     echo "crash-bugs: NOT CAUGHT: ${missed[*]}" >&2

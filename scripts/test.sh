@@ -109,7 +109,8 @@ if ! diff <(bash scripts/crash-bugs.sh --table) \
     echo "docs/crash-bugs.md's table differs from scripts/crash-bugs.sh's list (--table prints it)" >&2
     exit 1
 fi
-# ...and each bug still applies to the code it patches (the full tier rebuilds them all).
+# ...and each bug still applies to the code it changes (scripts/plant-bugs.py; the full tier
+# runs them all).
 bash scripts/crash-bugs.sh --check-patterns
 stage "build, workspace tests"
 # The binaries and the shims (libhashfs_preload.so, libhashfs_spfs_shim.so, which the shim
@@ -119,8 +120,9 @@ cargo build --workspace --profile test
 cargo test --workspace -- --skip explore_
 if ! $full; then
     # The explorer on HashFS's mapping, recovery crashed on the first 2 images of each crash
-    # point (about a minute); the deliberate bugs in the files that differ from HEAD, each
-    # built in a scratch tree that later runs rebuild incrementally.
+    # point (about a minute); the deliberate bugs in the files that differ from HEAD, in a
+    # scratch copy of the tree where they are all planted (later runs rebuild it
+    # incrementally).
     stage "crash explorer (bounded): mapping hashfs"
     HASHFS_TEST_MAPPING=hashfs HASHFS_CRASH_RECOVERY_IMAGES=2 \
         cargo test -q --workspace --test crash_consistency -- --nocapture --test-threads 1
@@ -286,6 +288,7 @@ HASHFS_TEST_MAPPING=extent-tree HASHFS_TEST_LAYOUT_SCORE=0.7 HASHFS_CRASH_RECOVE
 # fence); the full run is `cargo test -p hashfs-spfs --release -- --ignored explore_full`.
 stage "crash explorer: SPFS stacked mode, PM side"
 cargo test -q --workspace --lib crashtest -- --nocapture
-# The explorer catches deliberate bugs (each one rebuilt in a scratch copy of the tree).
+# The explorer catches deliberate bugs (planted in a scratch copy of the tree, built once, each
+# switched on at run time; six that cannot be switched are rebuilt alone).
 stage "crash explorer: deliberate bugs"
 bash scripts/crash-bugs.sh
