@@ -134,10 +134,13 @@ impl Descriptions {
     }
 
     /// Clears dead participant `dead`'s bit in every description (a survivor's repair,
-    /// before the participant's slot is reaped); returns how many it held.
+    /// before the participant's slot is reaped; a participant's own at its leave); returns
+    /// how many it held. Only `dead` sets its bit: a word without it is passed by a load
+    /// (as `OpenInodes::release_all_of`).
     pub fn release_all_of(&self, dead: Participant) -> usize {
         let bit = 1u64 << dead.0;
-        self.slots.iter().filter(|d| d.holders.fetch_and(!bit, Ordering::AcqRel) & bit != 0).count()
+        let held = |d: &&Description| d.holders.load(Ordering::Acquire) & bit != 0;
+        self.slots.iter().filter(held).filter(|d| d.holders.fetch_and(!bit, Ordering::AcqRel) & bit != 0).count()
     }
 
     /// Whether participant `p` holds any description.
