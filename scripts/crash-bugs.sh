@@ -33,8 +33,8 @@ export CARGO_TARGET_DIR="$work/target"
 seed=${HASHFS_CRASH_SEED:-1}
 
 # name | file | what the bug does | how it is checked. Each bug's change is in
-# scripts/plant-bugs.py under its name (a new bug: an entry here, and there a `@bug` whose
-# `lines` gives the tree's lines and the bug's, or whose `plant` writes the switch out).
+# scripts/bugs/ under its name (a new bug: an entry here, and there a `@bug` whose `lines`
+# gives the tree's lines and the bug's, or whose `plant` writes the switch out).
 bugs=(
     "no-flush-rollback|crates/hashfs/src/journal.rs|recovery rolls back without flushing the restored bytes|ops chmod,mkdir,rename"
     "reverse-rollback|crates/hashfs/src/journal.rs|recovery undoes open transactions oldest first|unit transactions_open_in_two_journals_roll_back_newest_first"

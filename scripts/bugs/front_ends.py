@@ -1,0 +1,107 @@
+"""Deliberate bugs in the LD_PRELOAD shim, the interposer, the FUSE mount and the CLI (scripts/plant-bugs.py)."""
+from planting import bug, lines, plant, sub  # noqa: F401
+
+
+@bug("fork-offset-unshared")
+def _():
+    plant("crates/hashfs-preload/src/shim/fork.rs",
+        "        let shared = self.shared.get().and_then(|&h| joined_fs()?.lock_offset(h));\n",
+        "        let shared = if @ON { None } else { self.shared.get().and_then(|&h| joined_fs()?.lock_offset(h)) };\n")
+
+
+@bug("exec-list-uninterposed", rebuilt=True)
+def _():
+    sub("crates/hashfs-interpose/src/export.rs",
+        "            $crate::list_execs! { $B;\n                execl => Path;\n                execlp => Search;\n                execle => WithEnv;\n            }\n",
+        "")
+
+
+@bug("vfork-kept-with-descriptors")
+def _():
+    plant("crates/hashfs-preload/src/shim/cwd.rs",
+        "        super::exec::descriptors_survive_exec()\n",
+        "        !@ON && super::exec::descriptors_survive_exec()\n")
+
+
+@bug("open-stale-not-retried")
+def _():
+    plant("crates/hashfs-preload/src/shim/fd.rs",
+        "            Err(Error::Stale(_)) if tries < hashfs::OPEN_RETRIES => {}\n",
+        "            Err(Error::Stale(_)) if tries < (if @ON { 1 } else { hashfs::OPEN_RETRIES }) => {}\n")
+
+
+@bug("exec-descriptor-unnamed")
+def _():
+    plant("crates/hashfs-preload/src/shim/exec.rs",
+        "        if !name_passed(*fd, *passed, of) {\n",
+        "        if !@ON && !name_passed(*fd, *passed, of) {\n")
+
+
+@bug("exec-input-unread-lost")
+def _():
+    lines("crates/hashfs-preload/src/shim/exec.rs",
+        "            *at = at.saturating_sub(drained);\n",
+        "            let _ = (&mut at, drained);\n")
+
+
+@bug("spawn-system-unprepared", rebuilt=True)
+def _():
+    sub("crates/hashfs-interpose/src/export.rs",
+        "                system => process::system(command: *const c_char) -> c_int;\n                popen => process::popen(command: *const c_char, mode: *const c_char) -> *mut FILE;\n",
+        "")
+
+
+@bug("shim-locks-always-succeed")
+def _():
+    plant("crates/hashfs-preload/src/shim/locks.rs",
+        "    let s = shim();\n    let fs = s.fs()?;\n    let ofd = matches!",
+        "    if @ON && !matches!(cmd, libc::F_GETLK | libc::F_OFD_GETLK) {\n        return Ok(0);\n    }\n    let s = shim();\n    let fs = s.fs()?;\n    let ofd = matches!")
+
+
+@bug("pump-attributes-unclaimed")
+def _():
+    plant("crates/hashfs-preload/src/shim.rs",
+        "        Self::claims(fd) || ((0..=2).contains(&fd) && SHIM.get().is_some())\n",
+        "        Self::claims(fd) || (!@ON && (0..=2).contains(&fd) && SHIM.get().is_some())\n")
+
+
+@bug("mkstemp-uninterposed", rebuilt=True)
+def _():
+    sub("crates/hashfs-interpose/src/export.rs",
+        "                mkstemp => temp::mkstemp(template: *mut c_char) -> c_int;\n                mkstemp64 => temp::mkstemp(template: *mut c_char) -> c_int;\n",
+        "")
+
+
+@bug("mount-locks-local")
+def _():
+    lines("crates/hashfs-cli/src/mountcmd.rs",
+        "        daemon = daemon.with_image_locks(image);\n",
+        "        let _ = &mut daemon;\n")
+
+
+@bug("mount-close-keeps-locks")
+def _():
+    plant("crates/hashfs-fuse/src/locks.rs",
+        "        if o.inos.remove(&ino.0) {\n",
+        "        if if @ON { o.inos.contains(&ino.0) && ino.0 == 0 } else { o.inos.remove(&ino.0) } {\n")
+
+
+@bug("mount-watch-off")
+def _():
+    plant("crates/hashfs-cli/src/mountcmd.rs",
+        "    let watch = hashfs_fuse::watch_changes(watched, session.notifier(), stop.clone());\n",
+        "    let watch = if @ON { None } else { hashfs_fuse::watch_changes(watched, session.notifier(), stop.clone()) };\n")
+
+
+@bug("mount-node-id-is-ino")
+def _():
+    plant("crates/hashfs-fuse/src/nodes.rs",
+        "        INodeNo(m.ino.get() | u64::from(m.generation) << 32)\n",
+        "        INodeNo(if @ON { m.ino.get() } else { m.ino.get() | u64::from(m.generation) << 32 })\n")
+
+
+@bug("mount-lookup-not-kept")
+def _():
+    plant("crates/hashfs-fuse/src/lib.rs",
+        "if self.locks.is_none() || self.nodes.keep_recent(&self.fs, &m) || tries == hashfs::OPEN_RETRIES {",
+        "if self.locks.is_none() || (if @ON { tries >= 1 } else { self.nodes.keep_recent(&self.fs, &m) }) || tries == hashfs::OPEN_RETRIES {")

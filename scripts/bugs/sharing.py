@@ -1,0 +1,252 @@
+"""Deliberate bugs in many processes on one image: the shared region, its locks, joins, takeovers, forks (scripts/plant-bugs.py)."""
+from planting import bug, lines, plant, sub  # noqa: F401
+
+
+@bug("region-replaced-twice")
+def _():
+    plant("crates/hashfs/src/share/attach.rs",
+        "    if !same_file(path, f)? {\n        return Ok(()); // replaced meanwhile: the caller looks again\n    }\n",
+        "    if !same_file(path, f)? && !@ON {\n        return Ok(()); // replaced meanwhile: the caller looks again\n    }\n")
+
+
+@bug("region-created-over")
+def _():
+    plant("crates/hashfs/src/share/attach.rs",
+        "let linked = std::fs::hard_link(&tmp, path);",
+        "let linked = if @ON { std::fs::rename(&tmp, path) } else { std::fs::hard_link(&tmp, path) };")
+
+
+@bug("description-offset-unlocked")
+def _():
+    lines("crates/hashfs/src/share/descriptions.rs",
+        "        let _: Acquired = self.lock.lock(me, who);\n        OffsetGuard { d: self }\n",
+        "        let _ = (me, who);\n        OffsetGuard { d: self }\n")
+
+
+@bug("description-claimed-twice")
+def _():
+    lines("crates/hashfs/src/share/descriptions.rs",
+        "            if d.holders.compare_exchange(0, bit, Ordering::AcqRel, Ordering::Relaxed).is_err() {\n                continue;\n            }\n",
+        "            d.holders.store(bit, Ordering::Release);\n")
+
+
+@bug("shared-no-catch-up")
+def _():
+    plant("crates/hashfs/src/fs/shared/mod.rs",
+        "        if seen == now {\n            return;\n        }\n",
+        "        if seen == now || @ON {\n            return;\n        }\n")
+
+
+@bug("shared-joiner-recovers")
+def _():
+    plant("crates/hashfs/src/fs/shared/join.rs",
+        "recovery::mount(dev.clone(), progress, MountAs::Joining)",
+        "recovery::mount(dev.clone(), progress, if @ON { MountAs::Alone } else { MountAs::Joining })")
+
+
+@bug("shared-takeover-no-recovery")
+def _():
+    lines("crates/hashfs/src/fs/shared/mod.rs",
+        "        let (tmp, _) = recovery::mount(self.dev.clone(), &|_, _| {}, MountAs::Recovering { keep: &keep })?;\n        tmp.unmounted.store(true, Ordering::Release); // its Drop must not mark the image clean\n        publish_recovered(&sh.region, &tmp);\n        note_leftovers(&sh.region); // a death: the last to leave looks through the inode table\n        drop(tmp);\n",
+        "        let _ = keep;\n        let n = sh.region.words().changes.load(Ordering::Acquire);\n        sh.region.ring().put(n, Change::Everything);\n        sh.region.words().changes.store(n + 1, Ordering::Release);\n")
+
+
+@bug("shared-call-unlocked")
+def _():
+    plant("crates/hashfs/src/fs/shared/mod.rs",
+        "        if let Acquired::FromDead(dead) = sh.region.lock_image(sh.me()) {\n",
+        "        if let Acquired::FromDead(dead) = if @ON { Acquired::Clean } else { sh.region.lock_image(sh.me()) } {\n")
+
+
+@bug("fork-child-uncounted")
+def _():
+    lines("crates/hashfs/src/fs/shared/fork.rs",
+        "        let counted = descriptions.iter().copied().filter(|&h| table.count_fork(h)).collect();\n        sh.region.words().forks.fetch_add(1, Ordering::AcqRel);\n",
+        "        let counted = descriptions.iter().copied().filter(|&h| table.count_fork(h)).collect();\n")
+
+
+@bug("fork-descriptions-not-adopted")
+def _():
+    lines("crates/hashfs/src/fs/shared/fork.rs",
+        "        for &h in &fork.counted {\n            table.adopt(h, me);\n",
+        "        for &h in &fork.counted {\n            let _ = (h, &table);\n")
+
+
+@bug("lock-release-relaxed")
+def _():
+    plant("crates/hashfs/src/share/lock.rs",
+        "    if word.swap(0, Ordering::Release) & WAITERS != 0 {\n",
+        "    if word.swap(0, if @ON { Ordering::Relaxed } else { Ordering::Release }) & WAITERS != 0 {\n")
+
+
+@bug("takeover-without-cas")
+def _():
+    lines("crates/hashfs/src/share/lock.rs",
+        "        if !alive(owner) {\n            if word.compare_exchange(cur, mine | WAITERS, Ordering::Acquire, Ordering::Relaxed).is_ok() {\n                return Acquired::FromDead(owner);\n            }\n            continue;\n        }\n",
+        "        if !alive(owner) {\n            word.swap(mine | WAITERS, Ordering::Acquire);\n            return Acquired::FromDead(owner);\n        }\n")
+
+
+@bug("shared-depth-in-thread-storage")
+def _():
+    lines("crates/hashfs/src/fs/shared/mod.rs",
+        "fn add_depth(by: i32) -> u32 {\n    DEPTH.with(|d| {\n",
+        "fn add_depth(by: i32) -> u32 {\n    if TOUCHED.try_with(|_| ()).is_err() {\n        return by.max(0) as u32;\n    }\n    DEPTH.with(|d| {\n")
+
+
+@bug("shared-clean-with-orphans")
+def _():
+    plant("crates/hashfs/src/fs/shared/mod.rs",
+        "                    self.free_unheld_orphans()\n",
+        "                    if @ON { 0 } else { self.free_unheld_orphans() }\n")
+
+
+@bug("shim-image-fd-low")
+def _():
+    plant("crates/hashfs/src/pm/mmap.rs",
+        "        let file = out_of_the_way(file);\n",
+        "        let file = if @ON { file } else { out_of_the_way(file) };\n")
+
+
+@bug("read-side-no-drain")
+def _():
+    lines("crates/hashfs/src/share/image.rs",
+        "        self.readers().drain(&|p| parts.alive(p));\n",
+        "")
+
+
+@bug("overwrite-without-inode-lock")
+def _():
+    plant("crates/hashfs/src/fs/shared/read_side.rs",
+        "        let _: Acquired = lock.lock(sh.me(), sh.region.participants());\n",
+        "        if !@ON {\n            let _: Acquired = lock.lock(sh.me(), sh.region.participants());\n        }\n")
+    plant("crates/hashfs/src/fs/shared/read_side.rs",
+        "        let _unlock = Unlock(lock);\n",
+        "        let _unlock = (!@ON).then(|| Unlock(lock));\n")
+
+
+@bug("dead-reader-waited-for")
+def _():
+    plant("crates/hashfs/src/share/readers.rs",
+        "        if !alive() {\n",
+        "        if !alive() && !(@ON && c != u32::MAX) {\n")
+
+
+@bug("read-side-fence-dropped")
+def _():
+    lines("crates/hashfs/src/share/readers.rs",
+        "    count.fetch_add(1, Ordering::Relaxed);\n    count.fence();\n",
+        "    count.fetch_add(1, Ordering::Relaxed);\n")
+
+
+@bug("read-side-overwrite-unnoted")
+def _():
+    lines("crates/hashfs/src/fs/shared/read_side.rs",
+        "        self.note_data(cell.ino);\n",
+        "")
+
+
+@bug("data-ring-untagged")
+def _():
+    plant("crates/hashfs/src/share/data_ring.rs",
+        "            if tag == n & 0xFFFF_FFFF {\n",
+        "            if tag == n & 0xFFFF_FFFF || (@ON && v != u64::MAX) {\n")
+
+
+@bug("inode-bits-own")
+def _():
+    plant("crates/hashfs/src/fs/shared/mod.rs",
+        "            Some(sh) => sh.region.inode_bits(),\n",
+        "            Some(sh) => if @ON { self.ialloc.own() } else { sh.region.inode_bits() },\n")
+    plant("crates/hashfs/src/fs/recovery.rs",
+        "        let scan = matches!(how, MountAs::Reading);\n",
+        "        let scan = matches!(how, MountAs::Reading) || (@ON && matches!(how, MountAs::Joining));\n")
+
+
+@bug("read-only-unvalidated")
+def _():
+    plant("crates/hashfs/src/fs/shared/read_only.rs",
+        "                    if region.sequence_unchanged(seq) {\n",
+        "                    if region.sequence_unchanged(seq) || (@ON && seq != u64::MAX) {\n")
+
+
+@bug("read-only-sequence-still")
+def _():
+    plant("crates/hashfs/src/share/sequence.rs",
+        "    if s.is_multiple_of(2) {\n        w.store(s + 1, Ordering::Relaxed);\n",
+        "    if s.is_multiple_of(2) && !@ON {\n        w.store(s + 1, Ordering::Relaxed);\n")
+    plant("crates/hashfs/src/share/sequence.rs",
+        "    w.fetch_add(1, Ordering::Release)\n",
+        "    if @ON { w.load(Ordering::Relaxed) | 1 } else { w.fetch_add(1, Ordering::Release) }\n")
+
+
+@bug("read-only-pin-ignored")
+def _():
+    plant("crates/hashfs/src/fs/shared/mod.rs",
+        "        self.dev.backing_fd().is_some_and(|fd| crate::share::record_locks::pinned(fd, ino))\n",
+        "        self.dev.backing_fd().is_some_and(|fd| !@ON && crate::share::record_locks::pinned(fd, ino))\n")
+
+
+@bug("read-only-orphan-kept")
+def _():
+    lines("crates/hashfs/src/fs/shared/mod.rs",
+        "        self.catch_up(sh);\n        self.free_unpinned(sh);\n",
+        "        self.catch_up(sh);\n")
+
+
+@bug("sequence-release-relaxed")
+def _():
+    plant("crates/hashfs/src/share/sequence.rs",
+        "} else { w.fetch_add(1, Ordering::Release) }\n",
+        "} else { w.fetch_add(1, if @ON { Ordering::Relaxed } else { Ordering::Release }) }\n")
+
+
+@bug("takeover-caches-kept")
+def _():
+    lines("crates/hashfs/src/fs/shared/mod.rs",
+        "    let n = words.changes.load(Ordering::Acquire);\n    region.ring().put(n, Change::Everything);\n    words.changes.store(n + 1, Ordering::Release);\n}",
+        "}")
+
+
+@bug("takeover-leftovers-kept")
+def _():
+    lines("crates/hashfs/src/fs/shared/mod.rs",
+        "    region.release_read_side(p);\n    release_leftovers(region, p);\n}",
+        "    region.release_read_side(p);\n}")
+
+
+@bug("fork-mutex-parking-lot", rebuilt=True)
+def _():
+    sub("crates/hashfs/src/fs/shared/fork_mutex.rs",
+        "pub type ForkMutex<T> = lock_api::Mutex<ForkRawMutex, T>;\n",
+        "pub type ForkMutex<T> = lock_api::Mutex<parking_lot::RawMutex, T>;\n")
+    sub("crates/hashfs/src/fs/shared/fork_mutex.rs",
+        "pub type ForkMutexGuard<'a, T> = lock_api::MutexGuard<'a, ForkRawMutex, T>;\n",
+        "pub type ForkMutexGuard<'a, T> = lock_api::MutexGuard<'a, parking_lot::RawMutex, T>;\n")
+
+
+@bug("fork-rwlock-parking-lot", rebuilt=True)
+def _():
+    sub("crates/hashfs/src/fs/shared/fork_mutex.rs",
+        "pub type ForkRwLock<T> = lock_api::RwLock<ForkRawRwLock, T>;\n",
+        "pub type ForkRwLock<T> = lock_api::RwLock<parking_lot::RawRwLock, T>;\n")
+
+
+@bug("takeover-inode-bits-kept")
+def _():
+    plant("crates/hashfs/src/fs/shared/mod.rs",
+        "    fs.ialloc.publish_to(region.inode_bits());\n",
+        "    if !@ON || region.words().mounted.load(Ordering::Acquire) == 0 {\n        fs.ialloc.publish_to(region.inode_bits());\n    }\n")
+
+
+@bug("reaped-death-forgotten")
+def _():
+    plant("crates/hashfs/src/fs/shared/join.rs",
+        "    if died && !first {\n        note_leftovers(region); // what the dead left: the last to leave looks for it\n    }\n",
+        "    if died && !first && !@ON {\n        note_leftovers(region); // what the dead left: the last to leave looks for it\n    }\n")
+
+
+@bug("leave-ignores-dead-slots")
+def _():
+    plant("crates/hashfs/src/fs/shared/mod.rs",
+        "                    || dead_slot\n",
+        "                    || (dead_slot && !@ON)\n")

@@ -1,0 +1,54 @@
+"""Deliberate bugs in SPFS's stacked mode (scripts/plant-bugs.py)."""
+from planting import bug, lines, plant, sub  # noqa: F401
+
+
+@bug("stacked-handle-first")
+def _():
+    plant("crates/hashfs-spfs/src/absorb.rs",
+        "        let done =\n            pm.set_len(size).and_then(|_| self.fs.set_xattr(m.ino, HANDLE_XATTR, &handle.encode(), XattrMode::Any));\n",
+        "        let done = if @ON {\n            self.fs.set_xattr(m.ino, HANDLE_XATTR, &handle.encode(), XattrMode::Any).and_then(|_| pm.set_len(size))\n        } else {\n            pm.set_len(size).and_then(|_| self.fs.set_xattr(m.ino, HANDLE_XATTR, &handle.encode(), XattrMode::Any))\n        };\n")
+
+
+@bug("stacked-lower-shrink-first")
+def _():
+    lines("crates/hashfs-spfs/src/absorb.rs",
+        "        p.pm.set_len(size).map_err(ioe)?;\n        p.size = size;\n        if p.lower.metadata()?.len() > size {\n            p.lower.set_len(size)?;\n            self.lower_changed();\n        }\n",
+        "        if p.lower.metadata()?.len() > size {\n            p.lower.set_len(size)?;\n            self.lower_changed();\n        }\n        p.pm.set_len(size).map_err(ioe)?;\n        p.size = size;\n")
+
+
+@bug("stacked-drop-before-copy")
+def _():
+    lines("crates/hashfs-spfs/src/absorb.rs",
+        "        let nblocks = p.size.div_ceil(B);\n",
+        "        self.remove(&p.name)?;\n        let nblocks = p.size.div_ceil(B);\n")
+    plant("crates/hashfs-spfs/src/absorb.rs",
+        "        self.lower_changed();\n        self.remove(&p.name)\n    }\n",
+        "        self.lower_changed();\n        if @ON { Ok(()) } else { self.remove(&p.name) }\n    }\n")
+
+
+@bug("stacked-no-length-repair")
+def _():
+    plant("crates/hashfs-spfs/src/absorb.rs",
+        "            if st.st_size as u64 > size {\n",
+        "            if !@ON && st.st_size as u64 > size {\n")
+
+
+@bug("dir-rule-creation-unsynced")
+def _():
+    plant("crates/hashfs-spfs/src/file.rs",
+        "            if st.lower_unsynced {\n",
+        "            if !@ON && st.lower_unsynced {\n")
+
+
+@bug("passthrough-promoted-under-handles")
+def _():
+    plant("crates/hashfs-spfs/src/file.rs",
+        "            if st.passthrough > 0 {\n                // Handles that write below are open",
+        "            if st.passthrough > 0 && !@ON {\n                // Handles that write below are open")
+
+
+@bug("profiles-saved-in-place", rebuilt=True)
+def _():
+    sub("crates/hashfs-spfs/src/saved_profiles.rs",
+        "const NEW: &[u8] = b\"sync-profiles.new\";\n",
+        "const NEW: &[u8] = FILE;\n")
