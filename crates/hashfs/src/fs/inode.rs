@@ -187,7 +187,10 @@ pub fn read_raw<D: PmDevice>(dev: &D, geo: &Geometry, ino: Ino) -> InodeRaw {
 /// Every inode of the table in order, read a batch at a time (one device read per 256
 /// inodes, rather than one per inode: a mount's scan and the last leaver's look for orphans
 /// read them all). `f` gets each inode's number and its bytes as read; it may read or change
-/// that inode on the device (the batch is a copy).
+/// that inode on the device (the batch is a copy). Inodes whose bytes are all zero (free,
+/// as `InodeRaw::check` has them) are passed over: most of a table is, and no caller has
+/// anything to do for one (a batch of them costs one pass of wide ORs over its copy; looking
+/// in place instead, without the copy, measured no faster: reading the table is the cost).
 pub fn for_each_raw<D: PmDevice>(dev: &D, geo: &Geometry, mut f: impl FnMut(Ino, &mut InodeRaw)) {
     const BATCH: u64 = 256;
     let mut buf = vec![InodeRaw::zeroed(); BATCH as usize];
@@ -195,11 +198,21 @@ pub fn for_each_raw<D: PmDevice>(dev: &D, geo: &Geometry, mut f: impl FnMut(Ino,
     while first <= geo.inode_count {
         let n = BATCH.min(geo.inode_count - first + 1) as usize;
         dev.read(geo.inode_off(Ino(first as u32)), bytemuck::cast_slice_mut(&mut buf[..n]));
-        for (k, raw) in buf[..n].iter_mut().enumerate() {
-            f(Ino((first + k as u64) as u32), raw);
+        if !all_zero(bytemuck::cast_slice(&buf[..n])) {
+            for (k, raw) in buf[..n].iter_mut().enumerate() {
+                if !all_zero(bytemuck::cast_slice(std::slice::from_ref(raw))) {
+                    f(Ino((first + k as u64) as u32), raw);
+                }
+            }
         }
         first += n as u64;
     }
+}
+
+/// Whether every word is zero (an OR of them all, which the compiler vectorizes; a
+/// comparison that stops at the first nonzero byte is not).
+pub(crate) fn all_zero(words: &[u64]) -> bool {
+    words.iter().fold(0, |acc, &w| acc | w) == 0
 }
 
 /// A new inode's contents: `mode`, owner, a generation and every time set to `now`; no

@@ -60,11 +60,21 @@ fn scan_table<D: PmDevice>(
     let mut used = 0u64;
     const BATCH: u64 = 4096;
     let mut batch = vec![0u64; BATCH as usize];
-    for s in 0..table.nslots() {
+    let mut s = 0;
+    while s < table.nslots() {
         let k = (s % BATCH) as usize;
         if k == 0 {
             let n = BATCH.min(table.nslots() - s) as usize;
             table.read_slots(s, &mut batch[..n]);
+            // A batch of EMPTY slots (zeros: most of a table that is not full) is passed
+            // over whole.
+            if crate::fs::inode::all_zero(&batch[..n]) {
+                if s % 262_144 == 0 {
+                    progress(geo.inode_count + s);
+                }
+                s += n as u64;
+                continue;
+            }
         }
         let v = batch[k];
         match classify(v, table.nslots()) {
@@ -98,6 +108,7 @@ fn scan_table<D: PmDevice>(
         if s % 262_144 == 0 {
             progress(geo.inode_count + s);
         }
+        s += 1;
     }
     table.set_used(used);
     Ok(strays)
