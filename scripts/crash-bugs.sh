@@ -14,7 +14,9 @@
 #   ./scripts/crash-bugs.sh NAME...    # some (names below)
 #   ./scripts/crash-bugs.sh --changed  # those whose file differs from HEAD (the quick tier
 #                                      # of scripts/test.sh; HASHFS_CHANGED_SINCE=REV
-#                                      # compares with REV instead), or none
+#                                      # compares with REV instead), or whose own change
+#                                      # in scripts/bugs/ does (all of them when the
+#                                      # planting does), or none
 #   ./scripts/crash-bugs.sh --check-patterns  # each bug still applies to the tree (no build;
 #                                      # the quick tier runs it)
 #   ./scripts/crash-bugs.sh --table    # docs/crash-bugs.md's table (the tests check it is
@@ -283,12 +285,22 @@ if [ "${1:-}" = --changed ]; then
     base=${HASHFS_CHANGED_SINCE:-HEAD}
     changed=$( { git diff --name-only "$base" -- && git ls-files --others --exclude-standard; } 2>/dev/null) ||
         { echo "crash-bugs: cannot list the files changed since $base (git)" >&2; exit 2; }
+    # A bug whose own change (its module in scripts/bugs/) differs runs too; every bug when
+    # the planting itself does.
+    redone=""
+    if grep -qxE 'scripts/(plant-bugs\.py|bugs/planting\.py)' <<<"$changed"; then
+        redone=$(printf '%s\n' "${names[@]}")
+    else
+        for m in $(grep -xE 'scripts/bugs/[a-z_]+\.py' <<<"$changed" || true); do
+            [ -f "$m" ] && redone+=$(sed -n 's/^@bug("\([a-z0-9-]*\)".*/\1/p' "$m")$'\n'
+        done
+    fi
     for b in "${bugs[@]}"; do
-        IFS='|' read -r _ file _ _ <<<"$b"
-        if grep -qxF "$file" <<<"$changed"; then chosen+=("$b"); fi
+        IFS='|' read -r name file _ _ <<<"$b"
+        if grep -qxF "$file" <<<"$changed" || grep -qxF "$name" <<<"$redone"; then chosen+=("$b"); fi
     done
     if [ ${#chosen[@]} -eq 0 ]; then
-        echo "no deliberate bug is in a file changed since $base"
+        echo "no deliberate bug is in a file changed since $base, nor changed itself"
         exit 0
     fi
 else
