@@ -121,18 +121,31 @@ impl<D: PmDevice> HashTable<D> {
                 }
             }
         }
-        for j in 0..self.nslots {
-            if let Some(h) = self.home_at(self.load(j), j) {
-                let mut s = h;
-                while s != j {
-                    if self.load(s) == EMPTY {
-                        self.dev.store_u64(self.slot_off(s), TOMBSTONE);
-                        self.dev.flush(self.slot_off(s), 8);
-                        changed += 1;
+        // The keys found a window of slots at a time (a window of EMPTY slots at once);
+        // their paths' slots are read and stored on the device.
+        let mut w = Window::default();
+        let mut j0 = 0;
+        while j0 < self.nslots {
+            w.get(self, j0);
+            let n = w.slots.len() as u64;
+            for k in 0..n {
+                let (j, v) = (j0 + k, w.slots[k as usize]);
+                if v == EMPTY || v == TOMBSTONE {
+                    continue;
+                }
+                if let Some(h) = self.home_at(v, j) {
+                    let mut s = h;
+                    while s != j {
+                        if self.load(s) == EMPTY {
+                            self.dev.store_u64(self.slot_off(s), TOMBSTONE);
+                            self.dev.flush(self.slot_off(s), 8);
+                            changed += 1;
+                        }
+                        s = self.next(s);
                     }
-                    s = self.next(s);
                 }
             }
+            j0 += n;
         }
         if self.placement.in_groups() {
             let groups = self.placement.groups().map_or(0, |g| g.count());
@@ -183,21 +196,28 @@ impl<D: PmDevice> HashTable<D> {
             }
             return changed;
         }
-        let Some(start) = (base..base + len).find(|&s| self.load(s) == EMPTY) else {
+        // The whole table, at recovery (the only caller outside a group): read a window at
+        // a time.
+        debug_assert!(base == 0 && len == self.nslots);
+        let mut w = Window::default();
+        let Some(start) = (base..base + len).find(|&s| w.get(self, s) == EMPTY) else {
             return 0; // no EMPTY slot at all: every tombstone may be needed
         };
         let ahead = |a: u64, k: u64| base + (a - base + k) % len;
         let mut s = self.next(start);
         let mut visited = 1;
         while visited < len {
-            if self.load(s) == EMPTY {
-                s = self.next(s);
-                visited += 1;
+            if w.get(self, s) == EMPTY {
+                // The EMPTY slots after it in the window, at once (the table's cycle is
+                // `0..nslots` here, and a window never crosses its end).
+                let run = w.empty_run(s).min(len - visited);
+                s = (s + run) % self.nslots;
+                visited += run;
                 continue;
             }
             let a = s;
             let mut run = 0u64;
-            while self.load(s) != EMPTY && visited < len {
+            while w.get(self, s) != EMPTY && visited < len {
                 run += 1;
                 s = self.next(s);
                 visited += 1;
@@ -205,15 +225,53 @@ impl<D: PmDevice> HashTable<D> {
             let mut min_home = u64::MAX;
             for k in (0..run).rev() {
                 let p = ahead(a, k);
-                let v = self.load(p);
+                let v = w.get(self, p);
                 if let Some(h) = self.home_at(v, p) {
                     min_home = min_home.min(self.dist(a, h).min(k));
                 } else if v == TOMBSTONE && min_home > k {
                     self.set_empty(p);
+                    w.set(p, EMPTY);
                     changed += 1;
                 }
             }
         }
         changed
+    }
+}
+
+/// The table's slots read 4,096 at a time, for the passes over the whole table at recovery
+/// and repair, where the file system is quiescent (nothing but the pass changes a slot): a
+/// device load of each slot, with its count in the device's statistics, made those passes
+/// most of a takeover (2.2-7.1 ms of a 1 GiB image's recovery after a participant died).
+/// The pass's own stores go to the device and, through [`Window::set`], to the window.
+#[derive(Default)]
+struct Window {
+    first: u64,
+    slots: Vec<u64>,
+}
+
+impl Window {
+    const SLOTS: u64 = 4096;
+
+    fn get<D: PmDevice>(&mut self, t: &HashTable<D>, s: u64) -> u64 {
+        if !(self.first..self.first + self.slots.len() as u64).contains(&s) {
+            self.first = s - s % Self::SLOTS;
+            self.slots.resize(Self::SLOTS.min(t.nslots - self.first) as usize, 0);
+            t.read_slots(self.first, &mut self.slots);
+        }
+        self.slots[(s - self.first) as usize]
+    }
+
+    /// How many EMPTY slots follow from `s` on (itself included) in the window, which
+    /// holds `s`.
+    fn empty_run(&self, s: u64) -> u64 {
+        let rest = &self.slots[(s - self.first) as usize..];
+        rest.iter().position(|&v| v != EMPTY).unwrap_or(rest.len()) as u64
+    }
+
+    fn set(&mut self, s: u64, v: u64) {
+        if let Some(x) = s.checked_sub(self.first).and_then(|i| self.slots.get_mut(i as usize)) {
+            *x = v;
+        }
     }
 }
