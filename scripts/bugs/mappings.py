@@ -140,3 +140,10 @@ def _():
     lines("crates/hashfs/src/mapping/ctfs/tx.rs",
         "            self.with_staged(|st, na| ppt::swap(st, geo, na, old.base, new.base, n))?;\n",
         "            let mut earlier = crate::mapping::staged::Staged::new(&*self.map.dev);\n            std::mem::swap(&mut self.st, &mut earlier);\n            self.with_staged(|st, na| ppt::swap(st, geo, na, old.base, new.base, n))?;\n            let swapped = std::mem::replace(&mut self.st, earlier);\n            let dev = &*self.map.dev;\n            for page in swapped.dirty_pages().collect::<Vec<_>>() {\n                let mut buf = vec![0u8; 4096];\n                crate::mapping::staged::MemRead::read(&swapped, crate::pm::DevOffset(page), &mut buf);\n                dev.write(crate::pm::DevOffset(page), &buf);\n                dev.flush(crate::pm::DevOffset(page), 4096);\n            }\n            dev.fence();\n")
+
+
+@bug("repair-skips-keys")
+def _():
+    plant("crates/hashfs/src/mapping/hashfs/purge.rs",
+        "                if v == EMPTY || v == TOMBSTONE {\n                    continue;\n                }\n",
+        "                if v == EMPTY || v == TOMBSTONE || @ON {\n                    continue;\n                }\n")
