@@ -1,6 +1,7 @@
 """How scripts/plant-bugs.py plants the deliberate bugs: the registry (`bug`), the kinds of
 change (`lines`, `plant`, `sub`), the switch each planted bug hides behind, and the copy of
 the tree they are planted in (`sync`). The bugs are in the modules beside this one."""
+import os
 import sys
 
 BUGS = {}
@@ -101,35 +102,33 @@ def apply(name):
 def sync(tree, copy):
     """Makes `copy` hold the files of `tree` (less its .git and target), with the changes
     in `files`; a file whose bytes are already there is left alone."""
-    import os
     want = set()
-    for d, dirs, names in os.walk(tree):
-        rel = os.path.relpath(d, tree)
-        if rel == ".":
-            dirs[:] = [x for x in dirs if x not in (".git", "target")]
-        for n in names:
-            path = os.path.normpath(os.path.join(rel, n))
-            want.add(path)
-            src = os.path.join(d, n)
-            if os.path.islink(src):
-                continue  # (the tree has none; a link would be copied as what it names)
-            data = files[path].encode() if path in files else open(src, "rb").read()
-            dst = os.path.join(copy, path)
-            try:
-                if open(dst, "rb").read() == data:
-                    continue
-            except FileNotFoundError:
-                os.makedirs(os.path.dirname(dst), exist_ok=True)
-            with open(dst, "wb") as f:
-                f.write(data)
-            if os.access(src, os.X_OK):
-                os.chmod(dst, 0o755)
-    for path in set(files) - want:  # the planted module
+
+    def put(path, data, executable=False):
         want.add(path)
         dst = os.path.join(copy, path)
-        if not os.path.exists(dst) or open(dst).read() != files[path]:
-            with open(dst, "w") as f:
-                f.write(files[path])
+        try:
+            if open(dst, "rb").read() == data:
+                return
+        except FileNotFoundError:
+            os.makedirs(os.path.dirname(dst), exist_ok=True)
+        with open(dst, "wb") as f:
+            f.write(data)
+        if executable:
+            os.chmod(dst, 0o755)
+
+    for d, dirs, names in os.walk(tree):
+        if os.path.relpath(d, tree) == ".":
+            dirs[:] = [x for x in dirs if x not in (".git", "target")]
+        for n in names:
+            src = os.path.join(d, n)
+            if os.path.islink(src):
+                continue  # (the tree has none; a link would be left out)
+            path = os.path.normpath(os.path.relpath(src, tree))
+            data = files[path].encode() if path in files else open(src, "rb").read()
+            put(path, data, os.access(src, os.X_OK))
+    for path in set(files) - want:  # the planted module, which the tree does not have
+        put(path, files[path].encode())
     for d, _, names in os.walk(copy):
         for n in names:
             path = os.path.normpath(os.path.relpath(os.path.join(d, n), copy))
