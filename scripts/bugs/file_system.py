@@ -121,8 +121,8 @@ def _():
 @bug("clean-flag-first")
 def _():
     plant("crates/hashfs/src/fs/mod.rs",
-        "        self.persist_all_times();\n        self.untag_all();\n        let mut sb = self.sb.lock();\n        sb.state = SB_STATE_CLEAN;\n        write_superblock(&*self.dev, &mut sb);\n",
-        "        if @ON {\n            let mut sb = self.sb.lock();\n            sb.state = SB_STATE_CLEAN;\n            write_superblock(&*self.dev, &mut sb);\n        }\n        self.persist_all_times();\n        self.untag_all();\n        let mut sb = self.sb.lock();\n        sb.state = SB_STATE_CLEAN;\n        write_superblock(&*self.dev, &mut sb);\n")
+        "        self.persist_all_times();\n        self.untag_all();\n        let summary = self.summary();\n        let mut sb = self.sb.lock();\n        sb.state = SB_STATE_CLEAN;\n        sb.set_summary(summary);\n        write_superblock(&*self.dev, &mut sb);\n",
+        "        if @ON {\n            let summary = self.summary();\n            let mut sb = self.sb.lock();\n            sb.state = SB_STATE_CLEAN;\n            sb.set_summary(summary);\n            write_superblock(&*self.dev, &mut sb);\n        }\n        self.persist_all_times();\n        self.untag_all();\n        let summary = self.summary();\n        let mut sb = self.sb.lock();\n        sb.state = SB_STATE_CLEAN;\n        sb.set_summary(summary);\n        write_superblock(&*self.dev, &mut sb);\n")
 
 
 @bug("rollback-unfenced")

@@ -47,7 +47,7 @@ def _():
 @bug("shared-takeover-no-recovery")
 def _():
     lines("crates/hashfs/src/fs/shared/mod.rs",
-        "        let (tmp, _) = recovery::mount(self.dev.clone(), &|_, _| {}, MountAs::Recovering { keep: &keep })?;\n        tmp.unmounted.store(true, Ordering::Release); // its Drop must not mark the image clean\n        publish_recovered(&sh.region, &tmp);\n        note_leftovers(&sh.region); // a death: the last to leave looks through the inode table\n        drop(tmp);\n",
+        "        let (tmp, report) = recovery::mount(self.dev.clone(), &|_, _| {}, MountAs::Recovering { keep: &keep })?;\n        tmp.unmounted.store(true, Ordering::Release); // its Drop must not mark the image clean\n        publish_recovered(&sh.region, &tmp, &report);\n        note_leftovers(&sh.region); // a death: the last to leave looks through the inode table\n        drop(tmp);\n",
         "        let _ = keep;\n        let n = sh.region.words().changes.load(Ordering::Acquire);\n        sh.region.ring().put(n, Change::Everything);\n        sh.region.words().changes.store(n + 1, Ordering::Release);\n")
 
 
@@ -234,8 +234,8 @@ def _():
 @bug("takeover-inode-bits-kept")
 def _():
     plant("crates/hashfs/src/fs/shared/mod.rs",
-        "    fs.ialloc.publish_to(region.inode_bits());\n",
-        "    if !@ON || region.words().mounted.load(Ordering::Acquire) == 0 {\n        fs.ialloc.publish_to(region.inode_bits());\n    }\n")
+        "        fs.ialloc.publish_to(region.inode_bits());\n",
+        "        if !@ON || region.words().mounted.load(Ordering::Acquire) == 0 {\n            fs.ialloc.publish_to(region.inode_bits());\n        }\n")
 
 
 @bug("reaped-death-forgotten")
@@ -250,3 +250,45 @@ def _():
     plant("crates/hashfs/src/fs/shared/mod.rs",
         "                    || dead_slot\n",
         "                    || (dead_slot && !@ON)\n")
+
+
+@bug("summary-bits-unbuilt")
+def _():
+    plant("crates/hashfs/src/fs/shared/mod.rs",
+        "        if words.inode_bits_built.load(Ordering::Acquire) != 0 {\n",
+        "        if words.inode_bits_built.load(Ordering::Acquire) != 0 || @ON {\n")
+
+
+@bug("summary-free-uncounted")
+def _():
+    plant("crates/hashfs/src/fs/shared/mod.rs",
+        "                sh.region.words().inodes_used.fetch_sub(1, Ordering::Relaxed);\n",
+        "                if !@ON {\n                    sh.region.words().inodes_used.fetch_sub(1, Ordering::Relaxed);\n                }\n")
+
+
+@bug("summary-stamp-ignored")
+def _():
+    plant("crates/hashfs/src/layout/superblock.rs",
+        "&& self.summary_stamp == self.mount_count;",
+        "&& (self.summary_stamp == self.mount_count || @ON);")
+
+
+@bug("summary-not-checked")
+def _():
+    plant("crates/hashfs/src/fs/recovery.rs",
+        "    if let (true, Some(s)) = (report.was_clean, sb.summary()) {\n",
+        "    if let (true, Some(s)) = (report.was_clean && !@ON, sb.summary()) {\n")
+
+
+@bug("fsck-summary-unchecked")
+def _():
+    plant("crates/hashfs/src/fs/fsck/check.rs",
+        "    let Some(s) = sb.summary() else { return };\n",
+        "    let Some(s) = sb.summary().filter(|_| !@ON) else { return };\n")
+
+
+@bug("repair-summary-kept")
+def _():
+    plant("crates/hashfs/src/fs/fsck/mod.rs",
+        "    if sb.summary_stamp != 0 {\n",
+        "    if sb.summary_stamp != 0 && !@ON {\n")

@@ -267,8 +267,9 @@ fn foreign_regions_are_refused_with_a_reason() {
     assert!(e.to_string().contains("not a HashFS shared region"), "{e}");
     std::fs::remove_file(&path).unwrap();
     assert_eq!(
-        LAYOUT_VERSION, 7,
-        "version 7: the inode bitmap is the region's (its size depends on the image's inode count)"
+        LAYOUT_VERSION, 8,
+        "version 8: a word says whether the region's inode bitmap is built (a first participant that took a \
+         clean unmount's counts builds it at its first allocation)"
     );
 }
 

@@ -333,3 +333,131 @@ fn the_region_file_goes_with_the_last_participant_and_comes_back_with_the_next()
     assert!(img.region().exists());
     assert_eq!(c.read(p("/f")).unwrap(), b"1");
 }
+
+/// The image's superblock, changed by `f` and written over both copies (as another build,
+/// or the media, could leave it).
+fn rewrite_superblock(img: &Image, f: impl FnOnce(&mut hashfs::Superblock)) {
+    use hashfs::pm::PmDevice;
+    let dev = hashfs::pm::MmapDevice::open(&img.path, hashfs::pm::OpenMode::Existing).unwrap();
+    let (mut sb, _, _) = hashfs::read_superblock(&dev).unwrap();
+    f(&mut sb);
+    sb.seal();
+    for off in [0, 4096] {
+        dev.write(hashfs::pm::DevOffset(off), bytemuck::bytes_of(&sb));
+    }
+    dev.fence();
+}
+
+/// Files made by a mount of one process, which leaves its counts in the superblock as it
+/// unmounts: their inode numbers, and the totals it showed.
+fn files_left_by_one_process(img: &Image) -> (Vec<hashfs::Ino>, hashfs::StatFs) {
+    let (fs, _) = FileSystem::open(&img.path).unwrap();
+    fs.create_dir(p("/d"), 0o755).unwrap();
+    for name in ["/a", "/b", "/d/c"] {
+        fs.write(p(name), &vec![7u8; 20_000]).unwrap();
+    }
+    let inos = ["/", "/a", "/b", "/d", "/d/c"].iter().map(|n| fs.metadata(p(n)).unwrap().ino).collect();
+    let totals = fs.statfs();
+    fs.unmount().unwrap();
+    (inos, totals)
+}
+
+/// A participant alone on a cleanly unmounted image reads neither the inode table nor the
+/// table (`MountAs::First`): it takes the counts the unmount left in the superblock, and
+/// builds the region's inode bitmap at its first allocation. A free before that (only the
+/// count changes), then creates in it and in a second participant take no inode in use;
+/// the counts stay right through the next unmount, which a mount that reads the tables
+/// checks (it refuses counts that disagree), also when a participant only removed a file
+/// (its bitmap never built). Deliberate bugs: `summary-bits-unbuilt` (the bitmap never
+/// built: the first create takes the root's inode), `summary-free-uncounted` (a free
+/// before the bitmap is built not counted: statfs and the next unmount's counts one off).
+#[test]
+fn a_first_participant_takes_a_clean_unmounts_counts() {
+    let img = Image::new("summary");
+    let (inos, totals) = files_left_by_one_process(&img);
+    let (a, report) = FileSystem::open_shared(&img.path).unwrap();
+    assert!(report.from_summary, "the first participant scanned a cleanly unmounted image");
+    assert_eq!(a.statfs(), totals, "the counts it took");
+    a.remove_file(p("/a")).unwrap();
+    let b = img.join();
+    let mut made = Vec::new();
+    for (fs, name) in [(&a, "/e"), (&b, "/f"), (&a, "/d/g")] {
+        fs.write(p(name), b"new").unwrap();
+        made.push(fs.metadata(p(name)).unwrap().ino);
+    }
+    b.create_dir(p("/h"), 0o700).unwrap();
+    made.push(b.metadata(p("/h")).unwrap().ino);
+    for ino in &made {
+        assert!(!inos[..1].contains(ino) && !inos[2..].contains(ino), "a new file took inode {ino}, in use: {inos:?}");
+    }
+    assert_eq!(a.read(p("/b")).unwrap(), vec![7u8; 20_000]);
+    assert_eq!(b.read(p("/d/c")).unwrap(), vec![7u8; 20_000]);
+    let now = a.statfs();
+    assert_eq!(now.inodes_free, totals.inodes_free + 1 - 4, "one removed, four made");
+    assert_eq!(now, b.statfs());
+    drop((a, b));
+    let (fs, report) = FileSystem::open(&img.path).expect("the counts the last participant left are the tables'");
+    assert!(report.was_clean && !report.from_summary);
+    assert_eq!(fs.statfs(), now);
+    drop(fs);
+    // A participant that only removes a file never builds the bitmap: the count alone.
+    let (c, report) = FileSystem::open_shared(&img.path).unwrap();
+    assert!(report.from_summary);
+    c.remove_file(p("/b")).unwrap();
+    assert_eq!(c.statfs().inodes_free, now.inodes_free + 1, "a free before the bitmap is built");
+    drop(c);
+    let (fs, _) = FileSystem::open(&img.path).expect("the counts a participant that only freed left");
+    assert_eq!(fs.statfs().inodes_free, now.inodes_free + 1);
+    drop(fs);
+    img.check();
+}
+
+/// Counts a clean unmount left are taken only at the mount count they were taken at: a
+/// build that does not keep them (an older one) counts its mount and leaves them as they
+/// were, and they are not the image's then. Deliberate bug `summary-stamp-ignored`.
+#[test]
+fn counts_an_older_build_left_behind_are_not_taken() {
+    let img = Image::new("summary-stale");
+    let (_, before) = files_left_by_one_process(&img);
+    let mut left = None;
+    rewrite_superblock(&img, |sb| left = Some((sb.summary_inodes, sb.summary_slots, sb.summary_stamp)));
+    let (fs, _) = FileSystem::open(&img.path).unwrap();
+    fs.write(p("/later"), &vec![1u8; 50_000]).unwrap();
+    drop(fs);
+    // What an older build leaves: its mount counted, the counts of the mount before.
+    let (inodes, slots, stamp) = left.unwrap();
+    rewrite_superblock(&img, |sb| (sb.summary_inodes, sb.summary_slots, sb.summary_stamp) = (inodes, slots, stamp));
+    let (a, report) = FileSystem::open_shared(&img.path).unwrap();
+    assert!(!report.from_summary, "counts taken at mount {stamp} were taken at mount {}", stamp + 1);
+    let st = a.statfs();
+    assert_eq!(st.inodes_free, before.inodes_free - 1);
+    assert!(st.blocks_free < before.blocks_free);
+    drop(a);
+    img.check();
+}
+
+/// Counts in the superblock that disagree with the tables (the media, or a bug): a mount
+/// that reads the tables refuses the image and names fsck, which finds them and drops
+/// them; the next first participant scans, and its unmount leaves counts again. Deliberate
+/// bug `summary-not-checked`.
+#[test]
+fn counts_that_disagree_with_the_tables_are_refused_and_repaired() {
+    use hashfs::fsck::{fsck, FsckMode};
+    let img = Image::new("summary-wrong");
+    files_left_by_one_process(&img);
+    rewrite_superblock(&img, |sb| sb.summary_inodes += 3);
+    let e = FileSystem::open(&img.path).err().expect("a mount that reads the tables checks the counts");
+    assert!(e.to_string().contains("fsck --repair"), "{e}");
+    let dev = || std::sync::Arc::new(hashfs::pm::MmapDevice::open(&img.path, hashfs::pm::OpenMode::Existing).unwrap());
+    let found = fsck(dev(), FsckMode::Check, &|_, _| {}).unwrap();
+    assert!(found.findings.iter().any(|f| f.contains("last clean unmount counted")), "{:?}", found.findings);
+    let fixed = fsck(dev(), FsckMode::Repair, &|_, _| {}).unwrap();
+    assert!(fixed.remaining.is_empty(), "{:?}", fixed.remaining);
+    let (a, report) = FileSystem::open_shared(&img.path).unwrap();
+    assert!(!report.from_summary, "counts fsck dropped");
+    drop(a);
+    let (a, report) = FileSystem::open_shared(&img.path).unwrap();
+    assert!(report.from_summary, "the last participant's unmount left counts again");
+    drop(a);
+    img.check();
+}

@@ -304,8 +304,10 @@ impl<D: PmDevice> FsInner<D> {
         }
         self.persist_all_times();
         self.untag_all();
+        let summary = self.summary();
         let mut sb = self.sb.lock();
         sb.state = SB_STATE_CLEAN;
+        sb.set_summary(summary);
         write_superblock(&*self.dev, &mut sb);
         let _ = self.dev.sync_host();
     }

@@ -58,6 +58,9 @@ pub struct MountReport {
     /// Inodes that failed their checks; they stay allocated and return a corruption
     /// error when used, until fsck deals with them.
     pub corrupt_inodes: Vec<Ino>,
+    /// Neither table was read: the first participant of a shared mount took the counts
+    /// the last clean unmount left in the superblock ([`MountAs::First`]).
+    pub from_summary: bool,
 }
 
 pub(crate) const FREE: u64 = u64::MAX;
@@ -74,6 +77,14 @@ pub(crate) fn mappable_blocks(size: u64) -> u64 {
 pub(crate) enum MountAs<'a> {
     /// No one else uses the image: recover it if it was not unmounted cleanly.
     Alone,
+    /// The first participant of a shared mount (`fs/shared/join.rs`): as `Alone`, but on
+    /// an image whose last clean unmount left its counts in the superblock
+    /// (`Superblock::summary`) nothing is scanned: the counts stand for the tables, and
+    /// the region's inode bitmap is built at the first allocation
+    /// (`FsInner::build_inode_bits`). So what a program alone on an image pays at its
+    /// start does not grow with the image. What a scan would have found wrong on a clean
+    /// image (corruption) is found where it is used, as by a participant that joins.
+    First,
     /// Others have it mounted (a participant of a shared mount joins them): nothing is
     /// read but the superblock, nothing written (its unlinked files may be open
     /// elsewhere); the inode bitmap it allocates from is the region's.
@@ -100,8 +111,12 @@ pub(crate) fn mount<D: PmDevice>(
     }
     let (jrep, first_txid) = journal::recover(&*dev, &geo)?;
     report.rolled_back_txids = jrep.rolled_back_txids;
-    report.was_clean =
-        matches!(how, MountAs::Alone) && sb.state == SB_STATE_CLEAN && report.rolled_back_txids.is_empty();
+    report.was_clean = matches!(how, MountAs::Alone | MountAs::First)
+        && sb.state == SB_STATE_CLEAN
+        && report.rolled_back_txids.is_empty();
+    if let (MountAs::First, true, Some(summary)) = (how, report.was_clean, sb.summary()) {
+        return from_summary(dev, sb, geo, summary, report, first_txid);
+    }
 
     let dirty = !report.was_clean;
     // The mapping first: after a crash, settling a tagged size reads the file's last bytes
@@ -121,6 +136,21 @@ pub(crate) fn mount<D: PmDevice>(
             "cleanly unmounted image holds {nstray} stray mapping entries and {} unlinked inodes; run hashfs fsck --repair",
             scan.nlink_zero.len()
         )));
+    }
+    if let (true, Some(s)) = (report.was_clean, sb.summary()) {
+        // What the last clean unmount counted, against what the scans found: a mount that
+        // takes the counts instead of scanning (`MountAs::First`) relies on them.
+        let inodes = scan.ialloc.own().used.load(std::sync::atomic::Ordering::Relaxed);
+        let slots = on_map!(map map, m => m.shared_count());
+        if inodes != s.inodes || slots.is_some_and(|n| n != s.slots) {
+            return Err(Error::corrupt(format!(
+                "cleanly unmounted image: its superblock counts {} inodes and {} table slots in use, the tables \
+                 {inodes} and {}; run hashfs fsck --repair",
+                s.inodes,
+                s.slots,
+                slots.unwrap_or(0)
+            )));
+        }
     }
     on_map!(map map, m => m.drop_stray_slots(&strays.slots));
     report.stray_slots_freed = nstray as u64;
@@ -151,6 +181,38 @@ pub(crate) fn mount<D: PmDevice>(
         report.orphans_freed += 1;
     }
     progress(total_work, total_work);
+    Ok((inner, report))
+}
+
+/// The first participant's mount of a clean image whose last unmount left its counts
+/// (`MountAs::First`): the journals were read (none open), the tables are not; the
+/// mapping takes the table's count, the region the inode count (`fs/shared/join.rs`).
+fn from_summary<D: PmDevice>(
+    dev: Arc<D>,
+    sb: crate::layout::Superblock,
+    geo: Geometry,
+    summary: crate::layout::superblock::Summary,
+    mut report: MountReport,
+    first_txid: u64,
+) -> Result<(Arc<FsInner<D>>, MountReport)> {
+    let map = FileMap::open(dev.clone(), &geo, &sb)?;
+    if on_map!(map map, m => m.shared_count()).is_none() {
+        return Err(Error::corrupt("superblock: a clean unmount's counts on an image whose mapping keeps none"));
+    }
+    on_map!(map map, m => m.adopt_shared_count(summary.slots));
+    let root = inode::read_raw(&*dev, &geo, Ino::ROOT);
+    if root.check(Ino::ROOT) != InodeState::Allocated || !root.is_dir() {
+        return Err(Error::corrupt("root inode is missing or not a directory; run hashfs fsck"));
+    }
+    let mut scan = Scan {
+        ialloc: InodeAllocator::without_bits(geo.inode_count),
+        sizes: Vec::new(),
+        nlink_zero: Vec::new(),
+        counts: Vec::new(),
+    };
+    let inner = file_system(dev, sb, geo, map, &mut scan, first_txid);
+    inner.mark_mounted();
+    report.from_summary = true;
     Ok((inner, report))
 }
 

@@ -246,7 +246,14 @@ pub struct Superblock {
     /// images made before it: the default, `mapping/hashfs/regions.rs`).
     pub region_load_ppm: u32,
     pub reserved_u32: u32,
-    pub reserved: [u64; 44],
+    /// What a clean unmount left (`Superblock::summary`): inodes in use, HashFS's table's
+    /// slots in use, and the mount count they were taken at (0: none). Older builds keep
+    /// these words as they find them and count their mounts, so what they leave is never
+    /// taken for the image's.
+    pub summary_inodes: u64,
+    pub summary_slots: u64,
+    pub summary_stamp: u64,
+    pub reserved: [u64; 41],
     /// CRC32C of bytes 0..504.
     pub checksum: u32,
     pub reserved_tail: u32,
@@ -258,7 +265,32 @@ const _: () = assert!(std::mem::offset_of!(Superblock, checksum) == 504);
 const _: () = assert!(std::mem::offset_of!(Superblock, placement) == 136);
 const _: () = assert!(std::mem::offset_of!(Superblock, write_mode) == 140);
 
+/// A clean unmount's counts (`Superblock::summary`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Summary {
+    pub inodes: u64,
+    pub slots: u64,
+}
+
 impl Superblock {
+    /// The counts the last clean unmount left, if they describe the image as it is: the
+    /// image is clean and they were taken at this mount count (every writable mount,
+    /// of any build, adds one to it). A participant that runs first on a shared mount
+    /// takes them instead of reading the tables (`fs/recovery.rs`); a mount that reads
+    /// the tables checks them.
+    pub fn summary(&self) -> Option<Summary> {
+        let fresh = self.state == SB_STATE_CLEAN && self.summary_stamp != 0 && self.summary_stamp == self.mount_count;
+        fresh.then_some(Summary { inodes: self.summary_inodes, slots: self.summary_slots })
+    }
+
+    /// Records `summary` at this mount count (or none), for a clean unmount to write.
+    pub fn set_summary(&mut self, summary: Option<Summary>) {
+        let Summary { inodes, slots } = summary.unwrap_or(Summary { inodes: 0, slots: 0 });
+        self.summary_inodes = inodes;
+        self.summary_slots = slots;
+        self.summary_stamp = if summary.is_some() { self.mount_count } else { 0 };
+    }
+
     pub fn compute_checksum(&self) -> u32 {
         crc32c::crc32c(&bytemuck::bytes_of(self)[..504])
     }

@@ -71,6 +71,11 @@ pub struct ImageWords {
     /// or by a recovery for its holders. Otherwise nothing there needs it, and the last
     /// leaver's work does not grow with the image.
     pub leftovers: AtomicU64,
+    /// Nonzero when the inode bitmap holds the image's inodes; 0 from a first participant
+    /// that took a clean unmount's counts instead of scanning the inode table, until the
+    /// first allocation builds the bitmap (`FsInner::build_inode_bits`); `inodes_used` is
+    /// right either way.
+    pub inode_bits_built: AtomicU64,
 }
 
 // SAFETY: atomics only (RobustLock is one).

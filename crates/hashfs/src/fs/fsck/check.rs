@@ -14,7 +14,7 @@ use crate::journal;
 use crate::layout::dirent::{FileType, SLOTS_PER_BLOCK};
 use crate::layout::inode::{InodeRaw, InodeState};
 use crate::layout::superblock::{FORMAT_ZEROED_TAILS, SB_PRIMARY_OFF, SB_SECONDARY_OFF};
-use crate::layout::{Geometry, Ino, Lblk, Pblk, Superblock, BLOCK_BYTES, SB_STATE_CLEAN};
+use crate::layout::{Geometry, HashPlacement, Ino, Lblk, MappingKind, Pblk, Superblock, BLOCK_BYTES, SB_STATE_CLEAN};
 use crate::mapping::FileMap;
 use crate::pm::{DevOffset, PmDevice};
 use crate::Result;
@@ -53,6 +53,7 @@ pub(super) fn check<D: PmDevice>(dev: Arc<D>, progress: Progress<'_>) -> Result<
     }
     let mut counts = vec![0u64; inodes.len()];
     let used_blocks = on_map!(map map, m => m.check(&geo, &inodes, &mut counts, dirty, progress, &mut out));
+    summary(&sb, used_inodes, used_blocks, &mut out);
     let tree = directories(&*dev, &geo, &map, &inodes, &mut out);
     let mut reached = reachability(&inodes, &tree.children);
     let xattr_owner = xattrs(&*dev, &geo, &map, &inodes, &mut reached, &mut out);
@@ -60,6 +61,25 @@ pub(super) fn check<D: PmDevice>(dev: Arc<D>, progress: Progress<'_>) -> Result<
     // Before format 6 they could be stale; a mount zeroes them.
     eof_tails(&*dev, &geo, &map, &inodes, dirty || sb.format_version < FORMAT_ZEROED_TAILS, &mut out);
     Ok((out.0, (used_inodes, used_blocks, tree.directories)))
+}
+
+/// The counts the last clean unmount left (`Superblock::summary`), against the tables': a
+/// shared mount's first participant takes them instead of scanning. HashFS's table counts
+/// its keys (with the paper placement, the only one shared; the others count their groups'
+/// slots too).
+fn summary(sb: &Superblock, used_inodes: u64, used_blocks: u64, out: &mut Findings) {
+    let Some(s) = sb.summary() else { return };
+    let paper = sb.mapping_kind == MappingKind::HashFs as u32 && sb.placement == HashPlacement::Paper as u32;
+    if s.inodes != used_inodes || (paper && s.slots != used_blocks) {
+        out.add(
+            format!(
+                "superblock: the last clean unmount counted {} inodes and {} table slots in use, the tables hold \
+                 {used_inodes} and {used_blocks}",
+                s.inodes, s.slots
+            ),
+            Fix::ForgetSummary,
+        );
+    }
 }
 
 /// Both superblock copies; the one to trust and its geometry, or None if neither is valid.

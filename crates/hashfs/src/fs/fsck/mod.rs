@@ -87,6 +87,8 @@ pub(crate) enum Fix {
     RepairProbePaths,
     /// Allocator mappings: rewrite the bitmap from the blocks the files reach.
     RebuildBitmap,
+    /// The superblock's counts of a clean unmount dropped (done first by every repair).
+    ForgetSummary,
 }
 
 /// What fsck found and did.
@@ -170,6 +172,9 @@ pub fn fsck<D: PmDevice>(dev: Arc<D>, mode: FsckMode, progress: Progress<'_>) ->
     }
     // The geometry does not change during a repair (only the superblock's state does).
     let (_, geo, _) = read_superblock(&*dev)?;
+    // The counts a clean unmount left describe the image no more once the repair writes
+    // to it outside a mount (and may be what was wrong); a mount's unmount leaves new ones.
+    forget_summary(&*dev)?;
     if repair_before_mount(&dev, &geo, &findings)? {
         // Mount as after a crash, so that recovery collects every leftover.
         let (mut sb, _, _) = read_superblock(&*dev)?;
@@ -183,6 +188,7 @@ pub fn fsck<D: PmDevice>(dev: Arc<D>, mode: FsckMode, progress: Progress<'_>) ->
     if !reconnect.is_empty() {
         let (mut sb, _, _) = read_superblock(&*dev)?;
         sb.state = SB_STATE_CLEAN;
+        sb.set_summary(None);
         write_superblock(&*dev, &mut sb);
         let (fs, _) = FileSystem::mount(dev.clone(), &|_, _| {})?;
         for ino in reconnect {
@@ -204,12 +210,23 @@ pub fn fsck<D: PmDevice>(dev: Arc<D>, mode: FsckMode, progress: Progress<'_>) ->
         if !fixed_any {
             break;
         }
+        forget_summary(&*dev)?;
     }
     let (last, _) = check(dev.clone(), &|_, _| {})?;
     report.remaining = last.iter().map(|f| f.what.clone()).collect();
     report.fixed =
         report.findings.len().saturating_sub(report.remaining.len()).max(usize::from(report.remaining.is_empty()));
     Ok(report)
+}
+
+/// Drops the counts the last clean unmount left in the superblock (`Superblock::summary`).
+fn forget_summary<D: PmDevice>(dev: &D) -> Result<()> {
+    let (mut sb, _, _) = read_superblock(dev)?;
+    if sb.summary_stamp != 0 {
+        sb.set_summary(None);
+        write_superblock(dev, &mut sb);
+    }
+    Ok(())
 }
 
 /// Repair pass 1, on the image as found: what would stop a mount (superblock copies,

@@ -189,7 +189,7 @@ fn take_place<D: PmDevice>(
             let opens = region.open_inodes();
             let keep = |ino| opens.held(ino);
             let how = match (first, from_dead) {
-                (true, _) => MountAs::Alone,
+                (true, _) => MountAs::First,
                 (false, true) => MountAs::Recovering { keep: &keep },
                 (false, false) => MountAs::Joining,
             };
@@ -198,7 +198,7 @@ fn take_place<D: PmDevice>(
                 adopt_words(region, &inner);
             } else {
                 // Everyone else (none, when first) reads everything again.
-                publish_recovered(region, &inner);
+                publish_recovered(region, &inner, &report);
             }
             if first {
                 // What a participant before left, this mount's recovery settled and freed

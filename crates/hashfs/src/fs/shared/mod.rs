@@ -37,7 +37,7 @@ pub(crate) use join::mount;
 pub(crate) use read_only::{mount_read_only, ReadOnlyMount};
 
 use super::hashfs::append_tag;
-use super::recovery::{self, MountAs};
+use super::recovery::{self, MountAs, MountReport};
 use super::verbs::{on_map, MapVerbs};
 use super::FsInner;
 use crate::layout::inode::InodeState;
@@ -344,9 +344,9 @@ impl<D: PmDevice> FsInner<D> {
         release_dead(&sh.region, dead);
         let opens = sh.region.open_inodes();
         let keep = |ino: Ino| opens.held(ino);
-        let (tmp, _) = recovery::mount(self.dev.clone(), &|_, _| {}, MountAs::Recovering { keep: &keep })?;
+        let (tmp, report) = recovery::mount(self.dev.clone(), &|_, _| {}, MountAs::Recovering { keep: &keep })?;
         tmp.unmounted.store(true, Ordering::Release); // its Drop must not mark the image clean
-        publish_recovered(&sh.region, &tmp);
+        publish_recovered(&sh.region, &tmp, &report);
         note_leftovers(&sh.region); // a death: the last to leave looks through the inode table
         drop(tmp);
         sh.region.participants().reap(dead);
@@ -365,17 +365,53 @@ impl<D: PmDevice> FsInner<D> {
 
     /// A free inode, taken (see [`Self::inode_bits`]).
     pub(crate) fn alloc_ino(&self) -> Result<Ino> {
+        if let Some(sh) = self.shared.get() {
+            self.build_inode_bits(&sh.region);
+        }
         self.ialloc.alloc_in(self.inode_bits())
     }
 
-    /// Gives inode `ino` back (see [`Self::inode_bits`]).
+    /// Gives inode `ino` back (see [`Self::inode_bits`]); before the region's bitmap is
+    /// built, only its count.
     pub(crate) fn free_ino(&self, ino: Ino) {
-        self.ialloc.free_in(self.inode_bits(), ino)
+        match self.shared.get() {
+            Some(sh) if sh.region.words().inode_bits_built.load(Ordering::Acquire) == 0 => {
+                sh.region.words().inodes_used.fetch_sub(1, Ordering::Relaxed);
+            }
+            _ => self.ialloc.free_in(self.inode_bits(), ino),
+        }
+    }
+
+    /// Builds the region's inode bitmap from the inode table if the first participant
+    /// took the counts of a clean unmount instead of scanning it (`MountAs::First`): at
+    /// the first allocation, under the image lock, so no create is half done (a dead
+    /// participant's is undone by the takeover's recovery, which publishes its own bits).
+    /// Its count is the bits set, as the table says.
+    fn build_inode_bits(&self, region: &ImageRegion) {
+        let words = region.words();
+        if words.inode_bits_built.load(Ordering::Acquire) != 0 {
+            return;
+        }
+        let scanned = super::inode::InodeAllocator::new(self.geo.inode_count);
+        super::inode::for_each_raw(&*self.dev, &self.geo, |ino, raw| {
+            if raw.check(ino) != InodeState::Free {
+                scanned.mark_used(ino);
+            }
+        });
+        scanned.publish_to(region.inode_bits());
+        words.inode_bits_built.store(1, Ordering::Release);
     }
 
     /// Inodes in use (see [`Self::inode_bits`]).
     pub(crate) fn inodes_used(&self) -> u64 {
         self.inode_bits().used.load(Ordering::Relaxed)
+    }
+
+    /// The counts a clean unmount leaves in the superblock (`Superblock::summary`): on
+    /// HashFS's mapping, whose table is the only allocation state; none on the others.
+    pub(crate) fn summary(&self) -> Option<crate::layout::superblock::Summary> {
+        let slots = on_map!(self, m => m.shared_count())?;
+        Some(crate::layout::superblock::Summary { inodes: self.inodes_used(), slots })
     }
 
     /// On a shared mount, this participant's slot and the region (the crash explorer's
@@ -486,8 +522,10 @@ impl<D: PmDevice> FsInner<D> {
                 };
                 if left == 0 {
                     words.leftovers.store(0, Ordering::Release);
+                    let summary = self.summary();
                     let mut sb = self.sb.lock();
                     sb.state = SB_STATE_CLEAN;
+                    sb.set_summary(summary);
                     super::write_superblock(&*self.dev, &mut sb);
                     let _ = self.dev.sync_host();
                 }
@@ -573,9 +611,17 @@ fn release_dead(region: &ImageRegion, p: Participant) {
 /// What a mount that recovered the image (or ran first) tells the others: the inode bitmap
 /// its scan built, its next transaction id and the table's used count, and a
 /// [`Change::Everything`] in the ring, so that every participant reads all it caches again.
-fn publish_recovered<D: PmDevice>(region: &ImageRegion, fs: &FsInner<D>) {
-    fs.ialloc.publish_to(region.inode_bits());
+fn publish_recovered<D: PmDevice>(region: &ImageRegion, fs: &FsInner<D>, report: &MountReport) {
     let words = region.words();
+    if report.from_summary {
+        // Nothing scanned: the count the superblock gave, the bits at the first allocation.
+        let inodes = fs.sb.lock().summary_inodes;
+        words.inode_bits_built.store(0, Ordering::Release);
+        words.inodes_used.store(inodes, Ordering::Release);
+    } else {
+        fs.ialloc.publish_to(region.inode_bits());
+        words.inode_bits_built.store(1, Ordering::Release);
+    }
     words.next_txid.fetch_max(fs.journals.next_txid(), Ordering::AcqRel);
     if let Some(used) = on_map!(fs, m => m.shared_count()) {
         words.table_used.store(used, Ordering::Release);
