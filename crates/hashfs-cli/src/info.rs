@@ -29,6 +29,10 @@ pub fn run(image: &Path) -> Result<u8, Failure> {
         if sb.state == hashfs::testing::layout::SB_STATE_CLEAN { "clean" } else { "not cleanly unmounted" }
     );
     println!("mounts         {}", sb.mount_count);
+    if let Some(s) = sb.summary() {
+        // What a shim process alone on the image takes instead of scanning both tables.
+        println!("in use         {} inodes, {} table slots (counted at the last clean unmount)", s.inodes, s.slots);
+    }
     println!("journals       {} x {} KiB", g.journal_count, g.journal_blocks * 4);
     let mode = WriteMode::from_u32(sb.write_mode).map(|m| m.name()).unwrap_or("?");
     let (any, aligned) = (hashfs::untorn_limit(&g), hashfs::untorn_aligned_limit(&g));

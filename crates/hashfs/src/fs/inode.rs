@@ -198,21 +198,15 @@ pub fn for_each_raw<D: PmDevice>(dev: &D, geo: &Geometry, mut f: impl FnMut(Ino,
     while first <= geo.inode_count {
         let n = BATCH.min(geo.inode_count - first + 1) as usize;
         dev.read(geo.inode_off(Ino(first as u32)), bytemuck::cast_slice_mut(&mut buf[..n]));
-        if !all_zero(bytemuck::cast_slice(&buf[..n])) {
+        if !crate::pm::all_zero(bytemuck::cast_slice(&buf[..n])) {
             for (k, raw) in buf[..n].iter_mut().enumerate() {
-                if !all_zero(bytemuck::cast_slice(std::slice::from_ref(raw))) {
+                if !crate::pm::all_zero(bytemuck::cast_slice(std::slice::from_ref(raw))) {
                     f(Ino((first + k as u64) as u32), raw);
                 }
             }
         }
         first += n as u64;
     }
-}
-
-/// Whether every word is zero (an OR of them all, which the compiler vectorizes; a
-/// comparison that stops at the first nonzero byte is not).
-pub(crate) fn all_zero(words: &[u64]) -> bool {
-    words.iter().fold(0, |acc, &w| acc | w) == 0
 }
 
 /// A new inode's contents: `mode`, owner, a generation and every time set to `now`; no

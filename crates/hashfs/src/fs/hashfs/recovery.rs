@@ -58,58 +58,42 @@ fn scan_table<D: PmDevice>(
 ) -> Result<Strays> {
     let mut strays = Strays::default();
     let mut used = 0u64;
-    const BATCH: u64 = 4096;
-    let mut batch = vec![0u64; BATCH as usize];
-    let mut s = 0;
-    while s < table.nslots() {
-        let k = (s % BATCH) as usize;
-        if k == 0 {
-            let n = BATCH.min(table.nslots() - s) as usize;
-            table.read_slots(s, &mut batch[..n]);
-            // A batch of EMPTY slots (zeros: most of a table that is not full) is passed
-            // over whole.
-            if crate::fs::inode::all_zero(&batch[..n]) {
-                if s % 262_144 == 0 {
-                    progress(geo.inode_count + s);
-                }
-                s += n as u64;
-                continue;
-            }
+    table.batches(|first, batch| {
+        if first % 262_144 == 0 {
+            progress(geo.inode_count + first);
         }
-        let v = batch[k];
-        match classify(v, table.nslots()) {
-            Entry::Empty | Entry::Tombstone => {}
-            // Strays count as used until released (each release subtracts one).
-            Entry::Reserved { .. } => {
-                strays.slots.push(s);
-                used += 1;
-            }
-            Entry::Invalid => {
-                return Err(Error::corrupt(format!(
-                    "hash table slot {s} holds an invalid value; run hashfs fsck --repair"
-                )))
-            }
-            Entry::Key { ino, lblk } => {
-                let size = scan.sizes.get(ino as usize).copied().unwrap_or(FREE);
-                if size == CORRUPT {
-                    used += 1;
-                } else if size == FREE
-                    || lblk as u64 >= mappable_blocks(size)
-                    || (dirty && !table.group_holds(v, s) && table.shadowed(v, s))
-                {
+        for (s, &v) in (first..).zip(batch) {
+            match classify(v, table.nslots()) {
+                Entry::Empty | Entry::Tombstone => {}
+                // Strays count as used until released (each release subtracts one).
+                Entry::Reserved { .. } => {
                     strays.slots.push(s);
                     used += 1;
-                } else {
-                    scan.counts[ino as usize] += 1;
-                    used += 1;
+                }
+                Entry::Invalid => {
+                    return Err(Error::corrupt(format!(
+                        "hash table slot {s} holds an invalid value; run hashfs fsck --repair"
+                    )))
+                }
+                Entry::Key { ino, lblk } => {
+                    let size = scan.sizes.get(ino as usize).copied().unwrap_or(FREE);
+                    if size == CORRUPT {
+                        used += 1;
+                    } else if size == FREE
+                        || lblk as u64 >= mappable_blocks(size)
+                        || (dirty && !table.group_holds(v, s) && table.shadowed(v, s))
+                    {
+                        strays.slots.push(s);
+                        used += 1;
+                    } else {
+                        scan.counts[ino as usize] += 1;
+                        used += 1;
+                    }
                 }
             }
         }
-        if s % 262_144 == 0 {
-            progress(geo.inode_count + s);
-        }
-        s += 1;
-    }
+        Ok(())
+    })?;
     table.set_used(used);
     Ok(strays)
 }

@@ -111,6 +111,9 @@ pub struct ProbeStats {
     pub mean_miss_probes: f64,
 }
 
+/// Slots read at a time by the passes over the whole table ([`HashTable::batches`]).
+pub(crate) const BATCH_SLOTS: u64 = 4096;
+
 pub struct HashTable<D: PmDevice> {
     dev: Arc<D>,
     off: u64,
@@ -252,6 +255,30 @@ impl<D: PmDevice> HashTable<D> {
     pub fn read_slots(&self, first: u64, out: &mut [u64]) {
         debug_assert!(first + out.len() as u64 <= self.nslots);
         self.dev.read(self.slot_off(first), bytemuck::cast_slice_mut(out));
+    }
+
+    /// The whole table in order, for a pass with nothing else changing it (the mount's
+    /// scan, the repair after a crash): `f` gets each batch of [`BATCH_SLOTS`] slots,
+    /// read with one device read, and the first one's index; a batch of EMPTY slots only
+    /// (most of a table that is not full) is passed over. An error `f` returns ends the
+    /// pass. (A load of each slot, with its count in the device's statistics, made these
+    /// passes most of a mount's and a takeover's time.)
+    pub fn batches<E>(
+        &self,
+        mut f: impl FnMut(u64, &[u64]) -> std::result::Result<(), E>,
+    ) -> std::result::Result<(), E> {
+        let mut batch = vec![EMPTY; BATCH_SLOTS.min(self.nslots) as usize];
+        let mut first = 0;
+        while first < self.nslots {
+            let n = BATCH_SLOTS.min(self.nslots - first) as usize;
+            self.read_slots(first, &mut batch[..n]);
+            const _: () = assert!(EMPTY == 0);
+            if !crate::pm::all_zero(&batch[..n]) {
+                f(first, &batch[..n])?;
+            }
+            first += n as u64;
+        }
+        Ok(())
     }
     #[inline]
     pub fn home(&self, key: u64) -> u64 {

@@ -121,15 +121,10 @@ impl<D: PmDevice> HashTable<D> {
                 }
             }
         }
-        // The keys found a window of slots at a time (a window of EMPTY slots at once);
-        // their paths' slots are read and stored on the device.
-        let mut w = Window::default();
-        let mut j0 = 0;
-        while j0 < self.nslots {
-            w.get(self, j0);
-            let n = w.slots.len() as u64;
-            for k in 0..n {
-                let (j, v) = (j0 + k, w.slots[k as usize]);
+        // The keys found a batch of slots at a time (`HashTable::batches`); their paths'
+        // slots are read and stored on the device.
+        let found: Result<(), std::convert::Infallible> = self.batches(|j0, batch| {
+            for (j, &v) in (j0..).zip(batch) {
                 if v == EMPTY || v == TOMBSTONE {
                     continue;
                 }
@@ -145,8 +140,9 @@ impl<D: PmDevice> HashTable<D> {
                     }
                 }
             }
-            j0 += n;
-        }
+            Ok(())
+        });
+        let Ok(()) = found;
         if self.placement.in_groups() {
             let groups = self.placement.groups().map_or(0, |g| g.count());
             for g in 0..groups {
@@ -239,11 +235,13 @@ impl<D: PmDevice> HashTable<D> {
     }
 }
 
-/// The table's slots read 4,096 at a time, for the passes over the whole table at recovery
-/// and repair, where the file system is quiescent (nothing but the pass changes a slot): a
-/// device load of each slot, with its count in the device's statistics, made those passes
-/// most of a takeover (2.2-7.1 ms of a 1 GiB image's recovery after a participant died).
-/// The pass's own stores go to the device and, through [`Window::set`], to the window.
+/// The table's slots read a batch at a time (as [`HashTable::batches`] reads them) for the
+/// purge's walk over the whole table after a crash, which goes backward through clusters
+/// and across batches: where the file system is quiescent (nothing but the pass changes a
+/// slot), a device load of each slot, with its count in the device's statistics, made
+/// that pass much of a takeover (2.2-7.1 ms of a 1 GiB image's recovery after a
+/// participant died, with the key pass above). The pass's own stores go to the device and,
+/// through [`Window::set`], to the window.
 #[derive(Default)]
 struct Window {
     first: u64,
@@ -251,7 +249,7 @@ struct Window {
 }
 
 impl Window {
-    const SLOTS: u64 = 4096;
+    const SLOTS: u64 = super::BATCH_SLOTS;
 
     fn get<D: PmDevice>(&mut self, t: &HashTable<D>, s: u64) -> u64 {
         if !(self.first..self.first + self.slots.len() as u64).contains(&s) {
