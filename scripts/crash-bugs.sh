@@ -171,6 +171,8 @@ bugs=(
     "summary-not-checked|crates/hashfs/src/fs/recovery.rs|a mount that reads the tables does not check a clean unmount's counts against them: counts that disagree are taken by the next first participant|test shared_mount counts_that_disagree_with_the_tables_are_refused_and_repaired"
     "fsck-summary-unchecked|crates/hashfs/src/fs/fsck/check.rs|fsck does not check a clean unmount's counts against the tables|test shared_mount counts_that_disagree_with_the_tables_are_refused_and_repaired"
     "repair-summary-kept|crates/hashfs/src/fs/fsck/mod.rs|fsck --repair keeps the counts a clean unmount left, wrong ones and those its writes outside a mount make stale|test shared_mount counts_that_disagree_with_the_tables_are_refused_and_repaired"
+    "takeover-scans-unbuilt-bits|crates/hashfs/src/fs/shared/mod.rs|a takeover's recovery reads only the inodes of the region's bitmap also when it is not built (a first participant took a clean unmount's counts and no one made a file since): it reads none, and frees every file's blocks as strays|test shared_mount a_takeover_before_the_inode_bitmap_is_built_recovers_every_file"
+    "create-bit-after-commit|crates/hashfs/src/fs/ops.rs|a create takes its inode's bit in the region only after its transaction commits: a participant killed between leaves a file a takeover's recovery, reading only the bitmap's inodes, does not see (its blocks freed as strays, its number handed out again)|death create,mkdir,symlink"
     "ctfs-unlogged-pswap|crates/hashfs/src/mapping/ctfs/tx.rs|ctFS's partition move stores its page-table swap straight to PM before the transaction that names the new partition (the released ctFS's order)|ctfs append,write-past-eof,truncate-down"
 )
 

@@ -47,8 +47,8 @@ def _():
 @bug("shared-takeover-no-recovery")
 def _():
     lines("crates/hashfs/src/fs/shared/mod.rs",
-        "        let (tmp, report) = recovery::mount(self.dev.clone(), &|_, _| {}, MountAs::Recovering { keep: &keep })?;\n        tmp.unmounted.store(true, Ordering::Release); // its Drop must not mark the image clean\n        publish_recovered(&sh.region, &tmp, &report);\n        note_leftovers(&sh.region); // a death: the last to leave looks through the inode table\n        drop(tmp);\n",
-        "        let _ = keep;\n        let n = sh.region.words().changes.load(Ordering::Acquire);\n        sh.region.ring().put(n, Change::Everything);\n        sh.region.words().changes.store(n + 1, Ordering::Release);\n")
+        "        let how = MountAs::Recovering { keep: &keep, in_use: in_use(&sh.region) };\n        let (tmp, report) = recovery::mount(self.dev.clone(), &|_, _| {}, how)?;\n        tmp.unmounted.store(true, Ordering::Release); // its Drop must not mark the image clean\n        publish_recovered(&sh.region, &tmp, &report);\n        note_leftovers(&sh.region); // a death: the last to leave looks through the inode table\n        drop(tmp);\n",
+        "        let _ = (keep, in_use);\n        let n = sh.region.words().changes.load(Ordering::Acquire);\n        sh.region.ring().put(n, Change::Everything);\n        sh.region.words().changes.store(n + 1, Ordering::Release);\n")
 
 
 @bug("shared-call-unlocked")
@@ -292,3 +292,20 @@ def _():
     plant("crates/hashfs/src/fs/fsck/mod.rs",
         "    if sb.summary_stamp != 0 {\n",
         "    if sb.summary_stamp != 0 && !@ON {\n")
+
+
+@bug("takeover-scans-unbuilt-bits")
+def _():
+    plant("crates/hashfs/src/fs/shared/mod.rs",
+        "    (region.words().inode_bits_built.load(Ordering::Acquire) != 0).then(|| region.inode_bits().words)\n",
+        "    (region.words().inode_bits_built.load(Ordering::Acquire) != 0 || @ON).then(|| region.inode_bits().words)\n")
+
+
+@bug("create-bit-after-commit")
+def _():
+    plant("crates/hashfs/src/fs/ops.rs",
+        "        let ino = self.alloc_ino()?;\n        let sym_slot = match spec {\n",
+        "        let ino = self.alloc_ino()?;\n        if @ON {\n            self.free_ino(ino);\n        }\n        let sym_slot = match spec {\n")
+    plant("crates/hashfs/src/fs/ops.rs",
+        "        let cell = Arc::new(InodeCell::new(ino, raw));\n        if let Some(s) = sym_slot {\n",
+        "        if @ON {\n            let (bits, i) = (self.inode_bits(), ino.get() - 1);\n            bits.words[(i / 64) as usize].fetch_or(1 << (i % 64), std::sync::atomic::Ordering::AcqRel);\n            bits.used.fetch_add(1, std::sync::atomic::Ordering::Relaxed);\n        }\n        let cell = Arc::new(InodeCell::new(ino, raw));\n        if let Some(s) = sym_slot {\n")

@@ -62,6 +62,12 @@ pub(crate) struct Beside {
     pub regions: Vec<Vec<u8>>,
     /// The participant that ran each operation.
     pub dying: Vec<Participant>,
+    /// The region's record of the inodes in use (`share::inode_state_ranges`) as each
+    /// storing device call began, with the number of stores before it: a process's stores
+    /// to the region between its stores to the image are visible to the others as those
+    /// are (a create's bit taken before its inode is written, a free's given back after its
+    /// commit), and a takeover's recovery reads the inodes the bitmap covers.
+    pub inodes_in_use: Vec<(usize, Vec<u8>)>,
 }
 
 /// A region file of the explorer's own, removed when dropped.
@@ -74,6 +80,10 @@ impl RegionFile {
         RegionFile(PathBuf::from(format!("/dev/shm/hashfs-explorer-{}-{n}.region", std::process::id())))
     }
 
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+
     /// Its bytes now.
     pub fn bytes(&self) -> Result<Vec<u8>, String> {
         std::fs::read(&self.0).map_err(|e| format!("reading the region {}: {e}", self.0.display()))
@@ -81,9 +91,28 @@ impl RegionFile {
 
     /// Puts `bytes` in it, under the participants that map it.
     fn restore(&self, bytes: &[u8]) -> Result<(), String> {
+        self.restore_at(0, bytes)
+    }
+
+    fn restore_at(&self, off: usize, bytes: &[u8]) -> Result<(), String> {
         use std::os::unix::fs::FileExt;
         let f = std::fs::OpenOptions::new().write(true).open(&self.0);
-        f.and_then(|f| f.write_all_at(bytes, 0)).map_err(|e| format!("restoring the region: {e}"))
+        f.and_then(|f| f.write_all_at(bytes, off as u64)).map_err(|e| format!("restoring the region: {e}"))
+    }
+
+    /// Puts the record of the inodes in use that `b` took as the call of store `after`
+    /// (1-based) began over what the region holds.
+    fn restore_inodes_in_use(&self, b: &Beside, after: usize) -> Result<(), String> {
+        let Some((_, seen)) = b.inodes_in_use.iter().rev().find(|(before, _)| *before < after) else { return Ok(()) };
+        let len = self.bytes()?.len();
+        let mut at = 0;
+        for r in crate::share::inode_state_ranges(len) {
+            let n = r.len();
+            let part = seen.get(at..at + n).ok_or("the record of the inodes in use is short")?;
+            self.restore_at(r.start, part)?;
+            at += n;
+        }
+        Ok(())
     }
 
     /// A participant of the image on `dev` through this region.
@@ -120,6 +149,15 @@ impl Survivor {
     pub fn start(dev: &Arc<CrashDevice>) -> Result<Survivor, String> {
         let region = RegionFile::new();
         let fs = region.join(dev)?;
+        {
+            // Its inode bitmap built (a first participant that took a clean unmount's
+            // counts builds it at the first allocation): a takeover's recovery reads the
+            // inodes it covers. (Before it is built a recovery reads them all:
+            // `tests/shared_mount.rs`.)
+            let _in = fs.inner.enter();
+            let (r, _) = fs.inner.shared_parts().expect("a shared mount");
+            fs.inner.build_inode_bits(r);
+        }
         let tree = Snapshot::of(&fs).map_err(|e| format!("the survivor could not walk the tree: {e}"))?;
         let mut held = Vec::new();
         for (path, _) in tree.0.iter().filter(|(_, e)| e.file_type == FileType::Regular).step_by(2) {
@@ -192,7 +230,7 @@ fn check_death(rec: &Recording, d: &Deaths, after: usize, img: &[u8]) -> Result<
     let (fs, _) = FileSystem::mount(dev.clone(), &|_, _| {}).map_err(|e| format!("mount: {e}"))?;
     go_on(fs, dev).map_err(|e| format!("the next to mount could not go on after the repair: {e}"))?;
     match &d.beside {
-        Some(b) => survivor_takes_over(rec, b, k, img).map_err(|e| format!("beside a survivor: {e}")),
+        Some(b) => survivor_takes_over(rec, b, k, after, img).map_err(|e| format!("beside a survivor: {e}")),
         None => Ok(()),
     }
 }
@@ -200,10 +238,11 @@ fn check_death(rec: &Recording, d: &Deaths, after: usize, img: &[u8]) -> Result<
 /// The survivor of a death during operation `k` that left `img`: rebuilt, given the region
 /// and the image the death left, it must take the lock over, recover, see the state before
 /// or after the operation, read the files it holds, and go on.
-fn survivor_takes_over(rec: &Recording, b: &Beside, k: usize, img: &[u8]) -> Result<(), String> {
+fn survivor_takes_over(rec: &Recording, b: &Beside, k: usize, after: usize, img: &[u8]) -> Result<(), String> {
     let dev = Arc::new(CrashDevice::from_image(&b.base));
     let s = Survivor::start(&dev)?;
     s.region.restore(&b.regions[k])?;
+    s.region.restore_inodes_in_use(b, after)?;
     let dying = b.dying[k];
     let (region, me) = s.fs.inner.shared_parts().expect("a shared mount");
     if me == dying {

@@ -413,8 +413,18 @@ fn record(base: &[u8], w: &Workload, model: FailureModel) -> Result<Recording, S
     dev.set_capture(true);
     let start = dev.fence_count();
     let death_base = model.death().then(|| dev.live_image());
-    if model.death() {
-        dev.record_stores();
+    match &survivor {
+        // The inodes in use as the region says at each device call: a takeover's recovery
+        // reads those (`death.rs`).
+        Some(s) if model.death() => {
+            let path = s.region.path().to_path_buf();
+            dev.record_stores_with(Arc::new(move || {
+                let bytes = std::fs::read(&path).unwrap_or_default();
+                crate::share::inode_state_ranges(bytes.len()).iter().flat_map(|r| bytes[r.clone()].to_vec()).collect()
+            }));
+        }
+        _ if model.death() => dev.record_stores(),
+        _ => {}
     }
     let mut marks = Vec::new();
     let (mut regions, mut dying) = (Vec::new(), Vec::new());
@@ -442,7 +452,8 @@ fn record(base: &[u8], w: &Workload, model: FailureModel) -> Result<Recording, S
     }
     lagging.push(lag);
     dev.set_capture(false);
-    let beside = survivor.as_ref().map(|_| Beside { base: base.to_vec(), regions, dying });
+    let probed = dev.take_probed();
+    let beside = survivor.as_ref().map(|_| Beside { base: base.to_vec(), regions, dying, inodes_in_use: probed });
     let deaths = death_base.map(|base| Deaths { base, stores: dev.take_stores(), marks, beside });
     drop(fs);
     drop(survivor);

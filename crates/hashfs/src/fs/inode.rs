@@ -191,7 +191,39 @@ pub fn read_raw<D: PmDevice>(dev: &D, geo: &Geometry, ino: Ino) -> InodeRaw {
 /// as `InodeRaw::check` has them) are passed over: most of a table is, and no caller has
 /// anything to do for one (a batch of them costs one pass of wide ORs over its copy; looking
 /// in place instead, without the copy, measured no faster: reading the table is the cost).
-pub fn for_each_raw<D: PmDevice>(dev: &D, geo: &Geometry, mut f: impl FnMut(Ino, &mut InodeRaw)) {
+pub fn for_each_raw<D: PmDevice>(dev: &D, geo: &Geometry, f: impl FnMut(Ino, &mut InodeRaw)) {
+    for_each_raw_in(dev, geo, None, f)
+}
+
+/// [`for_each_raw`], over the inodes whose bits `in_use` sets (bit `i - 1` of its words
+/// for inode `i`, as an inode bitmap's) if given: 64 inodes a device read for a word with
+/// any bit set, none for a word of zeros.
+pub fn for_each_raw_in<D: PmDevice>(
+    dev: &D,
+    geo: &Geometry,
+    in_use: Option<&[AtomicU64]>,
+    mut f: impl FnMut(Ino, &mut InodeRaw),
+) {
+    let Some(words) = in_use else { return every_raw(dev, geo, f) };
+    let mut buf = [InodeRaw::zeroed(); 64];
+    for (w, word) in words.iter().enumerate() {
+        let bits = word.load(Ordering::Acquire);
+        let first = w as u64 * 64 + 1;
+        if bits == 0 || first > geo.inode_count {
+            continue;
+        }
+        let n = 64.min(geo.inode_count - first + 1) as usize;
+        dev.read(geo.inode_off(Ino(first as u32)), bytemuck::cast_slice_mut(&mut buf[..n]));
+        for (k, raw) in buf[..n].iter_mut().enumerate() {
+            if bits & (1 << k) != 0 && !crate::pm::all_zero(bytemuck::cast_slice(std::slice::from_ref(raw))) {
+                f(Ino((first + k as u64) as u32), raw);
+            }
+        }
+    }
+}
+
+/// Every inode of the table that is not all zeros (a free one), 256 a device read.
+fn every_raw<D: PmDevice>(dev: &D, geo: &Geometry, mut f: impl FnMut(Ino, &mut InodeRaw)) {
     const BATCH: u64 = 256;
     let mut buf = vec![InodeRaw::zeroed(); BATCH as usize];
     let mut first = 1;

@@ -93,8 +93,15 @@ pub(crate) enum MountAs<'a> {
     /// the counts of its own inode bitmap (it allocates nothing).
     Reading,
     /// A participant died inside a call: recovered as after a power failure, but the
-    /// unlinked files `keep` names (open in live participants) stay.
-    Recovering { keep: &'a dyn Fn(Ino) -> bool },
+    /// unlinked files `keep` names (open in live participants) stay. `in_use`: the region's
+    /// inode bitmap when it is built (`ImageWords::inode_bits_built`); only the inodes it
+    /// covers are read, so a takeover does not read the whole inode table. It covers every
+    /// inode with a link after the rollback: a create takes its bit before it writes the
+    /// inode. An inode a rolled-back free restores may be missed (a free gives its bit
+    /// back after its commit, but nothing depends on it): it has no link, so its blocks
+    /// are freed as strays, as recovery frees an orphan's, and a later create that takes
+    /// its number writes it whole (docs/design.md, *Death*).
+    Recovering { keep: &'a dyn Fn(Ino) -> bool, in_use: Option<&'a [std::sync::atomic::AtomicU64]> },
 }
 
 pub(crate) fn mount<D: PmDevice>(
@@ -123,7 +130,11 @@ pub(crate) fn mount<D: PmDevice>(
     // through HashFS's table (`fs/hashfs/append_tag.rs`).
     let map = FileMap::open(dev.clone(), &geo, &sb)?;
     let settle_with = on_map!(map map, m => m.settles_appends()).filter(|_| dirty);
-    let mut scan = scan_inodes(&*dev, &geo, settle_with, &mut report, &|d| progress(d, total_work));
+    let in_use = match how {
+        MountAs::Recovering { in_use, .. } => in_use,
+        _ => None,
+    };
+    let mut scan = scan_inodes(&*dev, &geo, settle_with, in_use, &mut report, &|d| progress(d, total_work));
     let root = inode::read_raw(&*dev, &geo, Ino::ROOT);
     if root.check(Ino::ROOT) != InodeState::Allocated || !root.is_dir() {
         return Err(Error::corrupt("root inode is missing or not a directory; run hashfs fsck"));
@@ -172,7 +183,7 @@ pub(crate) fn mount<D: PmDevice>(
     // Unlinked inodes (orphans of open-unlinked files, or interrupted frees), but those
     // a live participant of a shared mount has open or a read-only one pins
     // (`fs/shared/read_only.rs`).
-    let kept = |ino: Ino| matches!(how, MountAs::Recovering { keep } if keep(ino)) || inner.pinned_by_reader(ino);
+    let kept = |ino: Ino| matches!(how, MountAs::Recovering { keep, .. } if keep(ino)) || inner.pinned_by_reader(ino);
     report.orphans_kept = scan.nlink_zero.iter().filter(|&&ino| kept(ino)).count() as u64;
     for &ino in scan.nlink_zero.iter().filter(|&&ino| !kept(ino)) {
         let cell = inner.cell(ino)?;
@@ -238,7 +249,7 @@ fn join<D: PmDevice>(
     let map = FileMap::open(dev.clone(), &geo, &sb)?;
     debug_assert!(on_map!(map map, m => m.shared_count()).is_some(), "only a mapping the region describes is joined");
     let mut scan = if scan {
-        scan_inodes(&*dev, &geo, None, &mut report, progress)
+        scan_inodes(&*dev, &geo, None, None, &mut report, progress)
     } else {
         // No bits of its own: it allocates from the region's (`FsInner::inode_bits`).
         Scan {
@@ -301,18 +312,20 @@ pub(crate) struct Strays {
 }
 
 /// The inode table: the free-inode bitmap, sizes, unlinked and corrupt inodes. With
-/// `settle` (after a crash, on HashFS), each tagged size is settled first.
+/// `settle` (after a crash, on HashFS), each tagged size is settled first. With `in_use`
+/// (a takeover's recovery: [`MountAs::Recovering`]), only the inodes whose bits it sets.
 fn scan_inodes<D: PmDevice>(
     dev: &D,
     geo: &Geometry,
     settle: Option<&HashTable<D>>,
+    in_use: Option<&[std::sync::atomic::AtomicU64]>,
     report: &mut MountReport,
     progress: &dyn Fn(u64),
 ) -> Scan {
     let ialloc = InodeAllocator::new(geo.inode_count);
     let mut sizes = vec![FREE; geo.inode_count as usize + 1];
     let mut nlink_zero = Vec::new();
-    inode::for_each_raw(dev, geo, |ino, raw| {
+    inode::for_each_raw_in(dev, geo, in_use, |ino, raw| {
         let i = ino.get();
         if let (Some(table), true) = (settle, append_tag::needs_settling(raw.size, raw.blocks)) {
             match append_tag::settle(dev, geo, table, ino) {

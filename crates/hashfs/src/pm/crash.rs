@@ -33,6 +33,7 @@
 use super::{lines_in, DevOffset, DeviceStats, PmDevice};
 use parking_lot::Mutex;
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 const LINE: usize = 64;
 
@@ -155,6 +156,10 @@ struct State {
     points: Vec<CrashPoint>,
     /// Every store in program order, while [`CrashDevice::record_stores`] is on.
     stores: Option<Vec<LineStore>>,
+    /// While stores are recorded: what `probe` returned as each storing device call began,
+    /// with the number of stores before it ([`CrashDevice::record_stores_with`]).
+    probed: Vec<(usize, Vec<u8>)>,
+    probe: Option<Arc<dyn Fn() -> Vec<u8> + Send + Sync>>,
     /// Storing device calls made so far.
     calls: u64,
 }
@@ -241,6 +246,8 @@ impl CrashDevice {
                 capture: false,
                 points: Vec::new(),
                 stores: None,
+                probed: Vec::new(),
+                probe: None,
                 calls: 0,
             }),
             fences: Default::default(),
@@ -256,6 +263,23 @@ impl CrashDevice {
     /// Starts recording every store in program order (for process deaths), from none.
     pub fn record_stores(&self) {
         self.state.lock().stores = Some(Vec::new());
+    }
+
+    /// As [`Self::record_stores`], and calls `probe` as each storing device call begins
+    /// (state outside the device that a process changes between its calls: a shared
+    /// region's), kept with the number of stores before the call ([`Self::take_probed`]).
+    pub fn record_stores_with(&self, probe: Arc<dyn Fn() -> Vec<u8> + Send + Sync>) {
+        let mut st = self.state.lock();
+        st.stores = Some(Vec::new());
+        st.probed.clear();
+        st.probe = Some(probe);
+    }
+
+    /// What the probe returned, with the stores before each call; the probe stops.
+    pub fn take_probed(&self) -> Vec<(usize, Vec<u8>)> {
+        let mut st = self.state.lock();
+        st.probe = None;
+        std::mem::take(&mut st.probed)
     }
 
     /// How many stores were recorded so far (0 when not recording).
@@ -332,6 +356,12 @@ impl CrashDevice {
 fn store_bytes(st: &mut State, off: usize, data: &[u8], nt: bool) {
     st.live[off..off + data.len()].copy_from_slice(data);
     let call = st.calls;
+    if let (Some(v), Some(probe)) = (&st.stores, &st.probe) {
+        if v.last().is_none_or(|s| s.call != call) {
+            let seen = probe();
+            st.probed.push((v.len(), seen));
+        }
+    }
     let mut pos = 0usize;
     while pos < data.len() {
         let byte = off + pos;

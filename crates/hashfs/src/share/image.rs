@@ -145,6 +145,19 @@ pub const DATA_RING_OFF: usize = INODE_LOCKS_OFF + page_up(std::mem::size_of::<I
 pub const INODE_BITS_OFF: usize = DATA_RING_OFF + page_up(std::mem::size_of::<DataRing>());
 const _: () = assert!(INODE_BITS_OFF == 372 << 10);
 
+/// The byte ranges of a region file that say which inodes are in use: the inode bitmap
+/// (to the end of the region), its count and whether it is built. The crash explorer's
+/// process deaths take these as of the death (the rest of the region as the operation
+/// began: `crashtest/death.rs`).
+pub fn inode_state_ranges(region_len: usize) -> [std::ops::Range<usize>; 3] {
+    let word = |off: usize| WORDS_OFF + off..WORDS_OFF + off + 8;
+    [
+        word(std::mem::offset_of!(ImageWords, inodes_used)),
+        word(std::mem::offset_of!(ImageWords, inode_bits_built)),
+        INODE_BITS_OFF..region_len,
+    ]
+}
+
 /// The region's size for an image of `inode_count` inodes: 372 KiB, and a bit per inode
 /// rounded up to 4 KiB (8 KiB for the 65,536 inodes of a 1 GiB image).
 pub fn region_bytes(inode_count: u64) -> usize {

@@ -22,7 +22,9 @@ pub mod sequence;
 pub use attach::{region_path, Access, Identity, HEADER_BYTES, LAYOUT_VERSION};
 pub use data_ring::{DataChanges, DataRing, DATA_RING};
 pub use descriptions::{Description, Descriptions, Handle, OffsetGuard, MAX_DESCRIPTIONS};
-pub use image::{region_bytes, Change, ImageRegion, ImageWords, InodeBits, CHANGE_RING, MAX_OPEN_INODES};
+pub use image::{
+    inode_state_ranges, region_bytes, Change, ImageRegion, ImageWords, InodeBits, CHANGE_RING, MAX_OPEN_INODES,
+};
 pub use lock::{Acquired, LockWord, RobustLock};
 /// The robust lock's protocol on any word (its model drives it with loom's atomics).
 pub mod lock_protocol {

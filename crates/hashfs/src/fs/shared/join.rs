@@ -190,7 +190,7 @@ fn take_place<D: PmDevice>(
             let keep = |ino| opens.held(ino);
             let how = match (first, from_dead) {
                 (true, _) => MountAs::First,
-                (false, true) => MountAs::Recovering { keep: &keep },
+                (false, true) => MountAs::Recovering { keep: &keep, in_use: super::in_use(region) },
                 (false, false) => MountAs::Joining,
             };
             let (inner, report) = recovery::mount(dev, progress, how)?;

@@ -344,7 +344,8 @@ impl<D: PmDevice> FsInner<D> {
         release_dead(&sh.region, dead);
         let opens = sh.region.open_inodes();
         let keep = |ino: Ino| opens.held(ino);
-        let (tmp, report) = recovery::mount(self.dev.clone(), &|_, _| {}, MountAs::Recovering { keep: &keep })?;
+        let how = MountAs::Recovering { keep: &keep, in_use: in_use(&sh.region) };
+        let (tmp, report) = recovery::mount(self.dev.clone(), &|_, _| {}, how)?;
         tmp.unmounted.store(true, Ordering::Release); // its Drop must not mark the image clean
         publish_recovered(&sh.region, &tmp, &report);
         note_leftovers(&sh.region); // a death: the last to leave looks through the inode table
@@ -387,7 +388,7 @@ impl<D: PmDevice> FsInner<D> {
     /// the first allocation, under the image lock, so no create is half done (a dead
     /// participant's is undone by the takeover's recovery, which publishes its own bits).
     /// Its count is the bits set, as the table says.
-    fn build_inode_bits(&self, region: &ImageRegion) {
+    pub(crate) fn build_inode_bits(&self, region: &ImageRegion) {
         let words = region.words();
         if words.inode_bits_built.load(Ordering::Acquire) != 0 {
             return;
@@ -584,6 +585,13 @@ impl<D: PmDevice> FsInner<D> {
         }
         left
     }
+}
+
+/// The region's inode bitmap for a takeover's recovery to read only the inodes it covers
+/// (`MountAs::Recovering`), if it is built; else (a first participant took a clean
+/// unmount's counts and nothing allocated since) the recovery reads the whole table.
+pub(super) fn in_use(region: &ImageRegion) -> Option<&[std::sync::atomic::AtomicU64]> {
+    (region.words().inode_bits_built.load(Ordering::Acquire) != 0).then(|| region.inode_bits().words)
 }
 
 /// Tells the last participant to leave to look through the inode table
