@@ -214,10 +214,16 @@ pub fn for_each_raw_in<D: PmDevice>(
         }
         let n = 64.min(geo.inode_count - first + 1) as usize;
         dev.read(geo.inode_off(Ino(first as u32)), bytemuck::cast_slice_mut(&mut buf[..n]));
-        for (k, raw) in buf[..n].iter_mut().enumerate() {
-            if bits & (1 << k) != 0 && !crate::pm::all_zero(bytemuck::cast_slice(std::slice::from_ref(raw))) {
-                f(Ino((first + k as u64) as u32), raw);
-            }
+        visit(&mut buf[..n], first, |k| bits & (1 << k) != 0, &mut f);
+    }
+}
+
+/// `f` for each inode of `batch` (inode `first` on) that `wanted` (by its index in the
+/// batch) and is not all zeros.
+fn visit(batch: &mut [InodeRaw], first: u64, wanted: impl Fn(usize) -> bool, f: &mut impl FnMut(Ino, &mut InodeRaw)) {
+    for (k, raw) in batch.iter_mut().enumerate() {
+        if wanted(k) && !crate::pm::all_zero(bytemuck::cast_slice(std::slice::from_ref(raw))) {
+            f(Ino((first + k as u64) as u32), raw);
         }
     }
 }
@@ -231,11 +237,7 @@ fn every_raw<D: PmDevice>(dev: &D, geo: &Geometry, mut f: impl FnMut(Ino, &mut I
         let n = BATCH.min(geo.inode_count - first + 1) as usize;
         dev.read(geo.inode_off(Ino(first as u32)), bytemuck::cast_slice_mut(&mut buf[..n]));
         if !crate::pm::all_zero(bytemuck::cast_slice(&buf[..n])) {
-            for (k, raw) in buf[..n].iter_mut().enumerate() {
-                if !crate::pm::all_zero(bytemuck::cast_slice(std::slice::from_ref(raw))) {
-                    f(Ino((first + k as u64) as u32), raw);
-                }
-            }
+            visit(&mut buf[..n], first, |_| true, &mut f);
         }
         first += n as u64;
     }

@@ -135,10 +135,7 @@ pub(crate) fn mount<D: PmDevice>(
         _ => None,
     };
     let mut scan = scan_inodes(&*dev, &geo, settle_with, in_use, &mut report, &|d| progress(d, total_work));
-    let root = inode::read_raw(&*dev, &geo, Ino::ROOT);
-    if root.check(Ino::ROOT) != InodeState::Allocated || !root.is_dir() {
-        return Err(Error::corrupt("root inode is missing or not a directory; run hashfs fsck"));
-    }
+    check_root(&*dev, &geo)?;
     // The mapping: count each file's blocks and find what a crash left behind.
     let strays = on_map!(map map, m => m.scan(&geo, &mut scan, dirty, &mut report, &|d| progress(d, total_work)))?;
     let nstray = strays.slots.len() + strays.ranges.len();
@@ -195,6 +192,14 @@ pub(crate) fn mount<D: PmDevice>(
     Ok((inner, report))
 }
 
+fn check_root<D: PmDevice>(dev: &D, geo: &Geometry) -> Result<()> {
+    let root = inode::read_raw(dev, geo, Ino::ROOT);
+    if root.check(Ino::ROOT) != InodeState::Allocated || !root.is_dir() {
+        return Err(Error::corrupt("root inode is missing or not a directory; run hashfs fsck"));
+    }
+    Ok(())
+}
+
 /// The first participant's mount of a clean image whose last unmount left its counts
 /// (`MountAs::First`): the journals were read (none open), the tables are not; the
 /// mapping takes the table's count, the region the inode count (`fs/shared/join.rs`).
@@ -211,10 +216,7 @@ fn from_summary<D: PmDevice>(
         return Err(Error::corrupt("superblock: a clean unmount's counts on an image whose mapping keeps none"));
     }
     on_map!(map map, m => m.adopt_shared_count(summary.slots));
-    let root = inode::read_raw(&*dev, &geo, Ino::ROOT);
-    if root.check(Ino::ROOT) != InodeState::Allocated || !root.is_dir() {
-        return Err(Error::corrupt("root inode is missing or not a directory; run hashfs fsck"));
-    }
+    check_root(&*dev, &geo)?;
     let mut scan = Scan {
         ialloc: InodeAllocator::without_bits(geo.inode_count),
         sizes: Vec::new(),
