@@ -104,9 +104,8 @@ impl RegionFile {
     /// (1-based) began over what the region holds.
     fn restore_inodes_in_use(&self, b: &Beside, after: usize) -> Result<(), String> {
         let Some((_, seen)) = b.inodes_in_use.iter().rev().find(|(before, _)| *before < after) else { return Ok(()) };
-        let len = self.bytes()?.len();
         let mut at = 0;
-        for r in crate::share::inode_state_ranges(len) {
+        for r in inode_state_ranges(&self.0).map_err(|e| format!("the region's size: {e}"))? {
             let n = r.len();
             let part = seen.get(at..at + n).ok_or("the record of the inodes in use is short")?;
             self.restore_at(r.start, part)?;
@@ -114,7 +113,32 @@ impl RegionFile {
         }
         Ok(())
     }
+}
 
+/// The ranges of the region file at `path` that say which inodes are in use
+/// (`share::inode_state_ranges`).
+fn inode_state_ranges(path: &Path) -> std::io::Result<[std::ops::Range<usize>; 3]> {
+    Ok(crate::share::inode_state_ranges(std::fs::metadata(path)?.len() as usize))
+}
+
+/// The region file at `path`'s record of the inodes in use, its ranges one after another
+/// (what a death's survivor takes as of the death: [`Beside::inodes_in_use`]); read as each
+/// storing device call of the recorded workload begins, so only those bytes.
+pub(crate) fn read_inodes_in_use(path: &Path) -> Vec<u8> {
+    use std::os::unix::fs::FileExt;
+    let (Ok(f), Ok(ranges)) = (std::fs::File::open(path), inode_state_ranges(path)) else { return Vec::new() };
+    let mut out = Vec::new();
+    for r in ranges {
+        let at = out.len();
+        out.resize(at + r.len(), 0);
+        if f.read_exact_at(&mut out[at..], r.start as u64).is_err() {
+            return Vec::new();
+        }
+    }
+    out
+}
+
+impl RegionFile {
     /// A participant of the image on `dev` through this region.
     pub fn join(&self, dev: &Arc<CrashDevice>) -> Result<FileSystem<CrashDevice>, String> {
         let access = Access { mode: 0o600, owner: None };

@@ -418,10 +418,7 @@ fn record(base: &[u8], w: &Workload, model: FailureModel) -> Result<Recording, S
         // reads those (`death.rs`).
         Some(s) if model.death() => {
             let path = s.region.path().to_path_buf();
-            dev.record_stores_with(Arc::new(move || {
-                let bytes = std::fs::read(&path).unwrap_or_default();
-                crate::share::inode_state_ranges(bytes.len()).iter().flat_map(|r| bytes[r.clone()].to_vec()).collect()
-            }));
+            dev.record_stores_with(Arc::new(move || super::death::read_inodes_in_use(&path)));
         }
         _ if model.death() => dev.record_stores(),
         _ => {}
