@@ -100,6 +100,16 @@ def _():
         "        let _g = (!@ON).then(|| self.purge_lock.write());\n        if let Some(r) = self.regions() {")
 
 
+@bug("purge-empties-then-checks")
+def _():
+    lines("crates/hashfs/src/mapping/hashfs/purge.rs",
+        "            return;\n        }\n        let mut j = self.next(i);\n",
+        "            return;\n        }\n        self.set_empty(i);\n        let mut j = self.next(i);\n")
+    lines("crates/hashfs/src/mapping/hashfs/purge.rs",
+        "                if self.dist(h, j) >= self.dist(i, j) {\n                    return; // the key at j probes through i\n",
+        "                if self.dist(h, j) >= self.dist(i, j) {\n                    self.dev.store_u64(self.slot_off(i), TOMBSTONE);\n                    return; // the key at j probes through i\n")
+
+
 @bug("claim-without-cas")
 def _():
     plant("crates/hashfs/src/mapping/hashfs/mod.rs",

@@ -124,6 +124,30 @@ fn explore_process_deaths() {
     assert!(stats.deaths >= 10 * w.len() as u64, "too few deaths explored: {} for {} workloads", stats.deaths, w.len());
 }
 
+/// Process deaths on an image whose data area is nearly full: on HashFS every table slot
+/// but a few holds a key, so a freed slot lies on other keys' probe paths and its purge
+/// must leave it a tombstone. A takeover after a death repairs no probe path
+/// (`fs/hashfs/recovery.rs`: a death leaves every store visible, and each keeps them
+/// whole): a store that made a path's slot EMPTY for a moment would leave keys behind it
+/// unreachable, which the survivor's walk and fsck find here (the small images of the
+/// other tests hold too few keys for a freed slot to lie on another key's path).
+#[test]
+fn explore_process_deaths_on_a_crowded_table() {
+    let base = nearly_full_image(8);
+    let w = workloads(&[
+        "ace:unlink",
+        "ace:truncate-down",
+        "ace:punch",
+        "ace:rename-replace",
+        "ace:untorn-overwrite",
+        "ace:append,unlink",
+    ]);
+    let cfg = Config { model: FailureModel::ProcessDeath, ..config() };
+    let (stats, failures) = crashtest::run_from(&cfg, test_mapping(), &base, &w, threads(), &|_, _, _| {});
+    report("process deaths on a crowded table", &stats, &failures);
+    assert!(stats.deaths >= 10 * w.len() as u64, "too few deaths explored: {} for {} workloads", stats.deaths, w.len());
+}
+
 #[test]
 fn explore_pairs_of_operations() {
     // Every thirteenth pair by default (the full set is `hashfs crashtest --seq 2`), with
@@ -398,17 +422,10 @@ const ALLOCATING_OPS: &[&str] = &[
     "untorn-limit",
 ];
 
-/// ENOSPC in the middle of a transaction (issue 53): the base tree on a device filled
-/// to its last two free blocks, and each operation that takes blocks, alone; those that
-/// need more fail part way (some blocks claimed, a transaction open) and must leave
-/// nothing behind (the tree, the free blocks and inodes) on the live file system, and at
-/// every crash point; and a hole fill and a write that take the last blocks, then
-/// operations that find none (a symlink whose target block fails after its inode was
-/// taken).
-#[test]
-fn explore_full_device() {
-    use hashfs::testing::crashtest::snapshot::Snapshot;
-    let base = crashtest::base_image_with(test_mapping(), test_layout_score(), test_placement(), &|fs| {
+/// A base image whose data area is full but for `left` blocks: one file, `/fill`, written a
+/// block at a time until the device is full, then cut by `left` blocks.
+fn nearly_full_image(left: u64) -> Vec<u8> {
+    crashtest::base_image_with(test_mapping(), test_layout_score(), test_placement(), &|fs| {
         let f = fs.open_file(Path::new("/fill"), OpenOptions::new().write(true).create(true))?;
         let block = vec![0x5A; 4096];
         let mut blocks = 0;
@@ -419,8 +436,21 @@ fn explore_full_device() {
                 Err(e) => return Err(e),
             }
         }
-        f.set_len((blocks - 2) * 4096)
-    });
+        f.set_len((blocks - left) * 4096)
+    })
+}
+
+/// ENOSPC in the middle of a transaction (issue 53): the base tree on a device filled
+/// to its last two free blocks, and each operation that takes blocks, alone; those that
+/// need more fail part way (some blocks claimed, a transaction open) and must leave
+/// nothing behind (the tree, the free blocks and inodes) on the live file system, and at
+/// every crash point; and a hole fill and a write that take the last blocks, then
+/// operations that find none (a symlink whose target block fails after its inode was
+/// taken).
+#[test]
+fn explore_full_device() {
+    use hashfs::testing::crashtest::snapshot::Snapshot;
+    let base = nearly_full_image(2);
     let mut w: Vec<Workload> = ALLOCATING_OPS.iter().map(|n| Workload::from_id(&format!("ace:{n}")).unwrap()).collect();
     w.extend(workloads(&[
         "ace:fill-hole,write-past-eof,append",

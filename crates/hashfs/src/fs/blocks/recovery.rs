@@ -5,7 +5,9 @@
 #![forbid(unsafe_code)]
 
 use crate::fs::inode::{self, InodeCell};
-use crate::fs::recovery::{mappable_blocks, MountReport, RecoverVerbs, Scan, Strays, CORRUPT, FREE};
+use crate::fs::recovery::{
+    mappable_blocks, Interruption, MountReport, RecoverVerbs, Scan, Sizes, Strays, CORRUPT, FREE,
+};
 use crate::fs::FsInner;
 use crate::layout::{Geometry, Ino, Lblk};
 use crate::mapping::hashfs::HashTable;
@@ -31,11 +33,11 @@ impl<D: PmDevice> RecoverVerbs<D> for BlockMap<D> {
     }
 
     /// None: the structures' strays are ranges, unmapped below.
-    fn drop_stray_slots(&self, _slots: &[u64]) {}
+    fn drop_stray_slots(&self, _slots: &[u64], _: Interruption) {}
 
-    fn unmap_stray_ranges(&self, fs: &FsInner<D>, ranges: &[(u32, u64)], sizes: &[u64]) -> Result<()> {
+    fn unmap_stray_ranges(&self, fs: &FsInner<D>, ranges: &[(u32, u64)], sizes: &Sizes) -> Result<()> {
         for &(ino, from) in ranges {
-            let free = sizes[ino as usize] == FREE;
+            let free = sizes.get(ino) == FREE;
             let raw = if free { bytemuck::Zeroable::zeroed() } else { inode::read_raw(&*fs.dev, &fs.geo, Ino(ino)) };
             let cell = InodeCell::new(Ino(ino), raw);
             let mut st = cell.state.write();
@@ -45,7 +47,7 @@ impl<D: PmDevice> RecoverVerbs<D> for BlockMap<D> {
     }
 
     /// Nothing to repair: a structure's change is whole after the journal's rollback.
-    fn repair_after_crash(&self, _fs: &FsInner<D>) -> u64 {
+    fn repair_after_crash(&self, _fs: &FsInner<D>, _: Interruption) -> u64 {
         0
     }
 }
@@ -61,7 +63,7 @@ fn scan_block_map<D: PmDevice>(bm: &BlockMap<D>, scan: &mut Scan, report: &mut M
             bad_inode = Some(ino);
             return;
         }
-        let size = sizes[ino as usize];
+        let size = sizes.get(ino);
         if size == CORRUPT {
             return;
         }
@@ -99,25 +101,25 @@ fn scan_block_map<D: PmDevice>(bm: &BlockMap<D>, scan: &mut Scan, report: &mut M
             )));
         }
     } else {
-        for i in 1..=geo.inode_count {
-            if sizes[i as usize] == FREE || sizes[i as usize] == CORRUPT {
+        for (ino, size) in sizes.found() {
+            if size == CORRUPT {
                 continue;
             }
-            let raw = inode::read_raw(dev, geo, Ino(i as u32));
+            let raw = inode::read_raw(dev, geo, ino);
             let mut found = Vec::new();
             let walked = bm.adopt(&raw).and_then(|()| {
-                bm.walk(Ino(i as u32), &raw, &mut |m| {
+                bm.walk(ino, &raw, &mut |m| {
                     if let Mapped::Data { ext, .. } = m {
                         found.push((ext.lblk.0, ext.len, outside(&ext)));
                     }
                 })
             });
             if walked.is_err() || found.iter().any(|f| f.2) {
-                report.corrupt_inodes.push(Ino(i as u32));
+                report.corrupt_inodes.push(ino);
                 continue;
             }
             for (lblk, len, _) in found {
-                note(i as u32, lblk, len, counts);
+                note(ino.0, lblk, len, counts);
             }
         }
     }
@@ -128,7 +130,7 @@ fn scan_block_map<D: PmDevice>(bm: &BlockMap<D>, scan: &mut Scan, report: &mut M
         )));
     }
     for &i in &report.corrupt_inodes {
-        scan.sizes[i.0 as usize] = CORRUPT;
+        scan.sizes.set(i, CORRUPT);
     }
     Ok(Strays { slots: Vec::new(), ranges: first_stray.into_iter().collect() })
 }
