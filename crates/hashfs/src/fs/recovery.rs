@@ -327,7 +327,8 @@ pub(crate) struct Scan {
 /// touched, so a takeover's recovery, which reads only the inodes in use
 /// ([`MountAs::Recovering`]), touches only their pages, and its later stages go through
 /// the inodes found, not every number. (A vector filled with FREE, and the passes over
-/// every entry, were about a third of a 4 GiB image's takeover.)
+/// every entry, were much of a 4 GiB image's takeover: docs/design.md, *A takeover
+/// repairs no probe path*.)
 #[derive(Default)]
 pub(crate) struct Sizes {
     coded: Vec<u64>,

@@ -52,9 +52,9 @@ impl<D: PmDevice> RecoverVerbs<D> for HashTable<D> {
     /// key into a tombstone, an untorn write's switch puts its new key before it tombstones
     /// the old, and a purge empties a slot only once no key past it needs it. So a dead
     /// call leaves no EMPTY slot on a path, only its strays (freed and purged above). Both
-    /// passes over the whole table were the larger part of a takeover (2.0 ms of 6.0 on
-    /// a 4 GiB image, as a throwaway timing of the kill loop showed). The grouped and
-    /// regions placements keep their repair: a dead call's group claims are found by it.
+    /// passes over the whole table were the largest stage of a takeover on a 4 GiB image
+    /// (docs/design.md, *A takeover repairs no probe path*). The grouped and regions
+    /// placements keep their repair: a dead call's group claims are found by it.
     fn repair_after_crash(&self, fs: &FsInner<D>, after: Interruption) -> u64 {
         if after == Interruption::Death && self.groups().is_none() {
             return 0;
