@@ -9,6 +9,7 @@
 //!   ceiling they are measured against.
 //! - [`churn`]: the HashFS table's probe lengths under fill-and-empty rounds.
 //! - [`age`]: Geriatrix's aging of an image (the WineFS experiments' aged images).
+//! - [`takeover`]: a shared mount's takeover after a participant died holding its lock.
 
 // Safe code only, but for pinning the aging thread to one CPU (age.rs).
 #![deny(unsafe_code)]
@@ -22,6 +23,7 @@ pub mod paper;
 mod passthrough;
 #[path = "../../hashfs-cli/src/progress.rs"]
 mod progress;
+mod takeover;
 
 use clap::{Parser, Subcommand};
 use hashfs::pm::{MmapDevice, OpenMode};
@@ -207,6 +209,28 @@ enum BenchCmd {
     /// Age an image as Geriatrix does: create files from a size profile up to a fullness,
     /// then create and delete at that fullness; reports the free aligned 2 MiB extents.
     Age(age::AgeArgs),
+    /// A shared mount's takeover: victims join an image and are killed at random moments;
+    /// the survivor's next call after each death is timed (a takeover when the victim died
+    /// holding the image lock), on images of each size in interleaved rounds.
+    Takeover {
+        /// Image sizes, comma-separated.
+        #[arg(long, value_delimiter = ',', value_parser = parse_size, default_value = "1G,4G,16G")]
+        sizes: Vec<u64>,
+        #[arg(long, default_value_t = 3)]
+        rounds: u32,
+        /// Victims per image per round.
+        #[arg(long, default_value_t = 40)]
+        kills: u32,
+        /// Directory for the scratch images.
+        #[arg(long, default_value = "/dev/shm")]
+        dir: PathBuf,
+        /// Write every figure and the configuration to this JSON file.
+        #[arg(long)]
+        json: Option<PathBuf>,
+    },
+    /// (`takeover`'s victim: joins IMAGE and changes files until killed.)
+    #[command(hide = true)]
+    TakeoverVictim { image: PathBuf },
 }
 
 fn run(cmd: BenchCmd) -> Result<(), Failure> {
@@ -216,6 +240,10 @@ fn run(cmd: BenchCmd) -> Result<(), Failure> {
         }
         BenchCmd::Churn { image, size, rounds } => churn::run(&image, size, rounds),
         BenchCmd::Age(args) => age::run(&args),
+        BenchCmd::Takeover { sizes, rounds, kills, dir, json } => {
+            takeover::run(&takeover::Options { sizes, rounds, kills, dir, json })
+        }
+        BenchCmd::TakeoverVictim { image } => takeover::victim(&image),
         BenchCmd::Filebench { personality, dir, seconds, threads, files_scale, seed, json } => {
             filebench::run(&filebench::Options { dir, personality, seconds, threads, files_scale, seed, json })
         }
