@@ -33,7 +33,7 @@ impl<D: PmDevice> RecoverVerbs<D> for HashTable<D> {
     /// so their tombstones (and those on their paths only they needed) are purged here.
     fn drop_stray_slots(&self, slots: &[u64], after: Interruption) {
         let freed: Vec<_> = slots.iter().map(|&s| self.release(Pblk(s))).collect();
-        if after == Interruption::Death && self.groups().is_none() {
+        if paths_kept_whole(self, after) {
             self.purge(&freed);
         }
     }
@@ -56,13 +56,19 @@ impl<D: PmDevice> RecoverVerbs<D> for HashTable<D> {
     /// (docs/design.md, *A takeover repairs no probe path*). The grouped and regions
     /// placements keep their repair: a dead call's group claims are found by it.
     fn repair_after_crash(&self, fs: &FsInner<D>, after: Interruption) -> u64 {
-        if after == Interruption::Death && self.groups().is_none() {
+        if paths_kept_whole(self, after) {
             return 0;
         }
         let n = self.repair_and_purge_all();
         fs.dev.fence();
         n
     }
+}
+
+/// Whether what interrupted the calls (`after`) left every probe path whole: a death on the
+/// paper placement ([`RecoverVerbs::repair_after_crash`] says why).
+fn paths_kept_whole<D: PmDevice>(table: &HashTable<D>, after: Interruption) -> bool {
+    after == Interruption::Death && table.groups().is_none()
 }
 
 /// The HashFS table: the used count, each file's blocks, and the slots a crash left
