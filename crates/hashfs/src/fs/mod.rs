@@ -326,5 +326,6 @@ impl<D: PmDevice> Drop for FsInner<D> {
     fn drop(&mut self) {
         // Every handle is gone (each holds an Arc), so no file is open: a clean unmount.
         self.mark_clean();
+        self.leave_read_only();
     }
 }

@@ -215,6 +215,21 @@ impl<D: PmDevice> FsInner<D> {
         }
     }
 
+    /// A read-only participant leaves (its mount dropped): if no other process holds the
+    /// image, the region goes, as the last writer to leave removes it (`leave_shared`).
+    /// A writer that left while this process held the image kept it; without this it
+    /// stayed until a writer used the image again (until reboot if the image was removed
+    /// meanwhile). No other process holds the image's lock, so none uses the region or is
+    /// attaching it (each takes the lock shared before it attaches); one of another user
+    /// may own the region file, which then stays (`/dev/shm` is sticky).
+    pub(crate) fn leave_read_only(&self) {
+        if let Some(ro) = self.read_only.get() {
+            if ro.watch && self.dev.try_lock_alone() {
+                let _ = std::fs::remove_file(&ro.path);
+            }
+        }
+    }
+
     /// Whether this is a read-only participant's mount.
     pub(crate) fn is_read_only(&self) -> bool {
         self.read_only.get().is_some()
@@ -528,9 +543,11 @@ mod stress {
             (reads, torn, failed)
         });
         assert!(reads > 0 && torn == 0 && failed == 0, "reads {reads}, torn {torn}, failed {failed}");
-        drop((a, b));
-        // The region too: the writer left while the reader held the image, and a read-only
-        // participant that leaves last does not remove it.
+        let region = crate::share::region_path(&std::fs::File::open(&image).unwrap()).unwrap();
+        drop(a);
+        assert!(region.exists(), "the writer left while the reader held the image: the region stays");
+        drop(b);
+        assert!(!region.exists(), "the reader, the last to leave, removes the region");
         super::super::test_image::check_and_remove(&image);
     }
 }
