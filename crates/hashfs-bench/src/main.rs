@@ -272,7 +272,11 @@ impl Samples {
     pub fn median(&self) -> u64 {
         self.pct(50.0)
     }
+    /// The `p`th percentile (0 with no samples).
     pub fn pct(&self, p: f64) -> u64 {
+        if self.0.is_empty() {
+            return 0;
+        }
         let mut v = self.0.clone();
         v.sort_unstable();
         let i = ((p / 100.0) * (v.len() - 1) as f64).round() as usize;

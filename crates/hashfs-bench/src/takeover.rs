@@ -13,7 +13,7 @@
 //! library formats by default), with `--kills` victims each; fsck must find every image
 //! clean after its round.
 
-use crate::{cpu_model, fail, git_commit, image_mount, kernel, Failure};
+use crate::{cpu_model, fail, git_commit, image_mount, kernel, Failure, Samples};
 use hashfs::fsck::{fsck, FsckMode};
 use hashfs::{FileSystem, FormatOptions, OpenOptions};
 use rand::{Rng, SeedableRng};
@@ -47,10 +47,9 @@ pub fn victim(image: &Path) -> Result<(), Failure> {
 }
 
 /// Call times (ns) after the victims' deaths, split by whether the call took over.
-#[derive(Default)]
 struct Times {
-    takeover: Vec<u64>,
-    plain: Vec<u64>,
+    takeover: Samples,
+    plain: Samples,
 }
 
 pub fn run(o: &Options) -> Result<(), Failure> {
@@ -59,7 +58,8 @@ pub fn run(o: &Options) -> Result<(), Failure> {
     }
     let exe = std::env::current_exe()?;
     let mut rng = rand::rngs::SmallRng::seed_from_u64(1);
-    let mut times: Vec<Times> = o.sizes.iter().map(|_| Times::default()).collect();
+    let mut times: Vec<Times> =
+        o.sizes.iter().map(|_| Times { takeover: Samples(Vec::new()), plain: Samples(Vec::new()) }).collect();
     let flush = hashfs::pm::flush_kind().name();
     let simd = hashfs::simd_kind().name();
     let mount = image_mount(&o.dir);
@@ -83,8 +83,8 @@ pub fn run(o: &Options) -> Result<(), Failure> {
                 "round {} {:>6} MiB: {} takeovers so far, median {:.3} ms",
                 round + 1,
                 size >> 20,
-                t.takeover.len(),
-                pct(&t.takeover, 50.0) as f64 / 1e6
+                t.takeover.0.len(),
+                t.takeover.median() as f64 / 1e6
             );
         }
     }
@@ -95,26 +95,26 @@ pub fn run(o: &Options) -> Result<(), Failure> {
     let mut rows = Vec::new();
     for (k, &size) in o.sizes.iter().enumerate() {
         let t = &times[k];
-        let ms = |v: &[u64], p: f64| pct(v, p) as f64 / 1e6;
+        let ms = |v: &Samples, p: f64| v.pct(p) as f64 / 1e6;
         println!(
             "{:>8} {:>9} {:>10.3} {:>10.3} {:>10.3} {:>10} {:>12.3}",
             size >> 20,
-            t.takeover.len(),
+            t.takeover.0.len(),
             ms(&t.takeover, 50.0),
             ms(&t.takeover, 90.0),
             ms(&t.takeover, 100.0),
-            t.plain.len(),
+            t.plain.0.len(),
             ms(&t.plain, 50.0)
         );
         rows.push(json!({
             "image_bytes": size,
-            "takeovers": t.takeover.len(),
+            "takeovers": t.takeover.0.len(),
             "takeover_median_ms": ms(&t.takeover, 50.0),
             "takeover_p90_ms": ms(&t.takeover, 90.0),
             "takeover_max_ms": ms(&t.takeover, 100.0),
-            "plain_calls": t.plain.len(),
+            "plain_calls": t.plain.0.len(),
             "plain_median_ms": ms(&t.plain, 50.0),
-            "takeover_ns": t.takeover,
+            "takeover_ns": t.takeover.0,
         }));
     }
     if let Some(path) = &o.json {
@@ -176,9 +176,9 @@ fn one_image(
         f.write_at(0, &block)?;
         let ns = t.elapsed().as_nanos() as u64;
         if fs.shared_takeovers().unwrap_or(0) > before {
-            times.takeover.push(ns);
+            times.takeover.0.push(ns);
         } else {
-            times.plain.push(ns);
+            times.plain.0.push(ns);
         }
     }
     drop(f);
@@ -189,14 +189,4 @@ fn one_image(
         return Err(fail(format!("fsck after the victims: {:#?}", report.findings)));
     }
     Ok(())
-}
-
-/// The `p`th percentile of `v` (0 for none).
-fn pct(v: &[u64], p: f64) -> u64 {
-    if v.is_empty() {
-        return 0;
-    }
-    let mut s = v.to_vec();
-    s.sort_unstable();
-    s[((p / 100.0) * (s.len() - 1) as f64).round() as usize]
 }
