@@ -113,6 +113,14 @@ impl RegionFile {
         }
         Ok(())
     }
+
+    /// A participant of the image on `dev` through this region.
+    pub fn join(&self, dev: &Arc<CrashDevice>) -> Result<FileSystem<CrashDevice>, String> {
+        let access = Access { mode: 0o600, owner: None };
+        let (fs, _) = FileSystem::mount_shared(dev.clone(), &self.0, access, &|_, _| {})
+            .map_err(|e| format!("a participant could not join the image: {e}"))?;
+        Ok(fs)
+    }
 }
 
 /// The ranges of the region file at `path` that say which inodes are in use
@@ -126,9 +134,10 @@ fn inode_state_ranges(path: &Path) -> std::io::Result<[std::ops::Range<usize>; 3
 /// storing device call of the recorded workload begins, so only those bytes.
 pub(crate) fn read_inodes_in_use(path: &Path) -> Vec<u8> {
     use std::os::unix::fs::FileExt;
-    let (Ok(f), Ok(ranges)) = (std::fs::File::open(path), inode_state_ranges(path)) else { return Vec::new() };
+    let Ok(f) = std::fs::File::open(path) else { return Vec::new() };
+    let Ok(len) = f.metadata().map(|m| m.len() as usize) else { return Vec::new() };
     let mut out = Vec::new();
-    for r in ranges {
+    for r in crate::share::inode_state_ranges(len) {
         let at = out.len();
         out.resize(at + r.len(), 0);
         if f.read_exact_at(&mut out[at..], r.start as u64).is_err() {
@@ -136,16 +145,6 @@ pub(crate) fn read_inodes_in_use(path: &Path) -> Vec<u8> {
         }
     }
     out
-}
-
-impl RegionFile {
-    /// A participant of the image on `dev` through this region.
-    pub fn join(&self, dev: &Arc<CrashDevice>) -> Result<FileSystem<CrashDevice>, String> {
-        let access = Access { mode: 0o600, owner: None };
-        let (fs, _) = FileSystem::mount_shared(dev.clone(), &self.0, access, &|_, _| {})
-            .map_err(|e| format!("a participant could not join the image: {e}"))?;
-        Ok(fs)
-    }
 }
 
 impl Drop for RegionFile {
