@@ -169,6 +169,13 @@ def _():
         "                    if region.sequence_unchanged(seq) || (@ON && seq != u64::MAX) {\n")
 
 
+@bug("read-only-leaves-handover")
+def _():
+    plant("crates/hashfs/src/fs/shared/read_only.rs",
+        "            Ok(Some(r)) => r.words().forks.load(Ordering::Acquire) != 0,\n",
+        "            Ok(Some(r)) => !@ON && r.words().forks.load(Ordering::Acquire) != 0,\n")
+
+
 @bug("read-only-sequence-still")
 def _():
     plant("crates/hashfs/src/share/sequence.rs",

@@ -334,6 +334,67 @@ fn the_region_file_goes_with_the_last_participant_and_comes_back_with_the_next()
     assert_eq!(c.read(p("/f")).unwrap(), b"1");
 }
 
+/// A participant that hands `/f`'s open description over to the program it execs (as the
+/// shim does before `execve`), then execs `sleep`, which never joins: the handle goes to
+/// `IMAGE.handle`.
+#[test]
+fn exec_child() {
+    let Ok(image) = std::env::var("HASHFS_SHARED_CHILD") else { return };
+    let (fs, _) = FileSystem::open_shared(Path::new(&image)).unwrap();
+    let f = fs.open_file(p("/f"), OpenOptions::new().write(true).create(true)).unwrap();
+    f.write_at(0, b"handed over").unwrap();
+    let ino = f.metadata().unwrap().ino;
+    let h = fs.share_description(ino, libc::O_RDONLY as u32, 3).unwrap().expect("a shared mount");
+    std::fs::write(format!("{image}.handle"), format!("{} {}", h.index, h.generation)).unwrap();
+    println!("joined");
+    std::io::Write::flush(&mut std::io::stdout()).unwrap();
+    let exec = fs.prepare_exec(&[h]).expect("a shared mount");
+    std::mem::forget((exec, f, fs)); // as execve leaves them: not unmounted
+    let e = std::os::unix::process::CommandExt::exec(std::process::Command::new("sleep").arg("60"));
+    panic!("exec: {e}");
+}
+
+/// A writer execs with a description handed over to the next program, and before that
+/// program joins, a read-only participant, the only other process, leaves: no process
+/// holds the image's lock in that window (the writer's descriptor of the image closed on
+/// exec), but the region must stay, for the program finds its descriptors there. A reader
+/// that removes it (`read-only-leaves-handover`) leaves the next program nothing to adopt.
+#[test]
+fn an_exec_handover_outlasts_a_read_only_participant_leaving_last() {
+    let img = Image::new("exec-handover");
+    let handle_file = std::path::PathBuf::from(format!("{}.handle", img.path.display()));
+    struct Gone(std::path::PathBuf);
+    impl Drop for Gone {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_file(&self.0);
+        }
+    }
+    let _gone = Gone(handle_file.clone());
+    let child = start_child_named(&img, "exec_child").expect("the child joined");
+    let (reader, _) = FileSystem::open_read_only(&img.path).unwrap();
+    let comm = format!("/proc/{}/comm", child.id());
+    let t = Instant::now();
+    while std::fs::read_to_string(&comm).unwrap_or_default().trim() != "sleep" {
+        assert!(t.elapsed() < Duration::from_secs(20), "the child did not exec");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert_eq!(reader.read(p("/f")).unwrap(), b"handed over");
+    drop(reader);
+    assert!(img.region().exists(), "the reader left last and removed the region an exec handed descriptions over in");
+    let text = std::fs::read_to_string(&handle_file).unwrap();
+    let mut words = text.split(' ').map(|w| w.parse::<u64>().unwrap());
+    let h = hashfs::share::Handle { index: words.next().unwrap() as u32, generation: words.next().unwrap() };
+    // This process plays the next program.
+    let next = img.join();
+    let ino = next.metadata(p("/f")).unwrap().ino;
+    assert_eq!(next.adopt_inherited(&[h]), vec![Some((ino, libc::O_RDONLY as u32))]);
+    assert_eq!(next.lock_offset(h).map(|at| at.get()), Some(3));
+    next.release_description(h);
+    drop(child);
+    next.unmount().unwrap();
+    img.check();
+}
+
 /// The image's superblock, changed by `f` and written over both copies (as another build,
 /// or the media, could leave it).
 fn rewrite_superblock(img: &Image, f: impl FnOnce(&mut hashfs::Superblock)) {

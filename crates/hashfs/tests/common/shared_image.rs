@@ -52,6 +52,13 @@ pub struct Killed {
     reader: Option<std::thread::JoinHandle<()>>,
 }
 
+impl Killed {
+    /// The child's process id.
+    pub fn id(&self) -> u32 {
+        self.child.id()
+    }
+}
+
 impl Drop for Killed {
     fn drop(&mut self) {
         let _ = self.child.kill();

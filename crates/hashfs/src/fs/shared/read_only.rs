@@ -222,11 +222,23 @@ impl<D: PmDevice> FsInner<D> {
     /// meanwhile). No other process holds the image's lock, so none uses the region or is
     /// attaching it (each takes the lock shared before it attaches); one of another user
     /// may own the region file, which then stays (`/dev/shm` is sticky).
+    ///
+    /// Save when a writer's `execve` handed descriptions over to the program it starts
+    /// (`fork.rs`, counted in `ImageWords::forks`): between the exec and that program's
+    /// join no one holds the image's lock (the writer's descriptor of it closed on exec),
+    /// and the program finds what it inherited in this region.
     pub(crate) fn leave_read_only(&self) {
-        if let Some(ro) = self.read_only.get() {
-            if ro.watch && self.dev.try_lock_alone() {
-                let _ = std::fs::remove_file(&ro.path);
-            }
+        let Some(ro) = self.read_only.get() else { return };
+        if !ro.watch || !self.dev.try_lock_alone() {
+            return;
+        }
+        let handed_over = match ro.region() {
+            Ok(Some(r)) => r.words().forks.load(Ordering::Acquire) != 0,
+            Ok(None) => false,
+            Err(_) => true, // not read: kept, as a writer would keep it
+        };
+        if !handed_over {
+            let _ = std::fs::remove_file(&ro.path);
         }
     }
 
