@@ -206,20 +206,37 @@ fn prefix() -> Option<&'static Path> {
     prefix_bytes().map(|b| Path::new(std::ffi::OsStr::from_bytes(b)))
 }
 
-/// Whether `path` (absolute) certainly lies outside the prefix, decided without
-/// allocating: true when both are plain (no `.`, `..` or empty component, which would
-/// need normalizing) and the path's components do not start with the prefix's.
-pub(super) fn plainly_outside(path: &[u8]) -> bool {
+/// Where a plain absolute `path` (no `.`, `..` or empty component, no trailing slash, which
+/// would need normalizing) lies, decided without allocating: `Some(None)` outside the
+/// prefix, `Some(Some(rest))` inside it, at `rest` below it (empty for the prefix itself,
+/// else starting with a slash); None when the path (or the prefix) is not plain.
+pub(super) fn plain_route(path: &[u8]) -> Option<Option<&[u8]>> {
+    match prefix_bytes() {
+        None => Some(None),
+        Some(pre) => plain_route_under(pre, path),
+    }
+}
+
+/// [`plain_route`] under prefix `pre`.
+pub(super) fn plain_route_under<'a>(pre: &[u8], path: &'a [u8]) -> Option<Option<&'a [u8]>> {
     fn plain(b: &[u8]) -> bool {
         b.first() == Some(&b'/')
             && !b.windows(2).any(|w| w == b"//")
             && !b.split(|&c| c == b'/').skip(1).any(|c| c == b"." || c == b"..")
     }
-    let Some(pre) = prefix_bytes() else { return true };
     if !plain(path) || !plain(pre) {
-        return false;
+        return None;
     }
-    !(path.starts_with(pre) && (path.len() == pre.len() || path[pre.len()] == b'/'))
+    let inside = path.starts_with(pre) && (path.len() == pre.len() || path[pre.len()] == b'/');
+    if !inside {
+        return Some(None);
+    }
+    let rest = &path[pre.len()..];
+    // A trailing slash ("/pm/d/") goes the normalizing way, whose components drop it.
+    if rest.ends_with(b"/") {
+        return None;
+    }
+    Some(Some(rest))
 }
 
 /// `HASHFS_WRITE_MODE` (strict or relaxed): the write mode of this process's mount, as

@@ -56,12 +56,30 @@ fn retried<T, E>(
 /// The file-system path for `path` if it lies under the prefix.
 pub(super) fn fs_path_of(path: &CStr) -> Option<PathBuf> {
     let bytes = path.to_bytes();
-    if bytes.first() == Some(&b'/') && super::plainly_outside(bytes) {
-        return None; // without allocating (`prefix_bytes`)
+    if bytes.first() == Some(&b'/') {
+        match super::plain_route(bytes) {
+            Some(None) => return None, // without allocating (`prefix_bytes`)
+            Some(Some(rest)) => return Some(below_prefix(rest)),
+            None => {}
+        }
     }
     let p = Path::new(std::ffi::OsStr::from_bytes(bytes));
     let abs = if p.is_absolute() { p.to_path_buf() } else { std::env::current_dir().ok()?.join(p) };
-    // Normalize "." and ".." lexically (the prefix is not a real directory).
+    normalized_under(prefix()?, &abs)
+}
+
+/// The path inside the image for `rest`, a plain path's part after the prefix.
+fn below_prefix(rest: &[u8]) -> PathBuf {
+    if rest.is_empty() {
+        PathBuf::from("/")
+    } else {
+        PathBuf::from(std::ffi::OsStr::from_bytes(rest))
+    }
+}
+
+/// The path inside the image for absolute path `abs` if it lies under `prefix`, its "."
+/// and ".." resolved lexically (the prefix is not a real directory).
+fn normalized_under(prefix: &Path, abs: &Path) -> Option<PathBuf> {
     let mut norm = PathBuf::from("/");
     for c in abs.components() {
         match c {
@@ -72,7 +90,7 @@ pub(super) fn fs_path_of(path: &CStr) -> Option<PathBuf> {
             _ => {}
         }
     }
-    let rest = norm.strip_prefix(prefix()?).ok()?;
+    let rest = norm.strip_prefix(prefix).ok()?;
     Some(Path::new("/").join(rest))
 }
 
@@ -85,4 +103,48 @@ pub(super) fn fs_path_at_of(dirfd: c_int, path: &CStr) -> Option<PathBuf> {
     let s = SHIM.get()?;
     let dir = s.file(dirfd)?;
     Some(dir.fs_path.join(std::ffi::OsStr::from_bytes(bytes)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A plain path's route (no normalizing, `shim::plain_route`) answers what the
+    /// normalizing one does, and is taken for the paths a program names most.
+    #[test]
+    fn a_plain_path_routes_as_its_normalized_form() {
+        let paths = [
+            "/pm",
+            "/pm/",
+            "/pm/a",
+            "/pm/a/b.db-journal",
+            "/pm/a/",
+            "/pmx",
+            "/pmx/a",
+            "/p",
+            "/",
+            "/tmp/pm/a",
+            "/pm//a",
+            "/pm/./a",
+            "/pm/a/../b",
+            "/pm/..",
+            "/x/../pm/a",
+            "/mnt/pm/a",
+            "/mnt/pmq",
+        ];
+        let mut plain = 0;
+        for pre in ["/pm", "/mnt/pm"] {
+            for p in paths {
+                let slow = normalized_under(Path::new(pre), Path::new(p));
+                match crate::shim::plain_route_under(pre.as_bytes(), p.as_bytes()) {
+                    None => {}
+                    Some(fast) => {
+                        plain += 1;
+                        assert_eq!(fast.map(below_prefix), slow, "{p} under {pre}");
+                    }
+                }
+            }
+        }
+        assert!(plain >= 20, "only {plain} paths took the plain route");
+    }
 }
