@@ -176,6 +176,13 @@ def _():
         "            Ok(Some(r)) => !@ON && r.words().forks.load(Ordering::Acquire) != 0,\n")
 
 
+@bug("leaver-keeps-image-lock")
+def _():
+    plant("crates/hashfs/src/fs/shared/mod.rs",
+        "        if !alone && !sh.forked.load(Ordering::Acquire) {\n",
+        "        if !@ON && !alone && !sh.forked.load(Ordering::Acquire) {\n")
+
+
 @bug("read-only-sequence-still")
 def _():
     plant("crates/hashfs/src/share/sequence.rs",

@@ -354,6 +354,29 @@ fn exec_child() {
     panic!("exec: {e}");
 }
 
+/// Two participants leave one right after the other, and the first's process still has
+/// the image open when the last leaves (a program's exit runs on after the shim left, and
+/// its descriptors close at the end): the first lets go of its hold on the image as it
+/// leaves, so the last, alone, removes the region. Kept by a first that holds on
+/// (`leaver-keeps-image-lock`), the region stayed after both processes ended (seen as a
+/// region in /dev/shm after the shim's process tests, whose images were gone).
+#[test]
+fn the_last_to_leave_removes_the_region_while_an_earlier_leaver_still_has_the_image_open() {
+    let img = Image::new("leavers");
+    let (a, b) = (img.join(), img.join());
+    b.write(p("/f"), b"b's").unwrap();
+    b.shutdown().unwrap(); // left, its descriptor of the image open until dropped
+    a.write(p("/g"), b"a's").unwrap();
+    a.unmount().unwrap();
+    assert!(!img.region().exists(), "the last to leave kept the region: an earlier leaver still held the image");
+    drop(b);
+    let (fs, report) = FileSystem::open(&img.path).unwrap();
+    assert!(report.was_clean);
+    assert_eq!(fs.read(p("/f")).unwrap(), b"b's");
+    drop(fs);
+    img.check();
+}
+
 /// A writer execs with a description handed over to the next program, and before that
 /// program joins, a read-only participant, the only other process, leaves: no process
 /// holds the image's lock in that window (the writer's descriptor of the image closed on

@@ -426,6 +426,13 @@ impl PmDevice for MmapDevice {
         // SAFETY: flock on our own descriptor.
         unsafe { libc::flock(self.raw_fd(), libc::LOCK_EX | libc::LOCK_NB) == 0 }
     }
+
+    fn let_go_of_image(&self) {
+        if !self.exclusive {
+            // SAFETY: flock on our own descriptor.
+            unsafe { libc::flock(self.raw_fd(), libc::LOCK_UN) };
+        }
+    }
 }
 
 #[cfg(test)]

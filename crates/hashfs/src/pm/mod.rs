@@ -142,6 +142,10 @@ pub trait PmDevice: Send + Sync + 'static {
     fn try_lock_alone(&self) -> bool {
         false
     }
+    /// Lets go of this process's shared hold on the image's lock (a participant leaving
+    /// while others stay, whose descriptor of the image may stay open until its process
+    /// ends); nothing where there is no such lock.
+    fn let_go_of_image(&self) {}
 }
 
 const STAT_SHARDS: usize = 16;

@@ -69,6 +69,7 @@ impl<D: PmDevice> FileSystem<D> {
             return Some(Fork { counted: Vec::new(), in_image: false, outer: false });
         }
         let sh = self.inner.shared.get()?;
+        sh.forked.store(true, Ordering::Release); // the image's lock shared with the child
         let entered = self.inner.enter();
         let outer = entered.outer;
         std::mem::forget(entered); // let go in the parent, forgotten in the child

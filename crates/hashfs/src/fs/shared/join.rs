@@ -96,6 +96,7 @@ pub(crate) fn mount<D: PmDevice>(
                 takeovers: AtomicU64::new(0),
                 catching: parking_lot::Mutex::new(()),
                 kept_for_readers: parking_lot::Mutex::new(KeptForReaders::default()),
+                forked: std::sync::atomic::AtomicBool::new(false),
             };
             let made = inner.shared.set(sh);
             debug_assert!(made.is_ok(), "a fresh mount is made shared once");

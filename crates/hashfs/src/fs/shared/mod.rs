@@ -64,6 +64,10 @@ pub(crate) struct SharedMount {
     /// Unlinked inodes this participant left unfreed because a read-only participant
     /// pinned them (`read_only.rs`), freed by a later call once no longer pinned.
     kept_for_readers: parking_lot::Mutex<KeptForReaders>,
+    /// Set before this process (or the one it was forked from) forked: its descriptor of
+    /// the image, and the lock on it, are then shared with a child, and stay held when it
+    /// leaves (`leave_shared`).
+    forked: std::sync::atomic::AtomicBool,
 }
 
 /// Unlinked inodes a read-only participant pinned (see [`SharedMount`]).
@@ -537,14 +541,38 @@ impl<D: PmDevice> FsInner<D> {
         // What it still holds in the region (descriptions a fork shared, open inodes)
         // is let go with its slot, which the next participant to join may take.
         release_leftovers(&sh.region, sh.me());
+        if !alone && !sh.forked.load(Ordering::Acquire) {
+            // Its hold on the image goes before its slot: its process may keep the image
+            // open for a while yet (an exit runs on after the shim left), and the last to
+            // leave, which waits for the slots of those leaving, must not find it still
+            // held and keep the region (`leaver-keeps-image-lock`). A process that forked
+            // shares the hold with its child, which may still need it.
+            self.dev.let_go_of_image();
+        }
         sh.region.participants().leave(sh.me());
         // No other process has the image open (every participant holds its lock shared
         // from before it attaches until it is gone): the region goes too, and the next
         // participant makes one with the image's permissions as they are then.
-        if alone && self.dev.try_lock_alone() {
-            let _ = std::fs::remove_file(&sh.path);
+        if alone {
+            wait_for_leavers(&sh.region, sh.me());
+            if self.dev.try_lock_alone() {
+                let _ = std::fs::remove_file(&sh.path);
+            }
         }
         true
+    }
+}
+
+/// Waits (50 ms at most) until no other participant is leaving: one that began to leave
+/// when the last one found itself alone still holds the image until it gives its slot back.
+fn wait_for_leavers(region: &ImageRegion, me: Participant) {
+    let parts = region.participants();
+    let leaving = |p: Participant| p != me && !parts.is_free(p) && parts.alive(p) && !parts.staying(p);
+    let t = std::time::Instant::now();
+    while (0..crate::share::MAX_PARTICIPANTS as u32).map(Participant).any(leaving)
+        && t.elapsed() < std::time::Duration::from_millis(50)
+    {
+        std::thread::sleep(std::time::Duration::from_micros(200));
     }
 }
 
