@@ -377,6 +377,52 @@ fn the_last_to_leave_removes_the_region_while_an_earlier_leaver_still_has_the_im
     img.check();
 }
 
+/// Tries to join `HASHFS_SHARED_CHILD` and prints why it could not (run as another user).
+#[test]
+fn joiner_of_another_user() {
+    let Ok(image) = std::env::var("HASHFS_SHARED_CHILD") else { return };
+    match FileSystem::open_shared(Path::new(&image)) {
+        Ok(_) => println!("joined"),
+        Err(e) => println!("refused: {e}"),
+    }
+}
+
+/// A user who may write the image but not its region (made by root when the image was
+/// 0644, the image made writable for all since) is refused with a message that says why
+/// and what to do, in one readable sentence.
+#[test]
+fn a_region_another_user_made_is_refused_with_a_clear_message() {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        assert!(std::env::var_os("CI").is_none(), "CI runs the tests as root");
+        eprintln!("skipped: switching to another user needs root");
+        return;
+    }
+    use std::os::unix::fs::PermissionsExt;
+    let img = Image::new("other-user");
+    std::fs::set_permissions(&img.path, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let a = img.join(); // the region: root's, 0644
+    std::fs::set_permissions(&img.path, std::fs::Permissions::from_mode(0o666)).unwrap();
+    let out = std::process::Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+        .arg(std::env::current_exe().unwrap())
+        .args(["--exact", "joiner_of_another_user", "--nocapture", "--test-threads", "1"])
+        .env("HASHFS_SHARED_CHILD", &img.path)
+        .current_dir("/")
+        .output()
+        .expect("setpriv (util-linux)");
+    let text = String::from_utf8_lossy(&out.stdout);
+    // The harness prints the test's name on the line first.
+    let line = text.lines().find_map(|l| l.find("refused: ").map(|i| &l[i..])).unwrap_or_default();
+    assert!(
+        line.contains("shared region is not writable by this user (made when the image had other permissions, or by another user); remove it when no process uses the image"),
+        "{line:?} {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    drop(a);
+    img.check();
+}
+
 /// A writer execs with a description handed over to the next program, and before that
 /// program joins, a read-only participant, the only other process, leaves: no process
 /// holds the image's lock in that window (the writer's descriptor of the image closed on

@@ -225,7 +225,8 @@ impl Region {
                     return Err(io::Error::new(
                         e.kind(),
                         format!(
-                            "{}: the image's shared region is not writable by this user (made when the image had                              other permissions, or by another user); remove it when no process uses the image",
+                            "{}: the image's shared region is not writable by this user (made when the image had \
+                             other permissions, or by another user); remove it when no process uses the image",
                             path.display()
                         ),
                     ))
