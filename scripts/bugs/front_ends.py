@@ -16,6 +16,13 @@ def _():
         "")
 
 
+@bug("umask-not-followed", rebuilt=True)
+def _():
+    sub("crates/hashfs-interpose/src/entry/process.rs",
+        "    UMASK.store(mask & 0o777, std::sync::atomic::Ordering::Release);\n",
+        "")
+
+
 @bug("vfork-kept-with-descriptors")
 def _():
     plant("crates/hashfs-preload/src/shim/cwd.rs",

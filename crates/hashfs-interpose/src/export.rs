@@ -161,6 +161,7 @@ macro_rules! export {
                 fileno => streams::fileno(fp: *mut FILE) -> c_int;
                 fileno_unlocked => streams::fileno_unlocked(fp: *mut FILE) -> c_int;
                 chdir => process::chdir(path: *const c_char) -> c_int;
+                umask => process::umask(mask: mode_t) -> mode_t;
                 fchdir => process::fchdir(fd: c_int) -> c_int;
                 getcwd => process::getcwd(buf: *mut c_char, size: size_t) -> *mut c_char;
                 get_current_dir_name => process::get_current_dir_name() -> *mut c_char;

@@ -26,6 +26,7 @@ pub use backend::{
     RangeCopy, Streams, Times, XattrTarget, Xattrs,
 };
 pub use call::{serve, Address, CResult, Errno, Handle, IoVecs, LastLink, Next, Offset, Posix, Served};
+pub use entry::process::process_umask;
 
 /// libc's function `$name` of the given type, found once with `dlsym(RTLD_NEXT)`: the
 /// definition the interposed one hides.

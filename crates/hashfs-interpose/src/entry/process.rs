@@ -1,6 +1,6 @@
-//! The working directory (chdir, fchdir, getcwd, get_current_dir_name), file-system
-//! statistics (statfs, statvfs and the descriptor forms), bind and connect to UNIX socket
-//! paths, ioctl, and `_exit`.
+//! The working directory (chdir, fchdir, getcwd, get_current_dir_name), the file-mode
+//! creation mask (umask), file-system statistics (statfs, statvfs and the descriptor
+//! forms), bind and connect to UNIX socket paths, ioctl, and `_exit`.
 
 use super::{route, route_out};
 use crate::call::{c_str, CResult, Errno, Handle};
@@ -27,6 +27,52 @@ pub unsafe fn chdir<B: Backend>(path: *const c_char) -> c_int {
 
 pub unsafe fn fchdir<B: Backend>(fd: c_int) -> c_int {
     route::<()>(true, |next| B::fchdir(fd, next), || forward!(fchdir(fd): fn(c_int) -> c_int))
+}
+
+/// The mask the last `umask` through this library set, or [`UMASK_UNKNOWN`] before one
+/// (or before [`process_umask`] first read it).
+static UMASK: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(UMASK_UNKNOWN);
+const UMASK_UNKNOWN: u32 = u32::MAX;
+
+/// umask: the kernel's, and the mask kept for [`process_umask`] (a fork's child keeps it
+/// with its copy of the memory; an exec'd program reads it again).
+pub unsafe fn umask<B: Backend>(mask: libc::mode_t) -> libc::mode_t {
+    let old = forward!(umask(mask): fn(libc::mode_t) -> libc::mode_t);
+    UMASK.store(mask & 0o777, std::sync::atomic::Ordering::Release);
+    old
+}
+
+/// The process's file-mode creation mask, for a backend that creates files: read without
+/// setting it (`/proc/self/status`'s `Umask`, once; `umask` keeps it after that), so that a
+/// file another thread creates meanwhile gets the program's mask. Reading it by setting
+/// and restoring it left a moment where such a file got the mask set instead. Without
+/// `/proc` it is read so all the same, the mask set meanwhile 077 (a file made then gets
+/// fewer permissions, never more). A program that sets the mask by a raw system call,
+/// not through libc's `umask` or `syscall`, leaves it stale.
+pub fn process_umask() -> libc::mode_t {
+    use std::sync::atomic::Ordering;
+    let known = UMASK.load(Ordering::Acquire);
+    if known != UMASK_UNKNOWN {
+        return known;
+    }
+    let read = umask_of_proc().unwrap_or_else(|| {
+        let strict: libc::mode_t = 0o077;
+        let m = forward!(umask(strict): fn(libc::mode_t) -> libc::mode_t);
+        forward!(umask(m): fn(libc::mode_t) -> libc::mode_t);
+        m
+    });
+    // An umask call meanwhile stored the mask it set: that one stands.
+    match UMASK.compare_exchange(UMASK_UNKNOWN, read & 0o777, Ordering::AcqRel, Ordering::Acquire) {
+        Ok(_) => read & 0o777,
+        Err(set) => set,
+    }
+}
+
+/// `Umask:` of `/proc/self/status` (Linux 4.7 on).
+fn umask_of_proc() -> Option<libc::mode_t> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find_map(|l| l.strip_prefix("Umask:"))?;
+    libc::mode_t::from_str_radix(line.trim(), 8).ok()
 }
 
 /// getcwd's buffer rules for a directory the backend keeps: into `buf` of `size` bytes,

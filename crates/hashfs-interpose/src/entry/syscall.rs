@@ -61,6 +61,7 @@ pub unsafe fn syscall<B: Backend>(n: Long, a: Long, b: Long, c: Long, d: Long, e
             libc::SYS_fchownat => meta::fchownat::<B>(i(a), p(b), c as libc::uid_t, d as libc::gid_t, i(e)) as Long,
             libc::SYS_mknodat => names::mknodat::<B>(i(a), p(b), c as mode_t, d as libc::dev_t) as Long,
             // (fstatfs would answer for /dev/null's file system through the placeholder.)
+            libc::SYS_umask => process::umask::<B>(a as mode_t) as Long,
             libc::SYS_statfs => process::statfs::<B>(p(a), b as *mut libc::statfs) as Long,
             libc::SYS_fstatfs => process::fstatfs::<B>(i(a), b as *mut libc::statfs) as Long,
             libc::SYS_mmap => copy::mmap::<B>(a as *mut c_void, s(b), i(c), i(d), i(e), f as off_t) as Long,

@@ -35,14 +35,10 @@ pub(super) fn register(s: &Shim, of: Arc<OpenFile>, open_flags: c_int) -> Result
     Ok(fd)
 }
 
-/// The process's file-mode creation mask (read by setting and restoring it).
+/// The process's file-mode creation mask, read without setting it
+/// (`hashfs_interpose::process_umask`).
 pub(super) fn process_umask() -> mode_t {
-    // SAFETY: umask cannot fail; the mask is restored at once.
-    unsafe {
-        let m = libc::umask(0o022);
-        libc::umask(m);
-        m
-    }
+    hashfs_interpose::process_umask()
 }
 
 pub(super) fn do_open(path: &Path, flags: c_int, mode: mode_t) -> Result<c_int, c_int> {
