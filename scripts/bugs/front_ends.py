@@ -23,6 +23,13 @@ def _():
         "")
 
 
+@bug("exec-image-unserved")
+def _():
+    plant("crates/hashfs-preload/src/shim/cwd.rs",
+        "        super::program::exec_image(path)\n",
+        "        if @ON {\n            return None;\n        }\n        super::program::exec_image(path)\n")
+
+
 @bug("vfork-kept-with-descriptors")
 def _():
     plant("crates/hashfs-preload/src/shim/cwd.rs",
@@ -54,7 +61,7 @@ def _():
 @bug("spawn-system-unprepared", rebuilt=True)
 def _():
     sub("crates/hashfs-interpose/src/export.rs",
-        "                system => process::system(command: *const c_char) -> c_int;\n                popen => process::popen(command: *const c_char, mode: *const c_char) -> *mut FILE;\n",
+        "                system => program::system(command: *const c_char) -> c_int;\n                popen => program::popen(command: *const c_char, mode: *const c_char) -> *mut FILE;\n",
         "")
 
 

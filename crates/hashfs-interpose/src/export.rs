@@ -180,15 +180,15 @@ macro_rules! export {
                 _exit => process::exit_now(status: c_int) -> !;
                 _Exit => process::exit_now(status: c_int) -> !;
                 fork => process::fork() -> libc::pid_t;
-                execve => process::execve(path: *const c_char, argv: *const *const c_char, envp: *const *const c_char) -> c_int;
-                execv => process::execv(path: *const c_char, argv: *const *const c_char) -> c_int;
-                execvp => process::execvp(file: *const c_char, argv: *const *const c_char) -> c_int;
-                execvpe => process::execvpe(file: *const c_char, argv: *const *const c_char, envp: *const *const c_char) -> c_int;
-                system => process::system(command: *const c_char) -> c_int;
-                popen => process::popen(command: *const c_char, mode: *const c_char) -> *mut FILE;
-                posix_spawn => process::posix_spawn(pid: *mut libc::pid_t, path: *const c_char, actions: *const libc::posix_spawn_file_actions_t, attr: *const libc::posix_spawnattr_t, argv: *const *const c_char, envp: *const *const c_char) -> c_int;
-                posix_spawnp => process::posix_spawnp(pid: *mut libc::pid_t, file: *const c_char, actions: *const libc::posix_spawn_file_actions_t, attr: *const libc::posix_spawnattr_t, argv: *const *const c_char, envp: *const *const c_char) -> c_int;
-                fexecve => process::fexecve(fd: c_int, argv: *const *const c_char, envp: *const *const c_char) -> c_int;
+                execve => program::execve(path: *const c_char, argv: *const *const c_char, envp: *const *const c_char) -> c_int;
+                execv => program::execv(path: *const c_char, argv: *const *const c_char) -> c_int;
+                execvp => program::execvp(file: *const c_char, argv: *const *const c_char) -> c_int;
+                execvpe => program::execvpe(file: *const c_char, argv: *const *const c_char, envp: *const *const c_char) -> c_int;
+                system => program::system(command: *const c_char) -> c_int;
+                popen => program::popen(command: *const c_char, mode: *const c_char) -> *mut FILE;
+                posix_spawn => program::posix_spawn(pid: *mut libc::pid_t, path: *const c_char, actions: *const libc::posix_spawn_file_actions_t, attr: *const libc::posix_spawnattr_t, argv: *const *const c_char, envp: *const *const c_char) -> c_int;
+                posix_spawnp => program::posix_spawnp(pid: *mut libc::pid_t, file: *const c_char, actions: *const libc::posix_spawn_file_actions_t, attr: *const libc::posix_spawnattr_t, argv: *const *const c_char, envp: *const *const c_char) -> c_int;
+                fexecve => program::fexecve(fd: c_int, argv: *const *const c_char, envp: *const *const c_char) -> c_int;
             }
             $crate::list_execs! { $B;
                 execl => Path;
@@ -223,7 +223,7 @@ macro_rules! export {
 /// The variadic execs (`execl`, `execlp`, `execle`), which Rust cannot define: each is a
 /// naked function that spills the five argument registers after the path beside the
 /// address of the caller's stack arguments and calls
-/// [`exec_list`](crate::entry::process::exec_list) with both (x86-64 System V).
+/// [`exec_list`](crate::entry::program::exec_list) with both (x86-64 System V).
 #[doc(hidden)]
 #[macro_export]
 macro_rules! list_execs {
@@ -242,8 +242,8 @@ macro_rules! list_execs {
                     // register words it spilled and the address of the caller's stack
                     // arguments, whose list libc's contract null-terminates.
                     unsafe {
-                        $crate::entry::process::exec_list::<$B>(
-                            $crate::entry::process::ListExec::$kind,
+                        $crate::entry::program::exec_list::<$B>(
+                            $crate::entry::program::ListExec::$kind,
                             path,
                             regs,
                             stack,

@@ -376,6 +376,7 @@ mod meta;
 mod mmap;
 mod names;
 mod path;
+mod program;
 mod pump;
 mod socket;
 mod stat;

@@ -108,15 +108,52 @@ fn make_builds_a_c_project_inside_the_image() {
         "set -e; export LC_ALL=C; mkdir -p {proj}; cd {proj}; for i in 1 2 3 4; do echo \"int f$i(void) {{ return $i; }}\" > f$i.c; done; \
          printf '#include <stdio.h>\\nint f1(void); int f2(void); int f3(void); int f4(void);\\n\
          int main(void) {{ printf(\"%%d\\\\n\", f1() + f2() + f3() + f4()); return 0; }}\\n' > main.c; \
-         printf 'OBJS = main.o f1.o f2.o f3.o f4.o\\nprog: $(OBJS)\\n\\tcc -o $@ $(OBJS)\\n%%.o: %%.c\\n\\tcc -c -o $@ $<\\n' > Makefile; \
-         make -j2 -s; cp prog {copy}; ls; make -s -q prog && echo up-to-date",
+         printf 'OBJS = main.o f1.o f2.o f3.o f4.o\\nprog: $(OBJS)\\n\\tcc -o $@ $(OBJS)\\n%%.o: %%.c\\n\\tcc -c -o $@ $<\\ncheck: prog\\n\\t./prog\\n' > Makefile; \
+         make -j2 -s; cp prog {copy}; ls; make -s -q prog && echo up-to-date; make -s check; ./prog",
         proj = p("/proj"),
         copy = copy.display()
     );
     let out = img.ok("bash", &["-c", &script]);
-    assert_eq!(out, "Makefile\nf1.c\nf1.o\nf2.c\nf2.o\nf3.c\nf3.o\nf4.c\nf4.o\nmain.c\nmain.o\nprog\nup-to-date\n");
+    // `make check` and the shell run the program where it was built (a copy the kernel
+    // can run: `shim/program.rs`).
+    assert_eq!(
+        out,
+        "Makefile\nf1.c\nf1.o\nf2.c\nf2.o\nf3.c\nf3.o\nf4.c\nf4.o\nmain.c\nmain.o\nprog\nup-to-date\n10\n10\n"
+    );
     let run = std::process::Command::new(&copy).output().unwrap();
     assert_eq!(String::from_utf8_lossy(&run.stdout), "10\n", "the program built in the image");
+    img.fsck_clean();
+}
+
+/// A program file in the image runs, as the kernel would run it from a file system it can
+/// read: a binary as a copy (a memfd run by descriptor), a script by its `#!` interpreter
+/// with its one argument and the script's path before the caller's arguments, a script
+/// whose interpreter is a script in turn; one without an execute bit is refused (EACCES),
+/// by `execve` and by `posix_spawn` (python's `os.posix_spawn`, and `subprocess`, which
+/// forks and execs). Without the shim's copy (`exec-image-unserved`) every one of them
+/// fails with ENOENT: the kernel cannot see the image.
+#[test]
+fn programs_and_scripts_in_the_image_run() {
+    let img = image();
+    let spawn = "import os, sys, subprocess\n\
+                 pid = os.posix_spawn(sys.argv[1], ['e', 'spawned'], os.environ)\n\
+                 print(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]))\n\
+                 print(subprocess.run([sys.argv[1], 'forked'], capture_output=True, text=True).stdout.strip())\n\
+                 try:\n    os.posix_spawn(sys.argv[2], ['x'], os.environ)\nexcept OSError as e:\n    print(e.errno)";
+    let script = format!(
+        "set -e; export LC_ALL=C; mkdir {d}; cd {d}; cp /bin/echo e; ./e from a copy; \
+         printf '#!/bin/sh\\necho script \"$0\" \"$1\" \"$2\"\\n' > s; chmod +x s; ./s one two; \
+         printf '#! {d}/s  -x \\n' > s2; chmod +x s2; {d}/s2 y; \
+         cp e never; chmod -x never; ./never 2>/dev/null || echo refused $?; \
+         python3 -c \"{spawn}\" {d}/e {d}/never",
+        d = p("/bin"),
+    );
+    let out = img.ok("bash", &["-c", &script]);
+    let d = p("/bin");
+    assert_eq!(
+        out,
+        format!("from a copy\nscript ./s one two\nscript {d}/s -x {d}/s2\nrefused 126\nspawned\n0\nforked\n13\n")
+    );
     img.fsck_clean();
 }
 

@@ -107,6 +107,12 @@ pub trait Process {
     fn before_exec() -> Option<Box<dyn std::any::Any>> {
         None
     }
+    /// What runs when program file `path` is executed (`execve` and its relatives,
+    /// `posix_spawn`), if it is the backend's: a copy the kernel can run, or a script's
+    /// interpreter (`entry/program.rs`). None: not the backend's (the kernel runs it).
+    fn exec_image(_path: &CStr) -> Served<crate::entry::program::ExecImage> {
+        None
+    }
     /// The exec failed (the program goes on): [`Self::before_exec`]'s work is undone.
     /// errno is restored after it.
     fn exec_failed(_prepared: Option<Box<dyn std::any::Any>>) {}

@@ -20,6 +20,7 @@ pub mod io;
 pub mod meta;
 pub mod names;
 pub mod process;
+pub mod program;
 pub mod stat;
 pub mod streams;
 pub mod syscall;

@@ -159,6 +159,10 @@ impl Process for Preload {
         super::exec::before_exec()
     }
 
+    fn exec_image(path: &CStr) -> Served<hashfs_interpose::entry::program::ExecImage> {
+        super::program::exec_image(path)
+    }
+
     fn exec_failed(prepared: Option<Box<dyn std::any::Any>>) {
         super::exec::exec_failed(prepared)
     }

@@ -1,0 +1,371 @@
+//! Starting programs: `execve` and its relatives, `posix_spawn`, `system` and `popen`,
+//! each between the backend's preparation (descriptors handed to the next program) and its
+//! undoing if the call returns. A program file the backend serves is run here too: the
+//! kernel cannot read it, so the backend gives either a copy of it in a memfd, which is
+//! run by descriptor, or, for a script (`#!`), its interpreter, which is run as the kernel
+//! would run it: `interpreter [argument] path arguments...`, reading the script through
+//! the backend since the program keeps the environment that preloads this library.
+
+use crate::call::c_str;
+use crate::{forward, Backend};
+use libc::{c_char, c_int};
+use std::ffi::{CStr, CString};
+
+/// What runs when a program file the backend serves is executed ([`crate::Process::exec_image`]).
+pub enum ExecImage {
+    /// A copy of the file in a close-on-exec memfd (the caller's to close if the exec fails).
+    Copy(c_int),
+    /// A script's interpreter and its optional argument (the `#!` line's rule).
+    Script { interpreter: CString, arg: Option<CString> },
+}
+
+/// Interpreters a script may go through before a program (as the kernel's limit, ELOOP).
+const MAX_SCRIPTS: u32 = 4;
+
+/// How a program runs once found: by path or by a descriptor of its copy.
+enum Run<'a> {
+    Path(&'a CStr),
+    Copy(c_int),
+}
+
+/// When `path` names a program file the backend serves: runs `run` with what to execute
+/// and the arguments to pass (a script's rewritten as the kernel would), after resolving
+/// its interpreter the same way; returns run's result, or the error number why the file
+/// cannot be run. None when the backend does not serve `path` (the caller execs it as it
+/// is).
+///
+/// # Safety
+/// `path` is null or a NUL-terminated string and `argv` a null-terminated array of them,
+/// as exec's contract says.
+unsafe fn run_served<B: Backend>(
+    path: *const c_char,
+    argv: Argv,
+    run: &mut dyn FnMut(Run<'_>, Argv) -> c_int,
+) -> Option<Result<c_int, c_int>> {
+    // SAFETY: the caller's contract.
+    let p = unsafe { c_str(path) }?;
+    let image = crate::guarded(|| B::exec_image(p)).flatten()?;
+    // SAFETY: as above.
+    Some(unsafe { run_image::<B>(p, image, argv, run, 0) })
+}
+
+unsafe fn run_image<B: Backend>(
+    path: &CStr,
+    image: Result<ExecImage, crate::Errno>,
+    argv: Argv,
+    run: &mut dyn FnMut(Run<'_>, Argv) -> c_int,
+    depth: u32,
+) -> Result<c_int, c_int> {
+    match image {
+        Err(e) => Err(e.0),
+        Ok(ExecImage::Copy(fd)) => {
+            let r = run(Run::Copy(fd), argv);
+            let e = crate::errno();
+            forward!(close(fd): fn(c_int) -> c_int);
+            crate::set_errno(e);
+            Ok(r)
+        }
+        Ok(ExecImage::Script { interpreter, arg }) => {
+            if depth >= MAX_SCRIPTS {
+                return Err(libc::ELOOP);
+            }
+            // interpreter [arg] path argv[1..]
+            let mut args: Vec<*const c_char> = vec![interpreter.as_ptr()];
+            args.extend(arg.as_ref().map(|a| a.as_ptr()));
+            args.push(path.as_ptr());
+            if !argv.is_null() {
+                // SAFETY: argv is null-terminated (the caller's contract); its first entry,
+                // the script's own name, is replaced by the path.
+                unsafe {
+                    let mut i = usize::from(!(*argv).is_null());
+                    while !(*argv.add(i)).is_null() {
+                        args.push(*argv.add(i));
+                        i += 1;
+                    }
+                }
+            }
+            args.push(std::ptr::null());
+            match crate::guarded(|| B::exec_image(&interpreter)).flatten() {
+                // SAFETY: args is null-terminated, its strings alive across the call.
+                Some(inner) => unsafe { run_image::<B>(&interpreter, inner, args.as_ptr(), run, depth + 1) },
+                None => Ok(run(Run::Path(&interpreter), args.as_ptr())),
+            }
+        }
+    }
+}
+
+/// The `/proc/self/fd/N` path of descriptor `fd`, for a call that takes a path (a spawned
+/// child opens it before its exec closes the descriptor).
+fn fd_path(fd: c_int) -> CString {
+    CString::new(format!("/proc/self/fd/{fd}")).expect("no NUL in a number")
+}
+
+/// Whether an exec-by-search name is a path (it has a slash): then it is not searched for.
+fn is_path(file: *const c_char) -> bool {
+    // SAFETY: file is null or NUL-terminated (exec's contract).
+    unsafe { c_str(file) }.is_some_and(|f| f.to_bytes().contains(&b'/'))
+}
+
+/// Runs `exec` (the real call) between the backend's preparation and, if it returns, its
+/// undoing.
+fn exec_with<B: Backend>(exec: impl FnOnce() -> c_int) -> c_int {
+    let prepared = crate::guarded(B::before_exec).flatten();
+    let r = exec();
+    let e = crate::errno();
+    crate::guarded(|| B::exec_failed(prepared));
+    crate::set_errno(e);
+    r
+}
+
+type Argv = *const *const c_char;
+
+extern "C" {
+    /// The process's environment (`execv` passes it on).
+    static environ: Argv;
+}
+
+/// An exec of `path` when it is a program file the backend serves (its copy, or its
+/// script's interpreter, with `envp`); else `otherwise`, the caller's own exec.
+///
+/// # Safety
+/// execve's contract for `path`, `argv` and `envp`.
+unsafe fn exec_served_or<B: Backend>(
+    path: *const c_char,
+    argv: Argv,
+    envp: Argv,
+    otherwise: impl FnOnce() -> c_int,
+) -> c_int {
+    let mut run = |what: Run<'_>, argv: Argv| match what {
+        Run::Path(p) => {
+            let p = p.as_ptr();
+            exec_with::<B>(|| forward!(execve(p, argv, envp): fn(*const c_char, Argv, Argv) -> c_int))
+        }
+        Run::Copy(fd) => exec_with::<B>(|| forward!(fexecve(fd, argv, envp): fn(c_int, Argv, Argv) -> c_int)),
+    };
+    // SAFETY: the caller's contract.
+    match unsafe { run_served::<B>(path, argv, &mut run) } {
+        Some(Ok(r)) => r,
+        Some(Err(e)) => crate::fail(e),
+        None => otherwise(),
+    }
+}
+
+pub unsafe fn execve<B: Backend>(path: *const c_char, argv: Argv, envp: Argv) -> c_int {
+    let libc_s = || exec_with::<B>(|| forward!(execve(path, argv, envp): fn(*const c_char, Argv, Argv) -> c_int));
+    // SAFETY: execve's contract.
+    unsafe { exec_served_or::<B>(path, argv, envp, libc_s) }
+}
+
+pub unsafe fn execv<B: Backend>(path: *const c_char, argv: Argv) -> c_int {
+    let libc_s = || exec_with::<B>(|| forward!(execv(path, argv): fn(*const c_char, Argv) -> c_int));
+    // SAFETY: execv's contract; the process's environment, as libc's execv passes it.
+    unsafe { exec_served_or::<B>(path, argv, environ, libc_s) }
+}
+
+/// Which array call a variadic exec (`execl`, `execlp`, `execle`) becomes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ListExec {
+    /// `execl`: `execv`.
+    Path,
+    /// `execlp`: `execvp`, which searches `PATH`.
+    Search,
+    /// `execle`: `execve`, the environment after the list's null.
+    WithEnv,
+}
+
+/// Arguments a variadic exec gathers on the stack before it needs the heap.
+const LIST_ON_STACK: usize = 64;
+
+/// `execl`, `execlp` and `execle`, reached from [`export!`](crate::export)'s register
+/// spill: the argument list is gathered into an array and the array call made through
+/// this interposer (`execv`, `execvp`, `execve`), so that the backend prepares the exec
+/// as for those. (glibc's own variadic execs call its `execve` inside, which no preload
+/// sees.) Up to [`LIST_ON_STACK`] arguments are gathered without allocating (a `vfork`
+/// child shares its parent's heap).
+///
+/// # Safety
+/// `regs` points to the five argument words the caller passed in registers after the path
+/// (x86-64 System V: rsi, rdx, rcx, r8, r9) and `stack` to the first it passed on the
+/// stack; the list is null-terminated (for `execle`, the environment pointer follows the
+/// null), as libc requires of the caller.
+pub unsafe fn exec_list<B: Backend>(
+    kind: ListExec,
+    path: *const c_char,
+    regs: *const *const c_char,
+    stack: *const *const c_char,
+) -> c_int {
+    // SAFETY: the words the caller passed, in order: five in registers, the rest on the
+    // stack; read only up to the list's null and, for execle, the word after it.
+    let word = |i: usize| unsafe {
+        if i < 5 {
+            *regs.add(i)
+        } else {
+            *stack.add(i - 5)
+        }
+    };
+    let mut small = [std::ptr::null::<c_char>(); LIST_ON_STACK];
+    let mut large = Vec::new();
+    let mut n = 0;
+    loop {
+        let a = word(n);
+        if n < LIST_ON_STACK {
+            small[n] = a;
+        } else {
+            if n == LIST_ON_STACK {
+                large.extend_from_slice(&small);
+            }
+            large.push(a);
+        }
+        n += 1;
+        if a.is_null() {
+            break;
+        }
+    }
+    let argv = if n <= LIST_ON_STACK { small.as_ptr() } else { large.as_ptr() };
+    // SAFETY: argv is a null-terminated array of the caller's strings, alive across the
+    // call; envp (execle) is the caller's, as execle's contract says.
+    unsafe {
+        match kind {
+            ListExec::Path => execv::<B>(path, argv),
+            ListExec::Search => execvp::<B>(path, argv),
+            ListExec::WithEnv => execve::<B>(path, argv, word(n) as Argv),
+        }
+    }
+}
+
+/// `execvp` and `execvpe`: a name with a slash is a path, not searched for, and served as
+/// `execve` serves it when it is the backend's; anything else is libc's (its search, and
+/// its shell for a file the kernel does not recognize).
+pub unsafe fn execvp<B: Backend>(file: *const c_char, argv: Argv) -> c_int {
+    let libc_s = || exec_with::<B>(|| forward!(execvp(file, argv): fn(*const c_char, Argv) -> c_int));
+    if !is_path(file) {
+        return libc_s();
+    }
+    // SAFETY: execvp's contract; the process's environment, as libc passes it.
+    unsafe { exec_served_or::<B>(file, argv, environ, libc_s) }
+}
+
+pub unsafe fn execvpe<B: Backend>(file: *const c_char, argv: Argv, envp: Argv) -> c_int {
+    let libc_s = || exec_with::<B>(|| forward!(execvpe(file, argv, envp): fn(*const c_char, Argv, Argv) -> c_int));
+    if !is_path(file) {
+        return libc_s();
+    }
+    // SAFETY: execvpe's contract.
+    unsafe { exec_served_or::<B>(file, argv, envp, libc_s) }
+}
+
+pub unsafe fn fexecve<B: Backend>(fd: c_int, argv: Argv, envp: Argv) -> c_int {
+    exec_with::<B>(|| forward!(fexecve(fd, argv, envp): fn(c_int, Argv, Argv) -> c_int))
+}
+
+type SpawnActions = *const libc::posix_spawn_file_actions_t;
+type SpawnAttr = *const libc::posix_spawnattr_t;
+
+/// Runs `spawn` (the real call, which returns an error number) between the backend's
+/// preparation and its completion.
+fn spawn_with<B: Backend>(spawn: impl FnOnce() -> c_int) -> c_int {
+    spawned_by::<B, c_int>(spawn, |&r| r == 0)
+}
+
+/// Runs `spawn` (a real call that starts a child program: posix_spawn, system, popen)
+/// between the backend's preparation and its completion (`ok`: whether it made a child).
+fn spawned_by<B: Backend, T>(spawn: impl FnOnce() -> T, ok: impl FnOnce(&T) -> bool) -> T {
+    let prepared = crate::guarded(B::before_spawn).flatten();
+    let r = spawn();
+    let e = crate::errno();
+    if ok(&r) {
+        crate::guarded(|| B::after_spawn(prepared));
+    } else {
+        crate::guarded(|| B::spawn_failed(prepared));
+    }
+    crate::set_errno(e);
+    r
+}
+
+/// `system`: glibc starts `sh -c` with its own spawn, which no preload sees; the backend
+/// prepares the child's inheritance around it as for `posix_spawn`.
+pub unsafe fn system<B: Backend>(command: *const c_char) -> c_int {
+    spawned_by::<B, c_int>(|| forward!(system(command): fn(*const c_char) -> c_int), |&r| r != -1)
+}
+
+/// `popen`: as `system`.
+pub unsafe fn popen<B: Backend>(command: *const c_char, mode: *const c_char) -> *mut libc::FILE {
+    spawned_by::<B, *mut libc::FILE>(
+        || forward!(popen(command, mode): fn(*const c_char, *const c_char) -> *mut libc::FILE),
+        |f| !f.is_null(),
+    )
+}
+
+/// A spawn of `path` when it is a program file the backend serves: the child execs its
+/// copy by its /proc path (the descriptor is open until that exec) or its script's
+/// interpreter; else `otherwise`, the caller's own spawn.
+///
+/// # Safety
+/// posix_spawn's contract for every argument.
+unsafe fn spawn_served_or<B: Backend>(
+    pid: *mut libc::pid_t,
+    path: *const c_char,
+    actions: SpawnActions,
+    attr: SpawnAttr,
+    argv: Argv,
+    envp: Argv,
+    otherwise: impl FnOnce() -> c_int,
+) -> c_int {
+    let mut run = |what: Run<'_>, argv: Argv| {
+        let by_fd;
+        let p = match what {
+            Run::Path(p) => p.as_ptr(),
+            Run::Copy(fd) => {
+                by_fd = fd_path(fd);
+                by_fd.as_ptr()
+            }
+        };
+        spawn_with::<B>(
+            || forward!(posix_spawn(pid, p, actions, attr, argv, envp): fn(*mut libc::pid_t, *const c_char, SpawnActions, SpawnAttr, Argv, Argv) -> c_int),
+        )
+    };
+    // SAFETY: the caller's contract (exec's for path and argv).
+    match unsafe { run_served::<B>(path, argv, &mut run) } {
+        Some(Ok(r)) | Some(Err(r)) => r,
+        None => otherwise(),
+    }
+}
+
+pub unsafe fn posix_spawn<B: Backend>(
+    pid: *mut libc::pid_t,
+    path: *const c_char,
+    actions: SpawnActions,
+    attr: SpawnAttr,
+    argv: Argv,
+    envp: Argv,
+) -> c_int {
+    let libc_s = || {
+        spawn_with::<B>(
+            || forward!(posix_spawn(pid, path, actions, attr, argv, envp): fn(*mut libc::pid_t, *const c_char, SpawnActions, SpawnAttr, Argv, Argv) -> c_int),
+        )
+    };
+    // SAFETY: posix_spawn's contract.
+    unsafe { spawn_served_or::<B>(pid, path, actions, attr, argv, envp, libc_s) }
+}
+
+/// `posix_spawnp`: a name with a slash is a path, served as `posix_spawn` serves it when
+/// it is the backend's; anything else is libc's search.
+pub unsafe fn posix_spawnp<B: Backend>(
+    pid: *mut libc::pid_t,
+    file: *const c_char,
+    actions: SpawnActions,
+    attr: SpawnAttr,
+    argv: Argv,
+    envp: Argv,
+) -> c_int {
+    let libc_s = || {
+        spawn_with::<B>(
+            || forward!(posix_spawnp(pid, file, actions, attr, argv, envp): fn(*mut libc::pid_t, *const c_char, SpawnActions, SpawnAttr, Argv, Argv) -> c_int),
+        )
+    };
+    if !is_path(file) {
+        return libc_s();
+    }
+    // SAFETY: posix_spawnp's contract.
+    unsafe { spawn_served_or::<B>(pid, file, actions, attr, argv, envp, libc_s) }
+}
