@@ -367,3 +367,10 @@ def _():
     plant("crates/hashfs/src/fs/api.rs",
         "                match self.inner.read_call(|| {\n                    let ino = self.resolve_for_open(path, opts)?;\n                    super::race_point::reached(\"open: a read-only participant resolved the name\");\n                    self.open_found(ino, access)\n                }) {\n",
         "                match if @ON {\n                    self.inner.read_call(|| self.resolve_for_open(path, opts)).and_then(|ino| {\n                        super::race_point::reached(\"open: a read-only participant resolved the name\");\n                        self.inner.read_call(|| self.open_found(ino, access))\n                    })\n                } else {\n                    self.inner.read_call(|| {\n                        let ino = self.resolve_for_open(path, opts)?;\n                        super::race_point::reached(\"open: a read-only participant resolved the name\");\n                        self.open_found(ino, access)\n                    })\n                } {\n")
+
+
+@bug("link-prefix-kept")
+def _():
+    plant("crates/hashfs/src/fs/api.rs",
+        "                    if let Some(mp) = self.inner.mount_point.get() {\n",
+        "                    if let Some(mp) = self.inner.mount_point.get().filter(|_| !@ON) {\n")

@@ -288,6 +288,35 @@ fn open_image(img: &Path) -> hashfs::Result<(FileSystem<MmapDevice>, hashfs::Mou
     FileSystem::mount(std::sync::Arc::new(dev), &|_, _| {})
 }
 
+thread_local! {
+    /// Set while a call that follows a link out of the image resolves its path
+    /// ([`following_out`]).
+    static FOLLOWING_OUT: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Runs `f`, a resolution whose call follows a link out of the image to the kernel's file
+/// it leads to (`Error::LinkOutside`): exec, stat and access do, so that a shell finds and
+/// runs a program a link in the image names (a virtual environment's python).
+fn following_out<T>(f: impl FnOnce() -> T) -> T {
+    FOLLOWING_OUT.with(|o| o.set(true));
+    let r = f();
+    FOLLOWING_OUT.with(|o| o.set(false));
+    r
+}
+
+/// A walk met a symbolic link in the image whose target lies outside the prefix: a call
+/// that does not follow it ([`following_out`]) fails (EXDEV), said once per process.
+fn link_outside(target: &[u8]) {
+    static SAID: AtomicBool = AtomicBool::new(false);
+    if !FOLLOWING_OUT.with(|o| o.get()) && !SAID.swap(true, Ordering::Relaxed) {
+        eprintln!(
+            "hashfs_preload: a symbolic link in the image leads out of it, to {}; the shim follows such links \
+             only to run or stat a program (this call fails with EXDEV; `hashfs mount` follows them all)",
+            String::from_utf8_lossy(target)
+        );
+    }
+}
+
 /// The shim, mounting the image on first use of a path under the prefix.
 fn shim() -> &'static Shim {
     SHIM.get_or_init(|| {
@@ -300,6 +329,9 @@ fn shim() -> &'static Shim {
                     Ok((fs, _)) => {
                         if let Some(m) = mode {
                             fs.set_write_mode(m);
+                        }
+                        if let Some(pre) = prefix_bytes() {
+                            fs.set_mount_point(pre, link_outside);
                         }
                         (Some(fs), None)
                     }

@@ -157,6 +157,47 @@ fn programs_and_scripts_in_the_image_run() {
     img.fsck_clean();
 }
 
+/// Absolute symbolic links in the image, as a program sees them: one under the prefix
+/// leads back in (a file, a directory, the root); one elsewhere leads out to the kernel's
+/// file, which the shim follows to run or stat a program (a virtual environment's python
+/// is such a link) and refuses for the rest, loudly (EXDEV and a message), rather than
+/// looking for that path inside the image.
+#[test]
+fn absolute_links_lead_into_the_image_or_out_of_it() {
+    let img = image();
+    let script = format!(
+        "export LC_ALL=C; cd /; echo inside > {x}; mkdir {d}; ln -s {x} {d}/abs; ln -s {d} {dl}; ln -s {root} {rl}; \
+         cat {d}/abs {dl}/abs {rl}/x; ln -s /bin/echo {e}; {e} run through a link out; test -x {e} && stat -L -c %F {e}; \
+         ln -s /etc/hostname {out}; cat {out} 2>&1; echo rc=$?",
+        x = p("/x"),
+        d = p("/d"),
+        dl = p("/dl"),
+        root = p(""),
+        rl = p("/rl"),
+        e = p("/e"),
+        out = p("/out"),
+    );
+    let out = img.ok("bash", &["-c", &script]);
+    let want = format!(
+        "inside\ninside\ninside\nrun through a link out\nregular file\n\
+         hashfs_preload: a symbolic link in the image leads out of it, to /etc/hostname; the shim follows such links \
+         only to run or stat a program (this call fails with EXDEV; `hashfs mount` follows them all)\n\
+         cat: {}: Invalid cross-device link\nrc=1\n",
+        p("/out")
+    );
+    assert_eq!(out, want);
+    if std::process::Command::new("python3").arg("--version").output().is_ok() {
+        let venv = format!(
+            "python3 -m venv --without-pip {v} && {v}/bin/python -c 'import sys; print(sys.prefix)'",
+            v = p("/venv")
+        );
+        assert_eq!(img.ok("bash", &["-c", &venv]), format!("{}\n", p("/venv")));
+    } else {
+        common::skip::skip("python3 is not installed");
+    }
+    img.fsck_clean();
+}
+
 /// `system` and `popen` start `sh -c` through glibc's own spawn, which no preload sees: the
 /// shim prepares the child's inheritance around them, so a command with relative paths
 /// runs in the working directory inside the image (python's `os.system`, and a C program's

@@ -60,6 +60,9 @@ pub enum Error {
     TooManyOpen,
     #[error("read-only file system: this process may only read the image")]
     ReadOnly,
+    /// The path outside that a symbolic link led to (its target, then the rest of the path).
+    #[error("a symbolic link leads out of the file system, to {}", String::from_utf8_lossy(.0))]
+    LinkOutside(Vec<u8>),
 }
 
 pub type Result<T> = std::result::Result<T, Error>;
@@ -104,6 +107,7 @@ impl Error {
             Error::TooBig => libc::E2BIG,
             Error::TooManyOpen => libc::ENFILE,
             Error::ReadOnly => libc::EROFS,
+            Error::LinkOutside(_) => libc::EXDEV,
         }
     }
 }

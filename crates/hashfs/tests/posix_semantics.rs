@@ -281,6 +281,38 @@ fn links_symlinks_and_loops() {
     assert_fsck_clean(&dev);
 }
 
+/// With a mount point (the LD_PRELOAD shim's prefix), an absolute symbolic link under it
+/// leads back into the file system and one anywhere else leads out: the walk refuses it,
+/// naming the path it leads to (its target, then the rest of the path), where a chroot's
+/// walk would look for that path inside (`link-prefix-kept`: a link to /pm/x is not
+/// found).
+#[test]
+fn absolute_links_under_a_mount_point_stay_inside_and_others_lead_out() {
+    let (fs, dev) = new_fs(8 << 20, &small_opts());
+    fs.set_mount_point(b"/pm", |_| {});
+    fs.create_dir(p("/d"), 0o755).unwrap();
+    fs.write(p("/d/x"), b"inside").unwrap();
+    fs.symlink(p("/pm/d/x"), p("/abs")).unwrap();
+    fs.symlink(p("/pm/d"), p("/dirlink")).unwrap();
+    fs.symlink(p("/pm"), p("/root")).unwrap();
+    fs.symlink(p("/pmx/d"), p("/beside")).unwrap();
+    fs.symlink(p("/usr/bin"), p("/out")).unwrap();
+    fs.write(p("/usr"), b"a file of the same name inside").unwrap();
+    assert_eq!(fs.read(p("/abs")).unwrap(), b"inside");
+    assert_eq!(fs.read(p("/dirlink/x")).unwrap(), b"inside");
+    assert_eq!(fs.read(p("/root/root/d/x")).unwrap(), b"inside");
+    assert!(matches!(fs.read(p("/beside")), Err(Error::LinkOutside(t)) if t == b"/pmx/d"));
+    match fs.read(p("/out/env")) {
+        Err(e @ Error::LinkOutside(_)) => {
+            assert_eq!(e.errno(), libc::EXDEV);
+            assert!(matches!(e, Error::LinkOutside(t) if t == b"/usr/bin/env"));
+        }
+        other => panic!("a link out of the file system: {other:?}"),
+    }
+    assert_eq!(fs.read_link(p("/abs")).unwrap(), p("/pm/d/x"), "the link keeps its target");
+    assert_fsck_clean(&dev);
+}
+
 #[test]
 fn unlinked_open_file_lives_until_close() {
     let (fs, dev) = new_fs(8 << 20, &small_opts());

@@ -17,6 +17,9 @@ pub enum ExecImage {
     Copy(c_int),
     /// A script's interpreter and its optional argument (the `#!` line's rule).
     Script { interpreter: CString, arg: Option<CString> },
+    /// A program the kernel can run, at this path (a symbolic link led out of the backend's
+    /// files to it).
+    Elsewhere(CString),
 }
 
 /// Interpreters a script may go through before a program (as the kernel's limit, ELOOP).
@@ -65,6 +68,7 @@ unsafe fn run_image<B: Backend>(
             crate::set_errno(e);
             Ok(r)
         }
+        Ok(ExecImage::Elsewhere(p)) => Ok(run(Run::Path(&p), argv)),
         Ok(ExecImage::Script { interpreter, arg }) => {
             if depth >= MAX_SCRIPTS {
                 return Err(libc::ELOOP);

@@ -19,7 +19,14 @@ pub(super) fn exec_image(path: &CStr) -> Served<ExecImage> {
 
 fn image_of(p: &Path) -> Result<ExecImage, c_int> {
     let fs = shim().fs()?;
-    let ino = fs.resolve(p).map_err(|e| e.errno())?;
+    let ino = match following_out(|| fs.resolve(p)) {
+        // A link out of the image (a virtual environment's python): the kernel runs what
+        // it leads to.
+        Err(Error::LinkOutside(out)) => {
+            return CString::new(out).map(ExecImage::Elsewhere).map_err(|_| libc::EINVAL);
+        }
+        r => r.map_err(|e| e.errno())?,
+    };
     let md = fs.peek_attr(ino).map_err(|e| e.errno())?;
     if md.file_type != FileType::Regular || !permitted(&md, libc::X_OK) {
         return Err(libc::EACCES);

@@ -29,7 +29,24 @@ fn to_stat(m: &Metadata) -> libc::stat {
 
 fn stat_path(p: &Path, last: LastLink) -> Result<libc::stat, c_int> {
     let fs = shim().fs()?;
-    path::on_inode(fs, p, last, |i| fs.getattr(i)).map(|m| to_stat(&m)).map_err(|e| e.errno())
+    match following_out(|| path::on_inode(fs, p, last, |i| fs.getattr(i))) {
+        Ok(m) => Ok(to_stat(&m)),
+        Err(Error::LinkOutside(out)) => stat_outside(&out, last),
+        Err(e) => Err(e.errno()),
+    }
+}
+
+/// The kernel's stat of `out`, where a link in the image led (`Error::LinkOutside`).
+fn stat_outside(out: &[u8], last: LastLink) -> Result<libc::stat, c_int> {
+    let c = CString::new(out).map_err(|_| libc::EINVAL)?;
+    let flags = if last == LastLink::NoFollow { libc::AT_SYMLINK_NOFOLLOW } else { 0 };
+    // SAFETY: plain data, filled by the kernel.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: a NUL-terminated path and a stat buffer of ours.
+    if unsafe { libc::fstatat(libc::AT_FDCWD, c.as_ptr(), &mut st, flags) } != 0 {
+        return Err(hashfs_interpose::errno());
+    }
+    Ok(st)
 }
 
 fn stat_fd(fd: c_int) -> Result<libc::stat, c_int> {
@@ -113,7 +130,19 @@ pub(super) fn in_supplementary_groups(gid: u32) -> bool {
 
 /// access() and friends for our paths: existence, then the permission bits.
 fn access_path(p: &Path, mode: c_int) -> Result<(), c_int> {
-    let m = shim().fs()?.metadata(p).map_err(|e| e.errno())?;
+    let fs = shim().fs()?;
+    let m = match following_out(|| fs.metadata(p)) {
+        Ok(m) => m,
+        Err(Error::LinkOutside(out)) => {
+            let c = CString::new(out).map_err(|_| libc::EINVAL)?;
+            // SAFETY: a NUL-terminated path.
+            return match unsafe { libc::faccessat(libc::AT_FDCWD, c.as_ptr(), mode, libc::AT_EACCESS) } {
+                0 => Ok(()),
+                _ => Err(hashfs_interpose::errno()),
+            };
+        }
+        Err(e) => return Err(e.errno()),
+    };
     if mode != libc::F_OK && !permitted(&m, mode) {
         return Err(libc::EACCES);
     }

@@ -715,11 +715,29 @@ impl<D: PmDevice> FileSystem<D> {
                 if follows > MAX_SYMLINK_FOLLOWS {
                     return Err(Error::Loop);
                 }
-                let target = self.inner.readlink(ino)?;
+                let link = self.inner.readlink(ino)?;
+                let mut target = &link[..];
                 if target.first() == Some(&b'/') {
                     cur = Ino::ROOT;
+                    if let Some(mp) = self.inner.mount_point.get() {
+                        match target.strip_prefix(&mp.path[..]) {
+                            Some(rest) if rest.is_empty() || rest[0] == b'/' => target = rest,
+                            _ => {
+                                // Where the path leads: the target, then what was left of it.
+                                let mut out = target.to_vec();
+                                for c in &comps {
+                                    if out.last() != Some(&b'/') {
+                                        out.push(b'/');
+                                    }
+                                    out.extend_from_slice(c);
+                                }
+                                (mp.on_outside)(&out);
+                                return Err(Error::LinkOutside(out));
+                            }
+                        }
+                    }
                 }
-                let t = Self::components(Path::new(std::ffi::OsStr::from_bytes(&target)))?;
+                let t = Self::components(Path::new(std::ffi::OsStr::from_bytes(target)))?;
                 for part in t.into_iter().rev() {
                     comps.push_front(part);
                 }
@@ -732,6 +750,12 @@ impl<D: PmDevice> FileSystem<D> {
             cur = ino;
         }
         Ok(cur)
+    }
+
+    /// Shows the file system at `path` (absolute, no trailing slash) to the walks of this
+    /// mount: see [`MountPoint`](super::MountPoint). Set once; later calls change nothing.
+    pub fn set_mount_point(&self, path: &[u8], on_outside: fn(&[u8])) {
+        let _ = self.inner.mount_point.set(super::MountPoint { path: path.to_vec(), on_outside });
     }
 
     /// The inode at `path`, following a final symlink.

@@ -135,6 +135,19 @@ pub(crate) struct FsInner<D: PmDevice> {
     pub shared: std::sync::OnceLock<shared::SharedMount>,
     /// Set when the mount is a read-only participant's (`fs/shared/read_only.rs`).
     pub read_only: std::sync::OnceLock<shared::ReadOnlyMount>,
+    /// Where a front end that resolves paths itself shows the file system
+    /// ([`FileSystem::set_mount_point`]).
+    pub mount_point: std::sync::OnceLock<MountPoint>,
+}
+
+/// Where a front end that resolves paths itself (the LD_PRELOAD shim) shows the file
+/// system, `path` without a trailing slash: an absolute symbolic link under it leads back
+/// inside, and one anywhere else leads out, which a walk refuses
+/// ([`Error::LinkOutside`], with the path it leads to) after telling `on_outside` that path. Without one, an
+/// absolute link is taken from the file system's root, as in a chroot.
+pub struct MountPoint {
+    pub path: Vec<u8>,
+    pub on_outside: fn(&[u8]),
 }
 
 /// Writes a new, empty file system on `dev`.

@@ -301,6 +301,7 @@ fn file_system<D: PmDevice>(
         unmounted: AtomicBool::new(false),
         shared: std::sync::OnceLock::new(),
         read_only: std::sync::OnceLock::new(),
+        mount_point: std::sync::OnceLock::new(),
         times_pending: AtomicU64::new(0),
         tagged: AtomicU64::new(0),
         strict: AtomicBool::new(sb.write_mode == crate::layout::WriteMode::Strict as u32),
