@@ -295,8 +295,9 @@ thread_local! {
 }
 
 /// Runs `f`, a resolution whose call follows a link out of the image to the kernel's file
-/// it leads to (`Error::LinkOutside`): exec, stat and access do, so that a shell finds and
-/// runs a program a link in the image names (a virtual environment's python).
+/// it leads to (`Error::LinkOutside`): open, exec, stat and access do, so that a shell
+/// finds and runs a program a link in the image names (a virtual environment's python) and
+/// a program reads and writes the file a link names.
 fn following_out<T>(f: impl FnOnce() -> T) -> T {
     FOLLOWING_OUT.with(|o| o.set(true));
     let r = f();
@@ -311,7 +312,8 @@ fn link_outside(target: &[u8]) {
     if !FOLLOWING_OUT.with(|o| o.get()) && !SAID.swap(true, Ordering::Relaxed) {
         eprintln!(
             "hashfs_preload: a symbolic link in the image leads out of it, to {}; the shim follows such links \
-             only to run or stat a program (this call fails with EXDEV; `hashfs mount` follows them all)",
+             only to open, run or stat what they name (this call fails with EXDEV; `hashfs mount` follows them \
+             all)",
             String::from_utf8_lossy(target)
         );
     }

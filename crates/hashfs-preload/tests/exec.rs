@@ -159,16 +159,19 @@ fn programs_and_scripts_in_the_image_run() {
 
 /// Absolute symbolic links in the image, as a program sees them: one under the prefix
 /// leads back in (a file, a directory, the root); one elsewhere leads out to the kernel's
-/// file, which the shim follows to run or stat a program (a virtual environment's python
-/// is such a link) and refuses for the rest, loudly (EXDEV and a message), rather than
+/// file, which the shim follows to open, run or stat it (a virtual environment's python is
+/// such a link) and refuses for the rest, loudly (EXDEV and a message), rather than
 /// looking for that path inside the image.
 #[test]
 fn absolute_links_lead_into_the_image_or_out_of_it() {
     let img = image();
+    let outside = tempfile::tempdir().unwrap();
+    let o = outside.path().display();
     let script = format!(
         "export LC_ALL=C; cd /; echo inside > {x}; mkdir {d}; ln -s {x} {d}/abs; ln -s {d} {dl}; ln -s {root} {rl}; \
          cat {d}/abs {dl}/abs {rl}/x; ln -s /bin/echo {e}; {e} run through a link out; test -x {e} && stat -L -c %F {e}; \
-         ln -s /etc/hostname {out}; cat {out} 2>&1; echo rc=$?",
+         echo kernel file > {o}/k; ln -s {o}/k {out}; cat {out}; ln -s {o} {od}; echo made > {od}/new; cat {o}/new; \
+         rm {od}/new 2>&1; echo rc=$?",
         x = p("/x"),
         d = p("/d"),
         dl = p("/dl"),
@@ -176,14 +179,15 @@ fn absolute_links_lead_into_the_image_or_out_of_it() {
         rl = p("/rl"),
         e = p("/e"),
         out = p("/out"),
+        od = p("/od"),
     );
     let out = img.ok("bash", &["-c", &script]);
     let want = format!(
-        "inside\ninside\ninside\nrun through a link out\nregular file\n\
-         hashfs_preload: a symbolic link in the image leads out of it, to /etc/hostname; the shim follows such links \
-         only to run or stat a program (this call fails with EXDEV; `hashfs mount` follows them all)\n\
-         cat: {}: Invalid cross-device link\nrc=1\n",
-        p("/out")
+        "inside\ninside\ninside\nrun through a link out\nregular file\nkernel file\nmade\n\
+         hashfs_preload: a symbolic link in the image leads out of it, to {o}; the shim follows such links \
+         only to open, run or stat what they name (this call fails with EXDEV; `hashfs mount` follows them all)\n\
+         rm: cannot remove '{}': Invalid cross-device link\nrc=1\n",
+        p("/od/new")
     );
     assert_eq!(out, want);
     if std::process::Command::new("python3").arg("--version").output().is_ok() {

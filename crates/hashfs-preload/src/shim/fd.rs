@@ -58,7 +58,15 @@ pub(super) fn do_open(path: &Path, flags: c_int, mode: mode_t) -> Result<c_int, 
     // `FileSystem::create_unless_exists`.)
     let attempt = |resolved: &mut bool| -> Result<(Ino, Option<File<MmapDevice>>), Error> {
         let ino = if flags & libc::O_CREAT != 0 {
-            let (p, name) = fs.resolve_parent(path)?;
+            let (p, name) = fs.resolve_parent(path).map_err(|e| match e {
+                // A directory link out of the image: the file is the name in what it leads to.
+                Error::LinkOutside(mut out) => {
+                    out.push(b'/');
+                    out.extend_from_slice(path.file_name().map_or(&b""[..], |n| n.as_bytes()));
+                    Error::LinkOutside(out)
+                }
+                e => e,
+            })?;
             let perm = mode & 0o7777 & !process_umask();
             match fs.create_unless_exists(p, &name, perm, Owner::current(), flags & libc::O_EXCL != 0)? {
                 Some(m) => m.ino,
@@ -97,14 +105,25 @@ pub(super) fn do_open(path: &Path, flags: c_int, mode: mode_t) -> Result<c_int, 
         // On a read-only participant's mount, the name resolved and the inode opened in one
         // state of the image (a writer may free the inode and make another file of it
         // between two calls).
-        let r = if fs.is_read_only() { fs.read_together(|| attempt(&mut resolved)) } else { attempt(&mut resolved) };
+        let r = following_out(|| {
+            if fs.is_read_only() {
+                fs.read_together(|| attempt(&mut resolved))
+            } else {
+                attempt(&mut resolved)
+            }
+        });
         match r {
             Err(Error::Stale(_)) if tries < hashfs::OPEN_RETRIES => {}
             Err(Error::NotFound) if tries < hashfs::OPEN_RETRIES && (resolved || flags & libc::O_CREAT != 0) => {}
             r => break r,
         }
     };
-    let (ino, file) = r.map_err(|e| e.errno())?;
+    let (ino, file) = match r {
+        Ok(found) => found,
+        // A link out of the image: the kernel's file it leads to, by the kernel's descriptor.
+        Err(Error::LinkOutside(out)) => return open_outside(&out, flags, mode),
+        Err(e) => return Err(e.errno()),
+    };
     let of = Arc::new(OpenFile {
         file,
         ino,
@@ -114,6 +133,18 @@ pub(super) fn do_open(path: &Path, flags: c_int, mode: mode_t) -> Result<c_int, 
         lock_fd: OnceLock::new(),
     });
     register(s, of, flags)
+}
+
+/// The kernel's open of `out`, where a symbolic link in the image led.
+fn open_outside(out: &[u8], flags: c_int, mode: mode_t) -> Result<c_int, c_int> {
+    let c = CString::new(out).map_err(|_| libc::EINVAL)?;
+    let open = real!(open: fn(*const c_char, c_int, c_uint) -> c_int);
+    // SAFETY: a NUL-terminated path; the caller's flags and mode.
+    let fd = unsafe { open(c.as_ptr(), flags, mode as c_uint) };
+    if fd < 0 {
+        return Err(hashfs_interpose::errno());
+    }
+    Ok(fd)
 }
 
 /// Binds `newfd`, which the kernel just made a copy of `old`'s placeholder, to `old`'s
