@@ -374,3 +374,10 @@ def _():
     plant("crates/hashfs/src/fs/api.rs",
         "                    if let Some(mp) = self.inner.mount_point.get() {\n",
         "                    if let Some(mp) = self.inner.mount_point.get().filter(|_| !@ON) {\n")
+
+
+@bug("walk-dotdot-relocks")
+def _():
+    plant("crates/hashfs/src/fs/api.rs",
+        "                cur = self.parent_in_call(cur)?;\n",
+        "                cur = if @ON { self.parent_of(cur)? } else { self.parent_in_call(cur)? };\n")

@@ -377,6 +377,34 @@ fn the_last_to_leave_removes_the_region_while_an_earlier_leaver_still_has_the_im
     img.check();
 }
 
+/// A relative symbolic link with ".." in its target, followed on a shared mount: the walk
+/// runs under the image lock's read side, and took the lock itself for the "..", waiting for
+/// its own reader for ever (`find -L` through the shim hung so; `walk-dotdot-relocks`).
+#[test]
+fn a_link_up_and_over_resolves_on_a_shared_mount() {
+    let img = Image::new("dotdot");
+    let fs = img.join();
+    fs.create_dir(p("/repo"), 0o755).unwrap();
+    fs.write(p("/repo/a"), b"through the link").unwrap();
+    fs.create_dir(p("/t"), 0o755).unwrap();
+    fs.symlink(p("../repo"), p("/t/rel")).unwrap();
+    // On a thread of its own, which a hung walk leaves behind when the test fails.
+    let (tx, rx) = std::sync::mpsc::channel();
+    let reader = std::thread::spawn(move || {
+        // A resolution (the shim's stat and open resolve so), then the read.
+        let _ = tx.send(fs.resolve(p("/t/rel/a")).and_then(|ino| fs.read(p("/repo/a")).map(|r| (ino, r))));
+        fs
+    });
+    let read = rx.recv_timeout(Duration::from_secs(10));
+    assert!(read.is_ok(), "the walk through ../ hung");
+    let (ino, bytes) = read.unwrap().unwrap();
+    assert_eq!(bytes, b"through the link");
+    let fs = reader.join().unwrap();
+    assert_eq!(ino, fs.metadata(p("/repo/a")).unwrap().ino);
+    fs.unmount().unwrap();
+    img.check();
+}
+
 /// Tries to join `HASHFS_SHARED_CHILD` and prints why it could not (run as another user).
 #[test]
 fn joiner_of_another_user() {

@@ -692,13 +692,20 @@ impl<D: PmDevice> FileSystem<D> {
     pub fn parent_of(&self, dir: Ino) -> Result<Ino> {
         self.inner.read_call(|| {
             let _in = self.inner.enter();
-            let cell = self.inner.cell(dir)?;
-            let st = cell.state.read();
-            if !st.raw.is_dir() {
-                return Err(Error::NotDir);
-            }
-            Ok(Ino(st.raw.parent))
+            self.parent_in_call(dir)
         })
+    }
+
+    /// [`Self::parent_of`] inside a call that holds the image lock or its read side (a
+    /// walk's ".." of a symbolic link's target: taking the lock again there, under the
+    /// read side a resolution holds, waited for its own reader for ever).
+    fn parent_in_call(&self, dir: Ino) -> Result<Ino> {
+        let cell = self.inner.cell(dir)?;
+        let st = cell.state.read();
+        if !st.raw.is_dir() {
+            return Err(Error::NotDir);
+        }
+        Ok(Ino(st.raw.parent))
     }
 
     fn walk(&self, mut comps: VecDeque<Vec<u8>>, last: LastLink) -> Result<Ino> {
@@ -706,7 +713,7 @@ impl<D: PmDevice> FileSystem<D> {
         let mut follows = 0;
         while let Some(c) = comps.pop_front() {
             if c == b".." {
-                cur = self.parent_of(cur)?;
+                cur = self.parent_in_call(cur)?;
                 continue;
             }
             let (ino, ft) = self.inner.lookup(cur, &c)?;
