@@ -143,7 +143,7 @@ fn programs_and_scripts_in_the_image_run() {
     let script = format!(
         "set -e; export LC_ALL=C; mkdir {d}; cd {d}; cp /bin/echo e; ./e from a copy; \
          printf '#!/bin/sh\\necho script \"$0\" \"$1\" \"$2\"\\n' > s; chmod +x s; ./s one two; \
-         printf '#! {d}/s  -x \\n' > s2; chmod +x s2; {d}/s2 y; \
+         printf '#! {d}/s  -x \\n' > s2; chmod +x s2; {d}/s2 y; printf '#!{d}/s' > s3; chmod +x s3; ./s3; \
          cp e never; chmod -x never; ./never 2>/dev/null || echo refused $?; \
          python3 -c \"{spawn}\" {d}/e {d}/never",
         d = p("/bin"),
@@ -152,7 +152,7 @@ fn programs_and_scripts_in_the_image_run() {
     let d = p("/bin");
     assert_eq!(
         out,
-        format!("from a copy\nscript ./s one two\nscript {d}/s -x {d}/s2\nrefused 126\nspawned\n0\nforked\n13\n")
+        format!("from a copy\nscript ./s one two\nscript {d}/s -x {d}/s2\nscript {d}/s ./s3 \nrefused 126\nspawned\n0\nforked\n13\n")
     );
     img.fsck_clean();
 }

@@ -35,15 +35,20 @@ fn image_of(p: &Path) -> Result<ExecImage, c_int> {
     let mut head = [0u8; SHEBANG_MAX];
     let n = file.read_at(0, &mut head).map_err(|e| e.errno())?;
     if let Some(line) = head[..n].strip_prefix(b"#!") {
-        return script(line);
+        return script(line, n < SHEBANG_MAX);
     }
     copy(&file, p)
 }
 
 /// A script's interpreter and its argument, from the bytes after `#!`: up to the line's
-/// end, blanks around; the interpreter up to the first blank, the rest one argument.
-fn script(line: &[u8]) -> Result<ExecImage, c_int> {
-    let end = line.iter().position(|&c| c == b'\n').ok_or(libc::ENOEXEC)?;
+/// end (or the file's, `whole`: the file was shorter than the bytes read), blanks around;
+/// the interpreter up to the first blank, the rest one argument.
+fn script(line: &[u8], whole: bool) -> Result<ExecImage, c_int> {
+    let end = match line.iter().position(|&c| c == b'\n') {
+        Some(end) => end,
+        None if whole => line.len(),
+        None => return Err(libc::ENOEXEC),
+    };
     let blank = |c: &u8| *c == b' ' || *c == b'\t';
     let line = &line[..end];
     let start = line.iter().position(|c| !blank(c)).ok_or(libc::ENOEXEC)?;
