@@ -142,8 +142,8 @@ pub(crate) struct FsInner<D: PmDevice> {
 
 /// Where a front end that resolves paths itself (the LD_PRELOAD shim) shows the file
 /// system, `path` without a trailing slash: an absolute symbolic link under it leads back
-/// inside, and one anywhere else leads out, which a walk refuses
-/// ([`Error::LinkOutside`], with the path it leads to) after telling `on_outside` that path. Without one, an
+/// inside, and one anywhere else leads out, which a walk refuses ([`Error::LinkOutside`],
+/// with the path it leads to) after telling `on_outside` that path. Without one, an
 /// absolute link is taken from the file system's root, as in a chroot.
 pub struct MountPoint {
     pub path: Vec<u8>,

@@ -112,7 +112,13 @@ impl Participants {
 
     /// Whether participant `i` lives and has not begun to leave.
     pub fn staying(&self, i: Participant) -> bool {
-        self.alive(i) && self.slots.get(i.0 as usize).is_some_and(|s| s.leaving.load(Ordering::Acquire) == 0)
+        self.alive(i) && !self.marked_leaving(i)
+    }
+
+    /// Whether slot `i`'s participant has begun to leave ([`Participants::set_leaving`]),
+    /// alive or not.
+    pub fn marked_leaving(&self, i: Participant) -> bool {
+        self.slots.get(i.0 as usize).is_some_and(|s| s.leaving.load(Ordering::Acquire) != 0)
     }
 
     /// Whether slot `i` is free (no process, live or dead, holds it).

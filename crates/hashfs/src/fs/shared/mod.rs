@@ -567,7 +567,7 @@ impl<D: PmDevice> FsInner<D> {
 /// when the last one found itself alone still holds the image until it gives its slot back.
 fn wait_for_leavers(region: &ImageRegion, me: Participant) {
     let parts = region.participants();
-    let leaving = |p: Participant| p != me && !parts.is_free(p) && parts.alive(p) && !parts.staying(p);
+    let leaving = |p: Participant| p != me && parts.marked_leaving(p) && parts.alive(p);
     let t = std::time::Instant::now();
     while (0..crate::share::MAX_PARTICIPANTS as u32).map(Participant).any(leaving)
         && t.elapsed() < std::time::Duration::from_millis(50)
