@@ -183,6 +183,34 @@ def _():
         "        if !@ON && !alone && !sh.forked.load(Ordering::Acquire) {\n")
 
 
+@bug("left-regions-kept")
+def _():
+    plant("crates/hashfs/src/fs/shared/join.rs",
+        "            if first_in_region {\n",
+        "            if first_in_region && !@ON {\n")
+
+
+@bug("attach-ignores-sweep")
+def _():
+    plant("crates/hashfs/src/share/attach.rs",
+        "    crate::fs::race_point::reached(\"attach: the region held\");\n    same_file(path, f)\n",
+        "    crate::fs::race_point::reached(\"attach: the region held\");\n    if @ON { return Ok(true); }\n    same_file(path, f)\n")
+
+
+@bug("sweep-takes-no-region-lock")
+def _():
+    plant("crates/hashfs/src/share/sweep.rs",
+        "    if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {\n",
+        "    if !@ON && unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {\n")
+
+
+@bug("sweep-ignores-handover")
+def _():
+    plant("crates/hashfs/src/share/sweep.rs",
+        "    Ok(!live && region.at::<ImageWords>(WORDS_OFF).forks.load(Ordering::Acquire) == 0)\n",
+        "    Ok(!live && (@ON || region.at::<ImageWords>(WORDS_OFF).forks.load(Ordering::Acquire) == 0))\n")
+
+
 @bug("read-only-sequence-still")
 def _():
     plant("crates/hashfs/src/share/sequence.rs",

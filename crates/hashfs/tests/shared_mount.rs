@@ -334,6 +334,34 @@ fn the_region_file_goes_with_the_last_participant_and_comes_back_with_the_next()
     assert_eq!(c.read(p("/f")).unwrap(), b"1");
 }
 
+/// Regions that no last participant removed (every process of the image killed, the image
+/// then deleted, as a test's temporary directory is) go when any image's first participant
+/// makes its region; a region that a read-only participant still maps, though no slot names
+/// a process, stays.
+#[test]
+fn a_region_its_participants_all_left_goes_with_the_next_region_made() {
+    let killed = Image::new("swept");
+    let killed_region = killed.region();
+    drop(start_child(&killed).expect("the child joined")); // killed with SIGKILL
+    assert!(killed_region.exists(), "no participant was left to remove the region");
+    std::fs::remove_file(&killed.path).unwrap();
+    std::mem::forget(killed); // its drop would remove the region
+    let kept = Image::new("kept");
+    let writer = kept.join();
+    writer.write(p("/f"), b"read on").unwrap();
+    let (reader, _) = FileSystem::open_read_only(&kept.path).unwrap();
+    drop(writer); // the reader, which takes no slot, keeps the region
+    assert!(kept.region().exists());
+
+    let next = Image::new("sweeper");
+    let fs = next.join();
+    assert!(!killed_region.exists(), "a region nothing uses stayed when the next region was made");
+    assert!(kept.region().exists(), "the region a read-only participant maps was removed");
+    assert_eq!(reader.read(p("/f")).unwrap(), b"read on");
+    drop((fs, reader));
+    kept.check();
+}
+
 /// A participant that hands `/f`'s open description over to the program it execs (as the
 /// shim does before `execve`), then execs `sleep`, which never joins: the handle goes to
 /// `IMAGE.handle`.

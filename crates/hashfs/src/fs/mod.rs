@@ -23,7 +23,7 @@ pub(crate) mod hashfs;
 pub mod inode;
 pub mod map;
 pub mod ops;
-mod race_point;
+pub(crate) mod race_point;
 pub mod recovery;
 mod rename;
 pub(crate) mod shared;

@@ -5,11 +5,16 @@
 //! (header and length set), then linked to the region's name, which fails if another
 //! process linked one first (that one is used). A region whose header names another boot
 //! (no process of it can be alive) or another image (the image file was replaced) is
-//! stale: whoever finds it takes an exclusive `flock` on it, checks that the name still
-//! leads to it, and renames a fresh one over it; a process that raced it finds, under the
+//! stale: whoever finds it takes an exclusive record lock on it, checks that the name
+//! still leads to it, and renames a fresh one over it; a process that raced it finds, under the
 //! lock, that the name moved and starts again. A file at the name without the magic, or a
 //! region of another layout version in this boot, is refused with a clear error: someone
 //! else's file, or a program of another version still using it.
+//!
+//! Every process that maps a region holds its file's lock shared, from before it maps it
+//! (checking, under the lock, that the name still leads to the file it opened) for as long
+//! as it is mapped: the first participant of an image removes the regions that nothing
+//! maps any more and no participant will remove (`sweep.rs`).
 
 use super::region::{Region, Shared};
 use std::fs::{File, OpenOptions};
@@ -55,7 +60,7 @@ struct Header {
 // SAFETY: atomics only.
 unsafe impl Shared for Header {}
 
-fn words(b: &[u8; 16]) -> [u64; 2] {
+pub(super) fn words(b: &[u8; 16]) -> [u64; 2] {
     [u64::from_le_bytes(b[..8].try_into().expect("8")), u64::from_le_bytes(b[8..].try_into().expect("8"))]
 }
 
@@ -87,29 +92,58 @@ enum Found {
     Stale,
 }
 
-/// Reads the header of `f` (a file at the region's name) and says what it is, or why it
-/// cannot be used.
-fn examine(f: &File, path: &Path, id: &Identity, len: usize) -> io::Result<Found> {
+/// A region header's words, as read from its file.
+pub(super) struct HeaderWords {
+    pub version: u32,
+    pub len: u64,
+    pub uuid: [u64; 2],
+    pub boot: [u64; 2],
+}
+
+/// The header of the region file `f`; None when it has none (too short, or no magic).
+pub(super) fn read_header(f: &File) -> io::Result<Option<HeaderWords>> {
     let have = f.metadata()?.len();
     let mut raw = [0u8; std::mem::size_of::<Header>()];
     let n = if have >= raw.len() as u64 { std::os::unix::fs::FileExt::read_at(f, &mut raw, 0)? } else { 0 };
     let word = |i: usize| u64::from_le_bytes(raw[i * 8..i * 8 + 8].try_into().expect("8"));
-    let refuse = |why: String| Err(io::Error::new(io::ErrorKind::InvalidData, format!("{}: {why}", path.display())));
     if n < raw.len() || word(0) != MAGIC {
-        return refuse("not a HashFS shared region (no header); remove it if nothing uses it".into());
+        return Ok(None);
     }
-    let (version, rlen) = (word(1) as u32, word(2));
-    let (uuid, boot) = ([word(3), word(4)], [word(5), word(6)]);
-    if boot != words(&id.boot_id) || uuid != words(&id.image_uuid) {
+    Ok(Some(HeaderWords { version: word(1) as u32, len: word(2), uuid: [word(3), word(4)], boot: [word(5), word(6)] }))
+}
+
+/// Reads the header of `f` (a file at the region's name) and says what it is, or why it
+/// cannot be used.
+fn examine(f: &File, path: &Path, id: &Identity, len: usize) -> io::Result<Found> {
+    let refuse = |why: String| Err(io::Error::new(io::ErrorKind::InvalidData, format!("{}: {why}", path.display())));
+    let Some(h) = read_header(f)? else {
+        return refuse("not a HashFS shared region (no header); remove it if nothing uses it".into());
+    };
+    if h.boot != words(&id.boot_id) || h.uuid != words(&id.image_uuid) {
         return Ok(Found::Stale); // no process of another boot lives; another image's is gone
     }
-    if version != LAYOUT_VERSION || rlen != len as u64 || have != len as u64 {
+    let (version, rlen) = (h.version, h.len);
+    if version != LAYOUT_VERSION || rlen != len as u64 || f.metadata()?.len() != len as u64 {
         return refuse(format!(
             "a shared region of layout {version} and {rlen} bytes is in use in this boot (this program uses layout \
              {LAYOUT_VERSION}, {len} bytes): a program of another HashFS version shares the image"
         ));
     }
     Ok(Found::Current)
+}
+
+/// Takes `f`'s `flock` shared and says whether `path` still leads to `f`. The lock lasts
+/// while `f`, or a mapping of it, is open (the mapping holds the open file description):
+/// a sweep of left regions (`sweep.rs`) removes one only under the lock exclusive, so a
+/// region found still in place under it stays while any process maps it.
+fn hold_in_place(path: &Path, f: &File) -> io::Result<bool> {
+    crate::fs::race_point::reached("attach: the region examined");
+    // SAFETY: flock on our own descriptor.
+    if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_SH) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    crate::fs::race_point::reached("attach: the region held");
+    same_file(path, f)
 }
 
 /// Who a new region file belongs to: its permission bits and, if the maker may give it
@@ -168,19 +202,25 @@ fn make_fresh(path: &Path, id: &Identity, len: usize, access: Access) -> io::Res
 }
 
 /// The same file (device and inode) as `f`?
-fn same_file(path: &Path, f: &File) -> io::Result<bool> {
+pub(super) fn same_file(path: &Path, f: &File) -> io::Result<bool> {
     let (a, b) = (std::fs::metadata(path), f.metadata()?);
     Ok(matches!(a, Ok(a) if a.dev() == b.dev() && a.ino() == b.ino()))
 }
 
 /// Replaces the stale region `f` at `path` with a fresh one, unless another process did
-/// first (under `f`'s exclusive lock, the name no longer leads to `f`).
+/// first (under `f`'s exclusive record lock, the name no longer leads to `f`). A record
+/// lock (open file description's, whole file), not `flock`: processes that still map the
+/// stale file hold its `flock` shared (`hold_in_place`), and the two kinds do not meet.
 fn replace_stale(path: &Path, f: &File, id: &Identity, len: usize, access: Access) -> io::Result<()> {
-    // SAFETY: flock on our own open descriptor.
-    if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX) } != 0 {
+    // SAFETY: a zeroed flock is a valid value; every field used is set below.
+    let mut whole: libc::flock = unsafe { std::mem::zeroed() };
+    whole.l_type = libc::F_WRLCK as libc::c_short;
+    whole.l_whence = libc::SEEK_SET as libc::c_short;
+    // SAFETY: fcntl on our own descriptor with a valid flock.
+    if unsafe { libc::fcntl(f.as_raw_fd(), libc::F_OFD_SETLKW, &whole) } != 0 {
         return Err(io::Error::last_os_error());
     }
-    // The lock goes with `f`'s descriptor when the caller drops it.
+    // The lock goes with `f`'s description when the caller drops it.
     if !same_file(path, f)? {
         return Ok(()); // replaced meanwhile: the caller looks again
     }
@@ -203,8 +243,9 @@ impl Region {
             Err(e) => return Err(e),
         };
         match examine(&f, path, id, len)? {
-            Found::Current => Region::map_read_only(&f, len).map(Some),
-            Found::Stale => Ok(None),
+            Found::Current if hold_in_place(path, &f)? => Region::map_read_only(&f, len).map(Some),
+            // Swept meanwhile: nothing to read beside.
+            Found::Current | Found::Stale => Ok(None),
         }
     }
 
@@ -244,7 +285,8 @@ impl Region {
                 Err(e) => return Err(e),
             };
             match examine(&f, path, id, len)? {
-                Found::Current => return Region::map(&f, len),
+                Found::Current if hold_in_place(path, &f)? => return Region::map(&f, len),
+                Found::Current => {} // swept meanwhile: look again
                 Found::Stale => replace_stale(path, &f, id, len, access)?,
             }
         }

@@ -18,6 +18,7 @@ mod readers;
 pub mod record_locks;
 mod region;
 pub mod sequence;
+mod sweep;
 
 pub use attach::{region_path, Access, Identity, HEADER_BYTES, LAYOUT_VERSION};
 pub use data_ring::{DataChanges, DataRing, DATA_RING};
@@ -33,3 +34,4 @@ pub mod lock_protocol {
 }
 pub use participants::{process_alive, Participant, Participants, Slot, MAX_PARTICIPANTS};
 pub use region::{Region, Shared};
+pub use sweep::sweep_left_regions;

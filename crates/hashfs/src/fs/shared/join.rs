@@ -56,6 +56,7 @@ pub(crate) fn mount<D: PmDevice>(
     let me = region.participants().join().ok_or(Error::TooManyOpen)?;
     region.readers().joined(me);
     let words = region.words();
+    let first_in_region = words.mounted.load(Ordering::Acquire) == 0;
 
     // The image as it is, read beside the others (the ring's position first).
     let beside = if words.mounted.load(Ordering::Acquire) != 0 {
@@ -101,6 +102,12 @@ pub(crate) fn mount<D: PmDevice>(
             let made = inner.shared.set(sh);
             debug_assert!(made.is_ok(), "a fresh mount is made shared once");
             inner.journals.only_in_calls();
+            if first_in_region {
+                // Regions whose participants were all killed, which no last leaver removed.
+                if let Some(dir) = region_path.parent() {
+                    crate::share::sweep_left_regions(dir, region_path, id.boot_id);
+                }
+            }
             Ok((inner, report))
         }
         Err(e) => {
