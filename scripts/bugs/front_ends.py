@@ -23,6 +23,13 @@ def _():
         "")
 
 
+@bug("path-search-unserved", rebuilt=True)
+def _():
+    sub("crates/hashfs-interpose/src/entry/search.rs",
+        "    if !served {\n",
+        "    if true {\n")
+
+
 @bug("exec-image-unserved")
 def _():
     plant("crates/hashfs-preload/src/shim/cwd.rs",

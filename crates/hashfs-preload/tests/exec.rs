@@ -157,6 +157,39 @@ fn programs_and_scripts_in_the_image_run() {
     img.fsck_clean();
 }
 
+/// Programs in the image found on `PATH` by programs that search it with libc (`env`,
+/// `xargs`, python's `os.posix_spawnp`): glibc searches with its own `execve`, which the
+/// shim does not see, so the shim searches when a directory of `PATH` is the image's, as
+/// glibc does: a file not executable there is passed over for the next directory's, a file
+/// that is no program runs by `/bin/sh`, a name found nowhere fails with ENOENT. Without
+/// the shim's search (`path-search-unserved`) `env tool` fails with ENOENT and
+/// `env echo` runs the system's echo.
+#[test]
+fn programs_in_the_image_are_found_on_path() {
+    let img = image();
+    let script = format!(
+        "set -e; export LC_ALL=C; mkdir {b}; cp /bin/echo {b}/tool; \
+         printf 'echo no shebang \"$0\" \"$1\"\\n' > {b}/plain; chmod +x {b}/plain; \
+         printf '#!/bin/sh\\necho image echo \"$@\"\\n' > {b}/echo; chmod +x {b}/echo; \
+         printf 'not run' > {b}/hidden; export PATH={b}:$PATH; \
+         env tool found by env; echo by xargs | xargs tool; env plain arg; env {b}/plain slash; env echo shadowed; \
+         chmod -x {b}/echo; env echo passed over; env hidden 2>/dev/null || echo hidden $?; \
+         env nowhere 2>/dev/null || echo nowhere $?; \
+         python3 -c \"import os; os.waitpid(os.posix_spawnp('tool', ['tool', 'spawned'], os.environ), 0)\"",
+        b = p("/bin"),
+    );
+    let out = img.ok("bash", &["-c", &script]);
+    let b = p("/bin");
+    assert_eq!(
+        out,
+        format!(
+            "found by env\nby xargs\nno shebang {b}/plain arg\nno shebang {b}/plain slash\nimage echo shadowed\n\
+             passed over\nhidden 126\nnowhere 127\nspawned\n"
+        )
+    );
+    img.fsck_clean();
+}
+
 /// Absolute symbolic links in the image, as a program sees them: one under the prefix
 /// leads back in (a file, a directory, the root); one elsewhere leads out to the kernel's
 /// file, which the shim follows to open, run or stat it (a virtual environment's python is

@@ -113,6 +113,12 @@ pub trait Process {
     fn exec_image(_path: &CStr) -> Served<crate::entry::program::ExecImage> {
         None
     }
+    /// Whether `path`, were it a program, would be the backend's to run: then `execvp`
+    /// and `posix_spawnp` search a `PATH` with such a directory in it themselves, since
+    /// libc's search reaches the kernel alone (`entry/search.rs`).
+    fn serves_program(_path: &CStr) -> bool {
+        false
+    }
     /// The exec failed (the program goes on): [`Self::before_exec`]'s work is undone.
     /// errno is restored after it.
     fn exec_failed(_prepared: Option<Box<dyn std::any::Any>>) {}

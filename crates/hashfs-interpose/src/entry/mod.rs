@@ -21,6 +21,7 @@ pub mod meta;
 pub mod names;
 pub mod process;
 pub mod program;
+mod search;
 pub mod stat;
 pub mod streams;
 pub mod syscall;

@@ -121,7 +121,7 @@ fn exec_with<B: Backend>(exec: impl FnOnce() -> c_int) -> c_int {
     r
 }
 
-type Argv = *const *const c_char;
+pub(super) type Argv = *const *const c_char;
 
 extern "C" {
     /// The process's environment (`execv` passes it on).
@@ -178,7 +178,7 @@ pub enum ListExec {
 }
 
 /// Arguments a variadic exec gathers on the stack before it needs the heap.
-const LIST_ON_STACK: usize = 64;
+pub(super) const LIST_ON_STACK: usize = 64;
 
 /// `execl`, `execlp` and `execle`, reached from [`export!`](crate::export)'s register
 /// spill: the argument list is gathered into an array and the array call made through
@@ -238,32 +238,51 @@ pub unsafe fn exec_list<B: Backend>(
 }
 
 /// `execvp` and `execvpe`: a name with a slash is a path, not searched for, and served as
-/// `execve` serves it when it is the backend's; anything else is libc's (its search, and
-/// its shell for a file the kernel does not recognize).
+/// `execve` serves it when it is the backend's (a file there that is no program runs by
+/// `/bin/sh`, as libc runs one of the kernel's); a name without one is searched for here
+/// when a directory of `PATH` is the backend's (`search.rs`), else by libc.
 pub unsafe fn execvp<B: Backend>(file: *const c_char, argv: Argv) -> c_int {
     let libc_s = || exec_with::<B>(|| forward!(execvp(file, argv): fn(*const c_char, Argv) -> c_int));
-    if !is_path(file) {
-        return libc_s();
-    }
     // SAFETY: execvp's contract; the process's environment, as libc passes it.
-    unsafe { exec_served_or::<B>(file, argv, environ, libc_s) }
+    unsafe { exec_p::<B>(file, argv, environ, libc_s) }
 }
 
 pub unsafe fn execvpe<B: Backend>(file: *const c_char, argv: Argv, envp: Argv) -> c_int {
     let libc_s = || exec_with::<B>(|| forward!(execvpe(file, argv, envp): fn(*const c_char, Argv, Argv) -> c_int));
-    if !is_path(file) {
+    // SAFETY: execvpe's contract.
+    unsafe { exec_p::<B>(file, argv, envp, libc_s) }
+}
+
+/// [`execvp`] and [`execvpe`] (`libc_s`: libc's own call).
+///
+/// # Safety
+/// execvpe's contract.
+unsafe fn exec_p<B: Backend>(file: *const c_char, argv: Argv, envp: Argv, libc_s: impl FnOnce() -> c_int) -> c_int {
+    // SAFETY: file is null or NUL-terminated (exec's contract).
+    let Some(f) = (unsafe { c_str(file) }).filter(|f| !f.is_empty()) else { return libc_s() };
+    if !f.to_bytes().contains(&b'/') {
+        // SAFETY: the caller's contract.
+        return unsafe { super::search::exec_searched::<B>(f, argv, envp) }.unwrap_or_else(libc_s);
+    }
+    if crate::guarded(|| B::serves_program(f)) != Some(true) {
         return libc_s();
     }
-    // SAFETY: execvpe's contract.
-    unsafe { exec_served_or::<B>(file, argv, envp, libc_s) }
+    // SAFETY: the caller's contract.
+    unsafe {
+        exec_served_or::<B>(file, argv, envp, libc_s);
+        if crate::errno() == libc::ENOEXEC {
+            super::search::exec_by_shell::<B>(f, argv, envp);
+        }
+    }
+    -1
 }
 
 pub unsafe fn fexecve<B: Backend>(fd: c_int, argv: Argv, envp: Argv) -> c_int {
     exec_with::<B>(|| forward!(fexecve(fd, argv, envp): fn(c_int, Argv, Argv) -> c_int))
 }
 
-type SpawnActions = *const libc::posix_spawn_file_actions_t;
-type SpawnAttr = *const libc::posix_spawnattr_t;
+pub(super) type SpawnActions = *const libc::posix_spawn_file_actions_t;
+pub(super) type SpawnAttr = *const libc::posix_spawnattr_t;
 
 /// Runs `spawn` (the real call, which returns an error number) between the backend's
 /// preparation and its completion.
@@ -353,7 +372,8 @@ pub unsafe fn posix_spawn<B: Backend>(
 }
 
 /// `posix_spawnp`: a name with a slash is a path, served as `posix_spawn` serves it when
-/// it is the backend's; anything else is libc's search.
+/// it is the backend's; a name without one is searched for here when a directory of
+/// `PATH` is the backend's (`search.rs`), else by libc.
 pub unsafe fn posix_spawnp<B: Backend>(
     pid: *mut libc::pid_t,
     file: *const c_char,
@@ -368,7 +388,10 @@ pub unsafe fn posix_spawnp<B: Backend>(
         )
     };
     if !is_path(file) {
-        return libc_s();
+        // SAFETY: file is null or NUL-terminated (posix_spawnp's contract).
+        let Some(f) = (unsafe { c_str(file) }).filter(|f| !f.is_empty()) else { return libc_s() };
+        // SAFETY: posix_spawnp's contract.
+        return unsafe { super::search::spawn_searched::<B>(pid, f, actions, attr, argv, envp) }.unwrap_or_else(libc_s);
     }
     // SAFETY: posix_spawnp's contract.
     unsafe { spawn_served_or::<B>(pid, file, actions, attr, argv, envp, libc_s) }

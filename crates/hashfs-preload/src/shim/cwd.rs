@@ -163,6 +163,10 @@ impl Process for Preload {
         super::program::exec_image(path)
     }
 
+    fn serves_program(path: &CStr) -> bool {
+        fs_path_of(path).is_some()
+    }
+
     fn exec_failed(prepared: Option<Box<dyn std::any::Any>>) {
         super::exec::exec_failed(prepared)
     }
