@@ -30,6 +30,13 @@ def _():
         "    if true {\n")
 
 
+@bug("kernel-dir-walk-unserved")
+def _():
+    plant("crates/hashfs-preload/src/shim/path.rs",
+        "    let prefix = prefix()?;\n    let first = rel",
+        "    if @ON {\n        return None;\n    }\n    let prefix = prefix()?;\n    let first = rel")
+
+
 @bug("exec-image-unserved")
 def _():
     plant("crates/hashfs-preload/src/shim/cwd.rs",

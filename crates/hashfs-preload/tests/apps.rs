@@ -36,6 +36,42 @@ fn git_and_mktemp_inside_the_image() {
     img.fsck_clean();
 }
 
+/// rsync into, within and out of the image. Its receiver walks the destination from a
+/// descriptor of `/`, a component at a time (`openat` with `O_NOFOLLOW`): the shim serves a
+/// name under a kernel directory that leads into the prefix (before, the receiver's
+/// `fstatat(<fd of />, "pm")` reached the kernel and every rsync into the image failed:
+/// "change_dir#2 failed: No such file or directory"). Python's `dir_fd` calls from a
+/// descriptor of `/` too, and from one of the image's parent through `..`.
+#[test]
+fn rsync_and_walks_from_a_descriptor_of_the_root() {
+    if !have("rsync") {
+        return;
+    }
+    let img = image();
+    let outside = tempfile::tempdir().unwrap();
+    let src = format!("{}/../hashfs/src/share", env!("CARGO_MANIFEST_DIR"));
+    let o = outside.path().display();
+    let script = format!(
+        "set -e; rsync -a {src}/ {a}/; rsync -a {a}/ {b}/; rsync -a --delete {b}/ {o}/out/; \
+         diff -r {src} {a}; diff -r {a} {b}; diff -r {b} {o}/out; echo new > {a}/new; rsync -ai {a}/ {b}/ | grep -c '^>f.* new$'",
+        a = p("/a"),
+        b = p("/b"),
+    );
+    assert_eq!(img.ok("bash", &["-c", &script]), "1\n", "rsync sent the new file alone");
+    let rel = PREFIX.trim_start_matches('/');
+    let walk = format!(
+        "import os\nroot = os.open('/', os.O_PATH | os.O_DIRECTORY)\n\
+         d = os.open('{rel}', os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=root)\n\
+         print(os.stat('a', dir_fd=d).st_size > 0, os.stat('{rel}/b/new', dir_fd=root).st_size)\n\
+         tmp = os.open('/tmp', os.O_PATH | os.O_DIRECTORY)\n\
+         print(os.stat('../{rel}/a/new', dir_fd=tmp).st_size, os.path.exists('/tmp/{rel}'))\n\
+         os.mkdir('{rel}/made', dir_fd=root); print(os.path.isdir('{made}'))",
+        made = p("/made"),
+    );
+    assert_eq!(img.ok("python3", &["-c", &walk]), "True 4\n4 False\nTrue\n");
+    img.fsck_clean();
+}
+
 /// `touch -m -d` and `touch -a -d` reopen their file onto standard input and set its
 /// times there (futimens on descriptor 0), which the shim makes a pipe pumped from the
 /// file: the times are the file's, not the pipe's (they reached the kernel's pipe before,

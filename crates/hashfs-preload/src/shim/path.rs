@@ -100,9 +100,29 @@ pub(super) fn fs_path_at_of(dirfd: c_int, path: &CStr) -> Option<PathBuf> {
     if dirfd == libc::AT_FDCWD || bytes.first() == Some(&b'/') {
         return fs_path_of(path);
     }
-    let s = SHIM.get()?;
-    let dir = s.file(dirfd)?;
-    Some(dir.fs_path.join(std::ffi::OsStr::from_bytes(bytes)))
+    // Without the shim made yet no descriptor is its own.
+    match SHIM.get().and_then(|s| s.file(dirfd)) {
+        Some(dir) => Some(dir.fs_path.join(std::ffi::OsStr::from_bytes(bytes))),
+        None => under_kernel_dir(dirfd, bytes),
+    }
+}
+
+/// The path for `rel` under the kernel's directory `dirfd`, if it leads into the prefix:
+/// a walk that starts from a descriptor of `/` (rsync's receiver opens `/` and looks up
+/// each component of its destination from there) reaches the image at the prefix's name.
+/// Only a name whose first component is `..` or one of the prefix's costs a look at the
+/// directory's path (`/proc/self/fd`); ".." is taken lexically, as everywhere here.
+fn under_kernel_dir(dirfd: c_int, rel: &[u8]) -> Option<PathBuf> {
+    let prefix = prefix()?;
+    let first = rel.split(|&b| b == b'/').find(|c| !c.is_empty() && *c != b".")?;
+    if first != b".." && !prefix.components().any(|c| c.as_os_str().as_bytes() == first) {
+        return None;
+    }
+    let dir = std::fs::read_link(format!("/proc/self/fd/{dirfd}")).ok()?;
+    if !dir.is_absolute() {
+        return None; // not a directory of a file system (a pipe, a socket)
+    }
+    normalized_under(prefix, &dir.join(std::ffi::OsStr::from_bytes(rel)))
 }
 
 #[cfg(test)]
