@@ -37,6 +37,13 @@ def _():
         "    if @ON {\n        return None;\n    }\n    let prefix = prefix()?;\n    let first = rel")
 
 
+@bug("dir-stream-without-descriptor")
+def _():
+    plant("crates/hashfs-preload/src/shim/dir.rs",
+        "        let r = open_dir_stream(&p, fd);\n",
+        "        let r = open_dir_stream(&p, if @ON { -1 } else { fd });\n")
+
+
 @bug("exec-image-unserved")
 def _():
     plant("crates/hashfs-preload/src/shim/cwd.rs",

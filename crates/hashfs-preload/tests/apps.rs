@@ -72,6 +72,25 @@ fn rsync_and_walks_from_a_descriptor_of_the_root() {
     img.fsck_clean();
 }
 
+/// perl's in-place edit (`perl -pi`, with and without a backup) inside the image: perl
+/// makes its work file beside the file and renames it over with `renameat` on the
+/// directory stream's descriptor (`dirfd` of `opendir`), which the shim's streams did not
+/// have (-1: "failed to rename work file ... Bad file descriptor", the work file left).
+#[test]
+fn perl_edits_files_in_place() {
+    if !have("perl") {
+        return;
+    }
+    let img = image();
+    let d = p("/d");
+    let script = format!(
+        "set -e; mkdir {d}; cd {d}; printf 'a\\nb\\n' > f; perl -pi -e 's/a/x/' f; perl -pi.bak -e 's/b/y/' {d}/f; \
+         cat f f.bak; ls -A {d}"
+    );
+    assert_eq!(img.ok("bash", &["-c", &script]), "x\ny\nx\nb\nf\nf.bak\n");
+    img.fsck_clean();
+}
+
 /// `touch -m -d` and `touch -a -d` reopen their file onto standard input and set its
 /// times there (futimens on descriptor 0), which the shim makes a pipe pumped from the
 /// file: the times are the file's, not the pipe's (they reached the kernel's pipe before,

@@ -62,9 +62,20 @@ impl Streams for Preload {
         SHIM.get().is_some_and(|s| s.dirs.lock().contains_key(&d))
     }
 
+    /// The stream owns a descriptor of the directory, as glibc's does: `dirfd` gives it
+    /// (perl's in-place edit renames its work file with `renameat` on it; a stream
+    /// without one gave -1, and the rename failed with EBADF).
     fn opendir(path: &CStr, _: Next<'_, Handle>) -> Served<Handle> {
         let p = fs_path_of(path)?;
-        served(open_dir_stream(&p, -1).map(|d| Handle(d as usize)))
+        let fd = match fd::do_open(&p, libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC, 0) {
+            Ok(fd) => fd,
+            Err(e) => return served(Err(e)),
+        };
+        let r = open_dir_stream(&p, fd);
+        if r.is_err() {
+            fd::close_own(fd);
+        }
+        served(r.map(|d| Handle(d as usize)))
     }
 
     fn fdopendir(fd: c_int, _: Next<'_, Handle>) -> Served<Handle> {
