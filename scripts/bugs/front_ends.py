@@ -44,6 +44,27 @@ def _():
         "        let r = open_dir_stream(&p, if @ON { -1 } else { fd });\n")
 
 
+@bug("pump-thread-holds-its-file")
+def _():
+    plant("crates/hashfs-preload/src/shim/pump.rs",
+        "        let of = &pumped.of;\n        shim_thread();\n",
+        "        let _kept = @ON.then(|| pumped.of.clone());\n        let of = &pumped.of;\n        shim_thread();\n")
+
+
+@bug("standard-sync-to-kernel", rebuilt=True)
+def _():
+    sub("crates/hashfs-interpose/src/entry/io.rs",
+        "pub unsafe fn fsync<B: Backend>(fd: c_int) -> c_int {\n    let claimed = B::claims(fd) || (0..=2).contains(&fd);\n",
+        "pub unsafe fn fsync<B: Backend>(fd: c_int) -> c_int {\n    let claimed = B::claims(fd);\n")
+
+
+@bug("pump-sync-undrained")
+def _():
+    plant("crates/hashfs-preload/src/shim/pump.rs",
+        "    drop(drained_for_fork(of, of.pos.local_lock()));\n",
+        "    if !@ON {\n        drop(drained_for_fork(of, of.pos.local_lock()));\n    }\n")
+
+
 @bug("exec-image-unserved")
 def _():
     plant("crates/hashfs-preload/src/shim/cwd.rs",

@@ -35,6 +35,7 @@ macro_rules! export {
                 lseek => io::lseek(fd: c_int, off: off_t, whence: c_int) -> off_t;
                 lseek64 => io::lseek(fd: c_int, off: off_t, whence: c_int) -> off_t;
                 fsync => io::fsync(fd: c_int) -> c_int;
+                syncfs => io::syncfs(fd: c_int) -> c_int;
                 fdatasync => io::fdatasync(fd: c_int) -> c_int;
                 sync_file_range => io::sync_file_range(fd: c_int, off: off_t, len: off_t, flags: c_uint) -> c_int;
                 ftruncate => io::ftruncate(fd: c_int, len: off_t) -> c_int;

@@ -112,6 +112,12 @@ fn leave_image() {
     if let Some(s) = SHIM.get() {
         s.fds.lock().clear();
         pump::forget_standard_files();
+        // The records of pumps a parent ran, which a forked child inherited (an exec would
+        // have handed their files on), hold those files open: a subshell that exits with
+        // them failed to leave (a `$(...)` in a group redirected into the image printed
+        // "image not marked clean at exit" once per subshell).
+        let me = current_pid();
+        pump::PUMPED.lock().retain(|p| p.pid == me);
         // The process's mappings go with it: their records (open files, pinned blocks)
         // must not keep the image from being marked clean.
         mmap::forget_all();

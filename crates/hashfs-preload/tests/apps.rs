@@ -91,6 +91,30 @@ fn perl_edits_files_in_place() {
     img.fsck_clean();
 }
 
+/// Syncs of what the shim serves beside its own descriptors: dd's `conv=fsync` and
+/// `conv=fdatasync` sync its output, which dd reopens onto standard output (a pipe the
+/// shim pumps into the file: the kernel's fsync of it fails with EINVAL); a program's
+/// fsync of its redirected standard output returns once the pump has written everything
+/// before it (the file's size says so); `sync -f` (syncfs) and `sync FILE` of a file in
+/// the image (syncfs reached the kernel with the shim's placeholder: EBADF).
+#[test]
+fn syncs_of_redirected_output_and_of_the_image() {
+    let img = image();
+    let (d, s) = (p("/d"), p("/s"));
+    let script = format!(
+        "set -e; dd if=/dev/zero of={d} bs=4k count=4 conv=fsync status=none; \
+         dd if=/dev/zero bs=4k count=2 conv=fdatasync status=none > {d}2; \
+         python3 -c \"import os\nshort = 0\nfor i in range(1, 301):\n    os.write(1, b'x' * 1000)\n    os.fsync(1)\n    \
+         short += os.stat('{s}').st_size < 1000 * i\nos.write(2, b'%d' % short)\" > {s}; echo; \
+         sync -f {d}; sync {d}; stat -c %s {d} {d}2 {s}"
+    );
+    let o = img.run("bash", &["-c", &script]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(String::from_utf8_lossy(&o.stdout), "\n16384\n8192\n300000\n");
+    assert_eq!(String::from_utf8_lossy(&o.stderr), "0", "fsyncs of a pump that returned before the file had the bytes");
+    img.fsck_clean();
+}
+
 /// `touch -m -d` and `touch -a -d` reopen their file onto standard input and set its
 /// times there (futimens on descriptor 0), which the shim makes a pipe pumped from the
 /// file: the times are the file's, not the pipe's (they reached the kernel's pipe before,

@@ -154,3 +154,26 @@ print(open('{f}').read(), flush=True)
     }
     img.fsck_clean();
 }
+
+/// Subshells of a shell whose output a pump carries into the image (`$(...)` in a group
+/// redirected to a file, a loop's output): each child has a copy of the pump thread's
+/// memory but not the thread, and must still close every file at its exit and leave the
+/// image. A pump thread that held its file by a reference of its own left that reference
+/// in every child, which then could not leave ("image not marked clean at exit: device or
+/// resource busy" on stderr once per subshell, its slot left to be reaped):
+/// `pump-thread-holds-its-file`.
+#[test]
+fn subshells_of_a_redirected_shell_leave_the_image() {
+    let img = image();
+    let script = format!(
+        "{{ x=$(echo hi); echo $x; }} > {f}; seq 3 | while read l; do echo $(echo $l); done > {g}; cat {f} {g}",
+        f = p("/f"),
+        g = p("/g"),
+    );
+    let o = img.run("bash", &["-c", &script]);
+    assert!(o.status.success());
+    assert_eq!(String::from_utf8_lossy(&o.stdout), "hi\n1\n2\n3\n");
+    assert_eq!(String::from_utf8_lossy(&o.stderr), "", "a subshell could not leave the image");
+    img.fsck_clean();
+    img.region_removed();
+}

@@ -276,12 +276,14 @@ impl Data for Spfs {
         Some(r)
     }
 
+    // The interposer asks for standard descriptors too (the preload shim's may be pumps):
+    // one this shim does not track is the kernel's.
     fn fsync(fd: c_int, _: Next<'_, ()>) -> Served<()> {
-        Some(sync_common(fd, SyncScope::All))
+        <crate::Spfs as hashfs_interpose::Backend>::claims(fd).then(|| sync_common(fd, SyncScope::All))
     }
 
     fn fdatasync(fd: c_int, _: Next<'_, ()>) -> Served<()> {
-        Some(sync_common(fd, SyncScope::DataOnly))
+        <crate::Spfs as hashfs_interpose::Backend>::claims(fd).then(|| sync_common(fd, SyncScope::DataOnly))
     }
 
     fn sync_file_range(fd: c_int, _: off_t, _: off_t, _: libc::c_uint, _: Next<'_, ()>) -> Served<()> {

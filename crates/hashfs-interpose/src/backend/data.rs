@@ -52,6 +52,10 @@ pub trait Data {
     fn fdatasync(_fd: c_int, _next: Next<'_, ()>) -> Served<()> {
         None
     }
+    /// syncfs: every file system of the process's files that `fd`'s is.
+    fn syncfs(_fd: c_int, _next: Next<'_, ()>) -> Served<()> {
+        None
+    }
     fn sync_file_range(_fd: c_int, _off: off_t, _len: off_t, _flags: c_uint, _next: Next<'_, ()>) -> Served<()> {
         None
     }

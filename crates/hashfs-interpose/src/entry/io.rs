@@ -134,12 +134,22 @@ pub unsafe fn lseek<B: Backend>(fd: c_int, off: off_t, whence: c_int) -> off_t {
     )
 }
 
+/// `fsync` and `fdatasync` reach the backend for a standard descriptor too: one a shim
+/// redirected to its file is a pipe the kernel cannot sync (dd's `conv=fsync` on its
+/// output, which it reopens onto standard output, failed with EINVAL).
 pub unsafe fn fsync<B: Backend>(fd: c_int) -> c_int {
-    route::<()>(B::claims(fd), |next| B::fsync(fd, next), || forward!(fsync(fd): fn(c_int) -> c_int))
+    let claimed = B::claims(fd) || (0..=2).contains(&fd);
+    route::<()>(claimed, |next| B::fsync(fd, next), || forward!(fsync(fd): fn(c_int) -> c_int))
 }
 
 pub unsafe fn fdatasync<B: Backend>(fd: c_int) -> c_int {
-    route::<()>(B::claims(fd), |next| B::fdatasync(fd, next), || forward!(fdatasync(fd): fn(c_int) -> c_int))
+    let claimed = B::claims(fd) || (0..=2).contains(&fd);
+    route::<()>(claimed, |next| B::fdatasync(fd, next), || forward!(fdatasync(fd): fn(c_int) -> c_int))
+}
+
+pub unsafe fn syncfs<B: Backend>(fd: c_int) -> c_int {
+    let claimed = B::claims(fd) || (0..=2).contains(&fd);
+    route::<()>(claimed, |next| B::syncfs(fd, next), || forward!(syncfs(fd): fn(c_int) -> c_int))
 }
 
 pub unsafe fn sync_file_range<B: Backend>(fd: c_int, off: off_t, len: off_t, flags: c_uint) -> c_int {

@@ -31,6 +31,7 @@ pub unsafe fn syscall<B: Backend>(n: Long, a: Long, b: Long, c: Long, d: Long, e
             libc::SYS_lseek => io::lseek::<B>(i(a), b as off_t, i(c)) as Long,
             libc::SYS_fsync => io::fsync::<B>(i(a)) as Long,
             libc::SYS_fdatasync => io::fdatasync::<B>(i(a)) as Long,
+            libc::SYS_syncfs => io::syncfs::<B>(i(a)) as Long,
             libc::SYS_ftruncate => io::ftruncate::<B>(i(a), b as off_t) as Long,
             libc::SYS_truncate => names::truncate::<B>(p(a), b as off_t) as Long,
             libc::SYS_fallocate => io::fallocate::<B>(i(a), i(b), c as off_t, d as off_t) as Long,

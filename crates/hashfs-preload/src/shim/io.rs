@@ -39,6 +39,16 @@ fn sync_fd(fd: c_int, scope: SyncScope) -> Result<(), c_int> {
     }
 }
 
+/// A sync of `fd`: the shim's descriptor, or a standard descriptor that a pump feeds its
+/// file through (what the pipe holds written first); None for any other (the kernel's).
+fn sync_served(fd: c_int, scope: SyncScope) -> Served<()> {
+    if SHIM.get().is_some_and(|s| s.is_ours(fd)) {
+        return served(sync_fd(fd, scope));
+    }
+    let of = super::pump::pumped_file(fd)?;
+    served(super::pump::sync_pumped(&of, scope))
+}
+
 fn truncate_fd(fd: c_int, len: off_t) -> Result<(), c_int> {
     if len < 0 {
         return Err(libc::EINVAL);
@@ -199,11 +209,17 @@ impl Data for Preload {
     }
 
     fn fsync(fd: c_int, _: Next<'_, ()>) -> Served<()> {
-        served(sync_fd(fd, SyncScope::All))
+        sync_served(fd, SyncScope::All)
     }
 
     fn fdatasync(fd: c_int, _: Next<'_, ()>) -> Served<()> {
-        served(sync_fd(fd, SyncScope::DataOnly))
+        sync_served(fd, SyncScope::DataOnly)
+    }
+
+    /// Every write to the image is durable when it returns (the file system's own syncs
+    /// are a fence at most): what a pump still holds is written first.
+    fn syncfs(fd: c_int, _: Next<'_, ()>) -> Served<()> {
+        sync_served(fd, SyncScope::All)
     }
 
     fn sync_file_range(_: c_int, _: off_t, _: off_t, _: c_uint, _: Next<'_, ()>) -> Served<()> {

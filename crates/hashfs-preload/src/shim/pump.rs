@@ -23,7 +23,14 @@ pub(super) struct Pump {
     pub(super) done: AtomicBool,
 }
 
-/// The live pumps.
+/// A pump, as its thread refers to it (owned by [`PUMPED`]).
+struct PumpAt(*const Pump);
+
+// SAFETY: the pump is Sync (atomics, an Arc, plain numbers); the thread reads it through
+// the pointer while `PUMPED` owns it.
+unsafe impl Send for PumpAt {}
+
+/// The live pumps (each owned here; its thread only borrows it).
 pub(super) static PUMPED: Mutex<Vec<Arc<Pump>>> = Mutex::new(Vec::new());
 
 /// The inode of what `fd` refers to, through the system call (no interposed libc).
@@ -108,6 +115,14 @@ pub(super) fn drained_for_fork<'a>(
         std::thread::sleep(std::time::Duration::from_micros(100));
         held = of.pos.local_lock();
     }
+}
+
+/// A sync of a standard descriptor that stands for `of`: once its output pump (if any) has
+/// written all its pipe held, as for a fork, the file's.
+pub(super) fn sync_pumped(of: &Arc<OpenFile>, scope: SyncScope) -> Result<(), c_int> {
+    drop(drained_for_fork(of, of.pos.local_lock()));
+    let file = of.file.as_ref().ok_or(libc::EINVAL)?;
+    file.sync(scope).map_err(|e| e.errno())
 }
 
 /// Standard descriptors redirected to HashFS files (dup2 onto 0, 1 or 2): glibc's stdio
@@ -210,11 +225,23 @@ pub(super) fn start_pump(of: Arc<OpenFile>, target: c_int) -> c_int {
         stop: AtomicBool::new(false),
         done: AtomicBool::new(false),
     });
-    PUMPED.lock().push(pumped.clone());
     if let Some(slot) = STANDARD_FILES.lock().get_mut(target as usize) {
         *slot = Some((pumped.pipe, of.clone()));
     }
+    drop(of);
+    // The thread owns no reference to its pump or its file: `PUMPED` does, until the
+    // thread takes its record out as it ends. A forked child has a copy of the thread's
+    // memory but not the thread; a reference there would keep the file open in the child
+    // for good, and the child could not leave the image at its exit (every `$(...)` of a
+    // shell whose output went to a file in the image printed "image not marked clean at
+    // exit" and left its slot to be reaped). The child drops its parent's records at exit.
+    let at = PumpAt(Arc::as_ptr(&pumped));
+    PUMPED.lock().push(pumped);
     let handle = std::thread::spawn(move || {
+        let at = at;
+        // SAFETY: `PUMPED` holds the pump until this thread takes its record out, at its end.
+        let pumped: &Pump = unsafe { &*at.0 };
+        let of = &pumped.of;
         shim_thread();
         // A write to a pipe whose reader is gone fails with EPIPE here instead of killing
         // the process (`stop_input_pumps`).
@@ -275,7 +302,11 @@ pub(super) fn start_pump(of: Arc<OpenFile>, target: c_int) -> c_int {
         // SAFETY: our end of the pipe.
         unsafe { closer(keep) };
         pumped.done.store(true, Ordering::Release);
-        PUMPED.lock().retain(|q| !Arc::ptr_eq(q, &pumped));
+        let mine = {
+            let mut list = PUMPED.lock();
+            list.iter().position(|q| std::ptr::eq(Arc::as_ptr(q), at.0)).map(|i| list.remove(i))
+        };
+        drop(mine); // the pump and its file's reference, outside the list's lock; not used after
     });
     PUMPS.lock().push((if output { target } else { -1 }, handle));
     target
