@@ -65,6 +65,13 @@ def _():
         "    if !@ON {\n        drop(drained_for_fork(of, of.pos.local_lock()));\n    }\n")
 
 
+@bug("dot-dot-out-unserved")
+def _():
+    plant("crates/hashfs-preload/src/shim/path.rs",
+        "    let prefix = prefix()?;\n    let bytes = path.to_bytes();\n    let rel",
+        "    if @ON {\n        return None;\n    }\n    let prefix = prefix()?;\n    let bytes = path.to_bytes();\n    let rel")
+
+
 @bug("exec-image-unserved")
 def _():
     plant("crates/hashfs-preload/src/shim/cwd.rs",

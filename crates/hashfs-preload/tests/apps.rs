@@ -115,6 +115,30 @@ fn syncs_of_redirected_output_and_of_the_image() {
     img.fsck_clean();
 }
 
+/// Paths that leave the image through `..`: from a working directory inside it (the
+/// kernel's is a placeholder directory elsewhere, so `ls ..` at the image's root listed the
+/// placeholder's parent, /tmp), and through the prefix (`/pm/..`, which the kernel, with no
+/// `/pm`, did not find): each reaches the kernel's file that the path names lexically, for
+/// stat, access, open, opendir and the xattr reads (`ls -l`'s).
+#[test]
+fn paths_out_of_the_image_through_dot_dot_reach_the_kernels_files() {
+    let img = image();
+    let script = format!(
+        "set -e; mkdir -p {pre}/a; cd {pre}; stat -c %i .. / {pre}/..; ls .. | grep -cx etc; cat ../etc/hostname > /dev/null; \
+         test -d ../etc; ls -lad {pre}/.. > /dev/null; cd a; stat -c %i ../..; ls ../.. | grep -cx etc; \
+         python3 -c \"import os; print(sorted(os.listdir('..')) == sorted(os.listdir('/')), os.access('../../etc', os.R_OK))\"",
+        pre = PREFIX,
+    );
+    let o = img.run("bash", &["-c", &script]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(String::from_utf8_lossy(&o.stderr), "");
+    let out = String::from_utf8_lossy(&o.stdout).into_owned();
+    let lines: Vec<&str> = out.lines().collect();
+    let root = lines[1];
+    assert_eq!(lines, [root, root, root, "1", root, "1", "False True"], "{out}");
+    img.fsck_clean();
+}
+
 /// `touch -m -d` and `touch -a -d` reopen their file onto standard input and set its
 /// times there (futimens on descriptor 0), which the shim makes a pipe pumped from the
 /// file: the times are the file's, not the pipe's (they reached the kernel's pipe before,

@@ -65,8 +65,15 @@ impl Streams for Preload {
     /// The stream owns a descriptor of the directory, as glibc's does: `dirfd` gives it
     /// (perl's in-place edit renames its work file with `renameat` on it; a stream
     /// without one gave -1, and the rename failed with EBADF).
-    fn opendir(path: &CStr, _: Next<'_, Handle>) -> Served<Handle> {
-        let p = fs_path_of(path)?;
+    fn opendir(path: &CStr, next: Next<'_, Handle>) -> Served<Handle> {
+        let Some(p) = fs_path_of(path) else {
+            // Out of the image through it (`ls ..` at its root): the kernel's stream.
+            let k = kernel_path_at(libc::AT_FDCWD, path)?;
+            // SAFETY: a NUL-terminated path (inside the shim, libc's opendir is the kernel's).
+            let d = unsafe { libc::opendir(k.as_ptr()) };
+            let _ = next;
+            return served(if d.is_null() { Err(hashfs_interpose::errno()) } else { Ok(Handle(d as usize)) });
+        };
         let fd = match fd::do_open(&p, libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC, 0) {
             Ok(fd) => fd,
             Err(e) => return served(Err(e)),

@@ -184,7 +184,13 @@ fn forget(s: &Shim, fd: c_int) {
 
 impl Descriptors for Preload {
     fn open(dirfd: c_int, path: &CStr, flags: c_int, mode: mode_t, _: Next<'_, c_int, c_int>) -> Served<c_int> {
-        let p = fs_path_at_of(dirfd, path)?;
+        let Some(p) = fs_path_at_of(dirfd, path) else {
+            // Out of the image through it (`..` from a working directory inside it).
+            let k = kernel_path_at(dirfd, path)?;
+            // SAFETY: a NUL-terminated path (inside the shim, libc's openat is the kernel's).
+            let fd = unsafe { libc::openat(libc::AT_FDCWD, k.as_ptr(), flags, mode as c_uint) };
+            return served(if fd >= 0 { Ok(fd) } else { Err(hashfs_interpose::errno()) });
+        };
         served(do_open(&p, flags, mode))
     }
 

@@ -94,6 +94,48 @@ fn normalized_under(prefix: &Path, abs: &Path) -> Option<PathBuf> {
     Some(Path::new("/").join(rest))
 }
 
+/// For (dirfd, path) that the image does not serve: the absolute path the kernel is to take
+/// instead, when the caller's leads out of the image through it: `..` from a working
+/// directory inside the image (the kernel's is a placeholder elsewhere, so `ls ..` at the
+/// image's root listed the placeholder's parent), `..` under one of the shim's directory
+/// descriptors, or an absolute path through the prefix (`/pm/..`, which the kernel, with
+/// no `/pm`, could not find). Taken lexically, as the image's own paths are. None: the
+/// caller's path is the kernel's as it is.
+pub(super) fn kernel_path_at(dirfd: c_int, path: &CStr) -> Option<CString> {
+    let prefix = prefix()?;
+    let bytes = path.to_bytes();
+    let rel = Path::new(std::ffi::OsStr::from_bytes(bytes));
+    let abs = if bytes.first() == Some(&b'/') {
+        if !Path::new(std::ffi::OsStr::from_bytes(bytes)).starts_with(prefix) {
+            return None;
+        }
+        rel.to_path_buf()
+    } else if dirfd == libc::AT_FDCWD {
+        let cwd = std::env::current_dir().ok()?;
+        if !cwd.starts_with(prefix) {
+            return None;
+        }
+        cwd.join(rel)
+    } else {
+        let dir = SHIM.get()?.file(dirfd)?;
+        prefix.join(dir.fs_path.strip_prefix("/").ok()?).join(rel)
+    };
+    let mut norm = PathBuf::from("/");
+    for c in abs.components() {
+        match c {
+            Component::ParentDir => {
+                norm.pop();
+            }
+            Component::Normal(n) => norm.push(n),
+            _ => {}
+        }
+    }
+    if norm.starts_with(prefix) {
+        return None; // the image's (not served for another reason)
+    }
+    CString::new(std::os::unix::ffi::OsStringExt::into_vec(norm.into_os_string())).ok()
+}
+
 /// The path for (dirfd, path) of the *at functions, if it is ours.
 pub(super) fn fs_path_at_of(dirfd: c_int, path: &CStr) -> Option<PathBuf> {
     let bytes = path.to_bytes();

@@ -61,7 +61,14 @@ fn stat_at(dirfd: c_int, path: &CStr, flags: c_int) -> Option<Result<libc::stat,
     if path.is_empty() && flags & libc::AT_EMPTY_PATH != 0 && shim().is_ours(dirfd) {
         return Some(stat_fd(dirfd));
     }
-    let p = fs_path_at_of(dirfd, path)?;
+    let Some(p) = fs_path_at_of(dirfd, path) else {
+        let k = kernel_path_at(dirfd, path)?;
+        // SAFETY: an all-zero stat is a valid buffer; `k` is NUL-terminated.
+        let mut st: libc::stat = unsafe { std::mem::zeroed() };
+        // SAFETY: as above (inside the shim, libc's fstatat is the kernel's).
+        let r = unsafe { libc::fstatat(libc::AT_FDCWD, k.as_ptr(), &mut st, flags & !libc::AT_EMPTY_PATH) };
+        return Some(if r == 0 { Ok(st) } else { Err(hashfs_interpose::errno()) });
+    };
     Some(stat_path(&p, LastLink::of_at_flags(flags)))
 }
 
@@ -164,8 +171,13 @@ impl Attributes for Preload {
 
     /// glibc implements euidaccess with an internal stat that no preload sees: served
     /// here with the rest.
-    fn access_at(dirfd: c_int, path: &CStr, mode: c_int, _: c_int, _: Next<'_, ()>) -> Served<()> {
-        let p = fs_path_at_of(dirfd, path)?;
+    fn access_at(dirfd: c_int, path: &CStr, mode: c_int, flags: c_int, _: Next<'_, ()>) -> Served<()> {
+        let Some(p) = fs_path_at_of(dirfd, path) else {
+            let k = kernel_path_at(dirfd, path)?;
+            // SAFETY: a NUL-terminated path (inside the shim, libc's faccessat is the kernel's).
+            let r = unsafe { libc::faccessat(libc::AT_FDCWD, k.as_ptr(), mode, flags) };
+            return served(if r == 0 { Ok(()) } else { Err(hashfs_interpose::errno()) });
+        };
         served(access_path(&p, mode))
     }
 }

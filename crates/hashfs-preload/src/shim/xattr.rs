@@ -24,6 +24,17 @@ fn on_target<T>(t: XattrTarget<'_>, op: impl FnMut(Ino) -> Result<T, c_int>) -> 
     }
 }
 
+/// A path target the image does not serve that leads out of it through it (`/pm/..`,
+/// `..` from a working directory inside it): the kernel's path for it (`path::kernel_path_at`).
+fn kernel_target(t: &XattrTarget<'_>) -> Option<(CString, LastLink)> {
+    match *t {
+        XattrTarget::Path(path, last) if fs_path_of(path).is_none() => {
+            Some((super::path::kernel_path_at(libc::AT_FDCWD, path)?, last))
+        }
+        _ => None,
+    }
+}
+
 fn euid() -> u32 {
     // SAFETY: no preconditions.
     unsafe { libc::geteuid() }
@@ -123,10 +134,41 @@ fn serve<A, T>(
 
 impl Xattrs for Preload {
     fn get_xattr(t: XattrTarget<'_>, nv: Result<(&CStr, &mut [u8]), Errno>, _: Next<'_, usize>) -> Served<usize> {
+        if let Some((k, last)) = kernel_target(&t) {
+            let (n, v) = match nv {
+                Ok(nv) => nv,
+                Err(e) => return Some(Err(e)),
+            };
+            let (p, name, buf, len) = (k.as_ptr(), n.as_ptr(), v.as_mut_ptr() as *mut c_void, v.len());
+            // SAFETY: NUL-terminated strings and a buffer of `len` bytes (inside the shim,
+            // libc's calls are the kernel's).
+            let r = unsafe {
+                match last {
+                    LastLink::Follow => libc::getxattr(p, name, buf, len),
+                    LastLink::NoFollow => libc::lgetxattr(p, name, buf, len),
+                }
+            };
+            return Some(if r >= 0 { Ok(r as usize) } else { Err(Errno::last()) });
+        }
         serve(t, nv, |i, (n, v)| get(i, n, v))
     }
 
     fn list_xattr(t: XattrTarget<'_>, buf: Result<&mut [u8], Errno>, _: Next<'_, usize>) -> Served<usize> {
+        if let Some((k, last)) = kernel_target(&t) {
+            let b = match buf {
+                Ok(b) => b,
+                Err(e) => return Some(Err(e)),
+            };
+            let (p, out, len) = (k.as_ptr(), b.as_mut_ptr() as *mut c_char, b.len());
+            // SAFETY: as in get_xattr.
+            let r = unsafe {
+                match last {
+                    LastLink::Follow => libc::listxattr(p, out, len),
+                    LastLink::NoFollow => libc::llistxattr(p, out, len),
+                }
+            };
+            return Some(if r >= 0 { Ok(r as usize) } else { Err(Errno::last()) });
+        }
         serve(t, buf, |i, b| list(i, b))
     }
 
