@@ -104,13 +104,13 @@ fn syncs_of_redirected_output_and_of_the_image() {
     let script = format!(
         "set -e; dd if=/dev/zero of={d} bs=4k count=4 conv=fsync status=none; \
          dd if=/dev/zero bs=4k count=2 conv=fdatasync status=none > {d}2; \
-         python3 -c \"import os\nshort = 0\nfor i in range(1, 301):\n    os.write(1, b'x' * 1000)\n    os.fsync(1)\n    \
-         short += os.stat('{s}').st_size < 1000 * i\nos.write(2, b'%d' % short)\" > {s}; echo; \
+         python3 -c \"import os\nshort = 0\nfor i in range(1, 101):\n    os.write(1, b'x' * 60000)\n    os.fsync(1)\n    \
+         short += os.stat('{s}').st_size < 60000 * i\nos.write(2, b'%d' % short)\" > {s}; echo; \
          sync -f {d}; sync {d}; stat -c %s {d} {d}2 {s}"
     );
     let o = img.run("bash", &["-c", &script]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    assert_eq!(String::from_utf8_lossy(&o.stdout), "\n16384\n8192\n300000\n");
+    assert_eq!(String::from_utf8_lossy(&o.stdout), "\n16384\n8192\n6000000\n");
     assert_eq!(String::from_utf8_lossy(&o.stderr), "0", "fsyncs of a pump that returned before the file had the bytes");
     img.fsck_clean();
 }
