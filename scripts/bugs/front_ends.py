@@ -58,18 +58,25 @@ def _():
         "pub unsafe fn fsync<B: Backend>(fd: c_int) -> c_int {\n    let claimed = B::claims(fd);\n")
 
 
-@bug("pump-sync-undrained")
-def _():
-    plant("crates/hashfs-preload/src/shim/pump.rs",
-        "    drop(drained_for_fork(of, of.pos.local_lock()));\n",
-        "    if !@ON {\n        drop(drained_for_fork(of, of.pos.local_lock()));\n    }\n")
-
-
 @bug("dot-dot-out-unserved")
 def _():
     plant("crates/hashfs-preload/src/shim/path.rs",
         "    let prefix = prefix()?;\n    let bytes = path.to_bytes();\n    let rel",
         "    if @ON {\n        return None;\n    }\n    let prefix = prefix()?;\n    let bytes = path.to_bytes();\n    let rel")
+
+
+@bug("realpath-unserved", rebuilt=True)
+def _():
+    sub("crates/hashfs-interpose/src/entry/realpath.rs",
+        "    if !(served(p) || relative && served(c\".\")) {\n",
+        "    if true {\n")
+
+
+@bug("hole-fault-after-fill-denied")
+def _():
+    plant("crates/hashfs/src/pm/holefault.rs",
+        "            } else if let Some(f) = self.filler(addr) {\n                if !f.fill(addr) {\n                    deny(addr);\n                }\n            }\n",
+        "            } else if let Some(f) = self.filler(addr) {\n                if !f.fill(addr) {\n                    deny(addr);\n                }\n            } else if @ON {\n                deny(addr);\n            }\n")
 
 
 @bug("exec-image-unserved")

@@ -107,6 +107,8 @@ macro_rules! export {
                 symlink => names::symlink(target: *const c_char, path: *const c_char) -> c_int;
                 symlinkat => names::symlinkat(target: *const c_char, dirfd: c_int, path: *const c_char) -> c_int;
                 readlink => names::readlink(path: *const c_char, buf: *mut c_char, size: size_t) -> ssize_t;
+                realpath => realpath::realpath(path: *const c_char, resolved: *mut c_char) -> *mut c_char;
+                canonicalize_file_name => realpath::canonicalize_file_name(path: *const c_char) -> *mut c_char;
                 readlinkat => names::readlinkat(dirfd: c_int, path: *const c_char, buf: *mut c_char, size: size_t) -> ssize_t;
                 mknod => names::mknod(path: *const c_char, mode: mode_t, dev: dev_t) -> c_int;
                 mknodat => names::mknodat(dirfd: c_int, path: *const c_char, mode: mode_t, dev: dev_t) -> c_int;

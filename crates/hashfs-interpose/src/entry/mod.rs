@@ -21,6 +21,7 @@ pub mod meta;
 pub mod names;
 pub mod process;
 pub mod program;
+pub mod realpath;
 mod search;
 pub mod stat;
 pub mod streams;

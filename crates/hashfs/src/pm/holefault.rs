@@ -182,9 +182,16 @@ impl HoleFaults {
                 if unsafe { libc::ioctl(self.uffd, UFFDIO_COPY, &mut copy) } == 0 {
                     continue;
                 }
-            } else if !self.filler(addr).is_some_and(|f| f.fill(addr)) {
-                deny(addr);
+            } else if let Some(f) = self.filler(addr) {
+                if !f.fill(addr) {
+                    deny(addr);
+                }
             }
+            // No region holds the page any more: a fault of another thread on the same hole,
+            // read before this one, filled it (its 2 MiB) and the image is mapped there now,
+            // or the mapping went. Woken, the access retries on what is there. (Denying it
+            // put an inaccessible page over the file's block: rust-lld, writing its output
+            // from several threads, died with SIGSEGV.)
             let mut range = UffdioRange { start: addr as u64, len: PAGE as u64 };
             // SAFETY: UFFDIO_WAKE of the faulting page.
             unsafe { libc::ioctl(self.uffd, UFFDIO_WAKE, &mut range) };
@@ -312,6 +319,72 @@ impl Ranges {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::fd::AsRawFd;
+
+    /// Fills the whole watched range at its first fault, slowly (so that a second thread's
+    /// fault on another page of it is queued meanwhile): maps `file` over it and forgets the
+    /// watch, as the shim's fill of a 2 MiB chunk does.
+    struct SlowWholeFill {
+        file: std::fs::File,
+        start: usize,
+        len: usize,
+    }
+
+    impl Filler for SlowWholeFill {
+        fn fill(&self, _addr: usize) -> bool {
+            std::thread::sleep(std::time::Duration::from_millis(200));
+            let (prot, flags) = (libc::PROT_READ | libc::PROT_WRITE, libc::MAP_SHARED | libc::MAP_FIXED);
+            // SAFETY: replacing our own watched range with a shared mapping of our file.
+            let p =
+                unsafe { libc::mmap(self.start as *mut libc::c_void, self.len, prot, flags, self.file.as_raw_fd(), 0) };
+            if p == libc::MAP_FAILED {
+                return false;
+            }
+            hole_faults().expect("watching").forget(self.start, self.start + self.len);
+            true
+        }
+    }
+
+    /// Two threads write two pages of one hole at once: the first fault fills both; the
+    /// second, read after that fill, finds no watch left and must let its access retry on
+    /// the file's page. Denying it put an inaccessible page over the file's block and the
+    /// thread died with SIGSEGV (rust-lld writing its output from several threads:
+    /// `hole-fault-after-fill-denied`).
+    #[test]
+    fn a_fault_on_a_page_another_fault_filled_retries_on_the_file() {
+        let Some(h) = hole_faults() else {
+            assert!(std::env::var_os("CI").is_none(), "CI runs as root, where userfaultfd is allowed");
+            eprintln!("SKIPPED: userfaultfd is not allowed here");
+            return;
+        };
+        let len = 2 * PAGE;
+        let file = tempfile::tempfile().unwrap();
+        file.set_len(len as u64).unwrap();
+        let flags = libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE;
+        // SAFETY: a fresh anonymous mapping, ours.
+        let start = unsafe { libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ | libc::PROT_WRITE, flags, -1, 0) };
+        assert_ne!(start, libc::MAP_FAILED);
+        let start = start as usize;
+        let filler = Arc::new(SlowWholeFill { file: file.try_clone().unwrap(), start, len });
+        h.watch(start, len, filler).unwrap();
+        let writer = |page: usize, delay: u64| {
+            std::thread::spawn(move || {
+                std::thread::sleep(std::time::Duration::from_millis(delay));
+                // SAFETY: a page of the watched range, mapped for as long as the test runs.
+                unsafe { std::ptr::write_volatile((start + page * PAGE) as *mut u8, 0x40 + page as u8) };
+            })
+        };
+        let (a, b) = (writer(0, 0), writer(1, 50));
+        a.join().unwrap();
+        b.join().unwrap();
+        let mut got = [0u8; 1];
+        for page in 0..2 {
+            std::os::unix::fs::FileExt::read_at(&file, &mut got, (page * PAGE) as u64).unwrap();
+            assert_eq!(got[0], 0x40 + page as u8, "page {page}'s write reached the file");
+        }
+        // SAFETY: our mapping, no longer used.
+        unsafe { libc::munmap(start as *mut libc::c_void, len) };
+    }
 
     #[test]
     fn ranges_merge_split_and_clip() {
