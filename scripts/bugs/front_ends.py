@@ -79,6 +79,13 @@ def _():
         "            } else if let Some(f) = self.filler(addr) {\n                if !f.fill(addr) {\n                    deny(addr);\n                }\n            } else if @ON {\n                deny(addr);\n            }\n")
 
 
+@bug("spawn-chdir-to-kernel", rebuilt=True)
+def _():
+    sub("crates/hashfs-interpose/src/entry/spawn_dir.rs",
+        "    if !(served(p) || relative && served(c\".\")) {\n        drop(dirs);\n",
+        "    if true {\n        drop(dirs);\n")
+
+
 @bug("exec-image-unserved")
 def _():
     plant("crates/hashfs-preload/src/shim/cwd.rs",

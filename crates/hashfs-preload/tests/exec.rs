@@ -9,7 +9,7 @@
 
 mod common;
 
-use common::{image, p};
+use common::{c_program, image, p};
 
 #[test]
 fn a_shells_redirections_reach_the_programs_it_execs() {
@@ -355,4 +355,43 @@ int main(int argc, char **argv) {
     assert_eq!(out, "before-after 10 g -\nparent before-after\n", "vfork, then execl");
     img.fsck_clean();
     img.region_removed();
+}
+
+const SPAWN_IN: &str = r#"
+#include <spawn.h>
+#include <stdio.h>
+#include <sys/wait.h>
+extern char **environ;
+
+int main(int argc, char **argv) {
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addchdir_np(&fa, argv[1]);
+    char *args[] = {"sh", "-c", "pwd; cat made-here", NULL};
+    pid_t pid;
+    int r = posix_spawnp(&pid, "sh", &fa, NULL, args, environ);
+    if (r != 0) { printf("spawn failed: %d\n", r); return 1; }
+    int st;
+    waitpid(pid, &st, 0);
+    posix_spawn_file_actions_destroy(&fa);
+    return WEXITSTATUS(st);
+}
+"#;
+
+/// A spawn whose file actions change into a directory of the image
+/// (`posix_spawn_file_actions_addchdir_np`, which Rust's `Command::current_dir` uses, and so
+/// cargo for every test binary it runs): the kernel's child cannot change into it (the spawn
+/// failed with ENOENT); the shim starts the child there instead, by an absolute path and by
+/// one relative to the parent's working directory. Without it: `spawn-chdir-to-kernel`.
+#[test]
+fn a_spawn_changes_into_a_directory_of_the_image() {
+    let img = image();
+    let Some(prog) = c_program(img._dir.path(), "spawn_in", SPAWN_IN) else { return };
+    let d = p("/d");
+    let script = format!(
+        "set -e; mkdir -p {d}/sub; echo here > {d}/sub/made-here; {prog} {d}/sub; cd {d}; {prog} sub",
+        prog = prog.display()
+    );
+    assert_eq!(img.ok("bash", &["-c", &script]), format!("{d}/sub\nhere\n{d}/sub\nhere\n"));
+    img.fsck_clean();
 }

@@ -128,6 +128,10 @@ pub trait Process {
     fn before_spawn() -> Option<Box<dyn std::any::Any>> {
         None
     }
+    /// The next [`Self::before_spawn`] on this thread starts its child in `dir` (a directory
+    /// of the backend's that the spawn's file actions change into: `entry/spawn_dir.rs`),
+    /// not the working directory; None again after it.
+    fn spawn_in(_dir: Option<&CStr>) {}
     fn after_spawn(_prepared: Option<Box<dyn std::any::Any>>) {}
     /// No child was made: [`Self::before_spawn`]'s work is undone.
     fn spawn_failed(_prepared: Option<Box<dyn std::any::Any>>) {}

@@ -23,6 +23,7 @@ pub mod process;
 pub mod program;
 pub mod realpath;
 mod search;
+pub mod spawn_dir;
 pub mod stat;
 pub mod streams;
 pub mod syscall;

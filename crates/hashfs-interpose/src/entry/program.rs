@@ -290,6 +290,20 @@ fn spawn_with<B: Backend>(spawn: impl FnOnce() -> c_int) -> c_int {
     spawned_by::<B, c_int>(spawn, |&r| r == 0)
 }
 
+/// [`spawn_with`] for a spawn with `actions`, whose change of directory may be the
+/// backend's (`spawn_dir.rs`).
+fn spawn_with_actions<B: Backend>(actions: SpawnActions, spawn: impl FnOnce() -> c_int) -> c_int {
+    let dir = super::spawn_dir::dir_of(actions);
+    if dir.is_some() {
+        crate::guarded(|| B::spawn_in(dir.as_deref()));
+    }
+    let r = spawn_with::<B>(spawn);
+    if dir.is_some() {
+        crate::guarded(|| B::spawn_in(None));
+    }
+    r
+}
+
 /// Runs `spawn` (a real call that starts a child program: posix_spawn, system, popen)
 /// between the backend's preparation and its completion (`ok`: whether it made a child).
 fn spawned_by<B: Backend, T>(spawn: impl FnOnce() -> T, ok: impl FnOnce(&T) -> bool) -> T {
@@ -343,7 +357,8 @@ unsafe fn spawn_served_or<B: Backend>(
                 by_fd.as_ptr()
             }
         };
-        spawn_with::<B>(
+        spawn_with_actions::<B>(
+            actions,
             || forward!(posix_spawn(pid, p, actions, attr, argv, envp): fn(*mut libc::pid_t, *const c_char, SpawnActions, SpawnAttr, Argv, Argv) -> c_int),
         )
     };
@@ -363,7 +378,8 @@ pub unsafe fn posix_spawn<B: Backend>(
     envp: Argv,
 ) -> c_int {
     let libc_s = || {
-        spawn_with::<B>(
+        spawn_with_actions::<B>(
+            actions,
             || forward!(posix_spawn(pid, path, actions, attr, argv, envp): fn(*mut libc::pid_t, *const c_char, SpawnActions, SpawnAttr, Argv, Argv) -> c_int),
         )
     };
@@ -383,7 +399,8 @@ pub unsafe fn posix_spawnp<B: Backend>(
     envp: Argv,
 ) -> c_int {
     let libc_s = || {
-        spawn_with::<B>(
+        spawn_with_actions::<B>(
+            actions,
             || forward!(posix_spawnp(pid, file, actions, attr, argv, envp): fn(*mut libc::pid_t, *const c_char, SpawnActions, SpawnAttr, Argv, Argv) -> c_int),
         )
     };

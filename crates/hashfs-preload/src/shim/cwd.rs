@@ -175,6 +175,10 @@ impl Process for Preload {
         super::exec::before_spawn()
     }
 
+    fn spawn_in(dir: Option<&CStr>) {
+        super::exec::spawn_in(dir.and_then(fs_path_of));
+    }
+
     fn after_spawn(prepared: Option<Box<dyn std::any::Any>>) {
         super::exec::after_spawn(prepared, super::exec::Spawn::Started)
     }

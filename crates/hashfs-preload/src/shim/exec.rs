@@ -317,13 +317,26 @@ struct Spawned {
     spawn: Option<hashfs::Fork>,
 }
 
+thread_local! {
+    /// The directory in the image the next spawn on this thread starts its child in, when
+    /// its file actions change into one (`Process::spawn_in`).
+    static SPAWN_IN: std::cell::RefCell<Option<PathBuf>> = const { std::cell::RefCell::new(None) };
+}
+
+pub(super) fn spawn_in(dir: Option<PathBuf>) {
+    SPAWN_IN.with(|d| *d.borrow_mut() = dir);
+}
+
 /// Before `posix_spawn`: the child's program inherits the working directory inside the
 /// image and the HashFS descriptors without close-on-exec, as after an exec (their
 /// placeholders named after their descriptions, counted for it); the parent keeps them.
 /// A redirected standard descriptor stays its pump's pipe, which the parent's pump goes on
 /// serving.
 pub(super) fn before_spawn() -> Option<Box<dyn std::any::Any>> {
-    let cwd = cwd::with_virtual_cwd(pass_cwd).unwrap_or(-1);
+    let cwd = match SPAWN_IN.with(|d| d.borrow().clone()) {
+        Some(dir) => pass_cwd(&dir),
+        None => cwd::with_virtual_cwd(pass_cwd).unwrap_or(-1),
+    };
     let spawn = spawn_descriptors();
     if cwd < 0 && spawn.is_none() {
         return None;

@@ -1,0 +1,60 @@
+//! `posix_spawn_file_actions_addchdir_np` to a directory of the backend's: the kernel's
+//! child cannot change into it (its spawn failed with ENOENT: Rust's `Command` with
+//! `current_dir`, which cargo gives every test it runs). The action is kept here instead of
+//! in the kernel's list, and a spawn with those actions tells the backend to start the child
+//! in that directory (the preload shim passes its working directory in the image to the
+//! child, as for its own); destroying the actions forgets it.
+
+use crate::call::c_str;
+use crate::{forward, Backend};
+use libc::{c_char, c_int};
+use std::ffi::{CStr, CString};
+use std::sync::Mutex;
+
+type Actions = *mut libc::posix_spawn_file_actions_t;
+
+/// Action lists (by address) whose last change of directory is the backend's.
+static DIRS: Mutex<Vec<(usize, CString)>> = Mutex::new(Vec::new());
+
+pub unsafe fn posix_spawn_file_actions_addchdir_np<B: Backend>(actions: Actions, path: *const c_char) -> c_int {
+    let raw = || forward!(posix_spawn_file_actions_addchdir_np(actions, path): fn(Actions, *const c_char) -> c_int);
+    // SAFETY: the function's contract: path is a NUL-terminated string.
+    let Some(p) = (unsafe { c_str(path) }) else { return raw() };
+    let served = |c: &CStr| crate::guarded(|| B::serves_program(c)) == Some(true);
+    let relative = p.to_bytes().first() != Some(&b'/');
+    let mut dirs = DIRS.lock().unwrap_or_else(|e| e.into_inner());
+    dirs.retain(|(a, _)| *a != actions as usize);
+    if !(served(p) || relative && served(c".")) {
+        drop(dirs);
+        return raw(); // a later kernel directory replaces an earlier one of ours
+    }
+    // The directory as the parent names it now (a relative one from its working directory).
+    let dir = if relative {
+        let mut buf = vec![0u8; libc::PATH_MAX as usize];
+        // SAFETY: buf holds PATH_MAX bytes; libc's getcwd (interposed) fills a NUL-terminated path.
+        if unsafe { libc::getcwd(buf.as_mut_ptr() as *mut c_char, buf.len()) }.is_null() {
+            return crate::errno();
+        }
+        buf.truncate(buf.iter().position(|&b| b == 0).unwrap_or(0));
+        buf.push(b'/');
+        buf.extend_from_slice(p.to_bytes());
+        CString::new(buf).expect("no NUL inside")
+    } else {
+        p.to_owned()
+    };
+    dirs.push((actions as usize, dir));
+    0
+}
+
+pub unsafe fn posix_spawn_file_actions_destroy<B: Backend>(actions: Actions) -> c_int {
+    DIRS.lock().unwrap_or_else(|e| e.into_inner()).retain(|(a, _)| *a != actions as usize);
+    forward!(posix_spawn_file_actions_destroy(actions): fn(Actions) -> c_int)
+}
+
+/// The backend's directory the next spawn with `actions` starts its child in, if any.
+pub(super) fn dir_of(actions: *const libc::posix_spawn_file_actions_t) -> Option<CString> {
+    if actions.is_null() {
+        return None;
+    }
+    DIRS.lock().unwrap_or_else(|e| e.into_inner()).iter().find(|(a, _)| *a == actions as usize).map(|(_, d)| d.clone())
+}
