@@ -169,6 +169,27 @@ print(libc.canonicalize_file_name(b'lnk').decode())\""
     img.fsck_clean();
 }
 
+/// cargo inside the image: a new crate built, run and tested. It takes what the shim
+/// learned from it: realpath of the crate's paths (cargo could not canonicalize them), the
+/// linker writing its output through a shared mapping from several threads (a fault on a
+/// page another fault had filled was denied: rust-lld died with SIGSEGV), and the test
+/// binary spawned with its directory changed into the image (ENOENT).
+#[test]
+fn cargo_builds_runs_and_tests_a_crate_inside_the_image() {
+    if !have("cargo") {
+        return;
+    }
+    let img = image_in(&std::env::temp_dir(), 1 << 30, &FormatOptions::default());
+    let script = format!(
+        "set -e; cd {pre}; cargo new -q --vcs none hello; cd hello; \
+         printf 'fn main() {{ println!(\"built here\"); }}\\n#[test]\\nfn t() {{ assert_eq!(1 + 1, 2); }}\\n' > src/main.rs; \
+         cargo run -q --offline; cargo test -q --offline 2>&1 | grep -c 'test result: ok. 1 passed'",
+        pre = PREFIX
+    );
+    assert_eq!(img.ok("bash", &["-c", &script]), "built here\n1\n");
+    img.fsck_clean();
+}
+
 /// `touch -m -d` and `touch -a -d` reopen their file onto standard input and set its
 /// times there (futimens on descriptor 0), which the shim makes a pipe pumped from the
 /// file: the times are the file's, not the pipe's (they reached the kernel's pipe before,
