@@ -207,8 +207,15 @@ def _():
 @bug("sweep-ignores-handover")
 def _():
     plant("crates/hashfs/src/share/sweep.rs",
-        "    Ok(!live && region.at::<ImageWords>(WORDS_OFF).forks.load(Ordering::Acquire) == 0)\n",
-        "    Ok(!live && (@ON || region.at::<ImageWords>(WORDS_OFF).forks.load(Ordering::Acquire) == 0))\n")
+        "    let handing_over = forks != 0 && runs;\n",
+        "    let handing_over = !@ON && forks != 0 && runs;\n")
+
+
+@bug("sweep-keeps-dead-handover")
+def _():
+    plant("crates/hashfs/src/share/sweep.rs",
+        "    let runs = slots().any(|p| parts.process_runs(p));\n",
+        "    let runs = @ON || slots().any(|p| parts.process_runs(p));\n")
 
 
 @bug("read-only-sequence-still")

@@ -121,6 +121,18 @@ impl Participants {
         self.slots.get(i.0 as usize).is_some_and(|s| s.leaving.load(Ordering::Acquire) != 0)
     }
 
+    /// Whether the process in slot `i` still runs, whatever program it runs now (one that
+    /// `execve`d keeps its pid and start time: the program it handed descriptions over to
+    /// may yet join).
+    pub fn process_runs(&self, i: Participant) -> bool {
+        let Some(s) = self.slots.get(i.0 as usize) else { return false };
+        match (s.pid.load(Ordering::Acquire), s.start.load(Ordering::Acquire)) {
+            (0, _) => false,
+            (pid, 0) => stat_fields(pid).is_some_and(|(state, _)| state != 'Z' && state != 'X'),
+            (pid, start) => process_alive(pid, start),
+        }
+    }
+
     /// Whether slot `i` is free (no process, live or dead, holds it).
     pub fn is_free(&self, i: Participant) -> bool {
         self.slots.get(i.0 as usize).is_none_or(|s| s.pid.load(Ordering::Acquire) == 0)
