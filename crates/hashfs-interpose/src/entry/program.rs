@@ -178,7 +178,42 @@ pub enum ListExec {
 }
 
 /// Arguments a variadic exec gathers on the stack before it needs the heap.
-pub(super) const LIST_ON_STACK: usize = 64;
+const LIST_ON_STACK: usize = 64;
+
+/// An argument array built without allocating for its first [`LIST_ON_STACK`] entries (a
+/// `vfork` child shares its parent's heap).
+pub(super) struct ArgList {
+    small: [*const c_char; LIST_ON_STACK],
+    large: Vec<*const c_char>,
+    n: usize,
+}
+
+impl ArgList {
+    pub(super) fn new() -> ArgList {
+        ArgList { small: [std::ptr::null(); LIST_ON_STACK], large: Vec::new(), n: 0 }
+    }
+
+    pub(super) fn push(&mut self, a: *const c_char) {
+        if self.n < LIST_ON_STACK {
+            self.small[self.n] = a;
+        } else {
+            if self.n == LIST_ON_STACK {
+                self.large.extend_from_slice(&self.small);
+            }
+            self.large.push(a);
+        }
+        self.n += 1;
+    }
+
+    /// The array as pushed (the caller pushes its terminating null).
+    pub(super) fn as_ptr(&self) -> *const *const c_char {
+        if self.n <= LIST_ON_STACK {
+            self.small.as_ptr()
+        } else {
+            self.large.as_ptr()
+        }
+    }
+}
 
 /// `execl`, `execlp` and `execle`, reached from [`export!`](crate::export)'s register
 /// spill: the argument list is gathered into an array and the array call made through
@@ -207,25 +242,17 @@ pub unsafe fn exec_list<B: Backend>(
             *stack.add(i - 5)
         }
     };
-    let mut small = [std::ptr::null::<c_char>(); LIST_ON_STACK];
-    let mut large = Vec::new();
+    let mut list = ArgList::new();
     let mut n = 0;
     loop {
         let a = word(n);
-        if n < LIST_ON_STACK {
-            small[n] = a;
-        } else {
-            if n == LIST_ON_STACK {
-                large.extend_from_slice(&small);
-            }
-            large.push(a);
-        }
+        list.push(a);
         n += 1;
         if a.is_null() {
             break;
         }
     }
-    let argv = if n <= LIST_ON_STACK { small.as_ptr() } else { large.as_ptr() };
+    let argv = list.as_ptr();
     // SAFETY: argv is a null-terminated array of the caller's strings, alive across the
     // call; envp (execle) is the caller's, as execle's contract says.
     unsafe {

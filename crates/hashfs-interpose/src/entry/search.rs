@@ -14,7 +14,7 @@
 //! Nothing here allocates (a `vfork` child shares its parent's heap): the candidate path
 //! is built on the stack.
 
-use super::program::{execve, posix_spawn, Argv, SpawnActions, SpawnAttr, LIST_ON_STACK};
+use super::program::{execve, posix_spawn, ArgList, Argv, SpawnActions, SpawnAttr};
 use crate::{forward, Backend};
 use libc::{c_char, c_int};
 use std::ffi::CStr;
@@ -132,35 +132,22 @@ pub(super) unsafe fn exec_searched<B: Backend>(file: &CStr, argv: Argv, envp: Ar
 /// # Safety
 /// exec's contract for `argv` and `envp`.
 pub(super) unsafe fn exec_by_shell<B: Backend>(path: &CStr, argv: Argv, envp: Argv) {
-    let mut small = [std::ptr::null::<c_char>(); LIST_ON_STACK];
-    let mut large = Vec::new();
-    let mut n = 0;
-    let mut put = |a: *const c_char| {
-        if n < LIST_ON_STACK {
-            small[n] = a;
-        } else {
-            if n == LIST_ON_STACK {
-                large.extend_from_slice(&small);
-            }
-            large.push(a);
-        }
-        n += 1;
-    };
-    put(c"/bin/sh".as_ptr());
-    put(path.as_ptr());
+    let mut list = ArgList::new();
+    list.push(c"/bin/sh".as_ptr());
+    list.push(path.as_ptr());
     if !argv.is_null() {
         // SAFETY: argv is null-terminated (exec's contract); its first entry is replaced
         // by the path.
         unsafe {
             let mut i = usize::from(!(*argv).is_null());
             while !(*argv.add(i)).is_null() {
-                put(*argv.add(i));
+                list.push(*argv.add(i));
                 i += 1;
             }
         }
     }
-    put(std::ptr::null());
-    let args = if n <= LIST_ON_STACK { small.as_ptr() } else { large.as_ptr() };
+    list.push(std::ptr::null());
+    let args = list.as_ptr();
     // SAFETY: args is null-terminated, its strings alive across the call.
     unsafe { execve::<B>(c"/bin/sh".as_ptr(), args, envp) };
 }

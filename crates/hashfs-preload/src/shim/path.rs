@@ -77,9 +77,8 @@ fn below_prefix(rest: &[u8]) -> PathBuf {
     }
 }
 
-/// The path inside the image for absolute path `abs` if it lies under `prefix`, its "."
-/// and ".." resolved lexically (the prefix is not a real directory).
-fn normalized_under(prefix: &Path, abs: &Path) -> Option<PathBuf> {
+/// Absolute path `abs` with its "." and ".." resolved lexically (never above `/`).
+fn lexical(abs: &Path) -> PathBuf {
     let mut norm = PathBuf::from("/");
     for c in abs.components() {
         match c {
@@ -90,6 +89,13 @@ fn normalized_under(prefix: &Path, abs: &Path) -> Option<PathBuf> {
             _ => {}
         }
     }
+    norm
+}
+
+/// The path inside the image for absolute path `abs` if it lies under `prefix`, its "."
+/// and ".." resolved lexically (the prefix is not a real directory).
+fn normalized_under(prefix: &Path, abs: &Path) -> Option<PathBuf> {
+    let norm = lexical(abs);
     let rest = norm.strip_prefix(prefix).ok()?;
     Some(Path::new("/").join(rest))
 }
@@ -120,16 +126,7 @@ pub(super) fn kernel_path_at(dirfd: c_int, path: &CStr) -> Option<CString> {
         let dir = SHIM.get()?.file(dirfd)?;
         prefix.join(dir.fs_path.strip_prefix("/").ok()?).join(rel)
     };
-    let mut norm = PathBuf::from("/");
-    for c in abs.components() {
-        match c {
-            Component::ParentDir => {
-                norm.pop();
-            }
-            Component::Normal(n) => norm.push(n),
-            _ => {}
-        }
-    }
+    let norm = lexical(&abs);
     if norm.starts_with(prefix) {
         return None; // the image's (not served for another reason)
     }
