@@ -134,22 +134,23 @@ pub unsafe fn lseek<B: Backend>(fd: c_int, off: off_t, whence: c_int) -> off_t {
     )
 }
 
-/// `fsync` and `fdatasync` reach the backend for a standard descriptor too: one a shim
-/// redirected to its file is a pipe the kernel cannot sync (dd's `conv=fsync` on its
-/// output, which it reopens onto standard output, failed with EINVAL).
+/// Whether a sync of `fd` goes to the backend: a descriptor it claims, or a standard one
+/// (one a shim redirected to its file is a pipe the kernel cannot sync: dd's `conv=fsync`
+/// on its output, which it reopens onto standard output, failed with EINVAL).
+fn sync_claimed<B: Backend>(fd: c_int) -> bool {
+    B::claims(fd) || (0..=2).contains(&fd)
+}
+
 pub unsafe fn fsync<B: Backend>(fd: c_int) -> c_int {
-    let claimed = B::claims(fd) || (0..=2).contains(&fd);
-    route::<()>(claimed, |next| B::fsync(fd, next), || forward!(fsync(fd): fn(c_int) -> c_int))
+    route::<()>(sync_claimed::<B>(fd), |next| B::fsync(fd, next), || forward!(fsync(fd): fn(c_int) -> c_int))
 }
 
 pub unsafe fn fdatasync<B: Backend>(fd: c_int) -> c_int {
-    let claimed = B::claims(fd) || (0..=2).contains(&fd);
-    route::<()>(claimed, |next| B::fdatasync(fd, next), || forward!(fdatasync(fd): fn(c_int) -> c_int))
+    route::<()>(sync_claimed::<B>(fd), |next| B::fdatasync(fd, next), || forward!(fdatasync(fd): fn(c_int) -> c_int))
 }
 
 pub unsafe fn syncfs<B: Backend>(fd: c_int) -> c_int {
-    let claimed = B::claims(fd) || (0..=2).contains(&fd);
-    route::<()>(claimed, |next| B::syncfs(fd, next), || forward!(syncfs(fd): fn(c_int) -> c_int))
+    route::<()>(sync_claimed::<B>(fd), |next| B::syncfs(fd, next), || forward!(syncfs(fd): fn(c_int) -> c_int))
 }
 
 pub unsafe fn sync_file_range<B: Backend>(fd: c_int, off: off_t, len: off_t, flags: c_uint) -> c_int {

@@ -33,6 +33,18 @@ pub mod xattr;
 #[cfg(test)]
 mod tests;
 
+/// Whether `path` would be the backend's file (the calls made here on its behalf:
+/// program searches, `realpath`, a spawn's directory).
+pub(crate) fn serves<B: crate::Backend>(path: &std::ffi::CStr) -> bool {
+    crate::guarded(|| B::serves_program(path)) == Some(true)
+}
+
+/// Whether resolving `path` starts in the backend's files: it is the backend's, or it is
+/// relative while the working directory is (`..` may lead out, and is resolved from there).
+pub(crate) fn starts_in_backend<B: crate::Backend>(path: &std::ffi::CStr) -> bool {
+    serves::<B>(path) || path.to_bytes().first() != Some(&b'/') && serves::<B>(c".")
+}
+
 /// A call on a descriptor: the backend's part (`serve_it`, given libc's call as `next`)
 /// when it claims the descriptor and serves the call, else libc's (`raw`).
 pub(crate) fn route<T: CResult>(

@@ -291,7 +291,7 @@ unsafe fn exec_p<B: Backend>(file: *const c_char, argv: Argv, envp: Argv, libc_s
         // SAFETY: the caller's contract.
         return unsafe { super::search::exec_searched::<B>(f, argv, envp) }.unwrap_or_else(libc_s);
     }
-    if crate::guarded(|| B::serves_program(f)) != Some(true) {
+    if !super::serves::<B>(f) {
         return libc_s();
     }
     // SAFETY: the caller's contract.

@@ -21,11 +21,10 @@ pub unsafe fn realpath<B: Backend>(path: *const c_char, resolved: *mut c_char) -
     let raw = || forward!(realpath(path, resolved): fn(*const c_char, *mut c_char) -> *mut c_char);
     // SAFETY: realpath's contract: path is a NUL-terminated string.
     let Some(p) = (unsafe { c_str(path) }).filter(|p| !p.is_empty()) else { return raw() };
-    let relative = p.to_bytes()[0] != b'/';
-    let served = |c: &CStr| crate::guarded(|| B::serves_program(c)) == Some(true);
-    if !(served(p) || relative && served(c".")) {
+    if !super::starts_in_backend::<B>(p) {
         return raw();
     }
+    let relative = p.to_bytes()[0] != b'/';
     // SAFETY: the calls it makes are this interposer's, with NUL-terminated paths.
     match unsafe { resolve::<B>(p.to_bytes(), relative) } {
         Err(e) => {
@@ -87,7 +86,7 @@ unsafe fn resolve<B: Backend>(path: &[u8], relative: bool) -> Result<Vec<u8>, c_
             next.push(b'/');
         }
         next.extend_from_slice(&c);
-        let cn = CString::new(next.clone()).map_err(|_| libc::EINVAL)?;
+        let cn = CString::new(next).map_err(|_| libc::EINVAL)?;
         // SAFETY: a zeroed stat is a valid buffer; cn is NUL-terminated.
         let mut st: libc::stat = unsafe { std::mem::zeroed() };
         // SAFETY: as above (this interposer's lstat).
@@ -106,12 +105,12 @@ unsafe fn resolve<B: Backend>(path: &[u8], relative: bool) -> Result<Vec<u8>, c_
                 }
                 rest.extend(target.split(|&b| b == b'/').rev().map(<[u8]>::to_vec));
             }
-            libc::S_IFDIR => out = next,
+            libc::S_IFDIR => out = cn.into_bytes(),
             _ => {
                 if rest.iter().any(|r| !r.is_empty()) {
                     return Err(libc::ENOTDIR);
                 }
-                out = next;
+                out = cn.into_bytes();
             }
         }
     }
@@ -119,7 +118,7 @@ unsafe fn resolve<B: Backend>(path: &[u8], relative: bool) -> Result<Vec<u8>, c_
 }
 
 /// The working directory, by this interposer's `getcwd` (the backend's when it is there).
-fn cwd() -> Result<Vec<u8>, c_int> {
+pub(super) fn cwd() -> Result<Vec<u8>, c_int> {
     let mut buf = vec![0u8; libc::PATH_MAX as usize];
     // SAFETY: buf holds PATH_MAX bytes; libc's getcwd (interposed) fills a NUL-terminated path.
     let r = unsafe { libc::getcwd(buf.as_mut_ptr() as *mut c_char, buf.len()) };

@@ -82,9 +82,7 @@ fn search<B: Backend>(file: &CStr, mut each: impl FnMut(&CStr) -> Result<c_int, 
         return Searched::Done(-libc::ENAMETOOLONG);
     }
     let mut cand = Candidate { buf: [0; PATH_MAX + NAME_MAX + 2] };
-    let served = path
-        .split(|&b| b == b':')
-        .any(|dir| cand.join(dir, file).is_some_and(|c| crate::guarded(|| B::serves_program(c)) == Some(true)));
+    let served = path.split(|&b| b == b':').any(|dir| cand.join(dir, file).is_some_and(super::serves::<B>));
     if !served {
         return Searched::Libc;
     }
@@ -168,7 +166,7 @@ pub(super) unsafe fn spawn_searched<B: Backend>(
     envp: Argv,
 ) -> Option<c_int> {
     let each = |c: &CStr| {
-        if crate::guarded(|| B::serves_program(c)) != Some(true) {
+        if !super::serves::<B>(c) {
             // SAFETY: a zeroed stat is a valid buffer; `c` is NUL-terminated.
             let mut st: libc::stat = unsafe { std::mem::zeroed() };
             let p = c.as_ptr();

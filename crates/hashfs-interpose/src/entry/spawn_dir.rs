@@ -8,7 +8,7 @@
 use crate::call::c_str;
 use crate::{forward, Backend};
 use libc::{c_char, c_int};
-use std::ffi::{CStr, CString};
+use std::ffi::CString;
 use std::sync::Mutex;
 
 type Actions = *mut libc::posix_spawn_file_actions_t;
@@ -20,22 +20,18 @@ pub unsafe fn posix_spawn_file_actions_addchdir_np<B: Backend>(actions: Actions,
     let raw = || forward!(posix_spawn_file_actions_addchdir_np(actions, path): fn(Actions, *const c_char) -> c_int);
     // SAFETY: the function's contract: path is a NUL-terminated string.
     let Some(p) = (unsafe { c_str(path) }) else { return raw() };
-    let served = |c: &CStr| crate::guarded(|| B::serves_program(c)) == Some(true);
-    let relative = p.to_bytes().first() != Some(&b'/');
     let mut dirs = DIRS.lock().unwrap_or_else(|e| e.into_inner());
     dirs.retain(|(a, _)| *a != actions as usize);
-    if !(served(p) || relative && served(c".")) {
+    if !super::starts_in_backend::<B>(p) {
         drop(dirs);
         return raw(); // a later kernel directory replaces an earlier one of ours
     }
     // The directory as the parent names it now (a relative one from its working directory).
-    let dir = if relative {
-        let mut buf = vec![0u8; libc::PATH_MAX as usize];
-        // SAFETY: buf holds PATH_MAX bytes; libc's getcwd (interposed) fills a NUL-terminated path.
-        if unsafe { libc::getcwd(buf.as_mut_ptr() as *mut c_char, buf.len()) }.is_null() {
-            return crate::errno();
-        }
-        buf.truncate(buf.iter().position(|&b| b == 0).unwrap_or(0));
+    let dir = if p.to_bytes().first() != Some(&b'/') {
+        let mut buf = match super::realpath::cwd() {
+            Ok(cwd) => cwd,
+            Err(e) => return e,
+        };
         buf.push(b'/');
         buf.extend_from_slice(p.to_bytes());
         CString::new(buf).expect("no NUL inside")

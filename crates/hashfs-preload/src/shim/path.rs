@@ -112,7 +112,7 @@ pub(super) fn kernel_path_at(dirfd: c_int, path: &CStr) -> Option<CString> {
     let bytes = path.to_bytes();
     let rel = Path::new(std::ffi::OsStr::from_bytes(bytes));
     let abs = if bytes.first() == Some(&b'/') {
-        if !Path::new(std::ffi::OsStr::from_bytes(bytes)).starts_with(prefix) {
+        if !rel.starts_with(prefix) {
             return None;
         }
         rel.to_path_buf()

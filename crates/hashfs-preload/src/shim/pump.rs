@@ -238,8 +238,8 @@ pub(super) fn start_pump(of: Arc<OpenFile>, target: c_int) -> c_int {
     let at = PumpAt(Arc::as_ptr(&pumped));
     PUMPED.lock().push(pumped);
     let handle = std::thread::spawn(move || {
-        let at = at;
-        // SAFETY: `PUMPED` holds the pump until this thread takes its record out, at its end.
+        let at = at; // the whole wrapper: the closure would take its pointer alone, not Send
+                     // SAFETY: `PUMPED` holds the pump until this thread takes its record out, at its end.
         let pumped: &Pump = unsafe { &*at.0 };
         let of = &pumped.of;
         shim_thread();

@@ -126,11 +126,7 @@ impl Participants {
     /// may yet join).
     pub fn process_runs(&self, i: Participant) -> bool {
         let Some(s) = self.slots.get(i.0 as usize) else { return false };
-        match (s.pid.load(Ordering::Acquire), s.start.load(Ordering::Acquire)) {
-            (0, _) => false,
-            (pid, 0) => stat_fields(pid).is_some_and(|(state, _)| state != 'Z' && state != 'X'),
-            (pid, start) => process_alive(pid, start),
-        }
+        runs(s.pid.load(Ordering::Acquire), s.start.load(Ordering::Acquire))
     }
 
     /// Whether slot `i` is free (no process, live or dead, holds it).
@@ -150,11 +146,17 @@ impl Participants {
             // process was before an execve did.
             return s.image.load(Ordering::Acquire) == image_nonce();
         }
-        match (pid, start) {
-            (0, _) => false,
-            (pid, 0) => stat_fields(pid).is_some_and(|(state, _)| state != 'Z' && state != 'X'),
-            (pid, start) => process_alive(pid, start),
-        }
+        runs(pid, start)
+    }
+}
+
+/// Whether the process a slot names by `pid` and `start` runs (a slot being filled, its
+/// start time 0, by its pid alone).
+fn runs(pid: u32, start: u64) -> bool {
+    match (pid, start) {
+        (0, _) => false,
+        (pid, 0) => stat_fields(pid).is_some_and(|(state, _)| state != 'Z' && state != 'X'),
+        (pid, start) => process_alive(pid, start),
     }
 }
 

@@ -59,7 +59,7 @@ pub(crate) fn mount<D: PmDevice>(
     let first_in_region = words.mounted.load(Ordering::Acquire) == 0;
 
     // The image as it is, read beside the others (the ring's position first).
-    let beside = if words.mounted.load(Ordering::Acquire) != 0 {
+    let beside = if !first_in_region {
         let from = words.changes.load(Ordering::Acquire);
         let read = recovery::mount(dev.clone(), progress, MountAs::Joining).ok();
         read.map(|(inner, report)| Beside { inner, report, from })
