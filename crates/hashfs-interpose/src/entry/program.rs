@@ -74,21 +74,14 @@ unsafe fn run_image<B: Backend>(
                 return Err(libc::ELOOP);
             }
             // interpreter [arg] path argv[1..]
-            let mut args: Vec<*const c_char> = vec![interpreter.as_ptr()];
-            args.extend(arg.as_ref().map(|a| a.as_ptr()));
-            args.push(path.as_ptr());
-            if !argv.is_null() {
-                // SAFETY: argv is null-terminated (the caller's contract); its first entry,
-                // the script's own name, is replaced by the path.
-                unsafe {
-                    let mut i = usize::from(!(*argv).is_null());
-                    while !(*argv.add(i)).is_null() {
-                        args.push(*argv.add(i));
-                        i += 1;
-                    }
-                }
+            let mut args = ArgList::new();
+            args.push(interpreter.as_ptr());
+            if let Some(a) = &arg {
+                args.push(a.as_ptr());
             }
-            args.push(std::ptr::null());
+            args.push(path.as_ptr());
+            // SAFETY: the caller's contract: argv is null or null-terminated.
+            unsafe { args.push_after_first(argv) };
             match crate::guarded(|| B::exec_image(&interpreter)).flatten() {
                 // SAFETY: args is null-terminated, its strings alive across the call.
                 Some(inner) => unsafe { run_image::<B>(&interpreter, inner, args.as_ptr(), run, depth + 1) },
@@ -203,6 +196,25 @@ impl ArgList {
             self.large.push(a);
         }
         self.n += 1;
+    }
+
+    /// The entries of `argv` after its first (the program's own name, which a script's
+    /// path replaces), then the terminating null.
+    ///
+    /// # Safety
+    /// `argv` is null or a null-terminated array (exec's contract).
+    pub(super) unsafe fn push_after_first(&mut self, argv: Argv) {
+        if !argv.is_null() {
+            // SAFETY: the contract above.
+            unsafe {
+                let mut i = usize::from(!(*argv).is_null());
+                while !(*argv.add(i)).is_null() {
+                    self.push(*argv.add(i));
+                    i += 1;
+                }
+            }
+        }
+        self.push(std::ptr::null());
     }
 
     /// The array as pushed (the caller pushes its terminating null).

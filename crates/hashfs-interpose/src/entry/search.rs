@@ -133,18 +133,8 @@ pub(super) unsafe fn exec_by_shell<B: Backend>(path: &CStr, argv: Argv, envp: Ar
     let mut list = ArgList::new();
     list.push(c"/bin/sh".as_ptr());
     list.push(path.as_ptr());
-    if !argv.is_null() {
-        // SAFETY: argv is null-terminated (exec's contract); its first entry is replaced
-        // by the path.
-        unsafe {
-            let mut i = usize::from(!(*argv).is_null());
-            while !(*argv.add(i)).is_null() {
-                list.push(*argv.add(i));
-                i += 1;
-            }
-        }
-    }
-    list.push(std::ptr::null());
+    // SAFETY: exec's contract: argv is null or null-terminated.
+    unsafe { list.push_after_first(argv) };
     let args = list.as_ptr();
     // SAFETY: args is null-terminated, its strings alive across the call.
     unsafe { execve::<B>(c"/bin/sh".as_ptr(), args, envp) };
