@@ -238,8 +238,8 @@ def _():
 @bug("read-only-orphan-kept")
 def _():
     lines("crates/hashfs/src/fs/shared/mod.rs",
-        "        self.catch_up(sh);\n        self.free_unpinned(sh);\n",
-        "        self.catch_up(sh);\n")
+        "        self.free_unpinned(sh);\n        guard\n",
+        "        guard\n")
 
 
 @bug("sequence-release-relaxed")
@@ -259,8 +259,8 @@ def _():
 @bug("takeover-leftovers-kept")
 def _():
     lines("crates/hashfs/src/fs/shared/mod.rs",
-        "    region.release_read_side(p);\n    release_leftovers(region, p);\n}",
-        "    region.release_read_side(p);\n}")
+        "    region.release_read_side(p);\n    release_leftovers(region, p)\n}",
+        "    region.release_read_side(p);\n    Vec::new()\n}")
 
 
 @bug("fork-mutex-parking-lot", rebuilt=True)
@@ -358,3 +358,73 @@ def _():
     plant("crates/hashfs/src/fs/ops.rs",
         "        let cell = Arc::new(InodeCell::new(ino, raw));\n        if let Some(s) = sym_slot {\n",
         "        if @ON {\n            let (bits, i) = (self.inode_bits(), ino.get() - 1);\n            bits.words[(i / 64) as usize].fetch_or(1 << (i % 64), std::sync::atomic::Ordering::AcqRel);\n            bits.used.fetch_add(1, std::sync::atomic::Ordering::Relaxed);\n        }\n        let cell = Arc::new(InodeCell::new(ino, raw));\n        if let Some(s) = sym_slot {\n")
+
+
+@bug("scope-claims-unnamed")
+def _():
+    plant("crates/hashfs/src/fs/data.rs",
+        "            self.scope_range(ino, first, first + n as u64, 0, blocks);\n",
+        "            if !@ON {\n                self.scope_range(ino, first, first + n as u64, 0, blocks);\n            }\n")
+
+
+@bug("scope-release-unnamed")
+def _():
+    plant("crates/hashfs/src/fs/data.rs",
+        "            self.scope_range(cell.ino, from, to, victims.len() as u64, Some(st.raw.blocks));\n",
+        "            if !@ON {\n                self.scope_range(cell.ino, from, to, victims.len() as u64, Some(st.raw.blocks));\n            }\n")
+
+
+@bug("scope-growth-unnamed")
+def _():
+    plant("crates/hashfs/src/fs/data.rs",
+        "        if new_size > old_size {\n            // Bytes past the durable size",
+        "        if new_size > old_size && !@ON {\n            // Bytes past the durable size")
+
+
+@bug("scope-alloc-unnamed")
+def _():
+    plant("crates/hashfs/src/fs/shared/mod.rs",
+        "        self.ialloc.alloc_in(self.inode_bits(), |ino| self.scope_inode(ino))\n",
+        "        self.ialloc.alloc_in(self.inode_bits(), |ino| if !@ON { self.scope_inode(ino) })\n")
+
+
+@bug("scope-not-reset")
+def _():
+    plant("crates/hashfs/src/fs/shared/mod.rs",
+        "        sh.region.words().scope.reset(sh.region.words().table_used.load(Ordering::Acquire));\n",
+        "        if !@ON {\n            sh.region.words().scope.reset(sh.region.words().table_used.load(Ordering::Acquire));\n        }\n")
+
+
+@bug("scoped-counts-unfixed")
+def _():
+    plant("crates/hashfs/src/fs/shared/takeover.rs",
+        "        if raw.blocks == count {\n",
+        "        if raw.blocks == count || @ON {\n")
+
+
+@bug("scoped-used-unmoved")
+def _():
+    plant("crates/hashfs/src/fs/shared/takeover.rs",
+        "    table.set_used(before.wrapping_add_signed(moved) + strays.len() as u64);\n",
+        "    table.set_used(before.wrapping_add_signed(if @ON { 0 } else { moved }) + strays.len() as u64);\n")
+
+
+@bug("scoped-reservations-kept")
+def _():
+    plant("crates/hashfs/src/fs/shared/takeover.rs",
+        "            Entry::Reserved { home: h } if h == home && !strays.contains(&s) => strays.push(s),\n",
+        "            Entry::Reserved { home: h } if h == home && !strays.contains(&s) && !@ON => strays.push(s),\n")
+
+
+@bug("scoped-tails-kept")
+def _():
+    plant("crates/hashfs/src/fs/shared/takeover.rs",
+        "    fs.zero_tails_after_crash(files)?;\n",
+        "    if !@ON {\n        fs.zero_tails_after_crash(files)?;\n    }\n")
+
+
+@bug("scoped-bits-kept")
+def _():
+    plant("crates/hashfs/src/fs/shared/takeover.rs",
+        "        if used && !was {\n",
+        "        if @ON {\n        } else if used && !was {\n")

@@ -50,6 +50,8 @@ pub fn victim(image: &Path) -> Result<(), Failure> {
 struct Times {
     takeover: Samples,
     plain: Samples,
+    /// Of the takeovers, those scoped to the dead call (docs/design.md).
+    scoped: usize,
 }
 
 pub fn run(o: &Options) -> Result<(), Failure> {
@@ -58,8 +60,11 @@ pub fn run(o: &Options) -> Result<(), Failure> {
     }
     let exe = std::env::current_exe()?;
     let mut rng = rand::rngs::SmallRng::seed_from_u64(1);
-    let mut times: Vec<Times> =
-        o.sizes.iter().map(|_| Times { takeover: Samples(Vec::new()), plain: Samples(Vec::new()) }).collect();
+    let mut times: Vec<Times> = o
+        .sizes
+        .iter()
+        .map(|_| Times { takeover: Samples(Vec::new()), plain: Samples(Vec::new()), scoped: 0 })
+        .collect();
     let flush = hashfs::pm::flush_kind().name();
     let simd = hashfs::simd_kind().name();
     let mount = image_mount(&o.dir);
@@ -89,17 +94,18 @@ pub fn run(o: &Options) -> Result<(), Failure> {
         }
     }
     println!(
-        "{:>8} {:>9} {:>10} {:>10} {:>10} {:>10} {:>12}",
-        "MiB", "takeovers", "median_ms", "p90_ms", "max_ms", "plain", "plain_med_ms"
+        "{:>8} {:>9} {:>7} {:>10} {:>10} {:>10} {:>10} {:>12}",
+        "MiB", "takeovers", "scoped", "median_ms", "p90_ms", "max_ms", "plain", "plain_med_ms"
     );
     let mut rows = Vec::new();
     for (k, &size) in o.sizes.iter().enumerate() {
         let t = &times[k];
         let ms = |v: &Samples, p: f64| v.pct(p) as f64 / 1e6;
         println!(
-            "{:>8} {:>9} {:>10.3} {:>10.3} {:>10.3} {:>10} {:>12.3}",
+            "{:>8} {:>9} {:>7} {:>10.3} {:>10.3} {:>10.3} {:>10} {:>12.3}",
             size >> 20,
             t.takeover.0.len(),
+            t.scoped,
             ms(&t.takeover, 50.0),
             ms(&t.takeover, 90.0),
             ms(&t.takeover, 100.0),
@@ -109,6 +115,7 @@ pub fn run(o: &Options) -> Result<(), Failure> {
         rows.push(json!({
             "image_bytes": size,
             "takeovers": t.takeover.0.len(),
+            "scoped_takeovers": t.scoped,
             "takeover_median_ms": ms(&t.takeover, 50.0),
             "takeover_p90_ms": ms(&t.takeover, 90.0),
             "takeover_max_ms": ms(&t.takeover, 100.0),
@@ -171,12 +178,14 @@ fn one_image(
         child.kill()?;
         child.wait()?;
         let before = fs.shared_takeovers().unwrap_or(0);
+        let scoped_before = fs.shared_takeovers_scoped().unwrap_or(0);
         let t = Instant::now();
         fs.metadata(Path::new("/s"))?;
         f.write_at(0, &block)?;
         let ns = t.elapsed().as_nanos() as u64;
         if fs.shared_takeovers().unwrap_or(0) > before {
             times.takeover.0.push(ns);
+            times.scoped += (fs.shared_takeovers_scoped().unwrap_or(0) - scoped_before) as usize;
         } else {
             times.plain.0.push(ns);
         }

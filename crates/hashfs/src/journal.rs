@@ -51,6 +51,9 @@ pub struct Journals<D: PmDevice> {
     /// call, which holds the image lock and publishes what it changed (checked in debug
     /// builds: a call that skipped `enter` would do neither).
     calls_only: std::sync::atomic::AtomicBool,
+    /// A shared mount's region, whose record of the lock holder's call scope
+    /// (`share/scope.rs`) names each inode a transaction writes before it writes it.
+    region: std::sync::OnceLock<Arc<crate::share::ImageRegion>>,
 }
 
 /// Where the journals' locks live: in this process, or in a region shared by the
@@ -225,13 +228,15 @@ impl<D: PmDevice> Journals<D> {
             geo,
             next_txid: AtomicU64::new(first_txid.max(1)),
             calls_only: Default::default(),
+            region: Default::default(),
         }
     }
 
     /// From now on every transaction is made inside a call of a shared mount (checked in
     /// debug builds).
-    pub(crate) fn only_in_calls(&self) {
+    pub(crate) fn only_in_calls(&self, region: &Arc<crate::share::ImageRegion>) {
         self.calls_only.store(true, Ordering::Relaxed);
+        let _ = self.region.set(region.clone());
     }
 
     /// Journals whose locks are shared with the other processes of the image (issue 55;
@@ -245,6 +250,7 @@ impl<D: PmDevice> Journals<D> {
             geo,
             next_txid: AtomicU64::new(first_txid.max(1)),
             calls_only: Default::default(),
+            region: Default::default(),
         }
     }
 
@@ -429,6 +435,7 @@ impl<'a, D: PmDevice> Tx<'a, D> {
             !self.journals.calls_only.load(Ordering::Relaxed) || crate::fs::shared::recording(),
             "a transaction on a shared image outside a call"
         );
+        self.scope_inodes();
         self.log_undo()?;
         self.write_in_place();
         self.finish();
@@ -436,11 +443,15 @@ impl<'a, D: PmDevice> Tx<'a, D> {
         Ok(())
     }
 
-    /// Tells a shared mount which inodes the transaction changed (`fs/shared/mod.rs`).
-    fn note_inodes(&self) {
-        if !crate::fs::shared::recording() {
-            return;
-        }
+    /// Names the inodes the transaction writes in a shared mount's record of the call's
+    /// scope, before any of its stores (`share/scope.rs`).
+    fn scope_inodes(&self) {
+        let Some(region) = self.journals.region.get().filter(|_| crate::fs::shared::recording()) else { return };
+        self.for_each_inode(|ino| region.words().scope.inode(ino));
+    }
+
+    /// The inodes whose bytes in the inode table the transaction writes.
+    fn for_each_inode(&self, mut f: impl FnMut(Ino)) {
         let geo = &self.journals.geo;
         let table = geo.inode_table_off..geo.inode_table_off + geo.inode_count * INODE_BYTES as u64;
         for (off, data) in &self.writes {
@@ -448,10 +459,18 @@ impl<'a, D: PmDevice> Tx<'a, D> {
                 let first = (off - geo.inode_table_off) / INODE_BYTES as u64;
                 let last = (off + data.len() as u64 - 1 - geo.inode_table_off) / INODE_BYTES as u64;
                 for i in first..=last.min(geo.inode_count - 1) {
-                    crate::fs::shared::touched(Ino(i as u32 + 1));
+                    f(Ino(i as u32 + 1));
                 }
             }
         }
+    }
+
+    /// Tells a shared mount which inodes the transaction changed (`fs/shared/mod.rs`).
+    fn note_inodes(&self) {
+        if !crate::fs::shared::recording() {
+            return;
+        }
+        self.for_each_inode(crate::fs::shared::touched);
     }
 
     /// Step 1: the undo log and the header's `active_txid`, durable before any change.

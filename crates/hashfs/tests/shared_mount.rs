@@ -292,6 +292,8 @@ fn a_participant_killed_inside_a_call_is_recovered_by_the_next() {
         takeovers = survivor.shared_takeovers().unwrap();
     }
     assert!(takeovers > 0, "no kill landed inside a call: the test exercised no takeover");
+    // The child writes, renames and removes files: calls its record describes.
+    assert_eq!(survivor.shared_takeovers_scoped(), Some(takeovers), "a takeover recovered the whole image");
     survivor.unmount().unwrap();
     img.check();
 }

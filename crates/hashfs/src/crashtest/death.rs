@@ -125,7 +125,7 @@ impl RegionFile {
 
 /// The ranges of the region file at `path` that say which inodes are in use
 /// (`share::inode_state_ranges`).
-fn inode_state_ranges(path: &Path) -> std::io::Result<[std::ops::Range<usize>; 3]> {
+fn inode_state_ranges(path: &Path) -> std::io::Result<[std::ops::Range<usize>; 4]> {
     Ok(crate::share::inode_state_ranges(std::fs::metadata(path)?.len() as usize))
 }
 
@@ -252,22 +252,39 @@ fn check_death(rec: &Recording, d: &Deaths, after: usize, img: &[u8]) -> Result<
     let (_, _, dev) = rec.with_expect(k, |expect| recover_and_check(img, expect, false))?;
     let (fs, _) = FileSystem::mount(dev.clone(), &|_, _| {}).map_err(|e| format!("mount: {e}"))?;
     go_on(fs, dev).map_err(|e| format!("the next to mount could not go on after the repair: {e}"))?;
-    match &d.beside {
-        Some(b) => survivor_takes_over(rec, b, k, after, img).map_err(|e| format!("beside a survivor: {e}")),
-        None => Ok(()),
+    let Some(b) = &d.beside else { return Ok(()) };
+    // Each way a survivor repairs: what the dead call's record names, and (for a call the
+    // record could not describe) the whole image.
+    for whole in [false, true] {
+        let how = if whole { "recovering the whole image" } else { "repairing what the dead call named" };
+        survivor_takes_over(rec, b, k, after, img, whole).map_err(|e| format!("beside a survivor {how}: {e}"))?;
     }
+    Ok(())
 }
 
 /// The survivor of a death during operation `k` that left `img`: rebuilt, given the region
 /// and the image the death left, it must take the lock over, recover, see the state before
 /// or after the operation, read the files it holds, and go on.
-fn survivor_takes_over(rec: &Recording, b: &Beside, k: usize, after: usize, img: &[u8]) -> Result<(), String> {
+///
+/// `whole`: the dead call's record of its scope says it is not described, so the survivor
+/// recovers the whole image (`fs/shared/takeover.rs`), as after a call it could not name.
+fn survivor_takes_over(
+    rec: &Recording,
+    b: &Beside,
+    k: usize,
+    after: usize,
+    img: &[u8],
+    whole: bool,
+) -> Result<(), String> {
     let dev = Arc::new(CrashDevice::from_image(&b.base));
     let s = Survivor::start(&dev)?;
     s.region.restore(&b.regions[k])?;
     s.region.restore_inodes_in_use(b, after)?;
     let dying = b.dying[k];
     let (region, me) = s.fs.inner.shared_parts().expect("a shared mount");
+    if whole {
+        region.words().scope.unscope();
+    }
     if me == dying {
         return Err(format!("the survivor rebuilt is participant {me}, the dying one's"));
     }

@@ -255,6 +255,12 @@ impl<D: PmDevice> FileSystem<D> {
         self.inner.takeovers()
     }
 
+    /// Of [`Self::shared_takeovers`], those that repaired only what the dead participant's
+    /// call named (docs/design.md, *A takeover scoped to the dead call*), not the whole image.
+    pub fn shared_takeovers_scoped(&self) -> Option<u64> {
+        self.inner.scoped_takeovers()
+    }
+
     pub fn device(&self) -> &Arc<D> {
         &self.inner.dev
     }

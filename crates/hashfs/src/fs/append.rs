@@ -62,6 +62,7 @@ impl<D: PmDevice> FsInner<D> {
         let added = on_map!(self, m => m.map_unlogged(self, cell, fresh));
         const _: () = assert!(INODE_BLOCKS_OFF == INODE_SIZE_OFF + 8 && INODE_SIZE_OFF % 64 + 16 <= 64);
         let ioff = self.geo.inode_off(ino);
+        self.scope_inode(ino);
         super::shared::touched(ino);
         if let Some(data) = tail {
             // One fence for data, keys and size: the block-count word, then the size word,

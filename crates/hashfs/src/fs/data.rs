@@ -264,8 +264,17 @@ impl<D: PmDevice> FsInner<D> {
     /// New blocks for logical blocks `lblks` of `ino` (sorted), not yet reachable: HashFS
     /// reserves their slots; the others take blocks from the allocator, contiguous with
     /// `hint` (the block before) when the layout allows.
-    pub(crate) fn claim_blocks(&self, ino: Ino, lblks: &[Lblk], hint: Option<Pblk>) -> Result<Vec<Pblk>> {
-        self.claim_blocks_for(ino, lblks, hint, Lblk(0)..Lblk(0))
+    ///
+    /// `blocks`: the inode's block count now, None for an inode free on the media (a
+    /// shared mount names the claimed blocks for a takeover: `fs/shared/takeover.rs`).
+    pub(crate) fn claim_blocks(
+        &self,
+        ino: Ino,
+        lblks: &[Lblk],
+        hint: Option<Pblk>,
+        blocks: Option<u64>,
+    ) -> Result<Vec<Pblk>> {
+        self.claim_blocks_for(ino, lblks, hint, Lblk(0)..Lblk(0), blocks)
     }
 
     /// [`claim_blocks`](Self::claim_blocks) for part of a request that writes the whole
@@ -278,8 +287,16 @@ impl<D: PmDevice> FsInner<D> {
         lblks: &[Lblk],
         hint: Option<Pblk>,
         whole: Range<Lblk>,
+        blocks: Option<u64>,
     ) -> Result<Vec<Pblk>> {
         let _span = probe::map();
+        // Each run of the (fresh) blocks, named before any is claimed.
+        let mut rest = lblks;
+        while let Some(&first) = rest.first() {
+            let n = rest.iter().zip(first.0..).take_while(|(l, i)| l.0 == *i).count();
+            self.scope_range(ino, first, first + n as u64, 0, blocks);
+            rest = &rest[n..];
+        }
         on_map!(self, m => m.claim_blocks(self, ino, lblks, hint, whole))
     }
 
@@ -305,6 +322,10 @@ impl<D: PmDevice> FsInner<D> {
             self.untag(cell, st); // bytes a tagged size covers may change in place
         }
         let new_size = old_size.max(off + data.len() as u64);
+        if new_size > old_size {
+            // Bytes past the durable size (its tail zeroed, an append's) before the size.
+            self.scope_inode(cell.ino);
+        }
         if let (true, Some(v)) = (new_size == old_size, self.map.ctfs_view()) {
             // ctFS: an overwrite of mapped blocks is one copy into the file's virtual range.
             let size_blocks = blocks_for(old_size);
@@ -380,7 +401,7 @@ impl<D: PmDevice> FsInner<D> {
         let lblks: SmallVec<[Lblk; PLAN_INLINE]> = holes.iter().map(|&i| plan[i].lblk).collect();
         let before = holes[0].checked_sub(1).map(|i| plan[i].pblk);
         let hint = on_map!(self, m => m.hint_for(self, cell, raw, lblks[0], before))?;
-        let got = self.claim_blocks_for(cell.ino, &lblks, hint, whole_blocks(span))?;
+        let got = self.claim_blocks_for(cell.ino, &lblks, hint, whole_blocks(span), Some(raw.blocks))?;
         for (&i, p) in holes.iter().zip(got) {
             plan[i].pblk = p;
         }
@@ -446,6 +467,7 @@ impl<D: PmDevice> FsInner<D> {
         if new_size < old_size && cell.map_count.load(Ordering::Acquire) > 0 {
             return Err(Error::Busy); // a mapping would be left on freed blocks
         }
+        self.scope_inode(cell.ino); // a tail zeroed past the size, in either direction
         let now = inode::now_ns();
         let mut raw = st.raw;
         raw.size = new_size;
@@ -453,7 +475,9 @@ impl<D: PmDevice> FsInner<D> {
         raw.ctime_ns = now;
         let (from, to) = (end_lblk(new_size), end_lblk(old_size));
         let victims = if new_size < old_size {
-            on_map!(self, m => m.release_plan(cell, from, to))
+            let victims = on_map!(self, m => m.release_plan(cell, from, to));
+            self.scope_range(cell.ino, from, to, victims.len() as u64, Some(st.raw.blocks));
+            victims
         } else {
             if new_size > old_size {
                 self.zero_tail_before_growth(cell, &st.raw, u64::MAX)?;
@@ -489,6 +513,7 @@ impl<D: PmDevice> FsInner<D> {
             let (from, to) = (Lblk(0), Lblk(nblocks));
             on_map!(self, m => {
                 let planned = m.release_plan(cell, from, to);
+                self.scope_range(cell.ino, from, to, planned.len() as u64, Some(st.raw.blocks));
                 m.release_blocks(self, cell, st, &planned, from, to)
             })?;
         }

@@ -177,6 +177,7 @@ impl<D: PmDevice> FsInner<D> {
         // block count follows in the transaction below).
         let (from, to) = (first_full, last_full.max(first_full));
         let planned = on_map!(self, m => m.release_plan(cell, from, to));
+        self.scope_range(cell.ino, from, to, planned.len() as u64, Some(st.raw.blocks));
         on_map!(self, m => m.release_blocks(self, cell, &mut st, &planned, from, to))?;
         let mut raw = st.raw;
         raw.blocks = raw.blocks.saturating_sub(planned.len() as u64);

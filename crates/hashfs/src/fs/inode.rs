@@ -322,7 +322,9 @@ impl InodeAllocator {
 
     /// Takes a free inode of `bits` (this allocator's own or a region's, of as many
     /// inodes), looking from where this allocator last found one.
-    pub fn alloc_in(&self, bits: InodeBits<'_>) -> Result<Ino> {
+    /// `naming` is called with the inode before its bit is taken (a shared mount names it
+    /// in its call's record: `fs/shared/takeover.rs`).
+    pub fn alloc_in(&self, bits: InodeBits<'_>, naming: impl Fn(Ino)) -> Result<Ino> {
         let nwords = bits.words.len() as u64;
         if nwords == 0 {
             return Err(Error::NoSpace);
@@ -342,6 +344,7 @@ impl InodeAllocator {
                 if i >= self.count {
                     break;
                 }
+                naming(Ino(i as u32 + 1));
                 match word.compare_exchange_weak(cur, cur | (1 << bit), Ordering::AcqRel, Ordering::Relaxed) {
                     Ok(_) => {
                         self.cursor.store(w, Ordering::Relaxed);
@@ -355,8 +358,13 @@ impl InodeAllocator {
         Err(Error::NoSpace)
     }
 
-    /// Gives `ino` back to `bits`.
+    /// Gives `ino` back to `bits`; nothing on a bitmap of no words (the allocator of a
+    /// mount that keeps none: a scoped takeover's, which sets the region's bits from the
+    /// inode table, `fs/shared/takeover.rs`).
     pub fn free_in(&self, bits: InodeBits<'_>, ino: Ino) {
+        if bits.words.is_empty() {
+            return;
+        }
         let i = ino.get() - 1;
         let prev = bits.words[(i / 64) as usize].fetch_and(!(1 << (i % 64)), Ordering::AcqRel);
         debug_assert!(prev & (1 << (i % 64)) != 0, "double free of inode {ino}");
@@ -411,13 +419,13 @@ mod tests {
         let a = InodeAllocator::new(130);
         a.mark_used(Ino(1));
         let mut seen = std::collections::HashSet::new();
-        while let Ok(i) = a.alloc_in(a.own()) {
+        while let Ok(i) = a.alloc_in(a.own(), |_| {}) {
             assert!(i.0 >= 2 && i.0 <= 130);
             assert!(seen.insert(i));
         }
         assert_eq!(seen.len(), 129);
         a.free_in(a.own(), Ino(77));
-        assert_eq!(a.alloc_in(a.own()).unwrap(), Ino(77));
+        assert_eq!(a.alloc_in(a.own(), |_| {}).unwrap(), Ino(77));
     }
 
     /// A participant of a shared mount allocates from bits it does not own (the region's),
@@ -435,15 +443,15 @@ mod tests {
         scanned.publish_to(shared());
         assert_eq!(used.load(Ordering::Relaxed), 3);
         let joiner = InodeAllocator::without_bits(70);
-        assert!(matches!(joiner.alloc_in(joiner.own()), Err(Error::NoSpace)));
+        assert!(matches!(joiner.alloc_in(joiner.own(), |_| {}), Err(Error::NoSpace)));
         let mut got = Vec::new();
-        while let Ok(i) = joiner.alloc_in(shared()) {
+        while let Ok(i) = joiner.alloc_in(shared(), |_| {}) {
             got.push(i.0);
         }
         let expected: Vec<u32> = (3..=70).filter(|&i| i != 65).collect();
         assert_eq!(got, expected, "each free inode of the shared bits once, none past the count");
         assert_eq!(used.load(Ordering::Relaxed), 70);
         joiner.free_in(shared(), Ino(40));
-        assert_eq!(scanned.alloc_in(shared()).unwrap(), Ino(40), "freed by one, taken by another");
+        assert_eq!(scanned.alloc_in(shared(), |_| {}).unwrap(), Ino(40), "freed by one, taken by another");
     }
 }

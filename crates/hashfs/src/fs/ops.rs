@@ -177,9 +177,14 @@ impl<D: PmDevice> FsInner<D> {
         name: &[u8],
         ftype: FileType,
     ) -> Result<PendingEntry> {
+        let blocks = Some(st.raw.blocks);
         let idx = self.index(dir, st)?;
-        let alloc =
-            idx.alloc(&*self.dev, &self.geo, &|lblk| Ok(self.claim_blocks(dir.ino, &[lblk], None)?[0]), name.len())?;
+        let alloc = idx.alloc(
+            &*self.dev,
+            &self.geo,
+            &|lblk| Ok(self.claim_blocks(dir.ino, &[lblk], None, blocks)?[0]),
+            name.len(),
+        )?;
         idx.write_pending_entry(&*self.dev, &self.geo, &alloc, name, ftype);
         let slot_off = idx.slot_dev_off(&self.geo, alloc.pos);
         Ok(PendingEntry { alloc, slot_off, ftype })
@@ -348,7 +353,8 @@ impl<D: PmDevice> FsInner<D> {
 
     /// Claims a symlink's block and writes its target there (not yet mapped).
     fn write_symlink_block(&self, ino: Ino, target: &[u8]) -> Result<Pblk> {
-        let slot = self.claim_blocks(ino, &[Lblk(0)], None)?[0];
+        // The new inode is free on the media until its transaction commits.
+        let slot = self.claim_blocks(ino, &[Lblk(0)], None, None)?[0];
         let mut blk = vec![0u8; BLOCK_BYTES as usize];
         blk[..target.len()].copy_from_slice(target);
         self.dev.write_nt(self.geo.block_off(slot), &blk);

@@ -283,6 +283,24 @@ fn join<D: PmDevice>(
     Ok((inner, report))
 }
 
+/// A survivor's repair scoped to a dead participant's call (`fs/shared/takeover.rs`): the
+/// journals rolled back (an open one is the dead call's: no other holds the image lock),
+/// nothing scanned; the caller repairs what the call's record names.
+pub(crate) fn mount_scoped<D: PmDevice>(dev: Arc<D>) -> Result<(Arc<FsInner<D>>, MountReport)> {
+    let (sb, geo, source) = read_superblock(&*dev)?;
+    let mut report = MountReport { used_superblock_copy: source == SuperblockSource::Secondary, ..Default::default() };
+    let (jrep, first_txid) = journal::recover(&*dev, &geo)?;
+    report.rolled_back_txids = jrep.rolled_back_txids;
+    let map = FileMap::open(dev.clone(), &geo, &sb)?;
+    let mut scan = Scan {
+        ialloc: InodeAllocator::without_bits(geo.inode_count),
+        sizes: Sizes::default(),
+        nlink_zero: Vec::new(),
+        counts: Vec::new(),
+    };
+    Ok((file_system(dev, sb, geo, map, &mut scan, first_txid), report))
+}
+
 /// The mounted file system, over `map` and the inode allocator `scan` built.
 fn file_system<D: PmDevice>(
     dev: Arc<D>,

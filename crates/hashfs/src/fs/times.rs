@@ -46,6 +46,7 @@ impl<D: PmDevice> FsInner<D> {
             return;
         }
         if !st.freed {
+            self.scope_inode(cell.ino);
             super::shared::touched(cell.ino);
             const _: () = assert!(INODE_CTIME_OFF == INODE_MTIME_OFF + 8);
             let ioff = self.geo.inode_off(cell.ino);
@@ -63,6 +64,7 @@ impl<D: PmDevice> FsInner<D> {
     /// change for them.
     fn show_times(&self, ino: crate::layout::Ino, st: &InodeMem) {
         if st.times_pending && !st.freed {
+            self.scope_inode(ino);
             super::shared::touched(ino);
             let ioff = self.geo.inode_off(ino);
             self.dev.store_u64(ioff + INODE_MTIME_OFF, st.raw.mtime_ns as u64);

@@ -291,7 +291,11 @@ impl<D: PmDevice> FsInner<D> {
         // The block before the first claimed one is logged (it stays where it is) if any.
         let before = i0.checked_sub(1).and_then(|i| blocks[i].old);
         let hint = on_map!(self, m => m.hint_for(self, cell, &st.raw, blocks[i0].lblk, before))?;
-        let got = self.claim_blocks_for(cell.ino, &lblks, hint, whole_blocks(&self.claim_span(span, st.raw.size)))?;
+        // A key switch leaves two copies of a key for a moment, which the record of a
+        // shared mount's call does not describe: a takeover recovers the whole image.
+        self.unscope();
+        let whole = whole_blocks(&self.claim_span(span, st.raw.size));
+        let got = self.claim_blocks_for(cell.ino, &lblks, hint, whole, None)?;
         for (&i, p) in idx.iter().zip(got) {
             blocks[i].new = p;
         }

@@ -14,6 +14,7 @@ use super::lock::{Acquired, RobustLock};
 use super::participants::{Participant, Participants, MAX_PARTICIPANTS};
 use super::readers::Readers;
 use super::region::{Region, Shared};
+use super::scope::CallScope;
 use super::HEADER_BYTES;
 use crate::layout::Ino;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
@@ -76,6 +77,8 @@ pub struct ImageWords {
     /// first allocation builds the bitmap (`FsInner::build_inode_bits`); `inodes_used` is
     /// right either way.
     pub inode_bits_built: AtomicU64,
+    /// What the holder's call changes, for a survivor's repair if it dies (`scope.rs`).
+    pub scope: CallScope,
 }
 
 // SAFETY: atomics only (RobustLock is one).
@@ -145,15 +148,17 @@ pub const DATA_RING_OFF: usize = INODE_LOCKS_OFF + page_up(std::mem::size_of::<I
 pub const INODE_BITS_OFF: usize = DATA_RING_OFF + page_up(std::mem::size_of::<DataRing>());
 const _: () = assert!(INODE_BITS_OFF == 372 << 10);
 
-/// The byte ranges of a region file that say which inodes are in use: the inode bitmap
-/// (to the end of the region), its count and whether it is built. The crash explorer's
-/// process deaths take these as of the death (the rest of the region as the operation
-/// began: `crashtest/death.rs`).
-pub fn inode_state_ranges(region_len: usize) -> [std::ops::Range<usize>; 3] {
+/// The byte ranges of a region file that a call changes between its stores to the image:
+/// the inode bitmap (to the end of the region), its count and whether it is built, and the
+/// record of the call's scope. The crash explorer's process deaths take these as of the
+/// death (the rest of the region as the operation began: `crashtest/death.rs`).
+pub fn inode_state_ranges(region_len: usize) -> [std::ops::Range<usize>; 4] {
     let word = |off: usize| WORDS_OFF + off..WORDS_OFF + off + 8;
+    let scope = WORDS_OFF + std::mem::offset_of!(ImageWords, scope);
     [
         word(std::mem::offset_of!(ImageWords, inodes_used)),
         word(std::mem::offset_of!(ImageWords, inode_bits_built)),
+        scope..scope + std::mem::size_of::<CallScope>(),
         INODE_BITS_OFF..region_len,
     ]
 }

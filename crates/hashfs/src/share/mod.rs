@@ -17,6 +17,7 @@ mod participants;
 mod readers;
 pub mod record_locks;
 mod region;
+pub mod scope;
 pub mod sequence;
 mod sweep;
 

@@ -223,6 +223,7 @@ impl<D: PmDevice> FsInner<D> {
             return;
         }
         if !st.freed {
+            self.scope_inode(cell.ino);
             crate::fs::shared::touched(cell.ino);
             let ioff = self.geo.inode_off(cell.ino);
             self.dev.store_u64(ioff + INODE_SIZE_OFF, st.raw.size);

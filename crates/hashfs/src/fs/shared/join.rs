@@ -51,8 +51,10 @@ pub(crate) fn mount<D: PmDevice>(
         ));
     }
     let id = Identity::of_image(sb.uuid)?;
-    let region =
-        ImageRegion::new(Region::attach_as(region_path, &id, region_bytes(geo.inode_count), access)?, geo.inode_count);
+    let region = std::sync::Arc::new(ImageRegion::new(
+        Region::attach_as(region_path, &id, region_bytes(geo.inode_count), access)?,
+        geo.inode_count,
+    ));
     let me = region.participants().join().ok_or(Error::TooManyOpen)?;
     region.readers().joined(me);
     let words = region.words();
@@ -69,6 +71,9 @@ pub(crate) fn mount<D: PmDevice>(
     crate::fs::race_point::reached("join: the image read beside the others");
     let locked = |region: &ImageRegion| {
         let acquired = region.lock_image(me);
+        // A join's stores (a recovery, the first mount's) are not described: a death in
+        // them is followed by the whole recovery (`takeover.rs`).
+        region.words().scope.unscope();
         (Hold::Lock(acquired), survey(region, me))
     };
     let (hold, found) = if beside.is_some() && region.try_read(me) {
@@ -89,19 +94,21 @@ pub(crate) fn mount<D: PmDevice>(
     }
     match result {
         Ok((inner, report, seen)) => {
+            let region_for_scope = region.clone();
             let sh = SharedMount {
                 region,
                 path: region_path.to_path_buf(),
                 me: std::sync::atomic::AtomicU32::new(me.0),
                 seen: AtomicU64::new(seen),
                 takeovers: AtomicU64::new(0),
+                scoped_takeovers: AtomicU64::new(0),
                 catching: parking_lot::Mutex::new(()),
                 kept_for_readers: parking_lot::Mutex::new(KeptForReaders::default()),
                 forked: std::sync::atomic::AtomicBool::new(false),
             };
             let made = inner.shared.set(sh);
             debug_assert!(made.is_ok(), "a fresh mount is made shared once");
-            inner.journals.only_in_calls();
+            inner.journals.only_in_calls(&region_for_scope);
             if first_in_region {
                 // Regions whose participants were all killed, which no last leaver removed.
                 if let Some(dir) = region_path.parent() {

@@ -29,6 +29,7 @@ mod fork_mutex;
 mod join;
 mod read_only;
 mod read_side;
+mod takeover;
 #[cfg(test)]
 mod test_image;
 pub use fork::Fork;
@@ -50,7 +51,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 /// A participant's hold on an image's region.
 pub(crate) struct SharedMount {
-    region: ImageRegion,
+    region: std::sync::Arc<ImageRegion>,
     /// The region file (removed by the last participant to leave).
     path: std::path::PathBuf,
     /// This participant's slot (a forked child takes one of its own: `fork.rs`).
@@ -59,6 +60,8 @@ pub(crate) struct SharedMount {
     seen: AtomicU64,
     /// Times this participant took the lock over from a dead one and recovered the image.
     takeovers: AtomicU64,
+    /// Of them, those scoped to the dead call (`takeover.rs`).
+    scoped_takeovers: AtomicU64,
     /// Held while this participant's threads catch up (readers do it at once).
     catching: parking_lot::Mutex<()>,
     /// Unlinked inodes this participant left unfreed because a read-only participant
@@ -169,6 +172,8 @@ impl<D: PmDevice> FsInner<D> {
             }
         }
         self.catch_up(sh);
+        // Before the call's first store: nothing named yet (`takeover.rs`).
+        sh.region.words().scope.reset(sh.region.words().table_used.load(Ordering::Acquire));
         self.free_unpinned(sh);
         guard
     }
@@ -340,12 +345,21 @@ impl<D: PmDevice> FsInner<D> {
         }
     }
 
-    /// Participant `dead` died holding the image lock, maybe inside a transaction:
-    /// recovers the image as after a power failure, keeping the unlinked files that live
-    /// participants have open, and has everyone refresh everything.
+    /// Participant `dead` died holding the image lock, maybe inside a transaction: repairs
+    /// what its call's record names (`takeover.rs`), or, when the record does not describe
+    /// the call, recovers the image as after a power failure, keeping the unlinked files
+    /// that live participants have open, and has everyone refresh everything.
     fn take_over(&self, sh: &SharedMount, dead: Participant) -> Result<()> {
+        // What the dead call named; from here a death of this survivor is followed by the
+        // whole recovery (its repair changes what the record does not describe).
+        let scope = &sh.region.words().scope;
+        let record = scope.read();
+        scope.unscope();
         // Unlinked files only the dead participant had open are freed by the recovery.
-        release_dead(&sh.region, dead);
+        let closed = release_dead(&sh.region, dead);
+        if self.take_over_scoped(sh, dead, &record, &closed)? {
+            return Ok(());
+        }
         let opens = sh.region.open_inodes();
         let keep = |ino: Ino| opens.held(ino);
         let how = MountAs::Recovering { keep: &keep, in_use: in_use(&sh.region) };
@@ -373,7 +387,7 @@ impl<D: PmDevice> FsInner<D> {
         if let Some(sh) = self.shared.get() {
             self.build_inode_bits(&sh.region);
         }
-        self.ialloc.alloc_in(self.inode_bits())
+        self.ialloc.alloc_in(self.inode_bits(), |ino| self.scope_inode(ino))
     }
 
     /// Gives inode `ino` back (see [`Self::inode_bits`]); before the region's bitmap is
@@ -422,13 +436,18 @@ impl<D: PmDevice> FsInner<D> {
     /// On a shared mount, this participant's slot and the region (the crash explorer's
     /// process deaths, `crashtest/death.rs`, leave a participant dead holding the lock).
     pub(crate) fn shared_parts(&self) -> Option<(&ImageRegion, Participant)> {
-        self.shared.get().map(|sh| (&sh.region, sh.me()))
+        self.shared.get().map(|sh| (&*sh.region, sh.me()))
     }
 
     /// On a shared mount, how often this participant recovered the image after another
     /// died holding its lock.
     pub(crate) fn takeovers(&self) -> Option<u64> {
         self.shared.get().map(|sh| sh.takeovers.load(Ordering::Relaxed))
+    }
+
+    /// Of [`Self::takeovers`], those scoped to the dead call (`takeover.rs`).
+    pub(crate) fn scoped_takeovers(&self) -> Option<u64> {
+        self.shared.get().map(|sh| sh.scoped_takeovers.load(Ordering::Relaxed))
     }
 
     /// An overwrite of `ino`'s bytes in place: noted in the ring of data changes when a
@@ -630,18 +649,19 @@ fn note_leftovers(region: &ImageRegion) {
 
 /// Releases what participant `p` (dead, or leaving) held in the region: its bits on open
 /// inodes, on open file descriptions and among the watchers of the ring of data changes.
-fn release_leftovers(region: &ImageRegion, p: Participant) {
+fn release_leftovers(region: &ImageRegion, p: Participant) -> Vec<Ino> {
     region.data_ring().unwatch(p);
-    region.open_inodes().release_all_of(p);
+    let closed = region.open_inodes().release_all_of(p);
     region.descriptions().release_all_of(p);
+    closed
 }
 
 /// Releases what dead participant `p` held, its read side too (its count of read-side
 /// calls, the inode locks of its overwrites), before its slot is reaped; the image
 /// lock's holder only.
-fn release_dead(region: &ImageRegion, p: Participant) {
+fn release_dead(region: &ImageRegion, p: Participant) -> Vec<Ino> {
     region.release_read_side(p);
-    release_leftovers(region, p);
+    release_leftovers(region, p)
 }
 
 /// What a mount that recovered the image (or ran first) tells the others: the inode bitmap
