@@ -204,6 +204,8 @@ bugs=(
     "scoped-reservations-kept|crates/hashfs/src/fs/shared/takeover.rs|a scoped takeover frees the keys past EOF of the ranges it walks but not the reservations on their paths: the blocks a dead write claimed stay taken|death append,write-past-eof,fill-hole"
     "scoped-tails-kept|crates/hashfs/src/fs/shared/takeover.rs|a scoped takeover does not zero the bytes past EOF of the files it repairs|death append-small,overwrite-tail"
     "scoped-bits-kept|crates/hashfs/src/fs/shared/takeover.rs|a scoped takeover leaves the region's inode bits of the inodes it repairs as the dead call left them: a rolled-back create's inode stays taken|death create,mkdir,symlink"
+    "scoped-frees-pinned|crates/hashfs/src/fs/shared/takeover.rs|a scoped takeover frees an unlinked file the dead call named without asking whether a read-only participant pins it: the reader's open file is freed under it|unit a_file_a_read_only_participant_pins_outlives_a_takeover"
+    "scope-untorn-unnamed|crates/hashfs/src/fs/untorn.rs|an untorn write does not name its range in the record of the call's scope: a participant killed inside its key switch leaves a second copy of a key (or a reservation) that a scoped takeover does not look for|death untorn-small,untorn-block,untorn-overwrite"
     "ctfs-unlogged-pswap|crates/hashfs/src/mapping/ctfs/tx.rs|ctFS's partition move stores its page-table swap straight to PM before the transaction that names the new partition (the released ctFS's order)|ctfs append,write-past-eof,truncate-down"
 )
 

@@ -428,3 +428,17 @@ def _():
     plant("crates/hashfs/src/fs/shared/takeover.rs",
         "        if used && !was {\n",
         "        if @ON {\n        } else if used && !was {\n")
+
+
+@bug("scoped-frees-pinned")
+def _():
+    plant("crates/hashfs/src/fs/shared/takeover.rs",
+        "        let kept = |ino: Ino| opens.held(ino) || tmp.pinned_by_reader(ino);\n",
+        "        let kept = |ino: Ino| opens.held(ino) || (!@ON && tmp.pinned_by_reader(ino));\n")
+
+
+@bug("scope-untorn-unnamed")
+def _():
+    plant("crates/hashfs/src/fs/untorn.rs",
+        "            self.scope_range(cell.ino, a.lblk, z.lblk + 1, mapped, Some(st.raw.blocks));\n",
+        "            if !@ON {\n                self.scope_range(cell.ino, a.lblk, z.lblk + 1, mapped, Some(st.raw.blocks));\n            }\n")

@@ -267,9 +267,9 @@ fn foreign_regions_are_refused_with_a_reason() {
     assert!(e.to_string().contains("not a HashFS shared region"), "{e}");
     std::fs::remove_file(&path).unwrap();
     assert_eq!(
-        LAYOUT_VERSION, 8,
-        "version 8: a word says whether the region's inode bitmap is built (a first participant that took a \
-         clean unmount's counts builds it at its first allocation)"
+        LAYOUT_VERSION, 9,
+        "version 9: the image's words hold the record of the lock holder's call scope (a takeover repairs what \
+         it names)"
     );
 }
 

@@ -285,6 +285,7 @@ fn survivor_takes_over(
     if whole {
         region.words().scope.unscope();
     }
+    let described = !matches!(region.words().scope.read(), crate::share::scope::ScopeRecord::Unscoped);
     if me == dying {
         return Err(format!("the survivor rebuilt is participant {me}, the dying one's"));
     }
@@ -298,6 +299,9 @@ fn survivor_takes_over(
             "the survivor's next call did not take the lock over ({:?} takeovers)",
             s.fs.shared_takeovers()
         ));
+    }
+    if described && s.fs.shared_takeovers_scoped() != Some(1) {
+        return Err("the dead call's record described it, but the takeover recovered the whole image".into());
     }
     // The takeover released what the dead one held: its open inodes (else an unlinked
     // file it had open stays until the last participant leaves) and its descriptions.

@@ -195,6 +195,13 @@ impl<D: PmDevice> FsInner<D> {
             return self.write_untorn_by_pswap(cell, st, off, data);
         }
         let mut blocks = self.plan_untorn(cell, st, off, end)?;
+        if let (Some(a), Some(z)) = (blocks.first(), blocks.last()) {
+            // Named for a takeover (`fs/shared/takeover.rs`) with the keys it holds: a key
+            // switch leaves two copies of a key for a moment, and the repair keeps the one
+            // nearest its home, as recovery does.
+            let mapped = blocks.iter().filter(|b| b.old.is_some()).count() as u64;
+            self.scope_range(cell.ino, a.lblk, z.lblk + 1, mapped, Some(st.raw.blocks));
+        }
         if let [b] = blocks.as_slice() {
             if let Some(r) = on_map!(self, m => m.switch_one(self, cell, st, b, off, data, end)) {
                 return r;
@@ -291,9 +298,6 @@ impl<D: PmDevice> FsInner<D> {
         // The block before the first claimed one is logged (it stays where it is) if any.
         let before = i0.checked_sub(1).and_then(|i| blocks[i].old);
         let hint = on_map!(self, m => m.hint_for(self, cell, &st.raw, blocks[i0].lblk, before))?;
-        // A key switch leaves two copies of a key for a moment, which the record of a
-        // shared mount's call does not describe: a takeover recovers the whole image.
-        self.unscope();
         let whole = whole_blocks(&self.claim_span(span, st.raw.size));
         let got = self.claim_blocks_for(cell.ino, &lblks, hint, whole, None)?;
         for (&i, p) in idx.iter().zip(got) {

@@ -108,7 +108,6 @@ impl<D: PmDevice> FsInner<D> {
         data: &[u8],
     ) -> Result<()> {
         let k = file_key(cell.ino, lblk).ok_or(Error::FileTooBig)?;
-        self.unscope(); // two copies of the key for a moment (see `fs/untorn.rs`)
         let new = t.reserve(k)?;
         self.fill_moved(new, old, (off - lblk.0 * BLOCK_BYTES) as usize, data, &mut Vec::new());
         let (new_off, old_off) = (t.slot_off(new.0), t.slot_off(old.0));

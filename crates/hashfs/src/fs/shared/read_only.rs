@@ -306,8 +306,10 @@ impl<D: PmDevice> FsInner<D> {
 mod tests {
     use super::super::test_image::{check_and_remove, image};
     use crate::fs::race_point::with_between;
+    use crate::layout::inode::InodeState;
     use crate::{Error, FileSystem, OpenOptions};
     use std::path::Path;
+    use std::sync::atomic::Ordering;
 
     /// A read-only participant reads what a writer made, is refused every change with
     /// EROFS, and leaves the image's bytes as they were.
@@ -438,6 +440,49 @@ mod tests {
         drop(b);
         drop(a);
         check_and_remove(image);
+    }
+
+    /// A file a read-only participant pins stays when a writer dies in a call that named
+    /// it and the next takes over: the scoped takeover (`takeover.rs`) frees the unlinked
+    /// inodes the dead call named only if no one has them open and no reader pins them.
+    /// `scoped-frees-pinned` (the pin not asked) frees it under the reader.
+    #[test]
+    fn a_file_a_read_only_participant_pins_outlives_a_takeover() {
+        let image = &image("ro-pinned-takeover");
+        let (a, _) = FileSystem::open_shared(image).unwrap();
+        a.write(Path::new("/f"), b"the old file").unwrap();
+        let ino = a.metadata(Path::new("/f")).unwrap().ino;
+        let (b, _) = FileSystem::open_read_only(image).unwrap();
+        let f = b.open_file(Path::new("/f"), OpenOptions::new().read(true)).unwrap();
+        a.remove_file(Path::new("/f")).unwrap(); // kept for the reader
+                                                 // A second writer dies holding the lock, inside a call that named the file.
+        let (c, _) = FileSystem::open_shared(image).unwrap();
+        let (region, dying) = c.inner.shared_parts().unwrap();
+        let _ = region.lock_image(dying);
+        region.words().scope.reset(region.words().table_used.load(Ordering::Acquire));
+        region.words().scope.inode(ino);
+        region.participants().pretend_dead(dying);
+        std::mem::forget(c); // dead: it neither leaves nor unmaps
+        a.set_permissions(Path::new("/"), 0o755).unwrap(); // takes the lock over
+        assert_eq!((a.shared_takeovers(), a.shared_takeovers_scoped()), (Some(1), Some(1)));
+        let mut raw = crate::fs::inode::read_raw(&*a.inner.dev, &a.inner.geo, ino);
+        crate::fs::hashfs::append_tag::read_plain(&mut raw);
+        assert_eq!(raw.check(ino), InodeState::Allocated, "the takeover freed a file the reader has open");
+        let mut buf = [0u8; 64];
+        let n = f.read_at(0, &mut buf).unwrap();
+        assert_eq!(&buf[..n], b"the old file");
+        drop(f);
+        std::thread::sleep(std::time::Duration::from_millis(2));
+        a.set_permissions(Path::new("/"), 0o755).unwrap(); // a call after the close frees it
+        drop(b);
+        drop(a);
+        // The dead writer's descriptor still holds the image: fsck reads a copy.
+        let copy = format!("{}.copy", image.display());
+        std::fs::copy(image, &copy).unwrap();
+        let dev = crate::pm::MmapDevice::open(Path::new(&copy), crate::pm::OpenMode::Existing).unwrap();
+        let r = crate::fsck::fsck(std::sync::Arc::new(dev), crate::fsck::FsckMode::Check, &|_, _| {});
+        let _ = std::fs::remove_file(&copy);
+        assert!(r.unwrap().findings.is_empty(), "fsck after the takeover");
     }
 
     /// A read-only participant that came before any writer (no region yet) sees what a

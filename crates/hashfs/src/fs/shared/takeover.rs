@@ -56,14 +56,6 @@ impl<D: PmDevice> FsInner<D> {
         }
     }
 
-    /// The call makes a change the record does not describe: a takeover after its death
-    /// recovers the whole image.
-    pub(crate) fn unscope(&self) {
-        if let Some(s) = self.call_scope() {
-            s.unscope();
-        }
-    }
-
     /// Repairs what dead participant `dead`'s call named (`record`, read before the
     /// takeover marked it unscoped, so that a survivor that dies repairing is itself
     /// followed by the whole recovery). `closed`: the inodes no one has open any more now
@@ -89,12 +81,15 @@ impl<D: PmDevice> FsInner<D> {
         let FileMap::Hash(table) = &tmp.map else { return Ok(false) };
         let changed = repair(&tmp, table, region, *used_before, entries)?;
         // Unlinked files only the dead participant had open, and unlinked ones its call
-        // left (an unlink, or a rename over a file, that died before the free).
+        // left (an unlink, or a rename over a file, that died before the free); not those
+        // a live participant has open or a read-only one pins (`read_only.rs`), which the
+        // last to leave looks for.
         let opens = region.open_inodes();
+        let kept = |ino: Ino| opens.held(ino) || tmp.pinned_by_reader(ino);
         let mut freed = Vec::new();
         for ino in changed.iter().chain(closed).copied() {
             let raw = crate::fs::inode::read_raw(&*tmp.dev, &tmp.geo, ino);
-            if raw.check(ino) == InodeState::Allocated && raw.nlink == 0 && !opens.held(ino) && !freed.contains(&ino) {
+            if raw.check(ino) == InodeState::Allocated && raw.nlink == 0 && !kept(ino) && !freed.contains(&ino) {
                 let cell = tmp.cell(ino)?;
                 let mut st = cell.state.write();
                 tmp.free_inode_locked(&cell, &mut st)?;
