@@ -412,8 +412,8 @@ def _():
 @bug("scoped-reservations-kept")
 def _():
     plant("crates/hashfs/src/fs/shared/takeover.rs",
-        "            Entry::Reserved { home: h } if h == home && !strays.contains(&s) => strays.push(s),\n",
-        "            Entry::Reserved { home: h } if h == home && !strays.contains(&s) && !@ON => strays.push(s),\n")
+        "            Entry::Reserved { home: h } if h == home => strays.push(s),\n",
+        "            Entry::Reserved { home: h } if h == home && !@ON => strays.push(s),\n")
 
 
 @bug("scoped-tails-kept")

@@ -168,6 +168,9 @@ fn repair<D: PmDevice>(
         c.1 += now - e.pre as i64;
         moved += now - e.pre as i64;
     }
+    // A reservation lies on the paths of every key of its home: found once per key.
+    strays.sort_unstable();
+    strays.dedup();
     let before = used_before.unwrap_or_else(|| region.words().table_used.load(Ordering::Acquire));
     table.set_used(before.wrapping_add_signed(moved) + strays.len() as u64);
     table.drop_stray_slots(&strays, Interruption::Death);
@@ -214,11 +217,11 @@ fn walk_path<D: PmDevice>(table: &HashTable<D>, key: u64, inside: bool, strays: 
         let v = table.load(s);
         match classify(v, n) {
             Entry::Empty => break,
-            Entry::Reserved { home: h } if h == home && !strays.contains(&s) => strays.push(s),
+            Entry::Reserved { home: h } if h == home => strays.push(s),
             Entry::Key { .. } if v == key => {
                 if inside && !kept {
                     kept = true;
-                } else if !strays.contains(&s) {
+                } else {
                     strays.push(s);
                 }
             }
