@@ -206,6 +206,7 @@ bugs=(
     "scoped-bits-kept|crates/hashfs/src/fs/shared/takeover.rs|a scoped takeover leaves the region's inode bits of the inodes it repairs as the dead call left them: a rolled-back create's inode stays taken|death create,mkdir,symlink"
     "scoped-frees-pinned|crates/hashfs/src/fs/shared/takeover.rs|a scoped takeover frees an unlinked file the dead call named without asking whether a read-only participant pins it: the reader's open file is freed under it|unit a_file_a_read_only_participant_pins_outlives_a_takeover"
     "scope-untorn-unnamed|crates/hashfs/src/fs/untorn.rs|an untorn write does not name its range in the record of the call's scope: a participant killed inside its key switch leaves a second copy of a key (or a reservation) that a scoped takeover does not look for|death untorn-small,untorn-block,untorn-overwrite"
+    "scoped-inode-count-kept|crates/hashfs/src/fs/shared/takeover.rs|a scoped takeover sets the named inodes' bits but leaves the bitmap's count as the dead call left it: a create killed between its bit and its count, or a rolled-back one, leaves the next clean unmount's inode count wrong|death create,mkdir,unlink"
     "ctfs-unlogged-pswap|crates/hashfs/src/mapping/ctfs/tx.rs|ctFS's partition move stores its page-table swap straight to PM before the transaction that names the new partition (the released ctFS's order)|ctfs append,write-past-eof,truncate-down"
 )
 

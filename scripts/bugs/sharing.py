@@ -391,8 +391,8 @@ def _():
 @bug("scope-not-reset")
 def _():
     plant("crates/hashfs/src/fs/shared/mod.rs",
-        "        sh.region.words().scope.reset(sh.region.words().table_used.load(Ordering::Acquire));\n",
-        "        if !@ON {\n            sh.region.words().scope.reset(sh.region.words().table_used.load(Ordering::Acquire));\n        }\n")
+        "        words.scope.reset(words.table_used.load(Ordering::Acquire), words.inodes_used.load(Ordering::Acquire));\n",
+        "        if !@ON {\n            words.scope.reset(words.table_used.load(Ordering::Acquire), words.inodes_used.load(Ordering::Acquire));\n        }\n")
 
 
 @bug("scoped-counts-unfixed")
@@ -426,8 +426,8 @@ def _():
 @bug("scoped-bits-kept")
 def _():
     plant("crates/hashfs/src/fs/shared/takeover.rs",
-        "        if used && !was {\n",
-        "        if @ON {\n        } else if used && !was {\n")
+        "        if used {\n            word.fetch_or(mask, Ordering::AcqRel);\n",
+        "        if @ON {\n        } else if used {\n            word.fetch_or(mask, Ordering::AcqRel);\n")
 
 
 @bug("scoped-frees-pinned")
@@ -442,3 +442,10 @@ def _():
     plant("crates/hashfs/src/fs/untorn.rs",
         "            self.scope_range(cell.ino, a.lblk, z.lblk + 1, mapped, Some(st.raw.blocks));\n",
         "            if !@ON {\n                self.scope_range(cell.ino, a.lblk, z.lblk + 1, mapped, Some(st.raw.blocks));\n            }\n")
+
+
+@bug("scoped-inode-count-kept")
+def _():
+    plant("crates/hashfs/src/fs/shared/takeover.rs",
+        "        count = (count + u64::from(used)).saturating_sub(u64::from(was));\n",
+        "        count = if @ON { count } else { (count + u64::from(used)).saturating_sub(u64::from(was)) };\n")

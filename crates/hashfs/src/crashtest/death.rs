@@ -303,6 +303,9 @@ fn survivor_takes_over(
     if described && s.fs.shared_takeovers_scoped() != Some(1) {
         return Err("the dead call's record described it, but the takeover recovered the whole image".into());
     }
+    if described {
+        bits_agree(region, &s.fs)?;
+    }
     // The takeover released what the dead one held: its open inodes (else an unlinked
     // file it had open stays until the last participant leaves) and its descriptions.
     if region.open_inodes().any_held_by(dying) || region.descriptions().any_held_by(dying) {
@@ -314,6 +317,30 @@ fn survivor_takes_over(
         std::io::Read::read_to_end(&mut f, &mut bytes).map_err(|e| format!("a file the survivor holds: {e}"))?;
     }
     go_on(s.fs, dev)
+}
+
+/// After a scoped takeover, the region's inode bitmap says of every inode what the inode
+/// table says, and its count is the bits set. (Not after the whole recovery: an inode a
+/// rolled-back free restores may keep its bit cleared, `fs/recovery.rs`, `MountAs`.)
+fn bits_agree(region: &crate::share::ImageRegion, fs: &FileSystem<CrashDevice>) -> Result<(), String> {
+    if region.words().inode_bits_built.load(std::sync::atomic::Ordering::Acquire) == 0 {
+        return Ok(());
+    }
+    let (dev, geo) = (&*fs.inner.dev, &fs.inner.geo);
+    let mut set = 0;
+    for i in 1..=geo.inode_count as u32 {
+        let ino = crate::layout::Ino(i);
+        let (bit, state) = (region.inode_bit(ino), crate::fs::inode::read_raw(dev, geo, ino).check(ino));
+        if bit != (state != crate::layout::inode::InodeState::Free) {
+            return Err(format!("after the takeover inode {i}'s bit in the region is {bit}, its inode {state:?}"));
+        }
+        set += u64::from(bit);
+    }
+    let count = region.inode_bits().used.load(std::sync::atomic::Ordering::Acquire);
+    if count != set {
+        return Err(format!("after the takeover the region counts {count} inodes in use, its bitmap {set}"));
+    }
+    Ok(())
 }
 
 /// The next operations on the repaired image, then the unmount and fsck.

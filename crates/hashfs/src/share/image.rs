@@ -201,6 +201,12 @@ impl ImageRegion {
             used: &self.words().inodes_used,
         }
     }
+    /// Whether inode `ino`'s bit is set in the inode bitmap.
+    pub fn inode_bit(&self, ino: Ino) -> bool {
+        let i = u64::from(ino.0).wrapping_sub(1);
+        let words = self.inode_bits().words;
+        words.get((i / 64) as usize).is_some_and(|w| w.load(Ordering::Acquire) & (1 << (i % 64)) != 0)
+    }
     pub fn participants(&self) -> &Participants {
         self.region.at(PARTICIPANTS_OFF)
     }

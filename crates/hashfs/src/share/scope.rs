@@ -41,6 +41,8 @@ pub struct ScopeEntry {
     pre: AtomicU64,
     /// The inode's block count when its first range was named (NO_BLOCKS on the others).
     blocks: AtomicU64,
+    /// The inode's bit in the region's inode bitmap when it was first named (1: taken).
+    bit: AtomicU64,
 }
 
 /// The record (see the module).
@@ -50,8 +52,12 @@ pub struct CallScope {
     state: AtomicU64,
     /// The table's used count as the call began.
     used_before: AtomicU64,
+    /// The inode bitmap's count as the call began.
+    inodes_before: AtomicU64,
     entries: [ScopeEntry; SCOPE_ENTRIES],
 }
+
+const _: () = assert!(std::mem::size_of::<CallScope>() == 408, "docs/design.md gives the record's size");
 
 // SAFETY: atomics only.
 unsafe impl Shared for ScopeEntry {}
@@ -71,6 +77,8 @@ pub struct Scoped {
     pub pre: u64,
     /// The inode's block count then (its first range only; None for a free inode's).
     pub blocks: Option<u64>,
+    /// The inode's bit in the region's bitmap when the call first named it.
+    pub bit: bool,
 }
 
 /// What a dead holder's record says.
@@ -78,17 +86,18 @@ pub struct Scoped {
 pub enum ScopeRecord {
     /// The call is not described: recover the whole image.
     Unscoped,
-    /// The call changed these, and the table's count was `used_before` as it began
-    /// (None: the region's count stands, nothing was changed).
-    Scoped { used_before: Option<u64>, entries: Vec<Scoped> },
+    /// The call changed these; the table's count was `used_before` and the inode bitmap's
+    /// `inodes_before` as it began (None: the region's counts stand, nothing was changed).
+    Scoped { used_before: Option<u64>, inodes_before: Option<u64>, entries: Vec<Scoped> },
 }
 
 impl CallScope {
-    /// A new holder's call begins: no entries, the table's count `used` (the region's, which
-    /// it caught up with).
-    pub fn reset(&self, used: u64) {
+    /// A new holder's call begins: no entries, the table's count `used` and the inode
+    /// bitmap's `inodes` (the region's, which it caught up with).
+    pub fn reset(&self, used: u64, inodes: u64) {
         self.state.store(RESETTING, Ordering::Release);
         self.used_before.store(used, Ordering::Release);
+        self.inodes_before.store(inodes, Ordering::Release);
         self.state.store(0, Ordering::Release);
     }
 
@@ -105,20 +114,24 @@ impl CallScope {
         }
     }
 
-    /// Inode `ino` is changed (its inode, not its slots).
-    pub fn inode(&self, ino: Ino) {
+    /// Inode `ino` is changed (its inode, not its slots); `bit`: its bit in the inode
+    /// bitmap now, kept if this names it first (every change of a bit comes after the
+    /// inode is named: an allocation names it before it takes the bit, a free's
+    /// transaction before it gives it back).
+    pub fn inode(&self, ino: Ino, bit: bool) {
         let Some(n) = self.used() else { return };
         if self.entries[..n].iter().any(|e| e.ino.load(Ordering::Relaxed) == ino.0 as u64) {
             return;
         }
-        self.push(n, ino, 0, 0, 0, NO_BLOCKS);
+        self.push(n, ino, 0, 0, 0, NO_BLOCKS, bit);
     }
 
     /// Slots of `ino`'s logical blocks [lo, hi) are claimed (`mapped`: how many of them
     /// the file maps now, 0 for fresh blocks) or freed (`mapped`: the slots freed), the
     /// inode's block count being `blocks` now, if it is in use (None: free on the media,
-    /// so every key of it the repair finds is the call's).
-    pub fn range(&self, ino: Ino, lo: u64, hi: u64, mapped: u64, blocks: Option<u64>) {
+    /// so every key of it the repair finds is the call's); `bit` as for [`Self::inode`].
+    #[allow(clippy::too_many_arguments)]
+    pub fn range(&self, ino: Ino, lo: u64, hi: u64, mapped: u64, blocks: Option<u64>, bit: bool) {
         let Some(n) = self.used() else { return };
         if hi <= lo {
             return;
@@ -157,16 +170,20 @@ impl CallScope {
             e.hi.store(hi, Ordering::Release);
             return;
         }
-        self.push(n, ino, lo, hi, mapped, blocks);
+        // A later range of a named inode: its bit as first named.
+        let bit = mine().next().map_or(bit, |e| e.bit.load(Ordering::Relaxed) != 0);
+        self.push(n, ino, lo, hi, mapped, blocks, bit);
     }
 
-    fn push(&self, n: usize, ino: Ino, lo: u64, hi: u64, pre: u64, blocks: u64) {
+    #[allow(clippy::too_many_arguments)]
+    fn push(&self, n: usize, ino: Ino, lo: u64, hi: u64, pre: u64, blocks: u64, bit: bool) {
         let Some(e) = self.entries.get(n) else { return self.unscope() };
         e.ino.store(ino.0 as u64, Ordering::Release);
         e.lo.store(lo, Ordering::Release);
         e.hi.store(hi, Ordering::Release);
         e.pre.store(pre, Ordering::Release);
         e.blocks.store(blocks, Ordering::Release);
+        e.bit.store(u64::from(bit), Ordering::Release);
         self.state.store(n as u64 + 1, Ordering::Release);
     }
 
@@ -174,7 +191,7 @@ impl CallScope {
     pub fn read(&self) -> ScopeRecord {
         let n = match self.state.load(Ordering::Acquire) {
             UNSCOPED => return ScopeRecord::Unscoped,
-            RESETTING => return ScopeRecord::Scoped { used_before: None, entries: Vec::new() },
+            RESETTING => return ScopeRecord::Scoped { used_before: None, inodes_before: None, entries: Vec::new() },
             n if n > SCOPE_ENTRIES as u64 => return ScopeRecord::Unscoped,
             n => n as usize,
         };
@@ -186,9 +203,14 @@ impl CallScope {
                 hi: e.hi.load(Ordering::Acquire),
                 pre: e.pre.load(Ordering::Acquire),
                 blocks: Some(e.blocks.load(Ordering::Acquire)).filter(|&b| b != NO_BLOCKS),
+                bit: e.bit.load(Ordering::Acquire) != 0,
             })
             .collect();
-        ScopeRecord::Scoped { used_before: Some(self.used_before.load(Ordering::Acquire)), entries }
+        ScopeRecord::Scoped {
+            used_before: Some(self.used_before.load(Ordering::Acquire)),
+            inodes_before: Some(self.inodes_before.load(Ordering::Acquire)),
+            entries,
+        }
     }
 }
 
@@ -199,7 +221,7 @@ mod tests {
     fn scope() -> Box<CallScope> {
         // SAFETY: atomics are valid all zero.
         let s: Box<CallScope> = unsafe { Box::new(std::mem::zeroed()) };
-        s.reset(100);
+        s.reset(100, 10);
         s
     }
 
@@ -213,23 +235,23 @@ mod tests {
     #[test]
     fn fresh_claims_next_to_each_other_join_one_range_with_the_first_block_count() {
         let s = scope();
-        s.range(Ino(5), 10, 12, 0, Some(7));
-        s.range(Ino(5), 12, 20, 0, Some(9));
-        s.inode(Ino(5));
-        assert_eq!(entries(&s), vec![Scoped { ino: Ino(5), lo: 10, hi: 20, pre: 0, blocks: Some(7) }]);
+        s.range(Ino(5), 10, 12, 0, Some(7), true);
+        s.range(Ino(5), 12, 20, 0, Some(9), true);
+        s.inode(Ino(5), true);
+        assert_eq!(entries(&s), vec![Scoped { ino: Ino(5), lo: 10, hi: 20, pre: 0, blocks: Some(7), bit: true }]);
     }
 
     #[test]
     fn an_inode_named_first_takes_its_range_and_a_free_subtracts_what_it_maps() {
         let s = scope();
-        s.inode(Ino(3));
-        s.range(Ino(3), 4, 9, 5, Some(12));
-        s.range(Ino(3), 20, 22, 0, Some(7));
+        s.inode(Ino(3), false);
+        s.range(Ino(3), 4, 9, 5, Some(12), true);
+        s.range(Ino(3), 20, 22, 0, Some(7), true);
         assert_eq!(
             entries(&s),
             vec![
-                Scoped { ino: Ino(3), lo: 4, hi: 9, pre: 5, blocks: Some(12) },
-                Scoped { ino: Ino(3), lo: 20, hi: 22, pre: 0, blocks: None },
+                Scoped { ino: Ino(3), lo: 4, hi: 9, pre: 5, blocks: Some(12), bit: false },
+                Scoped { ino: Ino(3), lo: 20, hi: 22, pre: 0, blocks: None, bit: false },
             ]
         );
     }
@@ -237,18 +259,18 @@ mod tests {
     #[test]
     fn what_it_cannot_describe_makes_the_call_unscoped() {
         let s = scope();
-        s.range(Ino(3), 4, 9, 0, Some(1));
-        s.range(Ino(3), 6, 12, 3, Some(1)); // mapped blocks over a range named before
+        s.range(Ino(3), 4, 9, 0, Some(1), true);
+        s.range(Ino(3), 6, 12, 3, Some(1), true); // mapped blocks over a range named before
         assert_eq!(s.read(), ScopeRecord::Unscoped);
         let s = scope();
         for i in 1..=SCOPE_ENTRIES as u32 + 1 {
-            s.inode(Ino(i));
+            s.inode(Ino(i), true);
         }
         assert_eq!(s.read(), ScopeRecord::Unscoped);
         let s = scope();
-        s.range(Ino(3), 0, SCOPE_MAX_RANGE + 1, 0, Some(0));
+        s.range(Ino(3), 0, SCOPE_MAX_RANGE + 1, 0, Some(0), true);
         assert_eq!(s.read(), ScopeRecord::Unscoped);
-        s.reset(4);
-        assert_eq!(s.read(), ScopeRecord::Scoped { used_before: Some(4), entries: Vec::new() });
+        s.reset(4, 2);
+        assert_eq!(s.read(), ScopeRecord::Scoped { used_before: Some(4), inodes_before: Some(2), entries: Vec::new() });
     }
 }

@@ -173,7 +173,8 @@ impl<D: PmDevice> FsInner<D> {
         }
         self.catch_up(sh);
         // Before the call's first store: nothing named yet (`takeover.rs`).
-        sh.region.words().scope.reset(sh.region.words().table_used.load(Ordering::Acquire));
+        let words = sh.region.words();
+        words.scope.reset(words.table_used.load(Ordering::Acquire), words.inodes_used.load(Ordering::Acquire));
         self.free_unpinned(sh);
         guard
     }

@@ -459,8 +459,9 @@ mod tests {
         let (c, _) = FileSystem::open_shared(image).unwrap();
         let (region, dying) = c.inner.shared_parts().unwrap();
         let _ = region.lock_image(dying);
-        region.words().scope.reset(region.words().table_used.load(Ordering::Acquire));
-        region.words().scope.inode(ino);
+        let words = region.words();
+        words.scope.reset(words.table_used.load(Ordering::Acquire), words.inodes_used.load(Ordering::Acquire));
+        words.scope.inode(ino, true);
         region.participants().pretend_dead(dying);
         std::mem::forget(c); // dead: it neither leaves nor unmaps
         a.set_permissions(Path::new("/"), 0o755).unwrap(); // takes the lock over

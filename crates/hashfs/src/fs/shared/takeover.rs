@@ -26,33 +26,33 @@ use crate::layout::{Ino, Lblk};
 use crate::mapping::hashfs::{classify, file_key, Entry, HashTable};
 use crate::mapping::FileMap;
 use crate::pm::PmDevice;
-use crate::share::scope::{CallScope, ScopeRecord, Scoped};
+use crate::share::scope::{ScopeRecord, Scoped};
 use crate::share::{Change, ImageRegion, Participant};
 use crate::Result;
 use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
 
 impl<D: PmDevice> FsInner<D> {
-    /// The record of this thread's call, when it holds a shared mount's image lock.
-    fn call_scope(&self) -> Option<&CallScope> {
+    /// The region of this thread's call, when it holds a shared mount's image lock.
+    fn call_region(&self) -> Option<&ImageRegion> {
         if !recording() {
             return None;
         }
-        self.shared.get().map(|sh| &sh.region.words().scope)
+        self.shared.get().map(|sh| &*sh.region)
     }
 
-    /// The call is about to change inode `ino` (see [`CallScope::inode`]).
+    /// The call is about to change inode `ino` (see [`crate::share::scope::CallScope::inode`]).
     pub(crate) fn scope_inode(&self, ino: Ino) {
-        if let Some(s) = self.call_scope() {
-            s.inode(ino);
+        if let Some(r) = self.call_region() {
+            r.words().scope.inode(ino, bit(r, ino));
         }
     }
 
     /// The call is about to claim or free the slots of `ino`'s logical blocks [lo, hi)
-    /// (see [`CallScope::range`]).
+    /// (see [`crate::share::scope::CallScope::range`]).
     pub(crate) fn scope_range(&self, ino: Ino, lo: Lblk, hi: Lblk, mapped: u64, blocks: Option<u64>) {
-        if let Some(s) = self.call_scope() {
-            s.range(ino, lo.0, hi.0, mapped, blocks);
+        if let Some(r) = self.call_region() {
+            r.words().scope.range(ino, lo.0, hi.0, mapped, blocks, bit(r, ino));
         }
     }
 
@@ -68,7 +68,7 @@ impl<D: PmDevice> FsInner<D> {
         record: &ScopeRecord,
         closed: &[Ino],
     ) -> Result<bool> {
-        let ScopeRecord::Scoped { used_before, entries } = record else { return Ok(false) };
+        let ScopeRecord::Scoped { used_before, inodes_before, entries } = record else { return Ok(false) };
         let region = &sh.region;
         let fits = |ino: Ino| ino.0 != 0 && ino.get() <= self.geo.inode_count;
         let paper = matches!(&self.map, FileMap::Hash(t) if t.groups().is_none());
@@ -101,7 +101,11 @@ impl<D: PmDevice> FsInner<D> {
             // started from the repaired count).
             region.words().table_used.store(table.used(), Ordering::Release);
         }
-        publish_scoped(region, &tmp, changed.iter().chain(&freed).copied());
+        // Each inode's bit as the call found it: as first named, or (one only the dead one
+        // had open, which it did not name) as it is.
+        let before = |ino: Ino| entries.iter().find(|e| e.ino == ino).map_or_else(|| bit(region, ino), |e| e.bit);
+        let inos: Vec<(Ino, bool)> = changed.iter().chain(&freed).map(|&i| (i, before(i))).collect();
+        publish_scoped(region, &tmp, &inos, *inodes_before);
         note_leftovers(region);
         drop(tmp);
         region.participants().reap(dead);
@@ -232,32 +236,45 @@ fn walk_path<D: PmDevice>(table: &HashTable<D>, key: u64, inside: bool, strays: 
     kept
 }
 
+/// Inode `ino`'s bit in `region`'s inode bitmap.
+fn bit(region: &ImageRegion, ino: Ino) -> bool {
+    region.inode_bit(ino)
+}
+
 /// What a scoped takeover tells the others: each inode it repaired or freed is read again
 /// (nothing else changed), the next transaction id, and the inodes' bits in the bitmap as
-/// the inode table now has them.
-fn publish_scoped<D: PmDevice>(region: &ImageRegion, fs: &FsInner<D>, inos: impl Iterator<Item = Ino>) {
+/// the inode table now has them. `inos`: each with its bit as the dead call found it;
+/// the bitmap's count is the call's `inodes_before` moved by those bits' changes (a death
+/// between a bit's store and the count's leaves them apart; None: the count stands).
+fn publish_scoped<D: PmDevice>(
+    region: &ImageRegion,
+    fs: &FsInner<D>,
+    inos: &[(Ino, bool)],
+    inodes_before: Option<u64>,
+) {
     let words = region.words();
     words.next_txid.fetch_max(fs.journals.next_txid(), Ordering::AcqRel);
     let bits = region.inode_bits();
+    let mut count = inodes_before.unwrap_or_else(|| bits.used.load(Ordering::Acquire));
     let mut n = words.changes.load(Ordering::Acquire);
-    for ino in inos {
+    let mut seen = Vec::with_capacity(inos.len());
+    for &(ino, was) in inos {
+        if seen.contains(&ino) {
+            continue;
+        }
+        seen.push(ino);
         let used = crate::fs::inode::read_raw(&*fs.dev, &fs.geo, ino).check(ino) != InodeState::Free;
         let i = ino.get() - 1;
-        let (word, bit) = (&bits.words[(i / 64) as usize], 1u64 << (i % 64));
-        let was = word.load(Ordering::Acquire) & bit != 0;
-        if used && !was {
-            word.fetch_or(bit, Ordering::AcqRel);
-            bits.used.fetch_add(1, Ordering::AcqRel);
-        } else if !used && was {
-            word.fetch_and(!bit, Ordering::AcqRel);
-            bits.used.fetch_sub(1, Ordering::AcqRel);
+        let (word, mask) = (&bits.words[(i / 64) as usize], 1u64 << (i % 64));
+        if used {
+            word.fetch_or(mask, Ordering::AcqRel);
+        } else {
+            word.fetch_and(!mask, Ordering::AcqRel);
         }
+        count = (count + u64::from(used)).saturating_sub(u64::from(was));
         region.ring().put(n, Change::Inode(ino));
         n += 1;
     }
-    // The count as the bits have it: a death between a bit's store and the count's left
-    // them apart (a word a few thousand words long; the whole recovery recounts too).
-    let used: u64 = bits.words.iter().map(|w| u64::from(w.load(Ordering::Acquire).count_ones())).sum();
-    bits.used.store(used, Ordering::Release);
+    bits.used.store(count, Ordering::Release);
     words.changes.store(n, Ordering::Release);
 }
