@@ -221,6 +221,10 @@ enum BenchCmd {
         /// Victims per image per round.
         #[arg(long, default_value_t = 40)]
         kills: u32,
+        /// Victims that fill a file of this many MiB and truncate it to nothing, again and
+        /// again, instead of writing and renaming small files (0).
+        #[arg(long, default_value_t = 0)]
+        victim_file_mib: u64,
         /// Directory for the scratch images.
         #[arg(long, default_value = "/dev/shm")]
         dir: PathBuf,
@@ -230,7 +234,11 @@ enum BenchCmd {
     },
     /// (`takeover`'s victim: joins IMAGE and changes files until killed.)
     #[command(hide = true)]
-    TakeoverVictim { image: PathBuf },
+    TakeoverVictim {
+        image: PathBuf,
+        #[arg(long, default_value_t = 0)]
+        file_mib: u64,
+    },
 }
 
 fn run(cmd: BenchCmd) -> Result<(), Failure> {
@@ -240,10 +248,10 @@ fn run(cmd: BenchCmd) -> Result<(), Failure> {
         }
         BenchCmd::Churn { image, size, rounds } => churn::run(&image, size, rounds),
         BenchCmd::Age(args) => age::run(&args),
-        BenchCmd::Takeover { sizes, rounds, kills, dir, json } => {
-            takeover::run(&takeover::Options { sizes, rounds, kills, dir, json })
+        BenchCmd::Takeover { sizes, rounds, kills, victim_file_mib, dir, json } => {
+            takeover::run(&takeover::Options { sizes, rounds, kills, victim_file_mib, dir, json })
         }
-        BenchCmd::TakeoverVictim { image } => takeover::victim(&image),
+        BenchCmd::TakeoverVictim { image, file_mib } => takeover::victim(&image, file_mib),
         BenchCmd::Filebench { personality, dir, seconds, threads, files_scale, seed, json } => {
             filebench::run(&filebench::Options { dir, personality, seconds, threads, files_scale, seed, json })
         }

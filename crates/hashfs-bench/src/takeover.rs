@@ -27,16 +27,30 @@ pub struct Options {
     pub sizes: Vec<u64>,
     pub rounds: u32,
     pub kills: u32,
+    /// Victims that fill a file of this many MiB and truncate it (0: small files).
+    pub victim_file_mib: u64,
     pub dir: PathBuf,
     pub json: Option<PathBuf>,
 }
 
 /// The victim: joins the image at `image`, says so, then writes 8 KiB files and renames
-/// them over each other until it is killed.
-pub fn victim(image: &Path) -> Result<(), Failure> {
+/// them over each other until it is killed; with `file_mib`, fills a file of that many
+/// MiB a MiB a call and truncates it to nothing, again and again (a death inside the
+/// truncation leaves a takeover the most to repair).
+pub fn victim(image: &Path, file_mib: u64) -> Result<(), Failure> {
     let (fs, _) = FileSystem::open_shared(image).map_err(|e| fail(format!("victim: {}: {e}", image.display())))?;
     fs.create_dir_all(Path::new("/v"), 0o755)?;
     println!("joined");
+    if file_mib > 0 {
+        let f = fs.open_file(Path::new("/v/big"), OpenOptions::new().read(true).write(true).create(true))?;
+        let mib = vec![0x62u8; 1 << 20];
+        loop {
+            for i in 0..file_mib {
+                f.write_at(i << 20, &mib)?;
+            }
+            f.set_len(0)?;
+        }
+    }
     let data = vec![0x76u8; 8192];
     for i in 0u64.. {
         let (t, f) = (format!("/v/t{}", i % 50), format!("/v/f{}", i % 50));
@@ -69,10 +83,14 @@ pub fn run(o: &Options) -> Result<(), Failure> {
     let simd = hashfs::simd_kind().name();
     let mount = image_mount(&o.dir);
     println!(
-        "# hashfs-bench takeover: {} rounds, {} victims per image per round; cpu {}, flush {flush}, simd {simd}, \
-         images in {} ({mount}), commit {}",
+        "# hashfs-bench takeover: {} rounds, {} victims per image per round ({}); cpu {}, flush {flush}, \
+         simd {simd}, images in {} ({mount}), commit {}",
         o.rounds,
         o.kills,
+        match o.victim_file_mib {
+            0 => "writing and renaming 8 KiB files".to_string(),
+            n => format!("filling a {n} MiB file and truncating it"),
+        },
         cpu_model(),
         o.dir.display(),
         git_commit()
@@ -80,7 +98,7 @@ pub fn run(o: &Options) -> Result<(), Failure> {
     for round in 0..o.rounds {
         for (k, &size) in o.sizes.iter().enumerate() {
             let image = o.dir.join(format!("hashfs-takeover-{}.img", std::process::id()));
-            let r = one_image(&exe, &image, size, o.kills, &mut rng, &mut times[k]);
+            let r = one_image(&exe, &image, size, o, &mut rng, &mut times[k]);
             let _ = std::fs::remove_file(&image);
             r?;
             let t = &times[k];
@@ -130,6 +148,7 @@ pub fn run(o: &Options) -> Result<(), Failure> {
             "command": std::env::args().collect::<Vec<_>>().join(" "),
             "config": {
                 "rounds": o.rounds, "victims_per_image_per_round": o.kills,
+                "victim_file_mib": o.victim_file_mib,
                 "image_dir": o.dir.display().to_string(), "image_mount": mount, "sparse": true,
                 "image_page_size": if mount.contains("huge=always") { "2M" } else { "4K" },
                 "cpu": cpu_model(), "kernel": kernel(), "flush": flush, "simd": simd,
@@ -150,7 +169,7 @@ fn one_image(
     exe: &Path,
     image: &Path,
     size: u64,
-    kills: u32,
+    o: &Options,
     rng: &mut rand::rngs::SmallRng,
     times: &mut Times,
 ) -> Result<(), Failure> {
@@ -159,10 +178,12 @@ fn one_image(
     let f = fs.open_file(Path::new("/s"), OpenOptions::new().read(true).write(true).create(true))?;
     let block = vec![0x73u8; 4096];
     f.write_at(0, &block)?;
-    for _ in 0..kills {
+    for _ in 0..o.kills {
         let mut child = Command::new(exe)
             .arg("takeover-victim")
             .arg(image)
+            .arg("--file-mib")
+            .arg(o.victim_file_mib.to_string())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()?;
