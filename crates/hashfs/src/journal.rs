@@ -447,7 +447,7 @@ impl<'a, D: PmDevice> Tx<'a, D> {
     /// scope, before any of its stores (`share/scope.rs`).
     fn scope_inodes(&self) {
         let Some(region) = self.journals.region.get().filter(|_| crate::fs::shared::recording()) else { return };
-        self.for_each_inode(|ino| region.words().scope.inode(ino, region.inode_bit(ino)));
+        self.for_each_inode(|ino| region.words().scope.inode(ino, || region.inode_bit(ino)));
     }
 
     /// The inodes whose bytes in the inode table the transaction writes.

@@ -118,12 +118,12 @@ impl CallScope {
     /// bitmap now, kept if this names it first (every change of a bit comes after the
     /// inode is named: an allocation names it before it takes the bit, a free's
     /// transaction before it gives it back).
-    pub fn inode(&self, ino: Ino, bit: bool) {
+    pub fn inode(&self, ino: Ino, bit: impl FnOnce() -> bool) {
         let Some(n) = self.used() else { return };
         if self.entries[..n].iter().any(|e| e.ino.load(Ordering::Relaxed) == ino.0 as u64) {
             return;
         }
-        self.push(n, ino, 0, 0, 0, NO_BLOCKS, bit);
+        self.push(n, ino, 0, 0, 0, NO_BLOCKS, bit());
     }
 
     /// Slots of `ino`'s logical blocks [lo, hi) are claimed (`mapped`: how many of them
@@ -131,7 +131,7 @@ impl CallScope {
     /// inode's block count being `blocks` now, if it is in use (None: free on the media,
     /// so every key of it the repair finds is the call's); `bit` as for [`Self::inode`].
     #[allow(clippy::too_many_arguments)]
-    pub fn range(&self, ino: Ino, lo: u64, hi: u64, mapped: u64, blocks: Option<u64>, bit: bool) {
+    pub fn range(&self, ino: Ino, lo: u64, hi: u64, mapped: u64, blocks: Option<u64>, bit: impl FnOnce() -> bool) {
         let Some(n) = self.used() else { return };
         if hi <= lo {
             return;
@@ -171,7 +171,7 @@ impl CallScope {
             return;
         }
         // A later range of a named inode: its bit as first named.
-        let bit = mine().next().map_or(bit, |e| e.bit.load(Ordering::Relaxed) != 0);
+        let bit = mine().next().map_or_else(bit, |e| e.bit.load(Ordering::Relaxed) != 0);
         self.push(n, ino, lo, hi, mapped, blocks, bit);
     }
 
@@ -235,18 +235,18 @@ mod tests {
     #[test]
     fn fresh_claims_next_to_each_other_join_one_range_with_the_first_block_count() {
         let s = scope();
-        s.range(Ino(5), 10, 12, 0, Some(7), true);
-        s.range(Ino(5), 12, 20, 0, Some(9), true);
-        s.inode(Ino(5), true);
+        s.range(Ino(5), 10, 12, 0, Some(7), || true);
+        s.range(Ino(5), 12, 20, 0, Some(9), || true);
+        s.inode(Ino(5), || true);
         assert_eq!(entries(&s), vec![Scoped { ino: Ino(5), lo: 10, hi: 20, pre: 0, blocks: Some(7), bit: true }]);
     }
 
     #[test]
     fn an_inode_named_first_takes_its_range_and_a_free_subtracts_what_it_maps() {
         let s = scope();
-        s.inode(Ino(3), false);
-        s.range(Ino(3), 4, 9, 5, Some(12), true);
-        s.range(Ino(3), 20, 22, 0, Some(7), true);
+        s.inode(Ino(3), || false);
+        s.range(Ino(3), 4, 9, 5, Some(12), || true);
+        s.range(Ino(3), 20, 22, 0, Some(7), || true);
         assert_eq!(
             entries(&s),
             vec![
@@ -259,16 +259,16 @@ mod tests {
     #[test]
     fn what_it_cannot_describe_makes_the_call_unscoped() {
         let s = scope();
-        s.range(Ino(3), 4, 9, 0, Some(1), true);
-        s.range(Ino(3), 6, 12, 3, Some(1), true); // mapped blocks over a range named before
+        s.range(Ino(3), 4, 9, 0, Some(1), || true);
+        s.range(Ino(3), 6, 12, 3, Some(1), || true); // mapped blocks over a range named before
         assert_eq!(s.read(), ScopeRecord::Unscoped);
         let s = scope();
         for i in 1..=SCOPE_ENTRIES as u32 + 1 {
-            s.inode(Ino(i), true);
+            s.inode(Ino(i), || true);
         }
         assert_eq!(s.read(), ScopeRecord::Unscoped);
         let s = scope();
-        s.range(Ino(3), 0, SCOPE_MAX_RANGE + 1, 0, Some(0), true);
+        s.range(Ino(3), 0, SCOPE_MAX_RANGE + 1, 0, Some(0), || true);
         assert_eq!(s.read(), ScopeRecord::Unscoped);
         s.reset(4, 2);
         assert_eq!(s.read(), ScopeRecord::Scoped { used_before: Some(4), inodes_before: Some(2), entries: Vec::new() });

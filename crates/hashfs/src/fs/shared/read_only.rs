@@ -461,7 +461,7 @@ mod tests {
         let _ = region.lock_image(dying);
         let words = region.words();
         words.scope.reset(words.table_used.load(Ordering::Acquire), words.inodes_used.load(Ordering::Acquire));
-        words.scope.inode(ino, true);
+        words.scope.inode(ino, || true);
         region.participants().pretend_dead(dying);
         std::mem::forget(c); // dead: it neither leaves nor unmaps
         a.set_permissions(Path::new("/"), 0o755).unwrap(); // takes the lock over

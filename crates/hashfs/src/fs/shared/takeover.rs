@@ -44,7 +44,7 @@ impl<D: PmDevice> FsInner<D> {
     /// The call is about to change inode `ino` (see [`crate::share::scope::CallScope::inode`]).
     pub(crate) fn scope_inode(&self, ino: Ino) {
         if let Some(r) = self.call_region() {
-            r.words().scope.inode(ino, bit(r, ino));
+            r.words().scope.inode(ino, || r.inode_bit(ino));
         }
     }
 
@@ -52,7 +52,7 @@ impl<D: PmDevice> FsInner<D> {
     /// (see [`crate::share::scope::CallScope::range`]).
     pub(crate) fn scope_range(&self, ino: Ino, lo: Lblk, hi: Lblk, mapped: u64, blocks: Option<u64>) {
         if let Some(r) = self.call_region() {
-            r.words().scope.range(ino, lo.0, hi.0, mapped, blocks, bit(r, ino));
+            r.words().scope.range(ino, lo.0, hi.0, mapped, blocks, || r.inode_bit(ino));
         }
     }
 
@@ -103,7 +103,7 @@ impl<D: PmDevice> FsInner<D> {
         }
         // Each inode's bit as the call found it: as first named, or (one only the dead one
         // had open, which it did not name) as it is.
-        let before = |ino: Ino| entries.iter().find(|e| e.ino == ino).map_or_else(|| bit(region, ino), |e| e.bit);
+        let before = |ino: Ino| entries.iter().find(|e| e.ino == ino).map_or_else(|| region.inode_bit(ino), |e| e.bit);
         let inos: Vec<(Ino, bool)> = changed.iter().chain(&freed).map(|&i| (i, before(i))).collect();
         publish_scoped(region, &tmp, &inos, *inodes_before);
         note_leftovers(region);
@@ -234,11 +234,6 @@ fn walk_path<D: PmDevice>(table: &HashTable<D>, key: u64, inside: bool, strays: 
         s = table.next_slot(s);
     }
     kept
-}
-
-/// Inode `ino`'s bit in `region`'s inode bitmap.
-fn bit(region: &ImageRegion, ino: Ino) -> bool {
-    region.inode_bit(ino)
 }
 
 /// What a scoped takeover tells the others: each inode it repaired or freed is read again
