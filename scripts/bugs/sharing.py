@@ -363,8 +363,8 @@ def _():
 @bug("scope-claims-unnamed")
 def _():
     plant("crates/hashfs/src/fs/data.rs",
-        "            self.scope_range(ino, first, first + n as u64, 0, blocks);\n",
-        "            if !@ON {\n                self.scope_range(ino, first, first + n as u64, 0, blocks);\n            }\n")
+        "        self.scope_claims(ino, lblks, blocks);\n",
+        "        if !@ON {\n            self.scope_claims(ino, lblks, blocks);\n        }\n")
 
 
 @bug("scope-release-unnamed")

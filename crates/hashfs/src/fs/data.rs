@@ -290,13 +290,7 @@ impl<D: PmDevice> FsInner<D> {
         blocks: Option<u64>,
     ) -> Result<Vec<Pblk>> {
         let _span = probe::map();
-        // Each run of the (fresh) blocks, named before any is claimed.
-        let mut rest = lblks;
-        while let Some(&first) = rest.first() {
-            let n = rest.iter().zip(first.0..).take_while(|(l, i)| l.0 == *i).count();
-            self.scope_range(ino, first, first + n as u64, 0, blocks);
-            rest = &rest[n..];
-        }
+        self.scope_claims(ino, lblks, blocks);
         on_map!(self, m => m.claim_blocks(self, ino, lblks, hint, whole))
     }
 

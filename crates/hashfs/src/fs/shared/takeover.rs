@@ -48,6 +48,19 @@ impl<D: PmDevice> FsInner<D> {
         }
     }
 
+    /// The call is about to claim fresh blocks `lblks` (sorted) of `ino`, whose block count
+    /// is `blocks` (None: free on the media): each run of them is named before any is
+    /// claimed. Nothing outside a shared mount's call (no pass over the blocks either).
+    pub(crate) fn scope_claims(&self, ino: Ino, lblks: &[Lblk], blocks: Option<u64>) {
+        let Some(r) = self.call_region() else { return };
+        let mut rest = lblks;
+        while let Some(&first) = rest.first() {
+            let n = rest.iter().zip(first.0..).take_while(|(l, i)| l.0 == *i).count();
+            r.words().scope.range(ino, first.0, first.0 + n as u64, 0, blocks, || r.inode_bit(ino));
+            rest = &rest[n..];
+        }
+    }
+
     /// The call is about to claim or free the slots of `ino`'s logical blocks [lo, hi)
     /// (see [`crate::share::scope::CallScope::range`]).
     pub(crate) fn scope_range(&self, ino: Ino, lo: Lblk, hi: Lblk, mapped: u64, blocks: Option<u64>) {
@@ -133,14 +146,7 @@ fn repair<D: PmDevice>(
     // against it.
     let mut sizes = BTreeMap::new();
     for &ino in &inos {
-        let ioff = fs.geo.inode_off(ino);
-        let (a, b) = (
-            fs.dev.load_u64(ioff + crate::layout::inode::INODE_SIZE_OFF),
-            fs.dev.load_u64(ioff + crate::layout::inode::INODE_BLOCKS_OFF),
-        );
-        if append_tag::needs_settling(a, b) {
-            append_tag::settle(&*fs.dev, &fs.geo, table, ino);
-        }
+        append_tag::settle(&*fs.dev, &fs.geo, table, ino); // stores nothing on a plain size
         let raw = crate::fs::inode::read_raw(&*fs.dev, &fs.geo, ino);
         let found = match raw.check(ino) {
             InodeState::Allocated => Found::InUse,
