@@ -62,7 +62,7 @@ on_exit() {
 }
 trap on_exit EXIT
 # The FUSE and application tests use Debian's fuse3, rsync, acl and attr (setfacl,
-# setfattr), fio, RocksDB's db_bench
+# setfattr), fio, python3-dev, RocksDB's db_bench
 # (rocksdb-tools) and LevelDB (libleveldb-dev, with g++ for the YCSB driver); bench/plot.py
 # (checked on the paper benchmark's smoke output) needs matplotlib.
 find_missing() {
@@ -82,6 +82,9 @@ find_missing() {
     command -v redis-server >/dev/null || missing="$missing redis-server"
     compgen -G '/usr/lib/postgresql/*/bin/pgbench' >/dev/null || missing="$missing postgresql"
     /usr/bin/python3 -c "import lmdb" 2>/dev/null || missing="$missing python3-lmdb"
+    # A Python extension module built in the image (tests/libraries.rs): Debian's headers.
+    [ -f "$(/usr/bin/python3 -c 'import sysconfig; print(sysconfig.get_paths()["include"])' 2>/dev/null)/Python.h" ] ||
+        missing="$missing python3-dev"
     python3 -c "import matplotlib" 2>/dev/null || /usr/bin/python3 -c "import matplotlib" 2>/dev/null ||
         missing="$missing python3-matplotlib"
 }

@@ -86,6 +86,27 @@ def _():
         "    if true {\n")
 
 
+@bug("dlopen-called-not-jumped", rebuilt=True)
+def _():
+    sub("crates/hashfs-interpose/src/export.rs",
+        '                    "mov rdi, rax",\n                    "jmp rdx",\n',
+        '                    "mov rdi, rax",\n                    "sub rsp, 8",\n                    "call rdx",\n                    "add rsp, 8",\n                    "ret",\n')
+
+
+@bug("dlopen-deps-not-first", rebuilt=True)
+def _():
+    sub("crates/hashfs-interpose/src/entry/library.rs",
+        "            for dep in lib.first {\n",
+        "            for dep in lib.first.into_iter().filter(|_| false) {\n")
+
+
+@bug("dlopen-deps-held", rebuilt=True)
+def _():
+    sub("crates/hashfs-interpose/src/entry/library.rs",
+        "    for h in held {\n",
+        "    for h in held.into_iter().filter(|_| false) {\n")
+
+
 @bug("exec-image-unserved")
 def _():
     plant("crates/hashfs-preload/src/shim/cwd.rs",

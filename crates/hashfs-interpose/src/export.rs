@@ -201,6 +201,29 @@ macro_rules! export {
                 execle => WithEnv;
             }
 
+            /// `dlopen`: a jump to libc's, with the path the backend chooses
+            /// (`entry::library`). A jump, not a call: libc's `dlopen` finds its caller by
+            /// its return address, and searches a bare name along that caller's RUNPATH.
+            #[no_mangle]
+            #[unsafe(naked)]
+            pub unsafe extern "C" fn dlopen(file: *const c_char, mode: c_int) -> *mut c_void {
+                /// The path and the function to jump to.
+                unsafe extern "C" fn target(file: *const c_char, mode: c_int) -> $crate::entry::library::Target {
+                    // SAFETY: dlopen's contract, which our caller met.
+                    unsafe { $crate::entry::library::dlopen_target::<$B>(file, mode) }
+                }
+                // At entry rsp is 8 below a 16-byte boundary; `push rsi` keeps the mode and
+                // aligns the call.
+                core::arch::naked_asm!(
+                    "push rsi",
+                    "call {target}",
+                    "pop rsi",
+                    "mov rdi, rax",
+                    "jmp rdx",
+                    target = sym target,
+                )
+            }
+
             /// `vfork`: a jump to libc's, or to this interposer's `fork` where the backend
             /// must act for the child (`entry::process::vfork_target`). A jump, not a call:
             /// the function chosen returns to `vfork`'s caller itself, and a `vfork` child

@@ -411,6 +411,7 @@ mod fd;
 mod fork;
 mod io;
 mod ioctl;
+mod library;
 mod locks;
 mod meta;
 mod mmap;

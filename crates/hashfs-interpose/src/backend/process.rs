@@ -119,6 +119,13 @@ pub trait Process {
     fn serves_program(_path: &CStr) -> bool {
         false
     }
+    /// The copy the dynamic loader is to open when `dlopen` is given `path` (a name with a
+    /// slash), if it names a library of the backend's, with the copies of the libraries of
+    /// the backend's it needs (`entry/library.rs`). None: not the backend's (the loader
+    /// opens `path` itself).
+    fn library(_path: &CStr) -> Served<crate::entry::library::Library> {
+        None
+    }
     /// The exec failed (the program goes on): [`Self::before_exec`]'s work is undone.
     /// errno is restored after it.
     fn exec_failed(_prepared: Option<Box<dyn std::any::Any>>) {}

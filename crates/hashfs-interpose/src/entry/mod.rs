@@ -17,6 +17,7 @@ use crate::call::{serve, CResult, Next, Served};
 pub mod copy;
 pub mod fd;
 pub mod io;
+pub mod library;
 pub mod meta;
 pub mod names;
 pub mod process;

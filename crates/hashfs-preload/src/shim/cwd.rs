@@ -167,6 +167,10 @@ impl Process for Preload {
         fs_path_of(path).is_some()
     }
 
+    fn library(path: &CStr) -> Served<hashfs_interpose::entry::library::Library> {
+        super::library::library(path)
+    }
+
     fn exec_failed(prepared: Option<Box<dyn std::any::Any>>) {
         super::exec::exec_failed(prepared)
     }

@@ -68,6 +68,12 @@ fn script(line: &[u8], whole: bool) -> Result<ExecImage, c_int> {
 
 /// A close-on-exec memfd holding the file's bytes, named after it.
 fn copy(file: &File<MmapDevice>, p: &Path) -> Result<ExecImage, c_int> {
+    memfd_copy(file, p).map(ExecImage::Copy)
+}
+
+/// A close-on-exec memfd holding `file`'s bytes, named "hashfs:" and the last name of `p`
+/// (a program's copy here, a library's in `library.rs`).
+pub(super) fn memfd_copy(file: &File<MmapDevice>, p: &Path) -> Result<c_int, c_int> {
     let name = p.file_name().map(|n| n.as_bytes()).unwrap_or(b"program");
     let name = CString::new([b"hashfs:", name].concat()).map_err(|_| libc::EINVAL)?;
     // SAFETY: a NUL-terminated name; the descriptor is ours.
@@ -100,5 +106,5 @@ fn copy(file: &File<MmapDevice>, p: &Path) -> Result<ExecImage, c_int> {
         }
         off += n as u64;
     }
-    Ok(ExecImage::Copy(fd))
+    Ok(fd)
 }

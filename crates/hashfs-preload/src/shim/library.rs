@@ -1,0 +1,315 @@
+//! Shared libraries in the image, for `dlopen` (`hashfs_interpose::Process::library`): the
+//! dynamic loader opens and maps with its own system calls, so it is given a copy of the
+//! library in a memfd, by its `/proc/self/fd` name.
+//!
+//! - **One copy per version of a file**, kept for the rest of the process: the loader
+//!   recognizes a library it has loaded by the name it was given, so a second `dlopen` of
+//!   the same file gets the same name (and the same handle), and a name is never given to
+//!   two copies (a descriptor number the program closed and reused is skipped). A file
+//!   changed since its copy (size, times, inode generation) gets a new copy.
+//! - **What it needs from the image is loaded first**: each `DT_NEEDED` name is looked for
+//!   as the loader would (`DT_RPATH` when there is no `DT_RUNPATH`, then `LD_LIBRARY_PATH`,
+//!   then `DT_RUNPATH`; `$ORIGIN` is the library's directory in the image); one found in
+//!   the image first is copied and loaded before it, so that the loader finds it by its
+//!   `DT_SONAME` among the loaded ones. One without a `DT_SONAME` cannot be found that
+//!   way: said on standard error, and the loader's error follows.
+//! - Programs in the image that need libraries in the image at start (their `DT_NEEDED`)
+//!   are not covered: the loader resolves those before any code of ours runs (docs/shim.md).
+
+use super::*;
+use hashfs_interpose::entry::library::Library;
+use hashfs_interpose::{Errno, Served};
+use object::elf::{FileHeader64, DT_NEEDED, DT_RPATH, DT_RUNPATH, DT_SONAME};
+use object::read::elf::{Dyn, FileHeader};
+use object::Endianness;
+use std::os::unix::ffi::OsStringExt;
+
+/// Libraries in the image a load may pull in, the first included (a chain of `DT_NEEDED`
+/// deeper than this is refused: ELOOP).
+const MAX_LIBRARIES: usize = 64;
+
+/// A version of an image file, copied.
+struct Copied {
+    /// The file and the version copied: inode, generation, size, modification and change times.
+    version: (Ino, u32, u64, i64, i64),
+    /// The memfd and its inode number (a descriptor the program closed and reused is not it).
+    fd: c_int,
+    memfd_ino: u64,
+    /// `/proc/self/fd/N`, for the loader.
+    name: &'static CStr,
+    /// What the library needs: `DT_NEEDED`, and its search paths.
+    dynamic: Dynamic,
+}
+
+/// The parts of a library's dynamic section the search uses.
+#[derive(Clone, Default)]
+struct Dynamic {
+    needed: Vec<Vec<u8>>,
+    rpath: Option<Vec<u8>>,
+    runpath: Option<Vec<u8>>,
+    has_soname: bool,
+}
+
+/// Copies made in this process, and every descriptor number ever named to the loader.
+struct Copies {
+    copies: Vec<Copied>,
+    named: Vec<c_int>,
+}
+
+static COPIES: Mutex<Copies> = Mutex::new(Copies { copies: Vec::new(), named: Vec::new() });
+
+pub(super) fn library(path: &CStr) -> Served<Library> {
+    let p = fs_path_of(path)?;
+    let fs = match shim().fs() {
+        Ok(fs) => fs,
+        Err(e) => return Some(Err(Errno(e))),
+    };
+    Some(load_order(fs, &p).map_err(Errno))
+}
+
+/// The copy of the library at `p` and those of the libraries in the image it needs.
+fn load_order(fs: &FileSystem<MmapDevice>, p: &Path) -> Result<Library, c_int> {
+    let ino = match following_out(|| fs.resolve(p)) {
+        // A link out of the image: the loader opens what it leads to.
+        Err(Error::LinkOutside(out)) => {
+            let out = CString::new(out).map_err(|_| libc::EINVAL)?;
+            return Ok(Library { path: Box::leak(out.into_boxed_c_str()), first: Vec::new() });
+        }
+        r => r.map_err(|e| e.errno())?,
+    };
+    let mut copies = COPIES.lock();
+    let mut seen = vec![ino];
+    let mut first = Vec::new();
+    let (name, dynamic) = copy_of(&mut copies, fs, ino, p)?;
+    needs(&mut copies, fs, p, &dynamic, &mut seen, &mut first)?;
+    Ok(Library { path: name, first })
+}
+
+/// Appends to `first`, deepest first, the copies of what a library at image path `p` with
+/// `dynamic` needs from the image (`seen`: the inodes already placed).
+fn needs(
+    copies: &mut Copies,
+    fs: &FileSystem<MmapDevice>,
+    p: &Path,
+    dynamic: &Dynamic,
+    seen: &mut Vec<Ino>,
+    first: &mut Vec<&'static CStr>,
+) -> Result<(), c_int> {
+    let named = prefix().ok_or(libc::ENOENT)?.join(p.strip_prefix("/").unwrap_or(p));
+    let origin = named.parent().map(Path::to_path_buf);
+    let env = std::env::var_os("LD_LIBRARY_PATH").map(OsStringExt::into_vec);
+    let dirs = search_dirs(dynamic, origin.as_deref(), env.as_deref());
+    for needed in &dynamic.needed {
+        if needed.contains(&b'/') {
+            continue; // a path: the loader opens it as it is
+        }
+        let Some(dep) = find(fs, &dirs, needed) else { continue };
+        let ino = dep.1;
+        if seen.contains(&ino) {
+            continue;
+        }
+        if seen.len() >= MAX_LIBRARIES {
+            return Err(libc::ELOOP);
+        }
+        seen.push(ino);
+        let (name, dep_dynamic) = copy_of(copies, fs, ino, &dep.0)?;
+        if !dep_dynamic.has_soname {
+            eprintln!(
+                "hashfs shim: dlopen of {}: it needs {}, found in the image without a DT_SONAME, by which alone \
+                 the loader could take the copy given it (the load fails; through `hashfs mount` it works)",
+                named.display(),
+                prefix().unwrap_or(Path::new("/")).join(dep.0.strip_prefix("/").unwrap_or(&dep.0)).display()
+            );
+        }
+        needs(copies, fs, &dep.0, &dep_dynamic, seen, first)?;
+        first.push(name);
+    }
+    Ok(())
+}
+
+/// The directories the loader searches for a library's `DT_NEEDED` names before its
+/// cache and the system's (ld.so(8)): `DT_RPATH` (only without `DT_RUNPATH`),
+/// `LD_LIBRARY_PATH`, `DT_RUNPATH`. `$ORIGIN` is `origin`; a directory with another
+/// token (`$LIB`, `$PLATFORM`) is left out. `env`: `LD_LIBRARY_PATH`.
+fn search_dirs(dynamic: &Dynamic, origin: Option<&Path>, env: Option<&[u8]>) -> Vec<PathBuf> {
+    let rpath = if dynamic.runpath.is_none() { dynamic.rpath.as_deref() } else { None };
+    let lists = [rpath, env, dynamic.runpath.as_deref()];
+    let mut dirs = Vec::new();
+    for list in lists.into_iter().flatten() {
+        for d in list.split(|&b| b == b':' || b == b';') {
+            let d = if d.is_empty() { &b"."[..] } else { d };
+            let expanded = match origin {
+                Some(o) => {
+                    let o = o.as_os_str().as_bytes();
+                    let mut out = d.to_vec();
+                    for token in [&b"${ORIGIN}"[..], b"$ORIGIN"] {
+                        while let Some(i) = out.windows(token.len()).position(|w| w == token) {
+                            out.splice(i..i + token.len(), o.iter().copied());
+                        }
+                    }
+                    out
+                }
+                None => d.to_vec(),
+            };
+            if !expanded.contains(&b'$') {
+                dirs.push(PathBuf::from(std::ffi::OsString::from_vec(expanded)));
+            }
+        }
+    }
+    dirs
+}
+
+/// Where the loader would find `name` along `dirs`, if that is in the image: its path in
+/// the image and inode. None when a kernel directory has it first, or none has it.
+fn find(fs: &FileSystem<MmapDevice>, dirs: &[PathBuf], name: &[u8]) -> Option<(PathBuf, Ino)> {
+    for d in dirs {
+        let candidate = d.join(std::ffi::OsStr::from_bytes(name));
+        let Ok(c) = CString::new(candidate.as_os_str().as_bytes()) else { continue };
+        match fs_path_of(&c) {
+            Some(ip) => {
+                if let Ok(ino) = following_out(|| fs.resolve(&ip)) {
+                    if fs.peek_attr(ino).is_ok_and(|m| m.file_type == FileType::Regular) {
+                        return Some((ip, ino));
+                    }
+                }
+            }
+            // A shim's own call: the kernel's file system.
+            None if candidate.is_file() => return None,
+            None => {}
+        }
+    }
+    None
+}
+
+/// The loader's name for the copy of inode `ino` (at image path `p`) as it is now, made if
+/// there is none, and its dynamic section.
+fn copy_of(
+    copies: &mut Copies,
+    fs: &FileSystem<MmapDevice>,
+    ino: Ino,
+    p: &Path,
+) -> Result<(&'static CStr, Dynamic), c_int> {
+    let md = fs.peek_attr(ino).map_err(|e| e.errno())?;
+    if md.file_type != FileType::Regular {
+        return Err(libc::ENOEXEC);
+    }
+    if !permitted(&md, libc::R_OK) {
+        return Err(libc::EACCES);
+    }
+    let version = (ino, md.generation, md.size, md.mtime_ns, md.ctime_ns);
+    if let Some(c) = copies.copies.iter().find(|c| c.version == version && memfd_ino(c.fd) == Some(c.memfd_ino)) {
+        return Ok((c.name, c.dynamic.clone()));
+    }
+    let file = fs.open_ino(ino, Access { read: true, write: false, append: false }).map_err(|e| e.errno())?;
+    let mut fd = super::program::memfd_copy(&file, p)?;
+    if copies.named.contains(&fd) {
+        // A number the loader knows by another copy: this one goes above every named one.
+        let above = copies.named.iter().max().copied().unwrap_or(0) + 1;
+        // SAFETY: our own descriptor.
+        let moved = unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, above) };
+        // SAFETY: our own descriptor, replaced by `moved` (or failed).
+        unsafe { libc::close(fd) };
+        if moved < 0 {
+            return Err(hashfs_interpose::errno());
+        }
+        fd = moved;
+    }
+    let (Some(ino_of_copy), dynamic) = (memfd_ino(fd), dynamic_of(fd, md.size)) else {
+        // SAFETY: our own descriptor.
+        unsafe { libc::close(fd) };
+        return Err(libc::EIO);
+    };
+    let name = CString::new(format!("/proc/self/fd/{fd}")).map_err(|_| libc::EINVAL)?;
+    let name: &'static CStr = Box::leak(name.into_boxed_c_str());
+    copies.named.push(fd);
+    copies.copies.retain(|c| c.version.0 != ino || memfd_ino(c.fd) == Some(c.memfd_ino));
+    copies.copies.push(Copied { version, fd, memfd_ino: ino_of_copy, name, dynamic: dynamic.clone() });
+    Ok((name, dynamic))
+}
+
+/// The inode number of descriptor `fd` (the kernel's).
+fn memfd_ino(fd: c_int) -> Option<u64> {
+    // SAFETY: an all-zero stat is a valid buffer.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: as above (a shim's own call: the kernel's fstat).
+    (unsafe { libc::fstat(fd, &mut st) } == 0).then_some(st.st_ino)
+}
+
+/// The dynamic section of the ELF file in memfd `fd` (`len` bytes), read through a private
+/// mapping of it. Not ELF, or without a dynamic section: nothing needed (the loader says
+/// what is wrong with it).
+fn dynamic_of(fd: c_int, len: u64) -> Dynamic {
+    if len == 0 {
+        return Dynamic::default();
+    }
+    // SAFETY: a read-only private mapping of our own descriptor, unmapped below.
+    let at = unsafe { libc::mmap(std::ptr::null_mut(), len as usize, libc::PROT_READ, libc::MAP_PRIVATE, fd, 0) };
+    if at == libc::MAP_FAILED {
+        return Dynamic::default();
+    }
+    // SAFETY: the mapping just made, `len` bytes, alive until the munmap below.
+    let data = unsafe { std::slice::from_raw_parts(at as *const u8, len as usize) };
+    let d = parse_dynamic(data).unwrap_or_default();
+    // SAFETY: the mapping made above, no longer borrowed.
+    unsafe { libc::munmap(at, len as usize) };
+    d
+}
+
+/// `DT_NEEDED`, `DT_RPATH`, `DT_RUNPATH` and whether there is a `DT_SONAME`, from a 64-bit
+/// ELF file's section headers.
+fn parse_dynamic(data: &[u8]) -> Option<Dynamic> {
+    let header = FileHeader64::<Endianness>::parse(data).ok()?;
+    let endian = header.endian().ok()?;
+    let sections = header.sections(endian, data).ok()?;
+    let (entries, link) = sections.dynamic(endian, data).ok()??;
+    let strings = sections.strings(endian, data, link).ok()?;
+    let mut d = Dynamic::default();
+    for e in entries {
+        let s = || e.string(endian, strings).ok().map(<[u8]>::to_vec);
+        match e.tag(endian) {
+            DT_NEEDED => d.needed.extend(s()),
+            DT_RPATH => d.rpath = s(),
+            DT_RUNPATH => d.runpath = s(),
+            DT_SONAME => d.has_soname = true,
+            _ => {}
+        }
+    }
+    Some(d)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `$ORIGIN` in both spellings, the order of the three lists, RPATH ignored beside
+    /// RUNPATH, and a directory with another token left out.
+    #[test]
+    fn search_directories_follow_the_loaders_order() {
+        let env = Some(&b"/env/a:/env/$LIB"[..]);
+        let d = Dynamic {
+            rpath: Some(b"/rpath".to_vec()),
+            runpath: Some(b"$ORIGIN/../lib:${ORIGIN}:/run".to_vec()),
+            ..Dynamic::default()
+        };
+        let got = search_dirs(&d, Some(Path::new("/pm/x")), env);
+        let want: Vec<PathBuf> = ["/env/a", "/pm/x/../lib", "/pm/x", "/run"].iter().map(PathBuf::from).collect();
+        assert_eq!(got, want);
+        let d = Dynamic { rpath: Some(b"/rpath".to_vec()), ..Dynamic::default() };
+        assert_eq!(search_dirs(&d, None, env)[0], PathBuf::from("/rpath"));
+    }
+
+    /// The dynamic section of this test's own libc: it needs ld-linux and has a soname.
+    #[test]
+    fn a_system_librarys_dynamic_section_reads() {
+        let Some(libc_path) = ["/lib/x86_64-linux-gnu/libc.so.6", "/usr/lib/x86_64-linux-gnu/libc.so.6"]
+            .into_iter()
+            .find(|p| Path::new(p).exists())
+        else {
+            return;
+        };
+        let d = parse_dynamic(&std::fs::read(libc_path).unwrap()).unwrap();
+        assert!(d.has_soname);
+        assert!(d.needed.iter().any(|n| n.starts_with(b"ld-linux")), "{:?}", d.needed);
+        assert!(parse_dynamic(b"not an ELF file").is_none());
+    }
+}
