@@ -107,6 +107,27 @@ def _():
         "    for h in held.into_iter().filter(|_| false) {\n")
 
 
+@bug("fifo-open-unserved")
+def _():
+    plant("crates/hashfs-preload/src/shim/fd.rs",
+        "        if md.file_type == FileType::Fifo {\n",
+        "        if md.file_type == FileType::Fifo && !@ON {\n")
+
+
+@bug("fifo-node-kept")
+def _():
+    plant("crates/hashfs-preload/src/shim/names.rs",
+        "            if let Some(m) = fifo {\n",
+        "            if let Some(m) = fifo.filter(|_| !@ON) {\n")
+
+
+@bug("fifo-dir-with-region")
+def _():
+    plant("crates/hashfs/src/share/attach.rs",
+        "    let _ = std::fs::remove_dir(fifo_dir_path(region));\n",
+        "    let _ = if @ON { std::fs::remove_dir_all(fifo_dir_path(region)) } else { std::fs::remove_dir(fifo_dir_path(region)) };\n")
+
+
 @bug("exec-image-unserved")
 def _():
     plant("crates/hashfs-preload/src/shim/cwd.rs",

@@ -408,6 +408,7 @@ mod cwd;
 mod dir;
 mod exec;
 mod fd;
+mod fifo;
 mod fork;
 mod io;
 mod ioctl;

@@ -141,6 +141,41 @@ fn paths_out_of_the_image_through_dot_dot_reach_the_kernels_files() {
     img.fsck_clean();
 }
 
+/// A FIFO made in the image carries bytes between processes (it could not be opened
+/// through the shim before: EOPNOTSUPP): a shell's reader and writer, a loop reading it
+/// as its standard input (`done < fifo`: the shell opens it), a program writing it and
+/// another reading it, non-blocking ends. Every process's open reaches one kernel FIFO
+/// beside the image's region, whose node stays while the FIFO has a name (after the last
+/// process left the image) and goes with it, its directory with the last node.
+#[test]
+fn fifos_in_the_image_carry_bytes_between_processes() {
+    let img = image();
+    let (f, g) = (p("/d/f"), p("/g"));
+    let region = hashfs::share::region_path(&std::fs::File::open(&img.path).unwrap()).unwrap();
+    let dir = hashfs::share::fifo_dir_path(&region);
+    let script = format!(
+        "set -e; mkdir {d}; mkfifo {f} {g}; stat -c %F {f}; (seq 1 3 > {f}) & cat {f}; wait; \
+         (seq 4 5 > {f}) & while read l; do echo got $l; done < {f}; wait; \
+         (python3 -c 'import sys; open(sys.argv[1], \"w\").write(\"from python\\n\")' {f} &); head -n 1 < {f}; \
+         python3 -c '
+import os, sys
+r = os.open(sys.argv[1], os.O_RDONLY | os.O_NONBLOCK)
+w = os.open(sys.argv[1], os.O_WRONLY | os.O_NONBLOCK)
+os.write(w, b\"0123456789\"); print(len(os.read(r, 100)))
+print(os.fstat(w).st_mode & 0o170000 == 0o010000)' {g}",
+        d = p("/d"),
+    );
+    assert_eq!(img.ok("bash", &["-c", &script]), "fifo\n1\n2\n3\ngot 4\ngot 5\nfrom python\n10\nTrue\n");
+    img.region_removed();
+    let nodes = || std::fs::read_dir(&dir).map(|d| d.count()).unwrap_or(0);
+    assert_eq!(nodes(), 2, "a node for each FIFO with a name, in {}", dir.display());
+    img.ok("rm", &[&g]);
+    assert_eq!(nodes(), 1, "the unlinked FIFO's node went");
+    assert_eq!(img.ok("bash", &["-c", &format!("(echo again > {f}) & cat {f}; rm {f}")]), "again\n");
+    assert!(!dir.exists(), "the FIFO directory {} goes with its last node", dir.display());
+    img.fsck_clean();
+}
+
 /// libc's `realpath` and `canonicalize_file_name` of paths in the image (glibc resolves
 /// with its own lstat and readlink, which no preload sees: every one failed with ENOENT,
 /// and cargo could not build a crate in the image): `.` and `..`, a relative path from a

@@ -56,7 +56,10 @@ pub(super) fn do_open(path: &Path, flags: c_int, mode: mode_t) -> Result<c_int, 
     // atomicity promises; so after a create that found the name taken and then lost it.
     // (One that found it free and lost it to another's create opens what the other made:
     // `FileSystem::create_unless_exists`.)
+    // A FIFO's inode (its bytes are the kernel's: `fifo.rs`).
+    let fifo = std::cell::Cell::new(None);
     let attempt = |resolved: &mut bool| -> Result<(Ino, Option<File<MmapDevice>>), Error> {
+        fifo.set(None);
         let ino = if flags & libc::O_CREAT != 0 {
             let (p, name) = fs.resolve_parent(path).map_err(|e| match e {
                 // A directory link out of the image: the file is the name in what it leads to.
@@ -92,6 +95,10 @@ pub(super) fn do_open(path: &Path, flags: c_int, mode: mode_t) -> Result<c_int, 
             }
             return Ok((ino, None));
         }
+        if md.file_type == FileType::Fifo {
+            fifo.set(Some(md));
+            return Ok((ino, None));
+        }
         let f = fs.open_ino(ino, if access.read || access.write { access } else { Access { read: true, ..access } })?;
         if flags & libc::O_TRUNC != 0 && access.write {
             f.set_len(0)?;
@@ -118,6 +125,9 @@ pub(super) fn do_open(path: &Path, flags: c_int, mode: mode_t) -> Result<c_int, 
             r => break r,
         }
     };
+    if let Some(md) = fifo.take() {
+        return super::fifo::open(&md, flags);
+    }
     let (ino, file) = match r {
         Ok(found) => found,
         // A link out of the image: the kernel's file it leads to, by the kernel's descriptor.

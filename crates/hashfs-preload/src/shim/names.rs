@@ -6,8 +6,9 @@ use hashfs_interpose::{Errno, Names, Next, Served};
 use io::served;
 use meta::target_at;
 
-/// mknod in the image: FIFOs, devices and sockets become inodes of their type (opening
-/// them needs the kernel: through the shim that is EOPNOTSUPP, through the mount it works).
+/// mknod in the image: FIFOs, devices and sockets become inodes of their type (opening a
+/// device or socket needs the kernel: through the shim that is EOPNOTSUPP, through the
+/// mount it works; a FIFO opens a kernel FIFO standing for it, `fifo.rs`).
 fn mknod_ours(p: &Path, mode: mode_t, dev: libc::dev_t) -> Result<(), c_int> {
     let fs = shim().fs()?;
     let t = FileType::from_mknod_mode(mode).ok_or(libc::EINVAL)?;
@@ -37,7 +38,22 @@ fn at_path<T>(
 
 impl Names for Preload {
     fn unlink_at(dirfd: c_int, path: &CStr, flags: c_int, _: Next<'_, ()>) -> Served<()> {
-        at_path(dirfd, path, |fs, p| if flags & libc::AT_REMOVEDIR != 0 { fs.remove_dir(p) } else { fs.remove_file(p) })
+        at_path(dirfd, path, |fs, p| {
+            if flags & libc::AT_REMOVEDIR != 0 {
+                return fs.remove_dir(p);
+            }
+            // A FIFO's last name: the kernel FIFO standing for it goes too (`fifo.rs`).
+            let fifo = fs
+                .resolve_nofollow(p)
+                .and_then(|i| fs.peek_attr(i))
+                .ok()
+                .filter(|m| m.file_type == FileType::Fifo && m.nlink == 1);
+            fs.remove_file(p)?;
+            if let Some(m) = fifo {
+                super::fifo::removed(m.ino, m.generation);
+            }
+            Ok(())
+        })
     }
 
     fn mkdir_at(dirfd: c_int, path: &CStr, mode: mode_t, _: Next<'_, ()>) -> Served<()> {

@@ -86,6 +86,23 @@ pub fn region_path(image: &File) -> io::Result<PathBuf> {
     Ok(PathBuf::from(format!("/dev/shm/hashfs-{}-{}.shm", m.dev(), m.ino())))
 }
 
+/// The directory beside an image's region where the shim keeps a kernel FIFO for each FIFO
+/// of the image that a process opened (`hashfs-preload`'s `shim/fifo.rs`): `region` with
+/// the extension `fifos`. It holds nothing persistent.
+pub fn fifo_dir_path(region: &Path) -> PathBuf {
+    region.with_extension("fifos")
+}
+
+/// Removes region file `region`, and its FIFO directory ([`fifo_dir_path`]) if that is
+/// empty: a node in it stays while its FIFO has a name, since a process that left the image
+/// may still have it open (a shell's `cmd < fifo` execs a program that holds no descriptor
+/// of the image), and the next open by another process must reach the same FIFO.
+pub(crate) fn remove_region(region: &Path) -> io::Result<()> {
+    std::fs::remove_file(region)?;
+    let _ = std::fs::remove_dir(fifo_dir_path(region));
+    Ok(())
+}
+
 /// What the file at a region's name is.
 enum Found {
     Current,

@@ -21,7 +21,8 @@ pub mod scope;
 pub mod sequence;
 mod sweep;
 
-pub use attach::{region_path, Access, Identity, HEADER_BYTES, LAYOUT_VERSION};
+pub(crate) use attach::remove_region;
+pub use attach::{fifo_dir_path, region_path, Access, Identity, HEADER_BYTES, LAYOUT_VERSION};
 pub use data_ring::{DataChanges, DataRing, DATA_RING};
 pub use descriptions::{Description, Descriptions, Handle, OffsetGuard, MAX_DESCRIPTIONS};
 pub use image::{

@@ -86,7 +86,7 @@ fn sweep_one(path: &Path, image: (u64, u64), boot_id: [u8; 16], locks: &mut Opti
         h.version == LAYOUT_VERSION && !image_locked(image, locks) && nothing_alive(&f, &h)?
     };
     if removable {
-        std::fs::remove_file(path)?;
+        super::remove_region(path)?;
     }
     Ok(removable)
 }

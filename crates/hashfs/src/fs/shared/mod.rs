@@ -576,7 +576,7 @@ impl<D: PmDevice> FsInner<D> {
         if alone {
             wait_for_leavers(&sh.region, sh.me());
             if self.dev.try_lock_alone() {
-                let _ = std::fs::remove_file(&sh.path);
+                let _ = crate::share::remove_region(&sh.path);
             }
         }
         true

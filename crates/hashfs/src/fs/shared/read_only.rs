@@ -238,7 +238,7 @@ impl<D: PmDevice> FsInner<D> {
             Err(_) => true, // not read: kept, as a writer would keep it
         };
         if !handed_over {
-            let _ = std::fs::remove_file(&ro.path);
+            let _ = crate::share::remove_region(&ro.path);
         }
     }
 
