@@ -128,6 +128,20 @@ def _():
         "    let _ = if @ON { std::fs::remove_dir_all(fifo_dir_path(region)) } else { std::fs::remove_dir(fifo_dir_path(region)) };\n")
 
 
+@bug("dot-dot-out-names-unserved")
+def _():
+    plant("crates/hashfs-preload/src/shim/names.rs",
+        "        return kernel_call0(dirfd, path, kernel).map(|r| r.map(|()| T::default()));\n",
+        "        if @ON {\n            return None;\n        }\n        return kernel_call0(dirfd, path, kernel).map(|r| r.map(|()| T::default()));\n")
+
+
+@bug("dot-dot-out-attrs-unserved")
+def _():
+    plant("crates/hashfs-preload/src/shim/meta.rs",
+        "            return kernel_call0(dirfd, path, |k| unsafe { libc::fchmodat(libc::AT_FDCWD, k.as_ptr(), mode, flags) });\n",
+        "            if @ON {\n                return None;\n            }\n            return kernel_call0(dirfd, path, |k| unsafe { libc::fchmodat(libc::AT_FDCWD, k.as_ptr(), mode, flags) });\n")
+
+
 @bug("exec-image-unserved")
 def _():
     plant("crates/hashfs-preload/src/shim/cwd.rs",

@@ -121,7 +121,8 @@ fn syncs_of_redirected_output_and_of_the_image() {
 /// kernel's is a placeholder directory elsewhere, so `ls ..` at the image's root listed the
 /// placeholder's parent, /tmp), and through the prefix (`/pm/..`, which the kernel, with no
 /// `/pm`, did not find): each reaches the kernel's file that the path names lexically, for
-/// stat, access, open, opendir and the xattr reads (`ls -l`'s).
+/// stat, access, open, opendir and the xattr reads (`ls -l`'s), and for the calls that
+/// change names, modes, owners, times and sizes.
 #[test]
 fn paths_out_of_the_image_through_dot_dot_reach_the_kernels_files() {
     let img = image();
@@ -138,6 +139,26 @@ fn paths_out_of_the_image_through_dot_dot_reach_the_kernels_files() {
     let lines: Vec<&str> = out.lines().collect();
     let root = lines[1];
     assert_eq!(lines, [root, root, root, "1", root, "1", "False True"], "{out}");
+    // The calls that change names and attributes, on a kernel directory reached from the
+    // image's root through `..` (they reached the kernel as written, against its
+    // placeholder working directory: ENOENT or, worse, a file beside the placeholder).
+    let kernel = tempfile::tempdir().unwrap();
+    let k = format!("..{}", kernel.path().display());
+    let script = format!(
+        "set -e; cd {PREFIX}; mkdir {k}/d; echo data > {k}/f; chmod 600 {k}/f; stat -c %a {k}/f; \
+         touch -d @1000000000 {k}/f; stat -c %Y {k}/f; chown 1:1 {k}/f; stat -c %u:%g {k}/f; ln -s f {k}/l; \
+         readlink {k}/l; ln {k}/f {k}/h; stat -c %h {k}/f; mv {k}/h {k}/h2; truncate -s 2 {k}/h2; stat -c %s {k}/f; \
+         mkfifo {k}/p; stat -c %F {k}/p; rm {k}/l {k}/h2 {k}/p; rmdir {k}/d; setfattr -n user.a -v 1 {k}/f; \
+         getfattr --only-values -n user.a {k}/f; echo; setfattr -x user.a {k}/f; \
+         python3 -c 'import os, sys; os.rename(sys.argv[1] + \"/f\", sys.argv[1] + \"/g\")' {k}"
+    );
+    assert_eq!(img.ok("bash", &["-c", &script]), "600\n1000000000\n1:1\nf\n2\n2\nfifo\n1\n");
+    let names: Vec<_> = std::fs::read_dir(kernel.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert_eq!(names, ["g"]);
+    assert_eq!(std::fs::read(kernel.path().join("g")).unwrap(), b"da");
+    let listed =
+        Command::new("getfattr").args(["-d", "--absolute-names"]).arg(kernel.path().join("g")).output().unwrap();
+    assert_eq!(String::from_utf8_lossy(&listed.stdout), "", "the attribute set and removed through `..`");
     img.fsck_clean();
 }
 

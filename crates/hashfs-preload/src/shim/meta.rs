@@ -7,6 +7,7 @@
 use super::*;
 use hashfs_interpose::{Errno, Metadata, Next, Served, Times};
 use io::served;
+use path::kernel_call0;
 
 /// The inode that (dirfd, path, flags) names, if it is ours: `AT_EMPTY_PATH` with an empty
 /// path names the descriptor itself.
@@ -83,7 +84,11 @@ fn chmod_ino(ino: Ino, mode: mode_t, flags: c_int) -> Result<(), c_int> {
 
 impl Metadata for Preload {
     fn chmod_at(dirfd: c_int, path: &CStr, mode: mode_t, flags: c_int, _: Next<'_, ()>) -> Served<()> {
-        Some(target_at(dirfd, path, flags)?.and_then(|ino| chmod_ino(ino, mode, flags)).map_err(Errno))
+        let Some(t) = target_at(dirfd, path, flags) else {
+            // SAFETY: a NUL-terminated path (inside the shim, libc's call is the kernel's).
+            return kernel_call0(dirfd, path, |k| unsafe { libc::fchmodat(libc::AT_FDCWD, k.as_ptr(), mode, flags) });
+        };
+        Some(t.and_then(|ino| chmod_ino(ino, mode, flags)).map_err(Errno))
     }
 
     fn fchmod(fd: c_int, mode: mode_t, _: Next<'_, ()>) -> Served<()> {
@@ -98,7 +103,13 @@ impl Metadata for Preload {
         flags: c_int,
         _: Next<'_, ()>,
     ) -> Served<()> {
-        Some(target_at(dirfd, path, flags)?.and_then(|ino| chown_ino(ino, uid, gid)).map_err(Errno))
+        let Some(t) = target_at(dirfd, path, flags) else {
+            // SAFETY: a NUL-terminated path (inside the shim, libc's call is the kernel's).
+            return kernel_call0(dirfd, path, |k| unsafe {
+                libc::fchownat(libc::AT_FDCWD, k.as_ptr(), uid, gid, flags)
+            });
+        };
+        Some(t.and_then(|ino| chown_ino(ino, uid, gid)).map_err(Errno))
     }
 
     fn fchown(fd: c_int, uid: libc::uid_t, gid: libc::gid_t, _: Next<'_, ()>) -> Served<()> {
@@ -106,8 +117,14 @@ impl Metadata for Preload {
     }
 
     fn set_times_at(dirfd: c_int, path: &CStr, times: Times, flags: c_int, _: Next<'_, ()>) -> Served<()> {
+        let Some(t) = target_at(dirfd, path, flags) else {
+            let ts = times.as_ref().map_or(std::ptr::null(), |t| t.as_ptr());
+            // SAFETY: a NUL-terminated path and null or two timespecs (inside the shim,
+            // libc's call is the kernel's).
+            return kernel_call0(dirfd, path, |k| unsafe { libc::utimensat(libc::AT_FDCWD, k.as_ptr(), ts, flags) });
+        };
         let (a, m) = from_times(times);
-        Some(target_at(dirfd, path, flags)?.and_then(|ino| set_times(ino, a, m)).map_err(Errno))
+        Some(t.and_then(|ino| set_times(ino, a, m)).map_err(Errno))
     }
 
     fn set_times_fd(fd: c_int, times: Times, _: Next<'_, ()>) -> Served<()> {

@@ -5,6 +5,7 @@ use super::*;
 use hashfs_interpose::{Errno, Names, Next, Served};
 use io::served;
 use meta::target_at;
+use path::{kernel_call, kernel_call0, kernel_path_at};
 
 /// mknod in the image: FIFOs, devices and sockets become inodes of their type (opening a
 /// device or socket needs the kernel: through the shim that is EOPNOTSUPP, through the
@@ -26,38 +27,59 @@ fn mknod_ours(p: &Path, mode: mode_t, dev: libc::dev_t) -> Result<(), c_int> {
     fs.mknod_at(parent, &name, t, perm, rdev, Owner::current()).map(|_| ()).map_err(|e| e.errno())
 }
 
-/// `f` on the image for `path` from `dirfd`, if it is ours.
+/// `f` on the image for `path` from `dirfd`, if it is ours; else, if the path leads out of
+/// the image through `..` (`path::kernel_path_at`), `kernel` on the kernel's path for it.
 fn at_path<T>(
     dirfd: c_int,
     path: &CStr,
     f: impl FnOnce(&FileSystem<MmapDevice>, &Path) -> Result<T, Error>,
-) -> Served<T> {
-    let p = fs_path_at_of(dirfd, path)?;
+    kernel: impl FnOnce(&CStr) -> c_int,
+) -> Served<T>
+where
+    T: Default,
+{
+    let Some(p) = fs_path_at_of(dirfd, path) else {
+        return kernel_call0(dirfd, path, kernel).map(|r| r.map(|()| T::default()));
+    };
     served(shim().fs().and_then(|fs| f(fs, &p).map_err(|e| e.errno())))
 }
 
 impl Names for Preload {
     fn unlink_at(dirfd: c_int, path: &CStr, flags: c_int, _: Next<'_, ()>) -> Served<()> {
-        at_path(dirfd, path, |fs, p| {
-            if flags & libc::AT_REMOVEDIR != 0 {
-                return fs.remove_dir(p);
-            }
-            // A FIFO's last name: the kernel FIFO standing for it goes too (`fifo.rs`).
-            let fifo = fs
-                .resolve_nofollow(p)
-                .and_then(|i| fs.peek_attr(i))
-                .ok()
-                .filter(|m| m.file_type == FileType::Fifo && m.nlink == 1);
-            fs.remove_file(p)?;
-            if let Some(m) = fifo {
-                super::fifo::removed(m.ino, m.generation);
-            }
-            Ok(())
-        })
+        at_path(
+            dirfd,
+            path,
+            |fs, p| {
+                if flags & libc::AT_REMOVEDIR != 0 {
+                    return fs.remove_dir(p);
+                }
+                // A FIFO's last name: the kernel FIFO standing for it goes too (`fifo.rs`).
+                let fifo = fs
+                    .resolve_nofollow(p)
+                    .and_then(|i| fs.peek_attr(i))
+                    .ok()
+                    .filter(|m| m.file_type == FileType::Fifo && m.nlink == 1);
+                fs.remove_file(p)?;
+                if let Some(m) = fifo {
+                    super::fifo::removed(m.ino, m.generation);
+                }
+                Ok(())
+            },
+            |k| {
+                // SAFETY: a NUL-terminated path (inside the shim, libc's call is the kernel's).
+                unsafe { libc::unlinkat(libc::AT_FDCWD, k.as_ptr(), flags) }
+            },
+        )
     }
 
     fn mkdir_at(dirfd: c_int, path: &CStr, mode: mode_t, _: Next<'_, ()>) -> Served<()> {
-        at_path(dirfd, path, |fs, p| fs.create_dir(p, mode & 0o7777 & !process_umask()).map(|_| ()))
+        at_path(
+            dirfd,
+            path,
+            |fs, p| fs.create_dir(p, mode & 0o7777 & !process_umask()).map(|_| ()),
+            // SAFETY: a NUL-terminated path (inside the shim, libc's call is the kernel's).
+            |k| unsafe { libc::mkdirat(libc::AT_FDCWD, k.as_ptr(), mode) },
+        )
     }
 
     fn rename_at(fd1: c_int, from: &CStr, fd2: c_int, to: &CStr, flags: c_uint, _: Next<'_, ()>) -> Served<()> {
@@ -69,7 +91,10 @@ impl Names for Preload {
             RenameMode::Replace
         };
         match (fs_path_at_of(fd1, from), fs_path_at_of(fd2, to)) {
-            (None, None) => None,
+            (None, None) => kernel_pair(fd1, from, fd2, to, |a, b| {
+                // SAFETY: NUL-terminated paths (inside the shim, libc's call is the kernel's).
+                unsafe { libc::renameat2(libc::AT_FDCWD, a.as_ptr(), libc::AT_FDCWD, b.as_ptr(), flags) }
+            }),
             (Some(a), Some(b)) => {
                 served(shim().fs().and_then(|fs| fs.rename_with(&a, &b, mode).map_err(|e| e.errno())))
             }
@@ -80,7 +105,12 @@ impl Names for Preload {
     fn link_at(fd1: c_int, from: &CStr, fd2: c_int, to: &CStr, flags: c_int, _: Next<'_, ()>) -> Served<()> {
         let follow = if flags & libc::AT_SYMLINK_FOLLOW != 0 { 0 } else { libc::AT_SYMLINK_NOFOLLOW };
         match (target_at(fd1, from, follow | (flags & libc::AT_EMPTY_PATH)), fs_path_at_of(fd2, to)) {
-            (None, None) => None,
+            (None, None) => kernel_pair(fd1, from, fd2, to, |a, b| {
+                // SAFETY: NUL-terminated paths (inside the shim, libc's call is the kernel's).
+                unsafe {
+                    libc::linkat(libc::AT_FDCWD, a.as_ptr(), libc::AT_FDCWD, b.as_ptr(), flags & !libc::AT_EMPTY_PATH)
+                }
+            }),
             (Some(src), Some(d)) => served(src.and_then(|ino| {
                 let fs = shim().fs()?;
                 let (parent, name) = fs.resolve_parent(&d).map_err(|e| e.errno())?;
@@ -91,11 +121,23 @@ impl Names for Preload {
     }
 
     fn symlink_at(target: &CStr, dirfd: c_int, path: &CStr, _: Next<'_, ()>) -> Served<()> {
-        at_path(dirfd, path, |fs, p| fs.symlink(Path::new(std::ffi::OsStr::from_bytes(target.to_bytes())), p))
+        at_path(
+            dirfd,
+            path,
+            |fs, p| fs.symlink(Path::new(std::ffi::OsStr::from_bytes(target.to_bytes())), p),
+            // SAFETY: NUL-terminated strings (inside the shim, libc's call is the kernel's).
+            |k| unsafe { libc::symlinkat(target.as_ptr(), libc::AT_FDCWD, k.as_ptr()) },
+        )
     }
 
     fn readlink_at(dirfd: c_int, path: &CStr, buf: &mut [u8], _: Next<'_, usize>) -> Served<usize> {
-        let t = target_at(dirfd, path, libc::AT_SYMLINK_NOFOLLOW)?;
+        let Some(t) = target_at(dirfd, path, libc::AT_SYMLINK_NOFOLLOW) else {
+            return kernel_call(dirfd, path, |k| {
+                // SAFETY: a NUL-terminated path and the caller's buffer (inside the shim,
+                // libc's call is the kernel's).
+                unsafe { libc::readlinkat(libc::AT_FDCWD, k.as_ptr(), buf.as_mut_ptr().cast(), buf.len()) }
+            });
+        };
         Some(t.and_then(|ino| shim().fs()?.readlink_ino(ino).map_err(|e| e.errno())).map_err(Errno).map(|b| {
             let n = b.len().min(buf.len());
             buf[..n].copy_from_slice(&b[..n]);
@@ -104,22 +146,57 @@ impl Names for Preload {
     }
 
     fn mknod_at(dirfd: c_int, path: &CStr, mode: mode_t, dev: libc::dev_t, _: Next<'_, ()>) -> Served<()> {
-        let p = fs_path_at_of(dirfd, path)?;
+        let Some(p) = fs_path_at_of(dirfd, path) else {
+            // SAFETY: a NUL-terminated path (inside the shim, libc's call is the kernel's).
+            return kernel_call0(dirfd, path, |k| unsafe { libc::mknodat(libc::AT_FDCWD, k.as_ptr(), mode, dev) });
+        };
         served(mknod_ours(&p, mode, dev))
     }
 
     fn truncate(path: &CStr, len: off_t, _: Next<'_, ()>) -> Served<()> {
-        at_path(libc::AT_FDCWD, path, |fs, p| {
-            if len < 0 {
-                return Err(Error::Invalid("negative length"));
-            }
-            let f = fs.open_file(p, hashfs::OpenOptions::new().write(true))?;
-            if is_mapped(f.ino()) && (len as u64) < f.metadata()?.size {
-                return Err(Error::Busy);
-            }
-            f.set_len(len as u64)?;
-            mmap::file_changed_ino(f.ino(), 0, 0);
-            Ok(())
-        })
+        let kernel = |k: &CStr| {
+            // SAFETY: a NUL-terminated path (inside the shim, libc's call is the kernel's).
+            unsafe { libc::truncate(k.as_ptr(), len) }
+        };
+        at_path(
+            libc::AT_FDCWD,
+            path,
+            |fs, p| {
+                if len < 0 {
+                    return Err(Error::Invalid("negative length"));
+                }
+                let f = fs.open_file(p, hashfs::OpenOptions::new().write(true))?;
+                if is_mapped(f.ino()) && (len as u64) < f.metadata()?.size {
+                    return Err(Error::Busy);
+                }
+                f.set_len(len as u64)?;
+                mmap::file_changed_ino(f.ino(), 0, 0);
+                Ok(())
+            },
+            kernel,
+        )
     }
+}
+
+/// A call naming two paths, neither the image's: `op` on the kernel's paths when either
+/// leads out of the image through `..` (`path::kernel_path_at`; the other as written, or
+/// its own rewriting). None: both are the kernel's as written.
+fn kernel_pair(fd1: c_int, a: &CStr, fd2: c_int, b: &CStr, op: impl FnOnce(&CStr, &CStr) -> c_int) -> Served<()> {
+    let (ka, kb) = (kernel_path_at(fd1, a), kernel_path_at(fd2, b));
+    if ka.is_none() && kb.is_none() {
+        return None;
+    }
+    // A path kept as written is relative to its own directory descriptor, unless made absolute.
+    let as_written = |fd: c_int, p: &CStr| -> Option<CString> {
+        if p.to_bytes().first() == Some(&b'/') || fd == libc::AT_FDCWD {
+            return Some(p.to_owned());
+        }
+        let dir = std::fs::read_link(format!("/proc/self/fd/{fd}")).ok()?;
+        CString::new(dir.join(std::ffi::OsStr::from_bytes(p.to_bytes())).as_os_str().as_bytes()).ok()
+    };
+    let (Some(ka), Some(kb)) = (ka.or_else(|| as_written(fd1, a)), kb.or_else(|| as_written(fd2, b))) else {
+        return Some(Err(Errno(libc::EBADF)));
+    };
+    let r = op(&ka, &kb);
+    Some(if r == 0 { Ok(()) } else { Err(Errno(hashfs_interpose::errno())) })
 }

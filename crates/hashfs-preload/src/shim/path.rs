@@ -133,6 +133,25 @@ pub(super) fn kernel_path_at(dirfd: c_int, path: &CStr) -> Option<CString> {
     CString::new(std::os::unix::ffi::OsStringExt::into_vec(norm.into_os_string())).ok()
 }
 
+/// A call on (dirfd, path) that the image does not serve, when the path leads out of the
+/// image through it ([`kernel_path_at`]): `op`, the kernel's call of that name with
+/// `AT_FDCWD` and the kernel's path, its result as the call's (negative: errno). None: the
+/// kernel takes the caller's path as written.
+pub(super) fn kernel_call(
+    dirfd: c_int,
+    path: &CStr,
+    op: impl FnOnce(&CStr) -> isize,
+) -> hashfs_interpose::Served<usize> {
+    let k = kernel_path_at(dirfd, path)?;
+    let r = op(&k);
+    Some(if r >= 0 { Ok(r as usize) } else { Err(hashfs_interpose::Errno(hashfs_interpose::errno())) })
+}
+
+/// [`kernel_call`] of a call that answers 0 or -1.
+pub(super) fn kernel_call0(dirfd: c_int, path: &CStr, op: impl FnOnce(&CStr) -> c_int) -> hashfs_interpose::Served<()> {
+    kernel_call(dirfd, path, |k| op(k) as isize).map(|r| r.map(drop))
+}
+
 /// The path for (dirfd, path) of the *at functions, if it is ours.
 pub(super) fn fs_path_at_of(dirfd: c_int, path: &CStr) -> Option<PathBuf> {
     let bytes = path.to_bytes();

@@ -25,7 +25,8 @@ fn on_target<T>(t: XattrTarget<'_>, op: impl FnMut(Ino) -> Result<T, c_int>) -> 
 }
 
 /// A path target the image does not serve that leads out of it through it (`/pm/..`,
-/// `..` from a working directory inside it): the kernel's path for it (`path::kernel_path_at`).
+/// `..` from a working directory inside it): the kernel's path for it (`path::kernel_path_at`),
+/// for every xattr call.
 fn kernel_target(t: &XattrTarget<'_>) -> Option<(CString, LastLink)> {
     match *t {
         XattrTarget::Path(path, last) if fs_path_of(path).is_none() => {
@@ -173,10 +174,40 @@ impl Xattrs for Preload {
     }
 
     fn set_xattr(t: XattrTarget<'_>, nv: Result<(&CStr, &[u8]), Errno>, flags: c_int, _: Next<'_, ()>) -> Served<()> {
+        if let Some((k, last)) = kernel_target(&t) {
+            let (n, v) = match nv {
+                Ok(nv) => nv,
+                Err(e) => return Some(Err(e)),
+            };
+            let (p, name, val, len) = (k.as_ptr(), n.as_ptr(), v.as_ptr() as *const c_void, v.len());
+            // SAFETY: NUL-terminated strings and a value of `len` bytes (inside the shim,
+            // libc's calls are the kernel's).
+            let r = unsafe {
+                match last {
+                    LastLink::Follow => libc::setxattr(p, name, val, len, flags),
+                    LastLink::NoFollow => libc::lsetxattr(p, name, val, len, flags),
+                }
+            };
+            return Some(if r == 0 { Ok(()) } else { Err(Errno::last()) });
+        }
         serve(t, nv, |i, (n, v)| set(i, n, v, flags))
     }
 
     fn remove_xattr(t: XattrTarget<'_>, name: Result<&CStr, Errno>, _: Next<'_, ()>) -> Served<()> {
+        if let Some((k, last)) = kernel_target(&t) {
+            let n = match name {
+                Ok(n) => n,
+                Err(e) => return Some(Err(e)),
+            };
+            // SAFETY: NUL-terminated strings (inside the shim, libc's calls are the kernel's).
+            let r = unsafe {
+                match last {
+                    LastLink::Follow => libc::removexattr(k.as_ptr(), n.as_ptr()),
+                    LastLink::NoFollow => libc::lremovexattr(k.as_ptr(), n.as_ptr()),
+                }
+            };
+            return Some(if r == 0 { Ok(()) } else { Err(Errno::last()) });
+        }
         serve(t, name, |i, n| remove(i, n))
     }
 }
