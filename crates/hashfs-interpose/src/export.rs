@@ -191,6 +191,7 @@ macro_rules! export {
                 popen => program::popen(command: *const c_char, mode: *const c_char) -> *mut FILE;
                 posix_spawn => program::posix_spawn(pid: *mut libc::pid_t, path: *const c_char, actions: *const libc::posix_spawn_file_actions_t, attr: *const libc::posix_spawnattr_t, argv: *const *const c_char, envp: *const *const c_char) -> c_int;
                 posix_spawn_file_actions_addchdir_np => spawn_dir::posix_spawn_file_actions_addchdir_np(actions: *mut libc::posix_spawn_file_actions_t, path: *const c_char) -> c_int;
+                posix_spawn_file_actions_addfchdir_np => spawn_dir::posix_spawn_file_actions_addfchdir_np(actions: *mut libc::posix_spawn_file_actions_t, fd: c_int) -> c_int;
                 posix_spawn_file_actions_destroy => spawn_dir::posix_spawn_file_actions_destroy(actions: *mut libc::posix_spawn_file_actions_t) -> c_int;
                 posix_spawnp => program::posix_spawnp(pid: *mut libc::pid_t, file: *const c_char, actions: *const libc::posix_spawn_file_actions_t, attr: *const libc::posix_spawnattr_t, argv: *const *const c_char, envp: *const *const c_char) -> c_int;
                 fexecve => program::fexecve(fd: c_int, argv: *const *const c_char, envp: *const *const c_char) -> c_int;

@@ -358,15 +358,24 @@ int main(int argc, char **argv) {
 }
 
 const SPAWN_IN: &str = r#"
+#include <fcntl.h>
 #include <spawn.h>
 #include <stdio.h>
+#include <string.h>
 #include <sys/wait.h>
 extern char **environ;
 
+/* argv[1]: the directory; argv[2] "fd": by a descriptor of it (addfchdir_np). */
 int main(int argc, char **argv) {
     posix_spawn_file_actions_t fa;
     posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_addchdir_np(&fa, argv[1]);
+    if (argc > 2 && strcmp(argv[2], "fd") == 0) {
+        int d = open(argv[1], O_RDONLY | O_DIRECTORY);
+        if (d < 0) { perror("open"); return 1; }
+        posix_spawn_file_actions_addfchdir_np(&fa, d);
+    } else {
+        posix_spawn_file_actions_addchdir_np(&fa, argv[1]);
+    }
     char *args[] = {"sh", "-c", "pwd; cat made-here", NULL};
     pid_t pid;
     int r = posix_spawnp(&pid, "sh", &fa, NULL, args, environ);
@@ -382,16 +391,19 @@ int main(int argc, char **argv) {
 /// (`posix_spawn_file_actions_addchdir_np`, which Rust's `Command::current_dir` uses, and so
 /// cargo for every test binary it runs): the kernel's child cannot change into it (the spawn
 /// failed with ENOENT); the shim starts the child there instead, by an absolute path and by
-/// one relative to the parent's working directory. Without it: `spawn-chdir-to-kernel`.
+/// one relative to the parent's working directory, and by a descriptor of it
+/// (`posix_spawn_file_actions_addfchdir_np`: the kernel's child changed into the
+/// descriptor's placeholder and failed with ENOTDIR). Without it: `spawn-chdir-to-kernel`,
+/// `spawn-fchdir-to-kernel`.
 #[test]
 fn a_spawn_changes_into_a_directory_of_the_image() {
     let img = image();
     let Some(prog) = c_program(img._dir.path(), "spawn_in", SPAWN_IN) else { return };
     let d = p("/d");
     let script = format!(
-        "set -e; mkdir -p {d}/sub; echo here > {d}/sub/made-here; {prog} {d}/sub; cd {d}; {prog} sub",
+        "set -e; mkdir -p {d}/sub; echo here > {d}/sub/made-here; {prog} {d}/sub; cd {d}; {prog} sub; {prog} sub fd",
         prog = prog.display()
     );
-    assert_eq!(img.ok("bash", &["-c", &script]), format!("{d}/sub\nhere\n{d}/sub\nhere\n"));
+    assert_eq!(img.ok("bash", &["-c", &script]), format!("{d}/sub\nhere\n{d}/sub\nhere\n{d}/sub\nhere\n"));
     img.fsck_clean();
 }

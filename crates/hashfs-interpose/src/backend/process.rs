@@ -119,6 +119,12 @@ pub trait Process {
     fn serves_program(_path: &CStr) -> bool {
         false
     }
+    /// The path, as the program names it, of directory descriptor `fd` if it is the
+    /// backend's (a spawn's `posix_spawn_file_actions_addfchdir_np` into it starts the child
+    /// there: `entry/spawn_dir.rs`). None: not the backend's directory.
+    fn dir_path(_fd: c_int) -> Option<CString> {
+        None
+    }
     /// The copy the dynamic loader is to open when `dlopen` is given `path` (a name with a
     /// slash), if it names a library of the backend's, with the copies of the libraries of
     /// the backend's it needs (`entry/library.rs`). None: not the backend's (the loader

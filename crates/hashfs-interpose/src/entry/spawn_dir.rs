@@ -1,4 +1,5 @@
-//! `posix_spawn_file_actions_addchdir_np` to a directory of the backend's: the kernel's
+//! `posix_spawn_file_actions_addchdir_np` (and `addfchdir_np` with a descriptor) to a
+//! directory of the backend's: the kernel's
 //! child cannot change into it (its spawn failed with ENOENT: Rust's `Command` with
 //! `current_dir`, which cargo gives every test it runs). The action is kept here instead of
 //! in the kernel's list, and a spawn with those actions tells the backend to start the child
@@ -37,6 +38,21 @@ pub unsafe fn posix_spawn_file_actions_addchdir_np<B: Backend>(actions: Actions,
         CString::new(buf).expect("no NUL inside")
     } else {
         p.to_owned()
+    };
+    dirs.push((actions as usize, dir));
+    0
+}
+
+/// `posix_spawn_file_actions_addfchdir_np` to a directory descriptor of the backend's:
+/// kept as its path (the kernel's child would change into the descriptor's placeholder,
+/// which is no directory). Another descriptor is the kernel's action.
+pub unsafe fn posix_spawn_file_actions_addfchdir_np<B: Backend>(actions: Actions, fd: c_int) -> c_int {
+    let raw = || forward!(posix_spawn_file_actions_addfchdir_np(actions, fd): fn(Actions, c_int) -> c_int);
+    let mut dirs = DIRS.lock().unwrap_or_else(|e| e.into_inner());
+    dirs.retain(|(a, _)| *a != actions as usize);
+    let Some(dir) = crate::guarded(|| B::dir_path(fd)).flatten() else {
+        drop(dirs);
+        return raw();
     };
     dirs.push((actions as usize, dir));
     0

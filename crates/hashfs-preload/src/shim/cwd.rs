@@ -167,6 +167,12 @@ impl Process for Preload {
         fs_path_of(path).is_some()
     }
 
+    fn dir_path(fd: c_int) -> Option<CString> {
+        let of = shim().file(fd).filter(|of| of.file.is_none())?;
+        let p = prefix()?.join(of.fs_path.strip_prefix("/").unwrap_or(&of.fs_path));
+        CString::new(p.into_os_string().into_encoded_bytes()).ok()
+    }
+
     fn library(path: &CStr) -> Served<hashfs_interpose::entry::library::Library> {
         super::library::library(path)
     }
