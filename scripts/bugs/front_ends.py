@@ -149,11 +149,32 @@ def _():
         "    let Some(dir) = crate::guarded(|| B::dir_path(fd)).flatten().filter(|_| false) else {\n")
 
 
+@bug("linked-libraries-unserved")
+def _():
+    plant("crates/hashfs-preload/src/shim/library.rs",
+        "    let dynamic = dynamic_of(fd, len);\n",
+        "    if @ON {\n        return Ok(None);\n    }\n    let dynamic = dynamic_of(fd, len);\n")
+
+
+@bug("linked-path-kept", rebuilt=True)
+def _():
+    sub("crates/hashfs-interpose/src/entry/linked.rs",
+        "    match was.as_ref().map(|w| w.as_bytes()).and_then(|w| w.strip_prefix(b\"=\")) {\n",
+        "    match None::<&[u8]> {\n")
+
+
+@bug("linked-links-left", rebuilt=True)
+def _():
+    sub("crates/hashfs-interpose/src/entry/linked.rs",
+        "    remove_links(&dir, true);\n",
+        "")
+
+
 @bug("exec-image-unserved")
 def _():
     plant("crates/hashfs-preload/src/shim/cwd.rs",
-        "        super::program::exec_image(path)\n",
-        "        if @ON {\n            return None;\n        }\n        super::program::exec_image(path)\n")
+        "        super::program::exec_image(path, library_path)\n",
+        "        if @ON {\n            return None;\n        }\n        super::program::exec_image(path, library_path)\n")
 
 
 @bug("vfork-kept-with-descriptors")

@@ -121,3 +121,42 @@ fn libraries_in_the_image_load_with_dlopen() {
     assert!(err.contains(&format!("dlopen {plug}: the library in the image could not be copied")), "{err}");
     img.fsck_clean();
 }
+
+/// Programs built in the image against libraries built there (none with a `DT_SONAME`)
+/// start (the loader resolves a program's `DT_NEEDED` with its own system calls before the
+/// shim runs; it failed: "cannot open shared object file"): found by the program's RUNPATH
+/// (`$ORIGIN`) and by `LD_LIBRARY_PATH`, absolute and relative, by an exec and by
+/// `posix_spawn`; the program sees `LD_LIBRARY_PATH` as it was given, a library the search
+/// does not reach is still not found, and no directory of links is left behind.
+#[test]
+fn programs_in_the_image_start_with_their_libraries_from_it() {
+    let img = image();
+    let d = p("/proj");
+    let main = r#"#include <stdio.h>
+#include <stdlib.h>
+int plug(void);
+int main(void) { const char *l = getenv("LD_LIBRARY_PATH"); printf("%d %s\n", plug(), l ? l : "unset"); return 0; }
+"#;
+    std::fs::write(img._dir.path().join("main.c"), main).unwrap();
+    let script = format!(
+        "set -e; unset LD_LIBRARY_PATH; mkdir -p {d}/lib {d}/bin; cd {d}; cp {src} main.c; \
+         echo 'int dep(void) {{ return 40; }}' > dep.c; echo 'int dep(void); int plug(void) {{ return dep() + 2; }}' > plug.c; \
+         cc -shared -fPIC -o lib/libdep.so dep.c; cc -shared -fPIC -o lib/libplug.so plug.c -Llib -ldep '-Wl,-rpath,$ORIGIN'; \
+         cc -o bin/rp main.c -Llib -lplug '-Wl,-rpath,$ORIGIN/../lib'; cc -o bin/env main.c -Llib -lplug; \
+         ./bin/rp; LD_LIBRARY_PATH={d}/lib ./bin/env; cd lib; LD_LIBRARY_PATH=/usr/lib:. ../bin/env; \
+         ../bin/env 2>/dev/null || echo not found; \
+         python3 -c 'import os, sys; os.waitpid(os.posix_spawn(sys.argv[1], [sys.argv[1]], os.environ), 0)' {d}/bin/rp",
+        src = img._dir.path().join("main.c").display(),
+    );
+    let left = || {
+        std::fs::read_dir("/dev/shm")
+            .unwrap()
+            .flatten()
+            .filter(|e| e.file_name().to_string_lossy().starts_with("hashfs-libs."))
+            .count()
+    };
+    let before = left();
+    assert_eq!(img.ok("bash", &["-c", &script]), format!("42 unset\n42 {d}/lib\n42 /usr/lib:.\nnot found\n42 unset\n"));
+    assert_eq!(left(), before, "a directory of links left in /dev/shm");
+    img.fsck_clean();
+}

@@ -108,9 +108,11 @@ pub trait Process {
         None
     }
     /// What runs when program file `path` is executed (`execve` and its relatives,
-    /// `posix_spawn`), if it is the backend's: a copy the kernel can run, or a script's
-    /// interpreter (`entry/program.rs`). None: not the backend's (the kernel runs it).
-    fn exec_image(_path: &CStr) -> Served<crate::entry::program::ExecImage> {
+    /// `posix_spawn`), if it is the backend's: a copy the kernel can run (with the
+    /// libraries of the backend's it needs, found also along `library_path`, the exec's
+    /// `LD_LIBRARY_PATH`: `entry/linked.rs`), or a script's interpreter
+    /// (`entry/program.rs`). None: not the backend's (the kernel runs it).
+    fn exec_image(_path: &CStr, _library_path: Option<&CStr>) -> Served<crate::entry::program::ExecImage> {
         None
     }
     /// Whether `path`, were it a program, would be the backend's to run: then `execvp`

@@ -18,6 +18,7 @@ pub mod copy;
 pub mod fd;
 pub mod io;
 pub mod library;
+pub mod linked;
 pub mod meta;
 pub mod names;
 pub mod process;

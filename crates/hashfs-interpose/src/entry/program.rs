@@ -15,6 +15,9 @@ use std::ffi::{CStr, CString};
 pub enum ExecImage {
     /// A copy of the file in a close-on-exec memfd (the caller's to close if the exec fails).
     Copy(c_int),
+    /// A copy, as `Copy`, of a program that needs libraries of the backend's when it starts:
+    /// run with them (`entry/linked.rs`).
+    Linked(c_int, super::linked::Libraries),
     /// A script's interpreter and its optional argument (the `#!` line's rule).
     Script { interpreter: CString, arg: Option<CString> },
     /// A program the kernel can run, at this path (a symbolic link led out of the backend's
@@ -25,10 +28,11 @@ pub enum ExecImage {
 /// Interpreters a script may go through before a program (as the kernel's limit, ELOOP).
 const MAX_SCRIPTS: u32 = 4;
 
-/// How a program runs once found: by path or by a descriptor of its copy.
+/// How a program runs once found: by path or by a descriptor of its copy (with the
+/// environment to give it instead of the caller's, for a program with libraries).
 enum Run<'a> {
     Path(&'a CStr),
-    Copy(c_int),
+    Copy(c_int, Option<Argv>),
 }
 
 /// When `path` names a program file the backend serves: runs `run` with what to execute
@@ -43,28 +47,59 @@ enum Run<'a> {
 unsafe fn run_served<B: Backend>(
     path: *const c_char,
     argv: Argv,
+    envp: Argv,
+    start: Start,
     run: &mut dyn FnMut(Run<'_>, Argv) -> c_int,
 ) -> Option<Result<c_int, c_int>> {
     // SAFETY: the caller's contract.
     let p = unsafe { c_str(path) }?;
-    let image = crate::guarded(|| B::exec_image(p)).flatten()?;
+    // SAFETY: exec's contract for envp.
+    let library_path = unsafe { super::linked::library_path(envp) };
+    let image = crate::guarded(|| B::exec_image(p, library_path)).flatten()?;
+    let call = Call { envp, library_path, start };
     // SAFETY: as above.
-    Some(unsafe { run_image::<B>(p, image, argv, run, 0) })
+    Some(unsafe { run_image::<B>(p, image, argv, &call, run, 0) })
+}
+
+/// Whether a program is started by an exec (which returns only if it failed) or a spawn
+/// (which returns 0 once the child runs the program).
+#[derive(Clone, Copy, PartialEq)]
+enum Start {
+    Exec,
+    Spawn,
+}
+
+/// The call's environment, its `LD_LIBRARY_PATH` and how it starts the program.
+struct Call<'a> {
+    envp: Argv,
+    library_path: Option<&'a CStr>,
+    start: Start,
 }
 
 unsafe fn run_image<B: Backend>(
     path: &CStr,
     image: Result<ExecImage, crate::Errno>,
     argv: Argv,
+    call: &Call<'_>,
     run: &mut dyn FnMut(Run<'_>, Argv) -> c_int,
     depth: u32,
 ) -> Result<c_int, c_int> {
     match image {
         Err(e) => Err(e.0),
         Ok(ExecImage::Copy(fd)) => {
-            let r = run(Run::Copy(fd), argv);
+            let r = run(Run::Copy(fd, None), argv);
             let e = crate::errno();
             forward!(close(fd): fn(c_int) -> c_int);
+            crate::set_errno(e);
+            Ok(r)
+        }
+        Ok(ExecImage::Linked(fd, libs)) => {
+            // SAFETY: exec's contract for the environment.
+            let env = unsafe { super::linked::env_with(call.envp, &libs) };
+            let r = run(Run::Copy(fd, Some(env.as_ptr())), argv);
+            let e = crate::errno();
+            forward!(close(fd): fn(c_int) -> c_int);
+            super::linked::release(libs, call.start == Start::Spawn && r == 0);
             crate::set_errno(e);
             Ok(r)
         }
@@ -82,9 +117,9 @@ unsafe fn run_image<B: Backend>(
             args.push(path.as_ptr());
             // SAFETY: the caller's contract: argv is null or null-terminated.
             unsafe { args.push_after_first(argv) };
-            match crate::guarded(|| B::exec_image(&interpreter)).flatten() {
+            match crate::guarded(|| B::exec_image(&interpreter, call.library_path)).flatten() {
                 // SAFETY: args is null-terminated, its strings alive across the call.
-                Some(inner) => unsafe { run_image::<B>(&interpreter, inner, args.as_ptr(), run, depth + 1) },
+                Some(inner) => unsafe { run_image::<B>(&interpreter, inner, args.as_ptr(), call, run, depth + 1) },
                 None => Ok(run(Run::Path(&interpreter), args.as_ptr())),
             }
         }
@@ -137,10 +172,13 @@ unsafe fn exec_served_or<B: Backend>(
             let p = p.as_ptr();
             exec_with::<B>(|| forward!(execve(p, argv, envp): fn(*const c_char, Argv, Argv) -> c_int))
         }
-        Run::Copy(fd) => exec_with::<B>(|| forward!(fexecve(fd, argv, envp): fn(c_int, Argv, Argv) -> c_int)),
+        Run::Copy(fd, env) => {
+            let envp = env.unwrap_or(envp);
+            exec_with::<B>(|| forward!(fexecve(fd, argv, envp): fn(c_int, Argv, Argv) -> c_int))
+        }
     };
     // SAFETY: the caller's contract.
-    match unsafe { run_served::<B>(path, argv, &mut run) } {
+    match unsafe { run_served::<B>(path, argv, envp, Start::Exec, &mut run) } {
         Some(Ok(r)) => r,
         Some(Err(e)) => crate::fail(e),
         None => otherwise(),
@@ -389,11 +427,11 @@ unsafe fn spawn_served_or<B: Backend>(
 ) -> c_int {
     let mut run = |what: Run<'_>, argv: Argv| {
         let by_fd;
-        let p = match what {
-            Run::Path(p) => p.as_ptr(),
-            Run::Copy(fd) => {
+        let (p, envp) = match what {
+            Run::Path(p) => (p.as_ptr(), envp),
+            Run::Copy(fd, env) => {
                 by_fd = fd_path(fd);
-                by_fd.as_ptr()
+                (by_fd.as_ptr(), env.unwrap_or(envp))
             }
         };
         spawn_with_actions::<B>(
@@ -402,7 +440,7 @@ unsafe fn spawn_served_or<B: Backend>(
         )
     };
     // SAFETY: the caller's contract (exec's for path and argv).
-    match unsafe { run_served::<B>(path, argv, &mut run) } {
+    match unsafe { run_served::<B>(path, argv, envp, Start::Spawn, &mut run) } {
         Some(Ok(r)) | Some(Err(r)) => r,
         None => otherwise(),
     }

@@ -159,8 +159,8 @@ impl Process for Preload {
         super::exec::before_exec()
     }
 
-    fn exec_image(path: &CStr) -> Served<hashfs_interpose::entry::program::ExecImage> {
-        super::program::exec_image(path)
+    fn exec_image(path: &CStr, library_path: Option<&CStr>) -> Served<hashfs_interpose::entry::program::ExecImage> {
+        super::program::exec_image(path, library_path)
     }
 
     fn serves_program(path: &CStr) -> bool {

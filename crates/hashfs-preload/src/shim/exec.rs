@@ -448,6 +448,8 @@ extern "C" fn adopt_at_start() {
     // work is the library's destructor, AT_EXIT).
     unsafe { libc::pthread_atfork(None, None, Some(after_fork_in_child)) };
     guarded(|| {
+        // A program started with libraries of the image: its environment as it was given.
+        hashfs_interpose::entry::linked::at_start();
         if prefix_bytes().is_none() {
             return;
         }

@@ -13,11 +13,16 @@
 //!   the image first is copied and loaded before it, so that the loader finds it by its
 //!   `DT_SONAME` among the loaded ones. One without a `DT_SONAME` cannot be found that
 //!   way: said on standard error, and the loader's error follows.
-//! - Programs in the image that need libraries in the image at start (their `DT_NEEDED`)
-//!   are not covered: the loader resolves those before any code of ours runs (docs/shim.md).
+//! - **Programs** in the image that need libraries in the image when they start (their
+//!   `DT_NEEDED`, resolved by the loader before any code of ours runs): the same search,
+//!   with the exec's `LD_LIBRARY_PATH`, gives a kernel directory of links named as each is
+//!   needed, to copies the exec keeps open ([`for_program`]; `hashfs_interpose::entry::linked`
+//!   puts the directory first in the program's `LD_LIBRARY_PATH` and takes it away before
+//!   `main`). There a library without a `DT_SONAME` is found too: by the link's name.
 
 use super::*;
 use hashfs_interpose::entry::library::Library;
+use hashfs_interpose::entry::linked::Libraries;
 use hashfs_interpose::{Errno, Served};
 use object::elf::{FileHeader64, DT_NEEDED, DT_RPATH, DT_RUNPATH, DT_SONAME};
 use object::read::elf::{Dyn, FileHeader};
@@ -79,32 +84,145 @@ fn load_order(fs: &FileSystem<MmapDevice>, p: &Path) -> Result<Library, c_int> {
     };
     let mut copies = COPIES.lock();
     let mut seen = vec![ino];
-    let mut first = Vec::new();
-    let (name, dynamic) = copy_of(&mut copies, fs, ino, p)?;
-    needs(&mut copies, fs, p, &dynamic, &mut seen, &mut first)?;
-    Ok(Library { path: name, first })
+    let mut deps = Vec::new();
+    let copy = copy_of(&mut copies, fs, ino, p)?;
+    let env = std::env::var_os("LD_LIBRARY_PATH").map(OsStringExt::into_vec);
+    needs(&mut copies, fs, p, &copy.dynamic, env.as_deref(), &mut seen, &mut deps)?;
+    let named = shown(p);
+    for d in deps.iter().filter(|d| !d.copy.dynamic.has_soname) {
+        eprintln!(
+            "hashfs shim: dlopen of {}: it needs {}, found in the image without a DT_SONAME, by which alone \
+             the loader could take the copy given it (the load fails; through `hashfs mount` it works)",
+            named.display(),
+            shown(&d.path).display()
+        );
+    }
+    Ok(Library { path: copy.name, first: deps.into_iter().map(|d| d.copy.name).collect() })
 }
 
-/// Appends to `first`, deepest first, the copies of what a library at image path `p` with
-/// `dynamic` needs from the image (`seen`: the inodes already placed).
+/// Image path `p` as the program names it (under the prefix).
+fn shown(p: &Path) -> PathBuf {
+    prefix().unwrap_or(Path::new("/")).join(p.strip_prefix("/").unwrap_or(p))
+}
+
+/// The libraries in the image that a program at image path `p` (its copy in memfd `fd`,
+/// `len` bytes) needs when it starts, with `LD_LIBRARY_PATH` `env` (the exec's): a kernel
+/// directory of links named as they are needed, each to `/proc/self/fd/N`, a copy kept
+/// open for the exec (`hashfs_interpose::entry::linked`). None: it needs none of the image's.
+pub(super) fn for_program(
+    fs: &FileSystem<MmapDevice>,
+    p: &Path,
+    fd: c_int,
+    len: u64,
+    env: Option<&[u8]>,
+) -> Result<Option<Libraries>, c_int> {
+    let dynamic = dynamic_of(fd, len);
+    if dynamic.needed.is_empty() {
+        return Ok(None);
+    }
+    let mut copies = COPIES.lock();
+    let mut deps = Vec::new();
+    needs(&mut copies, fs, p, &dynamic, env, &mut Vec::new(), &mut deps)?;
+    drop(copies);
+    if deps.is_empty() {
+        return Ok(None);
+    }
+    let base = if Path::new("/dev/shm").is_dir() { "/dev/shm" } else { "/tmp" };
+    sweep_links(Path::new(base));
+    let mut template = format!("{base}/hashfs-libs.XXXXXX\0").into_bytes();
+    // SAFETY: a NUL-terminated template, written in place (inside the shim, the kernel's mkdir).
+    if unsafe { libc::mkdtemp(template.as_mut_ptr().cast()) }.is_null() {
+        return Err(hashfs_interpose::errno());
+    }
+    template.pop();
+    let dir = PathBuf::from(std::ffi::OsString::from_vec(template));
+    let mut libs =
+        Libraries { dir: CString::new(dir.as_os_str().as_bytes()).map_err(|_| libc::EINVAL)?, fds: Vec::new() };
+    let mut made = Vec::new();
+    for d in deps {
+        if made.contains(&d.needed) {
+            continue; // the first one found, as the loader takes
+        }
+        // SAFETY: our own descriptor, copied without close-on-exec for the exec.
+        let inherited = unsafe { libc::fcntl(d.copy.fd, libc::F_DUPFD, 900) };
+        let link = dir.join(std::ffi::OsStr::from_bytes(&d.needed));
+        if inherited < 0 || std::os::unix::fs::symlink(format!("/proc/self/fd/{inherited}"), &link).is_err() {
+            let e = if inherited < 0 { hashfs_interpose::errno() } else { libc::EIO };
+            if inherited >= 0 {
+                // SAFETY: our own descriptor.
+                unsafe { libc::close(inherited) };
+            }
+            for fd in &libs.fds {
+                // SAFETY: our own descriptors.
+                unsafe { libc::close(*fd) };
+            }
+            for m in &made {
+                let _ = std::fs::remove_file(dir.join(std::ffi::OsStr::from_bytes(m)));
+            }
+            let _ = std::fs::remove_dir(&dir);
+            return Err(e);
+        }
+        libs.fds.push(inherited);
+        made.push(d.needed);
+    }
+    Ok(Some(libs))
+}
+
+/// Removes this user's directories of links (`for_program`'s) in `base` that are a minute
+/// old: a program started with one whose own shim did not run (its exec's environment did
+/// not preload it) left it there; any other's loader is done with it long before.
+fn sweep_links(base: &Path) {
+    let Ok(entries) = std::fs::read_dir(base) else { return };
+    // SAFETY: no preconditions.
+    let euid = unsafe { libc::geteuid() };
+    let old =
+        |m: &std::fs::Metadata| m.modified().ok().and_then(|t| t.elapsed().ok()).is_some_and(|a| a.as_secs() >= 60);
+    for e in entries.flatten() {
+        if !e.file_name().as_bytes().starts_with(b"hashfs-libs.") {
+            continue;
+        }
+        let Ok(m) = std::fs::symlink_metadata(e.path()) else { continue };
+        if !m.is_dir() || std::os::unix::fs::MetadataExt::uid(&m) != euid || !old(&m) {
+            continue;
+        }
+        if let Ok(links) = std::fs::read_dir(e.path()) {
+            for l in links.flatten() {
+                if l.file_type().is_ok_and(|t| t.is_symlink()) {
+                    let _ = std::fs::remove_file(l.path());
+                }
+            }
+        }
+        let _ = std::fs::remove_dir(e.path());
+    }
+}
+
+/// A library in the image that another needs: the name it is needed by, its image path
+/// and its copy.
+struct Dep {
+    needed: Vec<u8>,
+    path: PathBuf,
+    copy: Got,
+}
+
+/// Appends to `deps`, deepest first, what an object at image path `p` with `dynamic` needs
+/// from the image, searched with `LD_LIBRARY_PATH` `env` (`seen`: the inodes already placed).
 fn needs(
     copies: &mut Copies,
     fs: &FileSystem<MmapDevice>,
     p: &Path,
     dynamic: &Dynamic,
+    env: Option<&[u8]>,
     seen: &mut Vec<Ino>,
-    first: &mut Vec<&'static CStr>,
+    deps: &mut Vec<Dep>,
 ) -> Result<(), c_int> {
-    let named = prefix().ok_or(libc::ENOENT)?.join(p.strip_prefix("/").unwrap_or(p));
+    let named = shown(p);
     let origin = named.parent().map(Path::to_path_buf);
-    let env = std::env::var_os("LD_LIBRARY_PATH").map(OsStringExt::into_vec);
-    let dirs = search_dirs(dynamic, origin.as_deref(), env.as_deref());
+    let dirs = search_dirs(dynamic, origin.as_deref(), env);
     for needed in &dynamic.needed {
         if needed.contains(&b'/') {
             continue; // a path: the loader opens it as it is
         }
-        let Some(dep) = find(fs, &dirs, needed) else { continue };
-        let ino = dep.1;
+        let Some((path, ino)) = find(fs, &dirs, needed) else { continue };
         if seen.contains(&ino) {
             continue;
         }
@@ -112,17 +230,9 @@ fn needs(
             return Err(libc::ELOOP);
         }
         seen.push(ino);
-        let (name, dep_dynamic) = copy_of(copies, fs, ino, &dep.0)?;
-        if !dep_dynamic.has_soname {
-            eprintln!(
-                "hashfs shim: dlopen of {}: it needs {}, found in the image without a DT_SONAME, by which alone \
-                 the loader could take the copy given it (the load fails; through `hashfs mount` it works)",
-                named.display(),
-                prefix().unwrap_or(Path::new("/")).join(dep.0.strip_prefix("/").unwrap_or(&dep.0)).display()
-            );
-        }
-        needs(copies, fs, &dep.0, &dep_dynamic, seen, first)?;
-        first.push(name);
+        let copy = copy_of(copies, fs, ino, &path)?;
+        needs(copies, fs, &path, &copy.dynamic, env, seen, deps)?;
+        deps.push(Dep { needed: needed.clone(), path, copy });
     }
     Ok(())
 }
@@ -183,12 +293,14 @@ fn find(fs: &FileSystem<MmapDevice>, dirs: &[PathBuf], name: &[u8]) -> Option<(P
 
 /// The loader's name for the copy of inode `ino` (at image path `p`) as it is now, made if
 /// there is none, and its dynamic section.
-fn copy_of(
-    copies: &mut Copies,
-    fs: &FileSystem<MmapDevice>,
-    ino: Ino,
-    p: &Path,
-) -> Result<(&'static CStr, Dynamic), c_int> {
+/// A copy: the loader's name for it, its descriptor (close-on-exec) and its dynamic section.
+struct Got {
+    name: &'static CStr,
+    fd: c_int,
+    dynamic: Dynamic,
+}
+
+fn copy_of(copies: &mut Copies, fs: &FileSystem<MmapDevice>, ino: Ino, p: &Path) -> Result<Got, c_int> {
     let md = fs.peek_attr(ino).map_err(|e| e.errno())?;
     if md.file_type != FileType::Regular {
         return Err(libc::ENOEXEC);
@@ -198,7 +310,7 @@ fn copy_of(
     }
     let version = (ino, md.generation, md.size, md.mtime_ns, md.ctime_ns);
     if let Some(c) = copies.copies.iter().find(|c| c.version == version && memfd_ino(c.fd) == Some(c.memfd_ino)) {
-        return Ok((c.name, c.dynamic.clone()));
+        return Ok(Got { name: c.name, fd: c.fd, dynamic: c.dynamic.clone() });
     }
     let file = fs.open_ino(ino, Access { read: true, write: false, append: false }).map_err(|e| e.errno())?;
     let mut fd = super::program::memfd_copy(&file, p)?;
@@ -224,7 +336,7 @@ fn copy_of(
     copies.named.push(fd);
     copies.copies.retain(|c| c.version.0 != ino || memfd_ino(c.fd) == Some(c.memfd_ino));
     copies.copies.push(Copied { version, fd, memfd_ino: ino_of_copy, name, dynamic: dynamic.clone() });
-    Ok((name, dynamic))
+    Ok(Got { name, fd, dynamic })
 }
 
 /// The inode number of descriptor `fd` (the kernel's).

@@ -3,7 +3,9 @@
 //! for a script, its `#!` interpreter, which reads the script through the shim (the
 //! interposer rewrites the arguments as the kernel would). Permission is checked as the
 //! kernel checks it (an execute bit for the effective ids; root needs one of the three).
-//! A copy keeps no set-user-ID or set-group-ID bit: it runs with the caller's ids.
+//! A copy keeps no set-user-ID or set-group-ID bit: it runs with the caller's ids. A
+//! program that needs libraries in the image at start gets them beside its copy
+//! (`library::for_program`, `hashfs_interpose::entry::linked`).
 
 use super::*;
 use hashfs_interpose::entry::program::ExecImage;
@@ -12,12 +14,12 @@ use hashfs_interpose::{Errno, Served};
 /// The longest `#!` line read, as the kernel's (`BINPRM_BUF_SIZE`).
 const SHEBANG_MAX: usize = 256;
 
-pub(super) fn exec_image(path: &CStr) -> Served<ExecImage> {
+pub(super) fn exec_image(path: &CStr, library_path: Option<&CStr>) -> Served<ExecImage> {
     let p = fs_path_of(path)?;
-    Some(image_of(&p).map_err(Errno))
+    Some(image_of(&p, library_path).map_err(Errno))
 }
 
-fn image_of(p: &Path) -> Result<ExecImage, c_int> {
+fn image_of(p: &Path, library_path: Option<&CStr>) -> Result<ExecImage, c_int> {
     let fs = shim().fs()?;
     let ino = match following_out(|| fs.resolve(p)) {
         // A link out of the image (a virtual environment's python): the kernel runs what
@@ -37,7 +39,17 @@ fn image_of(p: &Path) -> Result<ExecImage, c_int> {
     if let Some(line) = head[..n].strip_prefix(b"#!") {
         return script(line, n < SHEBANG_MAX);
     }
-    copy(&file, p)
+    let fd = memfd_copy(&file, p)?;
+    // The libraries in the image it needs at start, if any (`shim/library.rs`).
+    match super::library::for_program(fs, p, fd, md.size, library_path.map(CStr::to_bytes)) {
+        Ok(None) => Ok(ExecImage::Copy(fd)),
+        Ok(Some(libs)) => Ok(ExecImage::Linked(fd, libs)),
+        Err(e) => {
+            // SAFETY: our own descriptor.
+            unsafe { libc::close(fd) };
+            Err(e)
+        }
+    }
 }
 
 /// A script's interpreter and its argument, from the bytes after `#!`: up to the line's
@@ -64,11 +76,6 @@ fn script(line: &[u8], whole: bool) -> Result<ExecImage, c_int> {
     let interpreter = CString::new(interp).map_err(|_| libc::ENOEXEC)?;
     let arg = if rest.is_empty() { None } else { Some(CString::new(rest).map_err(|_| libc::ENOEXEC)?) };
     Ok(ExecImage::Script { interpreter, arg })
-}
-
-/// A close-on-exec memfd holding the file's bytes, named after it.
-fn copy(file: &File<MmapDevice>, p: &Path) -> Result<ExecImage, c_int> {
-    memfd_copy(file, p).map(ExecImage::Copy)
 }
 
 /// A close-on-exec memfd holding `file`'s bytes, named "hashfs:" and the last name of `p`
