@@ -54,8 +54,8 @@ impl Names for Preload {
                     return fs.remove_dir(p);
                 }
                 // A FIFO's last name: the kernel FIFO standing for it goes too (`fifo.rs`).
-                let fifo = fs
-                    .resolve_nofollow(p)
+                // (A look only: a link out of the image on the way is the unlink's to report.)
+                let fifo = following_out(|| fs.resolve_nofollow(p))
                     .and_then(|i| fs.peek_attr(i))
                     .ok()
                     .filter(|m| m.file_type == FileType::Fifo && m.nlink == 1);
