@@ -174,6 +174,14 @@ fn fifos_in_the_image_carry_bytes_between_processes() {
     let (f, g) = (p("/d/f"), p("/g"));
     let region = hashfs::share::region_path(&std::fs::File::open(&img.path).unwrap()).unwrap();
     let dir = hashfs::share::fifo_dir_path(&region);
+    // The kernel FIFOs go even when the test fails (a deliberate bug's run).
+    struct Gone(std::path::PathBuf);
+    impl Drop for Gone {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+    let _gone = Gone(dir.clone());
     let script = format!(
         "set -e; mkdir {d}; mkfifo {f} {g}; stat -c %F {f}; (seq 1 3 > {f}) & cat {f}; wait; \
          (seq 4 5 > {f}) & while read l; do echo got $l; done < {f}; wait; \
