@@ -20,10 +20,13 @@ use crate::call::c_str;
 use crate::{Backend, Errno};
 use libc::{c_char, c_int, c_void};
 use std::ffi::CStr;
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
-/// Handles of the dependencies the last `dlopen` loaded first (as `usize`).
-static HELD: Mutex<Vec<usize>> = Mutex::new(Vec::new());
+/// Handles of the dependencies the last `dlopen`s loaded first (0: a free slot). Slots of
+/// their own, without a lock, so that a `fork` while another thread is here leaves the
+/// child nothing locked; a hold with no free slot left is kept (a reference the library
+/// never loses).
+static HELD: [AtomicUsize; 64] = [const { AtomicUsize::new(0) }; 64];
 
 /// A library of the backend's, ready for the loader ([`crate::Process::library`]).
 pub struct Library {
@@ -52,10 +55,12 @@ pub struct Target {
 pub unsafe fn dlopen_target<B: Backend>(file: *const c_char, mode: c_int) -> Target {
     let real = crate::real!(dlopen: fn(*const c_char, c_int) -> *mut c_void);
     let keep = Target { path: file, function: real as *const c_void };
-    let held = std::mem::take(&mut *HELD.lock().unwrap_or_else(|e| e.into_inner()));
-    for h in held {
-        // SAFETY: a handle our own dlopen returned, closed once.
-        unsafe { libc::dlclose(h as *mut c_void) };
+    for slot in &HELD {
+        let h = slot.swap(0, Ordering::AcqRel);
+        if h != 0 {
+            // SAFETY: a handle our own dlopen returned, taken from its slot once.
+            unsafe { libc::dlclose(h as *mut c_void) };
+        }
     }
     // SAFETY: the caller's contract.
     let Some(p) = (unsafe { c_str(file) }) else { return keep };
@@ -67,16 +72,16 @@ pub unsafe fn dlopen_target<B: Backend>(file: *const c_char, mode: c_int) -> Tar
         Ok(lib) => {
             // Outside the guard: each library's constructors are the program's code.
             let bind = mode & (libc::RTLD_LAZY | libc::RTLD_NOW);
-            let mut held = Vec::new();
             for dep in lib.first {
                 // SAFETY: a NUL-terminated path. A dependency that fails to load makes the
                 // library's own load fail with the loader's message.
                 let h = unsafe { real(dep.as_ptr(), bind | libc::RTLD_LOCAL) };
                 if !h.is_null() {
-                    held.push(h as usize);
+                    let _ = HELD
+                        .iter()
+                        .find(|s| s.compare_exchange(0, h as usize, Ordering::AcqRel, Ordering::Relaxed).is_ok());
                 }
             }
-            HELD.lock().unwrap_or_else(|e| e.into_inner()).extend(held);
             Target { path: lib.path.as_ptr(), function: real as *const c_void }
         }
         // Nothing there: the loader's own error says so.

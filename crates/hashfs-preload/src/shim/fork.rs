@@ -117,6 +117,8 @@ impl Drop for PosGuard<'_> {
 
 /// What the parent holds across `fork`.
 struct Prepared {
+    /// The library copies (`library.rs`), whose lock a thread may hold while it copies.
+    copies: ForkMutexGuard<'static, super::library::Copies>,
     descriptors: ForkMutexGuard<'static, HashMap<c_int, Arc<OpenFile>>>,
     /// The directory streams (a thread reading one must not leave its lock taken in the
     /// child's copy).
@@ -135,8 +137,10 @@ pub(super) fn before_fork() -> Option<Box<dyn std::any::Any>> {
     if EXITING.load(Ordering::Relaxed) {
         return None;
     }
-    // The positions first (a thread may hold one while it looks up another descriptor),
-    // then the table.
+    // The library copies' lock first (nothing is looked up under it that waits for the
+    // others), the positions next (a thread may hold one while it looks up another
+    // descriptor), then the table.
+    let copies = super::library::held_for_fork();
     let mut files: Vec<Arc<OpenFile>> = s.fds.lock().values().cloned().collect();
     // The files this process's pumps write or read: shared too (a forked child's standard
     // descriptors are the pumps' pipes, or become descriptors of their files at its exec).
@@ -166,12 +170,13 @@ pub(super) fn before_fork() -> Option<Box<dyn std::any::Any>> {
     let descriptors = s.fds.lock();
     let streams = s.dirs.lock();
     let fork = if shareable { fs.prepare_fork(&handles) } else { None };
-    Some(Box::new(Prepared { descriptors, streams, files, fork }))
+    Some(Box::new(Prepared { copies, descriptors, streams, files, fork }))
 }
 
 /// After `fork`, in both processes (`pid` 0 in the child).
 pub(super) fn after_fork(prepared: Option<Box<dyn std::any::Any>>, pid: libc::pid_t) {
-    let Some(Prepared { descriptors, streams, files, fork }) = prepared.and_then(|p| p.downcast().ok()).map(|p| *p)
+    let Some(Prepared { copies, descriptors, streams, files, fork }) =
+        prepared.and_then(|p| p.downcast().ok()).map(|p| *p)
     else {
         return;
     };
@@ -211,4 +216,5 @@ pub(super) fn after_fork(prepared: Option<Box<dyn std::any::Any>>, pid: libc::pi
     }
     drop(streams);
     drop(descriptors);
+    drop(copies);
 }

@@ -56,12 +56,20 @@ struct Dynamic {
 }
 
 /// Copies made in this process, and every descriptor number ever named to the loader.
-struct Copies {
+pub(super) struct Copies {
     copies: Vec<Copied>,
     named: Vec<c_int>,
 }
 
-static COPIES: Mutex<Copies> = Mutex::new(Copies { copies: Vec::new(), named: Vec::new() });
+/// A lock a forked child can let go of (`hashfs::ForkMutex`: parking_lot's may be handed
+/// to a parked thread of the parent's at its unlock).
+static COPIES: hashfs::ForkMutex<Copies> = hashfs::ForkMutex::new(Copies { copies: Vec::new(), named: Vec::new() });
+
+/// The copies' lock, held across a `fork` (`fork::before_fork`) so that a child never
+/// inherits it locked by a thread it does not have.
+pub(super) fn held_for_fork() -> hashfs::ForkMutexGuard<'static, Copies> {
+    COPIES.lock()
+}
 
 pub(super) fn library(path: &CStr) -> Served<Library> {
     let p = fs_path_of(path)?;
