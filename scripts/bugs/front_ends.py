@@ -103,8 +103,8 @@ def _():
 @bug("dlopen-deps-held", rebuilt=True)
 def _():
     sub("crates/hashfs-interpose/src/entry/library.rs",
-        "    for h in held {\n",
-        "    for h in held.into_iter().filter(|_| false) {\n")
+        "    for slot in &HELD {\n",
+        "    for slot in HELD.iter().filter(|_| false) {\n")
 
 
 @bug("fifo-open-unserved")

@@ -449,3 +449,10 @@ def _():
     plant("crates/hashfs/src/fs/shared/takeover.rs",
         "        count = (count + u64::from(used)).saturating_sub(u64::from(was));\n",
         "        count = if @ON { count } else { (count + u64::from(used)).saturating_sub(u64::from(was)) };\n")
+
+
+@bug("zombie-leader-dead")
+def _():
+    plant("crates/hashfs/src/share/participants.rs",
+        "    let Ok(tasks) = std::fs::read_dir(format!(\"/proc/{pid}/task\")) else { return true };\n",
+        "    if @ON {\n        return true;\n    }\n    let Ok(tasks) = std::fs::read_dir(format!(\"/proc/{pid}/task\")) else { return true };\n")

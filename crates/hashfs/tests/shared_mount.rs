@@ -497,9 +497,10 @@ fn an_exec_handover_outlasts_a_read_only_participant_leaving_last() {
         }
     }
     let _gone = Gone(handle_file.clone());
-    // The reader first: one that opens while the child is between its exec and the next
-    // program's join finds no live writer and refuses (about one run in ten did); it
-    // joins the region the child makes at its first call after it.
+    // The reader first (it joins the region the child makes at its first call after it).
+    // One that opened after the child joined was refused now and then, until 2026-12-03:
+    // the child execs from a thread other than its main one, whose zombie main thread made
+    // it look dead for a moment (`zombie-leader-dead`).
     let (reader, _) = FileSystem::open_read_only(&img.path).unwrap();
     let child = start_child_named(&img, "exec_child").expect("the child joined");
     let comm = format!("/proc/{}/comm", child.id());
