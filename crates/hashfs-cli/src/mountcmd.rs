@@ -280,7 +280,7 @@ pub fn umount(mountpoint: &Path, first: BeforeUnmount) -> Result<(), Failure> {
     let start = Instant::now();
     if let Some(pid) = daemon {
         while start.elapsed() < WAIT {
-            if !process_runs(pid) {
+            if pid <= 0 || !hashfs::share::process_runs(pid as u32) {
                 return Ok(());
             }
             std::thread::sleep(Duration::from_millis(20));
@@ -317,15 +317,6 @@ fn root_xattr_or_error(mountpoint: &Path, name: &str) -> std::io::Result<String>
         return Err(std::io::Error::last_os_error());
     }
     Ok(String::from_utf8_lossy(&buf[..n as usize]).into_owned())
-}
-
-/// Whether process `pid` runs (a zombie, exited but not yet waited for, does not).
-fn process_runs(pid: i32) -> bool {
-    match fs::read_to_string(format!("/proc/{pid}/stat")) {
-        // The state follows the command's closing parenthesis.
-        Ok(stat) => stat.rsplit_once(')').is_some_and(|(_, rest)| !rest.trim_start().starts_with(['Z', 'X'])),
-        Err(_) => false,
-    }
 }
 
 fn set_root_xattr(mountpoint: &Path, name: &str) -> std::io::Result<()> {

@@ -34,6 +34,6 @@ pub mod lock_protocol {
     pub use super::lock::{lock, try_lock, unlock};
     pub use super::readers::{drain_one, leave as leave_read, try_enter as try_read};
 }
-pub use participants::{process_alive, Participant, Participants, Slot, MAX_PARTICIPANTS};
+pub use participants::{process_alive, process_runs, Participant, Participants, Slot, MAX_PARTICIPANTS};
 pub use region::{Region, Shared};
 pub use sweep::sweep_left_regions;

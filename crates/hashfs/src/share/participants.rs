@@ -160,6 +160,12 @@ fn runs(pid: u32, start: u64) -> bool {
     }
 }
 
+/// Whether process `pid` runs, whenever it started (a zombie, exited and not yet reaped,
+/// does not; see [`process_alive`]).
+pub fn process_runs(pid: u32) -> bool {
+    runs(pid, 0)
+}
+
 /// Whether process `pid`, started at `start`, still runs (a zombie, killed and not yet
 /// reaped, does not).
 pub fn process_alive(pid: u32, start: u64) -> bool {
