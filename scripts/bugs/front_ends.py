@@ -170,6 +170,13 @@ def _():
         "")
 
 
+@bug("passed-cwd-above-limit")
+def _():
+    plant("crates/hashfs-preload/src/shim/exec.rs",
+        "        if high < 0 {\n            return m;\n        }\n",
+        "        if high < 0 && !@ON {\n            return m;\n        }\n")
+
+
 @bug("exec-image-unserved")
 def _():
     plant("crates/hashfs-preload/src/shim/cwd.rs",

@@ -126,8 +126,10 @@ fn libraries_in_the_image_load_with_dlopen() {
 /// start (the loader resolves a program's `DT_NEEDED` with its own system calls before the
 /// shim runs; it failed: "cannot open shared object file"): found by the program's RUNPATH
 /// (`$ORIGIN`) and by `LD_LIBRARY_PATH`, absolute and relative, by an exec and by
-/// `posix_spawn`; the program sees `LD_LIBRARY_PATH` as it was given, a library the search
-/// does not reach is still not found, and no directory of links is left behind.
+/// `posix_spawn`, and under a descriptor limit below the number the copies are moved to
+/// (900; the working directory inside the image is passed on so too, and was lost there);
+/// the program sees `LD_LIBRARY_PATH` as it was given, a library the search does not reach
+/// is still not found, and no directory of links is left behind.
 #[test]
 fn programs_in_the_image_start_with_their_libraries_from_it() {
     let img = image();
@@ -144,7 +146,7 @@ int main(void) { const char *l = getenv("LD_LIBRARY_PATH"); printf("%d %s\n", pl
          cc -shared -fPIC -o lib/libdep.so dep.c; cc -shared -fPIC -o lib/libplug.so plug.c -Llib -ldep '-Wl,-rpath,$ORIGIN'; \
          cc -o bin/rp main.c -Llib -lplug '-Wl,-rpath,$ORIGIN/../lib'; cc -o bin/env main.c -Llib -lplug; \
          ./bin/rp; LD_LIBRARY_PATH={d}/lib ./bin/env; cd lib; LD_LIBRARY_PATH=/usr/lib:. ../bin/env; \
-         ../bin/env 2>/dev/null || echo not found; \
+         ../bin/env 2>/dev/null || echo not found; (ulimit -n 256; cd {d}; /bin/pwd; ./bin/rp); \
          python3 -c 'import os, sys; os.waitpid(os.posix_spawn(sys.argv[1], [sys.argv[1]], os.environ), 0)' {d}/bin/rp",
         src = img._dir.path().join("main.c").display(),
     );
@@ -164,7 +166,10 @@ int main(void) { const char *l = getenv("LD_LIBRARY_PATH"); printf("%d %s\n", pl
         }
     }
     let before = Left(links());
-    assert_eq!(img.ok("bash", &["-c", &script]), format!("42 unset\n42 {d}/lib\n42 /usr/lib:.\nnot found\n42 unset\n"));
+    assert_eq!(
+        img.ok("bash", &["-c", &script]),
+        format!("42 unset\n42 {d}/lib\n42 /usr/lib:.\nnot found\n{d}\n42 unset\n42 unset\n")
+    );
     let new: Vec<_> = links().into_iter().filter(|l| !before.0.contains(l)).collect();
     assert!(new.is_empty(), "directories of links left in /dev/shm: {new:?}");
     img.fsck_clean();

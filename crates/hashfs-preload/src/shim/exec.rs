@@ -129,7 +129,12 @@ fn pass_cwd(dir: &Path) -> c_int {
             close(m);
             return -1;
         }
+        // (Below a descriptor limit under 900, wherever there is room: memfd_create's own
+        // number has close-on-exec cleared already.)
         let high = fcntl(m, libc::F_DUPFD, 900);
+        if high < 0 {
+            return m;
+        }
         close(m);
         high
     }

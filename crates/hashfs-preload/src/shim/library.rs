@@ -151,8 +151,13 @@ pub(super) fn for_program(
         if made.contains(&d.needed) {
             continue; // the first one found, as the loader takes
         }
-        // SAFETY: our own descriptor, copied without close-on-exec for the exec.
-        let inherited = unsafe { libc::fcntl(d.copy.fd, libc::F_DUPFD, 900) };
+        // SAFETY: our own descriptor, copied without close-on-exec for the exec, high (out of
+        // the program's way) unless the descriptor limit is lower.
+        let inherited = match unsafe { libc::fcntl(d.copy.fd, libc::F_DUPFD, 900) } {
+            // SAFETY: as above.
+            -1 if hashfs_interpose::errno() == libc::EINVAL => unsafe { libc::fcntl(d.copy.fd, libc::F_DUPFD, 3) },
+            fd => fd,
+        };
         let link = dir.join(std::ffi::OsStr::from_bytes(&d.needed));
         if inherited < 0 || std::os::unix::fs::symlink(format!("/proc/self/fd/{inherited}"), &link).is_err() {
             let e = if inherited < 0 { hashfs_interpose::errno() } else { libc::EIO };
