@@ -177,6 +177,13 @@ def _():
         "        if high < 0 && !@ON {\n            return m;\n        }\n")
 
 
+@bug("fifo-dir-by-reader")
+def _():
+    plant("crates/hashfs-preload/src/shim/fifo.rs",
+        "    Ok(dir(!fs.is_read_only())?.join(",
+        "    Ok(dir(!fs.is_read_only() || @ON)?.join(")
+
+
 @bug("exec-image-unserved")
 def _():
     plant("crates/hashfs-preload/src/shim/cwd.rs",

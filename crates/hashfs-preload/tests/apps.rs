@@ -163,7 +163,9 @@ fn paths_out_of_the_image_through_dot_dot_reach_the_kernels_files() {
 }
 
 /// A FIFO made in the image carries bytes between processes (it could not be opened
-/// through the shim before: EOPNOTSUPP): a shell's reader and writer, a loop reading it
+/// through the shim before: EOPNOTSUPP): a process that may only read the image makes no
+/// kernel FIFO for it (EROFS; one it made would be its user's), a shell's reader and
+/// writer, a loop reading it
 /// as its standard input (`done < fifo`: the shell opens it), a program writing it and
 /// another reading it, non-blocking ends. Every process's open reaches one kernel FIFO
 /// beside the image's region, whose node stays while the FIFO has a name (after the last
@@ -183,7 +185,11 @@ fn fifos_in_the_image_carry_bytes_between_processes() {
     }
     let _gone = Gone(dir.clone());
     let script = format!(
-        "set -e; mkdir {d}; mkfifo {f} {g}; stat -c %F {f}; (seq 1 3 > {f}) & cat {f}; wait; \
+        "set -e; mkdir {d}; mkfifo {f} {g}; \
+         HASHFS_READ_ONLY=1 python3 -c 'import os, sys
+try: os.open(sys.argv[1], os.O_RDONLY | os.O_NONBLOCK)
+except OSError as e: print(e.strerror)' {g}; test -e {dir} || echo no directory; \
+         stat -c %F {f}; (seq 1 3 > {f}) & cat {f}; wait; \
          (seq 4 5 > {f}) & while read l; do echo got $l; done < {f}; wait; \
          (python3 -c 'import sys; open(sys.argv[1], \"w\").write(\"from python\\n\")' {f} &); head -n 1 < {f}; \
          python3 -c '
@@ -193,8 +199,12 @@ w = os.open(sys.argv[1], os.O_WRONLY | os.O_NONBLOCK)
 os.write(w, b\"0123456789\"); print(len(os.read(r, 100)))
 print(os.fstat(w).st_mode & 0o170000 == 0o010000)' {g}",
         d = p("/d"),
+        dir = dir.display(),
     );
-    assert_eq!(img.ok("bash", &["-c", &script]), "fifo\n1\n2\n3\ngot 4\ngot 5\nfrom python\n10\nTrue\n");
+    assert_eq!(
+        img.ok("bash", &["-c", &script]),
+        "Read-only file system\nno directory\nfifo\n1\n2\n3\ngot 4\ngot 5\nfrom python\n10\nTrue\n"
+    );
     img.region_removed();
     let nodes = || std::fs::read_dir(&dir).map(|d| d.count()).unwrap_or(0);
     assert_eq!(nodes(), 2, "a node for each FIFO with a name, in {}", dir.display());

@@ -10,7 +10,9 @@
 //! search, its write bits write; sticky; its group the image's), so those who may use the
 //! image may use its FIFOs, and no one else; a directory there made by one who may not write
 //! the image, or that is not a directory, is refused (EACCES, said once). The nodes are
-//! 0666 inside it; the open is checked against the image inode's permissions first.
+//! 0666 inside it; the open is checked against the image inode's permissions first. A
+//! process that may only read the image makes no directory (EROFS while there is none):
+//! one it made would be its own user's, which the writers would refuse.
 //!
 //! A node stays while its FIFO has a name: a FIFO unlinked through the shim takes its node
 //! with it (and the directory, once empty); the region's removal takes the directory only
@@ -66,7 +68,7 @@ pub(super) fn open(md: &Metadata, flags: c_int) -> Result<c_int, c_int> {
 
 /// The image's FIFO `ino` (freed as a FIFO): its kernel node goes, if it was made.
 pub(super) fn removed(ino: Ino, generation: u32) {
-    if let Ok(dir) = dir() {
+    if let Ok(dir) = dir(false) {
         if std::fs::remove_file(dir.join(format!("{}-{generation}", ino.0))).is_ok() {
             let _ = std::fs::remove_dir(&dir); // if it was the last
         }
@@ -78,11 +80,13 @@ pub(super) fn removed(ino: Ino, generation: u32) {
 fn node_path(ino: Ino) -> Result<PathBuf, c_int> {
     let fs = shim().fs()?;
     let generation = fs.peek_attr(ino).map_err(|e| e.errno())?.generation;
-    Ok(dir()?.join(format!("{}-{generation}", ino.0)))
+    // A process that may only read the image makes no directory (one it made, of its own
+    // user, would be refused by the writers: EROFS for it, as for its other changes).
+    Ok(dir(!fs.is_read_only())?.join(format!("{}-{generation}", ino.0)))
 }
 
-/// The image's FIFO directory, made if there is none, and checked.
-fn dir() -> Result<PathBuf, c_int> {
+/// The image's FIFO directory, made if there is none (and `make`), and checked.
+fn dir(make: bool) -> Result<PathBuf, c_int> {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
     if let Some(d) = DIR.get() {
         if std::fs::symlink_metadata(d).is_ok_and(|m| m.is_dir()) {
@@ -104,6 +108,9 @@ fn dir() -> Result<PathBuf, c_int> {
         if m & (0o2 << shift) != 0 {
             mode |= 0o2 << shift;
         }
+    }
+    if !make && std::fs::symlink_metadata(&d).is_err() {
+        return Err(libc::EROFS);
     }
     match std::fs::DirBuilder::new().mode(mode).create(&d) {
         Ok(()) => {
