@@ -9,8 +9,10 @@ use common::{image, p};
 
 /// Three children write through a descriptor they inherited while the parent writes
 /// through its own copy: one offset, so no write lands on another (each process's bytes
-/// all there), and a seek in a child moves the parent's offset. Each child also makes a
-/// file of its own.
+/// all there), and a seek in a child moves the parent's offset (what is read from there is
+/// the writers' bytes; which writer's comes first is the scheduler's: the test asked for
+/// three of one writer's in a row, and failed now and then under load). Each child also
+/// makes a file of its own.
 #[test]
 fn forked_children_share_their_parents_descriptors() {
     let img = image();
@@ -39,7 +41,7 @@ if pid == 0:
     os.lseek(fd, 1, os.SEEK_SET)
     os._exit(0)
 os.waitpid(pid, 0)
-print(os.lseek(fd, 0, os.SEEK_CUR), os.read(fd, 3).decode() in ('000', '111', '222', 'ppp'))
+print(os.lseek(fd, 0, os.SEEK_CUR), set(os.read(fd, 3)) <= set(b'012p'))
 os.lseek(fd, 0, os.SEEK_END)
 os.write(fd, b'E')
 os.close(fd)
