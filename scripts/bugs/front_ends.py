@@ -184,6 +184,13 @@ def _():
         "    Ok(dir(!fs.is_read_only() || @ON)?.join(")
 
 
+@bug("fifo-node-race")
+def _():
+    plant("crates/hashfs-preload/src/shim/fifo.rs",
+        "            libc::EEXIST => break c,\n",
+        "            libc::EEXIST if !@ON => break c,\n")
+
+
 @bug("exec-image-unserved")
 def _():
     plant("crates/hashfs-preload/src/shim/cwd.rs",

@@ -162,6 +162,10 @@ fn paths_out_of_the_image_through_dot_dot_reach_the_kernels_files() {
     img.fsck_clean();
 }
 
+/// Ends a script's background jobs when it exits: a writer blocked opening a FIFO whose
+/// reader failed would keep the script's output open, and the test waiting, for ever.
+const STOP_JOBS: &str = "trap 's=$?; kill $(jobs -p) 2>/dev/null || true; exit $s' EXIT;";
+
 /// A FIFO made in the image carries bytes between processes (it could not be opened
 /// through the shim before: EOPNOTSUPP): a process that may only read the image makes no
 /// kernel FIFO for it (EROFS; one it made would be its user's), a shell's reader and
@@ -169,7 +173,9 @@ fn paths_out_of_the_image_through_dot_dot_reach_the_kernels_files() {
 /// as its standard input (`done < fifo`: the shell opens it), a program writing it and
 /// another reading it, non-blocking ends. Every process's open reaches one kernel FIFO
 /// beside the image's region, whose node stays while the FIFO has a name (after the last
-/// process left the image) and goes with it, its directory with the last node.
+/// process left the image) and goes with it, its directory with the last node. Each script
+/// runs under `timeout` (its whole process group): a writer whose reader failed would
+/// otherwise wait for ever, and the test with it.
 #[test]
 fn fifos_in_the_image_carry_bytes_between_processes() {
     let img = image();
@@ -185,13 +191,13 @@ fn fifos_in_the_image_carry_bytes_between_processes() {
     }
     let _gone = Gone(dir.clone());
     let script = format!(
-        "set -e; mkdir {d}; mkfifo {f} {g}; \
+        "{STOP_JOBS} set -e; mkdir {d}; mkfifo {f} {g}; \
          HASHFS_READ_ONLY=1 python3 -c 'import os, sys
 try: os.open(sys.argv[1], os.O_RDONLY | os.O_NONBLOCK)
 except OSError as e: print(e.strerror)' {g}; test -e {dir} || echo no directory; \
          stat -c %F {f}; (seq 1 3 > {f}) & cat {f}; wait; \
          (seq 4 5 > {f}) & while read l; do echo got $l; done < {f}; wait; \
-         (python3 -c 'import sys; open(sys.argv[1], \"w\").write(\"from python\\n\")' {f} &); head -n 1 < {f}; \
+         python3 -c 'import sys; open(sys.argv[1], \"w\").write(\"from python\\n\")' {f} & head -n 1 < {f}; wait; \
          python3 -c '
 import os, sys
 r = os.open(sys.argv[1], os.O_RDONLY | os.O_NONBLOCK)
@@ -202,7 +208,7 @@ print(os.fstat(w).st_mode & 0o170000 == 0o010000)' {g}",
         dir = dir.display(),
     );
     assert_eq!(
-        img.ok("bash", &["-c", &script]),
+        img.ok("timeout", &["-k", "5", "60", "bash", "-c", &script]),
         "Read-only file system\nno directory\nfifo\n1\n2\n3\ngot 4\ngot 5\nfrom python\n10\nTrue\n"
     );
     img.region_removed();
@@ -210,7 +216,20 @@ print(os.fstat(w).st_mode & 0o170000 == 0o010000)' {g}",
     assert_eq!(nodes(), 2, "a node for each FIFO with a name, in {}", dir.display());
     img.ok("rm", &[&g]);
     assert_eq!(nodes(), 1, "the unlinked FIFO's node went");
-    assert_eq!(img.ok("bash", &["-c", &format!("(echo again > {f}) & cat {f}; rm {f}")]), "again\n");
+    assert_eq!(
+        img.ok(
+            "timeout",
+            &["-k", "5", "60", "bash", "-c", &format!("{STOP_JOBS} (echo again > {f}) & cat {f}; rm {f}")]
+        ),
+        "again\n"
+    );
+    // Four writers open a new FIFO at once, each making its kernel FIFO if none is there:
+    // one makes it, the others take it (EEXIST), and the reader gets all four lines.
+    let h = p("/h");
+    let racing = format!(
+        "{STOP_JOBS} set -e; mkfifo {h}; for i in 1 2 3 4; do (echo w$i > {h}) & done; sleep 0.3; sort < {h}; wait; rm {h}"
+    );
+    assert_eq!(img.ok("timeout", &["-k", "5", "60", "bash", "-c", &racing]), "w1\nw2\nw3\nw4\n");
     assert!(!dir.exists(), "the FIFO directory {} goes with its last node", dir.display());
     img.fsck_clean();
 }
