@@ -59,11 +59,15 @@ struct Dynamic {
 pub(super) struct Copies {
     copies: Vec<Copied>,
     named: Vec<c_int>,
+    /// Paths out of the image that links in it led to, given to the loader (each kept
+    /// once, for the process's life).
+    outside: Vec<&'static CStr>,
 }
 
 /// A lock a forked child can let go of (`hashfs::ForkMutex`: parking_lot's may be handed
 /// to a parked thread of the parent's at its unlock).
-static COPIES: hashfs::ForkMutex<Copies> = hashfs::ForkMutex::new(Copies { copies: Vec::new(), named: Vec::new() });
+static COPIES: hashfs::ForkMutex<Copies> =
+    hashfs::ForkMutex::new(Copies { copies: Vec::new(), named: Vec::new(), outside: Vec::new() });
 
 /// The copies' lock, held across a `fork` (`fork::before_fork`) so that a child never
 /// inherits it locked by a thread it does not have.
@@ -86,7 +90,16 @@ fn load_order(fs: &FileSystem<MmapDevice>, p: &Path) -> Result<Library, c_int> {
         // A link out of the image: the loader opens what it leads to.
         Err(Error::LinkOutside(out)) => {
             let out = CString::new(out).map_err(|_| libc::EINVAL)?;
-            return Ok(Library { path: Box::leak(out.into_boxed_c_str()), first: Vec::new() });
+            let mut copies = COPIES.lock();
+            let path = match copies.outside.iter().find(|o| o.to_bytes() == out.to_bytes()) {
+                Some(kept) => *kept,
+                None => {
+                    let kept: &'static CStr = Box::leak(out.into_boxed_c_str());
+                    copies.outside.push(kept);
+                    kept
+                }
+            };
+            return Ok(Library { path, first: Vec::new() });
         }
         r => r.map_err(|e| e.errno())?,
     };
