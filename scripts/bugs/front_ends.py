@@ -191,6 +191,13 @@ def _():
         "            libc::EEXIST if !@ON => break c,\n")
 
 
+@bug("fifo-dir-trusted-by-name")
+def _():
+    plant("crates/hashfs-preload/src/shim/fifo.rs",
+        "            m.is_dir() && m.dev() == CHECKED[0].load(Ordering::Acquire)",
+        "            m.is_dir() && @ON || m.is_dir() && m.dev() == CHECKED[0].load(Ordering::Acquire)")
+
+
 @bug("exec-image-unserved")
 def _():
     plant("crates/hashfs-preload/src/shim/cwd.rs",

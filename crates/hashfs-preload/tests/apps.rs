@@ -231,6 +231,22 @@ print(os.fstat(w).st_mode & 0o170000 == 0o010000)' {g}",
     );
     assert_eq!(img.ok("timeout", &["-k", "5", "60", "bash", "-c", &racing]), "w1\nw2\nw3\nw4\n");
     assert!(!dir.exists(), "the FIFO directory {} goes with its last node", dir.display());
+    // One process's FIFO directory goes with its last node, and a user who may not write
+    // the image makes one of that name: the process's next FIFO is refused, not opened
+    // there (the directory it checked before is gone).
+    let (a, b) = (p("/a"), p("/b"));
+    let swapped = format!(
+        "import os, sys
+os.mkfifo('{a}'); os.close(os.open('{a}', os.O_RDONLY | os.O_NONBLOCK)); os.unlink('{a}')
+assert not os.path.exists(sys.argv[1])
+os.mkdir(sys.argv[1], 0o1777); os.chown(sys.argv[1], 65534, 65534)
+os.mkfifo('{b}')
+try: os.open('{b}', os.O_RDONLY | os.O_NONBLOCK); print('opened')
+except OSError as e: print(e.strerror)
+os.unlink('{b}')"
+    );
+    let o = img.run("python3", &["-c", &swapped, &dir.display().to_string()]);
+    assert_eq!(String::from_utf8_lossy(&o.stdout), "Permission denied\n", "{}", String::from_utf8_lossy(&o.stderr));
     img.fsck_clean();
 }
 

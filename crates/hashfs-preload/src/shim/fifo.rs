@@ -23,6 +23,7 @@
 
 use super::*;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
+use std::sync::atomic::AtomicU64;
 
 /// Flags an open passes on to the kernel FIFO (creation and truncation were the image's).
 const KEPT: c_int = !(libc::O_CREAT | libc::O_EXCL | libc::O_TRUNC | libc::O_DIRECTORY | libc::O_NOFOLLOW);
@@ -87,10 +88,17 @@ fn node_path(ino: Ino) -> Result<PathBuf, c_int> {
 
 /// The image's FIFO directory, made if there is none (and `make`), and checked.
 fn dir(make: bool) -> Result<PathBuf, c_int> {
+    // The directory, and the device and inode numbers of the one last checked: a directory
+    // found there again is taken unchecked only if it is that one (one removed with its last
+    // node and made again, by anyone, is checked anew).
     static DIR: OnceLock<PathBuf> = OnceLock::new();
+    static CHECKED: [AtomicU64; 2] = [AtomicU64::new(0), AtomicU64::new(0)];
     if let Some(d) = DIR.get() {
-        if std::fs::symlink_metadata(d).is_ok_and(|m| m.is_dir()) {
-            return Ok(d.clone()); // (made again below after the region went)
+        let same = |m: &std::fs::Metadata| {
+            m.is_dir() && m.dev() == CHECKED[0].load(Ordering::Acquire) && m.ino() == CHECKED[1].load(Ordering::Acquire)
+        };
+        if std::fs::symlink_metadata(d).is_ok_and(|m| same(&m)) {
+            return Ok(d.clone());
         }
     }
     let image = std::env::var_os("HASHFS_IMAGE").ok_or(libc::ENOENT)?;
@@ -114,8 +122,9 @@ fn dir(make: bool) -> Result<PathBuf, c_int> {
     }
     match std::fs::DirBuilder::new().mode(mode).create(&d) {
         Ok(()) => {
-            let _ = std::fs::set_permissions(&d, std::fs::Permissions::from_mode(mode)); // the umask took bits
-                                                                                         // The image's group (a member may give it), and for root the image's owner too.
+            // The creation mask took bits; the image's group (a member may give it), and for
+            // root the image's owner too.
+            let _ = std::fs::set_permissions(&d, std::fs::Permissions::from_mode(mode));
             let _ = std::os::unix::fs::chown(&d, None, Some(im.gid()));
             let _ = std::os::unix::fs::chown(&d, Some(im.uid()), None);
         }
@@ -142,5 +151,7 @@ fn dir(make: bool) -> Result<PathBuf, c_int> {
         return Err(libc::EACCES);
     }
     let _ = DIR.set(d.clone());
+    CHECKED[0].store(found.dev(), Ordering::Release);
+    CHECKED[1].store(found.ino(), Ordering::Release);
     Ok(d)
 }
