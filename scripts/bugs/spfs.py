@@ -40,6 +40,34 @@ def _():
         "            if !@ON && st.lower_unsynced {\n")
 
 
+@bug("standalone-flags-ignored")
+def _():
+    plant("crates/hashfs-spfs/src/standalone.rs",
+        "        if made.flags & (libc::O_SYNC | libc::O_DSYNC | libc::O_DIRECT) != 0 {\n",
+        "        if !@ON && made.flags & (libc::O_SYNC | libc::O_DSYNC | libc::O_DIRECT) != 0 {\n")
+
+
+@bug("standalone-extension-prefix")
+def _():
+    plant("crates/hashfs-spfs/src/standalone.rs",
+        "            && rest.get(ext.len()).is_none_or(|&c| c == b'.')\n",
+        "            && (@ON || rest.get(ext.len()).is_none_or(|&c| c == b'.'))\n")
+
+
+@bug("standalone-boost-stale")
+def _():
+    plant("crates/hashfs-spfs/src/standalone.rs",
+        "        if name == BOOST_XATTR.as_bytes() {\n",
+        "        if !@ON && name == BOOST_XATTR.as_bytes() {\n")
+
+
+@bug("standalone-made-after-open")
+def _():
+    plant("crates/hashfs-fuse/src/stacked.rs",
+        "            self.stack.created_in(&made, key, &lower);\n            let (state, backing) = self.counted_open(key, &lower, |f| reply.open_backing(f));\n",
+        "            if !@ON {\n                self.stack.created_in(&made, key, &lower);\n            }\n            let (state, backing) = self.counted_open(key, &lower, |f| reply.open_backing(f));\n            if @ON {\n                self.stack.created_in(&made, key, &lower);\n            }\n")
+
+
 @bug("passthrough-promoted-under-handles")
 def _():
     plant("crates/hashfs-spfs/src/file.rs",

@@ -32,7 +32,8 @@ pub struct MountOpts {
     /// `lower=DIR`: SPFS's stacked mode over DIR.
     pub lower: Option<std::path::PathBuf>,
     /// The stack's tuning (`promote_after=N`, `sync_interval_ms=N`, `sf_limit=X|none`,
-    /// `high_water=X`, `passthrough=on|off`, `dir_rule=on|off`), as given, for the daemon.
+    /// `high_water=X`, `passthrough=on|off`, `dir_rule=on|off`, `standalone=on|off`,
+    /// `extension=EXT`), as given, for the daemon.
     pub stack: Vec<String>,
     /// The FUSE front end's kernel caching (`writeback_cache`, `direct_io`).
     pub fuse: hashfs_fuse::FuseOptions,
@@ -101,9 +102,18 @@ pub fn parse_options(list: &str, unknown: Unknown) -> Result<MountOpts, Failure>
                     .ok_or_else(|| fail(format!("mount option {o2}: cache_timeout must be a number of seconds")))?;
             }
             o2 if o2.starts_with("lower=") => o.lower = Some(o2["lower=".len()..].into()),
-            o2 if ["promote_after=", "sync_interval_ms=", "sf_limit=", "high_water=", "passthrough=", "dir_rule="]
-                .iter()
-                .any(|k| o2.starts_with(k)) =>
+            o2 if [
+                "promote_after=",
+                "sync_interval_ms=",
+                "sf_limit=",
+                "high_water=",
+                "passthrough=",
+                "dir_rule=",
+                "standalone=",
+                "extension=",
+            ]
+            .iter()
+            .any(|k| o2.starts_with(k)) =>
             {
                 o.stack.push(o2.to_string())
             }

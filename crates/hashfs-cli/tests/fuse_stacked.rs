@@ -758,6 +758,94 @@ fn the_directory_rule_absorbs_files_made_where_files_sync_often() {
     }
 }
 
+/// Sets (or with `None` removes) extended attribute `name` of `path`.
+fn set_xattr(path: &Path, name: &str, value: Option<&[u8]>) {
+    let p = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).unwrap();
+    let n = std::ffi::CString::new(name).unwrap();
+    // SAFETY: NUL-terminated strings and a value of the length given, for the call.
+    let r = unsafe {
+        match value {
+            Some(v) => libc::setxattr(p.as_ptr(), n.as_ptr(), v.as_ptr().cast(), v.len(), 0),
+            None => libc::removexattr(p.as_ptr(), n.as_ptr()),
+        }
+    };
+    assert_eq!(r, 0, "{name} on {}: {}", path.display(), std::io::Error::last_os_error());
+}
+
+/// SPFS's standalone rules (issue 58, `hashfs-spfs/src/standalone.rs`), on a passthrough
+/// mount, where they matter most: a file made as a WAL (`extension=log`), with O_SYNC, or
+/// in a directory marked `user.hashfs.boost` (through the mount) starts in PM and is served
+/// by the daemon from its first open, so its fsyncs are absorbed though it stays open; a
+/// file made otherwise, or after the mark was removed, is served by passthrough and its
+/// bytes go below; `standalone=off` turns the rules off.
+#[test]
+fn files_made_to_sync_start_in_pm_and_skip_passthrough() {
+    if !fuse_available() {
+        return;
+    }
+    use std::os::unix::fs::OpenOptionsExt;
+    for on in [true, false] {
+        let opts = format!("passthrough=on,extension=log,standalone={}", if on { "on" } else { "off" });
+        let mut s = Stacked::new("16M", &opts);
+        s.start();
+        fs::create_dir(s.p("boosted")).unwrap();
+        set_xattr(&s.p("boosted"), "user.hashfs.boost", Some(b""));
+        let make = |name: &str, flags: i32, seed: u8| {
+            let f = OpenOptions::new().write(true).create_new(true).custom_flags(flags).open(s.p(name)).unwrap();
+            // Written and fsynced three times while open (a WAL's life).
+            for k in 0..3usize {
+                f.write_all_at(&pattern(300, seed + k as u8), 300 * k as u64).unwrap();
+                f.sync_data().unwrap();
+            }
+            f
+        };
+        let mut open = Vec::new();
+        let mut want = Vec::new();
+        for (i, (name, flags)) in
+            [("000001.log", 0), ("sync", libc::O_SYNC), ("boosted/m", 0), ("x.logger", 0), ("plain", 0)]
+                .into_iter()
+                .enumerate()
+        {
+            open.push(make(name, flags, 10 * i as u8));
+            want.push((name, (0..3).flat_map(|k| pattern(300, 10 * i as u8 + k)).collect::<Vec<u8>>()));
+        }
+        set_xattr(&s.p("boosted"), "user.hashfs.boost", None);
+        open.push(make("boosted/n", 0, 50));
+        want.push(("boosted/n", (0..3).flat_map(|k| pattern(300, 50 + k)).collect()));
+        let info = s.info();
+        let in_pm = ["000001.log", "sync", "boosted/m"];
+        for (name, bytes) in &want {
+            assert_eq!(&fs::read(s.p(name)).unwrap(), bytes, "{name} through the mount");
+            let below = fs::read(s.low(name)).unwrap();
+            if on && in_pm.contains(name) {
+                assert!(below.is_empty(), "{name}: an absorbed write reached the lower file: {info}");
+            } else {
+                assert_eq!(&below, bytes, "{name} below (standalone {on}): {info}");
+            }
+        }
+        let made = if on { in_pm.len() as u64 } else { 0 };
+        assert_eq!(counter(&info, "promoted as made (standalone)"), made, "{info}");
+        // Every file not made in PM was opened by passthrough; those made in PM were not.
+        assert_eq!(counter(&info, "passthrough opens"), want.len() as u64 - made, "{info}");
+        // Each file made in PM fsynced below once (its creation), its other fsyncs (and
+        // "sync"'s O_SYNC writes) absorbed; the passthrough files' three each reach the
+        // daemon, which fsyncs them below.
+        assert!(counter(&info, "fsyncs absorbed in PM") >= 2 * made, "{info}");
+        if on {
+            assert_eq!(
+                counter(&info, "fsyncs on the lower file system"),
+                made + 3 * (want.len() as u64 - made),
+                "{info}"
+            );
+        }
+        drop(open);
+        s.umount(true);
+        for (name, bytes) in &want {
+            assert_eq!(&fs::read(s.low(name)).unwrap(), bytes, "{name} written back");
+        }
+    }
+}
+
 /// The sync factor `hashfs info` shows for the promoted file at `path` (3 decimals).
 fn shown_factor(info: &str, path: &Path) -> String {
     let line = info.lines().find(|l| l.trim_start().starts_with(path.to_str().unwrap()));

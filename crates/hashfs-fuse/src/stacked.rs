@@ -17,6 +17,7 @@ use fuser::{
 };
 use hashfs_spfs::absorb::Key;
 use hashfs_spfs::lower::{proc_path, reopen};
+use hashfs_spfs::standalone::Made;
 use hashfs_spfs::{lock, Shared, Stack};
 use rustix::fs::{AtFlags, Mode, OFlags};
 use std::collections::HashMap;
@@ -608,8 +609,11 @@ impl Filesystem for StackedFuse {
             if flags & libc::O_TRUNC != 0 {
                 self.truncate(key, &lower, 0)?;
             }
-            // In a directory whose files sync often, the new file starts in PM.
-            self.stack.created_in(pkey, key, &lower);
+            // A file made with O_SYNC, O_DSYNC or O_DIRECT, with one of the mount's
+            // extensions, in a boosted directory or in one whose files sync often starts in
+            // PM (`standalone.rs`, `dirs.rs`).
+            let made = Made { dir: pkey, dir_path: &proc_path(pfd.as_fd()), name: name.as_bytes(), flags };
+            self.stack.created_in(&made, key, &lower);
             let (state, backing) = self.counted_open(key, &lower, |f| reply.open_backing(f));
             Ok((a, self.add_handle(Handle::File { lower, state, key, backing: backing.clone() }), backing))
         })();
@@ -791,9 +795,11 @@ impl Filesystem for StackedFuse {
                 Err(e) => reply.error(err(e)),
             };
         }
-        let r = self.node_fd(ino).and_then(|(fd, _)| {
+        let r = self.node_fd(ino).and_then(|(fd, key)| {
             let f = rustix::fs::XattrFlags::from_bits(flags as u32).ok_or(Errno::EINVAL)?;
-            rustix::fs::setxattr(proc_path(fd.as_fd()), name, value, f).map_err(rerr)
+            rustix::fs::setxattr(proc_path(fd.as_fd()), name, value, f).map_err(rerr)?;
+            self.stack.xattr_changed(key, name.as_bytes());
+            Ok(())
         });
         match r {
             Ok(()) => reply.ok(),
@@ -840,7 +846,12 @@ impl Filesystem for StackedFuse {
     }
 
     fn removexattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        match self.node_fd(ino).and_then(|(fd, _)| rustix::fs::removexattr(proc_path(fd.as_fd()), name).map_err(rerr)) {
+        let r = self.node_fd(ino).and_then(|(fd, key)| {
+            rustix::fs::removexattr(proc_path(fd.as_fd()), name).map_err(rerr)?;
+            self.stack.xattr_changed(key, name.as_bytes());
+            Ok(())
+        });
+        match r {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(e),
         }

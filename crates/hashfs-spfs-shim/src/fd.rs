@@ -4,6 +4,7 @@
 
 use crate::*;
 use hashfs_interpose::{Descriptors, Errno, FcntlArg, Handle, LastLink, Next, Served, Streams};
+use hashfs_spfs::standalone::Made;
 use libc::{mode_t, FILE};
 use std::ffi::CStr;
 
@@ -113,13 +114,16 @@ fn adopt(fd: c_int, flags: c_int, trunc: bool) -> Result<c_int, Errno> {
         close_quietly(fd);
         return Err(Errno(libc::EMFILE));
     }
-    match stack.cfg.dir_rule.then(|| dir_key(&path)).flatten() {
-        // A file made in a directory whose files sync often starts in PM (`dirs.rs`).
-        Some(dir) if flags & libc::O_CREAT != 0 => {
-            stack.created_in(dir, key, &view(fd));
+    if flags & libc::O_CREAT != 0 && (stack.cfg.dir_rule || stack.cfg.standalone) {
+        // A file made with O_SYNC, O_DSYNC or O_DIRECT, with one of the extensions, in a
+        // boosted directory or in one whose files sync often starts in PM (`standalone.rs`,
+        // `dirs.rs`).
+        if let (Some(dir), Some(parent), Some(name)) = (dir_key(&path), path.parent(), path.file_name()) {
+            let made = Made { dir, dir_path: parent, name: name.as_encoded_bytes(), flags };
+            stack.created_in(&made, key, &view(fd));
         }
-        Some(dir) => stack.file_in(key, dir),
-        None => {}
+    } else if let Some(dir) = stack.cfg.dir_rule.then(|| dir_key(&path)).flatten() {
+        stack.file_in(key, dir);
     }
     let cell = stack.opened(key);
     if trunc {

@@ -21,12 +21,14 @@ fn shim_path() -> PathBuf {
         let mut c = Command::new(env!("CARGO"));
         c.args(["build", "--workspace", "--lib"]);
         // In the profile of the test's own build (`cargo test` builds with `test`, whose
-        // libraries it then reuses; `cargo test --release` with `release`).
-        if profile_dir.file_name().is_some_and(|n| n == "release") {
-            c.arg("--release");
-        } else {
-            c.args(["--profile", "test"]);
-        }
+        // libraries it then reuses, in target/debug; `cargo test --release` with `release`;
+        // scripts/crash-bugs.sh with `crash-bugs`): another profile's library would be
+        // another build's, perhaps an old one.
+        match profile_dir.file_name().and_then(|n| n.to_str()) {
+            Some("release") => c.arg("--release"),
+            Some("debug") | None => c.args(["--profile", "test"]),
+            Some(other) => c.args(["--profile", other]),
+        };
         assert!(c.status().unwrap().success(), "building libhashfs_spfs_shim.so");
     });
     let so = profile_dir.join("libhashfs_spfs_shim.so");
@@ -221,6 +223,37 @@ fn a_file_made_where_files_sync_often_starts_in_pm() {
     assert_eq!(std::fs::read(s.lower().join("mail/late")).unwrap(), b"", "mail/late reached the lower file");
     assert_eq!(std::fs::read(s.lower().join("other/late")).unwrap(), rec(7));
     assert_eq!(s.check().1, Vec::<String>::new());
+}
+
+/// SPFS's standalone rules (issue 58, `hashfs-spfs/src/standalone.rs`): a file made as a
+/// WAL (an extension given with `extension=`), with O_SYNC or O_DSYNC, or in a directory
+/// marked `user.hashfs.boost` starts in PM, so its first fsync is absorbed; other files,
+/// and a directory whose mark was removed, stay below; `standalone=off` turns it off.
+#[test]
+fn files_made_to_sync_start_in_pm() {
+    let names = ["000001.log", "x.logger", "plain", "sync", "dsync", "boosted/m", "unmarked/m"];
+    let in_pm = ["000001.log", "sync", "dsync", "boosted/m"];
+    for on in [true, false] {
+        let s = Stack::new();
+        let opts = if on { "extension=log" } else { "extension=log,standalone=off" };
+        let o = s.cmd(true, &["standalone"]).env("HASHFS_STACK_OPTIONS", opts).output().unwrap();
+        let (out, err) =
+            (String::from_utf8_lossy(&o.stdout).into_owned(), String::from_utf8_lossy(&o.stderr).into_owned());
+        assert!(o.status.success(), "{out}{err}");
+        for name in names {
+            assert!(out.contains(&format!("{name} merged-ok True")), "{name}: {out}");
+        }
+        let made = counter(&err, "promoted as made (standalone)");
+        assert_eq!(made, if on { in_pm.len() as u64 } else { 0 }, "{err}");
+        // Kept in PM (HASHFS_STACK_KEEP): the lower files of those made in PM are still
+        // empty; the others have their record.
+        for (i, name) in names.iter().enumerate() {
+            let below = std::fs::read(s.lower().join(name)).unwrap();
+            let want = if on && in_pm.contains(name) { vec![] } else { rec(i) };
+            assert_eq!(below, want, "{name} below (standalone {on})");
+        }
+        assert_eq!(s.check(), (if on { in_pm.len() } else { 0 }, vec![]));
+    }
 }
 
 /// Reads of a file below lower its Sync Factor in the shim too (issue 58), though they

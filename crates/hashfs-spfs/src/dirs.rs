@@ -19,6 +19,7 @@
 
 use crate::absorb::Key;
 use crate::profiler::ProfilerConfig;
+use crate::standalone::Made;
 use crate::{lock, Stack};
 use std::collections::VecDeque;
 use std::fs::File;
@@ -63,25 +64,29 @@ impl Stack {
         }
     }
 
-    /// Lower file `key` was just made in directory `dir` (`lower` open on it): noted there,
-    /// and promoted at once if the directory is hot and the file still empty. Whether it
-    /// was.
-    pub fn created_in(&self, dir: Key, key: Key, lower: &File) -> bool {
-        if !self.cfg.dir_rule {
+    /// Lower file `key` was just made (`lower` open on it): noted in its directory, and
+    /// promoted at once, if it is still empty, when SPFS's standalone rules ask for it
+    /// (`standalone.rs`) or its directory is hot. Whether it was.
+    pub fn created_in(&self, made: &Made, key: Key, lower: &File) -> bool {
+        if !self.cfg.dir_rule && !self.cfg.standalone {
             return false;
         }
-        let hot = lock(&self.dirs).get(&dir).is_some_and(|d| d.hot(Instant::now()));
+        let why = self.standalone_reason(made);
+        let hot = self.cfg.dir_rule && lock(&self.dirs).get(&made.dir).is_some_and(|d| d.hot(Instant::now()));
         let sh = self.state(key);
         let mut st = sh.lock();
-        st.dir = Some(dir);
-        if !hot || st.pm.is_some() || st.opens > 0 || !lower.metadata().is_ok_and(|m| m.len() == 0) {
+        if self.cfg.dir_rule {
+            st.dir = Some(made.dir);
+        }
+        if (why.is_none() && !hot) || st.pm.is_some() || st.opens > 0 || !lower.metadata().is_ok_and(|m| m.len() == 0) {
             return false;
         }
         self.promote(&mut st, lower);
         let promoted = st.pm.is_some();
         if promoted {
             st.lower_unsynced = true;
-            self.counters.dir_promotions.fetch_add(1, Ordering::Relaxed);
+            let c = if why.is_some() { &self.counters.standalone_promotions } else { &self.counters.dir_promotions };
+            c.fetch_add(1, Ordering::Relaxed);
         }
         promoted
     }

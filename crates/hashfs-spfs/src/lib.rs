@@ -33,6 +33,7 @@ mod file;
 pub mod lower;
 pub mod profiler;
 pub mod saved_profiles;
+pub mod standalone;
 
 pub use absorb::Recovery;
 pub use profiler::ProfilerConfig;
@@ -58,6 +59,13 @@ pub struct StackConfig {
     /// `dir_rule=on|off`: files made in a directory whose files sync often start in PM
     /// (`dirs.rs`); off by default (measured in docs/stacked.md, *The directory rule*).
     pub dir_rule: bool,
+    /// `standalone=on|off`: SPFS's standalone placement of new files (`standalone.rs`): a
+    /// file made with O_SYNC, O_DSYNC or O_DIRECT, in a directory marked `user.hashfs.boost`,
+    /// or with one of [`StackConfig::extensions`], starts in PM; on by default.
+    pub standalone: bool,
+    /// `extension=EXT` (repeated): names with these extensions start in PM (SPFS's
+    /// `extension=` mount option); none by default.
+    pub extensions: Vec<String>,
     /// `passthrough=on`: the mount answers opens of files below that are not syncing with
     /// the kernel's passthrough to the lower file (when the kernel has it; docs/stacked.md,
     /// *Passthrough*); off by default. The shim ignores it.
@@ -77,6 +85,8 @@ impl Default for StackConfig {
             low_water: 0.6,
             passthrough: false,
             dir_rule: false,
+            standalone: true,
+            extensions: Vec::new(),
             tick: Duration::from_millis(250),
             quiet: Duration::from_secs(1),
         }
@@ -86,7 +96,8 @@ impl Default for StackConfig {
 impl StackConfig {
     /// The defaults changed by `key=value` options (the mount's `-o`, the shim's
     /// `HASHFS_STACK_OPTIONS`): `promote_after=N`, `sync_interval_ms=N`, `sf_limit=X|none`,
-    /// `high_water=X`, `dir_rule=on|off`, `passthrough=on|off`. An error names the option.
+    /// `high_water=X`, `dir_rule=on|off`, `passthrough=on|off`, `standalone=on|off`,
+    /// `extension=EXT` (repeated). An error names the option.
     pub fn from_options<S: AsRef<str>>(opts: &[S]) -> Result<StackConfig, String> {
         let mut c = StackConfig::default();
         for opt in opts {
@@ -104,6 +115,10 @@ impl StackConfig {
                 }
                 "dir_rule" => c.dir_rule = on_off(v).ok_or_else(bad)?,
                 "passthrough" => c.passthrough = on_off(v).ok_or_else(bad)?,
+                "standalone" => c.standalone = on_off(v).ok_or_else(bad)?,
+                "extension" if standalone::valid_extension(v) && c.extensions.len() < standalone::MAX_EXTENSIONS => {
+                    c.extensions.push(v.to_ascii_lowercase())
+                }
                 "high_water" => {
                     c.high_water = v.parse().ok().filter(|x: &f64| *x > 0.0 && *x <= 1.0).ok_or_else(bad)?;
                     c.low_water = c.low_water.min(c.high_water * 0.75);
@@ -138,6 +153,8 @@ pub struct Counters {
     pub promotions_deferred: AtomicU64,
     /// Files promoted as they were made, by the directory rule (`dirs.rs`).
     pub dir_promotions: AtomicU64,
+    /// Files promoted as they were made, by SPFS's standalone rules (`standalone.rs`).
+    pub standalone_promotions: AtomicU64,
 }
 
 /// One lower file's state in the daemon: its profile and, once promoted, its PM copy.
@@ -272,6 +289,8 @@ pub struct Stack {
     files: Mutex<HashMap<Key, Shared>>,
     /// Directories' recent fsyncs, for the directory rule (`dirs.rs`).
     dirs: Mutex<HashMap<Key, dirs::DirProfile>>,
+    /// Directories' `user.hashfs.boost` as last read (`standalone.rs`).
+    boosts: standalone::Boosts,
     pub counters: Counters,
     stop: AtomicBool,
     /// The bytes of the last table of Sync Factors saved (`saved_profiles.rs`).
@@ -329,6 +348,7 @@ impl Stack {
             root_key: (st.st_dev, st.st_ino),
             files: Mutex::new(files),
             dirs: Mutex::new(HashMap::new()),
+            boosts: standalone::Boosts::default(),
             counters: Counters::default(),
             stop: AtomicBool::new(false),
             profiles_saved: Mutex::new(Vec::new()),
@@ -443,10 +463,12 @@ impl Stack {
         );
         let _ = writeln!(
             s,
-            "passthrough opens: {}  promotions deferred to the next open: {}  promoted as made (directory rule): {}",
+            "passthrough opens: {}  promotions deferred to the next open: {}  promoted as made (directory rule): {}  \
+             promoted as made (standalone): {}",
             c.passthrough_opens.load(Ordering::Relaxed),
             c.promotions_deferred.load(Ordering::Relaxed),
-            c.dir_promotions.load(Ordering::Relaxed)
+            c.dir_promotions.load(Ordering::Relaxed),
+            c.standalone_promotions.load(Ordering::Relaxed)
         );
         let cells: Vec<Shared> = lock(&self.files).values().cloned().collect();
         let (open, through) = cells.iter().fold((0, 0), |(o, p), c| {

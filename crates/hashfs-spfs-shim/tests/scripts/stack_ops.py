@@ -135,6 +135,26 @@ def main():
             os.close(fd)
             with open(p, "rb") as f:
                 print(d, "merged-ok", f.read() == rec(7))
+    elif cmd == "standalone":
+        # SPFS's standalone rules (issue 58): with HASHFS_STACK_OPTIONS=extension=log, files
+        # made as a WAL ("000001.log"), with O_SYNC, with O_DSYNC or in a directory marked
+        # user.hashfs.boost start in PM; "x.logger", "plain" and "unmarked/m" (made after the
+        # mark was removed) do not. Each gets one record and one fdatasync.
+        boosted, unmarked = os.path.join(lower, "boosted"), os.path.join(lower, "unmarked")
+        os.makedirs(boosted, exist_ok=True)
+        os.makedirs(unmarked, exist_ok=True)
+        os.setxattr(boosted, "user.hashfs.boost", b"")
+        os.setxattr(unmarked, "user.hashfs.boost", b"")
+        os.removexattr(unmarked, "user.hashfs.boost")
+        made = [("000001.log", 0), ("x.logger", 0), ("plain", 0), ("sync", os.O_SYNC),
+                ("dsync", os.O_DSYNC), ("boosted/m", 0), ("unmarked/m", 0)]
+        for i, (name, extra) in enumerate(made):
+            fd = os.open(os.path.join(lower, name), os.O_CREAT | os.O_WRONLY | os.O_EXCL | extra, 0o644)
+            os.write(fd, rec(i))
+            os.fdatasync(fd)
+            os.close(fd)
+            with open(os.path.join(lower, name), "rb") as f:
+                print(name, "merged-ok", f.read() == rec(i))
     elif cmd == "reads":
         # Two files made alike (40 appends, each fdatasync'ed: promoted at the 31st), one
         # of them also read 20 times after each of its first ten syncs, while below.
