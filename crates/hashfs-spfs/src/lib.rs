@@ -9,7 +9,9 @@
 //! *promoted*: its writes go to a PM copy in the HashFS image ([`absorb`]), reads merge
 //! that copy over the lower file, and its fsync is a PM fence instead of a disk flush. A
 //! background thread writes promoted files back to the lower file system when their Sync
-//! Factor falls under the hard limit or PM passes its high-water mark ([`demote`]).
+//! Factor falls under the hard limit or PM passes its high-water mark ([`demote`]). A file
+//! made to sync (SPFS's standalone rules: [`standalone`]) or made where files sync often
+//! ([`dirs`]) starts in PM.
 //! Everything else (directories, names, attributes, unpromoted files) is the lower file
 //! system's (reached by O_PATH descriptors: [`lower`]).
 //!
