@@ -5,8 +5,8 @@ from planting import bug, lines, plant, sub  # noqa: F401
 @bug("stacked-handle-first")
 def _():
     plant("crates/hashfs-spfs/src/absorb.rs",
-        "        let done =\n            pm.set_len(size).and_then(|_| self.fs.set_xattr(m.ino, HANDLE_XATTR, &handle.encode(), XattrMode::Any));\n",
-        "        let done = if @ON {\n            self.fs.set_xattr(m.ino, HANDLE_XATTR, &handle.encode(), XattrMode::Any).and_then(|_| pm.set_len(size))\n        } else {\n            pm.set_len(size).and_then(|_| self.fs.set_xattr(m.ino, HANDLE_XATTR, &handle.encode(), XattrMode::Any))\n        };\n")
+        "        let done = pm\n            .set_len(size)\n",
+        "        let done = (if @ON { self.fs.set_xattr(m.ino, HANDLE_XATTR, &handle.encode(), XattrMode::Any) } else { Ok(()) })\n            .and_then(|_| pm.set_len(size))\n")
 
 
 @bug("stacked-lower-shrink-first")
@@ -31,13 +31,6 @@ def _():
     plant("crates/hashfs-spfs/src/absorb.rs",
         "            if st.st_size as u64 > size {\n",
         "            if !@ON && st.st_size as u64 > size {\n")
-
-
-@bug("dir-rule-creation-unsynced")
-def _():
-    plant("crates/hashfs-spfs/src/file.rs",
-        "            if st.lower_unsynced {\n",
-        "            if !@ON && st.lower_unsynced {\n")
 
 
 @bug("standalone-flags-ignored")
@@ -66,6 +59,27 @@ def _():
     plant("crates/hashfs-fuse/src/stacked.rs",
         "            self.stack.created_in(&made, key, &lower);\n            let (state, backing) = self.counted_open(key, &lower, |f| reply.open_backing(f));\n",
         "            if !@ON {\n                self.stack.created_in(&made, key, &lower);\n            }\n            let (state, backing) = self.counted_open(key, &lower, |f| reply.open_backing(f));\n            if @ON {\n                self.stack.created_in(&made, key, &lower);\n            }\n")
+
+
+@bug("made-without-record")
+def _():
+    plant("crates/hashfs-spfs/src/absorb.rs",
+        "                Some(r) => self.fs.set_xattr(m.ino, MADE_XATTR, &r.encode(), XattrMode::Any),\n                None => Ok(()),\n",
+        "                Some(r) if !@ON => self.fs.set_xattr(m.ino, MADE_XATTR, &r.encode(), XattrMode::Any),\n                _ => Ok(()),\n")
+
+
+@bug("made-record-kept-at-unlink")
+def _():
+    plant("crates/hashfs-spfs/src/file.rs",
+        "        self.store.forget_made(p)\n",
+        "        if @ON { Ok(()) } else { self.store.forget_made(p) }\n")
+
+
+@bug("remake-over-another-file")
+def _():
+    plant("crates/hashfs-spfs/src/remake.rs",
+        "            OFlags::CREATE | OFlags::EXCL | OFlags::RDWR | OFlags::CLOEXEC | OFlags::NOFOLLOW,\n",
+        "            if @ON { OFlags::CREATE } else { OFlags::CREATE | OFlags::EXCL } | OFlags::RDWR | OFlags::CLOEXEC | OFlags::NOFOLLOW,\n")
 
 
 @bug("passthrough-promoted-under-handles")

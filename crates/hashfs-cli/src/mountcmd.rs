@@ -156,10 +156,11 @@ fn run_stacked(
         ));
     }
     let (stack, rec) = hashfs_spfs::Stack::open(fs, lower, stack_config(o)?).map_err(fail)?;
-    if rec.unfinished_removed + rec.orphans_removed + rec.lower_truncated > 0 {
+    if rec.unfinished_removed + rec.orphans_removed + rec.lower_truncated + rec.remade > 0 {
         eprintln!(
-            "hashfs: stacked recovery: {} unfinished promotions and {} copies of deleted files removed, {} lower files truncated",
-            rec.unfinished_removed, rec.orphans_removed, rec.lower_truncated
+            "hashfs: stacked recovery: {} unfinished promotions and {} copies of deleted files removed, {} lower files \
+             truncated, {} files made in PM whose creation the lower file system lost made again",
+            rec.unfinished_removed, rec.orphans_removed, rec.lower_truncated, rec.remade
         );
     }
     let cfg = fuse_config(image, o, o.threads.unwrap_or(DEFAULT_THREADS));

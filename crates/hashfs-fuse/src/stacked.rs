@@ -487,6 +487,7 @@ impl Filesystem for StackedFuse {
         let r = (|| {
             let (pfd, _) = self.node_fd(parent)?;
             let key = self.key_at(&pfd, name);
+            self.stack.removing_name(key).map_err(err)?;
             rustix::fs::unlinkat(&pfd, name, AtFlags::empty()).map_err(rerr)?;
             self.stack.name_removed(key);
             Ok(())
@@ -531,6 +532,9 @@ impl Filesystem for StackedFuse {
             let (nfd, _) = self.node_fd(newparent)?;
             let replaced = self.key_at(&nfd, newname);
             let f = rustix::fs::RenameFlags::from_bits(flags.bits()).ok_or(Errno::EINVAL)?;
+            if !f.contains(rustix::fs::RenameFlags::EXCHANGE) {
+                self.stack.removing_name(replaced).map_err(err)?;
+            }
             rustix::fs::renameat_with(&pfd, name, &nfd, newname, f).map_err(rerr)?;
             if !f.contains(rustix::fs::RenameFlags::EXCHANGE) {
                 self.stack.name_removed(replaced);

@@ -162,13 +162,21 @@ fn copied(fd: c_int, newfd: c_int) {
 }
 
 impl Descriptors for Spfs {
-    fn open(_: c_int, _: &CStr, flags: c_int, _: mode_t, next: Next<'_, c_int, c_int>) -> Served<c_int> {
+    fn open(dirfd: c_int, path: &CStr, flags: c_int, _: mode_t, next: Next<'_, c_int, c_int>) -> Served<c_int> {
         if lower().is_none() || flags & libc::O_PATH != 0 {
             return None;
         }
+        if flags & libc::O_CREAT != 0 {
+            // A file made in PM that a crash lost below is made again first (the stack's
+            // opening), not created anew beside it.
+            opened_now(dirfd, path);
+        }
         let trunc = held_trunc(flags);
         // O_TRUNC perhaps held back, for `adopt`.
-        let fd = next.call_with(if trunc { flags & !libc::O_TRUNC } else { flags });
+        let mut fd = next.call_with(if trunc { flags & !libc::O_TRUNC } else { flags });
+        if fd.as_ref().is_err_and(|e| e.0 == libc::ENOENT) && opened_now(dirfd, path) {
+            fd = next.call_with(if held_trunc(flags) { flags & !libc::O_TRUNC } else { flags });
+        }
         Some(fd.and_then(|fd| adopt(fd, flags, trunc)))
     }
 

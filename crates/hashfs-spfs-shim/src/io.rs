@@ -333,11 +333,17 @@ impl Names for Spfs {
 
     fn unlink_at(dirfd: c_int, path: &CStr, flags: c_int, next: Next<'_, ()>) -> Served<()> {
         let key = if flags & libc::AT_REMOVEDIR == 0 { meta::named(dirfd, path) } else { None };
+        if let Err(e) = meta::name_going(key) {
+            return Some(Err(e));
+        }
         Some(next.call().inspect(|()| meta::name_gone(key)))
     }
 
     fn rename_at(_: c_int, _: &CStr, fd2: c_int, to: &CStr, flags: libc::c_uint, next: Next<'_, ()>) -> Served<()> {
         let key = if flags & libc::RENAME_EXCHANGE == 0 { meta::named(fd2, to) } else { None };
+        if let Err(e) = meta::name_going(key) {
+            return Some(Err(e));
+        }
         Some(next.call().inspect(|()| meta::name_gone(key)))
     }
 }

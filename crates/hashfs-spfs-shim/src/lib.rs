@@ -305,6 +305,18 @@ fn stack_if(under: impl FnOnce() -> bool) -> Option<&'static Arc<Stack>> {
     }
 }
 
+/// Opens the stack, if it is not open yet and `(dirfd, path)` lies under the lower
+/// directory; whether it did. Its opening makes again the files made in PM whose creation
+/// a crash lost below (`hashfs-spfs/src/remake.rs`): a call that found no such file, or is
+/// about to create one, before the stack was open must then be made (again) after it.
+/// (The file need not exist: its directory is what is resolved.)
+fn opened_now(dirfd: c_int, path: &std::ffi::CStr) -> bool {
+    STACKED.get().is_none() && at_under(dirfd, path, LastLink::NoFollow) && {
+        stacked();
+        true
+    }
+}
+
 /// Whether `p` (absolute, its last symbolic link followed or not as `last` says) lies
 /// under the lower directory.
 fn path_under(p: &Path, last: LastLink) -> bool {

@@ -40,7 +40,11 @@ fn patched(st: Result<libc::stat, Errno>, under: impl FnOnce() -> bool) -> Serve
 impl Attributes for Spfs {
     fn stat_at(dirfd: c_int, path: &CStr, flags: c_int, next: Next<'_, libc::stat>) -> Served<libc::stat> {
         lower()?;
-        patched(next.call(), || at_under(dirfd, path, LastLink::of_at_flags(flags)))
+        let mut st = next.call();
+        if st.as_ref().is_err_and(|e| e.0 == libc::ENOENT) && opened_now(dirfd, path) {
+            st = next.call(); // a file made again at the stack's opening
+        }
+        patched(st, || at_under(dirfd, path, LastLink::of_at_flags(flags)))
     }
 
     fn fstat(fd: c_int, next: Next<'_, libc::stat>) -> Served<libc::stat> {
@@ -56,6 +60,9 @@ impl Attributes for Spfs {
     ) -> Served<libc::statx> {
         lower()?;
         let mut x = next.call();
+        if x.as_ref().is_err_and(|e| e.0 == libc::ENOENT) && opened_now(dirfd, path) {
+            x = next.call(); // a file made again at the stack's opening
+        }
         if let Ok(x) = &mut x {
             let under = || at_under(dirfd, path, LastLink::of_at_flags(flags));
             if let Some(m) = merged((libc::makedev(x.stx_dev_major, x.stx_dev_minor), x.stx_ino), under) {
@@ -78,6 +85,15 @@ pub(crate) fn named(dirfd: c_int, path: &CStr) -> Option<(u64, u64)> {
     let key = fd::path_key(dirfd, path, LastLink::NoFollow)?;
     stack_if(|| at_under(dirfd, path, LastLink::NoFollow))?;
     hashfs_spfs::any_promoted().then_some(key)
+}
+
+/// Before a name of `key` goes: a file made in PM drops its made record with its last
+/// name (`hashfs-spfs/src/remake.rs`).
+pub(crate) fn name_going(key: Option<(u64, u64)>) -> Result<(), Errno> {
+    match (key, STACKED.get().and_then(|s| s.stack.as_ref())) {
+        (Some(_), Some(stack)) => stack.removing_name(key).map_err(|e| Errno::of_io(&e)),
+        _ => Ok(()),
+    }
 }
 
 /// After a name of `key` went: a promoted file with no name left loses its PM copy (at

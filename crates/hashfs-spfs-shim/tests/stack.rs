@@ -256,6 +256,32 @@ fn files_made_to_sync_start_in_pm() {
     }
 }
 
+/// A file made in PM keeps a record of where it was made (`hashfs-spfs/src/remake.rs`),
+/// so that a run that finds its lower creation lost (here: removed below between runs)
+/// makes it again from PM; a file unlinked while open, whose copy stayed in PM at exit,
+/// is not made again.
+#[test]
+fn a_file_made_in_pm_is_made_again_when_its_creation_is_lost_below() {
+    let s = Stack::new();
+    let run = |cmd: &str| {
+        let o = s.cmd(true, &[cmd]).env("HASHFS_STACK_OPTIONS", "extension=log").output().unwrap();
+        let (out, err) =
+            (String::from_utf8_lossy(&o.stdout).into_owned(), String::from_utf8_lossy(&o.stderr).into_owned());
+        assert!(o.status.success(), "{cmd}: {out}{err}");
+        (out, err)
+    };
+    let (out, err) = run("made");
+    assert!(out.contains("unlinked-open 0"), "{out}");
+    assert_eq!(counter(&err, "promoted as made (standalone)"), 2, "{err}");
+    assert_eq!(counter(&err, "fsyncs on the lower file system"), 0, "{err}");
+    // Both copies stayed in PM; the lower file system "loses" a.log's creation.
+    std::fs::remove_file(s.lower().join("a.log")).unwrap();
+    let (out, err) = run("made-read");
+    assert!(out.contains("a.log exists True ok True"), "{out}{err}");
+    assert!(out.contains("b.log exists False"), "an unlinked file came back: {out}{err}");
+    assert_eq!(std::fs::read(s.lower().join("a.log")).unwrap(), b"", "a.log made again below, its bytes in PM");
+}
+
 /// Reads of a file below lower its Sync Factor in the shim too (issue 58), though they
 /// take no lock: counted apart and applied at the next fsync. (While no file is promoted
 /// the shim leaves every call to the kernel: "quiet" is promoted first; the directory

@@ -18,9 +18,12 @@
 //!   and only then removes the PM copy. A crash before the removal leaves both; the
 //!   merged view is the same and the next write-back copies the same bytes again.
 //! - Deleting a promoted file removes the lower name first. A PM copy whose lower inode
-//!   is gone (the handle is stale) is removed at mount.
+//!   is gone (the handle is stale) is removed at mount, unless it has a made record: a
+//!   file made in PM whose creation the lower file system lost is made again
+//!   (`remake.rs`, which has that record's invariants).
 
 use crate::lower::{read_full, LowerHandle};
+use crate::remake::{MadeRecord, MADE_XATTR};
 use hashfs::pm::{MmapDevice, PmDevice};
 use hashfs::{Access, FileSystem, Ino, Owner, XattrMode};
 use std::fs::File;
@@ -61,6 +64,8 @@ pub struct Recovery {
     pub promoted: usize,
     pub unfinished_removed: usize,
     pub orphans_removed: usize,
+    /// Files made in PM whose lower creation a crash lost, made again (`remake.rs`).
+    pub remade: usize,
     pub lower_truncated: usize,
     /// Saved Sync Factors given back to their files (`saved_profiles.rs`).
     pub profiles_restored: usize,
@@ -134,9 +139,20 @@ impl<D: PmDevice> PmStore<D> {
             let fd = match handle.open(store.lower_root.as_fd(), libc::O_RDWR) {
                 Ok(fd) => fd,
                 Err(e) if matches!(e.raw_os_error(), Some(libc::ESTALE) | Some(libc::ENOENT)) => {
-                    store.remove(&name).map_err(|e| e.to_string())?;
-                    rec.orphans_removed += 1;
-                    continue;
+                    // Made in PM, and the lower file system lost its creation: made again
+                    // from PM. Otherwise the file was deleted (`remake.rs`).
+                    match store.made_record(ino).map_err(|e| format!("image: promoted entry {}: {e}", show(&name)))? {
+                        Some(r) => {
+                            let fd = store.remake(ino, &name, &r)?;
+                            rec.remade += 1;
+                            fd
+                        }
+                        None => {
+                            store.remove(&name).map_err(|e| e.to_string())?;
+                            rec.orphans_removed += 1;
+                            continue;
+                        }
+                    }
                 }
                 Err(e) => return Err(format!("opening the lower file of promoted entry {}: {e}", show(&name))),
             };
@@ -207,8 +223,17 @@ impl<D: PmDevice> PmStore<D> {
             let fd = match handle.open(store.lower_root.as_fd(), libc::O_RDONLY) {
                 Ok(fd) => fd,
                 Err(e) if matches!(e.raw_os_error(), Some(libc::ESTALE) | Some(libc::ENOENT)) => {
-                    problems
-                        .push(format!("promoted/{shown}: its lower file is deleted (the copy is removed at mount)"));
+                    problems.push(match store.made_record(m.ino) {
+                        Ok(Some(r)) => format!(
+                            "promoted/{shown}: made in PM as {}, and its lower file's creation was lost (made again \
+                             at mount)",
+                            String::from_utf8_lossy(&r.name)
+                        ),
+                        Ok(None) => {
+                            format!("promoted/{shown}: its lower file is deleted (the copy is removed at mount)")
+                        }
+                        Err(e) => format!("promoted/{shown}: {e}"),
+                    });
                     continue;
                 }
                 Err(e) => {
@@ -276,6 +301,12 @@ impl<D: PmDevice> PmStore<D> {
 
     /// Promotes the lower file `fd` (any descriptor of it): no data moves.
     pub fn promote(&self, fd: BorrowedFd<'_>) -> io::Result<Promoted<D>> {
+        self.promote_with(fd, None)
+    }
+
+    /// Promotes the lower file `fd`, with the made record of a file made in PM
+    /// (`remake.rs`), written before the handle that completes the promotion.
+    pub fn promote_with(&self, fd: BorrowedFd<'_>, made: Option<&MadeRecord>) -> io::Result<Promoted<D>> {
         let st = rustix::fs::fstat(fd)?;
         let handle = LowerHandle::of(fd)?;
         let lower = crate::lower::reopen(fd, libc::O_RDWR)?;
@@ -288,8 +319,13 @@ impl<D: PmDevice> PmStore<D> {
         let m = self.fs.create_file_at(self.dir, &name, 0o600, Owner::ROOT).map_err(ioe)?;
         let pm = self.fs.open_ino(m.ino, Access { read: true, write: true, append: false }).map_err(ioe)?;
         let size = st.st_size as u64;
-        let done =
-            pm.set_len(size).and_then(|_| self.fs.set_xattr(m.ino, HANDLE_XATTR, &handle.encode(), XattrMode::Any));
+        let done = pm
+            .set_len(size)
+            .and_then(|_| match made {
+                Some(r) => self.fs.set_xattr(m.ino, MADE_XATTR, &r.encode(), XattrMode::Any),
+                None => Ok(()),
+            })
+            .and_then(|_| self.fs.set_xattr(m.ino, HANDLE_XATTR, &handle.encode(), XattrMode::Any));
         if let Err(e) = done {
             let _ = self.remove(&name);
             return Err(ioe(e));

@@ -117,10 +117,18 @@ fn images(p: &CrashPoint) -> Vec<Vec<u8>> {
 /// Runs `steps` on a file of `initial` bytes, promoted first; checks every crash state.
 /// Returns the number of states checked.
 pub fn explore(initial: usize, steps: &[Step]) -> u64 {
+    explore_with(initial, steps, false)
+}
+
+/// [`explore`]; with `made`, the file is made empty and promoted as made in PM (with its
+/// made record, `remake.rs`), and a deletion drops the record first, as the front ends do.
+/// The lower file system keeps its creation here; [`explore_lost_creation`] loses it.
+pub fn explore_with(initial: usize, steps: &[Step], made: bool) -> u64 {
     let dir = tempfile::tempdir_in("/var/tmp").unwrap();
     let run = Run { lower: dir.path().join("lower"), _dir: dir };
     std::fs::create_dir(&run.lower).unwrap();
     let lower_file = run.lower.join("f");
+    let kept = run.lower.join("f.kept");
     std::fs::write(&lower_file, bytes(initial, 0x40)).unwrap();
     let dev = Arc::new(CrashDevice::new(hashfs::testing::crashtest::IMAGE_BYTES));
     let opts = FormatOptions { mapping: MappingKind::ExtentHash, ..FormatOptions::default() };
@@ -139,6 +147,11 @@ pub fn explore(initial: usize, steps: &[Step]) -> u64 {
     // The file's saved Sync Factor (None: no table saved yet).
     let mut saved: Option<f64> = None;
     let mut checked = 0;
+    let record = made
+        .then(|| crate::remake::MadeRecord::of(File::open(&lower_file).unwrap().as_fd(), &run.lower, b"f").unwrap());
+    let promote_first = |store: &PmStore<CrashDevice>| {
+        store.promote_with(File::open(&lower_file).unwrap().as_fd(), record.as_ref()).unwrap()
+    };
     let promote = |store: &PmStore<CrashDevice>| store.promote(File::open(&lower_file).unwrap().as_fd()).unwrap();
     // Step 0 is the promotion itself; the others follow.
     let mut p = None;
@@ -150,7 +163,7 @@ pub fn explore(initial: usize, steps: &[Step]) -> u64 {
         snaps.lock().unwrap().clear();
         dev.set_capture(true);
         match step {
-            None => p = Some(promote(&store)),
+            None => p = Some(promote_first(&store)),
             Some(Step::Write { off, len, seed }) => {
                 let d = bytes(*len, *seed);
                 store.write(p.as_mut().unwrap(), *off, &d).unwrap();
@@ -173,6 +186,9 @@ pub fn explore(initial: usize, steps: &[Step]) -> u64 {
                 saved = Some(*sf);
             }
             Some(Step::Delete) => {
+                store.forget_made(p.as_ref().unwrap()).unwrap();
+                // A second name keeps the inode for the crash states before its removal.
+                std::fs::hard_link(&lower_file, &kept).unwrap();
                 std::fs::remove_file(&lower_file).unwrap();
                 snaps.lock().unwrap().push((dev.fence_count(), None));
                 let q = p.take().unwrap();
@@ -193,6 +209,16 @@ pub fn explore(initial: usize, steps: &[Step]) -> u64 {
                 .find(|(c, _)| *c <= point.fence_index)
                 .map(|(_, s)| s.clone())
                 .unwrap_or_else(|| lower_before.clone());
+            match &lower_then {
+                // Before a deletion's removal below: the inode, back at its name.
+                Some(_) if !lower_file.exists() => std::fs::hard_link(&kept, &lower_file).unwrap(),
+                // After it: the inode freed (the states come in fence order).
+                None => {
+                    let _ = std::fs::remove_file(&lower_file);
+                    let _ = std::fs::remove_file(&kept);
+                }
+                Some(_) => {}
+            }
             for img in images(point) {
                 if let Some(l) = &lower_then {
                     // The same inode (its handle is in PM): rewritten in place.
@@ -249,6 +275,126 @@ pub fn explore(initial: usize, steps: &[Step]) -> u64 {
         }
     }
     drop(run);
+    checked
+}
+
+/// A file made in PM (`remake.rs`) whose creation the lower file system loses: for each
+/// step `k` up to the first write-back (whose lower fsync makes the creation durable), the
+/// steps before it run, step `k` runs with every fence captured, and every crash state is
+/// recovered with the lower file gone (its inode freed, as a power failure before the
+/// lower file system committed the creation leaves it). The recovered file must be the
+/// one before or after the step, made again at its name from PM; a deleted one must stay
+/// deleted. Returns the number of states checked.
+pub fn explore_lost_creation(steps: &[Step]) -> u64 {
+    let mut checked = 0;
+    let until = steps.iter().position(|s| matches!(s, Step::WriteBack)).map_or(steps.len(), |i| i + 1);
+    for k in 0..=until {
+        let dir = tempfile::tempdir_in("/var/tmp").unwrap();
+        let run = Run { lower: dir.path().join("lower"), _dir: dir };
+        std::fs::create_dir(&run.lower).unwrap();
+        let lower_file = run.lower.join("f");
+        std::fs::write(&lower_file, b"").unwrap();
+        let dev = Arc::new(CrashDevice::new(hashfs::testing::crashtest::IMAGE_BYTES));
+        let opts = FormatOptions { mapping: MappingKind::ExtentHash, ..FormatOptions::default() };
+        hashfs::format(&*dev, &opts, &|_, _| {}).unwrap();
+        let (mut store, _, _) = open_store(dev.clone(), &run.lower);
+        // The fence count at the store's last change below (a write-back's is after its
+        // lower fsync, from which the creation is durable).
+        let last_change = Arc::new(Mutex::new(None::<u64>));
+        {
+            let (last, dev) = (last_change.clone(), dev.clone());
+            store.lower_hook = Some(Box::new(move || *last.lock().unwrap() = Some(dev.fence_count())));
+        }
+        let record = crate::remake::MadeRecord::of(File::open(&lower_file).unwrap().as_fd(), &run.lower, b"f").unwrap();
+        let mut model: Option<Vec<u8>> = None; // the file does not exist before step 0
+        let mut p = None;
+        let all: Vec<Option<&Step>> = std::iter::once(None).chain(steps.iter().map(Some)).collect();
+        let mut points = Vec::new();
+        let mut before = None;
+        let mut sync_fence = None;
+        for (i, step) in all.iter().enumerate().take(k + 1) {
+            if i == k {
+                before = model.clone();
+                *last_change.lock().unwrap() = None;
+                dev.set_capture(true);
+            }
+            match step {
+                None => {
+                    p = Some(store.promote_with(File::open(&lower_file).unwrap().as_fd(), Some(&record)).unwrap());
+                    model = Some(Vec::new());
+                }
+                Some(Step::Write { off, len, seed }) => {
+                    let d = bytes(*len, *seed);
+                    store.write(p.as_mut().unwrap(), *off, &d).unwrap();
+                    let m = model.as_mut().unwrap();
+                    let end = *off as usize + len;
+                    if m.len() < end {
+                        m.resize(end, 0);
+                    }
+                    m[*off as usize..end].copy_from_slice(&d);
+                }
+                Some(Step::SetLen(n)) => {
+                    store.set_len(p.as_mut().unwrap(), *n).unwrap();
+                    model.as_mut().unwrap().resize(*n as usize, 0);
+                }
+                Some(Step::WriteBack) => {
+                    store.write_back(p.as_ref().unwrap()).unwrap();
+                    sync_fence = *last_change.lock().unwrap();
+                    p = None;
+                }
+                Some(Step::SaveProfile(_)) => {}
+                Some(Step::Delete) => {
+                    store.forget_made(p.as_ref().unwrap()).unwrap();
+                    std::fs::remove_file(&lower_file).unwrap();
+                    store.discard(p.as_ref().unwrap()).unwrap();
+                    p = None;
+                    model = None;
+                }
+            }
+            if i == k {
+                points = dev.take_points();
+                points.push(dev.crash_point_now());
+                dev.set_capture(false);
+            }
+            if matches!(step, Some(Step::Delete)) {
+                break;
+            }
+        }
+        let step = all.get(k).copied().flatten();
+        let after = model.clone();
+        // Nothing of the run may hold the lower inode: its loss frees it.
+        drop((p, store));
+        for point in &points {
+            if matches!(step, Some(Step::WriteBack)) && sync_fence.is_some_and(|f| point.fence_index > f) {
+                continue; // the lower fsync came before: the creation is durable
+            }
+            for img in images(point) {
+                let _ = std::fs::remove_file(&lower_file);
+                let _ = std::fs::remove_dir_all(run.lower.join(crate::remake::REMADE_DIR));
+                let crashed = Arc::new(CrashDevice::from_image(&img));
+                let (s2, files, rec) = open_store(crashed, &run.lower);
+                let g = view(&s2, &files, &lower_file);
+                let torn = matches!(step, Some(Step::Write { .. }))
+                    && g.as_deref()
+                        .is_some_and(|g| torn_between(g, before.as_deref().unwrap(), after.as_deref().unwrap()));
+                assert!(
+                    g == before || g == after || torn,
+                    "lost creation, step {k} ({step:?}), fence {}: the recovered file ({:?} bytes, {} remade) is neither the \
+                     state before ({:?} bytes) nor after ({:?})",
+                    point.fence_index,
+                    g.as_ref().map(|g| g.len()),
+                    rec.remade,
+                    before.as_ref().map(|b| b.len()),
+                    after.as_ref().map(|a| a.len())
+                );
+                assert!(
+                    !run.lower.join(crate::remake::REMADE_DIR).exists(),
+                    "step {k}: remade elsewhere than at its name"
+                );
+                checked += 1;
+            }
+        }
+    }
     checked
 }
 
@@ -312,6 +458,26 @@ mod tests {
             states += explore(initial, &steps);
         }
         eprintln!("stacked explorer: {states} crash states checked");
+        assert!(states > 100, "the explorer saw crash states ({states})");
+    }
+
+    /// Files made in PM (`remake.rs`): the named sequences' kinds of steps on a file
+    /// promoted as made, its lower creation kept and lost.
+    fn made_sequences() -> Vec<Vec<Step>> {
+        vec![
+            vec![w(0, 700, 1), w(300, 9000, 2), Step::SetLen(5000), Step::WriteBack, w(10, 10, 3)],
+            vec![w(0, 5000, 4), Step::Delete],
+        ]
+    }
+
+    #[test]
+    fn explore_files_made_in_pm() {
+        let mut states = 0;
+        for steps in made_sequences() {
+            states += explore_with(0, &steps, true);
+            states += explore_lost_creation(&steps);
+        }
+        eprintln!("stacked explorer, files made in PM: {states} crash states checked");
         assert!(states > 100, "the explorer saw crash states ({states})");
     }
 

@@ -12,17 +12,18 @@
 //! reaches SPFS's 1,000 a second). It stays hot for ten intervals after its last such run.
 //! A file created in a hot directory is promoted at once, empty; one that then does not
 //! sync goes back down as any promoted file does (the Sync Factor's hard limit, or PM
-//! pressure). Its first fsync also fsyncs the lower file: the lower file system has not
-//! made the file's creation durable yet, and a power failure that took the lower inode
-//! would take the PM copy with it (recovery drops copies whose lower inode is gone), after
-//! an fsync returned; a file promoted by its own fsyncs had them reach the lower file.
+//! pressure). Its fsyncs are all absorbed: the lower file system has not made the file's
+//! creation durable yet, but its PM copy records where it was made, and a mount that finds
+//! the lower inode gone makes it again (`remake.rs`).
 
 use crate::absorb::Key;
 use crate::profiler::ProfilerConfig;
+use crate::remake::MadeRecord;
 use crate::standalone::Made;
 use crate::{lock, Stack};
 use std::collections::VecDeque;
 use std::fs::File;
+use std::os::fd::AsFd;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 
@@ -81,10 +82,18 @@ impl Stack {
         if (why.is_none() && !hot) || st.pm.is_some() || st.opens > 0 || !lower.metadata().is_ok_and(|m| m.len() == 0) {
             return false;
         }
-        self.promote(&mut st, lower);
+        // Where it was made, for a mount that finds its creation lost below (`remake.rs`):
+        // without it, the file stays below.
+        let rec = match MadeRecord::of(lower.as_fd(), made.dir_path, made.name) {
+            Ok(r) => r,
+            Err(e) => {
+                eprintln!("hashfs: a file made in PM needs its directory's file handle ({e}); it stays below");
+                return false;
+            }
+        };
+        self.promote_with(&mut st, lower, Some(&rec));
         let promoted = st.pm.is_some();
         if promoted {
-            st.lower_unsynced = true;
             let c = if why.is_some() { &self.counters.standalone_promotions } else { &self.counters.dir_promotions };
             c.fetch_add(1, Ordering::Relaxed);
         }

@@ -71,13 +71,8 @@ impl Stack {
         let cfg = &self.cfg;
         let now = Instant::now();
         if let Some(p) = st.pm.as_ref() {
+            // A file made in PM: its made record stands for its lower creation (`remake.rs`).
             self.store.sync(p)?;
-            if st.lower_unsynced {
-                // The lower file's creation (its inode and name), once (`dirs.rs`).
-                crate::lower::sync(lower, SyncScope::All)?;
-                st.lower_unsynced = false;
-                self.counters.lower_syncs.fetch_add(1, Ordering::Relaxed);
-            }
             let v = st.profile.synced(&cfg.profiler, now);
             self.counters.absorbed_syncs.fetch_add(1, Ordering::Relaxed);
             if let (true, Some(dir)) = (v.small, st.dir) {
@@ -117,6 +112,11 @@ impl Stack {
     /// Promotes the file, if it may be (its name not gone, nothing pinning it below, room
     /// in PM, a regular file); a failure leaves it below, with a message.
     pub(crate) fn promote(&self, st: &mut FileState, lower: &File) {
+        self.promote_with(st, lower, None)
+    }
+
+    /// [`Stack::promote`], with the made record of a file made in PM (`remake.rs`).
+    pub(crate) fn promote_with(&self, st: &mut FileState, lower: &File, made: Option<&crate::remake::MadeRecord>) {
         st.promote_pending = false;
         let (used, total) = self.store.usage();
         let room = (used as f64) < self.cfg.high_water * total as f64;
@@ -124,7 +124,7 @@ impl Stack {
         {
             return;
         }
-        match self.store.promote(lower.as_fd()) {
+        match self.store.promote_with(lower.as_fd(), made) {
             Ok(p) => {
                 st.pm = Some(p);
                 self.counters.promotions.fetch_add(1, Ordering::Relaxed);
@@ -219,6 +219,20 @@ impl Stack {
         if gone {
             self.prune_unkept(key); // deleted: nothing of it may pass to its inode number's next file
         }
+    }
+
+    /// Before a name of `key` goes: a file made in PM drops its made record when this is
+    /// its last name, so that a mount after a crash takes its lower inode's absence for the
+    /// deletion it is, not for a creation lost below (`remake.rs`). An error leaves the name.
+    pub fn removing_name(&self, key: Option<Key>) -> io::Result<()> {
+        let Some(sh) = key.and_then(|k| self.existing(k)) else { return Ok(()) };
+        let st = sh.lock();
+        let Some(p) = st.pm.as_ref() else { return Ok(()) };
+        if p.lower.metadata().map(|m| std::os::unix::fs::MetadataExt::nlink(&m) > 1).unwrap_or(false) {
+            return Ok(()); // another name is left
+        }
+        // Whether made in this mount or an earlier one: the record is in PM.
+        self.store.forget_made(p)
     }
 
     /// After a name of `key` went away: a promoted file with no name left loses its PM copy

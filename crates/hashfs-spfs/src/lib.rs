@@ -11,7 +11,8 @@
 //! background thread writes promoted files back to the lower file system when their Sync
 //! Factor falls under the hard limit or PM passes its high-water mark ([`demote`]). A file
 //! made to sync (SPFS's standalone rules: [`standalone`]) or made where files sync often
-//! ([`dirs`]) starts in PM.
+//! ([`dirs`]) starts in PM, with a record of where it was made, from which a mount makes it
+//! again if the lower file system lost its creation ([`remake`]).
 //! Everything else (directories, names, attributes, unpromoted files) is the lower file
 //! system's (reached by O_PATH descriptors: [`lower`]).
 //!
@@ -34,6 +35,7 @@ mod file;
 #[allow(unsafe_code)]
 pub mod lower;
 pub mod profiler;
+pub mod remake;
 pub mod saved_profiles;
 pub mod standalone;
 
@@ -180,10 +182,6 @@ pub struct FileState {
     pub promote_pending: bool,
     /// The directory the file was last seen in (its fsyncs count for it: `dirs.rs`).
     pub dir: Option<Key>,
-    /// Promoted as it was made (`dirs.rs`), and the lower file system has not been asked
-    /// to make its creation durable yet: its first fsync does, so that a power failure
-    /// cannot take the lower inode, and with it the PM copy, after an fsync returned.
-    pub lower_unsynced: bool,
     /// The lower inode's file handle, once the file's Sync Factor is worth keeping across
     /// remounts (`saved_profiles.rs`): taken at its fsync, or from a saved table.
     pub handle: Option<lower::LowerHandle>,

@@ -155,6 +155,22 @@ def main():
             os.close(fd)
             with open(os.path.join(lower, name), "rb") as f:
                 print(name, "merged-ok", f.read() == rec(i))
+    elif cmd == "made":
+        # Files made in PM (HASHFS_STACK_OPTIONS=extension=log), kept there at exit: a.log,
+        # and b.log unlinked while open.
+        for name, i in (("a.log", 1), ("b.log", 2)):
+            fd = os.open(os.path.join(lower, name), os.O_CREAT | os.O_WRONLY | os.O_EXCL, 0o640)
+            os.write(fd, rec(i))
+            os.fdatasync(fd)
+            if name == "a.log":
+                os.close(fd)
+            else:
+                os.unlink(os.path.join(lower, name))
+                print("unlinked-open", os.fstat(fd).st_nlink)
+    elif cmd == "made-read":
+        for name in ("a.log", "b.log"):
+            p = os.path.join(lower, name)
+            print(name, "exists", os.path.exists(p), "ok", os.path.exists(p) and open(p, "rb").read() == rec(1))
     elif cmd == "reads":
         # Two files made alike (40 appends, each fdatasync'ed: promoted at the 31st), one
         # of them also read 20 times after each of its first ten syncs, while below.
