@@ -61,7 +61,7 @@ pub struct StackConfig {
     /// Write-back on pressure stops under this.
     pub low_water: f64,
     /// `dir_rule=on|off`: files made in a directory whose files sync often start in PM
-    /// (`dirs.rs`); off by default (measured in docs/stacked.md, *The directory rule*).
+    /// (`dirs.rs`); on by default (measured in docs/stacked.md, *The directory rule*).
     pub dir_rule: bool,
     /// `standalone=on|off`: SPFS's standalone placement of new files (`standalone.rs`): a
     /// file made with O_SYNC, O_DSYNC or O_DIRECT, in a directory marked `user.hashfs.boost`,
@@ -88,7 +88,7 @@ impl Default for StackConfig {
             high_water: 0.8,
             low_water: 0.6,
             passthrough: false,
-            dir_rule: false,
+            dir_rule: true,
             standalone: true,
             extensions: Vec::new(),
             tick: Duration::from_millis(250),

@@ -182,12 +182,13 @@ impl<D: PmDevice> PmStore<D> {
             Mode::from_raw_mode(0o600),
         ) {
             Ok(fd) => {
-                rustix::fs::fsetxattr(&fd, REMADE_XATTR, copy, rustix::fs::XattrFlags::empty())?;
-                rustix::fs::fchown(
-                    &fd,
-                    Some(rustix::fs::Uid::from_raw(rec.uid)),
-                    Some(rustix::fs::Gid::from_raw(rec.gid)),
-                )?;
+                // Best effort, both: without the mark (a lower file system without user
+                // attributes), a remake cut short leaves an empty file and the next one goes
+                // to REMADE_DIR; without the owner (the shim, not root), the file is its
+                // user's.
+                let _ = rustix::fs::fsetxattr(&fd, REMADE_XATTR, copy, rustix::fs::XattrFlags::empty());
+                let (uid, gid) = (rustix::fs::Uid::from_raw(rec.uid), rustix::fs::Gid::from_raw(rec.gid));
+                let _ = rustix::fs::fchown(&fd, Some(uid), Some(gid));
                 rustix::fs::fchmod(&fd, Mode::from_raw_mode(rec.mode))?;
                 Ok(Some((fd, dir_again()?)))
             }
