@@ -82,6 +82,13 @@ def _():
         "            if @ON { OFlags::CREATE } else { OFlags::CREATE | OFlags::EXCL } | OFlags::RDWR | OFlags::CLOEXEC | OFlags::NOFOLLOW,\n")
 
 
+@bug("dirty-limit-kept")
+def _():
+    plant("crates/hashfs-cli/src/mountcmd.rs",
+        "    if stack.cfg.device_dirty_limit {\n",
+        "    if !@ON && stack.cfg.device_dirty_limit {\n")
+
+
 @bug("passthrough-promoted-under-handles")
 def _():
     plant("crates/hashfs-spfs/src/file.rs",

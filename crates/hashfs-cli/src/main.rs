@@ -91,7 +91,9 @@ enum Cmd {
         /// below; off), dir_rule=on|off (files made where files sync often start in PM;
         /// on), standalone=on|off (files made with O_SYNC, O_DSYNC or O_DIRECT, in a
         /// directory with the user.hashfs.boost attribute, or with an extension= start in
-        /// PM; on), extension=EXT (repeated: names with this extension start in PM).
+        /// PM; on), extension=EXT (repeated: names with this extension start in PM),
+        /// dirty_limit=device|fuse (the mount's dirty page limits: a block device's, or
+        /// the kernel's 1% for FUSE; device).
         #[arg(short = 'o', default_value = "")]
         options: String,
         /// SPFS's stacked mode: present DIR's tree (any file system) at MOUNTPOINT, with

@@ -165,6 +165,18 @@ fn run_stacked(
     }
     let cfg = fuse_config(image, o, o.threads.unwrap_or(DEFAULT_THREADS));
     let demoter = hashfs_spfs::spawn_demoter(stack.clone());
+    if stack.cfg.device_dirty_limit {
+        // Once the mount exists (`hashfs_fuse::dirty_limit`).
+        let mp = mountpoint.to_path_buf();
+        std::thread::spawn(move || {
+            if let Err(e) = hashfs_fuse::dirty_limit::relax(&mp, std::time::Duration::from_secs(10)) {
+                eprintln!(
+                    "hashfs: the mount keeps the kernel's dirty page limit for FUSE ({e}): writes without sync go \
+                     at the daemon's pace"
+                );
+            }
+        });
+    }
     let r = fuser::mount2(hashfs_fuse::stacked::StackedFuse::new(stack.clone()), mountpoint, &cfg)
         .map_err(|e| fail(format!("mount on {}: {e}", mountpoint.display())));
     stack.stop();

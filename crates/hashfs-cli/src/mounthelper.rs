@@ -111,6 +111,7 @@ pub fn parse_options(list: &str, unknown: Unknown) -> Result<MountOpts, Failure>
                 "dir_rule=",
                 "standalone=",
                 "extension=",
+                "dirty_limit=",
             ]
             .iter()
             .any(|k| o2.starts_with(k)) =>

@@ -899,6 +899,32 @@ fn a_file_made_in_pm_is_made_again_when_the_lower_file_system_loses_its_creation
     assert!(o.status.success(), "{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
 }
 
+/// The mount's backing device gets a block device's dirty page limits, not the kernel's
+/// 1%, strict, for FUSE (`hashfs-fuse/src/dirty_limit.rs`), unless `dirty_limit=fuse`.
+#[test]
+fn the_mount_has_a_block_devices_dirty_page_limits() {
+    if !fuse_available() {
+        return;
+    }
+    use std::os::unix::fs::MetadataExt;
+    for (opt, want) in [("", ("100", "0")), ("dirty_limit=fuse", ("1", "1"))] {
+        let mut s = Stacked::new("16M", opt);
+        s.start();
+        let dev = fs::metadata(&s.mnt).unwrap().dev();
+        let bdi = PathBuf::from(format!("/sys/class/bdi/{}:{}", libc::major(dev), libc::minor(dev)));
+        let read = |f: &str| fs::read_to_string(bdi.join(f)).unwrap().trim().to_string();
+        let t = Instant::now();
+        while (read("max_ratio"), read("strict_limit")) != (want.0.to_string(), want.1.to_string())
+            && t.elapsed() < Duration::from_secs(5)
+        {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        std::thread::sleep(Duration::from_millis(200)); // nothing changes them later
+        assert_eq!((read("max_ratio"), read("strict_limit")), (want.0.into(), want.1.into()), "{opt:?}: {}", s.log());
+        s.umount(false);
+    }
+}
+
 /// The sync factor `hashfs info` shows for the promoted file at `path` (3 decimals).
 fn shown_factor(info: &str, path: &Path) -> String {
     let line = info.lines().find(|l| l.trim_start().starts_with(path.to_str().unwrap()));

@@ -14,6 +14,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod dirty_limit;
 mod locks;
 mod nodes;
 mod session;

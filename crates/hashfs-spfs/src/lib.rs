@@ -74,6 +74,10 @@ pub struct StackConfig {
     /// the kernel's passthrough to the lower file (when the kernel has it; docs/stacked.md,
     /// *Passthrough*); off by default. The shim ignores it.
     pub passthrough: bool,
+    /// `dirty_limit=device|fuse`: the mount's dirty page limits, a block device's
+    /// (`device`, the default) or the kernel's for FUSE (1%, strict;
+    /// `hashfs_fuse::dirty_limit`). The shim ignores it.
+    pub device_dirty_limit: bool,
     /// How often the write-back thread looks.
     pub tick: Duration,
     /// A file with I/O this recently is written back only under pressure (SPFS suspends
@@ -91,6 +95,7 @@ impl Default for StackConfig {
             dir_rule: true,
             standalone: true,
             extensions: Vec::new(),
+            device_dirty_limit: true,
             tick: Duration::from_millis(250),
             quiet: Duration::from_secs(1),
         }
@@ -101,7 +106,7 @@ impl StackConfig {
     /// The defaults changed by `key=value` options (the mount's `-o`, the shim's
     /// `HASHFS_STACK_OPTIONS`): `promote_after=N`, `sync_interval_ms=N`, `sf_limit=X|none`,
     /// `high_water=X`, `dir_rule=on|off`, `passthrough=on|off`, `standalone=on|off`,
-    /// `extension=EXT` (repeated). An error names the option.
+    /// `extension=EXT` (repeated), `dirty_limit=device|fuse`. An error names the option.
     pub fn from_options<S: AsRef<str>>(opts: &[S]) -> Result<StackConfig, String> {
         let mut c = StackConfig::default();
         for opt in opts {
@@ -120,6 +125,7 @@ impl StackConfig {
                 "dir_rule" => c.dir_rule = on_off(v).ok_or_else(bad)?,
                 "passthrough" => c.passthrough = on_off(v).ok_or_else(bad)?,
                 "standalone" => c.standalone = on_off(v).ok_or_else(bad)?,
+                "dirty_limit" if v == "device" || v == "fuse" => c.device_dirty_limit = v == "device",
                 "extension" if standalone::valid_extension(v) && c.extensions.len() < standalone::MAX_EXTENSIONS => {
                     c.extensions.push(v.to_ascii_lowercase())
                 }
