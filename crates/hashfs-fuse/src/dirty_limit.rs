@@ -18,11 +18,11 @@ fn device_of(mountpoint: &Path) -> Option<String> {
     let info = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
     let mp = mountpoint.to_string_lossy().replace('\\', "\\134").replace(' ', "\\040").replace('\t', "\\011");
     info.lines()
-        .filter(|l| {
+        .rev()
+        .find(|l| {
             let fstype = l.split(" - ").nth(1).and_then(|a| a.split(' ').next());
             l.split(' ').nth(4) == Some(mp.as_str()) && fstype.is_some_and(|t| t == "fuse" || t.starts_with("fuse."))
         })
-        .last()
         .and_then(|l| l.split(' ').nth(2).map(str::to_string))
 }
 
