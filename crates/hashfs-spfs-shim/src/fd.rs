@@ -171,11 +171,12 @@ impl Descriptors for Spfs {
             // opening), not created anew beside it.
             opened_now(dirfd, path);
         }
-        let trunc = held_trunc(flags);
+        let mut trunc = held_trunc(flags);
         // O_TRUNC perhaps held back, for `adopt`.
         let mut fd = next.call_with(if trunc { flags & !libc::O_TRUNC } else { flags });
         if fd.as_ref().is_err_and(|e| e.0 == libc::ENOENT) && opened_now(dirfd, path) {
-            fd = next.call_with(if held_trunc(flags) { flags & !libc::O_TRUNC } else { flags });
+            trunc = held_trunc(flags); // the stack may have promoted files now
+            fd = next.call_with(if trunc { flags & !libc::O_TRUNC } else { flags });
         }
         Some(fd.and_then(|fd| adopt(fd, flags, trunc)))
     }

@@ -93,6 +93,21 @@ fn view(
     }
 }
 
+/// The file's bytes after `step` (a write or a length change) on `model`.
+fn modeled(model: &mut Vec<u8>, step: &Step) {
+    match step {
+        Step::Write { off, len, seed } => {
+            let end = *off as usize + len;
+            if model.len() < end {
+                model.resize(end, 0);
+            }
+            model[*off as usize..end].copy_from_slice(&bytes(*len, *seed));
+        }
+        Step::SetLen(n) => model.resize(*n as usize, 0),
+        _ => {}
+    }
+}
+
 /// A relaxed-mode write is not atomic (as on HashFS alone, and on ext4): an interrupted
 /// one may leave a length between the old and the new and each byte old or new (zero past
 /// an end), as HashFS's explorer accepts (`snapshot::torn_between`). Bytes that are
@@ -164,18 +179,13 @@ pub fn explore_with(initial: usize, steps: &[Step], made: bool) -> u64 {
         dev.set_capture(true);
         match step {
             None => p = Some(promote_first(&store)),
-            Some(Step::Write { off, len, seed }) => {
-                let d = bytes(*len, *seed);
-                store.write(p.as_mut().unwrap(), *off, &d).unwrap();
-                let end = *off as usize + len;
-                if model.len() < end {
-                    model.resize(end, 0);
-                }
-                model[*off as usize..end].copy_from_slice(&d);
+            Some(s @ Step::Write { off, len, seed }) => {
+                store.write(p.as_mut().unwrap(), *off, &bytes(*len, *seed)).unwrap();
+                modeled(&mut model, s);
             }
-            Some(Step::SetLen(n)) => {
+            Some(s @ Step::SetLen(n)) => {
                 store.set_len(p.as_mut().unwrap(), *n).unwrap();
-                model.resize(*n as usize, 0);
+                modeled(&mut model, s);
             }
             Some(Step::WriteBack) => {
                 store.write_back(p.as_ref().unwrap()).unwrap();
@@ -323,19 +333,13 @@ pub fn explore_lost_creation(steps: &[Step]) -> u64 {
                     p = Some(store.promote_with(File::open(&lower_file).unwrap().as_fd(), Some(&record)).unwrap());
                     model = Some(Vec::new());
                 }
-                Some(Step::Write { off, len, seed }) => {
-                    let d = bytes(*len, *seed);
-                    store.write(p.as_mut().unwrap(), *off, &d).unwrap();
-                    let m = model.as_mut().unwrap();
-                    let end = *off as usize + len;
-                    if m.len() < end {
-                        m.resize(end, 0);
-                    }
-                    m[*off as usize..end].copy_from_slice(&d);
+                Some(s @ Step::Write { off, len, seed }) => {
+                    store.write(p.as_mut().unwrap(), *off, &bytes(*len, *seed)).unwrap();
+                    modeled(model.as_mut().unwrap(), s);
                 }
-                Some(Step::SetLen(n)) => {
+                Some(s @ Step::SetLen(n)) => {
                     store.set_len(p.as_mut().unwrap(), *n).unwrap();
-                    model.as_mut().unwrap().resize(*n as usize, 0);
+                    modeled(model.as_mut().unwrap(), s);
                 }
                 Some(Step::WriteBack) => {
                     store.write_back(p.as_ref().unwrap()).unwrap();

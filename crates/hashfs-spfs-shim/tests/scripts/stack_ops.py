@@ -158,16 +158,21 @@ def main():
     elif cmd == "made":
         # Files made in PM (HASHFS_STACK_OPTIONS=extension=log), kept there at exit: a.log,
         # and b.log unlinked while open.
-        for name, i in (("a.log", 1), ("b.log", 2)):
+        for name, i in (("a.log", 1), ("c.log", 3), ("b.log", 2)):
             fd = os.open(os.path.join(lower, name), os.O_CREAT | os.O_WRONLY | os.O_EXCL, 0o640)
             os.write(fd, rec(i))
             os.fdatasync(fd)
-            if name == "a.log":
+            if name != "b.log":
                 os.close(fd)
             else:
                 os.unlink(os.path.join(lower, name))
                 print("unlinked-open", os.fstat(fd).st_nlink)
     elif cmd == "made-read":
+        # First (the stack not open yet): c.log, lost below, opened to be cut and rewritten.
+        fd = os.open(os.path.join(lower, "c.log"), os.O_WRONLY | os.O_TRUNC)
+        os.write(fd, b"new")
+        os.close(fd)
+        print("c.log trunc-ok", open(os.path.join(lower, "c.log"), "rb").read() == b"new")
         for name in ("a.log", "b.log"):
             p = os.path.join(lower, name)
             print(name, "exists", os.path.exists(p), "ok", os.path.exists(p) and open(p, "rb").read() == rec(1))
