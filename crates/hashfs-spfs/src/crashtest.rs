@@ -505,4 +505,16 @@ mod tests {
         }
         eprintln!("stacked explorer (full): {states} crash states checked");
     }
+
+    #[test]
+    #[ignore = "full run: cargo test --workspace --lib --release -- --ignored explore_full_made"]
+    fn explore_full_made() {
+        let mut states = 0;
+        for seed in 0..60 {
+            let (_, steps) = random(1000 + seed, 8);
+            states += explore_with(0, &steps, true);
+            states += explore_lost_creation(&steps);
+        }
+        eprintln!("stacked explorer (full), files made in PM: {states} crash states checked");
+    }
 }
