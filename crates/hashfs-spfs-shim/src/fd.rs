@@ -283,6 +283,14 @@ fn stream_opened(fp: usize, pinned: Option<Shared>) {
 }
 
 impl Streams for Spfs {
+    fn opendir(path: &CStr, _: Next<'_, Handle>) -> Served<Handle> {
+        lower()?;
+        // A listing under the lower directory, before the stack is open, shows the files its
+        // opening makes again (`hashfs-spfs/src/remake.rs`); the kernel lists.
+        opened_now(libc::AT_FDCWD, path);
+        None
+    }
+
     fn fopen(path: &CStr, _: Result<&CStr, Errno>, next: Next<'_, Handle>) -> Served<Handle> {
         lower()?;
         let pinned = match stream_pin(path) {

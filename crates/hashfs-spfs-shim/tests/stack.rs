@@ -286,6 +286,23 @@ fn a_file_made_in_pm_is_made_again_when_its_creation_is_lost_below() {
     assert_eq!(std::fs::read(s.lower().join("a.log")).unwrap(), b"", "a.log made again below, its bytes in PM");
 }
 
+/// A listing of the lower directory that is a run's first call there shows a file made
+/// again at the stack's opening (the shim opens the stack before the kernel lists).
+#[test]
+fn a_listing_first_shows_a_file_made_again() {
+    let s = Stack::new();
+    let run = |cmd: &str| {
+        let o = s.cmd(true, &[cmd]).env("HASHFS_STACK_OPTIONS", "extension=log").output().unwrap();
+        let out = String::from_utf8_lossy(&o.stdout).into_owned();
+        assert!(o.status.success(), "{cmd}: {out}{}", String::from_utf8_lossy(&o.stderr));
+        out
+    };
+    run("made");
+    std::fs::remove_file(s.lower().join("a.log")).unwrap();
+    let out = run("made-list");
+    assert!(out.contains("listed ['a.log', 'c.log']"), "{out}");
+}
+
 /// Reads of a file below lower its Sync Factor in the shim too (issue 58), though they
 /// take no lock: counted apart and applied at the next fsync. (While no file is promoted
 /// the shim leaves every call to the kernel: "quiet" is promoted first; the directory

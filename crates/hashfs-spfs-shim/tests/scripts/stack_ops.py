@@ -167,6 +167,9 @@ def main():
             else:
                 os.unlink(os.path.join(lower, name))
                 print("unlinked-open", os.fstat(fd).st_nlink)
+    elif cmd == "made-list":
+        # The first call under the lower directory: a listing.
+        print("listed", sorted(os.listdir(lower)))
     elif cmd == "made-read":
         # First (the stack not open yet): c.log, lost below, opened to be cut and rewritten.
         fd = os.open(os.path.join(lower, "c.log"), os.O_WRONLY | os.O_TRUNC)
