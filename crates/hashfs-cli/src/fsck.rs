@@ -138,11 +138,7 @@ fn stacked_fsck(image: &Path, lower: &Path, how: StackedCheck) -> Result<u8, Fai
     }
     if repair && !problems.is_empty() {
         let (_, rec) = hashfs_spfs::Stack::open(mount(image)?, &lower, Default::default()).map_err(fail)?;
-        println!(
-            "stacked repairs: {} unfinished promotions and {} copies of deleted files removed, {} lower files truncated, \
-             {} files made in PM made again",
-            rec.unfinished_removed, rec.orphans_removed, rec.lower_truncated, rec.remade
-        );
+        println!("stacked repairs: {}", rec.repairs());
     }
     println!("PM side over {}: {sound} promoted files sound, {} problems", lower.display(), problems.len());
     Ok(match (problems.is_empty(), repair) {

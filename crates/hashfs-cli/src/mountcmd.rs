@@ -156,12 +156,8 @@ fn run_stacked(
         ));
     }
     let (stack, rec) = hashfs_spfs::Stack::open(fs, lower, stack_config(o)?).map_err(fail)?;
-    if rec.unfinished_removed + rec.orphans_removed + rec.lower_truncated + rec.remade > 0 {
-        eprintln!(
-            "hashfs: stacked recovery: {} unfinished promotions and {} copies of deleted files removed, {} lower files \
-             truncated, {} files made in PM whose creation the lower file system lost made again",
-            rec.unfinished_removed, rec.orphans_removed, rec.lower_truncated, rec.remade
-        );
+    if rec.repaired() {
+        eprintln!("hashfs: stacked recovery: {}", rec.repairs());
     }
     let cfg = fuse_config(image, o, o.threads.unwrap_or(DEFAULT_THREADS));
     let demoter = hashfs_spfs::spawn_demoter(stack.clone());

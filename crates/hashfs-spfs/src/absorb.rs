@@ -75,6 +75,22 @@ pub struct Recovery {
     pub profiles_problem: Option<String>,
 }
 
+impl Recovery {
+    /// Whether the mount repaired anything on the PM side.
+    pub fn repaired(&self) -> bool {
+        self.unfinished_removed + self.orphans_removed + self.lower_truncated + self.remade > 0
+    }
+
+    /// The repairs, for the mount's log and `hashfs fsck --lower --repair`.
+    pub fn repairs(&self) -> String {
+        format!(
+            "{} unfinished promotions and {} copies of deleted files removed, {} lower files truncated, {} files \
+             made in PM whose creation the lower file system lost made again",
+            self.unfinished_removed, self.orphans_removed, self.lower_truncated, self.remade
+        )
+    }
+}
+
 /// What [`PmStore::open`] returns: the store, the promoted files it found, the repairs.
 pub type Opened<D> = (PmStore<D>, Vec<(Key, Promoted<D>)>, Recovery);
 

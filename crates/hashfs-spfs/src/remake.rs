@@ -128,10 +128,14 @@ impl<D: PmDevice> PmStore<D> {
         let why = |e: io::Error| format!("remaking a file made in PM ({}): {e}", String::from_utf8_lossy(&rec.name));
         let root = self.lower_dir();
         let dir = rec.dir.open(root, libc::O_PATH | libc::O_DIRECTORY).ok();
-        let mut made = dir.as_ref().and_then(|d| self.make_in(d.as_fd(), &rec.name, copy, rec).transpose());
+        let mut made = match &dir {
+            Some(d) => self.make_in(d.as_fd(), &rec.name, copy, rec).map_err(why)?.map(|fd| (fd, d.as_fd())),
+            None => None,
+        };
+        let spare;
         if made.is_none() {
             // The directory is gone too, or the name is another file's now.
-            let spare = match rustix::fs::mkdirat(root, REMADE_DIR, rustix::fs::Mode::from_raw_mode(0o700)) {
+            spare = match rustix::fs::mkdirat(root, REMADE_DIR, rustix::fs::Mode::from_raw_mode(0o700)) {
                 Ok(()) | Err(rustix::io::Errno::EXIST) => rustix::fs::openat(
                     root,
                     REMADE_DIR,
@@ -144,9 +148,9 @@ impl<D: PmDevice> PmStore<D> {
             let mut name = rec.name.clone();
             name.extend_from_slice(b".");
             name.extend_from_slice(copy);
-            made = self.make_in(spare.as_fd(), &name, copy, rec).transpose();
+            made = self.make_in(spare.as_fd(), &name, copy, rec).map_err(why)?.map(|fd| (fd, spare.as_fd()));
         }
-        let (fd, dir) = made.ok_or_else(|| why(io::Error::from_raw_os_error(libc::EEXIST)))?.map_err(why)?;
+        let (fd, dir) = made.ok_or_else(|| why(io::Error::from_raw_os_error(libc::EEXIST)))?;
         let f = std::fs::File::from(fd);
         f.sync_all().map_err(why)?;
         crate::lower::reopen(dir.as_fd(), libc::O_RDONLY | libc::O_DIRECTORY)
@@ -164,17 +168,9 @@ impl<D: PmDevice> PmStore<D> {
 
     /// Creates `name` in `dir` for copy `copy`, or takes the file an interrupted remake of
     /// the same copy left there: None if the name is another file's.
-    fn make_in(
-        &self,
-        dir: BorrowedFd<'_>,
-        name: &[u8],
-        copy: &[u8],
-        rec: &MadeRecord,
-    ) -> io::Result<Option<(OwnedFd, OwnedFd)>> {
+    fn make_in(&self, dir: BorrowedFd<'_>, name: &[u8], copy: &[u8], rec: &MadeRecord) -> io::Result<Option<OwnedFd>> {
         use rustix::fs::{Mode, OFlags};
         let name: &std::ffi::OsStr = std::os::unix::ffi::OsStrExt::from_bytes(name);
-        let dir_again =
-            || rustix::fs::openat(dir, ".", OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty());
         match rustix::fs::openat(
             dir,
             name,
@@ -190,7 +186,7 @@ impl<D: PmDevice> PmStore<D> {
                 let (uid, gid) = (rustix::fs::Uid::from_raw(rec.uid), rustix::fs::Gid::from_raw(rec.gid));
                 let _ = rustix::fs::fchown(&fd, Some(uid), Some(gid));
                 rustix::fs::fchmod(&fd, Mode::from_raw_mode(rec.mode))?;
-                Ok(Some((fd, dir_again()?)))
+                Ok(Some(fd))
             }
             Err(rustix::io::Errno::EXIST) => {
                 // Ours, from a remake a crash cut short?
@@ -201,7 +197,7 @@ impl<D: PmDevice> PmStore<D> {
                 };
                 let mut mark = [0u8; 64];
                 let ours = rustix::fs::fgetxattr(&fd, REMADE_XATTR, &mut mark[..]).is_ok_and(|n| mark[..n] == *copy);
-                Ok(ours.then(|| dir_again().map(|d| (fd, d))).transpose()?)
+                Ok(ours.then_some(fd))
             }
             Err(e) => Err(e.into()),
         }
