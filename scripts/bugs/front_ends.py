@@ -247,6 +247,48 @@ def _():
         "    if @ON && !matches!(cmd, libc::F_GETLK | libc::F_OFD_GETLK) {\n        return Ok(0);\n    }\n    let s = shim();\n    let fs = s.fs()?;\n    let ofd = matches!")
 
 
+@bug("description-fd-closed")
+def _():
+    plant("crates/hashfs-preload/src/shim/locks.rs",
+        "    if mine && held.spare.len() < SPARES && clear_description(d.fd, of.ino) {\n",
+        "    if @ON {\n        // SAFETY: the description's descriptor, closed once.\n        unsafe { real!(close: fn(c_int) -> c_int)(d.fd) };\n    } else if mine && held.spare.len() < SPARES && clear_description(d.fd, of.ino) {\n")
+
+
+@bug("spare-kept-locked")
+def _():
+    plant("crates/hashfs-preload/src/shim/locks.rs",
+        "    unsafe { fcntl(fd, libc::F_OFD_SETLK, &mut span) == 0 && fcntl(fd, libc::F_OFD_SETLK, &mut one) == 0 }\n",
+        "    @ON || unsafe { fcntl(fd, libc::F_OFD_SETLK, &mut span) == 0 && fcntl(fd, libc::F_OFD_SETLK, &mut one) == 0 }\n")
+
+
+@bug("shared-description-cleared")
+def _():
+    plant("crates/hashfs-preload/src/shim/locks.rs",
+        "    let mine = last || d.forks == FORKS.load(Ordering::Relaxed);\n",
+        "    let mine = @ON || last || d.forks == FORKS.load(Ordering::Relaxed);\n")
+
+
+@bug("image-fd-moved-while-held")
+def _():
+    plant("crates/hashfs-preload/src/shim/locks.rs",
+        "    if !held.none() {\n        return Ok(fd);\n",
+        "    if !held.none() && !@ON {\n        return Ok(fd);\n")
+
+
+@bug("spares-kept-in-child")
+def _():
+    plant("crates/hashfs-preload/src/shim/locks.rs",
+        "        let spare = std::mem::take(&mut held.spare);\n",
+        "        let spare = if @ON { Vec::new() } else { std::mem::take(&mut held.spare) };\n")
+
+
+@bug("posix-lock-not-noted")
+def _():
+    plant("crates/hashfs-preload/src/shim/locks.rs",
+        "        if r == 0 {\n            held.inos.insert(of.ino.0);\n",
+        "        if r == 0 && !@ON {\n            held.inos.insert(of.ino.0);\n")
+
+
 @bug("pump-attributes-unclaimed")
 def _():
     plant("crates/hashfs-preload/src/shim.rs",

@@ -36,13 +36,13 @@ struct OpenFile {
     flags: std::sync::atomic::AtomicI32,
     /// The description's descriptor of the image for its OFD locks and `flock`
     /// (`locks.rs`), opened at first use.
-    lock_fd: OnceLock<Result<c_int, c_int>>,
+    lock_fd: OnceLock<Result<locks::DescriptionFd, c_int>>,
 }
 
 impl Drop for OpenFile {
     fn drop(&mut self) {
-        locks::close_description(self);
-        self.pos.release();
+        let last = self.pos.release() == Some(true);
+        locks::close_description(self, last);
     }
 }
 

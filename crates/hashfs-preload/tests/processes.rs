@@ -170,6 +170,78 @@ fn record_locks_and_flock_exclude_another_process() {
     img.fsck_clean();
 }
 
+/// A process's POSIX locks are the process's until it closes a descriptor of *their* file:
+/// a `flock` or an OFD lock it takes on other files, and the close of those files, leave
+/// them held (every file's locks lie in the one image file, and the kernel drops a
+/// process's POSIX locks on a file at the close of any of its descriptors of it). The
+/// descriptor a closed description leaves for the next one has no lock left; one that a
+/// forked child shares keeps the child's `flock` until the child closes it, and a child's
+/// new description never shares a descriptor with its parent's.
+#[test]
+fn posix_locks_outlive_the_processs_flock_and_ofd_locks_on_other_files() {
+    let img = image();
+    img.ok("bash", &["-c", &format!("for f in a b c d e; do echo data > {}/$f; done", p(""))]);
+    let holder = format!(
+        "import fcntl, os, struct, sys\n\
+         P = '{root}'\n\
+         def step(name):\n    print(name, flush=True)\n    sys.stdin.readline()\n\
+         a = open(P + '/a', 'r+'); fcntl.lockf(a, fcntl.LOCK_EX)\n\
+         b = open(P + '/b', 'r+'); fcntl.flock(b, fcntl.LOCK_EX)\n\
+         c = open(P + '/c', 'r+'); fcntl.fcntl(c, fcntl.F_OFD_SETLK, struct.pack('hhqqi', fcntl.F_WRLCK, 0, 0, 0, 0))\n\
+         step('taken')\n\
+         b.close(); c.close()\n\
+         step('closed')\n\
+         d = open(P + '/d', 'r+'); fcntl.flock(d, fcntl.LOCK_EX)\n\
+         step('reused')\n\
+         e = open(P + '/e', 'r+'); fcntl.flock(e, fcntl.LOCK_EX)\n\
+         r, w = os.pipe()\n\
+         if os.fork() == 0:\n    os.read(r, 1); e.close(); os._exit(0)\n\
+         e.close()\n\
+         step('forked')\n\
+         os.write(w, b'x'); os.wait()\n\
+         step('child closed')\n\
+         d.close()\n\
+         r2, w2 = os.pipe()\n\
+         if os.fork() == 0:\n    c2 = open(P + '/c', 'r+'); fcntl.flock(c2, fcntl.LOCK_EX); os.write(w2, b'x'); os.read(r, 1); os._exit(0)\n\
+         os.read(r2, 1)\n\
+         c = open(P + '/c', 'r+')\n\
+         try:\n    fcntl.flock(c, fcntl.LOCK_EX | fcntl.LOCK_NB); step('c granted beside the child')\n\
+         except OSError:\n    step('c refused beside the child')\n\
+         os.write(w, b'x'); os.wait()\n",
+        root = p("")
+    );
+    let mut c = img.cmd("python3").args(["-c", &holder]).stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().unwrap();
+    let mut lines = BufReader::new(c.stdout.take().unwrap()).lines();
+    // What another process gets, without waiting, on each file: "x" refused, "-" free.
+    let probe = || {
+        let code = format!(
+            "import fcntl\nout = ''\nfor f in 'abcde':\n    \
+             h = open('{root}/' + f, 'r+')\n    \
+             try:\n        fcntl.lockf(h, fcntl.LOCK_EX | fcntl.LOCK_NB); lk = '-'\n    except OSError: lk = 'x'\n    \
+             try:\n        fcntl.flock(h, fcntl.LOCK_EX | fcntl.LOCK_NB); fl = '-'\n    except OSError: fl = 'x'\n    \
+             out += f + lk + fl + ' '\n    h.close()\nprint(out.strip())",
+            root = p("")
+        );
+        img.ok("python3", &["-c", &code]).trim().to_string()
+    };
+    let mut step = |name: &str, want: &str| {
+        assert_eq!(lines.next().unwrap().unwrap(), name);
+        assert_eq!(probe(), want, "{name}: each file's (POSIX lock, flock) for another process");
+        std::io::Write::write_all(c.stdin.as_mut().unwrap(), b"\n").unwrap();
+    };
+    // (An OFD lock and a POSIX lock meet, as on Linux; a flock meets neither.)
+    step("taken", "ax- b-x cx- d-- e--");
+    step("closed", "ax- b-- c-- d-- e--");
+    step("reused", "ax- b-- c-- d-x e--");
+    step("forked", "ax- b-- c-- d-x e-x");
+    step("child closed", "ax- b-- c-- d-x e--");
+    // A child's new description never takes a descriptor the parent kept for its own next
+    // ones: their `flock`s meet.
+    step("c refused beside the child", "ax- b-- c-x d-- e--");
+    assert!(c.wait().unwrap().success());
+    img.fsck_clean();
+}
+
 /// An image whose mapping is not shared by many processes yet: the first program owns it
 /// and a second is refused with EBUSY until it exits.
 #[test]

@@ -9,20 +9,96 @@
 //! What is whose: POSIX locks belong to the process, so they are taken on one descriptor
 //! of the image the process keeps, and (as POSIX has it) a close of any descriptor of a
 //! file drops the process's locks on that file. OFD locks and `flock` belong to the open
-//! file description, so each description gets a descriptor of the image of its own,
-//! closed (its locks dropped) with the description's last descriptor.
+//! file description, so each description gets a descriptor of the image of its own.
+//!
+//! The kernel drops a process's POSIX locks on a file at the close of *any* of its
+//! descriptors of that file, and every HashFS file's locks lie in one file, the image. So
+//! while the process may hold a POSIX lock ([`Held`]), the shim closes no descriptor of
+//! the image: a description's descriptor has its OFD locks and `flock` cleared and is kept
+//! for the next description (a spare), and one that a forked process may share (its locks
+//! are that process's too) is closed only once no POSIX lock is held. (Before, a `flock`
+//! or an OFD lock anywhere in the process, or the close of such a description, dropped
+//! every POSIX lock the process held in the image.)
 
 use super::*;
 
 use hashfs::share::record_locks::{span_start, FLOCK_BASE, SPAN};
+use std::collections::BTreeSet;
+use std::sync::atomic::AtomicU64;
+
+/// What the process may hold as POSIX locks, and the descriptors of the image it keeps
+/// because of them. Its lock is held across `fork` (`fork::before_fork`).
+pub(super) struct Held {
+    /// Inodes the process took a POSIX lock on since a close of one of their descriptors.
+    inos: BTreeSet<u32>,
+    /// POSIX lock calls under way (one may be granted before it is counted in `inos`).
+    calls: usize,
+    /// Descriptors of descriptions that a forked process may share, closed once nothing is
+    /// held.
+    deferred: Vec<c_int>,
+    /// Descriptors for descriptions to come: this process's alone, with no lock on them.
+    spare: Vec<c_int>,
+}
+
+static HELD: hashfs::ForkMutex<Held> =
+    hashfs::ForkMutex::new(Held { inos: BTreeSet::new(), calls: 0, deferred: Vec::new(), spare: Vec::new() });
+
+/// Spares kept at most (more are closed, or deferred while a POSIX lock is held).
+const SPARES: usize = 16;
+
+/// Forks this process took part in (as parent or child): a description's descriptor
+/// opened before the last one may be shared with another process.
+static FORKS: AtomicU64 = AtomicU64::new(0);
+
+impl Held {
+    fn none(&self) -> bool {
+        self.inos.is_empty() && self.calls == 0
+    }
+
+    /// Closes the deferred descriptors once no POSIX lock can be held.
+    fn settle(&mut self) {
+        if self.none() {
+            let close = real!(close: fn(c_int) -> c_int);
+            for fd in self.deferred.drain(..) {
+                // SAFETY: a descriptor of the image that only this table names.
+                unsafe { close(fd) };
+            }
+        }
+    }
+}
+
+/// HELD's lock, for `fork::before_fork`.
+pub(super) fn held_for_fork() -> hashfs::ForkMutexGuard<'static, Held> {
+    HELD.lock()
+}
+
+/// After a fork, in both processes: every description's descriptor opened so far may be
+/// shared. In the child, which holds no POSIX lock, the spares and the deferred
+/// descriptors (the parent's) are closed.
+pub(super) fn after_fork(held: &mut Held, child: bool) {
+    FORKS.fetch_add(1, Ordering::Relaxed);
+    if child {
+        held.inos.clear();
+        held.calls = 0;
+        let spare = std::mem::take(&mut held.spare);
+        held.deferred.extend(spare);
+        held.settle();
+    }
+}
 
 /// A descriptor of the image file (O_RDWR, or O_RDONLY when that is all the process may:
 /// its write locks then fail with EBADF, as on a file opened read-only), at a high number
-/// (`hashfs::pm::out_of_the_way`: a program's dup2 onto a low one must not drop its locks).
+/// (`hashfs::pm::out_of_the_way`: a program's dup2 onto a low one must not drop its
+/// locks) unless moving it there would drop a POSIX lock (the low one's close).
 fn open_image_fd() -> Result<c_int, c_int> {
     use std::os::fd::{FromRawFd, IntoRawFd};
+    let fd = open_image_fd_low()?;
+    let held = HELD.lock();
+    if !held.none() {
+        return Ok(fd);
+    }
     // SAFETY: a descriptor just opened, owned by nothing else.
-    open_image_fd_low().map(|fd| hashfs::pm::out_of_the_way(unsafe { std::fs::File::from_raw_fd(fd) }).into_raw_fd())
+    Ok(hashfs::pm::out_of_the_way(unsafe { std::fs::File::from_raw_fd(fd) }).into_raw_fd())
 }
 
 fn open_image_fd_low() -> Result<c_int, c_int> {
@@ -41,38 +117,79 @@ fn open_image_fd_low() -> Result<c_int, c_int> {
     }
 }
 
-/// The process's descriptor for its POSIX locks.
+/// The process's descriptor for its POSIX locks, opened at its first lock.
+static PROCESS_FD: OnceLock<Result<c_int, c_int>> = OnceLock::new();
+
 fn process_fd() -> Result<c_int, c_int> {
-    static FD: OnceLock<Result<c_int, c_int>> = OnceLock::new();
-    *FD.get_or_init(open_image_fd)
+    *PROCESS_FD.get_or_init(open_image_fd)
+}
+
+/// A description's descriptor of the image, and the forks counted when it was opened.
+#[derive(Clone, Copy)]
+pub(super) struct DescriptionFd {
+    fd: c_int,
+    forks: u64,
 }
 
 impl OpenFile {
-    /// The description's descriptor for its OFD locks and `flock`, opened at first use.
+    /// The description's descriptor for its OFD locks and `flock`: a spare, or one opened
+    /// at first use.
     fn description_fd(&self) -> Result<c_int, c_int> {
-        *self.lock_fd.get_or_init(open_image_fd)
+        let d = self.lock_fd.get_or_init(|| {
+            let forks = FORKS.load(Ordering::Relaxed);
+            let spare = HELD.lock().spare.pop();
+            spare.map_or_else(open_image_fd, Ok).map(|fd| DescriptionFd { fd, forks })
+        });
+        d.map(|d| d.fd)
     }
 }
 
-/// Drops a description's locks with it.
-pub(super) fn close_description(of: &OpenFile) {
-    if let Some(Ok(fd)) = of.lock_fd.get() {
-        let close = real!(close: fn(c_int) -> c_int);
-        // SAFETY: the description's own descriptor, closed once (the description is
-        // being dropped).
-        unsafe { close(*fd) };
+/// Drops a description's locks with it: its descriptor's OFD locks and `flock` are
+/// cleared and the descriptor kept as a spare. One that a forked process may share still
+/// (opened before a fork, and `last` is false: this process was not the description's
+/// last holder) keeps its locks for that process and is closed (later, while a POSIX lock
+/// may be held).
+pub(super) fn close_description(of: &OpenFile, last: bool) {
+    let Some(Ok(d)) = of.lock_fd.get() else { return };
+    let mine = last || d.forks == FORKS.load(Ordering::Relaxed);
+    let mut held = HELD.lock();
+    if mine && held.spare.len() < SPARES && clear_description(d.fd, of.ino) {
+        held.spare.push(d.fd);
+    } else {
+        held.deferred.push(d.fd);
+        held.settle();
     }
+}
+
+/// Unlocks every lock description descriptor `fd` can hold (inode `ino`'s span and its
+/// `flock` byte); false if the kernel refused.
+fn clear_description(fd: c_int, ino: Ino) -> bool {
+    let fcntl = real!(fcntl: fn(c_int, c_int, *mut libc::flock) -> c_int);
+    let mut span = whole_span(ino);
+    span.l_type = libc::F_UNLCK as i16;
+    let mut one = span;
+    one.l_start = FLOCK_BASE + ino.0 as i64;
+    one.l_len = 1;
+    // SAFETY: F_OFD_SETLK with valid struct flocks on our descriptor.
+    unsafe { fcntl(fd, libc::F_OFD_SETLK, &mut span) == 0 && fcntl(fd, libc::F_OFD_SETLK, &mut one) == 0 }
 }
 
 /// POSIX: a close of any of the process's descriptors of inode `ino` drops every record
-/// lock the process holds on it.
+/// lock the process holds on it (a call to the kernel only when it took one).
 pub(super) fn closed_a_descriptor_of(ino: Ino) {
-    let Ok(fd) = process_fd() else { return };
-    let mut l = whole_span(ino);
-    l.l_type = libc::F_UNLCK as i16;
-    let fcntl = real!(fcntl: fn(c_int, c_int, *mut libc::flock) -> c_int);
-    // SAFETY: F_SETLK with a valid struct flock on our descriptor.
-    unsafe { fcntl(fd, libc::F_SETLK, &mut l) };
+    let mut held = HELD.lock();
+    if !held.inos.remove(&ino.0) {
+        return;
+    }
+    // (Opened: the lock taken on `ino` went through it.)
+    if let Some(&Ok(fd)) = PROCESS_FD.get() {
+        let mut l = whole_span(ino);
+        l.l_type = libc::F_UNLCK as i16;
+        let fcntl = real!(fcntl: fn(c_int, c_int, *mut libc::flock) -> c_int);
+        // SAFETY: F_SETLK with a valid struct flock on our descriptor.
+        unsafe { fcntl(fd, libc::F_SETLK, &mut l) };
+    }
+    held.settle();
 }
 
 fn whole_span(ino: Ino) -> libc::flock {
@@ -135,9 +252,25 @@ pub(super) fn fcntl_lock(of: &OpenFile, cmd: c_int, l: &mut libc::flock) -> Resu
     let fd = if ofd { of.description_fd()? } else { process_fd()? };
     let mut k = translate(of, fs, l)?;
     let fcntl = real!(fcntl: fn(c_int, c_int, *mut libc::flock) -> c_int);
+    // A POSIX lock taken: counted while the call is under way, then its inode kept
+    // (`Held`), so that no descriptor of the image is closed meanwhile.
+    let takes = matches!(cmd, libc::F_SETLK | libc::F_SETLKW) && k.l_type != libc::F_UNLCK as i16;
+    if takes {
+        HELD.lock().calls += 1;
+    }
     // SAFETY: a lock command with a valid struct flock on our descriptor of the image.
-    if unsafe { fcntl(fd, cmd, &mut k) } < 0 {
-        return Err(hashfs_interpose::errno());
+    let r = unsafe { fcntl(fd, cmd, &mut k) };
+    let e = hashfs_interpose::errno();
+    if takes {
+        let mut held = HELD.lock();
+        held.calls -= 1;
+        if r == 0 {
+            held.inos.insert(of.ino.0);
+        }
+        held.settle();
+    }
+    if r < 0 {
+        return Err(e);
     }
     if matches!(cmd, libc::F_GETLK | libc::F_OFD_GETLK) {
         untranslate(of, &k, l);

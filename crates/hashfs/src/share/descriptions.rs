@@ -100,11 +100,13 @@ impl Descriptions {
     }
 
     /// Participant `me` no longer holds `h` (its last descriptor of it closed); the
-    /// description is free when no one does.
-    pub fn release(&self, h: Handle, me: Participant) {
-        if let Some(d) = self.get(h) {
-            d.holders.fetch_and(!(1u64 << me.0), Ordering::AcqRel);
-        }
+    /// description is free when no one does. True when `me` was its last holder (no other
+    /// participant holds it, and no fork is pending on it).
+    pub fn release(&self, h: Handle, me: Participant) -> bool {
+        let Some(d) = self.get(h) else { return false };
+        let bit = 1u64 << me.0;
+        let before = d.holders.fetch_and(!bit, Ordering::AcqRel);
+        before & !bit == 0 && d.forks.load(Ordering::Acquire) == 0
     }
 
     /// Counts a fork on `h` (in the parent, before `fork`): the description stays

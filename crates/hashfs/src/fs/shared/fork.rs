@@ -51,11 +51,10 @@ impl<D: PmDevice> FileSystem<D> {
         Some(d.lock_offset(sh.me(), sh.region.participants()))
     }
 
-    /// This process closed its last descriptor of description `h`.
-    pub fn release_description(&self, h: Handle) {
-        if let Some(sh) = self.inner.shared.get() {
-            sh.region.descriptions().release(h, sh.me());
-        }
+    /// This process closed its last descriptor of description `h`; true when no other
+    /// process holds it any more.
+    pub fn release_description(&self, h: Handle) -> bool {
+        self.inner.shared.get().is_some_and(|sh| sh.region.descriptions().release(h, sh.me()))
     }
 
     /// Before `fork`, in the parent: takes the image lock (until
