@@ -289,6 +289,13 @@ def _():
         "        if r == 0 && !@ON {\n            held.inos.insert(of.ino.0);\n")
 
 
+@bug("lockf-unserved", rebuilt=True)
+def _():
+    sub("crates/hashfs-interpose/src/entry/fd.rs",
+        "    if !B::claims(fd) {\n        return forward!(lockf(",
+        "    if true {\n        return forward!(lockf(")
+
+
 @bug("pump-attributes-unclaimed")
 def _():
     plant("crates/hashfs-preload/src/shim.rs",

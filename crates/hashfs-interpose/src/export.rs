@@ -64,6 +64,8 @@ macro_rules! export {
                 fcntl => fd::fcntl(fd: c_int, cmd: c_int, arg: c_ulong) -> c_int;
                 fcntl64 => fd::fcntl(fd: c_int, cmd: c_int, arg: c_ulong) -> c_int;
                 flock => fd::flock(fd: c_int, op: c_int) -> c_int;
+                lockf => fd::lockf(fd: c_int, cmd: c_int, len: off_t) -> c_int;
+                lockf64 => fd::lockf(fd: c_int, cmd: c_int, len: off_t) -> c_int;
                 stat => stat::stat(path: *const c_char, st: *mut stat_t) -> c_int;
                 stat64 => stat::stat(path: *const c_char, st: *mut stat_t) -> c_int;
                 lstat => stat::lstat(path: *const c_char, st: *mut stat_t) -> c_int;

@@ -242,6 +242,53 @@ fn posix_locks_outlive_the_processs_flock_and_ofd_locks_on_other_files() {
     img.fsck_clean();
 }
 
+/// `lockf`, which glibc runs through its own internal `fcntl` (before, it reached the
+/// placeholder and failed with EBADF): a lock one process takes refuses another's
+/// F_TLOCK and F_TEST, its own F_TEST says free, and F_ULOCK lets the other in.
+#[test]
+fn lockf_locks_exclude_another_process() {
+    const LOCKF: &str = r#"
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+static const char *what(int r) { return r == 0 ? "ok" : strerror(errno); }
+int main(int argc, char **argv) {
+    int fd = open(argv[1], O_RDWR);
+    if (fd < 0) { perror("open"); return 1; }
+    if (argv[2][0] == 'h') {
+        printf("tlock %s\n", what(lockf(fd, F_TLOCK, 10)));
+        printf("own test %s\n", what(lockf(fd, F_TEST, 10)));
+        fflush(stdout);
+        getchar();
+        printf("ulock %s\n", what(lockf(fd, F_ULOCK, 10)));
+        fflush(stdout);
+        getchar();
+    } else {
+        printf("test %s, ", what(lockf(fd, F_TEST, 0)));
+        printf("tlock %s\n", what(lockf(fd, F_TLOCK, 0)));
+    }
+    return 0;
+}
+"#;
+    let img = image();
+    let Some(prog) = common::c_program(img._dir.path(), "lockf", LOCKF) else { return };
+    let prog = prog.to_str().unwrap();
+    img.ok("bash", &["-c", &format!("echo data > {}", p("/l"))]);
+    let mut h = img.cmd(prog).args([&p("/l"), "hold"]).stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().unwrap();
+    let mut lines = BufReader::new(h.stdout.take().unwrap()).lines();
+    assert_eq!(lines.next().unwrap().unwrap(), "tlock ok");
+    assert_eq!(lines.next().unwrap().unwrap(), "own test ok");
+    let other = img.ok(prog, &[&p("/l"), "try"]);
+    assert!(other.starts_with("test Permission denied, tlock ") && !other.contains("tlock ok"), "{other}");
+    std::io::Write::write_all(h.stdin.as_mut().unwrap(), b"\n").unwrap();
+    assert_eq!(lines.next().unwrap().unwrap(), "ulock ok");
+    assert_eq!(img.ok(prog, &[&p("/l"), "try"]), "test ok, tlock ok\n");
+    std::io::Write::write_all(h.stdin.as_mut().unwrap(), b"\n").unwrap();
+    assert!(h.wait().unwrap().success());
+}
+
 /// An image whose mapping is not shared by many processes yet: the first program owns it
 /// and a second is refused with EBUSY until it exits.
 #[test]

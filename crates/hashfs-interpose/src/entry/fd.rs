@@ -89,6 +89,46 @@ pub unsafe fn fcntl<B: Backend>(fd: c_int, cmd: c_int, arg: c_ulong) -> c_int {
     )
 }
 
+/// lockf(3): glibc's runs through its own internal fcntl, which no preload sees, so on a
+/// descriptor the backend claims it is the record lock fcntl takes (a write lock of `len`
+/// bytes from the offset, 0: to the end; F_TEST asks F_GETLK for a read lock and says
+/// EACCES when another process holds one), as glibc builds it.
+pub unsafe fn lockf<B: Backend>(fd: c_int, cmd: c_int, len: libc::off_t) -> c_int {
+    const F_ULOCK: c_int = 0;
+    const F_LOCK: c_int = 1;
+    const F_TLOCK: c_int = 2;
+    const F_TEST: c_int = 3;
+    if !B::claims(fd) {
+        return forward!(lockf(fd, cmd, len): fn(c_int, c_int, libc::off_t) -> c_int);
+    }
+    // SAFETY: a plain C struct, valid zeroed.
+    let mut l: libc::flock = unsafe { std::mem::zeroed() };
+    l.l_whence = libc::SEEK_CUR as i16;
+    l.l_len = len;
+    let (typ, op) = match cmd {
+        F_ULOCK => (libc::F_UNLCK, libc::F_SETLK),
+        F_LOCK => (libc::F_WRLCK, libc::F_SETLKW),
+        F_TLOCK => (libc::F_WRLCK, libc::F_SETLK),
+        F_TEST => (libc::F_RDLCK, libc::F_GETLK),
+        _ => {
+            crate::set_errno(libc::EINVAL);
+            return -1;
+        }
+    };
+    l.l_type = typ as i16;
+    // SAFETY: a lock command with a pointer to a struct flock that lives through the call.
+    let r = unsafe { fcntl::<B>(fd, op, &mut l as *mut libc::flock as c_ulong) };
+    if r < 0 || cmd != F_TEST {
+        return r;
+    }
+    // SAFETY: no preconditions.
+    if l.l_type == libc::F_UNLCK as i16 || l.l_pid == unsafe { libc::getpid() } {
+        return 0;
+    }
+    crate::set_errno(libc::EACCES);
+    -1
+}
+
 pub unsafe fn flock<B: Backend>(fd: c_int, op: c_int) -> c_int {
     route::<()>(B::claims(fd), |next| B::flock(fd, op, next), || forward!(flock(fd, op): fn(c_int, c_int) -> c_int))
 }
