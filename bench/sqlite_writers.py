@@ -13,7 +13,11 @@ the figure is committed transactions per second over both. Each round makes fres
 and runs each mode on each in turn (the order rotated from round to round); reports the
 mean with its 95% interval and the ratios within each round. Not a test.
 
-Usage: python3 bench/sqlite_writers.py [--rounds N] [--txns N] [--targets shim,fuse,tmpfs] [--json FILE]
+An A/B of shim builds: `--shim-build NAME=PATH` (repeatable) adds a target NAME served by
+the preload library at PATH, beside `shim` (this tree's release build).
+
+Usage: python3 bench/sqlite_writers.py [--rounds N] [--txns N] [--targets shim,fuse,tmpfs]
+                                       [--shim-build NAME=PATH] [--json FILE]
 Needs: python3's sqlite3 module, the release build (cargo build --release --workspace),
 /dev/fuse for the mount.
 """
@@ -78,9 +82,11 @@ def main():
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--txns", type=int, default=2000)
     ap.add_argument("--targets", default=",".join(TARGETS))
+    ap.add_argument("--shim-build", action="append", default=[], metavar="NAME=PATH")
     ap.add_argument("--json")
     a = ap.parse_args()
-    targets = a.targets.split(",")
+    builds = dict(b.split("=", 1) for b in a.shim_build)
+    targets = a.targets.split(",") + list(builds)
     results = {t: {m: [] for m in MODES} for t in targets}
     work = tempfile.mkdtemp(prefix="hashfs-sqlite-", dir="/dev/shm")
     try:
@@ -90,10 +96,10 @@ def main():
                 d = os.path.join(work, name)
                 os.mkdir(d)
                 env, mnt = dict(os.environ), None
-                if name == "shim":
+                if name == "shim" or name in builds:
                     img = os.path.join(d, "db.img")
                     subprocess.run([HASHFS, "mkfs", img, "--size", "512M"], check=True, capture_output=True)
-                    env.update(LD_PRELOAD=SHIM, HASHFS_IMAGE=img, HASHFS_MOUNT=PREFIX)
+                    env.update(LD_PRELOAD=builds.get(name, SHIM), HASHFS_IMAGE=img, HASHFS_MOUNT=PREFIX)
                     where = PREFIX
                 elif name == "fuse":
                     img, mnt = os.path.join(d, "db.img"), os.path.join(d, "mnt")
@@ -116,7 +122,8 @@ def main():
         shutil.rmtree(work, ignore_errors=True)
     summary = summarize(results, targets, MODES)
     if a.json:
-        config = {"rounds": a.rounds, "txns_per_writer": a.txns, "writers": 2, "synchronous": "full"}
+        config = {"rounds": a.rounds, "txns_per_writer": a.txns, "writers": 2, "synchronous": "full",
+                  "shim_builds": builds}
         write_json(a.json, "sqlite_writers.py", config, "txn_per_second", results, summary)
 
 

@@ -4,25 +4,79 @@ use super::*;
 use hashfs_interpose::{Descriptors, Errno, FcntlArg, Next, Served};
 use io::served;
 
-pub(super) fn new_placeholder() -> c_int {
+/// The process's one `O_PATH` descriptor of /dev/null, at a high number, or -1 before its
+/// first use (or after the program closed that number). Every placeholder is a copy of it:
+/// a copy costs the kernel a third of what an open's path walk does.
+static BASE: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(-1);
+
+/// A placeholder for a HashFS descriptor, close-on-exec if `cloexec`: an `O_PATH`
+/// descriptor of /dev/null, so that every call the shim does not intercept (read, write,
+/// ioctl, mmap, poll's IO, the *at calls with it as a directory...) fails with EBADF in the
+/// kernel instead of acting on a file. At the lowest free number, as open's.
+pub(super) fn new_placeholder(cloexec: bool) -> c_int {
+    let fcntl = real!(fcntl: fn(c_int, c_int, c_int) -> c_int);
+    let cmd = if cloexec { libc::F_DUPFD_CLOEXEC } else { libc::F_DUPFD };
+    for _ in 0..2 {
+        let b = base();
+        if b < 0 {
+            break;
+        }
+        // SAFETY: a copy of our own descriptor.
+        let fd = unsafe { fcntl(b, cmd, 0) };
+        if fd >= 0 || hashfs_interpose::errno() != libc::EBADF {
+            return fd;
+        }
+        // Closed behind the shim (close_range): another one.
+        let _ = BASE.compare_exchange(b, -1, Ordering::AcqRel, Ordering::Acquire);
+    }
     let open = real!(open: fn(*const c_char, c_int, c_uint) -> c_int);
-    // An O_PATH descriptor: every call the shim does not intercept (read, write, ioctl,
-    // mmap, poll's IO, the *at calls with it as a directory...) fails with EBADF in the
-    // kernel instead of acting on /dev/null.
     // SAFETY: a literal path.
-    unsafe { open(c"/dev/null".as_ptr(), libc::O_PATH | libc::O_CLOEXEC, 0) }
+    let fd = unsafe { open(c"/dev/null".as_ptr(), libc::O_PATH | libc::O_CLOEXEC, 0) };
+    if fd >= 0 && !cloexec {
+        // SAFETY: fd is ours.
+        unsafe { fcntl(fd, libc::F_SETFD, 0) };
+    }
+    fd
+}
+
+/// BASE, opened now if it is not (-1 if the kernel refused).
+fn base() -> c_int {
+    use std::os::fd::{FromRawFd, IntoRawFd};
+    let b = BASE.load(Ordering::Acquire);
+    if b >= 0 {
+        return b;
+    }
+    let open = real!(open: fn(*const c_char, c_int, c_uint) -> c_int);
+    // SAFETY: a literal path.
+    let fd = unsafe { open(c"/dev/null".as_ptr(), libc::O_PATH | libc::O_CLOEXEC, 0) };
+    if fd < 0 {
+        return -1;
+    }
+    // SAFETY: a descriptor just opened, owned by nothing else.
+    let high = hashfs::pm::out_of_the_way(unsafe { std::fs::File::from_raw_fd(fd) }).into_raw_fd();
+    match BASE.compare_exchange(-1, high, Ordering::AcqRel, Ordering::Acquire) {
+        Ok(_) => high,
+        Err(other) => {
+            // SAFETY: ours, and no one else's (another thread's won).
+            unsafe { real!(close: fn(c_int) -> c_int)(high) };
+            other
+        }
+    }
+}
+
+/// The program closes (or dup2s onto) descriptor `fd`, which is not one it got from the
+/// shim: if it is BASE, the next placeholder opens another.
+pub(super) fn kernel_descriptor_goes(fd: c_int) {
+    if fd >= 0 && fd == BASE.load(Ordering::Relaxed) {
+        let _ = BASE.compare_exchange(fd, -1, Ordering::AcqRel, Ordering::Acquire);
+    }
 }
 
 /// A descriptor for `of`, opened with `open_flags` (whose O_CLOEXEC it keeps).
 pub(super) fn register(s: &Shim, of: Arc<OpenFile>, open_flags: c_int) -> Result<c_int, c_int> {
-    let fd = new_placeholder();
+    let fd = new_placeholder(open_flags & libc::O_CLOEXEC != 0);
     if fd < 0 {
         return Err(hashfs_interpose::errno());
-    }
-    if open_flags & libc::O_CLOEXEC == 0 {
-        let fcntl = real!(fcntl: fn(c_int, c_int, libc::c_ulong) -> c_int);
-        // SAFETY: fd is ours.
-        unsafe { fcntl(fd, libc::F_SETFD, 0) };
     }
     if fd as usize >= FdSet::LIMIT {
         let close = real!(close: fn(c_int) -> c_int);
@@ -71,7 +125,7 @@ pub(super) fn do_open(path: &Path, flags: c_int, mode: mode_t) -> Result<c_int, 
                 e => e,
             })?;
             let perm = mode & 0o7777 & !process_umask();
-            match fs.create_unless_exists(p, &name, perm, Owner::current(), flags & libc::O_EXCL != 0)? {
+            match fs.create_unless_exists(p, &name, perm, Owner::current, flags & libc::O_EXCL != 0)? {
                 Some(m) => m.ino,
                 None => fs.resolve(path)?,
             }
@@ -208,6 +262,7 @@ impl Descriptors for Preload {
         let standard = (0..=2).contains(&fd);
         let s = SHIM.get()?;
         if !s.is_ours(fd) && !standard {
+            kernel_descriptor_goes(fd);
             return None;
         }
         if s.is_ours(fd) {
@@ -229,6 +284,9 @@ impl Descriptors for Preload {
         let s = SHIM.get()?;
         let from_ours = s.is_ours(fd);
         let standard = (0..=2).contains(&newfd);
+        if fd != newfd {
+            kernel_descriptor_goes(newfd);
+        }
         if fd == newfd || !(from_ours || standard || s.is_ours(newfd)) {
             return None; // dup2 of a descriptor onto itself, dup3's EINVAL, or none of ours
         }

@@ -477,13 +477,14 @@ impl<D: PmDevice> FileSystem<D> {
     /// caller opens what it names, following a symlink), also when another thread or
     /// process made it between this call's lookup and its create (the lookup does not
     /// hold the image lock, so another participant's create can come between); with
-    /// `exclusive` (O_EXCL) an existing name is EEXIST.
+    /// `exclusive` (O_EXCL) an existing name is EEXIST. `owner` is asked only for a file
+    /// this call makes (the process's credentials cost two system calls).
     pub fn create_unless_exists(
         &self,
         parent: Ino,
         name: &[u8],
         perm: u32,
-        owner: Owner,
+        owner: impl Fn() -> Owner,
         exclusive: bool,
     ) -> Result<Option<Metadata>> {
         self.inner.writable()?;
@@ -501,7 +502,7 @@ impl<D: PmDevice> FileSystem<D> {
                 Err(e) => return Err(e),
             }
             super::race_point::reached("create: the lookup found no name");
-            match self.create_file_at(parent, name, perm, owner) {
+            match self.create_file_at(parent, name, perm, owner()) {
                 Ok(m) => return Ok(Some(m)),
                 // Made meanwhile: looked up again (it may be gone again, then made here).
                 Err(Error::Exists) if !exclusive && tries < OPEN_RETRIES => {}
@@ -1039,7 +1040,7 @@ impl<D: PmDevice> FileSystem<D> {
             let (p, name) =
                 self.resolve_parent(path).map_err(|e| if matches!(e, Error::Exists) { Error::IsDir } else { e })?;
             let owner = opts.owner.unwrap_or_else(Owner::current);
-            match self.create_unless_exists(p, &name, opts.perm, owner, opts.create_new)? {
+            match self.create_unless_exists(p, &name, opts.perm, || owner, opts.create_new)? {
                 Some(m) => m.ino,
                 None => self.resolve(path)?,
             }

@@ -111,7 +111,7 @@ mod tests {
                     *made.lock().unwrap() =
                         Some(fs.create_file_at(Ino::ROOT, name, 0o644, owner).expect("the other's create"))
                 },
-                || fs.create_unless_exists(Ino::ROOT, name, 0o644, owner, exclusive),
+                || fs.create_unless_exists(Ino::ROOT, name, 0o644, || owner, exclusive),
             );
             assert!(made.lock().unwrap().is_some(), "the other thread ran at the point");
             if exclusive {

@@ -9,8 +9,12 @@ use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
-/// Copies at least this large use non-temporal stores.
-pub const NONTEMPORAL_MIN_BYTES: usize = 4 * 1024;
+/// Copies at least this large use non-temporal stores (the unaligned head and tail lines
+/// through the cache and a flush); smaller ones a cached copy and a flush per line. 256
+/// bytes rather than a block since 2026-12-04: a 4 KiB write at an unaligned offset (two
+/// partial blocks, as SQLite's WAL frames are) paid the cached copy and its line flushes,
+/// about twice an aligned one (bench/results/shared/sqlite-writers-intel-ab.json).
+pub const NONTEMPORAL_MIN_BYTES: usize = 256;
 
 /// How to open the image file.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
