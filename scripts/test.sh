@@ -62,7 +62,7 @@ on_exit() {
 }
 trap on_exit EXIT
 # The FUSE and application tests use Debian's fuse3, rsync, acl and attr (setfacl,
-# setfattr), fio, python3-dev, RocksDB's db_bench
+# setfattr), fio, python3-dev, valgrind (tests/libraries.rs), RocksDB's db_bench
 # (rocksdb-tools) and LevelDB (libleveldb-dev, with g++ for the YCSB driver); bench/plot.py
 # (checked on the paper benchmark's smoke output) needs matplotlib.
 find_missing() {
@@ -78,6 +78,7 @@ find_missing() {
     command -v g++ >/dev/null || missing="$missing g++"
     command -v make >/dev/null || missing="$missing make"
     command -v sqlite3 >/dev/null || missing="$missing sqlite3"
+    command -v valgrind >/dev/null || missing="$missing valgrind"
     command -v git >/dev/null || missing="$missing git"
     command -v redis-server >/dev/null || missing="$missing redis-server"
     compgen -G '/usr/lib/postgresql/*/bin/pgbench' >/dev/null || missing="$missing postgresql"

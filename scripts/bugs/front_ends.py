@@ -296,6 +296,13 @@ def _():
         "    if true {\n        return forward!(lockf(")
 
 
+@bug("loader-unserved", rebuilt=True)
+def _():
+    sub("crates/hashfs-interpose/src/entry/loader.rs",
+        "    let loader = loader_of(path.to_bytes())?;\n",
+        "    let loader = loader_of(path.to_bytes()).filter(|_| false)?;\n")
+
+
 @bug("pump-attributes-unclaimed")
 def _():
     plant("crates/hashfs-preload/src/shim.rs",

@@ -174,3 +174,35 @@ int main(void) { const char *l = getenv("LD_LIBRARY_PATH"); printf("%d %s\n", pl
     assert!(new.is_empty(), "directories of links left in /dev/shm: {new:?}");
     img.fsck_clean();
 }
+
+/// Tools that load a program of the image with system calls of their own: `ldd PROG`,
+/// `ld.so PROG` and `valgrind PROG` (before, "not a dynamic executable", "cannot open
+/// shared object file" and "No such file or directory"). The loader and Valgrind's tool
+/// get the program's copy by its /proc path, and its libraries of the image as a program
+/// run directly gets them; the program keeps its own name through the loader (not under
+/// Valgrind, which has no option for it). Without it: `loader-unserved`.
+#[test]
+fn ldd_ld_so_and_valgrind_load_programs_of_the_image() {
+    let img = image();
+    let d = p("/tools");
+    let main = r#"#include <stdio.h>
+int plug(void);
+int main(int argc, char **argv) { printf("%d %s\n", plug(), argv[0]); return 0; }
+"#;
+    std::fs::write(img._dir.path().join("main.c"), main).unwrap();
+    let script = format!(
+        "set -e; unset LD_LIBRARY_PATH; mkdir -p {d}/lib {d}/bin; cd {d}; cp {src} main.c; \
+         echo 'int plug(void) {{ return 42; }}' > plug.c; cc -shared -fPIC -o lib/libplug.so plug.c; \
+         cc -o bin/rp main.c -Llib -lplug '-Wl,-rpath,$ORIGIN/../lib'; \
+         ldd bin/rp | grep -c 'libplug.so => .*libplug.so'; ldd bin/rp | grep -c 'not found' || true; \
+         /lib64/ld-linux-x86-64.so.2 bin/rp; /lib64/ld-linux-x86-64.so.2 --argv0 named {d}/bin/rp; \
+         /lib64/ld-linux-x86-64.so.2 --verify bin/rp && echo verified; \
+         valgrind -q --error-exitcode=3 bin/rp",
+        src = img._dir.path().join("main.c").display(),
+    );
+    let out = img.ok("bash", &["-c", &script]);
+    // (Under Valgrind the program's argv[0] is its copy's path: the tool has no --argv0.)
+    let out = out.replace("42 /proc/self/fd/", "42 COPY ");
+    assert!(out.starts_with("1\n0\n42 bin/rp\n42 named\nverified\n42 COPY "), "{out}");
+    img.fsck_clean();
+}

@@ -19,6 +19,7 @@ pub mod fd;
 pub mod io;
 pub mod library;
 pub mod linked;
+mod loader;
 pub mod meta;
 pub mod names;
 pub mod process;

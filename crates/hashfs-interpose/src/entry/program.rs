@@ -30,9 +30,11 @@ const MAX_SCRIPTS: u32 = 4;
 
 /// How a program runs once found: by path or by a descriptor of its copy (with the
 /// environment to give it instead of the caller's, for a program with libraries).
-enum Run<'a> {
+pub(super) enum Run<'a> {
     Path(&'a CStr),
     Copy(c_int, Option<Argv>),
+    /// A path, with this environment instead of the caller's.
+    PathWith(&'a CStr, Argv),
 }
 
 /// When `path` names a program file the backend serves: runs `run` with what to execute
@@ -55,7 +57,10 @@ unsafe fn run_served<B: Backend>(
     let p = unsafe { c_str(path) }?;
     // SAFETY: exec's contract for envp.
     let library_path = unsafe { super::linked::library_path(envp) };
-    let image = crate::guarded(|| B::exec_image(p, library_path)).flatten()?;
+    let Some(image) = crate::guarded(|| B::exec_image(p, library_path)).flatten() else {
+        // SAFETY: the caller's contract.
+        return unsafe { super::loader::run_loader::<B>(p, argv, envp, library_path, start == Start::Spawn, run) };
+    };
     let call = Call { envp, library_path, start };
     // SAFETY: as above.
     Some(unsafe { run_image::<B>(p, image, argv, &call, run, 0) })
@@ -64,7 +69,7 @@ unsafe fn run_served<B: Backend>(
 /// Whether a program is started by an exec (which returns only if it failed) or a spawn
 /// (which returns 0 once the child runs the program).
 #[derive(Clone, Copy, PartialEq)]
-enum Start {
+pub(super) enum Start {
     Exec,
     Spawn,
 }
@@ -128,7 +133,7 @@ unsafe fn run_image<B: Backend>(
 
 /// The `/proc/self/fd/N` path of descriptor `fd`, for a call that takes a path (a spawned
 /// child opens it before its exec closes the descriptor).
-fn fd_path(fd: c_int) -> CString {
+pub(super) fn fd_path(fd: c_int) -> CString {
     CString::new(format!("/proc/self/fd/{fd}")).expect("no NUL in a number")
 }
 
@@ -169,6 +174,10 @@ unsafe fn exec_served_or<B: Backend>(
 ) -> c_int {
     let mut run = |what: Run<'_>, argv: Argv| match what {
         Run::Path(p) => {
+            let p = p.as_ptr();
+            exec_with::<B>(|| forward!(execve(p, argv, envp): fn(*const c_char, Argv, Argv) -> c_int))
+        }
+        Run::PathWith(p, envp) => {
             let p = p.as_ptr();
             exec_with::<B>(|| forward!(execve(p, argv, envp): fn(*const c_char, Argv, Argv) -> c_int))
         }
@@ -429,6 +438,7 @@ unsafe fn spawn_served_or<B: Backend>(
         let by_fd;
         let (p, envp) = match what {
             Run::Path(p) => (p.as_ptr(), envp),
+            Run::PathWith(p, env) => (p.as_ptr(), env),
             Run::Copy(fd, env) => {
                 by_fd = fd_path(fd);
                 (by_fd.as_ptr(), env.unwrap_or(envp))
