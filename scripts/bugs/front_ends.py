@@ -303,6 +303,13 @@ def _():
         "    let loader = loader_of(path.to_bytes()).filter(|_| false)?;\n")
 
 
+@bug("bare-name-in-image-unserved", rebuilt=True)
+def _():
+    sub("crates/hashfs-interpose/src/entry/library.rs",
+        "        along_library_path::<B>(p)\n",
+        "        None\n")
+
+
 @bug("pump-attributes-unclaimed")
 def _():
     plant("crates/hashfs-preload/src/shim.rs",

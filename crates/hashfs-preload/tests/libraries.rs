@@ -122,6 +122,42 @@ fn libraries_in_the_image_load_with_dlopen() {
     img.fsck_clean();
 }
 
+/// A bare name `dlopen` finds along `LD_LIBRARY_PATH` in a directory of the image (before,
+/// only a name with a slash was the image's): relative and absolute directories; a kernel
+/// directory before it that holds the name wins, as the loader searches in order; a name in
+/// neither fails. Without it: `bare-name-in-image-unserved`.
+#[test]
+fn a_bare_name_loads_from_a_directory_of_the_image_in_ld_library_path() {
+    let img = image();
+    let dir = img._dir.path();
+    let kdir = dir.join("kernel-libs");
+    std::fs::create_dir(&kdir).unwrap();
+    std::fs::write(dir.join("host.c"), HOST).unwrap();
+    std::fs::write(dir.join("k.c"), "int plug(void) { return 7; }\n").unwrap();
+    let host = dir.join("host");
+    let k = kdir.join("libplug.so");
+    for args in [vec!["-shared", "-fPIC", "-o", k.to_str().unwrap(), "k.c"], vec!["-o", "host", "host.c"]] {
+        if !Command::new("cc").current_dir(dir).args(&args).status().is_ok_and(|s| s.success()) {
+            skip("cc is not installed");
+            return;
+        }
+    }
+    let plug = p("/plug");
+    let script = format!(
+        "set -e; mkdir -p {plug}; cd {plug}; echo 'int plug(void) {{ return 42; }}' > plug.c; \
+         cc -shared -fPIC -o libplug.so plug.c; \
+         LD_LIBRARY_PATH={plug} {host} libplug.so; LD_LIBRARY_PATH=/nonexistent:. {host} libplug.so; \
+         LD_LIBRARY_PATH={kdir}:{plug} {host} libplug.so; LD_LIBRARY_PATH={plug} {host} libnone.so",
+        host = host.display(),
+        kdir = kdir.display(),
+    );
+    let o = img.run("bash", &["-c", &script]);
+    let (out, err) = (String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+    assert!(o.status.success(), "{out}{err}");
+    assert_eq!(out, "libplug.so: 42 same\nlibplug.so: 42 same\nlibplug.so: 7 same\nlibnone.so: error\n", "{err}");
+    img.fsck_clean();
+}
+
 /// Programs built in the image against libraries built there (none with a `DT_SONAME`)
 /// start (the loader resolves a program's `DT_NEEDED` with its own system calls before the
 /// shim runs; it failed: "cannot open shared object file"): found by the program's RUNPATH

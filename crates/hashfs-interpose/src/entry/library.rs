@@ -3,9 +3,10 @@
 //! maps with its own system calls, which no preload sees, so the backend gives a copy the
 //! kernel can open ([`crate::Process::library`]) and the loader is asked for that instead.
 //!
-//! Only names with a slash are the backend's to judge: a bare name is searched for by the
-//! loader along the *caller's* RUNPATH, which it finds from the return address of
-//! `dlopen`. So the exported `dlopen` is a naked function that jumps to libc's (or calls
+//! A name with a slash is the backend's to judge; a bare name only when a directory of
+//! `LD_LIBRARY_PATH` that is the backend's holds it first ([`along_library_path`]). Else a
+//! bare name is searched for by the loader along the *caller's* RUNPATH, which it finds
+//! from the return address of `dlopen`. So the exported `dlopen` is a naked function that jumps to libc's (or calls
 //! nothing of libc's at all) with the caller's return address left in place
 //! ([`crate::export!`]); [`dlopen_target`] only chooses the path and the target.
 //!
@@ -64,10 +65,12 @@ pub unsafe fn dlopen_target<B: Backend>(file: *const c_char, mode: c_int) -> Tar
     }
     // SAFETY: the caller's contract.
     let Some(p) = (unsafe { c_str(file) }) else { return keep };
-    if !p.to_bytes().contains(&b'/') {
-        return keep;
-    }
-    let Some(chosen) = crate::guarded(|| B::library(p)).flatten() else { return keep };
+    let chosen = if p.to_bytes().contains(&b'/') {
+        crate::guarded(|| B::library(p)).flatten()
+    } else {
+        along_library_path::<B>(p)
+    };
+    let Some(chosen) = chosen else { return keep };
     match chosen {
         Ok(lib) => {
             // Outside the guard: each library's constructors are the program's code.
@@ -95,4 +98,32 @@ pub unsafe fn dlopen_target<B: Backend>(file: *const c_char, mode: c_int) -> Tar
             keep
         }
     }
+}
+
+/// A bare name's library when a directory of `LD_LIBRARY_PATH` that is the backend's
+/// holds it before any of the kernel's does (the loader searches that variable in order;
+/// it finds a kernel directory's file itself): Some(the backend's copy, or why there is
+/// none); None when the loader is to search as it does. (Only the variable: a caller's
+/// `DT_RPATH`, which the loader searches before it, is not read here.)
+fn along_library_path<B: Backend>(name: &CStr) -> Option<Result<Library, Errno>> {
+    // SAFETY: a NUL-terminated name; getenv returns null or a NUL-terminated string.
+    let v = unsafe { libc::getenv(c"LD_LIBRARY_PATH".as_ptr()) };
+    // SAFETY: as above.
+    let dirs = unsafe { c_str(v) }?.to_bytes();
+    for dir in dirs.split(|&b| b == b':' || b == b';') {
+        let dir: &[u8] = if dir.is_empty() { b"." } else { dir };
+        let Ok(candidate) = std::ffi::CString::new([dir, b"/", name.to_bytes()].concat()) else { continue };
+        if super::starts_in_backend::<B>(&candidate) {
+            match crate::guarded(|| B::library(&candidate)).flatten() {
+                Some(Err(Errno(libc::ENOENT | libc::ENOTDIR))) | None => continue,
+                found => return found,
+            }
+        }
+        let path = candidate.as_ptr();
+        let mode = libc::F_OK;
+        if crate::forward!(access(path, mode): fn(*const c_char, c_int) -> c_int) == 0 {
+            return None; // the kernel's, first: the loader's to find
+        }
+    }
+    None
 }
