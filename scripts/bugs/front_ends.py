@@ -310,6 +310,13 @@ def _():
         "        None\n")
 
 
+@bug("kernel-program-libraries-unserved")
+def _():
+    plant("crates/hashfs-preload/src/shim/library.rs",
+        "    let fs = shim().fs().ok()?;\n    // SAFETY: a NUL-terminated path (inside the shim, libc's open is the kernel's).\n",
+        "    if @ON {\n        return None;\n    }\n    let fs = shim().fs().ok()?;\n    // SAFETY: a NUL-terminated path (inside the shim, libc's open is the kernel's).\n")
+
+
 @bug("pump-attributes-unclaimed")
 def _():
     plant("crates/hashfs-preload/src/shim.rs",

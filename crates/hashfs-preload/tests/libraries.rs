@@ -158,6 +158,52 @@ fn a_bare_name_loads_from_a_directory_of_the_image_in_ld_library_path() {
     img.fsck_clean();
 }
 
+/// A program of the kernel's started with `LD_LIBRARY_PATH` naming a directory of the
+/// image that holds a library it needs (before: the loader's "cannot open shared object
+/// file"): by bash's exec, by `env` (execvp) and by `posix_spawn`; the program sees the
+/// variable as given; a kernel directory before it still wins. Without it:
+/// `kernel-program-libraries-unserved`.
+#[test]
+fn a_program_of_the_kernels_starts_with_libraries_of_the_image() {
+    let img = image();
+    let dir = img._dir.path();
+    let kdir = dir.join("kernel-libs");
+    std::fs::create_dir(&kdir).unwrap();
+    let main = "#include <stdio.h>\n#include <stdlib.h>\nint plug(void);\n\
+                int main(void) { printf(\"%d %s\\n\", plug(), getenv(\"LD_LIBRARY_PATH\")); return 0; }\n";
+    std::fs::write(dir.join("main.c"), main).unwrap();
+    std::fs::write(dir.join("k.c"), "int plug(void) { return 7; }\n").unwrap();
+    let k = kdir.join("libplug.so");
+    let kk = format!("-L{}", kdir.display());
+    for args in
+        [vec!["-shared", "-fPIC", "-o", k.to_str().unwrap(), "k.c"], vec!["-o", "kprog", "main.c", &kk, "-lplug"]]
+    {
+        if !Command::new("cc").current_dir(dir).args(&args).status().is_ok_and(|s| s.success()) {
+            skip("cc is not installed");
+            return;
+        }
+    }
+    let plug = p("/plug");
+    let script = format!(
+        "set -e; mkdir -p {plug}; cd {plug}; echo 'int plug(void) {{ return 42; }}' > plug.c; \
+         cc -shared -fPIC -o libplug.so plug.c; \
+         LD_LIBRARY_PATH={plug} {kprog}; env LD_LIBRARY_PATH={plug} {kprog}; \
+         LD_LIBRARY_PATH={plug} python3 -c 'import os, sys; os.waitpid(os.posix_spawn(sys.argv[1], [sys.argv[1]], os.environ), 0)' {kprog}; \
+         LD_LIBRARY_PATH={kdir}:{plug} {kprog}; {kprog} 2>/dev/null || echo not found",
+        kprog = dir.join("kprog").display(),
+        kdir = kdir.display(),
+    );
+    let o = img.run("bash", &["-c", &script]);
+    let (out, err) = (String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+    assert!(o.status.success(), "{out}{err}");
+    assert_eq!(
+        out,
+        format!("42 {plug}\n42 {plug}\n42 {plug}\n7 {kdir}:{plug}\nnot found\n", kdir = kdir.display()),
+        "{err}"
+    );
+    img.fsck_clean();
+}
+
 /// Programs built in the image against libraries built there (none with a `DT_SONAME`)
 /// start (the loader resolves a program's `DT_NEEDED` with its own system calls before the
 /// shim runs; it failed: "cannot open shared object file"): found by the program's RUNPATH

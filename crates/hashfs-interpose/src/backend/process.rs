@@ -115,6 +115,13 @@ pub trait Process {
     fn exec_image(_path: &CStr, _library_path: Option<&CStr>) -> Served<crate::entry::program::ExecImage> {
         None
     }
+    /// The libraries of the backend's that program `path`, which the kernel runs, needs
+    /// when it starts, found along `library_path` (the exec's `LD_LIBRARY_PATH`, which
+    /// names a directory of the backend's): a directory of links for the loader, as a
+    /// program of the backend's gets them (`entry/linked.rs`). None: it needs none.
+    fn kernel_program_libraries(_path: &CStr, _library_path: &CStr) -> Served<crate::entry::linked::Libraries> {
+        None
+    }
     /// Whether `path`, were it a program, would be the backend's to run: then `execvp`
     /// and `posix_spawnp` search a `PATH` with such a directory in it themselves, since
     /// libc's search reaches the kernel alone (`entry/search.rs`).

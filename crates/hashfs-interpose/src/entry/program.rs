@@ -58,12 +58,41 @@ unsafe fn run_served<B: Backend>(
     // SAFETY: exec's contract for envp.
     let library_path = unsafe { super::linked::library_path(envp) };
     let Some(image) = crate::guarded(|| B::exec_image(p, library_path)).flatten() else {
+        let spawn = start == Start::Spawn;
         // SAFETY: the caller's contract.
-        return unsafe { super::loader::run_loader::<B>(p, argv, envp, library_path, start == Start::Spawn, run) };
+        return unsafe { super::loader::run_loader::<B>(p, argv, envp, library_path, spawn, run) }
+            .or_else(|| unsafe { with_libraries::<B>(p, argv, envp, library_path?, spawn, run) });
     };
     let call = Call { envp, library_path, start };
     // SAFETY: as above.
     Some(unsafe { run_image::<B>(p, image, argv, &call, run, 0) })
+}
+
+/// A program the kernel runs, started with `LD_LIBRARY_PATH` naming a directory of the
+/// backend's that holds libraries it needs: run with them (`linked.rs`). None when it
+/// needs none of the backend's.
+///
+/// # Safety
+/// exec's contract for `argv` and `envp`.
+unsafe fn with_libraries<B: Backend>(
+    p: &CStr,
+    argv: Argv,
+    envp: Argv,
+    library_path: &CStr,
+    spawn: bool,
+    run: &mut dyn FnMut(Run<'_>, Argv) -> c_int,
+) -> Option<Result<c_int, c_int>> {
+    let libs = match crate::guarded(|| B::kernel_program_libraries(p, library_path)).flatten()? {
+        Ok(libs) => libs,
+        Err(e) => return Some(Err(e.0)),
+    };
+    // SAFETY: the caller's contract.
+    let env = unsafe { super::linked::env_with(envp, &libs) };
+    let r = run(Run::PathWith(p, env.as_ptr()), argv);
+    let e = crate::errno();
+    super::linked::release(libs, spawn && r == 0);
+    crate::set_errno(e);
+    Some(Ok(r))
 }
 
 /// Whether a program is started by an exec (which returns only if it failed) or a spawn
@@ -351,7 +380,9 @@ unsafe fn exec_p<B: Backend>(file: *const c_char, argv: Argv, envp: Argv, libc_s
         return unsafe { super::search::exec_searched::<B>(f, argv, envp) }.unwrap_or_else(libc_s);
     }
     if !super::serves::<B>(f) {
-        return libc_s();
+        // A program of the kernel's: a loader or libraries of the backend's may still be its.
+        // SAFETY: the caller's contract.
+        return unsafe { exec_served_or::<B>(file, argv, envp, libc_s) };
     }
     // SAFETY: the caller's contract.
     unsafe {

@@ -162,6 +162,12 @@ impl Process for Preload {
     fn exec_image(path: &CStr, library_path: Option<&CStr>) -> Served<hashfs_interpose::entry::program::ExecImage> {
         super::program::exec_image(path, library_path)
     }
+    fn kernel_program_libraries(
+        path: &CStr,
+        library_path: &CStr,
+    ) -> Served<hashfs_interpose::entry::linked::Libraries> {
+        super::library::for_kernel_program(path, library_path)
+    }
 
     fn serves_program(path: &CStr) -> bool {
         fs_path_of(path).is_some()

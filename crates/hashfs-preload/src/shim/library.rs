@@ -108,7 +108,7 @@ fn load_order(fs: &FileSystem<MmapDevice>, p: &Path) -> Result<Library, c_int> {
     let mut deps = Vec::new();
     let copy = copy_of(&mut copies, fs, ino, p)?;
     let env = std::env::var_os("LD_LIBRARY_PATH").map(OsStringExt::into_vec);
-    needs(&mut copies, fs, p, &copy.dynamic, env.as_deref(), &mut seen, &mut deps)?;
+    needs(&mut copies, fs, origin_of(p).as_deref(), &copy.dynamic, env.as_deref(), &mut seen, &mut deps)?;
     let named = shown(p);
     for d in deps.iter().filter(|d| !d.copy.dynamic.has_soname) {
         eprintln!(
@@ -119,6 +119,12 @@ fn load_order(fs: &FileSystem<MmapDevice>, p: &Path) -> Result<Library, c_int> {
         );
     }
     Ok(Library { path: copy.name, first: deps.into_iter().map(|d| d.copy.name).collect() })
+}
+
+/// `$ORIGIN` of the library or program at image path `p`: its directory as the program
+/// names it.
+fn origin_of(p: &Path) -> Option<PathBuf> {
+    shown(p).parent().map(Path::to_path_buf)
 }
 
 /// Image path `p` as the program names it (under the prefix).
@@ -137,13 +143,55 @@ pub(super) fn for_program(
     len: u64,
     env: Option<&[u8]>,
 ) -> Result<Option<Libraries>, c_int> {
+    linked(fs, origin_of(p).as_deref(), fd, len, env)
+}
+
+/// The libraries in the image that a program the kernel runs, at kernel path `path`,
+/// needs when it starts, found along `LD_LIBRARY_PATH` `env` (the exec's): as
+/// [`for_program`]'s. None (nothing done) unless `env` names a directory of the image.
+pub(super) fn for_kernel_program(path: &CStr, env: &CStr) -> Served<Libraries> {
+    let dirs = env.to_bytes().split(|&b| b == b':' || b == b';');
+    if !dirs.filter_map(|d| CString::new(d).ok()).any(|d| fs_path_of(&d).is_some()) {
+        return None;
+    }
+    let fs = shim().fs().ok()?;
+    // SAFETY: a NUL-terminated path (inside the shim, libc's open is the kernel's).
+    let fd = unsafe { libc::open(path.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC) };
+    if fd < 0 {
+        return None; // the exec says why
+    }
+    // SAFETY: our descriptor and a stat buffer.
+    let len = unsafe {
+        let mut st: libc::stat = std::mem::zeroed();
+        if libc::fstat(fd, &mut st) == 0 {
+            st.st_size as u64
+        } else {
+            0
+        }
+    };
+    let origin = Path::new(std::ffi::OsStr::from_bytes(path.to_bytes())).parent().map(Path::to_path_buf);
+    let r = linked(fs, origin.as_deref(), fd, len, Some(env.to_bytes()));
+    // SAFETY: our descriptor.
+    unsafe { libc::close(fd) };
+    r.transpose().map(|r| r.map_err(Errno))
+}
+
+/// [`for_program`] for a program whose copy (or file) is `fd`, `len` bytes, with
+/// `$ORIGIN` `origin`.
+fn linked(
+    fs: &FileSystem<MmapDevice>,
+    origin: Option<&Path>,
+    fd: c_int,
+    len: u64,
+    env: Option<&[u8]>,
+) -> Result<Option<Libraries>, c_int> {
     let dynamic = dynamic_of(fd, len);
     if dynamic.needed.is_empty() {
         return Ok(None);
     }
     let mut copies = COPIES.lock();
     let mut deps = Vec::new();
-    needs(&mut copies, fs, p, &dynamic, env, &mut Vec::new(), &mut deps)?;
+    needs(&mut copies, fs, origin, &dynamic, env, &mut Vec::new(), &mut deps)?;
     drop(copies);
     if deps.is_empty() {
         return Ok(None);
@@ -235,15 +283,13 @@ struct Dep {
 fn needs(
     copies: &mut Copies,
     fs: &FileSystem<MmapDevice>,
-    p: &Path,
+    origin: Option<&Path>,
     dynamic: &Dynamic,
     env: Option<&[u8]>,
     seen: &mut Vec<Ino>,
     deps: &mut Vec<Dep>,
 ) -> Result<(), c_int> {
-    let named = shown(p);
-    let origin = named.parent().map(Path::to_path_buf);
-    let dirs = search_dirs(dynamic, origin.as_deref(), env);
+    let dirs = search_dirs(dynamic, origin, env);
     for needed in &dynamic.needed {
         if needed.contains(&b'/') {
             continue; // a path: the loader opens it as it is
@@ -257,7 +303,7 @@ fn needs(
         }
         seen.push(ino);
         let copy = copy_of(copies, fs, ino, &path)?;
-        needs(copies, fs, &path, &copy.dynamic, env, seen, deps)?;
+        needs(copies, fs, origin_of(&path).as_deref(), &copy.dynamic, env, seen, deps)?;
         deps.push(Dep { needed: needed.clone(), path, copy });
     }
     Ok(())
