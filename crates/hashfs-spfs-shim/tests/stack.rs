@@ -178,10 +178,15 @@ fn mapping_a_promoted_file_writes_it_back_and_keeps_it_below() {
     assert_eq!(s.check(), (0, vec![]));
 }
 
+/// (The directory rule is off: with it, every file made after the first fsync in the
+/// directory starts in PM, and the count would depend on which new file ext4 gives the
+/// deleted inode's number; it made this test fail when that was not the first.)
 #[test]
 fn a_new_file_on_a_deleted_promoted_files_inode_is_promoted_again() {
     let s = Stack::new();
-    let (out, err) = s.run(true, &["reuse"]);
+    let o = s.cmd(true, &["reuse"]).env("HASHFS_STACK_OPTIONS", "dir_rule=off").output().unwrap();
+    let (out, err) = (String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+    assert!(o.status.success(), "{out}{err}");
     if out.contains("not-reused") {
         eprintln!("ext4 gave no new file the deleted inode's number: nothing to check");
         return;
