@@ -122,6 +122,26 @@ fn libraries_in_the_image_load_with_dlopen() {
     img.fsck_clean();
 }
 
+/// In the test's kernel directory `dir`: `kernel-libs/libplug.so` (whose `plug` returns
+/// 7) and program `name` built from `source` with `extra` arguments; the kernel
+/// directory, or None (a skip) where `cc` is missing.
+fn kernel_side(dir: &Path, name: &str, source: &str, extra: &[&str]) -> Option<std::path::PathBuf> {
+    let kdir = dir.join("kernel-libs");
+    std::fs::create_dir(&kdir).unwrap();
+    std::fs::write(dir.join(format!("{name}.c")), source).unwrap();
+    std::fs::write(dir.join("k.c"), "int plug(void) { return 7; }\n").unwrap();
+    let k = kdir.join("libplug.so");
+    let src = format!("{name}.c");
+    let prog: Vec<&str> = ["-o", name, &src].into_iter().chain(extra.iter().copied()).collect();
+    for args in [vec!["-shared", "-fPIC", "-o", k.to_str().unwrap(), "k.c"], prog] {
+        if !Command::new("cc").current_dir(dir).args(&args).status().is_ok_and(|s| s.success()) {
+            skip("cc is not installed");
+            return None;
+        }
+    }
+    Some(kdir)
+}
+
 /// A bare name `dlopen` finds along `LD_LIBRARY_PATH` in a directory of the image (before,
 /// only a name with a slash was the image's): relative and absolute directories; a kernel
 /// directory before it that holds the name wins, as the loader searches in order; a name in
@@ -130,18 +150,8 @@ fn libraries_in_the_image_load_with_dlopen() {
 fn a_bare_name_loads_from_a_directory_of_the_image_in_ld_library_path() {
     let img = image();
     let dir = img._dir.path();
-    let kdir = dir.join("kernel-libs");
-    std::fs::create_dir(&kdir).unwrap();
-    std::fs::write(dir.join("host.c"), HOST).unwrap();
-    std::fs::write(dir.join("k.c"), "int plug(void) { return 7; }\n").unwrap();
+    let Some(kdir) = kernel_side(dir, "host", HOST, &[]) else { return };
     let host = dir.join("host");
-    let k = kdir.join("libplug.so");
-    for args in [vec!["-shared", "-fPIC", "-o", k.to_str().unwrap(), "k.c"], vec!["-o", "host", "host.c"]] {
-        if !Command::new("cc").current_dir(dir).args(&args).status().is_ok_and(|s| s.success()) {
-            skip("cc is not installed");
-            return;
-        }
-    }
     let plug = p("/plug");
     let script = format!(
         "set -e; mkdir -p {plug}; cd {plug}; echo 'int plug(void) {{ return 42; }}' > plug.c; \
@@ -167,22 +177,9 @@ fn a_bare_name_loads_from_a_directory_of_the_image_in_ld_library_path() {
 fn a_program_of_the_kernels_starts_with_libraries_of_the_image() {
     let img = image();
     let dir = img._dir.path();
-    let kdir = dir.join("kernel-libs");
-    std::fs::create_dir(&kdir).unwrap();
     let main = "#include <stdio.h>\n#include <stdlib.h>\nint plug(void);\n\
                 int main(void) { printf(\"%d %s\\n\", plug(), getenv(\"LD_LIBRARY_PATH\")); return 0; }\n";
-    std::fs::write(dir.join("main.c"), main).unwrap();
-    std::fs::write(dir.join("k.c"), "int plug(void) { return 7; }\n").unwrap();
-    let k = kdir.join("libplug.so");
-    let kk = format!("-L{}", kdir.display());
-    for args in
-        [vec!["-shared", "-fPIC", "-o", k.to_str().unwrap(), "k.c"], vec!["-o", "kprog", "main.c", &kk, "-lplug"]]
-    {
-        if !Command::new("cc").current_dir(dir).args(&args).status().is_ok_and(|s| s.success()) {
-            skip("cc is not installed");
-            return;
-        }
-    }
+    let Some(kdir) = kernel_side(dir, "kprog", main, &["-Lkernel-libs", "-lplug"]) else { return };
     let plug = p("/plug");
     let script = format!(
         "set -e; mkdir -p {plug}; cd {plug}; echo 'int plug(void) {{ return 42; }}' > plug.c; \
