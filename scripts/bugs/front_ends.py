@@ -250,8 +250,15 @@ def _():
 @bug("description-fd-closed")
 def _():
     plant("crates/hashfs-preload/src/shim/locks.rs",
-        "    if mine && held.spare.len() < SPARES && clear_description(d.fd, of.ino) {\n",
-        "    if @ON {\n        // SAFETY: the description's descriptor, closed once.\n        unsafe { real!(close: fn(c_int) -> c_int)(d.fd) };\n    } else if mine && held.spare.len() < SPARES && clear_description(d.fd, of.ino) {\n")
+        "    if cleared && held.spare.len() < SPARES {\n",
+        "    if @ON {\n        // SAFETY: the description's descriptor, closed once.\n        unsafe { real!(close: fn(c_int) -> c_int)(d.fd) };\n    } else if cleared && held.spare.len() < SPARES {\n")
+
+
+@bug("deferred-description-locked")
+def _():
+    plant("crates/hashfs-preload/src/shim/locks.rs",
+        "    let cleared = mine && clear_description(d.fd, of.ino);\n",
+        "    let cleared = mine && !(@ON && held.spare.len() >= SPARES) && clear_description(d.fd, of.ino);\n")
 
 
 @bug("spare-kept-locked")

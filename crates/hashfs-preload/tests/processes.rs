@@ -180,7 +180,7 @@ fn record_locks_and_flock_exclude_another_process() {
 #[test]
 fn posix_locks_outlive_the_processs_flock_and_ofd_locks_on_other_files() {
     let img = image();
-    img.ok("bash", &["-c", &format!("for f in a b c d e; do echo data > {}/$f; done", p(""))]);
+    img.ok("bash", &["-c", &format!("for f in a b c d e m{{0..19}}; do echo data > {}/$f; done", p(""))]);
     let holder = format!(
         "import fcntl, os, struct, sys\n\
          P = '{root}'\n\
@@ -193,6 +193,10 @@ fn posix_locks_outlive_the_processs_flock_and_ofd_locks_on_other_files() {
          step('closed')\n\
          d = open(P + '/d', 'r+'); fcntl.flock(d, fcntl.LOCK_EX)\n\
          step('reused')\n\
+         many = [open(P + '/m%d' % i, 'r+') for i in range(20)]\n\
+         for m in many: fcntl.flock(m, fcntl.LOCK_EX)\n\
+         for m in many: m.close()\n\
+         step('many closed')\n\
          e = open(P + '/e', 'r+'); fcntl.flock(e, fcntl.LOCK_EX)\n\
          r, w = os.pipe()\n\
          if os.fork() == 0:\n    os.read(r, 1); e.close(); os._exit(0)\n\
@@ -224,15 +228,26 @@ fn posix_locks_outlive_the_processs_flock_and_ofd_locks_on_other_files() {
         );
         img.ok("python3", &["-c", &code]).trim().to_string()
     };
+    // More descriptions closed than spares are kept: every one's flock goes all the same.
+    let many = format!(
+        "import fcntl\nrefused = 0\nfor i in range(20):\n    h = open('{root}/m%d' % i, 'r+')\n    \
+         try:\n        fcntl.flock(h, fcntl.LOCK_EX | fcntl.LOCK_NB)\n    except OSError:\n        refused += 1\n    \
+         h.close()\nprint(refused)",
+        root = p("")
+    );
     let mut step = |name: &str, want: &str| {
         assert_eq!(lines.next().unwrap().unwrap(), name);
         assert_eq!(probe(), want, "{name}: each file's (POSIX lock, flock) for another process");
+        if name == "many closed" {
+            assert_eq!(img.ok("python3", &["-c", &many]), "0\n", "flocks of closed descriptions still held");
+        }
         std::io::Write::write_all(c.stdin.as_mut().unwrap(), b"\n").unwrap();
     };
     // (An OFD lock and a POSIX lock meet, as on Linux; a flock meets neither.)
     step("taken", "ax- b-x cx- d-- e--");
     step("closed", "ax- b-- c-- d-- e--");
     step("reused", "ax- b-- c-- d-x e--");
+    step("many closed", "ax- b-- c-- d-x e--");
     step("forked", "ax- b-- c-- d-x e-x");
     step("child closed", "ax- b-- c-- d-x e--");
     // A child's new description never takes a descriptor the parent kept for its own next

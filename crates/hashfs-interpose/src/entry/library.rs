@@ -4,10 +4,11 @@
 //! kernel can open ([`crate::Process::library`]) and the loader is asked for that instead.
 //!
 //! A name with a slash is the backend's to judge; a bare name only when a directory of
-//! `LD_LIBRARY_PATH` that is the backend's holds it first ([`along_library_path`]). Else a
-//! bare name is searched for by the loader along the *caller's* RUNPATH, which it finds
-//! from the return address of `dlopen`. So the exported `dlopen` is a naked function that jumps to libc's (or calls
-//! nothing of libc's at all) with the caller's return address left in place
+//! `LD_LIBRARY_PATH` that is the backend's holds it first ([`along_library_path`]; the
+//! variable as it is now, where the loader reads it at start). Else a bare name is
+//! searched for by the loader along the *caller's* RUNPATH, which it finds from the return
+//! address of `dlopen`. So the exported `dlopen` is a naked function that jumps to libc's
+//! (or calls nothing of libc's at all) with the caller's return address left in place
 //! ([`crate::export!`]); [`dlopen_target`] only chooses the path and the target.
 //!
 //! Libraries the backend's library needs that are the backend's too (found by its RUNPATH

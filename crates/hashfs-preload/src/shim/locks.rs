@@ -153,7 +153,9 @@ pub(super) fn close_description(of: &OpenFile, last: bool) {
     let Some(Ok(d)) = of.lock_fd.get() else { return };
     let mine = last || d.forks == FORKS.load(Ordering::Relaxed);
     let mut held = HELD.lock();
-    if mine && held.spare.len() < SPARES && clear_description(d.fd, of.ino) {
+    // Cleared even when no spare is wanted: the descriptor may wait in `deferred`.
+    let cleared = mine && clear_description(d.fd, of.ino);
+    if cleared && held.spare.len() < SPARES {
         held.spare.push(d.fd);
     } else {
         held.deferred.push(d.fd);
