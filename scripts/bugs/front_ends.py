@@ -324,6 +324,13 @@ def _():
         "    if @ON {\n        return None;\n    }\n    let fs = shim().fs().ok()?;\n    // SAFETY: a NUL-terminated path (inside the shim, libc's open is the kernel's).\n")
 
 
+@bug("soname-not-given")
+def _():
+    plant("crates/hashfs-preload/src/shim/library.rs",
+        "    for d in deps.iter().filter(|d| !d.copy.dynamic.has_soname && !named_as(&mut copies, d)) {\n",
+        "    for d in deps.iter().filter(|d| !d.copy.dynamic.has_soname && (@ON || !named_as(&mut copies, d))) {\n")
+
+
 @bug("pump-attributes-unclaimed")
 def _():
     plant("crates/hashfs-preload/src/shim.rs",

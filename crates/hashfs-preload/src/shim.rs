@@ -421,6 +421,7 @@ mod path;
 mod program;
 mod pump;
 mod socket;
+mod soname;
 mod stat;
 mod statfs;
 mod stdio;

@@ -168,6 +168,34 @@ fn a_bare_name_loads_from_a_directory_of_the_image_in_ld_library_path() {
     img.fsck_clean();
 }
 
+/// A library in the image whose dependency in the image has no `DT_SONAME` (`cc -shared`
+/// without `-Wl,-soname`) loads with `dlopen`: the dependency's copy is given the name it
+/// is needed by (`shim/soname.rs`). Before, the loader looked for it on disk, and the shim
+/// said why it failed. Without it: `soname-not-given`.
+#[test]
+fn a_dependency_without_a_soname_loads_with_dlopen() {
+    let img = image();
+    let dir = img._dir.path();
+    if kernel_side(dir, "host", HOST, &[]).is_none() {
+        return;
+    }
+    let (lib, plug) = (p("/lib"), p("/plug"));
+    let script = format!(
+        "set -e; mkdir -p {lib} {plug}; cd {lib}; \
+         echo 'int dep(void) {{ return 40; }}' > dep.c; echo 'int dep(void); int plug(void) {{ return dep() + 2; }}' > plug.c; \
+         cc -shared -fPIC -o libdep.so dep.c; \
+         cc -shared -fPIC -o {plug}/libplug.so plug.c -L{lib} -ldep '-Wl,-rpath,$ORIGIN/../lib'; \
+         {host} {plug}/libplug.so {plug}/libplug.so",
+        host = dir.join("host").display(),
+    );
+    let o = img.run("bash", &["-c", &script]);
+    let (out, err) = (String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+    assert!(o.status.success(), "{out}{err}");
+    assert_eq!(out, format!("{plug}/libplug.so: 42 same\n{plug}/libplug.so: 42 same\n"), "{err}");
+    assert!(!err.contains("without a DT_SONAME"), "{err}");
+    img.fsck_clean();
+}
+
 /// A program of the kernel's started with `LD_LIBRARY_PATH` naming a directory of the
 /// image that holds a library it needs (before: the loader's "cannot open shared object
 /// file"): by bash's exec, by `env` (execvp) and by `posix_spawn`; the program sees the

@@ -11,8 +11,9 @@
 //!   as the loader would (`DT_RPATH` when there is no `DT_RUNPATH`, then `LD_LIBRARY_PATH`,
 //!   then `DT_RUNPATH`; `$ORIGIN` is the library's directory in the image); one found in
 //!   the image first is copied and loaded before it, so that the loader finds it by its
-//!   `DT_SONAME` among the loaded ones. One without a `DT_SONAME` cannot be found that
-//!   way: said on standard error, and the loader's error follows.
+//!   `DT_SONAME` among the loaded ones. One without a `DT_SONAME` has its copy given one,
+//!   the name it is needed by (`soname.rs`); where its file has no room for it, that is
+//!   said on standard error, and the loader's error follows.
 //! - **Programs** in the image that need libraries in the image when they start (their
 //!   `DT_NEEDED`, resolved by the loader before any code of ours runs): the same search,
 //!   with the exec's `LD_LIBRARY_PATH`, gives a kernel directory of links named as each is
@@ -110,7 +111,7 @@ fn load_order(fs: &FileSystem<MmapDevice>, p: &Path) -> Result<Library, c_int> {
     let env = std::env::var_os("LD_LIBRARY_PATH").map(OsStringExt::into_vec);
     needs(&mut copies, fs, origin_of(p).as_deref(), &copy.dynamic, env.as_deref(), &mut seen, &mut deps)?;
     let named = shown(p);
-    for d in deps.iter().filter(|d| !d.copy.dynamic.has_soname) {
+    for d in deps.iter().filter(|d| !d.copy.dynamic.has_soname && !named_as(&mut copies, d)) {
         eprintln!(
             "hashfs shim: dlopen of {}: it needs {}, found in the image without a DT_SONAME, by which alone \
              the loader could take the copy given it (the load fails; through `hashfs mount` it works)",
@@ -119,6 +120,37 @@ fn load_order(fs: &FileSystem<MmapDevice>, p: &Path) -> Result<Library, c_int> {
         );
     }
     Ok(Library { path: copy.name, first: deps.into_iter().map(|d| d.copy.name).collect() })
+}
+
+/// Gives dependency `d`'s copy, which has no `DT_SONAME`, the name it is needed by
+/// (`soname.rs`), so that the loader takes the copy loaded first for it; false when it
+/// could not.
+fn named_as(copies: &mut Copies, d: &Dep) -> bool {
+    let fd = d.copy.fd;
+    // SAFETY: our own descriptor and a stat buffer.
+    let len = unsafe {
+        let mut st: libc::stat = std::mem::zeroed();
+        if libc::fstat(fd, &mut st) != 0 {
+            return false;
+        }
+        st.st_size as usize
+    };
+    let mut data = vec![0u8; len];
+    // SAFETY: our own descriptor, `len` bytes into a buffer of `len` bytes.
+    if unsafe { libc::pread(fd, data.as_mut_ptr().cast(), len, 0) } != len as isize {
+        return false;
+    }
+    if !super::soname::give_soname(&mut data, &d.needed) {
+        return false;
+    }
+    // SAFETY: as above, written back whole.
+    if unsafe { libc::pwrite(fd, data.as_ptr().cast(), len, 0) } != len as isize {
+        return false;
+    }
+    for c in copies.copies.iter_mut().filter(|c| c.fd == fd) {
+        c.dynamic.has_soname = true;
+    }
+    true
 }
 
 /// `$ORIGIN` of the library or program at image path `p`: its directory as the program
