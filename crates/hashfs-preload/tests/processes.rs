@@ -9,6 +9,17 @@ use common::{image, image_in, p};
 use std::io::{BufRead, BufReader};
 use std::process::Stdio;
 
+/// A child process killed when the test ends, passing or failing: a failed assertion must
+/// not leave a holder waiting on its standard input, keeping the image's region.
+struct Killed(std::process::Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 #[test]
 fn a_shell_and_the_programs_it_starts_share_the_image() {
     let img = image();
@@ -214,8 +225,9 @@ fn posix_locks_outlive_the_processs_flock_and_ofd_locks_on_other_files() {
          os.write(w, b'x'); os.wait()\n",
         root = p("")
     );
-    let mut c = img.cmd("python3").args(["-c", &holder]).stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().unwrap();
-    let mut lines = BufReader::new(c.stdout.take().unwrap()).lines();
+    let mut c =
+        Killed(img.cmd("python3").args(["-c", &holder]).stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().unwrap());
+    let mut lines = BufReader::new(c.0.stdout.take().unwrap()).lines();
     // What another process gets, without waiting, on each file: "x" refused, "-" free.
     let probe = || {
         let code = format!(
@@ -241,7 +253,7 @@ fn posix_locks_outlive_the_processs_flock_and_ofd_locks_on_other_files() {
         if name == "many closed" {
             assert_eq!(img.ok("python3", &["-c", &many]), "0\n", "flocks of closed descriptions still held");
         }
-        std::io::Write::write_all(c.stdin.as_mut().unwrap(), b"\n").unwrap();
+        std::io::Write::write_all(c.0.stdin.as_mut().unwrap(), b"\n").unwrap();
     };
     // (An OFD lock and a POSIX lock meet, as on Linux; a flock meets neither.)
     step("taken", "ax- b-x cx- d-- e--");
@@ -253,7 +265,7 @@ fn posix_locks_outlive_the_processs_flock_and_ofd_locks_on_other_files() {
     // A child's new description never takes a descriptor the parent kept for its own next
     // ones: their `flock`s meet.
     step("c refused beside the child", "ax- b-- c-x d-- e--");
-    assert!(c.wait().unwrap().success());
+    assert!(c.0.wait().unwrap().success());
     img.fsck_clean();
 }
 
@@ -291,17 +303,18 @@ int main(int argc, char **argv) {
     let Some(prog) = common::c_program(img._dir.path(), "lockf", LOCKF) else { return };
     let prog = prog.to_str().unwrap();
     img.ok("bash", &["-c", &format!("echo data > {}", p("/l"))]);
-    let mut h = img.cmd(prog).args([&p("/l"), "hold"]).stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().unwrap();
-    let mut lines = BufReader::new(h.stdout.take().unwrap()).lines();
+    let mut h =
+        Killed(img.cmd(prog).args([&p("/l"), "hold"]).stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().unwrap());
+    let mut lines = BufReader::new(h.0.stdout.take().unwrap()).lines();
     assert_eq!(lines.next().unwrap().unwrap(), "tlock ok");
     assert_eq!(lines.next().unwrap().unwrap(), "own test ok");
     let other = img.ok(prog, &[&p("/l"), "try"]);
     assert!(other.starts_with("test Permission denied, tlock ") && !other.contains("tlock ok"), "{other}");
-    std::io::Write::write_all(h.stdin.as_mut().unwrap(), b"\n").unwrap();
+    std::io::Write::write_all(h.0.stdin.as_mut().unwrap(), b"\n").unwrap();
     assert_eq!(lines.next().unwrap().unwrap(), "ulock ok");
     assert_eq!(img.ok(prog, &[&p("/l"), "try"]), "test ok, tlock ok\n");
-    std::io::Write::write_all(h.stdin.as_mut().unwrap(), b"\n").unwrap();
-    assert!(h.wait().unwrap().success());
+    std::io::Write::write_all(h.0.stdin.as_mut().unwrap(), b"\n").unwrap();
+    assert!(h.0.wait().unwrap().success());
 }
 
 /// An image whose mapping is not shared by many processes yet: the first program owns it
