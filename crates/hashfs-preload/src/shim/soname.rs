@@ -67,13 +67,16 @@ fn plan(data: &[u8], name: &[u8]) -> Option<(usize, u64, usize)> {
     // The read-only loadable segment that holds the string table, with no .bss.
     let seg = phdrs.iter().find(|p| {
         let (va, mem) = (p.p_vaddr(endian), p.p_memsz(endian));
-        p.p_type(endian) == PT_LOAD && p.p_flags(endian).0 & PF_W.0 == 0 && (va..va + mem).contains(&strtab)
+        p.p_type(endian) == PT_LOAD
+            && p.p_flags(endian).0 & PF_W.0 == 0
+            && (va..va.saturating_add(mem)).contains(&strtab)
     })?;
     if seg.p_memsz(endian) != seg.p_filesz(endian) {
         return None;
     }
-    let end = seg.p_offset(endian) + seg.p_filesz(endian);
-    let mut limit = end.div_ceil(PAGE) * PAGE;
+    // (Sums checked: the file is the image's, whatever its bytes say.)
+    let end = seg.p_offset(endian).checked_add(seg.p_filesz(endian))?;
+    let mut limit = end.div_ceil(PAGE).checked_mul(PAGE)?;
     for p in phdrs.iter().filter(|p| p.p_type(endian) == PT_LOAD) {
         let o = p.p_offset(endian);
         if o >= end {
@@ -86,7 +89,7 @@ fn plan(data: &[u8], name: &[u8]) -> Option<(usize, u64, usize)> {
     if room < name.len() + 1 || data[at..at + name.len() + 1].iter().any(|&b| b != 0) {
         return None;
     }
-    let value = (seg.p_vaddr(endian) + seg.p_filesz(endian)).checked_sub(strtab)?;
+    let value = seg.p_vaddr(endian).checked_add(seg.p_filesz(endian))?.checked_sub(strtab)?;
     Some((start + i * 16, value, at))
 }
 
@@ -122,6 +125,14 @@ mod tests {
         let text = String::from_utf8_lossy(&read.stdout);
         assert!(text.contains("(SONAME)"), "{text}");
         assert!(!give_soname(&mut data, b"libd.so"), "a second soname");
+        // A file cut short, or bytes that are no ELF file, are left alone (no panic).
+        let mut cut = std::fs::read(dir.join("libd.so")).unwrap();
+        for len in [0, 16, 64, 200, cut.len() / 2] {
+            let mut part = cut[..len].to_vec();
+            assert!(!give_soname(&mut part, b"libd.so"), "{len} bytes");
+        }
+        cut.iter_mut().skip(64).for_each(|b| *b = 0xff);
+        assert!(!give_soname(&mut cut, b"libd.so"));
         let mut other = std::fs::read(dir.join("libs.so")).unwrap();
         assert!(!give_soname(&mut other, b"libs.so"));
         let _ = std::fs::remove_dir_all(&dir);
