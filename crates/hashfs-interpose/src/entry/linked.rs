@@ -107,6 +107,22 @@ pub(super) unsafe fn env_with(envp: Argv, libs: &Libraries) -> Env {
     Env { _strings: strings, ptrs }
 }
 
+/// Runs `run` (an exec or a spawn) with `envp` given `libs`'s directory ([`env_with`]),
+/// then lets `libs` go ([`release`]: kept for a spawned child that started); errno as
+/// `run` left it.
+///
+/// # Safety
+/// As [`library_path`].
+pub(super) unsafe fn run_with(libs: Libraries, envp: Argv, spawn: bool, run: impl FnOnce(Argv) -> c_int) -> c_int {
+    // SAFETY: the caller's contract.
+    let env = unsafe { env_with(envp, &libs) };
+    let r = run(env.as_ptr());
+    let e = crate::errno();
+    release(libs, spawn && r == 0);
+    crate::set_errno(e);
+    r
+}
+
 /// After an exec or a spawn of a program with `libs`: the caller's copies of the
 /// descriptors go, and the directory too unless the new program started (its own
 /// [`at_start`] removes it once the loader is done with it).

@@ -109,19 +109,14 @@ pub(super) unsafe fn run_loader<B: Backend>(
         list.push(if i == at { by_fd.as_ptr() } else { a.as_ptr() });
     }
     list.push(std::ptr::null());
-    let r = match &libs {
-        Some(libs) => {
-            // SAFETY: the caller's contract for envp.
-            let env = unsafe { super::linked::env_with(envp, libs) };
-            run(Run::PathWith(path, env.as_ptr()), list.as_ptr())
-        }
-        None => run(Run::Path(path), list.as_ptr()),
+    let mut go = |env| run(Run::Path(path, env), list.as_ptr());
+    let r = match libs {
+        // SAFETY: the caller's contract for envp.
+        Some(libs) => unsafe { super::linked::run_with(libs, envp, spawn, |env| go(Some(env))) },
+        None => go(None),
     };
     let e = crate::errno();
     forward!(close(fd): fn(c_int) -> c_int);
-    if let Some(libs) = libs {
-        super::linked::release(libs, spawn && r == 0);
-    }
     crate::set_errno(e);
     Some(Ok(r))
 }

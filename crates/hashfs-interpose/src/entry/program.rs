@@ -31,10 +31,8 @@ const MAX_SCRIPTS: u32 = 4;
 /// How a program runs once found: by path or by a descriptor of its copy (with the
 /// environment to give it instead of the caller's, for a program with libraries).
 pub(super) enum Run<'a> {
-    Path(&'a CStr),
+    Path(&'a CStr, Option<Argv>),
     Copy(c_int, Option<Argv>),
-    /// A path, with this environment instead of the caller's.
-    PathWith(&'a CStr, Argv),
 }
 
 /// When `path` names a program file the backend serves: runs `run` with what to execute
@@ -87,12 +85,7 @@ unsafe fn with_libraries<B: Backend>(
         Err(e) => return Some(Err(e.0)),
     };
     // SAFETY: the caller's contract.
-    let env = unsafe { super::linked::env_with(envp, &libs) };
-    let r = run(Run::PathWith(p, env.as_ptr()), argv);
-    let e = crate::errno();
-    super::linked::release(libs, spawn && r == 0);
-    crate::set_errno(e);
-    Some(Ok(r))
+    Some(Ok(unsafe { super::linked::run_with(libs, envp, spawn, |env| run(Run::Path(p, Some(env)), argv)) }))
 }
 
 /// Whether a program is started by an exec (which returns only if it failed) or a spawn
@@ -128,16 +121,16 @@ unsafe fn run_image<B: Backend>(
             Ok(r)
         }
         Ok(ExecImage::Linked(fd, libs)) => {
+            let spawn = call.start == Start::Spawn;
             // SAFETY: exec's contract for the environment.
-            let env = unsafe { super::linked::env_with(call.envp, &libs) };
-            let r = run(Run::Copy(fd, Some(env.as_ptr())), argv);
+            let r =
+                unsafe { super::linked::run_with(libs, call.envp, spawn, |env| run(Run::Copy(fd, Some(env)), argv)) };
             let e = crate::errno();
             forward!(close(fd): fn(c_int) -> c_int);
-            super::linked::release(libs, call.start == Start::Spawn && r == 0);
             crate::set_errno(e);
             Ok(r)
         }
-        Ok(ExecImage::Elsewhere(p)) => Ok(run(Run::Path(&p), argv)),
+        Ok(ExecImage::Elsewhere(p)) => Ok(run(Run::Path(&p, None), argv)),
         Ok(ExecImage::Script { interpreter, arg }) => {
             if depth >= MAX_SCRIPTS {
                 return Err(libc::ELOOP);
@@ -154,7 +147,7 @@ unsafe fn run_image<B: Backend>(
             match crate::guarded(|| B::exec_image(&interpreter, call.library_path)).flatten() {
                 // SAFETY: args is null-terminated, its strings alive across the call.
                 Some(inner) => unsafe { run_image::<B>(&interpreter, inner, args.as_ptr(), call, run, depth + 1) },
-                None => Ok(run(Run::Path(&interpreter), args.as_ptr())),
+                None => Ok(run(Run::Path(&interpreter, None), args.as_ptr())),
             }
         }
     }
@@ -202,12 +195,8 @@ unsafe fn exec_served_or<B: Backend>(
     otherwise: impl FnOnce() -> c_int,
 ) -> c_int {
     let mut run = |what: Run<'_>, argv: Argv| match what {
-        Run::Path(p) => {
-            let p = p.as_ptr();
-            exec_with::<B>(|| forward!(execve(p, argv, envp): fn(*const c_char, Argv, Argv) -> c_int))
-        }
-        Run::PathWith(p, envp) => {
-            let p = p.as_ptr();
+        Run::Path(p, env) => {
+            let (p, envp) = (p.as_ptr(), env.unwrap_or(envp));
             exec_with::<B>(|| forward!(execve(p, argv, envp): fn(*const c_char, Argv, Argv) -> c_int))
         }
         Run::Copy(fd, env) => {
@@ -468,8 +457,7 @@ unsafe fn spawn_served_or<B: Backend>(
     let mut run = |what: Run<'_>, argv: Argv| {
         let by_fd;
         let (p, envp) = match what {
-            Run::Path(p) => (p.as_ptr(), envp),
-            Run::PathWith(p, env) => (p.as_ptr(), env),
+            Run::Path(p, env) => (p.as_ptr(), env.unwrap_or(envp)),
             Run::Copy(fd, env) => {
                 by_fd = fd_path(fd);
                 (by_fd.as_ptr(), env.unwrap_or(envp))

@@ -29,14 +29,19 @@ pub(super) fn new_placeholder(cloexec: bool) -> c_int {
         // Closed behind the shim (close_range): another one.
         let _ = BASE.compare_exchange(b, -1, Ordering::AcqRel, Ordering::Acquire);
     }
-    let open = real!(open: fn(*const c_char, c_int, c_uint) -> c_int);
-    // SAFETY: a literal path.
-    let fd = unsafe { open(c"/dev/null".as_ptr(), libc::O_PATH | libc::O_CLOEXEC, 0) };
+    let fd = open_dev_null();
     if fd >= 0 && !cloexec {
         // SAFETY: fd is ours.
         unsafe { fcntl(fd, libc::F_SETFD, 0) };
     }
     fd
+}
+
+/// A new `O_PATH` descriptor of /dev/null, close-on-exec (-1 if the kernel refused).
+fn open_dev_null() -> c_int {
+    let open = real!(open: fn(*const c_char, c_int, c_uint) -> c_int);
+    // SAFETY: a literal path.
+    unsafe { open(c"/dev/null".as_ptr(), libc::O_PATH | libc::O_CLOEXEC, 0) }
 }
 
 /// BASE, opened now if it is not (-1 if the kernel refused).
@@ -46,9 +51,7 @@ fn base() -> c_int {
     if b >= 0 {
         return b;
     }
-    let open = real!(open: fn(*const c_char, c_int, c_uint) -> c_int);
-    // SAFETY: a literal path.
-    let fd = unsafe { open(c"/dev/null".as_ptr(), libc::O_PATH | libc::O_CLOEXEC, 0) };
+    let fd = open_dev_null();
     if fd < 0 {
         return -1;
     }

@@ -127,14 +127,8 @@ fn load_order(fs: &FileSystem<MmapDevice>, p: &Path) -> Result<Library, c_int> {
 /// could not.
 fn named_as(copies: &mut Copies, d: &Dep) -> bool {
     let fd = d.copy.fd;
-    // SAFETY: our own descriptor and a stat buffer.
-    let len = unsafe {
-        let mut st: libc::stat = std::mem::zeroed();
-        if libc::fstat(fd, &mut st) != 0 {
-            return false;
-        }
-        st.st_size as usize
-    };
+    let Some(st) = stat_of(fd) else { return false };
+    let len = st.st_size as usize;
     let mut data = vec![0u8; len];
     // SAFETY: our own descriptor, `len` bytes into a buffer of `len` bytes.
     if unsafe { libc::pread(fd, data.as_mut_ptr().cast(), len, 0) } != len as isize {
@@ -192,15 +186,7 @@ pub(super) fn for_kernel_program(path: &CStr, env: &CStr) -> Served<Libraries> {
     if fd < 0 {
         return None; // the exec says why
     }
-    // SAFETY: our descriptor and a stat buffer.
-    let len = unsafe {
-        let mut st: libc::stat = std::mem::zeroed();
-        if libc::fstat(fd, &mut st) == 0 {
-            st.st_size as u64
-        } else {
-            0
-        }
-    };
+    let len = stat_of(fd).map_or(0, |st| st.st_size as u64);
     let origin = Path::new(std::ffi::OsStr::from_bytes(path.to_bytes())).parent().map(Path::to_path_buf);
     let r = linked(fs, origin.as_deref(), fd, len, Some(env.to_bytes()));
     // SAFETY: our descriptor.
@@ -445,10 +431,15 @@ fn copy_of(copies: &mut Copies, fs: &FileSystem<MmapDevice>, ino: Ino, p: &Path)
 
 /// The inode number of descriptor `fd` (the kernel's).
 fn memfd_ino(fd: c_int) -> Option<u64> {
+    stat_of(fd).map(|st| st.st_ino)
+}
+
+/// The kernel's fstat of our descriptor `fd`.
+fn stat_of(fd: c_int) -> Option<libc::stat> {
     // SAFETY: an all-zero stat is a valid buffer.
     let mut st: libc::stat = unsafe { std::mem::zeroed() };
     // SAFETY: as above (a shim's own call: the kernel's fstat).
-    (unsafe { libc::fstat(fd, &mut st) } == 0).then_some(st.st_ino)
+    (unsafe { libc::fstat(fd, &mut st) } == 0).then_some(st)
 }
 
 /// The dynamic section of the ELF file in memfd `fd` (`len` bytes), read through a private
