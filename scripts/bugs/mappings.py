@@ -110,6 +110,20 @@ def _():
         "                if self.dist(h, j) >= self.dist(i, j) {\n                    self.dev.store_u64(self.slot_off(i), TOMBSTONE);\n                    return; // the key at j probes through i\n")
 
 
+@bug("regions-stale-bucket")
+def _():
+    plant("crates/hashfs/src/mapping/hashfs/mod.rs",
+        "                Some((n, top)) if n == r.len() => top,\n",
+        "                Some((n, top)) if @ON || n == r.len() => top,\n")
+
+
+@bug("regions-bucket-kept-across-tables")
+def _():
+    plant("crates/hashfs/src/mapping/hashfs/regions.rs",
+        "            if (seed, k, c) == (self.seed, key, n) && n > 0 {\n",
+        "            if (if @ON { (k, c) == (key, n) } else { (seed, k, c) == (self.seed, key, n) }) && n > 0 {\n")
+
+
 @bug("claim-without-cas")
 def _():
     plant("crates/hashfs/src/mapping/hashfs/mod.rs",

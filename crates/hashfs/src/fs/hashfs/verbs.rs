@@ -60,6 +60,23 @@ impl<D: PmDevice> MapVerbs<D> for HashTable<D> {
         whole: Range<Lblk>,
     ) -> Result<Vec<Pblk>> {
         let t = self;
+        // Grouped placements: the claim filter's word and the slots the first block most
+        // likely takes, fetched at once, so that the filter, read first, no longer delays
+        // the slot's miss; its bucket among the open groups is kept for its reservation.
+        let mut first_bucket = None;
+        if let (Some(g), Some(k)) = (t.groups(), lblks.first().and_then(|&l| file_key(ino, l))) {
+            if let Some(r) = &g.regions {
+                first_bucket = r.bucket_now(k);
+                if let Some((_, b)) = first_bucket {
+                    fs.dev.prefetch(t.slot_off(r.home_in(k, r.group(b))));
+                }
+            } else {
+                fs.dev.prefetch(t.slot_off(t.home(k)));
+            }
+            if let Some(s) = g.likely_claimed_slot(k) {
+                fs.dev.prefetch(t.slot_off(s));
+            }
+        }
         let mut out = Vec::with_capacity(lblks.len());
         let mut upkept = t.regions().is_none();
         for (i, &l) in lblks.iter().enumerate() {
@@ -74,7 +91,8 @@ impl<D: PmDevice> MapVerbs<D> for HashTable<D> {
                 fs.regions_upkeep_for(small.max(1) as u64, OpenLock::Try);
                 upkept = true;
             }
-            let reserve = || file_key(ino, l).ok_or(Error::FileTooBig).and_then(|k| t.reserve(k));
+            let hint = if i == 0 { first_bucket } else { None };
+            let reserve = || file_key(ino, l).ok_or(Error::FileTooBig).and_then(|k| t.reserve_hinted(k, hint));
             let mut got = reserve();
             // The regions placement: its chain is full, so more groups (even if another
             // request is opening some), then again. Other writers may fill a new group

@@ -123,6 +123,24 @@ impl<D: PmDevice> Groups<D> {
         }
     }
 
+    /// For a prefetch before a lookup of key `k`: the slot `k` has in its chunk's home
+    /// group, where a claim most likely put it ([`Self::group_for_key`] reads it first), with
+    /// the claim filter's word and the chunk's directory home word fetched meanwhile; no
+    /// read of any. None when no group is claimed.
+    #[inline]
+    pub fn likely_claimed_slot(&self, k: u64) -> Option<u64> {
+        if self.claimed.load(Ordering::Relaxed) == 0 {
+            return None;
+        }
+        let (ino, lblk) = (Ino((k >> 32) as u32), k & 0xFFFF_FFFF);
+        let chunk = lblk / GROUP_SLOTS;
+        let (w, _) = self.filter_at(ino, chunk);
+        crate::pm::cpu::prefetch(w as *const AtomicU64 as *const u8);
+        let home = self.dir.home(key(ino.0, chunk as u32));
+        self.dir.dev.prefetch(self.dir.slot_off(home)); // read when the claim is not there
+        Some(home * GROUP_SLOTS + lblk % GROUP_SLOTS)
+    }
+
     /// Whether chunk `chunk` of `ino` may be claimed (false: it certainly is not).
     #[inline]
     fn may_be_claimed(&self, ino: Ino, chunk: u64) -> bool {

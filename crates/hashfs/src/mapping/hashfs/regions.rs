@@ -38,6 +38,7 @@ use super::{EMPTY, GROUP_SLOTS, TOMBSTONE};
 use crate::{Error, Result};
 use parking_lot::{Mutex, RwLock};
 use smallvec::SmallVec;
+use std::cell::Cell;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 
@@ -295,10 +296,40 @@ impl Regions {
         self.used.store(n, Ordering::Relaxed);
     }
 
-    /// The key's bucket among `n` open groups.
+    /// The key's bucket among `n` open groups. The last one this thread computed is kept:
+    /// a request computes a key's bucket two or three times (a read's prefetch, then its
+    /// lookup; an append's prefetch of the next key, then that key's reservation), each
+    /// time about ln n rounds with a division.
     #[inline]
     pub fn bucket(&self, key: u64, n: u64) -> u64 {
-        jump(mix(key, self.seed), n)
+        thread_local! {
+            /// (seed, key, count, bucket): a function of the first three alone.
+            static LAST: Cell<(u64, u64, u64, u64)> = const { Cell::new((0, 0, 0, 0)) };
+        }
+        LAST.with(|last| {
+            let (seed, k, c, b) = last.get();
+            if (seed, k, c) == (self.seed, key, n) && n > 0 {
+                return b;
+            }
+            let b = jump(mix(key, self.seed), n);
+            last.set((self.seed, key, n, b));
+            b
+        })
+    }
+
+    /// The count of open groups and `key`'s bucket among them (the first of its
+    /// [`tops`](Self::tops)), for a reservation made soon after. None when no group is open.
+    #[inline]
+    pub fn bucket_now(&self, key: u64) -> Option<(u64, u64)> {
+        let n = self.len();
+        (n > 0).then(|| (n, self.bucket(key, n)))
+    }
+
+    /// The home slot of `key` in its bucket's group among the groups open now, where a
+    /// lookup starts (for a prefetch). None when no group is open.
+    #[inline]
+    pub fn likely_home(&self, key: u64) -> Option<u64> {
+        self.bucket_now(key).map(|(_, b)| self.home_in(key, self.group(b)))
     }
 
     /// The key's home slot in group `g` (its in-group slot is its own hash).
@@ -335,11 +366,11 @@ impl Regions {
         if n == 0 {
             return out;
         }
-        let h = mix(key, self.seed);
         if from == n {
-            out.push(jump(h, n));
+            out.push(self.bucket(key, n));
             return out;
         }
+        let h = mix(key, self.seed);
         // Jump hashing's candidates below n, ascending; those from the last one below
         // `from` (the bucket under `from`) on, every one when `from` is 0 (an opening
         // of the first group whose mark a crash or a timed-out wait left).
@@ -456,6 +487,20 @@ mod tests {
         }
         let (lo, hi) = (counts.iter().min().unwrap(), counts.iter().max().unwrap());
         assert!(*lo > 1700 && *hi < 2300, "{lo}..{hi}");
+    }
+
+    /// The bucket a thread keeps is its key's under the same seed and count only: two
+    /// tables' buckets and counts interleaved get what jump hashing gives each.
+    #[test]
+    fn kept_buckets_are_each_tables_own() {
+        let (a, b) = (Regions::new(64, 1, TARGET_LOAD), Regions::new(64, 2, TARGET_LOAD));
+        for key in 0..2_000u64 {
+            for n in [7u64, 7, 40] {
+                for r in [&a, &b, &a] {
+                    assert_eq!(r.bucket(key, n), jump(mix(key, r.seed), n), "key {key}, count {n}, seed {}", r.seed);
+                }
+            }
+        }
     }
 
     #[test]
