@@ -13,13 +13,54 @@ A run with `--mappings hashfs,hashfs-regions,hashfs-regions-jump` (the regions p
 two bucket functions side by side, issue 57; `bench/results/paper/regions-back`, made at
 ac6176c, whose walk down was reverted after it) gets a column for each instead of the
 extent tree's.
+
+Several directories (`python3 bench/winefs/regions_paper.py DIR DIR...`): one column per
+run of the regions placement's mapping cycles over the paper placement's, each within its
+own run (issue 57's A/B of the regions placement's prefetches, `bench/results/paper/regions-prefetch/`:
+the runs of the build before them and after them on the same images).
 """
 import json, os, sys
 
 EXPERIMENTS = ["locality", "filesize", "iosize", "utilization", "concurrency"]
 
 
+def points(d):
+    """(experiment, op, cache, x) -> mapping -> map_cycles, in one run's order; and a doc."""
+    rows, first = {}, None
+    for e in EXPERIMENTS:
+        path = os.path.join(d, e + ".json")
+        if not os.path.exists(path):
+            continue
+        doc = json.load(open(path))
+        first = first or doc
+        for p in doc["points"]:
+            if "map_cycles" in p:
+                rows.setdefault((e, p["op"], p["cache"], p["x"]), {})[p["mapping"]] = p["map_cycles"]
+    return rows, first
+
+
+def ratios(dirs):
+    runs = [points(d) for d in dirs]
+    print("| experiment | op | cache | x | " + " | ".join(os.path.basename(d.rstrip("/")) for d in dirs) + " |")
+    print("|---|---|---|---|" + "---:|" * len(dirs))
+    for k, m in runs[0][0].items():
+        if "hashfs" not in m or "hashfs-regions" not in m:
+            continue
+        cells = []
+        for rows, _ in runs:
+            r = rows.get(k, {})
+            ok = "hashfs" in r and "hashfs-regions" in r
+            cells.append(f"{r['hashfs-regions']['mean'] / r['hashfs']['mean']:.2f}" if ok else "-")
+        print("| " + " | ".join(k) + " | " + " | ".join(cells) + " |")
+    print("\nThe regions placement's mapping cycles over the paper placement's, each within its run; runs: "
+          + "; ".join(f"{os.path.basename(d.rstrip('/'))} commit {doc['git_commit']}, {doc['images']} images "
+                      f"(first {doc.get('first_image', 0)}), {doc['machine']['cpu']}, flush {doc['machine']['flush']}, "
+                      f"images on {doc['machine']['image_mount']}" for d, (_, doc) in zip(dirs, runs) if doc) + ".")
+
+
 def main():
+    if len(sys.argv) > 2:
+        return ratios(sys.argv[1:])
     d = sys.argv[1] if len(sys.argv) > 1 else "bench/results/paper/regions"
     first = None
     jump = any("hashfs-regions-jump" in json.dumps(json.load(open(os.path.join(d, e + ".json"))))

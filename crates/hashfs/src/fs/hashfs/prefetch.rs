@@ -17,8 +17,8 @@ impl<D: PmDevice> FsInner<D> {
     /// page walk included) overlap, and both overlap the lock, instead of following one
     /// another once the lookup has found the block. Under the grouped placements, also the
     /// slot in its chunk's home group and the claim filter's word
-    /// ([`HashTable::likely_slots`]): the regions placement's cold reads cost 2.1-3.9x the
-    /// paper placement's mapping cycles without them and 1.1-1.4x with them
+    /// ([`HashTable::likely_slots`]): the regions placement's cold reads of one block cost
+    /// 2.2-4.1x the paper placement's mapping cycles without them and 1.1-1.6x with them
     /// (`bench/results/paper/regions-prefetch/`, docs/mappings.md). Not for
     /// writes: the block's line would have to be evicted again by the streaming stores
     /// (a 4 KiB overwrite took 10% longer), and the slot's line alone changed nothing
