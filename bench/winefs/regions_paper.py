@@ -62,9 +62,8 @@ def main():
     if len(sys.argv) > 2:
         return ratios(sys.argv[1:])
     d = sys.argv[1] if len(sys.argv) > 1 else "bench/results/paper/regions"
-    first = None
-    jump = any("hashfs-regions-jump" in json.dumps(json.load(open(os.path.join(d, e + ".json"))))
-               for e in EXPERIMENTS if os.path.exists(os.path.join(d, e + ".json")))
+    rows, first = points(d)
+    jump = any("hashfs-regions-jump" in m for m in rows.values())
     if jump:
         # A run with the regions placement's two bucket functions (issue 57, at ac6176c,
         # reverted after it): the walk down (hashfs-regions) and jump hashing's
@@ -74,30 +73,18 @@ def main():
     else:
         print("| experiment | op | cache | x | paper placement | regions | regions / paper | extent tree |")
         print("|---|---|---|---|---:|---:|---:|---:|")
-    for e in EXPERIMENTS:
-        path = os.path.join(d, e + ".json")
-        if not os.path.exists(path):
+    for (e, op, cache, x), m in rows.items():
+        if "hashfs" not in m or "hashfs-regions" not in m:
             continue
-        doc = json.load(open(path))
-        first = first or doc
-        rows = {}
-        for p in doc["points"]:
-            if "map_cycles" not in p:
-                continue
-            k = (p["op"], p["cache"], p["x"])
-            rows.setdefault(k, {})[p["mapping"]] = p["map_cycles"]
-        for (op, cache, x), m in rows.items():
-            if "hashfs" not in m or "hashfs-regions" not in m:
-                continue
-            fig = lambda c: "-" if not c else (  # noqa: E731
-                f"{c['mean']:,.0f} ± {c['ci95']:,.0f}" if c.get("ci95") is not None else f"{c['mean']:,.0f}")
-            ratio = m["hashfs-regions"]["mean"] / m["hashfs"]["mean"]
-            if jump:
-                j = m.get("hashfs-regions-jump")
-                jr = f"{j['mean'] / m['hashfs']['mean']:.2f}" if j else "-"
-                print(f"| {e} | {op} | {cache} | {x} | {fig(m['hashfs'])} | {fig(m['hashfs-regions'])} | {fig(j)} | {ratio:.2f} | {jr} |")
-            else:
-                print(f"| {e} | {op} | {cache} | {x} | {fig(m['hashfs'])} | {fig(m['hashfs-regions'])} | {ratio:.2f} | {fig(m.get('extent-tree'))} |")
+        fig = lambda c: "-" if not c else (  # noqa: E731
+            f"{c['mean']:,.0f} ± {c['ci95']:,.0f}" if c.get("ci95") is not None else f"{c['mean']:,.0f}")
+        ratio = m["hashfs-regions"]["mean"] / m["hashfs"]["mean"]
+        if jump:
+            j = m.get("hashfs-regions-jump")
+            jr = f"{j['mean'] / m['hashfs']['mean']:.2f}" if j else "-"
+            print(f"| {e} | {op} | {cache} | {x} | {fig(m['hashfs'])} | {fig(m['hashfs-regions'])} | {fig(j)} | {ratio:.2f} | {jr} |")
+        else:
+            print(f"| {e} | {op} | {cache} | {x} | {fig(m['hashfs'])} | {fig(m['hashfs-regions'])} | {ratio:.2f} | {fig(m.get('extent-tree'))} |")
     if first:
         mach = first["machine"]
         print(f"\nMapping cycles per operation; commit {first['git_commit']}, {first['images']} images per point, "

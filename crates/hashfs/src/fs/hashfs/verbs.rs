@@ -63,20 +63,10 @@ impl<D: PmDevice> MapVerbs<D> for HashTable<D> {
         // Grouped placements: the claim filter's word and the slots the first block most
         // likely takes, fetched at once, so that the filter, read first, no longer delays
         // the slot's miss; its bucket among the open groups is kept for its reservation.
-        let mut first_bucket = None;
-        if let (Some(g), Some(k)) = (t.groups(), lblks.first().and_then(|&l| file_key(ino, l))) {
-            if let Some(r) = &g.regions {
-                first_bucket = r.bucket_now(k);
-                if let Some((_, b)) = first_bucket {
-                    fs.dev.prefetch(t.slot_off(r.home_in(k, r.group(b))));
-                }
-            } else {
-                fs.dev.prefetch(t.slot_off(t.home(k)));
-            }
-            if let Some(s) = g.likely_claimed_slot(k) {
-                fs.dev.prefetch(t.slot_off(s));
-            }
-        }
+        let first_bucket = match (t.groups(), lblks.first().and_then(|&l| file_key(ino, l))) {
+            (Some(_), Some(k)) => t.likely_slots(k, |s| fs.dev.prefetch(t.slot_off(s))),
+            _ => None,
+        };
         let mut out = Vec::with_capacity(lblks.len());
         let mut upkept = t.regions().is_none();
         for (i, &l) in lblks.iter().enumerate() {

@@ -285,24 +285,33 @@ impl<D: PmDevice> HashTable<D> {
         simd::home_slot(key, self.seed, self.nslots)
     }
     /// The slots where `key` most likely is, for prefetches (no read of the table): its
-    /// home under the paper placement; under the grouped placements its slot in its chunk's
-    /// home group when any group is claimed, and its home (with the regions placement, in
-    /// its bucket's group).
+    /// home ([`Self::small_home`]), and under the grouped placements its slot in its chunk's
+    /// home group when any group is claimed. Returns the regions placement's bucket it
+    /// computed, for [`Self::reserve_hinted`].
     #[inline]
-    pub fn likely_slots(&self, key: u64, mut f: impl FnMut(u64)) {
-        let Some(g) = self.placement.groups() else { return f(self.home(key)) };
-        match &g.regions {
-            Some(r) => {
-                if let Some(s) = r.likely_home(key) {
-                    f(s)
-                }
-            }
-            None => f(self.home(key)),
+    pub fn likely_slots(&self, key: u64, mut f: impl FnMut(u64)) -> Option<(u64, u64)> {
+        let (home, bucket) = self.small_home(key);
+        if let Some(h) = home {
+            f(h)
         }
-        if let Some(s) = g.likely_claimed_slot(key) {
+        if let Some(s) = self.groups().and_then(|g| g.likely_claimed_slot(key)) {
             f(s)
         }
+        bucket
     }
+
+    /// Where a lookup of `key` outside a claimed group starts: its home in the table, or
+    /// with the regions placement its home in its bucket's group among the groups open now,
+    /// with the count of open groups and that bucket (none when no group is open).
+    #[inline]
+    fn small_home(&self, key: u64) -> (Option<u64>, Option<(u64, u64)>) {
+        let Some(r) = self.regions() else { return (Some(self.home(key)), None) };
+        match r.bucket_now(key) {
+            Some((n, b)) => (Some(r.home_in(key, r.group(b))), Some((n, b))),
+            None => (None, None),
+        }
+    }
+
     /// The slot after `s` on a probe path: the next one, cyclically over the table, or
     /// over `s`'s group with the regions placement.
     #[inline]
@@ -502,14 +511,8 @@ impl<D: PmDevice> HashTable<D> {
             }
             // The others' homes fetched at once, as the paper placement's below.
             for (i, &k) in keys.iter().enumerate() {
-                if out[i].is_none() {
-                    let home = match &g.regions {
-                        Some(r) => r.likely_home(k),
-                        None => Some(self.home(k)),
-                    };
-                    if let Some(h) = home {
-                        self.dev.prefetch(self.slot_off(h));
-                    }
+                if let (None, (Some(h), _)) = (out[i], self.small_home(k)) {
+                    self.dev.prefetch(self.slot_off(h));
                 }
             }
             for i in 0..keys.len() {

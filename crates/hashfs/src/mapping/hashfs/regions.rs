@@ -325,13 +325,6 @@ impl Regions {
         (n > 0).then(|| (n, self.bucket(key, n)))
     }
 
-    /// The home slot of `key` in its bucket's group among the groups open now, where a
-    /// lookup starts (for a prefetch). None when no group is open.
-    #[inline]
-    pub fn likely_home(&self, key: u64) -> Option<u64> {
-        self.bucket_now(key).map(|(_, b)| self.home_in(key, self.group(b)))
-    }
-
     /// The key's home slot in group `g` (its in-group slot is its own hash).
     #[inline]
     pub fn home_in(&self, key: u64, g: u64) -> u64 {
