@@ -289,6 +289,16 @@ def _():
         "        let spare = if @ON { Vec::new() } else { std::mem::take(&mut held.spare) };\n")
 
 
+@bug("lock-call-uncounted")
+def _():
+    plant("crates/hashfs-preload/src/shim/locks.rs",
+        "        HELD.lock().calls += 1;\n",
+        "        HELD.lock().calls += usize::from(!@ON);\n")
+    plant("crates/hashfs-preload/src/shim/locks.rs",
+        "        held.calls -= 1;\n",
+        "        held.calls -= usize::from(!@ON);\n")
+
+
 @bug("posix-lock-not-noted")
 def _():
     plant("crates/hashfs-preload/src/shim/locks.rs",

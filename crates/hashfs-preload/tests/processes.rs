@@ -269,6 +269,61 @@ fn posix_locks_outlive_the_processs_flock_and_ofd_locks_on_other_files() {
     img.fsck_clean();
 }
 
+/// A POSIX lock call under way (another process holds the range, so this thread waits in
+/// the kernel) keeps every descriptor of the image open, as a lock held does: the kernel
+/// would drop a lock it grants to the waiting call at any close of one, and the call notes
+/// its inode only once it returns. Twenty `flock`ed descriptions closed meanwhile keep
+/// their descriptors (sixteen spares and four deferred) instead of closing the four past
+/// the spares.
+#[test]
+fn a_posix_lock_call_under_way_keeps_the_images_descriptors() {
+    let img = image();
+    img.ok("bash", &["-c", &format!("for f in a m{{0..19}}; do echo data > {}/$f; done", p(""))]);
+    let blocker = format!(
+        "import fcntl, sys\na = open('{root}/a', 'r+'); fcntl.lockf(a, fcntl.LOCK_EX)\n\
+         print('held', flush=True); sys.stdin.readline()\n",
+        root = p("")
+    );
+    let mut b =
+        Killed(img.cmd("python3").args(["-c", &blocker]).stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().unwrap());
+    let mut held = BufReader::new(b.0.stdout.take().unwrap()).lines();
+    assert_eq!(held.next().unwrap().unwrap(), "held");
+    let waiter = format!(
+        "import fcntl, os, sys, threading, time\n\
+         IMG = os.path.realpath(sys.argv[1])\n\
+         def image_fds():\n    n = 0\n    for fd in os.listdir('/proc/self/fd'):\n        \
+         try:\n            n += os.path.realpath('/proc/self/fd/' + fd) == IMG\n        except OSError: pass\n    return n\n\
+         a = open('{root}/a', 'r+')\n\
+         t = threading.Thread(target=lambda: fcntl.lockf(a, fcntl.LOCK_EX)); t.start()\n\
+         time.sleep(0.5)\n\
+         assert t.is_alive(), 'the lock was granted while another process held it'\n\
+         before = image_fds()\n\
+         many = [open('{root}/m%d' % i, 'r+') for i in range(20)]\n\
+         for m in many: fcntl.flock(m, fcntl.LOCK_EX)\n\
+         for m in many: m.close()\n\
+         print(image_fds() - before, flush=True)\n\
+         sys.stdin.readline(); t.join()\n",
+        root = p("")
+    );
+    let mut w = Killed(
+        img.cmd("python3")
+            .args(["-c", &waiter, img.path.to_str().unwrap()])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let mut kept = BufReader::new(w.0.stdout.take().unwrap()).lines();
+    let got = kept.next().unwrap().unwrap();
+    // Let both go: the blocker unlocks by exiting, the waiter's lock is granted.
+    std::io::Write::write_all(b.0.stdin.as_mut().unwrap(), b"\n").unwrap();
+    assert!(b.0.wait().unwrap().success());
+    std::io::Write::write_all(w.0.stdin.as_mut().unwrap(), b"\n").unwrap();
+    assert!(w.0.wait().unwrap().success());
+    assert_eq!(got, "20", "descriptors of the image kept while a POSIX lock call waited");
+    img.fsck_clean();
+}
+
 /// `lockf`, which glibc runs through its own internal `fcntl` (before, it reached the
 /// placeholder and failed with EBADF): a lock one process takes refuses another's
 /// F_TLOCK and F_TEST, its own F_TEST says free, and F_ULOCK lets the other in.
