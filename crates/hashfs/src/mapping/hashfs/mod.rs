@@ -284,6 +284,7 @@ impl<D: PmDevice> HashTable<D> {
     pub fn home(&self, key: u64) -> u64 {
         simd::home_slot(key, self.seed, self.nslots)
     }
+
     /// The slots where `key` most likely is, for prefetches (no read of the table): its
     /// home ([`Self::small_home`]), and under the grouped placements its slot in its chunk's
     /// home group when any group is claimed. Returns the regions placement's bucket it
@@ -750,8 +751,8 @@ mod tests {
     }
 
     /// A reservation given a key's bucket found before an opening takes the key's bucket
-    /// after it: the key is found where lookups look once the opening is done. (Taking the
-    /// stale bucket left about three keys in four of this test where no lookup reaches.)
+    /// after it: the key is found where lookups look once the opening is done (jump hashing
+    /// gives most of these keys one of the three new groups, where the stale bucket is not).
     #[test]
     fn a_reservation_ignores_a_bucket_found_before_an_opening() {
         const BYTES: u64 = 64 << 20;
