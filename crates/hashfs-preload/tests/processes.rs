@@ -210,14 +210,14 @@ fn posix_locks_outlive_the_processs_flock_and_ofd_locks_on_other_files() {
          step('many closed')\n\
          e = open(P + '/e', 'r+'); fcntl.flock(e, fcntl.LOCK_EX)\n\
          r, w = os.pipe()\n\
-         if os.fork() == 0:\n    os.read(r, 1); e.close(); os._exit(0)\n\
+         if os.fork() == 0:\n    os.close(w); os.read(r, 1); e.close(); os._exit(0)\n\
          e.close()\n\
          step('forked')\n\
          os.write(w, b'x'); os.wait()\n\
          step('child closed')\n\
          d.close()\n\
          r2, w2 = os.pipe()\n\
-         if os.fork() == 0:\n    c2 = open(P + '/c', 'r+'); fcntl.flock(c2, fcntl.LOCK_EX); os.write(w2, b'x'); os.read(r, 1); os._exit(0)\n\
+         if os.fork() == 0:\n    os.close(w); c2 = open(P + '/c', 'r+'); fcntl.flock(c2, fcntl.LOCK_EX); os.write(w2, b'x'); os.read(r, 1); os._exit(0)\n\
          os.read(r2, 1)\n\
          c = open(P + '/c', 'r+')\n\
          try:\n    fcntl.flock(c, fcntl.LOCK_EX | fcntl.LOCK_NB); step('c granted beside the child')\n\
