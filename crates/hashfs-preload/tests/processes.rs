@@ -6,12 +6,27 @@
 mod common;
 
 use common::{image, image_in, p};
-use std::io::{BufRead, BufReader};
-use std::process::Stdio;
+use std::io::{BufRead, BufReader, Lines};
+use std::process::{ChildStdout, Command, Stdio};
 
 /// A child process killed when the test ends, passing or failing: a failed assertion must
 /// not leave a holder waiting on its standard input, keeping the image's region.
 struct Killed(std::process::Child);
+
+impl Killed {
+    /// Starts `cmd` with its standard input and output piped: the child, and its output's
+    /// lines (the steps it reports).
+    fn spawn(cmd: &mut Command) -> (Killed, Lines<BufReader<ChildStdout>>) {
+        let mut c = Killed(cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().unwrap());
+        let lines = BufReader::new(c.0.stdout.take().unwrap()).lines();
+        (c, lines)
+    }
+
+    /// Lets it go on: a line on its standard input.
+    fn go_on(&mut self) {
+        std::io::Write::write_all(self.0.stdin.as_mut().unwrap(), b"\n").unwrap();
+    }
+}
 
 impl Drop for Killed {
     fn drop(&mut self) {
@@ -225,9 +240,7 @@ fn posix_locks_outlive_the_processs_flock_and_ofd_locks_on_other_files() {
          os.write(w, b'x'); os.wait()\n",
         root = p("")
     );
-    let mut c =
-        Killed(img.cmd("python3").args(["-c", &holder]).stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().unwrap());
-    let mut lines = BufReader::new(c.0.stdout.take().unwrap()).lines();
+    let (mut c, mut lines) = Killed::spawn(img.cmd("python3").args(["-c", &holder]));
     // What another process gets, without waiting, on each file: "x" refused, "-" free.
     let probe = || {
         let code = format!(
@@ -253,7 +266,7 @@ fn posix_locks_outlive_the_processs_flock_and_ofd_locks_on_other_files() {
         if name == "many closed" {
             assert_eq!(img.ok("python3", &["-c", &many]), "0\n", "flocks of closed descriptions still held");
         }
-        std::io::Write::write_all(c.0.stdin.as_mut().unwrap(), b"\n").unwrap();
+        c.go_on();
     };
     // (An OFD lock and a POSIX lock meet, as on Linux; a flock meets neither.)
     step("taken", "ax- b-x cx- d-- e--");
@@ -284,9 +297,7 @@ fn a_posix_lock_call_under_way_keeps_the_images_descriptors() {
          print('held', flush=True); sys.stdin.readline()\n",
         root = p("")
     );
-    let mut b =
-        Killed(img.cmd("python3").args(["-c", &blocker]).stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().unwrap());
-    let mut held = BufReader::new(b.0.stdout.take().unwrap()).lines();
+    let (mut b, mut held) = Killed::spawn(img.cmd("python3").args(["-c", &blocker]));
     assert_eq!(held.next().unwrap().unwrap(), "held");
     let waiter = format!(
         "import fcntl, os, sys, threading, time\n\
@@ -305,20 +316,12 @@ fn a_posix_lock_call_under_way_keeps_the_images_descriptors() {
          sys.stdin.readline(); t.join()\n",
         root = p("")
     );
-    let mut w = Killed(
-        img.cmd("python3")
-            .args(["-c", &waiter, img.path.to_str().unwrap()])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap(),
-    );
-    let mut kept = BufReader::new(w.0.stdout.take().unwrap()).lines();
+    let (mut w, mut kept) = Killed::spawn(img.cmd("python3").args(["-c", &waiter, img.path.to_str().unwrap()]));
     let got = kept.next().unwrap().unwrap();
     // Let both go: the blocker unlocks by exiting, the waiter's lock is granted.
-    std::io::Write::write_all(b.0.stdin.as_mut().unwrap(), b"\n").unwrap();
+    b.go_on();
     assert!(b.0.wait().unwrap().success());
-    std::io::Write::write_all(w.0.stdin.as_mut().unwrap(), b"\n").unwrap();
+    w.go_on();
     assert!(w.0.wait().unwrap().success());
     assert_eq!(got, "20", "descriptors of the image kept while a POSIX lock call waited");
     img.fsck_clean();
@@ -358,17 +361,15 @@ int main(int argc, char **argv) {
     let Some(prog) = common::c_program(img._dir.path(), "lockf", LOCKF) else { return };
     let prog = prog.to_str().unwrap();
     img.ok("bash", &["-c", &format!("echo data > {}", p("/l"))]);
-    let mut h =
-        Killed(img.cmd(prog).args([&p("/l"), "hold"]).stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().unwrap());
-    let mut lines = BufReader::new(h.0.stdout.take().unwrap()).lines();
+    let (mut h, mut lines) = Killed::spawn(img.cmd(prog).args([&p("/l"), "hold"]));
     assert_eq!(lines.next().unwrap().unwrap(), "tlock ok");
     assert_eq!(lines.next().unwrap().unwrap(), "own test ok");
     let other = img.ok(prog, &[&p("/l"), "try"]);
     assert!(other.starts_with("test Permission denied, tlock ") && !other.contains("tlock ok"), "{other}");
-    std::io::Write::write_all(h.0.stdin.as_mut().unwrap(), b"\n").unwrap();
+    h.go_on();
     assert_eq!(lines.next().unwrap().unwrap(), "ulock ok");
     assert_eq!(img.ok(prog, &[&p("/l"), "try"]), "test ok, tlock ok\n");
-    std::io::Write::write_all(h.0.stdin.as_mut().unwrap(), b"\n").unwrap();
+    h.go_on();
     assert!(h.0.wait().unwrap().success());
 }
 
