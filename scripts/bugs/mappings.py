@@ -124,6 +124,13 @@ def _():
         "            if (if @ON { (k, c) == (key, n) } else { (seed, k, c) == (self.seed, key, n) }) && n > 0 {\n")
 
 
+@bug("regions-batch-bucket-unchecked")
+def _():
+    plant("crates/hashfs/src/mapping/hashfs/mod.rs",
+        "                Some((n, b)) if (r.from(), r.len()) == (n, n) => self.lookup_chain(r, key, b),\n",
+        "                Some((n, b)) if @ON || (r.from(), r.len()) == (n, n) => self.lookup_chain(r, key, b),\n")
+
+
 @bug("claim-without-cas")
 def _():
     plant("crates/hashfs/src/mapping/hashfs/mod.rs",

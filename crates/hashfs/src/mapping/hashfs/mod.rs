@@ -459,11 +459,16 @@ impl<D: PmDevice> HashTable<D> {
     }
 
     /// A lookup that is not of a grouped chunk's block: the paper's probe, or the regions
-    /// placement's chains.
+    /// placement's chains. `bucket`: the key's bucket as [`Self::small_home`] found it,
+    /// the one chain a lookup walks if no opening is in progress and the count of open
+    /// groups has not changed since (else the chains are found again).
     #[inline]
-    fn lookup_hashed(&self, key: u64) -> Option<u64> {
+    fn lookup_hashed(&self, key: u64, bucket: Option<(u64, u64)>) -> Option<u64> {
         match self.regions() {
-            Some(r) => r.tops(key).into_iter().find_map(|top| self.lookup_chain(r, key, top)),
+            Some(r) => match bucket {
+                Some((n, b)) if (r.from(), r.len()) == (n, n) => self.lookup_chain(r, key, b),
+                _ => r.tops(key).into_iter().find_map(|top| self.lookup_chain(r, key, top)),
+            },
             None => self.lookup_from(key, self.home(key)),
         }
     }
@@ -486,7 +491,7 @@ impl<D: PmDevice> HashTable<D> {
         if let Some(s) = self.placement.groups().and_then(|g| g.find(self, key)) {
             return Some(Pblk(s));
         }
-        self.lookup_hashed(key).map(Pblk)
+        self.lookup_hashed(key, None).map(Pblk)
     }
 
     /// Looks up `keys.len()` (<= 8) keys: hashes them with one vector operation,
@@ -510,15 +515,21 @@ impl<D: PmDevice> HashTable<D> {
             if found == keys.len() {
                 return;
             }
-            // The others' homes fetched at once, as the paper placement's below.
+            // The others' homes fetched at once, as the paper placement's below; their
+            // buckets kept for their lookups.
+            let mut buckets = [None; 8];
             for (i, &k) in keys.iter().enumerate() {
-                if let (None, (Some(h), _)) = (out[i], self.small_home(k)) {
-                    self.dev.prefetch(self.slot_off(h));
+                if out[i].is_none() {
+                    let (home, bucket) = self.small_home(k);
+                    if let Some(h) = home {
+                        self.dev.prefetch(self.slot_off(h));
+                    }
+                    buckets[i] = bucket;
                 }
             }
             for i in 0..keys.len() {
                 if out[i].is_none() {
-                    out[i] = self.lookup_hashed(keys[i]).map(Pblk);
+                    out[i] = self.lookup_hashed(keys[i], buckets[i]).map(Pblk);
                 }
             }
             return;
@@ -784,6 +795,37 @@ mod tests {
             moved += usize::from(r.bucket_now(k) != Some((4, 0)));
         }
         assert!(moved > 100, "most keys' buckets moved with the opening: {moved}");
+    }
+
+    /// A batch's lookups, which reuse the buckets their prefetch found, still walk every
+    /// chain a key may lie on while an opening's moves are not done: keys placed under the
+    /// old count are found in the group they have not left yet.
+    #[test]
+    fn a_batch_finds_keys_an_opening_has_not_moved_yet() {
+        const BYTES: u64 = 64 << 20;
+        let geo = Geometry::compute(&GeometryParams {
+            image_bytes: BYTES,
+            inode_count: Some(16),
+            journal_count: 1,
+            journal_blocks: 2,
+            mapping: crate::layout::MappingKind::HashFs,
+            grouped: true,
+        })
+        .expect("a small grouped geometry");
+        let t = HashTable::new(Arc::new(CrashDevice::new(BYTES)), &geo, 0x5eed, HashPlacement::Regions, 0).unwrap();
+        let (g, r) = (t.groups().unwrap(), t.regions().unwrap());
+        g.open_first();
+        let keys: Vec<u64> = (0..200).map(|l| key(7, l)).collect();
+        let slots: Vec<Pblk> = keys.iter().map(|&k| insert(&t, k).unwrap()).collect();
+        let _one = r.open_lock.lock();
+        assert_eq!(g.open_groups(3), 3); // its moves not done: the opening stays in progress
+        assert!(r.from() < r.len());
+        for (ks, want) in keys.chunks(8).zip(slots.chunks(8)) {
+            let mut out = [None; 8];
+            t.lookup_batch(ks, &mut out[..ks.len()]);
+            let want: Vec<_> = want.iter().map(|&s| Some(s)).collect();
+            assert_eq!(&out[..ks.len()], &want[..], "keys from {:#x}", ks[0]);
+        }
     }
 
     fn check_invariant(t: &HashTable<CrashDevice>) {
