@@ -216,6 +216,9 @@ bugs=(
     "standalone-extension-prefix|crates/hashfs-spfs/src/standalone.rs|an extension matches the start of a name's part, as the released SPFS's does (x.logger starts in PM for extension=log)|test stack files_made_to_sync_start_in_pm"
     "standalone-boost-stale|crates/hashfs-spfs/src/standalone.rs|a directory's user.hashfs.boost removed through the mount is still taken as set for up to a second (files made there meanwhile start in PM)|test fuse_stacked files_made_to_sync_start_in_pm_and_skip_passthrough"
     "standalone-made-after-open|crates/hashfs-fuse/src/stacked.rs|the mount's create chooses the new file's open mode before the standalone rules place it (the file opens by passthrough and is never made in PM)|test fuse_stacked files_made_to_sync_start_in_pm_and_skip_passthrough"
+    "settled-ctime-ignored|crates/hashfs-spfs/src/settled.rs|a file below opened for writing in a hot directory is promoted at the open though it changed after the last syncfs began (its fsyncs are absorbed while bytes PM does not hold may still be lost below)|stacked-unit settled::tests::a_file_unchanged_since_a_syncfs_is_promoted_at_its_open_in_a_hot_directory"
+    "settled-open-under-handles|crates/hashfs-spfs/src/settled.rs|a file below is promoted at an open while other handles of it are open (a passthrough handle's writes go on reaching the lower file, under the PM copy that now hides it)|stacked-unit settled::tests::a_file_unchanged_since_a_syncfs_is_promoted_at_its_open_in_a_hot_directory"
+    "settled-not-asked-when-hot|crates/hashfs-spfs/src/dirs.rs|a directory that turns hot asks for no syncfs, so its messages delivered below are not promoted at their opens until one of them is found too new|test fuse_stacked a_message_settled_below_is_absorbed_at_its_open_in_a_hot_directory"
     "dirty-limit-kept|crates/hashfs-cli/src/mountcmd.rs|the stacked mount keeps the kernel's dirty page limit for FUSE (1%, strict), so a writer without sync waits for the daemon at every page (4 KiB random writes at 0.3x of ext4)|test fuse_stacked the_mount_has_a_block_devices_dirty_page_limits"
     "passthrough-promoted-under-handles|crates/hashfs-spfs/src/file.rs|a file whose fsyncs ask for promotion is promoted while passthrough handles of it are open (their writes go on reaching the lower file, under the PM copy that now hides it)|test fuse_stacked passthrough_serves_files_below_and_promotes_at_the_next_open"
     "profiles-saved-in-place|crates/hashfs-spfs/src/saved_profiles.rs|a save of the Sync Factors removes the old table and writes the new one under its name (a crash between leaves no table, or an empty one, where the old or the new must be)|stacked"
@@ -270,6 +273,7 @@ build_check() {
     local cargo=(cargo test -q --profile crash-bugs)
     case $check in
         unit\ *) (cd "$work/src" && "${cargo[@]}" $(lib_only hashfs) --no-run) >"$work/build.log" 2>&1 ;;
+        stacked-unit\ *) (cd "$work/src" && "${cargo[@]}" $(lib_only hashfs-spfs) --no-run) >"$work/build.log" 2>&1 ;;
         test\ *)
             local t=${check#test }
             (cd "$work/src" && "${cargo[@]}" --workspace --test "${t%% *}" --no-run &&
@@ -294,6 +298,9 @@ run_check() {
     case $check in
         unit\ *)
             (cd "$work/src" && cargo test -q --profile crash-bugs $(lib_only hashfs) "${check#unit }") >"$work/check.log" 2>&1 ;;
+        stacked-unit\ *)
+            (cd "$work/src" && cargo test -q --profile crash-bugs $(lib_only hashfs-spfs) "${check#stacked-unit }") \
+                >"$work/check.log" 2>&1 ;;
         test\ *)
             local t=${check#test }
             (cd "$work/src" && cargo test -q --profile crash-bugs --workspace --test "${t%% *}" -- --exact "${t#* }") \
@@ -462,7 +469,7 @@ for b in "${ordered[@]}"; do
     # processes racing catches its race with some probability per run, so it gets up to
     # three runs, and the line says which caught it.
     tries=1
-    case $check in test\ * | unit\ *) tries=3 ;; esac
+    case $check in test\ * | unit\ * | stacked-unit\ *) tries=3 ;; esac
     caught=0
     for ((try = 1; try <= tries; try++)); do
         if ! HASHFS_PLANTED_BUG=$name run_check "$check"; then caught=$try; break; fi

@@ -101,3 +101,24 @@ def _():
     sub("crates/hashfs-spfs/src/saved_profiles.rs",
         "const NEW: &[u8] = b\"sync-profiles.new\";\n",
         "const NEW: &[u8] = FILE;\n")
+
+
+@bug("settled-ctime-ignored")
+def _():
+    plant("crates/hashfs-spfs/src/settled.rs",
+        "        if !self.settled.mark().is_some_and(|mark| settled_before(m.ctime(), m.ctime_nsec(), mark)) {\n",
+        "        if !@ON && !self.settled.mark().is_some_and(|mark| settled_before(m.ctime(), m.ctime_nsec(), mark)) {\n")
+
+
+@bug("settled-open-under-handles")
+def _():
+    plant("crates/hashfs-spfs/src/settled.rs",
+        "        if st.pm.is_some() || st.opens > 0 || !lock(&self.dirs)",
+        "        if st.pm.is_some() || (st.opens > 0 && !@ON) || !lock(&self.dirs)")
+
+
+@bug("settled-not-asked-when-hot")
+def _():
+    plant("crates/hashfs-spfs/src/dirs.rs",
+        "        if dirs.entry(dir).or_default().synced(&self.cfg.profiler, now) && self.cfg.settled {\n",
+        "        if dirs.entry(dir).or_default().synced(&self.cfg.profiler, now) && self.cfg.settled && !@ON {\n")

@@ -89,7 +89,8 @@ enum Cmd {
         /// promote_after=N (30), sync_interval_ms=N (1000), sf_limit=X|none (0.05),
         /// high_water=X (0.8), passthrough=on|off (the kernel's passthrough for files
         /// below; off), dir_rule=on|off (files made where files sync often start in PM;
-        /// on), standalone=on|off (files made with O_SYNC, O_DSYNC or O_DIRECT, in a
+        /// on), settled=on|off (a file below opened for writing there starts in PM if a
+        /// syncfs since its last change made it durable; on), standalone=on|off (files made with O_SYNC, O_DSYNC or O_DIRECT, in a
         /// directory with the user.hashfs.boost attribute, or with an extension= start in
         /// PM; on), extension=EXT (repeated: names with this extension start in PM),
         /// dirty_limit=device|fuse (the mount's dirty page limits: a block device's, or

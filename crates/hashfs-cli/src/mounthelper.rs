@@ -32,8 +32,8 @@ pub struct MountOpts {
     /// `lower=DIR`: SPFS's stacked mode over DIR.
     pub lower: Option<std::path::PathBuf>,
     /// The stack's tuning (`promote_after=N`, `sync_interval_ms=N`, `sf_limit=X|none`,
-    /// `high_water=X`, `passthrough=on|off`, `dir_rule=on|off`, `standalone=on|off`,
-    /// `extension=EXT`), as given, for the daemon.
+    /// `high_water=X`, `passthrough=on|off`, `dir_rule=on|off`, `settled=on|off`,
+    /// `standalone=on|off`, `extension=EXT`), as given, for the daemon.
     pub stack: Vec<String>,
     /// The FUSE front end's kernel caching (`writeback_cache`, `direct_io`).
     pub fuse: hashfs_fuse::FuseOptions,
@@ -109,6 +109,7 @@ pub fn parse_options(list: &str, unknown: Unknown) -> Result<MountOpts, Failure>
                 "high_water=",
                 "passthrough=",
                 "dir_rule=",
+                "settled=",
                 "standalone=",
                 "extension=",
                 "dirty_limit=",

@@ -567,6 +567,11 @@ impl Filesystem for StackedFuse {
                     kill_suidgid(&lower)?;
                 }
             }
+            if flags.0 & libc::O_ACCMODE != libc::O_RDONLY {
+                // A file written in a hot directory starts in PM if a syncfs settled it
+                // below (`settled.rs`).
+                self.stack.opened_for_writing(key, &lower);
+            }
             let (state, backing) = self.counted_open(key, &lower, |f| reply.open_backing(f));
             let promoted = state.lock().pm.is_some();
             let fh = self.add_handle(Handle::File { lower, state, key, backing: backing.clone() });

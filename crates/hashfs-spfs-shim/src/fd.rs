@@ -114,16 +114,22 @@ fn adopt(fd: c_int, flags: c_int, trunc: bool) -> Result<c_int, Errno> {
         close_quietly(fd);
         return Err(Errno(libc::EMFILE));
     }
+    let mut made_in_pm = false;
     if flags & libc::O_CREAT != 0 && (stack.cfg.dir_rule || stack.cfg.standalone) {
         // A file made with O_SYNC, O_DSYNC or O_DIRECT, with one of the extensions, in a
         // boosted directory or in one whose files sync often starts in PM (`standalone.rs`,
         // `dirs.rs`).
         if let (Some(dir), Some(parent), Some(name)) = (dir_key(&path), path.parent(), path.file_name()) {
             let made = Made { dir, dir_path: parent, name: name.as_encoded_bytes(), flags };
-            stack.created_in(&made, key, &view(fd));
+            made_in_pm = stack.created_in(&made, key, &view(fd));
         }
     } else if let Some(dir) = stack.cfg.dir_rule.then(|| dir_key(&path)).flatten() {
         stack.file_in(key, dir);
+    }
+    if !made_in_pm && flags & libc::O_ACCMODE != libc::O_RDONLY {
+        // A file below written in a hot directory starts in PM if a syncfs settled it
+        // (`settled.rs`).
+        stack.opened_for_writing(key, &view(fd));
     }
     let cell = stack.opened(key);
     if trunc {

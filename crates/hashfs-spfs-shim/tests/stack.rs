@@ -230,6 +230,27 @@ fn a_file_made_where_files_sync_often_starts_in_pm() {
     assert_eq!(s.check().1, Vec::<String>::new());
 }
 
+/// A message delivered below before its directory turned hot, appended to after the
+/// write-back thread's syncfs (`hashfs-spfs/src/settled.rs`): promoted at the open, its
+/// fsync absorbed (kept in PM at exit, the lower file still holds only what was delivered);
+/// with `settled=off` it goes below.
+#[test]
+fn a_message_settled_below_starts_in_pm_at_its_open() {
+    for on in [true, false] {
+        let s = Stack::new();
+        let opts = format!("promote_after=3,sync_interval_ms=60000,settled={}", if on { "on" } else { "off" });
+        let o = s.cmd(true, &["settled"]).env("HASHFS_STACK_OPTIONS", opts).output().unwrap();
+        let (out, err) =
+            (String::from_utf8_lossy(&o.stdout).into_owned(), String::from_utf8_lossy(&o.stderr).into_owned());
+        assert!(o.status.success(), "{out}{err}");
+        assert!(out.contains("old merged-ok True"), "{out}");
+        assert_eq!(counter(&err, "promoted at open (settled below)"), on as u64, "{err}");
+        let below = std::fs::read(s.lower().join("mail/old")).unwrap();
+        assert_eq!(below, if on { rec(1) } else { [rec(1), rec(2)].concat() }, "settled={on}");
+        assert_eq!(s.check(), (if on { 1 } else { 0 }, vec![]));
+    }
+}
+
 /// SPFS's standalone rules (issue 58, `hashfs-spfs/src/standalone.rs`): a file made as a
 /// WAL (an extension given with `extension=`), with O_SYNC or O_DSYNC, or in a directory
 /// marked `user.hashfs.boost` starts in PM, so its first fsync is absorbed; other files,

@@ -12,6 +12,7 @@ pub(crate) fn run(stack: &Stack) {
     while !stack.stopped() {
         std::thread::sleep(stack.cfg.tick);
         pass(stack);
+        stack.settle(); // a syncfs for files settled below (`settled.rs`), if wanted
         ticks += 1;
         if ticks.is_multiple_of(crate::saved_profiles::SAVE_EVERY_TICKS) {
             save(stack);

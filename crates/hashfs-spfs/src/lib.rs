@@ -37,6 +37,7 @@ pub mod lower;
 pub mod profiler;
 pub mod remake;
 pub mod saved_profiles;
+pub mod settled;
 pub mod standalone;
 
 pub use absorb::Recovery;
@@ -70,6 +71,10 @@ pub struct StackConfig {
     /// `extension=EXT` (repeated): names with these extensions start in PM (SPFS's
     /// `extension=` mount option); none by default.
     pub extensions: Vec<String>,
+    /// `settled=on|off`: a file below opened for writing in a hot directory, unchanged
+    /// since the lower file system's last `syncfs`, is promoted at the open (`settled.rs`);
+    /// on by default, with the directory rule.
+    pub settled: bool,
     /// `passthrough=on`: the mount answers opens of files below that are not syncing with
     /// the kernel's passthrough to the lower file (when the kernel has it; docs/stacked.md,
     /// *Passthrough*); off by default. The shim ignores it.
@@ -93,6 +98,7 @@ impl Default for StackConfig {
             low_water: 0.6,
             passthrough: false,
             dir_rule: true,
+            settled: true,
             standalone: true,
             extensions: Vec::new(),
             device_dirty_limit: true,
@@ -105,7 +111,7 @@ impl Default for StackConfig {
 impl StackConfig {
     /// The defaults changed by `key=value` options (the mount's `-o`, the shim's
     /// `HASHFS_STACK_OPTIONS`): `promote_after=N`, `sync_interval_ms=N`, `sf_limit=X|none`,
-    /// `high_water=X`, `dir_rule=on|off`, `passthrough=on|off`, `standalone=on|off`,
+    /// `high_water=X`, `dir_rule=on|off`, `settled=on|off`, `passthrough=on|off`, `standalone=on|off`,
     /// `extension=EXT` (repeated), `dirty_limit=device|fuse`. An error names the option.
     pub fn from_options<S: AsRef<str>>(opts: &[S]) -> Result<StackConfig, String> {
         let mut c = StackConfig::default();
@@ -123,6 +129,7 @@ impl StackConfig {
                     c.profiler.sf_limit = Some(v.parse().ok().filter(|x: &f64| (0.0..1.0).contains(x)).ok_or_else(bad)?)
                 }
                 "dir_rule" => c.dir_rule = on_off(v).ok_or_else(bad)?,
+                "settled" => c.settled = on_off(v).ok_or_else(bad)?,
                 "passthrough" => c.passthrough = on_off(v).ok_or_else(bad)?,
                 "standalone" => c.standalone = on_off(v).ok_or_else(bad)?,
                 "dirty_limit" if v == "device" || v == "fuse" => c.device_dirty_limit = v == "device",
@@ -165,6 +172,8 @@ pub struct Counters {
     pub dir_promotions: AtomicU64,
     /// Files promoted as they were made, by SPFS's standalone rules (`standalone.rs`).
     pub standalone_promotions: AtomicU64,
+    /// Files below promoted at an open, settled since the last syncfs (`settled.rs`).
+    pub settled_promotions: AtomicU64,
 }
 
 /// One lower file's state in the daemon: its profile and, once promoted, its PM copy.
@@ -297,6 +306,8 @@ pub struct Stack {
     dirs: Mutex<HashMap<Key, dirs::DirProfile>>,
     /// Directories' `user.hashfs.boost` as last read (`standalone.rs`).
     boosts: standalone::Boosts,
+    /// The lower file system's last syncfs (`settled.rs`).
+    settled: settled::Settled,
     pub counters: Counters,
     stop: AtomicBool,
     /// The bytes of the last table of Sync Factors saved (`saved_profiles.rs`).
@@ -355,6 +366,7 @@ impl Stack {
             files: Mutex::new(files),
             dirs: Mutex::new(HashMap::new()),
             boosts: standalone::Boosts::default(),
+            settled: settled::Settled::default(),
             counters: Counters::default(),
             stop: AtomicBool::new(false),
             profiles_saved: Mutex::new(Vec::new()),
@@ -470,11 +482,12 @@ impl Stack {
         let _ = writeln!(
             s,
             "passthrough opens: {}  promotions deferred to the next open: {}  promoted as made (directory rule): {}  \
-             promoted as made (standalone): {}",
+             promoted as made (standalone): {}  promoted at open (settled below): {}",
             c.passthrough_opens.load(Ordering::Relaxed),
             c.promotions_deferred.load(Ordering::Relaxed),
             c.dir_promotions.load(Ordering::Relaxed),
-            c.standalone_promotions.load(Ordering::Relaxed)
+            c.standalone_promotions.load(Ordering::Relaxed),
+            c.settled_promotions.load(Ordering::Relaxed)
         );
         let cells: Vec<Shared> = lock(&self.files).values().cloned().collect();
         let (open, through) = cells.iter().fold((0, 0), |(o, p), c| {

@@ -1,6 +1,6 @@
 """What tests/stack.rs runs under libhashfs_spfs_shim.so: one subcommand per scenario,
 over files in the lower directory given as argv[2]. Prints what the test checks."""
-import mmap, os, sys
+import mmap, os, sys, time
 
 
 def rec(i):
@@ -135,6 +135,27 @@ def main():
             os.close(fd)
             with open(p, "rb") as f:
                 print(d, "merged-ok", f.read() == rec(7))
+    elif cmd == "settled":
+        # A message delivered (not synced) before "mail" turns hot, three messages made and
+        # synced there (with promote_after=3 the third makes it hot), a wait for the
+        # write-back thread's syncfs, then an append and fdatasync of the first message.
+        mail = os.path.join(lower, "mail")
+        os.makedirs(mail, exist_ok=True)
+        with open(os.path.join(mail, "old"), "wb") as f:
+            f.write(rec(1))
+        time.sleep(0.1)
+        for i in range(3):
+            fd = os.open(os.path.join(mail, "m%d" % i), os.O_CREAT | os.O_WRONLY | os.O_EXCL, 0o644)
+            os.write(fd, rec(i))
+            os.fdatasync(fd)
+            os.close(fd)
+        time.sleep(0.6)
+        with open(os.path.join(mail, "old"), "ab") as f:
+            f.write(rec(2))
+            f.flush()
+            os.fdatasync(f.fileno())
+        with open(os.path.join(mail, "old"), "rb") as f:
+            print("old merged-ok", f.read() == rec(1) + rec(2))
     elif cmd == "standalone":
         # SPFS's standalone rules (issue 58): with HASHFS_STACK_OPTIONS=extension=log, files
         # made as a WAL ("000001.log"), with O_SYNC, with O_DSYNC or in a directory marked
