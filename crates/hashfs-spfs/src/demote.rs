@@ -9,10 +9,19 @@ use std::time::Instant;
 
 pub(crate) fn run(stack: &Stack) {
     let mut ticks = 0u64;
+    let mut next = Instant::now() + stack.cfg.tick;
+    stack.settled.runs_on(std::thread::current());
     while !stack.stopped() {
-        std::thread::sleep(stack.cfg.tick);
+        // A syncfs, if one is wanted (`settled.rs`): a hot directory's files below are
+        // promoted at their opens only once it is done, so the thread is woken for it.
+        stack.settle();
+        let now = Instant::now();
+        if now < next {
+            std::thread::park_timeout(next - now);
+            continue;
+        }
+        next = now + stack.cfg.tick;
         pass(stack);
-        stack.settle(); // a syncfs for files settled below (`settled.rs`), if wanted
         ticks += 1;
         if ticks.is_multiple_of(crate::saved_profiles::SAVE_EVERY_TICKS) {
             save(stack);

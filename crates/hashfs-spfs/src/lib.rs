@@ -307,7 +307,7 @@ pub struct Stack {
     /// Directories' `user.hashfs.boost` as last read (`standalone.rs`).
     boosts: standalone::Boosts,
     /// The lower file system's last syncfs (`settled.rs`).
-    settled: settled::Settled,
+    pub(crate) settled: settled::Settled,
     pub counters: Counters,
     stop: AtomicBool,
     /// The bytes of the last table of Sync Factors saved (`saved_profiles.rs`).

@@ -7,7 +7,8 @@
 //! fsync, which gives that).
 //!
 //! Here the write-back thread runs one `syncfs` of the lower file system when asked (a
-//! directory turned hot, or an open found its file too new) and keeps when it started, read
+//! directory turned hot, or an open found its file too new; the thread is woken for it)
+//! and keeps when it started, read
 //! on the kernel's coarse real-time clock: inode timestamps come from that clock (or, with
 //! the kernel's fine-grained timestamps, from a finer one never behind it), so a change
 //! made after the start gets a ctime no earlier than the start. A file whose ctime is older
@@ -56,11 +57,22 @@ pub struct Settled {
     mark: Mutex<Option<Stamp>>,
     wanted: AtomicBool,
     last_run: Mutex<Option<Instant>>,
+    /// The write-back thread, woken when a `syncfs` is wanted.
+    thread: Mutex<Option<std::thread::Thread>>,
 }
 
 impl Settled {
     pub fn want(&self) {
-        self.wanted.store(true, Ordering::Relaxed);
+        if !self.wanted.swap(true, Ordering::Relaxed) {
+            if let Some(t) = lock(&self.thread).as_ref() {
+                t.unpark();
+            }
+        }
+    }
+
+    /// The write-back thread is `t`.
+    pub(crate) fn runs_on(&self, t: std::thread::Thread) {
+        *lock(&self.thread) = Some(t);
     }
 
     pub fn mark(&self) -> Option<Stamp> {
