@@ -1036,6 +1036,106 @@ fn sync_factors_survive_unmounts_and_kills() {
     assert_eq!(fs::read(s.low("wal")).unwrap(), model);
 }
 
+/// Issue 58, item 5, for files settled below (`hashfs-spfs/src/settled.rs`): kill -9 of
+/// the daemon under a writer that appends a record to one of 200 messages delivered below
+/// and fsyncs it, message after message, in one directory. Once the directory is hot
+/// and the write-back thread's syncfs has run, the messages are promoted at their opens
+/// with no lower fsync; after every kill and remount each message holds its delivered bytes
+/// and every acknowledged record, in order (then perhaps the start of the record the kill
+/// cut), and the image passes `hashfs fsck --lower` at the end.
+#[test]
+fn kill_under_appends_to_settled_messages_loses_no_acknowledged_fsync() {
+    use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+    use std::sync::Arc;
+    if !fuse_available() {
+        return;
+    }
+    const MESSAGES: usize = 200;
+    let mut s = Stacked::new("64M", "promote_after=5,sf_limit=none");
+    s.start();
+    fs::create_dir(s.p("box")).unwrap();
+    let body = |i: usize| pattern(1000 + 37 * i, i as u8);
+    let record = |i: usize, k: usize| format!("[record {k} of message {i}]\n").into_bytes();
+    for i in 0..MESSAGES {
+        fs::write(s.p(&format!("box/m{i:03}")), body(i)).unwrap();
+    }
+    std::thread::sleep(Duration::from_millis(100)); // older than the first syncfs by its margin
+    let mut acked = vec![0usize; MESSAGES];
+    let (mut settled, mut rng) = (0, 0x9e37_79b9_7f4a_7c15u64);
+    for round in 0..4 {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        let stop = Arc::new(AtomicBool::new(false));
+        let (st, dir, mut mine, start) = (stop.clone(), s.p("box"), acked.clone(), rng as usize);
+        let appender = std::thread::spawn(move || {
+            // Six small fsyncs in "box" make it hot (this mount learns it anew), which
+            // asks for the syncfs; then each message in turn, its first open of the
+            // round after the syncfs.
+            if let Ok(mut f) = OpenOptions::new().append(true).create(true).open(dir.join("warm")) {
+                for _ in 0..6 {
+                    let _ = f.write_all(b"warm\n").and_then(|_| f.sync_data());
+                }
+            }
+            std::thread::sleep(Duration::from_millis(100));
+            for k in 0.. {
+                if st.load(Relaxed) {
+                    break;
+                }
+                let i = (start + k * 7919) % MESSAGES;
+                let done = OpenOptions::new()
+                    .append(true)
+                    .open(dir.join(format!("m{i:03}")))
+                    .and_then(|mut f| f.write_all(&record(i, mine[i])).and_then(|_| f.sync_data()));
+                if done.is_err() {
+                    break;
+                }
+                mine[i] += 1;
+            }
+            mine
+        });
+        std::thread::sleep(Duration::from_millis(400 + rng % 400));
+        settled += counter(&s.info(), "promoted at open (settled below)");
+        s.kill();
+        stop.store(true, Relaxed);
+        acked = appender.join().unwrap();
+        s.start();
+        for i in 0..MESSAGES {
+            let path = s.p(&format!("box/m{i:03}"));
+            let got = fs::read(&path).unwrap();
+            let mut want = body(i);
+            for k in 0..acked[i] {
+                want.extend(record(i, k));
+            }
+            assert!(got.starts_with(&want), "round {round}: message {i} lost an acknowledged record");
+            // A relaxed-mode append cut by the kill: a length up to the record's, each byte
+            // the record's or zero.
+            let (cut, next) = (&got[want.len()..], record(i, acked[i]));
+            assert!(
+                cut.len() <= next.len() && cut.iter().zip(&next).all(|(&c, &n)| c == n || c == 0),
+                "round {round}: message {i} holds bytes past its acknowledged records: {:?}",
+                String::from_utf8_lossy(cut)
+            );
+            if !cut.is_empty() {
+                let f = OpenOptions::new().write(true).open(&path).unwrap();
+                f.set_len(want.len() as u64).unwrap();
+                f.sync_all().unwrap();
+            }
+        }
+    }
+    let total: usize = acked.iter().sum();
+    eprintln!("kill -9 x4: {total} records acknowledged, {settled} messages promoted at their opens");
+    assert!(total > 100 && settled > 0, "progress: {total} records, {settled} promoted at their opens");
+    s.umount(true);
+    let o = hashfs().arg("fsck").arg(&s.image).arg("--lower").arg(&s.lower).output().unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success() && out.contains(", 0 problems"),
+        "fsck --lower: {out}{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
+
 /// Issue 58, item 5: kill -9 of the daemon under the work the stack's options change, with
 /// `passthrough=on` and `dir_rule=on`: an appender that fsyncs every record (opened once a
 /// round: passthrough first, promoted at a later open), a maildir flow (a message made in
