@@ -122,3 +122,10 @@ def _():
     plant("crates/hashfs-spfs/src/dirs.rs",
         "        if dirs.entry(dir).or_default().synced(&self.cfg.profiler, now) && self.cfg.settled {\n",
         "        if dirs.entry(dir).or_default().synced(&self.cfg.profiler, now) && self.cfg.settled && !@ON {\n")
+
+
+@bug("settled-mark-without-syncfs")
+def _():
+    plant("crates/hashfs-spfs/src/settled.rs",
+        "        match rustix::fs::syncfs(self.store.lower_dir()) {\n",
+        "        match (if @ON { Ok(()) } else { rustix::fs::syncfs(self.store.lower_dir()) }) {\n")

@@ -1,0 +1,156 @@
+//! A power failure of the lower file system, for real: ext4 on a loop device whose backing
+//! file is copied while the stack runs over it. The copy holds what the loop device was
+//! given, which is what the disk would hold after a power cut at that instant (ext4's own
+//! journal is replayed when the copy is mounted); its periodic commit is set past the
+//! test's length, so nothing becomes durable below but what a sync made so. The PM image is
+//! copied at the same instant, and a stack opened over the two must show every acknowledged
+//! fsync.
+//!
+//! What it guards: files settled below (`settled.rs`), whose promotion at an open takes the
+//! lower bytes as durable because a `syncfs` made them so. A file changed after the
+//! `syncfs` began must not be promoted that way (its bytes below are not durable yet), and
+//! the `syncfs` must really run; either mistake loses a file's bytes here.
+//!
+//! Needs root, `losetup` and `mkfs.ext4` (under CI a missing one fails the test).
+
+#[path = "../../hashfs-cli/tests/support/skip.rs"]
+mod skip;
+
+use hashfs_spfs::absorb::Key;
+use hashfs_spfs::{Stack, StackConfig};
+use std::fs::File;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Arc;
+use std::time::Duration;
+
+fn run(cmd: &mut Command) -> String {
+    let o = cmd.output().unwrap_or_else(|e| panic!("{cmd:?}: {e}"));
+    assert!(o.status.success(), "{cmd:?}: {}", String::from_utf8_lossy(&o.stderr));
+    String::from_utf8_lossy(&o.stdout).trim().to_string()
+}
+
+/// ext4 on a loop device over `backing`, mounted at `mnt` (made with mkfs first if `make`).
+struct Ext4 {
+    dev: String,
+    mnt: PathBuf,
+}
+
+impl Ext4 {
+    fn up(backing: &Path, mnt: &Path, make: bool) -> Ext4 {
+        let dev = run(Command::new("losetup").args(["--find", "--show"]).arg(backing));
+        if make {
+            run(Command::new("mkfs.ext4").args(["-q", "-F"]).arg(&dev));
+        }
+        std::fs::create_dir_all(mnt).unwrap();
+        // commit=600: ext4 commits its journal on its own only every ten minutes.
+        run(Command::new("mount").args(["-t", "ext4", "-o", "commit=600"]).arg(&dev).arg(mnt));
+        Ext4 { dev, mnt: mnt.to_path_buf() }
+    }
+}
+
+impl Drop for Ext4 {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(&self.mnt).status();
+        let _ = Command::new("losetup").arg("-d").arg(&self.dev).status();
+    }
+}
+
+fn available() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    let ok = unsafe { libc::geteuid() } == 0
+        && Command::new("losetup").arg("--version").output().is_ok()
+        && Command::new("mkfs.ext4").arg("-V").output().is_ok();
+    if !ok {
+        skip::skip("a loop-mounted ext4 is not available (needs root, losetup and mkfs.ext4)");
+    }
+    ok
+}
+
+fn open_stack(img: &Path, lower: &Path) -> Arc<Stack> {
+    let dev = hashfs::pm::MmapDevice::open(img, hashfs::pm::OpenMode::Existing).unwrap();
+    let (fs, _) = hashfs::FileSystem::mount(Arc::new(dev), &|_, _| {}).unwrap();
+    let cfg = StackConfig::from_options(&["promote_after=3"]).unwrap();
+    Stack::open(fs, lower, cfg).unwrap().0
+}
+
+fn key(f: &File) -> Key {
+    let m = f.metadata().unwrap();
+    (m.dev(), m.ino())
+}
+
+/// Opens `dir/name` for appending as a front end does (its directory noted, then the rule
+/// asked), appends `data` and fsyncs through the stack. Whether it was promoted at the open.
+fn append_synced(s: &Stack, dir: &Path, name: &str, data: &[u8]) -> bool {
+    let f = std::fs::OpenOptions::new().append(true).create(true).open(dir.join(name)).unwrap();
+    let k = key(&f);
+    s.file_in(k, key(&File::open(dir).unwrap()));
+    let promoted = s.opened_for_writing(k, &f);
+    let sh = s.opened(k);
+    let mut st = sh.lock();
+    let end = f.metadata().unwrap().len().max(st.pm.as_ref().map_or(0, |p| p.size));
+    s.write(&mut st, &f, end, data).unwrap();
+    s.fsync(&mut st, &f, hashfs::SyncScope::DataOnly).unwrap();
+    drop(st);
+    s.closed(k, &sh);
+    promoted
+}
+
+/// What a user of the stack reads of `path`: the merged view if promoted, else the file.
+fn view(s: &Stack, path: &Path) -> Vec<u8> {
+    let f = File::open(path).unwrap();
+    let sh = s.state(key(&f));
+    let mut st = sh.lock();
+    let size = st.pm.as_ref().map_or(f.metadata().unwrap().len(), |p| p.size) as usize;
+    let mut buf = vec![0u8; size];
+    let n = s.read(&mut st, &f, 0, &mut buf).unwrap();
+    buf.truncate(n);
+    buf
+}
+
+#[test]
+fn files_settled_below_keep_their_bytes_through_a_power_cut_of_the_lower_disk() {
+    if !available() {
+        return;
+    }
+    let work = tempfile::tempdir_in("/var/tmp").unwrap();
+    let pm = tempfile::tempdir_in("/dev/shm").unwrap();
+    let (backing, cut) = (work.path().join("lower.img"), work.path().join("lower-cut.img"));
+    let mnt = work.path().join("mnt");
+    File::create(&backing).unwrap().set_len(64 << 20).unwrap();
+    let img = pm.path().join("pm.img");
+    hashfs::FileSystem::format_file(&img, 32 << 20, &hashfs::FormatOptions::default(), &|_, _| {}).unwrap();
+    // Several blocks each: a promoted file's PM copy takes only the blocks it writes (the
+    // last one, merged with the bytes below); the others are read from below.
+    let old = b"delivered before the syncfs\n".repeat(1000);
+    let late = b"delivered after the syncfs\n".repeat(1000);
+    {
+        let ext4 = Ext4::up(&backing, &mnt, true);
+        let mail = ext4.mnt.join("mail");
+        std::fs::create_dir(&mail).unwrap();
+        std::fs::write(mail.join("old"), &old).unwrap();
+        std::thread::sleep(Duration::from_millis(150)); // older than the syncfs by its margin
+        let s = open_stack(&img, &ext4.mnt);
+        for i in 0..3 {
+            // Three small fsyncs (below) make "mail" hot.
+            assert!(!append_synced(&s, &mail, &format!("s{i}"), b"x"));
+        }
+        s.settle_now();
+        std::fs::write(mail.join("late"), &late).unwrap();
+        assert!(append_synced(&s, &mail, "old", b"appended in PM\n"), "old was not promoted at its open");
+        assert!(
+            !append_synced(&s, &mail, "late", b"appended below\n"),
+            "late was promoted though changed after the syncfs"
+        );
+        // The power cut: the lower disk and PM as they are now.
+        std::fs::copy(&backing, &cut).unwrap();
+        std::fs::copy(&img, pm.path().join("pm-cut.img")).unwrap();
+        drop(s);
+    }
+    let ext4 = Ext4::up(&cut, &mnt, false);
+    let s = open_stack(&pm.path().join("pm-cut.img"), &ext4.mnt);
+    let mail = ext4.mnt.join("mail");
+    assert_eq!(view(&s, &mail.join("old")), [&old[..], b"appended in PM\n"].concat(), "old after the cut");
+    assert_eq!(view(&s, &mail.join("late")), [&late[..], b"appended below\n"].concat(), "late after the cut");
+}
