@@ -6,10 +6,13 @@
 //! copied at the same instant, and a stack opened over the two must show every acknowledged
 //! fsync.
 //!
-//! What it guards: files settled below (`settled.rs`), whose promotion at an open takes the
-//! lower bytes as durable because a `syncfs` made them so. A file changed after the
-//! `syncfs` began must not be promoted that way (its bytes below are not durable yet), and
-//! the `syncfs` must really run; either mistake loses a file's bytes here.
+//! What it guards: where the stack takes something below as durable without a lower fsync
+//! of its own. Files settled below (`settled.rs`), whose promotion at an open takes the
+//! lower bytes as durable because a `syncfs` made them so: a file changed after the
+//! `syncfs` began must not be promoted that way, and the `syncfs` must really run; either
+//! mistake loses a file's bytes here. And files made in PM (`remake.rs`), whose creation
+//! below no fsync made durable: a power cut takes the lower inode, and the stack must make
+//! the file again from its PM copy's record.
 //!
 //! Needs root, `losetup` and `mkfs.ext4` (under CI a missing one fails the test).
 
@@ -153,4 +156,56 @@ fn files_settled_below_keep_their_bytes_through_a_power_cut_of_the_lower_disk() 
     let mail = ext4.mnt.join("mail");
     assert_eq!(view(&s, &mail.join("old")), [&old[..], b"appended in PM\n"].concat(), "old after the cut");
     assert_eq!(view(&s, &mail.join("late")), [&late[..], b"appended below\n"].concat(), "late after the cut");
+}
+
+#[test]
+fn a_file_made_in_pm_is_made_again_after_a_power_cut_of_the_lower_disk() {
+    if !available() {
+        return;
+    }
+    let work = tempfile::tempdir_in("/var/tmp").unwrap();
+    let pm = tempfile::tempdir_in("/dev/shm").unwrap();
+    let (backing, cut) = (work.path().join("lower.img"), work.path().join("lower-cut.img"));
+    let mnt = work.path().join("mnt");
+    File::create(&backing).unwrap().set_len(64 << 20).unwrap();
+    let img = pm.path().join("pm.img");
+    hashfs::FileSystem::format_file(&img, 32 << 20, &hashfs::FormatOptions::default(), &|_, _| {}).unwrap();
+    let message = b"made in PM, fsynced there\n".repeat(1000);
+    {
+        let ext4 = Ext4::up(&backing, &mnt, true);
+        let mail = ext4.mnt.join("mail");
+        std::fs::create_dir(&mail).unwrap();
+        let s = open_stack(&img, &ext4.mnt);
+        for i in 0..3 {
+            // Three small fsyncs (below) make "mail" hot; they also commit the directory.
+            assert!(!append_synced(&s, &mail, &format!("s{i}"), b"x"));
+        }
+        // A message made there: promoted as it is made, so its fsync is absorbed and no
+        // lower fsync commits its creation.
+        let f = std::fs::OpenOptions::new().write(true).create_new(true).open(mail.join("new")).unwrap();
+        let k = key(&f);
+        let made = hashfs_spfs::standalone::Made {
+            dir: key(&File::open(&mail).unwrap()),
+            dir_path: &mail,
+            name: b"new",
+            flags: libc::O_CREAT | libc::O_EXCL | libc::O_WRONLY,
+        };
+        assert!(s.created_in(&made, k, &f), "the message was not made in PM");
+        let sh = s.opened(k);
+        let mut st = sh.lock();
+        s.write(&mut st, &f, 0, &message).unwrap();
+        s.fsync(&mut st, &f, hashfs::SyncScope::DataOnly).unwrap();
+        drop(st);
+        s.closed(k, &sh);
+        std::fs::copy(&backing, &cut).unwrap();
+        std::fs::copy(&img, pm.path().join("pm-cut.img")).unwrap();
+        drop(s);
+    }
+    let ext4 = Ext4::up(&cut, &mnt, false);
+    let mail = ext4.mnt.join("mail");
+    // The cut took the lower creation (else this test tries nothing).
+    assert!(!mail.join("new").exists(), "the lower file system kept the message's creation");
+    let s = open_stack(&pm.path().join("pm-cut.img"), &ext4.mnt);
+    assert!(mail.join("new").exists(), "the stack did not make the message again");
+    assert_eq!(view(&s, &mail.join("new")), message, "the message after the cut");
 }
