@@ -129,3 +129,20 @@ def _():
     plant("crates/hashfs-spfs/src/settled.rs",
         "        match rustix::fs::syncfs(self.store.lower_dir()) {\n",
         "        match (if @ON { Ok(()) } else { rustix::fs::syncfs(self.store.lower_dir()) }) {\n")
+
+
+@bug("writeback-without-lower-fsync")
+def _():
+    plant("crates/hashfs-spfs/src/absorb.rs",
+        "        p.lower.sync_all()?;\n",
+        "        if !@ON {\n            p.lower.sync_all()?;\n        }\n")
+
+
+@bug("promoted-before-lower-fsync")
+def _():
+    plant("crates/hashfs-spfs/src/file.rs",
+        "        crate::lower::sync(lower, scope)?;\n        self.counters.lower_syncs",
+        "        if !@ON {\n            crate::lower::sync(lower, scope)?;\n        }\n        self.counters.lower_syncs")
+    plant("crates/hashfs-spfs/src/file.rs",
+        "                self.promote(st, lower);\n            }\n        }\n        Ok(())\n",
+        "                self.promote(st, lower);\n            }\n        }\n        if @ON && st.pm.is_none() {\n            crate::lower::sync(lower, scope)?;\n        }\n        Ok(())\n")
