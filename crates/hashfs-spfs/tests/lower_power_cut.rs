@@ -20,59 +20,28 @@
 //!
 //! Needs root, `losetup` and `mkfs.ext4` (under CI a missing one fails the test).
 
+#[path = "../../hashfs-cli/tests/support/loop_ext4.rs"]
+mod loop_ext4;
 #[path = "../../hashfs-cli/tests/support/skip.rs"]
 mod skip;
 
 use hashfs_spfs::absorb::Key;
 use hashfs_spfs::{Stack, StackConfig};
+use loop_ext4::Ext4;
 use std::fs::File;
 use std::os::unix::fs::MetadataExt;
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-fn run(cmd: &mut Command) -> String {
-    let o = cmd.output().unwrap_or_else(|e| panic!("{cmd:?}: {e}"));
-    assert!(o.status.success(), "{cmd:?}: {}", String::from_utf8_lossy(&o.stderr));
-    String::from_utf8_lossy(&o.stdout).trim().to_string()
-}
-
-/// ext4 on a loop device over `backing`, mounted at `mnt` (made with mkfs first if `make`).
-struct Ext4 {
-    dev: String,
-    mnt: PathBuf,
-}
-
-impl Ext4 {
-    fn up(backing: &Path, mnt: &Path, make: bool) -> Ext4 {
-        let dev = run(Command::new("losetup").args(["--find", "--show"]).arg(backing));
-        if make {
-            run(Command::new("mkfs.ext4").args(["-q", "-F"]).arg(&dev));
-        }
-        std::fs::create_dir_all(mnt).unwrap();
-        // commit=600: ext4 commits its journal on its own only every ten minutes.
-        run(Command::new("mount").args(["-t", "ext4", "-o", "commit=600"]).arg(&dev).arg(mnt));
-        Ext4 { dev, mnt: mnt.to_path_buf() }
-    }
-}
-
-impl Drop for Ext4 {
-    fn drop(&mut self) {
-        let _ = Command::new("umount").arg(&self.mnt).status();
-        let _ = Command::new("losetup").arg("-d").arg(&self.dev).status();
-    }
-}
-
 fn available() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    let ok = unsafe { libc::geteuid() } == 0
-        && Command::new("losetup").arg("--version").output().is_ok()
-        && Command::new("mkfs.ext4").arg("-V").output().is_ok();
-    if !ok {
-        skip::skip("a loop-mounted ext4 is not available (needs root, losetup and mkfs.ext4)");
+    match loop_ext4::missing() {
+        Some(why) => {
+            skip::skip(why);
+            false
+        }
+        None => true,
     }
-    ok
 }
 
 fn open_stack(img: &Path, lower: &Path) -> Arc<Stack> {
