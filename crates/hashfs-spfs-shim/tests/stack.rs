@@ -4,6 +4,11 @@
 //! file itself, the merged view another run of the shim sees, and the PM side
 //! (`PmStore::check`, as `hashfs fsck --lower` does).
 
+#[path = "../../hashfs-cli/tests/support/loop_ext4.rs"]
+mod loop_ext4;
+#[path = "../../hashfs-cli/tests/support/skip.rs"]
+mod skip;
+
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -372,4 +377,125 @@ fn sync_factors_come_back_in_the_next_run() {
     assert_ne!(quiet, read, "{first}");
     let next = run(&["touch"]); // uses neither file
     assert_eq!((sf(&next, "quiet"), sf(&next, "read")), (quiet, read), "{next}");
+}
+
+fn message(n: usize) -> Vec<u8> {
+    format!("message {n:05}\n").into_bytes().repeat(300 + n % 400)
+}
+
+/// A power cut of both sides at once under a program that uses the stack in its own
+/// process (issue 58, item 5, for the shim): `stack_ops.py powercut` delivers messages into
+/// a directory that turns hot, appends to 100 messages delivered there first and to a log,
+/// over ext4 on a loop device (`support/loop_ext4.rs`), and prints each write its
+/// fdatasync acknowledged. The process is stopped (SIGSTOP: PM and the lower disk stay as
+/// they are), the loop device's backing file and the PM image are copied, and a stack over
+/// the copies must show every acknowledged write.
+#[test]
+fn a_power_cut_of_both_sides_loses_no_acknowledged_fsync_in_the_process() {
+    if let Some(why) = loop_ext4::missing() {
+        skip::skip(why);
+        return;
+    }
+    let dir = tempfile::tempdir_in("/var/tmp").unwrap();
+    let d = dir.path();
+    let (backing, cut, image, pm_cut, lower) =
+        (d.join("lower.img"), d.join("lower-cut.img"), d.join("pm.img"), d.join("pm-cut.img"), d.join("lower"));
+    std::fs::File::create(&backing).unwrap().set_len(256 << 20).unwrap();
+    let opts = hashfs::FormatOptions { mapping: hashfs::MappingKind::ExtentHash, ..Default::default() };
+    hashfs::FileSystem::format_file(&image, 64 << 20, &opts, &|_, _| {}).unwrap();
+    let acks = Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    {
+        let _ext4 = loop_ext4::Ext4::up(&backing, &lower, true);
+        let mut child = Command::new(python())
+            .arg(SCRIPT)
+            .arg("powercut")
+            .arg(&lower)
+            .env("LD_PRELOAD", shim_path())
+            .env("HASHFS_IMAGE", &image)
+            .env("HASHFS_LOWER", &lower)
+            .env("HASHFS_STACK_OPTIONS", "promote_after=5,sf_limit=none")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let out = child.stdout.take().unwrap();
+        let a = acks.clone();
+        let reader = std::thread::spawn(move || {
+            for line in BufReader::new(out).lines().map_while(Result::ok) {
+                a.lock().unwrap().push(line);
+            }
+        });
+        std::thread::sleep(std::time::Duration::from_millis(1500));
+        // SAFETY: a signal to our child.
+        unsafe { libc::kill(child.id() as i32, libc::SIGSTOP) };
+        std::thread::sleep(std::time::Duration::from_millis(200)); // the lines it wrote, read
+        let taken = acks.lock().unwrap().clone();
+        std::fs::copy(&backing, &cut).unwrap();
+        std::fs::copy(&image, &pm_cut).unwrap();
+        child.kill().unwrap();
+        child.wait().unwrap();
+        reader.join().unwrap();
+        *acks.lock().unwrap() = taken;
+    }
+    let acks = acks.lock().unwrap().clone();
+    let (mut delivered, mut appended, mut logged) = (0, vec![0usize; 100], 0);
+    for l in &acks {
+        let f: Vec<usize> = l.split_whitespace().skip(1).map(|x| x.parse().unwrap()).collect();
+        match l.as_bytes()[0] {
+            b'D' => delivered = f[0] + 1,
+            b'A' => appended[f[0]] = f[1] + 1,
+            _ => logged = f[0] + 1,
+        }
+    }
+    assert!(delivered > 10, "{delivered} messages delivered");
+    let _ext4 = loop_ext4::Ext4::up(&cut, &lower, false);
+    let dev = hashfs::pm::MmapDevice::open(&pm_cut, hashfs::pm::OpenMode::Existing).unwrap();
+    let (fs, _) = hashfs::FileSystem::mount(Arc::new(dev), &|_, _| {}).unwrap();
+    let cfg = hashfs_spfs::StackConfig::default();
+    let (s, _) = hashfs_spfs::Stack::open(fs, &lower, cfg).unwrap();
+    let view = |path: &Path| -> Vec<u8> {
+        let Ok(f) = std::fs::File::open(path) else { return Vec::new() };
+        let m = f.metadata().unwrap();
+        let sh = s.state((std::os::unix::fs::MetadataExt::dev(&m), std::os::unix::fs::MetadataExt::ino(&m)));
+        let mut st = sh.lock();
+        let size = st.pm.as_ref().map_or(m.len(), |p| p.size) as usize;
+        let mut buf = vec![0u8; size];
+        let n = s.read(&mut st, &f, 0, &mut buf).unwrap();
+        buf.truncate(n);
+        buf
+    };
+    let bx = lower.join("box");
+    for n in 0..delivered {
+        let got = view(&bx.join(format!("new{n:05}")));
+        assert!(got == message(1000 + n), "delivered message {n}: {} bytes after the cut", got.len());
+    }
+    for (i, &n) in appended.iter().enumerate() {
+        let got = view(&bx.join(format!("old{i:03}")));
+        let mut want = message(i);
+        for k in 0..n {
+            want.extend(format!("[record {k} of {i}]\n").into_bytes());
+        }
+        assert!(
+            got.starts_with(&want),
+            "old message {i}: {} bytes after the cut, {} acknowledged",
+            got.len(),
+            want.len()
+        );
+    }
+    let got = view(&lower.join("log"));
+    let want: Vec<u8> = (0..logged).flat_map(|k| format!("log record {k:06}\n").into_bytes().repeat(20)).collect();
+    assert!(got.starts_with(&want), "log: {} bytes after the cut, {} acknowledged", got.len(), want.len());
+    // The paths taken: messages made in PM, old ones promoted at their opens.
+    let in_pm = |name: String| {
+        let m = std::fs::metadata(bx.join(name)).unwrap();
+        let k = (std::os::unix::fs::MetadataExt::dev(&m), std::os::unix::fs::MetadataExt::ino(&m));
+        s.state(k).lock().pm.is_some()
+    };
+    let made = (0..delivered).filter(|&n| in_pm(format!("new{n:05}"))).count();
+    let settled = (0..100).filter(|&i| in_pm(format!("old{i:03}"))).count();
+    eprintln!(
+        "power cut: {delivered} messages ({made} in PM), {} appends ({settled} old messages in PM), {logged} log records found",
+        appended.iter().sum::<usize>()
+    );
+    assert!(made > 0 && settled > 0, "{made} messages made in PM, {settled} old ones promoted");
 }

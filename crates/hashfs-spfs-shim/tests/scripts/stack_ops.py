@@ -7,6 +7,10 @@ def rec(i):
     return (b"record %06d " % i) * 8 + b"\n"
 
 
+def msg(n):
+    return (b"message %05d\n" % n) * (300 + n % 400)
+
+
 def all_recs(n):
     return b"".join(rec(i) for i in range(n))
 
@@ -135,6 +139,36 @@ def main():
             os.close(fd)
             with open(p, "rb") as f:
                 print(d, "merged-ok", f.read() == rec(7))
+    elif cmd == "powercut":
+        # Until killed: messages delivered into "box" (made, written, fdatasync'd), appends
+        # to 100 messages delivered there first, and a log, each acknowledged on stdout
+        # once its fdatasync returned ("D n", "A i k", "L k").
+        box = os.path.join(lower, "box")
+        os.makedirs(box, exist_ok=True)
+        for i in range(100):
+            fd = os.open(os.path.join(box, "old%03d" % i), os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+            os.write(fd, msg(i))
+            os.close(fd)
+        time.sleep(0.15)
+        appended = [0] * 100
+        for k in range(10 ** 9):
+            fd = os.open(os.path.join(box, "new%05d" % k), os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+            os.write(fd, msg(1000 + k))
+            os.fdatasync(fd)
+            os.close(fd)
+            print("D", k, flush=True)
+            i = k * 37 % 100
+            fd = os.open(os.path.join(box, "old%03d" % i), os.O_WRONLY | os.O_APPEND)
+            os.write(fd, b"[record %d of %d]\n" % (appended[i], i))
+            os.fdatasync(fd)
+            os.close(fd)
+            print("A", i, appended[i], flush=True)
+            appended[i] += 1
+            fd = os.open(os.path.join(lower, "log"), os.O_CREAT | os.O_WRONLY | os.O_APPEND, 0o644)
+            os.write(fd, (b"log record %06d\n" % k) * 20)
+            os.fdatasync(fd)
+            os.close(fd)
+            print("L", k, flush=True)
     elif cmd == "settled":
         # A message delivered (not synced) before "mail" turns hot, three messages made and
         # synced there (with promote_after=3 the third makes it hot), a wait for the
