@@ -44,11 +44,11 @@ fn available() -> bool {
     }
 }
 
-fn open_stack(img: &Path, lower: &Path) -> Arc<Stack> {
+fn open_stack(img: &Path, lower: &Path) -> (Arc<Stack>, hashfs_spfs::Recovery) {
     let dev = hashfs::pm::MmapDevice::open(img, hashfs::pm::OpenMode::Existing).unwrap();
     let (fs, _) = hashfs::FileSystem::mount(Arc::new(dev), &|_, _| {}).unwrap();
     let cfg = StackConfig::from_options(&["promote_after=3"]).unwrap();
-    Stack::open(fs, lower, cfg).unwrap().0
+    Stack::open(fs, lower, cfg).unwrap()
 }
 
 fn key(f: &File) -> Key {
@@ -98,45 +98,31 @@ fn files_settled_below_keep_their_bytes_through_a_power_cut_of_the_lower_disk() 
     if !available() {
         return;
     }
-    let work = tempfile::tempdir_in("/var/tmp").unwrap();
-    let pm = tempfile::tempdir_in("/dev/shm").unwrap();
-    let (backing, cut) = (work.path().join("lower.img"), work.path().join("lower-cut.img"));
-    let mnt = work.path().join("mnt");
-    File::create(&backing).unwrap().set_len(64 << 20).unwrap();
-    let img = pm.path().join("pm.img");
-    hashfs::FileSystem::format_file(&img, 32 << 20, &hashfs::FormatOptions::default(), &|_, _| {}).unwrap();
     // Several blocks each: a promoted file's PM copy takes only the blocks it writes (the
     // last one, merged with the bytes below); the others are read from below.
     let old = b"delivered before the syncfs\n".repeat(1000);
     let late = b"delivered after the syncfs\n".repeat(1000);
-    {
-        let ext4 = Ext4::up(&backing, &mnt, true);
-        let mail = ext4.mnt.join("mail");
-        std::fs::create_dir(&mail).unwrap();
-        std::fs::write(mail.join("old"), &old).unwrap();
-        std::thread::sleep(Duration::from_millis(150)); // older than the syncfs by its margin
-        let s = open_stack(&img, &ext4.mnt);
-        for i in 0..3 {
-            // Three small fsyncs (below) make "mail" hot.
-            assert!(!append_synced(&s, &mail, &format!("s{i}"), b"x"));
-        }
-        s.settle_now();
-        std::fs::write(mail.join("late"), &late).unwrap();
-        assert!(append_synced(&s, &mail, "old", b"appended in PM\n"), "old was not promoted at its open");
-        assert!(
-            !append_synced(&s, &mail, "late", b"appended below\n"),
-            "late was promoted though changed after the syncfs"
-        );
-        // The power cut: the lower disk and PM as they are now.
-        std::fs::copy(&backing, &cut).unwrap();
-        std::fs::copy(&img, pm.path().join("pm-cut.img")).unwrap();
-        drop(s);
-    }
-    let ext4 = Ext4::up(&cut, &mnt, false);
-    let s = open_stack(&pm.path().join("pm-cut.img"), &ext4.mnt);
-    let mail = ext4.mnt.join("mail");
-    same(&view(&s, &mail.join("old")), &[&old[..], b"appended in PM\n"].concat(), "old after the cut");
-    same(&view(&s, &mail.join("late")), &[&late[..], b"appended below\n"].concat(), "late after the cut");
+    cut_after(
+        |s, mail| {
+            std::fs::write(mail.join("old"), &old).unwrap();
+            std::thread::sleep(Duration::from_millis(150)); // older than the syncfs by its margin
+            for i in 0..3 {
+                // Three small fsyncs (below) make "mail" hot.
+                assert!(!append_synced(s, mail, &format!("s{i}"), b"x"));
+            }
+            s.settle_now();
+            std::fs::write(mail.join("late"), &late).unwrap();
+            assert!(append_synced(s, mail, "old", b"appended in PM\n"), "old was not promoted at its open");
+            assert!(
+                !append_synced(s, mail, "late", b"appended below\n"),
+                "late was promoted though changed after the syncfs"
+            );
+        },
+        |s, mail, _| {
+            same(&view(s, &mail.join("old")), &[&old[..], b"appended in PM\n"].concat(), "old after the cut");
+            same(&view(s, &mail.join("late")), &[&late[..], b"appended below\n"].concat(), "late after the cut");
+        },
+    );
 }
 
 #[test]
@@ -144,56 +130,43 @@ fn a_file_made_in_pm_is_made_again_after_a_power_cut_of_the_lower_disk() {
     if !available() {
         return;
     }
-    let work = tempfile::tempdir_in("/var/tmp").unwrap();
-    let pm = tempfile::tempdir_in("/dev/shm").unwrap();
-    let (backing, cut) = (work.path().join("lower.img"), work.path().join("lower-cut.img"));
-    let mnt = work.path().join("mnt");
-    File::create(&backing).unwrap().set_len(64 << 20).unwrap();
-    let img = pm.path().join("pm.img");
-    hashfs::FileSystem::format_file(&img, 32 << 20, &hashfs::FormatOptions::default(), &|_, _| {}).unwrap();
     let message = b"made in PM, fsynced there\n".repeat(1000);
-    {
-        let ext4 = Ext4::up(&backing, &mnt, true);
-        let mail = ext4.mnt.join("mail");
-        std::fs::create_dir(&mail).unwrap();
-        let s = open_stack(&img, &ext4.mnt);
-        for i in 0..3 {
-            // Three small fsyncs (below) make "mail" hot; they also commit the directory.
-            assert!(!append_synced(&s, &mail, &format!("s{i}"), b"x"));
-        }
-        // A message made there: promoted as it is made, so its fsync is absorbed and no
-        // lower fsync commits its creation.
-        let f = std::fs::OpenOptions::new().write(true).create_new(true).open(mail.join("new")).unwrap();
-        let k = key(&f);
-        let made = hashfs_spfs::standalone::Made {
-            dir: key(&File::open(&mail).unwrap()),
-            dir_path: &mail,
-            name: b"new",
-            flags: libc::O_CREAT | libc::O_EXCL | libc::O_WRONLY,
-        };
-        assert!(s.created_in(&made, k, &f), "the message was not made in PM");
-        let sh = s.opened(k);
-        let mut st = sh.lock();
-        s.write(&mut st, &f, 0, &message).unwrap();
-        s.fsync(&mut st, &f, hashfs::SyncScope::DataOnly).unwrap();
-        drop(st);
-        s.closed(k, &sh);
-        std::fs::copy(&backing, &cut).unwrap();
-        std::fs::copy(&img, pm.path().join("pm-cut.img")).unwrap();
-        drop(s);
-    }
-    let ext4 = Ext4::up(&cut, &mnt, false);
-    let mail = ext4.mnt.join("mail");
-    // The cut took the lower creation (else this test tries nothing).
-    assert!(!mail.join("new").exists(), "the lower file system kept the message's creation");
-    let s = open_stack(&pm.path().join("pm-cut.img"), &ext4.mnt);
-    assert!(mail.join("new").exists(), "the stack did not make the message again");
-    same(&view(&s, &mail.join("new")), &message, "the message after the cut");
+    cut_after(
+        |s, mail| {
+            for i in 0..3 {
+                // Three small fsyncs (below) make "mail" hot.
+                assert!(!append_synced(s, mail, &format!("s{i}"), b"x"));
+            }
+            // A message made there: promoted as it is made, so its fsync is absorbed and no
+            // lower fsync commits its creation.
+            let f = std::fs::OpenOptions::new().write(true).create_new(true).open(mail.join("new")).unwrap();
+            let k = key(&f);
+            let made = hashfs_spfs::standalone::Made {
+                dir: key(&File::open(mail).unwrap()),
+                dir_path: mail,
+                name: b"new",
+                flags: libc::O_CREAT | libc::O_EXCL | libc::O_WRONLY,
+            };
+            assert!(s.created_in(&made, k, &f), "the message was not made in PM");
+            let sh = s.opened(k);
+            let mut st = sh.lock();
+            s.write(&mut st, &f, 0, &message).unwrap();
+            s.fsync(&mut st, &f, hashfs::SyncScope::DataOnly).unwrap();
+            drop(st);
+            s.closed(k, &sh);
+        },
+        |s, mail, rec| {
+            // The cut took the lower creation (else this test tries nothing), and the stack
+            // made it again.
+            assert_eq!(rec.remade, 1, "{}", rec.repairs());
+            same(&view(s, &mail.join("new")), &message, "the message after the cut");
+        },
+    );
 }
 
 /// A cut lower disk and PM, and a stack over their copies (after `work` is done by a stack
 /// over a fresh ext4 whose directory `mail` exists).
-fn cut_after(work: impl FnOnce(&Stack, &Path), check: impl FnOnce(&Stack, &Path)) {
+fn cut_after(work: impl FnOnce(&Stack, &Path), check: impl FnOnce(&Stack, &Path, &hashfs_spfs::Recovery)) {
     let dir = tempfile::tempdir_in("/var/tmp").unwrap();
     let pm = tempfile::tempdir_in("/dev/shm").unwrap();
     let (backing, cut) = (dir.path().join("lower.img"), dir.path().join("lower-cut.img"));
@@ -207,15 +180,15 @@ fn cut_after(work: impl FnOnce(&Stack, &Path), check: impl FnOnce(&Stack, &Path)
         std::fs::create_dir(&mail).unwrap();
         // The directory's creation durable: what is tested is the files in it.
         File::open(&mail).unwrap().sync_all().unwrap();
-        let s = open_stack(&img, &ext4.mnt);
+        let (s, _) = open_stack(&img, &ext4.mnt);
         work(&s, &mail);
         std::fs::copy(&backing, &cut).unwrap();
         std::fs::copy(&img, pm.path().join("pm-cut.img")).unwrap();
         drop(s);
     }
     let ext4 = Ext4::up(&cut, &mnt, false);
-    let s = open_stack(&pm.path().join("pm-cut.img"), &ext4.mnt);
-    check(&s, &ext4.mnt.join("mail"));
+    let (s, rec) = open_stack(&pm.path().join("pm-cut.img"), &ext4.mnt);
+    check(&s, &ext4.mnt.join("mail"), &rec);
 }
 
 /// Record `i` of a log: each a few blocks, so that a PM copy holds only some of a file's.
@@ -262,7 +235,7 @@ fn bytes_below_a_promotion_and_a_write_back_survive_a_power_cut_of_the_lower_dis
             s.write_back_locked(&mut st).unwrap();
             assert!(st.pm.is_none(), "done was not written back");
         },
-        |s, mail| {
+        |s, mail, _| {
             same(&view(s, &mail.join("log")), &all, "log after the cut (promoted)");
             same(&view(s, &mail.join("done")), &all, "done after the cut (written back)");
         },
