@@ -90,6 +90,17 @@ impl Stacked {
         line["promoted files:".len()..].trim().parse().unwrap()
     }
 
+    /// `hashfs fsck IMAGE --lower DIR` finds nothing wrong (after an unmount).
+    fn fsck_clean(&self) {
+        let o = hashfs().arg("fsck").arg(&self.image).arg("--lower").arg(&self.lower).output().unwrap();
+        let out = String::from_utf8_lossy(&o.stdout);
+        assert!(
+            o.status.success() && out.contains(", 0 problems"),
+            "fsck --lower: {out}{}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+    }
+
     fn umount(&mut self, writeback: bool) {
         let mut c = hashfs();
         c.arg("umount").arg(&self.mnt);
@@ -1127,13 +1138,7 @@ fn kill_under_appends_to_settled_messages_loses_no_acknowledged_fsync() {
     eprintln!("kill -9 x4: {total} records acknowledged, {settled} messages promoted at their opens");
     assert!(total > 100 && settled > 0, "progress: {total} records, {settled} promoted at their opens");
     s.umount(true);
-    let o = hashfs().arg("fsck").arg(&s.image).arg("--lower").arg(&s.lower).output().unwrap();
-    let out = String::from_utf8_lossy(&o.stdout);
-    assert!(
-        o.status.success() && out.contains(", 0 problems"),
-        "fsck --lower: {out}{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    s.fsck_clean();
 }
 
 /// Issue 58, item 5: kill -9 of the daemon under the work the stack's options change, with
@@ -1266,11 +1271,5 @@ fn kill_under_passthrough_and_the_directory_rule_loses_no_acknowledged_fsync() {
     );
     assert!(passthrough_opens > 0 && promotions > 0, "{passthrough_opens} passthrough opens, {promotions} promotions");
     s.umount(true);
-    let o = hashfs().arg("fsck").arg(&s.image).arg("--lower").arg(&s.lower).output().unwrap();
-    let out = String::from_utf8_lossy(&o.stdout);
-    assert!(
-        o.status.success() && out.contains(", 0 problems"),
-        "fsck --lower: {out}{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    s.fsck_clean();
 }
