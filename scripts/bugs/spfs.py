@@ -117,11 +117,11 @@ def _():
         "        if st.pm.is_some() || (st.opens > 0 && !@ON) || !lock(&self.dirs)")
 
 
-@bug("settled-not-asked-when-hot")
+@bug("settled-not-asked-at-open")
 def _():
-    plant("crates/hashfs-spfs/src/dirs.rs",
-        "        if dirs.entry(dir).or_default().synced(&self.cfg.profiler, now) && self.cfg.settled {\n",
-        "        if dirs.entry(dir).or_default().synced(&self.cfg.profiler, now) && self.cfg.settled && !@ON {\n")
+    plant("crates/hashfs-spfs/src/settled.rs",
+        "            self.settled.want();\n",
+        "            if !@ON {\n                self.settled.want();\n            }\n")
 
 
 @bug("settled-mark-without-syncfs")

@@ -769,9 +769,10 @@ fn the_directory_rule_absorbs_files_made_where_files_sync_often() {
     }
 }
 
-/// A message delivered below before its directory turned hot, opened for appending after
-/// the write-back thread's syncfs (`hashfs-spfs/src/settled.rs`): promoted at the open, its
-/// append's fsync absorbed; with `settled=off` the fsync goes below.
+/// Messages delivered below before their directory turned hot (`hashfs-spfs/src/settled.rs`):
+/// the first opened for appending there goes below and asks for a syncfs; one opened after
+/// the syncfs is promoted at the open, its append's fsync absorbed; with `settled=off` every
+/// fsync goes below.
 #[test]
 fn a_message_settled_below_is_absorbed_at_its_open_in_a_hot_directory() {
     if !fuse_available() {
@@ -782,31 +783,42 @@ fn a_message_settled_below_is_absorbed_at_its_open_in_a_hot_directory() {
         let mut s = Stacked::new("16M", &opts);
         s.start();
         fs::create_dir(s.p("mail")).unwrap();
-        fs::write(s.p("mail/old"), pattern(700, 1)).unwrap();
+        for (name, seed) in [("mail/early", 4), ("mail/old", 1)] {
+            OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .open(s.p(name))
+                .unwrap()
+                .write_all(&pattern(700, seed))
+                .unwrap();
+        }
         std::thread::sleep(Duration::from_millis(100));
         for i in 0..3u8 {
             let f = OpenOptions::new().write(true).create_new(true).open(s.p(&format!("mail/m{i}"))).unwrap();
             f.write_all_at(&pattern(300, i), 0).unwrap();
             f.sync_data().unwrap();
         }
-        // The directory is hot: the write-back thread's next look (every 250 ms) runs the
-        // syncfs.
-        std::thread::sleep(Duration::from_millis(600));
-        let mut f = OpenOptions::new().append(true).open(s.p("mail/old")).unwrap();
-        f.write_all(&pattern(200, 2)).unwrap();
-        f.sync_data().unwrap();
-        drop(f);
+        // The directory is hot. The first message appended to there has had no syncfs: it
+        // goes below, and the write-back thread is woken for one.
+        let append = |name: &str, seed: u8| {
+            let mut f = OpenOptions::new().append(true).open(s.p(name)).unwrap();
+            f.write_all(&pattern(200, seed)).unwrap();
+            f.sync_data().unwrap();
+        };
+        append("mail/early", 5);
+        std::thread::sleep(Duration::from_millis(300));
+        append("mail/old", 2);
         let mut want = pattern(700, 1);
         want.extend(pattern(200, 2));
         assert_eq!(fs::read(s.p("mail/old")).unwrap(), want);
         let info = s.info();
         if settled == "on" {
             assert_eq!(counter(&info, "promoted at open (settled below)"), 1, "{info}");
-            assert_eq!(counter(&info, "fsyncs on the lower file system"), 3, "{info}");
+            assert_eq!(counter(&info, "fsyncs on the lower file system"), 4, "{info}");
             assert_eq!(fs::read(s.low("mail/old")).unwrap(), pattern(700, 1), "the append reached the lower file");
         } else {
             assert_eq!(counter(&info, "promoted at open (settled below)"), 0, "{info}");
-            assert_eq!(counter(&info, "fsyncs on the lower file system"), 4, "{info}");
+            assert_eq!(counter(&info, "fsyncs on the lower file system"), 5, "{info}");
         }
         s.umount(false);
     }

@@ -235,10 +235,10 @@ fn a_file_made_where_files_sync_often_starts_in_pm() {
     assert_eq!(s.check().1, Vec::<String>::new());
 }
 
-/// A message delivered below before its directory turned hot, appended to after the
-/// write-back thread's syncfs (`hashfs-spfs/src/settled.rs`): promoted at the open, its
-/// fsync absorbed (kept in PM at exit, the lower file still holds only what was delivered);
-/// with `settled=off` it goes below.
+/// Messages delivered below before their directory turned hot (`hashfs-spfs/src/settled.rs`):
+/// the first appended to there goes below and asks for a syncfs; one appended to after it
+/// is promoted at the open, its fsync absorbed (kept in PM at exit, the lower file still
+/// holds only what was delivered); with `settled=off` both go below.
 #[test]
 fn a_message_settled_below_starts_in_pm_at_its_open() {
     for on in [true, false] {

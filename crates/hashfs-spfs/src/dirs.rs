@@ -38,10 +38,8 @@ pub struct DirProfile {
 }
 
 impl DirProfile {
-    /// A small fsync of one of the directory's files at `now`; whether it turned the
-    /// directory hot (it was not).
-    pub fn synced(&mut self, cfg: &ProfilerConfig, now: Instant) -> bool {
-        let was = self.hot(now);
+    /// A small fsync of one of the directory's files at `now`.
+    pub fn synced(&mut self, cfg: &ProfilerConfig, now: Instant) {
         self.syncs.push_back(now);
         while self.syncs.front().is_some_and(|&t| now.saturating_duration_since(t) >= cfg.interval) {
             self.syncs.pop_front();
@@ -50,7 +48,6 @@ impl DirProfile {
             self.hot_until = Some(now + cfg.interval * 10);
             self.syncs.pop_front();
         }
-        !was && self.hot(now)
     }
 
     /// Whether files created in it now start in PM.
@@ -109,11 +106,7 @@ impl Stack {
         if dirs.len() >= MAX_DIRS && !dirs.contains_key(&dir) {
             dirs.retain(|_, d| d.hot(now));
         }
-        if dirs.entry(dir).or_default().synced(&self.cfg.profiler, now) && self.cfg.settled {
-            // Its files below that are opened for writing may be promoted once a syncfs
-            // has settled them (`settled.rs`).
-            self.settled.want();
-        }
+        dirs.entry(dir).or_default().synced(&self.cfg.profiler, now);
     }
 }
 

@@ -170,24 +170,27 @@ def main():
             os.close(fd)
             print("L", k, flush=True)
     elif cmd == "settled":
-        # A message delivered (not synced) before "mail" turns hot, three messages made and
-        # synced there (with promote_after=3 the third makes it hot), a wait for the
-        # write-back thread's syncfs, then an append and fdatasync of the first message.
+        # Two messages delivered (not synced) before "mail" turns hot, three messages made
+        # and synced there (with promote_after=3 the third makes it hot), then an append and
+        # fdatasync of the first message (no syncfs yet: it goes below and asks for one), a
+        # wait for the write-back thread's syncfs, and the same of the second.
         mail = os.path.join(lower, "mail")
         os.makedirs(mail, exist_ok=True)
-        with open(os.path.join(mail, "old"), "wb") as f:
-            f.write(rec(1))
+        for name in ("early", "old"):
+            with open(os.path.join(mail, name), "wb") as f:
+                f.write(rec(1))
         time.sleep(0.1)
         for i in range(3):
             fd = os.open(os.path.join(mail, "m%d" % i), os.O_CREAT | os.O_WRONLY | os.O_EXCL, 0o644)
             os.write(fd, rec(i))
             os.fdatasync(fd)
             os.close(fd)
-        time.sleep(0.6)
-        with open(os.path.join(mail, "old"), "ab") as f:
-            f.write(rec(2))
-            f.flush()
-            os.fdatasync(f.fileno())
+        for name in ("early", "old"):
+            with open(os.path.join(mail, name), "ab") as f:
+                f.write(rec(2))
+                f.flush()
+                os.fdatasync(f.fileno())
+            time.sleep(0.3)
         with open(os.path.join(mail, "old"), "rb") as f:
             print("old merged-ok", f.read() == rec(1) + rec(2))
     elif cmd == "standalone":
