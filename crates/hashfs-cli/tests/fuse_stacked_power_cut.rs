@@ -13,9 +13,12 @@
 mod fuse_common;
 #[path = "support/loop_ext4.rs"]
 mod loop_ext4;
+#[path = "support/stacked.rs"]
+mod stacked;
 
 use fuse_common::{fuse_available, hashfs, skip};
 use loop_ext4::Ext4;
+use stacked::{counter, is_mounted};
 use std::fs::{self, File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -23,11 +26,6 @@ use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-
-fn is_mounted(mnt: &Path) -> bool {
-    let m = fs::read_to_string("/proc/self/mounts").unwrap_or_default();
-    m.lines().any(|l| l.split_whitespace().nth(1) == Some(mnt.to_str().unwrap()))
-}
 
 /// A `hashfs mount --foreground` daemon, killed and its mount dropped if the test fails.
 struct Daemon {
@@ -63,11 +61,6 @@ fn start(image: &Path, lower: &Path, mnt: &Path, log: &Path) -> Daemon {
         std::thread::sleep(Duration::from_millis(20));
     }
     Daemon { child, mnt: mnt.to_path_buf() }
-}
-
-fn counter(info: &str, name: &str) -> u64 {
-    let at = info.find(&format!("{name}: ")).unwrap_or_else(|| panic!("no {name:?} in {info}"));
-    info[at + name.len() + 2..].split(|c: char| !c.is_ascii_digit()).next().unwrap().parse().unwrap()
 }
 
 fn message(n: usize) -> Vec<u8> {

@@ -1,6 +1,7 @@
 //! The stacked mount in a temporary directory, served by the real `hashfs mount
 //! --foreground --lower` daemon: shared by the stacked mount's tests (`fuse_stacked.rs`,
-//! `fuse_stacked_kill.rs`; included with `#[path]`, beside `mod fuse_common`).
+//! `fuse_stacked_kill.rs`, `fuse_stacked_power_cut.rs`; included with `#[path]`, beside `mod
+//! fuse_common`).
 #![allow(dead_code)]
 
 use crate::fuse_common::hashfs;
