@@ -761,11 +761,8 @@ mod tests {
         Ok(s)
     }
 
-    /// A reservation given a key's bucket found before an opening takes the key's bucket
-    /// after it: the key is found where lookups look once the opening is done (jump hashing
-    /// gives most of these keys one of the three new groups, where the stale bucket is not).
-    #[test]
-    fn a_reservation_ignores_a_bucket_found_before_an_opening() {
+    /// A 64 MiB table with the regions placement, no group open yet.
+    fn small_regions_table() -> HashTable<CrashDevice> {
         const BYTES: u64 = 64 << 20;
         let geo = Geometry::compute(&GeometryParams {
             image_bytes: BYTES,
@@ -776,7 +773,15 @@ mod tests {
             grouped: true,
         })
         .expect("a small grouped geometry");
-        let t = HashTable::new(Arc::new(CrashDevice::new(BYTES)), &geo, 0x5eed, HashPlacement::Regions, 0).unwrap();
+        HashTable::new(Arc::new(CrashDevice::new(BYTES)), &geo, 0x5eed, HashPlacement::Regions, 0).unwrap()
+    }
+
+    /// A reservation given a key's bucket found before an opening takes the key's bucket
+    /// after it: the key is found where lookups look once the opening is done (jump hashing
+    /// gives most of these keys one of the three new groups, where the stale bucket is not).
+    #[test]
+    fn a_reservation_ignores_a_bucket_found_before_an_opening() {
+        let t = small_regions_table();
         let (g, r) = (t.groups().unwrap(), t.regions().unwrap());
         g.open_first();
         let keys: Vec<u64> = (0..200).map(|l| key(7, l)).collect();
@@ -802,17 +807,7 @@ mod tests {
     /// old count are found in the group they have not left yet.
     #[test]
     fn a_batch_finds_keys_an_opening_has_not_moved_yet() {
-        const BYTES: u64 = 64 << 20;
-        let geo = Geometry::compute(&GeometryParams {
-            image_bytes: BYTES,
-            inode_count: Some(16),
-            journal_count: 1,
-            journal_blocks: 2,
-            mapping: crate::layout::MappingKind::HashFs,
-            grouped: true,
-        })
-        .expect("a small grouped geometry");
-        let t = HashTable::new(Arc::new(CrashDevice::new(BYTES)), &geo, 0x5eed, HashPlacement::Regions, 0).unwrap();
+        let t = small_regions_table();
         let (g, r) = (t.groups().unwrap(), t.regions().unwrap());
         g.open_first();
         let keys: Vec<u64> = (0..200).map(|l| key(7, l)).collect();
