@@ -146,3 +146,10 @@ def _():
     plant("crates/hashfs-spfs/src/file.rs",
         "                self.promote(st, lower);\n            }\n        }\n        Ok(())\n",
         "                self.promote(st, lower);\n            }\n        }\n        if @ON && st.pm.is_none() {\n            crate::lower::sync(lower, scope)?;\n        }\n        Ok(())\n")
+
+
+@bug("deferred-promotion-unsynced")
+def _():
+    plant("crates/hashfs-spfs/src/file.rs",
+        "            match crate::lower::sync(lower, SyncScope::DataOnly) {\n",
+        "            match (if @ON { Ok(()) } else { crate::lower::sync(lower, SyncScope::DataOnly) }) {\n")

@@ -140,13 +140,26 @@ impl Stack {
     /// PM) or syncing (a run of qualifying fsyncs: through the daemon it can be promoted
     /// while open; a passthrough handle's file is promoted only at an open after the last
     /// such handle closed). A promotion that waited for the passthrough handles to close
-    /// is made here, when none is left. A passthrough handle is closed with
+    /// is made here, when none is left, after a lower fsync of what they wrote since the
+    /// fsync that asked for it. A passthrough handle is closed with
     /// [`Stack::closed_through`].
     pub fn opened_through(&self, key: Key, lower: &File, offered: bool) -> (crate::Shared, bool) {
         let sh = self.state(key);
         let mut st = sh.lock();
         if st.promote_pending && st.passthrough == 0 {
-            self.promote(&mut st, lower);
+            // The passthrough handles may have written below since the fsync that asked
+            // for the promotion, and a PM copy absorbs fsyncs on the grounds that every
+            // byte it does not hold is durable below: one lower fsync first.
+            match crate::lower::sync(lower, SyncScope::DataOnly) {
+                Ok(()) => {
+                    self.counters.lower_syncs.fetch_add(1, Ordering::Relaxed);
+                    self.promote(&mut st, lower);
+                }
+                Err(e) => {
+                    st.promote_pending = false;
+                    eprintln!("hashfs: a promotion waited for passthrough handles, and the lower fsync before it failed (the file stays below): {e}");
+                }
+            }
         }
         let cfg = &self.cfg.profiler;
         let first_choice = st.opens == 0 && !st.profile.syncing(cfg, Instant::now()) && !st.profile.syncs_often(cfg);
