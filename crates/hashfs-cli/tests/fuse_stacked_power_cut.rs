@@ -88,13 +88,6 @@ const OLD: usize = 100;
 
 #[test]
 fn a_power_cut_of_both_sides_loses_no_acknowledged_fsync_through_the_mount() {
-    if !fuse_available() {
-        return;
-    }
-    if let Some(why) = loop_ext4::missing() {
-        skip(why);
-        return;
-    }
     cut_under("promote_after=5,sf_limit=none");
 }
 
@@ -103,6 +96,12 @@ fn a_power_cut_of_both_sides_loses_no_acknowledged_fsync_through_the_mount() {
 /// handle wrote since the fsync that asked for it).
 #[test]
 fn a_power_cut_of_both_sides_loses_no_acknowledged_fsync_through_a_passthrough_mount() {
+    cut_under("promote_after=5,sf_limit=none,passthrough=on");
+}
+
+/// Three writers through a stacked mount with `opts` over a loop-mounted ext4, both sides
+/// cut at once, and every acknowledged write checked through a mount of the copies.
+fn cut_under(opts: &str) {
     if !fuse_available() {
         return;
     }
@@ -110,12 +109,6 @@ fn a_power_cut_of_both_sides_loses_no_acknowledged_fsync_through_a_passthrough_m
         skip(why);
         return;
     }
-    cut_under("promote_after=5,sf_limit=none,passthrough=on");
-}
-
-/// Three writers through a stacked mount with `opts` over a loop-mounted ext4, both sides
-/// cut at once, and every acknowledged write checked through a mount of the copies.
-fn cut_under(opts: &str) {
     let dir = tempfile::tempdir_in("/var/tmp").unwrap();
     let d = dir.path();
     let (backing, cut, image, pm_cut) =

@@ -182,7 +182,7 @@ fn sync_common(fd: c_int, scope: SyncScope) -> Result<(), Errno> {
         st.fold_reads(&stack.cfg.profiler);
         stack.fsync(st, &view(fd), scope).map_err(|e| Errno::of_io(&e))?;
         if (!was && st.pm.is_some()) || stack.settling_wanted() {
-            // A promotion, or a directory turned hot, whose syncfs the thread runs
+            // A promotion, or a syncfs an open asked for, which the thread runs
             // (`hashfs-spfs/src/settled.rs`).
             stacked().demoter_running(stack);
         }

@@ -17,7 +17,7 @@
 //! is promoted at the open with no lower fsync and no made record. Only such opens ask: a
 //! directory turning hot does not (RocksDB's, whose files are made, not reopened, would pay
 //! a `syncfs` of its unsynced tables for nothing).
-
+//!
 //! What this trusts, and where it would not hold (docs/stacked.md, *Files settled below*):
 //! the real-time clock not set back across the `syncfs`; a write by a process outside the
 //! stack is not under way across the `syncfs`'s start for longer than [`MARGIN`] (the
