@@ -46,7 +46,8 @@ bugs=(
     "fast-append-no-fence|crates/hashfs/src/fs/append.rs|a fast append stores the new size and block count with no fence after the data and the new blocks' keys|ops append,write-past-eof"
     "tag-unchecked|crates/hashfs/src/fs/hashfs/append_tag.rs|recovery keeps the tagged size of a one-fence append without checking its bytes|ops append-small,append-cross"
     "tag-parity-fixed|crates/hashfs/src/fs/append.rs|every one-fence append tags its size with the same parity (a crash that leaves the next one's block-count word beside the last one's size word drops the last)|workload ace:append-small,append-small"
-    "tag-overwrite-kept|crates/hashfs/src/fs/data.rs|an overwrite inside the file leaves a one-fence append's size tagged (its bytes change under the check)|workload ace:append-small,overwrite-tail"
+    "tag-overwrite-kept|crates/hashfs/src/fs/hashfs/append_tag.rs|an overwrite inside the file leaves a one-fence append's size tagged (its bytes change under the check)|workload ace:append-small,overwrite-tail"
+    "untag-range-wrong|crates/hashfs/src/fs/hashfs/append_tag.rs|an overwrite takes the bytes a one-fence append's check covers for the file's first ones, not its last: one of the appended bytes, overwritten, leaves the size tagged (its bytes change under the check)|workload ace:append-small,overwrite-tail"
     "xattr-new-unlinked|crates/hashfs/src/fs/xattr.rs|the switch to a new attribute inode leaves it with no link on the media|ops setxattr,setxattr-replace,removexattr"
     "xattr-orphaned-by-unlink|crates/hashfs/src/fs/data.rs|freeing a file does not unlink its attribute inode in the same transaction|ops unlink,rename-replace"
     "evacuate-no-flush|crates/hashfs/src/fs/hashfs/evacuate.rs|HashFS's grouped placement moves a block out of a group without flushing its copy before the transaction that remaps it|grouped write-chunk,fallocate-chunk"
@@ -255,6 +256,8 @@ bugs=(
     "scope-untorn-unnamed|crates/hashfs/src/fs/untorn.rs|an untorn write does not name its range in the record of the call's scope: a participant killed inside its key switch leaves a second copy of a key (or a reservation) that a scoped takeover does not look for|death untorn-small,untorn-block,untorn-overwrite"
     "scoped-inode-count-kept|crates/hashfs/src/fs/shared/takeover.rs|a scoped takeover sets the named inodes' bits but leaves the bitmap's count as the dead call left it: a create killed between its bit and its count, or a rolled-back one, leaves the next clean unmount's inode count wrong|death create,mkdir,unlink"
     "ctfs-unlogged-pswap|crates/hashfs/src/mapping/ctfs/tx.rs|ctFS's partition move stores its page-table swap straight to PM before the transaction that names the new partition (the released ctFS's order)|ctfs append,write-past-eof,truncate-down"
+    "unlink-free-slots-first|crates/hashfs/src/fs/hashfs/unlink.rs|an unlink that frees its file in its own transaction (HashFS) tombstones the file's slots before that transaction: a crash between leaves the name of a file whose blocks are gone|ops unlink-small"
+    "unlink-free-unscoped|crates/hashfs/src/fs/hashfs/unlink.rs|an unlink that frees its file in its own transaction does not name the file's blocks in the record of the call's scope: a participant killed after the transaction leaves keys of a free inode that a scoped takeover does not free|death unlink-small"
 )
 
 

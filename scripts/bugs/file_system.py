@@ -57,9 +57,16 @@ def _():
 
 @bug("tag-overwrite-kept")
 def _():
-    lines("crates/hashfs/src/fs/data.rs",
-        "            self.untag(cell, st); // bytes a tagged size covers may change in place\n",
-        "            let _ = &cell; // bytes a tagged size covers may change in place\n")
+    plant("crates/hashfs/src/fs/hashfs/append_tag.rs",
+        "            _ => self.untag(cell, st),\n",
+        "            _ if !@ON => self.untag(cell, st),\n            _ => {}\n")
+
+
+@bug("untag-range-wrong")
+def _():
+    plant("crates/hashfs/src/fs/hashfs/append_tag.rs",
+        "            Some(t) if range.end <= t.size.saturating_sub(t.len) || range.start >= t.size => {}\n",
+        "            Some(t) if @ON && range.start >= t.len => {}\n            Some(t) if range.end <= t.size.saturating_sub(t.len) || range.start >= t.size => {}\n")
 
 
 @bug("xattr-new-unlinked")
@@ -208,8 +215,8 @@ def _():
 @bug("unlink-keeps-count")
 def _():
     plant("crates/hashfs/src/fs/ops.rs",
-        "        } else {\n            craw.nlink -= 1;\n        }\n        let mut tx = self.journals.begin();\n        tx.write_u64(slot_off, 0);\n",
-        "        } else if !@ON {\n            craw.nlink -= 1;\n        }\n        let mut tx = self.journals.begin();\n        tx.write_u64(slot_off, 0);\n")
+        "        } else {\n            craw.nlink -= 1;\n        }\n        // The last link of a file no one has open",
+        "        } else if !@ON {\n            craw.nlink -= 1;\n        }\n        // The last link of a file no one has open")
 
 
 @bug("rmdir-parent-count")

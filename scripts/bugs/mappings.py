@@ -178,3 +178,10 @@ def _():
     plant("crates/hashfs/src/mapping/hashfs/purge.rs",
         "                if v == EMPTY || v == TOMBSTONE {\n                    continue;\n                }\n",
         "                if v == EMPTY || v == TOMBSTONE || @ON {\n                    continue;\n                }\n")
+
+
+@bug("unlink-free-slots-first")
+def _():
+    plant("crates/hashfs/src/fs/hashfs/unlink.rs",
+        "        Some(planned)\n    }\n",
+        "        if @ON {\n            free_slots_after_commit(t, &*self.dev, &planned);\n            return Some(Vec::new());\n        }\n        Some(planned)\n    }\n")

@@ -456,3 +456,10 @@ def _():
     plant("crates/hashfs/src/share/participants.rs",
         "    let Ok(tasks) = std::fs::read_dir(format!(\"/proc/{pid}/task\")) else { return true };\n",
         "    if @ON {\n        return true;\n    }\n    let Ok(tasks) = std::fs::read_dir(format!(\"/proc/{pid}/task\")) else { return true };\n")
+
+
+@bug("unlink-free-unscoped")
+def _():
+    plant("crates/hashfs/src/fs/hashfs/unlink.rs",
+        "        self.scope_range(cell.ino, from, to, planned.len() as u64, Some(st.raw.blocks));\n",
+        "        if !@ON {\n            self.scope_range(cell.ino, from, to, planned.len() as u64, Some(st.raw.blocks));\n        }\n")

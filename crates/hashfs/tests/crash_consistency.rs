@@ -141,6 +141,8 @@ fn explore_process_deaths_on_a_crowded_table() {
         "ace:rename-replace",
         "ace:untorn-overwrite",
         "ace:append,unlink",
+        "ace:unlink-small",
+        "ace:append,unlink-small",
     ]);
     let cfg = Config { model: FailureModel::ProcessDeath, ..config() };
     let (stats, failures) = crashtest::run_from(&cfg, test_mapping(), &base, &w, threads(), &|_, _, _| {});
@@ -498,6 +500,29 @@ fn explore_links_with_renames() {
         crashtest::run(&config(), test_mapping(), test_layout_score(), &w, threads(), &|_, _, _| {});
     report("links with renames", &stats, &failures);
     assert_eq!(stats.workloads, w.len() as u64);
+}
+
+/// The calls of SQLite's rollback journal that HashFS makes cheaper
+/// (`tests/rollback_journal_costs.rs`): a rewrite of bytes a one-fence append's check does
+/// not cover, which leaves its size tagged, and an unlink that frees its file in the
+/// transaction that removes the name, with the freed number taken again; under power
+/// failure and process death.
+#[test]
+fn explore_a_rollback_journals_calls() {
+    let w = workloads(&[
+        "ace:append-small,overwrite-small",
+        "ace:append-cross,overwrite-small",
+        "ace:append-small,overwrite-small,append-small",
+        "ace:append-small,unlink-small",
+        "ace:unlink-small,create",
+        "ace:unlink-small,remount,create",
+    ]);
+    for model in [FailureModel::PowerFailure, FailureModel::ProcessDeath] {
+        let cfg = Config { model, ..config() };
+        let (stats, failures) = crashtest::run(&cfg, test_mapping(), test_layout_score(), &w, threads(), &|_, _, _| {});
+        report(&format!("a rollback journal's calls ({model:?})"), &stats, &failures);
+        assert_eq!(stats.workloads, w.len() as u64);
+    }
 }
 
 /// A remount (a clean unmount, then a mount that writes its superblock and builds its

@@ -129,8 +129,9 @@ fn recovery_keeps_a_whole_tagged_append_and_drops_a_torn_one() {
 }
 
 /// Whatever may change a tagged append's bytes in place makes the size plain first: an
-/// overwrite inside the file, an untorn write, a punched hole, a mapping's pin (and no
-/// append is tagged while one lives); so does unmount.
+/// overwrite of one of them, an untorn write, a punched hole, a mapping's pin (and no
+/// append is tagged while one lives); so does unmount. An overwrite of other bytes leaves
+/// the tag (one fence), and a crash after it keeps the append.
 #[test]
 fn the_size_is_plain_before_its_bytes_can_change_in_place_and_after_unmount() {
     if test_mapping() != MappingKind::HashFs {
@@ -143,7 +144,9 @@ fn the_size_is_plain_before_its_bytes_can_change_in_place_and_after_unmount() {
     let tagged = || size_word(&dev, &geo, ino) & TAG_BITS != 0;
     let steps: [(&str, &dyn Fn()); 4] = [
         ("overwrite", &|| {
-            f.write_at(1, b"x").unwrap();
+            // The first of the 100 bytes the last append added.
+            let end = f.metadata().unwrap().size;
+            f.write_at(end - 100, b"x").unwrap();
         }),
         ("untorn write", &|| {
             f.write_atomic_at(2, b"y").unwrap();
@@ -179,6 +182,40 @@ fn the_size_is_plain_before_its_bytes_can_change_in_place_and_after_unmount() {
     assert_eq!(fs.read(p("/log")).unwrap(), want);
     drop(fs);
     assert_fsck_clean(&dev);
+}
+
+#[test]
+fn an_overwrite_of_other_bytes_keeps_the_tag_and_a_crash_after_it_keeps_the_append() {
+    if test_mapping() != MappingKind::HashFs {
+        return;
+    }
+    let (fs, dev) = new_fs(16 * MIB, &opts());
+    let geo = fs.geometry();
+    let f = fs.open_file(p("/journal"), &rw()).unwrap();
+    let ino = f.metadata().unwrap().ino;
+    let tagged = || size_word(&dev, &geo, ino) & TAG_BITS != 0;
+    let mut want = vec![1u8; 8716];
+    f.write_at(0, &want).unwrap();
+    f.append(&[2u8; 4]).unwrap();
+    want.extend_from_slice(&[2u8; 4]);
+    // A header rewritten at the start, and bytes just before the appended ones.
+    for (off, len) in [(0u64, 12usize), (8700, 16)] {
+        let before = dev.stats().snapshot();
+        f.write_at(off, &vec![3u8; len]).unwrap();
+        assert_eq!(dev.stats().snapshot().since(&before).fences, 1, "overwrite at {off}: one fence");
+        assert!(tagged(), "overwrite at {off}: the tag stays");
+        want[off as usize..off as usize + len].fill(3);
+    }
+    let image = dev.crash_point_now().image_durable_only();
+    let (fs2, report, dev2) = mount_image(&image).unwrap();
+    assert_eq!((report.appends_settled, report.appends_dropped), (1, 0));
+    assert!(fs2.read(p("/journal")).unwrap() == want, "the append and both overwrites after a crash");
+    drop(fs2);
+    assert_fsck_clean(&dev2);
+    // One byte of the appended ones: plain first.
+    f.write_at(8719, b"z").unwrap();
+    assert!(!tagged(), "an overwrite of an appended byte makes the size plain");
+    drop(f);
 }
 
 /// A tag on a cleanly unmounted image cannot come from an append (unmount makes every

@@ -39,6 +39,7 @@ pub const ACE_OPS: &[&str] = &[
     "symlink",
     "unlink",
     "unlink-open",
+    "unlink-small",
     "rmdir",
     "rename",
     "rename-across",
@@ -120,6 +121,9 @@ pub fn ace_op(name: &str) -> Option<Op> {
         "symlink" => Op::Symlink { target: s("../g"), path: s("/A/ln") },
         "unlink" => Op::Unlink { path: s("/A/f") },
         "unlink-open" => Op::UnlinkOpen { path: s("/A/f") },
+        // A file with no attribute, which the death model's survivor does not hold open:
+        // on HashFS freed in the unlink's own transaction (`fs/hashfs/unlink.rs`).
+        "unlink-small" => Op::Unlink { path: s("/g") },
         "rmdir" => Op::Rmdir { path: s("/A/sub") },
         "rename" => Op::Rename { from: s("/A/f"), to: s("/A/f2"), mode: RenameMode::Replace },
         "rename-across" => Op::Rename { from: s("/A/f"), to: s("/B/f"), mode: RenameMode::Replace },

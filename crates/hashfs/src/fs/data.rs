@@ -313,7 +313,8 @@ impl<D: PmDevice> FsInner<D> {
     fn write_chunk(&self, cell: &InodeCell, st: &mut InodeMem, off: u64, data: &[u8], span: &Range<u64>) -> Result<()> {
         let old_size = st.raw.size;
         if off < old_size {
-            self.untag(cell, st); // bytes a tagged size covers may change in place
+            // Bytes a tagged size covers may change in place.
+            self.untag_for(cell, st, off..off + data.len() as u64);
         }
         let new_size = old_size.max(off + data.len() as u64);
         if new_size > old_size {

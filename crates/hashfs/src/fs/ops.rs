@@ -486,16 +486,30 @@ impl<D: PmDevice> FsInner<D> {
         } else {
             craw.nlink -= 1;
         }
+        // The last link of a file no one has open: on HashFS freed in this transaction
+        // (`fs/hashfs/unlink.rs`).
+        let freeing =
+            if craw.nlink == 0 && kind == RemoveKind::NonDir { self.plan_free_with_name(&ccell, &cst) } else { None };
         let mut tx = self.journals.begin();
         tx.write_u64(slot_off, 0);
         inode::tx_write_inode(&mut tx, &self.geo, parent, &mut praw);
-        inode::tx_write_inode(&mut tx, &self.geo, e.ino, &mut craw);
+        if freeing.is_some() {
+            inode::tx_free_inode(&mut tx, &self.geo, e.ino);
+        } else {
+            inode::tx_write_inode(&mut tx, &self.geo, e.ino, &mut craw);
+        }
         tx.commit()?;
         pst.raw = praw;
         cst.raw = craw;
         pst.dir.as_mut().expect("index built").remove(name);
         drop(pst);
-        self.maybe_free(&ccell, &mut cst)
+        match freeing {
+            Some(planned) => {
+                self.finish_free_with_name(&ccell, &mut cst, &planned);
+                Ok(())
+            }
+            None => self.maybe_free(&ccell, &mut cst),
+        }
     }
 
     /// Frees an inode once it has neither links nor open handles.

@@ -28,7 +28,8 @@
 //! The check covers bytes that later writes could change in place (an overwrite, an untorn
 //! write, a punch or zeroed range, a pswap, a store through a memory mapping), after which
 //! they would no longer match it. So before any of these the file's size is made plain
-//! ([`FsInner::untag`]: one flush and fence, once per file until its next tagged append).
+//! ([`FsInner::untag`]: one flush and fence, once per file until its next tagged append);
+//! before an overwrite, only if it touches the appended bytes ([`FsInner::untag_for`]).
 //! Writes past the end, truncation and metadata changes leave those bytes alone (an
 //! interrupted transaction restores the tagged words with the same bytes under them). A
 //! clean unmount makes every size plain; mount settles every tagged size before it reads
@@ -233,6 +234,22 @@ impl<D: PmDevice> FsInner<D> {
         }
         st.tag = None;
         self.tagged.fetch_sub(1, Ordering::Relaxed);
+    }
+
+    /// [`Self::untag`] before an overwrite of the bytes `range` if any of them is one the
+    /// tagged size's check covers (the file's last `len` bytes, as the size word on the
+    /// media gives them: another participant's append may have tagged it). An overwrite
+    /// of other bytes leaves the check as it was (SQLite's journal: a header rewritten
+    /// at offset 0 after a 4-byte record appended at the end).
+    pub(crate) fn untag_for(&self, cell: &InodeCell, st: &mut InodeMem, range: std::ops::Range<u64>) {
+        if st.tag.is_none() {
+            return;
+        }
+        let w = self.dev.load_u64(self.geo.inode_off(cell.ino) + INODE_SIZE_OFF);
+        match Tag::of(w) {
+            Some(t) if range.end <= t.size.saturating_sub(t.len) || range.start >= t.size => {}
+            _ => self.untag(cell, st),
+        }
     }
 
     /// [`Self::untag`] for every file that needs it (unmount).

@@ -2,7 +2,8 @@
 //! the data path's verbs (`verbs.rs`, freeing and finding slots in `slots.rs`), one-fence
 //! small appends (`append_tag.rs`), the read prefetch (`prefetch.rs`), the grouped
 //! placements' claims (`grouped.rs`), the grouped placement's evacuation of a group
-//! (`evacuate.rs`) and the regions placement's openings (`regions.rs`). And the one
+//! (`evacuate.rs`), the regions placement's openings (`regions.rs`) and the unlink that
+//! frees its file in one transaction (`unlink.rs`). And the one
 //! mapping many processes share an image on yet (`fs/shared/`): [`shared_by_processes`].
 
 pub(crate) mod append_tag;
@@ -14,6 +15,7 @@ mod recovery;
 mod regions;
 pub(crate) mod slots;
 mod stats;
+mod unlink;
 mod untorn;
 mod verbs;
 

@@ -24,6 +24,22 @@ pub(crate) fn free_slots<D: PmDevice>(t: &HashTable<D>, dev: &D, slots: &[Pblk])
     dev.fence();
 }
 
+/// [`free_slots`] right after a transaction's commit, with nothing flushed since, whose
+/// last fence stands for the first; the tombstones' fence; the purge not fenced: the
+/// tombstones are durable, and a crash that keeps one the purge had emptied leaves the
+/// table as if the purge had not run (an unlink, `unlink.rs`, whose caller stores nothing
+/// that depends on the purge).
+pub(crate) fn free_slots_after_commit<D: PmDevice>(t: &HashTable<D>, dev: &D, slots: &[Pblk]) {
+    if slots.is_empty() {
+        return;
+    }
+    let freed: Vec<_> = slots.iter().map(|&s| t.release(s)).collect();
+    dev.fence();
+    for chunk in freed.chunks(1024) {
+        t.release_done(chunk);
+    }
+}
+
 /// Slots of the mapped blocks of `ino` in [from, to): by lookups when the range is small,
 /// else by one scan of the table.
 pub(crate) fn mapped_slots<D: PmDevice>(t: &HashTable<D>, ino: Ino, from: Lblk, to: Lblk) -> Vec<Pblk> {

@@ -1,0 +1,134 @@
+//! What SQLite's rollback journal (`journal_mode=DELETE`) costs in fences per call, the
+//! calls as `strace` shows one transaction make them: the journal created, its header and
+//! page records written (appends of 4 and 4,096 bytes), its header rewritten at offset 0,
+//! two database pages overwritten, the journal unlinked. On HashFS an unlink of a file no
+//! one has open frees it in the transaction that removes its name (`fs/hashfs/unlink.rs`:
+//! four fences, not nine), and a rewrite of bytes a one-fence append's check does not cover
+//! leaves its size tagged (`fs/hashfs/append_tag.rs`: one fence, not two). The crash
+//! explorer covers every crash state of both (`unlink-small`, `overwrite-small` after
+//! `append-small`); these tests pin the cost and the reuse of a freed inode's number.
+
+mod common;
+
+use common::{assert_fsck_clean, new_fs, remount, small_opts, test_mapping, Fs};
+use hashfs::pm::{CrashDevice, PmDevice};
+use hashfs::{FormatOptions, HashPlacement, Lblk, MappingKind, OpenOptions};
+use std::path::Path;
+
+const MIB: u64 = 1 << 20;
+
+fn p(s: &str) -> &Path {
+    Path::new(s)
+}
+
+fn rw() -> OpenOptions {
+    OpenOptions::new().read(true).write(true).create(true).clone()
+}
+
+fn opts() -> FormatOptions {
+    FormatOptions { placement: HashPlacement::Paper, ..small_opts() }
+}
+
+fn fences(dev: &CrashDevice, w: impl FnOnce()) -> u64 {
+    let before = dev.stats().snapshot();
+    w();
+    dev.stats().snapshot().since(&before).fences
+}
+
+/// One transaction's calls on the journal `/db-journal` and the database `/db`; the
+/// fences of the header's rewrite and of the unlink.
+fn one_transaction(fs: &Fs, dev: &CrashDevice, round: u8) -> (u64, u64) {
+    let db = fs.open_file(p("/db"), &rw()).unwrap();
+    let j = fs.open_file(p("/db-journal"), &rw()).unwrap();
+    j.write_at(0, &[round; 512]).unwrap();
+    let mut at = 512;
+    for page in 0..2u8 {
+        for len in [4usize, 4096, 4] {
+            j.write_at(at, &vec![page ^ round; len]).unwrap();
+            at += len as u64;
+        }
+    }
+    j.sync_data().unwrap();
+    let rewrite = fences(dev, || {
+        j.write_at(0, &[round ^ 0xFF; 12]).unwrap();
+    });
+    j.sync_data().unwrap();
+    db.write_at(0, &[round; 4096]).unwrap();
+    db.write_at(4096, &[round; 4096]).unwrap();
+    db.sync_data().unwrap();
+    drop(j);
+    let unlink = fences(dev, || fs.remove_file(p("/db-journal")).unwrap());
+    (rewrite, unlink)
+}
+
+#[test]
+fn a_rollback_journal_transaction_rewrites_its_header_in_one_fence_and_unlinks_in_four() {
+    let (fs, dev) = new_fs(16 * MIB, &opts());
+    for round in 0..3 {
+        let (rewrite, unlink) = one_transaction(&fs, &dev, round);
+        if test_mapping() == MappingKind::HashFs {
+            assert_eq!(rewrite, 1, "round {round}: the header's rewrite leaves the last record's tag");
+            assert_eq!(unlink, 4, "round {round}: the unlink frees the journal in its own transaction");
+        } else {
+            // Other mappings: no tags, and the free after the name's transaction.
+            assert_eq!(rewrite, 1, "round {round}: an overwrite");
+            assert!(unlink >= 6, "round {round}: {unlink} fences on {:?}", test_mapping());
+        }
+        assert!(fs.metadata(p("/db-journal")).is_err());
+    }
+    assert_eq!(fs.read(p("/db")).unwrap(), vec![2u8; 8192]);
+    let (fs, dev) = remount(fs, dev);
+    assert_eq!(fs.read(p("/db")).unwrap(), vec![2u8; 8192]);
+    drop(fs);
+    assert_fsck_clean(&dev);
+}
+
+/// A file with an attribute, or one still open, is freed the general way (its attribute
+/// inode goes in the free's transaction; an open one at its last close): the cost of that
+/// path is what the fast one is measured against.
+#[test]
+fn an_unlink_of_a_file_with_an_attribute_or_a_handle_takes_the_general_path() {
+    if test_mapping() != MappingKind::HashFs {
+        return;
+    }
+    let (fs, dev) = new_fs(16 * MIB, &opts());
+    fs.write(p("/x"), &[1u8; 9000]).unwrap();
+    let x = fs.resolve(p("/x")).unwrap();
+    fs.set_xattr(x, b"user.a", b"1", hashfs::XattrMode::Create).unwrap();
+    let n = fences(&dev, || fs.remove_file(p("/x")).unwrap());
+    assert!(n >= 9, "an attribute inode to free: {n} fences");
+    fs.write(p("/y"), &[2u8; 9000]).unwrap();
+    let y = fs.open_file(p("/y"), &rw()).unwrap();
+    fs.remove_file(p("/y")).unwrap();
+    assert_eq!(y.read_at(0, &mut [0u8; 1]).unwrap(), 1, "open after its unlink");
+    drop(y);
+    drop(fs);
+    assert_fsck_clean(&dev);
+}
+
+/// The number an unlink gives back is taken by the next create: its blocks read as what
+/// it wrote and holes as zeros, never the old file's bytes (its keys are tombstoned before
+/// the number is free), through a remount.
+#[test]
+fn a_freed_number_taken_again_shows_none_of_the_old_file() {
+    let (fs, dev) = new_fs(16 * MIB, &opts());
+    fs.write(p("/old"), &vec![0xAB; 5 * 4096]).unwrap();
+    let ino = fs.resolve(p("/old")).unwrap();
+    fs.remove_file(p("/old")).unwrap();
+    let f = fs.open_file(p("/new"), &rw()).unwrap();
+    assert_eq!(f.ino(), ino, "the freed number is taken again (the test's premise)");
+    f.write_at(3 * 4096, &[1u8; 10]).unwrap();
+    drop(f);
+    let mut want = vec![0u8; 3 * 4096];
+    want.extend_from_slice(&[1u8; 10]);
+    assert!(fs.read(p("/new")).unwrap() == want, "holes read as zeros, not the old file's bytes");
+    if test_mapping() == MappingKind::HashFs {
+        for l in [0, 1, 2, 4] {
+            assert!(fs.physical_block(ino, Lblk(l)).unwrap().is_none(), "no key of the old file at {l}");
+        }
+    }
+    let (fs, dev) = remount(fs, dev);
+    assert!(fs.read(p("/new")).unwrap() == want, "the same after a remount");
+    drop(fs);
+    assert_fsck_clean(&dev);
+}
