@@ -388,3 +388,10 @@ def _():
     plant("crates/hashfs/src/fs/api.rs",
         "                cur = self.parent_in_call(cur)?;\n",
         "                cur = if @ON { self.parent_of(cur)? } else { self.parent_in_call(cur)? };\n")
+
+
+@bug("rename-frees-linked-target")
+def _():
+    plant("crates/hashfs/src/fs/rename.rs",
+        "if d.ftype != FileType::Directory && g.raw.nlink == 1 =>",
+        "if d.ftype != FileType::Directory && (g.raw.nlink == 1 || @ON) =>")

@@ -143,6 +143,7 @@ fn explore_process_deaths_on_a_crowded_table() {
         "ace:append,unlink",
         "ace:unlink-small",
         "ace:append,unlink-small",
+        "ace:rename-over-small",
     ]);
     let cfg = Config { model: FailureModel::ProcessDeath, ..config() };
     let (stats, failures) = crashtest::run_from(&cfg, test_mapping(), &base, &w, threads(), &|_, _, _| {});
@@ -505,8 +506,8 @@ fn explore_links_with_renames() {
 /// The calls of SQLite's rollback journal that HashFS makes cheaper
 /// (`tests/rollback_journal_costs.rs`): a rewrite of bytes a one-fence append's check does
 /// not cover, which leaves its size tagged, and an unlink that frees its file in the
-/// transaction that removes the name, with the freed number taken again; under power
-/// failure and process death.
+/// transaction that removes the name (or a rename over the file's last link), with the
+/// freed number taken again; under power failure and process death.
 #[test]
 fn explore_a_rollback_journals_calls() {
     let w = workloads(&[
@@ -516,6 +517,8 @@ fn explore_a_rollback_journals_calls() {
         "ace:append-small,unlink-small",
         "ace:unlink-small,create",
         "ace:unlink-small,remount,create",
+        "ace:rename-over-small,create",
+        "ace:append,rename-over-small",
     ]);
     for model in [FailureModel::PowerFailure, FailureModel::ProcessDeath] {
         let cfg = Config { model, ..config() };

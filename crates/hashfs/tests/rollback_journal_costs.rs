@@ -6,7 +6,10 @@
 //! four fences, not nine), and a rewrite of bytes a one-fence append's check does not cover
 //! leaves its size tagged (`fs/hashfs/append_tag.rs`: one fence, not two). The crash
 //! explorer covers every crash state of both (`unlink-small`, `overwrite-small` after
-//! `append-small`); these tests pin the cost and the reuse of a freed inode's number.
+//! `append-small`); these tests pin the cost and the reuse of a freed inode's number. A
+//! rename over a file's last link (an atomic replacement: editors, git's index, RocksDB's
+//! `CURRENT`) frees the replaced file in its own transaction the same way
+//! (`rename-over-small`).
 
 mod common;
 
@@ -129,6 +132,32 @@ fn a_freed_number_taken_again_shows_none_of_the_old_file() {
     }
     let (fs, dev) = remount(fs, dev);
     assert!(fs.read(p("/new")).unwrap() == want, "the same after a remount");
+    drop(fs);
+    assert_fsck_clean(&dev);
+}
+
+/// A rename over a file that has no other link frees it in the rename's transaction (four
+/// fences on HashFS); over one with another link it only drops a link, and the other name
+/// still reads the file.
+#[test]
+fn a_rename_over_a_last_link_frees_the_file_and_over_another_link_keeps_it() {
+    let (fs, dev) = new_fs(16 * MIB, &opts());
+    fs.write(p("/target"), &[1u8; 9000]).unwrap();
+    fs.write(p("/new"), &[2u8; 100]).unwrap();
+    let n = fences(&dev, || fs.rename(p("/new"), p("/target")).unwrap());
+    if test_mapping() == MappingKind::HashFs {
+        assert_eq!(n, 4, "the replaced file freed in the rename's transaction");
+    }
+    assert_eq!(fs.read(p("/target")).unwrap(), vec![2u8; 100]);
+
+    fs.hard_link(p("/target"), p("/other")).unwrap();
+    fs.write(p("/newer"), &[3u8; 50]).unwrap();
+    fs.rename(p("/newer"), p("/target")).unwrap();
+    assert_eq!(fs.read(p("/target")).unwrap(), vec![3u8; 50]);
+    assert_eq!(fs.read(p("/other")).unwrap(), vec![2u8; 100], "the replaced file's other name");
+    assert_eq!(fs.metadata(p("/other")).unwrap().nlink, 1);
+    let (fs, dev) = remount(fs, dev);
+    assert_eq!(fs.read(p("/other")).unwrap(), vec![2u8; 100], "after a remount");
     drop(fs);
     assert_fsck_clean(&dev);
 }

@@ -44,6 +44,7 @@ pub const ACE_OPS: &[&str] = &[
     "rename",
     "rename-across",
     "rename-replace",
+    "rename-over-small",
     "rename-dir",
     "rename-long",
     "exchange",
@@ -128,6 +129,9 @@ pub fn ace_op(name: &str) -> Option<Op> {
         "rename" => Op::Rename { from: s("/A/f"), to: s("/A/f2"), mode: RenameMode::Replace },
         "rename-across" => Op::Rename { from: s("/A/f"), to: s("/B/f"), mode: RenameMode::Replace },
         "rename-replace" => Op::Rename { from: s("/g"), to: s("/A/f"), mode: RenameMode::Replace },
+        // The replaced file has no attribute and the death model's survivor does not hold it:
+        // on HashFS freed in the rename's own transaction (`fs/hashfs/unlink.rs`).
+        "rename-over-small" => Op::Rename { from: s("/A/f"), to: s("/g"), mode: RenameMode::Replace },
         "rename-dir" => Op::Rename { from: s("/A/sub"), to: s("/B/sub"), mode: RenameMode::Replace },
         "rename-long" => Op::Rename { from: s("/g"), to: format!("/B/{}", LONG_NAME), mode: RenameMode::Replace },
         "exchange" => Op::Rename { from: s("/A/f"), to: s("/g"), mode: RenameMode::Exchange },

@@ -51,6 +51,9 @@ struct Move<'n> {
     mode: RenameMode,
     src: EntryRef,
     dst: Option<EntryRef>,
+    /// The replaced file's last link goes, and the rename's transaction frees it (HashFS,
+    /// `fs/hashfs/unlink.rs`).
+    free_replaced: bool,
 }
 
 impl Move<'_> {
@@ -90,7 +93,7 @@ impl<D: PmDevice> FsInner<D> {
         if check_rename_kinds(mode, sp, src, dst, &sp_chain, &dp_chain)? == RenameCheck::Nothing {
             return Ok(());
         }
-        let mv = Move { sp, sname, dp, dname, mode, src, dst };
+        let mut mv = Move { sp, sname, dp, dname, mode, src, dst, free_replaced: false };
         // Lock the moved inode and the replaced one (children of the locked directories).
         let src_cell = self.cell(src.ino)?;
         let dst_cell = dst.map(|d| self.cell(d.ino)).transpose()?;
@@ -101,6 +104,15 @@ impl<D: PmDevice> FsInner<D> {
             }
         }
         let tcell = if dirs.dst.is_some() { &dcell } else { &scell };
+        // A replaced file's last link: on HashFS freed in this transaction, as an unlink's
+        // (`fs/hashfs/unlink.rs`).
+        let freeing = match (mode, dst_cell.as_deref(), replaced.as_deref(), dst) {
+            (RenameMode::Replace, Some(dc), Some(g), Some(d)) if d.ftype != FileType::Directory && g.raw.nlink == 1 => {
+                self.plan_free_with_name(dc, g)
+            }
+            _ => None,
+        };
+        mv.free_replaced = freeing.is_some();
         let mut tx = self.journals.begin();
         let staged = self.stage(&mut tx, &mv, &mut dirs, tcell, &moved, replaced.as_deref())?;
         if let Err(e) = tx.commit() {
@@ -113,7 +125,10 @@ impl<D: PmDevice> FsInner<D> {
         drop(dirs);
         drop(moved);
         if let (Some(dc), Some(mut g), RenameMode::Replace) = (dst_cell.as_ref(), replaced, mode) {
-            self.maybe_free(dc, &mut g)?;
+            match freeing {
+                Some(planned) => self.finish_free_with_name(dc, &mut g, &planned),
+                None => self.maybe_free(dc, &mut g)?,
+            }
         }
         Ok(())
     }
@@ -176,7 +191,7 @@ impl<D: PmDevice> FsInner<D> {
     }
 
     /// Stages the whole rename in `tx`: the entries, then the link counts and times, then
-    /// the four inodes.
+    /// the four inodes (the replaced one freed when `mv.free_replaced`).
     fn stage<'a>(
         &'a self,
         tx: &mut Tx<'a, D>,
@@ -203,7 +218,11 @@ impl<D: PmDevice> FsInner<D> {
         }
         inode::tx_write_inode(tx, &self.geo, mv.src.ino, &mut st.moved);
         if let (Some(r), Some(d)) = (st.replaced.as_mut(), mv.dst) {
-            inode::tx_write_inode(tx, &self.geo, d.ino, r);
+            if mv.free_replaced {
+                inode::tx_free_inode(tx, &self.geo, d.ino);
+            } else {
+                inode::tx_write_inode(tx, &self.geo, d.ino, r);
+            }
         }
         Ok(st)
     }
