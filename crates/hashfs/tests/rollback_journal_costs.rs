@@ -161,3 +161,23 @@ fn a_rename_over_a_last_link_frees_the_file_and_over_another_link_keeps_it() {
     drop(fs);
     assert_fsck_clean(&dev);
 }
+
+/// An rmdir of an empty directory no one has open frees it in its own transaction too.
+#[test]
+fn an_rmdir_frees_the_directory_in_its_own_transaction() {
+    let (fs, dev) = new_fs(16 * MIB, &opts());
+    for round in 0..3 {
+        fs.create_dir(p("/d"), 0o755).unwrap();
+        fs.write(p("/d/f"), &[round; 10]).unwrap();
+        fs.remove_file(p("/d/f")).unwrap();
+        let n = fences(&dev, || fs.remove_dir(p("/d")).unwrap());
+        if test_mapping() == MappingKind::HashFs {
+            assert_eq!(n, 4, "round {round}: the directory freed in the rmdir's transaction");
+        }
+        assert!(fs.metadata(p("/d")).is_err());
+    }
+    assert_eq!(fs.metadata(p("/")).unwrap().nlink, 2, "the root's link count");
+    let (fs, dev) = remount(fs, dev);
+    drop(fs);
+    assert_fsck_clean(&dev);
+}

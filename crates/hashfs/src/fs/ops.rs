@@ -486,10 +486,9 @@ impl<D: PmDevice> FsInner<D> {
         } else {
             craw.nlink -= 1;
         }
-        // The last link of a file no one has open: on HashFS freed in this transaction
-        // (`fs/hashfs/unlink.rs`).
-        let freeing =
-            if craw.nlink == 0 && kind == RemoveKind::NonDir { self.plan_free_with_name(&ccell, &cst) } else { None };
+        // The last link of a file (or an empty directory) no one has open: on HashFS freed
+        // in this transaction (`fs/hashfs/unlink.rs`).
+        let freeing = if craw.nlink == 0 { self.plan_free_with_name(&ccell, &cst) } else { None };
         let mut tx = self.journals.begin();
         tx.write_u64(slot_off, 0);
         inode::tx_write_inode(&mut tx, &self.geo, parent, &mut praw);

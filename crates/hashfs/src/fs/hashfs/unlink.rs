@@ -1,5 +1,6 @@
 //! An unlink that frees its file in the transaction that removes its name (HashFS, the
-//! paper placement; a rename over a file's last link likewise, `fs/rename.rs`): the name,
+//! paper placement; an rmdir, and a rename over a file's last link, likewise: `fs/ops.rs`,
+//! `fs/rename.rs`): the name,
 //! the parent and the freed inode in one transaction, then the
 //! file's slots tombstoned and fenced, then purged. Four fences where the general path
 //! (`FsInner::free_inode_locked` after the name's transaction) takes nine: the name and
