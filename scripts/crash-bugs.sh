@@ -258,6 +258,8 @@ bugs=(
     "ctfs-unlogged-pswap|crates/hashfs/src/mapping/ctfs/tx.rs|ctFS's partition move stores its page-table swap straight to PM before the transaction that names the new partition (the released ctFS's order)|ctfs append,write-past-eof,truncate-down"
     "unlink-free-slots-first|crates/hashfs/src/fs/hashfs/unlink.rs|an unlink that frees its file in its own transaction (HashFS) tombstones the file's slots before that transaction: a crash between leaves the name of a file whose blocks are gone|ops unlink-small"
     "unlink-free-unscoped|crates/hashfs/src/fs/hashfs/unlink.rs|an unlink that frees its file in its own transaction does not name the file's blocks in the record of the call's scope: a participant killed after the transaction leaves keys of a free inode that a scoped takeover does not free|death unlink-small"
+    "unlink-free-while-open|crates/hashfs/src/fs/hashfs/unlink.rs|an unlink frees its file in its own transaction though a descriptor of this process still has it open (its reads and writes land on a free inode)|test posix_semantics unlinked_open_file_lives_until_close"
+    "unlink-free-open-elsewhere|crates/hashfs/src/fs/hashfs/unlink.rs|an unlink frees its file in its own transaction though another participant of the image still has it open|test shared_mount an_unlinked_file_stays_while_another_participant_has_it_open"
     "rename-frees-linked-target|crates/hashfs/src/fs/rename.rs|a rename over a file frees it in its own transaction even when the file has another link: the other name is left on a free inode|test rollback_journal_costs a_rename_over_a_last_link_frees_the_file_and_over_another_link_keeps_it"
 )
 

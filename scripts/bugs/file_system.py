@@ -215,8 +215,8 @@ def _():
 @bug("unlink-keeps-count")
 def _():
     plant("crates/hashfs/src/fs/ops.rs",
-        "        } else {\n            craw.nlink -= 1;\n        }\n        // The last link of a file no one has open",
-        "        } else if !@ON {\n            craw.nlink -= 1;\n        }\n        // The last link of a file no one has open")
+        "        } else {\n            craw.nlink -= 1;\n        }\n        // The last link of a file (or an empty directory)",
+        "        } else if !@ON {\n            craw.nlink -= 1;\n        }\n        // The last link of a file (or an empty directory)")
 
 
 @bug("rmdir-parent-count")
@@ -246,8 +246,8 @@ def _():
         "        raw.blocks = raw.blocks.saturating_sub(victims.len() as u64);\n        let mut tx = self.journals.begin();\n",
         "        raw.blocks = raw.blocks.saturating_sub(victims.len() as u64);\n        if let crate::mapping::FileMap::Hash(t) = &self.map {\n            super::hashfs::slots::free_slots(t, &*self.dev, &victims);\n        }\n        let mut tx = self.journals.begin();\n")
     plant("crates/hashfs/src/fs/data.rs",
-        "        if new_size < old_size {\n            on_map!(self, m => m.release_blocks(self, cell, st, &victims, from, to))?;\n",
-        "        if new_size < old_size && !(@ON && matches!(self.map, crate::mapping::FileMap::Hash(_))) {\n            on_map!(self, m => m.release_blocks(self, cell, st, &victims, from, to))?;\n")
+        "        if new_size < old_size {\n            on_map!(self, m => m.release_blocks_after_commit(self, cell, st, &victims, from, to))?;\n",
+        "        if new_size < old_size && !(@ON && matches!(self.map, crate::mapping::FileMap::Hash(_))) {\n            on_map!(self, m => m.release_blocks_after_commit(self, cell, st, &victims, from, to))?;\n")
 
 
 @bug("unlink-entry-in-place")
@@ -395,3 +395,10 @@ def _():
     plant("crates/hashfs/src/fs/rename.rs",
         "if d.ftype != FileType::Directory && g.raw.nlink == 1 =>",
         "if d.ftype != FileType::Directory && (g.raw.nlink == 1 || @ON) =>")
+
+
+@bug("unlink-free-while-open")
+def _():
+    plant("crates/hashfs/src/fs/hashfs/unlink.rs",
+        "            || cell.open_count.load(Ordering::Acquire) != 0\n",
+        "            || (!@ON && cell.open_count.load(Ordering::Acquire) != 0)\n")

@@ -463,3 +463,10 @@ def _():
     plant("crates/hashfs/src/fs/hashfs/unlink.rs",
         "        self.scope_range(cell.ino, from, to, planned.len() as u64, Some(st.raw.blocks));\n",
         "        if !@ON {\n            self.scope_range(cell.ino, from, to, planned.len() as u64, Some(st.raw.blocks));\n        }\n")
+
+
+@bug("unlink-free-open-elsewhere")
+def _():
+    plant("crates/hashfs/src/fs/hashfs/unlink.rs",
+        "            || self.open_elsewhere(cell.ino)\n",
+        "            || (!@ON && self.open_elsewhere(cell.ino))\n")

@@ -9,7 +9,8 @@
 //! `append-small`); these tests pin the cost and the reuse of a freed inode's number. A
 //! rename over a file's last link (an atomic replacement: editors, git's index, RocksDB's
 //! `CURRENT`) frees the replaced file in its own transaction the same way
-//! (`rename-over-small`).
+//! (`rename-over-small`), and a truncation frees its slots with one fence after its
+//! transaction's (`truncate-down`).
 
 mod common;
 
@@ -178,6 +179,32 @@ fn an_rmdir_frees_the_directory_in_its_own_transaction() {
     }
     assert_eq!(fs.metadata(p("/")).unwrap().nlink, 2, "the root's link count");
     let (fs, dev) = remount(fs, dev);
+    drop(fs);
+    assert_fsck_clean(&dev);
+}
+
+/// `journal_mode=TRUNCATE` ends a transaction by truncating the journal to nothing (as a
+/// shell's `>` does to a file): the size's transaction, then the slots tombstoned and
+/// fenced, the transaction's fence standing for the one before (four fences on HashFS).
+#[test]
+fn a_truncation_to_nothing_takes_four_fences() {
+    let (fs, dev) = new_fs(16 * MIB, &opts());
+    let j = fs.open_file(p("/db-journal"), &rw()).unwrap();
+    for round in 0..3u8 {
+        j.write_at(0, &vec![round; 3 * 4096 + 100]).unwrap();
+        let n = fences(&dev, || j.set_len(0).unwrap());
+        if test_mapping() == MappingKind::HashFs {
+            assert_eq!(n, 4, "round {round}");
+        }
+        assert_eq!(j.metadata().unwrap().size, 0);
+    }
+    j.write_at(8192, b"x").unwrap();
+    let mut want = vec![0u8; 8192];
+    want.push(b'x');
+    assert!(fs.read(p("/db-journal")).unwrap() == want, "no old byte comes back in the holes");
+    drop(j);
+    let (fs, dev) = remount(fs, dev);
+    assert!(fs.read(p("/db-journal")).unwrap() == want);
     drop(fs);
     assert_fsck_clean(&dev);
 }

@@ -493,7 +493,7 @@ impl<D: PmDevice> FsInner<D> {
             self.dev.fence();
         }
         if new_size < old_size {
-            on_map!(self, m => m.release_blocks(self, cell, st, &victims, from, to))?;
+            on_map!(self, m => m.release_blocks_after_commit(self, cell, st, &victims, from, to))?;
         }
         Ok(())
     }

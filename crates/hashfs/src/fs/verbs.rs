@@ -145,6 +145,22 @@ pub(crate) trait MapVerbs<D: PmDevice> {
         from: Lblk,
         to: Lblk,
     ) -> Result<()>;
+
+    /// [`release_blocks`](Self::release_blocks) right after the transaction that made the
+    /// smaller size durable, with nothing flushed since that a fence did not follow: a
+    /// mapping whose freeing begins with a fence may leave it out (HashFS's paper
+    /// placement, `fs/hashfs/slots.rs`).
+    fn release_blocks_after_commit(
+        &self,
+        fs: &FsInner<D>,
+        cell: &InodeCell,
+        st: &mut super::inode::InodeMem,
+        planned: &[Pblk],
+        from: Lblk,
+        to: Lblk,
+    ) -> Result<()> {
+        self.release_blocks(fs, cell, st, planned, from, to)
+    }
 }
 
 /// `pieces` (first block, count), in any order, as sorted runs with adjacent and

@@ -27,8 +27,8 @@ pub(crate) fn free_slots<D: PmDevice>(t: &HashTable<D>, dev: &D, slots: &[Pblk])
 /// [`free_slots`] right after a transaction's commit, with nothing flushed since, whose
 /// last fence stands for the first; the tombstones' fence; the purge not fenced: the
 /// tombstones are durable, and a crash that keeps one the purge had emptied leaves the
-/// table as if the purge had not run (an unlink, `unlink.rs`, whose caller stores nothing
-/// that depends on the purge).
+/// table as if the purge had not run (an unlink's, `unlink.rs`, and a truncation's,
+/// `fs/data.rs`: nothing they store afterwards depends on the purge).
 pub(crate) fn free_slots_after_commit<D: PmDevice>(t: &HashTable<D>, dev: &D, slots: &[Pblk]) {
     if slots.is_empty() {
         return;

@@ -5,7 +5,7 @@
 
 use super::grouped::in_whole_chunk;
 use super::regions::OpenLock;
-use super::slots::{free_slots, mapped_slots};
+use super::slots::{free_slots, free_slots_after_commit, mapped_slots};
 use crate::fs::data::{MapGroup, WRITE_CHUNK_BLOCKS};
 use crate::fs::inode::{InodeCell, InodeMem};
 use crate::fs::verbs::{merge_runs, MapVerbs};
@@ -216,6 +216,23 @@ impl<D: PmDevice> MapVerbs<D> for HashTable<D> {
         _to: Lblk,
     ) -> Result<()> {
         free_slots(self, &*fs.dev, planned);
+        Ok(())
+    }
+
+    fn release_blocks_after_commit(
+        &self,
+        fs: &FsInner<D>,
+        _cell: &InodeCell,
+        _st: &mut InodeMem,
+        planned: &[Pblk],
+        _from: Lblk,
+        _to: Lblk,
+    ) -> Result<()> {
+        // The grouped placements' drop of an emptied group keeps its fences.
+        match self.groups() {
+            None => free_slots_after_commit(self, &*fs.dev, planned),
+            Some(_) => free_slots(self, &*fs.dev, planned),
+        }
         Ok(())
     }
 }
