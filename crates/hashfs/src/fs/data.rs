@@ -529,18 +529,24 @@ impl<D: PmDevice> FsInner<D> {
             inode::tx_write_inode(&mut tx, &self.geo, c.ino, r);
         }
         tx.commit()?;
-        st.freed = true;
-        st.dir = None;
-        self.persist_times(cell, st); // only forgets them
-        self.untag(cell, st); // the same
-        self.inodes.remove(cell.ino);
-        self.free_ino(cell.ino);
+        self.forget_freed(cell, st);
         if let (Some(c), Some(r)) = (xattrs, xraw) {
             let mut xst = c.state.write();
             xst.raw = r;
             self.free_inode_locked(&c, &mut xst)?;
         }
         Ok(())
+    }
+
+    /// Once the transaction that freed the inode committed: what DRAM keeps of it goes, and
+    /// its number is given back.
+    pub(crate) fn forget_freed(&self, cell: &InodeCell, st: &mut InodeMem) {
+        st.freed = true;
+        st.dir = None;
+        self.persist_times(cell, st); // only forgets them
+        self.untag(cell, st); // the same
+        self.inodes.remove(cell.ino);
+        self.free_ino(cell.ino);
     }
 
     /// Flushes nothing (every write is durable on return) but makes the image durable on

@@ -51,11 +51,6 @@ impl<D: PmDevice> FsInner<D> {
         if let FileMap::Hash(t) = &self.map {
             free_slots_after_commit(t, &*self.dev, planned);
         }
-        st.freed = true;
-        st.dir = None;
-        self.persist_times(cell, st); // only forgets them
-        self.untag(cell, st); // the same
-        self.inodes.remove(cell.ino);
-        self.free_ino(cell.ino);
+        self.forget_freed(cell, st);
     }
 }
