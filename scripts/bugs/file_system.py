@@ -372,8 +372,8 @@ def _():
 @bug("read-only-open-split")
 def _():
     plant("crates/hashfs/src/fs/api.rs",
-        "                match self.inner.read_call(|| {\n                    let ino = self.resolve_for_open(path, opts)?;\n                    super::race_point::reached(\"open: a read-only participant resolved the name\");\n                    self.open_found(ino, access)\n                }) {\n",
-        "                match if @ON {\n                    self.inner.read_call(|| self.resolve_for_open(path, opts)).and_then(|ino| {\n                        super::race_point::reached(\"open: a read-only participant resolved the name\");\n                        self.inner.read_call(|| self.open_found(ino, access))\n                    })\n                } else {\n                    self.inner.read_call(|| {\n                        let ino = self.resolve_for_open(path, opts)?;\n                        super::race_point::reached(\"open: a read-only participant resolved the name\");\n                        self.open_found(ino, access)\n                    })\n                } {\n")
+        "                match self.inner.read_call(|| {\n                    let (ino, _) = self.resolve_for_open(path, opts)?;\n                    super::race_point::reached(\"open: a read-only participant resolved the name\");\n                    self.open_found(ino, access)\n                }) {\n",
+        "                match if @ON {\n                    self.inner.read_call(|| self.resolve_for_open(path, opts)).and_then(|(ino, _)| {\n                        super::race_point::reached(\"open: a read-only participant resolved the name\");\n                        self.inner.read_call(|| self.open_found(ino, access))\n                    })\n                } else {\n                    self.inner.read_call(|| {\n                        let (ino, _) = self.resolve_for_open(path, opts)?;\n                        super::race_point::reached(\"open: a read-only participant resolved the name\");\n                        self.open_found(ino, access)\n                    })\n                } {\n")
 
 
 @bug("link-prefix-kept")
@@ -402,3 +402,10 @@ def _():
     plant("crates/hashfs/src/fs/hashfs/unlink.rs",
         "            || cell.open_count.load(Ordering::Acquire) != 0\n",
         "            || (!@ON && cell.open_count.load(Ordering::Acquire) != 0)\n")
+
+
+@bug("open-trunc-skipped")
+def _():
+    plant("crates/hashfs/src/fs/api.rs",
+        "        if opts.truncate && !created {\n",
+        "        if opts.truncate && !created && !@ON {\n")

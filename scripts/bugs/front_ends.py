@@ -388,3 +388,10 @@ def _():
     plant("crates/hashfs-fuse/src/lib.rs",
         "if self.locks.is_none() || self.nodes.keep_recent(&self.fs, &m) || tries == hashfs::OPEN_RETRIES {",
         "if self.locks.is_none() || (if @ON { tries >= 1 } else { self.nodes.keep_recent(&self.fs, &m) }) || tries == hashfs::OPEN_RETRIES {")
+
+
+@bug("shim-open-trunc-skipped")
+def _():
+    plant("crates/hashfs-preload/src/shim/fd.rs",
+        "        if flags & libc::O_TRUNC != 0 && access.write && !created.get() {\n",
+        "        if flags & libc::O_TRUNC != 0 && access.write && !created.get() && !@ON {\n")

@@ -40,14 +40,16 @@ fn a_shell_and_the_programs_it_starts_share_the_image() {
     let img = image();
     let script = format!(
         "set -e; echo hi > {a}; cat {a}; cat {a} | wc -c; cp {a} {b}; mkdir {d}; touch {d}/x; mv {d}/x {d}/y; ls {d}; \
-         rm {d}/y; rmdir {d}; ls {root}",
+         rm {d}/y; rmdir {d}; ls {root}; echo a-longer-line > {b}; echo x > {b}; cat {b}",
         a = p("/a"),
         b = p("/b"),
         d = p("/d"),
         root = p("/"),
     );
     let out = img.ok("bash", &["-c", &script]);
-    assert_eq!(out, "hi\n3\ny\na\nb\n");
+    // The last `>` truncates the file that exists; the first made its file and
+    // truncated nothing.
+    assert_eq!(out, "hi\n3\ny\na\nb\nx\n");
     img.fsck_clean();
 }
 

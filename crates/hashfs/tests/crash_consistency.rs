@@ -504,7 +504,7 @@ fn explore_links_with_renames() {
 }
 
 /// The calls of SQLite's rollback journal that HashFS makes cheaper
-/// (`tests/rollback_journal_costs.rs`): a rewrite of bytes a one-fence append's check does
+/// (`tests/fence_costs.rs`): a rewrite of bytes a one-fence append's check does
 /// not cover, which leaves its size tagged, and an unlink that frees its file in the
 /// transaction that removes the name (or a rename over the file's last link), with the
 /// freed number taken again; under power failure and process death.

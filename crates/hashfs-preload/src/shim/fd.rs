@@ -115,8 +115,12 @@ pub(super) fn do_open(path: &Path, flags: c_int, mode: mode_t) -> Result<c_int, 
     // `FileSystem::create_unless_exists`.)
     // A FIFO's inode (its bytes are the kernel's: `fifo.rs`).
     let fifo = std::cell::Cell::new(None);
+    // Whether this open made the file: then, as in Linux, O_TRUNC truncates nothing (a new
+    // file is empty; a truncation would be a transaction for its times).
+    let created = std::cell::Cell::new(false);
     let attempt = |resolved: &mut bool| -> Result<(Ino, Option<File<MmapDevice>>), Error> {
         fifo.set(None);
+        created.set(false);
         let ino = if flags & libc::O_CREAT != 0 {
             let (p, name) = fs.resolve_parent(path).map_err(|e| match e {
                 // A directory link out of the image: the file is the name in what it leads to.
@@ -129,7 +133,10 @@ pub(super) fn do_open(path: &Path, flags: c_int, mode: mode_t) -> Result<c_int, 
             })?;
             let perm = mode & 0o7777 & !process_umask();
             match fs.create_unless_exists(p, &name, perm, Owner::current, flags & libc::O_EXCL != 0)? {
-                Some(m) => m.ino,
+                Some(m) => {
+                    created.set(true);
+                    m.ino
+                }
                 None => fs.resolve(path)?,
             }
         } else if flags & libc::O_NOFOLLOW != 0 {
@@ -157,7 +164,7 @@ pub(super) fn do_open(path: &Path, flags: c_int, mode: mode_t) -> Result<c_int, 
             return Ok((ino, None));
         }
         let f = fs.open_ino(ino, if access.read || access.write { access } else { Access { read: true, ..access } })?;
-        if flags & libc::O_TRUNC != 0 && access.write {
+        if flags & libc::O_TRUNC != 0 && access.write && !created.get() {
             f.set_len(0)?;
         }
         Ok((ino, Some(f)))

@@ -1003,13 +1003,16 @@ impl<D: PmDevice> FileSystem<D> {
         // what the path names now, as rename's atomicity promises, not a stale inode; and
         // a create that found the name taken may find it gone when it resolves it.
         let mut tries = 0;
+        // Whether this open made the file: then, as in Linux, O_TRUNC truncates nothing
+        // (a new file is empty; a truncation would be a transaction for its times).
+        let mut created = false;
         let f = loop {
             tries += 1;
             let (resolved, r) = if self.inner.is_read_only() {
                 // The name resolved and its inode's generation read in one call: between
                 // two, a writer could free the inode and make another file of it.
                 match self.inner.read_call(|| {
-                    let ino = self.resolve_for_open(path, opts)?;
+                    let (ino, _) = self.resolve_for_open(path, opts)?;
                     super::race_point::reached("open: a read-only participant resolved the name");
                     self.open_found(ino, access)
                 }) {
@@ -1018,7 +1021,10 @@ impl<D: PmDevice> FileSystem<D> {
                 }
             } else {
                 match self.resolve_for_open(path, opts) {
-                    Ok(ino) => (true, self.open_ino(ino, access)),
+                    Ok((ino, made)) => {
+                        created = made;
+                        (true, self.open_ino(ino, access))
+                    }
                     Err(e) => (false, Err(e)),
                 }
             };
@@ -1028,24 +1034,25 @@ impl<D: PmDevice> FileSystem<D> {
                 r => break r?,
             }
         };
-        if opts.truncate {
+        if opts.truncate && !created {
             f.set_len(0)?;
         }
         Ok(f)
     }
 
-    /// The inode `path` names for [`Self::open_file`], made if `opts` say so.
-    fn resolve_for_open(&self, path: &Path, opts: &OpenOptions) -> Result<Ino> {
+    /// The inode `path` names for [`Self::open_file`], made if `opts` say so, and whether
+    /// this call made it.
+    fn resolve_for_open(&self, path: &Path, opts: &OpenOptions) -> Result<(Ino, bool)> {
         Ok(if opts.create || opts.create_new {
             let (p, name) =
                 self.resolve_parent(path).map_err(|e| if matches!(e, Error::Exists) { Error::IsDir } else { e })?;
             let owner = opts.owner.unwrap_or_else(Owner::current);
             match self.create_unless_exists(p, &name, opts.perm, || owner, opts.create_new)? {
-                Some(m) => m.ino,
-                None => self.resolve(path)?,
+                Some(m) => (m.ino, true),
+                None => (self.resolve(path)?, false),
             }
         } else {
-            self.resolve(path)?
+            (self.resolve(path)?, false)
         })
     }
 }

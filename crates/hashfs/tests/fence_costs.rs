@@ -1,16 +1,17 @@
-//! What SQLite's rollback journal (`journal_mode=DELETE`) costs in fences per call, the
-//! calls as `strace` shows one transaction make them: the journal created, its header and
-//! page records written (appends of 4 and 4,096 bytes), its header rewritten at offset 0,
-//! two database pages overwritten, the journal unlinked. On HashFS an unlink of a file no
-//! one has open frees it in the transaction that removes its name (`fs/hashfs/unlink.rs`:
-//! four fences, not nine), and a rewrite of bytes a one-fence append's check does not cover
-//! leaves its size tagged (`fs/hashfs/append_tag.rs`: one fence, not two). The crash
-//! explorer covers every crash state of both (`unlink-small`, `overwrite-small` after
-//! `append-small`); these tests pin the cost and the reuse of a freed inode's number. A
-//! rename over a file's last link (an atomic replacement: editors, git's index, RocksDB's
-//! `CURRENT`) frees the replaced file in its own transaction the same way
-//! (`rename-over-small`), and a truncation frees its slots with one fence after its
-//! transaction's (`truncate-down`).
+//! What common calls cost in fences, pinned: first SQLite's rollback journal
+//! (`journal_mode=DELETE`), its calls as `strace` shows one transaction make them: the
+//! journal created, its header and page records written (appends of 4 and 4,096 bytes),
+//! its header rewritten at offset 0, two database pages overwritten, the journal unlinked.
+//! On HashFS an unlink of a file no one has open frees it in the transaction that removes
+//! its name (`fs/hashfs/unlink.rs`: four fences, not nine), and a rewrite of bytes a
+//! one-fence append's check does not cover leaves its size tagged
+//! (`fs/hashfs/append_tag.rs`: one fence, not two). A rename over a file's last link (an
+//! atomic replacement: editors, git's index, RocksDB's `CURRENT`) and an rmdir free the
+//! same way, a truncation frees its slots with one fence after its transaction's, and an
+//! open with `O_CREAT | O_TRUNC` that makes its file truncates nothing (a shell's `>`).
+//! The crash explorer covers every crash state of these (`unlink-small`, `rmdir`,
+//! `rename-over-small`, `truncate-down`, `overwrite-small` after `append-small`); these
+//! tests pin the cost and the reuse of a freed inode's number.
 
 mod common;
 
@@ -205,6 +206,23 @@ fn a_truncation_to_nothing_takes_four_fences() {
     drop(j);
     let (fs, dev) = remount(fs, dev);
     assert!(fs.read(p("/db-journal")).unwrap() == want);
+    drop(fs);
+    assert_fsck_clean(&dev);
+}
+
+/// An open with `O_CREAT | O_TRUNC` that makes its file truncates nothing (as in Linux):
+/// the create's transaction alone. One of a file that exists truncates it.
+#[test]
+fn an_open_that_makes_its_file_truncates_nothing() {
+    let (fs, dev) = new_fs(16 * MIB, &opts());
+    fs.write(p("/first"), b"the root's first block").unwrap();
+    let ct = OpenOptions::new().write(true).create(true).truncate(true).clone();
+    let n = fences(&dev, || drop(fs.open_file(p("/out"), &ct).unwrap()));
+    assert_eq!(n, 3, "a create's transaction, and no truncation");
+    fs.write(p("/out"), &[5u8; 5000]).unwrap();
+    let f = fs.open_file(p("/out"), &ct).unwrap();
+    assert_eq!(f.metadata().unwrap().size, 0, "an existing file is truncated");
+    drop(f);
     drop(fs);
     assert_fsck_clean(&dev);
 }
