@@ -262,6 +262,8 @@ bugs=(
     "unlink-free-open-elsewhere|crates/hashfs/src/fs/hashfs/unlink.rs|an unlink frees its file in its own transaction though another participant of the image still has it open|test shared_mount an_unlinked_file_stays_while_another_participant_has_it_open"
     "open-trunc-skipped|crates/hashfs/src/fs/api.rs|an open with O_TRUNC of a file that exists truncates nothing (the check that skips a truncation when the open made the file is always taken)|test fence_costs an_open_that_makes_its_file_truncates_nothing"
     "shim-open-trunc-skipped|crates/hashfs-preload/src/shim/fd.rs|the shim's open with O_TRUNC of a file that exists truncates nothing (a shell's > leaves the old bytes past what it writes)|test processes a_shell_and_the_programs_it_starts_share_the_image"
+    "open-inodes-unpurged|crates/hashfs/src/share/image.rs|the shared region's table of open inodes keeps every slot a closed inode took: once each was used, every search for an inode no one has open passes all 4,096 (each create and unlink through the shim)|unit share::image::tests::closed_inodes_leave_no_slot_on_the_searches_path"
+    "open-inodes-purge-past-held|crates/hashfs/src/share/image.rs|a close that ends its run in the table of open inodes empties the slots before it up to a never-used one, held ones included: an inode another participant has open is no longer found, and an unlinked file it reads is freed under it|unit share::image::tests::a_run_keeps_the_slots_before_a_held_one"
     "rename-frees-linked-target|crates/hashfs/src/fs/rename.rs|a rename over a file frees it in its own transaction even when the file has another link: the other name is left on a free inode|test fence_costs a_rename_over_a_last_link_frees_the_file_and_over_another_link_keeps_it"
 )
 

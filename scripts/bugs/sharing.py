@@ -470,3 +470,17 @@ def _():
     plant("crates/hashfs/src/fs/hashfs/unlink.rs",
         "            || self.open_elsewhere(cell.ino)\n",
         "            || (!@ON && self.open_elsewhere(cell.ino))\n")
+
+
+@bug("open-inodes-unpurged")
+def _():
+    plant("crates/hashfs/src/share/image.rs",
+        "        if left == 0 {\n            self.forget_run_end(i);\n",
+        "        if left == 0 && !@ON {\n            self.forget_run_end(i);\n")
+
+
+@bug("open-inodes-purge-past-held")
+def _():
+    plant("crates/hashfs/src/share/image.rs",
+        "            if s.ino.load(Ordering::Acquire) == 0 || s.holders.load(Ordering::Acquire) != 0 {\n",
+        "            if s.ino.load(Ordering::Acquire) == 0 || (!@ON && s.holders.load(Ordering::Acquire) != 0) {\n")

@@ -1,0 +1,98 @@
+#!/usr/bin/env python3
+"""Many small files made and removed through the shim, as a shell, `make` or `tar x` make
+them (issue 55): one process opens N new files with O_CREAT|O_WRONLY|O_TRUNC, writes 100
+bytes to each and closes it, then unlinks them all. Builds of the preload shim (each on a
+fresh image) and tmpfs take turns within each round, the first changing from round to
+round. Reports microseconds per file for each phase, with its 95% interval, and the ratio
+to the first build within each round. Not a test.
+
+Usage: python3 bench/shim_files.py --shim NAME=PATH [--shim NAME=PATH ...] [--rounds N]
+                                   [--files N] [--json FILE]
+Needs: the release `hashfs` binary (cargo build --release --workspace).
+"""
+import argparse, json, os, shutil, subprocess, sys, tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from fuse_io import machine, mean_ci  # noqa: E402 (the same statistics and machine stamp)
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+HASHFS = os.path.join(ROOT, "target/release/hashfs")
+PREFIX = "/hashfs-files"
+PHASES = ["create_write_close", "unlink"]
+
+LOOP = """
+import os, sys, time
+d, n = sys.argv[1], int(sys.argv[2])
+os.mkdir(d)
+buf = b"x" * 100
+t = time.perf_counter()
+for i in range(n):
+    fd = os.open(f"{d}/f{i}", os.O_CREAT | os.O_WRONLY | os.O_TRUNC, 0o644)
+    os.write(fd, buf)
+    os.close(fd)
+t1 = time.perf_counter()
+for i in range(n):
+    os.unlink(f"{d}/f{i}")
+t2 = time.perf_counter()
+print(1e6 * (t1 - t) / n, 1e6 * (t2 - t1) / n)
+"""
+
+
+def one(target, path, n, tmp):
+    if path is None:  # tmpfs
+        d = os.path.join(tmp, "files")
+        out = subprocess.run([sys.executable, "-c", LOOP, d, str(n)], capture_output=True, text=True, check=True)
+        shutil.rmtree(d)
+    else:
+        image = os.path.join(tmp, "files.img")
+        subprocess.run([HASHFS, "mkfs", image, "--size", "1G"], check=True, capture_output=True)
+        env = dict(os.environ, LD_PRELOAD=path, HASHFS_IMAGE=image, HASHFS_MOUNT=PREFIX)
+        out = subprocess.run([sys.executable, "-c", LOOP, f"{PREFIX}/d", str(n)], env=env, capture_output=True,
+                             text=True)
+        if out.returncode != 0:
+            sys.exit(f"{target}: {out.stderr}")
+        os.remove(image)
+    return [float(x) for x in out.stdout.split()]
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--shim", action="append", required=True, help="NAME=PATH of a libhashfs_preload.so")
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--files", type=int, default=20000)
+    ap.add_argument("--dir", default="/dev/shm")
+    ap.add_argument("--json")
+    a = ap.parse_args()
+    targets = [tuple(s.split("=", 1)) for s in a.shim] + [("tmpfs", None)]
+    res = {name: {ph: [] for ph in PHASES} for name, _ in targets}
+    with tempfile.TemporaryDirectory(dir=a.dir) as tmp:
+        for r in range(a.rounds):
+            order = targets[r % len(targets):] + targets[:r % len(targets)]
+            for name, path in order:
+                us = one(name, path, a.files, tmp)
+                for ph, v in zip(PHASES, us):
+                    res[name][ph].append(v)
+                print(f"round {r + 1} {name:12} " + "  ".join(f"{ph} {v:6.2f} us" for ph, v in zip(PHASES, us)),
+                      flush=True)
+    base = targets[0][0]
+    summary = {}
+    print(f"\n{'phase':20} " + " ".join(f"{n:>24}" for n, _ in targets))
+    for ph in PHASES:
+        cells = []
+        for name, _ in targets:
+            m, h = mean_ci(res[name][ph])
+            ratios = [x / y for x, y in zip(res[name][ph], res[base][ph])]
+            rm, rh = mean_ci(ratios)
+            summary.setdefault(name, {})[ph] = {"us_per_file": res[name][ph], "mean": m, "ci95": h,
+                                                "ratio_to_" + base: ratios, "ratio_mean": rm, "ratio_ci95": rh}
+            cells.append(f"{m:7.2f} ±{h:5.2f} {rm:5.2f}x")
+        print(f"{ph:20} " + " ".join(f"{c:>24}" for c in cells))
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump({"machine": machine(a.dir), "command": " ".join(sys.argv), "shims": dict(a.shim and
+                       [s.split("=", 1) for s in a.shim]), "rounds": a.rounds, "files": a.files,
+                       "results": summary}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
