@@ -89,9 +89,9 @@ def main():
         print(f"{ph:20} " + " ".join(f"{c:>24}" for c in cells))
     if a.json:
         with open(a.json, "w") as f:
-            json.dump({"machine": machine(a.dir), "command": " ".join(sys.argv), "shims": dict(a.shim and
-                       [s.split("=", 1) for s in a.shim]), "rounds": a.rounds, "files": a.files,
-                       "results": summary}, f, indent=1)
+            json.dump({"machine": machine(a.dir), "command": " ".join(sys.argv),
+                       "shims": {name: path for name, path in targets if path}, "rounds": a.rounds,
+                       "files": a.files, "results": summary}, f, indent=1)
 
 
 if __name__ == "__main__":

@@ -47,8 +47,8 @@ def _():
 @bug("free-slots-no-fence")
 def _():
     lines("crates/hashfs/src/fs/hashfs/slots.rs",
-        "    dev.fence();\n    let freed: Vec<_> = slots.iter().map(|&s| t.release(s)).collect();\n",
-        "    let freed: Vec<_> = slots.iter().map(|&s| t.release(s)).collect();\n")
+        "    dev.fence();\n    free_slots_after_commit(t, dev, slots);\n",
+        "    free_slots_after_commit(t, dev, slots);\n")
 
 
 @bug("switch-one-fence")

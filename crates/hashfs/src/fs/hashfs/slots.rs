@@ -16,11 +16,7 @@ pub(crate) fn free_slots<D: PmDevice>(t: &HashTable<D>, dev: &D, slots: &[Pblk])
         return;
     }
     dev.fence();
-    let freed: Vec<_> = slots.iter().map(|&s| t.release(s)).collect();
-    dev.fence();
-    for chunk in freed.chunks(1024) {
-        t.release_done(chunk);
-    }
+    free_slots_after_commit(t, dev, slots);
     dev.fence();
 }
 

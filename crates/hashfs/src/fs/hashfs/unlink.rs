@@ -1,7 +1,6 @@
 //! An unlink that frees its file in the transaction that removes its name (HashFS, the
 //! paper placement; an rmdir, and a rename over a file's last link, likewise: `fs/ops.rs`,
-//! `fs/rename.rs`): the name,
-//! the parent and the freed inode in one transaction, then the
+//! `fs/rename.rs`): the name, the parent and the freed inode in one transaction, then the
 //! file's slots tombstoned and fenced, then purged. Four fences where the general path
 //! (`FsInner::free_inode_locked` after the name's transaction) takes nine: the name and
 //! `nlink` 0 (three), the slots (three), the free (three). What makes it safe is that the
