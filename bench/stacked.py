@@ -238,6 +238,13 @@ def main():
     chosen_names = set(a.targets.split(","))
     mount_variants = {"stacked-pt": "passthrough=on", **dict(v.split("=", 1) for v in a.mount_variant)}
     mounted_variants = {}
+    # FUSE over io_uring (`-o io_uring`) needs the kernel's switch, global: on for the run
+    # when a chosen variant asks for it, put back after.
+    uring_switch, uring_was = "/sys/module/fuse/parameters/enable_uring", None
+    if any("io_uring" in o for n, o in mount_variants.items() if n in chosen_names):
+        uring_was = open(uring_switch).read().strip()
+        with open(uring_switch, "w") as f:
+            f.write("1")
     for name, opts in mount_variants.items():
         if name not in chosen_names:
             continue
@@ -314,6 +321,9 @@ def main():
         for mnt in mounted_variants.values():
             run([HASHFS, "umount", mnt], check=False)
         run([HASHFS, "umount", mnt_h], check=False)
+        if uring_was is not None:
+            with open(uring_switch, "w") as f:
+                f.write("1" if uring_was in ("Y", "1") else "0")
     summary = {}
     for w, per in results.items():
         summary[w] = {}

@@ -39,13 +39,8 @@ pub fn run_foreground_with(image: &Path, mountpoint: &Path, o: &MountOpts) -> Re
     if mounted_source(mountpoint).is_some() {
         return Err(fail(format!("{} is already a mount point", mountpoint.display())));
     }
-    if o.fuse.io_uring.is_some() {
-        if o.lower.is_some() {
-            return Err(fail("mount option io_uring is for an image mount, not a stacked one (lower=)"));
-        }
-        if !hashfs_fuse::io_uring_offered() {
-            return Err(fail(hashfs_fuse::NO_IO_URING));
-        }
+    if o.fuse.io_uring.is_some() && !hashfs_fuse::io_uring_offered() {
+        return Err(fail(hashfs_fuse::NO_IO_URING));
     }
     let mut o = o.clone();
     let alone = if o.shared { None } else { Some(crate::open_image(image)) };
@@ -173,8 +168,8 @@ fn run_stacked(
             }
         });
     }
-    let r = fuser::mount2(hashfs_fuse::stacked::StackedFuse::new(stack.clone()), mountpoint, &cfg)
-        .map_err(|e| fail(format!("mount on {}: {e}", mountpoint.display())));
+    let fuse = hashfs_fuse::stacked::StackedFuse::new(stack.clone()).with_io_uring(o.fuse.io_uring.is_some());
+    let r = fuser::mount2(fuse, mountpoint, &cfg).map_err(|e| fail(format!("mount on {}: {e}", mountpoint.display())));
     stack.stop();
     let _ = demoter.join();
     r

@@ -1,12 +1,16 @@
 //! FUSE over io_uring (`hashfs mount -o io_uring`, the transport in
 //! vendor/fuser/src/uring.rs): requests reach the daemon through a ring per CPU and get the
-//! answers they get through /dev/fuse (data, listings, links, attributes, errors); a mount
-//! that asks for it where the kernel has it off fails before anything is mounted.
-//! scripts/test.sh also runs the fuse_posix and fuse_cache suites over the rings.
+//! answers they get through /dev/fuse (data, listings, links, attributes, errors), on an
+//! image mount and on SPFS's stacked mount (`--lower`, with and without passthrough); a
+//! mount that asks for it where the kernel has it off fails before anything is mounted.
+//! scripts/test.sh also runs the fuse_posix and fuse_cache suites over the rings, and the
+//! POSIX suite on the stacked mount over them.
 
-#[path = "fuse_common.rs"]
-mod common;
-use common::*;
+mod fuse_common;
+#[path = "support/stacked.rs"]
+mod stacked;
+use fuse_common::*;
+use stacked::{counter, Stacked};
 use std::ffi::CString;
 use std::fs;
 use std::io::{Read, Seek, SeekFrom, Write};
@@ -192,6 +196,83 @@ fn requests_go_through_the_rings_and_are_answered_as_through_dev_fuse() {
     m.fsck_clean();
 }
 
+/// SPFS's stacked mount over the rings (issue 58: a maildir delivery is a handful of round
+/// trips, each cheaper on its caller's CPU): files made where files sync are absorbed, a
+/// file below is served by passthrough (whose backing file is registered through
+/// /dev/fuse while its open's answer goes through a ring) and promoted at its next open
+/// once its fsyncs ask, and most requests are the queue threads'.
+#[test]
+fn a_stacked_mount_serves_absorbs_and_passes_through_over_the_rings() {
+    if !fuse_available() {
+        return;
+    }
+    let Some(_on) = switch(true) else { return };
+    let mut s = Stacked::new("64M", "io_uring=2,promote_after=3,sf_limit=none,sync_interval_ms=60000,passthrough=on");
+    let below = stacked::pattern(3 * 4096, 5);
+    fs::write(s.low("db"), &below).unwrap();
+    s.start();
+    let pid = s.daemon.as_ref().unwrap().id();
+    let (ring0, dev0, queues) = switches(pid);
+    assert_eq!(queues, possible_cpus(), "one io_uring queue thread per possible CPU: {}", s.log());
+    assert!(!s.log().contains("lacks"), "{}", s.log());
+
+    // The directory rule: three synced messages make `mail` hot; the next is made in PM.
+    fs::create_dir(s.p("mail")).unwrap();
+    for i in 0..4u8 {
+        let mut f = fs::File::create_new(s.p(&format!("mail/m{i}"))).unwrap();
+        f.write_all(&stacked::pattern(300 + i as usize, i)).unwrap();
+        f.sync_data().unwrap();
+    }
+    let info = s.info();
+    assert_eq!(counter(&info, "promoted as made (directory rule)"), 1, "{info}");
+    assert!(fs::read(s.low("mail/m3")).unwrap().is_empty(), "the message made in PM reached the lower file");
+    assert_eq!(fs::read(s.p("mail/m3")).unwrap(), stacked::pattern(303, 3));
+
+    // A file below by passthrough, synced until it asks for promotion, then reopened.
+    let mut model = below.clone();
+    let opens = counter(&s.info(), "passthrough opens");
+    let f = fs::OpenOptions::new().read(true).write(true).open(s.p("db")).unwrap();
+    assert_eq!(counter(&s.info(), "passthrough opens"), opens + 1, "{}", s.info());
+    for i in 0..5usize {
+        std::os::unix::fs::FileExt::write_all_at(&f, b"synced below", (10 + i * 100) as u64).unwrap();
+        model[10 + i * 100..22 + i * 100].copy_from_slice(b"synced below");
+        f.sync_data().unwrap();
+    }
+    assert_eq!(fs::read(s.low("db")).unwrap(), model, "a passthrough handle writes the lower file");
+    assert_eq!(counter(&s.info(), "promotions deferred to the next open"), 1, "{}", s.info());
+    drop(f);
+    let t = std::time::Instant::now();
+    while counter(&s.info(), "handles open") > 0 {
+        assert!(t.elapsed() < std::time::Duration::from_secs(10), "handles never released: {}", s.info());
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let f = fs::OpenOptions::new().read(true).write(true).open(s.p("db")).unwrap();
+    assert_eq!(s.promoted(), 2, "{}", s.info());
+    std::os::unix::fs::FileExt::write_all_at(&f, b"absorbed in PM", 5000).unwrap();
+    model[5000..5014].copy_from_slice(b"absorbed in PM");
+    f.sync_data().unwrap();
+    drop(f);
+    assert_ne!(fs::read(s.low("db")).unwrap(), model, "the absorbed write reached the lower file");
+    assert_eq!(fs::read(s.p("db")).unwrap(), model);
+
+    // Enough small requests that the queues' share shows.
+    for i in 0..150u64 {
+        let p = s.p(&format!("f{i:03}"));
+        fs::write(&p, pattern(i, 100 + i as usize)).unwrap();
+        assert_eq!(fs::read(&p).unwrap(), pattern(i, 100 + i as usize), "f{i:03}");
+        fs::remove_file(&p).unwrap();
+    }
+    let (ring1, dev1, _) = switches(pid);
+    let (ring, dev) = (ring1 - ring0, dev1 - dev0);
+    eprintln!("io_uring queue threads woke {ring} times, /dev/fuse threads {dev} times");
+    assert!(ring >= 1000, "the io_uring queues served only {ring} requests");
+    assert!(ring > 3 * dev, "most requests went through /dev/fuse ({dev}) rather than the rings ({ring})");
+    s.umount(true);
+    assert_eq!(fs::read(s.low("db")).unwrap(), model, "written back at the unmount");
+    assert_eq!(fs::read(s.low("mail/m3")).unwrap(), stacked::pattern(303, 3), "written back at the unmount");
+    s.fsck_clean();
+}
+
 #[test]
 fn asking_for_io_uring_where_the_kernel_has_it_off_fails_before_mounting() {
     if !fuse_available() {
@@ -208,6 +289,7 @@ fn asking_for_io_uring_where_the_kernel_has_it_off_fails_before_mounting() {
     let runs = [
         hashfs().args(["mount", "--foreground", "-o", "io_uring"]).arg(&image).arg(&mnt).output().unwrap(),
         hashfs().args(["mount", "-o", "io_uring=8"]).arg(&image).arg(&mnt).output().unwrap(),
+        hashfs().args(["mount", "-o", "io_uring", "--lower"]).arg(&lower).arg(&image).arg(&mnt).output().unwrap(),
         hashfs_bench().args(["fuse-ceiling", "--io-uring", "2"]).arg(&lower).arg(&mnt).output().unwrap(),
     ];
     for o in runs {

@@ -69,6 +69,9 @@ pub struct StackedFuse {
     next_fh: AtomicU64,
     /// The kernel took the passthrough capability at init (`init`).
     passthrough: bool,
+    /// Requests through FUSE over io_uring (`-o io_uring`): asked at init
+    /// ([`StackedFuse::with_io_uring`]).
+    io_uring: bool,
     /// Each lower file's backing registration while passthrough handles of it are open:
     /// the kernel wants one per inode (a second one for the same inode is EBUSY).
     backings: Mutex<HashMap<Key, Weak<BackingId>>>,
@@ -129,8 +132,18 @@ impl StackedFuse {
             handles: Mutex::new(HashMap::new()),
             next_fh: AtomicU64::new(1),
             passthrough: false,
+            io_uring: false,
             backings: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// Asks the kernel at init for FUSE over io_uring (the session's
+    /// `fuser::Config::io_uring_depth` sets the rings up): each request is served on its
+    /// caller's CPU by that CPU's queue thread. Every method here answers before it
+    /// returns, which the rings require (vendor/README.md).
+    pub fn with_io_uring(mut self, on: bool) -> StackedFuse {
+        self.io_uring = on;
+        self
     }
 
     /// The kernel inode number of a lower inode: its own number on the lower root's file
@@ -333,6 +346,9 @@ impl Filesystem for StackedFuse {
         // this the kernel asks for security.capability before every write.
         if config.add_capabilities(InitFlags::FUSE_HANDLE_KILLPRIV_V2).is_err() {
             eprintln!("hashfs: the kernel lacks FUSE_HANDLE_KILLPRIV_V2: every write costs a getxattr round trip");
+        }
+        if self.io_uring && config.add_capabilities(InitFlags::FUSE_OVER_IO_URING).is_err() {
+            return Err(io::Error::other(crate::NO_IO_URING));
         }
         Ok(())
     }
