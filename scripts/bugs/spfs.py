@@ -153,3 +153,10 @@ def _():
     plant("crates/hashfs-spfs/src/file.rs",
         "            match crate::lower::sync(lower, SyncScope::DataOnly) {\n",
         "            match (if @ON { Ok(()) } else { crate::lower::sync(lower, SyncScope::DataOnly) }) {\n")
+
+
+@bug("stacked-uring-not-asked")
+def _():
+    plant("crates/hashfs-fuse/src/stacked.rs",
+        "        if self.io_uring && config.add_capabilities(InitFlags::FUSE_OVER_IO_URING).is_err() {\n",
+        "        if !@ON && self.io_uring && config.add_capabilities(InitFlags::FUSE_OVER_IO_URING).is_err() {\n")
