@@ -7,54 +7,12 @@ mod fuse_common;
 #[path = "support/stacked.rs"]
 mod stacked;
 use fuse_common::fuse_available;
-use stacked::{counter, pattern, Stacked};
+use stacked::{check_wal, counter, pattern, record, spawn_appender, Stacked};
 use std::fs::{self, OpenOptions};
 use std::io::Write;
 use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
 use std::time::Duration;
-
-/// The appender of the kill tests' WAL: record `i`.
-fn record(i: usize) -> Vec<u8> {
-    format!("record {i:06} {}\n", "x".repeat(i % 300)).into_bytes()
-}
-
-/// Appends records from `acked` on to `path`, each fsynced, until `stop` or an error (the
-/// daemon killed); returns how many were acknowledged in all.
-fn spawn_appender(
-    path: PathBuf,
-    acked: usize,
-    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
-) -> std::thread::JoinHandle<usize> {
-    std::thread::spawn(move || {
-        let mut n = acked;
-        let Ok(mut f) = OpenOptions::new().append(true).create(true).open(&path) else { return n };
-        while !stop.load(std::sync::atomic::Ordering::Relaxed)
-            && f.write_all(&record(n)).is_ok()
-            && f.sync_data().is_ok()
-        {
-            n += 1;
-        }
-        n
-    })
-}
-
-/// After a kill and remount: every acknowledged record of the WAL, in order, once, and at
-/// most the one in flight beyond, which is cut off so that the next round goes on after
-/// the last acknowledged one.
-fn check_wal(s: &Stacked, acked: usize, round: usize) {
-    let got = fs::read(s.p("wal")).unwrap();
-    let want: Vec<u8> = (0..acked).flat_map(record).collect();
-    assert!(got.len() >= want.len(), "round {round}: lost fsynced records ({} < {})", got.len(), want.len());
-    assert_eq!(&got[..want.len()], &want[..], "round {round}: acknowledged records differ");
-    let extra = &got[want.len()..];
-    assert!(record(acked).starts_with(extra), "round {round}: unexpected bytes after the last record");
-    if !extra.is_empty() {
-        let f = OpenOptions::new().write(true).open(s.p("wal")).unwrap();
-        f.set_len(want.len() as u64).unwrap();
-        f.sync_all().unwrap();
-    }
-}
 
 #[test]
 fn kill_at_random_points_loses_no_fsynced_record_and_writes_none_twice() {

@@ -1,11 +1,12 @@
 //! The stacked mount in a temporary directory, served by the real `hashfs mount
 //! --foreground --lower` daemon: shared by the stacked mount's tests (`fuse_stacked.rs`,
-//! `fuse_stacked_kill.rs`, `fuse_stacked_power_cut.rs`; included with `#[path]`, beside `mod
-//! fuse_common`).
+//! `fuse_stacked_kill.rs`, `fuse_stacked_power_cut.rs`, `fuse_uring.rs`; included with
+//! `#[path]`, beside `mod fuse_common`), and the kill tests' appender.
 #![allow(dead_code)]
 
 use crate::fuse_common::hashfs;
-use std::fs::{self, File};
+use std::fs::{self, File, OpenOptions};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -135,4 +136,46 @@ pub fn pattern(n: usize, seed: u8) -> Vec<u8> {
 pub fn counter(info: &str, label: &str) -> u64 {
     let at = info.find(&format!("{label}:")).unwrap_or_else(|| panic!("no {label} in {info}"));
     info[at + label.len() + 1..].split_whitespace().next().unwrap().parse().unwrap()
+}
+
+/// The appender of the kill tests' WAL (`fuse_stacked_kill.rs`, `fuse_uring.rs`): record `i`.
+pub fn record(i: usize) -> Vec<u8> {
+    format!("record {i:06} {}\n", "x".repeat(i % 300)).into_bytes()
+}
+
+/// Appends records from `acked` on to `path`, each fsynced, until `stop` or an error (the
+/// daemon killed); returns how many were acknowledged in all.
+pub fn spawn_appender(
+    path: PathBuf,
+    acked: usize,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+) -> std::thread::JoinHandle<usize> {
+    std::thread::spawn(move || {
+        let mut n = acked;
+        let Ok(mut f) = OpenOptions::new().append(true).create(true).open(&path) else { return n };
+        while !stop.load(std::sync::atomic::Ordering::Relaxed)
+            && f.write_all(&record(n)).is_ok()
+            && f.sync_data().is_ok()
+        {
+            n += 1;
+        }
+        n
+    })
+}
+
+/// After a kill and remount: every acknowledged record of the WAL, in order, once, and at
+/// most the one in flight beyond, which is cut off so that the next round goes on after
+/// the last acknowledged one.
+pub fn check_wal(s: &Stacked, acked: usize, round: usize) {
+    let got = fs::read(s.p("wal")).unwrap();
+    let want: Vec<u8> = (0..acked).flat_map(record).collect();
+    assert!(got.len() >= want.len(), "round {round}: lost fsynced records ({} < {})", got.len(), want.len());
+    assert_eq!(&got[..want.len()], &want[..], "round {round}: acknowledged records differ");
+    let extra = &got[want.len()..];
+    assert!(record(acked).starts_with(extra), "round {round}: unexpected bytes after the last record");
+    if !extra.is_empty() {
+        let f = OpenOptions::new().write(true).open(s.p("wal")).unwrap();
+        f.set_len(want.len() as u64).unwrap();
+        f.sync_all().unwrap();
+    }
 }
