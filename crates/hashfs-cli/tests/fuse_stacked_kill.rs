@@ -11,7 +11,6 @@ use stacked::{check_wal, counter, pattern, record, spawn_appender, Stacked};
 use std::fs::{self, OpenOptions};
 use std::io::Write;
 use std::os::unix::fs::FileExt;
-use std::path::PathBuf;
 use std::time::Duration;
 
 #[test]
