@@ -7,7 +7,7 @@ mod fuse_common;
 #[path = "support/stacked.rs"]
 mod stacked;
 use fuse_common::fuse_available;
-use stacked::{check_wal, counter, pattern, record, spawn_appender, Stacked};
+use stacked::{check_wal, counter, kill_under_an_appender, pattern, spawn_appender, Stacked};
 use std::fs::{self, OpenOptions};
 use std::io::Write;
 use std::os::unix::fs::FileExt;
@@ -20,26 +20,7 @@ fn kill_at_random_points_loses_no_fsynced_record_and_writes_none_twice() {
     }
     let mut s = Stacked::new("64M", "promote_after=5,sf_limit=none");
     s.start();
-    let mut acked = 0usize; // records whose fsync returned
-    let mut rng = 0x9e37_79b9_7f4a_7c15u64;
-    for round in 0..6 {
-        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let writer = spawn_appender(s.p("wal"), acked, stop.clone());
-        rng ^= rng << 13;
-        rng ^= rng >> 7;
-        rng ^= rng << 17;
-        std::thread::sleep(Duration::from_millis(20 + rng % 180));
-        s.kill();
-        stop.store(true, std::sync::atomic::Ordering::Relaxed);
-        acked = writer.join().unwrap();
-        s.start();
-        check_wal(&s, acked, round);
-    }
-    assert!(acked > 20, "the writer made progress ({acked} records)");
-    assert_eq!(s.promoted(), 1, "the WAL was promoted: {}", s.info());
-    s.umount(true);
-    let want: Vec<u8> = (0..acked).flat_map(record).collect();
-    assert_eq!(fs::read(s.low("wal")).unwrap(), want);
+    kill_under_an_appender(&mut s, 6, 0x9e37_79b9_7f4a_7c15);
 }
 
 /// Issue 58, item 5, for files settled below (`hashfs-spfs/src/settled.rs`): kill -9 of

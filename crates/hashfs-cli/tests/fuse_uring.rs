@@ -10,7 +10,7 @@ mod fuse_common;
 #[path = "support/stacked.rs"]
 mod stacked;
 use fuse_common::*;
-use stacked::{check_wal, counter, record, spawn_appender, Stacked};
+use stacked::{counter, kill_under_an_appender, Stacked};
 use std::ffi::CString;
 use std::fs;
 use std::io::{Read, Seek, SeekFrom, Write};
@@ -285,26 +285,7 @@ fn a_stacked_mount_over_the_rings_killed_loses_no_fsynced_record() {
     let Some(_on) = switch(true) else { return };
     let mut s = Stacked::new("64M", "io_uring=2,promote_after=5,sf_limit=none");
     s.start();
-    let mut acked = 0usize;
-    let mut rng = 0x5851_f42d_4c95_7f2du64;
-    for round in 0..5 {
-        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let writer = spawn_appender(s.p("wal"), acked, stop.clone());
-        rng ^= rng << 13;
-        rng ^= rng >> 7;
-        rng ^= rng << 17;
-        std::thread::sleep(std::time::Duration::from_millis(20 + rng % 180));
-        s.kill();
-        stop.store(true, std::sync::atomic::Ordering::Relaxed);
-        acked = writer.join().unwrap();
-        s.start();
-        check_wal(&s, acked, round);
-    }
-    assert!(acked > 20, "the writer made progress ({acked} records)");
-    assert_eq!(s.promoted(), 1, "the WAL was promoted: {}", s.info());
-    s.umount(true);
-    let want: Vec<u8> = (0..acked).flat_map(record).collect();
-    assert_eq!(fs::read(s.low("wal")).unwrap(), want);
+    kill_under_an_appender(&mut s, 5, 0x5851_f42d_4c95_7f2d);
     s.fsck_clean();
 }
 

@@ -179,3 +179,30 @@ pub fn check_wal(s: &Stacked, acked: usize, round: usize) {
         f.sync_all().unwrap();
     }
 }
+
+/// Kills the daemon `rounds` times, each 20-200 ms (from `rng`) into an appender of fsynced
+/// records to `wal`, restarting it and checking the WAL after each; then checks that the
+/// WAL was promoted, unmounts with write-back and checks the lower file. Returns the
+/// records acknowledged.
+pub fn kill_under_an_appender(s: &mut Stacked, rounds: usize, mut rng: u64) -> usize {
+    let mut acked = 0usize; // records whose fsync returned
+    for round in 0..rounds {
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let writer = spawn_appender(s.p("wal"), acked, stop.clone());
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        std::thread::sleep(Duration::from_millis(20 + rng % 180));
+        s.kill();
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        acked = writer.join().unwrap();
+        s.start();
+        check_wal(s, acked, round);
+    }
+    assert!(acked > 20, "the writer made progress ({acked} records)");
+    assert_eq!(s.promoted(), 1, "the WAL was promoted: {}", s.info());
+    s.umount(true);
+    let want: Vec<u8> = (0..acked).flat_map(record).collect();
+    assert_eq!(fs::read(s.low("wal")).unwrap(), want);
+    acked
+}
