@@ -5,8 +5,8 @@ from planting import bug, lines, plant, sub  # noqa: F401
 @bug("stacked-handle-first")
 def _():
     plant("crates/hashfs-spfs/src/absorb.rs",
-        "        let done = pm\n            .set_len(size)\n",
-        "        let done = (if @ON { self.fs.set_xattr(m.ino, HANDLE_XATTR, &handle.encode(), XattrMode::Any) } else { Ok(()) })\n            .and_then(|_| pm.set_len(size))\n")
+        "        let done = (if size > 0 { pm.set_len(size) } else { Ok(()) })\n",
+        "        let done = (if @ON { self.fs.set_xattr(m.ino, HANDLE_XATTR, &handle.encode(), XattrMode::Any) } else { Ok(()) })\n            .and_then(|_| if size > 0 { pm.set_len(size) } else { Ok(()) })\n")
 
 
 @bug("stacked-lower-shrink-first")

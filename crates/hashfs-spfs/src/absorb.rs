@@ -335,8 +335,9 @@ impl<D: PmDevice> PmStore<D> {
         let m = self.fs.create_file_at(self.dir, &name, 0o600, Owner::ROOT).map_err(ioe)?;
         let pm = self.fs.open_ino(m.ino, Access { read: true, write: true, append: false }).map_err(ioe)?;
         let size = st.st_size as u64;
-        let done = pm
-            .set_len(size)
+        // A new file is empty already: a file made in PM (the rules of `dirs.rs` and
+        // `standalone.rs`) needs no truncation's transaction for its length.
+        let done = (if size > 0 { pm.set_len(size) } else { Ok(()) })
             .and_then(|_| match made {
                 Some(r) => self.fs.set_xattr(m.ino, MADE_XATTR, &r.encode(), XattrMode::Any),
                 None => Ok(()),
