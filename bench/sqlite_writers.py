@@ -14,10 +14,13 @@ and runs each mode on each in turn (the order rotated from round to round); repo
 mean with its 95% interval and the ratios within each round. Not a test.
 
 An A/B of shim builds: `--shim-build NAME=PATH` (repeatable) adds a target NAME served by
-the preload library at PATH, beside `shim` (this tree's release build).
+the preload library at PATH, beside `shim` (this tree's release build). `--alone` adds the
+modes `wal-alone` and `delete-alone`: one process commits the 2 x TXNS transactions by
+itself, in the same rounds (SQLite's busy handler sleeps 1, 2, 5, 10... ms, so the two
+writers mostly take turns; this shows how near their rate is to one writer's).
 
 Usage: python3 bench/sqlite_writers.py [--rounds N] [--txns N] [--targets shim,fuse,tmpfs]
-                                       [--shim-build NAME=PATH] [--json FILE]
+                                       [--shim-build NAME=PATH] [--alone] [--json FILE]
 Needs: python3's sqlite3 module, the release build (cargo build --release --workspace),
 /dev/fuse for the mount.
 """
@@ -49,12 +52,15 @@ for i in range(n):
 """
 
 
-def run_mode(directory, env, mode, txns):
-    db = os.path.join(directory, f"{mode}.db")
+def run_mode(directory, env, name, txns):
+    """Mode `name` (a journal mode, `-alone` for one writer of both writers' share)."""
+    mode, alone = name.removesuffix("-alone"), name.endswith("-alone")
+    db = os.path.join(directory, f"{name}.db")
     subprocess.run([sys.executable, "-c", SETUP, db, mode], env=env, check=True, capture_output=True)
-    procs = [subprocess.Popen([sys.executable, "-c", WRITER, db, mode, w, str(txns)], env=env, text=True,
+    shares = [("a", 2 * txns)] if alone else [("a", txns), ("b", txns)]
+    procs = [subprocess.Popen([sys.executable, "-c", WRITER, db, mode, w, str(n)], env=env, text=True,
                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-             for w in ("a", "b")]
+             for w, n in shares]
     for p in procs:
         if p.stdout.readline().strip() != "ready":
             sys.exit(f"a writer failed: {p.communicate()[1]}")
@@ -83,11 +89,13 @@ def main():
     ap.add_argument("--txns", type=int, default=2000)
     ap.add_argument("--targets", default=",".join(TARGETS))
     ap.add_argument("--shim-build", action="append", default=[], metavar="NAME=PATH")
+    ap.add_argument("--alone", action="store_true", help="also one writer committing both writers' share")
     ap.add_argument("--json")
     a = ap.parse_args()
+    modes = MODES + ([m + "-alone" for m in MODES] if a.alone else [])
     builds = dict(b.split("=", 1) for b in a.shim_build)
     targets = a.targets.split(",") + list(builds)
-    results = {t: {m: [] for m in MODES} for t in targets}
+    results = {t: {m: [] for m in modes} for t in targets}
     work = tempfile.mkdtemp(prefix="hashfs-sqlite-", dir="/dev/shm")
     try:
         for rnd in range(a.rounds):
@@ -110,7 +118,7 @@ def main():
                 else:
                     where = d
                 try:
-                    for mode in MODES:
+                    for mode in modes:
                         tps = run_mode(where, env, mode, a.txns)
                         results[name][mode].append(tps)
                         print(f"round {rnd + 1} {name:5} {mode:6} {tps:8.0f} txn/s", flush=True)
@@ -120,9 +128,9 @@ def main():
                     shutil.rmtree(d, ignore_errors=True)
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    summary = summarize(results, targets, MODES)
+    summary = summarize(results, targets, modes)
     if a.json:
-        config = {"rounds": a.rounds, "txns_per_writer": a.txns, "writers": 2, "synchronous": "full",
+        config = {"rounds": a.rounds, "txns_per_writer": a.txns, "writers": 2, "alone": a.alone, "synchronous": "full",
                   "shim_builds": builds}
         write_json(a.json, "sqlite_writers.py", config, "txn_per_second", results, summary)
 
