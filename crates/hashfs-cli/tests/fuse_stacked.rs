@@ -44,6 +44,8 @@ fn promotion_absorbs_fsyncs_merges_reads_and_survives_kill_and_writeback() {
     let mut model = pattern(5 * 4096 + 1000, 7);
     fs::write(s.low("db"), &model).unwrap();
     s.start();
+    let info = s.info();
+    assert!(info.contains("front end: requests through /dev/fuse, files below through the daemon"), "{info}");
     assert_eq!(fs::read(s.p("db")).unwrap(), model);
     let f = OpenOptions::new().read(true).write(true).open(s.p("db")).unwrap();
     // Four small synced writes: the first starts the profile, three qualify: promoted.
@@ -410,6 +412,8 @@ fn passthrough_serves_files_below_and_promotes_at_the_next_open() {
     fs::write(s.low("db"), &model).unwrap();
     s.start();
     assert!(!s.log().contains("lacks FUSE passthrough"), "{}", s.log());
+    let info = s.info();
+    assert!(info.contains("front end: requests through /dev/fuse, files below passthrough"), "{info}");
     let f = OpenOptions::new().read(true).write(true).open(s.p("db")).unwrap();
     let reader = File::open(s.p("db")).unwrap(); // open elsewhere, in the same mode
     assert_eq!(counter(&s.info(), "passthrough opens"), 2, "{}", s.info());

@@ -215,6 +215,8 @@ fn a_stacked_mount_serves_absorbs_and_passes_through_over_the_rings() {
     let (ring0, dev0, queues) = switches(pid);
     assert_eq!(queues, possible_cpus(), "one io_uring queue thread per possible CPU: {}", s.log());
     assert!(!s.log().contains("lacks"), "{}", s.log());
+    let info = s.info();
+    assert!(info.contains("front end: requests through FUSE over io_uring, files below passthrough"), "{info}");
 
     // The directory rule: three synced messages make `mail` hot; the next is made in PM.
     fs::create_dir(s.p("mail")).unwrap();

@@ -838,7 +838,11 @@ impl Filesystem for StackedFuse {
 
     fn getxattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
         let r = if ino.0 == 1 && name.as_bytes() == STATUS_XATTR {
-            Ok(self.stack.status().into_bytes())
+            // What the kernel granted at init, then the stack's own status.
+            let requests = if self.io_uring { "FUSE over io_uring" } else { "/dev/fuse" };
+            let files_below = if self.passthrough { "passthrough" } else { "through the daemon" };
+            Ok(format!("front end: requests through {requests}, files below {files_below}\n{}", self.stack.status())
+                .into_bytes())
         } else {
             self.node_fd(ino).and_then(|(fd, _)| {
                 let p = proc_path(fd.as_fd());
