@@ -14,7 +14,8 @@ Needs: fio, the release `hashfs` binary (cargo build --release --workspace).
 import argparse, json, os, subprocess, sys, tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from fuse_io import machine, mean_ci  # noqa: E402 (the same statistics and machine stamp)
+from fuse_io import machine  # noqa: E402 (the same machine stamp)
+from three_targets import ratio_table  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 HASHFS = os.path.join(ROOT, "target/release/hashfs")
@@ -64,19 +65,8 @@ def main():
                     iops = fio_job(path, image, job, a.seconds, a.size)
                     res[name][job].append(iops)
                     print(f"round {r + 1} {job:13} {name:10} {iops:12.0f} IOPS", flush=True)
-    base = shims[0][0]
-    summary = {}
-    print(f"\n{'job':13} " + " ".join(f"{n:>26}" for n, _ in shims))
-    for job in JOBS:
-        cells = []
-        for name, _ in shims:
-            m, h = mean_ci(res[name][job])
-            ratios = [x / y for x, y in zip(res[name][job], res[base][job])]
-            rm, rh = mean_ci(ratios)
-            summary.setdefault(name, {})[job] = {"iops": res[name][job], "mean": m, "ci95": h, "ratio_to_" + base: ratios,
-                                                 "ratio_mean": rm, "ratio_ci95": rh}
-            cells.append(f"{m:10.0f} ±{h:7.0f} {rm:4.2f}x")
-        print(f"{job:13} " + " ".join(f"{c:>26}" for c in cells))
+    summary = ratio_table(res, [n for n, _ in shims], JOBS, "iops", "job", 13, 26,
+                          lambda m, h, rm: f"{m:10.0f} ±{h:7.0f} {rm:4.2f}x")
     if a.json:
         with open(a.json, "w") as f:
             json.dump({"config": machine(a.dir), "command": " ".join(sys.argv), "shims": dict(shims),

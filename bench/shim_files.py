@@ -13,7 +13,8 @@ Needs: the release `hashfs` binary (cargo build --release --workspace).
 import argparse, json, os, shutil, subprocess, sys, tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from fuse_io import machine, mean_ci  # noqa: E402 (the same statistics and machine stamp)
+from fuse_io import machine  # noqa: E402 (the same machine stamp)
+from three_targets import ratio_table  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 HASHFS = os.path.join(ROOT, "target/release/hashfs")
@@ -74,19 +75,8 @@ def main():
                     res[name][ph].append(v)
                 print(f"round {r + 1} {name:12} " + "  ".join(f"{ph} {v:6.2f} us" for ph, v in zip(PHASES, us)),
                       flush=True)
-    base = targets[0][0]
-    summary = {}
-    print(f"\n{'phase':20} " + " ".join(f"{n:>24}" for n, _ in targets))
-    for ph in PHASES:
-        cells = []
-        for name, _ in targets:
-            m, h = mean_ci(res[name][ph])
-            ratios = [x / y for x, y in zip(res[name][ph], res[base][ph])]
-            rm, rh = mean_ci(ratios)
-            summary.setdefault(name, {})[ph] = {"us_per_file": res[name][ph], "mean": m, "ci95": h,
-                                                "ratio_to_" + base: ratios, "ratio_mean": rm, "ratio_ci95": rh}
-            cells.append(f"{m:7.2f} ±{h:5.2f} {rm:5.2f}x")
-        print(f"{ph:20} " + " ".join(f"{c:>24}" for c in cells))
+    summary = ratio_table(res, [n for n, _ in targets], PHASES, "us_per_file", "phase", 20, 24,
+                          lambda m, h, rm: f"{m:7.2f} ±{h:5.2f} {rm:5.2f}x")
     if a.json:
         with open(a.json, "w") as f:
             json.dump({"machine": machine(a.dir), "command": " ".join(sys.argv),

@@ -1,6 +1,8 @@
 """What the drivers that compare the shim, the FUSE mount and tmpfs in one run share
 (`pgbench.py`, `redis_aof.py`, `sqlite_writers.py`): the targets' order per round, the
-summary with its ratios computed within each round, and the JSON document."""
+summary with its ratios computed within each round, and the JSON document; and the table
+of ratios to the first target that the A/Bs of shim builds print (`shim_ab.py`,
+`shim_files.py`)."""
 import json, os, subprocess, sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -31,6 +33,26 @@ def summarize(results, targets, names):
         summary[n] = row
         print(f"{n}: " + "  ".join(f"{k} {v['mean']:.2f} ± {v['ci95']:.2f}" if "_vs_" in k
                                    else f"{k} {v['mean']:.0f} ± {v['ci95']:.0f}" for k, v in row.items()))
+    return summary
+
+
+def ratio_table(res, names, rows, values_key, label, label_width, cell_width, cell):
+    """Per row and target name: the values (under `values_key`), their mean with its 95%
+    interval, and their ratios to the first name's within each round; printed as a table
+    whose cells are `cell(mean, ci95, ratio_mean)`, and returned by name, then row."""
+    base = names[0]
+    summary = {}
+    print(f"\n{label:{label_width}} " + " ".join(f"{n:>{cell_width}}" for n in names))
+    for row in rows:
+        cells = []
+        for name in names:
+            m, h = mean_ci(res[name][row])
+            ratios = [x / y for x, y in zip(res[name][row], res[base][row])]
+            rm, rh = mean_ci(ratios)
+            summary.setdefault(name, {})[row] = {values_key: res[name][row], "mean": m, "ci95": h,
+                                                 "ratio_to_" + base: ratios, "ratio_mean": rm, "ratio_ci95": rh}
+            cells.append(cell(m, h, rm))
+        print(f"{row:{label_width}} " + " ".join(f"{c:>{cell_width}}" for c in cells))
     return summary
 
 
