@@ -117,6 +117,20 @@ def _():
         "                Some((n, top)) if @ON || n == r.len() => top,\n")
 
 
+@bug("claim-filter-never-counted-down")
+def _():
+    plant("crates/hashfs/src/mapping/hashfs/groups.rs",
+        "                    self.unmark_claim(Ino((v >> 32) as u32), v & 0xFFFF_FFFF);\n",
+        "                    if !@ON {\n                        self.unmark_claim(Ino((v >> 32) as u32), v & 0xFFFF_FFFF);\n                    }\n")
+
+
+@bug("claim-filter-counted-down-live")
+def _():
+    plant("crates/hashfs/src/mapping/hashfs/groups.rs",
+        "                            self.claimed.fetch_add(1, Ordering::Relaxed);\n                            got = Some(gi);\n",
+        "                            self.claimed.fetch_add(1, Ordering::Relaxed);\n                            if @ON {\n                                self.unmark_claim(ino, chunk);\n                            }\n                            got = Some(gi);\n")
+
+
 @bug("regions-bucket-kept-across-tables")
 def _():
     plant("crates/hashfs/src/mapping/hashfs/regions.rs",

@@ -45,6 +45,15 @@ fn chunk_grouped(fs: &Fs, ino: Ino, c: u64) -> bool {
     }
 }
 
+/// The claim filter's counts summed over its cells (`Groups::filter_cells`): one per live
+/// claim, counted up at each claim and down when one is dropped. A filter that kept the
+/// chunks of dropped claims sent every lookup of such a chunk through the directory, the
+/// whole claim window on a full image.
+fn filter_total(fs: &Fs) -> u64 {
+    let t = hashfs::testing::table(fs).unwrap();
+    t.groups().unwrap().filter_cells().iter().map(|c| u64::from(c.load(std::sync::atomic::Ordering::Relaxed))).sum()
+}
+
 #[test]
 fn whole_chunks_land_on_aligned_groups_and_claims_follow_the_file() {
     let (fs, dev) = new_fs(64 * MIB, &opts());
@@ -57,6 +66,7 @@ fn whole_chunks_land_on_aligned_groups_and_claims_follow_the_file() {
     fs.write(Path::new("/big"), &data).unwrap();
     let ino = fs.metadata(Path::new("/big")).unwrap().ino;
     assert_eq!(fs.claimed_groups(), Some(4), "one group per whole chunk; the tail is not a whole chunk");
+    assert_eq!(filter_total(&fs), 4, "the claim filter counts each claim");
     for c in 0..4 {
         assert!(chunk_grouped(&fs, ino, c), "chunk {c} lies on one aligned group");
     }
@@ -67,6 +77,7 @@ fn whole_chunks_land_on_aligned_groups_and_claims_follow_the_file() {
     let f = fs.open_file(Path::new("/big"), OpenOptions::new().write(true)).unwrap();
     f.set_len(3 * MIB).unwrap();
     assert_eq!(fs.claimed_groups(), Some(2));
+    assert_eq!(filter_total(&fs), 2, "the dropped claims are counted out of the filter");
     // Growing chunk 1 again fills its group's freed slots.
     f.write_at(3 * MIB, &data[(3 * MIB) as usize..(4 * MIB) as usize]).unwrap();
     drop(f);
@@ -77,6 +88,7 @@ fn whole_chunks_land_on_aligned_groups_and_claims_follow_the_file() {
     fs.unmount().unwrap();
     let (fs, _r, d2) = mount_image(&dev.live_image()).unwrap();
     assert_eq!(fs.claimed_groups(), Some(2));
+    assert_eq!(filter_total(&fs), 2, "a mount counts the directory's claims");
     assert!(chunk_grouped(&fs, ino, 0) && chunk_grouped(&fs, ino, 1));
     assert_eq!(fs.read(Path::new("/big")).unwrap(), &data[..(4 * MIB) as usize]);
     for i in 0..20 {
@@ -84,6 +96,7 @@ fn whole_chunks_land_on_aligned_groups_and_claims_follow_the_file() {
     }
     fs.remove_file(Path::new("/big")).unwrap();
     assert_eq!(fs.claimed_groups(), Some(0), "deleting the file drops every claim");
+    assert_eq!(filter_total(&fs), 0);
     fs.unmount().unwrap();
     assert_fsck_clean(&d2);
 }

@@ -7,7 +7,7 @@ use super::{FileMap, Index, Mapped};
 use crate::layout::{Geometry, Ino, InodeRaw, BLOCK_BYTES};
 use crate::pm::{DevOffset, PmDevice};
 use crate::{Error, Result};
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::AtomicU8;
 
 impl<D: PmDevice> FileMap<D> {
     /// Makes the mapping of `ino` cold: forgets the DRAM node cache, and adds to `ranges`
@@ -38,9 +38,9 @@ impl<D: PmDevice> FileMap<D> {
 
     /// HashFS's grouped and regions placements: the DRAM filter of claimed chunks, which a
     /// cold run evicts too.
-    pub fn claim_filter(&self) -> Option<&[AtomicU64]> {
+    pub fn claim_filter(&self) -> Option<&[AtomicU8]> {
         match self {
-            FileMap::Hash(t) => t.groups().map(|g| g.filter_words()),
+            FileMap::Hash(t) => t.groups().map(|g| g.filter_cells()),
             FileMap::Blocks(_) => None,
         }
     }
