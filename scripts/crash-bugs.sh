@@ -79,6 +79,9 @@ bugs=(
     "purge-empties-then-checks|crates/hashfs/src/mapping/hashfs/purge.rs|HashFS's purge empties a tombstone before it looks for keys past it, and makes it a tombstone again if one needs it: a power failure between is repaired by recovery's probe-path pass, but a takeover after a death has none (a death leaves every store visible, and this one leaves keys unreachable)|test crash_consistency explore_process_deaths_on_a_crowded_table"
     "purge-unlocked|crates/hashfs/src/mapping/hashfs/purge.rs|HashFS's tombstone purge runs without the purge lock (a purge between an insert's probe and its claim leaves an EMPTY slot on the new key's path)|unit threads_inserting_freeing_and_purging_keep_every_path"
     "regions-stale-bucket|crates/hashfs/src/mapping/hashfs/mod.rs|a reservation in the regions placement takes the bucket its request found before an opening (the key goes to a group no lookup reaches once the opening is done)|unit a_reservation_ignores_a_bucket_found_before_an_opening"
+    "shared-table-own-state|crates/hashfs/src/fs/shared/join.rs|a participant joining others on an image of the regions placement keeps the table state it counted itself instead of the region's (the others' openings and claims are not in it: their files' blocks are looked for where they are not)|test shared_regions openings_and_claims_of_one_participant_are_found_by_another"
+    "takeover-keeps-table-state|crates/hashfs/src/fs/shared/mod.rs|a takeover after a participant's death recovers the image but leaves the table state in the region as the dead call left it (groups count keys the recovery freed, or miss keys it restored)|regions-death append"
+    "relocated-block-unnoted|crates/hashfs/src/fs/hashfs/evacuate.rs|a block moved by an opening of the regions placement (or a claim's evacuation) does not name its file in the ring of changes (other participants keep translations to the block's old slot, which another file may take)|test shared_regions openings_and_claims_of_one_participant_are_found_by_another"
     "claim-filter-never-counted-down|crates/hashfs/src/mapping/hashfs/groups.rs|a dropped claim stays counted in the claim filter (lookups of its chunk walk the group directory for nothing: on a full image, the whole claim window)|test grouped_placement whole_chunks_land_on_aligned_groups_and_claims_follow_the_file"
     "claim-filter-counted-down-live|crates/hashfs/src/mapping/hashfs/groups.rs|a claim that succeeds is counted out of the claim filter as a failed one is (lookups of its blocks skip the directory and find holes)|test grouped_placement whole_chunks_land_on_aligned_groups_and_claims_follow_the_file"
     "regions-bucket-kept-across-tables|crates/hashfs/src/mapping/hashfs/regions.rs|the bucket a thread keeps is taken for the same key and count under another table's seed (a process with two images places keys of one where lookups do not look)|unit kept_buckets_are_each_tables_own"
@@ -349,6 +352,9 @@ run_check() {
         regions\ *)
             "$crashtest" --mapping hashfs --placement regions --ops "${check#regions }" --seq 1 \
                 --seed "$seed" --samples 16 --recovery-images 1 >"$work/check.log" 2>&1 ;;
+        regions-death\ *)
+            "$crashtest" --mapping hashfs --placement regions --model death --ops "${check#regions-death }" \
+                --seq 1 --seed "$seed" >"$work/check.log" 2>&1 ;;
     esac
 }
 
@@ -433,7 +439,7 @@ baseline=()
 for b in "${chosen[@]}"; do
     IFS='|' read -r _ _ _ check <<<"$b"
     case $check in
-        ops\ * | recoveries\ * | strict\ * | death\ * | ctfs\ * | grouped\ * | regions\ *)
+        ops\ * | recoveries\ * | strict\ * | death\ * | ctfs\ * | grouped\ * | regions\ * | regions-death\ *)
             kind=${check%% *}
             [ -n "${union[$kind]:-}" ] || baseline+=("$kind")
             union[$kind]="${union[$kind]:-}${union[$kind]:+,}${check#* }"

@@ -289,6 +289,12 @@ HASHFS_TEST_MAPPING=hashfs HASHFS_TEST_PLACEMENT=regions HASHFS_CRASH_RECOVERY_I
     HASHFS_CRASH_OPS=create,append,unlink,write-chunk,grow-chunk \
     cargo test -q --workspace --test crash_consistency -- --nocapture --test-threads 1 \
     explore_every_single_operation explore_create_needing_a_new_directory_block explore_hole_fills_roll_back_whole
+# Process deaths on it (its table state lives in the shared region; a takeover counts it
+# again, which the survivor checks against the table): a create, an append that opens a
+# group, an unlink (15 s); whole-chunk writes by command (`hashfs crashtest --mapping hashfs
+# --placement regions --model death`, about 4 minutes).
+HASHFS_TEST_MAPPING=hashfs HASHFS_TEST_PLACEMENT=regions HASHFS_CRASH_OPS=create,append,unlink \
+    cargo test -q --workspace --test crash_consistency -- --nocapture --exact explore_process_deaths
 stage "crash explorer: mapping extent-tree, layout score 0.7"
 HASHFS_TEST_MAPPING=extent-tree HASHFS_TEST_LAYOUT_SCORE=0.7 HASHFS_CRASH_RECOVERY_IMAGES=2 HASHFS_CRASH_PAIRS=26:6 \
     cargo test -q --workspace --test crash_consistency -- --nocapture --test-threads 1 \

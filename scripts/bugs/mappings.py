@@ -117,6 +117,27 @@ def _():
         "                Some((n, top)) if @ON || n == r.len() => top,\n")
 
 
+@bug("shared-table-own-state")
+def _():
+    plant("crates/hashfs/src/fs/shared/join.rs",
+        "            adopt_words(region, &inner);\n            super::share_table(&inner, region, false)?;\n            (inner, report, from)\n",
+        "            adopt_words(region, &inner);\n            if !@ON {\n                super::share_table(&inner, region, false)?;\n            }\n            (inner, report, from)\n")
+
+
+@bug("takeover-keeps-table-state")
+def _():
+    plant("crates/hashfs/src/fs/shared/mod.rs",
+        "            crate::mapping::FileMap::Hash(t) => t.recount_state(),\n",
+        "            crate::mapping::FileMap::Hash(t) => if @ON { Ok(()) } else { t.recount_state() },\n")
+
+
+@bug("relocated-block-unnoted")
+def _():
+    plant("crates/hashfs/src/fs/hashfs/evacuate.rs",
+        "        crate::fs::shared::touched(crate::layout::Ino((v >> 32) as u32));\n",
+        "        if !@ON {\n            crate::fs::shared::touched(crate::layout::Ino((v >> 32) as u32));\n        }\n")
+
+
 @bug("claim-filter-never-counted-down")
 def _():
     plant("crates/hashfs/src/mapping/hashfs/groups.rs",
@@ -127,8 +148,8 @@ def _():
 @bug("claim-filter-counted-down-live")
 def _():
     plant("crates/hashfs/src/mapping/hashfs/groups.rs",
-        "                            self.claimed.fetch_add(1, Ordering::Relaxed);\n                            got = Some(gi);\n",
-        "                            self.claimed.fetch_add(1, Ordering::Relaxed);\n                            if @ON {\n                                self.unmark_claim(ino, chunk);\n                            }\n                            got = Some(gi);\n")
+        "                            self.claimed[0].fetch_add(1, Ordering::Relaxed);\n                            got = Some(gi);\n",
+        "                            self.claimed[0].fetch_add(1, Ordering::Relaxed);\n                            if @ON {\n                                self.unmark_claim(ino, chunk);\n                            }\n                            got = Some(gi);\n")
 
 
 @bug("regions-bucket-kept-across-tables")

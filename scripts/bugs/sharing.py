@@ -47,7 +47,7 @@ def _():
 @bug("shared-takeover-no-recovery")
 def _():
     lines("crates/hashfs/src/fs/shared/mod.rs",
-        "        let how = MountAs::Recovering { keep: &keep, in_use: in_use(&sh.region) };\n        let (tmp, report) = recovery::mount(self.dev.clone(), &|_, _| {}, how)?;\n        tmp.unmounted.store(true, Ordering::Release); // its Drop must not mark the image clean\n        publish_recovered(&sh.region, &tmp, &report);\n        note_leftovers(&sh.region); // a death: the last to leave looks through the inode table\n        drop(tmp);\n",
+        "        let how = MountAs::Recovering { keep: &keep, in_use: in_use(&sh.region) };\n        let (tmp, report) = recovery::mount(self.dev.clone(), &|_, _| {}, how)?;\n        tmp.unmounted.store(true, Ordering::Release); // its Drop must not mark the image clean\n        publish_recovered(&sh.region, &tmp, &report);\n        self.recount_table()?;\n        note_leftovers(&sh.region); // a death: the last to leave looks through the inode table\n        drop(tmp);\n",
         "        let _ = (keep, in_use);\n        let n = sh.region.words().changes.load(Ordering::Acquire);\n        sh.region.ring().put(n, Change::Everything);\n        sh.region.words().changes.store(n + 1, Ordering::Release);\n")
 
 

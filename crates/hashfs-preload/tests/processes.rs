@@ -1,7 +1,7 @@
 //! Many processes on one image through the shim (issue 55): a shell and the programs it
 //! starts, a second program while the first holds files open, appends from two processes,
-//! and record locks that exclude another process. An image whose mapping is not shared
-//! yet is still used by one process at a time.
+//! and record locks that exclude another process; an image of the regions placement. An
+//! image whose mapping is not shared yet is still used by one process at a time.
 
 mod common;
 
@@ -373,6 +373,43 @@ int main(int argc, char **argv) {
     assert_eq!(img.ok(prog, &[&p("/l"), "try"]), "test ok, tlock ok\n");
     h.go_on();
     assert!(h.0.wait().unwrap().success());
+}
+
+/// An image of HashFS's regions placement (issue 57), whose open groups, claims and spills
+/// live in the shared region: a shell's programs write enough small files to open groups
+/// (each opening moving blocks of files another process reads next), copy them through a
+/// pipeline, and a file one program writes in whole 2 MiB chunks (each write claiming a
+/// group) is read by the next.
+#[test]
+fn programs_share_an_image_of_the_regions_placement() {
+    let opts = hashfs::FormatOptions { placement: hashfs::HashPlacement::Regions, ..Default::default() };
+    let img = image_in(&std::env::temp_dir(), 64 << 20, &opts);
+    let script = format!(
+        "set -e -o pipefail; mkdir {src} {dst}; for i in $(seq 1 300); do head -c $((4096 + i * 37)) /dev/urandom > {src}/f$i; done; \
+         tar -C {src} -cf - . | tar -C {dst} -xf -; diff -r {src} {dst} && echo same; \
+         python3 -c 'import os, sys; f = open(sys.argv[1], \"wb\"); [f.write(os.urandom(2 << 20)) for _ in range(3)]' {big}; sha256sum < {big} > {sum}; sha256sum < {big} | cmp - {sum} && echo whole",
+        src = p("/src"),
+        dst = p("/dst"),
+        big = p("/big"),
+        sum = p("/big.sum"),
+    );
+    assert_eq!(img.ok("bash", &["-c", &script]), "same\nwhole\n");
+    // Another program, after those ended, finds everything where they left it.
+    let out = img.ok(
+        "bash",
+        &[
+            "-c",
+            &format!("ls {} | wc -l; sha256sum < {} | cmp - {} && echo whole", p("/dst"), p("/big"), p("/big.sum")),
+        ],
+    );
+    assert_eq!(out, "300\nwhole\n");
+    let dev = std::sync::Arc::new(hashfs::pm::MmapDevice::open(&img.path, hashfs::pm::OpenMode::Existing).unwrap());
+    let (fs, _) = hashfs::FileSystem::mount(dev, &|_, _| {}).unwrap();
+    let (open, _) = fs.open_groups().unwrap();
+    assert!(open > 2, "the small files opened groups ({open} open)");
+    assert_eq!(fs.claimed_groups(), Some(3), "the large file's chunks claimed groups");
+    fs.unmount().unwrap();
+    img.fsck_clean();
 }
 
 /// An image whose mapping is not shared by many processes yet: the first program owns it

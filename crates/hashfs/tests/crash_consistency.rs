@@ -86,16 +86,22 @@ fn report(what: &str, stats: &Stats, failures: &[Failure]) {
     assert!(failures.is_empty(), "{} failures:\n{}", failures.len(), all.join("\n\n"));
 }
 
-#[test]
-fn explore_every_single_operation() {
-    // `HASHFS_CRASH_OPS=a,b,...` explores only those (CI's bounded run of the regions
-    // placement, whose every write opens a group and moves keys).
+/// The named operations of this run's mapping and placement; `HASHFS_CRASH_OPS=a,b,...`
+/// keeps only those (CI's bounded runs of the regions placement, whose every write opens a
+/// group and moves keys).
+fn chosen_ops() -> Vec<&'static str> {
     let mut ops = crashtest::ace_ops(test_mapping(), test_placement());
     if let Ok(only) = std::env::var("HASHFS_CRASH_OPS") {
         let only: Vec<&str> = only.split(',').collect();
         assert!(only.iter().all(|o| ops.contains(o)), "HASHFS_CRASH_OPS={only:?}: not all known");
         ops.retain(|o| only.contains(o));
     }
+    ops
+}
+
+#[test]
+fn explore_every_single_operation() {
+    let ops = chosen_ops();
     let w = crashtest::ace_workloads(&ops, 1);
     let (stats, failures) =
         crashtest::run(&config(), test_mapping(), test_layout_score(), &w, threads(), &|_, _, _| {});
@@ -111,7 +117,7 @@ fn explore_every_single_operation() {
 /// (`crashtest/death.rs`).
 #[test]
 fn explore_process_deaths() {
-    let ops = crashtest::ace_ops(test_mapping(), test_placement());
+    let ops = chosen_ops();
     let (stride, offset) = pair_stride_offset();
     let mut w = crashtest::ace_workloads(&ops, 1);
     if test_placement() == hashfs::HashPlacement::Paper {

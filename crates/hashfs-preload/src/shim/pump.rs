@@ -54,7 +54,12 @@ type StandardFile = (u64, Arc<OpenFile>);
 /// The process leaves the image (exit, or an exec that hands nothing over): the standard
 /// descriptors no longer hold their files.
 pub(super) fn forget_standard_files() {
-    *STANDARD_FILES.lock() = [None, None, None];
+    // Dropped after the lock: a file's last close enters the file system, whose wait for
+    // the image lock may read /proc (a reader's liveness), and that close comes back here
+    // (`take_pump`), which deadlocked a process at exit, found by
+    // `programs_share_an_image_of_the_regions_placement`.
+    let files = std::mem::take(&mut *STANDARD_FILES.lock());
+    drop(files);
 }
 
 /// The file that standard descriptor `fd` stands for, if it is a pump's pipe, for the

@@ -300,10 +300,16 @@ fn survivor_takes_over(
             s.fs.shared_takeovers()
         ));
     }
-    if described && s.fs.shared_takeovers_scoped() != Some(1) {
+    // The grouped placements' takeovers recover the whole image (`fs/shared/takeover.rs`)
+    // and count their table state again, which must then be the recovered table's.
+    let grouped = crate::testing::table(&s.fs).and_then(|t| t.groups().map(|g| g.verify(t)));
+    if let Some(Err(e)) = grouped {
+        return Err(format!("after the takeover the table state in the region is not the table's: {e}"));
+    }
+    if described && grouped.is_none() && s.fs.shared_takeovers_scoped() != Some(1) {
         return Err("the dead call's record described it, but the takeover recovered the whole image".into());
     }
-    if described {
+    if described && grouped.is_none() {
         bits_agree(region, &s.fs)?;
     }
     // The takeover released what the dead one held: its open inodes (else an unlinked

@@ -216,7 +216,7 @@ impl<D: PmDevice> FileSystem<D> {
 
     /// Mounts the file system on `dev` as one participant of many (`fs/shared/mod.rs`):
     /// `region` is the image's region file (made with `access` if missing). Only HashFS's
-    /// mapping with the paper placement is shared yet (Unsupported otherwise).
+    /// mapping is shared yet, every placement (Unsupported otherwise).
     pub fn mount_shared(
         dev: Arc<D>,
         region: &Path,

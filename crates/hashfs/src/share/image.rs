@@ -1,7 +1,8 @@
 //! The layout of an image's shared region as the file system uses it (`fs/shared/mod.rs`):
 //! the participant table, the image's words (its lock, whether it is mounted, the count
 //! of changes published, the table's used count, the next transaction id), the ring of
-//! changed inodes, the open-inode table, the open file descriptions and the inode bitmap.
+//! changed inodes, the open-inode table, the open file descriptions, the inode bitmap, and
+//! on images of HashFS's grouped placements the table's volatile state ([`TableLayout`]).
 //!
 //! Every word here but the lock's is changed only by the holder of the image lock; a
 //! participant killed while holding it leaves words that each had a value they could
@@ -17,7 +18,7 @@ use super::region::{Region, Shared};
 use super::scope::CallScope;
 use super::HEADER_BYTES;
 use crate::layout::Ino;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, Ordering};
 
 /// Changed inodes the ring remembers: a participant that fell further behind refreshes
 /// everything it caches.
@@ -149,8 +150,8 @@ pub const INODE_BITS_OFF: usize = DATA_RING_OFF + page_up(std::mem::size_of::<Da
 const _: () = assert!(INODE_BITS_OFF == 372 << 10);
 
 /// The byte ranges of a region file that a call changes between its stores to the image:
-/// the inode bitmap (to the end of the region), its count and whether it is built, and the
-/// record of the call's scope. The crash explorer's process deaths take these as of the
+/// the inode bitmap and the table's state (to the end of the region), the bitmap's count and
+/// whether it is built, and the record of the call's scope. The crash explorer's process deaths take these as of the
 /// death (the rest of the region as the operation began: `crashtest/death.rs`).
 pub fn inode_state_ranges(region_len: usize) -> [std::ops::Range<usize>; 4] {
     let word = |off: usize| WORDS_OFF + off..WORDS_OFF + off + 8;
@@ -163,10 +164,47 @@ pub fn inode_state_ranges(region_len: usize) -> [std::ops::Range<usize>; 4] {
     ]
 }
 
-/// The region's size for an image of `inode_count` inodes: 372 KiB, and a bit per inode
-/// rounded up to 4 KiB (8 KiB for the 65,536 inodes of a 1 GiB image).
-pub fn region_bytes(inode_count: u64) -> usize {
+/// The region's size for an image of `inode_count` inodes: 372 KiB, a bit per inode
+/// rounded up to 4 KiB (8 KiB for the 65,536 inodes of a 1 GiB image), and the table's
+/// state `table` (none on images of the paper placement).
+pub fn region_bytes(inode_count: u64, table: TableLayout) -> usize {
+    table_off(inode_count) + page_up(table.bytes())
+}
+
+/// Where the table's state lies: after the inode bitmap.
+fn table_off(inode_count: u64) -> usize {
     INODE_BITS_OFF + page_up(bitmap_words(inode_count) * 8)
+}
+
+/// The volatile state of HashFS's grouped placements (`mapping/hashfs/groups.rs`,
+/// `regions.rs`) on a mount many processes share: what a mount of one process keeps in
+/// DRAM and rebuilds from the table at mount, kept here so that every participant sees
+/// each change as it is made (every change is made under the image lock). In order:
+/// [`TableLayout::WORDS`] words (claimed groups; the regions placement's count of open
+/// groups, the count before the opening in progress, keys spilled and keys in open
+/// groups), four arrays of a `u32` per group (keys and reservations in each group, the
+/// list of open groups, each group's place in it, keys spilled past each), and the claim
+/// filter's one-byte cells: 80 bytes per 2 MiB group, 0.004% of the image (320 KiB for
+/// an 8 GiB image).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TableLayout {
+    /// Groups of the image (0: no table state here).
+    pub groups: usize,
+    /// Cells of the claim filter.
+    pub filter_cells: usize,
+}
+
+impl TableLayout {
+    /// Scalar words.
+    pub const WORDS: usize = 8;
+    /// Arrays of a `u32` per group.
+    pub const ARRAYS: usize = 4;
+    fn bytes(&self) -> usize {
+        match self.groups {
+            0 => 0,
+            g => Self::WORDS * 8 + Self::ARRAYS * 4 * g + self.filter_cells,
+        }
+    }
 }
 
 fn bitmap_words(inode_count: u64) -> usize {
@@ -185,14 +223,35 @@ pub struct InodeBits<'a> {
 pub struct ImageRegion {
     region: Region,
     inode_count: u64,
+    table: TableLayout,
 }
 
 impl ImageRegion {
-    /// The region of an image of `inode_count` inodes, attached with
-    /// [`region_bytes`]`(inode_count)` bytes.
-    pub fn new(region: Region, inode_count: u64) -> ImageRegion {
-        assert_eq!(region.len(), region_bytes(inode_count), "an image region is attached with region_bytes");
-        ImageRegion { region, inode_count }
+    /// The region of an image of `inode_count` inodes and table state `table`, attached
+    /// with [`region_bytes`]`(inode_count, table)` bytes.
+    pub fn new(region: Region, inode_count: u64, table: TableLayout) -> ImageRegion {
+        assert_eq!(region.len(), region_bytes(inode_count, table), "an image region is attached with region_bytes");
+        ImageRegion { region, inode_count, table }
+    }
+    /// The table state's layout (its `groups` 0 when the region has none).
+    pub fn table_layout(&self) -> TableLayout {
+        self.table
+    }
+    /// The table state's words (see [`TableLayout`]).
+    pub fn table_words(&self) -> &[AtomicU64] {
+        let n = if self.table.groups == 0 { 0 } else { TableLayout::WORDS };
+        self.region.slice(table_off(self.inode_count), n)
+    }
+    /// The table state's `k`th array of a `u32` per group (`k < TableLayout::ARRAYS`).
+    pub fn table_array(&self, k: usize) -> &[AtomicU32] {
+        assert!(k < TableLayout::ARRAYS, "layout");
+        let off = table_off(self.inode_count) + TableLayout::WORDS * 8 + k * 4 * self.table.groups;
+        self.region.slice(off, self.table.groups)
+    }
+    /// The claim filter's cells.
+    pub fn table_filter(&self) -> &[AtomicU8] {
+        let off = table_off(self.inode_count) + TableLayout::WORDS * 8 + TableLayout::ARRAYS * 4 * self.table.groups;
+        self.region.slice(off, if self.table.groups == 0 { 0 } else { self.table.filter_cells })
     }
     /// The inode bitmap (see [`InodeBits`]).
     pub fn inode_bits(&self) -> InodeBits<'_> {

@@ -9,6 +9,7 @@
 //! used by a shared mount (`fs/shared/mod.rs`).
 
 mod attach;
+mod cells;
 mod data_ring;
 mod descriptions;
 mod image;
@@ -23,10 +24,12 @@ mod sweep;
 
 pub(crate) use attach::remove_region;
 pub use attach::{fifo_dir_path, region_path, Access, Identity, HEADER_BYTES, LAYOUT_VERSION};
+pub use cells::RegionCells;
 pub use data_ring::{DataChanges, DataRing, DATA_RING};
 pub use descriptions::{Description, Descriptions, Handle, OffsetGuard, MAX_DESCRIPTIONS};
 pub use image::{
-    inode_state_ranges, region_bytes, Change, ImageRegion, ImageWords, InodeBits, CHANGE_RING, MAX_OPEN_INODES,
+    inode_state_ranges, region_bytes, Change, ImageRegion, ImageWords, InodeBits, TableLayout, CHANGE_RING,
+    MAX_OPEN_INODES,
 };
 pub use lock::{Acquired, LockWord, RobustLock};
 /// The robust lock's protocol on any word (its model drives it with loom's atomics).

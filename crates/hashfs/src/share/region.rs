@@ -99,3 +99,5 @@ pub unsafe trait Shared: Sync {}
 unsafe impl Shared for std::sync::atomic::AtomicU32 {}
 // SAFETY: as above.
 unsafe impl Shared for std::sync::atomic::AtomicU64 {}
+// SAFETY: as above.
+unsafe impl Shared for std::sync::atomic::AtomicU8 {}

@@ -147,7 +147,7 @@ mod tests {
     }
 
     fn len() -> usize {
-        region_bytes(64)
+        region_bytes(64, Default::default())
     }
 
     /// A directory of its own on /dev/shm, with an "image" file (its device and inode

@@ -14,9 +14,12 @@ pub struct Image {
 
 impl Image {
     pub fn new(name: &str) -> Image {
+        Image::with(name, 64 << 20, &hashfs::FormatOptions { hash_seed: Some(7), ..Default::default() })
+    }
+    /// An image of `bytes` formatted with `opts`.
+    pub fn with(name: &str, bytes: u64, opts: &hashfs::FormatOptions) -> Image {
         let path = PathBuf::from(format!("/dev/shm/hashfs-shared-{name}-{}.img", std::process::id()));
-        let opts = hashfs::FormatOptions { hash_seed: Some(7), ..Default::default() };
-        FileSystem::format_file(&path, 64 << 20, &opts, &|_, _| {}).unwrap();
+        FileSystem::format_file(&path, bytes, opts, &|_, _| {}).unwrap();
         Image { path }
     }
     pub fn join(&self) -> FileSystem {

@@ -77,6 +77,9 @@ impl<D: PmDevice> FsInner<D> {
             super::slots::free_slots(t, &*self.dev, &[to]);
             return Err(e);
         }
+        // The file's inode bytes are as they were, but not where its block lies: on a
+        // shared mount the others drop their translations of it (`fs/shared/mod.rs`).
+        crate::fs::shared::touched(crate::layout::Ino((v >> 32) as u32));
         Ok(())
     }
 }

@@ -19,12 +19,12 @@ mod unlink;
 mod untorn;
 mod verbs;
 
-use crate::layout::superblock::HashPlacement;
 use crate::layout::{Geometry, MappingKind, Superblock};
 
 /// Whether the image `sb` describes may be mounted by many processes at once: HashFS's
-/// mapping with the paper placement (the grouped placements' and the other mappings'
-/// volatile state is not yet kept in the shared region).
-pub(crate) fn shared_by_processes(sb: &Superblock, geo: &Geometry) -> bool {
-    sb.mapping_kind == MappingKind::HashFs as u32 && (geo.groups == 0 || sb.placement == HashPlacement::Paper as u32)
+/// mapping, every placement (the grouped placements' volatile state lives in the shared
+/// region: `fs/shared/mod.rs`, `share_table`); the other mappings' allocation state is
+/// not yet kept there.
+pub(crate) fn shared_by_processes(sb: &Superblock, _geo: &Geometry) -> bool {
+    sb.mapping_kind == MappingKind::HashFs as u32
 }

@@ -159,7 +159,7 @@ impl<D: PmDevice> FsInner<D> {
         region(&mut |i, s, v| {
             if let Entry::Key { .. } = classify(v, t.nslots()) {
                 let b = r.bucket(v, n);
-                if b != i && r.spill_top(s) != Some(b) {
+                if b != i && r.spilled_from(v, i) != Some(b) {
                     movers.push((s, v));
                 }
             }

@@ -46,14 +46,15 @@ pub(crate) fn mount<D: PmDevice>(
     let (sb, geo, _) = crate::fs::read_superblock(&*dev)?;
     if !crate::fs::hashfs::shared_by_processes(&sb, &geo) {
         return Err(Error::Unsupported(
-            "only HashFS's mapping with the paper placement is shared by many processes yet; this image is used \
-             by one process at a time",
+            "only HashFS's mapping is shared by many processes yet; this image is used by one process at a time",
         ));
     }
     let id = Identity::of_image(sb.uuid)?;
+    let table = super::table_layout(&sb, &geo);
     let region = std::sync::Arc::new(ImageRegion::new(
-        Region::attach_as(region_path, &id, region_bytes(geo.inode_count), access)?,
+        Region::attach_as(region_path, &id, region_bytes(geo.inode_count, table), access)?,
         geo.inode_count,
+        table,
     ));
     let me = region.participants().join().ok_or(Error::TooManyOpen)?;
     region.readers().joined(me);
@@ -171,7 +172,7 @@ fn survey(region: &ImageRegion, me: Participant) -> Survey {
 /// beside the others, and the ring's position before that read.
 fn take_place<D: PmDevice>(
     dev: Arc<D>,
-    region: &ImageRegion,
+    region: &Arc<ImageRegion>,
     hold: Hold,
     found: Survey,
     beside: Option<Beside<D>>,
@@ -189,6 +190,7 @@ fn take_place<D: PmDevice>(
         Some(Beside { inner, report, from }) if !first && !from_dead => {
             // Its first call catches up with the ring from where it stood before the read.
             adopt_words(region, &inner);
+            super::share_table(&inner, region, false)?;
             (inner, report, from)
         }
         beside => {
@@ -211,9 +213,12 @@ fn take_place<D: PmDevice>(
             let (inner, report) = recovery::mount(dev, progress, how)?;
             if matches!(how, MountAs::Joining) {
                 adopt_words(region, &inner);
+                super::share_table(&inner, region, false)?;
             } else {
-                // Everyone else (none, when first) reads everything again.
+                // Everyone else (none, when first) reads everything again; the table's
+                // state is this mount's, counted after its recovery.
                 publish_recovered(region, &inner, &report);
+                super::share_table(&inner, region, true)?;
             }
             if first {
                 // What a participant before left, this mount's recovery settled and freed

@@ -20,9 +20,9 @@
 //!
 //! The first participant to take the lock on an image no one has mounted runs the
 //! ordinary mount (recovery included); later ones read the image as it is, beside the
-//! others (`join.rs`). The last to leave marks the image clean. Only HashFS's mapping with
-//! the paper placement is shared so far: the others keep allocation state in DRAM that is
-//! not yet published.
+//! others (`join.rs`). The last to leave marks the image clean. Only HashFS's mapping is
+//! shared so far (the others keep allocation state in DRAM that is not yet published); its
+//! grouped placements' volatile state lives in the region (`share::TableLayout`).
 
 mod fork;
 mod fork_mutex;
@@ -44,10 +44,11 @@ use super::FsInner;
 use crate::layout::inode::InodeState;
 use crate::layout::{Ino, SB_STATE_CLEAN};
 use crate::pm::PmDevice;
-use crate::share::{Acquired, Change, ImageRegion, Participant, CHANGE_RING};
+use crate::share::{Acquired, Change, ImageRegion, Participant, TableLayout, CHANGE_RING};
 use crate::{Error, Result};
 use std::cell::{Cell, RefCell};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
 /// A participant's hold on an image's region.
 pub(crate) struct SharedMount {
@@ -79,6 +80,30 @@ pub(crate) struct KeptForReaders {
     inos: Vec<Ino>,
     /// When they were last looked at (a call looks at most once a millisecond).
     looked: Option<std::time::Instant>,
+}
+
+/// What an image's shared region keeps of its table's volatile state (the grouped
+/// placements'; none for the paper placement's and the other mappings').
+pub(crate) fn table_layout(sb: &crate::layout::Superblock, geo: &crate::layout::Geometry) -> TableLayout {
+    let grouped = sb.mapping_kind == crate::layout::MappingKind::HashFs as u32 && geo.groups > 0;
+    match grouped && sb.placement != crate::layout::superblock::HashPlacement::Paper as u32 {
+        true => crate::mapping::hashfs::groups::table_layout(geo.groups),
+        false => TableLayout::default(),
+    }
+}
+
+/// Moves `inner`'s table state (the grouped placements') into `region`'s cells: its own
+/// published into them (`publish`: a mount that counted it from the table as it is, the
+/// first or a recovering one) or theirs adopted (a mount beside others, whose state they
+/// keep). Before `inner` serves any call.
+pub(crate) fn share_table<D: PmDevice>(inner: &FsInner<D>, region: &Arc<ImageRegion>, publish: bool) -> Result<()> {
+    let crate::mapping::FileMap::Hash(t) = &inner.map else { return Ok(()) };
+    match t.groups() {
+        Some(g) if !g.share(region, publish) => {
+            Err(Error::corrupt("the shared region does not fit the image's table state (another HashFS version?)"))
+        }
+        _ => Ok(()),
+    }
 }
 
 impl SharedMount {
@@ -367,11 +392,22 @@ impl<D: PmDevice> FsInner<D> {
         let (tmp, report) = recovery::mount(self.dev.clone(), &|_, _| {}, how)?;
         tmp.unmounted.store(true, Ordering::Release); // its Drop must not mark the image clean
         publish_recovered(&sh.region, &tmp, &report);
+        self.recount_table()?;
         note_leftovers(&sh.region); // a death: the last to leave looks through the inode table
         drop(tmp);
         sh.region.participants().reap(dead);
         sh.takeovers.fetch_add(1, Ordering::Relaxed);
         Ok(())
+    }
+
+    /// Counts the table's volatile state again from the table (the grouped placements;
+    /// `mapping/hashfs/cells.rs`), into the region's cells on a shared mount: after a
+    /// takeover's recovery changed the table under every participant's state.
+    fn recount_table(&self) -> Result<()> {
+        match &self.map {
+            crate::mapping::FileMap::Hash(t) => t.recount_state(),
+            crate::mapping::FileMap::Blocks(_) => Ok(()),
+        }
     }
 
     /// The inode bitmap this mount allocates from: the region's on a shared mount (every

@@ -39,11 +39,12 @@ const PATIENCE: Duration = Duration::from_secs(2);
 /// A read-only participant's view of the image's region.
 pub(crate) struct ReadOnlyMount {
     /// The region once a writer made it (attached at mount, or by the first call after).
-    region: OnceLock<ImageRegion>,
+    region: OnceLock<Arc<ImageRegion>>,
     path: PathBuf,
     id: Identity,
-    /// The image's inode count (the region's size depends on it).
+    /// The image's inode count and table state layout (the region's size depends on them).
     inodes: u64,
+    table: crate::share::TableLayout,
     /// Whether a writer may come and make the region (HashFS's shared mapping; other
     /// images' writers take the image file's lock exclusive, which this process's shared
     /// hold keeps out).
@@ -85,8 +86,10 @@ pub(crate) fn mount_read_only<D: PmDevice>(
     // file's lock exclusive: the shared lock this process holds keeps such a writer out.
     let watch = crate::fs::hashfs::shared_by_processes(&sb, &geo);
     let inodes = geo.inode_count;
+    let table = super::table_layout(&sb, &geo);
     let region = if watch {
-        Region::attach_read_only(region_path, &id, region_bytes(inodes))?.map(|r| ImageRegion::new(r, inodes))
+        Region::attach_read_only(region_path, &id, region_bytes(inodes, table))?
+            .map(|r| Arc::new(ImageRegion::new(r, inodes, table)))
     } else {
         None
     };
@@ -118,6 +121,7 @@ pub(crate) fn mount_read_only<D: PmDevice>(
         path: region_path.to_path_buf(),
         id,
         inodes,
+        table,
         watch,
         seen: AtomicU64::new(from),
         catching: parking_lot::Mutex::new(()),
@@ -126,6 +130,8 @@ pub(crate) fn mount_read_only<D: PmDevice>(
     };
     *ro.pins.lock() = Some(reopen(&*inner.dev)?);
     if let Some(r) = region {
+        // The writers' table state from here on (the grouped placements').
+        super::share_table(&inner, &r, false)?;
         let _ = ro.region.set(r);
     }
     let made = inner.read_only.set(ro);
@@ -153,17 +159,28 @@ impl ReadOnlyMount {
     }
 
     /// The region, attached if a writer made it since.
-    fn region(&self) -> Result<Option<&ImageRegion>> {
+    fn region(&self) -> Result<Option<&Arc<ImageRegion>>> {
+        self.region_adopting(|_| Ok(()))
+    }
+
+    /// [`Self::region`], calling `adopt` on it when this call attached it.
+    fn region_adopting(
+        &self,
+        adopt: impl FnOnce(&Arc<ImageRegion>) -> Result<()>,
+    ) -> Result<Option<&Arc<ImageRegion>>> {
         if let Some(r) = self.region.get() {
             return Ok(Some(r));
         }
-        match Region::attach_read_only(&self.path, &self.id, region_bytes(self.inodes))? {
+        match Region::attach_read_only(&self.path, &self.id, region_bytes(self.inodes, self.table))? {
             None => Ok(None),
             Some(r) => {
                 // Every change since the region was made is in its ring from 0 (or the
                 // ring says to read everything again).
                 self.seen.store(0, Ordering::Relaxed);
-                let _ = self.region.set(ImageRegion::new(r, self.inodes));
+                let r = Arc::new(ImageRegion::new(r, self.inodes, self.table));
+                if self.region.set(r.clone()).is_ok() {
+                    adopt(&r)?;
+                }
                 Ok(self.region.get())
             }
         }
@@ -273,7 +290,9 @@ impl<D: PmDevice> FsInner<D> {
         let _out = Out;
         let _calls = ro.calls.read();
         loop {
-            match ro.region()? {
+            // A region attached now brings the writers' table state (a call of this
+            // process's own beside it is tried again: it ran before the region was there).
+            match ro.region_adopting(|r| super::share_table(self, r, false))? {
                 Some(region) => {
                     let seq = region.sequence_even(PATIENCE).map_err(|owner| {
                         Error::Io(std::io::Error::other(format!(
@@ -523,7 +542,10 @@ mod tests {
         };
         let path = crate::share::region_path(&std::fs::File::open(image).unwrap()).unwrap();
         let other_boot = crate::share::Identity { image_uuid: uuid, boot_id: [9; 16] };
-        drop(crate::share::Region::attach(&path, &other_boot, crate::share::region_bytes(64), 0o600).unwrap());
+        drop(
+            crate::share::Region::attach(&path, &other_boot, crate::share::region_bytes(64, Default::default()), 0o600)
+                .unwrap(),
+        );
         let (b, _) = FileSystem::open_read_only(image).unwrap();
         let (tx, rx) = std::sync::mpsc::channel();
         // A thread of its own, left behind if the read never returns.

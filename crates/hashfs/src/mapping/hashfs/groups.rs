@@ -27,11 +27,13 @@
 
 #![forbid(unsafe_code)]
 
+use super::cells::Cells;
 use super::regions::{open_word, Regions};
 use super::{key, Freed, HashTable, EMPTY, RESERVED_TAG, TOMBSTONE};
 use crate::layout::mapping::hashfs::GROUP_SLOTS;
 use crate::layout::{Geometry, Ino, Lblk};
 use crate::pm::PmDevice;
+use crate::share::{ImageRegion, RegionCells, TableLayout};
 use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, Ordering};
@@ -59,6 +61,17 @@ fn is_claim(v: u64) -> bool {
     v >> 32 != 0 && v != TOMBSTONE
 }
 
+/// The claim filter's cells for an image of `groups` groups (a power of two).
+fn filter_cells(groups: u64) -> u64 {
+    (groups * FILTER_CELLS_PER_GROUP).next_power_of_two().max(64)
+}
+
+/// What the shared region of an image of `groups` groups keeps of this state
+/// (`share::TableLayout`): 80 bytes a group.
+pub fn table_layout(groups: u64) -> TableLayout {
+    TableLayout { groups: groups as usize, filter_cells: filter_cells(groups) as usize }
+}
+
 /// A group claimed by an unfinished request and the offsets in it not yet handed out.
 struct Pending {
     group: u64,
@@ -68,10 +81,10 @@ struct Pending {
 pub struct Groups<D: PmDevice> {
     /// The group directory.
     pub(super) dir: HashTable<D>,
-    /// Keys and reservations per group (DRAM; counted at mount).
-    counts: Vec<AtomicU32>,
-    /// Directory words holding a claim (0: lookups skip the directory).
-    claimed: AtomicU64,
+    /// Keys and reservations per group (counted at mount).
+    counts: Cells<AtomicU32>,
+    /// Directory words holding a claim (0: lookups skip the directory): the one word.
+    claimed: Cells<AtomicU64>,
     /// Claims of requests in progress, by inode.
     pending: Mutex<HashMap<u32, Vec<Pending>>>,
     /// Entries in `pending`: a request without claims reads this (a plain load) and
@@ -94,7 +107,7 @@ pub struct Groups<D: PmDevice> {
     /// every word, all 1,024 words. It counts (a set of bits, as it was, kept the chunks of
     /// every claim dropped since the mount: on an aged image 90% full, 4 to 18 of each 31
     /// cold lookups walked the whole window for nothing, most of their time).
-    claim_filter: Vec<AtomicU8>,
+    claim_filter: Cells<AtomicU8>,
     /// log2 of the filter's cells.
     filter_bits: u32,
 }
@@ -102,19 +115,36 @@ pub struct Groups<D: PmDevice> {
 impl<D: PmDevice> Groups<D> {
     /// `regions`: the regions placement's target load (None: the grouped placement).
     pub fn new(dev: Arc<D>, geo: &Geometry, seed: u64, regions: Option<f64>) -> Groups<D> {
-        let filter_bits = (geo.groups * FILTER_CELLS_PER_GROUP).next_power_of_two().max(64).trailing_zeros();
         let dir = HashTable::region(dev, geo.group_dir_off().0, geo.groups, seed ^ 0x6A09_E667_F3BC_C909);
+        Groups::with_dir(dir, geo.groups, regions.map(|load| (seed, load)))
+    }
+
+    /// The state of `groups` groups whose directory is `dir` (`regions`: the regions
+    /// placement's seed and target load), empty until counted.
+    fn with_dir(dir: HashTable<D>, groups: u64, regions: Option<(u64, f64)>) -> Groups<D> {
+        let filter_bits = filter_cells(groups).trailing_zeros();
         Groups {
             dir,
-            counts: (0..geo.groups).map(|_| AtomicU32::new(0)).collect(),
-            claimed: AtomicU64::new(0),
+            counts: Cells::new((0..groups).map(|_| AtomicU32::new(0))),
+            claimed: Cells::new(std::iter::once(AtomicU64::new(0))),
             pending: Mutex::new(HashMap::new()),
             pending_n: AtomicU64::new(0),
-            regions: regions.map(|load| Regions::new(geo.groups, seed, load)),
+            regions: regions.map(|(seed, load)| Regions::new(groups, seed, load)),
             window: if regions.is_some() { REGIONS_CLAIM_PROBES } else { MAX_CLAIM_PROBES },
-            claim_filter: (0..1u64 << filter_bits).map(|_| AtomicU8::new(0)).collect(),
+            claim_filter: Cells::new((0..1u64 << filter_bits).map(|_| AtomicU8::new(0))),
             filter_bits,
         }
+    }
+
+    /// Takes the shared region's cells for this state on a mount many processes share
+    /// (`cells.rs`): publishing this mount's own (counted from the table) into them, or
+    /// adopting theirs (a mount joining others, whose state they keep). False if they do
+    /// not fit the region (whose layout [`table_layout`] gives).
+    pub(crate) fn share(&self, region: &Arc<ImageRegion>, publish: bool) -> bool {
+        self.claimed.share(RegionCells::of(region, |r| r.table_words().get(..1).unwrap_or(&[])), publish)
+            && self.counts.share(RegionCells::of(region, |r| r.table_array(0)), publish)
+            && self.claim_filter.share(RegionCells::of(region, ImageRegion::table_filter), publish)
+            && self.regions.as_ref().is_none_or(|r| r.share(region, 1, publish))
     }
 
     /// The filter cell of chunk `chunk` of `ino`.
@@ -146,7 +176,7 @@ impl<D: PmDevice> Groups<D> {
     /// read of any. None when no group is claimed.
     #[inline]
     pub fn likely_claimed_slot(&self, k: u64) -> Option<u64> {
-        if self.claimed.load(Ordering::Relaxed) == 0 {
+        if self.claimed() == 0 {
             return None;
         }
         let (ino, lblk) = (Ino((k >> 32) as u32), k & 0xFFFF_FFFF);
@@ -250,8 +280,9 @@ impl<D: PmDevice> Groups<D> {
     }
 
     /// Claimed groups.
+    #[inline]
     pub fn claimed(&self) -> u64 {
-        self.claimed.load(Ordering::Relaxed)
+        self.claimed[0].load(Ordering::Relaxed)
     }
 
     fn group_of(&self, slot: u64) -> Option<usize> {
@@ -282,7 +313,7 @@ impl<D: PmDevice> Groups<D> {
     /// Sets every group's count from a scan of the table (mount, repair).
     pub(super) fn recount(&self, t: &HashTable<D>) {
         let mut claimed = 0;
-        for c in &self.claim_filter {
+        for c in self.claim_filter.iter() {
             c.store(0, Ordering::Relaxed);
         }
         for (g, c) in self.counts.iter().enumerate() {
@@ -295,7 +326,7 @@ impl<D: PmDevice> Groups<D> {
                 self.mark_claim(Ino((v >> 32) as u32), v & 0xFFFF_FFFF);
             }
         }
-        self.claimed.store(claimed, Ordering::Relaxed);
+        self.claimed[0].store(claimed, Ordering::Relaxed);
         match &self.regions {
             Some(r) => {
                 let n = r.len();
@@ -305,8 +336,8 @@ impl<D: PmDevice> Groups<D> {
                     for s in base..base + GROUP_SLOTS {
                         let v = t.load(s);
                         if let super::Entry::Key { .. } = super::classify(v, t.nslots()) {
-                            if let Some(top) = r.top_for(v, j).filter(|&t| t < j) {
-                                r.note_spill(s, top, j);
+                            if let Some(top) = r.spilled_from(v, j) {
+                                r.note_spill(top, j);
                             }
                         }
                     }
@@ -318,10 +349,42 @@ impl<D: PmDevice> Groups<D> {
         }
     }
 
+    /// Compares this state with a count from the directory and the table as they are now
+    /// (tests; nothing may change the table meanwhile): the keys of each group, the
+    /// claims, the claim filter, the open groups and the keys in them must agree exactly,
+    /// each group's spills be at least those counted (a reservation freed before it became
+    /// a key stays counted: `regions.rs`). The first disagreement found.
+    pub fn verify(&self, t: &HashTable<D>) -> Result<(), String> {
+        let groups = self.dir.nslots();
+        let dir = HashTable::region(self.dir.dev.clone(), self.dir.off, groups, self.dir.seed);
+        let fresh = Groups::with_dir(dir, groups, self.regions.as_ref().map(|r| (r.seed(), r.target())));
+        fresh.load_regions().map_err(|e| e.to_string())?;
+        fresh.recount(t);
+        for g in 0..groups as usize {
+            let (have, want) = (self.counts[g].load(Ordering::Relaxed), fresh.counts[g].load(Ordering::Relaxed));
+            if have != want {
+                return Err(format!("group {g}: {have} keys and reservations counted, {want} in the table"));
+            }
+        }
+        if self.claimed() != fresh.claimed() {
+            return Err(format!("{} claims counted, {} in the directory", self.claimed(), fresh.claimed()));
+        }
+        for (i, (have, want)) in self.claim_filter.iter().zip(fresh.claim_filter.iter()).enumerate() {
+            let (have, want) = (have.load(Ordering::Relaxed), want.load(Ordering::Relaxed));
+            if have != want {
+                return Err(format!("claim filter cell {i}: {have}, the directory's claims give {want}"));
+            }
+        }
+        match (&self.regions, &fresh.regions) {
+            (Some(have), Some(want)) => have.verify(want),
+            _ => Ok(()),
+        }
+    }
+
     /// The group claimed for chunk `chunk` of `ino`.
     #[inline]
     pub fn group_for(&self, ino: Ino, chunk: u64) -> Option<u64> {
-        if self.claimed.load(Ordering::Relaxed) == 0 || !self.may_be_claimed(ino, chunk) {
+        if self.claimed() == 0 || !self.may_be_claimed(ino, chunk) {
             return None;
         }
         let dk = key(ino.0, chunk as u32);
@@ -354,7 +417,7 @@ impl<D: PmDevice> Groups<D> {
     pub fn group_for_key(&self, t: &HashTable<D>, k: u64) -> Option<u64> {
         let (ino, lblk) = (Ino((k >> 32) as u32), k & 0xFFFF_FFFF);
         let chunk = lblk / GROUP_SLOTS;
-        if self.claimed.load(Ordering::Relaxed) == 0 || !self.may_be_claimed(ino, chunk) {
+        if self.claimed() == 0 || !self.may_be_claimed(ino, chunk) {
             return None;
         }
         let home = self.dir.home(key(ino.0, chunk as u32));
@@ -427,7 +490,7 @@ impl<D: PmDevice> Groups<D> {
                         if self.dir.dev.cas_u64(self.dir.slot_off(gi), v, dk).is_ok() {
                             self.dir.dev.flush(self.dir.slot_off(gi), 8);
                             self.dir.used.fetch_add(1, Ordering::Relaxed);
-                            self.claimed.fetch_add(1, Ordering::Relaxed);
+                            self.claimed[0].fetch_add(1, Ordering::Relaxed);
                             got = Some(gi);
                             break;
                         }
@@ -461,7 +524,7 @@ impl<D: PmDevice> Groups<D> {
             }
             None => {
                 self.dir.dev.fence();
-                let freed: Vec<Freed> = marked.iter().map(|&s| Freed { slot: s, home: s }).collect();
+                let freed: Vec<Freed> = marked.iter().map(|&s| Freed::at(s, s)).collect();
                 self.dir.purge(&freed);
                 None
             }
@@ -537,7 +600,7 @@ impl<D: PmDevice> Groups<D> {
     fn purge_taken(&self, t: &HashTable<D>, taken: &[u64]) {
         if !taken.is_empty() {
             t.dev.fence();
-            let freed: Vec<Freed> = taken.iter().map(|&s| Freed { slot: s, home: s }).collect();
+            let freed: Vec<Freed> = taken.iter().map(|&s| Freed::at(s, s)).collect();
             t.purge(&freed);
         }
     }
@@ -584,7 +647,7 @@ impl<D: PmDevice> Groups<D> {
         self.mark_claim(ino, chunk);
         self.dir.dev.flush(self.dir.slot_off(g), 8);
         self.dir.used.fetch_add(1, Ordering::Relaxed);
-        self.claimed.fetch_add(1, Ordering::Relaxed);
+        self.claimed[0].fetch_add(1, Ordering::Relaxed);
         self.add_pending(ino, Pending { group: g, left: [u64::MAX; 8] });
         true
     }
@@ -599,7 +662,7 @@ impl<D: PmDevice> Groups<D> {
                 for r in base..s {
                     t.dev.store_u64(t.slot_off(r), TOMBSTONE);
                     t.dev.flush(t.slot_off(r), 8);
-                    rolled.push(Freed { slot: r, home: r });
+                    rolled.push(Freed::at(r, r));
                 }
                 return false;
             }
@@ -615,7 +678,7 @@ impl<D: PmDevice> Groups<D> {
         for s in base..base + GROUP_SLOTS {
             t.dev.store_u64(t.slot_off(s), TOMBSTONE);
             t.dev.flush(t.slot_off(s), 8);
-            rolled.push(Freed { slot: s, home: s });
+            rolled.push(Freed::at(s, s));
         }
         t.used.fetch_sub(GROUP_SLOTS, Ordering::Relaxed);
         self.counts[g as usize].fetch_sub(GROUP_SLOTS as u32, Ordering::Relaxed);
@@ -643,7 +706,7 @@ impl<D: PmDevice> Groups<D> {
             }
         }
         t.dev.fence();
-        let claims: Vec<Freed> = list.iter().map(|p| Freed { slot: p.group * GROUP_SLOTS, home: 0 }).collect();
+        let claims: Vec<Freed> = list.iter().map(|p| Freed::at(p.group * GROUP_SLOTS, 0)).collect();
         self.drop_empty(t, &claims);
         t.purge(&freed);
     }
@@ -661,7 +724,7 @@ impl<D: PmDevice> Groups<D> {
                 let base = g as u64 * GROUP_SLOTS;
                 if (base..base + GROUP_SLOTS).all(|s| matches!(t.load(s), EMPTY | TOMBSTONE)) {
                     dropped.push(self.dir.release(crate::layout::Pblk(g as u64)));
-                    self.claimed.fetch_sub(1, Ordering::Relaxed);
+                    self.claimed[0].fetch_sub(1, Ordering::Relaxed);
                     self.unmark_claim(Ino((v >> 32) as u32), v & 0xFFFF_FFFF);
                 }
             }

@@ -22,6 +22,7 @@
 
 #![forbid(unsafe_code)]
 
+mod cells;
 pub mod groups;
 mod purge;
 #[cfg(test)]
@@ -94,6 +95,15 @@ enum Probe {
 pub struct Freed {
     pub slot: u64,
     pub home: u64,
+    /// What the slot held (a key, a reservation; 0 where no one needs it).
+    pub held: u64,
+}
+
+impl Freed {
+    /// Slot `slot`, whose path starts at `home`.
+    pub fn at(slot: u64, home: u64) -> Freed {
+        Freed { slot, home, held: 0 }
+    }
 }
 
 /// Probe-length figures over the whole table (with the regions placement, the probes over
@@ -189,11 +199,19 @@ impl<D: PmDevice> HashTable<D> {
             }
         };
         let t = HashTable { placement, ..HashTable::region(dev, geo.map_off, geo.data_blocks, seed) };
-        if let Some(g) = t.placement.groups() {
-            g.load_regions()?;
-            g.recount(&t);
-        }
+        t.recount_state()?;
         Ok(t)
+    }
+
+    /// Builds the grouped placements' volatile state from the directory and the table
+    /// (mount, and a takeover's recovery on a shared mount). Fails when the regions
+    /// placement's list of open groups is not whole.
+    pub fn recount_state(&self) -> Result<()> {
+        if let Some(g) = self.placement.groups() {
+            g.load_regions()?;
+            g.recount(self);
+        }
+        Ok(())
     }
 
     /// A table of `nslots` words at byte `off` (the group directory is one).
@@ -578,7 +596,7 @@ impl<D: PmDevice> HashTable<D> {
             for idx in top..r.len() {
                 if let Some(p) = self.reserve_in(r.home_in(key, r.group(idx))) {
                     if idx > top {
-                        r.note_spill(p.0, top, idx);
+                        r.note_spill(top, idx);
                     }
                     return Ok(p);
                 }
@@ -615,14 +633,17 @@ impl<D: PmDevice> HashTable<D> {
         let off = self.slot_off(block.0);
         self.dev.store_u64(off, TOMBSTONE);
         self.dev.flush(off, 8);
-        self.uncount(block.0);
+        self.uncount(block.0, freed.held);
         freed
     }
 
-    /// A slot no longer holds a key or a reservation: the used count and its group's.
-    fn uncount(&self, slot: u64) {
+    /// A slot no longer holds `held` (a key or a reservation): the used count and its
+    /// group's.
+    fn uncount(&self, slot: u64, held: u64) {
         if let Some(r) = self.regions() {
-            r.freed(slot);
+            if let Entry::Key { .. } = classify(held, self.nslots) {
+                r.freed(slot, held);
+            }
         }
         self.used.fetch_sub(1, Ordering::Relaxed);
         if let Some(g) = self.placement.groups() {
@@ -641,7 +662,8 @@ impl<D: PmDevice> HashTable<D> {
     /// what [`switched_out`](Self::switched_out) needs once that transaction committed.
     pub fn switch_out(&self, block: Pblk) -> Freed {
         let slot = block.0;
-        Freed { slot, home: self.home_at(self.load(slot), slot).unwrap_or(slot) }
+        let held = self.load(slot);
+        Freed { slot, home: self.home_at(held, slot).unwrap_or(slot), held }
     }
 
     /// After a committed key switch: the old slots (tombstones now; flushed, and durable
@@ -652,7 +674,7 @@ impl<D: PmDevice> HashTable<D> {
     /// did not; recovery and later frees purge it.
     pub fn switched_out(&self, freed: &[Freed]) {
         for f in freed {
-            self.uncount(f.slot);
+            self.uncount(f.slot, f.held);
         }
         if let Some(g) = self.placement.groups() {
             g.drop_empty(self, freed);

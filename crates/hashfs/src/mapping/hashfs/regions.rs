@@ -34,13 +34,15 @@
 
 #![forbid(unsafe_code)]
 
+use super::cells::Cells;
 use super::{EMPTY, GROUP_SLOTS, TOMBSTONE};
+use crate::share::{ImageRegion, RegionCells};
 use crate::{Error, Result};
 use parking_lot::{Mutex, RwLock};
 use smallvec::SmallVec;
 use std::cell::Cell;
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::Arc;
 
 /// The default small keys' load of the open groups above which groups are opened. On a
 /// 1 GiB image aged to 75% full (`bench/results/winefs/placement-aging.json`): 0.85 left 89 whole
@@ -102,27 +104,33 @@ fn mix(key: u64, seed: u64) -> u64 {
     x ^ (x >> 31)
 }
 
-/// The region's state in DRAM (rebuilt from the directory at mount).
+/// Words of [`Regions::words`].
+const N: usize = 0;
+const FROM: usize = 1;
+const NSPILLED: usize = 2;
+const USED: usize = 3;
+const NWORDS: usize = 4;
+
+/// The region's state (rebuilt from the directory and the table at mount; in the image's
+/// shared region on a mount many processes share: `cells.rs`).
 pub struct Regions {
     /// `list[i]` is the group of bucket `i`, for `i < n`.
-    list: Vec<AtomicU32>,
-    n: AtomicU64,
-    /// The count before the opening in progress (equal to `n` when none is): buckets
-    /// from here on are new and their moves not all done.
-    from: AtomicU64,
+    list: Cells<AtomicU32>,
+    /// The count of open groups (`n`); the count before the opening in progress (`from`,
+    /// equal to `n` when none is: buckets from there on are new and their moves not all
+    /// done); keys spilled; keys and reservations in open groups.
+    words: Cells<AtomicU64>,
     /// Per group: its list index + 1 (0: not open).
-    index: Vec<AtomicU32>,
+    index: Cells<AtomicU32>,
     /// Per list index: keys whose chain passes through it to a higher one (spilled past
-    /// its group when that was full). While any does, the group gets no EMPTY slot:
+    /// its group when that was full), counted when the key is reserved, and counted out
+    /// when it is freed (its chain's start found again from the key; a reservation freed
+    /// unpublished stays counted until the next mount or takeover counts again, which only
+    /// keeps its groups full longer). While any does, the group gets no EMPTY slot:
     /// lookups go on up a chain only past a group without one.
-    spill: Vec<AtomicU32>,
-    /// Spilled keys' slots and the top of their chain.
-    spilled: Mutex<HashMap<u64, u64>>,
+    spill: Cells<AtomicU32>,
     /// Groups no key spills past any more, whose tombstones the next purge clears.
     unblocked: Mutex<Vec<u64>>,
-    nspilled: AtomicU64,
-    /// Keys and reservations in open groups.
-    used: AtomicU64,
     seed: u64,
     /// Held (shared) by a small key's reservation while it picks its group, and
     /// (exclusive) by an opening while it publishes the new bucket.
@@ -142,15 +150,11 @@ impl Regions {
     pub fn new(groups: u64, seed: u64, target: f64) -> Regions {
         Regions {
             target,
-            list: (0..groups).map(|_| AtomicU32::new(0)).collect(),
-            n: AtomicU64::new(0),
-            from: AtomicU64::new(0),
-            index: (0..groups).map(|_| AtomicU32::new(0)).collect(),
-            spill: (0..groups).map(|_| AtomicU32::new(0)).collect(),
-            spilled: Mutex::new(HashMap::new()),
+            list: Cells::new((0..groups).map(|_| AtomicU32::new(0))),
+            words: Cells::new((0..NWORDS).map(|_| AtomicU64::new(0))),
+            index: Cells::new((0..groups).map(|_| AtomicU32::new(0))),
+            spill: Cells::new((0..groups).map(|_| AtomicU32::new(0))),
             unblocked: Mutex::new(Vec::new()),
-            nspilled: AtomicU64::new(0),
-            used: AtomicU64::new(0),
             seed,
             layout: RwLock::new(()),
             open_lock: Mutex::new(()),
@@ -158,6 +162,59 @@ impl Regions {
             skip: AtomicU64::new(0),
             backoff: AtomicU64::new(0),
         }
+    }
+
+    /// Takes the region's cells for this state (`words_from`: where its words start among
+    /// the region's table words), publishing its own into them or adopting theirs
+    /// (`cells.rs`). False if they do not fit.
+    pub(super) fn share(&self, region: &Arc<ImageRegion>, words_from: usize, publish: bool) -> bool {
+        self.words.share(
+            RegionCells::of(region, |r| r.table_words().get(words_from..words_from + NWORDS).unwrap_or(&[])),
+            publish,
+        ) && self.list.share(RegionCells::of(region, |r| r.table_array(1)), publish)
+            && self.index.share(RegionCells::of(region, |r| r.table_array(2)), publish)
+            && self.spill.share(RegionCells::of(region, |r| r.table_array(3)), publish)
+    }
+
+    pub(super) fn seed(&self) -> u64 {
+        self.seed
+    }
+    pub(super) fn target(&self) -> f64 {
+        self.target
+    }
+
+    /// Compares this state with `want`, counted from the directory and the table as they
+    /// are (`Groups::verify`): the list of open groups and the keys in them exactly, the
+    /// spills at least.
+    pub(super) fn verify(&self, want: &Regions) -> std::result::Result<(), String> {
+        let (n, from) = (self.len(), self.from());
+        if (n, from) != (want.len(), want.from()) {
+            return Err(format!(
+                "{n} open groups from {from} counted, {} from {} in the directory",
+                want.len(),
+                want.from()
+            ));
+        }
+        for i in 0..n {
+            if self.group(i) != want.group(i) {
+                return Err(format!("open group {i}: group {}, the directory says {}", self.group(i), want.group(i)));
+            }
+        }
+        for (g, (have, w)) in self.index.iter().zip(want.index.iter()).enumerate() {
+            if have.load(Ordering::Relaxed) != w.load(Ordering::Relaxed) {
+                return Err(format!("group {g}'s place in the list: {have:?}, the directory says {w:?}"));
+            }
+        }
+        if self.used() != want.used() {
+            return Err(format!("{} keys in open groups counted, {} in the table", self.used(), want.used()));
+        }
+        for i in 0..n as usize {
+            let (have, w) = (self.spill[i].load(Ordering::Relaxed), want.spill[i].load(Ordering::Relaxed));
+            if have < w {
+                return Err(format!("open group {i}: {have} keys counted spilled past it, {w} in the table"));
+            }
+        }
+        Ok(())
     }
 
     /// Whether the last opening found no free group.
@@ -194,7 +251,7 @@ impl Regions {
 
     /// Open groups.
     pub fn len(&self) -> u64 {
-        self.n.load(Ordering::Acquire)
+        self.words[N].load(Ordering::Acquire)
     }
     pub fn is_empty(&self) -> bool {
         self.len() == 0
@@ -205,7 +262,7 @@ impl Regions {
     }
     /// The count of open groups before the opening in progress (`len` when none is).
     pub fn from(&self) -> u64 {
-        self.from.load(Ordering::Acquire)
+        self.words[FROM].load(Ordering::Acquire)
     }
     pub fn is_open(&self, g: u64) -> bool {
         self.index_of(g).is_some()
@@ -221,42 +278,39 @@ impl Regions {
     /// Whether slot `s` lies in an open group that keys spilled past (no EMPTY there).
     #[inline]
     pub fn keeps_full(&self, s: u64) -> bool {
-        self.nspilled.load(Ordering::Relaxed) > 0
+        self.words[NSPILLED].load(Ordering::Relaxed) > 0
             && self.index_of(s / GROUP_SLOTS).is_some_and(|i| self.spill[i as usize].load(Ordering::Relaxed) > 0)
     }
 
-    /// A key reserved at `slot` (list index `at`) past the start of its chain `top` (the
-    /// groups `top .. at` were full).
-    pub(super) fn note_spill(&self, slot: u64, top: u64, at: u64) {
-        let mut m = self.spilled.lock();
-        if m.insert(slot, top).is_none() {
-            self.nspilled.fetch_add(1, Ordering::Relaxed);
-            for k in top..at {
-                self.spill[k as usize].fetch_add(1, Ordering::Relaxed);
-            }
+    /// A key reserved at list index `at` past the start of its chain `top` (the groups
+    /// `top .. at` were full).
+    pub(super) fn note_spill(&self, top: u64, at: u64) {
+        self.words[NSPILLED].fetch_add(1, Ordering::Relaxed);
+        for k in top..at {
+            self.spill[k as usize].fetch_add(1, Ordering::Relaxed);
         }
     }
 
-    /// Slot `slot` was freed: if it held a spilled key, its chain no longer needs to
-    /// stay full.
-    pub(super) fn freed(&self, slot: u64) {
-        if self.nspilled.load(Ordering::Relaxed) == 0 {
+    /// Slot `slot`, which held key `v`, was freed: if `v` spilled past the start of its
+    /// chain (found again from the key: [`Self::spilled_from`]), its chain no longer needs
+    /// to stay full. (A reservation freed before it became a key stays counted: `spill`.)
+    pub(super) fn freed(&self, slot: u64, v: u64) {
+        if self.words[NSPILLED].load(Ordering::Relaxed) == 0 {
             return;
         }
-        let mut m = self.spilled.lock();
-        if let (Some(top), Some(at)) = (m.remove(&slot), self.index_of(slot / GROUP_SLOTS)) {
-            self.nspilled.fetch_sub(1, Ordering::Relaxed);
-            for k in top..at {
-                if self.spill[k as usize].fetch_sub(1, Ordering::Relaxed) == 1 {
-                    self.unblocked.lock().push(self.group(k));
-                }
+        let Some(at) = self.index_of(slot / GROUP_SLOTS) else { return };
+        let Some(top) = self.spilled_from(v, at) else { return };
+        self.words[NSPILLED].fetch_sub(1, Ordering::Relaxed);
+        for k in top..at {
+            if self.spill[k as usize].fetch_sub(1, Ordering::Relaxed) == 1 {
+                self.unblocked.lock().push(self.group(k));
             }
         }
     }
 
     /// The groups [`freed`](Self::freed) left with no key spilled past them.
     pub(super) fn take_unblocked(&self) -> Vec<u64> {
-        if self.nspilled.load(Ordering::Relaxed) == 0 && self.unblocked.lock().is_empty() {
+        if self.words[NSPILLED].load(Ordering::Relaxed) == 0 && self.unblocked.lock().is_empty() {
             return Vec::new();
         }
         std::mem::take(&mut *self.unblocked.lock())
@@ -264,9 +318,8 @@ impl Regions {
 
     /// Forgets every spill (before a rebuild from a scan of the table).
     pub(super) fn clear_spills(&self) {
-        self.spilled.lock().clear();
-        self.nspilled.store(0, Ordering::Relaxed);
-        for c in &self.spill {
+        self.words[NSPILLED].store(0, Ordering::Relaxed);
+        for c in self.spill.iter() {
             c.store(0, Ordering::Relaxed);
         }
     }
@@ -278,22 +331,22 @@ impl Regions {
     }
     /// Keys and reservations in open groups.
     pub fn used(&self) -> u64 {
-        self.used.load(Ordering::Relaxed)
+        self.words[USED].load(Ordering::Relaxed)
     }
     /// A key or reservation went into group `g`: counted if the group is open.
     pub(super) fn count_in(&self, g: u64) {
         if self.is_open(g) {
-            self.used.fetch_add(1, Ordering::Relaxed);
+            self.words[USED].fetch_add(1, Ordering::Relaxed);
         }
     }
     /// A key or reservation left group `g`.
     pub(super) fn count_out(&self, g: u64) {
         if self.is_open(g) {
-            self.used.fetch_sub(1, Ordering::Relaxed);
+            self.words[USED].fetch_sub(1, Ordering::Relaxed);
         }
     }
     pub(super) fn set_used(&self, n: u64) {
-        self.used.store(n, Ordering::Relaxed);
+        self.words[USED].store(n, Ordering::Relaxed);
     }
 
     /// The key's bucket among `n` open groups. The last one this thread computed is kept:
@@ -331,12 +384,14 @@ impl Regions {
         g * GROUP_SLOTS + crate::mapping::simd::home_slot(key, self.seed, GROUP_SLOTS)
     }
 
-    /// The chain a key spilled at `slot` belongs to (its top), if it is one.
-    pub fn spill_top(&self, slot: u64) -> Option<u64> {
-        if self.nspilled.load(Ordering::Relaxed) == 0 {
-            return None;
-        }
-        self.spilled.lock().get(&slot).copied()
+    /// The start of the chain key `v` at list index `at` spilled from, if it spilled (the
+    /// start lies below `at`). Exactly the start its reservation counted
+    /// ([`Self::note_spill`]): a reservation takes its key's first chain start (its bucket
+    /// among the groups open then), which is the highest of the starts a lookup walks at
+    /// or below `at` as long as the key is not moved (an opening that changes its bucket
+    /// moves it before it ends).
+    pub fn spilled_from(&self, v: u64, at: u64) -> Option<u64> {
+        self.top_for(v, at).filter(|&t| t < at)
     }
 
     /// The start of the chain that reaches key `v` at list index `at`: `at` itself if it
@@ -408,15 +463,15 @@ impl Regions {
                 )));
             }
         }
-        for o in &self.index {
+        for o in self.index.iter() {
             o.store(0, Ordering::Relaxed);
         }
         for &(i, g, _) in &found {
             self.list[i as usize].store(g as u32, Ordering::Relaxed);
             self.index[g as usize].store(i as u32 + 1, Ordering::Relaxed);
         }
-        self.from.store(from as u64, Ordering::Relaxed);
-        self.n.store(found.len() as u64, Ordering::Release);
+        self.words[FROM].store(from as u64, Ordering::Relaxed);
+        self.words[N].store(found.len() as u64, Ordering::Release);
         Ok(())
     }
 
@@ -429,12 +484,12 @@ impl Regions {
             self.list[n as usize + i].store(g as u32, Ordering::Release);
             self.index[g as usize].store((n as usize + i) as u32 + 1, Ordering::Release);
         }
-        self.n.store(n + gs.len() as u64, Ordering::Release);
+        self.words[N].store(n + gs.len() as u64, Ordering::Release);
     }
 
     /// The newest buckets' moves are done (their words already cleared of the mark).
     pub(super) fn opened(&self) {
-        self.from.store(self.len(), Ordering::Release);
+        self.words[FROM].store(self.len(), Ordering::Release);
     }
 
     /// A group to open: free (no key or reservation, directory word EMPTY or TOMBSTONE),
