@@ -267,9 +267,9 @@ fn foreign_regions_are_refused_with_a_reason() {
     assert!(e.to_string().contains("not a HashFS shared region"), "{e}");
     std::fs::remove_file(&path).unwrap();
     assert_eq!(
-        LAYOUT_VERSION, 9,
-        "version 9: the image's words hold the record of the lock holder's call scope (a takeover repairs what \
-         it names)"
+        LAYOUT_VERSION, 10,
+        "version 10: a region of an image of HashFS's grouped placements ends with the table's state \
+         (share::TableLayout)"
     );
 }
 
