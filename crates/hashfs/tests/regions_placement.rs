@@ -23,23 +23,12 @@ fn opts() -> FormatOptions {
     }
 }
 
-fn pattern(len: usize, seed: u32) -> Vec<u8> {
-    (0..len)
-        .map(|i| ((i as u32).wrapping_mul(2_654_435_761) ^ seed.wrapping_mul(0x9E37_79B9)).to_le_bytes()[3])
-        .collect()
-}
-
-/// Sizes of small files: 1 to 24 blocks, some with a partial last block.
-fn small_len(i: u32) -> usize {
-    (1 + (i * 7919) % 24) as usize * 4096 - (i % 3) as usize * 1000
-}
-
 #[test]
 fn small_files_fill_open_groups_and_leave_the_others_whole() {
     let (fs, dev) = new_fs(64 * MIB, &opts());
     let groups = fs.geometry().groups;
     for i in 0..500 {
-        fs.write(Path::new(&format!("/s{i}")), &pattern(small_len(i), i)).unwrap();
+        fs.write(Path::new(&format!("/s{i}")), &regions_pattern(small_len(i), i)).unwrap();
     }
     let (open, opening) = fs.open_groups().unwrap();
     assert!(!opening, "every opening finished (no file was busy)");
@@ -48,7 +37,7 @@ fn small_files_fill_open_groups_and_leave_the_others_whole() {
     assert!(open >= 8 && (0.6..=0.86).contains(&load), "{open} open groups at load {load:.2}");
     // Every group not opened is whole and free: what a large file's chunks need.
     assert_eq!(fs.free_aligned_extents(), groups - open);
-    let big = pattern((8 * MIB) as usize, 99);
+    let big = regions_pattern((8 * MIB) as usize, 99);
     fs.write(Path::new("/big"), &big).unwrap();
     assert_eq!(fs.claimed_groups(), Some(4), "each whole chunk on a free group");
     let ino = fs.metadata(Path::new("/big")).unwrap().ino;
@@ -65,12 +54,12 @@ fn small_files_fill_open_groups_and_leave_the_others_whole() {
         fs.remove_file(Path::new(&format!("/s{i}"))).unwrap();
     }
     for i in 500..700 {
-        fs.write(Path::new(&format!("/s{i}")), &pattern(small_len(i), i)).unwrap();
+        fs.write(Path::new(&format!("/s{i}")), &regions_pattern(small_len(i), i)).unwrap();
     }
     assert!(fs.open_groups().unwrap().0 >= open);
     let check = |fs: &Fs| {
         for i in (0..700).filter(|i| i >= &500 || i % 3 != 0) {
-            assert_eq!(fs.read(Path::new(&format!("/s{i}"))).unwrap(), pattern(small_len(i), i), "file {i}");
+            assert_eq!(fs.read(Path::new(&format!("/s{i}"))).unwrap(), regions_pattern(small_len(i), i), "file {i}");
         }
         assert_eq!(fs.read(Path::new("/big")).unwrap(), big);
     };
@@ -89,7 +78,7 @@ fn openings_move_only_keys_whose_bucket_is_new() {
     // group opened at n).
     let (fs, _dev) = new_fs(64 * MIB, &opts());
     for i in 0..60 {
-        fs.write(Path::new(&format!("/a{i}")), &pattern(small_len(i), i)).unwrap();
+        fs.write(Path::new(&format!("/a{i}")), &regions_pattern(small_len(i), i)).unwrap();
     }
     let slots = |fs: &Fs| -> Vec<u64> {
         (0..60)
@@ -104,7 +93,7 @@ fn openings_move_only_keys_whose_bucket_is_new() {
     let n0 = fs.open_groups().unwrap().0;
     let mut i = 60;
     while fs.open_groups().unwrap().0 < n0 + 3 {
-        fs.write(Path::new(&format!("/b{i}")), &pattern(small_len(i), i)).unwrap();
+        fs.write(Path::new(&format!("/b{i}")), &regions_pattern(small_len(i), i)).unwrap();
         i += 1;
     }
     let n1 = fs.open_groups().unwrap().0;
@@ -118,7 +107,7 @@ fn openings_move_only_keys_whose_bucket_is_new() {
         before.len()
     );
     for k in 0..60 {
-        assert_eq!(fs.read(Path::new(&format!("/a{k}"))).unwrap(), pattern(small_len(k), k));
+        assert_eq!(fs.read(Path::new(&format!("/a{k}"))).unwrap(), regions_pattern(small_len(k), k));
     }
 }
 
@@ -131,35 +120,35 @@ fn an_opening_waits_for_a_mapped_file_across_a_remount() {
     let rw = OpenOptions::new().read(true).write(true).create(true).clone();
     // A 64-block file: some of its blocks move at each opening (each with odds 1/n).
     let m = fs.open_file(Path::new("/mapped"), &rw).unwrap();
-    m.write_at(0, &pattern(64 * 4096, 7)).unwrap();
+    m.write_at(0, &regions_pattern(64 * 4096, 7)).unwrap();
     let map = m.map(0, 64 * 4096, Protection::ReadWrite).unwrap();
     let mut i = 0;
     while !fs.open_groups().unwrap().1 {
-        fs.write(Path::new(&format!("/s{i}")), &pattern(small_len(i), i)).unwrap();
+        fs.write(Path::new(&format!("/s{i}")), &regions_pattern(small_len(i), i)).unwrap();
         i += 1;
         assert!(i < 2000, "no opening left the mapped file's keys behind");
     }
     // Moves wait; every key is found, the mapped file's by the bucket it had before.
     for k in 0..i + 50 {
-        fs.write(Path::new(&format!("/s{k}")), &pattern(small_len(k), k)).unwrap();
+        fs.write(Path::new(&format!("/s{k}")), &regions_pattern(small_len(k), k)).unwrap();
     }
     assert!(fs.open_groups().unwrap().1, "the opening waits while the file is mapped");
-    assert_eq!(fs.read(Path::new("/mapped")).unwrap(), pattern(64 * 4096, 7));
+    assert_eq!(fs.read(Path::new("/mapped")).unwrap(), regions_pattern(64 * 4096, 7));
     drop(map);
     drop(m);
     // A remount with the opening in progress: nothing lost; the next writes finish it.
     fs.unmount().unwrap();
     let fs = FileSystem::open(&path).unwrap().0;
     assert!(fs.open_groups().unwrap().1);
-    assert_eq!(fs.read(Path::new("/mapped")).unwrap(), pattern(64 * 4096, 7));
+    assert_eq!(fs.read(Path::new("/mapped")).unwrap(), regions_pattern(64 * 4096, 7));
     for k in 0..i + 50 {
-        assert_eq!(fs.read(Path::new(&format!("/s{k}"))).unwrap(), pattern(small_len(k), k), "file {k}");
+        assert_eq!(fs.read(Path::new(&format!("/s{k}"))).unwrap(), regions_pattern(small_len(k), k), "file {k}");
     }
     for k in 0..70 {
-        fs.write(Path::new(&format!("/t{k}")), &pattern(4096, k)).unwrap();
+        fs.write(Path::new(&format!("/t{k}")), &regions_pattern(4096, k)).unwrap();
     }
     assert!(!fs.open_groups().unwrap().1, "the opening finished once the file was unmapped");
-    assert_eq!(fs.read(Path::new("/mapped")).unwrap(), pattern(64 * 4096, 7));
+    assert_eq!(fs.read(Path::new("/mapped")).unwrap(), regions_pattern(64 * 4096, 7));
     fs.unmount().unwrap();
     let dev = std::sync::Arc::new(hashfs::pm::CrashDevice::from_image(&std::fs::read(&path).unwrap()));
     assert_fsck_clean(&dev);
@@ -171,7 +160,7 @@ fn one_request_of_more_small_keys_than_a_group_holds() {
     // fresh image whose one open group holds 512; the request opens groups before its
     // keys (and again, waiting, if a chain fills up).
     let (fs, dev) = new_fs(64 * MIB, &opts());
-    let data = pattern((4 * MIB - 8192) as usize, 5);
+    let data = regions_pattern((4 * MIB - 8192) as usize, 5);
     let f = fs.open_file(Path::new("/f"), OpenOptions::new().write(true).create(true)).unwrap();
     f.write_at(4096, &data).unwrap();
     drop(f);
@@ -195,7 +184,7 @@ fn a_large_file_written_in_pieces_moves_its_own_keys() {
     // of full groups (140,000 slots per hit, measured on a 1 GiB file, before the opening
     // moved to the unlocked start).
     let (fs, dev) = new_fs(256 * MIB, &opts());
-    let data = pattern((64 * MIB) as usize, 17);
+    let data = regions_pattern((64 * MIB) as usize, 17);
     let f = fs.open_file(Path::new("/f"), OpenOptions::new().write(true).create(true)).unwrap();
     for (i, piece) in data.chunks(MIB as usize).enumerate() {
         f.write_at(4096 + i as u64 * MIB, piece).unwrap();
@@ -223,7 +212,7 @@ fn a_file_grown_in_pieces_claims_the_chunks_it_grows_into() {
     // chunk, and files of at most one chunk, stay small keys; a file that stops inside a
     // chunk keeps its group.
     let (fs, dev) = new_fs(128 * MIB, &opts());
-    let data = pattern((9 * MIB) as usize, 23);
+    let data = regions_pattern((9 * MIB) as usize, 23);
     let f = fs.open_file(Path::new("/big"), OpenOptions::new().write(true).create(true)).unwrap();
     for piece in data.chunks(128 << 10) {
         f.append(piece).unwrap();
@@ -281,14 +270,17 @@ fn threads_writing_small_files_while_groups_open() {
                     for i in 0..FILES {
                         let n = t * 1000 + i;
                         let p = format!("/t{t}-{i}");
-                        fs.write(Path::new(&p), &pattern(small_len(n + round), n)).unwrap();
+                        fs.write(Path::new(&p), &regions_pattern(small_len(n + round), n)).unwrap();
                         if i % 4 == 3 {
                             // Read back an earlier file of this thread: its keys may have
                             // moved since.
                             let j = i - 3;
                             let m = t * 1000 + j;
                             let back = fs.read(Path::new(&format!("/t{t}-{j}"))).unwrap();
-                            assert!(back == pattern(small_len(m + round), m), "round {round}: /t{t}-{j} changed");
+                            assert!(
+                                back == regions_pattern(small_len(m + round), m),
+                                "round {round}: /t{t}-{j} changed"
+                            );
                         }
                     }
                 });
@@ -298,7 +290,7 @@ fn threads_writing_small_files_while_groups_open() {
             for i in 0..FILES {
                 let n = t * 1000 + i;
                 let back = fs.read(Path::new(&format!("/t{t}-{i}"))).unwrap();
-                assert!(back == pattern(small_len(n + round), n), "round {round}: /t{t}-{i} reads back wrong");
+                assert!(back == regions_pattern(small_len(n + round), n), "round {round}: /t{t}-{i} reads back wrong");
             }
         }
         let (open, _) = fs.open_groups().unwrap();
@@ -308,7 +300,7 @@ fn threads_writing_small_files_while_groups_open() {
             for i in (0..FILES).step_by(7) {
                 let n = t * 1000 + i;
                 let back = fs.read(Path::new(&format!("/t{t}-{i}"))).unwrap();
-                assert!(back == pattern(small_len(n + round), n), "round {round}: /t{t}-{i} after the remount");
+                assert!(back == regions_pattern(small_len(n + round), n), "round {round}: /t{t}-{i} after the remount");
             }
         }
         drop(fs);

@@ -9,6 +9,7 @@
 mod common;
 
 use common::shared_image::{start_child_named, Image};
+use common::{regions_pattern, small_len};
 use hashfs::{FileSystem, FormatOptions, HashPlacement, Lblk, MappingKind};
 use std::path::Path;
 
@@ -27,17 +28,6 @@ fn regions_image(name: &str) -> Image {
         ..Default::default()
     };
     Image::with(name, 64 * MIB, &opts)
-}
-
-fn pattern(len: usize, seed: u32) -> Vec<u8> {
-    (0..len)
-        .map(|i| ((i as u32).wrapping_mul(2_654_435_761) ^ seed.wrapping_mul(0x9E37_79B9)).to_le_bytes()[3])
-        .collect()
-}
-
-/// Sizes of small files: 1 to 24 blocks, some with a partial last block.
-fn small_len(i: u32) -> usize {
-    (1 + (i * 7919) % 24) as usize * 4096 - (i % 3) as usize * 1000
 }
 
 /// Whether chunk `c` of `path` lies on one aligned group, in order, as `fs` finds it.
@@ -59,11 +49,11 @@ fn openings_and_claims_of_one_participant_are_found_by_another() {
     a.create_dir(p("/s"), 0o755).unwrap();
     let first = a.open_groups().unwrap().0;
     for i in 0..400 {
-        a.write(p(&format!("/s/f{i}")), &pattern(small_len(i), i)).unwrap();
+        a.write(p(&format!("/s/f{i}")), &regions_pattern(small_len(i), i)).unwrap();
         if i % 50 == 49 {
             // Every file so far, found by the other after each batch of openings.
             for j in 0..=i {
-                assert!(b.read(p(&format!("/s/f{j}"))).unwrap() == pattern(small_len(j), j), "f{j} after {i}");
+                assert!(b.read(p(&format!("/s/f{j}"))).unwrap() == regions_pattern(small_len(j), j), "f{j} after {i}");
             }
         }
     }
@@ -71,7 +61,7 @@ fn openings_and_claims_of_one_participant_are_found_by_another() {
     assert!(opened >= first + 4, "the small files opened groups: {first} -> {opened}");
     assert_eq!(b.open_groups(), a.open_groups(), "one list of open groups");
 
-    let big = pattern((6 * MIB) as usize, 77);
+    let big = regions_pattern((6 * MIB) as usize, 77);
     b.write(p("/big"), &big).unwrap();
     assert_eq!(a.claimed_groups(), Some(3), "the other's claims, counted once for both");
     assert!(a.read(p("/big")).unwrap() == big, "the other's large file");
@@ -82,8 +72,8 @@ fn openings_and_claims_of_one_participant_are_found_by_another() {
     // reverse, while both write.
     for i in 400..600 {
         let (w, r) = if i % 2 == 0 { (&a, &b) } else { (&b, &a) };
-        w.write(p(&format!("/s/f{i}")), &pattern(small_len(i), i)).unwrap();
-        assert!(r.read(p(&format!("/s/f{i}"))).unwrap() == pattern(small_len(i), i), "f{i}");
+        w.write(p(&format!("/s/f{i}")), &regions_pattern(small_len(i), i)).unwrap();
+        assert!(r.read(p(&format!("/s/f{i}"))).unwrap() == regions_pattern(small_len(i), i), "f{i}");
     }
     a.remove_file(p("/big")).unwrap();
     assert_eq!(b.claimed_groups(), Some(0), "a claim dropped by one participant is dropped for both");
@@ -94,7 +84,7 @@ fn openings_and_claims_of_one_participant_are_found_by_another() {
         let got = a.read(p(&format!("/s/f{i}")));
         match i % 3 {
             0 => assert!(got.is_err(), "f{i} was removed"),
-            _ => assert!(got.unwrap() == pattern(small_len(i), i), "f{i}"),
+            _ => assert!(got.unwrap() == regions_pattern(small_len(i), i), "f{i}"),
         }
     }
     assert_eq!(a.statfs().blocks_free, b.statfs().blocks_free, "the free blocks");
@@ -115,7 +105,7 @@ fn regions_child() {
     std::io::Write::flush(&mut std::io::stdout()).unwrap();
     for i in 0u32.. {
         let len = if i % 40 == 39 { (2 * MIB) as usize } else { small_len(i) };
-        fs.write(p(&format!("/c/f{i}")), &pattern(len, i)).unwrap();
+        fs.write(p(&format!("/c/f{i}")), &regions_pattern(len, i)).unwrap();
         if i >= 150 {
             let _ = fs.remove_file(p(&format!("/c/f{}", i - 150)));
         }
@@ -143,12 +133,15 @@ fn a_participant_killed_while_it_opens_and_claims_is_recovered_by_the_next() {
             let len = if i % 40 == 39 { (2 * MIB) as usize } else { small_len(i) };
             // A file the dead call was writing may be short (its size not yet grown).
             assert!(data.len() <= len, "{name} grew past what was written");
-            assert!(data == pattern(len, i)[..data.len()], "{name}'s bytes");
+            assert!(data == regions_pattern(len, i)[..data.len()], "{name}'s bytes");
         }
         let mine = format!("/mine/r{round}");
-        survivor.write(p(&mine), &pattern(small_len(round + 1000), round)).unwrap();
+        survivor.write(p(&mine), &regions_pattern(small_len(round + 1000), round)).unwrap();
         for r in 0..=round {
-            assert!(survivor.read(p(&format!("/mine/r{r}"))).unwrap() == pattern(small_len(r + 1000), r), "r{r}");
+            assert!(
+                survivor.read(p(&format!("/mine/r{r}"))).unwrap() == regions_pattern(small_len(r + 1000), r),
+                "r{r}"
+            );
         }
         takeovers = survivor.shared_takeovers().unwrap();
         // The placement's state in the region is the recovered table's (a takeover that

@@ -97,3 +97,17 @@ pub fn remount(fs: Fs, dev: Arc<CrashDevice>) -> (Fs, Arc<CrashDevice>) {
     assert!(r.was_clean);
     (fs, dev)
 }
+
+/// Bytes of a small file `seed` of the regions placement's tests: `len` bytes that differ
+/// from file to file.
+pub fn regions_pattern(len: usize, seed: u32) -> Vec<u8> {
+    (0..len)
+        .map(|i| ((i as u32).wrapping_mul(2_654_435_761) ^ seed.wrapping_mul(0x9E37_79B9)).to_le_bytes()[3])
+        .collect()
+}
+
+/// Sizes of the regions placement's tests' small files: 1 to 24 blocks, some with a
+/// partial last block.
+pub fn small_len(i: u32) -> usize {
+    (1 + (i * 7919) % 24) as usize * 4096 - (i % 3) as usize * 1000
+}
