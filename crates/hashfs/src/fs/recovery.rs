@@ -265,7 +265,12 @@ fn join<D: PmDevice>(
     progress: &dyn Fn(u64),
 ) -> Result<(Arc<FsInner<D>>, MountReport)> {
     report.was_clean = true;
-    let map = FileMap::open(dev.clone(), &geo, &sb)?;
+    // A joining writer takes the grouped placements' state from the region (`join.rs`); a
+    // reader may find no region (no writer), and counts it.
+    let map = match scan {
+        true => FileMap::open(dev.clone(), &geo, &sb)?,
+        false => FileMap::open_to_adopt(dev.clone(), &geo, &sb)?,
+    };
     debug_assert!(on_map!(map map, m => m.shared_count()).is_some(), "only a mapping the region describes is joined");
     let mut scan = if scan {
         scan_inodes(&*dev, &geo, None, None, &mut report, progress)

@@ -104,6 +104,15 @@ impl<D: PmDevice> FileMap<D> {
             _ => FileMap::Blocks(Box::new(BlockMap::new(dev, *geo, sb, kind)?)),
         })
     }
+
+    /// [`open`](Self::open) for a mount that takes HashFS's grouped placements' state from
+    /// the image's shared region (`fs/shared/join.rs`) instead of counting it.
+    pub fn open_to_adopt(dev: Arc<D>, geo: &Geometry, sb: &Superblock) -> Result<FileMap<D>> {
+        match MappingKind::from_u32(sb.mapping_kind) {
+            Some(MappingKind::HashFs) => Ok(FileMap::Hash(self::hashfs::HashTable::of_image_to_adopt(dev, geo, sb))),
+            _ => FileMap::open(dev, geo, sb),
+        }
+    }
 }
 
 impl<D: PmDevice> BlockMap<D> {

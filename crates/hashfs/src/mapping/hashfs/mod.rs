@@ -169,8 +169,17 @@ impl<D: PmDevice> HashTable<D> {
     /// The table of the image whose superblock is `sb` (its seed, placement and regions
     /// load), as [`new`](Self::new) builds it.
     pub fn of_image(dev: Arc<D>, geo: &Geometry, sb: &crate::layout::Superblock) -> Result<HashTable<D>> {
+        let t = HashTable::of_image_to_adopt(dev, geo, sb);
+        t.recount_state()?;
+        Ok(t)
+    }
+
+    /// [`of_image`](Self::of_image) without counting the grouped placements' state from the
+    /// table: for a mount that adopts it from the image's shared region before its first
+    /// call (`fs/shared/join.rs`), whose count would be thrown away.
+    pub fn of_image_to_adopt(dev: Arc<D>, geo: &Geometry, sb: &crate::layout::Superblock) -> HashTable<D> {
         let placement = HashPlacement::from_u32(sb.placement).unwrap_or(HashPlacement::Paper);
-        HashTable::new(dev, geo, sb.hash_seed, placement, sb.region_load_ppm)
+        HashTable::uncounted(dev, geo, sb.hash_seed, placement, sb.region_load_ppm)
     }
 
     /// The table of an image with placement `placement` (the superblock's). Fails when
@@ -183,6 +192,19 @@ impl<D: PmDevice> HashTable<D> {
         placement: HashPlacement,
         region_load_ppm: u32,
     ) -> Result<HashTable<D>> {
+        let t = HashTable::uncounted(dev, geo, seed, placement, region_load_ppm);
+        t.recount_state()?;
+        Ok(t)
+    }
+
+    /// [`new`](Self::new) with the grouped placements' state not yet counted.
+    fn uncounted(
+        dev: Arc<D>,
+        geo: &Geometry,
+        seed: u64,
+        placement: HashPlacement,
+        region_load_ppm: u32,
+    ) -> HashTable<D> {
         let regions = (placement == HashPlacement::Regions).then(|| match region_load_ppm {
             0 => regions::TARGET_LOAD,
             ppm => f64::from(ppm) / 1e6,
@@ -198,9 +220,7 @@ impl<D: PmDevice> HashTable<D> {
                 }
             }
         };
-        let t = HashTable { placement, ..HashTable::region(dev, geo.map_off, geo.data_blocks, seed) };
-        t.recount_state()?;
-        Ok(t)
+        HashTable { placement, ..HashTable::region(dev, geo.map_off, geo.data_blocks, seed) }
     }
 
     /// Builds the grouped placements' volatile state from the directory and the table
