@@ -156,7 +156,7 @@ impl Drop for RegionFile {
 /// Whether the image on `dev` may be shared by many processes (its deaths then run beside
 /// a survivor).
 pub(crate) fn shared_image(dev: &CrashDevice) -> bool {
-    crate::fs::read_superblock(dev).is_ok_and(|(sb, geo, _)| crate::fs::hashfs::shared_by_processes(&sb, &geo))
+    crate::fs::read_superblock(dev).is_ok_and(|(sb, _, _)| crate::fs::hashfs::shared_by_processes(&sb))
 }
 
 /// The survivor: the first participant of the image on `dev`, its tree walked, every other

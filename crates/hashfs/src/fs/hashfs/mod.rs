@@ -19,12 +19,12 @@ mod unlink;
 mod untorn;
 mod verbs;
 
-use crate::layout::{Geometry, MappingKind, Superblock};
+use crate::layout::{MappingKind, Superblock};
 
 /// Whether the image `sb` describes may be mounted by many processes at once: HashFS's
 /// mapping, every placement (the grouped placements' volatile state lives in the shared
 /// region: `fs/shared/mod.rs`, `share_table`); the other mappings' allocation state is
 /// not yet kept there.
-pub(crate) fn shared_by_processes(sb: &Superblock, _geo: &Geometry) -> bool {
+pub(crate) fn shared_by_processes(sb: &Superblock) -> bool {
     sb.mapping_kind == MappingKind::HashFs as u32
 }

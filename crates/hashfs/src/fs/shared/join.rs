@@ -44,7 +44,7 @@ pub(crate) fn mount<D: PmDevice>(
     progress: Progress<'_>,
 ) -> Result<(Arc<FsInner<D>>, MountReport)> {
     let (sb, geo, _) = crate::fs::read_superblock(&*dev)?;
-    if !crate::fs::hashfs::shared_by_processes(&sb, &geo) {
+    if !crate::fs::hashfs::shared_by_processes(&sb) {
         return Err(Error::Unsupported(
             "only HashFS's mapping is shared by many processes yet; this image is used by one process at a time",
         ));

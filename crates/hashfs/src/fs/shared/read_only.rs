@@ -84,7 +84,7 @@ pub(crate) fn mount_read_only<D: PmDevice>(
     };
     // Images of other mappings are used by one process at a time, which takes the image
     // file's lock exclusive: the shared lock this process holds keeps such a writer out.
-    let watch = crate::fs::hashfs::shared_by_processes(&sb, &geo);
+    let watch = crate::fs::hashfs::shared_by_processes(&sb);
     let inodes = geo.inode_count;
     let table = super::table_layout(&sb, &geo);
     let region = if watch {
