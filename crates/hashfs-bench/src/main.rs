@@ -79,6 +79,11 @@ pub(crate) fn mount(image: &Path) -> Result<FileSystem<MmapDevice>, Failure> {
     Ok(fs)
 }
 
+fn parse_placement(name: &str) -> Result<hashfs::HashPlacement, String> {
+    hashfs::HashPlacement::from_name(name)
+        .ok_or_else(|| format!("unknown placement {name:?} (choose paper, grouped or regions)"))
+}
+
 fn main() -> ExitCode {
     match run(Cli::parse().cmd) {
         Ok(()) => ExitCode::SUCCESS,
@@ -123,6 +128,9 @@ enum BenchCmd {
         /// operation runs, and a file system pays the drain at its next lock.
         #[arg(long)]
         limit_drain: bool,
+        /// HashFS's placement: paper (the default image's), grouped or regions.
+        #[arg(long, default_value = "paper", value_parser = parse_placement)]
+        placement: hashfs::HashPlacement,
     },
     /// The papers' evaluations, every mapping side by side: HashFS §4.1-4.7, SPFS Fig. 7,
     /// WineFS Figs. 1-3, ctFS Table 1 and Figs. 1, 6 and 7. Writes one JSON file per
@@ -243,8 +251,8 @@ enum BenchCmd {
 
 fn run(cmd: BenchCmd) -> Result<(), Failure> {
     match cmd {
-        BenchCmd::Micro { quick, json, image, tmpfs_dir, sparse, only, cold, limit_drain } => {
-            micro::run(&micro::Options { quick, json, image, tmpfs_dir, sparse, only, cold, limit_drain })
+        BenchCmd::Micro { quick, json, image, tmpfs_dir, sparse, only, cold, limit_drain, placement } => {
+            micro::run(&micro::Options { quick, json, image, tmpfs_dir, sparse, only, cold, limit_drain, placement })
         }
         BenchCmd::Churn { image, size, rounds } => churn::run(&image, size, rounds),
         BenchCmd::Age(args) => age::run(&args),

@@ -23,7 +23,7 @@
 use super::{cpu_model, git_commit, image_mount, mean_ci, Samples};
 use crate::{fail, Failure};
 use hashfs::pm::{DevOffset, MmapDevice, OpenMode, PmDevice};
-use hashfs::{File, FileSystem, FormatOptions, OpenOptions};
+use hashfs::{File, FileSystem, FormatOptions, HashPlacement, OpenOptions};
 use rand::{rngs::SmallRng, Rng, SeedableRng};
 use serde_json::json;
 use std::io::Write;
@@ -53,6 +53,8 @@ pub struct Options {
     pub cold: bool,
     /// The limits' last fence is followed by a locked instruction (`--limit-drain`).
     pub limit_drain: bool,
+    /// HashFS's placement of the image.
+    pub placement: HashPlacement,
 }
 
 struct Config {
@@ -206,7 +208,7 @@ fn appends<'a>(
 }
 
 fn run_in(cfg: &Config, o: &Options, tmp: &Path) -> Result<(), Failure> {
-    let fmt = FormatOptions { preallocate: !o.sparse, ..FormatOptions::default() };
+    let fmt = FormatOptions { preallocate: !o.sparse, placement: o.placement, ..FormatOptions::default() };
     let t = Instant::now();
     FileSystem::format_file(&o.image, cfg.image_bytes, &fmt, &|_, _| {})?;
     let mkfs_ms = t.elapsed().as_millis() as u64;
@@ -515,7 +517,11 @@ fn report(
         dev.is_map_sync(),
         o.tmpfs_dir.display()
     );
-    println!("# cpu {}, flush {flush}, simd {simd}, commit {commit}, mkfs {mkfs_ms} ms", cpu_model());
+    println!(
+        "# cpu {}, flush {flush}, simd {simd}, commit {commit}, mkfs {mkfs_ms} ms, placement {}",
+        cpu_model(),
+        o.placement.name()
+    );
     if o.limit_drain {
         println!("# --limit-drain: each limit's last fence is followed by a locked instruction");
     }
@@ -578,6 +584,7 @@ fn report(
                 "sparse": o.sparse,
                 "only": o.only,
                 "limit_drain": o.limit_drain,
+                "placement": o.placement.name(),
                 "populated": populated,
                 "mkfs_ms": mkfs_ms,
                 "map_sync": dev.is_map_sync(),

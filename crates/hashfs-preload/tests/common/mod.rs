@@ -56,30 +56,46 @@ pub fn assert_ycsb_ok(out: &str, workloads: &str) {
 }
 
 pub fn shim_path() -> PathBuf {
-    // target/<profile>/deps/apps-xxxx -> target/<profile>/libhashfs_preload.so
-    let exe = std::env::current_exe().unwrap();
-    let profile_dir = exe.parent().unwrap().parent().unwrap();
-    let so = profile_dir.join("libhashfs_preload.so");
     // `cargo test` builds the library only as an rlib and never rebuilds the cdylib: build
-    // it every time (a no-op when up to date), so the tests never load a stale shim; with the
-    // whole workspace's features, as scripts/test.sh's `cargo build --workspace`, so that it
-    // reuses that build instead of compiling the libraries again.
+    // it every time (a no-op when up to date), so the tests never load a stale shim.
     static BUILT: std::sync::Once = std::sync::Once::new();
-    BUILT.call_once(|| {
-        let mut c = Command::new(env!("CARGO"));
-        c.args(["build", "--workspace", "--lib"]);
-        // In the profile of the test's own build (`cargo test` builds with `test`, whose
-        // libraries it then reuses, into target/debug; `cargo test --release` with
-        // `release`; any other profile, such as scripts/crash-bugs.sh's, with itself).
-        match profile_dir.file_name().and_then(|n| n.to_str()) {
-            Some("release") => c.arg("--release"),
-            Some("debug") | None => c.args(["--profile", "test"]),
-            Some(other) => c.args(["--profile", other]),
-        };
-        assert!(c.status().unwrap().success(), "building libhashfs_preload.so");
-    });
+    BUILT.call_once(|| build_workspace("--lib"));
+    let so = profile_dir().join("libhashfs_preload.so");
     assert!(so.exists(), "{} not built", so.display());
     so
+}
+
+/// One of the workspace's programs (`hashfs`, `hashfs-bench`...), built in the profile of
+/// the test's own build as [`shim_path`] builds the shim.
+pub fn workspace_bin(name: &str) -> PathBuf {
+    static BUILT: std::sync::Once = std::sync::Once::new();
+    BUILT.call_once(|| build_workspace("--bins"));
+    let bin = profile_dir().join(name);
+    assert!(bin.exists(), "{} not built", bin.display());
+    bin
+}
+
+/// target/<profile>/deps/apps-xxxx -> target/<profile>
+fn profile_dir() -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    exe.parent().unwrap().parent().unwrap().to_path_buf()
+}
+
+/// Builds the workspace's `what` (`--lib`, `--bins`; a no-op when up to date) with the whole
+/// workspace's features, as scripts/test.sh's `cargo build --workspace`, so that it reuses
+/// that build instead of compiling the libraries again.
+fn build_workspace(what: &str) {
+    let mut c = Command::new(env!("CARGO"));
+    c.args(["build", "--workspace", what]);
+    // In the profile of the test's own build (`cargo test` builds with `test`, whose
+    // libraries it then reuses, into target/debug; `cargo test --release` with
+    // `release`; any other profile, such as scripts/crash-bugs.sh's, with itself).
+    match profile_dir().file_name().and_then(|n| n.to_str()) {
+        Some("release") => c.arg("--release"),
+        Some("debug") | None => c.args(["--profile", "test"]),
+        Some(other) => c.args(["--profile", other]),
+    };
+    assert!(c.status().unwrap().success(), "building the workspace's {what}");
 }
 
 pub struct Image {
