@@ -176,7 +176,7 @@ def _():
 @bug("append-key-unflushed")
 def _():
     lines("crates/hashfs/src/fs/hashfs/verbs.rs",
-        "            fs.dev.store_u64(self.slot_off(pblk.0), k);\n            fs.dev.flush(self.slot_off(pblk.0), 8);\n",
+        "            fs.dev.store_u64(self.slot_off(pblk.0), k);\n            flush.stored(pblk.0);\n",
         "            fs.dev.store_u64(self.slot_off(pblk.0), k);\n")
 
 
@@ -220,3 +220,17 @@ def _():
     plant("crates/hashfs/src/fs/hashfs/unlink.rs",
         "        Some(planned)\n    }\n",
         "        if @ON {\n            free_slots_after_commit(t, &*self.dev, &planned);\n            return Some(Vec::new());\n        }\n        Some(planned)\n    }\n")
+
+
+@bug("slot-run-unflushed")
+def _():
+    plant("crates/hashfs/src/mapping/hashfs/mod.rs",
+        "        if let Some(r) = self.run.take() {\n            self.flush(r);",
+        "        if let Some(r) = self.run.take().filter(|_| !@ON) {\n            self.flush(r);")
+
+
+@bug("slot-run-first-word")
+def _():
+    plant("crates/hashfs/src/mapping/hashfs/mod.rs",
+        "        self.t.dev.flush(self.t.slot_off(lo), (hi - lo + 1) * 8);",
+        "        self.t.dev.flush(self.t.slot_off(lo), if @ON { 8 } else { (hi - lo + 1) * 8 });")

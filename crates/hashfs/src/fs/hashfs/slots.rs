@@ -29,7 +29,7 @@ pub(crate) fn free_slots_after_commit<D: PmDevice>(t: &HashTable<D>, dev: &D, sl
     if slots.is_empty() {
         return;
     }
-    let freed: Vec<_> = slots.iter().map(|&s| t.release(s)).collect();
+    let freed = t.release_all(slots);
     dev.fence();
     for chunk in freed.chunks(1024) {
         t.release_done(chunk);

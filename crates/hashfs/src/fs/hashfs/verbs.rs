@@ -12,7 +12,7 @@ use crate::fs::verbs::{merge_runs, MapVerbs};
 use crate::fs::FsInner;
 use crate::journal::Tx;
 use crate::layout::{Extent, Geometry, Ino, InodeRaw, Lblk, Pblk};
-use crate::mapping::hashfs::{classify, file_key, Entry, HashTable};
+use crate::mapping::hashfs::{classify, file_key, Entry, HashTable, SlotFlush};
 use crate::pm::PmDevice;
 use crate::{Error, Result};
 use std::ops::Range;
@@ -169,15 +169,18 @@ impl<D: PmDevice> MapVerbs<D> for HashTable<D> {
         true
     }
 
+    /// The keys' words flushed by runs of consecutive slots ([`SlotFlush`]).
     fn map_unlogged(&self, fs: &FsInner<D>, cell: &InodeCell, fresh: impl Iterator<Item = (Lblk, Pblk)>) -> u64 {
         let mut n = 0;
+        let mut flush = SlotFlush::new(self);
         for (lblk, pblk) in fresh {
             let k = file_key(cell.ino, lblk).expect("checked by the plan");
             fs.dev.store_u64(self.slot_off(pblk.0), k);
-            fs.dev.flush(self.slot_off(pblk.0), 8);
+            flush.stored(pblk.0);
             cell.tcache.put(lblk, pblk);
             n += 1;
         }
+        drop(flush);
         n
     }
 

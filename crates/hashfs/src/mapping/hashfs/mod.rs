@@ -657,6 +657,24 @@ impl<D: PmDevice> HashTable<D> {
         freed
     }
 
+    /// [`release`](Self::release) of every slot of `blocks`, the tombstones flushed by runs
+    /// of consecutive slots ([`SlotFlush`]).
+    pub fn release_all(&self, blocks: &[Pblk]) -> Vec<Freed> {
+        let mut flush = SlotFlush::new(self);
+        let out = blocks
+            .iter()
+            .map(|&block| {
+                let freed = self.switch_out(block);
+                self.dev.store_u64(self.slot_off(block.0), TOMBSTONE);
+                flush.stored(block.0);
+                self.uncount(block.0, freed.held);
+                freed
+            })
+            .collect();
+        drop(flush);
+        out
+    }
+
     /// A slot no longer holds `held` (a key or a reservation): the used count and its
     /// group's.
     fn uncount(&self, slot: u64, held: u64) {
@@ -767,6 +785,47 @@ impl<D: PmDevice> HashTable<D> {
         }
         st.mean_miss_probes = miss_sum as f64 / counted.max(1) as f64;
         st
+    }
+}
+
+/// Flushes slot words stored one after another, once per run of consecutive slots (a
+/// claimed group's blocks lie in consecutive slots): a line flushed after each of its eight
+/// words waits for the write-back before the next store to it (a 1 MiB append into a
+/// claimed group took 1.7x the paper placement's whole call that way, its truncation 3x).
+/// The last run is flushed when the value is dropped; the caller's fence follows.
+pub(crate) struct SlotFlush<'a, D: PmDevice> {
+    t: &'a HashTable<D>,
+    run: Option<(u64, u64)>,
+}
+
+impl<'a, D: PmDevice> SlotFlush<'a, D> {
+    pub(crate) fn new(t: &'a HashTable<D>) -> Self {
+        SlotFlush { t, run: None }
+    }
+
+    /// Slot `s`'s word was stored.
+    pub(crate) fn stored(&mut self, s: u64) {
+        self.run = match self.run {
+            Some((lo, hi)) if s == hi + 1 => Some((lo, s)),
+            Some((lo, hi)) if s + 1 == lo => Some((s, hi)),
+            Some(r) => {
+                self.flush(r);
+                Some((s, s))
+            }
+            None => Some((s, s)),
+        };
+    }
+
+    fn flush(&self, (lo, hi): (u64, u64)) {
+        self.t.dev.flush(self.t.slot_off(lo), (hi - lo + 1) * 8);
+    }
+}
+
+impl<D: PmDevice> Drop for SlotFlush<'_, D> {
+    fn drop(&mut self) {
+        if let Some(r) = self.run.take() {
+            self.flush(r);
+        }
     }
 }
 

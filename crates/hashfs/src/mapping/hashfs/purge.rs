@@ -4,7 +4,7 @@
 
 #![forbid(unsafe_code)]
 
-use super::{classify, Entry, Freed, HashTable, EMPTY, GROUP_SLOTS, TOMBSTONE};
+use super::{classify, Entry, Freed, HashTable, SlotFlush, EMPTY, GROUP_SLOTS, TOMBSTONE};
 use crate::layout::Ino;
 use crate::pm::PmDevice;
 
@@ -21,7 +21,12 @@ impl<D: PmDevice> HashTable<D> {
                 self.purge_clusters(g * GROUP_SLOTS, GROUP_SLOTS);
             }
         }
-        for f in freed {
+        // From the highest slot down: a run of freed slots (a claimed group's blocks) then
+        // becomes EMPTY at its top slot's purge, which finds EMPTY past it and walks the
+        // tombstones below; from the bottom up, each purge walked the run above it.
+        let mut order: Vec<&Freed> = freed.iter().collect();
+        order.sort_unstable_by_key(|f| std::cmp::Reverse(f.slot));
+        for f in order {
             self.purge_one(f.slot);
             let mut t = f.home;
             while t != f.slot {
@@ -80,14 +85,18 @@ impl<D: PmDevice> HashTable<D> {
         if self.regions().is_some_and(|r| r.keeps_full(i)) {
             return; // keys spilled past this group: it stays without EMPTY slots
         }
-        self.set_empty(i);
-        // A tombstone followed by EMPTY lies on no path that reaches a key.
+        // A tombstone followed by EMPTY lies on no path that reaches a key. (The run of
+        // them is flushed once: `SlotFlush`.)
+        let mut flush = SlotFlush::new(self);
+        self.dev.store_u64(self.slot_off(i), EMPTY);
+        flush.stored(i);
         let mut k = self.prev(i);
         for _ in 1..self.span() {
             if self.load(k) != TOMBSTONE {
                 break;
             }
-            self.set_empty(k);
+            self.dev.store_u64(self.slot_off(k), EMPTY);
+            flush.stored(k);
             k = self.prev(k);
         }
     }
