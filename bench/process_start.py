@@ -15,6 +15,10 @@ tmpfs and to the first build, computed within each round. Not a test.
 
 Usage: python3 bench/process_start.py --shim before=PATH --shim after=PATH [--sizes 64M,1G,4G]
                                       [--modes beside,alone] [--procs N] [--rounds N] [--json FILE]
+                                      [--placement NAME=PLACEMENT]...
+
+`--placement regions=regions` makes the images of the shim named `regions` with `hashfs mkfs
+--placement regions` (one build may be named twice: `--shim paper=PATH --shim regions=PATH`).
 Needs: the release `hashfs` binary (cargo build --release --workspace).
 """
 import argparse, os, subprocess, sys, tempfile, time
@@ -39,7 +43,7 @@ def timed(cmd, env):
     return dt
 
 
-def one(target, shims, mode, size, procs, work):
+def one(target, shims, placements, mode, size, procs, work):
     """Milliseconds per `cat` of `target` (a shim build's name, or tmpfs)."""
     if target == "tmpfs":
         d = os.path.join(work, "tmpfs")
@@ -48,7 +52,8 @@ def one(target, shims, mode, size, procs, work):
             f.write("hi\n")
         return 1000 * timed(["bash", "-c", LOOPS[mode].format(d=d, n=procs)], dict(os.environ)) / procs
     image = os.path.join(work, f"starts-{size}.img")
-    subprocess.run([HASHFS, "mkfs", image, "--size", size], check=True, capture_output=True)
+    placement = ["--placement", placements[target]] if target in placements else []
+    subprocess.run([HASHFS, "mkfs", image, "--size", size, *placement], check=True, capture_output=True)
     env = dict(os.environ, LD_PRELOAD=shims[target], HASHFS_IMAGE=image, HASHFS_MOUNT=PREFIX)
     subprocess.run(["bash", "-c", f"echo hi > {PREFIX}/a"], env=env, check=True)
     ms = 1000 * timed(["bash", "-c", LOOPS[mode].format(d=PREFIX, n=procs)], env) / procs
@@ -68,8 +73,10 @@ def main():
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--dir", default="/dev/shm")
     ap.add_argument("--json")
+    ap.add_argument("--placement", action="append", default=[], help="NAME=PLACEMENT for the images of shim NAME")
     a = ap.parse_args()
     shims = dict(s.split("=", 1) for s in a.shim)
+    placements = dict(s.split("=", 1) for s in a.placement)
     names = list(shims)
     targets = names + ["tmpfs"]
     points = [(m, s) for m in a.modes.split(",") for s in a.sizes.split(",")]
@@ -78,7 +85,7 @@ def main():
         for r in range(a.rounds):
             for m, s in points:
                 for t in targets[r % len(targets):] + targets[:r % len(targets)]:
-                    res[f"{m} {s}"][t].append(one(t, shims, m, s, a.procs, work))
+                    res[f"{m} {s}"][t].append(one(t, shims, placements, m, s, a.procs, work))
             print(f"round {r + 1} of {a.rounds} done", file=sys.stderr)
     summary = {}
     for point, row in res.items():
@@ -92,7 +99,7 @@ def main():
         print(f"{point}: " + "  ".join(f"{k} {v['mean']:.2f} ± {v['ci95']:.2f}" + ("x" if "_vs_" in k else " ms")
                                       for k, v in out.items()))
     if a.json:
-        config = {"shims": shims, "sizes": a.sizes, "modes": a.modes, "procs": a.procs, "rounds": a.rounds,
+        config = {"shims": shims, "placements": placements, "sizes": a.sizes, "modes": a.modes, "procs": a.procs, "rounds": a.rounds,
                   "dir": a.dir, "root": ROOT}
         write_json(a.json, "process_start.py", config, "ms_per_process", res, summary)
 
