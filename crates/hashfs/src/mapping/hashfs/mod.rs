@@ -649,11 +649,8 @@ impl<D: PmDevice> HashTable<D> {
     /// Frees a slot (a key or an unpublished reservation): stores a tombstone and flushes
     /// it. Returns what the caller passes to [`purge`](Self::purge) after a fence.
     pub fn release(&self, block: Pblk) -> Freed {
-        let freed = self.switch_out(block);
-        let off = self.slot_off(block.0);
-        self.dev.store_u64(off, TOMBSTONE);
-        self.dev.flush(off, 8);
-        self.uncount(block.0, freed.held);
+        let freed = self.tombstone(block);
+        self.dev.flush(self.slot_off(block.0), 8);
         freed
     }
 
@@ -664,15 +661,21 @@ impl<D: PmDevice> HashTable<D> {
         let out = blocks
             .iter()
             .map(|&block| {
-                let freed = self.switch_out(block);
-                self.dev.store_u64(self.slot_off(block.0), TOMBSTONE);
+                let freed = self.tombstone(block);
                 flush.stored(block.0);
-                self.uncount(block.0, freed.held);
                 freed
             })
             .collect();
         drop(flush);
         out
+    }
+
+    /// A release's tombstone, stored (not flushed) and counted.
+    fn tombstone(&self, block: Pblk) -> Freed {
+        let freed = self.switch_out(block);
+        self.dev.store_u64(self.slot_off(block.0), TOMBSTONE);
+        self.uncount(block.0, freed.held);
+        freed
     }
 
     /// A slot no longer holds `held` (a key or a reservation): the used count and its
@@ -790,9 +793,10 @@ impl<D: PmDevice> HashTable<D> {
 
 /// Flushes slot words stored one after another, once per run of consecutive slots (a
 /// claimed group's blocks lie in consecutive slots): a line flushed after each of its eight
-/// words waits for the write-back before the next store to it (a 1 MiB append into a
-/// claimed group took 1.7x the paper placement's whole call that way, its truncation 3x).
-/// The last run is flushed when the value is dropped; the caller's fence follows.
+/// words waits for the write-back before the next store to it (the regions placement's
+/// 64 KiB and 1 MiB appends took 1.40-1.62x the paper placement's whole call that way:
+/// docs/mappings.md, *Slot words flushed by runs*). The last run is flushed when the value
+/// is dropped; the caller's fence follows.
 pub(crate) struct SlotFlush<'a, D: PmDevice> {
     t: &'a HashTable<D>,
     run: Option<(u64, u64)>,
