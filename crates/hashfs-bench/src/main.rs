@@ -79,11 +79,6 @@ pub(crate) fn mount(image: &Path) -> Result<FileSystem<MmapDevice>, Failure> {
     Ok(fs)
 }
 
-fn parse_placement(name: &str) -> Result<hashfs::HashPlacement, String> {
-    hashfs::HashPlacement::from_name(name)
-        .ok_or_else(|| format!("unknown placement {name:?} (choose paper, grouped or regions)"))
-}
-
 fn main() -> ExitCode {
     match run(Cli::parse().cmd) {
         Ok(()) => ExitCode::SUCCESS,
@@ -129,7 +124,7 @@ enum BenchCmd {
         #[arg(long)]
         limit_drain: bool,
         /// HashFS's placement: paper (the default image's), grouped or regions.
-        #[arg(long, default_value = "paper", value_parser = parse_placement)]
+        #[arg(long, default_value = "paper", value_parser = hashfs::HashPlacement::parse)]
         placement: hashfs::HashPlacement,
     },
     /// The papers' evaluations, every mapping side by side: HashFS §4.1-4.7, SPFS Fig. 7,

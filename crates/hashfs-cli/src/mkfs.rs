@@ -114,8 +114,7 @@ pub fn run(a: Args) -> Result<u8, Failure> {
         Some(_) if mapping != MappingKind::HashFs => {
             return Err(fail("--placement applies to HashFS; the other mappings use an allocator"))
         }
-        Some(name) => HashPlacement::from_name(name)
-            .ok_or_else(|| fail(format!("unknown placement {name:?} (choose paper, grouped or regions)")))?,
+        Some(name) => HashPlacement::parse(name).map_err(fail)?,
     };
     let opts = FormatOptions {
         mapping,

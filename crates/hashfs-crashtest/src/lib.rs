@@ -123,8 +123,7 @@ fn mappings(spec: &str) -> Result<Vec<MappingKind>, String> {
 
 /// Runs the explorer; returns the number of failures.
 pub fn run(a: CrashtestArgs) -> Result<usize, String> {
-    let placement = hashfs::HashPlacement::from_name(&a.placement)
-        .ok_or_else(|| format!("unknown placement {:?} (choose paper, grouped or regions)", a.placement))?;
+    let placement = hashfs::HashPlacement::parse(&a.placement)?;
     let write_mode = hashfs::WriteMode::from_name(&a.write_mode)
         .ok_or_else(|| format!("unknown write mode {:?} (choose relaxed or strict)", a.write_mode))?;
     if a.list {

@@ -161,6 +161,10 @@ impl HashPlacement {
     pub fn from_name(s: &str) -> Option<HashPlacement> {
         HashPlacement::ALL.into_iter().find(|a| a.name() == s)
     }
+    /// [`from_name`](Self::from_name), with the error a command line prints.
+    pub fn parse(s: &str) -> std::result::Result<HashPlacement, String> {
+        HashPlacement::from_name(s).ok_or_else(|| format!("unknown placement {s:?} (choose paper, grouped or regions)"))
+    }
 }
 
 /// Whether a write can be torn by a crash (`Superblock::write_mode`, the default of a

@@ -32,7 +32,7 @@ impl<D: PmDevice> RecoverVerbs<D> for HashTable<D> {
     /// After a crash the full purge below covers their paths; after a death there is none,
     /// so their tombstones (and those on their paths only they needed) are purged here.
     fn drop_stray_slots(&self, slots: &[u64], after: Interruption) {
-        let freed: Vec<_> = slots.iter().map(|&s| self.release(Pblk(s))).collect();
+        let freed = self.release_all(&slots.iter().map(|&s| Pblk(s)).collect::<Vec<_>>());
         if paths_kept_whole(self, after) {
             self.purge(&freed);
         }
