@@ -16,6 +16,30 @@ use std::sync::Arc;
 /// about twice an aligned one (bench/results/shared/sqlite-writers-intel-ab.json).
 pub const NONTEMPORAL_MIN_BYTES: usize = 256;
 
+/// Reads longer than this are copied in pieces that end at its multiples in the image.
+/// On an Intel Xeon (glibc's `rep movsb` at every size from 2 KiB), by hand: a 1 MiB read
+/// of a file's contiguous blocks took 98-100 us in pieces of 4 KiB, 104-106 in pieces of
+/// 32 KiB (a read run's most) and 105-108 in one copy, 2 KiB pieces (a vector loop)
+/// 105-109; `hashfs-bench micro`'s 1 MiB read on a regions image, before and after, is in
+/// bench/results/micro/read-pieces/.
+pub const READ_PIECE_BYTES: usize = 4096;
+
+/// A long read's copy, in pieces that end at multiples of [`READ_PIECE_BYTES`] of offset
+/// `off` (`p` is its address: in the image, or in ctFS's virtual space).
+///
+/// # Safety
+/// `p..p + buf.len()` is inside the mapping and does not overlap `buf`.
+#[inline(never)]
+pub(crate) unsafe fn copy_in_pieces(p: *const u8, off: u64, buf: &mut [u8]) {
+    let mut done = 0;
+    while done < buf.len() {
+        let n = (READ_PIECE_BYTES - (off as usize + done) % READ_PIECE_BYTES).min(buf.len() - done);
+        // SAFETY: the caller's promise, for the piece done..done + n.
+        unsafe { std::ptr::copy_nonoverlapping(p.add(done), buf.as_mut_ptr().add(done), n) };
+        done += n;
+    }
+}
+
 /// How to open the image file.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum OpenMode {
@@ -308,8 +332,13 @@ impl PmDevice for MmapDevice {
     fn read(&self, off: DevOffset, buf: &mut [u8]) {
         let off = off.0;
         let p = self.ptr(off, buf.len() as u64);
-        // SAFETY: p..p+len is inside the mapping; buf is a distinct DRAM buffer.
-        unsafe { std::ptr::copy_nonoverlapping(p, buf.as_mut_ptr(), buf.len()) };
+        if buf.len() <= READ_PIECE_BYTES {
+            // SAFETY: p..p+len is inside the mapping; buf is a distinct DRAM buffer.
+            unsafe { std::ptr::copy_nonoverlapping(p, buf.as_mut_ptr(), buf.len()) };
+        } else {
+            // SAFETY: as above.
+            unsafe { copy_in_pieces(p, off, buf) };
+        }
         self.stats.add_read(buf.len() as u64);
     }
 
@@ -500,6 +529,25 @@ mod tests {
         // Reopened, the contents are there.
         let d = MmapDevice::open(&path, OpenMode::Existing).unwrap();
         assert_eq!(d.load_u64(DevOffset(4096)), 8);
+        drop(d);
+        std::fs::remove_file(&path).unwrap();
+    }
+
+    /// Reads longer than a piece, from offsets on, beside and between piece boundaries,
+    /// return the image's bytes in order.
+    #[test]
+    fn long_reads_copied_in_pieces_return_every_byte() {
+        let path = temp_image("pieces");
+        let d = MmapDevice::open(&path, OpenMode::CreateTruncate { size_bytes: 1 << 20 }).unwrap();
+        let image: Vec<u8> = (0..5 * READ_PIECE_BYTES).map(|i| (i * 7 + i / 251) as u8).collect();
+        d.write(DevOffset(0), &image);
+        for off in [0, 1, 100, READ_PIECE_BYTES - 1, READ_PIECE_BYTES, READ_PIECE_BYTES + 3] {
+            for len in [READ_PIECE_BYTES + 1, 2 * READ_PIECE_BYTES, 3 * READ_PIECE_BYTES + 17] {
+                let mut back = vec![0u8; len];
+                d.read(DevOffset(off as u64), &mut back);
+                assert!(back == image[off..off + len], "read of {len} bytes at {off}");
+            }
+        }
         drop(d);
         std::fs::remove_file(&path).unwrap();
     }
