@@ -34,6 +34,12 @@ use smallvec::SmallVec;
 use std::ops::Range;
 use std::sync::atomic::Ordering;
 
+/// Lines of a read's next run prefetched while the run before it is copied. On an image
+/// with 4 KiB pages, by hand (an Intel Xeon, 256 scattered 4 KiB copies, as a 1 MiB read of
+/// the paper placement makes): none 181-190 us, 1 or 4 lines about 170, 8 lines 142-147,
+/// 16 lines 139-158, all 64 lines 184-207; with 2 MiB pages none and 8 lines both 133-144.
+const NEXT_RUN_PREFETCH_LINES: u64 = 8;
+
 /// New blocks per write transaction (1 MiB): bounds the journal space of one write.
 pub const WRITE_CHUNK_BLOCKS: u64 = 256;
 
@@ -151,28 +157,36 @@ impl<D: PmDevice> FsInner<D> {
     }
 
     /// Copies the file's bytes at `off` into `buf` (all inside its size) through its
-    /// mapping, zeros for holes, under the file's lock the caller holds.
+    /// mapping, zeros for holes, under the file's lock the caller holds. Each run's
+    /// successor is translated before the run is copied and its first lines prefetched
+    /// ([`NEXT_RUN_PREFETCH_LINES`]), so that their misses overlap the copy.
     pub(super) fn read_mapped(&self, cell: &InodeCell, raw: &InodeRaw, off: u64, buf: &mut [u8]) -> Result<()> {
         let n = buf.len();
         let size_blocks = blocks_for(raw.size);
-        let end = (off + n as u64).div_ceil(BLOCK_BYTES);
+        let end = Lblk((off + n as u64).div_ceil(BLOCK_BYTES));
         let mut done = 0usize;
+        let mut run = self.translate_range(cell, raw, Lblk::of_byte(off), end, size_blocks)?;
         while done < n {
             let pos = off + done as u64;
-            let lblk = Lblk::of_byte(pos);
             let in_blk = pos % BLOCK_BYTES;
-            match self.translate_range(cell, raw, lblk, Lblk(end), size_blocks)? {
-                Some(e) => {
-                    let len = ((e.len * BLOCK_BYTES - in_blk) as usize).min(n - done);
-                    self.dev.read(self.geo.block_off(e.pblk) + in_blk, &mut buf[done..done + len]);
-                    done += len;
-                }
-                None => {
-                    let len = ((BLOCK_BYTES - in_blk) as usize).min(n - done);
-                    buf[done..done + len].fill(0);
-                    done += len;
+            let blocks = run.map_or(1, |e| e.len);
+            let len = ((blocks * BLOCK_BYTES - in_blk) as usize).min(n - done);
+            let next = match done + len < n {
+                true => self.translate_range(cell, raw, Lblk::of_byte(pos + len as u64), end, size_blocks)?,
+                false => None,
+            };
+            if let Some(e) = next {
+                let at = self.geo.block_off(e.pblk);
+                for line in 0..NEXT_RUN_PREFETCH_LINES {
+                    self.dev.prefetch(at + line * 64);
                 }
             }
+            match run {
+                Some(e) => self.dev.read(self.geo.block_off(e.pblk) + in_blk, &mut buf[done..done + len]),
+                None => buf[done..done + len].fill(0),
+            }
+            done += len;
+            run = next;
         }
         Ok(())
     }
