@@ -2,9 +2,11 @@
 //! interleaved rounds (every round runs every operation on hashfs, limit, tmpfs in turn):
 //! - `hashfs`: the library's file API on a mapped image;
 //! - `limit`: the least durable work the operation needs, on the same mapped image and
-//!   the same physical blocks, with no file system: a read is the copy; an overwrite the
-//!   copy (streaming stores) and a fence; an append, a create or an allocating write the
-//!   copy and a fence, then one 8-byte metadata store, its flush and a fence;
+//!   the same physical blocks, with no file system: a read is the copy (a 1 MiB read
+//!   fetches each block's successor's first lines during its copy, as HashFS's reads do,
+//!   since 2026-12-05); an overwrite the copy (streaming stores) and a fence; an append, a
+//!   create or an allocating write the copy and a fence, then one 8-byte metadata store,
+//!   its flush and a fence;
 //! - `tmpfs`: the same operations with system calls on a tmpfs directory (volatile).
 //!
 //! The limit writes the benchmark file's own physical blocks (translated before timing),
@@ -400,7 +402,15 @@ fn run_in(cfg: &Config, o: &Options, tmp: &Path) -> Result<(), Failure> {
                 Box::new(move || {
                     let first = (b() as u64 % mibs) * blocks_per_mib;
                     timed(|| {
+                        // Each block's successor's first lines fetched during its copy, as
+                        // HashFS's reads do (`NEXT_RUN_PREFETCH_LINES`).
                         for (k, piece) in b1.chunks_mut(BLOCK).enumerate() {
+                            if k + 1 < MIB / BLOCK {
+                                let next = block_of[(first + k as u64 + 1) as usize];
+                                for line in 0..hashfs::NEXT_RUN_PREFETCH_LINES {
+                                    dev.prefetch(next + line * 64);
+                                }
+                            }
                             dev.read(block_of[(first + k as u64) as usize], piece);
                         }
                     })

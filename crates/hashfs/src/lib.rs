@@ -28,6 +28,7 @@ pub mod units;
 pub use error::{Error, Result};
 pub use fs::acl::Inherited;
 pub use fs::api::Access;
+pub use fs::data::NEXT_RUN_PREFETCH_LINES;
 pub use fs::map::{BlockPin, Mapping};
 pub use fs::ops::{perm_without_set_id, Owner, RenameMode, SetTime};
 pub use fs::shared::{Changed, Fork, ForkMutex, ForkMutexGuard};
