@@ -25,7 +25,9 @@ pub const NONTEMPORAL_MIN_BYTES: usize = 256;
 pub const READ_PIECE_BYTES: usize = 4096;
 
 /// A long read's copy, in pieces that end at multiples of [`READ_PIECE_BYTES`] of offset
-/// `off` (`p` is its address: in the image, or in ctFS's virtual space).
+/// `off` (`p` is its address: in the image, or in ctFS's virtual space), each piece's
+/// successor's first lines fetched during its copy (as a read's next run,
+/// `NEXT_RUN_PREFETCH_LINES`).
 ///
 /// # Safety
 /// `p..p + buf.len()` is inside the mapping and does not overlap `buf`.
@@ -34,6 +36,11 @@ pub(crate) unsafe fn copy_in_pieces(p: *const u8, off: u64, buf: &mut [u8]) {
     let mut done = 0;
     while done < buf.len() {
         let n = (READ_PIECE_BYTES - (off as usize + done) % READ_PIECE_BYTES).min(buf.len() - done);
+        // The next piece's first lines, fetched during this one's copy.
+        let ahead = (buf.len() - done - n).min(crate::fs::data::NEXT_RUN_PREFETCH_LINES as usize * 64);
+        for line in (0..ahead).step_by(64) {
+            cpu::prefetch(p.wrapping_add(done + n + line));
+        }
         // SAFETY: the caller's promise, for the piece done..done + n.
         unsafe { std::ptr::copy_nonoverlapping(p.add(done), buf.as_mut_ptr().add(done), n) };
         done += n;

@@ -245,6 +245,9 @@ impl<D: PmDevice> MapVerbs<D> for HashTable<D> {
 /// cache miss during sequential access (paper §3.2.2: spare SIMD lanes prefetch following
 /// entries); the blocks found are cached. A random single-block access looks up only its
 /// block. Returns the slot and how many of the blocks looked up follow it physically.
+/// The most blocks one translation's run extends to past its batch of 8 (1 MiB).
+const RUN_MAX_BLOCKS: u64 = 256;
+
 #[inline]
 fn translate_hash<D: PmDevice>(
     t: &HashTable<D>,
@@ -272,8 +275,14 @@ fn translate_hash<D: PmDevice>(
             }
         }
         let first = out[0]?;
-        let run = out[..n].iter().zip(0..).take_while(|&(s, i)| *s == Some(first + i)).count();
-        return Some(Extent { lblk, pblk: first, len: run as u64 });
+        let mut run = out[..n].iter().zip(0..).take_while(|&(s, i)| *s == Some(first + i)).count() as u64;
+        if run == 8 {
+            // A whole batch in consecutive slots: the run goes on while the next slots hold
+            // the next keys (the regions placement's claimed chunks), up to the request.
+            let max = end.0.min(limit.0).saturating_sub(lblk.0 + 8).min(RUN_MAX_BLOCKS);
+            run += t.consecutive_keys(first.0 + 8, keys[7] + 1, max);
+        }
+        return Some(Extent { lblk, pblk: first, len: run });
     }
     let p = t.lookup(file_key(cell.ino, lblk)?)?;
     cell.tcache.put(lblk, p);
