@@ -386,6 +386,13 @@ impl PmDevice for MmapDevice {
         self.atomic(off).load(Ordering::Acquire)
     }
 
+    fn load_u64s(&self, off: DevOffset, out: &mut [u64]) {
+        self.stats.add_read(8 * out.len() as u64);
+        for (i, w) in out.iter_mut().enumerate() {
+            *w = self.atomic(off.0 + 8 * i as u64).load(Ordering::Acquire);
+        }
+    }
+
     #[inline]
     fn store_u64(&self, off: DevOffset, value: u64) {
         let off = off.0;

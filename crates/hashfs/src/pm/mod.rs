@@ -101,6 +101,13 @@ pub trait PmDevice: Send + Sync + 'static {
     /// Plain zeroing stores; durable after `flush` and `fence`.
     fn zero(&self, off: DevOffset, len: u64);
     fn load_u64(&self, off: DevOffset) -> u64;
+    /// The words at `off`, `off + 8`, ... into `out`, each loaded atomically as
+    /// [`Self::load_u64`] does (words others may be storing meanwhile), counted once.
+    fn load_u64s(&self, off: DevOffset, out: &mut [u64]) {
+        for (i, w) in out.iter_mut().enumerate() {
+            *w = self.load_u64(off + 8 * i as u64);
+        }
+    }
     /// An atomic 8-byte store (the unit of power-failure atomicity).
     fn store_u64(&self, off: DevOffset, value: u64);
     /// Atomic compare-and-swap; `Err(actual)` if the word did not hold `current`.

@@ -240,14 +240,16 @@ impl<D: PmDevice> MapVerbs<D> for HashTable<D> {
     }
 }
 
+/// The most blocks one translation's run extends to past its batch of 8 (1 MiB).
+const RUN_MAX_BLOCKS: u64 = 256;
+
 /// Translation through the HashFS table: translation cache, then the table. A request of
 /// several blocks (up to `end`) looks up to 8 of them with one vector hash, and so does a
 /// cache miss during sequential access (paper §3.2.2: spare SIMD lanes prefetch following
 /// entries); the blocks found are cached. A random single-block access looks up only its
-/// block. Returns the slot and how many of the blocks looked up follow it physically.
-/// The most blocks one translation's run extends to past its batch of 8 (1 MiB).
-const RUN_MAX_BLOCKS: u64 = 256;
-
+/// block. Returns the slot and how many of the blocks looked up follow it physically; a
+/// batch of 8 that does goes on through the next slots that hold the next keys (at most
+/// [`RUN_MAX_BLOCKS`] more).
 #[inline]
 fn translate_hash<D: PmDevice>(
     t: &HashTable<D>,

@@ -289,15 +289,22 @@ impl<D: PmDevice> HashTable<D> {
         self.dev.load_u64(self.slot_off(slot))
     }
     /// Slots `first..first + out.len()` into `out`, with one device read (a scan of the
+    /// whole table at mount, which no one changes meanwhile: not atomic slot by slot).
+    pub fn read_slots(&self, first: u64, out: &mut [u64]) {
+        debug_assert!(first + out.len() as u64 <= self.nslots);
+        self.dev.read(self.slot_off(first), bytemuck::cast_slice_mut(out));
+    }
+
     /// How many of the `max` slots from `first` hold the keys `key`, `key + 1`, ... in turn
-    /// (a run of a file's blocks mapped to consecutive blocks), read in batches of 64.
+    /// (a run of a file's blocks mapped to consecutive blocks), loaded in batches of 64, each
+    /// slot atomically (other files' slots among them may be changing).
     pub fn consecutive_keys(&self, first: u64, key: u64, max: u64) -> u64 {
         let max = max.min(self.nslots.saturating_sub(first));
         let mut buf = [0u64; 64];
         let mut n = 0;
         while n < max {
             let m = (max - n).min(64) as usize;
-            self.read_slots(first + n, &mut buf[..m]);
+            self.dev.load_u64s(self.slot_off(first + n), &mut buf[..m]);
             let same = buf[..m].iter().zip(0..).take_while(|&(&v, i)| v == key + n + i).count();
             n += same as u64;
             if same < m {
@@ -305,12 +312,6 @@ impl<D: PmDevice> HashTable<D> {
             }
         }
         n
-    }
-
-    /// whole table at mount, which no one changes meanwhile: not atomic slot by slot).
-    pub fn read_slots(&self, first: u64, out: &mut [u64]) {
-        debug_assert!(first + out.len() as u64 <= self.nslots);
-        self.dev.read(self.slot_off(first), bytemuck::cast_slice_mut(out));
     }
 
     /// The whole table in order, for a pass with nothing else changing it (the mount's
