@@ -407,9 +407,7 @@ fn run_in(cfg: &Config, o: &Options, tmp: &Path) -> Result<(), Failure> {
                         for (k, piece) in b1.chunks_mut(BLOCK).enumerate() {
                             if k + 1 < MIB / BLOCK {
                                 let next = block_of[(first + k as u64 + 1) as usize];
-                                for line in 0..hashfs::NEXT_RUN_PREFETCH_LINES {
-                                    dev.prefetch(next + line * 64);
-                                }
+                                dev.prefetch_lines(next, hashfs::NEXT_RUN_PREFETCH_LINES);
                             }
                             dev.read(block_of[(first + k as u64) as usize], piece);
                         }

@@ -176,10 +176,7 @@ impl<D: PmDevice> FsInner<D> {
                 false => None,
             };
             if let Some(e) = next {
-                let at = self.geo.block_off(e.pblk);
-                for line in 0..NEXT_RUN_PREFETCH_LINES {
-                    self.dev.prefetch(at + line * 64);
-                }
+                self.dev.prefetch_lines(self.geo.block_off(e.pblk), NEXT_RUN_PREFETCH_LINES);
             }
             match run {
                 Some(e) => self.dev.read(self.geo.block_off(e.pblk) + in_blk, &mut buf[done..done + len]),

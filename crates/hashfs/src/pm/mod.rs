@@ -118,6 +118,12 @@ pub trait PmDevice: Send + Sync + 'static {
     fn fence(&self);
     /// A hint: the line at `off` will be read soon.
     fn prefetch(&self, _off: DevOffset) {}
+    /// A hint: the `lines` cache lines from `off` will be read soon.
+    fn prefetch_lines(&self, off: DevOffset, lines: u64) {
+        for line in 0..lines {
+            self.prefetch(off + line * 64);
+        }
+    }
     fn stats(&self) -> &DeviceStats;
     /// Makes the image durable on its host file when the host is not persistent memory
     /// (an image on a disk file system needs msync; DAX and tmpfs need nothing).

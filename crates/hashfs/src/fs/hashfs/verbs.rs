@@ -281,7 +281,7 @@ fn translate_hash<D: PmDevice>(
         if run == 8 {
             // A whole batch in consecutive slots: the run goes on while the next slots hold
             // the next keys (the regions placement's claimed chunks), up to the request.
-            let max = end.0.min(limit.0).saturating_sub(lblk.0 + 8).min(RUN_MAX_BLOCKS);
+            let max = end.0.saturating_sub(lblk.0 + 8).min(RUN_MAX_BLOCKS);
             run += t.consecutive_keys(first.0 + 8, keys[7] + 1, max);
         }
         return Some(Extent { lblk, pblk: first, len: run });
