@@ -387,7 +387,12 @@ impl<D: PmDevice> FsInner<D> {
         let mut holes: SmallVec<[usize; PLAN_INLINE]> = SmallVec::new();
         let mut lblk = first;
         while lblk < end {
-            let existing = if lblk.0 < old_blocks { self.translate(cell, raw, lblk, old_blocks)? } else { None };
+            let existing = match lblk.0 < old_blocks {
+                // The request's mapped blocks looked up together (HashFS: 8 in one vector
+                // hash, their slots fetched at once, and a run of consecutive slots followed).
+                true => self.translate_range(cell, raw, lblk, end.min(Lblk(old_blocks)), old_blocks)?,
+                false => None,
+            };
             match existing {
                 Some(e) => {
                     let n = e.len.min(end - lblk);
