@@ -95,19 +95,32 @@ fn openings_and_claims_of_one_participant_are_found_by_another() {
 }
 
 /// The killed participant: writes small files (opening groups as the region fills) and a
-/// large one now and then (claiming groups), removing older ones, forever.
+/// large one now and then (claiming groups), removing older ones, forever. It numbers its
+/// files on from the last child's, so that the files alive stay the last 150 or so (a child
+/// that began again at `f0` left an earlier, longer-lived child's last 150 behind it, and
+/// twelve rounds could fill the image: `NoSpace` in the survivor under load, 2026-12-05).
 #[test]
 fn regions_child() {
     let Ok(image) = std::env::var("HASHFS_SHARED_CHILD") else { return };
     let (fs, _) = FileSystem::open_shared(Path::new(&image)).unwrap();
     let _ = fs.create_dir(p("/c"), 0o755);
+    let first = (fs.read_dir(p("/c")).unwrap().iter())
+        .filter_map(|e| std::str::from_utf8(&e.name).ok()?.strip_prefix('f')?.parse::<u32>().ok())
+        .max()
+        .map_or(0, |last| last + 1);
     println!("joined");
     std::io::Write::flush(&mut std::io::stdout()).unwrap();
-    for i in 0u32.. {
+    for i in first.. {
         let len = if i % 40 == 39 { (2 * MIB) as usize } else { small_len(i) };
         fs.write(p(&format!("/c/f{i}")), &regions_pattern(len, i)).unwrap();
         if i >= 150 {
             let _ = fs.remove_file(p(&format!("/c/f{}", i - 150)));
+        }
+        if i % 10 == 5 && i >= first + 75 {
+            // An older file written again (truncated, then its blocks claimed anew).
+            let j = i - 75;
+            let len = if j % 40 == 39 { (2 * MIB) as usize } else { small_len(j) };
+            fs.write(p(&format!("/c/f{j}")), &regions_pattern(len, j)).unwrap();
         }
     }
 }
