@@ -94,6 +94,15 @@ fn openings_and_claims_of_one_participant_are_found_by_another() {
     img.check();
 }
 
+/// The length of the killed participant's file `f{i}`: every 40th 2 MiB, the others small.
+fn child_len(i: u32) -> usize {
+    if i % 40 == 39 {
+        (2 * MIB) as usize
+    } else {
+        small_len(i)
+    }
+}
+
 /// The killed participant: writes small files (opening groups as the region fills) and a
 /// large one now and then (claiming groups), removing older ones, forever. It numbers its
 /// files on from the last child's, so that the files alive stay the last 150 or so (a child
@@ -111,7 +120,7 @@ fn regions_child() {
     println!("joined");
     std::io::Write::flush(&mut std::io::stdout()).unwrap();
     for i in first.. {
-        let len = if i % 40 == 39 { (2 * MIB) as usize } else { small_len(i) };
+        let len = child_len(i);
         fs.write(p(&format!("/c/f{i}")), &regions_pattern(len, i)).unwrap();
         if i >= 150 {
             let _ = fs.remove_file(p(&format!("/c/f{}", i - 150)));
@@ -119,8 +128,7 @@ fn regions_child() {
         if i % 10 == 5 && i >= first + 75 {
             // An older file written again (truncated, then its blocks claimed anew).
             let j = i - 75;
-            let len = if j % 40 == 39 { (2 * MIB) as usize } else { small_len(j) };
-            fs.write(p(&format!("/c/f{j}")), &regions_pattern(len, j)).unwrap();
+            fs.write(p(&format!("/c/f{j}")), &regions_pattern(child_len(j), j)).unwrap();
         }
     }
 }
@@ -143,7 +151,7 @@ fn a_participant_killed_while_it_opens_and_claims_is_recovered_by_the_next() {
             let name = String::from_utf8(e.name.clone()).unwrap();
             let Some(i) = name.strip_prefix('f').and_then(|n| n.parse::<u32>().ok()) else { continue };
             let data = survivor.read(&p("/c").join(&name)).unwrap();
-            let len = if i % 40 == 39 { (2 * MIB) as usize } else { small_len(i) };
+            let len = child_len(i);
             // A file the dead call was writing may be short (its size not yet grown).
             assert!(data.len() <= len, "{name} grew past what was written");
             assert!(data == regions_pattern(len, i)[..data.len()], "{name}'s bytes");
