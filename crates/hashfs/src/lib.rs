@@ -28,7 +28,6 @@ pub mod units;
 pub use error::{Error, Result};
 pub use fs::acl::Inherited;
 pub use fs::api::Access;
-pub use fs::data::NEXT_RUN_PREFETCH_LINES;
 pub use fs::map::{BlockPin, Mapping};
 pub use fs::ops::{perm_without_set_id, Owner, RenameMode, SetTime};
 pub use fs::shared::{Changed, Fork, ForkMutex, ForkMutexGuard};
@@ -45,6 +44,7 @@ pub use layout::{
 };
 pub use mapping::simd::{simd_kind, SimdKind};
 pub use pm::filemap::Protection;
+pub use pm::mmap::NEXT_RUN_PREFETCH_LINES;
 
 /// Checking and repairing an image offline.
 pub mod fsck {

@@ -27,18 +27,13 @@ use crate::layout::{Extent, Ino, InodeRaw, Lblk, Pblk};
 use crate::layout::{BLOCK_BYTES, MAX_FILE_BYTES};
 use crate::mapping::ctfs::view::FileRef;
 use crate::mapping::staged::Direct;
+use crate::pm::mmap::NEXT_RUN_PREFETCH_LINES;
 use crate::pm::PmDevice;
 use crate::probe;
 use crate::{Error, Result};
 use smallvec::SmallVec;
 use std::ops::Range;
 use std::sync::atomic::Ordering;
-
-/// Lines of a read's next run prefetched while the run before it is copied. On an image
-/// with 4 KiB pages, by hand (an Intel Xeon, 256 scattered 4 KiB copies, as a 1 MiB read of
-/// the paper placement makes): none 181-190 us, 1 or 4 lines about 170, 8 lines 142-147,
-/// 16 lines 139-158, all 64 lines 184-207; with 2 MiB pages none and 8 lines both 133-144.
-pub const NEXT_RUN_PREFETCH_LINES: u64 = 8;
 
 /// New blocks per write transaction (1 MiB): bounds the journal space of one write.
 pub const WRITE_CHUNK_BLOCKS: u64 = 256;

@@ -151,7 +151,7 @@ impl VirtualSpace {
     pub unsafe fn copy_out(&self, at: u64, buf: &mut [u8]) {
         let at = self.check(at, buf.len() as u64);
         // SAFETY: inside the space (checked) and mapped (the caller's contract).
-        unsafe { super::mmap::copy_in_pieces(self.base.add(at), at as u64, buf) };
+        unsafe { super::mmap::copy_out(self.base.add(at), at as u64, buf) };
     }
 
     /// Stores `data` at offset `at` and writes its cache lines back (durable after the
