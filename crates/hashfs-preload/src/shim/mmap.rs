@@ -306,9 +306,13 @@ pub(super) fn file_changed_ino(ino: Ino, lo: u64, hi: u64) {
     if MAP_COUNT.load(Ordering::Relaxed) == 0 {
         return;
     }
+    let mut maps = MAPS.lock();
+    // Mappings of other files only (SQLite's `-shm` beside its WAL): no size to read.
+    if !maps.iter().any(|m| m.file.ino == ino && !m.private) {
+        return;
+    }
     let Ok(fs) = shim().fs() else { return };
     let Ok(size) = fs.peek_attr(ino).map(|m| m.size) else { return };
-    let mut maps = MAPS.lock();
     let mut stale = remap_filled(fs, &mut maps, ino, lo, hi);
     for (i, m) in maps.iter_mut().enumerate() {
         if m.file.ino != ino || m.private {

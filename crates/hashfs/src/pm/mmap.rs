@@ -583,6 +583,30 @@ mod tests {
         std::fs::remove_file(&path).unwrap();
     }
 
+    /// Streaming writes from every offset in a line, of lengths that end on, beside and
+    /// between lines, land every byte and none outside their range.
+    #[test]
+    fn streaming_writes_land_every_byte_at_every_alignment() {
+        let path = temp_image("streaming");
+        let d = MmapDevice::open(&path, OpenMode::CreateTruncate { size_bytes: 1 << 20 }).unwrap();
+        let base = 8192;
+        for off in 0..64usize {
+            for len in [NONTEMPORAL_MIN_BYTES, NONTEMPORAL_MIN_BYTES + 33, 4096, 4096 + 63 - off] {
+                d.zero(DevOffset(base), 3 * 4096);
+                let data: Vec<u8> = (0..len).map(|i| (i * 13 + off + len) as u8 | 1).collect();
+                d.write_nt(DevOffset(base + off as u64), &data);
+                d.fence();
+                let mut back = vec![0u8; 3 * 4096];
+                d.read(DevOffset(base), &mut back);
+                assert!(back[..off].iter().all(|&b| b == 0), "bytes before a write of {len} at {off}");
+                assert!(back[off..off + len] == data[..], "a write of {len} at {off}");
+                assert!(back[off + len..].iter().all(|&b| b == 0), "bytes after a write of {len} at {off}");
+            }
+        }
+        drop(d);
+        std::fs::remove_file(&path).unwrap();
+    }
+
     #[test]
     fn every_flush_instruction_this_cpu_has_runs() {
         let buf = vec![0u8; 4096];
