@@ -119,7 +119,7 @@ impl Drop for PosGuard<'_> {
 struct Prepared {
     /// The library copies (`library.rs`), whose lock a thread may hold while it copies.
     copies: ForkMutexGuard<'static, super::library::Copies>,
-    descriptors: ForkMutexGuard<'static, HashMap<c_int, Arc<OpenFile>>>,
+    descriptors: ForkMutexGuard<'static, FdTable>,
     /// The directory streams (a thread reading one must not leave its lock taken in the
     /// child's copy).
     streams: ForkMutexGuard<'static, HashMap<usize, Box<DirStream>>>,
