@@ -60,27 +60,8 @@ struct Shim {
 static SHIM: OnceLock<Shim> = OnceLock::new();
 
 /// The shim's descriptors and their open files, looked up by every call on a descriptor.
-type FdTable = HashMap<c_int, Arc<OpenFile>, std::hash::BuildHasherDefault<FdHasher>>;
+type FdTable = HashMap<c_int, Arc<OpenFile>, hashfs::int_hash::IntHash>;
 
-/// The descriptor table's hash: one multiply (Fibonacci hashing). A descriptor is a number
-/// the kernel hands out, not a key chosen to collide, so SipHash's defence buys nothing
-/// here and took about 20 ns of each call (perf, SQLite's WAL calls through the shim).
-#[derive(Default)]
-struct FdHasher(u64);
-
-impl std::hash::Hasher for FdHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 = (self.0.rotate_left(8) ^ u64::from(b)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-        }
-    }
-    fn write_i32(&mut self, n: i32) {
-        self.0 = u64::from(n as u32).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    }
-}
 static FORKED: AtomicBool = AtomicBool::new(false);
 static EXITING: AtomicBool = AtomicBool::new(false);
 

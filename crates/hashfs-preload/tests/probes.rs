@@ -97,3 +97,35 @@ fn cp_reflink_auto_falls_back_to_a_copy() {
     assert!(!o.status.success(), "no clones: --reflink=always fails");
     img.fsck_clean();
 }
+
+/// lseek answers as the kernel's does on tmpfs, for a file without holes: every `whence`
+/// (SEEK_DATA and SEEK_HOLE as the probes `cp` and `tar` make), ENXIO past the end,
+/// EINVAL before the start or for an unknown `whence`.
+const SEEKS: &str = r#"
+import errno, os, sys
+fd = os.open(sys.argv[1] + "/s", os.O_CREAT | os.O_RDWR | os.O_TRUNC, 0o644)
+os.write(fd, b"x" * 10000)
+def seek(off, whence):
+    try:
+        return os.lseek(fd, off, whence)
+    except OSError as e:
+        return errno.errorcode[e.errno]
+print([seek(*a) for a in [(100, os.SEEK_SET), (-10, os.SEEK_CUR), (5, os.SEEK_CUR), (0, os.SEEK_END),
+    (-1, os.SEEK_END), (7, os.SEEK_END), (-20000, os.SEEK_END), (-1, os.SEEK_SET),
+    (0, os.SEEK_DATA), (4096, os.SEEK_DATA), (9999, os.SEEK_DATA), (10000, os.SEEK_DATA),
+    (0, os.SEEK_HOLE), (9999, os.SEEK_HOLE), (10000, os.SEEK_HOLE), (12000, os.SEEK_HOLE),
+    (0, 99)]])
+print(os.lseek(fd, 0, os.SEEK_CUR), len(os.read(fd, 20000)))
+"#;
+
+#[test]
+fn lseek_answers_as_the_kernels() {
+    let img = image();
+    let shim = img.ok("python3", &["-c", SEEKS, &p("")]);
+    let dir = tempfile::tempdir_in("/dev/shm").unwrap();
+    let kernel = std::process::Command::new("python3").args(["-c", SEEKS]).arg(dir.path()).output().unwrap();
+    assert!(kernel.status.success(), "{}", String::from_utf8_lossy(&kernel.stderr));
+    assert_eq!(shim, String::from_utf8_lossy(&kernel.stdout), "through the shim (left) and on tmpfs (right)");
+    assert!(shim.contains("ENXIO"), "{shim}");
+    img.fsck_clean();
+}

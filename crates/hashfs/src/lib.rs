@@ -17,6 +17,7 @@ mod crashtest;
 mod error;
 mod fs;
 mod fuzz;
+pub mod int_hash;
 mod journal;
 mod layout;
 mod mapping;

@@ -122,15 +122,20 @@ fn write_here(fd: c_int, b: &[u8]) -> Result<usize, c_int> {
 fn seek(fd: c_int, off: off_t, whence: c_int) -> Result<off_t, c_int> {
     let s = shim();
     let of = s.file(fd).ok_or(libc::EBADF)?;
-    let size = s.fs().and_then(|fs| fs.peek_attr(of.ino).map_err(|e| e.errno()))?.size as i64;
+    let fs = s.fs()?;
+    // The size only where it counts (an lseek to the current offset is common: stdio's
+    // ftell, a shell's redirection).
+    let size = || fs.peek_attr(of.ino).map(|m| m.size as i64).map_err(|e| e.errno());
     let mut pos = of.pos.lock();
     let new = match whence {
         libc::SEEK_SET => off,
         libc::SEEK_CUR => *pos as i64 + off,
-        libc::SEEK_END => size + off,
-        libc::SEEK_DATA if off < size => off,
-        libc::SEEK_HOLE if off < size => size,
-        libc::SEEK_DATA | libc::SEEK_HOLE => return Err(libc::ENXIO),
+        libc::SEEK_END => size()? + off,
+        libc::SEEK_DATA | libc::SEEK_HOLE => match size()? {
+            size if off >= size => return Err(libc::ENXIO),
+            size if whence == libc::SEEK_HOLE => size,
+            _ => off,
+        },
         _ => return Err(libc::EINVAL),
     };
     if new < 0 {

@@ -4,6 +4,7 @@
 #![forbid(unsafe_code)]
 
 use crate::fs::dir::DirIndex;
+use crate::int_hash::IntHash;
 use crate::layout::inode::{InodeRaw, InodeState as MediaState};
 use crate::layout::{Geometry, Ino};
 use crate::mapping::tcache::TranslationCache;
@@ -88,17 +89,17 @@ const SHARDS: usize = 64;
 
 /// Inode cells by number, sharded to keep lock traffic apart.
 pub struct InodeCache {
-    shards: Vec<Mutex<HashMap<u32, Arc<InodeCell>>>>,
+    shards: Vec<Mutex<HashMap<u32, Arc<InodeCell>, IntHash>>>,
 }
 
 impl Default for InodeCache {
     fn default() -> Self {
-        InodeCache { shards: (0..SHARDS).map(|_| Mutex::new(HashMap::new())).collect() }
+        InodeCache { shards: (0..SHARDS).map(|_| Mutex::new(HashMap::default())).collect() }
     }
 }
 
 impl InodeCache {
-    fn shard(&self, ino: Ino) -> &Mutex<HashMap<u32, Arc<InodeCell>>> {
+    fn shard(&self, ino: Ino) -> &Mutex<HashMap<u32, Arc<InodeCell>, IntHash>> {
         &self.shards[ino.0 as usize % SHARDS]
     }
 
