@@ -345,6 +345,8 @@ fn shim() -> &'static Shim {
                         if let Some(pre) = prefix_bytes() {
                             fs.set_mount_point(pre, link_outside);
                         }
+                        // No kernel checks the calls the shim serves: it does, as Linux.
+                        fs.check_access(true);
                         (Some(fs), None)
                     }
                     Err(e) => (None, Some((format!("cannot use image {}: {e}", img.display()), e.errno()))),

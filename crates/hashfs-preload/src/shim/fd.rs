@@ -153,10 +153,23 @@ pub(super) fn do_open(path: &Path, flags: c_int, mode: mode_t) -> Result<c_int, 
         if flags & libc::O_DIRECTORY != 0 && !md.is_dir() {
             return Err(Error::NotDir);
         }
+        if md.is_dir() && access.write {
+            return Err(Error::IsDir);
+        }
+        // The opener's permission, as Linux's may_open: read and write as asked (both for
+        // the access mode 3), write for O_TRUNC; none for O_PATH or for the file this open
+        // made. On a read-only participant's mount a write is EROFS first, as on a
+        // read-only file system.
+        let want = if acc == libc::O_ACCMODE { hashfs::MAY_READ | hashfs::MAY_WRITE } else { 0 }
+            | if access.read { hashfs::MAY_READ } else { 0 }
+            | if access.write || flags & libc::O_TRUNC != 0 { hashfs::MAY_WRITE } else { 0 };
+        if want & hashfs::MAY_WRITE != 0 && fs.is_read_only() && flags & libc::O_PATH == 0 {
+            return Err(Error::ReadOnly);
+        }
+        if !created.get() && flags & libc::O_PATH == 0 && !md.permits(want) {
+            return Err(Error::Access);
+        }
         if md.is_dir() {
-            if access.write {
-                return Err(Error::IsDir);
-            }
             return Ok((ino, None));
         }
         if md.file_type == FileType::Fifo {

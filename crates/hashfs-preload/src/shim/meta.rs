@@ -41,6 +41,9 @@ pub(super) fn fd_target(fd: c_int) -> Option<Result<Ino, c_int>> {
 /// chown's permission rule and change, on inode `ino`.
 fn chown_ino(ino: Ino, uid: libc::uid_t, gid: libc::gid_t) -> Result<(), c_int> {
     let fs = shim().fs()?;
+    if fs.is_read_only() {
+        return Err(libc::EROFS); // before the owner's rule, as on a read-only file system
+    }
     let md = fs.peek_attr(ino).map_err(|e| e.errno())?;
     let uid = (uid != u32::MAX).then_some(uid);
     let gid = (gid != u32::MAX).then_some(gid);
@@ -58,8 +61,27 @@ fn chown_ino(ino: Ino, uid: libc::uid_t, gid: libc::gid_t) -> Result<(), c_int> 
     fs.setattr(ino, &SetAttr { uid, gid, perm, ..Default::default() }).map(|_| ()).map_err(|e| e.errno())
 }
 
-fn set_times(ino: Ino, a: Option<SetTime>, m: Option<SetTime>) -> Result<(), c_int> {
+/// Sets the times `times` asks for, with Linux's permission rule: setting both to now
+/// (`times` null, or both UTIME_NOW) needs ownership or write permission (else EACCES),
+/// any other setting ownership (else EPERM); root may do either.
+fn set_times(ino: Ino, times: Times) -> Result<(), c_int> {
     let fs = shim().fs()?;
+    if fs.is_read_only() {
+        return Err(libc::EROFS); // before any permission, as on a read-only file system
+    }
+    let md = fs.peek_attr(ino).map_err(|e| e.errno())?;
+    let touch = times.is_none_or(|t| t[0].tv_nsec == libc::UTIME_NOW && t[1].tv_nsec == libc::UTIME_NOW);
+    // SAFETY: no preconditions.
+    let euid = unsafe { libc::geteuid() };
+    if euid != 0 && euid != md.uid {
+        if !touch {
+            return Err(libc::EPERM);
+        }
+        if !md.permits(hashfs::MAY_WRITE) {
+            return Err(libc::EACCES);
+        }
+    }
+    let (a, m) = from_times(times);
     fs.setattr(ino, &SetAttr { atime: a, mtime: m, ..Default::default() }).map(|_| ()).map_err(|e| e.errno())
 }
 
@@ -74,12 +96,29 @@ fn from_times(times: Times) -> (Option<SetTime>, Option<SetTime>) {
     (t(ts[0]), t(ts[1]))
 }
 
+/// chmod as Linux: the owner or root only (else EPERM), and set-group-ID dropped when
+/// the caller is not root and not in the file's group.
 fn chmod_ino(ino: Ino, mode: mode_t, flags: c_int) -> Result<(), c_int> {
     let fs = shim().fs()?;
-    if flags & libc::AT_SYMLINK_NOFOLLOW != 0 && fs.peek_attr(ino).is_ok_and(|m| m.is_symlink()) {
+    let md = fs.peek_attr(ino).map_err(|e| e.errno())?;
+    if flags & libc::AT_SYMLINK_NOFOLLOW != 0 && md.is_symlink() {
         return Err(libc::EOPNOTSUPP); // as Linux: symlinks have no mode to change
     }
-    fs.setattr(ino, &SetAttr { perm: Some(mode & 0o7777), ..Default::default() }).map(|_| ()).map_err(|e| e.errno())
+    if fs.is_read_only() {
+        return Err(libc::EROFS); // before the owner's rule, as on a read-only file system
+    }
+    let mut perm = mode & 0o7777;
+    // SAFETY: no preconditions.
+    let (euid, egid) = unsafe { (libc::geteuid(), libc::getegid()) };
+    if euid != 0 {
+        if euid != md.uid {
+            return Err(libc::EPERM);
+        }
+        if md.gid != egid && !super::in_supplementary_groups(md.gid) {
+            perm &= !libc::S_ISGID;
+        }
+    }
+    fs.setattr(ino, &SetAttr { perm: Some(perm), ..Default::default() }).map(|_| ()).map_err(|e| e.errno())
 }
 
 impl Metadata for Preload {
@@ -123,12 +162,10 @@ impl Metadata for Preload {
             // libc's call is the kernel's).
             return kernel_call0(dirfd, path, |k| unsafe { libc::utimensat(libc::AT_FDCWD, k.as_ptr(), ts, flags) });
         };
-        let (a, m) = from_times(times);
-        Some(t.and_then(|ino| set_times(ino, a, m)).map_err(Errno))
+        Some(t.and_then(|ino| set_times(ino, times)).map_err(Errno))
     }
 
     fn set_times_fd(fd: c_int, times: Times, _: Next<'_, ()>) -> Served<()> {
-        let (a, m) = from_times(times);
-        served(fd_target(fd)?.and_then(|ino| set_times(ino, a, m)))
+        served(fd_target(fd)?.and_then(|ino| set_times(ino, times)))
     }
 }

@@ -166,6 +166,9 @@ impl Names for Preload {
                     return Err(Error::Invalid("negative length"));
                 }
                 let f = fs.open_file(p, hashfs::OpenOptions::new().write(true))?;
+                if !f.metadata()?.permits(hashfs::MAY_WRITE) {
+                    return Err(Error::Access);
+                }
                 if is_mapped(f.ino()) && (len as u64) < f.metadata()?.size {
                     return Err(Error::Busy);
                 }

@@ -112,20 +112,7 @@ fn to_statx(st: &libc::stat) -> libc::statx {
 /// X_OK), as the kernel would: root may read and write anything, and execute anything with
 /// some execute bit or a directory.
 pub(super) fn permitted(m: &Metadata, mode: c_int) -> bool {
-    // SAFETY: these have no preconditions and cannot fail.
-    let (uid, gid) = unsafe { (libc::geteuid(), libc::getegid()) };
-    let want = (mode & (libc::R_OK | libc::W_OK | libc::X_OK)) as u32;
-    if uid == 0 {
-        return want & libc::X_OK as u32 == 0 || m.is_dir() || m.perm & 0o111 != 0;
-    }
-    let bits = if m.uid == uid {
-        (m.perm >> 6) & 7
-    } else if m.gid == gid || in_supplementary_groups(m.gid) {
-        (m.perm >> 3) & 7
-    } else {
-        m.perm & 7
-    };
-    bits & want == want
+    m.permits((mode & (libc::R_OK | libc::W_OK | libc::X_OK)) as u32)
 }
 
 pub(super) fn in_supplementary_groups(gid: u32) -> bool {

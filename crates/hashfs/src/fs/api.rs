@@ -101,6 +101,13 @@ impl Metadata {
         self.size == 0
     }
     /// Full st_mode (type and permission bits).
+    /// Whether the calling process may have `want` (`MAY_READ`, `MAY_WRITE`, `MAY_EXEC`:
+    /// `R_OK`, `W_OK`, `X_OK`) on this file, as Linux decides for its effective ids
+    /// (`fs/perm.rs`).
+    pub fn permits(&self, want: u32) -> bool {
+        super::perm::permits(self.mode(), self.uid, self.gid, want)
+    }
+
     pub fn mode(&self) -> u32 {
         self.file_type.mode_bits() | self.perm
     }
@@ -303,6 +310,12 @@ impl<D: PmDevice> FileSystem<D> {
     /// mount starts).
     pub fn set_write_mode(&self, mode: crate::WriteMode) {
         self.inner.strict.store(mode == crate::WriteMode::Strict, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Turns the caller's permission checks on or off for this mount (`fs/perm.rs`): the
+    /// shim's; off by default, where the kernel checks (the FUSE mount).
+    pub fn check_access(&self, on: bool) {
+        self.inner.checks_access.store(on, std::sync::atomic::Ordering::Relaxed);
     }
 
     pub fn mapping(&self) -> MappingKind {

@@ -23,6 +23,7 @@ pub(crate) mod hashfs;
 pub mod inode;
 pub mod map;
 pub mod ops;
+pub mod perm;
 pub(crate) mod race_point;
 pub mod recovery;
 mod rename;
@@ -138,6 +139,8 @@ pub(crate) struct FsInner<D: PmDevice> {
     /// Where a front end that resolves paths itself shows the file system
     /// ([`FileSystem::set_mount_point`]).
     pub mount_point: std::sync::OnceLock<MountPoint>,
+    /// Whether calls check the caller's permissions (`fs/perm.rs`; the shim's mounts).
+    pub checks_access: AtomicBool,
 }
 
 /// Where a front end that resolves paths itself (the LD_PRELOAD shim) shows the file

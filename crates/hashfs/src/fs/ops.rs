@@ -4,6 +4,7 @@
 use super::data::MapGroup;
 use super::dir::{self, check_name, DirIndex, EntryRef, RawDirEntry, SlotAlloc};
 use super::inode::{self, InodeCell, InodeMem};
+use super::perm::{MAY_EXEC, MAY_WRITE};
 use super::verbs::{on_map, MapVerbs};
 use super::FsInner;
 use crate::journal::Tx;
@@ -286,6 +287,7 @@ impl<D: PmDevice> FsInner<D> {
         {
             let st = pcell.state.read();
             st.check_dir()?;
+            self.may(&st.raw, MAY_EXEC)?;
             if let Some(idx) = &st.dir {
                 return idx.get(name).map(|e| (e.ino, e.ftype)).ok_or(Error::NotFound);
             }
@@ -309,6 +311,7 @@ impl<D: PmDevice> FsInner<D> {
         let pcell = self.cell(parent)?;
         let mut pst = pcell.state.write();
         self.check_new_entry(&pcell, &mut pst, name, spec.file_type())?;
+        self.may(&pst.raw, MAY_WRITE | MAY_EXEC)?;
         let ino = self.alloc_ino()?;
         let sym_slot = match spec {
             NodeSpec::Symlink { target } => match self.write_symlink_block(ino, target) {
@@ -411,9 +414,11 @@ impl<D: PmDevice> FsInner<D> {
         if self.index(&pcell, &mut pst)?.get(name).is_some() {
             return Err(Error::Exists);
         }
+        self.may(&pst.raw, MAY_WRITE | MAY_EXEC)?;
         if ccell.ino == new_parent || ccell.state.read().raw.is_dir() {
             return Err(Error::NotPermitted);
         }
+        self.may_link(&ccell.state.read().raw)?;
         let mut cst = ccell.state.write();
         if cst.freed || cst.raw.nlink == 0 {
             return Err(Error::NotFound);
@@ -462,13 +467,15 @@ impl<D: PmDevice> FsInner<D> {
         let pcell = self.cell(parent)?;
         let mut pst = pcell.state.write();
         let e = self.index(&pcell, &mut pst)?.get(name).ok_or(Error::NotFound)?;
+        let ccell = self.cell(e.ino)?;
+        let mut cst = ccell.state.write();
+        // As Linux's may_delete: permission before the entry's kind.
+        self.may_delete(&pst.raw, &cst.raw)?;
         match (kind, e.ftype) {
             (RemoveKind::NonDir, FileType::Directory) => return Err(Error::IsDir),
             (RemoveKind::Dir, t) if t != FileType::Directory => return Err(Error::NotDir),
             _ => {}
         }
-        let ccell = self.cell(e.ino)?;
-        let mut cst = ccell.state.write();
         if kind == RemoveKind::Dir && cst.raw.dir_entries > 0 {
             return Err(Error::NotEmpty);
         }

@@ -325,6 +325,7 @@ fn file_system<D: PmDevice>(
         shared: std::sync::OnceLock::new(),
         read_only: std::sync::OnceLock::new(),
         mount_point: std::sync::OnceLock::new(),
+        checks_access: AtomicBool::new(false),
         times_pending: AtomicU64::new(0),
         tagged: AtomicU64::new(0),
         strict: AtomicBool::new(sb.write_mode == crate::layout::WriteMode::Strict as u32),

@@ -7,6 +7,7 @@
 use super::dir::{check_name, DirIndex, EntryRef};
 use super::inode::{self, InodeCell, InodeMem};
 use super::ops::{PendingEntry, RenameMode};
+use super::perm::{MAY_EXEC, MAY_WRITE};
 use super::race_point;
 use super::FsInner;
 use crate::journal::Tx;
@@ -98,6 +99,7 @@ impl<D: PmDevice> FsInner<D> {
         let src_cell = self.cell(src.ino)?;
         let dst_cell = dst.map(|d| self.cell(d.ino)).transpose()?;
         let (mut moved, mut replaced) = lock_children(&src_cell, dst_cell.as_deref());
+        self.may_rename(&mv, &dirs, &moved, replaced.as_deref())?;
         if let (Some(g), RenameMode::Replace | RenameMode::NoReplace) = (&replaced, mode) {
             if g.raw.is_dir() && g.raw.dir_entries > 0 {
                 return Err(Error::NotEmpty);
@@ -128,6 +130,28 @@ impl<D: PmDevice> FsInner<D> {
             match freeing {
                 Some(planned) => self.finish_free_with_name(dc, &mut g, &planned),
                 None => self.maybe_free(dc, &mut g)?,
+            }
+        }
+        Ok(())
+    }
+
+    /// As Linux's `vfs_rename` (`fs/perm.rs`): the source's removal from its directory,
+    /// and the replaced entry's removal from (or a new name's addition to) the target's;
+    /// a directory moving to another parent needs write permission of its own (its `..`
+    /// changes), in an exchange each way.
+    fn may_rename(&self, mv: &Move<'_>, dirs: &Dirs<'_>, moved: &InodeMem, replaced: Option<&InodeMem>) -> Result<()> {
+        let (sdir, ddir) = (&dirs.src.raw, &dirs.dst.as_deref().unwrap_or(&dirs.src).raw);
+        self.may_delete(sdir, &moved.raw)?;
+        match replaced {
+            Some(r) => self.may_delete(ddir, &r.raw)?,
+            None => self.may(ddir, MAY_WRITE | MAY_EXEC)?,
+        }
+        if mv.sp != mv.dp {
+            let exchanged = replaced.filter(|_| mv.mode == RenameMode::Exchange);
+            for m in std::iter::once(moved).chain(exchanged) {
+                if m.raw.is_dir() {
+                    self.may(&m.raw, MAY_WRITE)?;
+                }
             }
         }
         Ok(())
