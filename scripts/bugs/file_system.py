@@ -156,8 +156,8 @@ def _():
 @bug("dir-insert-split-lock")
 def _():
     plant("crates/hashfs/src/fs/ops.rs",
-        "        self.check_new_entry(&pcell, &mut pst, name, spec.file_type())?;\n        let ino = self.alloc_ino()?;\n",
-        "        self.check_new_entry(&pcell, &mut pst, name, spec.file_type())?;\n        let held = if @ON {\n            drop(pst);\n            None\n        } else {\n            Some(pst)\n        };\n        let ino = self.alloc_ino()?;\n")
+        "        self.may(&pst.raw, MAY_WRITE | MAY_EXEC)?;\n        let ino = self.alloc_ino()?;\n",
+        "        self.may(&pst.raw, MAY_WRITE | MAY_EXEC)?;\n        let held = if @ON {\n            drop(pst);\n            None\n        } else {\n            Some(pst)\n        };\n        let ino = self.alloc_ino()?;\n")
     plant("crates/hashfs/src/fs/ops.rs",
         "        let now = inode::now_ns();\n        let (ftype, mut raw) = spec.initial_inode(parent, owner, now);\n",
         "        let mut pst = match held {\n            Some(g) => g,\n            None => pcell.state.write(),\n        };\n        let now = inode::now_ns();\n        let (ftype, mut raw) = spec.initial_inode(parent, owner, now);\n")

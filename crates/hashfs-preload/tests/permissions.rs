@@ -59,6 +59,8 @@ t("read own 0400", lambda: w("/nobodys/mine", os.O_RDONLY))
 t("write own 0400", lambda: w("/nobodys/mine", os.O_WRONLY))
 t("access R secret", lambda: os.access(d + "/secret", os.R_OK))
 t("access W ro", lambda: os.access(d + "/ro", os.W_OK))
+t("eaccess R secret", lambda: os.access(d + "/secret", os.R_OK, effective_ids=True))
+t("access bad mode", lambda: os.access(d + "/ro", 0o10))
 t("stat in closed", lambda: os.stat(d + "/closed/f"))
 t("list closed", lambda: os.listdir(d + "/closed"))
 t("O_PATH of closed", lambda: w("/closed", os.O_PATH))
@@ -98,8 +100,27 @@ t("truncate root's by path", lambda: os.truncate(d + "/ro", 0))
 /// The system's Python, which user nobody may run (root's PATH may lead elsewhere).
 const PYTHON: &str = "/usr/bin/python3";
 
+/// As root that took nobody's effective ids (a server that drops privileges): `access`
+/// answers for the real ids, the path's search included, `faccessat` with `AT_EACCESS` for
+/// the effective ones. (A program started with real and effective ids apart runs in
+/// secure mode, where the loader ignores LD_PRELOAD.)
+const ACCESS_IDS: &str = r#"
+import os, sys
+d = sys.argv[1]
+os.setegid(65534)
+os.seteuid(65534)
+print("ids", os.getuid(), os.geteuid())
+for path in ["/ro", "/closed/f", "/nobodys/mine"]:
+    print(path, os.access(d + path, os.R_OK), os.access(d + path, os.W_OK),
+          os.access(d + path, os.R_OK, effective_ids=True), os.access(d + path, os.W_OK, effective_ids=True))
+"#;
+
 fn as_nobody(cmd: &mut Command, script: &str, dir: &str) -> String {
-    let o = cmd.args(["--reuid=65534", "--regid=65534", "--clear-groups", PYTHON, "-c", script, dir]).output().unwrap();
+    as_user(cmd, &["--reuid=65534", "--regid=65534"], script, dir)
+}
+
+fn as_user(cmd: &mut Command, ids: &[&str], script: &str, dir: &str) -> String {
+    let o = cmd.args(ids).args(["--clear-groups", PYTHON, "-c", script, dir]).output().unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     String::from_utf8_lossy(&o.stdout).into_owned()
 }
@@ -114,10 +135,10 @@ fn an_unprivileged_user_gets_the_kernels_answers() {
     }
     // The kernel's answers on a tmpfs.
     let kdir = tempfile::tempdir_in("/dev/shm").unwrap();
-    let k = kdir.path().to_str().unwrap();
-    let o = Command::new(PYTHON).args(["-c", SETUP, k]).output().unwrap();
+    let kpath = kdir.path().to_str().unwrap();
+    let o = Command::new(PYTHON).args(["-c", SETUP, kpath]).output().unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let kernel = as_nobody(&mut Command::new("setpriv"), ACTIONS, k);
+    let kernel = as_nobody(&mut Command::new("setpriv"), ACTIONS, kpath);
     // The shim's, on an image nobody may write (in a directory it may search).
     let img = image_in(std::path::Path::new("/dev/shm"), 64 << 20, &FormatOptions::default());
     std::fs::set_permissions(img.path.parent().unwrap(), std::fs::Permissions::from_mode(0o755)).unwrap();
@@ -129,6 +150,9 @@ fn an_unprivileged_user_gets_the_kernels_answers() {
     let differ: Vec<String> =
         k.iter().zip(&s).filter(|(a, b)| a != b).map(|(a, b)| format!("kernel: {a:<40} shim: {b}")).collect();
     assert!(differ.is_empty() && k.len() == s.len(), "answers differ:\n{}", differ.join("\n"));
-    eprintln!("{} answers, the kernel's:\n{kernel}", k.len());
+    let o = Command::new(PYTHON).args(["-c", ACCESS_IDS, kpath]).output().unwrap();
+    let kernel_ids = String::from_utf8_lossy(&o.stdout);
+    assert!(kernel_ids.starts_with("ids 0 65534\n") && kernel_ids.contains("True True False False"), "{kernel_ids}");
+    assert_eq!(img.ok(PYTHON, &["-c", ACCESS_IDS, &p("")]), kernel_ids, "access by real ids");
     img.fsck_clean();
 }

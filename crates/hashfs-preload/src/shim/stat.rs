@@ -122,22 +122,40 @@ pub(super) fn in_supplementary_groups(gid: u32) -> bool {
     n > 0 && groups[..n as usize].contains(&gid)
 }
 
-/// access() and friends for our paths: existence, then the permission bits.
-fn access_path(p: &Path, mode: c_int) -> Result<(), c_int> {
+/// access() and friends for our paths: existence, then the permission bits, by the real
+/// ids (the path's search permission too) unless `AT_EACCESS` asks for the effective
+/// ones; a final symbolic link itself with `AT_SYMLINK_NOFOLLOW`; EROFS for W_OK on a
+/// read-only participant's mount.
+fn access_path(p: &Path, mode: c_int, flags: c_int) -> Result<(), c_int> {
+    let ids = if flags & libc::AT_EACCESS != 0 { hashfs::Ids::Effective } else { hashfs::Ids::Real };
+    hashfs::with_ids(ids, || access_path_by(p, mode, flags))
+}
+
+fn access_path_by(p: &Path, mode: c_int, flags: c_int) -> Result<(), c_int> {
+    if mode & !(libc::R_OK | libc::W_OK | libc::X_OK) != 0
+        || flags & !(libc::AT_EACCESS | libc::AT_SYMLINK_NOFOLLOW | libc::AT_EMPTY_PATH) != 0
+    {
+        return Err(libc::EINVAL);
+    }
     let fs = shim().fs()?;
-    let m = match following_out(|| fs.metadata(p)) {
+    let nofollow = flags & libc::AT_SYMLINK_NOFOLLOW != 0;
+    let m = match following_out(|| if nofollow { fs.symlink_metadata(p) } else { fs.metadata(p) }) {
         Ok(m) => m,
         Err(Error::LinkOutside(out)) => {
             let c = CString::new(out).map_err(|_| libc::EINVAL)?;
             // SAFETY: a NUL-terminated path.
-            return match unsafe { libc::faccessat(libc::AT_FDCWD, c.as_ptr(), mode, libc::AT_EACCESS) } {
+            return match unsafe { libc::faccessat(libc::AT_FDCWD, c.as_ptr(), mode, flags) } {
                 0 => Ok(()),
                 _ => Err(hashfs_interpose::errno()),
             };
         }
         Err(e) => return Err(e.errno()),
     };
-    if mode != libc::F_OK && !permitted(&m, mode) {
+    if mode & libc::W_OK != 0 && fs.is_read_only() && (m.is_dir() || m.file_type == FileType::Regular || m.is_symlink())
+    {
+        return Err(libc::EROFS);
+    }
+    if mode != libc::F_OK && !m.permits(mode as u32) {
         return Err(libc::EACCES);
     }
     Ok(())
@@ -165,6 +183,6 @@ impl Attributes for Preload {
             let r = unsafe { libc::faccessat(libc::AT_FDCWD, k.as_ptr(), mode, flags) };
             return served(if r == 0 { Ok(()) } else { Err(hashfs_interpose::errno()) });
         };
-        served(access_path(&p, mode))
+        served(access_path(&p, mode, flags))
     }
 }

@@ -38,23 +38,57 @@ const S_IFMT: u32 = 0o170_000;
 const S_IFDIR: u32 = 0o040_000;
 const S_ISVTX: u32 = 0o1000;
 
+/// Whose ids a check takes: the effective ones (every call but `access`), or the real
+/// ones (`access` and `faccessat` without `AT_EACCESS`, as POSIX has it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Ids {
+    Effective,
+    Real,
+}
+
+thread_local! {
+    /// The ids this thread's checks take ([`with_ids`]).
+    static IDS: std::cell::Cell<Ids> = const { std::cell::Cell::new(Ids::Effective) };
+}
+
+/// Runs `f` with this thread's checks by `ids` (the walk's search checks included, as
+/// Linux's `access` takes the real ids for the whole call).
+pub fn with_ids<T>(ids: Ids, f: impl FnOnce() -> T) -> T {
+    struct Restore(Ids);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            IDS.with(|c| c.set(self.0));
+        }
+    }
+    let _restore = Restore(IDS.with(|c| c.replace(ids)));
+    f()
+}
+
 /// Whether the calling process may have `want` (of `MAY_*`) on a file of `mode`, `uid` and
-/// `gid`. Asks the kernel for the caller's ids only when the mode does not grant `want` to
-/// every class (a 0755 directory's search, a 0644 file's read need no system call).
+/// `gid`, by its effective ids (or those [`with_ids`] chose). Asks the kernel for the
+/// caller's ids only when the mode does not grant `want` to every class (a 0755
+/// directory's search, a 0644 file's read need no system call).
 pub fn permits(mode: u32, uid: u32, gid: u32, want: u32) -> bool {
     let want = want & 7;
     let all = want * 0o111;
     if mode & all == all {
         return true;
     }
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    let me = unsafe { libc::geteuid() };
+    let ids = IDS.with(|c| c.get());
+    // SAFETY: geteuid and getuid have no preconditions and cannot fail.
+    let me = unsafe {
+        if ids == Ids::Real {
+            libc::getuid()
+        } else {
+            libc::geteuid()
+        }
+    };
     if me == 0 {
         return want & MAY_EXEC == 0 || mode & S_IFMT == S_IFDIR || mode & 0o111 != 0;
     }
     let bits = if uid == me {
         mode >> 6
-    } else if in_group(gid) {
+    } else if in_group(ids, gid) {
         mode >> 3
     } else {
         mode
@@ -62,10 +96,17 @@ pub fn permits(mode: u32, uid: u32, gid: u32, want: u32) -> bool {
     bits & want == want
 }
 
-/// Whether `gid` is the caller's effective group or one of its supplementary groups.
-fn in_group(gid: u32) -> bool {
-    // SAFETY: getegid has no preconditions and cannot fail.
-    if unsafe { libc::getegid() } == gid {
+/// Whether `gid` is the caller's group (by `ids`) or one of its supplementary groups.
+fn in_group(ids: Ids, gid: u32) -> bool {
+    // SAFETY: getegid and getgid have no preconditions and cannot fail.
+    if unsafe {
+        if ids == Ids::Real {
+            libc::getgid()
+        } else {
+            libc::getegid()
+        }
+    } == gid
+    {
         return true;
     }
     let mut groups = [0 as libc::gid_t; 256];
