@@ -129,3 +129,77 @@ fn lseek_answers_as_the_kernels() {
     assert!(shim.contains("ENXIO"), "{shim}");
     img.fsck_clean();
 }
+
+/// Paths that end in a slash, "." or "..", and the calls on names that POSIX answers by
+/// the entry's kind, answered as the kernel does on tmpfs. Before, the shim's normalized
+/// paths lost their end: `rmdir("x/.")` removed x, `open("f/")` opened a file and
+/// `open("new/", O_CREAT)` made one.
+const ENDS: &str = r#"
+import errno, os, sys
+d = sys.argv[1]
+def t(name, f):
+    try:
+        r = f()
+        r = r if isinstance(r, (str, bool, list)) else "ok"
+    except OSError as e:
+        r = errno.errorcode[e.errno]
+    print(name, r)
+open(d + "/a", "w").write("a")
+os.mkdir(d + "/x"); os.mkdir(d + "/e"); os.symlink("x", d + "/lx"); os.symlink("a", d + "/la")
+t("stat file/", lambda: os.stat(d + "/a/"))
+t("stat dir/", lambda: os.stat(d + "/x/"))
+t("stat dir/.", lambda: os.stat(d + "/x/."))
+t("lstat link-to-dir/", lambda: oct(os.lstat(d + "/lx/").st_mode >> 12))
+t("lstat link-to-file/", lambda: os.lstat(d + "/la/"))
+t("open file/", lambda: os.open(d + "/a/", os.O_RDONLY))
+t("open file/.", lambda: os.open(d + "/a/.", os.O_RDONLY))
+t("open dir/.", lambda: os.open(d + "/x/.", os.O_RDONLY))
+t("create new/", lambda: os.open(d + "/n/", os.O_CREAT | os.O_WRONLY))
+t("create dir/.", lambda: os.open(d + "/x/.", os.O_CREAT | os.O_RDONLY))
+t("chmod file/", lambda: os.chmod(d + "/a/", 0o644))
+t("unlink file/", lambda: os.unlink(d + "/a/"))
+t("unlink dir/", lambda: os.unlink(d + "/x/"))
+t("unlink dir/.", lambda: os.unlink(d + "/x/."))
+t("unlink missing/", lambda: os.unlink(d + "/m/"))
+t("unlink dir", lambda: os.unlink(d + "/x"))
+t("rmdir dir/.", lambda: os.rmdir(d + "/x/."))
+t("rmdir dir/..", lambda: os.rmdir(d + "/x/.."))
+t("rmdir file", lambda: os.rmdir(d + "/a"))
+t("mkdir dir/.", lambda: os.mkdir(d + "/x/."))
+t("mkdir new/", lambda: os.mkdir(d + "/nd/"))
+t("rename file/ away", lambda: os.rename(d + "/a/", d + "/c"))
+t("rename file to c/", lambda: os.rename(d + "/a", d + "/c/"))
+t("rename dir/. away", lambda: os.rename(d + "/x/.", d + "/y"))
+t("rename onto dir/.", lambda: os.rename(d + "/e", d + "/x/."))
+t("rename dir/ to y/", lambda: os.rename(d + "/e/", d + "/y/"))
+t("rename file over dir", lambda: os.rename(d + "/a", d + "/x"))
+t("rename dir over file", lambda: os.rename(d + "/x", d + "/a"))
+t("symlink at new/", lambda: os.symlink("t", d + "/s/"))
+t("symlink at dir/", lambda: os.symlink("t", d + "/x/"))
+t("link at dir/.", lambda: os.link(d + "/a", d + "/x/."))
+t("link to dir", lambda: os.link(d + "/x", d + "/xl"))
+t("mkfifo at new/", lambda: os.mkfifo(d + "/f/"))
+t("rmdir dir/", lambda: os.rmdir(d + "/nd/"))
+t("read dir", lambda: os.read(os.open(d + "/x", os.O_RDONLY), 1))
+t("write-open dir", lambda: os.open(d + "/x", os.O_WRONLY))
+print(sorted(os.listdir(d)))
+"#;
+
+#[test]
+fn names_ending_in_a_slash_or_dot_answer_as_the_kernels() {
+    let img = image();
+    let shim = img.ok("python3", &["-c", ENDS, &p("")]);
+    let dir = tempfile::tempdir_in("/dev/shm").unwrap();
+    let kernel = std::process::Command::new("python3").args(["-c", ENDS]).arg(dir.path()).output().unwrap();
+    assert!(kernel.status.success(), "{}", String::from_utf8_lossy(&kernel.stderr));
+    let kernel = String::from_utf8_lossy(&kernel.stdout);
+    let differ: Vec<String> = kernel
+        .lines()
+        .zip(shim.lines())
+        .filter(|(a, b)| a != b)
+        .map(|(a, b)| format!("kernel: {a:<36} shim: {b}"))
+        .collect();
+    assert!(differ.is_empty() && kernel.lines().count() == shim.lines().count(), "{}", differ.join("\n"));
+    assert!(kernel.contains("rmdir dir/. EINVAL") && kernel.contains("ENOTDIR"), "{kernel}");
+    img.fsck_clean();
+}

@@ -122,6 +122,10 @@ pub(super) fn do_open(path: &Path, flags: c_int, mode: mode_t) -> Result<c_int, 
         fifo.set(None);
         created.set(false);
         let ino = if flags & libc::O_CREAT != 0 {
+            if path.as_os_str().as_bytes().ends_with(b"/") {
+                // A trailing slash, "." or "..": as Linux's open_last_lookups.
+                return Err(Error::IsDir);
+            }
             let (p, name) = fs.resolve_parent(path).map_err(|e| match e {
                 // A directory link out of the image: the file is the name in what it leads to.
                 Error::LinkOutside(mut out) => {

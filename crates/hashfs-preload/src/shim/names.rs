@@ -5,13 +5,36 @@ use super::*;
 use hashfs_interpose::{Errno, Names, Next, Served};
 use io::served;
 use meta::target_at;
-use path::{kernel_call, kernel_call0, kernel_path_at};
+use path::{kernel_call, kernel_call0, kernel_path_at, Last, PathEnd};
+
+/// `p` without the trailing slash `fs_path_at_of` keeps for a path that names a
+/// directory by its end.
+fn without_slash(p: &Path) -> &Path {
+    let b = p.as_os_str().as_bytes();
+    match b.strip_suffix(b"/") {
+        Some(rest) if !rest.is_empty() => Path::new(std::ffi::OsStr::from_bytes(rest)),
+        _ => p,
+    }
+}
+
+/// A new name (link, symlink, mknod) whose path ends in a slash, ".", or "..": EEXIST
+/// where something is there, else ENOENT (Linux's `filename_create`).
+fn new_name_end(fs: &FileSystem<MmapDevice>, p: &Path) -> Result<(), Error> {
+    if !p.as_os_str().as_bytes().ends_with(b"/") {
+        return Ok(());
+    }
+    Err(match fs.symlink_metadata(without_slash(p)) {
+        Ok(_) => Error::Exists,
+        Err(e) => e,
+    })
+}
 
 /// mknod in the image: FIFOs, devices and sockets become inodes of their type (opening a
 /// device or socket needs the kernel: through the shim that is EOPNOTSUPP, through the
 /// mount it works; a FIFO opens a kernel FIFO standing for it, `fifo.rs`).
 fn mknod_ours(p: &Path, mode: mode_t, dev: libc::dev_t) -> Result<(), c_int> {
     let fs = shim().fs()?;
+    new_name_end(fs, p).map_err(|e| e.errno())?;
     let t = FileType::from_mknod_mode(mode).ok_or(libc::EINVAL)?;
     let (parent, name) = fs.resolve_parent(p).map_err(|e| e.errno())?;
     let perm = mode & 0o7777 & !super::process_umask();
@@ -50,8 +73,22 @@ impl Names for Preload {
             dirfd,
             path,
             |fs, p| {
+                let end = PathEnd::of(path.to_bytes());
                 if flags & libc::AT_REMOVEDIR != 0 {
-                    return fs.remove_dir(p);
+                    // As Linux: a path ending in "." or ".." names no entry to remove.
+                    return match end.last {
+                        Last::Dot => Err(Error::Invalid("rmdir of \".\"")),
+                        Last::DotDot => Err(Error::NotEmpty),
+                        Last::Root => Err(Error::Busy),
+                        Last::Name => fs.remove_dir(p),
+                    };
+                }
+                if end.last != Last::Name {
+                    return Err(Error::IsDir);
+                }
+                if end.slash {
+                    // "f/": a directory is EISDIR, anything else ENOTDIR (the resolution's).
+                    return Err(fs.symlink_metadata(p).map_or_else(|e| e, |_| Error::IsDir));
                 }
                 // A FIFO's last name: the kernel FIFO standing for it goes too (`fifo.rs`).
                 // (A look only: a link out of the image on the way is the unlink's to report.)
@@ -76,7 +113,12 @@ impl Names for Preload {
         at_path(
             dirfd,
             path,
-            |fs, p| fs.create_dir(p, mode & 0o7777 & !process_umask()).map(|_| ()),
+            |fs, p| {
+                if PathEnd::of(path.to_bytes()).last != Last::Name {
+                    return Err(Error::Exists); // "x/.": as Linux's filename_create
+                }
+                fs.create_dir(p, mode & 0o7777 & !process_umask()).map(|_| ())
+            },
             // SAFETY: a NUL-terminated path (inside the shim, libc's call is the kernel's).
             |k| unsafe { libc::mkdirat(libc::AT_FDCWD, k.as_ptr(), mode) },
         )
@@ -96,7 +138,25 @@ impl Names for Preload {
                 unsafe { libc::renameat2(libc::AT_FDCWD, a.as_ptr(), libc::AT_FDCWD, b.as_ptr(), flags) }
             }),
             (Some(a), Some(b)) => {
-                served(shim().fs().and_then(|fs| fs.rename_with(&a, &b, mode).map_err(|e| e.errno())))
+                let (from_end, to_end) = (PathEnd::of(from.to_bytes()), PathEnd::of(to.to_bytes()));
+                // As Linux's renameat2: "." or ".." at either end is EBUSY (EEXIST for the
+                // target under RENAME_NOREPLACE); a trailing slash at either end needs the
+                // source to be a directory.
+                if from_end.last != Last::Name {
+                    return served(Err(libc::EBUSY));
+                }
+                if to_end.last != Last::Name {
+                    return served(Err(if mode == RenameMode::NoReplace { libc::EEXIST } else { libc::EBUSY }));
+                }
+                served(shim().fs().and_then(|fs| {
+                    if from_end.slash || to_end.slash {
+                        let src = fs.symlink_metadata(without_slash(&a)).map_err(|e| e.errno())?;
+                        if !src.is_dir() {
+                            return Err(libc::ENOTDIR);
+                        }
+                    }
+                    fs.rename_with(without_slash(&a), without_slash(&b), mode).map_err(|e| e.errno())
+                }))
             }
             _ => served(Err(libc::EXDEV)), // across the prefix boundary
         }
@@ -113,6 +173,7 @@ impl Names for Preload {
             }),
             (Some(src), Some(d)) => served(src.and_then(|ino| {
                 let fs = shim().fs()?;
+                new_name_end(fs, &d).map_err(|e| e.errno())?;
                 let (parent, name) = fs.resolve_parent(&d).map_err(|e| e.errno())?;
                 fs.link_at(ino, parent, &name).map(|_| ()).map_err(|e| e.errno())
             })),
@@ -124,7 +185,10 @@ impl Names for Preload {
         at_path(
             dirfd,
             path,
-            |fs, p| fs.symlink(Path::new(std::ffi::OsStr::from_bytes(target.to_bytes())), p),
+            |fs, p| {
+                new_name_end(fs, p)?;
+                fs.symlink(Path::new(std::ffi::OsStr::from_bytes(target.to_bytes())), p)
+            },
             // SAFETY: NUL-terminated strings (inside the shim, libc's call is the kernel's).
             |k| unsafe { libc::symlinkat(target.as_ptr(), libc::AT_FDCWD, k.as_ptr()) },
         )

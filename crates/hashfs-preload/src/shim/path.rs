@@ -155,13 +155,62 @@ pub(super) fn kernel_call0(dirfd: c_int, path: &CStr, op: impl FnOnce(&CStr) -> 
 /// The path for (dirfd, path) of the *at functions, if it is ours.
 pub(super) fn fs_path_at_of(dirfd: c_int, path: &CStr) -> Option<PathBuf> {
     let bytes = path.to_bytes();
-    if dirfd == libc::AT_FDCWD || bytes.first() == Some(&b'/') {
-        return fs_path_of(path);
+    let mut p = if dirfd == libc::AT_FDCWD || bytes.first() == Some(&b'/') {
+        fs_path_of(path)?
+    } else {
+        // Without the shim made yet no descriptor is its own.
+        match SHIM.get().and_then(|s| s.file(dirfd)) {
+            Some(dir) => dir.fs_path.join(std::ffi::OsStr::from_bytes(bytes)),
+            None => under_kernel_dir(dirfd, bytes)?,
+        }
+    };
+    // A path that names a directory by its end keeps saying so to the library, which then
+    // refuses anything else (ENOTDIR): normalizing dropped "." and the trailing slash.
+    if PathEnd::of(bytes).names_dir() && !p.as_os_str().as_bytes().ends_with(b"/") {
+        p.push("");
     }
-    // Without the shim made yet no descriptor is its own.
-    match SHIM.get().and_then(|s| s.file(dirfd)) {
-        Some(dir) => Some(dir.fs_path.join(std::ffi::OsStr::from_bytes(bytes))),
-        None => under_kernel_dir(dirfd, bytes),
+    Some(p)
+}
+
+/// How a path ends, as Linux's lookup takes it: its last component, and whether a slash
+/// follows it (either asks for a directory).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct PathEnd {
+    pub last: Last,
+    pub slash: bool,
+}
+
+/// A path's last component, as Linux's `last_type`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Last {
+    /// A name.
+    Name,
+    /// ".".
+    Dot,
+    /// "..".
+    DotDot,
+    /// None: the path is slashes only (the root).
+    Root,
+}
+
+impl PathEnd {
+    pub(super) fn of(bytes: &[u8]) -> PathEnd {
+        let trimmed = bytes.strip_suffix(b"/").map_or(bytes, |_| {
+            let n = bytes.iter().rposition(|&b| b != b'/').map_or(0, |i| i + 1);
+            &bytes[..n]
+        });
+        let last = match trimmed.rsplit(|&b| b == b'/').next() {
+            _ if trimmed.is_empty() && !bytes.is_empty() => Last::Root,
+            Some(b".") => Last::Dot,
+            Some(b"..") => Last::DotDot,
+            _ => Last::Name,
+        };
+        PathEnd { last, slash: trimmed.len() < bytes.len() }
+    }
+
+    /// Whether the end asks for a directory (a trailing slash, "." or "..").
+    pub(super) fn names_dir(&self) -> bool {
+        self.slash || self.last != Last::Name
     }
 }
 
@@ -186,6 +235,19 @@ fn under_kernel_dir(dirfd: c_int, rel: &[u8]) -> Option<PathBuf> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_paths_end_is_linuxs_last_type() {
+        let end = |p: &str| PathEnd::of(p.as_bytes());
+        assert_eq!(end("a"), PathEnd { last: Last::Name, slash: false });
+        assert_eq!(end("/pm/a//"), PathEnd { last: Last::Name, slash: true });
+        assert_eq!(end("/pm/x/."), PathEnd { last: Last::Dot, slash: false });
+        assert_eq!(end("x/./"), PathEnd { last: Last::Dot, slash: true });
+        assert_eq!(end(".."), PathEnd { last: Last::DotDot, slash: false });
+        assert_eq!(end("/"), PathEnd { last: Last::Root, slash: true });
+        assert_eq!(end("a.b/..c"), PathEnd { last: Last::Name, slash: false });
+        assert!(!end("/pm/a").names_dir() && end("/pm/a/").names_dir() && end("a/.").names_dir());
+    }
 
     /// A plain path's route (no normalizing, `shim::plain_route`) answers what the
     /// normalizing one does, and is taken for the paths a program names most.

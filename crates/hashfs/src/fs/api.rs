@@ -787,17 +787,25 @@ impl<D: PmDevice> FileSystem<D> {
 
     /// The inode at `path`, following a final symlink.
     pub fn resolve(&self, path: &Path) -> Result<Ino> {
-        self.inner.read_call(|| {
-            let _read = self.inner.enter_read();
-            self.walk(Self::components(path)?, LastLink::Follow)
-        })
+        self.resolve_with(path, LastLink::Follow)
     }
 
     /// The inode at `path`, not following a final symlink.
     pub fn resolve_nofollow(&self, path: &Path) -> Result<Ino> {
+        self.resolve_with(path, LastLink::NoFollow)
+    }
+
+    /// A path that ends in a slash names a directory, as on Linux: a final symlink is
+    /// followed, and anything but a directory is NotDir.
+    fn resolve_with(&self, path: &Path, last: LastLink) -> Result<Ino> {
+        let dir = path.as_os_str().as_bytes().ends_with(b"/");
         self.inner.read_call(|| {
             let _read = self.inner.enter_read();
-            self.walk(Self::components(path)?, LastLink::NoFollow)
+            let ino = self.walk(Self::components(path)?, if dir { LastLink::Follow } else { last })?;
+            if dir && !self.inner.cell(ino)?.state.read().raw.is_dir() {
+                return Err(Error::NotDir);
+            }
+            Ok(ino)
         })
     }
 
