@@ -133,7 +133,8 @@ fn lseek_answers_as_the_kernels() {
 /// Paths that end in a slash, "." or "..", and the calls on names that POSIX answers by
 /// the entry's kind, answered as the kernel does on tmpfs. Before, the shim's normalized
 /// paths lost their end: `rmdir("x/.")` removed x, `open("f/")` opened a file and
-/// `open("new/", O_CREAT)` made one.
+/// `open("new/", O_CREAT)` made one; O_TRUNC opened a directory, and what was made in a
+/// set-group-ID directory took the caller's group (the mount's daemon did it right).
 const ENDS: &str = r#"
 import errno, os, sys
 d = sys.argv[1]
@@ -182,6 +183,10 @@ t("mkfifo at new/", lambda: os.mkfifo(d + "/f/"))
 t("rmdir dir/", lambda: os.rmdir(d + "/nd/"))
 t("read dir", lambda: os.read(os.open(d + "/x", os.O_RDONLY), 1))
 t("write-open dir", lambda: os.open(d + "/x", os.O_WRONLY))
+t("O_TRUNC of dir", lambda: os.open(d + "/x", os.O_RDONLY | os.O_TRUNC))
+os.chmod(d + "/x", 0o2775); os.chown(d + "/x", 0, 100)
+open(d + "/x/f", "w").close(); os.mkdir(d + "/x/sub", 0o755)
+t("in a set-group-ID dir", lambda: [os.stat(d + "/x/f").st_gid, os.stat(d + "/x/sub").st_gid, oct(os.stat(d + "/x/sub").st_mode)])
 print(sorted(os.listdir(d)))
 "#;
 

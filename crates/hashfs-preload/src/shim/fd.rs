@@ -157,8 +157,8 @@ pub(super) fn do_open(path: &Path, flags: c_int, mode: mode_t) -> Result<c_int, 
         if flags & libc::O_DIRECTORY != 0 && !md.is_dir() {
             return Err(Error::NotDir);
         }
-        if md.is_dir() && access.write {
-            return Err(Error::IsDir);
+        if md.is_dir() && (access.write || flags & libc::O_TRUNC != 0) {
+            return Err(Error::IsDir); // as Linux's may_open: O_TRUNC asks for write
         }
         // The opener's permission, as Linux's may_open: read and write as asked (both for
         // the access mode 3), write for O_TRUNC; none for O_PATH or for the file this open

@@ -15,6 +15,9 @@ use crate::pm::{DevOffset, PmDevice};
 use crate::{Error, Result};
 use std::sync::Arc;
 
+/// The set-group-ID bit.
+const S_ISGID: u32 = 0o2000;
+
 /// What to create.
 #[derive(Clone, Debug)]
 pub enum NodeSpec<'a> {
@@ -325,6 +328,15 @@ impl<D: PmDevice> FsInner<D> {
         };
         let now = inode::now_ns();
         let (ftype, mut raw) = spec.initial_inode(parent, owner, now);
+        // A set-group-ID directory gives what is made in it its group, and a new
+        // directory the bit too (Linux's inode_init_owner; the mount's daemon asks for the
+        // same already, the shim's caller's group).
+        if pst.raw.mode & S_ISGID != 0 {
+            raw.gid = pst.raw.gid;
+            if ftype == FileType::Directory {
+                raw.mode |= S_ISGID;
+            }
+        }
         if let Err(e) = self.commit_new_node(&pcell, &mut pst, name, ino, ftype, &mut raw, sym_slot, now) {
             if let Some(s) = sym_slot {
                 self.unclaim_blocks(&[s]);
