@@ -190,12 +190,48 @@ t("in a set-group-ID dir", lambda: [os.stat(d + "/x/f").st_gid, os.stat(d + "/x/
 print(sorted(os.listdir(d)))
 "#;
 
-#[test]
-fn names_ending_in_a_slash_or_dot_answer_as_the_kernels() {
+/// A directory descriptor walks from its directory wherever it is now, and O_CREAT makes
+/// the file a dangling symbolic link names, as on Linux. Before, a descriptor walked from
+/// the path it was opened by: after a rename of its directory, `openat` found nothing, or
+/// the file of whatever directory took the old name; and O_CREAT through a dangling link
+/// was ENOENT.
+const DIRFDS: &str = r#"
+import errno, os, sys
+d = sys.argv[1]
+def t(name, f):
+    try:
+        r = f()
+        r = r if isinstance(r, (str, bool, list, bytes)) else "ok"
+    except OSError as e:
+        r = errno.errorcode[e.errno]
+    print(name, r)
+os.mkdir(d + "/dir"); open(d + "/dir/f", "w").write("in dir")
+dfd = os.open(d + "/dir", os.O_RDONLY | os.O_DIRECTORY)
+os.rename(d + "/dir", d + "/moved")
+t("openat after the dir moved", lambda: os.read(os.open("f", os.O_RDONLY, dir_fd=dfd), 20))
+os.mkdir(d + "/dir"); open(d + "/dir/f", "w").write("new dir")
+t("openat after another took the name", lambda: os.read(os.open("f", os.O_RDONLY, dir_fd=dfd), 20))
+t("mkdir via the moved dir's fd", lambda: os.mkdir("sub", dir_fd=dfd))
+t("listdir via fd", lambda: sorted(os.listdir(dfd)))
+t("fchdir then relative", lambda: (os.fchdir(dfd), open("f").read())[1])
+os.chdir("/")
+os.mkdir(d + "/gone"); gfd = os.open(d + "/gone", os.O_RDONLY); os.rmdir(d + "/gone")
+t("openat in a removed dir", lambda: os.open("x", os.O_RDONLY, dir_fd=gfd))
+t("create in a removed dir", lambda: os.open("x", os.O_CREAT | os.O_WRONLY, dir_fd=gfd))
+os.symlink("target", d + "/dang")
+t("O_CREAT through a dangling link", lambda: (os.close(os.open(d + "/dang", os.O_CREAT | os.O_WRONLY)), os.path.exists(d + "/target"))[1])
+os.symlink("t2", d + "/dang2")
+t("O_EXCL on a dangling link", lambda: os.open(d + "/dang2", os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+t("O_NOFOLLOW on a dangling link", lambda: os.open(d + "/dang2", os.O_CREAT | os.O_NOFOLLOW | os.O_WRONLY))
+print(sorted(os.listdir(d)))
+"#;
+
+/// Runs `script` on a tmpfs and through the shim (as root) and requires the same lines.
+fn answers_as_the_kernels(script: &str, must: &[&str]) {
     let img = image();
-    let shim = img.ok("python3", &["-c", ENDS, &p("")]);
+    let shim = img.ok("python3", &["-c", script, &p("")]);
     let dir = tempfile::tempdir_in("/dev/shm").unwrap();
-    let kernel = std::process::Command::new("python3").args(["-c", ENDS]).arg(dir.path()).output().unwrap();
+    let kernel = std::process::Command::new("python3").args(["-c", script]).arg(dir.path()).output().unwrap();
     assert!(kernel.status.success(), "{}", String::from_utf8_lossy(&kernel.stderr));
     let kernel = String::from_utf8_lossy(&kernel.stdout);
     let differ: Vec<String> = kernel
@@ -205,6 +241,16 @@ fn names_ending_in_a_slash_or_dot_answer_as_the_kernels() {
         .map(|(a, b)| format!("kernel: {a:<36} shim: {b}"))
         .collect();
     assert!(differ.is_empty() && kernel.lines().count() == shim.lines().count(), "{}", differ.join("\n"));
-    assert!(kernel.contains("rmdir dir/. EINVAL") && kernel.contains("ENOTDIR"), "{kernel}");
+    assert!(must.iter().all(|m| kernel.contains(m)), "{kernel}");
     img.fsck_clean();
+}
+
+#[test]
+fn names_ending_in_a_slash_or_dot_answer_as_the_kernels() {
+    answers_as_the_kernels(ENDS, &["rmdir dir/. EINVAL", "ENOTDIR"]);
+}
+
+#[test]
+fn directory_descriptors_and_dangling_links_answer_as_the_kernels() {
+    answers_as_the_kernels(DIRFDS, &["openat after another took the name b'in dir'", "link True"]);
 }

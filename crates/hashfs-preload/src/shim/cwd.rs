@@ -100,7 +100,7 @@ impl Process for Preload {
                 if of.file.is_some() {
                     return Err(libc::ENOTDIR);
                 }
-                enter(&of.fs_path)
+                enter(&super::path::dir_path_now(&of))
             }));
         }
         let r = next.call();
@@ -175,7 +175,8 @@ impl Process for Preload {
 
     fn dir_path(fd: c_int) -> Option<CString> {
         let of = shim().file(fd).filter(|of| of.file.is_none())?;
-        let p = prefix()?.join(of.fs_path.strip_prefix("/").unwrap_or(&of.fs_path));
+        let now = super::path::dir_path_now(&of);
+        let p = prefix()?.join(now.strip_prefix("/").unwrap_or(&now));
         CString::new(p.into_os_string().into_encoded_bytes()).ok()
     }
 

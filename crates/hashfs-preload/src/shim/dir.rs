@@ -86,7 +86,7 @@ impl Streams for Preload {
     }
 
     fn fdopendir(fd: c_int, _: Next<'_, Handle>) -> Served<Handle> {
-        let r = shim().file(fd).ok_or(libc::EBADF).and_then(|of| open_dir_stream(&of.fs_path, fd));
+        let r = shim().file(fd).ok_or(libc::EBADF).and_then(|of| open_dir_stream(&super::path::dir_path_now(&of), fd));
         served(r.map(|d| Handle(d as usize)))
     }
 

@@ -99,6 +99,46 @@ pub(super) fn process_umask() -> mode_t {
 }
 
 pub(super) fn do_open(path: &Path, flags: c_int, mode: mode_t) -> Result<c_int, c_int> {
+    let mut path = std::borrow::Cow::Borrowed(path);
+    for _ in 0..MAX_CREATE_FOLLOWS {
+        match open_once(&path, flags, mode) {
+            // O_CREAT through a symbolic link that leads nowhere makes the file it names,
+            // as Linux does (not with O_EXCL or O_NOFOLLOW, which refuse the link).
+            Err(libc::ENOENT) if flags & (libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW) == libc::O_CREAT => {
+                match dangling_target(shim().fs()?, &path) {
+                    Some(Ok(target)) => path = std::borrow::Cow::Owned(target),
+                    Some(Err(out)) => return open_outside(&out, flags, mode),
+                    None => return Err(libc::ENOENT),
+                }
+            }
+            r => return r,
+        }
+    }
+    Err(libc::ELOOP)
+}
+
+/// Symbolic links an O_CREAT open follows to the file it makes, at most (Linux's 40).
+const MAX_CREATE_FOLLOWS: usize = 40;
+
+/// Where the symbolic link at `path` leads, if it is one and leads to nothing: a path in
+/// the image, or (Err) the kernel's path out of it.
+fn dangling_target(fs: &FileSystem<MmapDevice>, path: &Path) -> Option<Result<PathBuf, Vec<u8>>> {
+    let ino = fs.resolve_nofollow(path).ok()?;
+    if !fs.peek_attr(ino).ok()?.is_symlink() || !matches!(fs.resolve(path), Err(Error::NotFound)) {
+        return None;
+    }
+    let link = fs.readlink_ino(ino).ok()?;
+    let target = Path::new(std::ffi::OsStr::from_bytes(&link));
+    if !target.is_absolute() {
+        return Some(Ok(path.parent().unwrap_or(Path::new("/")).join(target)));
+    }
+    match super::path::inside_prefix(target) {
+        Some(p) => Some(Ok(p)),
+        None => Some(Err(link)),
+    }
+}
+
+fn open_once(path: &Path, flags: c_int, mode: mode_t) -> Result<c_int, c_int> {
     let s = shim();
     let fs = s.fs()?;
     let acc = flags & libc::O_ACCMODE;
@@ -140,6 +180,14 @@ pub(super) fn do_open(path: &Path, flags: c_int, mode: mode_t) -> Result<c_int, 
                 Some(m) => {
                     created.set(true);
                     m.ino
+                }
+                // Taken: with O_NOFOLLOW a symbolic link is ELOOP, as without O_CREAT.
+                None if flags & libc::O_NOFOLLOW != 0 => {
+                    let ino = fs.resolve_nofollow(path)?;
+                    if fs.peek_attr(ino)?.is_symlink() {
+                        return Err(Error::Loop);
+                    }
+                    ino
                 }
                 None => fs.resolve(path)?,
             }

@@ -94,6 +94,12 @@ fn lexical(abs: &Path) -> PathBuf {
 
 /// The path inside the image for absolute path `abs` if it lies under `prefix`, its "."
 /// and ".." resolved lexically (the prefix is not a real directory).
+/// The image's path for absolute host path `abs` (taken lexically), if it lies under the
+/// prefix.
+pub(super) fn inside_prefix(abs: &Path) -> Option<PathBuf> {
+    normalized_under(prefix()?, abs)
+}
+
 fn normalized_under(prefix: &Path, abs: &Path) -> Option<PathBuf> {
     let norm = lexical(abs);
     let rest = norm.strip_prefix(prefix).ok()?;
@@ -124,7 +130,8 @@ pub(super) fn kernel_path_at(dirfd: c_int, path: &CStr) -> Option<CString> {
         cwd.join(rel)
     } else {
         let dir = SHIM.get()?.file(dirfd)?;
-        prefix.join(dir.fs_path.strip_prefix("/").ok()?).join(rel)
+        let now = dir_path_now(&dir);
+        prefix.join(now.strip_prefix("/").ok()?).join(rel)
     };
     let norm = lexical(&abs);
     if norm.starts_with(prefix) {
@@ -160,7 +167,7 @@ pub(super) fn fs_path_at_of(dirfd: c_int, path: &CStr) -> Option<PathBuf> {
     } else {
         // Without the shim made yet no descriptor is its own.
         match SHIM.get().and_then(|s| s.file(dirfd)) {
-            Some(dir) => dir.fs_path.join(std::ffi::OsStr::from_bytes(bytes)),
+            Some(dir) => dir_path_now(&dir).join(std::ffi::OsStr::from_bytes(bytes)),
             None => under_kernel_dir(dirfd, bytes)?,
         }
     };
@@ -170,6 +177,53 @@ pub(super) fn fs_path_at_of(dirfd: c_int, path: &CStr) -> Option<PathBuf> {
         p.push("");
     }
     Some(p)
+}
+
+/// Where directory descriptor `dir`'s directory is now, for a walk from it: the path it
+/// was opened by while that still names it, else the path found from its inode up (a
+/// rename moved it since: Linux's walk from a descriptor starts at its inode, and taking
+/// the old path went to whatever had the name then, or nowhere). A removed directory gets
+/// a path that names nothing, so that a walk from it is ENOENT, as Linux's.
+pub(super) fn dir_path_now(dir: &OpenFile) -> PathBuf {
+    let Ok(fs) = shim().fs() else { return dir.fs_path.clone() };
+    if fs.resolve(&dir.fs_path).is_ok_and(|i| i == dir.ino) {
+        return dir.fs_path.clone();
+    }
+    path_from_inode(fs, dir.ino).unwrap_or_else(|| PathBuf::from(REMOVED_DIR))
+}
+
+/// The path a walk from a removed directory takes: a name no one makes (a name's first
+/// byte may not be NUL, but a path's components are the library's to refuse, so the
+/// walk's answer is ENOENT, not EINVAL).
+const REMOVED_DIR: &str = "/.hashfs-removed-directory-of-a-descriptor";
+
+/// Directory `ino`'s path now, found from the inode up: at each level, the name in its
+/// parent that names it (None once it or an ancestor is removed).
+fn path_from_inode(fs: &FileSystem<MmapDevice>, ino: Ino) -> Option<PathBuf> {
+    let mut names = Vec::new();
+    let mut cur = ino;
+    for _ in 0..4096 {
+        if cur == Ino::ROOT {
+            let mut p = PathBuf::from("/");
+            p.extend(names.iter().rev().map(|n: &Vec<u8>| std::ffi::OsStr::from_bytes(n)));
+            return Some(p);
+        }
+        if fs.peek_attr(cur).ok()?.nlink == 0 {
+            return None;
+        }
+        let parent = fs.parent_of(cur).ok()?;
+        let mut cookie = 0;
+        let name = 'find: loop {
+            let batch = fs.readdir_ino(parent, cookie, 1024).ok()?;
+            cookie = batch.last()?.cookie;
+            if let Some(e) = batch.into_iter().find(|e| e.ino == cur) {
+                break 'find e.name;
+            }
+        };
+        names.push(name);
+        cur = parent;
+    }
+    None
 }
 
 /// How a path ends, as Linux's lookup takes it: its last component, and whether a slash
