@@ -64,9 +64,12 @@ class Target:
         if name == "shim":
             img = os.path.join(self.dir, "pg.img")
             subprocess.run([HASHFS, "mkfs", img, "--size", "4G"], check=True, capture_output=True)
-            os.chown(img, pw.pw_uid, pw.pw_gid)  # initdb makes /data in the image's root (mode 1777)
+            os.chown(img, pw.pw_uid, pw.pw_gid)
             self.server_env.update(LD_PRELOAD=SHIM, HASHFS_IMAGE=img, HASHFS_MOUNT=PREFIX)
             self.data = PREFIX + "/data"
+            # The image's root is root's (the shim checks permissions): /data made for postgres.
+            subprocess.run(["sh", "-c", f"mkdir {self.data} && chown postgres:postgres {self.data}"],
+                           env=self.server_env, check=True, capture_output=True)
         elif name == "fuse":
             img, self.mnt = os.path.join(self.dir, "pg.img"), os.path.join(self.dir, "mnt")
             os.mkdir(self.mnt)
