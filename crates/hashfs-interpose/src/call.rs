@@ -259,13 +259,17 @@ pub(crate) unsafe fn bytes_mut<'a>(buf: *mut c_void, count: usize) -> Result<&'a
     Ok(unsafe { std::slice::from_raw_parts_mut(buf as *mut u8, count) })
 }
 
-/// The caller's path, or None for a null pointer (libc then fails it, EFAULT).
+/// The caller's path, or None for a null pointer (the kernel then fails it, EFAULT) and for
+/// one of PATH_MAX bytes or more with its NUL (the kernel fails it, ENAMETOOLONG, before
+/// any lookup: the image's walk had said ENOENT).
 ///
 /// # Safety
 /// libc's contract for the call: `path`, when not null, is a NUL-terminated string.
 pub(crate) unsafe fn c_str<'a>(path: *const libc::c_char) -> Option<&'a std::ffi::CStr> {
     // SAFETY: the caller's contract.
-    (!path.is_null()).then(|| unsafe { std::ffi::CStr::from_ptr(path) })
+    (!path.is_null())
+        .then(|| unsafe { std::ffi::CStr::from_ptr(path) })
+        .filter(|p| p.to_bytes().len() < libc::PATH_MAX as usize)
 }
 
 /// The caller's iovec array: its buffers, one at a time.

@@ -133,8 +133,9 @@ fn lseek_answers_as_the_kernels() {
 /// Paths that end in a slash, "." or "..", and the calls on names that POSIX answers by
 /// the entry's kind, answered as the kernel does on tmpfs. Before, the shim's normalized
 /// paths lost their end: `rmdir("x/.")` removed x, `open("f/")` opened a file and
-/// `open("new/", O_CREAT)` made one; O_TRUNC opened a directory, and what was made in a
-/// set-group-ID directory took the caller's group (the mount's daemon did it right).
+/// `open("new/", O_CREAT)` made one; O_TRUNC opened a directory, what was made in a
+/// set-group-ID directory took the caller's group (the mount's daemon did it right), and a
+/// path past PATH_MAX was ENOENT (ENAMETOOLONG).
 const ENDS: &str = r#"
 import errno, os, sys
 d = sys.argv[1]
@@ -184,6 +185,8 @@ t("rmdir dir/", lambda: os.rmdir(d + "/nd/"))
 t("read dir", lambda: os.read(os.open(d + "/x", os.O_RDONLY), 1))
 t("write-open dir", lambda: os.open(d + "/x", os.O_WRONLY))
 t("O_TRUNC of dir", lambda: os.open(d + "/x", os.O_RDONLY | os.O_TRUNC))
+t("stat past PATH_MAX", lambda: os.stat(d + "/" + "x/" * 2100))
+t("create past PATH_MAX", lambda: os.open(d + "/" + "/" * 4100 + "n", os.O_CREAT | os.O_WRONLY))
 os.chmod(d + "/x", 0o2775); os.chown(d + "/x", 0, 100)
 open(d + "/x/f", "w").close(); os.mkdir(d + "/x/sub", 0o755)
 t("in a set-group-ID dir", lambda: [os.stat(d + "/x/f").st_gid, os.stat(d + "/x/sub").st_gid, oct(os.stat(d + "/x/sub").st_mode)])
