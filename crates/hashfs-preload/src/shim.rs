@@ -37,6 +37,9 @@ struct OpenFile {
     /// The description's descriptor of the image for its OFD locks and `flock`
     /// (`locks.rs`), opened at first use.
     lock_fd: OnceLock<Result<locks::DescriptionFd, c_int>>,
+    /// A directory's path where it was last found, and the changes published then
+    /// (`path::dir_path_now`).
+    found_at: Mutex<Option<(u64, PathBuf)>>,
 }
 
 impl Drop for OpenFile {

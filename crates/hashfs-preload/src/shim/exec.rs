@@ -538,6 +538,7 @@ fn open_inherited(
         pos,
         flags: std::sync::atomic::AtomicI32::new(flags),
         lock_fd: OnceLock::new(),
+        found_at: Mutex::new(None),
     }))
 }
 

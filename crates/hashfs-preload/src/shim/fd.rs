@@ -270,6 +270,7 @@ fn open_once(path: &Path, flags: c_int, mode: mode_t) -> Result<c_int, c_int> {
         pos: fork::Position::new(),
         flags: std::sync::atomic::AtomicI32::new(flags),
         lock_fd: OnceLock::new(),
+        found_at: Mutex::new(None),
     });
     register(s, of, flags)
 }

@@ -527,6 +527,7 @@ mod tests {
             pos: fork::Position::new(),
             flags: std::sync::atomic::AtomicI32::new(0),
             lock_fd: OnceLock::new(),
+            found_at: Mutex::new(None),
         });
         let rec = |start, len, off, mapped| FileMap {
             start,

@@ -184,12 +184,26 @@ pub(super) fn fs_path_at_of(dirfd: c_int, path: &CStr) -> Option<PathBuf> {
 /// rename moved it since: Linux's walk from a descriptor starts at its inode, and taking
 /// the old path went to whatever had the name then, or nowhere). A removed directory gets
 /// a path that names nothing, so that a walk from it is ENOENT, as Linux's.
+///
+/// Found once, the path is kept until the next change any participant publishes (a walk
+/// from a descriptor in a tree that nothing changes, as `find` or `du` make, resolves its
+/// directory once).
 pub(super) fn dir_path_now(dir: &OpenFile) -> PathBuf {
     let Ok(fs) = shim().fs() else { return dir.fs_path.clone() };
-    if fs.resolve(&dir.fs_path).is_ok_and(|i| i == dir.ino) {
-        return dir.fs_path.clone();
+    let epoch = fs.changes_published();
+    if let (Some(e), Some((seen, p))) = (epoch, dir.found_at.lock().as_ref()) {
+        if *seen == e {
+            return p.clone();
+        }
     }
-    path_from_inode(fs, dir.ino).unwrap_or_else(|| PathBuf::from(REMOVED_DIR))
+    let now = match fs.resolve(&dir.fs_path) {
+        Ok(i) if i == dir.ino => dir.fs_path.clone(),
+        _ => path_from_inode(fs, dir.ino).unwrap_or_else(|| PathBuf::from(REMOVED_DIR)),
+    };
+    if let Some(e) = epoch {
+        *dir.found_at.lock() = Some((e, now.clone()));
+    }
+    now
 }
 
 /// The path a walk from a removed directory takes: a name no one makes (a name's first

@@ -312,6 +312,13 @@ impl<D: PmDevice> FileSystem<D> {
         self.inner.strict.store(mode == crate::WriteMode::Strict, std::sync::atomic::Ordering::Relaxed);
     }
 
+    /// On a shared mount, the count of changes published so far by every participant (this
+    /// one included): while it stays the same, no name or inode changed. None on a mount of
+    /// one process.
+    pub fn changes_published(&self) -> Option<u64> {
+        self.inner.changes_published()
+    }
+
     /// Turns the caller's permission checks on or off for this mount (`fs/perm.rs`): the
     /// shim's; off by default, where the kernel checks (the FUSE mount).
     pub fn check_access(&self, on: bool) {

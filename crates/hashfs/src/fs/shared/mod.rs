@@ -204,6 +204,11 @@ impl<D: PmDevice> FsInner<D> {
         guard
     }
 
+    /// On a shared mount, the changes published so far (`FileSystem::changes_published`).
+    pub(crate) fn changes_published(&self) -> Option<u64> {
+        self.shared.get().map(|sh| sh.region.words().changes.load(Ordering::Acquire))
+    }
+
     /// Frees the unlinked inodes this participant kept for read-only participants that no
     /// longer pin them (at most once a millisecond; inside a call, under the image lock).
     fn free_unpinned(&self, sh: &SharedMount) {
