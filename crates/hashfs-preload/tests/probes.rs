@@ -210,6 +210,7 @@ def t(name, f):
     print(name, r)
 os.mkdir(d + "/dir"); open(d + "/dir/f", "w").write("in dir")
 dfd = os.open(d + "/dir", os.O_RDONLY | os.O_DIRECTORY)
+t("openat before the move", lambda: os.read(os.open("f", os.O_RDONLY, dir_fd=dfd), 20))
 os.rename(d + "/dir", d + "/moved")
 t("openat after the dir moved", lambda: os.read(os.open("f", os.O_RDONLY, dir_fd=dfd), 20))
 os.mkdir(d + "/dir"); open(d + "/dir/f", "w").write("new dir")
