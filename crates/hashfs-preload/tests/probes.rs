@@ -230,6 +230,41 @@ t("O_NOFOLLOW on a dangling link", lambda: os.open(d + "/dang2", os.O_CREAT | os
 print(sorted(os.listdir(d)))
 "#;
 
+/// renameat2's flags: RENAME_NOREPLACE and RENAME_EXCHANGE (of files, of a file and a
+/// directory, with a missing name, into the source's own child), and the flags Linux
+/// refuses. Before, NOREPLACE|EXCHANGE together exchanged and an unknown flag renamed.
+/// (RENAME_WHITEOUT, which tmpfs has, is EINVAL through the shim, as on a file system
+/// without it.)
+const RENAMES: &str = r#"
+import ctypes, errno, os, sys
+libc = ctypes.CDLL(None, use_errno=True)
+d = sys.argv[1]
+def r2(a, b, flags):
+    if libc.renameat2(-100, a.encode(), -100, b.encode(), flags) != 0:
+        raise OSError(ctypes.get_errno(), "")
+def t(name, f):
+    try:
+        r = f()
+        r = r if isinstance(r, (str, bool, list, int, tuple)) else "ok"
+    except OSError as e:
+        r = errno.errorcode[e.errno]
+    print(name, r)
+open(d + "/a", "w").write("A"); open(d + "/b", "w").write("B")
+os.mkdir(d + "/x"); os.mkdir(d + "/y"); open(d + "/x/in", "w").close()
+t("noreplace over a file", lambda: r2(d + "/a", d + "/b", 1))
+t("noreplace to a new name", lambda: (r2(d + "/a", d + "/c", 1), sorted(os.listdir(d)))[1])
+t("exchange files", lambda: (r2(d + "/c", d + "/b", 2), open(d + "/b").read(), open(d + "/c").read())[1:])
+t("exchange a file and a dir", lambda: (r2(d + "/b", d + "/x", 2), os.path.isdir(d + "/b"), os.path.isfile(d + "/x"))[1:])
+t("exchange with a missing name", lambda: r2(d + "/b", d + "/nope", 2))
+t("noreplace and exchange", lambda: r2(d + "/b", d + "/c", 3))
+t("an unknown flag", lambda: r2(d + "/b", d + "/c", 8))
+t("exchange into its own child", lambda: r2(d + "/b", d + "/b/in", 2))
+t("link counts after", lambda: (os.stat(d).st_nlink, os.stat(d + "/b").st_nlink))
+t("dot-dot of the exchanged dir", lambda: os.stat(d + "/b/..").st_ino == os.stat(d).st_ino)
+t("rename a dir over a non-empty one", lambda: os.rename(d + "/y", d + "/b"))
+print(sorted(os.listdir(d)))
+"#;
+
 /// Runs `script` on a tmpfs and through the shim (as root) and requires the same lines.
 fn answers_as_the_kernels(script: &str, must: &[&str]) {
     let img = image();
@@ -252,6 +287,11 @@ fn answers_as_the_kernels(script: &str, must: &[&str]) {
 #[test]
 fn names_ending_in_a_slash_or_dot_answer_as_the_kernels() {
     answers_as_the_kernels(ENDS, &["rmdir dir/. EINVAL", "ENOTDIR"]);
+}
+
+#[test]
+fn renameat2_flags_answer_as_the_kernels() {
+    answers_as_the_kernels(RENAMES, &["noreplace and exchange EINVAL", "exchange files ('A', 'B')"]);
 }
 
 #[test]

@@ -125,6 +125,13 @@ impl Names for Preload {
     }
 
     fn rename_at(fd1: c_int, from: &CStr, fd2: c_int, to: &CStr, flags: c_uint, _: Next<'_, ()>) -> Served<()> {
+        let known = libc::RENAME_NOREPLACE | libc::RENAME_EXCHANGE;
+        let ours = fs_path_at_of(fd1, from).is_some() || fs_path_at_of(fd2, to).is_some();
+        if ours && (flags & !known != 0 || flags == known) {
+            // As Linux: unknown flags, NOREPLACE with EXCHANGE, and RENAME_WHITEOUT (which
+            // the image does not make) are EINVAL, before anything is renamed.
+            return served(Err(libc::EINVAL));
+        }
         let mode = if flags & libc::RENAME_EXCHANGE != 0 {
             RenameMode::Exchange
         } else if flags & libc::RENAME_NOREPLACE != 0 {
