@@ -265,6 +265,34 @@ t("rename a dir over a non-empty one", lambda: os.rename(d + "/y", d + "/b"))
 print(sorted(os.listdir(d)))
 "#;
 
+/// open's flags as Linux takes them. Before, O_CREAT|O_DIRECTORY made a file and then
+/// failed (Linux 6.4 on: EINVAL first), O_PATH|O_NOFOLLOW on a symbolic link was ELOOP (the
+/// link itself), and an O_PATH descriptor read the file (EBADF).
+const OPENS: &str = r#"
+import errno, fcntl, os, sys
+d = sys.argv[1]
+def t(name, f):
+    try:
+        r = f()
+        r = r if isinstance(r, (str, bool, list, tuple, bytes)) else "ok"
+    except OSError as e:
+        r = errno.errorcode[e.errno]
+    print(name, r)
+open(d + "/a", "w").write("abc"); os.mkdir(d + "/x"); os.symlink("a", d + "/l")
+t("O_EXCL without O_CREAT", lambda: os.open(d + "/a", os.O_RDONLY | os.O_EXCL))
+t("O_CREAT|O_DIRECTORY of a new name", lambda: os.open(d + "/nd", os.O_CREAT | os.O_DIRECTORY | os.O_RDONLY))
+t("O_CREAT|O_DIRECTORY of a dir", lambda: os.open(d + "/x", os.O_CREAT | os.O_DIRECTORY | os.O_RDONLY))
+t("O_PATH|O_NOFOLLOW of a link", lambda: oct(os.fstat(os.open(d + "/l", os.O_PATH | os.O_NOFOLLOW)).st_mode >> 12))
+t("read from O_PATH", lambda: os.read(os.open(d + "/a", os.O_PATH), 1))
+t("write to O_PATH", lambda: os.write(os.open(d + "/a", os.O_PATH), b"x"))
+t("fstat of O_PATH", lambda: str(os.fstat(os.open(d + "/a", os.O_PATH)).st_size))
+t("O_DSYNC kept", lambda: bool(fcntl.fcntl(os.open(d + "/a", os.O_WRONLY | os.O_DSYNC), fcntl.F_GETFL) & os.O_DSYNC))
+t("O_CLOEXEC", lambda: str(fcntl.fcntl(os.open(d + "/a", os.O_RDONLY | os.O_CLOEXEC), fcntl.F_GETFD)))
+t("O_APPEND|O_RDONLY write", lambda: os.write(os.open(d + "/a", os.O_RDONLY | os.O_APPEND), b"x"))
+t("O_CREAT's mode on an existing file", lambda: (os.chmod(d + "/a", 0o640), os.open(d + "/a", os.O_CREAT | os.O_WRONLY, 0o777), oct(os.stat(d + "/a").st_mode))[2])
+print(sorted(os.listdir(d)))
+"#;
+
 /// Runs `script` on a tmpfs and through the shim (as root) and requires the same lines.
 fn answers_as_the_kernels(script: &str, must: &[&str]) {
     let img = image();
@@ -287,6 +315,11 @@ fn answers_as_the_kernels(script: &str, must: &[&str]) {
 #[test]
 fn names_ending_in_a_slash_or_dot_answer_as_the_kernels() {
     answers_as_the_kernels(ENDS, &["rmdir dir/. EINVAL", "ENOTDIR"]);
+}
+
+#[test]
+fn open_flags_answer_as_the_kernels() {
+    answers_as_the_kernels(OPENS, &["O_CREAT|O_DIRECTORY of a new name EINVAL", "read from O_PATH EBADF"]);
 }
 
 #[test]

@@ -139,6 +139,9 @@ fn dangling_target(fs: &FileSystem<MmapDevice>, path: &Path) -> Option<Result<Pa
 }
 
 fn open_once(path: &Path, flags: c_int, mode: mode_t) -> Result<c_int, c_int> {
+    if flags & libc::O_CREAT != 0 && flags & libc::O_DIRECTORY != 0 {
+        return Err(libc::EINVAL); // as Linux since 6.4: before anything is made
+    }
     let s = shim();
     let fs = s.fs()?;
     let acc = flags & libc::O_ACCMODE;
@@ -194,6 +197,10 @@ fn open_once(path: &Path, flags: c_int, mode: mode_t) -> Result<c_int, c_int> {
         } else if flags & libc::O_NOFOLLOW != 0 {
             let ino = fs.resolve_nofollow(path)?;
             if fs.peek_attr(ino)?.is_symlink() {
+                if flags & libc::O_PATH != 0 {
+                    *resolved = true;
+                    return Ok((ino, None)); // O_PATH|O_NOFOLLOW: the link itself, as Linux
+                }
                 return Err(Error::Loop);
             }
             ino

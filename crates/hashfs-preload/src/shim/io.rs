@@ -12,6 +12,9 @@ pub(super) fn with_file<T>(
     let s = shim();
     let of = s.file(fd).ok_or(libc::EBADF)?;
     s.fs()?;
+    if of.flags.load(Ordering::Relaxed) & libc::O_PATH != 0 {
+        return Err(libc::EBADF); // an O_PATH descriptor reads, writes and syncs nothing
+    }
     let file = of.file.as_ref().ok_or(libc::EISDIR)?;
     f(&of, file)
 }
