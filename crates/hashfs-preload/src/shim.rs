@@ -442,4 +442,4 @@ use io::{read_into, with_file, write_from};
 use mmap::is_mapped;
 use path::*;
 use pump::{settle_pump, start_pump, take_pump, PUMPS};
-use stat::{in_supplementary_groups, permitted};
+use stat::permitted;

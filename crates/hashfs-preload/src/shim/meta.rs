@@ -48,10 +48,10 @@ fn chown_ino(ino: Ino, uid: libc::uid_t, gid: libc::gid_t) -> Result<(), c_int> 
     let uid = (uid != u32::MAX).then_some(uid);
     let gid = (gid != u32::MAX).then_some(gid);
     // SAFETY: no preconditions.
-    let (euid, egid) = unsafe { (libc::geteuid(), libc::getegid()) };
+    let euid = unsafe { libc::geteuid() };
     if euid != 0 {
         let changes_owner = uid.is_some_and(|u| u != md.uid);
-        let group_ok = gid.is_none_or(|g| g == md.gid || g == egid || super::in_supplementary_groups(g));
+        let group_ok = gid.is_none_or(|g| g == md.gid || hashfs::in_caller_group(g));
         if changes_owner || euid != md.uid || !group_ok {
             return Err(libc::EPERM);
         }
@@ -109,12 +109,12 @@ fn chmod_ino(ino: Ino, mode: mode_t, flags: c_int) -> Result<(), c_int> {
     }
     let mut perm = mode & 0o7777;
     // SAFETY: no preconditions.
-    let (euid, egid) = unsafe { (libc::geteuid(), libc::getegid()) };
+    let euid = unsafe { libc::geteuid() };
     if euid != 0 {
         if euid != md.uid {
             return Err(libc::EPERM);
         }
-        if md.gid != egid && !super::in_supplementary_groups(md.gid) {
+        if !hashfs::in_caller_group(md.gid) {
             perm &= !libc::S_ISGID;
         }
     }

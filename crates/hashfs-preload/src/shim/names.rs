@@ -125,9 +125,9 @@ impl Names for Preload {
     }
 
     fn rename_at(fd1: c_int, from: &CStr, fd2: c_int, to: &CStr, flags: c_uint, _: Next<'_, ()>) -> Served<()> {
+        let paths = (fs_path_at_of(fd1, from), fs_path_at_of(fd2, to));
         let known = libc::RENAME_NOREPLACE | libc::RENAME_EXCHANGE;
-        let ours = fs_path_at_of(fd1, from).is_some() || fs_path_at_of(fd2, to).is_some();
-        if ours && (flags & !known != 0 || flags == known) {
+        if !matches!(paths, (None, None)) && (flags & !known != 0 || flags == known) {
             // As Linux: unknown flags, NOREPLACE with EXCHANGE, and RENAME_WHITEOUT (which
             // the image does not make) are EINVAL, before anything is renamed.
             return served(Err(libc::EINVAL));
@@ -139,7 +139,7 @@ impl Names for Preload {
         } else {
             RenameMode::Replace
         };
-        match (fs_path_at_of(fd1, from), fs_path_at_of(fd2, to)) {
+        match paths {
             (None, None) => kernel_pair(fd1, from, fd2, to, |a, b| {
                 // SAFETY: NUL-terminated paths (inside the shim, libc's call is the kernel's).
                 unsafe { libc::renameat2(libc::AT_FDCWD, a.as_ptr(), libc::AT_FDCWD, b.as_ptr(), flags) }

@@ -92,14 +92,14 @@ fn lexical(abs: &Path) -> PathBuf {
     norm
 }
 
-/// The path inside the image for absolute path `abs` if it lies under `prefix`, its "."
-/// and ".." resolved lexically (the prefix is not a real directory).
 /// The image's path for absolute host path `abs` (taken lexically), if it lies under the
 /// prefix.
 pub(super) fn inside_prefix(abs: &Path) -> Option<PathBuf> {
     normalized_under(prefix()?, abs)
 }
 
+/// The path inside the image for absolute path `abs` if it lies under `prefix`, its "."
+/// and ".." resolved lexically (the prefix is not a real directory).
 fn normalized_under(prefix: &Path, abs: &Path) -> Option<PathBuf> {
     let norm = lexical(abs);
     let rest = norm.strip_prefix(prefix).ok()?;
@@ -263,10 +263,7 @@ pub(super) enum Last {
 
 impl PathEnd {
     pub(super) fn of(bytes: &[u8]) -> PathEnd {
-        let trimmed = bytes.strip_suffix(b"/").map_or(bytes, |_| {
-            let n = bytes.iter().rposition(|&b| b != b'/').map_or(0, |i| i + 1);
-            &bytes[..n]
-        });
+        let trimmed = &bytes[..bytes.iter().rposition(|&b| b != b'/').map_or(0, |i| i + 1)];
         let last = match trimmed.rsplit(|&b| b == b'/').next() {
             _ if trimmed.is_empty() && !bytes.is_empty() => Last::Root,
             Some(b".") => Last::Dot,

@@ -115,13 +115,6 @@ pub(super) fn permitted(m: &Metadata, mode: c_int) -> bool {
     m.permits((mode & (libc::R_OK | libc::W_OK | libc::X_OK)) as u32)
 }
 
-pub(super) fn in_supplementary_groups(gid: u32) -> bool {
-    let mut groups = [0 as libc::gid_t; 256];
-    // SAFETY: the buffer holds 256 entries.
-    let n = unsafe { libc::getgroups(groups.len() as c_int, groups.as_mut_ptr()) };
-    n > 0 && groups[..n as usize].contains(&gid)
-}
-
 /// access() and friends for our paths: existence, then the permission bits, by the real
 /// ids (the path's search permission too) unless `AT_EACCESS` asks for the effective
 /// ones; a final symbolic link itself with `AT_SYMLINK_NOFOLLOW`; EROFS for W_OK on a

@@ -96,6 +96,13 @@ pub fn permits(mode: u32, uid: u32, gid: u32, want: u32) -> bool {
     bits & want == want
 }
 
+/// Whether `gid` is the calling process's group (by its effective ids, or those
+/// [`with_ids`] chose) or one of its supplementary groups: the group class's test, and
+/// chown's and chmod's rules for the group a caller may give or keep.
+pub fn in_caller_group(gid: u32) -> bool {
+    in_group(IDS.with(|c| c.get()), gid)
+}
+
 /// Whether `gid` is the caller's group (by `ids`) or one of its supplementary groups.
 fn in_group(ids: Ids, gid: u32) -> bool {
     // SAFETY: getegid and getgid have no preconditions and cannot fail.
