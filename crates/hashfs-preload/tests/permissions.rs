@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::{image_in, p};
+use common::{image_in, p, PY_ANSWERS};
 use hashfs::FormatOptions;
 use std::os::unix::fs::PermissionsExt;
 use std::process::Command;
@@ -35,17 +35,8 @@ m("/nobodys", 0o755, 65534); m("/nobodys/roots", 0o755); m("/nobodys/own", 0o755
 f("/nobodys/mine", 0o400, 65534)
 "#;
 
-/// As user nobody: each call's answer (ok or the errno's name).
+/// As user nobody: each call's answer (after [`PY_ANSWERS`]).
 const ACTIONS: &str = r#"
-import errno, os, sys
-d = sys.argv[1]
-def t(name, f):
-    try:
-        r = f()
-        r = "ok" if r is None or not isinstance(r, bool) else str(r)
-    except OSError as e:
-        r = errno.errorcode[e.errno]
-    print(name, r)
 def w(path, flags):
     os.close(os.open(d + path, flags, 0o644))
 t("read secret", lambda: w("/secret", os.O_RDONLY))
@@ -138,13 +129,14 @@ fn an_unprivileged_user_gets_the_kernels_answers() {
     let kpath = kdir.path().to_str().unwrap();
     let o = Command::new(PYTHON).args(["-c", SETUP, kpath]).output().unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let kernel = as_nobody(&mut Command::new("setpriv"), ACTIONS, kpath);
+    let actions = format!("{PY_ANSWERS}{ACTIONS}");
+    let kernel = as_nobody(&mut Command::new("setpriv"), &actions, kpath);
     // The shim's, on an image nobody may write (in a directory it may search).
     let img = image_in(std::path::Path::new("/dev/shm"), 64 << 20, &FormatOptions::default());
     std::fs::set_permissions(img.path.parent().unwrap(), std::fs::Permissions::from_mode(0o755)).unwrap();
     std::fs::set_permissions(&img.path, std::fs::Permissions::from_mode(0o666)).unwrap();
     img.ok(PYTHON, &["-c", SETUP, &p("")]);
-    let shim = as_nobody(&mut img.cmd("setpriv"), ACTIONS, &p(""));
+    let shim = as_nobody(&mut img.cmd("setpriv"), &actions, &p(""));
     assert!(kernel.contains("EACCES") && kernel.contains("EPERM"), "{kernel}");
     let (k, s): (Vec<&str>, Vec<&str>) = (kernel.lines().collect(), shim.lines().collect());
     let differ: Vec<String> =

@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::{image, p};
+use common::{image, p, PY_ANSWERS};
 
 const SCRIPT: &str = r#"
 import ctypes, errno, fcntl, os, struct, sys
@@ -102,8 +102,7 @@ fn cp_reflink_auto_falls_back_to_a_copy() {
 /// (SEEK_DATA and SEEK_HOLE as the probes `cp` and `tar` make), ENXIO past the end,
 /// EINVAL before the start or for an unknown `whence`.
 const SEEKS: &str = r#"
-import errno, os, sys
-fd = os.open(sys.argv[1] + "/s", os.O_CREAT | os.O_RDWR | os.O_TRUNC, 0o644)
+fd = os.open(d + "/s", os.O_CREAT | os.O_RDWR | os.O_TRUNC, 0o644)
 os.write(fd, b"x" * 10000)
 def seek(off, whence):
     try:
@@ -120,14 +119,7 @@ print(os.lseek(fd, 0, os.SEEK_CUR), len(os.read(fd, 20000)))
 
 #[test]
 fn lseek_answers_as_the_kernels() {
-    let img = image();
-    let shim = img.ok("python3", &["-c", SEEKS, &p("")]);
-    let dir = tempfile::tempdir_in("/dev/shm").unwrap();
-    let kernel = std::process::Command::new("python3").args(["-c", SEEKS]).arg(dir.path()).output().unwrap();
-    assert!(kernel.status.success(), "{}", String::from_utf8_lossy(&kernel.stderr));
-    assert_eq!(shim, String::from_utf8_lossy(&kernel.stdout), "through the shim (left) and on tmpfs (right)");
-    assert!(shim.contains("ENXIO"), "{shim}");
-    img.fsck_clean();
+    answers_as_the_kernels(SEEKS, &["ENXIO"]);
 }
 
 /// Paths that end in a slash, "." or "..", and the calls on names that POSIX answers by
@@ -137,15 +129,6 @@ fn lseek_answers_as_the_kernels() {
 /// set-group-ID directory took the caller's group (the mount's daemon did it right), and a
 /// path past PATH_MAX was ENOENT (ENAMETOOLONG).
 const ENDS: &str = r#"
-import errno, os, sys
-d = sys.argv[1]
-def t(name, f):
-    try:
-        r = f()
-        r = r if isinstance(r, (str, bool, list)) else "ok"
-    except OSError as e:
-        r = errno.errorcode[e.errno]
-    print(name, r)
 open(d + "/a", "w").write("a")
 os.mkdir(d + "/x"); os.mkdir(d + "/e"); os.symlink("x", d + "/lx"); os.symlink("a", d + "/la")
 t("stat file/", lambda: os.stat(d + "/a/"))
@@ -199,15 +182,6 @@ print(sorted(os.listdir(d)))
 /// the file of whatever directory took the old name; and O_CREAT through a dangling link
 /// was ENOENT.
 const DIRFDS: &str = r#"
-import errno, os, sys
-d = sys.argv[1]
-def t(name, f):
-    try:
-        r = f()
-        r = r if isinstance(r, (str, bool, list, bytes)) else "ok"
-    except OSError as e:
-        r = errno.errorcode[e.errno]
-    print(name, r)
 os.mkdir(d + "/dir"); open(d + "/dir/f", "w").write("in dir")
 dfd = os.open(d + "/dir", os.O_RDONLY | os.O_DIRECTORY)
 t("openat before the move", lambda: os.read(os.open("f", os.O_RDONLY, dir_fd=dfd), 20))
@@ -236,19 +210,11 @@ print(sorted(os.listdir(d)))
 /// (RENAME_WHITEOUT, which tmpfs has, is EINVAL through the shim, as on a file system
 /// without it.)
 const RENAMES: &str = r#"
-import ctypes, errno, os, sys
+import ctypes
 libc = ctypes.CDLL(None, use_errno=True)
-d = sys.argv[1]
 def r2(a, b, flags):
     if libc.renameat2(-100, a.encode(), -100, b.encode(), flags) != 0:
         raise OSError(ctypes.get_errno(), "")
-def t(name, f):
-    try:
-        r = f()
-        r = r if isinstance(r, (str, bool, list, int, tuple)) else "ok"
-    except OSError as e:
-        r = errno.errorcode[e.errno]
-    print(name, r)
 open(d + "/a", "w").write("A"); open(d + "/b", "w").write("B")
 os.mkdir(d + "/x"); os.mkdir(d + "/y"); open(d + "/x/in", "w").close()
 t("noreplace over a file", lambda: r2(d + "/a", d + "/b", 1))
@@ -269,15 +235,7 @@ print(sorted(os.listdir(d)))
 /// failed (Linux 6.4 on: EINVAL first), O_PATH|O_NOFOLLOW on a symbolic link was ELOOP (the
 /// link itself), and an O_PATH descriptor read the file (EBADF).
 const OPENS: &str = r#"
-import errno, fcntl, os, sys
-d = sys.argv[1]
-def t(name, f):
-    try:
-        r = f()
-        r = r if isinstance(r, (str, bool, list, tuple, bytes)) else "ok"
-    except OSError as e:
-        r = errno.errorcode[e.errno]
-    print(name, r)
+import fcntl
 open(d + "/a", "w").write("abc"); os.mkdir(d + "/x"); os.symlink("a", d + "/l")
 t("O_EXCL without O_CREAT", lambda: os.open(d + "/a", os.O_RDONLY | os.O_EXCL))
 t("O_CREAT|O_DIRECTORY of a new name", lambda: os.open(d + "/nd", os.O_CREAT | os.O_DIRECTORY | os.O_RDONLY))
@@ -293,8 +251,10 @@ t("O_CREAT's mode on an existing file", lambda: (os.chmod(d + "/a", 0o640), os.o
 print(sorted(os.listdir(d)))
 "#;
 
-/// Runs `script` on a tmpfs and through the shim (as root) and requires the same lines.
+/// Runs `script` (after [`PY_ANSWERS`]) on a tmpfs and through the shim (as root) and
+/// requires the same lines, and each of `must` among the kernel's.
 fn answers_as_the_kernels(script: &str, must: &[&str]) {
+    let script = &format!("{PY_ANSWERS}{script}");
     let img = image();
     let shim = img.ok("python3", &["-c", script, &p("")]);
     let dir = tempfile::tempdir_in("/dev/shm").unwrap();

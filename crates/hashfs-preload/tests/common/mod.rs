@@ -17,6 +17,23 @@ pub mod skip;
 
 pub const PREFIX: &str = "/hashfs-test";
 
+/// The start of a Python script that prints calls' answers, to compare the shim's with the
+/// kernel's: `d` is the script's directory argument, and `t(name, f)` prints the call's
+/// name and its answer: its result when that is a string, boolean, bytes, list or tuple
+/// (exactly: a stat result, whose numbers differ between file systems, is "ok"), else
+/// "ok", or the errno's name.
+pub const PY_ANSWERS: &str = r#"
+import errno, os, sys
+d = sys.argv[1]
+def t(name, f):
+    try:
+        r = f()
+        r = r if type(r) in (str, bool, bytes, list, tuple) else "ok"
+    except OSError as e:
+        r = errno.errorcode[e.errno]
+    print(name, r)
+"#;
+
 /// A C program built from `source` with `cc` in `dir`, named `name`; None (a skip, a
 /// failure under CI) where `cc` is missing or fails.
 pub fn c_program(dir: &Path, name: &str, source: &str) -> Option<PathBuf> {
