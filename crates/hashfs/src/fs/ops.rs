@@ -273,13 +273,26 @@ impl<D: PmDevice> FsInner<D> {
     }
 
     /// The inode a directory entry names; an entry naming a free inode is corruption.
+    ///
+    /// The entry is read under the directory's lock and the inode after it: a remove in
+    /// another thread may take the name away and free the inode between the two (the
+    /// races test saw it under load). So a free inode is looked up again, and only an
+    /// entry that still names it is corruption; one gone is NotFound, as a lookup after
+    /// the remove would say, and a name taken again gives its new inode.
     pub(crate) fn lookup(&self, parent: Ino, name: &[u8]) -> Result<(Ino, FileType)> {
-        let (ino, ft) = self.lookup_entry(parent, name)?;
-        match self.cell(ino) {
-            Ok(_) => Ok((ino, ft)),
-            Err(Error::Stale(i)) => Err(Error::corrupt(format!("directory {parent}: an entry names free inode {i}"))),
-            Err(e) => Err(e),
+        let (mut ino, mut ft) = self.lookup_entry(parent, name)?;
+        for _ in 0..8 {
+            match self.cell(ino) {
+                Err(Error::Stale(_)) => {}
+                r => return r.map(|_| (ino, ft)),
+            }
+            let (again, aft) = self.lookup_entry(parent, name)?;
+            if again == ino {
+                break;
+            }
+            (ino, ft) = (again, aft);
         }
+        Err(Error::corrupt(format!("directory {parent}: an entry names free inode {ino}")))
     }
 
     fn lookup_entry(&self, parent: Ino, name: &[u8]) -> Result<(Ino, FileType)> {
