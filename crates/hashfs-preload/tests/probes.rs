@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::{image, p, PY_ANSWERS};
+use common::{answers_as_the_kernels, image, p};
 
 const SCRIPT: &str = r#"
 import ctypes, errno, fcntl, os, struct, sys
@@ -250,27 +250,6 @@ t("O_APPEND|O_RDONLY write", lambda: os.write(os.open(d + "/a", os.O_RDONLY | os
 t("O_CREAT's mode on an existing file", lambda: (os.chmod(d + "/a", 0o640), os.open(d + "/a", os.O_CREAT | os.O_WRONLY, 0o777), oct(os.stat(d + "/a").st_mode))[2])
 print(sorted(os.listdir(d)))
 "#;
-
-/// Runs `script` (after [`PY_ANSWERS`]) on a tmpfs and through the shim (as root) and
-/// requires the same lines, and each of `must` among the kernel's.
-fn answers_as_the_kernels(script: &str, must: &[&str]) {
-    let script = &format!("{PY_ANSWERS}{script}");
-    let img = image();
-    let shim = img.ok("python3", &["-c", script, &p("")]);
-    let dir = tempfile::tempdir_in("/dev/shm").unwrap();
-    let kernel = std::process::Command::new("python3").args(["-c", script]).arg(dir.path()).output().unwrap();
-    assert!(kernel.status.success(), "{}", String::from_utf8_lossy(&kernel.stderr));
-    let kernel = String::from_utf8_lossy(&kernel.stdout);
-    let differ: Vec<String> = kernel
-        .lines()
-        .zip(shim.lines())
-        .filter(|(a, b)| a != b)
-        .map(|(a, b)| format!("kernel: {a:<36} shim: {b}"))
-        .collect();
-    assert!(differ.is_empty() && kernel.lines().count() == shim.lines().count(), "{}", differ.join("\n"));
-    assert!(must.iter().all(|m| kernel.contains(m)), "{kernel}");
-    img.fsck_clean();
-}
 
 #[test]
 fn names_ending_in_a_slash_or_dot_answer_as_the_kernels() {

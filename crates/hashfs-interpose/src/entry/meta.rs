@@ -96,11 +96,13 @@ unsafe fn timevals(tv: *const timeval) -> Times {
 pub unsafe fn utimensat<B: Backend>(dirfd: c_int, path: *const c_char, times: *const timespec, flags: c_int) -> c_int {
     // SAFETY: utimensat's contract: path null or a NUL-terminated string, times null or two timespecs.
     let (p, t) = unsafe { (c_str(path), timespecs(times)) };
+    // A null path is EINVAL in glibc's utimensat (the system call's "the descriptor itself"
+    // is futimens's); a path too long for c_str goes to the kernel (ENAMETOOLONG).
     route::<()>(
-        p.is_some() || B::claims_file(dirfd),
+        p.is_some() || path.is_null() && B::claims_file(dirfd),
         |next| match p {
             Some(p) => B::set_times_at(dirfd, p, t, flags, next),
-            None => B::set_times_fd(dirfd, t, next),
+            None => Some(Err(crate::Errno(libc::EINVAL))),
         },
         || forward!(utimensat(dirfd, path, times, flags): fn(c_int, *const c_char, *const timespec, c_int) -> c_int),
     )

@@ -181,6 +181,34 @@ fn copy(
     Ok(total)
 }
 
+/// copy_file_range's checks on its output, as Linux's `generic_copy_file_checks`: an
+/// appending output is EBADF, and a range copied onto itself (one file, the ranges
+/// overlapping) EINVAL.
+fn same_file_checks(
+    fd_in: c_int,
+    off_in: Option<&Cell<off_t>>,
+    fd_out: c_int,
+    off_out: Option<&Cell<off_t>>,
+    len: usize,
+) -> Result<(), c_int> {
+    let s = shim();
+    let Some(out) = s.file(fd_out) else { return Ok(()) };
+    if out.flags.load(Ordering::Relaxed) & libc::O_APPEND != 0 {
+        return Err(libc::EBADF);
+    }
+    let Some(inp) = s.file(fd_in) else { return Ok(()) };
+    if inp.ino != out.ino || len == 0 {
+        return Ok(());
+    }
+    let at = |of: &OpenFile, off: Option<&Cell<off_t>>| off.map_or(*of.pos.lock() as i64, Cell::get);
+    let (a, b) = (at(&inp, off_in), at(&out, off_out));
+    let len = len.min(i64::MAX as usize) as i64;
+    if a < b.saturating_add(len) && b < a.saturating_add(len) {
+        return Err(libc::EINVAL);
+    }
+    Ok(())
+}
+
 /// Whether `fd` is a pipe (splice needs one side to be).
 fn is_pipe(fd: c_int) -> bool {
     // SAFETY: a zeroed stat is valid plain data.
@@ -215,6 +243,11 @@ impl Copies for Preload {
         if refused {
             return served(Err(libc::EINVAL));
         }
+        if call == RangeCopy::CopyFileRange {
+            if let Err(e) = same_file_checks(fd_in, off_in, fd_out, off_out, len) {
+                return served(Err(e));
+            }
+        }
         served(copy(fd_in, off_in, fd_out, off_out, len))
     }
 
@@ -225,7 +258,10 @@ impl Copies for Preload {
         count: usize,
         _: Next<'_, usize>,
     ) -> Served<usize> {
-        // sendfile writes at the output's position.
+        // sendfile writes at the output's position, never at an appending one's end.
+        if shim().file(out_fd).is_some_and(|of| of.flags.load(Ordering::Relaxed) & libc::O_APPEND != 0) {
+            return served(Err(libc::EINVAL));
+        }
         served(copy(in_fd, off, out_fd, None, count))
     }
 }

@@ -236,8 +236,13 @@ fn open_once(path: &Path, flags: c_int, mode: mode_t) -> Result<c_int, c_int> {
             return Ok((ino, None));
         }
         let f = fs.open_ino(ino, if access.read || access.write { access } else { Access { read: true, ..access } })?;
-        if flags & libc::O_TRUNC != 0 && access.write && !created.get() {
-            f.set_len(0)?;
+        if flags & libc::O_TRUNC != 0 && flags & libc::O_PATH == 0 && !created.get() {
+            if access.write {
+                f.set_len(0)?;
+            } else {
+                // O_RDONLY|O_TRUNC truncates on Linux too (write permission was checked).
+                fs.open_ino(ino, Access { read: false, write: true, append: false })?.set_len(0)?;
+            }
         }
         Ok((ino, Some(f)))
     };
@@ -402,6 +407,7 @@ impl Descriptors for Preload {
     }
 
     fn fcntl(fd: c_int, cmd: c_int, arg: FcntlArg<'_>, next: Next<'_, c_int>) -> Served<c_int> {
+        const F_GETSIG: c_int = 11; // <fcntl.h>'s, which the libc crate lacks
         let of = shim().file(fd)?;
         match (cmd, arg) {
             (libc::F_GETFL, _) => {
@@ -409,8 +415,12 @@ impl Descriptors for Preload {
                     & !(libc::O_CREAT | libc::O_EXCL | libc::O_TRUNC | libc::O_CLOEXEC)))
             }
             (libc::F_SETFL, FcntlArg::Word(arg)) => {
-                let keep = of.flags.load(Ordering::Relaxed) & !(libc::O_APPEND | libc::O_NONBLOCK);
-                of.flags.store(keep | (arg as c_int & (libc::O_APPEND | libc::O_NONBLOCK)), Ordering::Relaxed);
+                // The flags Linux lets F_SETFL change; O_DIRECT and O_ASYNC are kept and
+                // shown (every access to the image is direct; a regular file raises no
+                // SIGIO on the kernel's file systems either).
+                const CHANGE: c_int = libc::O_APPEND | libc::O_NONBLOCK | libc::O_DIRECT | libc::O_ASYNC;
+                let keep = of.flags.load(Ordering::Relaxed) & !CHANGE;
+                of.flags.store(keep | (arg as c_int & CHANGE), Ordering::Relaxed);
                 served(Ok(0))
             }
             // Through the kernel's lock manager, on the image's range for this file.
@@ -440,7 +450,17 @@ impl Descriptors for Preload {
             (libc::F_DUPFD | libc::F_DUPFD_CLOEXEC, _) => {
                 Some(next.call().and_then(|n| dup_into(fd, n).map_err(Errno)))
             }
-            _ => None, // F_GETFD, F_SETFD...: on the placeholder
+            // The descriptor's own flags: the placeholder's, at the same number.
+            (libc::F_GETFD | libc::F_SETFD, _) => None,
+            // No lease, no signal owner, the default signal: what the kernel says of a file
+            // no one set them on (setting them is refused below).
+            (libc::F_GETLEASE, _) => served(Ok(libc::F_UNLCK)),
+            (libc::F_GETOWN | F_GETSIG, _) => served(Ok(0)),
+            (libc::F_GETPIPE_SZ | libc::F_SETPIPE_SZ, _) => served(Err(libc::EBADF)), // not a pipe
+            // Seals, leases, directory notifications, signal owners, write hints and
+            // commands Linux does not know: not served on HashFS files, and EINVAL (the
+            // answer of a file system without them) rather than the placeholder's.
+            _ => served(Err(libc::EINVAL)),
         }
     }
 

@@ -9,13 +9,31 @@ pub(super) fn with_file<T>(
     fd: c_int,
     f: impl FnOnce(&OpenFile, &File<MmapDevice>) -> Result<T, c_int>,
 ) -> Result<T, c_int> {
+    with_file_or(fd, libc::EISDIR, f)
+}
+
+/// [`with_file`] for a call that changes the file: a directory's descriptor (open for
+/// reading only, as every directory's is) is EBADF, as Linux checks the descriptor's mode
+/// before what it names.
+pub(super) fn with_file_to_change<T>(
+    fd: c_int,
+    f: impl FnOnce(&OpenFile, &File<MmapDevice>) -> Result<T, c_int>,
+) -> Result<T, c_int> {
+    with_file_or(fd, libc::EBADF, f)
+}
+
+fn with_file_or<T>(
+    fd: c_int,
+    dir: c_int,
+    f: impl FnOnce(&OpenFile, &File<MmapDevice>) -> Result<T, c_int>,
+) -> Result<T, c_int> {
     let s = shim();
     let of = s.file(fd).ok_or(libc::EBADF)?;
     s.fs()?;
     if of.flags.load(Ordering::Relaxed) & libc::O_PATH != 0 {
         return Err(libc::EBADF); // an O_PATH descriptor reads, writes and syncs nothing
     }
-    let file = of.file.as_ref().ok_or(libc::EISDIR)?;
+    let file = of.file.as_ref().ok_or(dir)?;
     f(&of, file)
 }
 
@@ -56,7 +74,7 @@ fn truncate_fd(fd: c_int, len: off_t) -> Result<(), c_int> {
     if len < 0 {
         return Err(libc::EINVAL);
     }
-    match with_file(fd, |of, f| {
+    match with_file_to_change(fd, |of, f| {
         // Shrinking under a shared mapping would leave it on freed blocks.
         if is_mapped(of.ino) && (len as u64) < f.metadata().map_err(|e| e.errno())?.size {
             return Err(libc::EBUSY);
@@ -77,7 +95,7 @@ fn allocate_fd(fd: c_int, mode: c_int, off: off_t, len: off_t) -> Result<(), c_i
     let Some(mode) = hashfs::FallocateMode::from_linux_flags(mode) else {
         return Err(libc::EOPNOTSUPP); // collapse, insert, unshare
     };
-    with_file(fd, |of, f| {
+    with_file_to_change(fd, |of, f| {
         // A punched block still mapped by a shared mapping would be freed under it: with
         // shared mappings the range is zeroed in place instead (it reads as zeros all the
         // same; the blocks stay allocated).
@@ -104,7 +122,7 @@ fn read_here(fd: c_int, b: &mut [u8]) -> Result<usize, c_int> {
 /// A write at the file position (at the end with O_APPEND, which may have been set after
 /// open by fcntl F_SETFL), which it advances.
 fn write_here(fd: c_int, b: &[u8]) -> Result<usize, c_int> {
-    with_file(fd, |of, f| {
+    with_file_to_change(fd, |of, f| {
         let mut pos = of.pos.lock();
         if of.flags.load(Ordering::Relaxed) & libc::O_APPEND != 0 {
             let (n, end) = f.append(b).map_err(|e| e.errno())?;
@@ -173,7 +191,7 @@ impl Data for Preload {
         if off < 0 {
             return served(Err(libc::EINVAL));
         }
-        served(with_file(fd, |of, f| {
+        served(with_file_to_change(fd, |of, f| {
             let n = write_from(f, off as u64, buf)?;
             mmap::file_changed(of, off as u64, off as u64 + n as u64);
             Ok(n)
@@ -230,7 +248,12 @@ impl Data for Preload {
         sync_served(fd, SyncScope::All)
     }
 
-    fn sync_file_range(_: c_int, _: off_t, _: off_t, _: c_uint, _: Next<'_, ()>) -> Served<()> {
+    fn sync_file_range(_: c_int, off: off_t, len: off_t, flags: c_uint, _: Next<'_, ()>) -> Served<()> {
+        const KNOWN: c_uint =
+            libc::SYNC_FILE_RANGE_WAIT_BEFORE | libc::SYNC_FILE_RANGE_WRITE | libc::SYNC_FILE_RANGE_WAIT_AFTER;
+        if flags & !KNOWN != 0 || off < 0 || len < 0 || off.checked_add(len).is_none() {
+            return served(Err(libc::EINVAL)); // as Linux
+        }
         served(Ok(())) // every write is durable when it returns
     }
 
@@ -246,11 +269,30 @@ impl Data for Preload {
         served(allocate_fd(fd, 0, off, len).map(|()| Posix))
     }
 
-    fn posix_fadvise(_: c_int, _: off_t, _: off_t, _: c_int, _: Next<'_, Posix>) -> Served<Posix> {
+    fn posix_fadvise(_: c_int, _: off_t, len: off_t, advice: c_int, _: Next<'_, Posix>) -> Served<Posix> {
+        let known = matches!(
+            advice,
+            libc::POSIX_FADV_NORMAL
+                | libc::POSIX_FADV_RANDOM
+                | libc::POSIX_FADV_SEQUENTIAL
+                | libc::POSIX_FADV_WILLNEED
+                | libc::POSIX_FADV_DONTNEED
+                | libc::POSIX_FADV_NOREUSE
+        );
+        if !known || len < 0 {
+            return served(Err(libc::EINVAL)); // as Linux
+        }
         served(Ok(Posix)) // no page cache to advise
     }
 
-    fn readahead(_: c_int, _: off_t, _: usize, _: Next<'_, usize>) -> Served<usize> {
-        served(Ok(0)) // nothing to read ahead into: reads come straight from the image
+    fn readahead(fd: c_int, _: off_t, _: usize, _: Next<'_, usize>) -> Served<usize> {
+        // Nothing to read ahead into (reads come straight from the image); Linux's answers
+        // for a descriptor not open for reading (EBADF) and for a directory (EINVAL).
+        served(match with_file(fd, |of, _| Ok(of.flags.load(Ordering::Relaxed) & libc::O_ACCMODE)) {
+            Ok(libc::O_WRONLY) => Err(libc::EBADF),
+            Ok(_) => Ok(0),
+            Err(libc::EISDIR) => Err(libc::EINVAL),
+            Err(e) => Err(e),
+        })
     }
 }

@@ -24,6 +24,15 @@ pub(super) fn target_at(dirfd: c_int, path: &CStr, flags: c_int) -> Option<Resul
     }))
 }
 
+/// EINVAL for flags other than the two that fchmodat, fchownat and utimensat know, as
+/// Linux answers (the walk's result comes after).
+fn known_flags(flags: c_int) -> Result<(), c_int> {
+    match flags & !(libc::AT_SYMLINK_NOFOLLOW | libc::AT_EMPTY_PATH) {
+        0 => Ok(()),
+        _ => Err(libc::EINVAL),
+    }
+}
+
 /// The inode a call on descriptor `fd`'s attributes acts on: one of the shim's, or a
 /// standard descriptor that a pump of this process feeds from or into a file (`pump.rs`:
 /// its bytes go through the kernel's pipe, its times, mode, owner and attributes are the
@@ -127,7 +136,7 @@ impl Metadata for Preload {
             // SAFETY: a NUL-terminated path (inside the shim, libc's call is the kernel's).
             return kernel_call0(dirfd, path, |k| unsafe { libc::fchmodat(libc::AT_FDCWD, k.as_ptr(), mode, flags) });
         };
-        Some(t.and_then(|ino| chmod_ino(ino, mode, flags)).map_err(Errno))
+        Some(known_flags(flags).and(t).and_then(|ino| chmod_ino(ino, mode, flags)).map_err(Errno))
     }
 
     fn fchmod(fd: c_int, mode: mode_t, _: Next<'_, ()>) -> Served<()> {
@@ -148,7 +157,7 @@ impl Metadata for Preload {
                 libc::fchownat(libc::AT_FDCWD, k.as_ptr(), uid, gid, flags)
             });
         };
-        Some(t.and_then(|ino| chown_ino(ino, uid, gid)).map_err(Errno))
+        Some(known_flags(flags).and(t).and_then(|ino| chown_ino(ino, uid, gid)).map_err(Errno))
     }
 
     fn fchown(fd: c_int, uid: libc::uid_t, gid: libc::gid_t, _: Next<'_, ()>) -> Served<()> {
@@ -162,7 +171,7 @@ impl Metadata for Preload {
             // libc's call is the kernel's).
             return kernel_call0(dirfd, path, |k| unsafe { libc::utimensat(libc::AT_FDCWD, k.as_ptr(), ts, flags) });
         };
-        Some(t.and_then(|ino| set_times(ino, times)).map_err(Errno))
+        Some(known_flags(flags).and(t).and_then(|ino| set_times(ino, times)).map_err(Errno))
     }
 
     fn set_times_fd(fd: c_int, times: Times, _: Next<'_, ()>) -> Served<()> {

@@ -73,6 +73,9 @@ impl Names for Preload {
             dirfd,
             path,
             |fs, p| {
+                if flags & !libc::AT_REMOVEDIR != 0 {
+                    return Err(Error::Invalid("unlinkat flags")); // as Linux, before the walk
+                }
                 let end = PathEnd::of(path.to_bytes());
                 if flags & libc::AT_REMOVEDIR != 0 {
                     // As Linux: a path ending in "." or ".." names no entry to remove.
@@ -126,6 +129,9 @@ impl Names for Preload {
 
     fn rename_at(fd1: c_int, from: &CStr, fd2: c_int, to: &CStr, flags: c_uint, _: Next<'_, ()>) -> Served<()> {
         let paths = (fs_path_at_of(fd1, from), fs_path_at_of(fd2, to));
+        if (from.is_empty() || to.is_empty()) && paths != (None, None) {
+            return served(Err(libc::ENOENT)); // an empty path names nothing
+        }
         let known = libc::RENAME_NOREPLACE | libc::RENAME_EXCHANGE;
         if !matches!(paths, (None, None)) && (flags & !known != 0 || flags == known) {
             // As Linux: unknown flags, NOREPLACE with EXCHANGE, and RENAME_WHITEOUT (which
@@ -170,7 +176,18 @@ impl Names for Preload {
     }
 
     fn link_at(fd1: c_int, from: &CStr, fd2: c_int, to: &CStr, flags: c_int, _: Next<'_, ()>) -> Served<()> {
+        if flags & !(libc::AT_SYMLINK_FOLLOW | libc::AT_EMPTY_PATH) != 0
+            && (fs_path_at_of(fd1, from).is_some() || fs_path_at_of(fd2, to).is_some())
+        {
+            return served(Err(libc::EINVAL)); // as Linux, before anything is looked up
+        }
         let follow = if flags & libc::AT_SYMLINK_FOLLOW != 0 { 0 } else { libc::AT_SYMLINK_NOFOLLOW };
+        let from_fd = from.is_empty() && flags & libc::AT_EMPTY_PATH != 0;
+        if (from.is_empty() && !from_fd || to.is_empty())
+            && (fs_path_at_of(fd2, to).is_some() || from_fd && shim().is_ours(fd1))
+        {
+            return served(Err(libc::ENOENT)); // an empty path names nothing
+        }
         match (target_at(fd1, from, follow | (flags & libc::AT_EMPTY_PATH)), fs_path_at_of(fd2, to)) {
             (None, None) => kernel_pair(fd1, from, fd2, to, |a, b| {
                 // SAFETY: NUL-terminated paths (inside the shim, libc's call is the kernel's).
@@ -202,7 +219,16 @@ impl Names for Preload {
     }
 
     fn readlink_at(dirfd: c_int, path: &CStr, buf: &mut [u8], _: Next<'_, usize>) -> Served<usize> {
-        let Some(t) = target_at(dirfd, path, libc::AT_SYMLINK_NOFOLLOW) else {
+        // An empty path names the descriptor itself (a link's O_PATH descriptor), without
+        // AT_EMPTY_PATH, as Linux's readlinkat has it.
+        let t = match path.is_empty() {
+            true => super::meta::fd_target(dirfd),
+            false => target_at(dirfd, path, libc::AT_SYMLINK_NOFOLLOW),
+        };
+        if buf.is_empty() && t.is_some() {
+            return served(Err(libc::EINVAL)); // as Linux: no room is EINVAL, whatever the path
+        }
+        let Some(t) = t else {
             return kernel_call(dirfd, path, |k| {
                 // SAFETY: a NUL-terminated path and the caller's buffer (inside the shim,
                 // libc's call is the kernel's).

@@ -162,6 +162,11 @@ pub(super) fn kernel_call0(dirfd: c_int, path: &CStr, op: impl FnOnce(&CStr) -> 
 /// The path for (dirfd, path) of the *at functions, if it is ours.
 pub(super) fn fs_path_at_of(dirfd: c_int, path: &CStr) -> Option<PathBuf> {
     let bytes = path.to_bytes();
+    if bytes.is_empty() {
+        // An empty path names nothing: the kernel's ENOENT, whatever the descriptor (the
+        // calls that take AT_EMPTY_PATH look at the descriptor before they come here).
+        return None;
+    }
     let mut p = if dirfd == libc::AT_FDCWD || bytes.first() == Some(&b'/') {
         fs_path_of(path)?
     } else {

@@ -58,8 +58,10 @@ fn stat_fd(fd: c_int) -> Result<libc::stat, c_int> {
 /// fstatat's work: `dirfd` itself for an empty path with AT_EMPTY_PATH; None when the
 /// file is not HashFS's.
 fn stat_at(dirfd: c_int, path: &CStr, flags: c_int) -> Option<Result<libc::stat, c_int>> {
+    const KNOWN: c_int =
+        libc::AT_SYMLINK_NOFOLLOW | libc::AT_NO_AUTOMOUNT | libc::AT_EMPTY_PATH | libc::AT_STATX_SYNC_TYPE;
     if path.is_empty() && flags & libc::AT_EMPTY_PATH != 0 && shim().is_ours(dirfd) {
-        return Some(stat_fd(dirfd));
+        return Some(if flags & !KNOWN != 0 { Err(libc::EINVAL) } else { stat_fd(dirfd) });
     }
     let Some(p) = fs_path_at_of(dirfd, path) else {
         let k = kernel_path_at(dirfd, path)?;
@@ -69,6 +71,9 @@ fn stat_at(dirfd: c_int, path: &CStr, flags: c_int) -> Option<Result<libc::stat,
         let r = unsafe { libc::fstatat(libc::AT_FDCWD, k.as_ptr(), &mut st, flags & !libc::AT_EMPTY_PATH) };
         return Some(if r == 0 { Ok(st) } else { Err(hashfs_interpose::errno()) });
     };
+    if flags & !KNOWN != 0 {
+        return Some(Err(libc::EINVAL)); // as Linux's vfs_statx
+    }
     Some(stat_path(&p, LastLink::of_at_flags(flags)))
 }
 
@@ -144,6 +149,11 @@ fn access_path_by(p: &Path, mode: c_int, flags: c_int) -> Result<(), c_int> {
         }
         Err(e) => return Err(e.errno()),
     };
+    access_check(fs, &m, mode)
+}
+
+/// access()'s answer for file `m`, found.
+fn access_check(fs: &FileSystem<MmapDevice>, m: &Metadata, mode: c_int) -> Result<(), c_int> {
     if mode & libc::W_OK != 0 && fs.is_read_only() && (m.is_dir() || m.file_type == FileType::Regular || m.is_symlink())
     {
         return Err(libc::EROFS);
@@ -163,13 +173,28 @@ impl Attributes for Preload {
         served(stat_fd(fd))
     }
 
-    fn statx(dirfd: c_int, path: &CStr, flags: c_int, _: c_uint, _: Next<'_, libc::statx>) -> Served<libc::statx> {
-        Some(stat_at(dirfd, path, flags)?.map(|st| to_statx(&st)).map_err(Errno))
+    fn statx(dirfd: c_int, path: &CStr, flags: c_int, mask: c_uint, _: Next<'_, libc::statx>) -> Served<libc::statx> {
+        let r = stat_at(dirfd, path, flags)?;
+        // As Linux: the reserved mask bit, and both sync types at once, are EINVAL.
+        if mask & libc::STATX__RESERVED as c_uint != 0 || flags & libc::AT_STATX_SYNC_TYPE == libc::AT_STATX_SYNC_TYPE {
+            return Some(Err(Errno(libc::EINVAL)));
+        }
+        Some(r.map(|st| to_statx(&st)).map_err(Errno))
     }
 
     /// glibc implements euidaccess with an internal stat that no preload sees: served
     /// here with the rest.
     fn access_at(dirfd: c_int, path: &CStr, mode: c_int, flags: c_int, _: Next<'_, ()>) -> Served<()> {
+        if path.is_empty() && flags & libc::AT_EMPTY_PATH != 0 {
+            if let Some(ino) = meta::fd_target(dirfd) {
+                let ids = if flags & libc::AT_EACCESS != 0 { hashfs::Ids::Effective } else { hashfs::Ids::Real };
+                return served(ino.and_then(|ino| {
+                    let fs = shim().fs()?;
+                    let m = fs.getattr(ino).map_err(|e| e.errno())?;
+                    hashfs::with_ids(ids, || access_check(fs, &m, mode))
+                }));
+            }
+        }
         let Some(p) = fs_path_at_of(dirfd, path) else {
             let k = kernel_path_at(dirfd, path)?;
             // SAFETY: a NUL-terminated path (inside the shim, libc's faccessat is the kernel's).

@@ -80,7 +80,7 @@ pub(super) fn write_vec(fd: c_int, iov: IoVecs<'_>, off: off_t, flags: Option<c_
         return Err(libc::EINVAL);
     }
     let data = iov.gather();
-    with_file(fd, |of, f| {
+    super::io::with_file_to_change(fd, |of, f| {
         let open_flags = of.flags.load(Ordering::Relaxed);
         if open_flags & libc::O_ACCMODE == libc::O_RDONLY {
             return Err(libc::EBADF);

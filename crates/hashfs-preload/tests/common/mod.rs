@@ -34,6 +34,27 @@ def t(name, f):
     print(name, r)
 "#;
 
+/// Runs `script` (after [`PY_ANSWERS`]) on a tmpfs and through the shim (as root) and
+/// requires the same lines, and each of `must` among the kernel's.
+pub fn answers_as_the_kernels(script: &str, must: &[&str]) {
+    let script = &format!("{PY_ANSWERS}{script}");
+    let img = image();
+    let shim = img.ok("python3", &["-c", script, &p("")]);
+    let dir = tempfile::tempdir_in("/dev/shm").unwrap();
+    let kernel = std::process::Command::new("python3").args(["-c", script]).arg(dir.path()).output().unwrap();
+    assert!(kernel.status.success(), "{}", String::from_utf8_lossy(&kernel.stderr));
+    let kernel = String::from_utf8_lossy(&kernel.stdout);
+    let differ: Vec<String> = kernel
+        .lines()
+        .zip(shim.lines())
+        .filter(|(a, b)| a != b)
+        .map(|(a, b)| format!("kernel: {a:<36} shim: {b}"))
+        .collect();
+    assert!(differ.is_empty() && kernel.lines().count() == shim.lines().count(), "{}", differ.join("\n"));
+    assert!(must.iter().all(|m| kernel.contains(m)), "{kernel}");
+    img.fsck_clean();
+}
+
 /// A C program built from `source` with `cc` in `dir`, named `name`; None (a skip, a
 /// failure under CI) where `cc` is missing or fails.
 pub fn c_program(dir: &Path, name: &str, source: &str) -> Option<PathBuf> {
