@@ -393,5 +393,5 @@ def _():
 @bug("shim-open-trunc-skipped")
 def _():
     plant("crates/hashfs-preload/src/shim/fd.rs",
-        "        if flags & libc::O_TRUNC != 0 && access.write && !created.get() {\n",
-        "        if flags & libc::O_TRUNC != 0 && access.write && !created.get() && !@ON {\n")
+        "        if flags & libc::O_TRUNC != 0 && flags & libc::O_PATH == 0 && !created.get() {\n",
+        "        if flags & libc::O_TRUNC != 0 && flags & libc::O_PATH == 0 && !created.get() && !@ON {\n")

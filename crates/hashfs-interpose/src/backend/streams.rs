@@ -28,6 +28,14 @@ pub trait Streams {
     fn rewinddir(_d: usize) -> Served<()> {
         None
     }
+    /// The position of a claimed stream, for `seekdir`.
+    fn telldir(_d: usize) -> Served<crate::Offset> {
+        None
+    }
+    /// Moves a claimed stream to a position `telldir` gave.
+    fn seekdir(_d: usize, _pos: libc::c_long) -> Served<()> {
+        None
+    }
     fn dirfd(_d: usize) -> Served<c_int> {
         None
     }

@@ -14,6 +14,7 @@
 
 use crate::call::{serve, CResult, Next, Served};
 
+pub mod compose;
 pub mod copy;
 pub mod fd;
 pub mod io;

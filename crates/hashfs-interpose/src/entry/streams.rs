@@ -6,7 +6,7 @@
 use super::route;
 use crate::call::{c_str, Errno, Handle};
 use crate::{forward, Backend};
-use libc::{c_char, c_int, dirent, dirent64, DIR, FILE};
+use libc::{c_char, c_int, c_long, dirent, dirent64, DIR, FILE};
 
 pub unsafe fn opendir<B: Backend>(path: *const c_char) -> *mut DIR {
     // SAFETY: opendir's contract: path is a NUL-terminated string.
@@ -57,6 +57,47 @@ pub unsafe fn rewinddir<B: Backend>(d: *mut DIR) {
         return;
     }
     forward!(rewinddir(d): fn(*mut DIR) -> ())
+}
+
+pub unsafe fn telldir<B: Backend>(d: *mut DIR) -> c_long {
+    route::<crate::Offset>(
+        B::claims_dir(d as usize),
+        |_| B::telldir(d as usize),
+        || forward!(telldir(d): fn(*mut DIR) -> c_long),
+    )
+}
+
+pub unsafe fn seekdir<B: Backend>(d: *mut DIR, pos: c_long) {
+    if B::claims_dir(d as usize) && crate::serve(|| B::seekdir(d as usize, pos)).is_some() {
+        return;
+    }
+    forward!(seekdir(d, pos): fn(*mut DIR, c_long) -> ())
+}
+
+/// readdir_r (and readdir64_r): the next entry copied into the caller's `entry`, `*result`
+/// pointing to it, or null at the end; 0, or the error number.
+pub unsafe fn readdir_r<B: Backend>(d: *mut DIR, entry: *mut dirent64, result: *mut *mut dirent64) -> c_int {
+    if !B::claims_dir(d as usize) {
+        return forward!(readdir64_r(d, entry, result): fn(*mut DIR, *mut dirent64, *mut *mut dirent64) -> c_int);
+    }
+    match crate::serve(|| B::readdir(d as usize)) {
+        Some(Ok(Handle(0))) => {
+            // SAFETY: readdir_r's contract: result is valid for a write.
+            unsafe { *result = std::ptr::null_mut() };
+            0
+        }
+        Some(Ok(Handle(e))) => {
+            // SAFETY: the backend's entry is a whole dirent64 until the stream's next call;
+            // entry is the caller's dirent64.
+            unsafe {
+                std::ptr::copy_nonoverlapping(e as *const dirent64, entry, 1);
+                *result = entry;
+            }
+            0
+        }
+        Some(Err(e)) => e.0,
+        None => libc::EBADF,
+    }
 }
 
 pub unsafe fn dirfd<B: Backend>(d: *mut DIR) -> c_int {

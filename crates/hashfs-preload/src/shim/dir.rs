@@ -1,4 +1,5 @@
-//! Directory streams (opendir, fdopendir, readdir, closedir, rewinddir, dirfd) and the
+//! Directory streams (opendir, fdopendir, readdir, closedir, rewinddir, telldir, seekdir,
+//! dirfd) and the
 //! interposer's [`Streams`] calls, stdio's included (their work is in `stdio`).
 
 use super::*;
@@ -6,6 +7,7 @@ use hashfs_interpose::{Errno, Handle, Next, Served, Streams};
 use io::served;
 
 pub struct DirStream {
+    ino: Ino,
     entries: Vec<(Ino, FileType, CString)>,
     next: usize,
     fd: c_int,
@@ -20,6 +22,16 @@ pub(super) fn open_dir_stream(path: &Path, fd: c_int) -> Result<*mut libc::DIR, 
     if !md.is_dir() {
         return Err(libc::ENOTDIR);
     }
+    let entries = list(fs, ino)?;
+    // SAFETY: dirent64 is plain data.
+    let ds = Box::new(DirStream { ino, entries, next: 0, fd, ent: unsafe { std::mem::zeroed() } });
+    let ptr = &*ds as *const DirStream as usize;
+    s.dirs.lock().insert(ptr, ds);
+    Ok(ptr as *mut libc::DIR)
+}
+
+/// Directory `ino`'s entries, "." and ".." first.
+fn list(fs: &FileSystem<MmapDevice>, ino: Ino) -> Result<Vec<(Ino, FileType, CString)>, c_int> {
     let parent = fs.parent_of(ino).map_err(|e| e.errno())?;
     let mut entries =
         vec![(ino, FileType::Directory, c".".to_owned()), (parent, FileType::Directory, c"..".to_owned())];
@@ -32,11 +44,7 @@ pub(super) fn open_dir_stream(path: &Path, fd: c_int) -> Result<*mut libc::DIR, 
             entries.push((e.ino, e.file_type, CString::new(e.name).map_err(|_| libc::EIO)?));
         }
     }
-    // SAFETY: dirent64 is plain data.
-    let ds = Box::new(DirStream { entries, next: 0, fd, ent: unsafe { std::mem::zeroed() } });
-    let ptr = &*ds as *const DirStream as usize;
-    s.dirs.lock().insert(ptr, ds);
-    Ok(ptr as *mut libc::DIR)
+    Ok(entries)
 }
 
 pub(super) fn next_entry(d: *mut libc::DIR) -> *mut libc::dirent64 {
@@ -102,9 +110,27 @@ impl Streams for Preload {
         served(Ok(()))
     }
 
+    /// Reads the directory again, as POSIX has rewinddir (names made or removed since the
+    /// stream was opened show); a directory removed since has none.
     fn rewinddir(d: usize) -> Served<()> {
+        let s = shim();
+        let Some(ino) = s.dirs.lock().get(&d).map(|ds| ds.ino) else { return served(Ok(())) };
+        let entries = s.fs().and_then(|fs| list(fs, ino)).unwrap_or_default();
+        if let Some(ds) = s.dirs.lock().get_mut(&d) {
+            (ds.entries, ds.next) = (entries, 0);
+        }
+        served(Ok(()))
+    }
+
+    /// A position is the index of the next entry in the stream's list (read whole at
+    /// open), so a position `telldir` gave stays good until the stream is closed.
+    fn telldir(d: usize) -> Served<hashfs_interpose::Offset> {
+        served(shim().dirs.lock().get(&d).map(|ds| hashfs_interpose::Offset(ds.next as i64)).ok_or(libc::EBADF))
+    }
+
+    fn seekdir(d: usize, pos: libc::c_long) -> Served<()> {
         if let Some(ds) = shim().dirs.lock().get_mut(&d) {
-            ds.next = 0;
+            ds.next = usize::try_from(pos).unwrap_or(0).min(ds.entries.len());
         }
         served(Ok(()))
     }
