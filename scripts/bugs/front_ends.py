@@ -395,3 +395,10 @@ def _():
     plant("crates/hashfs-preload/src/shim/fd.rs",
         "        if flags & libc::O_TRUNC != 0 && flags & libc::O_PATH == 0 && !created.get() {\n",
         "        if flags & libc::O_TRUNC != 0 && flags & libc::O_PATH == 0 && !created.get() && !@ON {\n")
+
+
+@bug("exec-prepared-when-it-fails-at-once")
+def _():
+    plant("crates/hashfs-interpose/src/entry/program.rs",
+        "    if fails_at_once(target) {\n",
+        "    if fails_at_once(target) && !@ON {\n")

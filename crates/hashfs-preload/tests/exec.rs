@@ -407,3 +407,39 @@ fn a_spawn_changes_into_a_directory_of_the_image() {
     assert_eq!(img.ok("bash", &["-c", &script]), format!("{d}/sub\nhere\n{d}/sub\nhere\n{d}/sub\nhere\n"));
     img.fsck_clean();
 }
+
+/// An exec that fails for want of its program prepares nothing: the process that mounted
+/// the image left it before such an exec (it had no descriptor to hand over) and could
+/// not come back, so dash, whose exec tries each directory of `PATH` in turn, said "an exec
+/// failed after this process had left the image" once per directory, and a program whose
+/// exec failed found its image paths EIO after it.
+#[test]
+fn an_exec_that_fails_at_once_leaves_the_image_as_it_was() {
+    let img = image();
+    let script = format!("echo kept > {f}; PATH=/nonexistent-dir:/also-not-here:/usr/bin; exec cat {f}", f = p("/f"));
+    let out = img.run("dash", &["-c", &script]);
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "kept\n");
+    assert_eq!(String::from_utf8_lossy(&out.stderr), "", "dash's exec through PATH");
+    // Kernel files that are no program: one without execute permission (EACCES), one with
+    // it whose bytes are neither ELF nor a script (ENOEXEC).
+    let dir = tempfile::tempdir().unwrap();
+    let (plain, text) = (dir.path().join("plain"), dir.path().join("text"));
+    std::fs::write(&plain, "x").unwrap();
+    std::fs::write(&text, "just text").unwrap();
+    std::fs::set_permissions(&text, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let py = format!(
+        "import os\nopen({f:?}, 'w').write('after')\n\
+         for prog in ('/nonexistent-program', {plain:?}, {text:?}):\n    try:\n        os.execv(prog, [prog])\n    except OSError as e:\n        print(e.errno)\n\
+         print(open({f:?}).read())",
+        f = p("/g"),
+        plain = plain.to_str().unwrap(),
+        text = text.to_str().unwrap(),
+    );
+    let out = img.run("python3", &["-c", &py]);
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "2\n13\n8\nafter\n");
+    assert_eq!(String::from_utf8_lossy(&out.stderr), "");
+    img.fsck_clean();
+    img.region_removed();
+}

@@ -168,6 +168,87 @@ fn is_path(file: *const c_char) -> bool {
 /// Runs `exec` (the real call) between the backend's preparation and, if it returns, its
 /// undoing.
 fn exec_with<B: Backend>(exec: impl FnOnce() -> c_int) -> c_int {
+    exec_of::<B>(Target::Unknown, exec)
+}
+
+/// What an exec runs, as far as the kernel is asked before it: a program that is not
+/// there or may not be run fails at once, and then nothing is prepared (the process that
+/// mounted the image leaves it before an exec that hands nothing over, and could not come
+/// back after one that fails: dash's exec tries each directory of `PATH` in turn).
+#[derive(Clone, Copy)]
+enum Target {
+    /// A path, as execve takes it.
+    Path(*const c_char),
+    /// A name execvp searches `PATH` for (a slash in it makes it a path).
+    Searched(*const c_char),
+    /// A descriptor (fexecve), or not known.
+    Unknown,
+}
+
+/// Whether the kernel's exec of `target` would fail for want of the file or of execute
+/// permission (by the effective ids, as execve's). Allocates nothing: a `vfork` child
+/// execs through here.
+fn fails_at_once(target: Target) -> bool {
+    const SYS_FACCESSAT2: libc::c_long = 439;
+    let missing = |p: *const c_char| {
+        // SAFETY: a NUL-terminated path; faccessat2 is a system call.
+        let r = unsafe { libc::syscall(SYS_FACCESSAT2, libc::AT_FDCWD, p, libc::X_OK, libc::AT_EACCESS) };
+        r != 0 && matches!(crate::errno(), libc::ENOENT | libc::ENOTDIR | libc::EACCES)
+    };
+    match target {
+        Target::Unknown => false,
+        Target::Path(p) => !p.is_null() && (missing(p) || not_a_program(p)),
+        Target::Searched(f) => {
+            // SAFETY: exec's contract: f is null or a NUL-terminated string.
+            let Some(f) = (unsafe { c_str(f) }).map(CStr::to_bytes).filter(|f| !f.is_empty()) else { return false };
+            if f.contains(&b'/') {
+                return missing(f.as_ptr().cast());
+            }
+            // SAFETY: getenv's result is null or a NUL-terminated string; nothing allocated.
+            let path = unsafe { libc::getenv(c"PATH".as_ptr()) };
+            let path = match path.is_null() {
+                true => &b"/bin:/usr/bin"[..],
+                // SAFETY: a non-null getenv result is a NUL-terminated string.
+                false => unsafe { CStr::from_ptr(path) }.to_bytes(),
+            };
+            let mut buf = [0u8; 4096];
+            !path.split(|&b| b == b':').any(|dir| {
+                let dir = if dir.is_empty() { &b"."[..] } else { dir };
+                let n = dir.len() + 1 + f.len();
+                if n >= buf.len() {
+                    return true; // not judged here: prepared as before
+                }
+                buf[..dir.len()].copy_from_slice(dir);
+                buf[dir.len()] = b'/';
+                buf[dir.len() + 1..n].copy_from_slice(f);
+                buf[n] = 0;
+                !missing(buf.as_ptr().cast())
+            })
+        }
+    }
+}
+
+/// Whether file `p` begins as neither an ELF file nor a script (`#!`): execve's ENOEXEC
+/// (execvp then runs it by `/bin/sh`, so a searched name is not asked). A file that cannot
+/// be read is not judged. System calls only, as above.
+fn not_a_program(p: *const c_char) -> bool {
+    // SAFETY: a NUL-terminated path; the descriptor is ours, read into our buffer and closed.
+    unsafe {
+        let fd = libc::syscall(libc::SYS_openat, libc::AT_FDCWD, p, libc::O_RDONLY | libc::O_CLOEXEC) as c_int;
+        if fd < 0 {
+            return false;
+        }
+        let mut head = [0u8; 4];
+        let n = libc::syscall(libc::SYS_read, fd, head.as_mut_ptr(), head.len());
+        libc::syscall(libc::SYS_close, fd);
+        n >= 0 && head[..n as usize] != *b"\x7fELF" && !head[..n as usize].starts_with(b"#!")
+    }
+}
+
+fn exec_of<B: Backend>(target: Target, exec: impl FnOnce() -> c_int) -> c_int {
+    if fails_at_once(target) {
+        return exec();
+    }
     let prepared = crate::guarded(B::before_exec).flatten();
     let r = exec();
     let e = crate::errno();
@@ -197,7 +278,7 @@ unsafe fn exec_served_or<B: Backend>(
     let mut run = |what: Run<'_>, argv: Argv| match what {
         Run::Path(p, env) => {
             let (p, envp) = (p.as_ptr(), env.unwrap_or(envp));
-            exec_with::<B>(|| forward!(execve(p, argv, envp): fn(*const c_char, Argv, Argv) -> c_int))
+            exec_of::<B>(Target::Path(p), || forward!(execve(p, argv, envp): fn(*const c_char, Argv, Argv) -> c_int))
         }
         Run::Copy(fd, env) => {
             let envp = env.unwrap_or(envp);
@@ -213,13 +294,15 @@ unsafe fn exec_served_or<B: Backend>(
 }
 
 pub unsafe fn execve<B: Backend>(path: *const c_char, argv: Argv, envp: Argv) -> c_int {
-    let libc_s = || exec_with::<B>(|| forward!(execve(path, argv, envp): fn(*const c_char, Argv, Argv) -> c_int));
+    let libc_s = || {
+        exec_of::<B>(Target::Path(path), || forward!(execve(path, argv, envp): fn(*const c_char, Argv, Argv) -> c_int))
+    };
     // SAFETY: execve's contract.
     unsafe { exec_served_or::<B>(path, argv, envp, libc_s) }
 }
 
 pub unsafe fn execv<B: Backend>(path: *const c_char, argv: Argv) -> c_int {
-    let libc_s = || exec_with::<B>(|| forward!(execv(path, argv): fn(*const c_char, Argv) -> c_int));
+    let libc_s = || exec_of::<B>(Target::Path(path), || forward!(execv(path, argv): fn(*const c_char, Argv) -> c_int));
     // SAFETY: execv's contract; the process's environment, as libc's execv passes it.
     unsafe { exec_served_or::<B>(path, argv, environ, libc_s) }
 }
@@ -346,13 +429,19 @@ pub unsafe fn exec_list<B: Backend>(
 /// `/bin/sh`, as libc runs one of the kernel's); a name without one is searched for here
 /// when a directory of `PATH` is the backend's (`search.rs`), else by libc.
 pub unsafe fn execvp<B: Backend>(file: *const c_char, argv: Argv) -> c_int {
-    let libc_s = || exec_with::<B>(|| forward!(execvp(file, argv): fn(*const c_char, Argv) -> c_int));
+    let libc_s =
+        || exec_of::<B>(Target::Searched(file), || forward!(execvp(file, argv): fn(*const c_char, Argv) -> c_int));
     // SAFETY: execvp's contract; the process's environment, as libc passes it.
     unsafe { exec_p::<B>(file, argv, environ, libc_s) }
 }
 
 pub unsafe fn execvpe<B: Backend>(file: *const c_char, argv: Argv, envp: Argv) -> c_int {
-    let libc_s = || exec_with::<B>(|| forward!(execvpe(file, argv, envp): fn(*const c_char, Argv, Argv) -> c_int));
+    let libc_s = || {
+        exec_of::<B>(
+            Target::Searched(file),
+            || forward!(execvpe(file, argv, envp): fn(*const c_char, Argv, Argv) -> c_int),
+        )
+    };
     // SAFETY: execvpe's contract.
     unsafe { exec_p::<B>(file, argv, envp, libc_s) }
 }
