@@ -397,8 +397,15 @@ def _():
         "        if flags & libc::O_TRUNC != 0 && flags & libc::O_PATH == 0 && !created.get() && !@ON {\n")
 
 
-@bug("exec-prepared-when-it-fails-at-once")
+@bug("exec-prepared-when-it-fails-at-once", rebuilt=True)
 def _():
-    plant("crates/hashfs-interpose/src/entry/program.rs",
+    sub("crates/hashfs-interpose/src/entry/program.rs",
         "    if fails_at_once(target) {\n",
-        "    if fails_at_once(target) && !@ON {\n")
+        "    if fails_at_once(Target::Unknown) {\n")
+
+
+@bug("standard-seek-to-kernel", rebuilt=True)
+def _():
+    sub("crates/hashfs-interpose/src/entry/io.rs",
+        "        B::claims(fd) || (0..=2).contains(&fd),\n        |next| B::lseek(",
+        "        B::claims(fd),\n        |next| B::lseek(")

@@ -117,6 +117,26 @@ fn syncs_of_redirected_output_and_of_the_image() {
     img.fsck_clean();
 }
 
+/// dd's `seek=` on its output, which it reopens onto standard output (a pump's pipe
+/// standing for the file): lseek on a standard descriptor moves where its output pump
+/// writes, once the pipe is written out. Before, the kernel answered for the pipe and dd
+/// failed ("cannot seek: Illegal seek").
+#[test]
+fn dd_seeks_in_the_output_it_reopens_onto_standard_output() {
+    let img = image();
+    let f = p("/f");
+    let script = format!(
+        "set -e; printf ABCDEFGH > {f}; printf xy | dd of={f} bs=1 seek=2 conv=notrunc status=none; cat {f}; echo; \
+         printf zz | dd of={f} bs=1 seek=5 status=none; cat {f}; echo; \
+         python3 -c \"import os\nos.write(1, b'12345')\nos.lseek(1, 1, os.SEEK_SET)\nos.write(1, b'-')\nprint(os.lseek(1, 0, os.SEEK_CUR), os.lseek(1, -1, os.SEEK_END), file=__import__('sys').stderr)\" > {f}; cat {f}"
+    );
+    let o = img.run("bash", &["-c", &script]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(String::from_utf8_lossy(&o.stdout), "ABxyEFGH\nABxyEzz\n1-345");
+    assert_eq!(String::from_utf8_lossy(&o.stderr), "2 4\n");
+    img.fsck_clean();
+}
+
 /// Paths that leave the image through `..`: from a working directory inside it (the
 /// kernel's is a placeholder directory elsewhere, so `ls ..` at the image's root listed the
 /// placeholder's parent, /tmp), and through the prefix (`/pm/..`, which the kernel, with no

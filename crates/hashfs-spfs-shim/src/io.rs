@@ -251,6 +251,9 @@ impl Data for Spfs {
     }
 
     fn lseek(fd: c_int, off: off_t, whence: c_int, next: Next<'_, Offset>) -> Served<Offset> {
+        if !<crate::Spfs as hashfs_interpose::Backend>::claims(fd) {
+            return None; // a standard descriptor this shim does not track: the kernel's
+        }
         let r = with_file(fd, |_, d, st| {
             let Some(p) = st.pm.as_ref() else {
                 kernel_pos(d, fd);
@@ -294,6 +297,9 @@ impl Data for Spfs {
     }
 
     fn ftruncate(fd: c_int, len: off_t, _: Next<'_, ()>) -> Served<()> {
+        if !<crate::Spfs as hashfs_interpose::Backend>::claims(fd) {
+            return None; // a standard descriptor this shim does not track: the kernel's
+        }
         if len < 0 {
             return Some(Err(Errno::INVAL));
         }

@@ -126,9 +126,11 @@ pub unsafe fn pwritev2<B: Backend>(fd: c_int, iov: *const iovec, n: c_int, off: 
     )
 }
 
+/// lseek: a descriptor the backend claims, or a standard one (which a shim may have made
+/// a pipe standing for its file, as for the syncs below).
 pub unsafe fn lseek<B: Backend>(fd: c_int, off: off_t, whence: c_int) -> off_t {
     route::<Offset>(
-        B::claims(fd),
+        B::claims(fd) || (0..=2).contains(&fd),
         |next| B::lseek(fd, off, whence, next),
         || forward!(lseek(fd, off, whence): fn(c_int, off_t, c_int) -> off_t),
     )
@@ -161,9 +163,11 @@ pub unsafe fn sync_file_range<B: Backend>(fd: c_int, off: off_t, len: off_t, fla
     )
 }
 
+/// ftruncate: a descriptor the backend claims, or a standard one (as lseek: dd truncates
+/// the output it reopens onto standard output).
 pub unsafe fn ftruncate<B: Backend>(fd: c_int, len: off_t) -> c_int {
     route::<()>(
-        B::claims(fd),
+        B::claims(fd) || (0..=2).contains(&fd),
         |next| B::ftruncate(fd, len, next),
         || forward!(ftruncate(fd, len): fn(c_int, off_t) -> c_int),
     )

@@ -231,6 +231,10 @@ impl Data for Preload {
     }
 
     fn lseek(fd: c_int, off: off_t, whence: c_int, _: Next<'_, Offset>) -> Served<Offset> {
+        if !SHIM.get().is_some_and(|s| s.is_ours(fd)) {
+            // A standard descriptor: its output pump's file, or the kernel's.
+            return served(super::pump::seek_pumped(fd, off, whence)?.map(Offset));
+        }
         served(seek(fd, off, whence).map(Offset))
     }
 
@@ -258,6 +262,10 @@ impl Data for Preload {
     }
 
     fn ftruncate(fd: c_int, len: off_t, _: Next<'_, ()>) -> Served<()> {
+        if !SHIM.get().is_some_and(|s| s.is_ours(fd)) {
+            // A standard descriptor: its output pump's file, or the kernel's.
+            return served(super::pump::truncate_pumped(fd, len)?);
+        }
         served(truncate_fd(fd, len))
     }
 

@@ -122,6 +122,62 @@ pub(super) fn drained_for_fork<'a>(
     }
 }
 
+/// lseek on standard descriptor `fd` when an output pump of this process writes its pipe
+/// into a file: what the pipe holds is written first (as for a fork), then the position
+/// the pump writes at moves (dd's `seek=` on the output it reopens onto standard output).
+/// None for any other descriptor: an input pump's pipe holds bytes read ahead, and a seek
+/// on it stays the kernel's ESPIPE (dd's `skip=` reads past them instead).
+pub(super) fn seek_pumped(fd: c_int, off: libc::off_t, whence: c_int) -> Option<Result<i64, c_int>> {
+    let of = output_pumped(fd)?;
+    drop(drained_for_fork(&of, of.pos.local_lock()));
+    let file = of.file.as_ref()?;
+    let mut pos = of.pos.lock();
+    let new = match whence {
+        libc::SEEK_SET => off,
+        libc::SEEK_CUR => *pos as i64 + off,
+        libc::SEEK_END => match file.metadata() {
+            Ok(m) => m.size as i64 + off,
+            Err(e) => return Some(Err(e.errno())),
+        },
+        _ => return Some(Err(libc::EINVAL)),
+    };
+    if new < 0 {
+        return Some(Err(libc::EINVAL));
+    }
+    *pos = new as u64;
+    Some(Ok(new))
+}
+
+/// ftruncate on standard descriptor `fd` when an output pump of this process writes its
+/// pipe into a file: what the pipe holds is written first, then the file's length is set
+/// (dd truncates its output at `seek=`). None for any other descriptor (the kernel's).
+pub(super) fn truncate_pumped(fd: c_int, len: libc::off_t) -> Option<Result<(), c_int>> {
+    let of = output_pumped(fd)?;
+    let held = drained_for_fork(&of, of.pos.local_lock());
+    let file = of.file.as_ref()?;
+    let r = (|| {
+        if len < 0 {
+            return Err(libc::EINVAL);
+        }
+        // Shrinking under a shared mapping would leave it on freed blocks (as `truncate_fd`).
+        if super::is_mapped(of.ino) && (len as u64) < file.metadata().map_err(|e| e.errno())?.size {
+            return Err(libc::EBUSY);
+        }
+        file.set_len(len as u64).map_err(|e| e.errno())?;
+        super::mmap::file_changed(&of, 0, 0);
+        Ok(())
+    })();
+    drop(held);
+    Some(r)
+}
+
+/// The file an output pump of this process writes standard descriptor `fd`'s pipe into.
+fn output_pumped(fd: c_int) -> Option<Arc<OpenFile>> {
+    let of = pumped_file(fd)?;
+    let me = current_pid();
+    PUMPED.lock().iter().any(|p| p.output && p.pid == me && Arc::ptr_eq(&p.of, &of)).then_some(of)
+}
+
 /// A sync of a standard descriptor that stands for `of`: once its output pump (if any) has
 /// written all its pipe held, as for a fork, the file's.
 pub(super) fn sync_pumped(of: &Arc<OpenFile>, scope: SyncScope) -> Result<(), c_int> {
