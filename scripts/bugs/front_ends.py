@@ -409,3 +409,10 @@ def _():
     sub("crates/hashfs-interpose/src/entry/io.rs",
         "        B::claims(fd) || (0..=2).contains(&fd),\n        |next| B::lseek(",
         "        B::claims(fd),\n        |next| B::lseek(")
+
+
+@bug("shim-open-resolve-unheld")
+def _():
+    plant("crates/hashfs-preload/src/shim/fd.rs",
+        "                fs.hold_image(|| attempt(&mut resolved))\n",
+        "                if @ON { attempt(&mut resolved) } else { fs.hold_image(|| attempt(&mut resolved)) }\n")

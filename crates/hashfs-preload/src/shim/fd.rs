@@ -250,14 +250,17 @@ fn open_once(path: &Path, flags: c_int, mode: mode_t) -> Result<c_int, c_int> {
     let r = loop {
         tries += 1;
         let mut resolved = false;
-        // On a read-only participant's mount, the name resolved and the inode opened in one
-        // state of the image (a writer may free the inode and make another file of it
-        // between two calls).
+        // The name resolved and the inode opened in one state of the image (another
+        // participant may free the inode and make another file of it between two calls).
         let r = following_out(|| {
             if fs.is_read_only() {
                 fs.read_together(|| attempt(&mut resolved))
             } else {
-                attempt(&mut resolved)
+                // Resolved and opened under one hold of the image lock: another participant's
+                // rename over the name and create between them could give the freed inode
+                // number to a new file, which the open would then open (an atomic save's
+                // reader read an empty file once, `fuse_shared.rs`).
+                fs.hold_image(|| attempt(&mut resolved))
             }
         });
         match r {

@@ -215,6 +215,17 @@ impl<D: PmDevice> FileSystem<D> {
         self.inner.read_call(calls)
     }
 
+    /// Runs `calls` as one call of a participant that may write: on a shared mount it holds
+    /// the image lock across them (the calls inside take nothing more), so that no other
+    /// participant changes the image between them: a name resolved and the inode it named
+    /// opened are one file, not another that a rename and a create elsewhere gave the freed
+    /// inode number. Elsewhere (one process; a read-only participant, which has
+    /// [`Self::read_together`]) `calls` runs as it is.
+    pub fn hold_image<T>(&self, calls: impl FnOnce() -> T) -> T {
+        let _in = if self.inner.is_read_only() { None } else { Some(self.inner.enter()) };
+        calls()
+    }
+
     /// Mounts the file system on `dev`, recovering from an unclean shutdown.
     pub fn mount(dev: Arc<D>, progress: super::Progress<'_>) -> Result<(FileSystem<D>, MountReport)> {
         let (inner, report) = recovery::mount(dev, progress, recovery::MountAs::Alone)?;
