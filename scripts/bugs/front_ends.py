@@ -416,3 +416,10 @@ def _():
     plant("crates/hashfs-preload/src/shim/fd.rs",
         "                fs.hold_image(|| attempt(&mut resolved))\n",
         "                if @ON { attempt(&mut resolved) } else { fs.hold_image(|| attempt(&mut resolved)) }\n")
+
+
+@bug("mprotect-writes-read-only-map")
+def _():
+    plant("crates/hashfs-preload/src/shim/mmap.rs",
+        "&& read_only(m)) {\n",
+        "&& read_only(m)) && !@ON {\n")

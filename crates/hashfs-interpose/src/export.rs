@@ -138,6 +138,7 @@ macro_rules! export {
                 mmap => copy::mmap(addr: *mut c_void, len: size_t, prot: c_int, flags: c_int, fd: c_int, off: off_t) -> *mut c_void;
                 mmap64 => copy::mmap(addr: *mut c_void, len: size_t, prot: c_int, flags: c_int, fd: c_int, off: off_t) -> *mut c_void;
                 munmap => copy::munmap(addr: *mut c_void, len: size_t) -> c_int;
+                mremap => copy::mremap(old: *mut c_void, old_len: size_t, new_len: size_t, flags: c_int, new_addr: *mut c_void) -> *mut c_void;
                 mprotect => copy::mprotect(addr: *mut c_void, len: size_t, prot: c_int) -> c_int;
                 msync => copy::msync(addr: *mut c_void, len: size_t, flags: c_int) -> c_int;
                 getxattr => xattr::getxattr(path: *const c_char, name: *const c_char, value: *mut c_void, size: size_t) -> ssize_t;

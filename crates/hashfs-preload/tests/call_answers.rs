@@ -13,6 +13,10 @@
 //! image's paths, `freopen` of the shim's stream crashed the process, and `telldir`/`seekdir`
 //! were glibc's on the shim's stream (its next `readdir` said nothing more); `rewinddir`
 //! did not show names made since the stream was opened.
+//! And mappings: `mprotect` made a shared mapping of a file opened read-only writable
+//! (Linux: EACCES; the kernel's mapping is of the image, open for writing), `msync` took
+//! an address off a page and contradictory flags, and `mremap` of a mapping (Python's
+//! `mmap.resize`) failed with EFAULT or left the shim's record of it stale.
 
 mod common;
 
@@ -211,5 +215,63 @@ fn libc_functions_built_on_internal_calls_answer_as_the_kernels() {
     answers_as_the_kernels(
         LIBC,
         &["remove a file False", "glob f1* (0, ['dir/f10'", "freopen of stdout onto a file b'through stdout\\n'"],
+    );
+}
+
+const MAPS: &str = r#"
+import ctypes, errno, mmap
+libc = ctypes.CDLL(None, use_errno=True)
+libc.mmap.restype = libc.mremap.restype = ctypes.c_void_p
+libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+libc.msync.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+libc.mprotect.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+libc.mremap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_size_t, ctypes.c_int]
+R, W, SHARED, PRIVATE = 1, 2, 1, 2
+def m(fd, length, prot, flags, off):
+    r = libc.mmap(None, length, prot, flags, fd, off)
+    if r is None or r == 2**64 - 1:
+        e = ctypes.get_errno(); raise OSError(e, os.strerror(e))
+    return r
+def cerr(r):
+    if r < 0:
+        e = ctypes.get_errno(); raise OSError(e, os.strerror(e))
+    return r
+with open(d + "/f", "wb") as f: f.write(b"A" * 10000)
+ro, rw = os.open(d + "/f", os.O_RDONLY), os.open(d + "/f", os.O_RDWR)
+t("shared writable map of O_RDONLY", lambda: m(ro, 4096, R | W, SHARED, 0) and "mapped")
+t("private writable map of O_RDONLY", lambda: m(ro, 4096, R | W, PRIVATE, 0) and "mapped")
+t("negative offset", lambda: m(rw, 4096, R, SHARED, -4096) and "mapped")
+a = m(rw, 8192, R | W, SHARED, 0)
+ctypes.memmove(a + 100, b"XYZ", 3)
+# (after a writable shared mapping of the file: the shim maps its pages, no copy)
+t("mprotect writable, shared map of O_RDONLY", lambda: cerr(libc.mprotect(m(ro, 4096, R, SHARED, 0), 4096, R | W)))
+t("mprotect writable, private map of O_RDONLY", lambda: cerr(libc.mprotect(m(ro, 4096, R, PRIVATE, 0), 4096, R | W)))
+t("msync", lambda: (cerr(libc.msync(a, 8192, 4)), os.pread(ro, 3, 100))[1])
+t("msync, MS_SYNC|MS_ASYNC", lambda: cerr(libc.msync(a, 8192, 4 | 1)))
+t("msync off a page", lambda: cerr(libc.msync(a + 1, 10, 4)))
+def grow():
+    mm = mmap.mmap(rw, 8192)
+    mm[0:4] = b"grow"
+    mm.resize(40000)
+    mm[39990:39995] = b"tail!"
+    mm.flush()
+    return os.fstat(rw).st_size, os.pread(ro, 4, 0), os.pread(ro, 5, 39990), mm[0:4]
+t("mmap.resize larger", grow)
+def c_mremap(flags):
+    a = m(rw, 8192, R | W, SHARED, 0)
+    r = libc.mremap(a, 8192, 16384, flags)
+    if r is None or r == 2**64 - 1:
+        return errno.errorcode[ctypes.get_errno()]
+    ctypes.memmove(r + 12000, b"C", 1)
+    return os.pread(ro, 1, 12000)
+t("mremap, MREMAP_MAYMOVE", lambda: c_mremap(1))
+t("mremap, MREMAP_FIXED", lambda: c_mremap(2))
+"#;
+
+#[test]
+fn mappings_answer_as_the_kernels() {
+    answers_as_the_kernels(
+        MAPS,
+        &["mprotect writable, shared map of O_RDONLY EACCES", "mmap.resize larger (40000, b'grow', b'tail!', b'grow')"],
     );
 }

@@ -54,6 +54,17 @@ pub trait Mappings {
     ) -> Served<Address> {
         None
     }
+    /// Every mremap (`new_addr` as the caller passed it: read only with MREMAP_FIXED).
+    fn mremap(
+        _old: usize,
+        _old_len: usize,
+        _new_len: usize,
+        _flags: c_int,
+        _new_addr: usize,
+        _next: Next<'_, Address>,
+    ) -> Served<Address> {
+        None
+    }
     /// Every munmap.
     fn munmap(_addr: usize, _len: usize, _next: Next<'_, ()>) -> Served<()> {
         None

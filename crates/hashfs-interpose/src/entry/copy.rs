@@ -80,6 +80,23 @@ pub unsafe fn mmap<B: Backend>(
     )
 }
 
+/// mremap: variadic in C, its fifth argument read only with MREMAP_FIXED. Taken here as
+/// a fixed fifth argument: on x86-64 an integer argument the caller did not pass is a
+/// register's stale value, read and not used (and passed on as such to libc's).
+pub unsafe fn mremap<B: Backend>(
+    old: *mut c_void,
+    old_len: size_t,
+    new_len: size_t,
+    flags: c_int,
+    new_addr: *mut c_void,
+) -> *mut c_void {
+    route::<Address>(
+        true,
+        |next| B::mremap(old as usize, old_len, new_len, flags, new_addr as usize, next),
+        || forward!(mremap(old, old_len, new_len, flags, new_addr): fn(*mut c_void, size_t, size_t, c_int, *mut c_void) -> *mut c_void),
+    )
+}
+
 pub unsafe fn munmap<B: Backend>(addr: *mut c_void, len: size_t) -> c_int {
     route::<()>(
         true,

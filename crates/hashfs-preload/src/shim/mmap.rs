@@ -25,7 +25,7 @@
 //! `munmap` of any length, whole or partial, trims or splits the record, and the open file
 //! goes with its last page. Truncating a file down while it is mapped fails with EBUSY, and
 //! a hole punched in it is zeroed in place instead, so no mapping is ever left on freed
-//! blocks. Not intercepted: `mremap` of such a mapping.
+//! blocks. `mremap` of such a mapping maps the file's longer range anew (`remap`).
 
 use super::*;
 use hashfs::pm::holefault::{hole_faults, Filler, Ranges};
@@ -343,12 +343,26 @@ fn map_file(
     fd: c_int,
     off: off_t,
 ) -> Result<*mut c_void, c_int> {
-    let s = shim();
-    let fs = s.fs()?;
-    let of = s.file(fd).ok_or(libc::EBADF)?;
+    let of = shim().file(fd).ok_or(libc::EBADF)?;
+    map_open_file(addr, len, prot, flags, &of, off)
+}
+
+/// [`map_file`] of open file `of` (a mapping's own, for mremap).
+fn map_open_file(
+    addr: *mut c_void,
+    len: size_t,
+    prot: c_int,
+    flags: c_int,
+    of: &Arc<OpenFile>,
+    off: off_t,
+) -> Result<*mut c_void, c_int> {
+    let fs = shim().fs()?;
     let file = of.file.as_ref().ok_or(libc::ENODEV)?;
-    if len == 0 || off < 0 || !(off as usize).is_multiple_of(PAGE) {
+    if len == 0 || !off.unsigned_abs().is_multiple_of(PAGE as u64) {
         return Err(libc::EINVAL);
+    }
+    if off < 0 {
+        return Err(libc::EOVERFLOW); // as Linux: the page offset wraps
     }
     let acc = of.flags.load(Ordering::Relaxed) & libc::O_ACCMODE;
     if acc == libc::O_WRONLY {
@@ -417,6 +431,88 @@ fn map_file(
     Ok(start as *mut c_void)
 }
 
+/// mremap of a range inside one of the shim's mappings (`a`, `old_len` and `new_len` as
+/// the caller gave them): a shrink unmaps the tail; a growth maps the longer range of the
+/// file anew, in place after the old range if that is free, else (MREMAP_MAYMOVE) wherever
+/// it fits, a private mapping's pages copied over (its own stores kept), and the old range
+/// goes. MREMAP_FIXED and MREMAP_DONTUNMAP are EINVAL, with a line on stderr: the kernel's
+/// mremap would move the image's pages under the shim's record of them (and a mapping of
+/// many runs is several kernel mappings, which it refuses: EFAULT).
+fn remap(a: usize, old_len: usize, new_len: usize, flags: c_int) -> Result<usize, c_int> {
+    let (old_len, new_len) = (old_len.next_multiple_of(PAGE), new_len.next_multiple_of(PAGE));
+    let rec = MAPS
+        .lock()
+        .iter()
+        .find(|m| m.start <= a && a < m.start + m.len)
+        .map(|m| (m.start, m.len, m.off, m.prot, m.private, m.file.clone()));
+    let Some((start, len, off, prot, private, of)) = rec else { return Err(libc::EFAULT) };
+    if flags & !libc::MREMAP_MAYMOVE != 0 {
+        eprintln!("hashfs_preload: mremap with flags {flags:#x} of a HashFS mapping is not served");
+        return Err(libc::EINVAL);
+    }
+    if !a.is_multiple_of(PAGE) || new_len == 0 {
+        return Err(libc::EINVAL);
+    }
+    if a + old_len > start + len {
+        return Err(libc::EFAULT); // past the mapping: more than one of the kernel's
+    }
+    let munmap = real!(munmap: fn(*mut c_void, size_t) -> c_int);
+    let unmap = |from: usize, n: usize| {
+        // SAFETY: pages of our own mapping, dropped from its record below.
+        if unsafe { munmap(from as *mut c_void, n) } == 0 {
+            let mut maps = MAPS.lock();
+            forget_range(&mut maps, from, from + n);
+            recount(&maps);
+            if let Some(w) = hole_faults() {
+                w.forget(from, from + n);
+            }
+        }
+    };
+    if new_len <= old_len {
+        if new_len < old_len {
+            unmap(a + new_len, old_len - new_len);
+        }
+        return Ok(a);
+    }
+    let file_off = off + (a - start) as u64;
+    let kind = if private { libc::MAP_PRIVATE } else { libc::MAP_SHARED };
+    // In place: the pages after the old range, if nothing is there.
+    let after = map_open_file(
+        (a + old_len) as *mut c_void,
+        new_len - old_len,
+        prot,
+        kind | libc::MAP_FIXED_NOREPLACE,
+        &of,
+        (file_off + old_len as u64) as off_t,
+    );
+    match after {
+        Ok(p) if p as usize == a + old_len => return Ok(a),
+        Ok(p) => unmap(p as usize, new_len - old_len), // placed elsewhere: not in place
+        Err(_) => {}
+    }
+    if flags & libc::MREMAP_MAYMOVE == 0 {
+        return Err(libc::ENOMEM);
+    }
+    let to = map_open_file(
+        std::ptr::null_mut(),
+        new_len,
+        if private { prot | libc::PROT_WRITE } else { prot },
+        kind,
+        &of,
+        file_off as off_t,
+    )? as usize;
+    if private {
+        // SAFETY: both ranges are ours and mapped for `old_len` bytes; the new one writable.
+        unsafe { std::ptr::copy_nonoverlapping(a as *const u8, to as *mut u8, old_len) };
+        if prot & libc::PROT_WRITE == 0 {
+            // SAFETY: our new mapping, back to the caller's protection.
+            unsafe { libc::mprotect(to as *mut c_void, new_len, prot) };
+        }
+    }
+    unmap(a, old_len);
+    Ok(to)
+}
+
 /// Removes `[a, e)` (page-aligned) from the records: a record inside it goes, one that
 /// overlaps it is trimmed, one that holds it is split in two.
 fn forget_range(maps: &mut Vec<FileMap>, a: usize, e: usize) {
@@ -469,6 +565,22 @@ impl Mappings for Preload {
         served(map_file(addr as *mut c_void, len, prot, flags, fd, off).map(|p| Address(p as usize)))
     }
 
+    fn mremap(
+        old: usize,
+        old_len: usize,
+        new_len: usize,
+        flags: c_int,
+        _: usize,
+        _: Next<'_, Address>,
+    ) -> Served<Address> {
+        if MAP_COUNT.load(Ordering::Relaxed) == 0
+            || !MAPS.lock().iter().any(|m| m.start <= old && old < m.start + m.len)
+        {
+            return None; // not a mapping of ours: the kernel's
+        }
+        served(remap(old, old_len, new_len, flags).map(Address))
+    }
+
     fn munmap(addr: usize, len: usize, next: Next<'_, ()>) -> Served<()> {
         if MAP_COUNT.load(Ordering::Relaxed) == 0 {
             return None;
@@ -487,13 +599,23 @@ impl Mappings for Preload {
         Some(r)
     }
 
+    /// EACCES for write access to a shared mapping of a file the descriptor could not
+    /// write (Linux's rule, which the kernel cannot apply here: its mapping is of the image,
+    /// open for writing), or to one served by a copy; else the kernel's.
     fn mprotect(addr: usize, len: usize, prot: c_int, _: Next<'_, ()>) -> Served<()> {
-        copy::refuses(addr, addr.saturating_add(len), prot).then_some(Err(Errno(libc::EACCES)))
+        let (a, e) = (addr, addr.saturating_add(len));
+        if prot & libc::PROT_WRITE != 0 && MAP_COUNT.load(Ordering::Relaxed) != 0 {
+            let read_only = |m: &FileMap| m.file.flags.load(Ordering::Relaxed) & libc::O_ACCMODE != libc::O_RDWR;
+            if MAPS.lock().iter().any(|m| !m.private && a < m.start + m.len && m.start < e && read_only(m)) {
+                return Some(Err(Errno(libc::EACCES)));
+            }
+        }
+        copy::refuses(a, e, prot).then_some(Err(Errno(libc::EACCES)))
     }
 
     /// msync of a range that meets a shared mapping of ours: the lines of its pages that
     /// are the file's (not holes, not past the end) are written back and fenced.
-    fn msync(addr: usize, len: usize, _: c_int, _: Next<'_, ()>) -> Served<()> {
+    fn msync(addr: usize, len: usize, flags: c_int, _: Next<'_, ()>) -> Served<()> {
         let (a, e) = (addr, addr.saturating_add(len));
         if MAP_COUNT.load(Ordering::Relaxed) == 0 {
             return None;
@@ -502,6 +624,11 @@ impl Mappings for Preload {
         let ours: Vec<&FileMap> = maps.iter().filter(|m| a < m.start + m.len && m.start < e).collect();
         if ours.is_empty() {
             return None;
+        }
+        // As Linux: an address off a page, an unknown flag, or both MS_SYNC and MS_ASYNC.
+        let both = libc::MS_SYNC | libc::MS_ASYNC;
+        if !a.is_multiple_of(PAGE) || flags & !(both | libc::MS_INVALIDATE) != 0 || flags & both == both {
+            return Some(Err(Errno(libc::EINVAL)));
         }
         for m in ours.into_iter().filter(|m| !m.private && !m.copy) {
             let (lo, hi) = (a.max(m.start) - m.start, (e.min(m.start + m.mapped)).saturating_sub(m.start));
