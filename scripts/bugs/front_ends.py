@@ -423,3 +423,10 @@ def _():
     plant("crates/hashfs-preload/src/shim/mmap.rs",
         "&& read_only(m)) {\n",
         "&& read_only(m)) && !@ON {\n")
+
+
+@bug("cwd-kept-by-path")
+def _():
+    plant("crates/hashfs-preload/src/shim/cwd.rs",
+        "    let now = inside(&mut || Some(super::path::path_now(&dir.path, dir.ino, &dir.found_at))).unwrap_or(kept.clone());\n",
+        "    let now = if @ON { kept.clone() } else { inside(&mut || Some(super::path::path_now(&dir.path, dir.ino, &dir.found_at))).unwrap_or(kept.clone()) };\n")

@@ -22,7 +22,7 @@ use std::sync::{Arc, OnceLock};
 
 // The real libc functions, the reentrancy guard and errno: `hashfs-interpose`, shared with
 // the stacked mode's shim.
-use hashfs_interpose::{guarded, real, shim_thread, FdSet, LastLink};
+use hashfs_interpose::{guarded, in_shim, real, shim_thread, FdSet, LastLink};
 
 // ---------------------------------------------------------------------------------------
 // State.

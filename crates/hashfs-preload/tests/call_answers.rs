@@ -17,6 +17,9 @@
 //! (Linux: EACCES; the kernel's mapping is of the image, open for writing), `msync` took
 //! an address off a page and contradictory flags, and `mremap` of a mapping (Python's
 //! `mmap.resize`) failed with EFAULT or left the shim's record of it stale.
+//! And the working directory, which the shim kept by its path: after a rename of it,
+//! relative paths went to the old name (here, to the new directory made there), and a
+//! removed one's `getcwd` gave its old path (Linux: ENOENT).
 
 mod common;
 
@@ -274,4 +277,32 @@ fn mappings_answer_as_the_kernels() {
         MAPS,
         &["mprotect writable, shared map of O_RDONLY EACCES", "mmap.resize larger (40000, b'grow', b'tail!', b'grow')"],
     );
+}
+
+const CWD: &str = r#"
+import subprocess
+os.mkdir(d + "/a")
+os.chdir(d + "/a")
+open("x", "w").write("1")
+os.rename(d + "/a", d + "/b")
+t("getcwd after a rename of it", lambda: os.getcwd() == d + "/b")
+t("relative create after the rename", lambda: (open("y", "w").write("2"), sorted(os.listdir(d + "/b")))[1])
+t("relative read", lambda: open("x").read())
+t("stat .", lambda: os.stat(".").st_ino == os.stat(d + "/b").st_ino)
+os.mkdir(d + "/a")
+t("the old name is another directory", lambda: sorted(os.listdir(d + "/a")))
+t("relative listing", lambda: sorted(os.listdir(".")))
+t("a child starts where it is now", lambda: subprocess.run(["pwd"], capture_output=True, text=True).stdout.strip() == d + "/b")
+os.unlink("x"); os.unlink("y")
+os.rmdir(d + "/b")
+t("getcwd of a removed one", lambda: os.getcwd())
+t("create in a removed one", lambda: open("z", "w"))
+os.chdir(d)
+t("back", lambda: os.getcwd() == d)
+print(sorted(os.listdir(d)))
+"#;
+
+#[test]
+fn the_working_directory_follows_renames_as_the_kernels() {
+    answers_as_the_kernels(CWD, &["relative create after the rename ['x', 'y']", "getcwd of a removed one ENOENT"]);
 }

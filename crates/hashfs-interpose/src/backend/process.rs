@@ -65,6 +65,10 @@ pub trait Process {
     fn working_dir() -> Option<PathBuf> {
         None
     }
+    /// Whether the working directory `working_dir` gives was removed (getcwd's ENOENT).
+    fn working_dir_removed() -> bool {
+        false
+    }
     /// statfs, statvfs (and their `64` names) of a path.
     fn statfs(_path: &CStr) -> Served<FsStats> {
         None

@@ -107,6 +107,10 @@ pub(crate) fn give_path(p: &std::path::Path, buf: *mut c_char, size: size_t) -> 
 /// through `std::env::current_dir`, which is getcwd).
 pub unsafe fn getcwd<B: Backend>(buf: *mut c_char, size: size_t) -> *mut c_char {
     if let Some(p) = B::working_dir() {
+        if B::working_dir_removed() {
+            crate::set_errno(libc::ENOENT); // as Linux's
+            return std::ptr::null_mut();
+        }
         return Handle::to_c(give_path(&p, buf, size)).cast();
     }
     forward!(getcwd(buf, size): fn(*mut c_char, size_t) -> *mut c_char)
@@ -114,6 +118,10 @@ pub unsafe fn getcwd<B: Backend>(buf: *mut c_char, size: size_t) -> *mut c_char 
 
 pub unsafe fn get_current_dir_name<B: Backend>() -> *mut c_char {
     if let Some(p) = B::working_dir() {
+        if B::working_dir_removed() {
+            crate::set_errno(libc::ENOENT);
+            return std::ptr::null_mut();
+        }
         return Handle::to_c(give_path(&p, std::ptr::null_mut(), 0)).cast();
     }
     forward!(get_current_dir_name(): fn() -> *mut c_char)

@@ -4,7 +4,9 @@
 //!
 //! The kernel's working directory meanwhile is an empty directory that no longer exists,
 //! so a relative path given to a call the shim does not intercept fails with ENOENT
-//! instead of reaching the directory the program was in before. Limits: a relative path
+//! instead of reaching the directory the program was in before. The directory is found
+//! where it is now at each use (a rename moves relative paths with it, as Linux's start at
+//! the directory's inode; `current`). Limits: a relative path
 //! that leaves the prefix (`..` above its root) fails the same way while the working
 //! directory is inside it. A program exec'd from there starts there too: the exec passes
 //! the directory on (`exec.rs`).
@@ -13,8 +15,59 @@ use super::*;
 use hashfs_interpose::{Errno, FsStats, IoctlArg, Next, Process, Served};
 use io::served;
 
-/// The working directory inside the image ("/a/b"), when there is one.
+/// The working directory inside the image ("/a/b"), when there is one: where it was
+/// entered, or where it was last found (`current`).
 static VCWD: Mutex<Option<PathBuf>> = Mutex::new(None);
+
+/// The working directory's inode, with the path it was entered by and where it was last
+/// found (`path::path_now`): relative paths start where the directory is now, as Linux's
+/// start at its inode (a rename of it by another process, or another call, moved them to
+/// the new name; a removed one's are ENOENT).
+struct Dir {
+    path: PathBuf,
+    ino: Ino,
+    found_at: Mutex<Option<(u64, PathBuf)>>,
+}
+
+static VCWD_DIR: Mutex<Option<Arc<Dir>>> = Mutex::new(None);
+
+/// Leaves the working directory inside the image (a chdir out of it).
+fn leave() {
+    *VCWD.lock() = None;
+    *VCWD_DIR.lock() = None;
+}
+
+/// The working directory inside the image where it is now (None: not in the image), and
+/// whether it was removed (its path then names nothing, so relative paths are ENOENT).
+/// Asked on every getcwd, outside the guard (`Process::working_dir`): it never makes the
+/// shim (whose start-up asks again) and runs the file system's calls inside the guard.
+fn current() -> Option<(PathBuf, bool)> {
+    let kept = VCWD.lock().clone()?;
+    let Some(fs) = SHIM.get().and_then(|s| s.fs.as_ref()) else { return Some((kept, false)) };
+    let inside = |f: &mut dyn FnMut() -> Option<PathBuf>| if in_shim() { f() } else { guarded(f).flatten() };
+    let found = VCWD_DIR.lock().clone();
+    let dir = match found {
+        Some(d) => d,
+        None => {
+            // Inherited across an exec, or entered before the image was mounted.
+            let mut ino = None;
+            inside(&mut || {
+                ino = fs.resolve(&kept).ok();
+                None
+            });
+            let Some(ino) = ino else { return Some((kept, false)) };
+            let d = Arc::new(Dir { path: kept.clone(), ino, found_at: Mutex::new(None) });
+            *VCWD_DIR.lock() = Some(d.clone());
+            d
+        }
+    };
+    let now = inside(&mut || Some(super::path::path_now(&dir.path, dir.ino, &dir.found_at))).unwrap_or(kept.clone());
+    let removed = now.as_os_str() == super::path::REMOVED_DIR;
+    if !removed && now != kept {
+        *VCWD.lock() = Some(now.clone()); // what an exec passes on
+    }
+    Some((now, removed))
+}
 
 /// `f` with the working directory inside the image, if the process is in one (an exec or a
 /// spawn passes it on: `exec.rs`), without a copy (a `vfork` child, which runs in its
@@ -27,11 +80,12 @@ pub(super) fn with_virtual_cwd<T>(f: impl FnOnce(&Path) -> T) -> Option<T> {
 /// the removed one its predecessor parked it in).
 pub(super) fn inherit_cwd(dir: PathBuf) {
     *VCWD.lock() = Some(dir);
+    *VCWD_DIR.lock() = None; // found from the path at its first use
 }
 
 /// The host path (prefix + directory) of the virtual working directory.
 fn host_cwd() -> Option<PathBuf> {
-    let d = VCWD.lock().clone()?;
+    let (d, _) = current()?;
     let rel = d.strip_prefix("/").unwrap_or(&d).to_path_buf();
     let pre = prefix()?;
     Some(if rel.as_os_str().is_empty() { pre.to_path_buf() } else { pre.join(rel) })
@@ -69,6 +123,7 @@ fn enter(path: &Path) -> Result<(), c_int> {
     }
     park_kernel_cwd()?;
     *VCWD.lock() = Some(path.to_path_buf());
+    *VCWD_DIR.lock() = Some(Arc::new(Dir { path: path.to_path_buf(), ino, found_at: Mutex::new(None) }));
     Ok(())
 }
 
@@ -89,7 +144,7 @@ impl Process for Preload {
         };
         let r = next.call_with(abs);
         if r.is_ok() {
-            *VCWD.lock() = None;
+            leave();
         }
         Some(r)
     }
@@ -105,13 +160,17 @@ impl Process for Preload {
         }
         let r = next.call();
         if r.is_ok() {
-            *VCWD.lock() = None;
+            leave();
         }
         Some(r)
     }
 
     fn working_dir() -> Option<PathBuf> {
         host_cwd()
+    }
+
+    fn working_dir_removed() -> bool {
+        current().is_some_and(|(_, removed)| removed)
     }
 
     fn statfs(path: &CStr) -> Served<FsStats> {

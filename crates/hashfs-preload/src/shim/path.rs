@@ -194,19 +194,25 @@ pub(super) fn fs_path_at_of(dirfd: c_int, path: &CStr) -> Option<PathBuf> {
 /// from a descriptor in a tree that nothing changes, as `find` or `du` make, resolves its
 /// directory once).
 pub(super) fn dir_path_now(dir: &OpenFile) -> PathBuf {
-    let Ok(fs) = shim().fs() else { return dir.fs_path.clone() };
+    path_now(&dir.fs_path, dir.ino, &dir.found_at)
+}
+
+/// [`dir_path_now`] of directory `ino`, found at `path` when it was opened (or entered:
+/// the working directory, `cwd.rs`), with its cache `found_at`.
+pub(super) fn path_now(path: &Path, ino: Ino, found_at: &Mutex<Option<(u64, PathBuf)>>) -> PathBuf {
+    let Ok(fs) = shim().fs() else { return path.to_path_buf() };
     let epoch = fs.changes_published();
-    if let (Some(e), Some((seen, p))) = (epoch, dir.found_at.lock().as_ref()) {
+    if let (Some(e), Some((seen, p))) = (epoch, found_at.lock().as_ref()) {
         if *seen == e {
             return p.clone();
         }
     }
-    let now = match fs.resolve(&dir.fs_path) {
-        Ok(i) if i == dir.ino => dir.fs_path.clone(),
-        _ => path_from_inode(fs, dir.ino).unwrap_or_else(|| PathBuf::from(REMOVED_DIR)),
+    let now = match fs.resolve(path) {
+        Ok(i) if i == ino => path.to_path_buf(),
+        _ => path_from_inode(fs, ino).unwrap_or_else(|| PathBuf::from(REMOVED_DIR)),
     };
     if let Some(e) = epoch {
-        *dir.found_at.lock() = Some((e, now.clone()));
+        *found_at.lock() = Some((e, now.clone()));
     }
     now
 }
@@ -214,7 +220,7 @@ pub(super) fn dir_path_now(dir: &OpenFile) -> PathBuf {
 /// The path a walk from a removed directory takes: a name no one makes (a name's first
 /// byte may not be NUL, but a path's components are the library's to refuse, so the
 /// walk's answer is ENOENT, not EINVAL).
-const REMOVED_DIR: &str = "/.hashfs-removed-directory-of-a-descriptor";
+pub(super) const REMOVED_DIR: &str = "/.hashfs-removed-directory-of-a-descriptor";
 
 /// Directory `ino`'s path now, found from the inode up: at each level, the name in its
 /// parent that names it (None once it or an ancestor is removed).
