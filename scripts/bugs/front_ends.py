@@ -212,13 +212,6 @@ def _():
         "        !@ON && super::exec::descriptors_survive_exec()\n")
 
 
-@bug("open-stale-not-retried")
-def _():
-    plant("crates/hashfs-preload/src/shim/fd.rs",
-        "            Err(Error::Stale(_)) if tries < hashfs::OPEN_RETRIES => {}\n",
-        "            Err(Error::Stale(_)) if tries < (if @ON { 1 } else { hashfs::OPEN_RETRIES }) => {}\n")
-
-
 @bug("exec-descriptor-unnamed")
 def _():
     plant("crates/hashfs-preload/src/shim/exec.rs",
