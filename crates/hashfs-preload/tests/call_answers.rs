@@ -25,13 +25,24 @@ mod common;
 
 use common::answers_as_the_kernels;
 
-const FLAGS: &str = r#"
-import ctypes, fcntl, stat
+/// libc through ctypes, and `cerr`: a -1 answer as the OSError of its errno (the scripts'
+/// shared prelude, after `PY_ANSWERS`).
+const PY_LIBC: &str = r#"
+import ctypes
 libc = ctypes.CDLL(None, use_errno=True)
 def cerr(r):
     if r < 0:
         e = ctypes.get_errno(); raise OSError(e, os.strerror(e))
     return r
+"#;
+
+/// [`answers_as_the_kernels`] of `script` after [`PY_LIBC`].
+fn answers_with_libc(script: &str, must: &[&str]) {
+    answers_as_the_kernels(&format!("{PY_LIBC}{script}"), must);
+}
+
+const FLAGS: &str = r#"
+import fcntl, stat
 def w(path, data=b"0123456789"):
     with open(path, "wb") as f: f.write(data)
 def L(n):
@@ -92,19 +103,13 @@ print(sorted(os.listdir(d)))
 
 #[test]
 fn flags_empty_paths_and_descriptor_modes_answer_as_the_kernels() {
-    answers_as_the_kernels(
+    answers_with_libc(
         FLAGS,
         &["unlinkat unknown flag EINVAL", "file still there True", "write to a directory's descriptor EBADF"],
     );
 }
 
 const LIBC: &str = r#"
-import ctypes
-libc = ctypes.CDLL(None, use_errno=True)
-def cerr(r):
-    if r < 0:
-        e = ctypes.get_errno(); raise OSError(e, os.strerror(e))
-    return r
 def nz(p):
     if not p:
         e = ctypes.get_errno(); raise OSError(e, os.strerror(e))
@@ -215,15 +220,14 @@ print(sorted(os.listdir(d + "/dir")))
 
 #[test]
 fn libc_functions_built_on_internal_calls_answer_as_the_kernels() {
-    answers_as_the_kernels(
+    answers_with_libc(
         LIBC,
         &["remove a file False", "glob f1* (0, ['dir/f10'", "freopen of stdout onto a file b'through stdout\\n'"],
     );
 }
 
 const MAPS: &str = r#"
-import ctypes, errno, mmap
-libc = ctypes.CDLL(None, use_errno=True)
+import errno, mmap
 libc.mmap.restype = libc.mremap.restype = ctypes.c_void_p
 libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
 libc.msync.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
@@ -233,10 +237,6 @@ R, W, SHARED, PRIVATE = 1, 2, 1, 2
 def m(fd, length, prot, flags, off):
     r = libc.mmap(None, length, prot, flags, fd, off)
     if r is None or r == 2**64 - 1:
-        e = ctypes.get_errno(); raise OSError(e, os.strerror(e))
-    return r
-def cerr(r):
-    if r < 0:
         e = ctypes.get_errno(); raise OSError(e, os.strerror(e))
     return r
 with open(d + "/f", "wb") as f: f.write(b"A" * 10000)
@@ -273,7 +273,7 @@ t("mremap, MREMAP_FIXED", lambda: c_mremap(2))
 
 #[test]
 fn mappings_answer_as_the_kernels() {
-    answers_as_the_kernels(
+    answers_with_libc(
         MAPS,
         &["mprotect writable, shared map of O_RDONLY EACCES", "mmap.resize larger (40000, b'grow', b'tail!', b'grow')"],
     );
