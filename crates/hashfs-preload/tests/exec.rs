@@ -443,3 +443,23 @@ fn an_exec_that_fails_at_once_leaves_the_image_as_it_was() {
     img.fsck_clean();
     img.region_removed();
 }
+
+/// The check that an exec fails at once must not go through the shim: Python's subprocess
+/// execs from a `vfork` child through each directory of `PATH`, and the check's own open
+/// and close by `syscall()` (which the shim serves) took the closed number out of the
+/// shim's table, in that child the parent's: the parent's descriptors were EBADF after
+/// `subprocess.run(["true"])` (found 2026-12-05, a regression of the check).
+#[test]
+fn a_subprocess_through_path_leaves_the_parents_descriptors() {
+    let img = image();
+    let py = format!(
+        "import os, subprocess\nopen({f:?}, 'w').write('kept')\nfds = [os.open({f:?}, os.O_RDONLY) for _ in range(4)]\n\
+         for _ in range(3):\n    subprocess.run(['true'], check=True)\n\
+         print([os.pread(fd, 4, 0) for fd in fds])",
+        f = p("/f")
+    );
+    let out = img.run("python3", &["-c", &py]);
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "[b'kept', b'kept', b'kept', b'kept']\n");
+    img.fsck_clean();
+}

@@ -191,9 +191,11 @@ enum Target {
 fn fails_at_once(target: Target) -> bool {
     const SYS_FACCESSAT2: libc::c_long = 439;
     let missing = |p: *const c_char| {
-        // SAFETY: a NUL-terminated path; faccessat2 is a system call.
-        let r = unsafe { libc::syscall(SYS_FACCESSAT2, libc::AT_FDCWD, p, libc::X_OK, libc::AT_EACCESS) };
-        r != 0 && matches!(crate::errno(), libc::ENOENT | libc::ENOTDIR | libc::EACCES)
+        // SAFETY: a NUL-terminated path; faccessat2 reads it and changes nothing.
+        let r = unsafe {
+            raw_syscall(SYS_FACCESSAT2, [libc::AT_FDCWD as _, p as _, libc::X_OK as _, libc::AT_EACCESS as _])
+        };
+        matches!(-r as c_int, libc::ENOENT | libc::ENOTDIR | libc::EACCES)
     };
     match target {
         Target::Unknown => false,
@@ -234,15 +236,43 @@ fn fails_at_once(target: Target) -> bool {
 fn not_a_program(p: *const c_char) -> bool {
     // SAFETY: a NUL-terminated path; the descriptor is ours, read into our buffer and closed.
     unsafe {
-        let fd = libc::syscall(libc::SYS_openat, libc::AT_FDCWD, p, libc::O_RDONLY | libc::O_CLOEXEC) as c_int;
+        let flags = (libc::O_RDONLY | libc::O_CLOEXEC) as libc::c_long;
+        let fd = raw_syscall(libc::SYS_openat, [libc::AT_FDCWD as _, p as _, flags, 0]);
         if fd < 0 {
             return false;
         }
         let mut head = [0u8; 4];
-        let n = libc::syscall(libc::SYS_read, fd, head.as_mut_ptr(), head.len());
-        libc::syscall(libc::SYS_close, fd);
+        let n = raw_syscall(libc::SYS_read, [fd, head.as_mut_ptr() as _, head.len() as _, 0]);
+        raw_syscall(libc::SYS_close, [fd, 0, 0, 0]);
         n >= 0 && head[..n as usize] != *b"\x7fELF" && !head[..n as usize].starts_with(b"#!")
     }
+}
+
+/// System call `n` by the instruction itself: the result, or minus the error number (errno
+/// is left alone). Not through `syscall()`, which the shim interposes and serves for some
+/// numbers: there a `close` of the number this check opened took that number out of the
+/// shim's table, which in a `vfork` child is the parent's (Python's subprocess execs from
+/// one through each directory of `PATH`: the parent's descriptors became EBADF).
+///
+/// # Safety
+/// The arguments are what system call `n` takes.
+unsafe fn raw_syscall(n: libc::c_long, [a, b, c, d]: [libc::c_long; 4]) -> libc::c_long {
+    let ret: libc::c_long;
+    // SAFETY: the caller's contract; the instruction clobbers rcx and r11 only.
+    unsafe {
+        core::arch::asm!(
+            "syscall",
+            inlateout("rax") n => ret,
+            in("rdi") a,
+            in("rsi") b,
+            in("rdx") c,
+            in("r10") d,
+            lateout("rcx") _,
+            lateout("r11") _,
+            options(nostack)
+        );
+    }
+    ret
 }
 
 fn exec_of<B: Backend>(target: Target, exec: impl FnOnce() -> c_int) -> c_int {
