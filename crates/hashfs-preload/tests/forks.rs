@@ -179,3 +179,47 @@ fn subshells_of_a_redirected_shell_leave_the_image() {
     img.fsck_clean();
     img.region_removed();
 }
+
+/// A child forked while a participant killed inside the image is a zombie (not yet
+/// waited for) starts: its start-up asks whether that participant runs, which reads
+/// `/proc/PID/task`, and the interposed `readdir` asked the shim whether the stream was
+/// its own, taking the table of streams that the fork held: the child hung for ever
+/// (multiprocessing's pool workers did, now and then; found 2026-12-05).
+#[test]
+fn a_child_forked_beside_a_killed_participant_starts() {
+    const PROG: &str = r#"
+import os, sys, time
+f = sys.argv[1]
+open(f, 'w').write('kept')
+kids = []
+for i in range(3):
+    pid = os.fork()
+    if pid == 0:
+        open(f).read()
+        time.sleep(30)
+        os._exit(0)
+    kids.append(pid)
+time.sleep(0.5)
+for k in kids:
+    os.kill(k, 9)  # killed inside the image: their slots stay, their processes zombies
+time.sleep(0.2)
+pid = os.fork()
+if pid == 0:
+    print(open(f).read(), flush=True)
+    os._exit(0)
+deadline = time.time() + 10
+while time.time() < deadline:
+    if os.waitpid(pid, os.WNOHANG)[0]:
+        print('child finished')
+        break
+    time.sleep(0.05)
+else:
+    os.kill(pid, 9)
+    print('child hung')
+for k in kids:
+    os.waitpid(k, 0)
+"#;
+    let img = image();
+    let out = img.ok("python3", &["-c", PROG, &p("/f")]);
+    assert_eq!(out, "kept\nchild finished\n");
+}

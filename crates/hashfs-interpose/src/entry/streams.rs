@@ -8,6 +8,14 @@ use crate::call::{c_str, Errno, Handle};
 use crate::{forward, Backend};
 use libc::{c_char, c_int, c_long, dirent, dirent64, DIR, FILE};
 
+/// Whether directory stream `d` is the backend's, asked only for a call from the program:
+/// the backend's own calls go to libc whatever the stream (`route`), and its answer may
+/// take a lock that the backend holds then (a forked child's start-up reads `/proc` while
+/// the fork holds the backend's table of streams: the child hung).
+fn claimed_dir<B: Backend>(d: *mut DIR) -> bool {
+    !crate::in_shim() && B::claims_dir(d as usize)
+}
+
 pub unsafe fn opendir<B: Backend>(path: *const c_char) -> *mut DIR {
     // SAFETY: opendir's contract: path is a NUL-terminated string.
     let p = unsafe { c_str(path) };
@@ -30,7 +38,7 @@ pub unsafe fn fdopendir<B: Backend>(fd: c_int) -> *mut DIR {
 
 pub unsafe fn readdir64<B: Backend>(d: *mut DIR) -> *mut dirent64 {
     route::<Handle>(
-        B::claims_dir(d as usize),
+        claimed_dir::<B>(d),
         |_| B::readdir(d as usize),
         || forward!(readdir64(d): fn(*mut DIR) -> *mut dirent64).cast(),
     )
@@ -41,7 +49,7 @@ pub unsafe fn readdir64<B: Backend>(d: *mut DIR) -> *mut dirent64 {
 pub unsafe fn readdir<B: Backend>(d: *mut DIR) -> *mut dirent {
     const _: () = assert!(std::mem::size_of::<dirent>() == std::mem::size_of::<dirent64>());
     route::<Handle>(
-        B::claims_dir(d as usize),
+        claimed_dir::<B>(d),
         |_| B::readdir(d as usize),
         || forward!(readdir(d): fn(*mut DIR) -> *mut dirent).cast(),
     )
@@ -49,11 +57,11 @@ pub unsafe fn readdir<B: Backend>(d: *mut DIR) -> *mut dirent {
 }
 
 pub unsafe fn closedir<B: Backend>(d: *mut DIR) -> c_int {
-    route::<()>(B::claims_dir(d as usize), |_| B::closedir(d as usize), || forward!(closedir(d): fn(*mut DIR) -> c_int))
+    route::<()>(claimed_dir::<B>(d), |_| B::closedir(d as usize), || forward!(closedir(d): fn(*mut DIR) -> c_int))
 }
 
 pub unsafe fn rewinddir<B: Backend>(d: *mut DIR) {
-    if B::claims_dir(d as usize) && crate::serve(|| B::rewinddir(d as usize)).is_some() {
+    if claimed_dir::<B>(d) && crate::serve(|| B::rewinddir(d as usize)).is_some() {
         return;
     }
     forward!(rewinddir(d): fn(*mut DIR) -> ())
@@ -61,14 +69,14 @@ pub unsafe fn rewinddir<B: Backend>(d: *mut DIR) {
 
 pub unsafe fn telldir<B: Backend>(d: *mut DIR) -> c_long {
     route::<crate::Offset>(
-        B::claims_dir(d as usize),
+        claimed_dir::<B>(d),
         |_| B::telldir(d as usize),
         || forward!(telldir(d): fn(*mut DIR) -> c_long),
     )
 }
 
 pub unsafe fn seekdir<B: Backend>(d: *mut DIR, pos: c_long) {
-    if B::claims_dir(d as usize) && crate::serve(|| B::seekdir(d as usize, pos)).is_some() {
+    if claimed_dir::<B>(d) && crate::serve(|| B::seekdir(d as usize, pos)).is_some() {
         return;
     }
     forward!(seekdir(d, pos): fn(*mut DIR, c_long) -> ())
@@ -77,7 +85,7 @@ pub unsafe fn seekdir<B: Backend>(d: *mut DIR, pos: c_long) {
 /// readdir_r (and readdir64_r): the next entry copied into the caller's `entry`, `*result`
 /// pointing to it, or null at the end; 0, or the error number.
 pub unsafe fn readdir_r<B: Backend>(d: *mut DIR, entry: *mut dirent64, result: *mut *mut dirent64) -> c_int {
-    if !B::claims_dir(d as usize) {
+    if !claimed_dir::<B>(d) {
         return forward!(readdir64_r(d, entry, result): fn(*mut DIR, *mut dirent64, *mut *mut dirent64) -> c_int);
     }
     match crate::serve(|| B::readdir(d as usize)) {
@@ -101,7 +109,7 @@ pub unsafe fn readdir_r<B: Backend>(d: *mut DIR, entry: *mut dirent64, result: *
 }
 
 pub unsafe fn dirfd<B: Backend>(d: *mut DIR) -> c_int {
-    route::<c_int>(B::claims_dir(d as usize), |_| B::dirfd(d as usize), || forward!(dirfd(d): fn(*mut DIR) -> c_int))
+    route::<c_int>(claimed_dir::<B>(d), |_| B::dirfd(d as usize), || forward!(dirfd(d): fn(*mut DIR) -> c_int))
 }
 
 pub unsafe fn fopen<B: Backend>(path: *const c_char, mode: *const c_char) -> *mut FILE {
