@@ -437,3 +437,10 @@ def _():
     sub("crates/hashfs-interpose/src/entry/streams.rs",
         "    !crate::in_shim() && B::claims_dir(d as usize)\n",
         "    B::claims_dir(d as usize)\n")
+
+
+@bug("vfork-child-chdir-shared")
+def _():
+    plant("crates/hashfs-preload/src/shim/cwd.rs",
+        "    if in_vfork_child() {\n        *VFORK_CWD.lock() = Some(Some(path.to_path_buf()));\n",
+        "    if in_vfork_child() && !@ON {\n        *VFORK_CWD.lock() = Some(Some(path.to_path_buf()));\n")

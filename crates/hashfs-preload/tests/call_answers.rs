@@ -306,3 +306,26 @@ print(sorted(os.listdir(d)))
 fn the_working_directory_follows_renames_as_the_kernels() {
     answers_as_the_kernels(CWD, &["relative create after the rename ['x', 'y']", "getcwd of a removed one ENOENT"]);
 }
+
+/// A child's working directory is its own: Python's subprocess changes into `cwd=` in a
+/// `vfork` child, which runs in the parent's memory, and the shim's record of the working
+/// directory is memory: the parent's relative paths went to the child's directory.
+const CHILD_CWD: &str = r#"
+import subprocess
+start = os.getcwd()
+os.mkdir(d + "/sub")
+pwd = lambda **kw: subprocess.run(["pwd"], capture_output=True, text=True, **kw).stdout.strip()
+t("a child in the image", lambda: pwd(cwd=d + "/sub") == d + "/sub")
+t("its parent where it was", lambda: os.getcwd() == start)
+os.chdir(d)
+t("a child out of it", lambda: pwd(cwd="/"))
+t("its parent in the image", lambda: os.getcwd() == d)
+t("a child by a relative path", lambda: pwd(cwd="sub") == d + "/sub")
+t("its parent still", lambda: os.getcwd() == d)
+t("a relative name in the parent", lambda: os.path.isdir("sub"))
+"#;
+
+#[test]
+fn a_childs_working_directory_is_its_own() {
+    answers_as_the_kernels(CHILD_CWD, &["its parent where it was True", "its parent still True"]);
+}

@@ -31,8 +31,28 @@ struct Dir {
 
 static VCWD_DIR: Mutex<Option<Arc<Dir>>> = Mutex::new(None);
 
+/// A `vfork` child's own working directory, which its chdir sets: the child runs in its
+/// parent's memory, so a chdir there must not change the parent's (Python's subprocess with
+/// `cwd=` in the image moved the parent's relative paths into the child's directory).
+/// `Some(None)`: the child left the image. The parent clears it before each vfork.
+static VFORK_CWD: Mutex<Option<Option<PathBuf>>> = Mutex::new(None);
+
+/// Whether this is a `vfork` child, running in its parent's memory.
+fn in_vfork_child() -> bool {
+    super::exec::PROCESS_PID.load(Ordering::Relaxed) != current_pid()
+}
+
+/// Before a vfork, in the parent: no child's directory is left over from the last one.
+pub(super) fn before_vfork() {
+    *VFORK_CWD.lock() = None;
+}
+
 /// Leaves the working directory inside the image (a chdir out of it).
 fn leave() {
+    if in_vfork_child() {
+        *VFORK_CWD.lock() = Some(None);
+        return;
+    }
     *VCWD.lock() = None;
     *VCWD_DIR.lock() = None;
 }
@@ -42,6 +62,11 @@ fn leave() {
 /// Asked on every getcwd, outside the guard (`Process::working_dir`): it never makes the
 /// shim (whose start-up asks again) and runs the file system's calls inside the guard.
 fn current() -> Option<(PathBuf, bool)> {
+    if in_vfork_child() {
+        if let Some(own) = VFORK_CWD.lock().clone() {
+            return own.map(|p| (p, false));
+        }
+    }
     let kept = VCWD.lock().clone()?;
     let Some(fs) = SHIM.get().and_then(|s| s.fs.as_ref()) else { return Some((kept, false)) };
     let inside = |f: &mut dyn FnMut() -> Option<PathBuf>| if in_shim() { f() } else { guarded(f).flatten() };
@@ -73,6 +98,11 @@ fn current() -> Option<(PathBuf, bool)> {
 /// spawn passes it on: `exec.rs`), without a copy (a `vfork` child, which runs in its
 /// parent's memory, must not allocate).
 pub(super) fn with_virtual_cwd<T>(f: impl FnOnce(&Path) -> T) -> Option<T> {
+    if in_vfork_child() {
+        if let Some(own) = VFORK_CWD.lock().as_ref() {
+            return own.as_deref().map(f);
+        }
+    }
     VCWD.lock().as_deref().map(f)
 }
 
@@ -122,6 +152,10 @@ fn enter(path: &Path) -> Result<(), c_int> {
         return Err(libc::EACCES);
     }
     park_kernel_cwd()?;
+    if in_vfork_child() {
+        *VFORK_CWD.lock() = Some(Some(path.to_path_buf()));
+        return Ok(());
+    }
     *VCWD.lock() = Some(path.to_path_buf());
     *VCWD_DIR.lock() = Some(Arc::new(Dir { path: path.to_path_buf(), ino, found_at: Mutex::new(None) }));
     Ok(())
@@ -211,6 +245,7 @@ impl Process for Preload {
     }
 
     fn vfork_as_fork() -> bool {
+        before_vfork(); // asked in the parent before each vfork
         super::exec::descriptors_survive_exec()
     }
 
