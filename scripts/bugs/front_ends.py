@@ -444,3 +444,10 @@ def _():
     plant("crates/hashfs-preload/src/shim/cwd.rs",
         "    if in_vfork_child() {\n        *VFORK_CWD.lock() = Some(Some(path.to_path_buf()));\n",
         "    if in_vfork_child() && !@ON {\n        *VFORK_CWD.lock() = Some(Some(path.to_path_buf()));\n")
+
+
+@bug("pump-not-rejoined")
+def _():
+    plant("crates/hashfs-preload/src/shim/fd.rs",
+        "        if standard && !from_ours && n.is_ok() {\n",
+        "        if standard && !from_ours && n.is_ok() && !@ON {\n")

@@ -92,7 +92,7 @@ pub(super) extern "C" fn at_exit() {
     let pumps = std::mem::take(&mut *PUMPS.lock());
     let closer = real!(close: fn(c_int) -> c_int);
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(1);
-    for (fd, handle) in pumps {
+    for (fd, _, handle) in pumps {
         if fd >= 0 {
             // SAFETY: closing the write end held as the standard descriptor ends the pump.
             unsafe { closer(fd) };

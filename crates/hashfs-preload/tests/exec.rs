@@ -463,3 +463,30 @@ fn a_subprocess_through_path_leaves_the_parents_descriptors() {
     assert_eq!(String::from_utf8_lossy(&out.stdout), "[b'kept', b'kept', b'kept', b'kept']\n");
     img.fsck_clean();
 }
+
+/// A shell whose standard output went into the image (`exec > f`) redirects commands
+/// again: each `cmd >> g` replaces its standard output, whose pump the shell's saved copy
+/// of the pipe keeps going, and puts the copy back after. The replaced pump is settled
+/// once its pipe is written out (it waited a second for an end that the copy never let
+/// come, per redirection) and serves the descriptor again when the copy comes back (it ran
+/// on unnamed, so the exit waited for it and could not leave the image: "image not marked
+/// clean at exit: device or resource busy", once per `sh` that xargs started).
+#[test]
+fn a_shell_with_its_output_in_the_image_redirects_again() {
+    let img = image();
+    let script = format!(
+        "exec > {all}; echo a; for i in 1 2 3; do echo $i >> {xs}; done; echo b; \
+         seq 1 3 | xargs -I{{}} sh -c 'echo {{}} >> {ys}; echo in-sh'; echo c",
+        all = p("/all"),
+        xs = p("/xs"),
+        ys = p("/ys")
+    );
+    let out = img.run("bash", &["-c", &script]);
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(String::from_utf8_lossy(&out.stderr), "", "messages at exit");
+    let all = img.ok("cat", &[&p("/all")]);
+    assert_eq!(all, "a\nb\nin-sh\nin-sh\nin-sh\nc\n");
+    assert_eq!(img.ok("cat", &[&p("/xs"), &p("/ys")]), "1\n2\n3\n1\n2\n3\n");
+    img.fsck_clean();
+    img.region_removed();
+}

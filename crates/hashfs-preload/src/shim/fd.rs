@@ -403,6 +403,9 @@ impl Descriptors for Preload {
         let _ = flags;
         let n = next.call();
         settle_pump(pump, newfd);
+        if standard && !from_ours && n.is_ok() {
+            super::pump::rejoin(newfd); // a kept copy of a pump's pipe, back in its place
+        }
         Some(match n {
             Ok(n) if from_ours => dup_into(fd, n).map_err(Errno),
             r => r,

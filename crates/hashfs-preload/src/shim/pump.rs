@@ -122,6 +122,28 @@ pub(super) fn drained_for_fork<'a>(
     }
 }
 
+/// After `dup2(copy, target)` of a kernel descriptor onto a standard one: if `target` is
+/// now the pipe of an output pump of this process that went on without a descriptor (a
+/// shell restoring its standard output from the copy it kept), that pump serves `target`
+/// again: its file stands for it and the exit ends it by closing `target`. Without this
+/// the pump ran on unnamed, its file open, and the exit waited a second for it and could
+/// not leave the image (EBUSY).
+pub(super) fn rejoin(target: c_int) {
+    let Some(pipe) = inode_of(target) else { return };
+    let me = current_pid();
+    let Some(of) = PUMPED.lock().iter().find(|p| p.output && p.pid == me && p.pipe == pipe).map(|p| p.of.clone())
+    else {
+        return;
+    };
+    let mut pumps = PUMPS.lock();
+    let Some(entry) = pumps.iter_mut().find(|(fd, p, _)| *fd < -1 && *p == pipe) else { return };
+    entry.0 = target;
+    drop(pumps);
+    if let Some(slot) = STANDARD_FILES.lock().get_mut(target as usize) {
+        *slot = Some((pipe, of));
+    }
+}
+
 /// lseek on standard descriptor `fd` when an output pump of this process writes its pipe
 /// into a file: what the pipe holds is written first (as for a fork), then the position
 /// the pump writes at moves (dd's `seek=` on the output it reopens onto standard output).
@@ -189,26 +211,54 @@ pub(super) fn sync_pumped(of: &Arc<OpenFile>, scope: SyncScope) -> Result<(), c_
 /// Standard descriptors redirected to HashFS files (dup2 onto 0, 1 or 2): glibc's stdio
 /// writes them with its internal write, which no preload can see, so they become pipes that
 /// a thread pumps into (or out of) the file.
-pub(super) static PUMPS: Mutex<Vec<(c_int, std::thread::JoinHandle<()>)>> = Mutex::new(Vec::new());
+pub(super) static PUMPS: Mutex<Vec<(c_int, u64, std::thread::JoinHandle<()>)>> = Mutex::new(Vec::new());
+
+/// A pump taken off its standard descriptor ([`take_pump`]): its thread and its pipe's inode.
+pub(super) struct Taken {
+    thread: std::thread::JoinHandle<()>,
+    pipe: Option<u64>,
+}
 
 /// Before `target` (a standard descriptor) is replaced or closed: the output pump feeding
 /// the file from it, taken out of the list. After the replacement, [`settle_pump`] lets it
 /// write what the pipe still holds, so that the file has the data before the program goes
 /// on (a shell's `echo a > f; echo b >> f` must not race two pumps).
-pub(super) fn take_pump(target: c_int) -> Option<std::thread::JoinHandle<()>> {
+pub(super) fn take_pump(target: c_int) -> Option<Taken> {
+    let pipe = inode_of(target);
     if let Some(f) = usize::try_from(target).ok().and_then(|i| STANDARD_FILES.lock().get_mut(i).map(Option::take)) {
         drop(f); // the descriptor no longer holds its file
     }
     let mut pumps = PUMPS.lock();
-    let i = pumps.iter().position(|(fd, _)| *fd == target)?;
-    Some(pumps.swap_remove(i).1)
+    let i = pumps.iter().position(|(fd, _, _)| *fd == target)?;
+    Some(Taken { thread: pumps.swap_remove(i).2, pipe })
 }
 
 /// Waits for a taken pump to reach the end of its pipe, at most a second (another copy of
 /// the pipe's write end, such as `2>&1` made, keeps it open; the pump then finishes on its
 /// own when that copy goes, and is joined at exit).
-pub(super) fn settle_pump(handle: Option<std::thread::JoinHandle<()>>, target: c_int) {
-    let Some(h) = handle else { return };
+///
+/// An output pump whose pipe another descriptor still writes (a shell keeps a copy of its
+/// standard output to restore it after `cmd >> f`) does not end: it is settled once what
+/// its pipe held is in the file (its pipe empty under the file's position, as for a fork),
+/// and goes on. Before, every such redirection waited the whole second (a shell script run
+/// after `exec > /pm/log` took a second per redirection).
+pub(super) fn settle_pump(taken: Option<Taken>, target: c_int) {
+    let Some(Taken { thread: h, pipe }) = taken else { return };
+    let me = current_pid();
+    let writing = pipe.and_then(|pipe| {
+        PUMPED.lock().iter().find(|p| p.output && p.pid == me && p.pipe == pipe).map(|p| p.of.clone())
+    });
+    if let Some(of) = writing {
+        drop(drained_for_fork(&of, of.pos.local_lock()));
+        if h.is_finished() {
+            let _ = h.join();
+        } else {
+            // It ends with its pipe's last writer; joined at exit, or standard descriptor
+            // `target` again if a copy of the pipe comes back onto it ([`rejoin`]).
+            PUMPS.lock().push((-2 - target, pipe.unwrap_or(0), h));
+        }
+        return;
+    }
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(1);
     while !h.is_finished() && std::time::Instant::now() < deadline {
         std::thread::sleep(std::time::Duration::from_micros(200));
@@ -216,7 +266,7 @@ pub(super) fn settle_pump(handle: Option<std::thread::JoinHandle<()>>, target: c
     if h.is_finished() {
         let _ = h.join();
     } else {
-        PUMPS.lock().push((-2 - target, h)); // still writing: joined at exit, not closed there
+        PUMPS.lock().push((-2 - target, pipe.unwrap_or(0), h)); // still writing: joined at exit, not closed there
     }
 }
 
@@ -296,6 +346,7 @@ pub(super) fn start_pump(of: Arc<OpenFile>, target: c_int) -> c_int {
     // for good, and the child could not leave the image at its exit (every `$(...)` of a
     // shell whose output went to a file in the image printed "image not marked clean at
     // exit" and left its slot to be reaped). The child drops its parent's records at exit.
+    let pumped_pipe = pumped.pipe;
     let at = PumpAt(Arc::as_ptr(&pumped));
     PUMPED.lock().push(pumped);
     let handle = std::thread::spawn(move || {
@@ -369,6 +420,6 @@ pub(super) fn start_pump(of: Arc<OpenFile>, target: c_int) -> c_int {
         };
         drop(mine); // the pump and its file's reference, outside the list's lock; not used after
     });
-    PUMPS.lock().push((if output { target } else { -1 }, handle));
+    PUMPS.lock().push((if output { target } else { -1 }, pumped_pipe, handle));
     target
 }
