@@ -521,8 +521,9 @@ pub unsafe fn ftok<B: Backend>(path: *const c_char, id: c_int) -> libc::key_t {
     ((st.st_ino & 0xffff) as u32 | ((st.st_dev & 0xff) as u32) << 16 | ((id as u32) & 0xff) << 24) as libc::key_t
 }
 
-/// open's flags for an fopen mode ("r", "w+", "ae", ...).
-fn mode_flags(mode: &[u8]) -> Option<c_int> {
+/// open's flags for an fopen mode ("r", "w+", "ae", ...): `freopen`'s here, and a shim's
+/// `fopen`.
+pub fn mode_flags(mode: &[u8]) -> Option<c_int> {
     let plus = mode.contains(&b'+');
     let rw = |only| if plus { libc::O_RDWR } else { only };
     let base = match mode.first()? {

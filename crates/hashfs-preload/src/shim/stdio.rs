@@ -40,25 +40,6 @@ unsafe extern "C" fn cookie_close(c: *mut c_void) -> c_int {
     unsafe { interposed::close(fd) }
 }
 
-pub(super) fn mode_flags(mode: &[u8]) -> Option<c_int> {
-    let plus = mode.contains(&b'+');
-    let base = match mode.first()? {
-        b'r' => {
-            if plus {
-                libc::O_RDWR
-            } else {
-                libc::O_RDONLY
-            }
-        }
-        b'w' => (if plus { libc::O_RDWR } else { libc::O_WRONLY }) | libc::O_CREAT | libc::O_TRUNC,
-        b'a' => (if plus { libc::O_RDWR } else { libc::O_WRONLY }) | libc::O_CREAT | libc::O_APPEND,
-        _ => return None,
-    };
-    let x = if mode.contains(&b'x') { libc::O_EXCL } else { 0 };
-    let e = if mode.contains(&b'e') { libc::O_CLOEXEC } else { 0 };
-    Some(base | x | e)
-}
-
 /// Streams made by `stream_for`, with their descriptors (fileno of a cookie stream is -1 in
 /// glibc; programs such as sort fstat it).
 pub(super) static STREAMS: Mutex<Vec<(usize, c_int)>> = Mutex::new(Vec::new());
@@ -87,7 +68,7 @@ pub(super) fn stream_fd(f: usize) -> Option<c_int> {
 
 /// fopen of HashFS file `p`.
 pub(super) fn open(p: &Path, mode: &CStr) -> Result<Handle, c_int> {
-    let flags = mode_flags(mode.to_bytes()).ok_or(libc::EINVAL)?;
+    let flags = hashfs_interpose::entry::compose::mode_flags(mode.to_bytes()).ok_or(libc::EINVAL)?;
     let fd = fd::do_open(p, flags, 0o666)?;
     stream_for(fd, mode).ok_or_else(|| {
         let e = hashfs_interpose::errno();
