@@ -141,9 +141,13 @@ fn write_here(fd: c_int, b: &[u8]) -> Result<usize, c_int> {
 }
 
 fn seek(fd: c_int, off: off_t, whence: c_int) -> Result<off_t, c_int> {
-    let s = shim();
-    let of = s.file(fd).ok_or(libc::EBADF)?;
-    let fs = s.fs()?;
+    let of = shim().file(fd).ok_or(libc::EBADF)?;
+    seek_in(&of, off, whence)
+}
+
+/// lseek's work on open file `of` (a descriptor's, or a pump's: `pump::seek_pumped`).
+pub(super) fn seek_in(of: &OpenFile, off: off_t, whence: c_int) -> Result<off_t, c_int> {
+    let fs = shim().fs()?;
     // The size only where it counts (an lseek to the current offset is common: stdio's
     // ftell, a shell's redirection).
     let size = || fs.peek_attr(of.ino).map(|m| m.size as i64).map_err(|e| e.errno());

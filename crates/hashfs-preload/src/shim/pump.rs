@@ -152,22 +152,7 @@ pub(super) fn rejoin(target: c_int) {
 pub(super) fn seek_pumped(fd: c_int, off: libc::off_t, whence: c_int) -> Option<Result<i64, c_int>> {
     let of = output_pumped(fd)?;
     drop(drained_for_fork(&of, of.pos.local_lock()));
-    let file = of.file.as_ref()?;
-    let mut pos = of.pos.lock();
-    let new = match whence {
-        libc::SEEK_SET => off,
-        libc::SEEK_CUR => *pos as i64 + off,
-        libc::SEEK_END => match file.metadata() {
-            Ok(m) => m.size as i64 + off,
-            Err(e) => return Some(Err(e.errno())),
-        },
-        _ => return Some(Err(libc::EINVAL)),
-    };
-    if new < 0 {
-        return Some(Err(libc::EINVAL));
-    }
-    *pos = new as u64;
-    Some(Ok(new))
+    Some(super::io::seek_in(&of, off, whence))
 }
 
 /// ftruncate on standard descriptor `fd` when an output pump of this process writes its
