@@ -117,6 +117,7 @@ pub(super) extern "C" fn at_exit() {
 fn leave_image() {
     EXITING.store(true, Ordering::Relaxed);
     if let Some(s) = SHIM.get() {
+        pump::finish_detached();
         s.fds.lock().clear();
         pump::forget_standard_files();
         // The records of pumps a parent ran, which a forked child inherited (an exec would

@@ -122,6 +122,28 @@ pub(super) fn drained_for_fork<'a>(
     }
 }
 
+/// Before this process leaves the image: the pumps that went on without a descriptor
+/// ([`settle_pump`]) end as their pipes' last writers go (an exec's leaving comes right after
+/// a shell's `cmd > f` was undone, whose pump is reading its last bytes); each is waited for,
+/// a second at most in all, so that its file is closed when the image is.
+pub(super) fn finish_detached() {
+    let detached: Vec<_> = {
+        let mut pumps = PUMPS.lock();
+        let (gone, kept) = std::mem::take(&mut *pumps).into_iter().partition(|(fd, _, _)| *fd < -1);
+        *pumps = kept;
+        gone
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(1);
+    for (_, _, h) in detached {
+        while !h.is_finished() && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_micros(200));
+        }
+        if h.is_finished() {
+            let _ = h.join();
+        }
+    }
+}
+
 /// After `dup2(copy, target)` of a kernel descriptor onto a standard one: if `target` is
 /// now the pipe of an output pump of this process that went on without a descriptor (a
 /// shell restoring its standard output from the copy it kept), that pump serves `target`
