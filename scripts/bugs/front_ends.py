@@ -414,8 +414,8 @@ def _():
 @bug("mprotect-writes-read-only-map")
 def _():
     plant("crates/hashfs-preload/src/shim/mmap.rs",
-        "&& read_only(m)) {\n",
-        "&& read_only(m)) && !@ON {\n")
+        "(m.copy || read_only(m));\n",
+        "(m.copy || read_only(m) && !@ON);\n")
 
 
 @bug("cwd-kept-by-path")

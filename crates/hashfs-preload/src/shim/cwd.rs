@@ -62,10 +62,10 @@ fn leave() {
 /// Asked on every getcwd, outside the guard (`Process::working_dir`): it never makes the
 /// shim (whose start-up asks again) and runs the file system's calls inside the guard.
 fn current() -> Option<(PathBuf, bool)> {
-    if in_vfork_child() {
-        if let Some(own) = VFORK_CWD.lock().clone() {
-            return own.map(|p| (p, false));
-        }
+    // The pid's system call only when a vfork child set a directory (every getcwd and
+    // relative path asks here).
+    if let Some(own) = VFORK_CWD.lock().clone().filter(|_| in_vfork_child()) {
+        return own.map(|p| (p, false));
     }
     let kept = VCWD.lock().clone()?;
     let Some(fs) = SHIM.get().and_then(|s| s.fs.as_ref()) else { return Some((kept, false)) };
@@ -98,10 +98,8 @@ fn current() -> Option<(PathBuf, bool)> {
 /// spawn passes it on: `exec.rs`), without a copy (a `vfork` child, which runs in its
 /// parent's memory, must not allocate).
 pub(super) fn with_virtual_cwd<T>(f: impl FnOnce(&Path) -> T) -> Option<T> {
-    if in_vfork_child() {
-        if let Some(own) = VFORK_CWD.lock().as_ref() {
-            return own.as_deref().map(f);
-        }
+    if let Some(own) = VFORK_CWD.lock().as_ref().filter(|_| in_vfork_child()) {
+        return own.as_deref().map(f);
     }
     VCWD.lock().as_deref().map(f)
 }

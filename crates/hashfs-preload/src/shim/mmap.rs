@@ -94,8 +94,6 @@ static HOLE_MAPS: AtomicUsize = AtomicUsize::new(0);
 /// Kernel mappings the records in MAPS hold (a split record counts its parts' whole); the
 /// process's ledger of HashFS's mappings (`hashfs::pm::vspace`) holds them too.
 static KERNEL_MAPS: AtomicUsize = AtomicUsize::new(0);
-/// Shared mappings in MAPS served by copies, read without the lock by `mprotect`.
-static SHARED_COPIES: AtomicUsize = AtomicUsize::new(0);
 
 /// Publishes the counts of `maps` (under its lock, after any change).
 /// The kernel mappings record `m` holds in the ledger: those it made, or its reserve.
@@ -113,7 +111,6 @@ fn recount(maps: &[FileMap]) {
     } else {
         vspace::maps_given((before - runs) as u64);
     }
-    SHARED_COPIES.store(maps.iter().filter(|m| m.copy && !m.private).count(), Ordering::Relaxed);
 }
 
 /// At exit: drops every record (and with them their open files and pinned blocks), so
@@ -601,16 +598,16 @@ impl Mappings for Preload {
 
     /// EACCES for write access to a shared mapping of a file the descriptor could not
     /// write (Linux's rule, which the kernel cannot apply here: its mapping is of the image,
-    /// open for writing), or to one served by a copy; else the kernel's.
+    /// open for writing), or to one served by a copy (`copy.rs`: stores into it would not
+    /// reach the file); else the kernel's.
     fn mprotect(addr: usize, len: usize, prot: c_int, _: Next<'_, ()>) -> Served<()> {
-        let (a, e) = (addr, addr.saturating_add(len));
-        if prot & libc::PROT_WRITE != 0 && MAP_COUNT.load(Ordering::Relaxed) != 0 {
-            let read_only = |m: &FileMap| m.file.flags.load(Ordering::Relaxed) & libc::O_ACCMODE != libc::O_RDWR;
-            if MAPS.lock().iter().any(|m| !m.private && a < m.start + m.len && m.start < e && read_only(m)) {
-                return Some(Err(Errno(libc::EACCES)));
-            }
+        if prot & libc::PROT_WRITE == 0 || MAP_COUNT.load(Ordering::Relaxed) == 0 {
+            return None;
         }
-        copy::refuses(a, e, prot).then_some(Err(Errno(libc::EACCES)))
+        let (a, e) = (addr, addr.saturating_add(len));
+        let read_only = |m: &FileMap| m.file.flags.load(Ordering::Relaxed) & libc::O_ACCMODE != libc::O_RDWR;
+        let refused = |m: &FileMap| !m.private && a < m.start + m.len && m.start < e && (m.copy || read_only(m));
+        MAPS.lock().iter().any(refused).then_some(Err(Errno(libc::EACCES)))
     }
 
     /// msync of a range that meets a shared mapping of ours: the lines of its pages that

@@ -230,11 +230,3 @@ fn copy_in(m: &FileMap, a: usize, e: usize) -> bool {
         && fill(m, a, e).is_ok()
         && (writable || protect(m.start + a, e - a, m.prot).is_ok())
 }
-
-/// Whether an `mprotect` to `prot` of `[a, e)` would make a shared mapping served by a
-/// copy writable (EACCES: stores into it would not reach the file).
-pub(in crate::shim) fn refuses(a: usize, e: usize, prot: c_int) -> bool {
-    prot & libc::PROT_WRITE != 0
-        && SHARED_COPIES.load(Ordering::Relaxed) > 0
-        && MAPS.lock().iter().any(|m| m.copy && !m.private && a < m.start + m.len && m.start < e)
-}
