@@ -458,6 +458,20 @@ def _():
         "    if @ON {\n        return true;\n    }\n    let Ok(tasks) = std::fs::read_dir(format!(\"/proc/{pid}/task\")) else { return true };\n")
 
 
+@bug("leave-clears-leaving-mark")
+def _():
+    plant("crates/hashfs/src/share/participants.rs",
+        "        crate::fs::race_point::reached(\"participants: a slot given back but for its pid\");\n",
+        "        if @ON {\n            s.leaving.store(0, Ordering::Release);\n        }\n        crate::fs::race_point::reached(\"participants: a slot given back but for its pid\");\n")
+
+
+@bug("join-keeps-leaving-mark")
+def _():
+    plant("crates/hashfs/src/share/participants.rs",
+        "                s.leaving.store(0, Ordering::Release);\n                s.image.store(image_nonce(), Ordering::Release);\n",
+        "                if !@ON {\n                    s.leaving.store(0, Ordering::Release);\n                }\n                s.image.store(image_nonce(), Ordering::Release);\n")
+
+
 @bug("unlink-free-unscoped")
 def _():
     plant("crates/hashfs/src/fs/hashfs/unlink.rs",

@@ -66,6 +66,10 @@ impl Participants {
         let start = start_time(pid)?;
         for (i, s) in self.slots.iter().enumerate() {
             if s.pid.compare_exchange(0, pid, Ordering::AcqRel, Ordering::Acquire).is_ok() {
+                // The mark of the participant that gave the slot back ([`Participants::leave`]
+                // keeps it). Until it is cleared this one, being filled, counts as leaving,
+                // as if it came a moment later.
+                s.leaving.store(0, Ordering::Release);
                 s.image.store(image_nonce(), Ordering::Release);
                 s.start.store(start, Ordering::Release);
                 return Some(Participant(i as u32));
@@ -81,12 +85,17 @@ impl Participants {
         }
     }
 
-    /// Gives slot `i` back (at exit).
+    /// Gives slot `i` back (at exit). Its leaving mark stays until the next participant
+    /// to take the slot clears it ([`Participants::join`]): cleared here, the slot would
+    /// name a live process that is not leaving from then until its pid is cleared (its start
+    /// time 0 makes it a slot being filled, alive while its pid runs), and the last
+    /// participant to leave, counting it as staying, would not mark the image clean, while
+    /// this one had already counted that participant as staying (each saw the other).
     pub fn leave(&self, i: Participant) {
         let s = &self.slots[i.0 as usize];
         s.start.store(0, Ordering::Release);
         s.image.store(0, Ordering::Release);
-        s.leaving.store(0, Ordering::Release);
+        crate::fs::race_point::reached("participants: a slot given back but for its pid");
         s.pid.store(0, Ordering::Release);
     }
 
@@ -289,6 +298,36 @@ mod tests {
         assert!(who.alive(me));
         who.slots[me.0 as usize].image.fetch_add(2, Ordering::AcqRel);
         assert!(!who.alive(me), "a slot of the program before an execve counts as alive");
+        std::fs::remove_file(&path).unwrap();
+    }
+
+    /// A participant giving its slot back never counts as staying once it began to leave,
+    /// at any step (the last two processes of an atomic-save test each counted the other as
+    /// staying, 1 run in 40 under load, and neither marked the image clean); the next
+    /// participant to take the slot is not leaving.
+    #[test]
+    fn a_slot_given_back_never_counts_as_staying_again() {
+        let path = std::env::temp_dir().join(format!("hashfs-participants-leave-{}", std::process::id()));
+        let _ = std::fs::remove_file(&path);
+        let id = Identity::of_image([0x3D; 16]).unwrap();
+        // The point's hook lives as long as the thread: so does the region.
+        let r: &'static Region = Box::leak(Box::new(Region::attach(&path, &id, HEADER_BYTES + 4096, 0o600).unwrap()));
+        let who = r.at::<Participants>(HEADER_BYTES);
+        let me = who.join().unwrap();
+        assert!(who.staying(me));
+        who.set_leaving(me);
+        let points = std::rc::Rc::new(std::cell::Cell::new(0));
+        let seen = points.clone();
+        let _hook = crate::fs::race_point::on_this_thread(move |_| {
+            seen.set(seen.get() + 1);
+            assert!(!who.staying(me), "a participant giving its slot back counts as staying");
+        });
+        who.leave(me);
+        assert_eq!(points.get(), 1, "the point inside leave was not reached");
+        assert!(!who.staying(me) && who.is_free(me));
+        let again = who.join().unwrap();
+        assert_eq!(again, me, "the slot given back is the first free one");
+        assert!(who.staying(again), "a participant that took a slot given back counts as leaving");
         std::fs::remove_file(&path).unwrap();
     }
 }
