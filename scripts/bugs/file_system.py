@@ -409,3 +409,10 @@ def _():
     plant("crates/hashfs/src/fs/api.rs",
         "        if opts.truncate && !created {\n",
         "        if opts.truncate && !created && !@ON {\n")
+
+
+@bug("chown-same-ctime-unpersisted")
+def _():
+    plant("crates/hashfs/src/fs/ops.rs",
+        "            self.persist_times(&cell, &mut st);\n            return Ok(st.raw);\n",
+        "            if !@ON {\n                self.persist_times(&cell, &mut st);\n            }\n            return Ok(st.raw);\n")

@@ -8,7 +8,8 @@
 //! (`fs/hashfs/append_tag.rs`: one fence, not two). A rename over a file's last link (an
 //! atomic replacement: editors, git's index, RocksDB's `CURRENT`) and an rmdir free the
 //! same way, a truncation frees its slots with one fence after its transaction's, and an
-//! open with `O_CREAT | O_TRUNC` that makes its file truncates nothing (a shell's `>`).
+//! open with `O_CREAT | O_TRUNC` that makes its file truncates nothing (a shell's `>`), and
+//! a chown to the owner a file has (SQLite's of each journal) stores its change time in place.
 //! The crash explorer covers every crash state of these (`unlink-small`, `rmdir`,
 //! `rename-over-small`, `truncate-down`, `overwrite-small` after `append-small`); these
 //! tests pin the cost and the reuse of a freed inode's number.
@@ -223,6 +224,35 @@ fn an_open_that_makes_its_file_truncates_nothing() {
     let f = fs.open_file(p("/out"), &ct).unwrap();
     assert_eq!(f.metadata().unwrap().size, 0, "an existing file is truncated");
     drop(f);
+    drop(fs);
+    assert_fsck_clean(&dev);
+}
+
+/// A chown to the owner a file has (SQLite's `fchown` of each rollback journal it makes)
+/// moves only the change time: stored in place with one fence, not a transaction's three,
+/// and durable when the call returns (the image as the fences left it shows it, and the
+/// times a write before it left pending). A chown that changes the owner is a transaction.
+#[test]
+fn a_chown_to_the_owner_the_file_has_takes_one_fence() {
+    let (fs, dev) = new_fs(16 * MIB, &opts());
+    let j = fs.open_file(p("/db-journal"), &rw()).unwrap();
+    j.write_at(0, &[1u8; 600]).unwrap(); // its times pending until fsync
+    let md = j.metadata().unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(2));
+    let n = fences(&dev, || fs.set_owner(p("/db-journal"), Some(md.uid), Some(md.gid)).unwrap());
+    assert_eq!(n, 1, "the change time in place");
+    let after = j.metadata().unwrap();
+    assert!(after.ctime_ns > md.ctime_ns, "the change time moves: {} -> {}", md.ctime_ns, after.ctime_ns);
+    assert_eq!((after.uid, after.gid, after.perm, after.mtime_ns), (md.uid, md.gid, md.perm, md.mtime_ns));
+    // A crash now: the image as the fences left it.
+    let (crashed, _, cdev) = common::mount_image(&dev.durable_image()).unwrap();
+    let got = crashed.metadata(p("/db-journal")).unwrap();
+    assert_eq!((got.ctime_ns, got.mtime_ns, got.size), (after.ctime_ns, md.mtime_ns, 600));
+    drop(crashed);
+    assert_fsck_clean(&cdev);
+    let n = fences(&dev, || fs.set_owner(p("/db-journal"), Some(md.uid + 1), None).unwrap());
+    assert!(n >= 3, "a new owner is a transaction: {n} fences");
+    drop(j);
     drop(fs);
     assert_fsck_clean(&dev);
 }

@@ -50,6 +50,7 @@ pub const ACE_OPS: &[&str] = &[
     "exchange",
     "chmod",
     "chown",
+    "chown-same",
     "utimens",
     "fsync",
     "mkfifo",
@@ -137,6 +138,12 @@ pub fn ace_op(name: &str) -> Option<Op> {
         "exchange" => Op::Rename { from: s("/A/f"), to: s("/g"), mode: RenameMode::Exchange },
         "chmod" => Op::Chmod { path: s("/g"), perm: 0o600 },
         "chown" => Op::Chown { path: s("/g"), uid: 7, gid: 8 },
+        // To the owner the file has (the base tree's files are this process's): only the
+        // change time moves, stored in place (`fs/ops.rs` setattr).
+        "chown-same" => {
+            let o = crate::fs::ops::Owner::current();
+            Op::Chown { path: s("/g"), uid: o.uid, gid: o.gid }
+        }
         "utimens" => Op::Utimens { path: s("/g"), atime: 5_000_000_000, mtime: 6_000_000_000 },
         "fsync" => Op::Fsync { path: s("/A/f") },
         // The small file's, after an append to it (not in ACE_OPS: for sequences by name).
