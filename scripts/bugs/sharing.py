@@ -472,6 +472,13 @@ def _():
         "                if !@ON {\n                    s.leaving.store(0, Ordering::Release);\n                }\n                s.image.store(image_nonce(), Ordering::Release);\n")
 
 
+@bug("takeover-attributes-bit-kept")
+def _():
+    plant("crates/hashfs/src/fs/shared/takeover.rs",
+        "                if raw.xattr_ino != 0 {\n",
+        "                if raw.xattr_ino != 0 && !@ON {\n")
+
+
 @bug("unlink-free-unscoped")
 def _():
     plant("crates/hashfs/src/fs/hashfs/unlink.rs",

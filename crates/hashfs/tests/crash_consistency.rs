@@ -130,6 +130,21 @@ fn explore_process_deaths() {
     assert!(stats.deaths >= 10 * w.len() as u64, "too few deaths explored: {} for {} workloads", stats.deaths, w.len());
 }
 
+/// Process deaths in the free of a file with attributes, by an unlink or a rename over it:
+/// a survivor that finishes the free frees the attributes' inode with it, and its bit in
+/// the region's inode bitmap goes too (it stayed taken, its inode free, until 2026-12-05:
+/// `setxattr,unlink-small` came up only when a new operation moved the pairs the test
+/// samples).
+#[test]
+fn process_deaths_in_frees_of_files_with_attributes() {
+    let w =
+        workloads(&["ace:setxattr,unlink-small", "ace:setxattr,rename-over-small", "ace:setxattr-big,unlink-small"]);
+    let cfg = Config { model: FailureModel::ProcessDeath, ..config() };
+    let (stats, failures) = crashtest::run(&cfg, test_mapping(), test_layout_score(), &w, threads(), &|_, _, _| {});
+    report("process deaths in frees of files with attributes", &stats, &failures);
+    assert!(stats.deaths >= 10 * w.len() as u64, "too few deaths explored: {}", stats.deaths);
+}
+
 /// Process deaths on an image whose data area is nearly full: on HashFS every table slot
 /// but a few holds a key, so a freed slot lies on other keys' probe paths and its purge
 /// must leave it a tombstone. A takeover after a death repairs no probe path

@@ -107,6 +107,10 @@ impl<D: PmDevice> FsInner<D> {
                 let mut st = cell.state.write();
                 tmp.free_inode_locked(&cell, &mut st)?;
                 freed.push(ino);
+                // Its attributes' inode goes with it (`free_inode_locked`): its bit too.
+                if raw.xattr_ino != 0 {
+                    freed.push(Ino(raw.xattr_ino));
+                }
             }
         }
         if !freed.is_empty() {
