@@ -451,3 +451,17 @@ def _():
     plant("crates/hashfs-preload/src/shim/fd.rs",
         "        if standard && !from_ours && n.is_ok() {\n",
         "        if standard && !from_ours && n.is_ok() && !@ON {\n")
+
+
+@bug("descriptor-link-unserved")
+def _():
+    plant("crates/hashfs-preload/src/shim/path.rs",
+        "    let (n, rest) = link_number(path)?;\n",
+        "    if @ON {\n        return None;\n    }\n    let (n, rest) = link_number(path)?;\n")
+
+
+@bug("descriptor-link-reopened-by-name")
+def _():
+    plant("crates/hashfs-preload/src/shim/fd.rs",
+        "    Some(open_once(&of.fs_path, flags, mode, Some(of.ino)))\n",
+        "    Some(open_once(&of.fs_path, flags, mode, if @ON { None } else { Some(of.ino) }))\n")

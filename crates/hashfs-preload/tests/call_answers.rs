@@ -329,3 +329,73 @@ t("a relative name in the parent", lambda: os.path.isdir("sub"))
 fn a_childs_working_directory_is_its_own() {
     answers_as_the_kernels(CHILD_CWD, &["its parent where it was True", "its parent still True"]);
 }
+
+/// The kernel's links to a process's descriptors (`/proc/self/fd/N`, `/proc/PID/fd/N`,
+/// `/dev/fd/N`) name a shim descriptor's placeholder, `/dev/null`: an open of one read
+/// nothing and a write through it was lost (a shell's `echo two > /dev/fd/3` after
+/// `exec 3> f`, `tee /dev/fd/3`), stat said a character device and readlink `/dev/null`.
+/// Served now: an open is a new open file description of the descriptor's file (its own
+/// offset, O_TRUNC and O_APPEND as asked, the permission checked again, an unlinked file
+/// too), stat and access follow to the file, readlink gives its path, a directory's link
+/// walks on below it.
+const DESCRIPTOR_LINKS: &str = r#"
+import stat, subprocess
+base = d.rstrip('/')
+f = os.path.join(d, 'f'); open(f, 'w').write('hello')
+fd = os.open(f, os.O_RDWR)
+def reopen(path, flags):
+    g = os.open(path, flags)
+    try:
+        return os.read(g, 10) if flags & 3 != os.O_WRONLY else b''
+    finally:
+        os.close(g)
+t('reopen /proc/self/fd', lambda: reopen(f'/proc/self/fd/{fd}', os.O_RDONLY))
+t('reopen /dev/fd', lambda: reopen(f'/dev/fd/{fd}', os.O_RDONLY))
+t('reopen /proc/pid/fd', lambda: reopen(f'/proc/{os.getpid()}/fd/{fd}', os.O_RDONLY))
+t('reopen /proc/thread-self/fd', lambda: reopen(f'/proc/thread-self/fd/{fd}', os.O_RDONLY))
+t('python open /dev/fd', lambda: open(f'/dev/fd/{fd}').read())
+t('stat /dev/fd', lambda: (str(os.stat(f'/dev/fd/{fd}').st_size), stat.S_ISREG(os.stat(f'/dev/fd/{fd}').st_mode), os.stat(f'/dev/fd/{fd}').st_ino == os.stat(f).st_ino))
+t('lstat of the link', lambda: stat.S_ISLNK(os.lstat(f'/proc/self/fd/{fd}').st_mode))
+t('access /dev/fd', lambda: os.access(f'/dev/fd/{fd}', os.R_OK | os.W_OK))
+t('readlink', lambda: os.readlink(f'/proc/self/fd/{fd}').replace(base, 'D'))
+t('O_EXCL', lambda: os.open(f'/dev/fd/{fd}', os.O_CREAT | os.O_EXCL | os.O_RDWR))
+t('O_NOFOLLOW', lambda: os.open(f'/proc/self/fd/{fd}', os.O_NOFOLLOW | os.O_RDONLY))
+t('O_DIRECTORY', lambda: os.open(f'/proc/self/fd/{fd}', os.O_DIRECTORY | os.O_RDONLY))
+def own_offset():
+    os.lseek(fd, 2, 0)
+    g = os.open(f'/proc/self/fd/{fd}', os.O_RDONLY)
+    r = (os.read(g, 2), str(os.lseek(fd, 0, 1)))
+    os.close(g)
+    return r
+t('a new description', own_offset)
+def write_through():
+    g = os.open(f'/dev/fd/{fd}', os.O_WRONLY | os.O_APPEND)
+    os.write(g, b' world'); os.close(g)
+    return open(f).read()
+t('append through the link', write_through)
+t('O_TRUNC', lambda: str((os.close(os.open(f'/proc/self/fd/{fd}', os.O_WRONLY | os.O_TRUNC)), os.fstat(fd).st_size)[1]))
+os.write(fd, b'again')
+ro = os.open(f, os.O_RDONLY)
+dd = os.open(d, os.O_RDONLY | os.O_DIRECTORY)
+t('listdir of a directory link', lambda: sorted(os.listdir(f'/proc/self/fd/{dd}')))
+t('a name below a directory link', lambda: open(f'/dev/fd/{dd}/f').read())
+t('below a file link', lambda: open(f'/dev/fd/{fd}/x').read())
+os.unlink(f)
+t('reopen an unlinked file', lambda: reopen(f'/proc/self/fd/{ro}', os.O_RDONLY))
+t('readlink unlinked', lambda: os.readlink(f'/proc/self/fd/{ro}').replace(base, 'D'))
+t('stat unlinked', lambda: str(os.stat(f'/proc/self/fd/{ro}').st_nlink))
+sh = 'exec 3>"$1"/log; echo one >&3; echo two > /dev/fd/3; echo three | tee -a /dev/fd/3 >/dev/null; exec 3>&-; cat "$1"/log'
+t('a shell writing through /dev/fd', lambda: subprocess.run(['bash', '-c', sh, 'sh', d], capture_output=True, text=True).stdout)
+"#;
+
+#[test]
+fn descriptor_links_answer_as_the_kernels() {
+    answers_as_the_kernels(
+        DESCRIPTOR_LINKS,
+        &[
+            "reopen /dev/fd b'hello'",
+            "append through the link hello world",
+            "a shell writing through /dev/fd two\nthree",
+        ],
+    );
+}

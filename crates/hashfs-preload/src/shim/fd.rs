@@ -101,7 +101,7 @@ pub(super) fn process_umask() -> mode_t {
 pub(super) fn do_open(path: &Path, flags: c_int, mode: mode_t) -> Result<c_int, c_int> {
     let mut path = std::borrow::Cow::Borrowed(path);
     for _ in 0..MAX_CREATE_FOLLOWS {
-        match open_once(&path, flags, mode) {
+        match open_once(&path, flags, mode, None) {
             // O_CREAT through a symbolic link that leads nowhere makes the file it names,
             // as Linux does (not with O_EXCL or O_NOFOLLOW, which refuse the link).
             Err(libc::ENOENT) if flags & (libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW) == libc::O_CREAT => {
@@ -138,7 +138,22 @@ fn dangling_target(fs: &FileSystem<MmapDevice>, path: &Path) -> Option<Result<Pa
     }
 }
 
-fn open_once(path: &Path, flags: c_int, mode: mode_t) -> Result<c_int, c_int> {
+/// A new open file description of the file `of` is open on, with `flags`: an open of the
+/// kernel's link to one of the shim's descriptors (`/proc/self/fd/N`, `/dev/fd/N`:
+/// `path.rs` `descriptor_link`), which Linux opens as the file the descriptor has open,
+/// renamed or unlinked since or not, with the opener's permission checked again. The link
+/// is a symbolic link: O_NOFOLLOW is ELOOP (with O_PATH the link itself, the kernel's).
+/// None: the kernel's (O_PATH|O_NOFOLLOW, the link itself).
+pub(super) fn reopen(of: &OpenFile, flags: c_int, mode: mode_t) -> Option<Result<c_int, c_int>> {
+    if flags & libc::O_NOFOLLOW != 0 {
+        return if flags & libc::O_PATH != 0 { None } else { Some(Err(libc::ELOOP)) };
+    }
+    Some(open_once(&of.fs_path, flags, mode, Some(of.ino)))
+}
+
+/// One open of `path`, or (`known`) of the inode a descriptor has open, found by it
+/// ([`reopen`]).
+fn open_once(path: &Path, flags: c_int, mode: mode_t, known: Option<Ino>) -> Result<c_int, c_int> {
     if flags & libc::O_CREAT != 0 && flags & libc::O_DIRECTORY != 0 {
         return Err(libc::EINVAL); // as Linux since 6.4: before anything is made
     }
@@ -164,7 +179,12 @@ fn open_once(path: &Path, flags: c_int, mode: mode_t) -> Result<c_int, c_int> {
     let attempt = |resolved: &mut bool| -> Result<(Ino, Option<File<MmapDevice>>), Error> {
         fifo.set(None);
         created.set(false);
-        let ino = if flags & libc::O_CREAT != 0 {
+        let ino = if let Some(ino) = known {
+            if flags & (libc::O_CREAT | libc::O_EXCL) == libc::O_CREAT | libc::O_EXCL {
+                return Err(Error::Exists);
+            }
+            ino
+        } else if flags & libc::O_CREAT != 0 {
             if path.as_os_str().as_bytes().ends_with(b"/") {
                 // A trailing slash, "." or "..": as Linux's open_last_lookups.
                 return Err(Error::IsDir);
@@ -339,6 +359,9 @@ fn forget(s: &Shim, fd: c_int) {
 
 impl Descriptors for Preload {
     fn open(dirfd: c_int, path: &CStr, flags: c_int, mode: mode_t, _: Next<'_, c_int, c_int>) -> Served<c_int> {
+        if let Some((_, of, b"")) = super::path::descriptor_link(path.to_bytes()) {
+            return served(reopen(&of, flags, mode)?);
+        }
         let Some(p) = fs_path_at_of(dirfd, path) else {
             // Out of the image through it (`..` from a working directory inside it).
             let k = kernel_path_at(dirfd, path)?;

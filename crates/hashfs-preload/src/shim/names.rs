@@ -219,6 +219,15 @@ impl Names for Preload {
     }
 
     fn readlink_at(dirfd: c_int, path: &CStr, buf: &mut [u8], _: Next<'_, usize>) -> Served<usize> {
+        if let Some((_, of, b"")) = super::path::descriptor_link(path.to_bytes()) {
+            if buf.is_empty() {
+                return served(Err(libc::EINVAL));
+            }
+            let t = super::path::link_target(&of);
+            let n = t.len().min(buf.len());
+            buf[..n].copy_from_slice(&t[..n]);
+            return served(Ok(n));
+        }
         // An empty path names the descriptor itself (a link's O_PATH descriptor), without
         // AT_EMPTY_PATH, as Linux's readlinkat has it.
         let t = match path.is_empty() {

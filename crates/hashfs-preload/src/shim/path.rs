@@ -53,9 +53,18 @@ fn retried<T, E>(
     }
 }
 
-/// The file-system path for `path` if it lies under the prefix.
+/// The file-system path for `path` if it lies under the prefix, or goes through the
+/// kernel's link to one of the shim's descriptors ([`descriptor_link`]: the path of its
+/// file now, and what the path goes on with).
 pub(super) fn fs_path_of(path: &CStr) -> Option<PathBuf> {
     let bytes = path.to_bytes();
+    if let Some((_, of, rest)) = descriptor_link(bytes) {
+        let mut p = path_now(&of.fs_path, of.ino, &of.found_at);
+        if rest.len() > 1 {
+            p.push(std::ffi::OsStr::from_bytes(&rest[1..]));
+        }
+        return Some(p);
+    }
     if bytes.first() == Some(&b'/') {
         match super::plain_route(bytes) {
             Some(None) => return None, // without allocating (`prefix_bytes`)
@@ -66,6 +75,79 @@ pub(super) fn fs_path_of(path: &CStr) -> Option<PathBuf> {
     let p = Path::new(std::ffi::OsStr::from_bytes(bytes));
     let abs = if p.is_absolute() { p.to_path_buf() } else { std::env::current_dir().ok()?.join(p) };
     normalized_under(prefix()?, &abs)
+}
+
+/// A path through the kernel's links to this process's descriptors (`/proc/self/fd/N`,
+/// `/proc/thread-self/fd/N`, `/proc/PID/fd/N` of this process, `/dev/fd/N`, `/dev/stdin`,
+/// `/dev/stdout`, `/dev/stderr`) that names one of the shim's: N, its open file, and what
+/// the path goes on with (empty, or from a slash on). The kernel's link is the
+/// descriptor's placeholder, `/dev/null`: a write through `/dev/fd/3` went there, lost, and
+/// a read found nothing, until 2026-12-05.
+pub(super) fn descriptor_link(path: &[u8]) -> Option<(c_int, Arc<OpenFile>, &[u8])> {
+    if !path.starts_with(b"/proc/") && !path.starts_with(b"/dev/") {
+        return None;
+    }
+    let (n, rest) = link_number(path)?;
+    let of = SHIM.get()?.file(n)?;
+    Some((n, of, rest))
+}
+
+/// What `readlink` of [`descriptor_link`]'s link to `of` answers, as Linux's: the file's
+/// path now (under the prefix), or the path it had with " (deleted)" once unlinked. A
+/// file's name is known only while the name it was opened by still leads to it (a file
+/// has no way up to its directory), and not for a descriptor inherited across `execve`
+/// (`exec.rs` gives it the prefix for a name): then the answer names the inode instead,
+/// a path that opens nothing rather than another file's.
+pub(super) fn link_target(of: &OpenFile) -> Vec<u8> {
+    let unlinked = shim().fs().ok().and_then(|fs| fs.peek_attr(of.ino).ok()).is_some_and(|m| m.nlink == 0);
+    let inherited = Some(of.fs_path.as_path()) == prefix();
+    let name = match (unlinked, inherited) {
+        (true, false) => Some(of.fs_path.clone()),
+        (false, false) => Some(path_now(&of.fs_path, of.ino, &of.found_at)).filter(|p| p != Path::new(REMOVED_DIR)),
+        (_, true) => None,
+    };
+    let mut out = prefix().map_or_else(Vec::new, |p| p.as_os_str().as_bytes().to_vec());
+    match name {
+        Some(n) if n == Path::new("/") && !out.is_empty() => {}
+        Some(n) => out.extend_from_slice(n.as_os_str().as_bytes()),
+        None => out.extend_from_slice(format!("/(inode {}, name unknown)", of.ino.0).as_bytes()),
+    }
+    if unlinked {
+        out.extend_from_slice(b" (deleted)");
+    }
+    out
+}
+
+/// [`descriptor_link`]'s descriptor number and rest, whoever's the descriptor is.
+fn link_number(path: &[u8]) -> Option<(c_int, &[u8])> {
+    let goes_on = |r: &[u8]| r.is_empty() || r[0] == b'/';
+    for (name, n) in [(&b"/dev/stdin"[..], 0), (b"/dev/stdout", 1), (b"/dev/stderr", 2)] {
+        if let Some(r) = path.strip_prefix(name).filter(|r| goes_on(r)) {
+            return Some((n, r));
+        }
+    }
+    let after = match path.strip_prefix(b"/dev/fd/") {
+        Some(r) => r,
+        None => {
+            let r = path.strip_prefix(b"/proc/")?;
+            let slash = r.iter().position(|&c| c == b'/')?;
+            let who = &r[..slash];
+            let mine = who == b"self"
+                || who == b"thread-self"
+                || std::str::from_utf8(who).ok().and_then(|w| w.parse::<i32>().ok()) == Some(super::current_pid());
+            if !mine {
+                return None;
+            }
+            r[slash..].strip_prefix(b"/fd/")?
+        }
+    };
+    let end = after.iter().position(|&c| c == b'/').unwrap_or(after.len());
+    let digits = &after[..end];
+    if digits.is_empty() || digits.len() > 9 || !digits.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    let n = std::str::from_utf8(digits).ok()?.parse().ok()?;
+    Some((n, &after[end..]))
 }
 
 /// The path inside the image for `rest`, a plain path's part after the prefix.

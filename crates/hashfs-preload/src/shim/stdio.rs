@@ -69,7 +69,11 @@ pub(super) fn stream_fd(f: usize) -> Option<c_int> {
 /// fopen of HashFS file `p`.
 pub(super) fn open(p: &Path, mode: &CStr) -> Result<Handle, c_int> {
     let flags = hashfs_interpose::entry::compose::mode_flags(mode.to_bytes()).ok_or(libc::EINVAL)?;
-    let fd = fd::do_open(p, flags, 0o666)?;
+    let fd = match super::path::descriptor_link(p.as_os_str().as_bytes()) {
+        // `p` is the program's path when it is a link to a descriptor (`Preload::fopen`).
+        Some((_, of, b"")) => fd::reopen(&of, flags, 0o666).unwrap_or(Err(libc::ELOOP))?,
+        _ => fd::do_open(p, flags, 0o666)?,
+    };
     stream_for(fd, mode).ok_or_else(|| {
         let e = hashfs_interpose::errno();
         fd::close_own(fd);
