@@ -465,3 +465,10 @@ def _():
     plant("crates/hashfs-preload/src/shim/fd.rs",
         "    Some(open_once(&of.fs_path, flags, mode, Some(of.ino)))\n",
         "    Some(open_once(&of.fs_path, flags, mode, if @ON { None } else { Some(of.ino) }))\n")
+
+
+@bug("cwd-link-unserved")
+def _():
+    plant("crates/hashfs-preload/src/shim/path.rs",
+        "    let (dir, removed) = super::cwd::image_cwd()?;\n",
+        "    if @ON {\n        return None;\n    }\n    let (dir, removed) = super::cwd::image_cwd()?;\n")

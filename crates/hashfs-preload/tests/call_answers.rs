@@ -337,7 +337,9 @@ fn a_childs_working_directory_is_its_own() {
 /// Served now: an open is a new open file description of the descriptor's file (its own
 /// offset, O_TRUNC and O_APPEND as asked, the permission checked again, an unlinked file
 /// too), stat and access follow to the file, readlink gives its path, a directory's link
-/// walks on below it.
+/// walks on below it. The same for `/proc/self/cwd` while the working directory is in the
+/// image (the kernel's is the removed directory the shim parks the process in: a listing
+/// of it was empty).
 const DESCRIPTOR_LINKS: &str = r#"
 import stat, subprocess
 base = d.rstrip('/')
@@ -384,6 +386,12 @@ os.unlink(f)
 t('reopen an unlinked file', lambda: reopen(f'/proc/self/fd/{ro}', os.O_RDONLY))
 t('readlink unlinked', lambda: os.readlink(f'/proc/self/fd/{ro}').replace(base, 'D'))
 t('stat unlinked', lambda: str(os.stat(f'/proc/self/fd/{ro}').st_nlink))
+os.mkdir(d + '/w'); open(d + '/w/f', 'w').write('inside'); os.chdir(d + '/w')
+t('readlink of the cwd link', lambda: os.readlink('/proc/self/cwd').replace(base, 'D'))
+t('open under the cwd link', lambda: open(f'/proc/{os.getpid()}/cwd/f').read())
+t('listdir of the cwd link', lambda: sorted(os.listdir('/proc/self/cwd')))
+t('lstat of the cwd link', lambda: stat.S_ISLNK(os.lstat('/proc/self/cwd').st_mode))
+os.chdir('/')
 sh = 'exec 3>"$1"/log; echo one >&3; echo two > /dev/fd/3; echo three | tee -a /dev/fd/3 >/dev/null; exec 3>&-; cat "$1"/log'
 t('a shell writing through /dev/fd', lambda: subprocess.run(['bash', '-c', sh, 'sh', d], capture_output=True, text=True).stdout)
 "#;
@@ -395,6 +403,7 @@ fn descriptor_links_answer_as_the_kernels() {
         &[
             "reopen /dev/fd b'hello'",
             "append through the link hello world",
+            "listdir of the cwd link ['f']",
             "a shell writing through /dev/fd two\nthree",
         ],
     );

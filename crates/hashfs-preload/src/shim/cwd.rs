@@ -94,6 +94,12 @@ fn current() -> Option<(PathBuf, bool)> {
     Some((now, removed))
 }
 
+/// The working directory inside the image where it is now, and whether it was removed
+/// (None: not in the image): for `/proc/self/cwd` (`path.rs` `cwd_link`).
+pub(super) fn image_cwd() -> Option<(PathBuf, bool)> {
+    current()
+}
+
 /// `f` with the working directory inside the image, if the process is in one (an exec or a
 /// spawn passes it on: `exec.rs`), without a copy (a `vfork` child, which runs in its
 /// parent's memory, must not allocate).

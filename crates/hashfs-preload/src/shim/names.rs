@@ -219,11 +219,15 @@ impl Names for Preload {
     }
 
     fn readlink_at(dirfd: c_int, path: &CStr, buf: &mut [u8], _: Next<'_, usize>) -> Served<usize> {
-        if let Some((_, of, b"")) = super::path::descriptor_link(path.to_bytes()) {
+        let link = match (super::path::descriptor_link(path.to_bytes()), super::path::cwd_link(path.to_bytes())) {
+            (Some((_, of, b"")), _) => Some(super::path::link_target(&of)),
+            (_, Some((dir, removed, b""))) => Some(super::path::dir_link_target(&dir, removed)),
+            _ => None,
+        };
+        if let Some(t) = link {
             if buf.is_empty() {
                 return served(Err(libc::EINVAL));
             }
-            let t = super::path::link_target(&of);
             let n = t.len().min(buf.len());
             buf[..n].copy_from_slice(&t[..n]);
             return served(Ok(n));

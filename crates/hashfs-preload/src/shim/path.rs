@@ -58,6 +58,13 @@ fn retried<T, E>(
 /// file now, and what the path goes on with).
 pub(super) fn fs_path_of(path: &CStr) -> Option<PathBuf> {
     let bytes = path.to_bytes();
+    if let Some((dir, removed, rest)) = cwd_link(bytes) {
+        let mut p = if removed { PathBuf::from(REMOVED_DIR) } else { dir };
+        if rest.len() > 1 {
+            p.push(std::ffi::OsStr::from_bytes(&rest[1..]));
+        }
+        return Some(p);
+    }
     if let Some((_, of, rest)) = descriptor_link(bytes) {
         let mut p = path_now(&of.fs_path, of.ino, &of.found_at);
         if rest.len() > 1 {
@@ -118,6 +125,49 @@ pub(super) fn link_target(of: &OpenFile) -> Vec<u8> {
     out
 }
 
+/// What follows `/proc/self`, `/proc/thread-self` or `/proc/PID` of this process in
+/// `path` (from a slash on).
+fn own_proc_entry(path: &[u8]) -> Option<&[u8]> {
+    let r = path.strip_prefix(b"/proc/")?;
+    let slash = r.iter().position(|&c| c == b'/')?;
+    let who = &r[..slash];
+    let mine = who == b"self"
+        || who == b"thread-self"
+        || std::str::from_utf8(who).ok().and_then(|w| w.parse::<i32>().ok()) == Some(super::current_pid());
+    mine.then(|| &r[slash..])
+}
+
+/// A path through the kernel's link to this process's working directory
+/// (`/proc/self/cwd`, and its `thread-self` and PID forms) while that directory is in the
+/// image: the directory's path now (a removed one's names nothing), and what the path goes
+/// on with. The kernel's link is the removed directory the shim parks the process's own
+/// working directory in: a listing of it was empty and an open under it ENOENT, until
+/// 2026-12-05.
+pub(super) fn cwd_link(path: &[u8]) -> Option<(PathBuf, bool, &[u8])> {
+    if !path.starts_with(b"/proc/") {
+        return None;
+    }
+    let rest = own_proc_entry(path)?.strip_prefix(b"/cwd")?;
+    if !rest.is_empty() && rest[0] != b'/' {
+        return None;
+    }
+    let (dir, removed) = super::cwd::image_cwd()?;
+    Some((dir, removed, rest))
+}
+
+/// What `readlink` of [`cwd_link`]'s link answers: the directory's path under the prefix,
+/// with " (deleted)" once removed.
+pub(super) fn dir_link_target(dir: &Path, removed: bool) -> Vec<u8> {
+    let mut out = prefix().map_or_else(Vec::new, |p| p.as_os_str().as_bytes().to_vec());
+    if dir != Path::new("/") || out.is_empty() {
+        out.extend_from_slice(dir.as_os_str().as_bytes());
+    }
+    if removed {
+        out.extend_from_slice(b" (deleted)");
+    }
+    out
+}
+
 /// [`descriptor_link`]'s descriptor number and rest, whoever's the descriptor is.
 fn link_number(path: &[u8]) -> Option<(c_int, &[u8])> {
     let goes_on = |r: &[u8]| r.is_empty() || r[0] == b'/';
@@ -128,18 +178,7 @@ fn link_number(path: &[u8]) -> Option<(c_int, &[u8])> {
     }
     let after = match path.strip_prefix(b"/dev/fd/") {
         Some(r) => r,
-        None => {
-            let r = path.strip_prefix(b"/proc/")?;
-            let slash = r.iter().position(|&c| c == b'/')?;
-            let who = &r[..slash];
-            let mine = who == b"self"
-                || who == b"thread-self"
-                || std::str::from_utf8(who).ok().and_then(|w| w.parse::<i32>().ok()) == Some(super::current_pid());
-            if !mine {
-                return None;
-            }
-            r[slash..].strip_prefix(b"/fd/")?
-        }
+        None => own_proc_entry(path)?.strip_prefix(b"/fd/")?,
     };
     let end = after.iter().position(|&c| c == b'/').unwrap_or(after.len());
     let digits = &after[..end];

@@ -63,6 +63,9 @@ fn stat_at(dirfd: c_int, path: &CStr, flags: c_int) -> Option<Result<libc::stat,
     if path.is_empty() && flags & libc::AT_EMPTY_PATH != 0 && shim().is_ours(dirfd) {
         return Some(if flags & !KNOWN != 0 { Err(libc::EINVAL) } else { stat_fd(dirfd) });
     }
+    if flags & libc::AT_SYMLINK_NOFOLLOW != 0 && matches!(super::path::cwd_link(path.to_bytes()), Some((_, _, b""))) {
+        return None; // the link itself, the kernel's
+    }
     if let Some((n, _, b"")) = super::path::descriptor_link(path.to_bytes()) {
         if flags & libc::AT_SYMLINK_NOFOLLOW != 0 {
             return None; // the link itself, the kernel's
