@@ -208,8 +208,8 @@ def _():
 @bug("vfork-kept-with-descriptors")
 def _():
     plant("crates/hashfs-preload/src/shim/cwd.rs",
-        "        super::exec::descriptors_survive_exec()\n",
-        "        !@ON && super::exec::descriptors_survive_exec()\n")
+        "        super::exec::vfork_needs_fork()\n",
+        "        !@ON && super::exec::vfork_needs_fork()\n")
 
 
 @bug("exec-descriptor-unnamed")
@@ -472,3 +472,10 @@ def _():
     plant("crates/hashfs-preload/src/shim/path.rs",
         "    let (dir, removed) = super::cwd::image_cwd()?;\n",
         "    if @ON {\n        return None;\n    }\n    let (dir, removed) = super::cwd::image_cwd()?;\n")
+
+
+@bug("vfork-kept-with-close-on-exec-files")
+def _():
+    plant("crates/hashfs-preload/src/shim/exec.rs",
+        "        (Some(s), Some(_)) => !s.fds.lock().is_empty() || !pump::PUMPS.lock().is_empty(),\n",
+        "        (Some(s), Some(_)) if @ON => !surviving(s).is_empty(),\n        (Some(s), Some(_)) => !s.fds.lock().is_empty() || !pump::PUMPS.lock().is_empty(),\n")

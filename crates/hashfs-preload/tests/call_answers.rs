@@ -379,6 +379,11 @@ t('O_TRUNC', lambda: str((os.close(os.open(f'/proc/self/fd/{fd}', os.O_WRONLY | 
 os.write(fd, b'again')
 ro = os.open(f, os.O_RDONLY)
 dd = os.open(d, os.O_RDONLY | os.O_DIRECTORY)
+os.rename(f, f + '2')
+t('readlink after a rename', lambda: os.readlink(f'/proc/self/fd/{fd}').replace(base, 'D'))
+child = ['readlink', f'/proc/self/fd/{fd}']
+t('readlink in a child', lambda: subprocess.run(child, pass_fds=[fd], capture_output=True, text=True).stdout.replace(base, 'D'))
+os.rename(f + '2', f)
 t('listdir of a directory link', lambda: sorted(os.listdir(f'/proc/self/fd/{dd}')))
 t('a name below a directory link', lambda: open(f'/dev/fd/{dd}/f').read())
 t('below a file link', lambda: open(f'/dev/fd/{fd}/x').read())

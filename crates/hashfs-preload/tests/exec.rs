@@ -464,6 +464,33 @@ fn a_subprocess_through_path_leaves_the_parents_descriptors() {
     img.fsck_clean();
 }
 
+/// Python's subprocess with a file of the image passed with `pass_fds`, or as a child's
+/// standard input: its `vfork` child makes close-on-exec descriptors inheritable, puts
+/// them on standard descriptors and closes the rest one by one (when `close_range` refuses
+/// an empty range) in its parent's memory. A passed descriptor was `/dev/null` in the
+/// child, and the parent's other descriptors were EBADF after (found 2026-12-05; with
+/// `stdout=` a file of the image the output was lost and the parent aborted at exit
+/// joining the pump thread the child had started). A `vfork` of a process with the shim's
+/// descriptors or pumps is a `fork` now.
+#[test]
+fn a_subprocess_given_files_of_the_image_gets_them_and_leaves_the_parents() {
+    let img = image();
+    let py = format!(
+        "import os, subprocess\n\
+         open({f:?}, 'w').write('hello')\n\
+         a = os.open({f:?}, os.O_RDONLY); b = os.open({f:?}, os.O_RDONLY)\n\
+         r = subprocess.run(['cat', f'/dev/fd/{{a}}'], pass_fds=[a], capture_output=True, text=True)\n\
+         print(repr(r.stdout), os.pread(a, 5, 0), os.pread(b, 5, 0))\n\
+         with open({f:?}) as f: print(repr(subprocess.run(['wc', '-c'], stdin=f, capture_output=True, text=True).stdout))",
+        f = p("/f")
+    );
+    let out = img.run("python3", &["-c", &py]);
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "'hello' b'hello' b'hello'\n'5\\n'\n");
+    assert_eq!(String::from_utf8_lossy(&out.stderr), "");
+    img.fsck_clean();
+}
+
 /// A shell whose standard output went into the image (`exec > f`) redirects commands
 /// again: each `cmd >> g` replaces its standard output, whose pump the shell's saved copy
 /// of the pipe keeps going, and puts the copy back after. The replaced pump is settled

@@ -250,7 +250,7 @@ impl Process for Preload {
 
     fn vfork_as_fork() -> bool {
         before_vfork(); // asked in the parent before each vfork
-        super::exec::descriptors_survive_exec()
+        super::exec::vfork_needs_fork()
     }
 
     fn before_exec() -> Option<Box<dyn std::any::Any>> {

@@ -16,7 +16,7 @@
 //!
 //! The variadic `execl`, `execlp` and `execle` come here through the interposer's array
 //! calls (`hashfs_interpose::list_execs!`). A `vfork` whose child would inherit
-//! descriptors the shim serves is a `fork` ([`descriptors_survive_exec`]); a child made by
+//! descriptors the shim serves or pumps is a `fork` ([`vfork_needs_fork`]); a child made by
 //! `clone` with the parent's memory (glibc's `posix_spawn` does, and is prepared by the
 //! parent: `before_spawn`) and an exec in it that the shim did not prepare pass their
 //! descriptors as before (EBADF in the next program).
@@ -200,13 +200,19 @@ fn surviving(s: &Shim) -> Vec<(c_int, Arc<OpenFile>)> {
     s.fds.lock().iter().filter(|(&fd, _)| survives(fd)).map(|(&fd, of)| (fd, of.clone())).collect()
 }
 
-/// Whether this participant has descriptors the shim serves that an exec would keep: a
-/// `vfork` child's exec could not hand them over (it runs in its parent's memory), so
-/// `vfork` becomes `fork` then (`hashfs_interpose`'s `vfork`). gcc's `vfork` children,
-/// which inherit none, stay `vfork`s.
-pub(super) fn descriptors_survive_exec() -> bool {
+/// Whether a `vfork` child would need the shim's state as its own: this participant has
+/// descriptors the shim serves, or pumps. The child runs in its parent's memory, where an
+/// exec cannot hand descriptors over, and it may make a close-on-exec one inheritable or
+/// put one on a standard descriptor before its exec (Python's subprocess with `pass_fds`,
+/// or `stdout=` a file of the image: the output was lost and the parent aborted at exit
+/// joining the pump thread its child had started), or close them one by one (Python's
+/// does when `close_range` refuses, which took them out of the parent's table): so
+/// `vfork` becomes `fork` then (`hashfs_interpose`'s `vfork`). Until 2026-12-05 only
+/// descriptors without close-on-exec counted. gcc's `vfork` children, whose parent has
+/// none, stay `vfork`s.
+pub(super) fn vfork_needs_fork() -> bool {
     match (SHIM.get(), fork::joined_fs()) {
-        (Some(s), Some(_)) => !surviving(s).is_empty(),
+        (Some(s), Some(_)) => !s.fds.lock().is_empty() || !pump::PUMPS.lock().is_empty(),
         _ => false,
     }
 }

@@ -100,18 +100,22 @@ pub(super) fn descriptor_link(path: &[u8]) -> Option<(c_int, Arc<OpenFile>, &[u8
 }
 
 /// What `readlink` of [`descriptor_link`]'s link to `of` answers, as Linux's: the file's
-/// path now (under the prefix), or the path it had with " (deleted)" once unlinked. A
-/// file's name is known only while the name it was opened by still leads to it (a file
-/// has no way up to its directory), and not for a descriptor inherited across `execve`
-/// (`exec.rs` gives it the prefix for a name): then the answer names the inode instead,
-/// a path that opens nothing rather than another file's.
+/// path now (under the prefix), or the path it had with " (deleted)" once unlinked. The
+/// name it was opened by, while that still leads to it; else (renamed since, or a
+/// descriptor inherited across `execve`, which `exec.rs` gives the prefix for a name) one
+/// found by reading the directories ([`name_by_search`]: a file has no way up to its
+/// directory); else a path that names the inode, which opens nothing rather than another
+/// file. An unlinked inherited file's old name is not known.
 pub(super) fn link_target(of: &OpenFile) -> Vec<u8> {
     let unlinked = shim().fs().ok().and_then(|fs| fs.peek_attr(of.ino).ok()).is_some_and(|m| m.nlink == 0);
     let inherited = Some(of.fs_path.as_path()) == prefix();
     let name = match (unlinked, inherited) {
         (true, false) => Some(of.fs_path.clone()),
-        (false, false) => Some(path_now(&of.fs_path, of.ino, &of.found_at)).filter(|p| p != Path::new(REMOVED_DIR)),
-        (_, true) => None,
+        (true, true) => None,
+        (false, false) => Some(path_now(&of.fs_path, of.ino, &of.found_at))
+            .filter(|p| p != Path::new(REMOVED_DIR))
+            .or_else(|| name_by_search(of.ino)),
+        (false, true) => name_by_search(of.ino),
     };
     let mut out = prefix().map_or_else(Vec::new, |p| p.as_os_str().as_bytes().to_vec());
     match name {
@@ -153,6 +157,43 @@ pub(super) fn cwd_link(path: &[u8]) -> Option<(PathBuf, bool, &[u8])> {
     }
     let (dir, removed) = super::cwd::image_cwd()?;
     Some((dir, removed, rest))
+}
+
+/// Entries [`name_by_search`] reads at most before it gives up.
+const NAME_SEARCH_ENTRIES: usize = 100_000;
+
+/// A path of file `ino`, found by reading the image's directories from the root, breadth
+/// first (a file has no way up to its directory): for a descriptor whose name is not known
+/// ([`link_target`]); None past [`NAME_SEARCH_ENTRIES`] entries.
+fn name_by_search(ino: Ino) -> Option<PathBuf> {
+    let fs = shim().fs().ok()?;
+    let mut queue = std::collections::VecDeque::from([(Ino::ROOT, PathBuf::from("/"))]);
+    let mut read = 0;
+    while let Some((dir, path)) = queue.pop_front() {
+        let mut cookie = 0;
+        loop {
+            let batch = fs.readdir_ino(dir, cookie, 1024).ok()?;
+            let Some(last) = batch.last() else { break };
+            cookie = last.cookie;
+            for e in batch {
+                read += 1;
+                if read > NAME_SEARCH_ENTRIES {
+                    return None;
+                }
+                if e.name == b"." || e.name == b".." {
+                    continue;
+                }
+                let p = path.join(std::ffi::OsStr::from_bytes(&e.name));
+                if e.ino == ino {
+                    return Some(p);
+                }
+                if e.file_type == FileType::Directory {
+                    queue.push_back((e.ino, p));
+                }
+            }
+        }
+    }
+    None
 }
 
 /// What `readlink` of [`cwd_link`]'s link answers: the directory's path under the prefix,
