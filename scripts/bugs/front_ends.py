@@ -479,3 +479,10 @@ def _():
     plant("crates/hashfs-preload/src/shim/exec.rs",
         "        (Some(s), Some(_)) => !s.fds.lock().is_empty() || !pump::PUMPS.lock().is_empty(),\n",
         "        (Some(s), Some(_)) if @ON => !surviving(s).is_empty(),\n        (Some(s), Some(_)) => !s.fds.lock().is_empty() || !pump::PUMPS.lock().is_empty(),\n")
+
+
+@bug("pump-end-closed-by-close-range")
+def _():
+    plant("crates/hashfs-preload/src/shim/pump.rs",
+        "    let me = current_pid();\n    let mut ends: Vec<c_int> = PUMPED\n",
+        "    if @ON {\n        return Vec::new();\n    }\n    let me = current_pid();\n    let mut ends: Vec<c_int> = PUMPED\n")

@@ -58,6 +58,7 @@ macro_rules! export {
                 creat => fd::creat(path: *const c_char, mode: mode_t) -> c_int;
                 creat64 => fd::creat(path: *const c_char, mode: mode_t) -> c_int;
                 close => fd::close(fd: c_int) -> c_int;
+                close_range => fd::close_range(first: c_uint, last: c_uint, flags: c_int) -> c_int;
                 dup => fd::dup(fd: c_int) -> c_int;
                 dup2 => fd::dup2(fd: c_int, newfd: c_int) -> c_int;
                 dup3 => fd::dup3(fd: c_int, newfd: c_int, flags: c_int) -> c_int;

@@ -464,29 +464,36 @@ fn a_subprocess_through_path_leaves_the_parents_descriptors() {
     img.fsck_clean();
 }
 
-/// Python's subprocess with a file of the image passed with `pass_fds`, or as a child's
-/// standard input: its `vfork` child makes close-on-exec descriptors inheritable, puts
-/// them on standard descriptors and closes the rest one by one (when `close_range` refuses
-/// an empty range) in its parent's memory. A passed descriptor was `/dev/null` in the
-/// child, and the parent's other descriptors were EBADF after (found 2026-12-05; with
-/// `stdout=` a file of the image the output was lost and the parent aborted at exit
-/// joining the pump thread the child had started). A `vfork` of a process with the shim's
-/// descriptors or pumps is a `fork` now.
+/// Python's subprocess with a file of the image as a child's standard output or input, or
+/// passed with `pass_fds`: its `vfork` child makes close-on-exec descriptors inheritable,
+/// puts them on standard descriptors and closes the rest one by one (when `close_range`
+/// refuses an empty range) in its parent's memory. The child's output was lost, the parent
+/// aborted at exit joining the pump thread the child had started, a passed descriptor was
+/// `/dev/null` in the child, and the parent's other descriptors were EBADF after (found
+/// 2026-12-05). A `vfork` of a process with the shim's descriptors or pumps is a `fork`
+/// now, and the child's `close_range` (or close of every descriptor) keeps the pump it
+/// started for its standard input or output (it closed the pump's pipe end: the next
+/// program read nothing, 3 runs in 3 at one point, or its output was lost).
 #[test]
 fn a_subprocess_given_files_of_the_image_gets_them_and_leaves_the_parents() {
     let img = image();
     let py = format!(
         "import os, subprocess\n\
+         for _ in range(3):\n    with open({out:?}, 'w') as f: subprocess.run(['echo', 'hi'], stdout=f, check=True)\n    print(repr(open({out:?}).read()))\n\
          open({f:?}, 'w').write('hello')\n\
          a = os.open({f:?}, os.O_RDONLY); b = os.open({f:?}, os.O_RDONLY)\n\
          r = subprocess.run(['cat', f'/dev/fd/{{a}}'], pass_fds=[a], capture_output=True, text=True)\n\
          print(repr(r.stdout), os.pread(a, 5, 0), os.pread(b, 5, 0))\n\
-         with open({f:?}) as f: print(repr(subprocess.run(['wc', '-c'], stdin=f, capture_output=True, text=True).stdout))",
+         for _ in range(3):\n    with open({f:?}) as f: print(repr(subprocess.run(['wc', '-c'], stdin=f, capture_output=True, text=True).stdout))",
+        out = p("/out"),
         f = p("/f")
     );
     let out = img.run("python3", &["-c", &py]);
     assert!(out.status.success(), "{out:?}");
-    assert_eq!(String::from_utf8_lossy(&out.stdout), "'hello' b'hello' b'hello'\n'5\\n'\n");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "'hi\\n'\n'hi\\n'\n'hi\\n'\n'hello' b'hello' b'hello'\n'5\\n'\n'5\\n'\n'5\\n'\n"
+    );
     assert_eq!(String::from_utf8_lossy(&out.stderr), "");
     img.fsck_clean();
 }

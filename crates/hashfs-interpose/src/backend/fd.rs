@@ -1,7 +1,7 @@
 //! Descriptors ([`crate::entry::fd`]).
 
 use crate::call::{Next, Served};
-use libc::{c_int, c_ulong, mode_t};
+use libc::{c_int, c_uint, c_ulong, mode_t};
 use std::ffi::CStr;
 
 /// fcntl's third argument, as its command reads it.
@@ -20,6 +20,11 @@ pub trait Descriptors {
     }
     /// Every close, of any descriptor.
     fn close(_fd: c_int, _next: Next<'_, ()>) -> Served<()> {
+        None
+    }
+    /// Every `close_range` (a program's close of every descriptor it does not keep, as
+    /// Python's subprocess makes in its child before the exec).
+    fn close_range(_first: c_uint, _last: c_uint, _flags: c_int, _next: Next<'_, ()>) -> Served<()> {
         None
     }
     fn dup(_fd: c_int, _next: Next<'_, c_int>) -> Served<c_int> {

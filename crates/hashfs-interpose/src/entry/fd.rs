@@ -47,6 +47,14 @@ pub unsafe fn close<B: Backend>(fd: c_int) -> c_int {
     route::<()>(true, |next| B::close(fd, next), || forward!(close(fd): fn(c_int) -> c_int))
 }
 
+pub unsafe fn close_range<B: Backend>(first: c_uint, last: c_uint, flags: c_int) -> c_int {
+    route::<()>(
+        true,
+        |next| B::close_range(first, last, flags, next),
+        || forward!(close_range(first, last, flags): fn(c_uint, c_uint, c_int) -> c_int),
+    )
+}
+
 pub unsafe fn dup<B: Backend>(fd: c_int) -> c_int {
     route::<c_int>(B::claims(fd), |next| B::dup(fd, next), || forward!(dup(fd): fn(c_int) -> c_int))
 }

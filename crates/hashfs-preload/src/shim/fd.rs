@@ -376,6 +376,13 @@ impl Descriptors for Preload {
         let standard = (0..=2).contains(&fd);
         let s = SHIM.get()?;
         if !s.is_ours(fd) && !standard {
+            // A pump's own pipe end, which the program does not know (a close of every
+            // descriptor it does not keep, as Python's subprocess child makes when
+            // close_range refuses an empty range): kept, as `close_range` keeps it. The
+            // shim's ends lie out of the program's way, from 100 up.
+            if fd >= 100 && !super::pump::own_ends_in(fd as c_uint, fd as c_uint).is_empty() {
+                return served(Ok(()));
+            }
             kernel_descriptor_goes(fd);
             return None;
         }
@@ -387,6 +394,47 @@ impl Descriptors for Preload {
         let r = next.call();
         settle_pump(pump, fd);
         Some(r)
+    }
+
+    /// The shim's descriptors in the range are closed as by `close`; the pumps' own pipe
+    /// ends in it are kept (a program does not know them: Python's subprocess child, a
+    /// fork whose standard input or output is a file of the image, closed its pump's end
+    /// before its exec, and the next program read nothing or its output was lost). Marking
+    /// close-on-exec (CLOSE_RANGE_CLOEXEC) is the kernel's.
+    fn close_range(first: c_uint, last: c_uint, flags: c_int, _: Next<'_, ()>) -> Served<()> {
+        let s = SHIM.get()?;
+        if flags & libc::CLOSE_RANGE_CLOEXEC as c_int != 0 || first > last {
+            return None;
+        }
+        let keep = super::pump::own_ends_in(first, last);
+        let ours: Vec<c_int> =
+            s.fds.lock().keys().copied().filter(|&fd| fd > 2 && (first..=last).contains(&(fd as c_uint))).collect();
+        if keep.is_empty() && ours.is_empty() {
+            return None;
+        }
+        for fd in ours {
+            forget(s, fd);
+        }
+        let base = BASE.load(Ordering::Relaxed);
+        if base >= 0 && (first..=last).contains(&(base as c_uint)) {
+            kernel_descriptor_goes(base);
+        }
+        let close_range = real!(close_range: fn(c_uint, c_uint, c_int) -> c_int);
+        // The range in pieces between the kept ends (each end a descriptor number below
+        // `last`, so `k + 1` does not overflow past it).
+        let mut from = u64::from(first);
+        for k in keep.into_iter().map(|k| k as u64) {
+            if k > from {
+                // SAFETY: closing descriptors by number, as the caller asked.
+                unsafe { close_range(from as c_uint, (k - 1) as c_uint, flags) };
+            }
+            from = k + 1;
+        }
+        if from <= u64::from(last) {
+            // SAFETY: as above.
+            unsafe { close_range(from as c_uint, last, flags) };
+        }
+        served(Ok(()))
     }
 
     fn dup(fd: c_int, next: Next<'_, c_int>) -> Served<c_int> {

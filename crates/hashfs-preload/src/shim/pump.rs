@@ -23,6 +23,20 @@ pub(super) struct Pump {
     pub(super) done: AtomicBool,
 }
 
+/// The ends of this process's pumps' pipes in [first, last] (`close_range` keeps them).
+pub(super) fn own_ends_in(first: c_uint, last: c_uint) -> Vec<c_int> {
+    let me = current_pid();
+    let mut ends: Vec<c_int> = PUMPED
+        .lock()
+        .iter()
+        .filter(|p| p.pid == me && p.end >= 0 && (first..=last).contains(&(p.end as c_uint)))
+        .map(|p| p.end)
+        .collect();
+    ends.sort_unstable();
+    ends.dedup();
+    ends
+}
+
 /// A pump, as its thread refers to it (owned by [`PUMPED`]).
 struct PumpAt(*const Pump);
 
