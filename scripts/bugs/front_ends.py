@@ -486,3 +486,11 @@ def _():
     plant("crates/hashfs-preload/src/shim/pump.rs",
         "    let me = current_pid();\n    let mut ends: Vec<c_int> = PUMPED\n",
         "    if @ON {\n        return Vec::new();\n    }\n    let me = current_pid();\n    let mut ends: Vec<c_int> = PUMPED\n")
+
+
+
+@bug("close-range-uninterposed", rebuilt=True)
+def _():
+    sub("crates/hashfs-interpose/src/export.rs",
+        "                close_range => fd::close_range(first: c_uint, last: c_uint, flags: c_int) -> c_int;\n",
+        "")

@@ -484,17 +484,62 @@ fn a_subprocess_given_files_of_the_image_gets_them_and_leaves_the_parents() {
          a = os.open({f:?}, os.O_RDONLY); b = os.open({f:?}, os.O_RDONLY)\n\
          r = subprocess.run(['cat', f'/dev/fd/{{a}}'], pass_fds=[a], capture_output=True, text=True)\n\
          print(repr(r.stdout), os.pread(a, 5, 0), os.pread(b, 5, 0))\n\
-         for _ in range(3):\n    with open({f:?}) as f: print(repr(subprocess.run(['wc', '-c'], stdin=f, capture_output=True, text=True).stdout))",
+         open({big:?}, 'w').write('x' * 300000)\n\
+         for _ in range(3):\n    with open({big:?}) as f: print(repr(subprocess.run(['wc', '-c'], stdin=f, capture_output=True, text=True).stdout))",
         out = p("/out"),
-        f = p("/f")
+        f = p("/f"),
+        big = p("/big")
     );
     let out = img.run("python3", &["-c", &py]);
     assert!(out.status.success(), "{out:?}");
     assert_eq!(
         String::from_utf8_lossy(&out.stdout),
-        "'hi\\n'\n'hi\\n'\n'hi\\n'\n'hello' b'hello' b'hello'\n'5\\n'\n'5\\n'\n'5\\n'\n"
+        "'hi\\n'\n'hi\\n'\n'hi\\n'\n'hello' b'hello' b'hello'\n'300000\\n'\n'300000\\n'\n'300000\\n'\n"
     );
     assert_eq!(String::from_utf8_lossy(&out.stderr), "");
+    img.fsck_clean();
+}
+
+/// A child whose standard output goes into the image and that closes every descriptor from
+/// 3 on, by `close_range` or glibc's `closefrom` (OpenSSH's, daemons'; glibc's calls the
+/// interposed `close_range`), closed its pump's pipe end: its next write died of SIGPIPE
+/// (found 2026-12-05). The pump's end is kept now.
+const CLOSEFROM: &str = r#"
+#define _GNU_SOURCE
+#include <fcntl.h>
+#include <unistd.h>
+#include <sys/wait.h>
+#include <linux/close_range.h>
+int main(int argc, char **argv) {
+    for (int round = 0; round < 3; round++) {
+        int f = open(argv[1], O_WRONLY | O_APPEND | O_CLOEXEC);
+        pid_t p = fork();
+        if (p == 0) {
+            dup2(f, 1);
+            if (argv[2][0] == 'f') closefrom(3); else close_range(3, ~0U, 0);
+            if (write(1, "before\n", 7) != 7) _exit(2);
+            execlp("echo", "echo", "after", (char *)0);
+            _exit(127);
+        }
+        int st;
+        waitpid(p, &st, 0);
+        close(f);
+        if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) return 1;
+    }
+    return 0;
+}
+"#;
+
+#[test]
+fn a_child_that_closes_from_a_number_on_keeps_its_output_into_the_image() {
+    let img = image();
+    let Some(prog) = c_program(img._dir.path(), "closefrom", CLOSEFROM) else { return };
+    img.ok("python3", &["-c", "import sys; open(sys.argv[1], 'w')", &p("/log")]);
+    for how in ["closefrom", "close_range"] {
+        img.ok(prog.to_str().unwrap(), &[&p("/log"), how]);
+    }
+    let log = img.ok("cat", &[&p("/log")]);
+    assert_eq!(log, "before\nafter\n".repeat(6));
     img.fsck_clean();
 }
 
