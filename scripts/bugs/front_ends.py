@@ -425,13 +425,6 @@ def _():
         "    let now = if @ON { kept.clone() } else { inside(&mut || Some(super::path::path_now(&dir.path, dir.ino, &dir.found_at))).unwrap_or(kept.clone()) };\n")
 
 
-@bug("exec-check-through-syscall", rebuilt=True)
-def _():
-    sub("crates/hashfs-interpose/src/entry/program.rs",
-        "        raw_syscall(libc::SYS_close, [fd, 0, 0, 0]);\n",
-        "        libc::syscall(libc::SYS_close, fd);\n")
-
-
 @bug("dir-claim-inside-shim", rebuilt=True)
 def _():
     sub("crates/hashfs-interpose/src/entry/streams.rs",
