@@ -140,10 +140,9 @@ impl Streams for Preload {
     }
 
     fn fopen(path: &CStr, mode: Result<&CStr, Errno>, _: Next<'_, Handle>) -> Served<Handle> {
-        if let Some((_, _, b"")) = super::path::descriptor_link(path.to_bytes()) {
-            // The descriptor's file, opened again by its inode (`stdio::open`).
-            let p = Path::new(std::ffi::OsStr::from_bytes(path.to_bytes()));
-            return Some(mode.and_then(|m| stdio::open(p, m).map_err(Errno)));
+        if let Some((_, of, b"")) = super::path::descriptor_link(path.to_bytes()) {
+            // The descriptor's file, opened again by its inode.
+            return Some(mode.and_then(|m| stdio::reopen(&of, m).map_err(Errno)));
         }
         let p = fs_path_of(path)?;
         Some(mode.and_then(|m| stdio::open(&p, m).map_err(Errno)))

@@ -221,7 +221,7 @@ impl Names for Preload {
     fn readlink_at(dirfd: c_int, path: &CStr, buf: &mut [u8], _: Next<'_, usize>) -> Served<usize> {
         let link = match (super::path::descriptor_link(path.to_bytes()), super::path::cwd_link(path.to_bytes())) {
             (Some((_, of, b"")), _) => Some(super::path::link_target(&of)),
-            (_, Some((dir, removed, b""))) => Some(super::path::dir_link_target(&dir, removed)),
+            (_, Some((dir, removed, b""))) => Some(super::path::link_answer(&dir, removed)),
             _ => None,
         };
         if let Some(t) = link {

@@ -117,16 +117,8 @@ pub(super) fn link_target(of: &OpenFile) -> Vec<u8> {
             .or_else(|| name_by_search(of.ino)),
         (false, true) => name_by_search(of.ino),
     };
-    let mut out = prefix().map_or_else(Vec::new, |p| p.as_os_str().as_bytes().to_vec());
-    match name {
-        Some(n) if n == Path::new("/") && !out.is_empty() => {}
-        Some(n) => out.extend_from_slice(n.as_os_str().as_bytes()),
-        None => out.extend_from_slice(format!("/(inode {}, name unknown)", of.ino.0).as_bytes()),
-    }
-    if unlinked {
-        out.extend_from_slice(b" (deleted)");
-    }
-    out
+    let name = name.unwrap_or_else(|| PathBuf::from(format!("/(inode {}, name unknown)", of.ino.0)));
+    link_answer(&name, unlinked)
 }
 
 /// What follows `/proc/self`, `/proc/thread-self` or `/proc/PID` of this process in
@@ -196,12 +188,12 @@ fn name_by_search(ino: Ino) -> Option<PathBuf> {
     None
 }
 
-/// What `readlink` of [`cwd_link`]'s link answers: the directory's path under the prefix,
-/// with " (deleted)" once removed.
-pub(super) fn dir_link_target(dir: &Path, removed: bool) -> Vec<u8> {
+/// What `readlink` of a link to the image's `path` answers ([`cwd_link`]'s, and
+/// [`link_target`]'s): the path under the prefix, with " (deleted)" once removed.
+pub(super) fn link_answer(path: &Path, removed: bool) -> Vec<u8> {
     let mut out = prefix().map_or_else(Vec::new, |p| p.as_os_str().as_bytes().to_vec());
-    if dir != Path::new("/") || out.is_empty() {
-        out.extend_from_slice(dir.as_os_str().as_bytes());
+    if path != Path::new("/") || out.is_empty() {
+        out.extend_from_slice(path.as_os_str().as_bytes());
     }
     if removed {
         out.extend_from_slice(b" (deleted)");

@@ -69,11 +69,18 @@ pub(super) fn stream_fd(f: usize) -> Option<c_int> {
 /// fopen of HashFS file `p`.
 pub(super) fn open(p: &Path, mode: &CStr) -> Result<Handle, c_int> {
     let flags = hashfs_interpose::entry::compose::mode_flags(mode.to_bytes()).ok_or(libc::EINVAL)?;
-    let fd = match super::path::descriptor_link(p.as_os_str().as_bytes()) {
-        // `p` is the program's path when it is a link to a descriptor (`Preload::fopen`).
-        Some((_, of, b"")) => fd::reopen(&of, flags, 0o666).unwrap_or(Err(libc::ELOOP))?,
-        _ => fd::do_open(p, flags, 0o666)?,
-    };
+    stream_on(fd::do_open(p, flags, 0o666)?, mode)
+}
+
+/// [`open`] of the kernel's link to the descriptor `of` is open on (`path.rs`
+/// `descriptor_link`): a new open of its file.
+pub(super) fn reopen(of: &OpenFile, mode: &CStr) -> Result<Handle, c_int> {
+    let flags = hashfs_interpose::entry::compose::mode_flags(mode.to_bytes()).ok_or(libc::EINVAL)?;
+    stream_on(fd::reopen(of, flags, 0o666).unwrap_or(Err(libc::ELOOP))?, mode)
+}
+
+/// A stream on the shim's descriptor `fd`, which is closed if none can be made.
+fn stream_on(fd: c_int, mode: &CStr) -> Result<Handle, c_int> {
     stream_for(fd, mode).ok_or_else(|| {
         let e = hashfs_interpose::errno();
         fd::close_own(fd);
