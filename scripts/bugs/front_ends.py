@@ -477,8 +477,8 @@ def _():
 @bug("pump-end-closed-by-close-range")
 def _():
     plant("crates/hashfs-preload/src/shim/pump.rs",
-        "    let me = current_pid();\n    let mut ends: Vec<c_int> = PUMPED\n",
-        "    if @ON {\n        return Vec::new();\n    }\n    let me = current_pid();\n    let mut ends: Vec<c_int> = PUMPED\n")
+        "    let me = current_pid();\n    let mut ends: Vec<c_int> = pumped",
+        "    if @ON {\n        return Vec::new();\n    }\n    let me = current_pid();\n    let mut ends: Vec<c_int> = pumped")
 
 
 

@@ -58,15 +58,10 @@ fn retried<T, E>(
 /// file now, and what the path goes on with).
 pub(super) fn fs_path_of(path: &CStr) -> Option<PathBuf> {
     let bytes = path.to_bytes();
-    if let Some((dir, removed, rest)) = cwd_link(bytes) {
-        let mut p = if removed { PathBuf::from(REMOVED_DIR) } else { dir };
-        if rest.len() > 1 {
-            p.push(std::ffi::OsStr::from_bytes(&rest[1..]));
-        }
-        return Some(p);
-    }
-    if let Some((_, of, rest)) = descriptor_link(bytes) {
-        let mut p = path_now(&of.fs_path, of.ino, &of.found_at);
+    let linked = cwd_link(bytes)
+        .map(|(dir, removed, rest)| (if removed { PathBuf::from(REMOVED_DIR) } else { dir }, rest))
+        .or_else(|| descriptor_link(bytes).map(|(_, of, rest)| (path_now(&of.fs_path, of.ino, &of.found_at), rest)));
+    if let Some((mut p, rest)) = linked {
         if rest.len() > 1 {
             p.push(std::ffi::OsStr::from_bytes(&rest[1..]));
         }
@@ -140,9 +135,6 @@ fn own_proc_entry(path: &[u8]) -> Option<&[u8]> {
 /// working directory in: a listing of it was empty and an open under it ENOENT, until
 /// 2026-12-05.
 pub(super) fn cwd_link(path: &[u8]) -> Option<(PathBuf, bool, &[u8])> {
-    if !path.starts_with(b"/proc/") {
-        return None;
-    }
     let rest = own_proc_entry(path)?.strip_prefix(b"/cwd")?;
     if !rest.is_empty() && rest[0] != b'/' {
         return None;

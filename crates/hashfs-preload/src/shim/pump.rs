@@ -25,13 +25,13 @@ pub(super) struct Pump {
 
 /// The ends of this process's pumps' pipes in [first, last] (`close_range` keeps them).
 pub(super) fn own_ends_in(first: c_uint, last: c_uint) -> Vec<c_int> {
+    let pumped = PUMPED.lock();
+    let in_range = |p: &&Arc<Pump>| p.end >= 0 && (first..=last).contains(&(p.end as c_uint));
+    if !pumped.iter().any(|p| in_range(&p)) {
+        return Vec::new(); // without the pid's system call (every close from 100 up asks)
+    }
     let me = current_pid();
-    let mut ends: Vec<c_int> = PUMPED
-        .lock()
-        .iter()
-        .filter(|p| p.pid == me && p.end >= 0 && (first..=last).contains(&(p.end as c_uint)))
-        .map(|p| p.end)
-        .collect();
+    let mut ends: Vec<c_int> = pumped.iter().filter(in_range).filter(|p| p.pid == me).map(|p| p.end).collect();
     ends.sort_unstable();
     ends.dedup();
     ends

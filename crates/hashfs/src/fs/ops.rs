@@ -598,10 +598,7 @@ impl<D: PmDevice> FsInner<D> {
             // pending, durable when the call returns as a transaction's would be, with
             // one fence for its three.
             st.raw.ctime_ns = now;
-            if !st.times_pending {
-                st.times_pending = true;
-                self.times_pending.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            }
+            self.note_times_pending(&mut st);
             self.persist_times(&cell, &mut st);
             return Ok(st.raw);
         }

@@ -29,12 +29,18 @@ impl<D: PmDevice> FsInner<D> {
         let changed = st.raw.mtime_ns != now || st.raw.ctime_ns != now;
         st.raw.mtime_ns = now;
         st.raw.ctime_ns = now;
+        self.note_times_pending(st);
+        if changed && self.shared.get().is_some() {
+            self.show_times(ino, st);
+        }
+    }
+
+    /// The inode's DRAM times are not (all) on the media yet: counted for
+    /// [`Self::persist_all_times`] until [`Self::persist_times`] stores them.
+    pub(crate) fn note_times_pending(&self, st: &mut InodeMem) {
         if !st.times_pending {
             st.times_pending = true;
             self.times_pending.fetch_add(1, Ordering::Relaxed);
-        }
-        if changed && self.shared.get().is_some() {
-            self.show_times(ino, st);
         }
     }
 

@@ -137,10 +137,7 @@ impl<D: PmDevice> FsInner<D> {
         self.dev.fence();
         self.note_data(cell.ino);
         // The times, unchanged, stay pending for fsync as any write's do (`fs/times.rs`).
-        if !st.times_pending {
-            st.times_pending = true;
-            self.times_pending.fetch_add(1, Ordering::Relaxed);
-        }
+        self.note_times_pending(&mut st);
         Ok(Some(data.len()))
     }
 
