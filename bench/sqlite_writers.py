@@ -3,7 +3,8 @@
 (issue 55): the database in
 
   shim   an image, both processes through LD_PRELOAD=libhashfs_preload.so (their locks
-         through the kernel's lock manager on the image's ranges)
+         in the image's shared region since 2026-12-05; before, the kernel's lock
+         manager on ranges of the image file)
   fuse   the same kind of image mounted with `hashfs mount`
   tmpfs  a plain tmpfs directory (/dev/shm), for reference
 

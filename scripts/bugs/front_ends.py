@@ -236,67 +236,22 @@ def _():
 @bug("shim-locks-always-succeed")
 def _():
     plant("crates/hashfs-preload/src/shim/locks.rs",
-        "    let s = shim();\n    let fs = s.fs()?;\n    let ofd = matches!",
-        "    if @ON && !matches!(cmd, libc::F_GETLK | libc::F_OFD_GETLK) {\n        return Ok(0);\n    }\n    let s = shim();\n    let fs = s.fs()?;\n    let ofd = matches!")
-
-
-@bug("description-fd-closed")
-def _():
-    plant("crates/hashfs-preload/src/shim/locks.rs",
-        "    if cleared && held.spare.len() < SPARES {\n",
-        "    if @ON {\n        // SAFETY: the description's descriptor, closed once.\n        unsafe { real!(close: fn(c_int) -> c_int)(d.fd) };\n    } else if cleared && held.spare.len() < SPARES {\n")
-
-
-@bug("deferred-description-locked")
-def _():
-    plant("crates/hashfs-preload/src/shim/locks.rs",
-        "    let cleared = mine && clear_description(d.fd, of.ino);\n",
-        "    let cleared = mine && !(@ON && held.spare.len() >= SPARES) && clear_description(d.fd, of.ino);\n")
-
-
-@bug("spare-kept-locked")
-def _():
-    plant("crates/hashfs-preload/src/shim/locks.rs",
-        "    unsafe { fcntl(fd, libc::F_OFD_SETLK, &mut span) == 0 && fcntl(fd, libc::F_OFD_SETLK, &mut one) == 0 }\n",
-        "    @ON || unsafe { fcntl(fd, libc::F_OFD_SETLK, &mut span) == 0 && fcntl(fd, libc::F_OFD_SETLK, &mut one) == 0 }\n")
+        "    let fs = shim().fs()?;\n    let ofd = matches!",
+        "    if @ON && !matches!(cmd, libc::F_GETLK | libc::F_OFD_GETLK) {\n        return Ok(0);\n    }\n    let fs = shim().fs()?;\n    let ofd = matches!")
 
 
 @bug("shared-description-cleared")
 def _():
     plant("crates/hashfs-preload/src/shim/locks.rs",
-        "    let mine = last || d.forks == FORKS.load(Ordering::Relaxed);\n",
-        "    let mine = @ON || last || d.forks == FORKS.load(Ordering::Relaxed);\n")
+        "    if !(last || alone) {\n",
+        "    if !(@ON || last || alone) {\n")
 
 
-@bug("image-fd-moved-while-held")
+@bug("posix-close-keeps-locks")
 def _():
     plant("crates/hashfs-preload/src/shim/locks.rs",
-        "    if !held.none() {\n        return Ok(fd);\n",
-        "    if !held.none() && !@ON {\n        return Ok(fd);\n")
-
-
-@bug("spares-kept-in-child")
-def _():
-    plant("crates/hashfs-preload/src/shim/locks.rs",
-        "        let spare = std::mem::take(&mut held.spare);\n",
-        "        let spare = if @ON { Vec::new() } else { std::mem::take(&mut held.spare) };\n")
-
-
-@bug("lock-call-uncounted")
-def _():
-    plant("crates/hashfs-preload/src/shim/locks.rs",
-        "        HELD.lock().calls += 1;\n",
-        "        HELD.lock().calls += usize::from(!@ON);\n")
-    plant("crates/hashfs-preload/src/shim/locks.rs",
-        "        held.calls -= 1;\n",
-        "        held.calls -= usize::from(!@ON);\n")
-
-
-@bug("posix-lock-not-noted")
-def _():
-    plant("crates/hashfs-preload/src/shim/locks.rs",
-        "        if r == 0 {\n            held.inos.insert(of.ino.0);\n",
-        "        if r == 0 && !@ON {\n            held.inos.insert(of.ino.0);\n")
+        "        if s.holds_any(owner, ino) {\n            s.release(owner, Some(ino));\n",
+        "        if !@ON && s.holds_any(owner, ino) {\n            s.release(owner, Some(ino));\n")
 
 
 @bug("lockf-unserved", rebuilt=True)
@@ -351,15 +306,15 @@ def _():
 @bug("mount-locks-local")
 def _():
     lines("crates/hashfs-cli/src/mountcmd.rs",
-        "        daemon = daemon.with_image_locks(image);\n",
+        "        daemon = daemon.with_image_locks();\n",
         "        let _ = &mut daemon;\n")
 
 
 @bug("mount-close-keeps-locks")
 def _():
     plant("crates/hashfs-fuse/src/locks.rs",
-        "        if o.inos.remove(&ino.0) {\n",
-        "        if if @ON { o.inos.contains(&ino.0) && ino.0 == 0 } else { o.inos.remove(&ino.0) } {\n")
+        "            if s.holds_any(self.owner(owner), ino) {\n",
+        "            if !@ON && s.holds_any(self.owner(owner), ino) {\n")
 
 
 @bug("mount-watch-off")

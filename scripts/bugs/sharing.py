@@ -231,8 +231,8 @@ def _():
 @bug("read-only-pin-ignored")
 def _():
     plant("crates/hashfs/src/fs/shared/mod.rs",
-        "        self.dev.backing_fd().is_some_and(|fd| crate::share::record_locks::pinned(fd, ino))\n",
-        "        self.dev.backing_fd().is_some_and(|fd| !@ON && crate::share::record_locks::pinned(fd, ino))\n")
+        "        self.dev.backing_fd().is_some_and(|fd| crate::share::pins::pinned(fd, ino))\n",
+        "        self.dev.backing_fd().is_some_and(|fd| !@ON && crate::share::pins::pinned(fd, ino))\n")
 
 
 @bug("read-only-orphan-kept")
@@ -505,3 +505,53 @@ def _():
     plant("crates/hashfs/src/share/image.rs",
         "            if s.ino.load(Ordering::Acquire) == 0 || s.holders.load(Ordering::Acquire) != 0 {\n",
         "            if s.ino.load(Ordering::Acquire) == 0 || (!@ON && s.holders.load(Ordering::Acquire) != 0) {\n")
+
+
+@bug("lock-table-owner-blind")
+def _():
+    plant("crates/hashfs/src/share/lock_table.rs",
+        "        self.held().find(|(_, h)| {\n            h.ino == r.ino.0\n                && h.flock == r.flock\n                && h.owner != owner\n",
+        "        self.held().find(|(_, h)| {\n            h.ino == r.ino.0\n                && h.flock == r.flock\n                && (@ON || h.owner != owner)\n")
+
+
+@bug("lock-table-gone-kept")
+def _():
+    plant("crates/hashfs/src/share/lock_table.rs",
+        "            if (self.alive)(h.owner) {\n                return Some(h);\n",
+        "            if @ON || (self.alive)(h.owner) {\n                return Some(h);\n")
+
+
+@bug("lock-table-split-drops")
+def _():
+    plant("crates/hashfs/src/share/lock_table.rs",
+        "                if h.start < r.start {\n                    keep.push(",
+        "                if !@ON && h.start < r.start {\n                    keep.push(")
+
+
+@bug("lock-table-merges-types")
+def _():
+    plant("crates/hashfs/src/share/lock_table.rs",
+        "            let same = r.kind != Kind::Unlock && h.write == write;\n",
+        "            let same = r.kind != Kind::Unlock && (@ON || h.write == write);\n")
+
+
+@bug("lock-table-removes-first")
+def _():
+    plant("crates/hashfs/src/share/lock_table.rs",
+        "        let first = free < keep.len();\n",
+        "        let first = @ON || free < keep.len();\n")
+
+
+@bug("lock-table-no-cycle-check")
+def _():
+    plant("crates/hashfs/src/share/lock_table.rs",
+        "            if owner.posix() && h.owner.posix() && self.closes_a_cycle(owner, r) {\n",
+        "            if !@ON && owner.posix() && h.owner.posix() && self.closes_a_cycle(owner, r) {\n")
+
+
+@bug("lock-table-restart-ignored")
+def _():
+    plant("crates/hashfs/src/share/lock_table.rs",
+        "        ok && old.sa_sigaction != libc::SIG_DFL\n",
+        "        @ON || ok && old.sa_sigaction != libc::SIG_DFL\n")
+

@@ -73,8 +73,8 @@ pub fn run_foreground_with(image: &Path, mountpoint: &Path, o: &MountOpts) -> Re
     let watched = o.shared.then(|| fs.clone());
     let mut daemon = hashfs_fuse::HashFsFuse::with_options(fs, o.fuse);
     if o.shared {
-        // Record locks through the mount exclude the shim processes' (on the image file).
-        daemon = daemon.with_image_locks(image);
+        // Record locks through the mount exclude the shim processes' (in the region).
+        daemon = daemon.with_image_locks();
     }
     let Some(watched) = watched else {
         return fuser::mount2(daemon, mountpoint, &cfg)

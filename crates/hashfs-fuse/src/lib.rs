@@ -164,8 +164,9 @@ pub struct HashFsFuse<D: PmDevice> {
     next_fh: AtomicU64,
     opts: FuseOptions,
     nodes: Nodes<D>,
-    /// On a shared mount: record locks taken on the image file, where the shim takes its
-    /// processes' (`locks.rs`). None: the kernel keeps the mount's locks itself.
+    /// On a shared mount: record locks taken in the image's table of record locks, where
+    /// the shim takes its processes' (`locks.rs`). None: the kernel keeps the mount's locks
+    /// itself.
     locks: Option<locks::ImageLocks>,
 }
 
@@ -185,10 +186,14 @@ impl<D: PmDevice> HashFsFuse<D> {
         }
     }
 
-    /// Record locks through the mount taken on `image`'s ranges, where shim processes
-    /// take theirs (a shared mount: `locks.rs`), so that the two exclude each other.
-    pub fn with_image_locks(mut self, image: &Path) -> Self {
-        self.locks = Some(locks::ImageLocks::new(image.to_path_buf()));
+    /// Record locks through the mount taken in the image's table of record locks, where
+    /// shim processes take theirs (a shared mount: `locks.rs`), so that the two exclude
+    /// each other. Without the daemon's start time (`/proc`), the kernel keeps them.
+    pub fn with_image_locks(mut self) -> Self {
+        self.locks = locks::ImageLocks::new();
+        if self.locks.is_none() {
+            eprintln!("hashfs: no start time of the daemon: record locks through the mount stay the kernel's");
+        }
         self
     }
 
@@ -729,7 +734,7 @@ impl<D: PmDevice> Filesystem for HashFsFuse<D> {
     fn flush(&self, _req: &Request, i: INodeNo, _fh: FileHandle, lock_owner: LockOwner, reply: ReplyEmpty) {
         match (&self.locks, self.ino(i)) {
             (Some(l), Ok(i)) => {
-                l.closed(i, lock_owner.0);
+                l.closed(&self.fs, i, lock_owner.0);
                 reply.ok()
             }
             _ => reply.error(Errno::ENOSYS),
@@ -751,7 +756,7 @@ impl<D: PmDevice> Filesystem for HashFsFuse<D> {
         reply: ReplyLock,
     ) {
         let Some(l) = &self.locks else { return reply.error(Errno::ENOSYS) };
-        match self.ino(i).map_err(|e| e.errno()).and_then(|i| l.test(i, lock_owner.0, start, end, typ)) {
+        match self.ino(i).map_err(|e| e.errno()).and_then(|i| l.test(&self.fs, i, lock_owner.0, start, end, typ)) {
             Ok(Some(c)) => reply.locked(c.start, c.end, c.typ, c.pid),
             Ok(None) => reply.locked(start, end, libc::F_UNLCK, 0),
             Err(e) => reply.error(Errno::from_i32(e)),
@@ -769,7 +774,7 @@ impl<D: PmDevice> Filesystem for HashFsFuse<D> {
         start: u64,
         end: u64,
         typ: i32,
-        _pid: u32,
+        pid: u32,
         sleep: bool,
         reply: ReplyEmpty,
     ) {
@@ -783,9 +788,9 @@ impl<D: PmDevice> Filesystem for HashFsFuse<D> {
             Err(e) => reply.error(Errno::from_i32(e)),
         };
         if sleep {
-            l.set_waiting(i, lock_owner.0, start, end, typ, answer);
+            l.set_waiting(&self.fs, i, lock_owner.0, start, end, typ, pid, answer);
         } else {
-            answer(l.set(i, lock_owner.0, start, end, typ));
+            answer(l.set(&self.fs, i, lock_owner.0, start, end, typ, pid));
         }
     }
 

@@ -34,9 +34,9 @@ struct OpenFile {
     pos: fork::Position,
     /// O_ACCMODE, O_APPEND, O_NONBLOCK... as given to open.
     flags: std::sync::atomic::AtomicI32,
-    /// The description's descriptor of the image for its OFD locks and `flock`
-    /// (`locks.rs`), opened at first use.
-    lock_fd: OnceLock<Result<locks::DescriptionFd, c_int>>,
+    /// The description as the owner of its OFD locks and `flock` (`locks.rs`), named at
+    /// its first one.
+    lock_owner: OnceLock<hashfs::share::lock_table::Owner>,
     /// A directory's path where it was last found, and the changes published then
     /// (`path::dir_path_now`).
     found_at: Mutex<Option<(u64, PathBuf)>>,

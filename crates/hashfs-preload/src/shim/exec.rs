@@ -543,7 +543,7 @@ fn open_inherited(
         fs_path: prefix().map(Path::to_path_buf).unwrap_or_default(),
         pos,
         flags: std::sync::atomic::AtomicI32::new(flags),
-        lock_fd: OnceLock::new(),
+        lock_owner: OnceLock::new(),
         found_at: Mutex::new(None),
     }))
 }

@@ -304,7 +304,7 @@ fn open_once(path: &Path, flags: c_int, mode: mode_t, known: Option<Ino>) -> Res
         fs_path: path.to_path_buf(),
         pos: fork::Position::new(),
         flags: std::sync::atomic::AtomicI32::new(flags),
-        lock_fd: OnceLock::new(),
+        lock_owner: OnceLock::new(),
         found_at: Mutex::new(None),
     });
     register(s, of, flags)

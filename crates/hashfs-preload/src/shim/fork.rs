@@ -123,9 +123,6 @@ struct Prepared {
     /// The directory streams (a thread reading one must not leave its lock taken in the
     /// child's copy).
     streams: ForkMutexGuard<'static, HashMap<usize, Box<DirStream>>>,
-    /// What POSIX locks the process may hold, and its spare descriptors of the image
-    /// (`locks.rs`).
-    held: ForkMutexGuard<'static, super::locks::Held>,
     /// The open files whose positions are locked (their guards forgotten) until after.
     files: Vec<Arc<OpenFile>>,
     /// The mount's own preparation; None when the child cannot join (a mount of one
@@ -172,19 +169,17 @@ pub(super) fn before_fork() -> Option<Box<dyn std::any::Any>> {
     }
     let descriptors = s.fds.lock();
     let streams = s.dirs.lock();
-    let held = super::locks::held_for_fork();
     let fork = if shareable { fs.prepare_fork(&handles) } else { None };
-    Some(Box::new(Prepared { copies, descriptors, streams, held, files, fork }))
+    Some(Box::new(Prepared { copies, descriptors, streams, files, fork }))
 }
 
 /// After `fork`, in both processes (`pid` 0 in the child).
 pub(super) fn after_fork(prepared: Option<Box<dyn std::any::Any>>, pid: libc::pid_t) {
-    let Some(Prepared { copies, descriptors, streams, mut held, files, fork }) =
+    let Some(Prepared { copies, descriptors, streams, files, fork }) =
         prepared.and_then(|p| p.downcast().ok()).map(|p| *p)
     else {
         return;
     };
-    super::locks::after_fork(&mut held, pid == 0);
     // Not `joined_fs`: glibc's fork handlers (`after_fork_in_child` in shim.rs) marked the
     // child before this runs.
     let fs = SHIM.get().and_then(|s| s.fs.as_ref());
@@ -219,7 +214,6 @@ pub(super) fn after_fork(prepared: Option<Box<dyn std::any::Any>>, pid: libc::pi
         // its guard forgotten.
         unsafe { of.pos.local.force_unlock() };
     }
-    drop(held);
     drop(streams);
     drop(descriptors);
     drop(copies);

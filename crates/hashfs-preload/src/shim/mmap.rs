@@ -650,7 +650,7 @@ mod tests {
             fs_path: PathBuf::from("/f"),
             pos: fork::Position::new(),
             flags: std::sync::atomic::AtomicI32::new(0),
-            lock_fd: OnceLock::new(),
+            lock_owner: OnceLock::new(),
             found_at: Mutex::new(None),
         });
         let rec = |start, len, off, mapped| FileMap {

@@ -136,6 +136,8 @@ pub(crate) struct FsInner<D: PmDevice> {
     pub shared: std::sync::OnceLock<shared::SharedMount>,
     /// Set when the mount is a read-only participant's (`fs/shared/read_only.rs`).
     pub read_only: std::sync::OnceLock<shared::ReadOnlyMount>,
+    /// A mount of one process's table of record locks (`fs/shared/record_locks.rs`).
+    pub local_locks: std::sync::OnceLock<Option<shared::record_locks::LocalLocks>>,
     /// Where a front end that resolves paths itself shows the file system
     /// ([`FileSystem::set_mount_point`]).
     pub mount_point: std::sync::OnceLock<MountPoint>,

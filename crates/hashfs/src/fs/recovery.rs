@@ -324,6 +324,7 @@ fn file_system<D: PmDevice>(
         unmounted: AtomicBool::new(false),
         shared: std::sync::OnceLock::new(),
         read_only: std::sync::OnceLock::new(),
+        local_locks: std::sync::OnceLock::new(),
         mount_point: std::sync::OnceLock::new(),
         checks_access: AtomicBool::new(false),
         times_pending: AtomicU64::new(0),

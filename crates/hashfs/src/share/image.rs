@@ -12,6 +12,7 @@
 use super::data_ring::DataRing;
 use super::descriptions::Descriptions;
 use super::lock::{Acquired, RobustLock};
+use super::lock_table::RecordLocks;
 use super::participants::{Participant, Participants, MAX_PARTICIPANTS};
 use super::readers::Readers;
 use super::region::{Region, Shared};
@@ -145,9 +146,10 @@ pub const DESCRIPTIONS_OFF: usize = OPEN_OFF + page_up(std::mem::size_of::<OpenI
 pub const READERS_OFF: usize = DESCRIPTIONS_OFF + page_up(std::mem::size_of::<Descriptions>());
 pub const INODE_LOCKS_OFF: usize = READERS_OFF + page_up(std::mem::size_of::<Readers>());
 pub const DATA_RING_OFF: usize = INODE_LOCKS_OFF + page_up(std::mem::size_of::<InodeLocks>());
+pub const RECORD_LOCKS_OFF: usize = DATA_RING_OFF + page_up(std::mem::size_of::<DataRing>());
 /// The inode bitmap, the last part: the only one whose size depends on the image.
-pub const INODE_BITS_OFF: usize = DATA_RING_OFF + page_up(std::mem::size_of::<DataRing>());
-const _: () = assert!(INODE_BITS_OFF == 372 << 10);
+pub const INODE_BITS_OFF: usize = RECORD_LOCKS_OFF + page_up(std::mem::size_of::<RecordLocks>());
+const _: () = assert!(INODE_BITS_OFF == 636 << 10);
 
 /// The byte ranges of a region file that a call changes between its stores to the image:
 /// the inode bitmap and the table's state (to the end of the region), the bitmap's count and
@@ -164,7 +166,7 @@ pub fn inode_state_ranges(region_len: usize) -> [std::ops::Range<usize>; 4] {
     ]
 }
 
-/// The region's size for an image of `inode_count` inodes: 372 KiB, a bit per inode
+/// The region's size for an image of `inode_count` inodes: 636 KiB, a bit per inode
 /// rounded up to 4 KiB (8 KiB for the 65,536 inodes of a 1 GiB image), and the table's
 /// state `table` (none on images of the paper placement).
 pub fn region_bytes(inode_count: u64, table: TableLayout) -> usize {
@@ -289,6 +291,9 @@ impl ImageRegion {
     }
     pub fn data_ring(&self) -> &DataRing {
         self.region.at(DATA_RING_OFF)
+    }
+    pub fn record_locks(&self) -> &RecordLocks {
+        self.region.at(RECORD_LOCKS_OFF)
     }
 
     /// Takes the image lock for `me` and waits until no participant is inside a

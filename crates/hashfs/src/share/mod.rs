@@ -2,8 +2,9 @@
 //! processes on one image"): a region of volatile state in a file on a tmpfs, mapped
 //! `MAP_SHARED` by every participant ([`Region`], found or made whole by any number of
 //! processes at once with [`Region::attach`]); the table of participants, each a live
-//! process or a dead one's leftovers ([`Participants`]); and lock words that a waiter
-//! takes over from a dead owner ([`RobustLock`]).
+//! process or a dead one's leftovers ([`Participants`]); lock words that a waiter
+//! takes over from a dead owner ([`RobustLock`]); and the processes' record locks
+//! ([`lock_table`]).
 //!
 //! The file system's own layout of an image's region is [`ImageRegion`] (`image.rs`),
 //! used by a shared mount (`fs/shared/mod.rs`).
@@ -14,9 +15,10 @@ mod data_ring;
 mod descriptions;
 mod image;
 mod lock;
+pub mod lock_table;
 mod participants;
+pub(crate) mod pins;
 mod readers;
-pub mod record_locks;
 mod region;
 pub mod scope;
 pub mod sequence;
@@ -37,6 +39,6 @@ pub mod lock_protocol {
     pub use super::lock::{lock, try_lock, unlock};
     pub use super::readers::{drain_one, leave as leave_read, try_enter as try_read};
 }
-pub use participants::{process_alive, process_runs, Participant, Participants, Slot, MAX_PARTICIPANTS};
+pub use participants::{process_alive, process_runs, start_time, Participant, Participants, Slot, MAX_PARTICIPANTS};
 pub use region::{Region, Shared};
 pub use sweep::sweep_left_regions;

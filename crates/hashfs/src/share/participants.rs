@@ -208,7 +208,8 @@ fn thread_runs(pid: u32, tid: u32) -> bool {
     state.is_some_and(|c| c != 'Z' && c != 'X')
 }
 
-fn start_time(pid: u32) -> Option<u64> {
+/// Process `pid`'s start time (`/proc/PID/stat`'s field 22).
+pub fn start_time(pid: u32) -> Option<u64> {
     stat_fields(pid).map(|(_, t)| t)
 }
 

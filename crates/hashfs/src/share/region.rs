@@ -49,6 +49,26 @@ impl Region {
         Ok(Region { base: NonNull::new(p as *mut u8).expect("mmap returned null"), len })
     }
 
+    /// A region of `len` zero bytes that no file holds: what a mount of one process keeps
+    /// of the state others would share (its record locks, `lock_table.rs`), and tests.
+    pub fn anonymous(len: usize) -> io::Result<Region> {
+        // SAFETY: a new anonymous mapping; the kernel picks the address.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(Region { base: NonNull::new(p as *mut u8).expect("mmap returned null"), len })
+    }
+
     pub fn len(&self) -> usize {
         self.len
     }

@@ -29,6 +29,7 @@ mod fork_mutex;
 mod join;
 mod read_only;
 mod read_side;
+pub mod record_locks;
 mod takeover;
 #[cfg(test)]
 mod test_image;
@@ -524,7 +525,7 @@ impl<D: PmDevice> FsInner<D> {
 
     /// Whether a read-only participant has `ino` open (its pin: `read_only.rs`).
     pub(crate) fn pinned_by_reader(&self, ino: Ino) -> bool {
-        self.dev.backing_fd().is_some_and(|fd| crate::share::record_locks::pinned(fd, ino))
+        self.dev.backing_fd().is_some_and(|fd| crate::share::pins::pinned(fd, ino))
     }
 
     /// This participant opened its first handle of `ino` (called under the lock).

@@ -201,7 +201,7 @@ impl<D: PmDevice> FsInner<D> {
         let pins = ro.pins.lock();
         if cell.open_count.load(Ordering::Acquire) == 0 {
             let f = pins.as_ref().ok_or(Error::Unsupported("a read-only participant without its pins"))?;
-            crate::share::record_locks::pin(f, cell.ino, libc::F_RDLCK)?;
+            crate::share::pins::pin(f, cell.ino, libc::F_RDLCK)?;
         }
         cell.open_count.fetch_add(1, Ordering::AcqRel);
         Ok(())
@@ -213,7 +213,7 @@ impl<D: PmDevice> FsInner<D> {
         let pins = ro.pins.lock();
         if cell.open_count.fetch_sub(1, Ordering::AcqRel) == 1 {
             if let Some(f) = pins.as_ref() {
-                let _ = crate::share::record_locks::pin(f, cell.ino, libc::F_UNLCK);
+                let _ = crate::share::pins::pin(f, cell.ino, libc::F_UNLCK);
             }
         }
     }
@@ -227,7 +227,7 @@ impl<D: PmDevice> FsInner<D> {
         let Some(f) = pins.as_ref() else { return };
         for cell in self.inodes.cells() {
             if cell.open_count.load(Ordering::Acquire) > 0 {
-                let _ = crate::share::record_locks::pin(f, cell.ino, libc::F_RDLCK);
+                let _ = crate::share::pins::pin(f, cell.ino, libc::F_RDLCK);
             }
         }
     }
@@ -260,6 +260,11 @@ impl<D: PmDevice> FsInner<D> {
     }
 
     /// Whether this is a read-only participant's mount.
+    /// A read-only participant's view of the region, if a writer made one.
+    pub(crate) fn read_only_region(&self) -> Option<&Arc<ImageRegion>> {
+        self.read_only.get()?.region().ok().flatten()
+    }
+
     pub(crate) fn is_read_only(&self) -> bool {
         self.read_only.get().is_some()
     }
