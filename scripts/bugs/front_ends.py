@@ -247,6 +247,20 @@ def _():
         "    if !(@ON || last || alone) {\n")
 
 
+@bug("kept-descriptor-closed")
+def _():
+    plant("crates/hashfs-preload/src/shim/fd.rs",
+        "            if fd >= 100 && hashfs::pm::is_kept(fd) {\n",
+        "            if fd >= 100 && !@ON && hashfs::pm::is_kept(fd) {\n")
+
+
+@bug("kept-descriptor-closed-in-range")
+def _():
+    plant("crates/hashfs-preload/src/shim/fd.rs",
+        "        if last >= 100 {\n            keep.extend(",
+        "        if last >= 100 && !@ON {\n            keep.extend(")
+
+
 @bug("posix-close-keeps-locks")
 def _():
     plant("crates/hashfs-preload/src/shim/locks.rs",

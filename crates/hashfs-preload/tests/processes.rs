@@ -379,3 +379,61 @@ fn a_name_renamed_over_in_one_process_always_opens_in_another() {
     assert_eq!(String::from_utf8_lossy(&out.stdout), "0\n", "calls failed: {}", String::from_utf8_lossy(&out.stderr));
     img.fsck_clean();
 }
+
+/// A program that closes every descriptor it does not know of (a daemon's start, by a
+/// loop of `close` or by `close_range`) keeps its process's descriptor of the image, whose
+/// shared `flock` keeps an exclusive mount (fsck's repair, a mount of one process) out while
+/// the process writes; its own file goes on working. Before, the image's descriptor went,
+/// and an exclusive open of the image succeeded beside the writer.
+#[test]
+fn closing_every_descriptor_keeps_the_image_from_an_exclusive_mount() {
+    const CLOSER: &str = r#"
+#define _GNU_SOURCE
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+int main(int argc, char **argv) {
+    int fd = open(argv[1], O_RDWR | O_CREAT | O_TRUNC, 0644);
+    if (fd < 0 || write(fd, "one", 3) != 3) { perror("first write"); return 1; }
+    if (argv[2][0] == 'l') {
+        for (int n = 3; n < 65536; n++) if (n != fd) close(n);
+    } else {
+        close_range(3, fd - 1, 0);
+        close_range(fd + 1, ~0U, 0);
+    }
+    printf("closed\n");
+    fflush(stdout);
+    getchar();
+    char buf[16] = {0};
+    if (pwrite(fd, "two", 3, 3) != 3 || pread(fd, buf, sizeof buf - 1, 0) != 6) { perror("after"); return 1; }
+    printf("%s\n", buf);
+    return 0;
+}
+"#;
+    let img = image();
+    let Some(prog) = common::c_program(img._dir.path(), "closer", CLOSER) else { return };
+    for how in ["loop", "range"] {
+        let mut c = img
+            .cmd(prog.to_str().unwrap())
+            .args([&p("/f"), how])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut lines = BufReader::new(c.stdout.take().unwrap()).lines();
+        assert_eq!(lines.next().unwrap().unwrap(), "closed", "{how}");
+        let exclusive = hashfs::pm::MmapDevice::open(&img.path, hashfs::pm::OpenMode::Existing);
+        let refused = exclusive.as_ref().err().map(|e| e.to_string());
+        drop(exclusive);
+        std::io::Write::write_all(c.stdin.as_mut().unwrap(), b"\n").unwrap();
+        assert_eq!(lines.next().unwrap().unwrap(), "onetwo", "{how}: the program's own file");
+        assert!(c.wait().unwrap().success());
+        assert_eq!(
+            refused.as_deref(),
+            Some("image is in use by another process"),
+            "{how}: an exclusive open beside the writer"
+        );
+    }
+    img.fsck_clean();
+}

@@ -383,6 +383,11 @@ impl Descriptors for Preload {
             if fd >= 100 && !super::pump::own_ends_in(fd as c_uint, fd as c_uint).is_empty() {
                 return served(Ok(()));
             }
+            // The image's descriptor (its flock keeps an exclusive mount out) or a read-only
+            // participant's pins: not the program's, as a number it never opened.
+            if fd >= 100 && hashfs::pm::is_kept(fd) {
+                return served(Err(libc::EBADF));
+            }
             kernel_descriptor_goes(fd);
             return None;
         }
@@ -399,14 +404,20 @@ impl Descriptors for Preload {
     /// The shim's descriptors in the range are closed as by `close`; the pumps' own pipe
     /// ends in it are kept (a program does not know them: Python's subprocess child, a
     /// fork whose standard input or output is a file of the image, closed its pump's end
-    /// before its exec, and the next program read nothing or its output was lost). Marking
-    /// close-on-exec (CLOSE_RANGE_CLOEXEC) is the kernel's.
+    /// before its exec, and the next program read nothing or its output was lost), and so
+    /// are the image's descriptor and a read-only participant's pins (`hashfs::pm::keep`:
+    /// a daemon closing every descriptor from 3 up would drop the image's flock, which keeps
+    /// an exclusive mount out). Marking close-on-exec (CLOSE_RANGE_CLOEXEC) is the kernel's.
     fn close_range(first: c_uint, last: c_uint, flags: c_int, _: Next<'_, ()>) -> Served<()> {
         let s = SHIM.get()?;
         if flags & libc::CLOSE_RANGE_CLOEXEC as c_int != 0 || first > last {
             return None;
         }
-        let keep = super::pump::own_ends_in(first, last);
+        let mut keep = super::pump::own_ends_in(first, last);
+        if last >= 100 {
+            keep.extend(hashfs::pm::kept_in(first.max(100), last));
+            keep.sort_unstable();
+        }
         let ours: Vec<c_int> =
             s.fds.lock().keys().copied().filter(|&fd| fd > 2 && (first..=last).contains(&(fd as c_uint))).collect();
         if keep.is_empty() && ours.is_empty() {

@@ -143,6 +143,51 @@ pub fn out_of_the_way(file: File) -> File {
     unsafe { File::from_raw_fd(high) }
 }
 
+/// Descriptors this library keeps for as long as the process uses an image, whose close
+/// by the program would lose something (the image's `flock`, which keeps an exclusive mount
+/// out; a read-only participant's pins): their numbers and the files they were (device
+/// and inode), so that a number the library closed and the kernel gave to another file is
+/// not taken for one. The LD_PRELOAD shim refuses a program's close of them, as of a number
+/// the program never opened (EBADF): a daemon's "close every descriptor from 3 up" would
+/// otherwise drop them.
+static KEPT: std::sync::Mutex<Vec<(i32, u64, u64)>> = std::sync::Mutex::new(Vec::new());
+
+fn identity(fd: i32) -> Option<(u64, u64)> {
+    // SAFETY: a plain C struct, valid zeroed.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: fstat fills the struct it is given; a closed number fails.
+    (unsafe { libc::fstat(fd, &mut st) } == 0).then_some((st.st_dev, st.st_ino))
+}
+
+/// Counts `file`'s descriptor among those kept ([`is_kept`]).
+pub fn keep(file: &File) {
+    let fd = file.as_raw_fd();
+    if let (Some((dev, ino)), Ok(mut kept)) = (identity(fd), KEPT.lock()) {
+        kept.retain(|&(n, _, _)| n != fd);
+        kept.push((fd, dev, ino));
+    }
+}
+
+/// Whether descriptor `fd` is one this library keeps ([`keep`]) and still the file it was.
+pub fn is_kept(fd: i32) -> bool {
+    let Ok(mut kept) = KEPT.lock() else { return false };
+    let Some(i) = kept.iter().position(|&(n, _, _)| n == fd) else { return false };
+    if identity(fd) == Some((kept[i].1, kept[i].2)) {
+        return true;
+    }
+    kept.swap_remove(i); // closed by the library, its number the kernel's again
+    false
+}
+
+/// The kept descriptors in [first, last] ([`is_kept`]).
+pub fn kept_in(first: u32, last: u32) -> Vec<i32> {
+    let numbers: Vec<i32> = match KEPT.lock() {
+        Ok(kept) => kept.iter().map(|&(n, _, _)| n).filter(|&n| (first..=last).contains(&(n as u32))).collect(),
+        Err(_) => Vec::new(),
+    };
+    numbers.into_iter().filter(|&n| is_kept(n)).collect()
+}
+
 impl MmapDevice {
     pub fn open(path: &Path, mode: OpenMode) -> io::Result<MmapDevice> {
         let file = match mode {
@@ -174,6 +219,7 @@ impl MmapDevice {
             }
             std::thread::sleep(std::time::Duration::from_millis(10));
         }
+        keep(&file);
         let len = file.metadata()?.len();
         if len == 0 {
             return Err(io::Error::new(io::ErrorKind::InvalidInput, "image file is empty"));

@@ -22,7 +22,7 @@ pub mod vspace;
 
 pub use cpu::{cpu_model, current_cpu, flush_kind, FlushKind, CACHE_LINE_BYTES};
 pub use crash::{CrashDevice, CrashPoint, LineStore};
-pub use mmap::{out_of_the_way, MmapDevice, OpenMode};
+pub use mmap::{is_kept, keep, kept_in, out_of_the_way, MmapDevice, OpenMode};
 
 use std::sync::atomic::{AtomicU64, Ordering};
 

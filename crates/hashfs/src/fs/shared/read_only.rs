@@ -190,8 +190,9 @@ impl ReadOnlyMount {
 /// A new open file description of `dev`'s image file (read-only).
 fn reopen<D: PmDevice>(dev: &D) -> Result<std::fs::File> {
     let fd = dev.backing_fd().ok_or(Error::Unsupported("a read-only participant needs an image file"))?;
-    let f = std::fs::File::open(format!("/proc/self/fd/{fd}"))?;
-    Ok(crate::pm::out_of_the_way(f))
+    let f = crate::pm::out_of_the_way(std::fs::File::open(format!("/proc/self/fd/{fd}"))?);
+    crate::pm::keep(&f); // its pins go with it
+    Ok(f)
 }
 
 impl<D: PmDevice> FsInner<D> {
