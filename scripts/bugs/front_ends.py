@@ -261,6 +261,13 @@ def _():
         "        if last >= 100 && !@ON {\n            keep.extend(")
 
 
+@bug("kept-descriptor-replaced")
+def _():
+    plant("crates/hashfs-preload/src/shim/fd.rs",
+        "        if fd != newfd && newfd >= 100 && hashfs::pm::is_kept(newfd) {\n",
+        "        if fd != newfd && newfd >= 100 && !@ON && hashfs::pm::is_kept(newfd) {\n")
+
+
 @bug("posix-close-keeps-locks")
 def _():
     plant("crates/hashfs-preload/src/shim/locks.rs",

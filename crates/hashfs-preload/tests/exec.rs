@@ -572,3 +572,65 @@ fn a_shell_with_its_output_in_the_image_redirects_again() {
     img.fsck_clean();
     img.region_removed();
 }
+
+/// A program that closes every descriptor it does not know of (a daemon's start: a loop of
+/// `close`, or `close_range`) or `dup2`s onto the number of the shim's descriptor of the
+/// image, on a ctFS image, whose view maps the image's pages through that descriptor
+/// (`mapping/ctfs/view.rs`): its file still reads back what it wrote. Before, the close
+/// left the view to map through a closed number (the read failed with EBADF), and the
+/// `dup2` made it map the program's own file (SIGBUS past that file's end, its bytes
+/// within it). A close of the kept descriptor is EBADF, a `dup2` onto it EBUSY.
+#[test]
+fn closing_or_replacing_the_shims_image_descriptor_leaves_the_image_whole() {
+    const CLOSER: &str = r#"
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+static char buf[1 << 20], back[1 << 20];
+int main(int argc, char **argv) {
+    int fd = open(argv[1], O_RDWR | O_CREAT | O_TRUNC, 0644);
+    if (fd < 0 || write(fd, "x", 1) != 1) { perror("first write"); return 1; }
+    if (argv[3][0] == 'l') {
+        for (int n = 3; n < 65536; n++) if (n != fd) close(n);
+    } else if (argv[3][0] == 'r') {
+        close_range(3, fd - 1, 0);
+        close_range(fd + 1, ~0U, 0);
+    } else {
+        char want[PATH_MAX], link[64], got[PATH_MAX];
+        if (!realpath(argv[2], want)) { perror("realpath"); return 1; }
+        int kept = -1;
+        for (int n = 3; n < 65536 && kept < 0; n++) {
+            snprintf(link, sizeof link, "/proc/self/fd/%d", n);
+            ssize_t k = readlink(link, got, sizeof got - 1);
+            if (k > 0 && (got[k] = 0, strcmp(got, want) == 0)) kept = n;
+        }
+        int other = open("/dev/zero", O_RDONLY);
+        int r = dup2(other, kept);
+        printf("dup2 onto %s: %s\n", kept >= 100 ? "the kept number" : "?", r < 0 ? strerror(errno) : "done");
+    }
+    for (int i = 0; i < (int)sizeof buf; i++) buf[i] = (char)(i * 7);
+    if (pwrite(fd, buf, sizeof buf, 0) != (ssize_t)sizeof buf) { perror("write"); return 1; }
+    if (pread(fd, back, sizeof back, 0) != (ssize_t)sizeof back) { perror("read"); return 1; }
+    printf("%s\n", memcmp(buf, back, sizeof buf) == 0 ? "same" : "different");
+    return 0;
+}
+"#;
+    let opts = hashfs::FormatOptions { mapping: hashfs::MappingKind::Ctfs, ..hashfs::FormatOptions::default() };
+    let img = common::image_in(&std::env::temp_dir(), 64 << 20, &opts);
+    let Some(prog) = c_program(img._dir.path(), "closer", CLOSER) else { return };
+    let image = img.path.to_str().unwrap();
+    for (how, want) in [
+        ("loop", "same\n"),
+        ("range", "same\n"),
+        ("dup2", "dup2 onto the kept number: Device or resource busy\nsame\n"),
+    ] {
+        let o = img.run(prog.to_str().unwrap(), &[&p("/f"), image, how]);
+        assert_eq!(String::from_utf8_lossy(&o.stdout), want, "{how}: {}", String::from_utf8_lossy(&o.stderr));
+    }
+    img.fsck_clean();
+}

@@ -383,8 +383,9 @@ impl Descriptors for Preload {
             if fd >= 100 && !super::pump::own_ends_in(fd as c_uint, fd as c_uint).is_empty() {
                 return served(Ok(()));
             }
-            // The image's descriptor (its flock keeps an exclusive mount out) or a read-only
-            // participant's pins: not the program's, as a number it never opened.
+            // The image's descriptor (a ctFS view maps the image through it) or a read-only
+            // participant's pins (`hashfs::pm::keep`): not the program's, as a number it
+            // never opened.
             if fd >= 100 && hashfs::pm::is_kept(fd) {
                 return served(Err(libc::EBADF));
             }
@@ -406,8 +407,9 @@ impl Descriptors for Preload {
     /// fork whose standard input or output is a file of the image, closed its pump's end
     /// before its exec, and the next program read nothing or its output was lost), and so
     /// are the image's descriptor and a read-only participant's pins (`hashfs::pm::keep`:
-    /// a daemon closing every descriptor from 3 up would drop the image's flock, which keeps
-    /// an exclusive mount out). Marking close-on-exec (CLOSE_RANGE_CLOEXEC) is the kernel's.
+    /// a daemon closing every descriptor from 3 up would leave a ctFS view mapping the
+    /// image through a closed number). Marking close-on-exec (CLOSE_RANGE_CLOEXEC) is the
+    /// kernel's.
     fn close_range(first: c_uint, last: c_uint, flags: c_int, _: Next<'_, ()>) -> Served<()> {
         let s = SHIM.get()?;
         if flags & libc::CLOSE_RANGE_CLOEXEC as c_int != 0 || first > last {
@@ -457,6 +459,13 @@ impl Descriptors for Preload {
         let s = SHIM.get()?;
         let from_ours = s.is_ours(fd);
         let standard = (0..=2).contains(&newfd);
+        if fd != newfd && newfd >= 100 && hashfs::pm::is_kept(newfd) {
+            // The image's descriptor (a ctFS view maps the image through it) or a read-only
+            // participant's pins: replaced, the file system would go on through the
+            // program's file. Linux's dup2 says EBUSY when it cannot take the number now.
+            eprintln!("hashfs_preload: dup2 onto descriptor {newfd}, which the shim keeps for the image: EBUSY");
+            return served(Err(libc::EBUSY));
+        }
         if fd != newfd {
             kernel_descriptor_goes(newfd);
         }

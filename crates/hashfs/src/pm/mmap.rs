@@ -143,13 +143,16 @@ pub fn out_of_the_way(file: File) -> File {
     unsafe { File::from_raw_fd(high) }
 }
 
-/// Descriptors this library keeps for as long as the process uses an image, whose close
-/// by the program would lose something (the image's `flock`, which keeps an exclusive mount
-/// out; a read-only participant's pins): their numbers and the files they were (device
-/// and inode), so that a number the library closed and the kernel gave to another file is
-/// not taken for one. The LD_PRELOAD shim refuses a program's close of them, as of a number
-/// the program never opened (EBADF): a daemon's "close every descriptor from 3 up" would
-/// otherwise drop them.
+/// Descriptors this library keeps for as long as the process uses an image and goes on
+/// using by number (a ctFS view maps the image's pages through the image's descriptor,
+/// `mapping/ctfs/view.rs`; a writer probes read-only participants' pins through it; a
+/// read-only participant's pins are locks on its own descriptor's description): their
+/// numbers and the files they were (device and inode), so that a number the library closed
+/// and the kernel gave to another file is not taken for one. The LD_PRELOAD shim refuses a
+/// program's close of them as of a number it never opened (EBADF), and a `dup2` onto one
+/// (EBUSY): a daemon's "close every descriptor from 3 up" would otherwise leave the view
+/// mapping through a closed number, and a `dup2` the program's file in the image's place.
+/// (The image's `flock` is not at stake: its mapping keeps the description open.)
 static KEPT: std::sync::Mutex<Vec<(i32, u64, u64)>> = std::sync::Mutex::new(Vec::new());
 
 fn identity(fd: i32) -> Option<(u64, u64)> {

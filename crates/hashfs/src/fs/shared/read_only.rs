@@ -191,7 +191,7 @@ impl ReadOnlyMount {
 fn reopen<D: PmDevice>(dev: &D) -> Result<std::fs::File> {
     let fd = dev.backing_fd().ok_or(Error::Unsupported("a read-only participant needs an image file"))?;
     let f = crate::pm::out_of_the_way(std::fs::File::open(format!("/proc/self/fd/{fd}"))?);
-    crate::pm::keep(&f); // its pins go with it
+    crate::pm::keep(&f); // its pins are locks on its description
     Ok(f)
 }
 
