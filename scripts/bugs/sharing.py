@@ -531,8 +531,8 @@ def _():
 @bug("lock-table-merges-types")
 def _():
     plant("crates/hashfs/src/share/lock_table.rs",
-        "            let same = r.kind != Kind::Unlock && h.write == write;\n",
-        "            let same = r.kind != Kind::Unlock && (@ON || h.write == write);\n")
+        "            self.held().filter(|(_, h)| mine(h)).partition(|(_, h)| r.kind != Kind::Unlock && h.write == write);\n",
+        "            self.held().filter(|(_, h)| mine(h)).partition(|(_, h)| r.kind != Kind::Unlock && (@ON || h.write == write));\n")
 
 
 @bug("lock-table-removes-first")

@@ -347,22 +347,13 @@ impl LockScope<'_> {
         let mut old = Vec::new();
         let mut keep: Vec<Held> = Vec::new();
         let mut changed = false;
-        for (i, h) in self.held() {
-            if !mine(&h) {
-                continue;
-            }
-            let same = r.kind != Kind::Unlock && h.write == write;
-            // Ranges of the same type that touch merge; others lose what the request covers.
-            let touches = same && h.start <= end.saturating_add(1) && start <= h.end.saturating_add(1);
-            if touches {
-                if h.start >= start && h.end <= end {
-                    old.push(i);
-                    continue;
-                }
-                start = start.min(h.start);
-                end = end.max(h.end);
-                old.push(i);
-            } else if overlaps(h.start, h.end, r.start, r.end) {
+        let (mut same, other): (Vec<_>, Vec<_>) =
+            self.held().filter(|(_, h)| mine(h)).partition(|(_, h)| r.kind != Kind::Unlock && h.write == write);
+        // The owner's ranges of another type (or all, for an unlock) lose what the request
+        // covers; its ranges of the same type that touch the request merge with it, each
+        // merge widening what the next may touch.
+        for (i, h) in other {
+            if overlaps(h.start, h.end, r.start, r.end) {
                 old.push(i);
                 changed = true;
                 if h.start < r.start {
@@ -372,6 +363,14 @@ impl LockScope<'_> {
                     keep.push(Held { start: r.end + 1, ..h });
                 }
             }
+        }
+        while let Some(k) =
+            same.iter().position(|(_, h)| h.start <= end.saturating_add(1) && start <= h.end.saturating_add(1))
+        {
+            let (i, h) = same.swap_remove(k);
+            start = start.min(h.start);
+            end = end.max(h.end);
+            old.push(i);
         }
         if r.kind != Kind::Unlock {
             keep.push(Held { ino: r.ino.0, flock: r.flock, write, owner, start, end, pid });
@@ -642,7 +641,9 @@ pub fn process_alive_cached(pid: u32, start: u64) -> bool {
         return true;
     }
     let now = Instant::now();
-    let Ok(mut seen) = SEEN.lock() else { return super::process_alive(pid, start) };
+    // Never waited for (a fork while another thread held it would leave the child's copy
+    // taken): busy, the process is asked directly.
+    let Ok(mut seen) = SEEN.try_lock() else { return super::process_alive(pid, start) };
     seen.retain(|&(_, _, t)| now.duration_since(t) < RECHECK);
     if seen.iter().any(|&(p, s, _)| p == pid && s == start) {
         return true;
@@ -650,7 +651,7 @@ pub fn process_alive_cached(pid: u32, start: u64) -> bool {
     drop(seen);
     let alive = super::process_alive(pid, start);
     if alive {
-        if let Ok(mut seen) = SEEN.lock() {
+        if let Ok(mut seen) = SEEN.try_lock() {
             if seen.len() < 64 {
                 seen.push((pid, start, now));
             }
