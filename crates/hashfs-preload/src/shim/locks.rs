@@ -16,13 +16,17 @@ use hashfs::share::lock_table::{self, Conflict, Kind, Owner, Request, TO_END};
 use hashfs::share::Handle;
 use std::sync::atomic::AtomicU64;
 
-/// This process as the owner of its POSIX locks.
-fn process_owner() -> Result<Owner, c_int> {
-    let pid = match super::exec::PROCESS_PID.load(Ordering::Relaxed) {
+/// This process's pid, as the shim keeps it (set at its start and in a forked child).
+fn lock_pid() -> i32 {
+    match super::exec::PROCESS_PID.load(Ordering::Relaxed) {
         0 => current_pid(),
         p => p,
-    };
-    lock_table::this_process(pid as u32).ok_or(libc::ENOLCK)
+    }
+}
+
+/// This process as the owner of its POSIX locks.
+fn process_owner() -> Result<Owner, c_int> {
+    lock_table::this_process(lock_pid() as u32).ok_or(libc::ENOLCK)
 }
 
 /// Descriptions of a mount of one process, which has no region to name them: numbered
@@ -59,9 +63,14 @@ pub(super) fn close_description(of: &OpenFile, last: bool) {
 }
 
 /// POSIX: a close of any of the process's descriptors of inode `ino` drops every record
-/// lock the process holds on it (the table's lock taken only when it holds one).
+/// lock the process holds on it (the table's lock taken, and the process's start time read,
+/// only when an entry of its pid is there).
 pub(super) fn closed_a_descriptor_of(ino: Ino) {
-    let (Some(fs), Ok(owner)) = (super::fork::joined_fs(), process_owner()) else { return };
+    let Some(fs) = super::fork::joined_fs() else { return };
+    if !fs.pid_may_hold_record_locks(lock_pid() as u32, ino) {
+        return;
+    }
+    let Ok(owner) = process_owner() else { return };
     let _ = fs.with_record_locks(|s| {
         if s.holds_any(owner, ino) {
             s.release(owner, Some(ino));

@@ -550,6 +550,15 @@ impl LockScope<'_> {
         self.held().any(|(_, h)| h.owner == owner && h.ino == ino.0)
     }
 
+    /// Whether a process numbered `pid` holds a POSIX lock on `ino`, read without the
+    /// table's lock and without the process's start time: a close asks this first, so that
+    /// a process that never locked reads no `/proc` and takes no lock at its closes (a
+    /// gone process's entry under a reused pid only sends it to [`Self::release`], which
+    /// matches the start time too).
+    pub fn pid_holds_any(&self, pid: u32, ino: Ino) -> bool {
+        self.held().any(|(_, h)| matches!(h.owner, Owner::Process { pid: p, .. } if p == pid) && h.ino == ino.0)
+    }
+
     /// Entries in use (for `hashfs info` and tests).
     pub fn in_use(&self) -> usize {
         self.held().count()

@@ -59,6 +59,17 @@ impl<D: PmDevice> FileSystem<D> {
         Ok(f(&scope))
     }
 
+    /// Whether process `pid` may hold a POSIX lock on `ino` ([`LockScope::pid_holds_any`]):
+    /// false without a table (a mount of one process that never locked, a read-only
+    /// participant's, which takes none).
+    pub fn pid_may_hold_record_locks(&self, pid: u32, ino: crate::layout::Ino) -> bool {
+        let local = self.inner.local_locks.get().is_some_and(|l| l.is_some());
+        if self.inner.shared.get().is_none() && !local {
+            return false;
+        }
+        self.with_record_locks(|s| s.pid_holds_any(pid, ino)).unwrap_or(false)
+    }
+
     /// F_GETLK: the first lock of another owner in `r`'s way. A read-only participant reads
     /// the region's table without its lock (a snapshot: each entry is whole, the set may be
     /// changing).
