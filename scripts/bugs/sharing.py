@@ -555,3 +555,13 @@ def _():
         "        ok && old.sa_sigaction != libc::SIG_DFL\n",
         "        @ON || ok && old.sa_sigaction != libc::SIG_DFL\n")
 
+
+@bug("lock-table-unlocked")
+def _():
+    plant("crates/hashfs/src/share/lock_table.rs",
+        "        let _: Acquired = self.table.lock.lock(self.me, self.who);\n        Locked(self.table)\n",
+        "        if !@ON {\n            let _: Acquired = self.table.lock.lock(self.me, self.who);\n        }\n        Locked(self.table)\n")
+    plant("crates/hashfs/src/share/lock_table.rs",
+        "    fn drop(&mut self) {\n        self.0.lock.unlock();\n",
+        "    fn drop(&mut self) {\n        if !@ON {\n            self.0.lock.unlock();\n        }\n")
+

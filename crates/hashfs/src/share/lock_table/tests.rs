@@ -264,3 +264,38 @@ proptest! {
         }
     }
 }
+
+/// Threads of four participants taking one write lock on one byte again and again (each
+/// retrying a refused F_SETLK): no two ever hold it at once, and each gets it its share of
+/// times. The table's lock is what makes a check for conflicts and the entry it writes one
+/// step (the deliberate bug `lock-table-unlocked` takes it away).
+#[test]
+fn threads_taking_one_write_lock_never_hold_it_together() {
+    const ROUNDS: usize = 20_000;
+    let f = Fixture::new();
+    let inside = std::sync::atomic::AtomicU32::new(0);
+    let overlaps = std::sync::atomic::AtomicU32::new(0);
+    std::thread::scope(|t| {
+        for n in 0..4u32 {
+            let (f, inside, overlaps) = (&f, &inside, &overlaps);
+            t.spawn(move || {
+                let me = f.who().join().unwrap();
+                let s = f.scope(me, &everyone);
+                let owner = process(100 + n);
+                for _ in 0..ROUNDS {
+                    while s.set(owner, &req(Kind::Write, 0, 0), 1).is_err() {
+                        std::hint::spin_loop();
+                    }
+                    if inside.fetch_add(1, Ordering::SeqCst) != 0 {
+                        overlaps.fetch_add(1, Ordering::SeqCst);
+                    }
+                    std::hint::spin_loop();
+                    inside.fetch_sub(1, Ordering::SeqCst);
+                    s.set(owner, &req(Kind::Unlock, 0, 0), 1).unwrap();
+                }
+            });
+        }
+    });
+    assert_eq!(overlaps.load(Ordering::SeqCst), 0, "times two owners held one write lock at once");
+    assert_eq!(f.scope(Participant(0), &everyone).in_use(), 0);
+}
