@@ -752,11 +752,12 @@ impl<D: PmDevice> Filesystem for HashFsFuse<D> {
         start: u64,
         end: u64,
         typ: i32,
-        _pid: u32,
+        pid: u32,
         reply: ReplyLock,
     ) {
         let Some(l) = &self.locks else { return reply.error(Errno::ENOSYS) };
-        match self.ino(i).map_err(|e| e.errno()).and_then(|i| l.test(&self.fs, i, lock_owner.0, start, end, typ)) {
+        let call = |ino| locks::LockCall { ino, owner: lock_owner.0, start, end, typ, pid };
+        match self.ino(i).map_err(|e| e.errno()).and_then(|i| l.test(&self.fs, call(i))) {
             Ok(Some(c)) => reply.locked(c.start, c.end, c.typ, c.pid),
             Ok(None) => reply.locked(start, end, libc::F_UNLCK, 0),
             Err(e) => reply.error(Errno::from_i32(e)),
@@ -787,10 +788,11 @@ impl<D: PmDevice> Filesystem for HashFsFuse<D> {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(Errno::from_i32(e)),
         };
+        let call = locks::LockCall { ino: i, owner: lock_owner.0, start, end, typ, pid };
         if sleep {
-            l.set_waiting(&self.fs, i, lock_owner.0, start, end, typ, pid, answer);
+            l.set_waiting(&self.fs, call, answer);
         } else {
-            answer(l.set(&self.fs, i, lock_owner.0, start, end, typ, pid));
+            answer(l.set(&self.fs, call));
         }
     }
 

@@ -34,20 +34,34 @@ pub(crate) struct Conflict {
     pub pid: u32,
 }
 
-/// FUSE's range and type as a request of the table (its end at or past `i64::MAX`: to the
-/// end of the file).
-fn request(ino: Ino, start: u64, end: u64, typ: i32) -> Result<Request, i32> {
-    let kind = match typ {
-        libc::F_RDLCK => Kind::Read,
-        libc::F_WRLCK => Kind::Write,
-        libc::F_UNLCK => Kind::Unlock,
-        _ => return Err(libc::EINVAL),
-    };
-    let end = if end >= i64::MAX as u64 { TO_END } else { end };
-    if start > end {
-        return Err(libc::EINVAL);
+/// One of FUSE's lock calls: the inode, the lock owner the kernel names, the range
+/// [start, end] (its end at or past `i64::MAX`: to the end of the file), the type and the
+/// caller's pid.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct LockCall {
+    pub ino: Ino,
+    pub owner: u64,
+    pub start: u64,
+    pub end: u64,
+    pub typ: i32,
+    pub pid: u32,
+}
+
+impl LockCall {
+    /// The call as a request of the table.
+    fn request(&self) -> Result<Request, i32> {
+        let kind = match self.typ {
+            libc::F_RDLCK => Kind::Read,
+            libc::F_WRLCK => Kind::Write,
+            libc::F_UNLCK => Kind::Unlock,
+            _ => return Err(libc::EINVAL),
+        };
+        let end = if self.end >= i64::MAX as u64 { TO_END } else { self.end };
+        if self.start > end {
+            return Err(libc::EINVAL);
+        }
+        Ok(Request { ino: self.ino, flock: false, start: self.start, end, kind })
     }
-    Ok(Request { ino, flock: false, start, end, kind })
 }
 
 impl ImageLocks {
@@ -63,19 +77,9 @@ impl ImageLocks {
         Owner::Mount { pid: self.pid, start: self.start, owner }
     }
 
-    /// FUSE's getlk: the first lock that conflicts with `typ` over [start, end] of `ino`
-    /// for `owner`, if any.
-    pub fn test<D: PmDevice>(
-        &self,
-        fs: &FileSystem<D>,
-        ino: Ino,
-        owner: u64,
-        start: u64,
-        end: u64,
-        typ: i32,
-    ) -> Result<Option<Conflict>, i32> {
-        let r = request(ino, start, end, typ)?;
-        Ok(fs.record_lock_test(self.owner(owner), &r)?.map(|c| Conflict {
+    /// FUSE's getlk: the first lock that conflicts with the call's, if any.
+    pub fn test<D: PmDevice>(&self, fs: &FileSystem<D>, c: LockCall) -> Result<Option<Conflict>, i32> {
+        Ok(fs.record_lock_test(self.owner(c.owner), &c.request()?)?.map(|c| Conflict {
             start: c.start,
             end: if c.end == TO_END { i64::MAX as u64 } else { c.end },
             typ: if c.write { libc::F_WRLCK } else { libc::F_RDLCK },
@@ -83,49 +87,33 @@ impl ImageLocks {
         }))
     }
 
-    /// FUSE's setlk without waiting: takes or drops `owner`'s lock of type `typ` over
-    /// [start, end] of `ino` for process `pid`; EAGAIN when another owner's lock conflicts.
-    #[allow(clippy::too_many_arguments)]
-    pub fn set<D: PmDevice>(
-        &self,
-        fs: &FileSystem<D>,
-        ino: Ino,
-        owner: u64,
-        start: u64,
-        end: u64,
-        typ: i32,
-        pid: u32,
-    ) -> Result<(), i32> {
-        let r = request(ino, start, end, typ)?;
-        fs.with_record_locks(|s| s.set(self.owner(owner), &r, pid as i32))?
+    /// FUSE's setlk without waiting: takes or drops the call's lock; EAGAIN when another
+    /// owner's lock conflicts.
+    pub fn set<D: PmDevice>(&self, fs: &FileSystem<D>, c: LockCall) -> Result<(), i32> {
+        let r = c.request()?;
+        fs.with_record_locks(|s| s.set(self.owner(c.owner), &r, c.pid as i32))?
     }
 
     /// FUSE's setlk that waits (F_SETLKW): `done` gets the outcome, on a thread of its own
     /// when the lock is not free at once.
-    #[allow(clippy::too_many_arguments)]
     pub fn set_waiting<D: PmDevice>(
         &self,
         fs: &FileSystem<D>,
-        ino: Ino,
-        owner: u64,
-        start: u64,
-        end: u64,
-        typ: i32,
-        pid: u32,
+        c: LockCall,
         done: impl FnOnce(Result<(), i32>) + Send + 'static,
     ) {
-        match self.set(fs, ino, owner, start, end, typ, pid) {
+        match self.set(fs, c) {
             Err(libc::EAGAIN) => {}
             r => return done(r),
         }
-        let Ok(r) = request(ino, start, end, typ) else { return done(Err(libc::EINVAL)) };
-        let (fs, owner) = (fs.clone(), self.owner(owner));
+        let Ok(r) = c.request() else { return done(Err(libc::EINVAL)) };
+        let (fs, owner) = (fs.clone(), self.owner(c.owner));
         let spawned = std::thread::Builder::new().name("hashfs-lock-wait".into()).spawn(move || {
-            done(fs.with_record_locks(|s| s.set_waiting(owner, &r, pid as i32, &|| false)).and_then(|r| r));
+            done(fs.with_record_locks(|s| s.set_waiting(owner, &r, c.pid as i32, &|| false)).and_then(|r| r));
         });
         if spawned.is_err() {
             // No thread: the waiter is told to try again rather than hold a request thread.
-            eprintln!("hashfs: no thread to wait for a record lock on inode {ino}");
+            eprintln!("hashfs: no thread to wait for a record lock on inode {}", c.ino);
         }
     }
 

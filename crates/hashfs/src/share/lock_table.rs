@@ -132,19 +132,6 @@ pub struct Entry {
     _pad: AtomicU64,
 }
 
-/// What a blocked POSIX waiter waits for, for the deadlock check (one per participant).
-#[repr(C)]
-pub struct Waiting {
-    /// 0: not waiting; else the request's head word (VALID, inode, FLOCK, WRITE).
-    head: AtomicU64,
-    a: AtomicU64,
-    b: AtomicU64,
-    c: AtomicU64,
-    start: AtomicU64,
-    end: AtomicU64,
-    _pad: [AtomicU64; 2],
-}
-
 /// The table: its lock, the bound of its used entries, the word waiters sleep on, and the
 /// entries.
 #[repr(C)]
@@ -158,18 +145,18 @@ pub struct RecordLocks {
     /// Entries at and past this index are free.
     used: AtomicU64,
     _pad2: [AtomicU64; 5],
-    waiting: [Waiting; MAX_PARTICIPANTS],
+    /// What each participant's blocked POSIX waiter waits for, for the deadlock check: an
+    /// entry as the lock it asks for would be (free when it waits for nothing).
+    waiting: [Entry; MAX_PARTICIPANTS],
     entries: [Entry; MAX_RECORD_LOCKS],
 }
 
 // SAFETY: atomics only (RobustLock is one), and arrays of them.
 unsafe impl Shared for Entry {}
 // SAFETY: as above.
-unsafe impl Shared for Waiting {}
-// SAFETY: as above.
 unsafe impl Shared for RecordLocks {}
 
-const _: () = assert!(std::mem::size_of::<Entry>() == 64 && std::mem::size_of::<Waiting>() == 64);
+const _: () = assert!(std::mem::size_of::<Entry>() == 64);
 
 /// An entry's fields, read under the table's lock.
 #[derive(Clone, Copy, Debug)]
@@ -448,36 +435,19 @@ impl LockScope<'_> {
 
     fn note_waiting(&self, owner: Owner, r: &Request) {
         let Some(w) = self.table.waiting.get(self.me.0 as usize) else { return };
-        let (kind, a, b, c) = owner.encode();
         w.head.store(0, Ordering::Release);
-        w.a.store(a, Ordering::Relaxed);
-        w.b.store(b, Ordering::Relaxed);
-        w.c.store(c, Ordering::Relaxed);
-        w.start.store(r.start, Ordering::Relaxed);
-        w.end.store(r.end, Ordering::Relaxed);
-        let head = head_of(r.ino, r.flock, r.kind == Kind::Write, kind);
-        w.head.store(head, Ordering::Release);
+        let write = r.kind == Kind::Write;
+        w.write(&Held { ino: r.ino.0, flock: r.flock, write, owner, start: r.start, end: r.end, pid: 0 });
     }
 
     /// What POSIX owner `o` waits for, if it is blocked (under the table's lock).
-    fn waits_for(&self, o: Owner) -> Option<(Request, Owner)> {
-        self.table.waiting.iter().find_map(|w| {
-            let h = w.head.load(Ordering::Acquire);
-            if h & VALID == 0 {
-                return None;
-            }
-            let a = w.a.load(Ordering::Relaxed);
-            let (b, c) = (w.b.load(Ordering::Relaxed), w.c.load(Ordering::Relaxed));
-            let who = Owner::decode((h >> KIND_SHIFT) & 3, a, b, c)?;
-            let kind = if h & WRITE != 0 { Kind::Write } else { Kind::Read };
-            let r = Request {
-                ino: Ino((h & INO_MASK) as u32),
-                flock: h & FLOCK != 0,
-                start: w.start.load(Ordering::Relaxed),
-                end: w.end.load(Ordering::Relaxed),
-                kind,
-            };
-            (who == o).then_some((r, who))
+    fn waits_for(&self, o: Owner) -> Option<Request> {
+        self.table.waiting.iter().filter_map(Entry::read).find(|w| w.owner == o).map(|w| Request {
+            ino: Ino(w.ino),
+            flock: w.flock,
+            start: w.start,
+            end: w.end,
+            kind: if w.write { Kind::Write } else { Kind::Read },
         })
     }
 
@@ -496,8 +466,8 @@ impl LockScope<'_> {
                     continue;
                 }
                 seen.push(b);
-                if let Some((wr, who)) = self.waits_for(b) {
-                    after.extend(self.blockers(who, &wr));
+                if let Some(wr) = self.waits_for(b) {
+                    after.extend(self.blockers(b, &wr));
                 }
             }
             if after.is_empty() {
