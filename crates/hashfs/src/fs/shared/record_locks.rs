@@ -8,7 +8,7 @@
 use crate::fs::FileSystem;
 use crate::pm::PmDevice;
 use crate::share::lock_table::{self, Conflict, LockScope, Owner, RecordLocks, Request};
-use crate::share::{Participants, Region};
+use crate::share::{ImageRegion, Participants, Region};
 
 /// A mount of one process's own table: a participant table and a lock table in
 /// anonymous memory.
@@ -28,6 +28,15 @@ impl LocalLocks {
     }
 }
 
+/// Whether lock owner `o` is still there: its process runs, or its description in
+/// `region` is still held.
+fn owner_alive(region: &ImageRegion, o: Owner) -> bool {
+    match o {
+        Owner::Description(h) => region.descriptions().get(h).is_some(),
+        Owner::Process { pid, start } | Owner::Mount { pid, start, .. } => lock_table::process_alive_cached(pid, start),
+    }
+}
+
 impl<D: PmDevice> FileSystem<D> {
     /// Runs `f` on the image's table of record locks as this process's participant. Err
     /// (ENOLCK) on a read-only participant's mount, or when a mount of one process could
@@ -35,12 +44,7 @@ impl<D: PmDevice> FileSystem<D> {
     pub fn with_record_locks<R>(&self, f: impl FnOnce(&LockScope<'_>) -> R) -> Result<R, i32> {
         if let Some(sh) = self.inner.shared.get() {
             let region = &sh.region;
-            let alive = |o: Owner| match o {
-                Owner::Description(h) => region.descriptions().get(h).is_some(),
-                Owner::Process { pid, start } | Owner::Mount { pid, start, .. } => {
-                    lock_table::process_alive_cached(pid, start)
-                }
-            };
+            let alive = |o: Owner| owner_alive(region, o);
             let scope =
                 LockScope { table: region.record_locks(), me: sh.me(), who: region.participants(), alive: &alive };
             return Ok(f(&scope));
@@ -76,12 +80,7 @@ impl<D: PmDevice> FileSystem<D> {
     pub fn record_lock_test(&self, owner: Owner, r: &Request) -> Result<Option<Conflict>, i32> {
         if self.is_read_only() {
             let Some(region) = self.inner.read_only_region() else { return Ok(None) };
-            let alive = |o: Owner| match o {
-                Owner::Description(h) => region.descriptions().get(h).is_some(),
-                Owner::Process { pid, start } | Owner::Mount { pid, start, .. } => {
-                    lock_table::process_alive_cached(pid, start)
-                }
-            };
+            let alive = |o: Owner| owner_alive(region, o);
             return Ok(lock_table::peek(region.record_locks(), owner, r, &alive));
         }
         self.with_record_locks(|s| s.test(owner, r))
