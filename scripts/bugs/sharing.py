@@ -510,8 +510,8 @@ def _():
 @bug("lock-table-owner-blind")
 def _():
     plant("crates/hashfs/src/share/lock_table.rs",
-        "        self.held().find(|(_, h)| {\n            h.ino == r.ino.0\n                && h.flock == r.flock\n                && h.owner != owner\n",
-        "        self.held().find(|(_, h)| {\n            h.ino == r.ino.0\n                && h.flock == r.flock\n                && (@ON || h.owner != owner)\n")
+        "        && h.flock == r.flock\n        && h.owner != owner\n",
+        "        && h.flock == r.flock\n        && (@ON || h.owner != owner)\n")
 
 
 @bug("lock-table-gone-kept")

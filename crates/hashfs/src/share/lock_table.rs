@@ -210,6 +210,23 @@ fn overlaps(s1: u64, e1: u64, s2: u64, e2: u64) -> bool {
     s1 <= e2 && s2 <= e1
 }
 
+/// Whether lock `h` stands in the way of `owner`'s request `r` (a lock, not an unlock):
+/// another owner's, on the same file among the same kind of locks, over some of the same
+/// bytes, and one of the two a write lock.
+fn in_the_way(h: &Held, owner: Owner, r: &Request) -> bool {
+    h.ino == r.ino.0
+        && h.flock == r.flock
+        && h.owner != owner
+        && (r.kind == Kind::Write || h.write)
+        && overlaps(h.start, h.end, r.start, r.end)
+}
+
+impl Held {
+    fn conflict(&self) -> Conflict {
+        Conflict { start: self.start, end: self.end, write: self.write, pid: self.pid }
+    }
+}
+
 /// The table as one participant uses it: who it is, the participants (for the table's
 /// robust lock), and whether an owner is still there.
 pub struct LockScope<'a> {
@@ -246,14 +263,7 @@ impl LockScope<'_> {
 
     /// The first entry of another owner that conflicts with `r` (a lock, not an unlock).
     fn conflict(&self, owner: Owner, r: &Request) -> Option<(usize, Held)> {
-        let write = r.kind == Kind::Write;
-        self.held().find(|(_, h)| {
-            h.ino == r.ino.0
-                && h.flock == r.flock
-                && h.owner != owner
-                && (write || h.write)
-                && overlaps(h.start, h.end, r.start, r.end)
-        })
+        self.held().find(|(_, h)| in_the_way(h, owner, r))
     }
 
     /// Drops every entry of `owner` (one that is gone); true if any.
@@ -392,7 +402,7 @@ impl LockScope<'_> {
             return None;
         }
         let _l = self.lock();
-        self.live_conflict(owner, r).map(|h| Conflict { start: h.start, end: h.end, write: h.write, pid: h.pid })
+        self.live_conflict(owner, r).map(|h| h.conflict())
     }
 
     /// F_SETLK: takes or lets go of `r` for `owner` (`pid`: what F_GETLK reports of it),
@@ -480,18 +490,7 @@ impl LockScope<'_> {
 
     /// The owners of the locks in `r`'s way for `owner`.
     fn blockers(&self, owner: Owner, r: &Request) -> Vec<Owner> {
-        let write = r.kind == Kind::Write;
-        let mut v: Vec<Owner> = self
-            .held()
-            .filter(|(_, h)| {
-                h.ino == r.ino.0
-                    && h.flock == r.flock
-                    && h.owner != owner
-                    && (write || h.write)
-                    && overlaps(h.start, h.end, r.start, r.end)
-            })
-            .map(|(_, h)| h.owner)
-            .collect();
+        let mut v: Vec<Owner> = self.held().filter(|(_, h)| in_the_way(h, owner, r)).map(|(_, h)| h.owner).collect();
         v.dedup();
         v
     }
@@ -542,16 +541,11 @@ pub fn peek(table: &RecordLocks, owner: Owner, r: &Request, alive: &dyn Fn(Owner
         return None;
     }
     let used = (table.used.load(Ordering::Acquire) as usize).min(MAX_RECORD_LOCKS);
-    let write = r.kind == Kind::Write;
-    table.entries[..used].iter().filter_map(Entry::read).find_map(|h| {
-        let hit = h.ino == r.ino.0
-            && h.flock == r.flock
-            && h.owner != owner
-            && (write || h.write)
-            && overlaps(h.start, h.end, r.start, r.end)
-            && alive(h.owner);
-        hit.then_some(Conflict { start: h.start, end: h.end, write: h.write, pid: h.pid })
-    })
+    table.entries[..used]
+        .iter()
+        .filter_map(Entry::read)
+        .find(|h| in_the_way(h, owner, r) && alive(h.owner))
+        .map(|h| h.conflict())
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
