@@ -271,8 +271,8 @@ def _():
 @bug("posix-close-keeps-locks")
 def _():
     plant("crates/hashfs-preload/src/shim/locks.rs",
-        "        if s.holds_any(owner, ino) {\n            s.release(owner, Some(ino));\n",
-        "        if !@ON && s.holds_any(owner, ino) {\n            s.release(owner, Some(ino));\n")
+        "    let _ = fs.with_record_locks(|s| s.release(owner, Some(ino)));\n",
+        "    let _ = fs.with_record_locks(|s| if !@ON { s.release(owner, Some(ino)) });\n")
 
 
 @bug("lockf-unserved", rebuilt=True)
@@ -334,8 +334,8 @@ def _():
 @bug("mount-close-keeps-locks")
 def _():
     plant("crates/hashfs-fuse/src/locks.rs",
-        "            if s.holds_any(self.owner(owner), ino) {\n",
-        "            if !@ON && s.holds_any(self.owner(owner), ino) {\n")
+        "        let _ = fs.with_record_locks(|s| s.release(self.owner(owner), Some(ino)));\n",
+        "        let _ = fs.with_record_locks(|s| if !@ON { s.release(self.owner(owner), Some(ino)) });\n")
 
 
 @bug("mount-watch-off")

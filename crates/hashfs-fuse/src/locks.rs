@@ -119,10 +119,6 @@ impl ImageLocks {
 
     /// FUSE's flush: `owner` closed a descriptor of `ino`, so its locks on it go (POSIX).
     pub fn closed<D: PmDevice>(&self, fs: &FileSystem<D>, ino: Ino, owner: u64) {
-        let _ = fs.with_record_locks(|s| {
-            if s.holds_any(self.owner(owner), ino) {
-                s.release(self.owner(owner), Some(ino));
-            }
-        });
+        let _ = fs.with_record_locks(|s| s.release(self.owner(owner), Some(ino)));
     }
 }

@@ -71,11 +71,7 @@ pub(super) fn closed_a_descriptor_of(ino: Ino) {
         return;
     }
     let Ok(owner) = process_owner() else { return };
-    let _ = fs.with_record_locks(|s| {
-        if s.holds_any(owner, ino) {
-            s.release(owner, Some(ino));
-        }
-    });
+    let _ = fs.with_record_locks(|s| s.release(owner, Some(ino)));
 }
 
 /// The caller's lock `l` on `of` as a request: [start, end] of the file made absolute

@@ -266,11 +266,12 @@ impl LockScope<'_> {
         self.held().find(|(_, h)| in_the_way(h, owner, r))
     }
 
-    /// Drops every entry of `owner` (one that is gone); true if any.
-    fn drop_owner(&self, owner: Owner) -> bool {
+    /// Drops every entry of `owner`, on inode `ino` only if given; true if any (under the
+    /// table's lock).
+    fn drop_owner(&self, owner: Owner, ino: Option<Ino>) -> bool {
         let mut any = false;
         for (i, h) in self.held().collect::<Vec<_>>() {
-            if h.owner == owner {
+            if h.owner == owner && ino.is_none_or(|n| n.0 == h.ino) {
                 self.remove(i);
                 any = true;
             }
@@ -286,7 +287,7 @@ impl LockScope<'_> {
             if (self.alive)(h.owner) {
                 return Some(h);
             }
-            self.drop_owner(h.owner);
+            self.drop_owner(h.owner, None);
             self.released();
         }
     }
@@ -500,23 +501,9 @@ impl LockScope<'_> {
     /// `flock`; a process's exit: all of them).
     pub fn release(&self, owner: Owner, ino: Option<Ino>) {
         let _l = self.lock();
-        let mut any = false;
-        for (i, h) in self.held().collect::<Vec<_>>() {
-            if h.owner == owner && ino.is_none_or(|n| n.0 == h.ino) {
-                self.remove(i);
-                any = true;
-            }
-        }
-        if any {
+        if self.drop_owner(owner, ino) {
             self.released();
         }
-    }
-
-    /// Whether `owner` holds any lock on `ino` (a close asks before it takes the lock: a
-    /// read of the entries, which may race a change by another process but never one of
-    /// `owner`'s own, which only this process makes).
-    pub fn holds_any(&self, owner: Owner, ino: Ino) -> bool {
-        self.held().any(|(_, h)| h.owner == owner && h.ino == ino.0)
     }
 
     /// Whether a process numbered `pid` holds a POSIX lock on `ino`, read without the

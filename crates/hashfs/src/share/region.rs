@@ -40,29 +40,21 @@ impl Region {
                 format!("shared region is {have} bytes, not {len}"),
             ));
         }
-        // SAFETY: a new mapping of `len` bytes of our descriptor; the kernel picks the
-        // address. The file stays mapped after the descriptor closes.
-        let p = unsafe { libc::mmap(std::ptr::null_mut(), len, prot, libc::MAP_SHARED, f.as_raw_fd(), 0) };
-        if p == libc::MAP_FAILED {
-            return Err(io::Error::last_os_error());
-        }
-        Ok(Region { base: NonNull::new(p as *mut u8).expect("mmap returned null"), len })
+        // The file stays mapped after the descriptor closes.
+        Region::mapped(len, prot, libc::MAP_SHARED, f.as_raw_fd())
     }
 
     /// A region of `len` zero bytes that no file holds: what a mount of one process keeps
     /// of the state others would share (its record locks, `lock_table.rs`), and tests.
     pub fn anonymous(len: usize) -> io::Result<Region> {
-        // SAFETY: a new anonymous mapping; the kernel picks the address.
-        let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            )
-        };
+        Region::mapped(len, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_SHARED | libc::MAP_ANONYMOUS, -1)
+    }
+
+    /// A new shared mapping of `len` bytes of `fd` (-1 with MAP_ANONYMOUS).
+    fn mapped(len: usize, prot: i32, flags: i32, fd: i32) -> io::Result<Region> {
+        // SAFETY: a new mapping of `len` bytes, of our descriptor or anonymous; the kernel
+        // picks the address.
+        let p = unsafe { libc::mmap(std::ptr::null_mut(), len, prot, flags, fd, 0) };
         if p == libc::MAP_FAILED {
             return Err(io::Error::last_os_error());
         }
