@@ -271,8 +271,8 @@ def _():
 @bug("posix-close-keeps-locks")
 def _():
     plant("crates/hashfs-preload/src/shim/locks.rs",
-        "    let _ = fs.with_record_locks(|s| s.release(owner, Some(ino)));\n",
-        "    let _ = fs.with_record_locks(|s| if !@ON { s.release(owner, Some(ino)) });\n")
+        "    fs.release_record_locks(owner, Some(ino));\n}\n",
+        "    if !@ON {\n        fs.release_record_locks(owner, Some(ino));\n    }\n}\n")
 
 
 @bug("lockf-unserved", rebuilt=True)
@@ -334,8 +334,8 @@ def _():
 @bug("mount-close-keeps-locks")
 def _():
     plant("crates/hashfs-fuse/src/locks.rs",
-        "        let _ = fs.with_record_locks(|s| s.release(self.owner(owner), Some(ino)));\n",
-        "        let _ = fs.with_record_locks(|s| if !@ON { s.release(self.owner(owner), Some(ino)) });\n")
+        "        fs.release_record_locks(self.owner(owner), Some(ino));\n",
+        "        if !@ON {\n            fs.release_record_locks(self.owner(owner), Some(ino));\n        }\n")
 
 
 @bug("mount-watch-off")

@@ -545,8 +545,8 @@ def _():
 @bug("lock-table-no-cycle-check")
 def _():
     plant("crates/hashfs/src/share/lock_table.rs",
-        "            if owner.posix() && h.owner.posix() && self.closes_a_cycle(owner, r) {\n",
-        "            if !@ON && owner.posix() && h.owner.posix() && self.closes_a_cycle(owner, r) {\n")
+        "                Some(h) if owner.posix() && h.owner.posix() && self.closes_a_cycle(owner, r) => {\n",
+        "                Some(h) if !@ON && owner.posix() && h.owner.posix() && self.closes_a_cycle(owner, r) => {\n")
 
 
 @bug("lock-table-restart-ignored")
@@ -565,3 +565,92 @@ def _():
         "    fn drop(&mut self) {\n        self.0.lock.unlock();\n",
         "    fn drop(&mut self) {\n        if !@ON {\n            self.0.lock.unlock();\n        }\n")
 
+
+
+@bug("read-only-lock-unprobed")
+def _():
+    plant("crates/hashfs/src/share/lock_table.rs",
+        "        let refused = !change.added.is_empty() && readers",
+        "        let refused = !@ON && !change.added.is_empty() && readers")
+
+
+@bug("read-only-lock-unlooked")
+def _():
+    plant("crates/hashfs/src/fs/shared/record_locks.rs",
+        "                if in_the_way.is_none() {\n                    locks.apply(f, owner, r);\n",
+        "                if @ON || in_the_way.is_none() {\n                    locks.apply(f, owner, r);\n")
+
+
+@bug("read-only-lock-probed-first")
+def _():
+    # The writer asks the kernel about its range before its entries are written: the race
+    # point stays between the two steps.
+    plant("crates/hashfs/src/share/lock_table.rs",
+        "        let change = self.apply(owner, r, pid)?;\n"
+        "        crate::fs::race_point::reached(\"lock table: a write lock's entries written\");\n",
+        "        if @ON {\n"
+        "            if readers.is_some_and(|readers| readers.in_the_way(r).is_some()) {\n"
+        "                return Ok(false);\n"
+        "            }\n"
+        "            crate::fs::race_point::reached(\"lock table: a write lock's entries written\");\n"
+        "            self.apply(owner, r, pid)?;\n"
+        "            return Ok(true);\n"
+        "        }\n"
+        "        let change = self.apply(owner, r, pid)?;\n"
+        "        crate::fs::race_point::reached(\"lock table: a write lock's entries written\");\n")
+
+
+@bug("read-only-lock-looked-first")
+def _():
+    # The reader reads the table before its kernel lock is taken: the race point stays
+    # between the two steps.
+    plant("crates/hashfs/src/fs/shared/record_locks.rs",
+        "                locks.announce(f, r)?;\n"
+        "                crate::fs::race_point::reached(\"read-only lock: announced\");\n"
+        "                let in_the_way = self.inner.read_only_region().and_then(|region| {\n"
+        "                    let alive = |o: Owner| owner_alive(region, o);\n"
+        "                    lock_table::peek(region.record_locks(), owner, r, &alive)\n"
+        "                });\n",
+        "                let look = || {\n"
+        "                    self.inner.read_only_region().and_then(|region| {\n"
+        "                        let alive = |o: Owner| owner_alive(region, o);\n"
+        "                        lock_table::peek(region.record_locks(), owner, r, &alive)\n"
+        "                    })\n"
+        "                };\n"
+        "                let early = if @ON { Some(look()) } else { None };\n"
+        "                if early.is_none() {\n"
+        "                    locks.announce(f, r)?;\n"
+        "                }\n"
+        "                crate::fs::race_point::reached(\"read-only lock: announced\");\n"
+        "                if early.is_some() {\n"
+        "                    locks.announce(f, r)?;\n"
+        "                }\n"
+        "                let in_the_way = early.unwrap_or_else(look);\n")
+
+
+@bug("read-only-lock-presence-trusted")
+def _():
+    plant("crates/hashfs/src/share/read_only_locks.rs",
+        "        let trusted = asked & 1 == 0 && now().saturating_sub(asked >> 1) < SETTLE.as_nanos() as u64;\n",
+        "        let trusted = asked & 1 == 0 && (@ON || now().saturating_sub(asked >> 1) < SETTLE.as_nanos() as u64);\n")
+
+
+@bug("read-only-lock-unsettled")
+def _():
+    plant("crates/hashfs/src/share/read_only_locks.rs",
+        "            std::thread::sleep(SETTLE);\n",
+        "            if !@ON {\n                std::thread::sleep(SETTLE);\n            }\n")
+
+
+@bug("read-only-lock-kept-on-refusal")
+def _():
+    plant("crates/hashfs/src/share/lock_table.rs",
+        "        if refused {\n            self.undo(change);\n",
+        "        if refused && !@ON {\n            self.undo(change);\n")
+
+
+@bug("read-only-unlock-drops-others")
+def _():
+    plant("crates/hashfs/src/share/read_only_locks.rs",
+        "        let gone = minus(&before, &after);\n",
+        "        let gone = if @ON { minus(&before, &[]) } else { minus(&before, &after) };\n")

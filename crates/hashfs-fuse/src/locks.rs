@@ -91,7 +91,7 @@ impl ImageLocks {
     /// owner's lock conflicts.
     pub fn set<D: PmDevice>(&self, fs: &FileSystem<D>, c: LockCall) -> Result<(), i32> {
         let r = c.request()?;
-        fs.with_record_locks(|s| s.set(self.owner(c.owner), &r, c.pid as i32))?
+        fs.set_record_lock(self.owner(c.owner), &r, c.pid as i32, None)
     }
 
     /// FUSE's setlk that waits (F_SETLKW): `done` gets the outcome, on a thread of its own
@@ -109,7 +109,7 @@ impl ImageLocks {
         let Ok(r) = c.request() else { return done(Err(libc::EINVAL)) };
         let (fs, owner) = (fs.clone(), self.owner(c.owner));
         let spawned = std::thread::Builder::new().name("hashfs-lock-wait".into()).spawn(move || {
-            done(fs.with_record_locks(|s| s.set_waiting(owner, &r, c.pid as i32, &|| false)).and_then(|r| r));
+            done(fs.set_record_lock(owner, &r, c.pid as i32, Some(&|| false)));
         });
         if spawned.is_err() {
             // No thread: the waiter is told to try again rather than hold a request thread.
@@ -119,6 +119,6 @@ impl ImageLocks {
 
     /// FUSE's flush: `owner` closed a descriptor of `ino`, so its locks on it go (POSIX).
     pub fn closed<D: PmDevice>(&self, fs: &FileSystem<D>, ino: Ino, owner: u64) {
-        let _ = fs.with_record_locks(|s| s.release(self.owner(owner), Some(ino)));
+        fs.release_record_locks(self.owner(owner), Some(ino));
     }
 }

@@ -402,25 +402,98 @@ fn posix_locks_stay_across_exec_until_a_close() {
     assert!(c.0.wait().unwrap().success());
 }
 
-/// A read-only participant (one that may not write the image, nor so the region) sees a
-/// writer's lock through F_GETLK, and is told ENOLCK for a lock of its own, which it could
-/// not record where the others would see it.
+/// A read-only participant (one that may not write the image, nor so the region) holds its
+/// read locks beside the writers' in the table (`share/read_only_locks.rs`): it sees a
+/// writer's lock through F_GETLK and is refused a read lock under it, a writer is refused
+/// a write lock over its read lock (and `flock` LOCK_EX over its LOCK_SH), its F_SETLKW
+/// waits for the writer, and its locks go with it when it is killed. A write lock on its
+/// read-only descriptor is EBADF (as Linux), a `flock` LOCK_EX ENOLCK.
 #[test]
-fn a_read_only_participant_sees_locks_and_takes_none() {
+fn a_read_only_participants_read_locks_and_the_writers_exclude_each_other() {
     let img = image();
     let Some((prog, f)) = locker(&img) else { return };
     let (mut a, mut lines) = Killed::spawn(img.cmd(&prog).args([&f, "hold", "0"]));
     assert_eq!(lines.next().unwrap().unwrap(), "held ok");
     let code = format!(
-        "import fcntl, os, struct\nfd = os.open('{f}', os.O_RDONLY)\n\
+        "import fcntl, os, struct, sys\nfd = os.open('{f}', os.O_RDONLY)\n\
+         def lk(cmd, t, s):\n    try:\n        fcntl.fcntl(fd, cmd, struct.pack('hhqqi', t, 0, s, 1, 0)); return 'ok'\n\
+         \x20   except OSError as e:\n        return os.strerror(e.errno)\n\
+         def fl(op):\n    try:\n        fcntl.flock(fd, op); return 'ok'\n\
+         \x20   except OSError as e:\n        return os.strerror(e.errno)\n\
          got = fcntl.fcntl(fd, fcntl.F_GETLK, struct.pack('hhqqi', fcntl.F_RDLCK, 0, 0, 1, 0))\n\
          t, _, s, l, pid = struct.unpack('hhqqi', got)\nprint(t == fcntl.F_WRLCK, s, l, pid == {pid})\n\
-         try:\n    fcntl.fcntl(fd, fcntl.F_SETLK, struct.pack('hhqqi', fcntl.F_RDLCK, 0, 5, 1, 0)); print('locked')\n\
-         except OSError as e:\n    print(os.strerror(e.errno))",
+         print(lk(fcntl.F_SETLK, fcntl.F_RDLCK, 0), lk(fcntl.F_SETLK, fcntl.F_RDLCK, 5), \
+         lk(fcntl.F_SETLK, fcntl.F_WRLCK, 5), sep=', ')\n\
+         print(fl(fcntl.LOCK_SH), fl(fcntl.LOCK_EX | fcntl.LOCK_NB), sep=', ', flush=True)\n\
+         sys.stdin.readline()\nprint(lk(fcntl.F_SETLKW, fcntl.F_RDLCK, 0), flush=True)\nsys.stdin.readline()",
         pid = a.0.id()
     );
-    let out = img.cmd("python3").args(["-c", &code]).env("HASHFS_READ_ONLY", "1").output().unwrap();
-    assert_eq!(String::from_utf8_lossy(&out.stdout), "True 0 1 True\nNo locks available\n");
+    let (mut r, mut r_lines) = Killed::spawn(img.cmd("python3").args(["-c", &code]).env("HASHFS_READ_ONLY", "1"));
+    assert_eq!(r_lines.next().unwrap().unwrap(), "True 0 1 True", "F_GETLK sees the writer's lock");
+    assert_eq!(r_lines.next().unwrap().unwrap(), "Resource temporarily unavailable, ok, Bad file descriptor");
+    assert_eq!(r_lines.next().unwrap().unwrap(), "ok, No locks available");
+    assert_eq!(img.ok(&prog, &[&f, "try", "5"]), "Resource temporarily unavailable\n", "over the reader's lock");
+    assert_eq!(img.ok(&prog, &[&f, "try", "6"]), "ok\n");
+    let flock_ex = format!(
+        "import fcntl, os\nfd = os.open('{f}', os.O_RDWR)\ntry:\n    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB); print('ok')\n\
+         except OSError as e:\n    print(os.strerror(e.errno))"
+    );
+    assert_eq!(img.ok("python3", &["-c", &flock_ex]), "Resource temporarily unavailable\n", "over its LOCK_SH");
+    r.go_on(); // the reader waits for byte 0, which the writer holds until it exits
+    std::thread::sleep(std::time::Duration::from_millis(200));
     a.go_on();
     assert!(a.0.wait().unwrap().success());
+    assert_eq!(r_lines.next().unwrap().unwrap(), "ok", "the reader's wait ended with the writer");
+    let waiter = img.cmd(&prog).args([&f, "wait", "5"]).stdout(Stdio::piped()).spawn().unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(100));
+    r.0.kill().unwrap();
+    r.0.wait().unwrap();
+    assert_eq!(output_within(waiter, 10), "ok\n", "the killed reader's lock went with it");
+    img.fsck_clean();
+}
+
+/// SQLite in a read-only process (`mode=ro`, rollback journal) reads beside a writer: at
+/// once while the writer is idle, and after the writer's commit while it holds the
+/// database's EXCLUSIVE lock (the reader's busy handler waits). Before its read locks lay
+/// beside the writers' (2026-12-06), each read said "database is locked".
+#[test]
+fn sqlite_reads_in_a_read_only_process_beside_a_writer() {
+    let img = image();
+    let db = p("/ro.db");
+    img.ok(
+        "python3",
+        &[
+            "-c",
+            &format!(
+                "import sqlite3\nc = sqlite3.connect('{db}')\nc.execute('create table t(x)')\n\
+              c.executemany('insert into t values(?)', [(i,) for i in range(100)])\nc.commit()"
+            ),
+        ],
+    );
+    let writer = format!(
+        "import sqlite3, sys\nc = sqlite3.connect('{db}', isolation_level=None)\nprint('idle', flush=True)\n\
+         sys.stdin.readline()\nc.execute('begin exclusive')\nc.execute('insert into t values(100)')\n\
+         print('exclusive', flush=True)\nsys.stdin.readline()\nc.execute('commit')\nprint('committed', flush=True)\n\
+         sys.stdin.readline()"
+    );
+    let reader = format!(
+        "import sqlite3\nc = sqlite3.connect('file:{db}?mode=ro', uri=True, timeout=10)\n\
+         print(c.execute('select count(*) from t').fetchone()[0])"
+    );
+    let read = || {
+        img.cmd("python3").args(["-c", &reader]).env("HASHFS_READ_ONLY", "1").stdout(Stdio::piped()).spawn().unwrap()
+    };
+    let (mut w, mut lines) = Killed::spawn(img.cmd("python3").args(["-c", &writer]));
+    assert_eq!(lines.next().unwrap().unwrap(), "idle");
+    assert_eq!(output_within(read(), 10), "100\n", "beside an idle writer");
+    w.go_on();
+    assert_eq!(lines.next().unwrap().unwrap(), "exclusive");
+    let waiting = read();
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    w.go_on();
+    assert_eq!(lines.next().unwrap().unwrap(), "committed");
+    assert_eq!(output_within(waiting, 10), "101\n", "after the writer's commit");
+    w.go_on();
+    assert!(w.0.wait().unwrap().success());
+    img.fsck_clean();
 }

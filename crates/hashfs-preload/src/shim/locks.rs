@@ -58,7 +58,7 @@ pub(super) fn close_description(of: &OpenFile, last: bool) {
         return;
     }
     if let Some(fs) = super::fork::joined_fs() {
-        let _ = fs.with_record_locks(|s| s.release(owner, Some(of.ino)));
+        fs.release_record_locks(owner, Some(of.ino));
     }
 }
 
@@ -71,7 +71,7 @@ pub(super) fn closed_a_descriptor_of(ino: Ino) {
         return;
     }
     let Ok(owner) = process_owner() else { return };
-    let _ = fs.with_record_locks(|s| s.release(owner, Some(ino)));
+    fs.release_record_locks(owner, Some(ino));
 }
 
 /// The caller's lock `l` on `of` as a request: [start, end] of the file made absolute
@@ -123,6 +123,16 @@ pub(super) fn fcntl_lock(of: &OpenFile, cmd: c_int, l: &mut libc::flock) -> Resu
     }
     let owner = if ofd { of.description_owner(fs)? } else { process_owner()? };
     let r = request(of, fs, l)?;
+    // As Linux: a lock (not F_GETLK's question) needs a descriptor open for what it locks.
+    let access = of.flags.load(Ordering::Relaxed) & libc::O_ACCMODE;
+    let refused = match r.kind {
+        Kind::Read => access == libc::O_WRONLY,
+        Kind::Write => access == libc::O_RDONLY,
+        Kind::Unlock => false,
+    };
+    if refused && !matches!(cmd, libc::F_GETLK | libc::F_OFD_GETLK) {
+        return Err(libc::EBADF);
+    }
     let pid = match owner {
         Owner::Process { pid, .. } => pid as i32,
         _ => -1,
@@ -132,8 +142,8 @@ pub(super) fn fcntl_lock(of: &OpenFile, cmd: c_int, l: &mut libc::flock) -> Resu
             answer(fs.record_lock_test(owner, &r)?, l);
             Ok(0)
         }
-        libc::F_SETLK | libc::F_OFD_SETLK => fs.with_record_locks(|s| s.set(owner, &r, pid))?.map(|()| 0),
-        _ => fs.with_record_locks(|s| s.set_waiting(owner, &r, pid, &lock_table::a_handler_interrupts))?.map(|()| 0),
+        libc::F_SETLK | libc::F_OFD_SETLK => fs.set_record_lock(owner, &r, pid, None).map(|()| 0),
+        _ => fs.set_record_lock(owner, &r, pid, Some(&lock_table::a_handler_interrupts)).map(|()| 0),
     }
 }
 
@@ -148,10 +158,7 @@ pub(super) fn flock(of: &OpenFile, op: c_int) -> Result<(), c_int> {
     };
     let owner = of.description_owner(fs)?;
     let r = Request { ino: of.ino, flock: true, start: 0, end: TO_END, kind };
-    if op & libc::LOCK_NB != 0 {
-        // flock says EWOULDBLOCK, which is EAGAIN on Linux.
-        fs.with_record_locks(|s| s.set(owner, &r, -1))?
-    } else {
-        fs.with_record_locks(|s| s.set_waiting(owner, &r, -1, &lock_table::a_handler_interrupts))?
-    }
+    // flock says EWOULDBLOCK, which is EAGAIN on Linux.
+    let wait = (op & libc::LOCK_NB == 0).then_some(&lock_table::a_handler_interrupts as &dyn Fn() -> bool);
+    fs.set_record_lock(owner, &r, -1, wait)
 }

@@ -32,6 +32,7 @@
 use super::descriptions::Handle;
 use super::lock::{Acquired, RobustLock};
 use super::participants::{Participant, Participants, MAX_PARTICIPANTS};
+use super::read_only_locks::Readers;
 use super::region::Shared;
 use crate::layout::Ino;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
@@ -234,6 +235,18 @@ pub struct LockScope<'a> {
     pub me: Participant,
     pub who: &'a Participants,
     pub alive: &'a dyn Fn(Owner) -> bool,
+    /// Read-only participants' locks, which lie outside the table (`read_only_locks.rs`):
+    /// a write request clears them too. None where no such participant can be (a mount of
+    /// one process).
+    pub readers: Option<&'a Readers<'a>>,
+}
+
+/// What [`LockScope::apply`] changed, to take back: the entries it wrote and the ones it
+/// removed.
+#[derive(Default)]
+struct Change {
+    added: Vec<usize>,
+    removed: Vec<Held>,
 }
 
 /// The table's lock, held (released when dropped).
@@ -333,13 +346,13 @@ impl LockScope<'_> {
 
     /// Applies `r` for `owner` (no conflict left in its way): its new entries first, then
     /// the old ones it replaces go. ENOLCK when the table has no room (nothing changed).
-    fn apply(&self, owner: Owner, r: &Request, pid: i32) -> Result<(), i32> {
+    fn apply(&self, owner: Owner, r: &Request, pid: i32) -> Result<Change, i32> {
         let write = r.kind == Kind::Write;
         let mine = |h: &Held| h.owner == owner && h.ino == r.ino.0 && h.flock == r.flock;
         if r.kind != Kind::Unlock
             && self.held().any(|(_, h)| mine(&h) && h.write == write && h.start <= r.start && h.end >= r.end)
         {
-            return Ok(()); // held already (SQLite's read lock taken again, say)
+            return Ok(Change::default()); // held already (SQLite's read lock taken again, say)
         }
         let (mut start, mut end) = (r.start, r.end);
         let mut old = Vec::new();
@@ -352,7 +365,7 @@ impl LockScope<'_> {
         // merge widening what the next may touch.
         for (i, h) in other {
             if overlaps(h.start, h.end, r.start, r.end) {
-                old.push(i);
+                old.push((i, h));
                 changed = true;
                 if h.start < r.start {
                     keep.push(Held { end: r.start - 1, ..h });
@@ -368,7 +381,7 @@ impl LockScope<'_> {
             let (i, h) = same.swap_remove(k);
             start = start.min(h.start);
             end = end.max(h.end);
-            old.push(i);
+            old.push((i, h));
         }
         if r.kind != Kind::Unlock {
             keep.push(Held { ino: r.ino.0, flock: r.flock, write, owner, start, end, pid });
@@ -382,19 +395,57 @@ impl LockScope<'_> {
             return Err(libc::ENOLCK);
         }
         let first = free < keep.len();
+        let old_at: Vec<usize> = old.iter().map(|&(i, _)| i).collect();
         if first {
-            old.iter().for_each(|&i| self.remove(i));
+            old_at.iter().for_each(|&i| self.remove(i));
         }
+        let mut added = Vec::with_capacity(keep.len());
         for k in &keep {
-            self.insert(k, &old).ok_or(libc::ENOLCK)?;
+            added.push(self.insert(k, &old_at).ok_or(libc::ENOLCK)?);
         }
         if !first {
-            old.iter().for_each(|&i| self.remove(i));
+            old_at.iter().for_each(|&i| self.remove(i));
         }
         if changed {
             self.released();
         }
-        Ok(())
+        Ok(Change { added, removed: old.into_iter().map(|(_, h)| h).collect() })
+    }
+
+    /// Takes back what [`Self::apply`] changed, in the same order: the old entries back
+    /// beside the new ones (in their place on a table too full for that), then the new go.
+    fn undo(&self, c: Change) {
+        let free = (0..self.used()).filter(|&i| self.table.entries[i].head.load(Ordering::Acquire) == 0).count()
+            + (MAX_RECORD_LOCKS - self.used());
+        let first = free < c.removed.len();
+        if first {
+            c.added.iter().for_each(|&i| self.remove(i));
+        }
+        for h in &c.removed {
+            let _ = self.insert(h, &c.added);
+        }
+        if !first {
+            c.added.iter().for_each(|&i| self.remove(i));
+        }
+        self.released();
+    }
+
+    /// Applies `r` (nothing in the table in its way) and, for a write request, clears it
+    /// with the read-only participants' locks after its entries are written
+    /// (`read_only_locks.rs`): false, the change taken back, when one is in the way.
+    fn apply_checked(&self, owner: Owner, r: &Request, pid: i32) -> Result<bool, i32> {
+        let readers = self.readers.filter(|_| r.kind == Kind::Write);
+        if let Some(readers) = readers {
+            readers.before_write();
+        }
+        crate::fs::race_point::reached("lock table: readers asked");
+        let change = self.apply(owner, r, pid)?;
+        crate::fs::race_point::reached("lock table: a write lock's entries written");
+        let refused = !change.added.is_empty() && readers.is_some_and(|readers| readers.in_the_way(r).is_some());
+        if refused {
+            self.undo(change);
+        }
+        Ok(!refused)
     }
 
     /// F_GETLK: the first lock of another owner in `r`'s way, if any.
@@ -403,7 +454,12 @@ impl LockScope<'_> {
             return None;
         }
         let _l = self.lock();
-        self.live_conflict(owner, r).map(|h| h.conflict())
+        if let Some(h) = self.live_conflict(owner, r) {
+            return Some(h.conflict());
+        }
+        let readers = self.readers.filter(|_| r.kind == Kind::Write)?;
+        readers.before_write();
+        readers.in_the_way(r)
     }
 
     /// F_SETLK: takes or lets go of `r` for `owner` (`pid`: what F_GETLK reports of it),
@@ -413,7 +469,10 @@ impl LockScope<'_> {
         if r.kind != Kind::Unlock && self.live_conflict(owner, r).is_some() {
             return Err(libc::EAGAIN);
         }
-        self.apply(owner, r, pid)
+        match self.apply_checked(owner, r, pid)? {
+            true => Ok(()),
+            false => Err(libc::EAGAIN),
+        }
     }
 
     /// F_SETLKW: as [`Self::set`], waiting while another owner's lock is in the way. EDEADLK
@@ -422,11 +481,14 @@ impl LockScope<'_> {
     pub fn set_waiting(&self, owner: Owner, r: &Request, pid: i32, interrupted: &dyn Fn() -> bool) -> Result<(), i32> {
         loop {
             let l = self.lock();
-            let Some(h) = (r.kind != Kind::Unlock).then(|| self.live_conflict(owner, r)).flatten() else {
-                return self.apply(owner, r, pid);
-            };
-            if owner.posix() && h.owner.posix() && self.closes_a_cycle(owner, r) {
-                return Err(libc::EDEADLK);
+            match (r.kind != Kind::Unlock).then(|| self.live_conflict(owner, r)).flatten() {
+                None if self.apply_checked(owner, r, pid)? => return Ok(()),
+                // A read-only participant's lock in the way: no cycle through it is known.
+                None => {}
+                Some(h) if owner.posix() && h.owner.posix() && self.closes_a_cycle(owner, r) => {
+                    return Err(libc::EDEADLK)
+                }
+                Some(_) => {}
             }
             let seen = self.table.released.load(Ordering::Acquire);
             self.note_waiting(owner, r);
@@ -553,6 +615,14 @@ fn futex_wait(word: &AtomicU32, expected: u32, max: Duration) -> Woken {
     } else {
         Woken::Other
     }
+}
+
+/// Sleeps `d` (a read-only participant's wait, which cannot tell the table it sleeps);
+/// true when a signal cut the sleep short.
+pub fn pause(d: Duration) -> bool {
+    let ts = libc::timespec { tv_sec: d.as_secs() as libc::time_t, tv_nsec: d.subsec_nanos() as libc::c_long };
+    // SAFETY: a valid timespec; no remainder asked for.
+    unsafe { libc::nanosleep(&ts, std::ptr::null_mut()) != 0 }
 }
 
 fn futex_wake_all(word: &AtomicU32) {

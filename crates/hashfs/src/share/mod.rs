@@ -18,6 +18,7 @@ mod lock;
 pub mod lock_table;
 mod participants;
 pub(crate) mod pins;
+pub mod read_only_locks;
 mod readers;
 mod region;
 pub mod scope;

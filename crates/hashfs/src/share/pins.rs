@@ -2,22 +2,23 @@
 //! not store to the shared region, so the inodes it has open are marked where it can mark
 //! them, as read locks of the kernel's lock manager on bytes of the image file far past its
 //! end (one per inode), which a writer probes before it frees an unlinked inode. (Record
-//! locks between processes lie in the region: `lock_table.rs`.)
+//! locks between processes lie in the region, `lock_table.rs`; a read-only participant's
+//! lie beside its pins, `read_only_locks.rs`.)
 
 use crate::layout::Ino;
 
 /// An OFD lock command of `fcntl` on the image file (`F_OFD_SETLK`, `F_OFD_GETLK`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct RangeLock {
+pub(super) struct RangeLock {
     /// `F_RDLCK`, `F_WRLCK` or `F_UNLCK`.
-    typ: i32,
-    start: i64,
-    len: i64,
+    pub(super) typ: i32,
+    pub(super) start: i64,
+    pub(super) len: i64,
 }
 
 /// `fcntl(fd, cmd, lock)` for `F_OFD_SETLK` and `F_OFD_GETLK` on `fd`: what F_OFD_GETLK
 /// found, or the lock itself for the other.
-fn ofd_lock(fd: &std::fs::File, cmd: i32, lock: RangeLock) -> std::io::Result<RangeLock> {
+pub(super) fn ofd_lock(fd: &std::fs::File, cmd: i32, lock: RangeLock) -> std::io::Result<RangeLock> {
     use std::os::fd::AsRawFd;
     // SAFETY: a plain C struct, valid zeroed.
     let mut l: libc::flock = unsafe { std::mem::zeroed() };

@@ -106,6 +106,7 @@ pub(crate) fn mount<D: PmDevice>(
                 catching: parking_lot::Mutex::new(()),
                 kept_for_readers: parking_lot::Mutex::new(KeptForReaders::default()),
                 forked: std::sync::atomic::AtomicBool::new(false),
+                readers_asked: AtomicU64::new(0),
             };
             let made = inner.shared.set(sh);
             debug_assert!(made.is_ok(), "a fresh mount is made shared once");

@@ -73,6 +73,9 @@ pub(crate) struct SharedMount {
     /// the image, and the lock on it, are then shared with a child, and stay held when it
     /// leaves (`leave_shared`).
     forked: std::sync::atomic::AtomicBool,
+    /// The last answer to whether a read-only participant that locks is there
+    /// (`share/read_only_locks.rs`, [`crate::share::read_only_locks::Readers`]).
+    pub(super) readers_asked: AtomicU64,
 }
 
 /// Unlinked inodes a read-only participant pinned (see [`SharedMount`]).

@@ -55,8 +55,9 @@ pub(crate) struct ReadOnlyMount {
     catching: parking_lot::Mutex<()>,
     /// This process's own descriptor of the image (a new open file description, so that
     /// a forked child, which makes its own, never lets go of the parent's pins), through
-    /// which it pins the inodes it has open; held while a file's open count moves.
-    pins: super::ForkMutex<Option<std::fs::File>>,
+    /// which it pins the inodes it has open and holds its record locks; held while a
+    /// file's open count moves and through a record lock call.
+    pub(super) pins: super::ForkMutex<Pins>,
     /// Held shared by every call, exclusive across a fork (so that the child's copy of
     /// the caches is one no thread was changing, as a writer's image lock makes it).
     calls: super::ForkRwLock<()>,
@@ -126,9 +127,9 @@ pub(crate) fn mount_read_only<D: PmDevice>(
         seen: AtomicU64::new(from),
         catching: parking_lot::Mutex::new(()),
         calls: super::ForkRwLock::new(()),
-        pins: super::ForkMutex::new(None),
+        pins: super::ForkMutex::new(Pins::default()),
     };
-    *ro.pins.lock() = Some(reopen(&*inner.dev)?);
+    ro.pins.lock().file = Some(reopen(&*inner.dev)?);
     if let Some(r) = region {
         // The writers' table state from here on (the grouped placements').
         super::share_table(&inner, &r, false)?;
@@ -187,6 +188,14 @@ impl ReadOnlyMount {
     }
 }
 
+/// A read-only participant's own description of the image and what it holds there.
+#[derive(Default)]
+pub(super) struct Pins {
+    pub(super) file: Option<std::fs::File>,
+    /// Its record locks (`share/read_only_locks.rs`).
+    pub(super) locks: crate::share::read_only_locks::ReaderLocks,
+}
+
 /// A new open file description of `dev`'s image file (read-only).
 fn reopen<D: PmDevice>(dev: &D) -> Result<std::fs::File> {
     let fd = dev.backing_fd().ok_or(Error::Unsupported("a read-only participant needs an image file"))?;
@@ -201,7 +210,7 @@ impl<D: PmDevice> FsInner<D> {
         let Some(ro) = self.read_only.get() else { return Ok(()) };
         let pins = ro.pins.lock();
         if cell.open_count.load(Ordering::Acquire) == 0 {
-            let f = pins.as_ref().ok_or(Error::Unsupported("a read-only participant without its pins"))?;
+            let f = pins.file.as_ref().ok_or(Error::Unsupported("a read-only participant without its pins"))?;
             crate::share::pins::pin(f, cell.ino, libc::F_RDLCK)?;
         }
         cell.open_count.fetch_add(1, Ordering::AcqRel);
@@ -213,19 +222,21 @@ impl<D: PmDevice> FsInner<D> {
         let Some(ro) = self.read_only.get() else { return };
         let pins = ro.pins.lock();
         if cell.open_count.fetch_sub(1, Ordering::AcqRel) == 1 {
-            if let Some(f) = pins.as_ref() {
+            if let Some(f) = pins.file.as_ref() {
                 let _ = crate::share::pins::pin(f, cell.ino, libc::F_UNLCK);
             }
         }
     }
 
     /// In a read-only participant's forked child: a descriptor of its own, pinning what
-    /// the child has open (the parent's pins stay the parent's).
+    /// the child has open (the parent's pins stay the parent's), and no record lock (the
+    /// parent's stay the parent's, on its description).
     pub(crate) fn repin_after_fork(&self) {
         let Some(ro) = self.read_only.get() else { return };
         let mut pins = ro.pins.lock();
-        *pins = reopen(&*self.dev).ok();
-        let Some(f) = pins.as_ref() else { return };
+        pins.locks.forget();
+        pins.file = reopen(&*self.dev).ok();
+        let Some(f) = pins.file.as_ref() else { return };
         for cell in self.inodes.cells() {
             if cell.open_count.load(Ordering::Acquire) > 0 {
                 let _ = crate::share::pins::pin(f, cell.ino, libc::F_RDLCK);

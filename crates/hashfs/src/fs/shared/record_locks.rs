@@ -2,12 +2,16 @@
 //! many processes share, the table in the image's region, with this participant's slot
 //! and the region's descriptions to tell which owners are gone; on a mount of one process,
 //! a table of its own in anonymous memory (no other process can reach the image); on a
-//! read-only participant's, the region's table read without its lock (F_GETLK), and
-//! ENOLCK for a lock it would take (it may not write the region: docs/design.md, *Trust*).
+//! read-only participant's, which may not write the region (docs/design.md, *Trust*), read
+//! locks of the kernel's beside its pins, which it clears with the region's table read
+//! without its lock, and which writers clear their write locks with
+//! (`share/read_only_locks.rs`).
 
 use crate::fs::FileSystem;
+use crate::layout::Ino;
 use crate::pm::PmDevice;
-use crate::share::lock_table::{self, Conflict, LockScope, Owner, RecordLocks, Request};
+use crate::share::lock_table::{self, Conflict, Kind, LockScope, Owner, RecordLocks, Request};
+use crate::share::read_only_locks::{ReaderLocks, Readers};
 use crate::share::{ImageRegion, Participants, Region};
 
 /// A mount of one process's own table: a participant table and a lock table in
@@ -45,8 +49,14 @@ impl<D: PmDevice> FileSystem<D> {
         if let Some(sh) = self.inner.shared.get() {
             let region = &sh.region;
             let alive = |o: Owner| owner_alive(region, o);
-            let scope =
-                LockScope { table: region.record_locks(), me: sh.me(), who: region.participants(), alive: &alive };
+            let readers = self.inner.dev.backing_fd().map(|fd| Readers { fd, asked: &sh.readers_asked });
+            let scope = LockScope {
+                table: region.record_locks(),
+                me: sh.me(),
+                who: region.participants(),
+                alive: &alive,
+                readers: readers.as_ref(),
+            };
             return Ok(f(&scope));
         }
         if self.is_read_only() {
@@ -59,6 +69,7 @@ impl<D: PmDevice> FileSystem<D> {
             me: local.me,
             who: local.region.at(0),
             alive: &everyone,
+            readers: None,
         };
         Ok(f(&scope))
     }
@@ -66,7 +77,10 @@ impl<D: PmDevice> FileSystem<D> {
     /// Whether process `pid` may hold a POSIX lock on `ino` ([`LockScope::pid_holds_any`]):
     /// false without a table (a mount of one process that never locked, a read-only
     /// participant's, which takes none).
-    pub fn pid_may_hold_record_locks(&self, pid: u32, ino: crate::layout::Ino) -> bool {
+    pub fn pid_may_hold_record_locks(&self, pid: u32, ino: Ino) -> bool {
+        if let Some(ro) = self.inner.read_only.get() {
+            return ro.pins.lock().locks.holds_any(pid, ino);
+        }
         let local = self.inner.local_locks.get().is_some_and(|l| l.is_some());
         if self.inner.shared.get().is_none() && !local {
             return false;
@@ -78,11 +92,90 @@ impl<D: PmDevice> FileSystem<D> {
     /// the region's table without its lock (a snapshot: each entry is whole, the set may be
     /// changing).
     pub fn record_lock_test(&self, owner: Owner, r: &Request) -> Result<Option<Conflict>, i32> {
-        if self.is_read_only() {
-            let Some(region) = self.inner.read_only_region() else { return Ok(None) };
+        let Some(ro) = self.inner.read_only.get() else { return self.with_record_locks(|s| s.test(owner, r)) };
+        if let Some(region) = self.inner.read_only_region() {
             let alive = |o: Owner| owner_alive(region, o);
-            return Ok(lock_table::peek(region.record_locks(), owner, r, &alive));
+            if let Some(c) = lock_table::peek(region.record_locks(), owner, r, &alive) {
+                return Ok(Some(c));
+            }
         }
-        self.with_record_locks(|s| s.test(owner, r))
+        let pins = ro.pins.lock();
+        let others = pins.file.as_ref().and_then(|f| ReaderLocks::test_others(f, r));
+        Ok(others.or_else(|| pins.locks.test(owner, r)))
+    }
+
+    /// F_SETLK, F_SETLKW and `flock`: takes or lets go of `r` for `owner` (`pid`: what
+    /// F_GETLK reports of it). EAGAIN when another owner's lock is in the way and `wait` is
+    /// None; else the call waits, and `wait` says whether a sleep a signal interrupted ends
+    /// it (EINTR). EDEADLK, ENOLCK as [`LockScope::set_waiting`] says.
+    pub fn set_record_lock(
+        &self,
+        owner: Owner,
+        r: &Request,
+        pid: i32,
+        wait: Option<&dyn Fn() -> bool>,
+    ) -> Result<(), i32> {
+        if self.is_read_only() {
+            return self.reader_set(owner, r, wait);
+        }
+        match wait {
+            None => self.with_record_locks(|s| s.set(owner, r, pid))?,
+            Some(interrupted) => self.with_record_locks(|s| s.set_waiting(owner, r, pid, interrupted))?,
+        }
+    }
+
+    /// Drops `owner`'s record locks (on inode `ino` only, if given): a close.
+    pub fn release_record_locks(&self, owner: Owner, ino: Option<Ino>) {
+        if let Some(ro) = self.inner.read_only.get() {
+            let mut pins = ro.pins.lock();
+            let super::read_only::Pins { file, locks } = &mut *pins;
+            if let Some(f) = file.as_ref() {
+                locks.release(f, owner, ino);
+            }
+            return;
+        }
+        let _ = self.with_record_locks(|s| s.release(owner, ino));
+    }
+
+    /// A read-only participant's lock call (`share/read_only_locks.rs`): a read lock is
+    /// announced to the writers in the kernel first, then the region's table is read for
+    /// a write lock in its way. A write lock (`flock` LOCK_EX; fcntl's is EBADF on a
+    /// read-only descriptor before this) is ENOLCK: the kernel would give it only through
+    /// a descriptor open for writing, which this process may not have.
+    fn reader_set(&self, owner: Owner, r: &Request, wait: Option<&dyn Fn() -> bool>) -> Result<(), i32> {
+        let ro = self.inner.read_only.get().ok_or(libc::ENOLCK)?;
+        if r.kind == Kind::Write {
+            return Err(libc::ENOLCK);
+        }
+        loop {
+            {
+                let mut pins = ro.pins.lock();
+                let super::read_only::Pins { file, locks } = &mut *pins;
+                let f = file.as_ref().ok_or(libc::ENOLCK)?;
+                if r.kind == Kind::Unlock {
+                    locks.apply(f, owner, r);
+                    return Ok(());
+                }
+                locks.mark(f)?;
+                locks.announce(f, r)?;
+                crate::fs::race_point::reached("read-only lock: announced");
+                let in_the_way = self.inner.read_only_region().and_then(|region| {
+                    let alive = |o: Owner| owner_alive(region, o);
+                    lock_table::peek(region.record_locks(), owner, r, &alive)
+                });
+                if in_the_way.is_none() {
+                    locks.apply(f, owner, r);
+                    return Ok(());
+                }
+                locks.withdraw(f, r);
+            }
+            let Some(interrupted) = wait else { return Err(libc::EAGAIN) };
+            if lock_table::pause(lock_table::RECHECK) && interrupted() {
+                return Err(libc::EINTR);
+            }
+        }
     }
 }
+
+#[cfg(test)]
+mod tests;

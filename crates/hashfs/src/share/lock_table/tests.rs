@@ -22,7 +22,7 @@ impl Fixture {
         self.region.at(LOCKS_OFF)
     }
     fn scope<'a>(&'a self, me: Participant, alive: &'a dyn Fn(Owner) -> bool) -> LockScope<'a> {
-        LockScope { table: self.table(), me, who: self.who(), alive }
+        LockScope { table: self.table(), me, who: self.who(), alive, readers: None }
     }
 }
 
