@@ -652,5 +652,5 @@ def _():
 @bug("read-only-unlock-drops-others")
 def _():
     plant("crates/hashfs/src/share/read_only_locks.rs",
-        "        let gone = minus(&before, &after);\n",
-        "        let gone = if @ON { minus(&before, &[]) } else { minus(&before, &after) };\n")
+        "        for (s, e) in minus(&mapped, &union(held)) {\n",
+        "        for (s, e) in minus(&mapped, &if @ON { Vec::new() } else { union(held) }) {\n")

@@ -3,7 +3,8 @@
 //! locks (`lock_table.rs`): they lie where its pins lie (`pins.rs`), as read locks of the
 //! kernel's lock manager on bytes of the image file far past its end, through the
 //! description it pins with. Inode `ino`'s bytes [s, e] are the image file's
-//! [ino·2^40 + s, ino·2^40 + e]; its `flock` is one byte past every inode's range. A
+//! [ino·2^31 + s, ino·2^31 + e] (see [`image_range`] past 2 GiB); its `flock` is one byte
+//! past every inode's range. A
 //! read-only participant takes read locks only (its descriptors are read-only, and a
 //! `flock` LOCK_EX is ENOLCK), so what must hold is that a write lock in the table and a
 //! reader's lock never stand over one byte at once. Each side announces itself before it
@@ -34,9 +35,9 @@ use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-/// Bytes of a file a read-only participant can lock (1 TiB): inode `ino`'s locks lie in the
-/// image file's [ino << 40, (ino + 1) << 40).
-pub const SPAN_SHIFT: u32 = 40;
+/// Bytes of a file that stand for themselves (2 GiB, past SQLite's lock bytes at 1 GiB):
+/// inode `ino`'s locks lie in the image file's [ino << 31, (ino + 1) << 31).
+pub const SPAN_SHIFT: u32 = 31;
 const SPAN: u64 = 1 << SPAN_SHIFT;
 /// Where `flock` locks lie: one byte per inode, past every inode's record locks.
 pub const FLOCK_BASE: i64 = 1 << 62;
@@ -49,17 +50,17 @@ pub const SETTLE: Duration = Duration::from_millis(2);
 pub const REFRESH: Duration = Duration::from_millis(1);
 
 /// The image file's bytes (start, length) standing for bytes [start, end] of inode `ino`
-/// (`end` inclusive, [`TO_END`] or past the span: to the span's end), or its `flock`
-/// byte. None where no reader can lock: an inode past 2^22, a start past 1 TiB.
-pub fn image_range(ino: Ino, flock: bool, start: u64, end: u64) -> Option<(i64, i64)> {
+/// (`end` inclusive, [`TO_END`] for the end of the file), or its `flock` byte. Bytes from
+/// the span's last on stand as that one byte, and inodes 2^31 apart share a span: a
+/// reader's lock there keeps writers out of more than it holds, never out of less (two
+/// ranges that share a byte map to ranges that share one).
+pub fn image_range(ino: Ino, flock: bool, start: u64, end: u64) -> (i64, i64) {
     if flock {
-        return Some((FLOCK_BASE + i64::from(ino.0), 1));
+        return (FLOCK_BASE + i64::from(ino.0), 1);
     }
-    if u64::from(ino.0) >= 1 << (62 - SPAN_SHIFT) || start >= SPAN {
-        return None;
-    }
-    let end = end.min(SPAN - 1);
-    Some((((ino.0 as i64) << SPAN_SHIFT) + start as i64, (end - start + 1) as i64))
+    let base = (u64::from(ino.0) & (SPAN - 1)) << SPAN_SHIFT;
+    let (start, end) = (start.min(SPAN - 1), end.min(SPAN - 1));
+    ((base + start) as i64, (end - start + 1) as i64)
 }
 
 /// A lock the kernel reported on the image file, as a conflict on the file (a reader's:
@@ -122,7 +123,7 @@ impl Readers<'_> {
         if asked != 0 && trusted {
             return None;
         }
-        let range = image_range(r.ino, r.flock, r.start, r.end)?;
+        let range = image_range(r.ino, r.flock, r.start, r.end);
         match other_reader(self.fd, range) {
             Ok(found) => found.map(|l| as_conflict(r.flock, l)),
             // Not known: the request is refused as if a reader held all of it.
@@ -214,9 +215,9 @@ impl ReaderLocks {
     }
 
     /// Announces a read lock over `r` to the writers (the kernel's lock through `fd`),
-    /// before the caller looks at the table. ENOLCK where no reader can lock.
+    /// before the caller looks at the table.
     pub fn announce(&self, fd: &std::fs::File, r: &Request) -> Result<(), i32> {
-        let (start, len) = image_range(r.ino, r.flock, r.start, r.end).ok_or(libc::ENOLCK)?;
+        let (start, len) = image_range(r.ino, r.flock, r.start, r.end);
         ofd_lock(fd, libc::F_OFD_SETLK, RangeLock { typ: libc::F_RDLCK, start, len })
             .map(drop)
             .map_err(|e| e.raw_os_error().unwrap_or(libc::ENOLCK))
@@ -225,8 +226,7 @@ impl ReaderLocks {
     /// Takes back an announcement the table refused: lets go of what of `r` no owner of
     /// this process holds.
     pub fn withdraw(&self, fd: &std::fs::File, r: &Request) {
-        let covered = self.covered(r.ino, r.flock);
-        self.let_go(fd, r, &minus(&[(r.start, r.end)], &covered));
+        self.let_go(fd, r, &[(r.start, r.end)]);
     }
 
     /// Records `owner`'s read lock or unlock `r` (announced, if a lock), and lets the kernel
@@ -247,9 +247,7 @@ impl ReaderLocks {
             start,
             end,
         }));
-        let after = self.covered(r.ino, r.flock);
-        let gone = minus(&before, &after);
-        self.let_go(fd, r, &gone);
+        self.let_go(fd, r, &before);
     }
 
     /// Drops `owner`'s locks (on inode `ino` only, if given).
@@ -302,16 +300,39 @@ impl ReaderLocks {
         if r.kind != super::lock_table::Kind::Write {
             return None;
         }
-        let range = image_range(r.ino, r.flock, r.start, r.end)?;
+        let range = image_range(r.ino, r.flock, r.start, r.end);
         other_reader(fd.as_raw_fd(), range).ok().flatten().map(|l| as_conflict(r.flock, l))
     }
 
-    /// Lets the kernel go of `pieces` of `r`'s file.
+    /// Lets the kernel go of `pieces` of `r`'s file, save the bytes that stand for what
+    /// this process's owners still hold (a span's last byte stands for all past it, which another
+    /// range may hold; inodes 2^31 apart share a span).
     fn let_go(&self, fd: &std::fs::File, r: &Request, pieces: &[(u64, u64)]) {
-        for &(s, e) in pieces {
-            if let Some((start, len)) = image_range(r.ino, r.flock, s, e) {
-                let _ = ofd_lock(fd, libc::F_OFD_SETLK, RangeLock { typ: libc::F_UNLCK, start, len });
-            }
+        let (ino, flock) = (r.ino, r.flock);
+        let held: Vec<(u64, u64)> = self
+            .held
+            .iter()
+            .filter(|h| {
+                h.flock == flock && (flock && h.ino == ino.0 || !flock && (h.ino ^ ino.0) as u64 & (SPAN - 1) == 0)
+            })
+            .map(|h| {
+                let (s, l) = image_range(Ino(h.ino), flock, h.start, h.end);
+                (s as u64, (s + l - 1) as u64)
+            })
+            .collect();
+        let mapped: Vec<(u64, u64)> = pieces
+            .iter()
+            .map(|&(s, e)| {
+                let (s, l) = image_range(ino, flock, s, e);
+                (s as u64, (s + l - 1) as u64)
+            })
+            .collect();
+        for (s, e) in minus(&mapped, &union(held)) {
+            let _ = ofd_lock(
+                fd,
+                libc::F_OFD_SETLK,
+                RangeLock { typ: libc::F_UNLCK, start: s as i64, len: (e - s + 1) as i64 },
+            );
         }
     }
 }
@@ -343,12 +364,14 @@ mod tests {
 
     #[test]
     fn ranges_map_into_their_inodes_span() {
-        assert_eq!(image_range(Ino(3), false, 10, 19), Some(((3 << 40) + 10, 10)));
-        assert_eq!(image_range(Ino(3), false, 10, TO_END), Some(((3 << 40) + 10, (1 << 40) - 10)));
-        assert_eq!(image_range(Ino(3), false, 1 << 40, TO_END), None);
-        assert_eq!(image_range(Ino(1 << 22), false, 0, 0), None);
-        assert_eq!(image_range(Ino(7), true, 0, TO_END), Some((FLOCK_BASE + 7, 1)));
-        let c = as_conflict(false, RangeLock { typ: libc::F_RDLCK, start: (3 << 40) + 10, len: (1 << 40) - 10 });
+        assert_eq!(image_range(Ino(3), false, 10, 19), ((3 << 31) + 10, 10));
+        assert_eq!(image_range(Ino(3), false, 10, TO_END), ((3 << 31) + 10, (1 << 31) - 10));
+        // Past the span: its last byte; an inode 2^31 on: the same span.
+        assert_eq!(image_range(Ino(3), false, 5 << 31, TO_END), ((4 << 31) - 1, 1));
+        assert_eq!(image_range(Ino(3 + (1 << 31)), false, 10, 19), ((3 << 31) + 10, 10));
+        assert!(image_range(Ino(u32::MAX), false, TO_END, TO_END).0 < FLOCK_BASE);
+        assert_eq!(image_range(Ino(7), true, 0, TO_END), (FLOCK_BASE + 7, 1));
+        let c = as_conflict(false, RangeLock { typ: libc::F_RDLCK, start: (3 << 31) + 10, len: (1 << 31) - 10 });
         assert_eq!((c.start, c.end), (10, TO_END));
     }
 }

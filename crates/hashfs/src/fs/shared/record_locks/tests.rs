@@ -87,6 +87,8 @@ fn a_refused_write_lock_leaves_the_table_as_it_was() {
 
 /// The kernel holds the union of the reader's owners' ranges: one owner's unlock lets go
 /// only of what no other holds (`read-only-unlock-drops-others` lets go of all of it).
+/// Past 2 GiB a file's bytes stand as one byte of the image file: a reader's lock there
+/// keeps a writer out of all of them until every such lock is gone.
 #[test]
 fn a_readers_unlock_keeps_what_its_other_owners_hold() {
     let (img, a, b, ino) = pair("rol-union");
@@ -98,6 +100,14 @@ fn a_readers_unlock_keeps_what_its_other_owners_hold() {
     a.set_record_lock(w, &req(ino, Kind::Write, 0, 9), 7, None).unwrap();
     b.release_record_locks(reader(2), Some(ino));
     a.set_record_lock(w, &req(ino, Kind::Write, 45, 45), 7, None).unwrap();
+    const GIB: u64 = 1 << 30;
+    b.set_record_lock(reader(1), &req(ino, Kind::Read, 3 * GIB, 3 * GIB + 9), -1, None).unwrap();
+    b.set_record_lock(reader(2), &req(ino, Kind::Read, 5 * GIB, TO_END), -1, None).unwrap();
+    assert_eq!(a.set_record_lock(w, &req(ino, Kind::Write, 4 * GIB, 4 * GIB), 7, None), Err(libc::EAGAIN));
+    b.set_record_lock(reader(1), &req(ino, Kind::Unlock, 0, TO_END), -1, None).unwrap();
+    assert_eq!(a.set_record_lock(w, &req(ino, Kind::Write, 6 * GIB, 6 * GIB), 7, None), Err(libc::EAGAIN));
+    b.release_record_locks(reader(2), None);
+    a.set_record_lock(w, &req(ino, Kind::Write, 4 * GIB, 6 * GIB), 7, None).unwrap();
     drop((a, b));
     check_and_remove(&img);
 }
