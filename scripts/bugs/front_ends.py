@@ -463,3 +463,10 @@ def _():
     sub("crates/hashfs-interpose/src/export.rs",
         "                close_range => fd::close_range(first: c_uint, last: c_uint, flags: c_int) -> c_int;\n",
         "")
+
+
+@bug("freopen-mode-kept", rebuilt=True)
+def _():
+    sub("crates/hashfs-interpose/src/entry/compose.rs",
+        "        set_stream_mode(fp, flags);\n",
+        "")

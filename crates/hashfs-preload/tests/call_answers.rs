@@ -122,6 +122,7 @@ libc.seekdir.argtypes = [ctypes.c_void_p, ctypes.c_long]
 libc.freopen.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_void_p]
 libc.fopen.argtypes = [ctypes.c_char_p, ctypes.c_char_p]
 libc.fputs.argtypes = [ctypes.c_char_p, ctypes.c_void_p]
+libc.fgets.argtypes = [ctypes.c_char_p, ctypes.c_int, ctypes.c_void_p]
 libc.fflush.argtypes = libc.fclose.argtypes = [ctypes.c_void_p]
 def name(e):
     return ctypes.string_at(e + 19).decode()
@@ -205,6 +206,17 @@ def reopen():
     libc.fclose(f)
     return open(d + "/dir/f01", "rb").read(), open(d + "/dir/f02", "rb").read()
 t("freopen of a stream onto another file", reopen)
+def new_mode():
+    f = nz(libc.fopen((d + "/dir/f03").encode(), b"w"))
+    libc.fputs(b"written, then read", f)
+    f = nz(libc.freopen(None, b"r", f))
+    buf = ctypes.create_string_buffer(64)
+    libc.fgets(buf, 64, f)
+    f = nz(libc.freopen(None, b"a", f))
+    libc.fputs(b", then appended", f)
+    libc.fclose(f)
+    return buf.value, open(d + "/dir/f03", "rb").read()
+t("freopen of a stream to a new mode (a null path)", new_mode)
 def stdout_to_file():
     out = ctypes.c_void_p.in_dll(libc, "stdout")
     sys.stdout.flush()

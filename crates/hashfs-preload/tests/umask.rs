@@ -18,10 +18,13 @@ const PROGRAM: &str = r#"
 
 static const char *pm, *out;
 static volatile int done;
+static volatile long made;
 
 static void *inside(void *arg) {
     char path[4096];
-    for (int i = 0; i < 4000; i++) {
+    /* Until the other thread has made enough files beside these creates (a loaded
+       machine may run it little meanwhile). */
+    for (int i = 0; i < 4000 || made < 200; i++) {
         snprintf(path, sizeof path, "%s/f%d", pm, i % 50);
         int fd = open(path, O_CREAT | O_WRONLY | O_TRUNC, 0666);
         if (fd < 0) { perror(path); exit(2); }
@@ -59,7 +62,7 @@ int main(int argc, char **argv) {
     printf("dir %o\n", st.st_mode & 0777);
     pthread_t t;
     pthread_create(&t, NULL, inside, NULL);
-    long made = 0, loose = 0;
+    long loose = 0;
     while (!done) {
         snprintf(path, sizeof path, "%s/g", out);
         int g = open(path, O_CREAT | O_EXCL | O_WRONLY, 0666);

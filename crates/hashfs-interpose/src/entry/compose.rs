@@ -441,7 +441,7 @@ fn absolute<B: Backend>(path: &CStr) -> Option<CString> {
 /// standard descriptor a pump into the file), so the stream and its number stay. A stream
 /// of the kernel's other than the standard three cannot write into the backend's files
 /// (glibc's own calls write it): EOPNOTSUPP, with a line on stderr, and the stream is
-/// closed as a failed freopen's is.
+/// closed as a failed freopen's is. A null path reopens the stream's file in the new mode.
 pub unsafe fn freopen<B: Backend>(path: *const c_char, mode: *const c_char, fp: *mut FILE) -> *mut FILE {
     let ours_stream = !fp.is_null() && crate::serve(|| B::fileno(fp as usize)).is_some();
     // SAFETY: freopen's contract: path is null or a NUL-terminated string.
@@ -459,9 +459,16 @@ pub unsafe fn freopen<B: Backend>(path: *const c_char, mode: *const c_char, fp: 
             std::ptr::null_mut()
         };
         let Some(flags) = flags else { return refuse(libc::EINVAL) };
-        if path.is_null() {
-            return refuse(libc::EINVAL); // a new mode on the same file: not served here
-        }
+        // A null path: the same file in a new mode, opened as glibc opens it, by the
+        // kernel's link to the descriptor (which the backend serves for its own).
+        let link;
+        let path = if path.is_null() {
+            let Ok(l) = CString::new(format!("/proc/self/fd/{fd}")) else { return refuse(libc::EINVAL) };
+            link = l;
+            link.as_ptr()
+        } else {
+            path
+        };
         if !ours_stream && fd > 2 {
             eprintln!(
                 "hashfs: freopen of a stream the shim did not open (descriptor {fd}) onto its files is not served"
@@ -481,9 +488,37 @@ pub unsafe fn freopen<B: Backend>(path: *const c_char, mode: *const c_char, fp: 
                 return refuse(e);
             }
         }
+        set_stream_mode(fp, flags);
         libc::clearerr(fp);
         fp
     }
+}
+
+/// Makes stream `fp` (flushed) one of open flags `flags`' mode, as glibc's freopen does
+/// when it opens the stream anew: its reads and writes allowed or not, appending or not.
+/// These are the first word of glibc's `struct _IO_FILE` and its `_IO_NO_READS`,
+/// `_IO_NO_WRITES` and `_IO_IS_APPENDING` bits, unchanged since libio's public header
+/// (glibc 2.1); a stream left putting switches to reading by itself, as after an fflush.
+///
+/// # Safety
+/// `fp` is a live glibc stream, flushed, that no other thread uses.
+unsafe fn set_stream_mode(fp: *mut FILE, flags: c_int) {
+    const NO_READS: c_int = 0x4;
+    const NO_WRITES: c_int = 0x8;
+    const IS_APPENDING: c_int = 0x1000;
+    let word = fp.cast::<c_int>();
+    // SAFETY: the caller's live stream, whose first field is the int `_flags`.
+    let mut f = unsafe { word.read() } & !(NO_READS | NO_WRITES | IS_APPENDING);
+    match flags & libc::O_ACCMODE {
+        libc::O_RDONLY => f |= NO_WRITES,
+        libc::O_WRONLY => f |= NO_READS,
+        _ => {}
+    }
+    if flags & libc::O_APPEND != 0 {
+        f |= IS_APPENDING;
+    }
+    // SAFETY: as above.
+    unsafe { word.write(f) };
 }
 
 pub unsafe fn pathconf<B: Backend>(path: *const c_char, name: c_int) -> libc::c_long {
