@@ -470,3 +470,17 @@ def _():
     sub("crates/hashfs-interpose/src/entry/compose.rs",
         "        set_stream_mode(fp, flags);\n",
         "")
+
+
+@bug("mount-flock-local")
+def _():
+    plant("crates/hashfs-fuse/src/lib.rs",
+        "        if self.locks.is_some() && config.add_capabilities(InitFlags::FUSE_FLOCK_LOCKS).is_err() {\n",
+        "        if !@ON && self.locks.is_some() && config.add_capabilities(InitFlags::FUSE_FLOCK_LOCKS).is_err() {\n")
+
+
+@bug("mount-flock-kept-at-release")
+def _():
+    plant("crates/hashfs-fuse/src/lib.rs",
+        "        if let (Some(l), Some(owner), Ok(i)) = (&self.locks, lock_owner, self.ino(i)) {\n",
+        "        if let (false, Some(l), Some(owner), Ok(i)) = (@ON, &self.locks, lock_owner, self.ino(i)) {\n")

@@ -545,8 +545,8 @@ def _():
 @bug("lock-table-no-cycle-check")
 def _():
     plant("crates/hashfs/src/share/lock_table.rs",
-        "                Some(h) if owner.posix() && h.owner.posix() && self.closes_a_cycle(owner, r) => {\n",
-        "                Some(h) if !@ON && owner.posix() && h.owner.posix() && self.closes_a_cycle(owner, r) => {\n")
+        "                Some(h) if !r.flock && owner.posix() && h.owner.posix() && self.closes_a_cycle(owner, r) => {\n",
+        "                Some(h) if !@ON && !r.flock && owner.posix() && h.owner.posix() && self.closes_a_cycle(owner, r) => {\n")
 
 
 @bug("lock-table-restart-ignored")

@@ -431,6 +431,21 @@ fn release(mut c: Child) {
     assert!(c.wait().unwrap().success());
 }
 
+/// A script that takes a `flock` LOCK_EX on `path` without waiting (exit status 3 when
+/// refused); unless `try_only`, it says "locked", closes the file at a line, says
+/// "closed", and exits at the next.
+fn flocker(path: &str, try_only: bool) -> String {
+    let tail = if try_only {
+        "sys.exit(0)"
+    } else {
+        "print('locked', flush=True)\nsys.stdin.readline()\nos.close(fd)\nprint('closed', flush=True)\nsys.stdin.readline()"
+    };
+    format!(
+        "python3 -c \"import fcntl, os, sys\nfd = os.open('{path}', os.O_RDWR)\ntry:\n    fcntl.flock(fd, \
+         fcntl.LOCK_EX | fcntl.LOCK_NB)\nexcept OSError:\n    sys.exit(3)\n{tail}\""
+    )
+}
+
 fn plain_bash(script: &str) -> Command {
     let mut c = Command::new("bash");
     c.args(["-c", script]);
@@ -467,6 +482,44 @@ fn record_locks_through_the_mount_and_the_shim_exclude_each_other() {
     h.kill().unwrap();
     h.wait().unwrap();
     wait_for("the killed holder's lock released", || try_shim(0, 0) == Some(0));
+    m.stop();
+    m.fsck_clean();
+}
+
+/// `flock` through a shared mount and through the shim exclude each other (the daemon
+/// takes the mount's in the image's table, FUSE_FLOCK_LOCKS): held through either side,
+/// refused to the other; apart from record locks; another open file description of the
+/// holder's refused too; let go at the holder's close of its file.
+#[test]
+fn flock_through_the_mount_and_the_shim_exclude_each_other() {
+    if !fuse_available() {
+        return;
+    }
+    let mut m = mounted_shared();
+    let img = m.image.clone();
+    fs::write(m.path("f"), vec![0u8; 100]).unwrap();
+    let mnt_f = m.path("f").to_str().unwrap().to_string();
+    let try_mount = || plain_bash(&flocker(&mnt_f, true)).status().unwrap().code();
+    let try_shim = || shim(&img, &flocker("/pm/f", true)).status().unwrap().code();
+    let next = |c: &mut Child, want: &str| {
+        std::io::Write::write_all(c.stdin.as_mut().unwrap(), b"\n").unwrap();
+        let mut line = String::new();
+        std::io::BufRead::read_line(&mut std::io::BufReader::new(c.stdout.as_mut().unwrap()), &mut line).unwrap();
+        assert_eq!(line.trim(), want);
+    };
+    // Held through the mount: refused through the shim, not its record locks.
+    let mut h = holding(plain_bash(&flocker(&mnt_f, false)));
+    assert_eq!(try_shim(), Some(3), "the mount's flock, refused through the shim");
+    assert_eq!(try_mount(), Some(3), "another open file description through the mount");
+    assert_eq!(shim(&img, &locker("/pm/f", 0, 0, true)).status().unwrap().code(), Some(0), "flock apart");
+    next(&mut h, "closed");
+    assert_eq!(try_shim(), Some(0), "let go at the holder's close");
+    release(h);
+    // Held through the shim: refused through the mount.
+    let h = holding(shim(&img, &flocker("/pm/f", false)));
+    assert_eq!(try_mount(), Some(3), "the shim's flock, refused through the mount");
+    release(h);
+    assert_eq!(try_mount(), Some(0), "free once its holder let go");
     m.stop();
     m.fsck_clean();
 }

@@ -398,6 +398,9 @@ impl<D: PmDevice> Filesystem for HashFsFuse<D> {
                 "hashfs: the kernel lacks FUSE_POSIX_LOCKS: record locks through the mount do not exclude the shim's"
             );
         }
+        if self.locks.is_some() && config.add_capabilities(InitFlags::FUSE_FLOCK_LOCKS).is_err() {
+            eprintln!("hashfs: the kernel lacks FUSE_FLOCK_LOCKS: flock through the mount does not exclude the shim's");
+        }
         // Lookups and readdirs of one directory may run in parallel (the file system
         // locks what it must itself).
         let _ = config.add_capabilities(InitFlags::FUSE_PARALLEL_DIROPS);
@@ -756,7 +759,7 @@ impl<D: PmDevice> Filesystem for HashFsFuse<D> {
         reply: ReplyLock,
     ) {
         let Some(l) = &self.locks else { return reply.error(Errno::ENOSYS) };
-        let call = |ino| locks::LockCall { ino, owner: lock_owner.0, start, end, typ, pid };
+        let call = |ino| locks::LockCall { ino, flock: false, owner: lock_owner.0, start, end, typ, pid };
         match self.ino(i).map_err(|e| e.errno()).and_then(|i| l.test(&self.fs, call(i))) {
             Ok(Some(c)) => reply.locked(c.start, c.end, c.typ, c.pid),
             Ok(None) => reply.locked(start, end, libc::F_UNLCK, 0),
@@ -788,7 +791,36 @@ impl<D: PmDevice> Filesystem for HashFsFuse<D> {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(Errno::from_i32(e)),
         };
-        let call = locks::LockCall { ino: i, owner: lock_owner.0, start, end, typ, pid };
+        let call = locks::LockCall { ino: i, flock: false, owner: lock_owner.0, start, end, typ, pid };
+        if sleep {
+            l.set_waiting(&self.fs, call, answer);
+        } else {
+            answer(l.set(&self.fs, call));
+        }
+    }
+
+    /// On a shared mount, a `flock` of the open file `lock_owner` names (`locks.rs`).
+    fn flock(
+        &self,
+        _req: &Request,
+        i: INodeNo,
+        _fh: FileHandle,
+        lock_owner: LockOwner,
+        typ: i32,
+        pid: u32,
+        sleep: bool,
+        reply: ReplyEmpty,
+    ) {
+        let Some(l) = &self.locks else { return reply.error(Errno::ENOSYS) };
+        let i = match self.ino(i) {
+            Ok(i) => i,
+            Err(e) => return reply.error(errno(&e)),
+        };
+        let answer = |r: Result<(), i32>| match r {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(Errno::from_i32(e)),
+        };
+        let call = locks::LockCall { ino: i, flock: true, owner: lock_owner.0, start: 0, end: u64::MAX, typ, pid };
         if sleep {
             l.set_waiting(&self.fs, call, answer);
         } else {
@@ -799,13 +831,17 @@ impl<D: PmDevice> Filesystem for HashFsFuse<D> {
     fn release(
         &self,
         _req: &Request,
-        _ino: INodeNo,
+        i: INodeNo,
         fh: FileHandle,
         _flags: OpenFlags,
-        _lock_owner: Option<LockOwner>,
+        lock_owner: Option<LockOwner>,
         _flush: bool,
         reply: ReplyEmpty,
     ) {
+        // The file took a `flock` (FUSE_RELEASE_FLOCK_UNLOCK): it goes with the file.
+        if let (Some(l), Some(owner), Ok(i)) = (&self.locks, lock_owner, self.ino(i)) {
+            l.closed(&self.fs, i, owner.0);
+        }
         // Dropping the last reference closes the file (and frees it if it was unlinked).
         self.handles.lock().expect("handle table").remove(&fh.0);
         reply.ok()

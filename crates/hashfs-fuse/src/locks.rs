@@ -12,8 +12,10 @@
 //! deadlock check as processes do. An owner interrupted while it waits gets the lock at
 //! its holder's release and drops it at its close.
 //!
-//! `flock` through the mount stays the kernel's own, local to the mount (FUSE gives the
-//! daemon no way here to tell a `flock` from a whole-file POSIX lock).
+//! `flock` through the mount is the daemon's too (asked for with FUSE_FLOCK_LOCKS; the
+//! vendored fuser's `Filesystem::flock`): a whole-file lock among `flock`s only, owned by
+//! the open file the kernel names, dropped at that file's release, so that it excludes the
+//! shim's `flock`s. (Before 2026-12-06 the kernel kept it, local to the mount.)
 
 use hashfs::pm::PmDevice;
 use hashfs::share::lock_table::{self, Kind, Owner, Request, TO_END};
@@ -36,10 +38,11 @@ pub(crate) struct Conflict {
 
 /// One of FUSE's lock calls: the inode, the lock owner the kernel names, the range
 /// [start, end] (its end at or past `i64::MAX`: to the end of the file), the type and the
-/// caller's pid.
+/// caller's pid; among `flock`s (whole files) or among record locks.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct LockCall {
     pub ino: Ino,
+    pub flock: bool,
     pub owner: u64,
     pub start: u64,
     pub end: u64,
@@ -60,7 +63,7 @@ impl LockCall {
         if self.start > end {
             return Err(libc::EINVAL);
         }
-        Ok(Request { ino: self.ino, flock: false, start: self.start, end, kind })
+        Ok(Request { ino: self.ino, flock: self.flock, start: self.start, end, kind })
     }
 }
 

@@ -904,6 +904,25 @@ pub trait Filesystem: Send + Sync + 'static {
         reply.error(Errno::ENOSYS);
     }
 
+    /// Acquire or release a `flock` lock: sent in place of [`Self::setlk`] (FUSE_LK_FLOCK)
+    /// once the file system asked for the `FUSE_FLOCK_LOCKS` capability. `lock_owner`
+    /// names the open file; the lock covers the whole file, and goes at the file's
+    /// release, which then names the owner. By default served as `setlk` of the whole
+    /// file.
+    fn flock(
+        &self,
+        req: &Request,
+        ino: INodeNo,
+        fh: FileHandle,
+        lock_owner: LockOwner,
+        typ: i32,
+        pid: u32,
+        sleep: bool,
+        reply: ReplyEmpty,
+    ) {
+        self.setlk(req, ino, fh, lock_owner, 0, i64::MAX as u64, typ, pid, sleep, reply);
+    }
+
     /// Map block index within file to block index within device.
     /// Note: This makes sense only for block device backed filesystems mounted
     /// with the 'blkdev' option

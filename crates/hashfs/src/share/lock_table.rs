@@ -485,7 +485,7 @@ impl LockScope<'_> {
                 None if self.apply_checked(owner, r, pid)? => return Ok(()),
                 // A read-only participant's lock in the way: no cycle through it is known.
                 None => {}
-                Some(h) if owner.posix() && h.owner.posix() && self.closes_a_cycle(owner, r) => {
+                Some(h) if !r.flock && owner.posix() && h.owner.posix() && self.closes_a_cycle(owner, r) => {
                     return Err(libc::EDEADLK)
                 }
                 Some(_) => {}
@@ -513,9 +513,10 @@ impl LockScope<'_> {
         w.write(&Held { ino: r.ino.0, flock: r.flock, write, owner, start: r.start, end: r.end, pid: 0 });
     }
 
-    /// What POSIX owner `o` waits for, if it is blocked (under the table's lock).
+    /// What POSIX owner `o` waits for, if it is blocked for a record lock (a `flock` wait,
+    /// which a mount's owner may make, is no part of a deadlock: under the table's lock).
     fn waits_for(&self, o: Owner) -> Option<Request> {
-        self.table.waiting.iter().filter_map(Entry::read).find(|w| w.owner == o).map(|w| Request {
+        self.table.waiting.iter().filter_map(Entry::read).find(|w| w.owner == o && !w.flock).map(|w| Request {
             ino: Ino(w.ino),
             flock: w.flock,
             start: w.start,

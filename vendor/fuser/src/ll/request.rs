@@ -1205,6 +1205,11 @@ mod op {
         pub(crate) fn sleep(&self) -> bool {
             self.wait
         }
+        /// A `flock` lock (FUSE_LK_FLOCK), sent when the file system asked for
+        /// FUSE_FLOCK_LOCKS; its owner is the open file.
+        pub(crate) fn flock(&self) -> bool {
+            self.arg.lk_flags & crate::ll::fuse_abi::consts::FUSE_LK_FLOCK != 0
+        }
     }
 
     /// Check file access permissions.
