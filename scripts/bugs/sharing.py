@@ -570,8 +570,8 @@ def _():
 @bug("read-only-lock-unprobed")
 def _():
     plant("crates/hashfs/src/share/lock_table.rs",
-        "        let refused = !change.added.is_empty() && readers",
-        "        let refused = !@ON && !change.added.is_empty() && readers")
+        "        let refused = change.n_added > 0 && readers",
+        "        let refused = !@ON && change.n_added > 0 && readers")
 
 
 @bug("read-only-lock-unlooked")
@@ -631,8 +631,8 @@ def _():
 @bug("read-only-lock-presence-trusted")
 def _():
     plant("crates/hashfs/src/share/read_only_locks.rs",
-        "        let trusted = asked & 1 == 0 && now().saturating_sub(asked >> 1) < SETTLE.as_nanos() as u64;\n",
-        "        let trusted = asked & 1 == 0 && (@ON || now().saturating_sub(asked >> 1) < SETTLE.as_nanos() as u64);\n")
+        "        if asked != 0 && asked & PRESENT == 0 && age < SETTLE.as_nanos() as u64 {\n",
+        "        if asked != 0 && asked & PRESENT == 0 && (@ON || age < SETTLE.as_nanos() as u64) {\n")
 
 
 @bug("read-only-lock-unsettled")

@@ -242,11 +242,32 @@ pub struct LockScope<'a> {
 }
 
 /// What [`LockScope::apply`] changed, to take back: the entries it wrote and the ones it
-/// removed.
+/// removed, with where they were. The entries written are at most three (the request's, and
+/// the parts of a range of the owner's on each side of it; one owner's ranges on a file are
+/// apart) but after a holder's death between a change's two halves: kept without a heap
+/// allocation, which a lock call would pay for at every call.
 #[derive(Default)]
 struct Change {
-    added: Vec<usize>,
-    removed: Vec<Held>,
+    added: [usize; 3],
+    n_added: usize,
+    more: Vec<usize>,
+    removed: Vec<(usize, Held)>,
+}
+
+impl Change {
+    fn add(&mut self, i: usize) {
+        match self.added.get_mut(self.n_added) {
+            Some(slot) => {
+                *slot = i;
+                self.n_added += 1;
+            }
+            None => self.more.push(i),
+        }
+    }
+
+    fn added(&self) -> impl Iterator<Item = usize> + '_ {
+        self.added[..self.n_added].iter().copied().chain(self.more.iter().copied())
+    }
 }
 
 /// The table's lock, held (released when dropped).
@@ -316,18 +337,17 @@ impl LockScope<'_> {
     }
 
     /// A free entry's index (the table's bound moved past it), or None when full.
-    fn free_entry(&self, skip: &[usize]) -> Option<usize> {
+    fn free_entry(&self, skip: impl Fn(usize) -> bool) -> Option<usize> {
         let used = self.used();
-        if let Some(i) =
-            (0..used).find(|&i| self.table.entries[i].head.load(Ordering::Acquire) == 0 && !skip.contains(&i))
-        {
+        if let Some(i) = (0..used).find(|&i| self.table.entries[i].head.load(Ordering::Acquire) == 0 && !skip(i)) {
             return Some(i);
         }
         (used < MAX_RECORD_LOCKS).then_some(used)
     }
 
-    fn insert(&self, l: &Held, skip: &[usize]) -> Option<usize> {
-        let i = self.free_entry(skip).or_else(|| self.free_entry(&[]))?;
+    /// Writes `l` into a free entry, one `skip` names not if another is free.
+    fn insert(&self, l: &Held, skip: impl Fn(usize) -> bool) -> Option<usize> {
+        let i = self.free_entry(skip).or_else(|| self.free_entry(|_| false))?;
         self.table.entries[i].write(l);
         if i >= self.used() {
             self.table.used.store(i as u64 + 1, Ordering::Release);
@@ -395,21 +415,21 @@ impl LockScope<'_> {
             return Err(libc::ENOLCK);
         }
         let first = free < keep.len();
-        let old_at: Vec<usize> = old.iter().map(|&(i, _)| i).collect();
         if first {
-            old_at.iter().for_each(|&i| self.remove(i));
+            old.iter().for_each(|&(i, _)| self.remove(i));
         }
-        let mut added = Vec::with_capacity(keep.len());
+        let mut change = Change::default();
         for k in &keep {
-            added.push(self.insert(k, &old_at).ok_or(libc::ENOLCK)?);
+            change.add(self.insert(k, |i| old.iter().any(|&(j, _)| j == i)).ok_or(libc::ENOLCK)?);
         }
         if !first {
-            old_at.iter().for_each(|&i| self.remove(i));
+            old.iter().for_each(|&(i, _)| self.remove(i));
         }
         if changed {
             self.released();
         }
-        Ok(Change { added, removed: old.into_iter().map(|(_, h)| h).collect() })
+        change.removed = old;
+        Ok(change)
     }
 
     /// Takes back what [`Self::apply`] changed, in the same order: the old entries back
@@ -419,13 +439,13 @@ impl LockScope<'_> {
             + (MAX_RECORD_LOCKS - self.used());
         let first = free < c.removed.len();
         if first {
-            c.added.iter().for_each(|&i| self.remove(i));
+            c.added().for_each(|i| self.remove(i));
         }
-        for h in &c.removed {
-            let _ = self.insert(h, &c.added);
+        for (_, h) in &c.removed {
+            let _ = self.insert(h, |i| c.added().any(|j| j == i));
         }
         if !first {
-            c.added.iter().for_each(|&i| self.remove(i));
+            c.added().for_each(|i| self.remove(i));
         }
         self.released();
     }
@@ -441,7 +461,7 @@ impl LockScope<'_> {
         crate::fs::race_point::reached("lock table: readers asked");
         let change = self.apply(owner, r, pid)?;
         crate::fs::race_point::reached("lock table: a write lock's entries written");
-        let refused = !change.added.is_empty() && readers.is_some_and(|readers| readers.in_the_way(r).is_some());
+        let refused = change.n_added > 0 && readers.is_some_and(|readers| readers.in_the_way(r).is_some());
         if refused {
             self.undo(change);
         }

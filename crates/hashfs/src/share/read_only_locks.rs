@@ -94,33 +94,43 @@ fn now() -> u64 {
 /// A writer's view of the readers' locks: through `fd`, its descriptor of the image file
 /// (whose own description holds none of them), and the mount's last answer to "is any
 /// reader marked?" in `asked`: when it was asked (before the question, in ns of
-/// CLOCK_MONOTONIC) shifted left by one, and the answer in bit 0; 0: never asked.
+/// CLOCK_MONOTONIC) shifted left by two, whether a writer found it stale in bit 1, and the
+/// answer in bit 0; 0: never asked.
 pub struct Readers<'a> {
     pub fd: RawFd,
     pub asked: &'a AtomicU64,
 }
 
+const PRESENT: u64 = 1;
+const STALE: u64 = 2;
+const TIME_SHIFT: u32 = 2;
+
 impl Readers<'_> {
     /// Before a write request's entries are written: asks whether any reader is marked,
-    /// if the last answer is [`REFRESH`] old.
+    /// if no answer was had or a writer found the last one [`REFRESH`] old (no clock is
+    /// read here: a lock call reads it once, in [`Self::in_the_way`]).
     pub fn before_write(&self) {
         let asked = self.asked.load(Ordering::Acquire);
-        let t = now();
-        if asked != 0 && t.saturating_sub(asked >> 1) < REFRESH.as_nanos() as u64 {
+        if asked != 0 && asked & STALE == 0 {
             return;
         }
+        let t = now();
         // A probe that failed counts as a reader there: the range is asked about.
         let marked = !matches!(other_reader(self.fd, (PRESENCE, 1)), Ok(None));
-        self.asked.store(t << 1 | u64::from(marked), Ordering::Release);
+        self.asked.store((t << TIME_SHIFT) | (u64::from(marked) * PRESENT), Ordering::Release);
     }
 
     /// After the request's entries are visible (or for F_GETLK): a reader's lock in `r`'s
     /// way, if any. None without a question to the kernel while the last answer says no
-    /// reader is marked and is younger than [`SETTLE`].
+    /// reader is marked and is younger than [`SETTLE`] now; one [`REFRESH`] old is marked
+    /// stale, for the next call to ask again.
     pub fn in_the_way(&self, r: &Request) -> Option<Conflict> {
         let asked = self.asked.load(Ordering::Acquire);
-        let trusted = asked & 1 == 0 && now().saturating_sub(asked >> 1) < SETTLE.as_nanos() as u64;
-        if asked != 0 && trusted {
+        let age = now().saturating_sub(asked >> TIME_SHIFT);
+        if age >= REFRESH.as_nanos() as u64 && asked & STALE == 0 {
+            self.asked.fetch_or(STALE, Ordering::AcqRel);
+        }
+        if asked != 0 && asked & PRESENT == 0 && age < SETTLE.as_nanos() as u64 {
             return None;
         }
         let range = image_range(r.ino, r.flock, r.start, r.end);
