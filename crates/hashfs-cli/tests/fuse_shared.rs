@@ -453,7 +453,8 @@ fn plain_bash(script: &str) -> Command {
 }
 
 /// Record locks through a shared mount and through the shim exclude each other (the
-/// daemon takes the mount's on the image file's ranges, where the shim takes its own):
+/// daemon takes the mount's in the image's table of record locks, where the shim takes
+/// its own):
 /// a lock held through either side refuses the same range to the other, leaves another
 /// range free, and is released by its holder's exit.
 #[test]

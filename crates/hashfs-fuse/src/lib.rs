@@ -366,6 +366,25 @@ impl<D: PmDevice> HashFsFuse<D> {
         nodes::open(&self.fs, i, access)
     }
 
+    /// A setlk or flock on a shared mount (`locks.rs`): `call` for the inode `i` names,
+    /// taken in the table; a wait runs on a thread of its own.
+    fn set_lock(&self, i: INodeNo, call: impl FnOnce(Ino) -> locks::LockCall, sleep: bool, reply: ReplyEmpty) {
+        let Some(l) = &self.locks else { return reply.error(Errno::ENOSYS) };
+        let call = match self.ino(i) {
+            Ok(i) => call(i),
+            Err(e) => return reply.error(errno(&e)),
+        };
+        let answer = |r: Result<(), i32>| match r {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(Errno::from_i32(e)),
+        };
+        if sleep {
+            l.set_waiting(&self.fs, call, answer);
+        } else {
+            answer(l.set(&self.fs, call));
+        }
+    }
+
     fn entry(&self, reply: ReplyEntry, r: Result<Metadata, Error>) {
         match r {
             Ok(m) => {
@@ -782,21 +801,8 @@ impl<D: PmDevice> Filesystem for HashFsFuse<D> {
         sleep: bool,
         reply: ReplyEmpty,
     ) {
-        let Some(l) = &self.locks else { return reply.error(Errno::ENOSYS) };
-        let i = match self.ino(i) {
-            Ok(i) => i,
-            Err(e) => return reply.error(errno(&e)),
-        };
-        let answer = |r: Result<(), i32>| match r {
-            Ok(()) => reply.ok(),
-            Err(e) => reply.error(Errno::from_i32(e)),
-        };
-        let call = locks::LockCall { ino: i, flock: false, owner: lock_owner.0, start, end, typ, pid };
-        if sleep {
-            l.set_waiting(&self.fs, call, answer);
-        } else {
-            answer(l.set(&self.fs, call));
-        }
+        let call = |ino| locks::LockCall { ino, flock: false, owner: lock_owner.0, start, end, typ, pid };
+        self.set_lock(i, call, sleep, reply);
     }
 
     /// On a shared mount, a `flock` of the open file `lock_owner` names (`locks.rs`).
@@ -811,21 +817,8 @@ impl<D: PmDevice> Filesystem for HashFsFuse<D> {
         sleep: bool,
         reply: ReplyEmpty,
     ) {
-        let Some(l) = &self.locks else { return reply.error(Errno::ENOSYS) };
-        let i = match self.ino(i) {
-            Ok(i) => i,
-            Err(e) => return reply.error(errno(&e)),
-        };
-        let answer = |r: Result<(), i32>| match r {
-            Ok(()) => reply.ok(),
-            Err(e) => reply.error(Errno::from_i32(e)),
-        };
-        let call = locks::LockCall { ino: i, flock: true, owner: lock_owner.0, start: 0, end: u64::MAX, typ, pid };
-        if sleep {
-            l.set_waiting(&self.fs, call, answer);
-        } else {
-            answer(l.set(&self.fs, call));
-        }
+        let call = |ino| locks::LockCall { ino, flock: true, owner: lock_owner.0, start: 0, end: u64::MAX, typ, pid };
+        self.set_lock(i, call, sleep, reply);
     }
 
     fn release(
