@@ -274,7 +274,7 @@ impl ReaderLocks {
         }
     }
 
-    /// Whether `owner` holds a lock on `ino`.
+    /// Whether a POSIX owner of process `pid` holds a lock on `ino` (a close asks).
     pub fn holds_any(&self, pid: u32, ino: Ino) -> bool {
         self.held
             .iter()
