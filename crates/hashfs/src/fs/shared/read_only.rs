@@ -1,7 +1,9 @@
 //! A read-only participant (docs/design.md, "Many processes on one image", *Trust*): a
 //! process that may read the image file but not write it. It maps the image and the
 //! region read-only, so that it cannot change what the others share (a store would
-//! fault); it takes no lock, holds no slot and names no open file in the region. Every
+//! fault); it takes no lock word, holds no slot and names no open file in the region (its
+//! record locks and pins are the kernel's, on the image file: `share/read_only_locks.rs`,
+//! `share/pins.rs`). Every
 //! call that would change the image fails with EROFS; every other call reads under the
 //! image lock's sequence word (`ImageWords::writing`, odd while a participant holds the
 //! lock): it waits for an even sequence, catches up with the ring of changes, runs, and
