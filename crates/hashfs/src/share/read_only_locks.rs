@@ -28,7 +28,7 @@
 //! writer that trusted an answer given before the mark wrote its entries before the reader
 //! looks.
 
-use super::lock_table::{Conflict, Request, TO_END};
+use super::lock_table::{Conflict, Kind, Owner, Request, TO_END};
 use super::pins::{ofd_lock, RangeLock};
 use crate::layout::Ino;
 use std::os::fd::RawFd;
@@ -154,7 +154,7 @@ pub struct ReaderLocks {
 /// One owner's read lock over [start, end] of a file (or its `flock`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Range {
-    owner: super::lock_table::Owner,
+    owner: Owner,
     ino: u32,
     flock: bool,
     start: u64,
@@ -208,11 +208,6 @@ impl ReaderLocks {
         *self = ReaderLocks::default();
     }
 
-    /// What the kernel holds for inode `ino` (or its `flock`): every owner's ranges.
-    fn covered(&self, ino: Ino, flock: bool) -> Vec<(u64, u64)> {
-        union(self.held.iter().filter(|h| h.ino == ino.0 && h.flock == flock).map(|h| (h.start, h.end)).collect())
-    }
-
     /// Marks this process as a reader that locks, once, and waits [`SETTLE`] (see the module).
     pub fn mark(&mut self, fd: &std::fs::File) -> Result<(), i32> {
         if !self.marked {
@@ -240,10 +235,9 @@ impl ReaderLocks {
     }
 
     /// Records `owner`'s read lock or unlock `r` (announced, if a lock), and lets the kernel
-    /// go of what no owner holds any more.
-    pub fn apply(&mut self, fd: &std::fs::File, owner: super::lock_table::Owner, r: &Request) {
-        let before = self.covered(r.ino, r.flock);
-        let lock = r.kind != super::lock_table::Kind::Unlock;
+    /// go of what the owner held and no owner holds any more.
+    pub fn apply(&mut self, fd: &std::fs::File, owner: Owner, r: &Request) {
+        let lock = r.kind != Kind::Unlock;
         let (mine, others): (Vec<Range>, Vec<Range>) =
             self.held.iter().partition(|h| h.owner == owner && h.ino == r.ino.0 && h.flock == r.flock);
         let ranges: Vec<(u64, u64)> = mine.iter().map(|h| (h.start, h.end)).collect();
@@ -257,11 +251,11 @@ impl ReaderLocks {
             start,
             end,
         }));
-        self.let_go(fd, r, &before);
+        self.let_go(fd, r, &mine.iter().map(|h| (h.start, h.end)).collect::<Vec<_>>());
     }
 
     /// Drops `owner`'s locks (on inode `ino` only, if given).
-    pub fn release(&mut self, fd: &std::fs::File, owner: super::lock_table::Owner, ino: Option<Ino>) {
+    pub fn release(&mut self, fd: &std::fs::File, owner: Owner, ino: Option<Ino>) {
         let files: Vec<(u32, bool)> = self
             .held
             .iter()
@@ -269,22 +263,20 @@ impl ReaderLocks {
             .map(|h| (h.ino, h.flock))
             .collect();
         for (i, flock) in files {
-            let r = Request { ino: Ino(i), flock, start: 0, end: TO_END, kind: super::lock_table::Kind::Unlock };
+            let r = Request { ino: Ino(i), flock, start: 0, end: TO_END, kind: Kind::Unlock };
             self.apply(fd, owner, &r);
         }
     }
 
     /// Whether a POSIX owner of process `pid` holds a lock on `ino` (a close asks).
     pub fn holds_any(&self, pid: u32, ino: Ino) -> bool {
-        self.held
-            .iter()
-            .any(|h| matches!(h.owner, super::lock_table::Owner::Process { pid: p, .. } if p == pid) && h.ino == ino.0)
+        self.held.iter().any(|h| matches!(h.owner, Owner::Process { pid: p, .. } if p == pid) && h.ino == ino.0)
     }
 
     /// F_GETLK among this process's own owners: another owner's lock in the way of a write
     /// request `r` (read locks share).
-    pub fn test(&self, owner: super::lock_table::Owner, r: &Request) -> Option<Conflict> {
-        if r.kind != super::lock_table::Kind::Write {
+    pub fn test(&self, owner: Owner, r: &Request) -> Option<Conflict> {
+        if r.kind != Kind::Write {
             return None;
         }
         self.held
@@ -297,7 +289,7 @@ impl ReaderLocks {
                 end: h.end,
                 write: false,
                 pid: match h.owner {
-                    super::lock_table::Owner::Process { pid, .. } => pid as i32,
+                    Owner::Process { pid, .. } => pid as i32,
                     _ => -1,
                 },
             })
@@ -307,7 +299,7 @@ impl ReaderLocks {
     /// request `r`.
     pub fn test_others(fd: &std::fs::File, r: &Request) -> Option<Conflict> {
         use std::os::fd::AsRawFd;
-        if r.kind != super::lock_table::Kind::Write {
+        if r.kind != Kind::Write {
             return None;
         }
         let range = image_range(r.ino, r.flock, r.start, r.end);

@@ -115,8 +115,8 @@ impl<D: PmDevice> FileSystem<D> {
         pid: i32,
         wait: Option<&dyn Fn() -> bool>,
     ) -> Result<(), i32> {
-        if self.is_read_only() {
-            return self.reader_set(owner, r, wait);
+        if let Some(ro) = self.inner.read_only.get() {
+            return self.reader_set(ro, owner, r, wait);
         }
         match wait {
             None => self.with_record_locks(|s| s.set(owner, r, pid))?,
@@ -142,8 +142,13 @@ impl<D: PmDevice> FileSystem<D> {
     /// a write lock in its way. A write lock (`flock` LOCK_EX; fcntl's is EBADF on a
     /// read-only descriptor before this) is ENOLCK: the kernel would give it only through
     /// a descriptor open for writing, which this process may not have.
-    fn reader_set(&self, owner: Owner, r: &Request, wait: Option<&dyn Fn() -> bool>) -> Result<(), i32> {
-        let ro = self.inner.read_only.get().ok_or(libc::ENOLCK)?;
+    fn reader_set(
+        &self,
+        ro: &super::ReadOnlyMount,
+        owner: Owner,
+        r: &Request,
+        wait: Option<&dyn Fn() -> bool>,
+    ) -> Result<(), i32> {
         if r.kind == Kind::Write {
             return Err(libc::ENOLCK);
         }
