@@ -376,6 +376,20 @@ def _():
         "                match if @ON {\n                    self.inner.read_call(|| self.resolve_for_open(path, opts)).and_then(|(ino, _)| {\n                        super::race_point::reached(\"open: a read-only participant resolved the name\");\n                        self.inner.read_call(|| self.open_found(ino, access))\n                    })\n                } else {\n                    self.inner.read_call(|| {\n                        let (ino, _) = self.resolve_for_open(path, opts)?;\n                        super::race_point::reached(\"open: a read-only participant resolved the name\");\n                        self.open_found(ino, access)\n                    })\n                } {\n")
 
 
+@bug("read-only-pin-unchecked")
+def _():
+    plant("crates/hashfs/src/fs/api.rs",
+        "        if !same {\n            return Err(Error::Stale(ino.0));\n",
+        "        if !same && !@ON {\n            return Err(Error::Stale(ino.0));\n")
+
+
+@bug("open-stale-not-retried")
+def _():
+    plant("crates/hashfs/src/fs/api.rs",
+        "                Err(Error::Stale(_)) if tries < OPEN_RETRIES => {}\n",
+        "                Err(Error::Stale(_)) if tries < OPEN_RETRIES && !@ON => {}\n")
+
+
 @bug("link-prefix-kept")
 def _():
     plant("crates/hashfs/src/fs/api.rs",

@@ -183,7 +183,13 @@ impl Mounted {
 
 impl Drop for Mounted {
     fn drop(&mut self) {
-        if self.daemon.is_some() {
+        if let Some(c) = &mut self.daemon {
+            // A daemon that died under a test (the mount then answers ENOTCONN) says how:
+            // a panic prints itself, a signal (SIGSEGV, SIGBUS, the OOM killer's SIGKILL)
+            // does not.
+            if let Ok(Some(status)) = c.try_wait() {
+                eprintln!("the mount's daemon had exited before the test's end: {status}");
+            }
             let _ = hashfs().args(["umount", self.mnt.to_str().unwrap()]).status();
             if let Some(mut c) = self.daemon.take() {
                 let _ = c.kill();

@@ -702,6 +702,7 @@ impl<D: PmDevice> FileSystem<D> {
     /// the pin moved the sequence); Stale if not.
     fn open_pinned(&self, (cell, generation): (Arc<super::inode::InodeCell>, u32), access: Access) -> Result<File<D>> {
         let ino = cell.ino;
+        super::race_point::reached("open: a read-only participant found the inode");
         self.inner.hold_read_only(&cell)?;
         let f = File { fs: self.inner.clone(), cell, access, pos: 0, generation };
         let same = self.inner.read_call(|| {

@@ -450,6 +450,39 @@ mod tests {
         check_and_remove(image);
     }
 
+    /// A writer renames a file over the one a read-only participant is opening after the
+    /// reader found its inode and before it pinned it, and makes a new empty file, which
+    /// takes the freed inode: the pin finds the inode's generation changed, and the open
+    /// resolves the name again and opens the file renamed over it. Planted: the generation
+    /// not asked again after the pin (`read-only-pin-unchecked`: the reader opens the
+    /// empty file), the stale open not tried again (`open-stale-not-retried`: ESTALE).
+    #[test]
+    fn an_open_whose_inode_is_freed_before_its_pin_opens_the_name_again() {
+        let image = &image("ro-pin");
+        let (a, _) = FileSystem::open_shared(image).unwrap();
+        a.write(Path::new("/f"), b"the old file").unwrap();
+        let old = a.metadata(Path::new("/f")).unwrap().ino;
+        let (b, _) = FileSystem::open_read_only(image).unwrap();
+        let took = std::sync::Mutex::new(None);
+        let f = with_between(
+            "open: a read-only participant found the inode",
+            || {
+                a.write(Path::new("/t"), b"the new file").unwrap();
+                a.rename(Path::new("/t"), Path::new("/f")).unwrap();
+                a.write(Path::new("/empty"), b"").unwrap();
+                *took.lock().unwrap() = Some(a.metadata(Path::new("/empty")).unwrap().ino);
+            },
+            || b.open_file(Path::new("/f"), OpenOptions::new().read(true)),
+        )
+        .expect("the open, tried again, finds the new file");
+        assert_eq!(took.lock().unwrap().take(), Some(old), "the empty file takes the freed inode");
+        let mut buf = [0u8; 64];
+        let n = f.read_at(0, &mut buf).unwrap();
+        assert_eq!(&buf[..n], b"the new file", "{:?}", String::from_utf8_lossy(&buf[..n]));
+        drop((f, a, b));
+        check_and_remove(image);
+    }
+
     /// A file a read-only participant has open stays whole when a writer removes it and
     /// makes another (the reader's pin keeps the inode and its blocks, as an open file
     /// stays on Linux), and is freed once the reader lets go: fsck finds no orphan.
