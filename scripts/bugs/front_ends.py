@@ -458,6 +458,13 @@ def _():
 
 
 
+@bug("detached-pump-not-waited")
+def _():
+    plant("crates/hashfs-preload/src/shim/pump.rs",
+        "pub(super) fn finish_detached() {\n    let detached: Vec<_> = {\n",
+        "pub(super) fn finish_detached() {\n    if @ON {\n        return;\n    }\n    let detached: Vec<_> = {\n")
+
+
 @bug("close-range-uninterposed", rebuilt=True)
 def _():
     sub("crates/hashfs-interpose/src/export.rs",

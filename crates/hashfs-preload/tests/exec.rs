@@ -573,6 +573,29 @@ fn a_shell_with_its_output_in_the_image_redirects_again() {
     img.region_removed();
 }
 
+/// A shell whose output went into the image puts its own standard output back while a
+/// background job still writes the pipe the shim's pump drains (the job's builtins write
+/// it, after a pause), then execs a program with nothing of the image: the shell leaves
+/// the image at the exec, and waits there (a second at most) for the pump to write what the
+/// job wrote and close the file (`pump::finish_detached`). Without the wait the exec ended
+/// the pump: the file stayed empty and the job's output was lost, and the leaving process
+/// said "image not marked clean at exit: device or resource busy".
+#[test]
+fn an_exec_after_a_redirection_was_undone_waits_for_the_pump_that_goes_on() {
+    let img = image();
+    let script = format!(
+        "exec 3>&1; exec > {f}; (sleep 0.1; for i in $(seq 1 300); do echo $i; done) & exec 1>&3; exec sleep 1",
+        f = p("/f")
+    );
+    let out = img.run("bash", &["-c", &script]);
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(String::from_utf8_lossy(&out.stderr), "", "messages at the exec or at exit");
+    let want: String = (1..=300).map(|i| format!("{i}\n")).collect();
+    assert!(img.ok("cat", &[&p("/f")]) == want, "the background job's lines are not all in the file");
+    img.fsck_clean();
+    img.region_removed();
+}
+
 /// A program that closes every descriptor it does not know of (a daemon's start: a loop of
 /// `close`, or `close_range`) or `dup2`s onto the number of the shim's descriptor of the
 /// image, on a ctFS image, whose view maps the image's pages through that descriptor
