@@ -25,7 +25,11 @@ use std::path::Path;
 use std::sync::{Arc, OnceLock};
 
 /// The real images, by index: the base tree on each mapping (`MappingKind::ALL`), unmounted cleanly,
-/// then HashFS's left mounted (its superblock says so, and mount runs its full scan).
+/// then HashFS's left mounted (its superblock says so, and mount runs its full scan), then
+/// HashFS's grouped and regions placements (`mapping/hashfs/groups.rs`, `regions.rs`; 8 MiB
+/// images), each with a file of a whole 2 MiB chunk and more, so that their group
+/// directory, claims and open groups are on the image for patches to reach (mount counts
+/// them from there). Indices only grow: a committed input keeps the image it picks.
 pub fn bases() -> &'static [Vec<u8>] {
     static BASES: OnceLock<Vec<Vec<u8>>> = OnceLock::new();
     BASES.get_or_init(|| {
@@ -36,6 +40,10 @@ pub fn bases() -> &'static [Vec<u8>] {
         fs.write(Path::new("/A/open"), &[7; 5000]).expect("a write fits");
         v.push(dev.live_image());
         drop(fs);
+        let chunked = |fs: &FileSystem<CrashDevice>| fs.write(Path::new("/chunked"), &[3; (2 << 20) + 5000]);
+        for placement in [HashPlacement::Grouped, HashPlacement::Regions] {
+            v.push(crashtest::base_image_with(MappingKind::HashFs, 1.0, placement, &chunked));
+        }
         v
     })
 }
