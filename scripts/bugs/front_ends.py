@@ -465,6 +465,27 @@ def _():
         "pub(super) fn finish_detached() {\n    if @ON {\n        return;\n    }\n    let detached: Vec<_> = {\n")
 
 
+@bug("mapping-not-followed")
+def _():
+    plant("crates/hashfs-preload/src/shim/mmap/follow.rs",
+        "    if followed == 0 {\n        return;\n    }\n",
+        "    if followed == 0 || @ON {\n        return;\n    }\n")
+
+
+@bug("follow-data-unwatched")
+def _():
+    plant("crates/hashfs-preload/src/shim/mmap/follow.rs",
+        "        if seen_data.is_none() && COPIES.load(Ordering::Relaxed) > 0 {\n",
+        "        if seen_data.is_none() && COPIES.load(Ordering::Relaxed) > 0 && !@ON {\n")
+
+
+@bug("follow-holes-unmapped")
+def _():
+    plant("crates/hashfs-preload/src/shim/mmap/follow.rs",
+        "    let mut stale = remap_filled(fs, &mut maps, ino, 0, size);\n",
+        "    let mut stale = if @ON { Vec::new() } else { remap_filled(fs, &mut maps, ino, 0, size) };\n")
+
+
 @bug("close-range-uninterposed", rebuilt=True)
 def _():
     sub("crates/hashfs-interpose/src/export.rs",

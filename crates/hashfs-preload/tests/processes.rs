@@ -272,6 +272,85 @@ fn a_file_mapped_in_two_processes_is_one_set_of_bytes() {
     img.fsck_clean();
 }
 
+/// A mapping follows the changes another process makes through calls (`shim/mmap/follow.rs`):
+/// a read-only shared mapping of a small file whose blocks lie apart (a copy, `copy.rs`)
+/// shows another process's `pwrite` over it; pages of a mapping past the end of a file show
+/// what another process appended there; a watched hole of a sparse file shows what another
+/// process wrote into it. Each within 2 s (the follower reads the rings every millisecond).
+/// Then the same three for a read-only participant (`HASHFS_READ_ONLY=1`, its mappings the
+/// file's pages), beside a writer that keeps the image. Before 2026-12-06 the three kept
+/// their old bytes, zeros and zeros for good (bug `mapping-not-followed`; the others:
+/// `follow-data-unwatched` for the copy, `follow-holes-unmapped` for the hole).
+#[test]
+fn a_mapping_shows_what_another_process_writes() {
+    let img = image();
+    let (a, b, c) = (p("/a"), p("/b"), p("/c"));
+    img.ok(
+        "python3",
+        &[
+            "-c",
+            &format!(
+                "import os\nwith open('{a}', 'wb') as f:\n    for i in range(5): f.write(bytes([65 + i]) * 4096)\n\
+                 open('{b}', 'wb').write(b'x' * 4096)\nfd = os.open('{c}', os.O_RDWR | os.O_CREAT)\n\
+                 os.ftruncate(fd, 8 << 20)"
+            ),
+        ],
+    );
+    // Maps the three, says so, waits for a line, then waits for each change to show.
+    let mapper = format!(
+        "import ctypes, mmap, os, sys, time\n\
+         libc = ctypes.CDLL(None, use_errno=True)\n\
+         libc.mmap.restype = ctypes.c_void_p\n\
+         libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]\n\
+         def at(name, length):\n\
+         \x20   fd = os.open(name, os.O_RDONLY)\n\
+         \x20   p = libc.mmap(None, length, mmap.PROT_READ, mmap.MAP_SHARED, fd, 0)\n\
+         \x20   assert p not in (None, ctypes.c_void_p(-1).value), ctypes.get_errno()\n\
+         \x20   return lambda off, n: ctypes.string_at(p + off, n)\n\
+         ma, mb, mc = at('{a}', 20480), at('{b}', 16384), at('{c}', 8 << 20)\n\
+         assert (ma(4096, 2), mb(4096, 2), mc(5 << 20, 2)) == (b'BB', b'\\0\\0', b'\\0\\0')\n\
+         print('ready', flush=True)\n\
+         sys.stdin.readline()\n\
+         want = [(ma, 4096, b'zz'), (mb, 4096, b'yy'), (mc, 5 << 20, b'hh')]\n\
+         t0 = time.time()\n\
+         while time.time() - t0 < 2 and any(m(o, 2) != w for m, o, w in want): time.sleep(0.001)\n\
+         print(' '.join(m(o, 2).decode('latin-1') for m, o, w in want), flush=True)"
+    );
+    let writer = format!(
+        "import os\nos.pwrite(os.open('{a}', os.O_WRONLY), b'zz', 4096)\n\
+         os.write(os.open('{b}', os.O_WRONLY | os.O_APPEND), b'y' * 8192)\n\
+         os.pwrite(os.open('{c}', os.O_WRONLY), b'hh', 5 << 20)"
+    );
+    let undo = format!(
+        "import os\nos.pwrite(os.open('{a}', os.O_WRONLY), b'BB', 4096)\nos.truncate('{b}', 4096)\n\
+         fd = os.open('{c}', os.O_RDWR)\nos.ftruncate(fd, 0)\nos.ftruncate(fd, 8 << 20)"
+    );
+    for read_only in [false, true] {
+        // A writer holds the image while the read-only participant runs (its region).
+        let mut keeper =
+            img.cmd("python3").args(["-c", "import sys; sys.stdin.read()"]).stdin(Stdio::piped()).spawn().unwrap();
+        let mut m = img.cmd("python3");
+        if read_only {
+            m.env("HASHFS_READ_ONLY", "1");
+        }
+        let mut m = m.args(["-c", &mapper]).stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().unwrap();
+        let mut lines = BufReader::new(m.stdout.take().unwrap()).lines();
+        assert_eq!(lines.next().unwrap().unwrap(), "ready", "read-only: {read_only}");
+        img.ok("python3", &["-c", &writer]);
+        std::io::Write::write_all(m.stdin.as_mut().unwrap(), b"\n").unwrap();
+        assert_eq!(
+            lines.next().unwrap().unwrap(),
+            "zz yy hh",
+            "read-only: {read_only}: the overwrite, the append and the hole's write through the mappings"
+        );
+        assert!(m.wait().unwrap().success());
+        drop(keeper.stdin.take());
+        assert!(keeper.wait().unwrap().success());
+        img.ok("python3", &["-c", &undo]);
+    }
+    img.fsck_clean();
+}
+
 /// A program's own `atexit` handler runs after the thread's storage is torn down and
 /// before the shim's exit work (the library's destructor): it still has the image, and its
 /// nested calls (a rmdir resolves the parent inside its call) do not wait on the image

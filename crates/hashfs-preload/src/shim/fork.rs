@@ -196,7 +196,11 @@ pub(super) fn after_fork(prepared: Option<Box<dyn std::any::Any>>, pid: libc::pi
         };
         match joined {
             // The fork handler (`after_fork_in_child` below) marked the child; it joined.
-            Ok(()) => FORKED.store(false, Ordering::Relaxed),
+            Ok(()) => {
+                FORKED.store(false, Ordering::Relaxed);
+                // The parent's mappings are the child's: so is following them.
+                super::mmap::follow_in_child();
+            }
             Err(e) => {
                 eprintln!("hashfs_preload: this forked child cannot use the image ({e}); its paths fail with EIO");
                 FORKED.store(true, Ordering::Relaxed);

@@ -36,6 +36,7 @@ use std::sync::atomic::AtomicUsize;
 
 mod budget;
 mod copy;
+mod follow;
 mod holes;
 mod place;
 pub(super) use holes::fill_holes_in;
@@ -111,6 +112,7 @@ fn recount(maps: &[FileMap]) {
     } else {
         vspace::maps_given((before - runs) as u64);
     }
+    follow::after_recount(maps);
 }
 
 /// At exit: drops every record (and with them their open files and pinned blocks), so
@@ -120,6 +122,16 @@ pub(super) fn forget_all() {
     let mut maps = MAPS.lock();
     maps.clear();
     recount(&maps);
+}
+
+/// In a forked child that joined the image: follows the mappings it inherited
+/// (`follow.rs`; the parent's thread is not the child's).
+pub(super) fn follow_in_child() {
+    if MAP_COUNT.load(Ordering::Relaxed) > 0 {
+        if let Some(maps) = MAPS.try_lock() {
+            follow::after_recount(&maps);
+        }
+    }
 }
 
 /// Whether `ino` is memory-mapped (its blocks are pinned: it may not shrink).
@@ -319,17 +331,23 @@ pub(super) fn file_changed_ino(ino: Ino, lo: u64, hi: u64) {
             copy::refresh(m, lo, hi, size);
             continue;
         }
-        let want = (size.saturating_sub(m.off) as usize).next_multiple_of(PAGE).min(m.len);
-        if want > m.mapped {
-            m.cap = growth_cap(m);
-            match map_pages(fs, m, m.mapped, want, Place::Over) {
-                Ok(()) => m.mapped = want,
-                Err(_) => stale.push((i, m.mapped, want)),
-            }
-        }
+        grow(fs, m, i, size, &mut stale);
     }
     copy::take_over(&mut maps, &stale, size);
     recount(&maps);
+}
+
+/// Maps the pages of shared record `m` (index `i`) that a file of `size` bytes now covers
+/// past what it covered; the bytes it could not map go to `stale`.
+fn grow(fs: &FileSystem<MmapDevice>, m: &mut FileMap, i: usize, size: u64, stale: &mut Vec<Stale>) {
+    let want = (size.saturating_sub(m.off) as usize).next_multiple_of(PAGE).min(m.len);
+    if want > m.mapped {
+        m.cap = growth_cap(m);
+        match map_pages(fs, m, m.mapped, want, Place::Over) {
+            Ok(()) => m.mapped = want,
+            Err(_) => stale.push((i, m.mapped, want)),
+        }
+    }
 }
 
 fn map_file(

@@ -52,10 +52,11 @@ impl DataRing {
         self.watchers.word.load(Ordering::Relaxed) != 0
     }
 
-    /// An overwrite of `ino`'s bytes in place.
-    pub fn note(&self, ino: Ino) {
+    /// An overwrite of `ino`'s bytes in place; the position it took.
+    pub fn note(&self, ino: Ino) -> u64 {
         let n = self.head.word.fetch_add(1, Ordering::AcqRel);
         self.slots[(n % DATA_RING as u64) as usize].store((n & 0xFFFF_FFFF) << 32 | ino.0 as u64, Ordering::Release);
+        n
     }
 
     /// Participant `me` watches from now on; the position to read from.
@@ -73,6 +74,11 @@ impl DataRing {
     /// slot claimed but not yet written stops the reading there, until half a ring has
     /// been written after it: its writer died between the two steps).
     pub fn since(&self, since: u64) -> (u64, DataChanges) {
+        self.since_skipping(since, &|_| false)
+    }
+
+    /// [`Self::since`], leaving out the positions `skip` names (a reader's own notes).
+    pub fn since_skipping(&self, since: u64, skip: &dyn Fn(u64) -> bool) -> (u64, DataChanges) {
         let head = self.head.word.load(Ordering::Acquire);
         if head.saturating_sub(since) > DATA_RING as u64 || since > head {
             return (head, DataChanges::Everything);
@@ -82,7 +88,9 @@ impl DataRing {
             let v = self.slots[(n % DATA_RING as u64) as usize].load(Ordering::Acquire);
             let tag = v >> 32;
             if tag == n & 0xFFFF_FFFF {
-                inos.push(Ino(v as u32));
+                if !skip(n) {
+                    inos.push(Ino(v as u32));
+                }
             } else if n >= DATA_RING as u64 && tag == (n - DATA_RING as u64) & 0xFFFF_FFFF || v == 0 {
                 if head - n > DATA_RING as u64 / 2 {
                     // Half a ring written after it and this one still not: its writer died

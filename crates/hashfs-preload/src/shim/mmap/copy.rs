@@ -11,10 +11,14 @@
 //!
 //! - a private mapping, whose view of later changes to the file POSIX leaves unspecified;
 //! - a read-only shared mapping of a file that no writable shared mapping of this process
-//!   maps. One process owns an image (the library's lock) and every change to a file's
-//!   bytes goes through the shim (write, pwrite, writev, copies, fallocate, truncate:
-//!   `file_changed`), which copies the changed bytes into it, so it reads what the file
-//!   holds, as a shared mapping does.
+//!   maps. Every change to a file's bytes goes through a shim or a mount (write, pwrite,
+//!   writev, copies, fallocate, truncate): this process's own calls copy the changed bytes
+//!   into it (`file_changed`), and the follower copies another process's change in within
+//!   a millisecond or so (`follow.rs`, from 2026-12-06; until then a copy kept the bytes it
+//!   was made with, written one process per image), so it reads what the file holds, as a
+//!   shared mapping does. A read-only participant, which cannot watch the ring of data
+//!   changes, makes a copy only past the budget (where another process's overwrite in
+//!   place does not reach it).
 //!
 //! It is a copy when it is shared, small and its blocks lie apart ([`preferred`]:
 //! LevelDB's tables), when HashFS's kernel mappings in the process (the shim's records and
@@ -55,7 +59,10 @@ fn copy_max() -> usize {
 /// (`bench/results/apps/map-copy/policy-ab/`, paired by run).
 pub(super) fn preferred(fs: &FileSystem<MmapDevice>, maps: &[FileMap], m: &FileMap, in_file: usize) -> bool {
     let pages = in_file / PAGE;
-    if pages == 0 || m.private || m.len > copy_max() || !allowed(maps, m) {
+    // A read-only participant cannot watch the ring of data changes (a store to the
+    // region), so a copy of its would miss the others' overwrites (`follow.rs`): its
+    // mappings are the file's pages while the budget allows.
+    if pages == 0 || m.private || m.len > copy_max() || !allowed(maps, m) || fs.is_read_only() {
         return false;
     }
     let blocks = blocks_of(fs, m.file.ino, m.off as usize / PAGE, pages);

@@ -107,6 +107,7 @@ pub(crate) fn mount<D: PmDevice>(
                 kept_for_readers: parking_lot::Mutex::new(KeptForReaders::default()),
                 forked: std::sync::atomic::AtomicBool::new(false),
                 readers_asked: AtomicU64::new(0),
+                own: super::OwnMarks::new(),
             };
             let made = inner.shared.set(sh);
             debug_assert!(made.is_ok(), "a fresh mount is made shared once");

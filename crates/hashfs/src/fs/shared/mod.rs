@@ -76,6 +76,34 @@ pub(crate) struct SharedMount {
     /// The last answer to whether a read-only participant that locks is there
     /// (`share/read_only_locks.rs`, [`crate::share::read_only_locks::Readers`]).
     pub(super) readers_asked: AtomicU64,
+    /// The positions of the two rings this process wrote itself ([`OwnMarks`]).
+    pub(super) own: OwnMarks,
+}
+
+/// Which positions of the ring of changes and of the ring of data changes this process
+/// wrote: slot `n % size` holds `n + 1` for a position `n` it wrote (as many slots as
+/// each ring remembers; a slot a later position of the ring took no longer names `n`). A
+/// front end that follows the others' changes into caches of its own, which its own calls
+/// keep in step already, leaves these out ([`FileSystem::changes_since_others`]). A forked
+/// child keeps its parent's marks: their changes were in its caches when it was made.
+pub(crate) struct OwnMarks {
+    changes: Box<[AtomicU64]>,
+    data: Box<[AtomicU64]>,
+}
+
+impl OwnMarks {
+    pub(super) fn new() -> OwnMarks {
+        let slots = |n: usize| (0..n).map(|_| AtomicU64::new(0)).collect();
+        OwnMarks { changes: slots(CHANGE_RING), data: slots(crate::share::DATA_RING) }
+    }
+
+    fn mark(slots: &[AtomicU64], n: u64) {
+        slots[(n % slots.len() as u64) as usize].store(n + 1, Ordering::Relaxed);
+    }
+
+    fn marked(slots: &[AtomicU64], n: u64) -> bool {
+        slots[(n % slots.len() as u64) as usize].load(Ordering::Relaxed) == n + 1
+    }
 }
 
 /// Unlinked inodes a read-only participant pinned (see [`SharedMount`]).
@@ -366,6 +394,7 @@ impl<D: PmDevice> FsInner<D> {
             inos.dedup();
             for &ino in inos.iter() {
                 ring.put(n, Change::Inode(ino));
+                OwnMarks::mark(&sh.own.changes, n);
                 n += 1;
             }
             inos.clear();
@@ -502,7 +531,7 @@ impl<D: PmDevice> FsInner<D> {
         if let Some(sh) = self.shared.get() {
             let ring = sh.region.data_ring();
             if ring.watched() {
-                ring.note(ino);
+                OwnMarks::mark(&sh.own.data, ring.note(ino));
             }
         }
     }
@@ -747,8 +776,16 @@ impl<D: PmDevice> crate::FileSystem<D> {
     /// On a mount shared by many processes: how many changes have been published (a point
     /// to ask [`Self::changes_since`] from). None on a mount of one process.
     pub fn changes_now(&self) -> Option<u64> {
-        let sh = self.inner.shared.get()?;
-        Some(sh.region.words().changes.load(Ordering::Acquire))
+        Some(self.change_region()?.words().changes.load(Ordering::Acquire))
+    }
+
+    /// The region whose ring names the changes: a participant's, or the one a read-only
+    /// participant attached (once a writer made it).
+    fn change_region(&self) -> Option<&ImageRegion> {
+        if let Some(sh) = self.inner.shared.get() {
+            return Some(&sh.region);
+        }
+        self.inner.read_only.get()?.region().ok().flatten().map(|r| &**r)
     }
 
     /// On a mount shared by many processes: the changes published after change `since`
@@ -756,13 +793,25 @@ impl<D: PmDevice> crate::FileSystem<D> {
     /// without the image lock, for a front end that keeps caches of its own (a mount's
     /// daemon, whose kernel caches pages and attributes). None on a mount of one process.
     pub fn changes_since(&self, since: u64) -> Option<(u64, Changed)> {
-        let sh = self.inner.shared.get()?;
-        let words = sh.region.words();
+        self.changes_skipping(since, false)
+    }
+
+    /// [`Self::changes_since`], less the changes this process published itself (a front
+    /// end whose own calls keep its caches in step: the shim's mappings, `follow.rs`).
+    pub fn changes_since_others(&self, since: u64) -> Option<(u64, Changed)> {
+        self.changes_skipping(since, true)
+    }
+
+    fn changes_skipping(&self, since: u64, skip_own: bool) -> Option<(u64, Changed)> {
+        let region = self.change_region()?;
+        // A read-only participant publishes nothing.
+        let own = self.inner.shared.get().map(|sh| &sh.own);
+        let words = region.words();
         let now = words.changes.load(Ordering::Acquire);
         if now == since {
             return Some((now, Changed::Inodes(Vec::new())));
         }
-        let ring = sh.region.ring();
+        let ring = region.ring();
         let behind = |n: u64| n.saturating_sub(since) > CHANGE_RING as u64 || since > n;
         if behind(now) {
             return Some((now, Changed::Everything));
@@ -770,6 +819,7 @@ impl<D: PmDevice> crate::FileSystem<D> {
         let mut inos = Vec::with_capacity((now - since) as usize);
         for n in since..now {
             match ring.get(n) {
+                Change::Inode(_) if skip_own && own.is_some_and(|o| OwnMarks::marked(&o.changes, n)) => {}
                 Change::Inode(ino) => inos.push(ino),
                 Change::Everything => return Some((now, Changed::Everything)),
             }
@@ -794,8 +844,18 @@ impl<D: PmDevice> crate::FileSystem<D> {
     /// On a watched shared mount ([`Self::watch_data`]): the inodes whose bytes were
     /// overwritten in place from position `since` on, and the position to read from next.
     pub fn data_changes_since(&self, since: u64) -> Option<(u64, Changed)> {
+        self.data_changes_skipping(since, false)
+    }
+
+    /// [`Self::data_changes_since`], less this process's own overwrites.
+    pub fn data_changes_since_others(&self, since: u64) -> Option<(u64, Changed)> {
+        self.data_changes_skipping(since, true)
+    }
+
+    fn data_changes_skipping(&self, since: u64, skip_own: bool) -> Option<(u64, Changed)> {
         let sh = self.inner.shared.get()?;
-        Some(match sh.region.data_ring().since(since) {
+        let own = |n: u64| skip_own && OwnMarks::marked(&sh.own.data, n);
+        Some(match sh.region.data_ring().since_skipping(since, &own) {
             (next, crate::share::DataChanges::Inodes(v)) => (next, Changed::Inodes(v)),
             (next, crate::share::DataChanges::Everything) => (next, Changed::Everything),
         })

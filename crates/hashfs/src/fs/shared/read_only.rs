@@ -162,7 +162,7 @@ impl ReadOnlyMount {
     }
 
     /// The region, attached if a writer made it since.
-    fn region(&self) -> Result<Option<&Arc<ImageRegion>>> {
+    pub(super) fn region(&self) -> Result<Option<&Arc<ImageRegion>>> {
         self.region_adopting(|_| Ok(()))
     }
 
