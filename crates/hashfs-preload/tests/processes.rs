@@ -276,7 +276,9 @@ fn a_file_mapped_in_two_processes_is_one_set_of_bytes() {
 /// a read-only shared mapping of a small file whose blocks lie apart (a copy, `copy.rs`)
 /// shows another process's `pwrite` over it; pages of a mapping past the end of a file show
 /// what another process appended there; a watched hole of a sparse file shows what another
-/// process wrote into it. Each within 2 s (the follower reads the rings every millisecond).
+/// process wrote into it (the copy's last change most often an overwrite in place, which
+/// only the ring of data changes names). Each within 2 s (the follower reads the rings every
+/// millisecond).
 /// Then the same three for a read-only participant (`HASHFS_READ_ONLY=1`, its mappings the
 /// file's pages), beside a writer that keeps the image. Before 2026-12-06 the three kept
 /// their old bytes, zeros and zeros for good (bug `mapping-not-followed`; the others:
@@ -316,16 +318,24 @@ fn a_mapping_shows_what_another_process_writes() {
          while time.time() - t0 < 2 and any(m(o, 2) != w for m, o, w in want): time.sleep(0.001)\n\
          print(' '.join(m(o, 2).decode('latin-1') for m, o, w in want), flush=True)"
     );
+    // Overwrites of `a` for 30 ms, then `zz`: the first of each tick of the coarse clock
+    // (4 ms here) sets the file's times and the ring of changes names it; the others, and
+    // most often the last, are overwrites in place, which only the ring of data changes
+    // names (without it the copy showed what the tick's first overwrite left, in most runs).
     let writer = format!(
-        "import os\nos.pwrite(os.open('{a}', os.O_WRONLY), b'zz', 4096)\n\
+        "import os, time\nfd = os.open('{a}', os.O_WRONLY)\nt0 = time.time()\n\
+         while time.time() - t0 < 0.03: os.pwrite(fd, b'%02d' % (int(time.time() * 1e5) % 100), 4096)\n\
+         os.pwrite(fd, b'zz', 4096)\n\
          os.write(os.open('{b}', os.O_WRONLY | os.O_APPEND), b'y' * 8192)\n\
-         os.pwrite(os.open('{c}', os.O_WRONLY), b'hh', 5 << 20)"
+         os.pwrite(os.open('{c}', os.O_WRONLY), b'hh', 5 << 20)\nprint('written', flush=True)\n\
+         import sys\nsys.stdin.read()"
     );
     let undo = format!(
         "import os\nos.pwrite(os.open('{a}', os.O_WRONLY), b'BB', 4096)\nos.truncate('{b}', 4096)\n\
          fd = os.open('{c}', os.O_RDWR)\nos.ftruncate(fd, 0)\nos.ftruncate(fd, 8 << 20)"
     );
-    for read_only in [false, true] {
+    // Three rounds of a writer's, then a read-only participant's.
+    for read_only in [false, false, false, true] {
         // A writer holds the image while the read-only participant runs (its region).
         let mut keeper =
             img.cmd("python3").args(["-c", "import sys; sys.stdin.read()"]).stdin(Stdio::piped()).spawn().unwrap();
@@ -336,7 +346,12 @@ fn a_mapping_shows_what_another_process_writes() {
         let mut m = m.args(["-c", &mapper]).stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().unwrap();
         let mut lines = BufReader::new(m.stdout.take().unwrap()).lines();
         assert_eq!(lines.next().unwrap().unwrap(), "ready", "read-only: {read_only}");
-        img.ok("python3", &["-c", &writer]);
+        // The writer stays until the mapper has looked: its leaving would name every inode
+        // in the ring of changes.
+        let mut w =
+            img.cmd("python3").args(["-c", &writer]).stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().unwrap();
+        let mut written = BufReader::new(w.stdout.take().unwrap()).lines();
+        assert_eq!(written.next().unwrap().unwrap(), "written");
         std::io::Write::write_all(m.stdin.as_mut().unwrap(), b"\n").unwrap();
         assert_eq!(
             lines.next().unwrap().unwrap(),
@@ -344,6 +359,8 @@ fn a_mapping_shows_what_another_process_writes() {
             "read-only: {read_only}: the overwrite, the append and the hole's write through the mappings"
         );
         assert!(m.wait().unwrap().success());
+        drop(w.stdin.take());
+        assert!(w.wait().unwrap().success());
         drop(keeper.stdin.take());
         assert!(keeper.wait().unwrap().success());
         img.ok("python3", &["-c", &undo]);
