@@ -486,6 +486,13 @@ def _():
         "    let mut stale = if @ON { Vec::new() } else { remap_filled(fs, &mut maps, ino, 0, size) };\n")
 
 
+@bug("follow-not-in-child")
+def _():
+    plant("crates/hashfs-preload/src/shim/mmap.rs",
+        "    if MAP_COUNT.load(Ordering::Relaxed) > 0 {\n        follow::after_recount(&MAPS.lock());\n",
+        "    if MAP_COUNT.load(Ordering::Relaxed) > 0 && !@ON {\n        follow::after_recount(&MAPS.lock());\n")
+
+
 @bug("close-range-uninterposed", rebuilt=True)
 def _():
     sub("crates/hashfs-interpose/src/export.rs",

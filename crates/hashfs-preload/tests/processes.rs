@@ -368,6 +368,39 @@ fn a_mapping_shows_what_another_process_writes() {
     img.fsck_clean();
 }
 
+/// A forked child follows the mappings it inherited (the parent's follower thread is not
+/// the child's; `mmap::follow_in_child`): another process's overwrite of a copied file
+/// shows in the child's mapping, the parent's too. A fork while the follower holds the
+/// mappings' records leaves them free in the child (they are held across the fork).
+#[test]
+fn a_forked_child_follows_the_mappings_it_inherited() {
+    let img = image();
+    let a = p("/a");
+    let script = format!(
+        "import mmap, os, subprocess, sys, time\n\
+         with open('{a}', 'wb') as f:\n    for i in range(5): f.write(bytes([65 + i]) * 4096)\n\
+         m = mmap.mmap(os.open('{a}', os.O_RDONLY), 20480, mmap.MAP_SHARED, mmap.PROT_READ)\n\
+         def wait(what):\n\
+         \x20   t0 = time.time()\n\
+         \x20   while time.time() - t0 < 2 and m[4096:4098] != b'kk': time.sleep(0.001)\n\
+         \x20   print(what, m[4096:4098].decode(), flush=True)\n\
+         r, w = os.pipe()\n\
+         pid = os.fork()\n\
+         if pid == 0:\n\
+         \x20   os.read(r, 1)\n\
+         \x20   wait('child')\n\
+         \x20   os._exit(0)\n\
+         writer = subprocess.Popen([sys.executable, '-c', \"import os, sys; os.pwrite(os.open('{a}', os.O_WRONLY), b'kk', 4096); sys.stdin.read()\"], stdin=subprocess.PIPE)\n\
+         time.sleep(0.3)\n\
+         os.write(w, b'x')\n\
+         os.waitpid(pid, 0)\n\
+         wait('parent')\n\
+         writer.stdin.close(); writer.wait()"
+    );
+    assert_eq!(img.ok("python3", &["-c", &script]), "child kk\nparent kk\n");
+    img.fsck_clean();
+}
+
 /// A program's own `atexit` handler runs after the thread's storage is torn down and
 /// before the shim's exit work (the library's destructor): it still has the image, and its
 /// nested calls (a rmdir resolves the parent inside its call) do not wait on the image

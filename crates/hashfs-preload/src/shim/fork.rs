@@ -123,6 +123,8 @@ struct Prepared {
     /// The directory streams (a thread reading one must not leave its lock taken in the
     /// child's copy).
     streams: ForkMutexGuard<'static, HashMap<usize, Box<DirStream>>>,
+    /// The records of mappings (`mmap.rs`, [`super::mmap::held_for_fork`]).
+    maps: super::mmap::MapsHeld,
     /// The open files whose positions are locked (their guards forgotten) until after.
     files: Vec<Arc<OpenFile>>,
     /// The mount's own preparation; None when the child cannot join (a mount of one
@@ -167,15 +169,20 @@ pub(super) fn before_fork() -> Option<Box<dyn std::any::Any>> {
             }
         }
     }
+    // The records of mappings, which the follower thread changes (`mmap/follow.rs`): a
+    // child must not start with them locked. After the positions (a write holds its
+    // position while it updates the records), before the file system's fork lock (the
+    // follower waits for that lock holding the records).
+    let maps = super::mmap::held_for_fork();
     let descriptors = s.fds.lock();
     let streams = s.dirs.lock();
     let fork = if shareable { fs.prepare_fork(&handles) } else { None };
-    Some(Box::new(Prepared { copies, descriptors, streams, files, fork }))
+    Some(Box::new(Prepared { copies, maps, descriptors, streams, files, fork }))
 }
 
 /// After `fork`, in both processes (`pid` 0 in the child).
 pub(super) fn after_fork(prepared: Option<Box<dyn std::any::Any>>, pid: libc::pid_t) {
-    let Some(Prepared { copies, descriptors, streams, files, fork }) =
+    let Some(Prepared { copies, maps, descriptors, streams, files, fork }) =
         prepared.and_then(|p| p.downcast().ok()).map(|p| *p)
     else {
         return;
@@ -196,11 +203,7 @@ pub(super) fn after_fork(prepared: Option<Box<dyn std::any::Any>>, pid: libc::pi
         };
         match joined {
             // The fork handler (`after_fork_in_child` below) marked the child; it joined.
-            Ok(()) => {
-                FORKED.store(false, Ordering::Relaxed);
-                // The parent's mappings are the child's: so is following them.
-                super::mmap::follow_in_child();
-            }
+            Ok(()) => FORKED.store(false, Ordering::Relaxed),
             Err(e) => {
                 eprintln!("hashfs_preload: this forked child cannot use the image ({e}); its paths fail with EIO");
                 FORKED.store(true, Ordering::Relaxed);
@@ -220,5 +223,10 @@ pub(super) fn after_fork(prepared: Option<Box<dyn std::any::Any>>, pid: libc::pi
     }
     drop(streams);
     drop(descriptors);
+    drop(maps);
     drop(copies);
+    if pid == 0 && !FORKED.load(Ordering::Relaxed) {
+        // The parent's mappings are the joined child's: so is following them.
+        super::mmap::follow_in_child();
+    }
 }

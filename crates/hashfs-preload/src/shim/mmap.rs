@@ -87,7 +87,8 @@ impl FileMap {
     }
 }
 
-static MAPS: Mutex<Vec<FileMap>> = Mutex::new(Vec::new());
+/// A lock held across `fork` and let go in both processes ([`held_for_fork`]).
+static MAPS: hashfs::ForkMutex<Vec<FileMap>> = hashfs::ForkMutex::new(Vec::new());
 /// Records in MAPS, read without the lock on every write.
 static MAP_COUNT: AtomicUsize = AtomicUsize::new(0);
 /// Records in MAPS with watched holes, read without the lock on every read.
@@ -124,13 +125,19 @@ pub(super) fn forget_all() {
     recount(&maps);
 }
 
+/// The records held across `fork` (`fork.rs`): the follower thread changes them, and a
+/// child must not start with them taken.
+pub(super) struct MapsHeld(#[allow(dead_code)] hashfs::ForkMutexGuard<'static, Vec<FileMap>>);
+
+pub(super) fn held_for_fork() -> MapsHeld {
+    MapsHeld(MAPS.lock())
+}
+
 /// In a forked child that joined the image: follows the mappings it inherited
 /// (`follow.rs`; the parent's thread is not the child's).
 pub(super) fn follow_in_child() {
     if MAP_COUNT.load(Ordering::Relaxed) > 0 {
-        if let Some(maps) = MAPS.try_lock() {
-            follow::after_recount(&maps);
-        }
+        follow::after_recount(&MAPS.lock());
     }
 }
 
