@@ -413,6 +413,38 @@ mod tests {
         check_and_remove(image);
     }
 
+    /// A writer's file `/f` that a read-only participant opens while, when the reader
+    /// reaches the race point `at`, the writer renames a new file over it and makes an empty
+    /// one, which takes the freed inode (asserted): the bytes the reader's open reads, or its
+    /// error. The image is checked and removed either way.
+    fn read_beside_a_rename(name: &str, at: &'static str) -> crate::Result<Vec<u8>> {
+        let image = &image(name);
+        let (a, _) = FileSystem::open_shared(image).unwrap();
+        a.write(Path::new("/f"), b"the old file").unwrap();
+        let old = a.metadata(Path::new("/f")).unwrap().ino;
+        let (b, _) = FileSystem::open_read_only(image).unwrap();
+        let took = std::sync::Mutex::new(None);
+        let f = with_between(
+            at,
+            || {
+                a.write(Path::new("/t"), b"the new file").unwrap();
+                a.rename(Path::new("/t"), Path::new("/f")).unwrap();
+                a.write(Path::new("/empty"), b"").unwrap();
+                *took.lock().unwrap() = Some(a.metadata(Path::new("/empty")).unwrap().ino);
+            },
+            || b.open_file(Path::new("/f"), OpenOptions::new().read(true)),
+        );
+        assert_eq!(took.lock().unwrap().take(), Some(old), "the empty file takes the freed inode");
+        let read = f.map(|f| {
+            let mut buf = [0u8; 64];
+            let n = f.read_at(0, &mut buf).unwrap();
+            buf[..n].to_vec()
+        });
+        drop((a, b));
+        check_and_remove(image);
+        read
+    }
+
     /// A writer renames a file over the one a read-only participant is opening (after the
     /// reader resolved the name, before it found the inode) and makes a new empty file,
     /// which takes the freed inode: the reader must open the old file or the new one under
@@ -422,32 +454,8 @@ mod tests {
     /// opens in calls of its own, runs them as one with `FileSystem::read_together`.)
     #[test]
     fn an_open_beside_a_rename_opens_a_file_the_name_had() {
-        let image = &image("ro-open");
-        let (a, _) = FileSystem::open_shared(image).unwrap();
-        a.write(Path::new("/f"), b"the old file").unwrap();
-        let old = a.metadata(Path::new("/f")).unwrap().ino;
-        let (b, _) = FileSystem::open_read_only(image).unwrap();
-        let took = std::sync::Mutex::new(None);
-        let f = with_between(
-            "open: a read-only participant resolved the name",
-            || {
-                a.write(Path::new("/t"), b"the new file").unwrap();
-                a.rename(Path::new("/t"), Path::new("/f")).unwrap();
-                a.write(Path::new("/empty"), b"").unwrap();
-                *took.lock().unwrap() = Some(a.metadata(Path::new("/empty")).unwrap().ino);
-            },
-            || b.open_file(Path::new("/f"), OpenOptions::new().read(true)).unwrap(),
-        );
-        assert_eq!(took.lock().unwrap().take(), Some(old), "the empty file takes the freed inode");
-        let mut buf = [0u8; 64];
-        let n = f.read_at(0, &mut buf).unwrap();
-        assert!(
-            &buf[..n] == b"the old file" || &buf[..n] == b"the new file",
-            "{:?}",
-            String::from_utf8_lossy(&buf[..n])
-        );
-        drop((f, a, b));
-        check_and_remove(image);
+        let read = read_beside_a_rename("ro-open", "open: a read-only participant resolved the name").unwrap();
+        assert!(read == b"the old file" || read == b"the new file", "{:?}", String::from_utf8_lossy(&read));
     }
 
     /// A writer renames a file over the one a read-only participant is opening after the
@@ -458,29 +466,9 @@ mod tests {
     /// empty file), the stale open not tried again (`open-stale-not-retried`: ESTALE).
     #[test]
     fn an_open_whose_inode_is_freed_before_its_pin_opens_the_name_again() {
-        let image = &image("ro-pin");
-        let (a, _) = FileSystem::open_shared(image).unwrap();
-        a.write(Path::new("/f"), b"the old file").unwrap();
-        let old = a.metadata(Path::new("/f")).unwrap().ino;
-        let (b, _) = FileSystem::open_read_only(image).unwrap();
-        let took = std::sync::Mutex::new(None);
-        let f = with_between(
-            "open: a read-only participant found the inode",
-            || {
-                a.write(Path::new("/t"), b"the new file").unwrap();
-                a.rename(Path::new("/t"), Path::new("/f")).unwrap();
-                a.write(Path::new("/empty"), b"").unwrap();
-                *took.lock().unwrap() = Some(a.metadata(Path::new("/empty")).unwrap().ino);
-            },
-            || b.open_file(Path::new("/f"), OpenOptions::new().read(true)),
-        )
-        .expect("the open, tried again, finds the new file");
-        assert_eq!(took.lock().unwrap().take(), Some(old), "the empty file takes the freed inode");
-        let mut buf = [0u8; 64];
-        let n = f.read_at(0, &mut buf).unwrap();
-        assert_eq!(&buf[..n], b"the new file", "{:?}", String::from_utf8_lossy(&buf[..n]));
-        drop((f, a, b));
-        check_and_remove(image);
+        let read = read_beside_a_rename("ro-pin", "open: a read-only participant found the inode")
+            .expect("the open, tried again, finds the new file");
+        assert_eq!(read, b"the new file", "{:?}", String::from_utf8_lossy(&read));
     }
 
     /// A file a read-only participant has open stays whole when a writer removes it and
