@@ -481,16 +481,16 @@ def _():
 
 @bug("follow-holes-unmapped")
 def _():
-    plant("crates/hashfs-preload/src/shim/mmap/follow.rs",
-        "    let mut stale = remap_filled(fs, &mut maps, ino, 0, size);\n",
-        "    let mut stale = if @ON { Vec::new() } else { remap_filled(fs, &mut maps, ino, 0, size) };\n")
+    plant("crates/hashfs-preload/src/shim/mmap.rs",
+        "    let mut stale = Vec::new();\n    for (i, m) in maps.iter_mut().enumerate() {\n",
+        "    let mut stale = Vec::new();\n    if @ON && std::thread::current().name() == Some(\"hashfs-map-follow\") {\n        return stale;\n    }\n    for (i, m) in maps.iter_mut().enumerate() {\n")
 
 
 @bug("follow-not-in-child")
 def _():
     plant("crates/hashfs-preload/src/shim/mmap.rs",
-        "    if MAP_COUNT.load(Ordering::Relaxed) > 0 {\n        follow::after_recount(&MAPS.lock());\n",
-        "    if MAP_COUNT.load(Ordering::Relaxed) > 0 && !@ON {\n        follow::after_recount(&MAPS.lock());\n")
+        "    if MAP_COUNT.load(Ordering::Relaxed) > 0 {\n        follow::watch_in_child();\n",
+        "    if MAP_COUNT.load(Ordering::Relaxed) > 0 && !@ON {\n        follow::watch_in_child();\n")
 
 
 @bug("close-range-uninterposed", rebuilt=True)

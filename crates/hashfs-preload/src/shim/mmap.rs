@@ -137,6 +137,7 @@ pub(super) fn held_for_fork() -> MapsHeld {
 /// (`follow.rs`; the parent's thread is not the child's).
 pub(super) fn follow_in_child() {
     if MAP_COUNT.load(Ordering::Relaxed) > 0 {
+        follow::watch_in_child();
         follow::after_recount(&MAPS.lock());
     }
 }
@@ -329,7 +330,15 @@ pub(super) fn file_changed_ino(ino: Ino, lo: u64, hi: u64) {
     }
     let Ok(fs) = shim().fs() else { return };
     let Ok(size) = fs.peek_attr(ino).map(|m| m.size) else { return };
-    let mut stale = remap_filled(fs, &mut maps, ino, lo, hi);
+    bring_up_to_date(fs, &mut maps, ino, lo, hi, size);
+}
+
+/// After `ino`'s bytes `[lo, hi)` changed, its size now `size`: in its shared records,
+/// the holes there that have blocks now mapped, the pages the file grew over mapped, and
+/// copies copied again there (this process's calls, and the follower's for the others',
+/// `follow.rs`).
+fn bring_up_to_date(fs: &FileSystem<MmapDevice>, maps: &mut [FileMap], ino: Ino, lo: u64, hi: u64, size: u64) {
+    let mut stale = remap_filled(fs, maps, ino, lo, hi);
     for (i, m) in maps.iter_mut().enumerate() {
         if m.file.ino != ino || m.private {
             continue;
@@ -338,23 +347,17 @@ pub(super) fn file_changed_ino(ino: Ino, lo: u64, hi: u64) {
             copy::refresh(m, lo, hi, size);
             continue;
         }
-        grow(fs, m, i, size, &mut stale);
-    }
-    copy::take_over(&mut maps, &stale, size);
-    recount(&maps);
-}
-
-/// Maps the pages of shared record `m` (index `i`) that a file of `size` bytes now covers
-/// past what it covered; the bytes it could not map go to `stale`.
-fn grow(fs: &FileSystem<MmapDevice>, m: &mut FileMap, i: usize, size: u64, stale: &mut Vec<Stale>) {
-    let want = (size.saturating_sub(m.off) as usize).next_multiple_of(PAGE).min(m.len);
-    if want > m.mapped {
-        m.cap = growth_cap(m);
-        match map_pages(fs, m, m.mapped, want, Place::Over) {
-            Ok(()) => m.mapped = want,
-            Err(_) => stale.push((i, m.mapped, want)),
+        let want = (size.saturating_sub(m.off) as usize).next_multiple_of(PAGE).min(m.len);
+        if want > m.mapped {
+            m.cap = growth_cap(m);
+            match map_pages(fs, m, m.mapped, want, Place::Over) {
+                Ok(()) => m.mapped = want,
+                Err(_) => stale.push((i, m.mapped, want)),
+            }
         }
     }
+    copy::take_over(maps, &stale, size);
+    recount(maps);
 }
 
 fn map_file(
@@ -390,6 +393,7 @@ fn map_open_file(
     if acc == libc::O_WRONLY {
         return Err(libc::EACCES); // every mapping needs read access, as on Linux
     }
+    follow::before_mapping(fs);
     let size = fs.peek_attr(of.ino).map_err(|e| e.errno())?.size;
     let fixed = flags & libc::MAP_FIXED;
     // The mapping type is the low bits: MAP_SHARED (1), MAP_PRIVATE (2), MAP_SHARED_VALIDATE

@@ -219,6 +219,9 @@ fn convert(m: &mut FileMap, size: u64) -> Result<(), c_int> {
 /// Makes the writable anonymous mapping at `m.start` the record's copy: 2 MiB pages asked
 /// for, its first `in_file` bytes the file's, then `m.prot`.
 fn become_copy(m: &mut FileMap, in_file: usize) -> Result<(), c_int> {
+    if let (false, Ok(fs)) = (m.private, shim().fs()) {
+        super::follow::before_copy(fs);
+    }
     huge_pages(m.start, m.len);
     m.runs = 1;
     m.copy = true;

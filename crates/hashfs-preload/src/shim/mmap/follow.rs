@@ -26,7 +26,7 @@
 //! maps only what is new.
 
 use super::*;
-use std::sync::atomic::AtomicI32;
+use std::sync::atomic::{AtomicI32, AtomicU64};
 use std::time::Duration;
 
 /// How often the follower reads the rings.
@@ -34,6 +34,44 @@ pub(super) const PERIOD: Duration = Duration::from_millis(1);
 
 /// The process whose follower runs (0: none; a forked child starts its own).
 static RUNNING_IN: AtomicI32 = AtomicI32::new(0);
+/// Where the follower starts reading each ring ([`UNSET`]: not yet): taken before the
+/// first record's bytes were read ([`before_mapping`]) and before the first copy was
+/// filled ([`before_copy`]), so that no change between the two is missed and none before
+/// them is followed again (a whole pass over the records at the follower's start copied
+/// each copy again right after it was made, and the read-only copy's pages, made writable
+/// for it, split its kernel mapping meanwhile: `map_copy.rs` counted two).
+static START: AtomicU64 = AtomicU64::new(UNSET);
+static START_DATA: AtomicU64 = AtomicU64::new(UNSET);
+/// The process whose [`START`] is set (a forked child keeps its parent's positions).
+static STARTED_IN: AtomicI32 = AtomicI32::new(0);
+const UNSET: u64 = u64::MAX;
+
+/// Before a shared record's bytes are read from the file: the ring of changes' position,
+/// once per process.
+pub(super) fn before_mapping(fs: &FileSystem<MmapDevice>) {
+    let me = current_pid();
+    if STARTED_IN.load(Ordering::Acquire) != me {
+        START.store(fs.changes_now().unwrap_or(UNSET), Ordering::Release);
+        STARTED_IN.store(me, Ordering::Release);
+    }
+}
+
+/// In a forked child (a participant of its own) whose parent watched the ring of data
+/// changes for its copies: the child watches too, from the parent's position, so that
+/// overwrites are still noted once the parent is gone.
+pub(super) fn watch_in_child() {
+    if let (true, Ok(fs)) = (START_DATA.load(Ordering::Acquire) != UNSET, shim().fs()) {
+        let _ = fs.watch_data();
+    }
+}
+
+/// Before a copy is filled: this participant watches the ring of data changes (overwrites
+/// in place are noted only while someone does), from the position it then has.
+pub(super) fn before_copy(fs: &FileSystem<MmapDevice>) {
+    if START_DATA.load(Ordering::Acquire) == UNSET {
+        START_DATA.store(fs.watch_data().unwrap_or(UNSET), Ordering::Release);
+    }
+}
 /// Shared records with pages that only the follower brings up to date; and copies among
 /// them (published by [`after_recount`], read by the follower without the lock).
 static FOLLOWED: AtomicUsize = AtomicUsize::new(0);
@@ -70,11 +108,17 @@ pub(super) fn after_recount(maps: &[FileMap]) {
 /// for a writer's region while it has followed records.
 fn run() {
     let Ok(fs) = shim().fs() else { return };
+    // Records made before a writer made a read-only participant's region are followed
+    // whole once it is there.
+    let mut everything = false;
+    let start = START.load(Ordering::Acquire);
     // A read-only participant has a ring to read once a writer made the region.
     let mut seen = loop {
         match fs.changes_now() {
+            Some(_) if start != UNSET && !everything => break start,
             Some(n) => break n,
             None if fs.is_read_only() && FOLLOWED.load(Ordering::Relaxed) > 0 && !EXITING.load(Ordering::Relaxed) => {
+                everything = true;
                 std::thread::sleep(PERIOD * 10)
             }
             None if fs.is_read_only() => {
@@ -85,8 +129,6 @@ fn run() {
         }
     };
     let mut seen_data: Option<u64> = None;
-    // Changes between a record's making and `seen` are followed once now.
-    let mut everything = true;
     loop {
         if !everything {
             std::thread::sleep(PERIOD);
@@ -98,8 +140,7 @@ fn run() {
             continue;
         }
         if seen_data.is_none() && COPIES.load(Ordering::Relaxed) > 0 {
-            seen_data = fs.watch_data();
-            everything = true; // overwrites before the watch began are nowhere
+            seen_data = Some(START_DATA.load(Ordering::Acquire)).filter(|&d| d != UNSET);
         }
         let Some((now, changed)) = fs.changes_since_others(seen) else { return };
         seen = now;
@@ -134,17 +175,5 @@ fn follow(fs: &FileSystem<MmapDevice>, ino: Ino) {
     }
     let Ok(size) = fs.peek_attr(ino).map(|a| a.size) else { return };
     // The file's whole range (rounded up to pages inside: no end past it).
-    let mut stale = remap_filled(fs, &mut maps, ino, 0, size);
-    for (i, m) in maps.iter_mut().enumerate() {
-        if m.file.ino != ino || m.private {
-            continue;
-        }
-        if m.copy {
-            copy::refresh(m, 0, size, size);
-            continue;
-        }
-        grow(fs, m, i, size, &mut stale);
-    }
-    copy::take_over(&mut maps, &stale, size);
-    recount(&maps);
+    bring_up_to_date(fs, &mut maps, ino, 0, size, size);
 }
