@@ -169,7 +169,7 @@ impl Scale {
         // At least ten 4 MiB extents in all (one per insert trial).
         spfs_file_bytes: 20 << 20,
         spfs_lookups: 100,
-        winefs_image_bytes: 256 << 20,
+        winefs_image_bytes: 128 << 20,
         winefs_file_bytes: 4 << 20,
         winefs_small_files: 10,
         ycsb_records: 2_000,
