@@ -747,3 +747,40 @@ fn fsync_on_an_image_in_memory_sends_nothing_and_loses_nothing() {
     m.stop();
     m.fsck_clean();
 }
+
+/// lseek's SEEK_DATA and SEEK_HOLE reach the daemon (`FileSystem::seek`): a run, a hole
+/// between runs, a hole at the end, at and past the end (a directory's lseek the kernel
+/// answers itself). Before 2026-12-06 the daemon answered ENOSYS and the kernel took the
+/// whole file for data.
+#[test]
+fn seek_data_and_seek_hole_find_the_holes() {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::fs::FileExt;
+    if !fuse_available() {
+        return;
+    }
+    const B: i64 = 4096;
+    let m = Mounted::new("64M");
+    let f = fs::OpenOptions::new().read(true).write(true).create(true).truncate(false).open(m.path("sparse")).unwrap();
+    f.write_all_at(&[1u8; 3 * B as usize], 0).unwrap();
+    f.write_all_at(b"x", 7 * B as u64 + 10).unwrap();
+    f.set_len(10 * B as u64).unwrap();
+    let at = |f: &fs::File, off: i64, whence: i32| {
+        // SAFETY: lseek on a descriptor this test holds open; no memory is passed.
+        let r = unsafe { libc::lseek(f.as_raw_fd(), off, whence) };
+        if r < 0 {
+            Err(std::io::Error::last_os_error().raw_os_error().unwrap())
+        } else {
+            Ok(r)
+        }
+    };
+    let (data, hole) = (libc::SEEK_DATA, libc::SEEK_HOLE);
+    assert_eq!(at(&f, 0, hole), Ok(3 * B), "the first hole");
+    assert_eq!(at(&f, 100, data), Ok(100), "inside data: the offset itself");
+    assert_eq!(at(&f, 3 * B, data), Ok(7 * B), "the next run");
+    assert_eq!(at(&f, 7 * B, hole), Ok(8 * B));
+    assert_eq!(at(&f, 8 * B, data), Err(libc::ENXIO), "no data after the last run");
+    assert_eq!(at(&f, 9 * B, hole), Ok(9 * B), "the hole at the end");
+    assert_eq!(at(&f, 10 * B, hole), Err(libc::ENXIO), "at the end");
+    assert_eq!(at(&f, -1, data), Err(libc::ENXIO));
+}

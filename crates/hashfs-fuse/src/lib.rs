@@ -28,8 +28,8 @@ pub use watch::{watch_changes, WATCH_PERIOD};
 use fuser::{
     Errno, FileAttr, FileHandle, FileType as FuseType, Filesystem, FopenFlags, Generation, INodeNo, InitFlags,
     KernelConfig, LockOwner, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory,
-    ReplyDirectoryPlus, ReplyEmpty, ReplyEntry, ReplyLock, ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr, Request,
-    TimeOrNow, WriteFlags,
+    ReplyDirectoryPlus, ReplyEmpty, ReplyEntry, ReplyLock, ReplyLseek, ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr,
+    Request, TimeOrNow, WriteFlags,
 };
 use hashfs::pm::PmDevice;
 use hashfs::Access;
@@ -1049,6 +1049,21 @@ impl<D: PmDevice> Filesystem for HashFsFuse<D> {
         }
         match self.ino(i).and_then(|i| self.fs.remove_xattr(i, name.as_bytes())) {
             Ok(()) => reply.ok(),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    /// The kernel asks only for SEEK_DATA and SEEK_HOLE (it serves the others itself).
+    fn lseek(&self, _req: &Request, i: INodeNo, _fh: FileHandle, offset: i64, whence: i32, reply: ReplyLseek) {
+        let what = match whence {
+            libc::SEEK_DATA => hashfs::Seek::Data,
+            libc::SEEK_HOLE => hashfs::Seek::Hole,
+            _ => return reply.error(Errno::EINVAL),
+        };
+        let Ok(off) = u64::try_from(offset) else { return reply.error(Errno::ENXIO) }; // as tmpfs
+        match self.ino(i).and_then(|i| self.fs.seek(i, off, what)) {
+            Ok(Some(at)) => reply.offset(at as i64),
+            Ok(None) => reply.error(Errno::ENXIO),
             Err(e) => reply.error(errno(&e)),
         }
     }

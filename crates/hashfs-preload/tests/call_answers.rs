@@ -20,6 +20,7 @@
 //! And the working directory, which the shim kept by its path: after a rename of it,
 //! relative paths went to the old name (here, to the new directory made there), and a
 //! removed one's `getcwd` gave its old path (Linux: ENOENT).
+//! And `lseek`'s SEEK_DATA and SEEK_HOLE took the whole file for data (2026-12-06).
 
 mod common;
 
@@ -423,5 +424,39 @@ fn descriptor_links_answer_as_the_kernels() {
             "listdir of the cwd link ['f']",
             "a shell writing through /dev/fd two\nthree",
         ],
+    );
+}
+
+const SEEK: &str = r#"
+B = 4096
+fd = os.open(d + "/sparse", os.O_RDWR | os.O_CREAT, 0o644)
+t("empty file, SEEK_DATA", lambda: str(os.lseek(fd, 0, os.SEEK_DATA)))
+t("empty file, SEEK_HOLE", lambda: str(os.lseek(fd, 0, os.SEEK_HOLE)))
+os.pwrite(fd, b"a" * 3 * B, 0)
+os.pwrite(fd, b"b", 7 * B + 10)
+os.ftruncate(fd, 10 * B)
+def both(label):
+    for off in [0, 100, 2 * B + 5, 3 * B, 4 * B + 1, 7 * B, 8 * B, 9 * B, 10 * B, 10**9, -1]:
+        t(f"{label}: SEEK_DATA {off}", lambda: str(os.lseek(fd, off, os.SEEK_DATA)))
+        t(f"{label}: SEEK_HOLE {off}", lambda: str(os.lseek(fd, off, os.SEEK_HOLE)))
+        t(f"{label}: offset after {off}", lambda: str(os.lseek(fd, 0, os.SEEK_CUR)))
+both("written")
+# (Not a preallocation: tmpfs reports its blocks allocated and never written as holes,
+# HashFS's mappings, which keep no unwritten state, as data: fs/seek.rs.)
+os.pwrite(fd, b"c" * 2 * B, 4 * B)
+both("filled")
+cerr(libc.fallocate(fd, 3, ctypes.c_long(B), ctypes.c_long(B)))
+both("punched")
+t("SEEK_DATA on a directory", lambda: str(os.lseek(os.open(d, os.O_RDONLY), 0, os.SEEK_DATA)))
+"#;
+
+/// lseek's SEEK_DATA and SEEK_HOLE over runs, holes, a hole at the end, a filled hole and
+/// a punched block, at and past the end and below zero, on a directory, and where each
+/// leaves the offset.
+#[test]
+fn seek_data_and_seek_hole_answer_as_the_kernels() {
+    answers_with_libc(
+        SEEK,
+        &["written: SEEK_HOLE 0 12288", "filled: SEEK_DATA 12288 16384", "punched: SEEK_HOLE 0 4096"],
     );
 }

@@ -32,6 +32,7 @@ pub use fs::api::Access;
 pub use fs::map::{BlockPin, Mapping};
 pub use fs::ops::{perm_without_set_id, Owner, RenameMode, SetTime};
 pub use fs::perm::{in_caller_group, with_ids, Ids, MAY_EXEC, MAY_READ, MAY_WRITE};
+pub use fs::seek::Seek;
 pub use fs::shared::{Changed, Fork, ForkMutex, ForkMutexGuard};
 pub use fs::untorn::{untorn_aligned_limit, untorn_limit};
 pub use fs::xattr::XattrMode;

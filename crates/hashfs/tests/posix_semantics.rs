@@ -683,3 +683,52 @@ fn format_2_images_mount_and_are_stamped_current() {
     assert_eq!(hashfs::read_superblock(&*dev).unwrap().0.format_version, FORMAT_VERSION);
     assert_fsck_clean(&dev);
 }
+
+/// lseek's SEEK_DATA and SEEK_HOLE (`FileSystem::seek`): a run of several blocks, a hole
+/// between runs, a hole at the end of the file, preallocated blocks (data), a punched one
+/// (a hole again), and the end of the file or past it (ENXIO's None).
+#[test]
+fn seek_data_and_seek_hole_find_runs_and_holes() {
+    use hashfs::Seek::{Data, Hole};
+    const B: u64 = 4096;
+    let (fs, dev) = new_fs(8 << 20, &small_opts());
+    let f = fs.open_file(p("/s"), OpenOptions::new().read(true).write(true).create(true)).unwrap();
+    let ino = f.metadata().unwrap().ino;
+    assert_eq!(fs.seek(ino, 0, Data).unwrap(), None, "an empty file has no data");
+    assert_eq!(fs.seek(ino, 0, Hole).unwrap(), None, "nor a hole: offset 0 is its end");
+    // Blocks 0-2 in one write, a hole at 3-6, block 7, a hole to the end at 10 blocks.
+    f.write_at(0, &[1u8; 3 * B as usize]).unwrap();
+    f.write_at(7 * B + 10, b"x").unwrap();
+    f.set_len(10 * B).unwrap();
+    let at = |off, what| fs.seek(ino, off, what).unwrap();
+    assert_eq!(at(0, Data), Some(0));
+    assert_eq!(at(100, Data), Some(100), "inside data: the offset itself");
+    assert_eq!(at(0, Hole), Some(3 * B), "the run of three blocks stepped over whole");
+    assert_eq!(at(2 * B + 5, Hole), Some(3 * B));
+    assert_eq!(at(3 * B, Data), Some(7 * B));
+    assert_eq!(at(4 * B + 1, Hole), Some(4 * B + 1), "inside a hole: the offset itself");
+    assert_eq!(at(7 * B, Hole), Some(8 * B));
+    assert_eq!(at(8 * B, Data), None, "no data after the last block");
+    assert_eq!(at(9 * B, Hole), Some(9 * B));
+    assert_eq!(at(10 * B, Data), None, "at the end");
+    assert_eq!(at(10 * B, Hole), None, "at the end");
+    assert_eq!(at(u64::MAX, Hole), None, "far past the end");
+    // Preallocated blocks are data; a punched block is a hole.
+    f.fallocate(4 * B, 2 * B, FallocateMode::Allocate).unwrap();
+    assert_eq!(at(3 * B, Data), Some(4 * B));
+    assert_eq!(at(4 * B, Hole), Some(6 * B));
+    f.fallocate(B, B, FallocateMode::PunchHole).unwrap();
+    assert_eq!(at(0, Hole), Some(B));
+    assert_eq!(at(B, Data), Some(2 * B));
+    // The same after a remount (the mapping's own structure, no cache).
+    drop(f);
+    let (fs, dev) = remount(fs, dev);
+    let at = |off, what| fs.seek(ino, off, what).unwrap();
+    assert_eq!(
+        (at(0, Hole), at(B, Data), at(2 * B, Hole), at(3 * B, Data)),
+        (Some(B), Some(2 * B), Some(3 * B), Some(4 * B))
+    );
+    assert_eq!((at(6 * B, Data), at(7 * B, Hole), at(8 * B, Data)), (Some(7 * B), Some(8 * B), None));
+    assert_fsck_clean(&dev);
+    drop(fs);
+}

@@ -2,7 +2,7 @@
 //! (the interposer's [`Data`] calls; the vector forms' work is in `vector`).
 
 use super::*;
-use hashfs::FallocateMode;
+use hashfs::{FallocateMode, Seek};
 use hashfs_interpose::{Data, Errno, IoVecs, Next, Offset, Posix, Served};
 
 pub(super) fn with_file<T>(
@@ -156,11 +156,12 @@ pub(super) fn seek_in(of: &OpenFile, off: off_t, whence: c_int) -> Result<off_t,
         libc::SEEK_SET => off,
         libc::SEEK_CUR => *pos as i64 + off,
         libc::SEEK_END => size()? + off,
-        libc::SEEK_DATA | libc::SEEK_HOLE => match size()? {
-            size if off >= size => return Err(libc::ENXIO),
-            size if whence == libc::SEEK_HOLE => size,
-            _ => off,
-        },
+        libc::SEEK_DATA | libc::SEEK_HOLE => {
+            // (A negative offset is ENXIO, as tmpfs answers.)
+            let what = if whence == libc::SEEK_DATA { Seek::Data } else { Seek::Hole };
+            let off = u64::try_from(off).map_err(|_| libc::ENXIO)?;
+            fs.seek(of.ino, off, what).map_err(|e| e.errno())?.ok_or(libc::ENXIO)? as i64
+        }
         _ => return Err(libc::EINVAL),
     };
     if new < 0 {

@@ -27,6 +27,7 @@ pub mod perm;
 pub(crate) mod race_point;
 pub mod recovery;
 mod rename;
+pub mod seek;
 pub(crate) mod shared;
 pub mod stats;
 mod times;
