@@ -729,6 +729,18 @@ fn seek_data_and_seek_hole_find_runs_and_holes() {
         (Some(B), Some(2 * B), Some(3 * B), Some(4 * B))
     );
     assert_eq!((at(6 * B, Data), at(7 * B, Hole), at(8 * B, Data)), (Some(7 * B), Some(8 * B), None));
+    // A hole longer than the device has blocks: found through the file's mapped runs.
+    let t = fs.open_file(p("/t"), OpenOptions::new().read(true).write(true).create(true)).unwrap();
+    let (far, size) = (600 << 20, 1 << 30);
+    t.write_at(B, b"a").unwrap();
+    t.write_at(far + 5, b"y").unwrap();
+    t.set_len(size).unwrap();
+    let ti = t.metadata().unwrap().ino;
+    let at = |off, what| fs.seek(ti, off, what).unwrap();
+    assert_eq!((at(0, Data), at(B + 7, Data), at(2 * B, Data)), (Some(B), Some(B + 7), Some(far)));
+    assert_eq!((at(far + 9, Data), at(far + B, Data), at(far, Hole)), (Some(far + 9), None, Some(far + B)));
+    assert_eq!((at(size - 1, Data), at(size - 1, Hole)), (None, Some(size - 1)));
+    drop(t);
     assert_fsck_clean(&dev);
     drop(fs);
 }

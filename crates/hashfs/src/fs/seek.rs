@@ -1,13 +1,14 @@
 //! `lseek(SEEK_DATA)` and `lseek(SEEK_HOLE)`: where a file's next mapped block or next hole
 //! begins, so that `cp`, `tar -S` and `rsync` copy a sparse file's data and not its holes'
 //! zeros. A walk of the file's blocks through its mapping's translation (each mapped run
-//! stepped over whole); the end of the file counts as a hole, and preallocated blocks as
+//! stepped over whole; a hole longer than the device, through the file's mapped runs); the end of the file counts as a hole, and preallocated blocks as
 //! data (they read as zeros: the mappings keep no unwritten state, where tmpfs, ext4 and
 //! XFS report blocks allocated and never written as holes).
 
 #![forbid(unsafe_code)]
 
 use super::api::FileSystem;
+use super::verbs::{on_map, MapVerbs};
 use crate::layout::{Ino, Lblk, BLOCK_BYTES};
 use crate::pm::PmDevice;
 use crate::{Error, Result};
@@ -31,8 +32,8 @@ impl<D: PmDevice> FileSystem<D> {
             let st = cell.state.read();
             st.live()?;
             if st.raw.is_dir() {
+                // (As tmpfs answers.)
                 return Err(Error::Invalid("SEEK_DATA or SEEK_HOLE on a directory"));
-                // as tmpfs
             }
             let size = st.raw.size;
             if off >= size {
@@ -40,6 +41,14 @@ impl<D: PmDevice> FileSystem<D> {
             }
             let size_blocks = size.div_ceil(BLOCK_BYTES);
             let mut lblk = off / BLOCK_BYTES;
+            if what == Seek::Data && size_blocks - lblk > self.inner.geo.data_blocks {
+                // More blocks to walk than the device has (a sparse file of a terabyte): one
+                // walk of the file's mapping (on the global tables a scan of the table, as
+                // long as the device) finds its next run instead.
+                let runs = on_map!(self.inner, m => m.mapped_runs(ino, &st.raw))?;
+                let next = runs.iter().find(|&&(first, n)| first.0 + n > lblk).map(|&(first, _)| first.0.max(lblk));
+                return Ok(next.filter(|&b| b < size_blocks).map(|b| off.max(b * BLOCK_BYTES)));
+            }
             while lblk < size_blocks {
                 let run = self.inner.translate(&cell, &st.raw, Lblk(lblk), size_blocks)?;
                 match (run, what) {
