@@ -1,9 +1,10 @@
 //! `lseek(SEEK_DATA)` and `lseek(SEEK_HOLE)`: where a file's next mapped block or next hole
 //! begins, so that `cp`, `tar -S` and `rsync` copy a sparse file's data and not its holes'
 //! zeros. A walk of the file's blocks through its mapping's translation (each mapped run
-//! stepped over whole; a hole longer than the device, through the file's mapped runs); the end of the file counts as a hole, and preallocated blocks as
-//! data (they read as zeros: the mappings keep no unwritten state, where tmpfs, ext4 and
-//! XFS report blocks allocated and never written as holes).
+//! stepped over whole; a hole longer than the device, through the file's mapped runs); the
+//! end of the file counts as a hole, and preallocated blocks as data (they read as zeros:
+//! the mappings keep no unwritten state, where tmpfs, ext4 and XFS report blocks allocated
+//! and never written as holes).
 
 #![forbid(unsafe_code)]
 
