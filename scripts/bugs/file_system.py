@@ -390,6 +390,13 @@ def _():
         "                Err(Error::Stale(_)) if tries < OPEN_RETRIES && !@ON => {}\n")
 
 
+@bug("read-held-holds-nothing")
+def _():
+    plant("crates/hashfs/src/fs/api.rs",
+        "            let _read = self.inner.enter_read();\n            calls()\n",
+        "            let _read = (!@ON).then(|| self.inner.enter_read());\n            calls()\n")
+
+
 @bug("link-prefix-kept")
 def _():
     plant("crates/hashfs/src/fs/api.rs",

@@ -175,6 +175,48 @@ fn threads_of_two_participants_creating_in_one_directory() {
     img.check();
 }
 
+/// A name resolved and the inode it named then read, under one hold of the image
+/// (`FileSystem::read_held` for a stat, `hold_image` for the calls that take the image
+/// lock): another participant's rename over the name waits until the hold ends, so the
+/// inode read is the one the name had (before, the shim's stat by path resolved and read
+/// in two calls, and a rename between them freed the inode: ESTALE, in CI). The rename
+/// is started once the name is resolved and given 100 ms to come between; it must not.
+#[test]
+fn a_rename_over_a_name_waits_for_a_call_that_resolved_it() {
+    let img = Image::new("held");
+    let (a, b) = (img.join(), img.join());
+    for (hold, lock) in [("read_held", false), ("hold_image", true)] {
+        a.write(p("/f"), b"old").unwrap();
+        b.write(p("/t"), b"the new one").unwrap();
+        let renamed = std::sync::atomic::AtomicBool::new(false);
+        let (tx, rx) = std::sync::mpsc::channel();
+        let seen = std::thread::scope(|s| {
+            let (b, renamed) = (&b, &renamed);
+            s.spawn(move || {
+                rx.recv().unwrap();
+                b.rename(p("/t"), p("/f")).unwrap();
+                renamed.store(true, std::sync::atomic::Ordering::SeqCst);
+            });
+            let call = || {
+                let ino = a.resolve(p("/f"))?;
+                tx.send(()).unwrap();
+                std::thread::sleep(Duration::from_millis(100));
+                assert!(!renamed.load(std::sync::atomic::Ordering::SeqCst), "{hold}: a rename came between");
+                a.getattr(ino)
+            };
+            if lock {
+                a.hold_image(call)
+            } else {
+                a.read_held(call)
+            }
+        });
+        assert_eq!(seen.map(|m| m.size).map_err(|e| e.to_string()), Ok(3), "{hold}: the old file's size");
+        assert_eq!(a.read(p("/f")).unwrap(), b"the new one", "{hold}: the rename, after");
+    }
+    drop((a, b));
+    img.check();
+}
+
 /// Starts a child participant on `img` and waits until it has joined the image (20 s at
 /// most): None when it could not (a joining mount that finds the image inconsistent, as a
 /// death left unrecovered leaves it, fails, and the child says nothing).

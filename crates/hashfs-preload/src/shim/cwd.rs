@@ -147,14 +147,16 @@ fn park_kernel_cwd() -> Result<(), c_int> {
 /// Enters directory `path` of the image (search permission checked as the kernel would).
 fn enter(path: &Path) -> Result<(), c_int> {
     let fs = shim().fs()?;
-    let ino = fs.resolve(path).map_err(|e| e.errno())?;
-    let md = fs.peek_attr(ino).map_err(|e| e.errno())?;
-    if !md.is_dir() {
-        return Err(libc::ENOTDIR);
-    }
-    if !super::permitted(&md, libc::X_OK) {
-        return Err(libc::EACCES);
-    }
+    let ino = super::path::on_inode_errno(fs, path, LastLink::Follow, super::path::Hold::Read, |ino| {
+        let md = fs.peek_attr(ino).map_err(|e| e.errno())?;
+        if !md.is_dir() {
+            return Err(libc::ENOTDIR);
+        }
+        if !super::permitted(&md, libc::X_OK) {
+            return Err(libc::EACCES);
+        }
+        Ok(ino)
+    })?;
     park_kernel_cwd()?;
     if in_vfork_child() {
         *VFORK_CWD.lock() = Some(Some(path.to_path_buf()));

@@ -17,12 +17,13 @@ pub struct DirStream {
 pub(super) fn open_dir_stream(path: &Path, fd: c_int) -> Result<*mut libc::DIR, c_int> {
     let s = shim();
     let fs = s.fs()?;
-    let ino = fs.resolve(path).map_err(|e| e.errno())?;
-    let md = fs.peek_attr(ino).map_err(|e| e.errno())?;
-    if !md.is_dir() {
-        return Err(libc::ENOTDIR);
-    }
-    let entries = list(fs, ino)?;
+    // The name resolved and its entries read in one state of the image (`path::on_inode`).
+    let (ino, entries) = super::path::on_inode_errno(fs, path, LastLink::Follow, super::path::Hold::Lock, |ino| {
+        if !fs.peek_attr(ino).map_err(|e| e.errno())?.is_dir() {
+            return Err(libc::ENOTDIR);
+        }
+        Ok((ino, list(fs, ino)?))
+    })?;
     // SAFETY: dirent64 is plain data.
     let ds = Box::new(DirStream { ino, entries, next: 0, fd, ent: unsafe { std::mem::zeroed() } });
     let ptr = &*ds as *const DirStream as usize;

@@ -9,19 +9,33 @@ use hashfs_interpose::{Errno, Metadata, Next, Served, Times};
 use io::served;
 use path::kernel_call0;
 
-/// The inode that (dirfd, path, flags) names, if it is ours: `AT_EMPTY_PATH` with an empty
-/// path names the descriptor itself.
-pub(super) fn target_at(dirfd: c_int, path: &CStr, flags: c_int) -> Option<Result<Ino, c_int>> {
+/// What (dirfd, path, flags) names, if it is ours: one of the shim's descriptors
+/// (`AT_EMPTY_PATH` with an empty path names the descriptor itself) or a path in the image.
+pub(super) enum Target {
+    Ino(Result<Ino, c_int>),
+    Path(PathBuf, LastLink),
+}
+
+impl Target {
+    /// `op` on the inode named: a path resolved and `op` run under one hold of the image
+    /// (`path::on_inode`), a descriptor's inode as it is (the descriptor keeps it).
+    pub(super) fn on<T>(self, hold: path::Hold, op: impl FnMut(Ino) -> Result<T, c_int>) -> Result<T, c_int> {
+        match self {
+            Target::Ino(ino) => ino.and_then(op),
+            Target::Path(p, last) => shim().fs().and_then(|fs| path::on_inode_errno(fs, &p, last, hold, op)),
+        }
+    }
+}
+
+/// What (dirfd, path, flags) names, if it is ours ([`Target`]).
+pub(super) fn target_at(dirfd: c_int, path: &CStr, flags: c_int) -> Option<Target> {
     if path.is_empty() && flags & libc::AT_EMPTY_PATH != 0 {
         if let Some(ino) = fd_target(dirfd) {
-            return Some(ino);
+            return Some(Target::Ino(ino));
         }
     }
     let p = fs_path_at_of(dirfd, path)?;
-    Some(shim().fs().and_then(|fs| {
-        let r = if flags & libc::AT_SYMLINK_NOFOLLOW != 0 { fs.resolve_nofollow(&p) } else { fs.resolve(&p) };
-        r.map_err(|e| e.errno())
-    }))
+    Some(Target::Path(p, if flags & libc::AT_SYMLINK_NOFOLLOW != 0 { LastLink::NoFollow } else { LastLink::Follow }))
 }
 
 /// EINVAL for flags other than the two that fchmodat, fchownat and utimensat know, as
@@ -136,7 +150,7 @@ impl Metadata for Preload {
             // SAFETY: a NUL-terminated path (inside the shim, libc's call is the kernel's).
             return kernel_call0(dirfd, path, |k| unsafe { libc::fchmodat(libc::AT_FDCWD, k.as_ptr(), mode, flags) });
         };
-        Some(known_flags(flags).and(t).and_then(|ino| chmod_ino(ino, mode, flags)).map_err(Errno))
+        Some(known_flags(flags).and_then(|()| t.on(path::Hold::Lock, |ino| chmod_ino(ino, mode, flags))).map_err(Errno))
     }
 
     fn fchmod(fd: c_int, mode: mode_t, _: Next<'_, ()>) -> Served<()> {
@@ -157,7 +171,7 @@ impl Metadata for Preload {
                 libc::fchownat(libc::AT_FDCWD, k.as_ptr(), uid, gid, flags)
             });
         };
-        Some(known_flags(flags).and(t).and_then(|ino| chown_ino(ino, uid, gid)).map_err(Errno))
+        Some(known_flags(flags).and_then(|()| t.on(path::Hold::Lock, |ino| chown_ino(ino, uid, gid))).map_err(Errno))
     }
 
     fn fchown(fd: c_int, uid: libc::uid_t, gid: libc::gid_t, _: Next<'_, ()>) -> Served<()> {
@@ -171,7 +185,7 @@ impl Metadata for Preload {
             // libc's call is the kernel's).
             return kernel_call0(dirfd, path, |k| unsafe { libc::utimensat(libc::AT_FDCWD, k.as_ptr(), ts, flags) });
         };
-        Some(known_flags(flags).and(t).and_then(|ino| set_times(ino, times)).map_err(Errno))
+        Some(known_flags(flags).and_then(|()| t.on(path::Hold::Lock, |ino| set_times(ino, times))).map_err(Errno))
     }
 
     fn set_times_fd(fd: c_int, times: Times, _: Next<'_, ()>) -> Served<()> {

@@ -195,7 +195,7 @@ impl Names for Preload {
                     libc::linkat(libc::AT_FDCWD, a.as_ptr(), libc::AT_FDCWD, b.as_ptr(), flags & !libc::AT_EMPTY_PATH)
                 }
             }),
-            (Some(src), Some(d)) => served(src.and_then(|ino| {
+            (Some(src), Some(d)) => served(src.on(super::path::Hold::Lock, |ino| {
                 let fs = shim().fs()?;
                 new_name_end(fs, &d).map_err(|e| e.errno())?;
                 let (parent, name) = fs.resolve_parent(&d).map_err(|e| e.errno())?;
@@ -235,7 +235,7 @@ impl Names for Preload {
         // An empty path names the descriptor itself (a link's O_PATH descriptor), without
         // AT_EMPTY_PATH, as Linux's readlinkat has it.
         let t = match path.is_empty() {
-            true => super::meta::fd_target(dirfd),
+            true => super::meta::fd_target(dirfd).map(super::meta::Target::Ino),
             false => target_at(dirfd, path, libc::AT_SYMLINK_NOFOLLOW),
         };
         if buf.is_empty() && t.is_some() {
@@ -248,7 +248,8 @@ impl Names for Preload {
                 unsafe { libc::readlinkat(libc::AT_FDCWD, k.as_ptr(), buf.as_mut_ptr().cast(), buf.len()) }
             });
         };
-        Some(t.and_then(|ino| shim().fs()?.readlink_ino(ino).map_err(|e| e.errno())).map_err(Errno).map(|b| {
+        let read = |ino| shim().fs()?.readlink_ino(ino).map_err(|e| e.errno());
+        Some(t.on(super::path::Hold::Lock, read).map_err(Errno).map(|b| {
             let n = b.len().min(buf.len());
             buf[..n].copy_from_slice(&b[..n]);
             n

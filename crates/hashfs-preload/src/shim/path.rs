@@ -10,16 +10,40 @@ pub(super) fn resolve(fs: &FileSystem<MmapDevice>, p: &Path, last: LastLink) -> 
     }
 }
 
-/// `op` on the inode at `p`: resolved again when the inode is freed between the two (a
-/// rename over the name or an unlink, in another thread or process; `hashfs::OPEN_RETRIES`
-/// times), so that a call on a name that a rename replaces atomically never fails.
+/// How a call on an inode by path holds the image while it resolves the name and runs.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(super) enum Hold {
+    /// The read side of the image lock (`FileSystem::read_held`), beside other readers:
+    /// only for calls that take no more than the read side themselves (`getattr`,
+    /// `peek_attr`; one that takes the image lock under it is a bug, which a debug build's
+    /// assertion in `enter` reports).
+    Read,
+    /// The image lock (`FileSystem::hold_image`): for calls that take it (any change, and
+    /// the reads of xattrs, links and directories). A read-only participant, which takes
+    /// no lock, reads the calls in one state of the image instead (`read_held`).
+    Lock,
+}
+
+/// Runs `calls` under `hold`.
+fn holding<T>(fs: &FileSystem<MmapDevice>, hold: Hold, calls: impl FnMut() -> hashfs::Result<T>) -> hashfs::Result<T> {
+    match hold {
+        Hold::Lock if !fs.is_read_only() => fs.hold_image(calls),
+        _ => fs.read_held(calls),
+    }
+}
+
+/// `op` on the inode at `p`, the name resolved and `op` run under one hold of the image
+/// (`hold`), so that another process's rename over the name or unlink cannot come between
+/// them: it would free the inode (the call failing with ESTALE, where a rename replaces a
+/// name atomically) or give its number to a new file (the call acting on that file).
 pub(super) fn on_inode<T>(
     fs: &FileSystem<MmapDevice>,
     p: &Path,
     last: LastLink,
-    op: impl FnMut(Ino) -> hashfs::Result<T>,
+    hold: Hold,
+    mut op: impl FnMut(Ino) -> hashfs::Result<T>,
 ) -> hashfs::Result<T> {
-    retried(fs, p, last, |e| e, |e| matches!(e, hashfs::Error::Stale(_) | hashfs::Error::NotFound), op)
+    holding(fs, hold, || op(resolve(fs, p, last)?))
 }
 
 /// [`on_inode`] for an `op` that answers an errno.
@@ -27,30 +51,21 @@ pub(super) fn on_inode_errno<T>(
     fs: &FileSystem<MmapDevice>,
     p: &Path,
     last: LastLink,
-    op: impl FnMut(Ino) -> Result<T, c_int>,
+    hold: Hold,
+    mut op: impl FnMut(Ino) -> Result<T, c_int>,
 ) -> Result<T, c_int> {
-    retried(fs, p, last, |e| e.errno(), |&e| e == libc::ESTALE || e == libc::ENOENT, op)
+    held(fs, hold, || op(resolve(fs, p, last).map_err(|e| e.errno())?))
 }
 
-/// `op` on the inode at `p`, resolved again while `op` finds it gone (`gone`); a
-/// resolution's error becomes `E` by `from`.
-fn retried<T, E>(
+/// `calls`, which answer an errno, run under one hold of the image (`hold`).
+pub(super) fn held<T>(
     fs: &FileSystem<MmapDevice>,
-    p: &Path,
-    last: LastLink,
-    from: impl Fn(hashfs::Error) -> E,
-    gone: impl Fn(&E) -> bool,
-    mut op: impl FnMut(Ino) -> Result<T, E>,
-) -> Result<T, E> {
-    let mut tries = 0;
-    loop {
-        tries += 1;
-        let ino = resolve(fs, p, last).map_err(&from)?;
-        match op(ino) {
-            Err(e) if gone(&e) && tries < hashfs::OPEN_RETRIES => {}
-            r => return r,
-        }
-    }
+    hold: Hold,
+    mut calls: impl FnMut() -> Result<T, c_int>,
+) -> Result<T, c_int> {
+    // The errno rides inside the file system's Ok, so that a read-only participant's
+    // `read_held` reads again when a writer changed the image meanwhile, whatever the answer.
+    holding(fs, hold, || Ok(calls())).map_err(|e| e.errno()).and_then(|r| r)
 }
 
 /// The file-system path for `path` if it lies under the prefix, or goes through the

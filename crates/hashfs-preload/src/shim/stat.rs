@@ -29,7 +29,7 @@ fn to_stat(m: &Metadata) -> libc::stat {
 
 fn stat_path(p: &Path, last: LastLink) -> Result<libc::stat, c_int> {
     let fs = shim().fs()?;
-    match following_out(|| path::on_inode(fs, p, last, |i| fs.getattr(i))) {
+    match following_out(|| path::on_inode(fs, p, last, path::Hold::Read, |i| fs.getattr(i))) {
         Ok(m) => Ok(to_stat(&m)),
         Err(Error::LinkOutside(out)) => stat_outside(&out, last),
         Err(e) => Err(e.errno()),

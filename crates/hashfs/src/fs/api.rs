@@ -226,6 +226,19 @@ impl<D: PmDevice> FileSystem<D> {
         calls()
     }
 
+    /// Runs `calls`, calls of this file system that change nothing, as one read of the
+    /// image: on a shared mount a participant that may write holds the read side of the
+    /// image lock across them (beside other readers, no writer between them); a read-only
+    /// participant reads them in one state ([`Self::read_together`]); elsewhere `calls`
+    /// runs once as it is. A name resolved and the inode it named then read (a stat by
+    /// path) are one file, never one that another process's rename over the name freed.
+    pub fn read_held<T>(&self, mut calls: impl FnMut() -> Result<T>) -> Result<T> {
+        self.inner.read_call(|| {
+            let _read = self.inner.enter_read();
+            calls()
+        })
+    }
+
     /// Mounts the file system on `dev`, recovering from an unclean shutdown.
     pub fn mount(dev: Arc<D>, progress: super::Progress<'_>) -> Result<(FileSystem<D>, MountReport)> {
         let (inner, report) = recovery::mount(dev, progress, recovery::MountAs::Alone)?;
