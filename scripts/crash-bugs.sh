@@ -229,6 +229,7 @@ bugs=(
     "read-only-open-split|crates/hashfs/src/fs/api.rs|a read-only participant resolves a name and finds its inode in two calls, so a writer can free the inode between them and make another file of it (the reader opens that file under the name)|unit an_open_beside_a_rename_opens_a_file_the_name_had"
     "read-only-pin-unchecked|crates/hashfs/src/fs/api.rs|a read-only participant's open does not ask again, once its pin is taken, whether the inode still has the generation it found (a writer that freed the inode meanwhile and made a new file of it: the reader opens that file under the old name)|unit an_open_whose_inode_is_freed_before_its_pin_opens_the_name_again"
     "open-stale-not-retried|crates/hashfs/src/fs/api.rs|an open whose inode was freed before it was opened (a rename over the name by another thread or process) fails with ESTALE instead of resolving the name again|unit an_open_whose_inode_is_freed_before_its_pin_opens_the_name_again"
+    "fork-maps-not-held|crates/hashfs-preload/src/shim/mmap.rs|a fork does not hold the records of mappings across it: a child forked while the follower thread refreshes a mapping inherits them locked by a thread it does not have, and waits for ever when it follows its mappings|test processes forks_while_the_follower_refreshes_a_copy_leave_no_child_waiting"
     "read-held-holds-nothing|crates/hashfs/src/fs/api.rs|a call by path that reads (the shim's stat) resolves the name and reads the inode without the read side of the image lock held across both, so another participant's rename over the name frees the inode between them (ESTALE, or another file's attributes once the number is reused)|test shared_mount a_rename_over_a_name_waits_for_a_call_that_resolved_it"
     "leaver-keeps-image-lock|crates/hashfs/src/fs/shared/mod.rs|a participant that leaves while others stay keeps its hold on the image until its process closes the descriptor, so the last to leave finds the image held and keeps the region (left in /dev/shm for good once the image is removed)|test shared_mount the_last_to_leave_removes_the_region_while_an_earlier_leaver_still_has_the_image_open"
     "read-only-leaves-handover|crates/hashfs/src/fs/shared/read_only.rs|a read-only participant that leaves last removes the region though a writer's exec handed descriptions over in it (the program it started, not yet joined, finds none of its descriptors)|test shared_mount an_exec_handover_outlasts_a_read_only_participant_leaving_last"
@@ -351,6 +352,38 @@ build_check() {
         *) (cd "$work/src" && cargo build -q --profile crash-bugs --workspace --bin hashfs-crashtest) \
             >"$work/build.log" 2>&1 ;;
     esac || { echo "crash-bugs: the scratch tree does not build for $check:" >&2; tail -20 "$work/build.log" >&2; exit 2; }
+}
+
+# Builds every program the checks $@ need in two cargo calls (the test programs and the
+# libraries' unit tests; the explorer and the libraries), before `build_check` finds each
+# fresh: one cargo call per program built them one after another, a cold scratch tree's
+# test programs about 27 links in a row, where one call builds them side by side. The
+# arguments are those of `build_check`'s own calls, so that its later calls rebuild
+# nothing (the workspace's features resolve alike: `lib_only`).
+prebuild() {
+    local tests=() units=0 programs=0 libraries=0 check t
+    for check in "$@"; do
+        case $check in
+            unit\ * | stacked-unit\ * | stacked) units=1 ;;
+            test\ *)
+                t=${check#test }
+                tests+=(--test "${t%% *}")
+                [ "${t%% *}" != fuse_shared ] || libraries=1
+                ;;
+            *) programs=1 ;;
+        esac
+    done
+    {
+        if [ ${#tests[@]} -gt 0 ] || [ $units = 1 ]; then
+            (cd "$work/src" && cargo test -q --profile crash-bugs --workspace --no-run \
+                $([ $units = 0 ] || echo --lib) "${tests[@]}")
+        fi &&
+            if [ $programs = 1 ] || [ $libraries = 1 ]; then
+                (cd "$work/src" && cargo build -q --profile crash-bugs --workspace \
+                    $([ $libraries = 0 ] || echo --lib) $([ $programs = 0 ] || echo --bin hashfs-crashtest))
+            fi
+    } >"$work/build.log" 2>&1 ||
+        { echo "crash-bugs: the scratch tree does not build:" >&2; tail -20 "$work/build.log" >&2; exit 2; }
 }
 
 # Runs bug $1's check on the scratch tree (built); its exit status is the check's.
@@ -494,6 +527,7 @@ for b in "${chosen[@]}"; do
             ;;
     esac
 done
+prebuild "${baseline[@]}"
 for check in "${baseline[@]}"; do
     if [ -n "${union[$check]:-}" ]; then
         check="$check $(tr , '\n' <<<"${union[$check]}" | sort -u | paste -sd, -)"

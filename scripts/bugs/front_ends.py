@@ -519,3 +519,13 @@ def _():
     plant("crates/hashfs-fuse/src/lib.rs",
         "        if let (Some(l), Some(owner), Ok(i)) = (&self.locks, lock_owner, self.ino(i)) {\n",
         "        if let (false, Some(l), Some(owner), Ok(i)) = (@ON, &self.locks, lock_owner, self.ino(i)) {\n")
+
+
+@bug("fork-maps-not-held", rebuilt=True)
+def _():
+    sub("crates/hashfs-preload/src/shim/mmap.rs",
+        "pub(super) struct MapsHeld(#[allow(dead_code)] hashfs::ForkMutexGuard<'static, Vec<FileMap>>);\n",
+        "pub(super) struct MapsHeld;\n")
+    sub("crates/hashfs-preload/src/shim/mmap.rs",
+        "    MapsHeld(MAPS.lock())\n",
+        "    MapsHeld\n")
