@@ -25,7 +25,11 @@ pub(super) enum Hold {
 }
 
 /// Runs `calls` under `hold`.
-fn holding<T>(fs: &FileSystem<MmapDevice>, hold: Hold, calls: impl FnMut() -> hashfs::Result<T>) -> hashfs::Result<T> {
+pub(super) fn holding<T>(
+    fs: &FileSystem<MmapDevice>,
+    hold: Hold,
+    calls: impl FnMut() -> hashfs::Result<T>,
+) -> hashfs::Result<T> {
     match hold {
         Hold::Lock if !fs.is_read_only() => fs.hold_image(calls),
         _ => fs.read_held(calls),

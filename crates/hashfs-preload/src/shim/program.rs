@@ -21,19 +21,27 @@ pub(super) fn exec_image(path: &CStr, library_path: Option<&CStr>) -> Served<Exe
 
 fn image_of(p: &Path, library_path: Option<&CStr>) -> Result<ExecImage, c_int> {
     let fs = shim().fs()?;
-    let ino = match following_out(|| fs.resolve(p)) {
+    // The name resolved and the program opened under one hold of the image (as an open's:
+    // `fd.rs`), so that another process's rename of a new build over it cannot free the
+    // inode between the two, nor give its number to another file.
+    let opened = following_out(|| {
+        super::path::holding(fs, super::path::Hold::Lock, || {
+            let ino = fs.resolve(p)?;
+            let md = fs.peek_attr(ino)?;
+            if md.file_type != FileType::Regular || !permitted(&md, libc::X_OK) {
+                return Ok(Err(libc::EACCES));
+            }
+            Ok(Ok((md, fs.open_ino(ino, Access { read: true, write: false, append: false })?)))
+        })
+    });
+    let (md, file) = match opened {
         // A link out of the image (a virtual environment's python): the kernel runs what
         // it leads to.
         Err(Error::LinkOutside(out)) => {
             return CString::new(out).map(ExecImage::Elsewhere).map_err(|_| libc::EINVAL);
         }
-        r => r.map_err(|e| e.errno())?,
+        r => r.map_err(|e| e.errno())??,
     };
-    let md = fs.peek_attr(ino).map_err(|e| e.errno())?;
-    if md.file_type != FileType::Regular || !permitted(&md, libc::X_OK) {
-        return Err(libc::EACCES);
-    }
-    let file = fs.open_ino(ino, Access { read: true, write: false, append: false }).map_err(|e| e.errno())?;
     let mut head = [0u8; SHEBANG_MAX];
     let n = file.read_at(0, &mut head).map_err(|e| e.errno())?;
     if let Some(line) = head[..n].strip_prefix(b"#!") {
