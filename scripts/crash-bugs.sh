@@ -357,7 +357,8 @@ build_check() {
 # Builds every program the checks $@ need in two cargo calls (the test programs and the
 # libraries' unit tests; the explorer and the libraries), before `build_check` finds each
 # fresh: one cargo call per program built them one after another, a cold scratch tree's
-# test programs about 27 links in a row, where one call builds them side by side. The
+# test programs about 27 links in a row, where one call builds them side by side (the
+# whole baseline, cold, 916 s → 862 s on 2 cores, 2026-12-06). The
 # arguments are those of `build_check`'s own calls, so that its later calls rebuild
 # nothing (the workspace's features resolve alike: `lib_only`).
 prebuild() {
