@@ -62,11 +62,7 @@ pub(super) fn on_inode_errno<T>(
 }
 
 /// `calls`, which answer an errno, run under one hold of the image (`hold`).
-pub(super) fn held<T>(
-    fs: &FileSystem<MmapDevice>,
-    hold: Hold,
-    mut calls: impl FnMut() -> Result<T, c_int>,
-) -> Result<T, c_int> {
+fn held<T>(fs: &FileSystem<MmapDevice>, hold: Hold, mut calls: impl FnMut() -> Result<T, c_int>) -> Result<T, c_int> {
     // The errno rides inside the file system's Ok, so that a read-only participant's
     // `read_held` reads again when a writer changed the image meanwhile, whatever the answer.
     holding(fs, hold, || Ok(calls())).map_err(|e| e.errno()).and_then(|r| r)
