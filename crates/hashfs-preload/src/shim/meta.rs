@@ -17,12 +17,15 @@ pub(super) enum Target {
 }
 
 impl Target {
-    /// `op` on the inode named: a path resolved and `op` run under one hold of the image
-    /// (`path::on_inode`), a descriptor's inode as it is (the descriptor keeps it).
-    pub(super) fn on<T>(self, hold: path::Hold, op: impl FnMut(Ino) -> Result<T, c_int>) -> Result<T, c_int> {
+    /// `op` on the inode named: a path resolved and `op` run under the image lock
+    /// (`path::on_inode`; the calls by path that name a [`Target`] all take it), a
+    /// descriptor's inode as it is (the descriptor keeps it).
+    pub(super) fn on<T>(self, op: impl FnMut(Ino) -> Result<T, c_int>) -> Result<T, c_int> {
         match self {
             Target::Ino(ino) => ino.and_then(op),
-            Target::Path(p, last) => shim().fs().and_then(|fs| path::on_inode_errno(fs, &p, last, hold, op)),
+            Target::Path(p, last) => {
+                shim().fs().and_then(|fs| path::on_inode_errno(fs, &p, last, path::Hold::Lock, op))
+            }
         }
     }
 }
@@ -150,7 +153,7 @@ impl Metadata for Preload {
             // SAFETY: a NUL-terminated path (inside the shim, libc's call is the kernel's).
             return kernel_call0(dirfd, path, |k| unsafe { libc::fchmodat(libc::AT_FDCWD, k.as_ptr(), mode, flags) });
         };
-        Some(known_flags(flags).and_then(|()| t.on(path::Hold::Lock, |ino| chmod_ino(ino, mode, flags))).map_err(Errno))
+        Some(known_flags(flags).and_then(|()| t.on(|ino| chmod_ino(ino, mode, flags))).map_err(Errno))
     }
 
     fn fchmod(fd: c_int, mode: mode_t, _: Next<'_, ()>) -> Served<()> {
@@ -171,7 +174,7 @@ impl Metadata for Preload {
                 libc::fchownat(libc::AT_FDCWD, k.as_ptr(), uid, gid, flags)
             });
         };
-        Some(known_flags(flags).and_then(|()| t.on(path::Hold::Lock, |ino| chown_ino(ino, uid, gid))).map_err(Errno))
+        Some(known_flags(flags).and_then(|()| t.on(|ino| chown_ino(ino, uid, gid))).map_err(Errno))
     }
 
     fn fchown(fd: c_int, uid: libc::uid_t, gid: libc::gid_t, _: Next<'_, ()>) -> Served<()> {
@@ -185,7 +188,7 @@ impl Metadata for Preload {
             // libc's call is the kernel's).
             return kernel_call0(dirfd, path, |k| unsafe { libc::utimensat(libc::AT_FDCWD, k.as_ptr(), ts, flags) });
         };
-        Some(known_flags(flags).and_then(|()| t.on(path::Hold::Lock, |ino| set_times(ino, times))).map_err(Errno))
+        Some(known_flags(flags).and_then(|()| t.on(|ino| set_times(ino, times))).map_err(Errno))
     }
 
     fn set_times_fd(fd: c_int, times: Times, _: Next<'_, ()>) -> Served<()> {

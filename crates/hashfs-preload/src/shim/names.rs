@@ -195,7 +195,7 @@ impl Names for Preload {
                     libc::linkat(libc::AT_FDCWD, a.as_ptr(), libc::AT_FDCWD, b.as_ptr(), flags & !libc::AT_EMPTY_PATH)
                 }
             }),
-            (Some(src), Some(d)) => served(src.on(super::path::Hold::Lock, |ino| {
+            (Some(src), Some(d)) => served(src.on(|ino| {
                 let fs = shim().fs()?;
                 new_name_end(fs, &d).map_err(|e| e.errno())?;
                 let (parent, name) = fs.resolve_parent(&d).map_err(|e| e.errno())?;
@@ -249,7 +249,7 @@ impl Names for Preload {
             });
         };
         let read = |ino| shim().fs()?.readlink_ino(ino).map_err(|e| e.errno());
-        Some(t.on(super::path::Hold::Lock, read).map_err(Errno).map(|b| {
+        Some(t.on(read).map_err(Errno).map(|b| {
             let n = b.len().min(buf.len());
             buf[..n].copy_from_slice(&b[..n]);
             n

@@ -12,20 +12,14 @@ use super::*;
 use hashfs::XattrMode;
 use hashfs_interpose::{Errno, Next, Served, XattrTarget, Xattrs};
 
-/// `op` on the inode a call names, if it is ours: a path resolved and `op` run under one
-/// hold of the image, `hold` (`path::on_inode`).
-fn on_target<T>(
-    t: XattrTarget<'_>,
-    hold: path::Hold,
-    op: impl FnMut(Ino) -> Result<T, c_int>,
-) -> Option<Result<T, c_int>> {
-    match t {
-        XattrTarget::Path(path, last) => {
-            let p = fs_path_of(path)?;
-            Some(shim().fs().and_then(|fs| path::on_inode_errno(fs, &p, last, hold, op)))
-        }
-        XattrTarget::Fd(fd) => Some(super::meta::fd_target(fd)?.and_then(op)),
-    }
+/// `op` on the inode a call names, if it is ours (`meta::Target::on`: a path resolved and
+/// `op` run under the image lock).
+fn on_target<T>(t: XattrTarget<'_>, op: impl FnMut(Ino) -> Result<T, c_int>) -> Option<Result<T, c_int>> {
+    let t = match t {
+        XattrTarget::Path(path, last) => super::meta::Target::Path(fs_path_of(path)?, last),
+        XattrTarget::Fd(fd) => super::meta::Target::Ino(super::meta::fd_target(fd)?),
+    };
+    Some(t.on(op))
 }
 
 /// A path target the image does not serve that leads out of it through it (`/pm/..`,
@@ -128,13 +122,12 @@ fn remove(ino: Ino, name: &CStr) -> Result<(), c_int> {
 /// (a name too long, say) if they have one, once the target is known to be ours.
 fn serve<A, T>(
     t: XattrTarget<'_>,
-    hold: path::Hold,
     args: Result<A, Errno>,
     mut op: impl FnMut(Ino, &mut A) -> Result<T, c_int>,
 ) -> Served<T> {
     match args {
-        Ok(mut a) => on_target(t, hold, |i| op(i, &mut a)).map(|r| r.map_err(Errno)),
-        Err(e) => on_target(t, hold, |_| Ok(())).map(|_| Err(e)),
+        Ok(mut a) => on_target(t, |i| op(i, &mut a)).map(|r| r.map_err(Errno)),
+        Err(e) => on_target(t, |_| Ok(())).map(|_| Err(e)),
     }
 }
 
@@ -156,7 +149,7 @@ impl Xattrs for Preload {
             };
             return Some(if r >= 0 { Ok(r as usize) } else { Err(Errno::last()) });
         }
-        serve(t, path::Hold::Lock, nv, |i, (n, v)| get(i, n, v))
+        serve(t, nv, |i, (n, v)| get(i, n, v))
     }
 
     fn list_xattr(t: XattrTarget<'_>, buf: Result<&mut [u8], Errno>, _: Next<'_, usize>) -> Served<usize> {
@@ -175,7 +168,7 @@ impl Xattrs for Preload {
             };
             return Some(if r >= 0 { Ok(r as usize) } else { Err(Errno::last()) });
         }
-        serve(t, path::Hold::Lock, buf, |i, b| list(i, b))
+        serve(t, buf, |i, b| list(i, b))
     }
 
     fn set_xattr(t: XattrTarget<'_>, nv: Result<(&CStr, &[u8]), Errno>, flags: c_int, _: Next<'_, ()>) -> Served<()> {
@@ -195,7 +188,7 @@ impl Xattrs for Preload {
             };
             return Some(if r == 0 { Ok(()) } else { Err(Errno::last()) });
         }
-        serve(t, path::Hold::Lock, nv, |i, (n, v)| set(i, n, v, flags))
+        serve(t, nv, |i, (n, v)| set(i, n, v, flags))
     }
 
     fn remove_xattr(t: XattrTarget<'_>, name: Result<&CStr, Errno>, _: Next<'_, ()>) -> Served<()> {
@@ -213,6 +206,6 @@ impl Xattrs for Preload {
             };
             return Some(if r == 0 { Ok(()) } else { Err(Errno::last()) });
         }
-        serve(t, path::Hold::Lock, name, |i, n| remove(i, n))
+        serve(t, name, |i, n| remove(i, n))
     }
 }

@@ -465,10 +465,9 @@ impl<D: PmDevice> FileSystem<D> {
     // ---- inode-level API ----
 
     pub fn lookup(&self, parent: Ino, name: &[u8]) -> Result<Metadata> {
-        self.inner.read_call(|| {
-            // On a shared mount, beside other participants' reads (the read side): a lookup or
-            // a walk of a path reads directories and fills this participant's caches only.
-            let _read = self.inner.enter_read();
+        // On a shared mount, beside other participants' reads (the read side): a lookup or
+        // a walk of a path reads directories and fills this participant's caches only.
+        self.read_held(|| {
             let (ino, _) = self.inner.lookup(parent, name)?;
             self.getattr(ino)
         })
@@ -488,9 +487,8 @@ impl<D: PmDevice> FileSystem<D> {
 
     /// Inode `ino`'s attributes, its times marked read if `shown` (a stat).
     fn attr(&self, ino: Ino, shown: bool) -> Result<Metadata> {
-        self.inner.read_call(|| {
-            // On a shared mount, beside other participants' reads (the read side).
-            let _read = self.inner.enter_read();
+        // On a shared mount, beside other participants' reads (the read side).
+        self.read_held(|| {
             let cell = self.inner.cell(ino)?;
             let st = cell.state.read();
             st.live()?;
@@ -831,8 +829,7 @@ impl<D: PmDevice> FileSystem<D> {
     /// followed, and anything but a directory is NotDir.
     fn resolve_with(&self, path: &Path, last: LastLink) -> Result<Ino> {
         let dir = path.as_os_str().as_bytes().ends_with(b"/");
-        self.inner.read_call(|| {
-            let _read = self.inner.enter_read();
+        self.read_held(|| {
             let ino = self.walk(Self::components(path)?, if dir { LastLink::Follow } else { last })?;
             if dir && !self.inner.cell(ino)?.state.read().raw.is_dir() {
                 return Err(Error::NotDir);
@@ -859,17 +856,11 @@ impl<D: PmDevice> FileSystem<D> {
     }
 
     pub fn metadata(&self, path: &Path) -> Result<Metadata> {
-        self.inner.read_call(|| {
-            let _read = self.inner.enter_read();
-            self.getattr(self.resolve(path)?)
-        })
+        self.read_held(|| self.getattr(self.resolve(path)?))
     }
 
     pub fn symlink_metadata(&self, path: &Path) -> Result<Metadata> {
-        self.inner.read_call(|| {
-            let _read = self.inner.enter_read();
-            self.getattr(self.resolve_nofollow(path)?)
-        })
+        self.read_held(|| self.getattr(self.resolve_nofollow(path)?))
     }
 
     pub fn exists(&self, path: &Path) -> bool {
