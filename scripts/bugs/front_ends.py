@@ -529,3 +529,13 @@ def _():
     sub("crates/hashfs-preload/src/shim/mmap.rs",
         "    MapsHeld(MAPS.lock())\n",
         "    MapsHeld\n")
+
+
+@bug("unmap-record-after-pages")
+def _():
+    plant("crates/hashfs-preload/src/shim/mmap.rs",
+        "    let mut maps = MAPS.lock();\n    let r = unmap();\n",
+        "    let mut unmap = Some(unmap);\n"
+        "    let early = if @ON { unmap.take().map(|f| f()) } else { None };\n"
+        "    let mut maps = MAPS.lock();\n"
+        "    let r = match early {\n        Some(r) => r,\n        None => (unmap.take().expect(\"once\"))(),\n    };\n")

@@ -100,7 +100,8 @@ fn fsx_random_operations_with_mappings_on_every_mapping() {
             let out = String::from_utf8_lossy(&o.stdout);
             assert!(
                 o.status.success() && out.starts_with(&format!("ok {ops} ")),
-                "{mapping:?} {mode:?} copies {copy_max} seed {seed}: {out}{}",
+                "{mapping:?} {mode:?} copies {copy_max} seed {seed} ({}): {out}{}",
+                o.status,
                 String::from_utf8_lossy(&o.stderr)
             );
             img.fsck_clean();

@@ -289,3 +289,62 @@ fn ctfs_view_mappings_count_against_the_shims_budget() {
     assert_eq!(b_maps, 4);
     assert!(view_maps <= 16 - 4, "the view took {view_maps} mappings beside b's 4, budget 16");
 }
+
+/// A copy unmapped, or replaced by a MAP_FIXED mapping, while the follower thread refreshes
+/// it (`follow.rs`: another process overwrites its file in a loop): its record goes with
+/// its pages, under the records' lock, so the thread never writes into pages that are no
+/// longer the copy's. The script maps a 4 MiB file (blocks apart: a copy) read-only, then
+/// either unmaps it and maps anonymous memory at the same address, or maps anonymous memory
+/// over it with MAP_FIXED, and checks that memory stays zeros a moment, for 4 s. Before
+/// (bug `unmap-record-after-pages`: munmap dropped the record after the kernel's call, and
+/// a MAP_FIXED mapping over one never), the thread wrote the file's bytes into the new
+/// anonymous memory, made its pages inaccessible ("could not take a change"), or wrote into
+/// pages already unmapped: the process died of SIGSEGV (stop 95's CI, in fsx with copies).
+#[test]
+fn a_copy_unmapped_while_the_follower_refreshes_it_takes_its_record_with_it() {
+    let img = image();
+    let body = r#"
+import subprocess, time
+path, N = sys.argv[1], 4 << 20
+with open(path, "wb") as f:
+    f.write(b"\xab" * N)
+writer = subprocess.Popen([sys.executable, "-c", """
+import os, sys, time
+fd, k = os.open(sys.argv[1], os.O_WRONLY), 0
+while not os.path.exists(sys.argv[1] + ".stop") and os.getppid() == int(sys.argv[2]):
+    os.pwrite(fd, b"\\xab" * 4096, (k * 7919 * 4096) % (4 << 20))
+    k += 1
+    time.sleep(0.0002)
+""", path, str(os.getpid())])
+fd = os.open(path, os.O_RDONLY)
+ZERO, FAILED = bytes(N), ctypes.c_void_p(-1).value
+anon = mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS
+rounds = placed = written = 0
+end = time.time() + 4
+while time.time() < end:
+    rounds += 1
+    a = libc.mmap(None, N, mmap.PROT_READ, mmap.MAP_SHARED, fd, 0)
+    assert a not in (None, FAILED), ctypes.get_errno()
+    assert ctypes.string_at(a + N - P, 4) == b"\xab" * 4
+    if rounds % 2:
+        libc.munmap(a, N)
+        q = libc.mmap(a, N, mmap.PROT_READ | mmap.PROT_WRITE, anon | 0x100000, -1, 0)  # MAP_FIXED_NOREPLACE
+    else:
+        q = libc.mmap(a, N, mmap.PROT_READ | mmap.PROT_WRITE, anon | 0x10, -1, 0)  # MAP_FIXED
+    if q in (None, FAILED):
+        continue  # another mapping took the address meanwhile
+    placed += q == a
+    time.sleep(0.0005)
+    written += ctypes.string_at(q, N) != ZERO
+    libc.munmap(q, N)
+open(path + ".stop", "w").close()
+writer.wait()
+print("placed at the copy's address", placed > rounds // 2, "written by the shim", written)
+"#;
+    let o = img.cmd("python3").arg("-c").arg(script(body)).arg(p("/f")).output().unwrap();
+    let (out, err) = (String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+    assert!(o.status.success(), "{} {out}{err}", o.status);
+    assert_eq!(out, "placed at the copy's address True written by the shim 0\n", "{err}");
+    assert!(err.is_empty(), "{err}");
+    img.fsck_clean();
+}

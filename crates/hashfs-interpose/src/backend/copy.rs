@@ -54,6 +54,12 @@ pub trait Mappings {
     ) -> Served<Address> {
         None
     }
+    /// mmap and mmap64 with MAP_FIXED of memory the backend does not serve (anonymous, or
+    /// a descriptor it does not claim): the kernel's mapping replaces whatever was at
+    /// `[addr, addr + len)`, which may be one of the backend's (`next` makes it).
+    fn mmap_over(_addr: usize, _len: usize, _next: Next<'_, Address>) -> Served<Address> {
+        None
+    }
     /// Every mremap (`new_addr` as the caller passed it: read only with MREMAP_FIXED).
     fn mremap(
         _old: usize,

@@ -73,11 +73,12 @@ pub unsafe fn mmap<B: Backend>(
     fd: c_int,
     off: off_t,
 ) -> *mut c_void {
-    route::<Address>(
-        flags & libc::MAP_ANONYMOUS == 0 && B::claims(fd),
-        |next| B::mmap(addr as usize, len, prot, flags, fd, off, next),
-        || forward!(mmap(addr, len, prot, flags, fd, off): fn(*mut c_void, size_t, c_int, c_int, c_int, off_t) -> *mut c_void),
-    )
+    let raw = || forward!(mmap(addr, len, prot, flags, fd, off): fn(*mut c_void, size_t, c_int, c_int, c_int, off_t) -> *mut c_void);
+    if flags & libc::MAP_ANONYMOUS == 0 && B::claims(fd) {
+        return route::<Address>(true, |next| B::mmap(addr as usize, len, prot, flags, fd, off, next), raw);
+    }
+    // MAP_FIXED_NOREPLACE (which includes no MAP_FIXED bit) never replaces a mapping.
+    route::<Address>(flags & libc::MAP_FIXED != 0, |next| B::mmap_over(addr as usize, len, next), raw)
 }
 
 /// mremap: variadic in C, its fifth argument read only with MREMAP_FIXED. Taken here as

@@ -97,12 +97,12 @@ static HOLE_MAPS: AtomicUsize = AtomicUsize::new(0);
 /// process's ledger of HashFS's mappings (`hashfs::pm::vspace`) holds them too.
 static KERNEL_MAPS: AtomicUsize = AtomicUsize::new(0);
 
-/// Publishes the counts of `maps` (under its lock, after any change).
 /// The kernel mappings record `m` holds in the ledger: those it made, or its reserve.
 fn held(m: &FileMap) -> usize {
     m.runs.max(m.reserve)
 }
 
+/// Publishes the counts of `maps` (under its lock, after any change).
 fn recount(maps: &[FileMap]) {
     MAP_COUNT.store(maps.len(), Ordering::Relaxed);
     HOLE_MAPS.store(maps.iter().filter(|m| !m.holes.is_empty()).count(), Ordering::Relaxed);
@@ -484,15 +484,14 @@ fn remap(a: usize, old_len: usize, new_len: usize, flags: c_int) -> Result<usize
     }
     let munmap = real!(munmap: fn(*mut c_void, size_t) -> c_int);
     let unmap = |from: usize, n: usize| {
-        // SAFETY: pages of our own mapping, dropped from its record below.
-        if unsafe { munmap(from as *mut c_void, n) } == 0 {
-            let mut maps = MAPS.lock();
-            forget_range(&mut maps, from, from + n);
-            recount(&maps);
-            if let Some(w) = hole_faults() {
-                w.forget(from, from + n);
+        let _ = unmap_recorded(from, from + n, || {
+            // SAFETY: pages of our own mapping, dropped from its record with them.
+            if unsafe { munmap(from as *mut c_void, n) } == 0 {
+                Ok(())
+            } else {
+                Err(())
             }
-        }
+        });
     };
     if new_len <= old_len {
         if new_len < old_len {
@@ -537,6 +536,28 @@ fn remap(a: usize, old_len: usize, new_len: usize, flags: c_int) -> Result<usize
     }
     unmap(a, old_len);
     Ok(to)
+}
+
+/// Runs `unmap`, a kernel call that takes the pages `[a, e)` (page-aligned) away (munmap,
+/// or a MAP_FIXED mapping over them), and, if it succeeds, drops them from the records,
+/// the records' lock held throughout. The follower thread (`follow.rs`) writes a copy's
+/// bytes and maps a record's pages under that lock, so a record must go no later than its
+/// pages do: until 2026-12-06 munmap dropped it after the kernel's call, and a follower
+/// that refreshed the copy meanwhile wrote into pages already unmapped (the process died
+/// of SIGSEGV: stop 95's CI, fsx with copies, whose follower fell behind its own writes
+/// and refreshed the copies whole) or changed the protection of the pages of the mapping
+/// made next at that address.
+fn unmap_recorded<T, E>(a: usize, e: usize, unmap: impl FnOnce() -> Result<T, E>) -> Result<T, E> {
+    let mut maps = MAPS.lock();
+    let r = unmap();
+    if r.is_ok() {
+        forget_range(&mut maps, a, e);
+        recount(&maps);
+        if let Some(w) = hole_faults() {
+            w.forget(a, e);
+        }
+    }
+    r
 }
 
 /// Removes `[a, e)` (page-aligned) from the records: a record inside it goes, one that
@@ -591,6 +612,16 @@ impl Mappings for Preload {
         served(map_file(addr as *mut c_void, len, prot, flags, fd, off).map(|p| Address(p as usize)))
     }
 
+    /// A MAP_FIXED mapping that is not ours replaces pages that may be (a program's
+    /// anonymous mapping over the range of a file mapping it keeps reserved): their
+    /// records go with them, as at munmap.
+    fn mmap_over(addr: usize, len: usize, next: Next<'_, Address>) -> Served<Address> {
+        if MAP_COUNT.load(Ordering::Relaxed) == 0 {
+            return None;
+        }
+        Some(unmap_recorded(addr, addr.saturating_add(len).next_multiple_of(PAGE), || next.call()))
+    }
+
     fn mremap(
         old: usize,
         old_len: usize,
@@ -611,18 +642,8 @@ impl Mappings for Preload {
         if MAP_COUNT.load(Ordering::Relaxed) == 0 {
             return None;
         }
-        let r = next.call();
-        if r.is_ok() {
-            // The kernel unmaps whole pages: [addr, addr + len rounded up to a page).
-            let (a, e) = (addr, addr.saturating_add(len).next_multiple_of(PAGE));
-            let mut maps = MAPS.lock();
-            forget_range(&mut maps, a, e);
-            recount(&maps);
-            if let Some(w) = hole_faults() {
-                w.forget(a, e);
-            }
-        }
-        Some(r)
+        // The kernel unmaps whole pages: [addr, addr + len rounded up to a page).
+        Some(unmap_recorded(addr, addr.saturating_add(len).next_multiple_of(PAGE), || next.call()))
     }
 
     /// EACCES for write access to a shared mapping of a file the descriptor could not

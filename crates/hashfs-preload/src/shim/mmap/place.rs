@@ -200,9 +200,22 @@ pub(super) fn reserve(
     let real_mmap = real!(mmap: fn(*mut c_void, size_t, c_int, c_int, c_int, off_t) -> *mut c_void);
     let anon = libc::MAP_PRIVATE | libc::MAP_ANONYMOUS;
     let err = || std::io::Error::last_os_error().raw_os_error().unwrap_or(libc::ENOMEM);
-    if !addr.is_null() || fixed != 0 || len < HUGE {
-        // SAFETY: reserving address space (at the caller's hint or MAP_FIXED target).
-        let r = unsafe { real_mmap(addr, len, prot, anon | fixed, -1, 0) };
+    if fixed != 0 {
+        // Over whatever is there, which may be one of our mappings: its records go with it.
+        let (a, e) = (addr as usize, (addr as usize).saturating_add(len).next_multiple_of(PAGE));
+        return super::unmap_recorded(a, e, || {
+            // SAFETY: the caller's MAP_FIXED target, theirs to replace.
+            let r = unsafe { real_mmap(addr, len, prot, anon | fixed, -1, 0) };
+            if r == libc::MAP_FAILED {
+                Err(err())
+            } else {
+                Ok(r)
+            }
+        });
+    }
+    if !addr.is_null() || len < HUGE {
+        // SAFETY: reserving address space at the caller's hint (or anywhere).
+        let r = unsafe { real_mmap(addr, len, prot, anon, -1, 0) };
         return if r == libc::MAP_FAILED { Err(err()) } else { Ok(r) };
     }
     // SAFETY: reserving address space anywhere, 2 MiB more than needed.
