@@ -539,3 +539,10 @@ def _():
         "    let early = if @ON { unmap.take().map(|f| f()) } else { None };\n"
         "    let mut maps = MAPS.lock();\n"
         "    let r = match early {\n        Some(r) => r,\n        None => (unmap.take().expect(\"once\"))(),\n    };\n")
+
+
+@bug("library-opened-unheld")
+def _():
+    plant("crates/hashfs-preload/src/shim/library.rs",
+        "    following_out(|| super::path::holding(fs, super::path::Hold::Lock, open))\n",
+        "    following_out(|| if @ON { open() } else { super::path::holding(fs, super::path::Hold::Lock, open) })\n")

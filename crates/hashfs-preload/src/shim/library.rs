@@ -85,9 +85,37 @@ pub(super) fn library(path: &CStr) -> Served<Library> {
     Some(load_order(fs, &p).map_err(Errno))
 }
 
+/// An image file opened to be copied: its inode, its attributes, and the file open for
+/// reading where it is a regular file the caller may read.
+struct Opened {
+    ino: Ino,
+    md: Metadata,
+    file: Option<File<MmapDevice>>,
+}
+
+/// The file at image path `p` ([`Opened`]), the name resolved and the file opened under
+/// one hold of the image (as an exec's, `program.rs`), so that another process's rename of
+/// a new build over it cannot free the inode between the two (ESTALE), nor give its number
+/// to another file (whose bytes the copy would take). A link out of the image is
+/// `Error::LinkOutside`. Under the copies' lock or before it: a fork takes that lock
+/// before the image's.
+fn open_at(fs: &FileSystem<MmapDevice>, p: &Path) -> hashfs::Result<Opened> {
+    let open = || {
+        let ino = fs.resolve(p)?;
+        let md = fs.peek_attr(ino)?;
+        let readable = md.file_type == FileType::Regular && permitted(&md, libc::R_OK);
+        let file = match readable {
+            true => Some(fs.open_ino(ino, Access { read: true, write: false, append: false })?),
+            false => None,
+        };
+        Ok(Opened { ino, md, file })
+    };
+    following_out(|| super::path::holding(fs, super::path::Hold::Lock, open))
+}
+
 /// The copy of the library at `p` and those of the libraries in the image it needs.
 fn load_order(fs: &FileSystem<MmapDevice>, p: &Path) -> Result<Library, c_int> {
-    let ino = match following_out(|| fs.resolve(p)) {
+    let opened = match open_at(fs, p) {
         // A link out of the image: the loader opens what it leads to.
         Err(Error::LinkOutside(out)) => {
             let out = CString::new(out).map_err(|_| libc::EINVAL)?;
@@ -105,9 +133,9 @@ fn load_order(fs: &FileSystem<MmapDevice>, p: &Path) -> Result<Library, c_int> {
         r => r.map_err(|e| e.errno())?,
     };
     let mut copies = COPIES.lock();
-    let mut seen = vec![ino];
+    let mut seen = vec![opened.ino];
     let mut deps = Vec::new();
-    let copy = copy_of(&mut copies, fs, ino, p)?;
+    let copy = copy_of(&mut copies, opened, p)?;
     let env = std::env::var_os("LD_LIBRARY_PATH").map(OsStringExt::into_vec);
     needs(&mut copies, fs, origin_of(p).as_deref(), &copy.dynamic, env.as_deref(), &mut seen, &mut deps)?;
     let named = shown(p);
@@ -312,15 +340,15 @@ fn needs(
         if needed.contains(&b'/') {
             continue; // a path: the loader opens it as it is
         }
-        let Some((path, ino)) = find(fs, &dirs, needed) else { continue };
-        if seen.contains(&ino) {
+        let Some((path, opened)) = find(fs, &dirs, needed) else { continue };
+        if seen.contains(&opened.ino) {
             continue;
         }
         if seen.len() >= MAX_LIBRARIES {
             return Err(libc::ELOOP);
         }
-        seen.push(ino);
-        let copy = copy_of(copies, fs, ino, &path)?;
+        seen.push(opened.ino);
+        let copy = copy_of(copies, opened, &path)?;
         needs(copies, fs, origin_of(&path).as_deref(), &copy.dynamic, env, seen, deps)?;
         deps.push(Dep { needed: needed.clone(), path, copy });
     }
@@ -360,16 +388,17 @@ fn search_dirs(dynamic: &Dynamic, origin: Option<&Path>, env: Option<&[u8]>) -> 
 }
 
 /// Where the loader would find `name` along `dirs`, if that is in the image: its path in
-/// the image and inode. None when a kernel directory has it first, or none has it.
-fn find(fs: &FileSystem<MmapDevice>, dirs: &[PathBuf], name: &[u8]) -> Option<(PathBuf, Ino)> {
+/// the image, and the file there ([`open_at`]). None when a kernel directory has it first,
+/// or none has it.
+fn find(fs: &FileSystem<MmapDevice>, dirs: &[PathBuf], name: &[u8]) -> Option<(PathBuf, Opened)> {
     for d in dirs {
         let candidate = d.join(std::ffi::OsStr::from_bytes(name));
         let Ok(c) = CString::new(candidate.as_os_str().as_bytes()) else { continue };
         match fs_path_of(&c) {
             Some(ip) => {
-                if let Ok(ino) = following_out(|| fs.resolve(&ip)) {
-                    if fs.peek_attr(ino).is_ok_and(|m| m.file_type == FileType::Regular) {
-                        return Some((ip, ino));
+                if let Ok(opened) = open_at(fs, &ip) {
+                    if opened.md.file_type == FileType::Regular {
+                        return Some((ip, opened));
                     }
                 }
             }
@@ -381,8 +410,6 @@ fn find(fs: &FileSystem<MmapDevice>, dirs: &[PathBuf], name: &[u8]) -> Option<(P
     None
 }
 
-/// The loader's name for the copy of inode `ino` (at image path `p`) as it is now, made if
-/// there is none, and its dynamic section.
 /// A copy: the loader's name for it, its descriptor (close-on-exec) and its dynamic section.
 struct Got {
     name: &'static CStr,
@@ -390,19 +417,18 @@ struct Got {
     dynamic: Dynamic,
 }
 
-fn copy_of(copies: &mut Copies, fs: &FileSystem<MmapDevice>, ino: Ino, p: &Path) -> Result<Got, c_int> {
-    let md = fs.peek_attr(ino).map_err(|e| e.errno())?;
+/// The loader's name for the copy of the file `opened` (at image path `p`) as it is now,
+/// made if there is none, and its dynamic section.
+fn copy_of(copies: &mut Copies, opened: Opened, p: &Path) -> Result<Got, c_int> {
+    let Opened { ino, md, file } = opened;
     if md.file_type != FileType::Regular {
         return Err(libc::ENOEXEC);
     }
-    if !permitted(&md, libc::R_OK) {
-        return Err(libc::EACCES);
-    }
+    let file = file.ok_or(libc::EACCES)?;
     let version = (ino, md.generation, md.size, md.mtime_ns, md.ctime_ns);
     if let Some(c) = copies.copies.iter().find(|c| c.version == version && memfd_ino(c.fd) == Some(c.memfd_ino)) {
         return Ok(Got { name: c.name, fd: c.fd, dynamic: c.dynamic.clone() });
     }
-    let file = fs.open_ino(ino, Access { read: true, write: false, append: false }).map_err(|e| e.errno())?;
     let mut fd = super::program::memfd_copy(&file, p)?;
     if copies.named.contains(&fd) {
         // A number the loader knows by another copy: this one goes above every named one.
