@@ -654,3 +654,10 @@ def _():
     plant("crates/hashfs/src/share/read_only_locks.rs",
         "        for (s, e) in minus(&mapped, &union(held)) {\n",
         "        for (s, e) in minus(&mapped, &if @ON { Vec::new() } else { union(held) }) {\n")
+
+
+@bug("own-lap-everything")
+def _():
+    plant("crates/hashfs/src/fs/shared/mod.rs",
+        "        since <= now && now - since <= slots.len() as u64 && (since..now).all(|n| Self::marked(slots, n))\n",
+        "        !@ON && since <= now && now - since <= slots.len() as u64 && (since..now).all(|n| Self::marked(slots, n))\n")

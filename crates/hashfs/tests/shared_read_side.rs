@@ -229,6 +229,66 @@ fn every_overwrite_in_place_is_noted_for_a_watcher() {
     img.check();
 }
 
+/// A participant that changed files faster than it read the rings, three rings' worth,
+/// finds that nothing changed for it when it leaves its own changes out: every position it
+/// missed is its own (`OwnMarks`, which remember 32 rings back). Before, a lap was
+/// "everything changed", and the shim's mapping follower of a process that appended fast
+/// copied every copy of a file it mapped again at each lap. Another participant's change
+/// in the lap, or a lap past what the marks remember, is still everything; a third
+/// participant, for whom none of them is its own, sees everything.
+#[test]
+fn a_lap_of_a_participants_own_changes_is_nothing_to_it() {
+    let img = Image::new("rs-own-lap");
+    let (a, b, w) = (img.join(), img.join(), img.join());
+    a.write(p("/f"), &[1u8; BLOCK]).unwrap();
+    b.write(p("/g"), &[1u8; BLOCK]).unwrap();
+    let f = a.open_file(p("/f"), OpenOptions::new().write(true)).unwrap();
+    let g = b.open_file(p("/g"), OpenOptions::new().write(true)).unwrap();
+    let data_watch = a.watch_data().expect("a shared mount");
+    let (mut pos, mut data) = (a.changes_now().unwrap(), data_watch);
+    let third = w.changes_now().unwrap();
+    let everything = |c: Option<(u64, hashfs::Changed)>| matches!(c, Some((_, hashfs::Changed::Everything)));
+    let nothing =
+        |c: Option<(u64, hashfs::Changed)>| matches!(c, Some((_, hashfs::Changed::Inodes(v))) if v.is_empty());
+    for lap in 0..3 {
+        // Three rings of a's appends (the ring of changes) and overwrites (of data).
+        for i in 0..3 * 1024 + 5 {
+            f.write_at(BLOCK as u64 + (lap * 4000 + i) as u64, &[2]).unwrap();
+            f.write_at(0, &[i as u8]).unwrap();
+        }
+        let (changes, data_changes) = (a.changes_since_others(pos), a.data_changes_since_others(data));
+        match lap {
+            0 => {
+                assert!(nothing(changes.clone()), "a's own lap of the ring of changes: {changes:?}");
+                assert!(nothing(data_changes.clone()), "a's own lap of the data ring: {data_changes:?}");
+                assert!(everything(w.changes_since_others(third)), "the lap is everything to another participant");
+            }
+            1 => {
+                // One overwrite and one append of b's inside the lap: everything.
+                g.write_at(0, &[9]).unwrap();
+                g.write_at(BLOCK as u64, &[9]).unwrap();
+                for i in 0..5 {
+                    f.write_at(0, &[i]).unwrap();
+                    f.write_at(BLOCK as u64 + 20_000 + i as u64, &[2]).unwrap();
+                }
+                let (changes, data_changes) = (a.changes_since_others(pos), a.data_changes_since_others(data));
+                assert!(everything(changes.clone()), "b's append inside a's lap: {changes:?}");
+                assert!(everything(data_changes.clone()), "b's overwrite inside a's lap: {data_changes:?}");
+            }
+            _ => {}
+        }
+        pos = a.changes_now().unwrap();
+        data = a.data_changes_since_others(data).unwrap().0;
+    }
+    // Past what the marks remember: 33 rings of a's own overwrites.
+    for i in 0..33 * 1024 {
+        f.write_at(0, &[i as u8]).unwrap();
+    }
+    assert!(everything(a.data_changes_since_others(data)), "a lap longer than the marks");
+    drop((f, g, a, b, w));
+    img.check();
+}
+
 /// Two participants' threads overwrite files of their own at once while a third reads the
 /// ring of data changes without a lock: each overwrite is read exactly once (no slot read
 /// before its writer stored it, none skipped).
