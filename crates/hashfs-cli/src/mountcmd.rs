@@ -269,12 +269,19 @@ pub fn umount(mountpoint: &Path, first: BeforeUnmount) -> Result<(), Failure> {
             .map_err(|e| fail(format!("writing back the promoted files of {}: {e}", mountpoint.display())))?;
     }
     let daemon = root_xattr(mountpoint, hashfs_fuse::DAEMON_PID_XATTR).and_then(|p| p.parse::<i32>().ok());
-    let status = Command::new("fusermount3").arg("-u").arg(mountpoint).status();
-    if !matches!(status, Ok(s) if s.success()) {
-        let c = std::ffi::CString::new(mountpoint.as_os_str().as_encoded_bytes())?;
-        // SAFETY: a valid NUL-terminated path; umount2 has no other preconditions.
-        if unsafe { libc::umount2(c.as_ptr(), 0) } != 0 {
-            return Err(fail(format!("unmount {}: {}", mountpoint.display(), std::io::Error::last_os_error())));
+    let start = Instant::now();
+    loop {
+        match unmount_once(mountpoint)? {
+            Ok(()) => break,
+            Err(Busy(_)) if start.elapsed() < BUSY_WAIT => std::thread::sleep(Duration::from_millis(20)),
+            Err(Busy(why)) => {
+                return Err(fail(format!(
+                    "unmount {}: {why} after {BUSY_WAIT:?}: a process has a file or directory open there \
+                     (`fuser -vm {}` names it)",
+                    mountpoint.display(),
+                    mountpoint.display()
+                )))
+            }
         }
     }
     // The daemon marks the image clean (or leaves it to the other processes of a shared
@@ -299,6 +306,37 @@ pub fn umount(mountpoint: &Path, first: BeforeUnmount) -> Result<(), Failure> {
         }
     }
     Err(fail(format!("unmounted, but the daemon still holds {} after {WAIT:?}", image.display())))
+}
+
+/// How long `umount` tries again while the mount is busy. A file closed just before is
+/// still open in a child that another thread of the closing program forked and that has
+/// not yet reached its exec (whose copy of the descriptor table holds it for that moment):
+/// a test's unmount right after its last close failed so with EBUSY under load (the quick
+/// tier of 2026-12-06, `fuse_stacked.rs`).
+const BUSY_WAIT: Duration = Duration::from_secs(3);
+
+/// The mount is busy: what the unmount said.
+struct Busy(String);
+
+/// One try at unmounting: `fusermount3 -u` (which a user who mounted may run), else
+/// `umount2` (root). Ok(Err(Busy)) when either says the mount is busy.
+fn unmount_once(mountpoint: &Path) -> Result<Result<(), Busy>, Failure> {
+    let out = Command::new("fusermount3").arg("-u").arg(mountpoint).output();
+    if matches!(&out, Ok(o) if o.status.success()) {
+        return Ok(Ok(()));
+    }
+    let said = out.map(|o| String::from_utf8_lossy(&o.stderr).trim().to_string()).unwrap_or_default();
+    let c = std::ffi::CString::new(mountpoint.as_os_str().as_encoded_bytes())?;
+    // SAFETY: a valid NUL-terminated path; umount2 has no other preconditions.
+    if unsafe { libc::umount2(c.as_ptr(), 0) } == 0 {
+        return Ok(Ok(()));
+    }
+    let e = std::io::Error::last_os_error();
+    if e.raw_os_error() == Some(libc::EBUSY) || said.contains("busy") {
+        return Ok(Err(Busy(if e.raw_os_error() == Some(libc::EBUSY) { e.to_string() } else { said })));
+    }
+    let said = if said.is_empty() { String::new() } else { format!(" ({said})") };
+    Err(fail(format!("unmount {}: {e}{said}", mountpoint.display())))
 }
 
 /// A stacked mount's status text (None: not a stacked mount).
