@@ -312,13 +312,15 @@ fn umount_waits_a_moment_for_a_busy_mount_and_says_why_it_stays_busy() {
     }
     let mut m = Mounted::new("16M");
     fs::write(m.path("/f"), b"held").unwrap();
+    // A process that holds the file open for `secs`, once it has it open.
     let hold = |secs: &str| {
         let script = format!("exec 3< '{}'; sleep {secs}", m.path("/f").display());
-        Command::new("bash").arg("-c").arg(script).spawn().unwrap()
+        let c = Command::new("bash").arg("-c").arg(script).spawn().unwrap();
+        wait_for("the holder's open", || fs::read_dir(format!("/proc/{}/fd", c.id())).is_ok_and(|d| d.count() > 3));
+        c
     };
     // Held for 20 s: the unmount gives up after its wait, saying why.
     let mut long = hold("20");
-    wait_for("the holder's open", || fs::read_dir(format!("/proc/{}/fd", long.id())).is_ok_and(|d| d.count() > 3));
     let t = std::time::Instant::now();
     let o = hashfs().args(["umount", m.mnt.to_str().unwrap()]).output().unwrap();
     let err = String::from_utf8_lossy(&o.stderr);
@@ -329,7 +331,6 @@ fn umount_waits_a_moment_for_a_busy_mount_and_says_why_it_stays_busy() {
     long.wait().unwrap();
     // Held for half a second more: the unmount waits it out.
     let mut short = hold("0.5");
-    wait_for("the holder's open", || fs::read_dir(format!("/proc/{}/fd", short.id())).is_ok_and(|d| d.count() > 3));
     m.stop();
     short.wait().unwrap();
     m.fsck_clean();
