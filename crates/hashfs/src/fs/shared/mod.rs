@@ -98,6 +98,16 @@ pub(crate) struct OwnMarks {
     data: Box<[AtomicU64]>,
 }
 
+/// `n` atomics, 0, in memory that is the system's zero pages until written (a process
+/// that never writes the rings, a `cat` through the shim, takes none of it; written one by
+/// one, every page was taken at each participant's start).
+fn zeroed(n: usize) -> Box<[AtomicU64]> {
+    let zeros: Box<[u64]> = vec![0u64; n].into_boxed_slice();
+    // SAFETY: AtomicU64 has the size, alignment and bit validity of u64 (its documentation),
+    // so the boxed slice of zeroed words is one of atomics holding 0, freed as it was made.
+    unsafe { Box::from_raw(Box::into_raw(zeros) as *mut [AtomicU64]) }
+}
+
 /// Positions each of [`OwnMarks`]' two lists remembers (256 KiB a list, taken in pages as a
 /// process writes).
 const OWN_MARKS: usize = 32 * CHANGE_RING;
@@ -105,8 +115,7 @@ const _: () = assert!(OWN_MARKS >= 32 * crate::share::DATA_RING);
 
 impl OwnMarks {
     pub(super) fn new() -> OwnMarks {
-        let slots = || (0..OWN_MARKS).map(|_| AtomicU64::new(0)).collect();
-        OwnMarks { changes: slots(), data: slots() }
+        OwnMarks { changes: zeroed(OWN_MARKS), data: zeroed(OWN_MARKS) }
     }
 
     fn mark(slots: &[AtomicU64], n: u64) {
