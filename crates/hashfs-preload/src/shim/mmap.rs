@@ -484,7 +484,7 @@ fn remap(a: usize, old_len: usize, new_len: usize, flags: c_int) -> Result<usize
     }
     let munmap = real!(munmap: fn(*mut c_void, size_t) -> c_int);
     let unmap = |from: usize, n: usize| {
-        let _ = unmap_recorded(from, from + n, || {
+        let _ = unmap_recorded(from, n, || {
             // SAFETY: pages of our own mapping, dropped from its record with them.
             if unsafe { munmap(from as *mut c_void, n) } == 0 {
                 Ok(())
@@ -538,16 +538,17 @@ fn remap(a: usize, old_len: usize, new_len: usize, flags: c_int) -> Result<usize
     Ok(to)
 }
 
-/// Runs `unmap`, a kernel call that takes the pages `[a, e)` (page-aligned) away (munmap,
-/// or a MAP_FIXED mapping over them), and, if it succeeds, drops them from the records,
-/// the records' lock held throughout. The follower thread (`follow.rs`) writes a copy's
+/// Runs `unmap`, a kernel call that takes the pages of `[addr, addr + len)` away (munmap,
+/// or a MAP_FIXED mapping over them: whole pages, the last rounded up), and, if it
+/// succeeds, drops them from the records, the records' lock held throughout. The follower thread (`follow.rs`) writes a copy's
 /// bytes and maps a record's pages under that lock, so a record must go no later than its
 /// pages do: until 2026-12-06 munmap dropped it after the kernel's call, and a follower
 /// that refreshed the copy meanwhile wrote into pages already unmapped (the process died
 /// of SIGSEGV: stop 95's CI, fsx with copies, whose follower fell behind its own writes
 /// and refreshed the copies whole) or changed the protection of the pages of the mapping
 /// made next at that address.
-fn unmap_recorded<T, E>(a: usize, e: usize, unmap: impl FnOnce() -> Result<T, E>) -> Result<T, E> {
+fn unmap_recorded<T, E>(addr: usize, len: usize, unmap: impl FnOnce() -> Result<T, E>) -> Result<T, E> {
+    let (a, e) = (addr, addr.saturating_add(len).next_multiple_of(PAGE));
     let mut maps = MAPS.lock();
     let r = unmap();
     if r.is_ok() {
@@ -619,7 +620,7 @@ impl Mappings for Preload {
         if MAP_COUNT.load(Ordering::Relaxed) == 0 {
             return None;
         }
-        Some(unmap_recorded(addr, addr.saturating_add(len).next_multiple_of(PAGE), || next.call()))
+        Some(unmap_recorded(addr, len, || next.call()))
     }
 
     fn mremap(
@@ -642,8 +643,7 @@ impl Mappings for Preload {
         if MAP_COUNT.load(Ordering::Relaxed) == 0 {
             return None;
         }
-        // The kernel unmaps whole pages: [addr, addr + len rounded up to a page).
-        Some(unmap_recorded(addr, addr.saturating_add(len).next_multiple_of(PAGE), || next.call()))
+        Some(unmap_recorded(addr, len, || next.call()))
     }
 
     /// EACCES for write access to a shared mapping of a file the descriptor could not

@@ -202,8 +202,7 @@ pub(super) fn reserve(
     let err = || std::io::Error::last_os_error().raw_os_error().unwrap_or(libc::ENOMEM);
     if fixed != 0 {
         // Over whatever is there, which may be one of our mappings: its records go with it.
-        let (a, e) = (addr as usize, (addr as usize).saturating_add(len).next_multiple_of(PAGE));
-        return super::unmap_recorded(a, e, || {
+        return super::unmap_recorded(addr as usize, len, || {
             // SAFETY: the caller's MAP_FIXED target, theirs to replace.
             let r = unsafe { real_mmap(addr, len, prot, anon | fixed, -1, 0) };
             if r == libc::MAP_FAILED {
