@@ -308,11 +308,11 @@ pub fn umount(mountpoint: &Path, first: BeforeUnmount) -> Result<(), Failure> {
     Err(fail(format!("unmounted, but the daemon still holds {} after {WAIT:?}", image.display())))
 }
 
-/// How long `umount` tries again while the mount is busy. A file closed just before is
-/// still open in a child that another thread of the closing program forked and that has
-/// not yet reached its exec (whose copy of the descriptor table holds it for that moment):
-/// a test's unmount right after its last close failed so with EBUSY under load (the quick
-/// tier of 2026-12-06, `fuse_stacked.rs`).
+/// How long `umount` tries again while the mount is busy. A file closed just before can
+/// still be open in a child that another thread of the closing program forked and that has
+/// not yet reached its exec (its copy of the descriptor table holds it for that moment): a
+/// test's unmount right after its last close failed with EBUSY under load, likely so (the
+/// quick tier of 2026-12-06, `fuse_stacked.rs`).
 const BUSY_WAIT: Duration = Duration::from_secs(3);
 
 /// The mount is busy: what the unmount said.

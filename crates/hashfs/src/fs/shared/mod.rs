@@ -92,7 +92,7 @@ pub(crate) struct SharedMount {
 /// process's, so nothing changed for it. Marks only as far back as the rings (until
 /// 2026-12-06) made a process that wrote faster than its mapping follower read (a writer
 /// that kept copies mapped: 200,000 appends beside 50 copies of 2 MiB) refresh every copy
-/// whole at each lap, 43 times in that run, ten times the appends' CPU.
+/// whole at each lap: 43 times in that run, by hand.
 pub(crate) struct OwnMarks {
     changes: Box<[AtomicU64]>,
     data: Box<[AtomicU64]>,
