@@ -59,11 +59,6 @@ impl DataRing {
         n
     }
 
-    /// The next position to be claimed.
-    pub fn head(&self) -> u64 {
-        self.head.word.load(Ordering::Acquire)
-    }
-
     /// Participant `me` watches from now on; the position to read from.
     pub fn watch(&self, me: Participant) -> u64 {
         self.watchers.word.fetch_or(1 << me.0, Ordering::AcqRel);

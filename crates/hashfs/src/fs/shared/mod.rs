@@ -885,16 +885,15 @@ impl<D: PmDevice> crate::FileSystem<D> {
     fn data_changes_skipping(&self, since: u64, skip_own: bool) -> Option<(u64, Changed)> {
         let sh = self.inner.shared.get()?;
         let own = |n: u64| skip_own && OwnMarks::marked(&sh.own.data, n);
-        let ring = sh.region.data_ring();
-        let head = ring.head();
-        if skip_own
-            && head.saturating_sub(since) > crate::share::DATA_RING as u64
-            && OwnMarks::all_marked(&sh.own.data, since, head)
-        {
-            return Some((head, Changed::Inodes(Vec::new()))); // a lap of this process's own
-        }
-        Some(match ring.since_skipping(since, &own) {
+        Some(match sh.region.data_ring().since_skipping(since, &own) {
             (next, crate::share::DataChanges::Inodes(v)) => (next, Changed::Inodes(v)),
+            // Every position up to where it stopped this process's own: nothing changed for
+            // it (`OwnMarks`), whether the ring lapped before or while it was read.
+            (next, crate::share::DataChanges::Everything)
+                if skip_own && OwnMarks::all_marked(&sh.own.data, since, next) =>
+            {
+                (next, Changed::Inodes(Vec::new()))
+            }
             (next, crate::share::DataChanges::Everything) => (next, Changed::Everything),
         })
     }
