@@ -390,8 +390,8 @@ def _():
 @bug("mprotect-writes-read-only-map")
 def _():
     plant("crates/hashfs-preload/src/shim/mmap.rs",
-        "(m.copy || read_only(m));\n",
-        "(m.copy || read_only(m) && !@ON);\n")
+        "(m.copy || read_only(m))) {\n",
+        "(m.copy || read_only(m) && !@ON)) {\n")
 
 
 @bug("cwd-kept-by-path")
@@ -546,3 +546,45 @@ def _():
     plant("crates/hashfs-preload/src/shim/library.rs",
         "    following_out(|| super::path::holding(fs, super::path::Hold::Lock, open))\n",
         "    following_out(|| if @ON { open() } else { super::path::holding(fs, super::path::Hold::Lock, open) })\n")
+
+
+@bug("follower-keeps-copies")
+def _():
+    plant("crates/hashfs-preload/src/shim/mmap/follow.rs",
+        "    super::copy::yield_to_writers(fs, &mut maps, ino);\n",
+        "    if !@ON {\n        super::copy::yield_to_writers(fs, &mut maps, ino);\n    }\n")
+
+
+@bug("copy-recorded-unasked")
+def _():
+    plant("crates/hashfs-preload/src/shim/mmap.rs",
+        "    copy::yield_to_writers(fs, &mut maps, ino);\n    recount(&maps);\n    Ok(start as *mut c_void)\n",
+        "    if !@ON {\n        copy::yield_to_writers(fs, &mut maps, ino);\n    }\n    recount(&maps);\n    Ok(start as *mut c_void)\n")
+
+
+@bug("mprotect-writable-unmarked")
+def _():
+    plant("crates/hashfs-preload/src/shim/mmap.rs",
+        "        for m in maps.iter_mut().filter(|m| meets(m)) {\n",
+        "        for m in maps.iter_mut().filter(|m| meets(m) && !@ON) {\n")
+
+
+@bug("mapped-mark-outlives-unmap")
+def _():
+    plant("crates/hashfs-preload/src/shim/mmap.rs",
+        "    for &ino in marked.1.iter().filter(|i| now.binary_search(i).is_err()) {\n",
+        "    for &ino in marked.1.iter().filter(|i| now.binary_search(i).is_err() && !@ON) {\n")
+
+
+@bug("fork-child-unmarked")
+def _():
+    plant("crates/hashfs-preload/src/shim/mmap.rs",
+        "        let maps = MAPS.lock();\n        mark_writable(&maps);\n",
+        "        let maps = MAPS.lock();\n        if !@ON {\n            mark_writable(&maps);\n        }\n")
+
+
+@bug("mount-ignores-marks")
+def _():
+    plant("crates/hashfs-fuse/src/watch.rs",
+        "                inos.extend_from_slice(&mapped);\n",
+        "                if !@ON {\n                    inos.extend_from_slice(&mapped);\n                }\n")

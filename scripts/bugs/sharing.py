@@ -661,3 +661,25 @@ def _():
     plant("crates/hashfs/src/fs/shared/mod.rs",
         "        since <= now && now - since <= slots.len() as u64 && (since..now).all(|n| Self::marked(slots, n))\n",
         "        !@ON && since <= now && now - since <= slots.len() as u64 && (since..now).all(|n| Self::marked(slots, n))\n")
+
+
+@bug("mapped-mark-outlives-death")
+def _():
+    plant("crates/hashfs/src/share/image.rs",
+        "            if s.mapped.load(Ordering::Acquire) & bit != 0 {\n",
+        "            if !@ON && s.mapped.load(Ordering::Acquire) & bit != 0 {\n")
+
+
+@bug("writable-mark-unpublished")
+def _():
+    plant("crates/hashfs/src/fs/shared/mapped.rs",
+        "        super::touched(ino);\n        Ok(())\n",
+        "        if !(@ON && on) {\n            super::touched(ino);\n        }\n        Ok(())\n")
+
+
+@bug("writable-unmark-unpublished")
+def _():
+    # The line writable-mark-unpublished (above) made of the publication.
+    plant("crates/hashfs/src/fs/shared/mapped.rs",
+        "        if !(crate::planted::on(\"writable-mark-unpublished\") && on) {\n",
+        "        if !(crate::planted::on(\"writable-mark-unpublished\") && on) && !(@ON && !on) {\n")

@@ -457,6 +457,69 @@ fn an_existing_mapping_through_the_mount_sees_a_change_soon() {
     m.fsck_clean();
 }
 
+/// A shim process's stores through its writable shared mapping reach no ring: the mount's
+/// watch drops the kernel's pages of a file another participant marks mapped writable at
+/// every reading (`hashfs_fuse::watch_changes`, `hashfs/src/fs/shared/mapped.rs`). A
+/// mapping through the mount, made first, shows each of 40 stores within 1 s (the bound
+/// asserted; the slowest is printed), the last one made right before the shim process
+/// unmaps (the unmark is published, so the watch drops the pages once more).
+#[test]
+fn a_mapping_through_the_mount_sees_stores_through_a_shim_processs_mapping() {
+    if !fuse_available() {
+        return;
+    }
+    let mut m = mounted_shared();
+    let img = m.image.clone();
+    shim_ok(&img, &format!("printf '%s' {} > /pm/mapped", "a".repeat(4096)));
+    let f = fs::File::open(m.path("mapped")).unwrap();
+    // SAFETY: a read-only shared mapping of the file's first page, read through volatile
+    // loads while it lives and unmapped at the end of the test.
+    let p = unsafe {
+        use std::os::fd::AsRawFd;
+        libc::mmap(std::ptr::null_mut(), 4096, libc::PROT_READ, libc::MAP_SHARED, f.as_raw_fd(), 0)
+    };
+    assert_ne!(p, libc::MAP_FAILED, "mmap: {}", std::io::Error::last_os_error());
+    // SAFETY: inside the live mapping.
+    let byte = || unsafe { std::ptr::read_volatile(p.cast::<u8>().add(100)) };
+    assert_eq!(byte(), b'a');
+    // The writer: a byte per line in, stored through its mapping, "ok" out; at "last" the
+    // store is followed by the unmap at once.
+    let script = "python3 -c \"import mmap, os, sys\nfd = os.open('/pm/mapped', os.O_RDWR)\n\
+                  w = mmap.mmap(fd, 4096, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)\n\
+                  for l in sys.stdin:\n    c, *last = l.split()\n    w[100] = ord(c)\n    \
+                  if last:\n        w.close()\n    print('ok', flush=True)\"";
+    let mut writer = shim(&img, script).stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().unwrap();
+    let mut answers = std::io::BufReader::new(writer.stdout.take().unwrap());
+    let mut slowest = std::time::Duration::ZERO;
+    let stores: Vec<u8> = (b'b'..=b'z').chain(b'A'..=b'O').collect();
+    for (k, &c) in stores.iter().enumerate() {
+        let line = if k + 1 == stores.len() { format!("{} last\n", c as char) } else { format!("{}\n", c as char) };
+        std::io::Write::write_all(writer.stdin.as_mut().unwrap(), line.as_bytes()).unwrap();
+        let mut answer = String::new();
+        std::io::BufRead::read_line(&mut answers, &mut answer).unwrap();
+        assert_eq!(answer.trim(), "ok");
+        let start = std::time::Instant::now();
+        while byte() != c {
+            assert!(
+                start.elapsed() < std::time::Duration::from_secs(1),
+                "the mapping through the mount still shows {:?} a second after the store of {:?}",
+                byte() as char,
+                c as char
+            );
+            std::thread::sleep(std::time::Duration::from_micros(100));
+        }
+        slowest = slowest.max(start.elapsed());
+    }
+    drop(writer.stdin.take());
+    assert!(writer.wait().unwrap().success());
+    eprintln!("the slowest store reached the mapping through the mount in {slowest:?}");
+    // SAFETY: the mapping made above, no longer used.
+    unsafe { libc::munmap(p, 4096) };
+    drop(f);
+    m.stop();
+    m.fsck_clean();
+}
+
 /// A Python program that takes a POSIX record lock (`fcntl.lockf`) on `path`, over
 /// `len` bytes from `start` (0: to the end), says "locked" and holds it until a line
 /// arrives on its input; with `try_only`, it only tries (without waiting) and exits 0 if

@@ -8,9 +8,13 @@
 //! participant caches), are noted in the image's ring of data changes while this mount
 //! watches it (`hashfs::FileSystem::watch_data`), and read the same way. The bound on what
 //! a mapping through the mount shows stale is thus the period plus the invalidation's own
-//! time, for every change made through calls; a shim process's stores through its own
-//! mapping of a file reach no ring, and a mapping through the mount shows them only when
-//! a call changes the file after them. Changes the daemon made itself are invalidated too (the ring
+//! time, for every change made through calls. A shim process's stores through its own
+//! writable shared mapping of a file reach no ring: while another participant marks a file
+//! mapped so (`hashfs::FileSystem::mapped_writable_elsewhere`, a mark published as a change
+//! of the file before the first store, `hashfs/src/fs/shared/mapped.rs`), the watch drops
+//! the kernel's pages of it at every reading, so what the mount shows of those stores is a
+//! period and the invalidation behind them too (until 2026-12-06 it showed them only when a
+//! call changed the file after them). Changes the daemon made itself are invalidated too (the ring
 //! does not say who made a change): harmless, the kernel reads them again.
 
 use fuser::Notifier;
@@ -32,6 +36,9 @@ pub fn watch_changes<D: PmDevice + 'static>(
 ) -> Option<JoinHandle<()>> {
     let mut seen = fs.changes_now()?;
     let mut seen_data = fs.watch_data()?;
+    // Files another participant maps writable and shared (taken after the position in the
+    // ring: a mark published after it is read there).
+    let mut mapped = fs.mapped_writable_elsewhere_all();
     std::thread::Builder::new()
         .name("hashfs-watch".into())
         .spawn(move || {
@@ -46,9 +53,17 @@ pub fn watch_changes<D: PmDevice + 'static>(
                 for c in [changed, data] {
                     match c {
                         Changed::Inodes(v) => inos.extend(v),
-                        Changed::Everything => inos.extend(fs.cached_inodes()),
+                        Changed::Everything => {
+                            inos.extend(fs.cached_inodes());
+                            mapped = fs.mapped_writable_elsewhere_all();
+                        }
                     }
                 }
+                mapped.extend(inos.iter().copied().filter(|&i| fs.mapped_writable_elsewhere(i)));
+                mapped.sort_unstable();
+                mapped.dedup();
+                mapped.retain(|&i| fs.mapped_writable_elsewhere(i));
+                inos.extend_from_slice(&mapped);
                 inos.sort_unstable();
                 inos.dedup();
                 for ino in inos {

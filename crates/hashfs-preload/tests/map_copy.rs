@@ -348,3 +348,97 @@ print("placed at the copy's address", placed > rounds // 2, "written by the shim
     assert!(err.is_empty(), "{err}");
     img.fsck_clean();
 }
+
+/// Another process's side of [`A_FILE_MAPPED_WRITABLE_BY_ANOTHER_PROCESS`]: commands on
+/// stdin, an answer a line each; it leaves at EOF (its parent gone).
+const READER: &str = r#"
+import time
+path, n = sys.argv[1], 64
+fd = os.open(path, os.O_RDONLY)
+r = None
+for line in sys.stdin:
+    cmd, *arg = line.split()
+    if cmd == "map":
+        if r:
+            libc.munmap(r, n * P)
+        r = libc.mmap(None, n * P, mmap.PROT_READ, mmap.MAP_SHARED, fd, 0)
+        print(kernel_maps(r, n * P), flush=True)
+    elif cmd == "wait_pages":
+        end = time.time() + 5
+        while kernel_maps(r, n * P) == 1 and time.time() < end:
+            time.sleep(0.002)
+        print(kernel_maps(r, n * P), flush=True)
+    elif cmd == "read":
+        print(ctypes.string_at(r + int(arg[0]), 6).decode("latin-1"), flush=True)
+"#;
+
+const A_FILE_MAPPED_WRITABLE_BY_ANOTHER_PROCESS: &str = r#"
+import subprocess, time
+path, n, reader = sys.argv[1], 64, sys.argv[2]
+data = bytes((i * 13 + i // P) % 239 for i in range(n * P))
+with open(path, "wb") as f:
+    f.write(data)
+fd = os.open(path, os.O_RDWR)
+env = dict(os.environ)
+env.pop("HASHFS_MAP_COPY_MAX")  # the reader's small mappings of the scattered file are copies
+child = subprocess.Popen([sys.executable, "-c", reader, path], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                         text=True, env=env)
+def ask(cmd):
+    child.stdin.write(cmd + "\n")
+    child.stdin.flush()
+    return child.stdout.readline().strip()
+R, RW = mmap.PROT_READ, mmap.PROT_READ | mmap.PROT_WRITE
+print("reader_copy", ask("map"))
+# This process's mapping (the file's pages: no copies here) made writable by mprotect: the
+# reader's copy becomes the file's pages, and shows every store through it at once.
+w = libc.mmap(None, n * P, R, mmap.MAP_SHARED, fd, 0)
+print("mprotect", libc.mprotect(w, n * P, RW))
+print("reader_pages", int(ask("wait_pages")) > 1)
+ctypes.memmove(w + 3 * P + 7, b"STORE1", 6)
+print("reader_reads", ask(f"read {3 * P + 7}"))
+# Unmapped here: the reader's next mapping is a copy again.
+libc.munmap(w, n * P)
+print("copy_again", ask("map"))
+# A writable mapping made here first: the reader's next mapping is the file's pages.
+w = libc.mmap(None, n * P, RW, mmap.MAP_SHARED, fd, 0)
+print("reader_new_pages", int(ask("map")) > 1)
+ctypes.memmove(w + 9 * P + 1, b"STORE2", 6)
+print("reader_reads", ask(f"read {9 * P + 1}"))
+# A forked child keeps the mapping (a participant of its own, marked under its own name)
+# after this process unmapped it: the reader's next mapping is still the file's pages.
+go_r, go_w = os.pipe()
+pid = os.fork()
+if pid == 0:
+    os.read(go_r, 1)
+    ctypes.memmove(w + 20 * P + 5, b"STORE3", 6)
+    os._exit(0)
+libc.munmap(w, n * P)
+print("reader_pages_beside_child", int(ask("map")) > 1)
+os.write(go_w, b"x")
+os.waitpid(pid, 0)
+print("reader_reads", ask(f"read {20 * P + 5}"))
+child.stdin.close()
+child.wait()
+"#;
+
+/// Issue 55, item 4 (one set of bytes for a file mapped shared in two processes): a store
+/// through one process's writable shared mapping reaches no call, so another process's
+/// mapping of the file must not be a copy. Another process's copy becomes the file's pages
+/// when this one maps the file writable (here by mprotect), a mapping made while it does is
+/// the file's pages from the start, once it unmaps copies come back, and a forked child's
+/// inherited mapping counts as the child's; each store is read at once.
+#[test]
+fn a_file_mapped_writable_by_another_process_is_never_a_copy_there() {
+    let img = image();
+    let out = run_script(
+        &img,
+        A_FILE_MAPPED_WRITABLE_BY_ANOTHER_PROCESS,
+        &[("HASHFS_MAP_COPY_MAX", "0")],
+        &[&p("/scattered"), &script(READER)],
+    );
+    assert_eq!(
+        out,
+        "reader_copy 1\nmprotect 0\nreader_pages True\nreader_reads STORE1\ncopy_again 1\n\
+         reader_new_pages True\nreader_reads STORE2\nreader_pages_beside_child True\nreader_reads STORE3\n"
+    );
+}

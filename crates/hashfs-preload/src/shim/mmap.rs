@@ -113,7 +113,42 @@ fn recount(maps: &[FileMap]) {
     } else {
         vspace::maps_given((before - runs) as u64);
     }
+    mark_writable(maps);
     follow::after_recount(maps);
+}
+
+/// The inodes this process has marked in the image's region as mapped writable and shared
+/// (sorted), and the process that marked them: a forked child, a participant of its own,
+/// marks those it inherited again under its own name ([`follow_in_child`]).
+static MARKED: std::sync::Mutex<(i32, Vec<Ino>)> = std::sync::Mutex::new((0, Vec::new()));
+
+/// After the records changed (under MAPS's lock): the region's marks of this process's
+/// writable shared mappings follow them (`hashfs/src/fs/shared/mapped.rs`), so that no
+/// other process serves a mapping of such a file by a copy, and its copies become the
+/// file's pages (`copy::yield_to_writers`). A new mapping is marked before `mmap` (or
+/// `mprotect`) returns it, so before any store through it.
+fn mark_writable(maps: &[FileMap]) {
+    let me = current_pid();
+    let mut marked = MARKED.lock().unwrap_or_else(|e| e.into_inner());
+    if marked.0 != me {
+        *marked = (me, Vec::new());
+    }
+    if marked.1.is_empty() && !maps.iter().any(copy::writable) {
+        return;
+    }
+    let Ok(fs) = shim().fs() else { return };
+    let mut now: Vec<Ino> = maps.iter().filter(|m| copy::writable(m)).map(|m| m.file.ino).collect();
+    now.sort_unstable();
+    now.dedup();
+    for &ino in now.iter().filter(|i| marked.1.binary_search(i).is_err()) {
+        if let Err(e) = fs.note_mapped_writable(ino, true) {
+            eprintln!("hashfs_preload: inode {}: marking its writable mapping for the other processes: {e}", ino.0);
+        }
+    }
+    for &ino in marked.1.iter().filter(|i| now.binary_search(i).is_err()) {
+        let _ = fs.note_mapped_writable(ino, false);
+    }
+    marked.1 = now;
 }
 
 /// At exit: drops every record (and with them their open files and pinned blocks), so
@@ -138,7 +173,9 @@ pub(super) fn held_for_fork() -> MapsHeld {
 pub(super) fn follow_in_child() {
     if MAP_COUNT.load(Ordering::Relaxed) > 0 {
         follow::watch_in_child();
-        follow::after_recount(&MAPS.lock());
+        let maps = MAPS.lock();
+        mark_writable(&maps);
+        follow::after_recount(&maps);
     }
 }
 
@@ -356,7 +393,7 @@ fn bring_up_to_date(fs: &FileSystem<MmapDevice>, maps: &mut [FileMap], ino: Ino,
             }
         }
     }
-    copy::take_over(maps, &stale, size);
+    copy::take_over(fs, maps, &stale, size);
     recount(maps);
 }
 
@@ -450,9 +487,12 @@ fn map_open_file(
         r => r?,
     }
     m.mapped = in_file;
-    let start = m.start;
+    let (start, ino) = (m.start, m.file.ino);
     let mut maps = MAPS.lock();
     maps.push(m);
+    // Another process may have marked the file since `allowed` asked (its publication read
+    // by the follower before this record was there).
+    copy::yield_to_writers(fs, &mut maps, ino);
     recount(&maps);
     Ok(start as *mut c_void)
 }
@@ -649,15 +689,41 @@ impl Mappings for Preload {
     /// EACCES for write access to a shared mapping of a file the descriptor could not
     /// write (Linux's rule, which the kernel cannot apply here: its mapping is of the image,
     /// open for writing), or to one served by a copy (`copy.rs`: stores into it would not
-    /// reach the file); else the kernel's.
+    /// reach the file); else the kernel's, after a shared mapping made writable is
+    /// recorded so (its later pages mapped writable, as Linux keeps a mapping's protection),
+    /// this process's copies of its file given back (ENOMEM where the budget does not allow
+    /// it) and the file marked for the other processes, as at a writable `mmap`.
     fn mprotect(addr: usize, len: usize, prot: c_int, _: Next<'_, ()>) -> Served<()> {
         if prot & libc::PROT_WRITE == 0 || MAP_COUNT.load(Ordering::Relaxed) == 0 {
             return None;
         }
         let (a, e) = (addr, addr.saturating_add(len));
         let read_only = |m: &FileMap| m.file.flags.load(Ordering::Relaxed) & libc::O_ACCMODE != libc::O_RDWR;
-        let refused = |m: &FileMap| !m.private && a < m.start + m.len && m.start < e && (m.copy || read_only(m));
-        MAPS.lock().iter().any(refused).then_some(Err(Errno(libc::EACCES)))
+        let meets = |m: &FileMap| !m.private && a < m.start + m.len && m.start < e;
+        let mut maps = MAPS.lock();
+        if maps.iter().any(|m| meets(m) && (m.copy || read_only(m))) {
+            return Some(Err(Errno(libc::EACCES)));
+        }
+        let mut newly: Vec<Ino> = maps.iter().filter(|m| meets(m) && !copy::writable(m)).map(|m| m.file.ino).collect();
+        if newly.is_empty() {
+            return None;
+        }
+        let fs = match shim().fs() {
+            Ok(fs) => fs,
+            Err(e) => return Some(Err(Errno(e))),
+        };
+        newly.dedup();
+        for &ino in &newly {
+            if let Err(e) = copy::give_back(fs, &mut maps, ino) {
+                return Some(Err(Errno(e)));
+            }
+        }
+        for m in maps.iter_mut().filter(|m| meets(m)) {
+            // A mapping part of which is made writable is counted writable whole.
+            m.prot = if a <= m.start && m.start + m.len <= e { prot } else { m.prot | libc::PROT_WRITE };
+        }
+        recount(&maps);
+        None
     }
 
     /// msync of a range that meets a shared mapping of ours: the lines of its pages that

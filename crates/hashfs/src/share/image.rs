@@ -95,16 +95,20 @@ pub struct ChangeRing {
 // SAFETY: an array of atomics.
 unsafe impl Shared for ChangeRing {}
 
-/// One open inode: its number and a bit per participant that has it open.
+/// One open inode: its number, a bit per participant that has it open, and a bit per
+/// participant that maps it writable and shared (a subset of the holders).
 #[repr(C)]
 pub struct OpenInode {
     ino: AtomicU32,
     _pad: AtomicU32,
     holders: AtomicU64,
+    mapped: AtomicU64,
 }
 
 /// Which participants have which inodes open, so that the last close anywhere frees an
-/// unlinked file (open-addressed by inode number; changed under the image lock).
+/// unlinked file, and which map them writable and shared, so that no other participant
+/// serves a mapping of such a file by a copy its stores would not reach (the shim's
+/// `mmap/copy.rs`). Open-addressed by inode number; changed under the image lock.
 #[repr(C)]
 pub struct OpenInodes {
     slots: [OpenInode; MAX_OPEN_INODES],
@@ -149,7 +153,7 @@ pub const DATA_RING_OFF: usize = INODE_LOCKS_OFF + page_up(std::mem::size_of::<I
 pub const RECORD_LOCKS_OFF: usize = DATA_RING_OFF + page_up(std::mem::size_of::<DataRing>());
 /// The inode bitmap, the last part: the only one whose size depends on the image.
 pub const INODE_BITS_OFF: usize = RECORD_LOCKS_OFF + page_up(std::mem::size_of::<RecordLocks>());
-const _: () = assert!(INODE_BITS_OFF == 636 << 10);
+const _: () = assert!(INODE_BITS_OFF == 668 << 10);
 
 /// The byte ranges of a region file that a call changes between its stores to the image:
 /// the inode bitmap and the table's state (to the end of the region), the bitmap's count and
@@ -166,7 +170,7 @@ pub fn inode_state_ranges(region_len: usize) -> [std::ops::Range<usize>; 4] {
     ]
 }
 
-/// The region's size for an image of `inode_count` inodes: 636 KiB, a bit per inode
+/// The region's size for an image of `inode_count` inodes: 668 KiB, a bit per inode
 /// rounded up to 4 KiB (8 KiB for the 65,536 inodes of a 1 GiB image), and the table's
 /// state `table` (none on images of the paper placement).
 pub fn region_bytes(inode_count: u64, table: TableLayout) -> usize {
@@ -417,8 +421,34 @@ impl OpenInodes {
         }
         let Some(s) = free else { return false };
         s.ino.store(ino.0, Ordering::Release);
+        s.mapped.store(0, Ordering::Release);
         s.holders.store(bit, Ordering::Release);
         true
+    }
+
+    /// Participant `me`, which has `ino` open, maps it writable and shared (`on`), or no
+    /// longer does; false when `me` does not have it open (a mapping holds its file open).
+    /// The image lock's holder only.
+    pub fn set_mapped(&self, ino: Ino, me: Participant, on: bool) -> bool {
+        let bit = 1u64 << me.0;
+        let Some(s) = self.find(ino).filter(|s| s.holders.load(Ordering::Acquire) & bit != 0) else {
+            return !on;
+        };
+        if on {
+            s.mapped.fetch_or(bit, Ordering::AcqRel);
+        } else {
+            s.mapped.fetch_and(!bit, Ordering::AcqRel);
+        }
+        true
+    }
+
+    /// Whether a participant other than `me` (any, for None: a read-only participant, which
+    /// has no slot) maps `ino` writable and shared. Read without the image lock: a mark
+    /// stays on its slot while its participant holds the inode, and a slot holding an
+    /// inode is found by a search beside the holder's changes (`forget_run_end`).
+    pub fn mapped_by_others(&self, ino: Ino, me: Option<Participant>) -> bool {
+        let mine = me.map_or(0, |p| 1u64 << p.0);
+        self.find(ino).is_some_and(|s| s.mapped.load(Ordering::Acquire) & !mine != 0)
     }
 
     /// Participant `me` closed its last descriptor of `ino`; whether anyone still has it
@@ -426,6 +456,7 @@ impl OpenInodes {
     pub fn release(&self, ino: Ino, me: Participant) -> bool {
         let bit = 1u64 << me.0;
         let Some(i) = self.find_index(ino) else { return false };
+        self.slots[i].mapped.fetch_and(!bit, Ordering::AcqRel);
         let left = self.slots[i].holders.fetch_and(!bit, Ordering::AcqRel) & !bit;
         if left == 0 {
             self.forget_run_end(i);
@@ -485,21 +516,33 @@ impl OpenInodes {
         None
     }
 
+    /// The inodes a participant other than `me` (any, for None) maps writable and shared:
+    /// a look through the whole table, read without the image lock.
+    pub fn mapped_inodes(&self, me: Option<Participant>) -> Vec<Ino> {
+        let mine = me.map_or(0, |p| 1u64 << p.0);
+        let marked = |s: &&OpenInode| s.mapped.load(Ordering::Acquire) & !mine != 0;
+        self.slots.iter().filter(marked).map(|s| Ino(s.ino.load(Ordering::Acquire))).filter(|i| i.0 != 0).collect()
+    }
+
     /// Whether participant `p` has any inode open (its bit in some slot).
     pub fn any_held_by(&self, p: Participant) -> bool {
         let bit = 1u64 << p.0;
         self.slots.iter().any(|s| s.holders.load(Ordering::Acquire) & bit != 0)
     }
 
-    /// Clears dead participant `dead`'s bit everywhere; the inodes no one has open any
-    /// more (the survivor frees those that are unlinked). The image lock's holder only.
-    /// (Also a participant's own at its leave.) Only `dead` sets its bit, and it is dead or
+    /// Clears dead participant `dead`'s bits everywhere (its holds, and its writable
+    /// mappings, which died with it); the inodes no one has open any more (the survivor
+    /// frees those that are unlinked). The image lock's holder only. (Also a participant's
+    /// own at its leave.) Only `dead` sets its bit, and it is dead or
     /// leaving, so a slot whose word lacks the bit is passed by a load: a read-modify-write
     /// of every slot dirtied every line of the table, 320 KiB of shared memory a leave.
     pub fn release_all_of(&self, dead: Participant) -> Vec<Ino> {
         let bit = 1u64 << dead.0;
         let mut closed = Vec::new();
         for (i, s) in self.slots.iter().enumerate().filter(|(_, s)| s.holders.load(Ordering::Acquire) & bit != 0) {
+            if s.mapped.load(Ordering::Acquire) & bit != 0 {
+                s.mapped.fetch_and(!bit, Ordering::AcqRel);
+            }
             let h = s.holders.fetch_and(!bit, Ordering::AcqRel);
             if h == bit {
                 closed.push(Ino(s.ino.load(Ordering::Acquire)));
@@ -511,19 +554,52 @@ impl OpenInodes {
 }
 
 const _: () = assert!(MAX_PARTICIPANTS <= 64, "a holders word has one bit per participant");
-const _: () = assert!(std::mem::size_of::<OpenInode>() == 16);
+const _: () = assert!(std::mem::size_of::<OpenInode>() == 24);
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn table() -> Box<OpenInodes> {
-        let slot = || OpenInode { ino: AtomicU32::new(0), _pad: AtomicU32::new(0), holders: AtomicU64::new(0) };
+        let slot = || OpenInode {
+            ino: AtomicU32::new(0),
+            _pad: AtomicU32::new(0),
+            holders: AtomicU64::new(0),
+            mapped: AtomicU64::new(0),
+        };
         Box::new(OpenInodes { slots: std::array::from_fn(|_| slot()) })
     }
 
     fn used(t: &OpenInodes) -> usize {
         t.slots.iter().filter(|s| s.ino.load(Ordering::Relaxed) != 0).count()
+    }
+
+    /// A participant's mark of a writable shared mapping is seen by the others, not by
+    /// itself, needs its hold, and goes with its unmap, its close and its death; a slot
+    /// taken again by another inode starts unmarked.
+    #[test]
+    fn a_writable_mapping_mark_is_the_holders_and_dies_with_it() {
+        let t = table();
+        let (a, b) = (Participant(0), Participant(1));
+        assert!(t.hold(Ino(7), a));
+        assert!(!t.set_mapped(Ino(7), b, true), "b does not have it open");
+        assert!(!t.mapped_by_others(Ino(7), Some(a)));
+        assert!(t.set_mapped(Ino(7), a, true));
+        assert!(t.mapped_by_others(Ino(7), Some(b)) && t.mapped_by_others(Ino(7), None));
+        assert!(!t.mapped_by_others(Ino(7), Some(a)), "its own mark");
+        assert!(t.set_mapped(Ino(7), a, false));
+        assert!(!t.mapped_by_others(Ino(7), Some(b)), "unmapped");
+        assert!(t.set_mapped(Ino(7), a, true));
+        assert!(!t.release(Ino(7), a));
+        assert!(t.hold(Ino(7), b));
+        assert!(!t.mapped_by_others(Ino(7), None), "closed: a's mark went with its hold");
+        assert!(t.hold(Ino(8), a) && t.set_mapped(Ino(8), a, true) && t.set_mapped(Ino(7), b, true));
+        assert!(t.hold(Ino(9), a) && t.hold(Ino(9), b) && t.set_mapped(Ino(9), a, true));
+        assert_eq!(t.release_all_of(a), vec![Ino(8)]);
+        assert!(!t.mapped_by_others(Ino(9), Some(b)), "a died: its mark of a file b has open went with it");
+        assert!(t.mapped_by_others(Ino(7), Some(a)), "a died: b's mark stays");
+        assert!(t.hold(Ino(8), b));
+        assert!(!t.mapped_by_others(Ino(8), None), "a new hold of the slot starts unmarked");
     }
 
     /// Inodes opened and closed one after another, many more than the table's slots

@@ -97,11 +97,42 @@ pub(super) fn give_back(fs: &FileSystem<MmapDevice>, maps: &mut [FileMap], ino: 
     r
 }
 
-/// Whether `m` (not yet recorded) may be served by a copy, given the live records.
+/// Whether `m` (not yet recorded) may be served by a copy, given the live records: it is
+/// private, or read-only and no writable shared mapping of this process ([`writable`])
+/// maps its file. (Another process's: [`yield_to_writers`].)
 pub(super) fn allowed(maps: &[FileMap], m: &FileMap) -> bool {
-    m.private
-        || (m.prot & libc::PROT_WRITE == 0
-            && !maps.iter().any(|x| x.file.ino == m.file.ino && !x.private && x.prot & libc::PROT_WRITE != 0))
+    m.private || (m.prot & libc::PROT_WRITE == 0 && !maps.iter().any(|x| x.file.ino == m.file.ino && writable(x)))
+}
+
+/// Whether stores through record `m` reach its file: a shared mapping made writable, or
+/// made so since by `mprotect`.
+pub(super) fn writable(m: &FileMap) -> bool {
+    !m.private && m.prot & libc::PROT_WRITE != 0
+}
+
+/// If another process maps `ino` writable and shared (its mark in the image's region:
+/// `hashfs/src/fs/shared/mapped.rs`), this process's shared copies of it become its pages
+/// ([`give_back`]): stores through such a mapping reach no call and no ring, so a copy
+/// would keep the old bytes. Called wherever a copy is recorded (after the record is in,
+/// so that a mark stored meanwhile, whose publication the follower read before the record
+/// was there, is seen) and by the follower for each change of `ino` another process
+/// published (a mark is published so). Where the budget does not allow it, the copies'
+/// pages fault from then on rather than show old bytes, and the shim says so.
+pub(super) fn yield_to_writers(fs: &FileSystem<MmapDevice>, maps: &mut [FileMap], ino: Ino) {
+    let copied = |m: &FileMap| m.copy && !m.private && m.file.ino == ino && m.prot != libc::PROT_NONE;
+    if !maps.iter().any(copied) || !fs.mapped_writable_elsewhere(ino) || give_back(fs, maps, ino).is_ok() {
+        return;
+    }
+    for m in maps.iter_mut().filter(|m| copied(m)) {
+        m.prot = libc::PROT_NONE;
+        let _ = protect(m.start, m.len, libc::PROT_NONE);
+        eprintln!(
+            "hashfs_preload: {}: another process maps the file writable, and a mapping of it here, a \
+             copy, cannot become the file's pages (too many kernel mappings, vm.max_map_count): its \
+             pages fault",
+            m.file.fs_path.display()
+        );
+    }
 }
 
 /// Serves `m` by a copy: one anonymous mapping at the caller's address (or one of the
@@ -186,9 +217,14 @@ pub(super) fn refresh(m: &mut FileMap, lo: u64, hi: u64, size: u64) {
 /// rather than read bytes that are not the file's, and the shim says so. (Before, they were
 /// left as they were: LMDB, whose read-only map grows with its file, read zeros where its
 /// pages were once the file passed 64 MiB, and stopped with MDB_CORRUPTED.)
-pub(super) fn take_over(maps: &mut [FileMap], stale: &[Stale], size: u64) {
+pub(super) fn take_over(fs: &FileSystem<MmapDevice>, maps: &mut [FileMap], stale: &[Stale], size: u64) {
     for &(i, a, e) in stale {
-        if maps[i].copy || (allowed(maps, &maps[i]) && convert(&mut maps[i], size).is_ok()) {
+        if maps[i].copy {
+            continue;
+        }
+        if allowed(maps, &maps[i]) && convert(&mut maps[i], size).is_ok() {
+            let ino = maps[i].file.ino;
+            yield_to_writers(fs, maps, ino);
             continue;
         }
         let m = &maps[i];

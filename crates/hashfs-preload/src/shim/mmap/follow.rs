@@ -179,13 +179,16 @@ fn run() {
 }
 
 /// Brings `ino`'s followed records up to date with the file after another process changed
-/// it: holes it filled mapped, pages it grew the file over mapped, copies copied again
-/// (the rings name the inode, not the bytes).
+/// it: copies given back to the file's pages if another process now maps it writable (its
+/// mark is published as a change: `copy::yield_to_writers`), holes it filled mapped, pages
+/// it grew the file over mapped, copies copied again (the rings name the inode, not the
+/// bytes).
 fn follow(fs: &FileSystem<MmapDevice>, ino: Ino) {
     let mut maps = MAPS.lock();
     if !maps.iter().any(|m| m.file.ino == ino && needs(m)) {
         return;
     }
+    super::copy::yield_to_writers(fs, &mut maps, ino);
     let Ok(size) = fs.peek_attr(ino).map(|a| a.size) else { return };
     // The file's whole range (rounded up to pages inside: no end past it).
     bring_up_to_date(fs, &mut maps, ino, 0, size, size);

@@ -22,7 +22,7 @@ pub(super) fn fill(addr: usize) -> Result<(), c_int> {
     let stale = remap_filled(fs, &mut maps, ino, lo, hi);
     if !stale.is_empty() {
         if let Ok(attr) = fs.peek_attr(ino) {
-            copy::take_over(&mut maps, &stale, attr.size);
+            copy::take_over(fs, &mut maps, &stale, attr.size);
         }
     }
     recount(&maps);

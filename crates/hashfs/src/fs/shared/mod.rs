@@ -27,6 +27,7 @@
 mod fork;
 mod fork_mutex;
 mod join;
+mod mapped;
 mod read_only;
 mod read_side;
 pub mod record_locks;
