@@ -666,8 +666,8 @@ def _():
 @bug("mapped-mark-outlives-death")
 def _():
     plant("crates/hashfs/src/share/image.rs",
-        "            if s.mapped.load(Ordering::Acquire) & bit != 0 {\n",
-        "            if !@ON && s.mapped.load(Ordering::Acquire) & bit != 0 {\n")
+        "            for m in s.marks.iter().filter(|m| m.load(Ordering::Acquire) & bit != 0) {\n",
+        "            for m in s.marks.iter().filter(|m| !@ON && m.load(Ordering::Acquire) & bit != 0) {\n")
 
 
 @bug("writable-mark-unpublished")
@@ -683,3 +683,45 @@ def _():
     plant("crates/hashfs/src/fs/shared/mapped.rs",
         "        if !(crate::planted::on(\"writable-mark-unpublished\") && on) {\n",
         "        if !(crate::planted::on(\"writable-mark-unpublished\") && on) && !(@ON && !on) {\n")
+
+
+@bug("blocks-unmarked")
+def _():
+    plant("crates/hashfs/src/fs/map.rs",
+        "        if self.cell.map_count.fetch_add(1, Ordering::AcqRel) == 0 {\n",
+        "        if self.cell.map_count.fetch_add(1, Ordering::AcqRel) == 0 && !@ON {\n")
+
+
+@bug("unpin-keeps-mark")
+def _():
+    plant("crates/hashfs/src/fs/map.rs",
+        "    if cell.map_count.fetch_sub(1, Ordering::AcqRel) == 1 {\n",
+        "    if cell.map_count.fetch_sub(1, Ordering::AcqRel) == 1 && !@ON {\n")
+
+
+@bug("dead-pins-kept")
+def _():
+    plant("crates/hashfs/src/fs/shared/mapped.rs",
+        "                .any(|p| sh.region.participants().staying(Participant(p)))\n",
+        "                .any(|p| @ON || sh.region.participants().staying(Participant(p)))\n")
+
+
+@bug("punch-frees-under-mapping")
+def _():
+    plant("crates/hashfs/src/fs/file.rs",
+        "            FallocateMode::PunchHole if self.fs.pinned_elsewhere(self.cell.ino) => {\n",
+        "            FallocateMode::PunchHole if !@ON && self.fs.pinned_elsewhere(self.cell.ino) => {\n")
+
+
+@bug("fork-child-blocks-unmarked")
+def _():
+    plant("crates/hashfs/src/fs/shared/fork.rs",
+        "            if cell.map_count.load(Ordering::Acquire) > 0 {\n                self.inner.pin_marked(&cell);\n",
+        "            if cell.map_count.load(Ordering::Acquire) > 0 && !@ON {\n                self.inner.pin_marked(&cell);\n")
+
+
+@bug("unpin-before-child-joins")
+def _():
+    plant("crates/hashfs/src/fs/shared/mapped.rs",
+        "        if sh.region.words().forks.load(Ordering::Acquire) != 0 {\n            sh.unpins_waiting",
+        "        if !@ON && sh.region.words().forks.load(Ordering::Acquire) != 0 {\n            sh.unpins_waiting")

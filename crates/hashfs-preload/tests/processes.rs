@@ -272,6 +272,88 @@ fn a_file_mapped_in_two_processes_is_one_set_of_bytes() {
     img.fsck_clean();
 }
 
+/// Another process's side of [`a_file_mapped_in_one_process_keeps_its_blocks_in_every_other`]:
+/// a truncation, an open with O_TRUNC and a punched hole of the file, then 4 MiB written to
+/// another file (blocks a freed one would be among).
+const SHRINK: &str = r#"
+import ctypes, errno, os, sys
+libc = ctypes.CDLL(None, use_errno=True)
+libc.fallocate.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_long, ctypes.c_long]
+path, other = sys.argv[1], sys.argv[2]
+def attempt(f):
+    try:
+        f()
+        return "ok"
+    except OSError as e:
+        return errno.errorcode[e.errno]
+def punch():
+    fd = os.open(path, os.O_RDWR)
+    if libc.fallocate(fd, 3, 65536, 65536):  # PUNCH_HOLE | KEEP_SIZE
+        raise OSError(ctypes.get_errno(), "fallocate")
+    os.close(fd)
+print("truncate", attempt(lambda: os.truncate(path, 0)),
+      "o_trunc", attempt(lambda: os.close(os.open(path, os.O_WRONLY | os.O_TRUNC))),
+      "punch", attempt(punch))
+with open(other, "wb") as f:
+    f.write(b"B" * (4 << 20))
+"#;
+
+/// A file mapped in one process keeps its blocks in every other (issue 55, item 4): freed,
+/// they would stay mapped while another file takes them, and the mapping would read (and
+/// write) that file's bytes. Before 2026-12-06 a truncation by another process freed them:
+/// a 1 MiB mapping read 73,728 bytes of a file written after. Another process's truncation
+/// and open with O_TRUNC now fail with EBUSY (as this process's own do, where Linux would
+/// raise SIGBUS in the mapping past the new end), a punched hole is zeroed in place (the size
+/// kept, the mapping reading zeros there); a forked child that keeps the mapping keeps the
+/// blocks too; a process killed with its mapping keeps nothing.
+#[test]
+fn a_file_mapped_in_one_process_keeps_its_blocks_in_every_other() {
+    let img = image();
+    let body = r#"
+import mmap, os, signal, subprocess, sys, time
+path, other, shrink = sys.argv[1], sys.argv[2], sys.argv[3]
+N = 1 << 20
+with open(path, "wb") as f:
+    f.write(b"A" * N)
+fd = os.open(path, os.O_RDWR)
+m = mmap.mmap(fd, N, mmap.MAP_SHARED)
+def another(code):
+    r = subprocess.run([sys.executable, "-c", code, path, other], capture_output=True, text=True)
+    return r.stdout.strip() or r.stderr.strip()
+print(another(shrink))
+s = bytes(m)
+print("mapping", s[:65536] + s[131072:] == b"A" * (N - 65536), s[65536:131072] == bytes(65536),
+      "B" in s.decode(), os.fstat(fd).st_size)
+# A forked child keeps the mapping after this process unmapped it.
+go_r, go_w = os.pipe()
+pid = os.fork()
+if pid == 0:
+    os.read(go_r, 1)
+    os._exit(0)
+m.close()
+TRUNCATE = "import os, sys\ntry:\n    os.truncate(sys.argv[1], 4096)\n    print('ok')\nexcept OSError as e:\n    print(e.errno)"
+print("beside_child", another(TRUNCATE))
+os.write(go_w, b"x")
+os.waitpid(pid, 0)
+# A process killed with the file mapped keeps nothing; nor does this one, unmapped.
+k = subprocess.Popen([sys.executable, "-c", "import mmap, os, sys, time\nfd = os.open(sys.argv[1], os.O_RDWR)\n"
+                      "m = mmap.mmap(fd, 4096, mmap.MAP_SHARED)\nprint('mapped', flush=True)\ntime.sleep(60)", path],
+                     stdout=subprocess.PIPE, text=True)
+assert k.stdout.readline().strip() == "mapped"
+k.send_signal(signal.SIGKILL)
+k.wait()
+os.truncate(path, 8192)  # by this process, which reaped no one since
+print("after", another(TRUNCATE), os.stat(path).st_size)
+"#;
+    let (f, g) = (p("/mapped"), p("/other"));
+    let out = img.ok("python3", &["-c", body, &f, &g, SHRINK]);
+    assert_eq!(
+        out,
+        "truncate EBUSY o_trunc EBUSY punch ok\nmapping True True False 1048576\nbeside_child 16\nafter ok 4096\n"
+    );
+    img.fsck_clean();
+}
+
 /// A mapping follows the changes another process makes through calls (`shim/mmap/follow.rs`):
 /// a read-only shared mapping of a small file whose blocks lie apart (a copy, `copy.rs`)
 /// shows another process's `pwrite` over it; pages of a mapping past the end of a file show

@@ -23,9 +23,9 @@
 //!
 //! Each mapping is recorded (range, file offset, pages mapped onto the image, holes);
 //! `munmap` of any length, whole or partial, trims or splits the record, and the open file
-//! goes with its last page. Truncating a file down while it is mapped fails with EBUSY, and
-//! a hole punched in it is zeroed in place instead, so no mapping is ever left on freed
-//! blocks. `mremap` of such a mapping maps the file's longer range anew (`remap`).
+//! goes with its last page. Truncating a file down while it is mapped, in this process or
+//! another (`hashfs/src/fs/shared/mapped.rs`), fails with EBUSY, and a hole punched in it
+//! is zeroed in place instead, so no mapping is ever left on freed blocks. `mremap` of such a mapping maps the file's longer range anew (`remap`).
 
 use super::*;
 use hashfs::pm::holefault::{hole_faults, Filler, Ranges};

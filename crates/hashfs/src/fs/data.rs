@@ -359,8 +359,8 @@ impl<D: PmDevice> FsInner<D> {
                 && !data.is_empty()
                 && data.len() as u64 <= TAG_MAX_LEN
                 && on_map!(self, m => m.one_fence_appends())
-                && cell.map_count.load(Ordering::Acquire) == 0)
-                .then_some(data);
+                && !self.mapped_anywhere(cell))
+            .then_some(data);
             self.append_fast(cell, st, &plan, new_size, tail);
             return Ok(());
         }
@@ -470,8 +470,10 @@ impl<D: PmDevice> FsInner<D> {
             return Err(Error::IsDir);
         }
         let old_size = st.raw.size;
-        if new_size < old_size && cell.map_count.load(Ordering::Acquire) > 0 {
-            return Err(Error::Busy); // a mapping would be left on freed blocks
+        if new_size < old_size && self.mapped_anywhere(cell) {
+            // A mapping, in this process or another, would be left on freed blocks (Linux
+            // would raise SIGBUS in it past the new end).
+            return Err(Error::Busy);
         }
         self.scope_inode(cell.ino); // a tail zeroed past the size, in either direction
         let now = inode::now_ns();

@@ -147,7 +147,7 @@ impl<D: PmDevice> FsInner<D> {
         if st.raw.is_dir() {
             return Err(Error::IsDir);
         }
-        if cell.map_count.load(Ordering::Acquire) > 0 {
+        if self.mapped_anywhere(cell) {
             return Err(Error::Busy); // a mapping would be left on freed blocks
         }
         let size = st.raw.size;

@@ -294,6 +294,11 @@ impl<D: PmDevice> File<D> {
         match mode {
             FallocateMode::Allocate => self.fs.allocate(&self.cell, off, len, SizeRule::Extend),
             FallocateMode::AllocateKeepSize => self.fs.allocate(&self.cell, off, len, SizeRule::Keep),
+            // A hole punched under another process's mapping of the blocks is zeroed in
+            // place (as the shim does under its own): freed, they would be left mapped.
+            FallocateMode::PunchHole if self.fs.pinned_elsewhere(self.cell.ino) => {
+                self.fs.zero_range(&self.cell, off, len, SizeRule::Keep)
+            }
             FallocateMode::PunchHole => self.fs.punch_hole(&self.cell, off, len),
             FallocateMode::ZeroRange => self.fs.zero_range(&self.cell, off, len, SizeRule::Extend),
             FallocateMode::ZeroRangeKeepSize => self.fs.zero_range(&self.cell, off, len, SizeRule::Keep),

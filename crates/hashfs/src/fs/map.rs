@@ -20,6 +20,7 @@
 use super::api::File;
 use super::fallocate::SizeRule;
 use super::inode::InodeCell;
+use super::shared::PinOwner;
 use super::FsInner;
 use crate::layout::{Lblk, BLOCK_BYTES};
 use crate::pm::filemap::{Protection, RawMapping, Run};
@@ -74,7 +75,7 @@ impl File<MmapDevice> {
         match self.map_counted(off, len, size, prot) {
             Ok((raw, view)) => Ok(Mapping { raw, _view: view, file: self, prot }),
             Err(e) => {
-                self.cell.map_count.fetch_sub(1, Ordering::AcqRel);
+                uncount_mapping(&*self.fs, &self.cell);
                 Err(e)
             }
         }
@@ -269,42 +270,57 @@ impl Mapping<'_> {
 
 impl Drop for Mapping<'_> {
     fn drop(&mut self) {
-        self.file.cell.map_count.fetch_sub(1, Ordering::AcqRel);
+        uncount_mapping(&*self.file.fs, &self.file.cell);
     }
 }
 
-/// Keeps a file's blocks where they are, as a live [`Mapping`] does: while one exists the
-/// file may not shrink nor have holes punched, and HashFS's grouped placement never moves
-/// its blocks (`fs/hashfs/evacuate.rs`). For code that maps a file's blocks by itself (the preload
+/// Keeps a file's blocks where they are, as a live [`Mapping`] does: while one exists, in
+/// this process or (on a shared mount) another, the file may not shrink nor have holes
+/// punched, and HashFS's grouped placement never moves its blocks
+/// (`fs/hashfs/evacuate.rs`). For code that maps a file's blocks by itself (the preload
 /// shim's `mmap`). Clones count as pins of their own.
-pub struct BlockPin(std::sync::Arc<super::inode::InodeCell>);
+pub struct BlockPin {
+    cell: Arc<InodeCell>,
+    fs: Arc<dyn PinOwner>,
+}
 
-impl<D: crate::pm::PmDevice> File<D> {
+impl<D: PmDevice> File<D> {
     pub fn pin_blocks(&self) -> BlockPin {
         let _in = self.fs.enter();
         self.count_mapping();
-        BlockPin(self.cell.clone())
+        BlockPin { cell: self.cell.clone(), fs: self.fs.clone() }
     }
 
-    /// Counts a mapping of the file's blocks, its size made plain first: stores through a
-    /// mapping change bytes in place, which a tagged size's check covers, and while one
-    /// is counted no append tags it (`fs/hashfs/append_tag.rs`).
+    /// Counts a mapping of the file's blocks (inside a call), its size made plain first:
+    /// stores through a mapping change bytes in place, which a tagged size's check covers,
+    /// and while one is counted no append tags it (`fs/hashfs/append_tag.rs`). The
+    /// process's first is marked in the shared region (`fs/shared/mapped.rs`), so that no
+    /// other participant frees or moves the blocks either.
     fn count_mapping(&self) {
         let mut st = self.cell.state.write();
         self.fs.untag(&self.cell, &mut st);
-        self.cell.map_count.fetch_add(1, Ordering::AcqRel);
+        if self.cell.map_count.fetch_add(1, Ordering::AcqRel) == 0 {
+            self.fs.pin_marked(&self.cell);
+        }
+    }
+}
+
+/// Uncounts a mapping of `cell`'s blocks; the process's last takes its mark away.
+fn uncount_mapping(fs: &dyn PinOwner, cell: &Arc<InodeCell>) {
+    if cell.map_count.fetch_sub(1, Ordering::AcqRel) == 1 {
+        fs.unpinned(cell);
     }
 }
 
 impl Clone for BlockPin {
     fn clone(&self) -> BlockPin {
-        self.0.map_count.fetch_add(1, Ordering::AcqRel);
-        BlockPin(self.0.clone())
+        self.cell.map_count.fetch_add(1, Ordering::AcqRel);
+        BlockPin { cell: self.cell.clone(), fs: self.fs.clone() }
     }
 }
 
 impl Drop for BlockPin {
     fn drop(&mut self) {
-        self.0.map_count.fetch_sub(1, Ordering::AcqRel);
+        uncount_mapping(&*self.fs, &self.cell);
     }
 }

@@ -250,7 +250,7 @@ impl<D: PmDevice> FsInner<D> {
         // insertion is bounded like a move.
         let fresh = on_map!(self, m => m.fresh_cost(cost));
         let mut used: u64 = blocks.iter().map(|b| if b.how == How::Moved { cost } else { fresh }).sum();
-        let mapped = cell.map_count.load(Ordering::Acquire) > 0;
+        let mapped = self.mapped_anywhere(cell);
         for b in blocks.iter_mut() {
             let Some(p) = b.old else { continue };
             if !mapped && !on_map!(self, m => m.keeps_alignment(self, cell.ino, b.lblk, p)) {

@@ -95,20 +95,32 @@ pub struct ChangeRing {
 // SAFETY: an array of atomics.
 unsafe impl Shared for ChangeRing {}
 
-/// One open inode: its number, a bit per participant that has it open, and a bit per
-/// participant that maps it writable and shared (a subset of the holders).
+/// One open inode: its number, a bit per participant that has it open, and the holders'
+/// [`Mark`]s, a word each (a subset of the holders: a mapping holds its file open).
 #[repr(C)]
 pub struct OpenInode {
     ino: AtomicU32,
     _pad: AtomicU32,
     holders: AtomicU64,
-    mapped: AtomicU64,
+    marks: [AtomicU64; MARKS],
 }
 
+/// What a holder of an open inode marks about its mappings of it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mark {
+    /// It maps the file writable and shared: stores reach the file without a call, so no
+    /// other participant serves a mapping of it by a copy (`fs/shared/mapped.rs`).
+    Writable = 0,
+    /// It maps the file's blocks (pages onto the image): no other participant frees or
+    /// moves them (a truncation down is refused, a punched hole zeroed in place, HashFS's
+    /// placements leave them where they are), or its mapping would show another file's.
+    Blocks = 1,
+}
+const MARKS: usize = 2;
+
 /// Which participants have which inodes open, so that the last close anywhere frees an
-/// unlinked file, and which map them writable and shared, so that no other participant
-/// serves a mapping of such a file by a copy its stores would not reach (the shim's
-/// `mmap/copy.rs`). Open-addressed by inode number; changed under the image lock.
+/// unlinked file, and how they map them ([`Mark`]). Open-addressed by inode number;
+/// changed under the image lock.
 #[repr(C)]
 pub struct OpenInodes {
     slots: [OpenInode; MAX_OPEN_INODES],
@@ -153,7 +165,7 @@ pub const DATA_RING_OFF: usize = INODE_LOCKS_OFF + page_up(std::mem::size_of::<I
 pub const RECORD_LOCKS_OFF: usize = DATA_RING_OFF + page_up(std::mem::size_of::<DataRing>());
 /// The inode bitmap, the last part: the only one whose size depends on the image.
 pub const INODE_BITS_OFF: usize = RECORD_LOCKS_OFF + page_up(std::mem::size_of::<RecordLocks>());
-const _: () = assert!(INODE_BITS_OFF == 668 << 10);
+const _: () = assert!(INODE_BITS_OFF == 700 << 10);
 
 /// The byte ranges of a region file that a call changes between its stores to the image:
 /// the inode bitmap and the table's state (to the end of the region), the bitmap's count and
@@ -170,7 +182,7 @@ pub fn inode_state_ranges(region_len: usize) -> [std::ops::Range<usize>; 4] {
     ]
 }
 
-/// The region's size for an image of `inode_count` inodes: 668 KiB, a bit per inode
+/// The region's size for an image of `inode_count` inodes: 700 KiB, a bit per inode
 /// rounded up to 4 KiB (8 KiB for the 65,536 inodes of a 1 GiB image), and the table's
 /// state `table` (none on images of the paper placement).
 pub fn region_bytes(inode_count: u64, table: TableLayout) -> usize {
@@ -421,34 +433,41 @@ impl OpenInodes {
         }
         let Some(s) = free else { return false };
         s.ino.store(ino.0, Ordering::Release);
-        s.mapped.store(0, Ordering::Release);
+        for m in &s.marks {
+            m.store(0, Ordering::Release);
+        }
         s.holders.store(bit, Ordering::Release);
         true
     }
 
-    /// Participant `me`, which has `ino` open, maps it writable and shared (`on`), or no
-    /// longer does; false when `me` does not have it open (a mapping holds its file open).
-    /// The image lock's holder only.
-    pub fn set_mapped(&self, ino: Ino, me: Participant, on: bool) -> bool {
+    /// Participant `me`, which has `ino` open, sets (`on`) or clears its `mark` on it;
+    /// false when `me` does not have it open (a mapping holds its file open). The image
+    /// lock's holder only.
+    pub fn set_mark(&self, ino: Ino, me: Participant, mark: Mark, on: bool) -> bool {
         let bit = 1u64 << me.0;
         let Some(s) = self.find(ino).filter(|s| s.holders.load(Ordering::Acquire) & bit != 0) else {
             return !on;
         };
         if on {
-            s.mapped.fetch_or(bit, Ordering::AcqRel);
+            s.marks[mark as usize].fetch_or(bit, Ordering::AcqRel);
         } else {
-            s.mapped.fetch_and(!bit, Ordering::AcqRel);
+            s.marks[mark as usize].fetch_and(!bit, Ordering::AcqRel);
         }
         true
     }
 
+    /// The participants (a bit each) that set `mark` on `ino`. Read without the image
+    /// lock: a mark stays on its slot while its participant holds the inode, and a slot
+    /// holding an inode is found by a search beside the holder's changes
+    /// (`forget_run_end`).
+    pub fn marked(&self, ino: Ino, mark: Mark) -> u64 {
+        self.find(ino).map_or(0, |s| s.marks[mark as usize].load(Ordering::Acquire))
+    }
+
     /// Whether a participant other than `me` (any, for None: a read-only participant, which
-    /// has no slot) maps `ino` writable and shared. Read without the image lock: a mark
-    /// stays on its slot while its participant holds the inode, and a slot holding an
-    /// inode is found by a search beside the holder's changes (`forget_run_end`).
-    pub fn mapped_by_others(&self, ino: Ino, me: Option<Participant>) -> bool {
-        let mine = me.map_or(0, |p| 1u64 << p.0);
-        self.find(ino).is_some_and(|s| s.mapped.load(Ordering::Acquire) & !mine != 0)
+    /// has no slot) set `mark` on `ino`.
+    pub fn marked_by_others(&self, ino: Ino, me: Option<Participant>, mark: Mark) -> bool {
+        self.marked(ino, mark) & !me.map_or(0, |p| 1u64 << p.0) != 0
     }
 
     /// Participant `me` closed its last descriptor of `ino`; whether anyone still has it
@@ -456,7 +475,9 @@ impl OpenInodes {
     pub fn release(&self, ino: Ino, me: Participant) -> bool {
         let bit = 1u64 << me.0;
         let Some(i) = self.find_index(ino) else { return false };
-        self.slots[i].mapped.fetch_and(!bit, Ordering::AcqRel);
+        for m in &self.slots[i].marks {
+            m.fetch_and(!bit, Ordering::AcqRel);
+        }
         let left = self.slots[i].holders.fetch_and(!bit, Ordering::AcqRel) & !bit;
         if left == 0 {
             self.forget_run_end(i);
@@ -516,11 +537,11 @@ impl OpenInodes {
         None
     }
 
-    /// The inodes a participant other than `me` (any, for None) maps writable and shared:
-    /// a look through the whole table, read without the image lock.
-    pub fn mapped_inodes(&self, me: Option<Participant>) -> Vec<Ino> {
+    /// The inodes on which a participant other than `me` (any, for None) set `mark`: a
+    /// look through the whole table, read without the image lock.
+    pub fn marked_inodes(&self, me: Option<Participant>, mark: Mark) -> Vec<Ino> {
         let mine = me.map_or(0, |p| 1u64 << p.0);
-        let marked = |s: &&OpenInode| s.mapped.load(Ordering::Acquire) & !mine != 0;
+        let marked = |s: &&OpenInode| s.marks[mark as usize].load(Ordering::Acquire) & !mine != 0;
         self.slots.iter().filter(marked).map(|s| Ino(s.ino.load(Ordering::Acquire))).filter(|i| i.0 != 0).collect()
     }
 
@@ -540,8 +561,8 @@ impl OpenInodes {
         let bit = 1u64 << dead.0;
         let mut closed = Vec::new();
         for (i, s) in self.slots.iter().enumerate().filter(|(_, s)| s.holders.load(Ordering::Acquire) & bit != 0) {
-            if s.mapped.load(Ordering::Acquire) & bit != 0 {
-                s.mapped.fetch_and(!bit, Ordering::AcqRel);
+            for m in s.marks.iter().filter(|m| m.load(Ordering::Acquire) & bit != 0) {
+                m.fetch_and(!bit, Ordering::AcqRel);
             }
             let h = s.holders.fetch_and(!bit, Ordering::AcqRel);
             if h == bit {
@@ -554,7 +575,7 @@ impl OpenInodes {
 }
 
 const _: () = assert!(MAX_PARTICIPANTS <= 64, "a holders word has one bit per participant");
-const _: () = assert!(std::mem::size_of::<OpenInode>() == 24);
+const _: () = assert!(std::mem::size_of::<OpenInode>() == 32);
 
 #[cfg(test)]
 mod tests {
@@ -565,7 +586,7 @@ mod tests {
             ino: AtomicU32::new(0),
             _pad: AtomicU32::new(0),
             holders: AtomicU64::new(0),
-            mapped: AtomicU64::new(0),
+            marks: [AtomicU64::new(0), AtomicU64::new(0)],
         };
         Box::new(OpenInodes { slots: std::array::from_fn(|_| slot()) })
     }
@@ -574,32 +595,36 @@ mod tests {
         t.slots.iter().filter(|s| s.ino.load(Ordering::Relaxed) != 0).count()
     }
 
-    /// A participant's mark of a writable shared mapping is seen by the others, not by
-    /// itself, needs its hold, and goes with its unmap, its close and its death; a slot
-    /// taken again by another inode starts unmarked.
+    /// A participant's mark is seen by the others, not by itself, needs its hold, and
+    /// goes with its clearing, its close and its death; a slot taken again by another
+    /// inode starts unmarked; the two marks are apart.
     #[test]
-    fn a_writable_mapping_mark_is_the_holders_and_dies_with_it() {
+    fn a_mark_is_the_holders_and_dies_with_it() {
         let t = table();
         let (a, b) = (Participant(0), Participant(1));
+        let (w, k) = (Mark::Writable, Mark::Blocks);
+        let others = |i: u32, me: Option<Participant>, m: Mark| t.marked_by_others(Ino(i), me, m);
         assert!(t.hold(Ino(7), a));
-        assert!(!t.set_mapped(Ino(7), b, true), "b does not have it open");
-        assert!(!t.mapped_by_others(Ino(7), Some(a)));
-        assert!(t.set_mapped(Ino(7), a, true));
-        assert!(t.mapped_by_others(Ino(7), Some(b)) && t.mapped_by_others(Ino(7), None));
-        assert!(!t.mapped_by_others(Ino(7), Some(a)), "its own mark");
-        assert!(t.set_mapped(Ino(7), a, false));
-        assert!(!t.mapped_by_others(Ino(7), Some(b)), "unmapped");
-        assert!(t.set_mapped(Ino(7), a, true));
+        assert!(!t.set_mark(Ino(7), b, w, true), "b does not have it open");
+        assert!(!others(7, Some(a), w));
+        assert!(t.set_mark(Ino(7), a, w, true));
+        assert!(others(7, Some(b), w) && others(7, None, w) && !others(7, None, k));
+        assert!(!others(7, Some(a), w), "its own mark");
+        assert!(t.set_mark(Ino(7), a, k, true) && t.set_mark(Ino(7), a, w, false));
+        assert!(!others(7, Some(b), w) && others(7, Some(b), k), "one mark cleared, the other kept");
+        assert!(t.set_mark(Ino(7), a, w, true));
         assert!(!t.release(Ino(7), a));
         assert!(t.hold(Ino(7), b));
-        assert!(!t.mapped_by_others(Ino(7), None), "closed: a's mark went with its hold");
-        assert!(t.hold(Ino(8), a) && t.set_mapped(Ino(8), a, true) && t.set_mapped(Ino(7), b, true));
-        assert!(t.hold(Ino(9), a) && t.hold(Ino(9), b) && t.set_mapped(Ino(9), a, true));
+        assert!(!others(7, None, w) && !others(7, None, k), "closed: a's marks went with its hold");
+        assert!(t.hold(Ino(8), a) && t.set_mark(Ino(8), a, w, true) && t.set_mark(Ino(7), b, w, true));
+        assert!(t.hold(Ino(9), a) && t.hold(Ino(9), b) && t.set_mark(Ino(9), a, w, true));
+        assert!(t.set_mark(Ino(9), a, k, true));
+        assert_eq!(t.marked_inodes(Some(b), k), vec![Ino(9)]);
         assert_eq!(t.release_all_of(a), vec![Ino(8)]);
-        assert!(!t.mapped_by_others(Ino(9), Some(b)), "a died: its mark of a file b has open went with it");
-        assert!(t.mapped_by_others(Ino(7), Some(a)), "a died: b's mark stays");
+        assert!(!others(9, Some(b), w) && !others(9, Some(b), k), "a died: its marks of a file b has open went");
+        assert!(others(7, Some(a), w), "a died: b's mark stays");
         assert!(t.hold(Ino(8), b));
-        assert!(!t.mapped_by_others(Ino(8), None), "a new hold of the slot starts unmarked");
+        assert!(!others(8, None, w), "a new hold of the slot starts unmarked");
     }
 
     /// Inodes opened and closed one after another, many more than the table's slots

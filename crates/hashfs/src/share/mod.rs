@@ -31,7 +31,7 @@ pub use cells::RegionCells;
 pub use data_ring::{DataChanges, DataRing, DATA_RING};
 pub use descriptions::{Description, Descriptions, Handle, OffsetGuard, MAX_DESCRIPTIONS};
 pub use image::{
-    inode_state_ranges, region_bytes, Change, ImageRegion, ImageWords, InodeBits, TableLayout, CHANGE_RING,
+    inode_state_ranges, region_bytes, Change, ImageRegion, ImageWords, InodeBits, Mark, TableLayout, CHANGE_RING,
     MAX_OPEN_INODES,
 };
 pub use lock::{Acquired, LockWord, RobustLock};

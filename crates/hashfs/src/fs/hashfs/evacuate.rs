@@ -19,7 +19,6 @@ use crate::mapping::hashfs::groups::Groups;
 use crate::mapping::hashfs::{classify, Entry, HashTable, RESERVED_TAG};
 use crate::pm::PmDevice;
 use crate::{Error, Result};
-use std::sync::atomic::Ordering;
 
 /// The most blocks one claim moves (half a group).
 const MAX_MOVES: u32 = 256;
@@ -50,7 +49,7 @@ impl<D: PmDevice> FsInner<D> {
         }
         let cell = self.cell(Ino(ino))?;
         let st = cell.state.try_write().ok_or(Error::Busy)?;
-        if st.freed || !st.raw.is_reg() || cell.map_count.load(Ordering::Acquire) > 0 || t.load(s) != v {
+        if st.freed || !st.raw.is_reg() || self.mapped_anywhere(&cell) || t.load(s) != v {
             return Err(Error::Busy);
         }
         let to = t.reserve(v)?;

@@ -40,7 +40,6 @@ use crate::mapping::FileMap;
 use crate::pm::PmDevice;
 use crate::{Error, Result};
 use std::ops::Range;
-use std::sync::atomic::Ordering;
 
 /// Polls of an old group's reservations before an opening gives up for now.
 const RESERVATION_POLLS: u32 = 2000;
@@ -195,7 +194,7 @@ impl<D: PmDevice> FsInner<D> {
         if t.load(s) != v {
             return Ok(false);
         }
-        if st.freed || cell.map_count.load(Ordering::Acquire) > 0 {
+        if st.freed || self.mapped_anywhere(&cell) {
             return Err(Error::Busy);
         }
         let to = t.reserve(v)?;

@@ -138,6 +138,10 @@ impl<D: PmDevice> FileSystem<D> {
             if cell.open_count.load(Ordering::Acquire) > 0 {
                 self.inner.note_open(cell.ino)?;
             }
+            // The parent's mappings are the child's too: their blocks stay put for it.
+            if cell.map_count.load(Ordering::Acquire) > 0 {
+                self.inner.pin_marked(&cell);
+            }
         }
         uncount(sh);
         Ok(())

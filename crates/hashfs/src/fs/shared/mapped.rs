@@ -18,10 +18,16 @@
 //! goes with its participant's last writable mapping of the file, its last close, and its
 //! death (`OpenInodes::release_all_of`).
 
+use super::SharedMount;
 use crate::fs::api::FileSystem;
+use crate::fs::inode::InodeCell;
+use crate::fs::FsInner;
 use crate::layout::Ino;
 use crate::pm::PmDevice;
+use crate::share::{Mark, Participant, MAX_PARTICIPANTS};
 use crate::{Error, Result};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 
 impl<D: PmDevice> FileSystem<D> {
     /// On a mount shared by many processes: this process maps `ino` writable and shared
@@ -32,7 +38,7 @@ impl<D: PmDevice> FileSystem<D> {
     pub fn note_mapped_writable(&self, ino: Ino, on: bool) -> Result<()> {
         let Some(sh) = self.inner.shared.get() else { return Ok(()) };
         let _in = self.inner.enter();
-        if !sh.region.open_inodes().set_mapped(ino, sh.me(), on) {
+        if !sh.region.open_inodes().set_mark(ino, sh.me(), Mark::Writable, on) {
             return Err(Error::Invalid("a file mapped writable is open"));
         }
         // Published either way: the mark before the first store, for the others' copies;
@@ -48,9 +54,9 @@ impl<D: PmDevice> FileSystem<D> {
     /// region, once there is one.
     pub fn mapped_writable_elsewhere(&self, ino: Ino) -> bool {
         if let Some(sh) = self.inner.shared.get() {
-            return sh.region.open_inodes().mapped_by_others(ino, Some(sh.me()));
+            return sh.region.open_inodes().marked_by_others(ino, Some(sh.me()), Mark::Writable);
         }
-        self.change_region().is_some_and(|r| r.open_inodes().mapped_by_others(ino, None))
+        self.change_region().is_some_and(|r| r.open_inodes().marked_by_others(ino, None, Mark::Writable))
     }
 
     /// The inodes other participants map writable and shared (a look through the region's
@@ -58,8 +64,96 @@ impl<D: PmDevice> FileSystem<D> {
     /// them, such as a mount whose kernel caches pages). Empty on a mount of one process.
     pub fn mapped_writable_elsewhere_all(&self) -> Vec<Ino> {
         if let Some(sh) = self.inner.shared.get() {
-            return sh.region.open_inodes().mapped_inodes(Some(sh.me()));
+            return sh.region.open_inodes().marked_inodes(Some(sh.me()), Mark::Writable);
         }
-        self.change_region().map(|r| r.open_inodes().mapped_inodes(None)).unwrap_or_default()
+        self.change_region().map(|r| r.open_inodes().marked_inodes(None, Mark::Writable)).unwrap_or_default()
     }
+}
+
+impl<D: PmDevice> FsInner<D> {
+    /// This process's first pin of `cell`'s blocks (a mapping of its pages, `fs/map.rs`),
+    /// inside a call: marked in the region, so that no other participant frees or moves
+    /// them under the mapping.
+    pub(crate) fn pin_marked(&self, cell: &InodeCell) {
+        if let Some(sh) = self.shared.get() {
+            sh.region.open_inodes().set_mark(cell.ino, sh.me(), Mark::Blocks, true);
+        }
+    }
+
+    /// This process's last pin of `cell`'s blocks went (outside the lock): the mark goes,
+    /// unless a pin came again meanwhile (counted before its mark, under the lock), or a
+    /// child forked and not yet joined may have inherited the mapping: the child marks the
+    /// blocks under its own name only as it joins (`fork.rs`), so this mark stays until
+    /// every such child has ([`Self::settle_unpins`]). Without that wait another process
+    /// could free the blocks between this unmap and the child's join, under the child's
+    /// mapping.
+    pub(crate) fn unpinned(&self, cell: &Arc<InodeCell>) {
+        let Some(sh) = self.shared.get() else { return };
+        let _in = self.enter();
+        if cell.map_count.load(Ordering::Acquire) != 0 {
+            return;
+        }
+        if sh.region.words().forks.load(Ordering::Acquire) != 0 {
+            sh.unpins_waiting.cells.lock().push(cell.clone());
+            sh.unpins_waiting.any.store(true, Ordering::Release);
+            return;
+        }
+        sh.region.open_inodes().set_mark(cell.ino, sh.me(), Mark::Blocks, false);
+    }
+
+    /// At each call that takes the image lock: once no forked child is left to join, the
+    /// marks of blocks this process unmapped meanwhile go ([`Self::unpinned`]; a process
+    /// that makes no such call keeps them until it leaves). A child killed
+    /// before it joined leaves the count until the image is next mounted by no one else:
+    /// these marks stay as long (the others may not shrink those files), never shorter.
+    pub(super) fn settle_unpins(&self, sh: &SharedMount) {
+        let waiting = &sh.unpins_waiting;
+        if !waiting.any.load(Ordering::Acquire) || sh.region.words().forks.load(Ordering::Acquire) != 0 {
+            return;
+        }
+        waiting.any.store(false, Ordering::Release);
+        for cell in std::mem::take(&mut *waiting.cells.lock()) {
+            if cell.map_count.load(Ordering::Acquire) == 0 {
+                sh.region.open_inodes().set_mark(cell.ino, sh.me(), Mark::Blocks, false);
+            }
+        }
+    }
+
+    /// Whether another participant that stays (alive, not leaving at its `execve`) maps
+    /// the blocks of `ino`. A dead one's marks go when it is reaped; until then they are
+    /// passed over here.
+    pub(crate) fn pinned_elsewhere(&self, ino: Ino) -> bool {
+        let Some(sh) = self.shared.get() else { return false };
+        let bits = sh.region.open_inodes().marked(ino, Mark::Blocks) & !(1u64 << sh.me().0);
+        bits != 0
+            && (0..MAX_PARTICIPANTS as u32)
+                .filter(|&p| bits & (1u64 << p) != 0)
+                .any(|p| sh.region.participants().staying(Participant(p)))
+    }
+
+    /// Whether a mapping of `cell`'s blocks lives in this process or another: its blocks
+    /// may then not be freed or moved.
+    pub(crate) fn mapped_anywhere(&self, cell: &InodeCell) -> bool {
+        cell.map_count.load(Ordering::Acquire) > 0 || self.pinned_elsewhere(cell.ino)
+    }
+}
+
+/// A file system a pin of a file's blocks tells of the file's last unpin in this process
+/// ([`FsInner::unpinned`]; `fs/map.rs`'s `BlockPin`, which is not generic over the device).
+pub(crate) trait PinOwner: Send + Sync {
+    fn unpinned(&self, cell: &Arc<InodeCell>);
+}
+
+impl<D: PmDevice> PinOwner for FsInner<D> {
+    fn unpinned(&self, cell: &Arc<InodeCell>) {
+        FsInner::unpinned(self, cell)
+    }
+}
+
+/// [`SharedMount::unpins_waiting`]: the cells, and whether there are any (read at every
+/// call without the mutex).
+#[derive(Default)]
+pub(crate) struct UnpinsWaiting {
+    any: AtomicBool,
+    cells: parking_lot::Mutex<Vec<Arc<InodeCell>>>,
 }

@@ -37,6 +37,7 @@ mod test_image;
 pub use fork::Fork;
 pub use fork_mutex::{ForkMutex, ForkMutexGuard, ForkRwLock};
 pub(crate) use join::mount;
+pub(crate) use mapped::PinOwner;
 pub(crate) use read_only::{mount_read_only, ReadOnlyMount};
 
 use super::hashfs::append_tag;
@@ -79,6 +80,9 @@ pub(crate) struct SharedMount {
     pub(super) readers_asked: AtomicU64,
     /// The positions of the two rings this process wrote itself ([`OwnMarks`]).
     pub(super) own: OwnMarks,
+    /// Files whose blocks this process no longer maps, whose marks wait for the children
+    /// forked meanwhile to join (`mapped.rs`, [`FsInner::settle_unpins`]).
+    pub(super) unpins_waiting: mapped::UnpinsWaiting,
 }
 
 /// Which positions of the ring of changes and of the ring of data changes this process
@@ -257,6 +261,7 @@ impl<D: PmDevice> FsInner<D> {
             }
         }
         self.catch_up(sh);
+        self.settle_unpins(sh);
         // Before the call's first store: nothing named yet (`takeover.rs`).
         let words = sh.region.words();
         words.scope.reset(words.table_used.load(Ordering::Acquire), words.inodes_used.load(Ordering::Acquire));

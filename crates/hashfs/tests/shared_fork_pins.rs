@@ -1,0 +1,109 @@
+//! A forked child's inherited mapping keeps its file's blocks (issue 55, `fs/shared/mapped.rs`):
+//! a parent that unmaps right after `fork`, before its child has joined and marked the
+//! blocks under its own name, keeps its own mark until the child has, so that no other
+//! participant frees them between the two. With the library's calls as the LD_PRELOAD shim
+//! makes them around `fork`, and a child that joins only when told. One test in this
+//! binary: the child of a fork is this process with only the forking thread.
+
+use hashfs::{Error, FileSystem, OpenOptions};
+use std::path::{Path, PathBuf};
+
+/// Removes the image and its region when the test ends, passed or failed (not in the
+/// child, which ends with _exit).
+struct Removed(PathBuf);
+
+impl Drop for Removed {
+    fn drop(&mut self) {
+        if let Ok(f) = std::fs::File::open(&self.0) {
+            if let Ok(r) = hashfs::share::region_path(&f) {
+                let _ = std::fs::remove_file(r);
+            }
+        }
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+fn pipe() -> [libc::c_int; 2] {
+    let mut p = [0 as libc::c_int; 2];
+    // SAFETY: pipe fills the two descriptors.
+    assert_eq!(unsafe { libc::pipe(p.as_mut_ptr()) }, 0);
+    p
+}
+
+/// One byte through a pipe's write end.
+fn send(fd: libc::c_int) {
+    // SAFETY: writes one byte from a static.
+    assert_eq!(unsafe { libc::write(fd, b"x".as_ptr().cast(), 1) }, 1);
+}
+
+/// One byte from a pipe's read end: false at its end of file.
+fn receive(fd: libc::c_int) -> bool {
+    let mut byte = 0u8;
+    // SAFETY: reads one byte into `byte`.
+    unsafe { libc::read(fd, (&raw mut byte).cast(), 1) == 1 }
+}
+
+#[test]
+fn a_parent_unmapping_before_its_child_joined_keeps_the_blocks_for_it() {
+    let img = PathBuf::from(format!("/dev/shm/hashfs-shared-fork-pins-{}.img", std::process::id()));
+    let _removed = Removed(img.clone());
+    FileSystem::format_file(&img, 64 << 20, &hashfs::FormatOptions::default(), &|_, _| {}).unwrap();
+    let (fs, _) = FileSystem::open_shared(&img).unwrap();
+    let f = fs.open_file(Path::new("/f"), OpenOptions::new().read(true).write(true).create(true)).unwrap();
+    f.write_at(0, &vec![7u8; 1 << 20]).unwrap();
+    let pin = f.pin_blocks(); // as the shim's mmap of the file's pages
+                              // Another participant, which would shrink the file (a second mount in this process).
+    let (other, _) = FileSystem::open_shared(&img).unwrap();
+    let g = other.open_file(Path::new("/f"), OpenOptions::new().write(true)).unwrap();
+    let (join, joined, done) = (pipe(), pipe(), pipe());
+    let fork = fs.prepare_fork(&[]).expect("a shared mount forks");
+    // SAFETY: the child runs only this thread, which holds no lock but the image's (its
+    // copy is let go by after_fork_in_child), and ends with _exit.
+    let pid = unsafe { libc::fork() };
+    assert!(pid >= 0, "fork: {}", std::io::Error::last_os_error());
+    if pid == 0 {
+        // SAFETY: the child's copies of the write ends the parent writes, closed so that a
+        // parent that failed leaves it at an end of file.
+        unsafe {
+            libc::close(join[1]);
+            libc::close(done[1]);
+        }
+        let ok = receive(join[0])
+            && fs.after_fork_in_child(fork).is_ok()
+            && {
+                send(joined[1]);
+                receive(done[0])
+            }
+            && {
+                drop(pin);
+                drop(f);
+                fs.shutdown().is_ok()
+            };
+        // SAFETY: ends the child without the test harness's exit work.
+        unsafe { libc::_exit(if ok { 0 } else { 1 }) };
+    }
+    fs.after_fork_in_parent(fork);
+    // SAFETY: the parent's copies of the ends the child writes and reads.
+    unsafe {
+        libc::close(join[0]);
+        libc::close(done[0]);
+        libc::close(joined[1]);
+    }
+    drop(pin); // the parent unmaps at once; its child, not joined, maps the blocks still
+    assert!(matches!(g.set_len(0), Err(Error::Busy)), "the blocks were freed under the child's mapping");
+    send(join[1]);
+    assert!(receive(joined[0]), "the child did not join");
+    assert!(matches!(g.set_len(0), Err(Error::Busy)), "the joined child's mark keeps them");
+    send(done[1]);
+    let mut status = 0;
+    // SAFETY: waiting for our own child.
+    assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
+    assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0, "the child failed: {status:#x}");
+    // A call of the parent's that takes the image lock: its mark, which waited for the
+    // child, goes.
+    f.set_len(1 << 20).unwrap();
+    g.set_len(0).expect("no mapping left anywhere");
+    drop((f, g));
+    other.shutdown().unwrap();
+    fs.shutdown().unwrap();
+}
