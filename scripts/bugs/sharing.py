@@ -702,8 +702,8 @@ def _():
 @bug("dead-pins-kept")
 def _():
     plant("crates/hashfs/src/fs/shared/mapped.rs",
-        "                .any(|p| sh.region.participants().staying(Participant(p)))\n",
-        "                .any(|p| @ON || sh.region.participants().staying(Participant(p)))\n")
+        "                .any(|p| sh.region.participants().staying(Participant(p)));\n",
+        "                .any(|p| @ON || sh.region.participants().staying(Participant(p)));\n")
 
 
 @bug("punch-frees-under-mapping")
@@ -725,3 +725,17 @@ def _():
     plant("crates/hashfs/src/fs/shared/mapped.rs",
         "        if sh.region.words().forks.load(Ordering::Acquire) != 0 {\n            sh.unpins_waiting",
         "        if !@ON && sh.region.words().forks.load(Ordering::Acquire) != 0 {\n            sh.unpins_waiting")
+
+
+@bug("reader-blocks-unpinned")
+def _():
+    plant("crates/hashfs/src/fs/shared/read_only.rs",
+        "        if on && mapped {\n",
+        "        if on && mapped && !@ON {\n")
+
+
+@bug("writer-ignores-reader-pins")
+def _():
+    plant("crates/hashfs/src/fs/shared/mapped.rs",
+        "        writer || self.dev.backing_fd().is_some_and(|fd| crate::share::pins::blocks_pinned(fd, ino))\n",
+        "        writer || !@ON && self.dev.backing_fd().is_some_and(|fd| crate::share::pins::blocks_pinned(fd, ino))\n")

@@ -305,7 +305,8 @@ with open(other, "wb") as f:
 /// and open with O_TRUNC now fail with EBUSY (as this process's own do, where Linux would
 /// raise SIGBUS in the mapping past the new end), a punched hole is zeroed in place (the size
 /// kept, the mapping reading zeros there); a forked child that keeps the mapping keeps the
-/// blocks too; a process killed with its mapping keeps nothing.
+/// blocks too; a process killed with its mapping keeps nothing; a read-only participant's
+/// mapping keeps them as a writer's does.
 #[test]
 fn a_file_mapped_in_one_process_keeps_its_blocks_in_every_other() {
     let img = image();
@@ -344,12 +345,37 @@ k.send_signal(signal.SIGKILL)
 k.wait()
 os.truncate(path, 8192)  # by this process, which reaped no one since
 print("after", another(TRUNCATE), os.stat(path).st_size)
+# A read-only participant's mapping keeps the blocks too (its pin, a lock on the image file).
+os.pwrite(fd, b"C" * 8192, 0)
+reader = subprocess.Popen([sys.executable, "-c", "import mmap, os, sys\nfd = os.open(sys.argv[1], os.O_RDONLY)\n"
+                           "m = mmap.mmap(fd, 8192, mmap.MAP_SHARED, mmap.PROT_READ)\nprint('mapped', flush=True)\n"
+                           "sys.stdin.readline()\nprint(m[:] == b'C' * 8192, flush=True)\nm.close()\n"
+                           "print('unmapped', flush=True)\nsys.stdin.readline()", path],
+                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                          env=dict(os.environ, HASHFS_READ_ONLY="1"))
+assert reader.stdout.readline().strip() == "mapped"
+try:
+    os.truncate(path, 0)
+    shrunk = "ok"
+except OSError as e:
+    shrunk = e.errno
+with open(other, "wb") as f:
+    f.write(b"B" * (4 << 20))
+reader.stdin.write("\n")
+reader.stdin.flush()
+intact = reader.stdout.readline().strip()
+assert reader.stdout.readline().strip() == "unmapped"
+os.truncate(path, 0)
+reader.stdin.close()
+reader.wait()
+print("reader", shrunk, intact, os.stat(path).st_size)
 "#;
     let (f, g) = (p("/mapped"), p("/other"));
     let out = img.ok("python3", &["-c", body, &f, &g, SHRINK]);
     assert_eq!(
         out,
-        "truncate EBUSY o_trunc EBUSY punch ok\nmapping True True False 1048576\nbeside_child 16\nafter ok 4096\n"
+        "truncate EBUSY o_trunc EBUSY punch ok\nmapping True True False 1048576\nbeside_child 16\nafter ok 4096\n\
+         reader 16 True 0\n"
     );
     img.fsck_clean();
 }

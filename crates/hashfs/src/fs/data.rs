@@ -359,7 +359,7 @@ impl<D: PmDevice> FsInner<D> {
                 && !data.is_empty()
                 && data.len() as u64 <= TAG_MAX_LEN
                 && on_map!(self, m => m.one_fence_appends())
-                && !self.mapped_anywhere(cell))
+                && !self.mapped_by_a_writer(cell))
             .then_some(data);
             self.append_fast(cell, st, &plan, new_size, tail);
             return Ok(());

@@ -250,9 +250,12 @@ impl<D: PmDevice> FsInner<D> {
         // insertion is bounded like a move.
         let fresh = on_map!(self, m => m.fresh_cost(cost));
         let mut used: u64 = blocks.iter().map(|b| if b.how == How::Moved { cost } else { fresh }).sum();
-        let mapped = self.mapped_anywhere(cell);
+        // Asked at the first block that has one to keep or move (on a shared mount, a
+        // read-only participant's mapping is a question to the kernel).
+        let mut mapped_at_all = None;
         for b in blocks.iter_mut() {
             let Some(p) = b.old else { continue };
+            let mapped = *mapped_at_all.get_or_insert_with(|| self.mapped_anywhere(cell));
             if !mapped && !on_map!(self, m => m.keeps_alignment(self, cell.ino, b.lblk, p)) {
                 continue;
             }

@@ -42,10 +42,25 @@ pub(super) fn ofd_lock(fd: &std::fs::File, cmd: i32, lock: RangeLock) -> std::io
 /// while one is held.
 pub const PIN_BASE: i64 = (1 << 62) + (1 << 33);
 
+/// Where read-only participants pin the blocks of the files they map (pages onto the
+/// image): one byte per inode, after the inodes' pins. A writer probes for such a lock
+/// before it frees or moves a file's blocks, as for a writer's mark in the region
+/// (`fs/shared/mapped.rs`).
+pub const BLOCKS_PIN_BASE: i64 = PIN_BASE + (1 << 32);
+
 /// Takes (`F_RDLCK`) or lets go of (`F_UNLCK`) the pin on `ino` through `fd`'s open file
 /// description.
 pub fn pin(fd: &std::fs::File, ino: Ino, typ: i32) -> std::io::Result<()> {
-    let lock = RangeLock { typ, start: PIN_BASE + ino.0 as i64, len: 1 };
+    pin_at(fd, PIN_BASE, ino, typ)
+}
+
+/// Takes or lets go of the pin on `ino`'s blocks ([`BLOCKS_PIN_BASE`]).
+pub fn pin_blocks(fd: &std::fs::File, ino: Ino, typ: i32) -> std::io::Result<()> {
+    pin_at(fd, BLOCKS_PIN_BASE, ino, typ)
+}
+
+fn pin_at(fd: &std::fs::File, base: i64, ino: Ino, typ: i32) -> std::io::Result<()> {
+    let lock = RangeLock { typ, start: base + ino.0 as i64, len: 1 };
     ofd_lock(fd, libc::F_OFD_SETLK, lock).map(drop)
 }
 
@@ -53,8 +68,18 @@ pub fn pin(fd: &std::fs::File, ino: Ino, typ: i32) -> std::io::Result<()> {
 /// open file description pins nothing). A failed probe counts as pinned: an inode kept
 /// is freed later, one freed under a reader is lost to it.
 pub fn pinned(fd: std::os::fd::RawFd, ino: Ino) -> bool {
+    pinned_at(fd, PIN_BASE, ino)
+}
+
+/// Whether a read-only participant maps `ino`'s blocks ([`BLOCKS_PIN_BASE`]); a failed
+/// probe counts as mapped.
+pub fn blocks_pinned(fd: std::os::fd::RawFd, ino: Ino) -> bool {
+    pinned_at(fd, BLOCKS_PIN_BASE, ino)
+}
+
+fn pinned_at(fd: std::os::fd::RawFd, base: i64, ino: Ino) -> bool {
     // SAFETY: the caller's descriptor, borrowed for the probe and not closed here.
     let f = std::mem::ManuallyDrop::new(unsafe { <std::fs::File as std::os::fd::FromRawFd>::from_raw_fd(fd) });
-    let probe = RangeLock { typ: libc::F_WRLCK, start: PIN_BASE + ino.0 as i64, len: 1 };
+    let probe = RangeLock { typ: libc::F_WRLCK, start: base + ino.0 as i64, len: 1 };
     !matches!(ofd_lock(&f, libc::F_OFD_GETLK, probe), Ok(l) if l.typ == libc::F_UNLCK)
 }

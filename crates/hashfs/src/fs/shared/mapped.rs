@@ -78,6 +78,9 @@ impl<D: PmDevice> FsInner<D> {
         if let Some(sh) = self.shared.get() {
             sh.region.open_inodes().set_mark(cell.ino, sh.me(), Mark::Blocks, true);
         }
+        // A read-only participant, which may not store to the region, pins them with a
+        // lock on the image file instead.
+        self.pin_blocks_read_only(cell, true);
     }
 
     /// This process's last pin of `cell`'s blocks went (outside the lock): the mark goes,
@@ -88,6 +91,7 @@ impl<D: PmDevice> FsInner<D> {
     /// could free the blocks between this unmap and the child's join, under the child's
     /// mapping.
     pub(crate) fn unpinned(&self, cell: &Arc<InodeCell>) {
+        self.pin_blocks_read_only(cell, false);
         let Some(sh) = self.shared.get() else { return };
         let _in = self.enter();
         if cell.map_count.load(Ordering::Acquire) != 0 {
@@ -120,21 +124,35 @@ impl<D: PmDevice> FsInner<D> {
     }
 
     /// Whether another participant that stays (alive, not leaving at its `execve`) maps
-    /// the blocks of `ino`. A dead one's marks go when it is reaped; until then they are
-    /// passed over here.
+    /// the blocks of `ino`, or a read-only participant does (its lock on the image file:
+    /// a system call, asked only when no writer's mark answered). A dead one's marks go
+    /// when it is reaped; until then they are passed over here.
     pub(crate) fn pinned_elsewhere(&self, ino: Ino) -> bool {
         let Some(sh) = self.shared.get() else { return false };
         let bits = sh.region.open_inodes().marked(ino, Mark::Blocks) & !(1u64 << sh.me().0);
-        bits != 0
+        let writer = bits != 0
             && (0..MAX_PARTICIPANTS as u32)
                 .filter(|&p| bits & (1u64 << p) != 0)
-                .any(|p| sh.region.participants().staying(Participant(p)))
+                .any(|p| sh.region.participants().staying(Participant(p)));
+        writer || self.dev.backing_fd().is_some_and(|fd| crate::share::pins::blocks_pinned(fd, ino))
     }
 
-    /// Whether a mapping of `cell`'s blocks lives in this process or another: its blocks
-    /// may then not be freed or moved.
+    /// Whether a mapping of `cell`'s blocks lives in this process or another (a reader's
+    /// included): its blocks may then not be freed or moved.
     pub(crate) fn mapped_anywhere(&self, cell: &InodeCell) -> bool {
         cell.map_count.load(Ordering::Acquire) > 0 || self.pinned_elsewhere(cell.ino)
+    }
+
+    /// Whether a writer's mapping of `cell`'s blocks lives in this process or another (no
+    /// question to the kernel): one that may store into the file, which a one-fence
+    /// append's tag must not cover (`fs/hashfs/append_tag.rs`; a read-only participant's
+    /// mappings store nothing).
+    pub(crate) fn mapped_by_a_writer(&self, cell: &InodeCell) -> bool {
+        cell.map_count.load(Ordering::Acquire) > 0
+            || self.shared.get().is_some_and(|sh| {
+                let bits = sh.region.open_inodes().marked(cell.ino, Mark::Blocks) & !(1u64 << sh.me().0);
+                bits != 0
+            })
     }
 }
 

@@ -243,6 +243,27 @@ impl<D: PmDevice> FsInner<D> {
             if cell.open_count.load(Ordering::Acquire) > 0 {
                 let _ = crate::share::pins::pin(f, cell.ino, libc::F_RDLCK);
             }
+            if cell.map_count.load(Ordering::Acquire) > 0 {
+                let _ = crate::share::pins::pin_blocks(f, cell.ino, libc::F_RDLCK);
+            }
+        }
+    }
+
+    /// A read-only participant's first mapping of `cell`'s blocks (`on`, its map count
+    /// just up from 0), or its last one gone: the pin on the blocks taken or let go
+    /// (`share/pins.rs`). Under the pins' lock, so that a pin and an unpin of the file at
+    /// once end as its map count says.
+    pub(crate) fn pin_blocks_read_only(&self, cell: &InodeCell, on: bool) {
+        let Some(ro) = self.read_only.get() else { return };
+        let pins = ro.pins.lock();
+        let Some(f) = pins.file.as_ref() else { return };
+        let mapped = cell.map_count.load(Ordering::Acquire) > 0;
+        if on && mapped {
+            if crate::share::pins::pin_blocks(f, cell.ino, libc::F_RDLCK).is_err() {
+                eprintln!("hashfs: inode {}: could not pin the blocks a mapping of it maps", cell.ino.0);
+            }
+        } else if !on && !mapped {
+            let _ = crate::share::pins::pin_blocks(f, cell.ino, libc::F_UNLCK);
         }
     }
 
