@@ -588,3 +588,10 @@ def _():
     plant("crates/hashfs-fuse/src/watch.rs",
         "                inos.extend_from_slice(&mapped);\n",
         "                if !@ON {\n                    inos.extend_from_slice(&mapped);\n                }\n")
+
+
+@bug("self-mem-inherited")
+def _():
+    plant("crates/hashfs-preload/src/shim/mmap/self_mem.rs",
+        "    if mem.0 != me {\n",
+        "    if mem.0 != me && !(@ON && mem.1.is_some()) {\n")

@@ -447,3 +447,42 @@ fn a_file_mapped_writable_by_another_process_is_never_a_copy_there() {
          reader_new_pages True\nreader_reads STORE2\nreader_pages_beside_child True\nreader_reads STORE3\n"
     );
 }
+
+/// A copy takes this process's writes through `/proc/self/mem` (`shim/mmap/self_mem.rs`),
+/// which keeps its 2 MiB page whole (two `mprotect`s split it), and a forked child opens its
+/// own: the descriptor it inherits writes into its parent's memory. Here the parent writes
+/// to its copy (opening its descriptor), forks, unmaps the copy and puts zeroed anonymous
+/// memory at its address; the child writes to the file, which its own copy shows, and the
+/// parent's memory stays zeros.
+#[test]
+fn a_copy_takes_writes_through_this_processs_own_memory() {
+    let img = image();
+    let body = r#"
+path, N = sys.argv[1], 64 * P
+with open(path, "wb") as f:
+    f.write(b"a" * N)
+fd = os.open(path, os.O_RDWR)
+c = libc.mmap(None, N, mmap.PROT_READ, mmap.MAP_SHARED, fd, 0)
+print("copy", kernel_maps(c, N))
+os.pwrite(fd, b"p", 5 * P + 3)
+print("parent_sees", ctypes.string_at(c + 5 * P + 3, 1).decode(), kernel_maps(c, N))
+go_r, go_w = os.pipe()
+done_r, done_w = os.pipe()
+pid = os.fork()
+if pid == 0:
+    os.read(go_r, 1)
+    os.pwrite(fd, b"CHILD", 9 * P + 1)
+    seen = ctypes.string_at(c + 9 * P + 1, 5)
+    os.write(done_w, seen)
+    os._exit(0)
+libc.munmap(c, N)
+q = libc.mmap(c, N, mmap.PROT_READ | mmap.PROT_WRITE, mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | 0x10, -1, 0)
+assert q == c
+os.write(go_w, b"x")
+print("child_sees", os.read(done_r, 5).decode())
+os.waitpid(pid, 0)
+print("parent_memory_zero", ctypes.string_at(q, N) == bytes(N))
+"#;
+    let out = run_script(&img, body, &[], &[&p("/f")]);
+    assert_eq!(out, "copy 1\nparent_sees p 1\nchild_sees CHILD\nparent_memory_zero True\n");
+}

@@ -39,6 +39,7 @@ mod copy;
 mod follow;
 mod holes;
 mod place;
+mod self_mem;
 pub(super) use holes::fill_holes_in;
 use place::{Place, Populate};
 

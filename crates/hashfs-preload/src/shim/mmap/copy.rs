@@ -164,9 +164,14 @@ fn fill(m: &FileMap, a: usize, e: usize) -> Result<(), c_int> {
     if e <= a {
         return Ok(());
     }
-    let file = m.file.file.as_ref().ok_or(libc::ENODEV)?;
     // SAFETY: [a, e) lies in our own anonymous mapping, writable while we fill it.
     let buf = unsafe { std::slice::from_raw_parts_mut((m.start + a) as *mut u8, e - a) };
+    read_into(m, a, buf)
+}
+
+/// The file's bytes that the copy shows from `a` on, into `buf` (zeros past the file's end).
+fn read_into(m: &FileMap, a: usize, buf: &mut [u8]) -> Result<(), c_int> {
+    let file = m.file.file.as_ref().ok_or(libc::ENODEV)?;
     let mut done = 0;
     while done < buf.len() {
         match file.read_at(m.off + (a + done) as u64, &mut buf[done..]).map_err(|e| e.errno())? {
@@ -176,6 +181,26 @@ fn fill(m: &FileMap, a: usize, e: usize) -> Result<(), c_int> {
     }
     buf[done..].fill(0);
     Ok(())
+}
+
+/// [`fill`] of part of a read-only copy through `/proc/self/mem` (`self_mem.rs`), in
+/// pieces of at most 256 KiB read into a buffer first; None where that cannot be done (the
+/// caller makes the pages writable instead).
+fn fill_through_mem(m: &FileMap, a: usize, e: usize) -> Option<bool> {
+    const PIECE: usize = 256 << 10;
+    let mut buf = vec![0u8; (e - a).min(PIECE)];
+    let mut at = a;
+    while at < e {
+        let n = (e - at).min(PIECE);
+        if read_into(m, at, &mut buf[..n]).is_err() {
+            return Some(false);
+        }
+        if !super::self_mem::write(m.start + at, &buf[..n]) {
+            return None;
+        }
+        at += n;
+    }
+    Some(true)
 }
 
 fn protect(at: usize, len: usize, prot: c_int) -> Result<(), c_int> {
@@ -265,12 +290,20 @@ fn become_copy(m: &mut FileMap, in_file: usize) -> Result<(), c_int> {
     fill(m, 0, in_file).and_then(|()| protect(m.start, m.len, m.prot))
 }
 
-/// [`fill`] of `[a, e)` (pages) of a copy whatever its protection.
+/// [`fill`] of `[a, e)` (pages) of a copy whatever its protection: part of a read-only
+/// copy through `/proc/self/mem` (`self_mem.rs`: made writable and back, those pages would
+/// split the copy's kernel mapping and its 2 MiB page), the whole copy, or where that
+/// cannot be done, with its pages made writable for the while.
 fn copy_in(m: &FileMap, a: usize, e: usize) -> bool {
     if e <= a {
         return true;
     }
     let writable = m.prot & libc::PROT_WRITE != 0;
+    if !writable && (a > 0 || e < m.len) {
+        if let Some(done) = fill_through_mem(m, a, e) {
+            return done;
+        }
+    }
     let rw = libc::PROT_READ | libc::PROT_WRITE;
     (writable || protect(m.start + a, e - a, rw).is_ok())
         && fill(m, a, e).is_ok()
