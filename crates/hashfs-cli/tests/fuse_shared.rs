@@ -398,24 +398,18 @@ fn a_mapping_through_an_open_after_a_change_shows_it() {
     m.fsck_clean();
 }
 
-/// A mapping through the mount made before a shim process's overwrites shows each soon
-/// after (the daemon's watch drops the kernel's pages of each inode the rings name,
-/// `hashfs_fuse::watch_changes`): one shim process overwrites the page 40 times in quick
-/// succession (most of them in place on the read side, within one tick of the coarse
-/// clock, which the ring of changes does not name: the ring of data changes does), and
-/// each overwrite is seen through the same mapping within 1 s of its return (the bound
-/// asserted; the slowest is printed).
-#[test]
-fn an_existing_mapping_through_the_mount_sees_a_change_soon() {
-    if !fuse_available() {
-        return;
-    }
+/// On a fresh shared mount, `/pm/mapped` (a page of `a`s) mapped through the mount before a
+/// shim process runs `script`, which takes a line per change and answers "ok" after it: 40
+/// changes (`line(k, c)` makes the line of the `k`th, byte `c`, for the script), each seen
+/// at the page's byte 100 through the mapping within 1 s of its "ok" (the bound asserted;
+/// the slowest is printed, after `what`).
+fn changes_reach_a_mapping_through_the_mount(script: &str, line: impl Fn(usize, u8) -> String, what: &str) {
     let mut m = mounted_shared();
     let img = m.image.clone();
     shim_ok(&img, &format!("printf '%s' {} > /pm/mapped", "a".repeat(4096)));
     let f = fs::File::open(m.path("mapped")).unwrap();
     // SAFETY: a read-only shared mapping of the file's first page, read through volatile
-    // loads while it lives and unmapped at the end of the test.
+    // loads while it lives and unmapped at the end.
     let p = unsafe {
         use std::os::fd::AsRawFd;
         libc::mmap(std::ptr::null_mut(), 4096, libc::PROT_READ, libc::MAP_SHARED, f.as_raw_fd(), 0)
@@ -424,77 +418,11 @@ fn an_existing_mapping_through_the_mount_sees_a_change_soon() {
     // SAFETY: inside the live mapping.
     let byte = || unsafe { std::ptr::read_volatile(p.cast::<u8>().add(100)) };
     assert_eq!(byte(), b'a');
-    // The writer: a byte per line in, the page overwritten with it, "ok" out.
-    let script = "python3 -c \"import os, sys\nfd = os.open('/pm/mapped', os.O_WRONLY)\nfor l in sys.stdin:\n    \
-                  os.pwrite(fd, l.strip().encode() * 4096, 0)\n    print('ok', flush=True)\"";
     let mut writer = shim(&img, script).stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().unwrap();
     let mut answers = std::io::BufReader::new(writer.stdout.take().unwrap());
     let mut slowest = std::time::Duration::ZERO;
-    for c in (b'b'..=b'z').chain(b'A'..=b'O') {
-        std::io::Write::write_all(writer.stdin.as_mut().unwrap(), &[c, b'\n']).unwrap();
-        let mut line = String::new();
-        std::io::BufRead::read_line(&mut answers, &mut line).unwrap();
-        assert_eq!(line.trim(), "ok");
-        let start = std::time::Instant::now();
-        while byte() != c {
-            assert!(
-                start.elapsed() < std::time::Duration::from_secs(1),
-                "the mapping still shows {:?} a second after the overwrite with {:?}",
-                byte() as char,
-                c as char
-            );
-            std::thread::sleep(std::time::Duration::from_micros(100));
-        }
-        slowest = slowest.max(start.elapsed());
-    }
-    drop(writer.stdin.take());
-    assert!(writer.wait().unwrap().success());
-    eprintln!("the slowest overwrite reached the mapping in {slowest:?}");
-    // SAFETY: the mapping made above, no longer used.
-    unsafe { libc::munmap(p, 4096) };
-    drop(f);
-    m.stop();
-    m.fsck_clean();
-}
-
-/// A shim process's stores through its writable shared mapping reach no ring: the mount's
-/// watch drops the kernel's pages of a file another participant marks mapped writable at
-/// every reading (`hashfs_fuse::watch_changes`, `hashfs/src/fs/shared/mapped.rs`). A
-/// mapping through the mount, made first, shows each of 40 stores within 1 s (the bound
-/// asserted; the slowest is printed), the last one made right before the shim process
-/// unmaps (the unmark is published, so the watch drops the pages once more).
-#[test]
-fn a_mapping_through_the_mount_sees_stores_through_a_shim_processs_mapping() {
-    if !fuse_available() {
-        return;
-    }
-    let mut m = mounted_shared();
-    let img = m.image.clone();
-    shim_ok(&img, &format!("printf '%s' {} > /pm/mapped", "a".repeat(4096)));
-    let f = fs::File::open(m.path("mapped")).unwrap();
-    // SAFETY: a read-only shared mapping of the file's first page, read through volatile
-    // loads while it lives and unmapped at the end of the test.
-    let p = unsafe {
-        use std::os::fd::AsRawFd;
-        libc::mmap(std::ptr::null_mut(), 4096, libc::PROT_READ, libc::MAP_SHARED, f.as_raw_fd(), 0)
-    };
-    assert_ne!(p, libc::MAP_FAILED, "mmap: {}", std::io::Error::last_os_error());
-    // SAFETY: inside the live mapping.
-    let byte = || unsafe { std::ptr::read_volatile(p.cast::<u8>().add(100)) };
-    assert_eq!(byte(), b'a');
-    // The writer: a byte per line in, stored through its mapping, "ok" out; at "last" the
-    // store is followed by the unmap at once.
-    let script = "python3 -c \"import mmap, os, sys\nfd = os.open('/pm/mapped', os.O_RDWR)\n\
-                  w = mmap.mmap(fd, 4096, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)\n\
-                  for l in sys.stdin:\n    c, *last = l.split()\n    w[100] = ord(c)\n    \
-                  if last:\n        w.close()\n    print('ok', flush=True)\"";
-    let mut writer = shim(&img, script).stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().unwrap();
-    let mut answers = std::io::BufReader::new(writer.stdout.take().unwrap());
-    let mut slowest = std::time::Duration::ZERO;
-    let stores: Vec<u8> = (b'b'..=b'z').chain(b'A'..=b'O').collect();
-    for (k, &c) in stores.iter().enumerate() {
-        let line = if k + 1 == stores.len() { format!("{} last\n", c as char) } else { format!("{}\n", c as char) };
-        std::io::Write::write_all(writer.stdin.as_mut().unwrap(), line.as_bytes()).unwrap();
+    for (k, c) in (b'b'..=b'z').chain(b'A'..=b'O').enumerate() {
+        std::io::Write::write_all(writer.stdin.as_mut().unwrap(), line(k, c).as_bytes()).unwrap();
         let mut answer = String::new();
         std::io::BufRead::read_line(&mut answers, &mut answer).unwrap();
         assert_eq!(answer.trim(), "ok");
@@ -502,7 +430,7 @@ fn a_mapping_through_the_mount_sees_stores_through_a_shim_processs_mapping() {
         while byte() != c {
             assert!(
                 start.elapsed() < std::time::Duration::from_secs(1),
-                "the mapping through the mount still shows {:?} a second after the store of {:?}",
+                "the mapping through the mount still shows {:?} a second after {what} {:?}",
                 byte() as char,
                 c as char
             );
@@ -512,12 +440,50 @@ fn a_mapping_through_the_mount_sees_stores_through_a_shim_processs_mapping() {
     }
     drop(writer.stdin.take());
     assert!(writer.wait().unwrap().success());
-    eprintln!("the slowest store reached the mapping through the mount in {slowest:?}");
+    eprintln!("the slowest of {what} reached the mapping through the mount in {slowest:?}");
     // SAFETY: the mapping made above, no longer used.
     unsafe { libc::munmap(p, 4096) };
     drop(f);
     m.stop();
     m.fsck_clean();
+}
+
+/// A mapping through the mount made before a shim process's overwrites shows each soon
+/// after (the daemon's watch drops the kernel's pages of each inode the rings name,
+/// `hashfs_fuse::watch_changes`): one shim process overwrites the page 40 times in quick
+/// succession (most of them in place on the read side, within one tick of the coarse
+/// clock, which the ring of changes does not name: the ring of data changes does), and
+/// each overwrite is seen through the same mapping within 1 s of its return.
+#[test]
+fn an_existing_mapping_through_the_mount_sees_a_change_soon() {
+    if !fuse_available() {
+        return;
+    }
+    // The writer: a byte per line in, the page overwritten with it.
+    let script = "python3 -c \"import os, sys\nfd = os.open('/pm/mapped', os.O_WRONLY)\nfor l in sys.stdin:\n    \
+                  os.pwrite(fd, l.strip().encode() * 4096, 0)\n    print('ok', flush=True)\"";
+    changes_reach_a_mapping_through_the_mount(script, |_, c| format!("{}\n", c as char), "the overwrite with");
+}
+
+/// A shim process's stores through its writable shared mapping reach no ring: the mount's
+/// watch drops the kernel's pages of a file another participant marks mapped writable at
+/// every reading (`hashfs_fuse::watch_changes`, `hashfs/src/fs/shared/mapped.rs`). A
+/// mapping through the mount, made first, shows each of 40 stores within 1 s, the last one
+/// made right before the shim process unmaps (the unmark is published, so the watch drops
+/// the pages once more).
+#[test]
+fn a_mapping_through_the_mount_sees_stores_through_a_shim_processs_mapping() {
+    if !fuse_available() {
+        return;
+    }
+    // The writer: a byte per line in, stored through its mapping; at "last" the store is
+    // followed by the unmap at once.
+    let script = "python3 -c \"import mmap, os, sys\nfd = os.open('/pm/mapped', os.O_RDWR)\n\
+                  w = mmap.mmap(fd, 4096, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)\n\
+                  for l in sys.stdin:\n    c, *last = l.split()\n    w[100] = ord(c)\n    \
+                  if last:\n        w.close()\n    print('ok', flush=True)\"";
+    let line = |k: usize, c: u8| if k == 39 { format!("{} last\n", c as char) } else { format!("{}\n", c as char) };
+    changes_reach_a_mapping_through_the_mount(script, line, "the store of");
 }
 
 /// A Python program that takes a POSIX record lock (`fcntl.lockf`) on `path`, over

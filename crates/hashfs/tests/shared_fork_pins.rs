@@ -5,23 +5,11 @@
 //! makes them around `fork`, and a child that joins only when told. One test in this
 //! binary: the child of a fork is this process with only the forking thread.
 
-use hashfs::{Error, FileSystem, OpenOptions};
-use std::path::{Path, PathBuf};
+mod common;
 
-/// Removes the image and its region when the test ends, passed or failed (not in the
-/// child, which ends with _exit).
-struct Removed(PathBuf);
-
-impl Drop for Removed {
-    fn drop(&mut self) {
-        if let Ok(f) = std::fs::File::open(&self.0) {
-            if let Ok(r) = hashfs::share::region_path(&f) {
-                let _ = std::fs::remove_file(r);
-            }
-        }
-        let _ = std::fs::remove_file(&self.0);
-    }
-}
+use common::shared_image::Image;
+use hashfs::{Error, OpenOptions};
+use std::path::Path;
 
 fn pipe() -> [libc::c_int; 2] {
     let mut p = [0 as libc::c_int; 2];
@@ -45,15 +33,13 @@ fn receive(fd: libc::c_int) -> bool {
 
 #[test]
 fn a_parent_unmapping_before_its_child_joined_keeps_the_blocks_for_it() {
-    let img = PathBuf::from(format!("/dev/shm/hashfs-shared-fork-pins-{}.img", std::process::id()));
-    let _removed = Removed(img.clone());
-    FileSystem::format_file(&img, 64 << 20, &hashfs::FormatOptions::default(), &|_, _| {}).unwrap();
-    let (fs, _) = FileSystem::open_shared(&img).unwrap();
+    let img = Image::new("fork-pins");
+    let fs = img.join();
     let f = fs.open_file(Path::new("/f"), OpenOptions::new().read(true).write(true).create(true)).unwrap();
     f.write_at(0, &vec![7u8; 1 << 20]).unwrap();
     let pin = f.pin_blocks(); // as the shim's mmap of the file's pages
                               // Another participant, which would shrink the file (a second mount in this process).
-    let (other, _) = FileSystem::open_shared(&img).unwrap();
+    let other = img.join();
     let g = other.open_file(Path::new("/f"), OpenOptions::new().write(true)).unwrap();
     let (join, joined, done) = (pipe(), pipe(), pipe());
     let fork = fs.prepare_fork(&[]).expect("a shared mount forks");
