@@ -325,12 +325,17 @@ print(another(shrink))
 s = bytes(m)
 print("mapping", s[:65536] + s[131072:] == b"A" * (N - 65536), s[65536:131072] == bytes(65536),
       "B" in s.decode(), os.fstat(fd).st_size)
-# A forked child keeps the mapping after this process unmapped it.
+# A forked child keeps the mapping after this process unmapped it. (The child has run, so
+# joined, first: this process's mark, which waits for a child that has not joined yet,
+# goes at the unmap, and the child's own keeps the blocks.)
 go_r, go_w = os.pipe()
+ready_r, ready_w = os.pipe()
 pid = os.fork()
 if pid == 0:
+    os.write(ready_w, b"r")
     os.read(go_r, 1)
     os._exit(0)
+os.read(ready_r, 1)
 m.close()
 TRUNCATE = "import os, sys\ntry:\n    os.truncate(sys.argv[1], 4096)\n    print('ok')\nexcept OSError as e:\n    print(e.errno)"
 print("beside_child", another(TRUNCATE))
