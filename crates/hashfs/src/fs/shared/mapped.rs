@@ -1,22 +1,28 @@
-//! Writable shared mappings across participants (issue 55, item 4: a shared mapping of one
-//! file in two processes shows one set of bytes).
+//! Mappings across participants (issue 55, item 4: a shared mapping of one file in two
+//! processes shows one set of bytes): two marks each participant keeps on the inodes it has
+//! open, in the region's open-inode table (`share/image.rs::Mark`).
 //!
-//! A store through a writable shared mapping goes straight to the file's blocks in the
-//! image: no call, so no ring names it. A front end that serves another process's mapping of
-//! that file by a copy (the shim's `mmap/copy.rs`) would keep the old bytes. So each
-//! participant marks, in the open-inode table, the inodes it maps writable and shared
+//! *Writable.* A store through a writable shared mapping goes straight to the file's blocks
+//! in the image: no call, so no ring names it. A front end that serves another process's
+//! mapping of that file by a copy (the shim's `mmap/copy.rs`) would keep the old bytes. So
+//! each participant marks the inodes it maps writable and shared
 //! ([`FileSystem::note_mapped_writable`]), and a front end keeps no copy of a file another
 //! participant marked ([`FileSystem::mapped_writable_elsewhere`]): it gives it back to the
-//! file's pages.
+//! file's pages. The order that makes it whole: the marker stores its mark, publishes the
+//! inode in the ring of changes (its call's publication), and only then returns to map the
+//! file (so before its first store). A front end reads the ring from a position taken
+//! before its first copy was made, and asks about the mark after each copy is recorded and
+//! for each change of the file it reads. So a copy recorded before the mark was stored is
+//! given back when the mark's publication is read, and one recorded after it sees the
+//! mark. A mark goes with its participant's last writable mapping of the file, its last
+//! close, and its death (`OpenInodes::release_all_of`).
 //!
-//! The order that makes it whole: the marker stores its mark, publishes the inode in the
-//! ring of changes (its call's publication), and only then returns to map the file (so
-//! before its first store). A front end reads the ring from a position taken before its
-//! first copy was made, and asks about the mark after each copy is recorded and for each
-//! change of the file it reads. So a copy recorded before the mark was stored is given back
-//! when the mark's publication is read, and one recorded after it sees the mark. A mark
-//! goes with its participant's last writable mapping of the file, its last close, and its
-//! death (`OpenInodes::release_all_of`).
+//! *Blocks.* A mapping of a file's pages sits on its blocks: freed under it, they would
+//! show (and take the stores of) the file that gets them next. Each participant marks the
+//! inodes whose blocks it maps, from its first pin to its last (`fs/map.rs`), and no
+//! participant frees or moves the blocks of a file another marked
+//! ([`FsInner::mapped_anywhere`]); a read-only participant, which may not store to the
+//! region, pins them with a lock on the image file instead (`share/pins.rs`).
 
 use super::SharedMount;
 use crate::fs::api::FileSystem;
