@@ -595,3 +595,10 @@ def _():
     plant("crates/hashfs-preload/src/shim/mmap/self_mem.rs",
         "    if mem.0 != me {\n",
         "    if mem.0 != me && !(@ON && mem.1.is_some()) {\n")
+
+
+@bug("copy-keeps-pin")
+def _():
+    plant("crates/hashfs-preload/src/shim/mmap/copy.rs",
+        "    m._pin = None;\n",
+        "    if !@ON {\n        m._pin = None;\n    }\n")

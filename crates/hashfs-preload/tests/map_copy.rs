@@ -486,3 +486,32 @@ print("parent_memory_zero", ctypes.string_at(q, N) == bytes(N))
     let out = run_script(&img, body, &[], &[&p("/f")]);
     assert_eq!(out, "copy 1\nparent_sees p 1\nchild_sees CHILD\nparent_memory_zero True\n");
 }
+
+/// A copy maps none of its file's blocks, so it holds no pin on them: another process may
+/// shrink a file this one maps only as a copy (as it could before pins were shared between
+/// processes, 2026-12-06), and the copy shows zeros past the new end once its follower read
+/// the change (Linux would raise SIGBUS there), never the bytes of a file written after.
+#[test]
+fn a_file_mapped_here_as_a_copy_may_be_shrunk_by_another_process() {
+    let img = image();
+    let body = r#"
+import subprocess, time
+path, other, N = sys.argv[1], sys.argv[2], 64 * P
+data = bytes(97 + (i * 5 + i // P) % 26 for i in range(N))  # a-z: no B
+with open(path, "wb") as f:
+    f.write(data)
+fd = os.open(path, os.O_RDONLY)
+c = libc.mmap(None, N, mmap.PROT_READ, mmap.MAP_SHARED, fd, 0)
+print("copy", kernel_maps(c, N))
+r = subprocess.run([sys.executable, "-c", "import os, sys\nos.truncate(sys.argv[1], 8 * 4096)\n"
+                    "open(sys.argv[2], 'wb').write(b'B' * (1 << 20))", path, other])
+print("shrunk", r.returncode, os.fstat(fd).st_size)
+end = time.time() + 2
+while ctypes.string_at(c + 8 * P, N - 8 * P) != bytes(N - 8 * P) and time.time() < end:
+    time.sleep(0.002)
+s = ctypes.string_at(c, N)
+print("zeros_past_end", s[8 * P:] == bytes(N - 8 * P), "head", s[:8 * P] == data[:8 * P], "other_file", b"B" in s)
+"#;
+    let out = run_script(&img, body, &[], &[&p("/f"), &p("/other")]);
+    assert_eq!(out, "copy 1\nshrunk 0 32768\nzeros_past_end True head True other_file False\n");
+}

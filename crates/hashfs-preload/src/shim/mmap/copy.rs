@@ -76,6 +76,17 @@ pub(super) fn preferred(fs: &FileSystem<MmapDevice>, maps: &[FileMap], m: &FileM
 pub(super) fn give_back(fs: &FileSystem<MmapDevice>, maps: &mut [FileMap], ino: Ino) -> Result<(), c_int> {
     let mut r = Ok(());
     for m in maps.iter_mut().filter(|m| m.copy && !m.private && m.file.ino == ino) {
+        // The file's pages sit on its blocks: pinned first (a copy holds no pin), and only
+        // as far as the file now goes (another process may have shrunk it under the copy:
+        // the copy's pages past its end, zeros, stay).
+        if m._pin.is_none() {
+            m._pin = m.file.file.as_ref().map(|f| f.pin_blocks());
+        }
+        let size = fs.peek_attr(ino).map(|a| a.size).unwrap_or(0);
+        let now = (size.saturating_sub(m.off) as usize).next_multiple_of(PAGE).min(m.len);
+        if now < m.mapped && copy_in(m, now, m.mapped) {
+            m.mapped = now;
+        }
         m.copy = false;
         m.runs = 0;
         m.cap = growth_cap(m);
@@ -219,8 +230,11 @@ pub(super) fn refresh(m: &mut FileMap, lo: u64, hi: u64, size: u64) {
     let want = (size.saturating_sub(m.off) as usize).next_multiple_of(PAGE).min(m.len);
     let a = (lo.saturating_sub(m.off) as usize / PAGE * PAGE).min(m.mapped);
     let e = (hi.saturating_sub(m.off) as usize).next_multiple_of(PAGE).min(m.mapped);
-    if copy_in(m, a, e) && (want <= m.mapped || copy_in(m, m.mapped, want)) {
-        m.mapped = m.mapped.max(want);
+    // Pages the file grew over are filled; pages it shrank from (another process's
+    // truncation: a copy holds no pin) read zeros again, where Linux would raise SIGBUS.
+    let (from, to) = (want.min(m.mapped), want.max(m.mapped));
+    if copy_in(m, a, e) && copy_in(m, from, to) {
+        m.mapped = want;
         return;
     }
     // Stale bytes must not be read as the file's: those pages fault from now on.
@@ -287,6 +301,10 @@ fn become_copy(m: &mut FileMap, in_file: usize) -> Result<(), c_int> {
     m.runs = 1;
     m.copy = true;
     m.holes = Ranges::default();
+    // A copy maps none of the file's blocks: no pin, so that another process may shrink
+    // the file (the copy then shows zeros past its new end, `refresh`), as it could before
+    // pins were shared (docs/design.md, *Writable mappings across processes*).
+    m._pin = None;
     fill(m, 0, in_file).and_then(|()| protect(m.start, m.len, m.prot))
 }
 
