@@ -59,7 +59,7 @@ pub fn watch_changes<D: PmDevice + 'static>(
                         }
                     }
                 }
-                mapped.extend(inos.iter().copied().filter(|&i| fs.mapped_writable_elsewhere(i)));
+                mapped.extend_from_slice(&inos);
                 mapped.sort_unstable();
                 mapped.dedup();
                 mapped.retain(|&i| fs.mapped_writable_elsewhere(i));

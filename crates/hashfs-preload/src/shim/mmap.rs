@@ -25,7 +25,8 @@
 //! `munmap` of any length, whole or partial, trims or splits the record, and the open file
 //! goes with its last page. Truncating a file down while it is mapped, in this process or
 //! another (`hashfs/src/fs/shared/mapped.rs`), fails with EBUSY, and a hole punched in it
-//! is zeroed in place instead, so no mapping is ever left on freed blocks. `mremap` of such a mapping maps the file's longer range anew (`remap`).
+//! is zeroed in place instead, so no mapping is ever left on freed blocks. `mremap` of such
+//! a mapping maps the file's longer range anew (`remap`).
 
 use super::*;
 use hashfs::pm::holefault::{hole_faults, Filler, Ranges};
@@ -85,6 +86,12 @@ struct FileMap {
 impl FileMap {
     fn covers(&self, addr: usize) -> bool {
         self.start <= addr && addr < self.start + self.len
+    }
+
+    /// The bytes from its start that a file of `size` bytes covers, in whole pages (the
+    /// rest of the mapping lies past the file's end).
+    fn in_file(&self, size: u64) -> usize {
+        (size.saturating_sub(self.off) as usize).next_multiple_of(PAGE).min(self.len)
     }
 }
 
@@ -385,7 +392,7 @@ fn bring_up_to_date(fs: &FileSystem<MmapDevice>, maps: &mut [FileMap], ino: Ino,
             copy::refresh(m, lo, hi, size);
             continue;
         }
-        let want = (size.saturating_sub(m.off) as usize).next_multiple_of(PAGE).min(m.len);
+        let want = m.in_file(size);
         if want > m.mapped {
             m.cap = growth_cap(m);
             match map_pages(fs, m, m.mapped, want, Place::Over) {
@@ -467,7 +474,7 @@ fn map_open_file(
         _pin: Some(file.pin_blocks()),
     };
     m.cap = growth_cap(&m);
-    let in_file = (size.saturating_sub(off as u64) as usize).next_multiple_of(PAGE).min(m.len);
+    let in_file = m.in_file(size);
     if !private && prot & libc::PROT_WRITE != 0 {
         let worst = budget::worst_case(fs, &m, in_file);
         if worst > m.cap {
@@ -713,6 +720,7 @@ impl Mappings for Preload {
             Ok(fs) => fs,
             Err(e) => return Some(Err(Errno(e))),
         };
+        newly.sort_unstable();
         newly.dedup();
         for &ino in &newly {
             if let Err(e) = copy::give_back(fs, &mut maps, ino) {

@@ -83,7 +83,7 @@ pub(super) fn give_back(fs: &FileSystem<MmapDevice>, maps: &mut [FileMap], ino: 
             m._pin = m.file.file.as_ref().map(|f| f.pin_blocks());
         }
         let size = fs.peek_attr(ino).map(|a| a.size).unwrap_or(0);
-        let now = (size.saturating_sub(m.off) as usize).next_multiple_of(PAGE).min(m.len);
+        let now = m.in_file(size);
         if now < m.mapped && copy_in(m, now, m.mapped) {
             m.mapped = now;
         }
@@ -93,7 +93,6 @@ pub(super) fn give_back(fs: &FileSystem<MmapDevice>, maps: &mut [FileMap], ino: 
         if map_pages(fs, m, 0, m.mapped, Place::Over).is_err() {
             // Some pieces may be the file's pages now, the rest the copy's: one copy again
             // (or, if even that fails, pages that fault, as in take_over).
-            let size = fs.peek_attr(ino).map(|a| a.size).unwrap_or(0);
             if convert(m, size).is_err() {
                 let _ = protect(m.start, m.len, libc::PROT_NONE);
                 eprintln!(
@@ -227,7 +226,7 @@ fn protect(at: usize, len: usize, prot: c_int) -> Result<(), c_int> {
 /// After the file's bytes `[lo, hi)` changed (and maybe its size, now `size`): the shared
 /// copy `m` takes the changed bytes it shows, and the pages the file has grown over.
 pub(super) fn refresh(m: &mut FileMap, lo: u64, hi: u64, size: u64) {
-    let want = (size.saturating_sub(m.off) as usize).next_multiple_of(PAGE).min(m.len);
+    let want = m.in_file(size);
     let a = (lo.saturating_sub(m.off) as usize / PAGE * PAGE).min(m.mapped);
     let e = (hi.saturating_sub(m.off) as usize).next_multiple_of(PAGE).min(m.mapped);
     // Pages the file grew over are filled; pages it shrank from (another process's
@@ -287,7 +286,7 @@ fn convert(m: &mut FileMap, size: u64) -> Result<(), c_int> {
     if let Some(w) = hole_faults() {
         w.forget(m.start, m.start + m.len);
     }
-    m.mapped = (size.saturating_sub(m.off) as usize).next_multiple_of(PAGE).min(m.len);
+    m.mapped = m.in_file(size);
     become_copy(m, m.mapped)
 }
 

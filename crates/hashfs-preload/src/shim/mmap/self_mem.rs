@@ -9,9 +9,10 @@
 //! `ctypes`, AMD EPYC host, Linux 6.18, 2026-12-06), 2-byte stores into a read-only 2 MiB
 //! anonymous mapping took 17.5 µs each with the two `mprotect`s (the huge page gone) and
 //! 2.9 µs through it; 1-byte `pwrite`s to a file mapped as a 2 MiB copy through the shim,
-//! 8.8-11.5 µs before and 5.6-6.0 after (release builds, interleaved). A copy's whole range is still made writable and back (no split: the
-//! whole kernel mapping changes), and the shim falls back to that where the kernel refuses
-//! such writes (`proc_mem.force_override=never`) or the descriptor is gone.
+//! 8.8-11.5 µs before and 5.6-6.0 after (release builds, interleaved). A copy's whole
+//! range is still made writable and back (no split: the whole kernel mapping changes), and
+//! the shim falls back to that where the kernel refuses such writes
+//! (`proc_mem.force_override=never`) or the descriptor is gone.
 //!
 //! The descriptor is this process's own: a forked child's inherited one writes into its
 //! parent's memory, so a child opens its own (closing the parent's) at its first write. It
@@ -39,7 +40,11 @@ pub(super) fn write(at: usize, bytes: &[u8]) -> bool {
     let me = current_pid();
     let mut mem = SELF_MEM.lock().unwrap_or_else(|e| e.into_inner());
     if mem.0 != me {
-        // A forked child's inherited descriptor is its parent's memory: closed here.
+        // A forked child's inherited descriptor is its parent's memory: closed here, unless
+        // the child closed its number already (then it may be another file's).
+        if let Some(inherited) = mem.1.take().filter(|f| !hashfs::pm::is_kept(f.as_raw_fd())) {
+            std::mem::forget(inherited);
+        }
         mem.1 = open();
         mem.0 = me;
     }

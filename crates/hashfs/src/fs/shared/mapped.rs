@@ -155,10 +155,10 @@ impl<D: PmDevice> FsInner<D> {
     /// mappings store nothing).
     pub(crate) fn mapped_by_a_writer(&self, cell: &InodeCell) -> bool {
         cell.map_count.load(Ordering::Acquire) > 0
-            || self.shared.get().is_some_and(|sh| {
-                let bits = sh.region.open_inodes().marked(cell.ino, Mark::Blocks) & !(1u64 << sh.me().0);
-                bits != 0
-            })
+            || self
+                .shared
+                .get()
+                .is_some_and(|sh| sh.region.open_inodes().marked_by_others(cell.ino, Some(sh.me()), Mark::Blocks))
     }
 }
 
