@@ -723,8 +723,50 @@ def _():
 @bug("unpin-before-child-joins")
 def _():
     plant("crates/hashfs/src/fs/shared/mapped.rs",
-        "        if sh.region.words().forks.load(Ordering::Acquire) != 0 {\n            sh.unpins_waiting",
-        "        if !@ON && sh.region.words().forks.load(Ordering::Acquire) != 0 {\n            sh.unpins_waiting")
+        "        if cell.map_count.load(Ordering::Acquire) != 0 || self.unpin_waits(sh, cell) {\n",
+        "        if cell.map_count.load(Ordering::Acquire) != 0 || !@ON && self.unpin_waits(sh, cell) {\n")
+
+
+@bug("close-before-child-joins")
+def _():
+    plant("crates/hashfs/src/fs/file.rs",
+        "            if self.fs.close_waits(&self.cell) {\n",
+        "            if !@ON && self.fs.close_waits(&self.cell) {\n")
+
+
+@bug("fork-not-noted-for-children")
+def _():
+    plant("crates/hashfs/src/fs/shared/fork.rs",
+        "        sh.for_children.forking();\n        Some(Fork { counted, in_image: true, outer })",
+        "        if !@ON {\n            sh.for_children.forking();\n        }\n        Some(Fork { counted, in_image: true, outer })")
+
+
+@bug("spawn-not-noted-for-children")
+def _():
+    plant("crates/hashfs/src/fs/shared/fork.rs",
+        "            sh.region.words().forks.fetch_add(1, Ordering::AcqRel);\n            sh.for_children.forking();\n        }\n",
+        "            sh.region.words().forks.fetch_add(1, Ordering::AcqRel);\n            if !@ON {\n                sh.for_children.forking();\n            }\n        }\n")
+
+
+@bug("kept-close-freed")
+def _():
+    plant("crates/hashfs/src/fs/shared/mod.rs",
+        "|| self.kept_for_children(sh, ino) {",
+        "|| !@ON && self.kept_for_children(sh, ino) {")
+
+
+@bug("unmark-before-child-joins")
+def _():
+    plant("crates/hashfs/src/fs/shared/mapped.rs",
+        "        } else if self.inner.unmark_waits(sh, ino) {\n",
+        "        } else if !@ON && self.inner.unmark_waits(sh, ino) {\n")
+
+
+@bug("kept-marks-never-go")
+def _():
+    plant("crates/hashfs/src/fs/shared/for_children.rs",
+        "        for ino in kept.unmarked {\n",
+        "        for ino in kept.unmarked.into_iter().filter(|_| !@ON) {\n")
 
 
 @bug("reader-blocks-unpinned")

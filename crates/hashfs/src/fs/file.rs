@@ -356,6 +356,9 @@ impl<D: PmDevice> Drop for File<D> {
         let _in = self.fs.enter();
         let mut st = self.cell.state.write();
         if self.cell.open_count.fetch_sub(1, Ordering::AcqRel) == 1 {
+            if self.fs.close_waits(&self.cell) {
+                return; // kept for a child on its way (`fs/shared/for_children.rs`)
+            }
             self.fs.note_close(self.cell.ino);
             // Errors here cannot be returned; the next mount frees an orphan left behind.
             let _ = self.fs.maybe_free(&self.cell, &mut st);

@@ -75,6 +75,7 @@ impl<D: PmDevice> FileSystem<D> {
         let table = sh.region.descriptions();
         let counted = descriptions.iter().copied().filter(|&h| table.count_fork(h)).collect();
         sh.region.words().forks.fetch_add(1, Ordering::AcqRel);
+        sh.for_children.forking();
         Some(Fork { counted, in_image: true, outer })
     }
 
@@ -119,6 +120,7 @@ impl<D: PmDevice> FileSystem<D> {
             return Err(Error::TooManyOpen);
         };
         sh.me.store(me.0, Ordering::Relaxed);
+        sh.for_children.forget_parents();
         sh.region.readers().joined(me);
         let _in = self.inner.enter();
         // Slots of participants that died outside a call (a child that exec'd another
@@ -200,6 +202,7 @@ impl<D: PmDevice> FileSystem<D> {
         let in_image = !counted.is_empty();
         if in_image {
             sh.region.words().forks.fetch_add(1, Ordering::AcqRel);
+            sh.for_children.forking();
         }
         Some(Fork { counted, in_image, outer: false })
     }

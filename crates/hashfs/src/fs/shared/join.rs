@@ -108,7 +108,7 @@ pub(crate) fn mount<D: PmDevice>(
                 forked: std::sync::atomic::AtomicBool::new(false),
                 readers_asked: AtomicU64::new(0),
                 own: super::OwnMarks::new(),
-                unpins_waiting: Default::default(),
+                for_children: Default::default(),
             };
             let made = inner.shared.set(sh);
             debug_assert!(made.is_ok(), "a fresh mount is made shared once");

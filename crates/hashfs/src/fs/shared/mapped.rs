@@ -24,7 +24,6 @@
 //! ([`FsInner::mapped_anywhere`]); a read-only participant, which may not store to the
 //! region, pins them with a lock on the image file instead (`share/pins.rs`).
 
-use super::SharedMount;
 use crate::fs::api::FileSystem;
 use crate::fs::inode::InodeCell;
 use crate::fs::FsInner;
@@ -32,7 +31,7 @@ use crate::layout::Ino;
 use crate::pm::PmDevice;
 use crate::share::{Mark, Participant, MAX_PARTICIPANTS};
 use crate::{Error, Result};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 impl<D: PmDevice> FileSystem<D> {
@@ -44,6 +43,11 @@ impl<D: PmDevice> FileSystem<D> {
     pub fn note_mapped_writable(&self, ino: Ino, on: bool) -> Result<()> {
         let Some(sh) = self.inner.shared.get() else { return Ok(()) };
         let _in = self.inner.enter();
+        if on {
+            self.inner.marked_again(sh, ino);
+        } else if self.inner.unmark_waits(sh, ino) {
+            return Ok(()); // a child on its way may store through the mapping it inherited
+        }
         if !sh.region.open_inodes().set_mark(ino, sh.me(), Mark::Writable, on) {
             return Err(Error::Invalid("a file mapped writable is open"));
         }
@@ -93,40 +97,16 @@ impl<D: PmDevice> FsInner<D> {
     /// unless a pin came again meanwhile (counted before its mark, under the lock), or a
     /// child forked and not yet joined may have inherited the mapping: the child marks the
     /// blocks under its own name only as it joins (`fork.rs`), so this mark stays until
-    /// every such child has ([`Self::settle_unpins`]). Without that wait another process
-    /// could free the blocks between this unmap and the child's join, under the child's
-    /// mapping.
+    /// every such child has (`for_children.rs`). Without that wait another process could
+    /// free the blocks between this unmap and the child's join, under the child's mapping.
     pub(crate) fn unpinned(&self, cell: &Arc<InodeCell>) {
         self.pin_blocks_read_only(cell, false);
         let Some(sh) = self.shared.get() else { return };
         let _in = self.enter();
-        if cell.map_count.load(Ordering::Acquire) != 0 {
-            return;
-        }
-        if sh.region.words().forks.load(Ordering::Acquire) != 0 {
-            sh.unpins_waiting.cells.lock().push(cell.clone());
-            sh.unpins_waiting.any.store(true, Ordering::Release);
+        if cell.map_count.load(Ordering::Acquire) != 0 || self.unpin_waits(sh, cell) {
             return;
         }
         sh.region.open_inodes().set_mark(cell.ino, sh.me(), Mark::Blocks, false);
-    }
-
-    /// At each call that takes the image lock: once no forked child is left to join, the
-    /// marks of blocks this process unmapped meanwhile go ([`Self::unpinned`]; a process
-    /// that makes no such call keeps them until it leaves). A child killed
-    /// before it joined leaves the count until the image is next mounted by no one else:
-    /// these marks stay as long (the others may not shrink those files), never shorter.
-    pub(super) fn settle_unpins(&self, sh: &SharedMount) {
-        let waiting = &sh.unpins_waiting;
-        if !waiting.any.load(Ordering::Acquire) || sh.region.words().forks.load(Ordering::Acquire) != 0 {
-            return;
-        }
-        waiting.any.store(false, Ordering::Release);
-        for cell in std::mem::take(&mut *waiting.cells.lock()) {
-            if cell.map_count.load(Ordering::Acquire) == 0 {
-                sh.region.open_inodes().set_mark(cell.ino, sh.me(), Mark::Blocks, false);
-            }
-        }
     }
 
     /// Whether another participant that stays (alive, not leaving at its `execve`) maps
@@ -172,12 +152,4 @@ impl<D: PmDevice> PinOwner for FsInner<D> {
     fn unpinned(&self, cell: &Arc<InodeCell>) {
         FsInner::unpinned(self, cell)
     }
-}
-
-/// [`SharedMount::unpins_waiting`]: the cells, and whether there are any (read at every
-/// call without the mutex).
-#[derive(Default)]
-pub(crate) struct UnpinsWaiting {
-    any: AtomicBool,
-    cells: parking_lot::Mutex<Vec<Arc<InodeCell>>>,
 }

@@ -24,6 +24,7 @@
 //! shared so far (the others keep allocation state in DRAM that is not yet published); its
 //! grouped placements' volatile state lives in the region (`share::TableLayout`).
 
+mod for_children;
 mod fork;
 mod fork_mutex;
 mod join;
@@ -80,9 +81,9 @@ pub(crate) struct SharedMount {
     pub(super) readers_asked: AtomicU64,
     /// The positions of the two rings this process wrote itself ([`OwnMarks`]).
     pub(super) own: OwnMarks,
-    /// Files whose blocks this process no longer maps, whose marks wait for the children
-    /// forked meanwhile to join (`mapped.rs`, [`FsInner::settle_unpins`]).
-    pub(super) unpins_waiting: mapped::UnpinsWaiting,
+    /// What this process keeps for the children it forked until they join
+    /// (`for_children.rs`).
+    pub(super) for_children: for_children::ForChildren,
 }
 
 /// Which positions of the ring of changes and of the ring of data changes this process
@@ -261,7 +262,7 @@ impl<D: PmDevice> FsInner<D> {
             }
         }
         self.catch_up(sh);
-        self.settle_unpins(sh);
+        self.settle_for_children(sh);
         // Before the call's first store: nothing named yet (`takeover.rs`).
         let words = sh.region.words();
         words.scope.reset(words.table_used.load(Ordering::Acquire), words.inodes_used.load(Ordering::Acquire));
@@ -570,11 +571,12 @@ impl<D: PmDevice> FsInner<D> {
     }
 
     /// Whether a participant other than this one has `ino` open (a shared mount; false on
-    /// a mount of one process). A read-only participant's pin counts as open
+    /// a mount of one process), or a child of this one on its way to join may have it
+    /// (`for_children.rs`). A read-only participant's pin counts as open
     /// (`read_only.rs`); a pinned inode is noted, to be freed by a later call.
     pub(crate) fn open_elsewhere(&self, ino: Ino) -> bool {
         let Some(sh) = self.shared.get() else { return false };
-        if sh.region.open_inodes().held_by_others(ino, sh.me()) {
+        if sh.region.open_inodes().held_by_others(ino, sh.me()) || self.kept_for_children(sh, ino) {
             return true;
         }
         if self.pinned_by_reader(ino) {
