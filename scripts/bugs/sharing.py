@@ -769,6 +769,13 @@ def _():
         "        for ino in kept.unmarked.into_iter().filter(|_| !@ON) {\n")
 
 
+@bug("reader-child-pins-after-fork")
+def _():
+    plant("crates/hashfs/src/fs/shared/read_only.rs",
+        "        let f = reopen(&*self.dev).ok()?;\n        self.pin_all_on(&f).ok()?;\n",
+        "        let f = reopen(&*self.dev).ok().filter(|_| !@ON)?;\n        self.pin_all_on(&f).ok()?;\n")
+
+
 @bug("reader-blocks-unpinned")
 def _():
     plant("crates/hashfs/src/fs/shared/read_only.rs",

@@ -64,7 +64,7 @@ impl<D: PmDevice> FileSystem<D> {
     pub fn prepare_fork(&self, descriptions: &[Handle]) -> Option<Fork> {
         if let Some(ro) = self.inner.read_only.get() {
             // A read-only participant's child reads on with the parent's caches.
-            ro.before_fork();
+            ro.before_fork(|| self.inner.pins_for_child());
             return Some(Fork { counted: Vec::new(), in_image: false, outer: false });
         }
         let sh = self.inner.shared.get()?;
@@ -82,7 +82,7 @@ impl<D: PmDevice> FileSystem<D> {
     /// After `fork` made a child, in the parent: lets go of the image lock.
     pub fn after_fork_in_parent(&self, fork: Fork) {
         if let Some(ro) = self.inner.read_only.get() {
-            return ro.after_fork();
+            return ro.after_fork_in_parent();
         }
         if self.inner.shared.get().is_some() {
             drop(Entered { fs: &*self.inner, outer: fork.outer });
@@ -92,7 +92,7 @@ impl<D: PmDevice> FileSystem<D> {
     /// After a `fork` that made no child: uncounts it and lets go of the image lock.
     pub fn fork_failed(&self, fork: Fork) {
         if let Some(ro) = self.inner.read_only.get() {
-            return ro.after_fork();
+            return ro.after_fork_in_parent();
         }
         let Some(sh) = self.inner.shared.get() else { return };
         undo(sh, &fork);

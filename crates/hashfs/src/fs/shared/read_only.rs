@@ -145,10 +145,20 @@ pub(crate) fn mount_read_only<D: PmDevice>(
 impl ReadOnlyMount {
     /// Before `fork`: no call of this process's runs until [`Self::after_fork`] (in the
     /// parent, and in the child, which continues with the parent's caches and holds
-    /// nothing in the region either).
-    pub(super) fn before_fork(&self) {
+    /// nothing in the region either). `for_child` makes the child's pins (under the pins'
+    /// lock: no file opens or closes meanwhile).
+    pub(super) fn before_fork(&self, for_child: impl FnOnce() -> Option<std::fs::File>) {
         std::mem::forget(self.calls.write());
-        std::mem::forget(self.pins.lock());
+        let mut pins = self.pins.lock();
+        pins.for_child = for_child();
+        std::mem::forget(pins);
+    }
+
+    /// After `fork` in the parent (or one that failed): its descriptor of the child's pins
+    /// goes; the description, and the pins on it, are the child's.
+    pub(super) fn after_fork_in_parent(&self) {
+        self.after_fork();
+        self.pins.lock().for_child = None;
     }
 
     /// After `fork` (or one that failed), in either process.
@@ -194,6 +204,9 @@ impl ReadOnlyMount {
 #[derive(Default)]
 pub(super) struct Pins {
     pub(super) file: Option<std::fs::File>,
+    /// Across a fork: a description of the image made for the child, holding the pins of
+    /// everything the parent has open or maps ([`FsInner::pins_for_child`]).
+    for_child: Option<std::fs::File>,
     /// Its record locks (`share/read_only_locks.rs`).
     pub(super) locks: crate::share::read_only_locks::ReaderLocks,
 }
@@ -230,23 +243,42 @@ impl<D: PmDevice> FsInner<D> {
         }
     }
 
-    /// In a read-only participant's forked child: a descriptor of its own, pinning what
-    /// the child has open (the parent's pins stay the parent's), and no record lock (the
-    /// parent's stay the parent's, on its description).
+    /// Before a read-only participant's fork (under the pins' lock): a description of the
+    /// image of the child's own, pinning what the parent has open and maps. The child
+    /// inherits it, and the parent closes its descriptor after the fork: the pins are then
+    /// the child's alone, from before the fork on. (Until 2026-12-06 the child made them
+    /// itself after the fork, and a parent that closed a file at once let go of its pin
+    /// first: a writer could free the file between the two, under the child.)
+    pub(super) fn pins_for_child(&self) -> Option<std::fs::File> {
+        let f = reopen(&*self.dev).ok()?;
+        self.pin_all_on(&f).ok()?;
+        Some(f)
+    }
+
+    /// Pins on `f` everything this process has open or maps.
+    fn pin_all_on(&self, f: &std::fs::File) -> Result<()> {
+        for cell in self.inodes.cells() {
+            if cell.open_count.load(Ordering::Acquire) > 0 {
+                crate::share::pins::pin(f, cell.ino, libc::F_RDLCK)?;
+            }
+            if cell.map_count.load(Ordering::Acquire) > 0 {
+                crate::share::pins::pin_blocks(f, cell.ino, libc::F_RDLCK)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// In a read-only participant's forked child: its own description's pins, made by the
+    /// parent before the fork ([`Self::pins_for_child`]; or made now, if the parent could
+    /// not), and no record lock (the parent's stay the parent's, on its description).
     pub(crate) fn repin_after_fork(&self) {
         let Some(ro) = self.read_only.get() else { return };
         let mut pins = ro.pins.lock();
         pins.locks.forget();
-        pins.file = reopen(&*self.dev).ok();
-        let Some(f) = pins.file.as_ref() else { return };
-        for cell in self.inodes.cells() {
-            if cell.open_count.load(Ordering::Acquire) > 0 {
-                let _ = crate::share::pins::pin(f, cell.ino, libc::F_RDLCK);
-            }
-            if cell.map_count.load(Ordering::Acquire) > 0 {
-                let _ = crate::share::pins::pin_blocks(f, cell.ino, libc::F_RDLCK);
-            }
-        }
+        pins.file = match pins.for_child.take() {
+            Some(f) => Some(f),
+            None => reopen(&*self.dev).ok().filter(|f| self.pin_all_on(f).is_ok()),
+        };
     }
 
     /// A read-only participant's first mapping of `cell`'s blocks (`on`, its map count

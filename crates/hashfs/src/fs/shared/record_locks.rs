@@ -128,7 +128,7 @@ impl<D: PmDevice> FileSystem<D> {
     pub fn release_record_locks(&self, owner: Owner, ino: Option<Ino>) {
         if let Some(ro) = self.inner.read_only.get() {
             let mut pins = ro.pins.lock();
-            let super::read_only::Pins { file, locks } = &mut *pins;
+            let super::read_only::Pins { file, locks, .. } = &mut *pins;
             if let Some(f) = file.as_ref() {
                 locks.release(f, owner, ino);
             }
@@ -155,7 +155,7 @@ impl<D: PmDevice> FileSystem<D> {
         loop {
             {
                 let mut pins = ro.pins.lock();
-                let super::read_only::Pins { file, locks } = &mut *pins;
+                let super::read_only::Pins { file, locks, .. } = &mut *pins;
                 let f = file.as_ref().ok_or(libc::ENOLCK)?;
                 if r.kind == Kind::Unlock {
                     locks.apply(f, owner, r);

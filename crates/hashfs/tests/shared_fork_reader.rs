@@ -1,0 +1,101 @@
+//! A read-only participant's forked child keeps its parent's files from the fork on
+//! (issue 55, `fs/shared/read_only.rs::pins_for_child`): a reader pins the files it has open
+//! with locks on a description of the image file, and its child's pins are made on a
+//! description of the child's own before the fork, so that a parent closing a file at once
+//! leaves the child's pin. Before 2026-12-06 the child pinned its files itself after the
+//! fork, and a writer could free an unlinked file between the parent's close and that
+//! pin, under the child. With the library's calls as the LD_PRELOAD shim makes them
+//! around `fork`, and a child that pins only when told. One test in this binary: the child
+//! of a fork is this process with only the forking thread.
+
+mod common;
+
+use common::shared_image::Image;
+use hashfs::{FileSystem, OpenOptions};
+use std::path::Path;
+
+fn pipe() -> [libc::c_int; 2] {
+    let mut p = [0 as libc::c_int; 2];
+    // SAFETY: pipe fills the two descriptors.
+    assert_eq!(unsafe { libc::pipe(p.as_mut_ptr()) }, 0);
+    p
+}
+
+/// One byte through a pipe's write end.
+fn send(fd: libc::c_int) {
+    // SAFETY: writes one byte from a static.
+    assert_eq!(unsafe { libc::write(fd, b"x".as_ptr().cast(), 1) }, 1);
+}
+
+/// One byte from a pipe's read end: false at its end of file.
+fn receive(fd: libc::c_int) -> bool {
+    let mut byte = 0u8;
+    // SAFETY: reads one byte into `byte`.
+    unsafe { libc::read(fd, (&raw mut byte).cast(), 1) == 1 }
+}
+
+#[test]
+fn a_read_only_parent_closing_right_after_fork_leaves_its_child_the_file() {
+    let img = Image::new("fork-reader");
+    let writer = img.join();
+    let mut rw = OpenOptions::new();
+    rw.read(true).write(true).create(true);
+    writer.open_file(Path::new("/f"), &rw).unwrap().write_at(0, &[b'r'; 10_000]).unwrap();
+    let (reader, _) = FileSystem::open_read_only(&img.path).unwrap();
+    let f = reader.open_file(Path::new("/f"), OpenOptions::new().read(true)).unwrap();
+    let ino = f.ino();
+    let (join, joined, done) = (pipe(), pipe(), pipe());
+    let fork = reader.prepare_fork(&[]).expect("a read-only mount forks");
+    // SAFETY: the child runs only this thread, which holds no lock but the reader's own
+    // (let go by after_fork_in_child), and ends with _exit.
+    let pid = unsafe { libc::fork() };
+    assert!(pid >= 0, "fork: {}", std::io::Error::last_os_error());
+    if pid == 0 {
+        // SAFETY: the child's copies of the write ends the parent writes, closed so that a
+        // parent that failed leaves it at an end of file.
+        unsafe {
+            libc::close(join[1]);
+            libc::close(done[1]);
+        }
+        let ok = receive(join[0])
+            && reader.after_fork_in_child(fork).is_ok()
+            && {
+                send(joined[1]);
+                receive(done[0])
+            }
+            && {
+                let mut buf = vec![0u8; 10_000];
+                matches!(f.read_at(0, &mut buf), Ok(10_000)) && buf.iter().all(|&b| b == b'r')
+            };
+        // SAFETY: ends the child without the test harness's exit work.
+        unsafe { libc::_exit(if ok { 0 } else { 1 }) };
+    }
+    reader.after_fork_in_parent(fork);
+    // SAFETY: the parent's copies of the ends the child writes and reads.
+    unsafe {
+        libc::close(join[0]);
+        libc::close(done[0]);
+        libc::close(joined[1]);
+    }
+    drop(f); // the parent closes at once: its pin goes, the child's stays
+    writer.remove_file(Path::new("/f")).unwrap();
+    for i in 0..8 {
+        let g = writer.open_file(Path::new(&format!("/new{i}")), &rw).unwrap();
+        assert_ne!(g.ino(), ino, "the file the child has open was freed");
+        g.write_at(0, &[b'n'; 20_000]).unwrap();
+    }
+    send(join[1]);
+    assert!(receive(joined[0]), "the child did not go on after its fork");
+    send(done[1]);
+    let mut status = 0;
+    // SAFETY: waiting for our own child.
+    assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
+    assert!(
+        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+        "the child did not read its file whole: {status:#x}"
+    );
+    drop(reader);
+    writer.shutdown().unwrap();
+    drop(writer);
+    img.check();
+}
