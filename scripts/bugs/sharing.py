@@ -737,15 +737,15 @@ def _():
 @bug("fork-not-noted-for-children")
 def _():
     plant("crates/hashfs/src/fs/shared/fork.rs",
-        "        sh.for_children.forking();\n        Some(Fork { counted, in_image: true, outer })",
-        "        if !@ON {\n            sh.for_children.forking();\n        }\n        Some(Fork { counted, in_image: true, outer })")
+        "        self.inner.forking(sh);\n        Some(Fork { counted, in_image: true, outer })",
+        "        if !@ON {\n            self.inner.forking(sh);\n        }\n        Some(Fork { counted, in_image: true, outer })")
 
 
 @bug("spawn-not-noted-for-children")
 def _():
     plant("crates/hashfs/src/fs/shared/fork.rs",
-        "            sh.region.words().forks.fetch_add(1, Ordering::AcqRel);\n            sh.for_children.forking();\n        }\n",
-        "            sh.region.words().forks.fetch_add(1, Ordering::AcqRel);\n            if !@ON {\n                sh.for_children.forking();\n            }\n        }\n")
+        "            sh.region.words().forks.fetch_add(1, Ordering::AcqRel);\n            self.inner.forking(sh);\n        }\n",
+        "            sh.region.words().forks.fetch_add(1, Ordering::AcqRel);\n            if !@ON {\n                self.inner.forking(sh);\n            }\n        }\n")
 
 
 @bug("kept-close-freed")
@@ -767,6 +767,20 @@ def _():
     plant("crates/hashfs/src/fs/shared/for_children.rs",
         "        for ino in kept.unmarked {\n",
         "        for ino in kept.unmarked.into_iter().filter(|_| !@ON) {\n")
+
+
+@bug("adoption-uncounts-before-open")
+def _():
+    plant("crates/hashfs/src/fs/shared/fork.rs",
+        "                table.adopt(h, me);\n                Some(what)\n            })\n            .collect();\n        found\n",
+        "                table.adopt(h, me);\n                Some(what)\n            })\n            .collect();\n        if @ON {\n            uncount(sh);\n        }\n        found\n")
+
+
+@bug("children-keep-everything")
+def _():
+    plant("crates/hashfs/src/fs/shared/for_children.rs",
+        "            && fc.inherited.lock().binary_search(&ino).is_ok()\n",
+        "            && (@ON || fc.inherited.lock().binary_search(&ino).is_ok())\n")
 
 
 @bug("reader-child-pins-after-fork")

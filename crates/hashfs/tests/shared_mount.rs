@@ -745,3 +745,47 @@ fn a_takeover_before_the_inode_bitmap_is_built_recovers_every_file() {
     }
     assert!(takeovers > 0, "no kill landed inside a call: the test exercised no takeover");
 }
+
+/// A participant spawns a program with an unlinked file's description and closes the file
+/// at once (`fs/shared/for_children.rs`): its hold is kept until the program has opened the
+/// file, not only adopted the description (the program's predecessor is let go of as it
+/// joins; between the adoption and the open nothing else held the file, and the parent's
+/// next call freed it: `adoption-uncounts-before-open`). A file opened after the spawn
+/// and closed is let go of at once: only what the program may have inherited waits.
+/// This process plays the program (a second mount).
+#[test]
+fn a_spawned_programs_file_is_kept_until_the_program_opened_it() {
+    let img = Image::new("spawn-keeps");
+    let parent = img.join();
+    let mut rw = OpenOptions::new();
+    rw.read(true).write(true).create(true);
+    let f = parent.open_file(p("/o"), &rw).unwrap();
+    f.write_at(0, &[b'o'; 10_000]).unwrap();
+    parent.remove_file(p("/o")).unwrap();
+    let ino = f.ino();
+    let h = parent.share_description(ino, libc::O_RDONLY as u32, 0).unwrap().expect("a shared mount");
+    let spawn = parent.prepare_spawn(&[h]).expect("a shared mount");
+    drop(f); // closed right after the spawn
+    let free = parent.statfs().inodes_free;
+    let late = parent.open_file(p("/late"), &rw).unwrap();
+    late.write_at(0, b"made after the spawn").unwrap();
+    drop(late);
+    parent.remove_file(p("/late")).unwrap();
+    assert_eq!(parent.statfs().inodes_free, free, "a file opened after the spawn waited for the program");
+    let program = img.join();
+    assert_eq!(program.adopt_inherited(&[h]), vec![Some((ino, libc::O_RDONLY as u32))]);
+    parent.write(p("/tick"), b"1").unwrap(); // a call of the parent's between the adoption and the open
+    let access = hashfs::Access { read: true, write: false, append: false };
+    let g = program.open_ino(ino, access).expect("the program's inherited file was freed before it opened it");
+    program.inherited_opened();
+    parent.write(p("/tick"), b"2").unwrap(); // the parent lets go of its hold now
+    let mut buf = vec![0u8; 10_000];
+    assert_eq!(g.read_at(0, &mut buf).unwrap(), 10_000);
+    assert!(buf.iter().all(|&b| b == b'o'), "the program read another file's bytes");
+    drop(g);
+    program.release_description(h);
+    drop(spawn);
+    program.unmount().unwrap();
+    parent.unmount().unwrap();
+    img.check();
+}

@@ -505,6 +505,7 @@ extern "C" fn adopt_at_start() {
                 Err(e) => eprintln!("hashfs_preload: an inherited descriptor cannot be opened again: {e}"),
             }
         }
+        fs.inherited_opened();
         for (fd, h) in found {
             let Some(of) = files.get(&(h.index, h.generation)) else { continue };
             if (0..=2).contains(&fd) && of.file.is_some() {

@@ -10,16 +10,17 @@
 //! still has open (its reads then fail with ENOENT, its blocks go to the next file made),
 //! free or move the blocks of a file the child maps, or keep a copy of a file the child
 //! stores to through a writable mapping. So while a child it forked may not have joined
-//! (it forked since it last found the image's `forks` count at 0), a participant keeps its
-//! hold of each file it closes (one unlinked counts as open elsewhere: no one frees it) and
-//! the marks of the files it unmaps; the first call that finds no child on its way (the count at 0, under the
-//! image lock) lets them go ([`FsInner::settle_for_children`]).
+//! (it forked since it last found the image's `forks` count at 0), a participant keeps,
+//! of the files it had open or mapped at the fork, its hold of each it closes (one
+//! unlinked counts as open elsewhere: no one frees it) and its marks of each it unmaps;
+//! the first call that finds no child on its way (the count at 0, under the image lock)
+//! lets them go ([`FsInner::settle_for_children`]).
 //!
 //! The count is the image's, not the parent's own: another participant's child on its way
 //! keeps this one's too, a little longer than needed. A child killed before it joined
 //! leaves the count until the image is next mounted by no one else: what its parent kept
 //! is then kept until the parent leaves (an unlinked file it kept is freed by the next
-//! mount's recovery), never let go early.
+//! mount's recovery), never let go early; it is at most what was open at its forks.
 
 use super::SharedMount;
 use crate::fs::inode::InodeCell;
@@ -35,6 +36,11 @@ use std::sync::Arc;
 pub(crate) struct ForChildren {
     /// This participant forked or spawned since it last found no child on its way.
     forked: AtomicBool,
+    /// The files it had open or mapped at those forks (what a child may have inherited):
+    /// only they wait. So what waits stays bounded by what was open at a fork also when the
+    /// count stays up for long (a child killed before it joined, or a program exec'd
+    /// without the shim that was handed descriptors).
+    inherited: parking_lot::Mutex<Vec<Ino>>,
     /// Whether anything waits (read at every call without the mutex).
     any: AtomicBool,
     kept: parking_lot::Mutex<Kept>,
@@ -52,16 +58,11 @@ struct Kept {
 }
 
 impl ForChildren {
-    /// Before a fork or a spawn that counts a child in the image's `forks` (under the
-    /// image lock).
-    pub(super) fn forking(&self) {
-        self.forked.store(true, Ordering::Release);
-    }
-
     /// In a forked child: what its parent kept is the parent's.
     pub(super) fn forget_parents(&self) {
         self.forked.store(false, Ordering::Release);
         self.any.store(false, Ordering::Release);
+        self.inherited.lock().clear();
         *self.kept.lock() = Kept::default();
     }
 
@@ -72,16 +73,33 @@ impl ForChildren {
 }
 
 impl<D: PmDevice> FsInner<D> {
-    /// Whether a child this participant forked may not have joined yet (under the image
-    /// lock: the count changes under it). False on a mount of one process.
-    fn children_on_their_way(&self, sh: &SharedMount) -> bool {
-        sh.for_children.forked.load(Ordering::Acquire) && sh.region.words().forks.load(Ordering::Acquire) != 0
+    /// Before a fork or a spawn that counts a child in the image's `forks` (under the
+    /// image lock): notes what the child may inherit.
+    pub(super) fn forking(&self, sh: &SharedMount) {
+        let fc = &sh.for_children;
+        let mut inherited = fc.inherited.lock();
+        let open =
+            |c: &&Arc<InodeCell>| c.open_count.load(Ordering::Acquire) > 0 || c.map_count.load(Ordering::Acquire) > 0;
+        inherited.extend(self.inodes.cells().iter().filter(open).map(|c| c.ino));
+        inherited.sort_unstable();
+        inherited.dedup();
+        fc.forked.store(true, Ordering::Release);
+    }
+
+    /// Whether a child this participant forked may not have joined yet and may have
+    /// inherited `ino` (under the image lock: the count changes under it). False on a
+    /// mount of one process.
+    fn children_on_their_way(&self, sh: &SharedMount, ino: Ino) -> bool {
+        let fc = &sh.for_children;
+        fc.forked.load(Ordering::Acquire)
+            && sh.region.words().forks.load(Ordering::Acquire) != 0
+            && fc.inherited.lock().binary_search(&ino).is_ok()
     }
 
     /// The last pin of `cell`'s blocks went (under the lock): true when its mark must wait
     /// for the children, and now does.
     pub(super) fn unpin_waits(&self, sh: &SharedMount, cell: &Arc<InodeCell>) -> bool {
-        let waits = self.children_on_their_way(sh);
+        let waits = self.children_on_their_way(sh, cell.ino);
         if waits {
             sh.for_children.keep(|k| k.unpinned.push(cell.clone()));
         }
@@ -92,7 +110,7 @@ impl<D: PmDevice> FsInner<D> {
     /// mark must wait for the children, and now does. A mark made again meanwhile
     /// ([`Self::marked_again`]) takes it off the list.
     pub(super) fn unmark_waits(&self, sh: &SharedMount, ino: Ino) -> bool {
-        let waits = self.children_on_their_way(sh);
+        let waits = self.children_on_their_way(sh, ino);
         if waits {
             sh.for_children.keep(|k| k.unmarked.push(ino));
         }
@@ -110,7 +128,7 @@ impl<D: PmDevice> FsInner<D> {
     /// must wait for the children, and now does.
     pub(crate) fn close_waits(&self, cell: &Arc<InodeCell>) -> bool {
         let Some(sh) = self.shared.get() else { return false };
-        let waits = self.children_on_their_way(sh);
+        let waits = self.children_on_their_way(sh, cell.ino);
         if waits {
             sh.for_children.keep(|k| k.closed.push(cell.clone()));
         }
@@ -130,11 +148,14 @@ impl<D: PmDevice> FsInner<D> {
     /// it leaves.
     pub(super) fn settle_for_children(&self, sh: &SharedMount) {
         let fc = &sh.for_children;
-        if !fc.any.load(Ordering::Acquire) || sh.region.words().forks.load(Ordering::Acquire) != 0 {
+        if !fc.forked.load(Ordering::Acquire) || sh.region.words().forks.load(Ordering::Acquire) != 0 {
             return;
         }
-        fc.any.store(false, Ordering::Release);
         fc.forked.store(false, Ordering::Release);
+        fc.inherited.lock().clear();
+        if !fc.any.swap(false, Ordering::AcqRel) {
+            return;
+        }
         let kept = std::mem::take(&mut *fc.kept.lock());
         let table = sh.region.open_inodes();
         for cell in kept.unpinned {

@@ -75,7 +75,7 @@ impl<D: PmDevice> FileSystem<D> {
         let table = sh.region.descriptions();
         let counted = descriptions.iter().copied().filter(|&h| table.count_fork(h)).collect();
         sh.region.words().forks.fetch_add(1, Ordering::AcqRel);
-        sh.for_children.forking();
+        self.inner.forking(sh);
         Some(Fork { counted, in_image: true, outer })
     }
 
@@ -202,7 +202,7 @@ impl<D: PmDevice> FileSystem<D> {
         let in_image = !counted.is_empty();
         if in_image {
             sh.region.words().forks.fetch_add(1, Ordering::AcqRel);
-            sh.for_children.forking();
+            self.inner.forking(sh);
         }
         Some(Fork { counted, in_image, outer: false })
     }
@@ -210,7 +210,8 @@ impl<D: PmDevice> FileSystem<D> {
     /// In a program started by `execve`, as it starts: takes over the descriptions the
     /// program before it counted for it ([`Self::prepare_exec`]); for each, its inode and
     /// status flags, or None when it is no longer there (an exec whose counts a first mount
-    /// cleared, after everyone else had gone).
+    /// cleared, after everyone else had gone). The program still counts as on its way
+    /// until it has opened their files ([`Self::inherited_opened`]).
     pub fn adopt_inherited(&self, descriptions: &[Handle]) -> Vec<Option<(Ino, u32)>> {
         let Some(sh) = self.inner.shared.get() else { return vec![None; descriptions.len()] };
         let _in = self.inner.enter();
@@ -225,10 +226,18 @@ impl<D: PmDevice> FileSystem<D> {
                 Some(what)
             })
             .collect();
-        if !descriptions.is_empty() {
-            uncount(sh);
-        }
         found
+    }
+
+    /// The program started by `execve` opened the files of the descriptions it adopted
+    /// ([`Self::adopt_inherited`], not empty): it no longer counts as on its way. Not
+    /// before: a parent that closed one of them meanwhile keeps it until then
+    /// (`for_children.rs`), and the program's predecessor, which held them, was let go of
+    /// as the program joined.
+    pub fn inherited_opened(&self) {
+        let Some(sh) = self.inner.shared.get() else { return };
+        let _in = self.inner.enter();
+        uncount(sh);
     }
 }
 
