@@ -783,6 +783,27 @@ def _():
         "            && (@ON || fc.inherited.lock().binary_search(&ino).is_ok())\n")
 
 
+@bug("dead-count-kept")
+def _():
+    plant("crates/hashfs/src/fs/shared/mod.rs",
+        "    if region.participants().take_counted(p) {\n",
+        "    if region.participants().take_counted(p) && !@ON {\n")
+
+
+@bug("leaver-ignores-counts")
+def _():
+    plant("crates/hashfs/src/fs/shared/mod.rs",
+        "                if (p == sh.me() || dead) && parts.take_counted(p) {\n",
+        "                if !@ON && (p == sh.me() || dead) && parts.take_counted(p) {\n")
+
+
+@bug("successor-drops-count")
+def _():
+    plant("crates/hashfs/src/fs/shared/join.rs",
+        "found.dead.iter().filter(|&&p| parts.of_this_process(p))",
+        "found.dead.iter().filter(|&&p| !@ON && parts.of_this_process(p))")
+
+
 @bug("reader-child-pins-after-fork")
 def _():
     plant("crates/hashfs/src/fs/shared/read_only.rs",

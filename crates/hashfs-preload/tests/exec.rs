@@ -444,6 +444,36 @@ fn an_exec_that_fails_at_once_leaves_the_image_as_it_was() {
     img.region_removed();
 }
 
+/// A program exec'd without the shim (its environment cleared: a setuid program, a static
+/// binary, `env -i`) that was handed a descriptor never joins to take it over; once it has
+/// ended, whoever reaps its slot uncounts the handover (`Participants::take_counted`): the
+/// last to leave (first run), or a forked child as it joins (second run, whose child also
+/// closes the file right after its fork, which then waits for no one). Until 2026-12-06
+/// the image's `forks` word kept counting it: the last process to leave took a child to
+/// be on its way, left the image unclean and the region in /dev/shm, and a parent that
+/// forked kept what it closed until it left.
+#[test]
+fn a_program_execd_without_the_shim_leaves_the_image_clean() {
+    let img = image();
+    let py = format!(
+        "import os, subprocess, sys\n\
+         fd = os.open({f:?}, os.O_CREAT | os.O_RDWR, 0o644)\n\
+         os.write(fd, b'handed')\n\
+         subprocess.run(['/bin/true'], env={{}}, pass_fds=(fd,), check=True)\n\
+         os.close(fd)\n\
+         if sys.argv[1] == 'fork':\n    pid = os.fork()\n    if pid == 0:\n        os._exit(0)\n    os.waitpid(pid, 0)\n\
+         print(open({f:?}).read())",
+        f = p("/f"),
+    );
+    for how in ["leave", "fork"] {
+        let out = img.run("python3", &["-c", &py, how]);
+        assert!(out.status.success(), "{out:?}");
+        assert_eq!(String::from_utf8_lossy(&out.stdout), "handed\n");
+        img.fsck_clean();
+        img.region_removed();
+    }
+}
+
 /// The check that an exec fails at once must not go through the shim: Python's subprocess
 /// execs from a `vfork` child through each directory of `PATH`, and the check's own open
 /// and close by `syscall()` (which the shim serves) took the closed number out of the

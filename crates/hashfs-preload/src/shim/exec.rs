@@ -492,6 +492,8 @@ extern "C" fn adopt_at_start() {
         handles.sort_by_key(|h| (h.index, h.generation));
         handles.dedup();
         let infos = fs.adopt_inherited(&handles);
+        // None for each when a first mount cleared the handover (and its count).
+        let adopted = infos.iter().any(Option::is_some);
         let mut files: HashMap<(u32, u64), Arc<OpenFile>> = HashMap::new();
         for (h, info) in handles.iter().zip(infos) {
             let Some((ino, flags)) = info else {
@@ -505,7 +507,9 @@ extern "C" fn adopt_at_start() {
                 Err(e) => eprintln!("hashfs_preload: an inherited descriptor cannot be opened again: {e}"),
             }
         }
-        fs.inherited_opened();
+        if adopted {
+            fs.inherited_opened();
+        }
         for (fd, h) in found {
             let Some(of) = files.get(&(h.index, h.generation)) else { continue };
             if (0..=2).contains(&fd) && of.file.is_some() {

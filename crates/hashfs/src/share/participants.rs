@@ -20,11 +20,18 @@ impl std::fmt::Display for Participant {
     }
 }
 
+/// [`Slot::leaving`]: the participant has begun to leave (it still owns its locks).
+const LEAVING: u32 = 1;
+/// [`Slot::leaving`]: the participant counts once in the image's `forks` word (a forked
+/// child until it has joined, a program exec'd with descriptions handed over until its
+/// successor has opened them): whoever reaps the slot of one that died so uncounts it.
+const COUNTED: u32 = 2;
+
 /// One participant's slot.
 #[repr(C)]
 pub struct Slot {
     pid: AtomicU32,
-    /// 1 once the participant has begun to leave (it still owns its locks).
+    /// [`LEAVING`] and [`COUNTED`].
     leaving: AtomicU32,
     /// The process's start time (`/proc/PID/stat`'s 22nd field), 0 while the slot is
     /// being filled.
@@ -111,7 +118,28 @@ impl Participants {
     /// Participant `i` has begun to leave: it no longer counts as staying
     /// ([`Participants::staying`]), though it still owns its locks.
     pub fn set_leaving(&self, i: Participant) {
-        self.slots[i.0 as usize].leaving.store(1, Ordering::Release);
+        self.slots[i.0 as usize].leaving.fetch_or(LEAVING, Ordering::AcqRel);
+    }
+
+    /// Participant `i` counts in the image's `forks` word, or (`on` false) no longer does.
+    pub fn set_counted(&self, i: Participant, on: bool) {
+        let w = &self.slots[i.0 as usize].leaving;
+        if on {
+            w.fetch_or(COUNTED, Ordering::AcqRel);
+        } else {
+            w.fetch_and(!COUNTED, Ordering::AcqRel);
+        }
+    }
+
+    /// Whether participant `i` counted in the image's `forks` word; it no longer does.
+    pub fn take_counted(&self, i: Participant) -> bool {
+        self.slots.get(i.0 as usize).is_some_and(|s| s.leaving.fetch_and(!COUNTED, Ordering::AcqRel) & COUNTED != 0)
+    }
+
+    /// Whether slot `i` was taken by this process (a program it was before an `execve`,
+    /// or this one).
+    pub fn of_this_process(&self, i: Participant) -> bool {
+        self.slots.get(i.0 as usize).is_some_and(|s| s.pid.load(Ordering::Acquire) == std::process::id())
     }
 
     /// Participant `i` stays after all (its `execve`, which began its leaving, failed).
@@ -127,7 +155,7 @@ impl Participants {
     /// Whether slot `i`'s participant has begun to leave ([`Participants::set_leaving`]),
     /// alive or not.
     pub fn marked_leaving(&self, i: Participant) -> bool {
-        self.slots.get(i.0 as usize).is_some_and(|s| s.leaving.load(Ordering::Acquire) != 0)
+        self.slots.get(i.0 as usize).is_some_and(|s| s.leaving.load(Ordering::Acquire) & LEAVING != 0)
     }
 
     /// Whether the process in slot `i` still runs, whatever program it runs now (one that

@@ -119,6 +119,8 @@ impl<D: PmDevice> FileSystem<D> {
             undo(sh, &fork);
             return Err(Error::TooManyOpen);
         };
+        // Counted until it has joined: a reaper of its slot uncounts it if it dies first.
+        parts.set_counted(me, true);
         sh.me.store(me.0, Ordering::Relaxed);
         sh.for_children.forget_parents();
         sh.region.readers().joined(me);
@@ -145,6 +147,7 @@ impl<D: PmDevice> FileSystem<D> {
                 self.inner.pin_marked(&cell);
             }
         }
+        parts.set_counted(me, false);
         uncount(sh);
         Ok(())
     }
@@ -162,7 +165,14 @@ impl<D: PmDevice> FileSystem<D> {
             return Some(exec);
         }
         let sh = self.inner.shared.get()?;
-        sh.region.participants().set_leaving(sh.me());
+        let parts = sh.region.participants();
+        parts.set_leaving(sh.me());
+        if exec.in_image {
+            // For the next program, which carries the count on as it joins (`join.rs`);
+            // one that never joins (exec'd without the shim) is uncounted by whoever reaps
+            // this slot once the process has ended.
+            parts.set_counted(sh.me(), true);
+        }
         Some(exec)
     }
 
@@ -230,13 +240,15 @@ impl<D: PmDevice> FileSystem<D> {
     }
 
     /// The program started by `execve` opened the files of the descriptions it adopted
-    /// ([`Self::adopt_inherited`], not empty): it no longer counts as on its way. Not
+    /// ([`Self::adopt_inherited`], which found one at least): it no longer counts as on
+    /// its way. Not
     /// before: a parent that closed one of them meanwhile keeps it until then
     /// (`for_children.rs`), and the program's predecessor, which held them, was let go of
     /// as the program joined.
     pub fn inherited_opened(&self) {
         let Some(sh) = self.inner.shared.get() else { return };
         let _in = self.inner.enter();
+        sh.region.participants().set_counted(sh.me(), false);
         uncount(sh);
     }
 }
@@ -254,5 +266,11 @@ fn undo(sh: &super::SharedMount, fork: &Fork) {
 
 /// One fork fewer waits to join (never below zero: a first mount clears the count).
 fn uncount(sh: &super::SharedMount) {
-    let _ = sh.region.words().forks.fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1));
+    uncount_forks(&sh.region);
+}
+
+/// [`uncount`], in `region` (a reaper's, for a participant that died counted:
+/// `Participants::take_counted`).
+pub(super) fn uncount_forks(region: &crate::share::ImageRegion) {
+    let _ = region.words().forks.fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1));
 }

@@ -88,7 +88,7 @@ pub(crate) fn mount<D: PmDevice>(
     } else {
         locked(&region)
     };
-    let result = take_place(dev, &region, hold, found, beside, progress);
+    let result = take_place(me, dev, &region, hold, found, beside, progress);
     match hold {
         Hold::Read => region.leave_read(me),
         Hold::Lock(_) => region.unlock_image(),
@@ -174,6 +174,7 @@ fn survey(region: &ImageRegion, me: Participant) -> Survey {
 /// its report, and the ring position its caches reflect. `beside`: the image as read
 /// beside the others, and the ring's position before that read.
 fn take_place<D: PmDevice>(
+    me: Participant,
     dev: Arc<D>,
     region: &Arc<ImageRegion>,
     hold: Hold,
@@ -182,12 +183,21 @@ fn take_place<D: PmDevice>(
     progress: Progress<'_>,
 ) -> Result<(Arc<FsInner<D>>, MountReport, u64)> {
     let words = region.words();
+    let first = !found.mounted || !found.live_others;
+    // The program this process was before its `execve`, which handed descriptions over:
+    // this one carries its count in `forks` on until it has opened them
+    // (`FileSystem::inherited_opened`). (A first mount clears the count.)
+    let parts = region.participants();
+    let carried =
+        found.dead.iter().filter(|&&p| parts.of_this_process(p)).fold(false, |c, &p| parts.take_counted(p) | c);
+    if carried && !first {
+        parts.set_counted(me, true);
+    }
     // None under the read side (`Survey::joins_reading`): reaping needs the lock.
     for &p in &found.dead {
         release_dead(region, p);
     }
     let died = !found.dead.is_empty();
-    let first = !found.mounted || !found.live_others;
     let from_dead = matches!(hold, Hold::Lock(Acquired::FromDead(_)));
     let (inner, report, seen) = match beside {
         Some(Beside { inner, report, from }) if !first && !from_dead => {
@@ -305,5 +315,38 @@ mod tests {
         assert_eq!(b.read(Path::new("/f")).unwrap(), b"kept");
         drop(b);
         check_and_remove(image);
+    }
+    /// A program exec'd with a description handed over (`FileSystem::prepare_exec`) carries
+    /// the handover's count in the image's `forks` on as it joins and reaps the slot of the
+    /// program its process was, until it has opened the description's file
+    /// (`inherited_opened`): a parent that closed the file after forking waits until then
+    /// (`for_children.rs`). Reaped as any dead participant's (`successor-drops-count`), the
+    /// slot's count went as the program joined, before it opened anything.
+    #[test]
+    fn an_execd_program_carries_its_handover_count_until_it_opened_its_files() {
+        use crate::fs::file::Access;
+        use std::sync::atomic::Ordering;
+        let image = &image("exec-carries");
+        let (parent, _) = FileSystem::open_shared(image).unwrap();
+        let (execs, _) = FileSystem::open_shared(image).unwrap();
+        execs.write(Path::new("/f"), b"handed over").unwrap();
+        let ino = execs.metadata(Path::new("/f")).unwrap().ino;
+        let h = execs.share_description(ino, libc::O_RDONLY as u32, 0).unwrap().expect("a shared mount");
+        let exec = execs.prepare_exec(&[h]).expect("a shared mount");
+        let dying = execs.inner.shared_parts().unwrap().1;
+        let (region, _) = parent.inner.shared_parts().unwrap();
+        region.participants().pretend_dead(dying); // exec'd: its slot names the program it was
+        std::mem::forget((exec, execs)); // as execve leaves them
+        let forks = || region.words().forks.load(Ordering::Acquire);
+        assert_eq!(forks(), 1);
+        let (next, _) = FileSystem::open_shared(image).unwrap();
+        assert_eq!(forks(), 1, "the program that joined let go of the handover before it opened its files");
+        assert_eq!(next.adopt_inherited(&[h]), vec![Some((ino, libc::O_RDONLY as u32))]);
+        let f = next.open_ino(ino, Access { read: true, write: false, append: false }).unwrap();
+        next.inherited_opened();
+        assert_eq!(forks(), 0, "the program that opened its files still counts as on its way");
+        drop(f);
+        next.release_description(h);
+        drop((next, parent));
     }
 }

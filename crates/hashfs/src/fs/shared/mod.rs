@@ -622,6 +622,15 @@ impl<D: PmDevice> FsInner<D> {
             // the slot stays this one's until the lock is let go, so that no waiter takes
             // the lock for a dead owner's meanwhile.
             parts.set_leaving(sh.me());
+            // What this participant still counts in `forks` (a program that adopted no
+            // description), and what dead ones do, which no one has reaped yet (a program
+            // exec'd without the shim, ended): no child is on its way for them.
+            for p in (0..crate::share::MAX_PARTICIPANTS as u32).map(Participant) {
+                let dead = p != sh.me() && !parts.is_free(p) && !parts.alive(p);
+                if (p == sh.me() || dead) && parts.take_counted(p) {
+                    fork::uncount_forks(&sh.region);
+                }
+            }
             // A child forked but not yet joined counts as staying (`fork.rs`).
             let others = sh.region.words().forks.load(Ordering::Acquire) != 0
                 || (0..crate::share::MAX_PARTICIPANTS as u32)
@@ -770,6 +779,9 @@ fn release_leftovers(region: &ImageRegion, p: Participant) -> Vec<Ino> {
 /// calls, the inode locks of its overwrites), before its slot is reaped; the image
 /// lock's holder only.
 fn release_dead(region: &ImageRegion, p: Participant) -> Vec<Ino> {
+    if region.participants().take_counted(p) {
+        fork::uncount_forks(region); // a child that died before it joined, a program never exec'd
+    }
     region.release_read_side(p);
     release_leftovers(region, p)
 }
