@@ -262,10 +262,11 @@ impl<D: PmDevice> FsInner<D> {
             }
         }
         self.catch_up(sh);
-        self.settle_for_children(sh);
         // Before the call's first store: nothing named yet (`takeover.rs`).
         let words = sh.region.words();
         words.scope.reset(words.table_used.load(Ordering::Acquire), words.inodes_used.load(Ordering::Acquire));
+        // Both may free inodes (stores the scope names, as the call's own).
+        self.settle_for_children(sh);
         self.free_unpinned(sh);
         guard
     }
