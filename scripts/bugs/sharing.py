@@ -804,11 +804,25 @@ def _():
         "found.dead.iter().filter(|&&p| !@ON && parts.of_this_process(p))")
 
 
+@bug("reader-watch-unasked")
+def _():
+    plant("crates/hashfs/src/fs/shared/mod.rs",
+        "            if ring.watched() || self.reader_watches_data(sh) {\n",
+        "            if ring.watched() || !@ON && self.reader_watches_data(sh) {\n")
+
+
+@bug("reader-watch-trusted-long")
+def _():
+    plant("crates/hashfs/src/fs/shared/read_only.rs",
+        "        if asked != 0 && t.saturating_sub(asked >> 1) < REFRESH.as_nanos() as u64 {\n",
+        "        if asked != 0 && (@ON || t.saturating_sub(asked >> 1) < REFRESH.as_nanos() as u64) {\n")
+
+
 @bug("reader-child-pins-after-fork")
 def _():
     plant("crates/hashfs/src/fs/shared/read_only.rs",
-        "        let f = reopen(&*self.dev).ok()?;\n        self.pin_all_on(&f).ok()?;\n",
-        "        let f = reopen(&*self.dev).ok().filter(|_| !@ON)?;\n        self.pin_all_on(&f).ok()?;\n")
+        "        let f = reopen(&*self.dev).ok()?;\n        self.pin_all_on(&f, watching).ok()?;\n",
+        "        let f = reopen(&*self.dev).ok().filter(|_| !@ON)?;\n        self.pin_all_on(&f, watching).ok()?;\n")
 
 
 @bug("reader-blocks-unpinned")

@@ -435,8 +435,12 @@ fn a_mapping_shows_what_another_process_writes() {
     // (4 ms here) sets the file's times and the ring of changes names it; the others, and
     // most often the last, are overwrites in place, which only the ring of data changes
     // names (without it the copy showed what the tick's first overwrite left, in most runs).
+    // It overwrites in place once before the mapper starts, then waits for a line: a
+    // writer that asked whether a read-only participant follows the ring of data changes
+    // before the reader marked itself asks again (`reader-watch-trusted-long`).
     let writer = format!(
-        "import os, time\nfd = os.open('{a}', os.O_WRONLY)\nt0 = time.time()\n\
+        "import os, sys, time\nfd = os.open('{a}', os.O_WRONLY)\nos.pwrite(fd, b'BB', 4096)\n\
+         print('asked', flush=True)\nsys.stdin.readline()\nt0 = time.time()\n\
          while time.time() - t0 < 0.03: os.pwrite(fd, b'%02d' % (int(time.time() * 1e5) % 100), 4096)\n\
          os.pwrite(fd, b'zz', 4096)\n\
          os.write(os.open('{b}', os.O_WRONLY | os.O_APPEND), b'y' * 8192)\n\
@@ -448,22 +452,27 @@ fn a_mapping_shows_what_another_process_writes() {
          fd = os.open('{c}', os.O_RDWR)\nos.ftruncate(fd, 0)\nos.ftruncate(fd, 8 << 20)"
     );
     // Three rounds of a writer's, then a read-only participant's.
-    for read_only in [false, false, false, true] {
+    for (read_only, budget) in [(false, None), (false, None), (false, None), (true, None), (true, Some("0"))] {
         // A writer holds the image while the read-only participant runs (its region).
         let mut keeper =
             img.cmd("python3").args(["-c", "import sys; sys.stdin.read()"]).stdin(Stdio::piped()).spawn().unwrap();
-        let mut m = img.cmd("python3");
-        if read_only {
-            m.env("HASHFS_READ_ONLY", "1");
-        }
-        let mut m = m.args(["-c", &mapper]).stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().unwrap();
-        let mut lines = BufReader::new(m.stdout.take().unwrap()).lines();
-        assert_eq!(lines.next().unwrap().unwrap(), "ready", "read-only: {read_only}");
         // The writer stays until the mapper has looked: its leaving would name every inode
         // in the ring of changes.
         let mut w =
             img.cmd("python3").args(["-c", &writer]).stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().unwrap();
         let mut written = BufReader::new(w.stdout.take().unwrap()).lines();
+        assert_eq!(written.next().unwrap().unwrap(), "asked");
+        let mut m = img.cmd("python3");
+        if read_only {
+            m.env("HASHFS_READ_ONLY", "1");
+        }
+        if let Some(b) = budget {
+            m.env("HASHFS_MAP_BUDGET", b); // past it: copies
+        }
+        let mut m = m.args(["-c", &mapper]).stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().unwrap();
+        let mut lines = BufReader::new(m.stdout.take().unwrap()).lines();
+        assert_eq!(lines.next().unwrap().unwrap(), "ready", "read-only: {read_only}");
+        std::io::Write::write_all(w.stdin.as_mut().unwrap(), b"\n").unwrap();
         assert_eq!(written.next().unwrap().unwrap(), "written");
         std::io::Write::write_all(m.stdin.as_mut().unwrap(), b"\n").unwrap();
         assert_eq!(

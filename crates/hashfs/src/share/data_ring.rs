@@ -65,6 +65,12 @@ impl DataRing {
         self.head.word.load(Ordering::Acquire)
     }
 
+    /// The next position to be claimed (a read-only participant's start: it watches by a
+    /// lock on the image file instead, `pins::WATCHES_DATA`).
+    pub fn head(&self) -> u64 {
+        self.head.word.load(Ordering::Acquire)
+    }
+
     /// Participant `p` watches no more (it left, or died).
     pub fn unwatch(&self, p: Participant) {
         self.watchers.word.fetch_and(!(1 << p.0), Ordering::AcqRel);

@@ -48,6 +48,28 @@ pub const PIN_BASE: i64 = (1 << 62) + (1 << 33);
 /// (`fs/shared/mapped.rs`).
 pub const BLOCKS_PIN_BASE: i64 = PIN_BASE + (1 << 32);
 
+/// Where a read-only participant marks that it follows the ring of data changes (the
+/// overwrites in place its copies of files must take: `fs/shared/read_only.rs`), one byte
+/// just after `read_only_locks::PRESENCE`. A writer notes its overwrites in place in the
+/// ring while the region names a watcher or a reader holds this byte.
+pub const WATCHES_DATA: i64 = BLOCKS_PIN_BASE + (1 << 32) + 1;
+const _: () = assert!(WATCHES_DATA == super::read_only_locks::PRESENCE + 1);
+
+/// Takes (`F_RDLCK`) or lets go of (`F_UNLCK`) the mark that this reader follows the ring
+/// of data changes ([`WATCHES_DATA`]).
+pub fn watch_data(fd: &std::fs::File, typ: i32) -> std::io::Result<()> {
+    ofd_lock(fd, libc::F_OFD_SETLK, RangeLock { typ, start: WATCHES_DATA, len: 1 }).map(drop)
+}
+
+/// Whether a read-only participant follows the ring of data changes ([`WATCHES_DATA`]); a
+/// failed probe counts as one that does (an overwrite noted needlessly costs a slot).
+pub fn data_watched(fd: std::os::fd::RawFd) -> bool {
+    // SAFETY: the caller's descriptor, borrowed for the probe and not closed here.
+    let f = std::mem::ManuallyDrop::new(unsafe { <std::fs::File as std::os::fd::FromRawFd>::from_raw_fd(fd) });
+    let probe = RangeLock { typ: libc::F_WRLCK, start: WATCHES_DATA, len: 1 };
+    !matches!(ofd_lock(&f, libc::F_OFD_GETLK, probe), Ok(l) if l.typ == libc::F_UNLCK)
+}
+
 /// Takes (`F_RDLCK`) or lets go of (`F_UNLCK`) the pin on `ino` through `fd`'s open file
 /// description.
 pub fn pin(fd: &std::fs::File, ino: Ino, typ: i32) -> std::io::Result<()> {

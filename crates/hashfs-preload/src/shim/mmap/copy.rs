@@ -59,9 +59,10 @@ fn copy_max() -> usize {
 /// (`bench/results/apps/map-copy/policy-ab/`, paired by run).
 pub(super) fn preferred(fs: &FileSystem<MmapDevice>, maps: &[FileMap], m: &FileMap, in_file: usize) -> bool {
     let pages = in_file / PAGE;
-    // A read-only participant cannot watch the ring of data changes (a store to the
-    // region), so a copy of its would miss the others' overwrites (`follow.rs`): its
-    // mappings are the file's pages while the budget allows.
+    // A read-only participant's mappings are the file's pages while the budget allows
+    // (its copies past it watch the ring of data changes by a lock on the image file,
+    // which costs every writer a question to the kernel a millisecond while it overwrites:
+    // `hashfs/src/fs/shared/read_only.rs`; not measured as a default).
     if pages == 0 || m.private || m.len > copy_max() || !allowed(maps, m) || fs.is_read_only() {
         return false;
     }

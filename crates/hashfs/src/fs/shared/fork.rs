@@ -64,7 +64,7 @@ impl<D: PmDevice> FileSystem<D> {
     pub fn prepare_fork(&self, descriptions: &[Handle]) -> Option<Fork> {
         if let Some(ro) = self.inner.read_only.get() {
             // A read-only participant's child reads on with the parent's caches.
-            ro.before_fork(|| self.inner.pins_for_child());
+            ro.before_fork(|watching| self.inner.pins_for_child(watching));
             return Some(Fork { counted: Vec::new(), in_image: false, outer: false });
         }
         let sh = self.inner.shared.get()?;

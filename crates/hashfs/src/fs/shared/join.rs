@@ -107,6 +107,7 @@ pub(crate) fn mount<D: PmDevice>(
                 kept_for_readers: parking_lot::Mutex::new(KeptForReaders::default()),
                 forked: std::sync::atomic::AtomicBool::new(false),
                 readers_asked: AtomicU64::new(0),
+                data_readers_asked: AtomicU64::new(0),
                 own: super::OwnMarks::new(),
                 for_children: Default::default(),
             };

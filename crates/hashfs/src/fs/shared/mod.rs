@@ -79,6 +79,9 @@ pub(crate) struct SharedMount {
     /// The last answer to whether a read-only participant that locks is there
     /// (`share/read_only_locks.rs`, [`crate::share::read_only_locks::Readers`]).
     pub(super) readers_asked: AtomicU64,
+    /// The last answer to whether a read-only participant follows the ring of data changes
+    /// (`read_only.rs`, [`FsInner::reader_watches_data`]).
+    pub(super) data_readers_asked: AtomicU64,
     /// The positions of the two rings this process wrote itself ([`OwnMarks`]).
     pub(super) own: OwnMarks,
     /// What this process keeps for the children it forked until they join
@@ -565,7 +568,7 @@ impl<D: PmDevice> FsInner<D> {
     pub(crate) fn note_data(&self, ino: Ino) {
         if let Some(sh) = self.shared.get() {
             let ring = sh.region.data_ring();
-            if ring.watched() {
+            if ring.watched() || self.reader_watches_data(sh) {
                 OwnMarks::mark(&sh.own.data, ring.note(ino));
             }
         }
@@ -888,8 +891,13 @@ impl<D: PmDevice> crate::FileSystem<D> {
     /// of changes does not name), until this participant leaves; the position to read
     /// [`Self::data_changes_since`] from. None on a mount of one process.
     pub fn watch_data(&self) -> Option<u64> {
-        let sh = self.inner.shared.get()?;
-        Some(sh.region.data_ring().watch(sh.me()))
+        if let Some(sh) = self.inner.shared.get() {
+            return Some(sh.region.data_ring().watch(sh.me()));
+        }
+        // A read-only participant marks itself by a lock (`read_only.rs`); the ring starts
+        // at 0 in a region a writer makes later.
+        self.inner.read_only.get()?.watch_data().ok()?;
+        Some(self.change_region().map_or(0, |r| r.data_ring().head()))
     }
 
     /// On a watched shared mount ([`Self::watch_data`]): the inodes whose bytes were
@@ -904,7 +912,15 @@ impl<D: PmDevice> crate::FileSystem<D> {
     }
 
     fn data_changes_skipping(&self, since: u64, skip_own: bool) -> Option<(u64, Changed)> {
-        let sh = self.inner.shared.get()?;
+        let Some(sh) = self.inner.shared.get() else {
+            // A read-only participant overwrites nothing itself.
+            self.inner.read_only.get()?;
+            let Some(region) = self.change_region() else { return Some((since, Changed::Inodes(Vec::new()))) };
+            return Some(match region.data_ring().since_skipping(since, &|_| false) {
+                (next, crate::share::DataChanges::Inodes(v)) => (next, Changed::Inodes(v)),
+                (next, crate::share::DataChanges::Everything) => (next, Changed::Everything),
+            });
+        };
         let own = |n: u64| skip_own && OwnMarks::marked(&sh.own.data, n);
         Some(match sh.region.data_ring().since_skipping(since, &own) {
             (next, crate::share::DataChanges::Inodes(v)) => (next, Changed::Inodes(v)),

@@ -26,6 +26,7 @@ use crate::fs::recovery::{self, MountAs, MountReport};
 use crate::fs::{FsInner, Progress};
 use crate::layout::SB_STATE_CLEAN;
 use crate::pm::PmDevice;
+use crate::share::read_only_locks::{REFRESH, SETTLE};
 use crate::share::{region_bytes, Identity, ImageRegion, Region};
 use crate::{Error, Result};
 use std::cell::Cell;
@@ -147,11 +148,30 @@ impl ReadOnlyMount {
     /// parent, and in the child, which continues with the parent's caches and holds
     /// nothing in the region either). `for_child` makes the child's pins (under the pins'
     /// lock: no file opens or closes meanwhile).
-    pub(super) fn before_fork(&self, for_child: impl FnOnce() -> Option<std::fs::File>) {
+    pub(super) fn before_fork(&self, for_child: impl FnOnce(bool) -> Option<std::fs::File>) {
         std::mem::forget(self.calls.write());
         let mut pins = self.pins.lock();
-        pins.for_child = for_child();
+        pins.for_child = for_child(pins.watching);
         std::mem::forget(pins);
+    }
+
+    /// This reader follows the ring of data changes from now on (its copies of files take
+    /// the writers' overwrites in place, which only that ring names), once: it marks itself
+    /// by a lock ([`crate::share::pins::WATCHES_DATA`]) and waits [`SETTLE`]. A writer notes
+    /// an overwrite while it finds the mark, and trusts a "none" for less than SETTLE
+    /// ([`FsInner::reader_watches_data`]): so an overwrite it let pass was stored before
+    /// this returns, before the copy is filled.
+    pub(super) fn watch_data(&self) -> Result<()> {
+        let mut pins = self.pins.lock();
+        if pins.watching {
+            return Ok(());
+        }
+        let f = pins.file.as_ref().ok_or(Error::Unsupported("a read-only participant without its pins"))?;
+        crate::share::pins::watch_data(f, libc::F_RDLCK)?;
+        pins.watching = true;
+        drop(pins);
+        std::thread::sleep(SETTLE);
+        Ok(())
     }
 
     /// After `fork` in the parent (or one that failed): its descriptor of the child's pins
@@ -207,6 +227,9 @@ pub(super) struct Pins {
     /// Across a fork: a description of the image made for the child, holding the pins of
     /// everything the parent has open or maps ([`FsInner::pins_for_child`]).
     for_child: Option<std::fs::File>,
+    /// Whether [`Self::file`] holds the mark that this reader follows the ring of data
+    /// changes ([`ReadOnlyMount::watch_data`]).
+    watching: bool,
     /// Its record locks (`share/read_only_locks.rs`).
     pub(super) locks: crate::share::read_only_locks::ReaderLocks,
 }
@@ -220,6 +243,22 @@ fn reopen<D: PmDevice>(dev: &D) -> Result<std::fs::File> {
 }
 
 impl<D: PmDevice> FsInner<D> {
+    /// A writer, about to note an overwrite in place: whether a read-only participant
+    /// follows the ring of data changes ([`ReadOnlyMount::watch_data`]). The kernel is
+    /// asked at most once a [`REFRESH`] (1 ms, less than the [`SETTLE`] a reader waits
+    /// after it marks itself); the answer and when it was asked (before the question) are
+    /// kept in `sh.data_readers_asked` as `time << 1 | answer`.
+    pub(super) fn reader_watches_data(&self, sh: &super::SharedMount) -> bool {
+        let asked = sh.data_readers_asked.load(Ordering::Acquire);
+        let t = crate::share::read_only_locks::now();
+        if asked != 0 && t.saturating_sub(asked >> 1) < REFRESH.as_nanos() as u64 {
+            return asked & 1 != 0;
+        }
+        let yes = self.dev.backing_fd().is_some_and(crate::share::pins::data_watched);
+        sh.data_readers_asked.store(t << 1 | u64::from(yes), Ordering::Release);
+        yes
+    }
+
     /// A read-only participant opens `cell` (its open count up; the first open pins it).
     pub(crate) fn hold_read_only(&self, cell: &InodeCell) -> Result<()> {
         let Some(ro) = self.read_only.get() else { return Ok(()) };
@@ -249,14 +288,18 @@ impl<D: PmDevice> FsInner<D> {
     /// the child's alone, from before the fork on. (Until 2026-12-06 the child made them
     /// itself after the fork, and a parent that closed a file at once let go of its pin
     /// first: a writer could free the file between the two, under the child.)
-    pub(super) fn pins_for_child(&self) -> Option<std::fs::File> {
+    pub(super) fn pins_for_child(&self, watching: bool) -> Option<std::fs::File> {
         let f = reopen(&*self.dev).ok()?;
-        self.pin_all_on(&f).ok()?;
+        self.pin_all_on(&f, watching).ok()?;
         Some(f)
     }
 
-    /// Pins on `f` everything this process has open or maps.
-    fn pin_all_on(&self, f: &std::fs::File) -> Result<()> {
+    /// Pins on `f` everything this process has open or maps, and the mark that it follows
+    /// the ring of data changes if it does.
+    fn pin_all_on(&self, f: &std::fs::File, watching: bool) -> Result<()> {
+        if watching {
+            crate::share::pins::watch_data(f, libc::F_RDLCK)?;
+        }
         for cell in self.inodes.cells() {
             if cell.open_count.load(Ordering::Acquire) > 0 {
                 crate::share::pins::pin(f, cell.ino, libc::F_RDLCK)?;
@@ -275,10 +318,12 @@ impl<D: PmDevice> FsInner<D> {
         let Some(ro) = self.read_only.get() else { return };
         let mut pins = ro.pins.lock();
         pins.locks.forget();
+        let watching = pins.watching;
         pins.file = match pins.for_child.take() {
             Some(f) => Some(f),
-            None => reopen(&*self.dev).ok().filter(|f| self.pin_all_on(f).is_ok()),
+            None => reopen(&*self.dev).ok().filter(|f| self.pin_all_on(f, watching).is_ok()),
         };
+        pins.watching = watching && pins.file.is_some();
     }
 
     /// A read-only participant's first mapping of `cell`'s blocks (`on`, its map count

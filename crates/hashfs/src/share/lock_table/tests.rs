@@ -289,7 +289,13 @@ fn threads_taking_one_write_lock_never_hold_it_together() {
                     if inside.fetch_add(1, Ordering::SeqCst) != 0 {
                         overlaps.fetch_add(1, Ordering::SeqCst);
                     }
-                    std::hint::spin_loop();
+                    // Held a while: two holders at once, which the bug makes rare on a
+                    // loaded machine (two threads must check at the same moment), are
+                    // then seen together (not caught in one quick tier of 2026-12-06,
+                    // with the machine's two cores busy).
+                    for _ in 0..64 {
+                        std::hint::spin_loop();
+                    }
                     inside.fetch_sub(1, Ordering::SeqCst);
                     s.set(owner, &req(Kind::Unlock, 0, 0), 1).unwrap();
                 }
