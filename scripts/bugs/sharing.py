@@ -814,8 +814,8 @@ def _():
 @bug("reader-watch-trusted-long")
 def _():
     plant("crates/hashfs/src/fs/shared/read_only.rs",
-        "        if asked != 0 && t.saturating_sub(asked >> 1) < REFRESH.as_nanos() as u64 {\n",
-        "        if asked != 0 && (@ON || t.saturating_sub(asked >> 1) < REFRESH.as_nanos() as u64) {\n")
+        "        if asked != 0 && t.saturating_sub(asked >> 1) < trust {\n",
+        "        if asked != 0 && (@ON || t.saturating_sub(asked >> 1) < trust) {\n")
 
 
 @bug("reader-child-pins-after-fork")

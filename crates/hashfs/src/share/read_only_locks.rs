@@ -84,7 +84,7 @@ fn other_reader(fd: RawFd, range: (i64, i64)) -> std::io::Result<Option<RangeLoc
 }
 
 /// CLOCK_MONOTONIC in nanoseconds (one clock for every process on the machine).
-pub(crate) fn now() -> u64 {
+fn now() -> u64 {
     let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
     // SAFETY: a valid timespec for the kernel to fill.
     unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
