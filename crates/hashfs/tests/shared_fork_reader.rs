@@ -10,29 +10,10 @@
 
 mod common;
 
+use common::pipes::{pipe, receive, send};
 use common::shared_image::Image;
 use hashfs::{FileSystem, OpenOptions};
 use std::path::Path;
-
-fn pipe() -> [libc::c_int; 2] {
-    let mut p = [0 as libc::c_int; 2];
-    // SAFETY: pipe fills the two descriptors.
-    assert_eq!(unsafe { libc::pipe(p.as_mut_ptr()) }, 0);
-    p
-}
-
-/// One byte through a pipe's write end.
-fn send(fd: libc::c_int) {
-    // SAFETY: writes one byte from a static.
-    assert_eq!(unsafe { libc::write(fd, b"x".as_ptr().cast(), 1) }, 1);
-}
-
-/// One byte from a pipe's read end: false at its end of file.
-fn receive(fd: libc::c_int) -> bool {
-    let mut byte = 0u8;
-    // SAFETY: reads one byte into `byte`.
-    unsafe { libc::read(fd, (&raw mut byte).cast(), 1) == 1 }
-}
 
 #[test]
 fn a_read_only_parent_closing_right_after_fork_leaves_its_child_the_file() {

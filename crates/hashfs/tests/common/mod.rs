@@ -4,6 +4,7 @@
 
 pub mod fragmented;
 pub mod model;
+pub mod pipes;
 pub mod shared_image;
 
 use hashfs::pm::CrashDevice;
