@@ -10,7 +10,7 @@
 
 mod common;
 
-use common::pipes::{pipe, receive, send};
+use common::pipes::{exited_ok, Told};
 use common::shared_image::Image;
 use hashfs::OpenOptions;
 use std::path::Path;
@@ -34,30 +34,22 @@ fn what_a_parent_lets_go_of_before_its_child_joined_stays_the_childs() {
     let other = img.join(); // another participant (a second mount in this process)
     let w = mapped.ino();
     assert!(other.mapped_writable_elsewhere(w));
-    let (join, joined, done) = (pipe(), pipe(), pipe());
+    let told = Told::new();
     let fork = fs.prepare_fork(&[]).expect("a shared mount forks");
     // SAFETY: the child runs only this thread, which holds no lock but the image's (its
     // copy is let go by after_fork_in_child), and ends with _exit.
     let pid = unsafe { libc::fork() };
     assert!(pid >= 0, "fork: {}", std::io::Error::last_os_error());
     if pid == 0 {
-        // SAFETY: the child's copies of the write ends the parent writes, closed so that a
-        // parent that failed leaves it at an end of file.
-        unsafe {
-            libc::close(join[1]);
-            libc::close(done[1]);
-        }
+        told.child_side();
         let read_all = |f: &hashfs::File<_>, b: u8| {
             let mut buf = vec![0u8; 10_000];
             matches!(f.read_at(0, &mut buf), Ok(10_000)) && buf.iter().all(|&x| x == b)
         };
-        let ok = receive(join[0])
+        let ok = told.wait_to_join()
             && fs.after_fork_in_child(fork).is_ok()
             && fs.note_mapped_writable(w, true).is_ok() // the shim's follow_in_child
-            && {
-                send(joined[1]);
-                receive(done[0])
-            }
+            && told.joined_then_wait()
             && read_all(&orphan, b'o')
             && read_all(&linked, b'l')
             && {
@@ -68,12 +60,7 @@ fn what_a_parent_lets_go_of_before_its_child_joined_stays_the_childs() {
         unsafe { libc::_exit(if ok { 0 } else { 1 }) };
     }
     fs.after_fork_in_parent(fork);
-    // SAFETY: the parent's copies of the ends the child writes and reads.
-    unsafe {
-        libc::close(join[0]);
-        libc::close(done[0]);
-        libc::close(joined[1]);
-    }
+    told.test_side();
     // The parent lets go at once; its child, not joined, has them all still.
     let (orphan_ino, linked_ino) = (orphan.ino(), linked.ino());
     drop((orphan, linked));
@@ -86,16 +73,10 @@ fn what_a_parent_lets_go_of_before_its_child_joined_stays_the_childs() {
         assert!(f.ino() != orphan_ino && f.ino() != linked_ino, "an inode the child has open was freed");
         f.write_at(0, &[b'n'; 20_000]).unwrap();
     }
-    send(join[1]);
-    assert!(receive(joined[0]), "the child did not join");
-    send(done[1]);
-    let mut status = 0;
-    // SAFETY: waiting for our own child.
-    assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
-    assert!(
-        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
-        "the child did not read its two files whole: {status:#x}"
-    );
+    assert!(told.tell_to_join(), "the child did not join");
+    told.tell_to_finish();
+    let (status, ok) = exited_ok(pid);
+    assert!(ok, "the child did not read its two files whole: {status:#x}");
     // A call of the parent's that takes the image lock: what waited for the child goes.
     mapped.set_len(0).unwrap();
     assert!(!other.mapped_writable_elsewhere(w), "the parent's writable mark stayed after its child joined");

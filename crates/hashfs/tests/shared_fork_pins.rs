@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::pipes::{pipe, receive, send};
+use common::pipes::{exited_ok, Told};
 use common::shared_image::Image;
 use hashfs::{Error, OpenOptions};
 use std::path::Path;
@@ -22,50 +22,31 @@ fn a_parent_unmapping_before_its_child_joined_keeps_the_blocks_for_it() {
                               // Another participant, which would shrink the file (a second mount in this process).
     let other = img.join();
     let g = other.open_file(Path::new("/f"), OpenOptions::new().write(true)).unwrap();
-    let (join, joined, done) = (pipe(), pipe(), pipe());
+    let told = Told::new();
     let fork = fs.prepare_fork(&[]).expect("a shared mount forks");
     // SAFETY: the child runs only this thread, which holds no lock but the image's (its
     // copy is let go by after_fork_in_child), and ends with _exit.
     let pid = unsafe { libc::fork() };
     assert!(pid >= 0, "fork: {}", std::io::Error::last_os_error());
     if pid == 0 {
-        // SAFETY: the child's copies of the write ends the parent writes, closed so that a
-        // parent that failed leaves it at an end of file.
-        unsafe {
-            libc::close(join[1]);
-            libc::close(done[1]);
-        }
-        let ok = receive(join[0])
-            && fs.after_fork_in_child(fork).is_ok()
-            && {
-                send(joined[1]);
-                receive(done[0])
-            }
-            && {
-                drop(pin);
-                drop(f);
-                fs.shutdown().is_ok()
-            };
+        told.child_side();
+        let ok = told.wait_to_join() && fs.after_fork_in_child(fork).is_ok() && told.joined_then_wait() && {
+            drop(pin);
+            drop(f);
+            fs.shutdown().is_ok()
+        };
         // SAFETY: ends the child without the test harness's exit work.
         unsafe { libc::_exit(if ok { 0 } else { 1 }) };
     }
     fs.after_fork_in_parent(fork);
-    // SAFETY: the parent's copies of the ends the child writes and reads.
-    unsafe {
-        libc::close(join[0]);
-        libc::close(done[0]);
-        libc::close(joined[1]);
-    }
+    told.test_side();
     drop(pin); // the parent unmaps at once; its child, not joined, maps the blocks still
     assert!(matches!(g.set_len(0), Err(Error::Busy)), "the blocks were freed under the child's mapping");
-    send(join[1]);
-    assert!(receive(joined[0]), "the child did not join");
+    assert!(told.tell_to_join(), "the child did not join");
     assert!(matches!(g.set_len(0), Err(Error::Busy)), "the joined child's mark keeps them");
-    send(done[1]);
-    let mut status = 0;
-    // SAFETY: waiting for our own child.
-    assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
-    assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0, "the child failed: {status:#x}");
+    told.tell_to_finish();
+    let (status, ok) = exited_ok(pid);
+    assert!(ok, "the child failed: {status:#x}");
     // A call of the parent's that takes the image lock: its mark, which waited for the
     // child, goes.
     f.set_len(1 << 20).unwrap();

@@ -10,7 +10,7 @@
 
 mod common;
 
-use common::pipes::{pipe, receive, send};
+use common::pipes::{exited_ok, Told};
 use common::shared_image::Image;
 use hashfs::{FileSystem, OpenOptions};
 use std::path::Path;
@@ -25,39 +25,23 @@ fn a_read_only_parent_closing_right_after_fork_leaves_its_child_the_file() {
     let (reader, _) = FileSystem::open_read_only(&img.path).unwrap();
     let f = reader.open_file(Path::new("/f"), OpenOptions::new().read(true)).unwrap();
     let ino = f.ino();
-    let (join, joined, done) = (pipe(), pipe(), pipe());
+    let told = Told::new();
     let fork = reader.prepare_fork(&[]).expect("a read-only mount forks");
     // SAFETY: the child runs only this thread, which holds no lock but the reader's own
     // (let go by after_fork_in_child), and ends with _exit.
     let pid = unsafe { libc::fork() };
     assert!(pid >= 0, "fork: {}", std::io::Error::last_os_error());
     if pid == 0 {
-        // SAFETY: the child's copies of the write ends the parent writes, closed so that a
-        // parent that failed leaves it at an end of file.
-        unsafe {
-            libc::close(join[1]);
-            libc::close(done[1]);
-        }
-        let ok = receive(join[0])
-            && reader.after_fork_in_child(fork).is_ok()
-            && {
-                send(joined[1]);
-                receive(done[0])
-            }
-            && {
-                let mut buf = vec![0u8; 10_000];
-                matches!(f.read_at(0, &mut buf), Ok(10_000)) && buf.iter().all(|&b| b == b'r')
-            };
+        told.child_side();
+        let ok = told.wait_to_join() && reader.after_fork_in_child(fork).is_ok() && told.joined_then_wait() && {
+            let mut buf = vec![0u8; 10_000];
+            matches!(f.read_at(0, &mut buf), Ok(10_000)) && buf.iter().all(|&b| b == b'r')
+        };
         // SAFETY: ends the child without the test harness's exit work.
         unsafe { libc::_exit(if ok { 0 } else { 1 }) };
     }
     reader.after_fork_in_parent(fork);
-    // SAFETY: the parent's copies of the ends the child writes and reads.
-    unsafe {
-        libc::close(join[0]);
-        libc::close(done[0]);
-        libc::close(joined[1]);
-    }
+    told.test_side();
     drop(f); // the parent closes at once: its pin goes, the child's stays
     writer.remove_file(Path::new("/f")).unwrap();
     for i in 0..8 {
@@ -65,16 +49,10 @@ fn a_read_only_parent_closing_right_after_fork_leaves_its_child_the_file() {
         assert_ne!(g.ino(), ino, "the file the child has open was freed");
         g.write_at(0, &[b'n'; 20_000]).unwrap();
     }
-    send(join[1]);
-    assert!(receive(joined[0]), "the child did not go on after its fork");
-    send(done[1]);
-    let mut status = 0;
-    // SAFETY: waiting for our own child.
-    assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
-    assert!(
-        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
-        "the child did not read its file whole: {status:#x}"
-    );
+    assert!(told.tell_to_join(), "the child did not go on after its fork");
+    told.tell_to_finish();
+    let (status, ok) = exited_ok(pid);
+    assert!(ok, "the child did not read its file whole: {status:#x}");
     drop(reader);
     writer.shutdown().unwrap();
     drop(writer);
