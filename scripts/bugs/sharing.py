@@ -818,6 +818,13 @@ def _():
         "        if asked != 0 && (@ON || t.saturating_sub(asked >> 1) < trust) {\n")
 
 
+@bug("spawn-unreserved")
+def _():
+    plant("crates/hashfs/src/fs/shared/fork.rs",
+        "        let _ = sh.region.participants().reserve_for(child as u32);\n",
+        "        if !@ON {\n            let _ = sh.region.participants().reserve_for(child as u32);\n        }\n")
+
+
 @bug("reader-child-pins-after-fork")
 def _():
     plant("crates/hashfs/src/fs/shared/read_only.rs",

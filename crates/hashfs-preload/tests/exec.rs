@@ -448,7 +448,11 @@ fn an_exec_that_fails_at_once_leaves_the_image_as_it_was() {
 /// binary, `env -i`) that was handed a descriptor never joins to take it over; once it has
 /// ended, whoever reaps its slot uncounts the handover (`Participants::take_counted`): the
 /// last to leave (first run), or a forked child as it joins (second run, whose child also
-/// closes the file right after its fork, which then waits for no one). Until 2026-12-06
+/// closes the file right after its fork, which then waits for no one). The third run starts
+/// the program by `posix_spawn`, which leaves it no slot of its own: the parent keeps one
+/// for it (`Participants::reserve_for`), reaped as the others. (A program that has ended
+/// by the time `posix_spawn` returns to the parent gets none, and stays counted: `sleep`,
+/// not `true`, which under load was gone by then.) Until 2026-12-06
 /// the image's `forks` word kept counting it: the last process to leave took a child to
 /// be on its way, left the image unclean and the region in /dev/shm, and a parent that
 /// forked kept what it closed until it left.
@@ -459,13 +463,14 @@ fn a_program_execd_without_the_shim_leaves_the_image_clean() {
         "import os, subprocess, sys\n\
          fd = os.open({f:?}, os.O_CREAT | os.O_RDWR, 0o644)\n\
          os.write(fd, b'handed')\n\
-         subprocess.run(['/bin/true'], env={{}}, pass_fds=(fd,), check=True)\n\
+         if sys.argv[1] == 'spawn':\n    os.set_inheritable(fd, True)\n    pid = os.posix_spawn('/bin/sleep', ['/bin/sleep', '0.2'], {{}})\n    assert os.waitpid(pid, 0)[1] == 0\n\
+         else:\n    subprocess.run(['/bin/true'], env={{}}, pass_fds=(fd,), check=True)\n\
          os.close(fd)\n\
          if sys.argv[1] == 'fork':\n    pid = os.fork()\n    if pid == 0:\n        os._exit(0)\n    os.waitpid(pid, 0)\n\
          print(open({f:?}).read())",
         f = p("/f"),
     );
-    for how in ["leave", "fork"] {
+    for how in ["leave", "fork", "spawn"] {
         let out = img.run("python3", &["-c", &py, how]);
         assert!(out.status.success(), "{out:?}");
         assert_eq!(String::from_utf8_lossy(&out.stdout), "handed\n");

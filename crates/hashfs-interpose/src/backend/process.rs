@@ -158,7 +158,9 @@ pub trait Process {
     /// of the backend's that the spawn's file actions change into: `entry/spawn_dir.rs`),
     /// not the working directory; None again after it.
     fn spawn_in(_dir: Option<&CStr>) {}
-    fn after_spawn(_prepared: Option<Box<dyn std::any::Any>>) {}
+    /// A child was made (`child`: its pid, where the call tells it: `posix_spawn`'s, not
+    /// `system`'s or `popen`'s).
+    fn after_spawn(_prepared: Option<Box<dyn std::any::Any>>, _child: Option<libc::pid_t>) {}
     /// No child was made: [`Self::before_spawn`]'s work is undone.
     fn spawn_failed(_prepared: Option<Box<dyn std::any::Any>>) {}
 }

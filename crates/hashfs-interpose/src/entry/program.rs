@@ -509,20 +509,29 @@ pub unsafe fn fexecve<B: Backend>(fd: c_int, argv: Argv, envp: Argv) -> c_int {
 pub(super) type SpawnActions = *const libc::posix_spawn_file_actions_t;
 pub(super) type SpawnAttr = *const libc::posix_spawnattr_t;
 
-/// Runs `spawn` (the real call, which returns an error number) between the backend's
-/// preparation and its completion.
-fn spawn_with<B: Backend>(spawn: impl FnOnce() -> c_int) -> c_int {
-    spawned_by::<B, c_int>(spawn, |&r| r == 0)
+/// Runs `spawn` (the real call, which returns an error number and stores the child's pid
+/// where it is given) between the backend's preparation and its completion, which is told
+/// the child's pid: the caller's `pid`, or one of ours where the caller passed none.
+fn spawn_with<B: Backend>(pid: *mut libc::pid_t, spawn: impl FnOnce(*mut libc::pid_t) -> c_int) -> c_int {
+    let mut own: libc::pid_t = 0;
+    let at = if pid.is_null() { &raw mut own } else { pid };
+    // SAFETY: `at` is the caller's pid (posix_spawn's contract: valid when not null) or
+    // ours, which the spawn filled when it returned 0.
+    spawned_by::<B, c_int>(|| spawn(at), |&r| (r == 0).then(|| Some(unsafe { *at })))
 }
 
 /// [`spawn_with`] for a spawn with `actions`, whose change of directory may be the
 /// backend's (`spawn_dir.rs`).
-fn spawn_with_actions<B: Backend>(actions: SpawnActions, spawn: impl FnOnce() -> c_int) -> c_int {
+fn spawn_with_actions<B: Backend>(
+    actions: SpawnActions,
+    pid: *mut libc::pid_t,
+    spawn: impl FnOnce(*mut libc::pid_t) -> c_int,
+) -> c_int {
     let dir = super::spawn_dir::dir_of(actions);
     if dir.is_some() {
         crate::guarded(|| B::spawn_in(dir.as_deref()));
     }
-    let r = spawn_with::<B>(spawn);
+    let r = spawn_with::<B>(pid, spawn);
     if dir.is_some() {
         crate::guarded(|| B::spawn_in(None));
     }
@@ -530,16 +539,16 @@ fn spawn_with_actions<B: Backend>(actions: SpawnActions, spawn: impl FnOnce() ->
 }
 
 /// Runs `spawn` (a real call that starts a child program: posix_spawn, system, popen)
-/// between the backend's preparation and its completion (`ok`: whether it made a child).
-fn spawned_by<B: Backend, T>(spawn: impl FnOnce() -> T, ok: impl FnOnce(&T) -> bool) -> T {
+/// between the backend's preparation and its completion (`made`: whether it made a child,
+/// and the child's pid where the call tells it).
+fn spawned_by<B: Backend, T>(spawn: impl FnOnce() -> T, made: impl FnOnce(&T) -> Option<Option<libc::pid_t>>) -> T {
     let prepared = crate::guarded(B::before_spawn).flatten();
     let r = spawn();
     let e = crate::errno();
-    if ok(&r) {
-        crate::guarded(|| B::after_spawn(prepared));
-    } else {
-        crate::guarded(|| B::spawn_failed(prepared));
-    }
+    match made(&r) {
+        Some(child) => crate::guarded(|| B::after_spawn(prepared, child)),
+        None => crate::guarded(|| B::spawn_failed(prepared)),
+    };
     crate::set_errno(e);
     r
 }
@@ -547,14 +556,14 @@ fn spawned_by<B: Backend, T>(spawn: impl FnOnce() -> T, ok: impl FnOnce(&T) -> b
 /// `system`: glibc starts `sh -c` with its own spawn, which no preload sees; the backend
 /// prepares the child's inheritance around it as for `posix_spawn`.
 pub unsafe fn system<B: Backend>(command: *const c_char) -> c_int {
-    spawned_by::<B, c_int>(|| forward!(system(command): fn(*const c_char) -> c_int), |&r| r != -1)
+    spawned_by::<B, c_int>(|| forward!(system(command): fn(*const c_char) -> c_int), |&r| (r != -1).then_some(None))
 }
 
 /// `popen`: as `system`.
 pub unsafe fn popen<B: Backend>(command: *const c_char, mode: *const c_char) -> *mut libc::FILE {
     spawned_by::<B, *mut libc::FILE>(
         || forward!(popen(command, mode): fn(*const c_char, *const c_char) -> *mut libc::FILE),
-        |f| !f.is_null(),
+        |f| (!f.is_null()).then_some(None),
     )
 }
 
@@ -584,7 +593,8 @@ unsafe fn spawn_served_or<B: Backend>(
         };
         spawn_with_actions::<B>(
             actions,
-            || forward!(posix_spawn(pid, p, actions, attr, argv, envp): fn(*mut libc::pid_t, *const c_char, SpawnActions, SpawnAttr, Argv, Argv) -> c_int),
+            pid,
+            |at| forward!(posix_spawn(at, p, actions, attr, argv, envp): fn(*mut libc::pid_t, *const c_char, SpawnActions, SpawnAttr, Argv, Argv) -> c_int),
         )
     };
     // SAFETY: the caller's contract (exec's for path and argv).
@@ -605,7 +615,8 @@ pub unsafe fn posix_spawn<B: Backend>(
     let libc_s = || {
         spawn_with_actions::<B>(
             actions,
-            || forward!(posix_spawn(pid, path, actions, attr, argv, envp): fn(*mut libc::pid_t, *const c_char, SpawnActions, SpawnAttr, Argv, Argv) -> c_int),
+            pid,
+            |at| forward!(posix_spawn(at, path, actions, attr, argv, envp): fn(*mut libc::pid_t, *const c_char, SpawnActions, SpawnAttr, Argv, Argv) -> c_int),
         )
     };
     // SAFETY: posix_spawn's contract.
@@ -626,7 +637,8 @@ pub unsafe fn posix_spawnp<B: Backend>(
     let libc_s = || {
         spawn_with_actions::<B>(
             actions,
-            || forward!(posix_spawnp(pid, file, actions, attr, argv, envp): fn(*mut libc::pid_t, *const c_char, SpawnActions, SpawnAttr, Argv, Argv) -> c_int),
+            pid,
+            |at| forward!(posix_spawnp(at, file, actions, attr, argv, envp): fn(*mut libc::pid_t, *const c_char, SpawnActions, SpawnAttr, Argv, Argv) -> c_int),
         )
     };
     if !is_path(file) {

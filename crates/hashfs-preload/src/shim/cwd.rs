@@ -296,8 +296,8 @@ impl Process for Preload {
         super::exec::spawn_in(dir.and_then(fs_path_of));
     }
 
-    fn after_spawn(prepared: Option<Box<dyn std::any::Any>>) {
-        super::exec::after_spawn(prepared, super::exec::Spawn::Started)
+    fn after_spawn(prepared: Option<Box<dyn std::any::Any>>, child: Option<libc::pid_t>) {
+        super::exec::after_spawn(prepared, super::exec::Spawn::Started(child))
     }
 
     fn spawn_failed(prepared: Option<Box<dyn std::any::Any>>) {

@@ -375,10 +375,10 @@ fn spawn_descriptors() -> Option<hashfs::Fork> {
     fs.prepare_spawn(&handles)
 }
 
-/// Whether a spawn made a child.
+/// Whether a spawn made a child (its pid, where the call told it).
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(super) enum Spawn {
-    Started,
+    Started(Option<libc::pid_t>),
     Failed,
 }
 
@@ -389,8 +389,12 @@ pub(super) fn after_spawn(prepared: Option<Box<dyn std::any::Any>>, outcome: Spa
         // SAFETY: our memfd; the child has its own copy.
         unsafe { real!(close: fn(c_int) -> c_int)(p.cwd) };
     }
-    if let (Spawn::Failed, Some(fs), Some(spawn)) = (outcome, fork::joined_fs(), p.spawn) {
-        fs.spawn_failed(spawn);
+    match (outcome, fork::joined_fs(), p.spawn) {
+        (Spawn::Failed, Some(fs), Some(spawn)) => fs.spawn_failed(spawn),
+        // Its program counts as on its way until it has opened what it adopted; one that
+        // never joins (it does not load the shim) is uncounted once it has ended.
+        (Spawn::Started(Some(child)), Some(fs), Some(spawn)) => fs.spawned(spawn, child),
+        _ => {}
     }
 }
 

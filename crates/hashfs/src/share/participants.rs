@@ -92,6 +92,31 @@ impl Participants {
         }
     }
 
+    /// A slot for process `pid`, another program this one started (`posix_spawn`) and handed
+    /// descriptions over to: leaving (no one waits for it) and counted in the image's `forks`
+    /// word ([`COUNTED`]), of no program image of that process's own, so that the program,
+    /// if it joins, finds it dead and carries the count on (as after an `execve`), and
+    /// whoever reaps it once the process has ended uncounts it. None if `pid` has a slot
+    /// already (the program joins, or joined: it uncounts itself), if it has ended (had it
+    /// joined, it uncounted itself; had it not, its count stays), or if none is free. Under
+    /// the image lock. A program that takes a slot of its own meanwhile finds this one as
+    /// it joins, and carries the count on.
+    pub fn reserve_for(&self, pid: u32) -> Option<Participant> {
+        let start = start_time(pid).filter(|&t| process_alive(pid, t))?; // a zombie has ended
+        if self.slots.iter().any(|s| s.pid.load(Ordering::Acquire) == pid) {
+            return None;
+        }
+        for (i, s) in self.slots.iter().enumerate() {
+            if s.pid.compare_exchange(0, pid, Ordering::AcqRel, Ordering::Acquire).is_ok() {
+                s.leaving.store(LEAVING | COUNTED, Ordering::Release);
+                s.image.store(0, Ordering::Release); // no program's nonce (each is odd)
+                s.start.store(start, Ordering::Release);
+                return Some(Participant(i as u32));
+            }
+        }
+        None
+    }
+
     /// Gives slot `i` back (at exit). Its leaving mark stays until the next participant
     /// to take the slot clears it ([`Participants::join`]): cleared here, the slot would
     /// name a live process that is not leaving from then until its pid is cleared (its start

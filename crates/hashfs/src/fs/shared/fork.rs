@@ -191,6 +191,21 @@ impl<D: PmDevice> FileSystem<D> {
         self.hand_over(descriptions)
     }
 
+    /// The spawn made process `child`, whose program is to adopt what [`Self::prepare_spawn`]
+    /// counted: a slot is kept for it, counted (`Participants::reserve_for`), so that a
+    /// program that never joins (one that does not load the shim) is uncounted by whoever
+    /// reaps the slot once it has ended; one that joins carries the count on until it has
+    /// opened its files. Nothing if the program joined already (it uncounts itself), or
+    /// no slot is free (the count then stays until the next mount by no one else).
+    pub fn spawned(&self, spawn: Fork, child: libc::pid_t) {
+        let Some(sh) = self.inner.shared.get() else { return };
+        if !spawn.in_image || child <= 0 {
+            return;
+        }
+        let _in = self.inner.enter();
+        let _ = sh.region.participants().reserve_for(child as u32);
+    }
+
     /// The spawn failed (or the exec that followed [`Self::prepare_exec`]): the counts go.
     pub fn spawn_failed(&self, spawn: Fork) {
         let Some(sh) = self.inner.shared.get() else { return };
