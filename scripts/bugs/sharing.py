@@ -800,8 +800,8 @@ def _():
 @bug("successor-drops-count")
 def _():
     plant("crates/hashfs/src/fs/shared/join.rs",
-        "found.dead.iter().filter(|&&p| parts.of_this_process(p))",
-        "found.dead.iter().filter(|&&p| !@ON && parts.of_this_process(p))")
+        "    for &p in found.dead.iter().filter(|&&p| parts.of_this_process(p)) {\n",
+        "    for &p in found.dead.iter().filter(|&&p| !@ON && parts.of_this_process(p)) {\n")
 
 
 @bug("reader-watch-unasked")

@@ -254,12 +254,11 @@ impl<D: PmDevice> FileSystem<D> {
         found
     }
 
-    /// The program started by `execve` opened the files of the descriptions it adopted
-    /// ([`Self::adopt_inherited`], which found one at least): it no longer counts as on
-    /// its way. Not
-    /// before: a parent that closed one of them meanwhile keeps it until then
-    /// (`for_children.rs`), and the program's predecessor, which held them, was let go of
-    /// as the program joined.
+    /// The program started by `execve` or `posix_spawn` opened the files of the
+    /// descriptions it adopted ([`Self::adopt_inherited`], which found one at least): it no
+    /// longer counts as on its way. Not before: a parent that closed one of them meanwhile
+    /// keeps it until then (`for_children.rs`), and the program's predecessor, which held
+    /// them, was let go of as the program joined.
     pub fn inherited_opened(&self) {
         let Some(sh) = self.inner.shared.get() else { return };
         let _in = self.inner.enter();

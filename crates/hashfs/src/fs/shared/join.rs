@@ -189,8 +189,10 @@ fn take_place<D: PmDevice>(
     // this one carries its count in `forks` on until it has opened them
     // (`FileSystem::inherited_opened`). (A first mount clears the count.)
     let parts = region.participants();
-    let carried =
-        found.dead.iter().filter(|&&p| parts.of_this_process(p)).fold(false, |c, &p| parts.take_counted(p) | c);
+    let mut carried = false;
+    for &p in found.dead.iter().filter(|&&p| parts.of_this_process(p)) {
+        carried |= parts.take_counted(p);
+    }
     if carried && !first {
         parts.set_counted(me, true);
     }
@@ -317,6 +319,7 @@ mod tests {
         drop(b);
         check_and_remove(image);
     }
+
     /// A program exec'd with a description handed over (`FileSystem::prepare_exec`) carries
     /// the handover's count in the image's `forks` on as it joins and reaps the slot of the
     /// program its process was, until it has opened the description's file

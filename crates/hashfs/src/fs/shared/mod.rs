@@ -784,7 +784,7 @@ fn release_leftovers(region: &ImageRegion, p: Participant) -> Vec<Ino> {
 /// lock's holder only.
 fn release_dead(region: &ImageRegion, p: Participant) -> Vec<Ino> {
     if region.participants().take_counted(p) {
-        fork::uncount_forks(region); // a child that died before it joined, a program never exec'd
+        fork::uncount_forks(region); // a child that died before it joined, a program that never did
     }
     region.release_read_side(p);
     release_leftovers(region, p)
