@@ -27,7 +27,7 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 /// The region header's magic ("HFSSHARE").
 const MAGIC: u64 = u64::from_le_bytes(*b"HFSSHARE");
 /// The layout of the region this code reads and writes.
-pub const LAYOUT_VERSION: u32 = 12;
+pub const LAYOUT_VERSION: u32 = 13;
 /// Bytes reserved for the header at the start of every region: its users' structures
 /// begin here.
 pub const HEADER_BYTES: usize = 4096;
