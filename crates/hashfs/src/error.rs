@@ -58,6 +58,10 @@ pub enum Error {
     TooBig,
     #[error("too many files open across the processes sharing the image")]
     TooManyOpen,
+    /// Every slot of the shared region's participant table is taken
+    /// (`share::MAX_PARTICIPANTS`).
+    #[error("too many processes use the image at once (64 at most)")]
+    TooManyProcesses,
     #[error("read-only file system: this process may only read the image")]
     ReadOnly,
     /// The path outside that a symbolic link led to (its target, then the rest of the path).
@@ -66,6 +70,8 @@ pub enum Error {
 }
 
 pub type Result<T> = std::result::Result<T, Error>;
+
+const _: () = assert!(crate::share::MAX_PARTICIPANTS == 64, "Error::TooManyProcesses says 64");
 
 /// EUCLEAN ("structure needs cleaning"), which Linux file systems return for corruption.
 pub const EUCLEAN: i32 = 117;
@@ -105,7 +111,7 @@ impl Error {
             Error::NoData => libc::ENODATA,
             Error::Range => libc::ERANGE,
             Error::TooBig => libc::E2BIG,
-            Error::TooManyOpen => libc::ENFILE,
+            Error::TooManyOpen | Error::TooManyProcesses => libc::ENFILE,
             Error::ReadOnly => libc::EROFS,
             Error::LinkOutside(_) => libc::EXDEV,
         }

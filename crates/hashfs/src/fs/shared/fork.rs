@@ -117,7 +117,7 @@ impl<D: PmDevice> FileSystem<D> {
         let parts = sh.region.participants();
         let Some(me) = parts.join() else {
             undo(sh, &fork);
-            return Err(Error::TooManyOpen);
+            return Err(Error::TooManyProcesses);
         };
         // Counted until it has joined: a reaper of its slot uncounts it if it dies first.
         parts.set_counted(me, true);

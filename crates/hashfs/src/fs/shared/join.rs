@@ -56,7 +56,7 @@ pub(crate) fn mount<D: PmDevice>(
         geo.inode_count,
         table,
     ));
-    let me = region.participants().join().ok_or(Error::TooManyOpen)?;
+    let me = region.participants().join().ok_or(Error::TooManyProcesses)?;
     region.readers().joined(me);
     let words = region.words();
     let first_in_region = words.mounted.load(Ordering::Acquire) == 0;
