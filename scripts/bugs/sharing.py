@@ -297,8 +297,8 @@ def _():
 @bug("leave-ignores-dead-slots")
 def _():
     plant("crates/hashfs/src/fs/shared/mod.rs",
-        "                    || dead_slot\n",
-        "                    || (dead_slot && !@ON)\n")
+        "                    || !dead.is_empty()\n",
+        "                    || (!dead.is_empty() && !@ON)\n")
 
 
 @bug("summary-bits-unbuilt")
@@ -793,8 +793,8 @@ def _():
 @bug("leaver-ignores-counts")
 def _():
     plant("crates/hashfs/src/fs/shared/mod.rs",
-        "                if (p == sh.me() || dead) && parts.take_counted(p) {\n",
-        "                if !@ON && (p == sh.me() || dead) && parts.take_counted(p) {\n")
+        "                if parts.take_counted(p) {\n                    fork::uncount_forks(&sh.region);\n",
+        "                if !@ON && parts.take_counted(p) {\n                    fork::uncount_forks(&sh.region);\n")
 
 
 @bug("successor-drops-count")

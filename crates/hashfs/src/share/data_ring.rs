@@ -62,7 +62,7 @@ impl DataRing {
     /// Participant `me` watches from now on; the position to read from.
     pub fn watch(&self, me: Participant) -> u64 {
         self.watchers.word.fetch_or(1 << me.0, Ordering::AcqRel);
-        self.head.word.load(Ordering::Acquire)
+        self.head()
     }
 
     /// The next position to be claimed (a read-only participant's start: it watches by a

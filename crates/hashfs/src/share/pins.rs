@@ -58,16 +58,13 @@ const _: () = assert!(WATCHES_DATA == super::read_only_locks::PRESENCE + 1);
 /// Takes (`F_RDLCK`) or lets go of (`F_UNLCK`) the mark that this reader follows the ring
 /// of data changes ([`WATCHES_DATA`]).
 pub fn watch_data(fd: &std::fs::File, typ: i32) -> std::io::Result<()> {
-    ofd_lock(fd, libc::F_OFD_SETLK, RangeLock { typ, start: WATCHES_DATA, len: 1 }).map(drop)
+    lock_byte(fd, WATCHES_DATA, typ)
 }
 
 /// Whether a read-only participant follows the ring of data changes ([`WATCHES_DATA`]); a
 /// failed probe counts as one that does (an overwrite noted needlessly costs a slot).
 pub fn data_watched(fd: std::os::fd::RawFd) -> bool {
-    // SAFETY: the caller's descriptor, borrowed for the probe and not closed here.
-    let f = std::mem::ManuallyDrop::new(unsafe { <std::fs::File as std::os::fd::FromRawFd>::from_raw_fd(fd) });
-    let probe = RangeLock { typ: libc::F_WRLCK, start: WATCHES_DATA, len: 1 };
-    !matches!(ofd_lock(&f, libc::F_OFD_GETLK, probe), Ok(l) if l.typ == libc::F_UNLCK)
+    byte_locked(fd, WATCHES_DATA)
 }
 
 /// Takes (`F_RDLCK`) or lets go of (`F_UNLCK`) the pin on `ino` through `fd`'s open file
@@ -82,8 +79,12 @@ pub fn pin_blocks(fd: &std::fs::File, ino: Ino, typ: i32) -> std::io::Result<()>
 }
 
 fn pin_at(fd: &std::fs::File, base: i64, ino: Ino, typ: i32) -> std::io::Result<()> {
-    let lock = RangeLock { typ, start: base + ino.0 as i64, len: 1 };
-    ofd_lock(fd, libc::F_OFD_SETLK, lock).map(drop)
+    lock_byte(fd, base + ino.0 as i64, typ)
+}
+
+/// Takes or lets go of a read lock on byte `at` through `fd`'s open file description.
+fn lock_byte(fd: &std::fs::File, at: i64, typ: i32) -> std::io::Result<()> {
+    ofd_lock(fd, libc::F_OFD_SETLK, RangeLock { typ, start: at, len: 1 }).map(drop)
 }
 
 /// Whether a read-only participant pins `ino` (the image file open as `fd`, whose own
@@ -100,8 +101,14 @@ pub fn blocks_pinned(fd: std::os::fd::RawFd, ino: Ino) -> bool {
 }
 
 fn pinned_at(fd: std::os::fd::RawFd, base: i64, ino: Ino) -> bool {
+    byte_locked(fd, base + ino.0 as i64)
+}
+
+/// Whether another open file description holds a lock on byte `at` (the image file open
+/// as `fd`); a failed probe counts as locked.
+fn byte_locked(fd: std::os::fd::RawFd, at: i64) -> bool {
     // SAFETY: the caller's descriptor, borrowed for the probe and not closed here.
     let f = std::mem::ManuallyDrop::new(unsafe { <std::fs::File as std::os::fd::FromRawFd>::from_raw_fd(fd) });
-    let probe = RangeLock { typ: libc::F_WRLCK, start: base + ino.0 as i64, len: 1 };
+    let probe = RangeLock { typ: libc::F_WRLCK, start: at, len: 1 };
     !matches!(ofd_lock(&f, libc::F_OFD_GETLK, probe), Ok(l) if l.typ == libc::F_UNLCK)
 }

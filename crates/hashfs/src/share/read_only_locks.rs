@@ -85,9 +85,14 @@ fn other_reader(fd: RawFd, range: (i64, i64)) -> std::io::Result<Option<RangeLoc
 
 /// CLOCK_MONOTONIC in nanoseconds (one clock for every process on the machine).
 fn now() -> u64 {
+    clock_ns(libc::CLOCK_MONOTONIC)
+}
+
+/// `clock` read, in nanoseconds.
+pub(crate) fn clock_ns(clock: libc::clockid_t) -> u64 {
     let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
     // SAFETY: a valid timespec for the kernel to fill.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    unsafe { libc::clock_gettime(clock, &mut ts) };
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 

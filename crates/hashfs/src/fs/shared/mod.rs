@@ -626,12 +626,17 @@ impl<D: PmDevice> FsInner<D> {
             // the slot stays this one's until the lock is let go, so that no waiter takes
             // the lock for a dead owner's meanwhile.
             parts.set_leaving(sh.me());
+            // Slots of participants that died, which no one has reaped yet (asked once:
+            // each is a read of /proc).
+            let dead: Vec<Participant> = (0..crate::share::MAX_PARTICIPANTS as u32)
+                .map(Participant)
+                .filter(|&p| p != sh.me() && !parts.is_free(p) && !parts.alive(p))
+                .collect();
             // What this participant still counts in `forks` (a program that adopted no
-            // description), and what dead ones do, which no one has reaped yet (a program
-            // exec'd without the shim, ended): no child is on its way for them.
-            for p in (0..crate::share::MAX_PARTICIPANTS as u32).map(Participant) {
-                let dead = p != sh.me() && !parts.is_free(p) && !parts.alive(p);
-                if (p == sh.me() || dead) && parts.take_counted(p) {
+            // description), and what dead ones do (a program exec'd without the shim,
+            // ended): no child is on its way for them.
+            for &p in dead.iter().chain([sh.me()].iter()) {
+                if parts.take_counted(p) {
                     fork::uncount_forks(&sh.region);
                 }
             }
@@ -654,11 +659,8 @@ impl<D: PmDevice> FsInner<D> {
                 // them (`ImageWords::leftovers`, or a dead participant's slot not yet
                 // reaped); else only this participant's own open files can be unlinked.
                 let words = sh.region.words();
-                let dead_slot = (0..crate::share::MAX_PARTICIPANTS as u32)
-                    .map(Participant)
-                    .any(|p| p != sh.me() && !parts.is_free(p) && !parts.alive(p));
                 let look = words.leftovers.load(Ordering::Acquire) != 0
-                    || dead_slot
+                    || !dead.is_empty()
                     || !sh.kept_for_readers.lock().inos.is_empty();
                 let left = if look {
                     on_map!(self, m => m.settle_tagged_sizes(self));

@@ -265,13 +265,6 @@ fn watch_clock() -> (libc::clockid_t, u64) {
     })
 }
 
-fn read_clock(clock: libc::clockid_t) -> u64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-    // SAFETY: a valid timespec for the kernel to fill.
-    unsafe { libc::clock_gettime(clock, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
-
 impl<D: PmDevice> FsInner<D> {
     /// A writer, about to note an overwrite in place: whether a read-only participant
     /// follows the ring of data changes ([`ReadOnlyMount::watch_data`]). The kernel is
@@ -283,7 +276,7 @@ impl<D: PmDevice> FsInner<D> {
     pub(super) fn reader_watches_data(&self, sh: &super::SharedMount) -> bool {
         let (clock, trust) = watch_clock();
         let asked = sh.data_readers_asked.load(Ordering::Acquire);
-        let t = read_clock(clock);
+        let t = crate::share::read_only_locks::clock_ns(clock);
         if asked != 0 && t.saturating_sub(asked >> 1) < trust {
             return asked & 1 != 0;
         }
