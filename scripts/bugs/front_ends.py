@@ -578,9 +578,9 @@ def _():
 
 @bug("fork-child-unmarked")
 def _():
-    plant("crates/hashfs-preload/src/shim/mmap.rs",
-        "        let maps = MAPS.lock();\n        mark_writable(&maps);\n",
-        "        let maps = MAPS.lock();\n        if !@ON {\n            mark_writable(&maps);\n        }\n")
+    plant("crates/hashfs/src/fs/shared/fork.rs",
+        "            if marks.set_mark(ino, me, Mark::Writable, true) {\n",
+        "            if !@ON && marks.set_mark(ino, me, Mark::Writable, true) {\n")
 
 
 @bug("mount-ignores-marks")

@@ -737,8 +737,8 @@ def _():
 @bug("fork-not-noted-for-children")
 def _():
     plant("crates/hashfs/src/fs/shared/fork.rs",
-        "        self.inner.forking(sh);\n        Some(Fork { counted, in_image: true, outer })",
-        "        if !@ON {\n            self.inner.forking(sh);\n        }\n        Some(Fork { counted, in_image: true, outer })")
+        "        self.inner.forking(sh);\n        Some(Fork { counted, in_image: true, outer, writable: Vec::new() })",
+        "        if !@ON {\n            self.inner.forking(sh);\n        }\n        Some(Fork { counted, in_image: true, outer, writable: Vec::new() })")
 
 
 @bug("spawn-not-noted-for-children")

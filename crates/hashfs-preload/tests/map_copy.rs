@@ -404,16 +404,20 @@ w = libc.mmap(None, n * P, RW, mmap.MAP_SHARED, fd, 0)
 print("reader_new_pages", int(ask("map")) > 1)
 ctypes.memmove(w + 9 * P + 1, b"STORE2", 6)
 print("reader_reads", ask(f"read {9 * P + 1}"))
-# A forked child keeps the mapping after this process unmapped it, right after the fork
-# (before the child joined and marked the file under its own name: this process's mark
-# waits for it, hashfs/src/fs/shared/for_children.rs): the reader's next mapping is still
-# the file's pages.
+# A forked child keeps the mapping after this process unmapped it: the child marked the
+# file under its own name as it joined (before fork returned there), so once it has, this
+# process's mark goes at the unmap, and the reader's next mapping is still the file's
+# pages. (An unmap before the child joined keeps this process's mark until it has,
+# hashfs/src/fs/shared/for_children.rs: tests/shared_fork_closes.rs.)
 go_r, go_w = os.pipe()
+joined_r, joined_w = os.pipe()
 pid = os.fork()
 if pid == 0:
+    os.write(joined_w, b"j")
     os.read(go_r, 1)
     ctypes.memmove(w + 20 * P + 5, b"STORE3", 6)
     os._exit(0)
+os.read(joined_r, 1)
 libc.munmap(w, n * P)
 print("reader_pages_beside_child", int(ask("map")) > 1)
 os.write(go_w, b"x")

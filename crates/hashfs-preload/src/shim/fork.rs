@@ -176,7 +176,11 @@ pub(super) fn before_fork() -> Option<Box<dyn std::any::Any>> {
     let maps = super::mmap::held_for_fork();
     let descriptors = s.fds.lock();
     let streams = s.dirs.lock();
-    let fork = if shareable { fs.prepare_fork(&handles) } else { None };
+    let mut fork = if shareable { fs.prepare_fork(&handles) } else { None };
+    if let Some(f) = &mut fork {
+        // Marked under the child's name as it joins (`hashfs/src/fs/shared/fork.rs`).
+        f.mapped_writable(maps.writable());
+    }
     Some(Box::new(Prepared { copies, maps, descriptors, streams, files, fork }))
 }
 

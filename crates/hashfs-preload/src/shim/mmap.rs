@@ -145,9 +145,7 @@ fn mark_writable(maps: &[FileMap]) {
         return;
     }
     let Ok(fs) = shim().fs() else { return };
-    let mut now: Vec<Ino> = maps.iter().filter(|m| copy::writable(m)).map(|m| m.file.ino).collect();
-    now.sort_unstable();
-    now.dedup();
+    let now = writable_inos(maps);
     for &ino in now.iter().filter(|i| marked.1.binary_search(i).is_err()) {
         if let Err(e) = fs.note_mapped_writable(ino, true) {
             eprintln!("hashfs_preload: inode {}: marking its writable mapping for the other processes: {e}", ino.0);
@@ -176,12 +174,30 @@ pub(super) fn held_for_fork() -> MapsHeld {
     MapsHeld(MAPS.lock())
 }
 
+impl MapsHeld {
+    /// The inodes mapped writable and shared here: a forked child marks them under its own
+    /// name as it joins (`Fork::mapped_writable`), and [`follow_in_child`] takes them for
+    /// its own marks.
+    pub(super) fn writable(&self) -> Vec<Ino> {
+        writable_inos(&self.0)
+    }
+}
+
+fn writable_inos(maps: &[FileMap]) -> Vec<Ino> {
+    let mut inos: Vec<Ino> = maps.iter().filter(|m| copy::writable(m)).map(|m| m.file.ino).collect();
+    inos.sort_unstable();
+    inos.dedup();
+    inos
+}
+
 /// In a forked child that joined the image: follows the mappings it inherited
 /// (`follow.rs`; the parent's thread is not the child's).
 pub(super) fn follow_in_child() {
     if MAP_COUNT.load(Ordering::Relaxed) > 0 {
         follow::watch_in_child();
         let maps = MAPS.lock();
+        // Marked under this process's name as it joined: its marks from now on.
+        *MARKED.lock().unwrap_or_else(|e| e.into_inner()) = (current_pid(), writable_inos(&maps));
         mark_writable(&maps);
         follow::after_recount(&maps);
     }

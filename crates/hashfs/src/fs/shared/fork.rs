@@ -18,18 +18,31 @@ use super::{add_depth, release_dead, Entered, TOUCHED};
 use crate::fs::api::FileSystem;
 use crate::layout::Ino;
 use crate::pm::PmDevice;
-use crate::share::{Handle, OffsetGuard, Participant, MAX_PARTICIPANTS};
+use crate::share::{Handle, Mark, OffsetGuard, Participant, MAX_PARTICIPANTS};
 use crate::{Error, Result};
 use std::sync::atomic::Ordering;
 
 /// A fork, exec or spawn under way ([`FileSystem::prepare_fork`] and the others): the
-/// descriptions it was counted on, whether it was counted in the image's `forks` word, and
-/// whether the parent's hold on the image lock is the thread's outermost.
+/// descriptions it was counted on, whether it was counted in the image's `forks` word,
+/// whether the parent's hold on the image lock is the thread's outermost, and the inodes
+/// the parent maps writable and shared ([`Fork::mapped_writable`]).
 #[must_use = "a fork's preparation is finished in the parent and in the child"]
 pub struct Fork {
     counted: Vec<Handle>,
     in_image: bool,
     outer: bool,
+    writable: Vec<Ino>,
+}
+
+impl Fork {
+    /// The inodes the parent maps writable and shared as it forks (the front end knows
+    /// them: `note_mapped_writable`): the child marks them under its own name as it joins,
+    /// before it stops counting as on its way. Marked later (after the join, by the front
+    /// end), a parent that unmapped meanwhile could let go of its own mark first, and
+    /// another process serve the file by a copy that misses the child's stores.
+    pub fn mapped_writable(&mut self, inos: Vec<Ino>) {
+        self.writable = inos;
+    }
 }
 
 impl<D: PmDevice> FileSystem<D> {
@@ -65,7 +78,7 @@ impl<D: PmDevice> FileSystem<D> {
         if let Some(ro) = self.inner.read_only.get() {
             // A read-only participant's child reads on with the parent's caches.
             ro.before_fork(|watching| self.inner.pins_for_child(watching));
-            return Some(Fork { counted: Vec::new(), in_image: false, outer: false });
+            return Some(Fork { counted: Vec::new(), in_image: false, outer: false, writable: Vec::new() });
         }
         let sh = self.inner.shared.get()?;
         sh.forked.store(true, Ordering::Release); // the image's lock shared with the child
@@ -76,7 +89,7 @@ impl<D: PmDevice> FileSystem<D> {
         let counted = descriptions.iter().copied().filter(|&h| table.count_fork(h)).collect();
         sh.region.words().forks.fetch_add(1, Ordering::AcqRel);
         self.inner.forking(sh);
-        Some(Fork { counted, in_image: true, outer })
+        Some(Fork { counted, in_image: true, outer, writable: Vec::new() })
     }
 
     /// After `fork` made a child, in the parent: lets go of the image lock.
@@ -145,6 +158,13 @@ impl<D: PmDevice> FileSystem<D> {
             // The parent's mappings are the child's too: their blocks stay put for it.
             if cell.map_count.load(Ordering::Acquire) > 0 {
                 self.inner.pin_marked(&cell);
+            }
+        }
+        // The parent's writable marks (kept until this child stops counting) are its too.
+        let marks = sh.region.open_inodes();
+        for &ino in &fork.writable {
+            if marks.set_mark(ino, me, Mark::Writable, true) {
+                super::touched(ino);
             }
         }
         parts.set_counted(me, false);
@@ -218,7 +238,7 @@ impl<D: PmDevice> FileSystem<D> {
     fn hand_over(&self, descriptions: &[Handle]) -> Option<Fork> {
         if self.inner.is_read_only() {
             // Nothing counted: a read-only participant's descriptors pass as copies.
-            return Some(Fork { counted: Vec::new(), in_image: false, outer: false });
+            return Some(Fork { counted: Vec::new(), in_image: false, outer: false, writable: Vec::new() });
         }
         let sh = self.inner.shared.get()?;
         let _in = self.inner.enter();
@@ -229,7 +249,7 @@ impl<D: PmDevice> FileSystem<D> {
             sh.region.words().forks.fetch_add(1, Ordering::AcqRel);
             self.inner.forking(sh);
         }
-        Some(Fork { counted, in_image, outer: false })
+        Some(Fork { counted, in_image, outer: false, writable: Vec::new() })
     }
 
     /// In a program started by `execve`, as it starts: takes over the descriptions the
