@@ -51,7 +51,7 @@ bugs=(
     "xattr-new-unlinked|crates/hashfs/src/fs/xattr.rs|the switch to a new attribute inode leaves it with no link on the media|ops setxattr,setxattr-replace,removexattr"
     "xattr-orphaned-by-unlink|crates/hashfs/src/fs/data.rs|freeing a file does not unlink its attribute inode in the same transaction|ops unlink,rename-replace"
     "evacuate-no-flush|crates/hashfs/src/fs/hashfs/evacuate.rs|HashFS's grouped placement moves a block out of a group without flushing its copy before the transaction that remaps it|grouped write-chunk,fallocate-chunk"
-    "regions-move-no-flush|crates/hashfs/src/fs/hashfs/evacuate.rs|a block move (the shared one of the grouped placement's evacuation and the regions placement's openings) does not flush its copy before the transaction that remaps it, checked on the regions placement|regions append,write-chunk"
+    "regions-move-no-flush|crates/hashfs/src/fs/hashfs/evacuate.rs|a block move (the shared one of the grouped placement's evacuation and the regions placement's openings) does not flush its copy before the transaction that remaps it, checked on the regions placement|regions append"
     "regions-unmarked-opening|crates/hashfs/src/mapping/hashfs/groups.rs|the regions placement opens a group without the in-progress mark (after a crash before the moves are done, lookups no longer try the bucket a key had before it was moved)|regions append"
     "regions-open-word-unflushed|crates/hashfs/src/mapping/hashfs/groups.rs|the regions placement opens a group without flushing its directory word before keys move into it (after a crash the group may not be open, its keys found by no lookup)|regions append"
     "untorn-copy-no-flush|crates/hashfs/src/fs/untorn.rs|an untorn write's moved block is stored cached (no flush before the commit's fence)|ops untorn-overwrite,untorn-limit"
@@ -80,7 +80,7 @@ bugs=(
     "purge-unlocked|crates/hashfs/src/mapping/hashfs/purge.rs|HashFS's tombstone purge runs without the purge lock (a purge between an insert's probe and its claim leaves an EMPTY slot on the new key's path)|unit threads_inserting_freeing_and_purging_keep_every_path"
     "regions-stale-bucket|crates/hashfs/src/mapping/hashfs/mod.rs|a reservation in the regions placement takes the bucket its request found before an opening (the key goes to a group no lookup reaches once the opening is done)|unit a_reservation_ignores_a_bucket_found_before_an_opening"
     "slot-run-unflushed|crates/hashfs/src/mapping/hashfs/mod.rs|the last run of slot words a request stores (its new keys, its tombstones) is never flushed before the fence that makes the size durable|ops append,write-past-eof"
-    "slot-run-first-word|crates/hashfs/src/mapping/hashfs/mod.rs|a run of consecutive slot words (a claimed group's keys) is flushed only at its first word|regions write-chunk,grow-chunk"
+    "slot-run-first-word|crates/hashfs/src/mapping/hashfs/mod.rs|a run of consecutive slot words (a claimed group's keys) is flushed only at its first word|grouped write-chunk"
     "shared-table-own-state|crates/hashfs/src/fs/shared/join.rs|a participant joining others on an image of the regions placement does not take the region's table state (its own is not counted: the others' open groups and claims are not in it, their files' blocks are looked for where they are not)|test shared_regions openings_and_claims_of_one_participant_are_found_by_another"
     "takeover-keeps-table-state|crates/hashfs/src/fs/shared/mod.rs|a takeover after a participant's death recovers the image but leaves the table state in the region as the dead call left it (groups count keys the recovery freed, or miss keys it restored)|regions-death append"
     "relocated-block-unnoted|crates/hashfs/src/fs/hashfs/evacuate.rs|a block moved by an opening of the regions placement (or a claim's evacuation) does not name its file in the ring of changes (other participants keep translations to the block's old slot, which another file may take)|test shared_regions openings_and_claims_of_one_participant_are_found_by_another"
@@ -260,6 +260,7 @@ bugs=(
     "reader-watch-unasked|crates/hashfs/src/fs/shared/mod.rs|a writer notes its overwrites in place in the ring of data changes only while the region names a watcher, not while a read-only participant's lock says it follows the ring: the reader's copies past the budget keep what was overwritten|test processes a_mapping_shows_what_another_process_writes"
     "reader-watch-trusted-long|crates/hashfs/src/fs/shared/read_only.rs|a writer keeps its first answer to whether a read-only participant follows the ring of data changes for good: a reader that marks itself later never has the writer's overwrites in place noted, and its copies past the budget keep what was overwritten|test processes a_mapping_shows_what_another_process_writes"
     "spawn-unreserved|crates/hashfs/src/fs/shared/fork.rs|a program posix_spawn started with descriptors handed over gets no slot kept for it: one that never joins (it does not load the shim) stays counted in the image's forks word, and the image is left unclean|test exec a_program_execd_without_the_shim_leaves_the_image_clean"
+    "description-holds-nothing|crates/hashfs/src/fs/shared/mod.rs|the last close of an unlinked file frees it while a program exec'd with a descriptor of it holds it by the description alone (between its join, which let go of its predecessor's holds, and its open of the file): the program's open fails|unit an_execd_programs_unlinked_file_outlives_a_close_before_its_open"
     "reader-child-pins-after-fork|crates/hashfs/src/fs/shared/read_only.rs|a read-only participant's forked child pins its files itself after the fork: its parent's close right after the fork lets go of the only pin, and a writer frees an unlinked file under the child|test shared_fork_reader a_read_only_parent_closing_right_after_fork_leaves_its_child_the_file"
     "reader-blocks-unpinned|crates/hashfs/src/fs/shared/read_only.rs|a read-only participant's mapping of a file's blocks takes no pin on them: a writer truncates the file and frees them under the mapping, which then reads the file that takes them|test processes a_file_mapped_in_one_process_keeps_its_blocks_in_every_other"
     "writer-ignores-reader-pins|crates/hashfs/src/fs/shared/mapped.rs|a writer that would free or move a file's blocks asks only the writers' marks, not the read-only participants' pins: it frees them under a reader's mapping|test processes a_file_mapped_in_one_process_keeps_its_blocks_in_every_other"
@@ -545,10 +546,13 @@ fi
 # once: the checks that explore named operations alone (ops, recoveries, strict, death, ctfs,
 # grouped, regions) run as one check per kind over the union of their operations (each
 # operation's states are seeded by the operation's own crash points, so the union explores
-# exactly the states the checks would), the others once each however many bugs share them.
-# Their builds are the only ones the switchable bugs need.
+# exactly the states the checks would), the others once each however many bugs share them:
+# the tests of one test program in one run of it, as are the libraries' unit tests (one
+# cargo call and one program started for each, not one per test: a test program's tests
+# run side by side there as in the workspace's own run). Their builds are the only ones the
+# switchable bugs need.
 sync_copy
-declare -A union=() passed=()
+declare -A union=() passed=() batch=()
 baseline=()
 for b in "${chosen[@]}"; do
     IFS='|' read -r _ _ _ check <<<"$b"
@@ -557,6 +561,12 @@ for b in "${chosen[@]}"; do
             kind=${check%% *}
             [ -n "${union[$kind]:-}" ] || baseline+=("$kind")
             union[$kind]="${union[$kind]:-}${union[$kind]:+,}${check#* }"
+            ;;
+        test\ * | unit\ * | stacked-unit\ *)
+            # "test <program>", "unit <any>" or "stacked-unit <any>": the tests it runs.
+            case $check in test\ *) group=${check% *} ;; *) group="${check%% *} tests" ;; esac
+            [ -n "${batch[$group]:-}" ] || baseline+=("$group")
+            batch[$group]+=" ${check##* }"
             ;;
         *)
             [ -z "${passed[$check]:-}" ] || continue
@@ -572,7 +582,19 @@ for check in "${baseline[@]}"; do
     fi
     build_check "$check"
     t0=$SECONDS
-    if ! run_check "$check"; then
+    if [ -n "${batch[$check]:-}" ]; then
+        names=$(tr ' ' '\n' <<<"${batch[$check]}" | sed '/^$/d' | sort -u)
+        case $check in
+            test\ *)
+                (cd "$work/src" && cargo test -q --profile crash-bugs --workspace --test "${check#test }" -- --exact $names) ;;
+            unit\ *) (cd "$work/src" && cargo test -q --profile crash-bugs $(lib_only hashfs) -- $names) ;;
+            stacked-unit\ *) (cd "$work/src" && cargo test -q --profile crash-bugs $(lib_only hashfs-spfs) -- $names) ;;
+        esac >"$work/check.log" 2>&1 || {
+            echo "crash-bugs: the tree (no bug switched on) fails a check of $check:" >&2
+            tail -30 "$work/check.log" >&2
+            exit 1
+        }
+    elif ! run_check "$check"; then
         echo "crash-bugs: the tree (no bug switched on) fails the check $check:" >&2
         tail -30 "$work/check.log" >&2
         exit 1

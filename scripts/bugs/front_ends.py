@@ -524,11 +524,14 @@ def _():
 @bug("fork-maps-not-held", rebuilt=True)
 def _():
     sub("crates/hashfs-preload/src/shim/mmap.rs",
-        "pub(super) struct MapsHeld(#[allow(dead_code)] hashfs::ForkMutexGuard<'static, Vec<FileMap>>);\n",
+        "pub(super) struct MapsHeld(hashfs::ForkMutexGuard<'static, Vec<FileMap>>);\n",
         "pub(super) struct MapsHeld;\n")
     sub("crates/hashfs-preload/src/shim/mmap.rs",
         "    MapsHeld(MAPS.lock())\n",
         "    MapsHeld\n")
+    sub("crates/hashfs-preload/src/shim/mmap.rs",
+        "        writable_inos(&self.0)\n",
+        "        MAPS.try_lock().map_or_else(Vec::new, |m| writable_inos(&m))\n")
 
 
 @bug("unmap-record-after-pages")

@@ -844,3 +844,10 @@ def _():
     plant("crates/hashfs/src/fs/shared/mapped.rs",
         "        writer || self.dev.backing_fd().is_some_and(|fd| crate::share::pins::blocks_pinned(fd, ino))\n",
         "        writer || !@ON && self.dev.backing_fd().is_some_and(|fd| crate::share::pins::blocks_pinned(fd, ino))\n")
+
+
+@bug("description-holds-nothing")
+def _():
+    plant("crates/hashfs/src/fs/shared/mod.rs",
+        "        if sh.region.words().forks.load(Ordering::Acquire) != 0 && sh.region.descriptions().any_of(ino, sh.me()) {\n",
+        "        if !@ON && sh.region.words().forks.load(Ordering::Acquire) != 0 && sh.region.descriptions().any_of(ino, sh.me()) {\n")

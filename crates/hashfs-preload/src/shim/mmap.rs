@@ -168,7 +168,7 @@ pub(super) fn forget_all() {
 
 /// The records held across `fork` (`fork.rs`): the follower thread changes them, and a
 /// child must not start with them taken.
-pub(super) struct MapsHeld(#[allow(dead_code)] hashfs::ForkMutexGuard<'static, Vec<FileMap>>);
+pub(super) struct MapsHeld(hashfs::ForkMutexGuard<'static, Vec<FileMap>>);
 
 pub(super) fn held_for_fork() -> MapsHeld {
     MapsHeld(MAPS.lock())

@@ -151,6 +151,18 @@ impl Descriptions {
         self.slots.iter().any(|d| d.holders.load(Ordering::Acquire) & bit != 0)
     }
 
+    /// Whether a description of `ino` is allocated for another participant than `me`: held
+    /// by one, or by a fork, exec or spawn whose child or program has not taken it over (a
+    /// scan of the table: for the last close of an unlinked file while a child or program
+    /// is on its way, `FsInner::open_elsewhere`).
+    pub fn any_of(&self, ino: Ino, me: Participant) -> bool {
+        let bit = 1u64 << me.0;
+        self.slots.iter().any(|d| {
+            (d.holders.load(Ordering::Acquire) & !bit != 0 || d.forks.load(Ordering::Acquire) != 0)
+                && d.ino.load(Ordering::Acquire) == ino.0
+        })
+    }
+
     /// How many descriptions are allocated.
     pub fn in_use(&self) -> usize {
         self.slots.iter().filter(|d| d.held()).count()

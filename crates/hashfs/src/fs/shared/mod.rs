@@ -583,6 +583,12 @@ impl<D: PmDevice> FsInner<D> {
         if sh.region.open_inodes().held_by_others(ino, sh.me()) || self.kept_for_children(sh, ino) {
             return true;
         }
+        // A program on its way (counted in `forks` until it has opened the files it was
+        // handed, `fork.rs`) may hold the file by a description alone: an exec'd one's
+        // predecessor let go of its holds as it joined, before it opened the file.
+        if sh.region.words().forks.load(Ordering::Acquire) != 0 && sh.region.descriptions().any_of(ino, sh.me()) {
+            return true;
+        }
         if self.pinned_by_reader(ino) {
             note_leftovers(&sh.region);
             let mut kept = sh.kept_for_readers.lock();
