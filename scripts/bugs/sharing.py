@@ -741,13 +741,6 @@ def _():
         "        if !@ON {\n            self.inner.forking(sh);\n        }\n        Some(Fork { counted, in_image: true, outer, writable: Vec::new() })")
 
 
-@bug("spawn-not-noted-for-children")
-def _():
-    plant("crates/hashfs/src/fs/shared/fork.rs",
-        "            sh.region.words().forks.fetch_add(1, Ordering::AcqRel);\n            self.inner.forking(sh);\n        }\n",
-        "            sh.region.words().forks.fetch_add(1, Ordering::AcqRel);\n            if !@ON {\n                self.inner.forking(sh);\n            }\n        }\n")
-
-
 @bug("kept-close-freed")
 def _():
     plant("crates/hashfs/src/fs/shared/mod.rs",

@@ -1,4 +1,4 @@
-//! What a parent keeps for the children it forked (or the programs it spawned) until they
+//! What a parent keeps for the children it forked until they
 //! have joined the image (`fork.rs`).
 //!
 //! A child inherits its parent's open files and mappings, but takes them over under its
@@ -34,7 +34,7 @@ use std::sync::Arc;
 /// [`SharedMount::for_children`].
 #[derive(Default)]
 pub(crate) struct ForChildren {
-    /// This participant forked or spawned since it last found no child on its way.
+    /// This participant forked since it last found no child on its way.
     forked: AtomicBool,
     /// The files it had open or mapped at those forks (what a child may have inherited):
     /// only they wait. So what waits stays bounded by what was open at a fork also when the
@@ -73,8 +73,8 @@ impl ForChildren {
 }
 
 impl<D: PmDevice> FsInner<D> {
-    /// Before a fork or a spawn that counts a child in the image's `forks` (under the
-    /// image lock): notes what the child may inherit.
+    /// Before a fork, which counts a child in the image's `forks` (under the image lock):
+    /// notes what the child may inherit.
     pub(super) fn forking(&self, sh: &SharedMount) {
         let fc = &sh.for_children;
         let mut inherited = fc.inherited.lock();

@@ -246,8 +246,10 @@ impl<D: PmDevice> FileSystem<D> {
         let counted: Vec<Handle> = descriptions.iter().copied().filter(|&h| table.count_fork(h)).collect();
         let in_image = !counted.is_empty();
         if in_image {
+            // Nothing is kept for the program (`for_children.rs`): it inherits no mapping,
+            // and the files it inherits stay by their descriptions while it is on its way
+            // (`FsInner::open_elsewhere`).
             sh.region.words().forks.fetch_add(1, Ordering::AcqRel);
-            self.inner.forking(sh);
         }
         Some(Fork { counted, in_image, outer: false, writable: Vec::new() })
     }
