@@ -65,6 +65,14 @@ fn what_a_parent_lets_go_of_before_its_child_joined_stays_the_childs() {
     let (orphan_ino, linked_ino) = (orphan.ino(), linked.ino());
     drop((orphan, linked));
     fs.remove_file(Path::new("/linked")).unwrap();
+    // A file opened after the fork (no child inherited it) goes at once when closed and
+    // removed: only what was open at the fork waits (`children-keep-everything`).
+    let free = fs.statfs().inodes_free;
+    let late = fs.open_file(Path::new("/late"), &rw()).unwrap();
+    late.write_at(0, b"made after the fork").unwrap();
+    drop(late);
+    fs.remove_file(Path::new("/late")).unwrap();
+    assert_eq!(fs.statfs().inodes_free, free, "a file opened after the fork waited for the child");
     fs.note_mapped_writable(w, false).unwrap();
     assert!(other.mapped_writable_elsewhere(w), "the writable mark went before the child marked the file");
     // Files made meanwhile take no inode and no block of the two.

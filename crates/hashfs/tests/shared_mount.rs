@@ -747,12 +747,11 @@ fn a_takeover_before_the_inode_bitmap_is_built_recovers_every_file() {
 }
 
 /// A participant spawns a program with an unlinked file's description and closes the file
-/// at once (`fs/shared/for_children.rs`): its hold is kept until the program has opened the
-/// file, not only adopted the description (the program's predecessor is let go of as it
-/// joins; between the adoption and the open nothing else held the file, and the parent's
-/// next call freed it: `adoption-uncounts-before-open`). A file opened after the spawn
-/// and closed is let go of at once: only what the program may have inherited waits.
-/// This process plays the program (a second mount).
+/// at once: the file stays by its description (a live one while a program is on its way
+/// counts as open elsewhere, `FsInner::open_elsewhere`) until the program has opened it
+/// (`description-holds-nothing`; before 2026-12-07 the parent kept its hold for the
+/// program, `fs/shared/for_children.rs`). A file opened after the spawn and closed is
+/// freed at once. This process plays the program (a second mount).
 #[test]
 fn a_spawned_programs_file_is_kept_until_the_program_opened_it() {
     let img = Image::new("spawn-keeps");

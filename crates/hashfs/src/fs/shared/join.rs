@@ -356,38 +356,47 @@ mod tests {
 
     /// An exec'd program holds the unlinked file it was handed by its description alone
     /// between its join (which lets go of its predecessor's holds) and its open of the
-    /// file: a third participant's close of the file meanwhile leaves it (a live
-    /// description of it while a program is on its way counts as open elsewhere). Without
-    /// that (`description-holds-nothing`) the close freed it, and the program's open
-    /// failed.
+    /// file: a third participant's last close of the file meanwhile, before the program
+    /// adopted the description or after, leaves it (a live description of it while a
+    /// program is on its way counts as open elsewhere). Without that
+    /// (`description-holds-nothing`), or with the program uncounted as it adopts
+    /// (`adoption-uncounts-before-open`), the close freed it and the program's open failed.
     #[test]
     fn an_execd_programs_unlinked_file_outlives_a_close_before_its_open() {
         use crate::fs::file::Access;
         let image = &image("exec-unlinked");
         let (other, _) = FileSystem::open_shared(image).unwrap();
-        let (execs, _) = FileSystem::open_shared(image).unwrap();
-        execs.write(Path::new("/f"), b"handed over").unwrap();
-        let ino = execs.metadata(Path::new("/f")).unwrap().ino;
         let read = Access { read: true, write: false, append: false };
-        let held_by_execs = execs.open_ino(ino, read).unwrap();
-        let held_by_other = other.open_ino(ino, read).unwrap();
-        execs.remove_file(Path::new("/f")).unwrap();
-        let h = execs.share_description(ino, libc::O_RDONLY as u32, 0).unwrap().expect("a shared mount");
-        let exec = execs.prepare_exec(&[h]).expect("a shared mount");
-        let dying = execs.inner.shared_parts().unwrap().1;
-        let (region, _) = other.inner.shared_parts().unwrap();
-        region.participants().pretend_dead(dying);
-        std::mem::forget((exec, held_by_execs, execs));
-        let (next, _) = FileSystem::open_shared(image).unwrap();
-        drop(held_by_other); // the last hold of the unlinked file but the program's
-        assert_eq!(next.adopt_inherited(&[h]), vec![Some((ino, libc::O_RDONLY as u32))]);
-        let f = next.open_ino(ino, read).expect("the program's inherited file was freed before it opened it");
-        let mut buf = [0u8; 11];
-        assert_eq!(f.read_at(0, &mut buf).unwrap(), 11);
-        assert_eq!(&buf, b"handed over");
-        next.inherited_opened();
-        drop(f);
-        next.release_description(h);
-        drop((next, other));
+        for close_after_adoption in [false, true] {
+            let (execs, _) = FileSystem::open_shared(image).unwrap();
+            execs.write(Path::new("/f"), b"handed over").unwrap();
+            let ino = execs.metadata(Path::new("/f")).unwrap().ino;
+            let held_by_execs = execs.open_ino(ino, read).unwrap();
+            let mut held_by_other = Some(other.open_ino(ino, read).unwrap());
+            execs.remove_file(Path::new("/f")).unwrap();
+            let h = execs.share_description(ino, libc::O_RDONLY as u32, 0).unwrap().expect("a shared mount");
+            let exec = execs.prepare_exec(&[h]).expect("a shared mount");
+            let dying = execs.inner.shared_parts().unwrap().1;
+            let (region, _) = other.inner.shared_parts().unwrap();
+            region.participants().pretend_dead(dying);
+            std::mem::forget((exec, held_by_execs, execs));
+            let (next, _) = FileSystem::open_shared(image).unwrap();
+            if !close_after_adoption {
+                held_by_other = None; // the last hold of the unlinked file but the program's
+            }
+            assert_eq!(next.adopt_inherited(&[h]), vec![Some((ino, libc::O_RDONLY as u32))]);
+            drop(held_by_other.take());
+            let f = next.open_ino(ino, read).unwrap_or_else(|e| {
+                panic!("closed after the adoption: {close_after_adoption}: the program's file was freed: {e}")
+            });
+            let mut buf = [0u8; 11];
+            assert_eq!(f.read_at(0, &mut buf).unwrap(), 11);
+            assert_eq!(&buf, b"handed over");
+            next.inherited_opened();
+            drop(f);
+            next.release_description(h);
+            drop(next);
+        }
+        drop(other);
     }
 }
