@@ -278,9 +278,10 @@ impl<D: PmDevice> FileSystem<D> {
 
     /// The program started by `execve` or `posix_spawn` opened the files of the
     /// descriptions it adopted ([`Self::adopt_inherited`], which found one at least): it no
-    /// longer counts as on its way. Not before: a parent that closed one of them meanwhile
-    /// keeps it until then (`for_children.rs`), and the program's predecessor, which held
-    /// them, was let go of as the program joined.
+    /// longer counts as on its way. Not before: the program's predecessor, which held them,
+    /// was let go of as the program joined, and until the program has opened them their
+    /// descriptions alone hold them, which count as open elsewhere only while it counts
+    /// (`FsInner::open_elsewhere`; so does what a forked parent keeps, `for_children.rs`).
     pub fn inherited_opened(&self) {
         let Some(sh) = self.inner.shared.get() else { return };
         let _in = self.inner.enter();
