@@ -436,13 +436,14 @@ run_check() {
     local common=(--seq 1 --seed "$seed" --samples 16 --recovery-images 2)
     case $check in
         unit\ *)
-            (cd "$work/src" && cargo test -q --profile crash-bugs $(lib_only hashfs) "${check#unit }") >"$work/check.log" 2>&1 ;;
+            # (the names unquoted: the baseline's check runs several at once)
+            (cd "$work/src" && cargo test -q --profile crash-bugs $(lib_only hashfs) -- ${check#unit }) >"$work/check.log" 2>&1 ;;
         stacked-unit\ *)
-            (cd "$work/src" && cargo test -q --profile crash-bugs $(lib_only hashfs-spfs) "${check#stacked-unit }") \
+            (cd "$work/src" && cargo test -q --profile crash-bugs $(lib_only hashfs-spfs) -- ${check#stacked-unit }) \
                 >"$work/check.log" 2>&1 ;;
         test\ *)
             local t=${check#test }
-            (cd "$work/src" && cargo test -q --profile crash-bugs --workspace --test "${t%% *}" -- --exact "${t#* }") \
+            (cd "$work/src" && cargo test -q --profile crash-bugs --workspace --test "${t%% *}" -- --exact ${t#* }) \
                 >"$work/check.log" 2>&1 ;;
         ops\ *)
             "$crashtest" --mapping hashfs,extent-tree,cuckoo --ops "${check#ops }" "${common[@]}" >"$work/check.log" 2>&1 ;;
@@ -567,8 +568,9 @@ for b in "${chosen[@]}"; do
             union[$kind]="${union[$kind]:-}${union[$kind]:+,}${check#* }"
             ;;
         test\ * | unit\ * | stacked-unit\ *)
-            # "test <program>", "unit <any>" or "stacked-unit <any>": the tests it runs.
-            case $check in test\ *) group=${check% *} ;; *) group="${check%% *} tests" ;; esac
+            # "test <program> <name>", "unit <name>", "stacked-unit <name>": one check
+            # of the names of each program (run_check takes several).
+            case $check in test\ *) group=${check% *} ;; *) group=${check%% *} ;; esac
             [ -n "${batch[$group]:-}" ] || baseline+=("$group")
             batch[$group]+=" ${check##* }"
             ;;
@@ -579,26 +581,19 @@ for b in "${chosen[@]}"; do
             ;;
     esac
 done
+for i in "${!baseline[@]}"; do
+    check=${baseline[$i]}
+    if [ -n "${union[$check]:-}" ]; then
+        baseline[$i]="$check $(tr , '\n' <<<"${union[$check]}" | sort -u | paste -sd, -)"
+    elif [ -n "${batch[$check]:-}" ]; then
+        baseline[$i]="$check $(tr ' ' '\n' <<<"${batch[$check]}" | sed '/^$/d' | sort -u | paste -sd' ' -)"
+    fi
+done
 prebuild "${baseline[@]}"
 for check in "${baseline[@]}"; do
-    if [ -n "${union[$check]:-}" ]; then
-        check="$check $(tr , '\n' <<<"${union[$check]}" | sort -u | paste -sd, -)"
-    fi
     build_check "$check"
     t0=$SECONDS
-    if [ -n "${batch[$check]:-}" ]; then
-        names=$(tr ' ' '\n' <<<"${batch[$check]}" | sed '/^$/d' | sort -u)
-        case $check in
-            test\ *)
-                (cd "$work/src" && cargo test -q --profile crash-bugs --workspace --test "${check#test }" -- --exact $names) ;;
-            unit\ *) (cd "$work/src" && cargo test -q --profile crash-bugs $(lib_only hashfs) -- $names) ;;
-            stacked-unit\ *) (cd "$work/src" && cargo test -q --profile crash-bugs $(lib_only hashfs-spfs) -- $names) ;;
-        esac >"$work/check.log" 2>&1 || {
-            echo "crash-bugs: the tree (no bug switched on) fails a check of $check:" >&2
-            tail -30 "$work/check.log" >&2
-            exit 1
-        }
-    elif ! run_check "$check"; then
+    if ! run_check "$check"; then
         echo "crash-bugs: the tree (no bug switched on) fails the check $check:" >&2
         tail -30 "$work/check.log" >&2
         exit 1

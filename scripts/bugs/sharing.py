@@ -737,8 +737,8 @@ def _():
 @bug("fork-not-noted-for-children")
 def _():
     plant("crates/hashfs/src/fs/shared/fork.rs",
-        "        self.inner.forking(sh);\n        Some(Fork { counted, in_image: true, outer, writable: Vec::new() })",
-        "        if !@ON {\n            self.inner.forking(sh);\n        }\n        Some(Fork { counted, in_image: true, outer, writable: Vec::new() })")
+        "        self.inner.forking(sh);\n        Some(Fork { counted, in_image: true, outer, ..Fork::default() })",
+        "        if !@ON {\n            self.inner.forking(sh);\n        }\n        Some(Fork { counted, in_image: true, outer, ..Fork::default() })")
 
 
 @bug("kept-close-freed")

@@ -127,7 +127,8 @@ fn recount(maps: &[FileMap]) {
 
 /// The inodes this process has marked in the image's region as mapped writable and shared
 /// (sorted), and the process that marked them: a forked child, a participant of its own,
-/// marks those it inherited again under its own name ([`follow_in_child`]).
+/// marked those it inherited under its own name as it joined, and takes them for its own
+/// ([`follow_in_child`]).
 static MARKED: std::sync::Mutex<(i32, Vec<Ino>)> = std::sync::Mutex::new((0, Vec::new()));
 
 /// After the records changed (under MAPS's lock): the region's marks of this process's
@@ -196,9 +197,9 @@ pub(super) fn follow_in_child() {
     if MAP_COUNT.load(Ordering::Relaxed) > 0 {
         follow::watch_in_child();
         let maps = MAPS.lock();
-        // Marked under this process's name as it joined: its marks from now on.
+        // Marked under this process's name as it joined (`Fork::mapped_writable`): its
+        // marks from now on, which `mark_writable` keeps equal to the records.
         *MARKED.lock().unwrap_or_else(|e| e.into_inner()) = (current_pid(), writable_inos(&maps));
-        mark_writable(&maps);
         follow::after_recount(&maps);
     }
 }

@@ -27,6 +27,7 @@ use std::sync::atomic::Ordering;
 /// whether the parent's hold on the image lock is the thread's outermost, and the inodes
 /// the parent maps writable and shared ([`Fork::mapped_writable`]).
 #[must_use = "a fork's preparation is finished in the parent and in the child"]
+#[derive(Default)]
 pub struct Fork {
     counted: Vec<Handle>,
     in_image: bool,
@@ -78,7 +79,7 @@ impl<D: PmDevice> FileSystem<D> {
         if let Some(ro) = self.inner.read_only.get() {
             // A read-only participant's child reads on with the parent's caches.
             ro.before_fork(|watching| self.inner.pins_for_child(watching));
-            return Some(Fork { counted: Vec::new(), in_image: false, outer: false, writable: Vec::new() });
+            return Some(Fork::default());
         }
         let sh = self.inner.shared.get()?;
         sh.forked.store(true, Ordering::Release); // the image's lock shared with the child
@@ -89,7 +90,7 @@ impl<D: PmDevice> FileSystem<D> {
         let counted = descriptions.iter().copied().filter(|&h| table.count_fork(h)).collect();
         sh.region.words().forks.fetch_add(1, Ordering::AcqRel);
         self.inner.forking(sh);
-        Some(Fork { counted, in_image: true, outer, writable: Vec::new() })
+        Some(Fork { counted, in_image: true, outer, ..Fork::default() })
     }
 
     /// After `fork` made a child, in the parent: lets go of the image lock.
@@ -238,7 +239,7 @@ impl<D: PmDevice> FileSystem<D> {
     fn hand_over(&self, descriptions: &[Handle]) -> Option<Fork> {
         if self.inner.is_read_only() {
             // Nothing counted: a read-only participant's descriptors pass as copies.
-            return Some(Fork { counted: Vec::new(), in_image: false, outer: false, writable: Vec::new() });
+            return Some(Fork::default());
         }
         let sh = self.inner.shared.get()?;
         let _in = self.inner.enter();
@@ -251,7 +252,7 @@ impl<D: PmDevice> FileSystem<D> {
             // (`FsInner::open_elsewhere`).
             sh.region.words().forks.fetch_add(1, Ordering::AcqRel);
         }
-        Some(Fork { counted, in_image, outer: false, writable: Vec::new() })
+        Some(Fork { counted, in_image, ..Fork::default() })
     }
 
     /// In a program started by `execve`, as it starts: takes over the descriptions the
