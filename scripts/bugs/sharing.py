@@ -259,8 +259,8 @@ def _():
 @bug("takeover-leftovers-kept")
 def _():
     lines("crates/hashfs/src/fs/shared/mod.rs",
-        "    region.release_read_side(p);\n    release_leftovers(region, p)\n}",
-        "    region.release_read_side(p);\n    Vec::new()\n}")
+        "    region.descriptions().release_locks_of(p);\n    release_leftovers(region, p)\n}",
+        "    region.descriptions().release_locks_of(p);\n    Vec::new()\n}")
 
 
 @bug("fork-mutex-parking-lot", rebuilt=True)
@@ -844,3 +844,10 @@ def _():
     plant("crates/hashfs/src/fs/shared/mod.rs",
         "        if sh.region.words().forks.load(Ordering::Acquire) != 0 && sh.region.descriptions().any_of(ino, sh.me()) {\n",
         "        if !@ON && sh.region.words().forks.load(Ordering::Acquire) != 0 && sh.region.descriptions().any_of(ino, sh.me()) {\n")
+
+
+@bug("dead-offset-lock-kept")
+def _():
+    plant("crates/hashfs/src/fs/shared/mod.rs",
+        "    region.descriptions().release_locks_of(p);\n",
+        "    if !@ON {\n        region.descriptions().release_locks_of(p);\n    }\n")

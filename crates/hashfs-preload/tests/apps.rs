@@ -137,6 +137,30 @@ fn dd_seeks_in_the_output_it_reopens_onto_standard_output() {
     img.fsck_clean();
 }
 
+/// A program a test runs that hangs fails its test within the limit, with its processes
+/// named, and they are killed (`common::output_within`): a hang no longer runs into CI's
+/// limit with nothing said.
+#[test]
+fn a_program_past_its_time_limit_fails_its_test_and_is_killed() {
+    let mut c = Command::new("bash");
+    c.args(["-c", "sleep 1000 & wait"]);
+    let limit = std::time::Duration::from_millis(300);
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| common::output_within(&mut c, limit)));
+    let msg = *r.expect_err("a hang passed").downcast::<String>().unwrap();
+    assert!(msg.contains("sleep 1000") && msg.contains("waits in"), "{msg}");
+    let pids: Vec<u32> = msg.lines().filter_map(|l| l.strip_prefix("== ")?.split(':').next()?.parse().ok()).collect();
+    assert_eq!(pids.len(), 2, "bash and its sleep: {msg}");
+    let gone = |pid: u32| {
+        std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .map_or(true, |s| s.rsplit_once(") ").is_some_and(|(_, rest)| rest.starts_with('Z')))
+    };
+    let t = std::time::Instant::now();
+    while !pids.iter().all(|&p| gone(p)) && t.elapsed() < std::time::Duration::from_secs(5) {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    assert!(pids.iter().all(|&p| gone(p)), "a stuck process still runs: {msg}");
+}
+
 /// Paths that leave the image through `..`: from a working directory inside it (the
 /// kernel's is a placeholder directory elsewhere, so `ls ..` at the image's root listed the
 /// placeholder's parent, /tmp), and through the prefix (`/pm/..`, which the kernel, with no

@@ -160,7 +160,7 @@ impl Image {
         c
     }
     pub fn run(&self, prog: &str, args: &[&str]) -> Output {
-        self.cmd(prog).args(args).output().unwrap()
+        output_within(self.cmd(prog).args(args), RUN_LIMIT)
     }
     pub fn ok(&self, prog: &str, args: &[&str]) -> String {
         let o = self.run(prog, args);
@@ -180,6 +180,85 @@ impl Image {
         let r = fsck(dev, FsckMode::Check, &|_, _| {}).unwrap();
         assert!(r.findings.is_empty(), "{:?}", r.findings);
     }
+}
+
+/// How long a program a test runs may take before the test fails ([`output_within`]): far
+/// past the slowest (a crate built inside the image takes under a minute), so that a hang
+/// fails its test instead of running into CI's limit.
+pub const RUN_LIMIT: std::time::Duration = std::time::Duration::from_secs(600);
+
+/// `Command::output`, failing the test if the program has not ended within `limit`: the
+/// stuck processes (the program and its descendants) are printed with their kernel wait
+/// channels and, where gdb is installed, their threads' stacks, then killed. (Stop 97's CI
+/// spent its whole 90 minutes in one such hang, a lock no one would release.)
+pub fn output_within(c: &mut Command, limit: std::time::Duration) -> Output {
+    use std::io::Read;
+    use std::process::Stdio;
+    let mut child = c.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    let drain = |mut r: Box<dyn Read + Send>| {
+        std::thread::spawn(move || {
+            let mut v = Vec::new();
+            let _ = r.read_to_end(&mut v);
+            v
+        })
+    };
+    let out = drain(Box::new(child.stdout.take().unwrap()));
+    let err = drain(Box::new(child.stderr.take().unwrap()));
+    let deadline = std::time::Instant::now() + limit;
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if std::time::Instant::now() >= deadline {
+            let stuck = descendants(child.id());
+            let report = stuck.iter().map(|&pid| describe_stuck(pid)).collect::<String>();
+            for &pid in stuck.iter().rev() {
+                // SAFETY: a signal to a process of this test's own.
+                unsafe { libc::kill(pid as libc::pid_t, libc::SIGKILL) };
+            }
+            let _ = child.wait();
+            panic!("{c:?} still ran after {limit:?}; its processes:\n{report}");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    };
+    Output { status, stdout: out.join().unwrap(), stderr: err.join().unwrap() }
+}
+
+/// Process `root` and its descendants, parents first (from /proc's parent links).
+fn descendants(root: u32) -> Vec<u32> {
+    let parent_of = |pid: u32| -> Option<u32> {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        stat.rsplit_once(") ")?.1.split(' ').nth(1)?.parse().ok()
+    };
+    let all: Vec<u32> = std::fs::read_dir("/proc")
+        .map(|d| d.filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok()).collect())
+        .unwrap_or_default();
+    let mut found = vec![root];
+    let mut i = 0;
+    while i < found.len() {
+        let p = found[i];
+        found.extend(all.iter().copied().filter(|&c| parent_of(c) == Some(p)));
+        i += 1;
+    }
+    found
+}
+
+/// A stuck process's command line, each thread's wait channel, and its threads' stacks
+/// if gdb is installed.
+fn describe_stuck(pid: u32) -> String {
+    let read = |path: String| std::fs::read_to_string(path).unwrap_or_default();
+    let mut s = format!("== {pid}: {}\n", read(format!("/proc/{pid}/cmdline")).replace('\0', " "));
+    if let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) {
+        for t in tasks.flatten() {
+            let tid = t.file_name().to_string_lossy().into_owned();
+            s += &format!("   thread {tid}: waits in {}\n", read(format!("/proc/{pid}/task/{tid}/wchan")));
+        }
+    }
+    if let Ok(o) = Command::new("gdb").args(["-p", &pid.to_string(), "-batch", "-ex", "thread apply all bt"]).output() {
+        let bt = String::from_utf8_lossy(&o.stdout);
+        s.extend(bt.lines().filter(|l| l.starts_with('#') || l.starts_with("Thread")).map(|l| format!("   {l}\n")));
+    }
+    s
 }
 
 pub fn p(s: &str) -> String {

@@ -145,6 +145,18 @@ impl Descriptions {
         self.slots.iter().filter(held).filter(|d| d.holders.fetch_and(!bit, Ordering::AcqRel) & bit != 0).count()
     }
 
+    /// Frees every description's offset lock that dead participant `dead` holds (a survivor's
+    /// repair, before the slot is reaped): a thread of a program killed by its own process's
+    /// `execve` while it read or wrote through a description (a pump) left the lock taken,
+    /// and once the slot is reaped a later participant can take its index, which would own
+    /// the lock for good (the next user waited for ever). The offset is one the holder
+    /// stored, nothing to repair.
+    pub fn release_locks_of(&self, dead: Participant) {
+        for d in &self.slots {
+            d.lock.release_if_owned_by(dead);
+        }
+    }
+
     /// Whether participant `p` holds any description.
     pub fn any_held_by(&self, p: Participant) -> bool {
         let bit = 1u64 << p.0;

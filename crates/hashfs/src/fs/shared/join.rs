@@ -354,6 +354,44 @@ mod tests {
         drop((next, parent));
     }
 
+    /// A program whose thread held a description's offset lock when the process exec'd (a
+    /// shim's pump, killed mid-write by `execve`) leaves the lock to whoever reaps its slot:
+    /// once reaped, the slot's index goes to the next participant to join, which would own
+    /// the lock for good. Without the release (`dead-offset-lock-kept`) the exec'd program's
+    /// next read or write through the description waited for ever (a shell script's
+    /// `exec python3 ... > /pm/f` through pyenv's scripts, one run in a few hundred).
+    #[test]
+    fn an_offset_lock_held_by_a_program_gone_by_exec_is_free_for_its_successor() {
+        let image = &image("exec-offset-lock");
+        let (parent, _) = FileSystem::open_shared(image).unwrap();
+        let (execs, _) = FileSystem::open_shared(image).unwrap();
+        execs.write(Path::new("/f"), b"handed over").unwrap();
+        let ino = execs.metadata(Path::new("/f")).unwrap().ino;
+        let h = execs.share_description(ino, libc::O_WRONLY as u32, 0).unwrap().expect("a shared mount");
+        std::mem::forget(execs.lock_offset(h).expect("a held description")); // its pump, killed
+        let exec = execs.prepare_exec(&[h]).expect("a shared mount");
+        let dying = execs.inner.shared_parts().unwrap().1;
+        let (region, _) = parent.inner.shared_parts().unwrap();
+        region.participants().pretend_dead(dying);
+        std::mem::forget((exec, execs));
+        let (next, _) = FileSystem::open_shared(image).unwrap(); // reaps the dead slot
+        let (third, _) = FileSystem::open_shared(image).unwrap();
+        assert_eq!(third.inner.shared_parts().unwrap().1, dying, "the reaped slot's index taken again");
+        assert_eq!(next.adopt_inherited(&[h]), vec![Some((ino, libc::O_WRONLY as u32))]);
+        let next = std::sync::Arc::new(next);
+        let (tx, rx) = std::sync::mpsc::channel();
+        let locker = next.clone();
+        std::thread::spawn(move || {
+            let offset = locker.lock_offset(h).map(|g| g.get());
+            let _ = tx.send(offset);
+        });
+        let got = rx.recv_timeout(std::time::Duration::from_secs(10));
+        assert_eq!(got, Ok(Some(0)), "the successor waits for the offset lock of the program it replaced");
+        next.inherited_opened();
+        next.release_description(h);
+        drop((third, parent));
+    }
+
     /// An exec'd program holds the unlinked file it was handed by its description alone
     /// between its join (which lets go of its predecessor's holds) and its open of the
     /// file: a third participant's last close of the file meanwhile, before the program
