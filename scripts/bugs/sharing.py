@@ -259,8 +259,8 @@ def _():
 @bug("takeover-leftovers-kept")
 def _():
     lines("crates/hashfs/src/fs/shared/mod.rs",
-        "    region.descriptions().release_locks_of(p);\n    release_leftovers(region, p)\n}",
-        "    region.descriptions().release_locks_of(p);\n    Vec::new()\n}")
+        "    region.record_locks().release_lock_if_owned_by(p);\n    release_leftovers(region, p)\n}",
+        "    region.record_locks().release_lock_if_owned_by(p);\n    Vec::new()\n}")
 
 
 @bug("fork-mutex-parking-lot", rebuilt=True)
@@ -851,3 +851,10 @@ def _():
     plant("crates/hashfs/src/fs/shared/mod.rs",
         "    region.descriptions().release_locks_of(p);\n",
         "    if !@ON {\n        region.descriptions().release_locks_of(p);\n    }\n")
+
+
+@bug("dead-table-lock-kept")
+def _():
+    plant("crates/hashfs/src/fs/shared/mod.rs",
+        "    region.record_locks().release_lock_if_owned_by(p);\n",
+        "    if !@ON {\n        region.record_locks().release_lock_if_owned_by(p);\n    }\n")

@@ -270,6 +270,16 @@ impl Change {
     }
 }
 
+impl RecordLocks {
+    /// Frees the table's lock if dead participant `p` holds it (a survivor's repair before
+    /// the slot is reaped, whose index a later participant may take: as for descriptions'
+    /// offset locks, `Descriptions::release_locks_of`). The entries are whole: nothing to
+    /// repair.
+    pub fn release_lock_if_owned_by(&self, p: Participant) {
+        self.lock.release_if_owned_by(p);
+    }
+}
+
 /// The table's lock, held (released when dropped).
 struct Locked<'a>(&'a RecordLocks);
 
@@ -280,6 +290,12 @@ impl Drop for Locked<'_> {
 }
 
 impl LockScope<'_> {
+    /// Takes the table's lock and never lets go (a thread killed holding it).
+    #[cfg(test)]
+    pub(crate) fn hold_for_good(&self) {
+        std::mem::forget(self.lock());
+    }
+
     fn lock(&self) -> Locked<'_> {
         // A holder killed mid-change left whole entries (module comment): nothing to repair.
         let _: Acquired = self.table.lock.lock(self.me, self.who);

@@ -354,14 +354,17 @@ mod tests {
         drop((next, parent));
     }
 
-    /// A program whose thread held a description's offset lock when the process exec'd (a
-    /// shim's pump, killed mid-write by `execve`) leaves the lock to whoever reaps its slot:
-    /// once reaped, the slot's index goes to the next participant to join, which would own
-    /// the lock for good. Without the release (`dead-offset-lock-kept`) the exec'd program's
-    /// next read or write through the description waited for ever (a shell script's
-    /// `exec python3 ... > /pm/f` through pyenv's scripts, one run in a few hundred).
+    /// A program whose threads held a description's offset lock and the record locks'
+    /// table lock when the process exec'd (a shim's pump, killed mid-write by `execve`; a
+    /// thread in `fcntl`) leaves them to whoever reaps its slot: once reaped, the slot's
+    /// index goes to the next participant to join, which would own the locks for good.
+    /// Without the releases (`dead-offset-lock-kept`, `dead-table-lock-kept`) the exec'd
+    /// program's next write through the description, or anyone's next record lock, waited
+    /// for ever (a shell script's `python3 ... > /pm/f` through pyenv's scripts, one run
+    /// in a few hundred).
     #[test]
-    fn an_offset_lock_held_by_a_program_gone_by_exec_is_free_for_its_successor() {
+    fn locks_held_by_a_program_gone_by_exec_are_free_for_its_successor() {
+        use crate::share::lock_table::{Kind, Owner, Request, TO_END};
         let image = &image("exec-offset-lock");
         let (parent, _) = FileSystem::open_shared(image).unwrap();
         let (execs, _) = FileSystem::open_shared(image).unwrap();
@@ -369,6 +372,7 @@ mod tests {
         let ino = execs.metadata(Path::new("/f")).unwrap().ino;
         let h = execs.share_description(ino, libc::O_WRONLY as u32, 0).unwrap().expect("a shared mount");
         std::mem::forget(execs.lock_offset(h).expect("a held description")); // its pump, killed
+        execs.with_record_locks(|s| s.hold_for_good()).unwrap();
         let exec = execs.prepare_exec(&[h]).expect("a shared mount");
         let dying = execs.inner.shared_parts().unwrap().1;
         let (region, _) = parent.inner.shared_parts().unwrap();
@@ -387,6 +391,16 @@ mod tests {
         });
         let got = rx.recv_timeout(std::time::Duration::from_secs(10));
         assert_eq!(got, Ok(Some(0)), "the successor waits for the offset lock of the program it replaced");
+        let (tx, rx) = std::sync::mpsc::channel();
+        let locker = next.clone();
+        std::thread::spawn(move || {
+            let pid = std::process::id();
+            let owner = Owner::Process { pid, start: crate::share::start_time(pid).unwrap() };
+            let r = Request { ino, flock: false, start: 0, end: TO_END, kind: Kind::Write };
+            let _ = tx.send(locker.set_record_lock(owner, &r, pid as i32, None));
+        });
+        let got = rx.recv_timeout(std::time::Duration::from_secs(10));
+        assert_eq!(got, Ok(Ok(())), "a record lock waits for the table lock of the program gone");
         next.inherited_opened();
         next.release_description(h);
         drop((third, parent));
