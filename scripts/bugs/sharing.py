@@ -259,8 +259,8 @@ def _():
 @bug("takeover-leftovers-kept")
 def _():
     lines("crates/hashfs/src/fs/shared/mod.rs",
-        "    region.record_locks().release_lock_if_owned_by(p);\n    release_leftovers(region, p)\n}",
-        "    region.record_locks().release_lock_if_owned_by(p);\n    Vec::new()\n}")
+        "    region.record_locks().release_dead(p);\n    release_leftovers(region, p)\n}",
+        "    region.record_locks().release_dead(p);\n    Vec::new()\n}")
 
 
 @bug("fork-mutex-parking-lot", rebuilt=True)
@@ -855,6 +855,13 @@ def _():
 
 @bug("dead-table-lock-kept")
 def _():
-    plant("crates/hashfs/src/fs/shared/mod.rs",
-        "    region.record_locks().release_lock_if_owned_by(p);\n",
-        "    if !@ON {\n        region.record_locks().release_lock_if_owned_by(p);\n    }\n")
+    plant("crates/hashfs/src/share/lock_table.rs",
+        "        self.lock.release_if_owned_by(p);\n",
+        "        if !@ON {\n            self.lock.release_if_owned_by(p);\n        }\n")
+
+
+@bug("dead-wait-note-kept")
+def _():
+    plant("crates/hashfs/src/share/lock_table.rs",
+        "        if let Some(w) = self.waiting.get(p.0 as usize) {\n",
+        "        if let Some(w) = self.waiting.get(p.0 as usize).filter(|_| !@ON) {\n")

@@ -271,12 +271,18 @@ impl Change {
 }
 
 impl RecordLocks {
-    /// Frees the table's lock if dead participant `p` holds it (a survivor's repair before
-    /// the slot is reaped, whose index a later participant may take: as for descriptions'
-    /// offset locks, `Descriptions::release_locks_of`). The entries are whole: nothing to
-    /// repair.
-    pub fn release_lock_if_owned_by(&self, p: Participant) {
+    /// What dead participant `p` left in the table (a survivor's repair before the slot is
+    /// reaped, whose index a later participant may take: as for descriptions' offset locks,
+    /// `Descriptions::release_locks_of`): the table's lock if it held it (the entries are
+    /// whole: nothing to repair), and the note of what its blocked waiter waited for. A
+    /// waiter killed by its own process's `execve` left the note under an owner that still
+    /// lives (the process keeps its POSIX locks across the exec), and the deadlock check
+    /// followed it: a wait closing no cycle failed with EDEADLK.
+    pub fn release_dead(&self, p: Participant) {
         self.lock.release_if_owned_by(p);
+        if let Some(w) = self.waiting.get(p.0 as usize) {
+            w.head.store(0, Ordering::Release);
+        }
     }
 }
 
@@ -294,6 +300,14 @@ impl LockScope<'_> {
     #[cfg(test)]
     pub(crate) fn hold_for_good(&self) {
         std::mem::forget(self.lock());
+    }
+
+    /// Notes that `owner` waits for `r`, as a blocked waiter does, and leaves the note (a
+    /// waiter killed in its sleep).
+    #[cfg(test)]
+    pub(crate) fn note_waiting_for_good(&self, owner: Owner, r: &Request) {
+        let _l = self.lock();
+        self.note_waiting(owner, r);
     }
 
     fn lock(&self) -> Locked<'_> {

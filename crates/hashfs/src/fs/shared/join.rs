@@ -361,7 +361,10 @@ mod tests {
     /// Without the releases (`dead-offset-lock-kept`, `dead-table-lock-kept`) the exec'd
     /// program's next write through the description, or anyone's next record lock, waited
     /// for ever (a shell script's `python3 ... > /pm/f` through pyenv's scripts, one run
-    /// in a few hundred).
+    /// in a few hundred). So does the note of what a waiter blocked in `F_SETLKW` waited
+    /// for, whose owner (the process, which keeps its POSIX locks across the exec) lives
+    /// on: kept (`dead-wait-note-kept`), the deadlock check followed it, and a wait that
+    /// closes no cycle failed with EDEADLK.
     #[test]
     fn locks_held_by_a_program_gone_by_exec_are_free_for_its_successor() {
         use crate::share::lock_table::{Kind, Owner, Request, TO_END};
@@ -372,6 +375,11 @@ mod tests {
         let ino = execs.metadata(Path::new("/f")).unwrap().ino;
         let h = execs.share_description(ino, libc::O_WRONLY as u32, 0).unwrap().expect("a shared mount");
         std::mem::forget(execs.lock_offset(h).expect("a held description")); // its pump, killed
+        let pid = std::process::id();
+        let start = crate::share::start_time(pid).unwrap();
+        let (a, b) = (Owner::Mount { pid, start, owner: 1 }, Owner::Mount { pid, start, owner: 2 });
+        let range = move |start, end, kind| Request { ino, flock: false, start, end, kind };
+        execs.with_record_locks(|s| s.note_waiting_for_good(a, &range(0, 9, Kind::Write))).unwrap();
         execs.with_record_locks(|s| s.hold_for_good()).unwrap();
         let exec = execs.prepare_exec(&[h]).expect("a shared mount");
         let dying = execs.inner.shared_parts().unwrap().1;
@@ -394,13 +402,25 @@ mod tests {
         let (tx, rx) = std::sync::mpsc::channel();
         let locker = next.clone();
         std::thread::spawn(move || {
-            let pid = std::process::id();
-            let owner = Owner::Process { pid, start: crate::share::start_time(pid).unwrap() };
-            let r = Request { ino, flock: false, start: 0, end: TO_END, kind: Kind::Write };
+            let owner = Owner::Process { pid, start };
+            let r = Request { ino, flock: false, start: 40, end: TO_END, kind: Kind::Write };
             let _ = tx.send(locker.set_record_lock(owner, &r, pid as i32, None));
         });
         let got = rx.recv_timeout(std::time::Duration::from_secs(10));
         assert_eq!(got, Ok(Ok(())), "a record lock waits for the table lock of the program gone");
+        // Owner `a` waits for nothing now: `b`'s wait for what `a` holds closes no cycle.
+        next.set_record_lock(a, &range(20, 29, Kind::Write), 1, None).unwrap();
+        next.set_record_lock(b, &range(0, 9, Kind::Write), 2, None).unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let locker = next.clone();
+        std::thread::spawn(move || {
+            let r = range(20, 29, Kind::Write);
+            let _ = tx.send(locker.set_record_lock(b, &r, 2, Some(&|| false)));
+        });
+        let early = rx.recv_timeout(std::time::Duration::from_millis(300));
+        assert_eq!(early, Err(std::sync::mpsc::RecvTimeoutError::Timeout), "b's wait ended while a held the range");
+        next.set_record_lock(a, &range(20, 29, Kind::Unlock), 1, None).unwrap();
+        assert_eq!(rx.recv_timeout(std::time::Duration::from_secs(10)), Ok(Ok(())), "b's wait, once a let go");
         next.inherited_opened();
         next.release_description(h);
         drop((third, parent));

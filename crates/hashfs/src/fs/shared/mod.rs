@@ -788,15 +788,16 @@ fn release_leftovers(region: &ImageRegion, p: Participant) -> Vec<Ino> {
 }
 
 /// Releases what dead participant `p` held, its read side too (its count of read-side
-/// calls, the inode locks of its overwrites), its descriptions' offset locks and the
-/// record locks' table lock, before its slot is reaped; the image lock's holder only.
+/// calls, the inode locks of its overwrites), its descriptions' offset locks and what it
+/// left in the record locks' table, before its slot is reaped; the image lock's holder
+/// only.
 fn release_dead(region: &ImageRegion, p: Participant) -> Vec<Ino> {
     if region.participants().take_counted(p) {
         fork::uncount_forks(region); // a child that died before it joined, a program that never did
     }
     region.release_read_side(p);
     region.descriptions().release_locks_of(p);
-    region.record_locks().release_lock_if_owned_by(p);
+    region.record_locks().release_dead(p);
     release_leftovers(region, p)
 }
 
