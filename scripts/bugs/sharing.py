@@ -61,15 +61,15 @@ def _():
 @bug("fork-child-uncounted")
 def _():
     lines("crates/hashfs/src/fs/shared/fork.rs",
-        "        let counted = descriptions.iter().copied().filter(|&h| table.count_fork(h)).collect();\n        sh.region.words().forks.fetch_add(1, Ordering::AcqRel);\n",
-        "        let counted = descriptions.iter().copied().filter(|&h| table.count_fork(h)).collect();\n")
+        "        }\n        sh.region.words().forks.fetch_add(1, Ordering::AcqRel);\n        self.inner.forking(sh);\n",
+        "        }\n        self.inner.forking(sh);\n")
 
 
 @bug("fork-descriptions-not-adopted")
 def _():
-    lines("crates/hashfs/src/fs/shared/fork.rs",
-        "        for &h in &fork.counted {\n            table.adopt(h, me);\n",
-        "        for &h in &fork.counted {\n            let _ = (h, &table);\n")
+    plant("crates/hashfs/src/share/descriptions.rs",
+        "        if d.holders.load(Ordering::Acquire) & (1u64 << p.0) == 0 {\n",
+        "        if !@ON && d.holders.load(Ordering::Acquire) & (1u64 << p.0) == 0 {\n")
 
 
 @bug("lock-release-relaxed")
@@ -737,8 +737,8 @@ def _():
 @bug("fork-not-noted-for-children")
 def _():
     plant("crates/hashfs/src/fs/shared/fork.rs",
-        "        self.inner.forking(sh);\n        Some(Fork { counted, in_image: true, outer, ..Fork::default() })",
-        "        if !@ON {\n            self.inner.forking(sh);\n        }\n        Some(Fork { counted, in_image: true, outer, ..Fork::default() })")
+        "        self.inner.forking(sh);\n        Some(Fork { counted, in_image: true, outer, child_slot, ..Fork::default() })",
+        "        if !@ON {\n            self.inner.forking(sh);\n        }\n        Some(Fork { counted, in_image: true, outer, child_slot, ..Fork::default() })")
 
 
 @bug("kept-close-freed")
@@ -865,3 +865,17 @@ def _():
     plant("crates/hashfs/src/share/lock_table.rs",
         "        if let Some(w) = self.waiting.get(p.0 as usize) {\n",
         "        if let Some(w) = self.waiting.get(p.0 as usize).filter(|_| !@ON) {\n")
+
+
+@bug("fork-slot-unreserved")
+def _():
+    plant("crates/hashfs/src/fs/shared/fork.rs",
+        "        let child_slot = parts.reserve_for_child().map(|slot| (slot, std::process::id()));\n",
+        "        let child_slot = if @ON { None } else { parts.reserve_for_child().map(|slot| (slot, std::process::id())) };\n")
+
+
+@bug("fork-parent-adopts-nothing")
+def _():
+    plant("crates/hashfs/src/fs/shared/fork.rs",
+        "                table.adopt_once(h, slot);\n",
+        "                if !@ON {\n                    table.adopt_once(h, slot);\n                }\n")

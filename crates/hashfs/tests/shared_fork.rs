@@ -89,7 +89,7 @@ fn a_forked_child_joins_and_a_parent_leaving_first_leaves_the_image_to_it() {
         // SAFETY: ends the child without the test harness's exit work.
         unsafe { libc::_exit(if ok.is_ok() { 0 } else { 1 }) };
     }
-    fs.after_fork_in_parent(fork);
+    fs.after_fork_in_parent(fork, pid);
     drop(f);
     fs.release_description(desc);
     fs.shutdown().unwrap();

@@ -59,7 +59,7 @@ fn what_a_parent_lets_go_of_before_its_child_joined_stays_the_childs() {
         // SAFETY: ends the child without the test harness's exit work.
         unsafe { libc::_exit(if ok { 0 } else { 1 }) };
     }
-    fs.after_fork_in_parent(fork);
+    fs.after_fork_in_parent(fork, pid);
     told.test_side();
     // The parent lets go at once; its child, not joined, has them all still.
     let (orphan_ino, linked_ino) = (orphan.ino(), linked.ino());

@@ -38,7 +38,7 @@ fn a_parent_unmapping_before_its_child_joined_keeps_the_blocks_for_it() {
         // SAFETY: ends the child without the test harness's exit work.
         unsafe { libc::_exit(if ok { 0 } else { 1 }) };
     }
-    fs.after_fork_in_parent(fork);
+    fs.after_fork_in_parent(fork, pid);
     told.test_side();
     drop(pin); // the parent unmaps at once; its child, not joined, maps the blocks still
     assert!(matches!(g.set_len(0), Err(Error::Busy)), "the blocks were freed under the child's mapping");

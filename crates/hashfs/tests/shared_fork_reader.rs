@@ -40,7 +40,7 @@ fn a_read_only_parent_closing_right_after_fork_leaves_its_child_the_file() {
         // SAFETY: ends the child without the test harness's exit work.
         unsafe { libc::_exit(if ok { 0 } else { 1 }) };
     }
-    reader.after_fork_in_parent(fork);
+    reader.after_fork_in_parent(fork, pid);
     told.test_side();
     drop(f); // the parent closes at once: its pin goes, the child's stays
     writer.remove_file(Path::new("/f")).unwrap();

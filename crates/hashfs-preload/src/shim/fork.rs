@@ -215,7 +215,7 @@ pub(super) fn after_fork(prepared: Option<Box<dyn std::any::Any>>, pid: libc::pi
         }
     } else if let (Some(f), Some(fs)) = (fork, fs) {
         if pid > 0 {
-            fs.after_fork_in_parent(f);
+            fs.after_fork_in_parent(f, pid);
         } else {
             fs.fork_failed(f);
         }

@@ -130,6 +130,16 @@ impl Descriptions {
         let _ = d.forks.fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1));
     }
 
+    /// As [`Self::adopt`], unless participant `p` holds `h` already: a fork's parent adopts
+    /// what it counted for its child's slot, and a child whose parent died before it had
+    /// adopts what is left (under the image lock, both).
+    pub fn adopt_once(&self, h: Handle, p: Participant) {
+        let d = &self.slots[h.index as usize];
+        if d.holders.load(Ordering::Acquire) & (1u64 << p.0) == 0 {
+            self.adopt(h, p);
+        }
+    }
+
     /// In the parent, when `fork` failed: the count [`Self::count_fork`] made is undone.
     pub fn fork_failed(&self, h: Handle) {
         self.slots[h.index as usize].forks.fetch_sub(1, Ordering::AcqRel);

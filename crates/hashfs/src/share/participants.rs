@@ -117,6 +117,44 @@ impl Participants {
         None
     }
 
+    /// A slot for the child of a fork this process is about to make (under the image lock,
+    /// which the parent holds across the fork): counted in the image's `forks` word
+    /// ([`COUNTED`]) and named after this process, of this program image (which the child
+    /// shares until it execs), until the parent hands it to the child
+    /// ([`Self::hand_to_child`]). The count so lives in a slot from before the fork: a
+    /// child killed before it joined leaves a dead slot, which its reaper uncounts (before,
+    /// the child counted itself only once it had taken a slot, and a child killed before
+    /// that left the count for good). None when no slot is free.
+    pub fn reserve_for_child(&self) -> Option<Participant> {
+        let pid = std::process::id();
+        let start = start_time(pid)?;
+        for (i, s) in self.slots.iter().enumerate() {
+            if s.pid.compare_exchange(0, pid, Ordering::AcqRel, Ordering::Acquire).is_ok() {
+                s.leaving.store(COUNTED, Ordering::Release);
+                s.image.store(image_nonce(), Ordering::Release);
+                s.start.store(start, Ordering::Release);
+                return Some(Participant(i as u32));
+            }
+        }
+        None
+    }
+
+    /// The parent's fork made process `child`: slot `i`, reserved for it
+    /// ([`Self::reserve_for_child`]), names it from now on (the parent's call, under the
+    /// image lock; the child waits for it, [`Self::names`]). A slot being filled meanwhile
+    /// (start time 0): alive while the pid it names runs.
+    pub fn hand_to_child(&self, i: Participant, child: u32) {
+        let s = &self.slots[i.0 as usize];
+        s.start.store(0, Ordering::Release);
+        s.pid.store(child, Ordering::Release);
+        s.start.store(start_time(child).unwrap_or(0), Ordering::Release);
+    }
+
+    /// Whether slot `i` names process `pid`.
+    pub fn names(&self, i: Participant, pid: u32) -> bool {
+        self.slots.get(i.0 as usize).is_some_and(|s| s.pid.load(Ordering::Acquire) == pid)
+    }
+
     /// Gives slot `i` back (at exit). Its leaving mark stays until the next participant
     /// to take the slot clears it ([`Participants::join`]): cleared here, the slot would
     /// name a live process that is not leaving from then until its pid is cleared (its start

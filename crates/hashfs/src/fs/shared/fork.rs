@@ -5,14 +5,18 @@
 //! The child starts from a copy of the parent's memory, caches included. So that copy is
 //! one no thread was changing, the parent takes the image lock before `fork` (as a call
 //! does: no other thread of it is then inside the file system) and lets go after it. The
-//! child takes a participant slot, then the lock under its own name (waiting for the
-//! parent's to go), catches up with what others changed since, and takes over what it
-//! inherited: a holder's bit on each description the parent counted the fork on, and its
-//! own hold on each inode it has open. Until it has, the image's `forks` word counts it,
-//! so that a parent leaving meanwhile does not take itself for the last participant and
-//! mark the image clean under the child. A child killed before it joins leaves the count
-//! behind: the image is then recovered by the next mount that finds no one, as after a
-//! crash, which also clears it.
+//! parent reserves the child's participant slot before the fork, counted in the image's
+//! `forks` word, and hands it to the child after (the slot then names the child, and
+//! holds the descriptions the parent counted the fork on). The child waits for that, takes
+//! the lock under the slot's name (waiting for the parent's to go), catches up with what
+//! others changed since, takes its own hold on each inode it has open, and stops counting.
+//! Until it has, the `forks` word counts it, so that a parent leaving meanwhile does not
+//! take itself for the last participant and mark the image clean under the child, and
+//! keeps what it closes for it (`for_children.rs`). A child killed before it joined leaves
+//! a dead slot: whoever reaps it uncounts it and releases its descriptions. (Until
+//! 2026-12-07 the child took its slot as it joined: one killed before that left the count
+//! for good, and the descriptions counted for it were never freed.) With no slot free at
+//! the fork, the child looks for one itself as it joins, as before.
 
 use super::{add_depth, release_dead, Entered, TOUCHED};
 use crate::fs::api::FileSystem;
@@ -33,6 +37,9 @@ pub struct Fork {
     in_image: bool,
     outer: bool,
     writable: Vec<Ino>,
+    /// A fork's: the slot reserved for the child, counted in `forks`, and the parent's pid
+    /// (None: no slot was free; the child then takes one itself, or fails to).
+    child_slot: Option<(Participant, u32)>,
 }
 
 impl Fork {
@@ -88,19 +95,34 @@ impl<D: PmDevice> FileSystem<D> {
         std::mem::forget(entered); // let go in the parent, forgotten in the child
         let table = sh.region.descriptions();
         let counted = descriptions.iter().copied().filter(|&h| table.count_fork(h)).collect();
+        // The child's count lives in a slot from now on (`Participants::reserve_for_child`).
+        let parts = sh.region.participants();
+        let child_slot = parts.reserve_for_child().map(|slot| (slot, std::process::id()));
+        if let Some((slot, _)) = child_slot {
+            sh.region.readers().joined(slot);
+        }
         sh.region.words().forks.fetch_add(1, Ordering::AcqRel);
         self.inner.forking(sh);
-        Some(Fork { counted, in_image: true, outer, ..Fork::default() })
+        Some(Fork { counted, in_image: true, outer, child_slot, ..Fork::default() })
     }
 
-    /// After `fork` made a child, in the parent: lets go of the image lock.
-    pub fn after_fork_in_parent(&self, fork: Fork) {
+    /// After `fork` made process `child`, in the parent: hands the slot reserved for the
+    /// child over to it, with the descriptions counted for it (so that a child killed
+    /// before it joins leaves a dead participant, whose reaper uncounts it and releases
+    /// them), and lets go of the image lock.
+    pub fn after_fork_in_parent(&self, fork: Fork, child: libc::pid_t) {
         if let Some(ro) = self.inner.read_only.get() {
             return ro.after_fork_in_parent();
         }
-        if self.inner.shared.get().is_some() {
-            drop(Entered { fs: &*self.inner, outer: fork.outer });
+        let Some(sh) = self.inner.shared.get() else { return };
+        if let Some((slot, _)) = fork.child_slot {
+            sh.region.participants().hand_to_child(slot, child as u32);
+            let table = sh.region.descriptions();
+            for &h in &fork.counted {
+                table.adopt_once(h, slot);
+            }
         }
+        drop(Entered { fs: &*self.inner, outer: fork.outer });
     }
 
     /// After a `fork` that made no child: uncounts it and lets go of the image lock.
@@ -109,6 +131,11 @@ impl<D: PmDevice> FileSystem<D> {
             return ro.after_fork_in_parent();
         }
         let Some(sh) = self.inner.shared.get() else { return };
+        if let Some((slot, _)) = fork.child_slot {
+            let parts = sh.region.participants();
+            parts.take_counted(slot); // `undo` uncounts
+            parts.leave(slot);
+        }
         undo(sh, &fork);
         drop(Entered { fs: &*self.inner, outer: fork.outer });
     }
@@ -129,12 +156,26 @@ impl<D: PmDevice> FileSystem<D> {
             let _ = TOUCHED.try_with(|t| t.borrow_mut().clear());
         }
         let parts = sh.region.participants();
-        let Some(me) = parts.join() else {
-            undo(sh, &fork);
-            return Err(Error::TooManyProcesses);
+        let me = match fork.child_slot {
+            // The slot the parent reserved, counted: the parent hands it over as its fork
+            // returns, holding the image lock (so this waits no longer than for the lock).
+            Some((slot, parent)) if wait_for_slot(parts, slot, parent) => slot,
+            _ => {
+                let Some(me) = parts.join() else {
+                    if fork.child_slot.is_none() {
+                        undo(sh, &fork);
+                    }
+                    return Err(Error::TooManyProcesses);
+                };
+                if fork.child_slot.is_none() {
+                    // Counted until it has joined: a reaper of its slot uncounts it if it
+                    // dies first. (With a reserved slot, whose parent died before handing
+                    // it over, the count is that slot's, and its reaper's to take.)
+                    parts.set_counted(me, true);
+                }
+                me
+            }
         };
-        // Counted until it has joined: a reaper of its slot uncounts it if it dies first.
-        parts.set_counted(me, true);
         sh.me.store(me.0, Ordering::Relaxed);
         sh.for_children.forget_parents();
         sh.region.readers().joined(me);
@@ -150,7 +191,7 @@ impl<D: PmDevice> FileSystem<D> {
         }
         let table = sh.region.descriptions();
         for &h in &fork.counted {
-            table.adopt(h, me);
+            table.adopt_once(h, me); // the parent adopted them for a slot it handed over
         }
         for cell in self.inner.inodes.cells() {
             if cell.open_count.load(Ordering::Acquire) > 0 {
@@ -168,9 +209,27 @@ impl<D: PmDevice> FileSystem<D> {
                 super::touched(ino);
             }
         }
-        parts.set_counted(me, false);
-        uncount(sh);
+        if parts.take_counted(me) {
+            uncount(sh);
+        }
         Ok(())
+    }
+}
+
+/// In a forked child: waits until the slot its parent reserved names it (the parent hands
+/// it over as its `fork` returns); false if the parent died first (the child is then
+/// another process's child), or the slot was reaped.
+fn wait_for_slot(parts: &crate::share::Participants, slot: Participant, parent: u32) -> bool {
+    let me = std::process::id();
+    loop {
+        if parts.names(slot, me) {
+            return true;
+        }
+        // SAFETY: getppid cannot fail.
+        if unsafe { libc::getppid() } as u32 != parent || !parts.names(slot, parent) {
+            return parts.names(slot, me);
+        }
+        std::thread::sleep(std::time::Duration::from_micros(50));
     }
 }
 
