@@ -6,41 +6,16 @@
 //! is freed with the child's close, the last. One test in this binary: the
 //! child of a fork is this process with only the forking thread.
 
+mod common;
+
+use common::shared_image::Image;
 use hashfs::{FileSystem, OpenOptions};
-use std::path::{Path, PathBuf};
-
-fn region_of(img: &Path) -> PathBuf {
-    hashfs::share::region_path(&std::fs::File::open(img).unwrap()).unwrap()
-}
-
-fn clean(img: &Path) -> bool {
-    // A copy of the bytes: the image is still open (locked) in this process.
-    let dev = hashfs::pm::CrashDevice::from_image(&std::fs::read(img).unwrap());
-    let (sb, _) = hashfs::fsck::geometry_of(&dev).unwrap();
-    sb.state == hashfs::testing::layout::SB_STATE_CLEAN
-}
-
-/// Removes the image and its region when the test ends, passed or failed (not in the
-/// child, which ends with _exit).
-struct Removed(PathBuf);
-
-impl Drop for Removed {
-    fn drop(&mut self) {
-        if let Ok(f) = std::fs::File::open(&self.0) {
-            if let Ok(r) = hashfs::share::region_path(&f) {
-                let _ = std::fs::remove_file(r);
-            }
-        }
-        let _ = std::fs::remove_file(&self.0);
-    }
-}
+use std::path::Path;
 
 #[test]
 fn a_forked_child_joins_and_a_parent_leaving_first_leaves_the_image_to_it() {
-    let img = PathBuf::from(format!("/dev/shm/hashfs-shared-fork-{}.img", std::process::id()));
-    let _removed = Removed(img.clone());
-    FileSystem::format_file(&img, 64 << 20, &hashfs::FormatOptions::default(), &|_, _| {}).unwrap();
-    let (fs, _) = FileSystem::open_shared(&img).unwrap();
+    let img = Image::new("fork");
+    let fs = img.join();
     let f = fs.open_file(Path::new("/f"), OpenOptions::new().write(true).create(true)).unwrap();
     let ino = f.metadata().unwrap().ino;
     f.write_at(0, b"parent;").unwrap();
@@ -93,18 +68,18 @@ fn a_forked_child_joins_and_a_parent_leaving_first_leaves_the_image_to_it() {
     drop(f);
     fs.release_description(desc);
     fs.shutdown().unwrap();
-    assert!(!clean(&img), "the parent left first, with its child not joined yet, and marked the image clean");
-    assert!(region_of(&img).exists(), "the parent left first and removed the region its child joins");
+    assert!(!img.marked_clean(), "the parent left first, with its child not joined yet, and marked the image clean");
+    assert!(img.region().exists(), "the parent left first and removed the region its child joins");
     // SAFETY: writes one byte from a static to the pipe.
     assert_eq!(unsafe { libc::write(go[1], b"j".as_ptr().cast(), 1) }, 1);
     let mut status = 0;
     // SAFETY: waiting for our own child.
     assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
     assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0, "the child failed: {status:#x}");
-    assert!(clean(&img), "the child, the last to leave, marks the image clean");
-    assert!(!region_of(&img).exists(), "the child, the last to leave, removes the region");
+    assert!(img.marked_clean(), "the child, the last to leave, marks the image clean");
+    assert!(!img.region().exists(), "the child, the last to leave, removes the region");
     drop(fs);
-    let (again, report) = FileSystem::open(&img).unwrap();
+    let (again, report) = FileSystem::open(&img.path).unwrap();
     assert!(report.was_clean);
     assert_eq!(again.read(Path::new("/f")).unwrap(), b"parent;child");
     assert_eq!(again.read(Path::new("/made-by-child")).unwrap(), b"yes");

@@ -28,6 +28,13 @@ impl Image {
     pub fn region(&self) -> PathBuf {
         hashfs::share::region_path(&std::fs::File::open(&self.path).unwrap()).unwrap()
     }
+    /// Whether the image is marked clean (read from a copy of its bytes: it may still be
+    /// open, and locked, in this process).
+    pub fn marked_clean(&self) -> bool {
+        let dev = hashfs::pm::CrashDevice::from_image(&std::fs::read(&self.path).unwrap());
+        let (sb, _) = hashfs::fsck::geometry_of(&dev).unwrap();
+        sb.state == hashfs::testing::layout::SB_STATE_CLEAN
+    }
     /// fsck of the image, which no one may use any more.
     pub fn check(&self) {
         let dev =
