@@ -468,8 +468,8 @@ def _():
 @bug("join-keeps-leaving-mark")
 def _():
     plant("crates/hashfs/src/share/participants.rs",
-        "                s.leaving.store(0, Ordering::Release);\n                s.image.store(image_nonce(), Ordering::Release);\n",
-        "                if !@ON {\n                    s.leaving.store(0, Ordering::Release);\n                }\n                s.image.store(image_nonce(), Ordering::Release);\n")
+        "                s.leaving.store(leaving, Ordering::Release);\n",
+        "                if !(@ON && leaving == 0) {\n                    s.leaving.store(leaving, Ordering::Release);\n                }\n")
 
 
 @bug("takeover-attributes-bit-kept")

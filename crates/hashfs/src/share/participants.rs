@@ -70,14 +70,20 @@ impl Participants {
     /// called [`Participants::reap`]: its index still names it as the owner of its locks.
     pub fn join(&self) -> Option<Participant> {
         let pid = std::process::id();
-        let start = start_time(pid)?;
+        // `leaving` 0 clears the mark of the participant that gave the slot back
+        // ([`Participants::leave`] keeps it). Until it is cleared this one, being filled,
+        // counts as leaving, as if it came a moment later.
+        self.take_free(pid, 0, image_nonce(), start_time(pid)?)
+    }
+
+    /// Takes a free slot for process `pid` (started at `start`), with the leaving word
+    /// `leaving` and program nonce `image`, stored in that order before the start time (a
+    /// slot whose start time is 0 is being filled); None when none is free.
+    fn take_free(&self, pid: u32, leaving: u32, image: u64, start: u64) -> Option<Participant> {
         for (i, s) in self.slots.iter().enumerate() {
             if s.pid.compare_exchange(0, pid, Ordering::AcqRel, Ordering::Acquire).is_ok() {
-                // The mark of the participant that gave the slot back ([`Participants::leave`]
-                // keeps it). Until it is cleared this one, being filled, counts as leaving,
-                // as if it came a moment later.
-                s.leaving.store(0, Ordering::Release);
-                s.image.store(image_nonce(), Ordering::Release);
+                s.leaving.store(leaving, Ordering::Release);
+                s.image.store(image, Ordering::Release);
                 s.start.store(start, Ordering::Release);
                 return Some(Participant(i as u32));
             }
@@ -106,15 +112,7 @@ impl Participants {
         if self.slots.iter().any(|s| s.pid.load(Ordering::Acquire) == pid) {
             return None;
         }
-        for (i, s) in self.slots.iter().enumerate() {
-            if s.pid.compare_exchange(0, pid, Ordering::AcqRel, Ordering::Acquire).is_ok() {
-                s.leaving.store(LEAVING | COUNTED, Ordering::Release);
-                s.image.store(0, Ordering::Release); // no program's nonce (each is odd)
-                s.start.store(start, Ordering::Release);
-                return Some(Participant(i as u32));
-            }
-        }
-        None
+        self.take_free(pid, LEAVING | COUNTED, 0, start) // image 0: no program's nonce (each is odd)
     }
 
     /// A slot for the child of a fork this process is about to make (under the image lock,
@@ -127,16 +125,7 @@ impl Participants {
     /// that left the count for good). None when no slot is free.
     pub fn reserve_for_child(&self) -> Option<Participant> {
         let pid = std::process::id();
-        let start = start_time(pid)?;
-        for (i, s) in self.slots.iter().enumerate() {
-            if s.pid.compare_exchange(0, pid, Ordering::AcqRel, Ordering::Acquire).is_ok() {
-                s.leaving.store(COUNTED, Ordering::Release);
-                s.image.store(image_nonce(), Ordering::Release);
-                s.start.store(start, Ordering::Release);
-                return Some(Participant(i as u32));
-            }
-        }
-        None
+        self.take_free(pid, COUNTED, image_nonce(), start_time(pid)?)
     }
 
     /// The parent's fork made process `child`: slot `i`, reserved for it
