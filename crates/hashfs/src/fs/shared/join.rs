@@ -268,8 +268,35 @@ fn adopt_words<D: PmDevice>(region: &ImageRegion, inner: &FsInner<D>) {
 mod tests {
     use super::super::test_image::{check_and_remove, image};
     use crate::fs::race_point::with_between;
+    use crate::share::{Handle, Participant};
     use crate::FileSystem;
     use std::path::Path;
+
+    /// `execs` calls `execve` with description `h` handed over (`FileSystem::prepare_exec`,
+    /// as the shim does first): its slot then names the program the process was, dead, and
+    /// it runs no more code (its state forgotten, as `execve` leaves it). `survivor` is
+    /// another participant of the image. Returns the dead slot.
+    fn exec_away(execs: FileSystem, h: Handle, survivor: &FileSystem) -> Participant {
+        let exec = execs.prepare_exec(&[h]).expect("a shared mount");
+        let dying = execs.inner.shared_parts().unwrap().1;
+        survivor.inner.shared_parts().unwrap().0.participants().pretend_dead(dying);
+        std::mem::forget((exec, execs));
+        dying
+    }
+
+    /// Runs `call` on `fs` in a thread of its own: its answer comes through the receiver
+    /// (nothing, if it waits for ever).
+    fn on_a_thread<T: Send + 'static>(
+        fs: &std::sync::Arc<FileSystem>,
+        call: impl FnOnce(&FileSystem) -> T + Send + 'static,
+    ) -> std::sync::mpsc::Receiver<T> {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let fs = fs.clone();
+        std::thread::spawn(move || {
+            let _ = tx.send(call(&fs));
+        });
+        rx
+    }
 
     /// A file another participant makes while one joins beside it (after the join's
     /// reads, before it takes its place) is seen by the joiner, whose next create does not
@@ -336,11 +363,8 @@ mod tests {
         execs.write(Path::new("/f"), b"handed over").unwrap();
         let ino = execs.metadata(Path::new("/f")).unwrap().ino;
         let h = execs.share_description(ino, libc::O_RDONLY as u32, 0).unwrap().expect("a shared mount");
-        let exec = execs.prepare_exec(&[h]).expect("a shared mount");
-        let dying = execs.inner.shared_parts().unwrap().1;
+        exec_away(execs, h, &parent);
         let (region, _) = parent.inner.shared_parts().unwrap();
-        region.participants().pretend_dead(dying); // exec'd: its slot names the program it was
-        std::mem::forget((exec, execs)); // as execve leaves them
         let forks = || region.words().forks.load(Ordering::Acquire);
         assert_eq!(forks(), 1);
         let (next, _) = FileSystem::open_shared(image).unwrap();
@@ -381,46 +405,28 @@ mod tests {
         let range = move |start, end, kind| Request { ino, flock: false, start, end, kind };
         execs.with_record_locks(|s| s.note_waiting_for_good(a, &range(0, 9, Kind::Write))).unwrap();
         execs.with_record_locks(|s| s.hold_for_good()).unwrap();
-        let exec = execs.prepare_exec(&[h]).expect("a shared mount");
-        let dying = execs.inner.shared_parts().unwrap().1;
-        let (region, _) = parent.inner.shared_parts().unwrap();
-        region.participants().pretend_dead(dying);
-        std::mem::forget((exec, execs));
+        let dying = exec_away(execs, h, &parent);
         let (next, _) = FileSystem::open_shared(image).unwrap(); // reaps the dead slot
         let (third, _) = FileSystem::open_shared(image).unwrap();
         assert_eq!(third.inner.shared_parts().unwrap().1, dying, "the reaped slot's index taken again");
         assert_eq!(next.adopt_inherited(&[h]), vec![Some((ino, libc::O_WRONLY as u32))]);
         let next = std::sync::Arc::new(next);
-        let (tx, rx) = std::sync::mpsc::channel();
-        let locker = next.clone();
-        std::thread::spawn(move || {
-            let offset = locker.lock_offset(h).map(|g| g.get());
-            let _ = tx.send(offset);
-        });
-        let got = rx.recv_timeout(std::time::Duration::from_secs(10));
+        let ten_s = std::time::Duration::from_secs(10);
+        let got = on_a_thread(&next, move |fs| fs.lock_offset(h).map(|g| g.get())).recv_timeout(ten_s);
         assert_eq!(got, Ok(Some(0)), "the successor waits for the offset lock of the program it replaced");
-        let (tx, rx) = std::sync::mpsc::channel();
-        let locker = next.clone();
-        std::thread::spawn(move || {
-            let owner = Owner::Process { pid, start };
-            let r = Request { ino, flock: false, start: 40, end: TO_END, kind: Kind::Write };
-            let _ = tx.send(locker.set_record_lock(owner, &r, pid as i32, None));
-        });
-        let got = rx.recv_timeout(std::time::Duration::from_secs(10));
+        let owner = Owner::Process { pid, start };
+        let got =
+            on_a_thread(&next, move |fs| fs.set_record_lock(owner, &range(40, TO_END, Kind::Write), pid as i32, None))
+                .recv_timeout(ten_s);
         assert_eq!(got, Ok(Ok(())), "a record lock waits for the table lock of the program gone");
         // Owner `a` waits for nothing now: `b`'s wait for what `a` holds closes no cycle.
         next.set_record_lock(a, &range(20, 29, Kind::Write), 1, None).unwrap();
         next.set_record_lock(b, &range(0, 9, Kind::Write), 2, None).unwrap();
-        let (tx, rx) = std::sync::mpsc::channel();
-        let locker = next.clone();
-        std::thread::spawn(move || {
-            let r = range(20, 29, Kind::Write);
-            let _ = tx.send(locker.set_record_lock(b, &r, 2, Some(&|| false)));
-        });
+        let rx = on_a_thread(&next, move |fs| fs.set_record_lock(b, &range(20, 29, Kind::Write), 2, Some(&|| false)));
         let early = rx.recv_timeout(std::time::Duration::from_millis(300));
         assert_eq!(early, Err(std::sync::mpsc::RecvTimeoutError::Timeout), "b's wait ended while a held the range");
         next.set_record_lock(a, &range(20, 29, Kind::Unlock), 1, None).unwrap();
-        assert_eq!(rx.recv_timeout(std::time::Duration::from_secs(10)), Ok(Ok(())), "b's wait, once a let go");
+        assert_eq!(rx.recv_timeout(ten_s), Ok(Ok(())), "b's wait, once a let go");
         next.inherited_opened();
         next.release_description(h);
         drop((third, parent));
@@ -447,11 +453,8 @@ mod tests {
             let mut held_by_other = Some(other.open_ino(ino, read).unwrap());
             execs.remove_file(Path::new("/f")).unwrap();
             let h = execs.share_description(ino, libc::O_RDONLY as u32, 0).unwrap().expect("a shared mount");
-            let exec = execs.prepare_exec(&[h]).expect("a shared mount");
-            let dying = execs.inner.shared_parts().unwrap().1;
-            let (region, _) = other.inner.shared_parts().unwrap();
-            region.participants().pretend_dead(dying);
-            std::mem::forget((exec, held_by_execs, execs));
+            std::mem::forget(held_by_execs);
+            exec_away(execs, h, &other);
             let (next, _) = FileSystem::open_shared(image).unwrap();
             if !close_after_adoption {
                 held_by_other = None; // the last hold of the unlinked file but the program's
