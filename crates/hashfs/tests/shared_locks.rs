@@ -8,7 +8,7 @@ use hashfs::share::{
     LAYOUT_VERSION,
 };
 use hashfs::Ino;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -38,10 +38,11 @@ fn spawn(role: &str, path: &Path) -> Child {
         .unwrap()
 }
 
-fn scratch(name: &str) -> PathBuf {
+/// A region's path, removed when the test ends (also when it fails).
+fn scratch(name: &str) -> tempfile::TempPath {
     let p = std::env::temp_dir().join(format!("hashfs-share-{name}-{}", std::process::id()));
     let _ = std::fs::remove_file(&p);
-    p
+    tempfile::TempPath::try_from_path(p).unwrap()
 }
 
 fn wait_for(mark: &AtomicU64, v: u64) {

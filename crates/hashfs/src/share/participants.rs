@@ -361,6 +361,8 @@ mod tests {
     fn a_slot_left_half_filled_by_a_dead_process_is_dead() {
         let path = std::env::temp_dir().join(format!("hashfs-participants-{}", std::process::id()));
         let _ = std::fs::remove_file(&path);
+        // (removed when the test ends, also when it fails)
+        let path = tempfile::TempPath::try_from_path(path).unwrap();
         let id = Identity::of_image([0x3C; 16]).unwrap();
         let r = Region::attach(&path, &id, HEADER_BYTES + 4096, 0o600).unwrap();
         let who = r.at::<Participants>(HEADER_BYTES);
@@ -390,6 +392,8 @@ mod tests {
     fn a_slot_given_back_never_counts_as_staying_again() {
         let path = std::env::temp_dir().join(format!("hashfs-participants-leave-{}", std::process::id()));
         let _ = std::fs::remove_file(&path);
+        // (removed when the test ends, also when it fails)
+        let path = tempfile::TempPath::try_from_path(path).unwrap();
         let id = Identity::of_image([0x3D; 16]).unwrap();
         // The point's hook lives as long as the thread: so does the region.
         let r: &'static Region = Box::leak(Box::new(Region::attach(&path, &id, HEADER_BYTES + 4096, 0o600).unwrap()));
