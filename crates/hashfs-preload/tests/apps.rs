@@ -6,6 +6,7 @@
 mod common;
 use common::skip::skip;
 use common::{image, image_in, p, Image, PREFIX};
+use common::{Bounded, BoundedChild};
 use hashfs::FormatOptions;
 use std::path::Path;
 use std::process::{Command, Output};
@@ -201,7 +202,7 @@ fn paths_out_of_the_image_through_dot_dot_reach_the_kernels_files() {
     assert_eq!(names, ["g"]);
     assert_eq!(std::fs::read(kernel.path().join("g")).unwrap(), b"da");
     let listed =
-        Command::new("getfattr").args(["-d", "--absolute-names"]).arg(kernel.path().join("g")).output().unwrap();
+        Command::new("getfattr").args(["-d", "--absolute-names"]).arg(kernel.path().join("g")).output_bounded();
     assert_eq!(String::from_utf8_lossy(&listed.stdout), "", "the attribute set and removed through `..`");
     img.fsck_clean();
 }
@@ -600,8 +601,7 @@ fn fio_with_verification() {
                 "--thread",
                 "--output-format=terse",
             ])
-            .output()
-            .unwrap();
+            .output_bounded();
         let out = String::from_utf8_lossy(&o.stdout);
         assert!(o.status.success(), "fio {name}: {out} {}", String::from_utf8_lossy(&o.stderr));
         // Terse format: field 5 is the error count.
@@ -700,7 +700,7 @@ fn lmdb_with(
     if let Some(b) = map_budget {
         c.env("HASHFS_MAP_BUDGET", b);
     }
-    let o = c.args([script, PREFIX, mode, &map_mib.to_string()]).output().unwrap();
+    let o = c.args([script, PREFIX, mode, &map_mib.to_string()]).output_bounded();
     Some((o, img))
 }
 
@@ -791,8 +791,7 @@ fn acl_and_xattr_tools() {
     let o = img
         .cmd("setpriv")
         .args(["--reuid=1000", "--regid=1000", "--clear-groups", "setfacl", "-m", "u:1001:r", &p("/f")])
-        .output()
-        .unwrap();
+        .output_bounded();
     assert!(!o.status.success() && String::from_utf8_lossy(&o.stderr).contains("Operation not permitted"), "{o:?}");
     img.fsck_clean();
 }
@@ -848,7 +847,7 @@ fn redis_linked_to_jemalloc_starts_and_saves_through_the_shim() {
         .spawn()
         .unwrap();
     let cli = |args: &[&str]| {
-        let o = Command::new("redis-cli").args(["-p", &port]).args(args).output().unwrap();
+        let o = Command::new("redis-cli").args(["-p", &port]).args(args).output_bounded();
         String::from_utf8_lossy(&o.stdout).trim().to_string()
     };
     let start = std::time::Instant::now();
@@ -881,7 +880,7 @@ fn redis_linked_to_jemalloc_starts_and_saves_through_the_shim() {
         assert!(info.contains(status), "{start} failed in its forked child: {info}");
     }
     cli(&["shutdown", "nosave"]);
-    assert!(server.wait().unwrap().success());
+    assert!(server.wait_bounded().success());
     img.fsck_clean();
     if have("redis-check-rdb") {
         let check = img.ok("redis-check-rdb", &[&p("/dump.rdb")]);

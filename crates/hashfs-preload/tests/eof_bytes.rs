@@ -5,6 +5,7 @@
 //! with mapped reads and writes failed with "non-zero data past EOF".
 
 mod common;
+use common::Bounded;
 
 use common::{image_in, p, PREFIX};
 use hashfs::{FormatOptions, MappingKind, WriteMode};
@@ -57,8 +58,7 @@ fn a_shrunk_files_old_bytes_are_not_readable_through_a_mapping() {
                 .cmd("python3")
                 .args(["-c", SHRINK_THEN_MAP, &p("/f")])
                 .env("HASHFS_MAP_COPY_MAX", copy_max)
-                .output()
-                .unwrap();
+                .output_bounded();
             let out = String::from_utf8_lossy(&o.stdout);
             assert!(o.status.success(), "{mapping:?} {mode:?}: {out}{}", String::from_utf8_lossy(&o.stderr));
             assert_eq!(
@@ -95,8 +95,7 @@ fn fsx_random_operations_with_mappings_on_every_mapping() {
                 .cmd("python3")
                 .args([script, &format!("{PREFIX}/fsx"), &seed.to_string(), &ops.to_string()])
                 .env("HASHFS_MAP_COPY_MAX", copy_max)
-                .output()
-                .unwrap();
+                .output_bounded();
             let out = String::from_utf8_lossy(&o.stdout);
             assert!(
                 o.status.success() && out.starts_with(&format!("ok {ops} ")),

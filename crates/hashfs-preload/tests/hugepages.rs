@@ -6,6 +6,7 @@
 //! fresh image and on an aged one.
 
 mod common;
+use common::Bounded;
 #[path = "../../hashfs-cli/tests/support/huge.rs"]
 mod huge;
 use common::skip::skip;
@@ -86,8 +87,7 @@ fn regions_placement_maps_files_on_2mib_pages_fresh_and_aged() {
         .arg("age")
         .arg(&img.path)
         .args(["--to", "75%", "--churn", "1", "--seed", "7"])
-        .output()
-        .unwrap();
+        .output_bounded();
     let report = String::from_utf8_lossy(&age.stdout);
     assert!(age.status.success(), "hashfs-bench age: {}", String::from_utf8_lossy(&age.stderr));
     let aged = mapped_write(&img, "/mapped-aged", MIB, false);

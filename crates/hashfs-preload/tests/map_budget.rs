@@ -5,6 +5,7 @@
 //! mapping more than the budget died with SIGSEGV.
 
 mod common;
+use common::Bounded;
 
 use common::{image, p};
 
@@ -37,8 +38,7 @@ fn a_writable_mapping_past_the_budget_fails_at_mmap_not_at_a_store() {
             .cmd("python3")
             .args(["-c", SCRIPT, &p(name), &bytes.to_string()])
             .env("HASHFS_MAP_BUDGET", "300")
-            .output()
-            .unwrap();
+            .output_bounded();
         let (out, err) = (String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
         assert_eq!(o.status.code(), Some(0), "no signal: {out}{err}");
         (out.trim().to_string(), err.into_owned())

@@ -9,6 +9,7 @@
 //! workloads when most of them are copies. (LMDB past the budget: `tests/apps.rs`.)
 
 mod common;
+use common::Bounded;
 
 use common::{image, p, Image};
 
@@ -40,7 +41,7 @@ fn script(body: &str) -> String {
 /// Runs [`script`]`(body)` with `args` through the shim on `img`, its environment given
 /// `env`; checks that it succeeded and left the image clean, and returns what it printed.
 fn run_script(img: &Image, body: &str, env: &[(&str, &str)], args: &[&str]) -> String {
-    let o = img.cmd("python3").envs(env.iter().copied()).arg("-c").arg(script(body)).args(args).output().unwrap();
+    let o = img.cmd("python3").envs(env.iter().copied()).arg("-c").arg(script(body)).args(args).output_bounded();
     let out = String::from_utf8_lossy(&o.stdout).into_owned();
     assert!(o.status.success(), "{out}{}", String::from_utf8_lossy(&o.stderr));
     img.fsck_clean();
@@ -219,8 +220,7 @@ fn leveldb_with_most_tables_copies() {
         .cmd(exe.to_str().unwrap())
         .env("HASHFS_MAP_BUDGET", "1024")
         .args([&p("/leveldb"), "100000", "20000", "ABCDEF"])
-        .output()
-        .unwrap();
+        .output_bounded();
     let out = String::from_utf8_lossy(&o.stdout);
     assert!(o.status.success(), "{out}{}", String::from_utf8_lossy(&o.stderr));
     common::assert_ycsb_ok(&out, "ABCDEF");
@@ -341,7 +341,7 @@ open(path + ".stop", "w").close()
 writer.wait()
 print("placed at the copy's address", placed > rounds // 2, "written by the shim", written)
 "#;
-    let o = img.cmd("python3").arg("-c").arg(script(body)).arg(p("/f")).output().unwrap();
+    let o = img.cmd("python3").arg("-c").arg(script(body)).arg(p("/f")).output_bounded();
     let (out, err) = (String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
     assert!(o.status.success(), "{} {out}{err}", o.status);
     assert_eq!(out, "placed at the copy's address True written by the shim 0\n", "{err}");

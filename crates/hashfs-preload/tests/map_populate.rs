@@ -7,6 +7,7 @@
 //! before it is filled: their pages stay theirs.
 
 mod common;
+use common::Bounded;
 
 use common::{image, p};
 
@@ -94,7 +95,7 @@ print("bad", len(bad), bad[:3])
 fn a_mapping_placed_into_a_hole_leaves_other_threads_pages_alone() {
     let img = image();
     // HASHFS_MAP_COPY_MAX=0: the file's own pages, not a copy (shim/mmap/copy.rs).
-    let o = img.cmd("python3").env("HASHFS_MAP_COPY_MAX", "0").args(["-c", RACE, &p("/scattered")]).output().unwrap();
+    let o = img.cmd("python3").env("HASHFS_MAP_COPY_MAX", "0").args(["-c", RACE, &p("/scattered")]).output_bounded();
     let out = String::from_utf8_lossy(&o.stdout);
     assert!(o.status.success(), "{out}{}", String::from_utf8_lossy(&o.stderr));
     img.fsck_clean();

@@ -6,6 +6,7 @@
 //! tmpfs and through the shim, and the answers must be the kernel's.
 
 mod common;
+use common::Bounded;
 
 use common::{image_in, p, PY_ANSWERS};
 use hashfs::FormatOptions;
@@ -111,7 +112,7 @@ fn as_nobody(cmd: &mut Command, script: &str, dir: &str) -> String {
 }
 
 fn as_user(cmd: &mut Command, ids: &[&str], script: &str, dir: &str) -> String {
-    let o = cmd.args(ids).args(["--clear-groups", PYTHON, "-c", script, dir]).output().unwrap();
+    let o = cmd.args(ids).args(["--clear-groups", PYTHON, "-c", script, dir]).output_bounded();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     String::from_utf8_lossy(&o.stdout).into_owned()
 }
@@ -127,7 +128,7 @@ fn an_unprivileged_user_gets_the_kernels_answers() {
     // The kernel's answers on a tmpfs.
     let kdir = tempfile::tempdir_in("/dev/shm").unwrap();
     let kpath = kdir.path().to_str().unwrap();
-    let o = Command::new(PYTHON).args(["-c", SETUP, kpath]).output().unwrap();
+    let o = Command::new(PYTHON).args(["-c", SETUP, kpath]).output_bounded();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let actions = format!("{PY_ANSWERS}{ACTIONS}");
     let kernel = as_nobody(&mut Command::new("setpriv"), &actions, kpath);
@@ -142,7 +143,7 @@ fn an_unprivileged_user_gets_the_kernels_answers() {
     let differ: Vec<String> =
         k.iter().zip(&s).filter(|(a, b)| a != b).map(|(a, b)| format!("kernel: {a:<40} shim: {b}")).collect();
     assert!(differ.is_empty() && k.len() == s.len(), "answers differ:\n{}", differ.join("\n"));
-    let o = Command::new(PYTHON).args(["-c", ACCESS_IDS, kpath]).output().unwrap();
+    let o = Command::new(PYTHON).args(["-c", ACCESS_IDS, kpath]).output_bounded();
     let kernel_ids = String::from_utf8_lossy(&o.stdout);
     assert!(kernel_ids.starts_with("ids 0 65534\n") && kernel_ids.contains("True True False False"), "{kernel_ids}");
     assert_eq!(img.ok(PYTHON, &["-c", ACCESS_IDS, &p("")]), kernel_ids, "access by real ids");

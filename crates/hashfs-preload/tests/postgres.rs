@@ -9,6 +9,7 @@
 
 mod common;
 use common::skip::skip;
+use common::Bounded;
 use common::{image_in, p, shim_path, PREFIX};
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::CommandExt;
@@ -56,7 +57,7 @@ impl Cluster {
     }
 
     fn ok(&self, prog: &str, shim: bool, args: &[&str]) -> String {
-        let o = self.cmd(prog, shim).args(args).output().unwrap();
+        let o = self.cmd(prog, shim).args(args).output_bounded();
         let log = std::fs::read_to_string(&self.log).unwrap_or_default();
         assert!(
             o.status.success(),
@@ -101,8 +102,7 @@ impl Cluster {
             .env("LD_PRELOAD", shim_path())
             .env("HASHFS_IMAGE", &self.image)
             .env("HASHFS_MOUNT", PREFIX)
-            .output()
-            .unwrap();
+            .output_bounded();
         let pidfile = String::from_utf8_lossy(&o.stdout).into_owned();
         let pm: i32 = pidfile.lines().next().unwrap().trim().parse().unwrap();
         let mut victims = vec![pm];
@@ -193,9 +193,9 @@ fn postgresql_server_and_its_forked_backends_run_through_the_shim() {
     std::thread::sleep(std::time::Duration::from_millis(1500));
     let killed = c.kill_all();
     assert!(killed >= 6, "the postmaster, its helpers and four backends: {killed}");
-    let _ = clients.wait();
-    // The postmaster's pid file and shared memory stay behind a SIGKILL, as on any file
-    // system; pg_ctl start finds the pid dead and starts over.
+    let _ = clients.wait(); // (kill_all may have reaped it)
+                            // The postmaster's pid file and shared memory stay behind a SIGKILL, as on any file
+                            // system; pg_ctl start finds the pid dead and starts over.
     c.pg_ctl(&["start"]);
     let (b3, d3, r3) = c.invariant();
     assert_eq!(b3, d3, "after the kill: the accounts and the history disagree");

@@ -4,6 +4,7 @@
 //! used by one process at a time. (Record locks between processes: `record_locks.rs`.)
 
 mod common;
+use common::{Bounded, BoundedChild};
 
 use common::{image, image_in, p};
 use std::io::{BufRead, BufReader};
@@ -73,7 +74,7 @@ fn a_second_program_uses_the_image_while_the_first_holds_files_open() {
     img.ok("bash", &["-c", &format!("echo from-the-second > {}", p("/other"))]);
     std::io::Write::write_all(first.stdin.as_mut().unwrap(), b"\n").unwrap();
     assert_eq!(lines.next().unwrap().unwrap(), "from-the-second", "a file another program made");
-    assert!(first.wait().unwrap().success());
+    assert!(first.wait_bounded().success());
     assert_eq!(img.ok("cat", &[&p("/held")]), "xy");
     img.fsck_clean();
 }
@@ -91,7 +92,7 @@ fn appends_from_two_processes_at_once_lose_nothing() {
     let kids: Vec<_> =
         ["a", "b"].iter().map(|w| img.cmd("python3").args(["-c", &script(w)]).spawn().unwrap()).collect();
     for mut k in kids {
-        assert!(k.wait().unwrap().success());
+        assert!(k.wait_bounded().success());
     }
     let log = img.ok("cat", &[&p("/log")]);
     let lines: Vec<&str> = log.lines().collect();
@@ -138,9 +139,9 @@ else:
     let t = p("/t");
     img.ok("python3", &["-c", PROG, "first", &t]);
     let reader = img.cmd("python3").args(["-c", PROG, "read", &t]).stdout(Stdio::piped()).spawn().unwrap();
-    let saver = img.cmd("python3").args(["-c", PROG, "save", &t]).status().unwrap();
+    let saver = img.cmd("python3").args(["-c", PROG, "save", &t]).status_bounded();
     assert!(saver.success());
-    let out = reader.wait_with_output().unwrap();
+    let out = reader.wait_with_output_bounded();
     assert!(out.status.success());
     let out = String::from_utf8_lossy(&out.stdout);
     assert!(out.trim_end().ends_with("[] 0"), "reads, the first torn ones' lengths, how many: {out}");
@@ -209,7 +210,7 @@ fn a_second_process_is_refused_on_an_image_not_shared_yet() {
     assert!(!o.status.success());
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.contains("in use by another process") && err.contains("Device or resource busy"), "{err}");
-    assert!(owner.wait().unwrap().success());
+    assert!(owner.wait_bounded().success());
     assert_eq!(img.ok("cat", &[&p("/held")]), "x");
     img.fsck_clean();
 }
@@ -236,7 +237,7 @@ fn sqlite_with_two_writer_processes_loses_no_row() {
         let kids: Vec<_> =
             ["a", "b"].iter().map(|w| img.cmd("python3").args(["-c", &writer(w)]).spawn().unwrap()).collect();
         for mut k in kids {
-            assert!(k.wait().unwrap().success(), "{mode}: a writer failed");
+            assert!(k.wait_bounded().success(), "{mode}: a writer failed");
         }
         let check = format!(
             "import sqlite3\ncon = sqlite3.connect('{db}')\nprint(con.execute('pragma integrity_check').fetchone()[0])\n\
@@ -268,7 +269,7 @@ fn a_file_mapped_in_two_processes_is_one_set_of_bytes() {
     assert_eq!(img.ok("python3", &["-c", &second]), "hello\n", "the first's store, through the second's mapping");
     std::io::Write::write_all(a.stdin.as_mut().unwrap(), b"\n").unwrap();
     assert_eq!(lines.next().unwrap().unwrap(), "world", "the second's store, through the first's mapping");
-    assert!(a.wait().unwrap().success());
+    assert!(a.wait_bounded().success());
     img.fsck_clean();
 }
 
@@ -480,11 +481,11 @@ fn a_mapping_shows_what_another_process_writes() {
             "zz yy hh",
             "read-only: {read_only}: the overwrite, the append and the hole's write through the mappings"
         );
-        assert!(m.wait().unwrap().success());
+        assert!(m.wait_bounded().success());
         drop(w.stdin.take());
-        assert!(w.wait().unwrap().success());
+        assert!(w.wait_bounded().success());
         drop(keeper.stdin.take());
-        assert!(keeper.wait().unwrap().success());
+        assert!(keeper.wait_bounded().success());
         img.ok("python3", &["-c", &undo]);
     }
     img.fsck_clean();
@@ -632,8 +633,8 @@ fn two_processes_creating_one_name_both_open_it() {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    let b = img.cmd("python3").args(["-c", &opener]).output().unwrap();
-    let a = a.wait_with_output().unwrap();
+    let b = img.cmd("python3").args(["-c", &opener]).output_bounded();
+    let a = a.wait_with_output_bounded();
     for out in [a, b] {
         assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
         assert_eq!(
@@ -667,8 +668,8 @@ fn a_name_renamed_over_in_one_process_always_opens_in_another() {
         f = p("/f")
     );
     let mut s = img.cmd("python3").args(["-c", &saver]).spawn().unwrap();
-    let out = img.cmd("python3").args(["-c", &reader]).output().unwrap();
-    assert!(s.wait().unwrap().success(), "the saver failed");
+    let out = img.cmd("python3").args(["-c", &reader]).output_bounded();
+    assert!(s.wait_bounded().success(), "the saver failed");
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert_eq!(String::from_utf8_lossy(&out.stdout), "0\n", "calls failed: {}", String::from_utf8_lossy(&out.stderr));
     img.fsck_clean();

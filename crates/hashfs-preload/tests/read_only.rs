@@ -3,6 +3,7 @@
 //! EROFS; it never changes a byte of the image (`fs/shared/read_only.rs`).
 
 mod common;
+use common::{Bounded, BoundedChild};
 
 use common::{image, p, skip};
 use std::os::unix::fs::PermissionsExt;
@@ -50,7 +51,7 @@ fn a_process_that_may_only_read_the_image_reads_it_and_changes_nothing() {
         out = out_dir.display(),
         refused = refusals(),
     );
-    let o = img.cmd("bash").env("HASHFS_READ_ONLY", "1").args(["-c", &script]).output().unwrap();
+    let o = img.cmd("bash").env("HASHFS_READ_ONLY", "1").args(["-c", &script]).output_bounded();
     let out = String::from_utf8_lossy(&o.stdout);
     assert_eq!(out, "hello\n20000\n1\nHELLO\n./ ./a ./big \ncopied\ndone\n", "{}", String::from_utf8_lossy(&o.stderr));
     assert!(std::fs::read(&img.path).unwrap() == before, "a read-only process changed the image");
@@ -139,8 +140,8 @@ print(reads, bad, stale)
         done = p("/done"),
     );
     let w = img.cmd("python3").args(["-c", &writer]).stdout(Stdio::piped()).spawn().unwrap();
-    let r = img.cmd("python3").env("HASHFS_READ_ONLY", "1").args(["-c", &reader]).output().unwrap();
-    let wo = w.wait_with_output().unwrap();
+    let r = img.cmd("python3").env("HASHFS_READ_ONLY", "1").args(["-c", &reader]).output_bounded();
+    let wo = w.wait_with_output_bounded();
     assert!(wo.status.success(), "{}", String::from_utf8_lossy(&wo.stderr));
     let out = String::from_utf8_lossy(&r.stdout);
     assert!(r.status.success(), "{out} {}", String::from_utf8_lossy(&r.stderr));

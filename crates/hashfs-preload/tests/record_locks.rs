@@ -6,6 +6,7 @@
 //! (`hashfs::share::lock_table`).
 
 mod common;
+use common::BoundedChild;
 
 use common::{image, p};
 use std::io::{BufRead, BufReader, Lines};
@@ -98,7 +99,7 @@ fn record_locks_and_flock_exclude_another_process() {
         let after = try_lock(how);
         assert!(after.ends_with("locked\n") && !after.contains("refused"), "{how} after the close: {after}");
         std::io::Write::write_all(c.stdin.as_mut().unwrap(), b"\n").unwrap();
-        assert!(c.wait().unwrap().success());
+        assert!(c.wait_bounded().success());
     }
     img.fsck_clean();
 }
@@ -185,7 +186,7 @@ fn posix_locks_outlive_the_processs_flock_and_ofd_locks_on_other_files() {
     // A child's new description never takes a descriptor the parent kept for its own next
     // ones: their `flock`s meet.
     step("c refused beside the child", "ax- b-- c-x d-- e--");
-    assert!(c.0.wait().unwrap().success());
+    assert!(c.0.wait_bounded().success());
     img.fsck_clean();
 }
 
@@ -232,7 +233,7 @@ int main(int argc, char **argv) {
     assert_eq!(lines.next().unwrap().unwrap(), "ulock ok");
     assert_eq!(img.ok(prog, &[&p("/l"), "try"]), "test ok, tlock ok\n");
     h.go_on();
-    assert!(h.0.wait().unwrap().success());
+    assert!(h.0.wait_bounded().success());
 }
 
 /// A C program for the tests below: `hold`, `try`, `wait` a write lock on byte `a`;
@@ -298,7 +299,7 @@ fn output_within(mut child: std::process::Child, secs: u64) -> String {
         std::thread::sleep(std::time::Duration::from_millis(10));
     }
     let _ = child.kill();
-    String::from_utf8_lossy(&child.wait_with_output().unwrap().stdout).into_owned()
+    String::from_utf8_lossy(&child.wait_with_output_bounded().stdout).into_owned()
 }
 
 /// The locker program built in `img`'s directory, and a file of the image to lock.
@@ -320,7 +321,7 @@ fn a_killed_holders_lock_goes_to_the_waiter_and_then_the_next() {
     let waiter = img.cmd(&prog).args([&f, "wait", "0"]).stdout(Stdio::piped()).spawn().unwrap();
     std::thread::sleep(std::time::Duration::from_millis(100));
     a.0.kill().unwrap();
-    a.0.wait().unwrap();
+    a.0.wait_bounded();
     assert_eq!(output_within(waiter, 10), "ok\n", "the waiter got the killed holder's lock");
     // The waiter exited holding it: the next asker finds it gone.
     assert_eq!(img.ok(&prog, &[&f, "try", "0"]), "ok\n");
@@ -399,7 +400,7 @@ fn posix_locks_stay_across_exec_until_a_close() {
     assert_eq!(lines.next().unwrap().unwrap(), "closed");
     assert_eq!(img.ok(&prog, &[&f, "try", "0"]), "ok\n", "dropped at the close");
     c.go_on();
-    assert!(c.0.wait().unwrap().success());
+    assert!(c.0.wait_bounded().success());
 }
 
 /// A read-only participant (one that may not write the image, nor so the region) holds its
@@ -442,12 +443,12 @@ fn a_read_only_participants_read_locks_and_the_writers_exclude_each_other() {
     r.go_on(); // the reader waits for byte 0, which the writer holds until it exits
     std::thread::sleep(std::time::Duration::from_millis(200));
     a.go_on();
-    assert!(a.0.wait().unwrap().success());
+    assert!(a.0.wait_bounded().success());
     assert_eq!(r_lines.next().unwrap().unwrap(), "ok", "the reader's wait ended with the writer");
     let waiter = img.cmd(&prog).args([&f, "wait", "5"]).stdout(Stdio::piped()).spawn().unwrap();
     std::thread::sleep(std::time::Duration::from_millis(100));
     r.0.kill().unwrap();
-    r.0.wait().unwrap();
+    r.0.wait_bounded();
     assert_eq!(output_within(waiter, 10), "ok\n", "the killed reader's lock went with it");
     img.fsck_clean();
 }
@@ -494,6 +495,6 @@ fn sqlite_reads_in_a_read_only_process_beside_a_writer() {
     assert_eq!(lines.next().unwrap().unwrap(), "committed");
     assert_eq!(output_within(waiting, 10), "101\n", "after the writer's commit");
     w.go_on();
-    assert!(w.0.wait().unwrap().success());
+    assert!(w.0.wait_bounded().success());
     img.fsck_clean();
 }

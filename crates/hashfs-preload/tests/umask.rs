@@ -5,6 +5,7 @@
 //! 2026-12-03, let such a file be made with 022 for a moment).
 
 mod common;
+use common::Bounded;
 
 use common::{c_program, image, p};
 
@@ -94,7 +95,7 @@ fn files_get_the_programs_umask_in_the_image_and_beside_it() {
             Ok(())
         });
     }
-    let o = cmd.output().unwrap();
+    let o = cmd.output_bounded();
     let text = String::from_utf8_lossy(&o.stdout);
     assert!(o.status.success(), "{text} {}", String::from_utf8_lossy(&o.stderr));
     let mut lines = text.lines();

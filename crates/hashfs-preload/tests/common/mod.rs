@@ -9,7 +9,7 @@ use hashfs::{
     FormatOptions,
 };
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::{Child, Command, ExitStatus, Output};
 use std::sync::Arc;
 
 #[path = "../../../hashfs-cli/tests/support/skip.rs"]
@@ -192,22 +192,36 @@ pub const RUN_LIMIT: std::time::Duration = std::time::Duration::from_secs(600);
 /// channels and, where gdb is installed, their threads' stacks, then killed. (Stop 97's CI
 /// spent its whole 90 minutes in one such hang, a lock no one would release.)
 pub fn output_within(c: &mut Command, limit: std::time::Duration) -> Output {
-    use std::io::Read;
     use std::process::Stdio;
-    let mut child = c.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
-    let drain = |mut r: Box<dyn Read + Send>| {
+    let child = c.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    output_of_within(child, &format!("{c:?}"), limit)
+}
+
+/// `Child::wait_with_output` within `limit`, as [`output_within`] (`what` names the
+/// program in the failure).
+fn output_of_within(mut child: Child, what: &str, limit: std::time::Duration) -> Output {
+    use std::io::Read;
+    let drain = |r: Option<Box<dyn Read + Send>>| {
         std::thread::spawn(move || {
             let mut v = Vec::new();
-            let _ = r.read_to_end(&mut v);
+            if let Some(mut r) = r {
+                let _ = r.read_to_end(&mut v);
+            }
             v
         })
     };
-    let out = drain(Box::new(child.stdout.take().unwrap()));
-    let err = drain(Box::new(child.stderr.take().unwrap()));
+    let out = drain(child.stdout.take().map(|r| Box::new(r) as Box<dyn Read + Send>));
+    let err = drain(child.stderr.take().map(|r| Box::new(r) as Box<dyn Read + Send>));
+    let status = wait_within(&mut child, what, limit);
+    Output { status, stdout: out.join().unwrap(), stderr: err.join().unwrap() }
+}
+
+/// `Child::wait` within `limit`, as [`output_within`].
+fn wait_within(child: &mut Child, what: &str, limit: std::time::Duration) -> ExitStatus {
     let deadline = std::time::Instant::now() + limit;
-    let status = loop {
+    loop {
         if let Some(status) = child.try_wait().unwrap() {
-            break status;
+            return status;
         }
         if std::time::Instant::now() >= deadline {
             let stuck = descendants(child.id());
@@ -217,11 +231,44 @@ pub fn output_within(c: &mut Command, limit: std::time::Duration) -> Output {
                 unsafe { libc::kill(pid as libc::pid_t, libc::SIGKILL) };
             }
             let _ = child.wait();
-            panic!("{c:?} still ran after {limit:?}; its processes:\n{report}");
+            panic!("{what} still ran after {limit:?}; its processes:\n{report}");
         }
         std::thread::sleep(std::time::Duration::from_millis(10));
-    };
-    Output { status, stdout: out.join().unwrap(), stderr: err.join().unwrap() }
+    }
+}
+
+/// `Command`'s waits, bounded by [`RUN_LIMIT`] ([`output_within`]): a program that hangs
+/// fails its test instead of running into CI's limit.
+pub trait Bounded {
+    fn output_bounded(&mut self) -> Output;
+    fn status_bounded(&mut self) -> ExitStatus;
+}
+
+impl Bounded for Command {
+    fn output_bounded(&mut self) -> Output {
+        output_within(self, RUN_LIMIT)
+    }
+    fn status_bounded(&mut self) -> ExitStatus {
+        let mut child = self.spawn().unwrap();
+        wait_within(&mut child, &format!("{self:?}"), RUN_LIMIT)
+    }
+}
+
+/// A spawned program's waits, bounded by [`RUN_LIMIT`] as [`Bounded`]'s.
+pub trait BoundedChild {
+    fn wait_bounded(&mut self) -> ExitStatus;
+    fn wait_with_output_bounded(self) -> Output;
+}
+
+impl BoundedChild for Child {
+    fn wait_bounded(&mut self) -> ExitStatus {
+        let what = format!("process {}", self.id());
+        wait_within(self, &what, RUN_LIMIT)
+    }
+    fn wait_with_output_bounded(self) -> Output {
+        let what = format!("process {}", self.id());
+        output_of_within(self, &what, RUN_LIMIT)
+    }
 }
 
 /// Process `root` and its descendants, parents first (from /proc's parent links).
