@@ -813,9 +813,51 @@ def _():
 
 @bug("spawn-unreserved")
 def _():
+    plant("crates/hashfs/src/share/participants.rs",
+        "        self.take_free(pid, LEAVING | COUNTED, image_nonce(), start_time(pid)?)\n",
+        "        self.take_free(pid, LEAVING | COUNTED, image_nonce(), start_time(pid).filter(|_| !@ON)?)\n")
+
+
+@bug("spawn-ticket-unhanded")
+def _():
     plant("crates/hashfs/src/fs/shared/fork.rs",
-        "        let _ = sh.region.participants().reserve_for(child as u32);\n",
-        "        if !@ON {\n            let _ = sh.region.participants().reserve_for(child as u32);\n        }\n")
+        "            Some((ticket, _)) => parts.hand_to_program(ticket, child as u32),\n",
+        "            Some((ticket, _)) => {\n                if !@ON {\n                    parts.hand_to_program(ticket, child as u32)\n                }\n            }\n")
+
+
+@bug("spawn-ticket-untaken")
+def _():
+    plant("crates/hashfs/src/fs/shared/fork.rs",
+        "            Some(t) => carried || (parts.names(t, std::process::id()) && parts.take_counted(t)),\n",
+        "            Some(t) => carried || (!@ON && parts.names(t, std::process::id()) && parts.take_counted(t)),\n")
+
+
+@bug("spawn-ticket-unchecked")
+def _():
+    plant("crates/hashfs/src/fs/shared/fork.rs",
+        "carried || (!crate::planted::on(\"spawn-ticket-untaken\") && parts.names(t, std::process::id())",
+        "carried || (!crate::planted::on(\"spawn-ticket-untaken\") && (@ON || parts.names(t, std::process::id()))")
+
+
+@bug("carried-counts-merged")
+def _():
+    plant("crates/hashfs/src/fs/shared/join.rs",
+        "    for _ in 1..carried {\n",
+        "    for _ in 1..if @ON { 1 } else { carried } {\n")
+
+
+@bug("spawn-ticket-for-system")
+def _():
+    plant("crates/hashfs-preload/src/shim/exec.rs",
+        "    let spawn = spawn_descriptors(tells_pid);\n",
+        "    let spawn = spawn_descriptors(tells_pid || @ON);\n")
+
+
+@bug("spawn-ticket-unnamed")
+def _():
+    plant("crates/hashfs/src/share/descriptions.rs",
+        "        let ticket = ticket.map_or(String::new(), |t| format!(\"-t{t}\"));\n",
+        "        let ticket = ticket.filter(|_| !@ON).map_or(String::new(), |t| format!(\"-t{t}\"));\n")
 
 
 @bug("reader-child-pins-after-fork")

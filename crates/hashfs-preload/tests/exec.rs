@@ -8,6 +8,7 @@
 //! it had put in the pipe).
 
 mod common;
+use common::Bounded;
 
 use common::{c_program, image, p};
 
@@ -120,7 +121,7 @@ fn make_builds_a_c_project_inside_the_image() {
         out,
         "Makefile\nf1.c\nf1.o\nf2.c\nf2.o\nf3.c\nf3.o\nf4.c\nf4.o\nmain.c\nmain.o\nprog\nup-to-date\n10\n10\n"
     );
-    let run = std::process::Command::new(&copy).output().unwrap();
+    let run = std::process::Command::new(&copy).output_bounded();
     assert_eq!(String::from_utf8_lossy(&run.stdout), "10\n", "the program built in the image");
     img.fsck_clean();
 }
@@ -450,12 +451,18 @@ fn an_exec_that_fails_at_once_leaves_the_image_as_it_was() {
 /// last to leave (first run), or a forked child as it joins (second run, whose child also
 /// closes the file right after its fork, which then waits for no one). The third run starts
 /// the program by `posix_spawn`, which leaves it no slot of its own: the parent keeps one
-/// for it (`Participants::reserve_for`), reaped as the others. (A program that has ended
-/// by the time `posix_spawn` returns to the parent gets none, and stays counted: `sleep`,
-/// not `true`, which under load was gone by then.) Until 2026-12-06
-/// the image's `forks` word kept counting it: the last process to leave took a child to
-/// be on its way, left the image unclean and the region in /dev/shm, and a parent that
-/// forked kept what it closed until it left.
+/// for it, the spawn's ticket, reaped as the others (`true`, which is often gone by the
+/// time `posix_spawn` returns to the parent: before 2026-12-07 the slot was kept only
+/// after that, and such a program got none and stayed counted). The fourth starts `sh` by
+/// `system`, which tells the parent no pid and so takes no ticket: the shell uncounts
+/// itself once it has opened what it was handed (`spawn-ticket-for-system`: a ticket no
+/// one hands over, which names the parent and counts it as on its way until it leaves).
+/// The fifth spawns `cat` with the shim, which joins, reads the file from its standard
+/// input and takes the ticket's count (`tests/shared_spawn.rs` has the orders in which
+/// its join and the spawn's return can come).
+/// Until 2026-12-06 the image's `forks` word kept counting it: the last process to leave
+/// took a child to be on its way, left the image unclean and the region in /dev/shm, and
+/// a parent that forked kept what it closed until it left.
 #[test]
 fn a_program_execd_without_the_shim_leaves_the_image_clean() {
     let img = image();
@@ -463,14 +470,16 @@ fn a_program_execd_without_the_shim_leaves_the_image_clean() {
         "import os, subprocess, sys\n\
          fd = os.open({f:?}, os.O_CREAT | os.O_RDWR, 0o644)\n\
          os.write(fd, b'handed')\n\
-         if sys.argv[1] == 'spawn':\n    os.set_inheritable(fd, True)\n    pid = os.posix_spawn('/bin/sleep', ['/bin/sleep', '0.2'], {{}})\n    assert os.waitpid(pid, 0)[1] == 0\n\
+         if sys.argv[1] == 'spawn':\n    os.set_inheritable(fd, True)\n    pid = os.posix_spawn('/bin/true', ['/bin/true'], {{}})\n    assert os.waitpid(pid, 0)[1] == 0\n\
+         elif sys.argv[1] == 'system':\n    os.set_inheritable(fd, True)\n    assert os.system('true') == 0\n\
+         elif sys.argv[1] == 'spawn-joins':\n    os.set_inheritable(fd, True)\n    os.lseek(fd, 0, 0)\n    acts = [(os.POSIX_SPAWN_DUP2, fd, 0), (os.POSIX_SPAWN_OPEN, 1, '/dev/null', os.O_WRONLY, 0)]\n    pid = os.posix_spawn('/bin/cat', ['cat'], os.environ, file_actions=acts)\n    assert os.waitpid(pid, 0)[1] == 0\n\
          else:\n    subprocess.run(['/bin/true'], env={{}}, pass_fds=(fd,), check=True)\n\
          os.close(fd)\n\
          if sys.argv[1] == 'fork':\n    pid = os.fork()\n    if pid == 0:\n        os._exit(0)\n    os.waitpid(pid, 0)\n\
          print(open({f:?}).read())",
         f = p("/f"),
     );
-    for how in ["leave", "fork", "spawn"] {
+    for how in ["leave", "fork", "spawn", "system", "spawn-joins"] {
         let out = img.run("python3", &["-c", &py, how]);
         assert!(out.status.success(), "{out:?}");
         assert_eq!(String::from_utf8_lossy(&out.stdout), "handed\n");

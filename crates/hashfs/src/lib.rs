@@ -116,4 +116,10 @@ pub mod testing {
     }
 
     pub use crate::mapping::extent_hash::ExtentLookup;
+
+    /// On a mount shared by many processes: the image's `forks` word, the children and
+    /// programs counted as on their way (`fs/shared/fork.rs`).
+    pub fn forks_counted<D: PmDevice>(fs: &FileSystem<D>) -> Option<u64> {
+        fs.forks_counted()
+    }
 }

@@ -763,7 +763,7 @@ fn a_spawned_programs_file_is_kept_until_the_program_opened_it() {
     parent.remove_file(p("/o")).unwrap();
     let ino = f.ino();
     let h = parent.share_description(ino, libc::O_RDONLY as u32, 0).unwrap().expect("a shared mount");
-    let spawn = parent.prepare_spawn(&[h]).expect("a shared mount");
+    let spawn = parent.prepare_spawn(&[h], false).expect("a shared mount");
     drop(f); // closed right after the spawn
     let free = parent.statfs().inodes_free;
     let late = parent.open_file(p("/late"), &rw).unwrap();
@@ -776,7 +776,7 @@ fn a_spawned_programs_file_is_kept_until_the_program_opened_it() {
     parent.write(p("/tick"), b"1").unwrap(); // a call of the parent's between the adoption and the open
     let access = hashfs::Access { read: true, write: false, append: false };
     let g = program.open_ino(ino, access).expect("the program's inherited file was freed before it opened it");
-    program.inherited_opened();
+    program.inherited_opened(None);
     parent.write(p("/tick"), b"2").unwrap(); // the parent lets go of its hold now
     let mut buf = vec![0u8; 10_000];
     assert_eq!(g.read_at(0, &mut buf).unwrap(), 10_000);

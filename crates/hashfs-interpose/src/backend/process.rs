@@ -149,9 +149,10 @@ pub trait Process {
     /// errno is restored after it.
     fn exec_failed(_prepared: Option<Box<dyn std::any::Any>>) {}
     /// Before `posix_spawn` and `posix_spawnp` start a program in a child (which runs no
-    /// code of ours before its exec): what the child's program is to inherit. Its value goes
-    /// to [`Self::after_spawn`] once a child was made, or to [`Self::spawn_failed`].
-    fn before_spawn() -> Option<Box<dyn std::any::Any>> {
+    /// code of ours before its exec), or `system` and `popen` (`tells_pid` false: the call
+    /// does not return the child's pid): what the child's program is to inherit. Its value
+    /// goes to [`Self::after_spawn`] once a child was made, or to [`Self::spawn_failed`].
+    fn before_spawn(_tells_pid: bool) -> Option<Box<dyn std::any::Any>> {
         None
     }
     /// The next [`Self::before_spawn`] on this thread starts its child in `dir` (a directory

@@ -288,8 +288,8 @@ impl Process for Preload {
         super::exec::exec_failed(prepared)
     }
 
-    fn before_spawn() -> Option<Box<dyn std::any::Any>> {
-        super::exec::before_spawn()
+    fn before_spawn(tells_pid: bool) -> Option<Box<dyn std::any::Any>> {
+        super::exec::before_spawn(tells_pid)
     }
 
     fn spawn_in(dir: Option<&CStr>) {

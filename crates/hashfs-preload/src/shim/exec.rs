@@ -26,12 +26,11 @@ use hashfs::share::Handle;
 use pump::{inode_of, Pump, PUMPED};
 
 /// What a named placeholder's memfd is called, before its index and generation.
-const NAME: &str = "hashfs-ofd-";
-
-/// Makes descriptor `fd` an `O_PATH` descriptor of a memfd named after `h` (without
-/// close-on-exec); false if the kernel refused a step.
-fn name_after(fd: c_int, h: Handle) -> bool {
-    name_memfd(fd, &format!("{NAME}{}-{}", h.index, h.generation))
+/// Makes descriptor `fd` an `O_PATH` descriptor of a memfd named after `h` and the
+/// spawn's ticket, if any (`Handle::handed_name`; without close-on-exec); false if the
+/// kernel refused a step.
+fn name_after(fd: c_int, h: Handle, ticket: Option<u32>) -> bool {
+    name_memfd(fd, &h.handed_name(ticket))
 }
 
 /// Makes descriptor `fd` an `O_PATH` descriptor of a memfd named `name`.
@@ -93,17 +92,16 @@ enum Passed {
 /// Names `fd` for the next program as `passed` says.
 fn name_passed(fd: c_int, passed: Passed, of: &OpenFile) -> bool {
     match passed {
-        Passed::Shared(h) => name_after(fd, h),
+        Passed::Shared(h) => name_after(fd, h, None),
         Passed::Copied => name_copy(fd, of),
     }
 }
 
-/// The description a named placeholder stands for: `/memfd:hashfs-ofd-I-G (deleted)`.
-fn named(link: &[u8]) -> Option<Handle> {
-    let s = std::str::from_utf8(link).ok()?.strip_prefix("/memfd:")?.strip_prefix(NAME)?;
-    let s = s.split(' ').next()?;
-    let (i, g) = s.split_once('-')?;
-    Some(Handle { index: i.parse().ok()?, generation: g.parse().ok()? })
+/// The description a named placeholder stands for, and the ticket of the spawn that
+/// handed it over if any: `/memfd:hashfs-ofd-I-G[-tT] (deleted)`.
+fn named(link: &[u8]) -> Option<(Handle, Option<u32>)> {
+    let s = std::str::from_utf8(link).ok()?.strip_prefix("/memfd:")?;
+    Handle::from_handed_name(s.split(' ').next()?)
 }
 
 /// The memfd that passes the working directory inside the image to the next program (its
@@ -343,36 +341,47 @@ pub(super) fn spawn_in(dir: Option<PathBuf>) {
 /// placeholders named after their descriptions, counted for it); the parent keeps them.
 /// A redirected standard descriptor stays its pump's pipe, which the parent's pump goes on
 /// serving.
-pub(super) fn before_spawn() -> Option<Box<dyn std::any::Any>> {
+pub(super) fn before_spawn(tells_pid: bool) -> Option<Box<dyn std::any::Any>> {
     let cwd = match SPAWN_IN.with(|d| d.borrow().clone()) {
         Some(dir) => pass_cwd(&dir),
         None => cwd::with_virtual_cwd(pass_cwd).unwrap_or(-1),
     };
-    let spawn = spawn_descriptors();
+    let spawn = spawn_descriptors(tells_pid);
     if cwd < 0 && spawn.is_none() {
         return None;
     }
     Some(Box::new(Spawned { cwd, spawn }))
 }
 
-fn spawn_descriptors() -> Option<hashfs::Fork> {
+/// The descriptors a spawn's program inherits, counted for it and named after their
+/// descriptions and the spawn's ticket (`tells_pid`: a spawn that returns the child's pid
+/// takes one, `hashfs::Fork::ticket`). Each is named after the counts are made, so that
+/// every name carries the ticket: a descriptor the kernel refuses to name (out of
+/// descriptors) is not the program's, and its description's count stays until the next
+/// first mount, as a program's that never joins.
+fn spawn_descriptors(tells_pid: bool) -> Option<hashfs::Fork> {
     let s = SHIM.get()?;
     let fs = fork::joined_fs()?;
     let moving = surviving(s);
-    let mut handles = Vec::new();
+    let mut shared = Vec::new();
     for (fd, of) in moving {
         if fs.is_read_only() {
             name_copy(fd, &of);
         } else if let Ok(Some(h)) = of.pos.share(fs, of.ino, of.flags.load(Ordering::Relaxed)) {
-            if name_after(fd, h) && !handles.contains(&h) {
-                handles.push(h);
-            }
+            shared.push((fd, h));
         }
     }
+    let mut handles: Vec<Handle> = shared.iter().map(|&(_, h)| h).collect();
+    handles.sort_by_key(|h| (h.index, h.generation));
+    handles.dedup();
     if handles.is_empty() {
         return None;
     }
-    fs.prepare_spawn(&handles)
+    let spawn = fs.prepare_spawn(&handles, tells_pid)?;
+    for (fd, h) in shared {
+        name_after(fd, h, spawn.ticket());
+    }
+    Some(spawn)
 }
 
 /// Whether a spawn made a child (its pid, where the call told it).
@@ -420,26 +429,38 @@ pub(super) fn exec_failed(prepared: Option<Box<dyn std::any::Any>>) {
 /// A descriptor a read-only participant passed on as a copy: its inode, flags, offset.
 type Copy = (c_int, (Ino, c_int, u64));
 
-/// What this program inherited across an exec: its descriptors' descriptions (or copies),
-/// and the working directory inside the image (its memfd is read and closed here).
-fn inherited() -> (Vec<(c_int, Handle)>, Vec<Copy>, Option<PathBuf>) {
-    let Ok(dir) = std::fs::read_dir("/proc/self/fd") else { return (Vec::new(), Vec::new(), None) };
-    let mut cwd = None;
-    let mut found = Vec::new();
-    let mut copies = Vec::new();
+/// What this program inherited across an exec or spawn.
+#[derive(Default)]
+struct Inherited {
+    /// Its descriptors' descriptions.
+    found: Vec<(c_int, Handle)>,
+    /// The ticket of the spawn that started it, which its descriptors' names carry (any
+    /// one of them: two spawns at once may each have renamed them; a ticket is taken once,
+    /// whoever takes it, `FileSystem::inherited_opened`).
+    ticket: Option<u32>,
+    /// A read-only participant's descriptors, passed as copies.
+    copies: Vec<Copy>,
+    /// The working directory inside the image (its memfd is read and closed here).
+    cwd: Option<PathBuf>,
+}
+
+fn inherited() -> Inherited {
+    let mut got = Inherited::default();
+    let Ok(dir) = std::fs::read_dir("/proc/self/fd") else { return got };
     for e in dir.flatten() {
         let Some(fd) = e.file_name().to_str().and_then(|n| n.parse::<c_int>().ok()) else { continue };
         let Ok(link) = std::fs::read_link(e.path()) else { continue };
         let link = link.as_os_str().as_bytes();
-        if let Some(h) = named(link) {
-            found.push((fd, h));
+        if let Some((h, ticket)) = named(link) {
+            got.found.push((fd, h));
+            got.ticket = got.ticket.or(ticket);
         } else if let Some(c) = named_copy(link) {
-            copies.push((fd, c));
+            got.copies.push((fd, c));
         } else if link.starts_with(format!("/memfd:{CWD_NAME} ").as_bytes()) {
-            cwd = read_cwd(fd);
+            got.cwd = read_cwd(fd);
         }
     }
-    (found, copies, cwd)
+    got
 }
 
 /// The directory a [`pass_cwd`] memfd holds; the descriptor is closed.
@@ -468,7 +489,7 @@ extern "C" fn adopt_at_start() {
         if prefix_bytes().is_none() {
             return;
         }
-        let (found, copies, cwd) = inherited();
+        let Inherited { found, ticket, copies, cwd } = inherited();
         if let Some(dir) = cwd {
             cwd::inherit_cwd(dir);
         }
@@ -512,7 +533,7 @@ extern "C" fn adopt_at_start() {
             }
         }
         if adopted {
-            fs.inherited_opened();
+            fs.inherited_opened(ticket);
         }
         for (fd, h) in found {
             let Some(of) = files.get(&(h.index, h.generation)) else { continue };

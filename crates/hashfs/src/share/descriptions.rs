@@ -66,6 +66,33 @@ pub struct Handle {
     pub generation: u64,
 }
 
+/// How the name of a descriptor handed over to another program starts (the shim names a
+/// memfd so, `hashfs-preload/src/shim/exec.rs`).
+const HANDED: &str = "hashfs-ofd-";
+
+impl Handle {
+    /// The name that carries this description to the program an exec or spawn starts,
+    /// with the spawn's ticket if it took one (`hashfs-ofd-I-G` or `hashfs-ofd-I-G-tT`:
+    /// the ticket travels with every descriptor handed over, so a program that finds any
+    /// finds it, and one whose descriptors were all closed before it started adopts
+    /// nothing and leaves the ticket's count to its reaper).
+    pub fn handed_name(self, ticket: Option<u32>) -> String {
+        let ticket = ticket.map_or(String::new(), |t| format!("-t{t}"));
+        format!("{HANDED}{}-{}{ticket}", self.index, self.generation)
+    }
+
+    /// The description and ticket a name made by [`Self::handed_name`] carries.
+    pub fn from_handed_name(name: &str) -> Option<(Handle, Option<u32>)> {
+        let mut parts = name.strip_prefix(HANDED)?.split('-');
+        let h = Handle { index: parts.next()?.parse().ok()?, generation: parts.next()?.parse().ok()? };
+        let ticket = match parts.next() {
+            Some(t) => Some(t.strip_prefix('t')?.parse().ok()?),
+            None => None,
+        };
+        parts.next().is_none().then_some((h, ticket))
+    }
+}
+
 impl Descriptions {
     /// Allocates a description of inode `ino` held by participant `me`; None when every
     /// slot is taken (the caller's ENFILE).
@@ -251,5 +278,23 @@ impl OffsetGuard<'_> {
 impl Drop for OffsetGuard<'_> {
     fn drop(&mut self) {
         self.d.lock.unlock();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Handle;
+
+    /// The names of descriptors handed over carry their description and the spawn's ticket
+    /// to the program (`fs/shared/fork.rs`); anything else is no such name.
+    #[test]
+    fn a_handed_name_carries_the_description_and_the_ticket() {
+        let h = Handle { index: 4095, generation: u64::MAX };
+        for ticket in [None, Some(0), Some(63)] {
+            assert_eq!(Handle::from_handed_name(&h.handed_name(ticket)), Some((h, ticket)));
+        }
+        for junk in ["hashfs-ofd-1", "hashfs-ofd-1-2-3", "hashfs-ofd-1-2-t", "hashfs-cwd", "hashfs-ofd-1-2-t3-4"] {
+            assert_eq!(Handle::from_handed_name(junk), None, "{junk}");
+        }
     }
 }

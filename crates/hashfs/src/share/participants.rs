@@ -115,6 +115,37 @@ impl Participants {
         self.take_free(pid, LEAVING | COUNTED, 0, start) // image 0: no program's nonce (each is odd)
     }
 
+    /// A ticket for the program a `posix_spawn` of this process is about to start with
+    /// descriptions handed over: a slot counted in the image's `forks` word ([`COUNTED`]),
+    /// leaving (no one waits for it), named after this process and program image until the
+    /// spawn returns the program's pid ([`Self::hand_to_program`]), so alive meanwhile
+    /// for everyone, this process included. The program learns its index from the names of
+    /// the descriptors handed to it, and a program that finds the ticket naming it takes
+    /// its count, once. (Before 2026-12-07 the slot was reserved after the spawn returned,
+    /// [`Self::reserve_for`]: a program that had joined, opened its files, uncounted itself
+    /// and left by then got a counted slot after it, which its reaper uncounted a second
+    /// time; one that had ended without joining got none, and its count stayed.) None when
+    /// no slot is free.
+    pub fn reserve_ticket(&self) -> Option<Participant> {
+        let pid = std::process::id();
+        self.take_free(pid, LEAVING | COUNTED, image_nonce(), start_time(pid)?)
+    }
+
+    /// The spawn with ticket `i` ([`Self::reserve_ticket`]) made process `child`: the
+    /// ticket names it from now on, of no program image (each is odd), as a slot
+    /// [`Self::reserve_for`] keeps: dead to the program, which carries its count on as it
+    /// joins (or takes it once it finds the ticket naming it); to everyone else alive
+    /// while the process runs, and its count its reaper's once the process has ended (a
+    /// program that never joined, or ended before its spawn returned). Under the image
+    /// lock. On the way (its start time 0) it is alive while the pid it names runs.
+    pub fn hand_to_program(&self, i: Participant, child: u32) {
+        let s = &self.slots[i.0 as usize];
+        s.start.store(0, Ordering::Release);
+        s.pid.store(child, Ordering::Release);
+        s.image.store(0, Ordering::Release);
+        s.start.store(start_time(child).unwrap_or(0), Ordering::Release);
+    }
+
     /// A slot for the child of a fork this process is about to make (under the image lock,
     /// which the parent holds across the fork): counted in the image's `forks` word
     /// ([`COUNTED`]) and named after this process, of this program image (which the child

@@ -51,6 +51,14 @@ impl Fork {
     pub fn mapped_writable(&mut self, inos: Vec<Ino>) {
         self.writable = inos;
     }
+
+    /// A spawn's ticket ([`FileSystem::prepare_spawn`]): the slot its program is to find
+    /// (the front end names it beside the descriptions handed over, and the program gives it
+    /// to [`FileSystem::adopt_inherited`]). None: no ticket (a spawn that does not learn its
+    /// child's pid, no description in the image, or no slot free).
+    pub fn ticket(&self) -> Option<u32> {
+        self.child_slot.map(|(t, _)| t.0)
+    }
 }
 
 impl<D: PmDevice> FileSystem<D> {
@@ -61,6 +69,11 @@ impl<D: PmDevice> FileSystem<D> {
     pub fn share_description(&self, ino: Ino, flags: u32, offset: u64) -> Result<Option<Handle>> {
         let Some(sh) = self.inner.shared.get() else { return Ok(None) };
         sh.region.descriptions().open(sh.me(), ino, flags, offset).map(Some).ok_or(Error::TooManyOpen)
+    }
+
+    /// The image's `forks` word (`hashfs::testing::forks_counted`).
+    pub(crate) fn forks_counted(&self) -> Option<u64> {
+        self.inner.shared.get().map(|sh| sh.region.words().forks.load(Ordering::Acquire))
     }
 
     /// Description `h`'s offset under its lock, held until the guard is dropped (the
@@ -264,32 +277,60 @@ impl<D: PmDevice> FileSystem<D> {
         }
     }
 
-    /// Before `posix_spawn`, whose child program inherits `descriptions`' descriptors:
+    /// Before `posix_spawn` (`ticket`: a call that returns the child's pid) or `system` and
+    /// `popen` (which do not), whose child program inherits `descriptions`' descriptors:
     /// counts them for it, as for an exec ([`Self::adopt_inherited`] takes them over), this
-    /// participant staying. None on a mount of one process.
-    pub fn prepare_spawn(&self, descriptions: &[Handle]) -> Option<Fork> {
-        self.hand_over(descriptions)
+    /// participant staying. With `ticket`, the count lives in a slot reserved now
+    /// (`Participants::reserve_ticket`), whose index the front end passes to the program
+    /// ([`Fork::ticket`]) and which [`Self::spawned`] hands to it; without, the program
+    /// uncounts itself once it has opened its files, and one that never does leaves the
+    /// count up. None on a mount of one process.
+    pub fn prepare_spawn(&self, descriptions: &[Handle], ticket: bool) -> Option<Fork> {
+        let mut spawn = self.hand_over(descriptions)?;
+        if ticket && spawn.in_image {
+            if let Some(sh) = self.inner.shared.get() {
+                let _in = self.inner.enter();
+                let t = sh.region.participants().reserve_ticket();
+                spawn.child_slot = t.map(|t| (t, std::process::id()));
+            }
+        }
+        Some(spawn)
     }
 
     /// The spawn made process `child`, whose program is to adopt what [`Self::prepare_spawn`]
-    /// counted: a slot is kept for it, counted (`Participants::reserve_for`), so that a
-    /// program that never joins (one that does not load the shim) is uncounted by whoever
-    /// reaps the slot once it has ended; one that joins carries the count on until it has
-    /// opened its files. Nothing if the program joined already (it uncounts itself), or
-    /// no slot is free (the count then stays until the next mount by no one else).
+    /// counted: the spawn's ticket names it from now on (`Participants::hand_to_program`),
+    /// so that a program that never joins (one that does not load the shim), or ended
+    /// before its spawn returned, is uncounted by whoever reaps the ticket once it has
+    /// ended; one that joins carries the count on until it has opened its files, or takes
+    /// it from the ticket then, once. Without a ticket (no slot was free at the spawn), a
+    /// slot is reserved now as before 2026-12-07 (`Participants::reserve_for`).
     pub fn spawned(&self, spawn: Fork, child: libc::pid_t) {
         let Some(sh) = self.inner.shared.get() else { return };
         if !spawn.in_image || child <= 0 {
             return;
         }
         let _in = self.inner.enter();
-        let _ = sh.region.participants().reserve_for(child as u32);
+        let parts = sh.region.participants();
+        match spawn.child_slot {
+            Some((ticket, _)) => parts.hand_to_program(ticket, child as u32),
+            // No slot was free at the spawn (and the program may have joined and left by
+            // now: then its reaper uncounts it a second time).
+            None => {
+                let _ = parts.reserve_for(child as u32);
+            }
+        }
     }
 
-    /// The spawn failed (or the exec that followed [`Self::prepare_exec`]): the counts go.
+    /// The spawn failed (or the exec that followed [`Self::prepare_exec`]): the counts go,
+    /// and the spawn's ticket.
     pub fn spawn_failed(&self, spawn: Fork) {
         let Some(sh) = self.inner.shared.get() else { return };
         let _in = self.inner.enter();
+        if let Some((ticket, _)) = spawn.child_slot {
+            let parts = sh.region.participants();
+            parts.take_counted(ticket); // `undo` uncounts
+            parts.leave(ticket);
+        }
         undo(sh, &spawn);
     }
 
@@ -342,11 +383,25 @@ impl<D: PmDevice> FileSystem<D> {
     /// was let go of as the program joined, and until the program has opened them their
     /// descriptions alone hold them, which count as open elsewhere only while it counts
     /// (`FsInner::open_elsewhere`; so does what a forked parent keeps, `for_children.rs`).
-    pub fn inherited_opened(&self) {
+    ///
+    /// `ticket`: the spawn's ticket its descriptors named ([`Fork::ticket`]). Its count is
+    /// taken once, by whoever finds it first: this program, as it joined (the ticket was
+    /// handed to it by then: a dead slot of its own process, as an exec's) or now (the
+    /// ticket names it), else by the ticket's reaper once the program has ended (the spawn
+    /// had not returned yet). A program with no ticket (`system`'s, `popen`'s, an exec's)
+    /// uncounts once, whether or not it carried a count on.
+    pub fn inherited_opened(&self, ticket: Option<u32>) {
         let Some(sh) = self.inner.shared.get() else { return };
         let _in = self.inner.enter();
-        sh.region.participants().set_counted(sh.me(), false);
-        uncount(sh);
+        let parts = sh.region.participants();
+        let carried = parts.take_counted(sh.me());
+        let took = match ticket.map(Participant) {
+            Some(t) => carried || (parts.names(t, std::process::id()) && parts.take_counted(t)),
+            None => true,
+        };
+        if took {
+            uncount(sh);
+        }
     }
 }
 

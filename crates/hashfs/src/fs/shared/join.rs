@@ -188,12 +188,18 @@ fn take_place<D: PmDevice>(
     // The program this process was before its `execve`, which handed descriptions over:
     // this one carries its count in `forks` on until it has opened them
     // (`FileSystem::inherited_opened`). (A first mount clears the count.)
+    // One count at most: a second is a spawn's ticket handed to the program before it
+    // after that program had opened its files (`FileSystem::inherited_opened`), whose
+    // count protects nothing any more.
     let parts = region.participants();
-    let mut carried = false;
+    let mut carried = 0;
     for &p in found.dead.iter().filter(|&&p| parts.of_this_process(p)) {
-        carried |= parts.take_counted(p);
+        carried += usize::from(parts.take_counted(p));
     }
-    if carried && !first {
+    for _ in 1..carried {
+        super::fork::uncount_forks(region);
+    }
+    if carried > 0 && !first {
         parts.set_counted(me, true);
     }
     // None under the read side (`Survey::joins_reading`): reaping needs the lock.
@@ -371,7 +377,7 @@ mod tests {
         assert_eq!(forks(), 1, "the program that joined let go of the handover before it opened its files");
         assert_eq!(next.adopt_inherited(&[h]), vec![Some((ino, libc::O_RDONLY as u32))]);
         let f = next.open_ino(ino, Access { read: true, write: false, append: false }).unwrap();
-        next.inherited_opened();
+        next.inherited_opened(None);
         assert_eq!(forks(), 0, "the program that opened its files still counts as on its way");
         drop(f);
         next.release_description(h);
@@ -427,7 +433,7 @@ mod tests {
         assert_eq!(early, Err(std::sync::mpsc::RecvTimeoutError::Timeout), "b's wait ended while a held the range");
         next.set_record_lock(a, &range(20, 29, Kind::Unlock), 1, None).unwrap();
         assert_eq!(rx.recv_timeout(ten_s), Ok(Ok(())), "b's wait, once a let go");
-        next.inherited_opened();
+        next.inherited_opened(None);
         next.release_description(h);
         drop((third, parent));
     }
@@ -467,7 +473,7 @@ mod tests {
             let mut buf = [0u8; 11];
             assert_eq!(f.read_at(0, &mut buf).unwrap(), 11);
             assert_eq!(&buf, b"handed over");
-            next.inherited_opened();
+            next.inherited_opened(None);
             drop(f);
             next.release_description(h);
             drop(next);
