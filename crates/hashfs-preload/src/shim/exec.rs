@@ -6,7 +6,8 @@
 //! Before the exec, each surviving descriptor's description is made shared in the image's
 //! region (`fork.rs`: its position moves there) and counted for the next program, and its
 //! placeholder becomes an `O_PATH` descriptor of a memfd named after the description
-//! (`hashfs-ofd-<index>-<generation>`), which `/proc/self/fd` shows to the next program.
+//! (`hashfs-ofd-<index>-<generation>`, and `-t<slot>` after it for a `posix_spawn`'s
+//! ticket, `hashfs::Fork::ticket`), which `/proc/self/fd` shows to the next program.
 //! A standard descriptor that is a pump's pipe (`start_pump`) is drained into its file
 //! (output) or has its unread bytes given back to its offset (input), then becomes such a
 //! named descriptor too. As the next program's shim loads, before `main`, it finds the
