@@ -828,15 +828,15 @@ def _():
 @bug("spawn-ticket-untaken")
 def _():
     plant("crates/hashfs/src/fs/shared/fork.rs",
-        "            Some(t) => carried || (parts.names(t, std::process::id()) && parts.take_counted(t)),\n",
-        "            Some(t) => carried || (!@ON && parts.names(t, std::process::id()) && parts.take_counted(t)),\n")
+        "            Some(t) if parts.names(t, std::process::id()) && t != sh.me() => {\n",
+        "            Some(t) if !@ON && parts.names(t, std::process::id()) && t != sh.me() => {\n")
 
 
 @bug("spawn-ticket-unchecked")
 def _():
     plant("crates/hashfs/src/fs/shared/fork.rs",
-        "carried || (!crate::planted::on(\"spawn-ticket-untaken\") && parts.names(t, std::process::id())",
-        "carried || (!crate::planted::on(\"spawn-ticket-untaken\") && (@ON || parts.names(t, std::process::id()))")
+        "if !crate::planted::on(\"spawn-ticket-untaken\") && parts.names(t, std::process::id())",
+        "if !crate::planted::on(\"spawn-ticket-untaken\") && (@ON || parts.names(t, std::process::id()))")
 
 
 @bug("carried-counts-merged")

@@ -396,7 +396,15 @@ impl<D: PmDevice> FileSystem<D> {
         let parts = sh.region.participants();
         let carried = parts.take_counted(sh.me());
         let took = match ticket.map(Participant) {
-            Some(t) => carried || (parts.names(t, std::process::id()) && parts.take_counted(t)),
+            Some(t) if parts.names(t, std::process::id()) && t != sh.me() => {
+                let took = parts.take_counted(t);
+                // Handed to this program after it joined: its slot in all but name, dead to
+                // it, holding nothing; freed now rather than left until the process ends.
+                release_dead(&sh.region, t);
+                parts.reap(t);
+                carried || took
+            }
+            Some(_) => carried,
             None => true,
         };
         if took {
