@@ -6,6 +6,10 @@
 mod skip;
 #[allow(unused_imports)] // not every test that includes this file skips on its own
 pub use skip::{fuse_available, skip};
+#[path = "support/bounded.rs"]
+mod bounded;
+#[allow(unused_imports)] // the tests that run shim processes use them
+pub use bounded::{Bounded, BoundedChild};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};

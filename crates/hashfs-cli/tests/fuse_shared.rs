@@ -4,7 +4,7 @@
 
 mod fuse_common;
 
-use fuse_common::{fuse_available, hashfs, shim_bash, wait_for, Mounted};
+use fuse_common::{fuse_available, hashfs, shim_bash, wait_for, Bounded, BoundedChild, Mounted};
 use std::fs;
 use std::os::unix::fs::{FileExt, MetadataExt, PermissionsExt};
 use std::path::Path;
@@ -15,7 +15,7 @@ fn shim(image: &Path, script: &str) -> Command {
 }
 
 fn shim_ok(image: &Path, script: &str) -> String {
-    let o: Output = shim(image, script).output().unwrap();
+    let o: Output = shim(image, script).output_bounded();
     assert!(o.status.success(), "{script}: {}", String::from_utf8_lossy(&o.stderr));
     String::from_utf8_lossy(&o.stdout).into_owned()
 }
@@ -25,7 +25,7 @@ fn unmounted() -> Mounted {
     let dir = tempfile::tempdir_in("/dev/shm").unwrap();
     let (image, mnt) = (dir.path().join("fs.img"), dir.path().join("mnt"));
     fs::create_dir(&mnt).unwrap();
-    let st = hashfs().args(["mkfs", image.to_str().unwrap(), "--size", "64M"]).status().unwrap();
+    let st = hashfs().args(["mkfs", image.to_str().unwrap(), "--size", "64M"]).status_bounded();
     assert!(st.success());
     Mounted { dir, image, mnt, daemon: None, beside: None }
 }
@@ -91,7 +91,7 @@ fn a_mount_of_an_image_that_shim_processes_use_is_shared() {
     m.start(); // no option: the image is in use, so the mount is shared
     assert_eq!(fs::read_to_string(m.path("held")).unwrap(), "held\n");
     fs::write(m.path("from-mount"), "seen").unwrap();
-    let out = holder.wait_with_output().unwrap();
+    let out = holder.wait_with_output_bounded();
     assert!(out.status.success());
     assert_eq!(String::from_utf8_lossy(&out.stdout), "seen");
     m.stop();
@@ -110,7 +110,7 @@ fn either_side_killed_leaves_the_other_running() {
     let writer = shim(&img, "for i in $(seq 1 3000); do echo $i >> /pm/log; done").spawn().unwrap();
     wait_for("the first appends", || fs::metadata(m.path("log")).map(|x| x.len()).unwrap_or(0) > 100);
     m.kill_daemon();
-    let st = writer.wait_with_output().unwrap();
+    let st = writer.wait_with_output_bounded();
     assert!(st.status.success(), "the shim process outlives the daemon");
     assert_eq!(shim_ok(&img, "wc -l < /pm/log").trim(), "3000");
     // A new mount beside it; a shim process killed while it appends: the mount goes on.
@@ -119,7 +119,7 @@ fn either_side_killed_leaves_the_other_running() {
     let mut writer = shim(&img, "while :; do echo more >> /pm/log; done").spawn().unwrap();
     wait_for("more appends", || fs::metadata(m.path("log")).map(|x| x.len()).unwrap_or(0) > 20_000);
     writer.kill().unwrap();
-    writer.wait().unwrap();
+    writer.wait_bounded();
     let text = fs::read_to_string(m.path("log")).unwrap();
     assert!(text.lines().skip(3000).all(|l| l == "more"), "every line whole");
     fs::write(m.path("after"), "the mount goes on").unwrap();
@@ -203,11 +203,11 @@ fn saves_on_either_side_are_read_whole_on_the_other() {
             check("read through the mount", &fs::read(m.path("s")).unwrap(), &mut last);
             reads += 1;
         }
-        let o = saver.wait_with_output().unwrap();
+        let o = saver.wait_with_output_bounded();
         assert!(o.status.success(), "the shim's saves: {}", String::from_utf8_lossy(&o.stderr));
         check("the last read through the mount", &fs::read(m.path("s")).unwrap(), &mut last);
         assert_eq!(last, SAVES);
-        (reads, reader.wait_with_output().unwrap())
+        (reads, reader.wait_with_output_bounded())
     });
     assert!(reader.status.success(), "the shim's reads: {}", String::from_utf8_lossy(&reader.stderr));
     let shim_reads: u32 = String::from_utf8_lossy(&reader.stdout).trim().parse().unwrap();
@@ -259,7 +259,7 @@ fn a_name_saved_over_again_and_again_reads_through_the_mount_every_time() {
         }
     }
     fs::write(&stop, "").unwrap();
-    let o = saver.wait_with_output().unwrap();
+    let o = saver.wait_with_output_bounded();
     assert!(o.status.success(), "the shim's saves: {}", String::from_utf8_lossy(&o.stderr));
     if let Some(e) = failed {
         panic!("a read through the mount failed after {reads} reads: {e}");
@@ -329,7 +329,7 @@ fn git_through_the_mount_on_a_repository_a_shim_process_changes() {
     .unwrap();
     let repo = m.path("r");
     let git = |args: &[&str]| {
-        Command::new("git").arg("-c").arg("safe.directory=*").arg("-C").arg(&repo).args(args).output().unwrap()
+        Command::new("git").arg("-c").arg("safe.directory=*").arg("-C").arg(&repo).args(args).output_bounded()
     };
     let mut seen = 0;
     let mut writer = writer;
@@ -340,7 +340,7 @@ fn git_through_the_mount_on_a_repository_a_shim_process_changes() {
         assert!(n >= seen, "the history shrank from {seen} to {n} commits");
         seen = n;
     }
-    assert!(writer.wait().unwrap().success(), "the shim's commits");
+    assert!(writer.wait_bounded().success(), "the shim's commits");
     let o = git(&["log", "--oneline"]);
     assert_eq!(String::from_utf8_lossy(&o.stdout).lines().count(), commits + 1);
     let o = git(&["fsck", "--strict"]);
@@ -352,8 +352,7 @@ fn git_through_the_mount_on_a_repository_a_shim_process_changes() {
         .args(["-c", "user.name=t", "-c", "user.email=t@example.com", "-c", "safe.directory=*", "-C"])
         .arg(&repo)
         .args(["commit", "-qm", "through the mount"])
-        .output()
-        .unwrap();
+        .output_bounded();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let log = shim_ok(
         &img,
@@ -439,7 +438,7 @@ fn changes_reach_a_mapping_through_the_mount(script: &str, line: impl Fn(usize, 
         slowest = slowest.max(start.elapsed());
     }
     drop(writer.stdin.take());
-    assert!(writer.wait().unwrap().success());
+    assert!(writer.wait_bounded().success());
     eprintln!("the slowest of {what} reached the mapping through the mount in {slowest:?}");
     // SAFETY: the mapping made above, no longer used.
     unsafe { libc::munmap(p, 4096) };
@@ -509,7 +508,7 @@ fn holding(mut cmd: Command) -> Child {
 
 fn release(mut c: Child) {
     std::io::Write::write_all(c.stdin.as_mut().unwrap(), b"\n").unwrap();
-    assert!(c.wait().unwrap().success());
+    assert!(c.wait_bounded().success());
 }
 
 /// A script that takes a `flock` LOCK_EX on `path` without waiting (exit status 3 when
@@ -547,8 +546,8 @@ fn record_locks_through_the_mount_and_the_shim_exclude_each_other() {
     let img = m.image.clone();
     fs::write(m.path("f"), vec![0u8; 100]).unwrap();
     let mnt_f = m.path("f").to_str().unwrap().to_string();
-    let try_mount = |start, len| plain_bash(&locker(&mnt_f, start, len, true)).status().unwrap().code();
-    let try_shim = |start, len| shim(&img, &locker("/pm/f", start, len, true)).status().unwrap().code();
+    let try_mount = |start, len| plain_bash(&locker(&mnt_f, start, len, true)).status_bounded().code();
+    let try_shim = |start, len| shim(&img, &locker("/pm/f", start, len, true)).status_bounded().code();
     // Held through the shim: refused through the mount where the ranges meet.
     let h = holding(shim(&img, &locker("/pm/f", 0, 10, false)));
     assert_eq!(try_mount(5, 10), Some(3), "a range the shim's lock covers, refused through the mount");
@@ -562,7 +561,7 @@ fn record_locks_through_the_mount_and_the_shim_exclude_each_other() {
     // Killed holding it: released with its descriptors.
     let mut h = h;
     h.kill().unwrap();
-    h.wait().unwrap();
+    h.wait_bounded();
     wait_for("the killed holder's lock released", || try_shim(0, 0) == Some(0));
     m.stop();
     m.fsck_clean();
@@ -581,8 +580,8 @@ fn flock_through_the_mount_and_the_shim_exclude_each_other() {
     let img = m.image.clone();
     fs::write(m.path("f"), vec![0u8; 100]).unwrap();
     let mnt_f = m.path("f").to_str().unwrap().to_string();
-    let try_mount = || plain_bash(&flocker(&mnt_f, true)).status().unwrap().code();
-    let try_shim = || shim(&img, &flocker("/pm/f", true)).status().unwrap().code();
+    let try_mount = || plain_bash(&flocker(&mnt_f, true)).status_bounded().code();
+    let try_shim = || shim(&img, &flocker("/pm/f", true)).status_bounded().code();
     let next = |c: &mut Child, want: &str| {
         std::io::Write::write_all(c.stdin.as_mut().unwrap(), b"\n").unwrap();
         let mut line = String::new();
@@ -593,7 +592,7 @@ fn flock_through_the_mount_and_the_shim_exclude_each_other() {
     let mut h = holding(plain_bash(&flocker(&mnt_f, false)));
     assert_eq!(try_shim(), Some(3), "the mount's flock, refused through the shim");
     assert_eq!(try_mount(), Some(3), "another open file description through the mount");
-    assert_eq!(shim(&img, &locker("/pm/f", 0, 0, true)).status().unwrap().code(), Some(0), "flock apart");
+    assert_eq!(shim(&img, &locker("/pm/f", 0, 0, true)).status_bounded().code(), Some(0), "flock apart");
     next(&mut h, "closed");
     assert_eq!(try_shim(), Some(0), "let go at the holder's close");
     release(h);
