@@ -180,8 +180,8 @@ def _():
 @bug("fifo-dir-by-reader")
 def _():
     plant("crates/hashfs-preload/src/shim/fifo.rs",
-        "    Ok(dir(!fs.is_read_only())?.join(",
-        "    Ok(dir(!fs.is_read_only() || @ON)?.join(")
+        "    node_of(ino, generation, !fs.is_read_only())\n",
+        "    node_of(ino, generation, !fs.is_read_only() || @ON)\n")
 
 
 @bug("fifo-node-race")
@@ -605,3 +605,25 @@ def _():
     plant("crates/hashfs-preload/src/shim/mmap/copy.rs",
         "    m._pin = None;\n",
         "    if !@ON {\n        m._pin = None;\n    }\n")
+
+
+@bug("socket-bind-refused")
+def _():
+    plant("crates/hashfs-preload/src/shim/socket.rs",
+        "    Some(bind_at(fd, &p))\n",
+        "    Some(if @ON { Err(libc::EOPNOTSUPP) } else { bind_at(fd, &p) })\n")
+
+
+@bug("socket-node-unshared")
+def _():
+    plant("crates/hashfs-preload/src/shim/socket.rs",
+        "    super::fifo::node_of(m.ino, m.generation, make)\n",
+        "    super::fifo::node_of(m.ino, m.generation, make).map(|n| if @ON { n.with_extension(std::process::id().to_string()) } else { n })\n")
+
+
+@bug("socket-failed-bind-named")
+def _():
+    plant("crates/hashfs-preload/src/shim/socket.rs",
+        "    if bound.is_err() {\n",
+        "    if bound.is_err() && !@ON {\n")
+

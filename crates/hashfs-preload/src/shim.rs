@@ -4,7 +4,7 @@
 //! friends), `vector` (preadv/pwritev and the `*v2` calls), `copy` (copy_file_range,
 //! sendfile, splice), `stat` (the stat family, access), `meta` (owners, times, the `*at`
 //! name calls, mknod), `names` (unlink, mkdir, rename, links), `dir` (directory streams),
-//! `cwd` (chdir into the prefix), `mmap`, `xattr`, `socket` (refuses UNIX sockets in the prefix), `stdio`, `statfs`. docs/shim.md lists
+//! `cwd` (chdir into the prefix), `mmap`, `xattr`, `socket` (UNIX sockets bound and connected at paths in the prefix), `stdio`, `statfs`. docs/shim.md lists
 //! what is served and what is refused.
 
 use hashfs::pm::MmapDevice;

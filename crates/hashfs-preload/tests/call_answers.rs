@@ -460,3 +460,80 @@ fn seek_data_and_seek_hole_answer_as_the_kernels() {
         &["written: SEEK_HOLE 0 12288", "filled: SEEK_DATA 12288 16384", "punched: SEEK_HOLE 0 4096"],
     );
 }
+
+/// UNIX sockets bound and connected at paths in the image (`shim/socket.rs`): the socket
+/// file and its mode, a second bind of the name, a connect from another process, through a
+/// symbolic link and after a rename, to a file that is no socket, to a socket nothing listens
+/// on or whose listener closed, to a missing name and after an unlink, a bind by a relative
+/// path, a failed bind's name; each answers as the kernel's on a tmpfs. (Before 2026-12-07
+/// bind and connect at a path in the image failed with EOPNOTSUPP: `socket-bind-refused`;
+/// with the kernel node kept per process, another process's connect is refused:
+/// `socket-node-unshared`; a failed bind that keeps the name it made: `socket-failed-bind-named`.)
+#[test]
+fn unix_sockets_in_the_image_answer_as_the_kernels() {
+    answers_as_the_kernels(
+        r#"
+import socket, stat, subprocess
+U = socket.AF_UNIX
+s = socket.socket(U)
+t("bind", lambda: s.bind(d + "/sock"))
+t("listen", lambda: s.listen(4))
+t("a socket", lambda: stat.S_ISSOCK(os.lstat(d + "/sock").st_mode))
+t("mode", lambda: oct(os.lstat(d + "/sock").st_mode & 0o777))
+t("bind again", lambda: socket.socket(U).bind(d + "/sock"))
+t("bind a bound socket", lambda: s.bind(d + "/second"))
+t("its second name", lambda: os.path.exists(d + "/second"))
+client = "import socket, sys\nc = socket.socket(socket.AF_UNIX)\nc.connect(sys.argv[1])\nc.send(b'from ' + sys.argv[1][-4:].encode())"
+p = subprocess.Popen([sys.executable, "-c", client, d + "/sock"], stderr=subprocess.DEVNULL)
+s.settimeout(10) # (a connect refused in the other process leaves no one to accept)
+def accepted():
+    a, _ = s.accept()
+    return a.recv(20)
+t("another process's", accepted)
+t("its exit", lambda: p.wait())
+c = socket.socket(U)
+t("connect", lambda: c.connect(d + "/sock"))
+a, _ = s.accept()
+t("send", lambda: c.send(b"x"))
+t("recv", lambda: a.recv(1))
+os.symlink("sock", d + "/ln")
+t("connect by a link", lambda: socket.socket(U).connect(d + "/ln"))
+os.rename(d + "/sock", d + "/moved")
+t("connect renamed", lambda: socket.socket(U).connect(d + "/moved"))
+t("connect old name", lambda: socket.socket(U).connect(d + "/sock"))
+open(d + "/f", "w").close()
+t("connect a file", lambda: socket.socket(U).connect(d + "/f"))
+t("bind over a file", lambda: socket.socket(U).bind(d + "/f"))
+t("connect missing", lambda: socket.socket(U).connect(d + "/none"))
+t("bind in a missing dir", lambda: socket.socket(U).bind(d + "/no/s"))
+idle = socket.socket(U)
+t("bind idle", lambda: idle.bind(d + "/idle"))
+t("connect idle", lambda: socket.socket(U).connect(d + "/idle"))
+s.close()
+t("connect closed", lambda: socket.socket(U).connect(d + "/moved"))
+t("unlink", lambda: os.unlink(d + "/moved"))
+t("connect unlinked", lambda: socket.socket(U).connect(d + "/moved"))
+t("bind after unlink", lambda: socket.socket(U).bind(d + "/moved"))
+os.chdir(d)
+r = socket.socket(U)
+t("bind relative", lambda: r.bind("rel"))
+t("listen relative", lambda: r.listen(1))
+t("connect relative", lambda: socket.socket(U).connect(d + "/rel"))
+"#,
+        &[
+            "bind ok",
+            "a socket True",
+            "bind again EADDRINUSE",
+            "bind a bound socket EINVAL",
+            "its second name False",
+            "another process's b'from sock'",
+            "connect renamed ok",
+            "connect old name ENOENT",
+            "connect a file ECONNREFUSED",
+            "connect idle ECONNREFUSED",
+            "connect closed ECONNREFUSED",
+            "connect unlinked ENOENT",
+            "connect relative ok",
+        ],
+    );
+}

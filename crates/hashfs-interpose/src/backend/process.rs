@@ -77,11 +77,12 @@ pub trait Process {
     fn fstatfs(_fd: c_int) -> Served<FsStats> {
         None
     }
-    /// bind and connect of a UNIX socket to `path` (not an abstract one).
-    fn bind_unix(_path: &CStr) -> Served<()> {
+    /// bind and connect of UNIX socket `fd` to `path` (not an abstract one): the backend
+    /// binds or connects the socket itself where the path is its.
+    fn bind_unix(_fd: c_int, _path: &CStr) -> Served<()> {
         None
     }
-    fn connect_unix(_path: &CStr) -> Served<()> {
+    fn connect_unix(_fd: c_int, _path: &CStr) -> Served<()> {
         None
     }
     fn ioctl(_fd: c_int, _request: c_ulong, _arg: IoctlArg, _next: Next<'_, c_int>) -> Served<c_int> {

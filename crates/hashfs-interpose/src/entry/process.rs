@@ -224,7 +224,7 @@ unsafe fn unix_path(addr: *const sockaddr, len: socklen_t) -> Option<CString> {
 pub unsafe fn bind<B: Backend>(fd: c_int, addr: *const sockaddr, len: socklen_t) -> c_int {
     // SAFETY: bind's contract: addr holds len bytes.
     if let Some(p) = crate::guarded(|| unsafe { unix_path(addr, len) }).flatten() {
-        if let Some(r) = crate::serve(|| B::bind_unix(&p)) {
+        if let Some(r) = crate::serve(|| B::bind_unix(fd, &p)) {
             return <()>::to_c(r);
         }
     }
@@ -234,7 +234,7 @@ pub unsafe fn bind<B: Backend>(fd: c_int, addr: *const sockaddr, len: socklen_t)
 pub unsafe fn connect<B: Backend>(fd: c_int, addr: *const sockaddr, len: socklen_t) -> c_int {
     // SAFETY: connect's contract: addr holds len bytes.
     if let Some(p) = crate::guarded(|| unsafe { unix_path(addr, len) }).flatten() {
-        if let Some(r) = crate::serve(|| B::connect_unix(&p)) {
+        if let Some(r) = crate::serve(|| B::connect_unix(fd, &p)) {
             return <()>::to_c(r);
         }
     }

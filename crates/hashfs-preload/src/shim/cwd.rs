@@ -222,12 +222,12 @@ impl Process for Preload {
         served(statfs::stats())
     }
 
-    fn bind_unix(path: &CStr) -> Served<()> {
-        Some(socket::refused(path)?.map_err(Errno))
+    fn bind_unix(fd: c_int, path: &CStr) -> Served<()> {
+        Some(socket::bind(fd, path)?.map_err(Errno))
     }
 
-    fn connect_unix(path: &CStr) -> Served<()> {
-        Some(socket::refused(path)?.map_err(Errno))
+    fn connect_unix(fd: c_int, path: &CStr) -> Served<()> {
+        Some(socket::connect(fd, path)?.map_err(Errno))
     }
 
     fn ioctl(fd: c_int, request: libc::c_ulong, arg: IoctlArg, _: Next<'_, c_int>) -> Served<c_int> {

@@ -67,7 +67,8 @@ pub(super) fn open(md: &Metadata, flags: c_int) -> Result<c_int, c_int> {
     Ok(fd)
 }
 
-/// The image's FIFO `ino` (freed as a FIFO): its kernel node goes, if it was made.
+/// The image's FIFO or socket `ino` (its last name removed): its kernel node goes, if it
+/// was made.
 pub(super) fn removed(ino: Ino, generation: u32) {
     if let Ok(dir) = dir(false) {
         if std::fs::remove_file(dir.join(format!("{}-{generation}", ino.0))).is_ok() {
@@ -83,7 +84,14 @@ fn node_path(ino: Ino) -> Result<PathBuf, c_int> {
     let generation = fs.peek_attr(ino).map_err(|e| e.errno())?.generation;
     // A process that may only read the image makes no directory (one it made, of its own
     // user, would be refused by the writers: EROFS for it, as for its other changes).
-    Ok(dir(!fs.is_read_only())?.join(format!("{}-{generation}", ino.0)))
+    node_of(ino, generation, !fs.is_read_only())
+}
+
+/// The kernel node standing for inode `ino` of generation `generation` (a FIFO's, or a
+/// UNIX socket's, `socket.rs`), in the directory made if there is none and `make` (else
+/// EROFS when there is none).
+pub(super) fn node_of(ino: Ino, generation: u32, make: bool) -> Result<PathBuf, c_int> {
+    Ok(dir(make)?.join(format!("{}-{generation}", ino.0)))
 }
 
 /// The image's FIFO directory, made if there is none (and `make`), and checked.

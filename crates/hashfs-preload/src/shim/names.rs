@@ -32,7 +32,7 @@ fn new_name_end(fs: &FileSystem<MmapDevice>, p: &Path) -> Result<(), Error> {
 /// mknod in the image: FIFOs, devices and sockets become inodes of their type (opening a
 /// device or socket needs the kernel: through the shim that is EOPNOTSUPP, through the
 /// mount it works; a FIFO opens a kernel FIFO standing for it, `fifo.rs`).
-fn mknod_ours(p: &Path, mode: mode_t, dev: libc::dev_t) -> Result<(), c_int> {
+pub(super) fn mknod_ours(p: &Path, mode: mode_t, dev: libc::dev_t) -> Result<(), c_int> {
     let fs = shim().fs()?;
     new_name_end(fs, p).map_err(|e| e.errno())?;
     let t = FileType::from_mknod_mode(mode).ok_or(libc::EINVAL)?;
@@ -93,12 +93,13 @@ impl Names for Preload {
                     // "f/": a directory is EISDIR, anything else ENOTDIR (the resolution's).
                     return Err(fs.symlink_metadata(p).map_or_else(|e| e, |_| Error::IsDir));
                 }
-                // A FIFO's last name: the kernel FIFO standing for it goes too (`fifo.rs`).
-                // (A look only: a link out of the image on the way is the unlink's to report.)
+                // A FIFO's or socket's last name: the kernel node standing for it goes too
+                // (`fifo.rs`, `socket.rs`). (A look only: a link out of the image on the way
+                // is the unlink's to report.)
                 let fifo = following_out(|| fs.resolve_nofollow(p))
                     .and_then(|i| fs.peek_attr(i))
                     .ok()
-                    .filter(|m| m.file_type == FileType::Fifo && m.nlink == 1);
+                    .filter(|m| matches!(m.file_type, FileType::Fifo | FileType::Socket) && m.nlink == 1);
                 fs.remove_file(p)?;
                 if let Some(m) = fifo {
                     super::fifo::removed(m.ino, m.generation);

@@ -1,12 +1,101 @@
-//! UNIX sockets at paths in the prefix: `bind` and `connect` would reach the kernel with a
-//! path it cannot see in the image (and, were the prefix a real host directory, bind a
-//! socket there instead of in the image), so they fail loudly with EOPNOTSUPP. Through the
-//! mount (`hashfs mount`), sockets in the image work.
+//! UNIX sockets at paths in the image. A socket's traffic is never the file system's: the
+//! kernel moves it between the processes connected. So, as for a FIFO (`fifo.rs`), a
+//! socket bound at a path of the image is two things: the image's inode of type socket at
+//! that name, which the bind makes (EADDRINUSE when the name is taken, as the kernel's bind
+//! answers; its mode 0777 less the umask, as the kernel's), and a kernel socket bound at the
+//! node that stands for it, `<region>.fifos/<inode>-<generation>` beside the image's shared
+//! region, the same for every process of the image. A connect to the path resolves it in
+//! the image (symbolic links followed; ENOENT when there is nothing, ECONNREFUSED when it is
+//! not a socket or nothing is bound there, EACCES without write permission, as the kernel's)
+//! and connects to that node. The socket's last name removed through the shim takes the node
+//! with it; a process that may only read the image connects and binds nothing (EROFS).
+//!
+//! What differs from the kernel's: `getsockname` and `getpeername` give the node's path, not
+//! the name in the image; a datagram sent with `sendto` or `sendmsg` to a path in the image
+//! is not served (the kernel answers ENOENT: its address is the path as written); a
+//! socket bound through the mount (`hashfs mount`) and one bound through the shim at the
+//! same name are not each other's (each side's kernel socket is its own).
+//! Before 2026-12-07 bind and connect at a path in the image failed with EOPNOTSUPP.
 
 use super::*;
 
-/// bind or connect of a UNIX socket at `path`: EOPNOTSUPP under the prefix.
-pub(super) fn refused(path: &CStr) -> Option<Result<(), c_int>> {
-    fs_path_of(path)?;
-    Some(Err(libc::EOPNOTSUPP))
+/// bind of a UNIX socket `fd` at `path`: served when the path is in the image.
+pub(super) fn bind(fd: c_int, path: &CStr) -> Option<Result<(), c_int>> {
+    let p = fs_path_of(path)?;
+    Some(bind_at(fd, &p))
+}
+
+/// connect of a UNIX socket `fd` to `path`: served when the path is in the image.
+pub(super) fn connect(fd: c_int, path: &CStr) -> Option<Result<(), c_int>> {
+    let p = fs_path_of(path)?;
+    Some(connect_at(fd, &p))
+}
+
+fn bind_at(fd: c_int, p: &Path) -> Result<(), c_int> {
+    let fs = shim().fs()?;
+    match super::names::mknod_ours(p, libc::S_IFSOCK | 0o777, 0) {
+        Err(libc::EEXIST) => return Err(libc::EADDRINUSE),
+        r => r?,
+    }
+    let made = fs.resolve_nofollow(p).and_then(|i| fs.peek_attr(i)).map_err(|e| e.errno());
+    let bound = made.and_then(|m| {
+        let node = node(&m, true)?;
+        // A node of this inode and generation can only be one its last unlink did not
+        // reach (removed through the mount): nothing is bound to it any more.
+        let _ = std::fs::remove_file(&node);
+        at_node(&node, |a, len| {
+            // SAFETY: the caller's socket; `a` holds `len` bytes of a sockaddr_un.
+            unsafe { real!(bind: fn(c_int, *const libc::sockaddr, libc::socklen_t) -> c_int)(fd, a, len) }
+        })
+    });
+    if bound.is_err() {
+        let _ = fs.remove_file(p); // the bind made nothing, as the kernel's that fails
+    }
+    bound
+}
+
+fn connect_at(fd: c_int, p: &Path) -> Result<(), c_int> {
+    let fs = shim().fs()?;
+    let m = fs.resolve(p).and_then(|i| fs.peek_attr(i)).map_err(|e| e.errno())?;
+    if m.file_type != FileType::Socket {
+        return Err(libc::ECONNREFUSED);
+    }
+    if !super::stat::permitted(&m, libc::W_OK) {
+        return Err(libc::EACCES);
+    }
+    // No node (no directory, or none for this socket): nothing is bound there.
+    let node = node(&m, false).map_err(|_| libc::ECONNREFUSED)?;
+    match at_node(&node, |a, len| {
+        // SAFETY: the caller's socket; `a` holds `len` bytes of a sockaddr_un.
+        unsafe { real!(connect: fn(c_int, *const libc::sockaddr, libc::socklen_t) -> c_int)(fd, a, len) }
+    }) {
+        Err(libc::ENOENT) => Err(libc::ECONNREFUSED),
+        r => r,
+    }
+}
+
+/// The kernel node standing for socket `m`, the same for every process of the image (in
+/// the directory made if there is none and `make`).
+fn node(m: &Metadata, make: bool) -> Result<PathBuf, c_int> {
+    super::fifo::node_of(m.ino, m.generation, make)
+}
+
+/// `call` with the UNIX socket address of `node` and its length; its errno on failure.
+fn at_node(node: &Path, call: impl FnOnce(*const libc::sockaddr, libc::socklen_t) -> c_int) -> Result<(), c_int> {
+    // SAFETY: an all-zero sockaddr_un is a valid value.
+    let mut a: libc::sockaddr_un = unsafe { std::mem::zeroed() };
+    a.sun_family = libc::AF_UNIX as libc::sa_family_t;
+    let bytes = node.as_os_str().as_bytes();
+    if bytes.len() >= a.sun_path.len() {
+        return Err(libc::ENAMETOOLONG);
+    }
+    for (d, &b) in a.sun_path.iter_mut().zip(bytes) {
+        *d = b as c_char;
+    }
+    let len = std::mem::offset_of!(libc::sockaddr_un, sun_path) + bytes.len() + 1;
+    if call((&raw const a).cast(), len as libc::socklen_t) == 0 {
+        Ok(())
+    } else {
+        Err(hashfs_interpose::errno())
+    }
 }
