@@ -846,11 +846,18 @@ def _():
         "    for _ in 1..if @ON { 1 } else { carried } {\n")
 
 
-@bug("spawn-ticket-for-system")
+@bug("spawn-ticket-for-popen")
 def _():
     plant("crates/hashfs-preload/src/shim/exec.rs",
-        "    let spawn = spawn_descriptors(tells_pid);\n",
-        "    let spawn = spawn_descriptors(tells_pid || @ON);\n")
+        "    let spawn = spawn_descriptors(known != ChildKnown::Nothing);\n",
+        "    let spawn = spawn_descriptors(known != ChildKnown::Nothing || @ON);\n")
+
+
+@bug("system-ticket-kept")
+def _():
+    plant("crates/hashfs/src/fs/shared/fork.rs",
+        "        if parts.take_counted(ticket) {\n            uncount(sh);\n        }\n        parts.leave(ticket);\n",
+        "        if !@ON && parts.take_counted(ticket) {\n            uncount(sh);\n        }\n        parts.leave(ticket);\n")
 
 
 @bug("spawn-ticket-unnamed")

@@ -150,10 +150,11 @@ pub trait Process {
     /// errno is restored after it.
     fn exec_failed(_prepared: Option<Box<dyn std::any::Any>>) {}
     /// Before `posix_spawn` and `posix_spawnp` start a program in a child (which runs no
-    /// code of ours before its exec), or `system` and `popen` (`tells_pid` false: the call
-    /// does not return the child's pid): what the child's program is to inherit. Its value
-    /// goes to [`Self::after_spawn`] once a child was made, or to [`Self::spawn_failed`].
-    fn before_spawn(_tells_pid: bool) -> Option<Box<dyn std::any::Any>> {
+    /// code of ours before its exec), or `system` and `popen` (`known`: what the call
+    /// tells of its child once it returns): what the child's program is to inherit. Its
+    /// value goes to [`Self::after_spawn`] once a child was made, or to
+    /// [`Self::spawn_failed`].
+    fn before_spawn(_known: ChildKnown) -> Option<Box<dyn std::any::Any>> {
         None
     }
     /// The next [`Self::before_spawn`] on this thread starts its child in `dir` (a directory
@@ -165,4 +166,16 @@ pub trait Process {
     fn after_spawn(_prepared: Option<Box<dyn std::any::Any>>, _child: Option<libc::pid_t>) {}
     /// No child was made: [`Self::before_spawn`]'s work is undone.
     fn spawn_failed(_prepared: Option<Box<dyn std::any::Any>>) {}
+}
+
+/// What a call that starts a child program tells of it once it returns
+/// ([`Process::before_spawn`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ChildKnown {
+    /// Its pid (`posix_spawn`, `posix_spawnp`).
+    Pid,
+    /// That it has ended (`system`, which waits for it).
+    Ended,
+    /// Nothing (`popen`).
+    Nothing,
 }

@@ -7,7 +7,7 @@
 //! the backend since the program keeps the environment that preloads this library.
 
 use crate::call::c_str;
-use crate::{forward, Backend};
+use crate::{forward, Backend, ChildKnown};
 use libc::{c_char, c_int};
 use std::ffi::{CStr, CString};
 
@@ -517,7 +517,7 @@ fn spawn_with<B: Backend>(pid: *mut libc::pid_t, spawn: impl FnOnce(*mut libc::p
     let at = if pid.is_null() { &raw mut own } else { pid };
     // SAFETY: `at` is the caller's pid (posix_spawn's contract: valid when not null) or
     // ours, which the spawn filled when it returned 0.
-    spawned_by::<B, c_int>(true, || spawn(at), |&r| (r == 0).then(|| Some(unsafe { *at })))
+    spawned_by::<B, c_int>(ChildKnown::Pid, || spawn(at), |&r| (r == 0).then(|| Some(unsafe { *at })))
 }
 
 /// [`spawn_with`] for a spawn with `actions`, whose change of directory may be the
@@ -539,14 +539,14 @@ fn spawn_with_actions<B: Backend>(
 }
 
 /// Runs `spawn` (a real call that starts a child program: posix_spawn, system, popen)
-/// between the backend's preparation and its completion (`tells_pid`: whether the call
-/// tells the child's pid; `made`: whether it made a child, and that pid).
+/// between the backend's preparation and its completion (`known`: what the call tells of
+/// its child; `made`: whether it made a child, and its pid where the call tells it).
 fn spawned_by<B: Backend, T>(
-    tells_pid: bool,
+    known: ChildKnown,
     spawn: impl FnOnce() -> T,
     made: impl FnOnce(&T) -> Option<Option<libc::pid_t>>,
 ) -> T {
-    let prepared = crate::guarded(|| B::before_spawn(tells_pid)).flatten();
+    let prepared = crate::guarded(|| B::before_spawn(known)).flatten();
     let r = spawn();
     let e = crate::errno();
     match made(&r) {
@@ -561,7 +561,7 @@ fn spawned_by<B: Backend, T>(
 /// prepares the child's inheritance around it as for `posix_spawn`.
 pub unsafe fn system<B: Backend>(command: *const c_char) -> c_int {
     spawned_by::<B, c_int>(
-        false,
+        ChildKnown::Ended,
         || forward!(system(command): fn(*const c_char) -> c_int),
         |&r| (r != -1).then_some(None),
     )
@@ -570,7 +570,7 @@ pub unsafe fn system<B: Backend>(command: *const c_char) -> c_int {
 /// `popen`: as `system`.
 pub unsafe fn popen<B: Backend>(command: *const c_char, mode: *const c_char) -> *mut libc::FILE {
     spawned_by::<B, *mut libc::FILE>(
-        false,
+        ChildKnown::Nothing,
         || forward!(popen(command, mode): fn(*const c_char, *const c_char) -> *mut libc::FILE),
         |f| (!f.is_null()).then_some(None),
     )

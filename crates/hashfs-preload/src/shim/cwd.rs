@@ -12,7 +12,7 @@
 //! the directory on (`exec.rs`).
 
 use super::*;
-use hashfs_interpose::{Errno, FsStats, IoctlArg, Next, Process, Served};
+use hashfs_interpose::{ChildKnown, Errno, FsStats, IoctlArg, Next, Process, Served};
 use io::served;
 
 /// The working directory inside the image ("/a/b"), when there is one: where it was
@@ -288,8 +288,8 @@ impl Process for Preload {
         super::exec::exec_failed(prepared)
     }
 
-    fn before_spawn(tells_pid: bool) -> Option<Box<dyn std::any::Any>> {
-        super::exec::before_spawn(tells_pid)
+    fn before_spawn(known: ChildKnown) -> Option<Box<dyn std::any::Any>> {
+        super::exec::before_spawn(known)
     }
 
     fn spawn_in(dir: Option<&CStr>) {

@@ -24,6 +24,7 @@
 
 use super::*;
 use hashfs::share::Handle;
+use hashfs_interpose::ChildKnown;
 use pump::{inode_of, Pump, PUMPED};
 
 /// What a named placeholder's memfd is called, before its index and generation.
@@ -325,6 +326,7 @@ fn hand_over_pumps(pumped: &[(c_int, Arc<Pump>, Passed)]) {
 struct Spawned {
     cwd: c_int,
     spawn: Option<hashfs::Fork>,
+    known: ChildKnown,
 }
 
 thread_local! {
@@ -342,25 +344,26 @@ pub(super) fn spawn_in(dir: Option<PathBuf>) {
 /// placeholders named after their descriptions, counted for it); the parent keeps them.
 /// A redirected standard descriptor stays its pump's pipe, which the parent's pump goes on
 /// serving.
-pub(super) fn before_spawn(tells_pid: bool) -> Option<Box<dyn std::any::Any>> {
+pub(super) fn before_spawn(known: ChildKnown) -> Option<Box<dyn std::any::Any>> {
     let cwd = match SPAWN_IN.with(|d| d.borrow().clone()) {
         Some(dir) => pass_cwd(&dir),
         None => cwd::with_virtual_cwd(pass_cwd).unwrap_or(-1),
     };
-    let spawn = spawn_descriptors(tells_pid);
+    // A ticket where the call tells the child's pid, or that it has ended (`system`):
+    // `popen` tells neither, and its program uncounts itself.
+    let spawn = spawn_descriptors(known != ChildKnown::Nothing);
     if cwd < 0 && spawn.is_none() {
         return None;
     }
-    Some(Box::new(Spawned { cwd, spawn }))
+    Some(Box::new(Spawned { cwd, spawn, known }))
 }
 
 /// The descriptors a spawn's program inherits, counted for it and named after their
-/// descriptions and the spawn's ticket (`tells_pid`: a spawn that returns the child's pid
-/// takes one, `hashfs::Fork::ticket`). Each is named after the counts are made, so that
+/// descriptions and the spawn's ticket, if it takes one (`hashfs::Fork::ticket`). Each is named after the counts are made, so that
 /// every name carries the ticket: a descriptor the kernel refuses to name (out of
 /// descriptors) is not the program's, and its description's count stays until the next
 /// first mount, as a program's that never joins.
-fn spawn_descriptors(tells_pid: bool) -> Option<hashfs::Fork> {
+fn spawn_descriptors(ticket: bool) -> Option<hashfs::Fork> {
     let s = SHIM.get()?;
     let fs = fork::joined_fs()?;
     let moving = surviving(s);
@@ -378,7 +381,7 @@ fn spawn_descriptors(tells_pid: bool) -> Option<hashfs::Fork> {
     if handles.is_empty() {
         return None;
     }
-    let spawn = fs.prepare_spawn(&handles, tells_pid)?;
+    let spawn = fs.prepare_spawn(&handles, ticket)?;
     for (fd, h) in shared {
         name_after(fd, h, spawn.ticket());
     }
@@ -404,6 +407,8 @@ pub(super) fn after_spawn(prepared: Option<Box<dyn std::any::Any>>, outcome: Spa
         // Its program counts as on its way until it has opened what it adopted; one that
         // never joins (it does not load the shim) is uncounted once it has ended.
         (Spawn::Started(Some(child)), Some(fs), Some(spawn)) => fs.spawned(spawn, child),
+        // `system` returned: its program has ended, whether it joined or not.
+        (Spawn::Started(None), Some(fs), Some(spawn)) if p.known == ChildKnown::Ended => fs.spawn_ended(spawn),
         _ => {}
     }
 }

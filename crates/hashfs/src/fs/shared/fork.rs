@@ -277,12 +277,13 @@ impl<D: PmDevice> FileSystem<D> {
         }
     }
 
-    /// Before `posix_spawn` (`ticket`: a call that returns the child's pid) or `system` and
-    /// `popen` (which do not), whose child program inherits `descriptions`' descriptors:
-    /// counts them for it, as for an exec ([`Self::adopt_inherited`] takes them over), this
-    /// participant staying. With `ticket`, the count lives in a slot reserved now
-    /// (`Participants::reserve_ticket`), whose index the front end passes to the program
-    /// ([`Fork::ticket`]) and which [`Self::spawned`] hands to it; without, the program
+    /// Before `posix_spawn`, `system` or `popen`, whose child program inherits
+    /// `descriptions`' descriptors: counts them for it, as for an exec
+    /// ([`Self::adopt_inherited`] takes them over), this participant staying. With `ticket`
+    /// (a call that tells the child's pid, `posix_spawn`, or that it has ended, `system`),
+    /// the count lives in a slot reserved now (`Participants::reserve_ticket`), whose index
+    /// the front end passes to the program ([`Fork::ticket`]) and which [`Self::spawned`]
+    /// hands to it, or [`Self::spawn_ended`] takes back; without (`popen`), the program
     /// uncounts itself once it has opened its files, and one that never does leaves the
     /// count up. None on a mount of one process.
     pub fn prepare_spawn(&self, descriptions: &[Handle], ticket: bool) -> Option<Fork> {
@@ -319,6 +320,22 @@ impl<D: PmDevice> FileSystem<D> {
                 let _ = parts.reserve_for(child as u32);
             }
         }
+    }
+
+    /// The spawn's program has ended, and the spawn told no pid (`system` returned): its
+    /// ticket, never handed over, goes with its count. The program never took it (a ticket
+    /// naming its parent is not its), whether it joined or not; before 2026-12-07 `system`
+    /// took no ticket, and a program it started that never joined (a shell without the
+    /// shim) left its count up.
+    pub fn spawn_ended(&self, spawn: Fork) {
+        let Some(sh) = self.inner.shared.get() else { return };
+        let Some((ticket, _)) = spawn.child_slot else { return };
+        let _in = self.inner.enter();
+        let parts = sh.region.participants();
+        if parts.take_counted(ticket) {
+            uncount(sh);
+        }
+        parts.leave(ticket);
     }
 
     /// The spawn failed (or the exec that followed [`Self::prepare_exec`]): the counts go,
@@ -388,7 +405,7 @@ impl<D: PmDevice> FileSystem<D> {
     /// taken once, by whoever finds it first: this program, as it joined (the ticket was
     /// handed to it by then: a dead slot of its own process, as an exec's) or now (the
     /// ticket names it), else by the ticket's reaper once the program has ended (the spawn
-    /// had not returned yet). A program with no ticket (`system`'s, `popen`'s, an exec's)
+    /// had not returned yet). A program with no ticket (`popen`'s, an exec's)
     /// uncounts once, whether or not it carried a count on.
     pub fn inherited_opened(&self, ticket: Option<u32>) {
         let Some(sh) = self.inner.shared.get() else { return };
