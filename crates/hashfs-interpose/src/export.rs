@@ -12,7 +12,7 @@ macro_rules! export {
         pub mod interposed {
             use $crate::libc::{c_char, c_int, c_uint, c_ulong, c_void, iovec, mode_t, off_t, size_t, ssize_t};
             use $crate::libc::{dev_t, gid_t, timespec, timeval, uid_t, utimbuf};
-            use $crate::libc::{c_long, dirent, dirent64, sockaddr, socklen_t, DIR, FILE};
+            use $crate::libc::{c_long, dirent, dirent64, msghdr, sockaddr, socklen_t, DIR, FILE};
             use $crate::libc::{statfs as statfs_t, statvfs as statvfs_t};
             use $crate::libc::{stat as stat_t, statx as statx_t};
             $crate::exports! { $B;
@@ -201,6 +201,8 @@ macro_rules! export {
                 fstatvfs64 => process::fstatvfs(fd: c_int, out: *mut statvfs_t) -> c_int;
                 bind => process::bind(fd: c_int, addr: *const sockaddr, len: socklen_t) -> c_int;
                 connect => process::connect(fd: c_int, addr: *const sockaddr, len: socklen_t) -> c_int;
+                sendto => process::sendto(fd: c_int, buf: *const c_void, n: size_t, flags: c_int, addr: *const sockaddr, len: socklen_t) -> ssize_t;
+                sendmsg => process::sendmsg(fd: c_int, msg: *const msghdr, flags: c_int) -> ssize_t;
                 ioctl => process::ioctl(fd: c_int, request: c_ulong, arg: *mut c_void) -> c_int;
                 syscall => syscall::syscall(n: c_long, a: c_long, b: c_long, c: c_long, d: c_long, e: c_long, f: c_long) -> c_long;
                 _exit => process::exit_now(status: c_int) -> !;

@@ -465,10 +465,12 @@ fn seek_data_and_seek_hole_answer_as_the_kernels() {
 /// file and its mode, a second bind of the name, a connect from another process, through a
 /// symbolic link and after a rename, to a file that is no socket, to a socket nothing listens
 /// on or whose listener closed, to a missing name and after an unlink, a bind by a relative
-/// path, a failed bind's name; each answers as the kernel's on a tmpfs. (Before 2026-12-07
+/// path, a failed bind's name, datagrams sent with `sendto` and `sendmsg`; each answers
+/// as the kernel's on a tmpfs. (Before 2026-12-07
 /// bind and connect at a path in the image failed with EOPNOTSUPP: `socket-bind-refused`;
 /// with the kernel node kept per process, another process's connect is refused:
-/// `socket-node-unshared`; a failed bind that keeps the name it made: `socket-failed-bind-named`.)
+/// `socket-node-unshared`; a failed bind that keeps the name it made: `socket-failed-bind-named`;
+/// datagrams to a path in the image sent to the path as written: `socket-datagram-unserved`.)
 #[test]
 fn unix_sockets_in_the_image_answer_as_the_kernels() {
     answers_as_the_kernels(
@@ -514,6 +516,16 @@ t("connect closed", lambda: socket.socket(U).connect(d + "/moved"))
 t("unlink", lambda: os.unlink(d + "/moved"))
 t("connect unlinked", lambda: socket.socket(U).connect(d + "/moved"))
 t("bind after unlink", lambda: socket.socket(U).bind(d + "/moved"))
+D = socket.SOCK_DGRAM
+g = socket.socket(U, D)
+t("bind a datagram socket", lambda: g.bind(d + "/dg"))
+g.setblocking(False) # (a datagram sent elsewhere leaves nothing to wait for)
+t("sendto", lambda: socket.socket(U, D).sendto(b"to", d + "/dg"))
+t("received", lambda: g.recv(2))
+t("sendmsg", lambda: socket.socket(U, D).sendmsg([b"msg"], [], 0, d + "/dg"))
+t("received by message", lambda: g.recv(3))
+t("sendto a file", lambda: socket.socket(U, D).sendto(b"x", d + "/f"))
+t("sendto missing", lambda: socket.socket(U, D).sendto(b"x", d + "/none"))
 os.chdir(d)
 r = socket.socket(U)
 t("bind relative", lambda: r.bind("rel"))
@@ -534,6 +546,10 @@ t("connect relative", lambda: socket.socket(U).connect(d + "/rel"))
             "connect closed ECONNREFUSED",
             "connect unlinked ENOENT",
             "connect relative ok",
+            "received b'to'",
+            "received by message b'msg'",
+            "sendto a file ECONNREFUSED",
+            "sendto missing ENOENT",
         ],
     );
 }

@@ -85,6 +85,11 @@ pub trait Process {
     fn connect_unix(_fd: c_int, _path: &CStr) -> Served<()> {
         None
     }
+    /// The kernel's path for a datagram sent to UNIX socket `path` (`sendto`, `sendmsg`),
+    /// where the path is the backend's.
+    fn unix_peer(_path: &CStr) -> Served<CString> {
+        None
+    }
     fn ioctl(_fd: c_int, _request: c_ulong, _arg: IoctlArg, _next: Next<'_, c_int>) -> Served<c_int> {
         None
     }

@@ -6,7 +6,7 @@ use super::{route, route_out};
 use crate::call::{c_str, CResult, Errno, Handle};
 use crate::{forward, Backend, FsStats, IoctlArg};
 use libc::{c_char, c_int, c_ulong, c_void, size_t, sockaddr, socklen_t};
-use std::ffi::CString;
+use std::ffi::{CStr, CString};
 use std::os::unix::ffi::OsStrExt;
 
 pub unsafe fn chdir<B: Backend>(path: *const c_char) -> c_int {
@@ -239,6 +239,80 @@ pub unsafe fn connect<B: Backend>(fd: c_int, addr: *const sockaddr, len: socklen
         }
     }
     forward!(connect(fd, addr, len): fn(c_int, *const sockaddr, socklen_t) -> c_int)
+}
+
+/// A UNIX socket address of `path` (None when it does not fit).
+fn unix_address(path: &CStr) -> Option<(libc::sockaddr_un, socklen_t)> {
+    // SAFETY: an all-zero sockaddr_un is a valid value.
+    let mut a: libc::sockaddr_un = unsafe { std::mem::zeroed() };
+    a.sun_family = libc::AF_UNIX as libc::sa_family_t;
+    let bytes = path.to_bytes();
+    if bytes.len() >= a.sun_path.len() {
+        return None;
+    }
+    for (d, &b) in a.sun_path.iter_mut().zip(bytes) {
+        *d = b as c_char;
+    }
+    Some((a, (std::mem::offset_of!(libc::sockaddr_un, sun_path) + bytes.len() + 1) as socklen_t))
+}
+
+/// The address to send a datagram to instead of `addr` (`len` bytes): the kernel's path
+/// for a UNIX socket of the backend's (`Process::unix_peer`), None to send as given.
+///
+/// # Safety
+/// `addr`, when not null, holds `len` bytes.
+unsafe fn peer_of<B: Backend>(
+    addr: *const sockaddr,
+    len: socklen_t,
+) -> Option<Result<(libc::sockaddr_un, socklen_t), c_int>> {
+    // SAFETY: the caller's contract.
+    let p = crate::guarded(|| unsafe { unix_path(addr, len) }).flatten()?;
+    let node = crate::serve(|| B::unix_peer(&p))?;
+    Some(node.map_err(|e| e.0).and_then(|n| unix_address(&n).ok_or(libc::ENAMETOOLONG)))
+}
+
+pub unsafe fn sendto<B: Backend>(
+    fd: c_int,
+    buf: *const c_void,
+    n: size_t,
+    flags: c_int,
+    addr: *const sockaddr,
+    len: socklen_t,
+) -> libc::ssize_t {
+    // SAFETY: sendto's contract: addr holds len bytes.
+    match unsafe { peer_of::<B>(addr, len) } {
+        Some(Ok((a, alen))) => {
+            let a = (&raw const a).cast::<sockaddr>();
+            forward!(sendto(fd, buf, n, flags, a, alen): fn(c_int, *const c_void, size_t, c_int, *const sockaddr, socklen_t) -> libc::ssize_t)
+        }
+        Some(Err(e)) => {
+            crate::set_errno(e);
+            -1
+        }
+        None => {
+            forward!(sendto(fd, buf, n, flags, addr, len): fn(c_int, *const c_void, size_t, c_int, *const sockaddr, socklen_t) -> libc::ssize_t)
+        }
+    }
+}
+
+pub unsafe fn sendmsg<B: Backend>(fd: c_int, msg: *const libc::msghdr, flags: c_int) -> libc::ssize_t {
+    // SAFETY: sendmsg's contract: msg, when not null, is a msghdr whose name holds namelen bytes.
+    let peer = if msg.is_null() { None } else { unsafe { peer_of::<B>((*msg).msg_name.cast(), (*msg).msg_namelen) } };
+    match peer {
+        Some(Ok((mut a, alen))) => {
+            // SAFETY: as above; a copy of the caller's header, naming our address instead.
+            let mut m = unsafe { *msg };
+            m.msg_name = (&raw mut a).cast();
+            m.msg_namelen = alen;
+            let m = &raw const m;
+            forward!(sendmsg(fd, m, flags): fn(c_int, *const libc::msghdr, c_int) -> libc::ssize_t)
+        }
+        Some(Err(e)) => {
+            crate::set_errno(e);
+            -1
+        }
+        None => forward!(sendmsg(fd, msg, flags): fn(c_int, *const libc::msghdr, c_int) -> libc::ssize_t),
+    }
 }
 
 /// The source descriptor a clone request names (FICLONE's argument, FICLONERANGE's

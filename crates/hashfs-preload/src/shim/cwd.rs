@@ -230,6 +230,10 @@ impl Process for Preload {
         Some(socket::connect(fd, path)?.map_err(Errno))
     }
 
+    fn unix_peer(path: &CStr) -> Served<CString> {
+        Some(socket::peer(path)?.map_err(Errno))
+    }
+
     fn ioctl(fd: c_int, request: libc::c_ulong, arg: IoctlArg, _: Next<'_, c_int>) -> Served<c_int> {
         served(ioctl::ioctl(fd, request, &arg))
     }

@@ -10,11 +10,11 @@
 //! and connects to that node. The socket's last name removed through the shim takes the node
 //! with it; a process that may only read the image connects and binds nothing (EROFS).
 //!
-//! What differs from the kernel's: `getsockname` and `getpeername` give the node's path, not
-//! the name in the image; a datagram sent with `sendto` or `sendmsg` to a path in the image
-//! is not served (the kernel answers ENOENT: its address is the path as written); a
-//! socket bound through the mount (`hashfs mount`) and one bound through the shim at the
-//! same name are not each other's (each side's kernel socket is its own).
+//! A datagram sent with `sendto` or `sendmsg` to a path in the image goes to the node, found
+//! as a connect finds it. What differs from the kernel's: `getsockname`, `getpeername` and
+//! a received datagram's sender give the node's path, not the name in the image; a socket
+//! bound through the mount (`hashfs mount`) and one bound through the shim at the same
+//! name are not each other's (each side's kernel socket is its own).
 //! Before 2026-12-07 bind and connect at a path in the image failed with EOPNOTSUPP.
 
 use super::*;
@@ -29,6 +29,13 @@ pub(super) fn bind(fd: c_int, path: &CStr) -> Option<Result<(), c_int>> {
 pub(super) fn connect(fd: c_int, path: &CStr) -> Option<Result<(), c_int>> {
     let p = fs_path_of(path)?;
     Some(connect_at(fd, &p))
+}
+
+/// The kernel's path for a datagram sent to `path` (`sendto`, `sendmsg`): served when the
+/// path is in the image, checked as a connect is.
+pub(super) fn peer(path: &CStr) -> Option<Result<CString, c_int>> {
+    let p = fs_path_of(path)?;
+    Some(peer_node(&p).and_then(|n| CString::new(n.as_os_str().as_bytes()).map_err(|_| libc::EINVAL)))
 }
 
 fn bind_at(fd: c_int, p: &Path) -> Result<(), c_int> {
@@ -54,7 +61,10 @@ fn bind_at(fd: c_int, p: &Path) -> Result<(), c_int> {
     bound
 }
 
-fn connect_at(fd: c_int, p: &Path) -> Result<(), c_int> {
+/// The node standing for the socket at `p`, as a connect or a datagram finds it: ENOENT
+/// when there is nothing, ECONNREFUSED when it is not a socket or nothing was ever bound
+/// there, EACCES without write permission, as the kernel's.
+fn peer_node(p: &Path) -> Result<PathBuf, c_int> {
     let fs = shim().fs()?;
     let m = fs.resolve(p).and_then(|i| fs.peek_attr(i)).map_err(|e| e.errno())?;
     if m.file_type != FileType::Socket {
@@ -65,6 +75,14 @@ fn connect_at(fd: c_int, p: &Path) -> Result<(), c_int> {
     }
     // No node (no directory, or none for this socket): nothing is bound there.
     let node = node(&m, false).map_err(|_| libc::ECONNREFUSED)?;
+    if std::fs::symlink_metadata(&node).is_err() {
+        return Err(libc::ECONNREFUSED);
+    }
+    Ok(node)
+}
+
+fn connect_at(fd: c_int, p: &Path) -> Result<(), c_int> {
+    let node = peer_node(p)?;
     match at_node(&node, |a, len| {
         // SAFETY: the caller's socket; `a` holds `len` bytes of a sockaddr_un.
         unsafe { real!(connect: fn(c_int, *const libc::sockaddr, libc::socklen_t) -> c_int)(fd, a, len) }
