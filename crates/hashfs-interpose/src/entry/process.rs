@@ -241,8 +241,8 @@ pub unsafe fn connect<B: Backend>(fd: c_int, addr: *const sockaddr, len: socklen
     forward!(connect(fd, addr, len): fn(c_int, *const sockaddr, socklen_t) -> c_int)
 }
 
-/// A UNIX socket address of `path` (None when it does not fit).
-fn unix_address(path: &CStr) -> Option<(libc::sockaddr_un, socklen_t)> {
+/// A UNIX socket address of `path` and its length (None when it does not fit).
+pub fn unix_address(path: &CStr) -> Option<(libc::sockaddr_un, socklen_t)> {
     // SAFETY: an all-zero sockaddr_un is a valid value.
     let mut a: libc::sockaddr_un = unsafe { std::mem::zeroed() };
     a.sun_family = libc::AF_UNIX as libc::sa_family_t;

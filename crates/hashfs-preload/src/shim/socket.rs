@@ -100,18 +100,9 @@ fn node(m: &Metadata, make: bool) -> Result<PathBuf, c_int> {
 
 /// `call` with the UNIX socket address of `node` and its length; its errno on failure.
 fn at_node(node: &Path, call: impl FnOnce(*const libc::sockaddr, libc::socklen_t) -> c_int) -> Result<(), c_int> {
-    // SAFETY: an all-zero sockaddr_un is a valid value.
-    let mut a: libc::sockaddr_un = unsafe { std::mem::zeroed() };
-    a.sun_family = libc::AF_UNIX as libc::sa_family_t;
-    let bytes = node.as_os_str().as_bytes();
-    if bytes.len() >= a.sun_path.len() {
-        return Err(libc::ENAMETOOLONG);
-    }
-    for (d, &b) in a.sun_path.iter_mut().zip(bytes) {
-        *d = b as c_char;
-    }
-    let len = std::mem::offset_of!(libc::sockaddr_un, sun_path) + bytes.len() + 1;
-    if call((&raw const a).cast(), len as libc::socklen_t) == 0 {
+    let path = CString::new(node.as_os_str().as_bytes()).map_err(|_| libc::EINVAL)?;
+    let (a, len) = hashfs_interpose::entry::process::unix_address(&path).ok_or(libc::ENAMETOOLONG)?;
+    if call((&raw const a).cast(), len) == 0 {
         Ok(())
     } else {
         Err(hashfs_interpose::errno())
