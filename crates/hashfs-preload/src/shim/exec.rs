@@ -359,10 +359,10 @@ pub(super) fn before_spawn(known: ChildKnown) -> Option<Box<dyn std::any::Any>> 
 }
 
 /// The descriptors a spawn's program inherits, counted for it and named after their
-/// descriptions and the spawn's ticket, if it takes one (`hashfs::Fork::ticket`). Each is named after the counts are made, so that
-/// every name carries the ticket: a descriptor the kernel refuses to name (out of
-/// descriptors) is not the program's, and its description's count stays until the next
-/// first mount, as a program's that never joins.
+/// descriptions and the spawn's ticket, if it takes one (`hashfs::Fork::ticket`). Each is
+/// named after the counts are made, so that every name carries the ticket: a descriptor
+/// the kernel refuses to name (out of descriptors) is not the program's, and its
+/// description's count stays until the next first mount, as a program's that never joins.
 fn spawn_descriptors(ticket: bool) -> Option<hashfs::Fork> {
     let s = SHIM.get()?;
     let fs = fork::joined_fs()?;

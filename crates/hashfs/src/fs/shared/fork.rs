@@ -54,8 +54,8 @@ impl Fork {
 
     /// A spawn's ticket ([`FileSystem::prepare_spawn`]): the slot its program is to find
     /// (the front end names it beside the descriptions handed over, and the program gives it
-    /// to [`FileSystem::adopt_inherited`]). None: no ticket (a spawn that does not learn its
-    /// child's pid, no description in the image, or no slot free).
+    /// to [`FileSystem::inherited_opened`]). None: no ticket (`popen`'s spawn, no
+    /// description in the image, or no slot free).
     pub fn ticket(&self) -> Option<u32> {
         self.child_slot.map(|(t, _)| t.0)
     }
