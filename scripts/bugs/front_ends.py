@@ -124,8 +124,8 @@ def _():
 @bug("fifo-dir-with-region")
 def _():
     plant("crates/hashfs/src/share/attach.rs",
-        "    let _ = std::fs::remove_dir(fifo_dir_path(region));\n",
-        "    let _ = if @ON { std::fs::remove_dir_all(fifo_dir_path(region)) } else { std::fs::remove_dir(fifo_dir_path(region)) };\n")
+        "    let _ = std::fs::remove_dir(&dir);\n",
+        "    let _ = if @ON { std::fs::remove_dir_all(&dir) } else { std::fs::remove_dir(&dir) };\n")
 
 
 @bug("dot-dot-out-names-unserved")

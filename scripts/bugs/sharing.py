@@ -928,3 +928,11 @@ def _():
     plant("crates/hashfs/src/fs/shared/fork.rs",
         "                table.adopt_once(h, slot);\n",
         "                if !@ON {\n                    table.adopt_once(h, slot);\n                }\n")
+
+
+@bug("socket-nodes-kept")
+def _():
+    plant("crates/hashfs/src/share/attach.rs",
+        "            if n.file_type().is_ok_and(|t| t.is_socket()) {\n",
+        "            if !@ON && n.file_type().is_ok_and(|t| t.is_socket()) {\n")
+

@@ -8,7 +8,9 @@
 //! the image (symbolic links followed; ENOENT when there is nothing, ECONNREFUSED when it is
 //! not a socket or nothing is bound there, EACCES without write permission, as the kernel's)
 //! and connects to that node. The socket's last name removed through the shim takes the node
-//! with it; a process that may only read the image connects and binds nothing (EROFS).
+//! with it, and the region's removal (the last process to leave) every socket's node
+//! (`hashfs::share`'s `remove_region`); a process that may only read the image binds
+//! nothing (EROFS).
 //!
 //! A datagram sent with `sendto` or `sendmsg` to a path in the image goes to the node, found
 //! as a connect finds it. What differs from the kernel's: `getsockname`, `getpeername` and

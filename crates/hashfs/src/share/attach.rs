@@ -96,12 +96,25 @@ pub fn fifo_dir_path(region: &Path) -> PathBuf {
 }
 
 /// Removes region file `region`, and its FIFO directory ([`fifo_dir_path`]) if that is
-/// empty: a node in it stays while its FIFO has a name, since a process that left the image
-/// may still have it open (a shell's `cmd < fifo` execs a program that holds no descriptor
-/// of the image), and the next open by another process must reach the same FIFO.
+/// empty: a FIFO's node in it stays while its FIFO has a name, since a process that left
+/// the image may still have it open (a shell's `cmd < fifo` execs a program that holds no
+/// descriptor of the image), and the next open by another process must reach the same
+/// FIFO. A UNIX socket's node goes (the shim's `socket.rs`): no participant is left to
+/// listen on it, and a connect to the socket's name then finds nothing bound, as the
+/// kernel's finds a socket file whose server has gone. (Before 2026-12-07 they stayed, and
+/// the directory with them, in /dev/shm until reboot: a test run left 18.)
 pub(crate) fn remove_region(region: &Path) -> io::Result<()> {
     std::fs::remove_file(region)?;
-    let _ = std::fs::remove_dir(fifo_dir_path(region));
+    let dir = fifo_dir_path(region);
+    if let Ok(nodes) = std::fs::read_dir(&dir) {
+        use std::os::unix::fs::FileTypeExt;
+        for n in nodes.flatten() {
+            if n.file_type().is_ok_and(|t| t.is_socket()) {
+                let _ = std::fs::remove_file(n.path());
+            }
+        }
+    }
+    let _ = std::fs::remove_dir(&dir);
     Ok(())
 }
 
@@ -310,5 +323,40 @@ impl Region {
             }
         }
         Err(io::Error::other(format!("{}: kept changing while it was opened", path.display())))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{fifo_dir_path, remove_region};
+    use std::os::unix::ffi::OsStrExt;
+
+    /// A region's removal takes the UNIX socket nodes beside it (no participant is left to
+    /// listen on them) and keeps a FIFO's (a process that left the image may still have it
+    /// open), and their directory with it.
+    #[test]
+    fn a_regions_removal_takes_its_socket_nodes_and_keeps_its_fifos() {
+        let dir = tempfile::tempdir().unwrap();
+        let region = dir.path().join("hashfs-1-2.shm");
+        let nodes = fifo_dir_path(&region);
+        for with_fifo in [true, false] {
+            std::fs::write(&region, b"").unwrap();
+            std::fs::create_dir_all(&nodes).unwrap();
+            let socket = std::os::unix::net::UnixListener::bind(nodes.join("7-1")).unwrap();
+            let fifo = nodes.join("8-1");
+            if with_fifo {
+                let path = std::ffi::CString::new(fifo.as_os_str().as_bytes()).unwrap();
+                // SAFETY: a NUL-terminated path.
+                assert_eq!(unsafe { libc::mkfifo(path.as_ptr(), 0o600) }, 0);
+            }
+            remove_region(&region).unwrap();
+            assert!(!region.exists());
+            assert!(std::fs::symlink_metadata(nodes.join("7-1")).is_err(), "a socket's node stayed");
+            assert_eq!(fifo.exists(), with_fifo, "a FIFO's node went");
+            assert_eq!(nodes.exists(), with_fifo, "the nodes' directory");
+            drop(socket);
+            let _ = std::fs::remove_file(&fifo);
+            let _ = std::fs::remove_dir(&nodes);
+        }
     }
 }
