@@ -144,11 +144,6 @@ impl<D: PmDevice> FileSystem<D> {
             return ro.after_fork_in_parent();
         }
         let Some(sh) = self.inner.shared.get() else { return };
-        if let Some((slot, _)) = fork.child_slot {
-            let parts = sh.region.participants();
-            parts.take_counted(slot); // `undo` uncounts
-            parts.leave(slot);
-        }
         undo(sh, &fork);
         drop(Entered { fs: &*self.inner, outer: fork.outer });
     }
@@ -343,11 +338,6 @@ impl<D: PmDevice> FileSystem<D> {
     pub fn spawn_failed(&self, spawn: Fork) {
         let Some(sh) = self.inner.shared.get() else { return };
         let _in = self.inner.enter();
-        if let Some((ticket, _)) = spawn.child_slot {
-            let parts = sh.region.participants();
-            parts.take_counted(ticket); // `undo` uncounts
-            parts.leave(ticket);
-        }
         undo(sh, &spawn);
     }
 
@@ -431,8 +421,13 @@ impl<D: PmDevice> FileSystem<D> {
 }
 
 /// A fork, exec or spawn that made no child or program, or a child that could not join:
-/// the counts it made go.
+/// the counts it made go, and the slot it reserved (a fork's child's, a spawn's ticket).
 fn undo(sh: &super::SharedMount, fork: &Fork) {
+    if let Some((slot, _)) = fork.child_slot {
+        let parts = sh.region.participants();
+        parts.take_counted(slot); // the count goes below, once
+        parts.leave(slot);
+    }
     for &h in &fork.counted {
         sh.region.descriptions().fork_failed(h);
     }
