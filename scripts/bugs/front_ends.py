@@ -16,6 +16,23 @@ def _():
         "")
 
 
+@bug("popen-child-unhanded", rebuilt=True)
+def _():
+    sub("crates/hashfs-interpose/src/entry/program.rs",
+        "        |f| (!f.is_null()).then(|| new_child(before.as_deref(), crate::guarded(children_of_thread).flatten())),\n",
+        "        |f| (!f.is_null()).then_some(Child::Unknown),\n")
+
+
+@bug("popen-unticketed", rebuilt=True)
+def _():
+    sub("crates/hashfs-interpose/src/entry/program.rs",
+        "    let known = if before.is_some() { ChildKnown::Pid } else { ChildKnown::Nothing };\n",
+        "    let known = ChildKnown::Nothing;\n")
+    sub("crates/hashfs-interpose/src/entry/program.rs",
+        "        |f| (!f.is_null()).then(|| new_child(before.as_deref(), crate::guarded(children_of_thread).flatten())),\n",
+        "        |f| (!f.is_null()).then_some(Child::Unknown),\n")
+
+
 @bug("umask-not-followed", rebuilt=True)
 def _():
     sub("crates/hashfs-interpose/src/entry/process.rs",

@@ -846,13 +846,6 @@ def _():
         "    for _ in 1..if @ON { 1 } else { carried } {\n")
 
 
-@bug("spawn-ticket-for-popen")
-def _():
-    plant("crates/hashfs-preload/src/shim/exec.rs",
-        "    let spawn = spawn_descriptors(known != ChildKnown::Nothing);\n",
-        "    let spawn = spawn_descriptors(known != ChildKnown::Nothing || @ON);\n")
-
-
 @bug("system-ticket-kept")
 def _():
     plant("crates/hashfs/src/fs/shared/fork.rs",

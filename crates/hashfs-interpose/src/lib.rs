@@ -22,8 +22,8 @@ pub mod entry;
 mod export;
 
 pub use backend::{
-    Attributes, Backend, ChildKnown, Copies, Data, Descriptors, FcntlArg, FsStats, IoctlArg, Mappings, Metadata, Names,
-    Process, RangeCopy, Streams, Times, XattrTarget, Xattrs,
+    Attributes, Backend, Child, ChildKnown, Copies, Data, Descriptors, FcntlArg, FsStats, IoctlArg, Mappings, Metadata,
+    Names, Process, RangeCopy, Streams, Times, XattrTarget, Xattrs,
 };
 pub use call::{serve, Address, CResult, Errno, Handle, IoVecs, LastLink, Next, Offset, Posix, Served};
 pub use entry::process::process_umask;

@@ -457,11 +457,13 @@ fn an_exec_that_fails_at_once_leaves_the_image_as_it_was() {
 /// `sh` by `system`, which tells no pid but returns once its child has ended: its ticket
 /// is taken back then, whether the shell joined (fourth) or, without `LD_PRELOAD`, never
 /// did (fifth; before 2026-12-07 `system` took no ticket and that shell's count stayed:
-/// `system-ticket-kept`). The sixth starts it by `popen`, which tells neither, takes no
-/// ticket, and whose shell uncounts itself once it has opened what it was handed
-/// (`spawn-ticket-for-popen`: a ticket no one hands over or takes back, which counts the
-/// parent as on its way until it leaves).
-/// The seventh spawns `cat` with the shim, which joins, reads the file from its standard
+/// `system-ticket-kept`). The sixth and seventh start it by `popen`, which tells neither,
+/// but whose child is the one new among the thread's children as it returns: the ticket
+/// is handed to it as a `posix_spawn`'s, whether the shell joins (sixth) or not (seventh;
+/// `popen-child-unhanded`: a ticket left naming the parent counts it as on its way until
+/// it leaves; `popen-unticketed`: without a ticket, as before 2026-12-07, the seventh's
+/// shell stayed counted).
+/// The eighth spawns `cat` with the shim, which joins, reads the file from its standard
 /// input and takes the ticket's count (`tests/shared_spawn.rs` has the orders in which
 /// its join and the spawn's return can come).
 /// Until 2026-12-06 the image's `forks` word kept counting it: the last process to leave
@@ -477,7 +479,7 @@ fn a_program_execd_without_the_shim_leaves_the_image_clean() {
          if sys.argv[1] == 'spawn':\n    os.set_inheritable(fd, True)\n    pid = os.posix_spawn('/bin/true', ['/bin/true'], {{}})\n    assert os.waitpid(pid, 0)[1] == 0\n\
          elif sys.argv[1] == 'system':\n    os.set_inheritable(fd, True)\n    assert os.system('true') == 0\n\
          elif sys.argv[1] == 'system-unjoined':\n    del os.environ['LD_PRELOAD']\n    os.set_inheritable(fd, True)\n    assert os.system('true') == 0\n\
-         elif sys.argv[1] == 'popen':\n    import ctypes\n    libc = ctypes.CDLL(None)\n    libc.popen.restype = ctypes.c_void_p\n    libc.pclose.argtypes = [ctypes.c_void_p]\n    os.set_inheritable(fd, True)\n    assert libc.pclose(libc.popen(b'cat > /dev/null', b'w')) == 0\n\
+         elif sys.argv[1].startswith('popen'):\n    import ctypes\n    libc = ctypes.CDLL(None)\n    libc.popen.restype = ctypes.c_void_p\n    libc.pclose.argtypes = [ctypes.c_void_p]\n    if sys.argv[1] == 'popen-unjoined':\n        del os.environ['LD_PRELOAD']\n    os.set_inheritable(fd, True)\n    assert libc.pclose(libc.popen(b'cat > /dev/null', b'w')) == 0\n\
          elif sys.argv[1] == 'spawn-joins':\n    os.set_inheritable(fd, True)\n    os.lseek(fd, 0, 0)\n    acts = [(os.POSIX_SPAWN_DUP2, fd, 0), (os.POSIX_SPAWN_OPEN, 1, '/dev/null', os.O_WRONLY, 0)]\n    pid = os.posix_spawn('/bin/cat', ['cat'], os.environ, file_actions=acts)\n    assert os.waitpid(pid, 0)[1] == 0\n\
          else:\n    subprocess.run(['/bin/true'], env={{}}, pass_fds=(fd,), check=True)\n\
          os.close(fd)\n\
@@ -485,7 +487,7 @@ fn a_program_execd_without_the_shim_leaves_the_image_clean() {
          print(open({f:?}).read())",
         f = p("/f"),
     );
-    for how in ["leave", "fork", "spawn", "system", "system-unjoined", "popen", "spawn-joins"] {
+    for how in ["leave", "fork", "spawn", "system", "system-unjoined", "popen", "popen-unjoined", "spawn-joins"] {
         let out = img.run("python3", &["-c", &py, how]);
         assert!(out.status.success(), "{out:?}");
         assert_eq!(String::from_utf8_lossy(&out.stdout), "handed\n");

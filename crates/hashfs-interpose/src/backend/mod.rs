@@ -25,7 +25,7 @@ pub use data::Data;
 pub use fd::{Descriptors, FcntlArg};
 pub use meta::{Metadata, Times};
 pub use names::Names;
-pub use process::{ChildKnown, FsStats, IoctlArg, Process};
+pub use process::{Child, ChildKnown, FsStats, IoctlArg, Process};
 pub use stat::Attributes;
 pub use streams::Streams;
 pub use xattr::{XattrTarget, Xattrs};

@@ -166,21 +166,32 @@ pub trait Process {
     /// of the backend's that the spawn's file actions change into: `entry/spawn_dir.rs`),
     /// not the working directory; None again after it.
     fn spawn_in(_dir: Option<&CStr>) {}
-    /// A child was made (`child`: its pid, where the call tells it: `posix_spawn`'s, not
-    /// `system`'s or `popen`'s).
-    fn after_spawn(_prepared: Option<Box<dyn std::any::Any>>, _child: Option<libc::pid_t>) {}
+    /// A child was made (`child`: what is known of it once the call returned).
+    fn after_spawn(_prepared: Option<Box<dyn std::any::Any>>, _child: Child) {}
     /// No child was made: [`Self::before_spawn`]'s work is undone.
     fn spawn_failed(_prepared: Option<Box<dyn std::any::Any>>) {}
 }
 
-/// What a call that starts a child program tells of it once it returns
+/// What a call that starts a child program will tell of it once it returns
 /// ([`Process::before_spawn`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ChildKnown {
-    /// Its pid (`posix_spawn`, `posix_spawnp`).
+    /// Its pid (`posix_spawn`, `posix_spawnp`; `popen`'s is found in
+    /// `/proc/thread-self/children`), or that it has ended.
     Pid,
     /// That it has ended (`system`, which waits for it).
     Ended,
-    /// Nothing (`popen`).
+    /// Nothing (`popen` where this thread's children cannot be read).
     Nothing,
+}
+
+/// What is known of a child a call made, once the call returned ([`Process::after_spawn`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Child {
+    /// It runs, or ran, as this pid.
+    Pid(libc::pid_t),
+    /// It has ended (`system`; a `popen` child already reaped when the call returned).
+    Ended,
+    /// Nothing more.
+    Unknown,
 }

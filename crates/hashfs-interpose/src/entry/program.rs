@@ -7,7 +7,7 @@
 //! the backend since the program keeps the environment that preloads this library.
 
 use crate::call::c_str;
-use crate::{forward, Backend, ChildKnown};
+use crate::{forward, Backend, Child, ChildKnown};
 use libc::{c_char, c_int};
 use std::ffi::{CStr, CString};
 
@@ -517,7 +517,7 @@ fn spawn_with<B: Backend>(pid: *mut libc::pid_t, spawn: impl FnOnce(*mut libc::p
     let at = if pid.is_null() { &raw mut own } else { pid };
     // SAFETY: `at` is the caller's pid (posix_spawn's contract: valid when not null) or
     // ours, which the spawn filled when it returned 0.
-    spawned_by::<B, c_int>(ChildKnown::Pid, || spawn(at), |&r| (r == 0).then(|| Some(unsafe { *at })))
+    spawned_by::<B, c_int>(ChildKnown::Pid, || spawn(at), |&r| (r == 0).then(|| Child::Pid(unsafe { *at })))
 }
 
 /// [`spawn_with`] for a spawn with `actions`, whose change of directory may be the
@@ -540,11 +540,11 @@ fn spawn_with_actions<B: Backend>(
 
 /// Runs `spawn` (a real call that starts a child program: posix_spawn, system, popen)
 /// between the backend's preparation and its completion (`known`: what the call tells of
-/// its child; `made`: whether it made a child, and its pid where the call tells it).
+/// its child; `made`: whether it made a child, and what is known of it).
 fn spawned_by<B: Backend, T>(
     known: ChildKnown,
     spawn: impl FnOnce() -> T,
-    made: impl FnOnce(&T) -> Option<Option<libc::pid_t>>,
+    made: impl FnOnce(&T) -> Option<Child>,
 ) -> T {
     let prepared = crate::guarded(|| B::before_spawn(known)).flatten();
     let r = spawn();
@@ -563,17 +563,42 @@ pub unsafe fn system<B: Backend>(command: *const c_char) -> c_int {
     spawned_by::<B, c_int>(
         ChildKnown::Ended,
         || forward!(system(command): fn(*const c_char) -> c_int),
-        |&r| (r != -1).then_some(None),
+        |&r| (r != -1).then_some(Child::Ended),
     )
 }
 
-/// `popen`: as `system`.
+/// `popen`: as `system`, but the call tells neither its child's pid nor its end. glibc
+/// starts the child from this thread, so it is the one pid that is new among this thread's
+/// children when the call returns (`/proc/thread-self/children`, which lists a child until
+/// it is reaped); none is new when another thread reaped it already (it has ended).
 pub unsafe fn popen<B: Backend>(command: *const c_char, mode: *const c_char) -> *mut libc::FILE {
+    let before = crate::guarded(children_of_thread).flatten();
+    let known = if before.is_some() { ChildKnown::Pid } else { ChildKnown::Nothing };
     spawned_by::<B, *mut libc::FILE>(
-        ChildKnown::Nothing,
+        known,
         || forward!(popen(command, mode): fn(*const c_char, *const c_char) -> *mut libc::FILE),
-        |f| (!f.is_null()).then_some(None),
+        |f| (!f.is_null()).then(|| new_child(before.as_deref(), crate::guarded(children_of_thread).flatten())),
     )
+}
+
+/// The children of this thread, or None when they cannot be read (a kernel without
+/// `CONFIG_PROC_CHILDREN`, no /proc, no descriptor left).
+fn children_of_thread() -> Option<Vec<libc::pid_t>> {
+    let list = std::fs::read_to_string("/proc/thread-self/children").ok()?;
+    list.split_ascii_whitespace().map(|p| p.parse().ok()).collect()
+}
+
+/// What is known of the one child a call made, from this thread's children before and
+/// after it.
+fn new_child(before: Option<&[libc::pid_t]>, after: Option<Vec<libc::pid_t>>) -> Child {
+    let (Some(before), Some(after)) = (before, after) else { return Child::Unknown };
+    let mut new = after.into_iter().filter(|p| !before.contains(p));
+    match (new.next(), new.next()) {
+        (Some(pid), None) => Child::Pid(pid),
+        (None, _) => Child::Ended,
+        // A signal handler forked meanwhile: which is the call's cannot be told.
+        (Some(_), Some(_)) => Child::Unknown,
+    }
 }
 
 /// A spawn of `path` when it is a program file the backend serves: the child execs its
@@ -658,4 +683,24 @@ pub unsafe fn posix_spawnp<B: Backend>(
     }
     // SAFETY: posix_spawnp's contract.
     unsafe { spawn_served_or::<B>(pid, file, actions, attr, argv, envp, libc_s) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_popen_child_is_the_one_new_child_of_the_thread() {
+        let before = children_of_thread().expect("this kernel lists a thread's children");
+        let mut child = std::process::Command::new("sleep").arg("5").spawn().unwrap();
+        let after = children_of_thread();
+        let found = new_child(Some(&before), after);
+        child.kill().unwrap();
+        child.wait().unwrap();
+        assert_eq!(found, Child::Pid(child.id() as libc::pid_t));
+        // Reaped: no new child, so it has ended.
+        assert_eq!(new_child(Some(&before), children_of_thread()), Child::Ended);
+        assert_eq!(new_child(Some(&[1]), Some(vec![1, 7, 9])), Child::Unknown);
+        assert_eq!(new_child(None, Some(vec![7])), Child::Unknown);
+    }
 }

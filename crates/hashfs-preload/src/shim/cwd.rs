@@ -12,7 +12,7 @@
 //! the directory on (`exec.rs`).
 
 use super::*;
-use hashfs_interpose::{ChildKnown, Errno, FsStats, IoctlArg, Next, Process, Served};
+use hashfs_interpose::{Child, ChildKnown, Errno, FsStats, IoctlArg, Next, Process, Served};
 use io::served;
 
 /// The working directory inside the image ("/a/b"), when there is one: where it was
@@ -300,7 +300,7 @@ impl Process for Preload {
         super::exec::spawn_in(dir.and_then(fs_path_of));
     }
 
-    fn after_spawn(prepared: Option<Box<dyn std::any::Any>>, child: Option<libc::pid_t>) {
+    fn after_spawn(prepared: Option<Box<dyn std::any::Any>>, child: Child) {
         super::exec::after_spawn(prepared, super::exec::Spawn::Started(child))
     }
 

@@ -24,7 +24,7 @@
 
 use super::*;
 use hashfs::share::Handle;
-use hashfs_interpose::ChildKnown;
+use hashfs_interpose::{Child, ChildKnown};
 use pump::{inode_of, Pump, PUMPED};
 
 /// What a named placeholder's memfd is called, before its index and generation.
@@ -326,7 +326,6 @@ fn hand_over_pumps(pumped: &[(c_int, Arc<Pump>, Passed)]) {
 struct Spawned {
     cwd: c_int,
     spawn: Option<hashfs::Fork>,
-    known: ChildKnown,
 }
 
 thread_local! {
@@ -350,12 +349,13 @@ pub(super) fn before_spawn(known: ChildKnown) -> Option<Box<dyn std::any::Any>> 
         None => cwd::with_virtual_cwd(pass_cwd).unwrap_or(-1),
     };
     // A ticket where the call tells the child's pid, or that it has ended (`system`):
-    // `popen` tells neither, and its program uncounts itself.
+    // where it tells neither (a `popen` that cannot read the thread's children), its
+    // program uncounts itself.
     let spawn = spawn_descriptors(known != ChildKnown::Nothing);
     if cwd < 0 && spawn.is_none() {
         return None;
     }
-    Some(Box::new(Spawned { cwd, spawn, known }))
+    Some(Box::new(Spawned { cwd, spawn }))
 }
 
 /// The descriptors a spawn's program inherits, counted for it and named after their
@@ -391,7 +391,7 @@ fn spawn_descriptors(ticket: bool) -> Option<hashfs::Fork> {
 /// Whether a spawn made a child (its pid, where the call told it).
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(super) enum Spawn {
-    Started(Option<libc::pid_t>),
+    Started(Child),
     Failed,
 }
 
@@ -406,9 +406,12 @@ pub(super) fn after_spawn(prepared: Option<Box<dyn std::any::Any>>, outcome: Spa
         (Spawn::Failed, Some(fs), Some(spawn)) => fs.spawn_failed(spawn),
         // Its program counts as on its way until it has opened what it adopted; one that
         // never joins (it does not load the shim) is uncounted once it has ended.
-        (Spawn::Started(Some(child)), Some(fs), Some(spawn)) => fs.spawned(spawn, child),
-        // `system` returned: its program has ended, whether it joined or not.
-        (Spawn::Started(None), Some(fs), Some(spawn)) if p.known == ChildKnown::Ended => fs.spawn_ended(spawn),
+        (Spawn::Started(Child::Pid(child)), Some(fs), Some(spawn)) => fs.spawned(spawn, child),
+        // `system` returned, or `popen`'s child was reaped already: its program has ended,
+        // whether it joined or not.
+        (Spawn::Started(Child::Ended), Some(fs), Some(spawn)) => fs.spawn_ended(spawn),
+        // A ticket that stays the parent's is taken once the parent has ended; without one,
+        // the program uncounts itself.
         _ => {}
     }
 }

@@ -54,8 +54,8 @@ impl Fork {
 
     /// A spawn's ticket ([`FileSystem::prepare_spawn`]): the slot its program is to find
     /// (the front end names it beside the descriptions handed over, and the program gives it
-    /// to [`FileSystem::inherited_opened`]). None: no ticket (`popen`'s spawn, no
-    /// description in the image, or no slot free).
+    /// to [`FileSystem::inherited_opened`]). None: no ticket (a `popen` that cannot
+    /// read its thread's children, no description in the image, or no slot free).
     pub fn ticket(&self) -> Option<u32> {
         self.child_slot.map(|(t, _)| t.0)
     }
@@ -275,10 +275,11 @@ impl<D: PmDevice> FileSystem<D> {
     /// Before `posix_spawn`, `system` or `popen`, whose child program inherits
     /// `descriptions`' descriptors: counts them for it, as for an exec
     /// ([`Self::adopt_inherited`] takes them over), this participant staying. With `ticket`
-    /// (a call that tells the child's pid, `posix_spawn`, or that it has ended, `system`),
+    /// (a call that tells the child's pid, `posix_spawn`, `popen` through the thread's
+    /// children, or that it has ended, `system`),
     /// the count lives in a slot reserved now (`Participants::reserve_ticket`), whose index
     /// the front end passes to the program ([`Fork::ticket`]) and which [`Self::spawned`]
-    /// hands to it, or [`Self::spawn_ended`] takes back; without (`popen`), the program
+    /// hands to it, or [`Self::spawn_ended`] takes back; without (a `popen` that cannot read them), the program
     /// uncounts itself once it has opened its files, and one that never does leaves the
     /// count up. None on a mount of one process.
     pub fn prepare_spawn(&self, descriptions: &[Handle], ticket: bool) -> Option<Fork> {
@@ -395,7 +396,7 @@ impl<D: PmDevice> FileSystem<D> {
     /// taken once, by whoever finds it first: this program, as it joined (the ticket was
     /// handed to it by then: a dead slot of its own process, as an exec's) or now (the
     /// ticket names it), else by the ticket's reaper once the program has ended (the spawn
-    /// had not returned yet). A program with no ticket (`popen`'s, an exec's)
+    /// had not returned yet). A program with no ticket (an exec's, or a `popen`'s that could not be told)
     /// uncounts once, whether or not it carried a count on.
     pub fn inherited_opened(&self, ticket: Option<u32>) {
         let Some(sh) = self.inner.shared.get() else { return };
