@@ -16,6 +16,23 @@ def _():
         "")
 
 
+@bug("daemon-uninterposed", rebuilt=True)
+def _():
+    sub("crates/hashfs-interpose/src/export.rs",
+        "                daemon => detach::daemon(nochdir: c_int, noclose: c_int) -> c_int;\n",
+        "")
+
+
+@bug("forkpty-uninterposed", rebuilt=True)
+def _():
+    sub("crates/hashfs-interpose/src/export.rs",
+        "                forkpty => detach::forkpty(",
+        "                forkpty_unused => detach::forkpty(")
+    sub("crates/hashfs-interpose/src/export.rs",
+        "                login_tty => detach::login_tty(fd: c_int) -> c_int;\n",
+        "")
+
+
 @bug("popen-child-unhanded", rebuilt=True)
 def _():
     sub("crates/hashfs-interpose/src/entry/program.rs",

@@ -208,6 +208,9 @@ macro_rules! export {
                 _exit => process::exit_now(status: c_int) -> !;
                 _Exit => process::exit_now(status: c_int) -> !;
                 fork => process::fork() -> libc::pid_t;
+                daemon => detach::daemon(nochdir: c_int, noclose: c_int) -> c_int;
+                forkpty => detach::forkpty(master: *mut c_int, name: *mut c_char, termp: *const $crate::libc::termios, winp: *const $crate::libc::winsize) -> libc::pid_t;
+                login_tty => detach::login_tty(fd: c_int) -> c_int;
                 execve => program::execve(path: *const c_char, argv: *const *const c_char, envp: *const *const c_char) -> c_int;
                 execv => program::execv(path: *const c_char, argv: *const *const c_char) -> c_int;
                 execvp => program::execvp(file: *const c_char, argv: *const *const c_char) -> c_int;

@@ -674,3 +674,92 @@ fn a_name_renamed_over_in_one_process_always_opens_in_another() {
     assert_eq!(String::from_utf8_lossy(&out.stdout), "0\n", "calls failed: {}", String::from_utf8_lossy(&out.stderr));
     img.fsck_clean();
 }
+
+/// A program that forks and makes its child a daemon (tmux's server), then starts a child
+/// on a pseudo-terminal (tmux's panes, `script`, Python's `os.forkpty`). glibc's `daemon`
+/// and `forkpty` fork, change directory and move descriptors with internal calls no
+/// preload sees: tmux's server, a `daemon` child, could not bind its socket in the image
+/// (EIO: a fork the shim never prepared), and the `/dev/null` or terminal put on the
+/// standard descriptors left the shim serving the file the parent's output went to.
+/// Found 2026-12-07; the interposer writes the three calls itself (`entry/detach.rs`).
+const DETACH: &str = r#"
+#define _GNU_SOURCE
+#include <fcntl.h>
+#include <pty.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+static int logged(int log, const char *what) {
+    return write(log, what, strlen(what)) == (ssize_t)strlen(what);
+}
+int main(int argc, char **argv) {
+    int log = open(argv[1], O_WRONLY | O_CREAT | O_APPEND, 0644);
+    if (log < 0) return 2;
+    printf("parent\n");
+    fflush(stdout);
+    pid_t p = fork();
+    if (p == 0) {
+        if (daemon(1, 0) != 0) _exit(3);
+        /* Standard output is /dev/null now, not the parent's file. */
+        if (write(1, "lost\n", 5) != 5) _exit(4);
+        /* Still in the image's directory (nochdir), a participant of its own. */
+        int f = open("made-by-daemon", O_WRONLY | O_CREAT | O_EXCL, 0644);
+        if (f < 0 || write(f, "d\n", 2) != 2 || close(f) != 0) _exit(5);
+        if (!logged(log, "daemon\n")) _exit(6);
+        if (daemon(0, 1) != 0) _exit(7);
+        char cwd[256], line[300];
+        if (!getcwd(cwd, sizeof cwd)) _exit(8);
+        snprintf(line, sizeof line, "cwd %s\n", cwd);
+        if (!logged(log, line)) _exit(9);
+        _exit(0);
+    }
+    int st;
+    if (waitpid(p, &st, 0) != p || !WIFEXITED(st) || WEXITSTATUS(st) != 0) return 10;
+    /* The daemon's last line, within 10 s. */
+    char buf[256] = {0};
+    for (int i = 0; i < 1000 && !strstr(buf, "cwd "); i++) {
+        struct timespec ms = {0, 10000000};
+        nanosleep(&ms, 0);
+        int r = open(argv[1], O_RDONLY);
+        ssize_t n = r < 0 ? -1 : read(r, buf, sizeof buf - 1);
+        if (r >= 0) close(r);
+        buf[n > 0 ? n : 0] = 0;
+    }
+    int m;
+    pid_t c = forkpty(&m, 0, 0, 0);
+    if (c == 0) {
+        if (!isatty(0) || !isatty(1)) _exit(11);
+        if (write(1, "on-pty\n", 7) != 7) _exit(12);
+        if (!logged(log, "pty child\n")) _exit(13);
+        _exit(0);
+    }
+    if (c < 0) return 14;
+    char seen[256] = {0};
+    size_t got = 0;
+    while (got < sizeof seen - 1 && !strstr(seen, "on-pty")) {
+        ssize_t n = read(m, seen + got, sizeof seen - 1 - got);
+        if (n <= 0) break;
+        got += n;
+    }
+    if (waitpid(c, &st, 0) != c || !WIFEXITED(st) || WEXITSTATUS(st) != 0) return 15;
+    printf("%s\n", strstr(seen, "on-pty") ? "pty answered" : "pty silent");
+    return 0;
+}
+"#;
+
+#[test]
+fn a_daemon_and_a_child_on_a_terminal_keep_the_image() {
+    let img = image();
+    let Some(prog) = common::c_program(img._dir.path(), "detach", DETACH) else { return };
+    img.ok("mkdir", &[&p("/d")]);
+    let script = format!("cd {d} && {prog} {d}/log > {d}/out", d = p("/d"), prog = prog.display());
+    let out = img.run("bash", &["-c", &script]);
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(img.ok("cat", &[&p("/d/out")]), "parent\npty answered\n", "what reached the parent's output");
+    assert_eq!(img.ok("cat", &[&p("/d/log")]), "daemon\ncwd /\npty child\n");
+    assert_eq!(img.ok("cat", &[&p("/d/made-by-daemon")]), "d\n");
+    img.fsck_clean();
+    img.region_removed();
+}

@@ -16,6 +16,7 @@ use crate::call::{serve, CResult, Next, Served};
 
 pub mod compose;
 pub mod copy;
+pub mod detach;
 pub mod fd;
 pub mod io;
 pub mod library;
