@@ -33,6 +33,13 @@ def _():
         "")
 
 
+@bug("wordexp-uninterposed", rebuilt=True)
+def _():
+    sub("crates/hashfs-interpose/src/export.rs",
+        "                wordexp => program::wordexp(words: *const c_char, we: *mut c_void, flags: c_int) -> c_int;\n",
+        "")
+
+
 @bug("popen-child-unhanded", rebuilt=True)
 def _():
     sub("crates/hashfs-interpose/src/entry/program.rs",

@@ -217,6 +217,7 @@ macro_rules! export {
                 execvpe => program::execvpe(file: *const c_char, argv: *const *const c_char, envp: *const *const c_char) -> c_int;
                 system => program::system(command: *const c_char) -> c_int;
                 popen => program::popen(command: *const c_char, mode: *const c_char) -> *mut FILE;
+                wordexp => program::wordexp(words: *const c_char, we: *mut c_void, flags: c_int) -> c_int;
                 posix_spawn => program::posix_spawn(pid: *mut libc::pid_t, path: *const c_char, actions: *const libc::posix_spawn_file_actions_t, attr: *const libc::posix_spawnattr_t, argv: *const *const c_char, envp: *const *const c_char) -> c_int;
                 posix_spawn_file_actions_addchdir_np => spawn_dir::posix_spawn_file_actions_addchdir_np(actions: *mut libc::posix_spawn_file_actions_t, path: *const c_char) -> c_int;
                 posix_spawn_file_actions_addfchdir_np => spawn_dir::posix_spawn_file_actions_addfchdir_np(actions: *mut libc::posix_spawn_file_actions_t, fd: c_int) -> c_int;

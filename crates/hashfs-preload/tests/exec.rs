@@ -709,3 +709,35 @@ int main(int argc, char **argv) {
     }
     img.fsck_clean();
 }
+
+/// `wordexp`'s command substitutions run in shells glibc starts with its own spawn: they
+/// ran in the kernel's working directory, not the image's, and a descriptor of the image
+/// they inherited was a placeholder (`$(cat f)` and `$(cat <&3)` gave nothing; found
+/// 2026-12-07). Prepared as for `system` now; `WRDE_NOCMD` starts nothing.
+const WORDEXP: &str = r#"
+#include <fcntl.h>
+#include <stdio.h>
+#include <wordexp.h>
+int main(int argc, char **argv) {
+    int fd = open(argv[1], O_RDONLY);
+    if (fd != 3) return 2;
+    wordexp_t w;
+    int r = wordexp("$(cat f) $(cat <&3) $(pwd)", &w, 0);
+    printf("%d", r);
+    for (size_t i = 0; r == 0 && i < w.we_wordc; i++) printf(" %s", w.we_wordv[i]);
+    printf(" %d\n", wordexp("$(cat f)", &w, WRDE_NOCMD));
+    return 0;
+}
+"#;
+
+#[test]
+fn wordexp_substitutes_commands_in_the_image() {
+    let img = image();
+    let Some(prog) = c_program(img._dir.path(), "wordexp", WORDEXP) else { return };
+    let script = format!("cd {d} && echo inside > f && echo three > g && {prog} g", d = p("/"), prog = prog.display());
+    let out = img.ok("bash", &["-c", &script]);
+    // 4: WRDE_CMDSUB, a substitution refused under WRDE_NOCMD.
+    assert_eq!(out, format!("0 inside three {} 4\n", p("")));
+    img.fsck_clean();
+    img.region_removed();
+}

@@ -567,6 +567,22 @@ pub unsafe fn system<B: Backend>(command: *const c_char) -> c_int {
     )
 }
 
+/// `wordexp`: glibc runs each command substitution (`$(cmd)`, unless `WRDE_NOCMD`) in a
+/// `sh -c` it starts with its own spawn, and returns once each has ended: prepared as for
+/// `system` (before 2026-12-07 that shell ran in the kernel's working directory, not the
+/// image's, and a descriptor of the image it inherited was a placeholder: `$(cat f)` gave
+/// nothing). Each shell adopts what it finds; the ticket is taken back when the call returns.
+pub unsafe fn wordexp<B: Backend>(words: *const c_char, we: *mut libc::c_void, flags: c_int) -> c_int {
+    let call = || forward!(wordexp(words, we, flags): fn(*const c_char, *mut libc::c_void, c_int) -> c_int);
+    if flags & WRDE_NOCMD != 0 {
+        return call();
+    }
+    spawned_by::<B, c_int>(ChildKnown::Ended, call, |_| Some(Child::Ended))
+}
+
+/// glibc's `<wordexp.h>`: no command substitution.
+const WRDE_NOCMD: c_int = 1 << 2;
+
 /// `popen`: as `system`, but the call tells neither its child's pid nor its end. glibc
 /// starts the child from this thread, so it is the one pid that is new among this thread's
 /// children when the call returns (`/proc/thread-self/children`, which lists a child until
