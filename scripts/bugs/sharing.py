@@ -929,3 +929,17 @@ def _():
         "            if n.file_type().is_ok_and(|t| t.is_socket()) {\n",
         "            if !@ON && n.file_type().is_ok_and(|t| t.is_socket()) {\n")
 
+
+
+@bug("exit-pump-copies-open")
+def _():
+    plant("crates/hashfs-preload/src/shim.rs",
+        "                if std_fd == fd || (pipe != 0 && pump::inode_of(std_fd) == Some(pipe)) {\n",
+        "                if std_fd == fd || (!@ON && pipe != 0 && pump::inode_of(std_fd) == Some(pipe)) {\n")
+
+
+@bug("child-writes-parents-pipe")
+def _():
+    plant("crates/hashfs-preload/src/shim/fork.rs",
+        "        super::pump::own_pumps_in_child();\n",
+        "        if !@ON {\n            super::pump::own_pumps_in_child();\n        }\n")

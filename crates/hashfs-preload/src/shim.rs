@@ -92,10 +92,17 @@ pub(super) extern "C" fn at_exit() {
     let pumps = std::mem::take(&mut *PUMPS.lock());
     let closer = real!(close: fn(c_int) -> c_int);
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(1);
-    for (fd, _, handle) in pumps {
+    for (fd, pipe, handle) in pumps {
         if fd >= 0 {
-            // SAFETY: closing the write end held as the standard descriptor ends the pump.
-            unsafe { closer(fd) };
+            // Closing the write ends held as standard descriptors ends the pump: each of
+            // 0-2 that is its pipe (`2>&1` made one a copy; before 2026-12-07 only the one
+            // the pump was started for was closed, and `exec > f 2>&1` hung at exit).
+            for std_fd in 0..=2 {
+                if std_fd == fd || (pipe != 0 && pump::inode_of(std_fd) == Some(pipe)) {
+                    // SAFETY: the process's end of our pipe, at exit.
+                    unsafe { closer(std_fd) };
+                }
+            }
             let _ = handle.join();
             continue;
         }

@@ -741,3 +741,38 @@ fn wordexp_substitutes_commands_in_the_image() {
     img.fsck_clean();
     img.region_removed();
 }
+
+/// A script that sends its output into the image (`exec > log 2>&1`) and starts a
+/// background subshell, then exits (first run) or execs a program (second run). The
+/// subshell writes after that, with builtins (stdio: the pipe the shim pumps) and a program.
+/// Before 2026-12-07 the script's exit never came: at exit the shim closed the standard
+/// descriptor its pump was started for but not the copy `2>&1` made, so the pump waited
+/// for an end of its pipe that the process itself held (every `exec > f 2>&1` script hung;
+/// bug `exit-pump-copies-open`); and a forked child wrote into its parent's pipe, so the
+/// parent's exit waited for the child's end (here for ever: the child waits for the test,
+/// which waits for the parent), and after the parent's exec what the child's builtins wrote
+/// was lost (bug `child-writes-parents-pipe`). A forked child now has pumps of its own.
+#[test]
+fn a_background_subshell_writes_after_its_scripts_exit_or_exec() {
+    let img = image();
+    for (run, end) in [("exit", "echo parent-done"), ("exec", "exec /bin/echo parent-exec")] {
+        let (log, go, done) = (p(&format!("/{run}.log")), p(&format!("/{run}.go")), p(&format!("/{run}.done")));
+        let script = format!(
+            "exec > {log} 2>&1; echo first; \
+             ( while [ ! -e {go} ]; do sleep 0.05; done; echo late-subshell; echo late-err >&2; /bin/echo late-program; echo $BASHPID > {done} ) & {end}"
+        );
+        let out = common::output_within(img.cmd("bash").args(["-c", &script]), std::time::Duration::from_secs(30));
+        assert!(out.status.success(), "{run}: {out:?}");
+        img.ok("touch", &[&go]);
+        // Until the subshell has written its pid, then until it has ended (left the image).
+        let wait = format!(
+            "for i in $(seq 600); do [ -s {done} ] && break; sleep 0.05; done; pid=$(cat {done}) || exit 1; \
+             while [ -e /proc/$pid ] && ! grep -q '^State:.*Z' /proc/$pid/status; do sleep 0.05; done"
+        );
+        assert!(img.run("bash", &["-c", &wait]).status.success(), "{run}: the subshell did not finish");
+        let last = if run == "exit" { "parent-done" } else { "parent-exec" };
+        assert_eq!(img.ok("cat", &[&log]), format!("first\n{last}\nlate-subshell\nlate-err\nlate-program\n"), "{run}");
+    }
+    img.fsck_clean();
+    img.region_removed();
+}

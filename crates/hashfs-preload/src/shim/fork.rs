@@ -232,5 +232,6 @@ pub(super) fn after_fork(prepared: Option<Box<dyn std::any::Any>>, pid: libc::pi
     if pid == 0 && !FORKED.load(Ordering::Relaxed) {
         // The parent's mappings are the joined child's: so is following them.
         super::mmap::follow_in_child();
+        super::pump::own_pumps_in_child();
     }
 }

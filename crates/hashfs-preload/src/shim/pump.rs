@@ -291,6 +291,37 @@ pub(super) fn settle_pump(taken: Option<Taken>, target: c_int) {
     }
 }
 
+/// In a forked child that joined the image: each standard output descriptor that is its
+/// parent's output pump's pipe gets a pump of the child's own (a new pipe onto it; the
+/// description, which the fork shared, its file), one for a pipe that two of them share
+/// (`2>&1`). Before 2026-12-07 the child wrote into its parent's pipe: the parent's exit
+/// waited for the child's end, however long it ran (`exec > f; (sleep 60; echo) &` held
+/// the shell for a minute, a background loop for good), and what the child wrote after its
+/// parent's exec was lost (the thread that read the pipe was gone).
+pub(super) fn own_pumps_in_child() {
+    let me = current_pid();
+    let parents: Vec<Arc<Pump>> = PUMPED.lock().iter().filter(|p| p.output && p.pid != me).cloned().collect();
+    if parents.is_empty() {
+        return;
+    }
+    let dup2r = real!(dup2: fn(c_int, c_int) -> c_int);
+    let mut started: Vec<(u64, c_int)> = Vec::new();
+    for fd in 1..=2 {
+        let Some(pipe) = inode_of(fd) else { continue };
+        if let Some(&(_, first)) = started.iter().find(|(p, _)| *p == pipe) {
+            // SAFETY: both are this process's descriptors; the kernel replaces `fd`.
+            unsafe { dup2r(first, fd) };
+            continue;
+        }
+        let Some(p) = parents.iter().find(|p| p.pipe == pipe) else { continue };
+        if start_pump(p.of.clone(), fd) >= 0 {
+            started.push((pipe, fd));
+        } else {
+            eprintln!("hashfs_preload: this forked child's standard descriptor {fd} stays its parent's pipe (no pipe or thread)");
+        }
+    }
+}
+
 pub(super) fn start_pump(of: Arc<OpenFile>, target: c_int) -> c_int {
     let pipe2 = real!(pipe2: fn(*mut c_int, c_int) -> c_int);
     let dup2r = real!(dup2: fn(c_int, c_int) -> c_int);
