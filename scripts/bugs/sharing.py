@@ -934,8 +934,15 @@ def _():
 @bug("exit-pump-copies-open")
 def _():
     plant("crates/hashfs-preload/src/shim.rs",
-        "                if std_fd == fd || (pipe != 0 && pump::inode_of(std_fd) == Some(pipe)) {\n",
-        "                if std_fd == fd || (!@ON && pipe != 0 && pump::inode_of(std_fd) == Some(pipe)) {\n")
+        "            pump::close_write_ends(pipe);\n",
+        "            if !@ON {\n                pump::close_write_ends(pipe);\n            } else if fd >= 0 {\n                // SAFETY: the descriptor the pump was started for, at exit.\n                unsafe { real!(close: fn(c_int) -> c_int)(fd) };\n            }\n")
+
+
+@bug("exit-pump-detached-kept")
+def _():
+    plant("crates/hashfs-preload/src/shim.rs",
+        "        if fd != -1 {\n",
+        "        if fd >= 0 || (!@ON && fd != -1) {\n")
 
 
 @bug("child-writes-parents-pipe")

@@ -90,19 +90,18 @@ pub(super) extern "C" fn at_exit() {
     unsafe { libc::fflush(std::ptr::null_mut()) };
     pump::stop_input_pumps();
     let pumps = std::mem::take(&mut *PUMPS.lock());
-    let closer = real!(close: fn(c_int) -> c_int);
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(1);
     for (fd, pipe, handle) in pumps {
+        if fd != -1 {
+            // An output pump (on its descriptor, or gone on without one): closing every
+            // write end of its pipe this process holds ends it, unless another process
+            // holds one. Before 2026-12-07 only the descriptor the pump was started for was
+            // closed: with `exec > f 2>&1` the copy on 2 kept the pipe open and the exit
+            // waited for ever, and a pipeline's `echo` (a forked child that had put the
+            // pipeline's pipe on 1) waited a second and left the image unclean.
+            pump::close_write_ends(pipe);
+        }
         if fd >= 0 {
-            // Closing the write ends held as standard descriptors ends the pump: each of
-            // 0-2 that is its pipe (`2>&1` made one a copy; before 2026-12-07 only the one
-            // the pump was started for was closed, and `exec > f 2>&1` hung at exit).
-            for std_fd in 0..=2 {
-                if std_fd == fd || (pipe != 0 && pump::inode_of(std_fd) == Some(pipe)) {
-                    // SAFETY: the process's end of our pipe, at exit.
-                    unsafe { closer(std_fd) };
-                }
-            }
             let _ = handle.join();
             continue;
         }

@@ -751,14 +751,18 @@ fn wordexp_substitutes_commands_in_the_image() {
 /// bug `exit-pump-copies-open`); and a forked child wrote into its parent's pipe, so the
 /// parent's exit waited for the child's end (here for ever: the child waits for the test,
 /// which waits for the parent), and after the parent's exec what the child's builtins wrote
-/// was lost (bug `child-writes-parents-pipe`). A forked child now has pumps of its own.
+/// was lost (bug `child-writes-parents-pipe`). A forked child now has pumps of its own. The
+/// pipeline's `echo` (a forked child that puts the pipeline's pipe on 1 over its own pump,
+/// which goes on for the copy on 2) waited a second at exit and left the image unclean,
+/// its message in the log, until the exit closed the pipes of such pumps too (bug
+/// `exit-pump-detached-kept`).
 #[test]
 fn a_background_subshell_writes_after_its_scripts_exit_or_exec() {
     let img = image();
     for (run, end) in [("exit", "echo parent-done"), ("exec", "exec /bin/echo parent-exec")] {
         let (log, go, done) = (p(&format!("/{run}.log")), p(&format!("/{run}.go")), p(&format!("/{run}.done")));
         let script = format!(
-            "exec > {log} 2>&1; echo first; \
+            "exec > {log} 2>&1; echo first; echo piped | cat; \
              ( while [ ! -e {go} ]; do sleep 0.05; done; echo late-subshell; echo late-err >&2; /bin/echo late-program; echo $BASHPID > {done} ) & {end}"
         );
         let out = common::output_within(img.cmd("bash").args(["-c", &script]), std::time::Duration::from_secs(30));
@@ -771,7 +775,11 @@ fn a_background_subshell_writes_after_its_scripts_exit_or_exec() {
         );
         assert!(img.run("bash", &["-c", &wait]).status.success(), "{run}: the subshell did not finish");
         let last = if run == "exit" { "parent-done" } else { "parent-exec" };
-        assert_eq!(img.ok("cat", &[&log]), format!("first\n{last}\nlate-subshell\nlate-err\nlate-program\n"), "{run}");
+        assert_eq!(
+            img.ok("cat", &[&log]),
+            format!("first\npiped\n{last}\nlate-subshell\nlate-err\nlate-program\n"),
+            "{run}"
+        );
     }
     img.fsck_clean();
     img.region_removed();

@@ -291,6 +291,27 @@ pub(super) fn settle_pump(taken: Option<Taken>, target: c_int) {
     }
 }
 
+/// At exit: closes every descriptor of this process that is a write end of pipe `pipe` (an
+/// output pump's; its read end, the pump's, stays), so that the pump reaches the pipe's
+/// end unless another process writes it.
+pub(super) fn close_write_ends(pipe: u64) {
+    if pipe == 0 {
+        return;
+    }
+    let fcntl = real!(fcntl: fn(c_int, c_int, libc::c_ulong) -> c_int);
+    let close = real!(close: fn(c_int) -> c_int);
+    let Ok(dir) = std::fs::read_dir("/proc/self/fd") else { return };
+    let fds: Vec<c_int> = dir.flatten().filter_map(|e| e.file_name().to_str()?.parse().ok()).collect();
+    for fd in fds {
+        // SAFETY: F_GETFL on a descriptor number; a closed one (the directory's) fails.
+        let writes = unsafe { fcntl(fd, libc::F_GETFL, 0) } & libc::O_ACCMODE == libc::O_WRONLY;
+        if writes && inode_of(fd) == Some(pipe) {
+            // SAFETY: a write end of our pipe, at exit.
+            unsafe { close(fd) };
+        }
+    }
+}
+
 /// In a forked child that joined the image: each standard output descriptor that is its
 /// parent's output pump's pipe gets a pump of the child's own (a new pipe onto it; the
 /// description, which the fork shared, its file), one for a pipe that two of them share
