@@ -950,3 +950,17 @@ def _():
     plant("crates/hashfs-preload/src/shim/fork.rs",
         "        super::pump::own_pumps_in_child();\n",
         "        if !@ON {\n            super::pump::own_pumps_in_child();\n        }\n")
+
+
+@bug("spawn-pumps-unnamed")
+def _():
+    plant("crates/hashfs-preload/src/shim/exec.rs",
+        "    let pumps = if fs.is_read_only() { Vec::new() } else { pumps_for_spawn(fs) };\n",
+        "    let pumps = if fs.is_read_only() || @ON { Vec::new() } else { pumps_for_spawn(fs) };\n")
+
+
+@bug("spawn-pump-pipe-unchecked")
+def _():
+    plant("crates/hashfs-preload/src/shim/exec.rs",
+        "    let fd = if (1..=2).contains(&fd) && inode_of(fd) == Some(pipe) { fd } else { -1 };\n",
+        "    let fd = if (1..=2).contains(&fd) && (@ON || inode_of(fd) == Some(pipe)) { fd } else { -1 };\n")

@@ -784,3 +784,47 @@ fn a_background_subshell_writes_after_its_scripts_exit_or_exec() {
     img.fsck_clean();
     img.region_removed();
 }
+
+/// A program started by `posix_spawn` inherits its parent's standard output as it is, the
+/// pipe of the parent's pump (no code of the shim runs between the spawn and the exec).
+/// Named to it, it puts a pump of its own there as it joins (one for `2>&1`'s two), so the
+/// parent's exit no longer waits for its end: before 2026-12-07 it did (here for ever: the
+/// program waits for the test, which waits for the script; bug `spawn-pumps-unnamed`). A
+/// standard descriptor the spawn's file actions replaced (a pipe the parent reads) is left
+/// as it is (`spawn-pump-pipe-unchecked`: the output went into the file instead).
+#[test]
+fn a_spawned_program_writes_after_its_parents_exit() {
+    let img = image();
+    let (log, go, done) = (p("/spawn.log"), p("/spawn.go"), p("/spawn.done"));
+    let py = format!(
+        "import os\n\
+         r, w = os.pipe()\n\
+         pid = os.posix_spawn('/bin/echo', ['echo', 'captured'], os.environ, file_actions=[(os.POSIX_SPAWN_DUP2, w, 1)])\n\
+         os.close(w)\nos.waitpid(pid, 0)\nprint('got', os.read(r, 100).decode().strip(), flush=True)\n\
+         os.posix_spawn('/bin/sh', ['sh', '-c', 'echo spawned; while [ ! -e {go} ]; do sleep 0.05; done; echo late; echo late-err >&2; echo $$ > {done}'], os.environ)\n\
+         print('python-exits', flush=True)"
+    );
+    let script = format!("exec > {log} 2>&1; echo first; python3 -c \"$1\"; echo parent-done");
+    let out =
+        common::output_within(img.cmd("bash").args(["-c", &script, "bash", &py]), std::time::Duration::from_secs(30));
+    assert!(out.status.success(), "{out:?}");
+    img.ok("touch", &[&go]);
+    let wait = format!(
+        "for i in $(seq 600); do [ -s {done} ] && break; sleep 0.05; done; pid=$(cat {done}) || exit 1; \
+         while [ -e /proc/$pid ] && ! grep -q '^State:.*Z' /proc/$pid/status; do sleep 0.05; done"
+    );
+    assert!(img.run("bash", &["-c", &wait]).status.success(), "the spawned program did not finish");
+    let text = img.ok("cat", &[&log]);
+    // The spawned program's first line races python's and the script's last; the rest is
+    // in order.
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 7, "{text}");
+    assert_eq!((&lines[..2], &lines[5..]), (&["first", "got captured"][..], &["late", "late-err"][..]), "{text}");
+    let mut racing = lines[2..5].to_vec();
+    let at = |l: &str| racing.iter().position(|&r| r == l);
+    assert!(at("python-exits") < at("parent-done"), "{text}");
+    racing.sort_unstable();
+    assert_eq!(racing, ["parent-done", "python-exits", "spawned"], "{text}");
+    img.fsck_clean();
+    img.region_removed();
+}

@@ -326,6 +326,8 @@ fn hand_over_pumps(pumped: &[(c_int, Arc<Pump>, Passed)]) {
 struct Spawned {
     cwd: c_int,
     spawn: Option<hashfs::Fork>,
+    /// The memfds naming the pumps' pipes the program inherits ([`pumps_for_spawn`]).
+    passed: Vec<c_int>,
 }
 
 thread_local! {
@@ -341,8 +343,8 @@ pub(super) fn spawn_in(dir: Option<PathBuf>) {
 /// Before `posix_spawn`: the child's program inherits the working directory inside the
 /// image and the HashFS descriptors without close-on-exec, as after an exec (their
 /// placeholders named after their descriptions, counted for it); the parent keeps them.
-/// A redirected standard descriptor stays its pump's pipe, which the parent's pump goes on
-/// serving.
+/// A redirected standard output stays its pump's pipe, but the program, if it joins, puts
+/// a pump of its own on it ([`pumps_for_spawn`]).
 pub(super) fn before_spawn(known: ChildKnown) -> Option<Box<dyn std::any::Any>> {
     let cwd = match SPAWN_IN.with(|d| d.borrow().clone()) {
         Some(dir) => pass_cwd(&dir),
@@ -351,11 +353,11 @@ pub(super) fn before_spawn(known: ChildKnown) -> Option<Box<dyn std::any::Any>> 
     // A ticket where the call tells the child's pid, or that it has ended (`system`):
     // where it tells neither (a `popen` that cannot read the thread's children), its
     // program uncounts itself.
-    let spawn = spawn_descriptors(known != ChildKnown::Nothing);
+    let (spawn, passed) = spawn_descriptors(known != ChildKnown::Nothing);
     if cwd < 0 && spawn.is_none() {
         return None;
     }
-    Some(Box::new(Spawned { cwd, spawn }))
+    Some(Box::new(Spawned { cwd, spawn, passed }))
 }
 
 /// The descriptors a spawn's program inherits, counted for it and named after their
@@ -363,9 +365,8 @@ pub(super) fn before_spawn(known: ChildKnown) -> Option<Box<dyn std::any::Any>> 
 /// named after the counts are made, so that every name carries the ticket: a descriptor
 /// the kernel refuses to name (out of descriptors) is not the program's, and its
 /// description's count stays until the next first mount, as a program's that never joins.
-fn spawn_descriptors(ticket: bool) -> Option<hashfs::Fork> {
-    let s = SHIM.get()?;
-    let fs = fork::joined_fs()?;
+fn spawn_descriptors(ticket: bool) -> (Option<hashfs::Fork>, Vec<c_int>) {
+    let (Some(s), Some(fs)) = (SHIM.get(), fork::joined_fs()) else { return (None, Vec::new()) };
     let moving = surviving(s);
     let mut shared = Vec::new();
     for (fd, of) in moving {
@@ -375,17 +376,70 @@ fn spawn_descriptors(ticket: bool) -> Option<hashfs::Fork> {
             shared.push((fd, h));
         }
     }
-    let mut handles: Vec<Handle> = shared.iter().map(|&(_, h)| h).collect();
+    let pumps = if fs.is_read_only() { Vec::new() } else { pumps_for_spawn(fs) };
+    let mut handles: Vec<Handle> = shared.iter().map(|&(_, h)| h).chain(pumps.iter().map(|&(_, h)| h)).collect();
     handles.sort_by_key(|h| (h.index, h.generation));
     handles.dedup();
     if handles.is_empty() {
-        return None;
+        return (None, Vec::new());
     }
-    let spawn = fs.prepare_spawn(&handles, ticket)?;
+    let Some(spawn) = fs.prepare_spawn(&handles, ticket) else { return (None, Vec::new()) };
     for (fd, h) in shared {
         name_after(fd, h, spawn.ticket());
     }
-    Some(spawn)
+    let passed = pumps.iter().filter_map(|&((fd, pipe), h)| pass_pump(fd, pipe, h, spawn.ticket())).collect();
+    (Some(spawn), passed)
+}
+
+/// This process's standard output descriptors (1, 2) that are its output pumps' pipes, each
+/// with its pipe's inode and its description (shared now). A program a spawn starts
+/// inherits them as they are, the pipes; named to it ([`pass_pump`]), it puts a pump of its
+/// own on each as it joins, so that it no longer writes through this process's thread.
+/// Before 2026-12-07 it did, and this process's exit waited for the program's end (a
+/// program a server started in the background held its exit for as long as it ran).
+fn pumps_for_spawn(fs: &FileSystem<MmapDevice>) -> Vec<((c_int, u64), Handle)> {
+    let me = current_pid();
+    let mine: Vec<Arc<Pump>> = PUMPED.lock().iter().filter(|p| p.output && p.pid == me).cloned().collect();
+    let mut got = Vec::new();
+    for fd in 1..=2 {
+        let Some(pipe) = inode_of(fd) else { continue };
+        if got.iter().any(|&((_, named), _)| named == pipe) {
+            continue; // `2>&1`: the program puts its pump on both
+        }
+        let Some(p) = mine.iter().find(|p| p.pipe == pipe) else { continue };
+        if let Ok(Some(h)) = p.of.pos.share(fs, p.of.ino, p.of.flags.load(Ordering::Relaxed)) {
+            got.push(((fd, pipe), h));
+        }
+    }
+    got
+}
+
+/// A memfd, inherited by the spawn's program, that tells it standard descriptor `fd` is
+/// pipe `pipe` of a pump of description `h` (`hashfs-pump-<fd>-<pipe>-hashfs-ofd-...`, the
+/// spawn's ticket in it): its number, for the parent to close once the spawn returned, or
+/// None if the kernel refused one (the program then writes through this process's pump).
+fn pass_pump(fd: c_int, pipe: u64, h: Handle, ticket: Option<u32>) -> Option<c_int> {
+    let name = CString::new(format!("{PUMP_NAME}{fd}-{pipe}-{}", h.handed_name(ticket))).ok()?;
+    // SAFETY: a NUL-terminated name; no close-on-exec: it is for the program.
+    let m = unsafe { libc::memfd_create(name.as_ptr(), 0) };
+    (m >= 0).then_some(m)
+}
+
+/// The beginning of the name [`pass_pump`] gives.
+const PUMP_NAME: &str = "hashfs-pump-";
+
+/// A standard descriptor a spawn's parent named to this program as its pump's pipe
+/// ([`pass_pump`]): the descriptor, and the description, if the descriptor is that pipe
+/// still (the spawn's file actions may have put something else there: the description,
+/// counted for this program all the same, is then adopted and let go, -1).
+fn named_pump(link: &[u8]) -> Option<(c_int, u64, Handle, Option<u32>)> {
+    let s = std::str::from_utf8(link).ok()?.strip_prefix("/memfd:")?.split(' ').next()?;
+    let mut parts = s.strip_prefix(PUMP_NAME)?.splitn(3, '-');
+    let fd: c_int = parts.next()?.parse().ok()?;
+    let pipe: u64 = parts.next()?.parse().ok()?;
+    let (h, ticket) = Handle::from_handed_name(parts.next()?)?;
+    let fd = if (1..=2).contains(&fd) && inode_of(fd) == Some(pipe) { fd } else { -1 };
+    Some((fd, pipe, h, ticket))
 }
 
 /// Whether a spawn made a child (its pid, where the call told it).
@@ -398,9 +452,9 @@ pub(super) enum Spawn {
 /// After `posix_spawn`, in the parent.
 pub(super) fn after_spawn(prepared: Option<Box<dyn std::any::Any>>, outcome: Spawn) {
     let Some(p) = prepared.and_then(|p| p.downcast::<Spawned>().ok()) else { return };
-    if p.cwd >= 0 {
+    for &m in p.passed.iter().chain((p.cwd >= 0).then_some(&p.cwd)) {
         // SAFETY: our memfd; the child has its own copy.
-        unsafe { real!(close: fn(c_int) -> c_int)(p.cwd) };
+        unsafe { real!(close: fn(c_int) -> c_int)(m) };
     }
     match (outcome, fork::joined_fs(), p.spawn) {
         (Spawn::Failed, Some(fs), Some(spawn)) => fs.spawn_failed(spawn),
@@ -451,6 +505,9 @@ struct Inherited {
     copies: Vec<Copy>,
     /// The working directory inside the image (its memfd is read and closed here).
     cwd: Option<PathBuf>,
+    /// Standard descriptors that are the spawn's parent's pumps' pipes, with each pipe's
+    /// inode ([`named_pump`]).
+    pipes: Vec<(c_int, u64)>,
 }
 
 fn inherited() -> Inherited {
@@ -463,6 +520,14 @@ fn inherited() -> Inherited {
         if let Some((h, ticket)) = named(link) {
             got.found.push((fd, h));
             got.ticket = got.ticket.or(ticket);
+        } else if let Some((on, pipe, h, ticket)) = named_pump(link) {
+            got.found.push((on, h));
+            if on >= 0 {
+                got.pipes.push((on, pipe));
+            }
+            got.ticket = got.ticket.or(ticket);
+            // SAFETY: the parent's memfd, read by its name; this program's to close.
+            unsafe { real!(close: fn(c_int) -> c_int)(fd) };
         } else if let Some(c) = named_copy(link) {
             got.copies.push((fd, c));
         } else if link.starts_with(format!("/memfd:{CWD_NAME} ").as_bytes()) {
@@ -498,7 +563,7 @@ extern "C" fn adopt_at_start() {
         if prefix_bytes().is_none() {
             return;
         }
-        let Inherited { found, ticket, copies, cwd } = inherited();
+        let Inherited { found, ticket, copies, cwd, pipes } = inherited();
         if let Some(dir) = cwd {
             cwd::inherit_cwd(dir);
         }
@@ -546,11 +611,22 @@ extern "C" fn adopt_at_start() {
         }
         for (fd, h) in found {
             let Some(of) = files.get(&(h.index, h.generation)) else { continue };
+            if fd < 0 {
+                continue; // a pump's pipe the spawn's file actions replaced: let go
+            }
             if (0..=2).contains(&fd) && of.file.is_some() {
                 start_pump(of.clone(), fd);
             } else {
                 s.fds.lock().insert(fd, of.clone());
                 s.mark(fd);
+            }
+        }
+        // `2>&1` in the parent: one pipe on both, so one pump on both here too.
+        let dup2 = real!(dup2: fn(c_int, c_int) -> c_int);
+        for (fd, pipe) in pipes {
+            for other in (1..=2).filter(|&o| o != fd && inode_of(o) == Some(pipe)) {
+                // SAFETY: this process's descriptors; the kernel replaces `other`.
+                unsafe { dup2(fd, other) };
             }
         }
     });
