@@ -767,13 +767,7 @@ fn a_background_subshell_writes_after_its_scripts_exit_or_exec() {
         );
         let out = common::output_within(img.cmd("bash").args(["-c", &script]), std::time::Duration::from_secs(30));
         assert!(out.status.success(), "{run}: {out:?}");
-        img.ok("touch", &[&go]);
-        // Until the subshell has written its pid, then until it has ended (left the image).
-        let wait = format!(
-            "for i in $(seq 600); do [ -s {done} ] && break; sleep 0.05; done; pid=$(cat {done}) || exit 1; \
-             while [ -e /proc/$pid ] && ! grep -q '^State:.*Z' /proc/$pid/status; do sleep 0.05; done"
-        );
-        assert!(img.run("bash", &["-c", &wait]).status.success(), "{run}: the subshell did not finish");
+        assert!(let_go_and_wait(&img, &go, &done), "{run}: the subshell did not finish");
         let last = if run == "exit" { "parent-done" } else { "parent-exec" };
         assert_eq!(
             img.ok("cat", &[&log]),
@@ -808,12 +802,7 @@ fn a_spawned_program_writes_after_its_parents_exit() {
     let out =
         common::output_within(img.cmd("bash").args(["-c", &script, "bash", &py]), std::time::Duration::from_secs(30));
     assert!(out.status.success(), "{out:?}");
-    img.ok("touch", &[&go]);
-    let wait = format!(
-        "for i in $(seq 600); do [ -s {done} ] && break; sleep 0.05; done; pid=$(cat {done}) || exit 1; \
-         while [ -e /proc/$pid ] && ! grep -q '^State:.*Z' /proc/$pid/status; do sleep 0.05; done"
-    );
-    assert!(img.run("bash", &["-c", &wait]).status.success(), "the spawned program did not finish");
+    assert!(let_go_and_wait(&img, &go, &done), "the spawned program did not finish");
     let text = img.ok("cat", &[&log]);
     // The spawned program's first line races python's and the script's last; the rest is
     // in order.
@@ -827,4 +816,15 @@ fn a_spawned_program_writes_after_its_parents_exit() {
     assert_eq!(racing, ["parent-done", "python-exits", "spawned"], "{text}");
     img.fsck_clean();
     img.region_removed();
+}
+
+/// Lets a background process that waits for file `go` go on, then waits until it has
+/// written its pid into `done` and ended (left the image): whether it did, within 30 s.
+fn let_go_and_wait(img: &common::Image, go: &str, done: &str) -> bool {
+    img.ok("touch", &[go]);
+    let wait = format!(
+        "for i in $(seq 600); do [ -s {done} ] && break; sleep 0.05; done; pid=$(cat {done}) || exit 1; \
+         while [ -e /proc/$pid ] && ! grep -q '^State:.*Z' /proc/$pid/status; do sleep 0.05; done"
+    );
+    img.run("bash", &["-c", &wait]).status.success()
 }
