@@ -964,3 +964,10 @@ def _():
     plant("crates/hashfs-preload/src/shim/exec.rs",
         "    let fd = if (1..=2).contains(&fd) && inode_of(fd) == Some(pipe) { fd } else { -1 };\n",
         "    let fd = if (1..=2).contains(&fd) && (@ON || inode_of(fd) == Some(pipe)) { fd } else { -1 };\n")
+
+
+@bug("child-keeps-input-pump-end")
+def _():
+    plant("crates/hashfs-preload/src/shim/pump.rs",
+        "    for p in parents.iter().filter(|p| !p.output && p.end >= 0 && inode_of(p.end) == Some(p.pipe)) {\n",
+        "    for p in parents.iter().filter(|p| !@ON && !p.output && p.end >= 0 && inode_of(p.end) == Some(p.pipe)) {\n")

@@ -319,9 +319,26 @@ pub(super) fn close_write_ends(pipe: u64) {
 /// waited for the child's end, however long it ran (`exec > f; (sleep 60; echo) &` held
 /// the shell for a minute, a background loop for good), and what the child wrote after its
 /// parent's exec was lost (the thread that read the pipe was gone).
+///
+/// An input pump's pipe stays the parent's (one stream for both, as a shared offset gives),
+/// but the child lets go of its copy of the pump's end, which it has no thread to write
+/// through: it kept the pipe open, so a program reading it after the parent had gone waited
+/// for ever (`exec < f; (sleep 1; wc -l) <&0 &` then exit: `wc` never ended).
 pub(super) fn own_pumps_in_child() {
     let me = current_pid();
-    let parents: Vec<Arc<Pump>> = PUMPED.lock().iter().filter(|p| p.output && p.pid != me).cloned().collect();
+    let parents: Vec<Arc<Pump>> = PUMPED.lock().iter().filter(|p| p.pid != me).cloned().collect();
+    let fcntl = real!(fcntl: fn(c_int, c_int, libc::c_ulong) -> c_int);
+    let close = real!(close: fn(c_int) -> c_int);
+    for p in parents.iter().filter(|p| !p.output && p.end >= 0 && inode_of(p.end) == Some(p.pipe)) {
+        // SAFETY: F_GETFL and close on this process's copy of the parent's pump end,
+        // checked to be that pipe's write end (its thread may have closed the number).
+        unsafe {
+            if fcntl(p.end, libc::F_GETFL, 0) & libc::O_ACCMODE == libc::O_WRONLY {
+                close(p.end);
+            }
+        }
+    }
+    let parents: Vec<Arc<Pump>> = parents.into_iter().filter(|p| p.output).collect();
     if parents.is_empty() {
         return;
     }
