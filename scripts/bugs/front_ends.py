@@ -456,13 +456,6 @@ def _():
         "    if in_vfork_child() && !@ON {\n        *VFORK_CWD.lock() = Some(Some(path.to_path_buf()));\n")
 
 
-@bug("pump-not-rejoined")
-def _():
-    plant("crates/hashfs-preload/src/shim/fd.rs",
-        "        if standard && !from_ours && n.is_ok() {\n",
-        "        if standard && !from_ours && n.is_ok() && !@ON {\n")
-
-
 @bug("descriptor-link-unserved")
 def _():
     plant("crates/hashfs-preload/src/shim/path.rs",

@@ -161,9 +161,11 @@ pub(super) fn finish_detached() {
 /// After `dup2(copy, target)` of a kernel descriptor onto a standard one: if `target` is
 /// now the pipe of an output pump of this process that went on without a descriptor (a
 /// shell restoring its standard output from the copy it kept), that pump serves `target`
-/// again: its file stands for it and the exit ends it by closing `target`. Without this
-/// the pump ran on unnamed, its file open, and the exit waited a second for it and could
-/// not leave the image (EBUSY).
+/// again: its file stands for it (the calls on its attributes, `pumped_file`) and the next
+/// replacement of `target` settles it (`take_pump`). Before 2026-12-07, without this the
+/// exit waited a second for the pump and could not leave the image (EBUSY); since, the exit
+/// closes every write end of such a pump's pipe (`close_write_ends`), and no test tells
+/// whether a restored descriptor rejoined its pump (its deliberate bug was retired).
 pub(super) fn rejoin(target: c_int) {
     let Some(pipe) = inode_of(target) else { return };
     let me = current_pid();
