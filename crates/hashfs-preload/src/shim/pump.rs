@@ -328,7 +328,12 @@ pub(super) fn close_write_ends(pipe: u64) {
 /// for ever (`exec < f; (sleep 1; wc -l) <&0 &` then exit: `wc` never ended).
 pub(super) fn own_pumps_in_child() {
     let me = current_pid();
-    let parents: Vec<Arc<Pump>> = PUMPED.lock().iter().filter(|p| p.pid != me).cloned().collect();
+    // Not waited for: a thread of the parent's (a pump taking its record out as it ended)
+    // may have held the list at the fork, and the child has no such thread to let it go.
+    // Then the child writes through its parent's pipes, as before 2026-12-07.
+    let Some(list) = PUMPED.try_lock() else { return };
+    let parents: Vec<Arc<Pump>> = list.iter().filter(|p| p.pid != me).cloned().collect();
+    drop(list);
     let fcntl = real!(fcntl: fn(c_int, c_int, libc::c_ulong) -> c_int);
     let close = real!(close: fn(c_int) -> c_int);
     for p in parents.iter().filter(|p| !p.output && p.end >= 0 && inode_of(p.end) == Some(p.pipe)) {
