@@ -934,15 +934,15 @@ def _():
 @bug("exit-pump-copies-open")
 def _():
     plant("crates/hashfs-preload/src/shim.rs",
-        "            pump::close_write_ends(pipe);\n",
-        "            if !@ON {\n                pump::close_write_ends(pipe);\n            } else if fd >= 0 {\n                // SAFETY: the descriptor the pump was started for, at exit.\n                unsafe { real!(close: fn(c_int) -> c_int)(fd) };\n            }\n")
+        "    pump::close_write_ends(&outputs);\n",
+        "    if !@ON {\n        pump::close_write_ends(&outputs);\n    }\n    for &(fd, _, _) in pumps.iter().filter(|(fd, _, _)| @ON && *fd >= 0) {\n        // SAFETY: the descriptor the pump was started for, at exit.\n        unsafe { real!(close: fn(c_int) -> c_int)(fd) };\n    }\n")
 
 
 @bug("exit-pump-detached-kept")
 def _():
     plant("crates/hashfs-preload/src/shim.rs",
-        "        if fd != -1 {\n",
-        "        if fd >= 0 || (!@ON && fd != -1) {\n")
+        "    let outputs: Vec<u64> = pumps.iter().filter(|(fd, _, _)| *fd != -1).map(|&(_, pipe, _)| pipe).collect();\n",
+        "    let outputs: Vec<u64> = pumps.iter().filter(|(fd, _, _)| *fd >= 0 || (!@ON && *fd != -1)).map(|&(_, pipe, _)| pipe).collect();\n")
 
 
 @bug("child-writes-parents-pipe")

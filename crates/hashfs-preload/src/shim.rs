@@ -90,17 +90,16 @@ pub(super) extern "C" fn at_exit() {
     unsafe { libc::fflush(std::ptr::null_mut()) };
     pump::stop_input_pumps();
     let pumps = std::mem::take(&mut *PUMPS.lock());
+    // The output pumps (on their descriptors, or gone on without one): closing every write
+    // end of their pipes this process holds ends them, unless another process holds one.
+    // Before 2026-12-07 only the descriptor a pump was started for was closed: with
+    // `exec > f 2>&1` the copy on 2 kept the pipe open and the exit waited for ever, and a
+    // pipeline's `echo` (a forked child that had put the pipeline's pipe on 1) waited a
+    // second and left the image unclean.
+    let outputs: Vec<u64> = pumps.iter().filter(|(fd, _, _)| *fd != -1).map(|&(_, pipe, _)| pipe).collect();
+    pump::close_write_ends(&outputs);
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(1);
-    for (fd, pipe, handle) in pumps {
-        if fd != -1 {
-            // An output pump (on its descriptor, or gone on without one): closing every
-            // write end of its pipe this process holds ends it, unless another process
-            // holds one. Before 2026-12-07 only the descriptor the pump was started for was
-            // closed: with `exec > f 2>&1` the copy on 2 kept the pipe open and the exit
-            // waited for ever, and a pipeline's `echo` (a forked child that had put the
-            // pipeline's pipe on 1) waited a second and left the image unclean.
-            pump::close_write_ends(pipe);
-        }
+    for (fd, _, handle) in pumps {
         if fd >= 0 {
             let _ = handle.join();
             continue;

@@ -293,11 +293,11 @@ pub(super) fn settle_pump(taken: Option<Taken>, target: c_int) {
     }
 }
 
-/// At exit: closes every descriptor of this process that is a write end of pipe `pipe` (an
-/// output pump's; its read end, the pump's, stays), so that the pump reaches the pipe's
-/// end unless another process writes it.
-pub(super) fn close_write_ends(pipe: u64) {
-    if pipe == 0 {
+/// At exit: closes every descriptor of this process that is a write end of one of `pipes`
+/// (output pumps'; their read ends, the pumps', stay), so that each pump reaches its pipe's
+/// end unless another process writes it. One look through the descriptors for all.
+pub(super) fn close_write_ends(pipes: &[u64]) {
+    if pipes.iter().all(|&p| p == 0) {
         return;
     }
     let fcntl = real!(fcntl: fn(c_int, c_int, libc::c_ulong) -> c_int);
@@ -307,7 +307,7 @@ pub(super) fn close_write_ends(pipe: u64) {
     for fd in fds {
         // SAFETY: F_GETFL on a descriptor number; a closed one (the directory's) fails.
         let writes = unsafe { fcntl(fd, libc::F_GETFL, 0) } & libc::O_ACCMODE == libc::O_WRONLY;
-        if writes && inode_of(fd) == Some(pipe) {
+        if writes && inode_of(fd).is_some_and(|i| i != 0 && pipes.contains(&i)) {
             // SAFETY: a write end of our pipe, at exit.
             unsafe { close(fd) };
         }
