@@ -622,12 +622,8 @@ extern "C" fn adopt_at_start() {
             }
         }
         // `2>&1` in the parent: one pipe on both, so one pump on both here too.
-        let dup2 = real!(dup2: fn(c_int, c_int) -> c_int);
         for (fd, pipe) in pipes {
-            for other in (1..=2).filter(|&o| o != fd && inode_of(o) == Some(pipe)) {
-                // SAFETY: this process's descriptors; the kernel replaces `other`.
-                unsafe { dup2(fd, other) };
-            }
+            pump::pump_its_copy(fd, pipe);
         }
     });
 }

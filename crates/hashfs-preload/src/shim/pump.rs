@@ -300,17 +300,33 @@ pub(super) fn close_write_ends(pipes: &[u64]) {
     if pipes.iter().all(|&p| p == 0) {
         return;
     }
-    let fcntl = real!(fcntl: fn(c_int, c_int, libc::c_ulong) -> c_int);
     let close = real!(close: fn(c_int) -> c_int);
     let Ok(dir) = std::fs::read_dir("/proc/self/fd") else { return };
     let fds: Vec<c_int> = dir.flatten().filter_map(|e| e.file_name().to_str()?.parse().ok()).collect();
     for fd in fds {
-        // SAFETY: F_GETFL on a descriptor number; a closed one (the directory's) fails.
-        let writes = unsafe { fcntl(fd, libc::F_GETFL, 0) } & libc::O_ACCMODE == libc::O_WRONLY;
-        if writes && inode_of(fd).is_some_and(|i| i != 0 && pipes.contains(&i)) {
+        if write_end_of(fd).is_some_and(|i| i != 0 && pipes.contains(&i)) {
             // SAFETY: a write end of our pipe, at exit.
             unsafe { close(fd) };
         }
+    }
+}
+
+/// The inode of what descriptor `fd` refers to, if it is open for writing only (a pipe's
+/// write end, where it is a pipe's).
+fn write_end_of(fd: c_int) -> Option<u64> {
+    let fcntl = real!(fcntl: fn(c_int, c_int, libc::c_ulong) -> c_int);
+    // SAFETY: F_GETFL on a descriptor number; a closed one fails.
+    let flags = unsafe { fcntl(fd, libc::F_GETFL, 0) };
+    (flags >= 0 && flags & libc::O_ACCMODE == libc::O_WRONLY).then(|| inode_of(fd)).flatten()
+}
+
+/// After a pump was put on standard output `fd` in place of pipe `pipe`: the other standard
+/// output that was a copy of that pipe (`2>&1`) becomes a copy of `fd`, one pump for both.
+pub(super) fn pump_its_copy(fd: c_int, pipe: u64) {
+    let dup2 = real!(dup2: fn(c_int, c_int) -> c_int);
+    for other in (1..=2).filter(|&o| o != fd && inode_of(o) == Some(pipe)) {
+        // SAFETY: this process's descriptors; the kernel replaces `other`.
+        unsafe { dup2(fd, other) };
     }
 }
 
@@ -334,33 +350,22 @@ pub(super) fn own_pumps_in_child() {
     let Some(list) = PUMPED.try_lock() else { return };
     let parents: Vec<Arc<Pump>> = list.iter().filter(|p| p.pid != me).cloned().collect();
     drop(list);
-    let fcntl = real!(fcntl: fn(c_int, c_int, libc::c_ulong) -> c_int);
     let close = real!(close: fn(c_int) -> c_int);
     for p in parents.iter().filter(|p| !p.output && p.end >= 0 && inode_of(p.end) == Some(p.pipe)) {
-        // SAFETY: F_GETFL and close on this process's copy of the parent's pump end,
-        // checked to be that pipe's write end (its thread may have closed the number).
-        unsafe {
-            if fcntl(p.end, libc::F_GETFL, 0) & libc::O_ACCMODE == libc::O_WRONLY {
-                close(p.end);
-            }
+        // Its thread may have closed the number: only that pipe's write end goes.
+        if write_end_of(p.end) == Some(p.pipe) {
+            // SAFETY: this process's copy of the parent's pump end.
+            unsafe { close(p.end) };
         }
     }
-    let parents: Vec<Arc<Pump>> = parents.into_iter().filter(|p| p.output).collect();
-    if parents.is_empty() {
-        return;
+    if !parents.iter().any(|p| p.output) {
+        return; // (a fork of a process with no output pump asks the kernel nothing more)
     }
-    let dup2r = real!(dup2: fn(c_int, c_int) -> c_int);
-    let mut started: Vec<(u64, c_int)> = Vec::new();
     for fd in 1..=2 {
         let Some(pipe) = inode_of(fd) else { continue };
-        if let Some(&(_, first)) = started.iter().find(|(p, _)| *p == pipe) {
-            // SAFETY: both are this process's descriptors; the kernel replaces `fd`.
-            unsafe { dup2r(first, fd) };
-            continue;
-        }
-        let Some(p) = parents.iter().find(|p| p.pipe == pipe) else { continue };
+        let Some(p) = parents.iter().find(|p| p.output && p.pipe == pipe) else { continue };
         if start_pump(p.of.clone(), fd) >= 0 {
-            started.push((pipe, fd));
+            pump_its_copy(fd, pipe);
         } else {
             eprintln!("hashfs_preload: this forked child's standard descriptor {fd} stays its parent's pipe (no pipe or thread)");
         }
