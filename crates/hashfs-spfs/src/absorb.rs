@@ -219,6 +219,7 @@ impl<D: PmDevice> PmStore<D> {
         }
         let mut sound = 0;
         let mut seen = Vec::new();
+        let mut unplaced = Vec::new();
         for name in names {
             let shown = show(&name);
             let Ok(m) = store.fs.lookup(store.dir, &name) else { continue };
@@ -258,9 +259,13 @@ impl<D: PmDevice> PmStore<D> {
                 }
             };
             let st = rustix::fs::fstat(&fd).map_err(|e| e.to_string())?;
-            let path = crate::lower::path_of(&fd).map(|p| p.display().to_string()).unwrap_or_else(|| "?".into());
-            if !path.starts_with(&*lower_path.to_string_lossy()) {
-                problems.push(format!("promoted/{shown}: its lower file {path} is outside {}", lower_path.display()));
+            let named = crate::lower::path_of(&fd);
+            let path = named.as_ref().map(|p| p.display().to_string()).unwrap_or_else(|| "?".into());
+            match named {
+                Some(p) if p.starts_with(lower_path) => {}
+                // A file opened by its handle whose name the kernel no longer had cached
+                // shows as "/" (an anonymous dentry): its names are looked for below.
+                _ => unplaced.push((st.st_dev, st.st_ino, shown.clone(), path.clone())),
             }
             if seen.contains(&(st.st_dev, st.st_ino)) {
                 problems.push(format!("promoted/{shown}: a second copy of the lower file {path}"));
@@ -279,6 +284,18 @@ impl<D: PmDevice> PmStore<D> {
                 continue;
             }
             sound += 1;
+        }
+        if !unplaced.is_empty() {
+            let mut want: Vec<(u64, u64)> = unplaced.iter().map(|&(dev, ino, ..)| (dev, ino)).collect();
+            crate::lower::find_names(lower_path, &mut want);
+            for (dev, ino, shown, path) in unplaced {
+                if want.contains(&(dev, ino)) {
+                    problems.push(format!(
+                        "promoted/{shown}: its lower file {path} (inode {ino}) has no name under {}",
+                        lower_path.display()
+                    ));
+                }
+            }
         }
         if let Err(e) = store.load_profiles() {
             problems.push(format!("{e} (the saved Sync Factors; removed at mount, each file's starts afresh)"));
@@ -487,9 +504,17 @@ impl<D: PmDevice> PmStore<D> {
         (s.blocks_total - s.blocks_free, s.blocks_total)
     }
 
-    /// Where a promoted file lives in the lower tree now.
+    /// Where a promoted file lives in the lower tree now, as its descriptor names it; a
+    /// file opened by its handle (at mount) whose name the kernel had not cached is named
+    /// by its inode number.
     pub fn lower_path(p: &Promoted<D>) -> Option<PathBuf> {
-        crate::lower::path_of(&p.lower)
+        use std::os::unix::fs::MetadataExt;
+        match crate::lower::path_of(&p.lower)? {
+            path if path == Path::new("/") => {
+                p.lower.metadata().ok().map(|m| PathBuf::from(format!("(inode {}, name not known)", m.ino())))
+            }
+            path => Some(path),
+        }
     }
 }
 
@@ -541,6 +566,52 @@ mod tests {
             let (s, files, _) = PmStore::open(fs, OwnedFd::from(root), &self.dir.path().join("lower")).unwrap();
             (s, files)
         }
+    }
+
+    /// `fsck --lower` places each promoted file under the lower directory even when the
+    /// kernel has dropped its name (a file opened by handle then shows as "/"), and still
+    /// reports one moved out of it.
+    #[test]
+    fn fsck_places_promoted_files_whose_names_the_kernel_dropped() {
+        let dir = tempfile::tempdir_in("/var/tmp").unwrap();
+        let image = dir.path().join("pm.img");
+        FileSystem::format_file(&image, 16 << 20, &hashfs::FormatOptions::default(), &|_, _| {}).unwrap();
+        let lower = dir.path().join("lower");
+        std::fs::create_dir_all(lower.join("sub/deeper")).unwrap();
+        let (inside, moved) = (lower.join("sub/deeper/in"), lower.join("out"));
+        let w = World { dir, image };
+        let mut handles = Vec::new();
+        {
+            let (s, _) = w.store();
+            for path in [&inside, &moved] {
+                std::fs::write(path, b"bytes below").unwrap();
+                let f = File::open(path).unwrap();
+                handles.push(LowerHandle::of(f.as_fd()).unwrap());
+                drop(s.promote(f.as_fd()).unwrap());
+            }
+        }
+        std::fs::rename(&moved, w.dir.path().join("outside")).unwrap();
+        let dropped = std::process::Command::new("sh")
+            .args(["-c", "sync && echo 2 > /proc/sys/vm/drop_caches"])
+            .status()
+            .is_ok_and(|s| s.success());
+        let root = File::open(&lower).unwrap();
+        let shown: Vec<_> = handles
+            .iter()
+            .map(|h| crate::lower::path_of(h.open(root.as_fd(), libc::O_RDONLY).unwrap()).unwrap())
+            .collect();
+        if dropped {
+            assert_eq!(shown[0], Path::new("/"), "the kernel kept the name: the case is not exercised");
+        } else {
+            eprintln!("could not drop the kernel's names (not root?): only named files checked");
+        }
+        let (fs, _) = FileSystem::open(&w.image).unwrap();
+        let (sound, problems) = PmStore::check(fs, &lower).unwrap();
+        assert_eq!(sound, 2);
+        assert!(
+            problems.len() == 1 && problems[0].starts_with("promoted/") && problems[0].contains(" has no name under "),
+            "{problems:?} (shown as {shown:?})"
+        );
     }
 
     fn check(s: &PmStore, p: &Promoted, model: &[u8]) {

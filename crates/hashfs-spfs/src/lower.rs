@@ -10,7 +10,7 @@
 use std::fs::File;
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 const MAX_HANDLE_SZ: usize = 128;
 
@@ -107,6 +107,32 @@ pub fn reopen(fd: BorrowedFd<'_>, flags: i32) -> io::Result<File> {
 /// Where a descriptor's file is now (for messages and `hashfs info`).
 pub fn path_of(fd: impl AsFd) -> Option<PathBuf> {
     std::fs::read_link(proc_path(fd.as_fd())).ok()
+}
+
+/// Walks the tree under `root` (not crossing into other file systems, not following
+/// symbolic links) and takes out of `want` each (device, inode) that has a name there;
+/// stops early once `want` is empty. Directories it cannot read are passed over.
+pub fn find_names(root: &Path, want: &mut Vec<(u64, u64)>) {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(top) = std::fs::metadata(root) else { return };
+    let mut dirs = vec![root.to_path_buf()];
+    while let Some(dir) = dirs.pop() {
+        let Ok(entries) = std::fs::read_dir(&dir) else { continue };
+        for e in entries.flatten() {
+            let Ok(m) = e.metadata() else { continue };
+            if m.dev() != top.dev() {
+                continue;
+            }
+            if m.is_dir() {
+                dirs.push(e.path());
+            } else {
+                want.retain(|&k| k != (m.dev(), m.ino()));
+                if want.is_empty() {
+                    return;
+                }
+            }
+        }
+    }
 }
 
 /// The lower file's fsync or fdatasync.
