@@ -26,8 +26,22 @@ def _():
 @bug("description-claimed-twice")
 def _():
     lines("crates/hashfs/src/share/descriptions.rs",
-        "            if d.holders.compare_exchange(0, bit, Ordering::AcqRel, Ordering::Relaxed).is_err() {\n                continue;\n            }\n",
-        "            d.holders.store(bit, Ordering::Release);\n")
+        "            if !d.holders.try_claim(me) {\n                continue;\n            }\n",
+        "            d.holders.set_only(me);\n")
+
+
+@bug("set-claim-unfenced")
+def _():
+    plant("crates/hashfs/src/share/participant_set.rs",
+        "        return false;\n    }\n    words[w].fence();\n",
+        "        return false;\n    }\n    if !@ON {\n        words[w].fence();\n    }\n")
+
+
+@bug("set-remove-unfenced")
+def _():
+    plant("crates/hashfs/src/share/participant_set.rs",
+        "    let was = words[w].fetch_and(!bit, SeqCst) & bit != 0;\n    words[w].fence();\n",
+        "    let was = words[w].fetch_and(!bit, SeqCst) & bit != 0;\n    if !@ON {\n        words[w].fence();\n    }\n")
 
 
 @bug("shared-no-catch-up")
@@ -68,8 +82,8 @@ def _():
 @bug("fork-descriptions-not-adopted")
 def _():
     plant("crates/hashfs/src/share/descriptions.rs",
-        "        if d.holders.load(Ordering::Acquire) & (1u64 << p.0) == 0 {\n",
-        "        if !@ON && d.holders.load(Ordering::Acquire) & (1u64 << p.0) == 0 {\n")
+        "        if !d.holders.contains(p) {\n",
+        "        if !@ON && !d.holders.contains(p) {\n")
 
 
 @bug("lock-release-relaxed")
@@ -496,15 +510,15 @@ def _():
 @bug("open-inodes-unpurged")
 def _():
     plant("crates/hashfs/src/share/image.rs",
-        "        if left == 0 {\n            self.forget_run_end(i);\n",
-        "        if left == 0 && !@ON {\n            self.forget_run_end(i);\n")
+        "        if !left {\n            self.forget_run_end(i);\n",
+        "        if !left && !@ON {\n            self.forget_run_end(i);\n")
 
 
 @bug("open-inodes-purge-past-held")
 def _():
     plant("crates/hashfs/src/share/image.rs",
-        "            if s.ino.load(Ordering::Acquire) == 0 || s.holders.load(Ordering::Acquire) != 0 {\n",
-        "            if s.ino.load(Ordering::Acquire) == 0 || (!@ON && s.holders.load(Ordering::Acquire) != 0) {\n")
+        "            if s.ino.load(Ordering::Acquire) == 0 || !s.holders.is_empty() {\n",
+        "            if s.ino.load(Ordering::Acquire) == 0 || (!@ON && !s.holders.is_empty()) {\n")
 
 
 @bug("lock-table-owner-blind")
@@ -666,8 +680,8 @@ def _():
 @bug("mapped-mark-outlives-death")
 def _():
     plant("crates/hashfs/src/share/image.rs",
-        "            for m in s.marks.iter().filter(|m| m.load(Ordering::Acquire) & bit != 0) {\n",
-        "            for m in s.marks.iter().filter(|m| !@ON && m.load(Ordering::Acquire) & bit != 0) {\n")
+        "            for m in &s.marks {\n                m.remove_if_in(dead);\n",
+        "            for m in s.marks.iter().filter(|_| !@ON) {\n                m.remove_if_in(dead);\n")
 
 
 @bug("writable-mark-unpublished")
@@ -702,8 +716,8 @@ def _():
 @bug("dead-pins-kept")
 def _():
     plant("crates/hashfs/src/fs/shared/mapped.rs",
-        "                .any(|p| sh.region.participants().staying(Participant(p)));\n",
-        "                .any(|p| @ON || sh.region.participants().staying(Participant(p)));\n")
+        "        let writer = marked.iter().any(|p| sh.region.participants().staying(p));\n",
+        "        let writer = marked.iter().any(|p| @ON || sh.region.participants().staying(p));\n")
 
 
 @bug("punch-frees-under-mapping")

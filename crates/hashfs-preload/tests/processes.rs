@@ -50,6 +50,32 @@ fn pipelines_of_programs_on_one_image_at_once() {
     img.fsck_clean();
 }
 
+/// More processes at once than one word has bits (the bound was 64 until 2026-12-07, and
+/// PostgreSQL with 80 clients lost connections): 100 subshells of one script each hold a
+/// file of the image open, all of them alive together (each waits for a line the script
+/// writes only once every file has its first line), and each writes again after.
+#[test]
+fn a_hundred_processes_hold_files_of_one_image_at_once() {
+    let img = image();
+    let dir = tempfile::tempdir().unwrap();
+    let script = format!(
+        "set -e; mkfifo {fifo}; exec 4<> {fifo}; n=100; \
+         for i in $(seq 1 $n); do ( exec 3> {d}/f$i; echo $i >&3; read x <&4; echo done >&3 ) > /dev/null 2>> {err} & done; \
+         until [ \"$(cat {d}/f* 2>/dev/null | wc -l)\" -ge $n ]; do \
+           [ $SECONDS -lt 60 ] || {{ kill $(jobs -p) 2>/dev/null; echo stuck; head -3 {err}; exit 1; }}; sleep 0.1; done; \
+         for i in $(seq 1 $n); do echo; done >&4; wait; \
+         for i in $(seq 1 $n); do [ \"$(tr '\\n' ' ' < {d}/f$i)\" = \"$i done \" ] || echo \"f$i: $(cat {d}/f$i)\"; done; \
+         ls {d} | wc -l",
+        fifo = dir.path().join("go").display(),
+        err = dir.path().join("err").display(),
+        d = p(""),
+    );
+    let o = img.run("bash", &["-c", &script]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success() && out == "100\n", "every subshell writes both lines to its own file: {out}");
+    img.fsck_clean();
+}
+
 #[test]
 fn a_second_program_uses_the_image_while_the_first_holds_files_open() {
     let img = image();

@@ -60,7 +60,7 @@ pub enum Error {
     TooManyOpen,
     /// Every slot of the shared region's participant table is taken
     /// (`share::MAX_PARTICIPANTS`).
-    #[error("too many processes use the image at once (64 at most)")]
+    #[error("too many processes use the image at once (256 at most)")]
     TooManyProcesses,
     #[error("read-only file system: this process may only read the image")]
     ReadOnly,
@@ -71,7 +71,7 @@ pub enum Error {
 
 pub type Result<T> = std::result::Result<T, Error>;
 
-const _: () = assert!(crate::share::MAX_PARTICIPANTS == 64, "Error::TooManyProcesses says 64");
+const _: () = assert!(crate::share::MAX_PARTICIPANTS == 256, "Error::TooManyProcesses says 256");
 
 /// EUCLEAN ("structure needs cleaning"), which Linux file systems return for corruption.
 pub const EUCLEAN: i32 = 117;

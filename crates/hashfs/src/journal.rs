@@ -720,7 +720,7 @@ mod tests {
     // The region of the shared-journal tests (on /dev/shm: shared with the child process
     // they run as).
     const PARTS_OFF: usize = crate::share::HEADER_BYTES;
-    const LOCKS_OFF: usize = PARTS_OFF + 4096;
+    const LOCKS_OFF: usize = PARTS_OFF + std::mem::size_of::<Participants>().next_multiple_of(4096);
     const MARK_OFF: usize = LOCKS_OFF + 64;
     const REGION_LEN: usize = LOCKS_OFF + 4096;
 

@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 const PARTS: usize = HEADER_BYTES;
-const LOCK: usize = PARTS + 4096;
+const LOCK: usize = PARTS + std::mem::size_of::<Participants>().next_multiple_of(4096);
 const COUNTER: usize = LOCK + 8;
 const MARK: usize = LOCK + 16;
 const DESCS: usize = LOCK + 4096;
@@ -268,8 +268,9 @@ fn foreign_regions_are_refused_with_a_reason() {
     assert!(e.to_string().contains("not a HashFS shared region"), "{e}");
     std::fs::remove_file(&path).unwrap();
     assert_eq!(
-        LAYOUT_VERSION, 14,
-        "version 14: descriptors a spawn hands over name its ticket, a participant slot (fs/shared/fork.rs); \
+        LAYOUT_VERSION, 15,
+        "version 15: sets of participants four words long, 256 participants (share::ParticipantSet); \
+         14: descriptors a spawn hands over name its ticket, a participant slot (fs/shared/fork.rs); \
          13: a participant slot's leaving word also marks a count in the image's forks word (share::Participants), \
          and read-only participants watch the ring of data changes by a lock; 12: each open inode's marks of writable shared mappings (share::OpenInodes); 11: the record locks' table (share::lock_table) before the inode bitmap; 10: a \
          region of an image of HashFS's grouped placements ends with the table's state (share::TableLayout)"

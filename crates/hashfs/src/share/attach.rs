@@ -29,7 +29,7 @@ const MAGIC: u64 = u64::from_le_bytes(*b"HFSSHARE");
 /// The layout of the region this code reads and writes (14: spawn tickets, whose index the
 /// names of descriptors handed over carry, which a program of an earlier build would not
 /// take for handed descriptors; `fs/shared/fork.rs`).
-pub const LAYOUT_VERSION: u32 = 14;
+pub const LAYOUT_VERSION: u32 = 15;
 /// Bytes reserved for the header at the start of every region: its users' structures
 /// begin here.
 pub const HEADER_BYTES: usize = 4096;

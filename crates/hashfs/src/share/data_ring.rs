@@ -6,7 +6,8 @@
 //! position, so that a reader without any lock tells a slot not yet written from one a
 //! later writer has lapped.
 
-use super::participants::{Participant, MAX_PARTICIPANTS};
+use super::participant_set::ParticipantSet;
+use super::participants::Participant;
 use super::region::Shared;
 use crate::layout::Ino;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -20,11 +21,17 @@ pub struct LineWord {
     word: AtomicU64,
 }
 
+/// A set of participants alone on its cache line.
+#[repr(C, align(64))]
+pub struct LineSet {
+    set: ParticipantSet,
+}
+
 /// The ring: who watches it, the next position, and the slots.
 #[repr(C)]
 pub struct DataRing {
-    /// A bit per participant that watches the ring.
-    watchers: LineWord,
+    /// The participants that watch the ring.
+    watchers: LineSet,
     /// The next position to claim.
     head: LineWord,
     /// Position `n`'s slot holds `(n as u32) << 32 | ino`.
@@ -33,10 +40,12 @@ pub struct DataRing {
 
 // SAFETY: atomics only, and arrays of them.
 unsafe impl Shared for LineWord {}
+// SAFETY: a set of atomics.
+unsafe impl Shared for LineSet {}
 // SAFETY: as above.
 unsafe impl Shared for DataRing {}
 
-const _: () = assert!(MAX_PARTICIPANTS <= 64, "a watchers word has one bit per participant");
+const _: () = assert!(std::mem::size_of::<LineSet>() == 64, "the watchers on one line");
 
 /// What the ring says changed since a position.
 pub enum DataChanges {
@@ -49,7 +58,7 @@ pub enum DataChanges {
 impl DataRing {
     /// Whether anyone watches (an overwrite notes itself only then).
     pub fn watched(&self) -> bool {
-        self.watchers.word.load(Ordering::Relaxed) != 0
+        !self.watchers.set.is_empty()
     }
 
     /// An overwrite of `ino`'s bytes in place; the position it took.
@@ -61,7 +70,7 @@ impl DataRing {
 
     /// Participant `me` watches from now on; the position to read from.
     pub fn watch(&self, me: Participant) -> u64 {
-        self.watchers.word.fetch_or(1 << me.0, Ordering::AcqRel);
+        self.watchers.set.insert(me);
         self.head()
     }
 
@@ -73,7 +82,7 @@ impl DataRing {
 
     /// Participant `p` watches no more (it left, or died).
     pub fn unwatch(&self, p: Participant) {
-        self.watchers.word.fetch_and(!(1 << p.0), Ordering::AcqRel);
+        self.watchers.set.remove(p);
     }
 
     /// The overwrites from position `since` on, and the position to read from next (a
@@ -118,7 +127,7 @@ mod tests {
 
     fn ring() -> Box<DataRing> {
         Box::new(DataRing {
-            watchers: LineWord { word: AtomicU64::new(0) },
+            watchers: LineSet { set: ParticipantSet::new() },
             head: LineWord { word: AtomicU64::new(0) },
             slots: std::array::from_fn(|_| AtomicU64::new(0)),
         })

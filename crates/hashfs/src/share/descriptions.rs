@@ -3,8 +3,8 @@
 //! a forked child or an exec'd program inherits (docs/design.md, "Descriptors across fork
 //! and exec").
 //!
-//! A description is held by participants, not counted: its `holders` word has bit `i` set
-//! while participant `i` has a descriptor of it (how many, and which numbers, the process
+//! A description is held by participants, not counted: its `holders` set has participant
+//! `i` in it while `i` has a descriptor of it (how many, and which numbers, the process
 //! keeps to itself). So a process that dies holding descriptions leaves nothing to count:
 //! a survivor clears its bit in every description ([`Descriptions::release_all_of`]) and
 //! those it was the last holder of are free. A fork cannot set the child's bit before the
@@ -17,12 +17,11 @@
 //! value it had (one word), and the next user takes the lock over.
 
 use super::lock::{Acquired, RobustLock};
-use super::participants::{Participant, Participants, MAX_PARTICIPANTS};
+use super::participant_set::ParticipantSet;
+use super::participants::{Participant, Participants};
 use super::region::Shared;
 use crate::layout::Ino;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
-
-const _: () = assert!(MAX_PARTICIPANTS <= 64, "a holders word has one bit per participant");
 
 /// Descriptions a region holds at once.
 pub const MAX_DESCRIPTIONS: usize = 4096;
@@ -30,8 +29,8 @@ pub const MAX_DESCRIPTIONS: usize = 4096;
 /// One open file description (64 bytes).
 #[repr(C)]
 pub struct Description {
-    /// Bit `i`: participant `i` holds it. 0: free.
-    holders: AtomicU64,
+    /// The participants that hold it. Empty: free.
+    holders: ParticipantSet,
     /// Forks counted by a holder whose children have not taken their bit yet.
     forks: AtomicU32,
     lock: RobustLock,
@@ -42,7 +41,6 @@ pub struct Description {
     /// The status flags (`O_APPEND`, `O_NONBLOCK`, the access mode, ...).
     flags: AtomicU32,
     offset: AtomicU64,
-    _pad: [AtomicU32; 6],
 }
 
 // SAFETY: atomics only (RobustLock is one).
@@ -97,18 +95,17 @@ impl Descriptions {
     /// Allocates a description of inode `ino` held by participant `me`; None when every
     /// slot is taken (the caller's ENFILE).
     pub fn open(&self, me: Participant, ino: Ino, flags: u32, offset: u64) -> Option<Handle> {
-        let bit = 1u64 << me.0;
         for (i, d) in self.slots.iter().enumerate() {
             if d.held() {
                 continue;
             }
-            if d.holders.compare_exchange(0, bit, Ordering::AcqRel, Ordering::Relaxed).is_err() {
+            if !d.holders.try_claim(me) {
                 continue;
             }
-            if d.forks.load(Ordering::Acquire) != 0 {
+            if d.forks.load(Ordering::SeqCst) != 0 {
                 // A fork counted on the previous description of the slot, whose holder
                 // died before it could release: leave it to that fork's child.
-                d.holders.fetch_and(!bit, Ordering::AcqRel);
+                d.holders.remove(me);
                 continue;
             }
             let generation = d.generation.fetch_add(1, Ordering::AcqRel) + 1;
@@ -128,12 +125,19 @@ impl Descriptions {
 
     /// Participant `me` no longer holds `h` (its last descriptor of it closed); the
     /// description is free when no one does. True when `me` was its last holder (no other
-    /// participant holds it, and no fork is pending on it).
+    /// participant holds it, and no fork is pending on it): two holders letting go at once
+    /// may both be told so (`participant_set.rs`), never neither; the caller's work for the
+    /// last holder (its OFD locks' release) may run twice. The pending forks are read
+    /// first: a child takes its bit before it uncounts its fork ([`Self::adopt`]), so a
+    /// count read as 0 after the child's uncounting comes with the child's bit seen
+    /// (read after, the count could be the child's 0 while the bits read were from before
+    /// its adoption, and a parent closing its copy right after the fork took the child's
+    /// description for its own last).
     pub fn release(&self, h: Handle, me: Participant) -> bool {
         let Some(d) = self.get(h) else { return false };
-        let bit = 1u64 << me.0;
-        let before = d.holders.fetch_and(!bit, Ordering::AcqRel);
-        before & !bit == 0 && d.forks.load(Ordering::Acquire) == 0
+        let forks = d.forks.load(Ordering::SeqCst);
+        d.holders.remove(me);
+        forks == 0 && d.holders.is_empty()
     }
 
     /// Counts a fork on `h` (in the parent, before `fork`): the description stays
@@ -152,9 +156,9 @@ impl Descriptions {
     /// In the child, as participant `me`: takes its bit on `h`, whose fork was counted.
     pub fn adopt(&self, h: Handle, me: Participant) {
         let d = &self.slots[h.index as usize];
-        d.holders.fetch_or(1u64 << me.0, Ordering::AcqRel);
+        d.holders.insert(me);
         // Never below zero: an exec'd program adopts what a mount may have found uncounted.
-        let _ = d.forks.fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1));
+        let _ = d.forks.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1));
     }
 
     /// As [`Self::adopt`], unless participant `p` holds `h` already: a fork's parent adopts
@@ -162,7 +166,7 @@ impl Descriptions {
     /// adopts what is left (under the image lock, both).
     pub fn adopt_once(&self, h: Handle, p: Participant) {
         let d = &self.slots[h.index as usize];
-        if d.holders.load(Ordering::Acquire) & (1u64 << p.0) == 0 {
+        if !d.holders.contains(p) {
             self.adopt(h, p);
         }
     }
@@ -177,9 +181,7 @@ impl Descriptions {
     /// how many it held. Only `dead` sets its bit: a word without it is passed by a load
     /// (as `OpenInodes::release_all_of`).
     pub fn release_all_of(&self, dead: Participant) -> usize {
-        let bit = 1u64 << dead.0;
-        let held = |d: &&Description| d.holders.load(Ordering::Acquire) & bit != 0;
-        self.slots.iter().filter(held).filter(|d| d.holders.fetch_and(!bit, Ordering::AcqRel) & bit != 0).count()
+        self.slots.iter().filter(|d| d.holders.remove_if_in(dead)).count()
     }
 
     /// Frees every description's offset lock that dead participant `dead` holds (a survivor's
@@ -196,8 +198,7 @@ impl Descriptions {
 
     /// Whether participant `p` holds any description.
     pub fn any_held_by(&self, p: Participant) -> bool {
-        let bit = 1u64 << p.0;
-        self.slots.iter().any(|d| d.holders.load(Ordering::Acquire) & bit != 0)
+        self.slots.iter().any(|d| d.holders.contains(p))
     }
 
     /// Whether a description of `ino` is allocated for another participant than `me`: held
@@ -205,9 +206,8 @@ impl Descriptions {
     /// scan of the table: for the last close of an unlinked file while a child or program
     /// is on its way, `FsInner::open_elsewhere`).
     pub fn any_of(&self, ino: Ino, me: Participant) -> bool {
-        let bit = 1u64 << me.0;
         self.slots.iter().any(|d| {
-            (d.holders.load(Ordering::Acquire) & !bit != 0 || d.forks.load(Ordering::Acquire) != 0)
+            (d.holders.any_but(Some(me)) || d.forks.load(Ordering::Acquire) != 0)
                 && d.ino.load(Ordering::Acquire) == ino.0
         })
     }
@@ -221,7 +221,7 @@ impl Descriptions {
 impl Description {
     /// Allocated: held by a participant, or by a fork not adopted yet.
     fn held(&self) -> bool {
-        self.holders.load(Ordering::Acquire) != 0 || self.forks.load(Ordering::Acquire) != 0
+        !self.holders.is_empty() || self.forks.load(Ordering::SeqCst) != 0
     }
 
     pub fn ino(&self) -> Ino {

@@ -13,7 +13,8 @@ use super::data_ring::DataRing;
 use super::descriptions::Descriptions;
 use super::lock::{Acquired, RobustLock};
 use super::lock_table::RecordLocks;
-use super::participants::{Participant, Participants, MAX_PARTICIPANTS};
+use super::participant_set::{Members, ParticipantSet, SET_WORDS};
+use super::participants::{Participant, Participants};
 use super::readers::Readers;
 use super::region::{Region, Shared};
 use super::scope::CallScope;
@@ -101,8 +102,8 @@ unsafe impl Shared for ChangeRing {}
 pub struct OpenInode {
     ino: AtomicU32,
     _pad: AtomicU32,
-    holders: AtomicU64,
-    marks: [AtomicU64; MARKS],
+    holders: ParticipantSet,
+    marks: [ParticipantSet; MARKS],
 }
 
 /// What a holder of an open inode marks about its mappings of it.
@@ -165,7 +166,7 @@ pub const DATA_RING_OFF: usize = INODE_LOCKS_OFF + page_up(std::mem::size_of::<I
 pub const RECORD_LOCKS_OFF: usize = DATA_RING_OFF + page_up(std::mem::size_of::<DataRing>());
 /// The inode bitmap, the last part: the only one whose size depends on the image.
 pub const INODE_BITS_OFF: usize = RECORD_LOCKS_OFF + page_up(std::mem::size_of::<RecordLocks>());
-const _: () = assert!(INODE_BITS_OFF == 700 << 10);
+const _: () = assert!(INODE_BITS_OFF == 1016 << 10);
 
 /// The byte ranges of a region file that a call changes between its stores to the image:
 /// the inode bitmap and the table's state (to the end of the region), the bitmap's count and
@@ -415,16 +416,15 @@ impl OpenInodes {
     /// Participant `me` has `ino` open (its first descriptor); false when the table is
     /// full (the caller's ENFILE). The image lock's holder only.
     pub fn hold(&self, ino: Ino, me: Participant) -> bool {
-        let bit = 1u64 << me.0;
         let mut free = None;
         for k in 0..MAX_OPEN_INODES {
             let s = &self.slots[(Self::home(ino) + k) % MAX_OPEN_INODES];
-            let (i, h) = (s.ino.load(Ordering::Acquire), s.holders.load(Ordering::Acquire));
-            if i == ino.0 && h != 0 {
-                s.holders.fetch_or(bit, Ordering::AcqRel);
+            let (i, unheld) = (s.ino.load(Ordering::Acquire), s.holders.is_empty());
+            if i == ino.0 && !unheld {
+                s.holders.insert(me);
                 return true;
             }
-            if h == 0 && free.is_none() {
+            if unheld && free.is_none() {
                 free = Some(s);
             }
             if i == 0 {
@@ -434,9 +434,9 @@ impl OpenInodes {
         let Some(s) = free else { return false };
         s.ino.store(ino.0, Ordering::Release);
         for m in &s.marks {
-            m.store(0, Ordering::Release);
+            m.clear();
         }
-        s.holders.store(bit, Ordering::Release);
+        s.holders.set_only(me);
         true
     }
 
@@ -444,45 +444,43 @@ impl OpenInodes {
     /// false when `me` does not have it open (a mapping holds its file open). The image
     /// lock's holder only.
     pub fn set_mark(&self, ino: Ino, me: Participant, mark: Mark, on: bool) -> bool {
-        let bit = 1u64 << me.0;
-        let Some(s) = self.find(ino).filter(|s| s.holders.load(Ordering::Acquire) & bit != 0) else {
+        let Some(s) = self.find(ino).filter(|s| s.holders.contains(me)) else {
             return !on;
         };
         if on {
-            s.marks[mark as usize].fetch_or(bit, Ordering::AcqRel);
+            s.marks[mark as usize].insert(me);
         } else {
-            s.marks[mark as usize].fetch_and(!bit, Ordering::AcqRel);
+            s.marks[mark as usize].remove(me);
         }
         true
     }
 
-    /// The participants (a bit each) that set `mark` on `ino`. Read without the image
-    /// lock: a mark stays on its slot while its participant holds the inode, and a slot
-    /// holding an inode is found by a search beside the holder's changes
-    /// (`forget_run_end`).
-    pub fn marked(&self, ino: Ino, mark: Mark) -> u64 {
-        self.find(ino).map_or(0, |s| s.marks[mark as usize].load(Ordering::Acquire))
+    /// The participants that set `mark` on `ino`. Read without the image lock: a mark
+    /// stays on its slot while its participant holds the inode, and a slot holding an
+    /// inode is found by a search beside the holder's changes (`forget_run_end`).
+    pub fn marked(&self, ino: Ino, mark: Mark) -> Members {
+        self.find(ino).map_or(Members::default(), |s| s.marks[mark as usize].load())
     }
 
     /// Whether a participant other than `me` (any, for None: a read-only participant, which
     /// has no slot) set `mark` on `ino`.
     pub fn marked_by_others(&self, ino: Ino, me: Option<Participant>, mark: Mark) -> bool {
-        self.marked(ino, mark) & !me.map_or(0, |p| 1u64 << p.0) != 0
+        self.marked(ino, mark).without(me).any()
     }
 
     /// Participant `me` closed its last descriptor of `ino`; whether anyone still has it
     /// open. The image lock's holder only.
     pub fn release(&self, ino: Ino, me: Participant) -> bool {
-        let bit = 1u64 << me.0;
         let Some(i) = self.find_index(ino) else { return false };
         for m in &self.slots[i].marks {
-            m.fetch_and(!bit, Ordering::AcqRel);
+            m.remove(me);
         }
-        let left = self.slots[i].holders.fetch_and(!bit, Ordering::AcqRel) & !bit;
-        if left == 0 {
+        self.slots[i].holders.remove(me);
+        let left = !self.slots[i].holders.is_empty();
+        if !left {
             self.forget_run_end(i);
         }
-        left != 0
+        left
     }
 
     /// Slot `i`, no longer held: if it ends its run (the next slot was never used), it and
@@ -500,7 +498,7 @@ impl OpenInodes {
         }
         loop {
             let s = &self.slots[i];
-            if s.ino.load(Ordering::Acquire) == 0 || s.holders.load(Ordering::Acquire) != 0 {
+            if s.ino.load(Ordering::Acquire) == 0 || !s.holders.is_empty() {
                 return;
             }
             s.ino.store(0, Ordering::Release);
@@ -515,7 +513,7 @@ impl OpenInodes {
 
     /// Whether any participant but `me` has `ino` open.
     pub fn held_by_others(&self, ino: Ino, me: Participant) -> bool {
-        self.find(ino).is_some_and(|s| s.holders.load(Ordering::Acquire) & !(1u64 << me.0) != 0)
+        self.find(ino).is_some_and(|s| s.holders.any_but(Some(me)))
     }
 
     fn find(&self, ino: Ino) -> Option<&OpenInode> {
@@ -527,7 +525,7 @@ impl OpenInodes {
             let at = (Self::home(ino) + k) % MAX_OPEN_INODES;
             let s = &self.slots[at];
             let i = s.ino.load(Ordering::Acquire);
-            if i == ino.0 && s.holders.load(Ordering::Acquire) != 0 {
+            if i == ino.0 && !s.holders.is_empty() {
                 return Some(at);
             }
             if i == 0 {
@@ -540,15 +538,13 @@ impl OpenInodes {
     /// The inodes on which a participant other than `me` (any, for None) set `mark`: a
     /// look through the whole table, read without the image lock.
     pub fn marked_inodes(&self, me: Option<Participant>, mark: Mark) -> Vec<Ino> {
-        let mine = me.map_or(0, |p| 1u64 << p.0);
-        let marked = |s: &&OpenInode| s.marks[mark as usize].load(Ordering::Acquire) & !mine != 0;
+        let marked = |s: &&OpenInode| s.marks[mark as usize].any_but(me);
         self.slots.iter().filter(marked).map(|s| Ino(s.ino.load(Ordering::Acquire))).filter(|i| i.0 != 0).collect()
     }
 
     /// Whether participant `p` has any inode open (its bit in some slot).
     pub fn any_held_by(&self, p: Participant) -> bool {
-        let bit = 1u64 << p.0;
-        self.slots.iter().any(|s| s.holders.load(Ordering::Acquire) & bit != 0)
+        self.slots.iter().any(|s| s.holders.contains(p))
     }
 
     /// Clears dead participant `dead`'s bits everywhere (its holds, and its writable
@@ -558,14 +554,13 @@ impl OpenInodes {
     /// leaving, so a slot whose word lacks the bit is passed by a load: a read-modify-write
     /// of every slot dirtied every line of the table, 320 KiB of shared memory a leave.
     pub fn release_all_of(&self, dead: Participant) -> Vec<Ino> {
-        let bit = 1u64 << dead.0;
         let mut closed = Vec::new();
-        for (i, s) in self.slots.iter().enumerate().filter(|(_, s)| s.holders.load(Ordering::Acquire) & bit != 0) {
-            for m in s.marks.iter().filter(|m| m.load(Ordering::Acquire) & bit != 0) {
-                m.fetch_and(!bit, Ordering::AcqRel);
+        for (i, s) in self.slots.iter().enumerate().filter(|(_, s)| s.holders.contains(dead)) {
+            for m in &s.marks {
+                m.remove_if_in(dead);
             }
-            let h = s.holders.fetch_and(!bit, Ordering::AcqRel);
-            if h == bit {
+            s.holders.remove(dead);
+            if s.holders.is_empty() {
                 closed.push(Ino(s.ino.load(Ordering::Acquire)));
                 self.forget_run_end(i);
             }
@@ -574,8 +569,7 @@ impl OpenInodes {
     }
 }
 
-const _: () = assert!(MAX_PARTICIPANTS <= 64, "a holders word has one bit per participant");
-const _: () = assert!(std::mem::size_of::<OpenInode>() == 32);
+const _: () = assert!(std::mem::size_of::<OpenInode>() == 8 + 3 * 8 * SET_WORDS);
 
 #[cfg(test)]
 mod tests {
@@ -585,8 +579,8 @@ mod tests {
         let slot = || OpenInode {
             ino: AtomicU32::new(0),
             _pad: AtomicU32::new(0),
-            holders: AtomicU64::new(0),
-            marks: [AtomicU64::new(0), AtomicU64::new(0)],
+            holders: ParticipantSet::new(),
+            marks: [ParticipantSet::new(), ParticipantSet::new()],
         };
         Box::new(OpenInodes { slots: std::array::from_fn(|_| slot()) })
     }

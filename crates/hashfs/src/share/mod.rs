@@ -16,6 +16,7 @@ mod descriptions;
 mod image;
 mod lock;
 pub mod lock_table;
+mod participant_set;
 mod participants;
 pub(crate) mod pins;
 pub mod read_only_locks;
@@ -40,6 +41,11 @@ pub mod lock_protocol {
     pub use super::lock::{lock, try_lock, unlock};
     pub use super::readers::{drain_one, leave as leave_read, try_enter as try_read};
 }
+/// The participant sets' protocol on any word (its model drives it with loom's atomics).
+pub mod set_protocol {
+    pub use super::participant_set::{is_empty, remove, try_claim, SetWord};
+}
+pub use participant_set::{Members, ParticipantSet, SET_WORDS};
 pub use participants::{process_alive, process_runs, start_time, Participant, Participants, Slot, MAX_PARTICIPANTS};
 pub use region::{Region, Shared};
 pub use sweep::sweep_left_regions;

@@ -7,7 +7,7 @@ use super::region::Shared;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 /// Participants a region holds at once.
-pub const MAX_PARTICIPANTS: usize = 64;
+pub const MAX_PARTICIPANTS: usize = 256;
 
 /// A participant: the index of its slot in the table, which names it as the owner of its
 /// locks and the holder of its descriptions until its slot is reaped.
@@ -395,7 +395,7 @@ mod tests {
         // (removed when the test ends, also when it fails)
         let path = tempfile::TempPath::try_from_path(path).unwrap();
         let id = Identity::of_image([0x3C; 16]).unwrap();
-        let r = Region::attach(&path, &id, HEADER_BYTES + 4096, 0o600).unwrap();
+        let r = Region::attach(&path, &id, HEADER_BYTES + std::mem::size_of::<Participants>(), 0o600).unwrap();
         let who = r.at::<Participants>(HEADER_BYTES);
         let mut child = std::process::Command::new("true").spawn().unwrap();
         let pid = child.id();
@@ -415,6 +415,22 @@ mod tests {
         std::fs::remove_file(&path).unwrap();
     }
 
+    /// The table holds [`MAX_PARTICIPANTS`] at once, and refuses the next.
+    #[test]
+    fn the_table_holds_its_bound_and_refuses_the_next() {
+        let path = std::env::temp_dir().join(format!("hashfs-participants-bound-{}", std::process::id()));
+        let _ = std::fs::remove_file(&path);
+        let path = tempfile::TempPath::try_from_path(path).unwrap();
+        let id = Identity::of_image([0x3E; 16]).unwrap();
+        let r = Region::attach(&path, &id, HEADER_BYTES + std::mem::size_of::<Participants>(), 0o600).unwrap();
+        let who = r.at::<Participants>(HEADER_BYTES);
+        let all: Vec<Participant> = (0..MAX_PARTICIPANTS).map(|_| who.join().expect("a free slot")).collect();
+        assert_eq!(all.last(), Some(&Participant(MAX_PARTICIPANTS as u32 - 1)));
+        assert_eq!(who.join(), None, "a slot past the bound");
+        who.leave(all[100]);
+        assert_eq!(who.join(), Some(all[100]), "the slot given back is taken again");
+    }
+
     /// A participant giving its slot back never counts as staying once it began to leave,
     /// at any step (the last two processes of an atomic-save test each counted the other as
     /// staying, 1 run in 40 under load, and neither marked the image clean); the next
@@ -427,7 +443,9 @@ mod tests {
         let path = tempfile::TempPath::try_from_path(path).unwrap();
         let id = Identity::of_image([0x3D; 16]).unwrap();
         // The point's hook lives as long as the thread: so does the region.
-        let r: &'static Region = Box::leak(Box::new(Region::attach(&path, &id, HEADER_BYTES + 4096, 0o600).unwrap()));
+        let r: &'static Region = Box::leak(Box::new(
+            Region::attach(&path, &id, HEADER_BYTES + std::mem::size_of::<Participants>(), 0o600).unwrap(),
+        ));
         let who = r.at::<Participants>(HEADER_BYTES);
         let me = who.join().unwrap();
         assert!(who.staying(me));

@@ -29,7 +29,7 @@ use crate::fs::inode::InodeCell;
 use crate::fs::FsInner;
 use crate::layout::Ino;
 use crate::pm::PmDevice;
-use crate::share::{Mark, Participant, MAX_PARTICIPANTS};
+use crate::share::Mark;
 use crate::{Error, Result};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -115,11 +115,8 @@ impl<D: PmDevice> FsInner<D> {
     /// when it is reaped; until then they are passed over here.
     pub(crate) fn pinned_elsewhere(&self, ino: Ino) -> bool {
         let Some(sh) = self.shared.get() else { return false };
-        let bits = sh.region.open_inodes().marked(ino, Mark::Blocks) & !(1u64 << sh.me().0);
-        let writer = bits != 0
-            && (0..MAX_PARTICIPANTS as u32)
-                .filter(|&p| bits & (1u64 << p) != 0)
-                .any(|p| sh.region.participants().staying(Participant(p)));
+        let marked = sh.region.open_inodes().marked(ino, Mark::Blocks).without(Some(sh.me()));
+        let writer = marked.iter().any(|p| sh.region.participants().staying(p));
         writer || self.dev.backing_fd().is_some_and(|fd| crate::share::pins::blocks_pinned(fd, ino))
     }
 
