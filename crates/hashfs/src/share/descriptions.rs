@@ -18,7 +18,7 @@
 
 use super::lock::{Acquired, RobustLock};
 use super::participant_set::ParticipantSet;
-use super::participants::{Participant, Participants};
+use super::participants::{Participant, Participants, MAX_PARTICIPANTS};
 use super::region::Shared;
 use crate::layout::Ino;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
@@ -52,6 +52,11 @@ const _: () = assert!(std::mem::size_of::<Description>() == 64);
 #[repr(C)]
 pub struct Descriptions {
     slots: [Description; MAX_DESCRIPTIONS],
+    /// How many descriptions each participant holds, or more: counted up before its bit
+    /// is set and down after it is cleared (a participant killed between the two leaves
+    /// it high). One that holds none looks through no slot as it leaves (256 KiB of the
+    /// region, which a short-lived process would otherwise fault in to find nothing).
+    held: [AtomicU32; MAX_PARTICIPANTS],
 }
 
 // SAFETY: an array of Shared.
@@ -99,13 +104,17 @@ impl Descriptions {
             if d.held() {
                 continue;
             }
+            self.count(me, true);
+            crate::fs::race_point::reached("descriptions: a hold counted");
             if !d.holders.try_claim(me) {
+                self.count(me, false);
                 continue;
             }
             if d.forks.load(Ordering::SeqCst) != 0 {
                 // A fork counted on the previous description of the slot, whose holder
                 // died before it could release: leave it to that fork's child.
                 d.holders.remove(me);
+                self.count(me, false);
                 continue;
             }
             let generation = d.generation.fetch_add(1, Ordering::AcqRel) + 1;
@@ -136,7 +145,9 @@ impl Descriptions {
     pub fn release(&self, h: Handle, me: Participant) -> bool {
         let Some(d) = self.get(h) else { return false };
         let forks = d.forks.load(Ordering::SeqCst);
-        d.holders.remove(me);
+        if d.holders.remove(me) {
+            self.count(me, false);
+        }
         forks == 0 && d.holders.is_empty()
     }
 
@@ -156,7 +167,11 @@ impl Descriptions {
     /// In the child, as participant `me`: takes its bit on `h`, whose fork was counted.
     pub fn adopt(&self, h: Handle, me: Participant) {
         let d = &self.slots[h.index as usize];
-        d.holders.insert(me);
+        self.count(me, true);
+        crate::fs::race_point::reached("descriptions: a hold counted");
+        if d.holders.insert(me) {
+            self.count(me, false); // it held it already
+        }
         // Never below zero: an exec'd program adopts what a mount may have found uncounted.
         let _ = d.forks.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1));
     }
@@ -181,7 +196,22 @@ impl Descriptions {
     /// how many it held. Only `dead` sets its bit: a word without it is passed by a load
     /// (as `OpenInodes::release_all_of`).
     pub fn release_all_of(&self, dead: Participant) -> usize {
-        self.slots.iter().filter(|d| d.holders.remove_if_in(dead)).count()
+        if self.held[dead.0 as usize].load(Ordering::Acquire) == 0 {
+            return 0; // (each hold is counted before its bit is set)
+        }
+        let n = self.slots.iter().filter(|d| d.holders.remove_if_in(dead)).count();
+        self.held[dead.0 as usize].store(0, Ordering::Release); // a count left high by a death, too
+        n
+    }
+
+    /// Counts a description up (`on`) or down for participant `p`.
+    fn count(&self, p: Participant, on: bool) {
+        let c = &self.held[p.0 as usize];
+        if on {
+            c.fetch_add(1, Ordering::AcqRel);
+        } else {
+            let _ = c.fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1));
+        }
     }
 
     /// Frees every description's offset lock that dead participant `dead` holds (a survivor's
@@ -198,7 +228,7 @@ impl Descriptions {
 
     /// Whether participant `p` holds any description.
     pub fn any_held_by(&self, p: Participant) -> bool {
-        self.slots.iter().any(|d| d.holders.contains(p))
+        self.held[p.0 as usize].load(Ordering::Acquire) != 0 && self.slots.iter().any(|d| d.holders.contains(p))
     }
 
     /// Whether a description of `ino` is allocated for another participant than `me`: held
@@ -283,7 +313,46 @@ impl Drop for OffsetGuard<'_> {
 
 #[cfg(test)]
 mod tests {
-    use super::Handle;
+    use super::*;
+
+    /// A table in memory of its own (zeroed: every slot free).
+    fn region() -> crate::share::Region {
+        crate::share::Region::anonymous(std::mem::size_of::<Descriptions>()).unwrap()
+    }
+
+    /// A participant killed between counting a description and taking its bit (an open,
+    /// and a fork's adoption) leaves no bit its leave or its reaper would pass over: each
+    /// skips the table when the count is 0.
+    #[test]
+    fn a_holder_killed_between_its_count_and_its_bit_leaves_no_hold_unseen() {
+        let r = region();
+        let t = r.at::<Descriptions>(0);
+        let (a, b) = (Participant(1), Participant(130));
+        let h = t.open(b, Ino(5), 0, 0).unwrap();
+        assert!(t.count_fork(h));
+        let killed_at = |f: &dyn Fn()| {
+            let hook = crate::fs::race_point::on_this_thread(|name| {
+                if name == "descriptions: a hold counted" {
+                    panic!("killed at {name}");
+                }
+            });
+            let killed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
+            drop(hook);
+            assert!(killed.is_err(), "the point was not reached");
+        };
+        let reaped = |what: &str| {
+            assert_eq!(t.release_all_of(a), 0, "{what}: the dead one held nothing yet");
+            assert!(!t.slots.iter().any(|d| d.holders.contains(a)), "{what}: a hold of the dead one is left");
+            assert_eq!(t.held[a.0 as usize].load(Ordering::Acquire), 0);
+        };
+        killed_at(&|| {
+            t.open(a, Ino(6), 0, 0);
+        });
+        reaped("an open");
+        killed_at(&|| t.adopt(h, a));
+        reaped("an adoption");
+        assert!(t.get(h).is_some() && !t.release(h, b), "the fork's count stays for its child");
+    }
 
     /// The names of descriptors handed over carry their description and the spawn's ticket
     /// to the program (`fs/shared/fork.rs`); anything else is no such name.

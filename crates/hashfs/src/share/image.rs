@@ -14,7 +14,7 @@ use super::descriptions::Descriptions;
 use super::lock::{Acquired, RobustLock};
 use super::lock_table::RecordLocks;
 use super::participant_set::{Members, ParticipantSet, SET_WORDS};
-use super::participants::{Participant, Participants};
+use super::participants::{Participant, Participants, MAX_PARTICIPANTS};
 use super::readers::Readers;
 use super::region::{Region, Shared};
 use super::scope::CallScope;
@@ -125,6 +125,11 @@ const MARKS: usize = 2;
 #[repr(C)]
 pub struct OpenInodes {
     slots: [OpenInode; MAX_OPEN_INODES],
+    /// How many slots each participant holds, or more: counted up before its bit is set
+    /// and down after it is cleared (a holder killed between the two leaves it high). A
+    /// participant leaving with none looks through no slot (416 KiB of the region, whose
+    /// pages a short-lived process would otherwise fault in only to find nothing).
+    held: [AtomicU32; MAX_PARTICIPANTS],
 }
 
 // SAFETY: atomics only.
@@ -166,7 +171,7 @@ pub const DATA_RING_OFF: usize = INODE_LOCKS_OFF + page_up(std::mem::size_of::<I
 pub const RECORD_LOCKS_OFF: usize = DATA_RING_OFF + page_up(std::mem::size_of::<DataRing>());
 /// The inode bitmap, the last part: the only one whose size depends on the image.
 pub const INODE_BITS_OFF: usize = RECORD_LOCKS_OFF + page_up(std::mem::size_of::<RecordLocks>());
-const _: () = assert!(INODE_BITS_OFF == 1016 << 10);
+const _: () = assert!(INODE_BITS_OFF == 1024 << 10);
 
 /// The byte ranges of a region file that a call changes between its stores to the image:
 /// the inode bitmap and the table's state (to the end of the region), the bitmap's count and
@@ -421,7 +426,11 @@ impl OpenInodes {
             let s = &self.slots[(Self::home(ino) + k) % MAX_OPEN_INODES];
             let (i, unheld) = (s.ino.load(Ordering::Acquire), s.holders.is_empty());
             if i == ino.0 && !unheld {
-                s.holders.insert(me);
+                self.held[me.0 as usize].fetch_add(1, Ordering::AcqRel);
+                crate::fs::race_point::reached("open inodes: a hold counted");
+                if s.holders.insert(me) {
+                    self.held[me.0 as usize].fetch_sub(1, Ordering::AcqRel);
+                }
                 return true;
             }
             if unheld && free.is_none() {
@@ -432,6 +441,8 @@ impl OpenInodes {
             }
         }
         let Some(s) = free else { return false };
+        self.held[me.0 as usize].fetch_add(1, Ordering::AcqRel);
+        crate::fs::race_point::reached("open inodes: a hold counted");
         s.ino.store(ino.0, Ordering::Release);
         for m in &s.marks {
             m.clear();
@@ -475,7 +486,9 @@ impl OpenInodes {
         for m in &self.slots[i].marks {
             m.remove(me);
         }
-        self.slots[i].holders.remove(me);
+        if self.slots[i].holders.remove(me) {
+            self.held[me.0 as usize].fetch_sub(1, Ordering::AcqRel);
+        }
         let left = !self.slots[i].holders.is_empty();
         if !left {
             self.forget_run_end(i);
@@ -544,7 +557,7 @@ impl OpenInodes {
 
     /// Whether participant `p` has any inode open (its bit in some slot).
     pub fn any_held_by(&self, p: Participant) -> bool {
-        self.slots.iter().any(|s| s.holders.contains(p))
+        self.held[p.0 as usize].load(Ordering::Acquire) != 0 && self.slots.iter().any(|s| s.holders.contains(p))
     }
 
     /// Clears dead participant `dead`'s bits everywhere (its holds, and its writable
@@ -555,6 +568,9 @@ impl OpenInodes {
     /// of every slot dirtied every line of the table, 320 KiB of shared memory a leave.
     pub fn release_all_of(&self, dead: Participant) -> Vec<Ino> {
         let mut closed = Vec::new();
+        if self.held[dead.0 as usize].load(Ordering::Acquire) == 0 {
+            return closed; // (each hold is counted before its bit is set)
+        }
         for (i, s) in self.slots.iter().enumerate().filter(|(_, s)| s.holders.contains(dead)) {
             for m in &s.marks {
                 m.remove_if_in(dead);
@@ -565,6 +581,7 @@ impl OpenInodes {
                 self.forget_run_end(i);
             }
         }
+        self.held[dead.0 as usize].store(0, Ordering::Release); // a count left high by a death, too
         closed
     }
 }
@@ -582,7 +599,10 @@ mod tests {
             holders: ParticipantSet::new(),
             marks: [ParticipantSet::new(), ParticipantSet::new()],
         };
-        Box::new(OpenInodes { slots: std::array::from_fn(|_| slot()) })
+        Box::new(OpenInodes {
+            slots: std::array::from_fn(|_| slot()),
+            held: std::array::from_fn(|_| AtomicU32::new(0)),
+        })
     }
 
     fn used(t: &OpenInodes) -> usize {
@@ -619,6 +639,32 @@ mod tests {
         assert!(others(7, Some(a), w), "a died: b's mark stays");
         assert!(t.hold(Ino(8), b));
         assert!(!others(8, None, w), "a new hold of the slot starts unmarked");
+    }
+
+    /// A participant killed between counting a hold and setting its bit (on a slot of its
+    /// own, and on one another holds) leaves no bit its leave or its reaper would pass
+    /// over: each skips the table when the count is 0.
+    #[test]
+    fn a_holder_killed_between_its_count_and_its_bit_leaves_no_hold_unseen() {
+        let t = table();
+        let (a, b) = (Participant(2), Participant(70));
+        for shared in [false, true] {
+            if shared {
+                assert!(t.hold(Ino(9), b));
+            }
+            let hook = crate::fs::race_point::on_this_thread(|name| {
+                if name == "open inodes: a hold counted" {
+                    panic!("killed at {name}");
+                }
+            });
+            let killed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| t.hold(Ino(9), a)));
+            drop(hook);
+            assert!(killed.is_err(), "the point was not reached");
+            t.release_all_of(a);
+            assert!(!t.slots.iter().any(|s| s.holders.contains(a)), "a hold of the dead one is left (shared {shared})");
+            assert_eq!(t.held[a.0 as usize].load(Ordering::Acquire), 0);
+        }
+        assert!(t.held_by_others(Ino(9), a), "b's hold stays");
     }
 
     /// Inodes opened and closed one after another, many more than the table's slots
