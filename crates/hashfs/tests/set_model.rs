@@ -34,20 +34,22 @@ impl set_protocol::SetWord for Word {
 const A: Participant = Participant(1);
 const B: Participant = Participant(65);
 
-fn set(a: bool, b: bool) -> Arc<[Word; 2]> {
-    Arc::new([Word(AtomicU64::new(u64::from(a) << 1)), Word(AtomicU64::new(u64::from(b) << 1))])
+/// A set with A and B in it as `a` and `b` say, and `step` run for A here and for B on
+/// another thread at once: what each returned.
+fn at_once(a: bool, b: bool, step: fn(&[Word], Participant) -> bool) -> (bool, bool) {
+    let s = Arc::new([Word(AtomicU64::new(u64::from(a) << 1)), Word(AtomicU64::new(u64::from(b) << 1))]);
+    let t = {
+        let s = s.clone();
+        loom::thread::spawn(move || step(&s[..], B))
+    };
+    let a = step(&s[..], A);
+    (a, t.join().unwrap())
 }
 
 #[test]
 fn two_claims_in_different_words_never_both_succeed() {
     loom::model(|| {
-        let s = set(false, false);
-        let t = {
-            let s = s.clone();
-            loom::thread::spawn(move || set_protocol::try_claim(&s[..], B))
-        };
-        let a = set_protocol::try_claim(&s[..], A);
-        let b = t.join().unwrap();
+        let (a, b) = at_once(false, false, set_protocol::try_claim);
         assert!(!(a && b), "both claimed the set");
     });
 }
@@ -55,13 +57,7 @@ fn two_claims_in_different_words_never_both_succeed() {
 #[test]
 fn two_holders_letting_go_at_once_never_both_see_the_other() {
     loom::model(|| {
-        let s = set(true, true);
-        let t = {
-            let s = s.clone();
-            loom::thread::spawn(move || set_protocol::remove(&s[..], B) && set_protocol::is_empty(&s[..]))
-        };
-        let a = set_protocol::remove(&s[..], A) && set_protocol::is_empty(&s[..]);
-        let b = t.join().unwrap();
+        let (a, b) = at_once(true, true, |s, p| set_protocol::remove(s, p) && set_protocol::is_empty(s));
         assert!(a || b, "neither holder found itself the last");
     });
 }
