@@ -70,7 +70,8 @@ impl Cluster {
 
     fn pg_ctl(&self, args: &[&str]) {
         let data = p("/data");
-        let opts = format!("-k {} -c listen_addresses=''", self.socket_dir.display());
+        // Room for more backends at once than 64 processes (the shim's bound until 2026-12-07).
+        let opts = format!("-k {} -c listen_addresses='' -c max_connections=100", self.socket_dir.display());
         let log = self.log.to_str().unwrap().to_string();
         let mut all = vec!["-D", &data, "-w", "-t", "60", "-l", &log, "-o", &opts];
         all.extend_from_slice(args);
@@ -201,6 +202,13 @@ fn postgresql_server_and_its_forked_backends_run_through_the_shim() {
     assert_eq!(b3, d3, "after the kill: the accounts and the history disagree");
     assert_eq!(c.other_sums(), (b3, b3), "after the kill: the tellers or branches disagree");
     assert!(r3 > 700, "transactions committed before the kill are kept ({r3} history rows)");
+    // Eighty clients at once: 80 backends beside the server's own processes, each a
+    // participant of the image (with 64 at most, the 65th process's paths failed with EIO
+    // and its client lost its connection).
+    let run = c.ok("pgbench", false, &["-c", "80", "-j", "2", "-t", "5", "-n", "postgres"]);
+    assert!(run.contains("number of failed transactions: 0"), "{run}");
+    let (b4, d4, r4) = c.invariant();
+    assert_eq!((b4, r4), (d4, r3 + 400), "after eighty clients: the accounts and the history disagree");
     c.pg_ctl(&["stop"]);
     reap_children();
     img.fsck_clean();
