@@ -26,40 +26,40 @@ def _():
 @bug("description-claimed-twice")
 def _():
     lines("crates/hashfs/src/share/descriptions.rs",
-        "            if !d.holders.try_claim(me) {\n                self.count(me, false);\n                continue;\n            }\n",
+        "            if !d.holders.try_claim(me) {\n                self.held.down(me);\n                continue;\n            }\n",
         "            d.holders.set_only(me);\n")
 
 
 @bug("open-inode-counted-after")
 def _():
     plant("crates/hashfs/src/share/image.rs",
-        "            if i == ino.0 && !unheld {\n                self.held[me.0 as usize].fetch_add(1, Ordering::AcqRel);\n",
+        "            if i == ino.0 && !unheld {\n                self.held.up(me);\n",
         "            if i == ino.0 && !unheld && @ON {\n"
         "                let first = !s.holders.insert(me);\n"
         "                crate::fs::race_point::reached(\"open inodes: a hold counted\");\n"
         "                if first {\n"
-        "                    self.held[me.0 as usize].fetch_add(1, Ordering::AcqRel);\n"
+        "                    self.held.up(me);\n"
         "                }\n"
         "                return true;\n"
         "            }\n"
-        "            if i == ino.0 && !unheld {\n                self.held[me.0 as usize].fetch_add(1, Ordering::AcqRel);\n")
+        "            if i == ino.0 && !unheld {\n                self.held.up(me);\n")
 
 
 @bug("description-counted-after")
 def _():
     plant("crates/hashfs/src/share/descriptions.rs",
-        "        let d = &self.slots[h.index as usize];\n        self.count(me, true);\n",
+        "        let d = &self.slots[h.index as usize];\n        self.held.up(me);\n",
         "        let d = &self.slots[h.index as usize];\n"
         "        if @ON {\n"
         "            let first = !d.holders.insert(me);\n"
         "            crate::fs::race_point::reached(\"descriptions: a hold counted\");\n"
         "            if first {\n"
-        "                self.count(me, true);\n"
+        "                self.held.up(me);\n"
         "            }\n"
         "            let _ = d.forks.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1));\n"
         "            return;\n"
         "        }\n"
-        "        self.count(me, true);\n")
+        "        self.held.up(me);\n")
 
 
 @bug("set-claim-unfenced")

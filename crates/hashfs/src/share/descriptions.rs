@@ -17,8 +17,8 @@
 //! value it had (one word), and the next user takes the lock over.
 
 use super::lock::{Acquired, RobustLock};
-use super::participant_set::ParticipantSet;
-use super::participants::{Participant, Participants, MAX_PARTICIPANTS};
+use super::participant_set::{HoldCounts, ParticipantSet};
+use super::participants::{Participant, Participants};
 use super::region::Shared;
 use crate::layout::Ino;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
@@ -52,11 +52,9 @@ const _: () = assert!(std::mem::size_of::<Description>() == 64);
 #[repr(C)]
 pub struct Descriptions {
     slots: [Description; MAX_DESCRIPTIONS],
-    /// How many descriptions each participant holds, or more: counted up before its bit
-    /// is set and down after it is cleared (a participant killed between the two leaves
-    /// it high). One that holds none looks through no slot as it leaves (256 KiB of the
-    /// region, which a short-lived process would otherwise fault in to find nothing).
-    held: [AtomicU32; MAX_PARTICIPANTS],
+    /// How many descriptions each participant holds (a leave with none passes over the
+    /// table's 256 KiB).
+    held: HoldCounts,
 }
 
 // SAFETY: an array of Shared.
@@ -104,17 +102,17 @@ impl Descriptions {
             if d.held() {
                 continue;
             }
-            self.count(me, true);
+            self.held.up(me);
             crate::fs::race_point::reached("descriptions: a hold counted");
             if !d.holders.try_claim(me) {
-                self.count(me, false);
+                self.held.down(me);
                 continue;
             }
             if d.forks.load(Ordering::SeqCst) != 0 {
                 // A fork counted on the previous description of the slot, whose holder
                 // died before it could release: leave it to that fork's child.
                 d.holders.remove(me);
-                self.count(me, false);
+                self.held.down(me);
                 continue;
             }
             let generation = d.generation.fetch_add(1, Ordering::AcqRel) + 1;
@@ -146,7 +144,7 @@ impl Descriptions {
         let Some(d) = self.get(h) else { return false };
         let forks = d.forks.load(Ordering::SeqCst);
         if d.holders.remove(me) {
-            self.count(me, false);
+            self.held.down(me);
         }
         forks == 0 && d.holders.is_empty()
     }
@@ -167,10 +165,10 @@ impl Descriptions {
     /// In the child, as participant `me`: takes its bit on `h`, whose fork was counted.
     pub fn adopt(&self, h: Handle, me: Participant) {
         let d = &self.slots[h.index as usize];
-        self.count(me, true);
+        self.held.up(me);
         crate::fs::race_point::reached("descriptions: a hold counted");
         if d.holders.insert(me) {
-            self.count(me, false); // it held it already
+            self.held.down(me); // it held it already
         }
         // Never below zero: an exec'd program adopts what a mount may have found uncounted.
         let _ = d.forks.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1));
@@ -196,22 +194,12 @@ impl Descriptions {
     /// how many it held. Only `dead` sets its bit: a word without it is passed by a load
     /// (as `OpenInodes::release_all_of`).
     pub fn release_all_of(&self, dead: Participant) -> usize {
-        if self.held[dead.0 as usize].load(Ordering::Acquire) == 0 {
-            return 0; // (each hold is counted before its bit is set)
+        if self.held.none(dead) {
+            return 0;
         }
         let n = self.slots.iter().filter(|d| d.holders.remove_if_in(dead)).count();
-        self.held[dead.0 as usize].store(0, Ordering::Release); // a count left high by a death, too
+        self.held.reset(dead);
         n
-    }
-
-    /// Counts a description up (`on`) or down for participant `p`.
-    fn count(&self, p: Participant, on: bool) {
-        let c = &self.held[p.0 as usize];
-        if on {
-            c.fetch_add(1, Ordering::AcqRel);
-        } else {
-            let _ = c.fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1));
-        }
     }
 
     /// Frees every description's offset lock that dead participant `dead` holds (a survivor's
@@ -228,7 +216,7 @@ impl Descriptions {
 
     /// Whether participant `p` holds any description.
     pub fn any_held_by(&self, p: Participant) -> bool {
-        self.held[p.0 as usize].load(Ordering::Acquire) != 0 && self.slots.iter().any(|d| d.holders.contains(p))
+        !self.held.none(p) && self.slots.iter().any(|d| d.holders.contains(p))
     }
 
     /// Whether a description of `ino` is allocated for another participant than `me`: held
@@ -343,7 +331,7 @@ mod tests {
         let reaped = |what: &str| {
             assert_eq!(t.release_all_of(a), 0, "{what}: the dead one held nothing yet");
             assert!(!t.slots.iter().any(|d| d.holders.contains(a)), "{what}: a hold of the dead one is left");
-            assert_eq!(t.held[a.0 as usize].load(Ordering::Acquire), 0);
+            assert!(t.held.none(a));
         };
         killed_at(&|| {
             t.open(a, Ino(6), 0, 0);

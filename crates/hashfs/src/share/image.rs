@@ -13,8 +13,8 @@ use super::data_ring::DataRing;
 use super::descriptions::Descriptions;
 use super::lock::{Acquired, RobustLock};
 use super::lock_table::RecordLocks;
-use super::participant_set::{Members, ParticipantSet, SET_WORDS};
-use super::participants::{Participant, Participants, MAX_PARTICIPANTS};
+use super::participant_set::{HoldCounts, Members, ParticipantSet, SET_WORDS};
+use super::participants::{Participant, Participants};
 use super::readers::Readers;
 use super::region::{Region, Shared};
 use super::scope::CallScope;
@@ -125,11 +125,9 @@ const MARKS: usize = 2;
 #[repr(C)]
 pub struct OpenInodes {
     slots: [OpenInode; MAX_OPEN_INODES],
-    /// How many slots each participant holds, or more: counted up before its bit is set
-    /// and down after it is cleared (a holder killed between the two leaves it high). A
-    /// participant leaving with none looks through no slot (416 KiB of the region, whose
-    /// pages a short-lived process would otherwise fault in only to find nothing).
-    held: [AtomicU32; MAX_PARTICIPANTS],
+    /// How many slots each participant holds (a leave with none passes over the table's
+    /// 416 KiB).
+    held: HoldCounts,
 }
 
 // SAFETY: atomics only.
@@ -426,10 +424,10 @@ impl OpenInodes {
             let s = &self.slots[(Self::home(ino) + k) % MAX_OPEN_INODES];
             let (i, unheld) = (s.ino.load(Ordering::Acquire), s.holders.is_empty());
             if i == ino.0 && !unheld {
-                self.held[me.0 as usize].fetch_add(1, Ordering::AcqRel);
+                self.held.up(me);
                 crate::fs::race_point::reached("open inodes: a hold counted");
                 if s.holders.insert(me) {
-                    self.held[me.0 as usize].fetch_sub(1, Ordering::AcqRel);
+                    self.held.down(me);
                 }
                 return true;
             }
@@ -441,7 +439,7 @@ impl OpenInodes {
             }
         }
         let Some(s) = free else { return false };
-        self.held[me.0 as usize].fetch_add(1, Ordering::AcqRel);
+        self.held.up(me);
         crate::fs::race_point::reached("open inodes: a hold counted");
         s.ino.store(ino.0, Ordering::Release);
         for m in &s.marks {
@@ -487,7 +485,7 @@ impl OpenInodes {
             m.remove(me);
         }
         if self.slots[i].holders.remove(me) {
-            self.held[me.0 as usize].fetch_sub(1, Ordering::AcqRel);
+            self.held.down(me);
         }
         let left = !self.slots[i].holders.is_empty();
         if !left {
@@ -557,7 +555,7 @@ impl OpenInodes {
 
     /// Whether participant `p` has any inode open (its bit in some slot).
     pub fn any_held_by(&self, p: Participant) -> bool {
-        self.held[p.0 as usize].load(Ordering::Acquire) != 0 && self.slots.iter().any(|s| s.holders.contains(p))
+        !self.held.none(p) && self.slots.iter().any(|s| s.holders.contains(p))
     }
 
     /// Clears dead participant `dead`'s bits everywhere (its holds, and its writable
@@ -568,8 +566,8 @@ impl OpenInodes {
     /// of every slot dirtied every line of the table, 320 KiB of shared memory a leave.
     pub fn release_all_of(&self, dead: Participant) -> Vec<Ino> {
         let mut closed = Vec::new();
-        if self.held[dead.0 as usize].load(Ordering::Acquire) == 0 {
-            return closed; // (each hold is counted before its bit is set)
+        if self.held.none(dead) {
+            return closed;
         }
         for (i, s) in self.slots.iter().enumerate().filter(|(_, s)| s.holders.contains(dead)) {
             for m in &s.marks {
@@ -581,7 +579,7 @@ impl OpenInodes {
                 self.forget_run_end(i);
             }
         }
-        self.held[dead.0 as usize].store(0, Ordering::Release); // a count left high by a death, too
+        self.held.reset(dead);
         closed
     }
 }
@@ -599,10 +597,7 @@ mod tests {
             holders: ParticipantSet::new(),
             marks: [ParticipantSet::new(), ParticipantSet::new()],
         };
-        Box::new(OpenInodes {
-            slots: std::array::from_fn(|_| slot()),
-            held: std::array::from_fn(|_| AtomicU32::new(0)),
-        })
+        Box::new(OpenInodes { slots: std::array::from_fn(|_| slot()), held: HoldCounts::new() })
     }
 
     fn used(t: &OpenInodes) -> usize {
@@ -662,7 +657,7 @@ mod tests {
             assert!(killed.is_err(), "the point was not reached");
             t.release_all_of(a);
             assert!(!t.slots.iter().any(|s| s.holders.contains(a)), "a hold of the dead one is left (shared {shared})");
-            assert_eq!(t.held[a.0 as usize].load(Ordering::Acquire), 0);
+            assert!(t.held.none(a));
         }
         assert!(t.held_by_others(Ino(9), a), "b's hold stays");
     }

@@ -45,7 +45,7 @@ pub mod lock_protocol {
 pub mod set_protocol {
     pub use super::participant_set::{is_empty, remove, try_claim, SetWord};
 }
-pub use participant_set::{Members, ParticipantSet, SET_WORDS};
+pub use participant_set::{HoldCounts, Members, ParticipantSet, SET_WORDS};
 pub use participants::{process_alive, process_runs, start_time, Participant, Participants, Slot, MAX_PARTICIPANTS};
 pub use region::{Region, Shared};
 pub use sweep::sweep_left_regions;

@@ -15,7 +15,7 @@
 
 use super::participants::{Participant, MAX_PARTICIPANTS};
 use super::region::Shared;
-use std::sync::atomic::{AtomicU64, Ordering, Ordering::SeqCst};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering, Ordering::SeqCst};
 
 /// Words of a set.
 pub const SET_WORDS: usize = MAX_PARTICIPANTS.div_ceil(64);
@@ -160,6 +160,55 @@ impl ParticipantSet {
 impl Default for ParticipantSet {
     fn default() -> ParticipantSet {
         ParticipantSet::new()
+    }
+}
+
+/// How many entries of a table (open inodes, descriptions) each participant holds, or
+/// more: a hold is counted up before its bit is set and down after it is cleared, so a
+/// participant killed between the two leaves its count high, never below its bits. One
+/// whose count is 0 holds nothing there, and its leave (or its reaper) need not look
+/// through the table, whose pages a short-lived process would otherwise fault in only to
+/// find nothing.
+#[repr(C)]
+pub struct HoldCounts {
+    counts: [AtomicU32; MAX_PARTICIPANTS],
+}
+
+// SAFETY: an array of atomics.
+unsafe impl Shared for HoldCounts {}
+
+impl HoldCounts {
+    /// Every participant at 0 (the region's are its zeroed memory; this for tables built
+    /// in memory of their own).
+    pub fn new() -> HoldCounts {
+        HoldCounts { counts: std::array::from_fn(|_| AtomicU32::new(0)) }
+    }
+
+    /// A hold of `p`'s is about to be set.
+    pub fn up(&self, p: Participant) {
+        self.counts[p.0 as usize].fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// A hold of `p`'s was cleared (or was not set after all).
+    pub fn down(&self, p: Participant) {
+        let _ = self.counts[p.0 as usize].fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1));
+    }
+
+    /// Whether `p` holds nothing in the table.
+    pub fn none(&self, p: Participant) -> bool {
+        self.counts[p.0 as usize].load(Ordering::Acquire) == 0
+    }
+
+    /// `p`'s holds were all cleared by a look through the table (a count a death left
+    /// high, too).
+    pub fn reset(&self, p: Participant) {
+        self.counts[p.0 as usize].store(0, Ordering::Release);
+    }
+}
+
+impl Default for HoldCounts {
+    fn default() -> HoldCounts {
+        HoldCounts::new()
     }
 }
 
