@@ -138,6 +138,30 @@ fn dd_seeks_in_the_output_it_reopens_onto_standard_output() {
     img.fsck_clean();
 }
 
+/// A standard output redirected to a file of the image (a pump's pipe standing for the
+/// file) is that file to fstat, to `[ -f /dev/stdout ]` and to a stat of its links, as on
+/// Linux: GNU cat refuses to copy a file onto itself and tar to put its archive in itself.
+/// Before, fstat answered the pipe, and `cat f >> f` appended f to itself until the image
+/// was full (ENOSPC, then SIGPIPE).
+#[test]
+fn a_redirected_output_is_its_file_to_fstat() {
+    let img = image();
+    let (f, g, d) = (p("/f"), p("/g"), p("/d"));
+    let script = format!(
+        "head -c 300000 /dev/zero | tr '\\0' a > {f}; cat {f} >> {f} && echo copied; stat -c %s {f}; \
+         [ -f /dev/stdout ] > {g} && echo regular; \
+         python3 -c \"import os, stat\nt = [os.fstat(1), os.stat('/dev/stdout'), os.stat('/proc/self/fd/1')]\n\
+         print(all(stat.S_ISREG(s.st_mode) and s.st_ino == os.stat('{g}').st_ino for s in t))\" > {g}; cat {g}; \
+         mkdir {d}; echo x > {d}/x; tar -C {d} -cf - . > {d}/self.tar; tar -tf {d}/self.tar | sort"
+    );
+    let o = img.run("bash", &["-c", &script]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(String::from_utf8_lossy(&o.stdout), "300000\nregular\nTrue\n./\n./x\n", "{err}");
+    assert!(err.contains("input file is output file"), "{err}");
+    assert!(err.contains("file is the archive; not dumped"), "{err}");
+    img.fsck_clean();
+}
+
 /// A program a test runs that hangs fails its test within the limit, with its processes
 /// named, and they are killed (`common::output_within`): a hang no longer runs into CI's
 /// limit with nothing said.

@@ -40,8 +40,7 @@ pub trait Backend:
 
     /// Whether `fd` may name one of this backend's files for the calls that change or read
     /// the file's attributes rather than its bytes (the time, mode and owner setters, the
-    /// extended attributes; not fstat, whose file type tells a program which byte calls
-    /// it may make):
+    /// extended attributes, fstat):
     /// [`claims`](Self::claims) by default. A backend that serves a descriptor's bytes
     /// through the kernel (the preload's pumps: a standard descriptor redirected to a
     /// file is a pipe) claims it here too, so that those calls reach the file and not the

@@ -29,7 +29,7 @@ pub unsafe fn lstat<B: Backend>(path: *const c_char, st: *mut libc::stat) -> c_i
 
 pub unsafe fn fstat<B: Backend>(fd: c_int, st: *mut libc::stat) -> c_int {
     route_out(
-        B::claims(fd),
+        B::claims_file(fd),
         st,
         |next| B::fstat(fd, next),
         |st| forward!(fstat(fd, st): fn(c_int, *mut libc::stat) -> c_int),

@@ -109,6 +109,19 @@ pub(super) fn descriptor_link(path: &[u8]) -> Option<(c_int, Arc<OpenFile>, &[u8
     Some((n, of, rest))
 }
 
+/// A path through the kernel's links to this process's descriptors ([`descriptor_link`]'s
+/// forms), alone, that names a standard descriptor whose pipe an output pump writes into a
+/// file: that file, for the stat calls (`pump::stat_file`).
+pub(super) fn pumped_link(path: &[u8]) -> Option<Arc<OpenFile>> {
+    if !path.starts_with(b"/proc/") && !path.starts_with(b"/dev/") {
+        return None;
+    }
+    match link_number(path)? {
+        (n @ 0..=2, b"") => super::pump::stat_file(n),
+        _ => None,
+    }
+}
+
 /// What `readlink` of [`descriptor_link`]'s link to `of` answers, as Linux's: the file's
 /// path now (under the prefix), or the path it had with " (deleted)" once unlinked. The
 /// name it was opened by, while that still leads to it; else (renamed since, or a

@@ -79,8 +79,7 @@ pub(super) fn forget_standard_files() {
 /// The file that standard descriptor `fd` stands for, if it is a pump's pipe, for the
 /// calls on the file's attributes rather than its bytes (futimens, fchmod, fchown, the f*xattr
 /// calls; `meta::fd_target`): `touch` reopens its file onto standard input and sets its
-/// times there. fstat still answers the pipe: a program that saw a regular file would
-/// truncate or seek it (`sort -o`), calls the pipe's bytes cannot take.
+/// times there. fstat answers the file for an output pump only ([`stat_file`]).
 pub(super) fn pumped_file(fd: c_int) -> Option<Arc<OpenFile>> {
     let slot = usize::try_from(fd).ok().filter(|&i| i < 3)?;
     let files = STANDARD_FILES.lock();
@@ -214,6 +213,23 @@ pub(super) fn truncate_pumped(fd: c_int, len: libc::off_t) -> Option<Result<(), 
     })();
     drop(held);
     Some(r)
+}
+
+/// The file whose attributes fstat of standard descriptor `fd` answers (and a stat of
+/// its links, `/dev/stdout`, `/proc/self/fd/1`): the file an output pump of this process
+/// writes its pipe into, once the pipe is written out (its size is what was written). A
+/// program learns there that its output is a regular file, and which: GNU cat refuses to
+/// copy a file onto itself (`cat f >> f`), tar to put its archive in itself, and `[ -f
+/// /dev/stdout ]` holds, as on Linux; the calls a regular output takes beyond writes
+/// (lseek, ftruncate, the syncs, the attribute calls) act on the file. Before 2026-12-07
+/// fstat answered the pipe, and `cat f >> f` through the shim appended f to itself until
+/// the image was full. An input pump's descriptor still answers its pipe: its bytes are
+/// read ahead, and a program that saw a regular file would seek it (`head -c -N` fails
+/// where lseek does).
+pub(super) fn stat_file(fd: c_int) -> Option<Arc<OpenFile>> {
+    let of = output_pumped(fd)?;
+    drop(drained_for_fork(&of, of.pos.local_lock()));
+    Some(of)
 }
 
 /// The file an output pump of this process writes standard descriptor `fd`'s pipe into.

@@ -52,7 +52,20 @@ fn stat_outside(out: &[u8], last: LastLink) -> Result<libc::stat, c_int> {
 fn stat_fd(fd: c_int) -> Result<libc::stat, c_int> {
     let s = shim();
     let of = s.file(fd).ok_or(libc::EBADF)?;
-    s.fs()?.getattr(of.ino).map(|m| to_stat(&m)).map_err(|e| e.errno())
+    stat_file(&of)
+}
+
+fn stat_file(of: &OpenFile) -> Result<libc::stat, c_int> {
+    shim().fs()?.getattr(of.ino).map(|m| to_stat(&m)).map_err(|e| e.errno())
+}
+
+/// The stat of descriptor `fd`: one of the shim's, or a standard descriptor whose pipe an
+/// output pump writes into a file (`pump::stat_file`); None for any other (the kernel's).
+fn stat_any_fd(fd: c_int) -> Option<Result<libc::stat, c_int>> {
+    if shim().is_ours(fd) {
+        return Some(stat_fd(fd));
+    }
+    super::pump::stat_file(fd).map(|of| stat_file(&of))
 }
 
 /// fstatat's work: `dirfd` itself for an empty path with AT_EMPTY_PATH; None when the
@@ -60,8 +73,10 @@ fn stat_fd(fd: c_int) -> Result<libc::stat, c_int> {
 fn stat_at(dirfd: c_int, path: &CStr, flags: c_int) -> Option<Result<libc::stat, c_int>> {
     const KNOWN: c_int =
         libc::AT_SYMLINK_NOFOLLOW | libc::AT_NO_AUTOMOUNT | libc::AT_EMPTY_PATH | libc::AT_STATX_SYNC_TYPE;
-    if path.is_empty() && flags & libc::AT_EMPTY_PATH != 0 && shim().is_ours(dirfd) {
-        return Some(if flags & !KNOWN != 0 { Err(libc::EINVAL) } else { stat_fd(dirfd) });
+    if path.is_empty() && flags & libc::AT_EMPTY_PATH != 0 {
+        if let Some(r) = stat_any_fd(dirfd) {
+            return Some(if flags & !KNOWN != 0 { Err(libc::EINVAL) } else { r });
+        }
     }
     if flags & libc::AT_SYMLINK_NOFOLLOW != 0 && matches!(super::path::cwd_link(path.to_bytes()), Some((_, _, b""))) {
         return None; // the link itself, the kernel's
@@ -71,6 +86,12 @@ fn stat_at(dirfd: c_int, path: &CStr, flags: c_int) -> Option<Result<libc::stat,
             return None; // the link itself, the kernel's
         }
         return Some(if flags & !KNOWN != 0 { Err(libc::EINVAL) } else { stat_fd(n) });
+    }
+    if let Some(of) = super::path::pumped_link(path.to_bytes()) {
+        if flags & libc::AT_SYMLINK_NOFOLLOW != 0 {
+            return None; // the link itself, the kernel's
+        }
+        return Some(if flags & !KNOWN != 0 { Err(libc::EINVAL) } else { stat_file(&of) });
     }
     let Some(p) = fs_path_at_of(dirfd, path) else {
         let k = kernel_path_at(dirfd, path)?;
@@ -179,7 +200,7 @@ impl Attributes for Preload {
     }
 
     fn fstat(fd: c_int, _: Next<'_, libc::stat>) -> Served<libc::stat> {
-        served(stat_fd(fd))
+        Some(stat_any_fd(fd)?.map_err(Errno))
     }
 
     fn statx(dirfd: c_int, path: &CStr, flags: c_int, mask: c_uint, _: Next<'_, libc::statx>) -> Served<libc::statx> {
