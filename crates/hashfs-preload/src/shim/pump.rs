@@ -18,9 +18,14 @@ pub(super) struct Pump {
     /// are this pump's).
     end: c_int,
     pub(super) pipe: u64,
+    /// The standard descriptor it serves (for its messages).
+    target: c_int,
     /// An input pump stops before its next read (an exec takes over the rest).
     pub(super) stop: AtomicBool,
     pub(super) done: AtomicBool,
+    /// An output pump's thread has closed its end (set under the file's position, as it
+    /// closes it): [`written_out`] no longer reads it.
+    ended: AtomicBool,
 }
 
 /// The ends of this process's pumps' pipes in [first, last] (`close_range` keeps them).
@@ -188,7 +193,7 @@ pub(super) fn rejoin(target: c_int) {
 /// on it stays the kernel's ESPIPE (dd's `skip=` reads past them instead).
 pub(super) fn seek_pumped(fd: c_int, off: libc::off_t, whence: c_int) -> Option<Result<i64, c_int>> {
     let of = output_pumped(fd)?;
-    drop(drained_for_fork(&of, of.pos.local_lock()));
+    drop(written_out(&of));
     Some(super::io::seek_in(&of, off, whence))
 }
 
@@ -197,7 +202,7 @@ pub(super) fn seek_pumped(fd: c_int, off: libc::off_t, whence: c_int) -> Option<
 /// (dd truncates its output at `seek=`). None for any other descriptor (the kernel's).
 pub(super) fn truncate_pumped(fd: c_int, len: libc::off_t) -> Option<Result<(), c_int>> {
     let of = output_pumped(fd)?;
-    let held = drained_for_fork(&of, of.pos.local_lock());
+    let held = written_out(&of);
     let file = of.file.as_ref()?;
     let r = (|| {
         if len < 0 {
@@ -228,7 +233,7 @@ pub(super) fn truncate_pumped(fd: c_int, len: libc::off_t) -> Option<Result<(), 
 /// where lseek does).
 pub(super) fn stat_file(fd: c_int) -> Option<Arc<OpenFile>> {
     let of = output_pumped(fd)?;
-    drop(drained_for_fork(&of, of.pos.local_lock()));
+    drop(written_out(&of));
     Some(of)
 }
 
@@ -239,10 +244,58 @@ fn output_pumped(fd: c_int) -> Option<Arc<OpenFile>> {
     PUMPED.lock().iter().any(|p| p.output && p.pid == me && Arc::ptr_eq(&p.of, &of)).then_some(of)
 }
 
+/// `of`'s position, held, once what this process's output pump of `of` (if any) had in its
+/// pipe is in the file: written here, by the caller, as the pump's thread would (the
+/// thread reads its pipe only under the position, so the two never interleave). Before
+/// 2026-12-07 the caller slept until the thread had done it (`drained_for_fork`, as a
+/// fork still does), and a shell's `echo x >> f` (a pump started for the redirection, its
+/// pipe written out when standard output is put back) took 250 us, most of it waiting for
+/// the new thread to be scheduled.
+fn written_out(of: &Arc<OpenFile>) -> super::fork::PosGuard<'_> {
+    let me = current_pid();
+    let pump = PUMPED.lock().iter().find(|p| p.output && p.pid == me && Arc::ptr_eq(&p.of, of)).cloned();
+    let mut pos = of.pos.lock();
+    let (Some(p), Some(file)) = (pump, of.file.as_ref()) else { return pos };
+    let readr = real!(read: fn(c_int, *mut c_void, size_t) -> ssize_t);
+    let mut buf = [0u8; 16 * 1024];
+    while !p.ended.load(Ordering::Acquire) {
+        // SAFETY: buf is valid for its length; the pump's end is open until `ended` is set,
+        // which its thread does under the position we hold.
+        let n = unsafe { readr(p.end, buf.as_mut_ptr() as *mut c_void, buf.len()) };
+        if n <= 0 {
+            break; // empty (EAGAIN: the end is non-blocking), or at its end
+        }
+        if !pump_into(of, file, &mut pos, &buf[..n as usize], p.target) {
+            break;
+        }
+    }
+    pos
+}
+
+/// Writes `bytes` a pump took from its pipe into `of`'s file at `pos` (at its end for an
+/// appending description), moving `pos`; false (said on stderr) when the write failed.
+fn pump_into(of: &OpenFile, file: &hashfs::File<MmapDevice>, pos: &mut u64, bytes: &[u8], target: c_int) -> bool {
+    let written = if of.flags.load(Ordering::Relaxed) & libc::O_APPEND != 0 {
+        file.append(bytes)
+    } else {
+        file.write_at(*pos, bytes).map(|k| (k, *pos + k as u64))
+    };
+    match written {
+        Ok((_, end)) => {
+            *pos = end;
+            true
+        }
+        Err(e) => {
+            eprintln!("hashfs_preload: write to redirected descriptor {target} failed: {e}");
+            false
+        }
+    }
+}
+
 /// A sync of a standard descriptor that stands for `of`: once its output pump (if any) has
 /// written all its pipe held, as for a fork, the file's.
 pub(super) fn sync_pumped(of: &Arc<OpenFile>, scope: SyncScope) -> Result<(), c_int> {
-    drop(drained_for_fork(of, of.pos.local_lock()));
+    drop(written_out(of));
     let file = of.file.as_ref().ok_or(libc::EINVAL)?;
     file.sync(scope).map_err(|e| e.errno())
 }
@@ -288,7 +341,7 @@ pub(super) fn settle_pump(taken: Option<Taken>, target: c_int) {
         PUMPED.lock().iter().find(|p| p.output && p.pid == me && p.pipe == pipe).map(|p| p.of.clone())
     });
     if let Some(of) = writing {
-        drop(drained_for_fork(&of, of.pos.local_lock()));
+        drop(written_out(&of));
         if h.is_finished() {
             let _ = h.join();
         } else {
@@ -453,6 +506,8 @@ pub(super) fn start_pump(of: Arc<OpenFile>, target: c_int) -> c_int {
         pipe: inode_of(target).unwrap_or(0),
         stop: AtomicBool::new(false),
         done: AtomicBool::new(false),
+        ended: AtomicBool::new(false),
+        target,
     });
     if let Some(slot) = STANDARD_FILES.lock().get_mut(target as usize) {
         *slot = Some((pumped.pipe, of.clone()));
@@ -495,22 +550,14 @@ pub(super) fn start_pump(of: Arc<OpenFile>, target: c_int) -> c_int {
                 // SAFETY: buf is valid for its length.
                 let n = unsafe { readr(keep, buf.as_mut_ptr() as *mut c_void, buf.len()) };
                 if n < 0 && hashfs_interpose::errno() == libc::EAGAIN {
-                    continue; // read by no one else: poll woke for nothing
+                    continue; // written out by a caller (`written_out`): poll woke for nothing
                 }
-                if n <= 0 {
+                if n <= 0 || !pump_into(of, file, &mut pos, &buf[..n as usize], target) {
+                    // Closed under the position: `written_out` reads the end only under it.
+                    pumped.ended.store(true, Ordering::Release);
+                    // SAFETY: our end of the pipe.
+                    unsafe { closer(keep) };
                     break;
-                }
-                let written = if of.flags.load(Ordering::Relaxed) & libc::O_APPEND != 0 {
-                    file.append(&buf[..n as usize])
-                } else {
-                    file.write_at(*pos, &buf[..n as usize]).map(|k| (k, *pos + k as u64))
-                };
-                match written {
-                    Ok((_, end)) => *pos = end,
-                    Err(e) => {
-                        eprintln!("hashfs_preload: write to redirected descriptor {target} failed: {e}");
-                        break;
-                    }
                 }
             } else {
                 if pumped.stop.load(Ordering::Acquire) {
@@ -529,8 +576,10 @@ pub(super) fn start_pump(of: Arc<OpenFile>, target: c_int) -> c_int {
                 }
             }
         }
-        // SAFETY: our end of the pipe.
-        unsafe { closer(keep) };
+        if !output {
+            // SAFETY: our end of the pipe (an output pump's is closed above).
+            unsafe { closer(keep) };
+        }
         pumped.done.store(true, Ordering::Release);
         let mine = {
             let mut list = PUMPED.lock();
