@@ -499,6 +499,13 @@ def _():
         "pub(super) fn finish_detached() {\n    if @ON {\n        return;\n    }\n    let detached: Vec<_> = {\n")
 
 
+@bug("exec-keeps-pump-copies")
+def _():
+    plant("crates/hashfs-preload/src/shim/pump.rs",
+        "pub(super) fn close_exec_write_ends() {\n",
+        "pub(super) fn close_exec_write_ends() {\n    if @ON {\n        return;\n    }\n")
+
+
 @bug("mapping-not-followed")
 def _():
     plant("crates/hashfs-preload/src/shim/mmap/follow.rs",

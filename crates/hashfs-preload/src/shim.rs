@@ -152,6 +152,7 @@ pub(super) fn leave_before_exec() {
     if FORKED.load(Ordering::Relaxed) || !is_owner() || EXITED.swap(true, Ordering::AcqRel) {
         return;
     }
+    pump::close_exec_write_ends();
     leave_image();
 }
 

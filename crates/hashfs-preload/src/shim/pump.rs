@@ -162,6 +162,33 @@ pub(super) fn finish_detached() {
     }
 }
 
+/// Before an exec that leaves the image (`leave_before_exec`): this process's close-on-exec
+/// copies of the write ends of the pipes of pumps that went on without a descriptor
+/// ([`settle_pump`]) are closed now, as the exec would close them, so that those pumps
+/// reach their pipes' ends and [`finish_detached`] need not wait its second for them.
+/// dash keeps such a copy of a standard descriptor it replaces to put it back
+/// (`sh -c 'm4 --help 2>&1 | grep x'`: the copy of standard error in the child that execs
+/// m4); before 2026-12-07 each such exec waited a second, and autoconf's `autoreconf`, which
+/// runs a dozen of them, took 17 s through the shim (3 s on tmpfs). A copy without
+/// close-on-exec stays for the next program, and the wait with it.
+pub(super) fn close_exec_write_ends() {
+    let pipes: Vec<u64> = PUMPS.lock().iter().filter(|(fd, _, _)| *fd < -1).map(|&(_, pipe, _)| pipe).collect();
+    if pipes.iter().all(|&p| p == 0) {
+        return;
+    }
+    let (close, fcntl) = (real!(close: fn(c_int) -> c_int), real!(fcntl: fn(c_int, c_int, libc::c_ulong) -> c_int));
+    let Ok(dir) = std::fs::read_dir("/proc/self/fd") else { return };
+    let fds: Vec<c_int> = dir.flatten().filter_map(|e| e.file_name().to_str()?.parse().ok()).collect();
+    for fd in fds {
+        // SAFETY: F_GETFD on a descriptor number; a closed one fails.
+        let cloexec = unsafe { fcntl(fd, libc::F_GETFD, 0) } > 0;
+        if cloexec && write_end_of(fd).is_some_and(|i| i != 0 && pipes.contains(&i)) {
+            // SAFETY: a close-on-exec write end of our pump's pipe, which the exec closes.
+            unsafe { close(fd) };
+        }
+    }
+}
+
 /// After `dup2(copy, target)` of a kernel descriptor onto a standard one: if `target` is
 /// now the pipe of an output pump of this process that went on without a descriptor (a
 /// shell restoring its standard output from the copy it kept), that pump serves `target`
