@@ -77,6 +77,8 @@ find_missing() {
     [ -f /usr/include/leveldb/db.h ] || missing="$missing libleveldb-dev"
     command -v g++ >/dev/null || missing="$missing g++"
     command -v make >/dev/null || missing="$missing make"
+    command -v autoreconf >/dev/null || missing="$missing autoconf"
+    command -v automake >/dev/null || missing="$missing automake"
     command -v sqlite3 >/dev/null || missing="$missing sqlite3"
     command -v valgrind >/dev/null || missing="$missing valgrind"
     command -v git >/dev/null || missing="$missing git"

@@ -37,6 +37,42 @@ fn git_and_mktemp_inside_the_image() {
     img.fsck_clean();
 }
 
+/// GNU's build tools inside the image: `autoreconf -i` (Perl, m4 and a dozen `sh -c`
+/// pipelines), the `configure` script it makes (hundreds of subshells, redirections into
+/// config.log), `make`, and `make distcheck` (a tarball made, unpacked, configured, built,
+/// checked, installed and uninstalled in a build directory of its own, then removed).
+/// Before 2026-12-07 autoreconf took 17 s through the shim (3 s on tmpfs): each exec of a
+/// pipeline's program with its error output in the image waited a second
+/// (`exec::an_exec_with_a_kept_copy_of_its_pumped_error_output_does_not_wait`).
+#[test]
+fn autoconf_and_automake_configure_build_and_distcheck_inside_the_image() {
+    if !have("autoreconf") || !have("automake") {
+        skip("autoconf and automake are not installed");
+        return;
+    }
+    let img = image();
+    let d = p("/hello");
+    let script = format!(
+        "set -e; mkdir {d}; cd {d}; \
+         printf 'AC_INIT([hello], [1.0])\\nAM_INIT_AUTOMAKE([foreign])\\nAC_PROG_CC\\n\
+         AC_CHECK_HEADERS([fcntl.h sys/mman.h])\\nAC_CHECK_FUNCS([mmap pwrite fdatasync])\\nAC_CHECK_SIZEOF([long])\\n\
+         AC_CONFIG_HEADERS([config.h])\\nAC_CONFIG_FILES([Makefile])\\nAC_OUTPUT\\n' > configure.ac; \
+         printf 'bin_PROGRAMS = hello\\nhello_SOURCES = hello.c\\nTESTS = hello\\n' > Makefile.am; \
+         printf '#include \"config.h\"\\n#include <stdio.h>\\nint main(void) {{ printf(\"hello %%d\\\\n\", (int)SIZEOF_LONG); return 0; }}\\n' > hello.c; \
+         autoreconf -i > autoreconf.log 2>&1 || {{ cat autoreconf.log; exit 1; }}; \
+         ./configure > configure.log 2>&1 || {{ tail -20 config.log; exit 1; }}; \
+         make -j2 > make.log 2>&1 || {{ cat make.log; exit 1; }}; ./hello; \
+         make distcheck > distcheck.log 2>&1 || {{ tail -30 distcheck.log; exit 1; }}; \
+         tar tzf hello-1.0.tar.gz | sort | grep -c .; grep -c 'checking for' config.log > /dev/null"
+    );
+    let out = img.ok("bash", &["-c", &script]);
+    let mut lines = out.lines();
+    assert_eq!(lines.next(), Some("hello 8"), "{out}");
+    let files: usize = lines.next().and_then(|l| l.parse().ok()).unwrap_or(0);
+    assert!(files >= 10, "the distribution's tarball holds {files} entries: {out}");
+    img.fsck_clean();
+}
+
 /// rsync into, within and out of the image. Its receiver walks the destination from a
 /// descriptor of `/`, a component at a time (`openat` with `O_NOFOLLOW`): the shim serves a
 /// name under a kernel directory that leads into the prefix (before, the receiver's
