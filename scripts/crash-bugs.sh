@@ -370,7 +370,7 @@ bugs=(
     "cwd-link-unserved|crates/hashfs-preload/src/shim/path.rs|a path through /proc/self/cwd while the working directory is in the image goes to the kernel's working directory, the removed one the shim parks the process in (a listing is empty, an open ENOENT)|test call_answers descriptor_links_answer_as_the_kernels"
     "vfork-kept-with-close-on-exec-files|crates/hashfs-preload/src/shim/exec.rs|a vfork stays a vfork while the process has only close-on-exec descriptors of the image: the child (Python's subprocess with pass_fds) makes one inheritable and closes the others one by one in its parent's memory (the passed one is /dev/null in the next program, the parent's others EBADF)|test exec a_subprocess_given_files_of_the_image_gets_them_and_leaves_the_parents"
     "pump-end-closed-by-close-range|crates/hashfs-preload/src/shim/pump.rs|a program's close_range (or close of every descriptor) closes the pipe end of a pump the shim started for its standard input or output (Python's subprocess child with stdin= or stdout= a file of the image: the next program reads nothing, or its output is lost)|test exec a_child_that_closes_from_a_number_on_keeps_its_output_into_the_image"
-    "exec-keeps-pump-copies|crates/hashfs-preload/src/shim/pump.rs|an exec that leaves the image keeps the close-on-exec copies of its pumps' pipes that dash keeps to put a standard descriptor back, and waits a second for each pump they keep going (sh -c 'prog 2>&1 | cat' with the error output in the image: autoreconf 17 s against 3 s on tmpfs)|test exec an_exec_with_a_kept_copy_of_its_pumped_error_output_does_not_wait"
+    "exec-keeps-pump-copies|crates/hashfs-preload/src/shim/pump.rs|an exec that leaves the image keeps the close-on-exec copies of its pumps' pipes that dash keeps to put a standard descriptor back, and waits a second for each pump they keep going (a pipeline's program run by sh with its error output put on its standard output, the shell's in the image: autoreconf 17 s against 3 s on tmpfs)|test exec an_exec_with_a_kept_copy_of_its_pumped_error_output_does_not_wait"
     "detached-pump-not-waited|crates/hashfs-preload/src/shim/pump.rs|a process that leaves the image at an exec does not wait for the pump that goes on without a descriptor (a background job still writing a redirection the shell undid): the exec ends it, the job's output is lost and the image is left busy|test exec an_exec_after_a_redirection_was_undone_waits_for_the_pump_that_goes_on"
     "mapping-not-followed|crates/hashfs-preload/src/shim/mmap/follow.rs|no thread follows the other processes' changes into this process's mappings: a copy keeps its old bytes, pages past the end of a file another process grew stay zeros, a hole another process wrote stays zeros|test processes a_mapping_shows_what_another_process_writes"
     "follow-data-unwatched|crates/hashfs-preload/src/shim/mmap/follow.rs|the follower never reads the ring of data changes, so another process's overwrite in place (named nowhere else) never reaches a copy|test processes a_mapping_shows_what_another_process_writes"
@@ -514,7 +514,12 @@ run_check() {
 # at run time by its name in HASHFS_PLANTED_BUG, a few rebuilt alone.
 names=()
 for b in "${bugs[@]}"; do
-    IFS='|' read -r name _ _ _ <<<"$b"
+    IFS='|' read -r name _ _ check <<<"$b"
+    # Four fields: a `|` in a description would make the rest of it the check (its runs
+    # then fail as "not caught", whatever the bug does).
+    case $check in
+        *"|"* | "") echo "crash-bugs: $name: not four fields separated by '|' (no '|' in a description)" >&2; exit 2 ;;
+    esac
     names+=("$name")
 done
 if [ "${1:-}" = --check-patterns ]; then
