@@ -780,10 +780,23 @@ fn wordexp_substitutes_commands_in_the_image() {
 /// pipeline's `echo` (a forked child that puts the pipeline's pipe on 1 over its own pump,
 /// which goes on for the copy on 2) waited a second at exit and left the image unclean,
 /// its message in the log, until the exit closed the pipes of such pumps too (bug
-/// `exit-pump-detached-kept`).
+/// `exit-pump-detached-kept`). The message reached the log only when the pump read it
+/// before the child's end, so the test also times five such pipelines: under 4 s, where
+/// the second each waited would make them 5 s at least.
 #[test]
 fn a_background_subshell_writes_after_its_scripts_exit_or_exec() {
     let img = image();
+    let timed = format!(
+        "exec > {log} 2>&1; s=$(date +%s%N); for i in 1 2 3 4 5; do echo piped | cat; done; \
+         echo $((($(date +%s%N) - s) / 1000000)) > {ms}",
+        log = p("/timed.log"),
+        ms = p("/timed.ms")
+    );
+    let out = common::output_within(img.cmd("bash").args(["-c", &timed]), std::time::Duration::from_secs(30));
+    assert!(out.status.success(), "{out:?}");
+    let ms: u64 = img.ok("cat", &[&p("/timed.ms")]).trim().parse().expect("milliseconds");
+    assert!(ms < 4_000, "five pipelines took {ms} ms: each pipeline's echo waited for its pump at exit");
+    assert_eq!(img.ok("cat", &[&p("/timed.log")]), "piped\n".repeat(5));
     for (run, end) in [("exit", "echo parent-done"), ("exec", "exec /bin/echo parent-exec")] {
         let (log, go, done) = (p(&format!("/{run}.log")), p(&format!("/{run}.go")), p(&format!("/{run}.done")));
         let script = format!(
