@@ -506,6 +506,13 @@ def _():
         "pub(super) fn close_exec_write_ends() {\n    if @ON {\n        return;\n    }\n")
 
 
+@bug("ended-pumps-not-joined")
+def _():
+    plant("crates/hashfs-preload/src/shim/pump.rs",
+        "fn join_ended() {\n",
+        "fn join_ended() {\n    if @ON {\n        return;\n    }\n")
+
+
 @bug("mapping-not-followed")
 def _():
     plant("crates/hashfs-preload/src/shim/mmap/follow.rs",

@@ -547,9 +547,11 @@ pub(super) fn start_pump(of: Arc<OpenFile>, target: c_int) -> c_int {
     // shell whose output went to a file in the image printed "image not marked clean at
     // exit" and left its slot to be reaped). The child drops its parent's records at exit.
     let pumped_pipe = pumped.pipe;
-    let at = PumpAt(Arc::as_ptr(&pumped));
+    let record = Arc::as_ptr(&pumped);
+    let at = PumpAt(record);
     PUMPED.lock().push(pumped);
-    let handle = std::thread::spawn(move || {
+    join_ended();
+    let spawned = std::thread::Builder::new().spawn(move || {
         let at = at; // the whole wrapper: the closure would take its pointer alone, not Send
                      // SAFETY: `PUMPED` holds the pump until this thread takes its record out, at its end.
         let pumped: &Pump = unsafe { &*at.0 };
@@ -614,6 +616,46 @@ pub(super) fn start_pump(of: Arc<OpenFile>, target: c_int) -> c_int {
         };
         drop(mine); // the pump and its file's reference, outside the list's lock; not used after
     });
+    let handle = match spawned {
+        Ok(h) => h,
+        Err(e) => {
+            // No thread (the process's limit): the pipe stays on `target` with no one to
+            // move its bytes, so writes to it fail (EPIPE) and reads find its end; said
+            // here, never a panic in the program's call.
+            eprintln!("hashfs_preload: no thread to pump standard descriptor {target} ({e}): its transfers fail");
+            let mine = {
+                let mut list = PUMPED.lock();
+                list.iter().position(|q| std::ptr::eq(Arc::as_ptr(q), record)).map(|i| list.remove(i))
+            };
+            drop(mine);
+            if let Some(slot) = STANDARD_FILES.lock().get_mut(target as usize) {
+                *slot = None;
+            }
+            // SAFETY: our end of the pipe, which no thread uses.
+            unsafe { closer(keep) };
+            return -1;
+        }
+    };
     PUMPS.lock().push((if output { target } else { -1 }, pumped_pipe, handle));
     target
+}
+
+/// Joins the threads of pumps that have ended but were not waited for (a pump that went on
+/// without a descriptor, [`settle_pump`], or an input pump), before another starts: a
+/// thread not joined keeps its stack, two kernel mappings, so a shell's loop of
+/// redirections into the image (`for ...; do echo x >> f; done`) grew by two mappings a
+/// pass until, past 30,000 passes, no thread could be made (`vm.max_map_count`), and the
+/// shell died on the shim's panic (until 2026-12-07). Joined, a stack goes back to glibc's
+/// cache for the next thread.
+fn join_ended() {
+    let mut pumps = PUMPS.lock();
+    let mut i = 0;
+    while i < pumps.len() {
+        if pumps[i].0 < 0 && pumps[i].2.is_finished() {
+            let (_, _, h) = pumps.swap_remove(i);
+            let _ = h.join(); // ended: returns at once
+        } else {
+            i += 1;
+        }
+    }
 }
