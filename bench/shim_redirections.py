@@ -7,11 +7,15 @@ to a file of the image starts a pump (a pipe and a thread, `shim/pump.rs`) and w
 out when the shell puts its output back. Builds of the preload shim (each on a fresh image)
 and tmpfs take turns within each round, the first changing from round to round. Reports
 microseconds per redirection for each loop, with its 95% interval, and the ratio to the
-first build within each round. Not a test.
+first build within each round. With --autoreconf, each target also runs autoconf's
+`autoreconf -i` on a small automake project (its error output in the image, as a build's
+log would be: a dozen `sh -c 'prog 2>&1 | ...'` pipelines) and reports its seconds
+(`autoreconf_ms`, in milliseconds). Not a test.
 
 Usage: python3 bench/shim_redirections.py --shim NAME=PATH [--shim NAME=PATH ...] [--rounds N]
-                                          [--lines N] [--json FILE]
-Needs: the release `hashfs` binary (cargo build --release --workspace), bash.
+                                          [--lines N] [--autoreconf] [--json FILE]
+Needs: the release `hashfs` binary (cargo build --release --workspace), bash; autoconf and
+automake for --autoreconf.
 """
 import argparse, json, os, subprocess, sys, tempfile
 
@@ -40,23 +44,48 @@ exec 5>&-
 echo "$t0 $t1 $t2"
 """
 
+# $1 a new directory: an automake project made there, then `autoreconf -i` timed with its
+# output and errors in a file of the directory; prints the times before and after.
+AUTORECONF = r"""
+set -e
+mkdir "$1"; cd "$1"
+printf 'AC_INIT([hello], [1.0])\nAM_INIT_AUTOMAKE([foreign])\nAC_PROG_CC\nAC_CONFIG_FILES([Makefile])\nAC_OUTPUT\n' > configure.ac
+printf 'bin_PROGRAMS = hello\nhello_SOURCES = hello.c\n' > Makefile.am
+printf 'int main(void) { return 0; }\n' > hello.c
+t0=$EPOCHREALTIME
+autoreconf -i > autoreconf.log 2>&1
+t1=$EPOCHREALTIME
+[ -x configure ]
+echo "$t0 $t1"
+"""
 
-def one(target, path, n, tmp):
+
+def one(target, path, n, tmp, autoreconf=False):
     if path is None:  # tmpfs
         d = os.path.join(tmp, "files")
         os.mkdir(d)
-        out = subprocess.run(["bash", "-c", SCRIPT, "bash", d, str(n)], capture_output=True, text=True)
-        subprocess.run(["rm", "-rf", d], check=True)
+        env, where = dict(os.environ), d
     else:
         image = os.path.join(tmp, "redirections.img")
         subprocess.run([HASHFS, "mkfs", image, "--size", "256M"], check=True, capture_output=True)
-        env = dict(os.environ, LD_PRELOAD=path, HASHFS_IMAGE=image, HASHFS_MOUNT=PREFIX)
-        out = subprocess.run(["bash", "-c", SCRIPT, "bash", PREFIX, str(n)], env=env, capture_output=True, text=True)
-        os.remove(image)
+        env, where = dict(os.environ, LD_PRELOAD=path, HASHFS_IMAGE=image, HASHFS_MOUNT=PREFIX), PREFIX
+    out = subprocess.run(["bash", "-c", SCRIPT, "bash", where, str(n)], env=env, capture_output=True, text=True)
     if out.returncode != 0:
         sys.exit(f"{target}: {out.stderr}")
     t = [float(x) for x in out.stdout.split()]
-    return [1e6 * (t[1] - t[0]) / n, 1e6 * (t[2] - t[1]) / n]
+    res = [1e6 * (t[1] - t[0]) / n, 1e6 * (t[2] - t[1]) / n]
+    if autoreconf:
+        out = subprocess.run(["bash", "-c", AUTORECONF, "bash", f"{where}/project"], env=env, capture_output=True,
+                             text=True)
+        if out.returncode != 0:
+            sys.exit(f"{target}: autoreconf: {out.stderr}")
+        t = [float(x) for x in out.stdout.split()]
+        res.append(1e3 * (t[1] - t[0]))
+    if path is None:
+        subprocess.run(["rm", "-rf", d], check=True)
+    else:
+        os.remove(image)
+    return res
 
 
 def main():
@@ -65,20 +94,22 @@ def main():
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--lines", type=int, default=2000)
     ap.add_argument("--dir", default="/dev/shm")
+    ap.add_argument("--autoreconf", action="store_true")
     ap.add_argument("--json")
     a = ap.parse_args()
+    loops = LOOPS + (["autoreconf_ms"] if a.autoreconf else [])
     targets = [tuple(s.split("=", 1)) for s in a.shim] + [("tmpfs", None)]
-    res = {name: {loop: [] for loop in LOOPS} for name, _ in targets}
+    res = {name: {loop: [] for loop in loops} for name, _ in targets}
     with tempfile.TemporaryDirectory(dir=a.dir) as tmp:
         for r in range(a.rounds):
             order = targets[r % len(targets):] + targets[:r % len(targets)]
             for name, path in order:
-                us = one(name, path, a.lines, tmp)
-                for loop, v in zip(LOOPS, us):
+                us = one(name, path, a.lines, tmp, a.autoreconf)
+                for loop, v in zip(loops, us):
                     res[name][loop].append(v)
-                print(f"round {r + 1} {name:12} " + "  ".join(f"{loop} {v:7.2f} us" for loop, v in zip(LOOPS, us)),
+                print(f"round {r + 1} {name:12} " + "  ".join(f"{loop} {v:7.2f}" for loop, v in zip(loops, us)),
                       flush=True)
-    summary = ratio_table(res, [n for n, _ in targets], LOOPS, "us_per_redirection", "loop", 20, 24,
+    summary = ratio_table(res, [n for n, _ in targets], loops, "us_per_redirection", "loop", 20, 24,
                           lambda m, h, rm: f"{m:7.2f} ±{h:5.2f} {rm:5.2f}x")
     if a.json:
         with open(a.json, "w") as f:

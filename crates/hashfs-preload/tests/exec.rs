@@ -654,8 +654,8 @@ fn an_exec_after_a_redirection_was_undone_waits_for_the_pump_that_goes_on() {
 /// the child's own pump) to put it back, replaces it, and execs. The exec leaves the image
 /// with that pump still going on its copy; the shim closes the copy as the exec would
 /// (`pump::close_exec_write_ends`) rather than wait a second for it. Before 2026-12-07 each
-/// such exec waited the second: autoconf's `autoreconf` runs a dozen (17 s through the
-/// shim against 3 s on tmpfs). Twenty pipelines in 10 s: a second each would be 20 s;
+/// such exec waited the second: autoconf's `autoreconf` runs a dozen (13.4 s through the
+/// shim against 1.9 s on tmpfs). Twenty pipelines in 10 s: a second each would be 20 s;
 /// they take a fraction of one.
 #[test]
 fn an_exec_with_a_kept_copy_of_its_pumped_error_output_does_not_wait() {

@@ -169,7 +169,8 @@ pub(super) fn finish_detached() {
 /// dash keeps such a copy of a standard descriptor it replaces to put it back
 /// (`sh -c 'm4 --help 2>&1 | grep x'`: the copy of standard error in the child that execs
 /// m4); before 2026-12-07 each such exec waited a second, and autoconf's `autoreconf`, which
-/// runs a dozen of them, took 17 s through the shim (3 s on tmpfs). A copy without
+/// runs a dozen of them, took 13.4 s through the shim (2.3 s since, 1.9 s on tmpfs:
+/// `bench/results/shared/shim-redirections.json`). A copy without
 /// close-on-exec stays for the next program, and the wait with it.
 pub(super) fn close_exec_write_ends() {
     let pipes: Vec<u64> = PUMPS.lock().iter().filter(|(fd, _, _)| *fd < -1).map(|&(_, pipe, _)| pipe).collect();
@@ -276,8 +277,8 @@ fn output_pumped(fd: c_int) -> Option<Arc<OpenFile>> {
 /// thread reads its pipe only under the position, so the two never interleave). Before
 /// 2026-12-07 the caller slept until the thread had done it (`drained_for_fork`, as a
 /// fork still does), and a shell's `echo x >> f` (a pump started for the redirection, its
-/// pipe written out when standard output is put back) took 250 us, most of it waiting for
-/// the new thread to be scheduled.
+/// pipe written out when standard output is put back) took 231 us, most of it waiting for
+/// the new thread to be scheduled (50 us since, with [`join_ended`]).
 fn written_out(of: &Arc<OpenFile>) -> super::fork::PosGuard<'_> {
     let me = current_pid();
     let pump = PUMPED.lock().iter().find(|p| p.output && p.pid == me && Arc::ptr_eq(&p.of, of)).cloned();
