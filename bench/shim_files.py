@@ -14,7 +14,7 @@ import argparse, json, os, shutil, subprocess, sys, tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from fuse_io import machine  # noqa: E402 (the same machine stamp)
-from three_targets import ratio_table  # noqa: E402
+from three_targets import builds_in_rounds, ratio_table  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 HASHFS = os.path.join(ROOT, "target/release/hashfs")
@@ -65,16 +65,8 @@ def main():
     ap.add_argument("--json")
     a = ap.parse_args()
     targets = [tuple(s.split("=", 1)) for s in a.shim] + [("tmpfs", None)]
-    res = {name: {ph: [] for ph in PHASES} for name, _ in targets}
     with tempfile.TemporaryDirectory(dir=a.dir) as tmp:
-        for r in range(a.rounds):
-            order = targets[r % len(targets):] + targets[:r % len(targets)]
-            for name, path in order:
-                us = one(name, path, a.files, tmp)
-                for ph, v in zip(PHASES, us):
-                    res[name][ph].append(v)
-                print(f"round {r + 1} {name:12} " + "  ".join(f"{ph} {v:6.2f} us" for ph, v in zip(PHASES, us)),
-                      flush=True)
+        res = builds_in_rounds(targets, a.rounds, PHASES, lambda name, path: one(name, path, a.files, tmp), " us")
     summary = ratio_table(res, [n for n, _ in targets], PHASES, "us_per_file", "phase", 20, 24,
                           lambda m, h, rm: f"{m:7.2f} ±{h:5.2f} {rm:5.2f}x")
     if a.json:

@@ -21,7 +21,7 @@ import argparse, json, os, subprocess, sys, tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from fuse_io import machine  # noqa: E402 (the same machine stamp)
-from three_targets import ratio_table  # noqa: E402
+from three_targets import builds_in_rounds, ratio_table  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 HASHFS = os.path.join(ROOT, "target/release/hashfs")
@@ -99,16 +99,8 @@ def main():
     a = ap.parse_args()
     loops = LOOPS + (["autoreconf_ms"] if a.autoreconf else [])
     targets = [tuple(s.split("=", 1)) for s in a.shim] + [("tmpfs", None)]
-    res = {name: {loop: [] for loop in loops} for name, _ in targets}
     with tempfile.TemporaryDirectory(dir=a.dir) as tmp:
-        for r in range(a.rounds):
-            order = targets[r % len(targets):] + targets[:r % len(targets)]
-            for name, path in order:
-                us = one(name, path, a.lines, tmp, a.autoreconf)
-                for loop, v in zip(loops, us):
-                    res[name][loop].append(v)
-                print(f"round {r + 1} {name:12} " + "  ".join(f"{loop} {v:7.2f}" for loop, v in zip(loops, us)),
-                      flush=True)
+        res = builds_in_rounds(targets, a.rounds, loops, lambda name, path: one(name, path, a.lines, tmp, a.autoreconf))
     summary = ratio_table(res, [n for n, _ in targets], loops, "us_per_redirection", "loop", 20, 24,
                           lambda m, h, rm: f"{m:7.2f} ±{h:5.2f} {rm:5.2f}x")
     if a.json:

@@ -19,6 +19,21 @@ def rotated(targets, rnd):
     return targets[rnd % len(targets):] + targets[:rnd % len(targets)]
 
 
+def builds_in_rounds(targets, rounds, names, run_one, unit=""):
+    """Runs `run_one(name, path)` (a figure per entry of `names`) for each (name, path) of
+    `targets` in every round, in `rotated` order, printing each run's figures; returns
+    {name: {figure name: [one value per round]}} (for `ratio_table`)."""
+    res = {name: {n: [] for n in names} for name, _ in targets}
+    for r in range(rounds):
+        for name, path in rotated(targets, r):
+            values = run_one(name, path)
+            for n, v in zip(names, values):
+                res[name][n].append(v)
+            print(f"round {r + 1} {name:12} " + "  ".join(f"{n} {v:7.2f}{unit}" for n, v in zip(names, values)),
+                  flush=True)
+    return res
+
+
 def summarize(results, targets, names):
     """Per name: each target's mean with its 95% interval, and the ratios (the shim's and
     the mount's to tmpfs, the shim's to the mount) computed within each round; printed."""
