@@ -2,7 +2,8 @@
 """A shell's redirections into the image through the shim (issue 55): bash runs N times
 `echo LINE >> FILE` (each an open, a dup2 onto standard output and its undoing) and N times
 `echo LINE >&5` onto a file it opened once (`exec 5>> FILE`: a dup2 and its undoing, as
-configure scripts write config.log). Through the shim each redirection of standard output
+configure scripts write config.log), then N times `read LINE < FILE` (an input redirection
+of the first file, N lines long). Through the shim each redirection of standard output
 to a file of the image starts a pump (a pipe and a thread, `shim/pump.rs`) and writes it
 out when the shell puts its output back. Builds of the preload shim (each on a fresh image)
 and tmpfs take turns within each round, the first changing from round to round. Reports
@@ -26,7 +27,7 @@ from three_targets import builds_in_rounds, ratio_table  # noqa: E402
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 HASHFS = os.path.join(ROOT, "target/release/hashfs")
 PREFIX = "/hashfs-redirections"
-LOOPS = ["append_redirection", "dup_onto_stdout"]
+LOOPS = ["append_redirection", "dup_onto_stdout", "input_redirection"]
 
 # $1 the directory, $2 the count; prints the times at the loops' starts and end, and fails
 # unless every line reached its file.
@@ -40,8 +41,10 @@ exec 5>> "$d/b"
 for ((i = 0; i < n; i++)); do echo "line $i" >&5; done
 t2=$EPOCHREALTIME
 exec 5>&-
-[ "$(wc -l < "$d/a")" -eq "$n" ] && [ "$(wc -l < "$d/b")" -eq "$n" ]
-echo "$t0 $t1 $t2"
+for ((i = 0; i < n; i++)); do read l < "$d/a"; done
+t3=$EPOCHREALTIME
+[ "$(wc -l < "$d/a")" -eq "$n" ] && [ "$(wc -l < "$d/b")" -eq "$n" ] && [ "$l" = "line 0" ]
+echo "$t0 $t1 $t2 $t3"
 """
 
 # $1 a new directory: an automake project made there, then `autoreconf -i` timed with its
@@ -73,7 +76,7 @@ def one(target, path, n, tmp, autoreconf=False):
     if out.returncode != 0:
         sys.exit(f"{target}: {out.stderr}")
     t = [float(x) for x in out.stdout.split()]
-    res = [1e6 * (t[1] - t[0]) / n, 1e6 * (t[2] - t[1]) / n]
+    res = [1e6 * (t[i + 1] - t[i]) / n for i in range(3)]
     if autoreconf:
         out = subprocess.run(["bash", "-c", AUTORECONF, "bash", f"{where}/project"], env=env, capture_output=True,
                              text=True)
