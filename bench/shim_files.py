@@ -10,11 +10,10 @@ Usage: python3 bench/shim_files.py --shim NAME=PATH [--shim NAME=PATH ...] [--ro
                                    [--files N] [--json FILE]
 Needs: the release `hashfs` binary (cargo build --release --workspace).
 """
-import argparse, json, os, shutil, subprocess, sys, tempfile
+import argparse, os, shutil, subprocess, sys, tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from fuse_io import machine  # noqa: E402 (the same machine stamp)
-from three_targets import builds_in_rounds, ratio_table  # noqa: E402
+from three_targets import builds_in_rounds, ratio_table, write_builds_json  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 HASHFS = os.path.join(ROOT, "target/release/hashfs")
@@ -70,10 +69,7 @@ def main():
     summary = ratio_table(res, [n for n, _ in targets], PHASES, "us_per_file", "phase", 20, 24,
                           lambda m, h, rm: f"{m:7.2f} ±{h:5.2f} {rm:5.2f}x")
     if a.json:
-        with open(a.json, "w") as f:
-            json.dump({"machine": machine(a.dir), "command": " ".join(sys.argv),
-                       "shims": {name: path for name, path in targets if path}, "rounds": a.rounds,
-                       "files": a.files, "results": summary}, f, indent=1)
+        write_builds_json(a.json, a.dir, targets, a.rounds, {"files": a.files}, summary)
 
 
 if __name__ == "__main__":

@@ -34,6 +34,15 @@ def builds_in_rounds(targets, rounds, names, run_one, unit=""):
     return res
 
 
+def write_builds_json(path, where, targets, rounds, config, summary):
+    """`builds_in_rounds`' figures as JSON at `path`: the machine (its images in `where`),
+    the command, each build's library, the rounds and `config`'s other settings."""
+    with open(path, "w") as f:
+        json.dump({"machine": machine(where), "command": " ".join(sys.argv),
+                   "shims": {name: p for name, p in targets if p}, "rounds": rounds, **config,
+                   "results": summary}, f, indent=1)
+
+
 def summarize(results, targets, names):
     """Per name: each target's mean with its 95% interval, and the ratios (the shim's and
     the mount's to tmpfs, the shim's to the mount) computed within each round; printed."""
