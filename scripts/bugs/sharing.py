@@ -980,8 +980,8 @@ def _():
 @bug("exit-pump-copies-open")
 def _():
     plant("crates/hashfs-preload/src/shim.rs",
-        "    pump::close_write_ends(&outputs);\n",
-        "    if !@ON {\n        pump::close_write_ends(&outputs);\n    }\n    for &(fd, _, _) in pumps.iter().filter(|(fd, _, _)| @ON && *fd >= 0) {\n        // SAFETY: the descriptor the pump was started for, at exit.\n        unsafe { real!(close: fn(c_int) -> c_int)(fd) };\n    }\n")
+        "    pump::close_write_ends(&outputs, false);\n",
+        "    if !@ON {\n        pump::close_write_ends(&outputs, false);\n    }\n    for &(fd, _, _) in pumps.iter().filter(|(fd, _, _)| @ON && *fd >= 0) {\n        // SAFETY: the descriptor the pump was started for, at exit.\n        unsafe { real!(close: fn(c_int) -> c_int)(fd) };\n    }\n")
 
 
 @bug("exit-pump-detached-kept")

@@ -97,7 +97,7 @@ pub(super) extern "C" fn at_exit() {
     // pipeline's `echo` (a forked child that had put the pipeline's pipe on 1) waited a
     // second and left the image unclean.
     let outputs: Vec<u64> = pumps.iter().filter(|(fd, _, _)| *fd != -1).map(|&(_, pipe, _)| pipe).collect();
-    pump::close_write_ends(&outputs);
+    pump::close_write_ends(&outputs, false);
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(1);
     for (fd, _, handle) in pumps {
         if fd >= 0 {

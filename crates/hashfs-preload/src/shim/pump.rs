@@ -174,20 +174,7 @@ pub(super) fn finish_detached() {
 /// close-on-exec stays for the next program, and the wait with it.
 pub(super) fn close_exec_write_ends() {
     let pipes: Vec<u64> = PUMPS.lock().iter().filter(|(fd, _, _)| *fd < -1).map(|&(_, pipe, _)| pipe).collect();
-    if pipes.iter().all(|&p| p == 0) {
-        return;
-    }
-    let (close, fcntl) = (real!(close: fn(c_int) -> c_int), real!(fcntl: fn(c_int, c_int, libc::c_ulong) -> c_int));
-    let Ok(dir) = std::fs::read_dir("/proc/self/fd") else { return };
-    let fds: Vec<c_int> = dir.flatten().filter_map(|e| e.file_name().to_str()?.parse().ok()).collect();
-    for fd in fds {
-        // SAFETY: F_GETFD on a descriptor number; a closed one fails.
-        let cloexec = unsafe { fcntl(fd, libc::F_GETFD, 0) } > 0;
-        if cloexec && write_end_of(fd).is_some_and(|i| i != 0 && pipes.contains(&i)) {
-            // SAFETY: a close-on-exec write end of our pump's pipe, which the exec closes.
-            unsafe { close(fd) };
-        }
-    }
+    close_write_ends(&pipes, true);
 }
 
 /// After `dup2(copy, target)` of a kernel descriptor onto a standard one: if `target` is
@@ -392,17 +379,22 @@ pub(super) fn settle_pump(taken: Option<Taken>, target: c_int) {
 
 /// At exit: closes every descriptor of this process that is a write end of one of `pipes`
 /// (output pumps'; their read ends, the pumps', stay), so that each pump reaches its pipe's
-/// end unless another process writes it. One look through the descriptors for all.
-pub(super) fn close_write_ends(pipes: &[u64]) {
+/// end unless another process writes it; before an exec, only the close-on-exec ones
+/// (`close_on_exec_only`, [`close_exec_write_ends`]). One look through the descriptors for all.
+pub(super) fn close_write_ends(pipes: &[u64], close_on_exec_only: bool) {
     if pipes.iter().all(|&p| p == 0) {
         return;
     }
-    let close = real!(close: fn(c_int) -> c_int);
+    let (close, fcntl) = (real!(close: fn(c_int) -> c_int), real!(fcntl: fn(c_int, c_int, libc::c_ulong) -> c_int));
     let Ok(dir) = std::fs::read_dir("/proc/self/fd") else { return };
     let fds: Vec<c_int> = dir.flatten().filter_map(|e| e.file_name().to_str()?.parse().ok()).collect();
     for fd in fds {
+        // SAFETY: F_GETFD on a descriptor number; a closed one fails.
+        if close_on_exec_only && unsafe { fcntl(fd, libc::F_GETFD, 0) } <= 0 {
+            continue;
+        }
         if write_end_of(fd).is_some_and(|i| i != 0 && pipes.contains(&i)) {
-            // SAFETY: a write end of our pipe, at exit.
+            // SAFETY: a write end of our pipe, at exit (or one the exec closes).
             unsafe { close(fd) };
         }
     }
