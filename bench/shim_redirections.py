@@ -11,10 +11,14 @@ microseconds per redirection for each loop, with its 95% interval, and the ratio
 first build within each round. With --autoreconf, each target also runs autoconf's
 `autoreconf -i` on a small automake project (its error output in the image, as a build's
 log would be: a dozen `sh -c 'prog 2>&1 | ...'` pipelines) and reports its seconds
-(`autoreconf_ms`, in milliseconds). Not a test.
+(`autoreconf_ms`, in milliseconds). With --inputs, each target also times input
+redirections of files it wrote: `head -c 10 < BIG` of a 12 MB file (`head_of_12MB_input`,
+microseconds each: a snapshot copies the file, a pump only what head reads), `{ read x;
+read y; } < FILE` of the N-line file (`two_reads_input`, each) and a `while read` loop over
+it (`while_read_line`, each line). Not a test.
 
 Usage: python3 bench/shim_redirections.py --shim NAME=PATH [--shim NAME=PATH ...] [--rounds N]
-                                          [--lines N] [--autoreconf] [--json FILE]
+                                          [--lines N] [--autoreconf] [--inputs] [--json FILE]
 Needs: the release `hashfs` binary (cargo build --release --workspace), bash; autoconf and
 automake for --autoreconf.
 """
@@ -61,8 +65,25 @@ t1=$EPOCHREALTIME
 echo "$t0 $t1"
 """
 
+# $1 the directory (with the N-line file a), $2 the count; prints the loops' times.
+INPUTS = r"""
+set -e
+d=$1 n=$2
+head -c 12000000 /dev/zero > "$d/big"
+t0=$EPOCHREALTIME
+for ((i = 0; i < 50; i++)); do head -c 10 < "$d/big" > /dev/null; done
+t1=$EPOCHREALTIME
+for ((i = 0; i < n; i++)); do { read x; read y; } < "$d/a"; done
+t2=$EPOCHREALTIME
+while read l; do :; done < "$d/a"
+t3=$EPOCHREALTIME
+[ "$y" = "line 1" ]
+echo "$t0 $t1 $t2 $t3"
+"""
+INPUT_LOOPS = ["head_of_12MB_input", "two_reads_input", "while_read_line"]
 
-def one(target, path, n, tmp, autoreconf=False):
+
+def one(target, path, n, tmp, autoreconf=False, inputs=False):
     if path is None:  # tmpfs
         d = os.path.join(tmp, "files")
         os.mkdir(d)
@@ -76,6 +97,12 @@ def one(target, path, n, tmp, autoreconf=False):
         sys.exit(f"{target}: {out.stderr}")
     t = [float(x) for x in out.stdout.split()]
     res = [1e6 * (t[i + 1] - t[i]) / n for i in range(3)]
+    if inputs:
+        out = subprocess.run(["bash", "-c", INPUTS, "bash", where, str(n)], env=env, capture_output=True, text=True)
+        if out.returncode != 0:
+            sys.exit(f"{target}: inputs: {out.stderr}")
+        t = [float(x) for x in out.stdout.split()]
+        res += [1e6 * (t[1] - t[0]) / 50, 1e6 * (t[2] - t[1]) / n, 1e6 * (t[3] - t[2]) / n]
     if autoreconf:
         out = subprocess.run(["bash", "-c", AUTORECONF, "bash", f"{where}/project"], env=env, capture_output=True,
                              text=True)
@@ -97,12 +124,14 @@ def main():
     ap.add_argument("--lines", type=int, default=2000)
     ap.add_argument("--dir", default="/dev/shm")
     ap.add_argument("--autoreconf", action="store_true")
+    ap.add_argument("--inputs", action="store_true")
     ap.add_argument("--json")
     a = ap.parse_args()
-    loops = LOOPS + (["autoreconf_ms"] if a.autoreconf else [])
+    loops = LOOPS + (INPUT_LOOPS if a.inputs else []) + (["autoreconf_ms"] if a.autoreconf else [])
     targets = [tuple(s.split("=", 1)) for s in a.shim] + [("tmpfs", None)]
     with tempfile.TemporaryDirectory(dir=a.dir) as tmp:
-        res = builds_in_rounds(targets, a.rounds, loops, lambda name, path: one(name, path, a.lines, tmp, a.autoreconf))
+        res = builds_in_rounds(targets, a.rounds, loops, lambda name, path: one(name, path, a.lines, tmp, a.autoreconf,
+                                                                               a.inputs))
     summary = ratio_table(res, [n for n, _ in targets], loops, "us_per_redirection", "loop", 20, 24,
                           lambda m, h, rm: f"{m:7.2f} ±{h:5.2f} {rm:5.2f}x")
     if a.json:

@@ -682,3 +682,38 @@ def _():
         "    let p = fs_path_of(path)?;\n    Some(peer_node(&p)",
         "    let p = fs_path_of(path).filter(|_| !@ON)?;\n    Some(peer_node(&p)")
 
+
+
+@bug("snapshot-offset-kept-at-exit")
+def _():
+    plant("crates/hashfs-preload/src/shim/pump.rs",
+        "        if let Some(sf) = sf {\n            super::snapshot::write_back(fd, sf);\n",
+        "        if let Some(sf) = sf.as_ref().filter(|_| !@ON) {\n            super::snapshot::write_back(fd, sf);\n")
+
+
+@bug("snapshot-offset-kept-at-replace")
+def _():
+    plant("crates/hashfs-preload/src/shim/pump.rs",
+        "    if let Some(sf) = &taken {\n",
+        "    if let Some(sf) = taken.as_ref().filter(|_| !@ON) {\n")
+
+
+@bug("snapshot-unnamed-at-exec")
+def _():
+    plant("crates/hashfs-preload/src/shim/exec.rs",
+        "    let snapshot = super::snapshot::handed_over();\n",
+        "    let snapshot = super::snapshot::handed_over().filter(|_| !@ON);\n")
+
+
+@bug("spawn-snapshot-unnamed")
+def _():
+    plant("crates/hashfs-preload/src/shim/exec.rs",
+        "    if let Some((memfd, of)) = super::snapshot::handed_over() {\n",
+        "    if let Some((memfd, of)) = super::snapshot::handed_over().filter(|_| !@ON) {\n")
+
+
+@bug("snapshot-fstat-memfd")
+def _():
+    plant("crates/hashfs-preload/src/shim/pump.rs",
+        "let Some(of) = output_pumped(fd) else { return super::snapshot::on(fd) };",
+        "let Some(of) = output_pumped(fd) else { return super::snapshot::on(fd).filter(|_| !@ON) };")

@@ -1008,8 +1008,8 @@ def _():
 @bug("spawn-pump-pipe-unchecked")
 def _():
     plant("crates/hashfs-preload/src/shim/exec.rs",
-        "    let fd = if (1..=2).contains(&fd) && inode_of(fd) == Some(pipe) { fd } else { -1 };\n",
-        "    let fd = if (1..=2).contains(&fd) && (@ON || inode_of(fd) == Some(pipe)) { fd } else { -1 };\n")
+        "    let fd = if (0..=2).contains(&fd) && inode_of(fd) == Some(pipe) { fd } else { -1 };\n",
+        "    let fd = if (0..=2).contains(&fd) && (@ON || inode_of(fd) == Some(pipe)) { fd } else { -1 };\n")
 
 
 @bug("child-keeps-input-pump-end")

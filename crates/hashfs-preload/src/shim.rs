@@ -436,6 +436,7 @@ mod names;
 mod path;
 mod program;
 mod pump;
+mod snapshot;
 mod socket;
 mod soname;
 mod stat;

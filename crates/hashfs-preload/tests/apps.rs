@@ -220,22 +220,25 @@ fn a_loop_of_redirections_keeps_no_thread_stacks() {
     img.fsck_clean();
 }
 
-/// Standard input redirected from files of the image, smaller and larger than a pipe holds
-/// (the rest of a small one is put in the pipe at once, with no pump thread; a large one is
-/// pumped as it is read), read whole by `cat`, line by line by the shell, and in part by
-/// programs that share the descriptor (a group's `read` then `cat`).
+/// Standard input redirected from files of the image, smaller and larger than a pipe holds,
+/// read-only (a snapshot, `input_snapshots.rs`) and read-write (a pipe: the rest of a small
+/// file is put in it at once, with no pump thread; a large one is pumped as it is read),
+/// read whole by `cat`, line by line by the shell, and in part by programs that share the
+/// descriptor (a group's `read` then `cat`).
 #[test]
 fn redirected_inputs_small_and_large_read_whole() {
     let img = image();
     let (s, l) = (p("/small"), p("/large"));
     let script = format!(
         "set -e; seq 1 1000 > {s}; seq 1 100000 > {l}; \
-         for f in {s} {l}; do [ \"$(cat < $f | md5sum)\" = \"$(md5sum < $f)\" ] && [ \"$(cat $f | md5sum)\" = \"$(md5sum < $f)\" ]; done; \
-         n=0; while read x; do n=$((n + x)); done < {s}; echo $n; \
+         for f in {s} {l}; do [ \"$(cat < $f | md5sum)\" = \"$(md5sum < $f)\" ] && [ \"$(cat $f | md5sum)\" = \"$(md5sum < $f)\" ] \
+           && [ \"$(cat 0<> $f | md5sum)\" = \"$(md5sum < $f)\" ]; done; \
+         n=0; while read x; do n=$((n + x)); done < {s}; echo $n; n=0; while read x; do n=$((n + x)); done 0<> {s}; echo $n; \
          {{ read a; read b; cat; }} < {s} | wc -l; {{ read a; cat; }} < {l} | tail -1; \
+         {{ read a; read b; cat; }} 0<> {s} | wc -l; {{ read a; cat; }} 0<> {l} | tail -1; \
          for i in $(seq 50); do read x < {s}; done; echo $x"
     );
-    assert_eq!(img.ok("bash", &["-c", &script]), "500500\n998\n100000\n1\n");
+    assert_eq!(img.ok("bash", &["-c", &script]), "500500\n500500\n998\n100000\n998\n100000\n1\n");
     img.fsck_clean();
 }
 

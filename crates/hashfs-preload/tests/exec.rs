@@ -61,9 +61,10 @@ fn an_execd_program_inherits_a_descriptor_and_its_offset() {
     // A standard input redirected to a file is a pipe the shim's pump fills: a program
     // reads part of it, then execs another, which must go on where the first stopped (the
     // bytes the pump put in the pipe that no one read go back to the offset). The file is
-    // larger than a pipe holds, so that the pump is still at work when the exec comes.
+    // larger than a pipe holds, so that the pump is still at work when the exec comes, and
+    // opened read-write (a read-only one would be a snapshot, `input_snapshots.rs`).
     let stdin = format!(
-        "import os\nopen('{g}', 'wb').write(b'x' * 200000)\nos.dup2(os.open('{g}', os.O_RDONLY), 0)\n\
+        "import os\nopen('{g}', 'wb').write(b'x' * 200000)\nos.dup2(os.open('{g}', os.O_RDWR), 0)\n\
          print(len(os.read(0, 3)), flush=True)\nos.execvp('wc', ['wc', '-c'])",
         g = p("/g")
     );
@@ -876,14 +877,15 @@ fn let_go_and_wait(img: &common::Image, go: &str, done: &str) -> bool {
 /// the child kept a copy of the pump's end of it, so once the parent had gone, `wc` waited
 /// for ever for an end of its input (found 2026-12-07; bug `child-keeps-input-pump-end`).
 /// It ends now; what it reads after the parent's exit is what the pipe held then (the
-/// rest of the file is not pumped: docs/shim.md).
+/// rest of the file is not pumped: docs/shim.md). The input is opened read-write (`0<>`):
+/// a read-only one of this size is a snapshot, which the child shares with no pump.
 #[test]
 fn a_background_reader_of_the_scripts_input_ends_after_the_script() {
     let img = image();
     let (input, count, go, done) = (p("/in"), p("/count"), p("/in.go"), p("/in.done"));
     img.ok("bash", &["-c", &format!("seq 1 100000 > {input}")]);
     let script = format!(
-        "exec < {input}; read first; echo $first; \
+        "exec 0<> {input}; read first; echo $first; \
          ( echo $BASHPID > {done}; while [ ! -e {go} ]; do sleep 0.05; done; wc -l > {count} ) <&0 > /dev/null 2>&1 & echo parent-exits"
     );
     let out = common::output_within(img.cmd("bash").args(["-c", &script]), std::time::Duration::from_secs(30));

@@ -10,7 +10,8 @@
 //! ticket, `hashfs::Fork::ticket`), which `/proc/self/fd` shows to the next program.
 //! A standard descriptor that is a pump's pipe (`start_pump`) is drained into its file
 //! (output) or has its unread bytes given back to its offset (input), then becomes such a
-//! named descriptor too. As the next program's shim loads, before `main`, it finds the
+//! named descriptor too; a snapshot on standard input (`snapshot.rs`) stays, and a memfd
+//! names its description. As the next program's shim loads, before `main`, it finds the
 //! names, joins the image, takes the descriptions over and serves the descriptors (the
 //! standard ones through pumps again). The exec'ing participant is marked leaving, so that
 //! no one waits for it; the next program's join reaps its slot.
@@ -157,6 +158,8 @@ struct Prepared {
     left: bool,
     /// Standard descriptors that were pumps' pipes, named now.
     pumped: Pumped,
+    /// The memfd naming standard input's snapshot to the next program (-1: none).
+    snapshot: c_int,
 }
 
 /// Before an exec, in the program that calls it.
@@ -170,21 +173,22 @@ pub(super) fn before_exec() -> Option<Box<dyn std::any::Any>> {
         // memfd, if the exec fails, goes with the child.)
         return None;
     }
-    let (exec, pumped, left) = match prepare_descriptors() {
-        Handover::Counted(exec, pumped) => (Some(exec), pumped, false),
-        Handover::Left => (None, Vec::new(), true),
-        Handover::NotJoined => (None, Vec::new(), false),
+    let (exec, pumped, snapshot, left) = match prepare_descriptors() {
+        Handover::Counted(exec, pumped, snapshot) => (Some(exec), pumped, snapshot, false),
+        Handover::Left => (None, Vec::new(), -1, true),
+        Handover::NotJoined => (None, Vec::new(), -1, false),
     };
     if exec.is_none() && !left && cwd < 0 {
         return None;
     }
-    Some(Box::new(Prepared { exec, cwd, pumped, left }))
+    Some(Box::new(Prepared { exec, cwd, pumped, snapshot, left }))
 }
 
 /// What an exec does about the image.
 enum Handover {
-    /// Descriptors counted for the next program, which takes this participant's place.
-    Counted(hashfs::Fork, Pumped),
+    /// Descriptors counted for the next program, which takes this participant's place
+    /// (and the memfd naming standard input's snapshot to it, -1 if none).
+    Counted(hashfs::Fork, Pumped, c_int),
     /// Nothing to hand over: this participant left the image (`leave_before_exec`).
     Left,
     /// This program did not use the image.
@@ -233,7 +237,10 @@ fn prepare_descriptors() -> Handover {
             }
         }
     }
-    if moving.is_empty() && pumped.is_empty() {
+    // A snapshot on standard input stays there (the memfd, which the next program reads
+    // as it is); its description is named to the next program (`snapshot.rs`).
+    let snapshot = super::snapshot::handed_over();
+    if moving.is_empty() && pumped.is_empty() && snapshot.is_none() {
         leave_before_exec();
         return Handover::Left;
     }
@@ -261,6 +268,7 @@ fn prepare_descriptors() -> Handover {
         moving.into_iter().filter_map(|(fd, of)| of_handle(&of).map(|h| (fd, of, h))).collect();
     let pumped: Vec<(c_int, Arc<Pump>, Passed)> =
         pumped.into_iter().filter_map(|(fd, p)| of_handle(&p.of).map(|h| (fd, p, h))).collect();
+    let snapshot = snapshot.and_then(|(memfd, of)| of_handle(&of).map(|h| (memfd, of, h)));
     let Some(exec) = fs.prepare_exec(&handles) else { return Handover::NotJoined };
     for (fd, of, passed) in &moving {
         if !name_passed(*fd, *passed, of) {
@@ -268,8 +276,18 @@ fn prepare_descriptors() -> Handover {
         }
     }
     hand_over_pumps(&pumped);
-    let pumped = pumped.into_iter().map(|(fd, p, _)| (fd, p.of.clone())).collect();
-    Handover::Counted(exec, pumped)
+    let mut pumped: Pumped = pumped.into_iter().map(|(fd, p, _)| (fd, p.of.clone())).collect();
+    let named = match snapshot {
+        Some((memfd, _, Passed::Shared(h))) => pass_pump(0, memfd, h, None).unwrap_or(-1),
+        Some((_, of, Passed::Copied)) => {
+            // A read-only participant's: a copy, which the next program snapshots again.
+            name_copy(0, &of);
+            pumped.push((0, of));
+            -1
+        }
+        None => -1,
+    };
+    Handover::Counted(exec, pumped, named)
 }
 
 /// The standard descriptors that are pumps' pipes become named placeholders: an output
@@ -401,6 +419,13 @@ fn pumps_for_spawn(fs: &FileSystem<MmapDevice>) -> Vec<((c_int, u64), Handle)> {
     let me = current_pid();
     let mine: Vec<Arc<Pump>> = PUMPED.lock().iter().filter(|p| p.output && p.pid == me).cloned().collect();
     let mut got = Vec::new();
+    // A snapshot on standard input stays the memfd it is; the program adopts its
+    // description as it joins (`snapshot.rs`).
+    if let Some((memfd, of)) = super::snapshot::handed_over() {
+        if let Ok(Some(h)) = of.pos.share(fs, of.ino, of.flags.load(Ordering::Relaxed)) {
+            got.push(((0, memfd), h));
+        }
+    }
     for fd in 1..=2 {
         let Some(pipe) = inode_of(fd) else { continue };
         if got.iter().any(|&((_, named), _)| named == pipe) {
@@ -438,7 +463,7 @@ fn named_pump(link: &[u8]) -> Option<(c_int, u64, Handle, Option<u32>)> {
     let fd: c_int = parts.next()?.parse().ok()?;
     let pipe: u64 = parts.next()?.parse().ok()?;
     let (h, ticket) = Handle::from_handed_name(parts.next()?)?;
-    let fd = if (1..=2).contains(&fd) && inode_of(fd) == Some(pipe) { fd } else { -1 };
+    let fd = if (0..=2).contains(&fd) && inode_of(fd) == Some(pipe) { fd } else { -1 };
     Some((fd, pipe, h, ticket))
 }
 
@@ -480,9 +505,9 @@ pub(super) fn exec_failed(prepared: Option<Box<dyn std::any::Any>>) {
     if p.left {
         eprintln!("hashfs_preload: an exec failed after this process had left the image; its paths fail with EIO");
     }
-    if p.cwd >= 0 {
+    for m in [p.cwd, p.snapshot].into_iter().filter(|&m| m >= 0) {
         // SAFETY: our memfd, for an exec that did not happen.
-        unsafe { real!(close: fn(c_int) -> c_int)(p.cwd) };
+        unsafe { real!(close: fn(c_int) -> c_int)(m) };
     }
     for (fd, of) in p.pumped {
         start_pump(of, fd);
@@ -614,7 +639,9 @@ extern "C" fn adopt_at_start() {
             if fd < 0 {
                 continue; // a pump's pipe the spawn's file actions replaced: let go
             }
-            if (0..=2).contains(&fd) && of.file.is_some() {
+            if fd == 0 && pipes.iter().any(|&(on, memfd)| on == 0 && super::snapshot::adopt(of, memfd)) {
+                // A snapshot its parent named: it stays, and stands for the file here too.
+            } else if (0..=2).contains(&fd) && of.file.is_some() {
                 start_pump(of.clone(), fd);
             } else {
                 s.fds.lock().insert(fd, of.clone());
@@ -622,7 +649,7 @@ extern "C" fn adopt_at_start() {
             }
         }
         // `2>&1` in the parent: one pipe on both, so one pump on both here too.
-        for (fd, pipe) in pipes {
+        for (fd, pipe) in pipes.into_iter().filter(|&(fd, _)| fd != 0) {
             pump::pump_its_copy(fd, pipe);
         }
     });

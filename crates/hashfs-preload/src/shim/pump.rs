@@ -65,31 +65,54 @@ pub(super) fn inode_of(fd: c_int) -> Option<u64> {
 /// file, for as long as it is (the descriptor holds its file open, as the kernel's would):
 /// set by [`start_pump`], cleared when the descriptor is closed or replaced
 /// ([`take_pump`]) and at exit ([`stop_input_pumps`]).
-static STANDARD_FILES: Mutex<[Option<StandardFile>; 3]> = Mutex::new([None, None, None]);
+/// A snapshot on standard input (`snapshot.rs`) is here too.
+pub(super) static STANDARD_FILES: Mutex<[Option<StandardFile>; 3]> = Mutex::new([None, None, None]);
 
-/// A standard descriptor's pipe (its inode) and the file a pump moves through it.
-type StandardFile = (u64, Arc<OpenFile>);
+/// A standard descriptor's object and the file it stands for.
+pub(super) struct StandardFile {
+    /// The inode of the pipe a pump moves the file through, or of a snapshot's memfd.
+    pub(super) object: u64,
+    pub(super) of: Arc<OpenFile>,
+    /// A snapshot's: its memfd's device (the offset is the memfd's, `snapshot::write_back`).
+    pub(super) snapshot: Option<u64>,
+}
 
 /// The process leaves the image (exit, or an exec that hands nothing over): the standard
-/// descriptors no longer hold their files.
+/// descriptors no longer hold their files (a snapshot's offset written back first).
 pub(super) fn forget_standard_files() {
     // Dropped after the lock: a file's last close enters the file system, whose wait for
     // the image lock may read /proc (a reader's liveness), and that close comes back here
     // (`take_pump`), which deadlocked a process at exit, found by
     // `programs_share_an_image_of_the_regions_placement`.
     let files = std::mem::take(&mut *STANDARD_FILES.lock());
+    for (fd, sf) in (0..).zip(files.iter()) {
+        if let Some(sf) = sf {
+            super::snapshot::write_back(fd, sf);
+        }
+    }
     drop(files);
+}
+
+/// Standard descriptor `fd` is about to be replaced or closed: it no longer holds its file
+/// (a snapshot's offset written back first).
+pub(super) fn forget_standard(fd: c_int) {
+    let Some(slot) = usize::try_from(fd).ok().filter(|&i| i < 3) else { return };
+    let taken = STANDARD_FILES.lock()[slot].take();
+    if let Some(sf) = &taken {
+        super::snapshot::write_back(fd, sf);
+    }
+    drop(taken); // the descriptor no longer holds its file (outside the lock)
 }
 
 /// The file that standard descriptor `fd` stands for, if it is a pump's pipe, for the
 /// calls on the file's attributes rather than its bytes (futimens, fchmod, fchown, the f*xattr
 /// calls; `meta::fd_target`): `touch` reopens its file onto standard input and sets its
-/// times there. fstat answers the file for an output pump only ([`stat_file`]).
+/// times there. fstat answers the file for an output pump and a snapshot ([`stat_file`]).
 pub(super) fn pumped_file(fd: c_int) -> Option<Arc<OpenFile>> {
     let slot = usize::try_from(fd).ok().filter(|&i| i < 3)?;
     let files = STANDARD_FILES.lock();
-    let (pipe, of) = files[slot].as_ref()?;
-    (inode_of(fd) == Some(*pipe)).then(|| of.clone())
+    let sf = files[slot].as_ref()?;
+    (inode_of(fd) == Some(sf.object)).then(|| sf.of.clone())
 }
 
 /// At exit: this process's input pumps stop, and the standard descriptors that are their
@@ -197,15 +220,16 @@ pub(super) fn rejoin(target: c_int) {
     entry.0 = target;
     drop(pumps);
     if let Some(slot) = STANDARD_FILES.lock().get_mut(target as usize) {
-        *slot = Some((pipe, of));
+        *slot = Some(StandardFile { object: pipe, of, snapshot: None });
     }
 }
 
 /// lseek on standard descriptor `fd` when an output pump of this process writes its pipe
 /// into a file: what the pipe holds is written first (as for a fork), then the position
 /// the pump writes at moves (dd's `seek=` on the output it reopens onto standard output).
-/// None for any other descriptor: an input pump's pipe holds bytes read ahead, and a seek
-/// on it stays the kernel's ESPIPE (dd's `skip=` reads past them instead).
+/// None for any other descriptor: a snapshot's memfd is sought by the kernel, and an input
+/// pump's pipe holds bytes read ahead, so a seek on it stays the kernel's ESPIPE (dd's
+/// `skip=` reads past them instead).
 pub(super) fn seek_pumped(fd: c_int, off: libc::off_t, whence: c_int) -> Option<Result<i64, c_int>> {
     let of = output_pumped(fd)?;
     drop(written_out(&of));
@@ -243,11 +267,12 @@ pub(super) fn truncate_pumped(fd: c_int, len: libc::off_t) -> Option<Result<(), 
 /// /dev/stdout ]` holds, as on Linux; the calls a regular output takes beyond writes
 /// (lseek, ftruncate, the syncs, the attribute calls) act on the file. Before 2026-12-07
 /// fstat answered the pipe, and `cat f >> f` through the shim appended f to itself until
-/// the image was full. An input pump's descriptor still answers its pipe: its bytes are
-/// read ahead, and a program that saw a regular file would seek it (`head -c -N` fails
-/// where lseek does).
+/// the image was full. A snapshot on standard input (`snapshot.rs`) answers its file too;
+/// an input pump's descriptor (a file over 16 MiB, `0<> f`) still answers its pipe: its
+/// bytes are read ahead, and a program that saw a regular file would seek it (`head -c
+/// -N` fails where lseek does).
 pub(super) fn stat_file(fd: c_int) -> Option<Arc<OpenFile>> {
-    let of = output_pumped(fd)?;
+    let Some(of) = output_pumped(fd) else { return super::snapshot::on(fd) };
     drop(written_out(&of));
     Some(of)
 }
@@ -332,9 +357,7 @@ pub(super) struct Taken {
 /// on (a shell's `echo a > f; echo b >> f` must not race two pumps).
 pub(super) fn take_pump(target: c_int) -> Option<Taken> {
     let pipe = inode_of(target);
-    if let Some(f) = usize::try_from(target).ok().and_then(|i| STANDARD_FILES.lock().get_mut(i).map(Option::take)) {
-        drop(f); // the descriptor no longer holds its file
-    }
+    forget_standard(target);
     let mut pumps = PUMPS.lock();
     let i = pumps.iter().position(|(fd, _, _)| *fd == target)?;
     Some(Taken { thread: pumps.swap_remove(i).2, pipe })
@@ -461,7 +484,13 @@ pub(super) fn own_pumps_in_child() {
     }
 }
 
+/// Puts `of`'s file on standard descriptor `target`: a snapshot for a read-only standard
+/// input of at most 16 MiB (`snapshot.rs`), else a pipe and a pump; `target`, or -1 (errno
+/// set) if the kernel refused a pipe.
 pub(super) fn start_pump(of: Arc<OpenFile>, target: c_int) -> c_int {
+    if target == 0 && super::snapshot::put(&of) {
+        return target;
+    }
     let pipe2 = real!(pipe2: fn(*mut c_int, c_int) -> c_int);
     let dup2r = real!(dup2: fn(c_int, c_int) -> c_int);
     let closer = real!(close: fn(c_int) -> c_int);
@@ -496,7 +525,8 @@ pub(super) fn start_pump(of: Arc<OpenFile>, target: c_int) -> c_int {
     }
     let (r, w) = (fds[0], fds[1]);
     let output = target != 0;
-    let older = if output { take_pump(target) } else { None };
+    // (An input pump has no entry for its descriptor: only its file, or a snapshot's offset.)
+    let older = take_pump(target);
     // SAFETY: plain descriptor operations on descriptors we own.
     unsafe {
         if dup2r(if output { w } else { r }, target) < 0 {
@@ -520,7 +550,7 @@ pub(super) fn start_pump(of: Arc<OpenFile>, target: c_int) -> c_int {
     } else if filled_whole(&of, keep) {
         // No thread: the pipe holds the rest of the file and ends there.
         if let Some(slot) = STANDARD_FILES.lock().get_mut(target as usize) {
-            *slot = Some((inode_of(target).unwrap_or(0), of));
+            *slot = Some(StandardFile { object: inode_of(target).unwrap_or(0), of, snapshot: None });
         }
         // SAFETY: our end of the pipe, written out.
         unsafe { closer(keep) };
@@ -538,7 +568,7 @@ pub(super) fn start_pump(of: Arc<OpenFile>, target: c_int) -> c_int {
         target,
     });
     if let Some(slot) = STANDARD_FILES.lock().get_mut(target as usize) {
-        *slot = Some((pumped.pipe, of.clone()));
+        *slot = Some(StandardFile { object: pumped.pipe, of: of.clone(), snapshot: None });
     }
     drop(of);
     // The thread owns no reference to its pump or its file: `PUMPED` does, until the
