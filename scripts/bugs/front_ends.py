@@ -506,13 +506,6 @@ def _():
         "pub(super) fn close_exec_write_ends() {\n    if @ON {\n        return;\n    }\n")
 
 
-@bug("ended-pumps-not-joined")
-def _():
-    plant("crates/hashfs-preload/src/shim/pump.rs",
-        "fn join_ended() {\n",
-        "fn join_ended() {\n    if @ON {\n        return;\n    }\n")
-
-
 @bug("mapping-not-followed")
 def _():
     plant("crates/hashfs-preload/src/shim/mmap/follow.rs",
@@ -717,3 +710,17 @@ def _():
     plant("crates/hashfs-preload/src/shim/pump.rs",
         "let Some(of) = output_pumped(fd) else { return super::snapshot::on(fd) };",
         "let Some(of) = output_pumped(fd) else { return super::snapshot::on(fd).filter(|_| !@ON) };")
+
+
+@bug("pump-workers-not-kept")
+def _():
+    plant("crates/hashfs-preload/src/shim/workers.rs",
+        "            if idle.len() >= KEPT {\n",
+        "            if @ON || idle.len() >= KEPT {\n")
+
+
+@bug("workers-kept-in-child")
+def _():
+    plant("crates/hashfs-preload/src/shim/workers.rs",
+        "pub(super) fn forget_in_child() {\n",
+        "pub(super) fn forget_in_child() {\n    if @ON {\n        return;\n    }\n")

@@ -101,7 +101,7 @@ pub(super) extern "C" fn at_exit() {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(1);
     for (fd, _, handle) in pumps {
         if fd >= 0 {
-            let _ = handle.join();
+            handle.join();
             continue;
         }
         // An input pump (stopped above) or an output pump still writing what a replaced
@@ -110,7 +110,7 @@ pub(super) extern "C" fn at_exit() {
             std::thread::sleep(std::time::Duration::from_micros(200));
         }
         if handle.is_finished() {
-            let _ = handle.join();
+            handle.join();
         }
     }
     EXITING.store(true, Ordering::Relaxed);
@@ -179,6 +179,7 @@ pub(super) fn current_pid() -> i32 {
 /// through which the program's calls come, makes it a participant.
 pub(super) extern "C" fn after_fork_in_child() {
     exec::PROCESS_PID.store(current_pid(), Ordering::Relaxed);
+    workers::forget_in_child();
     if SHIM.get().is_some_and(|s| s.fs.is_some()) {
         FORKED.store(true, Ordering::Relaxed);
     }
@@ -443,6 +444,7 @@ mod stat;
 mod statfs;
 mod stdio;
 mod vector;
+mod workers;
 mod xattr;
 use dir::DirStream;
 use fd::process_umask;

@@ -198,25 +198,41 @@ fn a_redirected_output_is_its_file_to_fstat() {
     img.fsck_clean();
 }
 
-/// A shell's loop of redirections into the image, output and input (`echo x >> f`, `read
-/// l < f`: a pump, a pipe and a thread, each), three thousand passes: every line reaches
-/// its file, and the shell's kernel mappings stay few. Before 2026-12-07 the ended pumps'
-/// threads were joined only at exit, each keeping its stack (two mappings): the shell had
-/// 4,050 mappings after 2,000 passes, and past 30,000 no thread could be made and the shell
-/// died on the shim's panic ("failed to spawn thread").
+/// A shell's loop of redirections into the image, output and input (`echo x >> f`: a
+/// pump, a pipe and a thread of the pool; `read l < f`: a snapshot), three thousand passes:
+/// every line reaches its file, the shell's kernel mappings stay few, and the pumps' threads
+/// are kept for the next (one waits, idle, after the loop), but not by forked children
+/// (subshells redirect as fast as the shell). Before 2026-12-07 the ended
+/// pumps' threads were joined only at exit, each keeping its stack (two mappings): the
+/// shell had 4,050 mappings after 2,000 passes, and past 30,000 no thread could be made and
+/// the shell died on the shim's panic ("failed to spawn thread"). Before 2026-12-08 each
+/// pump made a thread of its own, a third of an `echo x >> f`'s time (`shim/workers.rs`).
 #[test]
 fn a_loop_of_redirections_keeps_no_thread_stacks() {
     let img = image();
     let f = p("/loop");
     let script = format!(
         "for i in $(seq 3000); do echo \"line $i\" >> {f}; read l < {f}; done; wc -l < {f}; \
-         n=0; while read -r _; do n=$((n + 1)); done < /proc/$$/maps; echo $n"
+         n=0; while read -r _; do n=$((n + 1)); done < /proc/$$/maps; echo $n; \
+         sleep 0.3; t=(/proc/$$/task/*); echo ${{#t[@]}}; \
+         s=$EPOCHREALTIME; for i in 1 2 3 4 5; do (echo \"sub $i\" >> {f}); done; e=$EPOCHREALTIME; \
+         echo $(( (${{e/./}} - ${{s/./}}) / 1000 )); tail -n 1 {f}"
     );
     let out = img.ok("bash", &["-c", &script]);
     let mut lines = out.lines();
     assert_eq!(lines.next(), Some("3000"), "{out}");
     let maps: usize = lines.next().and_then(|l| l.parse().ok()).expect("the shell's count of mappings");
     assert!(maps < 1_000, "the shell has {maps} kernel mappings after 6,000 redirections");
+    let threads: usize = lines.next().and_then(|l| l.parse().ok()).expect("the shell's count of threads");
+    assert!(
+        (2..=5).contains(&threads),
+        "the shell has {threads} threads after its loop: the main one and 1-4 idle pump threads"
+    );
+    // Forked children, which have none of the shell's idle threads, pump with threads of
+    // their own: five subshells' redirections, not five waits for a pump that never runs.
+    let ms: u64 = lines.next().and_then(|l| l.parse().ok()).expect("the subshells' milliseconds");
+    assert!(ms < 2_500, "five subshells' redirections took {ms} ms");
+    assert_eq!(lines.next(), Some("sub 5"), "{out}");
     img.fsck_clean();
 }
 

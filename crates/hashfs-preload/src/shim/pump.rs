@@ -180,7 +180,7 @@ pub(super) fn finish_detached() {
             std::thread::sleep(std::time::Duration::from_micros(200));
         }
         if h.is_finished() {
-            let _ = h.join();
+            h.join();
         }
     }
 }
@@ -343,11 +343,11 @@ pub(super) fn sync_pumped(of: &Arc<OpenFile>, scope: SyncScope) -> Result<(), c_
 /// Standard descriptors redirected to HashFS files (dup2 onto 0, 1 or 2): glibc's stdio
 /// writes them with its internal write, which no preload can see, so they become pipes that
 /// a thread pumps into (or out of) the file.
-pub(super) static PUMPS: Mutex<Vec<(c_int, u64, std::thread::JoinHandle<()>)>> = Mutex::new(Vec::new());
+pub(super) static PUMPS: Mutex<Vec<(c_int, u64, super::workers::Running)>> = Mutex::new(Vec::new());
 
 /// A pump taken off its standard descriptor ([`take_pump`]): its thread and its pipe's inode.
 pub(super) struct Taken {
-    thread: std::thread::JoinHandle<()>,
+    thread: super::workers::Running,
     pipe: Option<u64>,
 }
 
@@ -381,7 +381,7 @@ pub(super) fn settle_pump(taken: Option<Taken>, target: c_int) {
     if let Some(of) = writing {
         drop(written_out(&of));
         if h.is_finished() {
-            let _ = h.join();
+            h.join();
         } else {
             // It ends with its pipe's last writer; joined at exit, or standard descriptor
             // `target` again if a copy of the pipe comes back onto it ([`rejoin`]).
@@ -394,7 +394,7 @@ pub(super) fn settle_pump(taken: Option<Taken>, target: c_int) {
         std::thread::sleep(std::time::Duration::from_micros(200));
     }
     if h.is_finished() {
-        let _ = h.join();
+        h.join();
     } else {
         PUMPS.lock().push((-2 - target, pipe.unwrap_or(0), h)); // still writing: joined at exit, not closed there
     }
@@ -582,7 +582,7 @@ pub(super) fn start_pump(of: Arc<OpenFile>, target: c_int) -> c_int {
     let at = PumpAt(record);
     PUMPED.lock().push(pumped);
     join_ended();
-    let spawned = std::thread::Builder::new().spawn(move || {
+    let spawned = super::workers::run(move || {
         let at = at; // the whole wrapper: the closure would take its pointer alone, not Send
                      // SAFETY: `PUMPED` holds the pump until this thread takes its record out, at its end.
         let pumped: &Pump = unsafe { &*at.0 };
@@ -706,20 +706,21 @@ fn filled_whole(of: &OpenFile, end: c_int) -> bool {
     done == n
 }
 
-/// Joins the threads of pumps that have ended but were not waited for (a pump that went on
-/// without a descriptor, [`settle_pump`], or an input pump), before another starts: a
-/// thread not joined keeps its stack, two kernel mappings, so a shell's loop of
-/// redirections into the image (`for ...; do echo x >> f; done`) grew by two mappings a
-/// pass until, past 30,000 passes, no thread could be made (`vm.max_map_count`), and the
-/// shell died on the shim's panic (until 2026-12-07). Joined, a stack goes back to glibc's
-/// cache for the next thread.
+/// Drops the records of pumps that have ended but were not waited for (a pump that went
+/// on without a descriptor, [`settle_pump`], or an input pump), before another starts.
+/// Until 2026-12-07 their threads were joined only at exit, each keeping its stack: a
+/// shell's loop of redirections into the image (`for ...; do echo x >> f; done`) grew by
+/// two kernel mappings a pass until, past 30,000 passes, no thread could be made
+/// (`vm.max_map_count`) and the shell died on the shim's panic. Since 2026-12-08 a pump's
+/// thread goes back to the pool when its work is done (`workers.rs`), and this keeps the
+/// list short.
 fn join_ended() {
     let mut pumps = PUMPS.lock();
     let mut i = 0;
     while i < pumps.len() {
         if pumps[i].0 < 0 && pumps[i].2.is_finished() {
             let (_, _, h) = pumps.swap_remove(i);
-            let _ = h.join(); // ended: returns at once
+            h.join(); // ended: returns at once
         } else {
             i += 1;
         }

@@ -1,0 +1,141 @@
+//! The threads pumps run on (`pump.rs`): a pump's work is handed to an idle thread of this
+//! process, or to a new one when none is idle, and the thread waits for the next pump when
+//! it is done (a few seconds at most, [`IDLE_FOR`]; [`KEPT`] idle threads at most). Before
+//! 2026-12-08 each pump started a thread of its own, and the thread's making (the kernel's
+//! `clone`) was a third of a shell's `echo x >> f` through the shim.
+//!
+//! A forked child has none of its parent's threads: its list of idle threads is emptied as
+//! it starts ([`forget_in_child`]), whatever state the fork caught it in.
+
+use super::*;
+use std::sync::Condvar;
+
+/// How long a thread waits for the next pump before it ends.
+const IDLE_FOR: std::time::Duration = std::time::Duration::from_secs(5);
+/// The idle threads kept at most (a thread finding the list full ends).
+const KEPT: usize = 4;
+
+type Job = Box<dyn FnOnce() + Send>;
+
+/// A pump's work on a thread: whether it has ended, and a wait for its end.
+pub(super) struct Running(Arc<Finished>);
+
+struct Finished {
+    done: std::sync::Mutex<bool>,
+    cv: Condvar,
+}
+
+impl Running {
+    pub(super) fn is_finished(&self) -> bool {
+        *self.0.done.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Waits until the work has ended (returned, or panicked: caught on its thread).
+    pub(super) fn join(self) {
+        let mut done = self.0.done.lock().unwrap_or_else(|e| e.into_inner());
+        while !*done {
+            done = self.0.cv.wait(done).unwrap_or_else(|e| e.into_inner());
+        }
+    }
+}
+
+/// A thread of the pool: its next job is put in `job` and the thread woken.
+struct Worker {
+    job: std::sync::Mutex<Option<Job>>,
+    cv: Condvar,
+}
+
+impl Worker {
+    /// The job given to this thread, waited for `patience` at most (None: none came).
+    fn next_job(&self, patience: Option<std::time::Duration>) -> Option<Job> {
+        let deadline = patience.map(|p| std::time::Instant::now() + p);
+        let mut slot = self.job.lock().unwrap_or_else(|e| e.into_inner());
+        loop {
+            if let Some(job) = slot.take() {
+                return Some(job);
+            }
+            slot = match deadline {
+                None => self.cv.wait(slot).unwrap_or_else(|e| e.into_inner()),
+                Some(d) => {
+                    let now = std::time::Instant::now();
+                    if now >= d {
+                        return None;
+                    }
+                    self.cv.wait_timeout(slot, d - now).unwrap_or_else(|e| e.into_inner()).0
+                }
+            };
+        }
+    }
+}
+
+/// This process's idle threads.
+static IDLE: Mutex<Vec<Arc<Worker>>> = Mutex::new(Vec::new());
+
+/// Runs `job` on an idle thread of this process, or on a new one; Err when no thread could
+/// be made.
+pub(super) fn run(job: impl FnOnce() + Send + 'static) -> std::io::Result<Running> {
+    let finished = Arc::new(Finished { done: std::sync::Mutex::new(false), cv: Condvar::new() });
+    let signal = finished.clone();
+    let job: Job = Box::new(move || {
+        // A pump that panicked must still be seen to end (its waiters would wait for ever).
+        let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(job));
+        *signal.done.lock().unwrap_or_else(|e| e.into_inner()) = true;
+        signal.cv.notify_all();
+    });
+    // Taken out of the list: no other caller can give it a job.
+    let idle = IDLE.lock().pop();
+    let w = match idle {
+        Some(w) => w,
+        None => {
+            let w = Arc::new(Worker { job: std::sync::Mutex::new(None), cv: Condvar::new() });
+            let served = w.clone();
+            std::thread::Builder::new().spawn(move || serve(served))?;
+            w
+        }
+    };
+    *w.job.lock().unwrap_or_else(|e| e.into_inner()) = Some(job);
+    w.cv.notify_one();
+    Ok(Running(finished))
+}
+
+/// A thread's life: the jobs it is given, until it has waited [`IDLE_FOR`] for one or
+/// finds [`KEPT`] threads idle.
+fn serve(w: Arc<Worker>) {
+    let mut job = w.next_job(None);
+    loop {
+        if let Some(j) = job.take() {
+            j();
+        }
+        {
+            let mut idle = IDLE.lock();
+            if idle.len() >= KEPT {
+                return;
+            }
+            idle.push(w.clone());
+        }
+        job = w.next_job(Some(IDLE_FOR));
+        if job.is_none() {
+            let mut idle = IDLE.lock();
+            if let Some(i) = idle.iter().position(|x| Arc::ptr_eq(x, &w)) {
+                idle.swap_remove(i);
+                return;
+            }
+            drop(idle);
+            // A caller took it out of the list after the wait: its job is on its way.
+            job = w.next_job(None);
+        }
+    }
+}
+
+/// In a forked child: its parent's idle threads are not its own. The list is replaced
+/// without being read (a thread of the parent's may have been changing it at the fork) and
+/// its lock let go (its holder, if any, is not in the child).
+pub(super) fn forget_in_child() {
+    // SAFETY: the child has one thread, this one; the old list is leaked, never read.
+    unsafe {
+        std::ptr::write(IDLE.data_ptr(), Vec::new());
+        if IDLE.is_locked() {
+            IDLE.force_unlock();
+        }
+    }
+}
