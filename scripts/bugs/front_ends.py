@@ -724,3 +724,10 @@ def _():
     plant("crates/hashfs-preload/src/shim/workers.rs",
         "pub(super) fn forget_in_child() {\n",
         "pub(super) fn forget_in_child() {\n    if @ON {\n        return;\n    }\n")
+
+
+@bug("pump-threads-take-signals")
+def _():
+    plant("crates/hashfs-preload/src/shim/workers.rs",
+        "        libc::sigfillset(&mut all);\n",
+        "        if !@ON {\n            libc::sigfillset(&mut all);\n        } else {\n            libc::sigemptyset(&mut all);\n            libc::sigaddset(&mut all, libc::SIGPIPE);\n        }\n")

@@ -789,3 +789,21 @@ fn a_daemon_and_a_child_on_a_terminal_keep_the_image() {
     img.fsck_clean();
     img.region_removed();
 }
+
+/// A program that blocks a signal in its main thread to take it with `sigwait` (as a
+/// daemon reading its signals through `signalfd` does), its standard output a file of the
+/// image: the signal waits for it, pending. The shim's pump threads block every signal
+/// (`shim/workers.rs`); one that did not took the signal sent to the process, whose default
+/// action then ended the program (SIGUSR1 here, SIGTERM for a daemon), until 2026-12-08.
+#[test]
+fn a_signal_the_program_waits_for_is_not_taken_by_a_pump_thread() {
+    let img = image();
+    let script = format!(
+        "python3 -c 'import os, signal; signal.pthread_sigmask(signal.SIG_BLOCK, {{signal.SIGUSR1}}); print(\"before\", flush=True); \
+         os.kill(os.getpid(), signal.SIGUSR1); print(\"took\", signal.sigwait({{signal.SIGUSR1}}) == signal.SIGUSR1)' > {out}; \
+         echo status $?; cat {out}",
+        out = p("/signalled")
+    );
+    assert_eq!(img.ok("bash", &["-c", &script]), "status 0\nbefore\ntook True\n");
+    img.fsck_clean();
+}

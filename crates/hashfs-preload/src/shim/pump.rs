@@ -588,15 +588,9 @@ pub(super) fn start_pump(of: Arc<OpenFile>, target: c_int) -> c_int {
         let pumped: &Pump = unsafe { &*at.0 };
         let of = &pumped.of;
         shim_thread();
-        // A write to a pipe whose reader is gone fails with EPIPE here instead of killing
-        // the process (`stop_input_pumps`).
-        // SAFETY: a signal set built by sigemptyset/sigaddset, applied to this thread only.
-        unsafe {
-            let mut set: libc::sigset_t = std::mem::zeroed();
-            libc::sigemptyset(&mut set);
-            libc::sigaddset(&mut set, libc::SIGPIPE);
-            libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
-        }
+        // (SIGPIPE is blocked on the pool's threads, `workers.rs`: a write to a pipe whose
+        // reader is gone fails with EPIPE here instead of killing the process,
+        // `stop_input_pumps`.)
         let Some(file) = of.file.as_ref() else { return };
         let mut buf = vec![0u8; 64 * 1024];
         loop {
