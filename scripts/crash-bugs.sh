@@ -395,7 +395,7 @@ bugs=(
     "snapshot-fstat-memfd|crates/hashfs-preload/src/shim/pump.rs|fstat of a snapshot on standard input answers the memfd, not the file: GNU cat does not see that its input is its output (cat < f >> f appends f to itself)|test input_snapshots redirected_inputs_answer_as_the_kernels"
     "pump-workers-not-kept|crates/hashfs-preload/src/shim/workers.rs|a pump's thread ends with its work instead of waiting for the next pump: every redirection into the image makes a thread again (a third of a shell's echo x >> f)|test apps a_loop_of_redirections_keeps_no_thread_stacks"
     "workers-kept-in-child|crates/hashfs-preload/src/shim/workers.rs|a forked child keeps its parent's list of idle pump threads, which are not in the child: the pump it starts is handed to a thread that does not exist, and each subshell's exit waits a second for it|test apps a_loop_of_redirections_keeps_no_thread_stacks"
-    "pump-threads-take-signals|crates/hashfs-preload/src/shim/workers.rs|the pool's pump threads block no signal: a signal sent to a program that blocks it in its main thread to sigwait for it is taken by a pump thread, whose default action ends the program|test processes a_signal_the_program_waits_for_is_not_taken_by_a_pump_thread"
+    "pump-threads-take-signals|crates/hashfs/src/pm/mod.rs|the threads the shim starts in a program's process (pumps, the mappings' follower) block no signal but SIGPIPE: a signal sent to a program that blocks it in its main thread to sigwait for it is taken by such a thread, whose default action ends the program|test processes a_signal_the_program_waits_for_is_not_taken_by_a_pump_thread"
 )
 
 

@@ -728,6 +728,6 @@ def _():
 
 @bug("pump-threads-take-signals")
 def _():
-    plant("crates/hashfs-preload/src/shim/workers.rs",
+    plant("crates/hashfs/src/pm/mod.rs",
         "        libc::sigfillset(&mut all);\n",
         "        if !@ON {\n            libc::sigfillset(&mut all);\n        } else {\n            libc::sigemptyset(&mut all);\n            libc::sigaddset(&mut all, libc::SIGPIPE);\n        }\n")

@@ -791,19 +791,23 @@ fn a_daemon_and_a_child_on_a_terminal_keep_the_image() {
 }
 
 /// A program that blocks a signal in its main thread to take it with `sigwait` (as a
-/// daemon reading its signals through `signalfd` does), its standard output a file of the
-/// image: the signal waits for it, pending. The shim's pump threads block every signal
-/// (`shim/workers.rs`); one that did not took the signal sent to the process, whose default
-/// action then ended the program (SIGUSR1 here, SIGTERM for a daemon), until 2026-12-08.
+/// daemon reading its signals through `signalfd` does), with a thread of the shim's in its
+/// process: a pump (its standard output a file of the image) or the mappings' follower (a
+/// shared mapping of a sparse file of the image). The signal waits for it, pending. The
+/// shim's threads block every signal (`hashfs::pm::block_signals`); one that did not took
+/// the signal sent to the process, whose default action then ended the program (SIGUSR1
+/// here, SIGTERM for a daemon), until 2026-12-08.
 #[test]
 fn a_signal_the_program_waits_for_is_not_taken_by_a_pump_thread() {
     let img = image();
+    let wait = "signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGUSR1}); os.kill(os.getpid(), signal.SIGUSR1); \
+                print(\"took\", signal.sigwait({signal.SIGUSR1}) == signal.SIGUSR1, flush=True)";
+    let (out, sparse) = (p("/signalled"), p("/sparse"));
     let script = format!(
-        "python3 -c 'import os, signal; signal.pthread_sigmask(signal.SIG_BLOCK, {{signal.SIGUSR1}}); print(\"before\", flush=True); \
-         os.kill(os.getpid(), signal.SIGUSR1); print(\"took\", signal.sigwait({{signal.SIGUSR1}}) == signal.SIGUSR1)' > {out}; \
-         echo status $?; cat {out}",
-        out = p("/signalled")
+        "python3 -c 'import os, signal; print(\"before\", flush=True); {wait}' > {out}; echo status $?; cat {out}; \
+         python3 -c 'import mmap, os, signal; f = open(\"{sparse}\", \"w+b\"); f.truncate(1 << 20); \
+         m = mmap.mmap(f.fileno(), 1 << 20); m[0] = 1; {wait}'; echo status $?"
     );
-    assert_eq!(img.ok("bash", &["-c", &script]), "status 0\nbefore\ntook True\n");
+    assert_eq!(img.ok("bash", &["-c", &script]), "status 0\nbefore\ntook True\ntook True\nstatus 0\n");
     img.fsck_clean();
 }

@@ -277,15 +277,24 @@ impl Stacked {
         let mut d = self.demoter.lock();
         if d.is_none() {
             let stack = stack.clone();
-            *d = Some(
-                std::thread::Builder::new()
-                    .name("hashfs-writeback".into())
-                    .spawn(move || {
-                        shim_thread();
-                        hashfs_spfs::run_demoter(&stack);
-                    })
-                    .expect("thread"),
-            );
+            let spawned = std::thread::Builder::new().name("hashfs-writeback".into()).spawn(move || {
+                shim_thread();
+                hashfs::pm::block_signals();
+                hashfs_spfs::run_demoter(&stack);
+            });
+            match spawned {
+                Ok(h) => *d = Some(h),
+                // Promoted files are then written back at exit only; said, never a panic
+                // in the program's call (the process's limit of threads).
+                Err(e) => {
+                    static SAID: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+                    if !SAID.swap(true, std::sync::atomic::Ordering::Relaxed) {
+                        eprintln!(
+                            "hashfs_spfs_shim: no write-back thread ({e}): promoted files are written back at exit"
+                        );
+                    }
+                }
+            }
         }
     }
 }

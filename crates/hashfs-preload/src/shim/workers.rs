@@ -99,17 +99,13 @@ pub(super) fn run(job: impl FnOnce() + Send + 'static) -> std::io::Result<Runnin
 }
 
 /// A thread's life: the jobs it is given, until it has waited [`IDLE_FOR`] for one or
-/// finds [`KEPT`] threads idle. Every signal that can be is blocked on it: a signal sent to
-/// the process goes to one of the program's threads, whose handler's calls the shim serves
-/// (on a shim thread they would reach the kernel), and a pump's write to a pipe whose
-/// reader is gone fails with EPIPE instead of killing the process.
+/// finds [`KEPT`] threads idle. Every signal that can be is blocked on it
+/// (`hashfs::pm::block_signals`): a signal sent to the process goes to one of the
+/// program's threads, whose handler's calls the shim serves (on a shim thread they would
+/// reach the kernel), and a pump's write to a pipe whose reader is gone fails with EPIPE
+/// instead of killing the process.
 fn serve(w: Arc<Worker>) {
-    // SAFETY: a full signal set, applied to this thread only.
-    unsafe {
-        let mut all: libc::sigset_t = std::mem::zeroed();
-        libc::sigfillset(&mut all);
-        libc::pthread_sigmask(libc::SIG_BLOCK, &all, std::ptr::null_mut());
-    }
+    hashfs::pm::block_signals();
     let mut job = w.next_job(None);
     loop {
         if let Some(j) = job.take() {

@@ -152,6 +152,7 @@ impl HoleFaults {
     }
 
     fn serve(&self) {
+        super::block_signals();
         static ZERO: [u8; PAGE] = [0; PAGE];
         loop {
             let mut msg = UffdMsg([0; 32]);

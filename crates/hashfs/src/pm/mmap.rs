@@ -317,6 +317,7 @@ impl MmapDevice {
         let stop = Arc::new(AtomicBool::new(false));
         let (base, len, flag) = (self.base as usize, self.len as usize, stop.clone());
         let t = std::thread::Builder::new().name("hashfs-populate".into()).spawn(move || {
+            super::block_signals();
             // Only spare CPU: on a busy machine the threads serving requests come first
             // (each of them faults in what it touches itself). Measured under filebench
             // on 2 cores: zeroing the pages of a fresh 4 GiB image took a fifth of the

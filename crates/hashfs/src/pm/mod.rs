@@ -26,6 +26,22 @@ pub use mmap::{is_kept, keep, kept_in, out_of_the_way, MmapDevice, OpenMode};
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
+/// Blocks every signal that can be blocked on the calling thread: for the threads the
+/// library and the shims start inside a program's process (pumps, the mappings' follower,
+/// the hole-fault service, the populator, write-back). A signal sent to the process then
+/// goes to one of the program's threads: one that blocks it in its main thread to take it
+/// with `sigwait` or `signalfd`, as daemons do with SIGTERM, had it taken by such a thread
+/// and its default action end the program (until 2026-12-08). A write to a pipe whose
+/// reader is gone fails with EPIPE there instead of raising SIGPIPE.
+pub fn block_signals() {
+    // SAFETY: a full signal set, applied to this thread only.
+    unsafe {
+        let mut all: libc::sigset_t = std::mem::zeroed();
+        libc::sigfillset(&mut all);
+        libc::pthread_sigmask(libc::SIG_BLOCK, &all, std::ptr::null_mut());
+    }
+}
+
 /// Writes back and orders the cache lines of `[ptr, ptr + len)` (for stores made through
 /// another mapping of the image, such as a file mapped by an application).
 ///

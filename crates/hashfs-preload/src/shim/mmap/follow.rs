@@ -117,6 +117,7 @@ pub(super) fn after_recount(maps: &[FileMap]) {
 /// (no region: nothing else changes it) it ends at once; a read-only participant's waits
 /// for a writer's region while it has followed records.
 fn run() {
+    hashfs::pm::block_signals();
     let Ok(fs) = shim().fs() else { return };
     // Records made before a writer made a read-only participant's region are followed
     // whole once it is there.
