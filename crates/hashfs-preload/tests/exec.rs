@@ -546,7 +546,9 @@ fn a_subprocess_given_files_of_the_image_gets_them_and_leaves_the_parents() {
         f = p("/f"),
         big = p("/big")
     );
-    let out = img.run("python3", &["-c", &py]);
+    // A minute at most (it takes a second): a vfork child that does its parent's work in
+    // the parent's memory may leave a lock taken and the parent waiting for ever.
+    let out = common::output_within(img.cmd("python3").args(["-c", &py]), std::time::Duration::from_secs(60));
     assert!(out.status.success(), "{out:?}");
     assert_eq!(
         String::from_utf8_lossy(&out.stdout),

@@ -18,23 +18,40 @@ const KEPT: usize = 4;
 type Job = Box<dyn FnOnce() + Send>;
 
 /// A pump's work on a thread: whether it has ended, and a wait for its end.
-pub(super) struct Running(Arc<Finished>);
+pub(super) enum Running {
+    /// On a thread of the pool.
+    Pooled(Arc<Finished>),
+    /// On a thread of its own (a `vfork` child's: [`run`]). Its join returns when the thread
+    /// is gone, also when an exec ended it (the kernel clears its id), where a flag would
+    /// never be set: the parent then waited for ever at its exit.
+    Own(std::thread::JoinHandle<()>),
+}
 
-struct Finished {
+pub(super) struct Finished {
     done: std::sync::Mutex<bool>,
     cv: Condvar,
 }
 
 impl Running {
     pub(super) fn is_finished(&self) -> bool {
-        *self.0.done.lock().unwrap_or_else(|e| e.into_inner())
+        match self {
+            Running::Pooled(f) => *f.done.lock().unwrap_or_else(|e| e.into_inner()),
+            Running::Own(h) => h.is_finished(),
+        }
     }
 
     /// Waits until the work has ended (returned, or panicked: caught on its thread).
     pub(super) fn join(self) {
-        let mut done = self.0.done.lock().unwrap_or_else(|e| e.into_inner());
-        while !*done {
-            done = self.0.cv.wait(done).unwrap_or_else(|e| e.into_inner());
+        match self {
+            Running::Pooled(f) => {
+                let mut done = f.done.lock().unwrap_or_else(|e| e.into_inner());
+                while !*done {
+                    done = f.cv.wait(done).unwrap_or_else(|e| e.into_inner());
+                }
+            }
+            Running::Own(h) => {
+                let _ = h.join();
+            }
         }
     }
 }
@@ -82,6 +99,18 @@ pub(super) fn run(job: impl FnOnce() + Send + 'static) -> std::io::Result<Runnin
         *signal.done.lock().unwrap_or_else(|e| e.into_inner()) = true;
         signal.cv.notify_all();
     });
+    if super::exec::PROCESS_PID.load(Ordering::Relaxed) != current_pid() {
+        // A `vfork` child, in its parent's memory: the parent's list is not its own, and a
+        // thread it makes dies at its exec, before it can say it has ended. A thread of its
+        // own, for this pump only, as before the pool, joined as a thread (with a flag, the
+        // parent waited for ever at its exit when the bug `vfork-kept-with-close-on-exec-files`
+        // was planted).
+        let own = move || {
+            hashfs::pm::block_signals();
+            job();
+        };
+        return Ok(Running::Own(std::thread::Builder::new().spawn(own)?));
+    }
     // Taken out of the list: no other caller can give it a job.
     let idle = IDLE.lock().pop();
     let w = match idle {
@@ -95,7 +124,7 @@ pub(super) fn run(job: impl FnOnce() + Send + 'static) -> std::io::Result<Runnin
     };
     *w.job.lock().unwrap_or_else(|e| e.into_inner()) = Some(job);
     w.cv.notify_one();
-    Ok(Running(finished))
+    Ok(Running::Pooled(finished))
 }
 
 /// A thread's life: the jobs it is given, until it has waited [`IDLE_FOR`] for one or
