@@ -396,6 +396,7 @@ bugs=(
     "pump-workers-not-kept|crates/hashfs-preload/src/shim/workers.rs|a pump's thread ends with its work instead of waiting for the next pump: every redirection into the image makes a thread again (a third of a shell's echo x >> f)|test apps a_loop_of_redirections_keeps_no_thread_stacks"
     "workers-kept-in-child|crates/hashfs-preload/src/shim/workers.rs|a forked child keeps its parent's list of idle pump threads, which are not in the child: the pump it starts is handed to a thread that does not exist, and each subshell's exit waits a second for it|test apps a_loop_of_redirections_keeps_no_thread_stacks"
     "pump-threads-take-signals|crates/hashfs/src/pm/mod.rs|the threads the shim starts in a program's process (pumps, the mappings' follower) block no signal but SIGPIPE: a signal sent to a program that blocks it in its main thread to sigwait for it is taken by such a thread, whose default action ends the program|test processes a_signal_the_program_waits_for_is_not_taken_by_a_pump_thread"
+    "pool-taken-thread-ends|crates/hashfs-preload/src/shim/workers.rs|a pool thread whose wait for a job ended as a caller took it out of the list ends too: the caller's pump never runs (its output never reaches the file, its waiters wait for ever)|preload-unit every_job_runs_once_while_idle_threads_come_and_go"
 )
 
 
@@ -419,6 +420,7 @@ build_check() {
     case $check in
         unit\ *) (cd "$work/src" && "${cargo[@]}" $(lib_only hashfs) --no-run) >"$work/build.log" 2>&1 ;;
         stacked-unit\ *) (cd "$work/src" && "${cargo[@]}" $(lib_only hashfs-spfs) --no-run) >"$work/build.log" 2>&1 ;;
+        preload-unit\ *) (cd "$work/src" && "${cargo[@]}" $(lib_only hashfs-preload) --no-run) >"$work/build.log" 2>&1 ;;
         test\ *)
             local t=${check#test }
             (cd "$work/src" && "${cargo[@]}" --workspace --test "${t%% *}" --no-run &&
@@ -446,7 +448,7 @@ prebuild() {
     local tests=() units=0 programs=0 libraries=0 check t
     for check in "$@"; do
         case $check in
-            unit\ * | stacked-unit\ * | stacked) units=1 ;;
+            unit\ * | stacked-unit\ * | preload-unit\ * | stacked) units=1 ;;
             test\ *)
                 t=${check#test }
                 tests+=(--test "${t%% *}")
@@ -479,6 +481,9 @@ run_check() {
             (cd "$work/src" && cargo test -q --profile crash-bugs $(lib_only hashfs) -- ${check#unit }) >"$work/check.log" 2>&1 ;;
         stacked-unit\ *)
             (cd "$work/src" && cargo test -q --profile crash-bugs $(lib_only hashfs-spfs) -- ${check#stacked-unit }) \
+                >"$work/check.log" 2>&1 ;;
+        preload-unit\ *)
+            (cd "$work/src" && cargo test -q --profile crash-bugs $(lib_only hashfs-preload) -- ${check#preload-unit }) \
                 >"$work/check.log" 2>&1 ;;
         test\ *)
             local t=${check#test }
@@ -611,8 +616,9 @@ for b in "${chosen[@]}"; do
             [ -n "${union[$kind]:-}" ] || baseline+=("$kind")
             union[$kind]="${union[$kind]:-}${union[$kind]:+,}${check#* }"
             ;;
-        test\ * | unit\ * | stacked-unit\ *)
-            # "test <program> <name>", "unit <name>", "stacked-unit <name>": one check
+        test\ * | unit\ * | stacked-unit\ * | preload-unit\ *)
+            # "test <program> <name>", "unit <name>", "stacked-unit <name>", "preload-unit
+            # <name>": one check
             # of the names of each program (run_check takes several).
             case $check in test\ *) group=${check% *} ;; *) group=${check%% *} ;; esac
             [ -n "${batch[$group]:-}" ] || baseline+=("$group")
@@ -675,7 +681,7 @@ for b in "${ordered[@]}"; do
     # processes racing catches its race with some probability per run, so it gets up to
     # three runs, and the line says which caught it.
     tries=1
-    case $check in test\ * | unit\ * | stacked-unit\ *) tries=3 ;; esac
+    case $check in test\ * | unit\ * | stacked-unit\ * | preload-unit\ *) tries=3 ;; esac
     caught=0
     for ((try = 1; try <= tries; try++)); do
         if ! HASHFS_PLANTED_BUG=$name run_check "$check"; then caught=$try; break; fi

@@ -10,8 +10,10 @@
 use super::*;
 use std::sync::Condvar;
 
-/// How long a thread waits for the next pump before it ends.
-const IDLE_FOR: std::time::Duration = std::time::Duration::from_secs(5);
+/// How long a thread waits for the next pump before it ends (a few milliseconds in the
+/// unit test, so that jobs come as waits end).
+const IDLE_FOR: std::time::Duration =
+    if cfg!(test) { std::time::Duration::from_millis(2) } else { std::time::Duration::from_secs(5) };
 /// The idle threads kept at most (a thread finding the list full ends).
 const KEPT: usize = 4;
 
@@ -149,6 +151,10 @@ fn serve(w: Arc<Worker>) {
         }
         job = w.next_job(Some(IDLE_FOR));
         if job.is_none() {
+            // The unit test widens the window in which a caller takes this thread out of
+            // the list after its wait ended (a race point).
+            #[cfg(test)]
+            std::thread::sleep(std::time::Duration::from_micros(500));
             let mut idle = IDLE.lock();
             if let Some(i) = idle.iter().position(|x| Arc::ptr_eq(x, &w)) {
                 idle.swap_remove(i);
@@ -171,5 +177,52 @@ pub(super) fn forget_in_child() {
         if IDLE.is_locked() {
             IDLE.force_unlock();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::AtomicUsize;
+
+    /// Jobs from four threads at once, spaced around the idle threads' wait (2 ms here), so
+    /// that callers take threads from the list as their waits end: every job runs once
+    /// and is seen to end. A thread that ended when its wait did, though a caller had
+    /// taken it out of the list meanwhile (the handoff `serve` makes after its wait), left
+    /// that caller's job unrun; its wait is bounded here, and fails.
+    #[test]
+    fn every_job_runs_once_while_idle_threads_come_and_go() {
+        super::super::exec::PROCESS_PID.store(current_pid(), Ordering::Relaxed);
+        let ran = Arc::new(AtomicUsize::new(0));
+        let callers: Vec<_> = (0..4u64)
+            .map(|t| {
+                let ran = ran.clone();
+                std::thread::spawn(move || {
+                    let mut jobs = Vec::new();
+                    for i in 0..150u64 {
+                        let ran = ran.clone();
+                        jobs.push(run(move || {
+                            ran.fetch_add(1, Ordering::Relaxed);
+                        }));
+                        // 0 to 3 ms apart: around the end of an idle thread's wait.
+                        std::thread::sleep(std::time::Duration::from_micros((i * 397 + t * 131) % 3_000));
+                    }
+                    jobs
+                })
+            })
+            .collect();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        for c in callers {
+            for job in c.join().unwrap() {
+                let job = job.expect("a thread for the job");
+                while !job.is_finished() {
+                    assert!(std::time::Instant::now() < deadline, "a job handed to a pool thread never ran");
+                    std::thread::sleep(std::time::Duration::from_micros(100));
+                }
+                job.join();
+            }
+        }
+        assert_eq!(ran.load(Ordering::Relaxed), 600);
+        assert!(IDLE.lock().len() <= KEPT);
     }
 }
