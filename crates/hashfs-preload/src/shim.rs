@@ -99,13 +99,18 @@ pub(super) extern "C" fn at_exit() {
     let outputs: Vec<u64> = pumps.iter().filter(|(fd, _, _)| *fd != -1).map(|&(_, pipe, _)| pipe).collect();
     pump::close_write_ends(&outputs, false);
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(1);
-    for (fd, _, handle) in pumps {
+    for (fd, pipe, handle) in pumps {
         if fd >= 0 {
             handle.join();
             continue;
         }
-        // An input pump (stopped above) or an output pump still writing what a replaced
-        // descriptor left: each ends soon; waited for a second at most in all.
+        if fd < -1 {
+            // An output pump still writing what a replaced descriptor left: it ends soon
+            // (`pump::wait_for_output_pump`).
+            pump::wait_for_output_pump(pipe, handle, deadline);
+            continue;
+        }
+        // An input pump (stopped above): it ends soon; waited for a second at most in all.
         while !handle.is_finished() && std::time::Instant::now() < deadline {
             std::thread::sleep(std::time::Duration::from_micros(200));
         }

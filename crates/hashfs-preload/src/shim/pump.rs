@@ -165,8 +165,8 @@ pub(super) fn drained_for_fork<'a>(
 
 /// Before this process leaves the image: the pumps that went on without a descriptor
 /// ([`settle_pump`]) end as their pipes' last writers go (an exec's leaving comes right after
-/// a shell's `cmd > f` was undone, whose pump is reading its last bytes); each is waited for,
-/// a second at most in all, so that its file is closed when the image is.
+/// a shell's `cmd > f` was undone, whose pump is reading its last bytes); each is waited for
+/// ([`wait_for_output_pump`]), so that its file is closed when the image is.
 pub(super) fn finish_detached() {
     let detached: Vec<_> = {
         let mut pumps = PUMPS.lock();
@@ -175,14 +175,50 @@ pub(super) fn finish_detached() {
         gone
     };
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(1);
-    for (_, _, h) in detached {
-        while !h.is_finished() && std::time::Instant::now() < deadline {
-            std::thread::sleep(std::time::Duration::from_micros(200));
-        }
-        if h.is_finished() {
-            h.join();
-        }
+    for (_, pipe, h) in detached {
+        wait_for_output_pump(pipe, h, deadline);
     }
+}
+
+/// Waits for an output pump of this process, on pipe `pipe`, that is not on a descriptor
+/// any more, and joins it if it ended: until `deadline` while another process may still
+/// write its pipe (a program that does not load the shim, holding a copy), but up to ten
+/// seconds once no one can (the pipe is hung up): its thread then only has to be given a
+/// CPU to end. On a loaded machine a second was not always enough, and the process left
+/// the image with the pump's file open: "image not marked clean at exit: device or
+/// resource busy" (`exec.rs::a_shell_with_its_output_in_the_image_redirects_again`, once
+/// in a quick tier beside other builds, 2026-12-08).
+pub(super) fn wait_for_output_pump(pipe: u64, h: super::workers::Running, deadline: std::time::Instant) {
+    let mut until = deadline;
+    let mut looked = false;
+    while !h.is_finished() {
+        let now = std::time::Instant::now();
+        if !looked && writers_gone(pipe) {
+            until = until.max(now + std::time::Duration::from_secs(10));
+            looked = true;
+        }
+        if now >= until {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_micros(200));
+    }
+    h.join();
+}
+
+/// Whether no process can write the pipe of this process's output pump on `pipe` any
+/// more: its end hung up (POLLHUP), or the pump already closed it.
+fn writers_gone(pipe: u64) -> bool {
+    let me = current_pid();
+    let Some(p) = PUMPED.lock().iter().find(|p| p.output && p.pid == me && p.pipe == pipe).cloned() else {
+        return true; // its record gone: the pump has ended
+    };
+    if p.ended.load(Ordering::Acquire) {
+        return true;
+    }
+    let mut at = libc::pollfd { fd: p.end, events: libc::POLLIN, revents: 0 };
+    // SAFETY: one pollfd, no wait.
+    let r = unsafe { libc::poll(&mut at, 1, 0) };
+    r > 0 && at.revents & (libc::POLLHUP | libc::POLLNVAL) != 0
 }
 
 /// Before an exec that leaves the image (`leave_before_exec`): this process's close-on-exec
