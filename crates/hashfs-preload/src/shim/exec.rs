@@ -447,17 +447,9 @@ fn pass_pump(fd: c_int, pipe: u64, h: Handle, ticket: Option<u32>) -> Option<c_i
     let name = CString::new(format!("{PUMP_NAME}{fd}-{pipe}-{}", h.handed_name(ticket))).ok()?;
     // SAFETY: a NUL-terminated name; no close-on-exec: it is for the program.
     let m = unsafe { libc::memfd_create(name.as_ptr(), 0) };
-    if (0..=2).contains(&m) {
-        // A standard descriptor the program had closed: it stays closed for the next one
-        // (which the shim may not load), the name goes from 3 up.
-        let (fcntl, close) = (real!(fcntl: fn(c_int, c_int, libc::c_ulong) -> c_int), real!(close: fn(c_int) -> c_int));
-        // SAFETY: our memfd, duplicated from 3 up, then closed.
-        let moved = unsafe { fcntl(m, libc::F_DUPFD, 3) };
-        // SAFETY: as above.
-        unsafe { close(m) };
-        return (moved >= 0).then_some(moved);
-    }
-    (m >= 0).then_some(m)
+    // A standard descriptor the program had closed stays closed for the next program (which
+    // the shim may not load): the name goes from 3 up.
+    super::snapshot::above_standard(m, libc::F_DUPFD)
 }
 
 /// The beginning of the name [`pass_pump`] gives.

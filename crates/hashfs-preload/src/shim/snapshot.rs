@@ -84,7 +84,10 @@ fn filled(ino: Ino, file: &hashfs::File<MmapDevice>, size: u64) -> Option<c_int>
     let close = real!(close: fn(c_int) -> c_int);
     let name = CString::new(format!("{NAME}{}", ino.0)).ok()?;
     // SAFETY: a NUL-terminated name.
-    let m = above_standard(unsafe { libc::memfd_create(name.as_ptr(), libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING) })?;
+    let m = above_standard(
+        unsafe { libc::memfd_create(name.as_ptr(), libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING) },
+        libc::F_DUPFD_CLOEXEC,
+    )?;
     let copied = copy_into(m, file, size);
     // SAFETY: sealing our own memfd: its length and bytes stay as copied.
     let sealed = copied
@@ -129,10 +132,11 @@ fn copy_into(m: c_int, file: &hashfs::File<MmapDevice>, size: u64) -> bool {
     true
 }
 
-/// `fd`, or a close-on-exec copy of it from 3 up if it is a standard descriptor (one that
-/// was closed when it was made: the caller is about to replace standard input); None for
-/// a failed call's -1.
-fn above_standard(fd: c_int) -> Option<c_int> {
+/// `fd`, or a copy of it from 3 up (made with `dup`, `F_DUPFD` or `F_DUPFD_CLOEXEC`) if it
+/// is a standard descriptor, one that was closed when `fd` was made (the caller is about to
+/// replace standard input, or the program had closed it and keeps it so); None for a
+/// failed call's -1.
+pub(super) fn above_standard(fd: c_int, dup: c_int) -> Option<c_int> {
     if fd < 0 {
         return None;
     }
@@ -142,7 +146,7 @@ fn above_standard(fd: c_int) -> Option<c_int> {
     let (fcntl, close) = (real!(fcntl: fn(c_int, c_int, libc::c_ulong) -> c_int), real!(close: fn(c_int) -> c_int));
     // SAFETY: duplicating, then closing, our own descriptor.
     unsafe {
-        let moved = fcntl(fd, libc::F_DUPFD_CLOEXEC, 3);
+        let moved = fcntl(fd, dup, 3);
         close(fd);
         (moved >= 0).then_some(moved)
     }
