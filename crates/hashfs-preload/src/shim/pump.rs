@@ -54,11 +54,16 @@ pub(super) static PUMPED: Mutex<Vec<Arc<Pump>>> = Mutex::new(Vec::new());
 
 /// The inode of what `fd` refers to, through the system call (no interposed libc).
 pub(super) fn inode_of(fd: c_int) -> Option<u64> {
+    kernel_stat(fd).map(|st| st.st_ino)
+}
+
+/// The kernel's fstat of `fd`, through the system call (no interposed libc).
+pub(super) fn kernel_stat(fd: c_int) -> Option<libc::stat> {
     // SAFETY: an all-zero stat is a valid value to be overwritten.
     let mut st: libc::stat = unsafe { std::mem::zeroed() };
     // SAFETY: fstat fills the struct it is given; a bad descriptor fails with EBADF.
     let r = unsafe { libc::syscall(libc::SYS_fstat, fd, &mut st) };
-    (r == 0).then_some(st.st_ino)
+    (r == 0).then_some(st)
 }
 
 /// The standard descriptors that are pumps' pipes, each with its pipe's inode and its

@@ -34,13 +34,10 @@ pub(super) const LIMIT: u64 = 16 << 20;
 /// What a snapshot's memfd is called, before the file's inode.
 const NAME: &str = "hashfs-input-";
 
-/// The device and inode of what descriptor `fd` refers to, through the system call.
+/// The device and inode of what descriptor `fd` refers to, if it is a regular file.
 pub(super) fn identity(fd: c_int) -> Option<(u64, u64)> {
-    // SAFETY: an all-zero stat is a valid value to be overwritten.
-    let mut st: libc::stat = unsafe { std::mem::zeroed() };
-    // SAFETY: fstat fills the struct it is given; a bad descriptor fails with EBADF.
-    let r = unsafe { libc::syscall(libc::SYS_fstat, fd, &mut st) };
-    (r == 0 && st.st_mode & libc::S_IFMT == libc::S_IFREG).then_some((st.st_dev, st.st_ino))
+    let st = pump::kernel_stat(fd)?;
+    (st.st_mode & libc::S_IFMT == libc::S_IFREG).then_some((st.st_dev, st.st_ino))
 }
 
 /// Puts a snapshot of `of`'s file on standard input, at `of`'s position; false (nothing
