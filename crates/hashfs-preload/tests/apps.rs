@@ -205,7 +205,7 @@ fn a_redirected_output_is_its_file_to_fstat() {
 /// (subshells redirect as fast as the shell). Before 2026-12-07 the ended
 /// pumps' threads were joined only at exit, each keeping its stack (two mappings): the
 /// shell had 4,050 mappings after 2,000 passes, and past 30,000 no thread could be made and
-/// the shell died on the shim's panic ("failed to spawn thread"). Before 2026-12-08 each
+/// the shell died on the shim's panic ("failed to spawn thread"). Before 2026-12-07 each
 /// pump made a thread of its own, a third of an `echo x >> f`'s time (`shim/workers.rs`).
 #[test]
 fn a_loop_of_redirections_keeps_no_thread_stacks() {

@@ -10,7 +10,7 @@ mod common;
 use common::{image, p};
 
 /// A shell script of redirected inputs, run on a tmpfs and through the shim: the same
-/// output, line for line. Before 2026-12-08 the shim's standard input was a pipe: the
+/// output, line for line. Before 2026-12-07 the shim's standard input was a pipe: the
 /// second `head` printed nothing (the first had read the pipe's whole content), `split -n`
 /// failed ("cannot determine file size"), `cat < f >> f` appended the file to itself
 /// until the image was full, and `[ -f /dev/stdin ]` was false.

@@ -796,7 +796,7 @@ fn a_daemon_and_a_child_on_a_terminal_keep_the_image() {
 /// shared mapping of a sparse file of the image). The signal waits for it, pending. The
 /// shim's threads block every signal (`hashfs::pm::block_signals`); one that did not took
 /// the signal sent to the process, whose default action then ended the program (SIGUSR1
-/// here, SIGTERM for a daemon), until 2026-12-08.
+/// here, SIGTERM for a daemon), until 2026-12-07.
 #[test]
 fn a_signal_the_program_waits_for_is_not_taken_by_a_pump_thread() {
     let img = image();

@@ -192,7 +192,7 @@ pub(super) fn finish_detached() {
 /// CPU to end. On a loaded machine a second was not always enough, and the process left
 /// the image with the pump's file open: "image not marked clean at exit: device or
 /// resource busy" (`exec.rs::a_shell_with_its_output_in_the_image_redirects_again`, once
-/// in a quick tier beside other builds, 2026-12-08).
+/// in a quick tier beside other builds, 2026-12-07).
 pub(super) fn wait_for_output_pump(pipe: u64, h: super::workers::Running, deadline: std::time::Instant) {
     let mut until = deadline;
     let mut looked = false;
@@ -746,7 +746,7 @@ fn filled_whole(of: &OpenFile, end: c_int) -> bool {
 /// Until 2026-12-07 their threads were joined only at exit, each keeping its stack: a
 /// shell's loop of redirections into the image (`for ...; do echo x >> f; done`) grew by
 /// two kernel mappings a pass until, past 30,000 passes, no thread could be made
-/// (`vm.max_map_count`) and the shell died on the shim's panic. Since 2026-12-08 a pump's
+/// (`vm.max_map_count`) and the shell died on the shim's panic. Since 2026-12-07 a pump's
 /// thread goes back to the pool when its work is done (`workers.rs`), and this keeps the
 /// list short.
 fn join_ended() {

@@ -1,7 +1,7 @@
 //! The threads pumps run on (`pump.rs`): a pump's work is handed to an idle thread of this
 //! process, or to a new one when none is idle, and the thread waits for the next pump when
 //! it is done (a few seconds at most, [`IDLE_FOR`]; [`KEPT`] idle threads at most). Before
-//! 2026-12-08 each pump started a thread of its own, and the thread's making (the kernel's
+//! 2026-12-07 each pump started a thread of its own, and the thread's making (the kernel's
 //! `clone`) was a third of a shell's `echo x >> f` through the shim.
 //!
 //! A forked child has none of its parent's threads: its list of idle threads is emptied as

@@ -31,7 +31,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 /// the hole-fault service, the populator, write-back). A signal sent to the process then
 /// goes to one of the program's threads: one that blocks it in its main thread to take it
 /// with `sigwait` or `signalfd`, as daemons do with SIGTERM, had it taken by such a thread
-/// and its default action end the program (until 2026-12-08). A write to a pipe whose
+/// and its default action end the program (until 2026-12-07). A write to a pipe whose
 /// reader is gone fails with EPIPE there instead of raising SIGPIPE.
 pub fn block_signals() {
     // SAFETY: a full signal set, applied to this thread only.

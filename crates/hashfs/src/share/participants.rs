@@ -262,7 +262,7 @@ impl Participants {
         let pid = s.pid.load(Ordering::Acquire);
         if pid == 0 {
             // A free slot, without asking the kernel this process's id: a join surveys
-            // every slot, and asked 256 times (half a `cat`'s system calls, 2026-12-08).
+            // every slot, and asked 256 times (half a `cat`'s system calls, 2026-12-07).
             return false;
         }
         let start = s.start.load(Ordering::Acquire);
