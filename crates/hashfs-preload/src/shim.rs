@@ -111,12 +111,7 @@ pub(super) extern "C" fn at_exit() {
             continue;
         }
         // An input pump (stopped above): it ends soon; waited for a second at most in all.
-        while !handle.is_finished() && std::time::Instant::now() < deadline {
-            std::thread::sleep(std::time::Duration::from_micros(200));
-        }
-        if handle.is_finished() {
-            handle.join();
-        }
+        let _ = handle.join_by(deadline);
     }
     EXITING.store(true, Ordering::Relaxed);
     guarded(leave_image);

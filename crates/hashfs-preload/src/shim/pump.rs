@@ -74,6 +74,7 @@ pub(super) fn kernel_stat(fd: c_int) -> Option<libc::stat> {
 pub(super) static STANDARD_FILES: Mutex<[Option<StandardFile>; 3]> = Mutex::new([None, None, None]);
 
 /// A standard descriptor's object and the file it stands for.
+#[derive(Clone)]
 pub(super) struct StandardFile {
     /// The inode of the pipe a pump moves the file through, or of a snapshot's memfd.
     pub(super) object: u64,
@@ -194,20 +195,12 @@ pub(super) fn finish_detached() {
 /// resource busy" (`exec.rs::a_shell_with_its_output_in_the_image_redirects_again`, once
 /// in a quick tier beside other builds, 2026-12-07).
 pub(super) fn wait_for_output_pump(pipe: u64, h: super::workers::Running, deadline: std::time::Instant) {
-    let mut until = deadline;
-    let mut looked = false;
-    while !h.is_finished() {
-        let now = std::time::Instant::now();
-        if !looked && writers_gone(pipe) {
-            until = until.max(now + std::time::Duration::from_secs(10));
-            looked = true;
-        }
-        if now >= until {
-            return;
-        }
-        std::thread::sleep(std::time::Duration::from_micros(200));
-    }
-    h.join();
+    let until = if !h.is_finished() && writers_gone(pipe) {
+        deadline.max(std::time::Instant::now() + std::time::Duration::from_secs(10))
+    } else {
+        deadline
+    };
+    let _ = h.join_by(until); // one that goes on is let go (its pipe's other writer has it)
 }
 
 /// Whether no process can write the pipe of this process's output pump on `pipe` any
@@ -421,22 +414,14 @@ pub(super) fn settle_pump(taken: Option<Taken>, target: c_int) {
     });
     if let Some(of) = writing {
         drop(written_out(&of));
-        if h.is_finished() {
-            h.join();
-        } else {
+        if let Some(h) = h.join_by(std::time::Instant::now()) {
             // It ends with its pipe's last writer; joined at exit, or standard descriptor
             // `target` again if a copy of the pipe comes back onto it ([`rejoin`]).
             PUMPS.lock().push((-2 - target, pipe.unwrap_or(0), h));
         }
         return;
     }
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(1);
-    while !h.is_finished() && std::time::Instant::now() < deadline {
-        std::thread::sleep(std::time::Duration::from_micros(200));
-    }
-    if h.is_finished() {
-        h.join();
-    } else {
+    if let Some(h) = h.join_by(std::time::Instant::now() + std::time::Duration::from_secs(1)) {
         PUMPS.lock().push((-2 - target, pipe.unwrap_or(0), h)); // still writing: joined at exit, not closed there
     }
 }

@@ -154,36 +154,34 @@ pub(super) fn on(fd: c_int) -> Option<Arc<OpenFile>> {
     let slot = usize::try_from(fd).ok().filter(|&i| i < 3)?;
     let files = STANDARD_FILES.lock();
     let sf = files[slot].as_ref()?;
-    let dev = sf.snapshot?;
-    (identity(fd) == Some((dev, sf.object))).then(|| sf.of.clone())
+    is_on(fd, sf).then(|| sf.of.clone())
+}
+
+/// Whether `sf` is a snapshot and descriptor `fd` its memfd still.
+fn is_on(fd: c_int, sf: &StandardFile) -> bool {
+    sf.snapshot.is_some_and(|dev| identity(fd) == Some((dev, sf.object)))
 }
 
 /// The memfd's offset, as descriptor `fd` (a standard one, about to be replaced or
 /// handed over) has it, becomes `sf`'s description's position, if `sf` is a snapshot and
-/// `fd` its memfd still.
-pub(super) fn write_back(fd: c_int, sf: &StandardFile) {
-    let Some(dev) = sf.snapshot else { return };
-    if identity(fd) != Some((dev, sf.object)) {
-        return;
+/// `fd` its memfd still (true then).
+pub(super) fn write_back(fd: c_int, sf: &StandardFile) -> bool {
+    if !is_on(fd, sf) {
+        return false;
     }
     // SAFETY: a seek that moves nothing, on a descriptor number.
     let at = unsafe { real!(lseek: fn(c_int, off_t, c_int) -> off_t)(fd, 0, libc::SEEK_CUR) };
     if at >= 0 {
         *sf.of.pos.lock() = at as u64;
     }
+    true
 }
 
 /// Standard input, if it is a snapshot, with its memfd's inode (the name an exec or a
 /// spawn passes it by: `exec.rs`), its offset written back first.
 pub(super) fn handed_over() -> Option<(u64, Arc<OpenFile>)> {
-    let sf = {
-        let files = STANDARD_FILES.lock();
-        let sf = files[0].as_ref()?;
-        sf.snapshot?;
-        StandardFile { object: sf.object, of: sf.of.clone(), snapshot: sf.snapshot }
-    };
-    write_back(0, &sf);
-    on(0).map(|of| (sf.object, of))
+    let sf = STANDARD_FILES.lock()[0].clone()?;
+    write_back(0, &sf).then_some((sf.object, sf.of))
 }
 
 /// In a program an exec or a spawn started: standard input is the snapshot of `of`'s

@@ -42,6 +42,19 @@ impl Running {
         }
     }
 
+    /// Joins the work if it ends by `deadline` (waited for in steps of 200 us); else gives
+    /// it back, still running.
+    pub(super) fn join_by(self, deadline: std::time::Instant) -> Option<Running> {
+        while !self.is_finished() && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_micros(200));
+        }
+        if self.is_finished() {
+            self.join();
+            return None;
+        }
+        Some(self)
+    }
+
     /// Waits until the work has ended (returned, or panicked: caught on its thread).
     pub(super) fn join(self) {
         match self {
