@@ -40,9 +40,10 @@ pub(super) fn identity(fd: c_int) -> Option<(u64, u64)> {
     (st.st_mode & libc::S_IFMT == libc::S_IFREG).then_some((st.st_dev, st.st_ino))
 }
 
-/// Puts a snapshot of `of`'s file on standard input, at `of`'s position; false (nothing
-/// changed) when `of` is not read-only, its file is longer than [`LIMIT`], or the kernel
-/// refused a step: the caller pumps it instead.
+/// Puts a snapshot of `of`'s file on standard input, at `of`'s position; false when `of`
+/// is not read-only, its file is longer than [`LIMIT`], or the kernel refused a step (then
+/// standard input is as it was, or, if the refused step was its replacement, let go of
+/// its file): the caller pumps it instead.
 pub(super) fn put(of: &Arc<OpenFile>) -> bool {
     if of.flags.load(Ordering::Relaxed) & libc::O_ACCMODE != libc::O_RDONLY {
         return false;
