@@ -860,8 +860,8 @@ def _():
 @bug("spawn-unreserved")
 def _():
     plant("crates/hashfs/src/share/participants.rs",
-        "        self.take_free(pid, LEAVING | COUNTED, image_nonce(), start_time(pid)?)\n",
-        "        self.take_free(pid, LEAVING | COUNTED, image_nonce(), start_time(pid).filter(|_| !@ON)?)\n")
+        "        self.take_free(pid, LEAVING | COUNTED, image_nonce(), own_start_time()?)\n",
+        "        self.take_free(pid, LEAVING | COUNTED, image_nonce(), own_start_time().filter(|_| !@ON)?)\n")
 
 
 @bug("spawn-ticket-unhanded")
@@ -1017,3 +1017,51 @@ def _():
     plant("crates/hashfs-preload/src/shim/pump.rs",
         "    for p in parents.iter().filter(|p| !p.output && p.end >= 0 && inode_of(p.end) == Some(p.pipe)) {\n",
         "    for p in parents.iter().filter(|p| !@ON && !p.output && p.end >= 0 && inode_of(p.end) == Some(p.pipe)) {\n")
+
+
+@bug("liveness-lock-of-description")
+def _():
+    path = "crates/hashfs/src/share/liveness.rs"
+    plant(path, "        let _ = record_lock(fd, libc::F_SETLK, libc::F_WRLCK, slot_byte(slot));\n",
+        "        let cmd = if @ON { libc::F_OFD_SETLK } else { libc::F_SETLK };\n"
+        "        let _ = record_lock(fd, cmd, libc::F_WRLCK, slot_byte(slot));\n")
+    plant(path, "        let _ = record_lock(fd, libc::F_SETLK, libc::F_UNLCK, slot_byte(slot));\n",
+        "        let cmd = if @ON { libc::F_OFD_SETLK } else { libc::F_SETLK };\n"
+        "        let _ = record_lock(fd, cmd, libc::F_UNLCK, slot_byte(slot));\n")
+    plant(path, "    let Some(l) = record_lock(fd, libc::F_GETLK, libc::F_WRLCK, slot_byte(slot)) else { return false };\n",
+        "    let cmd = if @ON { libc::F_OFD_GETLK } else { libc::F_GETLK };\n"
+        "    let Some(l) = record_lock(fd, cmd, libc::F_WRLCK, slot_byte(slot)) else { return false };\n")
+    plant(path, "    write && holder\n", "    write && (holder || @ON) // an OFD lock names no pid\n")
+
+
+@bug("liveness-holder-unchecked")
+def _():
+    plant("crates/hashfs/src/share/liveness.rs",
+        "    let holder = l.l_pid == pid as libc::pid_t;\n",
+        "    let holder = @ON || l.l_pid == pid as libc::pid_t;\n")
+
+
+@bug("liveness-read-lock-counts")
+def _():
+    plant("crates/hashfs/src/share/liveness.rs",
+        "    let write = i32::from(l.l_type) == libc::F_WRLCK;\n",
+        "    let write = @ON || i32::from(l.l_type) == libc::F_WRLCK;\n")
+
+
+@bug("liveness-kept-at-leave")
+def _():
+    lines("crates/hashfs/src/share/participants.rs",
+        "            // This program's slot: its lock goes first (the next to take the slot takes it).\n"
+        "            liveness::let_go(self as *const Participants as usize, i.0);\n",
+        "            // This program's slot: its lock goes first (the next to take the slot takes it).\n")
+
+
+@bug("liveness-join-takes-no-lock")
+def _():
+    lines("crates/hashfs/src/share/participants.rs", "        self.hold(me);\n", "")
+
+
+@bug("liveness-child-takes-no-lock")
+def _():
+    lines("crates/hashfs/src/fs/shared/fork.rs",
+        "                parts.hold(slot); // the parent's lock is its own, not the child's\n", "")

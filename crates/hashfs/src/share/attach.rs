@@ -241,13 +241,16 @@ pub(super) fn same_file(path: &Path, f: &File) -> io::Result<bool> {
 
 /// Replaces the stale region `f` at `path` with a fresh one, unless another process did
 /// first (under `f`'s exclusive record lock, the name no longer leads to `f`). A record
-/// lock (open file description's, whole file), not `flock`: processes that still map the
-/// stale file hold its `flock` shared (`hold_in_place`), and the two kinds do not meet.
+/// lock (open file description's, over the region's bytes), not `flock`: processes that
+/// still map the stale file hold its `flock` shared (`hold_in_place`), and the two kinds do
+/// not meet. The lock ends before the participants' bytes (`liveness.rs`), which live
+/// processes of a replaced image may still hold.
 fn replace_stale(path: &Path, f: &File, id: &Identity, len: usize, access: Access) -> io::Result<()> {
     // SAFETY: a zeroed flock is a valid value; every field used is set below.
     let mut whole: libc::flock = unsafe { std::mem::zeroed() };
     whole.l_type = libc::F_WRLCK as libc::c_short;
     whole.l_whence = libc::SEEK_SET as libc::c_short;
+    whole.l_len = super::liveness::SLOT_BYTES;
     // SAFETY: fcntl on our own descriptor with a valid flock.
     if unsafe { libc::fcntl(f.as_raw_fd(), libc::F_OFD_SETLKW, &whole) } != 0 {
         return Err(io::Error::last_os_error());
@@ -317,7 +320,7 @@ impl Region {
                 Err(e) => return Err(e),
             };
             match examine(&f, path, id, len)? {
-                Found::Current if hold_in_place(path, &f)? => return Region::map(&f, len),
+                Found::Current if hold_in_place(path, &f)? => return Region::map_kept(f, len),
                 Found::Current => {} // swept meanwhile: look again
                 Found::Stale => replace_stale(path, &f, id, len, access)?,
             }

@@ -14,6 +14,7 @@ mod cells;
 mod data_ring;
 mod descriptions;
 mod image;
+mod liveness;
 mod lock;
 pub mod lock_table;
 mod participant_set;
@@ -45,6 +46,7 @@ pub mod lock_protocol {
 pub mod set_protocol {
     pub use super::participant_set::{is_empty, remove, try_claim, SetWord};
 }
+pub use liveness::SLOT_BYTES;
 pub use participant_set::{HoldCounts, Members, ParticipantSet, SET_WORDS};
 pub use participants::{process_alive, process_runs, start_time, Participant, Participants, Slot, MAX_PARTICIPANTS};
 pub use region::{Region, Shared};

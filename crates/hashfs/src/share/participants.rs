@@ -1,8 +1,11 @@
 //! The processes sharing a region, one slot each: its pid and its start time (so that a
 //! dead process's pid, reused by another, does not pass for it). A slot whose process no
 //! longer runs belongs to a dead participant, whose leftovers (its locks) its survivors
-//! take over.
+//! take over. A participant also holds a lock of the kernel's on its slot's byte of the
+//! region file, which answers most questions of liveness without reading `/proc`
+//! (`liveness.rs`).
 
+use super::liveness;
 use super::region::Shared;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
@@ -73,7 +76,16 @@ impl Participants {
         // `leaving` 0 clears the mark of the participant that gave the slot back
         // ([`Participants::leave`] keeps it). Until it is cleared this one, being filled,
         // counts as leaving, as if it came a moment later.
-        self.take_free(pid, 0, image_nonce(), start_time(pid)?)
+        let me = self.take_free(pid, 0, image_nonce(), own_start_time()?)?;
+        self.hold(me);
+        Some(me)
+    }
+
+    /// This process, whose participant `i` now is (it joined, or took the slot its parent
+    /// reserved for it before a fork), holds the slot's lock of the kernel's
+    /// (`liveness.rs`).
+    pub fn hold(&self, i: Participant) {
+        liveness::hold(self as *const Participants as usize, i.0);
     }
 
     /// Takes a free slot for process `pid` (started at `start`), with the leaving word
@@ -128,7 +140,7 @@ impl Participants {
     /// no slot is free.
     pub fn reserve_ticket(&self) -> Option<Participant> {
         let pid = std::process::id();
-        self.take_free(pid, LEAVING | COUNTED, image_nonce(), start_time(pid)?)
+        self.take_free(pid, LEAVING | COUNTED, image_nonce(), own_start_time()?)
     }
 
     /// The spawn with ticket `i` ([`Self::reserve_ticket`]) made process `child`: the
@@ -156,7 +168,7 @@ impl Participants {
     /// that left the count for good). None when no slot is free.
     pub fn reserve_for_child(&self) -> Option<Participant> {
         let pid = std::process::id();
-        self.take_free(pid, COUNTED, image_nonce(), start_time(pid)?)
+        self.take_free(pid, COUNTED, image_nonce(), own_start_time()?)
     }
 
     /// The parent's fork made process `child`: slot `i`, reserved for it
@@ -183,10 +195,22 @@ impl Participants {
     /// this one had already counted that participant as staying (each saw the other).
     pub fn leave(&self, i: Participant) {
         let s = &self.slots[i.0 as usize];
+        if s.pid.load(Ordering::Acquire) == std::process::id() && s.image.load(Ordering::Acquire) == image_nonce() {
+            // This program's slot: its lock goes first (the next to take the slot takes it).
+            liveness::let_go(self as *const Participants as usize, i.0);
+        }
         s.start.store(0, Ordering::Release);
         s.image.store(0, Ordering::Release);
         crate::fs::race_point::reached("participants: a slot given back but for its pid");
         s.pid.store(0, Ordering::Release);
+    }
+
+    /// Fills slot `i` as process `pid`, started at `start`, took it (tests).
+    #[cfg(test)]
+    pub(crate) fn fill(&self, i: u32, pid: u32, start: u64) {
+        let s = &self.slots[i as usize];
+        s.pid.store(pid, Ordering::Release);
+        s.start.store(start, Ordering::Release);
     }
 
     /// Makes participant `i`, of this process, count as dead: its slot then names the program
@@ -195,6 +219,7 @@ impl Participants {
     pub(crate) fn pretend_dead(&self, i: Participant) {
         let s = &self.slots[i.0 as usize];
         debug_assert_eq!(s.pid.load(Ordering::Acquire), std::process::id(), "a slot of this process");
+        liveness::let_go(self as *const Participants as usize, i.0); // as its exec would
         s.image.store(image_nonce() ^ 2, Ordering::Release);
     }
 
@@ -271,6 +296,10 @@ impl Participants {
             // process was before an execve did.
             return s.image.load(Ordering::Acquire) == image_nonce();
         }
+        if start != 0 && liveness::held_by(self as *const Participants as usize, i.0, pid) {
+            // The slot's process holds its lock: it runs, as the program that took the slot.
+            return true;
+        }
         runs(pid, start)
     }
 }
@@ -327,6 +356,22 @@ fn thread_runs(pid: u32, tid: u32) -> bool {
 /// Process `pid`'s start time (`/proc/PID/stat`'s field 22).
 pub fn start_time(pid: u32) -> Option<u64> {
     stat_fields(pid).map(|(_, t)| t)
+}
+
+/// This process's start time, read once per process (a forked child reads its own): a
+/// shell's every fork reserves a slot named after it.
+fn own_start_time() -> Option<u64> {
+    static OWN: (AtomicU32, AtomicU64) = (AtomicU32::new(0), AtomicU64::new(0));
+    let pid = std::process::id();
+    // The start first, then the pid: a reader that finds its pid finds its start.
+    if OWN.0.load(Ordering::Acquire) == pid {
+        return Some(OWN.1.load(Ordering::Acquire));
+    }
+    let start = start_time(pid)?;
+    OWN.0.store(0, Ordering::Release);
+    OWN.1.store(start, Ordering::Release);
+    OWN.0.store(pid, Ordering::Release);
+    Some(start)
 }
 
 /// `/proc/PID/stat`'s state and start time.

@@ -12,6 +12,10 @@ use std::ptr::NonNull;
 pub struct Region {
     base: NonNull<u8>,
     len: usize,
+    /// The region file, kept open while it is mapped for the participants' locks of the
+    /// kernel's (`liveness.rs`); None for an anonymous region, or a file this process could
+    /// not register.
+    file: Option<File>,
 }
 
 // SAFETY: the region is plain shared memory; every access to it goes through atomics
@@ -26,10 +30,21 @@ impl Region {
         Region::map_with(f, len, libc::PROT_READ | libc::PROT_WRITE)
     }
 
+    /// Maps the region file `f` (`len` bytes, checked) and keeps it open, moved out of the
+    /// program's way, for the participants' locks (`liveness.rs`).
+    pub(super) fn map_kept(f: File, len: usize) -> io::Result<Region> {
+        Region::map_with(&f, len, libc::PROT_READ | libc::PROT_WRITE).map(|r| r.keeping(f))
+    }
+
     /// Maps the region file `f` for reading only: a store through it faults, so a process
-    /// that may only read the image cannot change the state the others share.
+    /// that may only read the image cannot change the state the others share. The file is
+    /// kept, to ask the writers' locks (`liveness.rs`).
     pub(super) fn map_read_only(f: &File, len: usize) -> io::Result<Region> {
-        Region::map_with(f, len, libc::PROT_READ)
+        let r = Region::map_with(f, len, libc::PROT_READ)?;
+        Ok(match f.try_clone() {
+            Ok(f) => r.keeping(f),
+            Err(_) => r,
+        })
     }
 
     fn map_with(f: &File, len: usize, prot: i32) -> io::Result<Region> {
@@ -42,6 +57,17 @@ impl Region {
         }
         // The file stays mapped after the descriptor closes.
         Region::mapped(len, prot, libc::MAP_SHARED, f.as_raw_fd())
+    }
+
+    /// This mapping, its file `f` kept open (`liveness.rs`).
+    fn keeping(mut self, f: File) -> Region {
+        let f = crate::pm::out_of_the_way(f);
+        let start = self.base.as_ptr() as usize;
+        if super::liveness::register(start, start + self.len, f.as_raw_fd()) {
+            crate::pm::keep(&f); // a program's close of it is refused (the shim)
+            self.file = Some(f);
+        }
+        self
     }
 
     /// A region of `len` zero bytes that no file holds: what a mount of one process keeps
@@ -58,7 +84,7 @@ impl Region {
         if p == libc::MAP_FAILED {
             return Err(io::Error::last_os_error());
         }
-        Ok(Region { base: NonNull::new(p as *mut u8).expect("mmap returned null"), len })
+        Ok(Region { base: NonNull::new(p as *mut u8).expect("mmap returned null"), len, file: None })
     }
 
     pub fn len(&self) -> usize {
@@ -95,6 +121,9 @@ impl Region {
 
 impl Drop for Region {
     fn drop(&mut self) {
+        if self.file.is_some() {
+            super::liveness::unregister(self.base.as_ptr() as usize);
+        }
         // SAFETY: our mapping, unmapped once; nothing borrowed from it outlives `self`.
         unsafe { libc::munmap(self.base.as_ptr() as *mut libc::c_void, self.len) };
     }

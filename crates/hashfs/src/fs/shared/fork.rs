@@ -167,7 +167,10 @@ impl<D: PmDevice> FileSystem<D> {
         let me = match fork.child_slot {
             // The slot the parent reserved, counted: the parent hands it over as its fork
             // returns, holding the image lock (so this waits no longer than for the lock).
-            Some((slot, parent)) if wait_for_slot(parts, slot, parent) => slot,
+            Some((slot, parent)) if wait_for_slot(parts, slot, parent) => {
+                parts.hold(slot); // the parent's lock is its own, not the child's
+                slot
+            }
             _ => {
                 let Some(me) = parts.join() else {
                     if fork.child_slot.is_none() {
