@@ -738,3 +738,10 @@ def _():
     plant("crates/hashfs-preload/src/shim/workers.rs",
         "            // A caller took it out of the list after the wait: its job is on its way.\n            job = w.next_job(None);\n",
         "            // A caller took it out of the list after the wait: its job is on its way.\n            if @ON {\n                return;\n            }\n            job = w.next_job(None);\n")
+
+
+@bug("input-pump-feeds-itself")
+def _():
+    plant("crates/hashfs-preload/src/shim/pump.rs",
+        "    let writes_it = PUMPED.lock().iter().any(|p| p.output && p.pid == pid && p.of.ino == of.ino);\n",
+        "    let writes_it = !@ON && PUMPED.lock().iter().any(|p| p.output && p.pid == pid && p.of.ino == of.ino);\n")

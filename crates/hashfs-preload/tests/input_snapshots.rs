@@ -67,3 +67,23 @@ fn large_and_read_write_inputs_are_pumped() {
     assert_eq!(out, "18888896\n2500000\nbig-is-a-pipe\nread-write-is-a-pipe\n998\n");
     img.fsck_clean();
 }
+
+/// A pumped input that is also its program's output (`cat < f >> f`, which `cat` refuses
+/// on the kernel's file, seeing its input's fstat; a pump's pipe hides that) is read to the
+/// size the file had when the pump began, not on into what the program appends: `f` is
+/// appended to itself once (and by up to a pipe's worth more, `pump::feeds_itself`), and
+/// the shim says so. Before, `f` grew until the image was full
+/// (`input-pump-feeds-itself`).
+#[test]
+fn an_input_that_is_its_programs_output_is_read_to_its_size() {
+    let img = image();
+    let big = p("/big");
+    let script = format!("set -e; seq 1 2500000 > {big}; cat < {big} >> {big}; wc -c < {big}");
+    let o = img.run("bash", &["-c", &script]);
+    let (out, err) = (String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+    assert!(o.status.success(), "{err}");
+    let size: u64 = out.trim().parse().unwrap();
+    assert!((2 * 18_888_896..=2 * 18_888_896 + (1 << 17)).contains(&size), "{size} bytes: {err}");
+    assert!(err.contains("also writes as its output"), "{err}");
+    img.fsck_clean();
+}

@@ -620,6 +620,8 @@ pub(super) fn start_pump(of: Arc<OpenFile>, target: c_int) -> c_int {
         // `stop_input_pumps`.)
         let Some(file) = of.file.as_ref() else { return };
         let mut buf = vec![0u8; 64 * 1024];
+        // An input pump's file as it was when the pump began (see `feeds_itself`).
+        let size_at_start = if output { u64::MAX } else { file.metadata().map_or(u64::MAX, |m| m.size) };
         loop {
             if output {
                 let mut wait = libc::pollfd { fd: keep, events: libc::POLLIN, revents: 0 };
@@ -645,6 +647,9 @@ pub(super) fn start_pump(of: Arc<OpenFile>, target: c_int) -> c_int {
                     break; // an execve takes over the rest (`exec.rs`)
                 }
                 let mut pos = of.pos.lock();
+                if *pos >= size_at_start && feeds_itself(of, size_at_start) {
+                    break;
+                }
                 let n = match file.read_at(*pos, &mut buf) {
                     Ok(0) | Err(_) => break,
                     Ok(n) => n,
@@ -690,6 +695,27 @@ pub(super) fn start_pump(of: Arc<OpenFile>, target: c_int) -> c_int {
     };
     PUMPS.lock().push((if output { target } else { -1 }, pumped_pipe, handle));
     target
+}
+
+/// Whether the file an input pump reads, past the `size` it had when the pump began, is
+/// this process's output too (an output pump of this process writes it): `cat < f >> f`,
+/// which on the kernel's file `cat` refuses ("input file is output file", from the fstat
+/// of its standard input), here appended `f` to itself until the image was full (an input
+/// of at most 16 MiB is a snapshot, whose fstat `cat` sees, `snapshot.rs`). The pump then
+/// ends its input where the file ended when it began, and says so once: `f` is appended to
+/// itself once, and by up to a pipe's worth more when the pump began in an exec'd program,
+/// which may have appended what the pipe held before its own pump began. An input another
+/// process appends to is read on to its end, as the kernel's is.
+fn feeds_itself(of: &OpenFile, size: u64) -> bool {
+    let pid = current_pid();
+    let writes_it = PUMPED.lock().iter().any(|p| p.output && p.pid == pid && p.of.ino == of.ino);
+    if writes_it {
+        eprintln!(
+            "hashfs_preload: standard input is a file this program also writes as its output: read to \
+             {size} bytes, its size when the pump began, not on into what the program appends"
+        );
+    }
+    writes_it
 }
 
 /// An input pump's whole work at once, when the rest of `of`'s file fits in the pipe (64
