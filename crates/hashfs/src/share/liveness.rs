@@ -138,7 +138,8 @@ pub(super) fn held_by(table: usize, slot: u32, pid: u32) -> bool {
 #[cfg(test)]
 mod tests {
     use super::SLOT_BYTES;
-    use crate::share::{start_time, Identity, Participant, Participants, Region, HEADER_BYTES};
+    use crate::share::participants::tests::table_region;
+    use crate::share::{start_time, Participant, Participants, HEADER_BYTES};
     use std::io::BufRead;
     use std::path::Path;
     use std::process::{Child, Command, Stdio};
@@ -184,11 +185,7 @@ mod tests {
     /// slot back: the next process to take the slot takes the lock (`liveness-kept-at-leave`).
     #[test]
     fn a_slot_is_alive_by_its_lock_only_when_the_slots_process_holds_it() {
-        let path = std::env::temp_dir().join(format!("hashfs-liveness-{}", std::process::id()));
-        let _ = std::fs::remove_file(&path);
-        let path = tempfile::TempPath::try_from_path(path).unwrap();
-        let id = Identity::of_image([0x4A; 16]).unwrap();
-        let r = Region::attach(&path, &id, HEADER_BYTES + std::mem::size_of::<Participants>(), 0o600).unwrap();
+        let (path, r) = table_region("liveness", 0x4A);
         let who = r.at::<Participants>(HEADER_BYTES);
         let table = who as *const Participants as usize;
 

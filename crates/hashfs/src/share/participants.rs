@@ -402,9 +402,21 @@ fn stat_fields(pid: u32) -> Option<(char, u64)> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::share::{Identity, Region, HEADER_BYTES};
+
+    /// A region file of its own (named after `name` and this process, removed as the path
+    /// drops, also when the test fails) with a participant table at [`HEADER_BYTES`], of an
+    /// image whose identity is made of `image`.
+    pub(crate) fn table_region(name: &str, image: u8) -> (tempfile::TempPath, Region) {
+        let path = std::env::temp_dir().join(format!("hashfs-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_file(&path);
+        let path = tempfile::TempPath::try_from_path(path).unwrap();
+        let id = Identity::of_image([image; 16]).unwrap();
+        let r = Region::attach(&path, &id, HEADER_BYTES + std::mem::size_of::<Participants>(), 0o600).unwrap();
+        (path, r)
+    }
 
     /// The main thread's state in `/proc/PID/stat`, polled (5 s at most) until `want` says so.
     fn until_state(pid: u32, want: impl Fn(char) -> bool) {
@@ -455,12 +467,7 @@ mod tests {
     /// dead slot, which its survivors can reap.
     #[test]
     fn a_slot_left_half_filled_by_a_dead_process_is_dead() {
-        let path = std::env::temp_dir().join(format!("hashfs-participants-{}", std::process::id()));
-        let _ = std::fs::remove_file(&path);
-        // (removed when the test ends, also when it fails)
-        let path = tempfile::TempPath::try_from_path(path).unwrap();
-        let id = Identity::of_image([0x3C; 16]).unwrap();
-        let r = Region::attach(&path, &id, HEADER_BYTES + std::mem::size_of::<Participants>(), 0o600).unwrap();
+        let (path, r) = table_region("participants", 0x3C);
         let who = r.at::<Participants>(HEADER_BYTES);
         let mut child = std::process::Command::new("true").spawn().unwrap();
         let pid = child.id();
@@ -498,15 +505,9 @@ mod tests {
     /// participant to take the slot is not leaving.
     #[test]
     fn a_slot_given_back_never_counts_as_staying_again() {
-        let path = std::env::temp_dir().join(format!("hashfs-participants-leave-{}", std::process::id()));
-        let _ = std::fs::remove_file(&path);
-        // (removed when the test ends, also when it fails)
-        let path = tempfile::TempPath::try_from_path(path).unwrap();
-        let id = Identity::of_image([0x3D; 16]).unwrap();
+        let (path, r) = table_region("participants-leave", 0x3D);
         // The point's hook lives as long as the thread: so does the region.
-        let r: &'static Region = Box::leak(Box::new(
-            Region::attach(&path, &id, HEADER_BYTES + std::mem::size_of::<Participants>(), 0o600).unwrap(),
-        ));
+        let r: &'static Region = Box::leak(Box::new(r));
         let who = r.at::<Participants>(HEADER_BYTES);
         let me = who.join().unwrap();
         assert!(who.staying(me));
